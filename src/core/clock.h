@@ -1,0 +1,35 @@
+/* The one source of time (STYLE: all time comes from one injectable clock).
+ * Production code uses clock_system(); tests use a manual clock they move by
+ * hand, so expiry and period roll-over are deterministic. */
+#ifndef LLMLIMIT_CLOCK_H
+#define LLMLIMIT_CLOCK_H
+
+#include <stdint.h>
+
+struct clock {
+    int64_t (*now_ms)(struct clock *clock); /* unix milliseconds */
+};
+
+/* The wall clock (CLOCK_REALTIME). Static storage; never freed. */
+struct clock *clock_system(void);
+
+/* A clock that only moves when told to. Thread-safe (atomic). */
+struct clock_manual {
+    struct clock clock;
+    int64_t now_ms; /* accessed atomically */
+};
+
+void clock_manual_init(struct clock_manual *manual, int64_t start_ms);
+void clock_manual_set(struct clock_manual *manual, int64_t now_ms);
+void clock_manual_advance(struct clock_manual *manual, int64_t delta_ms);
+
+static inline int64_t clock_now_ms(struct clock *clock)
+{
+    return clock->now_ms(clock);
+}
+
+/* Monotonic milliseconds, for timeouts and latency only (never accounting). */
+int64_t clock_monotonic_ms(void);
+int64_t clock_monotonic_ns(void);
+
+#endif

@@ -1,0 +1,249 @@
+/* Validation of limit definitions and UTC calendar arithmetic for budget
+ * periods. The civil-date conversion works on days since 1970-01-01 with
+ * 400-year eras, so it is exact for every int64 millisecond we accept. */
+#include "limits.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MS_PER_DAY INT64_C(86400000)
+
+bool limit_key_valid(const char *key, size_t length)
+{
+    if (length == 0 || length > LIMIT_KEY_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool lease_id_valid(const char *lease_id, size_t length)
+{
+    if (length == 0 || length > LEASE_ID_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        char c = lease_id[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static const char *const kind_names[] = {"", "rolling", "concurrency", "budget"};
+static const char *const period_names[] = {"", "day", "week", "month"};
+static const char *const overage_names[] = {"debt", "deny"};
+static const char *const status_names[] = {"active", "decreasing"};
+
+static int name_parse(const char *const *names, int count, int first, const char *name)
+{
+    for (int i = first; i < count; i++) {
+        if (strcmp(names[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+const char *limit_kind_name(enum limit_kind kind)
+{
+    return (kind >= LIMIT_ROLLING && kind <= LIMIT_BUDGET) ? kind_names[kind] : "";
+}
+
+int limit_kind_parse(const char *name, enum limit_kind *out)
+{
+    int i = name_parse(kind_names, 4, 1, name);
+    if (i < 0)
+        return -1;
+    *out = (enum limit_kind)i;
+    return 0;
+}
+
+const char *limit_period_name(enum limit_period period)
+{
+    return (period >= PERIOD_DAY && period <= PERIOD_MONTH) ? period_names[period] : "";
+}
+
+int limit_period_parse(const char *name, enum limit_period *out)
+{
+    int i = name_parse(period_names, 4, 0, name);
+    if (i < 0)
+        return -1;
+    *out = (enum limit_period)i;
+    return 0;
+}
+
+const char *limit_overage_name(enum limit_overage overage)
+{
+    return overage == OVERAGE_DENY ? "deny" : "debt";
+}
+
+int limit_overage_parse(const char *name, enum limit_overage *out)
+{
+    int i = name_parse(overage_names, 2, 0, name);
+    if (i < 0)
+        return -1;
+    *out = (enum limit_overage)i;
+    return 0;
+}
+
+const char *limit_status_name(enum limit_status status)
+{
+    return status == LIMIT_DECREASING ? "decreasing" : "active";
+}
+
+int limit_status_parse(const char *name, enum limit_status *out)
+{
+    int i = name_parse(status_names, 2, 0, name);
+    if (i < 0)
+        return -1;
+    *out = (enum limit_status)i;
+    return 0;
+}
+
+static int fail(char *error, size_t error_size, const char *message)
+{
+    snprintf(error, error_size, "%s", message);
+    return -1;
+}
+
+static int validate_kind_fields(struct limit_definition *d, char *error, size_t error_size)
+{
+    switch (d->kind) {
+    case LIMIT_ROLLING:
+        if (d->window_seconds == 0)
+            return fail(error, error_size, "window_seconds: required (> 0) for a rolling limit");
+        if (d->timeout_seconds != 0)
+            return fail(error, error_size, "timeout_seconds: not allowed on a rolling limit");
+        if (d->period != PERIOD_NONE)
+            return fail(error, error_size, "period: not allowed on a rolling limit");
+        break;
+    case LIMIT_CONCURRENCY:
+        if (d->timeout_seconds == 0)
+            return fail(error, error_size,
+                        "timeout_seconds: required (> 0) for a concurrency limit");
+        if (d->window_seconds != 0)
+            return fail(error, error_size, "window_seconds: not allowed on a concurrency limit");
+        if (d->period != PERIOD_NONE)
+            return fail(error, error_size, "period: not allowed on a concurrency limit");
+        break;
+    case LIMIT_BUDGET:
+        if (d->period == PERIOD_NONE)
+            return fail(error, error_size, "period: required (day, week or month) for a budget");
+        if (d->window_seconds != 0)
+            return fail(error, error_size, "window_seconds: not allowed on a budget limit");
+        if (d->timeout_seconds == 0)
+            d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_DEFAULT;
+        if (d->timeout_seconds < BUDGET_TIMEOUT_SECONDS_MIN)
+            d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_MIN;
+        if (d->timeout_seconds > BUDGET_TIMEOUT_SECONDS_MAX)
+            d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_MAX;
+        break;
+    default:
+        return fail(error, error_size, "kind: must be rolling, concurrency or budget");
+    }
+    return 0;
+}
+
+int limit_definition_validate(struct limit_definition *d, char *error, size_t error_size)
+{
+    if (!limit_key_valid(d->key, strnlen(d->key, sizeof d->key)))
+        return fail(error, error_size,
+                    "key: required, 1-256 bytes of printable ASCII without whitespace");
+    if (d->capacity == 0 || d->capacity > AMOUNT_MAX)
+        return fail(error, error_size, "capacity: must be 1..9223372036854775807");
+    if (d->window_seconds > WINDOW_SECONDS_MAX)
+        return fail(error, error_size, "window_seconds: at most 31622400 (366 days)");
+    if (d->timeout_seconds > WINDOW_SECONDS_MAX)
+        return fail(error, error_size, "timeout_seconds: at most 31622400 (366 days)");
+    if (d->overage != OVERAGE_DEBT && d->overage != OVERAGE_DENY)
+        return fail(error, error_size, "overage: must be deny or debt");
+    return validate_kind_fields(d, error, error_size);
+}
+
+int64_t limit_hold_duration_ms(const struct limit_definition *d)
+{
+    uint32_t seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
+    return (int64_t)seconds * 1000;
+}
+
+/* Floor division for negative instants (before 1970). */
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+/* Days since 1970-01-01 -> civil year/month (month 1..12). */
+static void civil_from_days(int64_t days, int64_t *year, int *month)
+{
+    days += 719468;
+    int64_t era = floor_div(days, 146097);
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = yoe + era * 400 + (m <= 2 ? 1 : 0);
+    *month = m;
+}
+
+/* Civil year/month/day -> days since 1970-01-01. */
+static int64_t days_from_civil(int64_t year, int month, int day)
+{
+    year -= month <= 2 ? 1 : 0;
+    int64_t era = floor_div(year, 400);
+    int64_t yoe = year - era * 400;
+    int64_t mp = month > 2 ? month - 3 : month + 9;
+    int64_t doy = (153 * mp + 2) / 5 + day - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+int64_t period_start_ms(enum limit_period period, int64_t unix_ms)
+{
+    int64_t days = floor_div(unix_ms, MS_PER_DAY);
+    switch (period) {
+    case PERIOD_DAY:
+        return days * MS_PER_DAY;
+    case PERIOD_WEEK: {
+        /* 1970-01-01 was a Thursday; Monday is 3 days earlier. */
+        int64_t monday = days - (((days + 3) % 7) + 7) % 7;
+        return monday * MS_PER_DAY;
+    }
+    case PERIOD_MONTH: {
+        int64_t year;
+        int month;
+        civil_from_days(days, &year, &month);
+        return days_from_civil(year, month, 1) * MS_PER_DAY;
+    }
+    default:
+        return 0;
+    }
+}
+
+int64_t period_end_ms(enum limit_period period, int64_t unix_ms)
+{
+    int64_t start = period_start_ms(period, unix_ms);
+    switch (period) {
+    case PERIOD_DAY:
+        return start + MS_PER_DAY;
+    case PERIOD_WEEK:
+        return start + 7 * MS_PER_DAY;
+    case PERIOD_MONTH: {
+        int64_t year;
+        int month;
+        civil_from_days(floor_div(start, MS_PER_DAY), &year, &month);
+        if (month == 12)
+            return days_from_civil(year + 1, 1, 1) * MS_PER_DAY;
+        return days_from_civil(year, month + 1, 1) * MS_PER_DAY;
+    }
+    default:
+        return INT64_MAX;
+    }
+}
