@@ -148,6 +148,38 @@ struct backend_stats {
     uint64_t expired_holds;    /* holds that expired without complete/release */
 };
 
+/* One audit-log entry (backends with an audit log: sqlite). */
+struct backend_event {
+    int64_t id; /* increasing; the pagination cursor */
+    int64_t at_unix_ms;
+    char type[32]; /* reserved, committed, committed_post_expiry, overrun, released,
+                      expired, debt, limit_changed */
+    char lease_id[LEASE_ID_LENGTH_MAX + 1];
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    char caller[CALLER_LENGTH_MAX + 1];
+    uint64_t amount;        /* reserved amount */
+    uint64_t actual_amount; /* committed/overrun/debt amount, else 0 */
+    char detail[128];
+};
+
+struct event_query {
+    const char *key;      /* NULL: any */
+    const char *lease_id; /* NULL: any */
+    int64_t after_id;     /* events with id > after_id */
+    uint32_t limit;       /* 1..EVENTS_PAGE_MAX */
+};
+
+#define EVENTS_PAGE_DEFAULT 100
+#define EVENTS_PAGE_MAX 1000
+
+/* Spend of one caller on one limit in one period (budgets) or window. */
+struct caller_usage {
+    char caller[CALLER_LENGTH_MAX + 1]; /* "" for leases without a caller */
+    uint64_t reserved;
+    uint64_t used;
+    uint64_t debt;
+};
+
 /* Called once per reserve/complete/release call, when every result is
  * written. May run before the call returns (synchronous backends) or on a
  * backend thread; it must not block. */
@@ -206,6 +238,16 @@ struct backend_ops {
     /* Readiness (backend reachable). true when ready. */
     bool (*ready)(struct backend *backend);
     void (*stats)(struct backend *backend, struct backend_stats *out);
+
+    /* Optional (NULL when the backend keeps no audit log). A new array,
+     * oldest first; caller frees with free(). 0, or -2 backend error. */
+    int (*events)(struct backend *backend, const struct event_query *query,
+                  struct backend_event **out, size_t *count);
+    /* Optional. Per-caller usage of one limit at at_unix_ms (the period
+     * containing it for budgets), sorted by used descending; a new array the
+     * caller frees. 0, -1 unknown key, -2 backend error. */
+    int (*usage_by_caller)(struct backend *backend, const char *key, int64_t at_unix_ms,
+                           struct caller_usage **out, size_t *count);
 };
 
 /* The backends compiled in, by name; NULL if unknown. */
