@@ -1,0 +1,234 @@
+"""Runs the real llmlimitd binary for integration tests.
+
+Server starts build/llmlimitd on a free loopback port with a fresh data
+directory, waits for its "llmlimitd listening on HOST:PORT" line, and speaks
+HTTP/1.1 to it with keep-alive connections (one per thread). Python standard
+library only.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+LISTENING = re.compile(r"llmlimitd listening on ([0-9.]+):([0-9]+)")
+START_TIMEOUT_S = 10.0
+
+
+def binary_from_argv(default="build/llmlimitd"):
+    """Takes --binary PATH out of sys.argv (ctest passes it) and returns it."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--binary" and i + 1 < len(sys.argv):
+            path = sys.argv[i + 1]
+            del sys.argv[i : i + 2]
+            return os.path.abspath(path)
+    return os.path.abspath(os.environ.get("LLMLIMITD", default))
+
+
+class ServerError(Exception):
+    pass
+
+
+class Server:
+    """One llmlimitd process. Use as a context manager or call start()/stop()."""
+
+    def __init__(self, binary, backend="memory", data_dir=None, args=(), env=None):
+        self.binary = binary
+        self.backend = backend
+        self.owns_data_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="llmlimit-test-")
+        self.args = list(args)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.process = None
+        self.host = None
+        self.port = None
+        self.stderr_lines = []
+        self._stderr_thread = None
+        self._local = threading.local()
+
+    # -- process control -------------------------------------------------
+
+    def command(self):
+        return [
+            self.binary,
+            "--listen", "127.0.0.1:0",
+            "--backend", self.backend,
+            "--data-dir", self.data_dir,
+        ] + self.args
+
+    def start(self):
+        """Starts the server and waits until it accepts requests."""
+        self.stderr_lines = []
+        self.process = subprocess.Popen(
+            self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=self.env, text=True, bufsize=1)
+        ready = threading.Event()
+
+        def pump():
+            for line in self.process.stderr:
+                self.stderr_lines.append(line.rstrip("\n"))
+                match = LISTENING.search(line)
+                if match and not ready.is_set():
+                    self.host, self.port = match.group(1), int(match.group(2))
+                    ready.set()
+            ready.set()
+
+        self._stderr_thread = threading.Thread(target=pump, daemon=True)
+        self._stderr_thread.start()
+        if not ready.wait(START_TIMEOUT_S) or self.port is None:
+            self.kill()
+            raise ServerError("llmlimitd did not start:\n" + self.stderr_text())
+        self._local = threading.local()
+        return self
+
+    def stop(self, sig=signal.SIGTERM, timeout_s=10.0):
+        """Sends sig and waits; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+            raise ServerError("llmlimitd did not exit within %.1fs of signal %d" % (timeout_s, sig))
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(2.0)
+        self.process = None
+        return code
+
+    def kill(self):
+        """SIGKILL, as a crash would."""
+        return self.stop(signal.SIGKILL)
+
+    def restart(self, sig=signal.SIGTERM):
+        self.stop(sig)
+        return self.start()
+
+    def wait_exit(self, timeout_s=10.0):
+        """For a server expected to exit by itself: returns its exit code."""
+        code = self.process.wait(timeout_s)
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(2.0)
+        self.process = None
+        return code
+
+    def stderr_text(self):
+        return "\n".join(self.stderr_lines)
+
+    def cleanup(self):
+        if self.process is not None:
+            self.kill()
+        if self.owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        try:
+            if self.process is not None:
+                self.stop()
+        finally:
+            self.cleanup()
+
+    # -- HTTP ------------------------------------------------------------
+
+    @property
+    def url(self):
+        return "http://%s:%d" % (self.host, self.port)
+
+    def _connection(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "port", None) != self.port:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+            self._local.conn = conn
+            self._local.port = self.port
+        return conn
+
+    def request(self, method, path, body=None, token=None, headers=None, raw=None):
+        """One HTTP request on this thread's keep-alive connection.
+
+        body is JSON-encoded; raw (bytes or str) is sent as is instead.
+        Returns (status, headers dict with lower-case names, parsed JSON or
+        text)."""
+        send_headers = {"Content-Type": "application/json"}
+        if token is not None:
+            send_headers["Authorization"] = "Bearer " + token
+        send_headers.update(headers or {})
+        payload = raw if raw is not None else (None if body is None else json.dumps(body))
+        if isinstance(payload, str):
+            payload = payload.encode()
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=payload, headers=send_headers)
+                response = conn.getresponse()
+                data = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError, OSError):
+                conn.close()
+                self._local.conn = None
+                if attempt == 1:
+                    raise
+        reply_headers = {k.lower(): v for k, v in response.getheaders()}
+        if response.getheader("Connection", "").lower() == "close":
+            conn.close()
+            self._local.conn = None
+        text = data.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        return response.status, reply_headers, parsed
+
+    # -- API shortcuts -----------------------------------------------------
+
+    def put_limit(self, definition, token=None):
+        return self.request("PUT", "/v1/admin/limits", definition, token=token)
+
+    def reserve(self, lease_id, requirements, caller=None, token=None):
+        """requirements: dict key -> amount, or a list of {key, amount}."""
+        if isinstance(requirements, dict):
+            requirements = [{"key": k, "amount": v} for k, v in requirements.items()]
+        body = {"lease_id": lease_id, "requirements": requirements}
+        if caller is not None:
+            body["caller"] = caller
+        return self.request("POST", "/v1/reserve", body, token=token)
+
+    def complete(self, lease_id, actuals=None, token=None):
+        """actuals: dict key -> actual_amount."""
+        actual_list = [{"key": k, "actual_amount": v} for k, v in (actuals or {}).items()]
+        return self.request("POST", "/v1/complete",
+                            {"lease_id": lease_id, "actuals": actual_list}, token=token)
+
+    def release(self, lease_id, token=None):
+        return self.request("POST", "/v1/release", {"lease_id": lease_id}, token=token)
+
+    def usage(self, key, token=None, query=""):
+        path = "/v1/usage/" + urllib.parse.quote(key, safe="")
+        if query:
+            path += "?" + query
+        return self.request("GET", path, token=token)
+
+
+def wait_until(predicate, timeout_s=5.0, interval_s=0.05):
+    """Polls predicate until it returns truthy or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            return value
+        time.sleep(interval_s)
