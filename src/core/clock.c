@@ -40,6 +40,23 @@ void clock_manual_advance(struct clock_manual *manual, int64_t delta_ms)
     __atomic_add_fetch(&manual->now_ms, delta_ms, __ATOMIC_SEQ_CST);
 }
 
+static int64_t offset_now_ms(struct clock *clock)
+{
+    struct clock_offset *offset = (struct clock_offset *)clock;
+    return system_now_ms(NULL) + __atomic_load_n(&offset->offset_ms, __ATOMIC_SEQ_CST);
+}
+
+void clock_offset_init(struct clock_offset *offset)
+{
+    offset->clock.now_ms = offset_now_ms;
+    __atomic_store_n(&offset->offset_ms, 0, __ATOMIC_SEQ_CST);
+}
+
+int64_t clock_offset_advance(struct clock_offset *offset, int64_t delta_ms)
+{
+    return __atomic_add_fetch(&offset->offset_ms, delta_ms, __ATOMIC_SEQ_CST);
+}
+
 int64_t clock_monotonic_ns(void)
 {
     struct timespec ts;

@@ -23,6 +23,18 @@ void clock_manual_init(struct clock_manual *manual, int64_t start_ms);
 void clock_manual_set(struct clock_manual *manual, int64_t now_ms);
 void clock_manual_advance(struct clock_manual *manual, int64_t delta_ms);
 
+/* The wall clock plus an offset that can be moved at runtime: what
+ * `llmlimitd --test-clock` runs on, so integration tests can jump forward
+ * (expiry, period roll-over) and backward (clock skew) without sleeping. */
+struct clock_offset {
+    struct clock clock;
+    int64_t offset_ms; /* accessed atomically */
+};
+
+void clock_offset_init(struct clock_offset *offset);
+/* Moves the clock by delta_ms (negative: backward); returns the new offset. */
+int64_t clock_offset_advance(struct clock_offset *offset, int64_t delta_ms);
+
 static inline int64_t clock_now_ms(struct clock *clock)
 {
     return clock->now_ms(clock);
