@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure test test-asan run bench clean
+.PHONY: all deps configure test test-asan run bench install soak fuzz fuzz-run clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -30,5 +30,25 @@ run: all
 bench: all
 	sh bench/run.sh $(BUILD)
 
+# Hardening (docs/hardening.md): soak under mixed load, libFuzzer harnesses.
+DURATION ?= 600
+BACKEND ?= memory
+FUZZ_BUILD ?= build-fuzz
+SECONDS ?= 60
+
+soak: all
+	python3 tests/soak/soak.py --binary $(BUILD)/llmlimitd --backend $(BACKEND) --seconds $(DURATION)
+
+fuzz: deps
+	@[ -f $(FUZZ_BUILD)/CMakeCache.txt ] || CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMLIMIT_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) --target fuzz -j $(JOBS)
+
+fuzz-run: fuzz
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(SECONDS)
+
+# Installs under CMAKE_INSTALL_PREFIX (default /usr/local; PREFIX=DIR overrides).
+install: all
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -5,10 +5,12 @@
 #include <string.h>
 
 extern const struct backend_ops memory_backend_ops;
+extern const struct backend_ops sqlite_backend_ops;
 
 /* Each backend adds itself here once it builds. */
 static const struct backend_ops *const backends[] = {
     &memory_backend_ops,
+    &sqlite_backend_ops,
 };
 
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])

@@ -32,6 +32,15 @@
 #define LEASE_CACHE_ENTRIES_DEFAULT 1000000
 #define LEASE_RETENTION_MS_DEFAULT (3600 * 1000)
 
+/* Memory backend: live holds across all limits (the pool grows in chunks up
+ * to this), past budget periods kept per limit for usage queries, and holds
+ * walked to compute an exact retry_after before falling back to an upper
+ * bound. */
+#define MEMORY_HOLDS_MAX (UINT32_C(1) << 24)
+#define MEMORY_LEASE_CACHE_ENTRIES_MAX (UINT32_C(1) << 28) /* ceiling of lease_cache_entries */
+#define BUDGET_PERIODS_KEPT 25 /* the current period and the 24 before it */
+#define RETRY_WALK_HOLDS_MAX 4096
+
 /* Budget reservation timeout (SPEC section 3). */
 #define BUDGET_TIMEOUT_SECONDS_DEFAULT 60
 #define BUDGET_TIMEOUT_SECONDS_MIN 5
@@ -47,5 +56,25 @@
 /* Server. */
 #define CONNECTIONS_DEFAULT 4096
 #define CONNECTION_TIMEOUT_SECONDS_DEFAULT 30
+#define CONNECTIONS_MAX 65536                  /* ceiling of --max-connections */
+#define CONNECTION_TIMEOUT_SECONDS_MAX 86400   /* ceiling of --connection-timeout-seconds */
+#define SERVER_THREADS_MAX 64                  /* ceiling of --threads */
+#define TICK_INTERVAL_MS 250                   /* backend tick: decreases apply within 1 s */
+#define SHUTDOWN_DRAIN_MS 10000                /* SIGTERM waits this long for open requests */
+#define REGISTRY_BYTES_MAX (512 * 1024 * 1024) /* limits.json */
+#define TOKEN_BYTES_MAX 4096                   /* an admin/client token file */
+#define RESPONSE_BYTES_MAX (512 * 1024 * 1024) /* one HTTP reply (GET /v1/admin/limits) */
+#define METRICS_DENIAL_KEYS_MAX 1000 /* key labels of llmlimit_reserve_denials_total */
+#define METRICS_LIMITS_MAX 1000      /* limits with per-limit gauges in /metrics */
+
+/* sqlite backend. */
+#define SQLITE_QUEUE_ITEMS_MAX 16384    /* calls waiting for the writer; past it: 503 */
+#define SQLITE_GROUP_COMMIT_MAX 1024    /* requests per transaction (at least one call) */
+#define SQLITE_BUSY_TIMEOUT_MS 5000
+#define SQLITE_CACHE_KIB 65536          /* page cache of the write connection */
+#define SQLITE_WAL_BYTES_KEPT (64 * 1024 * 1024) /* journal_size_limit */
+#define SQLITE_CHECKPOINT_PAGES 4096    /* WAL pages that trigger a passive checkpoint */
+#define SQLITE_EXPIRIES_PER_TICK_MAX 100000 /* holds one tick() expires; the rest next time */
+#define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
 
 #endif

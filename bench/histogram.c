@@ -1,0 +1,79 @@
+/* Logarithmic-bucket latency histogram (see histogram.h). Bucket layout:
+ * values below 2*SUB_COUNT map to themselves; above, each power of two
+ * [2^k, 2^(k+1)) is cut into SUB_COUNT equal slices. */
+#include "histogram.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+void histogram_init(struct histogram *histogram)
+{
+    memset(histogram, 0, sizeof(*histogram));
+    histogram->min = UINT64_MAX;
+}
+
+uint32_t histogram_bucket(uint64_t value)
+{
+    if (value < 2 * HISTOGRAM_SUB_COUNT)
+        return (uint32_t)value;
+    uint32_t msb = 63u - (uint32_t)__builtin_clzll(value);
+    if (msb >= HISTOGRAM_VALUE_BITS)
+        return HISTOGRAM_BUCKETS - 1;
+    uint32_t shift = msb - HISTOGRAM_SUB_BITS;
+    uint32_t bucket =
+        (shift + 1) * HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) - HISTOGRAM_SUB_COUNT;
+    assert(bucket < HISTOGRAM_BUCKETS);
+    return bucket;
+}
+
+uint64_t histogram_bucket_high(uint32_t bucket)
+{
+    assert(bucket < HISTOGRAM_BUCKETS);
+    if (bucket < 2 * HISTOGRAM_SUB_COUNT)
+        return bucket;
+    uint32_t shift = bucket / HISTOGRAM_SUB_COUNT - 1;
+    uint64_t sub = bucket % HISTOGRAM_SUB_COUNT + HISTOGRAM_SUB_COUNT;
+    return ((sub + 1) << shift) - 1;
+}
+
+void histogram_record(struct histogram *histogram, uint64_t value)
+{
+    histogram->counts[histogram_bucket(value)]++;
+    histogram->total++;
+    if (value > histogram->max)
+        histogram->max = value;
+    if (value < histogram->min)
+        histogram->min = value;
+}
+
+void histogram_merge(struct histogram *into, const struct histogram *from)
+{
+    for (uint32_t i = 0; i < HISTOGRAM_BUCKETS; i++)
+        into->counts[i] += from->counts[i];
+    into->total += from->total;
+    if (from->max > into->max)
+        into->max = from->max;
+    if (from->min < into->min)
+        into->min = from->min;
+}
+
+uint64_t histogram_percentile(const struct histogram *histogram, double fraction)
+{
+    assert(fraction > 0.0 && fraction <= 1.0);
+    if (histogram->total == 0)
+        return 0;
+    uint64_t rank = (uint64_t)ceil(fraction * (double)histogram->total);
+    if (rank == 0)
+        rank = 1;
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < HISTOGRAM_BUCKETS; i++) {
+        seen += histogram->counts[i];
+        if (seen >= rank) {
+            uint64_t high = histogram_bucket_high(i);
+            /* Never report more than was really seen. */
+            return high < histogram->max ? high : histogram->max;
+        }
+    }
+    return histogram->max;
+}

@@ -1,0 +1,136 @@
+"""The asyncio llmlimit client: the same operations and retry rules as Client.
+
+Waits are asyncio sleeps; each HTTP attempt runs in the default executor
+on the shared keep-alive pool, bounded by the attempt timeout, so the event
+loop never blocks. Cancelling a call stops its retries at the next step.
+"""
+
+import asyncio
+from typing import Any, Dict, Generator, List, Mapping, Optional
+
+from . import _protocol as p
+from ._protocol import CompleteResult, LlmlimitError, ReserveResult, Usage
+from .client import _ClientBase, _LeaseBase, _log_lost
+
+
+class AsyncClient(_ClientBase):
+    """asyncio client. Safe to share between tasks (and threads)."""
+
+    async def _run(self, steps) -> Any:
+        loop = asyncio.get_running_loop()
+        outcome = None
+        try:
+            while True:
+                step = steps.send(outcome)
+                if isinstance(step, p.Sleep):
+                    await asyncio.sleep(step.seconds)
+                    outcome = None
+                else:
+                    outcome = await loop.run_in_executor(None, self._transport.attempt, step)
+        except StopIteration as done:
+            return done.value
+
+    async def close(self) -> None:
+        self._transport.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def reserve(self, requirements: Mapping[str, int],
+                      deadline_s: Optional[float] = None, *, lease_id: Optional[str] = None,
+                      caller: Optional[str] = None) -> ReserveResult:
+        """See Client.reserve."""
+        return await self._run(self._reserve_steps(requirements, deadline_s, lease_id, caller))
+
+    def acquire(self, requirements: Mapping[str, int], deadline_s: Optional[float] = None, *,
+                caller: Optional[str] = None) -> "_Acquire":
+        """See Client.acquire. Use `async with client.acquire(...) as lease`
+        or `lease = await client.acquire(...)`."""
+        return _Acquire(self, requirements, deadline_s, caller)
+
+    async def complete(self, lease_id: str, actuals: Optional[Mapping[str, int]] = None,
+                       deadline_s: Optional[float] = None) -> CompleteResult:
+        """See Client.complete."""
+        body = await self._run(self._complete_steps(lease_id, actuals, deadline_s))
+        return p.complete_result(body)
+
+    async def release(self, lease_id: str, deadline_s: Optional[float] = None) -> None:
+        """See Client.release."""
+        await self._run(self._release_steps(lease_id, deadline_s))
+
+    async def usage(self, key: str, at_unix_ms: Optional[int] = None,
+                    deadline_s: Optional[float] = None) -> Usage:
+        """See Client.usage."""
+        steps = self._get_steps(self._usage_path(key, at_unix_ms), deadline_s)
+        return p.usage_result(await self._run(steps))
+
+    async def put_limit(self, definition: Mapping[str, Any],
+                        deadline_s: Optional[float] = None) -> str:
+        steps = self._get_steps("/v1/admin/limits", deadline_s, True, "PUT", dict(definition))
+        return str((await self._run(steps)).get("status", ""))
+
+    async def limits(self, deadline_s: Optional[float] = None) -> List[Dict[str, Any]]:
+        return (await self._run(self._get_steps("/v1/admin/limits", deadline_s, True)))["limits"]
+
+    async def delete_limit(self, key: str, deadline_s: Optional[float] = None) -> None:
+        await self._run(self._get_steps(self._limit_path(key), deadline_s, True, "DELETE"))
+
+
+class _Acquire:
+    """What AsyncClient.acquire returns: awaitable and an async context."""
+
+    def __init__(self, client: AsyncClient, requirements, deadline_s, caller):
+        self._client = client
+        self._args = (requirements, deadline_s, caller)
+        self._lease: Optional[AsyncLease] = None
+
+    async def _acquire(self) -> "AsyncLease":
+        requirements, deadline_s, caller = self._args
+        steps = self._client._acquire_steps(requirements, deadline_s, caller)
+        result = await self._client._run(steps)
+        self._lease = AsyncLease(self._client, result, requirements)
+        return self._lease
+
+    def __await__(self) -> Generator[Any, None, "AsyncLease"]:
+        return self._acquire().__await__()
+
+    async def __aenter__(self) -> "AsyncLease":
+        return await self._acquire()
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        assert self._lease is not None
+        return await self._lease.__aexit__(exc_type, exc, tb)
+
+
+class AsyncLease(_LeaseBase):
+    """An allowed reservation from AsyncClient.acquire."""
+
+    async def complete(self, actuals: Optional[Mapping[str, int]] = None,
+                       deadline_s: Optional[float] = None) -> Optional[CompleteResult]:
+        """See Lease.complete."""
+        merged = self._merged_actuals(actuals)
+        if not self._finish("completed"):
+            return None
+        self.completion = await self._client.complete(self.lease_id, merged, deadline_s)
+        return self.completion
+
+    async def release(self, deadline_s: Optional[float] = None) -> None:
+        """See Lease.release."""
+        if self._finish("released"):
+            await self._client.release(self.lease_id, deadline_s)
+
+    async def __aenter__(self) -> "AsyncLease":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        try:
+            if exc_type is None:
+                await self.complete()
+            else:
+                await self.release()
+        except LlmlimitError as error:
+            _log_lost("complete" if exc_type is None else "release", self.lease_id, error)
+        return False

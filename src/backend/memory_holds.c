@@ -1,0 +1,356 @@
+/* Holds of the memory backend: a pool of fixed 64-byte records in chunks
+ * (no malloc per hold), and per limit an expiry-ordered set of them: a list
+ * for the in-order common case plus a binary min-heap for the rest. */
+#include "memory_internal.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pool ---------------------------------------------------------------- */
+
+void mem_hold_pool_free(struct mem_hold_pool *pool)
+{
+    for (uint32_t i = 0; i < pool->chunk_count; i++)
+        free(pool->chunks[i]);
+    memset(pool, 0, sizeof *pool);
+    pool->free_head = HOLD_NONE;
+}
+
+static int pool_grow(struct mem_hold_pool *pool)
+{
+    if (pool->chunk_count == HOLD_CHUNKS_MAX)
+        return -1;
+    struct mem_hold *chunk = aligned_alloc(64, HOLD_CHUNK_SIZE * sizeof *chunk);
+    if (chunk == NULL)
+        return -1;
+    uint32_t base = pool->chunk_count << HOLD_CHUNK_SHIFT;
+    /* Thread the new holds onto the free list so they are used in order. */
+    for (uint32_t i = 0; i < HOLD_CHUNK_SIZE; i++) {
+        memset(&chunk[i], 0, sizeof chunk[i]);
+        chunk[i].state = HOLD_FREE;
+        chunk[i].next = i + 1 < HOLD_CHUNK_SIZE ? base + i + 1 : pool->free_head;
+    }
+    pool->chunks[pool->chunk_count++] = chunk;
+    pool->free_head = base;
+    pool->free_count += HOLD_CHUNK_SIZE;
+    return 0;
+}
+
+int mem_hold_pool_ensure(struct mem_hold_pool *pool, uint32_t count)
+{
+    while (pool->free_count < count) {
+        if (pool_grow(pool) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+uint32_t mem_hold_alloc(struct mem_hold_pool *pool)
+{
+    assert(pool->free_count > 0);
+    uint32_t id = pool->free_head;
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(hold->state == HOLD_FREE);
+    pool->free_head = hold->next;
+    pool->free_count--;
+    pool->live_count++;
+    hold->debt = 0;
+    hold->period_start_ms = 0;
+    return id;
+}
+
+void mem_hold_release(struct mem_hold_pool *pool, uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(hold->state != HOLD_FREE);
+    hold->state = HOLD_FREE;
+    hold->generation++;
+    hold->limit = NULL;
+    hold->next = pool->free_head;
+    pool->free_head = id;
+    pool->free_count++;
+    assert(pool->live_count > 0);
+    pool->live_count--;
+}
+
+/* ---- heap of out-of-order holds ------------------------------------------ */
+
+static void heap_place(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i,
+                       struct mem_heap_entry entry)
+{
+    set->heap[i] = entry;
+    mem_hold_get(pool, entry.hold_id)->heap_index = i;
+}
+
+static void heap_sift_up(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
+{
+    struct mem_heap_entry entry = set->heap[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (set->heap[parent].expires_at_ms <= entry.expires_at_ms)
+            break;
+        heap_place(pool, set, i, set->heap[parent]);
+        i = parent;
+    }
+    heap_place(pool, set, i, entry);
+}
+
+static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set *set,
+                           uint32_t i)
+{
+    struct mem_heap_entry entry = set->heap[i];
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= set->heap_count)
+            break;
+        if (child + 1 < set->heap_count &&
+            set->heap[child + 1].expires_at_ms < set->heap[child].expires_at_ms)
+            child++;
+        if (set->heap[child].expires_at_ms >= entry.expires_at_ms)
+            break;
+        heap_place(pool, set, i, set->heap[child]);
+        i = child;
+    }
+    heap_place(pool, set, i, entry);
+}
+
+static void heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
+{
+    assert(set->heap_count < set->heap_capacity);
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    set->heap[set->heap_count] = (struct mem_heap_entry){hold->expires_at_ms, id};
+    heap_sift_up(pool, set, set->heap_count++);
+}
+
+static void heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
+{
+    assert(i < set->heap_count);
+    set->heap_count--;
+    if (i == set->heap_count)
+        return;
+    set->heap[i] = set->heap[set->heap_count];
+    mem_hold_get(pool, set->heap[i].hold_id)->heap_index = i;
+    if (i > 0 && set->heap[(i - 1) / 2].expires_at_ms > set->heap[i].expires_at_ms)
+        heap_sift_up(pool, set, i);
+    else
+        heap_sift_down(pool, set, i);
+}
+
+/* ---- the set ------------------------------------------------------------- */
+
+void mem_hold_set_init(struct mem_hold_set *set)
+{
+    memset(set, 0, sizeof *set);
+    set->head = HOLD_NONE;
+    set->tail = HOLD_NONE;
+    set->expires_at_ms_max = INT64_MIN;
+}
+
+void mem_hold_set_free(struct mem_hold_set *set)
+{
+    free(set->heap);
+    mem_hold_set_init(set);
+}
+
+int mem_hold_set_ensure(struct mem_hold_set *set)
+{
+    if (set->heap_count < set->heap_capacity)
+        return 0;
+    uint32_t capacity = set->heap_capacity == 0 ? 16 : set->heap_capacity * 2;
+    if (capacity > MEMORY_HOLDS_MAX)
+        return -1;
+    struct mem_heap_entry *heap = realloc(set->heap, capacity * sizeof *heap);
+    if (heap == NULL)
+        return -1;
+    set->heap = heap;
+    set->heap_capacity = capacity;
+    return 0;
+}
+
+void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    if (hold->expires_at_ms > set->expires_at_ms_max)
+        set->expires_at_ms_max = hold->expires_at_ms;
+    set->count++;
+    if (set->tail != HOLD_NONE &&
+        mem_hold_get(pool, set->tail)->expires_at_ms > hold->expires_at_ms) {
+        heap_push(pool, set, id);
+        return;
+    }
+    hold->heap_index = HOLD_IN_LIST;
+    hold->previous = set->tail;
+    hold->next = HOLD_NONE;
+    if (set->tail == HOLD_NONE)
+        set->head = id;
+    else
+        mem_hold_get(pool, set->tail)->next = id;
+    set->tail = id;
+}
+
+void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(set->count > 0);
+    set->count--;
+    if (set->count == 0)
+        set->expires_at_ms_max = INT64_MIN;
+    if (hold->heap_index != HOLD_IN_LIST) {
+        assert(set->heap[hold->heap_index].hold_id == id);
+        heap_remove(pool, set, hold->heap_index);
+        return;
+    }
+    if (hold->previous == HOLD_NONE)
+        set->head = hold->next;
+    else
+        mem_hold_get(pool, hold->previous)->next = hold->next;
+    if (hold->next == HOLD_NONE)
+        set->tail = hold->previous;
+    else
+        mem_hold_get(pool, hold->next)->previous = hold->previous;
+}
+
+uint32_t mem_hold_set_first(const struct mem_hold_pool *pool, const struct mem_hold_set *set)
+{
+    if (set->heap_count == 0)
+        return set->head;
+    if (set->head == HOLD_NONE)
+        return set->heap[0].hold_id;
+    if (set->heap[0].expires_at_ms < mem_hold_get(pool, set->head)->expires_at_ms)
+        return set->heap[0].hold_id;
+    return set->head;
+}
+
+/* Best-first walk of the heap: a small min-heap (scratch) of the heap
+ * positions whose parents were visited yields the heap's holds in expiry
+ * order; it never holds more than one entry per visited hold plus one. */
+struct heap_walk {
+    const struct mem_hold_set *set;
+    struct mem_heap_entry *open; /* hold_id is a position in set->heap here */
+    uint32_t open_count;
+};
+
+static void walk_open_push(struct heap_walk *w, uint32_t position)
+{
+    if (position >= w->set->heap_count)
+        return;
+    struct mem_heap_entry entry = {w->set->heap[position].expires_at_ms, position};
+    uint32_t i = w->open_count++;
+    while (i > 0 && w->open[(i - 1) / 2].expires_at_ms > entry.expires_at_ms) {
+        w->open[i] = w->open[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    w->open[i] = entry;
+}
+
+/* Takes the earliest open position and opens its children. */
+static uint32_t walk_open_pop(struct heap_walk *w)
+{
+    assert(w->open_count > 0);
+    uint32_t position = w->open[0].hold_id;
+    struct mem_heap_entry last = w->open[--w->open_count];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= w->open_count)
+            break;
+        if (child + 1 < w->open_count &&
+            w->open[child + 1].expires_at_ms < w->open[child].expires_at_ms)
+            child++;
+        if (w->open[child].expires_at_ms >= last.expires_at_ms)
+            break;
+        w->open[i] = w->open[child];
+        i = child;
+    }
+    if (w->open_count > 0)
+        w->open[i] = last;
+    walk_open_push(w, 2 * position + 1);
+    walk_open_push(w, 2 * position + 2);
+    return position;
+}
+
+enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
+                                   const struct mem_hold_set *set, uint64_t need,
+                                   int64_t period_start_ms, struct mem_heap_entry *scratch,
+                                   int64_t *expires_at_ms)
+{
+    assert(need > 0);
+    struct heap_walk w = {.set = set, .open = scratch, .open_count = 0};
+    walk_open_push(&w, 0);
+    uint32_t list_id = set->head;
+    uint64_t sum = 0;
+    for (uint32_t visited = 0; visited < RETRY_WALK_HOLDS_MAX; visited++) {
+        const struct mem_hold *hold;
+        if (list_id == HOLD_NONE && w.open_count == 0)
+            return WALK_EXHAUSTED;
+        const struct mem_hold *list_hold =
+            list_id == HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
+        if (list_hold != NULL &&
+            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
+            hold = list_hold;
+            list_id = list_hold->next;
+        } else {
+            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
+        }
+        if (period_start_ms != INT64_MIN && hold->period_start_ms != period_start_ms)
+            continue;
+        if (hold->state != HOLD_RESERVED && hold->state != HOLD_USED)
+            continue;
+        sum = sum > UINT64_MAX - hold->amount ? UINT64_MAX : sum + hold->amount;
+        if (sum >= need) {
+            *expires_at_ms = hold->expires_at_ms;
+            return WALK_FOUND;
+        }
+    }
+    return WALK_BOUNDED;
+}
+
+static void add_to(uint64_t *sum, uint64_t amount)
+{
+    *sum = *sum > UINT64_MAX - amount ? UINT64_MAX : *sum + amount;
+}
+
+static void check_hold(const struct mem_hold *hold, const struct mem_hold_set *set,
+                       const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
+                       uint64_t *debt)
+{
+    assert(hold->limit == limit);
+    assert(hold->state == HOLD_RESERVED || hold->state == HOLD_USED);
+    assert(hold->expires_at_ms <= set->expires_at_ms_max);
+    if (hold->state == HOLD_RESERVED)
+        add_to(reserved, hold->amount);
+    else
+        add_to(used, hold->amount);
+    add_to(debt, hold->debt);
+}
+
+void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                        const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
+                        uint64_t *debt)
+{
+    *reserved = *used = *debt = 0;
+    uint32_t list_count = 0;
+    uint32_t previous = HOLD_NONE;
+    for (uint32_t id = set->head; id != HOLD_NONE; id = mem_hold_get(pool, id)->next) {
+        const struct mem_hold *hold = mem_hold_get(pool, id);
+        assert(hold->heap_index == HOLD_IN_LIST);
+        assert(hold->previous == previous);
+        if (previous != HOLD_NONE)
+            assert(mem_hold_get(pool, previous)->expires_at_ms <= hold->expires_at_ms);
+        check_hold(hold, set, limit, reserved, used, debt);
+        previous = id;
+        list_count++;
+        assert(list_count <= set->count);
+    }
+    assert(set->tail == previous);
+    for (uint32_t i = 0; i < set->heap_count; i++) {
+        const struct mem_hold *hold = mem_hold_get(pool, set->heap[i].hold_id);
+        assert(hold->heap_index == i);
+        assert(hold->expires_at_ms == set->heap[i].expires_at_ms);
+        if (i > 0)
+            assert(set->heap[(i - 1) / 2].expires_at_ms <= set->heap[i].expires_at_ms);
+        check_hold(hold, set, limit, reserved, used, debt);
+    }
+    assert(list_count + set->heap_count == set->count);
+}

@@ -1,0 +1,296 @@
+/* Internal types of the memory backend, shared by the memory*.c files only:
+ * the hold pool and per-limit expiry-ordered hold sets, limits, leases and
+ * the two hash tables. Everything here runs under the backend mutex. */
+#ifndef LLMLIMIT_MEMORY_INTERNAL_H
+#define LLMLIMIT_MEMORY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define HOLD_NONE UINT32_MAX
+#define HOLD_CHUNK_SHIFT 16
+#define HOLD_CHUNK_SIZE (UINT32_C(1) << HOLD_CHUNK_SHIFT)
+#define HOLD_CHUNKS_MAX (MEMORY_HOLDS_MAX / HOLD_CHUNK_SIZE)
+
+/* ---- hash tables (memory_table.c) ---------------------------------------- */
+
+/* First member of every object a table indexes; the key bytes live in the
+ * object and outlive its table entry. */
+struct mem_node {
+    uint64_t hash;
+    const char *key;
+    uint32_t key_length;
+};
+
+struct mem_table_entry {
+    uint64_t hash;
+    struct mem_node *node; /* NULL: empty slot */
+};
+
+/* Open addressing with linear probing and backward-shift deletion; the load
+ * factor stays at most 1/2. */
+struct mem_table {
+    struct mem_table_entry *entries;
+    uint32_t capacity; /* a power of two */
+    uint32_t count;
+    uint32_t capacity_max; /* growth stops here (insert then fails) */
+};
+
+uint64_t mem_hash(const char *bytes, size_t length);
+/* 0, or -1 when out of memory. capacity_max is a power of two >= 16. */
+int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max);
+void mem_table_free(struct mem_table *table);
+struct mem_node *mem_table_find(const struct mem_table *table, uint64_t hash, const char *key,
+                                uint32_t key_length);
+/* The key must not be present. 0, or -1 if the table cannot grow. */
+int mem_table_insert(struct mem_table *table, struct mem_node *node);
+/* The node must be present. */
+void mem_table_remove(struct mem_table *table, struct mem_node *node);
+
+/* ---- holds (memory_holds.c) ---------------------------------------------- */
+
+enum hold_state {
+    HOLD_FREE = 0,
+    HOLD_RESERVED = 1, /* held by a lease not yet completed */
+    HOLD_USED = 2,     /* rolling: completed, counts until the window ends */
+};
+
+struct mem_limit;
+
+/* One requirement of one lease on one limit. One cache line. */
+struct mem_hold {
+    uint64_t amount;
+    uint64_t debt;            /* rolling overage debt that expires with this hold */
+    int64_t expires_at_ms;
+    int64_t period_start_ms;  /* budgets: the period this hold is charged to */
+    struct mem_limit *limit;
+    uint32_t previous;        /* expiry list links (ids), or the free list */
+    uint32_t next;
+    uint32_t heap_index;      /* HOLD_IN_LIST when in the list */
+    uint32_t generation;      /* bumped on free: stale lease references see it */
+    uint8_t state;
+} __attribute__((aligned(64)));
+
+#define HOLD_IN_LIST UINT32_MAX
+
+/* Every hold of the backend, in fixed chunks so ids (and pointers) stay
+ * valid as the pool grows. */
+struct mem_hold_pool {
+    struct mem_hold *chunks[HOLD_CHUNKS_MAX];
+    uint32_t chunk_count;
+    uint32_t free_head;
+    uint32_t free_count;
+    uint32_t live_count;
+};
+
+struct mem_heap_entry {
+    int64_t expires_at_ms;
+    uint32_t hold_id;
+};
+
+/* The holds of one limit in expiry order. Each limit has one hold duration
+ * and time only moves forward, so new holds almost always expire last: they
+ * go to the tail of a doubly linked list (O(1) insert, remove and pop). A
+ * hold that would expire before the tail (the clock stepped back, or the
+ * window was shortened) goes to a binary min-heap instead. The earliest
+ * expiry is the smaller of the list head and the heap top. */
+struct mem_hold_set {
+    uint32_t head;
+    uint32_t tail;
+    uint32_t count; /* list + heap */
+    struct mem_heap_entry *heap;
+    uint32_t heap_count;
+    uint32_t heap_capacity;
+    int64_t expires_at_ms_max; /* an upper bound of every expiry in the set */
+};
+
+static inline struct mem_hold *mem_hold_get(const struct mem_hold_pool *pool, uint32_t id)
+{
+    return &pool->chunks[id >> HOLD_CHUNK_SHIFT][id & (HOLD_CHUNK_SIZE - 1)];
+}
+
+void mem_hold_pool_free(struct mem_hold_pool *pool);
+/* Makes sure count more holds can be allocated. 0, or -1 (bound or memory). */
+int mem_hold_pool_ensure(struct mem_hold_pool *pool, uint32_t count);
+/* Needs a prior successful mem_hold_pool_ensure. */
+uint32_t mem_hold_alloc(struct mem_hold_pool *pool);
+void mem_hold_release(struct mem_hold_pool *pool, uint32_t id);
+
+void mem_hold_set_init(struct mem_hold_set *set);
+void mem_hold_set_free(struct mem_hold_set *set);
+/* Makes sure one more hold can be inserted whatever its expiry. 0 or -1. */
+int mem_hold_set_ensure(struct mem_hold_set *set);
+void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
+void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
+/* The hold that expires first, or HOLD_NONE. */
+uint32_t mem_hold_set_first(const struct mem_hold_pool *pool, const struct mem_hold_set *set);
+
+/* Visits holds in expiry order, summing `amount` (of holds whose
+ * period_start_ms equals period_start_ms, or all when it is INT64_MIN) until
+ * the sum reaches need. Returns WALK_FOUND with the expiry of the hold that
+ * reached it, WALK_EXHAUSTED if every hold was visited short of need, or
+ * WALK_BOUNDED after RETRY_WALK_HOLDS_MAX holds. scratch has room for
+ * RETRY_WALK_HOLDS_MAX + 1 entries. */
+enum walk_result { WALK_FOUND, WALK_EXHAUSTED, WALK_BOUNDED };
+enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
+                                   const struct mem_hold_set *set, uint64_t need,
+                                   int64_t period_start_ms, struct mem_heap_entry *scratch,
+                                   int64_t *expires_at_ms);
+/* Checks list order and links, heap order and indexes, and the count;
+ * returns the sums of reserved, used and debt amounts. Asserts. */
+void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                        const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
+                        uint64_t *debt);
+
+/* ---- limits (memory_limits.c) -------------------------------------------- */
+
+struct mem_period {
+    int64_t start_ms;
+    int64_t end_ms;
+    uint64_t committed;
+    uint64_t debt;
+    uint64_t reserved; /* live holds reserved in this period */
+};
+
+struct mem_limit {
+    struct mem_node node; /* key points into state.definition.key */
+    /* hot: read by every reserve */
+    enum limit_kind kind;
+    enum limit_status status;
+    uint64_t capacity; /* in force */
+    int64_t hold_duration_ms;
+    uint64_t reserved; /* RESERVED holds (budgets count them per period instead) */
+    uint64_t used;     /* rolling: USED holds */
+    uint64_t debt;     /* rolling: debt riding on live holds; saturates */
+    struct mem_hold_set holds;
+    uint32_t lease_references; /* lease items that point here */
+    bool deleted;              /* hidden from new reserves, list, get, usage */
+    /* budgets: a ring of periods, newest at period_newest */
+    uint32_t period_newest;
+    uint32_t period_count;
+    struct mem_period periods[BUDGET_PERIODS_KEPT];
+    struct mem_limit *next_retired; /* replaced after delete, kept until unused */
+    /* cold */
+    struct limit_state state;
+};
+
+/* ---- leases (memory_leases.c) -------------------------------------------- */
+
+enum lease_state {
+    LEASE_ACTIVE = 1,
+    LEASE_COMPLETED = 2,
+    LEASE_RELEASED = 3,
+    LEASE_DENIED = 4,
+};
+
+struct mem_lease_item {
+    struct mem_limit *limit;
+    uint64_t amount;
+    int64_t period_start_ms; /* budgets */
+    uint32_t hold_id;
+    uint32_t hold_generation;
+    bool denied;
+};
+
+#define LEASE_SIZE_CLASSES 7 /* up to 1, 2, 4, ..., 64 items */
+
+struct mem_lease {
+    struct mem_node node; /* key points into id */
+    struct mem_lease *older; /* cache order: oldest first */
+    struct mem_lease *newer;
+    int64_t reserved_at_ms;
+    int64_t expires_at_ms;
+    int64_t retry_after_ms; /* a denied lease answers the same again */
+    uint8_t state;
+    uint8_t size_class;
+    uint8_t item_count;
+    char id[LEASE_ID_LENGTH_MAX + 1];
+    struct mem_lease_item items[];
+};
+
+/* ---- the backend --------------------------------------------------------- */
+
+/* Warnings of one complete, NUL-terminated strings back to back. */
+struct mem_warnings {
+    char bytes[REQUIREMENTS_PER_RESERVE_MAX * 2 * (LIMIT_KEY_LENGTH_MAX + 32)];
+    size_t length;
+    uint32_t count;
+};
+
+struct backend {
+    pthread_mutex_t mutex;
+    struct clock *clock;
+    uint32_t lease_cache_entries;
+    int64_t lease_retention_ms;
+    int64_t concurrency_poll_ms;
+    int64_t decrease_retry_ms;
+    uint64_t random_state; /* retry jitter */
+
+    struct mem_hold_pool pool;
+    struct mem_table limits;   /* live and deleted limits by key */
+    uint32_t live_limit_count; /* not deleted */
+    struct mem_limit *retired; /* deleted, then replaced by another kind */
+
+    struct mem_table leases;
+    struct mem_lease *oldest;
+    struct mem_lease *newest;
+    uint32_t lease_count;
+    struct mem_lease *free_leases[LEASE_SIZE_CLASSES];
+
+    struct mem_heap_entry *walk_scratch;
+    struct mem_warnings warnings;
+
+    uint64_t overage_denied;
+    uint64_t expired_holds;
+};
+
+/* memory_limits.c */
+struct mem_limit *mem_limit_find(struct backend *b, const char *key, uint32_t key_length);
+/* Expires every hold due at now_ms; budgets also start the period of now. */
+void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms);
+/* The budget period containing now (created, and older ones dropped, as
+ * needed). */
+struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms);
+/* The kept period starting at start_ms, or NULL. */
+struct mem_period *mem_limit_period_find(struct mem_limit *limit, int64_t start_ms);
+/* Takes one hold out of its set and its counters and frees it. */
+void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id);
+/* Applies a pending decrease once the free capacity covers it. true if applied. */
+bool mem_limit_try_decrease(struct mem_limit *limit);
+/* Frees a limit no lease or hold refers to. */
+void mem_limit_destroy(struct mem_limit *limit);
+/* Full invariant check (sums, order); asserts. */
+void mem_limit_check(struct backend *b, struct mem_limit *limit);
+
+int mem_put_limit(struct backend *b, const struct limit_definition *definition,
+                  struct limit_state *state_out, char *error, size_t error_size);
+int mem_restore_limit(struct backend *b, const struct limit_state *state, char *error,
+                      size_t error_size);
+int mem_delete_limit(struct backend *b, const char *key);
+int mem_get_limit(struct backend *b, const char *key, struct limit_state *out);
+int mem_list_limits(struct backend *b, struct limit_state **out, size_t *count);
+int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out);
+/* Expires holds of every limit, applies decreases, frees unused deleted limits. */
+void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed);
+void mem_limits_free_all(struct backend *b);
+
+/* memory_leases.c */
+/* The lease with this id, or NULL (also when past its retention, then dropped). */
+struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_length,
+                                 int64_t now_ms);
+/* A new lease not yet in the cache, or NULL when out of memory. */
+struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count);
+/* Adds to the cache, evicting the oldest lease when the cache is full. */
+void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id,
+                      uint32_t id_length, int64_t reserved_at_ms);
+/* Frees a lease not in the cache. */
+void mem_lease_discard(struct backend *b, struct mem_lease *lease);
+/* Drops leases past their retention. */
+void mem_leases_expire(struct backend *b, int64_t now_ms);
+void mem_leases_free_all(struct backend *b);
+
+#endif

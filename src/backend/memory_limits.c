@@ -1,0 +1,483 @@
+/* Limits of the memory backend: creation and capacity changes (with the
+ * decreasing state), deletion, usage, budget periods, hold expiry and the
+ * periodic tick. Callers hold the backend mutex. */
+#include "memory_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mem_limit *mem_limit_find(struct backend *b, const char *key, uint32_t key_length)
+{
+    struct mem_node *node = mem_table_find(&b->limits, mem_hash(key, key_length), key, key_length);
+    return (struct mem_limit *)node;
+}
+
+static struct mem_limit *find_live(struct backend *b, const char *key)
+{
+    struct mem_limit *limit = mem_limit_find(b, key, (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1));
+    return limit == NULL || limit->deleted ? NULL : limit;
+}
+
+/* ---- budget periods ------------------------------------------------------ */
+
+static struct mem_period *period_at_age(struct mem_limit *limit, uint32_t age)
+{
+    assert(age < limit->period_count);
+    return &limit->periods[(limit->period_newest + BUDGET_PERIODS_KEPT - age) % BUDGET_PERIODS_KEPT];
+}
+
+static struct mem_period *period_containing(struct mem_limit *limit, int64_t unix_ms)
+{
+    for (uint32_t age = 0; age < limit->period_count; age++) {
+        struct mem_period *period = period_at_age(limit, age);
+        if (unix_ms >= period->start_ms && unix_ms < period->end_ms)
+            return period;
+    }
+    return NULL;
+}
+
+struct mem_period *mem_limit_period_find(struct mem_limit *limit, int64_t start_ms)
+{
+    for (uint32_t age = 0; age < limit->period_count; age++) {
+        struct mem_period *period = period_at_age(limit, age);
+        if (period->start_ms == start_ms)
+            return period;
+    }
+    return NULL;
+}
+
+struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
+{
+    assert(limit->kind == LIMIT_BUDGET);
+    if (limit->period_count > 0) {
+        struct mem_period *newest = &limit->periods[limit->period_newest];
+        if (now_ms >= newest->start_ms && now_ms < newest->end_ms)
+            return newest;
+        if (now_ms < newest->start_ms) {
+            /* The clock stepped back: charge the period it points at if we
+             * still keep it, else the newest one (never a fresh, empty one). */
+            struct mem_period *older = period_containing(limit, now_ms);
+            return older != NULL ? older : newest;
+        }
+    }
+    /* A new period starts from zero; the oldest kept one is dropped. */
+    uint32_t slot = limit->period_count == 0 ? 0 : (limit->period_newest + 1) % BUDGET_PERIODS_KEPT;
+    if (limit->period_count < BUDGET_PERIODS_KEPT)
+        limit->period_count++;
+    enum limit_period kind = limit->state.definition.period;
+    limit->periods[slot] = (struct mem_period){
+        .start_ms = period_start_ms(kind, now_ms),
+        .end_ms = period_end_ms(kind, now_ms),
+    };
+    limit->period_newest = slot;
+    return &limit->periods[slot];
+}
+
+/* ---- holds of a limit ---------------------------------------------------- */
+
+void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(&b->pool, id);
+    assert(hold->limit == limit);
+    mem_hold_set_remove(&b->pool, &limit->holds, id);
+    if (hold->state == HOLD_RESERVED && limit->kind == LIMIT_BUDGET) {
+        struct mem_period *period = mem_limit_period_find(limit, hold->period_start_ms);
+        if (period != NULL) {
+            assert(period->reserved >= hold->amount);
+            period->reserved -= hold->amount;
+        }
+    } else if (hold->state == HOLD_RESERVED) {
+        assert(limit->reserved >= hold->amount);
+        limit->reserved -= hold->amount;
+    } else {
+        assert(hold->state == HOLD_USED);
+        assert(limit->used >= hold->amount);
+        limit->used -= hold->amount;
+    }
+    /* A saturated debt sum stays saturated until the last hold is gone. */
+    if (limit->debt != UINT64_MAX) {
+        assert(limit->debt >= hold->debt);
+        limit->debt -= hold->debt;
+    }
+    mem_hold_release(&b->pool, id);
+    if (limit->holds.count == 0)
+        limit->debt = 0;
+}
+
+void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms)
+{
+    /* Bounded by the holds of this limit (at most MEMORY_HOLDS_MAX). */
+    for (;;) {
+        uint32_t id = mem_hold_set_first(&b->pool, &limit->holds);
+        if (id == HOLD_NONE)
+            break;
+        struct mem_hold *hold = mem_hold_get(&b->pool, id);
+        if (hold->expires_at_ms > now_ms)
+            break;
+        if (hold->state == HOLD_RESERVED)
+            b->expired_holds++;
+        mem_limit_drop_hold(b, limit, id);
+    }
+    if (limit->kind == LIMIT_BUDGET)
+        (void)mem_limit_period_now(limit, now_ms);
+}
+
+/* ---- capacity changes ---------------------------------------------------- */
+
+static bool decrease_fits(const struct mem_limit *limit, uint64_t capacity)
+{
+    /* free >= current - new  <=>  reserved + used <= new */
+    return limit->kind == LIMIT_BUDGET || limit->reserved + limit->used <= capacity;
+}
+
+bool mem_limit_try_decrease(struct mem_limit *limit)
+{
+    if (limit->status != LIMIT_DECREASING)
+        return false;
+    if (!decrease_fits(limit, limit->state.pending_decrease_to))
+        return false;
+    limit->capacity = limit->state.pending_decrease_to;
+    limit->state.definition.capacity = limit->capacity;
+    limit->status = LIMIT_ACTIVE;
+    limit->state.status = LIMIT_ACTIVE;
+    limit->state.pending_decrease_to = 0;
+    return true;
+}
+
+/* Takes a new definition of the same kind and period: every field at once,
+ * but a capacity decrease that does not fit yet waits in the decreasing
+ * state, keeping the capacity in force. */
+static void apply_definition(struct mem_limit *limit, const struct limit_definition *definition)
+{
+    uint64_t in_force = limit->capacity;
+    limit->state.definition = *definition;
+    limit->hold_duration_ms = limit_hold_duration_ms(definition);
+    limit->state.status = LIMIT_ACTIVE;
+    limit->state.pending_decrease_to = 0;
+    if (definition->capacity < in_force && !decrease_fits(limit, definition->capacity)) {
+        limit->state.definition.capacity = in_force;
+        limit->state.status = LIMIT_DECREASING;
+        limit->state.pending_decrease_to = definition->capacity;
+    }
+    limit->capacity = limit->state.definition.capacity;
+    limit->status = limit->state.status;
+}
+
+static struct mem_limit *limit_create(struct backend *b, const struct limit_definition *definition,
+                                      char *error, size_t error_size)
+{
+    if (b->live_limit_count >= LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
+        return NULL;
+    }
+    struct mem_limit *limit = calloc(1, sizeof *limit);
+    if (limit == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    mem_hold_set_init(&limit->holds);
+    limit->kind = definition->kind;
+    limit->capacity = definition->capacity;
+    limit->state.definition = *definition;
+    limit->hold_duration_ms = limit_hold_duration_ms(definition);
+    limit->node.key = limit->state.definition.key;
+    limit->node.key_length = (uint32_t)strlen(definition->key);
+    limit->node.hash = mem_hash(limit->node.key, limit->node.key_length);
+    if (mem_table_insert(&b->limits, &limit->node) != 0) {
+        free(limit);
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    b->live_limit_count++;
+    return limit;
+}
+
+void mem_limit_destroy(struct mem_limit *limit)
+{
+    assert(limit->holds.count == 0);
+    assert(limit->lease_references == 0);
+    mem_hold_set_free(&limit->holds);
+    free(limit);
+}
+
+static bool limit_unused(const struct mem_limit *limit)
+{
+    return limit->holds.count == 0 && limit->lease_references == 0;
+}
+
+/* A deleted limit makes way for a new one of another kind or period; leases
+ * and holds that point at it keep it alive on the retired list. */
+static void retire(struct backend *b, struct mem_limit *limit)
+{
+    assert(limit->deleted);
+    mem_table_remove(&b->limits, &limit->node);
+    if (limit_unused(limit)) {
+        mem_limit_destroy(limit);
+        return;
+    }
+    limit->next_retired = b->retired;
+    b->retired = limit;
+}
+
+static int check_same_shape(const struct mem_limit *limit, const struct limit_definition *d,
+                            char *error, size_t error_size)
+{
+    const struct limit_definition *old = &limit->state.definition;
+    if (old->kind != d->kind) {
+        snprintf(error, error_size, "kind: cannot change %s to %s; delete the limit first",
+                 limit_kind_name(old->kind), limit_kind_name(d->kind));
+        return -1;
+    }
+    if (old->period != d->period) {
+        snprintf(error, error_size, "period: cannot change %s to %s; delete the limit first",
+                 limit_period_name(old->period), limit_period_name(d->period));
+        return -1;
+    }
+    return 0;
+}
+
+int mem_put_limit(struct backend *b, const struct limit_definition *definition,
+                  struct limit_state *state_out, char *error, size_t error_size)
+{
+    struct limit_definition d = *definition;
+    if (limit_definition_validate(&d, error, error_size) != 0)
+        return -1;
+    int64_t now_ms = clock_now_ms(b->clock);
+    struct mem_limit *limit = mem_limit_find(b, d.key, (uint32_t)strlen(d.key));
+    if (limit != NULL && !limit->deleted && check_same_shape(limit, &d, error, error_size) != 0)
+        return -1;
+    if (limit != NULL && limit->deleted) {
+        /* Same kind and period: it comes back with its holds and periods
+         * (pessimistic); otherwise a fresh limit replaces it. */
+        if (limit->kind == d.kind && limit->state.definition.period == d.period) {
+            if (b->live_limit_count >= LIMITS_COUNT_MAX) {
+                snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
+                return -1;
+            }
+            limit->deleted = false;
+            b->live_limit_count++;
+        } else {
+            retire(b, limit);
+            limit = NULL;
+        }
+    }
+    if (limit == NULL) {
+        limit = limit_create(b, &d, error, error_size);
+        if (limit == NULL)
+            return -1;
+    } else {
+        mem_limit_expire(b, limit, now_ms);
+        apply_definition(limit, &d);
+    }
+    if (state_out != NULL)
+        *state_out = limit->state;
+    return 0;
+}
+
+int mem_restore_limit(struct backend *b, const struct limit_state *state, char *error,
+                      size_t error_size)
+{
+    struct limit_definition d = state->definition;
+    if (limit_definition_validate(&d, error, error_size) != 0)
+        return -1;
+    bool decreasing = state->status == LIMIT_DECREASING;
+    if (decreasing && (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
+        snprintf(error, error_size, "pending_decrease_to: must be 1..capacity-1 while decreasing");
+        return -1;
+    }
+    struct mem_limit *limit = mem_limit_find(b, d.key, (uint32_t)strlen(d.key));
+    if (limit != NULL && !limit->deleted) {
+        snprintf(error, error_size, "key: %s is already loaded", d.key);
+        return -1;
+    }
+    if (limit != NULL)
+        retire(b, limit);
+    limit = limit_create(b, &d, error, error_size);
+    if (limit == NULL)
+        return -1;
+    if (decreasing) {
+        limit->status = LIMIT_DECREASING;
+        limit->state.status = LIMIT_DECREASING;
+        limit->state.pending_decrease_to = state->pending_decrease_to;
+    }
+    return 0;
+}
+
+int mem_delete_limit(struct backend *b, const char *key)
+{
+    struct mem_limit *limit = find_live(b, key);
+    if (limit == NULL)
+        return -1;
+    limit->deleted = true;
+    assert(b->live_limit_count > 0);
+    b->live_limit_count--;
+    return 0;
+}
+
+int mem_get_limit(struct backend *b, const char *key, struct limit_state *out)
+{
+    struct mem_limit *limit = find_live(b, key);
+    if (limit == NULL)
+        return -1;
+    *out = limit->state;
+    return 0;
+}
+
+static int compare_states(const void *a, const void *b)
+{
+    const struct limit_state *x = a, *y = b;
+    return strcmp(x->definition.key, y->definition.key);
+}
+
+int mem_list_limits(struct backend *b, struct limit_state **out, size_t *count)
+{
+    struct limit_state *states = malloc((b->live_limit_count + 1) * sizeof *states);
+    if (states == NULL)
+        return -1;
+    size_t n = 0;
+    for (uint32_t i = 0; i < b->limits.capacity; i++) {
+        struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
+        if (limit != NULL && !limit->deleted)
+            states[n++] = limit->state;
+    }
+    assert(n == b->live_limit_count);
+    qsort(states, n, sizeof *states, compare_states);
+    *out = states;
+    *count = n;
+    return 0;
+}
+
+/* capacity - taken as a signed number, saturating at INT64_MIN. */
+static int64_t available(uint64_t capacity, uint64_t taken)
+{
+    if (taken <= capacity)
+        return (int64_t)(capacity - taken);
+    uint64_t over = taken - capacity;
+    return over >= (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)over;
+}
+
+static uint64_t sum3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t ab = a > UINT64_MAX - b ? UINT64_MAX : a + b;
+    return ab > UINT64_MAX - c ? UINT64_MAX : ab + c;
+}
+
+int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out)
+{
+    struct mem_limit *limit = find_live(b, key);
+    if (limit == NULL)
+        return -1;
+    mem_limit_expire(b, limit, clock_now_ms(b->clock));
+    memset(out, 0, sizeof *out);
+    out->state = limit->state;
+    if (limit->kind != LIMIT_BUDGET) {
+        out->reserved = limit->reserved;
+        out->used = limit->used;
+        out->debt = limit->debt;
+        out->available = available(limit->capacity, sum3(limit->reserved, limit->used, 0));
+        return 0;
+    }
+    enum limit_period kind = limit->state.definition.period;
+    out->period_start_unix_ms = period_start_ms(kind, at_unix_ms);
+    out->period_end_unix_ms = period_end_ms(kind, at_unix_ms);
+    const struct mem_period *period = mem_limit_period_find(limit, out->period_start_unix_ms);
+    if (period != NULL) {
+        out->reserved = period->reserved;
+        out->used = period->committed;
+        out->debt = period->debt;
+    }
+    out->available = available(limit->capacity, sum3(out->reserved, out->used, out->debt));
+    return 0;
+}
+
+/* ---- tick and invariants ------------------------------------------------- */
+
+void mem_limit_check(struct backend *b, struct mem_limit *limit)
+{
+    uint64_t reserved, used, debt;
+    mem_hold_set_check(&b->pool, &limit->holds, limit, &reserved, &used, &debt);
+    assert(used == limit->used);
+    assert(limit->debt == UINT64_MAX || debt == limit->debt);
+    assert(limit->capacity == limit->state.definition.capacity);
+    assert(limit->status == limit->state.status);
+    if (limit->kind == LIMIT_BUDGET) {
+        uint64_t period_reserved = 0;
+        for (uint32_t age = 0; age < limit->period_count; age++)
+            period_reserved += period_at_age(limit, age)->reserved;
+        assert(period_reserved == reserved);
+        assert(limit->reserved == 0);
+        assert(limit->used == 0);
+    } else {
+        assert(reserved == limit->reserved);
+        /* Reserves and overage only grow holds that fit, and a decrease
+         * only applies once it fits. */
+        assert(limit->reserved + limit->used <= limit->capacity);
+    }
+    if (limit->kind == LIMIT_CONCURRENCY)
+        assert(limit->used == 0);
+    if (limit->kind != LIMIT_ROLLING)
+        assert(limit->debt == 0);
+}
+
+/* Full checks cost O(holds); the tick runs them on small limits only. */
+#define TICK_CHECK_HOLDS_MAX 1024
+
+static void tick_one(struct backend *b, struct mem_limit *limit, int64_t now_ms, bool *changed)
+{
+    mem_limit_expire(b, limit, now_ms);
+    if (mem_limit_try_decrease(limit) && !limit->deleted)
+        *changed = true;
+    if (limit->holds.count <= TICK_CHECK_HOLDS_MAX)
+        mem_limit_check(b, limit);
+}
+
+void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
+{
+    /* A removal shifts a later entry into slot i, so i is looked at again;
+     * entries never move past i, so none is skipped. */
+    for (uint32_t i = 0; i < b->limits.capacity;) {
+        struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
+        if (limit == NULL) {
+            i++;
+            continue;
+        }
+        tick_one(b, limit, now_ms, limits_changed);
+        if (limit->deleted && limit_unused(limit)) {
+            mem_table_remove(&b->limits, &limit->node);
+            mem_limit_destroy(limit);
+            continue;
+        }
+        i++;
+    }
+    struct mem_limit **link = &b->retired;
+    while (*link != NULL) {
+        struct mem_limit *limit = *link;
+        tick_one(b, limit, now_ms, limits_changed);
+        if (limit_unused(limit)) {
+            *link = limit->next_retired;
+            mem_limit_destroy(limit);
+        } else {
+            link = &limit->next_retired;
+        }
+    }
+}
+
+void mem_limits_free_all(struct backend *b)
+{
+    for (uint32_t i = 0; i < b->limits.capacity; i++) {
+        struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
+        if (limit != NULL) {
+            mem_hold_set_free(&limit->holds);
+            free(limit);
+        }
+    }
+    while (b->retired != NULL) {
+        struct mem_limit *limit = b->retired;
+        b->retired = limit->next_retired;
+        mem_hold_set_free(&limit->holds);
+        free(limit);
+    }
+    mem_table_free(&b->limits);
+}

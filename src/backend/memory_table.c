@@ -1,0 +1,138 @@
+/* Hash tables of the memory backend (limits by key, leases by id): open
+ * addressing with linear probing and backward-shift deletion, so lookups
+ * touch one or two cache lines and deletions leave no tombstones. */
+#include "memory_internal.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A multiply-xorshift hash over 8-byte words; keys and lease ids are short
+ * ASCII strings, so this is fast and spreads them well. */
+uint64_t mem_hash(const char *bytes, size_t length)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)length;
+    size_t i = 0;
+    for (; i + 8 <= length; i += 8) {
+        uint64_t word;
+        memcpy(&word, bytes + i, 8);
+        h = (h ^ word) * UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 29;
+    }
+    if (i < length) {
+        uint64_t word = 0;
+        memcpy(&word, bytes + i, length - i);
+        h = (h ^ word) * UINT64_C(0xc4ceb9fe1a85ec53);
+        h ^= h >> 29;
+    }
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 32;
+    return h;
+}
+
+int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max)
+{
+    assert(capacity >= 16);
+    assert((capacity & (capacity - 1)) == 0);
+    assert(capacity <= capacity_max);
+    assert((capacity_max & (capacity_max - 1)) == 0);
+    table->entries = calloc(capacity, sizeof *table->entries);
+    if (table->entries == NULL)
+        return -1;
+    table->capacity = capacity;
+    table->count = 0;
+    table->capacity_max = capacity_max;
+    return 0;
+}
+
+void mem_table_free(struct mem_table *table)
+{
+    free(table->entries);
+    table->entries = NULL;
+    table->capacity = 0;
+    table->count = 0;
+}
+
+static bool node_matches(const struct mem_table_entry *entry, uint64_t hash, const char *key,
+                         uint32_t key_length)
+{
+    return entry->hash == hash && entry->node->key_length == key_length &&
+           memcmp(entry->node->key, key, key_length) == 0;
+}
+
+struct mem_node *mem_table_find(const struct mem_table *table, uint64_t hash, const char *key,
+                                uint32_t key_length)
+{
+    uint32_t mask = table->capacity - 1;
+    /* The load factor is at most 1/2, so an empty slot ends every probe. */
+    for (uint32_t i = (uint32_t)hash & mask;; i = (i + 1) & mask) {
+        const struct mem_table_entry *entry = &table->entries[i];
+        if (entry->node == NULL)
+            return NULL;
+        if (node_matches(entry, hash, key, key_length))
+            return entry->node;
+    }
+}
+
+static void place(struct mem_table_entry *entries, uint32_t mask, uint64_t hash,
+                  struct mem_node *node)
+{
+    uint32_t i = (uint32_t)hash & mask;
+    while (entries[i].node != NULL)
+        i = (i + 1) & mask;
+    entries[i].hash = hash;
+    entries[i].node = node;
+}
+
+static int grow(struct mem_table *table)
+{
+    if (table->capacity >= table->capacity_max)
+        return -1;
+    uint32_t capacity = table->capacity * 2;
+    struct mem_table_entry *entries = calloc(capacity, sizeof *entries);
+    if (entries == NULL)
+        return -1;
+    for (uint32_t i = 0; i < table->capacity; i++) {
+        if (table->entries[i].node != NULL)
+            place(entries, capacity - 1, table->entries[i].hash, table->entries[i].node);
+    }
+    free(table->entries);
+    table->entries = entries;
+    table->capacity = capacity;
+    return 0;
+}
+
+int mem_table_insert(struct mem_table *table, struct mem_node *node)
+{
+    assert(mem_table_find(table, node->hash, node->key, node->key_length) == NULL);
+    if ((table->count + 1) * 2 > table->capacity && grow(table) != 0)
+        return -1;
+    place(table->entries, table->capacity - 1, node->hash, node);
+    table->count++;
+    return 0;
+}
+
+void mem_table_remove(struct mem_table *table, struct mem_node *node)
+{
+    uint32_t mask = table->capacity - 1;
+    uint32_t i = (uint32_t)node->hash & mask;
+    while (table->entries[i].node != node) {
+        assert(table->entries[i].node != NULL);
+        i = (i + 1) & mask;
+    }
+    /* Backward shift: pull later entries of the probe run into the hole when
+     * their home slot is not between the hole and where they sit. */
+    uint32_t hole = i;
+    for (uint32_t j = (hole + 1) & mask; table->entries[j].node != NULL; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)table->entries[j].hash & mask;
+        bool home_after_hole = ((j - home) & mask) < ((j - hole) & mask);
+        if (home_after_hole)
+            continue;
+        table->entries[hole] = table->entries[j];
+        hole = j;
+    }
+    table->entries[hole].node = NULL;
+    table->entries[hole].hash = 0;
+    assert(table->count > 0);
+    table->count--;
+}

@@ -1,0 +1,485 @@
+/* The sqlite backend: durable state in one SQLite database (WAL) owned by one
+ * process. Data-path calls queue up for a single writer thread, which runs
+ * as many as are waiting in one BEGIN IMMEDIATE transaction (group commit)
+ * and answers each only once that transaction is durable. */
+#include "sqlite.h"
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOCK_FILE_NAME "llmlimit.db.lock"
+#define DATABASE_FILE_NAME "llmlimit.db"
+
+/* ---- Results when the outcome is unknown. */
+
+static void reserve_unavailable(struct reserve_result *result)
+{
+    memset(result, 0, sizeof *result);
+    result->status = RESULT_UNAVAILABLE;
+    snprintf(result->error, sizeof result->error, "backend_error");
+}
+
+static void complete_unavailable(struct complete_result *result)
+{
+    free(result->warnings);
+    memset(result, 0, sizeof *result);
+    result->status = RESULT_UNAVAILABLE;
+    snprintf(result->error, sizeof result->error, "backend_error");
+}
+
+static void release_unavailable(struct release_result *result)
+{
+    memset(result, 0, sizeof *result);
+    result->status = RESULT_UNAVAILABLE;
+    snprintf(result->error, sizeof result->error, "backend_error");
+}
+
+static void request_unavailable(struct item *item, uint32_t i)
+{
+    switch (item->kind) {
+    case ITEM_RESERVE:
+        reserve_unavailable(&((struct reserve_result *)item->results)[i]);
+        break;
+    case ITEM_COMPLETE:
+        complete_unavailable(&((struct complete_result *)item->results)[i]);
+        break;
+    case ITEM_RELEASE:
+        release_unavailable(&((struct release_result *)item->results)[i]);
+        break;
+    case ITEM_CALL:
+        item->call->failed = true;
+        break;
+    }
+}
+
+static void item_unavailable(struct item *item)
+{
+    for (uint32_t i = 0; i < item->count; i++)
+        request_unavailable(item, i);
+}
+
+static void item_finish(struct item *item)
+{
+    if (item->kind != ITEM_CALL) {
+        item->done(item->context);
+        return;
+    }
+    struct call *call = item->call;
+    pthread_mutex_lock(&call->mutex);
+    call->finished = true;
+    pthread_cond_signal(&call->cond);
+    pthread_mutex_unlock(&call->mutex);
+}
+
+/* ---- The writer. */
+
+static int request_run(struct backend *backend, struct item *item, uint32_t i)
+{
+    switch (item->kind) {
+    case ITEM_RESERVE:
+        return ledger_reserve(backend, &((const struct reserve_request *)item->requests)[i],
+                              &((struct reserve_result *)item->results)[i]);
+    case ITEM_COMPLETE:
+        return ledger_complete(backend, &((const struct complete_request *)item->requests)[i],
+                               &((struct complete_result *)item->results)[i]);
+    case ITEM_RELEASE:
+        return ledger_release(backend, &((const struct release_request *)item->requests)[i],
+                              &((struct release_result *)item->results)[i]);
+    case ITEM_CALL:
+        return item->call->run(backend, item->call);
+    }
+    return SQLITE_MISUSE;
+}
+
+static void log_sql_error(struct backend *backend, const char *what, int rc)
+{
+    fprintf(stderr, "llmlimitd: sqlite backend: %s: %s (%d)\n", what,
+            sqlite3_errmsg(backend->db), rc);
+}
+
+/* One request in its own savepoint. Returns false when the transaction must
+ * be abandoned (the error was not this request's alone). */
+static bool request_in_savepoint(struct backend *backend, struct item *item, uint32_t i)
+{
+    int rc = statement_run(statement(backend, STMT_SAVEPOINT));
+    if (rc == SQLITE_DONE)
+        rc = request_run(backend, item, i);
+    if (rc == SQLITE_DONE)
+        rc = mirror_flush(backend);
+    if (rc == SQLITE_DONE)
+        rc = statement_run(statement(backend, STMT_RELEASE));
+    if (rc == SQLITE_DONE)
+        return true;
+    log_sql_error(backend, "request", rc);
+    if (sql_error_is_fatal(rc) || sqlite3_get_autocommit(backend->db))
+        return false;
+    /* Only this request is undone; the mirror is rebuilt from the tables as
+     * they stand inside the transaction, so it matches them again. */
+    request_unavailable(item, i);
+    char error[256];
+    return statement_run(statement(backend, STMT_ROLLBACK_TO)) == SQLITE_DONE &&
+           statement_run(statement(backend, STMT_RELEASE)) == SQLITE_DONE &&
+           mirror_load(backend, error, sizeof error) == 0;
+}
+
+static bool batch_transaction(struct backend *backend, struct item *items, uint32_t count)
+{
+    int rc = statement_run(statement(backend, STMT_BEGIN));
+    if (rc != SQLITE_DONE) {
+        log_sql_error(backend, "begin", rc);
+        return false;
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        for (uint32_t i = 0; i < items[k].count; i++) {
+            if (!request_in_savepoint(backend, &items[k], i))
+                goto abandon;
+        }
+    }
+    rc = statement_run(statement(backend, STMT_COMMIT));
+    if (rc == SQLITE_DONE)
+        return true;
+    log_sql_error(backend, "commit", rc);
+abandon:
+    if (!sqlite3_get_autocommit(backend->db))
+        statement_run(statement(backend, STMT_ROLLBACK));
+    backend->mirror_stale = true;
+    return false;
+}
+
+static bool mirror_fresh(struct backend *backend)
+{
+    if (!backend->mirror_stale)
+        return true;
+    char error[512];
+    if (mirror_load(backend, error, sizeof error) != 0) {
+        fprintf(stderr, "llmlimitd: sqlite backend: %s\n", error);
+        atomic_store(&backend->ready, false);
+        return false;
+    }
+    backend->mirror_stale = false;
+    atomic_store(&backend->ready, true);
+    return true;
+}
+
+static void batch_run(struct backend *backend, struct item *items, uint32_t count)
+{
+    bool committed = mirror_fresh(backend) && batch_transaction(backend, items, count);
+    if (!committed) {
+        /* Nothing of this transaction is acknowledged: every request in it
+         * gets backend_error, the client retries with the same lease_id. */
+        for (uint32_t k = 0; k < count; k++)
+            item_unavailable(&items[k]);
+        mirror_fresh(backend);
+    }
+    uint64_t requests = 0;
+    for (uint32_t k = 0; k < count; k++)
+        requests += items[k].count;
+    atomic_fetch_add(&backend->batches, 1);
+    atomic_fetch_add(&backend->batched_items, requests);
+    atomic_store(&backend->live_holds, backend->mirror.hold_count);
+    for (uint32_t k = 0; k < count; k++)
+        item_finish(&items[k]);
+}
+
+static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
+{
+    (void)db;
+    (void)name;
+    *(int *)context = pages;
+    return SQLITE_OK;
+}
+
+/* Takes up to group_commit_max requests (at least one call) off the queue. */
+static uint32_t queue_take(struct backend *backend, struct item *out)
+{
+    uint32_t count = 0;
+    uint64_t requests = 0;
+    while (backend->queue_count > 0) {
+        struct item *next = &backend->queue[backend->queue_head];
+        if (count > 0 && requests + next->count > backend->group_commit_max)
+            break;
+        out[count++] = *next;
+        requests += next->count;
+        backend->queue_head = (backend->queue_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        backend->queue_count--;
+    }
+    return count;
+}
+
+static void *writer_main(void *arg)
+{
+    struct backend *backend = arg;
+    struct item *batch = backend->batch;
+    int wal_pages = 0;
+    sqlite3_wal_hook(backend->db, wal_hook, &wal_pages);
+    for (;;) {
+        pthread_mutex_lock(&backend->queue_mutex);
+        while (backend->queue_count == 0 && !backend->stopping)
+            pthread_cond_wait(&backend->queue_cond, &backend->queue_mutex);
+        uint32_t count = queue_take(backend, batch);
+        bool idle = backend->queue_count == 0;
+        pthread_mutex_unlock(&backend->queue_mutex);
+        if (count == 0)
+            break; /* stopping and drained */
+        batch_run(backend, batch, count);
+        /* Checkpoint between batches (never inside a commit): when the WAL
+         * is large, or when it has some pages and nobody is waiting. */
+        if (wal_pages >= SQLITE_CHECKPOINT_PAGES || (idle && wal_pages >= SQLITE_CHECKPOINT_PAGES / 4)) {
+            sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+            wal_pages = 0;
+        }
+    }
+    return NULL;
+}
+
+/* Hands an item to the writer; false when the queue is full or closing. */
+static bool enqueue(struct backend *backend, const struct item *item)
+{
+    pthread_mutex_lock(&backend->queue_mutex);
+    bool accepted = !backend->stopping && backend->queue_count < SQLITE_QUEUE_ITEMS_MAX;
+    if (accepted) {
+        uint32_t tail = (backend->queue_head + backend->queue_count) % SQLITE_QUEUE_ITEMS_MAX;
+        backend->queue[tail] = *item;
+        backend->queue_count++;
+        pthread_cond_signal(&backend->queue_cond);
+    }
+    pthread_mutex_unlock(&backend->queue_mutex);
+    if (!accepted)
+        atomic_fetch_add(&backend->queue_full, 1);
+    return accepted;
+}
+
+int writer_call(struct backend *backend, call_fn run, void *args)
+{
+    struct call call = {.run = run, .args = args};
+    pthread_mutex_init(&call.mutex, NULL);
+    pthread_cond_init(&call.cond, NULL);
+    struct item item = {.kind = ITEM_CALL, .count = 1, .call = &call};
+    bool accepted = enqueue(backend, &item);
+    pthread_mutex_lock(&call.mutex);
+    while (accepted && !call.finished)
+        pthread_cond_wait(&call.cond, &call.mutex);
+    pthread_mutex_unlock(&call.mutex);
+    pthread_cond_destroy(&call.cond);
+    pthread_mutex_destroy(&call.mutex);
+    return accepted && !call.failed ? 0 : -1;
+}
+
+/* ---- Data path: queue and return; the writer answers after the commit. */
+
+static void data_call(struct backend *backend, enum item_kind kind, const void *requests,
+                      void *results, uint32_t count, backend_done_fn done, void *context)
+{
+    struct item item = {.kind = kind,
+                        .count = count,
+                        .requests = requests,
+                        .results = results,
+                        .done = done,
+                        .context = context};
+    if (count == 0 || !enqueue(backend, &item)) {
+        item_unavailable(&item); /* full queue: 503 at once, never block */
+        done(context);
+    }
+}
+
+static void sqlite_reserve(struct backend *backend, const struct reserve_request *requests,
+                           struct reserve_result *results, uint32_t count, backend_done_fn done,
+                           void *context)
+{
+    data_call(backend, ITEM_RESERVE, requests, results, count, done, context);
+}
+
+static void sqlite_complete(struct backend *backend, const struct complete_request *requests,
+                            struct complete_result *results, uint32_t count, backend_done_fn done,
+                            void *context)
+{
+    /* Zeroed so a failure path may free warnings it never set. */
+    memset(results, 0, count * sizeof *results);
+    data_call(backend, ITEM_COMPLETE, requests, results, count, done, context);
+}
+
+static void sqlite_release(struct backend *backend, const struct release_request *requests,
+                           struct release_result *results, uint32_t count, backend_done_fn done,
+                           void *context)
+{
+    data_call(backend, ITEM_RELEASE, requests, results, count, done, context);
+}
+
+/* ---- Open and close. */
+
+/* One owner per database: an exclusive flock held for the process's life. */
+static int lock_data_dir(struct backend *backend, char *error, size_t error_size)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", backend->data_dir, LOCK_FILE_NAME);
+    backend->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (backend->lock_fd < 0) {
+        snprintf(error, error_size, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(backend->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "unknown";
+        ssize_t n = pread(backend->lock_fd, pid, sizeof pid - 1, 0);
+        if (n > 0)
+            pid[n] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(error, error_size,
+                 "data directory %s is in use by another llmlimitd (pid %s)", backend->data_dir,
+                 pid);
+        close(backend->lock_fd);
+        backend->lock_fd = -1;
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(backend->lock_fd, 0) != 0 || pwrite(backend->lock_fd, pid, (size_t)n, 0) != n) {
+        snprintf(error, error_size, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes the directory entries of new files durable. */
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static void backend_free(struct backend *backend)
+{
+    schema_close(backend);
+    mirror_free(&backend->mirror);
+    if (backend->lock_fd >= 0)
+        close(backend->lock_fd);
+    free(backend->queue);
+    free(backend->batch);
+    free(backend->scratch);
+    pthread_mutex_destroy(&backend->queue_mutex);
+    pthread_cond_destroy(&backend->queue_cond);
+    pthread_mutex_destroy(&backend->read_mutex);
+    free(backend);
+}
+
+static int open_storage(struct backend *backend, char *error, size_t error_size)
+{
+    if (mkdir(backend->data_dir, 0750) != 0 && errno != EEXIST) {
+        snprintf(error, error_size, "cannot create data directory %s: %s", backend->data_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (lock_data_dir(backend, error, error_size) != 0)
+        return -1;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", backend->data_dir, DATABASE_FILE_NAME);
+    if (schema_open(backend, path, error, error_size) != 0)
+        return -1;
+    sync_dir(backend->data_dir);
+    return mirror_load(backend, error, error_size);
+}
+
+static int sqlite_open(const struct backend_config *config, struct backend **out, char *error,
+                       size_t error_size)
+{
+    struct backend *backend = calloc(1, sizeof *backend);
+    if (backend == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    backend->config = *config;
+    backend->lock_fd = -1;
+    backend->group_commit_max = SQLITE_GROUP_COMMIT_MAX;
+    backend->random_state = (uint64_t)clock_monotonic_ns() | 1;
+    pthread_mutex_init(&backend->queue_mutex, NULL);
+    pthread_cond_init(&backend->queue_cond, NULL);
+    pthread_mutex_init(&backend->read_mutex, NULL);
+    int n = snprintf(backend->data_dir, sizeof backend->data_dir, "%s", config->data_dir);
+    backend->config.data_dir = backend->data_dir;
+    if (n <= 0 || (size_t)n >= sizeof backend->data_dir) {
+        snprintf(error, error_size, "data directory: path too long");
+        backend_free(backend);
+        return -1;
+    }
+    backend->queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->queue);
+    backend->batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->batch);
+    backend->scratch = ledger_scratch_new();
+    if (backend->queue == NULL || backend->batch == NULL || backend->scratch == NULL) {
+        snprintf(error, error_size, "out of memory");
+        backend_free(backend);
+        return -1;
+    }
+    if (open_storage(backend, error, error_size) != 0 ||
+        pthread_create(&backend->writer, NULL, writer_main, backend) != 0) {
+        if (error[0] == '\0')
+            snprintf(error, error_size, "cannot start the writer thread");
+        backend_free(backend);
+        return -1;
+    }
+    atomic_store(&backend->ready, true);
+    *out = backend;
+    return 0;
+}
+
+static void sqlite_close(struct backend *backend)
+{
+    pthread_mutex_lock(&backend->queue_mutex);
+    backend->stopping = true;
+    pthread_cond_signal(&backend->queue_cond);
+    pthread_mutex_unlock(&backend->queue_mutex);
+    pthread_join(backend->writer, NULL); /* drains the queue first */
+    backend_free(backend);
+}
+
+void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests)
+{
+    assert(requests >= 1);
+    pthread_mutex_lock(&backend->queue_mutex);
+    backend->group_commit_max = requests;
+    pthread_mutex_unlock(&backend->queue_mutex);
+}
+
+static bool sqlite_ready(struct backend *backend)
+{
+    return atomic_load(&backend->ready);
+}
+
+static void sqlite_stats(struct backend *backend, struct backend_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->lease_cache_entries = atomic_load(&backend->live_holds);
+    out->batches = atomic_load(&backend->batches);
+    out->batched_items = atomic_load(&backend->batched_items);
+    out->overage_denied = atomic_load(&backend->overage_denied);
+    out->expired_holds = atomic_load(&backend->expired_holds);
+}
+
+const struct backend_ops sqlite_backend_ops = {
+    .name = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .put_limit = sqlite_admin_put_limit,
+    .restore_limit = sqlite_admin_restore_limit,
+    .delete_limit = sqlite_admin_delete_limit,
+    .get_limit = sqlite_admin_get_limit,
+    .list_limits = sqlite_admin_list_limits,
+    .usage = sqlite_admin_usage,
+    .tick = sqlite_admin_tick,
+    .reserve = sqlite_reserve,
+    .complete = sqlite_complete,
+    .release = sqlite_release,
+    .ready = sqlite_ready,
+    .stats = sqlite_stats,
+    .events = sqlite_admin_events,
+    .usage_by_caller = sqlite_admin_usage_by_caller,
+};

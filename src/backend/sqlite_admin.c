@@ -1,0 +1,564 @@
+/* The sqlite backend's synchronous operations: limit definitions (put,
+ * restore, delete, get, list), usage, the tick (expiry sweeper and pending
+ * decreases), and the audit-log reads. Everything that touches the mirror
+ * runs on the writer thread as a call inside a transaction. */
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DETAIL_BYTES_MAX 128
+
+/* ---- Writing a limit. */
+
+static void bind_state(sqlite3_stmt *stmt, const struct limit *limit, int64_t now_ms)
+{
+    const struct limit_definition *d = &limit->state.definition;
+    sqlite3_bind_int64(stmt, 1, limit->id);
+    sqlite3_bind_text(stmt, 2, d->key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 3, limit_kind_name(d->kind), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 4, (int64_t)d->capacity);
+    sqlite3_bind_int64(stmt, 5, d->window_seconds);
+    sqlite3_bind_int64(stmt, 6, d->timeout_seconds);
+    sqlite3_bind_text(stmt, 7, limit_period_name(d->period), -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 8, d->unit, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 9, d->description, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 10, limit_overage_name(d->overage), -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 11, limit_status_name(limit->state.status), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 12, (int64_t)limit->state.pending_decrease_to);
+    sqlite3_bind_int64(stmt, 13, now_ms);
+}
+
+static int limit_write(struct backend *backend, const struct limit *limit, enum statement which,
+                       int64_t now_ms, const char *detail)
+{
+    sqlite3_stmt *stmt = statement(backend, which);
+    bind_state(stmt, limit, now_ms);
+    int rc = statement_run(stmt);
+    if (rc == SQLITE_DONE)
+        rc = ledger_event(backend, now_ms, "limit_changed", NULL, limit, "",
+                          limit->state.definition.capacity, 0, detail);
+    return rc;
+}
+
+static bool state_equal(const struct limit_state *a, const struct limit_state *b)
+{
+    const struct limit_definition *x = &a->definition, *y = &b->definition;
+    return x->kind == y->kind && x->capacity == y->capacity &&
+           x->window_seconds == y->window_seconds && x->timeout_seconds == y->timeout_seconds &&
+           x->period == y->period && x->overage == y->overage && strcmp(x->unit, y->unit) == 0 &&
+           strcmp(x->description, y->description) == 0 && a->status == b->status &&
+           a->pending_decrease_to == b->pending_decrease_to;
+}
+
+static int limit_create(struct backend *backend, const struct limit_state *state, int64_t now_ms,
+                        struct limit **out)
+{
+    struct limit *limit = limit_new(backend->mirror.next_limit_id, state);
+    if (limit == NULL || mirror_add_limit(&backend->mirror, limit) != 0) {
+        limit_free(limit);
+        return SQLITE_NOMEM;
+    }
+    *out = limit;
+    if (state->definition.kind != LIMIT_BUDGET && mirror_period(backend, limit, 0) == NULL)
+        return SQLITE_NOMEM;
+    char detail[DETAIL_BYTES_MAX];
+    snprintf(detail, sizeof detail, "created: %s, capacity %llu%s",
+             limit_kind_name(state->definition.kind),
+             (unsigned long long)state->definition.capacity,
+             state->status == LIMIT_DECREASING ? ", decreasing" : "");
+    return limit_write(backend, limit, STMT_LIMIT_INSERT, now_ms, detail);
+}
+
+static int limit_retire(struct backend *backend, struct limit *limit, int64_t now_ms)
+{
+    sqlite3_stmt *stmt = statement(backend, STMT_LIMIT_DELETE);
+    sqlite3_bind_int64(stmt, 1, now_ms);
+    sqlite3_bind_int64(stmt, 2, limit->id);
+    int rc = statement_run(stmt);
+    if (rc == SQLITE_DONE)
+        rc = ledger_event(backend, now_ms, "limit_changed", NULL, limit, "",
+                          limit->state.definition.capacity, 0, "deleted");
+    if (rc == SQLITE_DONE) {
+        mirror_unlink_key(&backend->mirror, limit);
+        limit->deleted = true;
+    }
+    return rc;
+}
+
+/* Applies a put to a live limit of the same kind (SPEC section 3). */
+static int limit_change(struct backend *backend, struct limit *limit,
+                        const struct limit_definition *definition, int64_t now_ms)
+{
+    struct limit_state next = limit->state;
+    uint64_t in_force = limit->state.definition.capacity;
+    next.definition = *definition;
+    next.definition.capacity = in_force;
+    bool apply = definition->capacity >= in_force || definition->kind == LIMIT_BUDGET;
+    if (!apply) {
+        int rc = mirror_expire(backend, limit, now_ms, NULL);
+        if (rc != SQLITE_DONE)
+            return rc;
+        const struct period *p = limit->periods[0];
+        apply = p->reserved + p->used <= definition->capacity; /* what is free covers it */
+    }
+    if (apply) {
+        next.definition.capacity = definition->capacity;
+        next.status = LIMIT_ACTIVE;
+        next.pending_decrease_to = 0;
+    } else {
+        next.status = LIMIT_DECREASING;
+        next.pending_decrease_to = definition->capacity;
+    }
+    if (state_equal(&next, &limit->state))
+        return SQLITE_DONE;
+    char detail[DETAIL_BYTES_MAX];
+    if (apply)
+        snprintf(detail, sizeof detail, "capacity %llu -> %llu", (unsigned long long)in_force,
+                 (unsigned long long)definition->capacity);
+    else
+        snprintf(detail, sizeof detail, "capacity %llu, decreasing to %llu",
+                 (unsigned long long)in_force, (unsigned long long)definition->capacity);
+    limit->state = next;
+    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, detail);
+}
+
+struct put_args {
+    const struct limit_definition *definition;
+    const struct limit_state *restore; /* restore_limit: the state as it was */
+    struct limit_state *state_out;
+    char *error;
+    size_t error_size;
+    int result;
+};
+
+static int put_run(struct backend *backend, struct call *call)
+{
+    struct put_args *args = call->args;
+    const struct limit_definition *d = args->definition;
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, d->key);
+    args->result = 0;
+    if (limit == NULL) {
+        struct limit_state state = {.definition = *d, .status = LIMIT_ACTIVE};
+        int rc = limit_create(backend, &state, now_ms, &limit);
+        if (rc == SQLITE_DONE && args->state_out != NULL)
+            *args->state_out = limit->state;
+        return rc;
+    }
+    if (limit->state.definition.kind != d->kind || limit->state.definition.period != d->period) {
+        bool kind = limit->state.definition.kind != d->kind;
+        snprintf(args->error, args->error_size, "%s: cannot change the %s of limit %s (delete it "
+                 "first)", kind ? "kind" : "period", kind ? "kind" : "period", d->key);
+        args->result = -1;
+        return SQLITE_DONE;
+    }
+    int rc = limit_change(backend, limit, d, now_ms);
+    if (rc == SQLITE_DONE && args->state_out != NULL)
+        *args->state_out = limit->state;
+    return rc;
+}
+
+static int call_failed(char *error, size_t error_size)
+{
+    snprintf(error, error_size, "backend_error: the database did not take the change");
+    return -1;
+}
+
+int sqlite_admin_put_limit(struct backend *backend, const struct limit_definition *definition,
+                           struct limit_state *state_out, char *error, size_t error_size)
+{
+    struct limit_definition checked = *definition;
+    if (limit_definition_validate(&checked, error, error_size) != 0)
+        return -1;
+    struct put_args args = {.definition = &checked,
+                            .state_out = state_out,
+                            .error = error,
+                            .error_size = error_size};
+    if (writer_call(backend, put_run, &args) != 0)
+        return call_failed(error, error_size);
+    return args.result;
+}
+
+/* The registry wins for definitions; the counters stay. A key whose kind or
+ * period changed in the registry gets a new incarnation. */
+static int restore_run(struct backend *backend, struct call *call)
+{
+    struct put_args *args = call->args;
+    const struct limit_state *state = args->restore;
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, state->definition.key);
+    if (limit != NULL && (limit->state.definition.kind != state->definition.kind ||
+                          limit->state.definition.period != state->definition.period)) {
+        int rc = limit_retire(backend, limit, now_ms);
+        if (rc != SQLITE_DONE)
+            return rc;
+        limit = NULL;
+    }
+    args->result = 0;
+    if (limit == NULL)
+        return limit_create(backend, state, now_ms, &limit);
+    if (state_equal(state, &limit->state))
+        return SQLITE_DONE;
+    limit->state = *state;
+    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, "restored from the registry");
+}
+
+int sqlite_admin_restore_limit(struct backend *backend, const struct limit_state *state,
+                               char *error, size_t error_size)
+{
+    struct limit_state checked = *state;
+    if (limit_definition_validate(&checked.definition, error, error_size) != 0)
+        return -1;
+    if (checked.status == LIMIT_ACTIVE)
+        checked.pending_decrease_to = 0;
+    struct put_args args = {.restore = &checked, .error = error, .error_size = error_size};
+    if (writer_call(backend, restore_run, &args) != 0)
+        return call_failed(error, error_size);
+    return args.result;
+}
+
+struct key_args {
+    const char *key;
+    int result;
+    struct limit_state *state_out;
+};
+
+static int delete_run(struct backend *backend, struct call *call)
+{
+    struct key_args *args = call->args;
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    args->result = limit == NULL ? -1 : 0;
+    if (limit == NULL)
+        return SQLITE_DONE;
+    return limit_retire(backend, limit, clock_now_ms(backend->config.clock));
+}
+
+int sqlite_admin_delete_limit(struct backend *backend, const char *key)
+{
+    struct key_args args = {.key = key};
+    if (writer_call(backend, delete_run, &args) != 0)
+        return -1;
+    return args.result;
+}
+
+static int get_run(struct backend *backend, struct call *call)
+{
+    struct key_args *args = call->args;
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    args->result = limit == NULL ? -1 : 0;
+    if (limit != NULL)
+        *args->state_out = limit->state;
+    return SQLITE_DONE;
+}
+
+int sqlite_admin_get_limit(struct backend *backend, const char *key, struct limit_state *out)
+{
+    struct key_args args = {.key = key, .state_out = out};
+    if (writer_call(backend, get_run, &args) != 0)
+        return -1;
+    return args.result;
+}
+
+struct list_args {
+    struct limit_state *states;
+    size_t count;
+};
+
+static int state_order(const void *a, const void *b)
+{
+    return strcmp(((const struct limit_state *)a)->definition.key,
+                  ((const struct limit_state *)b)->definition.key);
+}
+
+static int list_run(struct backend *backend, struct call *call)
+{
+    struct list_args *args = call->args;
+    const struct map *keys = &backend->mirror.limits_by_key;
+    free(args->states);
+    args->count = 0;
+    args->states = malloc((keys->count > 0 ? keys->count : 1) * sizeof *args->states);
+    if (args->states == NULL)
+        return SQLITE_NOMEM;
+    for (uint32_t i = 0; i < keys->capacity; i++) {
+        const struct limit *limit = keys->slots[i].value;
+        if (limit != NULL)
+            args->states[args->count++] = limit->state;
+    }
+    qsort(args->states, args->count, sizeof *args->states, state_order);
+    return SQLITE_DONE;
+}
+
+int sqlite_admin_list_limits(struct backend *backend, struct limit_state **out, size_t *count)
+{
+    struct list_args args = {0};
+    if (writer_call(backend, list_run, &args) != 0) {
+        free(args.states);
+        return -1;
+    }
+    *out = args.states;
+    *count = args.count;
+    return 0;
+}
+
+/* ---- Usage. */
+
+struct usage_args {
+    const char *key;
+    int64_t at_unix_ms;
+    struct limit_usage *out;
+    int result;
+};
+
+static int64_t minus_saturating(int64_t a, uint64_t b)
+{
+    if (b > (uint64_t)INT64_MAX || a < INT64_MIN + (int64_t)b)
+        return INT64_MIN;
+    return a - (int64_t)b;
+}
+
+static int usage_run(struct backend *backend, struct call *call)
+{
+    struct usage_args *args = call->args;
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    args->result = limit == NULL ? -1 : 0;
+    if (limit == NULL)
+        return SQLITE_DONE;
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    int rc = mirror_expire(backend, limit, now_ms, NULL);
+    if (rc != SQLITE_DONE)
+        return rc;
+    const struct limit_definition *d = &limit->state.definition;
+    struct limit_usage *out = args->out;
+    memset(out, 0, sizeof *out);
+    out->state = limit->state;
+    int64_t start = 0;
+    if (d->kind == LIMIT_BUDGET) {
+        start = period_start_ms(d->period, args->at_unix_ms);
+        out->period_start_unix_ms = start;
+        out->period_end_unix_ms = period_end_ms(d->period, args->at_unix_ms);
+    }
+    const struct period *p = mirror_period(backend, limit, start);
+    if (p == NULL)
+        return SQLITE_NOMEM;
+    out->reserved = p->reserved;
+    out->used = p->used;
+    out->debt = p->debt;
+    out->available = minus_saturating((int64_t)d->capacity, p->reserved);
+    out->available = minus_saturating(out->available, p->used);
+    if (d->kind == LIMIT_BUDGET)
+        out->available = minus_saturating(out->available, p->debt);
+    return SQLITE_DONE;
+}
+
+int sqlite_admin_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
+                       struct limit_usage *out)
+{
+    struct usage_args args = {.key = key, .at_unix_ms = at_unix_ms, .out = out};
+    if (writer_call(backend, usage_run, &args) != 0)
+        return -2;
+    return args.result;
+}
+
+/* ---- Tick: the expiry sweeper and pending decreases. */
+
+struct tick_args {
+    bool limits_changed;
+};
+
+static int decrease_if_covered(struct backend *backend, struct limit *limit, int64_t now_ms,
+                               bool *changed)
+{
+    if (limit->deleted || limit->state.status != LIMIT_DECREASING)
+        return SQLITE_DONE;
+    const struct period *p = limit->periods[0];
+    uint64_t target = limit->state.pending_decrease_to;
+    if (p->reserved + p->used > target)
+        return SQLITE_DONE;
+    char detail[DETAIL_BYTES_MAX];
+    snprintf(detail, sizeof detail, "decrease applied: capacity %llu -> %llu",
+             (unsigned long long)limit->state.definition.capacity, (unsigned long long)target);
+    limit->state.definition.capacity = target;
+    limit->state.status = LIMIT_ACTIVE;
+    limit->state.pending_decrease_to = 0;
+    *changed = true;
+    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, detail);
+}
+
+static int tick_run(struct backend *backend, struct call *call)
+{
+    struct tick_args *args = call->args;
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    uint64_t budget = SQLITE_EXPIRIES_PER_TICK_MAX;
+    const struct map *ids = &backend->mirror.limits_by_id;
+    for (uint32_t i = 0; i < ids->capacity; i++) {
+        struct limit *limit = ids->slots[i].value;
+        if (limit == NULL)
+            continue;
+        int rc = mirror_expire(backend, limit, now_ms, &budget);
+        if (rc == SQLITE_DONE)
+            rc = mirror_flush(backend);
+        if (rc == SQLITE_DONE)
+            rc = decrease_if_covered(backend, limit, now_ms, &args->limits_changed);
+        if (rc != SQLITE_DONE)
+            return rc;
+        mirror_trim_periods(limit, now_ms);
+    }
+    return SQLITE_DONE;
+}
+
+int sqlite_admin_tick(struct backend *backend, bool *limits_changed)
+{
+    struct tick_args args = {0};
+    *limits_changed = false;
+    if (writer_call(backend, tick_run, &args) != 0)
+        return -1;
+    *limits_changed = args.limits_changed;
+    return 0;
+}
+
+static void text_copy(sqlite3_stmt *stmt, int column, char *out, size_t size)
+{
+    const unsigned char *text = sqlite3_column_text(stmt, column);
+    snprintf(out, size, "%s", text ? (const char *)text : "");
+}
+
+/* ---- Per-caller usage. */
+
+struct callers_args {
+    const char *key;
+    int64_t at_unix_ms;
+    struct caller_usage *rows;
+    size_t count;
+    int result;
+};
+
+static const char callers_budget_sql[] =
+    "SELECT caller,reserved,used,debt FROM caller_usage WHERE limit_id=?1 AND period_start=?2 "
+    "AND (reserved<>0 OR used<>0 OR debt<>0) ORDER BY used DESC, reserved DESC, caller LIMIT ?3";
+static const char callers_window_sql[] =
+    "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END),"
+    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt) FROM reservations"
+    " WHERE limit_id=?1 AND live=1 GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller"
+    " LIMIT ?3";
+
+static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
+{
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && args->count < SQLITE_CALLERS_MAX) {
+        struct caller_usage *u = &args->rows[args->count++];
+        memset(u, 0, sizeof *u);
+        text_copy(stmt, 0, u->caller, sizeof u->caller);
+        u->reserved = (uint64_t)sqlite3_column_int64(stmt, 1);
+        u->used = (uint64_t)sqlite3_column_int64(stmt, 2);
+        u->debt = (uint64_t)sqlite3_column_int64(stmt, 3);
+    }
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+static int callers_run(struct backend *backend, struct call *call)
+{
+    struct callers_args *args = call->args;
+    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    args->result = limit == NULL ? -1 : 0;
+    if (limit == NULL)
+        return SQLITE_DONE;
+    int rc = mirror_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
+    if (rc != SQLITE_DONE || (rc = mirror_flush(backend)) != SQLITE_DONE)
+        return rc;
+    const struct limit_definition *d = &limit->state.definition;
+    bool budget = d->kind == LIMIT_BUDGET;
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(backend->db, budget ? callers_budget_sql : callers_window_sql, -1,
+                           &stmt, NULL) != SQLITE_OK)
+        return sqlite3_errcode(backend->db);
+    sqlite3_bind_int64(stmt, 1, limit->id);
+    if (budget)
+        sqlite3_bind_int64(stmt, 2, period_start_ms(d->period, args->at_unix_ms));
+    sqlite3_bind_int(stmt, 3, SQLITE_CALLERS_MAX);
+    free(args->rows);
+    args->count = 0;
+    args->rows = malloc(SQLITE_CALLERS_MAX * sizeof *args->rows);
+    rc = args->rows == NULL ? SQLITE_NOMEM : callers_fill(stmt, args);
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64_t at_unix_ms,
+                                 struct caller_usage **out, size_t *count)
+{
+    struct callers_args args = {.key = key, .at_unix_ms = at_unix_ms};
+    if (writer_call(backend, callers_run, &args) != 0) {
+        free(args.rows);
+        return -2;
+    }
+    if (args.result != 0) {
+        free(args.rows);
+        return args.result;
+    }
+    *out = args.rows;
+    *count = args.count;
+    return 0;
+}
+
+/* ---- Audit log reads: committed events only, on the read connection. */
+
+static void event_from_row(sqlite3_stmt *stmt, struct backend_event *e)
+{
+    memset(e, 0, sizeof *e);
+    e->id = sqlite3_column_int64(stmt, 0);
+    e->at_unix_ms = sqlite3_column_int64(stmt, 1);
+    text_copy(stmt, 2, e->type, sizeof e->type);
+    text_copy(stmt, 3, e->lease_id, sizeof e->lease_id);
+    text_copy(stmt, 4, e->key, sizeof e->key);
+    text_copy(stmt, 5, e->caller, sizeof e->caller);
+    e->amount = (uint64_t)sqlite3_column_int64(stmt, 6);
+    e->actual_amount = (uint64_t)sqlite3_column_int64(stmt, 7);
+    text_copy(stmt, 8, e->detail, sizeof e->detail);
+}
+
+static int events_query(sqlite3 *db, const struct event_query *query, struct backend_event *out,
+                        size_t *count)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT id,at,type,lease_id,key,caller,amount,actual_amount,detail FROM events "
+             "WHERE id > ?1%s%s ORDER BY id LIMIT ?4",
+             query->key != NULL ? " AND key = ?2" : "",
+             query->lease_id != NULL ? " AND lease_id = ?3" : "");
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return -2;
+    sqlite3_bind_int64(stmt, 1, query->after_id);
+    if (query->key != NULL)
+        sqlite3_bind_text(stmt, 2, query->key, -1, SQLITE_STATIC);
+    if (query->lease_id != NULL)
+        sqlite3_bind_text(stmt, 3, query->lease_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 4, query->limit);
+    int rc;
+    *count = 0;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && *count < query->limit)
+        event_from_row(stmt, &out[(*count)++]);
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -2;
+}
+
+int sqlite_admin_events(struct backend *backend, const struct event_query *query,
+                        struct backend_event **out, size_t *count)
+{
+    assert(query->limit >= 1 && query->limit <= EVENTS_PAGE_MAX);
+    struct backend_event *events = malloc(query->limit * sizeof *events);
+    if (events == NULL)
+        return -2;
+    pthread_mutex_lock(&backend->read_mutex);
+    int rc = events_query(backend->read_db, query, events, count);
+    pthread_mutex_unlock(&backend->read_mutex);
+    if (rc != 0) {
+        free(events);
+        return rc;
+    }
+    *out = events;
+    return 0;
+}

@@ -1,0 +1,263 @@
+/* Internals of the sqlite backend shared by its files: the write queue, the
+ * in-memory mirror of limits and live holds (owned by the writer thread, the
+ * only mutator), the prepared statements. Not a public interface. */
+#ifndef LLMLIMIT_SQLITE_INTERNAL_H
+#define LLMLIMIT_SQLITE_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+
+/* ---- Open-addressing hash map from a 64-bit hash to a pointer (sqlite_tree.c).
+ * The caller owns the values; match() tells equal keys apart on collisions. */
+struct map_slot {
+    uint64_t hash;
+    void *value; /* NULL: empty slot */
+};
+
+struct map {
+    struct map_slot *slots;
+    uint32_t capacity; /* 0 or a power of two */
+    uint32_t count;
+};
+
+typedef bool (*map_match_fn)(const void *value, const void *key);
+
+/* Makes room for `extra` more inserts. 0, or -1 when out of memory. */
+int map_reserve(struct map *map, uint32_t extra);
+void *map_find(const struct map *map, uint64_t hash, map_match_fn match, const void *key);
+/* Room must have been reserved. */
+void map_insert(struct map *map, uint64_t hash, void *value);
+bool map_remove(struct map *map, uint64_t hash, map_match_fn match, const void *key);
+void map_free(struct map *map);
+uint64_t hash_bytes(const void *data, size_t length);
+uint64_t hash_i64(int64_t value);
+
+/* ---- Live holds: an AVL tree per limit period ordered by (expiry, row id),
+ * each node carrying the sum of the amounts below it, so the earliest expiry,
+ * a removal and "when will `need` units have expired" are all O(log n). */
+struct hold {
+    struct hold *left;
+    struct hold *right;
+    uint64_t amount_sum; /* of this subtree, saturating */
+    int64_t expires_at_ms;
+    int64_t row_id; /* reservations.id */
+    uint64_t amount; /* held now: reserved, or (rolling) the completed actual */
+    uint64_t debt;   /* rolling overage debt carried until expiry */
+    int32_t height;
+    bool completed; /* rolling: completed (counts as used, not reserved) */
+};
+
+/* Deepest AVL tree we can ever build (1.44 log2 of 2^64 nodes). */
+#define HOLDS_HEIGHT_MAX 96
+
+struct hold *holds_insert(struct hold *root, struct hold *node);
+/* Removes the node with this key; *removed gets it (NULL if absent). */
+struct hold *holds_remove(struct hold *root, int64_t expires_at_ms, int64_t row_id,
+                          struct hold **removed);
+struct hold *holds_find(struct hold *root, int64_t expires_at_ms, int64_t row_id);
+struct hold *holds_first(struct hold *root);
+/* The hold at which the running sum of amounts, in expiry order, first
+ * reaches `need`; NULL if the whole tree holds less. */
+struct hold *holds_reaching(const struct hold *root, uint64_t need);
+uint64_t holds_sum(const struct hold *root);
+void holds_free_all(struct hold *root);
+
+/* ---- The mirror (sqlite_mirror.c). */
+
+/* Counters of one limit in one period (budgets) or in its window (rolling,
+ * concurrency: start_ms 0). Stored in the limit_usage table. */
+struct period {
+    struct limit *limit;
+    int64_t start_ms;
+    struct hold *holds;
+    uint64_t hold_count;
+    uint64_t reserved; /* holds of leases not completed */
+    uint64_t used;     /* rolling: completed holds in window; budget: committed */
+    uint64_t debt;
+    struct period *dirty_next; /* in mirror.dirty while unwritten */
+    bool dirty;
+};
+
+struct limit {
+    int64_t id; /* limits.id: one per incarnation of a key */
+    struct limit_state state;
+    bool deleted;
+    struct period **periods; /* rolling/concurrency: exactly one */
+    uint32_t period_count;
+    uint32_t period_capacity;
+};
+
+struct mirror {
+    struct map limits_by_key; /* live (not deleted) limits */
+    struct map limits_by_id;  /* every incarnation */
+    int64_t next_limit_id;
+    int64_t next_row_id;
+    uint64_t hold_count;
+    struct period *dirty; /* periods changed and not yet written */
+};
+
+/* ---- Prepared statements of the write connection (sqlite_schema.c). */
+enum statement {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_SAVEPOINT,
+    STMT_RELEASE,
+    STMT_ROLLBACK_TO,
+    STMT_LEASE_INSERT,
+    STMT_LEASE_GET,
+    STMT_LEASE_FINISH,
+    STMT_LEASE_FORGET,
+    STMT_ROW_INSERT,
+    STMT_ROWS_GET,
+    STMT_ROW_SETTLE,
+    STMT_ROW_EXPIRE,
+    STMT_EVENT_INSERT,
+    STMT_EVENT_EXPIRED,
+    STMT_USAGE_PUT,
+    STMT_USAGE_GET,
+    STMT_CALLER_ADD,
+    STMT_CALLER_EXPIRED,
+    STMT_LIMIT_INSERT,
+    STMT_LIMIT_UPDATE,
+    STMT_LIMIT_DELETE,
+    STMT_COUNT
+};
+
+/* ---- Queue items. */
+enum item_kind {
+    ITEM_RESERVE,
+    ITEM_COMPLETE,
+    ITEM_RELEASE,
+    ITEM_CALL,
+};
+
+struct backend;
+struct call;
+/* Runs on the writer thread inside the batch transaction, in a savepoint.
+ * Returns SQLITE_DONE, or an SQLite error code (the savepoint is undone). */
+typedef int (*call_fn)(struct backend *backend, struct call *call);
+
+/* A synchronous operation (admin, reads, tick) run by the writer. */
+struct call {
+    call_fn run;
+    void *args;
+    bool failed; /* the transaction did not commit: outcome unknown */
+    bool finished;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+};
+
+struct item {
+    enum item_kind kind;
+    uint32_t count;
+    const void *requests;
+    void *results;
+    backend_done_fn done;
+    void *context;
+    struct call *call;
+};
+
+struct backend {
+    struct backend_config config;
+    char data_dir[PATH_MAX];
+    int lock_fd;
+    sqlite3 *db; /* the write connection, writer thread only */
+    sqlite3_stmt *statements[STMT_COUNT];
+    sqlite3 *read_db; /* audit-log reads, under read_mutex */
+    pthread_mutex_t read_mutex;
+    struct mirror mirror; /* writer thread only */
+    bool mirror_stale;    /* reload before the next transaction */
+    uint64_t random_state;
+
+    pthread_mutex_t queue_mutex;
+    pthread_cond_t queue_cond;
+    struct item *queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
+    uint32_t queue_head;
+    uint32_t queue_count;
+    bool stopping;
+    pthread_t writer;
+    uint32_t group_commit_max;
+    struct item *batch;            /* writer thread only: the calls of one transaction */
+    struct ledger_scratch *scratch; /* writer thread only */
+    bool limits_changed_pending;   /* writer thread only */
+
+    atomic_bool ready;
+    atomic_uint_fast64_t batches;
+    atomic_uint_fast64_t batched_items;
+    atomic_uint_fast64_t overage_denied;
+    atomic_uint_fast64_t expired_holds;
+    atomic_uint_fast64_t live_holds;
+    atomic_uint_fast64_t queue_full;
+};
+
+/* sqlite_schema.c: pragmas, schema creation and migration, statements. */
+int schema_open(struct backend *backend, const char *path, char *error, size_t error_size);
+void schema_close(struct backend *backend);
+sqlite3_stmt *statement(struct backend *backend, enum statement which);
+/* Steps a statement that returns no row and resets it. SQLITE_DONE or an error code. */
+int statement_run(sqlite3_stmt *stmt);
+/* True for errors after which the transaction cannot go on (I/O, full, busy...). */
+bool sql_error_is_fatal(int code);
+
+/* sqlite_mirror.c */
+int mirror_load(struct backend *backend, char *error, size_t error_size);
+void mirror_free(struct mirror *mirror);
+struct limit *mirror_limit_by_key(struct mirror *mirror, const char *key);
+struct limit *mirror_limit_by_id(struct mirror *mirror, int64_t id);
+/* The period entry of a budget (loaded from limit_usage on first use) or the
+ * single entry of a rolling/concurrency limit. NULL on an error. */
+struct period *mirror_period(struct backend *backend, struct limit *limit, int64_t start_ms);
+/* The period entry if it is in the mirror (it is whenever it has live holds). */
+struct period *mirror_period_find(const struct limit *limit, int64_t start_ms);
+void mirror_touch(struct mirror *mirror, struct period *period);
+/* Writes every dirty period. SQLITE_DONE or an error code. */
+int mirror_flush(struct backend *backend);
+/* Expires every hold of `limit` due at now_ms. SQLITE_DONE or an error code. */
+int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
+                  uint64_t *budget_left);
+int mirror_add_limit(struct mirror *mirror, struct limit *limit);
+void mirror_unlink_key(struct mirror *mirror, struct limit *limit);
+struct limit *limit_new(int64_t id, const struct limit_state *state);
+void limit_free(struct limit *limit);
+/* Drops budget periods that hold nothing and are not current. */
+void mirror_trim_periods(struct limit *limit, int64_t now_ms);
+
+/* sqlite_ledger.c: the data path, one request at a time, inside a savepoint.
+ * Each returns SQLITE_DONE (the result is filled) or an SQLite error code
+ * (SQLITE_NOMEM for memory), after which the writer undoes the request. */
+struct ledger_scratch *ledger_scratch_new(void); /* free() it */
+int ledger_reserve(struct backend *backend, const struct reserve_request *request,
+                   struct reserve_result *result);
+int ledger_complete(struct backend *backend, const struct complete_request *request,
+                    struct complete_result *result);
+int ledger_release(struct backend *backend, const struct release_request *request,
+                   struct release_result *result);
+int ledger_event(struct backend *backend, int64_t at_ms, const char *type, const char *lease_id,
+                 const struct limit *limit, const char *caller, uint64_t amount,
+                 uint64_t actual_amount, const char *detail);
+
+/* sqlite.c: hands a call to the writer and waits. 0 when it committed. */
+int writer_call(struct backend *backend, call_fn run, void *args);
+
+/* sqlite_admin.c: the synchronous ops of backend.h. */
+int sqlite_admin_put_limit(struct backend *backend, const struct limit_definition *definition,
+                           struct limit_state *state_out, char *error, size_t error_size);
+int sqlite_admin_restore_limit(struct backend *backend, const struct limit_state *state,
+                               char *error, size_t error_size);
+int sqlite_admin_delete_limit(struct backend *backend, const char *key);
+int sqlite_admin_get_limit(struct backend *backend, const char *key, struct limit_state *out);
+int sqlite_admin_list_limits(struct backend *backend, struct limit_state **out, size_t *count);
+int sqlite_admin_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
+                       struct limit_usage *out);
+int sqlite_admin_tick(struct backend *backend, bool *limits_changed);
+int sqlite_admin_events(struct backend *backend, const struct event_query *query,
+                        struct backend_event **out, size_t *count);
+int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64_t at_unix_ms,
+                                 struct caller_usage **out, size_t *count);
+
+#endif

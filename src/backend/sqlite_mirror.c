@@ -1,0 +1,430 @@
+/* The writer's in-memory mirror of the database: limits, their running
+ * counters and their live holds. Loaded at startup (and again after a failed
+ * transaction) from the tables, checked against them, and kept equal to them
+ * by writing every change in the same transaction. */
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool limit_match_key(const void *value, const void *key)
+{
+    const struct limit *limit = value;
+    return strcmp(limit->state.definition.key, (const char *)key) == 0;
+}
+
+static bool limit_match_id(const void *value, const void *key)
+{
+    return ((const struct limit *)value)->id == *(const int64_t *)key;
+}
+
+static uint64_t key_hash(const char *key)
+{
+    return hash_bytes(key, strlen(key));
+}
+
+struct limit *mirror_limit_by_key(struct mirror *mirror, const char *key)
+{
+    return map_find(&mirror->limits_by_key, key_hash(key), limit_match_key, key);
+}
+
+struct limit *mirror_limit_by_id(struct mirror *mirror, int64_t id)
+{
+    return map_find(&mirror->limits_by_id, hash_i64(id), limit_match_id, &id);
+}
+
+struct limit *limit_new(int64_t id, const struct limit_state *state)
+{
+    struct limit *limit = calloc(1, sizeof *limit);
+    if (limit == NULL)
+        return NULL;
+    limit->id = id;
+    limit->state = *state;
+    return limit;
+}
+
+void limit_free(struct limit *limit)
+{
+    if (limit == NULL)
+        return;
+    for (uint32_t i = 0; i < limit->period_count; i++) {
+        holds_free_all(limit->periods[i]->holds);
+        free(limit->periods[i]);
+    }
+    free(limit->periods);
+    free(limit);
+}
+
+/* Adds a limit to both maps (to the key map only when not deleted). */
+int mirror_add_limit(struct mirror *mirror, struct limit *limit)
+{
+    if (map_reserve(&mirror->limits_by_id, 1) != 0 || map_reserve(&mirror->limits_by_key, 1) != 0)
+        return -1;
+    map_insert(&mirror->limits_by_id, hash_i64(limit->id), limit);
+    if (!limit->deleted) {
+        assert(mirror_limit_by_key(mirror, limit->state.definition.key) == NULL);
+        map_insert(&mirror->limits_by_key, key_hash(limit->state.definition.key), limit);
+    }
+    if (limit->id >= mirror->next_limit_id)
+        mirror->next_limit_id = limit->id + 1;
+    return 0;
+}
+
+void mirror_unlink_key(struct mirror *mirror, struct limit *limit)
+{
+    bool removed = map_remove(&mirror->limits_by_key, key_hash(limit->state.definition.key),
+                              limit_match_key, limit->state.definition.key);
+    assert(removed);
+    (void)removed;
+}
+
+void mirror_free(struct mirror *mirror)
+{
+    for (uint32_t i = 0; i < mirror->limits_by_id.capacity; i++)
+        limit_free(mirror->limits_by_id.slots[i].value);
+    map_free(&mirror->limits_by_id);
+    map_free(&mirror->limits_by_key);
+    memset(mirror, 0, sizeof *mirror);
+}
+
+void mirror_touch(struct mirror *mirror, struct period *period)
+{
+    if (period->dirty)
+        return;
+    period->dirty = true;
+    period->dirty_next = mirror->dirty;
+    mirror->dirty = period;
+}
+
+static int64_t amount_i64(uint64_t amount)
+{
+    assert(amount <= AMOUNT_MAX);
+    return (int64_t)amount;
+}
+
+int mirror_flush(struct backend *backend)
+{
+    sqlite3_stmt *put = statement(backend, STMT_USAGE_PUT);
+    while (backend->mirror.dirty != NULL) {
+        struct period *p = backend->mirror.dirty;
+        sqlite3_bind_int64(put, 1, p->limit->id);
+        sqlite3_bind_int64(put, 2, p->start_ms);
+        sqlite3_bind_int64(put, 3, amount_i64(p->reserved));
+        sqlite3_bind_int64(put, 4, amount_i64(p->used));
+        sqlite3_bind_int64(put, 5, amount_i64(p->debt));
+        int rc = statement_run(put);
+        if (rc != SQLITE_DONE)
+            return rc;
+        backend->mirror.dirty = p->dirty_next;
+        p->dirty = false;
+        p->dirty_next = NULL;
+    }
+    return SQLITE_DONE;
+}
+
+struct period *mirror_period_find(const struct limit *limit, int64_t start_ms)
+{
+    for (uint32_t i = 0; i < limit->period_count; i++) {
+        if (limit->periods[i]->start_ms == start_ms)
+            return limit->periods[i];
+    }
+    return NULL;
+}
+
+/* Reads a period's stored counters (zero when it has no row yet). */
+static int usage_read(struct backend *backend, int64_t limit_id, int64_t start_ms,
+                      struct period *out)
+{
+    sqlite3_stmt *get = statement(backend, STMT_USAGE_GET);
+    sqlite3_bind_int64(get, 1, limit_id);
+    sqlite3_bind_int64(get, 2, start_ms);
+    int rc = sqlite3_step(get);
+    if (rc == SQLITE_ROW) {
+        out->reserved = (uint64_t)sqlite3_column_int64(get, 0);
+        out->used = (uint64_t)sqlite3_column_int64(get, 1);
+        out->debt = (uint64_t)sqlite3_column_int64(get, 2);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(get);
+    return rc;
+}
+
+struct period *mirror_period(struct backend *backend, struct limit *limit, int64_t start_ms)
+{
+    if (limit->state.definition.kind != LIMIT_BUDGET)
+        start_ms = 0;
+    struct period *p = mirror_period_find(limit, start_ms);
+    if (p != NULL)
+        return p;
+    if (limit->period_count == limit->period_capacity) {
+        uint32_t capacity = limit->period_capacity == 0 ? 2 : limit->period_capacity * 2;
+        struct period **periods = realloc(limit->periods, capacity * sizeof *periods);
+        if (periods == NULL)
+            return NULL;
+        limit->periods = periods;
+        limit->period_capacity = capacity;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->limit = limit;
+    p->start_ms = start_ms;
+    if (usage_read(backend, limit->id, start_ms, p) != SQLITE_DONE) {
+        free(p);
+        return NULL;
+    }
+    limit->periods[limit->period_count++] = p;
+    return p;
+}
+
+void mirror_trim_periods(struct limit *limit, int64_t now_ms)
+{
+    if (limit->state.definition.kind != LIMIT_BUDGET)
+        return;
+    int64_t current = period_start_ms(limit->state.definition.period, now_ms);
+    for (uint32_t i = 0; i < limit->period_count;) {
+        struct period *p = limit->periods[i];
+        if (p->hold_count == 0 && p->start_ms != current && !p->dirty) {
+            free(p);
+            limit->periods[i] = limit->periods[--limit->period_count];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* The database side of one expiry: the row, and for a reservation that was
+ * never completed, its audit event and the caller's budget counters. */
+static int expire_row(struct backend *backend, const struct period *p, const struct hold *h,
+                      int64_t now_ms)
+{
+    int rc;
+    if (!h->completed) {
+        sqlite3_stmt *event = statement(backend, STMT_EVENT_EXPIRED);
+        sqlite3_bind_int64(event, 1, now_ms);
+        sqlite3_bind_int64(event, 2, h->row_id);
+        if ((rc = statement_run(event)) != SQLITE_DONE)
+            return rc;
+        if (p->limit->state.definition.kind == LIMIT_BUDGET) {
+            sqlite3_stmt *caller = statement(backend, STMT_CALLER_EXPIRED);
+            sqlite3_bind_int64(caller, 1, amount_i64(h->amount));
+            sqlite3_bind_int64(caller, 2, p->limit->id);
+            sqlite3_bind_int64(caller, 3, p->start_ms);
+            sqlite3_bind_int64(caller, 4, h->row_id);
+            if ((rc = statement_run(caller)) != SQLITE_DONE)
+                return rc;
+        }
+    }
+    sqlite3_stmt *row = statement(backend, STMT_ROW_EXPIRE);
+    sqlite3_bind_int64(row, 1, h->row_id);
+    return statement_run(row);
+}
+
+static int expire_period(struct backend *backend, struct period *p, int64_t now_ms,
+                         uint64_t *budget_left)
+{
+    for (;;) {
+        struct hold *first = holds_first(p->holds);
+        if (first == NULL || first->expires_at_ms > now_ms)
+            return SQLITE_DONE;
+        if (budget_left != NULL) {
+            if (*budget_left == 0)
+                return SQLITE_DONE;
+            (*budget_left)--;
+        }
+        int rc = expire_row(backend, p, first, now_ms);
+        if (rc != SQLITE_DONE)
+            return rc;
+        struct hold *removed = NULL;
+        p->holds = holds_remove(p->holds, first->expires_at_ms, first->row_id, &removed);
+        assert(removed == first);
+        p->hold_count--;
+        backend->mirror.hold_count--;
+        if (removed->completed) {
+            p->used -= removed->amount;
+            p->debt -= removed->debt;
+        } else {
+            p->reserved -= removed->amount;
+            atomic_fetch_add(&backend->expired_holds, 1);
+        }
+        free(removed);
+        mirror_touch(&backend->mirror, p);
+    }
+}
+
+int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
+                  uint64_t *budget_left)
+{
+    for (uint32_t i = 0; i < limit->period_count; i++) {
+        int rc = expire_period(backend, limit->periods[i], now_ms, budget_left);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    return SQLITE_DONE;
+}
+
+/* ---- Loading. */
+
+static int load_fail(struct backend *backend, char *error, size_t error_size, const char *what)
+{
+    snprintf(error, error_size, "loading %s: %s", what, sqlite3_errmsg(backend->db));
+    return -1;
+}
+
+static void column_text(sqlite3_stmt *stmt, int column, char *out, size_t size)
+{
+    const unsigned char *text = sqlite3_column_text(stmt, column);
+    snprintf(out, size, "%s", text ? (const char *)text : "");
+}
+
+static void limit_state_from_row(sqlite3_stmt *stmt, struct limit_state *state)
+{
+    memset(state, 0, sizeof *state);
+    struct limit_definition *d = &state->definition;
+    char name[32];
+    column_text(stmt, 1, d->key, sizeof d->key);
+    column_text(stmt, 3, name, sizeof name);
+    limit_kind_parse(name, &d->kind);
+    d->capacity = (uint64_t)sqlite3_column_int64(stmt, 4);
+    d->window_seconds = (uint32_t)sqlite3_column_int64(stmt, 5);
+    d->timeout_seconds = (uint32_t)sqlite3_column_int64(stmt, 6);
+    column_text(stmt, 7, name, sizeof name);
+    limit_period_parse(name, &d->period);
+    column_text(stmt, 8, d->unit, sizeof d->unit);
+    column_text(stmt, 9, d->description, sizeof d->description);
+    column_text(stmt, 10, name, sizeof name);
+    limit_overage_parse(name, &d->overage);
+    column_text(stmt, 11, name, sizeof name);
+    limit_status_parse(name, &state->status);
+    state->pending_decrease_to = (uint64_t)sqlite3_column_int64(stmt, 12);
+}
+
+static int load_limits(struct backend *backend, char *error, size_t error_size)
+{
+    sqlite3_stmt *stmt = NULL;
+    const char *sql = "SELECT id,key,deleted,kind,capacity,window_seconds,timeout_seconds,"
+                      "period,unit,description,overage,status,pending_decrease_to FROM limits "
+                      "ORDER BY id";
+    if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return load_fail(backend, error, error_size, "limits");
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct limit_state state;
+        limit_state_from_row(stmt, &state);
+        struct limit *limit = limit_new(sqlite3_column_int64(stmt, 0), &state);
+        if (limit != NULL)
+            limit->deleted = sqlite3_column_int64(stmt, 2) != 0;
+        if (limit == NULL || mirror_add_limit(&backend->mirror, limit) != 0) {
+            limit_free(limit);
+            sqlite3_finalize(stmt);
+            snprintf(error, error_size, "loading limits: out of memory");
+            return -1;
+        }
+        if (state.definition.kind != LIMIT_BUDGET && mirror_period(backend, limit, 0) == NULL) {
+            sqlite3_finalize(stmt);
+            return load_fail(backend, error, error_size, "limit_usage");
+        }
+    }
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_DONE ? 0 : load_fail(backend, error, error_size, "limits");
+}
+
+/* Rebuilds one live hold from its row and adds it to the sums it checks. */
+static int load_hold(struct backend *backend, sqlite3_stmt *stmt, char *error,
+                     size_t error_size)
+{
+    struct limit *limit = mirror_limit_by_id(&backend->mirror, sqlite3_column_int64(stmt, 1));
+    struct period *p =
+        limit == NULL ? NULL : mirror_period(backend, limit, sqlite3_column_int64(stmt, 6));
+    struct hold *h = calloc(1, sizeof *h);
+    if (p == NULL || h == NULL) {
+        free(h);
+        snprintf(error, error_size, "loading reservation %lld: no limit or out of memory",
+                 (long long)sqlite3_column_int64(stmt, 0));
+        return -1;
+    }
+    h->row_id = sqlite3_column_int64(stmt, 0);
+    h->amount = (uint64_t)sqlite3_column_int64(stmt, 2);
+    h->debt = (uint64_t)sqlite3_column_int64(stmt, 3);
+    h->completed = strcmp((const char *)sqlite3_column_text(stmt, 4), "reserved") != 0;
+    h->expires_at_ms = sqlite3_column_int64(stmt, 5);
+    p->holds = holds_insert(p->holds, h);
+    p->hold_count++;
+    backend->mirror.hold_count++;
+    return 0;
+}
+
+/* Every period's stored counters must equal the sums of its live holds. */
+static int check_sums(struct backend *backend, char *error, size_t error_size)
+{
+    struct map *ids = &backend->mirror.limits_by_id;
+    for (uint32_t i = 0; i < ids->capacity; i++) {
+        struct limit *limit = ids->slots[i].value;
+        if (limit == NULL)
+            continue;
+        for (uint32_t j = 0; j < limit->period_count; j++) {
+            struct period *p = limit->periods[j];
+            uint64_t expect = limit->state.definition.kind == LIMIT_ROLLING
+                                  ? p->reserved + p->used
+                                  : p->reserved;
+            if (holds_sum(p->holds) != expect) {
+                snprintf(error, error_size,
+                         "database inconsistent: limit %s (id %lld) counts %llu held, its live "
+                         "reservations hold %llu",
+                         limit->state.definition.key, (long long)limit->id,
+                         (unsigned long long)expect, (unsigned long long)holds_sum(p->holds));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int load_holds(struct backend *backend, char *error, size_t error_size)
+{
+    sqlite3_stmt *stmt = NULL;
+    const char *sql = "SELECT id,limit_id,held,debt,state,expires_at,period_start FROM "
+                      "reservations WHERE live = 1";
+    if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return load_fail(backend, error, error_size, "reservations");
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (load_hold(backend, stmt, error, error_size) != 0) {
+            sqlite3_finalize(stmt);
+            return -1;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE)
+        return load_fail(backend, error, error_size, "reservations");
+    return check_sums(backend, error, error_size);
+}
+
+static int load_next_row(struct backend *backend, char *error, size_t error_size)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(id),0)+1 FROM reservations", -1,
+                           &stmt, NULL) != SQLITE_OK)
+        return load_fail(backend, error, error_size, "reservations");
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        backend->mirror.next_row_id = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? 0 : load_fail(backend, error, error_size, "reservations");
+}
+
+int mirror_load(struct backend *backend, char *error, size_t error_size)
+{
+    mirror_free(&backend->mirror);
+    backend->mirror.next_limit_id = 1;
+    if (load_limits(backend, error, error_size) != 0 ||
+        load_holds(backend, error, error_size) != 0 ||
+        load_next_row(backend, error, error_size) != 0) {
+        mirror_free(&backend->mirror);
+        return -1;
+    }
+    atomic_store(&backend->live_holds, backend->mirror.hold_count);
+    return 0;
+}

@@ -1,0 +1,318 @@
+/* The sqlite backend's database: connection settings (WAL, synchronous,
+ * busy timeout), the versioned schema with its migrations, and the prepared
+ * statements of the write connection. */
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Schema version 1. Every table a change touches is written in the same
+ * transaction as the audit event that records it. */
+static const char schema_v1[] =
+    /* One row per incarnation of a key: deleting a limit keeps its row (and
+     * its leases can still complete); putting the key again makes a new one. */
+    "CREATE TABLE limits ("
+    " id INTEGER PRIMARY KEY,"
+    " key TEXT NOT NULL,"
+    " deleted INTEGER NOT NULL DEFAULT 0,"
+    " kind TEXT NOT NULL,"
+    " capacity INTEGER NOT NULL,"
+    " window_seconds INTEGER NOT NULL,"
+    " timeout_seconds INTEGER NOT NULL,"
+    " period TEXT NOT NULL,"
+    " unit TEXT NOT NULL,"
+    " description TEXT NOT NULL,"
+    " overage TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " pending_decrease_to INTEGER NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL);"
+    "CREATE INDEX limits_key ON limits(key);"
+    /* Running counters: per limit for rolling/concurrency (period_start 0),
+     * per limit per period for budgets. Updated with every change, so no
+     * decision ever sums reservations. */
+    "CREATE TABLE limit_usage ("
+    " limit_id INTEGER NOT NULL,"
+    " period_start INTEGER NOT NULL,"
+    " reserved INTEGER NOT NULL,"
+    " used INTEGER NOT NULL,"
+    " debt INTEGER NOT NULL,"
+    " PRIMARY KEY (limit_id, period_start)) WITHOUT ROWID;"
+    /* Budgets: who spent what, per period (GET /v1/usage/{key}?group_by=caller). */
+    "CREATE TABLE caller_usage ("
+    " limit_id INTEGER NOT NULL,"
+    " period_start INTEGER NOT NULL,"
+    " caller TEXT NOT NULL,"
+    " reserved INTEGER NOT NULL,"
+    " used INTEGER NOT NULL,"
+    " debt INTEGER NOT NULL,"
+    " PRIMARY KEY (limit_id, period_start, caller)) WITHOUT ROWID;"
+    /* One row per lease: the idempotency record. Its reservations are the
+     * rows first_row .. first_row + row_count - 1. */
+    "CREATE TABLE leases ("
+    " lease_id TEXT PRIMARY KEY,"
+    " state TEXT NOT NULL CHECK (state IN ('allowed','denied','completed','released')),"
+    " fingerprint TEXT NOT NULL,"
+    " caller TEXT NOT NULL,"
+    " reserved_at INTEGER NOT NULL,"
+    " expires_at INTEGER NOT NULL,"
+    " first_row INTEGER NOT NULL,"
+    " row_count INTEGER NOT NULL,"
+    " retry_after_ms INTEGER NOT NULL,"
+    " denied TEXT NOT NULL," /* the keys that did not fit, one per line */
+    " created_at INTEGER NOT NULL,"
+    " finished_at INTEGER) WITHOUT ROWID;"
+    /* One row per (lease, key). `live` is 1 while the row holds capacity (or
+     * rolling debt) in the mirror; `held` is what it holds. */
+    "CREATE TABLE reservations ("
+    " id INTEGER PRIMARY KEY,"
+    " lease_id TEXT NOT NULL,"
+    " limit_id INTEGER NOT NULL,"
+    " key TEXT NOT NULL,"
+    " caller TEXT NOT NULL,"
+    " amount INTEGER NOT NULL,"
+    " actual_amount INTEGER,"
+    " held INTEGER NOT NULL,"
+    " debt INTEGER NOT NULL,"
+    " live INTEGER NOT NULL,"
+    " state TEXT NOT NULL CHECK (state IN"
+    "  ('reserved','committed','released','expired','committed_post_expiry')),"
+    " period_start INTEGER NOT NULL,"
+    " reserved_at INTEGER NOT NULL,"
+    " expires_at INTEGER NOT NULL,"
+    " committed_at INTEGER);"
+    "CREATE INDEX reservations_live ON reservations(limit_id, expires_at) WHERE live = 1;"
+    /* The audit log, append-only. */
+    "CREATE TABLE events ("
+    " id INTEGER PRIMARY KEY,"
+    " at INTEGER NOT NULL,"
+    " type TEXT NOT NULL,"
+    " lease_id TEXT,"
+    " limit_id INTEGER,"
+    " key TEXT NOT NULL,"
+    " caller TEXT NOT NULL,"
+    " amount INTEGER NOT NULL,"
+    " actual_amount INTEGER NOT NULL,"
+    " detail TEXT NOT NULL);"
+    "CREATE INDEX events_key ON events(key, id);"
+    "CREATE INDEX events_lease ON events(lease_id, id) WHERE lease_id IS NOT NULL;";
+
+/* migrations[i] takes the schema from version i to i + 1. */
+static const char *const migrations[] = {schema_v1};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+static const char *const statement_sql[STMT_COUNT] = {
+    [STMT_BEGIN] = "BEGIN IMMEDIATE",
+    [STMT_COMMIT] = "COMMIT",
+    [STMT_ROLLBACK] = "ROLLBACK",
+    [STMT_SAVEPOINT] = "SAVEPOINT request",
+    [STMT_RELEASE] = "RELEASE request",
+    [STMT_ROLLBACK_TO] = "ROLLBACK TO request",
+    [STMT_LEASE_INSERT] =
+        "INSERT INTO leases(lease_id,state,fingerprint,caller,reserved_at,expires_at,"
+        "first_row,row_count,retry_after_ms,denied,created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT(lease_id) DO NOTHING",
+    [STMT_LEASE_GET] = "SELECT state,fingerprint,caller,reserved_at,expires_at,first_row,"
+                       "row_count,retry_after_ms,denied,created_at FROM leases WHERE lease_id=?",
+    [STMT_LEASE_FINISH] = "UPDATE leases SET state=?, finished_at=? WHERE lease_id=?",
+    [STMT_LEASE_FORGET] = "DELETE FROM leases WHERE lease_id=?",
+    [STMT_ROW_INSERT] = "INSERT INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
+                        "debt,live,state,period_start,reserved_at,expires_at) "
+                        "VALUES(?,?,?,?,?,?,?,0,1,'reserved',?,?,?)",
+    [STMT_ROWS_GET] = "SELECT id,limit_id,key,amount,state,period_start,expires_at FROM "
+                      "reservations WHERE id BETWEEN ? AND ? ORDER BY id",
+    [STMT_ROW_SETTLE] = "UPDATE reservations SET state=?,actual_amount=?,held=?,debt=?,live=?,"
+                        "committed_at=? WHERE id=?",
+    [STMT_ROW_EXPIRE] = "UPDATE reservations SET state=CASE WHEN state='reserved' THEN "
+                        "'expired' ELSE state END,held=0,debt=0,live=0 WHERE id=?",
+    [STMT_EVENT_INSERT] = "INSERT INTO events(at,type,lease_id,limit_id,key,caller,amount,"
+                          "actual_amount,detail) VALUES(?,?,?,?,?,?,?,?,?)",
+    [STMT_EVENT_EXPIRED] = "INSERT INTO events(at,type,lease_id,limit_id,key,caller,amount,"
+                           "actual_amount,detail) SELECT ?,'expired',lease_id,limit_id,key,"
+                           "caller,amount,0,'' FROM reservations WHERE id=?",
+    [STMT_USAGE_PUT] = "INSERT INTO limit_usage(limit_id,period_start,reserved,used,debt) "
+                       "VALUES(?,?,?,?,?) ON CONFLICT(limit_id,period_start) DO UPDATE SET "
+                       "reserved=excluded.reserved,used=excluded.used,debt=excluded.debt",
+    [STMT_USAGE_GET] =
+        "SELECT reserved,used,debt FROM limit_usage WHERE limit_id=? AND period_start=?",
+    [STMT_CALLER_ADD] = "INSERT INTO caller_usage(limit_id,period_start,caller,reserved,used,"
+                        "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
+                        "DO UPDATE SET reserved=reserved+excluded.reserved,"
+                        "used=used+excluded.used,debt=debt+excluded.debt",
+    [STMT_CALLER_EXPIRED] = "UPDATE caller_usage SET reserved=reserved-?1 WHERE limit_id=?2 "
+                            "AND period_start=?3 AND caller=(SELECT caller FROM reservations "
+                            "WHERE id=?4)",
+    [STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
+                          "timeout_seconds,period,unit,description,overage,status,"
+                          "pending_decrease_to,created_at,updated_at) "
+                          "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13)",
+    [STMT_LIMIT_UPDATE] = "UPDATE limits SET kind=?3,capacity=?4,window_seconds=?5,"
+                          "timeout_seconds=?6,period=?7,unit=?8,description=?9,overage=?10,"
+                          "status=?11,pending_decrease_to=?12,updated_at=?13 WHERE id=?1 AND "
+                          "key=?2",
+    [STMT_LIMIT_DELETE] = "UPDATE limits SET deleted=1,updated_at=? WHERE id=?",
+};
+
+bool sql_error_is_fatal(int code)
+{
+    switch (code & 0xff) {
+    case SQLITE_CONSTRAINT:
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE:
+        return false; /* this request only */
+    default:
+        return true; /* I/O, full disk, corruption, out of memory, busy, ... */
+    }
+}
+
+sqlite3_stmt *statement(struct backend *backend, enum statement which)
+{
+    assert(which < STMT_COUNT);
+    return backend->statements[which];
+}
+
+int statement_run(sqlite3_stmt *stmt)
+{
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        rc = SQLITE_DONE;
+    return rc;
+}
+
+static int exec_error(sqlite3 *db, const char *sql, const char *what, char *error,
+                      size_t error_size)
+{
+    char *message = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &message);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_size, "%s: %s", what, message ? message : sqlite3_errstr(rc));
+        sqlite3_free(message);
+        return -1;
+    }
+    return 0;
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return -1;
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static int configure(sqlite3 *db, bool synchronous_normal, char *error, size_t error_size)
+{
+    sqlite3_busy_timeout(db, SQLITE_BUSY_TIMEOUT_MS);
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &stmt, NULL) != SQLITE_OK)
+        return exec_error(db, "SELECT 1", "journal_mode", error, error_size);
+    int rc = sqlite3_step(stmt);
+    bool wal = rc == SQLITE_ROW &&
+               strcmp((const char *)sqlite3_column_text(stmt, 0), "wal") == 0;
+    sqlite3_finalize(stmt);
+    if (!wal) {
+        snprintf(error, error_size, "cannot put the database in WAL mode: %s",
+                 sqlite3_errmsg(db));
+        return -1;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
+             "PRAGMA cache_size=-%d; PRAGMA journal_size_limit=%d;",
+             synchronous_normal ? "NORMAL" : "FULL", SQLITE_CACHE_KIB, SQLITE_WAL_BYTES_KEPT);
+    return exec_error(db, sql, "pragmas", error, error_size);
+}
+
+static int migrate(sqlite3 *db, char *error, size_t error_size)
+{
+    int64_t version = 0;
+    if (pragma_int(db, "PRAGMA user_version", &version) != 0) {
+        snprintf(error, error_size, "cannot read the schema version: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    if (version > SCHEMA_VERSION) {
+        snprintf(error, error_size,
+                 "database schema version %lld is newer than this llmlimitd supports (%d)",
+                 (long long)version, SCHEMA_VERSION);
+        return -1;
+    }
+    for (int64_t v = version; v < SCHEMA_VERSION; v++) {
+        if (exec_error(db, "BEGIN IMMEDIATE", "migration", error, error_size) != 0)
+            return -1;
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version=%lld", (long long)(v + 1));
+        if (exec_error(db, migrations[v], "migration", error, error_size) != 0 ||
+            exec_error(db, bump, "migration", error, error_size) != 0 ||
+            exec_error(db, "COMMIT", "migration", error, error_size) != 0) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int prepare_all(struct backend *backend, char *error, size_t error_size)
+{
+    for (int i = 0; i < STMT_COUNT; i++) {
+        assert(statement_sql[i] != NULL);
+        if (sqlite3_prepare_v3(backend->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &backend->statements[i], NULL) != SQLITE_OK) {
+            snprintf(error, error_size, "prepare %d: %s", i, sqlite3_errmsg(backend->db));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int schema_open(struct backend *backend, const char *path, char *error, size_t error_size)
+{
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(path, &backend->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_size, "cannot open %s: %s", path,
+                 backend->db ? sqlite3_errmsg(backend->db) : sqlite3_errstr(rc));
+        return -1;
+    }
+    sqlite3_extended_result_codes(backend->db, 1);
+    if (configure(backend->db, backend->config.sqlite_synchronous_normal, error, error_size) !=
+            0 ||
+        migrate(backend->db, error, error_size) != 0 ||
+        prepare_all(backend, error, error_size) != 0)
+        return -1;
+    /* Checkpoints run when the writer is idle (sqlite.c), not inside a commit. */
+    sqlite3_wal_autocheckpoint(backend->db, 0);
+
+    rc = sqlite3_open_v2(path, &backend->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                         NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_size, "cannot open %s for reading: %s", path, sqlite3_errstr(rc));
+        return -1;
+    }
+    sqlite3_busy_timeout(backend->read_db, SQLITE_BUSY_TIMEOUT_MS);
+    return 0;
+}
+
+void schema_close(struct backend *backend)
+{
+    for (int i = 0; i < STMT_COUNT; i++) {
+        sqlite3_finalize(backend->statements[i]);
+        backend->statements[i] = NULL;
+    }
+    if (backend->db != NULL) {
+        /* A last full checkpoint leaves a small WAL behind. */
+        sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_close_v2(backend->db);
+        backend->db = NULL;
+    }
+    if (backend->read_db != NULL) {
+        sqlite3_close_v2(backend->read_db);
+        backend->read_db = NULL;
+    }
+}

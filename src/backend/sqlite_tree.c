@@ -1,0 +1,300 @@
+/* Data structures of the sqlite backend's mirror: an open-addressing hash map
+ * (limits by key and by id) and an AVL tree of holds ordered by expiry whose
+ * nodes carry subtree sums, so retry-after is exact in O(log n). */
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+#define MAP_CAPACITY_MIN 16
+
+uint64_t hash_bytes(const void *data, size_t length)
+{
+    /* FNV-1a, then a final mix so low bits spread over the table. */
+    const unsigned char *bytes = data;
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (size_t i = 0; i < length; i++) {
+        h ^= bytes[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return hash_i64((int64_t)h);
+}
+
+uint64_t hash_i64(int64_t value)
+{
+    uint64_t x = (uint64_t)value;
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static void map_place(struct map_slot *slots, uint32_t capacity, uint64_t hash, void *value)
+{
+    uint32_t mask = capacity - 1;
+    uint32_t i = (uint32_t)hash & mask;
+    while (slots[i].value != NULL)
+        i = (i + 1) & mask;
+    slots[i].hash = hash;
+    slots[i].value = value;
+}
+
+int map_reserve(struct map *map, uint32_t extra)
+{
+    assert(extra <= UINT32_MAX / 4);
+    uint64_t needed = (uint64_t)map->count + extra;
+    if (needed * 4 <= (uint64_t)map->capacity * 3 && map->capacity != 0)
+        return 0;
+    uint64_t capacity = map->capacity == 0 ? MAP_CAPACITY_MIN : map->capacity;
+    while (needed * 4 > capacity * 3)
+        capacity *= 2;
+    if (capacity > UINT32_MAX / 2)
+        return -1;
+    struct map_slot *slots = calloc((size_t)capacity, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    for (uint32_t i = 0; i < map->capacity; i++) {
+        if (map->slots[i].value != NULL)
+            map_place(slots, (uint32_t)capacity, map->slots[i].hash, map->slots[i].value);
+    }
+    free(map->slots);
+    map->slots = slots;
+    map->capacity = (uint32_t)capacity;
+    return 0;
+}
+
+void *map_find(const struct map *map, uint64_t hash, map_match_fn match, const void *key)
+{
+    if (map->capacity == 0)
+        return NULL;
+    uint32_t mask = map->capacity - 1;
+    for (uint32_t i = (uint32_t)hash & mask, probes = 0; probes < map->capacity;
+         i = (i + 1) & mask, probes++) {
+        if (map->slots[i].value == NULL)
+            return NULL;
+        if (map->slots[i].hash == hash && match(map->slots[i].value, key))
+            return map->slots[i].value;
+    }
+    return NULL;
+}
+
+void map_insert(struct map *map, uint64_t hash, void *value)
+{
+    assert(value != NULL);
+    assert(map->capacity != 0);
+    assert(((uint64_t)map->count + 1) * 4 <= (uint64_t)map->capacity * 3);
+    map_place(map->slots, map->capacity, hash, value);
+    map->count++;
+}
+
+bool map_remove(struct map *map, uint64_t hash, map_match_fn match, const void *key)
+{
+    if (map->capacity == 0)
+        return false;
+    uint32_t mask = map->capacity - 1;
+    uint32_t i = (uint32_t)hash & mask;
+    for (uint32_t probes = 0;; i = (i + 1) & mask, probes++) {
+        if (probes == map->capacity || map->slots[i].value == NULL)
+            return false;
+        if (map->slots[i].hash == hash && match(map->slots[i].value, key))
+            break;
+    }
+    /* Backward-shift deletion keeps every probe chain unbroken. */
+    uint32_t hole = i;
+    for (uint32_t j = (hole + 1) & mask; map->slots[j].value != NULL; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)map->slots[j].hash & mask;
+        bool movable = (hole <= j) ? (home <= hole || home > j) : (home <= hole && home > j);
+        if (movable) {
+            map->slots[hole] = map->slots[j];
+            hole = j;
+        }
+    }
+    map->slots[hole].value = NULL;
+    map->slots[hole].hash = 0;
+    map->count--;
+    return true;
+}
+
+void map_free(struct map *map)
+{
+    free(map->slots);
+    map->slots = NULL;
+    map->capacity = 0;
+    map->count = 0;
+}
+
+/* ---- AVL tree of holds. */
+
+static int32_t height_of(const struct hold *node)
+{
+    return node == NULL ? 0 : node->height;
+}
+
+uint64_t holds_sum(const struct hold *root)
+{
+    return root == NULL ? 0 : root->amount_sum;
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void node_update(struct hold *node)
+{
+    int32_t hl = height_of(node->left), hr = height_of(node->right);
+    node->height = (hl > hr ? hl : hr) + 1;
+    assert(node->height <= HOLDS_HEIGHT_MAX);
+    node->amount_sum =
+        add_saturating(add_saturating(holds_sum(node->left), holds_sum(node->right)), node->amount);
+}
+
+static struct hold *rotate_right(struct hold *node)
+{
+    struct hold *pivot = node->left;
+    node->left = pivot->right;
+    pivot->right = node;
+    node_update(node);
+    node_update(pivot);
+    return pivot;
+}
+
+static struct hold *rotate_left(struct hold *node)
+{
+    struct hold *pivot = node->right;
+    node->right = pivot->left;
+    pivot->left = node;
+    node_update(node);
+    node_update(pivot);
+    return pivot;
+}
+
+static struct hold *rebalance(struct hold *node)
+{
+    node_update(node);
+    int32_t balance = height_of(node->left) - height_of(node->right);
+    if (balance > 1) {
+        if (height_of(node->left->left) < height_of(node->left->right))
+            node->left = rotate_left(node->left);
+        return rotate_right(node);
+    }
+    if (balance < -1) {
+        if (height_of(node->right->right) < height_of(node->right->left))
+            node->right = rotate_right(node->right);
+        return rotate_left(node);
+    }
+    return node;
+}
+
+static int key_compare(int64_t expires_a, int64_t row_a, int64_t expires_b, int64_t row_b)
+{
+    if (expires_a != expires_b)
+        return expires_a < expires_b ? -1 : 1;
+    if (row_a != row_b)
+        return row_a < row_b ? -1 : 1;
+    return 0;
+}
+
+/* Recursion depth is the tree height, bounded by HOLDS_HEIGHT_MAX. */
+struct hold *holds_insert(struct hold *root, struct hold *node)
+{
+    if (root == NULL) {
+        node->left = NULL;
+        node->right = NULL;
+        node_update(node);
+        return node;
+    }
+    int c = key_compare(node->expires_at_ms, node->row_id, root->expires_at_ms, root->row_id);
+    assert(c != 0);
+    if (c < 0)
+        root->left = holds_insert(root->left, node);
+    else
+        root->right = holds_insert(root->right, node);
+    return rebalance(root);
+}
+
+static struct hold *remove_first(struct hold *root, struct hold **first)
+{
+    if (root->left == NULL) {
+        *first = root;
+        return root->right;
+    }
+    root->left = remove_first(root->left, first);
+    return rebalance(root);
+}
+
+struct hold *holds_remove(struct hold *root, int64_t expires_at_ms, int64_t row_id,
+                          struct hold **removed)
+{
+    if (root == NULL) {
+        *removed = NULL;
+        return NULL;
+    }
+    int c = key_compare(expires_at_ms, row_id, root->expires_at_ms, root->row_id);
+    if (c < 0) {
+        root->left = holds_remove(root->left, expires_at_ms, row_id, removed);
+    } else if (c > 0) {
+        root->right = holds_remove(root->right, expires_at_ms, row_id, removed);
+    } else {
+        *removed = root;
+        if (root->left == NULL || root->right == NULL)
+            return root->left != NULL ? root->left : root->right;
+        struct hold *successor = NULL;
+        struct hold *right = remove_first(root->right, &successor);
+        successor->left = root->left;
+        successor->right = right;
+        return rebalance(successor);
+    }
+    return rebalance(root);
+}
+
+struct hold *holds_find(struct hold *root, int64_t expires_at_ms, int64_t row_id)
+{
+    while (root != NULL) {
+        int c = key_compare(expires_at_ms, row_id, root->expires_at_ms, root->row_id);
+        if (c == 0)
+            return root;
+        root = c < 0 ? root->left : root->right;
+    }
+    return NULL;
+}
+
+struct hold *holds_first(struct hold *root)
+{
+    if (root == NULL)
+        return NULL;
+    while (root->left != NULL)
+        root = root->left;
+    return root;
+}
+
+struct hold *holds_reaching(const struct hold *root, uint64_t need)
+{
+    if (need == 0 || holds_sum(root) < need)
+        return NULL;
+    /* Descend: skip whole left subtrees when they do not reach `need`. */
+    for (;;) {
+        assert(root != NULL);
+        uint64_t left = holds_sum(root->left);
+        if (left >= need) {
+            root = root->left;
+            continue;
+        }
+        need -= left;
+        if (root->amount >= need)
+            return (struct hold *)root;
+        need -= root->amount;
+        root = root->right;
+    }
+}
+
+void holds_free_all(struct hold *root)
+{
+    if (root == NULL)
+        return;
+    holds_free_all(root->left);
+    holds_free_all(root->right);
+    free(root);
+}

@@ -1,0 +1,87 @@
+/* TigerBeetle message headers (research brief section 2): building the
+ * client's request and ping_client headers with their checksums, and
+ * checking and reading the reply, pong_client and eviction headers a
+ * server sends. A message is TB_HEADER_SIZE header bytes then the body;
+ * these functions work on caller-owned buffers and never allocate. */
+#ifndef LLMLIMIT_TB_MESSAGE_H
+#define LLMLIMIT_TB_MESSAGE_H
+
+#include <stdint.h>
+
+#include "tb_bounds.h"
+#include "tb_types.h"
+
+/* What a client puts in a Request header (command 5). */
+struct tb_request_fields {
+    tb_u128 cluster;
+    uint32_t view;    /* highest view the client has seen */
+    uint32_t release; /* the dialect's release, never 0 */
+    tb_u128 parent;   /* previous reply's context; 0 for register */
+    tb_u128 client;   /* session's random nonzero id */
+    uint64_t session; /* register reply's commit; 0 for register */
+    uint32_t request; /* 0 for register, then 1, 2, ... */
+    uint8_t operation;
+};
+
+/* Fills message[0, TB_HEADER_SIZE) for a request whose body_size bytes
+ * already sit at message + TB_HEADER_SIZE, then seals it: checksum_body
+ * first, then the header checksum (brief 3.2). */
+void tb_message_request(uint8_t *message, const struct tb_request_fields *fields,
+                        uint32_t body_size);
+
+/* A ping_client header (command 3): no body, bytes 144..159 zero so it is
+ * valid on 0.15.3 and 0.17 alike (brief 2.4). */
+void tb_message_ping_client(uint8_t header[TB_HEADER_SIZE], tb_u128 cluster, uint32_t release,
+                            tb_u128 client);
+
+enum tb_message_error {
+    TB_MESSAGE_OK = 0,
+    TB_MESSAGE_BAD_CHECKSUM = -1,
+    TB_MESSAGE_BAD_SIZE = -2,
+    TB_MESSAGE_BAD_FRAME = -3,   /* non-zero padding, epoch or protocol */
+    TB_MESSAGE_BAD_CLUSTER = -4,
+    TB_MESSAGE_BAD_BODY = -5,
+};
+
+/* Checks a received header: checksum, frame rules, size bounds, cluster.
+ * Returns TB_MESSAGE_OK or one of the errors above. */
+int tb_message_header_verify(const uint8_t header[TB_HEADER_SIZE], tb_u128 cluster);
+/* Checks checksum_body against the body that follows the header (size
+ * taken from a verified header). TB_MESSAGE_OK or TB_MESSAGE_BAD_BODY. */
+int tb_message_body_verify(const uint8_t *message);
+
+/* Readers of common header fields. */
+tb_u128 tb_message_checksum(const uint8_t *header);
+uint32_t tb_message_size(const uint8_t *header);
+uint32_t tb_message_view(const uint8_t *header);
+uint32_t tb_message_release(const uint8_t *header);
+uint8_t tb_message_command(const uint8_t *header);
+
+/* Reply (command 8) fields (brief 2.3). */
+struct tb_reply_fields {
+    tb_u128 request_checksum;
+    tb_u128 context; /* the next request's parent */
+    tb_u128 client;
+    uint64_t op;
+    uint64_t commit; /* register: the session number */
+    uint64_t timestamp;
+    uint32_t request;
+    uint8_t operation;
+};
+void tb_message_reply_read(const uint8_t *header, struct tb_reply_fields *out);
+
+/* Eviction (command 18). */
+tb_u128 tb_message_eviction_client(const uint8_t *header);
+uint8_t tb_message_eviction_reason(const uint8_t *header);
+
+/* Little-endian field access, shared with the body codec. */
+void tb_put_u16(uint8_t *at, uint16_t value);
+void tb_put_u32(uint8_t *at, uint32_t value);
+void tb_put_u64(uint8_t *at, uint64_t value);
+void tb_put_u128(uint8_t *at, tb_u128 value);
+uint16_t tb_get_u16(const uint8_t *at);
+uint32_t tb_get_u32(const uint8_t *at);
+uint64_t tb_get_u64(const uint8_t *at);
+tb_u128 tb_get_u128(const uint8_t *at);
+
+#endif

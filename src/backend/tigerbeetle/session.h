@@ -1,0 +1,120 @@
+/* One TigerBeetle client session over one TCP connection (research brief
+ * section 4): connect, ping_client to learn the server's release and pick
+ * the dialect, register, then requests 1, 2, 3... each naming the previous
+ * reply's context as its parent, at most one in flight. A request is
+ * retransmitted byte for byte until its reply arrives, across reconnects
+ * and server restarts. Blocking I/O with deadlines; one thread owns a
+ * session at a time. */
+#ifndef LLMLIMIT_TB_SESSION_H
+#define LLMLIMIT_TB_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_bounds.h"
+#include "tb_types.h"
+
+struct tb_address {
+    char host[TB_ADDRESS_LENGTH_MAX + 1];
+    char port[8];
+};
+
+/* Parses "HOST:PORT[,HOST:PORT...]" (or bare ports, meaning 127.0.0.1).
+ * Returns the count (1..TB_REPLICAS_MAX), or -1 with a reason in error. */
+int tb_addresses_parse(const char *text, struct tb_address *out, char *error, size_t error_size);
+/* Parses a decimal u128 cluster id. 0 or -1. */
+int tb_cluster_parse(const char *text, tb_u128 *out);
+
+enum tb_session_status {
+    TB_SESSION_OK = 0,
+    TB_SESSION_TIMEOUT = -1,      /* deadline passed; a request may still be in flight */
+    TB_SESSION_DISCONNECTED = -2, /* no connection could be made */
+    TB_SESSION_EVICTED = -3,      /* the server ended the session; a new one follows */
+};
+
+struct tb_session_stats {
+    uint64_t requests;
+    uint64_t retransmissions;
+    uint64_t reconnects;
+    uint64_t evictions;
+    uint64_t registrations;
+};
+
+struct tb_session {
+    /* configuration */
+    tb_u128 cluster;
+    const struct tb_address *addresses;
+    uint32_t address_count;
+    uint32_t release_hint; /* what to ping with before the release is known */
+
+    /* connection */
+    int fd;
+    uint32_t address_index;
+    int64_t connected_at_ms; /* monotonic; 0 when not connected */
+    int64_t reconnect_after_ms;
+    int64_t reconnect_backoff_ms;
+
+    /* protocol state */
+    tb_u128 client;
+    uint64_t session; /* 0 until registered */
+    uint32_t request; /* number of the last request sent */
+    tb_u128 parent;
+    uint32_t view;
+    uint32_t server_release; /* 0 until a pong or eviction told us */
+    uint32_t release;        /* this session's release, fixed once registered */
+    enum tb_dialect dialect;
+    uint32_t batch_size_limit; /* body bytes */
+    bool registered;
+    bool dead; /* evicted or given up: the next ready() starts a new session */
+
+    /* the request in flight (send holds its exact bytes) */
+    uint8_t *send;
+    uint32_t send_size;
+    bool in_flight;
+    bool in_flight_register;
+    tb_u128 in_flight_checksum;
+    int64_t in_flight_since_ms;
+    int64_t retransmit_at_ms;
+    int64_t retransmit_interval_ms;
+
+    /* receiving */
+    uint8_t *receive;
+    uint32_t receive_fill;
+    uint32_t reply_consumed; /* bytes of the last reply, dropped on the next read */
+
+    /* the last reply, valid until the next call */
+    const uint8_t *reply_body;
+    uint32_t reply_body_size;
+    uint64_t reply_timestamp;
+
+    struct tb_session_stats stats;
+    uint8_t last_eviction_reason;
+};
+
+/* Allocates the 1 MiB send and receive buffers. 0 or -1 (out of memory). */
+int tb_session_init(struct tb_session *session, tb_u128 cluster,
+                    const struct tb_address *addresses, uint32_t address_count);
+void tb_session_free(struct tb_session *session);
+
+/* Brings the session to "registered, nothing in flight" by deadline_ms
+ * (monotonic): connects, probes the release, registers, and finishes a
+ * request left in flight by an earlier timeout. TB_SESSION_OK or an
+ * error; safe to call again after any error. */
+int tb_session_ready(struct tb_session *session, int64_t deadline_ms);
+
+/* Where the next request's body goes (TB_BODY_SIZE_MAX bytes, 16-aligned). */
+uint8_t *tb_session_body(struct tb_session *session);
+
+/* Sends the body at tb_session_body() as request `operation` and waits for
+ * its reply until deadline_ms. On TB_SESSION_OK the reply body is at
+ * session->reply_body (reply_body_size bytes) and its timestamp in
+ * reply_timestamp. On TB_SESSION_TIMEOUT the request stays in flight and
+ * the next tb_session_ready() keeps retransmitting it. Requires a ready
+ * session. */
+int tb_session_call(struct tb_session *session, uint8_t operation, uint32_t body_size,
+                    int64_t deadline_ms);
+
+/* Closes the connection (the session itself survives on the server). */
+void tb_session_disconnect(struct tb_session *session);
+
+#endif

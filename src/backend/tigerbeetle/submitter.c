@@ -1,0 +1,566 @@
+/* Session threads, the per-operation queues, and a monitor thread that
+ * fails overdue items, fails everything at once while no session can
+ * reach the cluster, and keeps a light request going so a 0.15.3 server
+ * runs its pending-transfer expiry (research brief section 7). */
+#include "submitter.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "body.h"
+#include "core/clock.h"
+#include "ids.h"
+#include "tb_bounds.h"
+
+#define QUEUE_COUNT 4
+#define MONITOR_INTERVAL_MS 25
+#define NOT_READY_PAUSE_MS 20
+#define IDLE_WAIT_MS 200
+
+struct queue {
+    struct tb_item *head;
+    struct tb_item *tail;
+};
+
+struct worker {
+    struct tb_submitter *submitter;
+    pthread_t thread;
+    struct tb_session session;
+    bool ready; /* under the submitter lock */
+};
+
+struct tb_submitter {
+    tb_u128 cluster;
+    struct tb_address addresses[TB_REPLICAS_MAX];
+    uint32_t address_count;
+
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    pthread_cond_t monitor_wake;
+    struct queue queues[QUEUE_COUNT];
+    uint32_t queued_items;
+    uint64_t sequence;
+    bool stopping;
+
+    uint32_t sessions_ready;
+    int64_t last_ready_ms; /* monotonic: when a session was last ready */
+    int64_t last_request_ms;
+    enum tb_dialect dialect;
+    uint32_t server_release;
+    uint32_t batch_size_limit; /* smallest announced by a session */
+
+    uint64_t cluster_time_ns; /* last reply timestamp */
+    int64_t cluster_time_at_ns; /* monotonic ns when it arrived */
+
+    struct tb_submitter_stats stats;
+
+    /* the keepalive lookup */
+    struct tb_item keepalive;
+    tb_u128 keepalive_id;
+    uint8_t keepalive_object[TB_EVENT_SIZE];
+    uint8_t keepalive_found;
+    bool keepalive_busy;
+
+    pthread_t monitor;
+    bool monitor_started;
+    uint32_t worker_count;
+    uint32_t workers_started;
+    struct worker workers[];
+};
+
+static int queue_index(uint8_t operation)
+{
+    switch (operation) {
+    case TB_OPERATION_CREATE_ACCOUNTS:
+        return 0;
+    case TB_OPERATION_CREATE_TRANSFERS:
+        return 1;
+    case TB_OPERATION_LOOKUP_ACCOUNTS:
+        return 2;
+    case TB_OPERATION_LOOKUP_TRANSFERS:
+        return 3;
+    default:
+        return -1;
+    }
+}
+
+static const uint8_t queue_operation[QUEUE_COUNT] = {
+    TB_OPERATION_CREATE_ACCOUNTS, TB_OPERATION_CREATE_TRANSFERS, TB_OPERATION_LOOKUP_ACCOUNTS,
+    TB_OPERATION_LOOKUP_TRANSFERS};
+
+static void answer_list(struct tb_item *list, enum tb_item_status status)
+{
+    while (list != NULL) {
+        struct tb_item *next = list->next;
+        list->next = NULL;
+        list->status = status;
+        list->done(list);
+        list = next;
+    }
+}
+
+/* Under the lock: every queued item whose deadline passed (or all when
+ * `all`), unlinked and returned as one list. */
+static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, bool all)
+{
+    struct tb_item *failed = NULL, **failed_tail = &failed;
+    for (int q = 0; q < QUEUE_COUNT; q++) {
+        struct queue *queue = &sub->queues[q];
+        struct tb_item *keep = NULL, **keep_tail = &keep, *last = NULL;
+        for (struct tb_item *item = queue->head, *next; item != NULL; item = next) {
+            next = item->next;
+            item->next = NULL;
+            if (all || item->deadline_ms <= now_ms) {
+                *failed_tail = item;
+                failed_tail = &item->next;
+                sub->queued_items--;
+            } else {
+                *keep_tail = item;
+                keep_tail = &item->next;
+                last = item;
+            }
+        }
+        queue->head = keep;
+        queue->tail = last;
+    }
+    return failed;
+}
+
+/* No session has been ready for a while: answer at once, don't queue. */
+static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms)
+{
+    return sub->sessions_ready == 0 && now_ms - sub->last_ready_ms > TB_FAIL_FAST_AFTER_MS;
+}
+
+static void set_ready(struct tb_submitter *sub, struct worker *w, bool ready)
+{
+    pthread_mutex_lock(&sub->lock);
+    if (ready != w->ready) {
+        w->ready = ready;
+        if (ready)
+            sub->sessions_ready++;
+        else
+            sub->sessions_ready--;
+    }
+    if (ready) {
+        sub->last_ready_ms = clock_monotonic_ms();
+        sub->dialect = w->session.dialect;
+        sub->server_release = w->session.release;
+        if (w->session.batch_size_limit < sub->batch_size_limit)
+            sub->batch_size_limit = w->session.batch_size_limit;
+    }
+    pthread_mutex_unlock(&sub->lock);
+}
+
+/* Under the lock: the queue whose head was submitted first. */
+static int oldest_queue(const struct tb_submitter *sub)
+{
+    int best = -1;
+    for (int q = 0; q < QUEUE_COUNT; q++) {
+        const struct tb_item *head = sub->queues[q].head;
+        if (head != NULL && (best < 0 || head->sequence < sub->queues[best].head->sequence))
+            best = q;
+    }
+    return best;
+}
+
+static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t items,
+                          uint32_t events, int64_t started_ns)
+{
+    int64_t now_ns = clock_monotonic_ns();
+    pthread_mutex_lock(&sub->lock);
+    sub->stats.requests++;
+    sub->stats.items += items;
+    sub->stats.events += events;
+    sub->stats.round_trip_us += (uint64_t)((now_ns - started_ns) / 1000);
+    if (w->session.reply_timestamp > sub->cluster_time_ns) {
+        sub->cluster_time_ns = w->session.reply_timestamp;
+        sub->cluster_time_at_ns = now_ns;
+    }
+    pthread_mutex_unlock(&sub->lock);
+}
+
+/* Sends one batch and answers its items. */
+static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operation,
+                      struct tb_item *batch, uint32_t events)
+{
+    uint32_t items = 0;
+    int64_t deadline_ms = 0;
+    for (struct tb_item *item = batch; item != NULL; item = item->next) {
+        items++;
+        /* The latest deadline: a late right answer beats an unknown one. */
+        if (item->deadline_ms > deadline_ms)
+            deadline_ms = item->deadline_ms;
+    }
+    uint8_t *body = tb_session_body(&w->session);
+    uint32_t size = tb_batch_encode(batch, tb_body_event_size(operation), body);
+    uint32_t bad_index, bad_code;
+    int valid = tb_body_validate(operation, body, size, w->session.batch_size_limit,
+                                 w->session.dialect, &bad_index, &bad_code);
+    assert(valid == TB_BODY_OK); /* every item was checked at submit */
+    assert(tb_item_chains_closed(batch));
+
+    int64_t started_ns = clock_monotonic_ns();
+    int rc = tb_session_call(&w->session, operation, size, deadline_ms);
+    enum tb_item_status status = TB_ITEM_UNAVAILABLE;
+    if (rc == TB_SESSION_OK) {
+        const uint8_t *reply = w->session.reply_body;
+        uint32_t reply_size = w->session.reply_body_size;
+        bool create = operation == TB_OPERATION_CREATE_ACCOUNTS ||
+                      operation == TB_OPERATION_CREATE_TRANSFERS;
+        int mapped = create ? tb_batch_distribute_create(batch, events, reply, reply_size,
+                                                         w->session.reply_timestamp)
+                            : tb_batch_distribute_lookup(batch, reply, reply_size);
+        if (mapped == 0) {
+            status = TB_ITEM_OK;
+            record_answer(sub, w, items, events, started_ns);
+        } else {
+            fprintf(stderr, "tigerbeetle: malformed reply to operation %u (%u bytes)\n",
+                    operation, reply_size);
+        }
+    } else {
+        set_ready(sub, w, false);
+    }
+    if (status != TB_ITEM_OK) {
+        pthread_mutex_lock(&sub->lock);
+        sub->stats.failed_items += items;
+        pthread_mutex_unlock(&sub->lock);
+    }
+    answer_list(batch, status);
+}
+
+/* Waits for work; returns the next batch (NULL when stopping). */
+static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, uint8_t *operation,
+                                  uint32_t *events)
+{
+    pthread_mutex_lock(&sub->lock);
+    while (!sub->stopping && sub->queued_items == 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)IDLE_WAIT_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&sub->work, &sub->lock, &until);
+    }
+    if (sub->stopping) {
+        pthread_mutex_unlock(&sub->lock);
+        return NULL;
+    }
+    int q = oldest_queue(sub);
+    assert(q >= 0);
+    *operation = queue_operation[q];
+    uint32_t events_max = tb_body_events_max(*operation, w->session.batch_size_limit);
+    struct tb_item *batch =
+        tb_batch_take(&sub->queues[q].head, &sub->queues[q].tail, events_max, events);
+    for (struct tb_item *item = batch; item != NULL; item = item->next)
+        sub->queued_items--;
+    sub->last_request_ms = clock_monotonic_ms();
+    pthread_mutex_unlock(&sub->lock);
+    return batch;
+}
+
+static bool stopping(struct tb_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    bool stop = sub->stopping;
+    pthread_mutex_unlock(&sub->lock);
+    return stop;
+}
+
+static void *worker_main(void *argument)
+{
+    struct worker *w = argument;
+    struct tb_submitter *sub = w->submitter;
+    while (!stopping(sub)) {
+        if (!w->ready) {
+            int rc = tb_session_ready(&w->session, clock_monotonic_ms() + 2 * TB_CONNECT_TIMEOUT_MS);
+            set_ready(sub, w, rc == TB_SESSION_OK);
+            if (rc != TB_SESSION_OK) {
+                struct timespec pause = {0, NOT_READY_PAUSE_MS * 1000000L};
+                nanosleep(&pause, NULL);
+                continue;
+            }
+        }
+        uint8_t operation = 0;
+        uint32_t events = 0;
+        struct tb_item *batch = next_batch(sub, w, &operation, &events);
+        if (batch == NULL)
+            break;
+        run_batch(sub, w, operation, batch, events);
+    }
+    tb_session_disconnect(&w->session);
+    return NULL;
+}
+
+static void keepalive_done(struct tb_item *item)
+{
+    struct tb_submitter *sub = item->context;
+    pthread_mutex_lock(&sub->lock);
+    sub->keepalive_busy = false;
+    pthread_mutex_unlock(&sub->lock);
+}
+
+/* Under the lock: a keepalive is due when nothing was sent for a while. */
+static bool keepalive_due(struct tb_submitter *sub, int64_t now_ms)
+{
+    if (sub->keepalive_busy || sub->sessions_ready == 0)
+        return false;
+    if (now_ms - sub->last_request_ms < TB_KEEPALIVE_MS)
+        return false;
+    sub->keepalive_busy = true;
+    return true;
+}
+
+static void *monitor_main(void *argument)
+{
+    struct tb_submitter *sub = argument;
+    pthread_mutex_lock(&sub->lock);
+    while (!sub->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)MONITOR_INTERVAL_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&sub->monitor_wake, &sub->lock, &until);
+        if (sub->stopping)
+            break;
+        int64_t now = clock_monotonic_ms();
+        struct tb_item *overdue = unlink_overdue(sub, now, failing_fast(sub, now));
+        bool keepalive = keepalive_due(sub, now);
+        pthread_mutex_unlock(&sub->lock);
+        answer_list(overdue, TB_ITEM_UNAVAILABLE);
+        if (keepalive) {
+            sub->keepalive.deadline_ms = now + TB_ITEM_DEADLINE_MS;
+            tb_submitter_submit(sub, &sub->keepalive);
+        }
+        pthread_mutex_lock(&sub->lock);
+    }
+    pthread_mutex_unlock(&sub->lock);
+    return NULL;
+}
+
+/* Checks an item's events before it is queued (SPEC: every body is
+ * validated before it is sent). 0, or the event's code in the item. */
+static int check_item(const struct tb_submitter *sub, struct tb_item *item)
+{
+    uint32_t limit = sub->batch_size_limit;
+    if (item->event_count == 0 || item->event_count > tb_body_events_max(item->operation, limit)) {
+        item->invalid_index = 0;
+        item->invalid_code = 0;
+        return -1;
+    }
+    uint32_t size = item->event_count * tb_body_event_size(item->operation);
+    int rc = tb_body_validate(item->operation, item->events, size, limit, sub->dialect,
+                              &item->invalid_index, &item->invalid_code);
+    return rc == TB_BODY_OK ? 0 : -1;
+}
+
+void tb_submitter_submit(struct tb_submitter *sub, struct tb_item *item)
+{
+    int q = queue_index(item->operation);
+    assert(q >= 0);
+    assert(item->done != NULL);
+    assert(item->operation == TB_OPERATION_LOOKUP_ACCOUNTS ||
+           item->operation == TB_OPERATION_LOOKUP_TRANSFERS || item->codes != NULL);
+    item->next = NULL;
+    if (check_item(sub, item) != 0) {
+        item->status = TB_ITEM_INVALID;
+        item->done(item);
+        return;
+    }
+    pthread_mutex_lock(&sub->lock);
+    int64_t now = clock_monotonic_ms();
+    if (sub->stopping || sub->queued_items >= TB_QUEUE_ITEMS_MAX || failing_fast(sub, now)) {
+        sub->stats.failed_items++;
+        pthread_mutex_unlock(&sub->lock);
+        item->status = TB_ITEM_UNAVAILABLE;
+        item->done(item);
+        return;
+    }
+    item->sequence = ++sub->sequence;
+    struct queue *queue = &sub->queues[q];
+    if (queue->tail != NULL)
+        queue->tail->next = item;
+    else
+        queue->head = item;
+    queue->tail = item;
+    sub->queued_items++;
+    pthread_cond_signal(&sub->work);
+    pthread_mutex_unlock(&sub->lock);
+}
+
+struct call_waiter {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    bool done;
+};
+
+static void call_done(struct tb_item *item)
+{
+    struct call_waiter *waiter = item->context;
+    pthread_mutex_lock(&waiter->mutex);
+    waiter->done = true;
+    pthread_cond_signal(&waiter->cond);
+    pthread_mutex_unlock(&waiter->mutex);
+}
+
+enum tb_item_status tb_submitter_call(struct tb_submitter *sub, struct tb_item *item)
+{
+    struct call_waiter waiter = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    item->done = call_done;
+    item->context = &waiter;
+    tb_submitter_submit(sub, item);
+    pthread_mutex_lock(&waiter.mutex);
+    while (!waiter.done)
+        pthread_cond_wait(&waiter.cond, &waiter.mutex);
+    pthread_mutex_unlock(&waiter.mutex);
+    pthread_cond_destroy(&waiter.cond);
+    pthread_mutex_destroy(&waiter.mutex);
+    return item->status;
+}
+
+static void init_keepalive(struct tb_submitter *sub)
+{
+    /* A lookup of an id nobody uses: it finds nothing, and still makes the
+     * server advance its clock and run expiry. */
+    sub->keepalive_id = tb_id_from_label("keepalive", 9);
+    memset(&sub->keepalive, 0, sizeof sub->keepalive);
+    sub->keepalive.operation = TB_OPERATION_LOOKUP_ACCOUNTS;
+    sub->keepalive.event_count = 1;
+    sub->keepalive.events = &sub->keepalive_id;
+    sub->keepalive.objects = sub->keepalive_object;
+    sub->keepalive.found = &sub->keepalive_found;
+    sub->keepalive.done = keepalive_done;
+    sub->keepalive.context = sub;
+}
+
+static int start_threads(struct tb_submitter *sub, char *error, size_t error_size)
+{
+    for (uint32_t i = 0; i < sub->worker_count; i++) {
+        struct worker *w = &sub->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            snprintf(error, error_size, "tigerbeetle: cannot start session thread");
+            return -1;
+        }
+        sub->workers_started++;
+    }
+    if (pthread_create(&sub->monitor, NULL, monitor_main, sub) != 0) {
+        snprintf(error, error_size, "tigerbeetle: cannot start monitor thread");
+        return -1;
+    }
+    sub->monitor_started = true;
+    return 0;
+}
+
+int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
+                      struct tb_submitter **out, char *error, size_t error_size)
+{
+    if (sessions == 0 || sessions > TB_SESSIONS_MAX) {
+        snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
+        return -1;
+    }
+    struct tb_submitter *sub = calloc(1, sizeof *sub + sessions * sizeof(struct worker));
+    if (sub == NULL) {
+        snprintf(error, error_size, "tigerbeetle: out of memory");
+        return -1;
+    }
+    int count = tb_addresses_parse(addresses, sub->addresses, error, error_size);
+    if (count < 0) {
+        free(sub);
+        return -1;
+    }
+    sub->address_count = (uint32_t)count;
+    sub->cluster = cluster;
+    sub->worker_count = sessions;
+    sub->dialect = TB_DIALECT_0_15;
+    sub->batch_size_limit = TB_BODY_SIZE_MAX;
+    sub->last_ready_ms = clock_monotonic_ms(); /* give the first connect a chance */
+    pthread_mutex_init(&sub->lock, NULL);
+    pthread_cond_init(&sub->work, NULL);
+    pthread_cond_init(&sub->monitor_wake, NULL);
+    init_keepalive(sub);
+    for (uint32_t i = 0; i < sessions; i++) {
+        sub->workers[i].submitter = sub;
+        if (tb_session_init(&sub->workers[i].session, cluster, sub->addresses,
+                            sub->address_count) != 0) {
+            snprintf(error, error_size, "tigerbeetle: out of memory for session buffers");
+            tb_submitter_close(sub);
+            return -1;
+        }
+    }
+    if (start_threads(sub, error, error_size) != 0) {
+        tb_submitter_close(sub);
+        return -1;
+    }
+    *out = sub;
+    return 0;
+}
+
+void tb_submitter_close(struct tb_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    sub->stopping = true;
+    pthread_cond_broadcast(&sub->work);
+    pthread_cond_broadcast(&sub->monitor_wake);
+    pthread_mutex_unlock(&sub->lock);
+    for (uint32_t i = 0; i < sub->workers_started; i++)
+        pthread_join(sub->workers[i].thread, NULL);
+    if (sub->monitor_started)
+        pthread_join(sub->monitor, NULL);
+    pthread_mutex_lock(&sub->lock);
+    struct tb_item *left = unlink_overdue(sub, 0, true);
+    pthread_mutex_unlock(&sub->lock);
+    answer_list(left, TB_ITEM_UNAVAILABLE);
+    for (uint32_t i = 0; i < sub->worker_count; i++)
+        tb_session_free(&sub->workers[i].session);
+    pthread_cond_destroy(&sub->work);
+    pthread_cond_destroy(&sub->monitor_wake);
+    pthread_mutex_destroy(&sub->lock);
+    free(sub);
+}
+
+bool tb_submitter_ready(struct tb_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    bool ready = sub->sessions_ready > 0;
+    pthread_mutex_unlock(&sub->lock);
+    return ready;
+}
+
+enum tb_dialect tb_submitter_dialect(struct tb_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    enum tb_dialect dialect = sub->dialect;
+    pthread_mutex_unlock(&sub->lock);
+    return dialect;
+}
+
+uint64_t tb_submitter_cluster_time_ns(struct tb_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    uint64_t at = sub->cluster_time_ns;
+    int64_t since = clock_monotonic_ns() - sub->cluster_time_at_ns;
+    pthread_mutex_unlock(&sub->lock);
+    return at == 0 ? 0 : at + (uint64_t)(since > 0 ? since : 0);
+}
+
+void tb_submitter_stats(struct tb_submitter *sub, struct tb_submitter_stats *out)
+{
+    pthread_mutex_lock(&sub->lock);
+    *out = sub->stats;
+    out->sessions_ready = sub->sessions_ready;
+    out->server_release = sub->server_release;
+    for (uint32_t i = 0; i < sub->worker_count; i++) {
+        /* Written by the session's thread with atomic adds. */
+        const struct tb_session_stats *s = &sub->workers[i].session.stats;
+        out->retransmissions += __atomic_load_n(&s->retransmissions, __ATOMIC_RELAXED);
+        out->reconnects += __atomic_load_n(&s->reconnects, __ATOMIC_RELAXED);
+        out->evictions += __atomic_load_n(&s->evictions, __ATOMIC_RELAXED);
+        out->registrations += __atomic_load_n(&s->registrations, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&sub->lock);
+}

@@ -1,0 +1,61 @@
+/* Every bound of the TigerBeetle backend in one place: protocol limits
+ * fixed by the server, and the deadlines and sizes this client chooses.
+ * Each has a test that goes one past it where it can be crossed. */
+#ifndef LLMLIMIT_TB_BOUNDS_H
+#define LLMLIMIT_TB_BOUNDS_H
+
+#include <stdint.h>
+
+/* Protocol (research brief sections 1, 5.6): a message is a 256-byte header
+ * and a body; 1 MiB in all. */
+#define TB_HEADER_SIZE 256
+#define TB_MESSAGE_SIZE_MAX (1024 * 1024)
+#define TB_BODY_SIZE_MAX (TB_MESSAGE_SIZE_MAX - TB_HEADER_SIZE)
+/* Events per request: 0.15.3 takes 8190, 0.17 multi-batch ops 8189; the
+ * lower one works on both (seed 001 "default max batch size is 8189"). */
+#define TB_BATCH_EVENTS_MAX 8189
+/* Accounts and transfers are 128 bytes on the wire, ids 16. */
+#define TB_EVENT_SIZE 128
+#define TB_ID_SIZE 16
+#define TB_REGISTER_BODY_SIZE 256
+/* A 0.17 register reply announces its batch_size_limit; anything below a
+ * 4 KiB request is not a server we can talk to. */
+#define TB_BATCH_SIZE_LIMIT_MIN (4096 - TB_HEADER_SIZE)
+
+/* Addresses in --tb-addresses (TigerBeetle clusters have at most 6 replicas). */
+#define TB_REPLICAS_MAX 6
+#define TB_ADDRESS_LENGTH_MAX 255
+
+/* Sessions: each holds one of the cluster's 64 client slots. */
+#define TB_SESSIONS_MAX 32
+#define TB_SESSIONS_DEFAULT 4
+
+/* Deadlines (monotonic milliseconds). A data-path item that has not been
+ * answered by then fails with "outcome unknown" (HTTP 503). */
+#define TB_ITEM_DEADLINE_MS 2000
+#define TB_ADMIN_DEADLINE_MS 5000
+#define TB_CONNECT_TIMEOUT_MS 500
+/* First retransmission after this long, then doubling up to the max. */
+#define TB_RETRANSMIT_MS_MIN 300
+#define TB_RETRANSMIT_MS_MAX 1000
+/* A request that outlived its items keeps being retransmitted (so the
+ * session survives a server restart); after this long it is dropped with
+ * the session. */
+#define TB_STALE_REQUEST_MS_MAX 60000
+/* When no session has been connected for this long, new work fails at once
+ * instead of waiting for its deadline. */
+#define TB_FAIL_FAST_AFTER_MS 250
+/* 0.15.3 runs pending-transfer expiry only when a request arrives: an idle
+ * front end sends a small lookup this often. */
+#define TB_KEEPALIVE_MS 100
+
+/* Work waiting for a session, in items; a full queue answers 503. */
+#define TB_QUEUE_ITEMS_MAX 65536
+
+/* Holds remembered per limit for retry_after (SPEC section 5). */
+#define TB_HOLD_TRACK_MAX 4096
+
+/* Events of one reserve: its chain plus one settle per budget. */
+#define TB_RESERVE_EVENTS_MAX (2 * 64)
+
+#endif

@@ -1,0 +1,287 @@
+/* llmlimit limits put|get|list|delete: limit definitions through the admin
+ * API. `put` takes flags or a JSON file holding one definition, an array of
+ * them, or what `limits list` printed (LimitState objects), so a registry
+ * can be exported and loaded again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char limits_usage[] =
+    "usage: llmlimit limits put --key K --kind rolling|concurrency|budget --capacity N\n"
+    "                           [--window-seconds S] [--timeout-seconds S]\n"
+    "                           [--period day|week|month] [--unit U] [--description D]\n"
+    "                           [--overage debt|deny]\n"
+    "       llmlimit limits put --file FILE   (one definition, an array, or the output\n"
+    "                                          of `limits list`; - reads stdin)\n"
+    "       llmlimit limits get KEY\n"
+    "       llmlimit limits list\n"
+    "       llmlimit limits delete KEY\n"
+    "Needs the admin token ($LLMLIMIT_ADMIN_TOKEN or --token-file).\n";
+
+static json_t *definition_json(const struct llmlimit_limit_definition *definition)
+{
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "key", definition->key, "kind",
+                     definition->kind, "capacity", (json_int_t)definition->capacity,
+                     "window_seconds", (json_int_t)definition->window_seconds, "timeout_seconds",
+                     (json_int_t)definition->timeout_seconds, "period", definition->period, "unit",
+                     definition->unit, "description", definition->description, "overage",
+                     definition->overage);
+}
+
+static json_t *state_json(const struct llmlimit_limit_state *state)
+{
+    return json_pack("{s:o,s:s,s:I}", "definition", definition_json(&state->definition), "status",
+                     state->status, "pending_decrease_to", (json_int_t)state->pending_decrease_to);
+}
+
+static int put_one(const struct cli *cli, struct llmlimit_client *client,
+                   const struct llmlimit_limit_definition *definition, json_t *answers)
+{
+    struct llmlimit_status status;
+    bool decreasing;
+    int rc = llmlimit_limit_put(client, definition, &decreasing, &status);
+    if (rc != 0) {
+        char what[LLMLIMIT_KEY_LENGTH_MAX + 16];
+        snprintf(what, sizeof(what), "put %s", definition->key ? definition->key : "");
+        return cli_fail(cli, what, rc, &status);
+    }
+    json_array_append_new(answers, json_pack("{s:b,s:s,s:s}", "ok", 1, "key", definition->key,
+                                             "status", decreasing ? "decreasing" : "active"));
+    return EXIT_OK;
+}
+
+/* Fills a definition from a JSON object; strings point into the object. */
+static int definition_from_json(const struct cli *cli, const json_t *object,
+                                struct llmlimit_limit_definition *definition)
+{
+    const json_t *inner = json_object_get(object, "definition");
+    if (json_is_object(inner))
+        object = inner; /* a LimitState, as `limits list` prints */
+    memset(definition, 0, sizeof(*definition));
+    const char *field;
+    const json_t *value;
+    json_object_foreach((json_t *)object, field, value)
+    {
+        const char **text = NULL;
+        if (strcmp(field, "key") == 0)
+            text = &definition->key;
+        else if (strcmp(field, "kind") == 0)
+            text = &definition->kind;
+        else if (strcmp(field, "period") == 0)
+            text = &definition->period;
+        else if (strcmp(field, "unit") == 0)
+            text = &definition->unit;
+        else if (strcmp(field, "description") == 0)
+            text = &definition->description;
+        else if (strcmp(field, "overage") == 0)
+            text = &definition->overage;
+        if (text != NULL) {
+            if (!json_is_string(value))
+                return cli_usage_error(cli, "%s: must be a string", field);
+            *text = json_string_value(value);
+            continue;
+        }
+        json_int_t number = json_integer_value(value);
+        if (!json_is_integer(value) || number < 0)
+            return cli_usage_error(cli, "%s: unknown field or not a non-negative integer", field);
+        if (strcmp(field, "capacity") == 0)
+            definition->capacity = (uint64_t)number;
+        else if (strcmp(field, "window_seconds") == 0 && number <= UINT32_MAX)
+            definition->window_seconds = (uint32_t)number;
+        else if (strcmp(field, "timeout_seconds") == 0 && number <= UINT32_MAX)
+            definition->timeout_seconds = (uint32_t)number;
+        else
+            return cli_usage_error(cli, "%s: unknown field or out of range", field);
+    }
+    if (definition->key == NULL || definition->kind == NULL || definition->capacity == 0)
+        return cli_usage_error(cli, "a definition needs key, kind and capacity > 0");
+    return EXIT_OK;
+}
+
+static json_t *file_load(const struct cli *cli, const char *path)
+{
+    json_error_t error;
+    FILE *file = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (file == NULL) {
+        cli_usage_error(cli, "%s: cannot open", path);
+        return NULL;
+    }
+    json_t *json = json_loadf(file, JSON_REJECT_DUPLICATES, &error);
+    if (file != stdin)
+        fclose(file);
+    if (json == NULL)
+        cli_usage_error(cli, "%s: line %d, column %d: %s", path, error.line, error.column,
+                        error.text);
+    return json;
+}
+
+static int put_file(const struct cli *cli, struct llmlimit_client *client, const char *path)
+{
+    json_t *json = file_load(cli, path);
+    if (json == NULL)
+        return EXIT_USAGE;
+    json_t *list = json_is_object(json) ? json_object_get(json, "limits") : NULL;
+    json_t *items = json_is_array(json) ? json : json_is_array(list) ? list : NULL;
+    json_t *answers = json_array();
+    int rc = EXIT_OK;
+    if (items == NULL && json_is_object(json)) {
+        struct llmlimit_limit_definition definition;
+        rc = definition_from_json(cli, json, &definition);
+        if (rc == EXIT_OK)
+            rc = put_one(cli, client, &definition, answers);
+    } else if (items == NULL) {
+        rc = cli_usage_error(cli, "%s: want a definition object or an array", path);
+    }
+    size_t index;
+    json_t *item;
+    json_array_foreach(items, index, item)
+    {
+        struct llmlimit_limit_definition definition;
+        if (rc != EXIT_OK)
+            break;
+        if (!json_is_object(item))
+            rc = cli_usage_error(cli, "%s: item %zu is not an object", path, index);
+        else if ((rc = definition_from_json(cli, item, &definition)) == EXIT_OK)
+            rc = put_one(cli, client, &definition, answers);
+    }
+    if (json_array_size(answers) > 0 || rc == EXIT_OK)
+        cli_print_json(cli, items == NULL && json_array_size(answers) == 1
+                                ? json_incref(json_array_get(answers, 0))
+                                : json_incref(answers));
+    json_decref(answers);
+    json_decref(json);
+    return rc;
+}
+
+static int put_flags(const struct cli *cli, int argc, char **argv,
+                     struct llmlimit_limit_definition *definition, const char **file)
+{
+    static const char *const string_flags[] = {"--key",  "--kind",        "--period",
+                                               "--unit", "--description", "--overage"};
+    memset(definition, 0, sizeof(*definition));
+    const char **strings[] = {&definition->key,  &definition->kind,        &definition->period,
+                              &definition->unit, &definition->description, &definition->overage};
+    for (int i = 2; i < argc; i++) {
+        const char *value;
+        int matched = 0;
+        for (size_t f = 0; f < 6 && matched == 0; f++) {
+            if ((matched = cli_flag(argc, argv, &i, string_flags[f], &value)) == 1)
+                *strings[f] = value;
+        }
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--file", &value)) == 1)
+            *file = value;
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--capacity", &value)) == 1 &&
+            cli_parse_u64(value, &definition->capacity) != 0)
+            return cli_usage_error(cli, "--capacity: want an integer 1..%ju",
+                                   (uintmax_t)LLMLIMIT_AMOUNT_MAX);
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--window-seconds", &value)) == 1 &&
+            cli_parse_u32(value, &definition->window_seconds) != 0)
+            return cli_usage_error(cli, "--window-seconds: want an integer");
+        if (matched == 0 &&
+            (matched = cli_flag(argc, argv, &i, "--timeout-seconds", &value)) == 1 &&
+            cli_parse_u32(value, &definition->timeout_seconds) != 0)
+            return cli_usage_error(cli, "--timeout-seconds: want an integer");
+        if (matched < 0)
+            return cli_usage_error(cli, "%s needs a value", argv[i]);
+        if (matched == 0)
+            return cli_usage_error(cli, "unknown argument \"%s\"", argv[i]);
+    }
+    return EXIT_OK;
+}
+
+static int limits_put(const struct cli *cli, struct llmlimit_client *client, int argc, char **argv)
+{
+    struct llmlimit_limit_definition definition;
+    const char *file = NULL;
+    int rc = put_flags(cli, argc, argv, &definition, &file);
+    if (rc != EXIT_OK)
+        return rc;
+    if (file != NULL) {
+        if (definition.key != NULL || definition.kind != NULL || definition.capacity != 0)
+            return cli_usage_error(cli, "--file and definition flags do not mix");
+        return put_file(cli, client, file);
+    }
+    if (definition.key == NULL || definition.kind == NULL || definition.capacity == 0)
+        return cli_usage_error(cli, "put needs --key, --kind and --capacity (> 0), or --file");
+    json_t *answers = json_array();
+    rc = put_one(cli, client, &definition, answers);
+    if (rc == EXIT_OK)
+        cli_print_json(cli, json_incref(json_array_get(answers, 0)));
+    json_decref(answers);
+    return rc;
+}
+
+static int limits_get(const struct cli *cli, struct llmlimit_client *client, const char *key)
+{
+    struct llmlimit_limit_state *state;
+    struct llmlimit_status status;
+    int rc = llmlimit_limit_get(client, key, &state, &status);
+    if (rc != 0)
+        return cli_fail(cli, key, rc, &status);
+    cli_print_json(cli, state_json(state));
+    llmlimit_limit_state_free(state);
+    return EXIT_OK;
+}
+
+static int limits_list(const struct cli *cli, struct llmlimit_client *client)
+{
+    struct llmlimit_limit_list *list;
+    struct llmlimit_status status;
+    int rc = llmlimit_limit_list(client, &list, &status);
+    if (rc != 0)
+        return cli_fail(cli, "list", rc, &status);
+    json_t *limits = json_array();
+    for (size_t i = 0; i < list->count; i++)
+        json_array_append_new(limits, state_json(&list->limits[i]));
+    llmlimit_limit_list_free(list);
+    cli_print_json(cli, json_pack("{s:o}", "limits", limits));
+    return EXIT_OK;
+}
+
+static int limits_delete(const struct cli *cli, struct llmlimit_client *client, const char *key)
+{
+    struct llmlimit_status status;
+    int rc = llmlimit_limit_delete(client, key, &status);
+    if (rc != 0)
+        return cli_fail(cli, key, rc, &status);
+    cli_print_json(cli, json_pack("{s:b}", "ok", 1));
+    return EXIT_OK;
+}
+
+int cmd_limits(const struct cli *cli_in, int argc, char **argv)
+{
+    struct cli cli = *cli_in;
+    cli.command = "limits";
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(limits_usage, stdout);
+            return EXIT_OK;
+        }
+    }
+    if (argc < 2)
+        return cli_usage_error(&cli, "want put, get, list or delete");
+    const char *action = argv[1];
+    bool takes_key = strcmp(action, "get") == 0 || strcmp(action, "delete") == 0;
+    if (takes_key && argc != 3)
+        return cli_usage_error(&cli, "%s takes exactly one KEY", action);
+    if (strcmp(action, "list") == 0 && argc != 2)
+        return cli_usage_error(&cli, "list takes no arguments");
+    if (!takes_key && strcmp(action, "list") != 0 && strcmp(action, "put") != 0)
+        return cli_usage_error(&cli, "unknown action \"%s\"", action);
+    struct llmlimit_client *client;
+    int rc = cli_client(&cli, TOKEN_ROLE_ADMIN, &client);
+    if (rc != EXIT_OK)
+        return rc;
+    if (strcmp(action, "put") == 0)
+        rc = limits_put(&cli, client, argc, argv);
+    else if (strcmp(action, "get") == 0)
+        rc = limits_get(&cli, client, argv[2]);
+    else if (strcmp(action, "delete") == 0)
+        rc = limits_delete(&cli, client, argv[2]);
+    else
+        rc = limits_list(&cli, client);
+    llmlimit_client_free(client);
+    return rc;
+}

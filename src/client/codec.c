@@ -1,0 +1,123 @@
+/* Small helpers for the wire format of libllmlimit: identifier syntax (the
+ * server's rules, so bad input fails before anything is sent), URL paths
+ * with percent-encoded keys, and typed access to JSON answers. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+bool client_key_valid(const char *key)
+{
+    if (key == NULL)
+        return false;
+    size_t length = strnlen(key, LLMLIMIT_KEY_LENGTH_MAX + 1);
+    if (length == 0 || length > LLMLIMIT_KEY_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool client_lease_id_valid(const char *lease_id)
+{
+    if (lease_id == NULL)
+        return false;
+    size_t length = strnlen(lease_id, LLMLIMIT_LEASE_ID_LENGTH_MAX + 1);
+    if (length == 0 || length > LLMLIMIT_LEASE_ID_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        char c = lease_id[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+int path_with_key(char *out, size_t out_size, const char *prefix, const char *key)
+{
+    if (!client_key_valid(key))
+        return LLMLIMIT_ERR_INVALID_ARGUMENT;
+    static const char hex[] = "0123456789ABCDEF";
+    size_t length = strlen(prefix);
+    assert(length + 3 * strlen(key) + 1 <= out_size);
+    memcpy(out, prefix, length);
+    for (const char *p = key; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+        if (unreserved) {
+            out[length++] = (char)c;
+        } else {
+            out[length++] = '%';
+            out[length++] = hex[c >> 4];
+            out[length++] = hex[c & 15];
+        }
+    }
+    out[length] = '\0';
+    return 0;
+}
+
+json_t *answer_json(const struct http_answer *answer)
+{
+    if (answer->body == NULL || answer->body_length == 0)
+        return NULL;
+    json_t *json = json_loadb(answer->body, answer->body_length, JSON_DECODE_ANY, NULL);
+    if (json != NULL && !json_is_object(json)) {
+        json_decref(json);
+        return NULL;
+    }
+    return json;
+}
+
+void client_status_from_body(struct llmlimit_status *status, const json_t *body)
+{
+    if (status == NULL)
+        return;
+    const char *error = body != NULL ? json_field_string(body, "error") : NULL;
+    copy_string(status->error, sizeof(status->error), error != NULL ? error : "");
+}
+
+bool json_field_i64(const json_t *object, const char *name, int64_t *out)
+{
+    const json_t *value = json_object_get(object, name);
+    if (value == NULL) {
+        *out = 0;
+        return true;
+    }
+    if (!json_is_integer(value))
+        return false;
+    *out = (int64_t)json_integer_value(value);
+    return true;
+}
+
+bool json_field_u64(const json_t *object, const char *name, uint64_t *out)
+{
+    int64_t value;
+    if (!json_field_i64(object, name, &value) || value < 0)
+        return false;
+    *out = (uint64_t)value;
+    return true;
+}
+
+const char *json_field_string(const json_t *object, const char *name)
+{
+    const json_t *value = json_object_get(object, name);
+    if (value == NULL)
+        return "";
+    return json_is_string(value) ? json_string_value(value) : NULL;
+}
+
+char *json_dump_compact(const json_t *value, size_t *length)
+{
+    char *text = json_dumps(value, JSON_COMPACT);
+    if (text != NULL && length != NULL)
+        *length = strlen(text);
+    return text;
+}

@@ -1,0 +1,40 @@
+/* A growable byte buffer for HTTP replies and files, with the writers the
+ * server needs (JSON strings and integers). Replies are written directly into
+ * it; no JSON tree is built on the data path. It starts on caller storage
+ * (usually the stack) and moves to the heap only when that is full. */
+#ifndef LLMLIMIT_SERVER_BUFFER_H
+#define LLMLIMIT_SERVER_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct buffer {
+    char *data;
+    size_t length;
+    size_t capacity;
+    size_t capacity_max; /* growth stops here (RESPONSE_BYTES_MAX by default) */
+    bool heap;           /* data is malloc'd and owned by the buffer */
+    bool failed;         /* an allocation failed or the cap was hit: content incomplete */
+};
+
+/* storage may be NULL (size 0): the first append allocates. */
+void buffer_init(struct buffer *buffer, char *storage, size_t storage_size);
+/* Frees heap storage, if any. */
+void buffer_free(struct buffer *buffer);
+/* Hands the content over as a malloc'd block the caller frees with free();
+ * copies it off caller storage if needed. NULL on allocation failure. The
+ * buffer is empty afterwards. */
+char *buffer_detach(struct buffer *buffer);
+
+void buffer_append(struct buffer *buffer, const char *bytes, size_t length);
+void buffer_append_str(struct buffer *buffer, const char *s);
+void buffer_append_char(struct buffer *buffer, char c);
+void buffer_append_u64(struct buffer *buffer, uint64_t value);
+void buffer_append_i64(struct buffer *buffer, int64_t value);
+/* A JSON string literal with its quotes; bytes < 0x20, '"' and '\' escaped. */
+void buffer_append_json_string(struct buffer *buffer, const char *s, size_t length);
+void buffer_printf(struct buffer *buffer, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

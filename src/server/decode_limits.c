@@ -1,0 +1,191 @@
+/* Decoding of limit definitions (PUT /v1/admin/limits) and LimitStates
+ * (limits.json): strict types, unknown fields rejected, then the shared
+ * validation of src/core/limits.c. */
+#include "decode.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KEY_SYNTAX "must be 1-256 bytes of printable ASCII without whitespace"
+
+static int fail(char *error, size_t error_size, const char *path, const char *field,
+                const char *reason)
+{
+    snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
+    return -1;
+}
+
+/* A string without NUL bytes of at most `max` bytes, copied into out[max + 1]. */
+static bool copy_text(const json_t *value, char *out, size_t max)
+{
+    if (!json_is_string(value))
+        return false;
+    const char *s = json_string_value(value);
+    size_t n = json_string_length(value);
+    if (strlen(s) != n || n > max)
+        return false;
+    memcpy(out, s, n + 1);
+    return true;
+}
+
+static bool integer_in(const json_t *value, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!json_is_integer(value))
+        return false;
+    json_int_t v = json_integer_value(value);
+    if (v < 0 || (uint64_t)v < min || (uint64_t)v > max)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+enum definition_seen {
+    SEEN_KEY = 1,
+    SEEN_KIND = 2,
+    SEEN_CAPACITY = 4,
+};
+
+static int definition_text_field(struct limit_definition *d, const char *name, json_t *value,
+                                 const char *path, char *error, size_t error_size)
+{
+    char text[16];
+    bool known = strcmp(name, "period") == 0 || strcmp(name, "unit") == 0 ||
+                 strcmp(name, "description") == 0 || strcmp(name, "overage") == 0;
+    if (known && json_is_null(value))
+        return 0; /* an optional field sent as null is absent */
+    if (strcmp(name, "period") == 0) {
+        if (!copy_text(value, text, sizeof text - 1) || limit_period_parse(text, &d->period) != 0)
+            return fail(error, error_size, path, name, "must be day, week or month");
+    } else if (strcmp(name, "unit") == 0) {
+        if (!copy_text(value, d->unit, UNIT_LENGTH_MAX))
+            return fail(error, error_size, path, name, "must be a string of at most 64 bytes");
+    } else if (strcmp(name, "description") == 0) {
+        if (!copy_text(value, d->description, DESCRIPTION_LENGTH_MAX))
+            return fail(error, error_size, path, name,
+                        "must be a string of at most 1024 bytes");
+    } else if (strcmp(name, "overage") == 0) {
+        if (!copy_text(value, text, sizeof text - 1) || limit_overage_parse(text, &d->overage) != 0)
+            return fail(error, error_size, path, name, "must be deny or debt");
+    } else {
+        return fail(error, error_size, path, name, "unknown field");
+    }
+    return 0;
+}
+
+static int definition_field(struct limit_definition *d, unsigned *seen, const char *name,
+                            json_t *value, const char *path, char *error, size_t error_size)
+{
+    char text[16];
+    uint64_t number;
+    if (strcmp(name, "key") == 0) {
+        if (!copy_text(value, d->key, LIMIT_KEY_LENGTH_MAX) ||
+            !limit_key_valid(d->key, strlen(d->key)))
+            return fail(error, error_size, path, name, KEY_SYNTAX);
+        *seen |= SEEN_KEY;
+    } else if (strcmp(name, "kind") == 0) {
+        if (!copy_text(value, text, sizeof text - 1) || limit_kind_parse(text, &d->kind) != 0)
+            return fail(error, error_size, path, name, "must be rolling, concurrency or budget");
+        *seen |= SEEN_KIND;
+    } else if (strcmp(name, "capacity") == 0) {
+        if (!integer_in(value, 1, AMOUNT_MAX, &d->capacity))
+            return fail(error, error_size, path, name,
+                        "must be an integer 1..9223372036854775807");
+        *seen |= SEEN_CAPACITY;
+    } else if (strcmp(name, "window_seconds") == 0 || strcmp(name, "timeout_seconds") == 0) {
+        if (json_is_null(value))
+            return 0;
+        if (!integer_in(value, 0, WINDOW_SECONDS_MAX, &number))
+            return fail(error, error_size, path, name, "must be an integer 0..31622400");
+        if (name[0] == 'w')
+            d->window_seconds = (uint32_t)number;
+        else
+            d->timeout_seconds = (uint32_t)number;
+    } else {
+        return definition_text_field(d, name, value, path, error, error_size);
+    }
+    return 0;
+}
+
+int decode_definition(json_t *object, const char *path, struct limit_definition *out,
+                      char *error, size_t error_size)
+{
+    if (!json_is_object(object)) {
+        snprintf(error, error_size, "%s: must be a JSON object", path[0] != '\0' ? path : "body");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->overage = OVERAGE_DEBT;
+    unsigned seen = 0;
+    const char *name;
+    json_t *value;
+    json_object_foreach(object, name, value)
+    {
+        if (definition_field(out, &seen, name, value, path, error, error_size) != 0)
+            return -1;
+    }
+    if ((seen & SEEN_KEY) == 0)
+        return fail(error, error_size, path, "key", "required");
+    if ((seen & SEEN_KIND) == 0)
+        return fail(error, error_size, path, "kind", "required");
+    if ((seen & SEEN_CAPACITY) == 0)
+        return fail(error, error_size, path, "capacity", "required");
+    char reason[DECODE_ERROR_SIZE];
+    if (limit_definition_validate(out, reason, sizeof reason) != 0) {
+        snprintf(error, error_size, "%s%s%s", path, path[0] != '\0' ? "." : "", reason);
+        return -1;
+    }
+    return 0;
+}
+
+static int state_consistent(const struct limit_state *state, const char *path, char *error,
+                            size_t error_size)
+{
+    if (state->status == LIMIT_ACTIVE && state->pending_decrease_to != 0)
+        return fail(error, error_size, path, "pending_decrease_to", "must be 0 when active");
+    if (state->status == LIMIT_DECREASING &&
+        (state->pending_decrease_to == 0 ||
+         state->pending_decrease_to >= state->definition.capacity))
+        return fail(error, error_size, path, "pending_decrease_to",
+                    "must be 1..capacity-1 when decreasing");
+    if (state->status == LIMIT_DECREASING && state->definition.kind == LIMIT_BUDGET)
+        return fail(error, error_size, path, "status", "a budget is never decreasing");
+    return 0;
+}
+
+int decode_limit_state(json_t *object, const char *path, struct limit_state *out, char *error,
+                       size_t error_size)
+{
+    if (!json_is_object(object)) {
+        snprintf(error, error_size, "%s: must be a JSON object", path);
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    json_t *definition = NULL;
+    const char *name;
+    json_t *value;
+    char text[16];
+    json_object_foreach(object, name, value)
+    {
+        if (strcmp(name, "definition") == 0) {
+            definition = value;
+        } else if (strcmp(name, "status") == 0) {
+            if (!copy_text(value, text, sizeof text - 1) ||
+                limit_status_parse(text, &out->status) != 0)
+                return fail(error, error_size, path, name, "must be active or decreasing");
+        } else if (strcmp(name, "pending_decrease_to") == 0) {
+            if (!integer_in(value, 0, AMOUNT_MAX, &out->pending_decrease_to))
+                return fail(error, error_size, path, name,
+                            "must be an integer 0..9223372036854775807");
+        } else {
+            return fail(error, error_size, path, name, "unknown field");
+        }
+    }
+    if (definition == NULL)
+        return fail(error, error_size, path, "definition", "required");
+    char definition_path[64];
+    snprintf(definition_path, sizeof definition_path, "%s%sdefinition", path,
+             path[0] != '\0' ? "." : "");
+    if (decode_definition(definition, definition_path, &out->definition, error, error_size) != 0)
+        return -1;
+    return state_consistent(out, path, error, error_size);
+}

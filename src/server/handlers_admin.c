@@ -1,0 +1,375 @@
+/* Synchronous routes: the admin API (limits, test clock), usage, events,
+ * metrics and health. None of them is on the hot path; each answers on the
+ * MHD thread that received it. */
+#include "server.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "encode.h"
+#include "log.h"
+
+/* Latest instant a query may name: 9999-12-31T23:59:59.999Z. */
+#define UNIX_MS_MAX INT64_C(253402300799999)
+
+#define KEY_SYNTAX "key: must be 1-256 bytes of printable ASCII without whitespace"
+
+/* The {key} of the path, percent-decoded and checked; answers 400 on error. */
+static int path_key(struct exchange *ex, char *key, size_t key_size)
+{
+    size_t length = 0;
+    int decoded = percent_decode(ex->key_encoded, key, key_size, &length);
+    if (decoded == -1) {
+        exchange_error(ex, 400, "key: invalid percent-encoding");
+        return -1;
+    }
+    if (decoded != 0 || !limit_key_valid(key, length)) {
+        exchange_error(ex, 400, KEY_SYNTAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* A query argument, percent-decoded: 1 found, 0 absent, -1 answered 400. */
+static int query_arg(struct exchange *ex, const char *name, char *out, size_t out_size)
+{
+    const char *raw = MHD_lookup_connection_value(ex->connection, MHD_GET_ARGUMENT_KIND, name);
+    if (raw == NULL)
+        return 0;
+    size_t length;
+    if (percent_decode(raw, out, out_size, &length) != 0) {
+        char error[128];
+        snprintf(error, sizeof error, "%s: invalid percent-encoding or too long", name);
+        exchange_error(ex, 400, error);
+        return -1;
+    }
+    return 1;
+}
+
+/* An integer query argument in min..max; 1 found, 0 absent, -1 answered. */
+static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max,
+                     int64_t *out)
+{
+    char text[32];
+    int found = query_arg(ex, name, text, sizeof text);
+    if (found <= 0)
+        return found;
+    if (decode_i64(text, out) != 0 || *out < min || *out > max) {
+        char error[128];
+        snprintf(error, sizeof error, "%s: must be an integer %" PRId64 "..%" PRId64, name, min,
+                 max);
+        exchange_error(ex, 400, error);
+        return -1;
+    }
+    return 1;
+}
+
+static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
+{
+    char error[RESULT_ERROR_SIZE];
+    snprintf(error, sizeof error, "unknown_limit_key: %s", key);
+    return exchange_error(ex, 404, error);
+}
+
+static enum MHD_Result list_limits(struct exchange *ex)
+{
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    if (ex->server->ops->list_limits(ex->server->backend, &states, &count) != 0)
+        return exchange_error(ex, 503, "backend_error");
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"limits\":[");
+    for (size_t i = 0; i < count; i++) {
+        if (i > 0)
+            buffer_append_char(&b, ',');
+        encode_limit_state(&b, &states[i]);
+    }
+    buffer_append_str(&b, "]}");
+    free(states);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static enum MHD_Result put_limit(struct exchange *ex)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return MHD_YES;
+    struct limit_definition definition;
+    struct limit_state state;
+    char error[DECODE_ERROR_SIZE];
+    if (decode_definition(body, "", &definition, error, sizeof error) != 0)
+        return exchange_error(ex, 400, error);
+    enum registry_outcome outcome =
+        registry_put(ex->server->registry, &definition, &state, error, sizeof error);
+    if (outcome == REGISTRY_REJECTED)
+        return exchange_error(ex, 400, error);
+    if (outcome == REGISTRY_WRITE_FAILED)
+        return exchange_error(ex, 503, "registry_write_failed");
+    char capacity[24], pending[24];
+    snprintf(capacity, sizeof capacity, "%" PRIu64, state.definition.capacity);
+    snprintf(pending, sizeof pending, "%" PRIu64, state.pending_decrease_to);
+    log_write(LOG_INFO, "limit put", "key", definition.key, "kind",
+              limit_kind_name(definition.kind), "capacity", capacity, "status",
+              limit_status_name(state.status), "pending_decrease_to", pending, NULL);
+    char storage[64];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, "{\"ok\":true,\"status\":\"");
+    buffer_append_str(&b, limit_status_name(state.status));
+    buffer_append_str(&b, "\"}");
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+enum MHD_Result handle_admin_limits(struct exchange *ex)
+{
+    return ex->method == METHOD_PUT ? put_limit(ex) : list_limits(ex);
+}
+
+enum MHD_Result handle_admin_limit(struct exchange *ex)
+{
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    if (path_key(ex, key, sizeof key) != 0)
+        return MHD_YES;
+    if (ex->method == METHOD_DELETE) {
+        enum registry_outcome outcome = registry_delete(ex->server->registry, key);
+        if (outcome == REGISTRY_UNKNOWN)
+            return unknown_key(ex, key);
+        if (outcome == REGISTRY_WRITE_FAILED)
+            return exchange_error(ex, 503, "registry_write_failed");
+        log_write(LOG_INFO, "limit deleted", "key", key, NULL);
+        char storage[16] = "{\"ok\":true}";
+        struct buffer b;
+        buffer_init(&b, storage, sizeof storage);
+        b.length = strlen(storage);
+        return exchange_answer(ex, 200, &b, 0);
+    }
+    struct limit_state state;
+    if (ex->server->ops->get_limit(ex->server->backend, key, &state) != 0)
+        return unknown_key(ex, key);
+    char storage[2048];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, "{\"limit\":");
+    encode_limit_state(&b, &state);
+    buffer_append_char(&b, '}');
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+/* The test clock moves at most this far in one call (100 years). */
+#define TEST_CLOCK_ADVANCE_MS_MAX (INT64_C(100) * 366 * 24 * 3600 * 1000)
+
+enum MHD_Result handle_admin_clock(struct exchange *ex)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return MHD_YES;
+    if (!json_is_object(body))
+        return exchange_error(ex, 400, "body: must be a JSON object");
+    json_t *advance = NULL;
+    const char *name;
+    json_t *value;
+    json_object_foreach(body, name, value)
+    {
+        if (strcmp(name, "advance_ms") != 0) {
+            char error[DECODE_ERROR_SIZE];
+            snprintf(error, sizeof error, "%.200s: unknown field", name);
+            return exchange_error(ex, 400, error);
+        }
+        advance = value;
+    }
+    json_int_t delta = json_is_integer(advance) ? json_integer_value(advance) : 0;
+    if (!json_is_integer(advance) || delta > TEST_CLOCK_ADVANCE_MS_MAX ||
+        delta < -TEST_CLOCK_ADVANCE_MS_MAX)
+        return exchange_error(ex, 400, "advance_ms: must be an integer of at most 100 years");
+    int64_t offset = clock_offset_advance(&ex->server->test_clock, delta);
+    char offset_text[24];
+    snprintf(offset_text, sizeof offset_text, "%" PRId64, offset);
+    log_write(LOG_INFO, "test clock moved", "offset_ms", offset_text, NULL);
+    char storage[128];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, "{\"ok\":true,\"offset_ms\":");
+    buffer_append_i64(&b, offset);
+    buffer_append_str(&b, ",\"now_unix_ms\":");
+    buffer_append_i64(&b, clock_now_ms(ex->server->clock));
+    buffer_append_char(&b, '}');
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static enum MHD_Result usage_by_caller(struct exchange *ex, const char *key, int64_t at)
+{
+    struct server *server = ex->server;
+    if (server->ops->usage_by_caller == NULL)
+        return exchange_error(ex, 404, "not_supported_by_backend");
+    struct caller_usage *callers = NULL;
+    size_t count = 0;
+    int found = server->ops->usage_by_caller(server->backend, key, at, &callers, &count);
+    if (found == -1)
+        return unknown_key(ex, key);
+    if (found != 0)
+        return exchange_error(ex, 503, "backend_error");
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"key\":");
+    buffer_append_json_string(&b, key, strlen(key));
+    buffer_append_str(&b, ",\"at_unix_ms\":");
+    buffer_append_i64(&b, at);
+    buffer_append_str(&b, ",\"callers\":[");
+    for (size_t i = 0; i < count; i++) {
+        buffer_append_str(&b, i > 0 ? ",{\"caller\":" : "{\"caller\":");
+        buffer_append_json_string(&b, callers[i].caller, strlen(callers[i].caller));
+        buffer_append_str(&b, ",\"reserved\":");
+        buffer_append_u64(&b, callers[i].reserved);
+        buffer_append_str(&b, ",\"used\":");
+        buffer_append_u64(&b, callers[i].used);
+        buffer_append_str(&b, ",\"debt\":");
+        buffer_append_u64(&b, callers[i].debt);
+        buffer_append_char(&b, '}');
+    }
+    buffer_append_str(&b, "]}");
+    free(callers);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+enum MHD_Result handle_usage(struct exchange *ex)
+{
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    if (path_key(ex, key, sizeof key) != 0)
+        return MHD_YES;
+    int64_t at = clock_now_ms(ex->server->clock);
+    if (query_i64(ex, "at_unix_ms", 0, UNIX_MS_MAX, &at) < 0)
+        return MHD_YES;
+    char group_by[16];
+    int grouped = query_arg(ex, "group_by", group_by, sizeof group_by);
+    if (grouped < 0)
+        return MHD_YES;
+    if (grouped > 0 && strcmp(group_by, "caller") != 0)
+        return exchange_error(ex, 400, "group_by: must be caller");
+    if (grouped > 0)
+        return usage_by_caller(ex, key, at);
+    struct limit_usage usage;
+    int found = ex->server->ops->usage(ex->server->backend, key, at, &usage);
+    if (found == -1)
+        return unknown_key(ex, key);
+    if (found != 0)
+        return exchange_error(ex, 503, "backend_error");
+    char storage[1024];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    encode_usage(&b, &usage);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static void encode_event(struct buffer *b, const struct backend_event *e)
+{
+    buffer_append_str(b, "{\"id\":");
+    buffer_append_i64(b, e->id);
+    buffer_append_str(b, ",\"at_unix_ms\":");
+    buffer_append_i64(b, e->at_unix_ms);
+    const char *names[] = {"type", "lease_id", "key", "caller"};
+    const char *values[] = {e->type, e->lease_id, e->key, e->caller};
+    size_t sizes[] = {sizeof e->type, sizeof e->lease_id, sizeof e->key, sizeof e->caller};
+    for (size_t i = 0; i < 4; i++) {
+        buffer_printf(b, ",\"%s\":", names[i]);
+        buffer_append_json_string(b, values[i], strnlen(values[i], sizes[i]));
+    }
+    buffer_append_str(b, ",\"amount\":");
+    buffer_append_u64(b, e->amount);
+    buffer_append_str(b, ",\"actual_amount\":");
+    buffer_append_u64(b, e->actual_amount);
+    buffer_append_str(b, ",\"detail\":");
+    buffer_append_json_string(b, e->detail, strnlen(e->detail, sizeof e->detail));
+    buffer_append_char(b, '}');
+}
+
+/* key and lease_id filters of GET /v1/events; 0, or -1 after answering. */
+static int events_filters(struct exchange *ex, char *key, char *lease_id,
+                          struct event_query *query)
+{
+    int found = query_arg(ex, "key", key, LIMIT_KEY_LENGTH_MAX + 1);
+    if (found < 0)
+        return -1;
+    if (found > 0 && !limit_key_valid(key, strlen(key))) {
+        exchange_error(ex, 400, KEY_SYNTAX);
+        return -1;
+    }
+    query->key = found > 0 ? key : NULL;
+    found = query_arg(ex, "lease_id", lease_id, LEASE_ID_LENGTH_MAX + 1);
+    if (found < 0)
+        return -1;
+    if (found > 0 && !lease_id_valid(lease_id, strlen(lease_id))) {
+        exchange_error(ex, 400, "lease_id: must be 1-128 bytes of [A-Za-z0-9._:-]");
+        return -1;
+    }
+    query->lease_id = found > 0 ? lease_id : NULL;
+    return 0;
+}
+
+enum MHD_Result handle_events(struct exchange *ex)
+{
+    struct server *server = ex->server;
+    if (server->ops->events == NULL)
+        return exchange_error(ex, 404, "not_supported_by_backend");
+    char key[LIMIT_KEY_LENGTH_MAX + 1], lease_id[LEASE_ID_LENGTH_MAX + 1];
+    struct event_query query = {.limit = EVENTS_PAGE_DEFAULT};
+    int64_t since = 0, limit = EVENTS_PAGE_DEFAULT;
+    if (events_filters(ex, key, lease_id, &query) != 0 ||
+        query_i64(ex, "since", 0, INT64_MAX, &since) < 0 ||
+        query_i64(ex, "limit", 1, EVENTS_PAGE_MAX, &limit) < 0)
+        return MHD_YES;
+    query.after_id = since;
+    query.limit = (uint32_t)limit;
+    struct backend_event *events = NULL;
+    size_t count = 0;
+    if (server->ops->events(server->backend, &query, &events, &count) != 0)
+        return exchange_error(ex, 503, "backend_error");
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"events\":[");
+    for (size_t i = 0; i < count; i++) {
+        if (i > 0)
+            buffer_append_char(&b, ',');
+        encode_event(&b, &events[i]);
+    }
+    buffer_append_str(&b, "],\"next_since\":");
+    buffer_append_i64(&b, count > 0 ? events[count - 1].id : since);
+    buffer_append_char(&b, '}');
+    free(events);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+enum MHD_Result handle_metrics(struct exchange *ex)
+{
+    struct server *server = ex->server;
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    metrics_render(server->metrics, server->ops, server->backend, clock_now_ms(server->clock),
+                   &b);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static enum MHD_Result answer_text(struct exchange *ex, unsigned status, const char *text)
+{
+    char storage[64];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, text);
+    return exchange_answer(ex, status, &b, 0);
+}
+
+enum MHD_Result handle_healthz(struct exchange *ex)
+{
+    return answer_text(ex, 200, "{\"ok\":true}");
+}
+
+enum MHD_Result handle_readyz(struct exchange *ex)
+{
+    struct server *server = ex->server;
+    if (server->ready && server->ops->ready(server->backend))
+        return answer_text(ex, 200, "{\"ok\":true}");
+    return answer_text(ex, 503, "{\"ok\":false,\"error\":\"not_ready\"}");
+}

@@ -1,0 +1,368 @@
+/* The data path: reserve, complete, release and their batches. Each handler
+ * parses and checks the body, makes one backend call, and writes the answer
+ * straight into a buffer when the backend is done. */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "encode.h"
+
+#define REPLY_INLINE 1024
+
+/* Per-item state of a batch: either a backend call or an error answer. */
+struct batch {
+    uint32_t item_count;
+    uint32_t call_count;
+    int32_t *call_of_item;     /* index into the call arrays, or -1 */
+    uint32_t *error_of_item;   /* offset of the item's error in errors */
+    struct buffer errors;      /* NUL-terminated error texts back to back */
+    struct reserve_request *reserve_requests;
+    struct reserve_result *reserve_results;
+    struct requirement *requirements;
+    struct complete_request *complete_requests;
+    struct complete_result *complete_results;
+    struct actual *actuals;
+};
+
+static void count_denials(struct exchange *ex, const struct reserve_request *request,
+                          const struct reserve_result *result)
+{
+    if (result->status != RESULT_OK || result->allowed)
+        return;
+    for (uint32_t i = 0; i < result->denied_count && i < REQUIREMENTS_PER_RESERVE_MAX; i++) {
+        uint32_t index = result->denied_index[i];
+        if (index < request->requirement_count)
+            metrics_denial(ex->server->metrics, request->requirements[index].key,
+                           request->requirements[index].key_length);
+    }
+}
+
+static void free_warnings(struct complete_result *results, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        free(results[i].warnings);
+        results[i].warnings = NULL;
+    }
+}
+
+void handlers_data_free(struct exchange *ex)
+{
+    if (ex->route == ROUTE_COMPLETE && ex->called)
+        free_warnings(&ex->op.complete.result, 1);
+    struct batch *batch = ex->batch;
+    if (batch == NULL)
+        return;
+    if (batch->complete_results != NULL && ex->called)
+        free_warnings(batch->complete_results, batch->call_count);
+    free(batch->call_of_item);
+    free(batch->error_of_item);
+    buffer_free(&batch->errors);
+    free(batch->reserve_requests);
+    free(batch->reserve_results);
+    free(batch->requirements);
+    free(batch->complete_requests);
+    free(batch->complete_results);
+    free(batch->actuals);
+    free(batch);
+    ex->batch = NULL;
+}
+
+/* ---- single requests ---------------------------------------------------- */
+
+static void reserve_call(struct exchange *ex)
+{
+    memset(&ex->op.reserve.result, 0, sizeof ex->op.reserve.result);
+    ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request,
+                             &ex->op.reserve.result, 1, exchange_backend_done, ex);
+}
+
+static enum MHD_Result reserve_reply(struct exchange *ex)
+{
+    const struct reserve_request *request = &ex->op.reserve.request;
+    const struct reserve_result *result = &ex->op.reserve.result;
+    char storage[REPLY_INLINE];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_char(&b, '{');
+    unsigned status = encode_reserve_members(&b, request, result);
+    buffer_append_char(&b, '}');
+    count_denials(ex, request, result);
+    bool denied = status == 200 && !result->allowed;
+    return exchange_answer(ex, status, &b, denied ? result->retry_after_ms : 0);
+}
+
+enum MHD_Result handle_reserve(struct exchange *ex)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return MHD_YES;
+    char error[DECODE_ERROR_SIZE];
+    if (decode_reserve(body, "", &ex->op.reserve.request, ex->op.reserve.requirements, error,
+                       sizeof error) != 0)
+        return exchange_error(ex, 400, error);
+    return exchange_call_backend(ex, reserve_call, reserve_reply);
+}
+
+static void complete_call(struct exchange *ex)
+{
+    memset(&ex->op.complete.result, 0, sizeof ex->op.complete.result);
+    ex->server->ops->complete(ex->server->backend, &ex->op.complete.request,
+                              &ex->op.complete.result, 1, exchange_backend_done, ex);
+}
+
+static enum MHD_Result complete_reply(struct exchange *ex)
+{
+    char storage[REPLY_INLINE];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_char(&b, '{');
+    unsigned status = encode_complete_members(&b, &ex->op.complete.result);
+    buffer_append_char(&b, '}');
+    return exchange_answer(ex, status, &b, 0);
+}
+
+enum MHD_Result handle_complete(struct exchange *ex)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return MHD_YES;
+    char error[DECODE_ERROR_SIZE];
+    if (decode_complete(body, "", &ex->op.complete.request, ex->op.complete.actuals, error,
+                        sizeof error) != 0)
+        return exchange_error(ex, 400, error);
+    return exchange_call_backend(ex, complete_call, complete_reply);
+}
+
+static void release_call(struct exchange *ex)
+{
+    memset(&ex->op.release.result, 0, sizeof ex->op.release.result);
+    ex->server->ops->release(ex->server->backend, &ex->op.release.request,
+                             &ex->op.release.result, 1, exchange_backend_done, ex);
+}
+
+static enum MHD_Result release_reply(struct exchange *ex)
+{
+    char storage[REPLY_INLINE];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_char(&b, '{');
+    unsigned status = encode_release_members(&b, &ex->op.release.result);
+    buffer_append_char(&b, '}');
+    return exchange_answer(ex, status, &b, 0);
+}
+
+enum MHD_Result handle_release(struct exchange *ex)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return MHD_YES;
+    char error[DECODE_ERROR_SIZE];
+    if (decode_release(body, "", &ex->op.release.request, error, sizeof error) != 0)
+        return exchange_error(ex, 400, error);
+    return exchange_call_backend(ex, release_call, release_reply);
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+/* Entries of the list field `field` over every object item: the batch-wide
+ * bound (BATCH_REQUIREMENTS_MAX) and the size of the shared entry array. */
+static size_t batch_entries(json_t *requests, const char *field)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < json_array_size(requests); i++) {
+        json_t *list = json_object_get(json_array_get(requests, i), field);
+        if (json_is_array(list))
+            total += json_array_size(list);
+    }
+    return total;
+}
+
+static struct batch *batch_new(size_t items, size_t entries, bool reserve)
+{
+    struct batch *batch = calloc(1, sizeof *batch);
+    if (batch == NULL)
+        return NULL;
+    batch->item_count = (uint32_t)items;
+    buffer_init(&batch->errors, NULL, 0);
+    batch->call_of_item = calloc(items, sizeof *batch->call_of_item);
+    batch->error_of_item = calloc(items, sizeof *batch->error_of_item);
+    bool ok = batch->call_of_item != NULL && batch->error_of_item != NULL;
+    if (reserve) {
+        batch->reserve_requests = calloc(items, sizeof *batch->reserve_requests);
+        batch->reserve_results = calloc(items, sizeof *batch->reserve_results);
+        batch->requirements = calloc(entries > 0 ? entries : 1, sizeof *batch->requirements);
+        ok = ok && batch->reserve_requests != NULL && batch->reserve_results != NULL &&
+             batch->requirements != NULL;
+    } else {
+        batch->complete_requests = calloc(items, sizeof *batch->complete_requests);
+        batch->complete_results = calloc(items, sizeof *batch->complete_results);
+        batch->actuals = calloc(entries > 0 ? entries : 1, sizeof *batch->actuals);
+        ok = ok && batch->complete_requests != NULL && batch->complete_results != NULL &&
+             batch->actuals != NULL;
+    }
+    if (!ok) {
+        struct exchange holder = {.batch = batch, .route = ROUTE_RESERVE_BATCH};
+        handlers_data_free(&holder);
+        return NULL;
+    }
+    return batch;
+}
+
+static void batch_item_failed(struct batch *batch, size_t item, const char *error)
+{
+    batch->call_of_item[item] = -1;
+    batch->error_of_item[item] = (uint32_t)batch->errors.length;
+    buffer_append(&batch->errors, error, strlen(error) + 1);
+}
+
+/* Parses the body and checks the batch-wide bounds; NULL after answering. */
+static struct batch *batch_begin(struct exchange *ex, const char *list_field, bool reserve,
+                                 json_t **requests)
+{
+    json_t *body = exchange_parse_body(ex);
+    if (body == NULL)
+        return NULL;
+    char error[DECODE_ERROR_SIZE];
+    if (decode_batch(body, requests, error, sizeof error) != 0) {
+        exchange_error(ex, 400, error);
+        return NULL;
+    }
+    size_t entries = batch_entries(*requests, list_field);
+    if (entries > BATCH_REQUIREMENTS_MAX) {
+        snprintf(error, sizeof error, "requests: at most %d %s in all", BATCH_REQUIREMENTS_MAX,
+                 list_field);
+        exchange_error(ex, 400, error);
+        return NULL;
+    }
+    ex->batch = batch_new(json_array_size(*requests), entries, reserve);
+    if (ex->batch == NULL)
+        exchange_error(ex, 503, "out_of_memory");
+    return ex->batch;
+}
+
+/* {"results":[ ... ]} with one member writer per kind of batch. */
+static enum MHD_Result batch_reply(struct exchange *ex,
+                                   unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
+{
+    struct batch *batch = ex->batch;
+    char storage[4096];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, "{\"results\":[");
+    for (uint32_t i = 0; i < batch->item_count; i++) {
+        if (i > 0)
+            buffer_append_char(&b, ',');
+        if (batch->call_of_item[i] < 0) {
+            buffer_append_str(&b, "{\"status\":400,\"error\":");
+            const char *error = batch->errors.data + batch->error_of_item[i];
+            buffer_append_json_string(&b, error, strlen(error));
+        } else {
+            item(ex, &b, (uint32_t)batch->call_of_item[i]);
+        }
+        buffer_append_char(&b, '}');
+    }
+    buffer_append_str(&b, "]}");
+    if (batch->errors.failed)
+        b.failed = true;
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t call)
+{
+    const struct reserve_request *request = &ex->batch->reserve_requests[call];
+    const struct reserve_result *result = &ex->batch->reserve_results[call];
+    unsigned status = encode_http_status(result->status);
+    buffer_append_str(b, "{\"status\":");
+    buffer_append_u64(b, status);
+    buffer_append_char(b, ',');
+    encode_reserve_members(b, request, result);
+    count_denials(ex, request, result);
+    return status;
+}
+
+static enum MHD_Result reserve_batch_reply(struct exchange *ex)
+{
+    return batch_reply(ex, reserve_item);
+}
+
+static void reserve_batch_call(struct exchange *ex)
+{
+    struct batch *batch = ex->batch;
+    ex->server->ops->reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
+                             batch->call_count, exchange_backend_done, ex);
+}
+
+enum MHD_Result handle_reserve_batch(struct exchange *ex)
+{
+    json_t *requests;
+    struct batch *batch = batch_begin(ex, "requirements", true, &requests);
+    if (batch == NULL)
+        return MHD_YES;
+    size_t offset = 0;
+    for (size_t i = 0; i < batch->item_count; i++) {
+        char path[32], error[DECODE_ERROR_SIZE];
+        snprintf(path, sizeof path, "requests[%zu]", i);
+        struct reserve_request *request = &batch->reserve_requests[batch->call_count];
+        if (decode_reserve(json_array_get(requests, i), path, request,
+                           batch->requirements + offset, error, sizeof error) != 0) {
+            batch_item_failed(batch, i, error);
+            continue;
+        }
+        offset += request->requirement_count;
+        batch->call_of_item[i] = (int32_t)batch->call_count++;
+    }
+    if (batch->call_count == 0)
+        return reserve_batch_reply(ex);
+    return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
+}
+
+static unsigned complete_item(struct exchange *ex, struct buffer *b, uint32_t call)
+{
+    const struct complete_result *result = &ex->batch->complete_results[call];
+    unsigned status = encode_http_status(result->status);
+    buffer_append_str(b, "{\"status\":");
+    buffer_append_u64(b, status);
+    buffer_append_char(b, ',');
+    encode_complete_members(b, result);
+    return status;
+}
+
+static enum MHD_Result complete_batch_reply(struct exchange *ex)
+{
+    return batch_reply(ex, complete_item);
+}
+
+static void complete_batch_call(struct exchange *ex)
+{
+    struct batch *batch = ex->batch;
+    ex->server->ops->complete(ex->server->backend, batch->complete_requests,
+                              batch->complete_results, batch->call_count, exchange_backend_done,
+                              ex);
+}
+
+enum MHD_Result handle_complete_batch(struct exchange *ex)
+{
+    json_t *requests;
+    struct batch *batch = batch_begin(ex, "actuals", false, &requests);
+    if (batch == NULL)
+        return MHD_YES;
+    size_t offset = 0;
+    for (size_t i = 0; i < batch->item_count; i++) {
+        char path[32], error[DECODE_ERROR_SIZE];
+        snprintf(path, sizeof path, "requests[%zu]", i);
+        struct complete_request *request = &batch->complete_requests[batch->call_count];
+        if (decode_complete(json_array_get(requests, i), path, request, batch->actuals + offset,
+                            error, sizeof error) != 0) {
+            batch_item_failed(batch, i, error);
+            continue;
+        }
+        offset += request->actual_count;
+        batch->call_of_item[i] = (int32_t)batch->call_count++;
+    }
+    if (batch->call_count == 0)
+        return complete_batch_reply(ex);
+    return exchange_call_backend(ex, complete_batch_call, complete_batch_reply);
+}

@@ -1,0 +1,417 @@
+/* The HTTP layer on libmicrohttpd: one exchange per request, body
+ * accumulation under --max-body-bytes, routing, auth, and the hand-off to
+ * the asynchronous backend (suspend/resume when done comes later). */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "decode.h"
+#include "encode.h"
+#include "log.h"
+
+static const exchange_fn handlers[ROUTE_COUNT] = {
+    [ROUTE_RESERVE] = handle_reserve,
+    [ROUTE_COMPLETE] = handle_complete,
+    [ROUTE_RELEASE] = handle_release,
+    [ROUTE_RESERVE_BATCH] = handle_reserve_batch,
+    [ROUTE_COMPLETE_BATCH] = handle_complete_batch,
+    [ROUTE_ADMIN_LIMITS] = handle_admin_limits,
+    [ROUTE_ADMIN_LIMIT] = handle_admin_limit,
+    [ROUTE_ADMIN_CLOCK] = handle_admin_clock,
+    [ROUTE_USAGE] = handle_usage,
+    [ROUTE_EVENTS] = handle_events,
+    [ROUTE_METRICS] = handle_metrics,
+    [ROUTE_HEALTHZ] = handle_healthz,
+    [ROUTE_READYZ] = handle_readyz,
+};
+
+static void log_answer(struct exchange *ex, unsigned status, const struct buffer *body)
+{
+    enum log_level level = status >= 500 ? LOG_ERROR : LOG_DEBUG;
+    if (!log_enabled(level))
+        return;
+    char status_text[8], body_text[256];
+    snprintf(status_text, sizeof status_text, "%u", status);
+    snprintf(body_text, sizeof body_text, "%.*s", (int)(body->length < 255 ? body->length : 255),
+             body->data != NULL ? body->data : "");
+    log_write(level, status >= 500 ? "request failed" : "request", "route",
+              route_name(ex->route), "status", status_text, "answer", body_text, NULL);
+}
+
+enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
+                                int64_t retry_after_ms)
+{
+    char fallback[64];
+    struct buffer spare;
+    if (body->failed) { /* out of memory while writing the answer */
+        buffer_free(body);
+        buffer_init(&spare, fallback, sizeof fallback);
+        encode_error(&spare, "out_of_memory", route_error_has_ok(ex->route));
+        body = &spare;
+        status = 503;
+    }
+    log_answer(ex, status, body);
+    struct MHD_Response *response;
+    size_t length = body->length;
+    if (body->heap) {
+        char *data = buffer_detach(body);
+        response = MHD_create_response_from_buffer(length, data, MHD_RESPMEM_MUST_FREE);
+        if (response == NULL)
+            free(data);
+    } else {
+        response = MHD_create_response_from_buffer(length, body->data, MHD_RESPMEM_MUST_COPY);
+    }
+    if (response == NULL)
+        return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            ex->route == ROUTE_METRICS && status == 200
+                                ? "text/plain; version=0.0.4; charset=utf-8"
+                                : "application/json");
+    if (retry_after_ms > 0) {
+        char seconds[24];
+        snprintf(seconds, sizeof seconds, "%" PRId64, (retry_after_ms + 999) / 1000);
+        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
+    }
+    if (status == 405)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, route_allow(ex->route));
+    if (status == 401)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (__atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST))
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    ex->status = status;
+    enum MHD_Result queued = MHD_queue_response(ex->connection, status, response);
+    MHD_destroy_response(response);
+    return queued;
+}
+
+enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char *error)
+{
+    char storage[512];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    encode_error(&b, error, route_error_has_ok(ex->route));
+    return exchange_answer(ex, status, &b, 0);
+}
+
+json_t *exchange_parse_body(struct exchange *ex)
+{
+    char error[DECODE_ERROR_SIZE];
+    if (decode_parse(ex->body, ex->body_length, &ex->document, error, sizeof error) != 0) {
+        exchange_error(ex, 400, error);
+        return NULL;
+    }
+    return ex->document;
+}
+
+/* Counts a backend call in, unless shutdown has closed the backend door. */
+static bool backend_enter(struct server *server)
+{
+    __atomic_add_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&server->closing, __ATOMIC_SEQ_CST)) {
+        __atomic_sub_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    return true;
+}
+
+void exchange_backend_done(void *context)
+{
+    struct exchange *ex = context;
+    /* Read before publishing DONE: once it is published the MHD thread may
+     * answer and free the exchange. */
+    struct server *server = ex->server;
+    struct MHD_Connection *connection = ex->connection;
+    int previous = __atomic_exchange_n(&ex->phase, PHASE_DONE, __ATOMIC_SEQ_CST);
+    if (previous == PHASE_SUSPENDED)
+        MHD_resume_connection(connection);
+    /* Last: shutdown stops the daemon only after every call has left. */
+    __atomic_sub_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+enum MHD_Result exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *),
+                                      exchange_fn reply)
+{
+    if (!backend_enter(ex->server))
+        return exchange_error(ex, 503, "shutting_down");
+    ex->reply = reply;
+    ex->called = true;
+    __atomic_store_n(&ex->phase, PHASE_WAITING, __ATOMIC_SEQ_CST);
+    call(ex);
+    if (__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) == PHASE_DONE)
+        return reply(ex); /* synchronous backend: answer on this call */
+    /* Suspend first, then publish SUSPENDED: done resumes only a connection
+     * that is already suspended. If done ran in between, the exchange below
+     * fails and this thread resumes the connection itself. */
+    MHD_suspend_connection(ex->connection);
+    int expected = PHASE_WAITING;
+    if (!__atomic_compare_exchange_n(&ex->phase, &expected, PHASE_SUSPENDED, false,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        MHD_resume_connection(ex->connection);
+    return MHD_YES;
+}
+
+/* Remembers an answer to give once the request is fully received. */
+static enum MHD_Result exchange_refuse(struct exchange *ex, unsigned status, const char *error)
+{
+    ex->refused_status = status;
+    ex->refused_error = error;
+    return MHD_YES;
+}
+
+static struct exchange *exchange_new(struct server *server, struct MHD_Connection *connection)
+{
+    struct exchange *ex = malloc(sizeof *ex);
+    if (ex == NULL)
+        return NULL;
+    /* The op union and the inline body are written before they are read;
+     * zero only the bookkeeping. */
+    memset(ex, 0, offsetof(struct exchange, op));
+    ex->server = server;
+    ex->connection = connection;
+    ex->started_ns = clock_monotonic_ns();
+    ex->body = ex->body_inline;
+    ex->body_capacity = sizeof ex->body_inline;
+    return ex;
+}
+
+static void exchange_free(struct exchange *ex)
+{
+    handlers_data_free(ex);
+    if (ex->document != NULL)
+        json_decref(ex->document);
+    if (ex->body != ex->body_inline)
+        free(ex->body);
+    free(ex);
+}
+
+static void exchange_receive(struct exchange *ex, const char *data, size_t size)
+{
+    if (ex->body_too_large || ex->body_alloc_failed || ex->refused_status != 0)
+        return; /* answered at the end; the rest is dropped unread */
+    uint64_t limit = ex->server->config.max_body_bytes;
+    if (size > limit - ex->body_length) {
+        ex->body_too_large = true;
+        return;
+    }
+    if (ex->body_length + size > ex->body_capacity) {
+        size_t capacity = ex->body_capacity;
+        while (capacity < ex->body_length + size)
+            capacity *= 2;
+        if (capacity > limit)
+            capacity = (size_t)limit;
+        char *grown = ex->body == ex->body_inline ? malloc(capacity)
+                                                   : realloc(ex->body, capacity);
+        if (grown == NULL) {
+            ex->body_alloc_failed = true;
+            return;
+        }
+        if (ex->body == ex->body_inline)
+            memcpy(grown, ex->body_inline, ex->body_length);
+        ex->body = grown;
+        ex->body_capacity = capacity;
+    }
+    memcpy(ex->body + ex->body_length, data, size);
+    ex->body_length += size;
+}
+
+/* Checks that need only the request line and headers. A failure is
+ * answered after the body (which is dropped unread), because MHD 0.9.75
+ * closes the connection after any answer queued before the body: keep-alive
+ * clients keep their connection. Only an announced body over the limit is
+ * refused at once (and the connection closed), so it is never read. */
+static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, const char *method)
+{
+    struct server *server = ex->server;
+    ex->route = route_find(url, &ex->key_encoded);
+    if (ex->route == ROUTE_ADMIN_CLOCK && !server->config.test_clock)
+        ex->route = ROUTE_NOT_FOUND;
+    ex->method = method_parse(method);
+    if (ex->route == ROUTE_NOT_FOUND)
+        return exchange_refuse(ex, 404, "not_found");
+    if ((route_methods(ex->route) & ex->method) == 0)
+        return exchange_refuse(ex, 405, "method_not_allowed");
+    const char *authorization =
+        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    enum auth_outcome auth = auth_check(&server->auth, route_auth(ex->route), authorization);
+    if (auth == AUTH_ADMIN_REQUIRED)
+        return exchange_refuse(ex, 401, "admin_token_required");
+    if (auth != AUTH_OK)
+        return exchange_refuse(ex, 401, "unauthorized");
+    const char *length_text = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
+                                                          MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t length = 0;
+    if (length_text != NULL && sscanf(length_text, "%" SCNu64, &length) == 1 &&
+        length > server->config.max_body_bytes)
+        return exchange_error(ex, 413, "body_too_large");
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct server *server = cls;
+    struct exchange *ex = *con_cls;
+    if (ex == NULL) {
+        ex = exchange_new(server, connection);
+        if (ex == NULL)
+            return MHD_NO; /* out of memory: drop the connection */
+        *con_cls = ex;
+        __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+        return exchange_begin(ex, url, method);
+    }
+    if (*upload_data_size > 0) {
+        exchange_receive(ex, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (ex->status != 0)
+        return MHD_YES; /* answered already (a body came after an early answer) */
+    int phase = __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST);
+    if (phase == PHASE_DONE)
+        return ex->reply(ex);
+    if (phase != PHASE_RECEIVING)
+        return MHD_YES; /* not expected while suspended; wait for done */
+    if (ex->refused_status != 0)
+        return exchange_error(ex, ex->refused_status, ex->refused_error);
+    if (ex->body_too_large)
+        return exchange_error(ex, 413, "body_too_large");
+    if (ex->body_alloc_failed)
+        return exchange_error(ex, 503, "out_of_memory");
+    return handlers[ex->route](ex);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    (void)connection;
+    (void)code;
+    struct server *server = cls;
+    struct exchange *ex = *con_cls;
+    if (ex == NULL)
+        return;
+    *con_cls = NULL;
+    /* A suspended exchange is never completed: shutdown waits for every
+     * backend call before it stops the daemon. */
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_WAITING);
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_SUSPENDED);
+    if (ex->status != 0)
+        metrics_request(server->metrics, ex->route, ex->status,
+                        clock_monotonic_ns() - ex->started_ns);
+    exchange_free(ex);
+    __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Paths and query arguments reach the routes still percent-encoded: the
+ * routes decode them strictly (bad escapes and NUL are a 400, never
+ * silently kept or cut). */
+static size_t unescape_none(void *cls, struct MHD_Connection *connection, char *text)
+{
+    (void)cls;
+    (void)connection;
+    return strlen(text);
+}
+
+static void mhd_log(void *cls, const char *format, va_list ap)
+{
+    (void)cls;
+    char text[512];
+    vsnprintf(text, sizeof text, format, ap);
+    size_t n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        text[--n] = '\0';
+    log_write(LOG_WARN, "http", "detail", text, NULL);
+}
+
+union listen_address {
+    struct sockaddr sa;
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+};
+
+/* Numeric IPv4/IPv6 or "localhost". 0 or -1. */
+static int listen_address(const struct server_config *config, union listen_address *address,
+                          bool *loopback)
+{
+    memset(address, 0, sizeof *address);
+    const char *host = strcmp(config->listen_host, "localhost") == 0 ? "127.0.0.1"
+                                                                      : config->listen_host;
+    if (inet_pton(AF_INET, host, &address->v4.sin_addr) == 1) {
+        address->v4.sin_family = AF_INET;
+        address->v4.sin_port = htons(config->listen_port);
+        *loopback = (ntohl(address->v4.sin_addr.s_addr) >> 24) == 127;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &address->v6.sin6_addr) == 1) {
+        address->v6.sin6_family = AF_INET6;
+        address->v6.sin6_port = htons(config->listen_port);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&address->v6.sin6_addr);
+        return 0;
+    }
+    return -1;
+}
+
+int http_start(struct server *server, char *error, size_t error_size)
+{
+    union listen_address address;
+    if (listen_address(&server->config, &address, &server->auth.loopback) != 0) {
+        snprintf(error, error_size, "--listen: '%s' is not a numeric IP address or localhost",
+                 server->config.listen_host);
+        return -1;
+    }
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (address.sa.sa_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    /* A pool of 1 is MHD's single internal thread. */
+    unsigned pool = server->config.threads > 1 ? server->config.threads : 0;
+    server->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, &address.sa, MHD_OPTION_THREAD_POOL_SIZE, pool,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)server->config.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)server->config.connection_timeout_seconds,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_none, NULL, MHD_OPTION_END);
+    if (server->daemon == NULL) {
+        snprintf(error, error_size, "cannot listen on %s:%u (address in use or not available)",
+                 server->config.listen_host, (unsigned)server->config.listen_port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    server->port = info != NULL ? info->port : server->config.listen_port;
+    return 0;
+}
+
+void http_quiesce(struct server *server)
+{
+    /* MHD hands the listening socket back; it may be closed only after
+     * MHD_stop_daemon (a worker may still hold it). */
+    MHD_socket fd = MHD_quiesce_daemon(server->daemon);
+    server->quiesced_fd = fd;
+    /* Stop listening now, so new clients are refused at once instead of
+     * waiting in the backlog until the socket is closed. */
+    if (fd != MHD_INVALID_SOCKET)
+        shutdown(fd, SHUT_RDWR);
+}
+
+void http_stop(struct server *server)
+{
+    MHD_stop_daemon(server->daemon);
+    server->daemon = NULL;
+    if (server->quiesced_fd != MHD_INVALID_SOCKET)
+        close(server->quiesced_fd);
+    server->quiesced_fd = MHD_INVALID_SOCKET;
+}

@@ -1,0 +1,307 @@
+/* Counters are plain uint64_t updated with relaxed atomic adds: a scrape may
+ * see one request counted in requests_total a moment before its histogram,
+ * which Prometheus tolerates, and the data path never takes a lock. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const unsigned statuses[] = {200, 400, 401, 404, 405, 409, 413, 500, 503};
+#define STATUS_COUNT (sizeof statuses / sizeof statuses[0])
+#define STATUS_OTHER STATUS_COUNT /* index of any other status */
+
+/* Upper bounds of the latency buckets, in nanoseconds and as labels. */
+static const int64_t bucket_ns[] = {100000,  250000,   500000,   1000000,   2500000,
+                                    5000000, 10000000, 25000000, 100000000, 1000000000};
+static const char *const bucket_labels[] = {"0.0001", "0.00025", "0.0005", "0.001", "0.0025",
+                                            "0.005",  "0.01",    "0.025",  "0.1",   "1"};
+#define BUCKET_COUNT (sizeof bucket_ns / sizeof bucket_ns[0])
+
+struct histogram {
+    uint64_t buckets[BUCKET_COUNT + 1]; /* not cumulative; the last is +Inf */
+    uint64_t sum_ns;
+};
+
+/* Open addressing, twice the bound, so probes stay short. */
+#define DENIAL_SLOTS (2 * METRICS_DENIAL_KEYS_MAX)
+
+struct denial_slot {
+    char *key; /* NULL: empty */
+    uint64_t count;
+};
+
+struct metrics {
+    uint64_t requests[ROUTE_COUNT][STATUS_COUNT + 1];
+    struct histogram durations[ROUTE_COUNT];
+    pthread_mutex_t denial_mutex;
+    struct denial_slot denials[DENIAL_SLOTS];
+    size_t denial_keys;
+    uint64_t denial_other;
+};
+
+struct metrics *metrics_create(void)
+{
+    struct metrics *m = calloc(1, sizeof *m);
+    if (m != NULL)
+        pthread_mutex_init(&m->denial_mutex, NULL);
+    return m;
+}
+
+void metrics_destroy(struct metrics *metrics)
+{
+    if (metrics == NULL)
+        return;
+    for (size_t i = 0; i < DENIAL_SLOTS; i++)
+        free(metrics->denials[i].key);
+    pthread_mutex_destroy(&metrics->denial_mutex);
+    free(metrics);
+}
+
+static size_t status_index(unsigned status)
+{
+    for (size_t i = 0; i < STATUS_COUNT; i++) {
+        if (statuses[i] == status)
+            return i;
+    }
+    return STATUS_OTHER;
+}
+
+void metrics_request(struct metrics *metrics, enum route route, unsigned status,
+                     int64_t duration_ns)
+{
+    __atomic_fetch_add(&metrics->requests[route][status_index(status)], 1, __ATOMIC_RELAXED);
+    size_t bucket = 0;
+    while (bucket < BUCKET_COUNT && duration_ns > bucket_ns[bucket])
+        bucket++;
+    struct histogram *h = &metrics->durations[route];
+    __atomic_fetch_add(&h->buckets[bucket], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0),
+                       __ATOMIC_RELAXED);
+}
+
+static uint64_t key_hash(const char *key, size_t length)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (size_t i = 0; i < length; i++) {
+        h ^= (unsigned char)key[i];
+        h *= 1099511628211u;
+    }
+    return h;
+}
+
+void metrics_denial(struct metrics *metrics, const char *key, size_t key_length)
+{
+    pthread_mutex_lock(&metrics->denial_mutex);
+    size_t slot = (size_t)(key_hash(key, key_length) % DENIAL_SLOTS);
+    /* At most half the slots are ever used, so an empty slot is always found. */
+    for (;;) {
+        struct denial_slot *s = &metrics->denials[slot];
+        if (s->key == NULL) {
+            char *copy = metrics->denial_keys < METRICS_DENIAL_KEYS_MAX ? strndup(key, key_length)
+                                                                         : NULL;
+            if (copy == NULL) {
+                metrics->denial_other++;
+            } else {
+                s->key = copy;
+                s->count = 1;
+                metrics->denial_keys++;
+            }
+            break;
+        }
+        if (strlen(s->key) == key_length && memcmp(s->key, key, key_length) == 0) {
+            s->count++;
+            break;
+        }
+        slot = (slot + 1) % DENIAL_SLOTS;
+    }
+    pthread_mutex_unlock(&metrics->denial_mutex);
+}
+
+static void label_value(struct buffer *out, const char *value)
+{
+    buffer_append_char(out, '"');
+    for (const char *c = value; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\')
+            buffer_append_char(out, '\\');
+        if (*c == '\n') {
+            buffer_append_str(out, "\\n");
+            continue;
+        }
+        buffer_append_char(out, *c);
+    }
+    buffer_append_char(out, '"');
+}
+
+static void header(struct buffer *out, const char *name, const char *type, const char *help)
+{
+    buffer_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_requests(struct metrics *m, struct buffer *out)
+{
+    header(out, "llmlimit_requests_total", "counter", "HTTP requests answered, by route and status.");
+    for (int r = 0; r < ROUTE_COUNT; r++) {
+        for (size_t s = 0; s <= STATUS_COUNT; s++) {
+            uint64_t n = __atomic_load_n(&m->requests[r][s], __ATOMIC_RELAXED);
+            if (n == 0)
+                continue;
+            buffer_printf(out, "llmlimit_requests_total{route=\"%s\",status=\"", route_name(r));
+            if (s == STATUS_OTHER)
+                buffer_append_str(out, "other");
+            else
+                buffer_append_u64(out, statuses[s]);
+            buffer_append_str(out, "\"} ");
+            buffer_append_u64(out, n);
+            buffer_append_char(out, '\n');
+        }
+    }
+}
+
+static void render_durations(struct metrics *m, struct buffer *out)
+{
+    header(out, "llmlimit_request_duration_seconds", "histogram",
+           "Time from the request line to the answer, by route.");
+    for (int r = 0; r < ROUTE_COUNT; r++) {
+        struct histogram *h = &m->durations[r];
+        uint64_t counts[BUCKET_COUNT + 1], total = 0;
+        for (size_t b = 0; b <= BUCKET_COUNT; b++) {
+            counts[b] = __atomic_load_n(&h->buckets[b], __ATOMIC_RELAXED);
+            total += counts[b];
+        }
+        if (total == 0)
+            continue;
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b <= BUCKET_COUNT; b++) {
+            cumulative += counts[b];
+            buffer_printf(out, "llmlimit_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} ",
+                          route_name(r), b < BUCKET_COUNT ? bucket_labels[b] : "+Inf");
+            buffer_append_u64(out, cumulative);
+            buffer_append_char(out, '\n');
+        }
+        uint64_t sum_ns = __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
+        buffer_printf(out, "llmlimit_request_duration_seconds_sum{route=\"%s\"} %.9f\n",
+                      route_name(r), (double)sum_ns / 1e9);
+        buffer_printf(out, "llmlimit_request_duration_seconds_count{route=\"%s\"} ", route_name(r));
+        buffer_append_u64(out, total);
+        buffer_append_char(out, '\n');
+    }
+}
+
+static void render_denials(struct metrics *m, struct buffer *out)
+{
+    header(out, "llmlimit_reserve_denials_total", "counter",
+           "Keys named in denied reserves (first 1000 keys, then key=\"other\").");
+    pthread_mutex_lock(&m->denial_mutex);
+    for (size_t i = 0; i < DENIAL_SLOTS; i++) {
+        if (m->denials[i].key == NULL)
+            continue;
+        buffer_append_str(out, "llmlimit_reserve_denials_total{key=");
+        label_value(out, m->denials[i].key);
+        buffer_append_str(out, "} ");
+        buffer_append_u64(out, m->denials[i].count);
+        buffer_append_char(out, '\n');
+    }
+    if (m->denial_other > 0) {
+        buffer_append_str(out, "llmlimit_reserve_denials_total{key=\"other\"} ");
+        buffer_append_u64(out, m->denial_other);
+        buffer_append_char(out, '\n');
+    }
+    pthread_mutex_unlock(&m->denial_mutex);
+}
+
+static const char *const gauge_names[] = {"llmlimit_limit_capacity", "llmlimit_limit_reserved",
+                                          "llmlimit_limit_used", "llmlimit_limit_debt",
+                                          "llmlimit_limit_available"};
+static const char *const gauge_help[] = {
+    "Capacity in force, in the limit's unit.", "Held by leases not yet completed.",
+    "Held by completed leases (rolling: in window; budget: committed this period).",
+    "Overage recorded this window or period.", "Capacity minus reserved, used (and debt)."};
+#define GAUGE_COUNT 5
+
+static int64_t gauge_value(const struct limit_usage *u, int gauge)
+{
+    switch (gauge) {
+    case 0:
+        return (int64_t)u->state.definition.capacity;
+    case 1:
+        return (int64_t)u->reserved;
+    case 2:
+        return (int64_t)u->used;
+    case 3:
+        return (int64_t)u->debt;
+    default:
+        return u->available;
+    }
+}
+
+static void render_limits(const struct backend_ops *ops, struct backend *backend, int64_t now,
+                          struct buffer *out)
+{
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    if (ops->list_limits(backend, &states, &count) != 0)
+        return;
+    if (count > METRICS_LIMITS_MAX)
+        count = METRICS_LIMITS_MAX;
+    struct limit_usage *usages = calloc(count > 0 ? count : 1, sizeof *usages);
+    bool *known = calloc(count > 0 ? count : 1, sizeof *known);
+    for (size_t i = 0; usages != NULL && known != NULL && i < count; i++)
+        known[i] = ops->usage(backend, states[i].definition.key, now, &usages[i]) == 0;
+    for (int g = 0; usages != NULL && known != NULL && g < GAUGE_COUNT; g++) {
+        header(out, gauge_names[g], "gauge", gauge_help[g]);
+        for (size_t i = 0; i < count; i++) {
+            if (!known[i])
+                continue;
+            buffer_append_str(out, gauge_names[g]);
+            buffer_append_str(out, "{key=");
+            label_value(out, states[i].definition.key);
+            buffer_append_str(out, "} ");
+            buffer_append_i64(out, gauge_value(&usages[i], g));
+            buffer_append_char(out, '\n');
+        }
+    }
+    free(known);
+    free(usages);
+    free(states);
+}
+
+static void render_backend(const struct backend_ops *ops, struct backend *backend,
+                           struct buffer *out)
+{
+    struct backend_stats stats;
+    memset(&stats, 0, sizeof stats);
+    ops->stats(backend, &stats);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } rows[] = {
+        {"llmlimit_backend_batches_total", "counter", "Backend transactions or requests sent.",
+         stats.batches},
+        {"llmlimit_backend_batched_items_total", "counter",
+         "Items in them (fill = items / batches).", stats.batched_items},
+        {"llmlimit_lease_cache_entries", "gauge", "Leases held in the lease cache.",
+         stats.lease_cache_entries},
+        {"llmlimit_overage_denied_total", "counter",
+         "Rolling overage dropped under overage=deny.", stats.overage_denied},
+        {"llmlimit_expired_holds_total", "counter",
+         "Holds that expired without complete or release.", stats.expired_holds},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        header(out, rows[i].name, rows[i].type, rows[i].help);
+        buffer_append_str(out, rows[i].name);
+        buffer_append_char(out, ' ');
+        buffer_append_u64(out, rows[i].value);
+        buffer_append_char(out, '\n');
+    }
+}
+
+void metrics_render(struct metrics *metrics, const struct backend_ops *ops,
+                    struct backend *backend, int64_t now_unix_ms, struct buffer *out)
+{
+    render_requests(metrics, out);
+    render_durations(metrics, out);
+    render_denials(metrics, out);
+    render_limits(ops, backend, now_unix_ms, out);
+    render_backend(ops, backend, out);
+}

@@ -1,0 +1,33 @@
+/* Prometheus metrics of llmlimitd (SPEC section 9): request counts and
+ * latency histograms per route (lock-free counters), reserve denials per key
+ * (bounded label set), and, at scrape time, per-limit gauges and backend
+ * statistics. */
+#ifndef LLMLIMIT_SERVER_METRICS_H
+#define LLMLIMIT_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "buffer.h"
+#include "routes.h"
+
+struct metrics;
+
+/* Returns a new metrics object or NULL (out of memory); free with metrics_destroy. */
+struct metrics *metrics_create(void);
+void metrics_destroy(struct metrics *metrics);
+
+/* One answered request. Thread-safe, lock-free. */
+void metrics_request(struct metrics *metrics, enum route route, unsigned status,
+                     int64_t duration_ns);
+/* One denied key of a reserve. The first METRICS_DENIAL_KEYS_MAX distinct
+ * keys get their own label, the rest count under key="other". */
+void metrics_denial(struct metrics *metrics, const char *key, size_t key_length);
+
+/* The text exposition format, version 0.0.4. Per-limit gauges are the
+ * usage at now_unix_ms of the first METRICS_LIMITS_MAX limits by key. */
+void metrics_render(struct metrics *metrics, const struct backend_ops *ops,
+                    struct backend *backend, int64_t now_unix_ms, struct buffer *out);
+
+#endif

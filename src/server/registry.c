@@ -1,0 +1,346 @@
+/* limits.json: load and validate at startup, atomic rewrite (write
+ * limits.json.tmp, fsync, rename, fsync the directory) under one mutex, so
+ * the file always holds a whole registry, never a torn one. */
+#include "registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "decode.h"
+#include "encode.h"
+#include "log.h"
+
+struct registry {
+    const struct backend_ops *ops;
+    struct backend *backend;
+    pthread_mutex_t mutex; /* one writer of the file at a time */
+    size_t count;          /* limits at the last write or load */
+    char dir[PATH_MAX];
+    char path[PATH_MAX];
+    char tmp_path[PATH_MAX];
+};
+
+const char *registry_path(const struct registry *registry)
+{
+    return registry->path;
+}
+
+/* Line (1-based) where top-level array element `index` starts, for error
+ * messages about a parsed entry; 0 if not found. */
+static int element_line(const char *text, size_t length, size_t index)
+{
+    int line = 1, depth = 0;
+    size_t element = 0;
+    bool in_string = false, want_start = false;
+    for (size_t i = 0; i < length; i++) {
+        char c = text[i];
+        if (c == '\n')
+            line++;
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (want_start && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+            if (element == index)
+                return line;
+            want_start = false;
+        }
+        if (c == '"')
+            in_string = true;
+        else if (c == '[' || c == '{')
+            want_start = (++depth == 1);
+        else if (c == ']' || c == '}')
+            depth--;
+        else if (c == ',' && depth == 1) {
+            element++;
+            want_start = true;
+        }
+    }
+    return 0;
+}
+
+/* Reads the whole file into a new NUL-terminated block. 0, 1 (no file), -1. */
+static int read_file(const char *path, char **text, size_t *length, char *error,
+                     size_t error_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 1;
+        snprintf(error, error_size, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(error, error_size, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (st.st_size > REGISTRY_BYTES_MAX) {
+        snprintf(error, error_size, "%s: larger than %d bytes", path, REGISTRY_BYTES_MAX);
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    char *data = malloc(size + 1);
+    size_t done = 0;
+    while (data != NULL && done < size) {
+        ssize_t n = read(fd, data + done, size - done);
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    close(fd);
+    if (data == NULL || done != size) {
+        snprintf(error, error_size, "%s: %s", path, data == NULL ? "out of memory" : "short read");
+        free(data);
+        return -1;
+    }
+    data[size] = '\0';
+    *text = data;
+    *length = size;
+    return 0;
+}
+
+/* Decodes and restores entry i; error "<file>: line L: <reason>". */
+static int restore_entry(struct registry *r, json_t *item, size_t i, const char *text,
+                         size_t length, char *error, size_t error_size)
+{
+    char path[32], reason[DECODE_ERROR_SIZE];
+    snprintf(path, sizeof path, "[%zu]", i);
+    struct limit_state state, existing;
+    int failed = decode_limit_state(item, path, &state, reason, sizeof reason);
+    if (failed == 0 && r->ops->get_limit(r->backend, state.definition.key, &existing) == 0) {
+        snprintf(reason, sizeof reason, "%s.definition.key: duplicate key", path);
+        failed = -1;
+    }
+    if (failed == 0) {
+        char backend_error[DECODE_ERROR_SIZE];
+        failed = r->ops->restore_limit(r->backend, &state, backend_error, sizeof backend_error);
+        if (failed != 0)
+            snprintf(reason, sizeof reason, "%s: %.400s", path, backend_error);
+    }
+    if (failed != 0)
+        snprintf(error, error_size, "%s: line %d: %s", r->path, element_line(text, length, i),
+                 reason);
+    return failed;
+}
+
+static int registry_load(struct registry *r, char *error, size_t error_size)
+{
+    char *text = NULL;
+    size_t length = 0;
+    int found = read_file(r->path, &text, &length, error, error_size);
+    if (found != 0)
+        return found > 0 ? 0 : -1;
+    json_error_t e;
+    json_t *root = json_loadb(text, length, JSON_REJECT_DUPLICATES, &e);
+    int result = 0;
+    if (root == NULL) {
+        snprintf(error, error_size, "%s: line %d, column %d: %s", r->path, e.line, e.column,
+                 e.text);
+        result = -1;
+    } else if (!json_is_array(root) || json_array_size(root) > LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "%s: line 1: must be a JSON array of at most %d limit states",
+                 r->path, LIMITS_COUNT_MAX);
+        result = -1;
+    }
+    for (size_t i = 0; result == 0 && i < json_array_size(root); i++)
+        result = restore_entry(r, json_array_get(root, i), i, text, length, error, error_size);
+    if (result == 0)
+        r->count = json_array_size(root);
+    json_decref(root);
+    free(text);
+    return result;
+}
+
+int registry_open(const char *data_dir, const struct backend_ops *ops, struct backend *backend,
+                  struct registry **out, char *error, size_t error_size)
+{
+    *out = NULL;
+    struct registry *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    r->ops = ops;
+    r->backend = backend;
+    int n1 = snprintf(r->dir, sizeof r->dir, "%s", data_dir);
+    int n2 = snprintf(r->path, sizeof r->path, "%s/limits.json", data_dir);
+    int n3 = snprintf(r->tmp_path, sizeof r->tmp_path, "%s/limits.json.tmp", data_dir);
+    if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof r->tmp_path) {
+        snprintf(error, error_size, "%s: path too long", data_dir);
+        free(r);
+        return -1;
+    }
+    pthread_mutex_init(&r->mutex, NULL);
+    if (registry_load(r, error, error_size) != 0) {
+        registry_close(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+void registry_close(struct registry *registry)
+{
+    if (registry == NULL)
+        return;
+    pthread_mutex_destroy(&registry->mutex);
+    free(registry);
+}
+
+/* Writes all of data to fd; 0 or -1 (errno set). */
+static int write_all(int fd, const char *data, size_t length)
+{
+    while (length > 0) {
+        ssize_t n = write(fd, data, length);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        length -= (size_t)n;
+    }
+    return 0;
+}
+
+/* One state per line: a diff of two registries is a diff of lines. */
+static int registry_encode(struct registry *r, struct buffer *b)
+{
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    if (r->ops->list_limits(r->backend, &states, &count) != 0)
+        return -1;
+    buffer_append_str(b, "[\n");
+    for (size_t i = 0; i < count; i++) {
+        encode_limit_state(b, &states[i]);
+        buffer_append_str(b, i + 1 < count ? ",\n" : "\n");
+    }
+    buffer_append_str(b, "]\n");
+    free(states);
+    r->count = count;
+    return b->failed ? -1 : 0;
+}
+
+/* Writes and fsyncs a file; NULL, or the step that failed with *saved_errno. */
+static const char *write_synced(const char *path, const char *data, size_t length,
+                                int *saved_errno)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        *saved_errno = errno;
+        return "open";
+    }
+    const char *step = NULL;
+    if (write_all(fd, data, length) != 0)
+        step = "write";
+    else if (fsync(fd) != 0)
+        step = "fsync";
+    if (step != NULL)
+        *saved_errno = errno;
+    if (close(fd) != 0 && step == NULL) {
+        *saved_errno = errno;
+        step = "close";
+    }
+    return step;
+}
+
+static const char *fsync_directory(const char *dir, int *saved_errno)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        *saved_errno = errno;
+        return "open directory";
+    }
+    const char *step = NULL;
+    if (fsync(fd) != 0) {
+        *saved_errno = errno;
+        step = "fsync directory";
+    }
+    close(fd);
+    return step;
+}
+
+/* tmp file, fsync, rename over limits.json, fsync the directory so the
+ * rename itself is durable. Called with the mutex held. */
+static int registry_write(struct registry *r)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    b.capacity_max = REGISTRY_BYTES_MAX;
+    int saved_errno = 0;
+    const char *step = NULL;
+    if (registry_encode(r, &b) != 0) {
+        step = "encode";
+        saved_errno = ENOMEM;
+    }
+    if (step == NULL)
+        step = write_synced(r->tmp_path, b.data, b.length, &saved_errno);
+    if (step == NULL && rename(r->tmp_path, r->path) != 0) {
+        saved_errno = errno;
+        step = "rename";
+    }
+    if (step == NULL)
+        step = fsync_directory(r->dir, &saved_errno);
+    buffer_free(&b);
+    if (step == NULL)
+        return 0;
+    log_write(LOG_ERROR, "registry write failed", "file", r->path, "step", step, "reason",
+              strerror(saved_errno), NULL);
+    return -1;
+}
+
+enum registry_outcome registry_put(struct registry *registry,
+                                   const struct limit_definition *definition,
+                                   struct limit_state *state_out, char *error, size_t error_size)
+{
+    pthread_mutex_lock(&registry->mutex);
+    struct limit_state existing;
+    enum registry_outcome outcome = REGISTRY_OK;
+    bool exists =
+        registry->ops->get_limit(registry->backend, definition->key, &existing) == 0;
+    if (!exists && registry->count >= LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "key: at most %d limits", LIMITS_COUNT_MAX);
+        outcome = REGISTRY_REJECTED;
+    } else if (registry->ops->put_limit(registry->backend, definition, state_out, error,
+                                        error_size) != 0) {
+        outcome = REGISTRY_REJECTED;
+    } else if (registry_write(registry) != 0) {
+        outcome = REGISTRY_WRITE_FAILED;
+    }
+    pthread_mutex_unlock(&registry->mutex);
+    return outcome;
+}
+
+enum registry_outcome registry_delete(struct registry *registry, const char *key)
+{
+    pthread_mutex_lock(&registry->mutex);
+    enum registry_outcome outcome = REGISTRY_OK;
+    if (registry->ops->delete_limit(registry->backend, key) != 0)
+        outcome = REGISTRY_UNKNOWN;
+    else if (registry_write(registry) != 0)
+        outcome = REGISTRY_WRITE_FAILED;
+    pthread_mutex_unlock(&registry->mutex);
+    return outcome;
+}
+
+enum registry_outcome registry_save(struct registry *registry)
+{
+    pthread_mutex_lock(&registry->mutex);
+    int failed = registry_write(registry);
+    pthread_mutex_unlock(&registry->mutex);
+    return failed != 0 ? REGISTRY_WRITE_FAILED : REGISTRY_OK;
+}

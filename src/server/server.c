@@ -1,0 +1,249 @@
+/* llmlimitd's life: start-up (tokens, data directory, backend, registry,
+ * ticker, HTTP), the wait for SIGTERM/SIGINT, and the graceful shutdown
+ * (stop accepting, finish in-flight requests, stop the ticker, close and
+ * flush the backend). */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static int startup_failed(const char *what, const char *reason)
+{
+    log_write(LOG_ERROR, what, "reason", reason, NULL);
+    return -1;
+}
+
+static int load_tokens(struct server *s)
+{
+    char error[512];
+    if (auth_load_token(s->config.admin_token_file, "LLMLIMIT_ADMIN_TOKEN", s->auth.admin_token,
+                        &s->auth.admin_token_length, error, sizeof error) != 0)
+        return startup_failed("cannot read the admin token", error);
+    if (auth_load_token(s->config.client_token_file, "LLMLIMIT_CLIENT_TOKEN",
+                        s->auth.client_token, &s->auth.client_token_length, error,
+                        sizeof error) != 0)
+        return startup_failed("cannot read the client token", error);
+    return 0;
+}
+
+/* Creates the data directory (one level) if it does not exist. */
+static int ensure_data_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        return startup_failed("data directory is not a directory", dir);
+    }
+    if (errno == ENOENT && mkdir(dir, 0755) == 0)
+        return 0;
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s: %s", dir, strerror(errno));
+    return startup_failed("cannot create the data directory", reason);
+}
+
+static int open_backend(struct server *s)
+{
+    s->ops = backend_find(s->config.backend);
+    if (s->ops == NULL || s->ops->open == NULL || s->ops->reserve == NULL)
+        return startup_failed("backend not available", s->config.backend);
+    struct backend_config bc;
+    backend_config_defaults(&bc);
+    bc.clock = s->clock;
+    bc.data_dir = s->config.data_dir;
+    bc.lease_cache_entries = s->config.lease_cache_max;
+    bc.lease_retention_ms = (int64_t)s->config.lease_retention_seconds * 1000;
+    bc.concurrency_poll_ms = s->config.concurrency_poll_ms;
+    bc.decrease_retry_ms = s->config.decrease_retry_ms;
+    bc.sqlite_synchronous_normal = s->config.sqlite_synchronous_normal;
+    bc.tb_cluster = s->config.tb_cluster;
+    bc.tb_addresses = s->config.tb_addresses;
+    bc.tb_sessions = s->config.tb_sessions;
+    char error[512];
+    if (s->ops->open(&bc, &s->backend, error, sizeof error) != 0)
+        return startup_failed("cannot open the backend", error);
+    return 0;
+}
+
+static void *ticker_main(void *context)
+{
+    struct server *s = context;
+    pthread_mutex_lock(&s->ticker_mutex);
+    while (!s->ticker_stop) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += (long)TICK_INTERVAL_MS * 1000000L;
+        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+        deadline.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->ticker_cond, &s->ticker_mutex, &deadline);
+        if (s->ticker_stop)
+            break;
+        pthread_mutex_unlock(&s->ticker_mutex);
+        bool changed = false;
+        if (s->ops->tick(s->backend, &changed) != 0)
+            log_write(LOG_WARN, "backend tick failed", NULL);
+        if (changed) {
+            log_write(LOG_INFO, "limits changed by the ticker", NULL);
+            registry_save(s->registry); /* a failure is logged by the registry */
+        }
+        pthread_mutex_lock(&s->ticker_mutex);
+    }
+    pthread_mutex_unlock(&s->ticker_mutex);
+    return NULL;
+}
+
+static int ticker_start(struct server *s)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->ticker_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&s->ticker_mutex, NULL);
+    s->ticker_cond_ready = true;
+    if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0)
+        return startup_failed("cannot start the ticker thread", strerror(errno));
+    s->ticker_started = true;
+    return 0;
+}
+
+static void ticker_stop(struct server *s)
+{
+    if (!s->ticker_started)
+        return;
+    pthread_mutex_lock(&s->ticker_mutex);
+    s->ticker_stop = true;
+    pthread_cond_signal(&s->ticker_cond);
+    pthread_mutex_unlock(&s->ticker_mutex);
+    pthread_join(s->ticker, NULL);
+    s->ticker_started = false;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Stop accepting; let open requests finish (each answer now closes its
+ * connection) for up to SHUTDOWN_DRAIN_MS; then refuse new backend calls and
+ * wait for those in flight, since their connections are suspended and must
+ * be answered before the daemon stops. */
+static void drain(struct server *s)
+{
+    http_quiesce(s);
+    __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
+    int64_t deadline = clock_monotonic_ms() + SHUTDOWN_DRAIN_MS;
+    while (__atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST) > 0 &&
+           clock_monotonic_ms() < deadline)
+        sleep_ms(2);
+    __atomic_store_n(&s->closing, 1, __ATOMIC_SEQ_CST);
+    /* Backends always call done (with backend_error at worst), so this ends. */
+    while (__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) > 0)
+        sleep_ms(1);
+    /* Answers of calls that finished just now are being written: give them
+     * a moment even when the drain time is spent. */
+    int64_t settle = clock_monotonic_ms() + 200;
+    if (deadline < settle)
+        deadline = settle;
+    while (__atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST) > 0 &&
+           clock_monotonic_ms() < deadline)
+        sleep_ms(2);
+    http_stop(s);
+}
+
+static void print_listening(const struct server *s)
+{
+    char line[LISTEN_HOST_LENGTH_MAX + 64];
+    bool v6 = strchr(s->config.listen_host, ':') != NULL;
+    int n = snprintf(line, sizeof line, "llmlimitd listening on %s%s%s:%u\n", v6 ? "[" : "",
+                     s->config.listen_host, v6 ? "]" : "", (unsigned)s->port);
+    if (n > 0) {
+        ssize_t written = write(STDERR_FILENO, line, (size_t)n);
+        (void)written;
+    }
+}
+
+/* Everything before the listening line; -1 on a fatal error (logged). */
+static int server_start(struct server *s)
+{
+    if (load_tokens(s) != 0 || ensure_data_dir(s->config.data_dir) != 0)
+        return -1;
+    clock_offset_init(&s->test_clock);
+    s->clock = s->config.test_clock ? &s->test_clock.clock : clock_system();
+    if (open_backend(s) != 0)
+        return -1;
+    char error[1024];
+    if (registry_open(s->config.data_dir, s->ops, s->backend, &s->registry, error,
+                      sizeof error) != 0)
+        return startup_failed("invalid registry", error);
+    s->ready = true;
+    s->metrics = metrics_create();
+    if (s->metrics == NULL)
+        return startup_failed("cannot start", "out of memory");
+    if (ticker_start(s) != 0)
+        return -1;
+    if (http_start(s, error, sizeof error) != 0)
+        return startup_failed("cannot listen", error);
+    return 0;
+}
+
+static void server_free(struct server *s)
+{
+    ticker_stop(s);
+    if (s->ticker_cond_ready) {
+        pthread_cond_destroy(&s->ticker_cond);
+        pthread_mutex_destroy(&s->ticker_mutex);
+    }
+    if (s->backend != NULL)
+        s->ops->close(s->backend);
+    registry_close(s->registry);
+    metrics_destroy(s->metrics);
+    free(s);
+}
+
+int server_run(const struct server_config *config)
+{
+    log_setup(config->log_level, config->log_format);
+    /* SIGTERM/SIGINT are taken by sigwait() in this thread only: block them
+     * before any thread starts so every thread inherits the mask. */
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    json_object_seed(0);
+
+    struct server *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return 1;
+    s->config = *config;
+    s->quiesced_fd = MHD_INVALID_SOCKET;
+    if (server_start(s) != 0) {
+        if (s->daemon != NULL)
+            http_stop(s);
+        server_free(s);
+        return 1;
+    }
+    log_write(LOG_INFO, "started", "backend", s->ops->name, "data_dir", s->config.data_dir,
+              "registry", registry_path(s->registry), NULL);
+    print_listening(s);
+
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    log_write(LOG_INFO, "shutting down", "signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
+              NULL);
+    drain(s);
+    server_free(s);
+    log_write(LOG_INFO, "stopped", NULL);
+    return 0;
+}

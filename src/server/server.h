@@ -1,0 +1,146 @@
+/* llmlimitd's insides, shared by the files of src/server/: the server
+ * object, one HTTP exchange (a request and its answer), and the route
+ * handlers. main.c only sees server_run(). */
+#ifndef LLMLIMIT_SERVER_SERVER_H
+#define LLMLIMIT_SERVER_SERVER_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "backend/backend.h"
+#include "buffer.h"
+#include "config.h"
+#include "core/clock.h"
+#include "metrics.h"
+#include "registry.h"
+#include "routes.h"
+
+struct server {
+    struct server_config config;
+    struct clock *clock; /* the system clock, or test_clock with --test-clock */
+    struct clock_offset test_clock;
+    const struct backend_ops *ops;
+    struct backend *backend;
+    struct registry *registry;
+    struct metrics *metrics;
+    struct auth auth;
+    struct MHD_Daemon *daemon;
+    uint16_t port; /* the real one, after bind */
+    MHD_socket quiesced_fd; /* listening socket handed back by MHD_quiesce_daemon */
+    pthread_t ticker;
+    bool ticker_started;
+    pthread_mutex_t ticker_mutex;
+    pthread_cond_t ticker_cond; /* CLOCK_MONOTONIC */
+    bool ticker_stop;
+    bool ticker_cond_ready;
+    bool ready;          /* registry loaded into the backend */
+    int draining;        /* atomic: answers carry Connection: close */
+    int closing;         /* atomic: no new backend calls (503) */
+    int64_t backend_calls; /* atomic: data-path calls whose done has not run */
+    int64_t open_requests; /* atomic: from the request line to the completion */
+};
+
+/* Runs llmlimitd until SIGTERM/SIGINT; returns the process exit code. */
+int server_run(const struct server_config *config);
+
+enum exchange_phase {
+    PHASE_RECEIVING = 0, /* reading the body, or not at the backend yet */
+    PHASE_WAITING = 1,   /* the backend call is in flight */
+    PHASE_DONE = 2,      /* the backend called done: results are written */
+    PHASE_SUSPENDED = 3, /* waiting, and the connection is suspended */
+};
+
+#define EXCHANGE_BODY_INLINE 1536
+
+struct batch;
+struct exchange;
+
+typedef enum MHD_Result (*exchange_fn)(struct exchange *exchange);
+
+/* One request/answer. Owned by the HTTP layer: created at the request line,
+ * freed when MHD reports the request completed. */
+struct exchange {
+    struct server *server;
+    struct MHD_Connection *connection;
+    enum route route;
+    enum method method;
+    const char *key_encoded; /* {key} of item routes, inside MHD's URL */
+    int64_t started_ns;
+    unsigned status; /* 0 until an answer is queued */
+    unsigned refused_status;   /* answer decided from the headers, given after the body */
+    const char *refused_error; /* static string */
+    bool body_too_large;
+    bool body_alloc_failed;
+    bool called;       /* a backend data call was made */
+    int phase;         /* enum exchange_phase, atomic */
+    exchange_fn reply; /* writes the answer once the backend is done */
+    json_t *document;  /* the parsed body; decoded strings point into it */
+    struct batch *batch;
+    char *body;
+    size_t body_length;
+    size_t body_capacity;
+    union {
+        struct {
+            struct reserve_request request;
+            struct reserve_result result;
+            struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
+        } reserve;
+        struct {
+            struct complete_request request;
+            struct complete_result result;
+            struct actual actuals[REQUIREMENTS_PER_RESERVE_MAX];
+        } complete;
+        struct {
+            struct release_request request;
+            struct release_result result;
+        } release;
+    } op;
+    char body_inline[EXCHANGE_BODY_INLINE];
+};
+
+/* http.c: the MHD daemon. */
+int http_start(struct server *server, char *error, size_t error_size);
+/* Stops accepting; in-flight requests go on. */
+void http_quiesce(struct server *server);
+void http_stop(struct server *server);
+
+/* Answers. Each queues the response and returns MHD's verdict. */
+enum MHD_Result exchange_answer(struct exchange *exchange, unsigned status, struct buffer *body,
+                                int64_t retry_after_ms);
+/* {"error": error}, plus "ok": false on complete/release routes. */
+enum MHD_Result exchange_error(struct exchange *exchange, unsigned status, const char *error);
+/* Parses the body into exchange->document; on failure answers 400 and
+ * returns NULL. */
+json_t *exchange_parse_body(struct exchange *exchange);
+/* Runs call(exchange), which starts one backend data-path call with
+ * exchange_backend_done as its done callback, then answers with reply()
+ * once done has run: at once if the backend finished synchronously, else
+ * after suspending and resuming the connection. */
+enum MHD_Result exchange_call_backend(struct exchange *exchange, void (*call)(struct exchange *),
+                                      exchange_fn reply);
+void exchange_backend_done(void *context);
+
+/* handlers_data.c */
+enum MHD_Result handle_reserve(struct exchange *exchange);
+enum MHD_Result handle_complete(struct exchange *exchange);
+enum MHD_Result handle_release(struct exchange *exchange);
+enum MHD_Result handle_reserve_batch(struct exchange *exchange);
+enum MHD_Result handle_complete_batch(struct exchange *exchange);
+/* Frees what a data handler attached to the exchange. */
+void handlers_data_free(struct exchange *exchange);
+
+/* handlers_admin.c */
+enum MHD_Result handle_admin_limits(struct exchange *exchange);
+enum MHD_Result handle_admin_limit(struct exchange *exchange);
+enum MHD_Result handle_admin_clock(struct exchange *exchange);
+enum MHD_Result handle_usage(struct exchange *exchange);
+enum MHD_Result handle_events(struct exchange *exchange);
+enum MHD_Result handle_metrics(struct exchange *exchange);
+enum MHD_Result handle_healthz(struct exchange *exchange);
+enum MHD_Result handle_readyz(struct exchange *exchange);
+
+#endif

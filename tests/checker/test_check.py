@@ -1,0 +1,156 @@
+"""Self-test of check.py: hand-made histories, some consistent with the model
+and some not (over capacity, double reserve, lost reserve, spurious denial,
+unwarned commit after expiry, wrong finalize answers). The checker must pass
+the good ones and name the violation in each bad one."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check  # noqa: E402
+
+MS = 1000 * 1000  # ns per ms: histories below are written in milliseconds
+
+CONC = {"key": "c", "kind": "concurrency", "capacity": 1, "timeout_seconds": 10}
+ROLL = {"key": "r", "kind": "rolling", "capacity": 10, "window_seconds": 60}
+BUDGET = {"key": "b", "kind": "budget", "capacity": 100, "period": "month",
+          "timeout_seconds": 5}
+
+
+class Builder:
+    """Builds a history; wall clock == monotonic clock, times in ms."""
+
+    def __init__(self, *limits):
+        self.header = {"type": "header", "limits": list(limits), "wall_minus_mono_ns": [0],
+                       "tolerance_ms": 1}
+        self.ops = []
+        self.durations = {d["key"]: check.Limit(d).duration_ns // MS for d in limits}
+
+    def op(self, kind, start, end, status, body, **fields):
+        op = {"type": "op", "op": kind, "start_ns": start * MS, "end_ns": end * MS,
+              "status": status, "body": body}
+        op.update(fields)
+        self.ops.append(op)
+        return self
+
+    def allow(self, lease, start, end, reserved_at=None, **amounts):
+        at = start if reserved_at is None else reserved_at
+        body = {"allowed": True, "retry_after_ms": 0, "reserved_at_unix_ms": at,
+                "expires_at_unix_ms": at + min(self.durations[k] for k in amounts),
+                "error": "", "denied_keys": []}
+        return self.op("reserve", start, end, 200, body, lease_id=lease,
+                       requirements=[{"key": k, "amount": v} for k, v in amounts.items()])
+
+    def deny(self, lease, start, end, **amounts):
+        body = {"allowed": False, "retry_after_ms": 100, "reserved_at_unix_ms": 0,
+                "expires_at_unix_ms": 0, "error": "", "denied_keys": list(amounts)}
+        return self.op("reserve", start, end, 200, body, lease_id=lease,
+                       requirements=[{"key": k, "amount": v} for k, v in amounts.items()])
+
+    def complete(self, lease, start, end, status=200, warnings=(), **actuals):
+        body = {"ok": status == 200, "reconciled": True, "warnings": list(warnings)}
+        return self.op("complete", start, end, status, body, lease_id=lease,
+                       actuals=[{"key": k, "actual_amount": v} for k, v in actuals.items()])
+
+    def release(self, lease, start, end, status=200):
+        return self.op("release", start, end, status, {"ok": status == 200}, lease_id=lease)
+
+    def usage(self, key, start, end, reserved, used=0, debt=0):
+        capacity = next(d["capacity"] for d in self.header["limits"] if d["key"] == key)
+        available = capacity - reserved - used - (debt if key == "b" else 0)
+        body = {"key": key, "reserved": reserved, "used": used, "debt": debt,
+                "available": available}
+        return self.op("usage", start, end, 200, body, key=key)
+
+    def violations(self):
+        return check.check(self.header, self.ops).by_kind
+
+
+class GoodHistories(unittest.TestCase):
+    def test_sequential_concurrency_passes(self):
+        """Two leases on a 1-slot limit, one after the other: no violation."""
+        h = Builder(CONC).allow("a", 0, 1, c=1).usage("c", 2, 3, reserved=1)
+        h.complete("a", 4, 5).allow("b", 6, 7, c=1).release("b", 8, 9).usage("c", 10, 11, 0)
+        self.assertEqual(dict(h.violations()), {})
+
+    def test_overlapping_requests_may_order_either_way(self):
+        """A reserve concurrent with the release that made room is fine."""
+        h = Builder(CONC).allow("a", 0, 1, c=1).release("a", 10, 20).allow("b", 15, 25, c=1)
+        h.usage("c", 12, 13, reserved=1)
+        self.assertEqual(dict(h.violations()), {})
+
+    def test_budget_overrun_and_justified_denial_pass(self):
+        """Complete over the cap becomes debt; the next reserve is rightly denied."""
+        h = Builder(BUDGET).allow("a", 0, 1, b=50).complete("a", 2, 3, b=150)
+        h.usage("b", 4, 5, reserved=0, used=100, debt=50).deny("x", 6, 7, b=1)
+        self.assertEqual(dict(h.violations()), {})
+
+    def test_retry_with_same_answer_passes(self):
+        """An identical retry of an allowed reserve is not a second hold."""
+        h = Builder(ROLL).allow("a", 0, 1, r=6).allow("a", 2, 3, reserved_at=0, r=6)
+        h.usage("r", 4, 5, reserved=6).complete("a", 6, 7, r=6).usage("r", 8, 9, 0, used=6)
+        self.assertEqual(dict(h.violations()), {})
+
+
+class BadHistories(unittest.TestCase):
+    def test_over_capacity_is_flagged(self):
+        """Two certain holds of a 1-slot limit at once: capacity and admission."""
+        h = Builder(CONC).allow("a", 0, 1, c=1).allow("b", 2, 3, c=1).complete("a", 10, 11)
+        found = h.violations()
+        self.assertIn("capacity", found)
+        self.assertIn("admission", found)
+
+    def test_double_reserve_on_retry_is_flagged(self):
+        """A retry with the same lease_id that reserves again: idempotency and usage."""
+        h = Builder(ROLL).allow("a", 0, 1, r=6).allow("a", 2, 3, reserved_at=2, r=6)
+        h.usage("r", 4, 5, reserved=12)
+        found = h.violations()
+        self.assertIn("idempotency", found)
+        self.assertIn("usage", found)
+        self.assertIn("capacity", found)  # 12 > 10 in the server's own usage
+
+    def test_lost_reserve_is_flagged(self):
+        """An allowed reserve missing from usage is flagged."""
+        h = Builder(ROLL).allow("a", 0, 1, r=5).usage("r", 2, 3, reserved=0)
+        self.assertIn("usage", h.violations())
+
+    def test_spurious_denial_is_flagged(self):
+        """A capacity denial on an empty limit is flagged."""
+        self.assertIn("spurious_denial", Builder(ROLL).deny("a", 0, 1, r=5).violations())
+
+    def test_expired_hold_still_counted_is_flagged(self):
+        """Usage that still counts a hold well after it expired is flagged."""
+        h = Builder(CONC).allow("a", 0, 1, c=1).usage("c", 10500, 10501, reserved=1)
+        self.assertIn("usage", h.violations())
+
+    def test_unwarned_commit_after_expiry_is_flagged(self):
+        """A budget commit 6 s after a 5 s hold without commit_after_expiry."""
+        h = Builder(BUDGET).allow("a", 0, 1, b=10).complete("a", 6000, 6001, b=10)
+        self.assertIn("warning", h.violations())
+        h = Builder(BUDGET).allow("a", 0, 1, b=10)
+        h.complete("a", 6000, 6001, warnings=["commit_after_expiry:b"], b=10)
+        self.assertNotIn("warning", h.violations())
+
+    def test_debt_ignored_by_admission_is_flagged(self):
+        """A reserve allowed after the budget was overrun is flagged."""
+        h = Builder(BUDGET).allow("a", 0, 1, b=50).complete("a", 2, 3, b=150)
+        h.allow("x", 6, 7, b=1)
+        self.assertIn("admission", h.violations())
+
+    def test_wrong_finalize_answers_are_flagged(self):
+        """Release after complete must be 409; a 409 without cause is flagged too."""
+        h = Builder(CONC).allow("a", 0, 1, c=1).complete("a", 2, 3).release("a", 4, 5)
+        self.assertIn("finalize", h.violations())
+        h = Builder(CONC).allow("a", 0, 1, c=1).release("a", 2, 3, status=409)
+        self.assertIn("finalize", h.violations())
+
+    def test_server_error_is_flagged(self):
+        """A 500 answer is reported even though the model treats it as unknown."""
+        h = Builder(CONC).op("reserve", 0, 1, 500, {"error": "x"}, lease_id="a",
+                             requirements=[{"key": "c", "amount": 1}])
+        self.assertIn("status", h.violations())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,283 @@
+/* Conformance: limit administration (SPEC section 3 "Capacity changes",
+ * backend.h put/restore/delete/get/list): increases, decreases and the
+ * decreasing state, kind changes, delete, restore. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "conformance.h"
+#include "test.h"
+
+static struct limit_state get(struct fixture *f, const char *key, int *rc)
+{
+    struct limit_state state = {0};
+    *rc = f->ops->get_limit(f->backend, key, &state);
+    return state;
+}
+
+FIXTURE_TEST(capacity_increase_applies_at_once)
+{
+    REQUIRE(put_concurrency(f, "slots", 1, 60));
+    REQUIRE(reserve1(f, "one", "slots", 1));
+    CHECK(!reserve1(f, "two", "slots", 1));
+    struct limit_state state;
+    REQUIRE(put(f, concurrency_limit("slots", 2, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 2);
+    CHECK_EQ_U64(state.pending_decrease_to, 0);
+    CHECK(reserve1(f, "three", "slots", 1));
+}
+
+FIXTURE_TEST(capacity_decrease_applies_at_once_when_free)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(reserve1(f, "held", "tpm", 30));
+    struct limit_state state;
+    REQUIRE(put(f, rolling_limit("tpm", 50, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 50);
+    CHECK(!reserve1(f, "too-much", "tpm", 21));
+    CHECK(reserve1(f, "fits", "tpm", 20));
+    CHECK_EQ_I64(usage(f, "tpm").available, 0);
+}
+
+static void decreasing_scenario(bool free_by_release)
+{
+    struct fixture fixture, *f = &fixture;
+    struct backend_config config;
+    fixture_config(f, &config, T0_MS);
+    config.decrease_retry_ms = 7000;
+    REQUIRE(fixture_start(f, &config));
+    CHECK(put_rolling(f, "tpm", 100, 60));
+    CHECK(reserve1(f, "a", "tpm", 40));
+    advance(f, 1000);
+    CHECK(reserve1(f, "b", "tpm", 40));
+    struct limit_state state;
+    CHECK(put(f, rolling_limit("tpm", 50, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_DECREASING);
+    CHECK_EQ_U64(state.pending_decrease_to, 50);
+    CHECK_EQ_U64(state.definition.capacity, 100); /* still in force */
+    struct reserve_result r = RESERVE(f, "c", {"tpm", 1});
+    CHECK(!r.allowed);
+    CHECK_STR(r.error, "limit_decreasing:tpm");
+    CHECK_EQ_I64(r.retry_after_ms, 7000);
+    CHECK(!tick(f)); /* 80 held, 50 wanted: not yet */
+    int rc;
+    CHECK_EQ_I64(get(f, "tpm", &rc).status, LIMIT_DECREASING);
+    if (free_by_release)
+        CHECK_EQ_I64(release(f, "a").status, RESULT_OK);
+    else
+        set_time(f, T0_MS + 60000); /* "a" expires */
+    CHECK(tick(f));
+    state = get(f, "tpm", &rc);
+    CHECK_EQ_I64(rc, 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 50);
+    CHECK_EQ_U64(state.pending_decrease_to, 0);
+    CHECK(reserve1(f, "d", "tpm", 10));
+    CHECK(!reserve1(f, "e", "tpm", 1));
+    fixture_close(f);
+}
+
+static void capacity_decrease_waits_for_release(void)
+{
+    decreasing_scenario(true);
+}
+
+static void capacity_decrease_waits_for_expiry(void)
+{
+    decreasing_scenario(false);
+}
+
+FIXTURE_TEST(concurrency_decrease_waits_too)
+{
+    REQUIRE(put_concurrency(f, "slots", 4, 60));
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "l%d", i);
+        REQUIRE(reserve1(f, id, "slots", 1));
+    }
+    struct limit_state state;
+    REQUIRE(put(f, concurrency_limit("slots", 2, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_DECREASING);
+    REQUIRE(complete_none(f, "l0").status == RESULT_OK);
+    CHECK(!tick(f));
+    REQUIRE(complete_none(f, "l1").status == RESULT_OK);
+    CHECK(tick(f));
+    CHECK(!reserve1(f, "l4", "slots", 1));
+    CHECK_EQ_I64(usage(f, "slots").available, 0);
+}
+
+FIXTURE_TEST(budget_decrease_applies_at_once)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "call", "usd", 800));
+    REQUIRE(complete_none(f, "call").status == RESULT_OK);
+    struct limit_state state;
+    REQUIRE(put(f, budget_limit("usd", 500, PERIOD_MONTH, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 500);
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 800);
+    CHECK_EQ_I64(u.available, -300);
+    CHECK(!reserve1(f, "more", "usd", 1));
+}
+
+FIXTURE_TEST(decrease_is_cancelled_by_a_put_at_or_above)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(reserve1(f, "held", "tpm", 90));
+    struct limit_state state;
+    REQUIRE(put(f, rolling_limit("tpm", 10, 60), &state, NULL) == 0);
+    REQUIRE(state.status == LIMIT_DECREASING);
+    REQUIRE(put(f, rolling_limit("tpm", 100, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.pending_decrease_to, 0);
+    CHECK_EQ_U64(state.definition.capacity, 100);
+    CHECK(reserve1(f, "fits", "tpm", 10));
+    /* A smaller decrease that fits replaces a pending one at once. */
+    REQUIRE(release(f, "held").status == RESULT_OK);
+    REQUIRE(put(f, rolling_limit("tpm", 5, 60), &state, NULL) == 0);
+    REQUIRE(state.status == LIMIT_DECREASING);
+    REQUIRE(put(f, rolling_limit("tpm", 20, 60), &state, NULL) == 0);
+    CHECK_EQ_I64(state.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 20);
+}
+
+FIXTURE_TEST(kind_or_period_change_is_refused)
+{
+    REQUIRE(put_rolling(f, "k", 100, 60));
+    char error[RESULT_ERROR_SIZE] = "";
+    CHECK_EQ_I64(put(f, concurrency_limit("k", 100, 60), NULL, error), -1);
+    CHECK(strncmp(error, "kind:", 5) == 0);
+    CHECK(strstr(error, "delete") != NULL);
+    REQUIRE(put_budget(f, "b", 100, PERIOD_MONTH, 60));
+    CHECK_EQ_I64(put(f, budget_limit("b", 100, PERIOD_DAY, 60), NULL, error), -1);
+    CHECK(strncmp(error, "period:", 7) == 0);
+    int rc;
+    CHECK_EQ_I64(get(f, "k", &rc).definition.kind, LIMIT_ROLLING);
+    CHECK_EQ_I64(get(f, "b", &rc).definition.period, PERIOD_MONTH);
+}
+
+FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(put_rolling(f, "keep", 1000, 60));
+    REQUIRE(reserve1(f, "call", "usd", 100));
+    REQUIRE(reserve1(f, "other", "usd", 100));
+    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "usd"), 0);
+    int rc;
+    (void)get(f, "usd", &rc);
+    CHECK_EQ_I64(rc, -1);
+    CHECK_EQ_I64(usage_rc(f, "usd"), -1);
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    REQUIRE(f->ops->list_limits(f->backend, &states, &count) == 0);
+    CHECK_EQ_U64(count, 1);
+    if (count == 1)
+        CHECK_STR(states[0].definition.key, "keep");
+    free(states);
+    CHECK_STR(RESERVE(f, "new", {"usd", 1}).error, "unknown_limit_key: usd");
+    struct completion c = COMPLETE(f, "call", {"usd", 50});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(c.reconciled);
+    CHECK_EQ_I64(release(f, "other").status, RESULT_OK);
+    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "usd"), -1);
+    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "never"), -1);
+}
+
+FIXTURE_TEST(recreate_after_delete)
+{
+    REQUIRE(put_rolling(f, "k", 10, 60));
+    REQUIRE(reserve1(f, "call", "k", 4));
+    REQUIRE(f->ops->delete_limit(f->backend, "k") == 0);
+    /* Same kind: back in service (it may keep its holds, pessimistically). */
+    REQUIRE(put_rolling(f, "k", 10, 60));
+    CHECK(reserve1(f, "after", "k", 6));
+    CHECK(usage(f, "k").available >= 0);
+    CHECK(COMPLETE(f, "call", {"k", 4}).reconciled);
+    /* Another kind after a delete is a new limit. */
+    REQUIRE(f->ops->delete_limit(f->backend, "k") == 0);
+    REQUIRE(put_concurrency(f, "k", 3, 60));
+    CHECK(reserve1(f, "conc", "k", 3));
+    CHECK_EQ_U64(usage(f, "k").reserved, 3);
+    CHECK_EQ_U64(usage(f, "k").used, 0);
+}
+
+FIXTURE_TEST(list_is_sorted_and_get_reports_state)
+{
+    REQUIRE(put_rolling(f, "b:rpm", 10, 60));
+    REQUIRE(put_budget(f, "a:usd", 100, PERIOD_WEEK, 0));
+    REQUIRE(put_concurrency(f, "c:slots", 3, 20));
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    REQUIRE(f->ops->list_limits(f->backend, &states, &count) == 0);
+    REQUIRE(count == 3);
+    CHECK_STR(states[0].definition.key, "a:usd");
+    CHECK_STR(states[1].definition.key, "b:rpm");
+    CHECK_STR(states[2].definition.key, "c:slots");
+    CHECK_EQ_U64(states[0].definition.timeout_seconds, 60); /* the budget default */
+    CHECK_STR(states[0].definition.unit, "usd_micros");
+    free(states);
+    int rc;
+    struct limit_state s = get(f, "c:slots", &rc);
+    CHECK_EQ_I64(rc, 0);
+    CHECK_EQ_I64(s.definition.kind, LIMIT_CONCURRENCY);
+    CHECK_EQ_U64(s.definition.capacity, 3);
+    CHECK_EQ_U64(s.definition.timeout_seconds, 20);
+    (void)get(f, "missing", &rc);
+    CHECK_EQ_I64(rc, -1);
+}
+
+FIXTURE_TEST(restore_loads_a_state_as_it_was)
+{
+    struct limit_state saved = {0};
+    saved.definition = rolling_limit("tpm", 100, 60);
+    saved.status = LIMIT_DECREASING;
+    saved.pending_decrease_to = 40;
+    char error[RESULT_ERROR_SIZE] = "";
+    REQUIRE(f->ops->restore_limit(f->backend, &saved, error, sizeof error) == 0);
+    int rc;
+    struct limit_state s = get(f, "tpm", &rc);
+    CHECK_EQ_I64(s.status, LIMIT_DECREASING);
+    CHECK_EQ_U64(s.pending_decrease_to, 40);
+    CHECK_EQ_U64(s.definition.capacity, 100);
+    CHECK_STR(RESERVE(f, "call", {"tpm", 1}).error, "limit_decreasing:tpm");
+    CHECK(tick(f)); /* nothing is held after a restart: the decrease applies */
+    s = get(f, "tpm", &rc);
+    CHECK_EQ_I64(s.status, LIMIT_ACTIVE);
+    CHECK_EQ_U64(s.definition.capacity, 40);
+    CHECK(reserve1(f, "call", "tpm", 40));
+}
+
+FIXTURE_TEST(usage_of_unknown_key_fails)
+{
+    CHECK_EQ_I64(usage_rc(f, "nothing"), -1);
+    CHECK(f->ops->ready(f->backend));
+}
+
+void run_admin_tests(int *passed, int *failed)
+{
+    RUN(capacity_increase_applies_at_once, "a capacity increase applies at once");
+    RUN(capacity_decrease_applies_at_once_when_free,
+        "a decrease that the free capacity covers applies at once");
+    RUN(capacity_decrease_waits_for_release,
+        "a decrease that does not fit enters decreasing: reserves get limit_decreasing with the "
+        "configured retry; tick applies it once a release frees enough");
+    RUN(capacity_decrease_waits_for_expiry, "tick applies a pending decrease once holds expire");
+    RUN(concurrency_decrease_waits_too, "a concurrency decrease waits for slots to free");
+    RUN(budget_decrease_applies_at_once,
+        "a budget decrease applies at once and available goes negative");
+    RUN(decrease_is_cancelled_by_a_put_at_or_above,
+        "a put at or above the capacity in force cancels a pending decrease");
+    RUN(kind_or_period_change_is_refused,
+        "changing the kind or period of a live limit is refused, naming the field");
+    RUN(delete_hides_the_key_but_leases_still_finish,
+        "a deleted key is unknown to reserve/get/list/usage, yet its leases complete and release");
+    RUN(recreate_after_delete, "a deleted key can be put again, of the same or another kind");
+    RUN(list_is_sorted_and_get_reports_state, "list_limits is sorted by key; get reports the state");
+    RUN(restore_loads_a_state_as_it_was,
+        "restore_limit loads a decreasing state as saved and tick finishes the decrease");
+    RUN(usage_of_unknown_key_fails, "usage of an unknown key is -1; the backend is ready");
+    *passed += test_passed_count;
+    *failed += test_failed_count;
+}

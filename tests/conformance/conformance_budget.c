@@ -1,0 +1,186 @@
+/* Conformance: budgets (SPEC section 3, seed ADR-164.1): commit, overrun
+ * debt, UTC periods and their roll-over, old periods, late commits. */
+#include "conformance.h"
+#include "test.h"
+
+FIXTURE_TEST(budget_commit_charges_the_actual)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "call", "usd", 300));
+    struct completion c = COMPLETE(f, "call", {"usd", 200});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(c.reconciled);
+    CHECK_EQ_U64(c.warning_count, 0);
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK_EQ_U64(u.used, 200);
+    CHECK_EQ_U64(u.debt, 0);
+    CHECK_EQ_I64(u.available, 800);
+    CHECK_EQ_I64(u.period_start_unix_ms, JAN_01_MS);
+    CHECK_EQ_I64(u.period_end_unix_ms, FEB_01_MS);
+    /* Committed is permanent for the period: the hold's expiry changes nothing. */
+    advance(f, 120000);
+    tick(f);
+    CHECK_EQ_U64(usage(f, "usd").used, 200);
+}
+
+FIXTURE_TEST(budget_overrun_is_debt_and_blocks_until_next_period)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "one", "usd", 600));
+    REQUIRE(reserve1(f, "two", "usd", 300));
+    /* 900 spent on a 600 reservation: 700 fits next to the other 300. */
+    CHECK_EQ_I64(COMPLETE(f, "one", {"usd", 900}).status, RESULT_OK);
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 700);
+    CHECK_EQ_U64(u.debt, 200);
+    CHECK_EQ_U64(u.reserved, 300);
+    CHECK_EQ_I64(u.available, -200);
+    CHECK_EQ_I64(COMPLETE(f, "two", {"usd", 300}).status, RESULT_OK);
+    u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 800);
+    CHECK_EQ_U64(u.debt, 400);
+    CHECK_EQ_I64(u.available, -200);
+    struct reserve_result r = RESERVE(f, "denied", {"usd", 1});
+    CHECK(!r.allowed);
+    CHECK_EQ_I64(r.retry_after_ms, FEB_01_MS - T0_MS);
+    set_time(f, FEB_01_MS);
+    CHECK(reserve1(f, "february", "usd", 1000));
+    u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 0);
+    CHECK_EQ_U64(u.debt, 0);
+    CHECK_EQ_U64(u.reserved, 1000);
+}
+
+FIXTURE_TEST(budget_period_rolls_over_at_utc_month_end)
+{
+    set_time(f, JAN_31_23_59_59_MS + 999);
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "late-january", "usd", 1000));
+    CHECK(!reserve1(f, "still-january", "usd", 1));
+    set_time(f, FEB_01_MS);
+    /* The January reservation is still live but belongs to January. */
+    CHECK(reserve1(f, "february", "usd", 1000));
+    struct limit_usage feb = usage(f, "usd");
+    CHECK_EQ_I64(feb.period_start_unix_ms, FEB_01_MS);
+    CHECK_EQ_I64(feb.period_end_unix_ms, MAR_01_MS);
+    CHECK_EQ_U64(feb.reserved, 1000);
+    struct limit_usage jan = usage_at(f, "usd", JAN_31_23_59_59_MS);
+    CHECK_EQ_I64(jan.period_start_unix_ms, JAN_01_MS);
+    CHECK_EQ_U64(jan.reserved, 1000);
+}
+
+FIXTURE_TEST(budget_old_period_stays_queryable)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "january", "usd", 400));
+    REQUIRE(complete_none(f, "january").status == RESULT_OK);
+    set_time(f, FEB_01_MS + 3600 * 1000);
+    tick(f);
+    REQUIRE(reserve1(f, "february", "usd", 100));
+    REQUIRE(complete_none(f, "february").status == RESULT_OK);
+    struct limit_usage jan = usage_at(f, "usd", T0_MS);
+    CHECK_EQ_U64(jan.used, 400);
+    CHECK_EQ_I64(jan.available, 600);
+    CHECK_EQ_I64(jan.period_start_unix_ms, JAN_01_MS);
+    CHECK_EQ_I64(jan.period_end_unix_ms, FEB_01_MS);
+    struct limit_usage feb = usage(f, "usd");
+    CHECK_EQ_U64(feb.used, 100);
+    CHECK_EQ_I64(feb.period_start_unix_ms, FEB_01_MS);
+    /* A period with no activity reports zero. */
+    struct limit_usage dec = usage_at(f, "usd", JAN_01_MS - 1);
+    CHECK_EQ_U64(dec.used, 0);
+    CHECK_EQ_I64(dec.available, 1000);
+}
+
+FIXTURE_TEST(budget_commit_after_period_end_goes_to_its_own_period)
+{
+    set_time(f, JAN_31_23_59_59_MS - 10000);
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "straddles", "usd", 300));
+    set_time(f, FEB_01_MS + 30000); /* the hold is still live */
+    struct completion c = COMPLETE(f, "straddles", {"usd", 300});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(!has_warning(&c, "commit_after_expiry:usd"));
+    CHECK_EQ_U64(usage_at(f, "usd", JAN_31_23_59_59_MS).used, 300);
+    CHECK_EQ_U64(usage(f, "usd").used, 0);
+}
+
+FIXTURE_TEST(budget_commit_after_expiry_is_charged_with_warning)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 10));
+    REQUIRE(reserve1(f, "slow", "usd", 300));
+    advance(f, 20000);
+    tick(f);
+    CHECK_EQ_U64(usage(f, "usd").reserved, 0);
+    struct completion c = COMPLETE(f, "slow", {"usd", 250});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(c.reconciled);
+    CHECK(has_warning(&c, "commit_after_expiry:usd"));
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 250);
+    CHECK_EQ_I64(u.available, 750);
+}
+
+FIXTURE_TEST(budget_left_out_key_settles_at_reserved)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(put_rolling(f, "rpm", 10, 60));
+    REQUIRE(RESERVE(f, "call", {"usd", 500}, {"rpm", 1}).allowed);
+    REQUIRE(COMPLETE(f, "call", {"rpm", 1}).status == RESULT_OK);
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 500);
+    CHECK_EQ_U64(u.reserved, 0);
+}
+
+FIXTURE_TEST(budget_release_frees_the_reservation)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "call", "usd", 1000));
+    CHECK_EQ_I64(release(f, "call").status, RESULT_OK);
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK_EQ_U64(u.used, 0);
+    CHECK(reserve1(f, "next", "usd", 1000));
+}
+
+FIXTURE_TEST(budget_day_and_week_periods_are_utc)
+{
+    REQUIRE(put_budget(f, "daily", 100, PERIOD_DAY, 60));
+    REQUIRE(put_budget(f, "weekly", 100, PERIOD_WEEK, 60));
+    struct limit_usage day = usage(f, "daily");
+    CHECK_EQ_I64(day.period_start_unix_ms, JAN_16_MS - 86400000);
+    CHECK_EQ_I64(day.period_end_unix_ms, JAN_16_MS);
+    struct limit_usage week = usage(f, "weekly");
+    CHECK_EQ_I64(week.period_start_unix_ms, MON_JAN_12_MS);
+    CHECK_EQ_I64(week.period_end_unix_ms, MON_JAN_19_MS);
+    REQUIRE(reserve1(f, "d1", "daily", 100));
+    REQUIRE(complete_none(f, "d1").status == RESULT_OK);
+    set_time(f, JAN_16_MS - 1);
+    CHECK(!reserve1(f, "d2", "daily", 1));
+    set_time(f, JAN_16_MS);
+    CHECK(reserve1(f, "d3", "daily", 100));
+}
+
+void run_budget_tests(int *passed, int *failed)
+{
+    RUN(budget_commit_charges_the_actual,
+        "complete commits the actual to the period, permanently, and frees the rest");
+    RUN(budget_overrun_is_debt_and_blocks_until_next_period,
+        "an overrun beyond the cap is debt, available goes negative, reserves wait for the next "
+        "period");
+    RUN(budget_period_rolls_over_at_utc_month_end,
+        "a new month starts from zero at 00:00 UTC; last month's live hold stays last month's");
+    RUN(budget_old_period_stays_queryable, "usage at_unix_ms reports the period containing it");
+    RUN(budget_commit_after_period_end_goes_to_its_own_period,
+        "a commit landing after the period ended is charged to the period of the reserve");
+    RUN(budget_commit_after_expiry_is_charged_with_warning,
+        "a commit after the hold expired is charged and warned commit_after_expiry:<key>");
+    RUN(budget_left_out_key_settles_at_reserved,
+        "a budget key left out of the actuals commits its reserved amount");
+    RUN(budget_release_frees_the_reservation, "release frees a budget reservation at once");
+    RUN(budget_day_and_week_periods_are_utc,
+        "day and week (Monday) periods follow UTC boundaries");
+    *passed += test_passed_count;
+    *failed += test_failed_count;
+}

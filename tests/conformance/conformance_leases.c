@@ -1,0 +1,244 @@
+/* Conformance: leases (SPEC section 4, seed ADR 0012, backend.h):
+ * idempotent reserve, conflicts, complete/release finality, the lease cache
+ * bound and retention. */
+#include <stdio.h>
+
+#include "conformance.h"
+#include "test.h"
+
+FIXTURE_TEST(reserve_retry_gets_the_same_answer)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(put_concurrency(f, "slots", 5, 30));
+    struct reserve_result first = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
+    REQUIRE(first.allowed);
+    advance(f, 5000);
+    /* Same set in another order, later: same answer, same timestamps. */
+    struct reserve_result again = RESERVE(f, "lease-1", {"slots", 1}, {"tpm", 5});
+    CHECK_EQ_I64(again.status, RESULT_OK);
+    CHECK(again.allowed);
+    CHECK_EQ_I64(again.reserved_at_unix_ms, first.reserved_at_unix_ms);
+    CHECK_EQ_I64(again.expires_at_unix_ms, first.expires_at_unix_ms);
+    CHECK_EQ_I64(again.reserved_at_unix_ms, T0_MS);
+    /* Held once, not twice. */
+    CHECK_EQ_U64(usage(f, "tpm").reserved, 5);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 1);
+    /* Still the same answer after the lease completed. */
+    REQUIRE(complete_none(f, "lease-1").status == RESULT_OK);
+    again = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
+    CHECK(again.allowed);
+    CHECK_EQ_I64(again.reserved_at_unix_ms, T0_MS);
+    CHECK_EQ_U64(usage(f, "tpm").used, 5);
+}
+
+FIXTURE_TEST(reserve_retry_with_other_requirements_conflicts)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(put_rolling(f, "rpm", 100, 60));
+    REQUIRE(RESERVE(f, "lease-1", {"tpm", 5}, {"rpm", 1}).allowed);
+    struct reserve_result r = RESERVE(f, "lease-1", {"tpm", 6}, {"rpm", 1});
+    CHECK_EQ_I64(r.status, RESULT_CONFLICT);
+    CHECK(!r.allowed);
+    CHECK_STR(r.error, "lease_conflict");
+    r = RESERVE(f, "lease-1", {"tpm", 5});
+    CHECK_EQ_I64(r.status, RESULT_CONFLICT);
+    r = RESERVE(f, "lease-1", {"tpm", 5}, {"rpm", 1}, {"other", 1});
+    CHECK_EQ_I64(r.status, RESULT_CONFLICT);
+    CHECK_EQ_U64(usage(f, "tpm").reserved, 5);
+    CHECK_EQ_U64(usage(f, "rpm").reserved, 1);
+}
+
+FIXTURE_TEST(denied_lease_stays_denied)
+{
+    REQUIRE(put_concurrency(f, "slots", 1, 60));
+    REQUIRE(put_rolling(f, "rpm", 100, 60));
+    REQUIRE(reserve1(f, "holder", "slots", 1));
+    struct reserve_result first = RESERVE(f, "waiter", {"rpm", 1}, {"slots", 1});
+    REQUIRE(!first.allowed);
+    REQUIRE(first.denied_count == 1);
+    REQUIRE(release(f, "holder").status == RESULT_OK);
+    /* Room now, but a denied lease id stays denied: the client needs a new one. */
+    struct reserve_result again = RESERVE(f, "waiter", {"slots", 1}, {"rpm", 1});
+    CHECK_EQ_I64(again.status, RESULT_OK);
+    CHECK(!again.allowed);
+    CHECK_STR(again.error, "");
+    REQUIRE(again.denied_count == 1);
+    CHECK_EQ_U64(again.denied_index[0], 0); /* "slots", in this request's order */
+    CHECK(again.retry_after_ms >= 1);
+    CHECK_EQ_U64(usage(f, "rpm").reserved, 0);
+    CHECK_EQ_I64(RESERVE(f, "waiter", {"slots", 2}).status, RESULT_CONFLICT);
+    CHECK(RESERVE(f, "new-id", {"rpm", 1}, {"slots", 1}).allowed);
+}
+
+FIXTURE_TEST(definitive_errors_are_not_recorded)
+{
+    REQUIRE(put_rolling(f, "rpm", 10, 60));
+    struct reserve_result r = RESERVE(f, "lease-1", {"rpm", 1}, {"later", 1});
+    CHECK_STR(r.error, "unknown_limit_key: later");
+    REQUIRE(put_rolling(f, "later", 10, 60));
+    CHECK(RESERVE(f, "lease-1", {"rpm", 1}, {"later", 1}).allowed);
+
+    r = RESERVE(f, "lease-2", {"rpm", 20});
+    CHECK_STR(r.error, "exceeds_capacity:rpm");
+    REQUIRE(put_rolling(f, "rpm", 30, 60));
+    CHECK(RESERVE(f, "lease-2", {"rpm", 20}).allowed);
+
+    /* 21 held; a decrease to 5 waits. */
+    struct limit_state state;
+    REQUIRE(put(f, rolling_limit("rpm", 5, 60), &state, NULL) == 0);
+    REQUIRE(state.status == LIMIT_DECREASING);
+    r = RESERVE(f, "lease-3", {"rpm", 1});
+    CHECK_STR(r.error, "limit_decreasing:rpm");
+    REQUIRE(put(f, rolling_limit("rpm", 30, 60), &state, NULL) == 0);
+    CHECK(RESERVE(f, "lease-3", {"rpm", 1}).allowed);
+}
+
+FIXTURE_TEST(complete_twice_is_a_noop)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(reserve1(f, "call", "tpm", 50));
+    CHECK(COMPLETE(f, "call", {"tpm", 20}).reconciled);
+    struct completion c = COMPLETE(f, "call", {"tpm", 40});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK_EQ_U64(c.warning_count, 0);
+    struct limit_usage u = usage(f, "tpm");
+    CHECK_EQ_U64(u.used, 20);
+    CHECK_EQ_U64(u.reserved, 0);
+}
+
+FIXTURE_TEST(complete_unknown_lease_is_not_reconciled)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    struct completion c = COMPLETE(f, "never-reserved", {"tpm", 20});
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(!c.reconciled);
+    CHECK_EQ_U64(usage(f, "tpm").used, 0);
+}
+
+FIXTURE_TEST(complete_after_release_conflicts)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "call", "usd", 100));
+    REQUIRE(release(f, "call").status == RESULT_OK);
+    struct completion c = COMPLETE(f, "call", {"usd", 100});
+    CHECK_EQ_I64(c.status, RESULT_CONFLICT);
+    CHECK_STR(c.error, "already_finalized");
+    CHECK_EQ_U64(usage(f, "usd").used, 0);
+}
+
+FIXTURE_TEST(release_after_complete_conflicts)
+{
+    REQUIRE(put_concurrency(f, "slots", 1, 60));
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(RESERVE(f, "call", {"slots", 1}, {"usd", 100}).allowed);
+    REQUIRE(complete_none(f, "call").status == RESULT_OK);
+    struct release_result r = release(f, "call");
+    CHECK_EQ_I64(r.status, RESULT_CONFLICT);
+    CHECK_STR(r.error, "already_finalized");
+    CHECK_EQ_U64(usage(f, "usd").used, 100);
+}
+
+FIXTURE_TEST(release_twice_and_unknown_are_noops)
+{
+    REQUIRE(put_concurrency(f, "slots", 2, 60));
+    REQUIRE(reserve1(f, "call", "slots", 1));
+    REQUIRE(reserve1(f, "other", "slots", 1));
+    CHECK_EQ_I64(release(f, "call").status, RESULT_OK);
+    struct release_result r = release(f, "call");
+    CHECK_EQ_I64(r.status, RESULT_OK);
+    CHECK_STR(r.error, "");
+    CHECK_EQ_I64(release(f, "never-reserved").status, RESULT_OK);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 1); /* "other" is untouched */
+}
+
+FIXTURE_TEST(actual_key_not_in_lease_changes_nothing)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(put_rolling(f, "stranger", 100, 60));
+    REQUIRE(reserve1(f, "call", "tpm", 10));
+    struct completion c = COMPLETE(f, "call", {"tpm", 5}, {"stranger", 1});
+    CHECK_EQ_I64(c.status, RESULT_INVALID);
+    CHECK_STR(c.error, "actual_key_not_in_lease:stranger");
+    struct limit_usage u = usage(f, "tpm");
+    CHECK_EQ_U64(u.reserved, 10);
+    CHECK_EQ_U64(u.used, 0);
+    CHECK(COMPLETE(f, "call", {"tpm", 5}).reconciled);
+    CHECK_EQ_U64(usage(f, "tpm").used, 5);
+}
+
+static void lease_cache_evicts_oldest_one_past_the_bound(void)
+{
+    if (!conformance_traits.bounded_lease_cache) {
+        printf("  (skipped: %s keeps every lease)\n", conformance_backend);
+        return;
+    }
+    struct fixture fixture, *f = &fixture;
+    struct backend_config config;
+    fixture_config(f, &config, T0_MS);
+    config.lease_cache_entries = 4;
+    REQUIRE(fixture_start(f, &config));
+    CHECK(put_concurrency(f, "slots", 10, 60));
+    char id[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof id, "lease-%d", i);
+        CHECK(reserve1(f, id, "slots", 1));
+    }
+    CHECK_EQ_U64(stats(f).lease_cache_entries, 4);
+    /* The oldest was evicted: unknown now, but its hold is still counted. */
+    CHECK(!complete_none(f, "lease-0").reconciled);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 5);
+    CHECK(complete_none(f, "lease-1").reconciled);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 4);
+    /* The evicted lease's hold expires by itself, with the others. */
+    advance(f, 60000);
+    tick(f);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 0);
+    fixture_close(f);
+}
+
+static void lease_retention_forgets_old_leases(void)
+{
+    struct fixture fixture, *f = &fixture;
+    struct backend_config config;
+    fixture_config(f, &config, T0_MS);
+    config.lease_retention_ms = 10000;
+    REQUIRE(fixture_start(f, &config));
+    CHECK(put_rolling(f, "tpm", 100, 600));
+    CHECK(reserve1(f, "old", "tpm", 10));
+    advance(f, 9999);
+    CHECK(RESERVE(f, "old", {"tpm", 10}).allowed); /* still retained: the same answer */
+    advance(f, 1);
+    tick(f);
+    CHECK(!complete_none(f, "old").reconciled);
+    CHECK_EQ_U64(usage(f, "tpm").reserved, 10); /* the hold stays until its window ends */
+    /* The id is free again: other requirements are a new lease, not a conflict. */
+    CHECK(RESERVE(f, "old", {"tpm", 20}).allowed);
+    fixture_close(f);
+}
+
+void run_lease_tests(int *passed, int *failed)
+{
+    RUN(reserve_retry_gets_the_same_answer,
+        "the same lease_id and requirement set (any order) gets the same answer and timestamps, "
+        "held once");
+    RUN(reserve_retry_with_other_requirements_conflicts,
+        "the same lease_id with other requirements is lease_conflict and changes nothing");
+    RUN(denied_lease_stays_denied, "a capacity-denied lease stays denied even once room frees");
+    RUN(definitive_errors_are_not_recorded,
+        "unknown_limit_key, exceeds_capacity and limit_decreasing are not recorded on the lease");
+    RUN(complete_twice_is_a_noop, "completing twice is a no-op success");
+    RUN(complete_unknown_lease_is_not_reconciled,
+        "completing an unknown lease succeeds with reconciled=false");
+    RUN(complete_after_release_conflicts, "completing a released lease is already_finalized");
+    RUN(release_after_complete_conflicts, "releasing a completed lease is already_finalized");
+    RUN(release_twice_and_unknown_are_noops,
+        "releasing twice, or an unknown lease, is a no-op success");
+    RUN(actual_key_not_in_lease_changes_nothing,
+        "an actual for a key not in the lease is actual_key_not_in_lease:<key>, nothing changes");
+    RUN(lease_cache_evicts_oldest_one_past_the_bound,
+        "one lease past lease_cache_entries evicts the oldest, which never frees its holds");
+    RUN(lease_retention_forgets_old_leases,
+        "a lease is forgotten lease_retention_ms after its reserve; its holds are not");
+    *passed += test_passed_count;
+    *failed += test_failed_count;
+}

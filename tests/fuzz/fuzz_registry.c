@@ -1,0 +1,123 @@
+/* libFuzzer harness: the registry file loader (DATA_DIR/limits.json, SPEC
+ * section 6) restoring into the memory backend. Any input either loads or is
+ * refused with "<file>: line L..." (never a crash, never a silent empty
+ * registry); a registry that loads is written back and must load again into
+ * a fresh backend as the very same states. */
+#include <assert.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "server/registry.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+extern const struct backend_ops memory_backend_ops;
+
+#define ERROR_SIZE 1024
+
+static char dir[256];
+static char file[300];
+
+static void setup_once(void)
+{
+    if (dir[0] != '\0')
+        return;
+    /* tmpfs when there is one: the loader's rewrite fsyncs */
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(dir, sizeof dir, "%s/llmlimit-fuzz-registry-XXXXXX", base);
+    char *made = mkdtemp(dir);
+    assert(made != NULL);
+    snprintf(file, sizeof file, "%s/limits.json", dir);
+}
+
+static struct backend *backend_new(void)
+{
+    struct backend_config config;
+    memset(&config, 0, sizeof config);
+    config.clock = clock_system();
+    config.data_dir = dir;
+    config.lease_cache_entries = 16;
+    config.lease_retention_ms = 1000;
+    config.concurrency_poll_ms = CONCURRENCY_POLL_MS_DEFAULT;
+    config.decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
+    struct backend *backend = NULL;
+    char error[ERROR_SIZE];
+    int opened = memory_backend_ops.open(&config, &backend, error, sizeof error);
+    assert(opened == 0);
+    return backend;
+}
+
+static void write_input(const uint8_t *data, size_t size)
+{
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert(fd >= 0);
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = write(fd, data + done, size - done);
+        assert(n > 0);
+        done += (size_t)n;
+    }
+    close(fd);
+}
+
+static bool same_states(const struct limit_state *a, const struct limit_state *b, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct limit_definition *x = &a[i].definition, *y = &b[i].definition;
+        if (strcmp(x->key, y->key) != 0 || x->kind != y->kind || x->capacity != y->capacity ||
+            x->window_seconds != y->window_seconds || x->timeout_seconds != y->timeout_seconds ||
+            x->period != y->period || strcmp(x->unit, y->unit) != 0 ||
+            strcmp(x->description, y->description) != 0 || x->overage != y->overage ||
+            a[i].status != b[i].status || a[i].pending_decrease_to != b[i].pending_decrease_to)
+            return false;
+    }
+    return true;
+}
+
+/* Loads the file into a fresh backend; returns its states (caller frees) or
+ * NULL if the loader refused it. */
+static struct limit_state *load(size_t *count, char *error)
+{
+    struct backend *backend = backend_new();
+    struct registry *registry = NULL;
+    struct limit_state *states = NULL;
+    if (registry_open(dir, &memory_backend_ops, backend, &registry, error, ERROR_SIZE) == 0) {
+        int listed = memory_backend_ops.list_limits(backend, &states, count);
+        assert(listed == 0);
+        if (*count > 0)
+            assert(registry_save(registry) == REGISTRY_OK);
+        registry_close(registry);
+    } else {
+        assert(registry == NULL);
+        assert(strncmp(error, file, strlen(file)) == 0); /* names the file */
+    }
+    memory_backend_ops.close(backend);
+    return states;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    setup_once();
+    write_input(data, size);
+    char error[ERROR_SIZE] = "";
+    size_t count = 0;
+    struct limit_state *states = load(&count, error);
+    if (states == NULL || count == 0) {
+        free(states);
+        return 0;
+    }
+    /* load() rewrote the file from the backend: it must load back the same */
+    size_t count_again = 0;
+    struct limit_state *again = load(&count_again, error);
+    assert(again != NULL);
+    assert(count_again == count);
+    assert(same_states(states, again, count));
+    free(states);
+    free(again);
+    return 0;
+}

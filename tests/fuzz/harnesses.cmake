@@ -1,0 +1,29 @@
+# The fuzz harnesses and the code each one exercises, shared by the libFuzzer
+# build (tests/fuzz) and the corpus replay tests of every build
+# (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
+# one can instrument them.
+set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
+set(LLMLIMIT_FUZZ_HARNESSES request path registry period)
+
+file(GLOB LLMLIMIT_FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/core/*.c)
+file(GLOB LLMLIMIT_FUZZ_MEMORY_SOURCES CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/src/backend/memory*.c)
+set(LLMLIMIT_FUZZ_SERVER_SOURCES
+    ${PROJECT_SOURCE_DIR}/src/server/buffer.c
+    ${PROJECT_SOURCE_DIR}/src/server/decode.c
+    ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
+    ${PROJECT_SOURCE_DIR}/src/server/encode.c
+    ${PROJECT_SOURCE_DIR}/src/server/log.c
+    ${PROJECT_SOURCE_DIR}/src/server/registry.c
+    ${PROJECT_SOURCE_DIR}/src/server/routes.c)
+
+# One static library of everything under test, built with `options`.
+function(llmlimit_fuzz_subject name)
+  add_library(${name} STATIC ${LLMLIMIT_FUZZ_CORE_SOURCES} ${LLMLIMIT_FUZZ_MEMORY_SOURCES}
+              ${LLMLIMIT_FUZZ_SERVER_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/src/server ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(${name} PUBLIC _GNU_SOURCE)
+  target_compile_options(${name} PRIVATE ${ARGN})
+  target_link_libraries(${name} PUBLIC PkgConfig::JANSSON PkgConfig::CRYPTO Threads::Threads)
+endfunction()

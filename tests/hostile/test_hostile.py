@@ -1,0 +1,402 @@
+"""Hostile clients against the real llmlimitd: slow headers and slow bodies
+(slowloris), a thousand idle connections, the connection limit, pipelined
+garbage, connections dropped mid-request, a client that never reads its
+answers, oversized bodies and headers. While each attack runs, a well-behaved
+client keeps reserving on fresh connections; every one of its reserves must be
+answered (allowed) within PROBE_LATENCY_S_MAX. After the attack the server
+must still be alive, its open file descriptors back near where they started,
+and no truncated request may have reserved anything."""
+
+import os
+import random
+import socket
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+from harness import Server, binary_from_argv, wait_until  # noqa: E402
+
+BINARY = binary_from_argv()
+BACKEND = "memory"
+for _i, _arg in enumerate(list(sys.argv)):
+    if _arg == "--backend" and _i + 1 < len(sys.argv):
+        BACKEND = sys.argv[_i + 1]
+        del sys.argv[_i:_i + 2]
+        break
+
+PROBE_LATENCY_S_MAX = 2.0
+PROBE_INTERVAL_S = 0.05
+TIMEOUT_S = 2  # --connection-timeout-seconds of the servers below
+CLOSE_SLACK_S = 3.0  # how late after TIMEOUT_S the server may close an idle socket
+FD_SLACK = 16  # descriptors the server may keep beyond its idle count (logs, sqlite, ...)
+KEY = "hostile:rpm"
+LIMIT = {"key": KEY, "kind": "rolling", "capacity": 1000000000, "window_seconds": 60}
+
+
+def request_bytes(method, path, body=b"", extra=b""):
+    head = b"%s %s HTTP/1.1\r\nHost: llmlimitd\r\n" % (method.encode(), path.encode())
+    if body or method in ("POST", "PUT"):
+        head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+    return head + extra + b"\r\n" + body
+
+
+def reserve_bytes(lease_id, amount=1):
+    body = b'{"lease_id":"%s","requirements":[{"key":"%s","amount":%d}]}' % (
+        lease_id.encode(), KEY.encode(), amount)
+    return request_bytes("POST", "/v1/reserve", body)
+
+
+def read_reply(sock, timeout_s=5.0):
+    """Reads one HTTP reply (Content-Length framed); returns (status, body)
+    or (None, b"") if the server closed the connection first."""
+    sock.settimeout(timeout_s)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, b""
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, rest[:length]
+
+
+def closed_by_peer(sock, timeout_s):
+    """True once the server closes sock (EOF or reset) within timeout_s."""
+    sock.settimeout(timeout_s)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except (socket.timeout, OSError):
+        return False
+
+
+class Prober(threading.Thread):
+    """A well-behaved client: one reserve per fresh connection, every
+    PROBE_INTERVAL_S, recording each latency and any failure."""
+
+    def __init__(self, server):
+        super().__init__(daemon=True)
+        self.server = server
+        self.latencies = []
+        self.failures = []
+        self.stopping = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            try:
+                with socket.create_connection((self.server.host, self.server.port),
+                                              PROBE_LATENCY_S_MAX * 2) as sock:
+                    sock.sendall(reserve_bytes(str(uuid.uuid4())))
+                    status, body = read_reply(sock, PROBE_LATENCY_S_MAX * 2)
+                if status != 200 or b'"allowed":true' not in body.replace(b" ", b""):
+                    self.failures.append("status %s: %r" % (status, body[:200]))
+            except OSError as error:
+                self.failures.append("%s after %.2f s" % (error, time.monotonic() - started))
+            self.latencies.append(time.monotonic() - started)
+            self.stopping.wait(PROBE_INTERVAL_S)
+
+    def stop(self):
+        self.stopping.set()
+        self.join(10)
+        return self
+
+
+def open_fds(server):
+    return len(os.listdir("/proc/%d/fd" % server.process.pid))
+
+
+class HostileCase(unittest.TestCase):
+    SERVER_ARGS = ["--max-connections", "256", "--connection-timeout-seconds", str(TIMEOUT_S)]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(BINARY, backend=BACKEND, args=cls.SERVER_ARGS).start()
+        status, _, body = cls.server.put_limit(LIMIT)
+        assert status == 200, body
+        cls.server.request("GET", "/healthz")
+        cls.server._local.conn.close()  # no keep-alive connection of our own to count
+        cls.server._local.conn = None
+        time.sleep(0.2)
+        cls.baseline_fds = open_fds(cls.server)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.server.cleanup()
+        assert code == 0, "llmlimitd exited with %s:\n%s" % (code, cls.server.stderr_text())
+
+    def connect(self):
+        return socket.create_connection((self.server.host, self.server.port), 5)
+
+    def under_attack(self, attack, *args):
+        """Runs attack(*args) while a Prober runs; checks the prober's record."""
+        prober = Prober(self.server)
+        prober.start()
+        try:
+            result = attack(*args)
+        finally:
+            prober.stop()
+        self.assertEqual(prober.failures, [])
+        self.assertGreaterEqual(len(prober.latencies), 10, "the prober hardly ran")
+        worst = max(prober.latencies)
+        self.assertLess(worst, PROBE_LATENCY_S_MAX, "a reserve took %.2f s" % worst)
+        self.assertIsNone(self.server.process.poll(), "llmlimitd died")
+        return result
+
+    def assert_fds_settle(self):
+        settled = wait_until(lambda: open_fds(self.server) <= self.baseline_fds + FD_SLACK,
+                             timeout_s=TIMEOUT_S + CLOSE_SLACK_S + 5)
+        self.assertTrue(settled, "open descriptors: %d, baseline %d" % (
+            open_fds(self.server), self.baseline_fds))
+
+    def reserved(self):
+        status, _, body = self.server.usage(KEY)
+        self.assertEqual(status, 200, body)
+        self.server._local.conn.close()
+        self.server._local.conn = None
+        return body["reserved"]
+
+
+class SlowClients(HostileCase):
+    def trickle(self, sockets, payloads, seconds):
+        """Sends each payload one byte at a time, every 0.25 s, for `seconds`."""
+        deadline = time.monotonic() + seconds
+        position = 0
+        while time.monotonic() < deadline:
+            for sock, payload in zip(sockets, payloads):
+                if position < len(payload):
+                    try:
+                        sock.send(payload[position:position + 1])
+                    except OSError:
+                        pass
+            position += 1
+            time.sleep(0.25)
+
+    def test_slow_headers_do_not_delay_others(self):
+        """100 slowloris header senders: a normal reserve still answers in < 2 s."""
+        sockets = [self.connect() for _ in range(100)]
+        payload = reserve_bytes("slow-headers")
+        self.under_attack(self.trickle, sockets, [payload] * len(sockets), 2 * TIMEOUT_S + 1)
+        for sock in sockets:
+            sock.close()
+        self.assert_fds_settle()
+
+    def test_slow_bodies_do_not_delay_others(self):
+        """100 clients trickling a 10 KB body: a normal reserve still answers in < 2 s."""
+        sockets = [self.connect() for _ in range(100)]
+        body = b'{"lease_id":"x","requirements":[' + b" " * 10000 + b"]}"
+        head = request_bytes("POST", "/v1/reserve", body)[:-len(body)]
+        for sock in sockets:
+            sock.sendall(head)
+        self.under_attack(self.trickle, sockets, [body] * len(sockets), 2 * TIMEOUT_S + 1)
+        for sock in sockets:
+            sock.close()
+        self.assert_fds_settle()
+
+    def test_stalled_requests_are_closed_after_the_timeout(self):
+        """Connections that stop mid-header, mid-body or send nothing are closed by the server."""
+        stalls = [b"", b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\n",
+                  request_bytes("POST", "/v1/reserve", b"{" * 10)[:-5]]
+        sockets = []
+        for stall in stalls * 10:
+            sock = self.connect()
+            sock.sendall(stall)
+            sockets.append(sock)
+        started = time.monotonic()
+        for sock in sockets:
+            remaining = TIMEOUT_S + CLOSE_SLACK_S - (time.monotonic() - started)
+            self.assertTrue(closed_by_peer(sock, max(remaining, 0.1)),
+                            "a stalled connection was still open after %.1f s"
+                            % (time.monotonic() - started))
+            sock.close()
+        self.assertEqual(self.reserved(), 0)  # truncated reserves held nothing
+        self.assert_fds_settle()
+
+
+class ManyConnections(HostileCase):
+    SERVER_ARGS = ["--connection-timeout-seconds", str(TIMEOUT_S)]  # default --max-connections
+    IDLE = 1000
+
+    def test_thousand_idle_connections(self):
+        """1000 idle connections: others are served meanwhile, and the idle ones are closed."""
+        sockets = self.under_attack(self.open_idle, self.IDLE)
+        started = time.monotonic()
+        still_open = [s for s in sockets
+                      if not closed_by_peer(s, max(0.1, TIMEOUT_S + CLOSE_SLACK_S
+                                                   - (time.monotonic() - started)))]
+        for sock in sockets:
+            sock.close()
+        self.assertEqual(len(still_open), 0, "%d idle connections never closed" % len(still_open))
+        self.assert_fds_settle()
+
+    def open_idle(self, count):
+        sockets = []
+        for _ in range(count):
+            sockets.append(self.connect())
+        time.sleep(1.0)  # the prober runs while all of them are open
+        return sockets
+
+
+class ConnectionLimit(HostileCase):
+    LIMIT_CONNECTIONS = 32
+    SERVER_ARGS = ["--max-connections", str(LIMIT_CONNECTIONS),
+                   "--connection-timeout-seconds", str(TIMEOUT_S)]
+
+    def test_one_past_the_connection_limit_is_refused_not_hung(self):
+        """Connection max+1 is closed at once (no hang); service returns after the idle timeout."""
+        idle = [self.connect() for _ in range(self.LIMIT_CONNECTIONS)]
+        time.sleep(0.3)
+        extra = self.connect()
+        started = time.monotonic()
+        try:
+            extra.sendall(reserve_bytes(str(uuid.uuid4())))
+            status, _ = read_reply(extra, PROBE_LATENCY_S_MAX)
+        except (ConnectionResetError, BrokenPipeError):
+            status = None
+        except socket.timeout:
+            self.fail("a connection past --max-connections hung instead of being closed")
+        waited = time.monotonic() - started
+        extra.close()
+        self.assertIsNone(status, "connection %d was served" % (self.LIMIT_CONNECTIONS + 1))
+        self.assertLess(waited, PROBE_LATENCY_S_MAX)
+        for sock in idle:
+            self.assertTrue(closed_by_peer(sock, TIMEOUT_S + CLOSE_SLACK_S))
+            sock.close()
+        with self.connect() as sock:  # room again
+            sock.sendall(reserve_bytes(str(uuid.uuid4())))
+            self.assertEqual(read_reply(sock)[0], 200)
+        self.assert_fds_settle()
+
+
+class BadBytes(HostileCase):
+    SERVER_ARGS = HostileCase.SERVER_ARGS + ["--max-body-bytes", "65536"]
+
+    def test_pipelined_garbage_answers_then_closes(self):
+        """A valid request, then garbage, pipelined: the first is answered, then 400 or close."""
+        with self.connect() as sock:
+            sock.sendall(reserve_bytes(str(uuid.uuid4())) + b"GARBAGE \x00\xff\r\n\r\n"
+                         + reserve_bytes(str(uuid.uuid4())))
+            self.assertEqual(read_reply(sock)[0], 200)
+            status, _ = read_reply(sock)
+            self.assertIn(status, (400, None))
+            self.assertTrue(closed_by_peer(sock, TIMEOUT_S + CLOSE_SLACK_S))
+
+    def test_random_garbage_never_kills_the_server(self):
+        """500 connections of random bytes (and half-HTTP): the server serves on."""
+        rng = random.Random(6)
+        templates = [reserve_bytes("garbage"), request_bytes("GET", "/v1/usage/" + KEY),
+                     request_bytes("PUT", "/v1/admin/limits", b'{"key":"x"}')]
+
+        def attack():
+            for i in range(500):
+                template = rng.choice(templates)
+                if i % 2:
+                    data = bytes(rng.randrange(256) for _ in range(rng.randint(1, 2000)))
+                else:  # a real request with a few bytes flipped
+                    data = bytearray(template)
+                    for _ in range(rng.randint(1, 8)):
+                        data[rng.randrange(len(data))] = rng.randrange(256)
+                    data = bytes(data)
+                with self.connect() as sock:
+                    try:
+                        sock.sendall(data)
+                        sock.shutdown(socket.SHUT_WR)
+                        read_reply(sock, 2.0)
+                    except OSError:
+                        pass
+
+        self.under_attack(attack)
+        self.assert_fds_settle()
+
+    def test_requests_dropped_midway_hold_nothing(self):
+        """1000 reserves cut at a random byte and dropped: nothing reserved, no descriptor kept."""
+        rng = random.Random(7)
+        before = self.reserved()
+
+        def attack():
+            for _ in range(1000):
+                data = reserve_bytes(str(uuid.uuid4()), amount=1000)
+                with self.connect() as sock:
+                    sock.sendall(data[:rng.randrange(1, len(data))])
+        self.under_attack(attack)
+        self.assertEqual(self.reserved(), before)
+        self.assert_fds_settle()
+
+    def test_client_that_never_reads(self):
+        """A client pipelining thousands of requests and never reading does not stall
+        others, and the server drops it after the timeout."""
+        payload = request_bytes("GET", "/v1/admin/limits") * 5000
+        before = open_fds(self.server)
+
+        def attack():
+            sock = self.connect()
+            sock.settimeout(3)
+            try:
+                sock.sendall(payload)  # stops once both socket buffers are full
+            except (socket.timeout, OSError):
+                pass
+            time.sleep(1.0)
+            return sock
+
+        sock = self.under_attack(attack)
+        try:  # still not reading: the server must give up on the connection by itself
+            dropped = wait_until(lambda: open_fds(self.server) <= before,
+                                 timeout_s=TIMEOUT_S + CLOSE_SLACK_S)
+            self.assertTrue(dropped, "a client that never reads kept its connection: "
+                            "%d descriptors, %d before" % (open_fds(self.server), before))
+        finally:
+            sock.close()
+        self.assert_fds_settle()
+
+    def test_oversized_body_is_413_without_reading_it(self):
+        """Content-Length past --max-body-bytes is 413 before the body is sent."""
+        with self.connect() as sock:
+            sock.sendall(b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: 65537\r\n\r\n")
+            self.assertEqual(read_reply(sock)[0], 413)
+        with self.connect() as sock:  # chunked: the size is only known while reading
+            sock.sendall(b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            status = None
+            try:
+                for _ in range(20):
+                    sock.sendall(b"1000\r\n" + b" " * 4096 + b"\r\n")
+                status, _ = read_reply(sock)
+            except OSError:
+                pass
+            self.assertIn(status, (413, None))
+
+    def test_huge_header_is_refused(self):
+        """A 100 KB header line and 5000 headers are refused with an error, not a crash."""
+        for extra in (b"X-Big: " + b"a" * 100000 + b"\r\n",
+                      b"".join(b"X-H%d: v\r\n" % i for i in range(5000))):
+            with self.connect() as sock:
+                try:
+                    sock.sendall(request_bytes("GET", "/healthz", extra=extra))
+                    status, _ = read_reply(sock)
+                except (ConnectionResetError, BrokenPipeError):
+                    status = None
+                self.assertIn(status, (400, 413, 414, 431, None))
+        self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

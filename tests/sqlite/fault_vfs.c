@@ -1,0 +1,257 @@
+/* The fault-injecting VFS: every file method passes through to the default
+ * VFS except xWrite and xSync, which consult the fault set by the test. */
+#include "fault_vfs.h"
+
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+struct fault_file {
+    sqlite3_file base; /* our methods */
+    sqlite3_file *real; /* the default VFS's file, right after this struct */
+};
+
+static sqlite3_vfs *real_vfs;
+static sqlite3_vfs fault_vfs;
+static sqlite3_io_methods fault_methods;
+static atomic_int current_fault;
+static atomic_uint sync_delay_ms;
+static atomic_uint_fast64_t failures;
+static atomic_uint_fast64_t syncs;
+
+static sqlite3_file *real_of(sqlite3_file *file)
+{
+    return ((struct fault_file *)file)->real;
+}
+
+static int fault_close(sqlite3_file *file)
+{
+    return real_of(file)->pMethods->xClose(real_of(file));
+}
+
+static int fault_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 offset)
+{
+    return real_of(file)->pMethods->xRead(real_of(file), buffer, amount, offset);
+}
+
+static int fault_write(sqlite3_file *file, const void *buffer, int amount, sqlite3_int64 offset)
+{
+    int fault = atomic_load(&current_fault);
+    if (fault == FAULT_WRITE_FULL || fault == FAULT_WRITE_IO) {
+        atomic_fetch_add(&failures, 1);
+        return fault == FAULT_WRITE_FULL ? SQLITE_FULL : SQLITE_IOERR_WRITE;
+    }
+    return real_of(file)->pMethods->xWrite(real_of(file), buffer, amount, offset);
+}
+
+static int fault_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    return real_of(file)->pMethods->xTruncate(real_of(file), size);
+}
+
+static int fault_sync(sqlite3_file *file, int flags)
+{
+    atomic_fetch_add(&syncs, 1);
+    unsigned delay = atomic_load(&sync_delay_ms);
+    if (delay > 0) {
+        struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    int rc = real_of(file)->pMethods->xSync(real_of(file), flags);
+    if (rc == SQLITE_OK && atomic_load(&current_fault) == FAULT_SYNC_IO) {
+        atomic_fetch_add(&failures, 1);
+        return SQLITE_IOERR_FSYNC;
+    }
+    return rc;
+}
+
+static int fault_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    return real_of(file)->pMethods->xFileSize(real_of(file), size);
+}
+
+static int fault_lock(sqlite3_file *file, int level)
+{
+    return real_of(file)->pMethods->xLock(real_of(file), level);
+}
+
+static int fault_unlock(sqlite3_file *file, int level)
+{
+    return real_of(file)->pMethods->xUnlock(real_of(file), level);
+}
+
+static int fault_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    return real_of(file)->pMethods->xCheckReservedLock(real_of(file), out);
+}
+
+static int fault_file_control(sqlite3_file *file, int op, void *argument)
+{
+    return real_of(file)->pMethods->xFileControl(real_of(file), op, argument);
+}
+
+static int fault_sector_size(sqlite3_file *file)
+{
+    return real_of(file)->pMethods->xSectorSize(real_of(file));
+}
+
+static int fault_device_characteristics(sqlite3_file *file)
+{
+    return real_of(file)->pMethods->xDeviceCharacteristics(real_of(file));
+}
+
+static int fault_shm_map(sqlite3_file *file, int page, int size, int extend, void volatile **out)
+{
+    return real_of(file)->pMethods->xShmMap(real_of(file), page, size, extend, out);
+}
+
+static int fault_shm_lock(sqlite3_file *file, int offset, int n, int flags)
+{
+    return real_of(file)->pMethods->xShmLock(real_of(file), offset, n, flags);
+}
+
+static void fault_shm_barrier(sqlite3_file *file)
+{
+    real_of(file)->pMethods->xShmBarrier(real_of(file));
+}
+
+static int fault_shm_unmap(sqlite3_file *file, int delete_flag)
+{
+    return real_of(file)->pMethods->xShmUnmap(real_of(file), delete_flag);
+}
+
+static int fault_fetch(sqlite3_file *file, sqlite3_int64 offset, int amount, void **out)
+{
+    return real_of(file)->pMethods->xFetch(real_of(file), offset, amount, out);
+}
+
+static int fault_unfetch(sqlite3_file *file, sqlite3_int64 offset, void *page)
+{
+    return real_of(file)->pMethods->xUnfetch(real_of(file), offset, page);
+}
+
+static int fault_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int flags,
+                      int *out_flags)
+{
+    (void)vfs;
+    struct fault_file *f = (struct fault_file *)file;
+    f->real = (sqlite3_file *)(f + 1);
+    int rc = real_vfs->xOpen(real_vfs, name, f->real, flags, out_flags);
+    /* Our methods only once the real file is open: SQLite closes a file
+     * only when pMethods is set. */
+    f->base.pMethods = (rc == SQLITE_OK && f->real->pMethods != NULL) ? &fault_methods : NULL;
+    return rc;
+}
+
+static int fault_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+    (void)vfs;
+    return real_vfs->xDelete(real_vfs, name, sync_dir);
+}
+
+static int fault_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+    (void)vfs;
+    return real_vfs->xAccess(real_vfs, name, flags, out);
+}
+
+static int fault_full_pathname(sqlite3_vfs *vfs, const char *name, int size, char *out)
+{
+    (void)vfs;
+    return real_vfs->xFullPathname(real_vfs, name, size, out);
+}
+
+static int fault_randomness(sqlite3_vfs *vfs, int size, char *out)
+{
+    (void)vfs;
+    return real_vfs->xRandomness(real_vfs, size, out);
+}
+
+static int fault_sleep(sqlite3_vfs *vfs, int microseconds)
+{
+    (void)vfs;
+    return real_vfs->xSleep(real_vfs, microseconds);
+}
+
+static int fault_current_time(sqlite3_vfs *vfs, double *out)
+{
+    (void)vfs;
+    return real_vfs->xCurrentTime(real_vfs, out);
+}
+
+static int fault_current_time_int64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+    (void)vfs;
+    return real_vfs->xCurrentTimeInt64(real_vfs, out);
+}
+
+static int fault_get_last_error(sqlite3_vfs *vfs, int size, char *out)
+{
+    (void)vfs;
+    return real_vfs->xGetLastError(real_vfs, size, out);
+}
+
+int fault_vfs_install(void)
+{
+    real_vfs = sqlite3_vfs_find(NULL);
+    if (real_vfs == NULL || real_vfs->iVersion < 2)
+        return -1;
+    fault_methods = (sqlite3_io_methods){
+        .iVersion = 3,
+        .xClose = fault_close,
+        .xRead = fault_read,
+        .xWrite = fault_write,
+        .xTruncate = fault_truncate,
+        .xSync = fault_sync,
+        .xFileSize = fault_file_size,
+        .xLock = fault_lock,
+        .xUnlock = fault_unlock,
+        .xCheckReservedLock = fault_check_reserved_lock,
+        .xFileControl = fault_file_control,
+        .xSectorSize = fault_sector_size,
+        .xDeviceCharacteristics = fault_device_characteristics,
+        .xShmMap = fault_shm_map,
+        .xShmLock = fault_shm_lock,
+        .xShmBarrier = fault_shm_barrier,
+        .xShmUnmap = fault_shm_unmap,
+        .xFetch = fault_fetch,
+        .xUnfetch = fault_unfetch,
+    };
+    fault_vfs = (sqlite3_vfs){
+        .iVersion = 2,
+        .szOsFile = (int)sizeof(struct fault_file) + real_vfs->szOsFile,
+        .mxPathname = real_vfs->mxPathname,
+        .zName = "llmlimit-fault",
+        .xOpen = fault_open,
+        .xDelete = fault_delete,
+        .xAccess = fault_access,
+        .xFullPathname = fault_full_pathname,
+        .xRandomness = fault_randomness,
+        .xSleep = fault_sleep,
+        .xCurrentTime = fault_current_time,
+        .xGetLastError = fault_get_last_error,
+        .xCurrentTimeInt64 = fault_current_time_int64,
+    };
+    return sqlite3_vfs_register(&fault_vfs, 1) == SQLITE_OK ? 0 : -1;
+}
+
+void fault_vfs_set(enum fault fault)
+{
+    atomic_store(&current_fault, (int)fault);
+}
+
+void fault_vfs_set_sync_delay_ms(uint32_t delay_ms)
+{
+    atomic_store(&sync_delay_ms, delay_ms);
+}
+
+uint64_t fault_vfs_failures(void)
+{
+    return atomic_load(&failures);
+}
+
+uint64_t fault_vfs_syncs(void)
+{
+    return atomic_load(&syncs);
+}

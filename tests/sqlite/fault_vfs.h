@@ -1,0 +1,28 @@
+/* A test VFS that wraps SQLite's default one and fails writes or syncs on
+ * demand (SQLite's own test_vfs idea): disk full, I/O error, failed fsync, or
+ * a slow fsync. Registered as the default VFS, for tests only. */
+#ifndef LLMLIMIT_FAULT_VFS_H
+#define LLMLIMIT_FAULT_VFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum fault {
+    FAULT_NONE = 0,
+    FAULT_WRITE_FULL = 1, /* xWrite returns SQLITE_FULL: the disk is full */
+    FAULT_WRITE_IO = 2,   /* xWrite returns SQLITE_IOERR_WRITE */
+    FAULT_SYNC_IO = 3,    /* xSync returns SQLITE_IOERR_FSYNC (the data was written) */
+};
+
+/* Registers the VFS as SQLite's default. 0 or -1. Call once, before opening. */
+int fault_vfs_install(void);
+/* Every write/sync from now on fails this way (FAULT_NONE: none does). */
+void fault_vfs_set(enum fault fault);
+/* Each xSync sleeps this long first (0: none), to keep the writer busy. */
+void fault_vfs_set_sync_delay_ms(uint32_t delay_ms);
+/* Writes and syncs that failed since install. */
+uint64_t fault_vfs_failures(void);
+/* xSync calls since install. */
+uint64_t fault_vfs_syncs(void);
+
+#endif

@@ -1,0 +1,383 @@
+/* The sqlite backend beyond the conformance suite: what it keeps across a
+ * restart, one owner per database, the schema version, the audit log, spend
+ * per caller, reconciliation with the registry, and per-request savepoints. */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sqlite_fixture.h"
+#include "test.h"
+
+/* Opens a fresh database or stops the test. */
+#define OPEN(db)                                                                                   \
+    do {                                                                                           \
+        if (!db_open_fresh(db)) {                                                                  \
+            fprintf(stderr, "  open: %s\n", (db)->error);                                          \
+            CHECK(!"the backend opens");                                                           \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void state_survives_a_restart(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "team:usd:month", 1000));
+    REQUIRE(put_rolling(&db, "tpm", 100, 60));
+    REQUIRE(put_concurrency(&db, "slots", 2, 60));
+    CHECK(reserve_one(&db, "b1", "team:usd:month", 300, "alice").allowed);
+    CHECK(complete_one(&db, "b1", "team:usd:month", 250).reconciled);
+    struct reserve_result r1 = reserve_one(&db, "r1", "tpm", 40, NULL);
+    CHECK(r1.allowed);
+    CHECK(complete_one(&db, "r1", "tpm", 30).reconciled);
+    CHECK(reserve_one(&db, "c1", "slots", 1, NULL).allowed);
+    CHECK(!reserve_one(&db, "b2", "team:usd:month", 800, NULL).allowed);
+    db_close(&db);
+
+    REQUIRE(db_reopen(&db));
+    /* Limits come back from the database itself, before any restore. */
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    CHECK(db.ops->list_limits(db.backend, &states, &count) == 0);
+    CHECK_EQ_U64(count, 3);
+    free(states);
+    CHECK_EQ_U64(usage_of(&db, "team:usd:month").used, 250);
+    CHECK_EQ_U64(usage_of(&db, "tpm").used, 30);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    /* Leases answer as before: same timestamps, same denial, completes are no-ops. */
+    struct reserve_result again = reserve_one(&db, "r1", "tpm", 40, NULL);
+    CHECK(again.allowed);
+    CHECK_EQ_I64(again.reserved_at_unix_ms, r1.reserved_at_unix_ms);
+    CHECK(!reserve_one(&db, "b2", "team:usd:month", 800, NULL).allowed);
+    CHECK(complete_one(&db, "b1", "team:usd:month", 999).reconciled);
+    CHECK_EQ_U64(usage_of(&db, "team:usd:month").used, 250);
+    CHECK_EQ_I64(release_one(&db, "b1").status, RESULT_CONFLICT);
+    db_destroy(&db);
+}
+
+static void live_holds_survive_a_restart_and_expire(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_concurrency(&db, "slots", 1, 30));
+    CHECK(reserve_one(&db, "held", "slots", 1, "bob").allowed);
+    db_close(&db);
+    clock_manual_advance(&db.clock, 10000);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    CHECK(!reserve_one(&db, "other", "slots", 1, NULL).allowed);
+    clock_manual_advance(&db.clock, 20000);
+    tick_once(&db);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 0);
+    CHECK(reserve_one(&db, "third", "slots", 1, NULL).allowed);
+    db_close(&db);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE type='expired' AND "
+                                   "lease_id='held' AND caller='bob'"),
+                 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations WHERE lease_id='held' "
+                                   "AND state='expired' AND live=0"),
+                 1);
+    db_destroy(&db);
+}
+
+static void second_owner_is_refused(void)
+{
+    struct db db, second;
+    OPEN(&db);
+    memcpy(&second, &db, sizeof second);
+    second.backend = NULL;
+    CHECK(!db_reopen(&second));
+    char expect[128];
+    snprintf(expect, sizeof expect, "is in use by another llmlimitd (pid %ld)", (long)getpid());
+    CHECK(strstr(second.error, expect) != NULL);
+    CHECK(strstr(second.error, db.data_dir) != NULL);
+    /* Once the owner closes, the directory is free again. */
+    db_close(&db);
+    CHECK(db_reopen(&second));
+    db_destroy(&second);
+}
+
+static void newer_schema_is_refused(void)
+{
+    struct db db;
+    OPEN(&db);
+    db_close(&db);
+    db_query_int(&db, "PRAGMA user_version=99");
+    CHECK(!db_reopen(&db));
+    CHECK(strstr(db.error, "schema version 99 is newer") != NULL);
+    db_query_int(&db, "PRAGMA user_version=1");
+    CHECK(db_reopen(&db));
+    db_destroy(&db);
+}
+
+static void counters_that_disagree_with_holds_are_refused(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 100, 60));
+    CHECK(reserve_one(&db, "a", "tpm", 10, NULL).allowed);
+    db_close(&db);
+    db_query_int(&db, "UPDATE limit_usage SET reserved=reserved+1");
+    CHECK(!db_reopen(&db));
+    CHECK(strstr(db.error, "database inconsistent: limit tpm") != NULL);
+    db_destroy(&db);
+}
+
+static struct backend_event *events_of(struct db *db, const char *key, const char *lease_id,
+                                       int64_t after_id, uint32_t limit, size_t *count)
+{
+    struct event_query query = {.key = key, .lease_id = lease_id, .after_id = after_id,
+                                .limit = limit};
+    struct backend_event *events = NULL;
+    *count = 0;
+    if (db->ops->events(db->backend, &query, &events, count) != 0)
+        return NULL;
+    return events;
+}
+
+static void audit_log_records_every_change(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 100));
+    REQUIRE(reserve_one(&db, "l1", "usd", 30, "alice").allowed);
+    CHECK(complete_one(&db, "l1", "usd", 50).reconciled);   /* overrun */
+    REQUIRE(reserve_one(&db, "l2", "usd", 40, "bob").allowed);
+    clock_manual_advance(&db.clock, 61000);
+    CHECK(complete_one(&db, "l2", "usd", 70).reconciled); /* late, over, 20 of debt */
+    REQUIRE(put_budget(&db, "usd", 500));
+    REQUIRE(reserve_one(&db, "l3", "usd", 5, "carol").allowed);
+    CHECK_EQ_I64(release_one(&db, "l3").status, RESULT_OK);
+    size_t count = 0;
+    struct backend_event *e = events_of(&db, NULL, NULL, 0, EVENTS_PAGE_MAX, &count);
+    REQUIRE(e != NULL);
+    const char *expect[] = {"limit_changed", "reserved", "committed", "overrun", "reserved",
+                            "expired", "committed_post_expiry", "overrun", "debt",
+                            "limit_changed", "reserved", "released"};
+    REQUIRE(count == sizeof expect / sizeof expect[0]);
+    for (size_t i = 0; i < count; i++) {
+        CHECK_STR(e[i].type, expect[i]);
+        CHECK_STR(e[i].key, "usd");
+        CHECK(i == 0 || e[i].id > e[i - 1].id);
+    }
+    CHECK_STR(e[2].lease_id, "l1");
+    CHECK_STR(e[2].caller, "alice");
+    CHECK_EQ_U64(e[2].amount, 30);
+    CHECK_EQ_U64(e[2].actual_amount, 50);
+    CHECK_STR(e[6].caller, "bob");
+    CHECK_EQ_U64(e[6].actual_amount, 70);
+    CHECK_EQ_U64(e[8].actual_amount, 20); /* 50 + 70 against 100: 20 is debt */
+    CHECK_EQ_I64(e[6].at_unix_ms, START_MS + 61000);
+    free(e);
+    /* Filters and pages. */
+    e = events_of(&db, NULL, "l2", 0, EVENTS_PAGE_MAX, &count);
+    CHECK_EQ_U64(count, 5);
+    free(e);
+    e = events_of(&db, "usd", NULL, 0, 3, &count);
+    REQUIRE(e != NULL && count == 3);
+    int64_t cursor = e[2].id;
+    free(e);
+    e = events_of(&db, "usd", NULL, cursor, 3, &count);
+    REQUIRE(e != NULL && count == 3);
+    CHECK_STR(e[0].type, "overrun");
+    CHECK_STR(e[1].lease_id, "l2");
+    free(e);
+    e = events_of(&db, "other", NULL, 0, 10, &count);
+    CHECK_EQ_U64(count, 0);
+    free(e);
+    db_destroy(&db);
+}
+
+static void usage_by_caller_says_who_spent_the_budget(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 1000));
+    REQUIRE(put_rolling(&db, "tpm", 1000, 60));
+    const char *callers[] = {"alice", "bob", "alice", NULL};
+    uint64_t actuals[] = {30, 50, 20, 7};
+    for (int i = 0; i < 4; i++) {
+        char lease[16];
+        snprintf(lease, sizeof lease, "l%d", i);
+        REQUIRE(reserve_one(&db, lease, "usd", 60, callers[i]).allowed);
+        CHECK(complete_one(&db, lease, "usd", actuals[i]).reconciled);
+        snprintf(lease, sizeof lease, "t%d", i);
+        REQUIRE(reserve_one(&db, lease, "tpm", i < 3 ? 10 * (uint64_t)(i + 1) : 5, callers[i])
+                    .allowed);
+    }
+    REQUIRE(reserve_one(&db, "live", "usd", 15, "carol").allowed);
+    struct caller_usage *rows = NULL;
+    size_t count = 0;
+    REQUIRE(db.ops->usage_by_caller(db.backend, "usd", START_MS, &rows, &count) == 0);
+    REQUIRE(count == 4);
+    CHECK_STR(rows[0].caller, "alice");
+    CHECK_EQ_U64(rows[0].used, 50);
+    CHECK_STR(rows[1].caller, "bob");
+    CHECK_EQ_U64(rows[1].used, 50);
+    CHECK_STR(rows[2].caller, "");
+    CHECK_EQ_U64(rows[2].used, 7);
+    CHECK_STR(rows[3].caller, "carol");
+    CHECK_EQ_U64(rows[3].reserved, 15);
+    CHECK_EQ_U64(rows[3].used, 0);
+    free(rows);
+    /* Rolling: live holds in the window, per caller. */
+    REQUIRE(db.ops->usage_by_caller(db.backend, "tpm", START_MS, &rows, &count) == 0);
+    REQUIRE(count == 3);
+    CHECK_STR(rows[0].caller, "alice");
+    CHECK_EQ_U64(rows[0].reserved, 40);
+    free(rows);
+    /* Last month had nobody; an unknown key is -1. */
+    REQUIRE(db.ops->usage_by_caller(db.backend, "usd", START_MS - 40LL * 86400000, &rows,
+                                    &count) == 0);
+    CHECK_EQ_U64(count, 0);
+    free(rows);
+    CHECK_EQ_I64(db.ops->usage_by_caller(db.backend, "nope", START_MS, &rows, &count), -1);
+    db_destroy(&db);
+}
+
+static void restore_reconciles_with_the_registry(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 100));
+    REQUIRE(reserve_one(&db, "a", "usd", 40, NULL).allowed);
+    CHECK(complete_one(&db, "a", "usd", 40).reconciled);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    /* The registry says 200: the definition follows it, the spend stays. */
+    struct limit_state state = {0};
+    snprintf(state.definition.key, sizeof state.definition.key, "usd");
+    state.definition.kind = LIMIT_BUDGET;
+    state.definition.capacity = 200;
+    state.definition.period = PERIOD_MONTH;
+    char error[256] = "";
+    CHECK(db.ops->restore_limit(db.backend, &state, error, sizeof error) == 0);
+    struct limit_usage u = usage_of(&db, "usd");
+    CHECK_EQ_U64(u.state.definition.capacity, 200);
+    CHECK_EQ_U64(u.used, 40);
+    /* A kind changed in the registry is a new limit with fresh counters. */
+    state.definition.kind = LIMIT_CONCURRENCY;
+    state.definition.period = PERIOD_NONE;
+    state.definition.timeout_seconds = 10;
+    CHECK(db.ops->restore_limit(db.backend, &state, error, sizeof error) == 0);
+    u = usage_of(&db, "usd");
+    CHECK_EQ_I64(u.state.definition.kind, LIMIT_CONCURRENCY);
+    CHECK_EQ_U64(u.used, 0);
+    CHECK_EQ_I64(u.available, 200);
+    /* The old incarnation's lease still answers. */
+    CHECK(complete_one(&db, "a", "usd", 40).reconciled);
+    db_destroy(&db);
+}
+
+/* Three requests in one call, one transaction: the middle one collides with
+ * a row written behind the backend's back, so only it fails. */
+static void one_failing_request_does_not_abort_the_batch(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 100, 60));
+    REQUIRE(reserve_one(&db, "first", "tpm", 1, NULL).allowed);
+    db_query_int(&db, "INSERT INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
+                      "debt,live,state,period_start,reserved_at,expires_at) VALUES((SELECT "
+                      "max(id)+2 FROM reservations),'intruder',1,'tpm','',1,0,0,0,'released',"
+                      "0,0,0)");
+    struct requirement req = {.key = "tpm", .key_length = 3, .amount = 2};
+    struct reserve_request requests[3] = {
+        {.lease_id = "ok-1", .lease_id_length = 4, .requirements = &req, .requirement_count = 1},
+        {.lease_id = "clash", .lease_id_length = 5, .requirements = &req, .requirement_count = 1},
+        {.lease_id = "ok-2", .lease_id_length = 4, .requirements = &req, .requirement_count = 1},
+    };
+    struct reserve_result results[3];
+    backend_reserve_wait(db.ops, db.backend, requests, results, 3);
+    CHECK(results[0].allowed);
+    CHECK_EQ_I64(results[1].status, RESULT_UNAVAILABLE);
+    CHECK_STR(results[1].error, "backend_error");
+    CHECK(results[2].allowed);
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 5);
+    /* The failed request left nothing; its retry succeeds. */
+    CHECK(reserve_one(&db, "clash", "tpm", 2, NULL).allowed);
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 7);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 7);
+    db_destroy(&db);
+}
+
+struct load {
+    struct db *db;
+    uint32_t leases_per_thread;
+    uint32_t allowed[16];
+};
+
+static void *load_thread(void *argument)
+{
+    struct load *load = argument;
+    static int next_thread;
+    int thread = __atomic_fetch_add(&next_thread, 1, __ATOMIC_SEQ_CST) % 16;
+    for (uint32_t i = 0; i < load->leases_per_thread; i++) {
+        char lease[32];
+        snprintf(lease, sizeof lease, "t%d-%u", thread, i);
+        if (!reserve_one(load->db, lease, "usd", 3, "load").allowed)
+            continue;
+        __atomic_fetch_add(&load->allowed[thread], 1, __ATOMIC_SEQ_CST);
+        complete_one(load->db, lease, "usd", 2);
+    }
+    return NULL;
+}
+
+static void concurrent_reserve_complete_adds_up(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 10000));
+    struct load load = {.db = &db, .leases_per_thread = 100};
+    pthread_t threads[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&threads[i], NULL, load_thread, &load);
+    for (int i = 0; i < 8; i++)
+        pthread_join(threads[i], NULL);
+    uint64_t allowed = 0;
+    for (int i = 0; i < 16; i++)
+        allowed += load.allowed[i];
+    /* 800 leases of 3 reserved then 2 committed against 10000: all fit. */
+    CHECK_EQ_U64(allowed, 800);
+    CHECK_EQ_U64(usage_of(&db, "usd").used, 1600);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 0);
+    struct backend_stats s;
+    db.ops->stats(db.backend, &s);
+    CHECK(s.batches < s.batched_items); /* group commit happened */
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "usd").used, 1600);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT used FROM caller_usage WHERE caller='load'"), 1600);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE type='committed'"), 800);
+    db_destroy(&db);
+}
+
+int main(void)
+{
+    RUN(state_survives_a_restart,
+        "limits, spend, live holds and lease answers come back after close and reopen");
+    RUN(live_holds_survive_a_restart_and_expire,
+        "a hold taken before a restart still blocks after it and expires on time, audited");
+    RUN(second_owner_is_refused,
+        "a second open of the same data directory is refused naming the owner's pid");
+    RUN(newer_schema_is_refused, "a database from a newer schema version is refused, not used");
+    RUN(counters_that_disagree_with_holds_are_refused,
+        "open checks the stored counters against the live reservations");
+    RUN(audit_log_records_every_change,
+        "every reserve, commit, overrun, expiry, late commit, debt, release and limit change "
+        "is an event with lease, key, caller and amounts; filters and pages work");
+    RUN(usage_by_caller_says_who_spent_the_budget,
+        "per-caller spend of a budget period and per-caller holds of a window");
+    RUN(restore_reconciles_with_the_registry,
+        "restore_limit takes the registry's definition and keeps the counters");
+    RUN(one_failing_request_does_not_abort_the_batch,
+        "a request that fails inside a group commit is undone alone; the others commit");
+    RUN(concurrent_reserve_complete_adds_up,
+        "8 threads of reserve+complete: every commit counted once, batched, durable");
+    return test_summary();
+}

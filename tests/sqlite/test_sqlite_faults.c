@@ -1,0 +1,246 @@
+/* The sqlite backend when the disk fails: through a test VFS that fails
+ * writes (disk full, I/O error) or fsyncs on demand, every request of the
+ * failed transaction is answered backend_error (503), nothing unwritten is
+ * acknowledged, and service recovers once writes succeed again. Also: an
+ * answer waits for its fsync, and a full queue answers at once. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault_vfs.h"
+#include "sqlite_fixture.h"
+#include "test.h"
+
+#define OPEN(db)                                                                                   \
+    do {                                                                                           \
+        fault_vfs_set(FAULT_NONE);                                                                 \
+        fault_vfs_set_sync_delay_ms(0);                                                            \
+        if (!db_open_fresh(db)) {                                                                  \
+            fprintf(stderr, "  open: %s\n", (db)->error);                                          \
+            CHECK(!"the backend opens");                                                           \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void fault_answers_503_then_recovers(enum fault fault)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 100));
+    uint64_t failures = fault_vfs_failures();
+    fault_vfs_set(fault);
+    struct reserve_result r = reserve_one(&db, "lease", "usd", 30, "alice");
+    CHECK_EQ_I64(r.status, RESULT_UNAVAILABLE);
+    CHECK(!r.allowed);
+    CHECK_STR(r.error, "backend_error");
+    CHECK(fault_vfs_failures() > failures);
+    fault_vfs_set(FAULT_NONE);
+    /* The unknown outcome is resolved by a retry with the same lease_id. */
+    r = reserve_one(&db, "lease", "usd", 30, "alice");
+    CHECK_EQ_I64(r.status, RESULT_OK);
+    CHECK(r.allowed);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30);
+    CHECK(db.ops->ready(db.backend));
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30); /* held once, not twice */
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE lease_id='lease'"), 1);
+    db_destroy(&db);
+}
+
+static void full_disk_answers_503_then_recovers(void)
+{
+    fault_answers_503_then_recovers(FAULT_WRITE_FULL);
+}
+
+static void write_error_answers_503_then_recovers(void)
+{
+    fault_answers_503_then_recovers(FAULT_WRITE_IO);
+}
+
+static void failed_fsync_answers_503_then_recovers(void)
+{
+    fault_answers_503_then_recovers(FAULT_SYNC_IO);
+}
+
+struct burst {
+    struct db *db;
+    atomic_int next;
+    atomic_int unavailable;
+    atomic_int allowed;
+};
+
+static void *burst_thread(void *argument)
+{
+    struct burst *b = argument;
+    char lease[32];
+    snprintf(lease, sizeof lease, "burst-%d", atomic_fetch_add(&b->next, 1));
+    struct reserve_result r = reserve_one(b->db, lease, "tpm", 1, NULL);
+    if (r.status == RESULT_UNAVAILABLE)
+        atomic_fetch_add(&b->unavailable, 1);
+    if (r.allowed)
+        atomic_fetch_add(&b->allowed, 1);
+    return NULL;
+}
+
+static void failed_group_commit_acknowledges_nothing(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 1000, 600));
+    REQUIRE(reserve_one(&db, "before", "tpm", 5, NULL).allowed);
+    struct burst b = {.db = &db};
+    fault_vfs_set(FAULT_WRITE_IO);
+    pthread_t threads[32];
+    for (int i = 0; i < 32; i++)
+        pthread_create(&threads[i], NULL, burst_thread, &b);
+    for (int i = 0; i < 32; i++)
+        pthread_join(threads[i], NULL);
+    fault_vfs_set(FAULT_NONE);
+    CHECK_EQ_I64(atomic_load(&b.unavailable), 32);
+    CHECK_EQ_I64(atomic_load(&b.allowed), 0);
+    /* Nothing of them is held or written: only the earlier lease. */
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 5);
+    db_close(&db);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases"), 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations"), 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE type='reserved'"), 1);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 5);
+    db_destroy(&db);
+}
+
+static void failed_complete_frees_nothing(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_concurrency(&db, "slots", 1, 60));
+    REQUIRE(reserve_one(&db, "a", "slots", 1, NULL).allowed);
+    fault_vfs_set(FAULT_SYNC_IO);
+    struct complete_result c = complete_one(&db, "a", NULL, 0);
+    CHECK_EQ_I64(c.status, RESULT_UNAVAILABLE);
+    CHECK_EQ_I64(release_one(&db, "a").status, RESULT_UNAVAILABLE);
+    fault_vfs_set(FAULT_NONE);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1); /* pessimistic: still held */
+    c = complete_one(&db, "a", NULL, 0);
+    CHECK_EQ_I64(c.status, RESULT_OK);
+    CHECK(c.reconciled);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 0);
+    db_destroy(&db);
+}
+
+static void failed_limit_change_is_reported(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 100));
+    fault_vfs_set(FAULT_WRITE_FULL);
+    struct limit_definition d = {.kind = LIMIT_BUDGET, .capacity = 500, .period = PERIOD_MONTH};
+    snprintf(d.key, sizeof d.key, "usd");
+    char error[256] = "";
+    struct limit_state state;
+    CHECK(db.ops->put_limit(db.backend, &d, &state, error, sizeof error) == -1);
+    CHECK(strstr(error, "backend_error") != NULL);
+    fault_vfs_set(FAULT_NONE);
+    CHECK_EQ_U64(usage_of(&db, "usd").state.definition.capacity, 100);
+    db_destroy(&db);
+}
+
+static void answer_waits_for_the_fsync(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 100, 60));
+    uint64_t syncs = fault_vfs_syncs();
+    fault_vfs_set_sync_delay_ms(200);
+    int64_t started = clock_monotonic_ms();
+    CHECK(reserve_one(&db, "a", "tpm", 1, NULL).allowed);
+    int64_t elapsed = clock_monotonic_ms() - started;
+    fault_vfs_set_sync_delay_ms(0);
+    CHECK(fault_vfs_syncs() > syncs);
+    CHECK(elapsed >= 200);
+    db_destroy(&db);
+}
+
+struct counter {
+    atomic_int done;
+};
+
+static void count_done(void *context)
+{
+    atomic_fetch_add(&((struct counter *)context)->done, 1);
+}
+
+/* The writer sits in a slow fsync while the queue fills: the request one
+ * past SQLITE_QUEUE_ITEMS_MAX is answered backend_error before reserve()
+ * returns; every queued one is answered afterwards. */
+static void full_queue_answers_at_once(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 1000000, 600));
+    enum { COUNT = SQLITE_QUEUE_ITEMS_MAX + 2 };
+    struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
+    struct reserve_request *requests = calloc(COUNT, sizeof *requests);
+    struct reserve_result *results = calloc(COUNT, sizeof *results);
+    char (*ids)[16] = calloc(COUNT, sizeof *ids);
+    REQUIRE(requests != NULL && results != NULL && ids != NULL);
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(ids[i], sizeof ids[i], "q%d", i);
+        requests[i] = (struct reserve_request){.lease_id = ids[i],
+                                               .lease_id_length = (uint32_t)strlen(ids[i]),
+                                               .requirements = &req,
+                                               .requirement_count = 1};
+    }
+    struct counter counter = {0};
+    fault_vfs_set_sync_delay_ms(500);
+    db.ops->reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
+    struct timespec pause = {.tv_nsec = 100 * 1000000};
+    nanosleep(&pause, NULL); /* the writer has taken it and sleeps in fsync */
+    for (int i = 1; i < COUNT - 1; i++)
+        db.ops->reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
+    int before = atomic_load(&counter.done);
+    db.ops->reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done,
+                    &counter);
+    CHECK_EQ_I64(atomic_load(&counter.done), before + 1); /* answered before returning */
+    CHECK_EQ_I64(results[COUNT - 1].status, RESULT_UNAVAILABLE);
+    fault_vfs_set_sync_delay_ms(0);
+    while (atomic_load(&counter.done) < COUNT)
+        nanosleep(&pause, NULL);
+    int allowed = 0;
+    for (int i = 0; i < COUNT - 1; i++)
+        allowed += results[i].allowed;
+    CHECK_EQ_I64(allowed, COUNT - 1);
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, COUNT - 1);
+    free(requests);
+    free(results);
+    free(ids);
+    db_destroy(&db);
+}
+
+int main(void)
+{
+    if (fault_vfs_install() != 0) {
+        fprintf(stderr, "cannot install the fault VFS\n");
+        return 1;
+    }
+    RUN(full_disk_answers_503_then_recovers,
+        "disk full: backend_error, nothing kept; the same lease_id succeeds once space returns");
+    RUN(write_error_answers_503_then_recovers,
+        "a write I/O error: backend_error; the retry holds exactly once");
+    RUN(failed_fsync_answers_503_then_recovers,
+        "a failed fsync: backend_error (never acknowledged); the retry holds exactly once");
+    RUN(failed_group_commit_acknowledges_nothing,
+        "32 concurrent reserves in failing transactions: all backend_error, none written");
+    RUN(failed_complete_frees_nothing,
+        "a complete or release that fails frees nothing; a later complete does");
+    RUN(failed_limit_change_is_reported,
+        "a limit change the disk refused is an error and changes nothing");
+    RUN(answer_waits_for_the_fsync, "a reserve is answered only after its fsync returned");
+    RUN(full_queue_answers_at_once,
+        "one call past SQLITE_QUEUE_ITEMS_MAX is answered backend_error at once; the rest "
+        "commit");
+    return test_summary();
+}

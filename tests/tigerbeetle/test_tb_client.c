@@ -1,0 +1,266 @@
+/* Integration tests of the native client against a real TigerBeetle
+ * (TIGERBEETLE_BIN): the release probe picks the dialect, creates and
+ * lookups round-trip, linked chains fail as a unit, concurrent items are
+ * batched, pending transfers expire while the client idles (0.15.3 needs
+ * the keepalive for that), and the sessions survive kill -9 and restart. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "ids.h"
+#include "submitter.h"
+#include "tb_server.h"
+#include "test.h"
+
+static struct tb_test_server server;
+static struct tb_submitter *submitter;
+
+static const tb_u128 operator_id = {.high = 0, .low = 1001};
+static const tb_u128 limit_id = {.high = 0, .low = 1002};
+
+static bool wait_ready(int64_t timeout_ms)
+{
+    int64_t until = clock_monotonic_ms() + timeout_ms;
+    while (clock_monotonic_ms() < until) {
+        if (tb_submitter_ready(submitter))
+            return true;
+        poll(NULL, 0, 20);
+    }
+    return false;
+}
+
+static enum tb_item_status create(uint8_t operation, const void *events, uint32_t count,
+                                  uint32_t *codes)
+{
+    struct tb_item item = {.operation = operation, .event_count = count, .events = events,
+                           .codes = codes,
+                           .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
+    return tb_submitter_call(submitter, &item);
+}
+
+static bool lookup_account(tb_u128 id, struct tb_account *out)
+{
+    uint8_t found = 0;
+    struct tb_item item = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS, .event_count = 1,
+                           .events = &id, .objects = out, .found = &found,
+                           .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
+    return tb_submitter_call(submitter, &item) == TB_ITEM_OK && found;
+}
+
+static struct tb_transfer transfer(uint64_t id, tb_u128 debit, tb_u128 credit, uint64_t amount,
+                                   uint16_t flags, uint32_t timeout)
+{
+    struct tb_transfer t = {.id = tb_u128_make(7, id), .debit_account_id = debit,
+                            .credit_account_id = credit, .amount = tb_u128_from_u64(amount),
+                            .timeout = timeout, .ledger = 1, .code = 1, .flags = flags};
+    return t;
+}
+
+static void test_probe_and_register(void)
+{
+    REQUIRE(wait_ready(10000));
+    struct tb_submitter_stats stats;
+    tb_submitter_stats(submitter, &stats);
+    CHECK_EQ_U64(stats.server_release, TB_RELEASE_0_15_3);
+    CHECK(tb_submitter_dialect(submitter) == TB_DIALECT_0_15);
+    CHECK(stats.registrations >= 1);
+}
+
+static void test_accounts_created_once(void)
+{
+    struct tb_account accounts[2] = {
+        {.id = operator_id, .ledger = 1, .code = 1},
+        {.id = limit_id, .ledger = 1, .code = 2, .flags = TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS},
+    };
+    uint32_t codes[2];
+    CHECK(create(TB_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+    CHECK_EQ_U64(codes[1], 0);
+    CHECK(create(TB_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], TB_ACCOUNT_EXISTS);
+    CHECK_EQ_U64(codes[1], TB_ACCOUNT_EXISTS);
+    accounts[1].code = 9;
+    CHECK(create(TB_OPERATION_CREATE_ACCOUNTS, &accounts[1], 1, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], TB_ACCOUNT_EXISTS_WITH_DIFFERENT_CODE);
+}
+
+static void test_linked_chain_fails_as_a_unit(void)
+{
+    /* capacity 10 into the limit account */
+    struct tb_transfer topup = transfer(1, operator_id, limit_id, 10, 0, 0);
+    uint32_t codes[3];
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, &topup, 1, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+    /* 6 + 6 > 10: the chain fails, nothing is held */
+    struct tb_transfer chain[2] = {
+        transfer(2, limit_id, operator_id, 6, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED, 60),
+        transfer(3, limit_id, operator_id, 6, TB_TRANSFER_PENDING, 60),
+    };
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, chain, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], TB_TRANSFER_LINKED_EVENT_FAILED);
+    CHECK_EQ_U64(codes[1], TB_TRANSFER_EXCEEDS_CREDITS);
+    struct tb_account account;
+    REQUIRE(lookup_account(limit_id, &account));
+    CHECK_EQ_U64(account.debits_pending.low, 0);
+    CHECK_EQ_U64(account.credits_posted.low, 10);
+    /* 4 + 6 fits; resubmitting the same chain is "exists" */
+    chain[0].amount = tb_u128_from_u64(4);
+    chain[0].id = tb_u128_make(7, 4);
+    chain[1].id = tb_u128_make(7, 5);
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, chain, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+    CHECK_EQ_U64(codes[1], 0);
+    REQUIRE(lookup_account(limit_id, &account));
+    CHECK_EQ_U64(account.debits_pending.low, 10);
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, chain, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], TB_TRANSFER_EXISTS);
+    CHECK_EQ_U64(codes[1], TB_TRANSFER_LINKED_EVENT_FAILED);
+    /* void both so later tests start from a free account */
+    struct tb_transfer voids[2] = {transfer(6, limit_id, operator_id, 4, TB_TRANSFER_VOID_PENDING, 0),
+                                   transfer(8, limit_id, operator_id, 6, TB_TRANSFER_VOID_PENDING, 0)};
+    voids[0].pending_id = tb_u128_make(7, 4);
+    voids[1].pending_id = tb_u128_make(7, 5);
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, voids, 2, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+    CHECK_EQ_U64(codes[1], 0);
+}
+
+static void test_invalid_item_never_sent(void)
+{
+    struct tb_transfer bad = transfer(50, limit_id, operator_id, 0, TB_TRANSFER_PENDING, 60);
+    uint32_t codes[1];
+    struct tb_item item = {.operation = TB_OPERATION_CREATE_TRANSFERS, .event_count = 1,
+                           .events = &bad, .codes = codes,
+                           .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
+    CHECK(tb_submitter_call(submitter, &item) == TB_ITEM_INVALID);
+    CHECK_EQ_U64(item.invalid_code, TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
+}
+
+#define CONCURRENT_THREADS 8
+#define CONCURRENT_ITEMS 300
+
+static void *submit_many(void *argument)
+{
+    uint64_t base = (uint64_t)(uintptr_t)argument;
+    int *failures = calloc(1, sizeof *failures);
+    for (uint64_t i = 0; i < CONCURRENT_ITEMS; i++) {
+        /* a 1-unit hold and its void, as one item: net zero */
+        struct tb_transfer pair[2] = {
+            transfer(base + 2 * i, limit_id, operator_id, 1, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED, 60),
+            transfer(base + 2 * i + 1, limit_id, operator_id, 1, TB_TRANSFER_VOID_PENDING, 0),
+        };
+        pair[1].pending_id = pair[0].id;
+        uint32_t codes[2] = {9, 9};
+        if (create(TB_OPERATION_CREATE_TRANSFERS, pair, 2, codes) != TB_ITEM_OK || codes[0] != 0 ||
+            codes[1] != 0)
+            (*failures)++;
+    }
+    return failures;
+}
+
+static void test_concurrent_items_are_batched(void)
+{
+    struct tb_submitter_stats before, after;
+    tb_submitter_stats(submitter, &before);
+    pthread_t threads[CONCURRENT_THREADS];
+    for (uint64_t t = 0; t < CONCURRENT_THREADS; t++)
+        pthread_create(&threads[t], NULL, submit_many, (void *)(uintptr_t)(1000000 * (t + 1)));
+    int failures = 0;
+    for (int t = 0; t < CONCURRENT_THREADS; t++) {
+        int *f;
+        pthread_join(threads[t], (void **)&f);
+        failures += *f;
+        free(f);
+    }
+    tb_submitter_stats(submitter, &after);
+    CHECK_EQ_I64(failures, 0);
+    uint64_t items = after.items - before.items, requests = after.requests - before.requests;
+    printf("     %" PRIu64 " items in %" PRIu64 " requests\n", items, requests);
+    CHECK(items >= CONCURRENT_THREADS * CONCURRENT_ITEMS);
+    CHECK(requests < items); /* more than one item per request on average */
+    struct tb_account account;
+    REQUIRE(lookup_account(limit_id, &account));
+    CHECK_EQ_U64(account.debits_pending.low, 0);
+}
+
+static void test_expiry_runs_while_idle(void)
+{
+    struct tb_transfer hold = transfer(60, limit_id, operator_id, 3, TB_TRANSFER_PENDING, 1);
+    uint32_t codes[1];
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, &hold, 1, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+    /* No request of ours for 3 s: only the keepalive reaches the server. */
+    poll(NULL, 0, 3000);
+    struct tb_account account;
+    REQUIRE(lookup_account(limit_id, &account));
+    CHECK_EQ_U64(account.debits_pending.low, 0);
+}
+
+static void test_survives_kill_and_restart(void)
+{
+    struct tb_submitter_stats before, after;
+    tb_submitter_stats(submitter, &before);
+    REQUIRE(tb_test_server_restart(&server) == 0);
+    struct tb_account account;
+    bool found = false;
+    /* the first calls may fail while sessions reconnect */
+    for (int attempt = 0; attempt < 50 && !found; attempt++) {
+        found = lookup_account(limit_id, &account);
+        if (!found)
+            poll(NULL, 0, 200);
+    }
+    CHECK(found);
+    CHECK_EQ_U64(account.credits_posted.low, 10);
+    tb_submitter_stats(submitter, &after);
+    CHECK(after.reconnects > before.reconnects);
+    /* sessions are durable: no new registration was needed */
+    CHECK_EQ_U64(after.registrations, before.registrations);
+    struct tb_transfer hold = transfer(70, limit_id, operator_id, 1, TB_TRANSFER_PENDING, 60);
+    uint32_t codes[1];
+    CHECK(create(TB_OPERATION_CREATE_TRANSFERS, &hold, 1, codes) == TB_ITEM_OK);
+    CHECK_EQ_U64(codes[0], 0);
+}
+
+static void test_unreachable_fails_fast(void)
+{
+    tb_test_server_kill(&server);
+    poll(NULL, 0, 3000); /* sessions notice and give up */
+    int64_t started = clock_monotonic_ms();
+    struct tb_account account;
+    CHECK(!lookup_account(limit_id, &account));
+    int64_t took = clock_monotonic_ms() - started;
+    printf("     unavailable answered in %" PRId64 " ms\n", took);
+    CHECK(took < TB_ITEM_DEADLINE_MS);
+}
+
+int main(void)
+{
+    if (tb_test_server_binary() == NULL) {
+        printf("SKIPPED: TIGERBEETLE_BIN not set (TigerBeetle client integration tests)\n");
+        return 0;
+    }
+    if (tb_test_server_start(&server) != 0) {
+        tb_test_server_stop(&server);
+        return 1;
+    }
+    char error[256];
+    if (tb_submitter_open(tb_u128_from_u64(0), server.address, 2, &submitter, error,
+                          sizeof error) != 0) {
+        fprintf(stderr, "%s\n", error);
+        tb_test_server_stop(&server);
+        return 1;
+    }
+    RUN(test_probe_and_register, "ping_client finds release 0.15.3 and the session registers");
+    RUN(test_accounts_created_once, "accounts are created once; again is exists / exists_with_different_code");
+    RUN(test_linked_chain_fails_as_a_unit, "a linked chain fails as a unit and its codes come back per event");
+    RUN(test_invalid_item_never_sent, "a transfer with amount 0 fails locally and is never sent");
+    RUN(test_concurrent_items_are_batched, "2400 concurrent items all succeed in fewer requests");
+    RUN(test_expiry_runs_while_idle, "a 1 s hold expires while idle (keepalive drives 0.15.3's pulse)");
+    RUN(test_survives_kill_and_restart, "after kill -9 and restart the same sessions carry on");
+    RUN(test_unreachable_fails_fast, "with the server gone, work fails fast instead of hanging");
+    tb_submitter_close(submitter);
+    tb_test_server_stop(&server);
+    return test_summary();
+}
