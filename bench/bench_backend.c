@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 
@@ -38,6 +39,8 @@ struct options {
     uint64_t live_holds;
     uint64_t ops;
     const char *scenario; /* "all" or one name of the table in main */
+    uint32_t lease_cache_entries;
+    int64_t warm_up; /* reserves before timing; -1: a window of leases plus the lease cache */
 };
 
 struct bench {
@@ -92,12 +95,49 @@ static int put_limits(struct bench *b)
     return 0;
 }
 
+/* Each call waits for its done callback, as the server does. Synchronous
+ * backends (memory) run it before returning: then the flag is already set
+ * and no lock is taken. Otherwise the worker sleeps; done and wait each
+ * store their flag before loading the other's (sequentially consistent),
+ * so one of them always sees the other and no wake-up is lost. */
+struct waiter {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    _Atomic bool done;
+    _Atomic bool sleeping;
+};
+
+static void waiter_done(void *context)
+{
+    struct waiter *w = context;
+    atomic_store(&w->done, true);
+    if (atomic_load(&w->sleeping)) {
+        pthread_mutex_lock(&w->mutex);
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->mutex);
+    }
+}
+
+static void waiter_wait(struct waiter *w)
+{
+    if (!atomic_load(&w->done)) {
+        pthread_mutex_lock(&w->mutex);
+        atomic_store(&w->sleeping, true);
+        while (!atomic_load(&w->done))
+            pthread_cond_wait(&w->cond, &w->mutex);
+        atomic_store(&w->sleeping, false);
+        pthread_mutex_unlock(&w->mutex);
+    }
+    atomic_store(&w->done, false);
+}
+
 struct worker {
     struct bench *b;
     uint32_t index;
     uint64_t first; /* lease number to start at */
     uint64_t count;
     uint64_t denied;
+    struct waiter waiter;
 };
 
 static void *worker_main(void *argument)
@@ -111,29 +151,47 @@ static void *worker_main(void *argument)
         actuals[i] = (struct actual){keys[i], (uint32_t)strlen(keys[i]), amounts[i] / 2 + 1};
     }
     char id[32];
-    struct reserve_request request = {.lease_id = id, .requirements = requirements,
-                                      .requirement_count = 3};
+    struct reserve_request request = {
+        .lease_id = id, .requirements = requirements, .requirement_count = 3};
     struct complete_request completion = {.lease_id = id, .actuals = actuals, .actual_count = 3};
     struct reserve_result result;
     struct complete_result completed;
+    pthread_mutex_init(&w->waiter.mutex, NULL);
+    pthread_cond_init(&w->waiter.cond, NULL);
+    atomic_init(&w->waiter.done, false);
+    atomic_init(&w->waiter.sleeping, false);
     for (uint64_t i = w->first; i < w->first + w->count; i++) {
         request.lease_id_length = completion.lease_id_length = lease_id(id, w->index, i);
-        w->b->ops->reserve(w->b->backend, &request, &result, 1, NULL, NULL);
+        w->b->ops->reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);
+        waiter_wait(&w->waiter);
         if (!result.allowed)
             w->denied++;
         if (w->b->complete) {
-            w->b->ops->complete(w->b->backend, &completion, &completed, 1, NULL, NULL);
+            w->b->ops->complete(w->b->backend, &completion, &completed, 1, waiter_done, &w->waiter);
+            waiter_wait(&w->waiter);
             free(completed.warnings);
         }
     }
+    pthread_cond_destroy(&w->waiter.cond);
+    pthread_mutex_destroy(&w->waiter.mutex);
     return NULL;
 }
 
-/* Runs count calls on each thread; returns the elapsed nanoseconds. */
-static int64_t run(struct bench *b, uint64_t first, uint64_t count, uint64_t *denied)
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Runs count calls on each thread; returns the elapsed nanoseconds and the
+ * CPU time of the process (what the figures are on a busy machine). */
+static int64_t run(struct bench *b, uint64_t first, uint64_t count, uint64_t *denied,
+                   int64_t *cpu_used_ns)
 {
     pthread_t threads[THREADS_MAX];
     struct worker workers[THREADS_MAX];
+    int64_t start_cpu_ns = cpu_ns();
     int64_t start_ns = clock_monotonic_ns();
     for (uint32_t t = 0; t < b->threads; t++) {
         workers[t] = (struct worker){.b = b, .index = t, .first = first, .count = count};
@@ -146,6 +204,7 @@ static int64_t run(struct bench *b, uint64_t first, uint64_t count, uint64_t *de
         pthread_join(threads[t], NULL);
         *denied += workers[t].denied;
     }
+    *cpu_used_ns = cpu_ns() - start_cpu_ns;
     return clock_monotonic_ns() - start_ns;
 }
 
@@ -188,6 +247,7 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
     backend_config_defaults(&config);
     config.clock = &b.clock.clock;
     config.data_dir = b.data_dir;
+    config.lease_cache_entries = o->lease_cache_entries;
     char error[256];
     if (b.ops->open(&config, &b.backend, error, sizeof error) != 0) {
         fprintf(stderr, "bench_backend: open %s: %s\n", o->backend, error);
@@ -198,17 +258,19 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
     if (rc == 0) {
         /* Warm up to the steady state: a window of live holds and a full
          * lease cache that evicts its oldest on every reserve. */
-        uint64_t warm_up = live_leases + config.lease_cache_entries;
-        (void)run(&b, 0, warm_up / threads + 1, &denied);
+        uint64_t warm_up =
+            o->warm_up >= 0 ? (uint64_t)o->warm_up : live_leases + config.lease_cache_entries;
+        int64_t cpu_used_ns;
+        (void)run(&b, 0, warm_up / threads + 1, &denied, &cpu_used_ns);
         uint64_t per_thread = o->ops / threads;
-        int64_t elapsed_ns = run(&b, warm_up, per_thread, &denied);
+        int64_t elapsed_ns = run(&b, warm_up, per_thread, &denied, &cpu_used_ns);
         uint64_t done = per_thread * threads;
-        double per_second = (double)done * 1e9 / (double)elapsed_ns;
-        printf("%-30s %12.0f %s/s %9.1f ns/%s  (%" PRIu64 " in %.2f s, live holds %" PRIu64
-               ", denied %" PRIu64 ")\n",
-               name, per_second, complete ? "pairs" : "reserves",
-               (double)elapsed_ns / (double)done, complete ? "pair" : "op", done,
-               (double)elapsed_ns / 1e9, live_holds(&b), denied);
+        const char *what = complete ? "pair" : "reserve";
+        printf("%-28s %10.0f %ss/s %7.1f ns/%s wall, %7.1f ns/%s cpu  (%" PRIu64
+               " in %.2f s, live holds %" PRIu64 ", denied %" PRIu64 ")\n",
+               name, (double)done * 1e9 / (double)elapsed_ns, what,
+               (double)elapsed_ns / (double)done, what, (double)cpu_used_ns / (double)done, what,
+               done, (double)elapsed_ns / 1e9, live_holds(&b), denied);
     }
     b.ops->close(b.backend);
     nftw(b.data_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -226,10 +288,15 @@ static int parse(int argc, char **argv, struct options *o)
             o->ops = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc)
             o->scenario = argv[++i];
+        else if (strcmp(argv[i], "--lease-cache") == 0 && i + 1 < argc)
+            o->lease_cache_entries = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--warm-up") == 0 && i + 1 < argc)
+            o->warm_up = strtoll(argv[++i], NULL, 10);
         else
             return -1;
     }
-    if (backend_find(o->backend) == NULL || o->live_holds < 6 || o->ops < 2)
+    if (backend_find(o->backend) == NULL || o->live_holds < 6 || o->ops < 2 ||
+        o->lease_cache_entries < 1)
         return -1;
     return 0;
 }
@@ -250,13 +317,17 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    struct options o = {.backend = "memory", .live_holds = 1000000, .ops = 3000000,
-                        .scenario = "all"};
+    struct options o = {.backend = "memory",
+                        .live_holds = 1000000,
+                        .ops = 3000000,
+                        .scenario = "all",
+                        .lease_cache_entries = LEASE_CACHE_ENTRIES_DEFAULT};
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr,
                 "usage: bench_backend [--backend %s] [--live-holds N (1000000)] [--ops N "
-                "(3000000)] [--scenario all|reserve|pairs|reserve2|pairs2]\n",
-                backend_names());
+                "(3000000)] [--scenario all|reserve|pairs|reserve2|pairs2] [--lease-cache N "
+                "(%u)] [--warm-up N (live leases + lease cache)]\n",
+                backend_names(), (unsigned)LEASE_CACHE_ENTRIES_DEFAULT);
         return 2;
     }
     printf("bench_backend: %s backend; reserve = rolling rpm 1 + rolling tpm 1500 + monthly "

@@ -71,7 +71,7 @@ static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32
     if (lease->state == LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < count; i++) {
-            if (lease->items[item_of[i]].denied)
+            if (lease->denied_items & (UINT64_C(1) << item_of[i]))
                 result->denied_index[result->denied_count++] = (uint8_t)i;
         }
         return;
@@ -174,9 +174,8 @@ static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64
         int64_t period_end_ms = period->end_ms;
         expires_at_ms = period_end_ms;
         if (period->reserved >= need) {
-            enum walk_result walk = mem_hold_set_walk(&b->pool, &limit->holds, need,
-                                                      period->start_ms, b->walk_scratch,
-                                                      &expires_at_ms);
+            enum walk_result walk = mem_hold_set_walk(
+                &b->pool, &limit->holds, need, period->start_ms, b->walk_scratch, &expires_at_ms);
             if (walk == WALK_BOUNDED)
                 expires_at_ms = limit->holds.expires_at_ms_max;
             else if (walk == WALK_EXHAUSTED)
@@ -190,15 +189,15 @@ static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64
 }
 
 /* Records a capacity denial against the lease, so a retry gets it again. */
-static void deny(struct backend *b, const struct reserve_request *request,
+static void deny(struct backend *b, const struct reserve_request *request, uint64_t hash,
                  struct mem_limit **limits, struct mem_period **periods, int64_t now_ms,
                  struct reserve_result *result)
 {
     int64_t retry_ms = 1;
     for (uint32_t k = 0; k < result->denied_count; k++) {
         uint32_t i = result->denied_index[k];
-        int64_t r = retry_after_ms(b, limits[i], request->requirements[i].amount, periods[i],
-                                   now_ms);
+        int64_t r =
+            retry_after_ms(b, limits[i], request->requirements[i].amount, periods[i], now_ms);
         if (r > retry_ms)
             retry_ms = r;
     }
@@ -214,12 +213,12 @@ static void deny(struct backend *b, const struct reserve_request *request,
             .hold_id = HOLD_NONE,
         };
     }
+    lease->denied_items = 0;
     for (uint32_t k = 0; k < result->denied_count; k++)
-        lease->items[result->denied_index[k]].denied = true;
+        lease->denied_items |= UINT64_C(1) << result->denied_index[k];
     lease->state = LEASE_DENIED;
     lease->retry_after_ms = retry_ms;
-    lease->expires_at_ms = 0;
-    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, now_ms);
+    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, hash, now_ms);
     result->retry_after_ms = retry_ms;
 }
 
@@ -268,7 +267,7 @@ static void hold_all(struct backend *b, const struct reserve_request *request,
     }
     lease->state = LEASE_ACTIVE;
     lease->expires_at_ms = expires_at_ms;
-    lease->retry_after_ms = 0;
+    lease->denied_items = 0;
 }
 
 static void reserve_one(struct backend *b, const struct reserve_request *request,
@@ -278,10 +277,20 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
     assert(n >= 1);
     assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     reserve_result_clear(result);
+    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
+    mem_leases_prefetch(b, hash);
     int64_t now_ms = clock_now_ms(b->clock);
+    struct mem_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
+    struct mem_period *periods[REQUIREMENTS_PER_RESERVE_MAX];
+    /* Limits first (in cache) and their lazy expiry, so the lease's table
+     * slot has time to load. */
+    bool resolved = resolve(b, request, limits, result);
+    for (uint32_t i = 0; resolved && i < n; i++)
+        mem_limit_expire(b, limits[i], now_ms);
     struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, now_ms);
+        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
     if (lease != NULL) {
+        reserve_result_clear(result); /* a known lease answers as before */
         uint8_t item_of[REQUIREMENTS_PER_RESERVE_MAX];
         if (same_requirements(lease, request, item_of)) {
             replay(lease, item_of, n, result);
@@ -291,19 +300,16 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
         }
         return;
     }
-    struct mem_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
-    struct mem_period *periods[REQUIREMENTS_PER_RESERVE_MAX];
-    if (!resolve(b, request, limits, result))
+    if (!resolved)
         return;
     for (uint32_t i = 0; i < n; i++) {
-        mem_limit_expire(b, limits[i], now_ms);
-        periods[i] = limits[i]->kind == LIMIT_BUDGET ? mem_limit_period_now(limits[i], now_ms)
-                                                     : NULL;
+        periods[i] =
+            limits[i]->kind == LIMIT_BUDGET ? mem_limit_period_now(limits[i], now_ms) : NULL;
         if (!fits(limits[i], request->requirements[i].amount, periods[i]))
             result->denied_index[result->denied_count++] = (uint8_t)i;
     }
     if (result->denied_count > 0) {
-        deny(b, request, limits, periods, now_ms, result);
+        deny(b, request, hash, limits, periods, now_ms, result);
         return;
     }
     lease = mem_lease_alloc(b, n);
@@ -317,7 +323,7 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
         return;
     }
     hold_all(b, request, limits, periods, lease, now_ms);
-    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, now_ms);
+    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, hash, now_ms);
     result->allowed = true;
     result->reserved_at_unix_ms = now_ms;
     result->expires_at_unix_ms = lease->expires_at_ms;
@@ -446,8 +452,9 @@ static void complete_one(struct backend *b, const struct complete_request *reque
     result->warnings = NULL;
     assert(request->actual_count <= REQUIREMENTS_PER_RESERVE_MAX);
     int64_t now_ms = clock_now_ms(b->clock);
+    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
     struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, now_ms);
+        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
     if (lease == NULL || lease->state == LEASE_DENIED)
         return; /* nothing held, nothing to reconcile */
     if (lease->state == LEASE_RELEASED) {
@@ -460,12 +467,13 @@ static void complete_one(struct backend *b, const struct complete_request *reque
     for (uint32_t a = 0; a < request->actual_count; a++) {
         const struct actual *actual = &request->actuals[a];
         uint32_t j = 0;
-        while (j < lease->item_count && !key_is(lease->items[j].limit, actual->key, actual->key_length))
+        while (j < lease->item_count &&
+               !key_is(lease->items[j].limit, actual->key, actual->key_length))
             j++;
         if (j == lease->item_count) {
             result->status = RESULT_INVALID;
-            set_error(result->error, sizeof result->error, "actual_key_not_in_lease:",
-                      actual->key, actual->key_length);
+            set_error(result->error, sizeof result->error, "actual_key_not_in_lease:", actual->key,
+                      actual->key_length);
             return;
         }
         assert(actual->actual_amount <= AMOUNT_MAX);
@@ -495,8 +503,9 @@ static void release_one(struct backend *b, const struct release_request *request
     result->status = RESULT_OK;
     result->error[0] = '\0';
     int64_t now_ms = clock_now_ms(b->clock);
+    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
     struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, now_ms);
+        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
     if (lease == NULL || lease->state != LEASE_ACTIVE) {
         if (lease != NULL && lease->state == LEASE_COMPLETED) {
             result->status = RESULT_CONFLICT;
@@ -516,14 +525,6 @@ static void release_one(struct backend *b, const struct release_request *request
 /* ---- the ops ------------------------------------------------------------- */
 
 static void memory_close(struct backend *b);
-
-static uint32_t power_of_two_at_least(uint64_t n)
-{
-    uint32_t p = 16;
-    while (p < n)
-        p *= 2;
-    return p;
-}
 
 static int open_check(const struct backend_config *config, char *error, size_t error_size)
 {
@@ -562,11 +563,9 @@ static int memory_open(const struct backend_config *config, struct backend **out
     b->decrease_retry_ms = config->decrease_retry_ms;
     b->random_state = (uint64_t)clock_monotonic_ns() | 1;
     b->pool.free_head = HOLD_NONE;
-    uint32_t lease_slots = power_of_two_at_least(2 * (uint64_t)config->lease_cache_entries);
     b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
-    if (b->walk_scratch == NULL ||
-        mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
-        mem_table_init(&b->leases, lease_slots, lease_slots) != 0) {
+    if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
+        mem_leases_init(b, config->lease_cache_entries) != 0) {
         memory_close(b);
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -577,8 +576,7 @@ static int memory_open(const struct backend_config *config, struct backend **out
 
 static void memory_close(struct backend *b)
 {
-    if (b->leases.entries != NULL)
-        mem_leases_free_all(b); /* first: leases refer to limits */
+    mem_leases_free_all(b); /* first: leases refer to limits */
     if (b->limits.entries != NULL) {
         for (uint32_t i = 0; i < b->limits.capacity; i++) {
             struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
@@ -669,8 +667,8 @@ static void memory_reserve(struct backend *b, const struct reserve_request *requ
 }
 
 static void memory_complete(struct backend *b, const struct complete_request *requests,
-                            struct complete_result *results, uint32_t count,
-                            backend_done_fn done, void *context)
+                            struct complete_result *results, uint32_t count, backend_done_fn done,
+                            void *context)
 {
     for (uint32_t i = 0; i < count; i++)
         LOCKED(b, complete_one(b, &requests[i], &results[i], &b->warnings));

@@ -96,8 +96,7 @@ static void heap_sift_up(const struct mem_hold_pool *pool, struct mem_hold_set *
     heap_place(pool, set, i, entry);
 }
 
-static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set *set,
-                           uint32_t i)
+static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
 {
     struct mem_heap_entry entry = set->heap[i];
     for (;;) {
@@ -270,10 +269,9 @@ static uint32_t walk_open_pop(struct heap_walk *w)
     return position;
 }
 
-enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
-                                   const struct mem_hold_set *set, uint64_t need,
-                                   int64_t period_start_ms, struct mem_heap_entry *scratch,
-                                   int64_t *expires_at_ms)
+enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                                   uint64_t need, int64_t period_start_ms,
+                                   struct mem_heap_entry *scratch, int64_t *expires_at_ms)
 {
     assert(need > 0);
     struct heap_walk w = {.set = set, .open = scratch, .open_count = 0};

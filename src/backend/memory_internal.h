@@ -48,8 +48,10 @@ struct mem_node *mem_table_find(const struct mem_table *table, uint64_t hash, co
                                 uint32_t key_length);
 /* The key must not be present. 0, or -1 if the table cannot grow. */
 int mem_table_insert(struct mem_table *table, struct mem_node *node);
-/* The node must be present. */
+/* The node must be present. The _hashed form takes its hash, so the node
+ * itself is never loaded (only compared by address). */
 void mem_table_remove(struct mem_table *table, struct mem_node *node);
+void mem_table_remove_hashed(struct mem_table *table, struct mem_node *node, uint64_t hash);
 
 /* ---- holds (memory_holds.c) ---------------------------------------------- */
 
@@ -64,14 +66,14 @@ struct mem_limit;
 /* One requirement of one lease on one limit. One cache line. */
 struct mem_hold {
     uint64_t amount;
-    uint64_t debt;            /* rolling overage debt that expires with this hold */
+    uint64_t debt; /* rolling overage debt that expires with this hold */
     int64_t expires_at_ms;
-    int64_t period_start_ms;  /* budgets: the period this hold is charged to */
+    int64_t period_start_ms; /* budgets: the period this hold is charged to */
     struct mem_limit *limit;
-    uint32_t previous;        /* expiry list links (ids), or the free list */
+    uint32_t previous; /* expiry list links (ids), or the free list */
     uint32_t next;
-    uint32_t heap_index;      /* HOLD_IN_LIST when in the list */
-    uint32_t generation;      /* bumped on free: stale lease references see it */
+    uint32_t heap_index; /* HOLD_IN_LIST when in the list */
+    uint32_t generation; /* bumped on free: stale lease references see it */
     uint8_t state;
 } __attribute__((aligned(64)));
 
@@ -136,10 +138,9 @@ uint32_t mem_hold_set_first(const struct mem_hold_pool *pool, const struct mem_h
  * WALK_BOUNDED after RETRY_WALK_HOLDS_MAX holds. scratch has room for
  * RETRY_WALK_HOLDS_MAX + 1 entries. */
 enum walk_result { WALK_FOUND, WALK_EXHAUSTED, WALK_BOUNDED };
-enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
-                                   const struct mem_hold_set *set, uint64_t need,
-                                   int64_t period_start_ms, struct mem_heap_entry *scratch,
-                                   int64_t *expires_at_ms);
+enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                                   uint64_t need, int64_t period_start_ms,
+                                   struct mem_heap_entry *scratch, int64_t *expires_at_ms);
 /* Checks list order and links, heap order and indexes, and the count;
  * returns the sums of reserved, used and debt amounts. Asserts. */
 void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
@@ -167,8 +168,10 @@ struct mem_limit {
     uint64_t used;     /* rolling: USED holds */
     uint64_t debt;     /* rolling: debt riding on live holds; saturates */
     struct mem_hold_set holds;
-    uint32_t lease_references; /* lease items that point here */
-    bool deleted;              /* hidden from new reserves, list, get, usage */
+    bool deleted; /* hidden from new reserves, list, get, usage */
+    /* The lease ring's tail when it was deleted: only leases before it can
+     * point here, so it can be freed once they and its holds are gone. */
+    uint64_t deleted_at_ring_position;
     /* budgets: a ring of periods, newest at period_newest */
     uint32_t period_newest;
     uint32_t period_count;
@@ -193,24 +196,40 @@ struct mem_lease_item {
     int64_t period_start_ms; /* budgets */
     uint32_t hold_id;
     uint32_t hold_generation;
-    bool denied;
 };
 
 #define LEASE_SIZE_CLASSES 7 /* up to 1, 2, 4, ..., 64 items */
 
+struct mem_lease_slot {
+    struct mem_lease *lease; /* NULL: a hole */
+    uint64_t hash;           /* of its id, to find its table entry without loading it */
+};
+
+/* Laid out to touch few cache lines: a 64-byte header, the items, then the
+ * id right after the items in use (not after the whole size class). */
 struct mem_lease {
-    struct mem_node node; /* key points into id */
-    struct mem_lease *older; /* cache order: oldest first */
-    struct mem_lease *newer;
+    struct mem_node node; /* key points at the id after the items */
+    union {
+        uint64_t ring_position;      /* in the cache */
+        struct mem_lease *next_free; /* on a free list */
+    };
     int64_t reserved_at_ms;
-    int64_t expires_at_ms;
-    int64_t retry_after_ms; /* a denied lease answers the same again */
+    union {
+        int64_t expires_at_ms;  /* allowed */
+        int64_t retry_after_ms; /* denied: a retry gets the same answer */
+    };
+    uint64_t denied_items; /* bit i: items[i] did not fit */
     uint8_t state;
     uint8_t size_class;
     uint8_t item_count;
-    char id[LEASE_ID_LENGTH_MAX + 1];
     struct mem_lease_item items[];
 };
+
+/* The id of a lease, stored after its items. */
+static inline char *mem_lease_id(struct mem_lease *lease)
+{
+    return (char *)&lease->items[lease->item_count];
+}
 
 /* ---- the backend --------------------------------------------------------- */
 
@@ -236,8 +255,14 @@ struct backend {
     struct mem_limit *retired; /* deleted, then replaced by another kind */
 
     struct mem_table leases;
-    struct mem_lease *oldest;
-    struct mem_lease *newest;
+    /* Cache order, oldest at ring_head: positions count up forever and
+     * index the ring modulo its size. A lease dropped out of order leaves
+     * a hole (lease NULL) that the head skips. The ring has twice the cache
+     * bound of room, so holes never make the cache evict early. */
+    struct mem_lease_slot *ring;
+    uint64_t ring_mask;
+    uint64_t ring_head;
+    uint64_t ring_tail;
     uint32_t lease_count;
     struct mem_lease *free_leases[LEASE_SIZE_CLASSES];
 
@@ -261,8 +286,9 @@ struct mem_period *mem_limit_period_find(struct mem_limit *limit, int64_t start_
 void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id);
 /* Applies a pending decrease once the free capacity covers it. true if applied. */
 bool mem_limit_try_decrease(struct mem_limit *limit);
-/* Frees a limit no lease or hold refers to. */
-void mem_limit_destroy(struct mem_limit *limit);
+/* Frees a deleted limit no lease or hold refers to (mem_limit_unused). */
+void mem_limit_destroy(struct backend *b, struct mem_limit *limit);
+bool mem_limit_unused(const struct backend *b, const struct mem_limit *limit);
 /* Full invariant check (sums, order); asserts. */
 void mem_limit_check(struct backend *b, struct mem_limit *limit);
 
@@ -278,19 +304,24 @@ int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct lim
 void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed);
 void mem_limits_free_all(struct backend *b);
 
-/* memory_leases.c */
+/* memory_leases.c; hash is mem_hash of the id. */
+/* Starts loading what a reserve of this id will touch in the cache: its
+ * table slot, and the oldest lease's slot when the cache is full. */
+void mem_leases_prefetch(const struct backend *b, uint64_t hash);
 /* The lease with this id, or NULL (also when past its retention, then dropped). */
 struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_length,
-                                 int64_t now_ms);
+                                 uint64_t hash, int64_t now_ms);
 /* A new lease not yet in the cache, or NULL when out of memory. */
 struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count);
 /* Adds to the cache, evicting the oldest lease when the cache is full. */
 void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id,
-                      uint32_t id_length, int64_t reserved_at_ms);
+                      uint32_t id_length, uint64_t hash, int64_t reserved_at_ms);
 /* Frees a lease not in the cache. */
 void mem_lease_discard(struct backend *b, struct mem_lease *lease);
 /* Drops leases past their retention. */
 void mem_leases_expire(struct backend *b, int64_t now_ms);
+/* 0, or -1 when out of memory. */
+int mem_leases_init(struct backend *b, uint32_t cache_entries);
 void mem_leases_free_all(struct backend *b);
 
 #endif

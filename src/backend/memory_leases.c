@@ -1,5 +1,5 @@
 /* The lease cache of the memory backend: leases by id in a hash table and a
- * list in reserve order, bounded by lease_cache_entries (oldest evicted
+ * ring in reserve order, bounded by lease_cache_entries (oldest evicted
  * first) and lease_retention_ms. Freed leases are kept on per-size free
  * lists, so a steady load allocates nothing. Callers hold the mutex. */
 #include "memory_internal.h"
@@ -7,6 +7,33 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(sizeof(struct mem_lease) == 64, "a lease header is one cache line");
+_Static_assert(sizeof(struct mem_lease_item) == 32, "two lease items per cache line");
+_Static_assert(sizeof(struct mem_hold) == 64, "a hold is one cache line");
+
+static uint32_t power_of_two_at_least(uint64_t n)
+{
+    uint32_t p = 16;
+    while (p < n)
+        p *= 2;
+    return p;
+}
+
+int mem_leases_init(struct backend *b, uint32_t cache_entries)
+{
+    assert(cache_entries >= 1);
+    assert(cache_entries <= MEMORY_LEASE_CACHE_ENTRIES_MAX);
+    uint32_t slots = power_of_two_at_least(2 * (uint64_t)cache_entries);
+    if (mem_table_init(&b->leases, slots, slots) != 0)
+        return -1;
+    b->ring = calloc(slots, sizeof *b->ring);
+    if (b->ring == NULL)
+        return -1;
+    b->ring_mask = slots - 1;
+    b->ring_head = b->ring_tail = 0;
+    return 0;
+}
 
 static uint8_t size_class(uint32_t item_count)
 {
@@ -24,45 +51,74 @@ struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count)
     uint8_t c = size_class(item_count);
     struct mem_lease *lease = b->free_leases[c];
     if (lease != NULL) {
-        b->free_leases[c] = lease->newer;
+        b->free_leases[c] = lease->next_free;
     } else {
-        lease = malloc(sizeof *lease + (sizeof lease->items[0] << c));
+        lease = malloc(sizeof *lease + (sizeof lease->items[0] << c) + LEASE_ID_LENGTH_MAX + 1);
         if (lease == NULL)
             return NULL;
     }
     lease->size_class = c;
     lease->item_count = (uint8_t)item_count;
-    lease->older = lease->newer = NULL;
+    lease->next_free = NULL;
     return lease;
 }
 
 void mem_lease_discard(struct backend *b, struct mem_lease *lease)
 {
-    lease->newer = b->free_leases[lease->size_class];
+    lease->next_free = b->free_leases[lease->size_class];
     b->free_leases[lease->size_class] = lease;
 }
 
-/* Takes a lease out of the cache. Its holds stay where they are: they are
- * accounted on their limits and expire by themselves. */
-static void lease_drop(struct backend *b, struct mem_lease *lease)
+static struct mem_lease_slot *ring_slot(const struct backend *b, uint64_t position)
 {
-    mem_table_remove(&b->leases, &lease->node);
-    if (lease->older != NULL)
-        lease->older->newer = lease->newer;
-    else
-        b->oldest = lease->newer;
-    if (lease->newer != NULL)
-        lease->newer->older = lease->older;
-    else
-        b->newest = lease->older;
+    return &b->ring[position & b->ring_mask];
+}
+
+/* Moves the head past holes, so it names the oldest lease (or the tail). */
+static void ring_skip_holes(struct backend *b)
+{
+    while (b->ring_head != b->ring_tail && ring_slot(b, b->ring_head)->lease == NULL)
+        b->ring_head++;
+}
+
+/* Takes the lease at this ring position out of the cache. Its holds stay
+ * where they are: they are accounted on their limits and expire by
+ * themselves. Evictions do not wait for the lease to load: its table entry
+ * is found by the hash kept in the ring, and limits keep no reference
+ * counts (see deleted_at_ring_position). */
+static void drop_at(struct backend *b, uint64_t position)
+{
+    struct mem_lease_slot *slot = ring_slot(b, position);
+    struct mem_lease *lease = slot->lease;
+    assert(lease != NULL);
+    mem_table_remove_hashed(&b->leases, &lease->node, slot->hash);
+    slot->lease = NULL;
+    ring_skip_holes(b);
     assert(b->lease_count > 0);
     b->lease_count--;
-    for (uint32_t i = 0; i < lease->item_count; i++) {
-        struct mem_limit *limit = lease->items[i].limit;
-        assert(limit->lease_references > 0);
-        limit->lease_references--;
-    }
     mem_lease_discard(b, lease);
+}
+
+static struct mem_lease *oldest(const struct backend *b)
+{
+    return b->ring_head == b->ring_tail ? NULL : ring_slot(b, b->ring_head)->lease;
+}
+
+static void drop_oldest(struct backend *b)
+{
+    assert(b->ring_head != b->ring_tail);
+    drop_at(b, b->ring_head);
+}
+
+void mem_leases_prefetch(const struct backend *b, uint64_t hash)
+{
+    const struct mem_table *t = &b->leases;
+    __builtin_prefetch(&t->entries[(uint32_t)hash & (t->capacity - 1)]);
+    if (b->lease_count < b->lease_cache_entries || b->ring_head == b->ring_tail)
+        return;
+    /* The next eviction reads only its table entry. */
+    const struct mem_lease_slot *victim = ring_slot(b, b->ring_head);
+    __builtin_prefetch(&t->entries[(uint32_t)victim->hash & (t->capacity - 1)]);
 }
 
 static bool past_retention(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
@@ -71,66 +127,72 @@ static bool past_retention(const struct backend *b, const struct mem_lease *leas
 }
 
 struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_length,
-                                 int64_t now_ms)
+                                 uint64_t hash, int64_t now_ms)
 {
-    struct mem_node *node = mem_table_find(&b->leases, mem_hash(id, id_length), id, id_length);
+    assert(hash == mem_hash(id, id_length));
+    struct mem_node *node = mem_table_find(&b->leases, hash, id, id_length);
     if (node == NULL)
         return NULL;
     struct mem_lease *lease = (struct mem_lease *)node;
     if (past_retention(b, lease, now_ms)) {
-        lease_drop(b, lease);
+        drop_at(b, lease->ring_position);
         return NULL;
     }
     return lease;
 }
 
 void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id,
-                      uint32_t id_length, int64_t reserved_at_ms)
+                      uint32_t id_length, uint64_t hash, int64_t reserved_at_ms)
 {
     assert(id_length >= 1);
     assert(id_length <= LEASE_ID_LENGTH_MAX);
+    assert(hash == mem_hash(id, id_length));
     if (b->lease_count >= b->lease_cache_entries)
-        lease_drop(b, b->oldest);
-    memcpy(lease->id, id, id_length);
-    lease->id[id_length] = '\0';
-    lease->node.key = lease->id;
+        drop_oldest(b);
+    /* Holes come from leases dropped past their retention out of order,
+     * which needs a clock stepping back; should they ever fill the spare
+     * room, the oldest lease goes early (each drop frees its slot). */
+    while (b->ring_tail - b->ring_head > b->ring_mask)
+        drop_oldest(b);
+    char *stored_id = mem_lease_id(lease);
+    memcpy(stored_id, id, id_length);
+    stored_id[id_length] = '\0';
+    lease->node.key = stored_id;
     lease->node.key_length = id_length;
-    lease->node.hash = mem_hash(id, id_length);
+    lease->node.hash = hash;
     lease->reserved_at_ms = reserved_at_ms;
     /* The table is sized for the cache bound, so this cannot fail. */
     int inserted = mem_table_insert(&b->leases, &lease->node);
     assert(inserted == 0);
     (void)inserted;
-    lease->older = b->newest;
-    lease->newer = NULL;
-    if (b->newest != NULL)
-        b->newest->newer = lease;
-    else
-        b->oldest = lease;
-    b->newest = lease;
+    lease->ring_position = b->ring_tail++;
+    *ring_slot(b, lease->ring_position) = (struct mem_lease_slot){lease, hash};
     b->lease_count++;
-    for (uint32_t i = 0; i < lease->item_count; i++)
-        lease->items[i].limit->lease_references++;
 }
 
 void mem_leases_expire(struct backend *b, int64_t now_ms)
 {
     /* Reserve order is time order, so expired leases are at the old end;
      * the loop is bounded by the cache size. */
-    while (b->oldest != NULL && past_retention(b, b->oldest, now_ms))
-        lease_drop(b, b->oldest);
+    for (struct mem_lease *lease = oldest(b); lease != NULL && past_retention(b, lease, now_ms);
+         lease = oldest(b))
+        drop_oldest(b);
 }
 
 void mem_leases_free_all(struct backend *b)
 {
-    while (b->oldest != NULL)
-        lease_drop(b, b->oldest);
+    if (b->ring != NULL) {
+        while (oldest(b) != NULL)
+            drop_oldest(b);
+    }
     for (uint32_t c = 0; c < LEASE_SIZE_CLASSES; c++) {
         while (b->free_leases[c] != NULL) {
             struct mem_lease *lease = b->free_leases[c];
-            b->free_leases[c] = lease->newer;
+            b->free_leases[c] = lease->next_free;
             free(lease);
         }
     }
+    free(b->ring);
+    b->ring = NULL;
     mem_table_free(&b->leases);
 }

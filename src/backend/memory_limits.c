@@ -16,7 +16,8 @@ struct mem_limit *mem_limit_find(struct backend *b, const char *key, uint32_t ke
 
 static struct mem_limit *find_live(struct backend *b, const char *key)
 {
-    struct mem_limit *limit = mem_limit_find(b, key, (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1));
+    struct mem_limit *limit =
+        mem_limit_find(b, key, (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1));
     return limit == NULL || limit->deleted ? NULL : limit;
 }
 
@@ -25,7 +26,8 @@ static struct mem_limit *find_live(struct backend *b, const char *key)
 static struct mem_period *period_at_age(struct mem_limit *limit, uint32_t age)
 {
     assert(age < limit->period_count);
-    return &limit->periods[(limit->period_newest + BUDGET_PERIODS_KEPT - age) % BUDGET_PERIODS_KEPT];
+    return &limit
+                ->periods[(limit->period_newest + BUDGET_PERIODS_KEPT - age) % BUDGET_PERIODS_KEPT];
 }
 
 static struct mem_period *period_containing(struct mem_limit *limit, int64_t unix_ms)
@@ -116,10 +118,16 @@ void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms
         struct mem_hold *hold = mem_hold_get(&b->pool, id);
         if (hold->expires_at_ms > now_ms)
             break;
+        /* Holds reserved in the same millisecond expire together. */
+        if (hold->heap_index == HOLD_IN_LIST && hold->next != HOLD_NONE)
+            __builtin_prefetch(mem_hold_get(&b->pool, hold->next));
         if (hold->state == HOLD_RESERVED)
             b->expired_holds++;
         mem_limit_drop_hold(b, limit, id);
     }
+    /* Under a steady load the next call expires this one: start loading it. */
+    if (limit->holds.head != HOLD_NONE)
+        __builtin_prefetch(mem_hold_get(&b->pool, limit->holds.head));
     if (limit->kind == LIMIT_BUDGET)
         (void)mem_limit_period_now(limit, now_ms);
 }
@@ -194,17 +202,17 @@ static struct mem_limit *limit_create(struct backend *b, const struct limit_defi
     return limit;
 }
 
-void mem_limit_destroy(struct mem_limit *limit)
+bool mem_limit_unused(const struct backend *b, const struct mem_limit *limit)
 {
-    assert(limit->holds.count == 0);
-    assert(limit->lease_references == 0);
-    mem_hold_set_free(&limit->holds);
-    free(limit);
+    return limit->deleted && limit->holds.count == 0 &&
+           b->ring_head >= limit->deleted_at_ring_position;
 }
 
-static bool limit_unused(const struct mem_limit *limit)
+void mem_limit_destroy(struct backend *b, struct mem_limit *limit)
 {
-    return limit->holds.count == 0 && limit->lease_references == 0;
+    assert(mem_limit_unused(b, limit));
+    mem_hold_set_free(&limit->holds);
+    free(limit);
 }
 
 /* A deleted limit makes way for a new one of another kind or period; leases
@@ -213,8 +221,8 @@ static void retire(struct backend *b, struct mem_limit *limit)
 {
     assert(limit->deleted);
     mem_table_remove(&b->limits, &limit->node);
-    if (limit_unused(limit)) {
-        mem_limit_destroy(limit);
+    if (mem_limit_unused(b, limit)) {
+        mem_limit_destroy(b, limit);
         return;
     }
     limit->next_retired = b->retired;
@@ -283,7 +291,8 @@ int mem_restore_limit(struct backend *b, const struct limit_state *state, char *
     if (limit_definition_validate(&d, error, error_size) != 0)
         return -1;
     bool decreasing = state->status == LIMIT_DECREASING;
-    if (decreasing && (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
+    if (decreasing &&
+        (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
         snprintf(error, error_size, "pending_decrease_to: must be 1..capacity-1 while decreasing");
         return -1;
     }
@@ -311,6 +320,7 @@ int mem_delete_limit(struct backend *b, const char *key)
     if (limit == NULL)
         return -1;
     limit->deleted = true;
+    limit->deleted_at_ring_position = b->ring_tail;
     assert(b->live_limit_count > 0);
     b->live_limit_count--;
     return 0;
@@ -444,9 +454,9 @@ void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
             continue;
         }
         tick_one(b, limit, now_ms, limits_changed);
-        if (limit->deleted && limit_unused(limit)) {
+        if (mem_limit_unused(b, limit)) {
             mem_table_remove(&b->limits, &limit->node);
-            mem_limit_destroy(limit);
+            mem_limit_destroy(b, limit);
             continue;
         }
         i++;
@@ -455,9 +465,9 @@ void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
     while (*link != NULL) {
         struct mem_limit *limit = *link;
         tick_one(b, limit, now_ms, limits_changed);
-        if (limit_unused(limit)) {
+        if (mem_limit_unused(b, limit)) {
             *link = limit->next_retired;
-            mem_limit_destroy(limit);
+            mem_limit_destroy(b, limit);
         } else {
             link = &limit->next_retired;
         }

@@ -7,27 +7,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A multiply-xorshift hash over 8-byte words; keys and lease ids are short
- * ASCII strings, so this is fast and spreads them well. */
+static uint64_t load64(const char *bytes)
+{
+    uint64_t word;
+    memcpy(&word, bytes, 8);
+    return word;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    return x ^ (x >> 29);
+}
+
+/* A multiply-xorshift hash over 8-byte words in two independent lanes (keys
+ * and lease ids are short ASCII strings: this keeps the dependency chain to
+ * two or three multiplies). The last word overlaps the one before it rather
+ * than being assembled byte by byte. */
 uint64_t mem_hash(const char *bytes, size_t length)
 {
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)length;
-    size_t i = 0;
-    for (; i + 8 <= length; i += 8) {
-        uint64_t word;
-        memcpy(&word, bytes + i, 8);
-        h = (h ^ word) * UINT64_C(0xff51afd7ed558ccd);
-        h ^= h >> 29;
-    }
-    if (i < length) {
+    uint64_t a = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)length;
+    uint64_t b = UINT64_C(0xc4ceb9fe1a85ec53);
+    if (length < 8) {
         uint64_t word = 0;
-        memcpy(&word, bytes + i, length - i);
-        h = (h ^ word) * UINT64_C(0xc4ceb9fe1a85ec53);
-        h ^= h >> 29;
+        for (size_t i = 0; i < length; i++)
+            word |= (uint64_t)(unsigned char)bytes[i] << (8 * i);
+        a = mix(a ^ word);
+    } else {
+        size_t i = 0;
+        for (; i + 16 <= length; i += 16) {
+            a = mix(a ^ load64(bytes + i));
+            b = mix(b ^ load64(bytes + i + 8));
+        }
+        if (i + 8 <= length) {
+            a = mix(a ^ load64(bytes + i));
+            i += 8;
+        }
+        if (i < length)
+            b = mix(b ^ load64(bytes + length - 8));
     }
-    h *= UINT64_C(0xff51afd7ed558ccd);
-    h ^= h >> 32;
-    return h;
+    uint64_t h = mix(a ^ (b << 31 | b >> 33));
+    h *= UINT64_C(0xc4ceb9fe1a85ec53);
+    return h ^ (h >> 32);
 }
 
 int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max)
@@ -114,8 +135,13 @@ int mem_table_insert(struct mem_table *table, struct mem_node *node)
 
 void mem_table_remove(struct mem_table *table, struct mem_node *node)
 {
+    mem_table_remove_hashed(table, node, node->hash);
+}
+
+void mem_table_remove_hashed(struct mem_table *table, struct mem_node *node, uint64_t hash)
+{
     uint32_t mask = table->capacity - 1;
-    uint32_t i = (uint32_t)node->hash & mask;
+    uint32_t i = (uint32_t)hash & mask;
     while (table->entries[i].node != node) {
         assert(table->entries[i].node != NULL);
         i = (i + 1) & mask;

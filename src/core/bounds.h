@@ -59,21 +59,26 @@
 #define CONNECTIONS_MAX 65536                  /* ceiling of --max-connections */
 #define CONNECTION_TIMEOUT_SECONDS_MAX 86400   /* ceiling of --connection-timeout-seconds */
 #define SERVER_THREADS_MAX 64                  /* ceiling of --threads */
+#define EXCHANGE_POOL_MAX 1024                 /* idle request objects kept for reuse */
+#define CONNECTION_MEMORY_BYTES (16 * 1024)    /* per connection: request line, headers, reads */
 #define TICK_INTERVAL_MS 250                   /* backend tick: decreases apply within 1 s */
 #define SHUTDOWN_DRAIN_MS 10000                /* SIGTERM waits this long for open requests */
+#define SHUTDOWN_UPLOAD_GRACE_MS 1000          /* ... and this long for bodies still arriving */
 #define REGISTRY_BYTES_MAX (512 * 1024 * 1024) /* limits.json */
 #define TOKEN_BYTES_MAX 4096                   /* an admin/client token file */
 #define RESPONSE_BYTES_MAX (512 * 1024 * 1024) /* one HTTP reply (GET /v1/admin/limits) */
-#define METRICS_DENIAL_KEYS_MAX 1000 /* key labels of llmlimit_reserve_denials_total */
-#define METRICS_LIMITS_MAX 1000      /* limits with per-limit gauges in /metrics */
+#define METRICS_DENIAL_KEYS_MAX 1000           /* key labels of llmlimit_reserve_denials_total */
+#define METRICS_LIMITS_MAX 1000                /* limits with per-limit gauges in /metrics */
 
 /* sqlite backend. */
 #define SQLITE_QUEUE_ITEMS_MAX 16384    /* calls waiting for the writer; past it: 503 */
 #define SQLITE_GROUP_COMMIT_MAX 1024    /* requests per transaction (at least one call) */
+#define SQLITE_SKIPS_MAX 64             /* failing requests one transaction is redone without */
 #define SQLITE_BUSY_TIMEOUT_MS 5000
 #define SQLITE_CACHE_KIB 65536          /* page cache of the write connection */
 #define SQLITE_WAL_BYTES_KEPT (64 * 1024 * 1024) /* journal_size_limit */
-#define SQLITE_CHECKPOINT_PAGES 4096    /* WAL pages that trigger a passive checkpoint */
+#define SQLITE_CHECKPOINT_PAGES 4096    /* WAL pages that trigger a background checkpoint */
+#define SQLITE_WAL_PAGES_MAX 16384      /* WAL pages at which the writer restarts the WAL */
 #define SQLITE_EXPIRIES_PER_TICK_MAX 100000 /* holds one tick() expires; the rest next time */
 #define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
 

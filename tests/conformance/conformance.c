@@ -321,6 +321,8 @@ int main(int argc, char **argv)
     }
     conformance_backend = argv[1];
     conformance_traits.bounded_lease_cache = strcmp(argv[1], "sqlite") != 0;
+    conformance_traits.budget_periods_kept =
+        strcmp(argv[1], "memory") == 0 ? BUDGET_PERIODS_KEPT : 0;
     const char *tmp = getenv("TMPDIR");
     snprintf(root_dir, sizeof root_dir, "%s/llmlimit-conformance-XXXXXX",
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");

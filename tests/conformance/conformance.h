@@ -31,7 +31,8 @@ struct fixture {
 
 /* What differs between backends by design (documented in docs/semantics.md). */
 struct backend_traits {
-    bool bounded_lease_cache; /* lease_cache_entries evicts (memory, tigerbeetle) */
+    bool bounded_lease_cache;     /* lease_cache_entries evicts (memory, tigerbeetle) */
+    uint32_t budget_periods_kept; /* past periods reported, with the current; 0: all */
 };
 
 extern const char *conformance_backend;
@@ -51,8 +52,8 @@ void fixture_close(struct fixture *f);
 struct limit_definition rolling_limit(const char *key, uint64_t capacity, uint32_t window_seconds);
 struct limit_definition concurrency_limit(const char *key, uint64_t capacity,
                                           uint32_t timeout_seconds);
-struct limit_definition budget_limit(const char *key, uint64_t capacity,
-                                     enum limit_period period, uint32_t timeout_seconds);
+struct limit_definition budget_limit(const char *key, uint64_t capacity, enum limit_period period,
+                                     uint32_t timeout_seconds);
 int put(struct fixture *f, struct limit_definition definition, struct limit_state *state,
         char *error);
 bool put_rolling(struct fixture *f, const char *key, uint64_t capacity, uint32_t window_seconds);

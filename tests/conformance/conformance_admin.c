@@ -274,7 +274,8 @@ void run_admin_tests(int *passed, int *failed)
     RUN(delete_hides_the_key_but_leases_still_finish,
         "a deleted key is unknown to reserve/get/list/usage, yet its leases complete and release");
     RUN(recreate_after_delete, "a deleted key can be put again, of the same or another kind");
-    RUN(list_is_sorted_and_get_reports_state, "list_limits is sorted by key; get reports the state");
+    RUN(list_is_sorted_and_get_reports_state,
+        "list_limits is sorted by key; get reports the state");
     RUN(restore_loads_a_state_as_it_was,
         "restore_limit loads a decreasing state as saved and tick finishes the decrease");
     RUN(usage_of_unknown_key_fails, "usage of an unknown key is -1; the backend is ready");

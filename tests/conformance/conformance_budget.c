@@ -162,6 +162,26 @@ FIXTURE_TEST(budget_day_and_week_periods_are_utc)
     CHECK(reserve1(f, "d3", "daily", 100));
 }
 
+FIXTURE_TEST(budget_old_periods_are_kept_up_to_the_bound)
+{
+    REQUIRE(put_budget(f, "usd", 100, PERIOD_DAY, 60));
+    REQUIRE(reserve1(f, "first-day", "usd", 7));
+    REQUIRE(complete_none(f, "first-day").status == RESULT_OK);
+    uint32_t kept = conformance_traits.budget_periods_kept;
+    uint32_t days = kept == 0 ? BUDGET_PERIODS_KEPT : kept;
+    /* Each day has activity, so each is a period of its own. */
+    for (uint32_t day = 1; day < days; day++) {
+        advance(f, 86400000);
+        tick(f);
+    }
+    CHECK_EQ_U64(usage_at(f, "usd", T0_MS).used, 7); /* the oldest kept period */
+    advance(f, 86400000);
+    tick(f);
+    /* One past the bound: the memory backend forgets it, others keep it. */
+    CHECK_EQ_U64(usage_at(f, "usd", T0_MS).used, kept == 0 ? 7 : 0);
+    CHECK_EQ_I64(usage_at(f, "usd", T0_MS).period_start_unix_ms, JAN_16_MS - 86400000);
+}
+
 void run_budget_tests(int *passed, int *failed)
 {
     RUN(budget_commit_charges_the_actual,
@@ -179,8 +199,10 @@ void run_budget_tests(int *passed, int *failed)
     RUN(budget_left_out_key_settles_at_reserved,
         "a budget key left out of the actuals commits its reserved amount");
     RUN(budget_release_frees_the_reservation, "release frees a budget reservation at once");
-    RUN(budget_day_and_week_periods_are_utc,
-        "day and week (Monday) periods follow UTC boundaries");
+    RUN(budget_old_periods_are_kept_up_to_the_bound,
+        "a budget reports its last BUDGET_PERIODS_KEPT periods; one past, the oldest is gone "
+        "(memory) or kept (backends that keep all)");
+    RUN(budget_day_and_week_periods_are_utc, "day and week (Monday) periods follow UTC boundaries");
     *passed += test_passed_count;
     *failed += test_failed_count;
 }

@@ -2,6 +2,8 @@
  * idempotent reserve, conflicts, complete/release finality, the lease cache
  * bound and retention. */
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "conformance.h"
 #include "test.h"
@@ -216,6 +218,54 @@ static void lease_retention_forgets_old_leases(void)
     fixture_close(f);
 }
 
+static void lease_forgotten_out_of_order_keeps_cache_order(void)
+{
+    struct fixture fixture, *f = &fixture;
+    struct backend_config config;
+    fixture_config(f, &config, T0_MS + 10000);
+    config.lease_cache_entries = 3;
+    config.lease_retention_ms = 10000;
+    REQUIRE(fixture_start(f, &config));
+    CHECK(put_concurrency(f, "slots", 100, 600));
+    CHECK(reserve1(f, "a", "slots", 1));
+    set_time(f, T0_MS); /* the clock steps back: "b" is older than "a" */
+    CHECK(reserve1(f, "b", "slots", 1));
+    set_time(f, T0_MS + 10000);
+    CHECK(!complete_none(f, "b").reconciled); /* past its retention, "a" is not */
+    CHECK(RESERVE(f, "a", {"slots", 1}).reserved_at_unix_ms == T0_MS + 10000);
+    CHECK(reserve1(f, "c", "slots", 1));
+    CHECK(reserve1(f, "d", "slots", 1));
+    if (conformance_traits.bounded_lease_cache) {
+        CHECK_EQ_U64(stats(f).lease_cache_entries, 3);
+        CHECK(reserve1(f, "e", "slots", 1)); /* evicts "a", the oldest left */
+        CHECK(!complete_none(f, "a").reconciled);
+        CHECK(complete_none(f, "c").reconciled);
+    }
+    /* Forgetting never frees: "b" still holds. Four slots either way (the
+     * bounded cache took "e" and freed "c"). */
+    CHECK_EQ_U64(usage(f, "slots").reserved, 4);
+    fixture_close(f);
+}
+
+static void lease_cache_entries_has_a_ceiling(void)
+{
+    if (!conformance_traits.bounded_lease_cache) {
+        printf("  (skipped: %s keeps every lease)\n", conformance_backend);
+        return;
+    }
+    struct fixture fixture, *f = &fixture;
+    struct backend_config config;
+    fixture_config(f, &config, T0_MS);
+    config.lease_cache_entries = MEMORY_LEASE_CACHE_ENTRIES_MAX + 1;
+    REQUIRE(mkdir(f->data_dir, 0700) == 0);
+    char error[256] = "";
+    struct backend *backend = NULL;
+    CHECK_EQ_I64(f->ops->open(&config, &backend, error, sizeof error), -1);
+    CHECK(strncmp(error, "lease_cache_entries:", 20) == 0);
+    config.lease_cache_entries = 0;
+    CHECK_EQ_I64(f->ops->open(&config, &backend, error, sizeof error), -1);
+}
+
 void run_lease_tests(int *passed, int *failed)
 {
     RUN(reserve_retry_gets_the_same_answer,
@@ -237,6 +287,12 @@ void run_lease_tests(int *passed, int *failed)
         "an actual for a key not in the lease is actual_key_not_in_lease:<key>, nothing changes");
     RUN(lease_cache_evicts_oldest_one_past_the_bound,
         "one lease past lease_cache_entries evicts the oldest, which never frees its holds");
+    RUN(lease_forgotten_out_of_order_keeps_cache_order,
+        "a lease forgotten out of order (clock stepped back) leaves the others and the eviction "
+        "order intact");
+    RUN(lease_cache_entries_has_a_ceiling,
+        "opening with lease_cache_entries 0 or one past MEMORY_LEASE_CACHE_ENTRIES_MAX fails, "
+        "naming the field");
     RUN(lease_retention_forgets_old_leases,
         "a lease is forgotten lease_retention_ms after its reserve; its holds are not");
     *passed += test_passed_count;

@@ -107,6 +107,29 @@ FIXTURE_TEST(retry_after_survives_a_clock_step_back)
     CHECK(reserve1(f, "a1", "tpm", 50));
 }
 
+FIXTURE_TEST(retry_after_past_the_walk_bound_is_never_early)
+{
+    /* RETRY_WALK_HOLDS_MAX + 2 holds of 1, one per millisecond; the request
+     * needs all but the last to expire, one more than the walk visits. */
+    uint32_t holds = RETRY_WALK_HOLDS_MAX + 2;
+    REQUIRE(put_rolling(f, "rpm", holds, 60));
+    char id[32];
+    for (uint32_t i = 0; i < holds; i++) {
+        snprintf(id, sizeof id, "h%u", i);
+        REQUIRE(reserve1(f, id, "rpm", 1));
+        advance(f, 1);
+    }
+    /* now = T0 + holds; hold i expires at T0 + 60000 + i. */
+    int64_t exact = T0_MS + 60000 + (holds - 2) - now_ms(f);
+    int64_t latest = T0_MS + 60000 + (holds - 1) - now_ms(f);
+    int64_t retry = retry_of(f, "wide", "rpm", holds - 1);
+    CHECK(retry >= exact);
+    CHECK(retry <= latest);
+    /* Within the bound it is exact. */
+    CHECK_EQ_I64(retry_of(f, "narrow", "rpm", RETRY_WALK_HOLDS_MAX),
+                 T0_MS + 60000 + (RETRY_WALK_HOLDS_MAX - 1) - now_ms(f));
+}
+
 void run_retry_tests(int *passed, int *failed)
 {
     RUN(rolling_retry_after_is_exact,
@@ -117,6 +140,8 @@ void run_retry_tests(int *passed, int *failed)
         "budget retry_after_ms is the reservation expiry that makes room, else the period end");
     RUN(retry_after_is_the_max_over_denied_requirements,
         "retry_after_ms is the maximum over the denied requirements");
+    RUN(retry_after_past_the_walk_bound_is_never_early,
+        "one past RETRY_WALK_HOLDS_MAX holds, retry_after_ms is still never too early");
     RUN(retry_after_survives_a_clock_step_back,
         "holds that expire out of order (clock stepped back) keep expiry and retry exact");
     *passed += test_passed_count;

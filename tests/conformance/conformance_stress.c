@@ -165,11 +165,11 @@ FIXTURE_TEST(adr_test3_expiry_frees_budget)
 {
     /* The ADR's 100 ms expiry is below the 5 s floor; 5 s it is. */
     REQUIRE(put_budget(f, "room:hr:usd:month", 100000, PERIOD_MONTH, 5));
-    REQUIRE(reserve1(f, "agent-1", "room:hr:usd:month", 100000));
-    CHECK(!reserve1(f, "agent-2a", "room:hr:usd:month", 50000));
+    REQUIRE(reserve1(f, "caller-1", "room:hr:usd:month", 100000));
+    CHECK(!reserve1(f, "caller-2a", "room:hr:usd:month", 50000));
     advance(f, 5000);
     tick(f);
-    CHECK(reserve1(f, "agent-2b", "room:hr:usd:month", 50000));
+    CHECK(reserve1(f, "caller-2b", "room:hr:usd:month", 50000));
     CHECK_EQ_U64(usage(f, "room:hr:usd:month").reserved, 50000);
 }
 
