@@ -42,6 +42,8 @@ struct worker {
 };
 
 static const struct backend_ops *ops;
+/* Lease ids grow with time, as UUIDv7 ones do (SPEC section 2). */
+static atomic_uint_fast64_t lease_sequence;
 
 static void usage(void)
 {
@@ -52,7 +54,9 @@ static void usage(void)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.threads = 50, .seconds = 5, .max_batch = SQLITE_GROUP_COMMIT_MAX,
+    *o = (struct options){.threads = 50,
+                          .seconds = 5,
+                          .max_batch = SQLITE_GROUP_COMMIT_MAX,
                           .data_dir = "bench-sqlite-data"};
     for (int i = 1; i < argc; i++) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -85,7 +89,9 @@ static void put_limits(struct backend *backend)
     struct limit_definition d[3] = {
         {.kind = LIMIT_ROLLING, .capacity = AMOUNT_MAX, .window_seconds = 10},
         {.kind = LIMIT_ROLLING, .capacity = AMOUNT_MAX, .window_seconds = 10},
-        {.kind = LIMIT_BUDGET, .capacity = AMOUNT_MAX, .period = PERIOD_MONTH,
+        {.kind = LIMIT_BUDGET,
+         .capacity = AMOUNT_MAX,
+         .period = PERIOD_MONTH,
          .timeout_seconds = 5},
     };
     for (int i = 0; i < 3; i++) {
@@ -106,9 +112,8 @@ static void make_request(struct reserve_request *request, struct requirement *re
     snprintf(lease_id, lease_size, "%s-%016" PRIx64, prefix, n);
     uint64_t amounts[3] = {1, 500, 2000};
     for (int k = 0; k < 3; k++)
-        requirements[k] = (struct requirement){.key = keys[k],
-                                               .key_length = (uint32_t)strlen(keys[k]),
-                                               .amount = amounts[k]};
+        requirements[k] = (struct requirement){
+            .key = keys[k], .key_length = (uint32_t)strlen(keys[k]), .amount = amounts[k]};
     *request = (struct reserve_request){.lease_id = lease_id,
                                         .lease_id_length = (uint32_t)strlen(lease_id),
                                         .caller = "bench",
@@ -130,11 +135,9 @@ static void prefill(struct backend *backend, uint64_t count)
     for (uint64_t done = 0; done < count;) {
         uint32_t n = count - done < PREFILL_BATCH ? (uint32_t)(count - done) : PREFILL_BATCH;
         for (uint32_t i = 0; i < n; i++) {
-            make_request(&requests[i], requirements[i], ids[i], sizeof ids[i], "prefill",
-                         done + i);
-            completes[i] = (struct complete_request){.lease_id = ids[i],
-                                                     .lease_id_length = requests[i]
-                                                                            .lease_id_length};
+            make_request(&requests[i], requirements[i], ids[i], sizeof ids[i], "prefill", done + i);
+            completes[i] = (struct complete_request){
+                .lease_id = ids[i], .lease_id_length = requests[i].lease_id_length};
         }
         backend_reserve_wait(ops, backend, requests, results, n);
         backend_complete_wait(ops, backend, completes, completed, n);
@@ -154,10 +157,10 @@ static void *worker_main(void *argument)
     struct worker *w = argument;
     struct reserve_request request;
     struct requirement requirements[3];
-    char lease_id[48], prefix[16];
-    snprintf(prefix, sizeof prefix, "w%u", w->index);
-    for (uint64_t n = 0; !atomic_load(w->stop); n++) {
-        make_request(&request, requirements, lease_id, sizeof lease_id, prefix, n);
+    char lease_id[48];
+    while (!atomic_load(w->stop)) {
+        make_request(&request, requirements, lease_id, sizeof lease_id, "lease",
+                     atomic_fetch_add(&lease_sequence, 1));
         struct reserve_result result;
         int64_t started = clock_monotonic_ns();
         backend_reserve_wait(ops, w->backend, &request, &result, 1);
@@ -188,7 +191,8 @@ static int compare_u32(const void *a, const void *b)
 }
 
 static void report(struct worker *workers, const struct options *o, double seconds,
-                   const struct backend_stats *before, const struct backend_stats *after)
+                   const struct backend_stats *before, const struct backend_stats *after,
+                   uint64_t fsyncs)
 {
     uint64_t reserves = 0, denied = 0, errors = 0, samples = 0;
     for (uint32_t i = 0; i < o->threads; i++) {
@@ -215,11 +219,13 @@ static void report(struct worker *workers, const struct options *o, double secon
            ")\n",
            (double)reserves / seconds, reserves, denied, errors);
     if (all != NULL && samples > 0)
-        printf("  reserve latency us: p50 %u  p90 %u  p99 %u  p99.9 %u  max %u\n",
-               all[samples / 2], all[samples * 9 / 10], all[samples * 99 / 100],
-               all[samples * 999 / 1000], all[samples - 1]);
-    printf("  transactions: %" PRIu64 " (%.0f/s), batch fill %.1f requests per transaction\n",
-           batches, (double)batches / seconds, batches ? (double)items / (double)batches : 0.0);
+        printf("  reserve latency us: p50 %u  p90 %u  p99 %u  p99.9 %u  max %u\n", all[samples / 2],
+               all[samples * 9 / 10], all[samples * 99 / 100], all[samples * 999 / 1000],
+               all[samples - 1]);
+    printf("  transactions: %" PRIu64 " (%.0f/s), batch fill %.1f requests per transaction, "
+           "WAL fsyncs %.0f/s\n",
+           batches, (double)batches / seconds, batches ? (double)items / (double)batches : 0.0,
+           (double)fsyncs / seconds);
     free(all);
 }
 
@@ -248,10 +254,10 @@ int main(int argc, char **argv)
     atomic_bool stop = false;
     struct backend_stats before, after;
     ops->stats(backend, &before);
+    uint64_t fsyncs_before = sqlite_backend_fsyncs(backend);
     int64_t started = clock_monotonic_ns();
     for (uint32_t i = 0; i < o.threads; i++) {
-        workers[i] = (struct worker){.backend = backend, .index = i, .options = &o,
-                                     .stop = &stop};
+        workers[i] = (struct worker){.backend = backend, .index = i, .options = &o, .stop = &stop};
         workers[i].samples_us = malloc(SAMPLES_PER_THREAD_MAX * sizeof(uint32_t));
         if (workers[i].samples_us == NULL ||
             pthread_create(&threads[i], NULL, worker_main, &workers[i]) != 0) {
@@ -265,7 +271,7 @@ int main(int argc, char **argv)
         pthread_join(threads[i], NULL);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
     ops->stats(backend, &after);
-    report(workers, &o, seconds, &before, &after);
+    report(workers, &o, seconds, &before, &after, sqlite_backend_fsyncs(backend) - fsyncs_before);
     for (uint32_t i = 0; i < o.threads; i++)
         free(workers[i].samples_us);
     ops->close(backend);

@@ -29,7 +29,7 @@ for binary in "$SERVER" "$CLI"; do
     fi
 done
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/llmlimit-bench-XXXXXX")
+WORK=$(mktemp -d -t llmlimit-bench-XXXXXX)
 SERVER_PID=""
 
 stop_server() {

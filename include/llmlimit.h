@@ -215,8 +215,11 @@ LLMLIMIT_API int llmlimit_reserve(struct llmlimit_client *client,
  * the lease to complete or release); LLMLIMIT_ERR_REJECTED at once on a
  * definitive error that waiting cannot fix (unknown_limit_key,
  * exceeds_capacity: see result->error); LLMLIMIT_ERR_DEADLINE when time ran
- * out (result holds the last denial if there was one); and the other errors
- * of llmlimit_reserve(). */
+ * out, either while denied (result->http_status 200: the last denial) or
+ * while the last attempt had no definitive answer (result->http_status not
+ * 200: see status); and the other errors of llmlimit_reserve(). It returns
+ * DEADLINE as soon as the server's retry_after_ms says the next attempt
+ * would come after the deadline. */
 LLMLIMIT_API int llmlimit_acquire(struct llmlimit_client *client,
                                   const struct llmlimit_reserve_request *request,
                                   int64_t timeout_ms, struct llmlimit_reserve_result *result,

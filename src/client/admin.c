@@ -345,6 +345,9 @@ int llmlimit_request(struct llmlimit_client *client, const char *method, const c
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     if (timeout_ms <= 0)
         timeout_ms = client->options.attempt_timeout_ms;
+    /* A POST or PUT always carries a body, if only an empty one. */
+    if (body == NULL && (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0))
+        body = "";
     struct http_answer answer = {0};
     int rc = transport_send(client, method, path, body, body != NULL ? strlen(body) : 0, timeout_ms,
                             &answer, status);

@@ -326,6 +326,8 @@ int client_send_retrying(struct llmlimit_client *client, const char *method, con
         } else if (rc != LLMLIMIT_ERR_TRANSPORT) {
             return rc; /* no memory, oversized body: retrying will not help */
         }
+        /* Only a definitive answer is handed back: drop this one. */
+        http_answer_clear(answer);
         if (plan->attempts_max != 0 && attempt + 1 >= plan->attempts_max)
             return rc;
         if (!client_backoff(client, plan, (*backoff_round)++))

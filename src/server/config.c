@@ -238,7 +238,7 @@ static void print_help(FILE *out)
         fprintf(out, "  %-40s %s [%s]\n", usage, flags[i].help, text);
     }
     fprintf(out, "  %-40s %s\n  %-40s %s\n", "--help", "print this and exit", "--version",
-             "print the version and exit");
+            "print the version and exit");
     fprintf(out, "\nbackends built in: %s\n", backend_names());
     fprintf(out, "environment: LLMLIMIT_ADMIN_TOKEN, LLMLIMIT_CLIENT_TOKEN (used when the "
                  "matching --*-token-file is not given)\n");

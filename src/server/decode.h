@@ -1,46 +1,50 @@
 /* Strict decoding of request bodies and registry entries (SPEC sections 2, 3
  * and 6; docs/api.md). Every rejection names the field path and the reason,
  * e.g. "requirements[1].amount: must be an integer 1..9223372036854775807".
- * Unknown fields are rejected. Decoded strings point into the json_t they
- * came from, which the caller keeps alive as long as it uses them. */
+ * Unknown fields are rejected. Decoded strings point into the parsed
+ * document, which the caller keeps alive as long as it uses them. */
 #ifndef LLMLIMIT_SERVER_DECODE_H
 #define LLMLIMIT_SERVER_DECODE_H
 
-#include <jansson.h>
 #include <stddef.h>
 
+#include "arena.h"
 #include "backend/backend.h"
+#include "jdoc.h"
 
 #define DECODE_ERROR_SIZE 512
 
-/* Parses a body: nesting deeper than JSON_DEPTH_MAX, malformed JSON, an
- * integer beyond int64 and duplicate object keys are errors ("invalid JSON:
- * ... (line L, column C)"). Returns 0 with a new reference in *out, or -1. */
-int decode_parse(const char *body, size_t length, json_t **out, char *error, size_t error_size);
+/* Parses a body in place (see jdoc_parse): nesting deeper than
+ * JSON_DEPTH_MAX, malformed JSON, an integer beyond int64 and duplicate
+ * object keys are errors ("invalid JSON: ... (line L, column C)"). Returns 0
+ * with the document (in arena) in *out, or -1. */
+int decode_parse(char *body, size_t length, struct arena *arena, const struct jdoc_value **out,
+                 char *error, size_t error_size);
 
 /* `path` locates the object in the body: "" for a whole body, "requests[3]"
  * for a batch item; field paths are built from it. Each returns 0 or -1. */
 
 /* requirements: room for REQUIREMENTS_PER_RESERVE_MAX. */
-int decode_reserve(json_t *object, const char *path, struct reserve_request *out,
+int decode_reserve(const struct jdoc_value *object, const char *path, struct reserve_request *out,
                    struct requirement *requirements, char *error, size_t error_size);
 /* actuals: room for REQUIREMENTS_PER_RESERVE_MAX. */
-int decode_complete(json_t *object, const char *path, struct complete_request *out,
+int decode_complete(const struct jdoc_value *object, const char *path, struct complete_request *out,
                     struct actual *actuals, char *error, size_t error_size);
-int decode_release(json_t *object, const char *path, struct release_request *out, char *error,
-                   size_t error_size);
+int decode_release(const struct jdoc_value *object, const char *path, struct release_request *out,
+                   char *error, size_t error_size);
 
 /* {"requests":[...]}: 1..BATCH_ITEMS_MAX items. *requests is borrowed from
  * the body. */
-int decode_batch(json_t *body, json_t **requests, char *error, size_t error_size);
+int decode_batch(const struct jdoc_value *body, const struct jdoc_value **requests, char *error,
+                 size_t error_size);
 
 /* A limit definition (PUT /v1/admin/limits), validated and normalised with
  * limit_definition_validate. */
-int decode_definition(json_t *object, const char *path, struct limit_definition *out,
-                      char *error, size_t error_size);
+int decode_definition(const struct jdoc_value *object, const char *path,
+                      struct limit_definition *out, char *error, size_t error_size);
 /* A LimitState of limits.json: definition, status, pending_decrease_to. */
-int decode_limit_state(json_t *object, const char *path, struct limit_state *out, char *error,
-                       size_t error_size);
+int decode_limit_state(const struct jdoc_value *object, const char *path, struct limit_state *out,
+                       char *error, size_t error_size);
 
 /* A whole-number query argument (decimal, optional leading '-'): 0 or -1. */
 int decode_i64(const char *text, int64_t *out);

@@ -16,23 +16,19 @@ static int fail(char *error, size_t error_size, const char *path, const char *fi
 }
 
 /* A string without NUL bytes of at most `max` bytes, copied into out[max + 1]. */
-static bool copy_text(const json_t *value, char *out, size_t max)
+static bool copy_text(const struct jdoc_value *value, char *out, size_t max)
 {
-    if (!json_is_string(value))
+    if (!jdoc_is(value, JDOC_STRING) || value->count > max)
         return false;
-    const char *s = json_string_value(value);
-    size_t n = json_string_length(value);
-    if (strlen(s) != n || n > max)
-        return false;
-    memcpy(out, s, n + 1);
+    memcpy(out, value->as.string, (size_t)value->count + 1);
     return true;
 }
 
-static bool integer_in(const json_t *value, uint64_t min, uint64_t max, uint64_t *out)
+static bool integer_in(const struct jdoc_value *value, uint64_t min, uint64_t max, uint64_t *out)
 {
-    if (!json_is_integer(value))
+    if (!jdoc_is(value, JDOC_INTEGER))
         return false;
-    json_int_t v = json_integer_value(value);
+    int64_t v = value->as.integer;
     if (v < 0 || (uint64_t)v < min || (uint64_t)v > max)
         return false;
     *out = (uint64_t)v;
@@ -45,13 +41,14 @@ enum definition_seen {
     SEEN_CAPACITY = 4,
 };
 
-static int definition_text_field(struct limit_definition *d, const char *name, json_t *value,
-                                 const char *path, char *error, size_t error_size)
+static int definition_text_field(struct limit_definition *d, const char *name,
+                                 const struct jdoc_value *value, const char *path, char *error,
+                                 size_t error_size)
 {
     char text[16];
     bool known = strcmp(name, "period") == 0 || strcmp(name, "unit") == 0 ||
                  strcmp(name, "description") == 0 || strcmp(name, "overage") == 0;
-    if (known && json_is_null(value))
+    if (known && jdoc_is(value, JDOC_NULL))
         return 0; /* an optional field sent as null is absent */
     if (strcmp(name, "period") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_period_parse(text, &d->period) != 0)
@@ -61,8 +58,7 @@ static int definition_text_field(struct limit_definition *d, const char *name, j
             return fail(error, error_size, path, name, "must be a string of at most 64 bytes");
     } else if (strcmp(name, "description") == 0) {
         if (!copy_text(value, d->description, DESCRIPTION_LENGTH_MAX))
-            return fail(error, error_size, path, name,
-                        "must be a string of at most 1024 bytes");
+            return fail(error, error_size, path, name, "must be a string of at most 1024 bytes");
     } else if (strcmp(name, "overage") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_overage_parse(text, &d->overage) != 0)
             return fail(error, error_size, path, name, "must be deny or debt");
@@ -73,7 +69,8 @@ static int definition_text_field(struct limit_definition *d, const char *name, j
 }
 
 static int definition_field(struct limit_definition *d, unsigned *seen, const char *name,
-                            json_t *value, const char *path, char *error, size_t error_size)
+                            const struct jdoc_value *value, const char *path, char *error,
+                            size_t error_size)
 {
     char text[16];
     uint64_t number;
@@ -88,11 +85,10 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
         *seen |= SEEN_KIND;
     } else if (strcmp(name, "capacity") == 0) {
         if (!integer_in(value, 1, AMOUNT_MAX, &d->capacity))
-            return fail(error, error_size, path, name,
-                        "must be an integer 1..9223372036854775807");
+            return fail(error, error_size, path, name, "must be an integer 1..9223372036854775807");
         *seen |= SEEN_CAPACITY;
     } else if (strcmp(name, "window_seconds") == 0 || strcmp(name, "timeout_seconds") == 0) {
-        if (json_is_null(value))
+        if (jdoc_is(value, JDOC_NULL))
             return 0;
         if (!integer_in(value, 0, WINDOW_SECONDS_MAX, &number))
             return fail(error, error_size, path, name, "must be an integer 0..31622400");
@@ -106,21 +102,19 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
     return 0;
 }
 
-int decode_definition(json_t *object, const char *path, struct limit_definition *out,
-                      char *error, size_t error_size)
+int decode_definition(const struct jdoc_value *object, const char *path,
+                      struct limit_definition *out, char *error, size_t error_size)
 {
-    if (!json_is_object(object)) {
+    if (!jdoc_is(object, JDOC_OBJECT)) {
         snprintf(error, error_size, "%s: must be a JSON object", path[0] != '\0' ? path : "body");
         return -1;
     }
     memset(out, 0, sizeof *out);
     out->overage = OVERAGE_DEBT;
     unsigned seen = 0;
-    const char *name;
-    json_t *value;
-    json_object_foreach(object, name, value)
-    {
-        if (definition_field(out, &seen, name, value, path, error, error_size) != 0)
+    for (uint32_t i = 0; i < object->count; i++) {
+        const struct jdoc_member *m = &object->as.members[i];
+        if (definition_field(out, &seen, m->key, &m->value, path, error, error_size) != 0)
             return -1;
     }
     if ((seen & SEEN_KEY) == 0)
@@ -152,20 +146,19 @@ static int state_consistent(const struct limit_state *state, const char *path, c
     return 0;
 }
 
-int decode_limit_state(json_t *object, const char *path, struct limit_state *out, char *error,
-                       size_t error_size)
+int decode_limit_state(const struct jdoc_value *object, const char *path, struct limit_state *out,
+                       char *error, size_t error_size)
 {
-    if (!json_is_object(object)) {
+    if (!jdoc_is(object, JDOC_OBJECT)) {
         snprintf(error, error_size, "%s: must be a JSON object", path);
         return -1;
     }
     memset(out, 0, sizeof *out);
-    json_t *definition = NULL;
-    const char *name;
-    json_t *value;
+    const struct jdoc_value *definition = NULL;
     char text[16];
-    json_object_foreach(object, name, value)
-    {
+    for (uint32_t i = 0; i < object->count; i++) {
+        const char *name = object->as.members[i].key;
+        const struct jdoc_value *value = &object->as.members[i].value;
         if (strcmp(name, "definition") == 0) {
             definition = value;
         } else if (strcmp(name, "status") == 0) {

@@ -61,8 +61,8 @@ static const char *error_of(enum result_status status, const char *error)
  * error without a denied index. */
 static const char *error_key(const char *error)
 {
-    static const char *const prefixes[] = {"unknown_limit_key: ", "limit_decreasing:",
-                                           "exceeds_capacity:"};
+    static const char *const prefixes[] = {
+        "unknown_limit_key: ", "limit_decreasing:", "exceeds_capacity:"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         size_t n = strlen(prefixes[i]);
         if (strncmp(error, prefixes[i], n) == 0)
@@ -198,7 +198,8 @@ void encode_usage(struct buffer *b, const struct limit_usage *usage)
     buffer_append_char(b, ',');
     member_i64(b, "available", usage->available);
     buffer_append_char(b, ',');
-    member_i64(b, "period_start_unix_ms", d->kind == LIMIT_BUDGET ? usage->period_start_unix_ms : 0);
+    member_i64(b, "period_start_unix_ms",
+               d->kind == LIMIT_BUDGET ? usage->period_start_unix_ms : 0);
     buffer_append_char(b, ',');
     member_i64(b, "period_end_unix_ms", d->kind == LIMIT_BUDGET ? usage->period_end_unix_ms : 0);
     buffer_append_char(b, '}');

@@ -50,8 +50,7 @@ static int query_arg(struct exchange *ex, const char *name, char *out, size_t ou
 }
 
 /* An integer query argument in min..max; 1 found, 0 absent, -1 answered. */
-static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max,
-                     int64_t *out)
+static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max, int64_t *out)
 {
     char text[32];
     int found = query_arg(ex, name, text, sizeof text);
@@ -95,7 +94,7 @@ static enum MHD_Result list_limits(struct exchange *ex)
 
 static enum MHD_Result put_limit(struct exchange *ex)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
     struct limit_definition definition;
@@ -164,25 +163,23 @@ enum MHD_Result handle_admin_limit(struct exchange *ex)
 
 enum MHD_Result handle_admin_clock(struct exchange *ex)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
-    if (!json_is_object(body))
+    if (!jdoc_is(body, JDOC_OBJECT))
         return exchange_error(ex, 400, "body: must be a JSON object");
-    json_t *advance = NULL;
-    const char *name;
-    json_t *value;
-    json_object_foreach(body, name, value)
-    {
+    const struct jdoc_value *advance = NULL;
+    for (uint32_t i = 0; i < body->count; i++) {
+        const char *name = body->as.members[i].key;
         if (strcmp(name, "advance_ms") != 0) {
             char error[DECODE_ERROR_SIZE];
             snprintf(error, sizeof error, "%.200s: unknown field", name);
             return exchange_error(ex, 400, error);
         }
-        advance = value;
+        advance = &body->as.members[i].value;
     }
-    json_int_t delta = json_is_integer(advance) ? json_integer_value(advance) : 0;
-    if (!json_is_integer(advance) || delta > TEST_CLOCK_ADVANCE_MS_MAX ||
+    int64_t delta = jdoc_is(advance, JDOC_INTEGER) ? advance->as.integer : 0;
+    if (!jdoc_is(advance, JDOC_INTEGER) || delta > TEST_CLOCK_ADVANCE_MS_MAX ||
         delta < -TEST_CLOCK_ADVANCE_MS_MAX)
         return exchange_error(ex, 400, "advance_ms: must be an integer of at most 100 years");
     int64_t offset = clock_offset_advance(&ex->server->test_clock, delta);
@@ -287,8 +284,7 @@ static void encode_event(struct buffer *b, const struct backend_event *e)
 }
 
 /* key and lease_id filters of GET /v1/events; 0, or -1 after answering. */
-static int events_filters(struct exchange *ex, char *key, char *lease_id,
-                          struct event_query *query)
+static int events_filters(struct exchange *ex, char *key, char *lease_id, struct event_query *query)
 {
     int found = query_arg(ex, "key", key, LIMIT_KEY_LENGTH_MAX + 1);
     if (found < 0)
@@ -347,8 +343,7 @@ enum MHD_Result handle_metrics(struct exchange *ex)
     struct server *server = ex->server;
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    metrics_render(server->metrics, server->ops, server->backend, clock_now_ms(server->clock),
-                   &b);
+    metrics_render(server->metrics, server->ops, server->backend, clock_now_ms(server->clock), &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 

@@ -16,9 +16,9 @@
 struct batch {
     uint32_t item_count;
     uint32_t call_count;
-    int32_t *call_of_item;     /* index into the call arrays, or -1 */
-    uint32_t *error_of_item;   /* offset of the item's error in errors */
-    struct buffer errors;      /* NUL-terminated error texts back to back */
+    int32_t *call_of_item;   /* index into the call arrays, or -1 */
+    uint32_t *error_of_item; /* offset of the item's error in errors */
+    struct buffer errors;    /* NUL-terminated error texts back to back */
     struct reserve_request *reserve_requests;
     struct reserve_result *reserve_results;
     struct requirement *requirements;
@@ -55,18 +55,11 @@ void handlers_data_free(struct exchange *ex)
     struct batch *batch = ex->batch;
     if (batch == NULL)
         return;
+    /* The batch and its arrays are in the arena; only what the backend and
+     * the error buffer allocated is freed here. */
     if (batch->complete_results != NULL && ex->called)
         free_warnings(batch->complete_results, batch->call_count);
-    free(batch->call_of_item);
-    free(batch->error_of_item);
     buffer_free(&batch->errors);
-    free(batch->reserve_requests);
-    free(batch->reserve_results);
-    free(batch->requirements);
-    free(batch->complete_requests);
-    free(batch->complete_results);
-    free(batch->actuals);
-    free(batch);
     ex->batch = NULL;
 }
 
@@ -75,8 +68,8 @@ void handlers_data_free(struct exchange *ex)
 static void reserve_call(struct exchange *ex)
 {
     memset(&ex->op.reserve.result, 0, sizeof ex->op.reserve.result);
-    ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request,
-                             &ex->op.reserve.result, 1, exchange_backend_done, ex);
+    ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result,
+                             1, exchange_backend_done, ex);
 }
 
 static enum MHD_Result reserve_reply(struct exchange *ex)
@@ -96,7 +89,7 @@ static enum MHD_Result reserve_reply(struct exchange *ex)
 
 enum MHD_Result handle_reserve(struct exchange *ex)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
     char error[DECODE_ERROR_SIZE];
@@ -126,7 +119,7 @@ static enum MHD_Result complete_reply(struct exchange *ex)
 
 enum MHD_Result handle_complete(struct exchange *ex)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
     char error[DECODE_ERROR_SIZE];
@@ -139,8 +132,8 @@ enum MHD_Result handle_complete(struct exchange *ex)
 static void release_call(struct exchange *ex)
 {
     memset(&ex->op.release.result, 0, sizeof ex->op.release.result);
-    ex->server->ops->release(ex->server->backend, &ex->op.release.request,
-                             &ex->op.release.result, 1, exchange_backend_done, ex);
+    ex->server->ops->release(ex->server->backend, &ex->op.release.request, &ex->op.release.result,
+                             1, exchange_backend_done, ex);
 }
 
 static enum MHD_Result release_reply(struct exchange *ex)
@@ -156,7 +149,7 @@ static enum MHD_Result release_reply(struct exchange *ex)
 
 enum MHD_Result handle_release(struct exchange *ex)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
     char error[DECODE_ERROR_SIZE];
@@ -169,46 +162,50 @@ enum MHD_Result handle_release(struct exchange *ex)
 
 /* Entries of the list field `field` over every object item: the batch-wide
  * bound (BATCH_REQUIREMENTS_MAX) and the size of the shared entry array. */
-static size_t batch_entries(json_t *requests, const char *field)
+static size_t batch_entries(const struct jdoc_value *requests, const char *field)
 {
     size_t total = 0;
-    for (size_t i = 0; i < json_array_size(requests); i++) {
-        json_t *list = json_object_get(json_array_get(requests, i), field);
-        if (json_is_array(list))
-            total += json_array_size(list);
+    for (uint32_t i = 0; i < requests->count; i++) {
+        const struct jdoc_value *list = jdoc_get(&requests->as.items[i], field);
+        if (jdoc_is(list, JDOC_ARRAY))
+            total += list->count;
     }
     return total;
 }
 
-static struct batch *batch_new(size_t items, size_t entries, bool reserve)
+/* The batch and its arrays, in the exchange's arena; NULL when out of memory. */
+static struct batch *batch_new(struct arena *arena, size_t items, size_t entries, bool reserve)
 {
-    struct batch *batch = calloc(1, sizeof *batch);
+    struct batch *batch = arena_alloc(arena, sizeof *batch);
     if (batch == NULL)
         return NULL;
     batch->item_count = (uint32_t)items;
     buffer_init(&batch->errors, NULL, 0);
-    batch->call_of_item = calloc(items, sizeof *batch->call_of_item);
-    batch->error_of_item = calloc(items, sizeof *batch->error_of_item);
+    batch->call_of_item = arena_alloc(arena, items * sizeof *batch->call_of_item);
+    batch->error_of_item = arena_alloc(arena, items * sizeof *batch->error_of_item);
     bool ok = batch->call_of_item != NULL && batch->error_of_item != NULL;
     if (reserve) {
-        batch->reserve_requests = calloc(items, sizeof *batch->reserve_requests);
-        batch->reserve_results = calloc(items, sizeof *batch->reserve_results);
-        batch->requirements = calloc(entries > 0 ? entries : 1, sizeof *batch->requirements);
+        batch->reserve_requests = arena_alloc(arena, items * sizeof *batch->reserve_requests);
+        batch->reserve_results = arena_alloc(arena, items * sizeof *batch->reserve_results);
+        batch->requirements = arena_alloc(arena, entries * sizeof *batch->requirements);
         ok = ok && batch->reserve_requests != NULL && batch->reserve_results != NULL &&
              batch->requirements != NULL;
     } else {
-        batch->complete_requests = calloc(items, sizeof *batch->complete_requests);
-        batch->complete_results = calloc(items, sizeof *batch->complete_results);
-        batch->actuals = calloc(entries > 0 ? entries : 1, sizeof *batch->actuals);
+        batch->complete_requests = arena_alloc(arena, items * sizeof *batch->complete_requests);
+        batch->complete_results = arena_alloc(arena, items * sizeof *batch->complete_results);
+        batch->actuals = arena_alloc(arena, entries * sizeof *batch->actuals);
         ok = ok && batch->complete_requests != NULL && batch->complete_results != NULL &&
              batch->actuals != NULL;
     }
-    if (!ok) {
-        struct exchange holder = {.batch = batch, .route = ROUTE_RESERVE_BATCH};
-        handlers_data_free(&holder);
-        return NULL;
-    }
-    return batch;
+    return ok ? batch : NULL;
+}
+
+/* "requests[i]" into the first half of error. Item paths are written only
+ * for a failed item (the decoders run again with it): formatting one per
+ * item cost more than decoding the item. */
+static void item_path(size_t item, char *error, size_t error_size)
+{
+    snprintf(error, error_size / 2, "requests[%zu]", item);
 }
 
 static void batch_item_failed(struct batch *batch, size_t item, const char *error)
@@ -220,9 +217,9 @@ static void batch_item_failed(struct batch *batch, size_t item, const char *erro
 
 /* Parses the body and checks the batch-wide bounds; NULL after answering. */
 static struct batch *batch_begin(struct exchange *ex, const char *list_field, bool reserve,
-                                 json_t **requests)
+                                 const struct jdoc_value **requests)
 {
-    json_t *body = exchange_parse_body(ex);
+    const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return NULL;
     char error[DECODE_ERROR_SIZE];
@@ -237,7 +234,7 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
         exchange_error(ex, 400, error);
         return NULL;
     }
-    ex->batch = batch_new(json_array_size(*requests), entries, reserve);
+    ex->batch = batch_new(&ex->arena, (*requests)->count, entries, reserve);
     if (ex->batch == NULL)
         exchange_error(ex, 503, "out_of_memory");
     return ex->batch;
@@ -297,18 +294,20 @@ static void reserve_batch_call(struct exchange *ex)
 
 enum MHD_Result handle_reserve_batch(struct exchange *ex)
 {
-    json_t *requests;
+    const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "requirements", true, &requests);
     if (batch == NULL)
         return MHD_YES;
     size_t offset = 0;
     for (size_t i = 0; i < batch->item_count; i++) {
-        char path[32], error[DECODE_ERROR_SIZE];
-        snprintf(path, sizeof path, "requests[%zu]", i);
+        char error[DECODE_ERROR_SIZE];
         struct reserve_request *request = &batch->reserve_requests[batch->call_count];
-        if (decode_reserve(json_array_get(requests, i), path, request,
-                           batch->requirements + offset, error, sizeof error) != 0) {
-            batch_item_failed(batch, i, error);
+        if (decode_reserve(&requests->as.items[i], "", request, batch->requirements + offset, error,
+                           sizeof error) != 0) {
+            item_path(i, error, sizeof error);
+            decode_reserve(&requests->as.items[i], error, request, batch->requirements + offset,
+                           error + sizeof error / 2, sizeof error / 2);
+            batch_item_failed(batch, i, error + sizeof error / 2);
             continue;
         }
         offset += request->requirement_count;
@@ -345,18 +344,20 @@ static void complete_batch_call(struct exchange *ex)
 
 enum MHD_Result handle_complete_batch(struct exchange *ex)
 {
-    json_t *requests;
+    const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "actuals", false, &requests);
     if (batch == NULL)
         return MHD_YES;
     size_t offset = 0;
     for (size_t i = 0; i < batch->item_count; i++) {
-        char path[32], error[DECODE_ERROR_SIZE];
-        snprintf(path, sizeof path, "requests[%zu]", i);
+        char error[DECODE_ERROR_SIZE];
         struct complete_request *request = &batch->complete_requests[batch->call_count];
-        if (decode_complete(json_array_get(requests, i), path, request, batch->actuals + offset,
-                            error, sizeof error) != 0) {
-            batch_item_failed(batch, i, error);
+        if (decode_complete(&requests->as.items[i], "", request, batch->actuals + offset, error,
+                            sizeof error) != 0) {
+            item_path(i, error, sizeof error);
+            decode_complete(&requests->as.items[i], error, request, batch->actuals + offset,
+                            error + sizeof error / 2, sizeof error / 2);
+            batch_item_failed(batch, i, error + sizeof error / 2);
             continue;
         }
         offset += request->actual_count;

@@ -44,8 +44,8 @@ static void log_answer(struct exchange *ex, unsigned status, const struct buffer
     snprintf(status_text, sizeof status_text, "%u", status);
     snprintf(body_text, sizeof body_text, "%.*s", (int)(body->length < 255 ? body->length : 255),
              body->data != NULL ? body->data : "");
-    log_write(level, status >= 500 ? "request failed" : "request", "route",
-              route_name(ex->route), "status", status_text, "answer", body_text, NULL);
+    log_write(level, status >= 500 ? "request failed" : "request", "route", route_name(ex->route),
+              "status", status_text, "answer", body_text, NULL);
 }
 
 enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
@@ -103,10 +103,11 @@ enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char 
     return exchange_answer(ex, status, &b, 0);
 }
 
-json_t *exchange_parse_body(struct exchange *ex)
+const struct jdoc_value *exchange_parse_body(struct exchange *ex)
 {
     char error[DECODE_ERROR_SIZE];
-    if (decode_parse(ex->body, ex->body_length, &ex->document, error, sizeof error) != 0) {
+    if (decode_parse(ex->body, ex->body_length, &ex->arena, &ex->document, error, sizeof error) !=
+        0) {
         exchange_error(ex, 400, error);
         return NULL;
     }
@@ -168,40 +169,98 @@ static enum MHD_Result exchange_refuse(struct exchange *ex, unsigned status, con
     return MHD_YES;
 }
 
+/* Request objects are reused: a fresh malloc of one (several KiB) per request
+ * made glibc consolidate its small-chunk bins on every request. */
 static struct exchange *exchange_new(struct server *server, struct MHD_Connection *connection)
 {
-    struct exchange *ex = malloc(sizeof *ex);
-    if (ex == NULL)
-        return NULL;
-    /* The op union and the inline body are written before they are read;
-     * zero only the bookkeeping. */
+    pthread_mutex_lock(&server->pool_mutex);
+    struct exchange *ex = server->pool;
+    if (ex != NULL) {
+        server->pool = ex->next_free;
+        server->pool_count--;
+    }
+    pthread_mutex_unlock(&server->pool_mutex);
+    bool reused = ex != NULL;
+    if (ex == NULL) {
+        ex = malloc(sizeof *ex);
+        if (ex == NULL)
+            return NULL;
+    }
+    /* The op union, the inline body and the arena storage are written
+     * before they are read; zero only the bookkeeping. A reused exchange
+     * keeps its arena (and the heap block it may hold). */
+    struct arena arena;
+    if (reused)
+        arena = ex->arena;
     memset(ex, 0, offsetof(struct exchange, op));
     ex->server = server;
     ex->connection = connection;
     ex->started_ns = clock_monotonic_ns();
     ex->body = ex->body_inline;
     ex->body_capacity = sizeof ex->body_inline;
+    if (reused)
+        ex->arena = arena;
+    else
+        arena_init(&ex->arena, ex->arena_storage, sizeof ex->arena_storage);
     return ex;
 }
 
 static void exchange_free(struct exchange *ex)
 {
+    struct server *server = ex->server;
     handlers_data_free(ex);
-    if (ex->document != NULL)
-        json_decref(ex->document);
+    ex->document = NULL; /* it lives in the arena */
+    arena_reset(&ex->arena);
     if (ex->body != ex->body_inline)
         free(ex->body);
-    free(ex);
+    pthread_mutex_lock(&server->pool_mutex);
+    bool keep = server->pool_count < EXCHANGE_POOL_MAX;
+    if (keep) {
+        ex->next_free = server->pool;
+        server->pool = ex;
+        server->pool_count++;
+    }
+    pthread_mutex_unlock(&server->pool_mutex);
+    if (!keep) {
+        arena_free(&ex->arena);
+        free(ex);
+    }
 }
 
-static void exchange_receive(struct exchange *ex, const char *data, size_t size)
+void http_pool_free(struct server *server)
 {
-    if (ex->body_too_large || ex->body_alloc_failed || ex->refused_status != 0)
-        return; /* answered at the end; the rest is dropped unread */
-    uint64_t limit = ex->server->config.max_body_bytes;
-    if (size > limit - ex->body_length) {
-        ex->body_too_large = true;
+    while (server->pool != NULL) {
+        struct exchange *next = server->pool->next_free;
+        arena_free(&server->pool->arena);
+        free(server->pool);
+        server->pool = next;
+    }
+    server->pool_count = 0;
+}
+
+/* The body is complete (or the request ended): no longer an upload that a
+ * shutdown would wait for. */
+static void exchange_received(struct exchange *ex)
+{
+    if (!ex->receiving)
         return;
+    ex->receiving = false;
+    __atomic_sub_fetch(&ex->server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Appends body bytes. A body that is refused or over the limit is dropped
+ * (answered at the end), but only up to another --max-body-bytes: past
+ * that the connection is closed without an answer, so a client cannot keep
+ * a worker busy forever with a chunked body. */
+static enum MHD_Result exchange_receive(struct exchange *ex, const char *data, size_t size)
+{
+    uint64_t limit = ex->server->config.max_body_bytes;
+    if (!ex->body_too_large && !ex->body_alloc_failed && ex->refused_status == 0 &&
+        size > limit - ex->body_length)
+        ex->body_too_large = true;
+    if (ex->body_too_large || ex->body_alloc_failed || ex->refused_status != 0) {
+        ex->dropped_bytes += size;
+        return ex->dropped_bytes > limit ? MHD_NO : MHD_YES;
     }
     if (ex->body_length + size > ex->body_capacity) {
         size_t capacity = ex->body_capacity;
@@ -209,11 +268,10 @@ static void exchange_receive(struct exchange *ex, const char *data, size_t size)
             capacity *= 2;
         if (capacity > limit)
             capacity = (size_t)limit;
-        char *grown = ex->body == ex->body_inline ? malloc(capacity)
-                                                   : realloc(ex->body, capacity);
+        char *grown = ex->body == ex->body_inline ? malloc(capacity) : realloc(ex->body, capacity);
         if (grown == NULL) {
             ex->body_alloc_failed = true;
-            return;
+            return MHD_YES;
         }
         if (ex->body == ex->body_inline)
             memcpy(grown, ex->body_inline, ex->body_length);
@@ -222,6 +280,7 @@ static void exchange_receive(struct exchange *ex, const char *data, size_t size)
     }
     memcpy(ex->body + ex->body_length, data, size);
     ex->body_length += size;
+    return MHD_YES;
 }
 
 /* Checks that need only the request line and headers. A failure is
@@ -236,6 +295,12 @@ static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, cons
     if (ex->route == ROUTE_ADMIN_CLOCK && !server->config.test_clock)
         ex->route = ROUTE_NOT_FOUND;
     ex->method = method_parse(method);
+    const char *length_text = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
+                                                          MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t length = 0;
+    if (length_text != NULL && sscanf(length_text, "%" SCNu64, &length) == 1 &&
+        length > server->config.max_body_bytes)
+        return exchange_error(ex, 413, "body_too_large");
     if (ex->route == ROUTE_NOT_FOUND)
         return exchange_refuse(ex, 404, "not_found");
     if ((route_methods(ex->route) & ex->method) == 0)
@@ -247,19 +312,12 @@ static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, cons
         return exchange_refuse(ex, 401, "admin_token_required");
     if (auth != AUTH_OK)
         return exchange_refuse(ex, 401, "unauthorized");
-    const char *length_text = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
-                                                          MHD_HTTP_HEADER_CONTENT_LENGTH);
-    uint64_t length = 0;
-    if (length_text != NULL && sscanf(length_text, "%" SCNu64, &length) == 1 &&
-        length > server->config.max_body_bytes)
-        return exchange_error(ex, 413, "body_too_large");
     return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     struct server *server = cls;
@@ -270,13 +328,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = ex;
         __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+        ex->receiving = true;
         return exchange_begin(ex, url, method);
     }
     if (*upload_data_size > 0) {
-        exchange_receive(ex, upload_data, *upload_data_size);
+        size_t size = *upload_data_size;
         *upload_data_size = 0;
-        return MHD_YES;
+        return exchange_receive(ex, upload_data, size);
     }
+    exchange_received(ex);
     if (ex->status != 0)
         return MHD_YES; /* answered already (a body came after an early answer) */
     int phase = __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST);
@@ -310,6 +371,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     if (ex->status != 0)
         metrics_request(server->metrics, ex->route, ex->status,
                         clock_monotonic_ns() - ex->started_ns);
+    exchange_received(ex);
     exchange_free(ex);
     __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
 }
@@ -346,8 +408,8 @@ static int listen_address(const struct server_config *config, union listen_addre
                           bool *loopback)
 {
     memset(address, 0, sizeof *address);
-    const char *host = strcmp(config->listen_host, "localhost") == 0 ? "127.0.0.1"
-                                                                      : config->listen_host;
+    const char *host =
+        strcmp(config->listen_host, "localhost") == 0 ? "127.0.0.1" : config->listen_host;
     if (inet_pton(AF_INET, host, &address->v4.sin_addr) == 1) {
         address->v4.sin_family = AF_INET;
         address->v4.sin_port = htons(config->listen_port);
@@ -381,6 +443,7 @@ int http_start(struct server *server, char *error, size_t error_size)
         flags, 0, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, &address.sa, MHD_OPTION_THREAD_POOL_SIZE, pool,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)server->config.max_connections,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_BYTES,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)server->config.connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_UNESCAPE_CALLBACK,
         unescape_none, NULL, MHD_OPTION_END);

@@ -114,9 +114,9 @@ static void line_add_time(struct line *line)
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     char stamp[40];
-    int n = snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000);
+    int n =
+        snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
     if (n > 0)
         line_add(line, stamp, (size_t)n);
 }

@@ -26,8 +26,7 @@ bool log_enabled(enum log_level level);
 /* Writes one line: the message, then NULL-terminated pairs of field name and
  * string value, e.g. log_write(LOG_INFO, "limit_put", "key", key, NULL).
  * Lines longer than LOG_LINE_BYTES_MAX are cut. */
-void log_write(enum log_level level, const char *message, ...)
-    __attribute__((sentinel));
+void log_write(enum log_level level, const char *message, ...) __attribute__((sentinel));
 
 /* Names <-> levels and formats; parsers return 0 or -1. */
 int log_level_parse(const char *name, enum log_level *out);

@@ -76,8 +76,7 @@ void metrics_request(struct metrics *metrics, enum route route, unsigned status,
         bucket++;
     struct histogram *h = &metrics->durations[route];
     __atomic_fetch_add(&h->buckets[bucket], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&h->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0),
-                       __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0), __ATOMIC_RELAXED);
 }
 
 static uint64_t key_hash(const char *key, size_t length)
@@ -98,8 +97,8 @@ void metrics_denial(struct metrics *metrics, const char *key, size_t key_length)
     for (;;) {
         struct denial_slot *s = &metrics->denials[slot];
         if (s->key == NULL) {
-            char *copy = metrics->denial_keys < METRICS_DENIAL_KEYS_MAX ? strndup(key, key_length)
-                                                                         : NULL;
+            char *copy =
+                metrics->denial_keys < METRICS_DENIAL_KEYS_MAX ? strndup(key, key_length) : NULL;
             if (copy == NULL) {
                 metrics->denial_other++;
             } else {
@@ -140,7 +139,8 @@ static void header(struct buffer *out, const char *name, const char *type, const
 
 static void render_requests(struct metrics *m, struct buffer *out)
 {
-    header(out, "llmlimit_requests_total", "counter", "HTTP requests answered, by route and status.");
+    header(out, "llmlimit_requests_total", "counter",
+           "HTTP requests answered, by route and status.");
     for (int r = 0; r < ROUTE_COUNT; r++) {
         for (size_t s = 0; s <= STATUS_COUNT; s++) {
             uint64_t n = __atomic_load_n(&m->requests[r][s], __ATOMIC_RELAXED);
@@ -282,8 +282,8 @@ static void render_backend(const struct backend_ops *ops, struct backend *backen
          "Items in them (fill = items / batches).", stats.batched_items},
         {"llmlimit_lease_cache_entries", "gauge", "Leases held in the lease cache.",
          stats.lease_cache_entries},
-        {"llmlimit_overage_denied_total", "counter",
-         "Rolling overage dropped under overage=deny.", stats.overage_denied},
+        {"llmlimit_overage_denied_total", "counter", "Rolling overage dropped under overage=deny.",
+         stats.overage_denied},
         {"llmlimit_expired_holds_total", "counter",
          "Holds that expired without complete or release.", stats.expired_holds},
     };
@@ -296,8 +296,8 @@ static void render_backend(const struct backend_ops *ops, struct backend *backen
     }
 }
 
-void metrics_render(struct metrics *metrics, const struct backend_ops *ops,
-                    struct backend *backend, int64_t now_unix_ms, struct buffer *out)
+void metrics_render(struct metrics *metrics, const struct backend_ops *ops, struct backend *backend,
+                    int64_t now_unix_ms, struct buffer *out)
 {
     render_requests(metrics, out);
     render_durations(metrics, out);

@@ -3,10 +3,11 @@
  * the file always holds a whole registry, never a torn one. */
 #include "registry.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "buffer.h"
 #include "decode.h"
 #include "encode.h"
+#include "jdoc.h"
 #include "log.h"
 
 struct registry {
@@ -34,46 +36,8 @@ const char *registry_path(const struct registry *registry)
     return registry->path;
 }
 
-/* Line (1-based) where top-level array element `index` starts, for error
- * messages about a parsed entry; 0 if not found. */
-static int element_line(const char *text, size_t length, size_t index)
-{
-    int line = 1, depth = 0;
-    size_t element = 0;
-    bool in_string = false, want_start = false;
-    for (size_t i = 0; i < length; i++) {
-        char c = text[i];
-        if (c == '\n')
-            line++;
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (want_start && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-            if (element == index)
-                return line;
-            want_start = false;
-        }
-        if (c == '"')
-            in_string = true;
-        else if (c == '[' || c == '{')
-            want_start = (++depth == 1);
-        else if (c == ']' || c == '}')
-            depth--;
-        else if (c == ',' && depth == 1) {
-            element++;
-            want_start = true;
-        }
-    }
-    return 0;
-}
-
 /* Reads the whole file into a new NUL-terminated block. 0, 1 (no file), -1. */
-static int read_file(const char *path, char **text, size_t *length, char *error,
-                     size_t error_size)
+static int read_file(const char *path, char **text, size_t *length, char *error, size_t error_size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -114,28 +78,98 @@ static int read_file(const char *path, char **text, size_t *length, char *error,
     return 0;
 }
 
-/* Decodes and restores entry i; error "<file>: line L: <reason>". */
-static int restore_entry(struct registry *r, json_t *item, size_t i, const char *text,
-                         size_t length, char *error, size_t error_size)
+/* Decodes entry i into *state; error "<file>: line L: <reason>". */
+static int decode_entry(struct registry *r, const struct jdoc_value *item, size_t i,
+                        struct limit_state *state, char *error, size_t error_size)
 {
     char path[32], reason[DECODE_ERROR_SIZE];
     snprintf(path, sizeof path, "[%zu]", i);
-    struct limit_state state, existing;
-    int failed = decode_limit_state(item, path, &state, reason, sizeof reason);
-    if (failed == 0 && r->ops->get_limit(r->backend, state.definition.key, &existing) == 0) {
-        snprintf(reason, sizeof reason, "%s.definition.key: duplicate key", path);
-        failed = -1;
+    if (decode_limit_state(item, path, state, reason, sizeof reason) == 0)
+        return 0;
+    snprintf(error, error_size, "%s: line %u: %s", r->path, item->line, reason);
+    return -1;
+}
+
+static int restore_entry(struct registry *r, const struct jdoc_value *item, size_t i, char *error,
+                         size_t error_size)
+{
+    struct limit_state state;
+    if (decode_entry(r, item, i, &state, error, error_size) != 0)
+        return -1;
+    char reason[DECODE_ERROR_SIZE];
+    if (r->ops->restore_limit(r->backend, &state, reason, sizeof reason) == 0)
+        return 0;
+    snprintf(error, error_size, "%s: line %u: [%zu]: %.400s", r->path, item->line, i, reason);
+    return -1;
+}
+
+struct key_entry {
+    const char *key;
+    size_t index;
+};
+
+static int key_entry_compare(const void *a, const void *b)
+{
+    const struct key_entry *x = a, *y = b;
+    int order = strcmp(x->key, y->key);
+    if (order != 0)
+        return order;
+    return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0);
+}
+
+/* A key twice in the file is an error at its second entry. Checked on the
+ * file itself: a durable backend may already hold every key. Called after
+ * every entry decoded, so each has a definition with a key. */
+static int check_duplicates(struct registry *r, const struct jdoc_value *root, struct arena *arena,
+                            char *error, size_t error_size)
+{
+    size_t count = root->count;
+    struct key_entry *entries = arena_alloc(arena, (count > 0 ? count : 1) * sizeof *entries);
+    if (entries == NULL) {
+        snprintf(error, error_size, "%s: out of memory", r->path);
+        return -1;
     }
-    if (failed == 0) {
-        char backend_error[DECODE_ERROR_SIZE];
-        failed = r->ops->restore_limit(r->backend, &state, backend_error, sizeof backend_error);
-        if (failed != 0)
-            snprintf(reason, sizeof reason, "%s: %.400s", path, backend_error);
+    for (size_t i = 0; i < count; i++) {
+        const struct jdoc_value *key = jdoc_get(jdoc_get(&root->as.items[i], "definition"), "key");
+        assert(jdoc_is(key, JDOC_STRING));
+        entries[i].key = key->as.string;
+        entries[i].index = i;
     }
-    if (failed != 0)
-        snprintf(error, error_size, "%s: line %d: %s", r->path, element_line(text, length, i),
-                 reason);
-    return failed;
+    qsort(entries, count, sizeof *entries, key_entry_compare);
+    size_t second = SIZE_MAX; /* the earliest second occurrence, for a stable message */
+    for (size_t i = 1; i < count; i++) {
+        if (strcmp(entries[i].key, entries[i - 1].key) == 0 && entries[i].index < second)
+            second = entries[i].index;
+    }
+    if (second == SIZE_MAX)
+        return 0;
+    snprintf(error, error_size, "%s: line %u: [%zu].definition.key: duplicate key", r->path,
+             root->as.items[second].line, second);
+    return -1;
+}
+
+/* Every entry is decoded and checked before any reaches the backend. */
+static int registry_restore(struct registry *r, const struct jdoc_value *root, struct arena *arena,
+                            char *error, size_t error_size)
+{
+    if (!jdoc_is(root, JDOC_ARRAY) || root->count > LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "%s: line 1: must be a JSON array of at most %d limit states",
+                 r->path, LIMITS_COUNT_MAX);
+        return -1;
+    }
+    struct limit_state state;
+    for (size_t i = 0; i < root->count; i++) {
+        if (decode_entry(r, &root->as.items[i], i, &state, error, error_size) != 0)
+            return -1;
+    }
+    if (check_duplicates(r, root, arena, error, error_size) != 0)
+        return -1;
+    for (size_t i = 0; i < root->count; i++) {
+        if (restore_entry(r, &root->as.items[i], i, error, error_size) != 0)
+            return -1;
+    }
+    r->count = root->count;
+    return 0;
 }
 
 static int registry_load(struct registry *r, char *error, size_t error_size)
@@ -145,23 +179,16 @@ static int registry_load(struct registry *r, char *error, size_t error_size)
     int found = read_file(r->path, &text, &length, error, error_size);
     if (found != 0)
         return found > 0 ? 0 : -1;
-    json_error_t e;
-    json_t *root = json_loadb(text, length, JSON_REJECT_DUPLICATES, &e);
-    int result = 0;
-    if (root == NULL) {
-        snprintf(error, error_size, "%s: line %d, column %d: %s", r->path, e.line, e.column,
-                 e.text);
-        result = -1;
-    } else if (!json_is_array(root) || json_array_size(root) > LIMITS_COUNT_MAX) {
-        snprintf(error, error_size, "%s: line 1: must be a JSON array of at most %d limit states",
-                 r->path, LIMITS_COUNT_MAX);
-        result = -1;
-    }
-    for (size_t i = 0; result == 0 && i < json_array_size(root); i++)
-        result = restore_entry(r, json_array_get(root, i), i, text, length, error, error_size);
-    if (result == 0)
-        r->count = json_array_size(root);
-    json_decref(root);
+    struct arena arena;
+    arena_init(&arena, NULL, 0);
+    struct jdoc_value *root;
+    char reason[DECODE_ERROR_SIZE];
+    int result = jdoc_parse(text, length, &arena, &root, reason, sizeof reason);
+    if (result != 0)
+        snprintf(error, error_size, "%s: %s", r->path, reason);
+    else
+        result = registry_restore(r, root, &arena, error, error_size);
+    arena_free(&arena);
     free(text);
     return result;
 }
@@ -236,8 +263,7 @@ static int registry_encode(struct registry *r, struct buffer *b)
 }
 
 /* Writes and fsyncs a file; NULL, or the step that failed with *saved_errno. */
-static const char *write_synced(const char *path, const char *data, size_t length,
-                                int *saved_errno)
+static const char *write_synced(const char *path, const char *data, size_t length, int *saved_errno)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -310,8 +336,7 @@ enum registry_outcome registry_put(struct registry *registry,
     pthread_mutex_lock(&registry->mutex);
     struct limit_state existing;
     enum registry_outcome outcome = REGISTRY_OK;
-    bool exists =
-        registry->ops->get_limit(registry->backend, definition->key, &existing) == 0;
+    bool exists = registry->ops->get_limit(registry->backend, definition->key, &existing) == 0;
     if (!exists && registry->count >= LIMITS_COUNT_MAX) {
         snprintf(error, error_size, "key: at most %d limits", LIMITS_COUNT_MAX);
         outcome = REGISTRY_REJECTED;

@@ -13,8 +13,8 @@ struct registry;
 
 enum registry_outcome {
     REGISTRY_OK = 0,
-    REGISTRY_REJECTED = -1, /* the change is invalid (error says why): nothing changed */
-    REGISTRY_UNKNOWN = -2,  /* no such key */
+    REGISTRY_REJECTED = -1,     /* the change is invalid (error says why): nothing changed */
+    REGISTRY_UNKNOWN = -2,      /* no such key */
     REGISTRY_WRITE_FAILED = -3, /* changed in the backend, but limits.json was not written */
 };
 
@@ -29,8 +29,7 @@ void registry_close(struct registry *registry);
 /* Creates or changes a limit and rewrites the file. */
 enum registry_outcome registry_put(struct registry *registry,
                                    const struct limit_definition *definition,
-                                   struct limit_state *state_out, char *error,
-                                   size_t error_size);
+                                   struct limit_state *state_out, char *error, size_t error_size);
 enum registry_outcome registry_delete(struct registry *registry, const char *key);
 /* Rewrites the file from the backend's states (after a tick changed some).
  * REGISTRY_OK or REGISTRY_WRITE_FAILED. */

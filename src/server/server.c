@@ -27,9 +27,8 @@ static int load_tokens(struct server *s)
     if (auth_load_token(s->config.admin_token_file, "LLMLIMIT_ADMIN_TOKEN", s->auth.admin_token,
                         &s->auth.admin_token_length, error, sizeof error) != 0)
         return startup_failed("cannot read the admin token", error);
-    if (auth_load_token(s->config.client_token_file, "LLMLIMIT_CLIENT_TOKEN",
-                        s->auth.client_token, &s->auth.client_token_length, error,
-                        sizeof error) != 0)
+    if (auth_load_token(s->config.client_token_file, "LLMLIMIT_CLIENT_TOKEN", s->auth.client_token,
+                        &s->auth.client_token_length, error, sizeof error) != 0)
         return startup_failed("cannot read the client token", error);
     return 0;
 }
@@ -133,18 +132,35 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* Open requests are done, or only uploads stalled past their grace remain. */
+static bool drained(struct server *s, int64_t upload_deadline)
+{
+    int64_t open = __atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST);
+    int64_t receiving = __atomic_load_n(&s->receiving_requests, __ATOMIC_SEQ_CST);
+    return open == 0 || (open == receiving && clock_monotonic_ms() >= upload_deadline);
+}
+
 /* Stop accepting; let open requests finish (each answer now closes its
- * connection) for up to SHUTDOWN_DRAIN_MS; then refuse new backend calls and
- * wait for those in flight, since their connections are suspended and must
- * be answered before the daemon stops. */
+ * connection): up to SHUTDOWN_DRAIN_MS for requests being answered, and
+ * SHUTDOWN_UPLOAD_GRACE_MS for bodies still arriving (a client that stalls
+ * mid-body, or whose close the poller missed, must not hold the exit). Then
+ * refuse new backend calls and wait for those in flight: their connections
+ * are suspended and must be answered before the daemon stops. */
 static void drain(struct server *s)
 {
     http_quiesce(s);
     __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
-    int64_t deadline = clock_monotonic_ms() + SHUTDOWN_DRAIN_MS;
-    while (__atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST) > 0 &&
-           clock_monotonic_ms() < deadline)
+    int64_t start = clock_monotonic_ms();
+    int64_t deadline = start + SHUTDOWN_DRAIN_MS;
+    int64_t upload_deadline = start + SHUTDOWN_UPLOAD_GRACE_MS;
+    while (!drained(s, upload_deadline) && clock_monotonic_ms() < deadline)
         sleep_ms(2);
+    int64_t open = __atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST);
+    if (open > 0) {
+        char count[24];
+        snprintf(count, sizeof count, "%lld", (long long)open);
+        log_write(LOG_WARN, "closing unfinished requests", "open_requests", count, NULL);
+    }
     __atomic_store_n(&s->closing, 1, __ATOMIC_SEQ_CST);
     /* Backends always call done (with backend_error at worst), so this ends. */
     while (__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) > 0)
@@ -154,8 +170,7 @@ static void drain(struct server *s)
     int64_t settle = clock_monotonic_ms() + 200;
     if (deadline < settle)
         deadline = settle;
-    while (__atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST) > 0 &&
-           clock_monotonic_ms() < deadline)
+    while (!drained(s, 0) && clock_monotonic_ms() < deadline)
         sleep_ms(2);
     http_stop(s);
 }
@@ -182,8 +197,8 @@ static int server_start(struct server *s)
     if (open_backend(s) != 0)
         return -1;
     char error[1024];
-    if (registry_open(s->config.data_dir, s->ops, s->backend, &s->registry, error,
-                      sizeof error) != 0)
+    if (registry_open(s->config.data_dir, s->ops, s->backend, &s->registry, error, sizeof error) !=
+        0)
         return startup_failed("invalid registry", error);
     s->ready = true;
     s->metrics = metrics_create();
@@ -207,6 +222,8 @@ static void server_free(struct server *s)
         s->ops->close(s->backend);
     registry_close(s->registry);
     metrics_destroy(s->metrics);
+    http_pool_free(s);
+    pthread_mutex_destroy(&s->pool_mutex);
     free(s);
 }
 
@@ -221,13 +238,13 @@ int server_run(const struct server_config *config)
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
-    json_object_seed(0);
 
     struct server *s = calloc(1, sizeof *s);
     if (s == NULL)
         return 1;
     s->config = *config;
     s->quiesced_fd = MHD_INVALID_SOCKET;
+    pthread_mutex_init(&s->pool_mutex, NULL);
     if (server_start(s) != 0) {
         if (s->daemon != NULL)
             http_stop(s);

@@ -4,17 +4,18 @@
 #ifndef LLMLIMIT_SERVER_SERVER_H
 #define LLMLIMIT_SERVER_SERVER_H
 
-#include <jansson.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "auth.h"
 #include "backend/backend.h"
 #include "buffer.h"
 #include "config.h"
 #include "core/clock.h"
+#include "jdoc.h"
 #include "metrics.h"
 #include "registry.h"
 #include "routes.h"
@@ -29,7 +30,7 @@ struct server {
     struct metrics *metrics;
     struct auth auth;
     struct MHD_Daemon *daemon;
-    uint16_t port; /* the real one, after bind */
+    uint16_t port;          /* the real one, after bind */
     MHD_socket quiesced_fd; /* listening socket handed back by MHD_quiesce_daemon */
     pthread_t ticker;
     bool ticker_started;
@@ -37,11 +38,15 @@ struct server {
     pthread_cond_t ticker_cond; /* CLOCK_MONOTONIC */
     bool ticker_stop;
     bool ticker_cond_ready;
-    bool ready;          /* registry loaded into the backend */
-    int draining;        /* atomic: answers carry Connection: close */
-    int closing;         /* atomic: no new backend calls (503) */
-    int64_t backend_calls; /* atomic: data-path calls whose done has not run */
-    int64_t open_requests; /* atomic: from the request line to the completion */
+    bool ready;                 /* registry loaded into the backend */
+    int draining;               /* atomic: answers carry Connection: close */
+    int closing;                /* atomic: no new backend calls (503) */
+    int64_t backend_calls;      /* atomic: data-path calls whose done has not run */
+    int64_t open_requests;      /* atomic: from the request line to the completion */
+    int64_t receiving_requests; /* atomic: open requests whose body is not complete */
+    pthread_mutex_t pool_mutex; /* idle exchanges kept for reuse */
+    struct exchange *pool;
+    uint32_t pool_count;
 };
 
 /* Runs llmlimitd until SIGTERM/SIGINT; returns the process exit code. */
@@ -55,6 +60,7 @@ enum exchange_phase {
 };
 
 #define EXCHANGE_BODY_INLINE 1536
+#define EXCHANGE_ARENA_INLINE 4096 /* a parsed single reserve fits: no heap block */
 
 struct batch;
 struct exchange;
@@ -70,16 +76,20 @@ struct exchange {
     enum method method;
     const char *key_encoded; /* {key} of item routes, inside MHD's URL */
     int64_t started_ns;
-    unsigned status; /* 0 until an answer is queued */
+    unsigned status;           /* 0 until an answer is queued */
     unsigned refused_status;   /* answer decided from the headers, given after the body */
     const char *refused_error; /* static string */
     bool body_too_large;
     bool body_alloc_failed;
-    bool called;       /* a backend data call was made */
-    int phase;         /* enum exchange_phase, atomic */
-    exchange_fn reply; /* writes the answer once the backend is done */
-    json_t *document;  /* the parsed body; decoded strings point into it */
-    struct batch *batch;
+    uint64_t dropped_bytes;            /* body bytes read and thrown away */
+    bool called;                       /* a backend data call was made */
+    bool receiving;                    /* counted in receiving_requests */
+    int phase;                         /* enum exchange_phase, atomic */
+    exchange_fn reply;                 /* writes the answer once the backend is done */
+    const struct jdoc_value *document; /* the parsed body (in the arena and the body) */
+    struct batch *batch;               /* in the arena */
+    struct exchange *next_free;        /* in the server's pool */
+    struct arena arena;
     char *body;
     size_t body_length;
     size_t body_capacity;
@@ -100,7 +110,11 @@ struct exchange {
         } release;
     } op;
     char body_inline[EXCHANGE_BODY_INLINE];
+    _Alignas(16) char arena_storage[EXCHANGE_ARENA_INLINE];
 };
+
+/* Frees the idle exchanges of the pool (at shutdown). */
+void http_pool_free(struct server *server);
 
 /* http.c: the MHD daemon. */
 int http_start(struct server *server, char *error, size_t error_size);
@@ -113,9 +127,9 @@ enum MHD_Result exchange_answer(struct exchange *exchange, unsigned status, stru
                                 int64_t retry_after_ms);
 /* {"error": error}, plus "ok": false on complete/release routes. */
 enum MHD_Result exchange_error(struct exchange *exchange, unsigned status, const char *error);
-/* Parses the body into exchange->document; on failure answers 400 and
- * returns NULL. */
-json_t *exchange_parse_body(struct exchange *exchange);
+/* Parses the body (in place, into the arena) into exchange->document; on
+ * failure answers 400 and returns NULL. */
+const struct jdoc_value *exchange_parse_body(struct exchange *exchange);
 /* Runs call(exchange), which starts one backend data-path call with
  * exchange_backend_done as its done callback, then answers with reply()
  * once done has run: at once if the backend finished synchronously, else

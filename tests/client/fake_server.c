@@ -104,6 +104,7 @@ static void *serve(void *argument)
         if (polls[0].revents & POLLIN) {
             int fd = accept(server->listen_fd, NULL, NULL);
             if (fd >= 0) {
+                atomic_fetch_add(&server->connections, 1);
                 connection_drop(&connection); /* the client moved on */
                 connection.fd = fd;
             }
@@ -134,6 +135,7 @@ int fake_server_start(struct fake_server *server, fake_handler_fn handler, void 
     server->context = context;
     atomic_init(&server->stop, false);
     atomic_init(&server->requests, 0);
+    atomic_init(&server->connections, 0);
     server->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = 0};
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -38,7 +38,8 @@ struct fake_server {
     char url[64];
     pthread_t thread;
     atomic_bool stop;
-    atomic_uint requests; /* seen so far */
+    atomic_uint requests;    /* seen so far */
+    atomic_uint connections; /* accepted so far */
     fake_handler_fn handler;
     void *context;
 };

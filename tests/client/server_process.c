@@ -101,7 +101,7 @@ int server_process_start(struct server_process *server, const char *binary, cons
     server->pid = -1;
     const char *tmp = getenv("TMPDIR");
     snprintf(server->data_dir, sizeof(server->data_dir), "%s/llmlimit-test-XXXXXX",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+             tmp != NULL && tmp[0] != '\0' ? tmp : P_tmpdir);
     if (mkdtemp(server->data_dir) == NULL) {
         perror("mkdtemp");
         return -1;

@@ -229,9 +229,29 @@ def test_bench(server):
     check(out["latency_ms"]["p50"] <= out["latency_ms"]["max"], out)
 
 
+@test("events pages the sqlite audit log by key, lease and since; memory answers 404")
+def test_events(memory_server):
+    code, _, err = run(memory_server, "events")
+    check(code == 3 and "not_supported_by_backend" in err, (code, err))
+    with harness.Server(BINARY, backend="sqlite") as server:
+        server.put_limit({"key": "ev:b", "kind": "budget", "capacity": 100, "period": "day"})
+        check(run(server, "reserve", "--lease-id", "ev-1", "ev:b=10")[0] == 0, "reserve")
+        check(run(server, "complete", "ev-1", "ev:b=12")[0] == 0, "complete")
+        code, out, err = run(server, "events", "--lease-id", "ev-1")
+        check(code == 0, err)
+        types = [event["type"] for event in out["events"]]
+        check(types[:2] == ["reserved", "committed"] and "overrun" in types, types)
+        first = out["events"][0]["id"]
+        code, out, _ = run(server, "--compact", "events", "--key", "ev:b", "--since", str(first),
+                           "--limit", "1")
+        check(code == 0 and len(out["events"]) == 1 and out["events"][0]["id"] > first, out)
+        check(run(server, "events", "--limit", "x")[0] == 2, "bad --limit")
+
+
 def main():
     tests = [test_limits_commands, test_limits_put_file, test_reserve_complete_release,
-             test_reserve_wait, test_usage, test_usage_errors, test_example, test_bench]
+             test_reserve_wait, test_usage, test_usage_errors, test_example, test_bench,
+             test_events]
     with harness.Server(BINARY) as server:
         for fn in tests:
             fn(server)

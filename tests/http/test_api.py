@@ -545,6 +545,7 @@ class Tokens(unittest.TestCase):
             self.assertEqual(server.put_limit(rolling("env:a", 5), token="env-admin")[0], 200)
             self.assertEqual(server.reserve(lease(), {"env:a": 1})[0], 401)
             self.assertEqual(server.reserve(lease(), {"env:a": 1}, token="env-client")[0], 200)
+            self.assertEqual(server.stop(), 0)
 
     def test_no_admin_token_off_loopback(self):
         """Without an admin token, admin routes refuse on a non-loopback address."""
@@ -553,6 +554,7 @@ class Tokens(unittest.TestCase):
             status, _, body = server.request("GET", "/v1/admin/limits")
             self.assertEqual((status, body), (401, {"error": "admin_token_required"}))
             self.assertEqual(server.request("GET", "/healthz")[0], 200)
+            self.assertEqual(server.stop(), 0)
 
     def test_unreadable_token_file_is_fatal(self):
         """A token file that cannot be read stops start-up with exit 1 and the reason."""
@@ -655,6 +657,24 @@ class Lifecycle(unittest.TestCase):
             with open(os.path.join(server.data_dir, "limits.json")) as f:
                 self.assertEqual(json.load(f), before["limits"])
             self.assertFalse(os.path.exists(os.path.join(server.data_dir, "limits.json.tmp")))
+            self.assertEqual(server.stop(), 0)
+
+    def test_registry_write_failure_is_503(self):
+        """When limits.json cannot be rewritten the change answers 503 and is logged."""
+        with Server(BINARY, backend=BACKEND) as server:
+            self.assertEqual(server.put_limit(rolling("wf:a", 5))[0], 200)
+            blocker = os.path.join(server.data_dir, "limits.json.tmp")
+            os.mkdir(blocker)  # the temporary file cannot be created, even by root
+            status, _, body = server.put_limit(rolling("wf:b", 5))
+            self.assertEqual((status, body), (503, {"error": "registry_write_failed"}))
+            status, _, body = server.request("DELETE", "/v1/admin/limits/wf:a")
+            self.assertEqual((status, body), (503, {"error": "registry_write_failed"}))
+            self.assertTrue(wait_until(lambda: "registry write failed" in server.stderr_text()))
+            os.rmdir(blocker)
+            self.assertEqual(server.put_limit(rolling("wf:c", 5))[0], 200)
+            with open(os.path.join(server.data_dir, "limits.json")) as f:
+                self.assertEqual([s["definition"]["key"] for s in json.load(f)], ["wf:b", "wf:c"])
+            self.assertEqual(server.stop(), 0)
 
     def test_invalid_registry_is_fatal(self):
         """A broken limits.json stops start-up with exit 1, naming the file, line and reason."""
@@ -720,7 +740,7 @@ class Lifecycle(unittest.TestCase):
         """--log-format json writes one JSON object per line (the listening line aside)."""
         with Server(BINARY, backend=BACKEND, args=["--log-format", "json"]) as server:
             self.assertEqual(server.put_limit(rolling("log:a", 5))[0], 200)
-            server.stop()
+            self.assertEqual(server.stop(), 0)
             lines = [l for l in server.stderr_lines if not l.startswith("llmlimitd listening on")]
             parsed = [json.loads(l) for l in lines]
             self.assertTrue(any(p["msg"] == "limit put" and p["key"] == "log:a" for p in parsed))

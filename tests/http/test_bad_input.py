@@ -261,6 +261,7 @@ class BadInput(unittest.TestCase):
             self.assertEqual(status, 200)
             self.assertEqual(len(body["results"]), 8189)
             self.assertEqual(big.usage("b")[2]["reserved"], 8189)
+            self.assertEqual(big.stop(), 0)
 
     def test_batch_item_errors_are_per_item(self):
         """A bad item in a batch is its own 400 result; the others proceed."""
@@ -306,10 +307,31 @@ class BadInput(unittest.TestCase):
         conn.close()
         self.assertEqual(self.snapshot(), before)
 
+    def test_endless_chunked_body_is_cut(self):
+        """A chunked body that keeps coming past twice the limit gets its connection closed."""
+        before = self.snapshot()
+        sock = socket.create_connection((self.server.host, self.server.port), timeout=10)
+        sock.sendall(b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (1000, b" " * 1000)
+        closed = False
+        try:
+            for _ in range(3 * MAX_BODY // 1000):
+                sock.sendall(chunk)
+            reply = sock.recv(4096)
+            closed = reply == b""
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+        sock.close()
+        self.assertTrue(closed)
+        self.assertEqual(self.snapshot(), before)
+        status, _, body = self.server.reserve(lease(), {KEY: 1})
+        self.assertEqual((status, body["allowed"]), (200, True))
+
     def test_json_depth_bound(self):
         """Nesting of 9 levels is 400 invalid JSON; 8 levels is parsed."""
         deep = '{"lease_id":"a","requirements":[' + "[" * 7 + "]" * 7 + "]}"
-        self.bad_reserve(None, "invalid JSON: nested deeper than 8 levels", raw=deep)
+        self.bad_reserve(None, "invalid JSON: nested deeper than 8 levels", raw=deep, starts=True)
         eight = '{"lease_id":"a","requirements":[' + "[" * 6 + "]" * 6 + "]}"
         self.bad_reserve(None, "requirements[0]: must be an object", raw=eight)
         # brackets inside strings do not count
@@ -401,6 +423,7 @@ class BadInput(unittest.TestCase):
             self.assertEqual((body["capacity"], body["reserved"]), (5, 0))
             status, _, body = guarded.reserve(lease(), {"t": 1}, token="right-client")
             self.assertTrue(body["allowed"])
+            self.assertEqual(guarded.stop(), 0)
 
     def test_garbage_on_the_socket(self):
         """Raw garbage and a truncated request do not disturb the server."""

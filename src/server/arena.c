@@ -1,0 +1,89 @@
+/* Bump allocation with 16-byte alignment: a first block on caller storage,
+ * then heap blocks of at least ARENA_BLOCK_MIN bytes. */
+#include "arena.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_ALIGN 16
+#define ARENA_BLOCK_MIN (64 * 1024)
+
+struct arena_block {
+    struct arena_block *next;
+    size_t size;
+    size_t used;
+    size_t padding; /* keeps data 16-byte aligned */
+    char data[];
+};
+
+void arena_init(struct arena *arena, char *storage, size_t storage_size)
+{
+    assert(((uintptr_t)storage % ARENA_ALIGN) == 0);
+    arena->storage = storage;
+    arena->storage_size = storage_size;
+    arena->used = 0;
+    arena->blocks = NULL;
+}
+
+static size_t align_up(size_t size)
+{
+    return (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+}
+
+void *arena_alloc(struct arena *arena, size_t size)
+{
+    size = align_up(size > 0 ? size : 1);
+    if (size <= arena->storage_size - arena->used) {
+        void *p = arena->storage + arena->used;
+        arena->used += size;
+        memset(p, 0, size);
+        return p;
+    }
+    struct arena_block *block = arena->blocks;
+    if (block == NULL || size > block->size - block->used) {
+        size_t block_size = size > ARENA_BLOCK_MIN ? size : ARENA_BLOCK_MIN;
+        block = malloc(sizeof *block + block_size);
+        if (block == NULL)
+            return NULL;
+        block->next = arena->blocks;
+        block->size = block_size;
+        block->used = 0;
+        arena->blocks = block;
+    }
+    void *p = block->data + block->used;
+    block->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+void arena_reset(struct arena *arena)
+{
+    struct arena_block *kept = NULL;
+    while (arena->blocks != NULL) {
+        struct arena_block *block = arena->blocks;
+        arena->blocks = block->next;
+        if (kept == NULL && block->size <= ARENA_BLOCK_KEEP_BYTES) {
+            kept = block;
+        } else {
+            free(block);
+        }
+    }
+    if (kept != NULL) {
+        kept->next = NULL;
+        kept->used = 0;
+    }
+    arena->blocks = kept;
+    arena->used = 0;
+}
+
+void arena_free(struct arena *arena)
+{
+    while (arena->blocks != NULL) {
+        struct arena_block *next = arena->blocks->next;
+        free(arena->blocks);
+        arena->blocks = next;
+    }
+    arena->used = 0;
+}
