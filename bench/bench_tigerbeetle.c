@@ -274,7 +274,8 @@ static void backend_reserves(const struct options *o)
         struct caller *c = &callers[i];
         c->drive = &d;
         for (int k = 0; k < 3; k++)
-            c->requirements[k] = (struct requirement){keys[k], (uint32_t)strlen(keys[k]), amounts[k]};
+            c->requirements[k] =
+                (struct requirement){keys[k], (uint32_t)strlen(keys[k]), amounts[k]};
         c->request.requirements = c->requirements;
         c->request.requirement_count = 3;
         issue(c);
@@ -287,9 +288,10 @@ static void backend_reserves(const struct options *o)
     ops->stats(d.backend, &after);
     tb_submitter_stats(d.backend->submitter, &sub_after);
     uint64_t round_trips = sub_after.requests - sub_before.requests;
-    double round_trip_ms = round_trips ? (double)(sub_after.round_trip_us - sub_before.round_trip_us) /
-                                             1000.0 / (double)round_trips
-                                       : 0.0;
+    double round_trip_ms = round_trips
+                               ? (double)(sub_after.round_trip_us - sub_before.round_trip_us) /
+                                     1000.0 / (double)round_trips
+                               : 0.0;
     uint64_t batches = after.batches - before.batches;
     uint64_t items = after.batched_items - before.batched_items;
     uint64_t done = d.allowed + d.failed;
@@ -310,8 +312,9 @@ static void backend_reserves(const struct options *o)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_tigerbeetle [--addresses HOST:PORT] [--cluster ID] [--seconds S]\n"
-                    "                         [--callers N] [--sessions N] [--only rtt|batch|backend]\n");
+    fprintf(stderr,
+            "usage: bench_tigerbeetle [--addresses HOST:PORT] [--cluster ID] [--seconds S]\n"
+            "                         [--callers N] [--sessions N] [--only rtt|batch|backend]\n");
 }
 
 int main(int argc, char **argv)

@@ -6,11 +6,13 @@
 
 extern const struct backend_ops memory_backend_ops;
 extern const struct backend_ops sqlite_backend_ops;
+extern const struct backend_ops tigerbeetle_backend_ops;
 
 /* Each backend adds itself here once it builds. */
 static const struct backend_ops *const backends[] = {
     &memory_backend_ops,
     &sqlite_backend_ops,
+    &tigerbeetle_backend_ops,
 };
 
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])

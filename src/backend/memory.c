@@ -189,9 +189,9 @@ static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64
 }
 
 /* Records a capacity denial against the lease, so a retry gets it again. */
-static void deny(struct backend *b, const struct reserve_request *request, uint64_t hash,
-                 struct mem_limit **limits, struct mem_period **periods, int64_t now_ms,
-                 struct reserve_result *result)
+static void deny(struct backend *b, const struct reserve_request *request,
+                 const struct mem_lease_key *key, struct mem_limit **limits,
+                 struct mem_period **periods, int64_t now_ms, struct reserve_result *result)
 {
     int64_t retry_ms = 1;
     for (uint32_t k = 0; k < result->denied_count; k++) {
@@ -201,7 +201,8 @@ static void deny(struct backend *b, const struct reserve_request *request, uint6
         if (r > retry_ms)
             retry_ms = r;
     }
-    struct mem_lease *lease = mem_lease_alloc(b, request->requirement_count);
+    struct mem_lease *lease =
+        mem_lease_alloc(b, request->requirement_count, request->lease_id_length);
     if (lease == NULL) {
         reserve_unavailable(result);
         return;
@@ -218,7 +219,7 @@ static void deny(struct backend *b, const struct reserve_request *request, uint6
         lease->denied_items |= UINT64_C(1) << result->denied_index[k];
     lease->state = LEASE_DENIED;
     lease->retry_after_ms = retry_ms;
-    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, hash, now_ms);
+    mem_lease_insert(b, lease, key, now_ms);
     result->retry_after_ms = retry_ms;
 }
 
@@ -277,8 +278,8 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
     assert(n >= 1);
     assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     reserve_result_clear(result);
-    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
-    mem_leases_prefetch(b, hash);
+    struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
+    mem_leases_prefetch(b, key.hash);
     int64_t now_ms = clock_now_ms(b->clock);
     struct mem_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
     struct mem_period *periods[REQUIREMENTS_PER_RESERVE_MAX];
@@ -287,8 +288,7 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
     bool resolved = resolve(b, request, limits, result);
     for (uint32_t i = 0; resolved && i < n; i++)
         mem_limit_expire(b, limits[i], now_ms);
-    struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
+    struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
     if (lease != NULL) {
         reserve_result_clear(result); /* a known lease answers as before */
         uint8_t item_of[REQUIREMENTS_PER_RESERVE_MAX];
@@ -309,10 +309,10 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
             result->denied_index[result->denied_count++] = (uint8_t)i;
     }
     if (result->denied_count > 0) {
-        deny(b, request, hash, limits, periods, now_ms, result);
+        deny(b, request, &key, limits, periods, now_ms, result);
         return;
     }
-    lease = mem_lease_alloc(b, n);
+    lease = mem_lease_alloc(b, n, request->lease_id_length);
     if (lease == NULL) {
         reserve_unavailable(result);
         return;
@@ -323,7 +323,7 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
         return;
     }
     hold_all(b, request, limits, periods, lease, now_ms);
-    mem_lease_insert(b, lease, request->lease_id, request->lease_id_length, hash, now_ms);
+    mem_lease_insert(b, lease, &key, now_ms);
     result->allowed = true;
     result->reserved_at_unix_ms = now_ms;
     result->expires_at_unix_ms = lease->expires_at_ms;
@@ -452,9 +452,8 @@ static void complete_one(struct backend *b, const struct complete_request *reque
     result->warnings = NULL;
     assert(request->actual_count <= REQUIREMENTS_PER_RESERVE_MAX);
     int64_t now_ms = clock_now_ms(b->clock);
-    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
-    struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
+    struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
+    struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
     if (lease == NULL || lease->state == LEASE_DENIED)
         return; /* nothing held, nothing to reconcile */
     if (lease->state == LEASE_RELEASED) {
@@ -503,9 +502,8 @@ static void release_one(struct backend *b, const struct release_request *request
     result->status = RESULT_OK;
     result->error[0] = '\0';
     int64_t now_ms = clock_now_ms(b->clock);
-    uint64_t hash = mem_hash(request->lease_id, request->lease_id_length);
-    struct mem_lease *lease =
-        mem_lease_find(b, request->lease_id, request->lease_id_length, hash, now_ms);
+    struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
+    struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
     if (lease == NULL || lease->state != LEASE_ACTIVE) {
         if (lease != NULL && lease->state == LEASE_COMPLETED) {
             result->status = RESULT_CONFLICT;

@@ -41,6 +41,8 @@ struct mem_table {
 };
 
 uint64_t mem_hash(const char *bytes, size_t length);
+/* Key equality for the short strings of the tables (word compares). */
+bool mem_key_equal(const char *a, const char *b, size_t length);
 /* 0, or -1 when out of memory. capacity_max is a power of two >= 16. */
 int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max);
 void mem_table_free(struct mem_table *table);
@@ -198,7 +200,13 @@ struct mem_lease_item {
     uint32_t hold_generation;
 };
 
-#define LEASE_SIZE_CLASSES 7 /* up to 1, 2, 4, ..., 64 items */
+/* A lease takes 64 + 32 * items + id length + 1 bytes, rounded up to one of
+ * these sizes (multiples of the cache line): the common 1-4 item lease with
+ * a short id fits 3 or 4 lines, and the largest (64 items, a 128-byte id)
+ * fits the last class. */
+#define LEASE_SIZE_CLASSES 9
+#define LEASE_SIZE_CLASS_BYTES {192, 256, 320, 384, 512, 768, 1152, 1664, 2304}
+#define LEASE_SLAB_BYTES (1024 * 1024) /* leases are carved from slabs this big */
 
 struct mem_lease_slot {
     struct mem_lease *lease; /* NULL: a hole */
@@ -230,6 +238,24 @@ static inline char *mem_lease_id(struct mem_lease *lease)
 {
     return (char *)&lease->items[lease->item_count];
 }
+
+/* A lease id with its hash, computed once per call: the cache's functions
+ * take this, so the hash they use always belongs to the id. */
+struct mem_lease_key {
+    const char *id;
+    uint32_t length;
+    uint64_t hash;
+};
+
+static inline struct mem_lease_key mem_lease_key(const char *id, uint32_t length)
+{
+    return (struct mem_lease_key){id, length, mem_hash(id, length)};
+}
+
+/* A slab of leases: this header, then leases back to back. */
+struct mem_lease_slab {
+    struct mem_lease_slab *next;
+} __attribute__((aligned(64)));
 
 /* ---- the backend --------------------------------------------------------- */
 
@@ -265,6 +291,8 @@ struct backend {
     uint64_t ring_tail;
     uint32_t lease_count;
     struct mem_lease *free_leases[LEASE_SIZE_CLASSES];
+    struct mem_lease_slab *slabs; /* every lease lives in one of these */
+    size_t slab_used;             /* bytes of the newest slab carved */
 
     struct mem_heap_entry *walk_scratch;
     struct mem_warnings warnings;
@@ -304,18 +332,20 @@ int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct lim
 void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed);
 void mem_limits_free_all(struct backend *b);
 
-/* memory_leases.c; hash is mem_hash of the id. */
+/* memory_leases.c */
 /* Starts loading what a reserve of this id will touch in the cache: its
- * table slot, and the oldest lease's slot when the cache is full. */
+ * table slot and, when the cache is full, the oldest lease (its table slot,
+ * and the lease itself, which the next reserve of its size reuses). */
 void mem_leases_prefetch(const struct backend *b, uint64_t hash);
 /* The lease with this id, or NULL (also when past its retention, then dropped). */
-struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_length,
-                                 uint64_t hash, int64_t now_ms);
-/* A new lease not yet in the cache, or NULL when out of memory. */
-struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count);
+struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key,
+                                 int64_t now_ms);
+/* A new lease not yet in the cache, with room for item_count items and an
+ * id of id_length bytes, or NULL when out of memory. */
+struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count, uint32_t id_length);
 /* Adds to the cache, evicting the oldest lease when the cache is full. */
-void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id,
-                      uint32_t id_length, uint64_t hash, int64_t reserved_at_ms);
+void mem_lease_insert(struct backend *b, struct mem_lease *lease, const struct mem_lease_key *key,
+                      int64_t reserved_at_ms);
 /* Frees a lease not in the cache. */
 void mem_lease_discard(struct backend *b, struct mem_lease *lease);
 /* Drops leases past their retention. */

@@ -12,6 +12,13 @@ _Static_assert(sizeof(struct mem_lease) == 64, "a lease header is one cache line
 _Static_assert(sizeof(struct mem_lease_item) == 32, "two lease items per cache line");
 _Static_assert(sizeof(struct mem_hold) == 64, "a hold is one cache line");
 
+static const uint32_t class_bytes[LEASE_SIZE_CLASSES] = LEASE_SIZE_CLASS_BYTES;
+
+_Static_assert(sizeof(struct mem_lease) + REQUIREMENTS_PER_RESERVE_MAX * sizeof(struct mem_lease_item) +
+                       LEASE_ID_LENGTH_MAX + 1 <=
+                   2304,
+               "the largest lease fits the last size class");
+
 static uint32_t power_of_two_at_least(uint64_t n)
 {
     uint32_t p = 16;
@@ -27,33 +34,53 @@ int mem_leases_init(struct backend *b, uint32_t cache_entries)
     uint32_t slots = power_of_two_at_least(2 * (uint64_t)cache_entries);
     if (mem_table_init(&b->leases, slots, slots) != 0)
         return -1;
+    b->ring_mask = slots - 1;
     b->ring = calloc(slots, sizeof *b->ring);
     if (b->ring == NULL)
         return -1;
-    b->ring_mask = slots - 1;
     b->ring_head = b->ring_tail = 0;
     return 0;
 }
 
-static uint8_t size_class(uint32_t item_count)
+static uint8_t size_class(uint32_t item_count, uint32_t id_length)
 {
     assert(item_count >= 1);
     assert(item_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    assert(id_length >= 1);
+    assert(id_length <= LEASE_ID_LENGTH_MAX);
+    size_t bytes = sizeof(struct mem_lease) + item_count * sizeof(struct mem_lease_item) +
+                   id_length + 1;
     uint8_t c = 0;
-    while ((UINT32_C(1) << c) < item_count)
-        c++;
-    assert(c < LEASE_SIZE_CLASSES);
+    while (class_bytes[c] < bytes)
+        c++; /* the static assert above: the last class always fits */
     return c;
 }
 
-struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count)
+/* Carves bytes (a multiple of 64) from the newest slab, starting a new one
+ * when it is used up; the tail of the old one is left unused. */
+static struct mem_lease *slab_carve(struct backend *b, size_t bytes)
 {
-    uint8_t c = size_class(item_count);
+    if (b->slabs == NULL || LEASE_SLAB_BYTES - b->slab_used < bytes) {
+        struct mem_lease_slab *slab = aligned_alloc(64, LEASE_SLAB_BYTES);
+        if (slab == NULL)
+            return NULL;
+        slab->next = b->slabs;
+        b->slabs = slab;
+        b->slab_used = sizeof *slab;
+    }
+    struct mem_lease *lease = (struct mem_lease *)((char *)b->slabs + b->slab_used);
+    b->slab_used += bytes;
+    return lease;
+}
+
+struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count, uint32_t id_length)
+{
+    uint8_t c = size_class(item_count, id_length);
     struct mem_lease *lease = b->free_leases[c];
     if (lease != NULL) {
         b->free_leases[c] = lease->next_free;
     } else {
-        lease = malloc(sizeof *lease + (sizeof lease->items[0] << c) + LEASE_ID_LENGTH_MAX + 1);
+        lease = slab_carve(b, class_bytes[c]);
         if (lease == NULL)
             return NULL;
     }
@@ -116,9 +143,15 @@ void mem_leases_prefetch(const struct backend *b, uint64_t hash)
     __builtin_prefetch(&t->entries[(uint32_t)hash & (t->capacity - 1)]);
     if (b->lease_count < b->lease_cache_entries || b->ring_head == b->ring_tail)
         return;
-    /* The next eviction reads only its table entry. */
+    /* The eviction reads the victim's table entry and writes its free-list
+     * link; the next reserve of its size fills it again: load it for
+     * writing, all its lines but the last (usually the id's tail). */
     const struct mem_lease_slot *victim = ring_slot(b, b->ring_head);
     __builtin_prefetch(&t->entries[(uint32_t)victim->hash & (t->capacity - 1)]);
+    const char *lease = (const char *)victim->lease;
+    __builtin_prefetch(lease, 1);
+    __builtin_prefetch(lease + 64, 1);
+    __builtin_prefetch(lease + 128, 1);
 }
 
 static bool past_retention(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
@@ -126,11 +159,10 @@ static bool past_retention(const struct backend *b, const struct mem_lease *leas
     return now_ms - lease->reserved_at_ms >= b->lease_retention_ms;
 }
 
-struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_length,
-                                 uint64_t hash, int64_t now_ms)
+struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key,
+                                 int64_t now_ms)
 {
-    assert(hash == mem_hash(id, id_length));
-    struct mem_node *node = mem_table_find(&b->leases, hash, id, id_length);
+    struct mem_node *node = mem_table_find(&b->leases, key->hash, key->id, key->length);
     if (node == NULL)
         return NULL;
     struct mem_lease *lease = (struct mem_lease *)node;
@@ -141,12 +173,13 @@ struct mem_lease *mem_lease_find(struct backend *b, const char *id, uint32_t id_
     return lease;
 }
 
-void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id,
-                      uint32_t id_length, uint64_t hash, int64_t reserved_at_ms)
+void mem_lease_insert(struct backend *b, struct mem_lease *lease, const struct mem_lease_key *key,
+                      int64_t reserved_at_ms)
 {
-    assert(id_length >= 1);
-    assert(id_length <= LEASE_ID_LENGTH_MAX);
-    assert(hash == mem_hash(id, id_length));
+    assert(key->length >= 1);
+    assert(key->length <= LEASE_ID_LENGTH_MAX);
+    assert(sizeof *lease + lease->item_count * sizeof lease->items[0] + key->length + 1 <=
+           class_bytes[lease->size_class]);
     if (b->lease_count >= b->lease_cache_entries)
         drop_oldest(b);
     /* Holes come from leases dropped past their retention out of order,
@@ -155,18 +188,18 @@ void mem_lease_insert(struct backend *b, struct mem_lease *lease, const char *id
     while (b->ring_tail - b->ring_head > b->ring_mask)
         drop_oldest(b);
     char *stored_id = mem_lease_id(lease);
-    memcpy(stored_id, id, id_length);
-    stored_id[id_length] = '\0';
+    memcpy(stored_id, key->id, key->length);
+    stored_id[key->length] = '\0';
     lease->node.key = stored_id;
-    lease->node.key_length = id_length;
-    lease->node.hash = hash;
+    lease->node.key_length = key->length;
+    lease->node.hash = key->hash;
     lease->reserved_at_ms = reserved_at_ms;
     /* The table is sized for the cache bound, so this cannot fail. */
     int inserted = mem_table_insert(&b->leases, &lease->node);
     assert(inserted == 0);
     (void)inserted;
     lease->ring_position = b->ring_tail++;
-    *ring_slot(b, lease->ring_position) = (struct mem_lease_slot){lease, hash};
+    *ring_slot(b, lease->ring_position) = (struct mem_lease_slot){lease, key->hash};
     b->lease_count++;
 }
 
@@ -185,12 +218,13 @@ void mem_leases_free_all(struct backend *b)
         while (oldest(b) != NULL)
             drop_oldest(b);
     }
-    for (uint32_t c = 0; c < LEASE_SIZE_CLASSES; c++) {
-        while (b->free_leases[c] != NULL) {
-            struct mem_lease *lease = b->free_leases[c];
-            b->free_leases[c] = lease->next_free;
-            free(lease);
-        }
+    /* Free leases live in the slabs. */
+    for (uint32_t c = 0; c < LEASE_SIZE_CLASSES; c++)
+        b->free_leases[c] = NULL;
+    while (b->slabs != NULL) {
+        struct mem_lease_slab *next = b->slabs->next;
+        free(b->slabs);
+        b->slabs = next;
     }
     free(b->ring);
     b->ring = NULL;

@@ -51,6 +51,18 @@ uint64_t mem_hash(const char *bytes, size_t length)
     return h ^ (h >> 32);
 }
 
+bool mem_key_equal(const char *a, const char *b, size_t length)
+{
+    if (length < 8)
+        return memcmp(a, b, length) == 0;
+    /* Whole words, the last one overlapping the one before. */
+    uint64_t differ = 0;
+    size_t i = 0;
+    for (; i + 8 < length; i += 8)
+        differ |= load64(a + i) ^ load64(b + i);
+    return (differ | (load64(a + length - 8) ^ load64(b + length - 8))) == 0;
+}
+
 int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max)
 {
     assert(capacity >= 16);
@@ -78,7 +90,7 @@ static bool node_matches(const struct mem_table_entry *entry, uint64_t hash, con
                          uint32_t key_length)
 {
     return entry->hash == hash && entry->node->key_length == key_length &&
-           memcmp(entry->node->key, key, key_length) == 0;
+           mem_key_equal(entry->node->key, key, key_length);
 }
 
 struct mem_node *mem_table_find(const struct mem_table *table, uint64_t hash, const char *key,
@@ -95,13 +107,17 @@ struct mem_node *mem_table_find(const struct mem_table *table, uint64_t hash, co
     }
 }
 
-static void place(struct mem_table_entry *entries, uint32_t mask, uint64_t hash,
-                  struct mem_node *node)
+/* Puts node in the first empty slot of its probe run. Every entry of the
+ * run is passed on the way, so the key's absence is checked for free (the
+ * key itself is compared only on a full hash match). */
+static void place(struct mem_table_entry *entries, uint32_t mask, struct mem_node *node)
 {
-    uint32_t i = (uint32_t)hash & mask;
-    while (entries[i].node != NULL)
+    uint32_t i = (uint32_t)node->hash & mask;
+    while (entries[i].node != NULL) {
+        assert(!node_matches(&entries[i], node->hash, node->key, node->key_length));
         i = (i + 1) & mask;
-    entries[i].hash = hash;
+    }
+    entries[i].hash = node->hash;
     entries[i].node = node;
 }
 
@@ -115,7 +131,7 @@ static int grow(struct mem_table *table)
         return -1;
     for (uint32_t i = 0; i < table->capacity; i++) {
         if (table->entries[i].node != NULL)
-            place(entries, capacity - 1, table->entries[i].hash, table->entries[i].node);
+            place(entries, capacity - 1, table->entries[i].node);
     }
     free(table->entries);
     table->entries = entries;
@@ -125,10 +141,9 @@ static int grow(struct mem_table *table)
 
 int mem_table_insert(struct mem_table *table, struct mem_node *node)
 {
-    assert(mem_table_find(table, node->hash, node->key, node->key_length) == NULL);
     if ((table->count + 1) * 2 > table->capacity && grow(table) != 0)
         return -1;
-    place(table->entries, table->capacity - 1, node->hash, node);
+    place(table->entries, table->capacity - 1, node);
     table->count++;
     return 0;
 }

@@ -60,13 +60,13 @@ static void request_unavailable(struct item *item, uint32_t i)
     }
 }
 
-static void item_unavailable(struct item *item)
+void item_unavailable(struct item *item)
 {
     for (uint32_t i = 0; i < item->count; i++)
         request_unavailable(item, i);
 }
 
-static void item_finish(struct item *item)
+void item_finish(struct item *item)
 {
     if (item->kind != ITEM_CALL) {
         item->done(item->context);
@@ -101,57 +101,80 @@ static int request_run(struct backend *backend, struct item *item, uint32_t i)
 
 static void log_sql_error(struct backend *backend, const char *what, int rc)
 {
-    fprintf(stderr, "llmlimitd: sqlite backend: %s: %s (%d)\n", what,
-            sqlite3_errmsg(backend->db), rc);
+    fprintf(stderr, "llmlimitd: sqlite backend: %s: %s (%d)\n", what, sqlite3_errmsg(backend->db),
+            rc);
 }
 
-/* One request in its own savepoint. Returns false when the transaction must
- * be abandoned (the error was not this request's alone). */
-static bool request_in_savepoint(struct backend *backend, struct item *item, uint32_t i)
+static bool request_skipped(const struct backend *backend, uint32_t k, uint32_t i)
 {
-    int rc = statement_run(statement(backend, STMT_SAVEPOINT));
-    if (rc == SQLITE_DONE)
-        rc = request_run(backend, item, i);
-    if (rc == SQLITE_DONE)
-        rc = mirror_flush(backend);
-    if (rc == SQLITE_DONE)
-        rc = statement_run(statement(backend, STMT_RELEASE));
-    if (rc == SQLITE_DONE)
-        return true;
-    log_sql_error(backend, "request", rc);
-    if (sql_error_is_fatal(rc) || sqlite3_get_autocommit(backend->db))
-        return false;
-    /* Only this request is undone; the mirror is rebuilt from the tables as
-     * they stand inside the transaction, so it matches them again. */
-    request_unavailable(item, i);
-    char error[256];
-    return statement_run(statement(backend, STMT_ROLLBACK_TO)) == SQLITE_DONE &&
-           statement_run(statement(backend, STMT_RELEASE)) == SQLITE_DONE &&
-           mirror_load(backend, error, sizeof error) == 0;
+    for (uint32_t s = 0; s < backend->skip_count; s++) {
+        if (backend->skips[s].item == k && backend->skips[s].request == i)
+            return true;
+    }
+    return false;
 }
 
-static bool batch_transaction(struct backend *backend, struct item *items, uint32_t count)
+enum batch_outcome {
+    BATCH_COMMITTED,
+    BATCH_FAILED,         /* the transaction failed: every request is unknown */
+    BATCH_REQUEST_FAILED, /* one request failed alone: redo the batch without it */
+};
+
+/* Runs every request not skipped in one transaction and commits it. A
+ * request whose error is its own (a constraint, a memory shortage) makes the
+ * transaction roll back and is recorded in `skips`, so that the batch can be
+ * redone without it: the other requests never see its error. */
+static enum batch_outcome batch_transaction(struct backend *backend, struct item *items,
+                                            uint32_t count)
 {
     int rc = statement_run(statement(backend, STMT_BEGIN));
     if (rc != SQLITE_DONE) {
         log_sql_error(backend, "begin", rc);
-        return false;
+        return BATCH_FAILED;
     }
+    enum batch_outcome outcome = BATCH_FAILED;
     for (uint32_t k = 0; k < count; k++) {
         for (uint32_t i = 0; i < items[k].count; i++) {
-            if (!request_in_savepoint(backend, &items[k], i))
-                goto abandon;
+            if (request_skipped(backend, k, i))
+                continue;
+            rc = request_run(backend, &items[k], i);
+            if (rc == SQLITE_DONE)
+                continue;
+            log_sql_error(backend, "request", rc);
+            if ((!sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
+                backend->skip_count < SQLITE_SKIPS_MAX) {
+                backend->skips[backend->skip_count++] = (struct skip){.item = k, .request = i};
+                outcome = BATCH_REQUEST_FAILED;
+            }
+            goto abandon;
         }
     }
-    rc = statement_run(statement(backend, STMT_COMMIT));
+    rc = mirror_flush(backend);
     if (rc == SQLITE_DONE)
-        return true;
+        rc = statement_run(statement(backend, STMT_COMMIT));
+    if (rc == SQLITE_DONE)
+        return BATCH_COMMITTED;
     log_sql_error(backend, "commit", rc);
 abandon:
     if (!sqlite3_get_autocommit(backend->db))
         statement_run(statement(backend, STMT_ROLLBACK));
     backend->mirror_stale = true;
-    return false;
+    return outcome;
+}
+
+/* Before a redo: complete results may hold warnings of the abandoned run. */
+static void results_reset(struct item *items, uint32_t count)
+{
+    for (uint32_t k = 0; k < count; k++) {
+        if (items[k].kind != ITEM_COMPLETE)
+            continue;
+        struct complete_result *results = items[k].results;
+        for (uint32_t i = 0; i < items[k].count; i++) {
+            free(results[i].warnings);
+            results[i].warnings = NULL;
+            results[i].warning_count = 0;
+        }
+    }
 }
 
 static bool mirror_fresh(struct backend *backend)
@@ -171,30 +194,102 @@ static bool mirror_fresh(struct backend *backend)
 
 static void batch_run(struct backend *backend, struct item *items, uint32_t count)
 {
-    bool committed = mirror_fresh(backend) && batch_transaction(backend, items, count);
-    if (!committed) {
+    enum batch_outcome outcome = BATCH_FAILED;
+    backend->skip_count = 0;
+    while (!atomic_load(&backend->failed) && mirror_fresh(backend)) {
+        outcome = batch_transaction(backend, items, count);
+        if (outcome != BATCH_REQUEST_FAILED)
+            break;
+        results_reset(items, count);
+    }
+    if (outcome != BATCH_COMMITTED) {
         /* Nothing of this transaction is acknowledged: every request in it
          * gets backend_error, the client retries with the same lease_id. */
         for (uint32_t k = 0; k < count; k++)
             item_unavailable(&items[k]);
         mirror_fresh(backend);
     }
+    for (uint32_t s = 0; s < backend->skip_count; s++)
+        request_unavailable(&items[backend->skips[s].item], backend->skips[s].request);
     uint64_t requests = 0;
     for (uint32_t k = 0; k < count; k++)
         requests += items[k].count;
     atomic_fetch_add(&backend->batches, 1);
     atomic_fetch_add(&backend->batched_items, requests);
     atomic_store(&backend->live_holds, backend->mirror.hold_count);
+    if (outcome == BATCH_COMMITTED && backend->syncing) {
+        syncer_hand(backend, items, count); /* answered once durable */
+        return;
+    }
     for (uint32_t k = 0; k < count; k++)
         item_finish(&items[k]);
 }
 
+/* After each commit: the WAL's size, for the checkpointer and the restart. */
 static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
 {
     (void)db;
     (void)name;
-    *(int *)context = pages;
+    struct backend *backend = context;
+    atomic_store(&backend->wal_pages, pages);
+    if (pages >= SQLITE_CHECKPOINT_PAGES) {
+        pthread_mutex_lock(&backend->queue_mutex);
+        pthread_cond_broadcast(&backend->checkpoint_cond);
+        pthread_mutex_unlock(&backend->queue_mutex);
+    }
     return SQLITE_OK;
+}
+
+/* Copies the WAL back into the database each time SQLITE_CHECKPOINT_PAGES
+ * more frames have been written, on its own connection: a passive checkpoint
+ * never blocks the writer, and the writer's commits never wait for one. */
+static void *checkpointer_main(void *arg)
+{
+    struct backend *backend = arg;
+    int copied = 0; /* WAL frames the last checkpoint got through */
+    pthread_mutex_lock(&backend->queue_mutex);
+    while (!backend->stopping) {
+        int pages = atomic_load(&backend->wal_pages);
+        if (pages < copied)
+            copied = 0; /* the WAL started over */
+        if (pages - copied < SQLITE_CHECKPOINT_PAGES) {
+            pthread_cond_wait(&backend->checkpoint_cond, &backend->queue_mutex);
+            continue;
+        }
+        pthread_mutex_unlock(&backend->queue_mutex);
+        int log_pages = 0, done_pages = 0;
+        pthread_mutex_lock(&backend->checkpoint_mutex);
+        int rc = sqlite3_wal_checkpoint_v2(backend->checkpoint_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                           &log_pages, &done_pages);
+        pthread_mutex_unlock(&backend->checkpoint_mutex);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+            fprintf(stderr, "llmlimitd: sqlite backend: checkpoint: %s\n",
+                    sqlite3_errmsg(backend->checkpoint_db));
+        copied = rc == SQLITE_OK && done_pages >= 0 ? done_pages : pages;
+        pthread_mutex_lock(&backend->queue_mutex);
+    }
+    pthread_mutex_unlock(&backend->queue_mutex);
+    return NULL;
+}
+
+/* Background checkpoints cannot finish while the writer keeps appending, so
+ * the WAL would never start over. Past SQLITE_WAL_PAGES_MAX the writer
+ * checkpoints itself between two batches (little is left to copy by then), so
+ * that its next commit writes the WAL from the start. */
+static void wal_restart_if_large(struct backend *backend)
+{
+    if (atomic_load(&backend->wal_pages) < SQLITE_WAL_PAGES_MAX)
+        return;
+    /* Never wait (the write connection has no busy timeout): not for the
+     * checkpointer (try again after the next batch), not for a reader. */
+    if (pthread_mutex_trylock(&backend->checkpoint_mutex) != 0)
+        return;
+    int rc = sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+    pthread_mutex_unlock(&backend->checkpoint_mutex);
+    if (rc == SQLITE_OK)
+        atomic_store(&backend->wal_pages, 0); /* the next commit reports it anew */
+    else if (rc != SQLITE_BUSY)
+        log_sql_error(backend, "checkpoint", rc);
 }
 
 /* Takes up to group_commit_max requests (at least one call) off the queue. */
@@ -204,7 +299,7 @@ static uint32_t queue_take(struct backend *backend, struct item *out)
     uint64_t requests = 0;
     while (backend->queue_count > 0) {
         struct item *next = &backend->queue[backend->queue_head];
-        if (count > 0 && requests + next->count > backend->group_commit_max)
+        if (count > 0 && requests + next->count > atomic_load(&backend->group_commit_max))
             break;
         out[count++] = *next;
         requests += next->count;
@@ -218,24 +313,17 @@ static void *writer_main(void *arg)
 {
     struct backend *backend = arg;
     struct item *batch = backend->batch;
-    int wal_pages = 0;
-    sqlite3_wal_hook(backend->db, wal_hook, &wal_pages);
+    sqlite3_wal_hook(backend->db, wal_hook, backend);
     for (;;) {
         pthread_mutex_lock(&backend->queue_mutex);
         while (backend->queue_count == 0 && !backend->stopping)
             pthread_cond_wait(&backend->queue_cond, &backend->queue_mutex);
         uint32_t count = queue_take(backend, batch);
-        bool idle = backend->queue_count == 0;
         pthread_mutex_unlock(&backend->queue_mutex);
         if (count == 0)
             break; /* stopping and drained */
         batch_run(backend, batch, count);
-        /* Checkpoint between batches (never inside a commit): when the WAL
-         * is large, or when it has some pages and nobody is waiting. */
-        if (wal_pages >= SQLITE_CHECKPOINT_PAGES || (idle && wal_pages >= SQLITE_CHECKPOINT_PAGES / 4)) {
-            sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-            wal_pages = 0;
-        }
+        wal_restart_if_large(backend);
     }
     return NULL;
 }
@@ -331,9 +419,8 @@ static int lock_data_dir(struct backend *backend, char *error, size_t error_size
         if (n > 0)
             pid[n] = '\0';
         pid[strcspn(pid, "\n")] = '\0';
-        snprintf(error, error_size,
-                 "data directory %s is in use by another llmlimitd (pid %s)", backend->data_dir,
-                 pid);
+        snprintf(error, error_size, "data directory %s is in use by another llmlimitd (pid %s)",
+                 backend->data_dir, pid);
         close(backend->lock_fd);
         backend->lock_fd = -1;
         return -1;
@@ -357,6 +444,17 @@ static void sync_dir(const char *dir)
     }
 }
 
+static void backend_stop_checkpointer(struct backend *backend)
+{
+    pthread_mutex_lock(&backend->queue_mutex);
+    backend->stopping = true;
+    pthread_cond_broadcast(&backend->checkpoint_cond);
+    pthread_mutex_unlock(&backend->queue_mutex);
+    if (backend->checkpointer_started)
+        pthread_join(backend->checkpointer, NULL);
+    backend->checkpointer_started = false;
+}
+
 static void backend_free(struct backend *backend)
 {
     schema_close(backend);
@@ -368,6 +466,11 @@ static void backend_free(struct backend *backend)
     free(backend->scratch);
     pthread_mutex_destroy(&backend->queue_mutex);
     pthread_cond_destroy(&backend->queue_cond);
+    pthread_cond_destroy(&backend->checkpoint_cond);
+    pthread_mutex_destroy(&backend->checkpoint_mutex);
+    pthread_mutex_destroy(&backend->sync_mutex);
+    pthread_cond_destroy(&backend->sync_cond);
+    pthread_cond_destroy(&backend->sync_space_cond);
     pthread_mutex_destroy(&backend->read_mutex);
     free(backend);
 }
@@ -389,9 +492,19 @@ static int open_storage(struct backend *backend, char *error, size_t error_size)
     return mirror_load(backend, error, error_size);
 }
 
+/* Process-wide SQLite settings, before SQLite initialises: no global memory
+ * statistics (they take a mutex on every allocation). Harmless no-op when
+ * something already initialised SQLite. */
+static void sqlite_configure_once(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int sqlite_open(const struct backend_config *config, struct backend **out, char *error,
                        size_t error_size)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sqlite_configure_once);
     struct backend *backend = calloc(1, sizeof *backend);
     if (backend == NULL) {
         snprintf(error, error_size, "out of memory");
@@ -399,10 +512,16 @@ static int sqlite_open(const struct backend_config *config, struct backend **out
     }
     backend->config = *config;
     backend->lock_fd = -1;
-    backend->group_commit_max = SQLITE_GROUP_COMMIT_MAX;
+    atomic_store(&backend->group_commit_max, SQLITE_GROUP_COMMIT_MAX);
     backend->random_state = (uint64_t)clock_monotonic_ns() | 1;
     pthread_mutex_init(&backend->queue_mutex, NULL);
     pthread_cond_init(&backend->queue_cond, NULL);
+    pthread_cond_init(&backend->checkpoint_cond, NULL);
+    pthread_mutex_init(&backend->checkpoint_mutex, NULL);
+    pthread_mutex_init(&backend->sync_mutex, NULL);
+    pthread_cond_init(&backend->sync_cond, NULL);
+    pthread_cond_init(&backend->sync_space_cond, NULL);
+    backend->syncing = !config->sqlite_synchronous_normal;
     pthread_mutex_init(&backend->read_mutex, NULL);
     int n = snprintf(backend->data_dir, sizeof backend->data_dir, "%s", config->data_dir);
     backend->config.data_dir = backend->data_dir;
@@ -419,10 +538,21 @@ static int sqlite_open(const struct backend_config *config, struct backend **out
         backend_free(backend);
         return -1;
     }
-    if (open_storage(backend, error, error_size) != 0 ||
+    if (open_storage(backend, error, error_size) != 0) {
+        backend_free(backend);
+        return -1;
+    }
+    if (pthread_create(&backend->checkpointer, NULL, checkpointer_main, backend) != 0) {
+        snprintf(error, error_size, "cannot start the checkpointer thread");
+        backend_free(backend);
+        return -1;
+    }
+    backend->checkpointer_started = true;
+    if ((backend->syncing && syncer_start(backend) != 0) ||
         pthread_create(&backend->writer, NULL, writer_main, backend) != 0) {
-        if (error[0] == '\0')
-            snprintf(error, error_size, "cannot start the writer thread");
+        snprintf(error, error_size, "cannot start the writer and syncer threads");
+        syncer_stop(backend);
+        backend_stop_checkpointer(backend);
         backend_free(backend);
         return -1;
     }
@@ -438,20 +568,25 @@ static void sqlite_close(struct backend *backend)
     pthread_cond_signal(&backend->queue_cond);
     pthread_mutex_unlock(&backend->queue_mutex);
     pthread_join(backend->writer, NULL); /* drains the queue first */
+    syncer_stop(backend);
+    backend_stop_checkpointer(backend);
     backend_free(backend);
 }
 
 void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests)
 {
     assert(requests >= 1);
-    pthread_mutex_lock(&backend->queue_mutex);
-    backend->group_commit_max = requests;
-    pthread_mutex_unlock(&backend->queue_mutex);
+    atomic_store(&backend->group_commit_max, requests);
+}
+
+uint64_t sqlite_backend_fsyncs(struct backend *backend)
+{
+    return atomic_load(&backend->syncs);
 }
 
 static bool sqlite_ready(struct backend *backend)
 {
-    return atomic_load(&backend->ready);
+    return atomic_load(&backend->ready) && !atomic_load(&backend->failed);
 }
 
 static void sqlite_stats(struct backend *backend, struct backend_stats *out)

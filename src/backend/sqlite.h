@@ -8,7 +8,10 @@
 extern const struct backend_ops sqlite_backend_ops;
 
 /* Caps the requests in one transaction (default SQLITE_GROUP_COMMIT_MAX); 1
- * gives one transaction, so one fsync, per request. */
+ * gives one transaction and one fsync per request (no group commit at all). */
 void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests);
+
+/* WAL fsyncs made so far by the syncer (0 with sqlite_synchronous_normal). */
+uint64_t sqlite_backend_fsyncs(struct backend *backend);
 
 #endif

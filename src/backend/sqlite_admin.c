@@ -150,8 +150,10 @@ static int put_run(struct backend *backend, struct call *call)
     }
     if (limit->state.definition.kind != d->kind || limit->state.definition.period != d->period) {
         bool kind = limit->state.definition.kind != d->kind;
-        snprintf(args->error, args->error_size, "%s: cannot change the %s of limit %s (delete it "
-                 "first)", kind ? "kind" : "period", kind ? "kind" : "period", d->key);
+        snprintf(args->error, args->error_size,
+                 "%s: cannot change the %s of limit %s (delete it "
+                 "first)",
+                 kind ? "kind" : "period", kind ? "kind" : "period", d->key);
         args->result = -1;
         return SQLITE_DONE;
     }
@@ -173,10 +175,8 @@ int sqlite_admin_put_limit(struct backend *backend, const struct limit_definitio
     struct limit_definition checked = *definition;
     if (limit_definition_validate(&checked, error, error_size) != 0)
         return -1;
-    struct put_args args = {.definition = &checked,
-                            .state_out = state_out,
-                            .error = error,
-                            .error_size = error_size};
+    struct put_args args = {
+        .definition = &checked, .state_out = state_out, .error = error, .error_size = error_size};
     if (writer_call(backend, put_run, &args) != 0)
         return call_failed(error, error_size);
     return args.result;
@@ -471,8 +471,8 @@ static int callers_run(struct backend *backend, struct call *call)
     const struct limit_definition *d = &limit->state.definition;
     bool budget = d->kind == LIMIT_BUDGET;
     sqlite3_stmt *stmt = NULL;
-    if (sqlite3_prepare_v2(backend->db, budget ? callers_budget_sql : callers_window_sql, -1,
-                           &stmt, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(backend->db, budget ? callers_budget_sql : callers_window_sql, -1, &stmt,
+                           NULL) != SQLITE_OK)
         return sqlite3_errcode(backend->db);
     sqlite3_bind_int64(stmt, 1, limit->id);
     if (budget)

@@ -44,7 +44,7 @@ struct hold {
     struct hold *right;
     uint64_t amount_sum; /* of this subtree, saturating */
     int64_t expires_at_ms;
-    int64_t row_id; /* reservations.id */
+    int64_t row_id;  /* reservations.id */
     uint64_t amount; /* held now: reserved, or (rolling) the completed actual */
     uint64_t debt;   /* rolling overage debt carried until expiry */
     int32_t height;
@@ -105,9 +105,6 @@ enum statement {
     STMT_BEGIN,
     STMT_COMMIT,
     STMT_ROLLBACK,
-    STMT_SAVEPOINT,
-    STMT_RELEASE,
-    STMT_ROLLBACK_TO,
     STMT_LEASE_INSERT,
     STMT_LEASE_GET,
     STMT_LEASE_FINISH,
@@ -138,8 +135,8 @@ enum item_kind {
 
 struct backend;
 struct call;
-/* Runs on the writer thread inside the batch transaction, in a savepoint.
- * Returns SQLITE_DONE, or an SQLite error code (the savepoint is undone). */
+/* Runs on the writer thread inside the batch transaction. Returns
+ * SQLITE_DONE, or an SQLite error code (the transaction is redone without it). */
 typedef int (*call_fn)(struct backend *backend, struct call *call);
 
 /* A synchronous operation (admin, reads, tick) run by the writer. */
@@ -162,13 +159,23 @@ struct item {
     struct call *call;
 };
 
+/* A request left out of a redone transaction. */
+struct skip {
+    uint32_t item;
+    uint32_t request;
+};
+
 struct backend {
     struct backend_config config;
     char data_dir[PATH_MAX];
     int lock_fd;
     sqlite3 *db; /* the write connection, writer thread only */
     sqlite3_stmt *statements[STMT_COUNT];
-    sqlite3 *read_db; /* audit-log reads, under read_mutex */
+    sqlite3 *read_db;       /* audit-log reads, under read_mutex */
+    sqlite3 *checkpoint_db; /* the checkpointer thread's */
+    pthread_t checkpointer;
+    bool checkpointer_started;
+    atomic_int wal_pages; /* WAL size after the last commit */
     pthread_mutex_t read_mutex;
     struct mirror mirror; /* writer thread only */
     bool mirror_stale;    /* reload before the next transaction */
@@ -176,15 +183,35 @@ struct backend {
 
     pthread_mutex_t queue_mutex;
     pthread_cond_t queue_cond;
-    struct item *queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
+    pthread_cond_t checkpoint_cond;   /* with queue_mutex */
+    pthread_mutex_t checkpoint_mutex; /* held while a checkpoint runs */
+    struct item *queue;               /* ring of SQLITE_QUEUE_ITEMS_MAX */
     uint32_t queue_head;
     uint32_t queue_count;
     bool stopping;
     pthread_t writer;
-    uint32_t group_commit_max;
-    struct item *batch;            /* writer thread only: the calls of one transaction */
-    struct ledger_scratch *scratch; /* writer thread only */
-    bool limits_changed_pending;   /* writer thread only */
+    atomic_uint group_commit_max;
+    struct item *batch;                  /* writer thread only: the calls of one transaction */
+    struct ledger_scratch *scratch;      /* writer thread only */
+    struct skip skips[SQLITE_SKIPS_MAX]; /* writer thread only */
+    uint32_t skip_count;
+
+    /* The syncer (sqlite_sync.c): committed calls waiting for their fsync. */
+    bool syncing; /* false with sqlite_synchronous_normal: answer at commit */
+    pthread_mutex_t sync_mutex;
+    pthread_cond_t sync_cond;
+    pthread_cond_t sync_space_cond;
+    struct item *sync_queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
+    uint32_t sync_head;
+    uint32_t sync_count;
+    struct item *sync_batch; /* syncer thread only */
+    bool sync_stopping;
+    pthread_t syncer;
+    bool syncer_started;
+    sqlite3_file *wal_file;      /* writer thread only */
+    sqlite3_file *sync_wal_file; /* under sync_mutex */
+    atomic_bool failed;          /* a WAL fsync failed: 503 until restart */
+    atomic_uint_fast64_t syncs;
 
     atomic_bool ready;
     atomic_uint_fast64_t batches;
@@ -217,9 +244,12 @@ struct period *mirror_period_find(const struct limit *limit, int64_t start_ms);
 void mirror_touch(struct mirror *mirror, struct period *period);
 /* Writes every dirty period. SQLITE_DONE or an error code. */
 int mirror_flush(struct backend *backend);
-/* Expires every hold of `limit` due at now_ms. SQLITE_DONE or an error code. */
+/* Expires the holds of `limit` due at now_ms, in expiry order: all of them,
+ * or at most *budget_left (decremented). SQLITE_DONE or an error code. */
 int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
                   uint64_t *budget_left);
+/* Expires one hold (due or not): its row, event and counters. */
+int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h, int64_t now_ms);
 int mirror_add_limit(struct mirror *mirror, struct limit *limit);
 void mirror_unlink_key(struct mirror *mirror, struct limit *limit);
 struct limit *limit_new(int64_t id, const struct limit_state *state);
@@ -227,9 +257,10 @@ void limit_free(struct limit *limit);
 /* Drops budget periods that hold nothing and are not current. */
 void mirror_trim_periods(struct limit *limit, int64_t now_ms);
 
-/* sqlite_ledger.c: the data path, one request at a time, inside a savepoint.
- * Each returns SQLITE_DONE (the result is filled) or an SQLite error code
- * (SQLITE_NOMEM for memory), after which the writer undoes the request. */
+/* sqlite_ledger.c: the data path, one request at a time, inside the batch
+ * transaction. Each returns SQLITE_DONE (the result is filled) or an SQLite
+ * error code (SQLITE_NOMEM for memory), after which the writer rolls the
+ * transaction back and redoes it without that request. */
 struct ledger_scratch *ledger_scratch_new(void); /* free() it */
 int ledger_reserve(struct backend *backend, const struct reserve_request *request,
                    struct reserve_result *result);
@@ -243,6 +274,18 @@ int ledger_event(struct backend *backend, int64_t at_ms, const char *type, const
 
 /* sqlite.c: hands a call to the writer and waits. 0 when it committed. */
 int writer_call(struct backend *backend, call_fn run, void *args);
+/* Results of a request whose outcome is unknown (backend_error). */
+void item_unavailable(struct item *item);
+/* Answers: the done callback, or wakes the caller of a call. */
+void item_finish(struct item *item);
+
+/* sqlite_sync.c */
+int syncer_start(struct backend *backend);
+/* Answers every call handed so far, then stops. */
+void syncer_stop(struct backend *backend);
+/* Hands committed calls over; they are answered once the WAL is synced.
+ * Blocks while SQLITE_QUEUE_ITEMS_MAX calls are waiting. */
+void syncer_hand(struct backend *backend, struct item *items, uint32_t count);
 
 /* sqlite_admin.c: the synchronous ops of backend.h. */
 int sqlite_admin_put_limit(struct backend *backend, const struct limit_definition *definition,

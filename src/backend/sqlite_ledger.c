@@ -1,7 +1,8 @@
 /* The sqlite backend's data path: reserve, complete and release of one
  * request, decided on the writer's mirror and written to the tables (rows,
- * audit events, counters) inside the request's savepoint. A non-zero return
- * means an SQL or memory error: the writer rolls the request back. */
+ * audit events; counters once per transaction). A return other than
+ * SQLITE_DONE is an SQL or memory error: the writer redoes the transaction
+ * without this request. */
 #include "sqlite_internal.h"
 
 #include <assert.h>
@@ -185,14 +186,21 @@ static int row_settle(struct backend *backend, int64_t row_id, const char *state
     return statement_run(stmt);
 }
 
-/* The live hold of a row, NULL when it expired or was freed. */
-static struct hold *live_hold(const struct limit *limit, const struct row *row,
-                              struct period **period)
+/* The live hold of a row, NULL when it expired or was freed. A hold that is
+ * due but not yet expired is expired here first, so the row's story in the
+ * audit log (expired, then committed_post_expiry) is the true one. */
+static int live_hold(struct backend *backend, const struct limit *limit, const struct row *row,
+                     int64_t now_ms, struct period **period, struct hold **out)
 {
+    *out = NULL;
     *period = mirror_period_find(limit, row->period_start_ms);
     if (*period == NULL)
-        return NULL;
-    return holds_find((*period)->holds, row->expires_at_ms, row->id);
+        return SQLITE_DONE;
+    struct hold *h = holds_find((*period)->holds, row->expires_at_ms, row->id);
+    if (h != NULL && h->expires_at_ms <= now_ms)
+        return mirror_expire_hold(backend, *period, h, now_ms);
+    *out = h;
+    return SQLITE_DONE;
 }
 
 static void hold_drop(struct backend *backend, struct period *p, struct hold *h)
@@ -247,8 +255,8 @@ static void fingerprint(const struct reserve_request *request, char *out, size_t
     out[0] = '\0';
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         const struct requirement *r = &request->requirements[order[i]];
-        int n = snprintf(out + used, size - used, "%llu %s\n", (unsigned long long)r->amount,
-                         r->key);
+        int n =
+            snprintf(out + used, size - used, "%llu %s\n", (unsigned long long)r->amount, r->key);
         assert(n > 0 && (size_t)n < size - used);
         used += (size_t)n;
     }
@@ -321,6 +329,12 @@ static int64_t retry_after(struct backend *backend, const struct limit *limit,
     return limit_hold_duration_ms(d); /* not reached: rolling holds cover the excess */
 }
 
+static bool fits(const struct period *p, const struct limit_definition *d, uint64_t amount)
+{
+    uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
+    return add_capped(blocking, amount) <= d->capacity;
+}
+
 /* Finds which requirements do not fit; fills denied_index and retry_after. */
 static int decide(struct backend *backend, const struct reserve_request *request,
                   struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
@@ -328,7 +342,11 @@ static int decide(struct backend *backend, const struct reserve_request *request
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         struct limit *limit = plan->limits[i];
         const struct limit_definition *d = &limit->state.definition;
-        int rc = mirror_expire(backend, limit, now_ms, NULL);
+        /* Due holds still counted only make the check stricter: expire a
+         * few to keep up, and all of them only when the request does not
+         * fit without it (a backlog after a pause never stalls a batch). */
+        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
+        int rc = mirror_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
         int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
@@ -336,8 +354,11 @@ static int decide(struct backend *backend, const struct reserve_request *request
         if (p == NULL)
             return SQLITE_NOMEM;
         plan->periods[i] = p;
-        uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
-        if (add_capped(blocking, request->requirements[i].amount) <= d->capacity)
+        if (fits(p, d, request->requirements[i].amount))
+            continue;
+        if ((rc = mirror_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
+            return rc;
+        if (fits(p, d, request->requirements[i].amount))
             continue;
         result->denied_index[result->denied_count++] = (uint8_t)i;
         int64_t wait = retry_after(backend, limit, p, request->requirements[i].amount, now_ms);
@@ -349,8 +370,8 @@ static int decide(struct backend *backend, const struct reserve_request *request
 
 /* The denied keys, one per line: a retry may list its requirements in
  * another order, and its denied_index must follow that order. */
-static void denied_text(const struct reserve_request *request,
-                        const struct reserve_result *result, char *out, size_t size)
+static void denied_text(const struct reserve_request *request, const struct reserve_result *result,
+                        char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
@@ -451,8 +472,8 @@ static int hold_one(struct backend *backend, const struct reserve_request *reque
     sqlite3_bind_int64(stmt, 10, h->expires_at_ms);
     int rc = statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = ledger_event(backend, now_ms, "reserved", request->lease_id, limit, caller,
-                          r->amount, 0, "");
+        rc = ledger_event(backend, now_ms, "reserved", request->lease_id, limit, caller, r->amount,
+                          0, "");
     if (rc == SQLITE_DONE)
         rc = caller_add(backend, limit, p->start_ms, caller, i64(r->amount), 0, 0);
     if (rc != SQLITE_DONE) {
@@ -553,11 +574,18 @@ struct settle {
 
 static void warn(struct settle *s, const char *what, const char *key)
 {
-    int n = snprintf(s->warnings + s->warnings_used, WARNINGS_BYTES_MAX - s->warnings_used,
-                     "%s:%s", what, key);
+    int n = snprintf(s->warnings + s->warnings_used, WARNINGS_BYTES_MAX - s->warnings_used, "%s:%s",
+                     what, key);
     assert(n > 0 && (size_t)n < WARNINGS_BYTES_MAX - s->warnings_used);
     s->warnings_used += (size_t)n + 1; /* keep the NUL: strings back to back */
     s->warning_count++;
+}
+
+/* Whether a rolling hold of `amount` (out of the counters) can grow by extra. */
+static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
+                  const struct limit *limit)
+{
+    return add_capped(p->reserved + p->used + amount, extra) <= limit->state.definition.capacity;
 }
 
 /* Rolling: the hold shrinks (or grows, per overage) to the actual amount
@@ -566,17 +594,24 @@ static int settle_rolling(struct settle *s, struct limit *limit, const struct ro
                           uint64_t actual)
 {
     struct period *p = NULL;
-    struct hold *h = live_hold(limit, row, &p);
+    struct hold *h = NULL;
+    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    if (rc != SQLITE_DONE)
+        return rc;
     if (h == NULL)
         return row_settle(s->backend, row->id, "committed", &actual, 0, 0, s->now_ms);
     hold_drop(s->backend, p, h);
     p->reserved -= h->amount;
     uint64_t held = actual, debt = 0;
-    int rc = SQLITE_DONE;
     if (actual > h->amount) {
         uint64_t extra = actual - h->amount;
-        if (add_capped(p->reserved + p->used + h->amount, extra) >
-            limit->state.definition.capacity) {
+        /* Decide the overage on counters free of due holds. */
+        if (!grows(p, h->amount, extra, limit) &&
+            (rc = mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
+            free(h);
+            return rc;
+        }
+        if (!grows(p, h->amount, extra, limit)) {
             held = h->amount;
             if (limit->state.definition.overage == OVERAGE_DEBT) {
                 debt = extra;
@@ -613,7 +648,10 @@ static int settle_concurrency(struct settle *s, struct limit *limit, const struc
                               uint64_t actual)
 {
     struct period *p = NULL;
-    struct hold *h = live_hold(limit, row, &p);
+    struct hold *h = NULL;
+    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    if (rc != SQLITE_DONE)
+        return rc;
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
@@ -622,13 +660,22 @@ static int settle_concurrency(struct settle *s, struct limit *limit, const struc
     return row_settle(s->backend, row->id, "committed", &actual, 0, 0, s->now_ms);
 }
 
+static uint64_t budget_room(const struct period *p, const struct limit *limit)
+{
+    uint64_t total = period_total(p), capacity = limit->state.definition.capacity;
+    return total < capacity ? capacity - total : 0;
+}
+
 /* Budget: the actual amount is charged to the period the lease was reserved
  * in; what does not fit is debt there. Late commits are charged and warned. */
 static int settle_budget(struct settle *s, struct limit *limit, const struct row *row,
                          uint64_t actual)
 {
     struct period *p = NULL;
-    struct hold *h = live_hold(limit, row, &p);
+    struct hold *h = NULL;
+    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    if (rc != SQLITE_DONE)
+        return rc;
     bool expired = h == NULL;
     int64_t released = 0;
     if (h != NULL) {
@@ -639,8 +686,11 @@ static int settle_budget(struct settle *s, struct limit *limit, const struct row
     } else if ((p = mirror_period(s->backend, limit, row->period_start_ms)) == NULL) {
         return SQLITE_NOMEM;
     }
-    uint64_t total = period_total(p), capacity = limit->state.definition.capacity;
-    uint64_t room = total < capacity ? capacity - total : 0;
+    /* What does not fit is debt: decide it on counters free of due holds. */
+    if (budget_room(p, limit) < actual &&
+        (rc = mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
+        return rc;
+    uint64_t room = budget_room(p, limit);
     uint64_t fit = actual < room ? actual : room;
     uint64_t debt = actual - fit;
     p->used += fit;
@@ -651,17 +701,16 @@ static int settle_budget(struct settle *s, struct limit *limit, const struct row
         warn(s, "commit_after_expiry", row->key);
     if (debt > 0)
         warn(s, "overage_debt", row->key);
-    int rc = ledger_event(s->backend, s->now_ms, state, s->lease_id, limit, s->caller,
-                          row->amount, actual, "");
+    rc = ledger_event(s->backend, s->now_ms, state, s->lease_id, limit, s->caller, row->amount,
+                      actual, "");
     if (rc == SQLITE_DONE && actual > row->amount)
         rc = ledger_event(s->backend, s->now_ms, "overrun", s->lease_id, limit, s->caller,
                           row->amount, actual, "");
     if (rc == SQLITE_DONE && debt > 0)
-        rc = ledger_event(s->backend, s->now_ms, "debt", s->lease_id, limit, s->caller,
-                          row->amount, debt, "over the budget of the period");
+        rc = ledger_event(s->backend, s->now_ms, "debt", s->lease_id, limit, s->caller, row->amount,
+                          debt, "over the budget of the period");
     if (rc == SQLITE_DONE)
-        rc = caller_add(s->backend, limit, p->start_ms, s->caller, -released, i64(fit),
-                        i64(debt));
+        rc = caller_add(s->backend, limit, p->start_ms, s->caller, -released, i64(fit), i64(debt));
     if (rc == SQLITE_DONE)
         rc = row_settle(s->backend, row->id, state, &actual, 0, debt, s->now_ms);
     return rc;
@@ -694,7 +743,8 @@ static int settle_row(struct settle *s, const struct row *row, uint64_t actual)
     }
 }
 
-/* Expires what is due on every limit of the lease, so holds are current. */
+/* Keeps expiry going on the lease's limits, a few holds each (the lease's
+ * own holds are checked one by one in live_hold). */
 static int expire_rows(struct backend *backend, const struct row *rows, uint32_t count,
                        int64_t now_ms)
 {
@@ -702,7 +752,8 @@ static int expire_rows(struct backend *backend, const struct row *rows, uint32_t
         struct limit *limit = mirror_limit_by_id(&backend->mirror, rows[i].limit_id);
         if (limit == NULL)
             return SQLITE_CORRUPT;
-        int rc = mirror_expire(backend, limit, now_ms, NULL);
+        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
+        int rc = mirror_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
     }
@@ -748,8 +799,7 @@ static int warnings_publish(const struct settle *s, struct complete_result *resu
 }
 
 static int complete_live(struct backend *backend, const struct complete_request *request,
-                         const struct lease *lease, struct complete_result *result,
-                         int64_t now_ms)
+                         const struct lease *lease, struct complete_result *result, int64_t now_ms)
 {
     struct row *rows = backend->scratch->rows;
     char *warnings = backend->scratch->warnings;
@@ -812,15 +862,15 @@ static int release_row(struct backend *backend, const struct row *row, const cha
     if (limit == NULL)
         return SQLITE_CORRUPT;
     struct period *p = NULL;
-    struct hold *h = live_hold(limit, row, &p);
-    if (h == NULL)
-        return SQLITE_DONE; /* expired already: nothing to free */
+    struct hold *h = NULL;
+    int rc = live_hold(backend, limit, row, now_ms, &p, &h);
+    if (rc != SQLITE_DONE || h == NULL)
+        return rc; /* an expired hold has nothing left to free */
     hold_drop(backend, p, h);
     p->reserved -= h->amount;
     int64_t amount = i64(h->amount);
     free(h);
-    int rc = ledger_event(backend, now_ms, "released", lease_id, limit, caller, row->amount, 0,
-                          "");
+    rc = ledger_event(backend, now_ms, "released", lease_id, limit, caller, row->amount, 0, "");
     if (rc == SQLITE_DONE)
         rc = caller_add(backend, limit, p->start_ms, caller, -amount, 0, 0);
     if (rc == SQLITE_DONE)

@@ -222,6 +222,28 @@ static int expire_row(struct backend *backend, const struct period *p, const str
     return statement_run(row);
 }
 
+int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h, int64_t now_ms)
+{
+    int rc = expire_row(backend, p, h, now_ms);
+    if (rc != SQLITE_DONE)
+        return rc;
+    struct hold *removed = NULL;
+    p->holds = holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
+    assert(removed == h);
+    p->hold_count--;
+    backend->mirror.hold_count--;
+    if (removed->completed) {
+        p->used -= removed->amount;
+        p->debt = p->debt >= removed->debt ? p->debt - removed->debt : 0;
+    } else {
+        p->reserved -= removed->amount;
+        atomic_fetch_add(&backend->expired_holds, 1);
+    }
+    free(removed);
+    mirror_touch(&backend->mirror, p);
+    return SQLITE_DONE;
+}
+
 static int expire_period(struct backend *backend, struct period *p, int64_t now_ms,
                          uint64_t *budget_left)
 {
@@ -234,23 +256,9 @@ static int expire_period(struct backend *backend, struct period *p, int64_t now_
                 return SQLITE_DONE;
             (*budget_left)--;
         }
-        int rc = expire_row(backend, p, first, now_ms);
+        int rc = mirror_expire_hold(backend, p, first, now_ms);
         if (rc != SQLITE_DONE)
             return rc;
-        struct hold *removed = NULL;
-        p->holds = holds_remove(p->holds, first->expires_at_ms, first->row_id, &removed);
-        assert(removed == first);
-        p->hold_count--;
-        backend->mirror.hold_count--;
-        if (removed->completed) {
-            p->used -= removed->amount;
-            p->debt -= removed->debt;
-        } else {
-            p->reserved -= removed->amount;
-            atomic_fetch_add(&backend->expired_holds, 1);
-        }
-        free(removed);
-        mirror_touch(&backend->mirror, p);
     }
 }
 
@@ -332,8 +340,7 @@ static int load_limits(struct backend *backend, char *error, size_t error_size)
 }
 
 /* Rebuilds one live hold from its row and adds it to the sums it checks. */
-static int load_hold(struct backend *backend, sqlite3_stmt *stmt, char *error,
-                     size_t error_size)
+static int load_hold(struct backend *backend, sqlite3_stmt *stmt, char *error, size_t error_size)
 {
     struct limit *limit = mirror_limit_by_id(&backend->mirror, sqlite3_column_int64(stmt, 1));
     struct period *p =
@@ -366,9 +373,8 @@ static int check_sums(struct backend *backend, char *error, size_t error_size)
             continue;
         for (uint32_t j = 0; j < limit->period_count; j++) {
             struct period *p = limit->periods[j];
-            uint64_t expect = limit->state.definition.kind == LIMIT_ROLLING
-                                  ? p->reserved + p->used
-                                  : p->reserved;
+            uint64_t expect =
+                limit->state.definition.kind == LIMIT_ROLLING ? p->reserved + p->used : p->reserved;
             if (holds_sum(p->holds) != expect) {
                 snprintf(error, error_size,
                          "database inconsistent: limit %s (id %lld) counts %llu held, its live "
@@ -405,8 +411,8 @@ static int load_holds(struct backend *backend, char *error, size_t error_size)
 static int load_next_row(struct backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
-    if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(id),0)+1 FROM reservations", -1,
-                           &stmt, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(id),0)+1 FROM reservations", -1, &stmt,
+                           NULL) != SQLITE_OK)
         return load_fail(backend, error, error_size, "reservations");
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW)

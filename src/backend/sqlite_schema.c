@@ -52,7 +52,10 @@ static const char schema_v1[] =
      * rows first_row .. first_row + row_count - 1. */
     "CREATE TABLE leases ("
     " lease_id TEXT PRIMARY KEY,"
-    " state TEXT NOT NULL CHECK (state IN ('allowed','denied','completed','released')),"
+    /* CHECKs as OR chains: an IN list would build a temporary table on
+     * every insert and update. */
+    " state TEXT NOT NULL CHECK (state='allowed' OR state='denied' OR state='completed' OR"
+    "  state='released'),"
     " fingerprint TEXT NOT NULL,"
     " caller TEXT NOT NULL,"
     " reserved_at INTEGER NOT NULL,"
@@ -76,8 +79,8 @@ static const char schema_v1[] =
     " held INTEGER NOT NULL,"
     " debt INTEGER NOT NULL,"
     " live INTEGER NOT NULL,"
-    " state TEXT NOT NULL CHECK (state IN"
-    "  ('reserved','committed','released','expired','committed_post_expiry')),"
+    " state TEXT NOT NULL CHECK (state='reserved' OR state='committed' OR state='released' OR"
+    "  state='expired' OR state='committed_post_expiry'),"
     " period_start INTEGER NOT NULL,"
     " reserved_at INTEGER NOT NULL,"
     " expires_at INTEGER NOT NULL,"
@@ -102,47 +105,54 @@ static const char schema_v1[] =
 static const char *const migrations[] = {schema_v1};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
+/* The data path's writes say OR ROLLBACK: any error already abandons the
+ * whole transaction (sqlite.c), so SQLite need not keep a statement journal
+ * to undo one statement. */
 static const char *const statement_sql[STMT_COUNT] = {
     [STMT_BEGIN] = "BEGIN IMMEDIATE",
     [STMT_COMMIT] = "COMMIT",
     [STMT_ROLLBACK] = "ROLLBACK",
-    [STMT_SAVEPOINT] = "SAVEPOINT request",
-    [STMT_RELEASE] = "RELEASE request",
-    [STMT_ROLLBACK_TO] = "ROLLBACK TO request",
     [STMT_LEASE_INSERT] =
-        "INSERT INTO leases(lease_id,state,fingerprint,caller,reserved_at,expires_at,"
+        "INSERT OR ROLLBACK INTO leases(lease_id,state,fingerprint,caller,reserved_at,expires_at,"
         "first_row,row_count,retry_after_ms,denied,created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) "
         "ON CONFLICT(lease_id) DO NOTHING",
     [STMT_LEASE_GET] = "SELECT state,fingerprint,caller,reserved_at,expires_at,first_row,"
                        "row_count,retry_after_ms,denied,created_at FROM leases WHERE lease_id=?",
-    [STMT_LEASE_FINISH] = "UPDATE leases SET state=?, finished_at=? WHERE lease_id=?",
+    [STMT_LEASE_FINISH] = "UPDATE OR ROLLBACK leases SET state=?, finished_at=? WHERE lease_id=?",
     [STMT_LEASE_FORGET] = "DELETE FROM leases WHERE lease_id=?",
-    [STMT_ROW_INSERT] = "INSERT INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
-                        "debt,live,state,period_start,reserved_at,expires_at) "
-                        "VALUES(?,?,?,?,?,?,?,0,1,'reserved',?,?,?)",
+    [STMT_ROW_INSERT] =
+        "INSERT OR ROLLBACK INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
+        "debt,live,state,period_start,reserved_at,expires_at) "
+        "VALUES(?,?,?,?,?,?,?,0,1,'reserved',?,?,?)",
     [STMT_ROWS_GET] = "SELECT id,limit_id,key,amount,state,period_start,expires_at FROM "
                       "reservations WHERE id BETWEEN ? AND ? ORDER BY id",
-    [STMT_ROW_SETTLE] = "UPDATE reservations SET state=?,actual_amount=?,held=?,debt=?,live=?,"
-                        "committed_at=? WHERE id=?",
-    [STMT_ROW_EXPIRE] = "UPDATE reservations SET state=CASE WHEN state='reserved' THEN "
+    [STMT_ROW_SETTLE] =
+        "UPDATE OR ROLLBACK reservations SET state=?,actual_amount=?,held=?,debt=?,live=?,"
+        "committed_at=? WHERE id=?",
+    [STMT_ROW_EXPIRE] = "UPDATE OR ROLLBACK reservations SET state=CASE WHEN state='reserved' THEN "
                         "'expired' ELSE state END,held=0,debt=0,live=0 WHERE id=?",
-    [STMT_EVENT_INSERT] = "INSERT INTO events(at,type,lease_id,limit_id,key,caller,amount,"
-                          "actual_amount,detail) VALUES(?,?,?,?,?,?,?,?,?)",
-    [STMT_EVENT_EXPIRED] = "INSERT INTO events(at,type,lease_id,limit_id,key,caller,amount,"
-                           "actual_amount,detail) SELECT ?,'expired',lease_id,limit_id,key,"
-                           "caller,amount,0,'' FROM reservations WHERE id=?",
-    [STMT_USAGE_PUT] = "INSERT INTO limit_usage(limit_id,period_start,reserved,used,debt) "
-                       "VALUES(?,?,?,?,?) ON CONFLICT(limit_id,period_start) DO UPDATE SET "
-                       "reserved=excluded.reserved,used=excluded.used,debt=excluded.debt",
+    [STMT_EVENT_INSERT] =
+        "INSERT OR ROLLBACK INTO events(at,type,lease_id,limit_id,key,caller,amount,"
+        "actual_amount,detail) VALUES(?,?,?,?,?,?,?,?,?)",
+    [STMT_EVENT_EXPIRED] =
+        "INSERT OR ROLLBACK INTO events(at,type,lease_id,limit_id,key,caller,amount,"
+        "actual_amount,detail) SELECT ?,'expired',lease_id,limit_id,key,"
+        "caller,amount,0,'' FROM reservations WHERE id=?",
+    [STMT_USAGE_PUT] =
+        "INSERT OR ROLLBACK INTO limit_usage(limit_id,period_start,reserved,used,debt) "
+        "VALUES(?,?,?,?,?) ON CONFLICT(limit_id,period_start) DO UPDATE SET "
+        "reserved=excluded.reserved,used=excluded.used,debt=excluded.debt",
     [STMT_USAGE_GET] =
         "SELECT reserved,used,debt FROM limit_usage WHERE limit_id=? AND period_start=?",
-    [STMT_CALLER_ADD] = "INSERT INTO caller_usage(limit_id,period_start,caller,reserved,used,"
-                        "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
-                        "DO UPDATE SET reserved=reserved+excluded.reserved,"
-                        "used=used+excluded.used,debt=debt+excluded.debt",
-    [STMT_CALLER_EXPIRED] = "UPDATE caller_usage SET reserved=reserved-?1 WHERE limit_id=?2 "
-                            "AND period_start=?3 AND caller=(SELECT caller FROM reservations "
-                            "WHERE id=?4)",
+    [STMT_CALLER_ADD] =
+        "INSERT OR ROLLBACK INTO caller_usage(limit_id,period_start,caller,reserved,used,"
+        "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
+        "DO UPDATE SET reserved=reserved+excluded.reserved,"
+        "used=used+excluded.used,debt=debt+excluded.debt",
+    [STMT_CALLER_EXPIRED] =
+        "UPDATE OR ROLLBACK caller_usage SET reserved=reserved-?1 WHERE limit_id=?2 "
+        "AND period_start=?3 AND caller=(SELECT caller FROM reservations "
+        "WHERE id=?4)",
     [STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
                           "timeout_seconds,period,unit,description,overage,status,"
                           "pending_decrease_to,created_at,updated_at) "
@@ -207,26 +217,28 @@ static int pragma_int(sqlite3 *db, const char *sql, int64_t *out)
     return rc == SQLITE_ROW ? 0 : -1;
 }
 
-static int configure(sqlite3 *db, bool synchronous_normal, char *error, size_t error_size)
+/* synchronous=NORMAL in every case: in WAL mode it writes each commit
+ * without syncing it; with sqlite_synchronous_normal unset, the syncer
+ * (sqlite_sync.c) fsyncs the WAL before any answer, which is what FULL would
+ * do, once for several batches. */
+static int configure(sqlite3 *db, char *error, size_t error_size)
 {
     sqlite3_busy_timeout(db, SQLITE_BUSY_TIMEOUT_MS);
     sqlite3_stmt *stmt = NULL;
     if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &stmt, NULL) != SQLITE_OK)
         return exec_error(db, "SELECT 1", "journal_mode", error, error_size);
     int rc = sqlite3_step(stmt);
-    bool wal = rc == SQLITE_ROW &&
-               strcmp((const char *)sqlite3_column_text(stmt, 0), "wal") == 0;
+    bool wal = rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(stmt, 0), "wal") == 0;
     sqlite3_finalize(stmt);
     if (!wal) {
-        snprintf(error, error_size, "cannot put the database in WAL mode: %s",
-                 sqlite3_errmsg(db));
+        snprintf(error, error_size, "cannot put the database in WAL mode: %s", sqlite3_errmsg(db));
         return -1;
     }
     char sql[256];
     snprintf(sql, sizeof sql,
-             "PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
+             "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
              "PRAGMA cache_size=-%d; PRAGMA journal_size_limit=%d;",
-             synchronous_normal ? "NORMAL" : "FULL", SQLITE_CACHE_KIB, SQLITE_WAL_BYTES_KEPT);
+             SQLITE_CACHE_KIB, SQLITE_WAL_BYTES_KEPT);
     return exec_error(db, sql, "pragmas", error, error_size);
 }
 
@@ -281,16 +293,34 @@ int schema_open(struct backend *backend, const char *path, char *error, size_t e
         return -1;
     }
     sqlite3_extended_result_codes(backend->db, 1);
-    if (configure(backend->db, backend->config.sqlite_synchronous_normal, error, error_size) !=
-            0 ||
+    if (configure(backend->db, error, error_size) != 0 ||
         migrate(backend->db, error, error_size) != 0 ||
         prepare_all(backend, error, error_size) != 0)
         return -1;
-    /* Checkpoints run when the writer is idle (sqlite.c), not inside a commit. */
+    /* Checkpoints run on their own thread and connection (sqlite.c), never
+     * inside the writer's commits. The writer is the only writer, so it never
+     * waits for a lock: the busy timeout (used while migrating) goes to 0, and
+     * at worst SQLite starts the WAL over one commit later. */
     sqlite3_wal_autocheckpoint(backend->db, 0);
-
-    rc = sqlite3_open_v2(path, &backend->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+    sqlite3_busy_timeout(backend->db, 0);
+    rc = sqlite3_open_v2(path, &backend->checkpoint_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                          NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_size, "cannot open %s for checkpoints: %s", path, sqlite3_errstr(rc));
+        return -1;
+    }
+    sqlite3_busy_timeout(backend->checkpoint_db, SQLITE_BUSY_TIMEOUT_MS);
+    sqlite3_wal_autocheckpoint(backend->checkpoint_db, 0);
+    /* A connection opens the WAL on its first read; until then its
+     * checkpoints would do nothing. */
+    int64_t version = 0;
+    if (pragma_int(backend->checkpoint_db, "PRAGMA user_version", &version) != 0) {
+        snprintf(error, error_size, "cannot read %s for checkpoints: %s", path,
+                 sqlite3_errmsg(backend->checkpoint_db));
+        return -1;
+    }
+
+    rc = sqlite3_open_v2(path, &backend->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         snprintf(error, error_size, "cannot open %s for reading: %s", path, sqlite3_errstr(rc));
         return -1;
@@ -305,14 +335,18 @@ void schema_close(struct backend *backend)
         sqlite3_finalize(backend->statements[i]);
         backend->statements[i] = NULL;
     }
+    if (backend->read_db != NULL) {
+        sqlite3_close_v2(backend->read_db);
+        backend->read_db = NULL;
+    }
+    if (backend->checkpoint_db != NULL) {
+        sqlite3_close_v2(backend->checkpoint_db);
+        backend->checkpoint_db = NULL;
+    }
     if (backend->db != NULL) {
         /* A last full checkpoint leaves a small WAL behind. */
         sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close_v2(backend->db);
         backend->db = NULL;
-    }
-    if (backend->read_db != NULL) {
-        sqlite3_close_v2(backend->read_db);
-        backend->read_db = NULL;
     }
 }

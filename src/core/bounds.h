@@ -79,7 +79,8 @@
 #define SQLITE_WAL_BYTES_KEPT (64 * 1024 * 1024) /* journal_size_limit */
 #define SQLITE_CHECKPOINT_PAGES 4096    /* WAL pages that trigger a background checkpoint */
 #define SQLITE_WAL_PAGES_MAX 16384      /* WAL pages at which the writer restarts the WAL */
-#define SQLITE_EXPIRIES_PER_TICK_MAX 100000 /* holds one tick() expires; the rest next time */
+#define SQLITE_EXPIRIES_PER_TICK_MAX 4096 /* holds one tick() expires; the rest next time */
+#define SQLITE_EXPIRIES_PER_REQUEST 8   /* due holds a reserve expires per limit when it fits */
 #define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
 
 #endif

@@ -103,7 +103,9 @@ class Lease:
                 self.outcome = "allowed" if body["allowed"] else "denied"
                 if body.get("error") not in ("", None):
                     self.outcome = "rejected"
-            elif not same_answer(self.answer, body):
+                continue
+            violations.checked["retries"] += 1
+            if not same_answer(self.answer, body):
                 violations.add("idempotency", "lease %s: retry answered %s after %s"
                                % (self.lease_id, brief(body), brief(self.answer)), op)
         answered = [op["end_ns"] for op in self.reserves
@@ -141,6 +143,7 @@ def brief(body):
 class Violations:
     def __init__(self):
         self.by_kind = defaultdict(list)
+        self.checked = defaultdict(int)  # how many times each check ran
 
     def add(self, kind, message, op=None):
         if op is not None:
@@ -151,6 +154,8 @@ class Violations:
         return sum(len(v) for v in self.by_kind.values())
 
     def report(self, out):
+        out.write("checked: %s\n" % ", ".join(
+            "%s=%d" % item for item in sorted(self.checked.items())))
         for kind in sorted(self.by_kind):
             messages = self.by_kind[kind]
             out.write("%s: %d violation(s)\n" % (kind, len(messages)))
@@ -468,6 +473,7 @@ class History:
         for key, timeline in self.timelines.items():
             if timeline.limit.kind == "budget":
                 continue  # debt may take a budget past capacity; admission covers it
+            self.violations.checked["capacity_sweeps"] += 1
             peak, at = timeline.peak_certain()
             if peak > timeline.limit.capacity:
                 self.violations.add("capacity", "%s: %d certainly held at once, capacity %d "
@@ -485,6 +491,8 @@ class History:
                 if timeline is None:
                     continue
                 capacity = timeline.limit.capacity
+                self.violations.checked["admission" if lease.outcome == "allowed"
+                                        else "denial"] += 1
                 if lease.outcome == "allowed":
                     held = timeline.certain(a, b, exclude=lease.lease_id)
                     if held + amount > capacity:
@@ -520,6 +528,7 @@ class History:
             if limit.kind == "concurrency" and body["used"] != 0:
                 self.violations.add("usage", "%s: concurrency used %d, want 0" % (
                     key, body["used"]), op)
+            self.violations.checked["usage"] += 1
             low = timeline.certain(op["start_ns"], op["end_ns"])
             high = timeline.possible(op["start_ns"], op["end_ns"])
             if not low <= seen <= high:

@@ -12,6 +12,7 @@ History format (JSON lines): a header {"type":"header","limits":[...],
 
 Usage: record.py --binary build/llmlimitd [--backend memory] [--seconds 8]
                   [--threads 8] [--seed N] [--out history.jsonl]
+                  [--server-arg=--tb-addresses=HOST:PORT ...]
 Exit 0 when the history is consistent with the model and exercised it
 (allowed and denied reserves, retries, expiries), 1 otherwise.
 """
@@ -240,6 +241,8 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", default=None, help="keep the history in this file")
     parser.add_argument("--tolerance-ms", type=int, default=check.TOLERANCE_MS_DEFAULT)
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="extra llmlimitd flag, e.g. --server-arg=--tb-addresses=HOST:PORT")
     return parser.parse_args(argv)
 
 
@@ -249,7 +252,8 @@ def main(argv):
     print("seed %d, backend %s, %d threads, %.1f s" % (seed, args.backend, args.threads,
                                                        args.seconds))
     offsets = [wall_minus_mono_ns()]
-    with Server(os.path.abspath(args.binary), backend=args.backend) as server:
+    with Server(os.path.abspath(args.binary), backend=args.backend,
+                args=args.server_arg) as server:
         for definition in LIMITS:
             status, _, body = server.put_limit(definition)
             if status != 200:

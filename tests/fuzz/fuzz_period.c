@@ -30,7 +30,7 @@ static void check_period(enum limit_period period, int64_t t)
         assert(days == 1);
     if (period == PERIOD_WEEK) {
         assert(days == 7);
-        int64_t day_number = start / MS_PER_DAY_TEST; /* 1970-01-01 was a Thursday */
+        int64_t day_number = start / MS_PER_DAY_TEST;  /* 1970-01-01 was a Thursday */
         assert((((day_number + 3) % 7) + 7) % 7 == 0); /* a Monday */
     }
     if (period == PERIOD_MONTH)

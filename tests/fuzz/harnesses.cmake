@@ -3,16 +3,26 @@
 # (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(LLMLIMIT_FUZZ_HARNESSES request path registry period)
+set(LLMLIMIT_FUZZ_HARNESSES json request path registry period)
+# The TigerBeetle reply and header decoder, once its sources are in the tree.
+set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/backend/tigerbeetle)
+if(EXISTS ${LLMLIMIT_FUZZ_TB_DIR}/message.c AND EXISTS ${LLMLIMIT_FUZZ_TB_DIR}/batch.c)
+  list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)
+  set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/checksum.c
+      ${LLMLIMIT_FUZZ_TB_DIR}/message.c ${LLMLIMIT_FUZZ_TB_DIR}/batch.c
+      ${LLMLIMIT_FUZZ_TB_DIR}/body.c)
+endif()
 
 file(GLOB LLMLIMIT_FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/core/*.c)
 file(GLOB LLMLIMIT_FUZZ_MEMORY_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/memory*.c)
 set(LLMLIMIT_FUZZ_SERVER_SOURCES
+    ${PROJECT_SOURCE_DIR}/src/server/arena.c
     ${PROJECT_SOURCE_DIR}/src/server/buffer.c
     ${PROJECT_SOURCE_DIR}/src/server/decode.c
     ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
+    ${PROJECT_SOURCE_DIR}/src/server/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/server/log.c
     ${PROJECT_SOURCE_DIR}/src/server/registry.c
     ${PROJECT_SOURCE_DIR}/src/server/routes.c)
@@ -20,9 +30,10 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
 # One static library of everything under test, built with `options`.
 function(llmlimit_fuzz_subject name)
   add_library(${name} STATIC ${LLMLIMIT_FUZZ_CORE_SOURCES} ${LLMLIMIT_FUZZ_MEMORY_SOURCES}
-              ${LLMLIMIT_FUZZ_SERVER_SOURCES})
+              ${LLMLIMIT_FUZZ_SERVER_SOURCES} ${LLMLIMIT_FUZZ_TB_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src
-                             ${PROJECT_SOURCE_DIR}/src/server ${PROJECT_SOURCE_DIR}/include)
+                             ${PROJECT_SOURCE_DIR}/src/server ${PROJECT_SOURCE_DIR}/include
+                             ${LLMLIMIT_FUZZ_TB_DIR})
   target_compile_definitions(${name} PUBLIC _GNU_SOURCE)
   target_compile_options(${name} PRIVATE ${ARGN})
   target_link_libraries(${name} PUBLIC PkgConfig::JANSSON PkgConfig::CRYPTO Threads::Threads)

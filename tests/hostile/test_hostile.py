@@ -29,6 +29,7 @@ for _i, _arg in enumerate(list(sys.argv)):
 
 PROBE_LATENCY_S_MAX = 2.0
 PROBE_INTERVAL_S = 0.05
+ATTACK_S_MIN = 1.0  # the prober runs at least this long during each attack
 TIMEOUT_S = 2  # --connection-timeout-seconds of the servers below
 CLOSE_SLACK_S = 3.0  # how late after TIMEOUT_S the server may close an idle socket
 FD_SLACK = 16  # descriptors the server may keep beyond its idle count (logs, sqlite, ...)
@@ -123,6 +124,18 @@ def open_fds(server):
     return len(os.listdir("/proc/%d/fd" % server.process.pid))
 
 
+def settled_fds(server):
+    """Descriptors once the server has closed what our last requests left open."""
+    previous = open_fds(server)
+    for _ in range(50):
+        time.sleep(0.1)
+        current = open_fds(server)
+        if current == previous:
+            return current
+        previous = current
+    return previous
+
+
 class HostileCase(unittest.TestCase):
     SERVER_ARGS = ["--max-connections", "256", "--connection-timeout-seconds", str(TIMEOUT_S)]
 
@@ -134,8 +147,7 @@ class HostileCase(unittest.TestCase):
         cls.server.request("GET", "/healthz")
         cls.server._local.conn.close()  # no keep-alive connection of our own to count
         cls.server._local.conn = None
-        time.sleep(0.2)
-        cls.baseline_fds = open_fds(cls.server)
+        cls.baseline_fds = settled_fds(cls.server)
 
     @classmethod
     def tearDownClass(cls):
@@ -150,15 +162,18 @@ class HostileCase(unittest.TestCase):
         """Runs attack(*args) while a Prober runs; checks the prober's record."""
         prober = Prober(self.server)
         prober.start()
+        started = time.monotonic()
         try:
             result = attack(*args)
+            time.sleep(max(0.0, ATTACK_S_MIN - (time.monotonic() - started)))
         finally:
             prober.stop()
         self.assertEqual(prober.failures, [])
-        self.assertGreaterEqual(len(prober.latencies), 10, "the prober hardly ran")
+        self.assertGreaterEqual(len(prober.latencies), 5, "the prober hardly ran")
         worst = max(prober.latencies)
         self.assertLess(worst, PROBE_LATENCY_S_MAX, "a reserve took %.2f s" % worst)
         self.assertIsNone(self.server.process.poll(), "llmlimitd died")
+        self.probes_allowed = len(prober.latencies)  # each reserved 1 unit
         return result
 
     def assert_fds_settle(self):
@@ -220,6 +235,7 @@ class SlowClients(HostileCase):
             sock = self.connect()
             sock.sendall(stall)
             sockets.append(sock)
+        before = self.reserved()
         started = time.monotonic()
         for sock in sockets:
             remaining = TIMEOUT_S + CLOSE_SLACK_S - (time.monotonic() - started)
@@ -227,7 +243,7 @@ class SlowClients(HostileCase):
                             "a stalled connection was still open after %.1f s"
                             % (time.monotonic() - started))
             sock.close()
-        self.assertEqual(self.reserved(), 0)  # truncated reserves held nothing
+        self.assertEqual(self.reserved(), before)  # truncated reserves held nothing
         self.assert_fds_settle()
 
 
@@ -260,30 +276,60 @@ class ConnectionLimit(HostileCase):
     SERVER_ARGS = ["--max-connections", str(LIMIT_CONNECTIONS),
                    "--connection-timeout-seconds", str(TIMEOUT_S)]
 
-    def test_one_past_the_connection_limit_is_refused_not_hung(self):
-        """Connection max+1 is closed at once (no hang); service returns after the idle timeout."""
-        idle = [self.connect() for _ in range(self.LIMIT_CONNECTIONS)]
-        time.sleep(0.3)
-        extra = self.connect()
+    def ask_healthz(self, sock, timeout_s):
+        """Sends GET /healthz; returns (status or None, seconds waited)."""
         started = time.monotonic()
         try:
-            extra.sendall(reserve_bytes(str(uuid.uuid4())))
-            status, _ = read_reply(extra, PROBE_LATENCY_S_MAX)
-        except (ConnectionResetError, BrokenPipeError):
+            sock.sendall(request_bytes("GET", "/healthz"))
+            status, _ = read_reply(sock, timeout_s)
+        except OSError:
             status = None
-        except socket.timeout:
-            self.fail("a connection past --max-connections hung instead of being closed")
-        waited = time.monotonic() - started
-        extra.close()
-        self.assertIsNone(status, "connection %d was served" % (self.LIMIT_CONNECTIONS + 1))
-        self.assertLess(waited, PROBE_LATENCY_S_MAX)
+        return status, time.monotonic() - started
+
+    def test_past_the_limit_waits_for_an_idle_timeout(self):
+        """Connection max+1 waits in the listen queue and is served once idle ones time out."""
+        idle = [self.connect() for _ in range(self.LIMIT_CONNECTIONS)]
+        time.sleep(0.3)
+        with self.connect() as extra:
+            status, waited = self.ask_healthz(extra, TIMEOUT_S + CLOSE_SLACK_S)
+        self.assertEqual(status, 200, "not served within %.1f s" % waited)
+        self.assertGreater(waited, 0.5 * TIMEOUT_S, "served at once: the limit did not apply")
         for sock in idle:
             self.assertTrue(closed_by_peer(sock, TIMEOUT_S + CLOSE_SLACK_S))
             sock.close()
-        with self.connect() as sock:  # room again
-            sock.sendall(reserve_bytes(str(uuid.uuid4())))
-            self.assertEqual(read_reply(sock)[0], 200)
         self.assert_fds_settle()
+
+    @unittest.expectedFailure
+    def test_trickling_clients_at_the_limit_do_not_lock_others_out(self):
+        """Known gap: max-connections slowloris clients that send a byte every
+        0.5 s are never timed out (the timeout is one of inactivity), so a new
+        client waits as long as they go on. Passes once a request deadline exists."""
+        sockets = [self.connect() for _ in range(self.LIMIT_CONNECTIONS)]
+        stop = threading.Event()
+
+        def trickle():
+            payload = request_bytes("GET", "/healthz", extra=b"X-Slow: 1\r\n" * 1000)
+            position = 0
+            while not stop.wait(0.5):
+                for sock in sockets:
+                    try:
+                        sock.send(payload[position:position + 1])
+                    except OSError:
+                        pass
+                position += 1
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            with self.connect() as extra:
+                status, waited = self.ask_healthz(extra, 3 * TIMEOUT_S + CLOSE_SLACK_S)
+        finally:
+            stop.set()
+            thread.join()
+            for sock in sockets:
+                sock.close()
+        self.assert_fds_settle()
+        self.assertEqual(status, 200, "locked out for %.1f s" % waited)
 
 
 class BadBytes(HostileCase):
@@ -337,23 +383,30 @@ class BadBytes(HostileCase):
                 with self.connect() as sock:
                     sock.sendall(data[:rng.randrange(1, len(data))])
         self.under_attack(attack)
-        self.assertEqual(self.reserved(), before)
+        self.assertEqual(self.reserved(), before + self.probes_allowed)  # none of the 1000s
         self.assert_fds_settle()
 
     def test_client_that_never_reads(self):
-        """A client pipelining thousands of requests and never reading does not stall
-        others, and the server drops it after the timeout."""
-        payload = request_bytes("GET", "/v1/admin/limits") * 5000
-        before = open_fds(self.server)
+        """A client pipelining requests for ~25 MB of answers and never reading
+        does not stall others, and the server gives up on it after the timeout."""
+        for i in range(100):  # makes GET /v1/admin/limits ~130 KB
+            status, _, body = self.server.put_limit(
+                {"key": "hostile:big:%03d" % i, "kind": "concurrency", "capacity": 1,
+                 "timeout_seconds": 1, "description": "d" * 1000})
+            self.assertEqual(status, 200, body)
+        self.reserved()  # drops our keep-alive connection
+        requests = 200
+        before = settled_fds(self.server)
 
         def attack():
-            sock = self.connect()
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((self.server.host, self.server.port))
             sock.settimeout(3)
             try:
-                sock.sendall(payload)  # stops once both socket buffers are full
+                sock.sendall(request_bytes("GET", "/v1/admin/limits") * requests)
             except (socket.timeout, OSError):
                 pass
-            time.sleep(1.0)
             return sock
 
         sock = self.under_attack(attack)
@@ -362,6 +415,17 @@ class BadBytes(HostileCase):
                                  timeout_s=TIMEOUT_S + CLOSE_SLACK_S)
             self.assertTrue(dropped, "a client that never reads kept its connection: "
                             "%d descriptors, %d before" % (open_fds(self.server), before))
+            answers = 0
+            sock.settimeout(1)
+            try:
+                while True:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        break
+                    answers += chunk.count(b"HTTP/1.1 200")
+            except OSError:
+                pass
+            self.assertLess(answers, requests, "every answer was delivered: nothing stalled")
         finally:
             sock.close()
         self.assert_fds_settle()

@@ -8,7 +8,7 @@
 #include <time.h>
 
 struct fault_file {
-    sqlite3_file base; /* our methods */
+    sqlite3_file base;  /* our methods */
     sqlite3_file *real; /* the default VFS's file, right after this struct */
 };
 
@@ -17,6 +17,7 @@ static sqlite3_vfs fault_vfs;
 static sqlite3_io_methods fault_methods;
 static atomic_int current_fault;
 static atomic_uint sync_delay_ms;
+static atomic_uint write_delay_ms;
 static atomic_uint_fast64_t failures;
 static atomic_uint_fast64_t syncs;
 
@@ -35,8 +36,17 @@ static int fault_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int6
     return real_of(file)->pMethods->xRead(real_of(file), buffer, amount, offset);
 }
 
+static void sleep_ms(unsigned delay)
+{
+    struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
 static int fault_write(sqlite3_file *file, const void *buffer, int amount, sqlite3_int64 offset)
 {
+    unsigned delay = atomic_load(&write_delay_ms);
+    if (delay > 0)
+        sleep_ms(delay);
     int fault = atomic_load(&current_fault);
     if (fault == FAULT_WRITE_FULL || fault == FAULT_WRITE_IO) {
         atomic_fetch_add(&failures, 1);
@@ -54,10 +64,8 @@ static int fault_sync(sqlite3_file *file, int flags)
 {
     atomic_fetch_add(&syncs, 1);
     unsigned delay = atomic_load(&sync_delay_ms);
-    if (delay > 0) {
-        struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    if (delay > 0)
+        sleep_ms(delay);
     int rc = real_of(file)->pMethods->xSync(real_of(file), flags);
     if (rc == SQLITE_OK && atomic_load(&current_fault) == FAULT_SYNC_IO) {
         atomic_fetch_add(&failures, 1);
@@ -244,6 +252,11 @@ void fault_vfs_set(enum fault fault)
 void fault_vfs_set_sync_delay_ms(uint32_t delay_ms)
 {
     atomic_store(&sync_delay_ms, delay_ms);
+}
+
+void fault_vfs_set_write_delay_ms(uint32_t delay_ms)
+{
+    atomic_store(&write_delay_ms, delay_ms);
 }
 
 uint64_t fault_vfs_failures(void)

@@ -18,8 +18,10 @@ enum fault {
 int fault_vfs_install(void);
 /* Every write/sync from now on fails this way (FAULT_NONE: none does). */
 void fault_vfs_set(enum fault fault);
-/* Each xSync sleeps this long first (0: none), to keep the writer busy. */
+/* Each xSync sleeps this long first (0: none), to keep the syncer busy. */
 void fault_vfs_set_sync_delay_ms(uint32_t delay_ms);
+/* Each xWrite sleeps this long first (0: none), to keep the writer busy. */
+void fault_vfs_set_write_delay_ms(uint32_t delay_ms);
 /* Writes and syncs that failed since install. */
 uint64_t fault_vfs_failures(void);
 /* xSync calls since install. */

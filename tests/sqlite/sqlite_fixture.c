@@ -13,7 +13,7 @@ bool db_open_fresh(struct db *db)
     db->ops = backend_find("sqlite");
     const char *tmp = getenv("TMPDIR");
     snprintf(db->data_dir, sizeof db->data_dir, "%s/llmlimit-sqlite-XXXXXX",
-             tmp != NULL ? tmp : "/tmp");
+             tmp != NULL ? tmp : P_tmpdir);
     if (db->ops == NULL || mkdtemp(db->data_dir) == NULL) {
         snprintf(db->error, sizeof db->error, "no sqlite backend or no temp dir");
         return false;
@@ -98,24 +98,24 @@ static bool put_definition(struct db *db, struct limit_definition d)
 
 bool put_budget(struct db *db, const char *key, uint64_t capacity)
 {
-    struct limit_definition d = {.kind = LIMIT_BUDGET, .capacity = capacity,
-                                 .period = PERIOD_MONTH, .timeout_seconds = 60};
+    struct limit_definition d = {
+        .kind = LIMIT_BUDGET, .capacity = capacity, .period = PERIOD_MONTH, .timeout_seconds = 60};
     snprintf(d.key, sizeof d.key, "%s", key);
     return put_definition(db, d);
 }
 
 bool put_rolling(struct db *db, const char *key, uint64_t capacity, uint32_t window_seconds)
 {
-    struct limit_definition d = {.kind = LIMIT_ROLLING, .capacity = capacity,
-                                 .window_seconds = window_seconds};
+    struct limit_definition d = {
+        .kind = LIMIT_ROLLING, .capacity = capacity, .window_seconds = window_seconds};
     snprintf(d.key, sizeof d.key, "%s", key);
     return put_definition(db, d);
 }
 
 bool put_concurrency(struct db *db, const char *key, uint64_t capacity, uint32_t timeout_seconds)
 {
-    struct limit_definition d = {.kind = LIMIT_CONCURRENCY, .capacity = capacity,
-                                 .timeout_seconds = timeout_seconds};
+    struct limit_definition d = {
+        .kind = LIMIT_CONCURRENCY, .capacity = capacity, .timeout_seconds = timeout_seconds};
     snprintf(d.key, sizeof d.key, "%s", key);
     return put_definition(db, d);
 }
@@ -123,8 +123,8 @@ bool put_concurrency(struct db *db, const char *key, uint64_t capacity, uint32_t
 struct reserve_result reserve_one(struct db *db, const char *lease_id, const char *key,
                                   uint64_t amount, const char *caller)
 {
-    struct requirement requirement = {.key = key, .key_length = (uint32_t)strlen(key),
-                                      .amount = amount};
+    struct requirement requirement = {
+        .key = key, .key_length = (uint32_t)strlen(key), .amount = amount};
     struct reserve_request request = {.lease_id = lease_id,
                                       .lease_id_length = (uint32_t)strlen(lease_id),
                                       .caller = caller,
@@ -139,9 +139,8 @@ struct reserve_result reserve_one(struct db *db, const char *lease_id, const cha
 struct complete_result complete_one(struct db *db, const char *lease_id, const char *key,
                                     uint64_t actual)
 {
-    struct actual a = {.key = key,
-                       .key_length = key != NULL ? (uint32_t)strlen(key) : 0,
-                       .actual_amount = actual};
+    struct actual a = {
+        .key = key, .key_length = key != NULL ? (uint32_t)strlen(key) : 0, .actual_amount = actual};
     struct complete_request request = {.lease_id = lease_id,
                                        .lease_id_length = (uint32_t)strlen(lease_id),
                                        .actuals = &a,

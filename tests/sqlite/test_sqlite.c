@@ -1,6 +1,7 @@
 /* The sqlite backend beyond the conformance suite: what it keeps across a
  * restart, one owner per database, the schema version, the audit log, spend
- * per caller, reconciliation with the registry, and per-request savepoints. */
+ * per caller, reconciliation with the registry, one failing request inside a
+ * group commit, and expiry that never stalls a batch. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -129,8 +130,8 @@ static void counters_that_disagree_with_holds_are_refused(void)
 static struct backend_event *events_of(struct db *db, const char *key, const char *lease_id,
                                        int64_t after_id, uint32_t limit, size_t *count)
 {
-    struct event_query query = {.key = key, .lease_id = lease_id, .after_id = after_id,
-                                .limit = limit};
+    struct event_query query = {
+        .key = key, .lease_id = lease_id, .after_id = after_id, .limit = limit};
     struct backend_event *events = NULL;
     *count = 0;
     if (db->ops->events(db->backend, &query, &events, count) != 0)
@@ -144,7 +145,7 @@ static void audit_log_records_every_change(void)
     OPEN(&db);
     REQUIRE(put_budget(&db, "usd", 100));
     REQUIRE(reserve_one(&db, "l1", "usd", 30, "alice").allowed);
-    CHECK(complete_one(&db, "l1", "usd", 50).reconciled);   /* overrun */
+    CHECK(complete_one(&db, "l1", "usd", 50).reconciled); /* overrun */
     REQUIRE(reserve_one(&db, "l2", "usd", 40, "bob").allowed);
     clock_manual_advance(&db.clock, 61000);
     CHECK(complete_one(&db, "l2", "usd", 70).reconciled); /* late, over, 20 of debt */
@@ -154,9 +155,9 @@ static void audit_log_records_every_change(void)
     size_t count = 0;
     struct backend_event *e = events_of(&db, NULL, NULL, 0, EVENTS_PAGE_MAX, &count);
     REQUIRE(e != NULL);
-    const char *expect[] = {"limit_changed", "reserved", "committed", "overrun", "reserved",
-                            "expired", "committed_post_expiry", "overrun", "debt",
-                            "limit_changed", "reserved", "released"};
+    const char *expect[] = {
+        "limit_changed",         "reserved", "committed", "overrun",       "reserved", "expired",
+        "committed_post_expiry", "overrun",  "debt",      "limit_changed", "reserved", "released"};
     REQUIRE(count == sizeof expect / sizeof expect[0]);
     for (size_t i = 0; i < count; i++) {
         CHECK_STR(e[i].type, expect[i]);
@@ -205,8 +206,8 @@ static void usage_by_caller_says_who_spent_the_budget(void)
         REQUIRE(reserve_one(&db, lease, "usd", 60, callers[i]).allowed);
         CHECK(complete_one(&db, lease, "usd", actuals[i]).reconciled);
         snprintf(lease, sizeof lease, "t%d", i);
-        REQUIRE(reserve_one(&db, lease, "tpm", i < 3 ? 10 * (uint64_t)(i + 1) : 5, callers[i])
-                    .allowed);
+        REQUIRE(
+            reserve_one(&db, lease, "tpm", i < 3 ? 10 * (uint64_t)(i + 1) : 5, callers[i]).allowed);
     }
     REQUIRE(reserve_one(&db, "live", "usd", 15, "carol").allowed);
     struct caller_usage *rows = NULL;
@@ -230,8 +231,8 @@ static void usage_by_caller_says_who_spent_the_budget(void)
     CHECK_EQ_U64(rows[0].reserved, 40);
     free(rows);
     /* Last month had nobody; an unknown key is -1. */
-    REQUIRE(db.ops->usage_by_caller(db.backend, "usd", START_MS - 40LL * 86400000, &rows,
-                                    &count) == 0);
+    REQUIRE(db.ops->usage_by_caller(db.backend, "usd", START_MS - 40LL * 86400000, &rows, &count) ==
+            0);
     CHECK_EQ_U64(count, 0);
     free(rows);
     CHECK_EQ_I64(db.ops->usage_by_caller(db.backend, "nope", START_MS, &rows, &count), -1);
@@ -357,6 +358,50 @@ static void concurrent_reserve_complete_adds_up(void)
     db_destroy(&db);
 }
 
+static uint64_t expired_so_far(struct db *db)
+{
+    struct backend_stats s;
+    db->ops->stats(db->backend, &s);
+    return s.expired_holds;
+}
+
+/* 2000 holds come due at once (a pause): a reserve that fits anyway expires
+ * only SQLITE_EXPIRIES_PER_REQUEST of them; one that needs the room expires
+ * them all first, and is allowed. */
+static void due_backlog_is_expired_a_few_at_a_time_unless_needed(void)
+{
+    struct db db;
+    OPEN(&db);
+    enum { HOLDS = 2000 };
+    REQUIRE(put_rolling(&db, "tpm", 3000, 60));
+    struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
+    struct reserve_request *requests = calloc(HOLDS, sizeof *requests);
+    struct reserve_result *results = calloc(HOLDS, sizeof *results);
+    char(*ids)[16] = calloc(HOLDS, sizeof *ids);
+    REQUIRE(requests != NULL && results != NULL && ids != NULL);
+    for (int i = 0; i < HOLDS; i++) {
+        snprintf(ids[i], sizeof ids[i], "b%d", i);
+        requests[i] = (struct reserve_request){.lease_id = ids[i],
+                                               .lease_id_length = (uint32_t)strlen(ids[i]),
+                                               .requirements = &req,
+                                               .requirement_count = 1};
+    }
+    backend_reserve_wait(db.ops, db.backend, requests, results, HOLDS);
+    CHECK(results[HOLDS - 1].allowed);
+    clock_manual_advance(&db.clock, 60000);
+    uint64_t before = expired_so_far(&db);
+    CHECK(reserve_one(&db, "fits", "tpm", 100, NULL).allowed);
+    CHECK_EQ_U64(expired_so_far(&db) - before, SQLITE_EXPIRIES_PER_REQUEST);
+    /* 1992 due holds still counted: 1500 fits only once they are gone. */
+    CHECK(reserve_one(&db, "needs-room", "tpm", 1500, NULL).allowed);
+    CHECK_EQ_U64(expired_so_far(&db) - before, HOLDS);
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 1600);
+    free(requests);
+    free(results);
+    free(ids);
+    db_destroy(&db);
+}
+
 int main(void)
 {
     RUN(state_survives_a_restart,
@@ -377,6 +422,9 @@ int main(void)
         "restore_limit takes the registry's definition and keeps the counters");
     RUN(one_failing_request_does_not_abort_the_batch,
         "a request that fails inside a group commit is undone alone; the others commit");
+    RUN(due_backlog_is_expired_a_few_at_a_time_unless_needed,
+        "a backlog of due holds never stalls a reserve that fits; one that needs the room "
+        "expires them all first");
     RUN(concurrent_reserve_complete_adds_up,
         "8 threads of reserve+complete: every commit counted once, batched, durable");
     return test_summary();

@@ -1,14 +1,16 @@
 /* The sqlite backend when the disk fails: through a test VFS that fails
  * writes (disk full, I/O error) or fsyncs on demand, every request of the
- * failed transaction is answered backend_error (503), nothing unwritten is
- * acknowledged, and service recovers once writes succeed again. Also: an
- * answer waits for its fsync, and a full queue answers at once. */
+ * failed transaction is answered backend_error (503) and nothing unwritten is
+ * acknowledged. After a failed write, service resumes once writes succeed;
+ * after a failed fsync, nothing more is acknowledged until a restart. Also:
+ * an answer waits for its fsync, and a full queue answers at once. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/sqlite.h"
 #include "fault_vfs.h"
 #include "sqlite_fixture.h"
 #include "test.h"
@@ -17,6 +19,7 @@
     do {                                                                                           \
         fault_vfs_set(FAULT_NONE);                                                                 \
         fault_vfs_set_sync_delay_ms(0);                                                            \
+        fault_vfs_set_write_delay_ms(0);                                                           \
         if (!db_open_fresh(db)) {                                                                  \
             fprintf(stderr, "  open: %s\n", (db)->error);                                          \
             CHECK(!"the backend opens");                                                           \
@@ -60,9 +63,33 @@ static void write_error_answers_503_then_recovers(void)
     fault_answers_503_then_recovers(FAULT_WRITE_IO);
 }
 
-static void failed_fsync_answers_503_then_recovers(void)
+/* The commit was written but its fsync failed: the kernel may have lost it,
+ * and later commits would build on it. So the backend answers 503 to
+ * everything until it is reopened; then the retry finds the lease exactly
+ * once (whether or not the failed commit reached the disk). */
+static void failed_fsync_stops_acknowledging_until_restart(void)
 {
-    fault_answers_503_then_recovers(FAULT_SYNC_IO);
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, "usd", 100));
+    fault_vfs_set(FAULT_SYNC_IO);
+    struct reserve_result r = reserve_one(&db, "lease", "usd", 30, "alice");
+    CHECK_EQ_I64(r.status, RESULT_UNAVAILABLE);
+    CHECK_STR(r.error, "backend_error");
+    fault_vfs_set(FAULT_NONE);
+    CHECK(!db.ops->ready(db.backend));
+    CHECK_EQ_I64(reserve_one(&db, "other", "usd", 1, NULL).status, RESULT_UNAVAILABLE);
+    CHECK_EQ_I64(complete_one(&db, "lease", NULL, 0).status, RESULT_UNAVAILABLE);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK(db.ops->ready(db.backend));
+    r = reserve_one(&db, "lease", "usd", 30, "alice");
+    CHECK(r.allowed);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30);
+    db_close(&db);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE lease_id='lease'"), 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases WHERE lease_id='other'"), 0);
+    db_destroy(&db);
 }
 
 struct burst {
@@ -118,7 +145,7 @@ static void failed_complete_frees_nothing(void)
     OPEN(&db);
     REQUIRE(put_concurrency(&db, "slots", 1, 60));
     REQUIRE(reserve_one(&db, "a", "slots", 1, NULL).allowed);
-    fault_vfs_set(FAULT_SYNC_IO);
+    fault_vfs_set(FAULT_WRITE_IO);
     struct complete_result c = complete_one(&db, "a", NULL, 0);
     CHECK_EQ_I64(c.status, RESULT_UNAVAILABLE);
     CHECK_EQ_I64(release_one(&db, "a").status, RESULT_UNAVAILABLE);
@@ -173,7 +200,7 @@ static void count_done(void *context)
     atomic_fetch_add(&((struct counter *)context)->done, 1);
 }
 
-/* The writer sits in a slow fsync while the queue fills: the request one
+/* The writer sits in a slow write while the queue fills: the request one
  * past SQLITE_QUEUE_ITEMS_MAX is answered backend_error before reserve()
  * returns; every queued one is answered afterwards. */
 static void full_queue_answers_at_once(void)
@@ -185,7 +212,7 @@ static void full_queue_answers_at_once(void)
     struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
     struct reserve_request *requests = calloc(COUNT, sizeof *requests);
     struct reserve_result *results = calloc(COUNT, sizeof *results);
-    char (*ids)[16] = calloc(COUNT, sizeof *ids);
+    char(*ids)[16] = calloc(COUNT, sizeof *ids);
     REQUIRE(requests != NULL && results != NULL && ids != NULL);
     for (int i = 0; i < COUNT; i++) {
         snprintf(ids[i], sizeof ids[i], "q%d", i);
@@ -195,18 +222,17 @@ static void full_queue_answers_at_once(void)
                                                .requirement_count = 1};
     }
     struct counter counter = {0};
-    fault_vfs_set_sync_delay_ms(500);
+    fault_vfs_set_write_delay_ms(1000);
     db.ops->reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
     struct timespec pause = {.tv_nsec = 100 * 1000000};
-    nanosleep(&pause, NULL); /* the writer has taken it and sleeps in fsync */
+    nanosleep(&pause, NULL); /* the writer has taken it and sleeps in a write */
     for (int i = 1; i < COUNT - 1; i++)
         db.ops->reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
     int before = atomic_load(&counter.done);
-    db.ops->reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done,
-                    &counter);
+    db.ops->reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done, &counter);
     CHECK_EQ_I64(atomic_load(&counter.done), before + 1); /* answered before returning */
     CHECK_EQ_I64(results[COUNT - 1].status, RESULT_UNAVAILABLE);
-    fault_vfs_set_sync_delay_ms(0);
+    fault_vfs_set_write_delay_ms(0);
     while (atomic_load(&counter.done) < COUNT)
         nanosleep(&pause, NULL);
     int allowed = 0;
@@ -220,6 +246,47 @@ static void full_queue_answers_at_once(void)
     db_destroy(&db);
 }
 
+/* While the writer is held in a write, 9 single-request calls queue up;
+ * with the group commit capped at 4 requests they take 3 transactions
+ * (4 + 4 + 1): one past the cap starts another transaction. */
+static void group_commit_cap_splits_the_queue(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "tpm", 1000, 600));
+    sqlite_backend_set_group_commit_max(db.backend, 4);
+    enum { COUNT = 10 };
+    struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
+    struct reserve_request requests[COUNT];
+    struct reserve_result results[COUNT];
+    char ids[COUNT][8];
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(ids[i], sizeof ids[i], "g%d", i);
+        requests[i] = (struct reserve_request){.lease_id = ids[i],
+                                               .lease_id_length = (uint32_t)strlen(ids[i]),
+                                               .requirements = &req,
+                                               .requirement_count = 1};
+    }
+    struct backend_stats before, after;
+    struct counter counter = {0};
+    fault_vfs_set_write_delay_ms(300);
+    db.ops->reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
+    struct timespec pause = {.tv_nsec = 100 * 1000000};
+    nanosleep(&pause, NULL); /* the writer holds request 0 in a slow write */
+    db.ops->stats(db.backend, &before);
+    for (int i = 1; i < COUNT; i++)
+        db.ops->reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
+    fault_vfs_set_write_delay_ms(0);
+    while (atomic_load(&counter.done) < COUNT)
+        nanosleep(&pause, NULL);
+    db.ops->stats(db.backend, &after);
+    CHECK_EQ_U64(after.batches - before.batches, 4); /* request 0's, then 4 + 4 + 1 */
+    CHECK_EQ_U64(after.batched_items - before.batched_items, COUNT);
+    for (int i = 0; i < COUNT; i++)
+        CHECK(results[i].allowed);
+    db_destroy(&db);
+}
+
 int main(void)
 {
     if (fault_vfs_install() != 0) {
@@ -230,8 +297,9 @@ int main(void)
         "disk full: backend_error, nothing kept; the same lease_id succeeds once space returns");
     RUN(write_error_answers_503_then_recovers,
         "a write I/O error: backend_error; the retry holds exactly once");
-    RUN(failed_fsync_answers_503_then_recovers,
-        "a failed fsync: backend_error (never acknowledged); the retry holds exactly once");
+    RUN(failed_fsync_stops_acknowledging_until_restart,
+        "a failed fsync: backend_error, then 503 to everything until reopened; the retry then "
+        "holds exactly once");
     RUN(failed_group_commit_acknowledges_nothing,
         "32 concurrent reserves in failing transactions: all backend_error, none written");
     RUN(failed_complete_frees_nothing,
@@ -239,6 +307,8 @@ int main(void)
     RUN(failed_limit_change_is_reported,
         "a limit change the disk refused is an error and changes nothing");
     RUN(answer_waits_for_the_fsync, "a reserve is answered only after its fsync returned");
+    RUN(group_commit_cap_splits_the_queue,
+        "one request past the group-commit cap goes into the next transaction");
     RUN(full_queue_answers_at_once,
         "one call past SQLITE_QUEUE_ITEMS_MAX is answered backend_error at once; the rest "
         "commit");

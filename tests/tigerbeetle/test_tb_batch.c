@@ -182,10 +182,16 @@ static void test_lookup_results_matched_by_id(void)
     tb_u128 ids_a[3] = {tb_u128_from_u64(1), tb_u128_from_u64(2), tb_u128_from_u64(3)};
     tb_u128 ids_b[2] = {tb_u128_from_u64(2), tb_u128_from_u64(9)};
     uint8_t objects_a[3][128], objects_b[2][128], found_a[3], found_b[2];
-    struct tb_item a = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS, .event_count = 3,
-                        .events = ids_a, .objects = objects_a, .found = found_a};
-    struct tb_item b = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS, .event_count = 2,
-                        .events = ids_b, .objects = objects_b, .found = found_b};
+    struct tb_item a = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS,
+                        .event_count = 3,
+                        .events = ids_a,
+                        .objects = objects_a,
+                        .found = found_a};
+    struct tb_item b = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS,
+                        .event_count = 2,
+                        .events = ids_b,
+                        .objects = objects_b,
+                        .found = found_b};
     a.next = &b;
     uint8_t reply[3][128] = {{0}};
     tb_put_u128(reply[0], ids_a[0]);
@@ -205,8 +211,10 @@ int main(void)
 {
     RUN(test_chains_never_split_and_results_map_back,
         "under random batch limits no chain is split and each result reaches its item and event");
-    RUN(test_take_fills_up_to_the_limit, "a batch takes whole items up to the event limit, in order");
-    RUN(test_malformed_create_reply_refused, "a create reply out of range or out of order is refused");
+    RUN(test_take_fills_up_to_the_limit,
+        "a batch takes whole items up to the event limit, in order");
+    RUN(test_malformed_create_reply_refused,
+        "a create reply out of range or out of order is refused");
     RUN(test_lookup_results_matched_by_id, "lookup objects reach the items whose ids they answer");
     return test_summary();
 }

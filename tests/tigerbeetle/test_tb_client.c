@@ -3,6 +3,7 @@
  * lookups round-trip, linked chains fail as a unit, concurrent items are
  * batched, pending transfers expire while the client idles (0.15.3 needs
  * the keepalive for that), and the sessions survive kill -9 and restart. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "core/clock.h"
 #include "ids.h"
+#include "session.h"
 #include "submitter.h"
 #include "tb_server.h"
 #include "test.h"
@@ -34,7 +36,9 @@ static bool wait_ready(int64_t timeout_ms)
 static enum tb_item_status create(uint8_t operation, const void *events, uint32_t count,
                                   uint32_t *codes)
 {
-    struct tb_item item = {.operation = operation, .event_count = count, .events = events,
+    struct tb_item item = {.operation = operation,
+                           .event_count = count,
+                           .events = events,
                            .codes = codes,
                            .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
     return tb_submitter_call(submitter, &item);
@@ -43,8 +47,11 @@ static enum tb_item_status create(uint8_t operation, const void *events, uint32_
 static bool lookup_account(tb_u128 id, struct tb_account *out)
 {
     uint8_t found = 0;
-    struct tb_item item = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS, .event_count = 1,
-                           .events = &id, .objects = out, .found = &found,
+    struct tb_item item = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS,
+                           .event_count = 1,
+                           .events = &id,
+                           .objects = out,
+                           .found = &found,
                            .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
     return tb_submitter_call(submitter, &item) == TB_ITEM_OK && found;
 }
@@ -52,9 +59,14 @@ static bool lookup_account(tb_u128 id, struct tb_account *out)
 static struct tb_transfer transfer(uint64_t id, tb_u128 debit, tb_u128 credit, uint64_t amount,
                                    uint16_t flags, uint32_t timeout)
 {
-    struct tb_transfer t = {.id = tb_u128_make(7, id), .debit_account_id = debit,
-                            .credit_account_id = credit, .amount = tb_u128_from_u64(amount),
-                            .timeout = timeout, .ledger = 1, .code = 1, .flags = flags};
+    struct tb_transfer t = {.id = tb_u128_make(7, id),
+                            .debit_account_id = debit,
+                            .credit_account_id = credit,
+                            .amount = tb_u128_from_u64(amount),
+                            .timeout = timeout,
+                            .ledger = 1,
+                            .code = 1,
+                            .flags = flags};
     return t;
 }
 
@@ -72,7 +84,10 @@ static void test_accounts_created_once(void)
 {
     struct tb_account accounts[2] = {
         {.id = operator_id, .ledger = 1, .code = 1},
-        {.id = limit_id, .ledger = 1, .code = 2, .flags = TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS},
+        {.id = limit_id,
+         .ledger = 1,
+         .code = 2,
+         .flags = TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS},
     };
     uint32_t codes[2];
     CHECK(create(TB_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TB_ITEM_OK);
@@ -118,8 +133,9 @@ static void test_linked_chain_fails_as_a_unit(void)
     CHECK_EQ_U64(codes[0], TB_TRANSFER_EXISTS);
     CHECK_EQ_U64(codes[1], TB_TRANSFER_LINKED_EVENT_FAILED);
     /* void both so later tests start from a free account */
-    struct tb_transfer voids[2] = {transfer(6, limit_id, operator_id, 4, TB_TRANSFER_VOID_PENDING, 0),
-                                   transfer(8, limit_id, operator_id, 6, TB_TRANSFER_VOID_PENDING, 0)};
+    struct tb_transfer voids[2] = {
+        transfer(6, limit_id, operator_id, 4, TB_TRANSFER_VOID_PENDING, 0),
+        transfer(8, limit_id, operator_id, 6, TB_TRANSFER_VOID_PENDING, 0)};
     voids[0].pending_id = tb_u128_make(7, 4);
     voids[1].pending_id = tb_u128_make(7, 5);
     CHECK(create(TB_OPERATION_CREATE_TRANSFERS, voids, 2, codes) == TB_ITEM_OK);
@@ -131,8 +147,10 @@ static void test_invalid_item_never_sent(void)
 {
     struct tb_transfer bad = transfer(50, limit_id, operator_id, 0, TB_TRANSFER_PENDING, 60);
     uint32_t codes[1];
-    struct tb_item item = {.operation = TB_OPERATION_CREATE_TRANSFERS, .event_count = 1,
-                           .events = &bad, .codes = codes,
+    struct tb_item item = {.operation = TB_OPERATION_CREATE_TRANSFERS,
+                           .event_count = 1,
+                           .events = &bad,
+                           .codes = codes,
                            .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
     CHECK(tb_submitter_call(submitter, &item) == TB_ITEM_INVALID);
     CHECK_EQ_U64(item.invalid_code, TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
@@ -148,7 +166,8 @@ static void *submit_many(void *argument)
     for (uint64_t i = 0; i < CONCURRENT_ITEMS; i++) {
         /* a 1-unit hold and its void, as one item: net zero */
         struct tb_transfer pair[2] = {
-            transfer(base + 2 * i, limit_id, operator_id, 1, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED, 60),
+            transfer(base + 2 * i, limit_id, operator_id, 1,
+                     TB_TRANSFER_PENDING | TB_TRANSFER_LINKED, 60),
             transfer(base + 2 * i + 1, limit_id, operator_id, 1, TB_TRANSFER_VOID_PENDING, 0),
         };
         pair[1].pending_id = pair[0].id;
@@ -223,6 +242,54 @@ static void test_survives_kill_and_restart(void)
     CHECK_EQ_U64(codes[0], 0);
 }
 
+#define CLIENTS_MAX 64 /* the cluster's session table (clients_max) */
+
+/* A session goes quiet while 64 other clients register: the cluster evicts
+ * it (the least recently used). Its next request learns so (no_session),
+ * and the session starts over with a new client id and works again. */
+static void test_eviction_starts_a_new_session(void)
+{
+    struct tb_address address[TB_REPLICAS_MAX];
+    char error[128];
+    REQUIRE(tb_addresses_parse(server.address, address, error, sizeof error) == 1);
+    static struct tb_session quiet, others[CLIENTS_MAX];
+    REQUIRE(tb_session_init(&quiet, tb_u128_from_u64(0), address, 1) == 0);
+    REQUIRE(tb_session_ready(&quiet, clock_monotonic_ms() + 10000) == TB_SESSION_OK);
+    tb_u128 first_client = quiet.client;
+    int registered = 0;
+    for (int i = 0; i < CLIENTS_MAX; i++) {
+        if (tb_session_init(&others[i], tb_u128_from_u64(0), address, 1) != 0)
+            break;
+        if (tb_session_ready(&others[i], clock_monotonic_ms() + 10000) == TB_SESSION_OK)
+            registered++;
+    }
+    CHECK_EQ_I64(registered, CLIENTS_MAX);
+    memcpy(tb_session_body(&quiet), &limit_id, sizeof limit_id);
+    int rc = tb_session_call(&quiet, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
+                             clock_monotonic_ms() + 10000);
+    CHECK_EQ_I64(rc, TB_SESSION_EVICTED);
+    CHECK_EQ_U64(quiet.last_eviction_reason, TB_EVICTION_NO_SESSION);
+    CHECK(tb_session_ready(&quiet, clock_monotonic_ms() + 10000) == TB_SESSION_OK);
+    CHECK(!tb_u128_equal(quiet.client, first_client)); /* never reused for a new session */
+    CHECK_EQ_U64(quiet.stats.registrations, 2);
+    memcpy(tb_session_body(&quiet), &limit_id, sizeof limit_id);
+    CHECK_EQ_I64(tb_session_call(&quiet, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
+                                 clock_monotonic_ms() + 10000),
+                 TB_SESSION_OK);
+    CHECK_EQ_U64(quiet.reply_body_size, TB_EVENT_SIZE); /* found the account */
+    tb_session_free(&quiet);
+    for (int i = 0; i < CLIENTS_MAX; i++) {
+        if (others[i].send != NULL)
+            tb_session_free(&others[i]);
+    }
+    /* the submitter's own sessions may have been evicted too: they recover */
+    struct tb_account account;
+    bool found = false;
+    for (int attempt = 0; attempt < 20 && !found; attempt++)
+        found = lookup_account(limit_id, &account);
+    CHECK(found);
+}
+
 static void test_unreachable_fails_fast(void)
 {
     tb_test_server_kill(&server);
@@ -253,12 +320,17 @@ int main(void)
         return 1;
     }
     RUN(test_probe_and_register, "ping_client finds release 0.15.3 and the session registers");
-    RUN(test_accounts_created_once, "accounts are created once; again is exists / exists_with_different_code");
-    RUN(test_linked_chain_fails_as_a_unit, "a linked chain fails as a unit and its codes come back per event");
+    RUN(test_accounts_created_once,
+        "accounts are created once; again is exists / exists_with_different_code");
+    RUN(test_linked_chain_fails_as_a_unit,
+        "a linked chain fails as a unit and its codes come back per event");
     RUN(test_invalid_item_never_sent, "a transfer with amount 0 fails locally and is never sent");
     RUN(test_concurrent_items_are_batched, "2400 concurrent items all succeed in fewer requests");
-    RUN(test_expiry_runs_while_idle, "a 1 s hold expires while idle (keepalive drives 0.15.3's pulse)");
+    RUN(test_expiry_runs_while_idle,
+        "a 1 s hold expires while idle (keepalive drives 0.15.3's pulse)");
     RUN(test_survives_kill_and_restart, "after kill -9 and restart the same sessions carry on");
+    RUN(test_eviction_starts_a_new_session,
+        "evicted by 64 newer clients, a session registers anew");
     RUN(test_unreachable_fails_fast, "with the server gone, work fails fast instead of hanging");
     tb_submitter_close(submitter);
     tb_test_server_stop(&server);

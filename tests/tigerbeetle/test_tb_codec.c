@@ -44,7 +44,8 @@ static void test_checksum_vectors(void)
 {
     static const uint8_t zeros[16];
     for (int i = 0; i < implementation_count; i++) {
-        CHECK(tb_u128_equal(implementations[i]("", 0), u128_hex("49F174618255402DE6E7E3C40D60CC83")));
+        CHECK(
+            tb_u128_equal(implementations[i]("", 0), u128_hex("49F174618255402DE6E7E3C40D60CC83")));
         uint8_t expected[16];
         from_hex("f72ad48dd05dd1656133101cd4be3a26", expected, 16);
         tb_u128 got = implementations[i](zeros, 16);
@@ -139,7 +140,8 @@ static void test_checksum_implementations_agree(void)
         size_t size = (size_t)rand() % sizeof buffer;
         for (size_t i = 0; i < size; i++)
             buffer[i] = (uint8_t)rand();
-        CHECK(tb_u128_equal(tb_checksum_portable(buffer, size), tb_checksum_hardware(buffer, size)));
+        CHECK(
+            tb_u128_equal(tb_checksum_portable(buffer, size), tb_checksum_hardware(buffer, size)));
     }
 }
 
@@ -177,7 +179,9 @@ static void test_register_golden_0_15(void)
 {
     uint8_t message[TB_HEADER_SIZE], expected[TB_HEADER_SIZE];
     from_hex(register_0_15_hex, expected, sizeof expected);
-    struct tb_request_fields f = {.view = 1, .release = TB_RELEASE_0_15_3, .client = golden_client,
+    struct tb_request_fields f = {.view = 1,
+                                  .release = TB_RELEASE_0_15_3,
+                                  .client = golden_client,
                                   .operation = TB_OPERATION_REGISTER};
     tb_message_request(message, &f, 0);
     CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
@@ -188,8 +192,10 @@ static void test_register_golden_0_17(void)
 {
     uint8_t message[TB_HEADER_SIZE + TB_REGISTER_BODY_SIZE] = {0}, expected[TB_HEADER_SIZE];
     from_hex(register_0_17_hex, expected, sizeof expected);
-    struct tb_request_fields f = {.view = 1, .release = TB_RELEASE(0, 17, 8),
-                                  .client = golden_client, .operation = TB_OPERATION_REGISTER};
+    struct tb_request_fields f = {.view = 1,
+                                  .release = TB_RELEASE(0, 17, 8),
+                                  .client = golden_client,
+                                  .operation = TB_OPERATION_REGISTER};
     tb_message_request(message, &f, TB_REGISTER_BODY_SIZE);
     CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
     CHECK_EQ_U64(tb_message_size(message), 512);
@@ -201,28 +207,42 @@ static void test_create_accounts_golden_0_15(void)
     uint8_t message[TB_HEADER_SIZE + TB_EVENT_SIZE] = {0};
     struct tb_account account = {.id = tb_u128_from_u64(1), .ledger = 1, .code = 1};
     memcpy(message + TB_HEADER_SIZE, &account, sizeof account);
-    struct tb_request_fields f = {.view = 1, .release = TB_RELEASE_0_15_3,
-                                  .parent = {UINT64_C(0xaaaaaaaaaaaaaaaa), UINT64_C(0xaaaaaaaaaaaaaaaa)},
-                                  .client = golden_client, .session = 1, .request = 1,
-                                  .operation = TB_OPERATION_CREATE_ACCOUNTS};
+    struct tb_request_fields f = {
+        .view = 1,
+        .release = TB_RELEASE_0_15_3,
+        .parent = {UINT64_C(0xaaaaaaaaaaaaaaaa), UINT64_C(0xaaaaaaaaaaaaaaaa)},
+        .client = golden_client,
+        .session = 1,
+        .request = 1,
+        .operation = TB_OPERATION_CREATE_ACCOUNTS};
     tb_message_request(message, &f, TB_EVENT_SIZE);
     CHECK(tb_u128_equal(tb_get_u128(message + 32), u128_hex("89abc71187f04022b2bfde72520949d7")));
-    CHECK(tb_u128_equal(tb_message_checksum(message), u128_hex("4a231edf04ac6131c00c1f708e7adf6e")));
+    CHECK(
+        tb_u128_equal(tb_message_checksum(message), u128_hex("4a231edf04ac6131c00c1f708e7adf6e")));
 }
 
 static void test_create_transfers_golden_0_17(void)
 {
     uint8_t message[TB_HEADER_SIZE + TB_EVENT_SIZE] = {0}, expected[TB_HEADER_SIZE];
     from_hex(create_transfers_0_17_hex, expected, sizeof expected);
-    struct tb_transfer t = {.id = tb_u128_from_u64(0x1111), .debit_account_id = tb_u128_from_u64(2),
-                            .credit_account_id = tb_u128_from_u64(3), .amount = tb_u128_from_u64(10),
-                            .timeout = 60, .ledger = 1, .code = 1, .flags = TB_TRANSFER_PENDING};
+    struct tb_transfer t = {.id = tb_u128_from_u64(0x1111),
+                            .debit_account_id = tb_u128_from_u64(2),
+                            .credit_account_id = tb_u128_from_u64(3),
+                            .amount = tb_u128_from_u64(10),
+                            .timeout = 60,
+                            .ledger = 1,
+                            .code = 1,
+                            .flags = TB_TRANSFER_PENDING};
     memcpy(message + TB_HEADER_SIZE, &t, sizeof t);
-    struct tb_request_fields f = {.cluster = tb_u128_from_u64(7), .view = 3,
-                                  .release = TB_RELEASE(0, 17, 8),
-                                  .parent = {UINT64_C(0x5555555555555555), UINT64_C(0x5555555555555555)},
-                                  .client = golden_client, .session = 42, .request = 9,
-                                  .operation = TB_OPERATION_CREATE_TRANSFERS};
+    struct tb_request_fields f = {
+        .cluster = tb_u128_from_u64(7),
+        .view = 3,
+        .release = TB_RELEASE(0, 17, 8),
+        .parent = {UINT64_C(0x5555555555555555), UINT64_C(0x5555555555555555)},
+        .client = golden_client,
+        .session = 42,
+        .request = 9,
+        .operation = TB_OPERATION_CREATE_TRANSFERS};
     tb_message_request(message, &f, TB_EVENT_SIZE);
     CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
     CHECK(tb_message_header_verify(message, tb_u128_from_u64(7)) == TB_MESSAGE_OK);
@@ -294,9 +314,14 @@ static void test_reply_fields_read(void)
 
 static struct tb_transfer good_transfer(uint64_t id)
 {
-    struct tb_transfer t = {.id = tb_u128_from_u64(id), .debit_account_id = tb_u128_from_u64(2),
-                            .credit_account_id = tb_u128_from_u64(3), .amount = tb_u128_from_u64(5),
-                            .timeout = 1, .ledger = 1, .code = 1, .flags = TB_TRANSFER_PENDING};
+    struct tb_transfer t = {.id = tb_u128_from_u64(id),
+                            .debit_account_id = tb_u128_from_u64(2),
+                            .credit_account_id = tb_u128_from_u64(3),
+                            .amount = tb_u128_from_u64(5),
+                            .timeout = 1,
+                            .ledger = 1,
+                            .code = 1,
+                            .flags = TB_TRANSFER_PENDING};
     return t;
 }
 
@@ -356,14 +381,20 @@ static void test_body_rejects_bad_events(void)
     t[1] = good_transfer(2);
     t[1].flags |= 1u << 6; /* closing_debit: not a 0.15.3 flag */
     CHECK_EQ_U64(tb_transfer_check(&t[1], TB_DIALECT_0_15), TB_TRANSFER_RESERVED_FLAG);
-    struct tb_transfer cancel = {.id = tb_u128_from_u64(9), .pending_id = tb_u128_from_u64(1),
-                                 .ledger = 1, .code = 1, .flags = TB_TRANSFER_VOID_PENDING};
+    struct tb_transfer cancel = {.id = tb_u128_from_u64(9),
+                                 .pending_id = tb_u128_from_u64(1),
+                                 .ledger = 1,
+                                 .code = 1,
+                                 .flags = TB_TRANSFER_VOID_PENDING};
     CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17), TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
     cancel.amount = tb_u128_from_u64(5);
     CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17), 0);
     cancel.pending_id = cancel.id;
-    CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17), TB_TRANSFER_PENDING_ID_MUST_BE_DIFFERENT);
-    struct tb_account a = {.id = tb_u128_from_u64(1), .ledger = 1, .code = 1,
+    CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17),
+                 TB_TRANSFER_PENDING_ID_MUST_BE_DIFFERENT);
+    struct tb_account a = {.id = tb_u128_from_u64(1),
+                           .ledger = 1,
+                           .code = 1,
                            .flags = TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS |
                                     TB_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS};
     CHECK_EQ_U64(tb_account_check(&a, TB_DIALECT_0_15), 8);
@@ -428,19 +459,24 @@ int main(void)
     implementations[implementation_count++] = tb_checksum_portable;
     if (tb_checksum_hardware_available())
         implementations[implementation_count++] = tb_checksum_hardware;
-    RUN(test_checksum_vectors, "both checksums give TigerBeetle's vectors for \"\" and 16 zero bytes");
+    RUN(test_checksum_vectors,
+        "both checksums give TigerBeetle's vectors for \"\" and 16 zero bytes");
     RUN(test_checksum_stability, "both checksums reproduce TigerBeetle's 896-case stability hash");
-    RUN(test_checksum_implementations_agree, "AES-NI and portable checksums agree on 2000 random inputs");
+    RUN(test_checksum_implementations_agree,
+        "AES-NI and portable checksums agree on 2000 random inputs");
     RUN(test_register_golden_0_15, "a 0.15.3 register header matches the brief's bytes exactly");
     RUN(test_register_golden_0_17, "a 0.17 register (256-byte body) matches golden bytes");
     RUN(test_create_accounts_golden_0_15, "a 0.15.3 create_accounts has the brief's two checksums");
     RUN(test_create_transfers_golden_0_17, "a 0.17 create_transfers header matches golden bytes");
     RUN(test_ping_golden, "ping_client has the brief's checksum and zero bytes 144..159");
-    RUN(test_header_verify_rejects, "a received header with a bad checksum/size/frame/cluster is refused");
+    RUN(test_header_verify_rejects,
+        "a received header with a bad checksum/size/frame/cluster is refused");
     RUN(test_reply_fields_read, "reply header fields are read from their offsets");
     RUN(test_body_rejects_partial_event, "a body that is not whole events is never sent");
-    RUN(test_body_event_count_bound, "one event past the batch limit (and a 0.17 dev limit) is refused");
-    RUN(test_body_rejects_bad_events, "malformed events fail locally with the server's result code");
+    RUN(test_body_event_count_bound,
+        "one event past the batch limit (and a 0.17 dev limit) is refused");
+    RUN(test_body_rejects_bad_events,
+        "malformed events fail locally with the server's result code");
     RUN(test_ids_from_labels, "ids are SHA-256 of labels, unambiguous, 0/max flipped");
     RUN(test_cluster_and_addresses_parse, "cluster ids and address lists parse to their bounds");
     RUN(test_release_and_dialect, "release encoding and dialect choice follow the brief");

@@ -109,8 +109,7 @@ int tb_batch_distribute_lookup(struct tb_item *batch, const uint8_t *reply, uint
                 continue;
             const uint8_t *object = reply + (size_t)next * TB_EVENT_SIZE;
             if (memcmp(object, ids + (size_t)i * TB_ID_SIZE, TB_ID_SIZE) == 0) {
-                memcpy((uint8_t *)item->objects + (size_t)i * TB_EVENT_SIZE, object,
-                       TB_EVENT_SIZE);
+                memcpy((uint8_t *)item->objects + (size_t)i * TB_EVENT_SIZE, object, TB_EVENT_SIZE);
                 item->found[i] = 1;
                 next++;
             }

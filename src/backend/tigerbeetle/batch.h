@@ -26,16 +26,17 @@ typedef void (*tb_item_done_fn)(struct tb_item *item);
 struct tb_item {
     struct tb_item *next; /* list link while queued or batched */
     uint64_t sequence;    /* submission order */
+    int64_t queued_at_ms; /* monotonic, when submitted */
     uint8_t operation;
     uint32_t event_count;
     const void *events; /* accounts, transfers, or 16-byte ids */
 
     /* Results, filled before done(). */
     enum tb_item_status status;
-    uint32_t *codes;     /* creates: a result per event, 0 = ok (caller's array) */
-    void *objects;       /* lookups: event_count slots of 128 bytes (caller's) */
-    uint8_t *found;      /* lookups: found[i] = 1 if events[i] was found */
-    uint64_t timestamp;  /* creates: the cluster timestamp of the first event */
+    uint32_t *codes;        /* creates: a result per event, 0 = ok (caller's array) */
+    void *objects;          /* lookups: event_count slots of 128 bytes (caller's) */
+    uint8_t *found;         /* lookups: found[i] = 1 if events[i] was found */
+    uint64_t timestamp;     /* creates: the cluster timestamp of the first event */
     uint32_t invalid_index; /* TB_ITEM_INVALID: which event, and its code */
     uint32_t invalid_code;
 

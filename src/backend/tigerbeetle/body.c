@@ -85,7 +85,8 @@ static uint32_t check_post_or_void(const struct tb_transfer *t)
     bool cancel = (t->flags & TB_TRANSFER_VOID_PENDING) != 0;
     if (post && cancel)
         return TB_TRANSFER_FLAGS_ARE_MUTUALLY_EXCLUSIVE;
-    if (t->flags & (TB_TRANSFER_PENDING | TB_TRANSFER_BALANCING_DEBIT | TB_TRANSFER_BALANCING_CREDIT))
+    if (t->flags &
+        (TB_TRANSFER_PENDING | TB_TRANSFER_BALANCING_DEBIT | TB_TRANSFER_BALANCING_CREDIT))
         return TB_TRANSFER_FLAGS_ARE_MUTUALLY_EXCLUSIVE;
     if (tb_u128_zero(t->pending_id))
         return TB_TRANSFER_PENDING_ID_MUST_NOT_BE_ZERO;
@@ -170,9 +171,8 @@ static int validate_events(uint8_t operation, const void *body, uint32_t count,
     return TB_BODY_OK;
 }
 
-int tb_body_validate(uint8_t operation, const void *body, uint32_t size,
-                     uint32_t batch_size_limit, enum tb_dialect dialect, uint32_t *bad_index,
-                     uint32_t *bad_code)
+int tb_body_validate(uint8_t operation, const void *body, uint32_t size, uint32_t batch_size_limit,
+                     enum tb_dialect dialect, uint32_t *bad_index, uint32_t *bad_code)
 {
     *bad_index = 0;
     *bad_code = 0;

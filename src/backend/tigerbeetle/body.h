@@ -12,12 +12,12 @@
 
 enum tb_body_error {
     TB_BODY_OK = 0,
-    TB_BODY_NOT_MULTIPLE = -1,   /* size is not a multiple of the event size */
-    TB_BODY_TOO_LARGE = -2,      /* over the batch size limit */
-    TB_BODY_TOO_MANY = -3,       /* more events than TB_BATCH_EVENTS_MAX */
-    TB_BODY_BAD_EVENT = -4,      /* *bad_index, *bad_code say which and why */
+    TB_BODY_NOT_MULTIPLE = -1, /* size is not a multiple of the event size */
+    TB_BODY_TOO_LARGE = -2,    /* over the batch size limit */
+    TB_BODY_TOO_MANY = -3,     /* more events than TB_BATCH_EVENTS_MAX */
+    TB_BODY_BAD_EVENT = -4,    /* *bad_index, *bad_code say which and why */
     TB_BODY_BAD_OPERATION = -5,
-    TB_BODY_CHAIN_OPEN = -6,     /* the last event is linked */
+    TB_BODY_CHAIN_OPEN = -6, /* the last event is linked */
 };
 
 /* Event size on the wire for a data operation (0 for an unknown one). */
@@ -32,9 +32,8 @@ uint32_t tb_body_events_max(uint8_t operation, uint32_t batch_size_limit);
 /* Checks a whole body. Returns TB_BODY_OK or an error; on
  * TB_BODY_BAD_EVENT, *bad_index and *bad_code name the first bad event
  * and the result code TigerBeetle would give it. */
-int tb_body_validate(uint8_t operation, const void *body, uint32_t size,
-                     uint32_t batch_size_limit, enum tb_dialect dialect, uint32_t *bad_index,
-                     uint32_t *bad_code);
+int tb_body_validate(uint8_t operation, const void *body, uint32_t size, uint32_t batch_size_limit,
+                     enum tb_dialect dialect, uint32_t *bad_index, uint32_t *bad_code);
 
 /* One event: 0 if it may be sent, else the server's result code for it. */
 uint32_t tb_transfer_check(const struct tb_transfer *transfer, enum tb_dialect dialect);

@@ -48,8 +48,7 @@ tb_u128 tb_id1(const char *prefix, const char *a, size_t a_length)
     return tb_id_from_label(label, at);
 }
 
-tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b,
-               size_t b_length)
+tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b, size_t b_length)
 {
     char label[LABEL_SIZE_MAX];
     size_t prefix_length = strlen(prefix);

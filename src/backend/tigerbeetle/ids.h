@@ -22,8 +22,7 @@ tb_u128 tb_id_from_label(const char *label, size_t length);
  * occur in a lease id, so "lease/key" labels are unambiguous even though
  * both may contain ':' (see docs/tigerbeetle.md). */
 tb_u128 tb_id1(const char *prefix, const char *a, size_t a_length);
-tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b,
-               size_t b_length);
+tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b, size_t b_length);
 
 /* Id of a budget-period account: "<prefix><period_start_ms>:<key>". */
 tb_u128 tb_id_period(const char *prefix, int64_t period_start_ms, const char *key,

@@ -96,8 +96,7 @@ tb_u128 tb_get_u128(const uint8_t *at)
 /* checksum_body, then checksum over bytes 16..255 (which covers it). */
 static void seal(uint8_t *message, uint32_t body_size)
 {
-    tb_put_u128(message + OFFSET_CHECKSUM_BODY,
-                tb_checksum(message + TB_HEADER_SIZE, body_size));
+    tb_put_u128(message + OFFSET_CHECKSUM_BODY, tb_checksum(message + TB_HEADER_SIZE, body_size));
     tb_put_u128(message + OFFSET_CHECKSUM,
                 tb_checksum(message + OFFSET_CHECKSUM_PADDING, TB_HEADER_SIZE - 16));
 }

@@ -38,7 +38,7 @@ enum tb_message_error {
     TB_MESSAGE_OK = 0,
     TB_MESSAGE_BAD_CHECKSUM = -1,
     TB_MESSAGE_BAD_SIZE = -2,
-    TB_MESSAGE_BAD_FRAME = -3,   /* non-zero padding, epoch or protocol */
+    TB_MESSAGE_BAD_FRAME = -3, /* non-zero padding, epoch or protocol */
     TB_MESSAGE_BAD_CLUSTER = -4,
     TB_MESSAGE_BAD_BODY = -5,
 };

@@ -46,6 +46,26 @@ static int64_t now_ms(void)
     return clock_monotonic_ms();
 }
 
+/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr. */
+static bool trace_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *value = getenv("LLMLIMIT_TB_TRACE");
+        enabled = value != NULL && value[0] == '1';
+    }
+    return enabled != 0;
+}
+
+#define TRACE(s, ...)                                                                              \
+    do {                                                                                           \
+        if (trace_enabled()) {                                                                     \
+            fprintf(stderr, "tb session %016llx: ", (unsigned long long)(s)->client.low);          \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
 int tb_session_init(struct tb_session *s, tb_u128 cluster, const struct tb_address *addresses,
                     uint32_t address_count)
 {
@@ -90,6 +110,7 @@ void tb_session_disconnect(struct tb_session *s)
     s->fd = -1;
     s->connected_at_ms = 0;
     s->receive_fill = 0;
+    s->reply_consumed = 0;
 }
 
 /* Writes all bytes by deadline_ms. 0, or -1 (the connection is closed). */
@@ -185,6 +206,7 @@ static int connect_once(struct tb_session *s, int64_t deadline_ms)
         return -1;
     }
     s->fd = fd;
+    TRACE(s, "connected to %s:%s", address->host, address->port);
     s->connected_at_ms = now_ms();
     s->receive_fill = 0;
     s->reconnect_backoff_ms = RECONNECT_BACKOFF_MS_MIN;
@@ -243,6 +265,8 @@ static enum receive_event handle_reply(struct tb_session *s, const uint8_t *mess
 
 static enum receive_event handle_message(struct tb_session *s, const uint8_t *message)
 {
+    TRACE(s, "received command %u size %u view %u release %u", tb_message_command(message),
+          tb_message_size(message), tb_message_view(message), tb_message_release(message));
     switch (tb_message_command(message)) {
     case TB_COMMAND_PONG_CLIENT:
         learn_view(s, message);
@@ -271,8 +295,11 @@ static enum receive_event process_buffer(struct tb_session *s, uint32_t *consume
     uint32_t at = 0;
     while (s->receive_fill - at >= TB_HEADER_SIZE) {
         const uint8_t *message = s->receive + at;
-        if (tb_message_header_verify(message, s->cluster) != TB_MESSAGE_OK)
+        int verified = tb_message_header_verify(message, s->cluster);
+        if (verified != TB_MESSAGE_OK) {
+            TRACE(s, "bad header from server (%d): dropping the connection", verified);
             return RECEIVE_LOST;
+        }
         uint32_t size = tb_message_size(message);
         if (s->receive_fill - at < size)
             break;
@@ -358,7 +385,8 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
         if (now >= deadline_ms)
             return TB_SESSION_TIMEOUT;
         if (!connected(s) && connect_once(s, deadline_ms) != 0) {
-            int64_t until = s->reconnect_after_ms < deadline_ms ? s->reconnect_after_ms : deadline_ms;
+            int64_t until =
+                s->reconnect_after_ms < deadline_ms ? s->reconnect_after_ms : deadline_ms;
             sleep_until(until > now ? until : now + 1);
             continue;
         }
@@ -381,6 +409,7 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
             s->dead = true;
             return TB_SESSION_EVICTED;
         case RECEIVE_LOST:
+            TRACE(s, "connection lost while waiting for request %u", s->request);
             tb_session_disconnect(s);
             break;
         default:
@@ -412,6 +441,7 @@ static void start_request(struct tb_session *s, uint8_t operation, uint32_t body
     s->retransmit_interval_ms = TB_RETRANSMIT_MS_MIN;
     s->retransmit_at_ms = now + TB_RETRANSMIT_MS_MIN;
     COUNT(s->stats.requests);
+    TRACE(s, "request %u operation %u size %u", s->request, operation, s->send_size);
     if (connected(s))
         write_all(s, s->send, s->send_size, deadline_ms); /* a failure reconnects and resends */
 }
@@ -433,7 +463,8 @@ static int probe_release(struct tb_session *s, int64_t deadline_ms)
             send_ping(s, deadline_ms);
             ping_again_ms = now + TB_RETRANSMIT_MS_MAX;
         }
-        enum receive_event event = receive_step(s, ping_again_ms < deadline_ms ? ping_again_ms : deadline_ms);
+        enum receive_event event =
+            receive_step(s, ping_again_ms < deadline_ms ? ping_again_ms : deadline_ms);
         if (event == RECEIVE_LOST)
             tb_session_disconnect(s);
         if (event == RECEIVE_EVICTED)

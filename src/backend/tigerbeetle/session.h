@@ -92,8 +92,8 @@ struct tb_session {
 };
 
 /* Allocates the 1 MiB send and receive buffers. 0 or -1 (out of memory). */
-int tb_session_init(struct tb_session *session, tb_u128 cluster,
-                    const struct tb_address *addresses, uint32_t address_count);
+int tb_session_init(struct tb_session *session, tb_u128 cluster, const struct tb_address *addresses,
+                    uint32_t address_count);
 void tb_session_free(struct tb_session *session);
 
 /* Brings the session to "registered, nothing in flight" by deadline_ms

@@ -30,7 +30,8 @@ struct worker {
     struct tb_submitter *submitter;
     pthread_t thread;
     struct tb_session session;
-    bool ready; /* under the submitter lock */
+    bool ready;         /* under the submitter lock */
+    int64_t sent_at_ms; /* under the lock: when its request went out, 0 if none */
 };
 
 struct tb_submitter {
@@ -43,6 +44,8 @@ struct tb_submitter {
     pthread_cond_t monitor_wake;
     struct queue queues[QUEUE_COUNT];
     uint32_t queued_items;
+    uint64_t queued_events;
+    uint32_t in_flight; /* requests out now */
     uint64_t sequence;
     bool stopping;
 
@@ -53,7 +56,7 @@ struct tb_submitter {
     uint32_t server_release;
     uint32_t batch_size_limit; /* smallest announced by a session */
 
-    uint64_t cluster_time_ns; /* last reply timestamp */
+    uint64_t cluster_time_ns;   /* last reply timestamp */
     int64_t cluster_time_at_ns; /* monotonic ns when it arrived */
 
     struct tb_submitter_stats stats;
@@ -118,6 +121,7 @@ static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, 
                 *failed_tail = item;
                 failed_tail = &item->next;
                 sub->queued_items--;
+                sub->queued_events -= item->event_count;
             } else {
                 *keep_tail = item;
                 keep_tail = &item->next;
@@ -184,6 +188,8 @@ static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t i
     pthread_mutex_unlock(&sub->lock);
 }
 
+static void request_over(struct tb_submitter *sub, struct worker *w);
+
 /* Sends one batch and answers its items. */
 static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operation,
                       struct tb_item *batch, uint32_t events)
@@ -210,8 +216,8 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
     if (rc == TB_SESSION_OK) {
         const uint8_t *reply = w->session.reply_body;
         uint32_t reply_size = w->session.reply_body_size;
-        bool create = operation == TB_OPERATION_CREATE_ACCOUNTS ||
-                      operation == TB_OPERATION_CREATE_TRANSFERS;
+        bool create =
+            operation == TB_OPERATION_CREATE_ACCOUNTS || operation == TB_OPERATION_CREATE_TRANSFERS;
         int mapped = create ? tb_batch_distribute_create(batch, events, reply, reply_size,
                                                          w->session.reply_timestamp)
                             : tb_batch_distribute_lookup(batch, reply, reply_size);
@@ -219,8 +225,8 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
             status = TB_ITEM_OK;
             record_answer(sub, w, items, events, started_ns);
         } else {
-            fprintf(stderr, "tigerbeetle: malformed reply to operation %u (%u bytes)\n",
-                    operation, reply_size);
+            fprintf(stderr, "tigerbeetle: malformed reply to operation %u (%u bytes)\n", operation,
+                    reply_size);
         }
     } else {
         set_ready(sub, w, false);
@@ -230,7 +236,44 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
         sub->stats.failed_items += items;
         pthread_mutex_unlock(&sub->lock);
     }
+    /* The answers first: what they queue (the callers' next requests)
+     * then goes out together, not on another session one by one. */
     answer_list(batch, status);
+    request_over(sub, w);
+}
+
+static void wait_ms(struct tb_submitter *sub, int64_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&sub->work, &sub->lock, &until);
+}
+
+/* Under the lock: whether to send now, or how long to wait (*wait). With
+ * nothing in flight work goes at once; with a request out it waits to
+ * grow (TB_EAGER_EVENTS, TB_STALL_MS), so load makes batches larger
+ * rather than requests more numerous. */
+static bool send_now(const struct tb_submitter *sub, int64_t *wait)
+{
+    *wait = IDLE_WAIT_MS;
+    if (oldest_queue(sub) < 0)
+        return false;
+    if (sub->in_flight == 0 || sub->queued_events >= TB_EAGER_EVENTS)
+        return true;
+    int64_t oldest_ms = INT64_MAX;
+    for (uint32_t i = 0; i < sub->worker_count; i++) {
+        int64_t at = sub->workers[i].sent_at_ms;
+        if (at != 0 && at < oldest_ms)
+            oldest_ms = at;
+    }
+    int64_t out_ms = clock_monotonic_ms() - oldest_ms;
+    if (out_ms >= TB_STALL_MS)
+        return true;
+    *wait = TB_STALL_MS - out_ms;
+    return false;
 }
 
 /* Waits for work; returns the next batch (NULL when stopping). */
@@ -238,14 +281,9 @@ static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, ui
                                   uint32_t *events)
 {
     pthread_mutex_lock(&sub->lock);
-    while (!sub->stopping && sub->queued_items == 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)IDLE_WAIT_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&sub->work, &sub->lock, &until);
-    }
+    int64_t wait = 0;
+    while (!sub->stopping && !send_now(sub, &wait))
+        wait_ms(sub, wait);
     if (sub->stopping) {
         pthread_mutex_unlock(&sub->lock);
         return NULL;
@@ -258,9 +296,23 @@ static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, ui
         tb_batch_take(&sub->queues[q].head, &sub->queues[q].tail, events_max, events);
     for (struct tb_item *item = batch; item != NULL; item = item->next)
         sub->queued_items--;
+    sub->queued_events -= *events;
+    sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
+    w->sent_at_ms = sub->last_request_ms;
     pthread_mutex_unlock(&sub->lock);
     return batch;
+}
+
+/* A request came back (or failed): the next batch may go. */
+static void request_over(struct tb_submitter *sub, struct worker *w)
+{
+    pthread_mutex_lock(&sub->lock);
+    assert(sub->in_flight > 0);
+    sub->in_flight--;
+    w->sent_at_ms = 0;
+    pthread_cond_broadcast(&sub->work);
+    pthread_mutex_unlock(&sub->lock);
 }
 
 static bool stopping(struct tb_submitter *sub)
@@ -277,7 +329,8 @@ static void *worker_main(void *argument)
     struct tb_submitter *sub = w->submitter;
     while (!stopping(sub)) {
         if (!w->ready) {
-            int rc = tb_session_ready(&w->session, clock_monotonic_ms() + 2 * TB_CONNECT_TIMEOUT_MS);
+            int rc =
+                tb_session_ready(&w->session, clock_monotonic_ms() + 2 * TB_CONNECT_TIMEOUT_MS);
             set_ready(sub, w, rc == TB_SESSION_OK);
             if (rc != TB_SESSION_OK) {
                 struct timespec pause = {0, NOT_READY_PAUSE_MS * 1000000L};
@@ -382,6 +435,8 @@ void tb_submitter_submit(struct tb_submitter *sub, struct tb_item *item)
         return;
     }
     item->sequence = ++sub->sequence;
+    item->queued_at_ms = now;
+    sub->queued_events += item->event_count;
     struct queue *queue = &sub->queues[q];
     if (queue->tail != NULL)
         queue->tail->next = item;
@@ -521,6 +576,14 @@ void tb_submitter_close(struct tb_submitter *sub)
     pthread_cond_destroy(&sub->monitor_wake);
     pthread_mutex_destroy(&sub->lock);
     free(sub);
+}
+
+uint32_t tb_submitter_events_max(struct tb_submitter *sub, uint8_t operation)
+{
+    pthread_mutex_lock(&sub->lock);
+    uint32_t limit = sub->batch_size_limit;
+    pthread_mutex_unlock(&sub->lock);
+    return tb_body_events_max(operation, limit);
 }
 
 bool tb_submitter_ready(struct tb_submitter *sub)

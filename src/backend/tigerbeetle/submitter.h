@@ -19,11 +19,11 @@
 struct tb_submitter;
 
 struct tb_submitter_stats {
-    uint64_t requests;       /* data requests answered */
-    uint64_t items;          /* items in them */
-    uint64_t events;         /* events in them */
-    uint64_t failed_items;   /* items failed as unavailable */
-    uint64_t round_trip_us;  /* sum over answered requests */
+    uint64_t requests;      /* data requests answered */
+    uint64_t items;         /* items in them */
+    uint64_t events;        /* events in them */
+    uint64_t failed_items;  /* items failed as unavailable */
+    uint64_t round_trip_us; /* sum over answered requests */
     uint64_t retransmissions;
     uint64_t reconnects;
     uint64_t evictions;
@@ -47,6 +47,10 @@ void tb_submitter_submit(struct tb_submitter *submitter, struct tb_item *item);
 
 /* Blocking: submits and waits until done. Returns the item's status. */
 enum tb_item_status tb_submitter_call(struct tb_submitter *submitter, struct tb_item *item);
+
+/* The most events of this operation one item may carry now (it shrinks
+ * when a 0.17 server announces a small batch_size_limit). */
+uint32_t tb_submitter_events_max(struct tb_submitter *submitter, uint8_t operation);
 
 /* At least one session registered and connected. */
 bool tb_submitter_ready(struct tb_submitter *submitter);

@@ -26,8 +26,9 @@
 #define TB_REPLICAS_MAX 6
 #define TB_ADDRESS_LENGTH_MAX 255
 
-/* Sessions: each holds one of the cluster's 64 client slots. */
-#define TB_SESSIONS_MAX 32
+/* Sessions: each holds one of the cluster's 64 client slots (clients_max),
+ * shared by every front end; a few per front end are plenty. */
+#define TB_SESSIONS_MAX 64
 #define TB_SESSIONS_DEFAULT 4
 
 /* Deadlines (monotonic milliseconds). A data-path item that has not been
@@ -49,13 +50,28 @@
  * front end sends a small lookup this often. */
 #define TB_KEEPALIVE_MS 100
 
+/* When to start another request while one is in flight. TigerBeetle runs
+ * requests one after the other, each with a fixed cost (its own prepare,
+ * journal write and commit), so one large request beats several small
+ * ones: with a request out, waiting work goes out on another session only
+ * once this many events wait, or when the request out has taken this long
+ * (a slow or lost request must not hold everything up). */
+#define TB_EAGER_EVENTS 1024
+#define TB_STALL_MS 50
+
 /* Work waiting for a session, in items; a full queue answers 503. */
 #define TB_QUEUE_ITEMS_MAX 65536
 
 /* Holds remembered per limit for retry_after (SPEC section 5). */
 #define TB_HOLD_TRACK_MAX 4096
 
-/* Events of one reserve: its chain plus one settle per budget. */
-#define TB_RESERVE_EVENTS_MAX (2 * 64)
+/* Events of one job's request: a complete may use up to 3 per hold (void,
+ * re-reserve, used) plus 2 settles per budget hold; 64 holds at most. */
+#define TB_JOB_EVENTS_MAX (5 * 64)
+/* Ids of one job's lookup: a lease's holds plus the accounts around them. */
+#define TB_JOB_LOOKUP_MAX (3 * 64)
+/* A complete/release that misses the lease cache looks the lease's
+ * transfers up under every limit key, this many ids per request. */
+#define TB_SCAN_IDS_MAX 8189
 
 #endif

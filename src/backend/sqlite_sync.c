@@ -1,0 +1,123 @@
+/* The sqlite backend's syncer: the writer commits with synchronous=NORMAL
+ * (the WAL frames are written, not yet synced) and hands each committed batch
+ * here; one fdatasync of the WAL then makes every batch handed so far durable
+ * and only then are they answered. The writer meanwhile runs the next batch,
+ * so a batch's CPU overlaps the previous batch's fsync. */
+#include "sqlite_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The writer's WAL file, once SQLite has opened it. */
+static sqlite3_file *wal_file_of(struct backend *backend)
+{
+    sqlite3_file *file = NULL;
+    if (sqlite3_file_control(backend->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) !=
+            SQLITE_OK ||
+        file == NULL || file->pMethods == NULL)
+        return NULL;
+    return file;
+}
+
+void syncer_hand(struct backend *backend, struct item *items, uint32_t count)
+{
+    if (backend->wal_file == NULL)
+        backend->wal_file = wal_file_of(backend); /* written before it is read: the mutex */
+    pthread_mutex_lock(&backend->sync_mutex);
+    for (uint32_t k = 0; k < count; k++) {
+        while (backend->sync_count == SQLITE_QUEUE_ITEMS_MAX)
+            pthread_cond_wait(&backend->sync_space_cond, &backend->sync_mutex);
+        uint32_t tail = (backend->sync_head + backend->sync_count) % SQLITE_QUEUE_ITEMS_MAX;
+        backend->sync_queue[tail] = items[k];
+        backend->sync_count++;
+    }
+    backend->sync_wal_file = backend->wal_file;
+    pthread_cond_signal(&backend->sync_cond);
+    pthread_mutex_unlock(&backend->sync_mutex);
+}
+
+/* Everything waiting, or one call when group commit is off (one fsync per
+ * transaction, the cost a design without group commit pays). */
+static uint32_t sync_take(struct backend *backend, struct item *out, sqlite3_file **wal_file)
+{
+    uint32_t count = 0;
+    uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQLITE_QUEUE_ITEMS_MAX;
+    while (backend->sync_count > 0 && count < most) {
+        out[count++] = backend->sync_queue[backend->sync_head];
+        backend->sync_head = (backend->sync_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        backend->sync_count--;
+    }
+    *wal_file = backend->sync_wal_file;
+    pthread_cond_broadcast(&backend->sync_space_cond);
+    return count;
+}
+
+/* After a failed fsync the kernel may have dropped pages that later commits
+ * build on, so nothing more is acknowledged until the server restarts and
+ * SQLite recovers the WAL from what really is on disk. */
+static void sync_failed(struct backend *backend, int rc)
+{
+    if (!atomic_exchange(&backend->failed, true))
+        fprintf(stderr,
+                "llmlimitd: sqlite backend: fsync of the WAL failed (%s): answering 503 to "
+                "everything until restart\n",
+                sqlite3_errstr(rc));
+    atomic_store(&backend->ready, false);
+}
+
+static void *syncer_main(void *arg)
+{
+    struct backend *backend = arg;
+    struct item *items = backend->sync_batch;
+    pthread_mutex_lock(&backend->sync_mutex);
+    for (;;) {
+        while (backend->sync_count == 0 && !backend->sync_stopping)
+            pthread_cond_wait(&backend->sync_cond, &backend->sync_mutex);
+        if (backend->sync_count == 0)
+            break; /* stopping and drained */
+        sqlite3_file *wal_file = NULL;
+        uint32_t count = sync_take(backend, items, &wal_file);
+        pthread_mutex_unlock(&backend->sync_mutex);
+        int rc = SQLITE_IOERR;
+        if (!atomic_load(&backend->failed) && wal_file != NULL)
+            rc = wal_file->pMethods->xSync(wal_file, SQLITE_SYNC_NORMAL);
+        if (rc != SQLITE_OK)
+            sync_failed(backend, rc);
+        for (uint32_t k = 0; k < count; k++) {
+            if (rc != SQLITE_OK)
+                item_unavailable(&items[k]);
+            item_finish(&items[k]);
+        }
+        atomic_fetch_add(&backend->syncs, 1);
+        pthread_mutex_lock(&backend->sync_mutex);
+    }
+    pthread_mutex_unlock(&backend->sync_mutex);
+    return NULL;
+}
+
+int syncer_start(struct backend *backend)
+{
+    backend->sync_queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_queue);
+    backend->sync_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
+    if (backend->sync_queue == NULL || backend->sync_batch == NULL ||
+        pthread_create(&backend->syncer, NULL, syncer_main, backend) != 0)
+        return -1;
+    backend->syncer_started = true;
+    return 0;
+}
+
+void syncer_stop(struct backend *backend)
+{
+    if (backend->syncer_started) {
+        pthread_mutex_lock(&backend->sync_mutex);
+        backend->sync_stopping = true;
+        pthread_cond_signal(&backend->sync_cond);
+        pthread_mutex_unlock(&backend->sync_mutex);
+        pthread_join(backend->syncer, NULL); /* answers every batch handed to it first */
+        backend->syncer_started = false;
+    }
+    free(backend->sync_queue);
+    free(backend->sync_batch);
+    backend->sync_queue = NULL;
+    backend->sync_batch = NULL;
+}

@@ -1,0 +1,331 @@
+/* Internal types of the tigerbeetle backend, shared by its files only: the
+ * limit registry (each limit's accounts in the cluster), the lease cache,
+ * the asynchronous jobs that carry a reserve, complete or release through
+ * one or more TigerBeetle requests, and the maintenance thread. */
+#ifndef LLMLIMIT_TB_BACKEND_H
+#define LLMLIMIT_TB_BACKEND_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "submitter.h"
+#include "tb_bounds.h"
+#include "tb_types.h"
+
+/* Seed 001: one ledger; transfer codes tell what a transfer is for. */
+#define TB_LEDGER 1
+enum tb_code {
+    TB_CODE_RESERVE = 1,   /* a lease's hold (pending) */
+    TB_CODE_CAPACITY = 2,  /* operator <-> limit: capacity top-up or decrease */
+    TB_CODE_RERESERVE = 3, /* rolling: what a completed lease keeps for the window */
+    TB_CODE_USED = 4,      /* rolling: the same amount on the used account (reporting) */
+    TB_CODE_DEBT = 5,      /* overage recorded as debt */
+    TB_CODE_SPEND = 6,     /* budget: an amount owed to the period */
+    TB_CODE_SETTLE = 7,    /* budget: free capacity paying what is owed */
+    TB_CODE_CUT = 8,       /* budget: a capacity decrease owed to the period */
+};
+/* Account codes. */
+enum tb_account_code {
+    TB_ACCOUNT_CODE_OPERATOR = 1,
+    TB_ACCOUNT_CODE_LIMIT = 2,
+    TB_ACCOUNT_CODE_USED = 3,
+    TB_ACCOUNT_CODE_DEBT = 4,
+    TB_ACCOUNT_CODE_BUDGET = 5,
+    TB_ACCOUNT_CODE_SPEND = 6,
+    TB_ACCOUNT_CODE_CUT = 7,
+};
+/* user_data_32 of a void says who voided: a complete or a release. A void
+ * of the other kind then fails with exists_with_different_user_data_32,
+ * which is how any front end knows a lease was finalized the other way. */
+#define TB_VOID_BY_COMPLETE 1u
+#define TB_VOID_BY_RELEASE 2u
+
+/* Retry-after memory of one limit: its holds made here, oldest first. */
+struct tb_hold_note {
+    int64_t expires_at_ms; /* local clock */
+    int64_t period_start_ms;
+    uint64_t amount;
+};
+
+struct tb_hold_ring {
+    struct tb_hold_note *notes; /* TB_HOLD_TRACK_MAX, allocated on first use */
+    uint32_t head;
+    uint32_t count;
+};
+
+struct tb_limit {
+    struct tb_limit *next_in_bucket;
+    uint64_t hash;
+    uint32_t key_length;
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    /* under the registry lock */
+    struct limit_state state;
+    bool deleted;
+    bool provisioned;          /* accounts exist, capacity in force is in the cluster */
+    int64_t budget_periods[2]; /* budgets: periods provisioned (INT64_MIN: none) */
+    int64_t budget_owes_ms;    /* budgets: a period that may owe (debt, cut), or INT64_MIN */
+    uint32_t decrease_attempt; /* 0.17: which decrease id to try next */
+    /* fixed once created */
+    tb_u128 gate_id; /* acct:limit:<key> (rolling, concurrency) */
+    tb_u128 used_id; /* acct:used:<key> (rolling) */
+    tb_u128 debt_id; /* acct:debt:<key> (rolling) */
+    /* under notes_lock */
+    pthread_mutex_t notes_lock;
+    struct tb_hold_ring notes;
+};
+
+/* Budget-period accounts of a limit. */
+struct tb_period_accounts {
+    tb_u128 gate;  /* acct:budget:<start>:<key>: capacity, holds, spend */
+    tb_u128 spend; /* acct:spend:<start>:<key>: what the period owes / has paid */
+    tb_u128 cut;   /* acct:cut:<start>:<key>: capacity decreases owed */
+};
+
+/* One hold of a lease, as the cache remembers it. */
+struct tb_lease_hold {
+    struct tb_limit *limit; /* never freed while the backend is open */
+    uint64_t amount;
+    uint64_t timestamp_ns; /* the reserve transfer's cluster timestamp */
+    uint32_t timeout_seconds;
+    int64_t period_start_ms; /* budgets */
+    uint8_t kind;
+    bool denied;
+};
+
+enum tb_lease_state {
+    TB_LEASE_PENDING = 0, /* a first operation is finding out */
+    TB_LEASE_ALLOWED = 1,
+    TB_LEASE_DENIED = 2,
+    TB_LEASE_COMPLETED = 3,
+    TB_LEASE_RELEASED = 4,
+};
+
+struct tb_job;
+struct tb_scan;
+
+struct tb_lease {
+    struct tb_lease *next_in_bucket;
+    struct tb_lease *older; /* cache order */
+    struct tb_lease *newer;
+    uint64_t hash;
+    int64_t touched_ms; /* local clock: retention counts from here */
+    uint8_t state;
+    bool busy;              /* an operation on it is in flight */
+    struct tb_job *waiting; /* operations queued behind it */
+    struct tb_job *waiting_tail;
+    uint8_t id_length;
+    char id[LEASE_ID_LENGTH_MAX + 1];
+    int64_t reserved_at_ms; /* cluster clock */
+    int64_t expires_at_ms;
+    int64_t retry_after_ms;
+    uint8_t hold_count;
+    struct tb_lease_hold holds[];
+};
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+/* One backend call (reserve/complete/release of `count` requests): done()
+ * runs when its last job finishes. */
+struct tb_call {
+    struct backend *backend;
+    uint32_t remaining; /* atomic */
+    backend_done_fn done;
+    void *context;
+};
+
+enum tb_job_kind {
+    TB_JOB_RESERVE = 1,
+    TB_JOB_COMPLETE = 2,
+    TB_JOB_RELEASE = 3,
+};
+
+/* One request's journey. Steps submit TigerBeetle items and continue in
+ * the item's done callback (a session thread). */
+struct tb_job {
+    struct tb_job *next; /* waiting behind a busy lease, or parked */
+    enum tb_job_kind kind;
+    struct tb_call *call;
+    const void *request; /* reserve_request / complete_request / release_request */
+    void *result;
+    struct tb_lease *lease; /* the cache entry this job made busy, or NULL */
+    uint8_t step;
+    bool parked; /* waiting for provisioning */
+
+    /* the lease's holds as this job sees them (sorted by key for reserve) */
+    uint32_t hold_count;
+    struct tb_lease_hold holds[REQUIREMENTS_PER_RESERVE_MAX];
+    uint8_t request_index[REQUIREMENTS_PER_RESERVE_MAX]; /* hold -> requirement */
+    uint64_t actual[REQUIREMENTS_PER_RESERVE_MAX];       /* complete */
+    uint8_t hold_event[REQUIREMENTS_PER_RESERVE_MAX];    /* first event of each hold */
+    uint8_t hold_flags[REQUIREMENTS_PER_RESERVE_MAX];
+    uint8_t hold_length[REQUIREMENTS_PER_RESERVE_MAX]; /* events in each hold's chain */
+    struct tb_scan
+        *scan; /* complete/release that missed the cache; one block, freed with the job */
+
+    /* complete: warnings gathered so far (allocated on the first one) */
+    char *warnings;
+    uint32_t warnings_length;
+    uint32_t warning_count;
+    uint32_t failed_hold; /* reserve: the hold the chain failed on */
+    bool failed;          /* a step failed: answer backend_error */
+    bool conflict;        /* released before: already_finalized */
+
+    /* the current TigerBeetle item and its buffers; everything from here
+     * on is not cleared when a job is made */
+    struct tb_item item;
+    uint32_t event_count;
+    uint32_t prefix_count; /* reserve: settle events before the chain */
+    uint32_t codes[TB_JOB_EVENTS_MAX];
+    tb_u128 ids[TB_JOB_LOOKUP_MAX];
+    uint8_t found[TB_JOB_LOOKUP_MAX];
+    /* a step either creates events or reads objects, never both at once */
+    union {
+        struct tb_transfer events[TB_JOB_EVENTS_MAX];
+        uint8_t objects[TB_JOB_LOOKUP_MAX][TB_EVENT_SIZE];
+    };
+};
+
+/* ---- the backend --------------------------------------------------------- */
+
+#define TB_LIMIT_BUCKETS 65536
+#define TB_LEASE_BUCKETS_MIN 1024
+
+struct backend {
+    struct clock *clock;
+    uint32_t lease_cache_entries;
+    int64_t lease_retention_ms;
+    int64_t concurrency_poll_ms;
+    int64_t decrease_retry_ms;
+    uint64_t random_state; /* retry jitter, under the registry lock */
+
+    struct tb_submitter *submitter;
+    tb_u128 operator_id;
+    bool operator_created;
+
+    /* registry */
+    pthread_rwlock_t registry_lock;
+    struct tb_limit *limit_buckets[TB_LIMIT_BUCKETS];
+    uint32_t live_limit_count;
+    uint32_t limit_count; /* live and deleted */
+
+    /* lease cache */
+    pthread_mutex_t lease_lock;
+    struct tb_lease **lease_buckets;
+    uint32_t lease_bucket_mask;
+    uint32_t lease_count;
+    struct tb_lease *oldest;
+    struct tb_lease *newest;
+
+    /* maintenance */
+    pthread_mutex_t admin_lock; /* one admin conversation with the cluster at a time */
+    pthread_mutex_t maintenance_lock;
+    pthread_cond_t maintenance_wake;
+    pthread_t maintenance;
+    bool maintenance_started;
+    bool stopping;
+    bool provision_wanted; /* atomic */
+    struct tb_job *parked; /* reserves waiting for their limits' accounts */
+    bool limits_changed;   /* a decrease applied since the last tick */
+
+    /* counters (atomic) */
+    uint64_t overage_denied;
+    uint64_t jobs_in_flight;
+};
+
+/* tb_ledger.c: account and transfer ids, events. */
+tb_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
+                             const struct tb_limit *limit);
+tb_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+                              const struct tb_limit *limit);
+void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
+                               struct tb_period_accounts *out);
+struct tb_account tb_ledger_account(tb_u128 id, uint16_t code, uint16_t flags,
+                                    const struct tb_limit *limit);
+struct tb_transfer tb_ledger_transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, uint64_t amount,
+                                      uint16_t code, uint16_t flags);
+/* A void of `pending` (its exact amount: never the amount-0 sentinel). */
+struct tb_transfer tb_ledger_void(tb_u128 id, const struct tb_transfer *pending_shape, uint32_t by);
+/* A budget settle: free capacity of gate pays what account `owed` is owed. */
+struct tb_transfer tb_ledger_settle(tb_u128 id, tb_u128 gate, tb_u128 owed);
+/* available = credits_posted - debits_posted - debits_pending, saturating. */
+int64_t tb_ledger_available(const struct tb_account *account);
+/* credits_posted - debits_posted (a limit account's capacity in force). */
+uint64_t tb_ledger_capacity(const struct tb_account *account);
+uint64_t tb_ledger_owed(const struct tb_account *account); /* debits - credits posted */
+
+/* Budget periods provisioned (registry lock held). */
+static inline bool tb_limit_period_ready(const struct tb_limit *limit, int64_t period_ms)
+{
+    return limit->budget_periods[0] == period_ms || limit->budget_periods[1] == period_ms;
+}
+
+static inline void tb_limit_period_mark(struct tb_limit *limit, int64_t period_ms)
+{
+    if (tb_limit_period_ready(limit, period_ms))
+        return;
+    int older = limit->budget_periods[0] < limit->budget_periods[1] ? 0 : 1;
+    limit->budget_periods[older] = period_ms;
+}
+
+/* tb_registry.c */
+struct tb_limit *tb_registry_find(struct backend *b, const char *key, uint32_t key_length);
+int tb_registry_put(struct backend *b, const struct limit_definition *definition,
+                    struct limit_state *state_out, char *error, size_t error_size);
+int tb_registry_restore(struct backend *b, const struct limit_state *state, char *error,
+                        size_t error_size);
+int tb_registry_delete(struct backend *b, const char *key);
+int tb_registry_get(struct backend *b, const char *key, struct limit_state *out);
+int tb_registry_list(struct backend *b, struct limit_state **out, size_t *count);
+int tb_registry_usage(struct backend *b, const char *key, int64_t at_unix_ms,
+                      struct limit_usage *out);
+void tb_registry_free(struct backend *b);
+/* Adds a hold note / computes retry_after for a denied requirement. */
+void tb_registry_note_hold(struct backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+                           int64_t period_start_ms, uint64_t amount);
+int64_t tb_registry_retry_after(struct backend *b, struct tb_limit *limit, uint64_t shortfall,
+                                int64_t period_start_ms, int64_t now_ms);
+
+/* tb_leases.c (every function takes the lease lock itself unless noted) */
+int tb_leases_init(struct backend *b);
+void tb_leases_free(struct backend *b);
+/* Under lease_lock: find (dropping it when past retention). */
+struct tb_lease *tb_leases_find(struct backend *b, const char *id, uint32_t id_length,
+                                int64_t now_ms);
+/* Under lease_lock: a new busy PENDING entry for hold_count holds; NULL when
+ * out of memory. Evicts the oldest idle entry when the cache is full. */
+struct tb_lease *tb_leases_insert(struct backend *b, const char *id, uint32_t id_length,
+                                  uint32_t hold_count, int64_t now_ms);
+/* Under lease_lock: unlink and free. */
+void tb_leases_remove(struct backend *b, struct tb_lease *lease);
+/* Under lease_lock: an entry with room for hold_count holds replacing `lease`. */
+struct tb_lease *tb_leases_resize(struct backend *b, struct tb_lease *lease, uint32_t hold_count);
+/* Drops entries past retention (bounded work). */
+void tb_leases_expire(struct backend *b, int64_t now_ms);
+
+#define TB_WARNINGS_SIZE (REQUIREMENTS_PER_RESERVE_MAX * 2 * (LIMIT_KEY_LENGTH_MAX + 32))
+
+/* tb_jobs.c: lease busy/waiting, calls, parking. */
+/* A new job for request `index` of the call; NULL when out of memory. */
+struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
+                          void *result);
+/* Adds "<prefix><key>" to the job's warnings. */
+void tb_job_warn(struct tb_job *job, const char *prefix, const struct tb_limit *limit);
+struct tb_call *tb_call_new(struct backend *b, uint32_t count, backend_done_fn done, void *context);
+void tb_job_finish(struct tb_job *job);
+/* Releases the job's lease (busy = false) and re-runs the jobs queued
+ * behind it. */
+void tb_job_unbusy(struct tb_job *job);
+void tb_job_start(struct tb_job *job);
+void tb_job_park(struct tb_job *job);
+void tb_jobs_unpark_all(struct backend *b, bool fail);
+void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
+                   tb_item_done_fn done);
+
+/* tb_reserve.c, tb_complete.c */
+void tb_reserve_start(struct tb_job *job);
+void tb_complete_start(struct tb_job *job);
+void tb_release_start(struct tb_job *job);
+
+#endif

@@ -1,0 +1,856 @@
+/* Complete and release (seed 001 "Complete flow", SPEC sections 3-4).
+ *
+ * Every hold of the lease is voided, with user_data_32 saying by whom
+ * (TB_VOID_BY_COMPLETE / TB_VOID_BY_RELEASE); what a complete keeps is
+ * booked in the same request:
+ * - concurrency: the void alone;
+ * - rolling: [void, re-reserve actual for the rest of the window, the same
+ *   on the used account] as one chain; an overage that does not fit falls
+ *   back to re-reserving the reserved amount plus debt (or nothing);
+ * - budget: [void, owe actual to the period's spend account] as one chain,
+ *   then a settle that pays what is owed from free capacity; what cannot
+ *   be paid stays owed: debt. A void that finds the hold expired means the
+ *   call ran late: the actual is still owed (commit_after_expiry).
+ * Budgets are never posted from the pending transfer: a late post on
+ * 0.15.3 leaves a phantom record, and the amount-0 "post everything"
+ * sentinel means the opposite on 0.17 (research brief 5.7, 7).
+ *
+ * A void that already exists means an earlier attempt finished (complete
+ * twice is a no-op); one that exists with the other user_data_32 means
+ * the lease was finalized the other way (already_finalized). */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "ids.h"
+#include "tb_backend.h"
+
+enum {
+    STEP_SCAN = 1,
+    STEP_SETTLE = 2,
+    STEP_FOLLOW = 3,
+    STEP_DEBT_CHECK = 4,
+    STEP_VOID_CHECK = 5,
+};
+
+/* hold_flags bits of a complete */
+#define HOLD_LATE 0x01           /* budget: the hold had expired */
+#define HOLD_OVERAGE 0x02        /* rolling: the overage did not fit */
+#define HOLD_CHECK_DEBT 0x04     /* budget: debt may remain */
+#define HOLD_CHECK_VOID 0x08     /* its void exists with other flags: whose is it? */
+#define HOLD_FOLLOW_PENDING 0x10 /* (on hold 0) follow-ups wait for the void check */
+
+/* ---- answers ------------------------------------------------------------- */
+
+static void complete_answer(struct tb_job *job, enum result_status status, const char *error,
+                            bool reconciled)
+{
+    struct complete_result *result = job->result;
+    result->status = status;
+    result->reconciled = reconciled;
+    snprintf(result->error, sizeof result->error, "%s", error);
+    result->warning_count = 0;
+    result->warnings = NULL;
+    if (status == RESULT_OK && job->warning_count > 0) {
+        result->warnings = job->warnings; /* the caller frees them */
+        result->warning_count = job->warning_count;
+        job->warnings = NULL;
+    }
+    tb_job_finish(job);
+}
+
+static void release_answer(struct tb_job *job, enum result_status status, const char *error)
+{
+    struct release_result *result = job->result;
+    result->status = status;
+    snprintf(result->error, sizeof result->error, "%s", error);
+    tb_job_finish(job);
+}
+
+static void answer(struct tb_job *job, enum result_status status, const char *error,
+                   bool reconciled)
+{
+    if (job->kind == TB_JOB_COMPLETE)
+        complete_answer(job, status, error, reconciled);
+    else
+        release_answer(job, status, error);
+}
+
+static void set_state(struct tb_job *job, uint8_t state)
+{
+    struct backend *b = job->call->backend;
+    pthread_mutex_lock(&b->lease_lock);
+    if (job->lease != NULL)
+        job->lease->state = state;
+    pthread_mutex_unlock(&b->lease_lock);
+}
+
+/* ---- the lease's holds --------------------------------------------------- */
+
+static const char *lease_id(const struct tb_job *job, uint32_t *length)
+{
+    if (job->kind == TB_JOB_COMPLETE) {
+        const struct complete_request *r = job->request;
+        *length = r->lease_id_length;
+        return r->lease_id;
+    }
+    const struct release_request *r = job->request;
+    *length = r->lease_id_length;
+    return r->lease_id;
+}
+
+static bool key_is(const struct tb_limit *limit, const char *key, uint32_t length)
+{
+    return limit->key_length == length && memcmp(limit->key, key, length) == 0;
+}
+
+/* Maps every actual to a hold; false (with the key) if one is not in the lease. */
+static bool match_actuals(struct tb_job *job, const struct actual **missing)
+{
+    const struct complete_request *request = job->request;
+    for (uint32_t i = 0; i < job->hold_count; i++)
+        job->actual[i] = job->holds[i].amount; /* left out: settled at the reserved amount */
+    for (uint32_t a = 0; a < request->actual_count; a++) {
+        const struct actual *actual = &request->actuals[a];
+        uint32_t i = 0;
+        while (i < job->hold_count && !key_is(job->holds[i].limit, actual->key, actual->key_length))
+            i++;
+        if (i == job->hold_count) {
+            *missing = actual;
+            return false;
+        }
+        job->actual[i] = actual->actual_amount;
+    }
+    return true;
+}
+
+/* The pending transfer a hold is, field for field as reserve made it. */
+static struct tb_transfer reserve_shape(const struct tb_job *job, const struct tb_lease_hold *hold)
+{
+    struct backend *b = job->call->backend;
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    tb_u128 gate = hold->limit->gate_id;
+    if (hold->kind == LIMIT_BUDGET) {
+        struct tb_period_accounts period;
+        tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
+        gate = period.gate;
+    }
+    struct tb_transfer t =
+        tb_ledger_transfer(tb_ledger_reserve_id(id, length, hold->limit), gate, b->operator_id,
+                           hold->amount, TB_CODE_RESERVE, TB_TRANSFER_PENDING);
+    t.timeout = hold->timeout_seconds;
+    t.user_data_128 = tb_id1("lease:", id, length);
+    t.user_data_64 = (uint64_t)hold->period_start_ms;
+    return t;
+}
+
+static tb_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
+                                 const struct tb_lease_hold *hold)
+{
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    return tb_ledger_transfer_id(prefix, id, length, hold->limit);
+}
+
+/* ---- building the requests ----------------------------------------------- */
+
+static uint64_t cluster_now_ns(struct backend *b)
+{
+    uint64_t now = tb_submitter_cluster_time_ns(b->submitter);
+    if (now != 0)
+        return now;
+    struct timespec ts; /* no reply yet: the local wall clock */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What is left of a hold's window, in whole seconds rounded up (at least
+ * 1: TigerBeetle timeouts are seconds, and holding a little longer is the
+ * pessimistic side). */
+static uint32_t remaining_seconds(const struct tb_lease_hold *hold, uint64_t now_ns)
+{
+    uint64_t end_ns = hold->timestamp_ns + (uint64_t)hold->timeout_seconds * 1000000000ull;
+    if (end_ns <= now_ns)
+        return 1;
+    uint64_t seconds = (end_ns - now_ns + 999999999ull) / 1000000000ull;
+    return seconds > hold->timeout_seconds ? hold->timeout_seconds : (uint32_t)seconds;
+}
+
+static void push(struct tb_job *job, struct tb_transfer t)
+{
+    assert(job->event_count < TB_JOB_EVENTS_MAX);
+    job->events[job->event_count++] = t;
+}
+
+/* Pending transfer `amount` from the limit account (and the same from
+ * `shadow`) for the rest of the window. */
+static void push_rolling_keep(struct tb_job *job, const struct tb_lease_hold *hold, uint64_t amount,
+                              uint32_t seconds, const char *gate_prefix, const char *shadow_prefix,
+                              bool link_last)
+{
+    struct backend *b = job->call->backend;
+    struct tb_transfer keep = tb_ledger_transfer(
+        lease_transfer_id(job, gate_prefix, hold), hold->limit->gate_id, b->operator_id, amount,
+        TB_CODE_RERESERVE, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED);
+    keep.timeout = seconds;
+    push(job, keep);
+    struct tb_transfer used = tb_ledger_transfer(
+        lease_transfer_id(job, shadow_prefix, hold), hold->limit->used_id, b->operator_id, amount,
+        TB_CODE_USED, TB_TRANSFER_PENDING | (link_last ? TB_TRANSFER_LINKED : 0));
+    used.timeout = seconds;
+    push(job, used);
+}
+
+static void push_settles(struct tb_job *job, const struct tb_lease_hold *hold)
+{
+    struct tb_period_accounts period;
+    tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
+    push(job, tb_ledger_settle(tb_id_random(), period.gate, period.cut));
+    push(job, tb_ledger_settle(tb_id_random(), period.gate, period.spend));
+}
+
+static void push_owe(struct tb_job *job, const struct tb_lease_hold *hold, const char *prefix,
+                     uint64_t amount, uint16_t flags)
+{
+    struct backend *b = job->call->backend;
+    struct tb_period_accounts period;
+    tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
+    push(job, tb_ledger_transfer(lease_transfer_id(job, prefix, hold), period.spend, b->operator_id,
+                                 amount, TB_CODE_SPEND, flags));
+}
+
+/* One request for the whole lease: a chain per hold, settles at the end. */
+static void build_complete(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    uint64_t now_ns = cluster_now_ns(b);
+    job->event_count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        uint64_t actual = job->actual[i];
+        struct tb_transfer shape = reserve_shape(job, hold);
+        struct tb_transfer cancel =
+            tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape, TB_VOID_BY_COMPLETE);
+        job->hold_event[i] = (uint8_t)job->event_count;
+        job->hold_flags[i] = 0;
+        if (hold->kind == LIMIT_CONCURRENCY || actual == 0) {
+            push(job, cancel);
+        } else if (hold->kind == LIMIT_ROLLING) {
+            cancel.flags |= TB_TRANSFER_LINKED;
+            push(job, cancel);
+            push_rolling_keep(job, hold, actual, remaining_seconds(hold, now_ns),
+                              "xfer:rereserve:", "xfer:used:", false);
+        } else {
+            cancel.flags |= TB_TRANSFER_LINKED;
+            push(job, cancel);
+            push_owe(job, hold, "xfer:owe:", actual, 0);
+        }
+        job->hold_length[i] = (uint8_t)(job->event_count - job->hold_event[i]);
+    }
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (job->holds[i].kind == LIMIT_BUDGET)
+            push_settles(job, &job->holds[i]);
+    }
+}
+
+static void build_release(struct tb_job *job)
+{
+    job->event_count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        struct tb_transfer shape = reserve_shape(job, hold);
+        job->hold_event[i] = (uint8_t)job->event_count;
+        push(job, tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape,
+                                 TB_VOID_BY_RELEASE));
+        job->hold_length[i] = 1;
+    }
+    /* Freed budget capacity pays what the period owes first. */
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (job->holds[i].kind == LIMIT_BUDGET)
+            push_settles(job, &job->holds[i]);
+    }
+}
+
+/* The code of a hold's chain: the first event that failed for a reason of
+ * its own (0 if none), and at which offset in the chain. */
+static uint32_t chain_code(const struct tb_job *job, uint32_t i, uint32_t length, uint32_t *offset)
+{
+    for (uint32_t e = 0; e < length; e++) {
+        uint32_t code = job->codes[job->hold_event[i] + e];
+        if (code != TB_TRANSFER_OK && code != TB_TRANSFER_LINKED_EVENT_FAILED) {
+            *offset = e;
+            return code;
+        }
+    }
+    *offset = 0;
+    return TB_TRANSFER_OK;
+}
+
+/* ---- complete: results and follow-ups ------------------------------------ */
+
+static void follow_done(struct tb_item *item);
+static void debt_read(struct tb_item *item);
+
+static void log_failure(const struct tb_job *job, const struct tb_lease_hold *hold, uint32_t code)
+{
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    fprintf(stderr, "tigerbeetle: %s of %.*s on %s failed with result %u\n",
+            job->kind == TB_JOB_COMPLETE ? "complete" : "release", (int)length, id,
+            hold->limit->key, code);
+}
+
+static void finish_complete(struct tb_job *job)
+{
+    set_state(job, TB_LEASE_COMPLETED);
+    complete_answer(job, RESULT_OK, "", true);
+}
+
+/* Budgets that may be left owing: read their spend accounts to warn. */
+static void check_debt_or_finish(struct tb_job *job)
+{
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (job->hold_flags[i] & HOLD_CHECK_DEBT) {
+            struct tb_period_accounts period;
+            tb_ledger_period_accounts(job->holds[i].limit, job->holds[i].period_start_ms, &period);
+            job->ids[count++] = period.spend;
+        }
+    }
+    if (count == 0) {
+        finish_complete(job);
+        return;
+    }
+    job->step = STEP_DEBT_CHECK;
+    tb_job_submit(job, TB_OPERATION_LOOKUP_ACCOUNTS, count, debt_read);
+}
+
+static void debt_read(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    struct backend *b = job->call->backend;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (!(job->hold_flags[i] & HOLD_CHECK_DEBT))
+            continue;
+        struct tb_account spend;
+        memcpy(&spend, job->objects[k], sizeof spend);
+        bool owed = item->status == TB_ITEM_OK && job->found[k] && tb_ledger_owed(&spend) > 0;
+        k++;
+        if (!owed)
+            continue;
+        tb_job_warn(job, "overage_debt:", job->holds[i].limit);
+        pthread_rwlock_wrlock(&b->registry_lock);
+        job->holds[i].limit->budget_owes_ms = job->holds[i].period_start_ms;
+        pthread_rwlock_unlock(&b->registry_lock);
+    }
+    finish_complete(job); /* the accounting is done; only a warning could be missing */
+}
+
+/* Overage that did not fit (rolling) and late commits (budget). */
+static void build_follow(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    uint64_t now_ns = cluster_now_ns(b);
+    job->event_count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        if (job->hold_flags[i] & HOLD_OVERAGE) {
+            struct tb_transfer shape = reserve_shape(job, hold);
+            struct tb_transfer cancel = tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold),
+                                                       &shape, TB_VOID_BY_COMPLETE);
+            cancel.flags |= TB_TRANSFER_LINKED;
+            push(job, cancel);
+            uint32_t seconds = remaining_seconds(hold, now_ns);
+            push_rolling_keep(job, hold, hold->amount, seconds,
+                              "xfer:rereserve-fit:", "xfer:used-fit:", false);
+            pthread_rwlock_rdlock(&b->registry_lock);
+            enum limit_overage overage = hold->limit->state.definition.overage;
+            pthread_rwlock_unlock(&b->registry_lock);
+            if (overage == OVERAGE_DEBT) {
+                /* Debt rides with the window: a pending transfer on the debt
+                 * account that expires with it (reported, never blocks). */
+                struct tb_transfer debt = tb_ledger_transfer(
+                    lease_transfer_id(job, "xfer:debt:", hold), hold->limit->debt_id,
+                    b->operator_id, job->actual[i] - hold->amount, TB_CODE_DEBT,
+                    TB_TRANSFER_PENDING);
+                debt.timeout = seconds;
+                push(job, debt);
+                tb_job_warn(job, "overage_debt:", hold->limit);
+            } else {
+                __atomic_add_fetch(&b->overage_denied, 1, __ATOMIC_RELAXED);
+                tb_job_warn(job, "overage_denied:", hold->limit);
+            }
+        }
+        if ((job->hold_flags[i] & HOLD_LATE) && job->actual[i] > 0) {
+            push_owe(job, hold, "xfer:owe-late:", job->actual[i], 0);
+            push_settles(job, hold);
+        }
+    }
+}
+
+/* What to do once every hold's first result is understood. */
+static void after_settle(struct tb_job *job, bool conflict, bool failed, bool follow)
+{
+    if (conflict) {
+        set_state(job, TB_LEASE_RELEASED);
+        complete_answer(job, RESULT_CONFLICT, "already_finalized", false);
+    } else if (failed) {
+        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+    } else if (follow) {
+        build_follow(job);
+        job->step = STEP_FOLLOW;
+        tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, follow_done);
+    } else {
+        check_debt_or_finish(job);
+    }
+}
+
+static void void_check_read(struct tb_item *item);
+
+/* Reads one hold's result; sets its flags. Returns false on a failure. */
+static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *follow)
+{
+    const struct tb_lease_hold *hold = &job->holds[i];
+    uint32_t offset;
+    uint32_t code = chain_code(job, i, job->hold_length[i], &offset);
+    bool budget = hold->kind == LIMIT_BUDGET;
+    if (code == TB_TRANSFER_OK) {
+        if (budget && job->actual[i] > hold->amount)
+            job->hold_flags[i] |= HOLD_CHECK_DEBT;
+    } else if (offset == 0 && code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
+        *conflict = true; /* voided by a release */
+    } else if (offset == 0 && code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
+        /* A void without the link (a release, or a complete that kept
+         * nothing): its user_data_32 tells which. */
+        job->hold_flags[i] |= HOLD_CHECK_VOID;
+    } else if (offset == 0 && code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED) {
+        if (budget) { /* the call happened: charge it (SPEC section 3) */
+            job->hold_flags[i] |= HOLD_LATE | HOLD_CHECK_DEBT;
+            *follow = *follow || job->actual[i] > 0;
+            tb_job_warn(job, "commit_after_expiry:", hold->limit);
+        } /* rolling/concurrency: the window is over, nothing left */
+    } else if (offset == 0 &&
+               (code == TB_TRANSFER_EXISTS || code == TB_TRANSFER_PENDING_TRANSFER_NOT_FOUND ||
+                code == TB_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED ||
+                code == TB_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED)) {
+        /* completed by an earlier attempt, or nothing to void */
+    } else if (offset == 1 && hold->kind == LIMIT_ROLLING && code == TB_TRANSFER_EXCEEDS_CREDITS &&
+               job->actual[i] > hold->amount) {
+        job->hold_flags[i] |= HOLD_OVERAGE;
+        *follow = true;
+    } else {
+        log_failure(job, hold, code);
+        return false;
+    }
+    return true;
+}
+
+static void settle_done(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    if (item->status != TB_ITEM_OK) {
+        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    bool conflict = false, failed = false, follow = false;
+    uint32_t checks = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (!understand(job, i, &conflict, &follow))
+            failed = true;
+        if (job->hold_flags[i] & HOLD_CHECK_VOID)
+            job->ids[checks++] = lease_transfer_id(job, "xfer:void:", &job->holds[i]);
+    }
+    if (checks > 0 && !conflict && !failed) {
+        job->hold_flags[0] |= follow ? HOLD_FOLLOW_PENDING : 0;
+        job->step = STEP_VOID_CHECK;
+        tb_job_submit(job, TB_OPERATION_LOOKUP_TRANSFERS, checks, void_check_read);
+        return;
+    }
+    after_settle(job, conflict, failed, follow);
+}
+
+static void void_check_read(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    if (item->status != TB_ITEM_OK) {
+        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    bool conflict = false;
+    for (uint32_t k = 0; k < item->event_count; k++) {
+        struct tb_transfer t;
+        memcpy(&t, job->objects[k], sizeof t);
+        if (job->found[k] && t.user_data_32 == TB_VOID_BY_RELEASE)
+            conflict = true;
+    }
+    bool follow = (job->hold_flags[0] & HOLD_FOLLOW_PENDING) != 0;
+    after_settle(job, conflict, false, follow);
+}
+
+static void follow_done(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    if (item->status != TB_ITEM_OK) {
+        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    for (uint32_t e = 0; e < job->event_count; e++) {
+        uint32_t code = job->codes[e];
+        /* settles may find nothing to move; an expired hold needs nothing */
+        bool fine = code == TB_TRANSFER_OK || code == TB_TRANSFER_LINKED_EVENT_FAILED ||
+                    code == TB_TRANSFER_EXISTS || code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED ||
+                    job->events[e].code == TB_CODE_SETTLE;
+        if (!fine) {
+            fprintf(stderr, "tigerbeetle: complete follow-up event %u failed with result %u\n", e,
+                    code);
+            complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+            return;
+        }
+    }
+    check_debt_or_finish(job);
+}
+
+static void release_done(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    if (item->status != TB_ITEM_OK) {
+        release_answer(job, RESULT_UNAVAILABLE, "backend_error");
+        return;
+    }
+    bool conflict = false, failed = false;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        uint32_t code = job->codes[job->hold_event[i]];
+        if (code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32 ||
+            code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
+            conflict = true; /* voided by a complete (its voids may be linked) */
+        } else if (code != TB_TRANSFER_OK && code != TB_TRANSFER_EXISTS &&
+                   code != TB_TRANSFER_PENDING_TRANSFER_EXPIRED &&
+                   code != TB_TRANSFER_PENDING_TRANSFER_NOT_FOUND &&
+                   code != TB_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED &&
+                   code != TB_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED) {
+            log_failure(job, &job->holds[i], code);
+            failed = true;
+        }
+    }
+    if (conflict) {
+        set_state(job, TB_LEASE_COMPLETED);
+        release_answer(job, RESULT_CONFLICT, "already_finalized");
+    } else if (failed) {
+        release_answer(job, RESULT_UNAVAILABLE, "backend_error");
+    } else {
+        set_state(job, TB_LEASE_RELEASED);
+        release_answer(job, RESULT_OK, "");
+    }
+}
+
+/* The lease's holds are known and the lease is ours (busy): go. */
+static void proceed(struct tb_job *job)
+{
+    if (job->kind == TB_JOB_COMPLETE) {
+        const struct actual *missing = NULL;
+        if (!match_actuals(job, &missing)) {
+            char error[RESULT_ERROR_SIZE];
+            snprintf(error, sizeof error, "actual_key_not_in_lease:%.*s", (int)missing->key_length,
+                     missing->key);
+            complete_answer(job, RESULT_INVALID, error, false);
+            return;
+        }
+        build_complete(job);
+        job->step = STEP_SETTLE;
+        tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, settle_done);
+        return;
+    }
+    build_release(job);
+    job->step = STEP_SETTLE;
+    tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, release_done);
+}
+
+/* ---- a lease this process does not know: find it in the cluster --------- */
+
+struct tb_scan {
+    uint32_t count;     /* candidate limits */
+    uint32_t next;      /* the next one to look up */
+    uint32_t first_end; /* [0, first_end): the actuals' keys (complete) */
+    uint32_t expected;  /* the lease's requirement count, once a hold told it */
+    uint32_t chunk;     /* ids per lookup */
+    struct tb_limit **limits;
+    tb_u128 *ids;
+    uint8_t (*objects)[TB_EVENT_SIZE];
+    uint8_t *found;
+};
+
+static void scan_next(struct tb_job *job);
+
+static bool candidate_taken(struct tb_limit **limits, uint32_t count, const struct tb_limit *limit)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (limits[i] == limit)
+            return true;
+    }
+    return false;
+}
+
+/* Candidates: the actuals' keys first, then every other limit this process
+ * knows (deleted ones too: their leases still complete). */
+static struct tb_scan *scan_new(struct backend *b, struct tb_job *job)
+{
+    pthread_rwlock_rdlock(&b->registry_lock);
+    uint32_t total = b->limit_count;
+    uint32_t chunk = total < TB_SCAN_IDS_MAX ? total : TB_SCAN_IDS_MAX;
+    uint32_t events_max = tb_submitter_events_max(b->submitter, TB_OPERATION_LOOKUP_TRANSFERS);
+    if (chunk > events_max)
+        chunk = events_max;
+    if (chunk == 0)
+        chunk = 1;
+    size_t size = sizeof(struct tb_scan) + total * sizeof(struct tb_limit *) +
+                  chunk * (sizeof(tb_u128) + TB_EVENT_SIZE + 1) + 16;
+    struct tb_scan *scan = malloc(size);
+    if (scan == NULL) {
+        pthread_rwlock_unlock(&b->registry_lock);
+        return NULL;
+    }
+    memset(scan, 0, sizeof *scan);
+    scan->chunk = chunk;
+    scan->limits = (struct tb_limit **)(scan + 1);
+    uint8_t *after = (uint8_t *)(scan->limits + total);
+    after += (16 - (uintptr_t)after % 16) % 16;
+    scan->objects = (uint8_t(*)[TB_EVENT_SIZE])after;
+    scan->ids = (tb_u128 *)(after + (size_t)chunk * TB_EVENT_SIZE);
+    scan->found = (uint8_t *)(scan->ids + chunk);
+    if (job->kind == TB_JOB_COMPLETE) {
+        const struct complete_request *request = job->request;
+        for (uint32_t a = 0; a < request->actual_count; a++) {
+            struct tb_limit *limit =
+                tb_registry_find(b, request->actuals[a].key, request->actuals[a].key_length);
+            if (limit != NULL && !candidate_taken(scan->limits, scan->count, limit))
+                scan->limits[scan->count++] = limit;
+        }
+    }
+    scan->first_end = scan->count;
+    for (uint32_t i = 0; i < TB_LIMIT_BUCKETS; i++) {
+        for (struct tb_limit *limit = b->limit_buckets[i]; limit != NULL;
+             limit = limit->next_in_bucket) {
+            if (!candidate_taken(scan->limits, scan->first_end, limit))
+                scan->limits[scan->count++] = limit;
+        }
+    }
+    assert(scan->count <= total);
+    pthread_rwlock_unlock(&b->registry_lock);
+    return scan;
+}
+
+static void scan_unknown(struct tb_job *job)
+{
+    /* Nothing of this lease in the cluster: nothing held, nothing to do. */
+    if (job->kind == TB_JOB_COMPLETE)
+        complete_answer(job, RESULT_OK, "", false);
+    else
+        release_answer(job, RESULT_OK, "");
+}
+
+static void scan_finished(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    if (job->hold_count == 0) {
+        scan_unknown(job);
+        return;
+    }
+    pthread_mutex_lock(&b->lease_lock);
+    struct tb_lease *lease = tb_leases_resize(b, job->lease, job->hold_count);
+    if (lease != NULL) {
+        job->lease = lease;
+        memcpy(lease->holds, job->holds, job->hold_count * sizeof job->holds[0]);
+        /* Whether it is still live, completed or released, the voids will
+         * tell; until then it is remembered as allowed. */
+        lease->state = TB_LEASE_ALLOWED;
+    }
+    pthread_mutex_unlock(&b->lease_lock);
+    if (lease == NULL) {
+        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    proceed(job);
+}
+
+static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tb_transfer *t)
+{
+    uint8_t kind = (uint8_t)(t->user_data_32 >> 8);
+    uint32_t count = t->user_data_32 & 0xff;
+    if (kind < LIMIT_ROLLING || kind > LIMIT_BUDGET || (t->flags & TB_TRANSFER_PENDING) == 0 ||
+        job->hold_count == REQUIREMENTS_PER_RESERVE_MAX)
+        return; /* not a reserve transfer of ours */
+    struct tb_lease_hold *hold = &job->holds[job->hold_count++];
+    hold->limit = limit;
+    hold->amount = t->amount.low;
+    hold->timestamp_ns = t->timestamp;
+    hold->timeout_seconds = t->timeout;
+    hold->period_start_ms = (int64_t)t->user_data_64;
+    hold->kind = kind;
+    hold->denied = false;
+    job->scan->expected = count;
+}
+
+static void scan_read(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    struct tb_scan *scan = job->scan;
+    if (item->status != TB_ITEM_OK) {
+        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    for (uint32_t k = 0; k < item->event_count; k++) {
+        if (!scan->found[k])
+            continue;
+        struct tb_transfer t;
+        memcpy(&t, scan->objects[k], sizeof t);
+        scan_add(job, scan->limits[scan->next + k], &t);
+    }
+    scan->next += item->event_count;
+    bool complete_seen = scan->expected != 0 && job->hold_count >= scan->expected;
+    /* A complete whose own keys find nothing is about an unknown lease. */
+    bool unknown = job->kind == TB_JOB_COMPLETE && scan->next >= scan->first_end &&
+                   scan->first_end > 0 && job->hold_count == 0;
+    if (unknown) {
+        scan_unknown(job);
+    } else if (complete_seen || scan->next == scan->count) {
+        scan_finished(job);
+    } else {
+        scan_next(job);
+    }
+}
+
+static void scan_next(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    struct tb_scan *scan = job->scan;
+    uint32_t n = scan->count - scan->next;
+    /* the actuals' keys on their own first: often they are the whole lease */
+    if (scan->next < scan->first_end && n > scan->first_end - scan->next)
+        n = scan->first_end - scan->next;
+    if (n > scan->chunk)
+        n = scan->chunk;
+    if (n == 0) {
+        scan_finished(job);
+        return;
+    }
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    for (uint32_t k = 0; k < n; k++)
+        scan->ids[k] = tb_ledger_reserve_id(id, length, scan->limits[scan->next + k]);
+    struct tb_item *item = &job->item;
+    memset(item, 0, sizeof *item);
+    item->operation = TB_OPERATION_LOOKUP_TRANSFERS;
+    item->event_count = n;
+    item->events = scan->ids;
+    item->objects = scan->objects;
+    item->found = scan->found;
+    item->deadline_ms = clock_monotonic_ms() + TB_ITEM_DEADLINE_MS;
+    item->done = scan_read;
+    item->context = job;
+    job->step = STEP_SCAN;
+    tb_submitter_submit(b->submitter, item);
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+/* Finds the lease in the cache and acts on what it knows; returns true when
+ * the job continues (made the lease busy), false when it was answered or
+ * queued. Lease lock taken here. */
+static bool claim(struct tb_job *job, bool *miss)
+{
+    struct backend *b = job->call->backend;
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    int64_t now_ms = clock_now_ms(b->clock);
+    *miss = false;
+    pthread_mutex_lock(&b->lease_lock);
+    struct tb_lease *lease = tb_leases_find(b, id, length, now_ms);
+    if (lease != NULL && lease->busy) {
+        job->next = NULL;
+        if (lease->waiting_tail != NULL)
+            lease->waiting_tail->next = job;
+        else
+            lease->waiting = job;
+        lease->waiting_tail = job;
+        pthread_mutex_unlock(&b->lease_lock);
+        return false;
+    }
+    if (lease == NULL) {
+        lease = tb_leases_insert(b, id, length, 0, now_ms);
+        *miss = true;
+    } else {
+        job->hold_count = lease->hold_count;
+        memcpy(job->holds, lease->holds, lease->hold_count * sizeof lease->holds[0]);
+        job->step = lease->state; /* read below, outside the lock */
+        if (lease->state == TB_LEASE_ALLOWED)
+            lease->busy = true;
+    }
+    if (lease != NULL && (*miss || lease->busy))
+        job->lease = lease;
+    pthread_mutex_unlock(&b->lease_lock);
+    if (lease == NULL) {
+        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return false;
+    }
+    return true;
+}
+
+static void start(struct tb_job *job)
+{
+    if (job->failed) {
+        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        return;
+    }
+    bool miss;
+    if (!claim(job, &miss))
+        return;
+    if (miss) {
+        job->scan = scan_new(job->call->backend, job);
+        if (job->scan == NULL) {
+            answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+            return;
+        }
+        scan_next(job);
+        return;
+    }
+    uint8_t state = job->step;
+    job->step = 0;
+    if (state == TB_LEASE_ALLOWED) {
+        proceed(job);
+    } else if (job->kind == TB_JOB_RELEASE) {
+        /* denied or released: nothing held; completed: too late */
+        if (state == TB_LEASE_COMPLETED)
+            release_answer(job, RESULT_CONFLICT, "already_finalized");
+        else
+            release_answer(job, RESULT_OK, "");
+    } else if (state == TB_LEASE_RELEASED) {
+        complete_answer(job, RESULT_CONFLICT, "already_finalized", false);
+    } else if (state == TB_LEASE_COMPLETED) {
+        const struct actual *missing = NULL;
+        if (!match_actuals(job, &missing)) {
+            char error[RESULT_ERROR_SIZE];
+            snprintf(error, sizeof error, "actual_key_not_in_lease:%.*s", (int)missing->key_length,
+                     missing->key);
+            complete_answer(job, RESULT_INVALID, error, false);
+        } else {
+            complete_answer(job, RESULT_OK, "", true); /* completing twice: no-op */
+        }
+    } else {
+        complete_answer(job, RESULT_OK, "", false); /* denied: nothing held */
+    }
+}
+
+void tb_complete_start(struct tb_job *job)
+{
+    start(job);
+}
+
+void tb_release_start(struct tb_job *job)
+{
+    start(job);
+}

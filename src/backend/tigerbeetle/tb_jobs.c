@@ -1,0 +1,165 @@
+/* Jobs: the per-request state machines of the data path. A call of
+ * `count` requests makes `count` jobs and answers when the last finishes.
+ * A job that talks to the cluster about a lease makes the lease busy;
+ * other jobs for the same lease wait behind it and run when it is done, so
+ * one front end never races itself over a lease. Jobs whose limits have no
+ * accounts in the cluster yet park until the maintenance thread made them. */
+#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "tb_backend.h"
+
+struct tb_call *tb_call_new(struct backend *b, uint32_t count, backend_done_fn done, void *context)
+{
+    struct tb_call *call = malloc(sizeof *call);
+    if (call == NULL)
+        return NULL;
+    call->backend = b;
+    call->remaining = count;
+    call->done = done;
+    call->context = context;
+    return call;
+}
+
+struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
+                          void *result)
+{
+    struct tb_job *job = malloc(sizeof *job);
+    if (job == NULL)
+        return NULL;
+    memset(job, 0, offsetof(struct tb_job, item)); /* the buffers need no clearing */
+    job->kind = kind;
+    job->call = call;
+    job->request = request;
+    job->result = result;
+    __atomic_add_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
+    return job;
+}
+
+void tb_job_warn(struct tb_job *job, const char *prefix, const struct tb_limit *limit)
+{
+    if (job->warnings == NULL) {
+        job->warnings = malloc(TB_WARNINGS_SIZE);
+        if (job->warnings == NULL)
+            return; /* the accounting stands; only the warning is lost */
+    }
+    size_t room = TB_WARNINGS_SIZE - job->warnings_length;
+    int n = snprintf(job->warnings + job->warnings_length, room, "%s%s", prefix, limit->key);
+    assert(n > 0 && (size_t)n < room);
+    job->warnings_length += (uint32_t)n + 1; /* keep the NUL */
+    job->warning_count++;
+}
+
+void tb_job_unbusy(struct tb_job *job)
+{
+    struct tb_lease *lease = job->lease;
+    if (lease == NULL)
+        return;
+    struct backend *b = job->call->backend;
+    pthread_mutex_lock(&b->lease_lock);
+    assert(lease->busy);
+    lease->busy = false;
+    lease->touched_ms = clock_now_ms(b->clock);
+    struct tb_job *waiting = lease->waiting;
+    lease->waiting = lease->waiting_tail = NULL;
+    /* A lease nobody learned anything about is forgotten (it was not
+     * recorded: an error, or unknown in the cluster); the jobs behind it
+     * start afresh. */
+    if (lease->state == TB_LEASE_PENDING)
+        tb_leases_remove(b, lease);
+    pthread_mutex_unlock(&b->lease_lock);
+    job->lease = NULL;
+    while (waiting != NULL) {
+        struct tb_job *next = waiting->next;
+        waiting->next = NULL;
+        tb_job_start(waiting);
+        waiting = next;
+    }
+}
+
+void tb_job_finish(struct tb_job *job)
+{
+    tb_job_unbusy(job);
+    struct tb_call *call = job->call;
+    __atomic_sub_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
+    free(job->warnings); /* NULL unless the result took them */
+    free(job->scan);
+    free(job);
+    if (__atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (call->done != NULL)
+            call->done(call->context);
+        free(call);
+    }
+}
+
+void tb_job_start(struct tb_job *job)
+{
+    switch (job->kind) {
+    case TB_JOB_RESERVE:
+        tb_reserve_start(job);
+        break;
+    case TB_JOB_COMPLETE:
+        tb_complete_start(job);
+        break;
+    case TB_JOB_RELEASE:
+        tb_release_start(job);
+        break;
+    default:
+        assert(false);
+    }
+}
+
+void tb_job_park(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    pthread_mutex_lock(&b->maintenance_lock);
+    job->next = b->parked;
+    b->parked = job;
+    __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE);
+    pthread_cond_signal(&b->maintenance_wake);
+    pthread_mutex_unlock(&b->maintenance_lock);
+}
+
+void tb_jobs_unpark_all(struct backend *b, bool fail)
+{
+    pthread_mutex_lock(&b->maintenance_lock);
+    struct tb_job *parked = b->parked;
+    b->parked = NULL;
+    pthread_mutex_unlock(&b->maintenance_lock);
+    while (parked != NULL) {
+        struct tb_job *next = parked->next;
+        parked->next = NULL;
+        parked->parked = true; /* parked once: next time it fails instead */
+        if (fail)
+            parked->failed = true;
+        tb_job_start(parked);
+        parked = next;
+    }
+}
+
+void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
+                   tb_item_done_fn done)
+{
+    struct tb_item *item = &job->item;
+    memset(item, 0, sizeof *item);
+    item->operation = operation;
+    item->event_count = event_count;
+    if (operation == TB_OPERATION_CREATE_TRANSFERS) {
+        assert(event_count <= TB_JOB_EVENTS_MAX);
+        item->events = job->events;
+        item->codes = job->codes;
+    } else {
+        assert(event_count <= TB_JOB_LOOKUP_MAX);
+        item->events = job->ids;
+        item->objects = job->objects;
+        item->found = job->found;
+    }
+    item->deadline_ms = clock_monotonic_ms() + TB_ITEM_DEADLINE_MS;
+    item->done = done;
+    item->context = job;
+    tb_submitter_submit(job->call->backend->submitter, item);
+}

@@ -1,0 +1,198 @@
+/* The lease cache (seed ADR 0003): memory only, bounded by
+ * lease_cache_entries, least recently used first out, and entries forgotten
+ * lease_retention_ms after their last use. What it forgets the cluster
+ * still knows: a complete or release that misses looks the lease's
+ * transfers up by their deterministic ids. Chained hash table plus an
+ * order list; everything under lease_lock. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_backend.h"
+
+/* Entries one insert looks at to find an idle one to evict. */
+#define EVICT_SCAN_MAX 64
+/* Entries one expire call looks at. */
+#define EXPIRE_SCAN_MAX 100000
+
+static uint64_t id_hash(const char *id, uint32_t length)
+{
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < length; i++) {
+        hash ^= (uint8_t)id[i];
+        hash *= 0x100000001b3ull;
+    }
+    return hash ^ (hash >> 29);
+}
+
+int tb_leases_init(struct backend *b)
+{
+    uint32_t buckets = TB_LEASE_BUCKETS_MIN;
+    while (buckets < b->lease_cache_entries && buckets < (UINT32_C(1) << 30))
+        buckets <<= 1;
+    b->lease_buckets = calloc(buckets, sizeof *b->lease_buckets);
+    if (b->lease_buckets == NULL)
+        return -1;
+    b->lease_bucket_mask = buckets - 1;
+    return 0;
+}
+
+static void unlink_order(struct backend *b, struct tb_lease *lease)
+{
+    if (lease->older != NULL)
+        lease->older->newer = lease->newer;
+    else
+        b->oldest = lease->newer;
+    if (lease->newer != NULL)
+        lease->newer->older = lease->older;
+    else
+        b->newest = lease->older;
+    lease->older = lease->newer = NULL;
+}
+
+static void link_newest(struct backend *b, struct tb_lease *lease)
+{
+    lease->older = b->newest;
+    lease->newer = NULL;
+    if (b->newest != NULL)
+        b->newest->newer = lease;
+    else
+        b->oldest = lease;
+    b->newest = lease;
+}
+
+static struct tb_lease **bucket_link(struct backend *b, struct tb_lease *lease)
+{
+    struct tb_lease **link = &b->lease_buckets[lease->hash & b->lease_bucket_mask];
+    while (*link != lease) {
+        assert(*link != NULL);
+        link = &(*link)->next_in_bucket;
+    }
+    return link;
+}
+
+void tb_leases_remove(struct backend *b, struct tb_lease *lease)
+{
+    assert(!lease->busy);
+    assert(lease->waiting == NULL);
+    struct tb_lease **link = bucket_link(b, lease);
+    *link = lease->next_in_bucket;
+    unlink_order(b, lease);
+    assert(b->lease_count > 0);
+    b->lease_count--;
+    free(lease);
+}
+
+static bool idle(const struct tb_lease *lease)
+{
+    return !lease->busy && lease->waiting == NULL;
+}
+
+struct tb_lease *tb_leases_find(struct backend *b, const char *id, uint32_t id_length,
+                                int64_t now_ms)
+{
+    uint64_t hash = id_hash(id, id_length);
+    struct tb_lease *lease = b->lease_buckets[hash & b->lease_bucket_mask];
+    while (lease != NULL && !(lease->hash == hash && lease->id_length == id_length &&
+                              memcmp(lease->id, id, id_length) == 0))
+        lease = lease->next_in_bucket;
+    if (lease == NULL)
+        return NULL;
+    if (idle(lease) && now_ms - lease->touched_ms > b->lease_retention_ms) {
+        tb_leases_remove(b, lease);
+        return NULL;
+    }
+    lease->touched_ms = now_ms;
+    unlink_order(b, lease);
+    link_newest(b, lease);
+    return lease;
+}
+
+static void evict_one(struct backend *b)
+{
+    struct tb_lease *lease = b->oldest;
+    for (int i = 0; lease != NULL && i < EVICT_SCAN_MAX; i++, lease = lease->newer) {
+        if (idle(lease)) {
+            tb_leases_remove(b, lease);
+            return;
+        }
+    }
+    /* All of the oldest are in flight: the cache runs over its bound by
+     * the operations in flight, never more. */
+}
+
+struct tb_lease *tb_leases_insert(struct backend *b, const char *id, uint32_t id_length,
+                                  uint32_t hold_count, int64_t now_ms)
+{
+    assert(id_length <= LEASE_ID_LENGTH_MAX);
+    assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    if (b->lease_count >= b->lease_cache_entries)
+        evict_one(b);
+    struct tb_lease *lease = calloc(1, sizeof *lease + hold_count * sizeof lease->holds[0]);
+    if (lease == NULL)
+        return NULL;
+    lease->hash = id_hash(id, id_length);
+    lease->id_length = (uint8_t)id_length;
+    memcpy(lease->id, id, id_length);
+    lease->touched_ms = now_ms;
+    lease->state = TB_LEASE_PENDING;
+    lease->busy = true;
+    lease->hold_count = (uint8_t)hold_count;
+    struct tb_lease **bucket = &b->lease_buckets[lease->hash & b->lease_bucket_mask];
+    lease->next_in_bucket = *bucket;
+    *bucket = lease;
+    link_newest(b, lease);
+    b->lease_count++;
+    return lease;
+}
+
+struct tb_lease *tb_leases_resize(struct backend *b, struct tb_lease *lease, uint32_t hold_count)
+{
+    assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    struct tb_lease *bigger = malloc(sizeof *bigger + hold_count * sizeof bigger->holds[0]);
+    if (bigger == NULL)
+        return NULL;
+    uint32_t keep = lease->hold_count < hold_count ? lease->hold_count : hold_count;
+    memcpy(bigger, lease, sizeof *lease + keep * sizeof lease->holds[0]);
+    bigger->hold_count = (uint8_t)hold_count;
+    *bucket_link(b, lease) = bigger;
+    if (bigger->older != NULL)
+        bigger->older->newer = bigger;
+    else
+        b->oldest = bigger;
+    if (bigger->newer != NULL)
+        bigger->newer->older = bigger;
+    else
+        b->newest = bigger;
+    free(lease);
+    return bigger;
+}
+
+void tb_leases_expire(struct backend *b, int64_t now_ms)
+{
+    pthread_mutex_lock(&b->lease_lock);
+    struct tb_lease *lease = b->oldest;
+    for (int i = 0; lease != NULL && i < EXPIRE_SCAN_MAX; i++) {
+        struct tb_lease *newer = lease->newer;
+        if (now_ms - lease->touched_ms <= b->lease_retention_ms)
+            break; /* the order list is by last use: the rest are younger */
+        if (idle(lease))
+            tb_leases_remove(b, lease);
+        lease = newer;
+    }
+    pthread_mutex_unlock(&b->lease_lock);
+}
+
+void tb_leases_free(struct backend *b)
+{
+    struct tb_lease *lease = b->oldest;
+    while (lease != NULL) {
+        struct tb_lease *newer = lease->newer;
+        free(lease);
+        lease = newer;
+    }
+    b->oldest = b->newest = NULL;
+    b->lease_count = 0;
+    free(b->lease_buckets);
+    b->lease_buckets = NULL;
+}

@@ -1,0 +1,121 @@
+/* The account model of seed 001 in code: labels, ids and the shapes of the
+ * accounts and transfers the backend creates (docs/tigerbeetle.md lists
+ * every label). Everything is on ledger TB_LEDGER. */
+#include <assert.h>
+#include <string.h>
+
+#include "ids.h"
+#include "tb_backend.h"
+
+tb_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
+                             const struct tb_limit *limit)
+{
+    return tb_id2("xfer:reserve:", lease_id, lease_length, limit->key, limit->key_length);
+}
+
+tb_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+                              const struct tb_limit *limit)
+{
+    return tb_id2(prefix, lease_id, lease_length, limit->key, limit->key_length);
+}
+
+void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
+                               struct tb_period_accounts *out)
+{
+    out->gate = tb_id_period("acct:budget:", period_start_ms, limit->key, limit->key_length);
+    out->spend = tb_id_period("acct:spend:", period_start_ms, limit->key, limit->key_length);
+    out->cut = tb_id_period("acct:cut:", period_start_ms, limit->key, limit->key_length);
+}
+
+struct tb_account tb_ledger_account(tb_u128 id, uint16_t code, uint16_t flags,
+                                    const struct tb_limit *limit)
+{
+    struct tb_account account;
+    memset(&account, 0, sizeof account);
+    account.id = id;
+    account.ledger = TB_LEDGER;
+    account.code = code;
+    account.flags = flags;
+    if (limit != NULL) /* which limit, for whoever reads the cluster directly */
+        account.user_data_128 = tb_id1("limit:", limit->key, limit->key_length);
+    return account;
+}
+
+struct tb_transfer tb_ledger_transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, uint64_t amount,
+                                      uint16_t code, uint16_t flags)
+{
+    assert(amount > 0); /* amount 0 means different things to 0.15.3 and 0.17 */
+    struct tb_transfer t;
+    memset(&t, 0, sizeof t);
+    t.id = id;
+    t.debit_account_id = debit;
+    t.credit_account_id = credit;
+    t.amount = tb_u128_from_u64(amount);
+    t.ledger = TB_LEDGER;
+    t.code = code;
+    t.flags = flags;
+    return t;
+}
+
+struct tb_transfer tb_ledger_void(tb_u128 id, const struct tb_transfer *pending, uint32_t by)
+{
+    struct tb_transfer t;
+    memset(&t, 0, sizeof t);
+    t.id = id;
+    t.pending_id = pending->id;
+    /* Every field spelled out as the pending one has it, amount included:
+     * no reliance on 0 meaning "inherit". */
+    t.debit_account_id = pending->debit_account_id;
+    t.credit_account_id = pending->credit_account_id;
+    t.amount = pending->amount;
+    t.user_data_128 = pending->user_data_128;
+    t.user_data_64 = pending->user_data_64;
+    t.user_data_32 = by;
+    t.ledger = TB_LEDGER;
+    t.code = pending->code;
+    t.flags = TB_TRANSFER_VOID_PENDING;
+    return t;
+}
+
+struct tb_transfer tb_ledger_settle(tb_u128 id, tb_u128 gate, tb_u128 owed)
+{
+    /* Balancing on both sides moves min(free capacity of gate, what owed is
+     * owed); the amount is only an upper bound, never the 0 sentinel. */
+    struct tb_transfer t =
+        tb_ledger_transfer(id, gate, owed, AMOUNT_MAX, TB_CODE_SETTLE,
+                           TB_TRANSFER_BALANCING_DEBIT | TB_TRANSFER_BALANCING_CREDIT);
+    return t;
+}
+
+static unsigned __int128 wide(tb_u128 value)
+{
+    return ((unsigned __int128)value.high << 64) | value.low;
+}
+
+static int64_t to_int64(__int128 value)
+{
+    if (value > INT64_MAX)
+        return INT64_MAX;
+    if (value < INT64_MIN)
+        return INT64_MIN;
+    return (int64_t)value;
+}
+
+int64_t tb_ledger_available(const struct tb_account *a)
+{
+    __int128 credits = (__int128)wide(a->credits_posted);
+    __int128 taken = (__int128)wide(a->debits_posted) + (__int128)wide(a->debits_pending);
+    return to_int64(credits - taken);
+}
+
+uint64_t tb_ledger_capacity(const struct tb_account *a)
+{
+    __int128 capacity = (__int128)wide(a->credits_posted) - (__int128)wide(a->debits_posted);
+    return capacity <= 0 ? 0 : (uint64_t)to_int64(capacity);
+}
+
+uint64_t tb_ledger_owed(const struct tb_account *a)
+{
+    __int128 owed = (__int128)wide(a->debits_posted) - (__int128)wide(a->credits_posted);
+    return owed <= 0 ? 0 : (uint64_t)to_int64(owed);
+}

@@ -1,0 +1,49 @@
+/* The admin side of the tigerbeetle backend, in blocking conversations with
+ * the cluster (seed 001 "ApplyDefinition"): creating a limit's accounts,
+ * bringing its capacity in the cluster to the definition's (top-up,
+ * decrease, budget cut), the decrease state machine, budget settling, and
+ * reading balances for usage. Runs on admin threads and the maintenance
+ * thread, never on the data path. */
+#ifndef LLMLIMIT_TB_PROVISION_H
+#define LLMLIMIT_TB_PROVISION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_backend.h"
+
+struct tb_balances {
+    uint64_t reserved;
+    uint64_t used;
+    uint64_t debt;
+};
+
+/* Balances of a limit (for a budget: of the period starting at period_ms).
+ * 0, or -1 when the cluster did not answer. */
+int tb_provision_balances(struct backend *b, struct tb_limit *limit, enum limit_kind kind,
+                          int64_t period_ms, struct tb_balances *out);
+
+/* A put: makes the cluster hold `definition`'s capacity where it can and
+ * writes the resulting state (active, or decreasing with the capacity in
+ * force). before is the state in force, NULL for a limit new to this
+ * process. When the cluster does not answer, the state is what was asked
+ * (a decrease waits as decreasing) and the maintenance thread finishes. */
+void tb_provision_apply(struct backend *b, struct tb_limit *limit, const struct limit_state *before,
+                        const struct limit_definition *definition, int64_t now_ms,
+                        struct limit_state *after);
+
+/* Maintenance. Each returns true when the limit's state changed. */
+/* An unprovisioned limit (restored at start, or put while the cluster was
+ * away): accounts and capacity as its state says. */
+bool tb_provision_limit(struct backend *b, struct tb_limit *limit, int64_t now_ms);
+/* A budget's period of now (and the next one when it is close). */
+void tb_provision_budget_period(struct backend *b, struct tb_limit *limit, int64_t now_ms);
+/* A decreasing limit: applies the decrease once the free capacity covers it. */
+bool tb_provision_decrease(struct backend *b, struct tb_limit *limit);
+/* A budget period that may owe (debt, cut): lets free capacity pay it. */
+void tb_provision_settle(struct backend *b, struct tb_limit *limit, int64_t period_ms);
+
+/* The operator account, once per process. 0 or -1. */
+int tb_provision_operator(struct backend *b);
+
+#endif

@@ -1,0 +1,382 @@
+/* The limit registry of the tigerbeetle backend: the live limit states
+ * (definition, status) by key, each limit's account ids, the admin ops of
+ * backend.h, usage read from the cluster's balances, and the per-limit
+ * notes of recent holds that retry_after is computed from. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ids.h"
+#include "tb_backend.h"
+#include "tb_provision.h"
+
+static uint64_t key_hash(const char *key, uint32_t length)
+{
+    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (uint32_t i = 0; i < length; i++) {
+        hash ^= (uint8_t)key[i];
+        hash *= 0x100000001b3ull;
+    }
+    return hash;
+}
+
+struct tb_limit *tb_registry_find(struct backend *b, const char *key, uint32_t key_length)
+{
+    uint64_t hash = key_hash(key, key_length);
+    struct tb_limit *limit = b->limit_buckets[hash % TB_LIMIT_BUCKETS];
+    for (; limit != NULL; limit = limit->next_in_bucket) {
+        if (limit->hash == hash && limit->key_length == key_length &&
+            memcmp(limit->key, key, key_length) == 0)
+            return limit;
+    }
+    return NULL;
+}
+
+/* Under the write lock. NULL when out of memory or at the bound. */
+static struct tb_limit *limit_create(struct backend *b, const struct limit_definition *definition,
+                                     char *error, size_t error_size)
+{
+    if (b->limit_count >= 2 * LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "limits: at most %d limits (deleted ones included)",
+                 2 * LIMITS_COUNT_MAX);
+        return NULL;
+    }
+    struct tb_limit *limit = calloc(1, sizeof *limit);
+    if (limit == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    limit->key_length = (uint32_t)strlen(definition->key);
+    memcpy(limit->key, definition->key, limit->key_length);
+    limit->hash = key_hash(limit->key, limit->key_length);
+    limit->state.definition = *definition;
+    limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
+    limit->budget_owes_ms = INT64_MIN;
+    limit->gate_id = tb_id1("acct:limit:", limit->key, limit->key_length);
+    limit->used_id = tb_id1("acct:used:", limit->key, limit->key_length);
+    limit->debt_id = tb_id1("acct:debt:", limit->key, limit->key_length);
+    pthread_mutex_init(&limit->notes_lock, NULL);
+    uint32_t bucket = (uint32_t)(limit->hash % TB_LIMIT_BUCKETS);
+    limit->next_in_bucket = b->limit_buckets[bucket];
+    b->limit_buckets[bucket] = limit;
+    b->limit_count++;
+    b->live_limit_count++;
+    return limit;
+}
+
+static int check_same_shape(const struct tb_limit *limit, const struct limit_definition *d,
+                            char *error, size_t error_size)
+{
+    const struct limit_definition *old = &limit->state.definition;
+    if (old->kind != d->kind) {
+        snprintf(error, error_size, "kind: cannot change %s to %s; delete the limit first",
+                 limit_kind_name(old->kind), limit_kind_name(d->kind));
+        return -1;
+    }
+    if (old->period != d->period) {
+        snprintf(error, error_size, "period: cannot change %s to %s; delete the limit first",
+                 limit_period_name(old->period), limit_period_name(d->period));
+        return -1;
+    }
+    return 0;
+}
+
+/* Finds or creates the entry a put applies to (write lock held). */
+static struct tb_limit *entry_for_put(struct backend *b, const struct limit_definition *d,
+                                      char *error, size_t error_size)
+{
+    uint32_t length = (uint32_t)strlen(d->key);
+    struct tb_limit *limit = tb_registry_find(b, d->key, length);
+    if (limit != NULL && !limit->deleted) {
+        if (check_same_shape(limit, d, error, error_size) != 0)
+            return NULL;
+        return limit;
+    }
+    if (b->live_limit_count >= LIMITS_COUNT_MAX) {
+        snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
+        return NULL;
+    }
+    if (limit != NULL) {
+        /* A deleted limit comes back; its accounts are the same ones. */
+        limit->deleted = false;
+        limit->state.definition = *d;
+        limit->state.status = LIMIT_ACTIVE;
+        limit->state.pending_decrease_to = 0;
+        limit->provisioned = false;
+        limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
+        b->live_limit_count++;
+        return limit;
+    }
+    return limit_create(b, d, error, error_size);
+}
+
+int tb_registry_put(struct backend *b, const struct limit_definition *definition,
+                    struct limit_state *state_out, char *error, size_t error_size)
+{
+    struct limit_definition d = *definition;
+    if (limit_definition_validate(&d, error, error_size) != 0)
+        return -1;
+    pthread_mutex_lock(&b->admin_lock);
+    pthread_rwlock_wrlock(&b->registry_lock);
+    struct tb_limit *limit = entry_for_put(b, &d, error, error_size);
+    struct limit_state before = limit != NULL ? limit->state : (struct limit_state){0};
+    bool fresh = limit != NULL && !limit->provisioned;
+    pthread_rwlock_unlock(&b->registry_lock);
+    if (limit == NULL) {
+        pthread_mutex_unlock(&b->admin_lock);
+        return -1;
+    }
+    /* The conversation with the cluster runs without the registry lock,
+     * so reserves keep flowing. */
+    struct limit_state after;
+    tb_provision_apply(b, limit, fresh ? NULL : &before, &d, clock_now_ms(b->clock), &after);
+    pthread_rwlock_wrlock(&b->registry_lock);
+    limit->state = after;
+    pthread_rwlock_unlock(&b->registry_lock);
+    pthread_mutex_unlock(&b->admin_lock);
+    if (state_out != NULL)
+        *state_out = after;
+    return 0;
+}
+
+int tb_registry_restore(struct backend *b, const struct limit_state *state, char *error,
+                        size_t error_size)
+{
+    struct limit_definition d = state->definition;
+    if (limit_definition_validate(&d, error, error_size) != 0)
+        return -1;
+    bool decreasing = state->status == LIMIT_DECREASING;
+    if (decreasing &&
+        (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
+        snprintf(error, error_size, "pending_decrease_to: must be 1..capacity-1 while decreasing");
+        return -1;
+    }
+    pthread_rwlock_wrlock(&b->registry_lock);
+    struct tb_limit *limit = tb_registry_find(b, d.key, (uint32_t)strlen(d.key));
+    int rc = 0;
+    if (limit != NULL && !limit->deleted) {
+        snprintf(error, error_size, "key: %s is already loaded", d.key);
+        rc = -1;
+    } else {
+        limit = entry_for_put(b, &d, error, error_size);
+        if (limit == NULL) {
+            rc = -1;
+        } else {
+            /* As it was; the maintenance thread makes the cluster agree. */
+            limit->state.definition = d;
+            limit->state.status = state->status;
+            limit->state.pending_decrease_to = decreasing ? state->pending_decrease_to : 0;
+            limit->provisioned = false;
+            __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+    if (rc == 0) {
+        pthread_mutex_lock(&b->maintenance_lock);
+        pthread_cond_signal(&b->maintenance_wake);
+        pthread_mutex_unlock(&b->maintenance_lock);
+    }
+    return rc;
+}
+
+int tb_registry_delete(struct backend *b, const char *key)
+{
+    pthread_rwlock_wrlock(&b->registry_lock);
+    struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
+    int rc = -1;
+    if (limit != NULL && !limit->deleted) {
+        /* Kept (with its accounts) so existing leases still complete. */
+        limit->deleted = true;
+        b->live_limit_count--;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+    return rc;
+}
+
+int tb_registry_get(struct backend *b, const char *key, struct limit_state *out)
+{
+    pthread_rwlock_rdlock(&b->registry_lock);
+    struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
+    int rc = -1;
+    if (limit != NULL && !limit->deleted) {
+        *out = limit->state;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+    return rc;
+}
+
+static int compare_states(const void *a, const void *b)
+{
+    const struct limit_state *x = a, *y = b;
+    return strcmp(x->definition.key, y->definition.key);
+}
+
+int tb_registry_list(struct backend *b, struct limit_state **out, size_t *count)
+{
+    pthread_rwlock_rdlock(&b->registry_lock);
+    struct limit_state *states = malloc((b->live_limit_count + 1) * sizeof *states);
+    size_t n = 0;
+    for (uint32_t i = 0; states != NULL && i < TB_LIMIT_BUCKETS; i++) {
+        for (struct tb_limit *limit = b->limit_buckets[i]; limit != NULL;
+             limit = limit->next_in_bucket) {
+            if (!limit->deleted)
+                states[n++] = limit->state;
+        }
+    }
+    assert(states == NULL || n == b->live_limit_count);
+    pthread_rwlock_unlock(&b->registry_lock);
+    if (states == NULL)
+        return -1;
+    qsort(states, n, sizeof *states, compare_states);
+    *out = states;
+    *count = n;
+    return 0;
+}
+
+/* capacity - taken as a signed number, saturating at INT64_MIN. */
+static int64_t signed_available(uint64_t capacity, uint64_t taken)
+{
+    if (taken <= capacity)
+        return (int64_t)(capacity - taken);
+    uint64_t over = taken - capacity;
+    return over >= (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)over;
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+int tb_registry_usage(struct backend *b, const char *key, int64_t at_unix_ms,
+                      struct limit_usage *out)
+{
+    pthread_rwlock_rdlock(&b->registry_lock);
+    struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
+    struct limit_state state = limit != NULL ? limit->state : (struct limit_state){0};
+    bool live = limit != NULL && !limit->deleted;
+    pthread_rwlock_unlock(&b->registry_lock);
+    if (!live)
+        return -1;
+    memset(out, 0, sizeof *out);
+    out->state = state;
+    struct tb_balances balances;
+    int64_t period_ms = INT64_MIN;
+    if (state.definition.kind == LIMIT_BUDGET) {
+        period_ms = period_start_ms(state.definition.period, at_unix_ms);
+        out->period_start_unix_ms = period_ms;
+        out->period_end_unix_ms = period_end_ms(state.definition.period, at_unix_ms);
+    }
+    if (tb_provision_balances(b, limit, state.definition.kind, period_ms, &balances) != 0)
+        return -2;
+    out->reserved = balances.reserved;
+    out->used = balances.used;
+    out->debt = balances.debt;
+    uint64_t taken = add_saturating(out->reserved, out->used);
+    if (state.definition.kind == LIMIT_BUDGET)
+        taken = add_saturating(taken, out->debt);
+    out->available = signed_available(state.definition.capacity, taken);
+    return 0;
+}
+
+void tb_registry_free(struct backend *b)
+{
+    for (uint32_t i = 0; i < TB_LIMIT_BUCKETS; i++) {
+        struct tb_limit *limit = b->limit_buckets[i];
+        while (limit != NULL) {
+            struct tb_limit *next = limit->next_in_bucket;
+            pthread_mutex_destroy(&limit->notes_lock);
+            free(limit->notes.notes);
+            free(limit);
+            limit = next;
+        }
+        b->limit_buckets[i] = NULL;
+    }
+}
+
+/* ---- retry_after (SPEC section 5) from the holds made here --------------- */
+
+void tb_registry_note_hold(struct backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+                           int64_t period_start_ms, uint64_t amount)
+{
+    (void)b;
+    pthread_mutex_lock(&limit->notes_lock);
+    struct tb_hold_ring *ring = &limit->notes;
+    if (ring->notes == NULL)
+        ring->notes = malloc(TB_HOLD_TRACK_MAX * sizeof *ring->notes);
+    if (ring->notes != NULL) {
+        if (ring->count == TB_HOLD_TRACK_MAX) { /* forget the oldest */
+            ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
+            ring->count--;
+        }
+        uint32_t slot = (ring->head + ring->count) % TB_HOLD_TRACK_MAX;
+        ring->notes[slot] = (struct tb_hold_note){expires_at_ms, period_start_ms, amount};
+        ring->count++;
+    }
+    pthread_mutex_unlock(&limit->notes_lock);
+}
+
+static int64_t jittered_poll_ms(struct backend *b)
+{
+    uint64_t x = __atomic_load_n(&b->random_state, __ATOMIC_RELAXED);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    __atomic_store_n(&b->random_state, x, __ATOMIC_RELAXED);
+    int64_t percent = 80 + (int64_t)(x % 41); /* +-20% */
+    int64_t poll_ms = b->concurrency_poll_ms * percent / 100;
+    return poll_ms < 1 ? 1 : poll_ms;
+}
+
+/* When the noted holds expiring (oldest first) add up to `need`; INT64_MAX
+ * if they never do. Notes of other periods count only when period_ms is
+ * INT64_MIN. Expired notes are dropped on the way. */
+static int64_t notes_cover(struct tb_hold_ring *ring, uint64_t need, int64_t period_ms,
+                           int64_t now_ms, int64_t *earliest_ms)
+{
+    while (ring->count > 0 && ring->notes[ring->head].expires_at_ms <= now_ms) {
+        ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
+        ring->count--;
+    }
+    *earliest_ms = ring->count > 0 ? ring->notes[ring->head].expires_at_ms : INT64_MAX;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < ring->count; i++) {
+        const struct tb_hold_note *note = &ring->notes[(ring->head + i) % TB_HOLD_TRACK_MAX];
+        if (period_ms != INT64_MIN && note->period_start_ms != period_ms)
+            continue;
+        sum = add_saturating(sum, note->amount);
+        if (sum >= need)
+            return note->expires_at_ms;
+    }
+    return INT64_MAX;
+}
+
+int64_t tb_registry_retry_after(struct backend *b, struct tb_limit *limit, uint64_t shortfall,
+                                int64_t period_start_ms, int64_t now_ms)
+{
+    pthread_rwlock_rdlock(&b->registry_lock);
+    struct limit_definition d = limit->state.definition;
+    pthread_rwlock_unlock(&b->registry_lock);
+    int64_t earliest_ms = INT64_MAX, covered_ms = INT64_MAX;
+    pthread_mutex_lock(&limit->notes_lock);
+    if (limit->notes.notes != NULL)
+        covered_ms =
+            notes_cover(&limit->notes, shortfall,
+                        d.kind == LIMIT_BUDGET ? period_start_ms : INT64_MIN, now_ms, &earliest_ms);
+    pthread_mutex_unlock(&limit->notes_lock);
+    int64_t retry_ms;
+    if (d.kind == LIMIT_ROLLING) {
+        /* Holds made elsewhere are not noted here: at worst, the window. */
+        retry_ms = covered_ms != INT64_MAX ? covered_ms - now_ms : (int64_t)d.window_seconds * 1000;
+    } else if (d.kind == LIMIT_CONCURRENCY) {
+        retry_ms = jittered_poll_ms(b);
+        if (earliest_ms != INT64_MAX && earliest_ms - now_ms < retry_ms)
+            retry_ms = earliest_ms - now_ms;
+    } else {
+        int64_t end_ms = period_end_ms(d.period, period_start_ms);
+        retry_ms = (covered_ms < end_ms ? covered_ms : end_ms) - now_ms;
+    }
+    return retry_ms < 1 ? 1 : retry_ms;
+}

@@ -1,0 +1,475 @@
+/* Reserve (seed 001 "Reserve flow", SPEC section 4): one linked chain of
+ * pending transfers, limit account -> operator, one per requirement, so
+ * the cluster admits all or none. The chain's result decides:
+ * - all created: allowed, timestamps from the cluster;
+ * - exceeds_credits (or 0.17's id_already_failed for a lease denied
+ *   before): denied; the accounts are read to name every limit that did
+ *   not fit and to compute retry_after;
+ * - exists: a retry of a lease reserved before (perhaps by another front
+ *   end): the transfers are read to tell "same requirements" (allowed,
+ *   with the original timestamps) from a conflict. */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "ids.h"
+#include "tb_backend.h"
+
+enum { STEP_CHAIN = 1, STEP_DENIAL = 2, STEP_CLASSIFY = 3 };
+
+static void result_clear(struct reserve_result *result)
+{
+    result->status = RESULT_OK;
+    result->allowed = false;
+    result->retry_after_ms = 0;
+    result->reserved_at_unix_ms = 0;
+    result->expires_at_unix_ms = 0;
+    result->error[0] = '\0';
+    result->denied_count = 0;
+}
+
+static void answer_unavailable(struct tb_job *job)
+{
+    struct reserve_result *result = job->result;
+    result_clear(result);
+    result->status = RESULT_UNAVAILABLE;
+    snprintf(result->error, sizeof result->error, "backend_error");
+    tb_job_finish(job);
+}
+
+static void answer_conflict(struct tb_job *job)
+{
+    struct reserve_result *result = job->result;
+    result_clear(result);
+    result->status = RESULT_CONFLICT;
+    snprintf(result->error, sizeof result->error, "lease_conflict");
+    tb_job_finish(job);
+}
+
+static bool key_is(const struct tb_limit *limit, const char *key, uint32_t length)
+{
+    return limit->key_length == length && memcmp(limit->key, key, length) == 0;
+}
+
+/* Same set of (key, amount) as the lease, in any order. */
+static bool same_requirements(const struct tb_lease *lease, const struct reserve_request *request,
+                              uint8_t *hold_of)
+{
+    if (lease->hold_count != request->requirement_count)
+        return false;
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        const struct requirement *r = &request->requirements[i];
+        uint32_t j = 0;
+        while (j < lease->hold_count && !key_is(lease->holds[j].limit, r->key, r->key_length))
+            j++;
+        if (j == lease->hold_count || lease->holds[j].amount != r->amount)
+            return false;
+        hold_of[i] = (uint8_t)j;
+    }
+    return true;
+}
+
+/* A known lease answers as before (lease lock held). */
+static void replay(const struct tb_lease *lease, const struct reserve_request *request,
+                   struct reserve_result *result)
+{
+    result_clear(result);
+    uint8_t hold_of[REQUIREMENTS_PER_RESERVE_MAX];
+    if (!same_requirements(lease, request, hold_of)) {
+        result->status = RESULT_CONFLICT;
+        snprintf(result->error, sizeof result->error, "lease_conflict");
+        return;
+    }
+    if (lease->state == TB_LEASE_DENIED) {
+        result->retry_after_ms = lease->retry_after_ms;
+        for (uint32_t i = 0; i < request->requirement_count; i++) {
+            if (lease->holds[hold_of[i]].denied)
+                result->denied_index[result->denied_count++] = (uint8_t)i;
+        }
+        return;
+    }
+    result->allowed = true;
+    result->reserved_at_unix_ms = lease->reserved_at_ms;
+    result->expires_at_unix_ms = lease->expires_at_ms;
+}
+
+static void set_error(struct reserve_result *result, const char *prefix,
+                      const struct requirement *r)
+{
+    snprintf(result->error, sizeof result->error, "%s%.*s", prefix, (int)r->key_length, r->key);
+}
+
+/* Definitive errors, before any capacity is touched and not recorded:
+ * unknown keys, then decreasing limits, then amounts over the capacity
+ * (the memory backend's order). Fills the job's holds, sorted by key.
+ * Returns false with the error in result, or *park when a limit's
+ * accounts are not in the cluster yet. */
+static bool resolve(struct backend *b, struct tb_job *job, int64_t now_ms, bool *park)
+{
+    const struct reserve_request *request = job->request;
+    struct reserve_result *result = job->result;
+    uint32_t n = request->requirement_count;
+    struct tb_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
+    bool ok = true;
+    *park = false;
+    pthread_rwlock_rdlock(&b->registry_lock);
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const struct requirement *r = &request->requirements[i];
+        limits[i] = tb_registry_find(b, r->key, r->key_length);
+        if (limits[i] == NULL || limits[i]->deleted) {
+            set_error(result, "unknown_limit_key: ", r);
+            ok = false;
+        }
+    }
+    for (uint32_t i = 0; ok && i < n; i++) {
+        if (limits[i]->state.status == LIMIT_DECREASING) {
+            set_error(result, "limit_decreasing:", &request->requirements[i]);
+            result->retry_after_ms = b->decrease_retry_ms;
+            ok = false;
+        }
+    }
+    for (uint32_t i = 0; ok && i < n; i++) {
+        if (request->requirements[i].amount > limits[i]->state.definition.capacity) {
+            set_error(result, "exceeds_capacity:", &request->requirements[i]);
+            ok = false;
+        }
+    }
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const struct limit_definition *d = &limits[i]->state.definition;
+        struct tb_lease_hold *hold = &job->holds[i];
+        hold->limit = limits[i];
+        hold->amount = request->requirements[i].amount;
+        hold->kind = (uint8_t)d->kind;
+        hold->timeout_seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
+        hold->period_start_ms = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+        hold->denied = false;
+        job->request_index[i] = (uint8_t)i;
+        if (d->kind == LIMIT_BUDGET ? !tb_limit_period_ready(limits[i], hold->period_start_ms)
+                                    : !limits[i]->provisioned)
+            *park = true;
+        /* hold_flags: whether to settle this budget's period first */
+        job->hold_flags[i] =
+            d->kind == LIMIT_BUDGET && limits[i]->budget_owes_ms == hold->period_start_ms;
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+    job->hold_count = ok ? n : 0;
+    return ok;
+}
+
+/* Sorts the holds by key, so a retry builds the same chain in any order. */
+static void sort_holds(struct tb_job *job)
+{
+    for (uint32_t i = 1; i < job->hold_count; i++) {
+        for (uint32_t j = i; j > 0; j--) {
+            const struct tb_limit *x = job->holds[j - 1].limit, *y = job->holds[j].limit;
+            if (strcmp(x->key, y->key) <= 0)
+                break;
+            struct tb_lease_hold hold = job->holds[j];
+            job->holds[j] = job->holds[j - 1];
+            job->holds[j - 1] = hold;
+            uint8_t index = job->request_index[j];
+            job->request_index[j] = job->request_index[j - 1];
+            job->request_index[j - 1] = index;
+            uint8_t flag = job->hold_flags[j];
+            job->hold_flags[j] = job->hold_flags[j - 1];
+            job->hold_flags[j - 1] = flag;
+        }
+    }
+}
+
+static tb_u128 hold_gate(const struct tb_lease_hold *hold)
+{
+    if (hold->kind != LIMIT_BUDGET)
+        return hold->limit->gate_id;
+    struct tb_period_accounts period;
+    tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
+    return period.gate;
+}
+
+static void build_chain(struct backend *b, struct tb_job *job)
+{
+    const struct reserve_request *request = job->request;
+    uint32_t n = job->hold_count;
+    uint32_t count = 0;
+    /* A budget period that owes gets its free capacity paid in first, so
+     * this reserve cannot take what the debt is owed (SPEC section 3). */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!job->hold_flags[i])
+            continue;
+        struct tb_period_accounts period;
+        tb_ledger_period_accounts(job->holds[i].limit, job->holds[i].period_start_ms, &period);
+        job->events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.cut);
+        job->events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.spend);
+    }
+    job->prefix_count = count;
+    tb_u128 lease_tag = tb_id1("lease:", request->lease_id, request->lease_id_length);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        uint16_t flags = TB_TRANSFER_PENDING | (i + 1 < n ? TB_TRANSFER_LINKED : 0);
+        struct tb_transfer t = tb_ledger_transfer(
+            tb_ledger_reserve_id(request->lease_id, request->lease_id_length, hold->limit),
+            hold_gate(hold), b->operator_id, hold->amount, TB_CODE_RESERVE, flags);
+        t.timeout = hold->timeout_seconds;
+        t.user_data_128 = lease_tag;
+        t.user_data_64 = (uint64_t)hold->period_start_ms;
+        /* Enough for another front end to complete it: kind and how many
+         * requirements the lease has. */
+        t.user_data_32 = (uint32_t)hold->kind << 8 | n;
+        job->events[count++] = t;
+    }
+    job->event_count = count;
+}
+
+/* Stores the outcome in the lease entry (lease lock taken here). */
+static void record(struct backend *b, struct tb_job *job, uint8_t state, int64_t reserved_at_ms,
+                   int64_t expires_at_ms, int64_t retry_after_ms)
+{
+    pthread_mutex_lock(&b->lease_lock);
+    struct tb_lease *lease = job->lease;
+    assert(lease->hold_count == job->hold_count);
+    memcpy(lease->holds, job->holds, job->hold_count * sizeof job->holds[0]);
+    lease->state = state;
+    lease->reserved_at_ms = reserved_at_ms;
+    lease->expires_at_ms = expires_at_ms;
+    lease->retry_after_ms = retry_after_ms;
+    pthread_mutex_unlock(&b->lease_lock);
+}
+
+static void allowed(struct backend *b, struct tb_job *job)
+{
+    int64_t reserved_at_ms = INT64_MAX, expires_at_ms = INT64_MAX;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        int64_t at_ms = (int64_t)(hold->timestamp_ns / 1000000);
+        int64_t until_ms = at_ms + (int64_t)hold->timeout_seconds * 1000;
+        if (at_ms < reserved_at_ms)
+            reserved_at_ms = at_ms;
+        if (until_ms < expires_at_ms)
+            expires_at_ms = until_ms;
+    }
+    record(b, job, TB_LEASE_ALLOWED, reserved_at_ms, expires_at_ms, 0);
+    struct reserve_result *result = job->result;
+    result_clear(result);
+    result->allowed = true;
+    result->reserved_at_unix_ms = reserved_at_ms;
+    result->expires_at_unix_ms = expires_at_ms;
+    tb_job_finish(job);
+}
+
+static void note_holds(struct backend *b, const struct tb_job *job)
+{
+    int64_t now_ms = clock_now_ms(b->clock);
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        tb_registry_note_hold(b, hold->limit, now_ms + (int64_t)hold->timeout_seconds * 1000,
+                              hold->period_start_ms, hold->amount);
+    }
+}
+
+static void denial_read(struct tb_item *item);
+static void classify_read(struct tb_item *item);
+
+/* The first event of the chain that failed for a reason of its own. */
+static uint32_t first_failure(const struct tb_job *job, uint32_t *code)
+{
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        uint32_t c = job->codes[job->prefix_count + i];
+        if (c != TB_TRANSFER_OK && c != TB_TRANSFER_LINKED_EVENT_FAILED) {
+            *code = c;
+            return i;
+        }
+    }
+    *code = TB_TRANSFER_OK;
+    return UINT32_MAX;
+}
+
+static void mark_unprovisioned(struct backend *b, struct tb_limit *limit)
+{
+    pthread_rwlock_wrlock(&b->registry_lock);
+    limit->provisioned = false;
+    limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
+    __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE);
+    pthread_rwlock_unlock(&b->registry_lock);
+}
+
+static void chain_done(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    struct backend *b = job->call->backend;
+    if (item->status != TB_ITEM_OK) {
+        if (item->status == TB_ITEM_INVALID)
+            fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
+                    item->invalid_index, item->invalid_code);
+        answer_unavailable(job);
+        return;
+    }
+    uint32_t code;
+    uint32_t failed = first_failure(job, &code);
+    if (failed == UINT32_MAX) {
+        for (uint32_t i = 0; i < job->hold_count; i++)
+            job->holds[i].timestamp_ns = item->timestamp + job->prefix_count + i;
+        note_holds(b, job);
+        allowed(b, job);
+        return;
+    }
+    job->failed_hold = failed;
+    const struct reserve_request *request = job->request;
+    if (code == TB_TRANSFER_EXCEEDS_CREDITS || code == TB_TRANSFER_ID_ALREADY_FAILED) {
+        for (uint32_t i = 0; i < job->hold_count; i++)
+            job->ids[i] = hold_gate(&job->holds[i]);
+        job->step = STEP_DENIAL;
+        tb_job_submit(job, TB_OPERATION_LOOKUP_ACCOUNTS, job->hold_count, denial_read);
+        return;
+    }
+    if (code == TB_TRANSFER_EXISTS || code == 37 /* debit account: another period */ ||
+        code == 42 /* user_data_64: another period */) {
+        for (uint32_t i = 0; i < job->hold_count; i++)
+            job->ids[i] = tb_ledger_reserve_id(request->lease_id, request->lease_id_length,
+                                               job->holds[i].limit);
+        job->step = STEP_CLASSIFY;
+        tb_job_submit(job, TB_OPERATION_LOOKUP_TRANSFERS, job->hold_count, classify_read);
+        return;
+    }
+    if (tb_transfer_result_exists_different(code)) {
+        answer_conflict(job);
+        return;
+    }
+    if (code == TB_TRANSFER_DEBIT_ACCOUNT_NOT_FOUND || code == TB_TRANSFER_CREDIT_ACCOUNT_NOT_FOUND)
+        mark_unprovisioned(b, job->holds[failed].limit);
+    fprintf(stderr, "tigerbeetle: reserve of %s failed on %s with result %u\n", request->lease_id,
+            job->holds[failed].limit->key, code);
+    answer_unavailable(job);
+}
+
+/* Every limit that does not fit now is denied, the one the chain failed on
+ * always; retry_after is the largest of theirs. */
+static void denial_read(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    struct backend *b = job->call->backend;
+    struct reserve_result *result = job->result;
+    uint32_t failed = job->failed_hold;
+    int64_t now_ms = clock_now_ms(b->clock);
+    int64_t retry_ms = 1;
+    result_clear(result);
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        struct tb_lease_hold *hold = &job->holds[i];
+        int64_t available = 0;
+        if (item->status == TB_ITEM_OK && job->found[i]) {
+            struct tb_account account;
+            memcpy(&account, job->objects[i], sizeof account);
+            available = tb_ledger_available(&account);
+        }
+        bool short_now = available < 0 || hold->amount > (uint64_t)available;
+        hold->denied = i == failed || (item->status == TB_ITEM_OK && short_now);
+        if (!hold->denied)
+            continue;
+        uint64_t shortfall =
+            short_now ? hold->amount - (uint64_t)(available > 0 ? available : 0) : hold->amount;
+        int64_t r =
+            tb_registry_retry_after(b, hold->limit, shortfall, hold->period_start_ms, now_ms);
+        if (r > retry_ms)
+            retry_ms = r;
+    }
+    /* denied_index counts request positions, in request order */
+    for (uint32_t r = 0; r < job->hold_count; r++) {
+        for (uint32_t i = 0; i < job->hold_count; i++) {
+            if (job->request_index[i] == r && job->holds[i].denied)
+                result->denied_index[result->denied_count++] = (uint8_t)r;
+        }
+    }
+    result->retry_after_ms = retry_ms;
+    record(b, job, TB_LEASE_DENIED, 0, 0, retry_ms);
+    tb_job_finish(job);
+}
+
+/* The lease's transfers exist: the same requirements replay as allowed
+ * (timestamps as the cluster recorded them), others conflict. */
+static void classify_read(struct tb_item *item)
+{
+    struct tb_job *job = item->context;
+    struct backend *b = job->call->backend;
+    if (item->status != TB_ITEM_OK) {
+        answer_unavailable(job);
+        return;
+    }
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        struct tb_transfer t;
+        memcpy(&t, job->objects[i], sizeof t);
+        struct tb_lease_hold *hold = &job->holds[i];
+        if (!job->found[i] || !tb_u128_equal(t.amount, tb_u128_from_u64(hold->amount)) ||
+            (t.flags & TB_TRANSFER_PENDING) == 0) {
+            answer_conflict(job);
+            return;
+        }
+        hold->timestamp_ns = t.timestamp;
+        hold->timeout_seconds = t.timeout;
+        hold->period_start_ms = (int64_t)t.user_data_64;
+    }
+    allowed(b, job);
+}
+
+void tb_reserve_start(struct tb_job *job)
+{
+    struct backend *b = job->call->backend;
+    const struct reserve_request *request = job->request;
+    if (job->failed) { /* parked, and the cluster did not come back */
+        answer_unavailable(job);
+        return;
+    }
+    int64_t now_ms = clock_now_ms(b->clock);
+    pthread_mutex_lock(&b->lease_lock);
+    struct tb_lease *lease = tb_leases_find(b, request->lease_id, request->lease_id_length, now_ms);
+    if (lease != NULL && lease->busy) {
+        job->next = NULL;
+        if (lease->waiting_tail != NULL)
+            lease->waiting_tail->next = job;
+        else
+            lease->waiting = job;
+        lease->waiting_tail = job;
+        pthread_mutex_unlock(&b->lease_lock);
+        return;
+    }
+    if (lease != NULL) {
+        replay(lease, request, job->result);
+        pthread_mutex_unlock(&b->lease_lock);
+        tb_job_finish(job);
+        return;
+    }
+    pthread_mutex_unlock(&b->lease_lock);
+
+    bool park;
+    result_clear(job->result);
+    if (!resolve(b, job, now_ms, &park)) {
+        tb_job_finish(job);
+        return;
+    }
+    if (park) {
+        if (job->parked)
+            answer_unavailable(job);
+        else
+            tb_job_park(job);
+        return;
+    }
+    sort_holds(job);
+
+    pthread_mutex_lock(&b->lease_lock);
+    lease = tb_leases_find(b, request->lease_id, request->lease_id_length, now_ms);
+    if (lease != NULL) { /* another job got there first: go round again */
+        pthread_mutex_unlock(&b->lease_lock);
+        tb_reserve_start(job);
+        return;
+    }
+    lease =
+        tb_leases_insert(b, request->lease_id, request->lease_id_length, job->hold_count, now_ms);
+    pthread_mutex_unlock(&b->lease_lock);
+    if (lease == NULL) {
+        answer_unavailable(job);
+        return;
+    }
+    job->lease = lease;
+    build_chain(b, job);
+    job->step = STEP_CHAIN;
+    tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, chain_done);
+}

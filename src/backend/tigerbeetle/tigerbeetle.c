@@ -1,0 +1,361 @@
+/* The tigerbeetle backend (SPEC section 8, seed 001, ADR 0003): limits as
+ * accounts in a TigerBeetle cluster, reservations as linked chains of
+ * pending transfers, sent by the microbatching submitter over a pool of
+ * native sessions. Several llmlimitd can share one cluster: all state that
+ * matters is in the cluster, the lease cache is only a shortcut. This file
+ * holds the ops table, open/close and the maintenance thread. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "ids.h"
+#include "session.h"
+#include "tb_backend.h"
+#include "tb_provision.h"
+
+#define MAINTENANCE_INTERVAL_MS 100
+#define MAINTENANCE_FULL_MS 1000
+/* Every this many full passes, every budget's current period is checked
+ * for debt another front end left (the others only when known to owe). */
+#define SETTLE_SWEEP_EVERY 10
+#define CLOSE_DRAIN_MS 10000
+
+/* ---- maintenance --------------------------------------------------------- */
+
+/* The limits a pass looks at, copied out of the registry so the (slow)
+ * conversations with the cluster run without the registry lock. */
+static struct tb_limit **snapshot_limits(struct backend *b, bool full, uint32_t *count)
+{
+    pthread_rwlock_wrlock(&b->registry_lock);
+    __atomic_store_n(&b->provision_wanted, false, __ATOMIC_RELEASE);
+    struct tb_limit **limits = malloc((b->limit_count + 1) * sizeof *limits);
+    uint32_t n = 0;
+    for (uint32_t i = 0; limits != NULL && i < TB_LIMIT_BUCKETS; i++) {
+        for (struct tb_limit *limit = b->limit_buckets[i]; limit != NULL;
+             limit = limit->next_in_bucket) {
+            bool wanted =
+                !limit->provisioned || (full && (limit->state.status == LIMIT_DECREASING ||
+                                                 limit->state.definition.kind == LIMIT_BUDGET));
+            if (!limit->deleted && wanted)
+                limits[n++] = limit;
+        }
+    }
+    if (limits == NULL)
+        __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE); /* try again next time */
+    pthread_rwlock_unlock(&b->registry_lock);
+    *count = n;
+    return limits;
+}
+
+static void maintain_limit(struct backend *b, struct tb_limit *limit, int64_t now_ms, bool sweep,
+                           bool *changed)
+{
+    if (tb_provision_limit(b, limit, now_ms))
+        *changed = true;
+    if (tb_provision_decrease(b, limit))
+        *changed = true;
+    pthread_rwlock_rdlock(&b->registry_lock);
+    bool budget = limit->state.definition.kind == LIMIT_BUDGET;
+    int64_t owes_ms = limit->budget_owes_ms;
+    int64_t period_ms = budget ? period_start_ms(limit->state.definition.period, now_ms) : 0;
+    bool current = budget && tb_limit_period_ready(limit, period_ms);
+    pthread_rwlock_unlock(&b->registry_lock);
+    if (!budget)
+        return;
+    tb_provision_budget_period(b, limit, now_ms);
+    if (owes_ms != INT64_MIN)
+        tb_provision_settle(b, limit, owes_ms);
+    else if (sweep && current)
+        tb_provision_settle(b, limit, period_ms);
+}
+
+static void maintain(struct backend *b, bool full, bool sweep)
+{
+    pthread_mutex_lock(&b->admin_lock);
+    uint32_t count = 0;
+    struct tb_limit **limits = snapshot_limits(b, full, &count);
+    bool changed = false;
+    int64_t now_ms = clock_now_ms(b->clock);
+    for (uint32_t i = 0; limits != NULL && i < count; i++)
+        maintain_limit(b, limits[i], now_ms, sweep, &changed);
+    free(limits);
+    pthread_mutex_unlock(&b->admin_lock);
+    if (changed)
+        __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
+}
+
+static bool maintenance_wait(struct backend *b)
+{
+    pthread_mutex_lock(&b->maintenance_lock);
+    if (!b->stopping && b->parked == NULL) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)MAINTENANCE_INTERVAL_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&b->maintenance_wake, &b->maintenance_lock, &until);
+    }
+    bool stop = b->stopping;
+    pthread_mutex_unlock(&b->maintenance_lock);
+    return !stop;
+}
+
+static void *maintenance_main(void *argument)
+{
+    struct backend *b = argument;
+    int64_t last_full_ms = 0;
+    uint32_t passes = 0;
+    while (maintenance_wait(b)) {
+        int64_t now = clock_monotonic_ms();
+        bool full = now - last_full_ms >= MAINTENANCE_FULL_MS;
+        bool wanted = __atomic_load_n(&b->provision_wanted, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&b->maintenance_lock);
+        bool parked = b->parked != NULL;
+        pthread_mutex_unlock(&b->maintenance_lock);
+        if (full || wanted || parked) {
+            if (full) {
+                last_full_ms = now;
+                passes++;
+            }
+            maintain(b, full, full && passes % SETTLE_SWEEP_EVERY == 0);
+        }
+        /* Parked reserves run again; one whose limit is still missing its
+         * accounts now answers backend_error. */
+        tb_jobs_unpark_all(b, false);
+    }
+    tb_jobs_unpark_all(b, true);
+    return NULL;
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static void tigerbeetle_close(struct backend *b);
+
+static int check_config(const struct backend_config *config, tb_u128 *cluster, char *error,
+                        size_t error_size)
+{
+    if (config->clock == NULL)
+        snprintf(error, error_size, "clock: required");
+    else if (config->lease_cache_entries < 1)
+        snprintf(error, error_size, "lease_cache_entries: must be > 0");
+    else if (config->lease_retention_ms < 1)
+        snprintf(error, error_size, "lease_retention_ms: must be > 0");
+    else if (config->concurrency_poll_ms < 1)
+        snprintf(error, error_size, "concurrency_poll_ms: must be > 0");
+    else if (config->decrease_retry_ms < 1)
+        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
+    else if (config->tb_sessions < 1 || config->tb_sessions > TB_SESSIONS_MAX)
+        snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
+    else if (config->tb_cluster == NULL || tb_cluster_parse(config->tb_cluster, cluster) != 0)
+        snprintf(error, error_size, "tb-cluster: a decimal number below 2^128");
+    else if (config->tb_addresses == NULL)
+        snprintf(error, error_size, "tb-addresses: required");
+    else
+        return 0;
+    return -1;
+}
+
+static int tigerbeetle_open(const struct backend_config *config, struct backend **out, char *error,
+                            size_t error_size)
+{
+    tb_u128 cluster;
+    if (check_config(config, &cluster, error, error_size) != 0)
+        return -1;
+    struct backend *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    b->clock = config->clock;
+    b->lease_cache_entries = config->lease_cache_entries;
+    b->lease_retention_ms = config->lease_retention_ms;
+    b->concurrency_poll_ms = config->concurrency_poll_ms;
+    b->decrease_retry_ms = config->decrease_retry_ms;
+    b->random_state = (uint64_t)clock_monotonic_ns() | 1;
+    b->operator_id = tb_id_from_label("acct:operator", 13);
+    pthread_rwlock_init(&b->registry_lock, NULL);
+    pthread_mutex_init(&b->lease_lock, NULL);
+    pthread_mutex_init(&b->admin_lock, NULL);
+    pthread_mutex_init(&b->maintenance_lock, NULL);
+    pthread_cond_init(&b->maintenance_wake, NULL);
+    if (tb_leases_init(b) != 0) {
+        snprintf(error, error_size, "out of memory");
+        tigerbeetle_close(b);
+        return -1;
+    }
+    if (tb_submitter_open(cluster, config->tb_addresses, config->tb_sessions, &b->submitter, error,
+                          error_size) != 0) {
+        tigerbeetle_close(b);
+        return -1;
+    }
+    if (pthread_create(&b->maintenance, NULL, maintenance_main, b) != 0) {
+        snprintf(error, error_size, "tigerbeetle: cannot start the maintenance thread");
+        tigerbeetle_close(b);
+        return -1;
+    }
+    b->maintenance_started = true;
+    *out = b;
+    return 0;
+}
+
+static void tigerbeetle_close(struct backend *b)
+{
+    if (b->maintenance_started) {
+        pthread_mutex_lock(&b->maintenance_lock);
+        b->stopping = true;
+        pthread_cond_signal(&b->maintenance_wake);
+        pthread_mutex_unlock(&b->maintenance_lock);
+        pthread_join(b->maintenance, NULL);
+    }
+    /* In-flight jobs finish on their own: every item has a deadline. */
+    int64_t until = clock_monotonic_ms() + CLOSE_DRAIN_MS;
+    while (__atomic_load_n(&b->jobs_in_flight, __ATOMIC_ACQUIRE) > 0 &&
+           clock_monotonic_ms() < until) {
+        struct timespec pause = {0, 5 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (b->submitter != NULL)
+        tb_submitter_close(b->submitter);
+    assert(__atomic_load_n(&b->jobs_in_flight, __ATOMIC_ACQUIRE) == 0);
+    tb_leases_free(b);
+    tb_registry_free(b);
+    pthread_cond_destroy(&b->maintenance_wake);
+    pthread_mutex_destroy(&b->maintenance_lock);
+    pthread_mutex_destroy(&b->admin_lock);
+    pthread_mutex_destroy(&b->lease_lock);
+    pthread_rwlock_destroy(&b->registry_lock);
+    free(b);
+}
+
+static int tigerbeetle_tick(struct backend *b, bool *limits_changed)
+{
+    tb_leases_expire(b, clock_now_ms(b->clock));
+    bool changed = __atomic_exchange_n(&b->limits_changed, false, __ATOMIC_ACQ_REL);
+    if (limits_changed != NULL)
+        *limits_changed = changed;
+    return 0;
+}
+
+/* Runs one job per request; done() once the last has answered. */
+static void run_call(struct backend *b, enum tb_job_kind kind, const void *requests,
+                     size_t request_size, void *results, size_t result_size, uint32_t count,
+                     backend_done_fn done, void *context, void (*unavailable)(void *result))
+{
+    /* One extra count, dropped below, so a job that answers at once
+     * cannot finish the call while jobs are still being made. */
+    struct tb_call *call = tb_call_new(b, count + 1, done, context);
+    if (call == NULL) {
+        for (uint32_t i = 0; i < count; i++)
+            unavailable((char *)results + i * result_size);
+        if (done != NULL)
+            done(context);
+        return;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const void *request = (const char *)requests + i * request_size;
+        void *result = (char *)results + i * result_size;
+        struct tb_job *job = tb_job_new(call, kind, request, result);
+        if (job == NULL) {
+            unavailable(result);
+            __atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL);
+            continue;
+        }
+        tb_job_start(job);
+    }
+    if (__atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (done != NULL)
+            done(context);
+        free(call);
+    }
+}
+
+static void reserve_unavailable(void *result)
+{
+    struct reserve_result *r = result;
+    memset(r, 0, sizeof *r);
+    r->status = RESULT_UNAVAILABLE;
+    snprintf(r->error, sizeof r->error, "backend_error");
+}
+
+static void complete_unavailable(void *result)
+{
+    struct complete_result *r = result;
+    memset(r, 0, sizeof *r);
+    r->status = RESULT_UNAVAILABLE;
+    snprintf(r->error, sizeof r->error, "backend_error");
+}
+
+static void release_unavailable(void *result)
+{
+    struct release_result *r = result;
+    memset(r, 0, sizeof *r);
+    r->status = RESULT_UNAVAILABLE;
+    snprintf(r->error, sizeof r->error, "backend_error");
+}
+
+static void tigerbeetle_reserve(struct backend *b, const struct reserve_request *requests,
+                                struct reserve_result *results, uint32_t count,
+                                backend_done_fn done, void *context)
+{
+    run_call(b, TB_JOB_RESERVE, requests, sizeof *requests, results, sizeof *results, count, done,
+             context, reserve_unavailable);
+}
+
+static void tigerbeetle_complete(struct backend *b, const struct complete_request *requests,
+                                 struct complete_result *results, uint32_t count,
+                                 backend_done_fn done, void *context)
+{
+    run_call(b, TB_JOB_COMPLETE, requests, sizeof *requests, results, sizeof *results, count, done,
+             context, complete_unavailable);
+}
+
+static void tigerbeetle_release(struct backend *b, const struct release_request *requests,
+                                struct release_result *results, uint32_t count,
+                                backend_done_fn done, void *context)
+{
+    run_call(b, TB_JOB_RELEASE, requests, sizeof *requests, results, sizeof *results, count, done,
+             context, release_unavailable);
+}
+
+static bool tigerbeetle_ready(struct backend *b)
+{
+    return tb_submitter_ready(b->submitter);
+}
+
+static void tigerbeetle_stats(struct backend *b, struct backend_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    struct tb_submitter_stats s;
+    tb_submitter_stats(b->submitter, &s);
+    out->batches = s.requests;
+    out->batched_items = s.items;
+    out->overage_denied = __atomic_load_n(&b->overage_denied, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&b->lease_lock);
+    out->lease_cache_entries = b->lease_count;
+    pthread_mutex_unlock(&b->lease_lock);
+    /* expired_holds: TigerBeetle expires holds itself and does not say
+     * which; 0 here. */
+}
+
+const struct backend_ops tigerbeetle_backend_ops = {
+    .name = "tigerbeetle",
+    .open = tigerbeetle_open,
+    .close = tigerbeetle_close,
+    .put_limit = tb_registry_put,
+    .restore_limit = tb_registry_restore,
+    .delete_limit = tb_registry_delete,
+    .get_limit = tb_registry_get,
+    .list_limits = tb_registry_list,
+    .usage = tb_registry_usage,
+    .tick = tigerbeetle_tick,
+    .reserve = tigerbeetle_reserve,
+    .complete = tigerbeetle_complete,
+    .release = tigerbeetle_release,
+    .ready = tigerbeetle_ready,
+    .stats = tigerbeetle_stats,
+    .events = NULL,
+    .usage_by_caller = NULL,
+};

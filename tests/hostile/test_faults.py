@@ -1,0 +1,238 @@
+"""Faults a user can meet, against the real llmlimitd, with the behaviour
+docs/hardening.md promises for each:
+
+- clock jumps (server started with --test-clock, moved by POST
+  /v1/admin/clock): forward jumps expire holds and roll budget periods over;
+  backward jumps never free capacity early and keep retry_after sane; a
+  retry with the same lease_id after a long jump never reserves twice;
+- disk full under the sqlite backend (a small tmpfs as data dir, needs root):
+  writes answer 503 backend_error, never a false "allowed" and never a
+  crash; reads keep working; nothing acknowledged is lost; once space is
+  back the server serves again without a restart.
+
+Usage: test_faults.py --binary build/llmlimitd [--backend memory|sqlite]
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+from harness import Server, binary_from_argv, wait_until  # noqa: E402
+
+BINARY = binary_from_argv()
+BACKEND = "memory"
+for _i, _arg in enumerate(list(sys.argv)):
+    if _arg == "--backend" and _i + 1 < len(sys.argv):
+        BACKEND = sys.argv[_i + 1]
+        del sys.argv[_i:_i + 2]
+        break
+
+SECOND_MS = 1000
+HOUR_MS = 3600 * SECOND_MS
+DAY_MS = 24 * HOUR_MS
+DISK_BYTES = 4 * 1024 * 1024  # the tmpfs the sqlite database fills
+DISK_RESERVES_MAX = 100000  # bound of the fill loop
+
+
+def unique(prefix):
+    return "%s:%s" % (prefix, uuid.uuid4().hex[:12])
+
+
+class ClockJumps(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(BINARY, backend=BACKEND, args=["--test-clock"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.server.cleanup()
+        assert code == 0, cls.server.stderr_text()
+
+    def advance(self, delta_ms):
+        status, _, body = self.server.request("POST", "/v1/admin/clock", {"advance_ms": delta_ms})
+        self.assertEqual(status, 200, body)
+        return body["now_unix_ms"]
+
+    def limit(self, **definition):
+        status, _, body = self.server.put_limit(definition)
+        self.assertEqual(status, 200, body)
+        return definition["key"]
+
+    def reserve(self, requirements, lease_id=None):
+        status, _, body = self.server.reserve(lease_id or str(uuid.uuid4()), requirements)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def usage(self, key, query=""):
+        status, _, body = self.server.usage(key, query=query)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def test_forward_jump_expires_rolling_and_concurrency_holds(self):
+        """A jump past the window/timeout frees the holds: full capacity again."""
+        rolling = self.limit(key=unique("jump:rpm"), kind="rolling", capacity=10,
+                             window_seconds=60)
+        slots = self.limit(key=unique("jump:slots"), kind="concurrency", capacity=2,
+                           timeout_seconds=30)
+        self.assertTrue(self.reserve({rolling: 10, slots: 2})["allowed"])
+        self.assertFalse(self.reserve({rolling: 1})["allowed"])
+        self.assertFalse(self.reserve({slots: 1})["allowed"])
+        self.advance(61 * SECOND_MS)
+        self.assertEqual(self.usage(rolling)["reserved"], 0)
+        self.assertEqual(self.usage(slots)["reserved"], 0)
+        self.assertTrue(self.reserve({rolling: 10, slots: 2})["allowed"])
+
+    def test_backward_jump_never_frees_capacity_early(self):
+        """After the clock goes back an hour, a hold stays until the clock passes its expiry."""
+        rolling = self.limit(key=unique("back:rpm"), kind="rolling", capacity=5,
+                             window_seconds=60)
+        slots = self.limit(key=unique("back:slots"), kind="concurrency", capacity=1,
+                           timeout_seconds=30)
+        held = self.reserve({rolling: 5, slots: 1})
+        self.assertTrue(held["allowed"])
+        self.advance(-HOUR_MS)
+        for key in (rolling, slots):
+            self.assertEqual(self.usage(key)["reserved"], held_amount(key, rolling))
+            denied = self.reserve({key: 1})
+            self.assertFalse(denied["allowed"], key)
+            self.assertEqual(denied["error"], "")
+            self.assertGreaterEqual(denied["retry_after_ms"], 0)
+            self.assertLessEqual(denied["retry_after_ms"], HOUR_MS + 60 * SECOND_MS)
+        self.advance(HOUR_MS + 61 * SECOND_MS)  # past the original expiry
+        self.assertTrue(self.reserve({rolling: 5, slots: 1})["allowed"])
+
+    def test_budget_hold_expires_and_late_commit_is_charged_with_warning(self):
+        """A budget reservation expires after its timeout; a commit after that is charged."""
+        budget = self.limit(key=unique("jump:usd"), kind="budget", capacity=1000,
+                            period="month", timeout_seconds=5)
+        lease_id = str(uuid.uuid4())
+        self.assertTrue(self.reserve({budget: 600}, lease_id)["allowed"])
+        self.advance(6 * SECOND_MS)
+        self.assertEqual(self.usage(budget)["reserved"], 0)
+        status, _, body = self.server.complete(lease_id, {budget: 700})
+        self.assertEqual(status, 200, body)
+        self.assertIn("commit_after_expiry:" + budget, body["warnings"])
+        usage = self.usage(budget)
+        self.assertEqual(usage["used"] + usage["debt"], 700)
+
+    def test_period_rollover_starts_from_zero_and_old_period_stays_queryable(self):
+        """A jump into the next day starts a fresh budget; the old day still reports its spend."""
+        budget = self.limit(key=unique("jump:usd:day"), kind="budget", capacity=1000,
+                            period="day", timeout_seconds=60)
+        lease_id = str(uuid.uuid4())
+        self.assertTrue(self.reserve({budget: 1000}, lease_id)["allowed"])
+        self.assertEqual(self.server.complete(lease_id, {budget: 900})[0], 200)
+        old = self.usage(budget)
+        self.assertFalse(self.reserve({budget: 200})["allowed"])
+        now = self.advance(0)
+        self.advance(old["period_end_unix_ms"] - now + SECOND_MS)
+        fresh = self.usage(budget)
+        self.assertEqual(fresh["period_start_unix_ms"], old["period_end_unix_ms"])
+        self.assertEqual(fresh["used"] + fresh["reserved"] + fresh["debt"], 0)
+        self.assertTrue(self.reserve({budget: 1000})["allowed"])
+        then = self.usage(budget, query="at_unix_ms=%d" % old["period_start_unix_ms"])
+        self.assertEqual(then["used"], 900)
+
+    @unittest.expectedFailure
+    def test_retry_after_a_long_jump_does_not_double_reserve(self):
+        """Known gap: a lease is forgotten --lease-retention-seconds (1 h) after its
+        reserve even while its hold lives on (window 2 h), so a retry 90 minutes
+        later reserves a second time. Passes once unfinished leases are kept."""
+        rolling = self.limit(key=unique("jump:tpd"), kind="rolling", capacity=2000,
+                             window_seconds=7200)
+        lease_id = str(uuid.uuid4())
+        first = self.reserve({rolling: 600}, lease_id)
+        self.assertTrue(first["allowed"])
+        self.advance(90 * 60 * SECOND_MS)
+        again = self.reserve({rolling: 600}, lease_id)
+        self.assertEqual(self.usage(rolling)["reserved"], 600, "a second hold for one lease")
+        self.assertEqual(again, first)
+
+
+def held_amount(key, rolling):
+    return 5 if key == rolling else 1
+
+
+def can_mount_tmpfs():
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    probe = tempfile.mkdtemp(prefix="llmlimit-tmpfs-")
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe],
+                              capture_output=True).returncode == 0
+        if done:
+            subprocess.run(["umount", probe], check=True)
+        return done
+    finally:
+        os.rmdir(probe)
+
+
+@unittest.skipUnless(BACKEND == "sqlite", "disk full concerns the sqlite backend")
+@unittest.skipUnless(can_mount_tmpfs(), "needs root and tmpfs to fill a disk")
+class DiskFull(unittest.TestCase):
+    def setUp(self):
+        self.mount = tempfile.mkdtemp(prefix="llmlimit-full-")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % DISK_BYTES, "tmpfs",
+                        self.mount], check=True)
+        self.server = Server(BINARY, backend="sqlite", data_dir=self.mount)
+
+    def tearDown(self):
+        try:
+            self.server.cleanup()
+        finally:
+            subprocess.run(["umount", self.mount], check=False)
+            os.rmdir(self.mount)
+
+    def fill(self, key):
+        """Reserves until the disk is full; returns (acknowledged amounts, statuses seen)."""
+        acknowledged, statuses = 0, set()
+        for _ in range(DISK_RESERVES_MAX):
+            status, _, body = self.server.reserve(str(uuid.uuid4()), {key: 1},
+                                                  caller="c" * 200)
+            statuses.add(status)
+            if status == 200:
+                self.assertTrue(body["allowed"], body)
+                acknowledged += 1
+            else:
+                self.assertEqual(status, 503, body)
+                self.assertEqual(body["error"], "backend_error")
+                break
+        return acknowledged, statuses
+
+    def test_disk_full_is_503_then_recovers_without_losing_anything(self):
+        """Full disk: 503 backend_error (never a false allowed), reads work, recovery, no loss."""
+        self.server.start()
+        key = "full:rpm"
+        self.assertEqual(self.server.put_limit({"key": key, "kind": "rolling",
+                                                "capacity": 10 ** 12,
+                                                "window_seconds": 3600})[0], 200)
+        acknowledged, statuses = self.fill(key)
+        self.assertIn(503, statuses, "the disk never filled")
+        self.assertIsNone(self.server.process.poll(), "llmlimitd died on a full disk")
+        for _ in range(20):  # it keeps refusing writes without a crash
+            status, _, _ = self.server.reserve(str(uuid.uuid4()), {key: 1})
+            self.assertIn(status, (200, 503))
+        status, _, usage = self.server.usage(key)
+        self.assertEqual(status, 200, usage)
+        self.assertGreaterEqual(usage["reserved"], acknowledged)
+        subprocess.run(["mount", "-o", "remount,size=%d" % (16 * DISK_BYTES), self.mount],
+                       check=True)
+        served = wait_until(lambda: self.server.reserve(str(uuid.uuid4()), {key: 1})[0] == 200,
+                            timeout_s=10)
+        self.assertTrue(served, "no reserve succeeded after space came back")
+        self.server.kill()
+        self.server.start()
+        self.assertIsNone(self.server.process.poll(), self.server.stderr_text())
+        status, _, usage = self.server.usage(key)
+        self.assertEqual(status, 200, usage)
+        self.assertGreaterEqual(usage["reserved"], acknowledged + 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,203 @@
+"""Crash safety of the sqlite backend through the real llmlimitd.
+
+Each round restarts the server on the same data directory, runs concurrent
+reserve+complete load, and kill -9s it at a random moment. After every
+restart it checks, against what the clients saw:
+  - every acknowledged commit is present (its lease completes as a no-op and
+    its audit events carry the acknowledged actual amount);
+  - the budget's spend is at least every acknowledged commit and at most that
+    plus the commits that were in flight when the server died;
+  - no reservation is lost or doubled: an acknowledged reserve answers its
+    retry with the same timestamps, and every lease has all of its
+    reservations or none (no partial transaction survives);
+  - the registry is intact (every acknowledged limit change is there).
+It also checks that a second llmlimitd on the same data directory is refused.
+"""
+
+import argparse
+import os
+import random
+import sys
+import threading
+import time
+import unittest
+import urllib.parse
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+from harness import Server, ServerError, binary_from_argv  # noqa: E402
+
+BINARY = binary_from_argv()
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--rounds", type=int, default=20)
+parser.add_argument("--threads", type=int, default=8)
+ARGS, rest = parser.parse_known_args()
+sys.argv = sys.argv[:1] + rest
+
+USD = "crash:usd:month"
+TPM = "crash:tpm"
+SLOTS = "crash:slots"
+KEYS = (USD, TPM, SLOTS)
+RESERVE_USD = 100
+
+
+class Ledger:
+    """What the clients were told, across every round."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reserved = {}          # lease -> (reserved_at, expires_at), acknowledged allowed
+        self.reserve_unknown = set()  # reserve sent, no answer
+        self.committed = {}         # lease -> actual usd, acknowledged
+        self.commit_unknown = {}    # lease -> actual usd, complete sent, no answer
+        self.limits = {}            # key -> capacity, acknowledged puts
+
+
+def requirements():
+    return [{"key": USD, "amount": RESERVE_USD}, {"key": TPM, "amount": 10},
+            {"key": SLOTS, "amount": 1}]
+
+
+def worker(server, ledger, stop, seed):
+    rng = random.Random(seed)
+    while not stop.is_set():
+        lease = str(uuid.uuid4())
+        try:
+            status, _, body = server.reserve(lease, requirements(), caller="crash")
+        except (OSError, Exception):
+            with ledger.lock:
+                ledger.reserve_unknown.add(lease)
+            return
+        if status != 200 or not body.get("allowed"):
+            with ledger.lock:
+                ledger.reserve_unknown.add(lease)  # 503: outcome unknown
+            continue
+        with ledger.lock:
+            ledger.reserved[lease] = (body["reserved_at_unix_ms"], body["expires_at_unix_ms"])
+        actual = rng.randint(1, RESERVE_USD)
+        try:
+            status, _, body = server.complete(lease, {USD: actual, TPM: rng.randint(0, 10)})
+        except (OSError, Exception):
+            with ledger.lock:
+                ledger.commit_unknown[lease] = actual
+            return
+        with ledger.lock:
+            if status == 200 and body.get("reconciled"):
+                ledger.committed[lease] = actual
+            else:
+                ledger.commit_unknown[lease] = actual
+
+
+def events_of(server, lease):
+    status, _, body = server.request(
+        "GET", "/v1/events?lease_id=%s&limit=100" % urllib.parse.quote(lease))
+    assert status == 200, body
+    return body["events"]
+
+
+class CrashSafety(unittest.TestCase):
+    def test_kill_9_under_load_loses_nothing_acknowledged(self):
+        ledger = Ledger()
+        server = Server(BINARY, backend="sqlite")
+        try:
+            server.start()
+            self.put(server, ledger, {"key": USD, "kind": "budget", "capacity": 10 ** 15,
+                                      "period": "month", "timeout_seconds": 300})
+            self.put(server, ledger, {"key": TPM, "kind": "rolling", "capacity": 10 ** 15,
+                                      "window_seconds": 3600})
+            self.put(server, ledger, {"key": SLOTS, "kind": "concurrency",
+                                      "capacity": 10 ** 9, "timeout_seconds": 3600})
+            rng = random.Random(1234)
+            for round_number in range(ARGS.rounds):
+                self.put(server, ledger, {"key": "crash:round:%d" % round_number,
+                                          "kind": "rolling", "capacity": round_number + 1,
+                                          "window_seconds": 60})
+                before = len(ledger.committed)
+                self.load_then_kill(server, ledger, rng, round_number)
+                server.start()
+                self.check(server, ledger)
+                print("round %d: %d commits acknowledged, %d in flight at the kill" % (
+                    round_number, len(ledger.committed) - before, len(ledger.commit_unknown)),
+                    flush=True)
+            self.assertGreater(len(ledger.committed), ARGS.rounds)
+        finally:
+            server.cleanup()
+
+    def put(self, server, ledger, definition):
+        status, _, body = server.put_limit(definition)
+        self.assertEqual(status, 200, body)
+        ledger.limits[definition["key"]] = definition["capacity"]
+
+    def load_then_kill(self, server, ledger, rng, round_number):
+        stop = threading.Event()
+        threads = [threading.Thread(target=worker,
+                                    args=(server, ledger, stop, round_number * 100 + i))
+                   for i in range(ARGS.threads)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.2, 1.2))
+        server.kill()
+        stop.set()
+        for t in threads:
+            t.join(60)
+
+    def check(self, server, ledger):
+        # Registry: every acknowledged limit, as acknowledged.
+        status, _, body = server.request("GET", "/v1/admin/limits")
+        self.assertEqual(status, 200, body)
+        found = {s["definition"]["key"]: s["definition"]["capacity"] for s in body["limits"]}
+        for key, capacity in ledger.limits.items():
+            self.assertEqual(found.get(key), capacity, key)
+        # Spend: acknowledged <= used <= acknowledged + in flight.
+        status, _, usage = server.usage(USD)
+        self.assertEqual(status, 200, usage)
+        acknowledged = sum(ledger.committed.values())
+        in_flight = sum(ledger.commit_unknown.values())
+        self.assertGreaterEqual(usage["used"], acknowledged)
+        self.assertLessEqual(usage["used"], acknowledged + in_flight)
+        # Holds: no lease holds more than once, none acknowledged is lost.
+        live_acknowledged = len([l for l in ledger.reserved
+                                 if l not in ledger.committed and l not in ledger.commit_unknown])
+        status, _, slots = server.usage(SLOTS)
+        self.assertGreaterEqual(slots["reserved"], live_acknowledged)
+        self.assertLessEqual(slots["reserved"], live_acknowledged + len(ledger.reserve_unknown)
+                             + len(ledger.commit_unknown))
+        # Every acknowledged commit is there with its amount (a sample of the
+        # older ones plus everything of the last round keeps this quick).
+        recent = list(ledger.committed.items())[-300:]
+        older = list(ledger.committed.items())[:-300]
+        sample = recent + random.sample(older, min(len(older), 100))
+        for lease, actual in sample:
+            events = events_of(server, lease)
+            committed = [e for e in events if e["type"] == "committed" and e["key"] == USD]
+            self.assertEqual(len(committed), 1, (lease, events))
+            self.assertEqual(committed[0]["actual_amount"], actual)
+            self.assertEqual(len([e for e in events if e["type"] == "reserved"]), 3)
+        for lease, (reserved_at, _expires_at) in list(ledger.reserved.items())[-200:]:
+            status, _, body = server.reserve(lease, requirements(), caller="crash")
+            self.assertEqual(status, 200, body)
+            self.assertTrue(body["allowed"], (lease, body))
+            self.assertEqual(body["reserved_at_unix_ms"], reserved_at)
+        # In-flight reserves: all three reservations of a lease, or none.
+        for lease in list(ledger.reserve_unknown)[-100:]:
+            reserved = [e for e in events_of(server, lease) if e["type"] == "reserved"]
+            self.assertIn(len(reserved), (0, 3), lease)
+
+    def test_second_server_on_the_same_data_dir_is_refused(self):
+        first = Server(BINARY, backend="sqlite")
+        try:
+            first.start()
+            second = Server(BINARY, backend="sqlite", data_dir=first.data_dir)
+            with self.assertRaises(ServerError) as caught:
+                second.start()
+            self.assertIn("is in use by another llmlimitd (pid %d)" % first.process.pid,
+                          str(caught.exception))
+            second.cleanup()
+            status, _, _ = first.request("GET", "/readyz")
+            self.assertEqual(status, 200)
+        finally:
+            first.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,504 @@
+/* Integration tests of the tigerbeetle backend against a real cluster
+ * (TIGERBEETLE_BIN), in real time with windows and timeouts of a few
+ * seconds (TigerBeetle keeps its own clock). They hold the backend to the
+ * rules of backend.h and SPEC sections 3-5: all-or-nothing reserves,
+ * idempotent leases, complete/release per kind, overage and debt, late
+ * budget commits, decreases, and two front ends sharing one cluster. */
+#include <poll.h>
+#include <unistd.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/clock.h"
+#include "tb_server.h"
+#include "test.h"
+
+static struct tb_test_server server;
+static const struct backend_ops *ops;
+static struct backend *front;  /* the main front end */
+static struct backend *second; /* another llmlimitd on the same cluster */
+static unsigned test_round;    /* keys differ per run of a test */
+
+static struct backend *open_front(void)
+{
+    struct backend_config config;
+    backend_config_defaults(&config);
+    config.tb_addresses = server.address;
+    config.tb_sessions = 2;
+    struct backend *b = NULL;
+    char error[256];
+    if (ops->open(&config, &b, error, sizeof error) != 0) {
+        fprintf(stderr, "open: %s\n", error);
+        return NULL;
+    }
+    for (int i = 0; i < 300 && !ops->ready(b); i++)
+        poll(NULL, 0, 50);
+    return b;
+}
+
+static void sleep_ms(int ms)
+{
+    poll(NULL, 0, ms);
+}
+
+static struct limit_definition definition(const char *key, enum limit_kind kind, uint64_t capacity,
+                                          uint32_t seconds)
+{
+    struct limit_definition d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.key, sizeof d.key, "%s", key);
+    d.kind = kind;
+    d.capacity = capacity;
+    if (kind == LIMIT_ROLLING)
+        d.window_seconds = seconds;
+    else
+        d.timeout_seconds = seconds;
+    if (kind == LIMIT_BUDGET)
+        d.period = PERIOD_DAY;
+    snprintf(d.unit, sizeof d.unit, "units");
+    char error[256];
+    if (limit_definition_validate(&d, error, sizeof error) != 0)
+        fprintf(stderr, "bad test definition: %s\n", error);
+    return d;
+}
+
+static struct limit_state put(struct backend *b, struct limit_definition d)
+{
+    struct limit_state state;
+    memset(&state, 0, sizeof state);
+    char error[256] = "";
+    if (ops->put_limit(b, &d, &state, error, sizeof error) != 0)
+        fprintf(stderr, "put %s: %s\n", d.key, error);
+    return state;
+}
+
+/* A key unique to this run, so reruns against one cluster do not collide. */
+static const char *key(const char *name)
+{
+    static char keys[16][64];
+    static unsigned next;
+    char *k = keys[next++ % 16];
+    snprintf(k, 64, "%s:%u:%u", name, test_round, (unsigned)getpid());
+    return k;
+}
+
+static struct reserve_result reserve_on(struct backend *b, const char *lease,
+                                        const struct requirement *requirements, uint32_t count)
+{
+    struct reserve_request request = {.lease_id = lease,
+                                      .lease_id_length = (uint32_t)strlen(lease),
+                                      .requirements = requirements,
+                                      .requirement_count = count};
+    struct reserve_result result;
+    backend_reserve_wait(ops, b, &request, &result, 1);
+    return result;
+}
+
+static struct reserve_result reserve1(struct backend *b, const char *lease, const char *k,
+                                      uint64_t amount)
+{
+    struct requirement r = {.key = k, .key_length = (uint32_t)strlen(k), .amount = amount};
+    return reserve_on(b, lease, &r, 1);
+}
+
+struct completed {
+    enum result_status status;
+    bool reconciled;
+    char error[RESULT_ERROR_SIZE];
+    char warnings[512];
+};
+
+static struct completed complete1(struct backend *b, const char *lease, const char *k,
+                                  uint64_t actual)
+{
+    struct actual a = {
+        .key = k, .key_length = k ? (uint32_t)strlen(k) : 0, .actual_amount = actual};
+    struct complete_request request = {.lease_id = lease,
+                                       .lease_id_length = (uint32_t)strlen(lease),
+                                       .actuals = k ? &a : NULL,
+                                       .actual_count = k ? 1 : 0};
+    struct complete_result result;
+    backend_complete_wait(ops, b, &request, &result, 1);
+    struct completed c;
+    memset(&c, 0, sizeof c);
+    c.status = result.status;
+    c.reconciled = result.reconciled;
+    memcpy(c.error, result.error, sizeof c.error);
+    size_t at = 0;
+    const char *w = result.warnings;
+    for (uint32_t i = 0; i < result.warning_count; i++) {
+        at += (size_t)snprintf(c.warnings + at, sizeof c.warnings - at, "%s;", w);
+        w += strlen(w) + 1;
+    }
+    free(result.warnings);
+    return c;
+}
+
+static struct release_result release1(struct backend *b, const char *lease)
+{
+    struct release_request request = {.lease_id = lease,
+                                      .lease_id_length = (uint32_t)strlen(lease)};
+    struct release_result result;
+    backend_release_wait(ops, b, &request, &result, 1);
+    return result;
+}
+
+static struct limit_usage usage(struct backend *b, const char *k)
+{
+    struct limit_usage u;
+    memset(&u, 0, sizeof u);
+    int rc = ops->usage(b, k, clock_now_ms(clock_system()), &u);
+    if (rc != 0)
+        fprintf(stderr, "usage %s: %d\n", k, rc);
+    return u;
+}
+
+static const char *lease(const char *name)
+{
+    static char leases[16][64];
+    static unsigned next;
+    char *l = leases[next++ % 16];
+    snprintf(l, 64, "%s-%u-%u", name, test_round, (unsigned)getpid());
+    return l;
+}
+
+static void test_rolling_reserve_deny_and_replay(void)
+{
+    const char *k = key("rolling");
+    struct limit_state state = put(front, definition(k, LIMIT_ROLLING, 10, 3));
+    CHECK(state.status == LIMIT_ACTIVE);
+    CHECK_EQ_U64(state.definition.capacity, 10);
+    const char *a = lease("a"), *b = lease("b");
+    struct reserve_result r1 = reserve1(front, a, k, 6);
+    CHECK(r1.status == RESULT_OK && r1.allowed);
+    CHECK(r1.expires_at_unix_ms - r1.reserved_at_unix_ms == 3000);
+    struct reserve_result r2 = reserve1(front, b, k, 6);
+    CHECK(r2.status == RESULT_OK && !r2.allowed);
+    CHECK_STR(r2.error, "");
+    CHECK_EQ_U64(r2.denied_count, 1);
+    CHECK(r2.retry_after_ms >= 1 && r2.retry_after_ms <= 3000);
+    /* the same lease answers the same, allowed or denied */
+    struct reserve_result again = reserve1(front, a, k, 6);
+    CHECK(again.allowed && again.reserved_at_unix_ms == r1.reserved_at_unix_ms);
+    struct reserve_result denied_again = reserve1(front, b, k, 6);
+    CHECK(!denied_again.allowed && denied_again.denied_count == 1);
+    struct reserve_result conflict = reserve1(front, a, k, 5);
+    CHECK(conflict.status == RESULT_CONFLICT);
+    CHECK_STR(conflict.error, "lease_conflict");
+    struct limit_usage u = usage(front, k);
+    CHECK_EQ_U64(u.reserved, 6);
+    CHECK_EQ_I64(u.available, 4);
+}
+
+static void test_errors_before_capacity(void)
+{
+    const char *k = key("errors");
+    put(front, definition(k, LIMIT_CONCURRENCY, 3, 30));
+    struct reserve_result unknown = reserve1(front, lease("u"), "no-such-limit", 1);
+    CHECK(unknown.status == RESULT_OK && !unknown.allowed);
+    CHECK_STR(unknown.error, "unknown_limit_key: no-such-limit");
+    struct reserve_result too_big = reserve1(front, lease("big"), k, 4);
+    CHECK(!too_big.allowed);
+    CHECK(strncmp(too_big.error, "exceeds_capacity:", 17) == 0);
+    /* not recorded: the same lease with an amount that fits is allowed */
+    struct reserve_result fits = reserve1(front, lease("big"), k, 3);
+    CHECK(fits.allowed);
+}
+
+static void test_all_or_nothing(void)
+{
+    const char *x = key("x"), *y = key("y");
+    put(front, definition(x, LIMIT_CONCURRENCY, 5, 30));
+    put(front, definition(y, LIMIT_CONCURRENCY, 5, 30));
+    struct requirement both[2] = {{x, (uint32_t)strlen(x), 3}, {y, (uint32_t)strlen(y), 6 - 1}};
+    CHECK(reserve_on(front, lease("both"), both, 2).allowed);
+    /* y is full now: a reserve of x+y must hold nothing on x */
+    both[0].amount = 1;
+    both[1].amount = 1;
+    struct reserve_result denied = reserve_on(front, lease("both2"), both, 2);
+    CHECK(!denied.allowed);
+    CHECK_EQ_U64(denied.denied_count, 1);
+    CHECK_EQ_U64(denied.denied_index[0], 1);
+    CHECK_EQ_U64(usage(front, x).reserved, 3);
+    CHECK_EQ_U64(usage(front, y).reserved, 5);
+    CHECK(release1(front, lease("both")).status == RESULT_OK);
+    CHECK_EQ_U64(usage(front, x).reserved, 0);
+    CHECK_EQ_U64(usage(front, y).reserved, 0);
+}
+
+static void test_complete_and_release_rules(void)
+{
+    const char *k = key("rules");
+    put(front, definition(k, LIMIT_ROLLING, 10, 30));
+    const char *a = lease("ca"), *b = lease("cb");
+    CHECK(reserve1(front, a, k, 6).allowed);
+    struct completed c = complete1(front, a, k, 2);
+    CHECK(c.status == RESULT_OK && c.reconciled);
+    struct limit_usage u = usage(front, k);
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK_EQ_U64(u.used, 2); /* shrunk to the actual for the rest of the window */
+    CHECK(reserve1(front, b, k, 8).allowed);
+    CHECK(complete1(front, a, k, 2).status == RESULT_OK); /* twice: no-op */
+    CHECK_EQ_U64(usage(front, k).used, 2);
+    struct release_result after_complete = release1(front, a);
+    CHECK(after_complete.status == RESULT_CONFLICT);
+    CHECK_STR(after_complete.error, "already_finalized");
+    CHECK(release1(front, b).status == RESULT_OK);
+    CHECK(release1(front, b).status == RESULT_OK); /* twice: no-op */
+    struct completed late = complete1(front, b, k, 1);
+    CHECK(late.status == RESULT_CONFLICT);
+    CHECK_STR(late.error, "already_finalized");
+    struct completed unknown = complete1(front, lease("never"), k, 1);
+    CHECK(unknown.status == RESULT_OK && !unknown.reconciled);
+    CHECK(release1(front, lease("never")).status == RESULT_OK);
+    struct completed stranger = complete1(front, a, "not-in-lease", 1);
+    CHECK(stranger.status == RESULT_INVALID);
+    CHECK_STR(stranger.error, "actual_key_not_in_lease:not-in-lease");
+}
+
+static void test_concurrency_slots(void)
+{
+    const char *k = key("slots");
+    put(front, definition(k, LIMIT_CONCURRENCY, 2, 30));
+    CHECK(reserve1(front, lease("s1"), k, 1).allowed);
+    CHECK(reserve1(front, lease("s2"), k, 1).allowed);
+    struct reserve_result third = reserve1(front, lease("s3"), k, 1);
+    CHECK(!third.allowed);
+    CHECK(third.retry_after_ms >= 1 && third.retry_after_ms <= 300); /* the poll cap */
+    CHECK(complete1(front, lease("s1"), k, 1).reconciled);
+    CHECK(reserve1(front, lease("s4"), k, 1).allowed);
+    CHECK_EQ_U64(usage(front, k).reserved, 2);
+    CHECK_EQ_U64(usage(front, k).used, 0);
+}
+
+static void test_rolling_overage(void)
+{
+    const char *k = key("overage");
+    put(front, definition(k, LIMIT_ROLLING, 10, 30));
+    CHECK(reserve1(front, lease("o1"), k, 5).allowed);
+    CHECK(reserve1(front, lease("o2"), k, 2).allowed);
+    /* grows to 6 (fits), then 9 does not fit with 2 held: debt 4 */
+    struct completed fits = complete1(front, lease("o1"), k, 6);
+    CHECK(fits.status == RESULT_OK && strcmp(fits.warnings, "") == 0);
+    CHECK(reserve1(front, lease("o3"), k, 2).allowed);
+    struct completed over = complete1(front, lease("o3"), k, 5);
+    CHECK(over.status == RESULT_OK);
+    CHECK(strstr(over.warnings, "overage_debt:") != NULL);
+    struct limit_usage u = usage(front, k);
+    CHECK_EQ_U64(u.used, 8);     /* 6 + 2 */
+    CHECK_EQ_U64(u.reserved, 2); /* o2 */
+    CHECK_EQ_U64(u.debt, 3);
+    CHECK_EQ_I64(u.available, 0);
+}
+
+static void test_rolling_window_expires(void)
+{
+    const char *k = key("window");
+    put(front, definition(k, LIMIT_ROLLING, 4, 1));
+    CHECK(reserve1(front, lease("w1"), k, 4).allowed);
+    CHECK(!reserve1(front, lease("w2"), k, 1).allowed);
+    sleep_ms(2500); /* the cluster expires the hold (the keepalive drives it) */
+    CHECK(reserve1(front, lease("w3"), k, 4).allowed);
+}
+
+static void test_budget_commit_and_debt(void)
+{
+    const char *k = key("budget");
+    put(front, definition(k, LIMIT_BUDGET, 100, 60));
+    CHECK(reserve1(front, lease("b1"), k, 60).allowed);
+    struct reserve_result no = reserve1(front, lease("b2"), k, 50);
+    CHECK(!no.allowed && no.retry_after_ms > 0);
+    struct completed c = complete1(front, lease("b1"), k, 80); /* overage that fits */
+    CHECK(c.status == RESULT_OK && c.reconciled);
+    struct limit_usage u = usage(front, k);
+    CHECK_EQ_U64(u.used, 80);
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK(!reserve1(front, lease("b3"), k, 30).allowed);
+    CHECK(reserve1(front, lease("b4"), k, 20).allowed);
+    struct completed over = complete1(front, lease("b4"), k, 50); /* 30 past the cap */
+    CHECK(strstr(over.warnings, "overage_debt:") != NULL);
+    u = usage(front, k);
+    CHECK_EQ_U64(u.used, 100);
+    CHECK_EQ_U64(u.debt, 30);
+    CHECK_EQ_I64(u.available, -30);
+    CHECK(u.period_end_unix_ms - u.period_start_unix_ms == 86400000);
+    /* debt counts: nothing more this period, even after a release */
+    CHECK(!reserve1(front, lease("b5"), k, 1).allowed);
+}
+
+static void test_budget_release_pays_debt_first(void)
+{
+    const char *k = key("debtfirst");
+    put(front, definition(k, LIMIT_BUDGET, 100, 60));
+    CHECK(reserve1(front, lease("d1"), k, 50).allowed);
+    CHECK(reserve1(front, lease("d2"), k, 50).allowed);
+    /* d1 costs 70: 50 fits, 20 is debt; then d2 is released: its 50 frees
+     * but 20 of it pays the debt, so only 30 is available */
+    complete1(front, lease("d1"), k, 70);
+    CHECK(release1(front, lease("d2")).status == RESULT_OK);
+    struct limit_usage u = usage(front, k);
+    CHECK_EQ_I64(u.available, 30);
+    CHECK(!reserve1(front, lease("d3"), k, 31).allowed);
+    CHECK(reserve1(front, lease("d4"), k, 30).allowed);
+}
+
+static void test_budget_commit_after_expiry(void)
+{
+    const char *k = key("late");
+    put(front, definition(k, LIMIT_BUDGET, 100, 5)); /* 5 s: the shortest budget hold */
+    CHECK(reserve1(front, lease("l1"), k, 10).allowed);
+    sleep_ms(6500);
+    CHECK_EQ_U64(usage(front, k).reserved, 0); /* expired in the cluster */
+    struct completed c = complete1(front, lease("l1"), k, 10);
+    CHECK(c.status == RESULT_OK && c.reconciled);
+    CHECK(strstr(c.warnings, "commit_after_expiry:") != NULL);
+    CHECK_EQ_U64(usage(front, k).used, 10); /* still charged */
+    CHECK(complete1(front, lease("l1"), k, 10).status == RESULT_OK);
+    CHECK_EQ_U64(usage(front, k).used, 10); /* and only once */
+}
+
+static void test_decrease_waits_for_free_capacity(void)
+{
+    const char *k = key("decrease");
+    put(front, definition(k, LIMIT_CONCURRENCY, 10, 30));
+    CHECK(reserve1(front, lease("dec1"), k, 8).allowed);
+    struct limit_state s = put(front, definition(k, LIMIT_CONCURRENCY, 5, 30));
+    CHECK(s.status == LIMIT_DECREASING);
+    CHECK_EQ_U64(s.definition.capacity, 10);
+    CHECK_EQ_U64(s.pending_decrease_to, 5);
+    struct reserve_result blocked = reserve1(front, lease("dec2"), k, 1);
+    CHECK(!blocked.allowed);
+    CHECK(strncmp(blocked.error, "limit_decreasing:", 17) == 0);
+    CHECK_EQ_I64(blocked.retry_after_ms, DECREASE_RETRY_MS_DEFAULT);
+    CHECK(release1(front, lease("dec1")).status == RESULT_OK);
+    bool changed = false;
+    for (int i = 0; i < 40 && !changed; i++) { /* the checker runs every second */
+        sleep_ms(100);
+        ops->tick(front, &changed);
+    }
+    CHECK(changed);
+    struct limit_state after;
+    CHECK(ops->get_limit(front, k, &after) == 0);
+    CHECK(after.status == LIMIT_ACTIVE);
+    CHECK_EQ_U64(after.definition.capacity, 5);
+    CHECK(!reserve1(front, lease("dec3"), k, 6).allowed);
+    CHECK(reserve1(front, lease("dec4"), k, 5).allowed);
+    /* an increase applies at once */
+    s = put(front, definition(k, LIMIT_CONCURRENCY, 7, 30));
+    CHECK(s.status == LIMIT_ACTIVE && s.definition.capacity == 7);
+    CHECK(reserve1(front, lease("dec5"), k, 2).allowed);
+}
+
+static void test_two_front_ends_share_leases(void)
+{
+    const char *k = key("shared"), *c = key("sharedslots");
+    put(front, definition(k, LIMIT_ROLLING, 10, 30));
+    put(front, definition(c, LIMIT_CONCURRENCY, 1, 30));
+    put(second, definition(k, LIMIT_ROLLING, 10, 30)); /* idempotent: no double capacity */
+    put(second, definition(c, LIMIT_CONCURRENCY, 1, 30));
+    CHECK_EQ_I64(usage(second, k).available, 10);
+    struct requirement both[2] = {{k, (uint32_t)strlen(k), 4}, {c, (uint32_t)strlen(c), 1}};
+    struct reserve_result r = reserve_on(front, lease("x1"), both, 2);
+    CHECK(r.allowed);
+    /* the other front end sees the hold, and a retry there replays */
+    CHECK(!reserve_on(second, lease("x2"), both, 2).allowed);
+    struct reserve_result replay = reserve_on(second, lease("x1"), both, 2);
+    CHECK(replay.allowed);
+    CHECK_EQ_I64(replay.reserved_at_unix_ms, r.reserved_at_unix_ms);
+    CHECK_EQ_I64(replay.expires_at_unix_ms, r.expires_at_unix_ms);
+    both[0].amount = 5;
+    CHECK(reserve_on(second, lease("x1"), both, 2).status == RESULT_CONFLICT);
+    /* complete on the other one: it finds the lease by its ids, even the
+     * key left out of the actuals (the concurrency slot is freed) */
+    struct completed done = complete1(second, lease("x1"), k, 3);
+    CHECK(done.status == RESULT_OK && done.reconciled);
+    CHECK_EQ_U64(usage(front, k).used, 3);
+    CHECK_EQ_U64(usage(front, c).reserved, 0);
+    /* and the first front end, which thinks the lease is live, learns */
+    struct release_result late = release1(front, lease("x1"));
+    CHECK(late.status == RESULT_CONFLICT);
+    CHECK(complete1(front, lease("x1"), k, 3).status == RESULT_CONFLICT ||
+          complete1(front, lease("x1"), k, 3).status == RESULT_OK);
+    /* release found by another front end */
+    CHECK(reserve1(front, lease("x3"), c, 1).allowed);
+    CHECK(release1(second, lease("x3")).status == RESULT_OK);
+    CHECK_EQ_U64(usage(front, c).reserved, 0);
+    CHECK(complete1(front, lease("x3"), c, 1).status == RESULT_CONFLICT);
+    /* a lease of rolling holds only: the complete's voids are linked */
+    CHECK(reserve1(front, lease("x4"), k, 1).allowed);
+    CHECK(complete1(second, lease("x4"), k, 1).reconciled);
+    CHECK(release1(front, lease("x4")).status == RESULT_CONFLICT);
+    /* completed with actual 0 (a plain void), then again elsewhere with 3 */
+    CHECK(reserve1(front, lease("x5"), k, 2).allowed);
+    CHECK(complete1(front, lease("x5"), k, 0).reconciled);
+    struct completed twice = complete1(second, lease("x5"), k, 3);
+    CHECK(twice.status == RESULT_OK && twice.reconciled);
+    CHECK_EQ_U64(usage(front, k).used, 4); /* x1 3 + x4 1; x5 kept nothing */
+}
+
+static void test_restart_of_front_end_keeps_accounting(void)
+{
+    const char *k = key("restart");
+    put(front, definition(k, LIMIT_CONCURRENCY, 3, 30));
+    CHECK(reserve1(front, lease("p1"), k, 2).allowed);
+    /* a new llmlimitd (empty cache) restores the registry and carries on */
+    struct backend *fresh = open_front();
+    REQUIRE(fresh != NULL);
+    struct limit_state state = {.definition = definition(k, LIMIT_CONCURRENCY, 3, 30)};
+    char error[256];
+    CHECK(ops->restore_limit(fresh, &state, error, sizeof error) == 0);
+    CHECK(!reserve1(fresh, lease("p2"), k, 2).allowed);
+    CHECK(reserve1(fresh, lease("p3"), k, 1).allowed);
+    CHECK(release1(fresh, lease("p1")).status == RESULT_OK);
+    CHECK(reserve1(fresh, lease("p4"), k, 2).allowed);
+    ops->close(fresh);
+}
+
+int main(void)
+{
+    if (tb_test_server_binary() == NULL) {
+        printf("SKIPPED: TIGERBEETLE_BIN not set (tigerbeetle backend integration tests)\n");
+        return 0;
+    }
+    ops = backend_find("tigerbeetle");
+    if (ops == NULL || tb_test_server_start(&server) != 0) {
+        tb_test_server_stop(&server);
+        return 1;
+    }
+    test_round = (unsigned)(clock_monotonic_ms() % 100000);
+    front = open_front();
+    second = open_front();
+    if (front == NULL || second == NULL) {
+        tb_test_server_stop(&server);
+        return 1;
+    }
+    RUN(test_rolling_reserve_deny_and_replay,
+        "rolling: fits, denies the rest, replays a lease, 409 on change");
+    RUN(test_errors_before_capacity,
+        "unknown key and exceeds_capacity are definitive and not recorded");
+    RUN(test_all_or_nothing, "a reserve across limits holds all or nothing; release frees all");
+    RUN(test_complete_and_release_rules,
+        "complete shrinks, twice is a no-op, release/complete conflicts are 409");
+    RUN(test_concurrency_slots,
+        "concurrency: complete frees a slot; a denial polls in 250 ms +-20%");
+    RUN(test_rolling_overage, "rolling overage grows the hold when it fits, else becomes debt");
+    RUN(test_rolling_window_expires, "a rolling hold expires with its window in the cluster");
+    RUN(test_budget_commit_and_debt,
+        "budget: commit charges actuals, the excess is debt that blocks");
+    RUN(test_budget_release_pays_debt_first,
+        "budget: capacity a release frees pays the debt first");
+    RUN(test_budget_commit_after_expiry,
+        "budget: a commit after expiry is charged once, with a warning");
+    RUN(test_decrease_waits_for_free_capacity,
+        "a decrease waits (limit_decreasing) until capacity is free");
+    RUN(test_two_front_ends_share_leases,
+        "two front ends on one cluster complete and release each other's leases");
+    RUN(test_restart_of_front_end_keeps_accounting,
+        "a fresh front end sees the cluster's holds and frees them");
+    ops->close(front);
+    ops->close(second);
+    tb_test_server_stop(&server);
+    return test_summary();
+}
