@@ -2,7 +2,7 @@
 # Installs the Debian packages llmlimit builds and tests with; does nothing
 # when they are all present. Called by `make`, `make test` and `make run`.
 set -e
-PKGS="cmake make gcc clang pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev \
+PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev \
 libcurl4-openssl-dev libssl-dev python3 nodejs"
 missing=""
 for p in $PKGS; do

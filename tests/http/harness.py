@@ -68,6 +68,8 @@ class Server:
     def start(self):
         """Starts the server and waits until it accepts requests."""
         self.stderr_lines = []
+        self.host = None
+        self.port = None
         self.process = subprocess.Popen(
             self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, env=self.env, text=True, bufsize=1)
