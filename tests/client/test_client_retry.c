@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -388,6 +390,64 @@ static void test_invalid_arguments_are_caught_before_sending(void)
     llmlimit_client_free(client);
 }
 
+/* Restarts llmlimitd on the port and data directory of a killed one. */
+struct restart_plan {
+    const char *binary;
+    const struct server_process *killed;
+    struct server_process restarted;
+    int64_t delay_ms;
+    int rc;
+};
+
+static void *restart_later(void *argument)
+{
+    struct restart_plan *plan = argument;
+    struct timespec pause = {.tv_sec = plan->delay_ms / 1000,
+                             .tv_nsec = (plan->delay_ms % 1000) * 1000000};
+    nanosleep(&pause, NULL);
+    char listen[96];
+    snprintf(listen, sizeof(listen), "%s:%d", plan->killed->host, plan->killed->port);
+    const char *const args[] = {"--listen", listen, "--data-dir", plan->killed->data_dir, NULL};
+    plan->rc = server_process_start(&plan->restarted, plan->binary, "sqlite", args);
+    return NULL;
+}
+
+static const char *restart_binary;
+
+static void test_reserve_survives_server_killed_and_restarted(void)
+{
+    struct server_process first;
+    REQUIRE(server_process_start(&first, restart_binary, "sqlite", NULL) == 0);
+    struct llmlimit_client *client = client_for(first.url, 1000);
+    struct llmlimit_limit_definition definition = {
+        .key = "restart:rpm", .kind = "rolling", .capacity = 100, .window_seconds = 60};
+    CHECK_EQ_I64(llmlimit_limit_put(client, &definition, NULL, NULL), 0);
+    kill(first.pid, SIGKILL); /* a crash: no shutdown, nothing flushed on purpose */
+    waitpid(first.pid, NULL, 0);
+    first.pid = 0;
+    struct restart_plan plan = {.binary = restart_binary, .killed = &first, .delay_ms = 500};
+    pthread_t restarter;
+    REQUIRE(pthread_create(&restarter, NULL, restart_later, &plan) == 0);
+    struct llmlimit_requirement requirement = {"restart:rpm", 9};
+    struct llmlimit_reserve_request request = {.requirements = &requirement,
+                                               .requirement_count = 1};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_status status;
+    int rc = llmlimit_reserve(client, &request, 8000, &result, &status);
+    pthread_join(restarter, NULL);
+    CHECK_EQ_I64(plan.rc, 0);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(result.allowed);
+    CHECK(status.attempts >= 2); /* the first attempts met a dead server */
+    struct llmlimit_usage usage;
+    CHECK_EQ_I64(llmlimit_usage(client, "restart:rpm", 0, &usage, NULL), 0);
+    CHECK_EQ_U64(usage.reserved, 9); /* exactly one reservation, on the restarted server */
+    llmlimit_client_free(client);
+    if (plan.rc == 0)
+        CHECK_EQ_I64(server_process_stop(&plan.restarted), 0);
+    server_process_stop(&first); /* removes the shared data directory */
+}
+
 int main(int argc, char **argv)
 {
     RUN(test_lease_ids_are_uuidv7, "lease ids are RFC 9562 UUIDv7 text, unique, time-ordered");
@@ -413,6 +473,9 @@ int main(int argc, char **argv)
         "20 sequential calls on one client use one keep-alive connection");
     RUN(test_batch_retries_unknown_items_only,
         "a batch resends only the items answered 503, with their lease ids");
+    restart_binary = server_binary(argc, argv);
+    RUN(test_reserve_survives_server_killed_and_restarted,
+        "a reserve made while llmlimitd is killed succeeds once it restarts, reserving once");
     llmlimit_client_free(real_client);
     server_process_stop(&real);
     return test_summary();
