@@ -96,22 +96,23 @@ static int put_limits(struct bench *b)
 }
 
 /* Each call waits for its done callback, as the server does. Synchronous
- * backends (memory) run it before returning: then the flag is already set
- * and no lock is taken. Otherwise the worker sleeps; done and wait each
- * store their flag before loading the other's (sequentially consistent),
- * so one of them always sees the other and no wake-up is lost. */
+ * backends (memory) run it before returning: then the state is already DONE
+ * and the wait costs a load and a store, the call one atomic exchange.
+ * Otherwise the worker moves IDLE to SLEEPING under the mutex and waits;
+ * done's exchange sees SLEEPING and signals under the same mutex, so no
+ * wake-up is lost. */
+enum waiter_state { WAITER_IDLE, WAITER_SLEEPING, WAITER_DONE };
+
 struct waiter {
     pthread_mutex_t mutex;
     pthread_cond_t cond;
-    _Atomic bool done;
-    _Atomic bool sleeping;
+    _Atomic int state;
 };
 
 static void waiter_done(void *context)
 {
     struct waiter *w = context;
-    atomic_store(&w->done, true);
-    if (atomic_load(&w->sleeping)) {
+    if (atomic_exchange(&w->state, WAITER_DONE) == WAITER_SLEEPING) {
         pthread_mutex_lock(&w->mutex);
         pthread_cond_signal(&w->cond);
         pthread_mutex_unlock(&w->mutex);
@@ -120,15 +121,17 @@ static void waiter_done(void *context)
 
 static void waiter_wait(struct waiter *w)
 {
-    if (!atomic_load(&w->done)) {
+    if (atomic_load_explicit(&w->state, memory_order_acquire) != WAITER_DONE) {
         pthread_mutex_lock(&w->mutex);
-        atomic_store(&w->sleeping, true);
-        while (!atomic_load(&w->done))
-            pthread_cond_wait(&w->cond, &w->mutex);
-        atomic_store(&w->sleeping, false);
+        int expected = WAITER_IDLE;
+        if (atomic_compare_exchange_strong(&w->state, &expected, WAITER_SLEEPING)) {
+            while (atomic_load(&w->state) != WAITER_DONE)
+                pthread_cond_wait(&w->cond, &w->mutex);
+        }
         pthread_mutex_unlock(&w->mutex);
     }
-    atomic_store(&w->done, false);
+    /* The next call is made after this, by this thread: it cannot see DONE. */
+    atomic_store_explicit(&w->state, WAITER_IDLE, memory_order_relaxed);
 }
 
 struct worker {
@@ -158,8 +161,7 @@ static void *worker_main(void *argument)
     struct complete_result completed;
     pthread_mutex_init(&w->waiter.mutex, NULL);
     pthread_cond_init(&w->waiter.cond, NULL);
-    atomic_init(&w->waiter.done, false);
-    atomic_init(&w->waiter.sleeping, false);
+    atomic_init(&w->waiter.state, WAITER_IDLE);
     for (uint64_t i = w->first; i < w->first + w->count; i++) {
         request.lease_id_length = completion.lease_id_length = lease_id(id, w->index, i);
         w->b->ops->reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);

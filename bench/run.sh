@@ -8,6 +8,7 @@
 # Usage: sh bench/run.sh BUILD_DIR
 # Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
 #   BENCH_THREADS (load generator threads, 1), BENCH_BATCH_SIZE (64),
+#   BENCH_WINDOW_SECONDS (of the rolling limits, 2),
 #   BENCH_WRK=1 to also measure the reserve run with wrk (bench/wrk_reserve.lua).
 set -eu
 
@@ -16,6 +17,7 @@ DURATION=${BENCH_DURATION:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 BATCH_SIZE=${BENCH_BATCH_SIZE:-64}
+WINDOW=${BENCH_WINDOW_SECONDS:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SERVER="$BUILD/llmlimitd"
 CLI="$BUILD/llmlimit"
@@ -68,13 +70,18 @@ start_server() {
     URL="http://$(grep -ao 'llmlimitd listening on [0-9.]*:[0-9]*' "$WORK/server.log" |
         head -n 1 | sed 's/.* //')"
     # Capacities far above what a run can use: every reserve is decided on
-    # its merits and allowed, and the windows keep ~all holds live.
+    # its merits and allowed. The windows (and the budget timeout, 5 s at
+    # least) are short so that holds expire as fast as they are taken: the
+    # steady state of a long run, with expiry work in every reserve. With
+    # 60 s windows a run over a million reserves/s would reach the memory
+    # backend's bound on live holds (MEMORY_HOLDS_MAX, about 16.7 million)
+    # within seconds, and every reserve after it would fail.
     "$CLI" --url "$URL" --compact limits put --key bench:llm:rpm --kind rolling \
-        --capacity 1000000000000 --window-seconds 60 --unit requests >/dev/null
+        --capacity 1000000000000 --window-seconds "$WINDOW" --unit requests >/dev/null
     "$CLI" --url "$URL" --compact limits put --key bench:llm:tpm --kind rolling \
-        --capacity 1000000000000000 --window-seconds 60 --unit tokens >/dev/null
+        --capacity 1000000000000000 --window-seconds "$WINDOW" --unit tokens >/dev/null
     "$CLI" --url "$URL" --compact limits put --key bench:team:usd:month --kind budget \
-        --capacity 1000000000000000 --period month --timeout-seconds 60 \
+        --capacity 1000000000000000 --period month --timeout-seconds 5 \
         --unit usd_micros >/dev/null
 }
 

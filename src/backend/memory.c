@@ -271,16 +271,17 @@ static void hold_all(struct backend *b, const struct reserve_request *request,
     lease->denied_items = 0;
 }
 
+/* key: the request's lease id (mem_leases_prefetch has been called on it). */
 static void reserve_one(struct backend *b, const struct reserve_request *request,
+                        const struct mem_lease_key *lease_key, int64_t now_ms,
                         struct reserve_result *result)
 {
     uint32_t n = request->requirement_count;
     assert(n >= 1);
     assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
+    assert(lease_key->id == request->lease_id);
     reserve_result_clear(result);
-    struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
-    mem_leases_prefetch(b, key.hash);
-    int64_t now_ms = clock_now_ms(b->clock);
+    const struct mem_lease_key key = *lease_key;
     struct mem_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
     struct mem_period *periods[REQUIREMENTS_PER_RESERVE_MAX];
     /* Limits first (in cache) and their lazy expiry, so the lease's table
@@ -560,6 +561,7 @@ static int memory_open(const struct backend_config *config, struct backend **out
     b->concurrency_poll_ms = config->concurrency_poll_ms;
     b->decrease_retry_ms = config->decrease_retry_ms;
     b->random_state = (uint64_t)clock_monotonic_ns() | 1;
+    b->limits_version = 1; /* memo entries start at 0: none is good */
     b->pool.free_head = HOLD_NONE;
     b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
     if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
@@ -654,12 +656,34 @@ static int memory_tick(struct backend *b, bool *limits_changed)
     return 0;
 }
 
+/* A batch is reserved in runs of this many per critical section: one lock
+ * and one clock read per run, while another thread waits at most a run. */
+#define RESERVES_PER_LOCK 16
+
 static void memory_reserve(struct backend *b, const struct reserve_request *requests,
                            struct reserve_result *results, uint32_t count, backend_done_fn done,
                            void *context)
 {
-    for (uint32_t i = 0; i < count; i++)
-        LOCKED(b, reserve_one(b, &requests[i], &results[i]));
+    struct mem_lease_key next = {0};
+    if (count > 0)
+        next = mem_lease_key(requests[0].lease_id, requests[0].lease_id_length);
+    for (uint32_t i = 0; i < count;) {
+        uint32_t end = count - i > RESERVES_PER_LOCK ? i + RESERVES_PER_LOCK : count;
+        pthread_mutex_lock(&b->mutex);
+        mem_leases_prefetch(b, next.hash);
+        int64_t now_ms = clock_now_ms(b->clock);
+        for (; i < end; i++) {
+            /* The next lease's table slot loads while this one is reserved. */
+            struct mem_lease_key key = next;
+            if (i + 1 < count) {
+                next = mem_lease_key(requests[i + 1].lease_id, requests[i + 1].lease_id_length);
+                if (i + 1 < end)
+                    mem_leases_prefetch(b, next.hash);
+            }
+            reserve_one(b, &requests[i], &key, now_ms, &results[i]);
+        }
+        pthread_mutex_unlock(&b->mutex);
+    }
     if (done != NULL)
         done(context);
 }

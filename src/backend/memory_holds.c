@@ -1,18 +1,23 @@
-/* Holds of the memory backend: a pool of fixed 64-byte records in chunks
- * (no malloc per hold), and per limit an expiry-ordered set of them: a list
- * for the in-order common case plus a binary min-heap for the rest. */
+/* Holds of the memory backend: a pool of fixed 64-byte records in one
+ * array grown in chunks (no malloc per hold), and per limit an
+ * expiry-ordered set of them: a list for the in-order common case plus a
+ * binary min-heap for the rest. */
 #include "memory_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- pool ---------------------------------------------------------------- */
 
+#define POOL_BYTES_MAX ((size_t)MEMORY_HOLDS_MAX * sizeof(struct mem_hold))
+#define CHUNK_BYTES ((size_t)HOLD_CHUNK_SIZE * sizeof(struct mem_hold))
+
 void mem_hold_pool_free(struct mem_hold_pool *pool)
 {
-    for (uint32_t i = 0; i < pool->chunk_count; i++)
-        free(pool->chunks[i]);
+    if (pool->holds != NULL)
+        munmap(pool->holds, POOL_BYTES_MAX);
     memset(pool, 0, sizeof *pool);
     pool->free_head = HOLD_NONE;
 }
@@ -21,17 +26,25 @@ static int pool_grow(struct mem_hold_pool *pool)
 {
     if (pool->chunk_count == HOLD_CHUNKS_MAX)
         return -1;
-    struct mem_hold *chunk = aligned_alloc(64, HOLD_CHUNK_SIZE * sizeof *chunk);
-    if (chunk == NULL)
-        return -1;
+    if (pool->holds == NULL) {
+        /* Address space only: nothing is committed until made writable. */
+        void *space = mmap(NULL, POOL_BYTES_MAX, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (space == MAP_FAILED)
+            return -1;
+        pool->holds = space;
+    }
+    struct mem_hold *chunk = pool->holds + ((size_t)pool->chunk_count << HOLD_CHUNK_SHIFT);
+    if (mprotect(chunk, CHUNK_BYTES, PROT_READ | PROT_WRITE) != 0)
+        return -1; /* out of memory (the commit limit) */
     uint32_t base = pool->chunk_count << HOLD_CHUNK_SHIFT;
-    /* Thread the new holds onto the free list so they are used in order. */
+    /* Fresh pages are zero. Thread the new holds onto the free list so they
+     * are used in order. */
     for (uint32_t i = 0; i < HOLD_CHUNK_SIZE; i++) {
-        memset(&chunk[i], 0, sizeof chunk[i]);
         chunk[i].state = HOLD_FREE;
         chunk[i].next = i + 1 < HOLD_CHUNK_SIZE ? base + i + 1 : pool->free_head;
     }
-    pool->chunks[pool->chunk_count++] = chunk;
+    pool->chunk_count++;
     pool->free_head = base;
     pool->free_count += HOLD_CHUNK_SIZE;
     return 0;
@@ -44,34 +57,6 @@ int mem_hold_pool_ensure(struct mem_hold_pool *pool, uint32_t count)
             return -1;
     }
     return 0;
-}
-
-uint32_t mem_hold_alloc(struct mem_hold_pool *pool)
-{
-    assert(pool->free_count > 0);
-    uint32_t id = pool->free_head;
-    struct mem_hold *hold = mem_hold_get(pool, id);
-    assert(hold->state == HOLD_FREE);
-    pool->free_head = hold->next;
-    pool->free_count--;
-    pool->live_count++;
-    hold->debt = 0;
-    hold->period_start_ms = 0;
-    return id;
-}
-
-void mem_hold_release(struct mem_hold_pool *pool, uint32_t id)
-{
-    struct mem_hold *hold = mem_hold_get(pool, id);
-    assert(hold->state != HOLD_FREE);
-    hold->state = HOLD_FREE;
-    hold->generation++;
-    hold->limit = NULL;
-    hold->next = pool->free_head;
-    pool->free_head = id;
-    pool->free_count++;
-    assert(pool->live_count > 0);
-    pool->live_count--;
 }
 
 /* ---- heap of out-of-order holds ------------------------------------------ */
@@ -114,7 +99,7 @@ static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set
     heap_place(pool, set, i, entry);
 }
 
-static void heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
+void mem_hold_heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
 {
     assert(set->heap_count < set->heap_capacity);
     struct mem_hold *hold = mem_hold_get(pool, id);
@@ -122,7 +107,7 @@ static void heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set
     heap_sift_up(pool, set, set->heap_count++);
 }
 
-static void heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
+void mem_hold_heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
 {
     assert(i < set->heap_count);
     set->heap_count--;
@@ -165,60 +150,6 @@ int mem_hold_set_ensure(struct mem_hold_set *set)
     set->heap = heap;
     set->heap_capacity = capacity;
     return 0;
-}
-
-void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
-{
-    struct mem_hold *hold = mem_hold_get(pool, id);
-    if (hold->expires_at_ms > set->expires_at_ms_max)
-        set->expires_at_ms_max = hold->expires_at_ms;
-    set->count++;
-    if (set->tail != HOLD_NONE &&
-        mem_hold_get(pool, set->tail)->expires_at_ms > hold->expires_at_ms) {
-        heap_push(pool, set, id);
-        return;
-    }
-    hold->heap_index = HOLD_IN_LIST;
-    hold->previous = set->tail;
-    hold->next = HOLD_NONE;
-    if (set->tail == HOLD_NONE)
-        set->head = id;
-    else
-        mem_hold_get(pool, set->tail)->next = id;
-    set->tail = id;
-}
-
-void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id)
-{
-    struct mem_hold *hold = mem_hold_get(pool, id);
-    assert(set->count > 0);
-    set->count--;
-    if (set->count == 0)
-        set->expires_at_ms_max = INT64_MIN;
-    if (hold->heap_index != HOLD_IN_LIST) {
-        assert(set->heap[hold->heap_index].hold_id == id);
-        heap_remove(pool, set, hold->heap_index);
-        return;
-    }
-    if (hold->previous == HOLD_NONE)
-        set->head = hold->next;
-    else
-        mem_hold_get(pool, hold->previous)->next = hold->next;
-    if (hold->next == HOLD_NONE)
-        set->tail = hold->previous;
-    else
-        mem_hold_get(pool, hold->next)->previous = hold->previous;
-}
-
-uint32_t mem_hold_set_first(const struct mem_hold_pool *pool, const struct mem_hold_set *set)
-{
-    if (set->heap_count == 0)
-        return set->head;
-    if (set->head == HOLD_NONE)
-        return set->heap[0].hold_id;
-    if (set->heap[0].expires_at_ms < mem_hold_get(pool, set->head)->expires_at_ms)
-        return set->heap[0].hold_id;
-    return set->head;
 }
 
 /* Best-first walk of the heap: a small min-heap (scratch) of the heap
@@ -333,7 +264,7 @@ void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_
     for (uint32_t id = set->head; id != HOLD_NONE; id = mem_hold_get(pool, id)->next) {
         const struct mem_hold *hold = mem_hold_get(pool, id);
         assert(hold->heap_index == HOLD_IN_LIST);
-        assert(hold->previous == previous);
+        assert(previous == HOLD_NONE || hold->previous == previous); /* the head's is stale */
         if (previous != HOLD_NONE)
             assert(mem_hold_get(pool, previous)->expires_at_ms <= hold->expires_at_ms);
         check_hold(hold, set, limit, reserved, used, debt);

@@ -4,10 +4,12 @@
 #ifndef LLMLIMIT_MEMORY_INTERNAL_H
 #define LLMLIMIT_MEMORY_INTERNAL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend.h"
 
@@ -41,8 +43,6 @@ struct mem_table {
 };
 
 uint64_t mem_hash(const char *bytes, size_t length);
-/* Key equality for the short strings of the tables (word compares). */
-bool mem_key_equal(const char *a, const char *b, size_t length);
 /* 0, or -1 when out of memory. capacity_max is a power of two >= 16. */
 int mem_table_init(struct mem_table *table, uint32_t capacity, uint32_t capacity_max);
 void mem_table_free(struct mem_table *table);
@@ -72,8 +72,8 @@ struct mem_hold {
     int64_t expires_at_ms;
     int64_t period_start_ms; /* budgets: the period this hold is charged to */
     struct mem_limit *limit;
-    uint32_t previous; /* expiry list links (ids), or the free list */
-    uint32_t next;
+    uint32_t previous;   /* expiry list links (ids; see mem_hold_set_insert) */
+    uint32_t next;       /* ... or the free list */
     uint32_t heap_index; /* HOLD_IN_LIST when in the list */
     uint32_t generation; /* bumped on free: stale lease references see it */
     uint8_t state;
@@ -81,11 +81,13 @@ struct mem_hold {
 
 #define HOLD_IN_LIST UINT32_MAX
 
-/* Every hold of the backend, in fixed chunks so ids (and pointers) stay
- * valid as the pool grows. */
+/* Every hold of the backend, in one array so a hold is base + id: address
+ * space for MEMORY_HOLDS_MAX holds is reserved at the first growth (no
+ * memory behind it) and made usable a chunk at a time, so ids and pointers
+ * stay valid as the pool grows. */
 struct mem_hold_pool {
-    struct mem_hold *chunks[HOLD_CHUNKS_MAX];
-    uint32_t chunk_count;
+    struct mem_hold *holds; /* NULL until the first growth */
+    uint32_t chunk_count;   /* chunks of HOLD_CHUNK_SIZE holds usable */
     uint32_t free_head;
     uint32_t free_count;
     uint32_t live_count;
@@ -114,24 +116,116 @@ struct mem_hold_set {
 
 static inline struct mem_hold *mem_hold_get(const struct mem_hold_pool *pool, uint32_t id)
 {
-    return &pool->chunks[id >> HOLD_CHUNK_SHIFT][id & (HOLD_CHUNK_SIZE - 1)];
+    return &pool->holds[id];
 }
 
 void mem_hold_pool_free(struct mem_hold_pool *pool);
 /* Makes sure count more holds can be allocated. 0, or -1 (bound or memory). */
 int mem_hold_pool_ensure(struct mem_hold_pool *pool, uint32_t count);
+
 /* Needs a prior successful mem_hold_pool_ensure. */
-uint32_t mem_hold_alloc(struct mem_hold_pool *pool);
-void mem_hold_release(struct mem_hold_pool *pool, uint32_t id);
+static inline uint32_t mem_hold_alloc(struct mem_hold_pool *pool)
+{
+    assert(pool->free_count > 0);
+    uint32_t id = pool->free_head;
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(hold->state == HOLD_FREE);
+    pool->free_head = hold->next;
+    pool->free_count--;
+    pool->live_count++;
+    hold->debt = 0;
+    hold->period_start_ms = 0;
+    return id;
+}
+
+static inline void mem_hold_release(struct mem_hold_pool *pool, uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(hold->state != HOLD_FREE);
+    hold->state = HOLD_FREE;
+    hold->generation++;
+    hold->limit = NULL;
+    hold->next = pool->free_head;
+    pool->free_head = id;
+    pool->free_count++;
+    assert(pool->live_count > 0);
+    pool->live_count--;
+}
 
 void mem_hold_set_init(struct mem_hold_set *set);
 void mem_hold_set_free(struct mem_hold_set *set);
 /* Makes sure one more hold can be inserted whatever its expiry. 0 or -1. */
 int mem_hold_set_ensure(struct mem_hold_set *set);
-void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
-void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
+/* The heap half of the set (memory_holds.c). */
+void mem_hold_heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
+void mem_hold_heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i);
+
+/* The list keeps its invariant cheap to maintain: every hold's `next` is
+ * right, and every hold's `previous` but the head's (which is never read).
+ * So expiring the head, the common case, writes only the head itself and
+ * never loads its successor. */
+static inline void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_hold_set *set,
+                                       uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    if (hold->expires_at_ms > set->expires_at_ms_max)
+        set->expires_at_ms_max = hold->expires_at_ms;
+    set->count++;
+    if (set->tail != HOLD_NONE &&
+        mem_hold_get(pool, set->tail)->expires_at_ms > hold->expires_at_ms) {
+        mem_hold_heap_push(pool, set, id);
+        return;
+    }
+    hold->heap_index = HOLD_IN_LIST;
+    hold->previous = set->tail;
+    hold->next = HOLD_NONE;
+    if (set->tail == HOLD_NONE)
+        set->head = id;
+    else
+        mem_hold_get(pool, set->tail)->next = id;
+    set->tail = id;
+}
+
+static inline void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_hold_set *set,
+                                       uint32_t id)
+{
+    struct mem_hold *hold = mem_hold_get(pool, id);
+    assert(set->count > 0);
+    set->count--;
+    if (set->count == 0)
+        set->expires_at_ms_max = INT64_MIN;
+    if (hold->heap_index != HOLD_IN_LIST) {
+        assert(set->heap[hold->heap_index].hold_id == id);
+        mem_hold_heap_remove(pool, set, hold->heap_index);
+        return;
+    }
+    if (set->head == id) {
+        set->head = hold->next; /* its previous link goes stale, unread */
+        if (hold->next == HOLD_NONE)
+            set->tail = HOLD_NONE;
+        return;
+    }
+    uint32_t previous = hold->previous;
+    assert(previous != HOLD_NONE);
+    mem_hold_get(pool, previous)->next = hold->next;
+    if (hold->next == HOLD_NONE)
+        set->tail = previous;
+    else
+        mem_hold_get(pool, hold->next)->previous = previous;
+}
+
 /* The hold that expires first, or HOLD_NONE. */
-uint32_t mem_hold_set_first(const struct mem_hold_pool *pool, const struct mem_hold_set *set);
+static inline uint32_t mem_hold_set_first(const struct mem_hold_pool *pool,
+                                          const struct mem_hold_set *set)
+{
+    if (set->heap_count == 0)
+        return set->head;
+    if (set->head == HOLD_NONE)
+        return set->heap[0].hold_id;
+    if (set->heap[0].expires_at_ms < mem_hold_get(pool, set->head)->expires_at_ms)
+        return set->heap[0].hold_id;
+    return set->head;
+}
 
 /* Visits holds in expiry order, summing `amount` (of holds whose
  * period_start_ms equals period_start_ms, or all when it is INT64_MIN) until
@@ -201,11 +295,9 @@ struct mem_lease_item {
 };
 
 /* A lease takes 64 + 32 * items + id length + 1 bytes, rounded up to one of
- * these sizes (multiples of the cache line): the common 1-4 item lease with
- * a short id fits 3 or 4 lines, and the largest (64 items, a 128-byte id)
- * fits the last class. */
+ * LEASE_SIZE_CLASSES sizes (class_bytes in memory_leases.c): the common 1-4
+ * item lease with a short id fits 3 or 4 cache lines. */
 #define LEASE_SIZE_CLASSES 9
-#define LEASE_SIZE_CLASS_BYTES {192, 256, 320, 384, 512, 768, 1152, 1664, 2304}
 #define LEASE_SLAB_BYTES (1024 * 1024) /* leases are carved from slabs this big */
 
 struct mem_lease_slot {
@@ -266,6 +358,19 @@ struct mem_warnings {
     uint32_t count;
 };
 
+/* Limits found by key, remembered across calls: most reserves name the same
+ * few keys, and a hit costs a key compare instead of hashing the key and
+ * probing the table. Direct-mapped; an entry is good only while
+ * limits_version (bumped on every insert into or removal from the limits
+ * table) is what it was when the entry was made, so a limit it names is
+ * always still in the table, hence alive. */
+#define LIMIT_MEMO_SLOTS 64
+
+struct mem_limit_memo {
+    struct mem_limit *limit;
+    uint64_t version;
+};
+
 struct backend {
     pthread_mutex_t mutex;
     struct clock *clock;
@@ -276,7 +381,9 @@ struct backend {
     uint64_t random_state; /* retry jitter */
 
     struct mem_hold_pool pool;
-    struct mem_table limits;   /* live and deleted limits by key */
+    struct mem_table limits; /* live and deleted limits by key */
+    uint64_t limits_version; /* see struct mem_limit_memo; starts at 1 */
+    struct mem_limit_memo limit_memo[LIMIT_MEMO_SLOTS];
     uint32_t live_limit_count; /* not deleted */
     struct mem_limit *retired; /* deleted, then replaced by another kind */
 
@@ -302,7 +409,21 @@ struct backend {
 };
 
 /* memory_limits.c */
-struct mem_limit *mem_limit_find(struct backend *b, const char *key, uint32_t key_length);
+/* The limit (live or deleted) with this key, or NULL; mem_limit_find first
+ * tries the memo inline, then the table. */
+struct mem_limit *mem_limit_find_slow(struct backend *b, const char *key, uint32_t key_length,
+                                      struct mem_limit_memo *memo);
+uint32_t mem_limit_memo_slot(const char *key, uint32_t key_length);
+
+static inline struct mem_limit *mem_limit_find(struct backend *b, const char *key,
+                                               uint32_t key_length)
+{
+    struct mem_limit_memo *memo = &b->limit_memo[mem_limit_memo_slot(key, key_length)];
+    if (memo->version == b->limits_version && memo->limit->node.key_length == key_length &&
+        memcmp(memo->limit->node.key, key, key_length) == 0)
+        return memo->limit;
+    return mem_limit_find_slow(b, key, key_length, memo);
+}
 /* Expires every hold due at now_ms; budgets also start the period of now. */
 void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms);
 /* The budget period containing now (created, and older ones dropped, as

@@ -1,7 +1,8 @@
 /* The lease cache of the memory backend: leases by id in a hash table and a
  * ring in reserve order, bounded by lease_cache_entries (oldest evicted
- * first) and lease_retention_ms. Freed leases are kept on per-size free
- * lists, so a steady load allocates nothing. Callers hold the mutex. */
+ * first) and lease_retention_ms. Leases are carved from slabs, cache-line
+ * aligned, and kept on per-size free lists once freed, so a steady load
+ * allocates nothing. Callers hold the mutex. */
 #include "memory_internal.h"
 
 #include <assert.h>
@@ -12,9 +13,16 @@ _Static_assert(sizeof(struct mem_lease) == 64, "a lease header is one cache line
 _Static_assert(sizeof(struct mem_lease_item) == 32, "two lease items per cache line");
 _Static_assert(sizeof(struct mem_hold) == 64, "a hold is one cache line");
 
-static const uint32_t class_bytes[LEASE_SIZE_CLASSES] = LEASE_SIZE_CLASS_BYTES;
+/* Multiples of the cache line, up to 64 items with a 128-byte id. */
+static const uint32_t class_bytes[LEASE_SIZE_CLASSES] = {192, 256,  320,  384, 512,
+                                                         768, 1152, 1664, 2304};
 
-_Static_assert(sizeof(struct mem_lease) + REQUIREMENTS_PER_RESERVE_MAX * sizeof(struct mem_lease_item) +
+/* How many evictions ahead mem_leases_prefetch loads: far enough to cover a
+ * memory access, near enough that the lines are still cached when used. */
+#define LEASE_EVICT_AHEAD 8
+
+_Static_assert(sizeof(struct mem_lease) +
+                       REQUIREMENTS_PER_RESERVE_MAX * sizeof(struct mem_lease_item) +
                        LEASE_ID_LENGTH_MAX + 1 <=
                    2304,
                "the largest lease fits the last size class");
@@ -48,8 +56,8 @@ static uint8_t size_class(uint32_t item_count, uint32_t id_length)
     assert(item_count <= REQUIREMENTS_PER_RESERVE_MAX);
     assert(id_length >= 1);
     assert(id_length <= LEASE_ID_LENGTH_MAX);
-    size_t bytes = sizeof(struct mem_lease) + item_count * sizeof(struct mem_lease_item) +
-                   id_length + 1;
+    size_t bytes =
+        sizeof(struct mem_lease) + item_count * sizeof(struct mem_lease_item) + id_length + 1;
     uint8_t c = 0;
     while (class_bytes[c] < bytes)
         c++; /* the static assert above: the last class always fits */
@@ -140,14 +148,20 @@ static void drop_oldest(struct backend *b)
 void mem_leases_prefetch(const struct backend *b, uint64_t hash)
 {
     const struct mem_table *t = &b->leases;
-    __builtin_prefetch(&t->entries[(uint32_t)hash & (t->capacity - 1)]);
-    if (b->lease_count < b->lease_cache_entries || b->ring_head == b->ring_tail)
+    __builtin_prefetch(&t->entries[(uint32_t)hash & (t->capacity - 1)], 1);
+    if (b->lease_count < b->lease_cache_entries)
         return;
-    /* The eviction reads the victim's table entry and writes its free-list
-     * link; the next reserve of its size fills it again: load it for
-     * writing, all its lines but the last (usually the id's tail). */
-    const struct mem_lease_slot *victim = ring_slot(b, b->ring_head);
-    __builtin_prefetch(&t->entries[(uint32_t)victim->hash & (t->capacity - 1)]);
+    /* Evictions go in ring order, so the lease that goes LEASE_EVICT_AHEAD
+     * reserves from now is known: start loading its table entry, and the
+     * lease itself for writing (its free-list link, then the next lease of
+     * its size reuses it), early enough for the loads to arrive. */
+    uint64_t position = b->ring_head + LEASE_EVICT_AHEAD;
+    if (position >= b->ring_tail)
+        return;
+    const struct mem_lease_slot *victim = ring_slot(b, position);
+    if (victim->lease == NULL)
+        return; /* a hole */
+    __builtin_prefetch(&t->entries[(uint32_t)victim->hash & (t->capacity - 1)], 1);
     const char *lease = (const char *)victim->lease;
     __builtin_prefetch(lease, 1);
     __builtin_prefetch(lease + 64, 1);
@@ -159,8 +173,7 @@ static bool past_retention(const struct backend *b, const struct mem_lease *leas
     return now_ms - lease->reserved_at_ms >= b->lease_retention_ms;
 }
 
-struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key,
-                                 int64_t now_ms)
+struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key, int64_t now_ms)
 {
     struct mem_node *node = mem_table_find(&b->leases, key->hash, key->id, key->length);
     if (node == NULL)

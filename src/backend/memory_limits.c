@@ -8,10 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct mem_limit *mem_limit_find(struct backend *b, const char *key, uint32_t key_length)
+/* A cheap spread of a key over the memo: its length and its first and
+ * last (up to) 8 bytes. Keys that share them only share a slot. */
+uint32_t mem_limit_memo_slot(const char *key, uint32_t key_length)
+{
+    _Static_assert(LIMIT_MEMO_SLOTS == 64, "the slot is the top 6 bits");
+    uint64_t first = 0, last = 0;
+    if (key_length >= 8) {
+        memcpy(&first, key, 8);
+        memcpy(&last, key + key_length - 8, 8);
+    } else {
+        memcpy(&first, key, key_length);
+    }
+    uint64_t x =
+        (first ^ (last * UINT64_C(0x9e3779b97f4a7c15)) ^ key_length) * UINT64_C(0xff51afd7ed558ccd);
+    return (uint32_t)(x >> 58);
+}
+
+struct mem_limit *mem_limit_find_slow(struct backend *b, const char *key, uint32_t key_length,
+                                      struct mem_limit_memo *memo)
 {
     struct mem_node *node = mem_table_find(&b->limits, mem_hash(key, key_length), key, key_length);
-    return (struct mem_limit *)node;
+    struct mem_limit *limit = (struct mem_limit *)node;
+    if (limit != NULL)
+        *memo = (struct mem_limit_memo){limit, b->limits_version};
+    return limit;
+}
+
+/* Every change of the limits table goes through these two (memo validity). */
+static int limits_insert(struct backend *b, struct mem_limit *limit)
+{
+    b->limits_version++;
+    return mem_table_insert(&b->limits, &limit->node);
+}
+
+static void limits_remove(struct backend *b, struct mem_limit *limit)
+{
+    b->limits_version++;
+    mem_table_remove(&b->limits, &limit->node);
 }
 
 static struct mem_limit *find_live(struct backend *b, const char *key)
@@ -79,9 +113,10 @@ struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
 
 /* ---- holds of a limit ---------------------------------------------------- */
 
-void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id)
+/* Inlined into the expiry loop, where most holds end. */
+static inline __attribute__((always_inline)) void
+drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id, struct mem_hold *hold)
 {
-    struct mem_hold *hold = mem_hold_get(&b->pool, id);
     assert(hold->limit == limit);
     mem_hold_set_remove(&b->pool, &limit->holds, id);
     if (hold->state == HOLD_RESERVED && limit->kind == LIMIT_BUDGET) {
@@ -108,6 +143,11 @@ void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id
         limit->debt = 0;
 }
 
+void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id)
+{
+    drop_hold(b, limit, id, mem_hold_get(&b->pool, id));
+}
+
 void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms)
 {
     /* Bounded by the holds of this limit (at most MEMORY_HOLDS_MAX). */
@@ -118,16 +158,19 @@ void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms
         struct mem_hold *hold = mem_hold_get(&b->pool, id);
         if (hold->expires_at_ms > now_ms)
             break;
-        /* Holds reserved in the same millisecond expire together. */
-        if (hold->heap_index == HOLD_IN_LIST && hold->next != HOLD_NONE)
-            __builtin_prefetch(mem_hold_get(&b->pool, hold->next));
         if (hold->state == HOLD_RESERVED)
             b->expired_holds++;
-        mem_limit_drop_hold(b, limit, id);
+        drop_hold(b, limit, id, hold);
     }
-    /* Under a steady load the next call expires this one: start loading it. */
-    if (limit->holds.head != HOLD_NONE)
-        __builtin_prefetch(mem_hold_get(&b->pool, limit->holds.head));
+    /* Under a steady load the next calls expire the head and its successor:
+     * start loading them. The head was loaded this way by the call before,
+     * so reading its link rarely waits. */
+    if (limit->holds.head != HOLD_NONE) {
+        const struct mem_hold *head = mem_hold_get(&b->pool, limit->holds.head);
+        __builtin_prefetch(head);
+        if (head->next != HOLD_NONE)
+            __builtin_prefetch(mem_hold_get(&b->pool, head->next));
+    }
     if (limit->kind == LIMIT_BUDGET)
         (void)mem_limit_period_now(limit, now_ms);
 }
@@ -193,7 +236,7 @@ static struct mem_limit *limit_create(struct backend *b, const struct limit_defi
     limit->node.key = limit->state.definition.key;
     limit->node.key_length = (uint32_t)strlen(definition->key);
     limit->node.hash = mem_hash(limit->node.key, limit->node.key_length);
-    if (mem_table_insert(&b->limits, &limit->node) != 0) {
+    if (limits_insert(b, limit) != 0) {
         free(limit);
         snprintf(error, error_size, "out of memory");
         return NULL;
@@ -220,7 +263,7 @@ void mem_limit_destroy(struct backend *b, struct mem_limit *limit)
 static void retire(struct backend *b, struct mem_limit *limit)
 {
     assert(limit->deleted);
-    mem_table_remove(&b->limits, &limit->node);
+    limits_remove(b, limit);
     if (mem_limit_unused(b, limit)) {
         mem_limit_destroy(b, limit);
         return;
@@ -455,7 +498,7 @@ void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
         }
         tick_one(b, limit, now_ms, limits_changed);
         if (mem_limit_unused(b, limit)) {
-            mem_table_remove(&b->limits, &limit->node);
+            limits_remove(b, limit);
             mem_limit_destroy(b, limit);
             continue;
         }
@@ -489,5 +532,6 @@ void mem_limits_free_all(struct backend *b)
         mem_hold_set_free(&limit->holds);
         free(limit);
     }
+    b->limits_version++;
     mem_table_free(&b->limits);
 }

@@ -32,13 +32,12 @@ static size_t align_up(size_t size)
     return (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
 }
 
-void *arena_alloc(struct arena *arena, size_t size)
+void *arena_alloc_uninit(struct arena *arena, size_t size)
 {
     size = align_up(size > 0 ? size : 1);
     if (size <= arena->storage_size - arena->used) {
         void *p = arena->storage + arena->used;
         arena->used += size;
-        memset(p, 0, size);
         return p;
     }
     struct arena_block *block = arena->blocks;
@@ -54,7 +53,14 @@ void *arena_alloc(struct arena *arena, size_t size)
     }
     void *p = block->data + block->used;
     block->used += size;
-    memset(p, 0, size);
+    return p;
+}
+
+void *arena_alloc(struct arena *arena, size_t size)
+{
+    void *p = arena_alloc_uninit(arena, size);
+    if (p != NULL)
+        memset(p, 0, size);
     return p;
 }
 

@@ -21,6 +21,8 @@ void arena_init(struct arena *arena, char *storage, size_t storage_size);
 /* size bytes aligned to 16, zero-filled; NULL when the heap is out of memory.
  * Valid until arena_reset. */
 void *arena_alloc(struct arena *arena, size_t size);
+/* The same, not zero-filled: for memory the caller writes before reading. */
+void *arena_alloc_uninit(struct arena *arena, size_t size);
 /* Drops everything; the arena starts over on its storage. One heap block of
  * at most ARENA_BLOCK_KEEP_BYTES is kept for the next request, so a steady
  * stream of batches neither mallocs nor faults pages in. */

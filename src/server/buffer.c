@@ -19,6 +19,7 @@ void buffer_init(struct buffer *buffer, char *storage, size_t storage_size)
     buffer->capacity_max = RESPONSE_BYTES_MAX;
     buffer->heap = false;
     buffer->failed = false;
+    buffer->stable = false;
 }
 
 void buffer_free(struct buffer *buffer)
@@ -48,8 +49,7 @@ char *buffer_detach(struct buffer *buffer)
     return data;
 }
 
-/* Makes room for `more` bytes; false (and failed set) if it cannot. */
-static bool buffer_reserve(struct buffer *buffer, size_t more)
+bool buffer_grow(struct buffer *buffer, size_t more)
 {
     if (buffer->failed)
         return false;
@@ -76,47 +76,64 @@ static bool buffer_reserve(struct buffer *buffer, size_t more)
     return true;
 }
 
-void buffer_append(struct buffer *buffer, const char *bytes, size_t length)
+/* "00" to "99": two digits per division. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+static size_t digit_count(uint64_t value)
 {
-    if (length == 0 || !buffer_reserve(buffer, length))
-        return;
-    memcpy(buffer->data + buffer->length, bytes, length);
-    buffer->length += length;
+    size_t n = 1;
+    while (value >= 10) {
+        value /= 10;
+        n++;
+    }
+    return n;
 }
 
-void buffer_append_str(struct buffer *buffer, const char *s)
+char *buffer_put_u64(char *out, uint64_t value)
 {
-    buffer_append(buffer, s, strlen(s));
+    size_t n = value >= UINT64_C(1000000000000) && value < UINT64_C(10000000000000)
+                   ? 13 /* a unix_ms timestamp: most of what is written */
+                   : digit_count(value);
+    char *end = out + n, *at = end;
+    while (value >= 100) {
+        uint64_t pair = value % 100;
+        value /= 100;
+        at -= 2;
+        memcpy(at, digit_pairs + 2 * pair, 2);
+    }
+    if (value >= 10) {
+        at -= 2;
+        memcpy(at, digit_pairs + 2 * value, 2);
+    } else {
+        *--at = (char)('0' + value);
+    }
+    return end;
 }
 
-void buffer_append_char(struct buffer *buffer, char c)
+char *buffer_put_i64(char *out, int64_t value)
 {
-    if (!buffer_reserve(buffer, 1))
-        return;
-    buffer->data[buffer->length++] = c;
+    if (value >= 0)
+        return buffer_put_u64(out, (uint64_t)value);
+    *out++ = '-';
+    /* -(INT64_MIN) does not fit an int64; go through uint64. */
+    return buffer_put_u64(out, (uint64_t)0 - (uint64_t)value);
 }
 
 void buffer_append_u64(struct buffer *buffer, uint64_t value)
 {
-    char digits[20];
-    size_t count = 0;
-    do {
-        digits[sizeof digits - 1 - count] = (char)('0' + value % 10);
-        value /= 10;
-        count++;
-    } while (value != 0);
-    buffer_append(buffer, digits + sizeof digits - count, count);
+    char *at = buffer_room(buffer, 20);
+    if (at != NULL)
+        buffer_wrote(buffer, buffer_put_u64(at, value));
 }
 
 void buffer_append_i64(struct buffer *buffer, int64_t value)
 {
-    if (value < 0) {
-        buffer_append_char(buffer, '-');
-        /* -(INT64_MIN) does not fit an int64; go through uint64. */
-        buffer_append_u64(buffer, (uint64_t)0 - (uint64_t)value);
-    } else {
-        buffer_append_u64(buffer, (uint64_t)value);
-    }
+    char *at = buffer_room(buffer, 21);
+    if (at != NULL)
+        buffer_wrote(buffer, buffer_put_i64(at, value));
 }
 
 void buffer_append_json_string(struct buffer *buffer, const char *s, size_t length)
@@ -157,7 +174,7 @@ void buffer_printf(struct buffer *buffer, const char *format, ...)
         buffer_append(buffer, small, (size_t)n);
         return;
     }
-    if (!buffer_reserve(buffer, (size_t)n + 1))
+    if (!buffer_grow(buffer, (size_t)n + 1))
         return;
     va_start(ap, format);
     vsnprintf(buffer->data + buffer->length, (size_t)n + 1, format, ap);

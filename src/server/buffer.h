@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buffer {
     char *data;
@@ -16,6 +17,9 @@ struct buffer {
     size_t capacity_max; /* growth stops here (RESPONSE_BYTES_MAX by default) */
     bool heap;           /* data is malloc'd and owned by the buffer */
     bool failed;         /* an allocation failed or the cap was hit: content incomplete */
+    /* The caller's storage outlives the answer (it is in the request's
+     * exchange or arena), so the answer can point at it instead of a copy. */
+    bool stable;
 };
 
 /* storage may be NULL (size 0): the first append allocates. */
@@ -27,9 +31,54 @@ void buffer_free(struct buffer *buffer);
  * buffer is empty afterwards. */
 char *buffer_detach(struct buffer *buffer);
 
-void buffer_append(struct buffer *buffer, const char *bytes, size_t length);
-void buffer_append_str(struct buffer *buffer, const char *s);
-void buffer_append_char(struct buffer *buffer, char c);
+/* Makes room for `more` bytes (growing to the heap); false, with failed
+ * set, if it cannot. */
+bool buffer_grow(struct buffer *buffer, size_t more);
+
+/* Room for at least `more` bytes at the end, or NULL (failed set). Write
+ * there, then buffer_wrote with the end of what was written. */
+static inline char *buffer_room(struct buffer *buffer, size_t more)
+{
+    if (buffer->failed || buffer->capacity - buffer->length < more) {
+        if (!buffer_grow(buffer, more))
+            return NULL;
+    }
+    return buffer->data + buffer->length;
+}
+
+static inline void buffer_wrote(struct buffer *buffer, const char *end)
+{
+    buffer->length = (size_t)(end - buffer->data);
+}
+
+static inline void buffer_append(struct buffer *buffer, const char *bytes, size_t length)
+{
+    char *at = length > 0 ? buffer_room(buffer, length) : NULL;
+    if (at == NULL)
+        return;
+    memcpy(at, bytes, length);
+    buffer->length += length;
+}
+
+static inline void buffer_append_str(struct buffer *buffer, const char *s)
+{
+    buffer_append(buffer, s, strlen(s));
+}
+
+static inline void buffer_append_char(struct buffer *buffer, char c)
+{
+    char *at = buffer_room(buffer, 1);
+    if (at == NULL)
+        return;
+    *at = c;
+    buffer->length++;
+}
+
+/* Writes the decimal digits of value at out; returns the end. out needs
+ * room for 20 bytes (21 for put_i64). */
+char *buffer_put_u64(char *out, uint64_t value);
+char *buffer_put_i64(char *out, int64_t value);
+
 void buffer_append_u64(struct buffer *buffer, uint64_t value);
 void buffer_append_i64(struct buffer *buffer, int64_t value);
 /* A JSON string literal with its quotes; bytes < 0x20, '"' and '\' escaped. */

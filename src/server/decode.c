@@ -50,6 +50,28 @@ int decode_parse(char *body, size_t length, struct arena *arena, const struct jd
     return parsed;
 }
 
+/* A member named by a string literal: lengths first, then a fixed-size
+ * compare the compiler inlines. */
+#define MEMBER_IS(member, literal)                                                                 \
+    ((member)->key_length == sizeof(literal) - 1 &&                                                \
+     memcmp((member)->key, literal, sizeof(literal) - 1) == 0)
+
+/* Identifier syntax, without a second scan when the parser already saw
+ * every byte (JDOC_*_CHARS). */
+static bool key_syntax_ok(const struct jdoc_value *value)
+{
+    if (value->flags & JDOC_KEY_CHARS)
+        return value->count >= 1 && value->count <= LIMIT_KEY_LENGTH_MAX;
+    return limit_key_valid(value->as.string, value->count);
+}
+
+static bool lease_id_syntax_ok(const struct jdoc_value *value)
+{
+    if (value->flags & JDOC_LEASE_CHARS)
+        return value->count >= 1 && value->count <= LEASE_ID_LENGTH_MAX;
+    return lease_id_valid(value->as.string, value->count);
+}
+
 /* A string (the parser refuses NUL bytes in strings); sets *s and *length. */
 static bool text_value(const struct jdoc_value *value, const char **s, size_t *length)
 {
@@ -69,7 +91,7 @@ static int decode_lease_id(const struct jdoc_value *value, const char *path, con
     size_t n;
     if (!text_value(value, &s, &n))
         return fail(error, error_size, path, "lease_id", "must be a string");
-    if (!lease_id_valid(s, n))
+    if (!lease_id_syntax_ok(value))
         return fail(error, error_size, path, "lease_id", LEASE_ID_SYNTAX);
     *lease_id = s;
     *length = (uint32_t)n;
@@ -97,12 +119,14 @@ static int decode_item(const struct jdoc_value *item, const char *path, const ch
     if (!jdoc_is(item, JDOC_OBJECT))
         return failf(error, error_size, path, "must be an object", "%s[%zu]", list, index);
     const struct jdoc_value *key_value = NULL, *amount_value_json = NULL;
+    bool actual = amount_min == 0; /* "actual_amount", else "amount" */
     for (uint32_t i = 0; i < item->count; i++) {
-        const char *name = item->as.members[i].key;
-        const struct jdoc_value *value = &item->as.members[i].value;
-        if (strcmp(name, "key") == 0)
+        const struct jdoc_member *member = &item->as.members[i];
+        const char *name = member->key;
+        const struct jdoc_value *value = &member->value;
+        if (MEMBER_IS(member, "key"))
             key_value = value;
-        else if (strcmp(name, amount_name) == 0)
+        else if (actual ? MEMBER_IS(member, "actual_amount") : MEMBER_IS(member, "amount"))
             amount_value_json = value;
         else
             return failf(error, error_size, path, "unknown field", "%s[%zu].%.40s", list, index,
@@ -114,7 +138,7 @@ static int decode_item(const struct jdoc_value *item, const char *path, const ch
     size_t n;
     if (!text_value(key_value, &s, &n))
         return failf(error, error_size, path, "must be a string", "%s[%zu].key", list, index);
-    if (!limit_key_valid(s, n))
+    if (!key_syntax_ok(key_value))
         return failf(error, error_size, path, KEY_SYNTAX, "%s[%zu].key", list, index);
     if (amount_value_json == NULL)
         return failf(error, error_size, path, "required", "%s[%zu].%s", list, index, amount_name);
@@ -173,13 +197,14 @@ int decode_reserve(const struct jdoc_value *object, const char *path, struct res
         return fail_not_object(error, error_size, path);
     const struct jdoc_value *lease = NULL, *list = NULL, *caller = NULL;
     for (uint32_t i = 0; i < object->count; i++) {
-        const char *name = object->as.members[i].key;
-        const struct jdoc_value *value = &object->as.members[i].value;
-        if (strcmp(name, "lease_id") == 0)
+        const struct jdoc_member *member = &object->as.members[i];
+        const char *name = member->key;
+        const struct jdoc_value *value = &member->value;
+        if (MEMBER_IS(member, "lease_id"))
             lease = value;
-        else if (strcmp(name, "requirements") == 0)
+        else if (MEMBER_IS(member, "requirements"))
             list = value;
-        else if (strcmp(name, "caller") == 0)
+        else if (MEMBER_IS(member, "caller"))
             caller = value;
         else
             return fail(error, error_size, path, name, "unknown field");
@@ -236,11 +261,12 @@ int decode_complete(const struct jdoc_value *object, const char *path, struct co
         return fail_not_object(error, error_size, path);
     const struct jdoc_value *lease = NULL, *list = NULL;
     for (uint32_t i = 0; i < object->count; i++) {
-        const char *name = object->as.members[i].key;
-        const struct jdoc_value *value = &object->as.members[i].value;
-        if (strcmp(name, "lease_id") == 0)
+        const struct jdoc_member *member = &object->as.members[i];
+        const char *name = member->key;
+        const struct jdoc_value *value = &member->value;
+        if (MEMBER_IS(member, "lease_id"))
             lease = value;
-        else if (strcmp(name, "actuals") == 0)
+        else if (MEMBER_IS(member, "actuals"))
             list = value;
         else
             return fail(error, error_size, path, name, "unknown field");
@@ -261,9 +287,10 @@ int decode_release(const struct jdoc_value *object, const char *path, struct rel
         return fail_not_object(error, error_size, path);
     const struct jdoc_value *lease = NULL;
     for (uint32_t i = 0; i < object->count; i++) {
-        const char *name = object->as.members[i].key;
-        const struct jdoc_value *value = &object->as.members[i].value;
-        if (strcmp(name, "lease_id") == 0)
+        const struct jdoc_member *member = &object->as.members[i];
+        const char *name = member->key;
+        const struct jdoc_value *value = &member->value;
+        if (MEMBER_IS(member, "lease_id"))
             lease = value;
         else
             return fail(error, error_size, path, name, "unknown field");
@@ -279,9 +306,10 @@ int decode_batch(const struct jdoc_value *body, const struct jdoc_value **reques
         return fail_not_object(error, error_size, "");
     const struct jdoc_value *list = NULL;
     for (uint32_t i = 0; i < body->count; i++) {
-        const char *name = body->as.members[i].key;
-        const struct jdoc_value *value = &body->as.members[i].value;
-        if (strcmp(name, "requests") == 0)
+        const struct jdoc_member *member = &body->as.members[i];
+        const char *name = member->key;
+        const struct jdoc_value *value = &member->value;
+        if (MEMBER_IS(member, "requests"))
             list = value;
         else
             return fail(error, error_size, "", name, "unknown field");

@@ -95,9 +95,35 @@ static void denied_keys(struct buffer *b, const struct reserve_request *request,
     buffer_append_char(b, ']');
 }
 
+#define LITERAL(out, text) (memcpy(out, text, sizeof(text) - 1), (out) + sizeof(text) - 1)
+
+#define ALLOWED_HEAD "\"allowed\":true,\"retry_after_ms\":0,\"reserved_at_unix_ms\":"
+#define ALLOWED_MIDDLE ",\"expires_at_unix_ms\":"
+#define ALLOWED_TAIL ",\"error\":\"\",\"denied_keys\":[]"
+
+/* The answer of nearly every reserve, allowed, in one write: the same bytes
+ * the member writers below give it. */
+static void reserve_allowed(struct buffer *b, const struct reserve_result *result)
+{
+    char *out =
+        buffer_room(b, sizeof ALLOWED_HEAD + sizeof ALLOWED_MIDDLE + sizeof ALLOWED_TAIL + 2 * 21);
+    if (out == NULL)
+        return; /* failed is set: the caller answers out_of_memory */
+    out = LITERAL(out, ALLOWED_HEAD);
+    out = buffer_put_i64(out, result->reserved_at_unix_ms);
+    out = LITERAL(out, ALLOWED_MIDDLE);
+    out = buffer_put_i64(out, result->expires_at_unix_ms);
+    out = LITERAL(out, ALLOWED_TAIL);
+    buffer_wrote(b, out);
+}
+
 unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *request,
                                 const struct reserve_result *result)
 {
+    if (result->status == RESULT_OK && result->allowed && result->error[0] == '\0') {
+        reserve_allowed(b, result);
+        return 200;
+    }
     if (result->status != RESULT_OK) {
         member_string(b, "error", error_of(result->status, result->error));
         return encode_http_status(result->status);

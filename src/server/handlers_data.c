@@ -9,8 +9,11 @@
 
 #include "decode.h"
 #include "encode.h"
+#include "reserve_scan.h"
 
-#define REPLY_INLINE 1024
+/* Bytes of one batch result that answers an allowed reserve, to size the
+ * batch answer in the arena up front (more only costs a move to the heap). */
+#define BATCH_ITEM_REPLY_BYTES 192
 
 /* Per-item state of a batch: either a backend call or an error answer. */
 struct batch {
@@ -65,9 +68,22 @@ void handlers_data_free(struct exchange *ex)
 
 /* ---- single requests ---------------------------------------------------- */
 
+/* Every field the encoders read; the rest (error text past its end, denied
+ * indexes past denied_count) is never read. */
+static void reserve_result_reset(struct reserve_result *result)
+{
+    result->status = RESULT_OK;
+    result->allowed = false;
+    result->retry_after_ms = 0;
+    result->reserved_at_unix_ms = 0;
+    result->expires_at_unix_ms = 0;
+    result->error[0] = '\0';
+    result->denied_count = 0;
+}
+
 static void reserve_call(struct exchange *ex)
 {
-    memset(&ex->op.reserve.result, 0, sizeof ex->op.reserve.result);
+    reserve_result_reset(&ex->op.reserve.result);
     ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result,
                              1, exchange_backend_done, ex);
 }
@@ -76,9 +92,8 @@ static enum MHD_Result reserve_reply(struct exchange *ex)
 {
     const struct reserve_request *request = &ex->op.reserve.request;
     const struct reserve_result *result = &ex->op.reserve.result;
-    char storage[REPLY_INLINE];
     struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
+    exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
     unsigned status = encode_reserve_members(&b, request, result);
     buffer_append_char(&b, '}');
@@ -89,6 +104,9 @@ static enum MHD_Result reserve_reply(struct exchange *ex)
 
 enum MHD_Result handle_reserve(struct exchange *ex)
 {
+    if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
+                         ex->op.reserve.requirements) == 0)
+        return exchange_call_backend(ex, reserve_call, reserve_reply);
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
@@ -108,9 +126,8 @@ static void complete_call(struct exchange *ex)
 
 static enum MHD_Result complete_reply(struct exchange *ex)
 {
-    char storage[REPLY_INLINE];
     struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
+    exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
     unsigned status = encode_complete_members(&b, &ex->op.complete.result);
     buffer_append_char(&b, '}');
@@ -138,9 +155,8 @@ static void release_call(struct exchange *ex)
 
 static enum MHD_Result release_reply(struct exchange *ex)
 {
-    char storage[REPLY_INLINE];
     struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
+    exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
     unsigned status = encode_release_members(&b, &ex->op.release.result);
     buffer_append_char(&b, '}');
@@ -173,7 +189,10 @@ static size_t batch_entries(const struct jdoc_value *requests, const char *field
     return total;
 }
 
-/* The batch and its arrays, in the exchange's arena; NULL when out of memory. */
+/* The batch and its arrays, in the exchange's arena; NULL when out of memory.
+ * The per-item arrays are written before they are read (results are reset
+ * before the call), so they are not zero-filled: at a few hundred bytes per
+ * result that was a good part of a batch reserve. */
 static struct batch *batch_new(struct arena *arena, size_t items, size_t entries, bool reserve)
 {
     struct batch *batch = arena_alloc(arena, sizeof *batch);
@@ -181,13 +200,14 @@ static struct batch *batch_new(struct arena *arena, size_t items, size_t entries
         return NULL;
     batch->item_count = (uint32_t)items;
     buffer_init(&batch->errors, NULL, 0);
-    batch->call_of_item = arena_alloc(arena, items * sizeof *batch->call_of_item);
-    batch->error_of_item = arena_alloc(arena, items * sizeof *batch->error_of_item);
+    batch->call_of_item = arena_alloc_uninit(arena, items * sizeof *batch->call_of_item);
+    batch->error_of_item = arena_alloc_uninit(arena, items * sizeof *batch->error_of_item);
     bool ok = batch->call_of_item != NULL && batch->error_of_item != NULL;
     if (reserve) {
-        batch->reserve_requests = arena_alloc(arena, items * sizeof *batch->reserve_requests);
-        batch->reserve_results = arena_alloc(arena, items * sizeof *batch->reserve_results);
-        batch->requirements = arena_alloc(arena, entries * sizeof *batch->requirements);
+        batch->reserve_requests =
+            arena_alloc_uninit(arena, items * sizeof *batch->reserve_requests);
+        batch->reserve_results = arena_alloc_uninit(arena, items * sizeof *batch->reserve_results);
+        batch->requirements = arena_alloc_uninit(arena, entries * sizeof *batch->requirements);
         ok = ok && batch->reserve_requests != NULL && batch->reserve_results != NULL &&
              batch->requirements != NULL;
     } else {
@@ -245,9 +265,11 @@ static enum MHD_Result batch_reply(struct exchange *ex,
                                    unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
 {
     struct batch *batch = ex->batch;
-    char storage[4096];
+    size_t estimate = 64 + (size_t)batch->item_count * BATCH_ITEM_REPLY_BYTES;
+    char *storage = arena_alloc_uninit(&ex->arena, estimate);
     struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
+    buffer_init(&b, storage, storage != NULL ? estimate : 0);
+    b.stable = true; /* the arena lives until the request completes */
     buffer_append_str(&b, "{\"results\":[");
     for (uint32_t i = 0; i < batch->item_count; i++) {
         if (i > 0)
@@ -272,9 +294,14 @@ static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t cal
     const struct reserve_request *request = &ex->batch->reserve_requests[call];
     const struct reserve_result *result = &ex->batch->reserve_results[call];
     unsigned status = encode_http_status(result->status);
-    buffer_append_str(b, "{\"status\":");
-    buffer_append_u64(b, status);
-    buffer_append_char(b, ',');
+    if (status == 200) {
+        static const char head[] = "{\"status\":200,";
+        buffer_append(b, head, sizeof head - 1);
+    } else {
+        buffer_append_str(b, "{\"status\":");
+        buffer_append_u64(b, status);
+        buffer_append_char(b, ',');
+    }
     encode_reserve_members(b, request, result);
     count_denials(ex, request, result);
     return status;
@@ -288,12 +315,43 @@ static enum MHD_Result reserve_batch_reply(struct exchange *ex)
 static void reserve_batch_call(struct exchange *ex)
 {
     struct batch *batch = ex->batch;
+    for (uint32_t i = 0; i < batch->call_count; i++)
+        reserve_result_reset(&batch->reserve_results[i]);
     ex->server->ops->reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
                              batch->call_count, exchange_backend_done, ex);
 }
 
+/* A batch whose every item scanned (reserve_scan_batch): one call each. */
+static struct batch *batch_of_scanned(struct arena *arena, struct reserve_request *requests,
+                                      uint32_t count)
+{
+    struct batch *batch = arena_alloc(arena, sizeof *batch);
+    if (batch == NULL)
+        return NULL;
+    buffer_init(&batch->errors, NULL, 0);
+    batch->item_count = batch->call_count = count;
+    batch->reserve_requests = requests;
+    batch->call_of_item = arena_alloc_uninit(arena, count * sizeof *batch->call_of_item);
+    batch->error_of_item = arena_alloc_uninit(arena, count * sizeof *batch->error_of_item);
+    batch->reserve_results = arena_alloc_uninit(arena, count * sizeof *batch->reserve_results);
+    if (batch->call_of_item == NULL || batch->error_of_item == NULL ||
+        batch->reserve_results == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < count; i++)
+        batch->call_of_item[i] = (int32_t)i;
+    return batch;
+}
+
 enum MHD_Result handle_reserve_batch(struct exchange *ex)
 {
+    struct reserve_request *scanned;
+    uint32_t scanned_count;
+    if (reserve_scan_batch(ex->body, ex->body_length, &ex->arena, &scanned, &scanned_count) == 0) {
+        ex->batch = batch_of_scanned(&ex->arena, scanned, scanned_count);
+        if (ex->batch == NULL)
+            return exchange_error(ex, 503, "out_of_memory");
+        return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
+    }
     const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "requirements", true, &requests);
     if (batch == NULL)

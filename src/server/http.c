@@ -69,7 +69,10 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
         if (response == NULL)
             free(data);
     } else {
-        response = MHD_create_response_from_buffer(length, body->data, MHD_RESPMEM_MUST_COPY);
+        /* Stable storage is freed or reused only once the request has
+         * completed, after MHD has sent (or given up on) the answer. */
+        response = MHD_create_response_from_buffer(
+            length, body->data, body->stable ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
     }
     if (response == NULL)
         return MHD_NO;
@@ -94,11 +97,16 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     return queued;
 }
 
+void exchange_reply_buffer(struct exchange *ex, struct buffer *buffer)
+{
+    buffer_init(buffer, ex->reply_inline, sizeof ex->reply_inline);
+    buffer->stable = true;
+}
+
 enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char *error)
 {
-    char storage[512];
     struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
+    exchange_reply_buffer(ex, &b);
     encode_error(&b, error, route_error_has_ok(ex->route));
     return exchange_answer(ex, status, &b, 0);
 }
@@ -283,6 +291,28 @@ static enum MHD_Result exchange_receive(struct exchange *ex, const char *data, s
     return MHD_YES;
 }
 
+/* A Content-Length over limit, read as "%" SCNu64 reads it (blanks, a
+ * sign, digits; a negative value wraps around, so it is over) without
+ * sscanf's cost. A value with no digits is left to MHD, which refuses it. */
+static bool announced_length_over(const char *text, uint64_t limit)
+{
+    while (*text == ' ' || (*text >= '\t' && *text <= '\r'))
+        text++;
+    bool negative = *text == '-';
+    if (*text == '-' || *text == '+')
+        text++;
+    uint64_t length = 0;
+    for (; *text >= '0' && *text <= '9'; text++) {
+        uint64_t digit = (uint64_t)(*text - '0');
+        if (length > (UINT64_MAX - digit) / 10)
+            return true; /* beyond any limit */
+        length = length * 10 + digit;
+    }
+    if (negative && length > 0)
+        return true;
+    return length > limit;
+}
+
 /* Checks that need only the request line and headers. A failure is
  * answered after the body (which is dropped unread), because MHD 0.9.75
  * closes the connection after any answer queued before the body: keep-alive
@@ -297,9 +327,7 @@ static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, cons
     ex->method = method_parse(method);
     const char *length_text = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
                                                           MHD_HTTP_HEADER_CONTENT_LENGTH);
-    uint64_t length = 0;
-    if (length_text != NULL && sscanf(length_text, "%" SCNu64, &length) == 1 &&
-        length > server->config.max_body_bytes)
+    if (length_text != NULL && announced_length_over(length_text, server->config.max_body_bytes))
         return exchange_error(ex, 413, "body_too_large");
     if (ex->route == ROUTE_NOT_FOUND)
         return exchange_refuse(ex, 404, "not_found");

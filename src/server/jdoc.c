@@ -12,6 +12,10 @@
 
 #include "core/bounds.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 struct parser {
     char *text;
     size_t length;
@@ -36,7 +40,85 @@ __attribute__((format(printf, 2, 3))) static int fail(struct parser *p, const ch
     return -1;
 }
 
-static void skip_space(struct parser *p)
+/* 1: JDOC_SCAN_STOP, 2: JDOC_KEY_CHARS, 4: JDOC_LEASE_CHARS. */
+/* clang-format off */
+const uint8_t jdoc_char_class[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x00 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x10 */
+    0, 2, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 6, 6, 2, /* 0x20  !"#$%&'()*+,-./ */
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 2, 2, /* 0x30 0-9:;<=>? */
+    2, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, /* 0x40 @A-O */
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 2, 3, 2, 2, 6, /* 0x50 P-Z[\]^_ */
+    2, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, /* 0x60 `a-o */
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 2, 0, /* 0x70 p-z{|}~ DEL */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x80 and up */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+/* clang-format on */
+
+#if defined(__SSE2__)
+/* 16 bytes at a time: the stop bytes, and the key and lease-id classes of
+ * the bytes before the first stop (signed compares: bytes from 0x80 up are
+ * negative, so below 0x20 too). */
+static size_t plain_run_sse2(const unsigned char *p, const unsigned char *end, unsigned *seen)
+{
+    const unsigned char *start = p;
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                                 _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                                    _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+        unsigned stop_bits = (unsigned)_mm_movemask_epi8(stop);
+        unsigned in_run = stop_bits != 0 ? (1u << __builtin_ctz(stop_bits)) - 1 : 0xffffu;
+        __m128i not_key = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(' ')),
+                                       _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)));
+        if ((unsigned)_mm_movemask_epi8(not_key) & in_run)
+            *seen &= ~(unsigned)JDOC_KEY_CHARS;
+        __m128i folded = _mm_or_si128(x, _mm_set1_epi8(0x20)); /* A-Z to a-z */
+        __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(folded, _mm_set1_epi8(0x60)),
+                                       _mm_cmplt_epi8(folded, _mm_set1_epi8(0x7b)));
+        __m128i punctuation =
+            _mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')),
+                             _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8(0x2c)),
+                                           _mm_cmplt_epi8(x, _mm_set1_epi8(0x3b))));
+        __m128i lease =
+            _mm_or_si128(_mm_or_si128(letter, punctuation), _mm_cmpeq_epi8(x, _mm_set1_epi8('_')));
+        if (((unsigned)_mm_movemask_epi8(lease) & in_run) != in_run)
+            *seen &= ~(unsigned)JDOC_LEASE_CHARS;
+        if (stop_bits != 0)
+            return (size_t)(p - start) + (size_t)__builtin_ctz(stop_bits);
+        p += 16;
+    }
+    return (size_t)(p - start);
+}
+#endif
+
+size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen)
+{
+    const unsigned char *s = (const unsigned char *)p, *e = (const unsigned char *)end;
+    size_t n = 0;
+#if defined(__SSE2__)
+    n = plain_run_sse2(s, e, seen);
+    s += n;
+    if (s < e && (jdoc_char_class[*s] & JDOC_SCAN_STOP))
+        return n;
+#endif
+    for (; s < e; s++, n++) {
+        unsigned c = jdoc_char_class[*s];
+        if (c & JDOC_SCAN_STOP)
+            break;
+        *seen &= c;
+    }
+    return n;
+}
+
+static void skip_space_slow(struct parser *p)
 {
     while (p->pos < p->length) {
         char c = p->text[p->pos];
@@ -50,6 +132,14 @@ static void skip_space(struct parser *p)
             break;
         }
     }
+}
+
+/* Compact bodies have no whitespace between tokens: check for that first. */
+static inline void skip_space(struct parser *p)
+{
+    if (p->pos < p->length && (unsigned char)p->text[p->pos] > ' ')
+        return;
+    skip_space_slow(p);
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
@@ -163,18 +253,11 @@ static int escape(struct parser *p, size_t *w)
     return fail(p, "invalid escape");
 }
 
-/* The string at p->pos (its opening quote), decoded in place. */
-static int parse_string(struct parser *p, const char **out, uint32_t *out_length)
+/* The rest of a string from p->pos on, past the plain bytes that start at
+ * `start`: escapes decoded, UTF-8 checked, written back in place. */
+__attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t start,
+                                                       const char **out, uint32_t *out_length)
 {
-    size_t start = ++p->pos;
-    /* Plain ASCII needs no copy: the write position follows the read one
-     * until the first escape. */
-    while (p->pos < p->length) {
-        unsigned char c = (unsigned char)p->text[p->pos];
-        if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
-            break;
-        p->pos++;
-    }
     size_t w = p->pos;
     for (;;) {
         if (p->pos >= p->length)
@@ -201,6 +284,30 @@ static int parse_string(struct parser *p, const char **out, uint32_t *out_length
     *out = p->text + start;
     *out_length = (uint32_t)(w - start);
     return 0;
+}
+
+/* The string at p->pos (its opening quote), decoded in place; *flags gets
+ * the JDOC_*_CHARS that hold for all of it (0 unless it is plain ASCII). */
+static inline int parse_string(struct parser *p, const char **out, uint32_t *out_length,
+                               uint8_t *flags)
+{
+    size_t start = ++p->pos;
+    /* Plain ASCII needs no copy: the write position follows the read one
+     * until the first escape. */
+    unsigned seen = JDOC_KEY_CHARS | JDOC_LEASE_CHARS;
+    size_t pos = start + jdoc_plain_run(p->text + start, p->text + p->length, &seen);
+    size_t length = p->length;
+    p->pos = pos;
+    if (pos < length && p->text[pos] == '"') { /* the common case: done */
+        p->text[pos] = '\0';
+        p->pos = pos + 1;
+        *out = p->text + start;
+        *out_length = (uint32_t)(pos - start);
+        *flags = (uint8_t)seen;
+        return 0;
+    }
+    *flags = 0;
+    return parse_string_rest(p, start, out, out_length);
 }
 
 static int parse_number(struct parser *p, struct jdoc_value *out)
@@ -268,7 +375,7 @@ static void *grow(struct parser *p, void *data, uint32_t count, uint32_t *capaci
     if (count < *capacity)
         return data;
     uint32_t doubled = *capacity == 0 ? 4 : *capacity * 2;
-    void *bigger = arena_alloc(p->arena, (size_t)doubled * size);
+    void *bigger = arena_alloc_uninit(p->arena, (size_t)doubled * size);
     if (bigger == NULL)
         return NULL;
     if (count > 0)
@@ -355,7 +462,8 @@ static int parse_member(struct parser *p, struct jdoc_member *member)
     skip_space(p);
     if (p->pos >= p->length || p->text[p->pos] != '"')
         return fail(p, "string or '}' expected");
-    if (parse_string(p, &member->key, &member->key_length) != 0)
+    uint8_t flags;
+    if (parse_string(p, &member->key, &member->key_length, &flags) != 0)
         return -1;
     skip_space(p);
     if (p->pos >= p->length || p->text[p->pos] != ':')
@@ -401,7 +509,11 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
     skip_space(p);
     if (p->pos >= p->length)
         return fail(p, "unexpected end of input");
+    /* Arrays of values are not zero-filled: every field is set here. */
     out->line = p->line;
+    out->flags = 0;
+    out->count = 0;
+    out->as.integer = 0;
     char c = p->text[p->pos];
     if (c == '{' || c == '[') {
         if (p->depth >= JSON_DEPTH_MAX)
@@ -413,7 +525,7 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
     }
     if (c == '"') {
         out->kind = JDOC_STRING;
-        return parse_string(p, &out->as.string, &out->count);
+        return parse_string(p, &out->as.string, &out->count, &out->flags);
     }
     if (c == 't')
         return parse_literal(p, "true", JDOC_TRUE, out);
@@ -454,9 +566,11 @@ const struct jdoc_value *jdoc_get(const struct jdoc_value *object, const char *n
 {
     if (!jdoc_is(object, JDOC_OBJECT))
         return NULL;
+    size_t length = strlen(name); /* keys hold no NUL (\u0000 is refused) */
     for (uint32_t i = 0; i < object->count; i++) {
-        if (strcmp(object->as.members[i].key, name) == 0)
-            return &object->as.members[i].value;
+        const struct jdoc_member *member = &object->as.members[i];
+        if (member->key_length == length && memcmp(member->key, name, length) == 0)
+            return &member->value;
     }
     return NULL;
 }

@@ -27,10 +27,29 @@ enum jdoc_kind {
 
 struct jdoc_member;
 
+/* What the parser saw of a string's bytes while scanning it (set only for
+ * a string without escapes or non-ASCII bytes; 0 says "not checked"), so
+ * the decoders need not scan identifiers a second time. */
+enum {
+    JDOC_KEY_CHARS = 2,   /* every byte is printable ASCII, not a space */
+    JDOC_LEASE_CHARS = 4, /* every byte is in [A-Za-z0-9._:-] */
+};
+
+/* Per byte: JDOC_SCAN_STOP for the bytes a plain string cannot hold as they
+ * are ('"', '\', controls, non-ASCII), plus the JDOC_*_CHARS it belongs to. */
+#define JDOC_SCAN_STOP 1
+extern const uint8_t jdoc_char_class[256];
+
+/* The number of bytes from p on (before end) up to the first one a plain
+ * string cannot hold as it is; *seen gets the JDOC_*_CHARS that all of them
+ * have. Reads whole 16-byte blocks while they fit before end. */
+size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen);
+
 struct jdoc_value {
     enum jdoc_kind kind;
     uint32_t count; /* string bytes, array items or object members */
     uint32_t line;  /* where the value starts (1-based), for error messages */
+    uint8_t flags;  /* strings: JDOC_*_CHARS */
     union {
         int64_t integer;
         const char *string; /* NUL-terminated; may hold NUL bytes (\u0000 is refused) */

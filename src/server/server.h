@@ -61,6 +61,7 @@ enum exchange_phase {
 
 #define EXCHANGE_BODY_INLINE 1536
 #define EXCHANGE_ARENA_INLINE 4096 /* a parsed single reserve fits: no heap block */
+#define EXCHANGE_REPLY_INLINE 1024 /* a single reserve/complete/release answer */
 
 struct batch;
 struct exchange;
@@ -110,6 +111,9 @@ struct exchange {
         } release;
     } op;
     char body_inline[EXCHANGE_BODY_INLINE];
+    /* Answers written here (or in the arena) are handed to MHD without a
+     * copy: the exchange outlives the sending of its answer. */
+    char reply_inline[EXCHANGE_REPLY_INLINE];
     _Alignas(16) char arena_storage[EXCHANGE_ARENA_INLINE];
 };
 
@@ -122,7 +126,9 @@ int http_start(struct server *server, char *error, size_t error_size);
 void http_quiesce(struct server *server);
 void http_stop(struct server *server);
 
-/* Answers. Each queues the response and returns MHD's verdict. */
+/* Answers. Each queues the response and returns MHD's verdict. A body
+ * marked stable (buffer.stable: storage in the exchange or its arena) is
+ * sent from where it is. */
 enum MHD_Result exchange_answer(struct exchange *exchange, unsigned status, struct buffer *body,
                                 int64_t retry_after_ms);
 /* {"error": error}, plus "ok": false on complete/release routes. */
@@ -137,6 +143,9 @@ const struct jdoc_value *exchange_parse_body(struct exchange *exchange);
 enum MHD_Result exchange_call_backend(struct exchange *exchange, void (*call)(struct exchange *),
                                       exchange_fn reply);
 void exchange_backend_done(void *context);
+
+/* A buffer on the exchange's reply storage (stable). */
+void exchange_reply_buffer(struct exchange *exchange, struct buffer *buffer);
 
 /* handlers_data.c */
 enum MHD_Result handle_reserve(struct exchange *exchange);
