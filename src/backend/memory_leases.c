@@ -168,9 +168,28 @@ void mem_leases_prefetch(const struct backend *b, uint64_t hash)
     __builtin_prefetch(lease + 128, 1);
 }
 
+/* True while one of the lease's holds still holds capacity. */
+static bool lease_holding(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
+{
+    for (uint32_t i = 0; i < lease->item_count; i++) {
+        const struct mem_lease_item *item = &lease->items[i];
+        if (item->hold_id == HOLD_NONE)
+            continue;
+        const struct mem_hold *hold = mem_hold_get(&b->pool, item->hold_id);
+        if (hold->generation == item->hold_generation && hold->state != HOLD_FREE &&
+            hold->expires_at_ms > now_ms)
+            return true;
+    }
+    return false;
+}
+
+/* A lease is forgotten once it is older than lease_retention_ms and none of
+ * its holds lives any more: a retry while a hold lives must get the same
+ * answer, never a second reservation. (The count bound may still evict it.) */
 static bool past_retention(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
 {
-    return now_ms - lease->reserved_at_ms >= b->lease_retention_ms;
+    return now_ms - lease->reserved_at_ms >= b->lease_retention_ms &&
+           !lease_holding(b, lease, now_ms);
 }
 
 struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key, int64_t now_ms)

@@ -100,18 +100,36 @@ static void column_copy(sqlite3_stmt *stmt, int column, char *out, size_t size)
     snprintf(out, size, "%s", text ? (const char *)text : "");
 }
 
+/* True while one of the lease's rows (ids first..last) still holds capacity. */
+static bool lease_holding(struct backend *backend, int64_t first_row, int64_t row_count,
+                          int64_t now_ms)
+{
+    if (row_count <= 0)
+        return false;
+    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_HOLDING);
+    sqlite3_bind_int64(stmt, 1, first_row);
+    sqlite3_bind_int64(stmt, 2, first_row + row_count - 1);
+    sqlite3_bind_int64(stmt, 3, now_ms);
+    bool holding = sqlite3_step(stmt) == SQLITE_ROW;
+    sqlite3_reset(stmt);
+    return holding;
+}
+
 /* SQLITE_ROW when found (filled), SQLITE_DONE when unknown, else an error.
- * A lease older than lease_retention_ms is forgotten, as in every backend:
- * SQLITE_DONE with out->forgotten set; its holds stay until they expire. */
+ * A lease is forgotten, as in every backend, once it is older than
+ * lease_retention_ms and none of its holds is live any more (a retry while a
+ * hold lives must never reserve twice): SQLITE_DONE with out->forgotten set. */
 static int lease_get(struct backend *backend, const char *lease_id, struct lease *out)
 {
     sqlite3_stmt *stmt = statement(backend, STMT_LEASE_GET);
     bind_text(stmt, 1, lease_id);
     int rc = sqlite3_step(stmt);
     out->forgotten = false;
+    int64_t now_ms = clock_now_ms(backend->config.clock);
     if (rc == SQLITE_ROW && backend->config.lease_retention_ms > 0 &&
-        sqlite3_column_int64(stmt, 9) <=
-            clock_now_ms(backend->config.clock) - backend->config.lease_retention_ms) {
+        sqlite3_column_int64(stmt, 9) <= now_ms - backend->config.lease_retention_ms &&
+        !lease_holding(backend, sqlite3_column_int64(stmt, 5), sqlite3_column_int64(stmt, 6),
+                       now_ms)) {
         out->forgotten = true;
         rc = SQLITE_DONE;
     }

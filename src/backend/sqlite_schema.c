@@ -120,6 +120,8 @@ static const char *const statement_sql[STMT_COUNT] = {
                        "row_count,retry_after_ms,denied,created_at FROM leases WHERE lease_id=?",
     [STMT_LEASE_FINISH] = "UPDATE OR ROLLBACK leases SET state=?, finished_at=? WHERE lease_id=?",
     [STMT_LEASE_FORGET] = "DELETE FROM leases WHERE lease_id=?",
+    [STMT_LEASE_HOLDING] = "SELECT 1 FROM reservations WHERE id BETWEEN ? AND ? AND live=1 AND"
+                           " expires_at>? LIMIT 1",
     [STMT_ROW_INSERT] =
         "INSERT OR ROLLBACK INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
         "debt,live,state,period_start,reserved_at,expires_at) "
