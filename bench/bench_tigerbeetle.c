@@ -22,6 +22,7 @@
 #define LATENCIES_MAX 1000000
 
 struct options {
+    uint32_t batch_transfers; /* raw modes: transfers per request */
     const char *addresses;
     const char *cluster;
     int seconds;
@@ -118,7 +119,9 @@ static void round_trips(const struct options *o, tb_u128 cluster)
     tb_submitter_close(sub);
 }
 
-static void full_batches(const struct options *o, tb_u128 cluster)
+/* Full batches of posted transfers, or (chains) of 3-transfer linked
+ * chains of pending transfers with a timeout: the shape of a reserve. */
+static void full_batches(const struct options *o, tb_u128 cluster, bool chains)
 {
     struct tb_submitter *sub;
     char error[256];
@@ -139,18 +142,24 @@ static void full_batches(const struct options *o, tb_u128 cluster)
     int64_t started = clock_monotonic_ns();
     int64_t end = clock_monotonic_ms() + o->seconds * 1000;
     while (clock_monotonic_ms() < end) {
-        for (uint32_t i = 0; i < BATCH_TRANSFERS; i++)
-            events[i] = transfer(tb_id_random(), from, to, 1, 0, 0);
-        if (create(sub, TB_OPERATION_CREATE_TRANSFERS, events, BATCH_TRANSFERS, codes) !=
+        for (uint32_t i = 0; i < o->batch_transfers; i++) {
+            uint16_t flags = chains ? TB_TRANSFER_PENDING : 0;
+            if (chains && i % 3 != 2 && i + 1 < o->batch_transfers)
+                flags |= TB_TRANSFER_LINKED;
+            events[i] = transfer(tb_id_random(), from, to, 1, flags, chains ? 3600 : 0);
+        }
+        if (create(sub, TB_OPERATION_CREATE_TRANSFERS, events, o->batch_transfers, codes) !=
             TB_ITEM_OK)
             break;
-        transfers += BATCH_TRANSFERS;
+        transfers += o->batch_transfers;
         requests++;
     }
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
-    printf("full batches, %d posted transfers per request, one session:\n"
+    printf("full batches, %d %s per request, one session:\n"
            "  %" PRIu64 " transfers in %.1f s = %.0f transfers/s (%.1f ms per request)\n",
-           BATCH_TRANSFERS, transfers, seconds, (double)transfers / seconds,
+           o->batch_transfers,
+           chains ? "pending transfers in linked chains of 3" : "posted transfers", transfers,
+           seconds, (double)transfers / seconds,
            requests ? seconds * 1000 / (double)requests : 0.0);
     free(events);
     free(codes);
@@ -314,12 +323,13 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_tigerbeetle [--addresses HOST:PORT] [--cluster ID] [--seconds S]\n"
-            "                         [--callers N] [--sessions N] [--only rtt|batch|backend]\n");
+            "                         [--callers N] [--sessions N] [--batch-transfers N]\n"
+            "                         [--only rtt|batch|chains|backend]\n");
 }
 
 int main(int argc, char **argv)
 {
-    struct options o = {"127.0.0.1:3000", "0", 5, 200, 4};
+    struct options o = {BATCH_TRANSFERS, "127.0.0.1:3000", "0", 5, 200, 4};
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -333,6 +343,8 @@ int main(int argc, char **argv)
             o.callers = (uint32_t)atoi(argv[++i]);
         else if (value != NULL && strcmp(argv[i], "--sessions") == 0)
             o.sessions = (uint32_t)atoi(argv[++i]);
+        else if (value != NULL && strcmp(argv[i], "--batch-transfers") == 0)
+            o.batch_transfers = (uint32_t)atoi(argv[++i]);
         else if (value != NULL && strcmp(argv[i], "--only") == 0)
             only = argv[++i];
         else {
@@ -340,7 +352,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (o.seconds < 1 || o.callers < 1 || o.sessions < 1) {
+    if (o.seconds < 1 || o.callers < 1 || o.sessions < 1 || o.batch_transfers < 1 ||
+        o.batch_transfers > BATCH_TRANSFERS) {
         usage();
         return 2;
     }
@@ -352,7 +365,9 @@ int main(int argc, char **argv)
     if (only == NULL || strcmp(only, "rtt") == 0)
         round_trips(&o, cluster);
     if (only == NULL || strcmp(only, "batch") == 0)
-        full_batches(&o, cluster);
+        full_batches(&o, cluster, false);
+    if (only == NULL || strcmp(only, "chains") == 0)
+        full_batches(&o, cluster, true);
     if (only == NULL || strcmp(only, "backend") == 0)
         backend_reserves(&o);
     return 0;

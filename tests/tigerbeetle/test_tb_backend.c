@@ -4,7 +4,9 @@
  * rules of backend.h and SPEC sections 3-5: all-or-nothing reserves,
  * idempotent leases, complete/release per kind, overage and debt, late
  * budget commits, decreases, and two front ends sharing one cluster. */
+#include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +16,10 @@
 #include "core/clock.h"
 #include "tb_server.h"
 #include "test.h"
+
+/* TB_PATIENT_FAIL_AFTER_MS of the backend (3 s): admin work waits that
+ * long for a cluster that does not answer. */
+#define TB_PATIENT_FAIL_AFTER_MS_FOR_TEST 3000
 
 static struct tb_test_server server;
 static const struct backend_ops *ops;
@@ -456,6 +462,134 @@ static void test_restart_of_front_end_keeps_accounting(void)
     ops->close(fresh);
 }
 
+/* Budget periods come from the backend's clock (TigerBeetle's own clock
+ * only times holds): a manual clock crosses a month boundary at once. */
+static void test_budget_new_period_starts_from_zero(void)
+{
+    struct clock_manual clock;
+    clock_manual_init(&clock, INT64_C(1769903940000)); /* 2026-01-31T23:59:00Z */
+    struct backend_config config;
+    backend_config_defaults(&config);
+    config.clock = &clock.clock;
+    config.tb_addresses = server.address;
+    config.tb_sessions = 1;
+    struct backend *b = NULL;
+    char error[256];
+    REQUIRE(ops->open(&config, &b, error, sizeof error) == 0);
+    const char *k = key("monthly");
+    struct limit_definition d = definition(k, LIMIT_BUDGET, 100, 60);
+    d.period = PERIOD_MONTH;
+    put(b, d);
+    CHECK(reserve1(b, lease("jan"), k, 100).allowed);
+    CHECK(complete1(b, lease("jan"), k, 100).reconciled);
+    struct reserve_result full = reserve1(b, lease("jan2"), k, 1);
+    CHECK(!full.allowed);
+    CHECK_EQ_I64(full.retry_after_ms, 60000);         /* the end of January */
+    clock_manual_set(&clock, INT64_C(1769904000000)); /* 2026-02-01T00:00:00Z */
+    CHECK(reserve1(b, lease("feb"), k, 100).allowed); /* February's accounts, on demand */
+    struct limit_usage january;
+    CHECK(ops->usage(b, k, INT64_C(1769903940000), &january) == 0);
+    CHECK_EQ_U64(january.used, 100);
+    struct limit_usage february;
+    CHECK(ops->usage(b, k, INT64_C(1769904000000), &february) == 0);
+    CHECK_EQ_U64(february.used, 0);
+    CHECK_EQ_U64(february.reserved, 100);
+    ops->close(b);
+}
+
+#define STORM_THREADS 8
+#define STORM_OPS 150
+#define STORM_LEASES 12
+
+struct storm {
+    const char *key;
+    unsigned seed;
+    int unavailable;
+};
+
+/* Random reserves, completes and releases of a few lease ids from many
+ * threads at once: one front end serialises each lease, so nothing is
+ * held twice or freed twice. */
+static void *storm_thread(void *argument)
+{
+    struct storm *s = argument;
+    for (int i = 0; i < STORM_OPS; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "storm-%u-%u", test_round,
+                 (unsigned)(rand_r(&s->seed) % STORM_LEASES));
+        int op = (int)(rand_r(&s->seed) % 3);
+        enum result_status status = RESULT_OK;
+        if (op == 0)
+            status = reserve1(front, id, s->key, 1).status;
+        else if (op == 1)
+            status = complete1(front, id, s->key, 1).status;
+        else
+            status = release1(front, id).status;
+        if (status == RESULT_UNAVAILABLE)
+            s->unavailable++;
+    }
+    return NULL;
+}
+
+static void test_storm_on_few_leases(void)
+{
+    const char *k = key("storm");
+    put(front, definition(k, LIMIT_CONCURRENCY, 100, 60));
+    pthread_t threads[STORM_THREADS];
+    struct storm storms[STORM_THREADS];
+    for (int t = 0; t < STORM_THREADS; t++) {
+        storms[t] = (struct storm){.key = k, .seed = (unsigned)t + 1};
+        pthread_create(&threads[t], NULL, storm_thread, &storms[t]);
+    }
+    int unavailable = 0;
+    for (int t = 0; t < STORM_THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        unavailable += storms[t].unavailable;
+    }
+    CHECK_EQ_I64(unavailable, 0);
+    /* every lease is held at most once: at most one unit each */
+    struct limit_usage u = usage(front, k);
+    CHECK(u.reserved <= STORM_LEASES);
+    for (int l = 0; l < STORM_LEASES; l++) {
+        char id[32];
+        snprintf(id, sizeof id, "storm-%u-%d", test_round, l);
+        release1(front, id);
+        complete1(front, id, k, 1);
+    }
+    CHECK_EQ_U64(usage(front, k).reserved, 0);
+}
+
+/* With the cluster gone a put still answers (the state as asked) within
+ * a few seconds, reserves answer backend_error at once, and once the
+ * cluster is back the limit's accounts are made and reserves go through. */
+static void test_put_while_cluster_down_applies_later(void)
+{
+    tb_test_server_kill(&server);
+    const char *k = key("later");
+    int64_t started = clock_monotonic_ms();
+    struct limit_state s = put(front, definition(k, LIMIT_CONCURRENCY, 2, 30));
+    int64_t took = clock_monotonic_ms() - started;
+    printf("     put answered in %" PRId64 " ms with the cluster down\n", took);
+    CHECK(took < 2 * TB_PATIENT_FAIL_AFTER_MS_FOR_TEST);
+    CHECK(s.status == LIMIT_ACTIVE && s.definition.capacity == 2);
+    started = clock_monotonic_ms();
+    struct reserve_result r = reserve1(front, lease("later1"), k, 1);
+    CHECK(r.status == RESULT_UNAVAILABLE);
+    CHECK_STR(r.error, "backend_error");
+    CHECK(clock_monotonic_ms() - started < 2 * TB_PATIENT_FAIL_AFTER_MS_FOR_TEST);
+    CHECK(!ops->ready(front));
+    REQUIRE(tb_test_server_restart(&server) == 0);
+    bool allowed = false;
+    for (int i = 0; i < 100 && !allowed; i++) {
+        allowed = reserve1(front, lease("later2"), k, 2).allowed;
+        if (!allowed)
+            sleep_ms(200);
+    }
+    CHECK(allowed);
+    CHECK(ops->ready(front));
+    CHECK_EQ_U64(usage(front, k).reserved, 2);
+}
+
 int main(void)
 {
     if (tb_test_server_binary() == NULL) {
@@ -491,10 +625,15 @@ int main(void)
         "budget: capacity a release frees pays the debt first");
     RUN(test_budget_commit_after_expiry,
         "budget: a commit after expiry is charged once, with a warning");
+    RUN(test_budget_new_period_starts_from_zero,
+        "a new budget period starts from zero; the old one is kept");
     RUN(test_decrease_waits_for_free_capacity,
         "a decrease waits (limit_decreasing) until capacity is free");
     RUN(test_two_front_ends_share_leases,
         "two front ends on one cluster complete and release each other's leases");
+    RUN(test_storm_on_few_leases, "8 threads storming 12 leases never hold one twice or leak");
+    RUN(test_put_while_cluster_down_applies_later,
+        "with the cluster down a put answers, reserves fail fast; back up, all goes through");
     RUN(test_restart_of_front_end_keeps_accounting,
         "a fresh front end sees the cluster's holds and frees them");
     ops->close(front);

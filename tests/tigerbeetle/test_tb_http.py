@@ -13,6 +13,7 @@ SKIPPED and passes).
 
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -34,9 +35,26 @@ skip_unless_binary("tigerbeetle HTTP tests")
 PROMPT_S = 3.0  # a 503 while TigerBeetle is down must come within this
 
 
+class FrontEnd(Server):
+    """llmlimitd on the tigerbeetle backend; started means ready (/readyz)."""
+
+    def start(self):
+        super().start()
+        if not wait_until(lambda: self.request("GET", "/readyz")[0] == 200, 30):
+            raise RuntimeError("llmlimitd did not reach the cluster:\n" + self.stderr_text())
+        return self
+
+    def stop(self, sig=signal.SIGTERM, timeout_s=30.0):
+        """A graceful stop must exit 0 (a sanitizer build fails it otherwise)."""
+        code = super().stop(sig, timeout_s)
+        if sig == signal.SIGTERM and code not in (0, None):
+            raise RuntimeError("llmlimitd exited %s:\n%s" % (code, self.stderr_text()[-4000:]))
+        return code
+
+
 def front_end(cluster, sessions=2):
-    return Server(BINARY, backend="tigerbeetle",
-                  args=["--tb-addresses", cluster.address, "--tb-sessions", str(sessions)])
+    return FrontEnd(BINARY, backend="tigerbeetle",
+                    args=["--tb-addresses", cluster.address, "--tb-sessions", str(sessions)])
 
 
 def lease():
@@ -138,7 +156,8 @@ class KillTigerBeetle(unittest.TestCase):
                             outcomes.append((lease_id, status, body.get("allowed")))
                         break
 
-            workers = [threading.Thread(target=client, args=(i,)) for i in range(threads_count)]
+            workers = [threading.Thread(target=client, args=(i,), daemon=True)
+                       for i in range(threads_count)]
             for w in workers:
                 w.start()
             time.sleep(2.0)
@@ -155,6 +174,7 @@ class KillTigerBeetle(unittest.TestCase):
             stop.set()
             for w in workers:
                 w.join(120)
+            self.assertFalse(any(w.is_alive() for w in workers), "a client hung")
             self.assertEqual(errors, [])
             self.assertEqual(slow_503, [], "503s must be prompt")
             leases = [o[0] for o in outcomes]
@@ -260,4 +280,4 @@ class Differential(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    unittest.main(verbosity=2, warnings="ignore")

@@ -26,7 +26,7 @@ typedef void (*tb_item_done_fn)(struct tb_item *item);
 struct tb_item {
     struct tb_item *next; /* list link while queued or batched */
     uint64_t sequence;    /* submission order */
-    int64_t queued_at_ms; /* monotonic, when submitted */
+    int64_t queued_at_ns; /* monotonic, when submitted */
     uint8_t operation;
     uint32_t event_count;
     const void *events; /* accounts, transfers, or 16-byte ids */
@@ -41,6 +41,8 @@ struct tb_item {
     uint32_t invalid_code;
 
     int64_t deadline_ms; /* monotonic */
+    bool patient;        /* admin work: while no session is connected, waits
+                            TB_PATIENT_FAIL_AFTER_MS rather than TB_FAIL_FAST_AFTER_MS */
     tb_item_done_fn done;
     void *context;
 };

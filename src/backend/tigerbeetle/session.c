@@ -522,6 +522,23 @@ int tb_session_ready(struct tb_session *s, int64_t deadline_ms)
     return s->registered ? TB_SESSION_OK : TB_SESSION_TIMEOUT;
 }
 
+bool tb_session_alive(struct tb_session *s)
+{
+    if (!connected(s) || !s->registered || s->dead || s->in_flight)
+        return false;
+    switch (receive_step(s, now_ms())) {
+    case RECEIVE_LOST:
+        TRACE(s, "connection closed while idle");
+        tb_session_disconnect(s);
+        return false;
+    case RECEIVE_EVICTED:
+        s->dead = true;
+        return false;
+    default:
+        return true;
+    }
+}
+
 int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
                     int64_t deadline_ms)
 {

@@ -114,6 +114,10 @@ uint8_t *tb_session_body(struct tb_session *session);
 int tb_session_call(struct tb_session *session, uint8_t operation, uint32_t body_size,
                     int64_t deadline_ms);
 
+/* For an idle session: reads what arrived (pongs) and notices a closed
+ * connection. false when the session must be made ready again. */
+bool tb_session_alive(struct tb_session *session);
+
 /* Closes the connection (the session itself survives on the server). */
 void tb_session_disconnect(struct tb_session *session);
 

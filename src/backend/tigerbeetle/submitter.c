@@ -46,6 +46,8 @@ struct tb_submitter {
     uint32_t queued_items;
     uint64_t queued_events;
     uint32_t in_flight; /* requests out now */
+    uint32_t last_batch_items;
+    int64_t last_round_trip_us;
     uint64_t sequence;
     bool stopping;
 
@@ -74,6 +76,17 @@ struct tb_submitter {
     uint32_t workers_started;
     struct worker workers[];
 };
+
+/* LLMLIMIT_TB_TRACE=1 logs every batch to stderr. */
+static bool trace_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *value = getenv("LLMLIMIT_TB_TRACE");
+        enabled = value != NULL && value[0] == '1';
+    }
+    return enabled != 0;
+}
 
 static int queue_index(uint8_t operation)
 {
@@ -106,8 +119,10 @@ static void answer_list(struct tb_item *list, enum tb_item_status status)
     }
 }
 
-/* Under the lock: every queued item whose deadline passed (or all when
- * `all`), unlinked and returned as one list. */
+static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms, bool patient);
+
+/* Under the lock: every queued item whose deadline passed, or that must
+ * fail fast (everything when `all`), unlinked and returned as one list. */
 static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, bool all)
 {
     struct tb_item *failed = NULL, **failed_tail = &failed;
@@ -117,7 +132,7 @@ static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, 
         for (struct tb_item *item = queue->head, *next; item != NULL; item = next) {
             next = item->next;
             item->next = NULL;
-            if (all || item->deadline_ms <= now_ms) {
+            if (all || item->deadline_ms <= now_ms || failing_fast(sub, now_ms, item->patient)) {
                 *failed_tail = item;
                 failed_tail = &item->next;
                 sub->queued_items--;
@@ -134,10 +149,12 @@ static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, 
     return failed;
 }
 
-/* No session has been ready for a while: answer at once, don't queue. */
-static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms)
+/* No session has been ready for a while: answer at once, don't queue.
+ * Patient (admin) work gives a starting or restarting cluster longer. */
+static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms, bool patient)
 {
-    return sub->sessions_ready == 0 && now_ms - sub->last_ready_ms > TB_FAIL_FAST_AFTER_MS;
+    int64_t after_ms = patient ? TB_PATIENT_FAIL_AFTER_MS : TB_FAIL_FAST_AFTER_MS;
+    return sub->sessions_ready == 0 && now_ms - sub->last_ready_ms > after_ms;
 }
 
 static void set_ready(struct tb_submitter *sub, struct worker *w, bool ready)
@@ -181,6 +198,7 @@ static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t i
     sub->stats.items += items;
     sub->stats.events += events;
     sub->stats.round_trip_us += (uint64_t)((now_ns - started_ns) / 1000);
+    sub->last_round_trip_us = (now_ns - started_ns) / 1000;
     if (w->session.reply_timestamp > sub->cluster_time_ns) {
         sub->cluster_time_ns = w->session.reply_timestamp;
         sub->cluster_time_at_ns = now_ns;
@@ -211,7 +229,13 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
     assert(tb_item_chains_closed(batch));
 
     int64_t started_ns = clock_monotonic_ns();
+    if (trace_enabled())
+        fprintf(stderr, "tb submitter: operation %u, %u items, %u events, waited %.3f ms\n",
+                operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6);
     int rc = tb_session_call(&w->session, operation, size, deadline_ms);
+    if (trace_enabled())
+        fprintf(stderr, "tb submitter: answered in %.3f ms\n",
+                (double)(clock_monotonic_ns() - started_ns) / 1e6);
     enum tb_item_status status = TB_ITEM_UNAVAILABLE;
     if (rc == TB_SESSION_OK) {
         const uint8_t *reply = w->session.reply_body;
@@ -256,12 +280,31 @@ static void wait_ms(struct tb_submitter *sub, int64_t ms)
  * nothing in flight work goes at once; with a request out it waits to
  * grow (TB_EAGER_EVENTS, TB_STALL_MS), so load makes batches larger
  * rather than requests more numerous. */
+/* Nothing in flight: go, or linger a moment for a burst to gather. */
+static bool send_idle(const struct tb_submitter *sub, int q, int64_t *wait)
+{
+    uint32_t expected = sub->last_batch_items;
+    if (expected < TB_LINGER_BATCH_MIN || sub->queued_items >= 2 * expected)
+        return true;
+    int64_t linger_us = sub->last_round_trip_us;
+    if (linger_us > TB_LINGER_US_MAX)
+        linger_us = TB_LINGER_US_MAX;
+    int64_t waited_us = (clock_monotonic_ns() - sub->queues[q].head->queued_at_ns) / 1000;
+    if (waited_us >= linger_us)
+        return true;
+    *wait = (linger_us - waited_us + 999) / 1000;
+    return false;
+}
+
 static bool send_now(const struct tb_submitter *sub, int64_t *wait)
 {
     *wait = IDLE_WAIT_MS;
-    if (oldest_queue(sub) < 0)
+    int q = oldest_queue(sub);
+    if (q < 0)
         return false;
-    if (sub->in_flight == 0 || sub->queued_events >= TB_EAGER_EVENTS)
+    if (sub->in_flight == 0)
+        return send_idle(sub, q, wait);
+    if (sub->queued_events >= TB_EAGER_EVENTS)
         return true;
     int64_t oldest_ms = INT64_MAX;
     for (uint32_t i = 0; i < sub->worker_count; i++) {
@@ -276,14 +319,21 @@ static bool send_now(const struct tb_submitter *sub, int64_t *wait)
     return false;
 }
 
-/* Waits for work; returns the next batch (NULL when stopping). */
+/* Waits for work; returns the next batch, or NULL when stopping or after
+ * IDLE_WAIT_MS without work (then the caller checks its connection). */
 static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, uint8_t *operation,
                                   uint32_t *events)
 {
     pthread_mutex_lock(&sub->lock);
     int64_t wait = 0;
-    while (!sub->stopping && !send_now(sub, &wait))
+    int64_t idle_until = clock_monotonic_ms() + IDLE_WAIT_MS;
+    while (!sub->stopping && !send_now(sub, &wait)) {
+        if (clock_monotonic_ms() >= idle_until) {
+            pthread_mutex_unlock(&sub->lock);
+            return NULL;
+        }
         wait_ms(sub, wait);
+    }
     if (sub->stopping) {
         pthread_mutex_unlock(&sub->lock);
         return NULL;
@@ -294,8 +344,11 @@ static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, ui
     uint32_t events_max = tb_body_events_max(*operation, w->session.batch_size_limit);
     struct tb_item *batch =
         tb_batch_take(&sub->queues[q].head, &sub->queues[q].tail, events_max, events);
+    uint32_t taken = 0;
     for (struct tb_item *item = batch; item != NULL; item = item->next)
-        sub->queued_items--;
+        taken++;
+    sub->queued_items -= taken;
+    sub->last_batch_items = taken;
     sub->queued_events -= *events;
     sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
@@ -341,9 +394,11 @@ static void *worker_main(void *argument)
         uint8_t operation = 0;
         uint32_t events = 0;
         struct tb_item *batch = next_batch(sub, w, &operation, &events);
-        if (batch == NULL)
-            break;
-        run_batch(sub, w, operation, batch, events);
+        if (batch != NULL) {
+            run_batch(sub, w, operation, batch, events);
+        } else if (!tb_session_alive(&w->session)) {
+            set_ready(sub, w, false); /* idle, and the connection is gone */
+        }
     }
     tb_session_disconnect(&w->session);
     return NULL;
@@ -382,7 +437,7 @@ static void *monitor_main(void *argument)
         if (sub->stopping)
             break;
         int64_t now = clock_monotonic_ms();
-        struct tb_item *overdue = unlink_overdue(sub, now, failing_fast(sub, now));
+        struct tb_item *overdue = unlink_overdue(sub, now, false);
         bool keepalive = keepalive_due(sub, now);
         pthread_mutex_unlock(&sub->lock);
         answer_list(overdue, TB_ITEM_UNAVAILABLE);
@@ -427,7 +482,8 @@ void tb_submitter_submit(struct tb_submitter *sub, struct tb_item *item)
     }
     pthread_mutex_lock(&sub->lock);
     int64_t now = clock_monotonic_ms();
-    if (sub->stopping || sub->queued_items >= TB_QUEUE_ITEMS_MAX || failing_fast(sub, now)) {
+    if (sub->stopping || sub->queued_items >= TB_QUEUE_ITEMS_MAX ||
+        failing_fast(sub, now, item->patient)) {
         sub->stats.failed_items++;
         pthread_mutex_unlock(&sub->lock);
         item->status = TB_ITEM_UNAVAILABLE;
@@ -435,7 +491,7 @@ void tb_submitter_submit(struct tb_submitter *sub, struct tb_item *item)
         return;
     }
     item->sequence = ++sub->sequence;
-    item->queued_at_ms = now;
+    item->queued_at_ns = clock_monotonic_ns();
     sub->queued_events += item->event_count;
     struct queue *queue = &sub->queues[q];
     if (queue->tail != NULL)
@@ -567,7 +623,7 @@ void tb_submitter_close(struct tb_submitter *sub)
     if (sub->monitor_started)
         pthread_join(sub->monitor, NULL);
     pthread_mutex_lock(&sub->lock);
-    struct tb_item *left = unlink_overdue(sub, 0, true);
+    struct tb_item *left = unlink_overdue(sub, INT64_MAX, true);
     pthread_mutex_unlock(&sub->lock);
     answer_list(left, TB_ITEM_UNAVAILABLE);
     for (uint32_t i = 0; i < sub->worker_count; i++)

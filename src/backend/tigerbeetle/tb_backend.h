@@ -68,9 +68,13 @@ struct tb_limit {
     int64_t budget_owes_ms;    /* budgets: a period that may owe (debt, cut), or INT64_MIN */
     uint32_t decrease_attempt; /* 0.17: which decrease id to try next */
     /* fixed once created */
-    tb_u128 gate_id; /* acct:limit:<key> (rolling, concurrency) */
-    tb_u128 used_id; /* acct:used:<key> (rolling) */
-    tb_u128 debt_id; /* acct:debt:<key> (rolling) */
+    /* The limit account depends on the kind, so a key deleted and put
+     * again as another kind is a new limit (its old holds stay with the
+     * old account until they expire or their leases finish). */
+    tb_u128 rolling_gate_id; /* acct:limit:<key> (seed 001) */
+    tb_u128 slots_gate_id;   /* acct:limit-concurrency:<key> */
+    tb_u128 used_id;         /* acct:used:<key> (rolling) */
+    tb_u128 debt_id;         /* acct:debt:<key> (rolling) */
     /* under notes_lock */
     pthread_mutex_t notes_lock;
     struct tb_hold_ring notes;
@@ -267,6 +271,11 @@ static inline void tb_limit_period_mark(struct tb_limit *limit, int64_t period_m
         return;
     int older = limit->budget_periods[0] < limit->budget_periods[1] ? 0 : 1;
     limit->budget_periods[older] = period_ms;
+}
+
+static inline tb_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
+{
+    return kind == LIMIT_CONCURRENCY ? limit->slots_gate_id : limit->rolling_gate_id;
 }
 
 /* tb_registry.c */

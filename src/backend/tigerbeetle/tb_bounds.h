@@ -36,6 +36,8 @@
 #define TB_ITEM_DEADLINE_MS 2000
 #define TB_ADMIN_DEADLINE_MS 5000
 #define TB_CONNECT_TIMEOUT_MS 500
+/* open() waits this long for a first session (not an error if none). */
+#define TB_OPEN_READY_WAIT_MS 500
 /* First retransmission after this long, then doubling up to the max. */
 #define TB_RETRANSMIT_MS_MIN 300
 #define TB_RETRANSMIT_MS_MAX 1000
@@ -46,6 +48,9 @@
 /* When no session has been connected for this long, new work fails at once
  * instead of waiting for its deadline. */
 #define TB_FAIL_FAST_AFTER_MS 250
+/* The same for admin work (puts, provisioning): a cluster that is starting
+ * (or restarting) is worth a few seconds. */
+#define TB_PATIENT_FAIL_AFTER_MS 3000
 /* 0.15.3 runs pending-transfer expiry only when a request arrives: an idle
  * front end sends a small lookup this often. */
 #define TB_KEEPALIVE_MS 100
@@ -58,6 +63,12 @@
  * (a slow or lost request must not hold everything up). */
 #define TB_EAGER_EVENTS 1024
 #define TB_STALL_MS 50
+/* With nothing in flight, work goes at once, unless the last batch was
+ * large (callers answered together come back together): then it waits
+ * for 3/4 of that many items, at most a quarter of the last round trip
+ * and never more than TB_LINGER_US_MAX. */
+#define TB_LINGER_BATCH_MIN 8
+#define TB_LINGER_US_MAX 2000
 
 /* Work waiting for a session, in items; a full queue answers 503. */
 #define TB_QUEUE_ITEMS_MAX 65536

@@ -133,7 +133,7 @@ static struct tb_transfer reserve_shape(const struct tb_job *job, const struct t
     struct backend *b = job->call->backend;
     uint32_t length;
     const char *id = lease_id(job, &length);
-    tb_u128 gate = hold->limit->gate_id;
+    tb_u128 gate = tb_limit_gate(hold->limit, hold->kind);
     if (hold->kind == LIMIT_BUDGET) {
         struct tb_period_accounts period;
         tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
@@ -194,8 +194,8 @@ static void push_rolling_keep(struct tb_job *job, const struct tb_lease_hold *ho
 {
     struct backend *b = job->call->backend;
     struct tb_transfer keep = tb_ledger_transfer(
-        lease_transfer_id(job, gate_prefix, hold), hold->limit->gate_id, b->operator_id, amount,
-        TB_CODE_RERESERVE, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED);
+        lease_transfer_id(job, gate_prefix, hold), hold->limit->rolling_gate_id, b->operator_id,
+        amount, TB_CODE_RERESERVE, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED);
     keep.timeout = seconds;
     push(job, keep);
     struct tb_transfer used = tb_ledger_transfer(

@@ -25,6 +25,13 @@
 /* A budget's next period is provisioned this long before it starts. */
 #define BUDGET_PREPARE_MS (60 * 1000)
 
+static _Thread_local bool impatient;
+
+void tb_provision_patience(bool patient)
+{
+    impatient = !patient;
+}
+
 static void log_code(const char *what, const struct tb_limit *limit, uint32_t code)
 {
     fprintf(stderr, "tigerbeetle: %s for limit %s failed with result %u\n", what, limit->key, code);
@@ -40,6 +47,7 @@ static int call_create(struct backend *b, uint8_t operation, const void *events,
     item.events = events;
     item.codes = codes;
     item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
+    item.patient = !impatient; /* a cluster still starting is worth waiting for */
     return tb_submitter_call(b->submitter, &item) == TB_ITEM_OK ? 0 : -1;
 }
 
@@ -54,6 +62,7 @@ static int call_lookup(struct backend *b, const tb_u128 *ids, uint32_t count,
     item.objects = accounts;
     item.found = found;
     item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
+    item.patient = !impatient;
     return tb_submitter_call(b->submitter, &item) == TB_ITEM_OK ? 0 : -1;
 }
 
@@ -94,7 +103,7 @@ static int create_limit_accounts(struct backend *b, const struct tb_limit *limit
                                  enum limit_kind kind)
 {
     struct tb_account accounts[3];
-    accounts[0] = tb_ledger_account(limit->gate_id, TB_ACCOUNT_CODE_LIMIT,
+    accounts[0] = tb_ledger_account(tb_limit_gate(limit, (uint8_t)kind), TB_ACCOUNT_CODE_LIMIT,
                                     TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS, limit);
     if (kind != LIMIT_ROLLING)
         return create_accounts(b, limit, accounts, 1);
@@ -145,14 +154,17 @@ static uint32_t next_attempt(struct backend *b, struct tb_limit *limit, bool adv
  * a top-up always applies; a decrease only when the free capacity covers
  * it. *in_force gets the capacity the cluster now holds. 0, or -1 when
  * the cluster did not answer (or the account is missing). */
-static int set_gate_capacity(struct backend *b, struct tb_limit *limit, uint64_t target,
-                             uint64_t *in_force)
+static int set_gate_capacity(struct backend *b, struct tb_limit *limit, enum limit_kind kind,
+                             uint64_t target, uint64_t *in_force)
 {
+    tb_u128 gate_id = tb_limit_gate(limit, (uint8_t)kind);
+    const char *prefix =
+        kind == LIMIT_CONCURRENCY ? "xfer:capacity:concurrency:" : "xfer:capacity:rolling:";
     bool advance = false;
     for (int round = 0; round < CAPACITY_ATTEMPTS_MAX; round++) {
         struct tb_account gate;
         uint8_t found = 0;
-        if (call_lookup(b, &limit->gate_id, 1, &gate, &found) != 0 || !found)
+        if (call_lookup(b, &gate_id, 1, &gate, &found) != 0 || !found)
             return -1;
         uint64_t capacity = tb_ledger_capacity(&gate);
         *in_force = capacity;
@@ -161,16 +173,16 @@ static int set_gate_capacity(struct backend *b, struct tb_limit *limit, uint64_t
         uint32_t attempt = next_attempt(b, limit, advance);
         struct tb_transfer change;
         if (capacity < target) {
-            change = tb_ledger_transfer(
-                capacity_id("xfer:capacity:", limit, INT64_MIN, capacity, target, attempt),
-                b->operator_id, limit->gate_id, target - capacity, TB_CODE_CAPACITY, 0);
+            change =
+                tb_ledger_transfer(capacity_id(prefix, limit, INT64_MIN, capacity, target, attempt),
+                                   b->operator_id, gate_id, target - capacity, TB_CODE_CAPACITY, 0);
         } else {
             uint64_t delta = capacity - target;
             if (tb_ledger_available(&gate) < (int64_t)delta)
                 return 0; /* not free yet: the limit stays decreasing */
-            change = tb_ledger_transfer(
-                capacity_id("xfer:capacity:", limit, INT64_MIN, capacity, target, attempt),
-                limit->gate_id, b->operator_id, delta, TB_CODE_CAPACITY, 0);
+            change =
+                tb_ledger_transfer(capacity_id(prefix, limit, INT64_MIN, capacity, target, attempt),
+                                   gate_id, b->operator_id, delta, TB_CODE_CAPACITY, 0);
         }
         uint32_t code = 0;
         if (call_create(b, TB_OPERATION_CREATE_TRANSFERS, &change, 1, &code) != 0)
@@ -309,7 +321,7 @@ void tb_provision_apply(struct backend *b, struct tb_limit *limit, const struct 
         if (rc == 0)
             rc = create_limit_accounts(b, limit, d->kind);
         if (rc == 0)
-            rc = set_gate_capacity(b, limit, d->capacity, &in_force);
+            rc = set_gate_capacity(b, limit, d->kind, d->capacity, &in_force);
         if (rc != 0 && before != NULL && d->capacity < before->definition.capacity)
             in_force = before->definition.capacity; /* wait as decreasing */
     }
@@ -333,7 +345,8 @@ bool tb_provision_limit(struct backend *b, struct tb_limit *limit, int64_t now_m
     }
     uint64_t in_force;
     if (create_limit_accounts(b, limit, state.definition.kind) != 0 ||
-        set_gate_capacity(b, limit, state.definition.capacity, &in_force) != 0)
+        set_gate_capacity(b, limit, state.definition.kind, state.definition.capacity, &in_force) !=
+            0)
         return false;
     bool changed = false;
     pthread_rwlock_wrlock(&b->registry_lock);
@@ -377,7 +390,8 @@ bool tb_provision_decrease(struct backend *b, struct tb_limit *limit)
     if (!provisioned || state.status != LIMIT_DECREASING)
         return false;
     uint64_t in_force;
-    if (set_gate_capacity(b, limit, state.pending_decrease_to, &in_force) != 0 ||
+    if (set_gate_capacity(b, limit, state.definition.kind, state.pending_decrease_to, &in_force) !=
+            0 ||
         in_force != state.pending_decrease_to)
         return false;
     bool changed = false;
@@ -427,7 +441,7 @@ int tb_provision_balances(struct backend *b, struct tb_limit *limit, enum limit_
     memset(out, 0, sizeof *out);
     tb_u128 ids[3];
     uint32_t count = 1;
-    ids[0] = limit->gate_id;
+    ids[0] = tb_limit_gate(limit, (uint8_t)kind);
     if (kind == LIMIT_ROLLING) {
         ids[1] = limit->used_id;
         ids[2] = limit->debt_id;

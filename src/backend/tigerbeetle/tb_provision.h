@@ -43,6 +43,10 @@ bool tb_provision_decrease(struct backend *b, struct tb_limit *limit);
 /* A budget period that may owe (debt, cut): lets free capacity pay it. */
 void tb_provision_settle(struct backend *b, struct tb_limit *limit, int64_t period_ms);
 
+/* Whether this thread's calls wait for a session while none is connected
+ * (the maintenance thread and puts: yes; tick(): no, it must not block). */
+void tb_provision_patience(bool patient);
+
 /* The operator account, once per process. 0 or -1. */
 int tb_provision_operator(struct backend *b);
 

@@ -53,7 +53,8 @@ static struct tb_limit *limit_create(struct backend *b, const struct limit_defin
     limit->state.definition = *definition;
     limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
     limit->budget_owes_ms = INT64_MIN;
-    limit->gate_id = tb_id1("acct:limit:", limit->key, limit->key_length);
+    limit->rolling_gate_id = tb_id1("acct:limit:", limit->key, limit->key_length);
+    limit->slots_gate_id = tb_id1("acct:limit-concurrency:", limit->key, limit->key_length);
     limit->used_id = tb_id1("acct:used:", limit->key, limit->key_length);
     limit->debt_id = tb_id1("acct:debt:", limit->key, limit->key_length);
     pthread_mutex_init(&limit->notes_lock, NULL);

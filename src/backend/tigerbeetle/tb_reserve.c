@@ -181,7 +181,7 @@ static void sort_holds(struct tb_job *job)
 static tb_u128 hold_gate(const struct tb_lease_hold *hold)
 {
     if (hold->kind != LIMIT_BUDGET)
-        return hold->limit->gate_id;
+        return tb_limit_gate(hold->limit, hold->kind);
     struct tb_period_accounts period;
     tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
     return period.gate;

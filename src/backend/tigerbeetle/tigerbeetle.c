@@ -22,12 +22,14 @@
  * for debt another front end left (the others only when known to owe). */
 #define SETTLE_SWEEP_EVERY 10
 #define CLOSE_DRAIN_MS 10000
+#define TICK_ADMIN_WAIT_MS 1000
 
 /* ---- maintenance --------------------------------------------------------- */
 
 /* The limits a pass looks at, copied out of the registry so the (slow)
  * conversations with the cluster run without the registry lock. */
-static struct tb_limit **snapshot_limits(struct backend *b, bool full, uint32_t *count)
+static struct tb_limit **snapshot_limits(struct backend *b, bool full, bool budgets,
+                                         uint32_t *count)
 {
     pthread_rwlock_wrlock(&b->registry_lock);
     __atomic_store_n(&b->provision_wanted, false, __ATOMIC_RELEASE);
@@ -36,9 +38,9 @@ static struct tb_limit **snapshot_limits(struct backend *b, bool full, uint32_t 
     for (uint32_t i = 0; limits != NULL && i < TB_LIMIT_BUCKETS; i++) {
         for (struct tb_limit *limit = b->limit_buckets[i]; limit != NULL;
              limit = limit->next_in_bucket) {
-            bool wanted =
-                !limit->provisioned || (full && (limit->state.status == LIMIT_DECREASING ||
-                                                 limit->state.definition.kind == LIMIT_BUDGET));
+            bool budget = limit->state.definition.kind == LIMIT_BUDGET;
+            bool wanted = !limit->provisioned || (budgets && budget) ||
+                          (full && limit->state.status == LIMIT_DECREASING);
             if (!limit->deleted && wanted)
                 limits[n++] = limit;
         }
@@ -72,11 +74,13 @@ static void maintain_limit(struct backend *b, struct tb_limit *limit, int64_t no
         tb_provision_settle(b, limit, period_ms);
 }
 
-static void maintain(struct backend *b, bool full, bool sweep)
+/* full: the once-a-second pass; parked: reserves wait (perhaps for a new
+ * budget period's accounts); sweep: look for debt in every budget. */
+static void maintain(struct backend *b, bool full, bool parked, bool sweep)
 {
     pthread_mutex_lock(&b->admin_lock);
     uint32_t count = 0;
-    struct tb_limit **limits = snapshot_limits(b, full, &count);
+    struct tb_limit **limits = snapshot_limits(b, full, full || parked, &count);
     bool changed = false;
     int64_t now_ms = clock_now_ms(b->clock);
     for (uint32_t i = 0; limits != NULL && i < count; i++)
@@ -120,7 +124,7 @@ static void *maintenance_main(void *argument)
                 last_full_ms = now;
                 passes++;
             }
-            maintain(b, full, full && passes % SETTLE_SWEEP_EVERY == 0);
+            maintain(b, full, parked, full && passes % SETTLE_SWEEP_EVERY == 0);
         }
         /* Parked reserves run again; one whose limit is still missing its
          * accounts now answers backend_error. */
@@ -139,8 +143,10 @@ static int check_config(const struct backend_config *config, tb_u128 *cluster, c
 {
     if (config->clock == NULL)
         snprintf(error, error_size, "clock: required");
-    else if (config->lease_cache_entries < 1)
-        snprintf(error, error_size, "lease_cache_entries: must be > 0");
+    else if (config->lease_cache_entries < 1 ||
+             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
+        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
+                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
     else if (config->lease_retention_ms < 1)
         snprintf(error, error_size, "lease_retention_ms: must be > 0");
     else if (config->concurrency_poll_ms < 1)
@@ -197,6 +203,14 @@ static int tigerbeetle_open(const struct backend_config *config, struct backend 
         return -1;
     }
     b->maintenance_started = true;
+    /* A reachable cluster registers a session within milliseconds: wait a
+     * little so the backend starts ready; an unreachable one does not hold
+     * start-up (it connects in the background). */
+    int64_t until = clock_monotonic_ms() + TB_OPEN_READY_WAIT_MS;
+    while (!tb_submitter_ready(b->submitter) && clock_monotonic_ms() < until) {
+        struct timespec pause = {0, 5 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     *out = b;
     return 0;
 }
@@ -230,9 +244,51 @@ static void tigerbeetle_close(struct backend *b)
     free(b);
 }
 
+/* The part of maintenance that changes limit states, for tick(): limits
+ * without accounts yet, and pending decreases (backend.h: tick applies
+ * them). Never waits for a cluster that is not there. */
+static void tick_limits(struct backend *b)
+{
+    /* The maintenance thread's pass is short while the cluster answers;
+     * while it does not, tick() gives up rather than wait. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)TICK_ADMIN_WAIT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    if (pthread_mutex_timedlock(&b->admin_lock, &until) != 0)
+        return;
+    tb_provision_patience(false);
+    pthread_rwlock_rdlock(&b->registry_lock);
+    uint32_t count = 0;
+    struct tb_limit **limits = malloc((b->limit_count + 1) * sizeof *limits);
+    for (uint32_t i = 0; limits != NULL && i < TB_LIMIT_BUCKETS; i++) {
+        for (struct tb_limit *limit = b->limit_buckets[i]; limit != NULL;
+             limit = limit->next_in_bucket) {
+            if (!limit->deleted && (!limit->provisioned || limit->state.status == LIMIT_DECREASING))
+                limits[count++] = limit;
+        }
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+    bool changed = false;
+    int64_t now_ms = clock_now_ms(b->clock);
+    for (uint32_t i = 0; limits != NULL && i < count; i++) {
+        if (tb_provision_limit(b, limits[i], now_ms))
+            changed = true;
+        if (tb_provision_decrease(b, limits[i]))
+            changed = true;
+    }
+    free(limits);
+    tb_provision_patience(true);
+    pthread_mutex_unlock(&b->admin_lock);
+    if (changed)
+        __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
+}
+
 static int tigerbeetle_tick(struct backend *b, bool *limits_changed)
 {
     tb_leases_expire(b, clock_now_ms(b->clock));
+    tick_limits(b);
     bool changed = __atomic_exchange_n(&b->limits_changed, false, __ATOMIC_ACQ_REL);
     if (limits_changed != NULL)
         *limits_changed = changed;
