@@ -55,6 +55,10 @@ static const struct flag flags[] = {
      "simultaneous client connections"},
     {"--connection-timeout-seconds", "N", FLAG_U32, FIELD(connection_timeout_seconds), 1,
      CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this"},
+    {"--request-timeout-seconds", "N", FLAG_U32, FIELD(request_timeout_seconds), 0,
+     CONNECTION_TIMEOUT_SECONDS_MAX,
+     "a connection that completes no request for this long is closed (0: the connection "
+     "timeout)"},
     {"--lease-cache-max", "N", FLAG_U32, FIELD(lease_cache_max), 1, UINT32_MAX,
      "leases remembered for idempotent retries (memory, tigerbeetle)"},
     {"--lease-retention-seconds", "N", FLAG_U32, FIELD(lease_retention_seconds), 1,

@@ -203,6 +203,7 @@ static struct exchange *exchange_new(struct server *server, struct MHD_Connectio
     memset(ex, 0, offsetof(struct exchange, op));
     ex->server = server;
     ex->connection = connection;
+    ex->watch = watch_of(connection);
     ex->started_ns = clock_monotonic_ns();
     ex->body = ex->body_inline;
     ex->body_capacity = sizeof ex->body_inline;
@@ -379,6 +380,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         return exchange_error(ex, 413, "body_too_large");
     if (ex->body_alloc_failed)
         return exchange_error(ex, 503, "out_of_memory");
+    watch_request_received(ex->watch);
     return handlers[ex->route](ex);
 }
 
@@ -400,6 +402,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         metrics_request(server->metrics, ex->route, ex->status,
                         clock_monotonic_ns() - ex->started_ns);
     exchange_received(ex);
+    watch_request_finished(ex->watch);
     exchange_free(ex);
     __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
 }
@@ -473,8 +476,9 @@ int http_start(struct server *server, char *error, size_t error_size)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)server->config.max_connections,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_BYTES,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)server->config.connection_timeout_seconds,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_UNESCAPE_CALLBACK,
-        unescape_none, NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_NOTIFY_CONNECTION,
+        watch_on_connection, &server->watches, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+        MHD_OPTION_END);
     if (server->daemon == NULL) {
         snprintf(error, error_size, "cannot listen on %s:%u (address in use or not available)",
                  server->config.listen_host, (unsigned)server->config.listen_port);

@@ -86,6 +86,7 @@ static void *ticker_main(void *context)
         if (s->ticker_stop)
             break;
         pthread_mutex_unlock(&s->ticker_mutex);
+        watch_sweep(&s->watches, clock_monotonic_ms());
         bool changed = false;
         if (s->ops->tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
@@ -223,6 +224,7 @@ static void server_free(struct server *s)
     registry_close(s->registry);
     metrics_destroy(s->metrics);
     http_pool_free(s);
+    watch_list_destroy(&s->watches);
     pthread_mutex_destroy(&s->pool_mutex);
     free(s);
 }
@@ -245,6 +247,10 @@ int server_run(const struct server_config *config)
     s->config = *config;
     s->quiesced_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&s->pool_mutex, NULL);
+    uint32_t request_timeout_seconds = config->request_timeout_seconds != 0
+                                           ? config->request_timeout_seconds
+                                           : config->connection_timeout_seconds;
+    watch_list_init(&s->watches, (int64_t)request_timeout_seconds * 1000);
     if (server_start(s) != 0) {
         if (s->daemon != NULL)
             http_stop(s);

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "registry.h"
 #include "routes.h"
+#include "watch.h"
 
 struct server {
     struct server_config config;
@@ -30,6 +31,7 @@ struct server {
     struct metrics *metrics;
     struct auth auth;
     struct MHD_Daemon *daemon;
+    struct watch_list watches; /* the request deadline */
     uint16_t port;          /* the real one, after bind */
     MHD_socket quiesced_fd; /* listening socket handed back by MHD_quiesce_daemon */
     pthread_t ticker;
@@ -73,6 +75,7 @@ typedef enum MHD_Result (*exchange_fn)(struct exchange *exchange);
 struct exchange {
     struct server *server;
     struct MHD_Connection *connection;
+    struct watch *watch; /* of the connection; NULL if unwatched */
     enum route route;
     enum method method;
     const char *key_encoded; /* {key} of item routes, inside MHD's URL */

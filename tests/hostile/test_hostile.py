@@ -299,11 +299,9 @@ class ConnectionLimit(HostileCase):
             sock.close()
         self.assert_fds_settle()
 
-    @unittest.expectedFailure
     def test_trickling_clients_at_the_limit_do_not_lock_others_out(self):
-        """Known gap: max-connections slowloris clients that send a byte every
-        0.5 s are never timed out (the timeout is one of inactivity), so a new
-        client waits as long as they go on. Passes once a request deadline exists."""
+        """Slowloris clients at max-connections that send a byte every 0.5 s are
+        closed by the request deadline, so a new client is served."""
         sockets = [self.connect() for _ in range(self.LIMIT_CONNECTIONS)]
         stop = threading.Event()
 
