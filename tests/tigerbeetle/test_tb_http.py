@@ -119,71 +119,114 @@ class TwoFrontEnds(unittest.TestCase):
             self.assertEqual(a.usage("gpu")[2]["reserved"], 5)
 
 
-class KillTigerBeetle(unittest.TestCase):
+def load_through_fault(test, server, fault, threads_count=16):
+    """Reserves from threads_count clients (each lease retried with the same id
+    while the answer is 503) while fault() runs, then checks: every 503 came
+    promptly, no client hung, every lease was allowed once and is held once."""
+    stop = threading.Event()
+    outcomes = []   # (lease, status, allowed): one per lease
+    slow_503 = []   # seconds of 503 answers that were not prompt
+    errors = []
+    lock = threading.Lock()
+
+    def client(index):
+        while not stop.is_set():
+            lease_id = "load-%d-%s" % (index, uuid.uuid4().hex[:12])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                started = time.monotonic()
+                try:
+                    status, _, body = server.reserve(lease_id, {"tokens": 7})
+                except Exception as error:  # noqa: BLE001 (a test reports all)
+                    with lock:
+                        errors.append(repr(error))
+                    time.sleep(0.05)
+                    continue
+                took = time.monotonic() - started
+                if status == 503:
+                    if took > PROMPT_S:
+                        with lock:
+                            slow_503.append(took)
+                    time.sleep(0.05)
+                    continue  # unknown outcome: the same lease id again
+                with lock:
+                    outcomes.append((lease_id, status, body.get("allowed")))
+                break
+
+    workers = [threading.Thread(target=client, args=(i,), daemon=True)
+               for i in range(threads_count)]
+    for w in workers:
+        w.start()
+    time.sleep(2.0)
+    recovered = fault()
+    time.sleep(3.0)
+    stop.set()
+    for w in workers:
+        w.join(120)
+    test.assertFalse(any(w.is_alive() for w in workers), "a client hung")
+    test.assertEqual(errors, [])
+    test.assertEqual(slow_503, [], "503s must be prompt")
+    leases = [o[0] for o in outcomes]
+    test.assertEqual(len(leases), len(set(leases)))
+    test.assertTrue(all(o[1] == 200 and o[2] for o in outcomes), outcomes[:5])
+    _, _, usage = server.usage("tokens")
+    # every lease held exactly once: nothing lost, nothing twice
+    test.assertEqual(usage["reserved"], 7 * len(outcomes))
+    print("  %d leases, TigerBeetle back after %.1f s" % (len(outcomes), recovered))
+
+
+TOKENS = [{"key": "tokens", "kind": "rolling", "capacity": 10 ** 12, "window_seconds": 3600},
+          {"key": "probe", "kind": "rolling", "capacity": 10 ** 12, "window_seconds": 3600}]
+
+
+class TigerBeetleFaults(unittest.TestCase):
     def test_kill_under_load(self):
         """kill -9 under load: prompt 503s, one reservation per lease, recovery."""
-        threads_count = 16
         with Cluster() as cluster, front_end(cluster, sessions=4) as server:
-            put_all([server], [{"key": "tokens", "kind": "rolling", "capacity": 10 ** 12,
-                                "window_seconds": 3600}])
-            stop = threading.Event()
-            outcomes = []   # (lease, allowed) per lease: one each
-            slow_503 = []   # seconds of 503 answers that were not prompt
-            errors = []
-            lock = threading.Lock()
+            put_all([server], TOKENS)
 
-            def client(index):
-                while not stop.is_set():
-                    lease_id = "load-%d-%s" % (index, uuid.uuid4().hex[:12])
-                    deadline = time.monotonic() + 60
-                    while time.monotonic() < deadline:
-                        started = time.monotonic()
-                        try:
-                            status, _, body = server.reserve(lease_id, {"tokens": 7})
-                        except Exception as error:  # noqa: BLE001 (a test reports all)
-                            with lock:
-                                errors.append(repr(error))
-                            time.sleep(0.05)
-                            continue
-                        took = time.monotonic() - started
-                        if status == 503:
-                            if took > PROMPT_S:
-                                with lock:
-                                    slow_503.append(took)
-                            time.sleep(0.05)
-                            continue  # unknown outcome: the same lease id again
-                        with lock:
-                            outcomes.append((lease_id, status, body.get("allowed")))
-                        break
+            def fault():
+                cluster.kill()
+                gap_started = time.monotonic()
+                time.sleep(3.0)
+                status, _, _ = server.request("GET", "/readyz")
+                self.assertNotEqual(status, 200, "readyz while TigerBeetle is down")
+                cluster.start()
+                self.assertTrue(
+                    wait_until(lambda: server.request("GET", "/readyz")[0] == 200, 30),
+                    "llmlimitd did not recover by itself")
+                return time.monotonic() - gap_started
 
-            workers = [threading.Thread(target=client, args=(i,), daemon=True)
-                       for i in range(threads_count)]
-            for w in workers:
-                w.start()
-            time.sleep(2.0)
-            cluster.kill()
-            gap_started = time.monotonic()
-            time.sleep(3.0)
-            status, _, _ = server.request("GET", "/readyz")
-            self.assertNotEqual(status, 200, "readyz while TigerBeetle is down")
-            cluster.start()
-            self.assertTrue(wait_until(lambda: server.request("GET", "/readyz")[0] == 200, 30),
-                            "llmlimitd did not recover by itself")
-            recovered = time.monotonic() - gap_started
-            time.sleep(3.0)
-            stop.set()
-            for w in workers:
-                w.join(120)
-            self.assertFalse(any(w.is_alive() for w in workers), "a client hung")
-            self.assertEqual(errors, [])
-            self.assertEqual(slow_503, [], "503s must be prompt")
-            leases = [o[0] for o in outcomes]
-            self.assertEqual(len(leases), len(set(leases)))
-            self.assertTrue(all(o[1] == 200 and o[2] for o in outcomes), outcomes[:5])
-            _, _, usage = server.usage("tokens")
-            # every lease held exactly once: nothing lost, nothing twice
-            self.assertEqual(usage["reserved"], 7 * len(outcomes))
-            print("  %d leases, TigerBeetle back after %.1f s" % (len(outcomes), recovered))
+            load_through_fault(self, server, fault)
+
+    def test_frozen_under_load(self):
+        """A TigerBeetle that stops answering for 4 s (SIGSTOP): prompt 503s, no
+        hang, one reservation per lease, service resumes once it answers again."""
+        with Cluster() as cluster, front_end(cluster, sessions=4) as server:
+            put_all([server], TOKENS)
+
+            def fault():
+                cluster.process.send_signal(signal.SIGSTOP)
+                frozen = time.monotonic()
+                try:
+                    time.sleep(0.5)
+                    started = time.monotonic()
+                    status, _, body = server.reserve(lease(), {"probe": 1})
+                    took = time.monotonic() - started
+                    self.assertEqual(status, 503, body)  # no answer: outcome unknown
+                    self.assertLess(took, PROMPT_S, "a frozen TigerBeetle must not hang llmlimitd")
+                    time.sleep(max(0.0, 4.0 - (time.monotonic() - frozen)))
+                finally:
+                    cluster.process.send_signal(signal.SIGCONT)
+                status, _, body = server.reserve(lease(), {"probe": 1})
+                deadline = time.monotonic() + 30
+                while status != 200 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    status, _, body = server.reserve(lease(), {"probe": 1})
+                self.assertEqual(status, 200, body)
+                return time.monotonic() - frozen
+
+            load_through_fault(self, server, fault)
 
 
 # ---- differential --------------------------------------------------------
