@@ -229,6 +229,24 @@ class TigerBeetleFaults(unittest.TestCase):
             load_through_fault(self, server, fault)
 
 
+class HistoryOnTigerBeetle(unittest.TestCase):
+    def test_recorded_history_is_consistent(self):
+        """tests/checker/record.py against a real cluster: no over-admission, every
+        allowed reserve in usage, retries never double-reserve (timing tolerance
+        1.5 s: TigerBeetle expires holds on its own clock, up to ~1.1 s late)."""
+        import subprocess
+        record = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "checker",
+                              "record.py")
+        with Cluster() as cluster:
+            done = subprocess.run(
+                [sys.executable, record, "--binary", BINARY, "--backend", "tigerbeetle",
+                 "--seconds", "8", "--tolerance-ms", "1500",
+                 "--server-arg=--tb-addresses=" + cluster.address],
+                capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stdout[-4000:] + done.stderr[-2000:])
+        self.assertIn("0 violation(s)", done.stdout)
+
+
 # ---- differential --------------------------------------------------------
 
 LIMITS = [
