@@ -98,8 +98,8 @@ void backend_reserve_wait(const struct backend_ops *ops, struct backend *backend
 }
 
 void backend_complete_wait(const struct backend_ops *ops, struct backend *backend,
-                           const struct complete_request *requests,
-                           struct complete_result *results, uint32_t count)
+                           const struct complete_request *requests, struct complete_result *results,
+                           uint32_t count)
 {
     struct waiter w;
     waiter_init(&w);

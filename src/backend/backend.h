@@ -59,10 +59,10 @@ struct backend_config {
 void backend_config_defaults(struct backend_config *config);
 
 enum result_status {
-    RESULT_OK = 0,           /* definitive answer (a reserve may be allowed or denied) */
-    RESULT_INVALID = 1,      /* HTTP 400: the request cannot apply to this state */
-    RESULT_CONFLICT = 2,     /* HTTP 409: lease_conflict / already_finalized */
-    RESULT_UNAVAILABLE = 3,  /* HTTP 503: backend_error, outcome unknown */
+    RESULT_OK = 0,          /* definitive answer (a reserve may be allowed or denied) */
+    RESULT_INVALID = 1,     /* HTTP 400: the request cannot apply to this state */
+    RESULT_CONFLICT = 2,    /* HTTP 409: lease_conflict / already_finalized */
+    RESULT_UNAVAILABLE = 3, /* HTTP 503: backend_error, outcome unknown */
 };
 
 #define RESULT_ERROR_SIZE (LIMIT_KEY_LENGTH_MAX + 64)
@@ -132,20 +132,20 @@ struct release_result {
 
 struct limit_usage {
     struct limit_state state;
-    uint64_t reserved;  /* held by leases not yet completed */
-    uint64_t used;      /* rolling: completed, in window; budget: committed this period */
-    uint64_t debt;      /* overage recorded this window/period */
-    int64_t available;  /* may be negative for a budget; saturates at INT64_MIN */
+    uint64_t reserved;            /* held by leases not yet completed */
+    uint64_t used;                /* rolling: completed, in window; budget: committed this period */
+    uint64_t debt;                /* overage recorded this window/period */
+    int64_t available;            /* may be negative for a budget; saturates at INT64_MIN */
     int64_t period_start_unix_ms; /* budgets; else 0 */
     int64_t period_end_unix_ms;
 };
 
 struct backend_stats {
     uint64_t lease_cache_entries;
-    uint64_t batches;          /* backend transactions/requests sent */
-    uint64_t batched_items;    /* items in them (fill = batched_items / batches) */
-    uint64_t overage_denied;   /* rolling overage dropped under overage=deny */
-    uint64_t expired_holds;    /* holds that expired without complete/release */
+    uint64_t batches;        /* backend transactions/requests sent */
+    uint64_t batched_items;  /* items in them (fill = batched_items / batches) */
+    uint64_t overage_denied; /* rolling overage dropped under overage=deny */
+    uint64_t expired_holds;  /* holds that expired without complete/release */
 };
 
 /* One audit-log entry (backends with an audit log: sqlite). */
@@ -250,6 +250,19 @@ struct backend_ops {
                            struct caller_usage **out, size_t *count);
 };
 
+/* Resets every field a reader of the result looks at (the error text past
+ * its end and denied indexes past denied_count are never read). */
+static inline void reserve_result_clear(struct reserve_result *result)
+{
+    result->status = RESULT_OK;
+    result->allowed = false;
+    result->retry_after_ms = 0;
+    result->reserved_at_unix_ms = 0;
+    result->expires_at_unix_ms = 0;
+    result->error[0] = '\0';
+    result->denied_count = 0;
+}
+
 /* The backends compiled in, by name; NULL if unknown. */
 const struct backend_ops *backend_find(const char *name);
 /* Comma-separated names, for --help. Static storage. */
@@ -261,8 +274,8 @@ void backend_reserve_wait(const struct backend_ops *ops, struct backend *backend
                           const struct reserve_request *requests, struct reserve_result *results,
                           uint32_t count);
 void backend_complete_wait(const struct backend_ops *ops, struct backend *backend,
-                           const struct complete_request *requests,
-                           struct complete_result *results, uint32_t count);
+                           const struct complete_request *requests, struct complete_result *results,
+                           uint32_t count);
 void backend_release_wait(const struct backend_ops *ops, struct backend *backend,
                           const struct release_request *requests, struct release_result *results,
                           uint32_t count);

@@ -23,16 +23,6 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
 
 /* ---- reserve ------------------------------------------------------------- */
 
-static void reserve_result_clear(struct reserve_result *result)
-{
-    result->status = RESULT_OK;
-    result->allowed = false;
-    result->retry_after_ms = 0;
-    result->reserved_at_unix_ms = 0;
-    result->expires_at_unix_ms = 0;
-    result->error[0] = '\0';
-    result->denied_count = 0;
-}
 
 static void reserve_unavailable(struct reserve_result *result)
 {

@@ -68,22 +68,10 @@ void handlers_data_free(struct exchange *ex)
 
 /* ---- single requests ---------------------------------------------------- */
 
-/* Every field the encoders read; the rest (error text past its end, denied
- * indexes past denied_count) is never read. */
-static void reserve_result_reset(struct reserve_result *result)
-{
-    result->status = RESULT_OK;
-    result->allowed = false;
-    result->retry_after_ms = 0;
-    result->reserved_at_unix_ms = 0;
-    result->expires_at_unix_ms = 0;
-    result->error[0] = '\0';
-    result->denied_count = 0;
-}
 
 static void reserve_call(struct exchange *ex)
 {
-    reserve_result_reset(&ex->op.reserve.result);
+    reserve_result_clear(&ex->op.reserve.result);
     ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result,
                              1, exchange_backend_done, ex);
 }
@@ -316,7 +304,7 @@ static void reserve_batch_call(struct exchange *ex)
 {
     struct batch *batch = ex->batch;
     for (uint32_t i = 0; i < batch->call_count; i++)
-        reserve_result_reset(&batch->reserve_results[i]);
+        reserve_result_clear(&batch->reserve_results[i]);
     ex->server->ops->reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
                              batch->call_count, exchange_backend_done, ex);
 }

@@ -18,21 +18,11 @@
 
 enum { STEP_CHAIN = 1, STEP_DENIAL = 2, STEP_CLASSIFY = 3 };
 
-static void result_clear(struct reserve_result *result)
-{
-    result->status = RESULT_OK;
-    result->allowed = false;
-    result->retry_after_ms = 0;
-    result->reserved_at_unix_ms = 0;
-    result->expires_at_unix_ms = 0;
-    result->error[0] = '\0';
-    result->denied_count = 0;
-}
 
 static void answer_unavailable(struct tb_job *job)
 {
     struct reserve_result *result = job->result;
-    result_clear(result);
+    reserve_result_clear(result);
     result->status = RESULT_UNAVAILABLE;
     snprintf(result->error, sizeof result->error, "backend_error");
     tb_job_finish(job);
@@ -41,7 +31,7 @@ static void answer_unavailable(struct tb_job *job)
 static void answer_conflict(struct tb_job *job)
 {
     struct reserve_result *result = job->result;
-    result_clear(result);
+    reserve_result_clear(result);
     result->status = RESULT_CONFLICT;
     snprintf(result->error, sizeof result->error, "lease_conflict");
     tb_job_finish(job);
@@ -74,7 +64,7 @@ static bool same_requirements(const struct tb_lease *lease, const struct reserve
 static void replay(const struct tb_lease *lease, const struct reserve_request *request,
                    struct reserve_result *result)
 {
-    result_clear(result);
+    reserve_result_clear(result);
     uint8_t hold_of[REQUIREMENTS_PER_RESERVE_MAX];
     if (!same_requirements(lease, request, hold_of)) {
         result->status = RESULT_CONFLICT;
@@ -250,7 +240,7 @@ static void allowed(struct backend *b, struct tb_job *job)
     }
     record(b, job, TB_LEASE_ALLOWED, reserved_at_ms, expires_at_ms, 0);
     struct reserve_result *result = job->result;
-    result_clear(result);
+    reserve_result_clear(result);
     result->allowed = true;
     result->reserved_at_unix_ms = reserved_at_ms;
     result->expires_at_unix_ms = expires_at_ms;
@@ -352,7 +342,7 @@ static void denial_read(struct tb_item *item)
     uint32_t failed = job->failed_hold;
     int64_t now_ms = clock_now_ms(b->clock);
     int64_t retry_ms = 1;
-    result_clear(result);
+    reserve_result_clear(result);
     for (uint32_t i = 0; i < job->hold_count; i++) {
         struct tb_lease_hold *hold = &job->holds[i];
         int64_t available = 0;
@@ -440,7 +430,7 @@ void tb_reserve_start(struct tb_job *job)
     pthread_mutex_unlock(&b->lease_lock);
 
     bool park;
-    result_clear(job->result);
+    reserve_result_clear(job->result);
     if (!resolve(b, job, now_ms, &park)) {
         tb_job_finish(job);
         return;
