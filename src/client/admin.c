@@ -25,13 +25,7 @@ static int admin_send(struct llmlimit_client *client, const char *method, const 
     free(body);
     if (rc != 0)
         return rc;
-    *json_out = answer_json(&answer);
-    client_status_from_body(status, *json_out);
-    rc = client_status_error(answer.http_status);
-    if (rc == 0 && *json_out == NULL)
-        rc = LLMLIMIT_ERR_PROTOCOL;
-    http_answer_clear(&answer);
-    return rc;
+    return answer_take(&answer, status, json_out);
 }
 
 /* ---- usage ---------------------------------------------------------------- */

@@ -76,6 +76,17 @@ json_t *answer_json(const struct http_answer *answer)
     return json;
 }
 
+int answer_take(struct http_answer *answer, struct llmlimit_status *status, json_t **json_out)
+{
+    *json_out = answer_json(answer);
+    client_status_from_body(status, *json_out);
+    int rc = client_status_error(answer->http_status);
+    if (rc == 0 && *json_out == NULL)
+        rc = LLMLIMIT_ERR_PROTOCOL;
+    http_answer_clear(answer);
+    return rc;
+}
+
 void client_status_from_body(struct llmlimit_status *status, const json_t *body)
 {
     if (status == NULL)

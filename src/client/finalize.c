@@ -137,13 +137,7 @@ static int finalize_send(struct llmlimit_client *client, const char *path, json_
     if (rc != 0)
         return rc;
     *http_status = answer.http_status;
-    *json_out = answer_json(&answer);
-    client_status_from_body(status, *json_out);
-    rc = client_status_error(answer.http_status);
-    if (rc == 0 && *json_out == NULL)
-        rc = LLMLIMIT_ERR_PROTOCOL;
-    http_answer_clear(&answer);
-    return rc;
+    return answer_take(&answer, status, json_out);
 }
 
 int llmlimit_complete(struct llmlimit_client *client,
@@ -276,13 +270,11 @@ static int complete_batch_round(struct llmlimit_client *client,
     free(body);
     if (rc != 0)
         return rc;
-    json_t *json = answer_json(&answer);
-    client_status_from_body(status, json);
-    rc = client_status_error(answer.http_status);
+    json_t *json;
+    rc = answer_take(&answer, status, &json);
     if (rc == 0)
         rc = complete_batch_read(json, results, pending, pending_count);
     json_decref(json);
-    http_answer_clear(&answer);
     return rc;
 }
 

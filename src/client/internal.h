@@ -107,6 +107,12 @@ int path_with_key(char *out, size_t out_size, const char *prefix, const char *ke
 /* Parses a JSON answer body; NULL when it is not a JSON object. */
 json_t *answer_json(const struct http_answer *answer);
 
+/* Consumes a definitive answer: parses its body into *json_out (the caller
+ * frees it with json_decref; NULL when not a JSON object), copies its
+ * "error" into status, clears the answer. Returns the error of its HTTP
+ * status, or LLMLIMIT_ERR_PROTOCOL for a 2xx without a JSON object. */
+int answer_take(struct http_answer *answer, struct llmlimit_status *status, json_t **json_out);
+
 /* Integer field of an object: 0 when absent; false when present but not an
  * integer. */
 bool json_field_i64(const json_t *object, const char *name, int64_t *out);

@@ -154,13 +154,12 @@ static int reserve_send(struct llmlimit_client *client,
     return rc;
 }
 
-int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
-                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
-                     struct llmlimit_status *status)
+/* What reserve and acquire do before their first attempt: check the
+ * arguments, reset the result and pick the lease id. 0 or an error. */
+static int reserve_prepare(struct llmlimit_client *client,
+                           const struct llmlimit_reserve_request *request,
+                           struct llmlimit_reserve_result *result, struct llmlimit_status *status)
 {
-    struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
     status_reset(status);
     if (result == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
@@ -170,7 +169,18 @@ int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reser
     int rc = request_check(request);
     if (rc != 0)
         return rc;
-    if ((rc = result_lease_id(request, result)) != 0)
+    return result_lease_id(request, result);
+}
+
+int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
+                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
+                     struct llmlimit_status *status)
+{
+    struct llmlimit_status local_status;
+    if (status == NULL)
+        status = &local_status;
+    int rc = reserve_prepare(client, request, result, status);
+    if (rc != 0)
         return rc;
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
@@ -191,16 +201,8 @@ int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reser
     struct llmlimit_status local_status;
     if (status == NULL)
         status = &local_status;
-    status_reset(status);
-    if (result == NULL)
-        return LLMLIMIT_ERR_INVALID_ARGUMENT;
-    result_reset(result);
-    if (client == NULL)
-        return LLMLIMIT_ERR_INVALID_ARGUMENT;
-    int rc = request_check(request);
+    int rc = reserve_prepare(client, request, result, status);
     if (rc != 0)
-        return rc;
-    if ((rc = result_lease_id(request, result)) != 0)
         return rc;
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
@@ -315,13 +317,11 @@ static int batch_round(struct llmlimit_client *client,
     free(body);
     if (rc != 0)
         return rc;
-    json_t *json = answer_json(&answer);
-    client_status_from_body(status, json);
-    rc = client_status_error(answer.http_status);
+    json_t *json;
+    rc = answer_take(&answer, status, &json);
     if (rc == 0)
         rc = batch_read(json, requests, results, pending, pending_count);
     json_decref(json);
-    http_answer_clear(&answer);
     return rc;
 }
 
