@@ -3,6 +3,7 @@
  * parsed document. */
 #include "decode.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -163,6 +164,31 @@ static bool key_seen(const char *const *keys, const uint32_t *lengths, size_t co
     return false;
 }
 
+/* The items of a requirements or actuals list (at most
+ * REQUIREMENTS_PER_RESERVE_MAX, checked by the caller), in parallel arrays. */
+struct keyed_list {
+    const char *keys[REQUIREMENTS_PER_RESERVE_MAX];
+    uint32_t lengths[REQUIREMENTS_PER_RESERVE_MAX];
+    uint64_t amounts[REQUIREMENTS_PER_RESERVE_MAX];
+};
+
+/* Each item is {key, <amount_name>} with amount_name >= amount_min and keys
+ * unique across the list. 0, or -1 with the error naming the item. */
+static int decode_keyed_list(const struct jdoc_value *list, const char *path, const char *field,
+                             const char *amount_name, uint64_t amount_min, struct keyed_list *out,
+                             char *error, size_t error_size)
+{
+    assert(list->count <= REQUIREMENTS_PER_RESERVE_MAX);
+    for (size_t i = 0; i < list->count; i++) {
+        if (decode_item(&list->as.items[i], path, field, i, amount_name, amount_min, &out->keys[i],
+                        &out->lengths[i], &out->amounts[i], error, error_size) != 0)
+            return -1;
+        if (key_seen(out->keys, out->lengths, i, out->keys[i], out->lengths[i]))
+            return failf(error, error_size, path, "duplicate key", "%s[%zu].key", field, i);
+    }
+    return 0;
+}
+
 static int decode_requirements(const struct jdoc_value *list, const char *path,
                                struct requirement *requirements, uint32_t *count, char *error,
                                size_t error_size)
@@ -174,18 +200,11 @@ static int decode_requirements(const struct jdoc_value *list, const char *path,
     size_t n = list->count;
     if (n == 0 || n > REQUIREMENTS_PER_RESERVE_MAX)
         return fail(error, error_size, path, "requirements", "1..64 items");
-    const char *keys[REQUIREMENTS_PER_RESERVE_MAX];
-    uint32_t lengths[REQUIREMENTS_PER_RESERVE_MAX];
-    for (size_t i = 0; i < n; i++) {
-        struct requirement *r = &requirements[i];
-        if (decode_item(&list->as.items[i], path, "requirements", i, "amount", 1, &r->key,
-                        &r->key_length, &r->amount, error, error_size) != 0)
-            return -1;
-        if (key_seen(keys, lengths, i, r->key, r->key_length))
-            return failf(error, error_size, path, "duplicate key", "requirements[%zu].key", i);
-        keys[i] = r->key;
-        lengths[i] = r->key_length;
-    }
+    struct keyed_list items;
+    if (decode_keyed_list(list, path, "requirements", "amount", 1, &items, error, error_size) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        requirements[i] = (struct requirement){items.keys[i], items.lengths[i], items.amounts[i]};
     *count = (uint32_t)n;
     return 0;
 }
@@ -238,18 +257,12 @@ static int decode_actuals(const struct jdoc_value *list, const char *path, struc
     size_t n = list->count;
     if (n > REQUIREMENTS_PER_RESERVE_MAX)
         return fail(error, error_size, path, "actuals", "0..64 items");
-    const char *keys[REQUIREMENTS_PER_RESERVE_MAX];
-    uint32_t lengths[REQUIREMENTS_PER_RESERVE_MAX];
-    for (size_t i = 0; i < n; i++) {
-        struct actual *a = &actuals[i];
-        if (decode_item(&list->as.items[i], path, "actuals", i, "actual_amount", 0, &a->key,
-                        &a->key_length, &a->actual_amount, error, error_size) != 0)
-            return -1;
-        if (key_seen(keys, lengths, i, a->key, a->key_length))
-            return failf(error, error_size, path, "duplicate key", "actuals[%zu].key", i);
-        keys[i] = a->key;
-        lengths[i] = a->key_length;
-    }
+    struct keyed_list items;
+    if (decode_keyed_list(list, path, "actuals", "actual_amount", 0, &items, error, error_size) !=
+        0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        actuals[i] = (struct actual){items.keys[i], items.lengths[i], items.amounts[i]};
     *count = (uint32_t)n;
     return 0;
 }
