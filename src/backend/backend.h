@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/clock.h"
 #include "core/limits.h"
@@ -57,6 +58,28 @@ struct backend_config {
 
 /* Fills a config with the documented defaults (system clock, ./data). */
 void backend_config_defaults(struct backend_config *config);
+
+/* The checks every backend with a lease cache makes at open. 0, or -1 with
+ * the field named in error. */
+static inline int backend_config_check(const struct backend_config *config, char *error,
+                                       size_t error_size)
+{
+    if (config->clock == NULL)
+        snprintf(error, error_size, "clock: required");
+    else if (config->lease_cache_entries < 1 ||
+             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
+        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
+                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
+    else if (config->lease_retention_ms < 1)
+        snprintf(error, error_size, "lease_retention_ms: must be > 0");
+    else if (config->concurrency_poll_ms < 1)
+        snprintf(error, error_size, "concurrency_poll_ms: must be > 0");
+    else if (config->decrease_retry_ms < 1)
+        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
+    else
+        return 0;
+    return -1;
+}
 
 enum result_status {
     RESULT_OK = 0,          /* definitive answer (a reserve may be allowed or denied) */

@@ -23,7 +23,6 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
 
 /* ---- reserve ------------------------------------------------------------- */
 
-
 static void reserve_unavailable(struct reserve_result *result)
 {
     reserve_result_clear(result);
@@ -515,29 +514,10 @@ static void release_one(struct backend *b, const struct release_request *request
 
 static void memory_close(struct backend *b);
 
-static int open_check(const struct backend_config *config, char *error, size_t error_size)
-{
-    if (config->clock == NULL)
-        snprintf(error, error_size, "clock: required");
-    else if (config->lease_cache_entries < 1 ||
-             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
-        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
-                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
-    else if (config->lease_retention_ms < 1)
-        snprintf(error, error_size, "lease_retention_ms: must be > 0");
-    else if (config->concurrency_poll_ms < 1)
-        snprintf(error, error_size, "concurrency_poll_ms: must be > 0");
-    else if (config->decrease_retry_ms < 1)
-        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
-    else
-        return 0;
-    return -1;
-}
-
 static int memory_open(const struct backend_config *config, struct backend **out, char *error,
                        size_t error_size)
 {
-    if (open_check(config, error, error_size) != 0)
+    if (backend_config_check(config, error, error_size) != 0)
         return -1;
     struct backend *b = calloc(1, sizeof *b);
     if (b == NULL) {

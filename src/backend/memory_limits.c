@@ -330,15 +330,10 @@ int mem_put_limit(struct backend *b, const struct limit_definition *definition,
 int mem_restore_limit(struct backend *b, const struct limit_state *state, char *error,
                       size_t error_size)
 {
-    struct limit_definition d = state->definition;
-    if (limit_definition_validate(&d, error, error_size) != 0)
+    struct limit_definition d;
+    if (limit_state_validate(state, &d, error, error_size) != 0)
         return -1;
     bool decreasing = state->status == LIMIT_DECREASING;
-    if (decreasing &&
-        (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
-        snprintf(error, error_size, "pending_decrease_to: must be 1..capacity-1 while decreasing");
-        return -1;
-    }
     struct mem_limit *limit = mem_limit_find(b, d.key, (uint32_t)strlen(d.key));
     if (limit != NULL && !limit->deleted) {
         snprintf(error, error_size, "key: %s is already loaded", d.key);

@@ -164,6 +164,19 @@ int limit_definition_validate(struct limit_definition *d, char *error, size_t er
     return validate_kind_fields(d, error, error_size);
 }
 
+int limit_state_validate(const struct limit_state *state, struct limit_definition *definition_out,
+                         char *error, size_t error_size)
+{
+    *definition_out = state->definition;
+    if (limit_definition_validate(definition_out, error, error_size) != 0)
+        return -1;
+    if (state->status == LIMIT_DECREASING &&
+        (state->pending_decrease_to == 0 || state->pending_decrease_to >= definition_out->capacity))
+        return fail(error, error_size,
+                    "pending_decrease_to: must be 1..capacity-1 while decreasing");
+    return 0;
+}
+
 int64_t limit_hold_duration_ms(const struct limit_definition *d)
 {
     uint32_t seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;

@@ -55,8 +55,13 @@ struct limit_state {
 /* Checks a definition as SPEC section 3 says and normalises it in place
  * (budget timeout default and clamp). Returns 0, or -1 with a message naming
  * the field written to `error` (always NUL-terminated). */
-int limit_definition_validate(struct limit_definition *definition, char *error,
-                              size_t error_size);
+int limit_definition_validate(struct limit_definition *definition, char *error, size_t error_size);
+
+/* Checks a state loaded from the registry: its definition (normalised into
+ * definition_out) and, while decreasing, 1 <= pending_decrease_to <
+ * capacity. 0, or -1 with the field named in error. */
+int limit_state_validate(const struct limit_state *state, struct limit_definition *definition_out,
+                         char *error, size_t error_size);
 
 /* Key syntax: 1..LIMIT_KEY_LENGTH_MAX bytes of printable ASCII, no whitespace. */
 bool limit_key_valid(const char *key, size_t length);

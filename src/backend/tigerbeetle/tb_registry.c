@@ -144,15 +144,10 @@ int tb_registry_put(struct backend *b, const struct limit_definition *definition
 int tb_registry_restore(struct backend *b, const struct limit_state *state, char *error,
                         size_t error_size)
 {
-    struct limit_definition d = state->definition;
-    if (limit_definition_validate(&d, error, error_size) != 0)
+    struct limit_definition d;
+    if (limit_state_validate(state, &d, error, error_size) != 0)
         return -1;
     bool decreasing = state->status == LIMIT_DECREASING;
-    if (decreasing &&
-        (state->pending_decrease_to == 0 || state->pending_decrease_to >= d.capacity)) {
-        snprintf(error, error_size, "pending_decrease_to: must be 1..capacity-1 while decreasing");
-        return -1;
-    }
     pthread_rwlock_wrlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, d.key, (uint32_t)strlen(d.key));
     int rc = 0;

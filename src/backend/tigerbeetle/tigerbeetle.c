@@ -141,19 +141,9 @@ static void tigerbeetle_close(struct backend *b);
 static int check_config(const struct backend_config *config, tb_u128 *cluster, char *error,
                         size_t error_size)
 {
-    if (config->clock == NULL)
-        snprintf(error, error_size, "clock: required");
-    else if (config->lease_cache_entries < 1 ||
-             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
-        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
-                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
-    else if (config->lease_retention_ms < 1)
-        snprintf(error, error_size, "lease_retention_ms: must be > 0");
-    else if (config->concurrency_poll_ms < 1)
-        snprintf(error, error_size, "concurrency_poll_ms: must be > 0");
-    else if (config->decrease_retry_ms < 1)
-        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
-    else if (config->tb_sessions < 1 || config->tb_sessions > TB_SESSIONS_MAX)
+    if (backend_config_check(config, error, error_size) != 0)
+        return -1;
+    if (config->tb_sessions < 1 || config->tb_sessions > TB_SESSIONS_MAX)
         snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
     else if (config->tb_cluster == NULL || tb_cluster_parse(config->tb_cluster, cluster) != 0)
         snprintf(error, error_size, "tb-cluster: a decimal number below 2^128");
