@@ -2,7 +2,10 @@
  * three requirements: rpm and tpm rolling windows and a monthly budget) and
  * wait for the durable answer. Prints durable reserves/s, latency
  * percentiles and the group-commit batch fill. --max-batch 1 gives the
- * one-transaction-per-reserve figure; --prefill grows the tables first. */
+ * one-transaction-per-reserve figure; --prefill grows the tables first.
+ * --ids picks the lease ids: time-ordered (as UUIDv7, what our clients
+ * send), per-thread sequences (as the HTTP load generator's) or random (as
+ * UUIDv4), which spreads the lease-id B-tree writes widest. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,6 +30,7 @@ struct options {
     bool normal;
     bool complete;
     const char *data_dir;
+    const char *ids; /* "ordered", "per-thread" or "random" */
 };
 
 struct worker {
@@ -39,6 +43,8 @@ struct worker {
     uint64_t errors;
     uint32_t sample_count;
     uint32_t *samples_us;
+    uint64_t sequence;
+    uint64_t random_state;
 };
 
 static const struct backend_ops *ops;
@@ -48,7 +54,8 @@ static atomic_uint_fast64_t lease_sequence;
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_sqlite [--threads N] [--seconds S] [--max-batch N] "
-                    "[--prefill N] [--normal] [--complete] [--data-dir DIR]\n");
+                    "[--prefill N] [--normal] [--complete] [--data-dir DIR] "
+                    "[--ids ordered|per-thread|random]\n");
     exit(2);
 }
 
@@ -57,7 +64,8 @@ static void parse(int argc, char **argv, struct options *o)
     *o = (struct options){.threads = 50,
                           .seconds = 5,
                           .max_batch = SQLITE_GROUP_COMMIT_MAX,
-                          .data_dir = "bench-sqlite-data"};
+                          .data_dir = "bench-sqlite-data",
+                          .ids = "ordered"};
     for (int i = 1; i < argc; i++) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--threads") == 0 && next) {
@@ -68,6 +76,8 @@ static void parse(int argc, char **argv, struct options *o)
             o->max_batch = (uint32_t)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--prefill") == 0 && next) {
             o->prefill = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--ids") == 0 && next) {
+            o->ids = argv[++i];
         } else if (strcmp(argv[i], "--data-dir") == 0 && next) {
             o->data_dir = argv[++i];
         } else if (strcmp(argv[i], "--normal") == 0) {
@@ -78,7 +88,9 @@ static void parse(int argc, char **argv, struct options *o)
             usage();
         }
     }
-    if (o->threads < 1 || o->threads > THREADS_MAX || o->max_batch < 1 || o->seconds < 1)
+    if (o->threads < 1 || o->threads > THREADS_MAX || o->max_batch < 1 || o->seconds < 1 ||
+        (strcmp(o->ids, "ordered") != 0 && strcmp(o->ids, "per-thread") != 0 &&
+         strcmp(o->ids, "random") != 0))
         usage();
 }
 
@@ -152,6 +164,27 @@ static void prefill(struct backend *backend, uint64_t count)
             (double)count / seconds, PREFILL_BATCH);
 }
 
+/* The next lease id of a worker, per --ids. */
+static void next_lease_id(struct worker *w, struct reserve_request *request,
+                          struct requirement *requirements, char *lease_id, size_t size)
+{
+    if (strcmp(w->options->ids, "ordered") == 0) {
+        make_request(request, requirements, lease_id, size, "lease",
+                     atomic_fetch_add(&lease_sequence, 1));
+    } else if (strcmp(w->options->ids, "per-thread") == 0) {
+        char prefix[24];
+        snprintf(prefix, sizeof prefix, "t%u", w->index);
+        make_request(request, requirements, lease_id, size, prefix, w->sequence++);
+    } else {
+        uint64_t x = w->random_state; /* xorshift64 */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w->random_state = x;
+        make_request(request, requirements, lease_id, size, "r", x);
+    }
+}
+
 static void *worker_main(void *argument)
 {
     struct worker *w = argument;
@@ -159,8 +192,7 @@ static void *worker_main(void *argument)
     struct requirement requirements[3];
     char lease_id[48];
     while (!atomic_load(w->stop)) {
-        make_request(&request, requirements, lease_id, sizeof lease_id, "lease",
-                     atomic_fetch_add(&lease_sequence, 1));
+        next_lease_id(w, &request, requirements, lease_id, sizeof lease_id);
         struct reserve_result result;
         int64_t started = clock_monotonic_ns();
         backend_reserve_wait(ops, w->backend, &request, &result, 1);
@@ -212,9 +244,9 @@ static void report(struct worker *workers, const struct options *o, double secon
     uint64_t batches = after->batches - before->batches;
     uint64_t items = after->batched_items - before->batched_items;
     printf("sqlite backend, synchronous=%s, max batch %u, %u threads, %.1f s%s, prefill %" PRIu64
-           "\n",
+           ", %s lease ids\n",
            o->normal ? "NORMAL" : "FULL", o->max_batch, o->threads, seconds,
-           o->complete ? ", reserve+complete" : "", o->prefill);
+           o->complete ? ", reserve+complete" : "", o->prefill, o->ids);
     printf("  durable reserves/s: %.0f (allowed %" PRIu64 ", denied %" PRIu64 ", errors %" PRIu64
            ")\n",
            (double)reserves / seconds, reserves, denied, errors);
@@ -257,7 +289,11 @@ int main(int argc, char **argv)
     uint64_t fsyncs_before = sqlite_backend_fsyncs(backend);
     int64_t started = clock_monotonic_ns();
     for (uint32_t i = 0; i < o.threads; i++) {
-        workers[i] = (struct worker){.backend = backend, .index = i, .options = &o, .stop = &stop};
+        workers[i] = (struct worker){.backend = backend,
+                                     .index = i,
+                                     .options = &o,
+                                     .stop = &stop,
+                                     .random_state = 0x9e3779b97f4a7c15ull * (i + 1)};
         workers[i].samples_us = malloc(SAMPLES_PER_THREAD_MAX * sizeof(uint32_t));
         if (workers[i].samples_us == NULL ||
             pthread_create(&threads[i], NULL, worker_main, &workers[i]) != 0) {

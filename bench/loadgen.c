@@ -157,10 +157,6 @@ static int shared_init(struct loadgen_shared *shared, const struct loadgen_confi
     shared->config = config;
     if (shared_resolve(shared, error, error_size) != 0)
         return -1;
-    uint32_t run;
-    if (getrandom(&run, sizeof(run), 0) != (ssize_t)sizeof(run))
-        run = (uint32_t)loadgen_now_ns();
-    snprintf(shared->run_id, sizeof(shared->run_id), "%08x", run);
     shared->header_reserve_length = header_new(shared->header_reserve, config, "/v1/reserve");
     shared->header_batch_length = header_new(shared->header_batch, config, "/v1/reserve/batch");
     shared->header_complete_length = header_new(shared->header_complete, config, "/v1/complete");
@@ -296,6 +292,10 @@ static int workers_prepare(struct loadgen_shared *shared, struct worker *workers
         uint32_t t = (uint32_t)((uint64_t)i * config->threads / config->connections);
         struct worker *worker = &workers[t];
         connection->index = i;
+        if (getrandom(&connection->random_state, sizeof connection->random_state, 0) !=
+            (ssize_t)sizeof connection->random_state)
+            connection->random_state = (uint64_t)loadgen_now_ns() ^ ((uint64_t)i << 32);
+        connection->random_state |= 1; /* xorshift never leaves 0 */
         connection->send_buffer = malloc(shared->send_capacity);
         connection->receive_buffer = malloc(shared->receive_capacity);
         if (connection->send_buffer == NULL || connection->receive_buffer == NULL) {

@@ -27,6 +27,14 @@ enum loadgen_mode {
     LOADGEN_BATCH = 2,            /* POST /v1/reserve/batch with batch_size reserves */
 };
 
+/* Lease ids: UUIDv7 (time-ordered, what the llmlimit clients generate and
+ * SPEC section 2 recommends) or random (UUIDv4-like, the worst case for a
+ * database keyed by lease id). */
+enum loadgen_ids {
+    LOADGEN_IDS_UUIDV7 = 0,
+    LOADGEN_IDS_RANDOM = 1,
+};
+
 struct loadgen_config {
     char host[LOADGEN_HOST_LENGTH_MAX + 1];
     char port[8];
@@ -36,6 +44,7 @@ struct loadgen_config {
     uint32_t duration_seconds;
     enum loadgen_mode mode;
     uint32_t batch_size;
+    enum loadgen_ids ids;
     uint32_t key_count;
     const char *keys[LOADGEN_KEYS_MAX];
     uint64_t amounts[LOADGEN_KEYS_MAX];

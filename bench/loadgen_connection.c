@@ -73,19 +73,47 @@ static char *put_u64(char *out, uint64_t value)
     return out;
 }
 
-/* "lg<run>-<connection>-<sequence>": unique per request and per run. */
+static uint64_t next_random(struct connection *connection)
+{
+    uint64_t x = connection->random_state; /* xorshift64: unique enough for ids */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    connection->random_state = x;
+    return x;
+}
+
+/* A new lease id in UUID text form: UUIDv7 (48-bit Unix milliseconds, then
+ * random bits) or all random. The per-connection generators are seeded from
+ * getrandom, so ids never repeat across connections or runs. */
 static char *put_lease_id(char *out, const struct loadgen_shared *shared,
                           struct connection *connection)
 {
-    *out++ = 'l';
-    *out++ = 'g';
-    size_t run_length = strlen(shared->run_id);
-    memcpy(out, shared->run_id, run_length);
-    out += run_length;
-    *out++ = '-';
-    out = put_u64(out, connection->index);
-    *out++ = '-';
-    return put_u64(out, connection->sequence++);
+    uint8_t bytes[16];
+    uint64_t a = next_random(connection), b = next_random(connection);
+    for (int i = 0; i < 8; i++) {
+        bytes[i] = (uint8_t)(a >> (8 * i));
+        bytes[8 + i] = (uint8_t)(b >> (8 * i));
+    }
+    if (shared->config->ids == LOADGEN_IDS_UUIDV7) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        uint64_t ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+        for (int i = 0; i < 6; i++)
+            bytes[i] = (uint8_t)(ms >> (8 * (5 - i)));
+        bytes[6] = (uint8_t)(0x70 | (bytes[6] & 0x0f));
+    } else {
+        bytes[6] = (uint8_t)(0x40 | (bytes[6] & 0x0f));
+    }
+    bytes[8] = (uint8_t)(0x80 | (bytes[8] & 0x3f));
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *out++ = '-';
+        *out++ = hex[bytes[i] >> 4];
+        *out++ = hex[bytes[i] & 15];
+    }
+    return out;
 }
 
 /* {"lease_id":"<new id>","requirements":[...]} at out; returns its end. */

@@ -32,7 +32,6 @@ struct loadgen_shared {
     size_t requirements_tail_length;
     char *actuals_tail;
     size_t actuals_tail_length;
-    char run_id[16]; /* random per run, so lease ids never repeat across runs */
     size_t send_capacity;
     size_t receive_capacity;
     int64_t start_ns;
@@ -48,8 +47,8 @@ enum request_kind {
 
 struct connection {
     int fd;
-    uint32_t index; /* across all threads, part of every lease id */
-    uint64_t sequence;
+    uint32_t index; /* across all threads */
+    uint64_t random_state; /* xorshift64 for the random bits of lease ids */
     enum request_kind in_flight;
     int64_t sent_at_ns;
     char *send_buffer; /* LOADGEN_HEADER_ROOM + body */

@@ -9,7 +9,10 @@
 # Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
 #   BENCH_THREADS (load generator threads, 1), BENCH_BATCH_SIZE (64),
 #   BENCH_WINDOW_SECONDS (of the rolling limits, 2),
-#   BENCH_WRK=1 to also measure the reserve run with wrk (bench/wrk_reserve.lua).
+#   BENCH_WRK=1 to also measure the reserve run with wrk (bench/wrk_reserve.lua),
+#   BENCH_BACKEND (memory; sqlite for the durable default),
+#   BENCH_IDS (uuidv7; random for UUIDv4-like lease ids),
+#   BENCH_ONLY=reserve to run the HTTP reserve run alone (no backend-alone runs).
 set -eu
 
 BUILD=${1:-build}
@@ -18,6 +21,9 @@ CONNECTIONS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 BATCH_SIZE=${BENCH_BATCH_SIZE:-64}
 WINDOW=${BENCH_WINDOW_SECONDS:-2}
+BACKEND=${BENCH_BACKEND:-memory}
+ONLY=${BENCH_ONLY:-}
+IDS=${BENCH_IDS:-uuidv7}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SERVER="$BUILD/llmlimitd"
 CLI="$BUILD/llmlimit"
@@ -54,7 +60,7 @@ start_server() {
     rm -rf "$WORK/data"
     mkdir -p "$WORK/data"
     : >"$WORK/server.log"
-    "$SERVER" --listen 127.0.0.1:0 --backend memory --data-dir "$WORK/data" \
+    "$SERVER" --listen 127.0.0.1:0 --backend "$BACKEND" --data-dir "$WORK/data" \
         2>"$WORK/server.log" &
     SERVER_PID=$!
     tries=0
@@ -93,20 +99,25 @@ run_bench() {
     echo
     echo "== $title"
     start_server
-    "$CLI" --url "$URL" bench --mode "$mode" --keys "$KEYS" --amounts "$AMOUNTS" \
+    "$CLI" --url "$URL" bench --mode "$mode" --keys "$KEYS" --amounts "$AMOUNTS" --ids "$IDS" \
         --connections "$CONNECTIONS" --threads "$THREADS" --duration "$DURATION" "$@" ||
         echo "(the run reported errors)"
     stop_server
 }
+
+if [ "$ONLY" = reserve ]; then
+    run_bench "HTTP reserve, $CONNECTIONS connections, $BACKEND" reserve
+    exit 0
+fi
 
 if [ -x "$BUILD/bench_backend" ]; then
     echo "== backends alone (bench_backend)"
     "$BUILD/bench_backend"
 fi
 
-run_bench "HTTP reserve, $CONNECTIONS connections" reserve
-run_bench "HTTP reserve + complete, $CONNECTIONS connections" reserve-complete
-run_bench "HTTP reserve batch, $BATCH_SIZE per request, $CONNECTIONS connections" batch \
+run_bench "HTTP reserve, $CONNECTIONS connections, $BACKEND" reserve
+run_bench "HTTP reserve + complete, $CONNECTIONS connections, $BACKEND" reserve-complete
+run_bench "HTTP reserve batch, $BATCH_SIZE per request, $CONNECTIONS connections, $BACKEND" batch \
     --batch-size "$BATCH_SIZE"
 
 if [ "${BENCH_WRK:-0}" = 1 ] && command -v wrk >/dev/null 2>&1; then

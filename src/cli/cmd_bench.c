@@ -10,11 +10,13 @@
 static const char bench_usage[] =
     "usage: llmlimit bench [--connections N] [--threads N] [--duration S]\n"
     "                      [--mode reserve|reserve-complete|batch] [--batch-size N]\n"
-    "                      --keys K1,K2,... [--amounts A1,A2,...] [--json] [--quiet]\n"
+    "                      --keys K1,K2,... [--amounts A1,A2,...] [--ids uuidv7|random]\n"
+    "                      [--json] [--quiet]\n"
     "Raw HTTP/1.1 over N keep-alive connections (default 50, one thread, 10 s).\n"
     "Every reserve asks AMOUNT (default 1) of every key, with a lease id unique to\n"
-    "the request. reserve-complete completes each allowed lease at the amounts\n"
-    "reserved. batch sends --batch-size (default 64) reserves per request.\n"
+    "the request: a UUIDv7 (time-ordered, as the llmlimit clients make them) or,\n"
+    "with --ids random, random bits. reserve-complete completes each allowed lease\n"
+    "at the amounts reserved. batch sends --batch-size (default 64) reserves per request.\n"
     "Prints requests/s each second on stderr (--quiet: not), then the totals\n"
     "(--json: one JSON object): requests/s, reservations/s, allowed, denied,\n"
     "errors, latency p50/p99/p99.9/max. Plain http:// only.\n";
@@ -74,6 +76,13 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
         else if (!matched && (matched = cli_flag(argc, argv, &i, "--mode", &value)) == 1) {
             if (loadgen_mode_parse(value, &config->mode) != 0)
                 rc = cli_usage_error(cli, "--mode: want reserve, reserve-complete or batch");
+        } else if (!matched && (matched = cli_flag(argc, argv, &i, "--ids", &value)) == 1) {
+            if (strcmp(value, "uuidv7") == 0)
+                config->ids = LOADGEN_IDS_UUIDV7;
+            else if (strcmp(value, "random") == 0)
+                config->ids = LOADGEN_IDS_RANDOM;
+            else
+                rc = cli_usage_error(cli, "--ids: want uuidv7 or random");
         } else if (!matched && (matched = cli_flag(argc, argv, &i, "--keys", &value)) == 1)
             keys = (char *)value;
         else if (!matched && (matched = cli_flag(argc, argv, &i, "--amounts", &value)) == 1)
