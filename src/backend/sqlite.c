@@ -132,30 +132,44 @@ static enum batch_outcome batch_transaction(struct backend *backend, struct item
         log_sql_error(backend, "begin", rc);
         return BATCH_FAILED;
     }
-    enum batch_outcome outcome = BATCH_FAILED;
+    backend->write_failed = false;
+    bool attributable = false; /* to one request: redo without it */
     for (uint32_t k = 0; k < count; k++) {
         for (uint32_t i = 0; i < items[k].count; i++) {
             if (request_skipped(backend, k, i))
                 continue;
+            backend->current = (struct skip){.item = k, .request = i};
             rc = request_run(backend, &items[k], i);
             if (rc == SQLITE_DONE)
-                continue;
-            log_sql_error(backend, "request", rc);
-            if ((!sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
-                backend->skip_count < SQLITE_SKIPS_MAX) {
-                backend->skips[backend->skip_count++] = (struct skip){.item = k, .request = i};
-                outcome = BATCH_REQUEST_FAILED;
+                rc = leases_flush_if_full(backend);
+            if (rc != SQLITE_DONE) {
+                log_sql_error(backend, "request", rc);
+                attributable = true;
+                goto abandon;
             }
-            goto abandon;
         }
     }
-    rc = mirror_flush(backend);
+    rc = leases_flush(backend);
+    attributable = rc != SQLITE_DONE;
+    if (rc == SQLITE_DONE)
+        rc = mirror_flush(backend);
     if (rc == SQLITE_DONE)
         rc = statement_run(statement(backend, STMT_COMMIT));
     if (rc == SQLITE_DONE)
         return BATCH_COMMITTED;
     log_sql_error(backend, "commit", rc);
-abandon:
+abandon:;
+    enum batch_outcome outcome = BATCH_FAILED;
+    /* The request at fault: the one running, or the last one to touch the
+     * lease that could not be written. */
+    struct skip fault = backend->write_failed ? backend->write_failed_origin : backend->current;
+    if (attributable && (!sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
+        backend->skip_count < SQLITE_SKIPS_MAX &&
+        !request_skipped(backend, fault.item, fault.request)) {
+        backend->skips[backend->skip_count++] = fault;
+        outcome = BATCH_REQUEST_FAILED;
+    }
+    leases_discard(backend);
     if (!sqlite3_get_autocommit(backend->db))
         statement_run(statement(backend, STMT_ROLLBACK));
     backend->mirror_stale = true;
@@ -459,6 +473,7 @@ static void backend_free(struct backend *backend)
 {
     schema_close(backend);
     mirror_free(&backend->mirror);
+    leases_free(backend);
     if (backend->lock_fd >= 0)
         close(backend->lock_fd);
     free(backend->queue);

@@ -38,8 +38,7 @@ static int limit_write(struct backend *backend, const struct limit *limit, enum 
     bind_state(stmt, limit, now_ms);
     int rc = statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = ledger_event(backend, now_ms, "limit_changed", NULL, limit, "",
-                          limit->state.definition.capacity, 0, detail);
+        rc = ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity, detail);
     return rc;
 }
 
@@ -79,8 +78,8 @@ static int limit_retire(struct backend *backend, struct limit *limit, int64_t no
     sqlite3_bind_int64(stmt, 2, limit->id);
     int rc = statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = ledger_event(backend, now_ms, "limit_changed", NULL, limit, "",
-                          limit->state.definition.capacity, 0, "deleted");
+        rc = ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity,
+                                "deleted");
     if (rc == SQLITE_DONE) {
         mirror_unlink_key(&backend->mirror, limit);
         limit->deleted = true;
@@ -406,7 +405,14 @@ static int tick_run(struct backend *backend, struct call *call)
             return rc;
         mirror_trim_periods(limit, now_ms);
     }
-    return SQLITE_DONE;
+    /* Loading starts from here: no lease below it holds anything. */
+    int rc = leases_flush(backend);
+    if (rc != SQLITE_DONE)
+        return rc;
+    sqlite3_stmt *meta = statement(backend, STMT_META_PUT);
+    sqlite3_bind_text(meta, 1, "live_from_seq", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(meta, 2, leases_live_from(backend));
+    return statement_run(meta);
 }
 
 int sqlite_admin_tick(struct backend *backend, bool *limits_changed)
@@ -440,9 +446,12 @@ static const char callers_budget_sql[] =
     "AND (reserved<>0 OR used<>0 OR debt<>0) ORDER BY used DESC, reserved DESC, caller LIMIT ?3";
 static const char callers_window_sql[] =
     "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END),"
-    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt) FROM reservations"
-    " WHERE limit_id=?1 AND live=1 GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller"
-    " LIMIT ?3";
+    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt) FROM ("
+    "  SELECT l.caller AS caller, json_extract(j.value,'$[3]') AS state,"
+    "   json_extract(j.value,'$[5]') AS held, json_extract(j.value,'$[6]') AS debt"
+    "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
+    "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[7]') = 1)"
+    " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
 
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 {
@@ -466,7 +475,8 @@ static int callers_run(struct backend *backend, struct call *call)
     if (limit == NULL)
         return SQLITE_DONE;
     int rc = mirror_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
-    if (rc != SQLITE_DONE || (rc = mirror_flush(backend)) != SQLITE_DONE)
+    if (rc != SQLITE_DONE || (rc = leases_flush(backend)) != SQLITE_DONE ||
+        (rc = mirror_flush(backend)) != SQLITE_DONE)
         return rc;
     const struct limit_definition *d = &limit->state.definition;
     bool budget = d->kind == LIMIT_BUDGET;
@@ -475,8 +485,9 @@ static int callers_run(struct backend *backend, struct call *call)
                            NULL) != SQLITE_OK)
         return sqlite3_errcode(backend->db);
     sqlite3_bind_int64(stmt, 1, limit->id);
-    if (budget)
-        sqlite3_bind_int64(stmt, 2, period_start_ms(d->period, args->at_unix_ms));
+    sqlite3_bind_int64(stmt, 2,
+                       budget ? period_start_ms(d->period, args->at_unix_ms)
+                              : leases_live_from(backend));
     sqlite3_bind_int(stmt, 3, SQLITE_CALLERS_MAX);
     free(args->rows);
     args->count = 0;
@@ -505,44 +516,81 @@ int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64
 
 /* ---- Audit log reads: committed events only, on the read connection. */
 
-static void event_from_row(sqlite3_stmt *stmt, struct backend_event *e)
+/* event_log rows (id, lease_id, caller, items) of a query, in id order:
+ * each row packs up to SQLITE_EVENT_ITEMS events, event id = row id *
+ * SQLITE_EVENT_ITEMS + index. */
+static const char events_all_sql[] =
+    "SELECT id, lease_id, caller, items FROM event_log WHERE id >= ?1 ORDER BY id LIMIT ?2";
+static const char events_key_sql[] =
+    "SELECT e.id, e.lease_id, e.caller, e.items FROM event_keys k JOIN event_log e"
+    " ON e.id = k.event_id WHERE k.key = ?3 AND k.event_id >= ?1 ORDER BY k.event_id LIMIT ?2";
+static const char events_lease_sql[] =
+    "SELECT id, lease_id, caller, items FROM event_log WHERE lease_seq ="
+    " (SELECT seq FROM leases WHERE lease_id = ?4) AND id >= ?1 ORDER BY id LIMIT ?2";
+
+/* Appends the row's events after after_id (and of the key, if asked) to out. */
+static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
+                         struct backend_event *out, size_t *count)
 {
-    memset(e, 0, sizeof *e);
-    e->id = sqlite3_column_int64(stmt, 0);
-    e->at_unix_ms = sqlite3_column_int64(stmt, 1);
-    text_copy(stmt, 2, e->type, sizeof e->type);
-    text_copy(stmt, 3, e->lease_id, sizeof e->lease_id);
-    text_copy(stmt, 4, e->key, sizeof e->key);
-    text_copy(stmt, 5, e->caller, sizeof e->caller);
-    e->amount = (uint64_t)sqlite3_column_int64(stmt, 6);
-    e->actual_amount = (uint64_t)sqlite3_column_int64(stmt, 7);
-    text_copy(stmt, 8, e->detail, sizeof e->detail);
+    int64_t row = sqlite3_column_int64(stmt, 0);
+    const unsigned char *items = sqlite3_column_text(stmt, 3);
+    struct event_reader reader;
+    event_reader_start(&reader, items != NULL ? (const char *)items : "");
+    struct event_item_text item;
+    int got;
+    for (int64_t index = 0; (got = event_reader_next(&reader, &item)) == 1; index++) {
+        int64_t id = row * SQLITE_EVENT_ITEMS + index;
+        if (id <= query->after_id || (query->key != NULL && strcmp(item.key, query->key) != 0))
+            continue;
+        if (*count == query->limit)
+            return 0;
+        struct backend_event *e = &out[(*count)++];
+        memset(e, 0, sizeof *e);
+        e->id = id;
+        e->at_unix_ms = item.at_ms;
+        snprintf(e->type, sizeof e->type, "%s", item.type);
+        text_copy(stmt, 1, e->lease_id, sizeof e->lease_id);
+        snprintf(e->key, sizeof e->key, "%s", item.key);
+        text_copy(stmt, 2, e->caller, sizeof e->caller);
+        e->amount = item.amount;
+        e->actual_amount = item.actual;
+        snprintf(e->detail, sizeof e->detail, "%s", item.detail);
+    }
+    return got == 0 ? 0 : -2;
 }
 
 static int events_query(sqlite3 *db, const struct event_query *query, struct backend_event *out,
                         size_t *count)
 {
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "SELECT id,at,type,lease_id,key,caller,amount,actual_amount,detail FROM events "
-             "WHERE id > ?1%s%s ORDER BY id LIMIT ?4",
-             query->key != NULL ? " AND key = ?2" : "",
-             query->lease_id != NULL ? " AND lease_id = ?3" : "");
+    const char *sql = query->lease_id != NULL ? events_lease_sql
+                      : query->key != NULL    ? events_key_sql
+                                              : events_all_sql;
     sqlite3_stmt *stmt = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
         return -2;
-    sqlite3_bind_int64(stmt, 1, query->after_id);
+    int64_t first_row = query->after_id < 0 ? 0 : query->after_id / SQLITE_EVENT_ITEMS;
+    sqlite3_bind_int64(stmt, 1, first_row);
+    /* Every row gives at least one event, but the first may give none (all
+     * at or before after_id): one row more than asked is enough, except
+     * for a lease query with a key (rows of other keys give none). */
+    int64_t rows = query->lease_id != NULL && query->key != NULL ? -1 : (int64_t)query->limit + 1;
+    sqlite3_bind_int64(stmt, 2, rows);
     if (query->key != NULL)
-        sqlite3_bind_text(stmt, 2, query->key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 3, query->key, -1, SQLITE_STATIC);
     if (query->lease_id != NULL)
-        sqlite3_bind_text(stmt, 3, query->lease_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 4, query->limit);
-    int rc;
+        sqlite3_bind_text(stmt, 4, query->lease_id, -1, SQLITE_STATIC);
+    int rc = SQLITE_DONE;
     *count = 0;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && *count < query->limit)
-        event_from_row(stmt, &out[(*count)++]);
+    while (*count < query->limit && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (events_expand(stmt, query, out, count) != 0) {
+            rc = SQLITE_CORRUPT;
+            break;
+        }
+    }
+    if (*count == query->limit)
+        rc = SQLITE_DONE;
     sqlite3_finalize(stmt);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -2;
+    return rc == SQLITE_DONE ? 0 : -2;
 }
 
 int sqlite_admin_events(struct backend *backend, const struct event_query *query,

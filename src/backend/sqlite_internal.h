@@ -43,8 +43,9 @@ struct hold {
     struct hold *left;
     struct hold *right;
     uint64_t amount_sum; /* of this subtree, saturating */
+    int64_t row_min;     /* least row_id of this subtree */
     int64_t expires_at_ms;
-    int64_t row_id;  /* reservations.id */
+    int64_t row_id;  /* hold_row_id(lease seq, item index): the reservations view's id */
     uint64_t amount; /* held now: reserved, or (rolling) the completed actual */
     uint64_t debt;   /* rolling overage debt carried until expiry */
     int32_t height;
@@ -64,6 +65,14 @@ struct hold *holds_first(struct hold *root);
  * reaches `need`; NULL if the whole tree holds less. */
 struct hold *holds_reaching(const struct hold *root, uint64_t need);
 uint64_t holds_sum(const struct hold *root);
+int64_t holds_row_min(const struct hold *root); /* INT64_MAX for an empty tree */
+
+/* A hold is one item of one lease: row ids are seq * SQLITE_LEASE_ITEMS + index. */
+#define SQLITE_LEASE_ITEMS REQUIREMENTS_PER_RESERVE_MAX
+static inline int64_t hold_row_id(int64_t seq, uint32_t index)
+{
+    return seq * SQLITE_LEASE_ITEMS + (int64_t)index;
+}
 void holds_free_all(struct hold *root);
 
 /* ---- The mirror (sqlite_mirror.c). */
@@ -95,7 +104,7 @@ struct mirror {
     struct map limits_by_key; /* live (not deleted) limits */
     struct map limits_by_id;  /* every incarnation */
     int64_t next_limit_id;
-    int64_t next_row_id;
+    int64_t next_seq; /* leases.seq of the next new lease */
     uint64_t hold_count;
     struct period *dirty; /* periods changed and not yet written */
 };
@@ -106,24 +115,104 @@ enum statement {
     STMT_COMMIT,
     STMT_ROLLBACK,
     STMT_LEASE_INSERT,
-    STMT_LEASE_GET,
-    STMT_LEASE_FINISH,
-    STMT_LEASE_FORGET,
-    STMT_LEASE_HOLDING,
-    STMT_ROW_INSERT,
-    STMT_ROWS_GET,
-    STMT_ROW_SETTLE,
-    STMT_ROW_EXPIRE,
+    STMT_LEASE_UPDATE,
+    STMT_LEASE_BY_ID,
+    STMT_LEASE_BY_SEQ,
+    STMT_LEASE_RENAME,
     STMT_EVENT_INSERT,
-    STMT_EVENT_EXPIRED,
+    STMT_EVENT_KEY,
+    STMT_META_PUT,
     STMT_USAGE_PUT,
     STMT_USAGE_GET,
     STMT_CALLER_ADD,
-    STMT_CALLER_EXPIRED,
     STMT_LIMIT_INSERT,
     STMT_LIMIT_UPDATE,
     STMT_LIMIT_DELETE,
     STMT_COUNT
+};
+
+/* ---- Leases as the writer works on them (sqlite_leases.c). A lease is one
+ * row of the leases table with its reservations packed in `items`; the
+ * writer loads it once per transaction, changes it in memory and writes it
+ * (and one event_log row with its new audit events) when the transaction
+ * ends, so a reserve costs one row and a complete one update. */
+/* A request left out of a redone transaction. */
+struct skip {
+    uint32_t item;
+    uint32_t request;
+};
+
+enum lease_state { LEASE_ALLOWED, LEASE_DENIED, LEASE_COMPLETED, LEASE_RELEASED };
+
+enum item_state {
+    ITEM_RESERVED,
+    ITEM_COMMITTED,
+    ITEM_RELEASED,
+    ITEM_EXPIRED,
+    ITEM_COMMITTED_POST_EXPIRY,
+};
+
+/* One reservation: one requirement of an allowed lease. */
+struct lease_item {
+    int64_t limit_id;
+    uint64_t amount;
+    int64_t actual; /* -1: not completed */
+    uint64_t held;  /* what it holds in the mirror while live */
+    uint64_t debt;  /* rolling overage debt carried while live */
+    int64_t period_start_ms;
+    int64_t expires_at_ms;
+    int64_t committed_at_ms; /* 0: not committed */
+    enum item_state state;
+    bool live; /* holds capacity (or rolling debt) in the mirror */
+};
+
+/* One audit event, buffered until the lease is written. type and detail
+ * are string constants. */
+struct lease_event {
+    int64_t at_ms;
+    const char *type;
+    int64_t limit_id;
+    uint64_t amount;
+    uint64_t actual;
+    const char *detail;
+};
+
+struct lease_rec {
+    int64_t seq;
+    enum lease_state state;
+    bool is_new;  /* not in the table yet */
+    bool dirty;   /* changed since loaded or written */
+    bool pinned;  /* in use by the current request: a flush keeps it */
+    struct skip origin; /* the request that last touched it (to skip if it cannot be written) */
+    char lease_id[LEASE_ID_LENGTH_MAX + 1];
+    char caller[CALLER_LENGTH_MAX + 1];
+    char *fingerprint; /* the requirement set, canonical text */
+    char *denied;      /* the keys that did not fit, one per line */
+    int64_t reserved_at_ms;
+    int64_t expires_at_ms;
+    int64_t retry_after_ms;
+    int64_t created_at_ms;
+    int64_t finished_at_ms; /* 0: not finished */
+    uint32_t item_count;
+    struct lease_item *items;
+    uint32_t event_count;
+    uint32_t event_capacity;
+    struct lease_event *events;
+};
+
+struct lease_cache {
+    struct map by_id;  /* hash of lease_id */
+    struct map by_seq; /* hash of seq */
+    struct lease_rec **recs;
+    uint32_t count;
+    uint32_t capacity;
+};
+
+/* A growable text buffer (JSON of items and events). */
+struct text {
+    char *data;
+    size_t length;
+    size_t capacity;
 };
 
 /* ---- Queue items. */
@@ -160,12 +249,6 @@ struct item {
     struct call *call;
 };
 
-/* A request left out of a redone transaction. */
-struct skip {
-    uint32_t item;
-    uint32_t request;
-};
-
 struct backend {
     struct backend_config config;
     char data_dir[PATH_MAX];
@@ -194,6 +277,11 @@ struct backend {
     atomic_uint group_commit_max;
     struct item *batch;                  /* writer thread only: the calls of one transaction */
     struct ledger_scratch *scratch;      /* writer thread only */
+    struct lease_cache leases;           /* writer thread only: this transaction's leases */
+    struct skip current;                 /* writer thread only: the request running */
+    bool write_failed;                   /* a lease could not be written: ... */
+    struct skip write_failed_origin;     /* ... the request that touched it last */
+    struct text json;                    /* writer thread only */
     struct skip skips[SQLITE_SKIPS_MAX]; /* writer thread only */
     uint32_t skip_count;
 
@@ -258,6 +346,53 @@ void limit_free(struct limit *limit);
 /* Drops budget periods that hold nothing and are not current. */
 void mirror_trim_periods(struct limit *limit, int64_t now_ms);
 
+/* sqlite_leases.c. Each returns SQLITE_DONE/SQLITE_ROW as said, or an
+ * SQLite error code (SQLITE_NOMEM for memory). */
+/* SQLITE_ROW with *out (from this transaction's cache or the table),
+ * SQLITE_DONE when the lease id is unknown. */
+int leases_find(struct backend *backend, const char *lease_id, struct lease_rec **out);
+/* SQLITE_ROW with *out; SQLITE_CORRUPT when no lease has this seq. */
+int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out);
+/* A new lease (is_new, dirty) with room for item_count items, in the cache. */
+int leases_new(struct backend *backend, const char *lease_id, uint32_t item_count,
+               struct lease_rec **out);
+/* Renames a lease that is forgotten (lease_retention_ms) to lease_id#seq,
+ * so its id can name a new lease; its rows and events stay. */
+int leases_forget(struct backend *backend, struct lease_rec *rec);
+int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
+                int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail);
+bool lease_live(const struct lease_rec *rec);
+const char *lease_state_name(enum lease_state state);
+const char *item_state_name(enum item_state state);
+/* Writes every changed lease and its events; keeps pinned leases cached,
+ * frees the others. */
+int leases_flush(struct backend *backend);
+/* Flushes when the cache holds more than SQLITE_LEASE_CACHE_MAX leases. */
+int leases_flush_if_full(struct backend *backend);
+/* Forgets the cache without writing (the transaction rolled back). */
+void leases_discard(struct backend *backend);
+void leases_free(struct backend *backend);
+/* Parses the items column into rec (item_count, items). 0 or -1. */
+int lease_items_parse(struct lease_rec *rec, const char *json);
+/* An event_log row's items, one at a time: 1 with *out filled (type and
+ * detail copied into the buffers), 0 at the end, -1 on a malformed row. */
+struct event_reader {
+    const char *at;
+};
+struct event_item_text {
+    int64_t at_ms;
+    char type[32];
+    int64_t limit_id;
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    uint64_t amount;
+    uint64_t actual;
+    char detail[128];
+};
+void event_reader_start(struct event_reader *reader, const char *json);
+int event_reader_next(struct event_reader *reader, struct event_item_text *out);
+/* The live-lease watermark: no lease below this seq holds anything. */
+int64_t leases_live_from(struct backend *backend);
+
 /* sqlite_ledger.c: the data path, one request at a time, inside the batch
  * transaction. Each returns SQLITE_DONE (the result is filled) or an SQLite
  * error code (SQLITE_NOMEM for memory), after which the writer rolls the
@@ -269,9 +404,16 @@ int ledger_complete(struct backend *backend, const struct complete_request *requ
                     struct complete_result *result);
 int ledger_release(struct backend *backend, const struct release_request *request,
                    struct release_result *result);
-int ledger_event(struct backend *backend, int64_t at_ms, const char *type, const char *lease_id,
-                 const struct limit *limit, const char *caller, uint64_t amount,
-                 uint64_t actual_amount, const char *detail);
+/* A limit's own event (limit_changed), written at once as its own row. */
+int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
+                       uint64_t amount, const char *detail);
+/* Adds to a caller's counters of a budget period (nothing for other kinds). */
+int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
+                      const char *caller, int64_t reserved, int64_t used, int64_t debt);
+/* The lease side of one hold's expiry: its item, its audit event and the
+ * caller's budget counters (the mirror side is mirror_expire_hold's). */
+int ledger_expire_item(struct backend *backend, const struct period *p, const struct hold *h,
+                       int64_t now_ms);
 
 /* sqlite.c: hands a call to the writer and waits. 0 when it committed. */
 int writer_call(struct backend *backend, call_fn run, void *args);

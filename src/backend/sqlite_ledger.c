@@ -15,31 +15,6 @@
 #define WARNING_BYTES_MAX (LIMIT_KEY_LENGTH_MAX + 32)
 #define WARNINGS_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * 2 * WARNING_BYTES_MAX)
 
-/* A lease row as read back. */
-struct lease {
-    char state[16];
-    char fingerprint[FINGERPRINT_BYTES_MAX];
-    char caller[CALLER_LENGTH_MAX + 1];
-    int64_t reserved_at_ms;
-    int64_t expires_at_ms;
-    int64_t first_row;
-    int64_t row_count;
-    int64_t retry_after_ms;
-    char denied[DENIED_TEXT_BYTES_MAX];
-    bool forgotten; /* known, but older than lease_retention_ms */
-};
-
-/* A reservation row as read back. */
-struct row {
-    int64_t id;
-    int64_t limit_id;
-    char key[LIMIT_KEY_LENGTH_MAX + 1];
-    uint64_t amount;
-    char state[32];
-    int64_t period_start_ms;
-    int64_t expires_at_ms;
-};
-
 static uint64_t add_capped(uint64_t a, uint64_t b)
 {
     uint64_t sum;
@@ -54,32 +29,7 @@ static int64_t i64(uint64_t amount)
     return (int64_t)amount;
 }
 
-static void bind_text(sqlite3_stmt *stmt, int index, const char *text)
-{
-    sqlite3_bind_text(stmt, index, text, -1, SQLITE_STATIC);
-}
-
-int ledger_event(struct backend *backend, int64_t at_ms, const char *type, const char *lease_id,
-                 const struct limit *limit, const char *caller, uint64_t amount,
-                 uint64_t actual_amount, const char *detail)
-{
-    sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
-    sqlite3_bind_int64(stmt, 1, at_ms);
-    bind_text(stmt, 2, type);
-    if (lease_id != NULL)
-        bind_text(stmt, 3, lease_id);
-    else
-        sqlite3_bind_null(stmt, 3);
-    sqlite3_bind_int64(stmt, 4, limit->id);
-    bind_text(stmt, 5, limit->state.definition.key);
-    bind_text(stmt, 6, caller != NULL ? caller : "");
-    sqlite3_bind_int64(stmt, 7, i64(amount));
-    sqlite3_bind_int64(stmt, 8, i64(actual_amount));
-    bind_text(stmt, 9, detail != NULL ? detail : "");
-    return statement_run(stmt);
-}
-
-static int caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
+int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
                       const char *caller, int64_t reserved, int64_t used, int64_t debt)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
@@ -87,134 +37,54 @@ static int caller_add(struct backend *backend, const struct limit *limit, int64_
     sqlite3_stmt *stmt = statement(backend, STMT_CALLER_ADD);
     sqlite3_bind_int64(stmt, 1, limit->id);
     sqlite3_bind_int64(stmt, 2, period_start_ms);
-    bind_text(stmt, 3, caller);
+    sqlite3_bind_text(stmt, 3, caller, -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 4, reserved);
     sqlite3_bind_int64(stmt, 5, used);
     sqlite3_bind_int64(stmt, 6, debt);
     return statement_run(stmt);
 }
 
-static void column_copy(sqlite3_stmt *stmt, int column, char *out, size_t size)
-{
-    const unsigned char *text = sqlite3_column_text(stmt, column);
-    snprintf(out, size, "%s", text ? (const char *)text : "");
-}
-
-/* True while one of the lease's rows (ids first..last) still holds capacity. */
-static bool lease_holding(struct backend *backend, int64_t first_row, int64_t row_count,
-                          int64_t now_ms)
-{
-    if (row_count <= 0)
-        return false;
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_HOLDING);
-    sqlite3_bind_int64(stmt, 1, first_row);
-    sqlite3_bind_int64(stmt, 2, first_row + row_count - 1);
-    sqlite3_bind_int64(stmt, 3, now_ms);
-    bool holding = sqlite3_step(stmt) == SQLITE_ROW;
-    sqlite3_reset(stmt);
-    return holding;
-}
-
-/* SQLITE_ROW when found (filled), SQLITE_DONE when unknown, else an error.
- * A lease is forgotten, as in every backend, once it is older than
+/* A lease is forgotten, as in every backend, once it is older than
  * lease_retention_ms and none of its holds is live any more (a retry while a
- * hold lives must never reserve twice): SQLITE_DONE with out->forgotten set. */
-static int lease_get(struct backend *backend, const char *lease_id, struct lease *out)
+ * hold lives must never reserve twice). */
+static bool forgotten(const struct backend *backend, const struct lease_rec *rec, int64_t now_ms)
 {
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_GET);
-    bind_text(stmt, 1, lease_id);
-    int rc = sqlite3_step(stmt);
-    out->forgotten = false;
-    int64_t now_ms = clock_now_ms(backend->config.clock);
-    if (rc == SQLITE_ROW && backend->config.lease_retention_ms > 0 &&
-        sqlite3_column_int64(stmt, 9) <= now_ms - backend->config.lease_retention_ms &&
-        !lease_holding(backend, sqlite3_column_int64(stmt, 5), sqlite3_column_int64(stmt, 6),
-                       now_ms)) {
-        out->forgotten = true;
+    if (backend->config.lease_retention_ms <= 0 ||
+        rec->created_at_ms > now_ms - backend->config.lease_retention_ms)
+        return false;
+    for (uint32_t i = 0; i < rec->item_count; i++) {
+        if (rec->items[i].live && rec->items[i].expires_at_ms > now_ms)
+            return false; /* a hold lives (a due one counts as gone) */
+    }
+    return true;
+}
+
+/* SQLITE_ROW with the lease (pinned for this request), SQLITE_DONE when it
+ * is unknown or forgotten, else an error. */
+static int lease_get(struct backend *backend, const char *lease_id, int64_t now_ms,
+                     struct lease_rec **out)
+{
+    int rc = leases_find(backend, lease_id, out);
+    if (rc == SQLITE_ROW && forgotten(backend, *out, now_ms))
         rc = SQLITE_DONE;
-    }
-    if (rc == SQLITE_ROW) {
-        column_copy(stmt, 0, out->state, sizeof out->state);
-        column_copy(stmt, 1, out->fingerprint, sizeof out->fingerprint);
-        column_copy(stmt, 2, out->caller, sizeof out->caller);
-        out->reserved_at_ms = sqlite3_column_int64(stmt, 3);
-        out->expires_at_ms = sqlite3_column_int64(stmt, 4);
-        out->first_row = sqlite3_column_int64(stmt, 5);
-        out->row_count = sqlite3_column_int64(stmt, 6);
-        out->retry_after_ms = sqlite3_column_int64(stmt, 7);
-        column_copy(stmt, 8, out->denied, sizeof out->denied);
-    }
-    sqlite3_reset(stmt);
+    if (rc == SQLITE_ROW)
+        (*out)->pinned = true;
     return rc;
 }
 
-static int lease_finish(struct backend *backend, const char *lease_id, const char *state,
-                        int64_t now_ms)
+/* The live hold of an item, NULL when it expired or was freed. A hold that
+ * is due but not yet expired is expired here first, so the item's story in
+ * the audit log (expired, then committed_post_expiry) is the true one. */
+static int live_hold(struct backend *backend, const struct limit *limit,
+                     const struct lease_rec *rec, uint32_t index, int64_t now_ms,
+                     struct period **period, struct hold **out)
 {
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_FINISH);
-    bind_text(stmt, 1, state);
-    sqlite3_bind_int64(stmt, 2, now_ms);
-    bind_text(stmt, 3, lease_id);
-    return statement_run(stmt);
-}
-
-/* Reads the lease's reservation rows (at most REQUIREMENTS_PER_RESERVE_MAX). */
-static int rows_get(struct backend *backend, const struct lease *lease, struct row *rows,
-                    uint32_t *count)
-{
-    assert(lease->row_count >= 0 && lease->row_count <= REQUIREMENTS_PER_RESERVE_MAX);
-    sqlite3_stmt *stmt = statement(backend, STMT_ROWS_GET);
-    sqlite3_bind_int64(stmt, 1, lease->first_row);
-    sqlite3_bind_int64(stmt, 2, lease->first_row + lease->row_count - 1);
-    int rc;
-    *count = 0;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && *count < REQUIREMENTS_PER_RESERVE_MAX) {
-        struct row *r = &rows[(*count)++];
-        r->id = sqlite3_column_int64(stmt, 0);
-        r->limit_id = sqlite3_column_int64(stmt, 1);
-        column_copy(stmt, 2, r->key, sizeof r->key);
-        r->amount = (uint64_t)sqlite3_column_int64(stmt, 3);
-        column_copy(stmt, 4, r->state, sizeof r->state);
-        r->period_start_ms = sqlite3_column_int64(stmt, 5);
-        r->expires_at_ms = sqlite3_column_int64(stmt, 6);
-    }
-    sqlite3_reset(stmt);
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-        rc = (int64_t)*count == lease->row_count ? SQLITE_DONE : SQLITE_CORRUPT;
-    return rc;
-}
-
-static int row_settle(struct backend *backend, int64_t row_id, const char *state,
-                      const uint64_t *actual, uint64_t held, uint64_t debt, int64_t committed_at)
-{
-    sqlite3_stmt *stmt = statement(backend, STMT_ROW_SETTLE);
-    bind_text(stmt, 1, state);
-    if (actual != NULL)
-        sqlite3_bind_int64(stmt, 2, i64(*actual));
-    else
-        sqlite3_bind_null(stmt, 2);
-    sqlite3_bind_int64(stmt, 3, i64(held));
-    sqlite3_bind_int64(stmt, 4, i64(debt));
-    sqlite3_bind_int(stmt, 5, held > 0 || debt > 0);
-    if (committed_at != 0)
-        sqlite3_bind_int64(stmt, 6, committed_at);
-    else
-        sqlite3_bind_null(stmt, 6);
-    sqlite3_bind_int64(stmt, 7, row_id);
-    return statement_run(stmt);
-}
-
-/* The live hold of a row, NULL when it expired or was freed. A hold that is
- * due but not yet expired is expired here first, so the row's story in the
- * audit log (expired, then committed_post_expiry) is the true one. */
-static int live_hold(struct backend *backend, const struct limit *limit, const struct row *row,
-                     int64_t now_ms, struct period **period, struct hold **out)
-{
+    const struct lease_item *item = &rec->items[index];
     *out = NULL;
-    *period = mirror_period_find(limit, row->period_start_ms);
-    if (*period == NULL)
+    *period = mirror_period_find(limit, item->period_start_ms);
+    if (*period == NULL || !item->live)
         return SQLITE_DONE;
-    struct hold *h = holds_find((*period)->holds, row->expires_at_ms, row->id);
+    struct hold *h = holds_find((*period)->holds, item->expires_at_ms, hold_row_id(rec->seq, index));
     if (h != NULL && h->expires_at_ms <= now_ms)
         return mirror_expire_hold(backend, *period, h, now_ms);
     *out = h;
@@ -243,8 +113,6 @@ struct reserve_plan {
 /* Buffers too large for the stack, used by the writer thread only. */
 struct ledger_scratch {
     struct reserve_plan plan;
-    struct lease lease;
-    struct row rows[REQUIREMENTS_PER_RESERVE_MAX];
     char warnings[WARNINGS_BYTES_MAX];
 };
 
@@ -420,8 +288,8 @@ static void denied_parse(const char *text, const struct reserve_request *request
     }
 }
 
-/* Answers a known lease (just read into `lease`) again, or lease_conflict. */
-static int replay(const struct lease *lease, const struct reserve_request *request,
+/* Answers a known lease again, or lease_conflict. */
+static int replay(const struct lease_rec *lease, const struct reserve_request *request,
                   const char *fingerprint_text, struct reserve_result *result)
 {
     memset(result, 0, sizeof *result);
@@ -431,7 +299,7 @@ static int replay(const struct lease *lease, const struct reserve_request *reque
         return SQLITE_DONE;
     }
     result->status = RESULT_OK;
-    if (strcmp(lease->state, "denied") == 0) {
+    if (lease->state == LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         denied_parse(lease->denied, request, result);
         return SQLITE_DONE;
@@ -442,30 +310,39 @@ static int replay(const struct lease *lease, const struct reserve_request *reque
     return SQLITE_DONE;
 }
 
-/* Inserts the lease record; *inserted false when the lease was known. */
-static int lease_insert(struct backend *backend, const struct reserve_request *request,
-                        const struct reserve_plan *plan, const struct reserve_result *result,
-                        int64_t now_ms, bool *inserted)
+static char *copy_text(const char *text)
 {
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_INSERT);
-    bind_text(stmt, 1, request->lease_id);
-    bind_text(stmt, 2, result->allowed ? "allowed" : "denied");
-    bind_text(stmt, 3, plan->fingerprint);
-    bind_text(stmt, 4, request->caller != NULL ? request->caller : "");
-    sqlite3_bind_int64(stmt, 5, result->reserved_at_unix_ms);
-    sqlite3_bind_int64(stmt, 6, result->expires_at_unix_ms);
-    sqlite3_bind_int64(stmt, 7, backend->mirror.next_row_id);
-    sqlite3_bind_int64(stmt, 8, result->allowed ? request->requirement_count : 0);
-    sqlite3_bind_int64(stmt, 9, result->retry_after_ms);
-    bind_text(stmt, 10, plan->denied);
-    sqlite3_bind_int64(stmt, 11, now_ms);
-    int rc = statement_run(stmt);
-    *inserted = rc == SQLITE_DONE && sqlite3_changes(backend->db) == 1;
-    return rc;
+    size_t length = strlen(text);
+    char *copy = malloc(length + 1);
+    if (copy != NULL)
+        memcpy(copy, text, length + 1);
+    return copy;
+}
+
+/* The new lease's record, with the answer given. */
+static int lease_record(struct backend *backend, const struct reserve_request *request,
+                        const struct reserve_plan *plan, const struct reserve_result *result,
+                        int64_t now_ms, struct lease_rec **out)
+{
+    int rc = leases_new(backend, request->lease_id,
+                        result->allowed ? request->requirement_count : 0, out);
+    if (rc != SQLITE_DONE)
+        return rc;
+    struct lease_rec *rec = *out;
+    rec->pinned = true;
+    rec->state = result->allowed ? LEASE_ALLOWED : LEASE_DENIED;
+    snprintf(rec->caller, sizeof rec->caller, "%s", request->caller != NULL ? request->caller : "");
+    rec->reserved_at_ms = result->reserved_at_unix_ms;
+    rec->expires_at_ms = result->expires_at_unix_ms;
+    rec->retry_after_ms = result->retry_after_ms;
+    rec->created_at_ms = now_ms;
+    rec->fingerprint = copy_text(plan->fingerprint);
+    rec->denied = copy_text(plan->denied);
+    return rec->fingerprint != NULL && rec->denied != NULL ? SQLITE_DONE : SQLITE_NOMEM;
 }
 
 static int hold_one(struct backend *backend, const struct reserve_request *request, uint32_t i,
-                    struct reserve_plan *plan, int64_t now_ms)
+                    struct reserve_plan *plan, struct lease_rec *rec, int64_t now_ms)
 {
     const struct requirement *r = &request->requirements[i];
     struct limit *limit = plan->limits[i];
@@ -473,27 +350,21 @@ static int hold_one(struct backend *backend, const struct reserve_request *reque
     struct hold *h = calloc(1, sizeof *h);
     if (h == NULL)
         return SQLITE_NOMEM;
-    h->row_id = backend->mirror.next_row_id++;
+    h->row_id = hold_row_id(rec->seq, i);
     h->amount = r->amount;
     h->expires_at_ms = now_ms + limit_hold_duration_ms(&limit->state.definition);
-    const char *caller = request->caller != NULL ? request->caller : "";
-    sqlite3_stmt *stmt = statement(backend, STMT_ROW_INSERT);
-    sqlite3_bind_int64(stmt, 1, h->row_id);
-    bind_text(stmt, 2, request->lease_id);
-    sqlite3_bind_int64(stmt, 3, limit->id);
-    bind_text(stmt, 4, r->key);
-    bind_text(stmt, 5, caller);
-    sqlite3_bind_int64(stmt, 6, i64(r->amount));
-    sqlite3_bind_int64(stmt, 7, i64(r->amount));
-    sqlite3_bind_int64(stmt, 8, p->start_ms);
-    sqlite3_bind_int64(stmt, 9, now_ms);
-    sqlite3_bind_int64(stmt, 10, h->expires_at_ms);
-    int rc = statement_run(stmt);
+    rec->items[i] = (struct lease_item){.limit_id = limit->id,
+                                        .amount = r->amount,
+                                        .actual = -1,
+                                        .held = r->amount,
+                                        .period_start_ms = p->start_ms,
+                                        .expires_at_ms = h->expires_at_ms,
+                                        .state = ITEM_RESERVED,
+                                        .live = true};
+    rec->item_count = i + 1;
+    int rc = lease_event(backend, rec, now_ms, "reserved", limit->id, r->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = ledger_event(backend, now_ms, "reserved", request->lease_id, limit, caller, r->amount,
-                          0, "");
-    if (rc == SQLITE_DONE)
-        rc = caller_add(backend, limit, p->start_ms, caller, i64(r->amount), 0, 0);
+        rc = ledger_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
     if (rc != SQLITE_DONE) {
         free(h);
         return rc;
@@ -520,7 +391,8 @@ static int64_t earliest_expiry(const struct reserve_request *request,
 
 /* Not-yet-known lease: decide, record, hold. */
 static int reserve_new(struct backend *backend, const struct reserve_request *request,
-                       struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
+                       struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms,
+                       struct lease_rec **rec)
 {
     int rc = decide(backend, request, plan, result, now_ms);
     if (rc != SQLITE_DONE)
@@ -532,58 +404,56 @@ static int reserve_new(struct backend *backend, const struct reserve_request *re
         result->expires_at_unix_ms = earliest_expiry(request, plan, now_ms);
     }
     denied_text(request, result, plan->denied, sizeof plan->denied);
-    bool inserted = false;
-    rc = lease_insert(backend, request, plan, result, now_ms, &inserted);
-    if (rc != SQLITE_DONE)
+    if ((rc = lease_record(backend, request, plan, result, now_ms, rec)) != SQLITE_DONE)
         return rc;
-    if (!inserted) {
-        rc = lease_get(backend, request->lease_id, &backend->scratch->lease);
-        if (rc == SQLITE_ROW)
-            return replay(&backend->scratch->lease, request, plan->fingerprint, result);
-        if (rc != SQLITE_DONE || !backend->scratch->lease.forgotten)
-            return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
-        /* The id of a forgotten lease is free again: a new lease. */
-        sqlite3_stmt *forget = statement(backend, STMT_LEASE_FORGET);
-        bind_text(forget, 1, request->lease_id);
-        if ((rc = statement_run(forget)) != SQLITE_DONE ||
-            (rc = lease_insert(backend, request, plan, result, now_ms, &inserted)) != SQLITE_DONE)
-            return rc;
-        if (!inserted)
-            return SQLITE_CORRUPT;
-    }
     for (uint32_t i = 0; result->allowed && i < request->requirement_count; i++) {
-        if ((rc = hold_one(backend, request, i, plan, now_ms)) != SQLITE_DONE)
+        if ((rc = hold_one(backend, request, i, plan, *rec, now_ms)) != SQLITE_DONE)
             return rc;
     }
     return SQLITE_DONE;
 }
 
-int ledger_reserve(struct backend *backend, const struct reserve_request *request,
-                   struct reserve_result *result)
+static int reserve_run(struct backend *backend, const struct reserve_request *request,
+                       struct reserve_result *result, struct lease_rec **rec)
 {
     struct reserve_plan *plan = &backend->scratch->plan;
-    assert(request->requirement_count >= 1);
-    assert(request->requirement_count <= REQUIREMENTS_PER_RESERVE_MAX);
     int64_t now_ms = clock_now_ms(backend->config.clock);
     memset(result, 0, sizeof *result);
     result->status = RESULT_OK;
     fingerprint(request, plan->fingerprint, sizeof plan->fingerprint);
-    if (definitive_error(backend, request, plan, result)) {
-        /* A known lease is answered as it was, whatever the limits are now. */
-        int rc = lease_get(backend, request->lease_id, &backend->scratch->lease);
-        if (rc == SQLITE_ROW)
-            return replay(&backend->scratch->lease, request, plan->fingerprint, result);
+    int rc = leases_find(backend, request->lease_id, rec);
+    if (rc == SQLITE_ROW && !forgotten(backend, *rec, now_ms))
+        return replay(*rec, request, plan->fingerprint, result); /* answered as it was */
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return rc;
+    if (definitive_error(backend, request, plan, result)) {
+        *rec = NULL;
+        return SQLITE_DONE;
     }
-    return reserve_new(backend, request, plan, result, now_ms);
+    /* The id of a forgotten lease is free again: a new lease. */
+    if (rc == SQLITE_ROW && (rc = leases_forget(backend, *rec)) != SQLITE_DONE)
+        return rc;
+    *rec = NULL;
+    return reserve_new(backend, request, plan, result, now_ms, rec);
+}
+
+int ledger_reserve(struct backend *backend, const struct reserve_request *request,
+                   struct reserve_result *result)
+{
+    assert(request->requirement_count >= 1);
+    assert(request->requirement_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    struct lease_rec *rec = NULL;
+    int rc = reserve_run(backend, request, result, &rec);
+    if (rec != NULL)
+        rec->pinned = false;
+    return rc;
 }
 
 /* ---- Complete. */
 
 struct settle {
     struct backend *backend;
-    const char *lease_id;
-    const char *caller;
+    struct lease_rec *rec;
     int64_t now_ms;
     char *warnings; /* WARNINGS_BYTES_MAX scratch */
     size_t warnings_used;
@@ -599,6 +469,26 @@ static void warn(struct settle *s, const char *what, const char *key)
     s->warning_count++;
 }
 
+static int event(struct settle *s, const char *type, const struct limit *limit,
+                 const struct lease_item *item, uint64_t actual, const char *detail)
+{
+    return lease_event(s->backend, s->rec, s->now_ms, type, limit->id, item->amount, actual,
+                       detail);
+}
+
+/* The item's state once settled: what it still holds (rolling), its debt. */
+static void item_settle(struct settle *s, struct lease_item *item, enum item_state state,
+                        uint64_t actual, uint64_t held, uint64_t debt, bool live)
+{
+    item->state = state;
+    item->actual = i64(actual);
+    item->held = held;
+    item->debt = debt;
+    item->live = live;
+    item->committed_at_ms = s->now_ms;
+    s->rec->dirty = true;
+}
+
 /* Whether a rolling hold of `amount` (out of the counters) can grow by extra. */
 static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
                   const struct limit *limit)
@@ -608,16 +498,18 @@ static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
 
 /* Rolling: the hold shrinks (or grows, per overage) to the actual amount
  * until its original expiry. */
-static int settle_rolling(struct settle *s, struct limit *limit, const struct row *row,
-                          uint64_t actual)
+static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index, uint64_t actual)
 {
+    struct lease_item *item = &s->rec->items[index];
     struct period *p = NULL;
     struct hold *h = NULL;
-    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
-    if (h == NULL)
-        return row_settle(s->backend, row->id, "committed", &actual, 0, 0, s->now_ms);
+    if (h == NULL) {
+        item_settle(s, item, ITEM_COMMITTED, actual, 0, 0, false);
+        return event(s, "committed", limit, item, actual, "");
+    }
     hold_drop(s->backend, p, h);
     p->reserved -= h->amount;
     uint64_t held = actual, debt = 0;
@@ -634,17 +526,15 @@ static int settle_rolling(struct settle *s, struct limit *limit, const struct ro
             if (limit->state.definition.overage == OVERAGE_DEBT) {
                 debt = extra;
                 p->debt = add_capped(p->debt, debt);
-                warn(s, "overage_debt", row->key);
-                rc = ledger_event(s->backend, s->now_ms, "debt", s->lease_id, limit, s->caller,
-                                  row->amount, debt, "rolling overage held as debt");
+                warn(s, "overage_debt", limit->state.definition.key);
+                rc = event(s, "debt", limit, item, debt, "rolling overage held as debt");
             } else {
                 atomic_fetch_add(&s->backend->overage_denied, 1);
-                warn(s, "overage_denied", row->key);
+                warn(s, "overage_denied", limit->state.definition.key);
             }
         }
         if (rc == SQLITE_DONE)
-            rc = ledger_event(s->backend, s->now_ms, "overrun", s->lease_id, limit, s->caller,
-                              row->amount, actual, "");
+            rc = event(s, "overrun", limit, item, actual, "");
     }
     p->used += held;
     if (held > 0 || debt > 0) {
@@ -657,17 +547,18 @@ static int settle_rolling(struct settle *s, struct limit *limit, const struct ro
     } else {
         free(h);
     }
+    item_settle(s, item, ITEM_COMMITTED, actual, held, debt, held > 0 || debt > 0);
     if (rc == SQLITE_DONE)
-        rc = row_settle(s->backend, row->id, "committed", &actual, held, debt, s->now_ms);
+        rc = event(s, "committed", limit, item, actual, "");
     return rc;
 }
 
-static int settle_concurrency(struct settle *s, struct limit *limit, const struct row *row,
+static int settle_concurrency(struct settle *s, struct limit *limit, uint32_t index,
                               uint64_t actual)
 {
     struct period *p = NULL;
     struct hold *h = NULL;
-    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
     if (h != NULL) {
@@ -675,7 +566,9 @@ static int settle_concurrency(struct settle *s, struct limit *limit, const struc
         p->reserved -= h->amount;
         free(h);
     }
-    return row_settle(s->backend, row->id, "committed", &actual, 0, 0, s->now_ms);
+    struct lease_item *item = &s->rec->items[index];
+    item_settle(s, item, ITEM_COMMITTED, actual, 0, 0, false);
+    return event(s, "committed", limit, item, actual, "");
 }
 
 static uint64_t budget_room(const struct period *p, const struct limit *limit)
@@ -686,12 +579,12 @@ static uint64_t budget_room(const struct period *p, const struct limit *limit)
 
 /* Budget: the actual amount is charged to the period the lease was reserved
  * in; what does not fit is debt there. Late commits are charged and warned. */
-static int settle_budget(struct settle *s, struct limit *limit, const struct row *row,
-                         uint64_t actual)
+static int settle_budget(struct settle *s, struct limit *limit, uint32_t index, uint64_t actual)
 {
+    struct lease_item *item = &s->rec->items[index];
     struct period *p = NULL;
     struct hold *h = NULL;
-    int rc = live_hold(s->backend, limit, row, s->now_ms, &p, &h);
+    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
     bool expired = h == NULL;
@@ -701,7 +594,7 @@ static int settle_budget(struct settle *s, struct limit *limit, const struct row
         p->reserved -= h->amount;
         released = i64(h->amount);
         free(h);
-    } else if ((p = mirror_period(s->backend, limit, row->period_start_ms)) == NULL) {
+    } else if ((p = mirror_period(s->backend, limit, item->period_start_ms)) == NULL) {
         return SQLITE_NOMEM;
     }
     /* What does not fit is debt: decide it on counters free of due holds. */
@@ -714,48 +607,37 @@ static int settle_budget(struct settle *s, struct limit *limit, const struct row
     p->used += fit;
     p->debt = add_capped(p->debt, debt);
     mirror_touch(&s->backend->mirror, p);
-    const char *state = expired ? "committed_post_expiry" : "committed";
+    const char *key = limit->state.definition.key;
     if (expired)
-        warn(s, "commit_after_expiry", row->key);
+        warn(s, "commit_after_expiry", key);
     if (debt > 0)
-        warn(s, "overage_debt", row->key);
-    rc = ledger_event(s->backend, s->now_ms, state, s->lease_id, limit, s->caller, row->amount,
-                      actual, "");
-    if (rc == SQLITE_DONE && actual > row->amount)
-        rc = ledger_event(s->backend, s->now_ms, "overrun", s->lease_id, limit, s->caller,
-                          row->amount, actual, "");
+        warn(s, "overage_debt", key);
+    /* A budget's debt stays in its period's counters: the item holds nothing. */
+    item_settle(s, item, expired ? ITEM_COMMITTED_POST_EXPIRY : ITEM_COMMITTED, actual, 0, debt,
+                false);
+    rc = event(s, expired ? "committed_post_expiry" : "committed", limit, item, actual, "");
+    if (rc == SQLITE_DONE && actual > item->amount)
+        rc = event(s, "overrun", limit, item, actual, "");
     if (rc == SQLITE_DONE && debt > 0)
-        rc = ledger_event(s->backend, s->now_ms, "debt", s->lease_id, limit, s->caller, row->amount,
-                          debt, "over the budget of the period");
+        rc = event(s, "debt", limit, item, debt, "over the budget of the period");
     if (rc == SQLITE_DONE)
-        rc = caller_add(s->backend, limit, p->start_ms, s->caller, -released, i64(fit), i64(debt));
-    if (rc == SQLITE_DONE)
-        rc = row_settle(s->backend, row->id, state, &actual, 0, debt, s->now_ms);
+        rc = ledger_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released, i64(fit),
+                               i64(debt));
     return rc;
 }
 
-static int settle_row(struct settle *s, const struct row *row, uint64_t actual)
+static int settle_item(struct settle *s, uint32_t index, uint64_t actual)
 {
-    struct limit *limit = mirror_limit_by_id(&s->backend->mirror, row->limit_id);
+    struct limit *limit = mirror_limit_by_id(&s->backend->mirror, s->rec->items[index].limit_id);
     if (limit == NULL)
         return SQLITE_CORRUPT;
     switch (limit->state.definition.kind) {
-    case LIMIT_ROLLING: {
-        int rc = settle_rolling(s, limit, row, actual);
-        if (rc == SQLITE_DONE)
-            rc = ledger_event(s->backend, s->now_ms, "committed", s->lease_id, limit, s->caller,
-                              row->amount, actual, "");
-        return rc;
-    }
-    case LIMIT_CONCURRENCY: {
-        int rc = settle_concurrency(s, limit, row, actual);
-        if (rc == SQLITE_DONE)
-            rc = ledger_event(s->backend, s->now_ms, "committed", s->lease_id, limit, s->caller,
-                              row->amount, actual, "");
-        return rc;
-    }
+    case LIMIT_ROLLING:
+        return settle_rolling(s, limit, index, actual);
+    case LIMIT_CONCURRENCY:
+        return settle_concurrency(s, limit, index, actual);
     case LIMIT_BUDGET:
-        return settle_budget(s, limit, row, actual);
+        return settle_budget(s, limit, index, actual);
     default:
         return SQLITE_CORRUPT;
     }
@@ -763,11 +645,10 @@ static int settle_row(struct settle *s, const struct row *row, uint64_t actual)
 
 /* Keeps expiry going on the lease's limits, a few holds each (the lease's
  * own holds are checked one by one in live_hold). */
-static int expire_rows(struct backend *backend, const struct row *rows, uint32_t count,
-                       int64_t now_ms)
+static int expire_items(struct backend *backend, const struct lease_rec *rec, int64_t now_ms)
 {
-    for (uint32_t i = 0; i < count; i++) {
-        struct limit *limit = mirror_limit_by_id(&backend->mirror, rows[i].limit_id);
+    for (uint32_t i = 0; i < rec->item_count; i++) {
+        struct limit *limit = mirror_limit_by_id(&backend->mirror, rec->items[i].limit_id);
         if (limit == NULL)
             return SQLITE_CORRUPT;
         uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
@@ -776,6 +657,12 @@ static int expire_rows(struct backend *backend, const struct row *rows, uint32_t
             return rc;
     }
     return SQLITE_DONE;
+}
+
+static const char *item_key(struct backend *backend, const struct lease_item *item)
+{
+    const struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
+    return limit != NULL ? limit->state.definition.key : "";
 }
 
 static const struct actual *actual_for(const struct complete_request *request, const char *key)
@@ -787,13 +674,13 @@ static const struct actual *actual_for(const struct complete_request *request, c
     return NULL;
 }
 
-static bool actuals_valid(const struct complete_request *request, const struct row *rows,
-                          uint32_t count, struct complete_result *result)
+static bool actuals_valid(struct backend *backend, const struct complete_request *request,
+                          const struct lease_rec *rec, struct complete_result *result)
 {
     for (uint32_t i = 0; i < request->actual_count; i++) {
         bool found = false;
-        for (uint32_t j = 0; j < count && !found; j++)
-            found = strcmp(rows[j].key, request->actuals[i].key) == 0;
+        for (uint32_t j = 0; j < rec->item_count && !found; j++)
+            found = strcmp(item_key(backend, &rec->items[j]), request->actuals[i].key) == 0;
         if (!found) {
             result->status = RESULT_INVALID;
             snprintf(result->error, sizeof result->error, "actual_key_not_in_lease:%s",
@@ -817,113 +704,157 @@ static int warnings_publish(const struct settle *s, struct complete_result *resu
 }
 
 static int complete_live(struct backend *backend, const struct complete_request *request,
-                         const struct lease *lease, struct complete_result *result, int64_t now_ms)
+                         struct lease_rec *rec, struct complete_result *result, int64_t now_ms)
 {
-    struct row *rows = backend->scratch->rows;
-    char *warnings = backend->scratch->warnings;
-    uint32_t count = 0;
-    int rc = rows_get(backend, lease, rows, &count);
+    if (!actuals_valid(backend, request, rec, result))
+        return SQLITE_DONE;
+    int rc = expire_items(backend, rec, now_ms);
     if (rc != SQLITE_DONE)
         return rc;
-    if (!actuals_valid(request, rows, count, result))
-        return SQLITE_DONE;
-    if ((rc = expire_rows(backend, rows, count, now_ms)) != SQLITE_DONE)
-        return rc;
-    struct settle s = {.backend = backend,
-                       .lease_id = request->lease_id,
-                       .caller = lease->caller,
-                       .now_ms = now_ms,
-                       .warnings = warnings};
-    for (uint32_t i = 0; i < count; i++) {
-        const struct actual *a = actual_for(request, rows[i].key);
+    struct settle s = {
+        .backend = backend, .rec = rec, .now_ms = now_ms, .warnings = backend->scratch->warnings};
+    for (uint32_t i = 0; i < rec->item_count; i++) {
+        const struct actual *a = actual_for(request, item_key(backend, &rec->items[i]));
         /* A key left out settles at its reserved amount (pessimistic). */
-        rc = settle_row(&s, &rows[i], a != NULL ? a->actual_amount : rows[i].amount);
+        rc = settle_item(&s, i, a != NULL ? a->actual_amount : rec->items[i].amount);
         if (rc != SQLITE_DONE)
             return rc;
     }
-    if ((rc = lease_finish(backend, request->lease_id, "completed", now_ms)) != SQLITE_DONE)
-        return rc;
+    rec->state = LEASE_COMPLETED;
+    rec->finished_at_ms = now_ms;
+    rec->dirty = true;
     result->reconciled = true;
     return warnings_publish(&s, result);
+}
+
+static int complete_run(struct backend *backend, const struct complete_request *request,
+                        struct complete_result *result, struct lease_rec **rec)
+{
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    memset(result, 0, sizeof *result);
+    result->status = RESULT_OK;
+    int rc = lease_get(backend, request->lease_id, now_ms, rec);
+    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && (*rec)->state == LEASE_DENIED))
+        return SQLITE_DONE; /* nothing held: reconciled=false */
+    if (rc != SQLITE_ROW)
+        return rc;
+    if ((*rec)->state == LEASE_RELEASED) {
+        result->status = RESULT_CONFLICT;
+        snprintf(result->error, sizeof result->error, "already_finalized");
+        return SQLITE_DONE;
+    }
+    if ((*rec)->state == LEASE_COMPLETED) {
+        result->reconciled = true; /* completing twice is a no-op success */
+        return SQLITE_DONE;
+    }
+    return complete_live(backend, request, *rec, result, now_ms);
 }
 
 int ledger_complete(struct backend *backend, const struct complete_request *request,
                     struct complete_result *result)
 {
-    struct lease *lease = &backend->scratch->lease;
-    int64_t now_ms = clock_now_ms(backend->config.clock);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_OK;
-    int rc = lease_get(backend, request->lease_id, lease);
-    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && strcmp(lease->state, "denied") == 0))
-        return SQLITE_DONE; /* nothing held: reconciled=false */
-    if (rc != SQLITE_ROW)
-        return rc;
-    if (strcmp(lease->state, "released") == 0) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "already_finalized");
-        return SQLITE_DONE;
-    }
-    if (strcmp(lease->state, "completed") == 0) {
-        result->reconciled = true; /* completing twice is a no-op success */
-        return SQLITE_DONE;
-    }
-    return complete_live(backend, request, lease, result, now_ms);
+    struct lease_rec *rec = NULL;
+    int rc = complete_run(backend, request, result, &rec);
+    if (rec != NULL)
+        rec->pinned = false;
+    return rc;
 }
 
 /* ---- Release. */
 
-static int release_row(struct backend *backend, const struct row *row, const char *lease_id,
-                       const char *caller, int64_t now_ms)
+static int release_item(struct backend *backend, struct lease_rec *rec, uint32_t index,
+                        int64_t now_ms)
 {
-    struct limit *limit = mirror_limit_by_id(&backend->mirror, row->limit_id);
+    struct lease_item *item = &rec->items[index];
+    struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
     if (limit == NULL)
         return SQLITE_CORRUPT;
     struct period *p = NULL;
     struct hold *h = NULL;
-    int rc = live_hold(backend, limit, row, now_ms, &p, &h);
+    int rc = live_hold(backend, limit, rec, index, now_ms, &p, &h);
     if (rc != SQLITE_DONE || h == NULL)
         return rc; /* an expired hold has nothing left to free */
     hold_drop(backend, p, h);
     p->reserved -= h->amount;
     int64_t amount = i64(h->amount);
     free(h);
-    rc = ledger_event(backend, now_ms, "released", lease_id, limit, caller, row->amount, 0, "");
+    item->state = ITEM_RELEASED;
+    item->held = 0;
+    item->debt = 0;
+    item->live = false;
+    rec->dirty = true;
+    rc = lease_event(backend, rec, now_ms, "released", limit->id, item->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = caller_add(backend, limit, p->start_ms, caller, -amount, 0, 0);
-    if (rc == SQLITE_DONE)
-        rc = row_settle(backend, row->id, "released", NULL, 0, 0, 0);
+        rc = ledger_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
     return rc;
+}
+
+static int release_run(struct backend *backend, const struct release_request *request,
+                       struct release_result *result, struct lease_rec **rec)
+{
+    int64_t now_ms = clock_now_ms(backend->config.clock);
+    memset(result, 0, sizeof *result);
+    result->status = RESULT_OK;
+    int rc = lease_get(backend, request->lease_id, now_ms, rec);
+    if (rc == SQLITE_DONE)
+        return SQLITE_DONE; /* unknown: no-op success */
+    if (rc != SQLITE_ROW)
+        return rc;
+    if ((*rec)->state == LEASE_COMPLETED) {
+        result->status = RESULT_CONFLICT;
+        snprintf(result->error, sizeof result->error, "already_finalized");
+        return SQLITE_DONE;
+    }
+    if ((*rec)->state != LEASE_ALLOWED)
+        return SQLITE_DONE; /* released twice, or denied: nothing held */
+    if ((rc = expire_items(backend, *rec, now_ms)) != SQLITE_DONE)
+        return rc;
+    for (uint32_t i = 0; i < (*rec)->item_count; i++) {
+        if ((rc = release_item(backend, *rec, i, now_ms)) != SQLITE_DONE)
+            return rc;
+    }
+    (*rec)->state = LEASE_RELEASED;
+    (*rec)->finished_at_ms = now_ms;
+    (*rec)->dirty = true;
+    return SQLITE_DONE;
 }
 
 int ledger_release(struct backend *backend, const struct release_request *request,
                    struct release_result *result)
 {
-    struct lease *lease = &backend->scratch->lease;
-    struct row *rows = backend->scratch->rows;
-    int64_t now_ms = clock_now_ms(backend->config.clock);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_OK;
-    int rc = lease_get(backend, request->lease_id, lease);
+    struct lease_rec *rec = NULL;
+    int rc = release_run(backend, request, result, &rec);
+    if (rec != NULL)
+        rec->pinned = false;
+    return rc;
+}
+
+/* ---- Expiry and the limits' own events. */
+
+int ledger_expire_item(struct backend *backend, const struct period *p, const struct hold *h,
+                       int64_t now_ms)
+{
+    struct lease_rec *rec = NULL;
+    int rc = leases_flush_if_full(backend);
     if (rc == SQLITE_DONE)
-        return SQLITE_DONE; /* unknown: no-op success */
+        rc = leases_by_seq(backend, h->row_id / SQLITE_LEASE_ITEMS, &rec);
     if (rc != SQLITE_ROW)
-        return rc;
-    if (strcmp(lease->state, "completed") == 0) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "already_finalized");
-        return SQLITE_DONE;
-    }
-    if (strcmp(lease->state, "allowed") != 0)
-        return SQLITE_DONE; /* released twice, or denied: nothing held */
-    uint32_t count = 0;
-    if ((rc = rows_get(backend, lease, rows, &count)) != SQLITE_DONE ||
-        (rc = expire_rows(backend, rows, count, now_ms)) != SQLITE_DONE)
-        return rc;
-    for (uint32_t i = 0; i < count; i++) {
-        if ((rc = release_row(backend, &rows[i], request->lease_id, lease->caller, now_ms)) !=
-            SQLITE_DONE)
-            return rc;
-    }
-    return lease_finish(backend, request->lease_id, "released", now_ms);
+        return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+    uint32_t index = (uint32_t)(h->row_id % SQLITE_LEASE_ITEMS);
+    if (index >= rec->item_count)
+        return SQLITE_CORRUPT;
+    struct lease_item *item = &rec->items[index];
+    if (item->state == ITEM_RESERVED)
+        item->state = ITEM_EXPIRED;
+    item->held = 0;
+    item->debt = 0;
+    item->live = false;
+    rec->dirty = true;
+    if (h->completed)
+        return SQLITE_DONE; /* a completed rolling hold leaves the window: no event */
+    rc = lease_event(backend, rec, now_ms, "expired", p->limit->id, item->amount, 0, "");
+    if (rc == SQLITE_DONE)
+        rc = ledger_caller_add(backend, p->limit, p->start_ms, rec->caller,
+                               -(int64_t)h->amount, 0, 0);
+    return rc;
 }

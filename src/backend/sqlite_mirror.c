@@ -195,36 +195,9 @@ void mirror_trim_periods(struct limit *limit, int64_t now_ms)
     }
 }
 
-/* The database side of one expiry: the row, and for a reservation that was
- * never completed, its audit event and the caller's budget counters. */
-static int expire_row(struct backend *backend, const struct period *p, const struct hold *h,
-                      int64_t now_ms)
-{
-    int rc;
-    if (!h->completed) {
-        sqlite3_stmt *event = statement(backend, STMT_EVENT_EXPIRED);
-        sqlite3_bind_int64(event, 1, now_ms);
-        sqlite3_bind_int64(event, 2, h->row_id);
-        if ((rc = statement_run(event)) != SQLITE_DONE)
-            return rc;
-        if (p->limit->state.definition.kind == LIMIT_BUDGET) {
-            sqlite3_stmt *caller = statement(backend, STMT_CALLER_EXPIRED);
-            sqlite3_bind_int64(caller, 1, amount_i64(h->amount));
-            sqlite3_bind_int64(caller, 2, p->limit->id);
-            sqlite3_bind_int64(caller, 3, p->start_ms);
-            sqlite3_bind_int64(caller, 4, h->row_id);
-            if ((rc = statement_run(caller)) != SQLITE_DONE)
-                return rc;
-        }
-    }
-    sqlite3_stmt *row = statement(backend, STMT_ROW_EXPIRE);
-    sqlite3_bind_int64(row, 1, h->row_id);
-    return statement_run(row);
-}
-
 int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h, int64_t now_ms)
 {
-    int rc = expire_row(backend, p, h, now_ms);
+    int rc = ledger_expire_item(backend, p, h, now_ms);
     if (rc != SQLITE_DONE)
         return rc;
     struct hold *removed = NULL;
@@ -339,27 +312,41 @@ static int load_limits(struct backend *backend, char *error, size_t error_size)
     return rc == SQLITE_DONE ? 0 : load_fail(backend, error, error_size, "limits");
 }
 
-/* Rebuilds one live hold from its row and adds it to the sums it checks. */
-static int load_hold(struct backend *backend, sqlite3_stmt *stmt, char *error, size_t error_size)
+/* Rebuilds the live holds of one lease row and adds them to the sums they
+ * are checked against. */
+static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct lease_item *items,
+                            char *error, size_t error_size)
 {
-    struct limit *limit = mirror_limit_by_id(&backend->mirror, sqlite3_column_int64(stmt, 1));
-    struct period *p =
-        limit == NULL ? NULL : mirror_period(backend, limit, sqlite3_column_int64(stmt, 6));
-    struct hold *h = calloc(1, sizeof *h);
-    if (p == NULL || h == NULL) {
-        free(h);
-        snprintf(error, error_size, "loading reservation %lld: no limit or out of memory",
-                 (long long)sqlite3_column_int64(stmt, 0));
+    int64_t seq = sqlite3_column_int64(stmt, 0);
+    struct lease_rec rec = {.seq = seq, .items = items};
+    const unsigned char *json = sqlite3_column_text(stmt, 1);
+    if (json == NULL || lease_items_parse(&rec, (const char *)json) != 0) {
+        snprintf(error, error_size, "loading lease %lld: malformed items", (long long)seq);
         return -1;
     }
-    h->row_id = sqlite3_column_int64(stmt, 0);
-    h->amount = (uint64_t)sqlite3_column_int64(stmt, 2);
-    h->debt = (uint64_t)sqlite3_column_int64(stmt, 3);
-    h->completed = strcmp((const char *)sqlite3_column_text(stmt, 4), "reserved") != 0;
-    h->expires_at_ms = sqlite3_column_int64(stmt, 5);
-    p->holds = holds_insert(p->holds, h);
-    p->hold_count++;
-    backend->mirror.hold_count++;
+    for (uint32_t i = 0; i < rec.item_count; i++) {
+        const struct lease_item *item = &items[i];
+        if (!item->live)
+            continue;
+        struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
+        struct period *p =
+            limit == NULL ? NULL : mirror_period(backend, limit, item->period_start_ms);
+        struct hold *h = calloc(1, sizeof *h);
+        if (p == NULL || h == NULL) {
+            free(h);
+            snprintf(error, error_size, "loading lease %lld: no limit or out of memory",
+                     (long long)seq);
+            return -1;
+        }
+        h->row_id = hold_row_id(seq, i);
+        h->amount = item->held;
+        h->debt = item->debt;
+        h->completed = item->state != ITEM_RESERVED;
+        h->expires_at_ms = item->expires_at_ms;
+        p->holds = holds_insert(p->holds, h);
+        p->hold_count++;
+        backend->mirror.hold_count++;
+    }
     return 0;
 }
 
@@ -388,37 +375,49 @@ static int check_sums(struct backend *backend, char *error, size_t error_size)
     return 0;
 }
 
+/* Live leases are found from the watermark the tick keeps in meta
+ * (live_from_seq): no lease below it holds anything. */
 static int load_holds(struct backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
-    const char *sql = "SELECT id,limit_id,held,debt,state,expires_at,period_start FROM "
-                      "reservations WHERE live = 1";
-    if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK)
-        return load_fail(backend, error, error_size, "reservations");
+    const char *sql = "SELECT seq, items FROM leases WHERE seq >= "
+                      "COALESCE((SELECT value FROM meta WHERE name='live_from_seq'), 0) "
+                      "AND live = 1";
+    struct lease_item *items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *items);
+    if (items == NULL) {
+        snprintf(error, error_size, "loading leases: out of memory");
+        return -1;
+    }
+    if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        free(items);
+        return load_fail(backend, error, error_size, "leases");
+    }
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        if (load_hold(backend, stmt, error, error_size) != 0) {
+        if (load_lease_holds(backend, stmt, items, error, error_size) != 0) {
             sqlite3_finalize(stmt);
+            free(items);
             return -1;
         }
     }
     sqlite3_finalize(stmt);
+    free(items);
     if (rc != SQLITE_DONE)
-        return load_fail(backend, error, error_size, "reservations");
+        return load_fail(backend, error, error_size, "leases");
     return check_sums(backend, error, error_size);
 }
 
-static int load_next_row(struct backend *backend, char *error, size_t error_size)
+static int load_next_seq(struct backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
-    if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(id),0)+1 FROM reservations", -1, &stmt,
+    if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(seq),0)+1 FROM leases", -1, &stmt,
                            NULL) != SQLITE_OK)
-        return load_fail(backend, error, error_size, "reservations");
+        return load_fail(backend, error, error_size, "leases");
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW)
-        backend->mirror.next_row_id = sqlite3_column_int64(stmt, 0);
+        backend->mirror.next_seq = sqlite3_column_int64(stmt, 0);
     sqlite3_finalize(stmt);
-    return rc == SQLITE_ROW ? 0 : load_fail(backend, error, error_size, "reservations");
+    return rc == SQLITE_ROW ? 0 : load_fail(backend, error, error_size, "leases");
 }
 
 int mirror_load(struct backend *backend, char *error, size_t error_size)
@@ -427,7 +426,7 @@ int mirror_load(struct backend *backend, char *error, size_t error_size)
     backend->mirror.next_limit_id = 1;
     if (load_limits(backend, error, error_size) != 0 ||
         load_holds(backend, error, error_size) != 0 ||
-        load_next_row(backend, error, error_size) != 0) {
+        load_next_seq(backend, error, error_size) != 0) {
         mirror_free(&backend->mirror);
         return -1;
     }

@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Schema version 1. Every table a change touches is written in the same
- * transaction as the audit event that records it. */
+/* Schema version 1, the start of every database (version 2 below rebuilds
+ * its lease, reservation and event tables). Every table a change touches is
+ * written in the same transaction as the audit event that records it. */
 static const char schema_v1[] =
     /* One row per incarnation of a key: deleting a limit keeps its row (and
      * its leases can still complete); putting the key again makes a new one. */
@@ -101,8 +102,90 @@ static const char schema_v1[] =
     "CREATE INDEX events_key ON events(key, id);"
     "CREATE INDEX events_lease ON events(lease_id, id) WHERE lease_id IS NOT NULL;";
 
+/* Schema version 2: a lease is one row with its reservations packed in
+ * `items` (JSON), and the audit log stores one row per lease per transaction
+ * (`event_log`, its events packed in `items`) with a key index. A reserve
+ * writes one lease row, one event row and one event_keys entry per key,
+ * instead of a row, an index entry and three events per key. The views
+ * `reservations` and `events` show one row per reservation and per event
+ * as before. Version 1 data is carried over; event ids become
+ * old id * SQLITE_EVENT_ITEMS.
+ *
+ * items of a lease: [[limit_id, key, amount, state, actual|null, held, debt,
+ *   live, period_start, expires_at, committed_at|null], ...]
+ * items of an event row: [[at, type, limit_id, key, amount, actual, detail], ...] */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static const char schema_v2[] =
+    "CREATE TABLE leases2 ("
+    " seq INTEGER PRIMARY KEY,"
+    " lease_id TEXT NOT NULL UNIQUE,"
+    " state TEXT NOT NULL CHECK (state='allowed' OR state='denied' OR state='completed' OR"
+    "  state='released'),"
+    " fingerprint TEXT NOT NULL,"
+    " caller TEXT NOT NULL,"
+    " reserved_at INTEGER NOT NULL,"
+    " expires_at INTEGER NOT NULL,"
+    " retry_after_ms INTEGER NOT NULL,"
+    " denied TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " finished_at INTEGER,"
+    " live INTEGER NOT NULL," /* 1 while one of its reservations holds capacity */
+    " items TEXT NOT NULL);"
+    "INSERT INTO leases2(seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
+    " retry_after_ms,denied,created_at,finished_at,live,items)"
+    " SELECT row_number() OVER (ORDER BY created_at, first_row, lease_id), lease_id, state,"
+    "  fingerprint, caller, reserved_at, expires_at, retry_after_ms, denied, created_at,"
+    "  finished_at,"
+    "  EXISTS (SELECT 1 FROM reservations r WHERE r.id BETWEEN l.first_row AND"
+    "   l.first_row + l.row_count - 1 AND r.live = 1),"
+    "  (SELECT json_group_array(json_array(r.limit_id, r.key, r.amount, r.state,"
+    "    r.actual_amount, r.held, r.debt, r.live, r.period_start, r.expires_at,"
+    "    r.committed_at)) FROM (SELECT * FROM reservations r WHERE r.id BETWEEN l.first_row"
+    "    AND l.first_row + l.row_count - 1 ORDER BY r.id) r)"
+    " FROM leases l;"
+    "CREATE TABLE event_log ("
+    " id INTEGER PRIMARY KEY,"
+    " lease_seq INTEGER," /* NULL for a limit's own events */
+    " lease_id TEXT,"
+    " caller TEXT NOT NULL,"
+    " items TEXT NOT NULL);"
+    "INSERT INTO event_log(id,lease_seq,lease_id,caller,items)"
+    " SELECT e.id, (SELECT seq FROM leases2 WHERE leases2.lease_id = e.lease_id), e.lease_id,"
+    "  e.caller, json_array(json_array(e.at, e.type, e.limit_id, e.key, e.amount,"
+    "  e.actual_amount, e.detail)) FROM events e;"
+    "CREATE TABLE event_keys ("
+    " key TEXT NOT NULL,"
+    " event_id INTEGER NOT NULL,"
+    " PRIMARY KEY (key, event_id)) WITHOUT ROWID;"
+    "INSERT INTO event_keys(key,event_id) SELECT key, id FROM events;"
+    "DROP TABLE events;"
+    "DROP TABLE reservations;"
+    "DROP TABLE leases;"
+    "ALTER TABLE leases2 RENAME TO leases;"
+    "CREATE INDEX event_log_lease ON event_log(lease_seq) WHERE lease_seq IS NOT NULL;"
+    /* Named values: live_from_seq, no live lease below it (for loading). */
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE VIEW reservations AS SELECT"
+    " l.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key AS id, l.lease_id AS lease_id,"
+    " json_extract(j.value,'$[0]') AS limit_id, json_extract(j.value,'$[1]') AS key,"
+    " l.caller AS caller, json_extract(j.value,'$[2]') AS amount,"
+    " json_extract(j.value,'$[4]') AS actual_amount, json_extract(j.value,'$[5]') AS held,"
+    " json_extract(j.value,'$[6]') AS debt, json_extract(j.value,'$[7]') AS live,"
+    " json_extract(j.value,'$[3]') AS state, json_extract(j.value,'$[8]') AS period_start,"
+    " l.reserved_at AS reserved_at, json_extract(j.value,'$[9]') AS expires_at,"
+    " json_extract(j.value,'$[10]') AS committed_at"
+    " FROM leases l, json_each(l.items) j;"
+    "CREATE VIEW events AS SELECT"
+    " e.id * " STR(SQLITE_EVENT_ITEMS) " + j.key AS id, json_extract(j.value,'$[0]') AS at,"
+    " json_extract(j.value,'$[1]') AS type, e.lease_id AS lease_id,"
+    " json_extract(j.value,'$[2]') AS limit_id, json_extract(j.value,'$[3]') AS key,"
+    " e.caller AS caller, json_extract(j.value,'$[4]') AS amount,"
+    " json_extract(j.value,'$[5]') AS actual_amount, json_extract(j.value,'$[6]') AS detail"
+    " FROM event_log e, json_each(e.items) j;";
+
 /* migrations[i] takes the schema from version i to i + 1. */
-static const char *const migrations[] = {schema_v1};
+static const char *const migrations[] = {schema_v1, schema_v2};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* The data path's writes say OR ROLLBACK: any error already abandons the
@@ -113,33 +196,23 @@ static const char *const statement_sql[STMT_COUNT] = {
     [STMT_COMMIT] = "COMMIT",
     [STMT_ROLLBACK] = "ROLLBACK",
     [STMT_LEASE_INSERT] =
-        "INSERT OR ROLLBACK INTO leases(lease_id,state,fingerprint,caller,reserved_at,expires_at,"
-        "first_row,row_count,retry_after_ms,denied,created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) "
-        "ON CONFLICT(lease_id) DO NOTHING",
-    [STMT_LEASE_GET] = "SELECT state,fingerprint,caller,reserved_at,expires_at,first_row,"
-                       "row_count,retry_after_ms,denied,created_at FROM leases WHERE lease_id=?",
-    [STMT_LEASE_FINISH] = "UPDATE OR ROLLBACK leases SET state=?, finished_at=? WHERE lease_id=?",
-    [STMT_LEASE_FORGET] = "DELETE FROM leases WHERE lease_id=?",
-    [STMT_LEASE_HOLDING] = "SELECT 1 FROM reservations WHERE id BETWEEN ? AND ? AND live=1 AND"
-                           " expires_at>? LIMIT 1",
-    [STMT_ROW_INSERT] =
-        "INSERT OR ROLLBACK INTO reservations(id,lease_id,limit_id,key,caller,amount,held,"
-        "debt,live,state,period_start,reserved_at,expires_at) "
-        "VALUES(?,?,?,?,?,?,?,0,1,'reserved',?,?,?)",
-    [STMT_ROWS_GET] = "SELECT id,limit_id,key,amount,state,period_start,expires_at FROM "
-                      "reservations WHERE id BETWEEN ? AND ? ORDER BY id",
-    [STMT_ROW_SETTLE] =
-        "UPDATE OR ROLLBACK reservations SET state=?,actual_amount=?,held=?,debt=?,live=?,"
-        "committed_at=? WHERE id=?",
-    [STMT_ROW_EXPIRE] = "UPDATE OR ROLLBACK reservations SET state=CASE WHEN state='reserved' THEN "
-                        "'expired' ELSE state END,held=0,debt=0,live=0 WHERE id=?",
+        "INSERT OR ROLLBACK INTO leases(seq,lease_id,state,fingerprint,caller,reserved_at,"
+        "expires_at,retry_after_ms,denied,created_at,finished_at,live,items) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    [STMT_LEASE_UPDATE] = "UPDATE OR ROLLBACK leases SET state=?3,finished_at=?11,live=?12,"
+                          "items=?13 WHERE seq=?1",
+    [STMT_LEASE_BY_ID] = "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
+                         "retry_after_ms,denied,created_at,finished_at,items FROM leases "
+                         "WHERE lease_id=?",
+    [STMT_LEASE_BY_SEQ] = "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
+                          "retry_after_ms,denied,created_at,finished_at,items FROM leases "
+                          "WHERE seq=?",
+    [STMT_LEASE_RENAME] = "UPDATE OR ROLLBACK leases SET lease_id=? WHERE seq=?",
     [STMT_EVENT_INSERT] =
-        "INSERT OR ROLLBACK INTO events(at,type,lease_id,limit_id,key,caller,amount,"
-        "actual_amount,detail) VALUES(?,?,?,?,?,?,?,?,?)",
-    [STMT_EVENT_EXPIRED] =
-        "INSERT OR ROLLBACK INTO events(at,type,lease_id,limit_id,key,caller,amount,"
-        "actual_amount,detail) SELECT ?,'expired',lease_id,limit_id,key,"
-        "caller,amount,0,'' FROM reservations WHERE id=?",
+        "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items) VALUES(?,?,?,?)",
+    [STMT_EVENT_KEY] = "INSERT OR IGNORE INTO event_keys(key,event_id) VALUES(?,?)",
+    [STMT_META_PUT] = "INSERT OR ROLLBACK INTO meta(name,value) VALUES(?,?) "
+                      "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
     [STMT_USAGE_PUT] =
         "INSERT OR ROLLBACK INTO limit_usage(limit_id,period_start,reserved,used,debt) "
         "VALUES(?,?,?,?,?) ON CONFLICT(limit_id,period_start) DO UPDATE SET "
@@ -151,10 +224,6 @@ static const char *const statement_sql[STMT_COUNT] = {
         "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
         "DO UPDATE SET reserved=reserved+excluded.reserved,"
         "used=used+excluded.used,debt=debt+excluded.debt",
-    [STMT_CALLER_EXPIRED] =
-        "UPDATE OR ROLLBACK caller_usage SET reserved=reserved-?1 WHERE limit_id=?2 "
-        "AND period_start=?3 AND caller=(SELECT caller FROM reservations "
-        "WHERE id=?4)",
     [STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
                           "timeout_seconds,period,unit,description,overage,status,"
                           "pending_decrease_to,created_at,updated_at) "

@@ -142,6 +142,11 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+int64_t holds_row_min(const struct hold *root)
+{
+    return root == NULL ? INT64_MAX : root->row_min;
+}
+
 static void node_update(struct hold *node)
 {
     int32_t hl = height_of(node->left), hr = height_of(node->right);
@@ -149,6 +154,9 @@ static void node_update(struct hold *node)
     assert(node->height <= HOLDS_HEIGHT_MAX);
     node->amount_sum =
         add_saturating(add_saturating(holds_sum(node->left), holds_sum(node->right)), node->amount);
+    int64_t left = holds_row_min(node->left), right = holds_row_min(node->right);
+    int64_t least = left < right ? left : right;
+    node->row_min = node->row_id < least ? node->row_id : least;
 }
 
 static struct hold *rotate_right(struct hold *node)

@@ -82,5 +82,7 @@
 #define SQLITE_EXPIRIES_PER_TICK_MAX 4096 /* holds one tick() expires; the rest next time */
 #define SQLITE_EXPIRIES_PER_REQUEST 8   /* due holds a reserve expires per limit when it fits */
 #define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
+#define SQLITE_LEASE_CACHE_MAX 4096     /* leases one transaction keeps in memory before writing */
+#define SQLITE_EVENT_ITEMS 1024         /* audit events per event_log row; event id = row id * this + index */
 
 #endif

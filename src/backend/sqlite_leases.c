@@ -1,0 +1,746 @@
+/* The sqlite backend's leases within one transaction: each lease the writer
+ * touches is loaded once (or made new), changed in memory by reserve,
+ * complete, release and expiry, and written once when the transaction ends,
+ * with one event_log row holding the audit events it gathered. The items
+ * columns are JSON arrays (sqlite_schema.c) written and read here. */
+#include "sqlite_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const lease_state_names[] = {"allowed", "denied", "completed", "released"};
+static const char *const item_state_names[] = {"reserved", "committed", "released", "expired",
+                                               "committed_post_expiry"};
+
+const char *lease_state_name(enum lease_state state)
+{
+    return lease_state_names[state];
+}
+
+const char *item_state_name(enum item_state state)
+{
+    return item_state_names[state];
+}
+
+static int lease_state_parse(const char *name, enum lease_state *out)
+{
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(name, lease_state_names[i]) == 0) {
+            *out = (enum lease_state)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int item_state_parse(const char *name, size_t length, enum item_state *out)
+{
+    for (int i = 0; i < 5; i++) {
+        if (strlen(item_state_names[i]) == length &&
+            memcmp(name, item_state_names[i], length) == 0) {
+            *out = (enum item_state)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+bool lease_live(const struct lease_rec *rec)
+{
+    for (uint32_t i = 0; i < rec->item_count; i++) {
+        if (rec->items[i].live)
+            return true;
+    }
+    return false;
+}
+
+/* ---- Text. */
+
+static bool text_room(struct text *t, size_t extra)
+{
+    if (t->length + extra + 1 <= t->capacity)
+        return true;
+    size_t capacity = t->capacity == 0 ? 4096 : t->capacity;
+    while (capacity < t->length + extra + 1)
+        capacity *= 2;
+    char *data = realloc(t->data, capacity);
+    if (data == NULL)
+        return false;
+    t->data = data;
+    t->capacity = capacity;
+    return true;
+}
+
+static bool text_add(struct text *t, const char *s, size_t length)
+{
+    if (!text_room(t, length))
+        return false;
+    memcpy(t->data + t->length, s, length);
+    t->length += length;
+    t->data[t->length] = '\0';
+    return true;
+}
+
+static bool text_i64(struct text *t, int64_t value)
+{
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", (long long)value);
+    return text_add(t, digits, (size_t)n);
+}
+
+/* A JSON string. Keys are printable ASCII; only " and \ need escaping. */
+static bool text_string(struct text *t, const char *s)
+{
+    if (!text_add(t, "\"", 1))
+        return false;
+    for (const char *run = s; *run != '\0';) {
+        size_t plain = strcspn(run, "\"\\");
+        if (!text_add(t, run, plain))
+            return false;
+        run += plain;
+        if (*run == '\0')
+            break;
+        char escaped[2] = {'\\', *run++};
+        if (!text_add(t, escaped, 2))
+            return false;
+    }
+    return text_add(t, "\"", 1);
+}
+
+static const char *limit_key_of(struct backend *backend, int64_t limit_id)
+{
+    const struct limit *limit = mirror_limit_by_id(&backend->mirror, limit_id);
+    return limit != NULL ? limit->state.definition.key : "";
+}
+
+static bool items_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
+{
+    t->length = 0;
+    bool ok = text_add(t, "[", 1);
+    for (uint32_t i = 0; ok && i < rec->item_count; i++) {
+        const struct lease_item *item = &rec->items[i];
+        ok = text_add(t, i > 0 ? ",[" : "[", i > 0 ? 2 : 1) && text_i64(t, item->limit_id) &&
+             text_add(t, ",", 1) && text_string(t, limit_key_of(backend, item->limit_id)) &&
+             text_add(t, ",", 1) && text_i64(t, (int64_t)item->amount) && text_add(t, ",", 1) &&
+             text_string(t, item_state_name(item->state)) && text_add(t, ",", 1) &&
+             (item->actual >= 0 ? text_i64(t, item->actual) : text_add(t, "null", 4)) &&
+             text_add(t, ",", 1) && text_i64(t, (int64_t)item->held) && text_add(t, ",", 1) &&
+             text_i64(t, (int64_t)item->debt) && text_add(t, item->live ? ",1," : ",0,", 3) &&
+             text_i64(t, item->period_start_ms) && text_add(t, ",", 1) &&
+             text_i64(t, item->expires_at_ms) && text_add(t, ",", 1) &&
+             (item->committed_at_ms != 0 ? text_i64(t, item->committed_at_ms)
+                                         : text_add(t, "null", 4)) &&
+             text_add(t, "]", 1);
+    }
+    return ok && text_add(t, "]", 1);
+}
+
+static bool events_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
+{
+    t->length = 0;
+    bool ok = text_add(t, "[", 1);
+    for (uint32_t i = 0; ok && i < rec->event_count; i++) {
+        const struct lease_event *e = &rec->events[i];
+        ok = text_add(t, i > 0 ? ",[" : "[", i > 0 ? 2 : 1) && text_i64(t, e->at_ms) &&
+             text_add(t, ",", 1) && text_string(t, e->type) && text_add(t, ",", 1) &&
+             text_i64(t, e->limit_id) && text_add(t, ",", 1) &&
+             text_string(t, limit_key_of(backend, e->limit_id)) && text_add(t, ",", 1) &&
+             text_i64(t, (int64_t)e->amount) && text_add(t, ",", 1) &&
+             text_i64(t, (int64_t)e->actual) && text_add(t, ",", 1) &&
+             text_string(t, e->detail) && text_add(t, "]", 1);
+    }
+    return ok && text_add(t, "]", 1);
+}
+
+/* ---- Reading our own JSON arrays (what items_json, events_json and the
+ * version 1 migration's json_array write). */
+
+struct scan {
+    const char *at;
+};
+
+static void skip_space(struct scan *s)
+{
+    while (*s->at == ' ' || *s->at == '\n' || *s->at == '\t' || *s->at == '\r')
+        s->at++;
+}
+
+static bool expect(struct scan *s, char c)
+{
+    skip_space(s);
+    if (*s->at != c)
+        return false;
+    s->at++;
+    return true;
+}
+
+/* An integer, or null (then *is_null). */
+static bool scan_i64(struct scan *s, int64_t *out, bool *is_null)
+{
+    skip_space(s);
+    if (is_null != NULL)
+        *is_null = false;
+    if (strncmp(s->at, "null", 4) == 0 && is_null != NULL) {
+        s->at += 4;
+        *is_null = true;
+        *out = 0;
+        return true;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(s->at, &end, 10);
+    if (end == s->at || errno != 0)
+        return false;
+    s->at = end;
+    *out = value;
+    return true;
+}
+
+static bool scan_u64(struct scan *s, uint64_t *out)
+{
+    int64_t value;
+    if (!scan_i64(s, &value, NULL) || value < 0)
+        return false;
+    *out = (uint64_t)value;
+    return true;
+}
+
+/* A string into out (NUL-terminated, at most size - 1 bytes). */
+static bool scan_string(struct scan *s, char *out, size_t size)
+{
+    if (!expect(s, '"'))
+        return false;
+    size_t used = 0;
+    for (;;) {
+        char c = *s->at++;
+        if (c == '\0')
+            return false;
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            char e = *s->at++;
+            switch (e) {
+            case '"':
+            case '\\':
+            case '/':
+                c = e;
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 'u': {
+                unsigned code = 0;
+                for (int i = 0; i < 4; i++) {
+                    char h = *s->at++;
+                    unsigned digit = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+                                     : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+                                     : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                                            : 16u;
+                    if (digit == 16u)
+                        return false;
+                    code = code * 16 + digit;
+                }
+                if (code == 0 || code > 0x7f)
+                    return false; /* never written by us */
+                c = (char)code;
+                break;
+            }
+            default:
+                return false;
+            }
+        }
+        if (used + 1 >= size)
+            return false;
+        out[used++] = c;
+    }
+    out[used] = '\0';
+    return true;
+}
+
+/* Starts an array of arrays; true while another element follows. */
+static bool next_element(struct scan *s, bool first)
+{
+    skip_space(s);
+    if (*s->at == ']')
+        return false;
+    return first || expect(s, ',');
+}
+
+static int item_parse(struct scan *s, struct lease_item *item)
+{
+    char text[LIMIT_KEY_LENGTH_MAX + 1];
+    int64_t live, actual, committed_at;
+    bool actual_null, committed_null;
+    if (!expect(s, '[') || !scan_i64(s, &item->limit_id, NULL) || !expect(s, ',') ||
+        !scan_string(s, text, sizeof text) || !expect(s, ',') || !scan_u64(s, &item->amount) ||
+        !expect(s, ',') || !scan_string(s, text, sizeof text) ||
+        item_state_parse(text, strlen(text), &item->state) != 0 || !expect(s, ',') ||
+        !scan_i64(s, &actual, &actual_null) || !expect(s, ',') || !scan_u64(s, &item->held) ||
+        !expect(s, ',') || !scan_u64(s, &item->debt) || !expect(s, ',') ||
+        !scan_i64(s, &live, NULL) || !expect(s, ',') ||
+        !scan_i64(s, &item->period_start_ms, NULL) || !expect(s, ',') ||
+        !scan_i64(s, &item->expires_at_ms, NULL) || !expect(s, ',') ||
+        !scan_i64(s, &committed_at, &committed_null) || !expect(s, ']'))
+        return -1;
+    item->actual = actual_null ? -1 : actual;
+    item->committed_at_ms = committed_null ? 0 : committed_at;
+    item->live = live != 0;
+    return 0;
+}
+
+int lease_items_parse(struct lease_rec *rec, const char *json)
+{
+    struct scan s = {json};
+    rec->item_count = 0;
+    if (!expect(&s, '['))
+        return -1;
+    for (bool first = true; next_element(&s, first); first = false) {
+        if (rec->item_count == REQUIREMENTS_PER_RESERVE_MAX)
+            return -1;
+        if (item_parse(&s, &rec->items[rec->item_count]) != 0)
+            return -1;
+        rec->item_count++;
+    }
+    return expect(&s, ']') ? 0 : -1;
+}
+
+void event_reader_start(struct event_reader *reader, const char *json)
+{
+    reader->at = json;
+    struct scan s = {json};
+    reader->at = expect(&s, '[') ? s.at : NULL;
+}
+
+int event_reader_next(struct event_reader *reader, struct event_item_text *out)
+{
+    if (reader->at == NULL)
+        return -1;
+    struct scan s = {reader->at};
+    skip_space(&s);
+    if (*s.at == ']')
+        return 0;
+    if (*s.at == ',')
+        s.at++;
+    if (!expect(&s, '[') || !scan_i64(&s, &out->at_ms, NULL) || !expect(&s, ',') ||
+        !scan_string(&s, out->type, sizeof out->type) || !expect(&s, ',') ||
+        !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') ||
+        !scan_string(&s, out->key, sizeof out->key) || !expect(&s, ',') ||
+        !scan_u64(&s, &out->amount) || !expect(&s, ',') || !scan_u64(&s, &out->actual) ||
+        !expect(&s, ',') || !scan_string(&s, out->detail, sizeof out->detail) ||
+        !expect(&s, ']')) {
+        reader->at = NULL;
+        return -1;
+    }
+    reader->at = s.at;
+    return 1;
+}
+
+/* ---- Records. */
+
+static void rec_free(struct lease_rec *rec)
+{
+    if (rec == NULL)
+        return;
+    free(rec->fingerprint);
+    free(rec->denied);
+    free(rec->items);
+    free(rec->events);
+    free(rec);
+}
+
+static bool match_id(const void *value, const void *key)
+{
+    return strcmp(((const struct lease_rec *)value)->lease_id, key) == 0;
+}
+
+static bool match_seq(const void *value, const void *key)
+{
+    return ((const struct lease_rec *)value)->seq == *(const int64_t *)key;
+}
+
+static int cache_add(struct backend *backend, struct lease_rec *rec)
+{
+    struct lease_cache *c = &backend->leases;
+    if (c->count == c->capacity) {
+        uint32_t capacity = c->capacity == 0 ? 64 : c->capacity * 2;
+        struct lease_rec **recs = realloc(c->recs, capacity * sizeof *recs);
+        if (recs == NULL)
+            return SQLITE_NOMEM;
+        c->recs = recs;
+        c->capacity = capacity;
+    }
+    if (map_reserve(&c->by_id, 1) != 0 || map_reserve(&c->by_seq, 1) != 0)
+        return SQLITE_NOMEM;
+    c->recs[c->count++] = rec;
+    map_insert(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
+    map_insert(&c->by_seq, hash_i64(rec->seq), rec);
+    rec->origin = backend->current;
+    return SQLITE_DONE;
+}
+
+static char *text_dup(const unsigned char *text)
+{
+    const char *s = text != NULL ? (const char *)text : "";
+    size_t length = strlen(s);
+    char *copy = malloc(length + 1);
+    if (copy != NULL)
+        memcpy(copy, s, length + 1);
+    return copy;
+}
+
+static void column_copy(sqlite3_stmt *stmt, int column, char *out, size_t size)
+{
+    const unsigned char *text = sqlite3_column_text(stmt, column);
+    snprintf(out, size, "%s", text ? (const char *)text : "");
+}
+
+/* Builds a record from a STMT_LEASE_BY_* row. */
+static int rec_from_row(sqlite3_stmt *stmt, struct lease_rec **out)
+{
+    struct lease_rec *rec = calloc(1, sizeof *rec);
+    if (rec == NULL)
+        return SQLITE_NOMEM;
+    rec->items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *rec->items);
+    rec->fingerprint = text_dup(sqlite3_column_text(stmt, 3));
+    rec->denied = text_dup(sqlite3_column_text(stmt, 8));
+    if (rec->items == NULL || rec->fingerprint == NULL || rec->denied == NULL) {
+        rec_free(rec);
+        return SQLITE_NOMEM;
+    }
+    char state[16];
+    rec->seq = sqlite3_column_int64(stmt, 0);
+    column_copy(stmt, 1, rec->lease_id, sizeof rec->lease_id);
+    column_copy(stmt, 2, state, sizeof state);
+    column_copy(stmt, 4, rec->caller, sizeof rec->caller);
+    rec->reserved_at_ms = sqlite3_column_int64(stmt, 5);
+    rec->expires_at_ms = sqlite3_column_int64(stmt, 6);
+    rec->retry_after_ms = sqlite3_column_int64(stmt, 7);
+    rec->created_at_ms = sqlite3_column_int64(stmt, 9);
+    rec->finished_at_ms = sqlite3_column_int64(stmt, 10);
+    const unsigned char *items = sqlite3_column_text(stmt, 11);
+    if (lease_state_parse(state, &rec->state) != 0 || items == NULL ||
+        lease_items_parse(rec, (const char *)items) != 0) {
+        rec_free(rec);
+        return SQLITE_CORRUPT;
+    }
+    *out = rec;
+    return SQLITE_ROW;
+}
+
+/* Steps a bound STMT_LEASE_BY_* and caches what it finds: SQLITE_ROW with
+ * *out, SQLITE_DONE when there is no such lease, or an error. */
+static int load(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+{
+    *out = NULL;
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        rc = rec_from_row(stmt, out);
+    sqlite3_reset(stmt);
+    if (rc != SQLITE_ROW)
+        return rc;
+    if ((rc = cache_add(backend, *out)) != SQLITE_DONE) {
+        rec_free(*out);
+        *out = NULL;
+        return rc;
+    }
+    return SQLITE_ROW;
+}
+
+int leases_find(struct backend *backend, const char *lease_id, struct lease_rec **out)
+{
+    *out = map_find(&backend->leases.by_id, hash_bytes(lease_id, strlen(lease_id)), match_id,
+                    lease_id);
+    if (*out != NULL) {
+        (*out)->origin = backend->current;
+        return SQLITE_ROW;
+    }
+    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_BY_ID);
+    sqlite3_bind_text(stmt, 1, lease_id, -1, SQLITE_STATIC);
+    return load(backend, stmt, out);
+}
+
+int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out)
+{
+    *out = map_find(&backend->leases.by_seq, hash_i64(seq), match_seq, &seq);
+    if (*out != NULL) {
+        (*out)->origin = backend->current;
+        return SQLITE_ROW;
+    }
+    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_BY_SEQ);
+    sqlite3_bind_int64(stmt, 1, seq);
+    int rc = load(backend, stmt, out);
+    return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+}
+
+int leases_new(struct backend *backend, const char *lease_id, uint32_t item_count,
+               struct lease_rec **out)
+{
+    struct lease_rec *rec = calloc(1, sizeof *rec);
+    if (rec == NULL)
+        return SQLITE_NOMEM;
+    rec->items = calloc(item_count > 0 ? item_count : 1, sizeof *rec->items);
+    if (rec->items == NULL) {
+        rec_free(rec);
+        return SQLITE_NOMEM;
+    }
+    rec->seq = backend->mirror.next_seq;
+    snprintf(rec->lease_id, sizeof rec->lease_id, "%s", lease_id);
+    rec->is_new = true;
+    rec->dirty = true;
+    int rc = cache_add(backend, rec);
+    if (rc != SQLITE_DONE) {
+        rec_free(rec);
+        return rc;
+    }
+    backend->mirror.next_seq++;
+    *out = rec;
+    return SQLITE_DONE;
+}
+
+static void cache_remove(struct backend *backend, struct lease_rec *rec)
+{
+    struct lease_cache *c = &backend->leases;
+    map_remove(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), match_id,
+               rec->lease_id);
+    map_remove(&c->by_seq, hash_i64(rec->seq), match_seq, &rec->seq);
+    for (uint32_t i = 0; i < c->count; i++) {
+        if (c->recs[i] == rec) {
+            c->recs[i] = c->recs[--c->count];
+            break;
+        }
+    }
+}
+
+static int write_events(struct backend *backend, struct lease_rec *rec);
+static int write_rec(struct backend *backend, struct lease_rec *rec);
+
+int leases_forget(struct backend *backend, struct lease_rec *rec)
+{
+    assert(!rec->is_new);
+    int rc = write_rec(backend, rec);
+    if (rc != SQLITE_DONE)
+        return rc;
+    char renamed[LEASE_ID_LENGTH_MAX + 32];
+    snprintf(renamed, sizeof renamed, "%s#%lld", rec->lease_id, (long long)rec->seq);
+    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_RENAME);
+    sqlite3_bind_text(stmt, 1, renamed, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, rec->seq);
+    rc = statement_run(stmt);
+    if (rc != SQLITE_DONE)
+        return rc;
+    cache_remove(backend, rec);
+    rec_free(rec);
+    return SQLITE_DONE;
+}
+
+int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
+                int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail)
+{
+    if (rec->event_count == SQLITE_EVENT_ITEMS) {
+        int rc = write_events(backend, rec);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    if (rec->event_count == rec->event_capacity) {
+        uint32_t capacity = rec->event_capacity == 0 ? 4 : rec->event_capacity * 2;
+        struct lease_event *events = realloc(rec->events, capacity * sizeof *events);
+        if (events == NULL)
+            return SQLITE_NOMEM;
+        rec->events = events;
+        rec->event_capacity = capacity;
+    }
+    rec->events[rec->event_count++] = (struct lease_event){.at_ms = at_ms,
+                                                           .type = type,
+                                                           .limit_id = limit_id,
+                                                           .amount = amount,
+                                                           .actual = actual,
+                                                           .detail = detail};
+    rec->dirty = true;
+    return SQLITE_DONE;
+}
+
+/* ---- Writing. */
+
+/* One event_log row for the events gathered, and its key index entries. */
+static int write_events(struct backend *backend, struct lease_rec *rec)
+{
+    if (rec->event_count == 0)
+        return SQLITE_DONE;
+    if (!events_json(backend, rec, &backend->json))
+        return SQLITE_NOMEM;
+    sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+    sqlite3_bind_int64(stmt, 1, rec->seq);
+    sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 3, rec->caller, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
+    int rc = statement_run(stmt);
+    if (rc != SQLITE_DONE)
+        return rc;
+    int64_t event_id = sqlite3_last_insert_rowid(backend->db);
+    for (uint32_t i = 0; i < rec->event_count; i++) {
+        bool seen = false;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = rec->events[j].limit_id == rec->events[i].limit_id;
+        if (seen)
+            continue;
+        sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
+        sqlite3_bind_text(key, 1, limit_key_of(backend, rec->events[i].limit_id), -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(key, 2, event_id);
+        if ((rc = statement_run(key)) != SQLITE_DONE)
+            return rc;
+    }
+    rec->event_count = 0;
+    return SQLITE_DONE;
+}
+
+int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
+                       uint64_t amount, const char *detail)
+{
+    struct lease_event e = {.at_ms = at_ms,
+                            .type = "limit_changed",
+                            .limit_id = limit->id,
+                            .amount = amount,
+                            .detail = detail};
+    struct lease_rec rec = {.event_count = 1, .events = &e};
+    if (!events_json(backend, &rec, &backend->json))
+        return SQLITE_NOMEM;
+    sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+    sqlite3_bind_null(stmt, 1);
+    sqlite3_bind_null(stmt, 2);
+    sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
+    int rc = statement_run(stmt);
+    if (rc != SQLITE_DONE)
+        return rc;
+    sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
+    sqlite3_bind_text(key, 1, limit->state.definition.key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(key, 2, sqlite3_last_insert_rowid(backend->db));
+    return statement_run(key);
+}
+
+static int write_rec(struct backend *backend, struct lease_rec *rec)
+{
+    if (!rec->dirty)
+        return SQLITE_DONE;
+    if (!items_json(backend, rec, &backend->json))
+        return SQLITE_NOMEM;
+    sqlite3_stmt *stmt =
+        statement(backend, rec->is_new ? STMT_LEASE_INSERT : STMT_LEASE_UPDATE);
+    sqlite3_bind_int64(stmt, 1, rec->seq);
+    sqlite3_bind_text(stmt, 3, lease_state_name(rec->state), -1, SQLITE_STATIC);
+    if (rec->is_new) {
+        sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 4, rec->fingerprint != NULL ? rec->fingerprint : "", -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 5, rec->caller, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 6, rec->reserved_at_ms);
+        sqlite3_bind_int64(stmt, 7, rec->expires_at_ms);
+        sqlite3_bind_int64(stmt, 8, rec->retry_after_ms);
+        sqlite3_bind_text(stmt, 9, rec->denied != NULL ? rec->denied : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 10, rec->created_at_ms);
+    }
+    if (rec->finished_at_ms != 0)
+        sqlite3_bind_int64(stmt, 11, rec->finished_at_ms);
+    else
+        sqlite3_bind_null(stmt, 11);
+    sqlite3_bind_int(stmt, 12, lease_live(rec));
+    sqlite3_bind_text(stmt, 13, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
+    int rc = statement_run(stmt);
+    if (rc == SQLITE_DONE && !rec->is_new && sqlite3_changes(backend->db) != 1)
+        rc = SQLITE_CORRUPT;
+    if (rc == SQLITE_DONE)
+        rc = write_events(backend, rec);
+    if (rc != SQLITE_DONE)
+        return rc;
+    rec->is_new = false;
+    rec->dirty = false;
+    return SQLITE_DONE;
+}
+
+int leases_flush(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    for (uint32_t i = 0; i < c->count; i++) {
+        int rc = write_rec(backend, c->recs[i]);
+        if (rc != SQLITE_DONE) {
+            backend->write_failed = true;
+            backend->write_failed_origin = c->recs[i]->origin;
+            return rc;
+        }
+    }
+    /* Free what is not pinned; index the rest again. */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < c->count; i++) {
+        if (c->recs[i]->pinned)
+            c->recs[kept++] = c->recs[i];
+        else
+            rec_free(c->recs[i]);
+    }
+    c->count = kept;
+    if (c->by_id.capacity > 0) {
+        memset(c->by_id.slots, 0, c->by_id.capacity * sizeof *c->by_id.slots);
+        memset(c->by_seq.slots, 0, c->by_seq.capacity * sizeof *c->by_seq.slots);
+    }
+    c->by_id.count = 0;
+    c->by_seq.count = 0;
+    for (uint32_t i = 0; i < kept; i++) {
+        struct lease_rec *rec = c->recs[i];
+        map_insert(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
+        map_insert(&c->by_seq, hash_i64(rec->seq), rec);
+    }
+    return SQLITE_DONE;
+}
+
+int leases_flush_if_full(struct backend *backend)
+{
+    if (backend->leases.count <= SQLITE_LEASE_CACHE_MAX)
+        return SQLITE_DONE;
+    return leases_flush(backend);
+}
+
+void leases_discard(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    for (uint32_t i = 0; i < c->count; i++)
+        rec_free(c->recs[i]);
+    c->count = 0;
+    map_free(&c->by_id);
+    map_free(&c->by_seq);
+}
+
+void leases_free(struct backend *backend)
+{
+    leases_discard(backend);
+    free(backend->leases.recs);
+    backend->leases.recs = NULL;
+    backend->leases.capacity = 0;
+    free(backend->json.data);
+    backend->json = (struct text){0};
+}
+
+int64_t leases_live_from(struct backend *backend)
+{
+    int64_t least = INT64_MAX;
+    const struct map *ids = &backend->mirror.limits_by_id;
+    for (uint32_t i = 0; i < ids->capacity; i++) {
+        const struct limit *limit = ids->slots[i].value;
+        for (uint32_t j = 0; limit != NULL && j < limit->period_count; j++) {
+            int64_t row = holds_row_min(limit->periods[j]->holds);
+            if (row < least)
+                least = row;
+        }
+    }
+    if (least == INT64_MAX)
+        return backend->mirror.next_seq;
+    return least / SQLITE_LEASE_ITEMS;
+}
