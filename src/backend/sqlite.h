@@ -14,4 +14,8 @@ void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t reque
 /* WAL fsyncs made so far by the syncer (0 with sqlite_synchronous_normal). */
 uint64_t sqlite_backend_fsyncs(struct backend *backend);
 
+/* Creates the database file `path` at an older schema version (tests of the
+ * migrations). 0, or -1 with a reason in error. */
+int sqlite_schema_create(const char *path, int version, char *error, size_t error_size);
+
 #endif

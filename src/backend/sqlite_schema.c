@@ -1,6 +1,7 @@
 /* The sqlite backend's database: connection settings (WAL, synchronous,
  * busy timeout), the versioned schema with its migrations, and the prepared
  * statements of the write connection. */
+#include "sqlite.h"
 #include "sqlite_internal.h"
 
 #include <assert.h>
@@ -313,7 +314,7 @@ static int configure(sqlite3 *db, char *error, size_t error_size)
     return exec_error(db, sql, "pragmas", error, error_size);
 }
 
-static int migrate(sqlite3 *db, char *error, size_t error_size)
+static int migrate(sqlite3 *db, int target, char *error, size_t error_size)
 {
     int64_t version = 0;
     if (pragma_int(db, "PRAGMA user_version", &version) != 0) {
@@ -326,7 +327,7 @@ static int migrate(sqlite3 *db, char *error, size_t error_size)
                  (long long)version, SCHEMA_VERSION);
         return -1;
     }
-    for (int64_t v = version; v < SCHEMA_VERSION; v++) {
+    for (int64_t v = version; v < target; v++) {
         if (exec_error(db, "BEGIN IMMEDIATE", "migration", error, error_size) != 0)
             return -1;
         char bump[64];
@@ -365,7 +366,7 @@ int schema_open(struct backend *backend, const char *path, char *error, size_t e
     }
     sqlite3_extended_result_codes(backend->db, 1);
     if (configure(backend->db, error, error_size) != 0 ||
-        migrate(backend->db, error, error_size) != 0 ||
+        migrate(backend->db, SCHEMA_VERSION, error, error_size) != 0 ||
         prepare_all(backend, error, error_size) != 0)
         return -1;
     /* Checkpoints run on their own thread and connection (sqlite.c), never
@@ -398,6 +399,26 @@ int schema_open(struct backend *backend, const char *path, char *error, size_t e
     }
     sqlite3_busy_timeout(backend->read_db, SQLITE_BUSY_TIMEOUT_MS);
     return 0;
+}
+
+int sqlite_schema_create(const char *path, int version, char *error, size_t error_size)
+{
+    sqlite3 *db = NULL;
+    if (version < 1 || version > SCHEMA_VERSION) {
+        snprintf(error, error_size, "no schema version %d", version);
+        return -1;
+    }
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_size, "cannot open %s: %s", path, sqlite3_errstr(rc));
+        sqlite3_close_v2(db);
+        return -1;
+    }
+    rc = configure(db, error, error_size) == 0 && migrate(db, version, error, error_size) == 0
+             ? 0
+             : -1;
+    sqlite3_close_v2(db);
+    return rc;
 }
 
 void schema_close(struct backend *backend)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/sqlite.h"
+#include "core/limits.h"
 #include "sqlite_fixture.h"
 #include "test.h"
 
@@ -118,6 +120,128 @@ static void newer_schema_is_refused(void)
     db_destroy(&db);
 }
 
+static struct backend_event *events_of(struct db *db, const char *key, const char *lease_id,
+                                       int64_t after_id, uint32_t limit, size_t *count)
+{
+    struct event_query query = {
+        .key = key, .lease_id = lease_id, .after_id = after_id, .limit = limit};
+    struct backend_event *events = NULL;
+    *count = 0;
+    if (db->ops->events(db->backend, &query, &events, count) != 0)
+        return NULL;
+    return events;
+}
+
+static void exec_sql(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char *message = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    if (sqlite3_exec(db, sql, NULL, NULL, &message) != SQLITE_OK)
+        fprintf(stderr, "  sql: %s\n", message);
+    CHECK(message == NULL);
+    sqlite3_free(message);
+    sqlite3_close(db);
+}
+
+/* A version 1 database (one row per reservation and per event) with a
+ * completed lease, a live one on two limits and a denied one: after the
+ * upgrade every lease answers as before, the live one completes, counters
+ * and the audit log carry over. */
+static void version_1_database_is_migrated(void)
+{
+    struct db db;
+    OPEN(&db);
+    db_close(&db);
+    char path[512], sql[4096];
+    db_path(&db, path, sizeof path);
+    for (const char *suffix = ""; suffix != NULL; suffix = *suffix ? NULL : "-wal") {
+        char file[560];
+        snprintf(file, sizeof file, "%s%s", path, suffix);
+        unlink(file);
+    }
+    char error[256];
+    REQUIRE(sqlite_schema_create(path, 1, error, sizeof error) == 0);
+    int64_t month = period_start_ms(PERIOD_MONTH, START_MS);
+    int64_t expires = START_MS + 300000;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO limits VALUES(1,'usd',0,'budget',1000,0,300,'month','usd','','deny',"
+             "'active',0,0,0);"
+             "INSERT INTO limits VALUES(2,'tpm',0,'rolling',100,600,0,'none','tokens','','deny',"
+             "'active',0,0,0);"
+             "INSERT INTO limit_usage VALUES(1,%lld,100,250,0);"
+             "INSERT INTO limit_usage VALUES(2,0,40,0,0);"
+             "INSERT INTO caller_usage VALUES(1,%lld,'alice',100,250,0);"
+             "INSERT INTO leases VALUES('done','completed','250 usd\n','alice',%lld,%lld,1,1,0,"
+             "'',%lld,%lld);"
+             "INSERT INTO leases VALUES('live','allowed','40 tpm\n100 usd\n','alice',%lld,%lld,"
+             "2,2,0,'',%lld,NULL);"
+             "INSERT INTO leases VALUES('no','denied','900 usd\n','',%lld,0,0,0,5000,"
+             "'usd\n',%lld,NULL);"
+             "INSERT INTO reservations VALUES(1,'done',1,'usd','alice',250,250,0,0,0,'committed',"
+             "%lld,%lld,%lld,%lld);"
+             "INSERT INTO reservations VALUES(2,'live',1,'usd','alice',100,NULL,100,0,1,"
+             "'reserved',%lld,%lld,%lld,NULL);"
+             "INSERT INTO reservations VALUES(3,'live',2,'tpm','alice',40,NULL,40,0,1,"
+             "'reserved',0,%lld,%lld,NULL);"
+             "INSERT INTO events VALUES(7,%lld,'committed','done',1,'usd','alice',250,250,'');"
+             "INSERT INTO events VALUES(8,%lld,'reserved','live',1,'usd','alice',100,0,'');"
+             "INSERT INTO events VALUES(9,%lld,'reserved','live',2,'tpm','alice',40,0,'');",
+             (long long)month, (long long)month, (long long)START_MS, (long long)expires,
+             (long long)START_MS, (long long)START_MS, (long long)START_MS, (long long)expires,
+             (long long)START_MS, (long long)START_MS, (long long)START_MS, (long long)month,
+             (long long)START_MS, (long long)expires, (long long)START_MS, (long long)month,
+             (long long)START_MS, (long long)expires, (long long)START_MS,
+             (long long)(START_MS + 600000), (long long)START_MS, (long long)START_MS,
+             (long long)START_MS);
+    exec_sql(path, sql);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 2);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations"), 3);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT held FROM reservations WHERE lease_id='live' AND "
+                                   "key='tpm'"),
+                 40);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 100);
+    CHECK_EQ_U64(usage_of(&db, "usd").used, 250);
+    CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 40);
+    /* Leases answer as they did. */
+    CHECK(complete_one(&db, "done", "usd", 1).reconciled); /* a no-op */
+    struct reserve_result denied = reserve_one(&db, "no", "usd", 900, NULL);
+    CHECK(!denied.allowed);
+    CHECK_EQ_I64(denied.retry_after_ms, 5000);
+    CHECK_EQ_I64(reserve_one(&db, "no", "usd", 901, NULL).status, RESULT_CONFLICT);
+    /* The live lease completes on both limits. */
+    struct complete_request complete = {
+        .lease_id = "live",
+        .lease_id_length = 4,
+        .actuals = (struct actual[]){{.key = "usd", .key_length = 3, .actual_amount = 80},
+                                     {.key = "tpm", .key_length = 3, .actual_amount = 30}},
+        .actual_count = 2};
+    struct complete_result completed;
+    backend_complete_wait(db.ops, db.backend, &complete, &completed, 1);
+    CHECK(completed.reconciled);
+    free(completed.warnings);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 0);
+    CHECK_EQ_U64(usage_of(&db, "usd").used, 330);
+    CHECK_EQ_U64(usage_of(&db, "tpm").used, 30);
+    /* The old events keep their order, under ids times SQLITE_EVENT_ITEMS. */
+    size_t count = 0;
+    struct backend_event *e = events_of(&db, NULL, "live", 0, 10, &count);
+    REQUIRE(e != NULL && count == 4);
+    CHECK_EQ_I64(e[0].id, 8 * SQLITE_EVENT_ITEMS);
+    CHECK_STR(e[0].type, "reserved");
+    CHECK_STR(e[1].key, "tpm");
+    CHECK_STR(e[2].type, "committed");
+    CHECK_EQ_U64(e[3].actual_amount, 30);
+    free(e);
+    e = events_of(&db, "usd", NULL, 0, 10, &count);
+    REQUIRE(e != NULL && count == 3);
+    CHECK_STR(e[0].lease_id, "done");
+    CHECK_EQ_U64(e[2].actual_amount, 80);
+    free(e);
+    db_destroy(&db);
+}
+
 static void counters_that_disagree_with_holds_are_refused(void)
 {
     struct db db;
@@ -129,18 +253,6 @@ static void counters_that_disagree_with_holds_are_refused(void)
     CHECK(!db_reopen(&db));
     CHECK(strstr(db.error, "database inconsistent: limit tpm") != NULL);
     db_destroy(&db);
-}
-
-static struct backend_event *events_of(struct db *db, const char *key, const char *lease_id,
-                                       int64_t after_id, uint32_t limit, size_t *count)
-{
-    struct event_query query = {
-        .key = key, .lease_id = lease_id, .after_id = after_id, .limit = limit};
-    struct backend_event *events = NULL;
-    *count = 0;
-    if (db->ops->events(db->backend, &query, &events, count) != 0)
-        return NULL;
-    return events;
 }
 
 static void audit_log_records_every_change(void)
@@ -415,6 +527,9 @@ int main(void)
     RUN(second_owner_is_refused,
         "a second open of the same data directory is refused naming the owner's pid");
     RUN(newer_schema_is_refused, "a database from a newer schema version is refused, not used");
+    RUN(version_1_database_is_migrated,
+        "a version 1 database is migrated: leases answer as before, live ones complete, "
+        "counters and events carry over");
     RUN(counters_that_disagree_with_holds_are_refused,
         "open checks the stored counters against the live reservations");
     RUN(audit_log_records_every_change,
