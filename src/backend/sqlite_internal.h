@@ -177,7 +177,13 @@ struct lease_event {
     const char *detail;
 };
 
+/* Room kept inside each record, so that most leases need no allocation. */
+#define LEASE_INLINE_ITEMS 4
+#define LEASE_INLINE_EVENTS 8
+#define LEASE_INLINE_TEXT 96
+
 struct lease_rec {
+    struct lease_rec *next_free; /* in lease_cache.free_recs */
     int64_t seq;
     enum lease_state state;
     bool is_new;  /* not in the table yet */
@@ -188,16 +194,21 @@ struct lease_rec {
     char caller[CALLER_LENGTH_MAX + 1];
     char *fingerprint; /* the requirement set, canonical text */
     char *denied;      /* the keys that did not fit, one per line */
+    char inline_fingerprint[LEASE_INLINE_TEXT];
+    char inline_denied[LEASE_INLINE_TEXT];
     int64_t reserved_at_ms;
     int64_t expires_at_ms;
     int64_t retry_after_ms;
     int64_t created_at_ms;
     int64_t finished_at_ms; /* 0: not finished */
     uint32_t item_count;
+    uint32_t item_capacity;
     struct lease_item *items;
     uint32_t event_count;
     uint32_t event_capacity;
     struct lease_event *events;
+    struct lease_item inline_items[LEASE_INLINE_ITEMS];
+    struct lease_event inline_events[LEASE_INLINE_EVENTS];
 };
 
 struct lease_cache {
@@ -206,6 +217,8 @@ struct lease_cache {
     struct lease_rec **recs;
     uint32_t count;
     uint32_t capacity;
+    struct lease_rec *free_recs; /* records to reuse, at most SQLITE_LEASE_CACHE_MAX */
+    uint32_t free_count;
 };
 
 /* A growable text buffer (JSON of items and events). */
@@ -372,8 +385,12 @@ int leases_flush_if_full(struct backend *backend);
 /* Forgets the cache without writing (the transaction rolled back). */
 void leases_discard(struct backend *backend);
 void leases_free(struct backend *backend);
-/* Parses the items column into rec (item_count, items). 0 or -1. */
+/* Parses the items column into rec (item_count, items; the items array
+ * must have room for REQUIREMENTS_PER_RESERVE_MAX, or rec->item_capacity
+ * is grown from the inline room). 0 or -1. */
 int lease_items_parse(struct lease_rec *rec, const char *json);
+/* Sets rec->fingerprint or rec->denied to a copy of text (inline when it fits). */
+int lease_set_text(struct lease_rec *rec, char **field, const char *text);
 /* An event_log row's items, one at a time: 1 with *out filled (type and
  * detail copied into the buffers), 0 at the end, -1 on a malformed row. */
 struct event_reader {

@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +88,15 @@ static bool text_add(struct text *t, const char *s, size_t length)
 static bool text_i64(struct text *t, int64_t value)
 {
     char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lld", (long long)value);
-    return text_add(t, digits, (size_t)n);
+    char *end = digits + sizeof digits, *at = end;
+    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+    do {
+        *--at = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    if (value < 0)
+        *--at = '-';
+    return text_add(t, at, (size_t)(end - at));
 }
 
 /* A JSON string. Keys are printable ASCII; only " and \ need escaping. */
@@ -306,6 +314,16 @@ int lease_items_parse(struct lease_rec *rec, const char *json)
     for (bool first = true; next_element(&s, first); first = false) {
         if (rec->item_count == REQUIREMENTS_PER_RESERVE_MAX)
             return -1;
+        if (rec->item_count == rec->item_capacity) {
+            struct lease_item *items = malloc(REQUIREMENTS_PER_RESERVE_MAX * sizeof *items);
+            if (items == NULL)
+                return -1;
+            memcpy(items, rec->items, rec->item_count * sizeof *items);
+            if (rec->items != rec->inline_items)
+                free(rec->items);
+            rec->items = items;
+            rec->item_capacity = REQUIREMENTS_PER_RESERVE_MAX;
+        }
         if (item_parse(&s, &rec->items[rec->item_count]) != 0)
             return -1;
         rec->item_count++;
@@ -346,15 +364,68 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
 
 /* ---- Records. */
 
-static void rec_free(struct lease_rec *rec)
+static void rec_clear(struct lease_rec *rec)
+{
+    if (rec->fingerprint != rec->inline_fingerprint)
+        free(rec->fingerprint);
+    if (rec->denied != rec->inline_denied)
+        free(rec->denied);
+    if (rec->items != rec->inline_items)
+        free(rec->items);
+    if (rec->events != rec->inline_events)
+        free(rec->events);
+}
+
+/* A blank record, reused when one is free. */
+static struct lease_rec *rec_alloc(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    struct lease_rec *rec = c->free_recs;
+    if (rec != NULL) {
+        c->free_recs = rec->next_free;
+        c->free_count--;
+    } else if ((rec = malloc(sizeof *rec)) == NULL) {
+        return NULL;
+    }
+    memset(rec, 0, offsetof(struct lease_rec, inline_items));
+    rec->items = rec->inline_items;
+    rec->item_capacity = LEASE_INLINE_ITEMS;
+    rec->events = rec->inline_events;
+    rec->event_capacity = LEASE_INLINE_EVENTS;
+    rec->fingerprint = rec->inline_fingerprint;
+    rec->denied = rec->inline_denied;
+    return rec;
+}
+
+static void rec_free(struct backend *backend, struct lease_rec *rec)
 {
     if (rec == NULL)
         return;
-    free(rec->fingerprint);
-    free(rec->denied);
-    free(rec->items);
-    free(rec->events);
-    free(rec);
+    rec_clear(rec);
+    struct lease_cache *c = &backend->leases;
+    if (c->free_count < SQLITE_LEASE_CACHE_MAX) {
+        rec->next_free = c->free_recs;
+        c->free_recs = rec;
+        c->free_count++;
+    } else {
+        free(rec);
+    }
+}
+
+int lease_set_text(struct lease_rec *rec, char **field, const char *text)
+{
+    char *inline_buffer = field == &rec->fingerprint ? rec->inline_fingerprint : rec->inline_denied;
+    size_t length = strlen(text);
+    if (*field != inline_buffer)
+        free(*field);
+    *field = length < LEASE_INLINE_TEXT ? inline_buffer : malloc(length + 1);
+    if (*field == NULL) {
+        *field = inline_buffer;
+        (*field)[0] = '\0';
+        return SQLITE_NOMEM;
+    }
+    memcpy(*field, text, length + 1);
+    return SQLITE_DONE;
 }
 
 static bool match_id(const void *value, const void *key)
@@ -387,33 +458,27 @@ static int cache_add(struct backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
-static char *text_dup(const unsigned char *text)
-{
-    const char *s = text != NULL ? (const char *)text : "";
-    size_t length = strlen(s);
-    char *copy = malloc(length + 1);
-    if (copy != NULL)
-        memcpy(copy, s, length + 1);
-    return copy;
-}
-
 static void column_copy(sqlite3_stmt *stmt, int column, char *out, size_t size)
 {
     const unsigned char *text = sqlite3_column_text(stmt, column);
     snprintf(out, size, "%s", text ? (const char *)text : "");
 }
 
-/* Builds a record from a STMT_LEASE_BY_* row. */
-static int rec_from_row(sqlite3_stmt *stmt, struct lease_rec **out)
+static const char *column_text(sqlite3_stmt *stmt, int column)
 {
-    struct lease_rec *rec = calloc(1, sizeof *rec);
+    const unsigned char *text = sqlite3_column_text(stmt, column);
+    return text != NULL ? (const char *)text : "";
+}
+
+/* Builds a record from a STMT_LEASE_BY_* row. */
+static int rec_from_row(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+{
+    struct lease_rec *rec = rec_alloc(backend);
     if (rec == NULL)
         return SQLITE_NOMEM;
-    rec->items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *rec->items);
-    rec->fingerprint = text_dup(sqlite3_column_text(stmt, 3));
-    rec->denied = text_dup(sqlite3_column_text(stmt, 8));
-    if (rec->items == NULL || rec->fingerprint == NULL || rec->denied == NULL) {
-        rec_free(rec);
+    if (lease_set_text(rec, &rec->fingerprint, column_text(stmt, 3)) != SQLITE_DONE ||
+        lease_set_text(rec, &rec->denied, column_text(stmt, 8)) != SQLITE_DONE) {
+        rec_free(backend, rec);
         return SQLITE_NOMEM;
     }
     char state[16];
@@ -426,10 +491,9 @@ static int rec_from_row(sqlite3_stmt *stmt, struct lease_rec **out)
     rec->retry_after_ms = sqlite3_column_int64(stmt, 7);
     rec->created_at_ms = sqlite3_column_int64(stmt, 9);
     rec->finished_at_ms = sqlite3_column_int64(stmt, 10);
-    const unsigned char *items = sqlite3_column_text(stmt, 11);
-    if (lease_state_parse(state, &rec->state) != 0 || items == NULL ||
-        lease_items_parse(rec, (const char *)items) != 0) {
-        rec_free(rec);
+    if (lease_state_parse(state, &rec->state) != 0 ||
+        lease_items_parse(rec, column_text(stmt, 11)) != 0) {
+        rec_free(backend, rec);
         return SQLITE_CORRUPT;
     }
     *out = rec;
@@ -443,12 +507,12 @@ static int load(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **
     *out = NULL;
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW)
-        rc = rec_from_row(stmt, out);
+        rc = rec_from_row(backend, stmt, out);
     sqlite3_reset(stmt);
     if (rc != SQLITE_ROW)
         return rc;
     if ((rc = cache_add(backend, *out)) != SQLITE_DONE) {
-        rec_free(*out);
+        rec_free(backend, *out);
         *out = NULL;
         return rc;
     }
@@ -484,21 +548,27 @@ int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out)
 int leases_new(struct backend *backend, const char *lease_id, uint32_t item_count,
                struct lease_rec **out)
 {
-    struct lease_rec *rec = calloc(1, sizeof *rec);
+    struct lease_rec *rec = rec_alloc(backend);
     if (rec == NULL)
         return SQLITE_NOMEM;
-    rec->items = calloc(item_count > 0 ? item_count : 1, sizeof *rec->items);
-    if (rec->items == NULL) {
-        rec_free(rec);
-        return SQLITE_NOMEM;
+    if (item_count > rec->item_capacity) {
+        rec->items = malloc(item_count * sizeof *rec->items);
+        if (rec->items == NULL) {
+            rec->items = rec->inline_items;
+            rec_free(backend, rec);
+            return SQLITE_NOMEM;
+        }
+        rec->item_capacity = item_count;
     }
     rec->seq = backend->mirror.next_seq;
-    snprintf(rec->lease_id, sizeof rec->lease_id, "%s", lease_id);
+    size_t length = strlen(lease_id);
+    assert(length < sizeof rec->lease_id);
+    memcpy(rec->lease_id, lease_id, length + 1);
     rec->is_new = true;
     rec->dirty = true;
     int rc = cache_add(backend, rec);
     if (rc != SQLITE_DONE) {
-        rec_free(rec);
+        rec_free(backend, rec);
         return rc;
     }
     backend->mirror.next_seq++;
@@ -538,7 +608,7 @@ int leases_forget(struct backend *backend, struct lease_rec *rec)
     if (rc != SQLITE_DONE)
         return rc;
     cache_remove(backend, rec);
-    rec_free(rec);
+    rec_free(backend, rec);
     return SQLITE_DONE;
 }
 
@@ -551,10 +621,13 @@ int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, c
             return rc;
     }
     if (rec->event_count == rec->event_capacity) {
-        uint32_t capacity = rec->event_capacity == 0 ? 4 : rec->event_capacity * 2;
-        struct lease_event *events = realloc(rec->events, capacity * sizeof *events);
+        uint32_t capacity = rec->event_capacity * 2;
+        struct lease_event *events = malloc(capacity * sizeof *events);
         if (events == NULL)
             return SQLITE_NOMEM;
+        memcpy(events, rec->events, rec->event_count * sizeof *events);
+        if (rec->events != rec->inline_events)
+            free(rec->events);
         rec->events = events;
         rec->event_capacity = capacity;
     }
@@ -684,7 +757,7 @@ int leases_flush(struct backend *backend)
         if (c->recs[i]->pinned)
             c->recs[kept++] = c->recs[i];
         else
-            rec_free(c->recs[i]);
+            rec_free(backend, c->recs[i]);
     }
     c->count = kept;
     if (c->by_id.capacity > 0) {
@@ -712,7 +785,7 @@ void leases_discard(struct backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->count; i++)
-        rec_free(c->recs[i]);
+        rec_free(backend, c->recs[i]);
     c->count = 0;
     map_free(&c->by_id);
     map_free(&c->by_seq);
@@ -721,6 +794,12 @@ void leases_discard(struct backend *backend)
 void leases_free(struct backend *backend)
 {
     leases_discard(backend);
+    while (backend->leases.free_recs != NULL) {
+        struct lease_rec *rec = backend->leases.free_recs;
+        backend->leases.free_recs = rec->next_free;
+        free(rec);
+    }
+    backend->leases.free_count = 0;
     free(backend->leases.recs);
     backend->leases.recs = NULL;
     backend->leases.capacity = 0;

@@ -121,31 +121,37 @@ struct ledger_scratch *ledger_scratch_new(void)
     return malloc(sizeof(struct ledger_scratch));
 }
 
-static const struct reserve_request *sort_request;
-
-static int requirement_order(const void *a, const void *b)
-{
-    const struct requirement *r = sort_request->requirements;
-    return strcmp(r[*(const uint8_t *)a].key, r[*(const uint8_t *)b].key);
-}
-
 /* The set of (key, amount) pairs in one canonical text, for lease_conflict. */
 static void fingerprint(const struct reserve_request *request, char *out, size_t size)
 {
+    /* Insertion sort by key: a handful of requirements, keys distinct. */
+    const struct requirement *r0 = request->requirements;
     uint8_t order[REQUIREMENTS_PER_RESERVE_MAX];
-    for (uint32_t i = 0; i < request->requirement_count; i++)
-        order[i] = (uint8_t)i;
-    sort_request = request; /* writer thread only */
-    qsort(order, request->requirement_count, sizeof order[0], requirement_order);
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        uint32_t j = i;
+        for (; j > 0 && strcmp(r0[order[j - 1]].key, r0[i].key) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = (uint8_t)i;
+    }
     size_t used = 0;
-    out[0] = '\0';
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         const struct requirement *r = &request->requirements[order[i]];
-        int n =
-            snprintf(out + used, size - used, "%llu %s\n", (unsigned long long)r->amount, r->key);
-        assert(n > 0 && (size_t)n < size - used);
-        used += (size_t)n;
+        char digits[24];
+        size_t n = 0;
+        uint64_t amount = r->amount;
+        do {
+            digits[n++] = (char)('0' + amount % 10);
+            amount /= 10;
+        } while (amount != 0);
+        assert(used + n + 1 + r->key_length + 2 <= size);
+        while (n > 0)
+            out[used++] = digits[--n];
+        out[used++] = ' ';
+        memcpy(out + used, r->key, r->key_length);
+        used += r->key_length;
+        out[used++] = '\n';
     }
+    out[used] = '\0';
 }
 
 /* Errors that are not recorded against the lease (backend.h). */
@@ -310,15 +316,6 @@ static int replay(const struct lease_rec *lease, const struct reserve_request *r
     return SQLITE_DONE;
 }
 
-static char *copy_text(const char *text)
-{
-    size_t length = strlen(text);
-    char *copy = malloc(length + 1);
-    if (copy != NULL)
-        memcpy(copy, text, length + 1);
-    return copy;
-}
-
 /* The new lease's record, with the answer given. */
 static int lease_record(struct backend *backend, const struct reserve_request *request,
                         const struct reserve_plan *plan, const struct reserve_result *result,
@@ -331,14 +328,17 @@ static int lease_record(struct backend *backend, const struct reserve_request *r
     struct lease_rec *rec = *out;
     rec->pinned = true;
     rec->state = result->allowed ? LEASE_ALLOWED : LEASE_DENIED;
-    snprintf(rec->caller, sizeof rec->caller, "%s", request->caller != NULL ? request->caller : "");
+    if (request->caller != NULL) {
+        assert(request->caller_length < sizeof rec->caller);
+        memcpy(rec->caller, request->caller, request->caller_length);
+        rec->caller[request->caller_length] = '\0';
+    }
     rec->reserved_at_ms = result->reserved_at_unix_ms;
     rec->expires_at_ms = result->expires_at_unix_ms;
     rec->retry_after_ms = result->retry_after_ms;
     rec->created_at_ms = now_ms;
-    rec->fingerprint = copy_text(plan->fingerprint);
-    rec->denied = copy_text(plan->denied);
-    return rec->fingerprint != NULL && rec->denied != NULL ? SQLITE_DONE : SQLITE_NOMEM;
+    rc = lease_set_text(rec, &rec->fingerprint, plan->fingerprint);
+    return rc == SQLITE_DONE ? lease_set_text(rec, &rec->denied, plan->denied) : rc;
 }
 
 static int hold_one(struct backend *backend, const struct reserve_request *request, uint32_t i,

@@ -318,7 +318,7 @@ static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct 
                             char *error, size_t error_size)
 {
     int64_t seq = sqlite3_column_int64(stmt, 0);
-    struct lease_rec rec = {.seq = seq, .items = items};
+    struct lease_rec rec = {.seq = seq, .items = items, .item_capacity = REQUIREMENTS_PER_RESERVE_MAX};
     const unsigned char *json = sqlite3_column_text(stmt, 1);
     if (json == NULL || lease_items_parse(&rec, (const char *)json) != 0) {
         snprintf(error, error_size, "loading lease %lld: malformed items", (long long)seq);
