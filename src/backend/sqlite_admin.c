@@ -10,6 +10,11 @@
 #include <string.h>
 
 #define DETAIL_BYTES_MAX 128
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define REQUIREMENTS_PER_RESERVE_MAX_1 63 /* REQUIREMENTS_PER_RESERVE_MAX - 1, for SQL text */
+_Static_assert(REQUIREMENTS_PER_RESERVE_MAX_1 == REQUIREMENTS_PER_RESERVE_MAX - 1,
+               "SQL text above");
 
 /* ---- Writing a limit. */
 
@@ -450,7 +455,9 @@ static const char callers_window_sql[] =
     "  SELECT l.caller AS caller, json_extract(j.value,'$[3]') AS state,"
     "   json_extract(j.value,'$[5]') AS held, json_extract(j.value,'$[6]') AS debt"
     "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
-    "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[7]') = 1)"
+    "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[7]') = 1"
+    "   AND NOT EXISTS (SELECT 1 FROM expirations x WHERE x.row_id = l.seq * "
+    STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key))"
     " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
 
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
@@ -524,9 +531,16 @@ static const char events_all_sql[] =
 static const char events_key_sql[] =
     "SELECT e.id, e.lease_id, e.caller, e.items FROM event_keys k JOIN event_log e"
     " ON e.id = k.event_id WHERE k.key = ?3 AND k.event_id >= ?1 ORDER BY k.event_id LIMIT ?2";
+/* A lease's own rows, and the rows of its holds' expiries. */
 static const char events_lease_sql[] =
-    "SELECT id, lease_id, caller, items FROM event_log WHERE lease_seq ="
-    " (SELECT seq FROM leases WHERE lease_id = ?4) AND id >= ?1 ORDER BY id LIMIT ?2";
+    "WITH lease(seq) AS (SELECT seq FROM leases WHERE lease_id = ?4)"
+    " SELECT id, lease_id, caller, items FROM event_log WHERE id IN ("
+    "  SELECT e.id FROM event_log e, lease WHERE e.lease_seq = lease.seq AND e.id >= ?1"
+    "  UNION SELECT x.event_id FROM expirations x, lease WHERE x.row_id BETWEEN"
+    "   lease.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " AND"
+    "   lease.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + " STR(REQUIREMENTS_PER_RESERVE_MAX_1)
+    "   AND x.event_id >= ?1)"
+    " ORDER BY id LIMIT ?2";
 
 /* Appends the row's events after after_id (and of the key, if asked) to out. */
 static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
@@ -540,7 +554,9 @@ static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
     int got;
     for (int64_t index = 0; (got = event_reader_next(&reader, &item)) == 1; index++) {
         int64_t id = row * SQLITE_EVENT_ITEMS + index;
-        if (id <= query->after_id || (query->key != NULL && strcmp(item.key, query->key) != 0))
+        const char *lease_id = item.has_lease ? item.lease_id : NULL;
+        if (id <= query->after_id || (query->key != NULL && strcmp(item.key, query->key) != 0) ||
+            (query->lease_id != NULL && lease_id != NULL && strcmp(lease_id, query->lease_id) != 0))
             continue;
         if (*count == query->limit)
             return 0;
@@ -549,9 +565,15 @@ static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
         e->id = id;
         e->at_unix_ms = item.at_ms;
         snprintf(e->type, sizeof e->type, "%s", item.type);
-        text_copy(stmt, 1, e->lease_id, sizeof e->lease_id);
+        if (lease_id != NULL)
+            snprintf(e->lease_id, sizeof e->lease_id, "%s", lease_id);
+        else
+            text_copy(stmt, 1, e->lease_id, sizeof e->lease_id);
         snprintf(e->key, sizeof e->key, "%s", item.key);
-        text_copy(stmt, 2, e->caller, sizeof e->caller);
+        if (item.has_lease)
+            snprintf(e->caller, sizeof e->caller, "%s", item.caller);
+        else
+            text_copy(stmt, 2, e->caller, sizeof e->caller);
         e->amount = item.amount;
         e->actual_amount = item.actual;
         snprintf(e->detail, sizeof e->detail, "%s", item.detail);
@@ -572,7 +594,8 @@ static int events_query(sqlite3 *db, const struct event_query *query, struct bac
     sqlite3_bind_int64(stmt, 1, first_row);
     /* Every row gives at least one event, but the first may give none (all
      * at or before after_id): one row more than asked is enough, except
-     * for a lease query with a key (rows of other keys give none). */
+     * for a lease query with a key (rows of other keys give none). An
+     * expiry row of several leases gives at least the asked lease's. */
     int64_t rows = query->lease_id != NULL && query->key != NULL ? -1 : (int64_t)query->limit + 1;
     sqlite3_bind_int64(stmt, 2, rows);
     if (query->key != NULL)

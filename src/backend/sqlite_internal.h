@@ -36,6 +36,23 @@ void map_free(struct map *map);
 uint64_t hash_bytes(const void *data, size_t length);
 uint64_t hash_i64(int64_t value);
 
+/* ---- What an expiring hold needs to know of its lease (for the audit
+ * event and the caller's counters) without reading the lease row: shared by
+ * the lease's holds, freed with the last. */
+struct lease_ref {
+    uint32_t refs;
+    uint32_t caller_offset; /* text: lease_id, NUL, caller, NUL */
+    char text[];
+};
+
+struct lease_ref *lease_ref_new(const char *lease_id, const char *caller);
+struct lease_ref *lease_ref_keep(struct lease_ref *ref);
+void lease_ref_drop(struct lease_ref *ref);
+static inline const char *lease_ref_caller(const struct lease_ref *ref)
+{
+    return ref->text + ref->caller_offset;
+}
+
 /* ---- Live holds: an AVL tree per limit period ordered by (expiry, row id),
  * each node carrying the sum of the amounts below it, so the earliest expiry,
  * a removal and "when will `need` units have expired" are all O(log n). */
@@ -48,6 +65,7 @@ struct hold {
     int64_t row_id;  /* hold_row_id(lease seq, item index): the reservations view's id */
     uint64_t amount; /* held now: reserved, or (rolling) the completed actual */
     uint64_t debt;   /* rolling overage debt carried until expiry */
+    struct lease_ref *lease;
     int32_t height;
     bool completed; /* rolling: completed (counts as used, not reserved) */
 };
@@ -74,6 +92,8 @@ static inline int64_t hold_row_id(int64_t seq, uint32_t index)
     return seq * SQLITE_LEASE_ITEMS + (int64_t)index;
 }
 void holds_free_all(struct hold *root);
+/* Frees one hold (and drops its lease_ref). */
+void hold_free(struct hold *h);
 
 /* ---- The mirror (sqlite_mirror.c). */
 
@@ -121,6 +141,8 @@ enum statement {
     STMT_LEASE_RENAME,
     STMT_EVENT_INSERT,
     STMT_EVENT_KEY,
+    STMT_EXPIRATION_INSERT,
+    STMT_EXPIRATION_GET,
     STMT_META_PUT,
     STMT_USAGE_PUT,
     STMT_USAGE_GET,
@@ -189,6 +211,7 @@ struct lease_rec {
     bool is_new;  /* not in the table yet */
     bool dirty;   /* changed since loaded or written */
     bool pinned;  /* in use by the current request: a flush keeps it */
+    struct lease_ref *ref; /* new leases: shared with their holds */
     struct skip origin; /* the request that last touched it (to skip if it cannot be written) */
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
     char caller[CALLER_LENGTH_MAX + 1];
@@ -211,6 +234,17 @@ struct lease_rec {
     struct lease_event inline_events[LEASE_INLINE_EVENTS];
 };
 
+/* Holds that expired in this transaction: written at its end as rows of
+ * the expirations table and one event_log row of `expired` events. */
+struct expiry {
+    int64_t row_id;
+    int64_t limit_id;
+    int64_t at_ms;
+    uint64_t amount;
+    struct lease_ref *lease; /* kept until written */
+    bool audited;            /* a reservation that was never completed */
+};
+
 struct lease_cache {
     struct map by_id;  /* hash of lease_id */
     struct map by_seq; /* hash of seq */
@@ -219,6 +253,9 @@ struct lease_cache {
     uint32_t capacity;
     struct lease_rec *free_recs; /* records to reuse, at most SQLITE_LEASE_CACHE_MAX */
     uint32_t free_count;
+    struct expiry *expiries;
+    uint32_t expiry_count;
+    uint32_t expiry_capacity;
 };
 
 /* A growable text buffer (JSON of items and events). */
@@ -374,6 +411,8 @@ int leases_new(struct backend *backend, const char *lease_id, uint32_t item_coun
 int leases_forget(struct backend *backend, struct lease_rec *rec);
 int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
                 int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail);
+/* Records a hold's expiry, written when the transaction ends. */
+int leases_expired(struct backend *backend, const struct expiry *expiry);
 bool lease_live(const struct lease_rec *rec);
 const char *lease_state_name(enum lease_state state);
 const char *item_state_name(enum item_state state);
@@ -397,6 +436,9 @@ struct event_reader {
     const char *at;
 };
 struct event_item_text {
+    bool has_lease; /* an expiry row's item names its lease and caller */
+    char lease_id[LEASE_ID_LENGTH_MAX + 1];
+    char caller[CALLER_LENGTH_MAX + 1];
     int64_t at_ms;
     char type[32];
     int64_t limit_id;

@@ -353,8 +353,19 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
         !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') ||
         !scan_string(&s, out->key, sizeof out->key) || !expect(&s, ',') ||
         !scan_u64(&s, &out->amount) || !expect(&s, ',') || !scan_u64(&s, &out->actual) ||
-        !expect(&s, ',') || !scan_string(&s, out->detail, sizeof out->detail) ||
-        !expect(&s, ']')) {
+        !expect(&s, ',') || !scan_string(&s, out->detail, sizeof out->detail)) {
+        reader->at = NULL;
+        return -1;
+    }
+    skip_space(&s);
+    out->has_lease = *s.at == ',';
+    if (out->has_lease && (!expect(&s, ',') ||
+                           !scan_string(&s, out->lease_id, sizeof out->lease_id) ||
+                           !expect(&s, ',') || !scan_string(&s, out->caller, sizeof out->caller))) {
+        reader->at = NULL;
+        return -1;
+    }
+    if (!expect(&s, ']')) {
         reader->at = NULL;
         return -1;
     }
@@ -366,6 +377,7 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
 
 static void rec_clear(struct lease_rec *rec)
 {
+    lease_ref_drop(rec->ref);
     if (rec->fingerprint != rec->inline_fingerprint)
         free(rec->fingerprint);
     if (rec->denied != rec->inline_denied)
@@ -676,6 +688,92 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
+/* One event_log row with the `expired` events of the holds expired so far
+ * in this transaction (each item names its lease and caller), its key
+ * index entries, and one expirations row per hold. */
+static int expiries_write(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    struct text *t = &backend->json;
+    t->length = 0;
+    bool ok = text_add(t, "[", 1);
+    uint32_t audited = 0;
+    for (uint32_t i = 0; ok && i < c->expiry_count; i++) {
+        const struct expiry *e = &c->expiries[i];
+        if (!e->audited)
+            continue;
+        bool first = audited++ == 0;
+        ok = text_add(t, first ? "[" : ",[", first ? 1 : 2) && text_i64(t, e->at_ms) && text_add(t, ",\"expired\",", 11) &&
+             text_i64(t, e->limit_id) && text_add(t, ",", 1) &&
+             text_string(t, limit_key_of(backend, e->limit_id)) && text_add(t, ",", 1) &&
+             text_i64(t, (int64_t)e->amount) && text_add(t, ",0,\"\",", 6) &&
+             text_string(t, e->lease != NULL ? e->lease->text : "") && text_add(t, ",", 1) &&
+             text_string(t, e->lease != NULL ? lease_ref_caller(e->lease) : "") &&
+             text_add(t, "]", 1);
+    }
+    if (!ok || !text_add(t, "]", 1))
+        return SQLITE_NOMEM;
+    int64_t event_id = 0;
+    int rc = SQLITE_DONE;
+    if (audited > 0) {
+        sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+        sqlite3_bind_null(stmt, 1);
+        sqlite3_bind_null(stmt, 2);
+        sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 4, t->data, (int)t->length, SQLITE_STATIC);
+        if ((rc = statement_run(stmt)) != SQLITE_DONE)
+            return rc;
+        event_id = sqlite3_last_insert_rowid(backend->db);
+    }
+    for (uint32_t i = 0; i < c->expiry_count; i++) {
+        const struct expiry *e = &c->expiries[i];
+        bool seen = !e->audited;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = c->expiries[j].audited && c->expiries[j].limit_id == e->limit_id;
+        if (!seen) {
+            sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
+            sqlite3_bind_text(key, 1, limit_key_of(backend, e->limit_id), -1, SQLITE_STATIC);
+            sqlite3_bind_int64(key, 2, event_id);
+            if ((rc = statement_run(key)) != SQLITE_DONE)
+                return rc;
+        }
+        sqlite3_stmt *stmt = statement(backend, STMT_EXPIRATION_INSERT);
+        sqlite3_bind_int64(stmt, 1, e->row_id);
+        if (e->audited)
+            sqlite3_bind_int64(stmt, 2, event_id);
+        else
+            sqlite3_bind_null(stmt, 2);
+        if ((rc = statement_run(stmt)) != SQLITE_DONE)
+            return rc;
+    }
+    for (uint32_t i = 0; i < c->expiry_count; i++)
+        lease_ref_drop(c->expiries[i].lease);
+    c->expiry_count = 0;
+    return SQLITE_DONE;
+}
+
+int leases_expired(struct backend *backend, const struct expiry *expiry)
+{
+    struct lease_cache *c = &backend->leases;
+    if (c->expiry_count == SQLITE_EVENT_ITEMS) {
+        int rc = expiries_write(backend);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    if (c->expiry_count == c->expiry_capacity) {
+        uint32_t capacity = c->expiry_capacity == 0 ? 256 : c->expiry_capacity * 2;
+        struct expiry *expiries = realloc(c->expiries, capacity * sizeof *expiries);
+        if (expiries == NULL)
+            return SQLITE_NOMEM;
+        c->expiries = expiries;
+        c->expiry_capacity = capacity;
+    }
+    c->expiries[c->expiry_count] = *expiry;
+    lease_ref_keep(expiry->lease);
+    c->expiry_count++;
+    return SQLITE_DONE;
+}
+
 int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
                        uint64_t amount, const char *detail)
 {
@@ -743,6 +841,12 @@ static int write_rec(struct backend *backend, struct lease_rec *rec)
 int leases_flush(struct backend *backend)
 {
     struct lease_cache *c = &backend->leases;
+    int written = expiries_write(backend);
+    if (written != SQLITE_DONE) {
+        backend->write_failed = true;
+        backend->write_failed_origin = backend->current;
+        return written;
+    }
     for (uint32_t i = 0; i < c->count; i++) {
         int rc = write_rec(backend, c->recs[i]);
         if (rc != SQLITE_DONE) {
@@ -784,6 +888,9 @@ int leases_flush_if_full(struct backend *backend)
 void leases_discard(struct backend *backend)
 {
     struct lease_cache *c = &backend->leases;
+    for (uint32_t i = 0; i < c->expiry_count; i++)
+        lease_ref_drop(c->expiries[i].lease);
+    c->expiry_count = 0;
     for (uint32_t i = 0; i < c->count; i++)
         rec_free(backend, c->recs[i]);
     c->count = 0;
@@ -800,6 +907,9 @@ void leases_free(struct backend *backend)
         free(rec);
     }
     backend->leases.free_count = 0;
+    free(backend->leases.expiries);
+    backend->leases.expiries = NULL;
+    backend->leases.expiry_capacity = 0;
     free(backend->leases.recs);
     backend->leases.recs = NULL;
     backend->leases.capacity = 0;

@@ -337,6 +337,8 @@ static int lease_record(struct backend *backend, const struct reserve_request *r
     rec->expires_at_ms = result->expires_at_unix_ms;
     rec->retry_after_ms = result->retry_after_ms;
     rec->created_at_ms = now_ms;
+    if (result->allowed && (rec->ref = lease_ref_new(rec->lease_id, rec->caller)) == NULL)
+        return SQLITE_NOMEM;
     rc = lease_set_text(rec, &rec->fingerprint, plan->fingerprint);
     return rc == SQLITE_DONE ? lease_set_text(rec, &rec->denied, plan->denied) : rc;
 }
@@ -352,6 +354,7 @@ static int hold_one(struct backend *backend, const struct reserve_request *reque
         return SQLITE_NOMEM;
     h->row_id = hold_row_id(rec->seq, i);
     h->amount = r->amount;
+    h->lease = lease_ref_keep(rec->ref);
     h->expires_at_ms = now_ms + limit_hold_duration_ms(&limit->state.definition);
     rec->items[i] = (struct lease_item){.limit_id = limit->id,
                                         .amount = r->amount,
@@ -366,7 +369,7 @@ static int hold_one(struct backend *backend, const struct reserve_request *reque
     if (rc == SQLITE_DONE)
         rc = ledger_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
     if (rc != SQLITE_DONE) {
-        free(h);
+        hold_free(h);
         return rc;
     }
     p->holds = holds_insert(p->holds, h);
@@ -518,7 +521,7 @@ static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index,
         /* Decide the overage on counters free of due holds. */
         if (!grows(p, h->amount, extra, limit) &&
             (rc = mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
-            free(h);
+            hold_free(h);
             return rc;
         }
         if (!grows(p, h->amount, extra, limit)) {
@@ -545,7 +548,7 @@ static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index,
         p->hold_count++;
         s->backend->mirror.hold_count++;
     } else {
-        free(h);
+        hold_free(h);
     }
     item_settle(s, item, ITEM_COMMITTED, actual, held, debt, held > 0 || debt > 0);
     if (rc == SQLITE_DONE)
@@ -564,7 +567,7 @@ static int settle_concurrency(struct settle *s, struct limit *limit, uint32_t in
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
-        free(h);
+        hold_free(h);
     }
     struct lease_item *item = &s->rec->items[index];
     item_settle(s, item, ITEM_COMMITTED, actual, 0, 0, false);
@@ -593,7 +596,7 @@ static int settle_budget(struct settle *s, struct limit *limit, uint32_t index, 
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
         released = i64(h->amount);
-        free(h);
+        hold_free(h);
     } else if ((p = mirror_period(s->backend, limit, item->period_start_ms)) == NULL) {
         return SQLITE_NOMEM;
     }
@@ -777,7 +780,7 @@ static int release_item(struct backend *backend, struct lease_rec *rec, uint32_t
     hold_drop(backend, p, h);
     p->reserved -= h->amount;
     int64_t amount = i64(h->amount);
-    free(h);
+    hold_free(h);
     item->state = ITEM_RELEASED;
     item->held = 0;
     item->debt = 0;
@@ -834,27 +837,15 @@ int ledger_release(struct backend *backend, const struct release_request *reques
 int ledger_expire_item(struct backend *backend, const struct period *p, const struct hold *h,
                        int64_t now_ms)
 {
-    struct lease_rec *rec = NULL;
-    int rc = leases_flush_if_full(backend);
-    if (rc == SQLITE_DONE)
-        rc = leases_by_seq(backend, h->row_id / SQLITE_LEASE_ITEMS, &rec);
-    if (rc != SQLITE_ROW)
-        return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
-    uint32_t index = (uint32_t)(h->row_id % SQLITE_LEASE_ITEMS);
-    if (index >= rec->item_count)
-        return SQLITE_CORRUPT;
-    struct lease_item *item = &rec->items[index];
-    if (item->state == ITEM_RESERVED)
-        item->state = ITEM_EXPIRED;
-    item->held = 0;
-    item->debt = 0;
-    item->live = false;
-    rec->dirty = true;
-    if (h->completed)
-        return SQLITE_DONE; /* a completed rolling hold leaves the window: no event */
-    rc = lease_event(backend, rec, now_ms, "expired", p->limit->id, item->amount, 0, "");
-    if (rc == SQLITE_DONE)
-        rc = ledger_caller_add(backend, p->limit, p->start_ms, rec->caller,
+    struct expiry expiry = {.row_id = h->row_id,
+                            .limit_id = p->limit->id,
+                            .at_ms = now_ms,
+                            .amount = h->amount,
+                            .lease = h->lease,
+                            .audited = !h->completed};
+    int rc = leases_expired(backend, &expiry);
+    if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
+        rc = ledger_caller_add(backend, p->limit, p->start_ms, lease_ref_caller(h->lease),
                                -(int64_t)h->amount, 0, 0);
     return rc;
 }

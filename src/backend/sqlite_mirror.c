@@ -212,7 +212,7 @@ int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h
         p->reserved -= removed->amount;
         atomic_fetch_add(&backend->expired_holds, 1);
     }
-    free(removed);
+    hold_free(removed);
     mirror_touch(&backend->mirror, p);
     return SQLITE_DONE;
 }
@@ -324,21 +324,44 @@ static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct 
         snprintf(error, error_size, "loading lease %lld: malformed items", (long long)seq);
         return -1;
     }
+    struct lease_ref *ref = NULL;
     for (uint32_t i = 0; i < rec.item_count; i++) {
         const struct lease_item *item = &items[i];
         if (!item->live)
             continue;
+        sqlite3_stmt *expired = statement(backend, STMT_EXPIRATION_GET);
+        sqlite3_bind_int64(expired, 1, hold_row_id(seq, i));
+        int rc = sqlite3_step(expired);
+        sqlite3_reset(expired);
+        if (rc == SQLITE_ROW)
+            continue; /* expired since its lease was written */
+        if (rc != SQLITE_DONE) {
+            lease_ref_drop(ref);
+            return load_fail(backend, error, error_size, "expirations");
+        }
+        if (ref == NULL) {
+            const unsigned char *id = sqlite3_column_text(stmt, 2);
+            const unsigned char *caller = sqlite3_column_text(stmt, 3);
+            ref = lease_ref_new(id != NULL ? (const char *)id : "",
+                                caller != NULL ? (const char *)caller : "");
+            if (ref == NULL) {
+                snprintf(error, error_size, "loading lease %lld: out of memory", (long long)seq);
+                return -1;
+            }
+        }
         struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
         struct period *p =
             limit == NULL ? NULL : mirror_period(backend, limit, item->period_start_ms);
         struct hold *h = calloc(1, sizeof *h);
         if (p == NULL || h == NULL) {
-            free(h);
+            hold_free(h);
+            lease_ref_drop(ref);
             snprintf(error, error_size, "loading lease %lld: no limit or out of memory",
                      (long long)seq);
             return -1;
         }
         h->row_id = hold_row_id(seq, i);
+        h->lease = lease_ref_keep(ref);
         h->amount = item->held;
         h->debt = item->debt;
         h->completed = item->state != ITEM_RESERVED;
@@ -347,6 +370,7 @@ static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct 
         p->hold_count++;
         backend->mirror.hold_count++;
     }
+    lease_ref_drop(ref);
     return 0;
 }
 
@@ -380,7 +404,7 @@ static int check_sums(struct backend *backend, char *error, size_t error_size)
 static int load_holds(struct backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
-    const char *sql = "SELECT seq, items FROM leases WHERE seq >= "
+    const char *sql = "SELECT seq, items, lease_id, caller FROM leases WHERE seq >= "
                       "COALESCE((SELECT value FROM meta WHERE name='live_from_seq'), 0) "
                       "AND live = 1";
     struct lease_item *items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *items);

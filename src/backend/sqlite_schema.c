@@ -112,9 +112,16 @@ static const char schema_v1[] =
  * as before. Version 1 data is carried over; event ids become
  * old id * SQLITE_EVENT_ITEMS.
  *
+ * An expiry rewrites nothing: it adds a row to `expirations` (the hold's
+ * reservation id and the event_log row of its `expired` event), and the
+ * expiries of one transaction share one event_log row.
+ *
  * items of a lease: [[limit_id, key, amount, state, actual|null, held, debt,
- *   live, period_start, expires_at, committed_at|null], ...]
- * items of an event row: [[at, type, limit_id, key, amount, actual, detail], ...] */
+ *   live, period_start, expires_at, committed_at|null], ...] (state, held,
+ *   debt and live as of the last complete or release: an expirations row
+ *   overrides them)
+ * items of an event row: [[at, type, limit_id, key, amount, actual, detail
+ *   (, lease_id, caller in rows of several leases)], ...] */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 static const char schema_v2[] =
@@ -165,23 +172,33 @@ static const char schema_v2[] =
     "DROP TABLE leases;"
     "ALTER TABLE leases2 RENAME TO leases;"
     "CREATE INDEX event_log_lease ON event_log(lease_seq) WHERE lease_seq IS NOT NULL;"
+    "CREATE TABLE expirations ("
+    " row_id INTEGER PRIMARY KEY," /* reservations.id: seq * items per lease + index */
+    " event_id INTEGER);"          /* the event_log row of its `expired` event, if any */
     /* Named values: live_from_seq, no live lease below it (for loading). */
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE VIEW reservations AS SELECT"
     " l.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key AS id, l.lease_id AS lease_id,"
     " json_extract(j.value,'$[0]') AS limit_id, json_extract(j.value,'$[1]') AS key,"
     " l.caller AS caller, json_extract(j.value,'$[2]') AS amount,"
-    " json_extract(j.value,'$[4]') AS actual_amount, json_extract(j.value,'$[5]') AS held,"
-    " json_extract(j.value,'$[6]') AS debt, json_extract(j.value,'$[7]') AS live,"
-    " json_extract(j.value,'$[3]') AS state, json_extract(j.value,'$[8]') AS period_start,"
+    " json_extract(j.value,'$[4]') AS actual_amount,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[5]') ELSE 0 END AS held,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[6]') ELSE 0 END AS debt,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[7]') ELSE 0 END AS live,"
+    " CASE WHEN x.row_id IS NOT NULL AND json_extract(j.value,'$[3]') = 'reserved'"
+    "  THEN 'expired' ELSE json_extract(j.value,'$[3]') END AS state,"
+    " json_extract(j.value,'$[8]') AS period_start,"
     " l.reserved_at AS reserved_at, json_extract(j.value,'$[9]') AS expires_at,"
     " json_extract(j.value,'$[10]') AS committed_at"
-    " FROM leases l, json_each(l.items) j;"
+    " FROM leases l, json_each(l.items) j LEFT JOIN expirations x"
+    "  ON x.row_id = l.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key;"
     "CREATE VIEW events AS SELECT"
     " e.id * " STR(SQLITE_EVENT_ITEMS) " + j.key AS id, json_extract(j.value,'$[0]') AS at,"
-    " json_extract(j.value,'$[1]') AS type, e.lease_id AS lease_id,"
+    " json_extract(j.value,'$[1]') AS type,"
+    " COALESCE(json_extract(j.value,'$[7]'), e.lease_id) AS lease_id,"
     " json_extract(j.value,'$[2]') AS limit_id, json_extract(j.value,'$[3]') AS key,"
-    " e.caller AS caller, json_extract(j.value,'$[4]') AS amount,"
+    " COALESCE(json_extract(j.value,'$[8]'), e.caller) AS caller,"
+    " json_extract(j.value,'$[4]') AS amount,"
     " json_extract(j.value,'$[5]') AS actual_amount, json_extract(j.value,'$[6]') AS detail"
     " FROM event_log e, json_each(e.items) j;";
 
@@ -212,6 +229,8 @@ static const char *const statement_sql[STMT_COUNT] = {
     [STMT_EVENT_INSERT] =
         "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items) VALUES(?,?,?,?)",
     [STMT_EVENT_KEY] = "INSERT OR IGNORE INTO event_keys(key,event_id) VALUES(?,?)",
+    [STMT_EXPIRATION_INSERT] = "INSERT OR ROLLBACK INTO expirations(row_id,event_id) VALUES(?,?)",
+    [STMT_EXPIRATION_GET] = "SELECT 1 FROM expirations WHERE row_id=?",
     [STMT_META_PUT] = "INSERT OR ROLLBACK INTO meta(name,value) VALUES(?,?) "
                       "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
     [STMT_USAGE_PUT] =

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAP_CAPACITY_MIN 16
 
@@ -298,11 +299,47 @@ struct hold *holds_reaching(const struct hold *root, uint64_t need)
     }
 }
 
+void hold_free(struct hold *h)
+{
+    if (h == NULL)
+        return;
+    lease_ref_drop(h->lease);
+    free(h);
+}
+
 void holds_free_all(struct hold *root)
 {
     if (root == NULL)
         return;
     holds_free_all(root->left);
     holds_free_all(root->right);
-    free(root);
+    hold_free(root);
+}
+
+/* ---- Lease references. */
+
+struct lease_ref *lease_ref_new(const char *lease_id, const char *caller)
+{
+    size_t id_length = strlen(lease_id), caller_length = strlen(caller);
+    struct lease_ref *ref = malloc(sizeof *ref + id_length + caller_length + 2);
+    if (ref == NULL)
+        return NULL;
+    ref->refs = 1;
+    ref->caller_offset = (uint32_t)id_length + 1;
+    memcpy(ref->text, lease_id, id_length + 1);
+    memcpy(ref->text + id_length + 1, caller, caller_length + 1);
+    return ref;
+}
+
+struct lease_ref *lease_ref_keep(struct lease_ref *ref)
+{
+    if (ref != NULL)
+        ref->refs++;
+    return ref;
+}
+
+void lease_ref_drop(struct lease_ref *ref)
+{
+    if (ref != NULL && --ref->refs == 0)
+        free(ref);
 }

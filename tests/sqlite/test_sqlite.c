@@ -83,6 +83,14 @@ static void live_holds_survive_a_restart_and_expire(void)
     CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations WHERE lease_id='held' "
                                    "AND state='expired' AND live=0"),
                  1);
+    /* The expiry rewrote no lease row: after a restart the expired hold
+     * stays expired and only "third" holds the slot. */
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    CHECK(complete_one(&db, "held", "slots", 1).reconciled);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    CHECK(complete_one(&db, "third", "slots", 1).reconciled);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 0);
     db_destroy(&db);
 }
 
