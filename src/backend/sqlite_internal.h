@@ -245,6 +245,17 @@ struct expiry {
     bool audited;            /* a reservation that was never completed */
 };
 
+/* A caller's budget counters changed in this transaction, added to
+ * caller_usage once when it ends. */
+struct caller_delta {
+    int64_t limit_id;
+    int64_t period_start_ms;
+    int64_t reserved;
+    int64_t used;
+    int64_t debt;
+    char caller[CALLER_LENGTH_MAX + 1];
+};
+
 struct lease_cache {
     struct map by_id;  /* hash of lease_id */
     struct map by_seq; /* hash of seq */
@@ -256,6 +267,10 @@ struct lease_cache {
     struct expiry *expiries;
     uint32_t expiry_count;
     uint32_t expiry_capacity;
+    struct map callers_by_key; /* caller_delta by hash of (limit, period, caller) */
+    struct caller_delta *callers;
+    uint32_t caller_count;
+    uint32_t caller_capacity;
 };
 
 /* A growable text buffer (JSON of items and events). */
@@ -466,7 +481,8 @@ int ledger_release(struct backend *backend, const struct release_request *reques
 /* A limit's own event (limit_changed), written at once as its own row. */
 int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
                        uint64_t amount, const char *detail);
-/* Adds to a caller's counters of a budget period (nothing for other kinds). */
+/* Adds to a caller's counters of a budget period (nothing for other kinds),
+ * written when the transaction ends. */
 int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
                       const char *caller, int64_t reserved, int64_t used, int64_t debt);
 /* The lease side of one hold's expiry: its item, its audit event and the

@@ -752,6 +752,101 @@ static int expiries_write(struct backend *backend)
     return SQLITE_DONE;
 }
 
+/* ---- Callers' budget counters. */
+
+struct caller_key {
+    int64_t limit_id;
+    int64_t period_start_ms;
+    const char *caller;
+};
+
+static bool match_caller(const void *value, const void *key)
+{
+    const struct caller_delta *d = value;
+    const struct caller_key *k = key;
+    return d->limit_id == k->limit_id && d->period_start_ms == k->period_start_ms &&
+           strcmp(d->caller, k->caller) == 0;
+}
+
+static uint64_t caller_hash(const struct caller_key *k)
+{
+    return hash_bytes(k->caller, strlen(k->caller)) ^
+           hash_i64(k->limit_id * 1000003 + k->period_start_ms);
+}
+
+static int callers_write(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    for (uint32_t i = 0; i < c->caller_count; i++) {
+        const struct caller_delta *d = &c->callers[i];
+        if (d->reserved == 0 && d->used == 0 && d->debt == 0)
+            continue;
+        sqlite3_stmt *stmt = statement(backend, STMT_CALLER_ADD);
+        sqlite3_bind_int64(stmt, 1, d->limit_id);
+        sqlite3_bind_int64(stmt, 2, d->period_start_ms);
+        sqlite3_bind_text(stmt, 3, d->caller, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 4, d->reserved);
+        sqlite3_bind_int64(stmt, 5, d->used);
+        sqlite3_bind_int64(stmt, 6, d->debt);
+        int rc = statement_run(stmt);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    c->caller_count = 0;
+    map_free(&c->callers_by_key);
+    return SQLITE_DONE;
+}
+
+int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
+                      const char *caller, int64_t reserved, int64_t used, int64_t debt)
+{
+    if (limit->state.definition.kind != LIMIT_BUDGET)
+        return SQLITE_DONE;
+    struct lease_cache *c = &backend->leases;
+    struct caller_key key = {limit->id, period_start_ms, caller};
+    uint64_t hash = caller_hash(&key);
+    struct caller_delta *d = map_find(&c->callers_by_key, hash, match_caller, &key);
+    if (d == NULL) {
+        if (c->caller_count == c->caller_capacity) {
+            /* The map points into the array: write what is gathered first. */
+            if (c->caller_capacity >= SQLITE_LEASE_CACHE_MAX) {
+                int rc = callers_write(backend);
+                if (rc != SQLITE_DONE)
+                    return rc;
+            } else {
+                uint32_t capacity = c->caller_capacity == 0 ? 16 : c->caller_capacity * 2;
+                struct caller_delta *callers = malloc(capacity * sizeof *callers);
+                if (callers == NULL)
+                    return SQLITE_NOMEM;
+                memcpy(callers, c->callers, c->caller_count * sizeof *callers);
+                free(c->callers);
+                c->callers = callers;
+                c->caller_capacity = capacity;
+                map_free(&c->callers_by_key); /* rebuilt below */
+                if (map_reserve(&c->callers_by_key, c->caller_count + 1) != 0)
+                    return SQLITE_NOMEM;
+                for (uint32_t i = 0; i < c->caller_count; i++) {
+                    struct caller_delta *e = &c->callers[i];
+                    struct caller_key k = {e->limit_id, e->period_start_ms, e->caller};
+                    map_insert(&c->callers_by_key, caller_hash(&k), e);
+                }
+            }
+        }
+        if (map_reserve(&c->callers_by_key, 1) != 0)
+            return SQLITE_NOMEM;
+        d = &c->callers[c->caller_count++];
+        *d = (struct caller_delta){.limit_id = limit->id, .period_start_ms = period_start_ms};
+        size_t length = strlen(caller);
+        assert(length < sizeof d->caller);
+        memcpy(d->caller, caller, length + 1);
+        map_insert(&c->callers_by_key, hash, d);
+    }
+    d->reserved += reserved;
+    d->used += used;
+    d->debt += debt;
+    return SQLITE_DONE;
+}
+
 int leases_expired(struct backend *backend, const struct expiry *expiry)
 {
     struct lease_cache *c = &backend->leases;
@@ -842,6 +937,8 @@ int leases_flush(struct backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     int written = expiries_write(backend);
+    if (written == SQLITE_DONE)
+        written = callers_write(backend);
     if (written != SQLITE_DONE) {
         backend->write_failed = true;
         backend->write_failed_origin = backend->current;
@@ -891,6 +988,8 @@ void leases_discard(struct backend *backend)
     for (uint32_t i = 0; i < c->expiry_count; i++)
         lease_ref_drop(c->expiries[i].lease);
     c->expiry_count = 0;
+    c->caller_count = 0;
+    map_free(&c->callers_by_key);
     for (uint32_t i = 0; i < c->count; i++)
         rec_free(backend, c->recs[i]);
     c->count = 0;
@@ -908,6 +1007,9 @@ void leases_free(struct backend *backend)
     }
     backend->leases.free_count = 0;
     free(backend->leases.expiries);
+    free(backend->leases.callers);
+    backend->leases.callers = NULL;
+    backend->leases.caller_capacity = 0;
     backend->leases.expiries = NULL;
     backend->leases.expiry_capacity = 0;
     free(backend->leases.recs);

@@ -29,21 +29,6 @@ static int64_t i64(uint64_t amount)
     return (int64_t)amount;
 }
 
-int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
-                      const char *caller, int64_t reserved, int64_t used, int64_t debt)
-{
-    if (limit->state.definition.kind != LIMIT_BUDGET)
-        return SQLITE_DONE;
-    sqlite3_stmt *stmt = statement(backend, STMT_CALLER_ADD);
-    sqlite3_bind_int64(stmt, 1, limit->id);
-    sqlite3_bind_int64(stmt, 2, period_start_ms);
-    sqlite3_bind_text(stmt, 3, caller, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 4, reserved);
-    sqlite3_bind_int64(stmt, 5, used);
-    sqlite3_bind_int64(stmt, 6, debt);
-    return statement_run(stmt);
-}
-
 /* A lease is forgotten, as in every backend, once it is older than
  * lease_retention_ms and none of its holds is live any more (a retry while a
  * hold lives must never reserve twice). */
