@@ -12,9 +12,6 @@
 #define DETAIL_BYTES_MAX 128
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define REQUIREMENTS_PER_RESERVE_MAX_1 63 /* REQUIREMENTS_PER_RESERVE_MAX - 1, for SQL text */
-_Static_assert(REQUIREMENTS_PER_RESERVE_MAX_1 == REQUIREMENTS_PER_RESERVE_MAX - 1,
-               "SQL text above");
 
 /* ---- Writing a limit. */
 
@@ -523,52 +520,58 @@ int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64
 
 /* ---- Audit log reads: committed events only, on the read connection. */
 
-/* event_log rows (id, lease_id, caller, items) of a query, in id order:
- * each row packs up to SQLITE_EVENT_ITEMS events, event id = row id *
- * SQLITE_EVENT_ITEMS + index. */
-static const char events_all_sql[] =
-    "SELECT id, lease_id, caller, items FROM event_log WHERE id >= ?1 ORDER BY id LIMIT ?2";
-static const char events_key_sql[] =
-    "SELECT e.id, e.lease_id, e.caller, e.items FROM event_keys k JOIN event_log e"
-    " ON e.id = k.event_id WHERE k.key = ?3 AND k.event_id >= ?1 ORDER BY k.event_id LIMIT ?2";
-/* A lease's own rows, and the rows of its holds' expiries. */
+/* The audit log: event_log rows (id, lease_id, caller, items) in id order,
+ * each packing up to SQLITE_EVENT_ITEMS events (event id = row id *
+ * SQLITE_EVENT_ITEMS + index). A key's rows are found through its
+ * event_keys ranges, a lease's through its event_rows list and the
+ * expirations of its holds. */
+static const char events_rows_sql[] =
+    "SELECT id, lease_id, caller, items FROM event_log WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
+static const char events_ranges_sql[] =
+    "SELECT first_event, last_event FROM event_keys WHERE key = ?1 AND last_event >= ?2"
+    " ORDER BY first_event";
 static const char events_lease_sql[] =
-    "WITH lease(seq) AS (SELECT seq FROM leases WHERE lease_id = ?4)"
-    " SELECT id, lease_id, caller, items FROM event_log WHERE id IN ("
-    "  SELECT e.id FROM event_log e, lease WHERE e.lease_seq = lease.seq AND e.id >= ?1"
-    "  UNION SELECT x.event_id FROM expirations x, lease WHERE x.row_id BETWEEN"
-    "   lease.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " AND"
-    "   lease.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + " STR(REQUIREMENTS_PER_RESERVE_MAX_1)
-    "   AND x.event_id >= ?1)"
-    " ORDER BY id LIMIT ?2";
+    "SELECT seq, event_rows FROM leases WHERE lease_id = ?1";
+static const char events_expired_sql[] =
+    "SELECT DISTINCT event_id FROM expirations WHERE row_id BETWEEN ?1 AND ?2"
+    " AND event_id IS NOT NULL ORDER BY event_id";
 
-/* Appends the row's events after after_id (and of the key, if asked) to out. */
-static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
-                         struct backend_event *out, size_t *count)
+struct events_read {
+    sqlite3 *db;
+    const struct event_query *query;
+    struct backend_event *out;
+    size_t count;
+    sqlite3_stmt *rows;
+};
+
+/* Appends the row's events after after_id (of the key and lease, if asked). */
+static int events_expand(struct events_read *r)
 {
+    const struct event_query *query = r->query;
+    sqlite3_stmt *stmt = r->rows;
     int64_t row = sqlite3_column_int64(stmt, 0);
     const unsigned char *items = sqlite3_column_text(stmt, 3);
+    const unsigned char *row_lease = sqlite3_column_text(stmt, 1);
     struct event_reader reader;
     event_reader_start(&reader, items != NULL ? (const char *)items : "");
     struct event_item_text item;
     int got;
     for (int64_t index = 0; (got = event_reader_next(&reader, &item)) == 1; index++) {
         int64_t id = row * SQLITE_EVENT_ITEMS + index;
-        const char *lease_id = item.has_lease ? item.lease_id : NULL;
+        const char *lease_id = item.has_lease      ? item.lease_id
+                               : row_lease != NULL ? (const char *)row_lease
+                                                   : "";
         if (id <= query->after_id || (query->key != NULL && strcmp(item.key, query->key) != 0) ||
-            (query->lease_id != NULL && lease_id != NULL && strcmp(lease_id, query->lease_id) != 0))
+            (query->lease_id != NULL && strcmp(lease_id, query->lease_id) != 0))
             continue;
-        if (*count == query->limit)
+        if (r->count == query->limit)
             return 0;
-        struct backend_event *e = &out[(*count)++];
+        struct backend_event *e = &r->out[r->count++];
         memset(e, 0, sizeof *e);
         e->id = id;
         e->at_unix_ms = item.at_ms;
         snprintf(e->type, sizeof e->type, "%s", item.type);
-        if (lease_id != NULL)
-            snprintf(e->lease_id, sizeof e->lease_id, "%s", lease_id);
-        else
-            text_copy(stmt, 1, e->lease_id, sizeof e->lease_id);
+        snprintf(e->lease_id, sizeof e->lease_id, "%s", lease_id);
         snprintf(e->key, sizeof e->key, "%s", item.key);
         if (item.has_lease)
             snprintf(e->caller, sizeof e->caller, "%s", item.caller);
@@ -581,39 +584,123 @@ static int events_expand(sqlite3_stmt *stmt, const struct event_query *query,
     return got == 0 ? 0 : -2;
 }
 
+/* Expands rows first..last (ids) until the page is full. */
+static int events_from_rows(struct events_read *r, int64_t first, int64_t last)
+{
+    int64_t from = r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS;
+    if (first < from)
+        first = from;
+    if (first > last)
+        return 0;
+    sqlite3_reset(r->rows);
+    sqlite3_bind_int64(r->rows, 1, first);
+    sqlite3_bind_int64(r->rows, 2, last);
+    int rc;
+    while (r->count < r->query->limit && (rc = sqlite3_step(r->rows)) == SQLITE_ROW) {
+        if (events_expand(r) != 0)
+            return -2;
+    }
+    return r->count == r->query->limit || rc == SQLITE_DONE ? 0 : -2;
+}
+
+static int events_by_key(struct events_read *r)
+{
+    sqlite3_stmt *ranges = NULL;
+    if (sqlite3_prepare_v2(r->db, events_ranges_sql, -1, &ranges, NULL) != SQLITE_OK)
+        return -2;
+    sqlite3_bind_text(ranges, 1, r->query->key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(ranges, 2, r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS);
+    int rc = 0, step;
+    while (rc == 0 && r->count < r->query->limit && (step = sqlite3_step(ranges)) == SQLITE_ROW)
+        rc = events_from_rows(r, sqlite3_column_int64(ranges, 0), sqlite3_column_int64(ranges, 1));
+    if (rc == 0 && r->count < r->query->limit && step != SQLITE_DONE)
+        rc = -2;
+    sqlite3_finalize(ranges);
+    return rc;
+}
+
+static int compare_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A lease's rows: its own (event_rows) and its expiries' shared ones. */
+static int events_by_lease(struct events_read *r)
+{
+    sqlite3_stmt *lease = NULL, *expired = NULL;
+    int64_t *ids = NULL;
+    size_t count = 0, capacity = 0;
+    int rc = -2;
+    if (sqlite3_prepare_v2(r->db, events_lease_sql, -1, &lease, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(r->db, events_expired_sql, -1, &expired, NULL) != SQLITE_OK)
+        goto done;
+    sqlite3_bind_text(lease, 1, r->query->lease_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(lease);
+    if (step == SQLITE_DONE) {
+        rc = 0; /* unknown lease: no events */
+        goto done;
+    }
+    if (step != SQLITE_ROW)
+        goto done;
+    int64_t seq = sqlite3_column_int64(lease, 0);
+    const unsigned char *list = sqlite3_column_text(lease, 1);
+    for (const char *at = list != NULL ? (const char *)list : ""; *at != '\0';) {
+        char *end = NULL;
+        long long id = strtoll(at, &end, 10);
+        if (end == at)
+            goto done;
+        if (count == capacity) {
+            capacity = capacity == 0 ? 8 : capacity * 2;
+            int64_t *grown = realloc(ids, capacity * sizeof *ids);
+            if (grown == NULL)
+                goto done;
+            ids = grown;
+        }
+        ids[count++] = id;
+        at = *end == ',' ? end + 1 : end;
+    }
+    sqlite3_bind_int64(expired, 1, hold_row_id(seq, 0));
+    sqlite3_bind_int64(expired, 2, hold_row_id(seq, SQLITE_LEASE_ITEMS - 1));
+    while ((step = sqlite3_step(expired)) == SQLITE_ROW) {
+        if (count == capacity) {
+            capacity = capacity == 0 ? 8 : capacity * 2;
+            int64_t *grown = realloc(ids, capacity * sizeof *ids);
+            if (grown == NULL)
+                goto done;
+            ids = grown;
+        }
+        ids[count++] = sqlite3_column_int64(expired, 0);
+    }
+    if (step != SQLITE_DONE)
+        goto done;
+    if (count > 0)
+        qsort(ids, count, sizeof *ids, compare_i64);
+    rc = 0;
+    for (size_t i = 0; rc == 0 && i < count && r->count < r->query->limit; i++) {
+        if (i > 0 && ids[i] == ids[i - 1])
+            continue;
+        rc = events_from_rows(r, ids[i], ids[i]);
+    }
+done:
+    free(ids);
+    sqlite3_finalize(lease);
+    sqlite3_finalize(expired);
+    return rc;
+}
+
 static int events_query(sqlite3 *db, const struct event_query *query, struct backend_event *out,
                         size_t *count)
 {
-    const char *sql = query->lease_id != NULL ? events_lease_sql
-                      : query->key != NULL    ? events_key_sql
-                                              : events_all_sql;
-    sqlite3_stmt *stmt = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
+    struct events_read r = {.db = db, .query = query, .out = out};
+    if (sqlite3_prepare_v2(db, events_rows_sql, -1, &r.rows, NULL) != SQLITE_OK)
         return -2;
-    int64_t first_row = query->after_id < 0 ? 0 : query->after_id / SQLITE_EVENT_ITEMS;
-    sqlite3_bind_int64(stmt, 1, first_row);
-    /* Every row gives at least one event, but the first may give none (all
-     * at or before after_id): one row more than asked is enough, except
-     * for a lease query with a key (rows of other keys give none). An
-     * expiry row of several leases gives at least the asked lease's. */
-    int64_t rows = query->lease_id != NULL && query->key != NULL ? -1 : (int64_t)query->limit + 1;
-    sqlite3_bind_int64(stmt, 2, rows);
-    if (query->key != NULL)
-        sqlite3_bind_text(stmt, 3, query->key, -1, SQLITE_STATIC);
-    if (query->lease_id != NULL)
-        sqlite3_bind_text(stmt, 4, query->lease_id, -1, SQLITE_STATIC);
-    int rc = SQLITE_DONE;
-    *count = 0;
-    while (*count < query->limit && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        if (events_expand(stmt, query, out, count) != 0) {
-            rc = SQLITE_CORRUPT;
-            break;
-        }
-    }
-    if (*count == query->limit)
-        rc = SQLITE_DONE;
-    sqlite3_finalize(stmt);
-    return rc == SQLITE_DONE ? 0 : -2;
+    int rc = query->lease_id != NULL ? events_by_lease(&r)
+             : query->key != NULL    ? events_by_key(&r)
+                                     : events_from_rows(&r, 0, INT64_MAX);
+    sqlite3_finalize(r.rows);
+    *count = r.count;
+    return rc;
 }
 
 int sqlite_admin_events(struct backend *backend, const struct event_query *query,

@@ -217,8 +217,10 @@ struct lease_rec {
     char caller[CALLER_LENGTH_MAX + 1];
     char *fingerprint; /* the requirement set, canonical text */
     char *denied;      /* the keys that did not fit, one per line */
+    char *event_rows;  /* its event_log rows, "id,id,..." */
     char inline_fingerprint[LEASE_INLINE_TEXT];
     char inline_denied[LEASE_INLINE_TEXT];
+    char inline_event_rows[LEASE_INLINE_TEXT];
     int64_t reserved_at_ms;
     int64_t expires_at_ms;
     int64_t retry_after_ms;
@@ -256,6 +258,14 @@ struct caller_delta {
     char caller[CALLER_LENGTH_MAX + 1];
 };
 
+/* The event_log rows written in this transaction that hold events of a
+ * key: one event_keys entry when it ends. */
+struct key_range {
+    const char *key; /* the limit's (limits are never freed while the mirror lives) */
+    int64_t first_event;
+    int64_t last_event;
+};
+
 struct lease_cache {
     struct map by_id;  /* hash of lease_id */
     struct map by_seq; /* hash of seq */
@@ -267,6 +277,10 @@ struct lease_cache {
     struct expiry *expiries;
     uint32_t expiry_count;
     uint32_t expiry_capacity;
+    struct map ranges_by_key; /* key_range by hash of key */
+    struct key_range *ranges;
+    uint32_t range_count;
+    uint32_t range_capacity;
     struct map callers_by_key; /* caller_delta by hash of (limit, period, caller) */
     struct caller_delta *callers;
     uint32_t caller_count;
@@ -443,7 +457,8 @@ void leases_free(struct backend *backend);
  * must have room for REQUIREMENTS_PER_RESERVE_MAX, or rec->item_capacity
  * is grown from the inline room). 0 or -1. */
 int lease_items_parse(struct lease_rec *rec, const char *json);
-/* Sets rec->fingerprint or rec->denied to a copy of text (inline when it fits). */
+/* Sets rec->fingerprint, rec->denied or rec->event_rows to a copy of text
+ * (inline when it fits). */
 int lease_set_text(struct lease_rec *rec, char **field, const char *text);
 /* An event_log row's items, one at a time: 1 with *out filled (type and
  * detail copied into the buffers), 0 at the end, -1 on a malformed row. */

@@ -382,6 +382,8 @@ static void rec_clear(struct lease_rec *rec)
         free(rec->fingerprint);
     if (rec->denied != rec->inline_denied)
         free(rec->denied);
+    if (rec->event_rows != rec->inline_event_rows)
+        free(rec->event_rows);
     if (rec->items != rec->inline_items)
         free(rec->items);
     if (rec->events != rec->inline_events)
@@ -406,6 +408,7 @@ static struct lease_rec *rec_alloc(struct backend *backend)
     rec->event_capacity = LEASE_INLINE_EVENTS;
     rec->fingerprint = rec->inline_fingerprint;
     rec->denied = rec->inline_denied;
+    rec->event_rows = rec->inline_event_rows;
     return rec;
 }
 
@@ -426,7 +429,9 @@ static void rec_free(struct backend *backend, struct lease_rec *rec)
 
 int lease_set_text(struct lease_rec *rec, char **field, const char *text)
 {
-    char *inline_buffer = field == &rec->fingerprint ? rec->inline_fingerprint : rec->inline_denied;
+    char *inline_buffer = field == &rec->fingerprint ? rec->inline_fingerprint
+                          : field == &rec->denied    ? rec->inline_denied
+                                                     : rec->inline_event_rows;
     size_t length = strlen(text);
     if (*field != inline_buffer)
         free(*field);
@@ -489,7 +494,8 @@ static int rec_from_row(struct backend *backend, sqlite3_stmt *stmt, struct leas
     if (rec == NULL)
         return SQLITE_NOMEM;
     if (lease_set_text(rec, &rec->fingerprint, column_text(stmt, 3)) != SQLITE_DONE ||
-        lease_set_text(rec, &rec->denied, column_text(stmt, 8)) != SQLITE_DONE) {
+        lease_set_text(rec, &rec->denied, column_text(stmt, 8)) != SQLITE_DONE ||
+        lease_set_text(rec, &rec->event_rows, column_text(stmt, 12)) != SQLITE_DONE) {
         rec_free(backend, rec);
         return SQLITE_NOMEM;
     }
@@ -655,7 +661,68 @@ int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, c
 
 /* ---- Writing. */
 
-/* One event_log row for the events gathered, and its key index entries. */
+/* ---- Key ranges of the audit log. */
+
+static bool match_range(const void *value, const void *key)
+{
+    return strcmp(((const struct key_range *)value)->key, key) == 0;
+}
+
+/* event_log row event_id holds events of the limit's key. */
+static int key_range_note(struct backend *backend, int64_t limit_id, int64_t event_id)
+{
+    struct lease_cache *c = &backend->leases;
+    const char *key = limit_key_of(backend, limit_id);
+    uint64_t hash = hash_bytes(key, strlen(key));
+    struct key_range *r = map_find(&c->ranges_by_key, hash, match_range, key);
+    if (r != NULL) {
+        if (event_id > r->last_event)
+            r->last_event = event_id;
+        return SQLITE_DONE;
+    }
+    if (c->range_count == c->range_capacity) {
+        uint32_t capacity = c->range_capacity == 0 ? 16 : c->range_capacity * 2;
+        struct key_range *ranges = malloc(capacity * sizeof *ranges);
+        if (ranges == NULL)
+            return SQLITE_NOMEM;
+        memcpy(ranges, c->ranges, c->range_count * sizeof *ranges);
+        free(c->ranges);
+        c->ranges = ranges;
+        c->range_capacity = capacity;
+        map_free(&c->ranges_by_key); /* it pointed into the old array */
+        if (map_reserve(&c->ranges_by_key, c->range_count + 1) != 0)
+            return SQLITE_NOMEM;
+        for (uint32_t i = 0; i < c->range_count; i++)
+            map_insert(&c->ranges_by_key, hash_bytes(ranges[i].key, strlen(ranges[i].key)),
+                       &ranges[i]);
+    }
+    if (map_reserve(&c->ranges_by_key, 1) != 0)
+        return SQLITE_NOMEM;
+    r = &c->ranges[c->range_count++];
+    *r = (struct key_range){.key = key, .first_event = event_id, .last_event = event_id};
+    map_insert(&c->ranges_by_key, hash, r);
+    return SQLITE_DONE;
+}
+
+static int key_ranges_write(struct backend *backend)
+{
+    struct lease_cache *c = &backend->leases;
+    for (uint32_t i = 0; i < c->range_count; i++) {
+        sqlite3_stmt *stmt = statement(backend, STMT_EVENT_KEY);
+        sqlite3_bind_text(stmt, 1, c->ranges[i].key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 2, c->ranges[i].first_event);
+        sqlite3_bind_int64(stmt, 3, c->ranges[i].last_event);
+        int rc = statement_run(stmt);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    c->range_count = 0;
+    map_free(&c->ranges_by_key);
+    return SQLITE_DONE;
+}
+
+/* One event_log row for the events gathered; its id joins the lease's
+ * event_rows and the key ranges. */
 static int write_events(struct backend *backend, struct lease_rec *rec)
 {
     if (rec->event_count == 0)
@@ -675,16 +742,22 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
         bool seen = false;
         for (uint32_t j = 0; j < i && !seen; j++)
             seen = rec->events[j].limit_id == rec->events[i].limit_id;
-        if (seen)
-            continue;
-        sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
-        sqlite3_bind_text(key, 1, limit_key_of(backend, rec->events[i].limit_id), -1,
-                          SQLITE_STATIC);
-        sqlite3_bind_int64(key, 2, event_id);
-        if ((rc = statement_run(key)) != SQLITE_DONE)
+        if (!seen && (rc = key_range_note(backend, rec->events[i].limit_id, event_id)) !=
+                         SQLITE_DONE)
             return rc;
     }
+    size_t size = strlen(rec->event_rows) + 24;
+    char *rows = malloc(size);
+    if (rows == NULL)
+        return SQLITE_NOMEM;
+    snprintf(rows, size, "%s%s%lld", rec->event_rows, rec->event_rows[0] != '\0' ? "," : "",
+             (long long)event_id);
+    rc = lease_set_text(rec, &rec->event_rows, rows);
+    free(rows);
+    if (rc != SQLITE_DONE)
+        return rc;
     rec->event_count = 0;
+    rec->dirty = true;
     return SQLITE_DONE;
 }
 
@@ -727,16 +800,8 @@ static int expiries_write(struct backend *backend)
     }
     for (uint32_t i = 0; i < c->expiry_count; i++) {
         const struct expiry *e = &c->expiries[i];
-        bool seen = !e->audited;
-        for (uint32_t j = 0; j < i && !seen; j++)
-            seen = c->expiries[j].audited && c->expiries[j].limit_id == e->limit_id;
-        if (!seen) {
-            sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
-            sqlite3_bind_text(key, 1, limit_key_of(backend, e->limit_id), -1, SQLITE_STATIC);
-            sqlite3_bind_int64(key, 2, event_id);
-            if ((rc = statement_run(key)) != SQLITE_DONE)
-                return rc;
-        }
+        if (e->audited && (rc = key_range_note(backend, e->limit_id, event_id)) != SQLITE_DONE)
+            return rc;
         sqlite3_stmt *stmt = statement(backend, STMT_EXPIRATION_INSERT);
         sqlite3_bind_int64(stmt, 1, e->row_id);
         if (e->audited)
@@ -888,16 +953,16 @@ int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limi
     int rc = statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;
-    sqlite3_stmt *key = statement(backend, STMT_EVENT_KEY);
-    sqlite3_bind_text(key, 1, limit->state.definition.key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(key, 2, sqlite3_last_insert_rowid(backend->db));
-    return statement_run(key);
+    return key_range_note(backend, limit->id, sqlite3_last_insert_rowid(backend->db));
 }
 
 static int write_rec(struct backend *backend, struct lease_rec *rec)
 {
     if (!rec->dirty)
         return SQLITE_DONE;
+    int rc = write_events(backend, rec); /* first: the lease row lists its id */
+    if (rc != SQLITE_DONE)
+        return rc;
     if (!items_json(backend, rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt =
@@ -921,11 +986,10 @@ static int write_rec(struct backend *backend, struct lease_rec *rec)
         sqlite3_bind_null(stmt, 11);
     sqlite3_bind_int(stmt, 12, lease_live(rec));
     sqlite3_bind_text(stmt, 13, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
-    int rc = statement_run(stmt);
+    sqlite3_bind_text(stmt, 14, rec->event_rows, -1, SQLITE_STATIC);
+    rc = statement_run(stmt);
     if (rc == SQLITE_DONE && !rec->is_new && sqlite3_changes(backend->db) != 1)
         rc = SQLITE_CORRUPT;
-    if (rc == SQLITE_DONE)
-        rc = write_events(backend, rec);
     if (rc != SQLITE_DONE)
         return rc;
     rec->is_new = false;
@@ -951,6 +1015,12 @@ int leases_flush(struct backend *backend)
             backend->write_failed_origin = c->recs[i]->origin;
             return rc;
         }
+    }
+    int rc = key_ranges_write(backend);
+    if (rc != SQLITE_DONE) {
+        backend->write_failed = true;
+        backend->write_failed_origin = backend->current;
+        return rc;
     }
     /* Free what is not pinned; index the rest again. */
     uint32_t kept = 0;
@@ -990,6 +1060,8 @@ void leases_discard(struct backend *backend)
     c->expiry_count = 0;
     c->caller_count = 0;
     map_free(&c->callers_by_key);
+    c->range_count = 0;
+    map_free(&c->ranges_by_key);
     for (uint32_t i = 0; i < c->count; i++)
         rec_free(backend, c->recs[i]);
     c->count = 0;
@@ -1008,6 +1080,9 @@ void leases_free(struct backend *backend)
     backend->leases.free_count = 0;
     free(backend->leases.expiries);
     free(backend->leases.callers);
+    free(backend->leases.ranges);
+    backend->leases.ranges = NULL;
+    backend->leases.range_capacity = 0;
     backend->leases.callers = NULL;
     backend->leases.caller_capacity = 0;
     backend->leases.expiries = NULL;

@@ -104,12 +104,13 @@ static const char schema_v1[] =
     "CREATE INDEX events_lease ON events(lease_id, id) WHERE lease_id IS NOT NULL;";
 
 /* Schema version 2: a lease is one row with its reservations packed in
- * `items` (JSON), and the audit log stores one row per lease per transaction
- * (`event_log`, its events packed in `items`) with a key index. A reserve
- * writes one lease row, one event row and one event_keys entry per key,
- * instead of a row, an index entry and three events per key. The views
+ * `items` (JSON) and the ids of its event_log rows in `event_rows`; the
+ * audit log stores one row per lease per transaction (`event_log`, its
+ * events packed in `items`), and `event_keys` says, per key, which ranges
+ * of event_log rows hold its events (one entry per key per transaction).
+ * A reserve writes one lease row and one event row. The views
  * `reservations` and `events` show one row per reservation and per event
- * as before. Version 1 data is carried over; event ids become
+ * as version 1 did. Version 1 data is carried over; event ids become
  * old id * SQLITE_EVENT_ITEMS.
  *
  * An expiry rewrites nothing: it adds a row to `expirations` (the hold's
@@ -139,9 +140,10 @@ static const char schema_v2[] =
     " created_at INTEGER NOT NULL,"
     " finished_at INTEGER,"
     " live INTEGER NOT NULL," /* 1 while one of its reservations holds capacity */
-    " items TEXT NOT NULL);"
+    " items TEXT NOT NULL,"
+    " event_rows TEXT NOT NULL);" /* its event_log rows: "id,id,..." */
     "INSERT INTO leases2(seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
-    " retry_after_ms,denied,created_at,finished_at,live,items)"
+    " retry_after_ms,denied,created_at,finished_at,live,items,event_rows)"
     " SELECT row_number() OVER (ORDER BY created_at, first_row, lease_id), lease_id, state,"
     "  fingerprint, caller, reserved_at, expires_at, retry_after_ms, denied, created_at,"
     "  finished_at,"
@@ -150,7 +152,9 @@ static const char schema_v2[] =
     "  (SELECT json_group_array(json_array(r.limit_id, r.key, r.amount, r.state,"
     "    r.actual_amount, r.held, r.debt, r.live, r.period_start, r.expires_at,"
     "    r.committed_at)) FROM (SELECT * FROM reservations r WHERE r.id BETWEEN l.first_row"
-    "    AND l.first_row + l.row_count - 1 ORDER BY r.id) r)"
+    "    AND l.first_row + l.row_count - 1 ORDER BY r.id) r),"
+    "  COALESCE((SELECT group_concat(id, ',') FROM (SELECT e.id FROM events e"
+    "   WHERE e.lease_id = l.lease_id ORDER BY e.id)), '')"
     " FROM leases l;"
     "CREATE TABLE event_log ("
     " id INTEGER PRIMARY KEY,"
@@ -164,14 +168,14 @@ static const char schema_v2[] =
     "  e.actual_amount, e.detail)) FROM events e;"
     "CREATE TABLE event_keys ("
     " key TEXT NOT NULL,"
-    " event_id INTEGER NOT NULL,"
-    " PRIMARY KEY (key, event_id)) WITHOUT ROWID;"
-    "INSERT INTO event_keys(key,event_id) SELECT key, id FROM events;"
+    " first_event INTEGER NOT NULL," /* event_log rows first_event..last_event */
+    " last_event INTEGER NOT NULL,"  /* may hold events of key */
+    " PRIMARY KEY (key, first_event)) WITHOUT ROWID;"
+    "INSERT INTO event_keys(key,first_event,last_event) SELECT key, id, id FROM events;"
     "DROP TABLE events;"
     "DROP TABLE reservations;"
     "DROP TABLE leases;"
     "ALTER TABLE leases2 RENAME TO leases;"
-    "CREATE INDEX event_log_lease ON event_log(lease_seq) WHERE lease_seq IS NOT NULL;"
     "CREATE TABLE expirations ("
     " row_id INTEGER PRIMARY KEY," /* reservations.id: seq * items per lease + index */
     " event_id INTEGER);"          /* the event_log row of its `expired` event, if any */
@@ -215,20 +219,22 @@ static const char *const statement_sql[STMT_COUNT] = {
     [STMT_ROLLBACK] = "ROLLBACK",
     [STMT_LEASE_INSERT] =
         "INSERT OR ROLLBACK INTO leases(seq,lease_id,state,fingerprint,caller,reserved_at,"
-        "expires_at,retry_after_ms,denied,created_at,finished_at,live,items) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+        "expires_at,retry_after_ms,denied,created_at,finished_at,live,items,event_rows) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
     [STMT_LEASE_UPDATE] = "UPDATE OR ROLLBACK leases SET state=?3,finished_at=?11,live=?12,"
-                          "items=?13 WHERE seq=?1",
+                          "items=?13,event_rows=?14 WHERE seq=?1",
     [STMT_LEASE_BY_ID] = "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
-                         "retry_after_ms,denied,created_at,finished_at,items FROM leases "
+                         "retry_after_ms,denied,created_at,finished_at,items,event_rows FROM leases "
                          "WHERE lease_id=?",
     [STMT_LEASE_BY_SEQ] = "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
-                          "retry_after_ms,denied,created_at,finished_at,items FROM leases "
+                          "retry_after_ms,denied,created_at,finished_at,items,event_rows FROM leases "
                           "WHERE seq=?",
     [STMT_LEASE_RENAME] = "UPDATE OR ROLLBACK leases SET lease_id=? WHERE seq=?",
     [STMT_EVENT_INSERT] =
         "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items) VALUES(?,?,?,?)",
-    [STMT_EVENT_KEY] = "INSERT OR IGNORE INTO event_keys(key,event_id) VALUES(?,?)",
+    [STMT_EVENT_KEY] = "INSERT OR ROLLBACK INTO event_keys(key,first_event,last_event) "
+                       "VALUES(?,?,?) ON CONFLICT(key,first_event) DO UPDATE SET "
+                       "last_event=max(last_event,excluded.last_event)",
     [STMT_EXPIRATION_INSERT] = "INSERT OR ROLLBACK INTO expirations(row_id,event_id) VALUES(?,?)",
     [STMT_EXPIRATION_GET] = "SELECT 1 FROM expirations WHERE row_id=?",
     [STMT_META_PUT] = "INSERT OR ROLLBACK INTO meta(name,value) VALUES(?,?) "

@@ -316,6 +316,85 @@ static void audit_log_records_every_change(void)
     db_destroy(&db);
 }
 
+/* Leases of two keys reserved in one transaction share nothing but the
+ * transaction: their rows interleave in the key ranges, and their expiries
+ * share one event_log row. Every filter still returns exactly its events,
+ * page by page. */
+static void events_page_by_key_and_lease_across_shared_rows(void)
+{
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_rolling(&db, "a", 100, 10));
+    REQUIRE(put_rolling(&db, "b", 100, 10));
+    static const char *const ids[] = {"a1", "b1", "a2", "b2", "a3", "b3"};
+    struct requirement reqs[6];
+    struct reserve_request requests[6];
+    struct reserve_result results[6];
+    for (int i = 0; i < 6; i++) {
+        reqs[i] = (struct requirement){.key = i % 2 ? "b" : "a", .key_length = 1, .amount = 1};
+        requests[i] = (struct reserve_request){.lease_id = ids[i],
+                                               .lease_id_length = 2,
+                                               .requirements = &reqs[i],
+                                               .requirement_count = 1};
+    }
+    backend_reserve_wait(db.ops, db.backend, requests, results, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK(results[i].allowed);
+    clock_manual_advance(&db.clock, 11000);
+    tick_once(&db);
+    CHECK_EQ_U64(usage_of(&db, "a").reserved, 0);
+    /* Key "a", two per page. */
+    static const char *const a_expect[][2] = {
+        {"limit_changed", ""}, {"reserved", "a1"}, {"reserved", "a2"}, {"reserved", "a3"},
+        {"expired", "a1"},     {"expired", "a2"},  {"expired", "a3"}};
+    int64_t cursor = 0;
+    size_t seen = 0, count = 0;
+    for (int page = 0; page < 10; page++) {
+        struct backend_event *e = events_of(&db, "a", NULL, cursor, 2, &count);
+        REQUIRE(e != NULL || count == 0);
+        for (size_t i = 0; i < count; i++, seen++) {
+            CHECK(e[i].id > cursor);
+            cursor = e[i].id;
+            CHECK_STR(e[i].key, "a");
+            if (seen < 7) {
+                CHECK_STR(e[i].type, a_expect[seen][0]);
+                CHECK_STR(e[i].lease_id, a_expect[seen][1]);
+            }
+        }
+        free(e);
+        if (count == 0)
+            break;
+    }
+    CHECK_EQ_U64(seen, 7);
+    /* Lease "b2": its own row and the shared expiry row. */
+    struct backend_event *e = events_of(&db, NULL, "b2", 0, 10, &count);
+    REQUIRE(e != NULL && count == 2);
+    CHECK_STR(e[0].type, "reserved");
+    CHECK_STR(e[1].type, "expired");
+    CHECK_STR(e[1].lease_id, "b2");
+    CHECK(e[1].id > e[0].id);
+    free(e);
+    e = events_of(&db, "a", "b2", 0, 10, &count);
+    CHECK_EQ_U64(count, 0);
+    free(e);
+    /* Everything, four per page: the two limit puts and twelve lease events. */
+    cursor = 0;
+    seen = 0;
+    for (int page = 0; page < 10; page++) {
+        e = events_of(&db, NULL, NULL, cursor, 4, &count);
+        for (size_t i = 0; i < count; i++) {
+            CHECK(e[i].id > cursor);
+            cursor = e[i].id;
+        }
+        seen += count;
+        free(e);
+        if (count == 0)
+            break;
+    }
+    CHECK_EQ_U64(seen, 14);
+    db_destroy(&db);
+}
+
 static void usage_by_caller_says_who_spent_the_budget(void)
 {
     struct db db;
@@ -407,8 +486,10 @@ static void one_failing_request_does_not_abort_the_batch(void)
     REQUIRE(put_rolling(&db, "tpm", 100, 60));
     REQUIRE(reserve_one(&db, "first", "tpm", 1, NULL).allowed);
     db_query_int(&db, "INSERT INTO leases(seq,lease_id,state,fingerprint,caller,reserved_at,"
-                      "expires_at,retry_after_ms,denied,created_at,live,items) VALUES((SELECT "
-                      "max(seq)+2 FROM leases),'intruder','released','','',0,0,0,'',0,0,'[]')");
+                      "expires_at,retry_after_ms,denied,created_at,live,items,event_rows) "
+                      "VALUES((SELECT max(seq)+2 FROM leases),'intruder','released','','',0,0,0,"
+                      "'',0,0,'[]','')");
+    REQUIRE(db_query_int(&db, "SELECT count(*) FROM leases WHERE lease_id='intruder'") == 1);
     struct requirement req = {.key = "tpm", .key_length = 3, .amount = 2};
     struct reserve_request requests[3] = {
         {.lease_id = "ok-1", .lease_id_length = 4, .requirements = &req, .requirement_count = 1},
@@ -543,6 +624,9 @@ int main(void)
     RUN(audit_log_records_every_change,
         "every reserve, commit, overrun, expiry, late commit, debt, release and limit change "
         "is an event with lease, key, caller and amounts; filters and pages work");
+    RUN(events_page_by_key_and_lease_across_shared_rows,
+        "leases of several keys in one transaction: each filter returns exactly its events, "
+        "page by page");
     RUN(usage_by_caller_says_who_spent_the_budget,
         "per-caller spend of a budget period and per-caller holds of a window");
     RUN(restore_reconciles_with_the_registry,
