@@ -685,7 +685,8 @@ static int key_range_note(struct backend *backend, int64_t limit_id, int64_t eve
         struct key_range *ranges = malloc(capacity * sizeof *ranges);
         if (ranges == NULL)
             return SQLITE_NOMEM;
-        memcpy(ranges, c->ranges, c->range_count * sizeof *ranges);
+        if (c->range_count > 0)
+            memcpy(ranges, c->ranges, c->range_count * sizeof *ranges);
         free(c->ranges);
         c->ranges = ranges;
         c->range_capacity = capacity;
@@ -883,7 +884,8 @@ int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_
                 struct caller_delta *callers = malloc(capacity * sizeof *callers);
                 if (callers == NULL)
                     return SQLITE_NOMEM;
-                memcpy(callers, c->callers, c->caller_count * sizeof *callers);
+                if (c->caller_count > 0)
+                    memcpy(callers, c->callers, c->caller_count * sizeof *callers);
                 free(c->callers);
                 c->callers = callers;
                 c->caller_capacity = capacity;
