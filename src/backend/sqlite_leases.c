@@ -75,92 +75,124 @@ static bool text_room(struct text *t, size_t extra)
     return true;
 }
 
-static bool text_add(struct text *t, const char *s, size_t length)
-{
-    if (!text_room(t, length))
-        return false;
-    memcpy(t->data + t->length, s, length);
-    t->length += length;
-    t->data[t->length] = '\0';
-    return true;
-}
-
-static bool text_i64(struct text *t, int64_t value)
-{
-    char digits[24];
-    char *end = digits + sizeof digits, *at = end;
-    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
-    do {
-        *--at = (char)('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude != 0);
-    if (value < 0)
-        *--at = '-';
-    return text_add(t, at, (size_t)(end - at));
-}
-
-/* A JSON string. Keys are printable ASCII; only " and \ need escaping. */
-static bool text_string(struct text *t, const char *s)
-{
-    if (!text_add(t, "\"", 1))
-        return false;
-    for (const char *run = s; *run != '\0';) {
-        size_t plain = strcspn(run, "\"\\");
-        if (!text_add(t, run, plain))
-            return false;
-        run += plain;
-        if (*run == '\0')
-            break;
-        char escaped[2] = {'\\', *run++};
-        if (!text_add(t, escaped, 2))
-            return false;
-    }
-    return text_add(t, "\"", 1);
-}
-
 static const char *limit_key_of(struct backend *backend, int64_t limit_id)
 {
     const struct limit *limit = mirror_limit_by_id(&backend->mirror, limit_id);
     return limit != NULL ? limit->state.definition.key : "";
 }
 
+/* Unchecked writers for the JSON below: the caller has made room first. */
+static char *put_i64(char *at, int64_t value)
+{
+    char digits[24];
+    char *end = digits + sizeof digits, *d = end;
+    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+    do {
+        *--d = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    if (value < 0)
+        *--d = '-';
+    memcpy(at, d, (size_t)(end - d));
+    return at + (end - d);
+}
+
+static char *put_text(char *at, const char *s, size_t length)
+{
+    memcpy(at, s, length);
+    return at + length;
+}
+
+#define PUT_LITERAL(at, s) put_text((at), (s), sizeof(s) - 1)
+
+/* A JSON string: keys are printable ASCII; only " and \ need escaping. */
+static char *put_string(char *at, const char *s)
+{
+    *at++ = '"';
+    for (; *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\')
+            *at++ = '\\';
+        *at++ = *s;
+    }
+    *at++ = '"';
+    return at;
+}
+
+/* Room for one array element: numbers, punctuation and an escaped key. */
+#define JSON_ELEMENT_BYTES (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + CALLER_LENGTH_MAX + \
+                                           LEASE_ID_LENGTH_MAX + 128))
+
 static bool items_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
 {
     t->length = 0;
-    bool ok = text_add(t, "[", 1);
-    for (uint32_t i = 0; ok && i < rec->item_count; i++) {
+    if (!text_room(t, (size_t)(rec->item_count + 1) * JSON_ELEMENT_BYTES))
+        return false;
+    char *at = t->data;
+    *at++ = '[';
+    for (uint32_t i = 0; i < rec->item_count; i++) {
         const struct lease_item *item = &rec->items[i];
-        ok = text_add(t, i > 0 ? ",[" : "[", i > 0 ? 2 : 1) && text_i64(t, item->limit_id) &&
-             text_add(t, ",", 1) && text_string(t, limit_key_of(backend, item->limit_id)) &&
-             text_add(t, ",", 1) && text_i64(t, (int64_t)item->amount) && text_add(t, ",", 1) &&
-             text_string(t, item_state_name(item->state)) && text_add(t, ",", 1) &&
-             (item->actual >= 0 ? text_i64(t, item->actual) : text_add(t, "null", 4)) &&
-             text_add(t, ",", 1) && text_i64(t, (int64_t)item->held) && text_add(t, ",", 1) &&
-             text_i64(t, (int64_t)item->debt) && text_add(t, item->live ? ",1," : ",0,", 3) &&
-             text_i64(t, item->period_start_ms) && text_add(t, ",", 1) &&
-             text_i64(t, item->expires_at_ms) && text_add(t, ",", 1) &&
-             (item->committed_at_ms != 0 ? text_i64(t, item->committed_at_ms)
-                                         : text_add(t, "null", 4)) &&
-             text_add(t, "]", 1);
+        if (i > 0)
+            *at++ = ',';
+        *at++ = '[';
+        at = put_i64(at, item->limit_id);
+        *at++ = ',';
+        at = put_string(at, limit_key_of(backend, item->limit_id));
+        *at++ = ',';
+        at = put_i64(at, (int64_t)item->amount);
+        *at++ = ',';
+        at = put_string(at, item_state_name(item->state));
+        *at++ = ',';
+        at = item->actual >= 0 ? put_i64(at, item->actual) : PUT_LITERAL(at, "null");
+        *at++ = ',';
+        at = put_i64(at, (int64_t)item->held);
+        *at++ = ',';
+        at = put_i64(at, (int64_t)item->debt);
+        at = item->live ? PUT_LITERAL(at, ",1,") : PUT_LITERAL(at, ",0,");
+        at = put_i64(at, item->period_start_ms);
+        *at++ = ',';
+        at = put_i64(at, item->expires_at_ms);
+        *at++ = ',';
+        at = item->committed_at_ms != 0 ? put_i64(at, item->committed_at_ms)
+                                        : PUT_LITERAL(at, "null");
+        *at++ = ']';
     }
-    return ok && text_add(t, "]", 1);
+    *at++ = ']';
+    *at = '\0';
+    t->length = (size_t)(at - t->data);
+    return true;
 }
 
 static bool events_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
 {
     t->length = 0;
-    bool ok = text_add(t, "[", 1);
-    for (uint32_t i = 0; ok && i < rec->event_count; i++) {
+    if (!text_room(t, (size_t)(rec->event_count + 1) * JSON_ELEMENT_BYTES))
+        return false;
+    char *at = t->data;
+    *at++ = '[';
+    for (uint32_t i = 0; i < rec->event_count; i++) {
         const struct lease_event *e = &rec->events[i];
-        ok = text_add(t, i > 0 ? ",[" : "[", i > 0 ? 2 : 1) && text_i64(t, e->at_ms) &&
-             text_add(t, ",", 1) && text_string(t, e->type) && text_add(t, ",", 1) &&
-             text_i64(t, e->limit_id) && text_add(t, ",", 1) &&
-             text_string(t, limit_key_of(backend, e->limit_id)) && text_add(t, ",", 1) &&
-             text_i64(t, (int64_t)e->amount) && text_add(t, ",", 1) &&
-             text_i64(t, (int64_t)e->actual) && text_add(t, ",", 1) &&
-             text_string(t, e->detail) && text_add(t, "]", 1);
+        if (i > 0)
+            *at++ = ',';
+        *at++ = '[';
+        at = put_i64(at, e->at_ms);
+        *at++ = ',';
+        at = put_string(at, e->type);
+        *at++ = ',';
+        at = put_i64(at, e->limit_id);
+        *at++ = ',';
+        at = put_string(at, limit_key_of(backend, e->limit_id));
+        *at++ = ',';
+        at = put_i64(at, (int64_t)e->amount);
+        *at++ = ',';
+        at = put_i64(at, (int64_t)e->actual);
+        *at++ = ',';
+        at = put_string(at, e->detail);
+        *at++ = ']';
     }
-    return ok && text_add(t, "]", 1);
+    *at++ = ']';
+    *at = '\0';
+    t->length = (size_t)(at - t->data);
+    return true;
 }
 
 /* ---- Reading our own JSON arrays (what items_json, events_json and the
@@ -770,23 +802,34 @@ static int expiries_write(struct backend *backend)
     struct lease_cache *c = &backend->leases;
     struct text *t = &backend->json;
     t->length = 0;
-    bool ok = text_add(t, "[", 1);
+    if (!text_room(t, (size_t)(c->expiry_count + 1) * JSON_ELEMENT_BYTES))
+        return SQLITE_NOMEM;
+    char *at = t->data;
+    *at++ = '[';
     uint32_t audited = 0;
-    for (uint32_t i = 0; ok && i < c->expiry_count; i++) {
+    for (uint32_t i = 0; i < c->expiry_count; i++) {
         const struct expiry *e = &c->expiries[i];
         if (!e->audited)
             continue;
-        bool first = audited++ == 0;
-        ok = text_add(t, first ? "[" : ",[", first ? 1 : 2) && text_i64(t, e->at_ms) && text_add(t, ",\"expired\",", 11) &&
-             text_i64(t, e->limit_id) && text_add(t, ",", 1) &&
-             text_string(t, limit_key_of(backend, e->limit_id)) && text_add(t, ",", 1) &&
-             text_i64(t, (int64_t)e->amount) && text_add(t, ",0,\"\",", 6) &&
-             text_string(t, e->lease != NULL ? e->lease->text : "") && text_add(t, ",", 1) &&
-             text_string(t, e->lease != NULL ? lease_ref_caller(e->lease) : "") &&
-             text_add(t, "]", 1);
+        if (audited++ > 0)
+            *at++ = ',';
+        *at++ = '[';
+        at = put_i64(at, e->at_ms);
+        at = PUT_LITERAL(at, ",\"expired\",");
+        at = put_i64(at, e->limit_id);
+        *at++ = ',';
+        at = put_string(at, limit_key_of(backend, e->limit_id));
+        *at++ = ',';
+        at = put_i64(at, (int64_t)e->amount);
+        at = PUT_LITERAL(at, ",0,\"\",");
+        at = put_string(at, e->lease != NULL ? e->lease->text : "");
+        *at++ = ',';
+        at = put_string(at, e->lease != NULL ? lease_ref_caller(e->lease) : "");
+        *at++ = ']';
     }
-    if (!ok || !text_add(t, "]", 1))
-        return SQLITE_NOMEM;
+    *at++ = ']';
+    *at = '\0';
+    t->length = (size_t)(at - t->data);
     int64_t event_id = 0;
     int rc = SQLITE_DONE;
     if (audited > 0) {
