@@ -255,8 +255,9 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
 }
 
 /* Copies the WAL back into the database each time SQLITE_CHECKPOINT_PAGES
- * more frames have been written, on its own connection: a passive checkpoint
- * never blocks the writer, and the writer's commits never wait for one. */
+ * more frames have been written (SQLITE_RESTART_LAG_PAGES once the WAL is
+ * due to start over), on its own connection: a passive checkpoint never
+ * blocks the writer, and the writer's commits never wait for one. */
 static void *checkpointer_main(void *arg)
 {
     struct backend *backend = arg;
@@ -266,7 +267,8 @@ static void *checkpointer_main(void *arg)
         int pages = atomic_load(&backend->wal_pages);
         if (pages < copied)
             copied = 0; /* the WAL started over */
-        if (pages - copied < SQLITE_CHECKPOINT_PAGES) {
+        int step = pages >= SQLITE_WAL_PAGES_MAX ? SQLITE_RESTART_LAG_PAGES : SQLITE_CHECKPOINT_PAGES;
+        if (pages - copied < step) {
             pthread_cond_wait(&backend->checkpoint_cond, &backend->queue_mutex);
             continue;
         }
@@ -275,11 +277,12 @@ static void *checkpointer_main(void *arg)
         pthread_mutex_lock(&backend->checkpoint_mutex);
         int rc = sqlite3_wal_checkpoint_v2(backend->checkpoint_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
                                            &log_pages, &done_pages);
+        copied = rc == SQLITE_OK && done_pages >= 0 ? done_pages : pages;
+        atomic_store(&backend->wal_checkpointed, copied); /* before the writer may restart */
         pthread_mutex_unlock(&backend->checkpoint_mutex);
         if (rc != SQLITE_OK && rc != SQLITE_BUSY)
             fprintf(stderr, "llmlimitd: sqlite backend: checkpoint: %s\n",
                     sqlite3_errmsg(backend->checkpoint_db));
-        copied = rc == SQLITE_OK && done_pages >= 0 ? done_pages : pages;
         pthread_mutex_lock(&backend->queue_mutex);
     }
     pthread_mutex_unlock(&backend->queue_mutex);
@@ -288,11 +291,17 @@ static void *checkpointer_main(void *arg)
 
 /* Background checkpoints cannot finish while the writer keeps appending, so
  * the WAL would never start over. Past SQLITE_WAL_PAGES_MAX the writer
- * checkpoints itself between two batches (little is left to copy by then), so
- * that its next commit writes the WAL from the start. */
+ * checkpoints itself between two batches, once the background checkpoint
+ * has caught up to within SQLITE_RESTART_LAG_PAGES (copying and syncing
+ * the rest stalls the writer, so the less the better; past twice the bound
+ * it does not wait any more), so that its next commit writes the WAL from
+ * the start. */
 static void wal_restart_if_large(struct backend *backend)
 {
-    if (atomic_load(&backend->wal_pages) < SQLITE_WAL_PAGES_MAX)
+    int pages = atomic_load(&backend->wal_pages);
+    if (pages < SQLITE_WAL_PAGES_MAX ||
+        (pages - atomic_load(&backend->wal_checkpointed) > SQLITE_RESTART_LAG_PAGES &&
+         pages < 2 * SQLITE_WAL_PAGES_MAX))
         return;
     /* Never wait (the write connection has no busy timeout): not for the
      * checkpointer (try again after the next batch), not for a reader. */
@@ -300,8 +309,10 @@ static void wal_restart_if_large(struct backend *backend)
         return;
     int rc = sqlite3_wal_checkpoint_v2(backend->db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
     pthread_mutex_unlock(&backend->checkpoint_mutex);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK) {
         atomic_store(&backend->wal_pages, 0); /* the next commit reports it anew */
+        atomic_store(&backend->wal_checkpointed, 0);
+    }
     else if (rc != SQLITE_BUSY)
         log_sql_error(backend, "checkpoint", rc);
 }

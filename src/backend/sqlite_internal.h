@@ -338,7 +338,8 @@ struct backend {
     sqlite3 *checkpoint_db; /* the checkpointer thread's */
     pthread_t checkpointer;
     bool checkpointer_started;
-    atomic_int wal_pages; /* WAL size after the last commit */
+    atomic_int wal_pages;         /* WAL size after the last commit */
+    atomic_int wal_checkpointed;  /* WAL frames the last background checkpoint got through */
     pthread_mutex_t read_mutex;
     struct mirror mirror; /* writer thread only */
     bool mirror_stale;    /* reload before the next transaction */

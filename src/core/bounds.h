@@ -76,9 +76,10 @@
 #define SQLITE_SKIPS_MAX 64             /* failing requests one transaction is redone without */
 #define SQLITE_BUSY_TIMEOUT_MS 5000
 #define SQLITE_CACHE_KIB 65536          /* page cache of the write connection */
-#define SQLITE_WAL_BYTES_KEPT (64 * 1024 * 1024) /* journal_size_limit */
-#define SQLITE_CHECKPOINT_PAGES 4096    /* WAL pages that trigger a background checkpoint */
+#define SQLITE_WAL_BYTES_KEPT (80 * 1024 * 1024) /* journal_size_limit: above the largest WAL */
+#define SQLITE_CHECKPOINT_PAGES 1024    /* WAL pages that trigger a background checkpoint */
 #define SQLITE_WAL_PAGES_MAX 16384      /* WAL pages at which the writer restarts the WAL */
+#define SQLITE_RESTART_LAG_PAGES 256    /* ... once at most this many are left to checkpoint */
 #define SQLITE_EXPIRIES_PER_TICK_MAX 4096 /* holds one tick() expires; the rest next time */
 #define SQLITE_EXPIRIES_PER_REQUEST 8   /* due holds a reserve expires per limit when it fits */
 #define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
