@@ -625,12 +625,31 @@ static int compare_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+struct ids {
+    int64_t *ids;
+    size_t count;
+    size_t capacity;
+};
+
+static bool ids_push(struct ids *list, int64_t id)
+{
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity == 0 ? 8 : list->capacity * 2;
+        int64_t *grown = realloc(list->ids, capacity * sizeof *grown);
+        if (grown == NULL)
+            return false;
+        list->ids = grown;
+        list->capacity = capacity;
+    }
+    list->ids[list->count++] = id;
+    return true;
+}
+
 /* A lease's rows: its own (event_rows) and its expiries' shared ones. */
 static int events_by_lease(struct events_read *r)
 {
     sqlite3_stmt *lease = NULL, *expired = NULL;
-    int64_t *ids = NULL;
-    size_t count = 0, capacity = 0;
+    struct ids list = {0};
     int rc = -2;
     if (sqlite3_prepare_v2(r->db, events_lease_sql, -1, &lease, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(r->db, events_expired_sql, -1, &expired, NULL) != SQLITE_OK)
@@ -644,46 +663,32 @@ static int events_by_lease(struct events_read *r)
     if (step != SQLITE_ROW)
         goto done;
     int64_t seq = sqlite3_column_int64(lease, 0);
-    const unsigned char *list = sqlite3_column_text(lease, 1);
-    for (const char *at = list != NULL ? (const char *)list : ""; *at != '\0';) {
+    const unsigned char *text = sqlite3_column_text(lease, 1);
+    for (const char *at = text != NULL ? (const char *)text : ""; *at != '\0';) {
         char *end = NULL;
         long long id = strtoll(at, &end, 10);
-        if (end == at)
+        if (end == at || !ids_push(&list, id))
             goto done;
-        if (count == capacity) {
-            capacity = capacity == 0 ? 8 : capacity * 2;
-            int64_t *grown = realloc(ids, capacity * sizeof *ids);
-            if (grown == NULL)
-                goto done;
-            ids = grown;
-        }
-        ids[count++] = id;
         at = *end == ',' ? end + 1 : end;
     }
     sqlite3_bind_int64(expired, 1, hold_row_id(seq, 0));
     sqlite3_bind_int64(expired, 2, hold_row_id(seq, SQLITE_LEASE_ITEMS - 1));
     while ((step = sqlite3_step(expired)) == SQLITE_ROW) {
-        if (count == capacity) {
-            capacity = capacity == 0 ? 8 : capacity * 2;
-            int64_t *grown = realloc(ids, capacity * sizeof *ids);
-            if (grown == NULL)
-                goto done;
-            ids = grown;
-        }
-        ids[count++] = sqlite3_column_int64(expired, 0);
+        if (!ids_push(&list, sqlite3_column_int64(expired, 0)))
+            goto done;
     }
     if (step != SQLITE_DONE)
         goto done;
-    if (count > 0)
-        qsort(ids, count, sizeof *ids, compare_i64);
+    if (list.count > 0)
+        qsort(list.ids, list.count, sizeof *list.ids, compare_i64);
     rc = 0;
-    for (size_t i = 0; rc == 0 && i < count && r->count < r->query->limit; i++) {
-        if (i > 0 && ids[i] == ids[i - 1])
+    for (size_t i = 0; rc == 0 && i < list.count && r->count < r->query->limit; i++) {
+        if (i > 0 && list.ids[i] == list.ids[i - 1])
             continue;
-        rc = events_from_rows(r, ids[i], ids[i]);
+        rc = events_from_rows(r, list.ids[i], list.ids[i]);
     }
 done:
-    free(ids);
+    free(list.ids);
     sqlite3_finalize(lease);
     sqlite3_finalize(expired);
     return rc;
