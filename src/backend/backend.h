@@ -50,6 +50,7 @@ struct backend_config {
     int64_t decrease_retry_ms;    /* retry_after of limit_decreasing */
     /* sqlite */
     bool sqlite_synchronous_normal; /* false: synchronous=FULL (default) */
+    int64_t sqlite_retention_ms;    /* 0: keep finished leases and the audit log for ever */
     /* tigerbeetle */
     const char *tb_cluster;   /* decimal u128 */
     const char *tb_addresses; /* HOST:PORT[,...] */

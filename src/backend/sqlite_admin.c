@@ -388,6 +388,86 @@ static int decrease_if_covered(struct backend *backend, struct limit *limit, int
     return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, detail);
 }
 
+/* ---- Retention (--sqlite-retention-days). */
+
+/* Runs a statement with up to three integer parameters; SQLITE_DONE or an error. */
+static int exec_ints(sqlite3 *db, const char *sql, int64_t a, int64_t b, int64_t c)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return sqlite3_errcode(db);
+    int params = sqlite3_bind_parameter_count(stmt);
+    const int64_t values[3] = {a, b, c};
+    for (int i = 0; i < params && i < 3; i++)
+        sqlite3_bind_int64(stmt, i + 1, values[i]);
+    int rc = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+/* The last id of the oldest run of rows (at most SQLITE_PRUNE_ROWS_PER_TICK)
+ * whose time is before cutoff and id below `below`; 0 when there is none. A
+ * run stops at the first young row, so a clock that stepped back never gets
+ * a young row deleted. */
+static int prune_prefix(sqlite3 *db, const char *sql, int64_t cutoff_ms, int64_t below,
+                        int64_t *last)
+{
+    sqlite3_stmt *stmt = NULL;
+    *last = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        return sqlite3_errcode(db);
+    sqlite3_bind_int(stmt, 1, SQLITE_PRUNE_ROWS_PER_TICK);
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(stmt, 0);
+        if (sqlite3_column_int64(stmt, 1) >= cutoff_ms || id >= below) {
+            rc = SQLITE_DONE;
+            break;
+        }
+        *last = id;
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+/* Deletes leases and audit rows older than the retention, oldest first, a
+ * bounded number per tick: never a lease that may still hold capacity (seq
+ * at or above the live watermark) or answer retries (lease_retention_ms). */
+static int prune(struct backend *backend, int64_t now_ms)
+{
+    int64_t keep = backend->config.sqlite_retention_ms;
+    if (keep <= 0)
+        return SQLITE_DONE;
+    if (keep < backend->config.lease_retention_ms)
+        keep = backend->config.lease_retention_ms;
+    int64_t cutoff = now_ms - keep;
+    int rc = leases_flush(backend); /* nothing of this transaction stays cached */
+    int64_t last_lease = 0, last_event = 0;
+    if (rc == SQLITE_DONE)
+        rc = prune_prefix(backend->db, "SELECT seq, created_at FROM leases ORDER BY seq LIMIT ?",
+                          cutoff, leases_live_from(backend), &last_lease);
+    if (rc == SQLITE_DONE && last_lease > 0)
+        rc = exec_ints(backend->db, "DELETE FROM leases WHERE seq <= ?", last_lease, 0, 0);
+    if (rc == SQLITE_DONE && last_lease > 0)
+        rc = exec_ints(backend->db, "DELETE FROM expirations WHERE row_id < ?",
+                       hold_row_id(last_lease + 1, 0), 0, 0);
+    if (rc == SQLITE_DONE)
+        rc = prune_prefix(backend->db, "SELECT id, at FROM event_log ORDER BY id LIMIT ?", cutoff,
+                          INT64_MAX, &last_event);
+    if (rc == SQLITE_DONE && last_event > 0)
+        rc = exec_ints(backend->db, "DELETE FROM event_log WHERE id <= ?", last_event, 0, 0);
+    /* Key ranges wholly below the first event row left (key by key: the
+     * table is ordered by key, then first row). */
+    if (rc == SQLITE_DONE && last_event > 0)
+        rc = exec_ints(backend->db,
+                       "DELETE FROM event_keys WHERE (key, first_event) IN ("
+                       " SELECT k.key, k.first_event FROM (SELECT DISTINCT key FROM limits) l"
+                       " JOIN event_keys k ON k.key = l.key AND k.first_event <= ?1"
+                       " WHERE k.last_event <= ?1)",
+                       last_event, 0, 0);
+    return rc;
+}
+
 static int tick_run(struct backend *backend, struct call *call)
 {
     struct tick_args *args = call->args;
@@ -409,6 +489,8 @@ static int tick_run(struct backend *backend, struct call *call)
     }
     /* Loading starts from here: no lease below it holds anything. */
     int rc = leases_flush(backend);
+    if (rc == SQLITE_DONE)
+        rc = prune(backend, now_ms);
     if (rc != SQLITE_DONE)
         return rc;
     sqlite3_stmt *meta = statement(backend, STMT_META_PUT);

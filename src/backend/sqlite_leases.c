@@ -767,6 +767,7 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
     sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 3, rec->caller, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 5, rec->events[0].at_ms);
     int rc = statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;
@@ -838,6 +839,7 @@ static int expiries_write(struct backend *backend)
         sqlite3_bind_null(stmt, 2);
         sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 4, t->data, (int)t->length, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 5, c->expiries[0].at_ms);
         if ((rc = statement_run(stmt)) != SQLITE_DONE)
             return rc;
         event_id = sqlite3_last_insert_rowid(backend->db);
@@ -995,6 +997,7 @@ int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limi
     sqlite3_bind_null(stmt, 2);
     sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 5, at_ms);
     int rc = statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;

@@ -158,12 +158,13 @@ static const char schema_v2[] =
     " FROM leases l;"
     "CREATE TABLE event_log ("
     " id INTEGER PRIMARY KEY,"
+    " at INTEGER NOT NULL," /* of its first event: retention */
     " lease_seq INTEGER," /* NULL for a limit's own events */
     " lease_id TEXT,"
     " caller TEXT NOT NULL,"
     " items TEXT NOT NULL);"
-    "INSERT INTO event_log(id,lease_seq,lease_id,caller,items)"
-    " SELECT e.id, (SELECT seq FROM leases2 WHERE leases2.lease_id = e.lease_id), e.lease_id,"
+    "INSERT INTO event_log(id,at,lease_seq,lease_id,caller,items)"
+    " SELECT e.id, e.at, (SELECT seq FROM leases2 WHERE leases2.lease_id = e.lease_id), e.lease_id,"
     "  e.caller, json_array(json_array(e.at, e.type, e.limit_id, e.key, e.amount,"
     "  e.actual_amount, e.detail)) FROM events e;"
     "CREATE TABLE event_keys ("
@@ -231,7 +232,7 @@ static const char *const statement_sql[STMT_COUNT] = {
                           "WHERE seq=?",
     [STMT_LEASE_RENAME] = "UPDATE OR ROLLBACK leases SET lease_id=? WHERE seq=?",
     [STMT_EVENT_INSERT] =
-        "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items) VALUES(?,?,?,?)",
+        "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items,at) VALUES(?,?,?,?,?)",
     [STMT_EVENT_KEY] = "INSERT OR ROLLBACK INTO event_keys(key,first_event,last_event) "
                        "VALUES(?,?,?) ON CONFLICT(key,first_event) DO UPDATE SET "
                        "last_event=max(last_event,excluded.last_event)",

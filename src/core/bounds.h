@@ -84,6 +84,8 @@
 #define SQLITE_EXPIRIES_PER_REQUEST 8   /* due holds a reserve expires per limit when it fits */
 #define SQLITE_CALLERS_MAX 10000        /* rows of one usage-by-caller answer */
 #define SQLITE_LEASE_CACHE_MAX 4096     /* leases one transaction keeps in memory before writing */
+#define SQLITE_RETENTION_DAYS_MAX 36600 /* --sqlite-retention-days */
+#define SQLITE_PRUNE_ROWS_PER_TICK 4096 /* leases and event rows one tick deletes, each */
 #define SQLITE_EVENT_ITEMS 1024         /* audit events per event_log row; event id = row id * this + index */
 
 #endif

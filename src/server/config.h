@@ -33,6 +33,7 @@ struct server_config {
     enum log_format log_format;
     enum log_level log_level;
     bool sqlite_synchronous_normal;
+    uint32_t sqlite_retention_days; /* 0: keep everything */
     const char *tb_cluster;
     const char *tb_addresses;
     uint32_t tb_sessions;

@@ -63,6 +63,7 @@ static int open_backend(struct server *s)
     bc.concurrency_poll_ms = s->config.concurrency_poll_ms;
     bc.decrease_retry_ms = s->config.decrease_retry_ms;
     bc.sqlite_synchronous_normal = s->config.sqlite_synchronous_normal;
+    bc.sqlite_retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;
     bc.tb_cluster = s->config.tb_cluster;
     bc.tb_addresses = s->config.tb_addresses;
     bc.tb_sessions = s->config.tb_sessions;

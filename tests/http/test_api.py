@@ -720,7 +720,8 @@ class Lifecycle(unittest.TestCase):
                 ("--lease-cache-max", "1000000"), ("--lease-retention-seconds", "3600"),
                 ("--concurrency-poll-ms", "250"), ("--decrease-retry-ms", "10000"),
                 ("--log-format", "text"), ("--log-level", "info"),
-                ("--sqlite-synchronous", "full"), ("--tb-cluster", "0"),
+                ("--sqlite-synchronous", "full"), ("--sqlite-retention-days", "0"),
+                ("--tb-cluster", "0"),
                 ("--tb-addresses", "127.0.0.1:3000"), ("--tb-sessions", "4"), ("--version", "")]:
             line = [l for l in process.stdout.splitlines() if l.strip().startswith(flag + " ")]
             self.assertEqual(len(line), 1, flag)
@@ -731,6 +732,7 @@ class Lifecycle(unittest.TestCase):
         self.assertTrue(process.stdout.startswith("llmlimitd "))
         for args in (["--no-such-flag"], ["--threads", "0"], ["--max-body-bytes", "x"],
                      ["--log-format", "xml"], ["--backend", "nope"], ["--listen", "nohost"],
+                     ["--sqlite-retention-days", "36601"], ["--sqlite-retention-days", "-1"],
                      ["--listen", "example.com:80"]):
             process = subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(process.returncode, 2, args)

@@ -28,6 +28,7 @@ bool db_reopen(struct db *db)
     backend_config_defaults(&config);
     config.clock = &db->clock.clock;
     config.data_dir = db->data_dir;
+    config.sqlite_retention_ms = db->retention_ms;
     db->error[0] = '\0';
     if (db->ops->open(&config, &db->backend, db->error, sizeof db->error) != 0) {
         db->backend = NULL;

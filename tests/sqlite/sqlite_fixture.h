@@ -19,6 +19,7 @@ struct db {
     struct clock_manual clock;
     char data_dir[256];
     char error[512];
+    int64_t retention_ms; /* sqlite_retention_ms of the next (re)open */
 };
 
 /* A fresh data directory and an open backend. false on failure (error set). */

@@ -395,6 +395,56 @@ static void events_page_by_key_and_lease_across_shared_rows(void)
     db_destroy(&db);
 }
 
+/* sqlite_retention_ms: finished leases and audit rows older than the
+ * retention go at the next tick; a lease that still holds capacity, recent
+ * rows and every counter stay, and a pruned lease's id is free again. */
+static void retention_prunes_old_leases_and_events(void)
+{
+    struct db db;
+    OPEN(&db);
+    db_close(&db);
+    db.retention_ms = 86400000; /* a day */
+    REQUIRE(db_reopen(&db));
+    REQUIRE(put_budget(&db, "usd", 1000000));
+    REQUIRE(put_concurrency(&db, "slots", 10, 3 * 86400)); /* its hold outlives the retention */
+    CHECK(reserve_one(&db, "old-done", "usd", 10, "alice").allowed);
+    CHECK(complete_one(&db, "old-done", "usd", 7).reconciled);
+    CHECK(reserve_one(&db, "old-held", "slots", 1, NULL).allowed);
+    clock_manual_advance(&db.clock, 2 * 86400000);
+    CHECK(reserve_one(&db, "new", "usd", 5, "bob").allowed);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases"), 3);
+    tick_once(&db);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases WHERE lease_id='old-done'"), 0);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases WHERE lease_id='old-held'"), 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases WHERE lease_id='new'"), 1);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM event_log"), 1);
+    size_t count = 0;
+    struct backend_event *e = events_of(&db, NULL, NULL, 0, 10, &count);
+    REQUIRE(e != NULL && count == 1);
+    CHECK_STR(e[0].lease_id, "new");
+    free(e);
+    e = events_of(&db, "usd", NULL, 0, 10, &count);
+    CHECK_EQ_U64(count, 1);
+    free(e);
+    e = events_of(&db, "slots", NULL, 0, 10, &count);
+    CHECK_EQ_U64(count, 0);
+    free(e);
+    /* The counters never depended on the rows. */
+    CHECK_EQ_U64(usage_of(&db, "usd").used, 7);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 5);
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    /* The pruned id names a new lease; the held one still answers as before. */
+    struct reserve_result again = reserve_one(&db, "old-done", "usd", 10, NULL);
+    CHECK(again.allowed);
+    CHECK_EQ_I64(again.reserved_at_unix_ms, START_MS + 2 * 86400000);
+    CHECK_EQ_I64(reserve_one(&db, "old-held", "slots", 1, NULL).reserved_at_unix_ms, START_MS);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
+    CHECK_EQ_U64(usage_of(&db, "usd").reserved, 15);
+    db_destroy(&db);
+}
+
 static void usage_by_caller_says_who_spent_the_budget(void)
 {
     struct db db;
@@ -627,6 +677,9 @@ int main(void)
     RUN(events_page_by_key_and_lease_across_shared_rows,
         "leases of several keys in one transaction: each filter returns exactly its events, "
         "page by page");
+    RUN(retention_prunes_old_leases_and_events,
+        "retention deletes old finished leases and audit rows a tick at a time, keeps what "
+        "holds capacity and every counter");
     RUN(usage_by_caller_says_who_spent_the_budget,
         "per-caller spend of a budget period and per-caller holds of a window");
     RUN(restore_reconciles_with_the_registry,
