@@ -105,22 +105,32 @@ static char *put_text(char *at, const char *s, size_t length)
 
 #define PUT_LITERAL(at, s) put_text((at), (s), sizeof(s) - 1)
 
-/* A JSON string: keys are printable ASCII; only " and \ need escaping. */
+/* A JSON string: " and \ escaped, control characters as \u00XX (a caller
+ * may hold any), other bytes (UTF-8 included) as they are. */
 static char *put_string(char *at, const char *s)
 {
+    static const char hex[] = "0123456789abcdef";
     *at++ = '"';
     for (; *s != '\0'; s++) {
-        if (*s == '"' || *s == '\\')
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20) {
+            at = PUT_LITERAL(at, "\\u00");
+            *at++ = hex[c >> 4];
+            *at++ = hex[c & 15];
+            continue;
+        }
+        if (c == '"' || c == '\\')
             *at++ = '\\';
-        *at++ = *s;
+        *at++ = (char)c;
     }
     *at++ = '"';
     return at;
 }
 
-/* Room for one array element: numbers, punctuation and an escaped key. */
-#define JSON_ELEMENT_BYTES (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + CALLER_LENGTH_MAX + \
-                                           LEASE_ID_LENGTH_MAX + 128))
+/* Room for one array element: numbers, punctuation and escaped strings
+ * (a control character of a caller takes 6 bytes). */
+#define JSON_ELEMENT_BYTES (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + \
+                            6 * CALLER_LENGTH_MAX)
 
 static bool items_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
 {

@@ -445,6 +445,43 @@ static void retention_prunes_old_leases_and_events(void)
     db_destroy(&db);
 }
 
+/* Keys may hold " and \, callers anything: the packed JSON escapes them,
+ * survives a restart, and the views and the API give them back whole. */
+static void keys_and_callers_with_quotes_and_controls_round_trip(void)
+{
+    static const char key[] = "q\"k\\x";
+    static const char caller[] = "ann\nO'Hara \"x\"\t\\";
+    struct db db;
+    OPEN(&db);
+    REQUIRE(put_budget(&db, key, 1000));
+    CHECK(reserve_one(&db, "l1", key, 10, caller).allowed);
+    CHECK(reserve_one(&db, "l2", key, 5, caller).allowed);
+    CHECK(complete_one(&db, "l1", key, 8).reconciled);
+    clock_manual_advance(&db.clock, 61000);
+    tick_once(&db); /* l2 expires: its event names the caller in the shared row */
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    CHECK_EQ_U64(usage_of(&db, key).used, 8);
+    CHECK_EQ_U64(usage_of(&db, key).reserved, 0);
+    size_t count = 0;
+    struct backend_event *e = events_of(&db, key, NULL, 0, 10, &count);
+    REQUIRE(e != NULL && count == 5); /* limit_changed, reserved x2, committed, expired */
+    for (size_t i = 1; i < count; i++) {
+        CHECK_STR(e[i].key, key);
+        CHECK_STR(e[i].caller, caller);
+    }
+    CHECK_STR(e[4].type, "expired");
+    CHECK_STR(e[4].lease_id, "l2");
+    free(e);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM events WHERE key = 'q\"k\\x' AND "
+                                   "caller = 'ann' || char(10) || 'O''Hara \"x\"' || char(9) "
+                                   "|| '\\'"),
+                 4);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations WHERE key = 'q\"k\\x'"),
+                 2);
+    db_destroy(&db);
+}
+
 static void usage_by_caller_says_who_spent_the_budget(void)
 {
     struct db db;
@@ -680,6 +717,9 @@ int main(void)
     RUN(retention_prunes_old_leases_and_events,
         "retention deletes old finished leases and audit rows a tick at a time, keeps what "
         "holds capacity and every counter");
+    RUN(keys_and_callers_with_quotes_and_controls_round_trip,
+        "keys with quotes and backslashes and callers with control characters survive the "
+        "packed rows, a restart, the views and the API");
     RUN(usage_by_caller_says_who_spent_the_budget,
         "per-caller spend of a budget period and per-caller holds of a window");
     RUN(restore_reconciles_with_the_registry,
