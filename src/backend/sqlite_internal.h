@@ -374,6 +374,17 @@ struct backend {
     uint32_t sync_head;
     uint32_t sync_count;
     struct item *sync_batch; /* syncer thread only */
+    /* The answerer: resumes the callers of synced batches, so that the
+     * syncer can start the next fsync at once. */
+    pthread_mutex_t answer_mutex;
+    pthread_cond_t answer_cond;
+    struct item *answer_queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
+    uint32_t answer_head;
+    uint32_t answer_count;
+    struct item *answer_batch; /* answerer thread only */
+    bool answer_stopping;
+    pthread_t answerer;
+    bool answerer_started;
     bool sync_stopping;
     pthread_t syncer;
     bool syncer_started;
