@@ -531,10 +531,10 @@ static const char callers_budget_sql[] =
 static const char callers_window_sql[] =
     "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END),"
     " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt) FROM ("
-    "  SELECT l.caller AS caller, json_extract(j.value,'$[3]') AS state,"
-    "   json_extract(j.value,'$[5]') AS held, json_extract(j.value,'$[6]') AS debt"
+    "  SELECT l.caller AS caller, json_extract(j.value,'$[2]') AS state,"
+    "   json_extract(j.value,'$[4]') AS held, json_extract(j.value,'$[5]') AS debt"
     "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
-    "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[7]') = 1"
+    "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[6]') = 1"
     "   AND NOT EXISTS (SELECT 1 FROM expirations x WHERE x.row_id = l.seq * "
     STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key))"
     " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
@@ -618,13 +618,42 @@ static const char events_expired_sql[] =
     "SELECT DISTINCT event_id FROM expirations WHERE row_id BETWEEN ?1 AND ?2"
     " AND event_id IS NOT NULL ORDER BY event_id";
 
+#define EVENT_KEYS_CACHED 16
+
 struct events_read {
     sqlite3 *db;
     const struct event_query *query;
     struct backend_event *out;
     size_t count;
     sqlite3_stmt *rows;
+    sqlite3_stmt *key_of; /* a limit's key by id */
+    /* The keys of the last limits seen (events store the limit's id). */
+    int64_t cached_ids[EVENT_KEYS_CACHED];
+    char cached_keys[EVENT_KEYS_CACHED][LIMIT_KEY_LENGTH_MAX + 1];
+    uint32_t cached;
+    uint32_t next_slot;
 };
+
+/* The key of a limit (every incarnation keeps its row), "" if unknown. */
+static const char *event_key(struct events_read *r, int64_t limit_id)
+{
+    for (uint32_t i = 0; i < r->cached; i++) {
+        if (r->cached_ids[i] == limit_id)
+            return r->cached_keys[i];
+    }
+    uint32_t slot = r->next_slot;
+    r->next_slot = (r->next_slot + 1) % EVENT_KEYS_CACHED;
+    if (r->cached < EVENT_KEYS_CACHED)
+        r->cached++;
+    r->cached_ids[slot] = limit_id;
+    r->cached_keys[slot][0] = '\0';
+    sqlite3_reset(r->key_of);
+    sqlite3_bind_int64(r->key_of, 1, limit_id);
+    if (sqlite3_step(r->key_of) == SQLITE_ROW)
+        text_copy(r->key_of, 0, r->cached_keys[slot], sizeof r->cached_keys[slot]);
+    sqlite3_reset(r->key_of);
+    return r->cached_keys[slot];
+}
 
 /* Appends the row's events after after_id (of the key and lease, if asked). */
 static int events_expand(struct events_read *r)
@@ -643,8 +672,11 @@ static int events_expand(struct events_read *r)
         const char *lease_id = item.has_lease      ? item.lease_id
                                : row_lease != NULL ? (const char *)row_lease
                                                    : "";
-        if (id <= query->after_id || (query->key != NULL && strcmp(item.key, query->key) != 0) ||
+        if (id <= query->after_id ||
             (query->lease_id != NULL && strcmp(lease_id, query->lease_id) != 0))
+            continue;
+        const char *key = event_key(r, item.limit_id);
+        if (query->key != NULL && strcmp(key, query->key) != 0)
             continue;
         if (r->count == query->limit)
             return 0;
@@ -654,7 +686,7 @@ static int events_expand(struct events_read *r)
         e->at_unix_ms = item.at_ms;
         snprintf(e->type, sizeof e->type, "%s", item.type);
         snprintf(e->lease_id, sizeof e->lease_id, "%s", lease_id);
-        snprintf(e->key, sizeof e->key, "%s", item.key);
+        snprintf(e->key, sizeof e->key, "%s", key);
         if (item.has_lease)
             snprintf(e->caller, sizeof e->caller, "%s", item.caller);
         else
@@ -780,12 +812,17 @@ static int events_query(sqlite3 *db, const struct event_query *query, struct bac
                         size_t *count)
 {
     struct events_read r = {.db = db, .query = query, .out = out};
-    if (sqlite3_prepare_v2(db, events_rows_sql, -1, &r.rows, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, events_rows_sql, -1, &r.rows, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT key FROM limits WHERE id = ?", -1, &r.key_of, NULL) !=
+            SQLITE_OK) {
+        sqlite3_finalize(r.rows);
         return -2;
+    }
     int rc = query->lease_id != NULL ? events_by_lease(&r)
              : query->key != NULL    ? events_by_key(&r)
                                      : events_from_rows(&r, 0, INT64_MAX);
     sqlite3_finalize(r.rows);
+    sqlite3_finalize(r.key_of);
     *count = r.count;
     return rc;
 }

@@ -483,8 +483,7 @@ struct event_item_text {
     char caller[CALLER_LENGTH_MAX + 1];
     int64_t at_ms;
     char type[32];
-    int64_t limit_id;
-    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    int64_t limit_id; /* the key is the limit's (limits.key) */
     uint64_t amount;
     uint64_t actual;
     char detail[128];

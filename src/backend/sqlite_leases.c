@@ -132,7 +132,7 @@ static char *put_string(char *at, const char *s)
 #define JSON_ELEMENT_BYTES (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + \
                             6 * CALLER_LENGTH_MAX)
 
-static bool items_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
+static bool items_json(const struct lease_rec *rec, struct text *t)
 {
     t->length = 0;
     if (!text_room(t, (size_t)(rec->item_count + 1) * JSON_ELEMENT_BYTES))
@@ -145,8 +145,6 @@ static bool items_json(struct backend *backend, const struct lease_rec *rec, str
             *at++ = ',';
         *at++ = '[';
         at = put_i64(at, item->limit_id);
-        *at++ = ',';
-        at = put_string(at, limit_key_of(backend, item->limit_id));
         *at++ = ',';
         at = put_i64(at, (int64_t)item->amount);
         *at++ = ',';
@@ -172,7 +170,7 @@ static bool items_json(struct backend *backend, const struct lease_rec *rec, str
     return true;
 }
 
-static bool events_json(struct backend *backend, const struct lease_rec *rec, struct text *t)
+static bool events_json(const struct lease_rec *rec, struct text *t)
 {
     t->length = 0;
     if (!text_room(t, (size_t)(rec->event_count + 1) * JSON_ELEMENT_BYTES))
@@ -189,8 +187,6 @@ static bool events_json(struct backend *backend, const struct lease_rec *rec, st
         at = put_string(at, e->type);
         *at++ = ',';
         at = put_i64(at, e->limit_id);
-        *at++ = ',';
-        at = put_string(at, limit_key_of(backend, e->limit_id));
         *at++ = ',';
         at = put_i64(at, (int64_t)e->amount);
         *at++ = ',';
@@ -331,7 +327,7 @@ static int item_parse(struct scan *s, struct lease_item *item)
     int64_t live, actual, committed_at;
     bool actual_null, committed_null;
     if (!expect(s, '[') || !scan_i64(s, &item->limit_id, NULL) || !expect(s, ',') ||
-        !scan_string(s, text, sizeof text) || !expect(s, ',') || !scan_u64(s, &item->amount) ||
+        !scan_u64(s, &item->amount) ||
         !expect(s, ',') || !scan_string(s, text, sizeof text) ||
         item_state_parse(text, strlen(text), &item->state) != 0 || !expect(s, ',') ||
         !scan_i64(s, &actual, &actual_null) || !expect(s, ',') || !scan_u64(s, &item->held) ||
@@ -393,7 +389,6 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
     if (!expect(&s, '[') || !scan_i64(&s, &out->at_ms, NULL) || !expect(&s, ',') ||
         !scan_string(&s, out->type, sizeof out->type) || !expect(&s, ',') ||
         !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') ||
-        !scan_string(&s, out->key, sizeof out->key) || !expect(&s, ',') ||
         !scan_u64(&s, &out->amount) || !expect(&s, ',') || !scan_u64(&s, &out->actual) ||
         !expect(&s, ',') || !scan_string(&s, out->detail, sizeof out->detail)) {
         reader->at = NULL;
@@ -770,7 +765,7 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
 {
     if (rec->event_count == 0)
         return SQLITE_DONE;
-    if (!events_json(backend, rec, &backend->json))
+    if (!events_json(rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
     sqlite3_bind_int64(stmt, 1, rec->seq);
@@ -828,8 +823,6 @@ static int expiries_write(struct backend *backend)
         at = put_i64(at, e->at_ms);
         at = PUT_LITERAL(at, ",\"expired\",");
         at = put_i64(at, e->limit_id);
-        *at++ = ',';
-        at = put_string(at, limit_key_of(backend, e->limit_id));
         *at++ = ',';
         at = put_i64(at, (int64_t)e->amount);
         at = PUT_LITERAL(at, ",0,\"\",");
@@ -1000,7 +993,7 @@ int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limi
                             .amount = amount,
                             .detail = detail};
     struct lease_rec rec = {.event_count = 1, .events = &e};
-    if (!events_json(backend, &rec, &backend->json))
+    if (!events_json(&rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
     sqlite3_bind_null(stmt, 1);
@@ -1021,7 +1014,7 @@ static int write_rec(struct backend *backend, struct lease_rec *rec)
     int rc = write_events(backend, rec); /* first: the lease row lists its id */
     if (rc != SQLITE_DONE)
         return rc;
-    if (!items_json(backend, rec, &backend->json))
+    if (!items_json(rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt =
         statement(backend, rec->is_new ? STMT_LEASE_INSERT : STMT_LEASE_UPDATE);

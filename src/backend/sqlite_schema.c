@@ -117,11 +117,11 @@ static const char schema_v1[] =
  * reservation id and the event_log row of its `expired` event), and the
  * expiries of one transaction share one event_log row.
  *
- * items of a lease: [[limit_id, key, amount, state, actual|null, held, debt,
- *   live, period_start, expires_at, committed_at|null], ...] (state, held,
- *   debt and live as of the last complete or release: an expirations row
- *   overrides them)
- * items of an event row: [[at, type, limit_id, key, amount, actual, detail
+ * items of a lease: [[limit_id, amount, state, actual|null, held, debt, live,
+ *   period_start, expires_at, committed_at|null], ...] (state, held, debt and
+ *   live as of the last complete or release: an expirations row overrides
+ *   them). The key is the limit's: limits.key (the views join it).
+ * items of an event row: [[at, type, limit_id, amount, actual, detail
  *   (, lease_id, caller in rows of several leases)], ...] */
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -149,7 +149,7 @@ static const char schema_v2[] =
     "  finished_at,"
     "  EXISTS (SELECT 1 FROM reservations r WHERE r.id BETWEEN l.first_row AND"
     "   l.first_row + l.row_count - 1 AND r.live = 1),"
-    "  (SELECT json_group_array(json_array(r.limit_id, r.key, r.amount, r.state,"
+    "  (SELECT json_group_array(json_array(r.limit_id, r.amount, r.state,"
     "    r.actual_amount, r.held, r.debt, r.live, r.period_start, r.expires_at,"
     "    r.committed_at)) FROM (SELECT * FROM reservations r WHERE r.id BETWEEN l.first_row"
     "    AND l.first_row + l.row_count - 1 ORDER BY r.id) r),"
@@ -165,7 +165,7 @@ static const char schema_v2[] =
     " items TEXT NOT NULL);"
     "INSERT INTO event_log(id,at,lease_seq,lease_id,caller,items)"
     " SELECT e.id, e.at, (SELECT seq FROM leases2 WHERE leases2.lease_id = e.lease_id), e.lease_id,"
-    "  e.caller, json_array(json_array(e.at, e.type, e.limit_id, e.key, e.amount,"
+    "  e.caller, json_array(json_array(e.at, e.type, e.limit_id, e.amount,"
     "  e.actual_amount, e.detail)) FROM events e;"
     "CREATE TABLE event_keys ("
     " key TEXT NOT NULL,"
@@ -184,27 +184,29 @@ static const char schema_v2[] =
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE VIEW reservations AS SELECT"
     " l.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key AS id, l.lease_id AS lease_id,"
-    " json_extract(j.value,'$[0]') AS limit_id, json_extract(j.value,'$[1]') AS key,"
-    " l.caller AS caller, json_extract(j.value,'$[2]') AS amount,"
-    " json_extract(j.value,'$[4]') AS actual_amount,"
-    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[5]') ELSE 0 END AS held,"
-    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[6]') ELSE 0 END AS debt,"
-    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[7]') ELSE 0 END AS live,"
-    " CASE WHEN x.row_id IS NOT NULL AND json_extract(j.value,'$[3]') = 'reserved'"
-    "  THEN 'expired' ELSE json_extract(j.value,'$[3]') END AS state,"
-    " json_extract(j.value,'$[8]') AS period_start,"
-    " l.reserved_at AS reserved_at, json_extract(j.value,'$[9]') AS expires_at,"
-    " json_extract(j.value,'$[10]') AS committed_at"
+    " json_extract(j.value,'$[0]') AS limit_id,"
+    " (SELECT key FROM limits WHERE id = json_extract(j.value,'$[0]')) AS key,"
+    " l.caller AS caller, json_extract(j.value,'$[1]') AS amount,"
+    " json_extract(j.value,'$[3]') AS actual_amount,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[4]') ELSE 0 END AS held,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[5]') ELSE 0 END AS debt,"
+    " CASE WHEN x.row_id IS NULL THEN json_extract(j.value,'$[6]') ELSE 0 END AS live,"
+    " CASE WHEN x.row_id IS NOT NULL AND json_extract(j.value,'$[2]') = 'reserved'"
+    "  THEN 'expired' ELSE json_extract(j.value,'$[2]') END AS state,"
+    " json_extract(j.value,'$[7]') AS period_start,"
+    " l.reserved_at AS reserved_at, json_extract(j.value,'$[8]') AS expires_at,"
+    " json_extract(j.value,'$[9]') AS committed_at"
     " FROM leases l, json_each(l.items) j LEFT JOIN expirations x"
     "  ON x.row_id = l.seq * " STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key;"
     "CREATE VIEW events AS SELECT"
     " e.id * " STR(SQLITE_EVENT_ITEMS) " + j.key AS id, json_extract(j.value,'$[0]') AS at,"
     " json_extract(j.value,'$[1]') AS type,"
-    " COALESCE(json_extract(j.value,'$[7]'), e.lease_id) AS lease_id,"
-    " json_extract(j.value,'$[2]') AS limit_id, json_extract(j.value,'$[3]') AS key,"
-    " COALESCE(json_extract(j.value,'$[8]'), e.caller) AS caller,"
-    " json_extract(j.value,'$[4]') AS amount,"
-    " json_extract(j.value,'$[5]') AS actual_amount, json_extract(j.value,'$[6]') AS detail"
+    " COALESCE(json_extract(j.value,'$[6]'), e.lease_id) AS lease_id,"
+    " json_extract(j.value,'$[2]') AS limit_id,"
+    " (SELECT key FROM limits WHERE id = json_extract(j.value,'$[2]')) AS key,"
+    " COALESCE(json_extract(j.value,'$[7]'), e.caller) AS caller,"
+    " json_extract(j.value,'$[3]') AS amount,"
+    " json_extract(j.value,'$[4]') AS actual_amount, json_extract(j.value,'$[5]') AS detail"
     " FROM event_log e, json_each(e.items) j;";
 
 /* migrations[i] takes the schema from version i to i + 1. */
