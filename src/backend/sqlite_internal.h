@@ -158,6 +158,14 @@ enum statement {
  * writer loads it once per transaction, changes it in memory and writes it
  * (and one event_log row with its new audit events) when the transaction
  * ends, so a reserve costs one row and a complete one update. */
+/* A ring of SQLITE_QUEUE_ITEMS_MAX calls handed from one thread to the next
+ * (sqlite_sync.c), under its owner's mutex. */
+struct item_ring {
+    struct item *items;
+    uint32_t head;
+    uint32_t count;
+};
+
 /* A request left out of a redone transaction. */
 struct skip {
     uint32_t item;
@@ -370,17 +378,13 @@ struct backend {
     pthread_mutex_t sync_mutex;
     pthread_cond_t sync_cond;
     pthread_cond_t sync_space_cond;
-    struct item *sync_queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
-    uint32_t sync_head;
-    uint32_t sync_count;
+    struct item_ring sync_ring;
     struct item *sync_batch; /* syncer thread only */
     /* The answerer: resumes the callers of synced batches, so that the
      * syncer can start the next fsync at once. */
     pthread_mutex_t answer_mutex;
     pthread_cond_t answer_cond;
-    struct item *answer_queue; /* ring of SQLITE_QUEUE_ITEMS_MAX */
-    uint32_t answer_head;
-    uint32_t answer_count;
+    struct item_ring answer_ring;
     struct item *answer_batch; /* answerer thread only */
     bool answer_stopping;
     pthread_t answerer;

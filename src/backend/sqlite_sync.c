@@ -21,18 +21,37 @@ static sqlite3_file *wal_file_of(struct backend *backend)
     return file;
 }
 
+/* Appends calls to a ring whose mutex the caller holds, waiting on `space`
+ * while it is full. */
+static void ring_put(struct item_ring *ring, pthread_mutex_t *mutex, pthread_cond_t *space,
+                     const struct item *items, uint32_t count)
+{
+    for (uint32_t k = 0; k < count; k++) {
+        while (ring->count == SQLITE_QUEUE_ITEMS_MAX)
+            pthread_cond_wait(space, mutex);
+        ring->items[(ring->head + ring->count) % SQLITE_QUEUE_ITEMS_MAX] = items[k];
+        ring->count++;
+    }
+}
+
+/* Takes up to `most` calls off a ring whose mutex the caller holds. */
+static uint32_t ring_take(struct item_ring *ring, struct item *out, uint32_t most)
+{
+    uint32_t count = 0;
+    while (ring->count > 0 && count < most) {
+        out[count++] = ring->items[ring->head];
+        ring->head = (ring->head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        ring->count--;
+    }
+    return count;
+}
+
 void syncer_hand(struct backend *backend, struct item *items, uint32_t count)
 {
     if (backend->wal_file == NULL)
         backend->wal_file = wal_file_of(backend); /* written before it is read: the mutex */
     pthread_mutex_lock(&backend->sync_mutex);
-    for (uint32_t k = 0; k < count; k++) {
-        while (backend->sync_count == SQLITE_QUEUE_ITEMS_MAX)
-            pthread_cond_wait(&backend->sync_space_cond, &backend->sync_mutex);
-        uint32_t tail = (backend->sync_head + backend->sync_count) % SQLITE_QUEUE_ITEMS_MAX;
-        backend->sync_queue[tail] = items[k];
-        backend->sync_count++;
-    }
+    ring_put(&backend->sync_ring, &backend->sync_mutex, &backend->sync_space_cond, items, count);
     backend->sync_wal_file = backend->wal_file;
     pthread_cond_signal(&backend->sync_cond);
     pthread_mutex_unlock(&backend->sync_mutex);
@@ -42,13 +61,8 @@ void syncer_hand(struct backend *backend, struct item *items, uint32_t count)
  * transaction, the cost a design without group commit pays). */
 static uint32_t sync_take(struct backend *backend, struct item *out, sqlite3_file **wal_file)
 {
-    uint32_t count = 0;
     uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQLITE_QUEUE_ITEMS_MAX;
-    while (backend->sync_count > 0 && count < most) {
-        out[count++] = backend->sync_queue[backend->sync_head];
-        backend->sync_head = (backend->sync_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
-        backend->sync_count--;
-    }
+    uint32_t count = ring_take(&backend->sync_ring, out, most);
     *wal_file = backend->sync_wal_file;
     pthread_cond_broadcast(&backend->sync_space_cond);
     return count;
@@ -71,13 +85,7 @@ static void sync_failed(struct backend *backend, int rc)
 static void answer_hand(struct backend *backend, struct item *items, uint32_t count)
 {
     pthread_mutex_lock(&backend->answer_mutex);
-    for (uint32_t k = 0; k < count; k++) {
-        while (backend->answer_count == SQLITE_QUEUE_ITEMS_MAX)
-            pthread_cond_wait(&backend->answer_cond, &backend->answer_mutex);
-        uint32_t tail = (backend->answer_head + backend->answer_count) % SQLITE_QUEUE_ITEMS_MAX;
-        backend->answer_queue[tail] = items[k];
-        backend->answer_count++;
-    }
+    ring_put(&backend->answer_ring, &backend->answer_mutex, &backend->answer_cond, items, count);
     pthread_cond_broadcast(&backend->answer_cond);
     pthread_mutex_unlock(&backend->answer_mutex);
 }
@@ -88,16 +96,11 @@ static void *answerer_main(void *arg)
     struct item *items = backend->answer_batch;
     pthread_mutex_lock(&backend->answer_mutex);
     for (;;) {
-        while (backend->answer_count == 0 && !backend->answer_stopping)
+        while (backend->answer_ring.count == 0 && !backend->answer_stopping)
             pthread_cond_wait(&backend->answer_cond, &backend->answer_mutex);
-        if (backend->answer_count == 0)
+        if (backend->answer_ring.count == 0)
             break; /* stopping and drained */
-        uint32_t count = 0;
-        while (backend->answer_count > 0) {
-            items[count++] = backend->answer_queue[backend->answer_head];
-            backend->answer_head = (backend->answer_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
-            backend->answer_count--;
-        }
+        uint32_t count = ring_take(&backend->answer_ring, items, SQLITE_QUEUE_ITEMS_MAX);
         pthread_cond_broadcast(&backend->answer_cond);
         pthread_mutex_unlock(&backend->answer_mutex);
         for (uint32_t k = 0; k < count; k++)
@@ -114,9 +117,9 @@ static void *syncer_main(void *arg)
     struct item *items = backend->sync_batch;
     pthread_mutex_lock(&backend->sync_mutex);
     for (;;) {
-        while (backend->sync_count == 0 && !backend->sync_stopping)
+        while (backend->sync_ring.count == 0 && !backend->sync_stopping)
             pthread_cond_wait(&backend->sync_cond, &backend->sync_mutex);
-        if (backend->sync_count == 0)
+        if (backend->sync_ring.count == 0)
             break; /* stopping and drained */
         sqlite3_file *wal_file = NULL;
         uint32_t count = sync_take(backend, items, &wal_file);
@@ -140,12 +143,12 @@ static void *syncer_main(void *arg)
 
 int syncer_start(struct backend *backend)
 {
-    backend->sync_queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_queue);
+    backend->sync_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
     backend->sync_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
-    backend->answer_queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_queue);
+    backend->answer_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);
     backend->answer_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_batch);
-    if (backend->sync_queue == NULL || backend->sync_batch == NULL ||
-        backend->answer_queue == NULL || backend->answer_batch == NULL)
+    if (backend->sync_ring.items == NULL || backend->sync_batch == NULL ||
+        backend->answer_ring.items == NULL || backend->answer_batch == NULL)
         return -1;
     pthread_mutex_init(&backend->answer_mutex, NULL);
     pthread_cond_init(&backend->answer_cond, NULL);
@@ -178,12 +181,12 @@ void syncer_stop(struct backend *backend)
         pthread_mutex_destroy(&backend->answer_mutex);
         pthread_cond_destroy(&backend->answer_cond);
     }
-    free(backend->answer_queue);
+    free(backend->answer_ring.items);
     free(backend->answer_batch);
-    backend->answer_queue = NULL;
+    backend->answer_ring.items = NULL;
     backend->answer_batch = NULL;
-    free(backend->sync_queue);
+    free(backend->sync_ring.items);
     free(backend->sync_batch);
-    backend->sync_queue = NULL;
+    backend->sync_ring.items = NULL;
     backend->sync_batch = NULL;
 }
