@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "core/bounds.h"
-#include "log.h"
+#include "util/log.h"
 
 #define LISTEN_DEFAULT "127.0.0.1:8470"
 #define DATA_DIR_DEFAULT "./data"

@@ -8,9 +8,9 @@
 
 #include <stddef.h>
 
-#include "arena.h"
+#include "util/arena.h"
 #include "backend/backend.h"
-#include "jdoc.h"
+#include "util/jdoc.h"
 
 #define DECODE_ERROR_SIZE 512
 

@@ -5,7 +5,7 @@
 #define LLMLIMIT_SERVER_ENCODE_H
 
 #include "backend/backend.h"
-#include "buffer.h"
+#include "util/buffer.h"
 
 /* 200, 400, 409 or 503 for a backend result status. */
 unsigned encode_http_status(enum result_status status);

@@ -10,7 +10,7 @@
 
 #include "decode.h"
 #include "encode.h"
-#include "log.h"
+#include "util/log.h"
 
 /* Latest instant a query may name: 9999-12-31T23:59:59.999Z. */
 #define UNIX_MS_MAX INT64_C(253402300799999)

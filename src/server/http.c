@@ -17,7 +17,7 @@
 
 #include "decode.h"
 #include "encode.h"
-#include "log.h"
+#include "util/log.h"
 
 static const exchange_fn handlers[ROUTE_COUNT] = {
     [ROUTE_RESERVE] = handle_reserve,

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "buffer.h"
+#include "util/buffer.h"
 #include "routes.h"
 
 struct metrics;

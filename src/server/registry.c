@@ -15,11 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buffer.h"
+#include "util/buffer.h"
 #include "decode.h"
 #include "encode.h"
-#include "jdoc.h"
-#include "log.h"
+#include "util/jdoc.h"
+#include "util/log.h"
 
 struct registry {
     const struct backend_ops *ops;

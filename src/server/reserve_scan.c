@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/bounds.h"
-#include "jdoc.h"
+#include "util/jdoc.h"
 
 /* The smallest encodings, which bound how many items a body of a given
  * length can hold: {"key":"k","amount":1} and

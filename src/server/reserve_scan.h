@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "util/arena.h"
 #include "backend/backend.h"
 
 /* {"lease_id":...,"requirements":[...],"caller":...} in text[0..length).

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "util/log.h"
 
 static int startup_failed(const char *what, const char *reason)
 {

@@ -9,13 +9,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "util/arena.h"
 #include "auth.h"
 #include "backend/backend.h"
-#include "buffer.h"
+#include "util/buffer.h"
 #include "config.h"
 #include "core/clock.h"
-#include "jdoc.h"
+#include "util/jdoc.h"
 #include "metrics.h"
 #include "registry.h"
 #include "routes.h"

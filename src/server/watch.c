@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 
 #include "core/clock.h"
-#include "log.h"
+#include "util/log.h"
 
 void watch_list_init(struct watch_list *list, int64_t timeout_ms)
 {

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/arena.h"
-#include "server/jdoc.h"
+#include "util/arena.h"
+#include "util/jdoc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/arena.h"
-#include "server/buffer.h"
+#include "util/arena.h"
+#include "util/buffer.h"
 #include "server/decode.h"
 #include "server/encode.h"
 

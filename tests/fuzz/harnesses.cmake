@@ -17,13 +17,13 @@ file(GLOB LLMLIMIT_FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src
 file(GLOB LLMLIMIT_FUZZ_MEMORY_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/backend/memory*.c)
 set(LLMLIMIT_FUZZ_SERVER_SOURCES
-    ${PROJECT_SOURCE_DIR}/src/server/arena.c
-    ${PROJECT_SOURCE_DIR}/src/server/buffer.c
+    ${PROJECT_SOURCE_DIR}/src/util/arena.c
+    ${PROJECT_SOURCE_DIR}/src/util/buffer.c
     ${PROJECT_SOURCE_DIR}/src/server/decode.c
     ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
-    ${PROJECT_SOURCE_DIR}/src/server/jdoc.c
-    ${PROJECT_SOURCE_DIR}/src/server/log.c
+    ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
+    ${PROJECT_SOURCE_DIR}/src/util/log.c
     ${PROJECT_SOURCE_DIR}/src/server/registry.c
     ${PROJECT_SOURCE_DIR}/src/server/routes.c)
 

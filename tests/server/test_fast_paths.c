@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/arena.h"
-#include "server/buffer.h"
+#include "util/arena.h"
+#include "util/buffer.h"
 #include "server/decode.h"
 #include "server/encode.h"
-#include "server/jdoc.h"
+#include "util/jdoc.h"
 #include "server/reserve_scan.h"
 #include "test.h"
 

@@ -5,8 +5,8 @@
  * error, never rounded), duplicate object keys rejected. It replaced jansson
  * here because jansson spent about 25 ns per byte, more than half the CPU of
  * a batch reserve. */
-#ifndef LLMLIMIT_SERVER_JDOC_H
-#define LLMLIMIT_SERVER_JDOC_H
+#ifndef LLMLIMIT_UTIL_JDOC_H
+#define LLMLIMIT_UTIL_JDOC_H
 
 #include <stdbool.h>
 #include <stddef.h>

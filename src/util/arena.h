@@ -3,8 +3,8 @@
  * full; everything is dropped at once when the request ends. The parsed JSON
  * document and the arrays of a batch live here, so the data path makes no
  * small mallocs and frees. Not thread-safe: one request, one thread at a time. */
-#ifndef LLMLIMIT_SERVER_ARENA_H
-#define LLMLIMIT_SERVER_ARENA_H
+#ifndef LLMLIMIT_UTIL_ARENA_H
+#define LLMLIMIT_UTIL_ARENA_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * server needs (JSON strings and integers). Replies are written directly into
  * it; no JSON tree is built on the data path. It starts on caller storage
  * (usually the stack) and moves to the heap only when that is full. */
-#ifndef LLMLIMIT_SERVER_BUFFER_H
-#define LLMLIMIT_SERVER_BUFFER_H
+#ifndef LLMLIMIT_UTIL_BUFFER_H
+#define LLMLIMIT_UTIL_BUFFER_H
 
 #include <stdbool.h>
 #include <stddef.h>

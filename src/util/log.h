@@ -1,8 +1,8 @@
 /* Structured logs to stderr: one line per event, as text (key=value) or JSON,
  * filtered by level. Set up once at startup, then safe from any thread (each
  * line is written with a single write(2)). */
-#ifndef LLMLIMIT_SERVER_LOG_H
-#define LLMLIMIT_SERVER_LOG_H
+#ifndef LLMLIMIT_UTIL_LOG_H
+#define LLMLIMIT_UTIL_LOG_H
 
 #include <stdbool.h>
 
