@@ -87,7 +87,7 @@ static int put_limits(struct bench *b)
         char error[256];
         struct limit_state state;
         if (limit_definition_validate(&d[i], error, sizeof error) != 0 ||
-            b->ops->put_limit(b->backend, &d[i], &state, error, sizeof error) != 0) {
+            backend_put_limit(b->backend, &d[i], &state, error, sizeof error) != 0) {
             fprintf(stderr, "bench_backend: put %s: %s\n", d[i].key, error);
             return -1;
         }
@@ -164,12 +164,12 @@ static void *worker_main(void *argument)
     atomic_init(&w->waiter.state, WAITER_IDLE);
     for (uint64_t i = w->first; i < w->first + w->count; i++) {
         request.lease_id_length = completion.lease_id_length = lease_id(id, w->index, i);
-        w->b->ops->reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);
+        backend_reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);
         waiter_wait(&w->waiter);
         if (!result.allowed)
             w->denied++;
         if (w->b->complete) {
-            w->b->ops->complete(w->b->backend, &completion, &completed, 1, waiter_done, &w->waiter);
+            backend_complete(w->b->backend, &completion, &completed, 1, waiter_done, &w->waiter);
             waiter_wait(&w->waiter);
             free(completed.warnings);
         }
@@ -215,8 +215,8 @@ static int64_t run(struct bench *b, uint64_t first, uint64_t count, uint64_t *de
 static uint64_t live_holds(struct bench *b)
 {
     struct limit_usage rpm, usd;
-    if (b->ops->usage(b->backend, keys[0], START_MS, &rpm) != 0 ||
-        b->ops->usage(b->backend, keys[2], START_MS, &usd) != 0)
+    if (backend_usage(b->backend, keys[0], START_MS, &rpm) != 0 ||
+        backend_usage(b->backend, keys[2], START_MS, &usd) != 0)
         return 0;
     return 2 * (rpm.reserved + rpm.used) + usd.reserved / amounts[2];
 }
@@ -251,7 +251,7 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
     config.data_dir = b.data_dir;
     config.lease_cache_entries = o->lease_cache_entries;
     char error[256];
-    if (b.ops->open(&config, &b.backend, error, sizeof error) != 0) {
+    if (backend_open(b.ops, &config, NULL, &b.backend, error, sizeof error) != 0) {
         fprintf(stderr, "bench_backend: open %s: %s\n", o->backend, error);
         return -1;
     }
@@ -274,7 +274,7 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
                (double)elapsed_ns / (double)done, what, (double)cpu_used_ns / (double)done, what,
                done, (double)elapsed_ns / 1e9, live_holds(&b), denied);
     }
-    b.ops->close(b.backend);
+    backend_close(b.backend);
     nftw(b.data_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
 }

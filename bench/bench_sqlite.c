@@ -111,7 +111,7 @@ static void put_limits(struct backend *backend)
         char error[256];
         struct limit_state state;
         if (limit_definition_validate(&d[i], error, sizeof error) != 0 ||
-            ops->put_limit(backend, &d[i], &state, error, sizeof error) != 0) {
+            backend_put_limit(backend, &d[i], &state, error, sizeof error) != 0) {
             fprintf(stderr, "put_limit: %s\n", error);
             exit(1);
         }
@@ -151,8 +151,8 @@ static void prefill(struct backend *backend, uint64_t count)
             completes[i] = (struct complete_request){
                 .lease_id = ids[i], .lease_id_length = requests[i].lease_id_length};
         }
-        backend_reserve_wait(ops, backend, requests, results, n);
-        backend_complete_wait(ops, backend, completes, completed, n);
+        backend_reserve_wait(backend, requests, results, n);
+        backend_complete_wait(backend, completes, completed, n);
         for (uint32_t i = 0; i < n; i++)
             free(completed[i].warnings);
         done += n;
@@ -195,11 +195,11 @@ static void *worker_main(void *argument)
         next_lease_id(w, &request, requirements, lease_id, sizeof lease_id);
         struct reserve_result result;
         int64_t started = clock_monotonic_ns();
-        backend_reserve_wait(ops, w->backend, &request, &result, 1);
+        backend_reserve_wait(w->backend, &request, &result, 1);
         int64_t elapsed_us = (clock_monotonic_ns() - started) / 1000;
         if (w->sample_count < SAMPLES_PER_THREAD_MAX)
             w->samples_us[w->sample_count++] = (uint32_t)elapsed_us;
-        if (result.status != RESULT_OK)
+        if (result.error != BACKEND_OK && !backend_error_is_denial(result.error))
             w->errors++;
         else if (!result.allowed)
             w->denied++;
@@ -209,7 +209,7 @@ static void *worker_main(void *argument)
             struct complete_request complete = {.lease_id = lease_id,
                                                 .lease_id_length = request.lease_id_length};
             struct complete_result completed;
-            backend_complete_wait(ops, w->backend, &complete, &completed, 1);
+            backend_complete_wait(w->backend, &complete, &completed, 1);
             free(completed.warnings);
         }
     }
@@ -270,10 +270,12 @@ int main(int argc, char **argv)
     struct backend_config config;
     backend_config_defaults(&config);
     config.data_dir = o.data_dir;
-    config.sqlite_synchronous_normal = o.normal;
+    struct sq_options options;
+    sq_options_defaults(&options);
+    options.synchronous_normal = o.normal;
     struct backend *backend = NULL;
     char error[512];
-    if (ops == NULL || ops->open(&config, &backend, error, sizeof error) != 0) {
+    if (ops == NULL || backend_open(ops, &config, &options, &backend, error, sizeof error) != 0) {
         fprintf(stderr, "open: %s\n", ops ? error : "no sqlite backend");
         return 1;
     }
@@ -285,7 +287,7 @@ int main(int argc, char **argv)
     static pthread_t threads[THREADS_MAX];
     atomic_bool stop = false;
     struct backend_stats before, after;
-    ops->stats(backend, &before);
+    backend_stats(backend, &before);
     uint64_t fsyncs_before = sqlite_backend_fsyncs(backend);
     int64_t started = clock_monotonic_ns();
     for (uint32_t i = 0; i < o.threads; i++) {
@@ -306,10 +308,10 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < o.threads; i++)
         pthread_join(threads[i], NULL);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
-    ops->stats(backend, &after);
+    backend_stats(backend, &after);
     report(workers, &o, seconds, &before, &after, sqlite_backend_fsyncs(backend) - fsyncs_before);
     for (uint32_t i = 0; i < o.threads; i++)
         free(workers[i].samples_us);
-    ops->close(backend);
+    backend_close(backend);
     return 0;
 }

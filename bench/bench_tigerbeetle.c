@@ -17,6 +17,7 @@
 #include "ids.h"
 #include "submitter.h"
 #include "tb_backend.h" /* the backend's submitter, for its round-trip figure */
+#include "tigerbeetle.h"
 
 #define BATCH_TRANSFERS 8000
 #define LATENCIES_MAX 1000000
@@ -198,7 +199,7 @@ static void reserved(void *context)
 {
     struct caller *c = context;
     struct drive *d = c->drive;
-    if (c->result.status == RESULT_OK && c->result.allowed)
+    if (c->result.error == BACKEND_OK && c->result.allowed)
         __atomic_add_fetch(&d->allowed, 1, __ATOMIC_RELAXED);
     else
         __atomic_add_fetch(&d->failed, 1, __ATOMIC_RELAXED);
@@ -220,10 +221,10 @@ static void issue(struct caller *c)
     int length = snprintf(c->lease, sizeof c->lease, "bench-%u-%" PRIu64, d->run, n);
     c->request.lease_id = c->lease;
     c->request.lease_id_length = (uint32_t)length;
-    d->ops->reserve(d->backend, &c->request, &c->result, 1, reserved, c);
+    backend_reserve(d->backend, &c->request, &c->result, 1, reserved, c);
 }
 
-static int put_limits(const struct backend_ops *ops, struct backend *backend)
+static int put_limits(struct backend *backend)
 {
     for (int i = 0; i < 3; i++) {
         struct limit_definition d;
@@ -237,7 +238,7 @@ static int put_limits(const struct backend_ops *ops, struct backend *backend)
         char error[256];
         struct limit_state state;
         if (limit_definition_validate(&d, error, sizeof error) != 0 ||
-            ops->put_limit(backend, &d, &state, error, sizeof error) != 0) {
+            backend_put_limit(backend, &d, &state, error, sizeof error) != 0) {
             fprintf(stderr, "put %s: %s\n", d.key, error);
             return -1;
         }
@@ -250,32 +251,34 @@ static void backend_reserves(const struct options *o)
     const struct backend_ops *ops = backend_find("tigerbeetle");
     struct backend_config config;
     backend_config_defaults(&config);
-    config.tb_addresses = o->addresses;
-    config.tb_cluster = o->cluster;
-    config.tb_sessions = o->sessions;
+    struct tb_options options;
+    tb_options_defaults(&options);
+    options.addresses = o->addresses;
+    options.cluster = o->cluster;
+    options.sessions = o->sessions;
     struct drive d;
     memset(&d, 0, sizeof d);
     d.ops = ops;
     d.run = (uint32_t)(clock_monotonic_ms() % 1000000);
     char error[256];
-    if (ops->open(&config, &d.backend, error, sizeof error) != 0) {
+    if (backend_open(ops, &config, &options, &d.backend, error, sizeof error) != 0) {
         fprintf(stderr, "open: %s\n", error);
         return;
     }
-    for (int i = 0; i < 200 && !ops->ready(d.backend); i++)
+    for (int i = 0; i < 200 && !backend_ready(d.backend); i++)
         poll(NULL, 0, 50);
     struct caller *callers = calloc(o->callers, sizeof *callers);
-    if (callers == NULL || put_limits(ops, d.backend) != 0) {
+    if (callers == NULL || put_limits(d.backend) != 0) {
         free(callers);
-        ops->close(d.backend);
+        backend_close(d.backend);
         return;
     }
     pthread_mutex_init(&d.mutex, NULL);
     pthread_cond_init(&d.idle, NULL);
     struct backend_stats before, after;
     struct tb_submitter_stats sub_before, sub_after;
-    ops->stats(d.backend, &before);
-    tb_submitter_stats(d.backend->submitter, &sub_before);
+    backend_stats(d.backend, &before);
+    tb_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_before);
     d.active = o->callers;
     int64_t started = clock_monotonic_ns();
     d.end_ms = clock_monotonic_ms() + o->seconds * 1000;
@@ -294,8 +297,8 @@ static void backend_reserves(const struct options *o)
         pthread_cond_wait(&d.idle, &d.mutex);
     pthread_mutex_unlock(&d.mutex);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
-    ops->stats(d.backend, &after);
-    tb_submitter_stats(d.backend->submitter, &sub_after);
+    backend_stats(d.backend, &after);
+    tb_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_after);
     uint64_t round_trips = sub_after.requests - sub_before.requests;
     double round_trip_ms = round_trips
                                ? (double)(sub_after.round_trip_us - sub_before.round_trip_us) /
@@ -313,7 +316,7 @@ static void backend_reserves(const struct options *o)
            batches ? 3.0 * (double)items / (double)batches : 0.0, round_trip_ms,
            done ? seconds * 1000.0 * o->callers / (double)done : 0.0,
            sub_after.retransmissions - sub_before.retransmissions);
-    ops->close(d.backend);
+    backend_close(d.backend);
     pthread_cond_destroy(&d.idle);
     pthread_mutex_destroy(&d.mutex);
     free(callers);

@@ -188,6 +188,17 @@ struct llmlimit_reserve_result {
      * "exceeds_capacity:<key>", or for a batch item that was not a 200 the
      * error of that item ("lease_conflict", a 400 message, ...). */
     char error[LLMLIMIT_ERROR_SIZE];
+    /* The error read once as a value (LLMLIMIT_DENIAL_*). */
+    int denial;
+};
+
+/* What the error of a reserve answer says (llmlimit_reserve_result.denial). */
+enum {
+    LLMLIMIT_DENIAL_NONE = 0,          /* allowed, or denied for capacity: error is "" */
+    LLMLIMIT_DENIAL_UNKNOWN_LIMIT_KEY, /* a key names no limit: fix the request */
+    LLMLIMIT_DENIAL_LIMIT_DECREASING,  /* a limit is shrinking: retry after retry_after_ms */
+    LLMLIMIT_DENIAL_EXCEEDS_CAPACITY,  /* an amount can never fit */
+    LLMLIMIT_DENIAL_OTHER,             /* another error (a batch item that was not a 200) */
 };
 
 /* Reserves every requirement atomically, or none. Retries transport

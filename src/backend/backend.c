@@ -1,21 +1,15 @@
-/* Backend table and the blocking wrappers over the asynchronous data path. */
+/* What every backend does the same way, written once: the common config's
+ * defaults and checks, opening through the ops, filling results (definitive
+ * errors, unknown outcomes, warnings), matching a retried reserve against
+ * the lease it names, and the blocking wrappers over the asynchronous data
+ * path. Each backend links this; none links another backend. */
 #include "backend.h"
 
+#include <assert.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-extern const struct backend_ops memory_backend_ops;
-extern const struct backend_ops sqlite_backend_ops;
-extern const struct backend_ops tigerbeetle_backend_ops;
-
-/* Each backend adds itself here once it builds. */
-static const struct backend_ops *const backends[] = {
-    &memory_backend_ops,
-    &sqlite_backend_ops,
-    &tigerbeetle_backend_ops,
-};
-
-#define BACKEND_COUNT (sizeof backends / sizeof backends[0])
 
 void backend_config_defaults(struct backend_config *config)
 {
@@ -26,33 +20,115 @@ void backend_config_defaults(struct backend_config *config)
     config->lease_retention_ms = LEASE_RETENTION_MS_DEFAULT;
     config->concurrency_poll_ms = CONCURRENCY_POLL_MS_DEFAULT;
     config->decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
-    config->tb_cluster = "0";
-    config->tb_addresses = "127.0.0.1:3000";
-    config->tb_sessions = 4;
 }
 
-const struct backend_ops *backend_find(const char *name)
+int backend_config_check(const struct backend_config *config, char *error, size_t error_size)
 {
-    for (size_t i = 0; i < BACKEND_COUNT; i++) {
-        if (strcmp(backends[i]->name, name) == 0)
-            return backends[i];
-    }
-    return NULL;
+    if (config->clock == NULL)
+        snprintf(error, error_size, "clock: required");
+    else if (config->lease_cache_entries < 1 ||
+             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
+        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
+                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
+    else if (config->lease_retention_ms < 1)
+        snprintf(error, error_size, "lease_retention_ms: must be > 0");
+    else if (config->concurrency_poll_ms < 1 || config->concurrency_poll_ms > POLL_MS_MAX)
+        snprintf(error, error_size, "concurrency_poll_ms: must be 1..%d", POLL_MS_MAX);
+    else if (config->decrease_retry_ms < 1)
+        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
+    else
+        return 0;
+    return -1;
 }
 
-const char *backend_names(void)
+void reserve_result_fail(struct reserve_result *result, enum backend_error error,
+                         uint32_t requirement_index)
 {
-    static char names[128];
-    if (names[0] != '\0')
-        return names;
-    char buffer[sizeof names] = "";
-    for (size_t i = 0; i < BACKEND_COUNT; i++) {
-        if (i > 0)
-            strncat(buffer, ",", sizeof buffer - strlen(buffer) - 1);
-        strncat(buffer, backends[i]->name, sizeof buffer - strlen(buffer) - 1);
+    assert(error != BACKEND_OK);
+    assert(requirement_index < REQUIREMENTS_PER_RESERVE_MAX);
+    reserve_result_clear(result);
+    result->error = error;
+    result->error_index = (uint8_t)requirement_index;
+}
+
+void reserve_result_unavailable(struct reserve_result *result)
+{
+    reserve_result_fail(result, BACKEND_UNAVAILABLE, 0);
+}
+
+void complete_result_fail(struct complete_result *result, enum backend_error error,
+                          uint32_t actual_index)
+{
+    assert(error != BACKEND_OK);
+    assert(actual_index < REQUIREMENTS_PER_RESERVE_MAX);
+    free(result->warnings);
+    complete_result_clear(result);
+    result->error = error;
+    result->error_index = (uint8_t)actual_index;
+}
+
+void complete_result_unavailable(struct complete_result *result)
+{
+    complete_result_fail(result, BACKEND_UNAVAILABLE, 0);
+}
+
+int complete_result_warn(struct complete_result *result, enum backend_warning kind, const char *key,
+                         uint32_t key_length)
+{
+    assert(key_length >= 1);
+    assert(key_length <= LIMIT_KEY_LENGTH_MAX);
+    /* At most two warnings per lease item (an overage and a late commit). */
+    assert(result->warning_count < 2 * REQUIREMENTS_PER_RESERVE_MAX);
+    struct complete_warning *grown =
+        realloc(result->warnings, (result->warning_count + 1) * sizeof *grown);
+    if (grown == NULL)
+        return -1;
+    result->warnings = grown;
+    struct complete_warning *w = &grown[result->warning_count++];
+    w->kind = kind;
+    w->key_length = key_length;
+    memcpy(w->key, key, key_length);
+    w->key[key_length] = '\0';
+    return 0;
+}
+
+void release_result_unavailable(struct release_result *result)
+{
+    result->error = BACKEND_UNAVAILABLE;
+}
+
+bool requirements_match(const struct reserve_request *request, const struct lease_item_key *items,
+                        uint32_t item_count, uint8_t *item_of)
+{
+    assert(item_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    if (item_count != request->requirement_count)
+        return false;
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        const struct requirement *r = &request->requirements[i];
+        uint32_t j = 0;
+        while (j < item_count && (items[j].key_length != r->key_length ||
+                                  memcmp(items[j].key, r->key, r->key_length) != 0))
+            j++;
+        if (j == item_count || items[j].amount != r->amount)
+            return false;
+        item_of[i] = (uint8_t)j;
     }
-    memcpy(names, buffer, sizeof names); /* same bytes from any thread */
-    return names;
+    return true;
+}
+
+int backend_open(const struct backend_ops *ops, const struct backend_config *config,
+                 const void *options, struct backend **out, char *error, size_t error_size)
+{
+    assert(ops != NULL);
+    if (backend_config_check(config, error, error_size) != 0)
+        return -1;
+    struct backend *backend = NULL;
+    if (ops->open(config, options, &backend, error, error_size) != 0)
+        return -1;
+    assert(backend != NULL);
+    assert(backend->ops == ops);
+    *out = backend;
+    return 0;
 }
 
 struct waiter {
@@ -87,32 +163,29 @@ static void waiter_wait(struct waiter *w)
     pthread_mutex_destroy(&w->mutex);
 }
 
-void backend_reserve_wait(const struct backend_ops *ops, struct backend *backend,
-                          const struct reserve_request *requests, struct reserve_result *results,
-                          uint32_t count)
+void backend_reserve_wait(struct backend *backend, const struct reserve_request *requests,
+                          struct reserve_result *results, uint32_t count)
 {
     struct waiter w;
     waiter_init(&w);
-    ops->reserve(backend, requests, results, count, waiter_done, &w);
+    backend_reserve(backend, requests, results, count, waiter_done, &w);
     waiter_wait(&w);
 }
 
-void backend_complete_wait(const struct backend_ops *ops, struct backend *backend,
-                           const struct complete_request *requests, struct complete_result *results,
-                           uint32_t count)
+void backend_complete_wait(struct backend *backend, const struct complete_request *requests,
+                           struct complete_result *results, uint32_t count)
 {
     struct waiter w;
     waiter_init(&w);
-    ops->complete(backend, requests, results, count, waiter_done, &w);
+    backend_complete(backend, requests, results, count, waiter_done, &w);
     waiter_wait(&w);
 }
 
-void backend_release_wait(const struct backend_ops *ops, struct backend *backend,
-                          const struct release_request *requests, struct release_result *results,
-                          uint32_t count)
+void backend_release_wait(struct backend *backend, const struct release_request *requests,
+                          struct release_result *results, uint32_t count)
 {
     struct waiter w;
     waiter_init(&w);
-    ops->release(backend, requests, results, count, waiter_done, &w);
+    backend_release(backend, requests, results, count, waiter_done, &w);
     waiter_wait(&w);
 }

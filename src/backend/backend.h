@@ -39,57 +39,62 @@
 #include "core/clock.h"
 #include "core/limits.h"
 
-struct backend; /* opaque, one per implementation */
+/* The common head of every backend object: each implementation's own struct
+ * starts with it (struct mem_backend, struct sq_backend, struct tb_backend),
+ * the way every libuv handle starts with uv_handle_t, so one pointer type
+ * reaches any backend and its ops. */
+struct backend {
+    const struct backend_ops *ops;
+};
 
+/* What every backend takes. A backend's own settings are its options struct
+ * (struct sq_options in backend/sqlite/sqlite.h, struct tb_options in
+ * backend/tigerbeetle/tigerbeetle.h), passed to open() beside this. */
 struct backend_config {
     struct clock *clock; /* all accounting time comes from here */
     const char *data_dir;
     uint32_t lease_cache_entries; /* bound of the lease cache (memory, tigerbeetle) */
     int64_t lease_retention_ms;   /* how long a finished lease answers retries */
-    int64_t concurrency_poll_ms;  /* cap of a concurrency retry_after (SPEC 5) */
+    int64_t concurrency_poll_ms;  /* cap of a concurrency retry_after (docs/semantics.md) */
     int64_t decrease_retry_ms;    /* retry_after of limit_decreasing */
-    /* sqlite */
-    bool sqlite_synchronous_normal; /* false: synchronous=FULL (default) */
-    int64_t sqlite_retention_ms;    /* 0: keep finished leases and the audit log for ever */
-    /* tigerbeetle */
-    const char *tb_cluster;   /* decimal u128 */
-    const char *tb_addresses; /* HOST:PORT[,...] */
-    uint32_t tb_sessions;
 };
 
 /* Fills a config with the documented defaults (system clock, ./data). */
 void backend_config_defaults(struct backend_config *config);
 
-/* The checks every backend with a lease cache makes at open. 0, or -1 with
- * the field named in error. */
-static inline int backend_config_check(const struct backend_config *config, char *error,
-                                       size_t error_size)
-{
-    if (config->clock == NULL)
-        snprintf(error, error_size, "clock: required");
-    else if (config->lease_cache_entries < 1 ||
-             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
-        snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
-                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
-    else if (config->lease_retention_ms < 1)
-        snprintf(error, error_size, "lease_retention_ms: must be > 0");
-    else if (config->concurrency_poll_ms < 1)
-        snprintf(error, error_size, "concurrency_poll_ms: must be > 0");
-    else if (config->decrease_retry_ms < 1)
-        snprintf(error, error_size, "decrease_retry_ms: must be > 0");
-    else
-        return 0;
-    return -1;
-}
+/* The checks every backend makes of the common config at open. 0, or -1
+ * with the field named in error. */
+int backend_config_check(const struct backend_config *config, char *error, size_t error_size);
 
-enum result_status {
-    RESULT_OK = 0,          /* definitive answer (a reserve may be allowed or denied) */
-    RESULT_INVALID = 1,     /* HTTP 400: the request cannot apply to this state */
-    RESULT_CONFLICT = 2,    /* HTTP 409: lease_conflict / already_finalized */
-    RESULT_UNAVAILABLE = 3, /* HTTP 503: backend_error, outcome unknown */
+/* Why a data-path call did not give a plain answer. The wire text of each
+ * (docs/api.md) is written in one place, src/server/encode.c. */
+enum backend_error {
+    BACKEND_OK = 0,
+    /* Definitive reserve denials, found before any capacity is looked at and
+     * not recorded against the lease; error_index names the requirement. */
+    BACKEND_UNKNOWN_LIMIT_KEY,
+    BACKEND_LIMIT_DECREASING,  /* retry_after_ms is the decrease retry */
+    BACKEND_EXCEEDS_CAPACITY,  /* the amount can never fit */
+    BACKEND_LEASE_CONFLICT,    /* reserve: a known lease id with other requirements (409) */
+    BACKEND_ALREADY_FINALIZED, /* complete of a released lease, release of a completed one (409) */
+    /* complete: error_index names an actual whose key is not in the lease (400). */
+    BACKEND_ACTUAL_KEY_NOT_IN_LEASE,
+    BACKEND_UNAVAILABLE, /* backend_error: outcome unknown (503); nothing was freed */
 };
 
-#define RESULT_ERROR_SIZE (LIMIT_KEY_LENGTH_MAX + 64)
+/* Does error_index name a requirement (reserve) or an actual (complete)? */
+static inline bool backend_error_names_key(enum backend_error error)
+{
+    return error == BACKEND_UNKNOWN_LIMIT_KEY || error == BACKEND_LIMIT_DECREASING ||
+           error == BACKEND_EXCEEDS_CAPACITY || error == BACKEND_ACTUAL_KEY_NOT_IN_LEASE;
+}
+
+/* A reserve denied by a definitive error is still a 200 answer. */
+static inline bool backend_error_is_denial(enum backend_error error)
+{
+    return error == BACKEND_UNKNOWN_LIMIT_KEY || error == BACKEND_LIMIT_DECREASING ||
+           error == BACKEND_EXCEEDS_CAPACITY;
+}
 
 struct requirement {
     const char *key; /* NUL-terminated; length known valid */
@@ -107,16 +112,13 @@ struct reserve_request {
 };
 
 struct reserve_result {
-    enum result_status status;
+    enum backend_error error; /* BACKEND_OK when allowed or denied for capacity */
+    uint8_t error_index;      /* the requirement a definitive denial names */
     bool allowed;
     int64_t retry_after_ms;      /* on a denial (capacity or decreasing) */
     int64_t reserved_at_unix_ms; /* when allowed */
     int64_t expires_at_unix_ms;  /* earliest expiry among the holds */
-    /* "" when allowed or denied for capacity; else "unknown_limit_key: <key>",
-     * "limit_decreasing:<key>", "exceeds_capacity:<key>", "lease_conflict",
-     * "backend_error". */
-    char error[RESULT_ERROR_SIZE];
-    uint32_t denied_count; /* indices into the request's requirements */
+    uint32_t denied_count;       /* indices into the request's requirements */
     uint8_t denied_index[REQUIREMENTS_PER_RESERVE_MAX];
 };
 
@@ -133,15 +135,28 @@ struct complete_request {
     uint32_t actual_count;
 };
 
+enum backend_warning {
+    BACKEND_WARNING_COMMIT_AFTER_EXPIRY = 1, /* a budget hold had expired: charged anyway */
+    BACKEND_WARNING_OVERAGE_DEBT,            /* the part over the room left became debt */
+    BACKEND_WARNING_OVERAGE_DENIED,          /* rolling overage dropped (overage=deny) */
+};
+
+/* One warning of a complete, about one limit of the lease. */
+struct complete_warning {
+    enum backend_warning kind;
+    uint32_t key_length;
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+};
+
 struct complete_result {
-    enum result_status status;
-    bool reconciled; /* false: the lease was unknown, nothing was done */
-    char error[RESULT_ERROR_SIZE];
+    enum backend_error
+        error;           /* BACKEND_OK, ALREADY_FINALIZED, ACTUAL_KEY_NOT_IN_LEASE, UNAVAILABLE */
+    uint8_t error_index; /* the actual ACTUAL_KEY_NOT_IN_LEASE names */
+    bool reconciled;     /* false: the lease was unknown, nothing was done */
     uint32_t warning_count;
-    /* warning_count NUL-terminated strings back to back ("commit_after_expiry:<key>",
-     * "overage_debt:<key>", "overage_denied:<key>"); malloc'd by the backend or
-     * NULL; the caller frees it with free(). */
-    char *warnings;
+    /* warning_count warnings, malloc'd by the backend (NULL when none); the
+     * caller frees it with free(). */
+    struct complete_warning *warnings;
 };
 
 struct release_request {
@@ -150,8 +165,7 @@ struct release_request {
 };
 
 struct release_result {
-    enum result_status status;
-    char error[RESULT_ERROR_SIZE];
+    enum backend_error error; /* BACKEND_OK, ALREADY_FINALIZED or UNAVAILABLE */
 };
 
 struct limit_usage {
@@ -212,9 +226,11 @@ typedef void (*backend_done_fn)(void *context);
 struct backend_ops {
     const char *name;
 
-    /* Returns 0, or -1 with a reason in error. */
-    int (*open)(const struct backend_config *config, struct backend **out, char *error,
-                size_t error_size);
+    /* options: the backend's own options struct (see struct backend_config),
+     * or NULL for its defaults. Sets (*out)->ops to this table. Returns 0, or
+     * -1 with a reason in error. */
+    int (*open)(const struct backend_config *config, const void *options, struct backend **out,
+                char *error, size_t error_size);
     /* Finishes in-flight work, flushes, frees. */
     void (*close)(struct backend *backend);
 
@@ -274,34 +290,155 @@ struct backend_ops {
                            struct caller_usage **out, size_t *count);
 };
 
-/* Resets every field a reader of the result looks at (the error text past
- * its end and denied indexes past denied_count are never read). */
-static inline void reserve_result_clear(struct reserve_result *result)
-{
-    result->status = RESULT_OK;
-    result->allowed = false;
-    result->retry_after_ms = 0;
-    result->reserved_at_unix_ms = 0;
-    result->expires_at_unix_ms = 0;
-    result->error[0] = '\0';
-    result->denied_count = 0;
-}
+/* ---- Calls through the ops (the server, tests and tools use these). */
 
 /* The backends compiled in, by name; NULL if unknown. */
 const struct backend_ops *backend_find(const char *name);
 /* Comma-separated names, for --help. Static storage. */
 const char *backend_names(void);
 
+int backend_open(const struct backend_ops *ops, const struct backend_config *config,
+                 const void *options, struct backend **out, char *error, size_t error_size);
+
+static inline void backend_close(struct backend *backend)
+{
+    backend->ops->close(backend);
+}
+
+static inline int backend_put_limit(struct backend *backend,
+                                    const struct limit_definition *definition,
+                                    struct limit_state *state_out, char *error, size_t error_size)
+{
+    return backend->ops->put_limit(backend, definition, state_out, error, error_size);
+}
+
+static inline int backend_restore_limit(struct backend *backend, const struct limit_state *state,
+                                        char *error, size_t error_size)
+{
+    return backend->ops->restore_limit(backend, state, error, error_size);
+}
+
+static inline int backend_delete_limit(struct backend *backend, const char *key)
+{
+    return backend->ops->delete_limit(backend, key);
+}
+
+static inline int backend_get_limit(struct backend *backend, const char *key,
+                                    struct limit_state *out)
+{
+    return backend->ops->get_limit(backend, key, out);
+}
+
+static inline int backend_list_limits(struct backend *backend, struct limit_state **out,
+                                      size_t *count)
+{
+    return backend->ops->list_limits(backend, out, count);
+}
+
+static inline int backend_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
+                                struct limit_usage *out)
+{
+    return backend->ops->usage(backend, key, at_unix_ms, out);
+}
+
+static inline int backend_tick(struct backend *backend, bool *limits_changed)
+{
+    return backend->ops->tick(backend, limits_changed);
+}
+
+static inline void backend_reserve(struct backend *backend, const struct reserve_request *requests,
+                                   struct reserve_result *results, uint32_t count,
+                                   backend_done_fn done, void *context)
+{
+    backend->ops->reserve(backend, requests, results, count, done, context);
+}
+
+static inline void backend_complete(struct backend *backend,
+                                    const struct complete_request *requests,
+                                    struct complete_result *results, uint32_t count,
+                                    backend_done_fn done, void *context)
+{
+    backend->ops->complete(backend, requests, results, count, done, context);
+}
+
+static inline void backend_release(struct backend *backend, const struct release_request *requests,
+                                   struct release_result *results, uint32_t count,
+                                   backend_done_fn done, void *context)
+{
+    backend->ops->release(backend, requests, results, count, done, context);
+}
+
+static inline bool backend_ready(struct backend *backend)
+{
+    return backend->ops->ready(backend);
+}
+
+static inline void backend_stats(struct backend *backend, struct backend_stats *out)
+{
+    backend->ops->stats(backend, out);
+}
+
 /* Blocking wrappers over the asynchronous data path, for tests, the CLI
  * tools and benchmarks. */
-void backend_reserve_wait(const struct backend_ops *ops, struct backend *backend,
-                          const struct reserve_request *requests, struct reserve_result *results,
-                          uint32_t count);
-void backend_complete_wait(const struct backend_ops *ops, struct backend *backend,
-                           const struct complete_request *requests, struct complete_result *results,
-                           uint32_t count);
-void backend_release_wait(const struct backend_ops *ops, struct backend *backend,
-                          const struct release_request *requests, struct release_result *results,
-                          uint32_t count);
+void backend_reserve_wait(struct backend *backend, const struct reserve_request *requests,
+                          struct reserve_result *results, uint32_t count);
+void backend_complete_wait(struct backend *backend, const struct complete_request *requests,
+                           struct complete_result *results, uint32_t count);
+void backend_release_wait(struct backend *backend, const struct release_request *requests,
+                          struct release_result *results, uint32_t count);
+
+/* ---- Rules every backend shares (backend.c): one copy, called by all. */
+
+/* Resets every field a reader of the result looks at (denied indexes past
+ * denied_count are never read). */
+static inline void reserve_result_clear(struct reserve_result *result)
+{
+    result->error = BACKEND_OK;
+    result->error_index = 0;
+    result->allowed = false;
+    result->retry_after_ms = 0;
+    result->reserved_at_unix_ms = 0;
+    result->expires_at_unix_ms = 0;
+    result->denied_count = 0;
+}
+
+/* A definitive error (cleared result, then error and index set). */
+void reserve_result_fail(struct reserve_result *result, enum backend_error error,
+                         uint32_t requirement_index);
+/* Outcome unknown: BACKEND_UNAVAILABLE and nothing else. */
+void reserve_result_unavailable(struct reserve_result *result);
+
+static inline void complete_result_clear(struct complete_result *result)
+{
+    result->error = BACKEND_OK;
+    result->error_index = 0;
+    result->reconciled = false;
+    result->warning_count = 0;
+    result->warnings = NULL;
+}
+
+/* Frees the warnings and clears the result, then sets the error. */
+void complete_result_fail(struct complete_result *result, enum backend_error error,
+                          uint32_t actual_index);
+void complete_result_unavailable(struct complete_result *result);
+/* Adds a warning about one limit (the array grows by one). 0, or -1 when
+ * out of memory: the accounting is done, only the warning is lost. */
+int complete_result_warn(struct complete_result *result, enum backend_warning kind, const char *key,
+                         uint32_t key_length);
+
+void release_result_unavailable(struct release_result *result);
+
+/* One requirement of a known lease, as the backend stored it. */
+struct lease_item_key {
+    const char *key;
+    uint32_t key_length;
+    uint64_t amount;
+};
+
+/* Is the request's requirement set the lease's, the same (key, amount)
+ * pairs in any order? When it is, item_of[i] is the lease item of
+ * requirement i. Keys are unique on both sides, so this is a bijection. */
+bool requirements_match(const struct reserve_request *request, const struct lease_item_key *items,
+                        uint32_t item_count, uint8_t *item_of);
 
 #endif

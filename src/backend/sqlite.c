@@ -15,44 +15,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/retry.h"
+
 #define LOCK_FILE_NAME "llmlimit.db.lock"
 #define DATABASE_FILE_NAME "llmlimit.db"
 
+void sq_options_defaults(struct sq_options *options)
+{
+    options->synchronous_normal = false;
+    options->retention_ms = 0;
+}
+
 /* ---- Results when the outcome is unknown. */
-
-static void reserve_unavailable(struct reserve_result *result)
-{
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_UNAVAILABLE;
-    snprintf(result->error, sizeof result->error, "backend_error");
-}
-
-static void complete_unavailable(struct complete_result *result)
-{
-    free(result->warnings);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_UNAVAILABLE;
-    snprintf(result->error, sizeof result->error, "backend_error");
-}
-
-static void release_unavailable(struct release_result *result)
-{
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_UNAVAILABLE;
-    snprintf(result->error, sizeof result->error, "backend_error");
-}
 
 static void request_unavailable(struct item *item, uint32_t i)
 {
     switch (item->kind) {
     case ITEM_RESERVE:
-        reserve_unavailable(&((struct reserve_result *)item->results)[i]);
+        reserve_result_unavailable(&((struct reserve_result *)item->results)[i]);
         break;
     case ITEM_COMPLETE:
-        complete_unavailable(&((struct complete_result *)item->results)[i]);
+        complete_result_unavailable(&((struct complete_result *)item->results)[i]);
         break;
     case ITEM_RELEASE:
-        release_unavailable(&((struct release_result *)item->results)[i]);
+        release_result_unavailable(&((struct release_result *)item->results)[i]);
         break;
     case ITEM_CALL:
         item->call->failed = true;
@@ -81,7 +67,7 @@ void item_finish(struct item *item)
 
 /* ---- The writer. */
 
-static int request_run(struct backend *backend, struct item *item, uint32_t i)
+static int request_run(struct sq_backend *backend, struct item *item, uint32_t i)
 {
     switch (item->kind) {
     case ITEM_RESERVE:
@@ -99,13 +85,13 @@ static int request_run(struct backend *backend, struct item *item, uint32_t i)
     return SQLITE_MISUSE;
 }
 
-static void log_sql_error(struct backend *backend, const char *what, int rc)
+static void log_sql_error(struct sq_backend *backend, const char *what, int rc)
 {
     fprintf(stderr, "llmlimitd: sqlite backend: %s: %s (%d)\n", what, sqlite3_errmsg(backend->db),
             rc);
 }
 
-static bool request_skipped(const struct backend *backend, uint32_t k, uint32_t i)
+static bool request_skipped(const struct sq_backend *backend, uint32_t k, uint32_t i)
 {
     for (uint32_t s = 0; s < backend->skip_count; s++) {
         if (backend->skips[s].item == k && backend->skips[s].request == i)
@@ -124,7 +110,7 @@ enum batch_outcome {
  * request whose error is its own (a constraint, a memory shortage) makes the
  * transaction roll back and is recorded in `skips`, so that the batch can be
  * redone without it: the other requests never see its error. */
-static enum batch_outcome batch_transaction(struct backend *backend, struct item *items,
+static enum batch_outcome batch_transaction(struct sq_backend *backend, struct item *items,
                                             uint32_t count)
 {
     int rc = statement_run(statement(backend, STMT_BEGIN));
@@ -191,7 +177,7 @@ static void results_reset(struct item *items, uint32_t count)
     }
 }
 
-static bool mirror_fresh(struct backend *backend)
+static bool mirror_fresh(struct sq_backend *backend)
 {
     if (!backend->mirror_stale)
         return true;
@@ -206,7 +192,7 @@ static bool mirror_fresh(struct backend *backend)
     return true;
 }
 
-static void batch_run(struct backend *backend, struct item *items, uint32_t count)
+static void batch_run(struct sq_backend *backend, struct item *items, uint32_t count)
 {
     enum batch_outcome outcome = BATCH_FAILED;
     backend->skip_count = 0;
@@ -244,7 +230,7 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
 {
     (void)db;
     (void)name;
-    struct backend *backend = context;
+    struct sq_backend *backend = context;
     atomic_store(&backend->wal_pages, pages);
     if (pages >= SQLITE_CHECKPOINT_PAGES) {
         pthread_mutex_lock(&backend->queue_mutex);
@@ -260,14 +246,15 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
  * blocks the writer, and the writer's commits never wait for one. */
 static void *checkpointer_main(void *arg)
 {
-    struct backend *backend = arg;
+    struct sq_backend *backend = arg;
     int copied = 0; /* WAL frames the last checkpoint got through */
     pthread_mutex_lock(&backend->queue_mutex);
     while (!backend->stopping) {
         int pages = atomic_load(&backend->wal_pages);
         if (pages < copied)
             copied = 0; /* the WAL started over */
-        int step = pages >= SQLITE_WAL_PAGES_MAX ? SQLITE_RESTART_LAG_PAGES : SQLITE_CHECKPOINT_PAGES;
+        int step =
+            pages >= SQLITE_WAL_PAGES_MAX ? SQLITE_RESTART_LAG_PAGES : SQLITE_CHECKPOINT_PAGES;
         if (pages - copied < step) {
             pthread_cond_wait(&backend->checkpoint_cond, &backend->queue_mutex);
             continue;
@@ -296,7 +283,7 @@ static void *checkpointer_main(void *arg)
  * the rest stalls the writer, so the less the better; past twice the bound
  * it does not wait any more), so that its next commit writes the WAL from
  * the start. */
-static void wal_restart_if_large(struct backend *backend)
+static void wal_restart_if_large(struct sq_backend *backend)
 {
     int pages = atomic_load(&backend->wal_pages);
     if (pages < SQLITE_WAL_PAGES_MAX ||
@@ -312,13 +299,12 @@ static void wal_restart_if_large(struct backend *backend)
     if (rc == SQLITE_OK) {
         atomic_store(&backend->wal_pages, 0); /* the next commit reports it anew */
         atomic_store(&backend->wal_checkpointed, 0);
-    }
-    else if (rc != SQLITE_BUSY)
+    } else if (rc != SQLITE_BUSY)
         log_sql_error(backend, "checkpoint", rc);
 }
 
 /* Takes up to group_commit_max requests (at least one call) off the queue. */
-static uint32_t queue_take(struct backend *backend, struct item *out)
+static uint32_t queue_take(struct sq_backend *backend, struct item *out)
 {
     uint32_t count = 0;
     uint64_t requests = 0;
@@ -336,7 +322,7 @@ static uint32_t queue_take(struct backend *backend, struct item *out)
 
 static void *writer_main(void *arg)
 {
-    struct backend *backend = arg;
+    struct sq_backend *backend = arg;
     struct item *batch = backend->batch;
     sqlite3_wal_hook(backend->db, wal_hook, backend);
     for (;;) {
@@ -354,7 +340,7 @@ static void *writer_main(void *arg)
 }
 
 /* Hands an item to the writer; false when the queue is full or closing. */
-static bool enqueue(struct backend *backend, const struct item *item)
+static bool enqueue(struct sq_backend *backend, const struct item *item)
 {
     pthread_mutex_lock(&backend->queue_mutex);
     bool accepted = !backend->stopping && backend->queue_count < SQLITE_QUEUE_ITEMS_MAX;
@@ -370,7 +356,7 @@ static bool enqueue(struct backend *backend, const struct item *item)
     return accepted;
 }
 
-int writer_call(struct backend *backend, call_fn run, void *args)
+int writer_call(struct sq_backend *backend, call_fn run, void *args)
 {
     struct call call = {.run = run, .args = args};
     pthread_mutex_init(&call.mutex, NULL);
@@ -388,7 +374,7 @@ int writer_call(struct backend *backend, call_fn run, void *args)
 
 /* ---- Data path: queue and return; the writer answers after the commit. */
 
-static void data_call(struct backend *backend, enum item_kind kind, const void *requests,
+static void data_call(struct sq_backend *backend, enum item_kind kind, const void *requests,
                       void *results, uint32_t count, backend_done_fn done, void *context)
 {
     struct item item = {.kind = kind,
@@ -403,33 +389,35 @@ static void data_call(struct backend *backend, enum item_kind kind, const void *
     }
 }
 
-static void sqlite_reserve(struct backend *backend, const struct reserve_request *requests,
+static void sqlite_reserve(struct backend *base, const struct reserve_request *requests,
                            struct reserve_result *results, uint32_t count, backend_done_fn done,
                            void *context)
 {
-    data_call(backend, ITEM_RESERVE, requests, results, count, done, context);
+    data_call(sq_backend_of(base), ITEM_RESERVE, requests, results, count, done, context);
 }
 
-static void sqlite_complete(struct backend *backend, const struct complete_request *requests,
+static void sqlite_complete(struct backend *base, const struct complete_request *requests,
                             struct complete_result *results, uint32_t count, backend_done_fn done,
                             void *context)
 {
-    /* Zeroed so a failure path may free warnings it never set. */
-    memset(results, 0, count * sizeof *results);
-    data_call(backend, ITEM_COMPLETE, requests, results, count, done, context);
+    /* Cleared so that a redone transaction or a failure may free warnings
+     * an earlier try set. */
+    for (uint32_t i = 0; i < count; i++)
+        complete_result_clear(&results[i]);
+    data_call(sq_backend_of(base), ITEM_COMPLETE, requests, results, count, done, context);
 }
 
-static void sqlite_release(struct backend *backend, const struct release_request *requests,
+static void sqlite_release(struct backend *base, const struct release_request *requests,
                            struct release_result *results, uint32_t count, backend_done_fn done,
                            void *context)
 {
-    data_call(backend, ITEM_RELEASE, requests, results, count, done, context);
+    data_call(sq_backend_of(base), ITEM_RELEASE, requests, results, count, done, context);
 }
 
 /* ---- Open and close. */
 
 /* One owner per database: an exclusive flock held for the process's life. */
-static int lock_data_dir(struct backend *backend, char *error, size_t error_size)
+static int lock_data_dir(struct sq_backend *backend, char *error, size_t error_size)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", backend->data_dir, LOCK_FILE_NAME);
@@ -469,7 +457,7 @@ static void sync_dir(const char *dir)
     }
 }
 
-static void backend_stop_checkpointer(struct backend *backend)
+static void backend_stop_checkpointer(struct sq_backend *backend)
 {
     pthread_mutex_lock(&backend->queue_mutex);
     backend->stopping = true;
@@ -480,7 +468,7 @@ static void backend_stop_checkpointer(struct backend *backend)
     backend->checkpointer_started = false;
 }
 
-static void backend_free(struct backend *backend)
+static void backend_free(struct sq_backend *backend)
 {
     schema_close(backend);
     mirror_free(&backend->mirror);
@@ -501,7 +489,7 @@ static void backend_free(struct backend *backend)
     free(backend);
 }
 
-static int open_storage(struct backend *backend, char *error, size_t error_size)
+static int open_storage(struct sq_backend *backend, char *error, size_t error_size)
 {
     if (mkdir(backend->data_dir, 0750) != 0 && errno != EEXIST) {
         snprintf(error, error_size, "cannot create data directory %s: %s", backend->data_dir,
@@ -526,20 +514,30 @@ static void sqlite_configure_once(void)
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-static int sqlite_open(const struct backend_config *config, struct backend **out, char *error,
-                       size_t error_size)
+static int sqlite_open(const struct backend_config *config, const void *options,
+                       struct backend **out, char *error, size_t error_size)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, sqlite_configure_once);
-    struct backend *backend = calloc(1, sizeof *backend);
+    struct sq_backend *backend = calloc(1, sizeof *backend);
     if (backend == NULL) {
         snprintf(error, error_size, "out of memory");
         return -1;
     }
+    backend->base.ops = &sqlite_backend_ops;
     backend->config = *config;
+    if (options != NULL)
+        backend->options = *(const struct sq_options *)options;
+    else
+        sq_options_defaults(&backend->options);
+    if (backend->options.retention_ms < 0) {
+        snprintf(error, error_size, "retention_ms: must be >= 0");
+        free(backend);
+        return -1;
+    }
     backend->lock_fd = -1;
     atomic_store(&backend->group_commit_max, SQLITE_GROUP_COMMIT_MAX);
-    backend->random_state = (uint64_t)clock_monotonic_ns() | 1;
+    backend->random_state = retry_jitter_seed();
     pthread_mutex_init(&backend->queue_mutex, NULL);
     pthread_cond_init(&backend->queue_cond, NULL);
     pthread_cond_init(&backend->checkpoint_cond, NULL);
@@ -547,7 +545,7 @@ static int sqlite_open(const struct backend_config *config, struct backend **out
     pthread_mutex_init(&backend->sync_mutex, NULL);
     pthread_cond_init(&backend->sync_cond, NULL);
     pthread_cond_init(&backend->sync_space_cond, NULL);
-    backend->syncing = !config->sqlite_synchronous_normal;
+    backend->syncing = !backend->options.synchronous_normal;
     pthread_mutex_init(&backend->read_mutex, NULL);
     int n = snprintf(backend->data_dir, sizeof backend->data_dir, "%s", config->data_dir);
     backend->config.data_dir = backend->data_dir;
@@ -583,12 +581,13 @@ static int sqlite_open(const struct backend_config *config, struct backend **out
         return -1;
     }
     atomic_store(&backend->ready, true);
-    *out = backend;
+    *out = &backend->base;
     return 0;
 }
 
-static void sqlite_close(struct backend *backend)
+static void sqlite_close(struct backend *base)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     pthread_mutex_lock(&backend->queue_mutex);
     backend->stopping = true;
     pthread_cond_signal(&backend->queue_cond);
@@ -599,24 +598,26 @@ static void sqlite_close(struct backend *backend)
     backend_free(backend);
 }
 
-void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests)
+void sqlite_backend_set_group_commit_max(struct backend *base, uint32_t requests)
 {
     assert(requests >= 1);
-    atomic_store(&backend->group_commit_max, requests);
+    atomic_store(&sq_backend_of(base)->group_commit_max, requests);
 }
 
-uint64_t sqlite_backend_fsyncs(struct backend *backend)
+uint64_t sqlite_backend_fsyncs(struct backend *base)
 {
-    return atomic_load(&backend->syncs);
+    return atomic_load(&sq_backend_of(base)->syncs);
 }
 
-static bool sqlite_ready(struct backend *backend)
+static bool sqlite_ready(struct backend *base)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     return atomic_load(&backend->ready) && !atomic_load(&backend->failed);
 }
 
-static void sqlite_stats(struct backend *backend, struct backend_stats *out)
+static void sqlite_stats(struct backend *base, struct backend_stats *out)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     memset(out, 0, sizeof *out);
     out->lease_cache_entries = atomic_load(&backend->live_holds);
     out->batches = atomic_load(&backend->batches);

@@ -7,6 +7,15 @@
 
 extern const struct backend_ops sqlite_backend_ops;
 
+/* The sqlite backend's own settings (the options argument of its open). */
+struct sq_options {
+    bool synchronous_normal; /* false: synchronous=FULL (default) */
+    int64_t retention_ms;    /* 0: keep finished leases and the audit log for ever */
+};
+
+/* The defaults: synchronous=FULL, keep everything. */
+void sq_options_defaults(struct sq_options *options);
+
 /* Caps the requests in one transaction (default SQLITE_GROUP_COMMIT_MAX); 1
  * gives one transaction and one fsync per request (no group commit at all). */
 void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests);

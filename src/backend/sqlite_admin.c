@@ -33,7 +33,7 @@ static void bind_state(sqlite3_stmt *stmt, const struct limit *limit, int64_t no
     sqlite3_bind_int64(stmt, 13, now_ms);
 }
 
-static int limit_write(struct backend *backend, const struct limit *limit, enum statement which,
+static int limit_write(struct sq_backend *backend, const struct limit *limit, enum statement which,
                        int64_t now_ms, const char *detail)
 {
     sqlite3_stmt *stmt = statement(backend, which);
@@ -54,7 +54,7 @@ static bool state_equal(const struct limit_state *a, const struct limit_state *b
            a->pending_decrease_to == b->pending_decrease_to;
 }
 
-static int limit_create(struct backend *backend, const struct limit_state *state, int64_t now_ms,
+static int limit_create(struct sq_backend *backend, const struct limit_state *state, int64_t now_ms,
                         struct limit **out)
 {
     struct limit *limit = limit_new(backend->mirror.next_limit_id, state);
@@ -73,15 +73,15 @@ static int limit_create(struct backend *backend, const struct limit_state *state
     return limit_write(backend, limit, STMT_LIMIT_INSERT, now_ms, detail);
 }
 
-static int limit_retire(struct backend *backend, struct limit *limit, int64_t now_ms)
+static int limit_retire(struct sq_backend *backend, struct limit *limit, int64_t now_ms)
 {
     sqlite3_stmt *stmt = statement(backend, STMT_LIMIT_DELETE);
     sqlite3_bind_int64(stmt, 1, now_ms);
     sqlite3_bind_int64(stmt, 2, limit->id);
     int rc = statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity,
-                                "deleted");
+        rc =
+            ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity, "deleted");
     if (rc == SQLITE_DONE) {
         mirror_unlink_key(&backend->mirror, limit);
         limit->deleted = true;
@@ -90,7 +90,7 @@ static int limit_retire(struct backend *backend, struct limit *limit, int64_t no
 }
 
 /* Applies a put to a live limit of the same kind (SPEC section 3). */
-static int limit_change(struct backend *backend, struct limit *limit,
+static int limit_change(struct sq_backend *backend, struct limit *limit,
                         const struct limit_definition *definition, int64_t now_ms)
 {
     struct limit_state next = limit->state;
@@ -135,7 +135,7 @@ struct put_args {
     int result;
 };
 
-static int put_run(struct backend *backend, struct call *call)
+static int put_run(struct sq_backend *backend, struct call *call)
 {
     struct put_args *args = call->args;
     const struct limit_definition *d = args->definition;
@@ -170,9 +170,10 @@ static int call_failed(char *error, size_t error_size)
     return -1;
 }
 
-int sqlite_admin_put_limit(struct backend *backend, const struct limit_definition *definition,
+int sqlite_admin_put_limit(struct backend *base, const struct limit_definition *definition,
                            struct limit_state *state_out, char *error, size_t error_size)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct limit_definition checked = *definition;
     if (limit_definition_validate(&checked, error, error_size) != 0)
         return -1;
@@ -185,7 +186,7 @@ int sqlite_admin_put_limit(struct backend *backend, const struct limit_definitio
 
 /* The registry wins for definitions; the counters stay. A key whose kind or
  * period changed in the registry gets a new incarnation. */
-static int restore_run(struct backend *backend, struct call *call)
+static int restore_run(struct sq_backend *backend, struct call *call)
 {
     struct put_args *args = call->args;
     const struct limit_state *state = args->restore;
@@ -207,9 +208,10 @@ static int restore_run(struct backend *backend, struct call *call)
     return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, "restored from the registry");
 }
 
-int sqlite_admin_restore_limit(struct backend *backend, const struct limit_state *state,
-                               char *error, size_t error_size)
+int sqlite_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
+                               size_t error_size)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct limit_state checked = *state;
     if (limit_definition_validate(&checked.definition, error, error_size) != 0)
         return -1;
@@ -227,7 +229,7 @@ struct key_args {
     struct limit_state *state_out;
 };
 
-static int delete_run(struct backend *backend, struct call *call)
+static int delete_run(struct sq_backend *backend, struct call *call)
 {
     struct key_args *args = call->args;
     struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
@@ -237,15 +239,16 @@ static int delete_run(struct backend *backend, struct call *call)
     return limit_retire(backend, limit, clock_now_ms(backend->config.clock));
 }
 
-int sqlite_admin_delete_limit(struct backend *backend, const char *key)
+int sqlite_admin_delete_limit(struct backend *base, const char *key)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key};
     if (writer_call(backend, delete_run, &args) != 0)
         return -1;
     return args.result;
 }
 
-static int get_run(struct backend *backend, struct call *call)
+static int get_run(struct sq_backend *backend, struct call *call)
 {
     struct key_args *args = call->args;
     struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
@@ -255,8 +258,9 @@ static int get_run(struct backend *backend, struct call *call)
     return SQLITE_DONE;
 }
 
-int sqlite_admin_get_limit(struct backend *backend, const char *key, struct limit_state *out)
+int sqlite_admin_get_limit(struct backend *base, const char *key, struct limit_state *out)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key, .state_out = out};
     if (writer_call(backend, get_run, &args) != 0)
         return -1;
@@ -274,7 +278,7 @@ static int state_order(const void *a, const void *b)
                   ((const struct limit_state *)b)->definition.key);
 }
 
-static int list_run(struct backend *backend, struct call *call)
+static int list_run(struct sq_backend *backend, struct call *call)
 {
     struct list_args *args = call->args;
     const struct map *keys = &backend->mirror.limits_by_key;
@@ -292,8 +296,9 @@ static int list_run(struct backend *backend, struct call *call)
     return SQLITE_DONE;
 }
 
-int sqlite_admin_list_limits(struct backend *backend, struct limit_state **out, size_t *count)
+int sqlite_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct list_args args = {0};
     if (writer_call(backend, list_run, &args) != 0) {
         free(args.states);
@@ -313,14 +318,7 @@ struct usage_args {
     int result;
 };
 
-static int64_t minus_saturating(int64_t a, uint64_t b)
-{
-    if (b > (uint64_t)INT64_MAX || a < INT64_MIN + (int64_t)b)
-        return INT64_MIN;
-    return a - (int64_t)b;
-}
-
-static int usage_run(struct backend *backend, struct call *call)
+static int usage_run(struct sq_backend *backend, struct call *call)
 {
     struct usage_args *args = call->args;
     struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
@@ -347,16 +345,14 @@ static int usage_run(struct backend *backend, struct call *call)
     out->reserved = p->reserved;
     out->used = p->used;
     out->debt = p->debt;
-    out->available = minus_saturating((int64_t)d->capacity, p->reserved);
-    out->available = minus_saturating(out->available, p->used);
-    if (d->kind == LIMIT_BUDGET)
-        out->available = minus_saturating(out->available, p->debt);
+    out->available = limit_available(d->kind, d->capacity, p->reserved, p->used, p->debt);
     return SQLITE_DONE;
 }
 
-int sqlite_admin_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
+int sqlite_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                        struct limit_usage *out)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct usage_args args = {.key = key, .at_unix_ms = at_unix_ms, .out = out};
     if (writer_call(backend, usage_run, &args) != 0)
         return -2;
@@ -369,7 +365,7 @@ struct tick_args {
     bool limits_changed;
 };
 
-static int decrease_if_covered(struct backend *backend, struct limit *limit, int64_t now_ms,
+static int decrease_if_covered(struct sq_backend *backend, struct limit *limit, int64_t now_ms,
                                bool *changed)
 {
     if (limit->deleted || limit->state.status != LIMIT_DECREASING)
@@ -433,9 +429,9 @@ static int prune_prefix(sqlite3 *db, const char *sql, int64_t cutoff_ms, int64_t
 /* Deletes leases and audit rows older than the retention, oldest first, a
  * bounded number per tick: never a lease that may still hold capacity (seq
  * at or above the live watermark) or answer retries (lease_retention_ms). */
-static int prune(struct backend *backend, int64_t now_ms)
+static int prune(struct sq_backend *backend, int64_t now_ms)
 {
-    int64_t keep = backend->config.sqlite_retention_ms;
+    int64_t keep = backend->options.retention_ms;
     if (keep <= 0)
         return SQLITE_DONE;
     if (keep < backend->config.lease_retention_ms)
@@ -468,7 +464,7 @@ static int prune(struct backend *backend, int64_t now_ms)
     return rc;
 }
 
-static int tick_run(struct backend *backend, struct call *call)
+static int tick_run(struct sq_backend *backend, struct call *call)
 {
     struct tick_args *args = call->args;
     int64_t now_ms = clock_now_ms(backend->config.clock);
@@ -499,8 +495,9 @@ static int tick_run(struct backend *backend, struct call *call)
     return statement_run(meta);
 }
 
-int sqlite_admin_tick(struct backend *backend, bool *limits_changed)
+int sqlite_admin_tick(struct backend *base, bool *limits_changed)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct tick_args args = {0};
     *limits_changed = false;
     if (writer_call(backend, tick_run, &args) != 0)
@@ -535,9 +532,9 @@ static const char callers_window_sql[] =
     "   json_extract(j.value,'$[4]') AS held, json_extract(j.value,'$[5]') AS debt"
     "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
     "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[6]') = 1"
-    "   AND NOT EXISTS (SELECT 1 FROM expirations x WHERE x.row_id = l.seq * "
-    STR(REQUIREMENTS_PER_RESERVE_MAX) " + j.key))"
-    " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
+    "   AND NOT EXISTS (SELECT 1 FROM expirations x WHERE x.row_id = l.seq * " STR(
+        REQUIREMENTS_PER_RESERVE_MAX) " + j.key))"
+                                      " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
 
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 {
@@ -553,7 +550,7 @@ static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-static int callers_run(struct backend *backend, struct call *call)
+static int callers_run(struct sq_backend *backend, struct call *call)
 {
     struct callers_args *args = call->args;
     struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
@@ -571,9 +568,8 @@ static int callers_run(struct backend *backend, struct call *call)
                            NULL) != SQLITE_OK)
         return sqlite3_errcode(backend->db);
     sqlite3_bind_int64(stmt, 1, limit->id);
-    sqlite3_bind_int64(stmt, 2,
-                       budget ? period_start_ms(d->period, args->at_unix_ms)
-                              : leases_live_from(backend));
+    sqlite3_bind_int64(
+        stmt, 2, budget ? period_start_ms(d->period, args->at_unix_ms) : leases_live_from(backend));
     sqlite3_bind_int(stmt, 3, SQLITE_CALLERS_MAX);
     free(args->rows);
     args->count = 0;
@@ -583,9 +579,10 @@ static int callers_run(struct backend *backend, struct call *call)
     return rc;
 }
 
-int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64_t at_unix_ms,
+int sqlite_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
                                  struct caller_usage **out, size_t *count)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     struct callers_args args = {.key = key, .at_unix_ms = at_unix_ms};
     if (writer_call(backend, callers_run, &args) != 0) {
         free(args.rows);
@@ -612,8 +609,7 @@ static const char events_rows_sql[] =
 static const char events_ranges_sql[] =
     "SELECT first_event, last_event FROM event_keys WHERE key = ?1 AND last_event >= ?2"
     " ORDER BY first_event";
-static const char events_lease_sql[] =
-    "SELECT seq, event_rows FROM leases WHERE lease_id = ?1";
+static const char events_lease_sql[] = "SELECT seq, event_rows FROM leases WHERE lease_id = ?1";
 static const char events_expired_sql[] =
     "SELECT DISTINCT event_id FROM expirations WHERE row_id BETWEEN ?1 AND ?2"
     " AND event_id IS NOT NULL ORDER BY event_id";
@@ -723,7 +719,8 @@ static int events_by_key(struct events_read *r)
     if (sqlite3_prepare_v2(r->db, events_ranges_sql, -1, &ranges, NULL) != SQLITE_OK)
         return -2;
     sqlite3_bind_text(ranges, 1, r->query->key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(ranges, 2, r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS);
+    sqlite3_bind_int64(ranges, 2,
+                       r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS);
     int rc = 0, step;
     while (rc == 0 && r->count < r->query->limit && (step = sqlite3_step(ranges)) == SQLITE_ROW)
         rc = events_from_rows(r, sqlite3_column_int64(ranges, 0), sqlite3_column_int64(ranges, 1));
@@ -827,9 +824,10 @@ static int events_query(sqlite3 *db, const struct event_query *query, struct bac
     return rc;
 }
 
-int sqlite_admin_events(struct backend *backend, const struct event_query *query,
+int sqlite_admin_events(struct backend *base, const struct event_query *query,
                         struct backend_event **out, size_t *count)
 {
+    struct sq_backend *backend = sq_backend_of(base);
     assert(query->limit >= 1 && query->limit <= EVENTS_PAGE_MAX);
     struct backend_event *events = malloc(query->limit * sizeof *events);
     if (events == NULL)

@@ -4,12 +4,14 @@
 #ifndef LLMLIMIT_SQLITE_INTERNAL_H
 #define LLMLIMIT_SQLITE_INTERNAL_H
 
+#include <assert.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 
 #include "backend.h"
+#include "sqlite.h"
 
 /* ---- Open-addressing hash map from a 64-bit hash to a pointer (sqlite_tree.c).
  * The caller owns the values; match() tells equal keys apart on collisions. */
@@ -216,11 +218,11 @@ struct lease_rec {
     struct lease_rec *next_free; /* in lease_cache.free_recs */
     int64_t seq;
     enum lease_state state;
-    bool is_new;  /* not in the table yet */
-    bool dirty;   /* changed since loaded or written */
-    bool pinned;  /* in use by the current request: a flush keeps it */
+    bool is_new;           /* not in the table yet */
+    bool dirty;            /* changed since loaded or written */
+    bool pinned;           /* in use by the current request: a flush keeps it */
     struct lease_ref *ref; /* new leases: shared with their holds */
-    struct skip origin; /* the request that last touched it (to skip if it cannot be written) */
+    struct skip origin;    /* the request that last touched it (to skip if it cannot be written) */
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
     char caller[CALLER_LENGTH_MAX + 1];
     char *fingerprint; /* the requirement set, canonical text */
@@ -310,11 +312,11 @@ enum item_kind {
     ITEM_CALL,
 };
 
-struct backend;
+struct sq_backend;
 struct call;
 /* Runs on the writer thread inside the batch transaction. Returns
  * SQLITE_DONE, or an SQLite error code (the transaction is redone without it). */
-typedef int (*call_fn)(struct backend *backend, struct call *call);
+typedef int (*call_fn)(struct sq_backend *backend, struct call *call);
 
 /* A synchronous operation (admin, reads, tick) run by the writer. */
 struct call {
@@ -336,8 +338,10 @@ struct item {
     struct call *call;
 };
 
-struct backend {
+struct sq_backend {
+    struct backend base; /* first: the ops see a struct backend */
     struct backend_config config;
+    struct sq_options options;
     char data_dir[PATH_MAX];
     int lock_fd;
     sqlite3 *db; /* the write connection, writer thread only */
@@ -346,8 +350,8 @@ struct backend {
     sqlite3 *checkpoint_db; /* the checkpointer thread's */
     pthread_t checkpointer;
     bool checkpointer_started;
-    atomic_int wal_pages;         /* WAL size after the last commit */
-    atomic_int wal_checkpointed;  /* WAL frames the last background checkpoint got through */
+    atomic_int wal_pages;        /* WAL size after the last commit */
+    atomic_int wal_checkpointed; /* WAL frames the last background checkpoint got through */
     pthread_mutex_t read_mutex;
     struct mirror mirror; /* writer thread only */
     bool mirror_stale;    /* reload before the next transaction */
@@ -406,34 +410,41 @@ struct backend {
     atomic_uint_fast64_t queue_full;
 };
 
+static inline struct sq_backend *sq_backend_of(struct backend *base)
+{
+    assert(base->ops == &sqlite_backend_ops);
+    return (struct sq_backend *)base;
+}
+
 /* sqlite_schema.c: pragmas, schema creation and migration, statements. */
-int schema_open(struct backend *backend, const char *path, char *error, size_t error_size);
-void schema_close(struct backend *backend);
-sqlite3_stmt *statement(struct backend *backend, enum statement which);
+int schema_open(struct sq_backend *backend, const char *path, char *error, size_t error_size);
+void schema_close(struct sq_backend *backend);
+sqlite3_stmt *statement(struct sq_backend *backend, enum statement which);
 /* Steps a statement that returns no row and resets it. SQLITE_DONE or an error code. */
 int statement_run(sqlite3_stmt *stmt);
 /* True for errors after which the transaction cannot go on (I/O, full, busy...). */
 bool sql_error_is_fatal(int code);
 
 /* sqlite_mirror.c */
-int mirror_load(struct backend *backend, char *error, size_t error_size);
+int mirror_load(struct sq_backend *backend, char *error, size_t error_size);
 void mirror_free(struct mirror *mirror);
 struct limit *mirror_limit_by_key(struct mirror *mirror, const char *key);
 struct limit *mirror_limit_by_id(struct mirror *mirror, int64_t id);
 /* The period entry of a budget (loaded from limit_usage on first use) or the
  * single entry of a rolling/concurrency limit. NULL on an error. */
-struct period *mirror_period(struct backend *backend, struct limit *limit, int64_t start_ms);
+struct period *mirror_period(struct sq_backend *backend, struct limit *limit, int64_t start_ms);
 /* The period entry if it is in the mirror (it is whenever it has live holds). */
 struct period *mirror_period_find(const struct limit *limit, int64_t start_ms);
 void mirror_touch(struct mirror *mirror, struct period *period);
 /* Writes every dirty period. SQLITE_DONE or an error code. */
-int mirror_flush(struct backend *backend);
+int mirror_flush(struct sq_backend *backend);
 /* Expires the holds of `limit` due at now_ms, in expiry order: all of them,
  * or at most *budget_left (decremented). SQLITE_DONE or an error code. */
-int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
+int mirror_expire(struct sq_backend *backend, struct limit *limit, int64_t now_ms,
                   uint64_t *budget_left);
 /* Expires one hold (due or not): its row, event and counters. */
-int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h, int64_t now_ms);
+int mirror_expire_hold(struct sq_backend *backend, struct period *p, struct hold *h,
+                       int64_t now_ms);
 int mirror_add_limit(struct mirror *mirror, struct limit *limit);
 void mirror_unlink_key(struct mirror *mirror, struct limit *limit);
 struct limit *limit_new(int64_t id, const struct limit_state *state);
@@ -445,30 +456,30 @@ void mirror_trim_periods(struct limit *limit, int64_t now_ms);
  * SQLite error code (SQLITE_NOMEM for memory). */
 /* SQLITE_ROW with *out (from this transaction's cache or the table),
  * SQLITE_DONE when the lease id is unknown. */
-int leases_find(struct backend *backend, const char *lease_id, struct lease_rec **out);
+int leases_find(struct sq_backend *backend, const char *lease_id, struct lease_rec **out);
 /* SQLITE_ROW with *out; SQLITE_CORRUPT when no lease has this seq. */
-int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out);
+int leases_by_seq(struct sq_backend *backend, int64_t seq, struct lease_rec **out);
 /* A new lease (is_new, dirty) with room for item_count items, in the cache. */
-int leases_new(struct backend *backend, const char *lease_id, uint32_t item_count,
+int leases_new(struct sq_backend *backend, const char *lease_id, uint32_t item_count,
                struct lease_rec **out);
 /* Renames a lease that is forgotten (lease_retention_ms) to lease_id#seq,
  * so its id can name a new lease; its rows and events stay. */
-int leases_forget(struct backend *backend, struct lease_rec *rec);
-int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
+int leases_forget(struct sq_backend *backend, struct lease_rec *rec);
+int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
                 int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail);
 /* Records a hold's expiry, written when the transaction ends. */
-int leases_expired(struct backend *backend, const struct expiry *expiry);
+int leases_expired(struct sq_backend *backend, const struct expiry *expiry);
 bool lease_live(const struct lease_rec *rec);
 const char *lease_state_name(enum lease_state state);
 const char *item_state_name(enum item_state state);
 /* Writes every changed lease and its events; keeps pinned leases cached,
  * frees the others. */
-int leases_flush(struct backend *backend);
+int leases_flush(struct sq_backend *backend);
 /* Flushes when the cache holds more than SQLITE_LEASE_CACHE_MAX leases. */
-int leases_flush_if_full(struct backend *backend);
+int leases_flush_if_full(struct sq_backend *backend);
 /* Forgets the cache without writing (the transaction rolled back). */
-void leases_discard(struct backend *backend);
-void leases_free(struct backend *backend);
+void leases_discard(struct sq_backend *backend);
+void leases_free(struct sq_backend *backend);
 /* Parses the items column into rec (item_count, items; the items array
  * must have room for REQUIREMENTS_PER_RESERVE_MAX, or rec->item_capacity
  * is grown from the inline room). 0 or -1. */
@@ -495,60 +506,61 @@ struct event_item_text {
 void event_reader_start(struct event_reader *reader, const char *json);
 int event_reader_next(struct event_reader *reader, struct event_item_text *out);
 /* The live-lease watermark: no lease below this seq holds anything. */
-int64_t leases_live_from(struct backend *backend);
+int64_t leases_live_from(struct sq_backend *backend);
 
 /* sqlite_ledger.c: the data path, one request at a time, inside the batch
  * transaction. Each returns SQLITE_DONE (the result is filled) or an SQLite
  * error code (SQLITE_NOMEM for memory), after which the writer rolls the
  * transaction back and redoes it without that request. */
 struct ledger_scratch *ledger_scratch_new(void); /* free() it */
-int ledger_reserve(struct backend *backend, const struct reserve_request *request,
+int ledger_reserve(struct sq_backend *backend, const struct reserve_request *request,
                    struct reserve_result *result);
-int ledger_complete(struct backend *backend, const struct complete_request *request,
+int ledger_complete(struct sq_backend *backend, const struct complete_request *request,
                     struct complete_result *result);
-int ledger_release(struct backend *backend, const struct release_request *request,
+int ledger_release(struct sq_backend *backend, const struct release_request *request,
                    struct release_result *result);
 /* A limit's own event (limit_changed), written at once as its own row. */
-int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
+int ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struct limit *limit,
                        uint64_t amount, const char *detail);
 /* Adds to a caller's counters of a budget period (nothing for other kinds),
  * written when the transaction ends. */
-int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
-                      const char *caller, int64_t reserved, int64_t used, int64_t debt);
+int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
+                      int64_t period_start_ms, const char *caller, int64_t reserved, int64_t used,
+                      int64_t debt);
 /* The lease side of one hold's expiry: its item, its audit event and the
  * caller's budget counters (the mirror side is mirror_expire_hold's). */
-int ledger_expire_item(struct backend *backend, const struct period *p, const struct hold *h,
+int ledger_expire_item(struct sq_backend *backend, const struct period *p, const struct hold *h,
                        int64_t now_ms);
 
 /* sqlite.c: hands a call to the writer and waits. 0 when it committed. */
-int writer_call(struct backend *backend, call_fn run, void *args);
+int writer_call(struct sq_backend *backend, call_fn run, void *args);
 /* Results of a request whose outcome is unknown (backend_error). */
 void item_unavailable(struct item *item);
 /* Answers: the done callback, or wakes the caller of a call. */
 void item_finish(struct item *item);
 
 /* sqlite_sync.c */
-int syncer_start(struct backend *backend);
+int syncer_start(struct sq_backend *backend);
 /* Answers every call handed so far, then stops. */
-void syncer_stop(struct backend *backend);
+void syncer_stop(struct sq_backend *backend);
 /* Hands committed calls over; they are answered once the WAL is synced.
  * Blocks while SQLITE_QUEUE_ITEMS_MAX calls are waiting. */
-void syncer_hand(struct backend *backend, struct item *items, uint32_t count);
+void syncer_hand(struct sq_backend *backend, struct item *items, uint32_t count);
 
 /* sqlite_admin.c: the synchronous ops of backend.h. */
-int sqlite_admin_put_limit(struct backend *backend, const struct limit_definition *definition,
+int sqlite_admin_put_limit(struct backend *base, const struct limit_definition *definition,
                            struct limit_state *state_out, char *error, size_t error_size);
-int sqlite_admin_restore_limit(struct backend *backend, const struct limit_state *state,
-                               char *error, size_t error_size);
-int sqlite_admin_delete_limit(struct backend *backend, const char *key);
-int sqlite_admin_get_limit(struct backend *backend, const char *key, struct limit_state *out);
-int sqlite_admin_list_limits(struct backend *backend, struct limit_state **out, size_t *count);
-int sqlite_admin_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
+int sqlite_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
+                               size_t error_size);
+int sqlite_admin_delete_limit(struct backend *base, const char *key);
+int sqlite_admin_get_limit(struct backend *base, const char *key, struct limit_state *out);
+int sqlite_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count);
+int sqlite_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                        struct limit_usage *out);
-int sqlite_admin_tick(struct backend *backend, bool *limits_changed);
-int sqlite_admin_events(struct backend *backend, const struct event_query *query,
+int sqlite_admin_tick(struct backend *base, bool *limits_changed);
+int sqlite_admin_events(struct backend *base, const struct event_query *query,
                         struct backend_event **out, size_t *count);
-int sqlite_admin_usage_by_caller(struct backend *backend, const char *key, int64_t at_unix_ms,
+int sqlite_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
                                  struct caller_usage **out, size_t *count);
 
 #endif

@@ -75,7 +75,7 @@ static bool text_room(struct text *t, size_t extra)
     return true;
 }
 
-static const char *limit_key_of(struct backend *backend, int64_t limit_id)
+static const char *limit_key_of(struct sq_backend *backend, int64_t limit_id)
 {
     const struct limit *limit = mirror_limit_by_id(&backend->mirror, limit_id);
     return limit != NULL ? limit->state.definition.key : "";
@@ -129,8 +129,8 @@ static char *put_string(char *at, const char *s)
 
 /* Room for one array element: numbers, punctuation and escaped strings
  * (a control character of a caller takes 6 bytes). */
-#define JSON_ELEMENT_BYTES (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + \
-                            6 * CALLER_LENGTH_MAX)
+#define JSON_ELEMENT_BYTES                                                                         \
+    (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + 6 * CALLER_LENGTH_MAX)
 
 static bool items_json(const struct lease_rec *rec, struct text *t)
 {
@@ -327,8 +327,7 @@ static int item_parse(struct scan *s, struct lease_item *item)
     int64_t live, actual, committed_at;
     bool actual_null, committed_null;
     if (!expect(s, '[') || !scan_i64(s, &item->limit_id, NULL) || !expect(s, ',') ||
-        !scan_u64(s, &item->amount) ||
-        !expect(s, ',') || !scan_string(s, text, sizeof text) ||
+        !scan_u64(s, &item->amount) || !expect(s, ',') || !scan_string(s, text, sizeof text) ||
         item_state_parse(text, strlen(text), &item->state) != 0 || !expect(s, ',') ||
         !scan_i64(s, &actual, &actual_null) || !expect(s, ',') || !scan_u64(s, &item->held) ||
         !expect(s, ',') || !scan_u64(s, &item->debt) || !expect(s, ',') ||
@@ -388,17 +387,17 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
         s.at++;
     if (!expect(&s, '[') || !scan_i64(&s, &out->at_ms, NULL) || !expect(&s, ',') ||
         !scan_string(&s, out->type, sizeof out->type) || !expect(&s, ',') ||
-        !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') ||
-        !scan_u64(&s, &out->amount) || !expect(&s, ',') || !scan_u64(&s, &out->actual) ||
-        !expect(&s, ',') || !scan_string(&s, out->detail, sizeof out->detail)) {
+        !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') || !scan_u64(&s, &out->amount) ||
+        !expect(&s, ',') || !scan_u64(&s, &out->actual) || !expect(&s, ',') ||
+        !scan_string(&s, out->detail, sizeof out->detail)) {
         reader->at = NULL;
         return -1;
     }
     skip_space(&s);
     out->has_lease = *s.at == ',';
-    if (out->has_lease && (!expect(&s, ',') ||
-                           !scan_string(&s, out->lease_id, sizeof out->lease_id) ||
-                           !expect(&s, ',') || !scan_string(&s, out->caller, sizeof out->caller))) {
+    if (out->has_lease &&
+        (!expect(&s, ',') || !scan_string(&s, out->lease_id, sizeof out->lease_id) ||
+         !expect(&s, ',') || !scan_string(&s, out->caller, sizeof out->caller))) {
         reader->at = NULL;
         return -1;
     }
@@ -428,7 +427,7 @@ static void rec_clear(struct lease_rec *rec)
 }
 
 /* A blank record, reused when one is free. */
-static struct lease_rec *rec_alloc(struct backend *backend)
+static struct lease_rec *rec_alloc(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     struct lease_rec *rec = c->free_recs;
@@ -449,7 +448,7 @@ static struct lease_rec *rec_alloc(struct backend *backend)
     return rec;
 }
 
-static void rec_free(struct backend *backend, struct lease_rec *rec)
+static void rec_free(struct sq_backend *backend, struct lease_rec *rec)
 {
     if (rec == NULL)
         return;
@@ -492,7 +491,7 @@ static bool match_seq(const void *value, const void *key)
     return ((const struct lease_rec *)value)->seq == *(const int64_t *)key;
 }
 
-static int cache_add(struct backend *backend, struct lease_rec *rec)
+static int cache_add(struct sq_backend *backend, struct lease_rec *rec)
 {
     struct lease_cache *c = &backend->leases;
     if (c->count == c->capacity) {
@@ -525,7 +524,7 @@ static const char *column_text(sqlite3_stmt *stmt, int column)
 }
 
 /* Builds a record from a STMT_LEASE_BY_* row. */
-static int rec_from_row(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+static int rec_from_row(struct sq_backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
 {
     struct lease_rec *rec = rec_alloc(backend);
     if (rec == NULL)
@@ -557,7 +556,7 @@ static int rec_from_row(struct backend *backend, sqlite3_stmt *stmt, struct leas
 
 /* Steps a bound STMT_LEASE_BY_* and caches what it finds: SQLITE_ROW with
  * *out, SQLITE_DONE when there is no such lease, or an error. */
-static int load(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+static int load(struct sq_backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
 {
     *out = NULL;
     int rc = sqlite3_step(stmt);
@@ -574,7 +573,7 @@ static int load(struct backend *backend, sqlite3_stmt *stmt, struct lease_rec **
     return SQLITE_ROW;
 }
 
-int leases_find(struct backend *backend, const char *lease_id, struct lease_rec **out)
+int leases_find(struct sq_backend *backend, const char *lease_id, struct lease_rec **out)
 {
     *out = map_find(&backend->leases.by_id, hash_bytes(lease_id, strlen(lease_id)), match_id,
                     lease_id);
@@ -587,7 +586,7 @@ int leases_find(struct backend *backend, const char *lease_id, struct lease_rec 
     return load(backend, stmt, out);
 }
 
-int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out)
+int leases_by_seq(struct sq_backend *backend, int64_t seq, struct lease_rec **out)
 {
     *out = map_find(&backend->leases.by_seq, hash_i64(seq), match_seq, &seq);
     if (*out != NULL) {
@@ -600,7 +599,7 @@ int leases_by_seq(struct backend *backend, int64_t seq, struct lease_rec **out)
     return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
 }
 
-int leases_new(struct backend *backend, const char *lease_id, uint32_t item_count,
+int leases_new(struct sq_backend *backend, const char *lease_id, uint32_t item_count,
                struct lease_rec **out)
 {
     struct lease_rec *rec = rec_alloc(backend);
@@ -631,7 +630,7 @@ int leases_new(struct backend *backend, const char *lease_id, uint32_t item_coun
     return SQLITE_DONE;
 }
 
-static void cache_remove(struct backend *backend, struct lease_rec *rec)
+static void cache_remove(struct sq_backend *backend, struct lease_rec *rec)
 {
     struct lease_cache *c = &backend->leases;
     map_remove(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), match_id,
@@ -645,10 +644,10 @@ static void cache_remove(struct backend *backend, struct lease_rec *rec)
     }
 }
 
-static int write_events(struct backend *backend, struct lease_rec *rec);
-static int write_rec(struct backend *backend, struct lease_rec *rec);
+static int write_events(struct sq_backend *backend, struct lease_rec *rec);
+static int write_rec(struct sq_backend *backend, struct lease_rec *rec);
 
-int leases_forget(struct backend *backend, struct lease_rec *rec)
+int leases_forget(struct sq_backend *backend, struct lease_rec *rec)
 {
     assert(!rec->is_new);
     int rc = write_rec(backend, rec);
@@ -667,7 +666,7 @@ int leases_forget(struct backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
-int lease_event(struct backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
+int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
                 int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail)
 {
     if (rec->event_count == SQLITE_EVENT_ITEMS) {
@@ -706,7 +705,7 @@ static bool match_range(const void *value, const void *key)
 }
 
 /* event_log row event_id holds events of the limit's key. */
-static int key_range_note(struct backend *backend, int64_t limit_id, int64_t event_id)
+static int key_range_note(struct sq_backend *backend, int64_t limit_id, int64_t event_id)
 {
     struct lease_cache *c = &backend->leases;
     const char *key = limit_key_of(backend, limit_id);
@@ -742,7 +741,7 @@ static int key_range_note(struct backend *backend, int64_t limit_id, int64_t eve
     return SQLITE_DONE;
 }
 
-static int key_ranges_write(struct backend *backend)
+static int key_ranges_write(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->range_count; i++) {
@@ -761,7 +760,7 @@ static int key_ranges_write(struct backend *backend)
 
 /* One event_log row for the events gathered; its id joins the lease's
  * event_rows and the key ranges. */
-static int write_events(struct backend *backend, struct lease_rec *rec)
+static int write_events(struct sq_backend *backend, struct lease_rec *rec)
 {
     if (rec->event_count == 0)
         return SQLITE_DONE;
@@ -781,8 +780,8 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
         bool seen = false;
         for (uint32_t j = 0; j < i && !seen; j++)
             seen = rec->events[j].limit_id == rec->events[i].limit_id;
-        if (!seen && (rc = key_range_note(backend, rec->events[i].limit_id, event_id)) !=
-                         SQLITE_DONE)
+        if (!seen &&
+            (rc = key_range_note(backend, rec->events[i].limit_id, event_id)) != SQLITE_DONE)
             return rc;
     }
     size_t size = strlen(rec->event_rows) + 24;
@@ -803,7 +802,7 @@ static int write_events(struct backend *backend, struct lease_rec *rec)
 /* One event_log row with the `expired` events of the holds expired so far
  * in this transaction (each item names its lease and caller), its key
  * index entries, and one expirations row per hold. */
-static int expiries_write(struct backend *backend)
+static int expiries_write(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     struct text *t = &backend->json;
@@ -888,7 +887,7 @@ static uint64_t caller_hash(const struct caller_key *k)
            hash_i64(k->limit_id * 1000003 + k->period_start_ms);
 }
 
-static int callers_write(struct backend *backend)
+static int callers_write(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->caller_count; i++) {
@@ -911,8 +910,9 @@ static int callers_write(struct backend *backend)
     return SQLITE_DONE;
 }
 
-int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_t period_start_ms,
-                      const char *caller, int64_t reserved, int64_t used, int64_t debt)
+int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
+                      int64_t period_start_ms, const char *caller, int64_t reserved, int64_t used,
+                      int64_t debt)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         return SQLITE_DONE;
@@ -962,7 +962,7 @@ int ledger_caller_add(struct backend *backend, const struct limit *limit, int64_
     return SQLITE_DONE;
 }
 
-int leases_expired(struct backend *backend, const struct expiry *expiry)
+int leases_expired(struct sq_backend *backend, const struct expiry *expiry)
 {
     struct lease_cache *c = &backend->leases;
     if (c->expiry_count == SQLITE_EVENT_ITEMS) {
@@ -984,7 +984,7 @@ int leases_expired(struct backend *backend, const struct expiry *expiry)
     return SQLITE_DONE;
 }
 
-int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limit *limit,
+int ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struct limit *limit,
                        uint64_t amount, const char *detail)
 {
     struct lease_event e = {.at_ms = at_ms,
@@ -1007,7 +1007,7 @@ int ledger_limit_event(struct backend *backend, int64_t at_ms, const struct limi
     return key_range_note(backend, limit->id, sqlite3_last_insert_rowid(backend->db));
 }
 
-static int write_rec(struct backend *backend, struct lease_rec *rec)
+static int write_rec(struct sq_backend *backend, struct lease_rec *rec)
 {
     if (!rec->dirty)
         return SQLITE_DONE;
@@ -1016,8 +1016,7 @@ static int write_rec(struct backend *backend, struct lease_rec *rec)
         return rc;
     if (!items_json(rec, &backend->json))
         return SQLITE_NOMEM;
-    sqlite3_stmt *stmt =
-        statement(backend, rec->is_new ? STMT_LEASE_INSERT : STMT_LEASE_UPDATE);
+    sqlite3_stmt *stmt = statement(backend, rec->is_new ? STMT_LEASE_INSERT : STMT_LEASE_UPDATE);
     sqlite3_bind_int64(stmt, 1, rec->seq);
     sqlite3_bind_text(stmt, 3, lease_state_name(rec->state), -1, SQLITE_STATIC);
     if (rec->is_new) {
@@ -1048,7 +1047,7 @@ static int write_rec(struct backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
-int leases_flush(struct backend *backend)
+int leases_flush(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     int written = expiries_write(backend);
@@ -1096,14 +1095,14 @@ int leases_flush(struct backend *backend)
     return SQLITE_DONE;
 }
 
-int leases_flush_if_full(struct backend *backend)
+int leases_flush_if_full(struct sq_backend *backend)
 {
     if (backend->leases.count <= SQLITE_LEASE_CACHE_MAX)
         return SQLITE_DONE;
     return leases_flush(backend);
 }
 
-void leases_discard(struct backend *backend)
+void leases_discard(struct sq_backend *backend)
 {
     struct lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->expiry_count; i++)
@@ -1120,7 +1119,7 @@ void leases_discard(struct backend *backend)
     map_free(&c->by_seq);
 }
 
-void leases_free(struct backend *backend)
+void leases_free(struct sq_backend *backend)
 {
     leases_discard(backend);
     while (backend->leases.free_recs != NULL) {
@@ -1145,7 +1144,7 @@ void leases_free(struct backend *backend)
     backend->json = (struct text){0};
 }
 
-int64_t leases_live_from(struct backend *backend)
+int64_t leases_live_from(struct sq_backend *backend)
 {
     int64_t least = INT64_MAX;
     const struct map *ids = &backend->mirror.limits_by_id;

@@ -10,18 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/retry.h"
+
 #define FINGERPRINT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 24))
 #define DENIED_TEXT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 1) + 1)
-#define WARNING_BYTES_MAX (LIMIT_KEY_LENGTH_MAX + 32)
-#define WARNINGS_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * 2 * WARNING_BYTES_MAX)
-
-static uint64_t add_capped(uint64_t a, uint64_t b)
-{
-    uint64_t sum;
-    if (!amount_add(a, b, &sum) || sum > AMOUNT_MAX)
-        return AMOUNT_MAX;
-    return sum;
-}
 
 static int64_t i64(uint64_t amount)
 {
@@ -32,7 +24,7 @@ static int64_t i64(uint64_t amount)
 /* A lease is forgotten, as in every backend, once it is older than
  * lease_retention_ms and none of its holds is live any more (a retry while a
  * hold lives must never reserve twice). */
-static bool forgotten(const struct backend *backend, const struct lease_rec *rec, int64_t now_ms)
+static bool forgotten(const struct sq_backend *backend, const struct lease_rec *rec, int64_t now_ms)
 {
     if (backend->config.lease_retention_ms <= 0 ||
         rec->created_at_ms > now_ms - backend->config.lease_retention_ms)
@@ -46,7 +38,7 @@ static bool forgotten(const struct backend *backend, const struct lease_rec *rec
 
 /* SQLITE_ROW with the lease (pinned for this request), SQLITE_DONE when it
  * is unknown or forgotten, else an error. */
-static int lease_get(struct backend *backend, const char *lease_id, int64_t now_ms,
+static int lease_get(struct sq_backend *backend, const char *lease_id, int64_t now_ms,
                      struct lease_rec **out)
 {
     int rc = leases_find(backend, lease_id, out);
@@ -60,7 +52,7 @@ static int lease_get(struct backend *backend, const char *lease_id, int64_t now_
 /* The live hold of an item, NULL when it expired or was freed. A hold that
  * is due but not yet expired is expired here first, so the item's story in
  * the audit log (expired, then committed_post_expiry) is the true one. */
-static int live_hold(struct backend *backend, const struct limit *limit,
+static int live_hold(struct sq_backend *backend, const struct limit *limit,
                      const struct lease_rec *rec, uint32_t index, int64_t now_ms,
                      struct period **period, struct hold **out)
 {
@@ -69,14 +61,15 @@ static int live_hold(struct backend *backend, const struct limit *limit,
     *period = mirror_period_find(limit, item->period_start_ms);
     if (*period == NULL || !item->live)
         return SQLITE_DONE;
-    struct hold *h = holds_find((*period)->holds, item->expires_at_ms, hold_row_id(rec->seq, index));
+    struct hold *h =
+        holds_find((*period)->holds, item->expires_at_ms, hold_row_id(rec->seq, index));
     if (h != NULL && h->expires_at_ms <= now_ms)
         return mirror_expire_hold(backend, *period, h, now_ms);
     *out = h;
     return SQLITE_DONE;
 }
 
-static void hold_drop(struct backend *backend, struct period *p, struct hold *h)
+static void hold_drop(struct sq_backend *backend, struct period *p, struct hold *h)
 {
     struct hold *removed = NULL;
     p->holds = holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
@@ -98,7 +91,6 @@ struct reserve_plan {
 /* Buffers too large for the stack, used by the writer thread only. */
 struct ledger_scratch {
     struct reserve_plan plan;
-    char warnings[WARNINGS_BYTES_MAX];
 };
 
 struct ledger_scratch *ledger_scratch_new(void)
@@ -140,7 +132,7 @@ static void fingerprint(const struct reserve_request *request, char *out, size_t
 }
 
 /* Errors that are not recorded against the lease (backend.h). */
-static bool definitive_error(struct backend *backend, const struct reserve_request *request,
+static bool definitive_error(struct sq_backend *backend, const struct reserve_request *request,
                              struct reserve_plan *plan, struct reserve_result *result)
 {
     for (uint32_t i = 0; i < request->requirement_count; i++) {
@@ -148,16 +140,16 @@ static bool definitive_error(struct backend *backend, const struct reserve_reque
         struct limit *limit = mirror_limit_by_key(&backend->mirror, r->key);
         plan->limits[i] = limit;
         if (limit == NULL) {
-            snprintf(result->error, sizeof result->error, "unknown_limit_key: %s", r->key);
+            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
             return true;
         }
         if (limit->state.status == LIMIT_DECREASING) {
-            snprintf(result->error, sizeof result->error, "limit_decreasing:%s", r->key);
+            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
             result->retry_after_ms = backend->config.decrease_retry_ms;
             return true;
         }
         if (r->amount > limit->state.definition.capacity) {
-            snprintf(result->error, sizeof result->error, "exceeds_capacity:%s", r->key);
+            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
             return true;
         }
     }
@@ -166,33 +158,19 @@ static bool definitive_error(struct backend *backend, const struct reserve_reque
 
 static uint64_t period_total(const struct period *p)
 {
-    return add_capped(add_capped(p->reserved, p->used), p->debt);
-}
-
-static int64_t jittered(struct backend *backend, int64_t ms)
-{
-    /* xorshift64: retry jitter only, never accounting. */
-    uint64_t x = backend->random_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    backend->random_state = x;
-    int64_t spread = ms / 5; /* +-20% */
-    if (spread == 0)
-        return ms;
-    return ms - spread + (int64_t)(x % (uint64_t)(2 * spread + 1));
+    return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
 /* SPEC section 5, for one requirement that does not fit. */
-static int64_t retry_after(struct backend *backend, const struct limit *limit,
+static int64_t retry_after(struct sq_backend *backend, const struct limit *limit,
                            const struct period *p, uint64_t amount, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
     uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
-    uint64_t need = add_capped(blocking, amount) - d->capacity;
+    uint64_t need = amount_add_saturating(blocking, amount) - d->capacity;
     if (d->kind == LIMIT_CONCURRENCY) {
         const struct hold *first = holds_first(p->holds);
-        int64_t poll = jittered(backend, backend->config.concurrency_poll_ms);
+        int64_t poll = retry_jitter_ms(backend->config.concurrency_poll_ms, &backend->random_state);
         if (first == NULL)
             return poll;
         int64_t wait = first->expires_at_ms - now_ms;
@@ -209,11 +187,11 @@ static int64_t retry_after(struct backend *backend, const struct limit *limit,
 static bool fits(const struct period *p, const struct limit_definition *d, uint64_t amount)
 {
     uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
-    return add_capped(blocking, amount) <= d->capacity;
+    return amount_add_saturating(blocking, amount) <= d->capacity;
 }
 
 /* Finds which requirements do not fit; fills denied_index and retry_after. */
-static int decide(struct backend *backend, const struct reserve_request *request,
+static int decide(struct sq_backend *backend, const struct reserve_request *request,
                   struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
 {
     for (uint32_t i = 0; i < request->requirement_count; i++) {
@@ -283,13 +261,11 @@ static void denied_parse(const char *text, const struct reserve_request *request
 static int replay(const struct lease_rec *lease, const struct reserve_request *request,
                   const char *fingerprint_text, struct reserve_result *result)
 {
-    memset(result, 0, sizeof *result);
+    reserve_result_clear(result);
     if (strcmp(lease->fingerprint, fingerprint_text) != 0) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "lease_conflict");
+        reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         return SQLITE_DONE;
     }
-    result->status = RESULT_OK;
     if (lease->state == LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         denied_parse(lease->denied, request, result);
@@ -302,7 +278,7 @@ static int replay(const struct lease_rec *lease, const struct reserve_request *r
 }
 
 /* The new lease's record, with the answer given. */
-static int lease_record(struct backend *backend, const struct reserve_request *request,
+static int lease_record(struct sq_backend *backend, const struct reserve_request *request,
                         const struct reserve_plan *plan, const struct reserve_result *result,
                         int64_t now_ms, struct lease_rec **out)
 {
@@ -328,7 +304,7 @@ static int lease_record(struct backend *backend, const struct reserve_request *r
     return rc == SQLITE_DONE ? lease_set_text(rec, &rec->denied, plan->denied) : rc;
 }
 
-static int hold_one(struct backend *backend, const struct reserve_request *request, uint32_t i,
+static int hold_one(struct sq_backend *backend, const struct reserve_request *request, uint32_t i,
                     struct reserve_plan *plan, struct lease_rec *rec, int64_t now_ms)
 {
     const struct requirement *r = &request->requirements[i];
@@ -378,7 +354,7 @@ static int64_t earliest_expiry(const struct reserve_request *request,
 }
 
 /* Not-yet-known lease: decide, record, hold. */
-static int reserve_new(struct backend *backend, const struct reserve_request *request,
+static int reserve_new(struct sq_backend *backend, const struct reserve_request *request,
                        struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms,
                        struct lease_rec **rec)
 {
@@ -401,13 +377,12 @@ static int reserve_new(struct backend *backend, const struct reserve_request *re
     return SQLITE_DONE;
 }
 
-static int reserve_run(struct backend *backend, const struct reserve_request *request,
+static int reserve_run(struct sq_backend *backend, const struct reserve_request *request,
                        struct reserve_result *result, struct lease_rec **rec)
 {
     struct reserve_plan *plan = &backend->scratch->plan;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_OK;
+    reserve_result_clear(result);
     fingerprint(request, plan->fingerprint, sizeof plan->fingerprint);
     int rc = leases_find(backend, request->lease_id, rec);
     if (rc == SQLITE_ROW && !forgotten(backend, *rec, now_ms))
@@ -425,7 +400,7 @@ static int reserve_run(struct backend *backend, const struct reserve_request *re
     return reserve_new(backend, request, plan, result, now_ms, rec);
 }
 
-int ledger_reserve(struct backend *backend, const struct reserve_request *request,
+int ledger_reserve(struct sq_backend *backend, const struct reserve_request *request,
                    struct reserve_result *result)
 {
     assert(request->requirement_count >= 1);
@@ -440,21 +415,16 @@ int ledger_reserve(struct backend *backend, const struct reserve_request *reques
 /* ---- Complete. */
 
 struct settle {
-    struct backend *backend;
+    struct sq_backend *backend;
     struct lease_rec *rec;
     int64_t now_ms;
-    char *warnings; /* WARNINGS_BYTES_MAX scratch */
-    size_t warnings_used;
-    uint32_t warning_count;
+    struct complete_result *result; /* gets the warnings */
 };
 
-static void warn(struct settle *s, const char *what, const char *key)
+static int warn(struct settle *s, enum backend_warning kind, const char *key)
 {
-    int n = snprintf(s->warnings + s->warnings_used, WARNINGS_BYTES_MAX - s->warnings_used, "%s:%s",
-                     what, key);
-    assert(n > 0 && (size_t)n < WARNINGS_BYTES_MAX - s->warnings_used);
-    s->warnings_used += (size_t)n + 1; /* keep the NUL: strings back to back */
-    s->warning_count++;
+    return complete_result_warn(s->result, kind, key, (uint32_t)strlen(key)) == 0 ? SQLITE_DONE
+                                                                                  : SQLITE_NOMEM;
 }
 
 static int event(struct settle *s, const char *type, const struct limit *limit,
@@ -481,7 +451,8 @@ static void item_settle(struct settle *s, struct lease_item *item, enum item_sta
 static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
                   const struct limit *limit)
 {
-    return add_capped(p->reserved + p->used + amount, extra) <= limit->state.definition.capacity;
+    return amount_add_saturating(p->reserved + p->used + amount, extra) <=
+           limit->state.definition.capacity;
 }
 
 /* Rolling: the hold shrinks (or grows, per overage) to the actual amount
@@ -513,12 +484,13 @@ static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index,
             held = h->amount;
             if (limit->state.definition.overage == OVERAGE_DEBT) {
                 debt = extra;
-                p->debt = add_capped(p->debt, debt);
-                warn(s, "overage_debt", limit->state.definition.key);
-                rc = event(s, "debt", limit, item, debt, "rolling overage held as debt");
+                p->debt = amount_add_saturating(p->debt, debt);
+                rc = warn(s, BACKEND_WARNING_OVERAGE_DEBT, limit->state.definition.key);
+                if (rc == SQLITE_DONE)
+                    rc = event(s, "debt", limit, item, debt, "rolling overage held as debt");
             } else {
                 atomic_fetch_add(&s->backend->overage_denied, 1);
-                warn(s, "overage_denied", limit->state.definition.key);
+                rc = warn(s, BACKEND_WARNING_OVERAGE_DENIED, limit->state.definition.key);
             }
         }
         if (rc == SQLITE_DONE)
@@ -593,13 +565,13 @@ static int settle_budget(struct settle *s, struct limit *limit, uint32_t index, 
     uint64_t fit = actual < room ? actual : room;
     uint64_t debt = actual - fit;
     p->used += fit;
-    p->debt = add_capped(p->debt, debt);
+    p->debt = amount_add_saturating(p->debt, debt);
     mirror_touch(&s->backend->mirror, p);
     const char *key = limit->state.definition.key;
-    if (expired)
-        warn(s, "commit_after_expiry", key);
-    if (debt > 0)
-        warn(s, "overage_debt", key);
+    if (expired && (rc = warn(s, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, key)) != SQLITE_DONE)
+        return rc;
+    if (debt > 0 && (rc = warn(s, BACKEND_WARNING_OVERAGE_DEBT, key)) != SQLITE_DONE)
+        return rc;
     /* A budget's debt stays in its period's counters: the item holds nothing. */
     item_settle(s, item, expired ? ITEM_COMMITTED_POST_EXPIRY : ITEM_COMMITTED, actual, 0, debt,
                 false);
@@ -633,7 +605,7 @@ static int settle_item(struct settle *s, uint32_t index, uint64_t actual)
 
 /* Keeps expiry going on the lease's limits, a few holds each (the lease's
  * own holds are checked one by one in live_hold). */
-static int expire_items(struct backend *backend, const struct lease_rec *rec, int64_t now_ms)
+static int expire_items(struct sq_backend *backend, const struct lease_rec *rec, int64_t now_ms)
 {
     for (uint32_t i = 0; i < rec->item_count; i++) {
         struct limit *limit = mirror_limit_by_id(&backend->mirror, rec->items[i].limit_id);
@@ -647,7 +619,7 @@ static int expire_items(struct backend *backend, const struct lease_rec *rec, in
     return SQLITE_DONE;
 }
 
-static const char *item_key(struct backend *backend, const struct lease_item *item)
+static const char *item_key(struct sq_backend *backend, const struct lease_item *item)
 {
     const struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
     return limit != NULL ? limit->state.definition.key : "";
@@ -662,7 +634,7 @@ static const struct actual *actual_for(const struct complete_request *request, c
     return NULL;
 }
 
-static bool actuals_valid(struct backend *backend, const struct complete_request *request,
+static bool actuals_valid(struct sq_backend *backend, const struct complete_request *request,
                           const struct lease_rec *rec, struct complete_result *result)
 {
     for (uint32_t i = 0; i < request->actual_count; i++) {
@@ -670,28 +642,14 @@ static bool actuals_valid(struct backend *backend, const struct complete_request
         for (uint32_t j = 0; j < rec->item_count && !found; j++)
             found = strcmp(item_key(backend, &rec->items[j]), request->actuals[i].key) == 0;
         if (!found) {
-            result->status = RESULT_INVALID;
-            snprintf(result->error, sizeof result->error, "actual_key_not_in_lease:%s",
-                     request->actuals[i].key);
+            complete_result_fail(result, BACKEND_ACTUAL_KEY_NOT_IN_LEASE, i);
             return false;
         }
     }
     return true;
 }
 
-static int warnings_publish(const struct settle *s, struct complete_result *result)
-{
-    if (s->warning_count == 0)
-        return SQLITE_DONE;
-    result->warnings = malloc(s->warnings_used);
-    if (result->warnings == NULL)
-        return SQLITE_NOMEM;
-    memcpy(result->warnings, s->warnings, s->warnings_used);
-    result->warning_count = s->warning_count;
-    return SQLITE_DONE;
-}
-
-static int complete_live(struct backend *backend, const struct complete_request *request,
+static int complete_live(struct sq_backend *backend, const struct complete_request *request,
                          struct lease_rec *rec, struct complete_result *result, int64_t now_ms)
 {
     if (!actuals_valid(backend, request, rec, result))
@@ -699,8 +657,7 @@ static int complete_live(struct backend *backend, const struct complete_request 
     int rc = expire_items(backend, rec, now_ms);
     if (rc != SQLITE_DONE)
         return rc;
-    struct settle s = {
-        .backend = backend, .rec = rec, .now_ms = now_ms, .warnings = backend->scratch->warnings};
+    struct settle s = {.backend = backend, .rec = rec, .now_ms = now_ms, .result = result};
     for (uint32_t i = 0; i < rec->item_count; i++) {
         const struct actual *a = actual_for(request, item_key(backend, &rec->items[i]));
         /* A key left out settles at its reserved amount (pessimistic). */
@@ -712,23 +669,22 @@ static int complete_live(struct backend *backend, const struct complete_request 
     rec->finished_at_ms = now_ms;
     rec->dirty = true;
     result->reconciled = true;
-    return warnings_publish(&s, result);
+    return SQLITE_DONE;
 }
 
-static int complete_run(struct backend *backend, const struct complete_request *request,
+static int complete_run(struct sq_backend *backend, const struct complete_request *request,
                         struct complete_result *result, struct lease_rec **rec)
 {
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_OK;
+    free(result->warnings); /* of an earlier try of a redone transaction */
+    complete_result_clear(result);
     int rc = lease_get(backend, request->lease_id, now_ms, rec);
     if (rc == SQLITE_DONE || (rc == SQLITE_ROW && (*rec)->state == LEASE_DENIED))
         return SQLITE_DONE; /* nothing held: reconciled=false */
     if (rc != SQLITE_ROW)
         return rc;
     if ((*rec)->state == LEASE_RELEASED) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "already_finalized");
+        complete_result_fail(result, BACKEND_ALREADY_FINALIZED, 0);
         return SQLITE_DONE;
     }
     if ((*rec)->state == LEASE_COMPLETED) {
@@ -738,7 +694,7 @@ static int complete_run(struct backend *backend, const struct complete_request *
     return complete_live(backend, request, *rec, result, now_ms);
 }
 
-int ledger_complete(struct backend *backend, const struct complete_request *request,
+int ledger_complete(struct sq_backend *backend, const struct complete_request *request,
                     struct complete_result *result)
 {
     struct lease_rec *rec = NULL;
@@ -750,7 +706,7 @@ int ledger_complete(struct backend *backend, const struct complete_request *requ
 
 /* ---- Release. */
 
-static int release_item(struct backend *backend, struct lease_rec *rec, uint32_t index,
+static int release_item(struct sq_backend *backend, struct lease_rec *rec, uint32_t index,
                         int64_t now_ms)
 {
     struct lease_item *item = &rec->items[index];
@@ -777,20 +733,18 @@ static int release_item(struct backend *backend, struct lease_rec *rec, uint32_t
     return rc;
 }
 
-static int release_run(struct backend *backend, const struct release_request *request,
+static int release_run(struct sq_backend *backend, const struct release_request *request,
                        struct release_result *result, struct lease_rec **rec)
 {
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    memset(result, 0, sizeof *result);
-    result->status = RESULT_OK;
+    result->error = BACKEND_OK;
     int rc = lease_get(backend, request->lease_id, now_ms, rec);
     if (rc == SQLITE_DONE)
         return SQLITE_DONE; /* unknown: no-op success */
     if (rc != SQLITE_ROW)
         return rc;
     if ((*rec)->state == LEASE_COMPLETED) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "already_finalized");
+        result->error = BACKEND_ALREADY_FINALIZED;
         return SQLITE_DONE;
     }
     if ((*rec)->state != LEASE_ALLOWED)
@@ -807,7 +761,7 @@ static int release_run(struct backend *backend, const struct release_request *re
     return SQLITE_DONE;
 }
 
-int ledger_release(struct backend *backend, const struct release_request *request,
+int ledger_release(struct sq_backend *backend, const struct release_request *request,
                    struct release_result *result)
 {
     struct lease_rec *rec = NULL;
@@ -819,7 +773,7 @@ int ledger_release(struct backend *backend, const struct release_request *reques
 
 /* ---- Expiry and the limits' own events. */
 
-int ledger_expire_item(struct backend *backend, const struct period *p, const struct hold *h,
+int ledger_expire_item(struct sq_backend *backend, const struct period *p, const struct hold *h,
                        int64_t now_ms)
 {
     struct expiry expiry = {.row_id = h->row_id,

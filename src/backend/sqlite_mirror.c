@@ -104,7 +104,7 @@ static int64_t amount_i64(uint64_t amount)
     return (int64_t)amount;
 }
 
-int mirror_flush(struct backend *backend)
+int mirror_flush(struct sq_backend *backend)
 {
     sqlite3_stmt *put = statement(backend, STMT_USAGE_PUT);
     while (backend->mirror.dirty != NULL) {
@@ -134,7 +134,7 @@ struct period *mirror_period_find(const struct limit *limit, int64_t start_ms)
 }
 
 /* Reads a period's stored counters (zero when it has no row yet). */
-static int usage_read(struct backend *backend, int64_t limit_id, int64_t start_ms,
+static int usage_read(struct sq_backend *backend, int64_t limit_id, int64_t start_ms,
                       struct period *out)
 {
     sqlite3_stmt *get = statement(backend, STMT_USAGE_GET);
@@ -151,7 +151,7 @@ static int usage_read(struct backend *backend, int64_t limit_id, int64_t start_m
     return rc;
 }
 
-struct period *mirror_period(struct backend *backend, struct limit *limit, int64_t start_ms)
+struct period *mirror_period(struct sq_backend *backend, struct limit *limit, int64_t start_ms)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         start_ms = 0;
@@ -195,7 +195,7 @@ void mirror_trim_periods(struct limit *limit, int64_t now_ms)
     }
 }
 
-int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h, int64_t now_ms)
+int mirror_expire_hold(struct sq_backend *backend, struct period *p, struct hold *h, int64_t now_ms)
 {
     int rc = ledger_expire_item(backend, p, h, now_ms);
     if (rc != SQLITE_DONE)
@@ -217,7 +217,7 @@ int mirror_expire_hold(struct backend *backend, struct period *p, struct hold *h
     return SQLITE_DONE;
 }
 
-static int expire_period(struct backend *backend, struct period *p, int64_t now_ms,
+static int expire_period(struct sq_backend *backend, struct period *p, int64_t now_ms,
                          uint64_t *budget_left)
 {
     for (;;) {
@@ -235,7 +235,7 @@ static int expire_period(struct backend *backend, struct period *p, int64_t now_
     }
 }
 
-int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
+int mirror_expire(struct sq_backend *backend, struct limit *limit, int64_t now_ms,
                   uint64_t *budget_left)
 {
     for (uint32_t i = 0; i < limit->period_count; i++) {
@@ -248,7 +248,7 @@ int mirror_expire(struct backend *backend, struct limit *limit, int64_t now_ms,
 
 /* ---- Loading. */
 
-static int load_fail(struct backend *backend, char *error, size_t error_size, const char *what)
+static int load_fail(struct sq_backend *backend, char *error, size_t error_size, const char *what)
 {
     snprintf(error, error_size, "loading %s: %s", what, sqlite3_errmsg(backend->db));
     return -1;
@@ -282,7 +282,7 @@ static void limit_state_from_row(sqlite3_stmt *stmt, struct limit_state *state)
     state->pending_decrease_to = (uint64_t)sqlite3_column_int64(stmt, 12);
 }
 
-static int load_limits(struct backend *backend, char *error, size_t error_size)
+static int load_limits(struct sq_backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
     const char *sql = "SELECT id,key,deleted,kind,capacity,window_seconds,timeout_seconds,"
@@ -314,11 +314,12 @@ static int load_limits(struct backend *backend, char *error, size_t error_size)
 
 /* Rebuilds the live holds of one lease row and adds them to the sums they
  * are checked against. */
-static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct lease_item *items,
-                            char *error, size_t error_size)
+static int load_lease_holds(struct sq_backend *backend, sqlite3_stmt *stmt,
+                            struct lease_item *items, char *error, size_t error_size)
 {
     int64_t seq = sqlite3_column_int64(stmt, 0);
-    struct lease_rec rec = {.seq = seq, .items = items, .item_capacity = REQUIREMENTS_PER_RESERVE_MAX};
+    struct lease_rec rec = {
+        .seq = seq, .items = items, .item_capacity = REQUIREMENTS_PER_RESERVE_MAX};
     const unsigned char *json = sqlite3_column_text(stmt, 1);
     if (json == NULL || lease_items_parse(&rec, (const char *)json) != 0) {
         snprintf(error, error_size, "loading lease %lld: malformed items", (long long)seq);
@@ -375,7 +376,7 @@ static int load_lease_holds(struct backend *backend, sqlite3_stmt *stmt, struct 
 }
 
 /* Every period's stored counters must equal the sums of its live holds. */
-static int check_sums(struct backend *backend, char *error, size_t error_size)
+static int check_sums(struct sq_backend *backend, char *error, size_t error_size)
 {
     struct map *ids = &backend->mirror.limits_by_id;
     for (uint32_t i = 0; i < ids->capacity; i++) {
@@ -401,7 +402,7 @@ static int check_sums(struct backend *backend, char *error, size_t error_size)
 
 /* Live leases are found from the watermark the tick keeps in meta
  * (live_from_seq): no lease below it holds anything. */
-static int load_holds(struct backend *backend, char *error, size_t error_size)
+static int load_holds(struct sq_backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
     const char *sql = "SELECT seq, items, lease_id, caller FROM leases WHERE seq >= "
@@ -431,7 +432,7 @@ static int load_holds(struct backend *backend, char *error, size_t error_size)
     return check_sums(backend, error, error_size);
 }
 
-static int load_next_seq(struct backend *backend, char *error, size_t error_size)
+static int load_next_seq(struct sq_backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
     if (sqlite3_prepare_v2(backend->db, "SELECT COALESCE(MAX(seq),0)+1 FROM leases", -1, &stmt,
@@ -444,7 +445,7 @@ static int load_next_seq(struct backend *backend, char *error, size_t error_size
     return rc == SQLITE_ROW ? 0 : load_fail(backend, error, error_size, "leases");
 }
 
-int mirror_load(struct backend *backend, char *error, size_t error_size)
+int mirror_load(struct sq_backend *backend, char *error, size_t error_size)
 {
     mirror_free(&backend->mirror);
     backend->mirror.next_limit_id = 1;

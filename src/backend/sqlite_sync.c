@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 /* The writer's WAL file, once SQLite has opened it. */
-static sqlite3_file *wal_file_of(struct backend *backend)
+static sqlite3_file *wal_file_of(struct sq_backend *backend)
 {
     sqlite3_file *file = NULL;
     if (sqlite3_file_control(backend->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) !=
@@ -46,7 +46,7 @@ static uint32_t ring_take(struct item_ring *ring, struct item *out, uint32_t mos
     return count;
 }
 
-void syncer_hand(struct backend *backend, struct item *items, uint32_t count)
+void syncer_hand(struct sq_backend *backend, struct item *items, uint32_t count)
 {
     if (backend->wal_file == NULL)
         backend->wal_file = wal_file_of(backend); /* written before it is read: the mutex */
@@ -59,7 +59,7 @@ void syncer_hand(struct backend *backend, struct item *items, uint32_t count)
 
 /* Everything waiting, or one call when group commit is off (one fsync per
  * transaction, the cost a design without group commit pays). */
-static uint32_t sync_take(struct backend *backend, struct item *out, sqlite3_file **wal_file)
+static uint32_t sync_take(struct sq_backend *backend, struct item *out, sqlite3_file **wal_file)
 {
     uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQLITE_QUEUE_ITEMS_MAX;
     uint32_t count = ring_take(&backend->sync_ring, out, most);
@@ -71,7 +71,7 @@ static uint32_t sync_take(struct backend *backend, struct item *out, sqlite3_fil
 /* After a failed fsync the kernel may have dropped pages that later commits
  * build on, so nothing more is acknowledged until the server restarts and
  * SQLite recovers the WAL from what really is on disk. */
-static void sync_failed(struct backend *backend, int rc)
+static void sync_failed(struct sq_backend *backend, int rc)
 {
     if (!atomic_exchange(&backend->failed, true))
         fprintf(stderr,
@@ -82,7 +82,7 @@ static void sync_failed(struct backend *backend, int rc)
 }
 
 /* Queues synced calls for the answerer (waits while its queue is full). */
-static void answer_hand(struct backend *backend, struct item *items, uint32_t count)
+static void answer_hand(struct sq_backend *backend, struct item *items, uint32_t count)
 {
     pthread_mutex_lock(&backend->answer_mutex);
     ring_put(&backend->answer_ring, &backend->answer_mutex, &backend->answer_cond, items, count);
@@ -92,7 +92,7 @@ static void answer_hand(struct backend *backend, struct item *items, uint32_t co
 
 static void *answerer_main(void *arg)
 {
-    struct backend *backend = arg;
+    struct sq_backend *backend = arg;
     struct item *items = backend->answer_batch;
     pthread_mutex_lock(&backend->answer_mutex);
     for (;;) {
@@ -113,7 +113,7 @@ static void *answerer_main(void *arg)
 
 static void *syncer_main(void *arg)
 {
-    struct backend *backend = arg;
+    struct sq_backend *backend = arg;
     struct item *items = backend->sync_batch;
     pthread_mutex_lock(&backend->sync_mutex);
     for (;;) {
@@ -141,7 +141,7 @@ static void *syncer_main(void *arg)
     return NULL;
 }
 
-int syncer_start(struct backend *backend)
+int syncer_start(struct sq_backend *backend)
 {
     backend->sync_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
     backend->sync_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
@@ -161,7 +161,7 @@ int syncer_start(struct backend *backend)
     return 0;
 }
 
-void syncer_stop(struct backend *backend)
+void syncer_stop(struct sq_backend *backend)
 {
     if (backend->syncer_started) {
         pthread_mutex_lock(&backend->sync_mutex);

@@ -138,11 +138,6 @@ uint64_t holds_sum(const struct hold *root)
     return root == NULL ? 0 : root->amount_sum;
 }
 
-static uint64_t add_saturating(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 int64_t holds_row_min(const struct hold *root)
 {
     return root == NULL ? INT64_MAX : root->row_min;
@@ -153,8 +148,8 @@ static void node_update(struct hold *node)
     int32_t hl = height_of(node->left), hr = height_of(node->right);
     node->height = (hl > hr ? hl : hr) + 1;
     assert(node->height <= HOLDS_HEIGHT_MAX);
-    node->amount_sum =
-        add_saturating(add_saturating(holds_sum(node->left), holds_sum(node->right)), node->amount);
+    node->amount_sum = amount_add_saturating(
+        amount_add_saturating(holds_sum(node->left), holds_sum(node->right)), node->amount);
     int64_t left = holds_row_min(node->left), right = holds_row_min(node->right);
     int64_t least = left < right ? left : right;
     node->row_min = node->row_id < least ? node->row_id : least;

@@ -132,3 +132,43 @@ char *json_dump_compact(const json_t *value, size_t *length)
         *length = strlen(text);
     return text;
 }
+
+/* A text the server writes, the prefix of a key when it names one. */
+struct wire_text {
+    const char *text;
+    int value;
+};
+
+static const struct wire_text denials[] = {
+    {"unknown_limit_key: ", LLMLIMIT_DENIAL_UNKNOWN_LIMIT_KEY},
+    {"limit_decreasing:", LLMLIMIT_DENIAL_LIMIT_DECREASING},
+    {"exceeds_capacity:", LLMLIMIT_DENIAL_EXCEEDS_CAPACITY},
+};
+
+static const struct wire_text warnings[] = {
+    {"commit_after_expiry:", LLMLIMIT_WARNING_COMMIT_AFTER_EXPIRY},
+    {"overage_debt:", LLMLIMIT_WARNING_OVERAGE_DEBT},
+    {"overage_denied:", LLMLIMIT_WARNING_OVERAGE_DENIED},
+};
+
+static int wire_lookup(const struct wire_text *table, size_t count, const char *text, int other)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t n = strlen(table[i].text);
+        if (strncmp(text, table[i].text, n) == 0)
+            return table[i].value;
+    }
+    return other;
+}
+
+int codec_denial(const char *error)
+{
+    if (error[0] == '\0')
+        return LLMLIMIT_DENIAL_NONE;
+    return wire_lookup(denials, sizeof denials / sizeof denials[0], error, LLMLIMIT_DENIAL_OTHER);
+}
+
+uint32_t codec_warning_flag(const char *warning)
+{
+    return (uint32_t)wire_lookup(warnings, sizeof warnings / sizeof warnings[0], warning, 0);
+}

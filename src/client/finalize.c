@@ -56,17 +56,6 @@ fail:
     return NULL;
 }
 
-static uint32_t warning_flag(const char *warning)
-{
-    if (strncmp(warning, "commit_after_expiry:", 20) == 0)
-        return LLMLIMIT_WARNING_COMMIT_AFTER_EXPIRY;
-    if (strncmp(warning, "overage_debt:", 13) == 0)
-        return LLMLIMIT_WARNING_OVERAGE_DEBT;
-    if (strncmp(warning, "overage_denied:", 15) == 0)
-        return LLMLIMIT_WARNING_OVERAGE_DENIED;
-    return 0;
-}
-
 /* Copies the warnings into one allocation: the pointer array, then the
  * strings it points at. */
 static int warnings_copy(const json_t *warnings, struct llmlimit_complete_result *result)
@@ -90,7 +79,7 @@ static int warnings_copy(const json_t *warnings, struct llmlimit_complete_result
         size_t length = strlen(text) + 1;
         memcpy(strings, text, length);
         pointers[i] = strings;
-        result->warning_flags |= warning_flag(text);
+        result->warning_flags |= codec_warning_flag(text);
         strings += length;
     }
     result->warnings = pointers;

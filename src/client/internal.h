@@ -100,6 +100,12 @@ bool client_lease_id_valid(const char *lease_id);
 /* Copies src into dst of dst_size bytes, truncating; always NUL-terminates. */
 void copy_string(char *dst, size_t dst_size, const char *src);
 
+/* The server's error and warning texts (docs/api.md), read here and nowhere
+ * else: the LLMLIMIT_DENIAL_* of a reserve error, the LLMLIMIT_WARNING_* of
+ * a complete warning (0 for a text it does not know). */
+int codec_denial(const char *error);
+uint32_t codec_warning_flag(const char *warning);
+
 /* Writes "<prefix><percent-encoded key>" into out. Returns 0, or
  * LLMLIMIT_ERR_INVALID_ARGUMENT if the key is invalid. */
 int path_with_key(char *out, size_t out_size, const char *prefix, const char *key);

@@ -103,6 +103,7 @@ static int result_from_json(const json_t *json, int http_status,
     if (error == NULL)
         return LLMLIMIT_ERR_PROTOCOL;
     copy_string(result->error, sizeof(result->error), error);
+    result->denial = http_status == 200 ? codec_denial(error) : LLMLIMIT_DENIAL_OTHER;
     if (http_status != 200)
         return 0; /* a batch item that failed: its error says why */
     const json_t *allowed = json_object_get(json, "allowed");
@@ -148,6 +149,7 @@ static int reserve_send(struct llmlimit_client *client,
     } else {
         result->http_status = answer.http_status;
         copy_string(result->error, sizeof(result->error), status->error);
+        result->denial = LLMLIMIT_DENIAL_OTHER;
     }
     json_decref(json);
     http_answer_clear(&answer);
@@ -191,7 +193,8 @@ int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reser
 /* True for denials that a wait can fix: capacity, or a decrease under way. */
 static bool denial_retryable(const struct llmlimit_reserve_result *result)
 {
-    return result->error[0] == '\0' || strncmp(result->error, "limit_decreasing:", 17) == 0;
+    return result->denial == LLMLIMIT_DENIAL_NONE ||
+           result->denial == LLMLIMIT_DENIAL_LIMIT_DECREASING;
 }
 
 int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,

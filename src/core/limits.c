@@ -3,6 +3,7 @@
  * 400-year eras, so it is exact for every int64 millisecond we accept. */
 #include "limits.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -259,4 +260,17 @@ int64_t period_end_ms(enum limit_period period, int64_t unix_ms)
     default:
         return INT64_MAX;
     }
+}
+
+int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,
+                        uint64_t debt)
+{
+    assert(capacity <= AMOUNT_MAX);
+    uint64_t taken = amount_add_saturating(reserved, used);
+    if (kind == LIMIT_BUDGET)
+        taken = amount_add_saturating(taken, debt);
+    if (taken <= capacity)
+        return (int64_t)(capacity - taken);
+    uint64_t over = taken - capacity;
+    return over >= (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)over;
 }

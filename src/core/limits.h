@@ -97,4 +97,18 @@ static inline bool amount_add(uint64_t a, uint64_t b, uint64_t *result)
     return true;
 }
 
+/* a + b, or UINT64_MAX when that overflows: for sums that are only reported
+ * or compared against a capacity (at most AMOUNT_MAX), never stored as an
+ * exact balance. */
+static inline uint64_t amount_add_saturating(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* What a limit has left (docs/semantics.md, "Usage fields"): capacity minus
+ * reserved and used, and minus debt for a budget (rolling debt is reported
+ * but does not block). Negative after an overrun; saturates at INT64_MIN. */
+int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,
+                        uint64_t debt);
+
 #endif

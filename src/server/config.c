@@ -63,7 +63,7 @@ static const struct flag flags[] = {
      "leases remembered for idempotent retries (memory, tigerbeetle)"},
     {"--lease-retention-seconds", "N", FLAG_U32, FIELD(lease_retention_seconds), 1,
      WINDOW_SECONDS_MAX, "how long a lease answers retries (longer while its holds live)"},
-    {"--concurrency-poll-ms", "N", FLAG_U32, FIELD(concurrency_poll_ms), 1, 60000,
+    {"--concurrency-poll-ms", "N", FLAG_U32, FIELD(concurrency_poll_ms), 1, POLL_MS_MAX,
      "cap of retry_after_ms on a concurrency denial"},
     {"--decrease-retry-ms", "N", FLAG_U32, FIELD(decrease_retry_ms), 1, 3600000,
      "retry_after_ms of a limit_decreasing denial"},

@@ -30,45 +30,70 @@ static void member_i64(struct buffer *b, const char *name, int64_t value)
     buffer_append_i64(b, value);
 }
 
-unsigned encode_http_status(enum result_status status)
+unsigned encode_http_status(enum backend_error error)
 {
-    switch (status) {
-    case RESULT_OK:
-        return 200;
-    case RESULT_INVALID:
+    switch (error) {
+    case BACKEND_OK:
+    case BACKEND_UNKNOWN_LIMIT_KEY:
+    case BACKEND_LIMIT_DECREASING:
+    case BACKEND_EXCEEDS_CAPACITY:
+        return 200; /* a definitive reserve answer, even a denial */
+    case BACKEND_ACTUAL_KEY_NOT_IN_LEASE:
         return 400;
-    case RESULT_CONFLICT:
+    case BACKEND_LEASE_CONFLICT:
+    case BACKEND_ALREADY_FINALIZED:
         return 409;
-    case RESULT_UNAVAILABLE:
+    case BACKEND_UNAVAILABLE:
         return 503;
     }
+    assert(false);
     return 500;
 }
 
-/* The error text of a non-OK result; 503 is always "backend_error" (the
- * outcome is unknown, whatever the backend saw). */
-static const char *error_of(enum result_status status, const char *error)
+/* The wire text of every backend error and warning (docs/api.md), here and
+ * nowhere else. Errors that name a key end with it. */
+static const char *const error_texts[] = {
+    [BACKEND_OK] = "",
+    [BACKEND_UNKNOWN_LIMIT_KEY] = "unknown_limit_key: ",
+    [BACKEND_LIMIT_DECREASING] = "limit_decreasing:",
+    [BACKEND_EXCEEDS_CAPACITY] = "exceeds_capacity:",
+    [BACKEND_LEASE_CONFLICT] = "lease_conflict",
+    [BACKEND_ALREADY_FINALIZED] = "already_finalized",
+    [BACKEND_ACTUAL_KEY_NOT_IN_LEASE] = "actual_key_not_in_lease:",
+    [BACKEND_UNAVAILABLE] = "backend_error",
+};
+
+static const char *const warning_texts[] = {
+    [BACKEND_WARNING_COMMIT_AFTER_EXPIRY] = "commit_after_expiry:",
+    [BACKEND_WARNING_OVERAGE_DEBT] = "overage_debt:",
+    [BACKEND_WARNING_OVERAGE_DENIED] = "overage_denied:",
+};
+
+/* A JSON string: the text, then the key when there is one. */
+static void text_with_key(struct buffer *b, const char *text, const char *key, uint32_t key_length)
 {
-    if (status == RESULT_UNAVAILABLE)
-        return "backend_error";
-    if (error[0] != '\0')
-        return error;
-    return status == RESULT_CONFLICT ? "lease_conflict" : "invalid_request";
+    size_t n = strlen(text);
+    char joined[64 + LIMIT_KEY_LENGTH_MAX];
+    assert(n < 64);
+    assert(key_length <= LIMIT_KEY_LENGTH_MAX);
+    memcpy(joined, text, n);
+    if (key != NULL)
+        memcpy(joined + n, key, key_length);
+    buffer_append_json_string(b, joined, n + (key != NULL ? key_length : 0));
 }
 
-/* The key named by a definitive denial ("unknown_limit_key: k",
- * "limit_decreasing:k", "exceeds_capacity:k"), for a backend that reports the
- * error without a denied index. */
-static const char *error_key(const char *error)
+void encode_backend_error(struct buffer *b, enum backend_error error, const char *key,
+                          uint32_t key_length)
 {
-    static const char *const prefixes[] = {
-        "unknown_limit_key: ", "limit_decreasing:", "exceeds_capacity:"};
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-        size_t n = strlen(prefixes[i]);
-        if (strncmp(error, prefixes[i], n) == 0)
-            return error + n;
-    }
-    return NULL;
+    assert((size_t)error < sizeof error_texts / sizeof error_texts[0]);
+    assert(backend_error_names_key(error) == (key != NULL));
+    text_with_key(b, error_texts[error], key, key_length);
+}
+
+const char *encode_backend_error_text(enum backend_error error)
+{
+    assert((size_t)error < sizeof error_texts / sizeof error_texts[0]);
+    return error_texts[error];
 }
 
 static void denied_keys(struct buffer *b, const struct reserve_request *request,
@@ -76,9 +101,10 @@ static void denied_keys(struct buffer *b, const struct reserve_request *request,
 {
     member_name(b, "denied_keys");
     buffer_append_char(b, '[');
-    if (!result->allowed && result->denied_count == 0 && error_key(result->error) != NULL) {
-        const char *key = error_key(result->error);
-        buffer_append_json_string(b, key, strlen(key));
+    if (!result->allowed && result->denied_count == 0 && backend_error_is_denial(result->error)) {
+        assert(result->error_index < request->requirement_count);
+        const struct requirement *r = &request->requirements[result->error_index];
+        buffer_append_json_string(b, r->key, r->key_length);
     }
     assert(result->denied_count <= REQUIREMENTS_PER_RESERVE_MAX);
     bool first = true;
@@ -117,16 +143,31 @@ static void reserve_allowed(struct buffer *b, const struct reserve_result *resul
     buffer_wrote(b, out);
 }
 
+/* The error's text with the key of the requirement it names. */
+static void reserve_error(struct buffer *b, const struct reserve_request *request,
+                          const struct reserve_result *result)
+{
+    if (!backend_error_names_key(result->error)) {
+        encode_backend_error(b, result->error, NULL, 0);
+        return;
+    }
+    assert(result->error_index < request->requirement_count);
+    const struct requirement *r = &request->requirements[result->error_index];
+    encode_backend_error(b, result->error, r->key, r->key_length);
+}
+
 unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *request,
                                 const struct reserve_result *result)
 {
-    if (result->status == RESULT_OK && result->allowed && result->error[0] == '\0') {
+    if (result->error == BACKEND_OK && result->allowed) {
         reserve_allowed(b, result);
         return 200;
     }
-    if (result->status != RESULT_OK) {
-        member_string(b, "error", error_of(result->status, result->error));
-        return encode_http_status(result->status);
+    unsigned status = encode_http_status(result->error);
+    if (status != 200) {
+        member_name(b, "error");
+        reserve_error(b, request, result);
+        return status;
     }
     member_name(b, "allowed");
     buffer_append_str(b, result->allowed ? "true," : "false,");
@@ -136,30 +177,40 @@ unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *
     buffer_append_char(b, ',');
     member_i64(b, "expires_at_unix_ms", result->allowed ? result->expires_at_unix_ms : 0);
     buffer_append_char(b, ',');
-    member_string(b, "error", result->error);
+    member_name(b, "error");
+    reserve_error(b, request, result);
     buffer_append_char(b, ',');
     denied_keys(b, request, result);
     return 200;
 }
 
-unsigned encode_complete_members(struct buffer *b, const struct complete_result *result)
+unsigned encode_complete_members(struct buffer *b, const struct complete_request *request,
+                                 const struct complete_result *result)
 {
-    if (result->status != RESULT_OK) {
+    if (result->error != BACKEND_OK) {
         buffer_append_str(b, "\"ok\":false,");
-        member_string(b, "error", error_of(result->status, result->error));
-        return encode_http_status(result->status);
+        member_name(b, "error");
+        if (result->error == BACKEND_ACTUAL_KEY_NOT_IN_LEASE) {
+            assert(result->error_index < request->actual_count);
+            const struct actual *a = &request->actuals[result->error_index];
+            encode_backend_error(b, result->error, a->key, a->key_length);
+        } else {
+            encode_backend_error(b, result->error, NULL, 0);
+        }
+        return encode_http_status(result->error);
     }
     buffer_append_str(b, result->reconciled ? "\"ok\":true,\"reconciled\":true,"
                                             : "\"ok\":true,\"reconciled\":false,");
     member_name(b, "warnings");
     buffer_append_char(b, '[');
-    const char *warning = result->warnings;
-    for (uint32_t i = 0; warning != NULL && i < result->warning_count; i++) {
+    assert(result->warning_count == 0 || result->warnings != NULL);
+    for (uint32_t i = 0; i < result->warning_count; i++) {
         if (i > 0)
             buffer_append_char(b, ',');
-        size_t n = strlen(warning);
-        buffer_append_json_string(b, warning, n);
-        warning += n + 1;
+        const struct complete_warning *w = &result->warnings[i];
+        assert((size_t)w->kind < sizeof warning_texts / sizeof warning_texts[0]);
+        assert(warning_texts[w->kind] != NULL);
+        text_with_key(b, warning_texts[w->kind], w->key, w->key_length);
     }
     buffer_append_char(b, ']');
     return 200;
@@ -167,10 +218,11 @@ unsigned encode_complete_members(struct buffer *b, const struct complete_result 
 
 unsigned encode_release_members(struct buffer *b, const struct release_result *result)
 {
-    if (result->status != RESULT_OK) {
+    if (result->error != BACKEND_OK) {
         buffer_append_str(b, "\"ok\":false,");
-        member_string(b, "error", error_of(result->status, result->error));
-        return encode_http_status(result->status);
+        member_name(b, "error");
+        encode_backend_error(b, result->error, NULL, 0);
+        return encode_http_status(result->error);
     }
     buffer_append_str(b, "\"ok\":true");
     return 200;

@@ -7,12 +7,22 @@
 #include "backend/backend.h"
 #include "util/buffer.h"
 
-/* 200, 400, 409 or 503 for a backend result status. */
-unsigned encode_http_status(enum result_status status);
+/* 200, 400, 409 or 503 for a backend error (200: a definitive reserve
+ * answer, allowed or denied). */
+unsigned encode_http_status(enum backend_error error);
+
+/* The error's wire text as a JSON string; key (key_length bytes) is the key
+ * it names, NULL for an error that names none (backend_error_names_key). */
+void encode_backend_error(struct buffer *b, enum backend_error error, const char *key,
+                          uint32_t key_length);
+/* The error's wire text without a key (for an error that names one: the
+ * prefix the key follows). Static storage. */
+const char *encode_backend_error_text(enum backend_error error);
 
 unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *request,
                                 const struct reserve_result *result);
-unsigned encode_complete_members(struct buffer *b, const struct complete_result *result);
+unsigned encode_complete_members(struct buffer *b, const struct complete_request *request,
+                                 const struct complete_result *result);
 unsigned encode_release_members(struct buffer *b, const struct release_result *result);
 
 /* {"definition":{...},"status":...,"pending_decrease_to":N} */

@@ -68,8 +68,9 @@ static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t
 
 static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
 {
-    char error[RESULT_ERROR_SIZE];
-    snprintf(error, sizeof error, "unknown_limit_key: %s", key);
+    char error[64 + LIMIT_KEY_LENGTH_MAX];
+    snprintf(error, sizeof error, "%s%s", encode_backend_error_text(BACKEND_UNKNOWN_LIMIT_KEY),
+             key);
     return exchange_error(ex, 404, error);
 }
 
@@ -77,7 +78,7 @@ static enum MHD_Result list_limits(struct exchange *ex)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
-    if (ex->server->ops->list_limits(ex->server->backend, &states, &count) != 0)
+    if (backend_list_limits(ex->server->backend, &states, &count) != 0)
         return exchange_error(ex, 503, "backend_error");
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -147,7 +148,7 @@ enum MHD_Result handle_admin_limit(struct exchange *ex)
         return exchange_answer(ex, 200, &b, 0);
     }
     struct limit_state state;
-    if (ex->server->ops->get_limit(ex->server->backend, key, &state) != 0)
+    if (backend_get_limit(ex->server->backend, key, &state) != 0)
         return unknown_key(ex, key);
     char storage[2048];
     struct buffer b;
@@ -200,11 +201,11 @@ enum MHD_Result handle_admin_clock(struct exchange *ex)
 static enum MHD_Result usage_by_caller(struct exchange *ex, const char *key, int64_t at)
 {
     struct server *server = ex->server;
-    if (server->ops->usage_by_caller == NULL)
+    if (server->backend->ops->usage_by_caller == NULL)
         return exchange_error(ex, 404, "not_supported_by_backend");
     struct caller_usage *callers = NULL;
     size_t count = 0;
-    int found = server->ops->usage_by_caller(server->backend, key, at, &callers, &count);
+    int found = server->backend->ops->usage_by_caller(server->backend, key, at, &callers, &count);
     if (found == -1)
         return unknown_key(ex, key);
     if (found != 0)
@@ -249,7 +250,7 @@ enum MHD_Result handle_usage(struct exchange *ex)
     if (grouped > 0)
         return usage_by_caller(ex, key, at);
     struct limit_usage usage;
-    int found = ex->server->ops->usage(ex->server->backend, key, at, &usage);
+    int found = backend_usage(ex->server->backend, key, at, &usage);
     if (found == -1)
         return unknown_key(ex, key);
     if (found != 0)
@@ -308,7 +309,7 @@ static int events_filters(struct exchange *ex, char *key, char *lease_id, struct
 enum MHD_Result handle_events(struct exchange *ex)
 {
     struct server *server = ex->server;
-    if (server->ops->events == NULL)
+    if (server->backend->ops->events == NULL)
         return exchange_error(ex, 404, "not_supported_by_backend");
     char key[LIMIT_KEY_LENGTH_MAX + 1], lease_id[LEASE_ID_LENGTH_MAX + 1];
     struct event_query query = {.limit = EVENTS_PAGE_DEFAULT};
@@ -321,7 +322,7 @@ enum MHD_Result handle_events(struct exchange *ex)
     query.limit = (uint32_t)limit;
     struct backend_event *events = NULL;
     size_t count = 0;
-    if (server->ops->events(server->backend, &query, &events, &count) != 0)
+    if (server->backend->ops->events(server->backend, &query, &events, &count) != 0)
         return exchange_error(ex, 503, "backend_error");
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -343,7 +344,7 @@ enum MHD_Result handle_metrics(struct exchange *ex)
     struct server *server = ex->server;
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    metrics_render(server->metrics, server->ops, server->backend, clock_now_ms(server->clock), &b);
+    metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 
@@ -364,7 +365,7 @@ enum MHD_Result handle_healthz(struct exchange *ex)
 enum MHD_Result handle_readyz(struct exchange *ex)
 {
     struct server *server = ex->server;
-    if (server->ready && server->ops->ready(server->backend))
+    if (server->ready && backend_ready(server->backend))
         return answer_text(ex, 200, "{\"ok\":true}");
     return answer_text(ex, 503, "{\"ok\":false,\"error\":\"not_ready\"}");
 }

@@ -33,7 +33,7 @@ struct batch {
 static void count_denials(struct exchange *ex, const struct reserve_request *request,
                           const struct reserve_result *result)
 {
-    if (result->status != RESULT_OK || result->allowed)
+    if (result->error != BACKEND_OK || result->allowed)
         return;
     for (uint32_t i = 0; i < result->denied_count && i < REQUIREMENTS_PER_RESERVE_MAX; i++) {
         uint32_t index = result->denied_index[i];
@@ -68,12 +68,11 @@ void handlers_data_free(struct exchange *ex)
 
 /* ---- single requests ---------------------------------------------------- */
 
-
 static void reserve_call(struct exchange *ex)
 {
     reserve_result_clear(&ex->op.reserve.result);
-    ex->server->ops->reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result,
-                             1, exchange_backend_done, ex);
+    backend_reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result, 1,
+                    exchange_backend_done, ex);
 }
 
 static enum MHD_Result reserve_reply(struct exchange *ex)
@@ -108,8 +107,8 @@ enum MHD_Result handle_reserve(struct exchange *ex)
 static void complete_call(struct exchange *ex)
 {
     memset(&ex->op.complete.result, 0, sizeof ex->op.complete.result);
-    ex->server->ops->complete(ex->server->backend, &ex->op.complete.request,
-                              &ex->op.complete.result, 1, exchange_backend_done, ex);
+    backend_complete(ex->server->backend, &ex->op.complete.request, &ex->op.complete.result, 1,
+                     exchange_backend_done, ex);
 }
 
 static enum MHD_Result complete_reply(struct exchange *ex)
@@ -117,7 +116,8 @@ static enum MHD_Result complete_reply(struct exchange *ex)
     struct buffer b;
     exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
-    unsigned status = encode_complete_members(&b, &ex->op.complete.result);
+    unsigned status =
+        encode_complete_members(&b, &ex->op.complete.request, &ex->op.complete.result);
     buffer_append_char(&b, '}');
     return exchange_answer(ex, status, &b, 0);
 }
@@ -137,8 +137,8 @@ enum MHD_Result handle_complete(struct exchange *ex)
 static void release_call(struct exchange *ex)
 {
     memset(&ex->op.release.result, 0, sizeof ex->op.release.result);
-    ex->server->ops->release(ex->server->backend, &ex->op.release.request, &ex->op.release.result,
-                             1, exchange_backend_done, ex);
+    backend_release(ex->server->backend, &ex->op.release.request, &ex->op.release.result, 1,
+                    exchange_backend_done, ex);
 }
 
 static enum MHD_Result release_reply(struct exchange *ex)
@@ -281,7 +281,7 @@ static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t cal
 {
     const struct reserve_request *request = &ex->batch->reserve_requests[call];
     const struct reserve_result *result = &ex->batch->reserve_results[call];
-    unsigned status = encode_http_status(result->status);
+    unsigned status = encode_http_status(result->error);
     if (status == 200) {
         static const char head[] = "{\"status\":200,";
         buffer_append(b, head, sizeof head - 1);
@@ -305,8 +305,8 @@ static void reserve_batch_call(struct exchange *ex)
     struct batch *batch = ex->batch;
     for (uint32_t i = 0; i < batch->call_count; i++)
         reserve_result_clear(&batch->reserve_results[i]);
-    ex->server->ops->reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
-                             batch->call_count, exchange_backend_done, ex);
+    backend_reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
+                    batch->call_count, exchange_backend_done, ex);
 }
 
 /* A batch whose every item scanned (reserve_scan_batch): one call each. */
@@ -366,12 +366,13 @@ enum MHD_Result handle_reserve_batch(struct exchange *ex)
 
 static unsigned complete_item(struct exchange *ex, struct buffer *b, uint32_t call)
 {
+    const struct complete_request *request = &ex->batch->complete_requests[call];
     const struct complete_result *result = &ex->batch->complete_results[call];
-    unsigned status = encode_http_status(result->status);
+    unsigned status = encode_http_status(result->error);
     buffer_append_str(b, "{\"status\":");
     buffer_append_u64(b, status);
     buffer_append_char(b, ',');
-    encode_complete_members(b, result);
+    encode_complete_members(b, request, result);
     return status;
 }
 
@@ -383,9 +384,8 @@ static enum MHD_Result complete_batch_reply(struct exchange *ex)
 static void complete_batch_call(struct exchange *ex)
 {
     struct batch *batch = ex->batch;
-    ex->server->ops->complete(ex->server->backend, batch->complete_requests,
-                              batch->complete_results, batch->call_count, exchange_backend_done,
-                              ex);
+    backend_complete(ex->server->backend, batch->complete_requests, batch->complete_results,
+                     batch->call_count, exchange_backend_done, ex);
 }
 
 enum MHD_Result handle_complete_batch(struct exchange *ex)

@@ -235,19 +235,18 @@ static int64_t gauge_value(const struct limit_usage *u, int gauge)
     }
 }
 
-static void render_limits(const struct backend_ops *ops, struct backend *backend, int64_t now,
-                          struct buffer *out)
+static void render_limits(struct backend *backend, int64_t now, struct buffer *out)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
-    if (ops->list_limits(backend, &states, &count) != 0)
+    if (backend_list_limits(backend, &states, &count) != 0)
         return;
     if (count > METRICS_LIMITS_MAX)
         count = METRICS_LIMITS_MAX;
     struct limit_usage *usages = calloc(count > 0 ? count : 1, sizeof *usages);
     bool *known = calloc(count > 0 ? count : 1, sizeof *known);
     for (size_t i = 0; usages != NULL && known != NULL && i < count; i++)
-        known[i] = ops->usage(backend, states[i].definition.key, now, &usages[i]) == 0;
+        known[i] = backend_usage(backend, states[i].definition.key, now, &usages[i]) == 0;
     for (int g = 0; usages != NULL && known != NULL && g < GAUGE_COUNT; g++) {
         header(out, gauge_names[g], "gauge", gauge_help[g]);
         for (size_t i = 0; i < count; i++) {
@@ -266,12 +265,11 @@ static void render_limits(const struct backend_ops *ops, struct backend *backend
     free(states);
 }
 
-static void render_backend(const struct backend_ops *ops, struct backend *backend,
-                           struct buffer *out)
+static void render_backend(struct backend *backend, struct buffer *out)
 {
     struct backend_stats stats;
     memset(&stats, 0, sizeof stats);
-    ops->stats(backend, &stats);
+    backend_stats(backend, &stats);
     const struct {
         const char *name, *type, *help;
         uint64_t value;
@@ -296,12 +294,12 @@ static void render_backend(const struct backend_ops *ops, struct backend *backen
     }
 }
 
-void metrics_render(struct metrics *metrics, const struct backend_ops *ops, struct backend *backend,
-                    int64_t now_unix_ms, struct buffer *out)
+void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,
+                    struct buffer *out)
 {
     render_requests(metrics, out);
     render_durations(metrics, out);
     render_denials(metrics, out);
-    render_limits(ops, backend, now_unix_ms, out);
-    render_backend(ops, backend, out);
+    render_limits(backend, now_unix_ms, out);
+    render_backend(backend, out);
 }

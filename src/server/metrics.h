@@ -27,7 +27,7 @@ void metrics_denial(struct metrics *metrics, const char *key, size_t key_length)
 
 /* The text exposition format, version 0.0.4. Per-limit gauges are the
  * usage at now_unix_ms of the first METRICS_LIMITS_MAX limits by key. */
-void metrics_render(struct metrics *metrics, const struct backend_ops *ops, struct backend *backend,
-                    int64_t now_unix_ms, struct buffer *out);
+void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,
+                    struct buffer *out);
 
 #endif

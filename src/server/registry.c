@@ -22,7 +22,6 @@
 #include "util/log.h"
 
 struct registry {
-    const struct backend_ops *ops;
     struct backend *backend;
     pthread_mutex_t mutex; /* one writer of the file at a time */
     size_t count;          /* limits at the last write or load */
@@ -97,7 +96,7 @@ static int restore_entry(struct registry *r, const struct jdoc_value *item, size
     if (decode_entry(r, item, i, &state, error, error_size) != 0)
         return -1;
     char reason[DECODE_ERROR_SIZE];
-    if (r->ops->restore_limit(r->backend, &state, reason, sizeof reason) == 0)
+    if (backend_restore_limit(r->backend, &state, reason, sizeof reason) == 0)
         return 0;
     snprintf(error, error_size, "%s: line %u: [%zu]: %.400s", r->path, item->line, i, reason);
     return -1;
@@ -193,8 +192,8 @@ static int registry_load(struct registry *r, char *error, size_t error_size)
     return result;
 }
 
-int registry_open(const char *data_dir, const struct backend_ops *ops, struct backend *backend,
-                  struct registry **out, char *error, size_t error_size)
+int registry_open(const char *data_dir, struct backend *backend, struct registry **out, char *error,
+                  size_t error_size)
 {
     *out = NULL;
     struct registry *r = calloc(1, sizeof *r);
@@ -202,7 +201,6 @@ int registry_open(const char *data_dir, const struct backend_ops *ops, struct ba
         snprintf(error, error_size, "out of memory");
         return -1;
     }
-    r->ops = ops;
     r->backend = backend;
     int n1 = snprintf(r->dir, sizeof r->dir, "%s", data_dir);
     int n2 = snprintf(r->path, sizeof r->path, "%s/limits.json", data_dir);
@@ -249,7 +247,7 @@ static int registry_encode(struct registry *r, struct buffer *b)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
-    if (r->ops->list_limits(r->backend, &states, &count) != 0)
+    if (backend_list_limits(r->backend, &states, &count) != 0)
         return -1;
     buffer_append_str(b, "[\n");
     for (size_t i = 0; i < count; i++) {
@@ -336,12 +334,12 @@ enum registry_outcome registry_put(struct registry *registry,
     pthread_mutex_lock(&registry->mutex);
     struct limit_state existing;
     enum registry_outcome outcome = REGISTRY_OK;
-    bool exists = registry->ops->get_limit(registry->backend, definition->key, &existing) == 0;
+    bool exists = backend_get_limit(registry->backend, definition->key, &existing) == 0;
     if (!exists && registry->count >= LIMITS_COUNT_MAX) {
         snprintf(error, error_size, "key: at most %d limits", LIMITS_COUNT_MAX);
         outcome = REGISTRY_REJECTED;
-    } else if (registry->ops->put_limit(registry->backend, definition, state_out, error,
-                                        error_size) != 0) {
+    } else if (backend_put_limit(registry->backend, definition, state_out, error, error_size) !=
+               0) {
         outcome = REGISTRY_REJECTED;
     } else if (registry_write(registry) != 0) {
         outcome = REGISTRY_WRITE_FAILED;
@@ -354,7 +352,7 @@ enum registry_outcome registry_delete(struct registry *registry, const char *key
 {
     pthread_mutex_lock(&registry->mutex);
     enum registry_outcome outcome = REGISTRY_OK;
-    if (registry->ops->delete_limit(registry->backend, key) != 0)
+    if (backend_delete_limit(registry->backend, key) != 0)
         outcome = REGISTRY_UNKNOWN;
     else if (registry_write(registry) != 0)
         outcome = REGISTRY_WRITE_FAILED;

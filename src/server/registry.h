@@ -22,8 +22,8 @@ enum registry_outcome {
  * restores every state into the backend. Returns 0 with a new registry, or -1
  * with "<file>: line L: <reason>" in error (unreadable file, invalid JSON,
  * invalid or duplicate state, backend refusal). */
-int registry_open(const char *data_dir, const struct backend_ops *ops, struct backend *backend,
-                  struct registry **out, char *error, size_t error_size);
+int registry_open(const char *data_dir, struct backend *backend, struct registry **out, char *error,
+                  size_t error_size);
 void registry_close(struct registry *registry);
 
 /* Creates or changes a limit and rewrites the file. */

@@ -49,10 +49,29 @@ static int ensure_data_dir(const char *dir)
     return startup_failed("cannot create the data directory", reason);
 }
 
+/* The chosen backend's own options, from its flags. */
+static const void *backend_options(struct server *s, const struct backend_ops *ops)
+{
+    if (ops == &sqlite_backend_ops) {
+        sq_options_defaults(&s->sqlite_options);
+        s->sqlite_options.synchronous_normal = s->config.sqlite_synchronous_normal;
+        s->sqlite_options.retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;
+        return &s->sqlite_options;
+    }
+    if (ops == &tigerbeetle_backend_ops) {
+        tb_options_defaults(&s->tigerbeetle_options);
+        s->tigerbeetle_options.cluster = s->config.tb_cluster;
+        s->tigerbeetle_options.addresses = s->config.tb_addresses;
+        s->tigerbeetle_options.sessions = s->config.tb_sessions;
+        return &s->tigerbeetle_options;
+    }
+    return NULL;
+}
+
 static int open_backend(struct server *s)
 {
-    s->ops = backend_find(s->config.backend);
-    if (s->ops == NULL || s->ops->open == NULL || s->ops->reserve == NULL)
+    const struct backend_ops *ops = backend_find(s->config.backend);
+    if (ops == NULL)
         return startup_failed("backend not available", s->config.backend);
     struct backend_config bc;
     backend_config_defaults(&bc);
@@ -62,13 +81,8 @@ static int open_backend(struct server *s)
     bc.lease_retention_ms = (int64_t)s->config.lease_retention_seconds * 1000;
     bc.concurrency_poll_ms = s->config.concurrency_poll_ms;
     bc.decrease_retry_ms = s->config.decrease_retry_ms;
-    bc.sqlite_synchronous_normal = s->config.sqlite_synchronous_normal;
-    bc.sqlite_retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;
-    bc.tb_cluster = s->config.tb_cluster;
-    bc.tb_addresses = s->config.tb_addresses;
-    bc.tb_sessions = s->config.tb_sessions;
     char error[512];
-    if (s->ops->open(&bc, &s->backend, error, sizeof error) != 0)
+    if (backend_open(ops, &bc, backend_options(s, ops), &s->backend, error, sizeof error) != 0)
         return startup_failed("cannot open the backend", error);
     return 0;
 }
@@ -89,7 +103,7 @@ static void *ticker_main(void *context)
         pthread_mutex_unlock(&s->ticker_mutex);
         watch_sweep(&s->watches, clock_monotonic_ms());
         bool changed = false;
-        if (s->ops->tick(s->backend, &changed) != 0)
+        if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
         if (changed) {
             log_write(LOG_INFO, "limits changed by the ticker", NULL);
@@ -199,8 +213,7 @@ static int server_start(struct server *s)
     if (open_backend(s) != 0)
         return -1;
     char error[1024];
-    if (registry_open(s->config.data_dir, s->ops, s->backend, &s->registry, error, sizeof error) !=
-        0)
+    if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
     s->ready = true;
     s->metrics = metrics_create();
@@ -221,7 +234,7 @@ static void server_free(struct server *s)
         pthread_mutex_destroy(&s->ticker_mutex);
     }
     if (s->backend != NULL)
-        s->ops->close(s->backend);
+        backend_close(s->backend);
     registry_close(s->registry);
     metrics_destroy(s->metrics);
     http_pool_free(s);
@@ -258,7 +271,7 @@ int server_run(const struct server_config *config)
         server_free(s);
         return 1;
     }
-    log_write(LOG_INFO, "started", "backend", s->ops->name, "data_dir", s->config.data_dir,
+    log_write(LOG_INFO, "started", "backend", s->backend->ops->name, "data_dir", s->config.data_dir,
               "registry", registry_path(s->registry), NULL);
     print_listening(s);
 

@@ -12,6 +12,8 @@
 #include "util/arena.h"
 #include "auth.h"
 #include "backend/backend.h"
+#include "backend/sqlite.h"
+#include "backend/tigerbeetle/tigerbeetle.h"
 #include "util/buffer.h"
 #include "config.h"
 #include "core/clock.h"
@@ -25,15 +27,16 @@ struct server {
     struct server_config config;
     struct clock *clock; /* the system clock, or test_clock with --test-clock */
     struct clock_offset test_clock;
-    const struct backend_ops *ops;
     struct backend *backend;
+    struct sq_options sqlite_options;      /* the backend's options, when it is sqlite */
+    struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
     struct registry *registry;
     struct metrics *metrics;
     struct auth auth;
     struct MHD_Daemon *daemon;
     struct watch_list watches; /* the request deadline */
-    uint16_t port;          /* the real one, after bind */
-    MHD_socket quiesced_fd; /* listening socket handed back by MHD_quiesce_daemon */
+    uint16_t port;             /* the real one, after bind */
+    MHD_socket quiesced_fd;    /* listening socket handed back by MHD_quiesce_daemon */
     pthread_t ticker;
     bool ticker_started;
     pthread_mutex_t ticker_mutex;

@@ -77,6 +77,7 @@ static void test_reserve_allowed_denied_and_unknown_key(void)
     REQUIRE(reserve_one(NULL, "c:nope", 1, &result) == 0);
     CHECK(!result.allowed);
     CHECK_STR(result.error, "unknown_limit_key: c:nope");
+    CHECK_EQ_I64(result.denial, LLMLIMIT_DENIAL_UNKNOWN_LIMIT_KEY);
     CHECK_EQ_U64(result.denied_mask, 1);
 }
 
@@ -222,9 +223,11 @@ static void test_acquire_returns_at_once_on_definitive_errors(void)
     int64_t started = now_ms();
     CHECK_EQ_I64(llmlimit_acquire(client, &request, 5000, &result, &status), LLMLIMIT_ERR_REJECTED);
     CHECK_STR(result.error, "unknown_limit_key: c:unknown-key");
+    CHECK_EQ_I64(result.denial, LLMLIMIT_DENIAL_UNKNOWN_LIMIT_KEY);
     requirement = (struct llmlimit_requirement){"c:small", 6};
     CHECK_EQ_I64(llmlimit_acquire(client, &request, 5000, &result, &status), LLMLIMIT_ERR_REJECTED);
     CHECK_STR(result.error, "exceeds_capacity:c:small");
+    CHECK_EQ_I64(result.denial, LLMLIMIT_DENIAL_EXCEEDS_CAPACITY);
     CHECK(now_ms() - started < 1000);
 }
 

@@ -37,7 +37,7 @@ bool fixture_start(struct fixture *f, const struct backend_config *config)
         return false;
     }
     char error[256] = "";
-    if (f->ops->open(config, &f->backend, error, sizeof error) != 0) {
+    if (backend_open(f->ops, config, NULL, &f->backend, error, sizeof error) != 0) {
         fprintf(stderr, "  open %s: %s\n", conformance_backend, error);
         f->backend = NULL;
         return false;
@@ -55,7 +55,7 @@ bool fixture_open(struct fixture *f, int64_t start_ms)
 void fixture_close(struct fixture *f)
 {
     if (f->backend != NULL)
-        f->ops->close(f->backend);
+        backend_close(f->backend);
     f->backend = NULL;
 }
 
@@ -108,7 +108,7 @@ int put(struct fixture *f, struct limit_definition definition, struct limit_stat
 {
     char buffer[RESULT_ERROR_SIZE] = "";
     struct limit_state ignored;
-    int rc = f->ops->put_limit(f->backend, &definition, state != NULL ? state : &ignored, buffer,
+    int rc = backend_put_limit(f->backend, &definition, state != NULL ? state : &ignored, buffer,
                                sizeof buffer);
     if (error != NULL)
         snprintf(error, RESULT_ERROR_SIZE, "%s", buffer);
@@ -132,8 +132,8 @@ bool put_budget(struct fixture *f, const char *key, uint64_t capacity, enum limi
     return put(f, budget_limit(key, capacity, period, timeout_seconds), NULL, NULL) == 0;
 }
 
-struct reserve_result reserve_items(struct fixture *f, const char *lease_id,
-                                    const struct item *items, uint32_t count)
+struct reservation reserve_items(struct fixture *f, const char *lease_id, const struct item *items,
+                                 uint32_t count)
 {
     struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t i = 0; i < count; i++) {
@@ -149,13 +149,13 @@ struct reserve_result reserve_items(struct fixture *f, const char *lease_id,
     };
     struct reserve_result result;
     memset(&result, 0xAB, sizeof result); /* every field must be written */
-    backend_reserve_wait(f->ops, f->backend, &request, &result, 1);
-    return result;
+    backend_reserve_wait(f->backend, &request, &result, 1);
+    return reservation_of(&request, &result);
 }
 
 bool reserve1(struct fixture *f, const char *lease_id, const char *key, uint64_t amount)
 {
-    struct reserve_result r = RESERVE(f, lease_id, {key, amount});
+    struct reservation r = RESERVE(f, lease_id, {key, amount});
     return r.status == RESULT_OK && r.allowed;
 }
 
@@ -176,21 +176,8 @@ struct completion complete_items(struct fixture *f, const char *lease_id, const 
     };
     struct complete_result result;
     memset(&result, 0, sizeof result);
-    backend_complete_wait(f->ops, f->backend, &request, &result, 1);
-    struct completion c;
-    memset(&c, 0, sizeof c);
-    c.status = result.status;
-    c.reconciled = result.reconciled;
-    snprintf(c.error, sizeof c.error, "%s", result.error);
-    c.warning_count = result.warning_count;
-    const char *w = result.warnings;
-    for (uint32_t i = 0; i < result.warning_count && w != NULL; i++) {
-        if (i < WARNINGS_MAX)
-            snprintf(c.warnings[i], sizeof c.warnings[i], "%s", w);
-        w += strlen(w) + 1;
-    }
-    free(result.warnings);
-    return c;
+    backend_complete_wait(f->backend, &request, &result, 1);
+    return completion_of(&request, &result);
 }
 
 struct completion complete_none(struct fixture *f, const char *lease_id)
@@ -198,16 +185,7 @@ struct completion complete_none(struct fixture *f, const char *lease_id)
     return complete_items(f, lease_id, NULL, 0);
 }
 
-bool has_warning(const struct completion *c, const char *warning)
-{
-    for (uint32_t i = 0; i < c->warning_count && i < WARNINGS_MAX; i++) {
-        if (strcmp(c->warnings[i], warning) == 0)
-            return true;
-    }
-    return false;
-}
-
-struct release_result release(struct fixture *f, const char *lease_id)
+struct release_outcome release(struct fixture *f, const char *lease_id)
 {
     struct release_request request = {
         .lease_id = lease_id,
@@ -215,15 +193,15 @@ struct release_result release(struct fixture *f, const char *lease_id)
     };
     struct release_result result;
     memset(&result, 0xAB, sizeof result);
-    backend_release_wait(f->ops, f->backend, &request, &result, 1);
-    return result;
+    backend_release_wait(f->backend, &request, &result, 1);
+    return release_outcome_of(&result);
 }
 
 struct limit_usage usage_at(struct fixture *f, const char *key, int64_t at_unix_ms)
 {
     struct limit_usage u;
     memset(&u, 0, sizeof u);
-    if (f->ops->usage(f->backend, key, at_unix_ms, &u) != 0)
+    if (backend_usage(f->backend, key, at_unix_ms, &u) != 0)
         memset(&u, 0, sizeof u);
     return u;
 }
@@ -236,7 +214,7 @@ struct limit_usage usage(struct fixture *f, const char *key)
 int usage_rc(struct fixture *f, const char *key)
 {
     struct limit_usage u;
-    return f->ops->usage(f->backend, key, now_ms(f), &u);
+    return backend_usage(f->backend, key, now_ms(f), &u);
 }
 
 int64_t now_ms(struct fixture *f)
@@ -257,7 +235,7 @@ void set_time(struct fixture *f, int64_t unix_ms)
 bool tick(struct fixture *f)
 {
     bool changed = false;
-    if (f->ops->tick(f->backend, &changed) != 0)
+    if (backend_tick(f->backend, &changed) != 0)
         fprintf(stderr, "  tick failed\n");
     return changed;
 }
@@ -266,7 +244,7 @@ struct backend_stats stats(struct fixture *f)
 {
     struct backend_stats s;
     memset(&s, 0, sizeof s);
-    f->ops->stats(f->backend, &s);
+    backend_stats(f->backend, &s);
     return s;
 }
 

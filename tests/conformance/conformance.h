@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend_results.h"
 #include "core/clock.h"
 #include "core/limits.h"
 
@@ -67,23 +68,13 @@ struct item {
     uint64_t amount;
 };
 
-struct reserve_result reserve_items(struct fixture *f, const char *lease_id,
-                                    const struct item *items, uint32_t count);
+struct reservation reserve_items(struct fixture *f, const char *lease_id, const struct item *items,
+                                 uint32_t count);
 #define RESERVE(f, lease_id, ...)                                                                  \
     reserve_items((f), (lease_id), (const struct item[]){__VA_ARGS__},                             \
                   (uint32_t)(sizeof((const struct item[]){__VA_ARGS__}) / sizeof(struct item)))
 /* One requirement; true when allowed. */
 bool reserve1(struct fixture *f, const char *lease_id, const char *key, uint64_t amount);
-
-#define WARNINGS_MAX 8
-
-struct completion {
-    enum result_status status;
-    bool reconciled;
-    char error[RESULT_ERROR_SIZE];
-    uint32_t warning_count;
-    char warnings[WARNINGS_MAX][RESULT_ERROR_SIZE];
-};
 
 struct completion complete_items(struct fixture *f, const char *lease_id, const struct item *items,
                                  uint32_t count);
@@ -92,9 +83,7 @@ struct completion complete_items(struct fixture *f, const char *lease_id, const 
                    (uint32_t)(sizeof((const struct item[]){__VA_ARGS__}) / sizeof(struct item)))
 /* Complete with no actuals: every key settles at its reserved amount. */
 struct completion complete_none(struct fixture *f, const char *lease_id);
-bool has_warning(const struct completion *c, const char *warning);
-
-struct release_result release(struct fixture *f, const char *lease_id);
+struct release_outcome release(struct fixture *f, const char *lease_id);
 
 /* Usage now / at a time; the whole struct is zero when the key is unknown. */
 struct limit_usage usage(struct fixture *f, const char *key);

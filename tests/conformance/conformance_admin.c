@@ -10,7 +10,7 @@
 static struct limit_state get(struct fixture *f, const char *key, int *rc)
 {
     struct limit_state state = {0};
-    *rc = f->ops->get_limit(f->backend, key, &state);
+    *rc = backend_get_limit(f->backend, key, &state);
     return state;
 }
 
@@ -56,7 +56,7 @@ static void decreasing_scenario(bool free_by_release)
     CHECK_EQ_I64(state.status, LIMIT_DECREASING);
     CHECK_EQ_U64(state.pending_decrease_to, 50);
     CHECK_EQ_U64(state.definition.capacity, 100); /* still in force */
-    struct reserve_result r = RESERVE(f, "c", {"tpm", 1});
+    struct reservation r = RESERVE(f, "c", {"tpm", 1});
     CHECK(!r.allowed);
     CHECK_STR(r.error, "limit_decreasing:tpm");
     CHECK_EQ_I64(r.retry_after_ms, 7000);
@@ -164,14 +164,14 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     REQUIRE(put_rolling(f, "keep", 1000, 60));
     REQUIRE(reserve1(f, "call", "usd", 100));
     REQUIRE(reserve1(f, "other", "usd", 100));
-    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "usd"), 0);
+    CHECK_EQ_I64(backend_delete_limit(f->backend, "usd"), 0);
     int rc;
     (void)get(f, "usd", &rc);
     CHECK_EQ_I64(rc, -1);
     CHECK_EQ_I64(usage_rc(f, "usd"), -1);
     struct limit_state *states = NULL;
     size_t count = 0;
-    REQUIRE(f->ops->list_limits(f->backend, &states, &count) == 0);
+    REQUIRE(backend_list_limits(f->backend, &states, &count) == 0);
     CHECK_EQ_U64(count, 1);
     if (count == 1)
         CHECK_STR(states[0].definition.key, "keep");
@@ -181,22 +181,22 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     CHECK_EQ_I64(c.status, RESULT_OK);
     CHECK(c.reconciled);
     CHECK_EQ_I64(release(f, "other").status, RESULT_OK);
-    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "usd"), -1);
-    CHECK_EQ_I64(f->ops->delete_limit(f->backend, "never"), -1);
+    CHECK_EQ_I64(backend_delete_limit(f->backend, "usd"), -1);
+    CHECK_EQ_I64(backend_delete_limit(f->backend, "never"), -1);
 }
 
 FIXTURE_TEST(recreate_after_delete)
 {
     REQUIRE(put_rolling(f, "k", 10, 60));
     REQUIRE(reserve1(f, "call", "k", 4));
-    REQUIRE(f->ops->delete_limit(f->backend, "k") == 0);
+    REQUIRE(backend_delete_limit(f->backend, "k") == 0);
     /* Same kind: back in service (it may keep its holds, pessimistically). */
     REQUIRE(put_rolling(f, "k", 10, 60));
     CHECK(reserve1(f, "after", "k", 6));
     CHECK(usage(f, "k").available >= 0);
     CHECK(COMPLETE(f, "call", {"k", 4}).reconciled);
     /* Another kind after a delete is a new limit. */
-    REQUIRE(f->ops->delete_limit(f->backend, "k") == 0);
+    REQUIRE(backend_delete_limit(f->backend, "k") == 0);
     REQUIRE(put_concurrency(f, "k", 3, 60));
     CHECK(reserve1(f, "conc", "k", 3));
     CHECK_EQ_U64(usage(f, "k").reserved, 3);
@@ -210,7 +210,7 @@ FIXTURE_TEST(list_is_sorted_and_get_reports_state)
     REQUIRE(put_concurrency(f, "c:slots", 3, 20));
     struct limit_state *states = NULL;
     size_t count = 0;
-    REQUIRE(f->ops->list_limits(f->backend, &states, &count) == 0);
+    REQUIRE(backend_list_limits(f->backend, &states, &count) == 0);
     REQUIRE(count == 3);
     CHECK_STR(states[0].definition.key, "a:usd");
     CHECK_STR(states[1].definition.key, "b:rpm");
@@ -235,7 +235,7 @@ FIXTURE_TEST(restore_loads_a_state_as_it_was)
     saved.status = LIMIT_DECREASING;
     saved.pending_decrease_to = 40;
     char error[RESULT_ERROR_SIZE] = "";
-    REQUIRE(f->ops->restore_limit(f->backend, &saved, error, sizeof error) == 0);
+    REQUIRE(backend_restore_limit(f->backend, &saved, error, sizeof error) == 0);
     int rc;
     struct limit_state s = get(f, "tpm", &rc);
     CHECK_EQ_I64(s.status, LIMIT_DECREASING);
@@ -252,7 +252,7 @@ FIXTURE_TEST(restore_loads_a_state_as_it_was)
 FIXTURE_TEST(usage_of_unknown_key_fails)
 {
     CHECK_EQ_I64(usage_rc(f, "nothing"), -1);
-    CHECK(f->ops->ready(f->backend));
+    CHECK(backend_ready(f->backend));
 }
 
 void run_admin_tests(int *passed, int *failed)

@@ -41,7 +41,7 @@ FIXTURE_TEST(budget_overrun_is_debt_and_blocks_until_next_period)
     CHECK_EQ_U64(u.used, 800);
     CHECK_EQ_U64(u.debt, 400);
     CHECK_EQ_I64(u.available, -200);
-    struct reserve_result r = RESERVE(f, "denied", {"usd", 1});
+    struct reservation r = RESERVE(f, "denied", {"usd", 1});
     CHECK(!r.allowed);
     CHECK_EQ_I64(r.retry_after_ms, FEB_01_MS - T0_MS);
     set_time(f, FEB_01_MS);

@@ -12,11 +12,11 @@ FIXTURE_TEST(reserve_retry_gets_the_same_answer)
 {
     REQUIRE(put_rolling(f, "tpm", 100, 60));
     REQUIRE(put_concurrency(f, "slots", 5, 30));
-    struct reserve_result first = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
+    struct reservation first = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
     REQUIRE(first.allowed);
     advance(f, 5000);
     /* Same set in another order, later: same answer, same timestamps. */
-    struct reserve_result again = RESERVE(f, "lease-1", {"slots", 1}, {"tpm", 5});
+    struct reservation again = RESERVE(f, "lease-1", {"slots", 1}, {"tpm", 5});
     CHECK_EQ_I64(again.status, RESULT_OK);
     CHECK(again.allowed);
     CHECK_EQ_I64(again.reserved_at_unix_ms, first.reserved_at_unix_ms);
@@ -38,7 +38,7 @@ FIXTURE_TEST(reserve_retry_with_other_requirements_conflicts)
     REQUIRE(put_rolling(f, "tpm", 100, 60));
     REQUIRE(put_rolling(f, "rpm", 100, 60));
     REQUIRE(RESERVE(f, "lease-1", {"tpm", 5}, {"rpm", 1}).allowed);
-    struct reserve_result r = RESERVE(f, "lease-1", {"tpm", 6}, {"rpm", 1});
+    struct reservation r = RESERVE(f, "lease-1", {"tpm", 6}, {"rpm", 1});
     CHECK_EQ_I64(r.status, RESULT_CONFLICT);
     CHECK(!r.allowed);
     CHECK_STR(r.error, "lease_conflict");
@@ -55,12 +55,12 @@ FIXTURE_TEST(denied_lease_stays_denied)
     REQUIRE(put_concurrency(f, "slots", 1, 60));
     REQUIRE(put_rolling(f, "rpm", 100, 60));
     REQUIRE(reserve1(f, "holder", "slots", 1));
-    struct reserve_result first = RESERVE(f, "waiter", {"rpm", 1}, {"slots", 1});
+    struct reservation first = RESERVE(f, "waiter", {"rpm", 1}, {"slots", 1});
     REQUIRE(!first.allowed);
     REQUIRE(first.denied_count == 1);
     REQUIRE(release(f, "holder").status == RESULT_OK);
     /* Room now, but a denied lease id stays denied: the client needs a new one. */
-    struct reserve_result again = RESERVE(f, "waiter", {"slots", 1}, {"rpm", 1});
+    struct reservation again = RESERVE(f, "waiter", {"slots", 1}, {"rpm", 1});
     CHECK_EQ_I64(again.status, RESULT_OK);
     CHECK(!again.allowed);
     CHECK_STR(again.error, "");
@@ -75,7 +75,7 @@ FIXTURE_TEST(denied_lease_stays_denied)
 FIXTURE_TEST(definitive_errors_are_not_recorded)
 {
     REQUIRE(put_rolling(f, "rpm", 10, 60));
-    struct reserve_result r = RESERVE(f, "lease-1", {"rpm", 1}, {"later", 1});
+    struct reservation r = RESERVE(f, "lease-1", {"rpm", 1}, {"later", 1});
     CHECK_STR(r.error, "unknown_limit_key: later");
     REQUIRE(put_rolling(f, "later", 10, 60));
     CHECK(RESERVE(f, "lease-1", {"rpm", 1}, {"later", 1}).allowed);
@@ -134,7 +134,7 @@ FIXTURE_TEST(release_after_complete_conflicts)
     REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
     REQUIRE(RESERVE(f, "call", {"slots", 1}, {"usd", 100}).allowed);
     REQUIRE(complete_none(f, "call").status == RESULT_OK);
-    struct release_result r = release(f, "call");
+    struct release_outcome r = release(f, "call");
     CHECK_EQ_I64(r.status, RESULT_CONFLICT);
     CHECK_STR(r.error, "already_finalized");
     CHECK_EQ_U64(usage(f, "usd").used, 100);
@@ -146,7 +146,7 @@ FIXTURE_TEST(release_twice_and_unknown_are_noops)
     REQUIRE(reserve1(f, "call", "slots", 1));
     REQUIRE(reserve1(f, "other", "slots", 1));
     CHECK_EQ_I64(release(f, "call").status, RESULT_OK);
-    struct release_result r = release(f, "call");
+    struct release_outcome r = release(f, "call");
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK_STR(r.error, "");
     CHECK_EQ_I64(release(f, "never-reserved").status, RESULT_OK);
@@ -208,7 +208,7 @@ static void lease_retention_forgets_old_leases(void)
     CHECK(put_rolling(f, "tpm", 100, 600));
     CHECK(reserve1(f, "old", "tpm", 10));
     advance(f, 10000); /* past its retention, but its hold lives: still retained */
-    struct reserve_result again = RESERVE(f, "old", {"tpm", 10});
+    struct reservation again = RESERVE(f, "old", {"tpm", 10});
     CHECK(again.allowed);
     CHECK_EQ_I64(again.reserved_at_unix_ms, T0_MS); /* the same answer, not a second hold */
     CHECK_EQ_U64(usage(f, "tpm").reserved, 10);
@@ -263,10 +263,10 @@ static void lease_cache_entries_has_a_ceiling(void)
     REQUIRE(mkdir(f->data_dir, 0700) == 0);
     char error[256] = "";
     struct backend *backend = NULL;
-    CHECK_EQ_I64(f->ops->open(&config, &backend, error, sizeof error), -1);
+    CHECK_EQ_I64(backend_open(f->ops, &config, NULL, &backend, error, sizeof error), -1);
     CHECK(strncmp(error, "lease_cache_entries:", 20) == 0);
     config.lease_cache_entries = 0;
-    CHECK_EQ_I64(f->ops->open(&config, &backend, error, sizeof error), -1);
+    CHECK_EQ_I64(backend_open(f->ops, &config, NULL, &backend, error, sizeof error), -1);
 }
 
 void run_lease_tests(int *passed, int *failed)

@@ -9,7 +9,7 @@ FIXTURE_TEST(reserve_holds_every_requirement)
     REQUIRE(put_rolling(f, "tpm", 100, 60));
     REQUIRE(put_concurrency(f, "slots", 10, 30));
     REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
-    struct reserve_result r = RESERVE(f, "lease-1", {"tpm", 10}, {"slots", 1}, {"usd", 100});
+    struct reservation r = RESERVE(f, "lease-1", {"tpm", 10}, {"slots", 1}, {"usd", 100});
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(r.allowed);
     CHECK_STR(r.error, "");
@@ -32,7 +32,7 @@ FIXTURE_TEST(all_or_nothing_when_one_limit_denies)
     REQUIRE(put_concurrency(f, "slots", 10, 30));
     REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
     REQUIRE(reserve1(f, "filler", "slots", 10));
-    struct reserve_result r = RESERVE(f, "lease-1", {"tpm", 10}, {"slots", 1}, {"usd", 100});
+    struct reservation r = RESERVE(f, "lease-1", {"tpm", 10}, {"slots", 1}, {"usd", 100});
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(!r.allowed);
     CHECK_STR(r.error, ""); /* a capacity denial is not an error */
@@ -53,7 +53,7 @@ FIXTURE_TEST(denied_keys_lists_every_limit_short)
     REQUIRE(put_budget(f, "c", 100, PERIOD_DAY, 60));
     REQUIRE(reserve1(f, "fill-a", "a", 8));
     REQUIRE(reserve1(f, "fill-c", "c", 95));
-    struct reserve_result r = RESERVE(f, "lease-1", {"a", 5}, {"b", 1}, {"c", 10});
+    struct reservation r = RESERVE(f, "lease-1", {"a", 5}, {"b", 1}, {"c", 10});
     CHECK(!r.allowed);
     REQUIRE(r.denied_count == 2);
     CHECK_EQ_U64(r.denied_index[0], 0);
@@ -146,7 +146,7 @@ FIXTURE_TEST(rolling_left_out_key_settles_at_reserved)
 {
     REQUIRE(put_rolling(f, "tpm", 100, 60));
     REQUIRE(put_rolling(f, "rpm", 10, 60));
-    struct reserve_result r = RESERVE(f, "call", {"tpm", 40}, {"rpm", 1});
+    struct reservation r = RESERVE(f, "call", {"tpm", 40}, {"rpm", 1});
     REQUIRE(r.allowed);
     REQUIRE(COMPLETE(f, "call", {"rpm", 1}).status == RESULT_OK);
     struct limit_usage u = usage(f, "tpm");
@@ -257,8 +257,11 @@ FIXTURE_TEST(batch_answers_each_request_in_order)
         {.lease_id = "b", .lease_id_length = 1, .requirements = &ok, .requirement_count = 1},
         {.lease_id = "c", .lease_id_length = 1, .requirements = &unknown, .requirement_count = 1},
     };
-    struct reserve_result results[3];
-    backend_reserve_wait(f->ops, f->backend, requests, results, 3);
+    struct reserve_result raw[3];
+    backend_reserve_wait(f->backend, requests, raw, 3);
+    struct reservation results[3];
+    for (uint32_t i = 0; i < 3; i++)
+        results[i] = reservation_of(&requests[i], &raw[i]);
     CHECK(results[0].allowed);
     CHECK(!results[1].allowed);
     CHECK_STR(results[1].error, "");
@@ -270,7 +273,7 @@ FIXTURE_TEST(exceeds_capacity_is_a_definitive_error)
 {
     REQUIRE(put_rolling(f, "rpm", 10, 60));
     REQUIRE(put_budget(f, "usd", 100, PERIOD_DAY, 60));
-    struct reserve_result r = RESERVE(f, "big", {"rpm", 1}, {"usd", 101});
+    struct reservation r = RESERVE(f, "big", {"rpm", 1}, {"usd", 101});
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(!r.allowed);
     CHECK_STR(r.error, "exceeds_capacity:usd");
@@ -281,7 +284,7 @@ FIXTURE_TEST(exceeds_capacity_is_a_definitive_error)
 FIXTURE_TEST(unknown_key_is_a_definitive_error)
 {
     REQUIRE(put_rolling(f, "rpm", 10, 60));
-    struct reserve_result r = RESERVE(f, "call", {"rpm", 1}, {"missing:key", 1});
+    struct reservation r = RESERVE(f, "call", {"rpm", 1}, {"missing:key", 1});
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(!r.allowed);
     CHECK_STR(r.error, "unknown_limit_key: missing:key");

@@ -8,7 +8,7 @@
 
 static int64_t retry_of(struct fixture *f, const char *lease_id, const char *key, uint64_t amount)
 {
-    struct reserve_result r = RESERVE(f, lease_id, {key, amount});
+    struct reservation r = RESERVE(f, lease_id, {key, amount});
     if (r.allowed || r.status != RESULT_OK || r.error[0] != '\0')
         return -1;
     return r.retry_after_ms;
@@ -88,7 +88,7 @@ FIXTURE_TEST(retry_after_is_the_max_over_denied_requirements)
     REQUIRE(RESERVE(f, "l1", {"tpm", 100}, {"usd", 1000}).allowed);
     advance(f, 5000);
     /* tpm frees in 55 s, usd in 25 s: the request fits only after both. */
-    struct reserve_result r = RESERVE(f, "d1", {"tpm", 1}, {"usd", 1});
+    struct reservation r = RESERVE(f, "d1", {"tpm", 1}, {"usd", 1});
     CHECK(!r.allowed);
     CHECK_EQ_U64(r.denied_count, 2);
     CHECK_EQ_I64(r.retry_after_ms, 55000);

@@ -59,7 +59,7 @@ static void churn_thread(uint32_t index, void *context)
     char id[48];
     for (uint32_t i = 0; i < CHURN_ITERATIONS; i++) {
         snprintf(id, sizeof id, "c%u-%u", index, i);
-        struct reserve_result r = RESERVE(run->f, id, {"slots", 1}, {"rpm", 1}, {"usd", 10});
+        struct reservation r = RESERVE(run->f, id, {"slots", 1}, {"rpm", 1}, {"usd", 10});
         if (!r.allowed)
             continue;
         atomic_fetch_add(&run->allowed, 1);
@@ -113,7 +113,7 @@ static void burst_thread(uint32_t index, void *context)
     char id[48];
     for (uint32_t i = 0; i < b->per_thread; i++) {
         snprintf(id, sizeof id, "%s-%u-%u", b->prefix, index, i);
-        struct reserve_result r = RESERVE(b->f, id, {"room:sales:usd:month", 50000});
+        struct reservation r = RESERVE(b->f, id, {"room:sales:usd:month", 50000});
         if (r.status == RESULT_OK && r.allowed)
             atomic_fetch_add(&b->allowed, 1);
         else if (r.status == RESULT_OK && r.error[0] == '\0')

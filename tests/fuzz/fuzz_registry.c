@@ -12,11 +12,10 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/memory/memory.h"
 #include "server/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-extern const struct backend_ops memory_backend_ops;
 
 #define ERROR_SIZE 1024
 
@@ -59,7 +58,7 @@ static struct backend *backend_new(void)
     config.decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
     struct backend *backend = NULL;
     char error[ERROR_SIZE];
-    int opened = memory_backend_ops.open(&config, &backend, error, sizeof error);
+    int opened = backend_open(&mem_backend_ops, &config, NULL, &backend, error, sizeof error);
     assert(opened == 0);
     return backend;
 }
@@ -98,8 +97,8 @@ static struct limit_state *load(size_t *count, char *error)
     struct backend *backend = backend_new();
     struct registry *registry = NULL;
     struct limit_state *states = NULL;
-    if (registry_open(dir, &memory_backend_ops, backend, &registry, error, ERROR_SIZE) == 0) {
-        int listed = memory_backend_ops.list_limits(backend, &states, count);
+    if (registry_open(dir, backend, &registry, error, ERROR_SIZE) == 0) {
+        int listed = backend_list_limits(backend, &states, count);
         assert(listed == 0);
         if (*count > 0)
             assert(registry_save(registry) == REGISTRY_OK);
@@ -108,7 +107,7 @@ static struct limit_state *load(size_t *count, char *error)
         assert(registry == NULL);
         assert(strncmp(error, file, strlen(file)) == 0); /* names the file */
     }
-    memory_backend_ops.close(backend);
+    backend_close(backend);
     return states;
 }
 

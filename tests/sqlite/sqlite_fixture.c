@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/sqlite.h"
+
 bool db_open_fresh(struct db *db)
 {
     memset(db, 0, sizeof *db);
@@ -28,9 +30,11 @@ bool db_reopen(struct db *db)
     backend_config_defaults(&config);
     config.clock = &db->clock.clock;
     config.data_dir = db->data_dir;
-    config.sqlite_retention_ms = db->retention_ms;
+    struct sq_options options;
+    sq_options_defaults(&options);
+    options.retention_ms = db->retention_ms;
     db->error[0] = '\0';
-    if (db->ops->open(&config, &db->backend, db->error, sizeof db->error) != 0) {
+    if (backend_open(db->ops, &config, &options, &db->backend, db->error, sizeof db->error) != 0) {
         db->backend = NULL;
         return false;
     }
@@ -40,7 +44,7 @@ bool db_reopen(struct db *db)
 void db_close(struct db *db)
 {
     if (db->backend != NULL)
-        db->ops->close(db->backend);
+        backend_close(db->backend);
     db->backend = NULL;
 }
 
@@ -90,7 +94,7 @@ static bool put_definition(struct db *db, struct limit_definition d)
     char error[256];
     struct limit_state state;
     if (limit_definition_validate(&d, error, sizeof error) != 0 ||
-        db->ops->put_limit(db->backend, &d, &state, error, sizeof error) != 0) {
+        backend_put_limit(db->backend, &d, &state, error, sizeof error) != 0) {
         fprintf(stderr, "  put %s: %s\n", d.key, error);
         return false;
     }
@@ -121,8 +125,8 @@ bool put_concurrency(struct db *db, const char *key, uint64_t capacity, uint32_t
     return put_definition(db, d);
 }
 
-struct reserve_result reserve_one(struct db *db, const char *lease_id, const char *key,
-                                  uint64_t amount, const char *caller)
+struct reservation reserve_one(struct db *db, const char *lease_id, const char *key,
+                               uint64_t amount, const char *caller)
 {
     struct requirement requirement = {
         .key = key, .key_length = (uint32_t)strlen(key), .amount = amount};
@@ -133,12 +137,12 @@ struct reserve_result reserve_one(struct db *db, const char *lease_id, const cha
                                       .requirements = &requirement,
                                       .requirement_count = 1};
     struct reserve_result result;
-    backend_reserve_wait(db->ops, db->backend, &request, &result, 1);
-    return result;
+    backend_reserve_wait(db->backend, &request, &result, 1);
+    return reservation_of(&request, &result);
 }
 
-struct complete_result complete_one(struct db *db, const char *lease_id, const char *key,
-                                    uint64_t actual)
+struct completion complete_one(struct db *db, const char *lease_id, const char *key,
+                               uint64_t actual)
 {
     struct actual a = {
         .key = key, .key_length = key != NULL ? (uint32_t)strlen(key) : 0, .actual_amount = actual};
@@ -147,26 +151,24 @@ struct complete_result complete_one(struct db *db, const char *lease_id, const c
                                        .actuals = &a,
                                        .actual_count = key != NULL ? 1 : 0};
     struct complete_result result;
-    backend_complete_wait(db->ops, db->backend, &request, &result, 1);
-    free(result.warnings);
-    result.warnings = NULL;
-    return result;
+    backend_complete_wait(db->backend, &request, &result, 1);
+    return completion_of(&request, &result);
 }
 
-struct release_result release_one(struct db *db, const char *lease_id)
+struct release_outcome release_one(struct db *db, const char *lease_id)
 {
     struct release_request request = {.lease_id = lease_id,
                                       .lease_id_length = (uint32_t)strlen(lease_id)};
     struct release_result result;
-    backend_release_wait(db->ops, db->backend, &request, &result, 1);
-    return result;
+    backend_release_wait(db->backend, &request, &result, 1);
+    return release_outcome_of(&result);
 }
 
 struct limit_usage usage_of(struct db *db, const char *key)
 {
     struct limit_usage u;
     memset(&u, 0, sizeof u);
-    if (db->ops->usage(db->backend, key, clock_now_ms(&db->clock.clock), &u) != 0)
+    if (backend_usage(db->backend, key, clock_now_ms(&db->clock.clock), &u) != 0)
         memset(&u, 0, sizeof u);
     return u;
 }
@@ -174,5 +176,5 @@ struct limit_usage usage_of(struct db *db, const char *key)
 void tick_once(struct db *db)
 {
     bool changed = false;
-    db->ops->tick(db->backend, &changed);
+    backend_tick(db->backend, &changed);
 }

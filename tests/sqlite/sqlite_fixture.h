@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend_results.h"
 #include "core/clock.h"
 
 /* 2026-01-15T12:00:00Z */
@@ -19,7 +20,7 @@ struct db {
     struct clock_manual clock;
     char data_dir[256];
     char error[512];
-    int64_t retention_ms; /* sqlite_retention_ms of the next (re)open */
+    int64_t retention_ms; /* sq_options.retention_ms of the next (re)open */
 };
 
 /* A fresh data directory and an open backend. false on failure (error set). */
@@ -39,12 +40,12 @@ bool put_budget(struct db *db, const char *key, uint64_t capacity);
 bool put_rolling(struct db *db, const char *key, uint64_t capacity, uint32_t window_seconds);
 bool put_concurrency(struct db *db, const char *key, uint64_t capacity, uint32_t timeout_seconds);
 
-struct reserve_result reserve_one(struct db *db, const char *lease_id, const char *key,
-                                  uint64_t amount, const char *caller);
-/* Completes with one actual (key, amount); warnings freed, count returned. */
-struct complete_result complete_one(struct db *db, const char *lease_id, const char *key,
-                                    uint64_t actual);
-struct release_result release_one(struct db *db, const char *lease_id);
+struct reservation reserve_one(struct db *db, const char *lease_id, const char *key,
+                               uint64_t amount, const char *caller);
+/* Completes with one actual (key, amount; key NULL: none). */
+struct completion complete_one(struct db *db, const char *lease_id, const char *key,
+                               uint64_t actual);
+struct release_outcome release_one(struct db *db, const char *lease_id);
 struct limit_usage usage_of(struct db *db, const char *key);
 void tick_once(struct db *db);
 

@@ -33,7 +33,7 @@ static void state_survives_a_restart(void)
     REQUIRE(put_concurrency(&db, "slots", 2, 60));
     CHECK(reserve_one(&db, "b1", "team:usd:month", 300, "alice").allowed);
     CHECK(complete_one(&db, "b1", "team:usd:month", 250).reconciled);
-    struct reserve_result r1 = reserve_one(&db, "r1", "tpm", 40, NULL);
+    struct reservation r1 = reserve_one(&db, "r1", "tpm", 40, NULL);
     CHECK(r1.allowed);
     CHECK(complete_one(&db, "r1", "tpm", 30).reconciled);
     CHECK(reserve_one(&db, "c1", "slots", 1, NULL).allowed);
@@ -44,14 +44,14 @@ static void state_survives_a_restart(void)
     /* Limits come back from the database itself, before any restore. */
     struct limit_state *states = NULL;
     size_t count = 0;
-    CHECK(db.ops->list_limits(db.backend, &states, &count) == 0);
+    CHECK(backend_list_limits(db.backend, &states, &count) == 0);
     CHECK_EQ_U64(count, 3);
     free(states);
     CHECK_EQ_U64(usage_of(&db, "team:usd:month").used, 250);
     CHECK_EQ_U64(usage_of(&db, "tpm").used, 30);
     CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
     /* Leases answer as before: same timestamps, same denial, completes are no-ops. */
-    struct reserve_result again = reserve_one(&db, "r1", "tpm", 40, NULL);
+    struct reservation again = reserve_one(&db, "r1", "tpm", 40, NULL);
     CHECK(again.allowed);
     CHECK_EQ_I64(again.reserved_at_unix_ms, r1.reserved_at_unix_ms);
     CHECK(!reserve_one(&db, "b2", "team:usd:month", 800, NULL).allowed);
@@ -214,7 +214,7 @@ static void version_1_database_is_migrated(void)
     CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 40);
     /* Leases answer as they did. */
     CHECK(complete_one(&db, "done", "usd", 1).reconciled); /* a no-op */
-    struct reserve_result denied = reserve_one(&db, "no", "usd", 900, NULL);
+    struct reservation denied = reserve_one(&db, "no", "usd", 900, NULL);
     CHECK(!denied.allowed);
     CHECK_EQ_I64(denied.retry_after_ms, 5000);
     CHECK_EQ_I64(reserve_one(&db, "no", "usd", 901, NULL).status, RESULT_CONFLICT);
@@ -226,7 +226,7 @@ static void version_1_database_is_migrated(void)
                                      {.key = "tpm", .key_length = 3, .actual_amount = 30}},
         .actual_count = 2};
     struct complete_result completed;
-    backend_complete_wait(db.ops, db.backend, &complete, &completed, 1);
+    backend_complete_wait(db.backend, &complete, &completed, 1);
     CHECK(completed.reconciled);
     free(completed.warnings);
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 0);
@@ -337,7 +337,7 @@ static void events_page_by_key_and_lease_across_shared_rows(void)
                                                .requirements = &reqs[i],
                                                .requirement_count = 1};
     }
-    backend_reserve_wait(db.ops, db.backend, requests, results, 6);
+    backend_reserve_wait(db.backend, requests, results, 6);
     for (int i = 0; i < 6; i++)
         CHECK(results[i].allowed);
     clock_manual_advance(&db.clock, 11000);
@@ -434,7 +434,7 @@ static void retention_prunes_old_leases_and_events(void)
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 5);
     CHECK_EQ_U64(usage_of(&db, "slots").reserved, 1);
     /* The pruned id names a new lease; the held one still answers as before. */
-    struct reserve_result again = reserve_one(&db, "old-done", "usd", 10, NULL);
+    struct reservation again = reserve_one(&db, "old-done", "usd", 10, NULL);
     CHECK(again.allowed);
     CHECK_EQ_I64(again.reserved_at_unix_ms, START_MS + 2 * 86400000);
     CHECK_EQ_I64(reserve_one(&db, "old-held", "slots", 1, NULL).reserved_at_unix_ms, START_MS);
@@ -477,8 +477,7 @@ static void keys_and_callers_with_quotes_and_controls_round_trip(void)
                                    "caller = 'ann' || char(10) || 'O''Hara \"x\"' || char(9) "
                                    "|| '\\'"),
                  4);
-    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations WHERE key = 'q\"k\\x'"),
-                 2);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations WHERE key = 'q\"k\\x'"), 2);
     db_destroy(&db);
 }
 
@@ -545,7 +544,7 @@ static void restore_reconciles_with_the_registry(void)
     state.definition.capacity = 200;
     state.definition.period = PERIOD_MONTH;
     char error[256] = "";
-    CHECK(db.ops->restore_limit(db.backend, &state, error, sizeof error) == 0);
+    CHECK(backend_restore_limit(db.backend, &state, error, sizeof error) == 0);
     struct limit_usage u = usage_of(&db, "usd");
     CHECK_EQ_U64(u.state.definition.capacity, 200);
     CHECK_EQ_U64(u.used, 40);
@@ -553,7 +552,7 @@ static void restore_reconciles_with_the_registry(void)
     state.definition.kind = LIMIT_CONCURRENCY;
     state.definition.period = PERIOD_NONE;
     state.definition.timeout_seconds = 10;
-    CHECK(db.ops->restore_limit(db.backend, &state, error, sizeof error) == 0);
+    CHECK(backend_restore_limit(db.backend, &state, error, sizeof error) == 0);
     u = usage_of(&db, "usd");
     CHECK_EQ_I64(u.state.definition.kind, LIMIT_CONCURRENCY);
     CHECK_EQ_U64(u.used, 0);
@@ -584,10 +583,10 @@ static void one_failing_request_does_not_abort_the_batch(void)
         {.lease_id = "ok-2", .lease_id_length = 4, .requirements = &req, .requirement_count = 1},
     };
     struct reserve_result results[3];
-    backend_reserve_wait(db.ops, db.backend, requests, results, 3);
+    backend_reserve_wait(db.backend, requests, results, 3);
     CHECK(results[0].allowed);
-    CHECK_EQ_I64(results[1].status, RESULT_UNAVAILABLE);
-    CHECK_STR(results[1].error, "backend_error");
+    CHECK_EQ_I64(result_status_of(results[1].error), RESULT_UNAVAILABLE);
+    CHECK_STR(reservation_of(&requests[1], &results[1]).error, "backend_error");
     CHECK(results[2].allowed);
     CHECK_EQ_U64(usage_of(&db, "tpm").reserved, 5);
     /* The failed request left nothing; its retry succeeds. */
@@ -640,7 +639,7 @@ static void concurrent_reserve_complete_adds_up(void)
     CHECK_EQ_U64(usage_of(&db, "usd").used, 1600);
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 0);
     struct backend_stats s;
-    db.ops->stats(db.backend, &s);
+    backend_stats(db.backend, &s);
     CHECK(s.batches < s.batched_items); /* group commit happened */
     db_close(&db);
     REQUIRE(db_reopen(&db));
@@ -653,7 +652,7 @@ static void concurrent_reserve_complete_adds_up(void)
 static uint64_t expired_so_far(struct db *db)
 {
     struct backend_stats s;
-    db->ops->stats(db->backend, &s);
+    backend_stats(db->backend, &s);
     return s.expired_holds;
 }
 
@@ -678,7 +677,7 @@ static void due_backlog_is_expired_a_few_at_a_time_unless_needed(void)
                                                .requirements = &req,
                                                .requirement_count = 1};
     }
-    backend_reserve_wait(db.ops, db.backend, requests, results, HOLDS);
+    backend_reserve_wait(db.backend, requests, results, HOLDS);
     CHECK(results[HOLDS - 1].allowed);
     clock_manual_advance(&db.clock, 60000);
     uint64_t before = expired_so_far(&db);

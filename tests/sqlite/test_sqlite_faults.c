@@ -34,7 +34,7 @@ static void fault_answers_503_then_recovers(enum fault fault)
     REQUIRE(put_budget(&db, "usd", 100));
     uint64_t failures = fault_vfs_failures();
     fault_vfs_set(fault);
-    struct reserve_result r = reserve_one(&db, "lease", "usd", 30, "alice");
+    struct reservation r = reserve_one(&db, "lease", "usd", 30, "alice");
     CHECK_EQ_I64(r.status, RESULT_UNAVAILABLE);
     CHECK(!r.allowed);
     CHECK_STR(r.error, "backend_error");
@@ -45,7 +45,7 @@ static void fault_answers_503_then_recovers(enum fault fault)
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(r.allowed);
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30);
-    CHECK(db.ops->ready(db.backend));
+    CHECK(backend_ready(db.backend));
     db_close(&db);
     REQUIRE(db_reopen(&db));
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30); /* held once, not twice */
@@ -73,16 +73,16 @@ static void failed_fsync_stops_acknowledging_until_restart(void)
     OPEN(&db);
     REQUIRE(put_budget(&db, "usd", 100));
     fault_vfs_set(FAULT_SYNC_IO);
-    struct reserve_result r = reserve_one(&db, "lease", "usd", 30, "alice");
+    struct reservation r = reserve_one(&db, "lease", "usd", 30, "alice");
     CHECK_EQ_I64(r.status, RESULT_UNAVAILABLE);
     CHECK_STR(r.error, "backend_error");
     fault_vfs_set(FAULT_NONE);
-    CHECK(!db.ops->ready(db.backend));
+    CHECK(!backend_ready(db.backend));
     CHECK_EQ_I64(reserve_one(&db, "other", "usd", 1, NULL).status, RESULT_UNAVAILABLE);
     CHECK_EQ_I64(complete_one(&db, "lease", NULL, 0).status, RESULT_UNAVAILABLE);
     db_close(&db);
     REQUIRE(db_reopen(&db));
-    CHECK(db.ops->ready(db.backend));
+    CHECK(backend_ready(db.backend));
     r = reserve_one(&db, "lease", "usd", 30, "alice");
     CHECK(r.allowed);
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 30);
@@ -104,7 +104,7 @@ static void *burst_thread(void *argument)
     struct burst *b = argument;
     char lease[32];
     snprintf(lease, sizeof lease, "burst-%d", atomic_fetch_add(&b->next, 1));
-    struct reserve_result r = reserve_one(b->db, lease, "tpm", 1, NULL);
+    struct reservation r = reserve_one(b->db, lease, "tpm", 1, NULL);
     if (r.status == RESULT_UNAVAILABLE)
         atomic_fetch_add(&b->unavailable, 1);
     if (r.allowed)
@@ -146,7 +146,7 @@ static void failed_complete_frees_nothing(void)
     REQUIRE(put_concurrency(&db, "slots", 1, 60));
     REQUIRE(reserve_one(&db, "a", "slots", 1, NULL).allowed);
     fault_vfs_set(FAULT_WRITE_IO);
-    struct complete_result c = complete_one(&db, "a", NULL, 0);
+    struct completion c = complete_one(&db, "a", NULL, 0);
     CHECK_EQ_I64(c.status, RESULT_UNAVAILABLE);
     CHECK_EQ_I64(release_one(&db, "a").status, RESULT_UNAVAILABLE);
     fault_vfs_set(FAULT_NONE);
@@ -168,7 +168,7 @@ static void failed_limit_change_is_reported(void)
     snprintf(d.key, sizeof d.key, "usd");
     char error[256] = "";
     struct limit_state state;
-    CHECK(db.ops->put_limit(db.backend, &d, &state, error, sizeof error) == -1);
+    CHECK(backend_put_limit(db.backend, &d, &state, error, sizeof error) == -1);
     CHECK(strstr(error, "backend_error") != NULL);
     fault_vfs_set(FAULT_NONE);
     CHECK_EQ_U64(usage_of(&db, "usd").state.definition.capacity, 100);
@@ -223,15 +223,15 @@ static void full_queue_answers_at_once(void)
     }
     struct counter counter = {0};
     fault_vfs_set_write_delay_ms(1000);
-    db.ops->reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
+    backend_reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
     struct timespec pause = {.tv_nsec = 100 * 1000000};
     nanosleep(&pause, NULL); /* the writer has taken it and sleeps in a write */
     for (int i = 1; i < COUNT - 1; i++)
-        db.ops->reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
+        backend_reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
     int before = atomic_load(&counter.done);
-    db.ops->reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done, &counter);
+    backend_reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done, &counter);
     CHECK_EQ_I64(atomic_load(&counter.done), before + 1); /* answered before returning */
-    CHECK_EQ_I64(results[COUNT - 1].status, RESULT_UNAVAILABLE);
+    CHECK_EQ_I64(result_status_of(results[COUNT - 1].error), RESULT_UNAVAILABLE);
     fault_vfs_set_write_delay_ms(0);
     while (atomic_load(&counter.done) < COUNT)
         nanosleep(&pause, NULL);
@@ -270,16 +270,16 @@ static void group_commit_cap_splits_the_queue(void)
     struct backend_stats before, after;
     struct counter counter = {0};
     fault_vfs_set_write_delay_ms(300);
-    db.ops->reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
+    backend_reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
     struct timespec pause = {.tv_nsec = 100 * 1000000};
     nanosleep(&pause, NULL); /* the writer holds request 0 in a slow write */
-    db.ops->stats(db.backend, &before);
+    backend_stats(db.backend, &before);
     for (int i = 1; i < COUNT; i++)
-        db.ops->reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
+        backend_reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
     fault_vfs_set_write_delay_ms(0);
     while (atomic_load(&counter.done) < COUNT)
         nanosleep(&pause, NULL);
-    db.ops->stats(db.backend, &after);
+    backend_stats(db.backend, &after);
     CHECK_EQ_U64(after.batches - before.batches, 4); /* request 0's, then 4 + 4 + 1 */
     CHECK_EQ_U64(after.batched_items - before.batched_items, COUNT);
     for (int i = 0; i < COUNT; i++)

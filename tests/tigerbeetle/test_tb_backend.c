@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/tigerbeetle/tigerbeetle.h"
+#include "backend_results.h"
 #include "core/clock.h"
 #include "tb_server.h"
 #include "test.h"
@@ -31,15 +33,17 @@ static struct backend *open_front(void)
 {
     struct backend_config config;
     backend_config_defaults(&config);
-    config.tb_addresses = server.address;
-    config.tb_sessions = 2;
+    struct tb_options options;
+    tb_options_defaults(&options);
+    options.addresses = server.address;
+    options.sessions = 2;
     struct backend *b = NULL;
     char error[256];
-    if (ops->open(&config, &b, error, sizeof error) != 0) {
+    if (backend_open(ops, &config, &options, &b, error, sizeof error) != 0) {
         fprintf(stderr, "open: %s\n", error);
         return NULL;
     }
-    for (int i = 0; i < 300 && !ops->ready(b); i++)
+    for (int i = 0; i < 300 && !backend_ready(b); i++)
         poll(NULL, 0, 50);
     return b;
 }
@@ -75,7 +79,7 @@ static struct limit_state put(struct backend *b, struct limit_definition d)
     struct limit_state state;
     memset(&state, 0, sizeof state);
     char error[256] = "";
-    if (ops->put_limit(b, &d, &state, error, sizeof error) != 0)
+    if (backend_put_limit(b, &d, &state, error, sizeof error) != 0)
         fprintf(stderr, "put %s: %s\n", d.key, error);
     return state;
 }
@@ -90,20 +94,20 @@ static const char *key(const char *name)
     return k;
 }
 
-static struct reserve_result reserve_on(struct backend *b, const char *lease,
-                                        const struct requirement *requirements, uint32_t count)
+static struct reservation reserve_on(struct backend *b, const char *lease,
+                                     const struct requirement *requirements, uint32_t count)
 {
     struct reserve_request request = {.lease_id = lease,
                                       .lease_id_length = (uint32_t)strlen(lease),
                                       .requirements = requirements,
                                       .requirement_count = count};
     struct reserve_result result;
-    backend_reserve_wait(ops, b, &request, &result, 1);
-    return result;
+    backend_reserve_wait(b, &request, &result, 1);
+    return reservation_of(&request, &result);
 }
 
-static struct reserve_result reserve1(struct backend *b, const char *lease, const char *k,
-                                      uint64_t amount)
+static struct reservation reserve1(struct backend *b, const char *lease, const char *k,
+                                   uint64_t amount)
 {
     struct requirement r = {.key = k, .key_length = (uint32_t)strlen(k), .amount = amount};
     return reserve_on(b, lease, &r, 1);
@@ -126,36 +130,33 @@ static struct completed complete1(struct backend *b, const char *lease, const ch
                                        .actuals = k ? &a : NULL,
                                        .actual_count = k ? 1 : 0};
     struct complete_result result;
-    backend_complete_wait(ops, b, &request, &result, 1);
+    backend_complete_wait(b, &request, &result, 1);
+    struct completion done = completion_of(&request, &result);
     struct completed c;
     memset(&c, 0, sizeof c);
-    c.status = result.status;
-    c.reconciled = result.reconciled;
-    memcpy(c.error, result.error, sizeof c.error);
+    c.status = done.status;
+    c.reconciled = done.reconciled;
+    memcpy(c.error, done.error, sizeof c.error);
     size_t at = 0;
-    const char *w = result.warnings;
-    for (uint32_t i = 0; i < result.warning_count; i++) {
-        at += (size_t)snprintf(c.warnings + at, sizeof c.warnings - at, "%s;", w);
-        w += strlen(w) + 1;
-    }
-    free(result.warnings);
+    for (uint32_t i = 0; i < done.warning_count && i < WARNINGS_MAX; i++)
+        at += (size_t)snprintf(c.warnings + at, sizeof c.warnings - at, "%s;", done.warnings[i]);
     return c;
 }
 
-static struct release_result release1(struct backend *b, const char *lease)
+static struct release_outcome release1(struct backend *b, const char *lease)
 {
     struct release_request request = {.lease_id = lease,
                                       .lease_id_length = (uint32_t)strlen(lease)};
     struct release_result result;
-    backend_release_wait(ops, b, &request, &result, 1);
-    return result;
+    backend_release_wait(b, &request, &result, 1);
+    return release_outcome_of(&result);
 }
 
 static struct limit_usage usage(struct backend *b, const char *k)
 {
     struct limit_usage u;
     memset(&u, 0, sizeof u);
-    int rc = ops->usage(b, k, clock_now_ms(clock_system()), &u);
+    int rc = backend_usage(b, k, clock_now_ms(clock_system()), &u);
     if (rc != 0)
         fprintf(stderr, "usage %s: %d\n", k, rc);
     return u;
@@ -177,20 +178,20 @@ static void test_rolling_reserve_deny_and_replay(void)
     CHECK(state.status == LIMIT_ACTIVE);
     CHECK_EQ_U64(state.definition.capacity, 10);
     const char *a = lease("a"), *b = lease("b");
-    struct reserve_result r1 = reserve1(front, a, k, 6);
+    struct reservation r1 = reserve1(front, a, k, 6);
     CHECK(r1.status == RESULT_OK && r1.allowed);
     CHECK(r1.expires_at_unix_ms - r1.reserved_at_unix_ms == 3000);
-    struct reserve_result r2 = reserve1(front, b, k, 6);
+    struct reservation r2 = reserve1(front, b, k, 6);
     CHECK(r2.status == RESULT_OK && !r2.allowed);
     CHECK_STR(r2.error, "");
     CHECK_EQ_U64(r2.denied_count, 1);
     CHECK(r2.retry_after_ms >= 1 && r2.retry_after_ms <= 3000);
     /* the same lease answers the same, allowed or denied */
-    struct reserve_result again = reserve1(front, a, k, 6);
+    struct reservation again = reserve1(front, a, k, 6);
     CHECK(again.allowed && again.reserved_at_unix_ms == r1.reserved_at_unix_ms);
-    struct reserve_result denied_again = reserve1(front, b, k, 6);
+    struct reservation denied_again = reserve1(front, b, k, 6);
     CHECK(!denied_again.allowed && denied_again.denied_count == 1);
-    struct reserve_result conflict = reserve1(front, a, k, 5);
+    struct reservation conflict = reserve1(front, a, k, 5);
     CHECK(conflict.status == RESULT_CONFLICT);
     CHECK_STR(conflict.error, "lease_conflict");
     struct limit_usage u = usage(front, k);
@@ -202,14 +203,14 @@ static void test_errors_before_capacity(void)
 {
     const char *k = key("errors");
     put(front, definition(k, LIMIT_CONCURRENCY, 3, 30));
-    struct reserve_result unknown = reserve1(front, lease("u"), "no-such-limit", 1);
+    struct reservation unknown = reserve1(front, lease("u"), "no-such-limit", 1);
     CHECK(unknown.status == RESULT_OK && !unknown.allowed);
     CHECK_STR(unknown.error, "unknown_limit_key: no-such-limit");
-    struct reserve_result too_big = reserve1(front, lease("big"), k, 4);
+    struct reservation too_big = reserve1(front, lease("big"), k, 4);
     CHECK(!too_big.allowed);
     CHECK(strncmp(too_big.error, "exceeds_capacity:", 17) == 0);
     /* not recorded: the same lease with an amount that fits is allowed */
-    struct reserve_result fits = reserve1(front, lease("big"), k, 3);
+    struct reservation fits = reserve1(front, lease("big"), k, 3);
     CHECK(fits.allowed);
 }
 
@@ -223,7 +224,7 @@ static void test_all_or_nothing(void)
     /* y is full now: a reserve of x+y must hold nothing on x */
     both[0].amount = 1;
     both[1].amount = 1;
-    struct reserve_result denied = reserve_on(front, lease("both2"), both, 2);
+    struct reservation denied = reserve_on(front, lease("both2"), both, 2);
     CHECK(!denied.allowed);
     CHECK_EQ_U64(denied.denied_count, 1);
     CHECK_EQ_U64(denied.denied_index[0], 1);
@@ -248,7 +249,7 @@ static void test_complete_and_release_rules(void)
     CHECK(reserve1(front, b, k, 8).allowed);
     CHECK(complete1(front, a, k, 2).status == RESULT_OK); /* twice: no-op */
     CHECK_EQ_U64(usage(front, k).used, 2);
-    struct release_result after_complete = release1(front, a);
+    struct release_outcome after_complete = release1(front, a);
     CHECK(after_complete.status == RESULT_CONFLICT);
     CHECK_STR(after_complete.error, "already_finalized");
     CHECK(release1(front, b).status == RESULT_OK);
@@ -270,7 +271,7 @@ static void test_concurrency_slots(void)
     put(front, definition(k, LIMIT_CONCURRENCY, 2, 30));
     CHECK(reserve1(front, lease("s1"), k, 1).allowed);
     CHECK(reserve1(front, lease("s2"), k, 1).allowed);
-    struct reserve_result third = reserve1(front, lease("s3"), k, 1);
+    struct reservation third = reserve1(front, lease("s3"), k, 1);
     CHECK(!third.allowed);
     CHECK(third.retry_after_ms >= 1 && third.retry_after_ms <= 300); /* the poll cap */
     CHECK(complete1(front, lease("s1"), k, 1).reconciled);
@@ -314,7 +315,7 @@ static void test_budget_commit_and_debt(void)
     const char *k = key("budget");
     put(front, definition(k, LIMIT_BUDGET, 100, 60));
     CHECK(reserve1(front, lease("b1"), k, 60).allowed);
-    struct reserve_result no = reserve1(front, lease("b2"), k, 50);
+    struct reservation no = reserve1(front, lease("b2"), k, 50);
     CHECK(!no.allowed && no.retry_after_ms > 0);
     struct completed c = complete1(front, lease("b1"), k, 80); /* overage that fits */
     CHECK(c.status == RESULT_OK && c.reconciled);
@@ -374,7 +375,7 @@ static void test_decrease_waits_for_free_capacity(void)
     CHECK(s.status == LIMIT_DECREASING);
     CHECK_EQ_U64(s.definition.capacity, 10);
     CHECK_EQ_U64(s.pending_decrease_to, 5);
-    struct reserve_result blocked = reserve1(front, lease("dec2"), k, 1);
+    struct reservation blocked = reserve1(front, lease("dec2"), k, 1);
     CHECK(!blocked.allowed);
     CHECK(strncmp(blocked.error, "limit_decreasing:", 17) == 0);
     CHECK_EQ_I64(blocked.retry_after_ms, DECREASE_RETRY_MS_DEFAULT);
@@ -382,11 +383,11 @@ static void test_decrease_waits_for_free_capacity(void)
     bool changed = false;
     for (int i = 0; i < 40 && !changed; i++) { /* the checker runs every second */
         sleep_ms(100);
-        ops->tick(front, &changed);
+        backend_tick(front, &changed);
     }
     CHECK(changed);
     struct limit_state after;
-    CHECK(ops->get_limit(front, k, &after) == 0);
+    CHECK(backend_get_limit(front, k, &after) == 0);
     CHECK(after.status == LIMIT_ACTIVE);
     CHECK_EQ_U64(after.definition.capacity, 5);
     CHECK(!reserve1(front, lease("dec3"), k, 6).allowed);
@@ -406,11 +407,11 @@ static void test_two_front_ends_share_leases(void)
     put(second, definition(c, LIMIT_CONCURRENCY, 1, 30));
     CHECK_EQ_I64(usage(second, k).available, 10);
     struct requirement both[2] = {{k, (uint32_t)strlen(k), 4}, {c, (uint32_t)strlen(c), 1}};
-    struct reserve_result r = reserve_on(front, lease("x1"), both, 2);
+    struct reservation r = reserve_on(front, lease("x1"), both, 2);
     CHECK(r.allowed);
     /* the other front end sees the hold, and a retry there replays */
     CHECK(!reserve_on(second, lease("x2"), both, 2).allowed);
-    struct reserve_result replay = reserve_on(second, lease("x1"), both, 2);
+    struct reservation replay = reserve_on(second, lease("x1"), both, 2);
     CHECK(replay.allowed);
     CHECK_EQ_I64(replay.reserved_at_unix_ms, r.reserved_at_unix_ms);
     CHECK_EQ_I64(replay.expires_at_unix_ms, r.expires_at_unix_ms);
@@ -423,7 +424,7 @@ static void test_two_front_ends_share_leases(void)
     CHECK_EQ_U64(usage(front, k).used, 3);
     CHECK_EQ_U64(usage(front, c).reserved, 0);
     /* and the first front end, which thinks the lease is live, learns */
-    struct release_result late = release1(front, lease("x1"));
+    struct release_outcome late = release1(front, lease("x1"));
     CHECK(late.status == RESULT_CONFLICT);
     CHECK(complete1(front, lease("x1"), k, 3).status == RESULT_CONFLICT ||
           complete1(front, lease("x1"), k, 3).status == RESULT_OK);
@@ -454,12 +455,12 @@ static void test_restart_of_front_end_keeps_accounting(void)
     REQUIRE(fresh != NULL);
     struct limit_state state = {.definition = definition(k, LIMIT_CONCURRENCY, 3, 30)};
     char error[256];
-    CHECK(ops->restore_limit(fresh, &state, error, sizeof error) == 0);
+    CHECK(backend_restore_limit(fresh, &state, error, sizeof error) == 0);
     CHECK(!reserve1(fresh, lease("p2"), k, 2).allowed);
     CHECK(reserve1(fresh, lease("p3"), k, 1).allowed);
     CHECK(release1(fresh, lease("p1")).status == RESULT_OK);
     CHECK(reserve1(fresh, lease("p4"), k, 2).allowed);
-    ops->close(fresh);
+    backend_close(fresh);
 }
 
 /* Budget periods come from the backend's clock (TigerBeetle's own clock
@@ -471,30 +472,32 @@ static void test_budget_new_period_starts_from_zero(void)
     struct backend_config config;
     backend_config_defaults(&config);
     config.clock = &clock.clock;
-    config.tb_addresses = server.address;
-    config.tb_sessions = 1;
+    struct tb_options options;
+    tb_options_defaults(&options);
+    options.addresses = server.address;
+    options.sessions = 1;
     struct backend *b = NULL;
     char error[256];
-    REQUIRE(ops->open(&config, &b, error, sizeof error) == 0);
+    REQUIRE(backend_open(ops, &config, &options, &b, error, sizeof error) == 0);
     const char *k = key("monthly");
     struct limit_definition d = definition(k, LIMIT_BUDGET, 100, 60);
     d.period = PERIOD_MONTH;
     put(b, d);
     CHECK(reserve1(b, lease("jan"), k, 100).allowed);
     CHECK(complete1(b, lease("jan"), k, 100).reconciled);
-    struct reserve_result full = reserve1(b, lease("jan2"), k, 1);
+    struct reservation full = reserve1(b, lease("jan2"), k, 1);
     CHECK(!full.allowed);
     CHECK_EQ_I64(full.retry_after_ms, 60000);         /* the end of January */
     clock_manual_set(&clock, INT64_C(1769904000000)); /* 2026-02-01T00:00:00Z */
     CHECK(reserve1(b, lease("feb"), k, 100).allowed); /* February's accounts, on demand */
     struct limit_usage january;
-    CHECK(ops->usage(b, k, INT64_C(1769903940000), &january) == 0);
+    CHECK(backend_usage(b, k, INT64_C(1769903940000), &january) == 0);
     CHECK_EQ_U64(january.used, 100);
     struct limit_usage february;
-    CHECK(ops->usage(b, k, INT64_C(1769904000000), &february) == 0);
+    CHECK(backend_usage(b, k, INT64_C(1769904000000), &february) == 0);
     CHECK_EQ_U64(february.used, 0);
     CHECK_EQ_U64(february.reserved, 100);
-    ops->close(b);
+    backend_close(b);
 }
 
 #define STORM_THREADS 8
@@ -573,11 +576,11 @@ static void test_put_while_cluster_down_applies_later(void)
     CHECK(took < 2 * TB_PATIENT_FAIL_AFTER_MS_FOR_TEST);
     CHECK(s.status == LIMIT_ACTIVE && s.definition.capacity == 2);
     started = clock_monotonic_ms();
-    struct reserve_result r = reserve1(front, lease("later1"), k, 1);
+    struct reservation r = reserve1(front, lease("later1"), k, 1);
     CHECK(r.status == RESULT_UNAVAILABLE);
     CHECK_STR(r.error, "backend_error");
     CHECK(clock_monotonic_ms() - started < 2 * TB_PATIENT_FAIL_AFTER_MS_FOR_TEST);
-    CHECK(!ops->ready(front));
+    CHECK(!backend_ready(front));
     REQUIRE(tb_test_server_restart(&server) == 0);
     bool allowed = false;
     for (int i = 0; i < 100 && !allowed; i++) {
@@ -586,7 +589,7 @@ static void test_put_while_cluster_down_applies_later(void)
             sleep_ms(200);
     }
     CHECK(allowed);
-    CHECK(ops->ready(front));
+    CHECK(backend_ready(front));
     CHECK_EQ_U64(usage(front, k).reserved, 2);
 }
 
@@ -636,8 +639,8 @@ int main(void)
         "with the cluster down a put answers, reserves fail fast; back up, all goes through");
     RUN(test_restart_of_front_end_keeps_accounting,
         "a fresh front end sees the cluster's holds and frees them");
-    ops->close(front);
-    ops->close(second);
+    backend_close(front);
+    backend_close(second);
     tb_test_server_stop(&server);
     return test_summary();
 }

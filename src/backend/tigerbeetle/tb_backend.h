@@ -5,6 +5,7 @@
 #ifndef LLMLIMIT_TB_BACKEND_H
 #define LLMLIMIT_TB_BACKEND_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -133,7 +134,7 @@ struct tb_lease {
 /* One backend call (reserve/complete/release of `count` requests): done()
  * runs when its last job finishes. */
 struct tb_call {
-    struct backend *backend;
+    struct tb_backend *backend;
     uint32_t remaining; /* atomic */
     backend_done_fn done;
     void *context;
@@ -168,10 +169,8 @@ struct tb_job {
     struct tb_scan
         *scan; /* complete/release that missed the cache; one block, freed with the job */
 
-    /* complete: warnings gathered so far (allocated on the first one) */
-    char *warnings;
-    uint32_t warnings_length;
-    uint32_t warning_count;
+    /* complete: warnings gathered so far, handed to the result on success */
+    struct complete_result pending;
     uint32_t failed_hold; /* reserve: the hold the chain failed on */
     bool failed;          /* a step failed: answer backend_error */
     bool conflict;        /* released before: already_finalized */
@@ -193,10 +192,13 @@ struct tb_job {
 
 /* ---- the backend --------------------------------------------------------- */
 
+extern const struct backend_ops tigerbeetle_backend_ops;
+
 #define TB_LIMIT_BUCKETS 65536
 #define TB_LEASE_BUCKETS_MIN 1024
 
-struct backend {
+struct tb_backend {
+    struct backend base; /* first: the ops see a struct backend */
     struct clock *clock;
     uint32_t lease_cache_entries;
     int64_t lease_retention_ms;
@@ -237,6 +239,12 @@ struct backend {
     uint64_t overage_denied;
     uint64_t jobs_in_flight;
 };
+
+static inline struct tb_backend *tb_backend_of(struct backend *base)
+{
+    assert(base->ops == &tigerbeetle_backend_ops);
+    return (struct tb_backend *)base;
+}
 
 /* tb_ledger.c: account and transfer ids, events. */
 tb_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
@@ -279,56 +287,56 @@ static inline tb_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
 }
 
 /* tb_registry.c */
-struct tb_limit *tb_registry_find(struct backend *b, const char *key, uint32_t key_length);
-int tb_registry_put(struct backend *b, const struct limit_definition *definition,
+struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length);
+int tb_registry_put(struct backend *base, const struct limit_definition *definition,
                     struct limit_state *state_out, char *error, size_t error_size);
-int tb_registry_restore(struct backend *b, const struct limit_state *state, char *error,
+int tb_registry_restore(struct backend *base, const struct limit_state *state, char *error,
                         size_t error_size);
-int tb_registry_delete(struct backend *b, const char *key);
-int tb_registry_get(struct backend *b, const char *key, struct limit_state *out);
-int tb_registry_list(struct backend *b, struct limit_state **out, size_t *count);
-int tb_registry_usage(struct backend *b, const char *key, int64_t at_unix_ms,
+int tb_registry_delete(struct backend *base, const char *key);
+int tb_registry_get(struct backend *base, const char *key, struct limit_state *out);
+int tb_registry_list(struct backend *base, struct limit_state **out, size_t *count);
+int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                       struct limit_usage *out);
-void tb_registry_free(struct backend *b);
+void tb_registry_free(struct tb_backend *b);
 /* Adds a hold note / computes retry_after for a denied requirement. */
-void tb_registry_note_hold(struct backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
                            int64_t period_start_ms, uint64_t amount);
-int64_t tb_registry_retry_after(struct backend *b, struct tb_limit *limit, uint64_t shortfall,
+int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
                                 int64_t period_start_ms, int64_t now_ms);
 
 /* tb_leases.c (every function takes the lease lock itself unless noted) */
-int tb_leases_init(struct backend *b);
-void tb_leases_free(struct backend *b);
+int tb_leases_init(struct tb_backend *b);
+void tb_leases_free(struct tb_backend *b);
 /* Under lease_lock: find (dropping it when past retention). */
-struct tb_lease *tb_leases_find(struct backend *b, const char *id, uint32_t id_length,
+struct tb_lease *tb_leases_find(struct tb_backend *b, const char *id, uint32_t id_length,
                                 int64_t now_ms);
 /* Under lease_lock: a new busy PENDING entry for hold_count holds; NULL when
  * out of memory. Evicts the oldest idle entry when the cache is full. */
-struct tb_lease *tb_leases_insert(struct backend *b, const char *id, uint32_t id_length,
+struct tb_lease *tb_leases_insert(struct tb_backend *b, const char *id, uint32_t id_length,
                                   uint32_t hold_count, int64_t now_ms);
 /* Under lease_lock: unlink and free. */
-void tb_leases_remove(struct backend *b, struct tb_lease *lease);
+void tb_leases_remove(struct tb_backend *b, struct tb_lease *lease);
 /* Under lease_lock: an entry with room for hold_count holds replacing `lease`. */
-struct tb_lease *tb_leases_resize(struct backend *b, struct tb_lease *lease, uint32_t hold_count);
+struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease,
+                                  uint32_t hold_count);
 /* Drops entries past retention (bounded work). */
-void tb_leases_expire(struct backend *b, int64_t now_ms);
-
-#define TB_WARNINGS_SIZE (REQUIREMENTS_PER_RESERVE_MAX * 2 * (LIMIT_KEY_LENGTH_MAX + 32))
+void tb_leases_expire(struct tb_backend *b, int64_t now_ms);
 
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
 /* A new job for request `index` of the call; NULL when out of memory. */
 struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
                           void *result);
-/* Adds "<prefix><key>" to the job's warnings. */
-void tb_job_warn(struct tb_job *job, const char *prefix, const struct tb_limit *limit);
-struct tb_call *tb_call_new(struct backend *b, uint32_t count, backend_done_fn done, void *context);
+/* Adds a warning about the limit to the job's pending ones. */
+void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_limit *limit);
+struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
+                            void *context);
 void tb_job_finish(struct tb_job *job);
 /* Releases the job's lease (busy = false) and re-runs the jobs queued
  * behind it. */
 void tb_job_unbusy(struct tb_job *job);
 void tb_job_start(struct tb_job *job);
 void tb_job_park(struct tb_job *job);
-void tb_jobs_unpark_all(struct backend *b, bool fail);
+void tb_jobs_unpark_all(struct tb_backend *b, bool fail);
 void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
                    tb_item_done_fn done);
 

@@ -45,43 +45,41 @@ enum {
 
 /* ---- answers ------------------------------------------------------------- */
 
-static void complete_answer(struct tb_job *job, enum result_status status, const char *error,
+/* error_index: the actual that BACKEND_ACTUAL_KEY_NOT_IN_LEASE names. */
+static void complete_answer(struct tb_job *job, enum backend_error error, uint32_t error_index,
                             bool reconciled)
 {
     struct complete_result *result = job->result;
-    result->status = status;
-    result->reconciled = reconciled;
-    snprintf(result->error, sizeof result->error, "%s", error);
-    result->warning_count = 0;
-    result->warnings = NULL;
-    if (status == RESULT_OK && job->warning_count > 0) {
-        result->warnings = job->warnings; /* the caller frees them */
-        result->warning_count = job->warning_count;
-        job->warnings = NULL;
+    complete_result_clear(result);
+    if (error != BACKEND_OK) {
+        complete_result_fail(result, error, error_index);
+    } else {
+        result->reconciled = reconciled;
+        result->warnings = job->pending.warnings; /* the caller frees them */
+        result->warning_count = job->pending.warning_count;
+        complete_result_clear(&job->pending);
     }
     tb_job_finish(job);
 }
 
-static void release_answer(struct tb_job *job, enum result_status status, const char *error)
+static void release_answer(struct tb_job *job, enum backend_error error)
 {
     struct release_result *result = job->result;
-    result->status = status;
-    snprintf(result->error, sizeof result->error, "%s", error);
+    result->error = error;
     tb_job_finish(job);
 }
 
-static void answer(struct tb_job *job, enum result_status status, const char *error,
-                   bool reconciled)
+static void answer(struct tb_job *job, enum backend_error error, bool reconciled)
 {
     if (job->kind == TB_JOB_COMPLETE)
-        complete_answer(job, status, error, reconciled);
+        complete_answer(job, error, 0, reconciled);
     else
-        release_answer(job, status, error);
+        release_answer(job, error);
 }
 
 static void set_state(struct tb_job *job, uint8_t state)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->lease_lock);
     if (job->lease != NULL)
         job->lease->state = state;
@@ -130,7 +128,7 @@ static bool match_actuals(struct tb_job *job, const struct actual **missing)
 /* The pending transfer a hold is, field for field as reserve made it. */
 static struct tb_transfer reserve_shape(const struct tb_job *job, const struct tb_lease_hold *hold)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     uint32_t length;
     const char *id = lease_id(job, &length);
     tb_u128 gate = tb_limit_gate(hold->limit, hold->kind);
@@ -158,7 +156,7 @@ static tb_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
 
 /* ---- building the requests ----------------------------------------------- */
 
-static uint64_t cluster_now_ns(struct backend *b)
+static uint64_t cluster_now_ns(struct tb_backend *b)
 {
     uint64_t now = tb_submitter_cluster_time_ns(b->submitter);
     if (now != 0)
@@ -192,7 +190,7 @@ static void push_rolling_keep(struct tb_job *job, const struct tb_lease_hold *ho
                               uint32_t seconds, const char *gate_prefix, const char *shadow_prefix,
                               bool link_last)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     struct tb_transfer keep = tb_ledger_transfer(
         lease_transfer_id(job, gate_prefix, hold), hold->limit->rolling_gate_id, b->operator_id,
         amount, TB_CODE_RERESERVE, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED);
@@ -216,7 +214,7 @@ static void push_settles(struct tb_job *job, const struct tb_lease_hold *hold)
 static void push_owe(struct tb_job *job, const struct tb_lease_hold *hold, const char *prefix,
                      uint64_t amount, uint16_t flags)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     struct tb_period_accounts period;
     tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
     push(job, tb_ledger_transfer(lease_transfer_id(job, prefix, hold), period.spend, b->operator_id,
@@ -226,7 +224,7 @@ static void push_owe(struct tb_job *job, const struct tb_lease_hold *hold, const
 /* One request for the whole lease: a chain per hold, settles at the end. */
 static void build_complete(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     uint64_t now_ns = cluster_now_ns(b);
     job->event_count = 0;
     for (uint32_t i = 0; i < job->hold_count; i++) {
@@ -307,7 +305,7 @@ static void log_failure(const struct tb_job *job, const struct tb_lease_hold *ho
 static void finish_complete(struct tb_job *job)
 {
     set_state(job, TB_LEASE_COMPLETED);
-    complete_answer(job, RESULT_OK, "", true);
+    complete_answer(job, BACKEND_OK, 0, true);
 }
 
 /* Budgets that may be left owing: read their spend accounts to warn. */
@@ -332,7 +330,7 @@ static void check_debt_or_finish(struct tb_job *job)
 static void debt_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     uint32_t k = 0;
     for (uint32_t i = 0; i < job->hold_count; i++) {
         if (!(job->hold_flags[i] & HOLD_CHECK_DEBT))
@@ -343,7 +341,7 @@ static void debt_read(struct tb_item *item)
         k++;
         if (!owed)
             continue;
-        tb_job_warn(job, "overage_debt:", job->holds[i].limit);
+        tb_job_warn(job, BACKEND_WARNING_OVERAGE_DEBT, job->holds[i].limit);
         pthread_rwlock_wrlock(&b->registry_lock);
         job->holds[i].limit->budget_owes_ms = job->holds[i].period_start_ms;
         pthread_rwlock_unlock(&b->registry_lock);
@@ -354,7 +352,7 @@ static void debt_read(struct tb_item *item)
 /* Overage that did not fit (rolling) and late commits (budget). */
 static void build_follow(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     uint64_t now_ns = cluster_now_ns(b);
     job->event_count = 0;
     for (uint32_t i = 0; i < job->hold_count; i++) {
@@ -380,10 +378,10 @@ static void build_follow(struct tb_job *job)
                     TB_TRANSFER_PENDING);
                 debt.timeout = seconds;
                 push(job, debt);
-                tb_job_warn(job, "overage_debt:", hold->limit);
+                tb_job_warn(job, BACKEND_WARNING_OVERAGE_DEBT, hold->limit);
             } else {
                 __atomic_add_fetch(&b->overage_denied, 1, __ATOMIC_RELAXED);
-                tb_job_warn(job, "overage_denied:", hold->limit);
+                tb_job_warn(job, BACKEND_WARNING_OVERAGE_DENIED, hold->limit);
             }
         }
         if ((job->hold_flags[i] & HOLD_LATE) && job->actual[i] > 0) {
@@ -398,9 +396,9 @@ static void after_settle(struct tb_job *job, bool conflict, bool failed, bool fo
 {
     if (conflict) {
         set_state(job, TB_LEASE_RELEASED);
-        complete_answer(job, RESULT_CONFLICT, "already_finalized", false);
+        complete_answer(job, BACKEND_ALREADY_FINALIZED, 0, false);
     } else if (failed) {
-        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
     } else if (follow) {
         build_follow(job);
         job->step = STEP_FOLLOW;
@@ -432,7 +430,7 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
         if (budget) { /* the call happened: charge it (SPEC section 3) */
             job->hold_flags[i] |= HOLD_LATE | HOLD_CHECK_DEBT;
             *follow = *follow || job->actual[i] > 0;
-            tb_job_warn(job, "commit_after_expiry:", hold->limit);
+            tb_job_warn(job, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, hold->limit);
         } /* rolling/concurrency: the window is over, nothing left */
     } else if (offset == 0 &&
                (code == TB_TRANSFER_EXISTS || code == TB_TRANSFER_PENDING_TRANSFER_NOT_FOUND ||
@@ -454,7 +452,7 @@ static void settle_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     if (item->status != TB_ITEM_OK) {
-        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
     bool conflict = false, failed = false, follow = false;
@@ -478,7 +476,7 @@ static void void_check_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     if (item->status != TB_ITEM_OK) {
-        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
     bool conflict = false;
@@ -496,7 +494,7 @@ static void follow_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     if (item->status != TB_ITEM_OK) {
-        complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
     for (uint32_t e = 0; e < job->event_count; e++) {
@@ -508,7 +506,7 @@ static void follow_done(struct tb_item *item)
         if (!fine) {
             fprintf(stderr, "tigerbeetle: complete follow-up event %u failed with result %u\n", e,
                     code);
-            complete_answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+            complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
             return;
         }
     }
@@ -519,7 +517,7 @@ static void release_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     if (item->status != TB_ITEM_OK) {
-        release_answer(job, RESULT_UNAVAILABLE, "backend_error");
+        release_answer(job, BACKEND_UNAVAILABLE);
         return;
     }
     bool conflict = false, failed = false;
@@ -539,12 +537,12 @@ static void release_done(struct tb_item *item)
     }
     if (conflict) {
         set_state(job, TB_LEASE_COMPLETED);
-        release_answer(job, RESULT_CONFLICT, "already_finalized");
+        release_answer(job, BACKEND_ALREADY_FINALIZED);
     } else if (failed) {
-        release_answer(job, RESULT_UNAVAILABLE, "backend_error");
+        release_answer(job, BACKEND_UNAVAILABLE);
     } else {
         set_state(job, TB_LEASE_RELEASED);
-        release_answer(job, RESULT_OK, "");
+        release_answer(job, BACKEND_OK);
     }
 }
 
@@ -554,10 +552,9 @@ static void proceed(struct tb_job *job)
     if (job->kind == TB_JOB_COMPLETE) {
         const struct actual *missing = NULL;
         if (!match_actuals(job, &missing)) {
-            char error[RESULT_ERROR_SIZE];
-            snprintf(error, sizeof error, "actual_key_not_in_lease:%.*s", (int)missing->key_length,
-                     missing->key);
-            complete_answer(job, RESULT_INVALID, error, false);
+            const struct complete_request *request = job->request;
+            complete_answer(job, BACKEND_ACTUAL_KEY_NOT_IN_LEASE,
+                            (uint32_t)(missing - request->actuals), false);
             return;
         }
         build_complete(job);
@@ -597,7 +594,7 @@ static bool candidate_taken(struct tb_limit **limits, uint32_t count, const stru
 
 /* Candidates: the actuals' keys first, then every other limit this process
  * knows (deleted ones too: their leases still complete). */
-static struct tb_scan *scan_new(struct backend *b, struct tb_job *job)
+static struct tb_scan *scan_new(struct tb_backend *b, struct tb_job *job)
 {
     pthread_rwlock_rdlock(&b->registry_lock);
     uint32_t total = b->limit_count;
@@ -648,14 +645,14 @@ static void scan_unknown(struct tb_job *job)
 {
     /* Nothing of this lease in the cluster: nothing held, nothing to do. */
     if (job->kind == TB_JOB_COMPLETE)
-        complete_answer(job, RESULT_OK, "", false);
+        complete_answer(job, BACKEND_OK, 0, false);
     else
-        release_answer(job, RESULT_OK, "");
+        release_answer(job, BACKEND_OK);
 }
 
 static void scan_finished(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     if (job->hold_count == 0) {
         scan_unknown(job);
         return;
@@ -671,7 +668,7 @@ static void scan_finished(struct tb_job *job)
     }
     pthread_mutex_unlock(&b->lease_lock);
     if (lease == NULL) {
-        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        answer(job, BACKEND_UNAVAILABLE, false);
         return;
     }
     proceed(job);
@@ -700,7 +697,7 @@ static void scan_read(struct tb_item *item)
     struct tb_job *job = item->context;
     struct tb_scan *scan = job->scan;
     if (item->status != TB_ITEM_OK) {
-        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        answer(job, BACKEND_UNAVAILABLE, false);
         return;
     }
     for (uint32_t k = 0; k < item->event_count; k++) {
@@ -726,7 +723,7 @@ static void scan_read(struct tb_item *item)
 
 static void scan_next(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     struct tb_scan *scan = job->scan;
     uint32_t n = scan->count - scan->next;
     /* the actuals' keys on their own first: often they are the whole lease */
@@ -763,7 +760,7 @@ static void scan_next(struct tb_job *job)
  * queued. Lease lock taken here. */
 static bool claim(struct tb_job *job, bool *miss)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     uint32_t length;
     const char *id = lease_id(job, &length);
     int64_t now_ms = clock_now_ms(b->clock);
@@ -794,7 +791,7 @@ static bool claim(struct tb_job *job, bool *miss)
         job->lease = lease;
     pthread_mutex_unlock(&b->lease_lock);
     if (lease == NULL) {
-        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        answer(job, BACKEND_UNAVAILABLE, false);
         return false;
     }
     return true;
@@ -803,7 +800,7 @@ static bool claim(struct tb_job *job, bool *miss)
 static void start(struct tb_job *job)
 {
     if (job->failed) {
-        answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+        answer(job, BACKEND_UNAVAILABLE, false);
         return;
     }
     bool miss;
@@ -812,7 +809,7 @@ static void start(struct tb_job *job)
     if (miss) {
         job->scan = scan_new(job->call->backend, job);
         if (job->scan == NULL) {
-            answer(job, RESULT_UNAVAILABLE, "backend_error", false);
+            answer(job, BACKEND_UNAVAILABLE, false);
             return;
         }
         scan_next(job);
@@ -825,23 +822,22 @@ static void start(struct tb_job *job)
     } else if (job->kind == TB_JOB_RELEASE) {
         /* denied or released: nothing held; completed: too late */
         if (state == TB_LEASE_COMPLETED)
-            release_answer(job, RESULT_CONFLICT, "already_finalized");
+            release_answer(job, BACKEND_ALREADY_FINALIZED);
         else
-            release_answer(job, RESULT_OK, "");
+            release_answer(job, BACKEND_OK);
     } else if (state == TB_LEASE_RELEASED) {
-        complete_answer(job, RESULT_CONFLICT, "already_finalized", false);
+        complete_answer(job, BACKEND_ALREADY_FINALIZED, 0, false);
     } else if (state == TB_LEASE_COMPLETED) {
         const struct actual *missing = NULL;
         if (!match_actuals(job, &missing)) {
-            char error[RESULT_ERROR_SIZE];
-            snprintf(error, sizeof error, "actual_key_not_in_lease:%.*s", (int)missing->key_length,
-                     missing->key);
-            complete_answer(job, RESULT_INVALID, error, false);
+            const struct complete_request *request = job->request;
+            complete_answer(job, BACKEND_ACTUAL_KEY_NOT_IN_LEASE,
+                            (uint32_t)(missing - request->actuals), false);
         } else {
-            complete_answer(job, RESULT_OK, "", true); /* completing twice: no-op */
+            complete_answer(job, BACKEND_OK, 0, true); /* completing twice: no-op */
         }
     } else {
-        complete_answer(job, RESULT_OK, "", false); /* denied: nothing held */
+        complete_answer(job, BACKEND_OK, 0, false); /* denied: nothing held */
     }
 }
 

@@ -13,7 +13,8 @@
 #include "core/clock.h"
 #include "tb_backend.h"
 
-struct tb_call *tb_call_new(struct backend *b, uint32_t count, backend_done_fn done, void *context)
+struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
+                            void *context)
 {
     struct tb_call *call = malloc(sizeof *call);
     if (call == NULL)
@@ -40,18 +41,10 @@ struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const voi
     return job;
 }
 
-void tb_job_warn(struct tb_job *job, const char *prefix, const struct tb_limit *limit)
+void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_limit *limit)
 {
-    if (job->warnings == NULL) {
-        job->warnings = malloc(TB_WARNINGS_SIZE);
-        if (job->warnings == NULL)
-            return; /* the accounting stands; only the warning is lost */
-    }
-    size_t room = TB_WARNINGS_SIZE - job->warnings_length;
-    int n = snprintf(job->warnings + job->warnings_length, room, "%s%s", prefix, limit->key);
-    assert(n > 0 && (size_t)n < room);
-    job->warnings_length += (uint32_t)n + 1; /* keep the NUL */
-    job->warning_count++;
+    /* On failure the accounting stands; only the warning is lost. */
+    (void)complete_result_warn(&job->pending, kind, limit->key, limit->key_length);
 }
 
 void tb_job_unbusy(struct tb_job *job)
@@ -59,7 +52,7 @@ void tb_job_unbusy(struct tb_job *job)
     struct tb_lease *lease = job->lease;
     if (lease == NULL)
         return;
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->lease_lock);
     assert(lease->busy);
     lease->busy = false;
@@ -86,7 +79,7 @@ void tb_job_finish(struct tb_job *job)
     tb_job_unbusy(job);
     struct tb_call *call = job->call;
     __atomic_sub_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
-    free(job->warnings); /* NULL unless the result took them */
+    free(job->pending.warnings); /* NULL unless the result took them */
     free(job->scan);
     free(job);
     if (__atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -115,7 +108,7 @@ void tb_job_start(struct tb_job *job)
 
 void tb_job_park(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->maintenance_lock);
     job->next = b->parked;
     b->parked = job;
@@ -124,7 +117,7 @@ void tb_job_park(struct tb_job *job)
     pthread_mutex_unlock(&b->maintenance_lock);
 }
 
-void tb_jobs_unpark_all(struct backend *b, bool fail)
+void tb_jobs_unpark_all(struct tb_backend *b, bool fail)
 {
     pthread_mutex_lock(&b->maintenance_lock);
     struct tb_job *parked = b->parked;

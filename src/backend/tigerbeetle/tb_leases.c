@@ -25,7 +25,7 @@ static uint64_t id_hash(const char *id, uint32_t length)
     return hash ^ (hash >> 29);
 }
 
-int tb_leases_init(struct backend *b)
+int tb_leases_init(struct tb_backend *b)
 {
     uint32_t buckets = TB_LEASE_BUCKETS_MIN;
     while (buckets < b->lease_cache_entries && buckets < (UINT32_C(1) << 30))
@@ -37,7 +37,7 @@ int tb_leases_init(struct backend *b)
     return 0;
 }
 
-static void unlink_order(struct backend *b, struct tb_lease *lease)
+static void unlink_order(struct tb_backend *b, struct tb_lease *lease)
 {
     if (lease->older != NULL)
         lease->older->newer = lease->newer;
@@ -50,7 +50,7 @@ static void unlink_order(struct backend *b, struct tb_lease *lease)
     lease->older = lease->newer = NULL;
 }
 
-static void link_newest(struct backend *b, struct tb_lease *lease)
+static void link_newest(struct tb_backend *b, struct tb_lease *lease)
 {
     lease->older = b->newest;
     lease->newer = NULL;
@@ -61,7 +61,7 @@ static void link_newest(struct backend *b, struct tb_lease *lease)
     b->newest = lease;
 }
 
-static struct tb_lease **bucket_link(struct backend *b, struct tb_lease *lease)
+static struct tb_lease **bucket_link(struct tb_backend *b, struct tb_lease *lease)
 {
     struct tb_lease **link = &b->lease_buckets[lease->hash & b->lease_bucket_mask];
     while (*link != lease) {
@@ -71,7 +71,7 @@ static struct tb_lease **bucket_link(struct backend *b, struct tb_lease *lease)
     return link;
 }
 
-void tb_leases_remove(struct backend *b, struct tb_lease *lease)
+void tb_leases_remove(struct tb_backend *b, struct tb_lease *lease)
 {
     assert(!lease->busy);
     assert(lease->waiting == NULL);
@@ -88,7 +88,7 @@ static bool idle(const struct tb_lease *lease)
     return !lease->busy && lease->waiting == NULL;
 }
 
-struct tb_lease *tb_leases_find(struct backend *b, const char *id, uint32_t id_length,
+struct tb_lease *tb_leases_find(struct tb_backend *b, const char *id, uint32_t id_length,
                                 int64_t now_ms)
 {
     uint64_t hash = id_hash(id, id_length);
@@ -108,7 +108,7 @@ struct tb_lease *tb_leases_find(struct backend *b, const char *id, uint32_t id_l
     return lease;
 }
 
-static void evict_one(struct backend *b)
+static void evict_one(struct tb_backend *b)
 {
     struct tb_lease *lease = b->oldest;
     for (int i = 0; lease != NULL && i < EVICT_SCAN_MAX; i++, lease = lease->newer) {
@@ -121,7 +121,7 @@ static void evict_one(struct backend *b)
      * the operations in flight, never more. */
 }
 
-struct tb_lease *tb_leases_insert(struct backend *b, const char *id, uint32_t id_length,
+struct tb_lease *tb_leases_insert(struct tb_backend *b, const char *id, uint32_t id_length,
                                   uint32_t hold_count, int64_t now_ms)
 {
     assert(id_length <= LEASE_ID_LENGTH_MAX);
@@ -146,7 +146,7 @@ struct tb_lease *tb_leases_insert(struct backend *b, const char *id, uint32_t id
     return lease;
 }
 
-struct tb_lease *tb_leases_resize(struct backend *b, struct tb_lease *lease, uint32_t hold_count)
+struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease, uint32_t hold_count)
 {
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
     struct tb_lease *bigger = malloc(sizeof *bigger + hold_count * sizeof bigger->holds[0]);
@@ -168,7 +168,7 @@ struct tb_lease *tb_leases_resize(struct backend *b, struct tb_lease *lease, uin
     return bigger;
 }
 
-void tb_leases_expire(struct backend *b, int64_t now_ms)
+void tb_leases_expire(struct tb_backend *b, int64_t now_ms)
 {
     pthread_mutex_lock(&b->lease_lock);
     struct tb_lease *lease = b->oldest;
@@ -183,7 +183,7 @@ void tb_leases_expire(struct backend *b, int64_t now_ms)
     pthread_mutex_unlock(&b->lease_lock);
 }
 
-void tb_leases_free(struct backend *b)
+void tb_leases_free(struct tb_backend *b)
 {
     struct tb_lease *lease = b->oldest;
     while (lease != NULL) {

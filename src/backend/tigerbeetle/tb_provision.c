@@ -37,7 +37,7 @@ static void log_code(const char *what, const struct tb_limit *limit, uint32_t co
     fprintf(stderr, "tigerbeetle: %s for limit %s failed with result %u\n", what, limit->key, code);
 }
 
-static int call_create(struct backend *b, uint8_t operation, const void *events, uint32_t count,
+static int call_create(struct tb_backend *b, uint8_t operation, const void *events, uint32_t count,
                        uint32_t *codes)
 {
     struct tb_item item;
@@ -51,7 +51,7 @@ static int call_create(struct backend *b, uint8_t operation, const void *events,
     return tb_submitter_call(b->submitter, &item) == TB_ITEM_OK ? 0 : -1;
 }
 
-static int call_lookup(struct backend *b, const tb_u128 *ids, uint32_t count,
+static int call_lookup(struct tb_backend *b, const tb_u128 *ids, uint32_t count,
                        struct tb_account *accounts, uint8_t *found)
 {
     struct tb_item item;
@@ -67,7 +67,7 @@ static int call_lookup(struct backend *b, const tb_u128 *ids, uint32_t count,
 }
 
 /* Creates accounts; "exists" is success (every front end creates them). */
-static int create_accounts(struct backend *b, const struct tb_limit *limit,
+static int create_accounts(struct tb_backend *b, const struct tb_limit *limit,
                            const struct tb_account *accounts, uint32_t count)
 {
     uint32_t codes[4];
@@ -82,7 +82,7 @@ static int create_accounts(struct backend *b, const struct tb_limit *limit,
     return 0;
 }
 
-int tb_provision_operator(struct backend *b)
+int tb_provision_operator(struct tb_backend *b)
 {
     if (__atomic_load_n(&b->operator_created, __ATOMIC_ACQUIRE))
         return 0;
@@ -99,7 +99,7 @@ int tb_provision_operator(struct backend *b)
     return 0;
 }
 
-static int create_limit_accounts(struct backend *b, const struct tb_limit *limit,
+static int create_limit_accounts(struct tb_backend *b, const struct tb_limit *limit,
                                  enum limit_kind kind)
 {
     struct tb_account accounts[3];
@@ -112,7 +112,7 @@ static int create_limit_accounts(struct backend *b, const struct tb_limit *limit
     return create_accounts(b, limit, accounts, 3);
 }
 
-static int create_period_accounts(struct backend *b, const struct tb_limit *limit,
+static int create_period_accounts(struct tb_backend *b, const struct tb_limit *limit,
                                   const struct tb_period_accounts *period)
 {
     struct tb_account accounts[3] = {
@@ -140,7 +140,7 @@ static tb_u128 capacity_id(const char *prefix, const struct tb_limit *limit, int
     return tb_id_from_label(label, (size_t)n);
 }
 
-static uint32_t next_attempt(struct backend *b, struct tb_limit *limit, bool advance)
+static uint32_t next_attempt(struct tb_backend *b, struct tb_limit *limit, bool advance)
 {
     pthread_rwlock_wrlock(&b->registry_lock);
     if (advance)
@@ -154,7 +154,7 @@ static uint32_t next_attempt(struct backend *b, struct tb_limit *limit, bool adv
  * a top-up always applies; a decrease only when the free capacity covers
  * it. *in_force gets the capacity the cluster now holds. 0, or -1 when
  * the cluster did not answer (or the account is missing). */
-static int set_gate_capacity(struct backend *b, struct tb_limit *limit, enum limit_kind kind,
+static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
                              uint64_t target, uint64_t *in_force)
 {
     tb_u128 gate_id = tb_limit_gate(limit, (uint8_t)kind);
@@ -204,7 +204,7 @@ static int set_gate_capacity(struct backend *b, struct tb_limit *limit, enum lim
 }
 
 /* A budget period's capacity in force: its top-ups less its cuts. */
-static int period_capacity(struct backend *b, const struct tb_period_accounts *period,
+static int period_capacity(struct tb_backend *b, const struct tb_period_accounts *period,
                            uint64_t *capacity, uint64_t *cut_owed)
 {
     tb_u128 ids[2] = {period->gate, period->cut};
@@ -221,7 +221,7 @@ static int period_capacity(struct backend *b, const struct tb_period_accounts *p
 
 /* Sets a budget period's capacity (a decrease applies at once: what the
  * holds and spend do not leave free is owed, SPEC section 3). 0 or -1. */
-static int set_period_capacity(struct backend *b, struct tb_limit *limit, int64_t period_ms,
+static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms,
                                uint64_t target)
 {
     struct tb_period_accounts period;
@@ -261,7 +261,7 @@ static int set_period_capacity(struct backend *b, struct tb_limit *limit, int64_
 }
 
 /* Accounts and capacity of one budget period; marks it provisioned. */
-static int provision_period(struct backend *b, struct tb_limit *limit, int64_t period_ms,
+static int provision_period(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms,
                             uint64_t capacity)
 {
     struct tb_period_accounts period;
@@ -275,7 +275,7 @@ static int provision_period(struct backend *b, struct tb_limit *limit, int64_t p
     return 0;
 }
 
-static struct limit_state snapshot(struct backend *b, struct tb_limit *limit, bool *provisioned)
+static struct limit_state snapshot(struct tb_backend *b, struct tb_limit *limit, bool *provisioned)
 {
     pthread_rwlock_rdlock(&b->registry_lock);
     struct limit_state state = limit->state;
@@ -285,7 +285,7 @@ static struct limit_state snapshot(struct backend *b, struct tb_limit *limit, bo
     return state;
 }
 
-static void set_provisioned(struct backend *b, struct tb_limit *limit, bool provisioned)
+static void set_provisioned(struct tb_backend *b, struct tb_limit *limit, bool provisioned)
 {
     pthread_rwlock_wrlock(&b->registry_lock);
     limit->provisioned = provisioned;
@@ -308,8 +308,9 @@ static void state_for(struct limit_state *state, const struct limit_definition *
     }
 }
 
-void tb_provision_apply(struct backend *b, struct tb_limit *limit, const struct limit_state *before,
-                        const struct limit_definition *d, int64_t now_ms, struct limit_state *after)
+void tb_provision_apply(struct tb_backend *b, struct tb_limit *limit,
+                        const struct limit_state *before, const struct limit_definition *d,
+                        int64_t now_ms, struct limit_state *after)
 {
     uint64_t in_force = d->capacity;
     int rc = tb_provision_operator(b);
@@ -329,7 +330,7 @@ void tb_provision_apply(struct backend *b, struct tb_limit *limit, const struct 
     set_provisioned(b, limit, rc == 0);
 }
 
-bool tb_provision_limit(struct backend *b, struct tb_limit *limit, int64_t now_ms)
+bool tb_provision_limit(struct tb_backend *b, struct tb_limit *limit, int64_t now_ms)
 {
     bool provisioned;
     struct limit_state state = snapshot(b, limit, &provisioned);
@@ -365,7 +366,7 @@ bool tb_provision_limit(struct backend *b, struct tb_limit *limit, int64_t now_m
     return changed;
 }
 
-void tb_provision_budget_period(struct backend *b, struct tb_limit *limit, int64_t now_ms)
+void tb_provision_budget_period(struct tb_backend *b, struct tb_limit *limit, int64_t now_ms)
 {
     bool provisioned;
     struct limit_state state = snapshot(b, limit, &provisioned);
@@ -383,7 +384,7 @@ void tb_provision_budget_period(struct backend *b, struct tb_limit *limit, int64
     }
 }
 
-bool tb_provision_decrease(struct backend *b, struct tb_limit *limit)
+bool tb_provision_decrease(struct tb_backend *b, struct tb_limit *limit)
 {
     bool provisioned;
     struct limit_state state = snapshot(b, limit, &provisioned);
@@ -409,7 +410,7 @@ bool tb_provision_decrease(struct backend *b, struct tb_limit *limit)
     return changed;
 }
 
-void tb_provision_settle(struct backend *b, struct tb_limit *limit, int64_t period_ms)
+void tb_provision_settle(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms)
 {
     struct tb_period_accounts period;
     tb_ledger_period_accounts(limit, period_ms, &period);
@@ -435,7 +436,7 @@ void tb_provision_settle(struct backend *b, struct tb_limit *limit, int64_t peri
     pthread_rwlock_unlock(&b->registry_lock);
 }
 
-int tb_provision_balances(struct backend *b, struct tb_limit *limit, enum limit_kind kind,
+int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
                           int64_t period_ms, struct tb_balances *out)
 {
     memset(out, 0, sizeof *out);

@@ -20,7 +20,7 @@ struct tb_balances {
 
 /* Balances of a limit (for a budget: of the period starting at period_ms).
  * 0, or -1 when the cluster did not answer. */
-int tb_provision_balances(struct backend *b, struct tb_limit *limit, enum limit_kind kind,
+int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
                           int64_t period_ms, struct tb_balances *out);
 
 /* A put: makes the cluster hold `definition`'s capacity where it can and
@@ -28,26 +28,26 @@ int tb_provision_balances(struct backend *b, struct tb_limit *limit, enum limit_
  * force). before is the state in force, NULL for a limit new to this
  * process. When the cluster does not answer, the state is what was asked
  * (a decrease waits as decreasing) and the maintenance thread finishes. */
-void tb_provision_apply(struct backend *b, struct tb_limit *limit, const struct limit_state *before,
-                        const struct limit_definition *definition, int64_t now_ms,
-                        struct limit_state *after);
+void tb_provision_apply(struct tb_backend *b, struct tb_limit *limit,
+                        const struct limit_state *before, const struct limit_definition *definition,
+                        int64_t now_ms, struct limit_state *after);
 
 /* Maintenance. Each returns true when the limit's state changed. */
 /* An unprovisioned limit (restored at start, or put while the cluster was
  * away): accounts and capacity as its state says. */
-bool tb_provision_limit(struct backend *b, struct tb_limit *limit, int64_t now_ms);
+bool tb_provision_limit(struct tb_backend *b, struct tb_limit *limit, int64_t now_ms);
 /* A budget's period of now (and the next one when it is close). */
-void tb_provision_budget_period(struct backend *b, struct tb_limit *limit, int64_t now_ms);
+void tb_provision_budget_period(struct tb_backend *b, struct tb_limit *limit, int64_t now_ms);
 /* A decreasing limit: applies the decrease once the free capacity covers it. */
-bool tb_provision_decrease(struct backend *b, struct tb_limit *limit);
+bool tb_provision_decrease(struct tb_backend *b, struct tb_limit *limit);
 /* A budget period that may owe (debt, cut): lets free capacity pay it. */
-void tb_provision_settle(struct backend *b, struct tb_limit *limit, int64_t period_ms);
+void tb_provision_settle(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms);
 
 /* Whether this thread's calls wait for a session while none is connected
  * (the maintenance thread and puts: yes; tick(): no, it must not block). */
 void tb_provision_patience(bool patient);
 
 /* The operator account, once per process. 0 or -1. */
-int tb_provision_operator(struct backend *b);
+int tb_provision_operator(struct tb_backend *b);
 
 #endif

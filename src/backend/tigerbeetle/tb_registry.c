@@ -9,6 +9,8 @@
 
 #include "ids.h"
 #include "tb_backend.h"
+
+#include "core/retry.h"
 #include "tb_provision.h"
 
 static uint64_t key_hash(const char *key, uint32_t length)
@@ -21,7 +23,7 @@ static uint64_t key_hash(const char *key, uint32_t length)
     return hash;
 }
 
-struct tb_limit *tb_registry_find(struct backend *b, const char *key, uint32_t key_length)
+struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length)
 {
     uint64_t hash = key_hash(key, key_length);
     struct tb_limit *limit = b->limit_buckets[hash % TB_LIMIT_BUCKETS];
@@ -34,8 +36,9 @@ struct tb_limit *tb_registry_find(struct backend *b, const char *key, uint32_t k
 }
 
 /* Under the write lock. NULL when out of memory or at the bound. */
-static struct tb_limit *limit_create(struct backend *b, const struct limit_definition *definition,
-                                     char *error, size_t error_size)
+static struct tb_limit *limit_create(struct tb_backend *b,
+                                     const struct limit_definition *definition, char *error,
+                                     size_t error_size)
 {
     if (b->limit_count >= 2 * LIMITS_COUNT_MAX) {
         snprintf(error, error_size, "limits: at most %d limits (deleted ones included)",
@@ -84,7 +87,7 @@ static int check_same_shape(const struct tb_limit *limit, const struct limit_def
 }
 
 /* Finds or creates the entry a put applies to (write lock held). */
-static struct tb_limit *entry_for_put(struct backend *b, const struct limit_definition *d,
+static struct tb_limit *entry_for_put(struct tb_backend *b, const struct limit_definition *d,
                                       char *error, size_t error_size)
 {
     uint32_t length = (uint32_t)strlen(d->key);
@@ -112,9 +115,10 @@ static struct tb_limit *entry_for_put(struct backend *b, const struct limit_defi
     return limit_create(b, d, error, error_size);
 }
 
-int tb_registry_put(struct backend *b, const struct limit_definition *definition,
+int tb_registry_put(struct backend *base, const struct limit_definition *definition,
                     struct limit_state *state_out, char *error, size_t error_size)
 {
+    struct tb_backend *b = tb_backend_of(base);
     struct limit_definition d = *definition;
     if (limit_definition_validate(&d, error, error_size) != 0)
         return -1;
@@ -141,9 +145,10 @@ int tb_registry_put(struct backend *b, const struct limit_definition *definition
     return 0;
 }
 
-int tb_registry_restore(struct backend *b, const struct limit_state *state, char *error,
+int tb_registry_restore(struct backend *base, const struct limit_state *state, char *error,
                         size_t error_size)
 {
+    struct tb_backend *b = tb_backend_of(base);
     struct limit_definition d;
     if (limit_state_validate(state, &d, error, error_size) != 0)
         return -1;
@@ -176,8 +181,9 @@ int tb_registry_restore(struct backend *b, const struct limit_state *state, char
     return rc;
 }
 
-int tb_registry_delete(struct backend *b, const char *key)
+int tb_registry_delete(struct backend *base, const char *key)
 {
+    struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_wrlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
     int rc = -1;
@@ -191,8 +197,9 @@ int tb_registry_delete(struct backend *b, const char *key)
     return rc;
 }
 
-int tb_registry_get(struct backend *b, const char *key, struct limit_state *out)
+int tb_registry_get(struct backend *base, const char *key, struct limit_state *out)
 {
+    struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
     int rc = -1;
@@ -210,8 +217,9 @@ static int compare_states(const void *a, const void *b)
     return strcmp(x->definition.key, y->definition.key);
 }
 
-int tb_registry_list(struct backend *b, struct limit_state **out, size_t *count)
+int tb_registry_list(struct backend *base, struct limit_state **out, size_t *count)
 {
+    struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
     struct limit_state *states = malloc((b->live_limit_count + 1) * sizeof *states);
     size_t n = 0;
@@ -232,23 +240,10 @@ int tb_registry_list(struct backend *b, struct limit_state **out, size_t *count)
     return 0;
 }
 
-/* capacity - taken as a signed number, saturating at INT64_MIN. */
-static int64_t signed_available(uint64_t capacity, uint64_t taken)
-{
-    if (taken <= capacity)
-        return (int64_t)(capacity - taken);
-    uint64_t over = taken - capacity;
-    return over >= (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)over;
-}
-
-static uint64_t add_saturating(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-int tb_registry_usage(struct backend *b, const char *key, int64_t at_unix_ms,
+int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                       struct limit_usage *out)
 {
+    struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
     struct limit_state state = limit != NULL ? limit->state : (struct limit_state){0};
@@ -270,14 +265,12 @@ int tb_registry_usage(struct backend *b, const char *key, int64_t at_unix_ms,
     out->reserved = balances.reserved;
     out->used = balances.used;
     out->debt = balances.debt;
-    uint64_t taken = add_saturating(out->reserved, out->used);
-    if (state.definition.kind == LIMIT_BUDGET)
-        taken = add_saturating(taken, out->debt);
-    out->available = signed_available(state.definition.capacity, taken);
+    out->available = limit_available(state.definition.kind, state.definition.capacity,
+                                     out->reserved, out->used, out->debt);
     return 0;
 }
 
-void tb_registry_free(struct backend *b)
+void tb_registry_free(struct tb_backend *b)
 {
     for (uint32_t i = 0; i < TB_LIMIT_BUCKETS; i++) {
         struct tb_limit *limit = b->limit_buckets[i];
@@ -294,7 +287,7 @@ void tb_registry_free(struct backend *b)
 
 /* ---- retry_after (SPEC section 5) from the holds made here --------------- */
 
-void tb_registry_note_hold(struct backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
                            int64_t period_start_ms, uint64_t amount)
 {
     (void)b;
@@ -314,16 +307,14 @@ void tb_registry_note_hold(struct backend *b, struct tb_limit *limit, int64_t ex
     pthread_mutex_unlock(&limit->notes_lock);
 }
 
-static int64_t jittered_poll_ms(struct backend *b)
+/* Callers hold the registry lock shared, so the state is read and written
+ * atomically: two callers may draw the same jitter, never a torn state. */
+static int64_t jittered_poll_ms(struct tb_backend *b)
 {
-    uint64_t x = __atomic_load_n(&b->random_state, __ATOMIC_RELAXED);
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    __atomic_store_n(&b->random_state, x, __ATOMIC_RELAXED);
-    int64_t percent = 80 + (int64_t)(x % 41); /* +-20% */
-    int64_t poll_ms = b->concurrency_poll_ms * percent / 100;
-    return poll_ms < 1 ? 1 : poll_ms;
+    uint64_t state = __atomic_load_n(&b->random_state, __ATOMIC_RELAXED);
+    int64_t poll_ms = retry_jitter_ms(b->concurrency_poll_ms, &state);
+    __atomic_store_n(&b->random_state, state, __ATOMIC_RELAXED);
+    return poll_ms;
 }
 
 /* When the noted holds expiring (oldest first) add up to `need`; INT64_MAX
@@ -342,14 +333,14 @@ static int64_t notes_cover(struct tb_hold_ring *ring, uint64_t need, int64_t per
         const struct tb_hold_note *note = &ring->notes[(ring->head + i) % TB_HOLD_TRACK_MAX];
         if (period_ms != INT64_MIN && note->period_start_ms != period_ms)
             continue;
-        sum = add_saturating(sum, note->amount);
+        sum = amount_add_saturating(sum, note->amount);
         if (sum >= need)
             return note->expires_at_ms;
     }
     return INT64_MAX;
 }
 
-int64_t tb_registry_retry_after(struct backend *b, struct tb_limit *limit, uint64_t shortfall,
+int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
                                 int64_t period_start_ms, int64_t now_ms)
 {
     pthread_rwlock_rdlock(&b->registry_lock);

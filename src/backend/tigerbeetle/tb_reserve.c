@@ -18,46 +18,28 @@
 
 enum { STEP_CHAIN = 1, STEP_DENIAL = 2, STEP_CLASSIFY = 3 };
 
-
 static void answer_unavailable(struct tb_job *job)
 {
-    struct reserve_result *result = job->result;
-    reserve_result_clear(result);
-    result->status = RESULT_UNAVAILABLE;
-    snprintf(result->error, sizeof result->error, "backend_error");
+    reserve_result_unavailable(job->result);
     tb_job_finish(job);
 }
 
 static void answer_conflict(struct tb_job *job)
 {
-    struct reserve_result *result = job->result;
-    reserve_result_clear(result);
-    result->status = RESULT_CONFLICT;
-    snprintf(result->error, sizeof result->error, "lease_conflict");
+    reserve_result_fail(job->result, BACKEND_LEASE_CONFLICT, 0);
     tb_job_finish(job);
-}
-
-static bool key_is(const struct tb_limit *limit, const char *key, uint32_t length)
-{
-    return limit->key_length == length && memcmp(limit->key, key, length) == 0;
 }
 
 /* Same set of (key, amount) as the lease, in any order. */
 static bool same_requirements(const struct tb_lease *lease, const struct reserve_request *request,
                               uint8_t *hold_of)
 {
-    if (lease->hold_count != request->requirement_count)
-        return false;
-    for (uint32_t i = 0; i < request->requirement_count; i++) {
-        const struct requirement *r = &request->requirements[i];
-        uint32_t j = 0;
-        while (j < lease->hold_count && !key_is(lease->holds[j].limit, r->key, r->key_length))
-            j++;
-        if (j == lease->hold_count || lease->holds[j].amount != r->amount)
-            return false;
-        hold_of[i] = (uint8_t)j;
+    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
+    for (uint32_t j = 0; j < lease->hold_count; j++) {
+        const struct tb_limit *limit = lease->holds[j].limit;
+        items[j] = (struct lease_item_key){limit->key, limit->key_length, lease->holds[j].amount};
     }
-    return true;
+    return requirements_match(request, items, lease->hold_count, hold_of);
 }
 
 /* A known lease answers as before (lease lock held). */
@@ -67,8 +49,7 @@ static void replay(const struct tb_lease *lease, const struct reserve_request *r
     reserve_result_clear(result);
     uint8_t hold_of[REQUIREMENTS_PER_RESERVE_MAX];
     if (!same_requirements(lease, request, hold_of)) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "lease_conflict");
+        reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         return;
     }
     if (lease->state == TB_LEASE_DENIED) {
@@ -84,18 +65,12 @@ static void replay(const struct tb_lease *lease, const struct reserve_request *r
     result->expires_at_unix_ms = lease->expires_at_ms;
 }
 
-static void set_error(struct reserve_result *result, const char *prefix,
-                      const struct requirement *r)
-{
-    snprintf(result->error, sizeof result->error, "%s%.*s", prefix, (int)r->key_length, r->key);
-}
-
 /* Definitive errors, before any capacity is touched and not recorded:
  * unknown keys, then decreasing limits, then amounts over the capacity
  * (the memory backend's order). Fills the job's holds, sorted by key.
  * Returns false with the error in result, or *park when a limit's
  * accounts are not in the cluster yet. */
-static bool resolve(struct backend *b, struct tb_job *job, int64_t now_ms, bool *park)
+static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bool *park)
 {
     const struct reserve_request *request = job->request;
     struct reserve_result *result = job->result;
@@ -108,20 +83,20 @@ static bool resolve(struct backend *b, struct tb_job *job, int64_t now_ms, bool 
         const struct requirement *r = &request->requirements[i];
         limits[i] = tb_registry_find(b, r->key, r->key_length);
         if (limits[i] == NULL || limits[i]->deleted) {
-            set_error(result, "unknown_limit_key: ", r);
+            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
             ok = false;
         }
     }
     for (uint32_t i = 0; ok && i < n; i++) {
         if (limits[i]->state.status == LIMIT_DECREASING) {
-            set_error(result, "limit_decreasing:", &request->requirements[i]);
+            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
             result->retry_after_ms = b->decrease_retry_ms;
             ok = false;
         }
     }
     for (uint32_t i = 0; ok && i < n; i++) {
         if (request->requirements[i].amount > limits[i]->state.definition.capacity) {
-            set_error(result, "exceeds_capacity:", &request->requirements[i]);
+            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
             ok = false;
         }
     }
@@ -177,7 +152,7 @@ static tb_u128 hold_gate(const struct tb_lease_hold *hold)
     return period.gate;
 }
 
-static void build_chain(struct backend *b, struct tb_job *job)
+static void build_chain(struct tb_backend *b, struct tb_job *job)
 {
     const struct reserve_request *request = job->request;
     uint32_t n = job->hold_count;
@@ -212,7 +187,7 @@ static void build_chain(struct backend *b, struct tb_job *job)
 }
 
 /* Stores the outcome in the lease entry (lease lock taken here). */
-static void record(struct backend *b, struct tb_job *job, uint8_t state, int64_t reserved_at_ms,
+static void record(struct tb_backend *b, struct tb_job *job, uint8_t state, int64_t reserved_at_ms,
                    int64_t expires_at_ms, int64_t retry_after_ms)
 {
     pthread_mutex_lock(&b->lease_lock);
@@ -226,7 +201,7 @@ static void record(struct backend *b, struct tb_job *job, uint8_t state, int64_t
     pthread_mutex_unlock(&b->lease_lock);
 }
 
-static void allowed(struct backend *b, struct tb_job *job)
+static void allowed(struct tb_backend *b, struct tb_job *job)
 {
     int64_t reserved_at_ms = INT64_MAX, expires_at_ms = INT64_MAX;
     for (uint32_t i = 0; i < job->hold_count; i++) {
@@ -247,7 +222,7 @@ static void allowed(struct backend *b, struct tb_job *job)
     tb_job_finish(job);
 }
 
-static void note_holds(struct backend *b, const struct tb_job *job)
+static void note_holds(struct tb_backend *b, const struct tb_job *job)
 {
     int64_t now_ms = clock_now_ms(b->clock);
     for (uint32_t i = 0; i < job->hold_count; i++) {
@@ -274,7 +249,7 @@ static uint32_t first_failure(const struct tb_job *job, uint32_t *code)
     return UINT32_MAX;
 }
 
-static void mark_unprovisioned(struct backend *b, struct tb_limit *limit)
+static void mark_unprovisioned(struct tb_backend *b, struct tb_limit *limit)
 {
     pthread_rwlock_wrlock(&b->registry_lock);
     limit->provisioned = false;
@@ -286,7 +261,7 @@ static void mark_unprovisioned(struct backend *b, struct tb_limit *limit)
 static void chain_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     if (item->status != TB_ITEM_OK) {
         if (item->status == TB_ITEM_INVALID)
             fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
@@ -337,7 +312,7 @@ static void chain_done(struct tb_item *item)
 static void denial_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     struct reserve_result *result = job->result;
     uint32_t failed = job->failed_hold;
     int64_t now_ms = clock_now_ms(b->clock);
@@ -379,7 +354,7 @@ static void denial_read(struct tb_item *item)
 static void classify_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     if (item->status != TB_ITEM_OK) {
         answer_unavailable(job);
         return;
@@ -402,7 +377,7 @@ static void classify_read(struct tb_item *item)
 
 void tb_reserve_start(struct tb_job *job)
 {
-    struct backend *b = job->call->backend;
+    struct tb_backend *b = job->call->backend;
     const struct reserve_request *request = job->request;
     if (job->failed) { /* parked, and the cluster did not come back */
         answer_unavailable(job);

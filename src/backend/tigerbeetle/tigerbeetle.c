@@ -11,10 +11,12 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/retry.h"
 #include "ids.h"
 #include "session.h"
 #include "tb_backend.h"
 #include "tb_provision.h"
+#include "tigerbeetle.h"
 
 #define MAINTENANCE_INTERVAL_MS 100
 #define MAINTENANCE_FULL_MS 1000
@@ -28,7 +30,7 @@
 
 /* The limits a pass looks at, copied out of the registry so the (slow)
  * conversations with the cluster run without the registry lock. */
-static struct tb_limit **snapshot_limits(struct backend *b, bool full, bool budgets,
+static struct tb_limit **snapshot_limits(struct tb_backend *b, bool full, bool budgets,
                                          uint32_t *count)
 {
     pthread_rwlock_wrlock(&b->registry_lock);
@@ -52,7 +54,7 @@ static struct tb_limit **snapshot_limits(struct backend *b, bool full, bool budg
     return limits;
 }
 
-static void maintain_limit(struct backend *b, struct tb_limit *limit, int64_t now_ms, bool sweep,
+static void maintain_limit(struct tb_backend *b, struct tb_limit *limit, int64_t now_ms, bool sweep,
                            bool *changed)
 {
     if (tb_provision_limit(b, limit, now_ms))
@@ -76,7 +78,7 @@ static void maintain_limit(struct backend *b, struct tb_limit *limit, int64_t no
 
 /* full: the once-a-second pass; parked: reserves wait (perhaps for a new
  * budget period's accounts); sweep: look for debt in every budget. */
-static void maintain(struct backend *b, bool full, bool parked, bool sweep)
+static void maintain(struct tb_backend *b, bool full, bool parked, bool sweep)
 {
     pthread_mutex_lock(&b->admin_lock);
     uint32_t count = 0;
@@ -91,7 +93,7 @@ static void maintain(struct backend *b, bool full, bool parked, bool sweep)
         __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
 }
 
-static bool maintenance_wait(struct backend *b)
+static bool maintenance_wait(struct tb_backend *b)
 {
     pthread_mutex_lock(&b->maintenance_lock);
     if (!b->stopping && b->parked == NULL) {
@@ -109,7 +111,7 @@ static bool maintenance_wait(struct backend *b)
 
 static void *maintenance_main(void *argument)
 {
-    struct backend *b = argument;
+    struct tb_backend *b = argument;
     int64_t last_full_ms = 0;
     uint32_t passes = 0;
     while (maintenance_wait(b)) {
@@ -136,41 +138,52 @@ static void *maintenance_main(void *argument)
 
 /* ---- ops ----------------------------------------------------------------- */
 
-static void tigerbeetle_close(struct backend *b);
+static void tb_free(struct tb_backend *b);
 
-static int check_config(const struct backend_config *config, tb_u128 *cluster, char *error,
-                        size_t error_size)
+void tb_options_defaults(struct tb_options *options)
 {
-    if (backend_config_check(config, error, error_size) != 0)
-        return -1;
-    if (config->tb_sessions < 1 || config->tb_sessions > TB_SESSIONS_MAX)
+    options->cluster = "0";
+    options->addresses = "127.0.0.1:3000";
+    options->sessions = 4;
+}
+
+static int check_options(const struct tb_options *options, tb_u128 *cluster, char *error,
+                         size_t error_size)
+{
+    if (options->sessions < 1 || options->sessions > TB_SESSIONS_MAX)
         snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
-    else if (config->tb_cluster == NULL || tb_cluster_parse(config->tb_cluster, cluster) != 0)
+    else if (options->cluster == NULL || tb_cluster_parse(options->cluster, cluster) != 0)
         snprintf(error, error_size, "tb-cluster: a decimal number below 2^128");
-    else if (config->tb_addresses == NULL)
+    else if (options->addresses == NULL)
         snprintf(error, error_size, "tb-addresses: required");
     else
         return 0;
     return -1;
 }
 
-static int tigerbeetle_open(const struct backend_config *config, struct backend **out, char *error,
-                            size_t error_size)
+static int tigerbeetle_open(const struct backend_config *config, const void *options_given,
+                            struct backend **out, char *error, size_t error_size)
 {
+    struct tb_options options;
+    if (options_given != NULL)
+        options = *(const struct tb_options *)options_given;
+    else
+        tb_options_defaults(&options);
     tb_u128 cluster;
-    if (check_config(config, &cluster, error, error_size) != 0)
+    if (check_options(&options, &cluster, error, error_size) != 0)
         return -1;
-    struct backend *b = calloc(1, sizeof *b);
+    struct tb_backend *b = calloc(1, sizeof *b);
     if (b == NULL) {
         snprintf(error, error_size, "out of memory");
         return -1;
     }
+    b->base.ops = &tigerbeetle_backend_ops;
     b->clock = config->clock;
     b->lease_cache_entries = config->lease_cache_entries;
     b->lease_retention_ms = config->lease_retention_ms;
     b->concurrency_poll_ms = config->concurrency_poll_ms;
     b->decrease_retry_ms = config->decrease_retry_ms;
-    b->random_state = (uint64_t)clock_monotonic_ns() | 1;
+    b->random_state = retry_jitter_seed();
     b->operator_id = tb_id_from_label("acct:operator", 13);
     pthread_rwlock_init(&b->registry_lock, NULL);
     pthread_mutex_init(&b->lease_lock, NULL);
@@ -179,17 +192,17 @@ static int tigerbeetle_open(const struct backend_config *config, struct backend 
     pthread_cond_init(&b->maintenance_wake, NULL);
     if (tb_leases_init(b) != 0) {
         snprintf(error, error_size, "out of memory");
-        tigerbeetle_close(b);
+        tb_free(b);
         return -1;
     }
-    if (tb_submitter_open(cluster, config->tb_addresses, config->tb_sessions, &b->submitter, error,
+    if (tb_submitter_open(cluster, options.addresses, options.sessions, &b->submitter, error,
                           error_size) != 0) {
-        tigerbeetle_close(b);
+        tb_free(b);
         return -1;
     }
     if (pthread_create(&b->maintenance, NULL, maintenance_main, b) != 0) {
         snprintf(error, error_size, "tigerbeetle: cannot start the maintenance thread");
-        tigerbeetle_close(b);
+        tb_free(b);
         return -1;
     }
     b->maintenance_started = true;
@@ -201,11 +214,11 @@ static int tigerbeetle_open(const struct backend_config *config, struct backend 
         struct timespec pause = {0, 5 * 1000000L};
         nanosleep(&pause, NULL);
     }
-    *out = b;
+    *out = &b->base;
     return 0;
 }
 
-static void tigerbeetle_close(struct backend *b)
+static void tb_free(struct tb_backend *b)
 {
     if (b->maintenance_started) {
         pthread_mutex_lock(&b->maintenance_lock);
@@ -237,7 +250,7 @@ static void tigerbeetle_close(struct backend *b)
 /* The part of maintenance that changes limit states, for tick(): limits
  * without accounts yet, and pending decreases (backend.h: tick applies
  * them). Never waits for a cluster that is not there. */
-static void tick_limits(struct backend *b)
+static void tick_limits(struct tb_backend *b)
 {
     /* The maintenance thread's pass is short while the cluster answers;
      * while it does not, tick() gives up rather than wait. */
@@ -275,8 +288,14 @@ static void tick_limits(struct backend *b)
         __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
 }
 
-static int tigerbeetle_tick(struct backend *b, bool *limits_changed)
+static void tigerbeetle_close(struct backend *base)
 {
+    tb_free(tb_backend_of(base));
+}
+
+static int tigerbeetle_tick(struct backend *base, bool *limits_changed)
+{
+    struct tb_backend *b = tb_backend_of(base);
     tb_leases_expire(b, clock_now_ms(b->clock));
     tick_limits(b);
     bool changed = __atomic_exchange_n(&b->limits_changed, false, __ATOMIC_ACQ_REL);
@@ -286,7 +305,7 @@ static int tigerbeetle_tick(struct backend *b, bool *limits_changed)
 }
 
 /* Runs one job per request; done() once the last has answered. */
-static void run_call(struct backend *b, enum tb_job_kind kind, const void *requests,
+static void run_call(struct tb_backend *b, enum tb_job_kind kind, const void *requests,
                      size_t request_size, void *results, size_t result_size, uint32_t count,
                      backend_done_fn done, void *context, void (*unavailable)(void *result))
 {
@@ -320,59 +339,53 @@ static void run_call(struct backend *b, enum tb_job_kind kind, const void *reque
 
 static void reserve_unavailable(void *result)
 {
-    struct reserve_result *r = result;
-    memset(r, 0, sizeof *r);
-    r->status = RESULT_UNAVAILABLE;
-    snprintf(r->error, sizeof r->error, "backend_error");
+    reserve_result_unavailable(result);
 }
 
 static void complete_unavailable(void *result)
 {
     struct complete_result *r = result;
-    memset(r, 0, sizeof *r);
-    r->status = RESULT_UNAVAILABLE;
-    snprintf(r->error, sizeof r->error, "backend_error");
+    complete_result_clear(r); /* never filled before */
+    complete_result_unavailable(r);
 }
 
 static void release_unavailable(void *result)
 {
-    struct release_result *r = result;
-    memset(r, 0, sizeof *r);
-    r->status = RESULT_UNAVAILABLE;
-    snprintf(r->error, sizeof r->error, "backend_error");
+    release_result_unavailable(result);
 }
 
-static void tigerbeetle_reserve(struct backend *b, const struct reserve_request *requests,
+static void tigerbeetle_reserve(struct backend *base, const struct reserve_request *requests,
                                 struct reserve_result *results, uint32_t count,
                                 backend_done_fn done, void *context)
 {
-    run_call(b, TB_JOB_RESERVE, requests, sizeof *requests, results, sizeof *results, count, done,
-             context, reserve_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_RESERVE, requests, sizeof *requests, results,
+             sizeof *results, count, done, context, reserve_unavailable);
 }
 
-static void tigerbeetle_complete(struct backend *b, const struct complete_request *requests,
+static void tigerbeetle_complete(struct backend *base, const struct complete_request *requests,
                                  struct complete_result *results, uint32_t count,
                                  backend_done_fn done, void *context)
 {
-    run_call(b, TB_JOB_COMPLETE, requests, sizeof *requests, results, sizeof *results, count, done,
-             context, complete_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_COMPLETE, requests, sizeof *requests, results,
+             sizeof *results, count, done, context, complete_unavailable);
 }
 
-static void tigerbeetle_release(struct backend *b, const struct release_request *requests,
+static void tigerbeetle_release(struct backend *base, const struct release_request *requests,
                                 struct release_result *results, uint32_t count,
                                 backend_done_fn done, void *context)
 {
-    run_call(b, TB_JOB_RELEASE, requests, sizeof *requests, results, sizeof *results, count, done,
-             context, release_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_RELEASE, requests, sizeof *requests, results,
+             sizeof *results, count, done, context, release_unavailable);
 }
 
-static bool tigerbeetle_ready(struct backend *b)
+static bool tigerbeetle_ready(struct backend *base)
 {
-    return tb_submitter_ready(b->submitter);
+    return tb_submitter_ready(tb_backend_of(base)->submitter);
 }
 
-static void tigerbeetle_stats(struct backend *b, struct backend_stats *out)
+static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
 {
+    struct tb_backend *b = tb_backend_of(base);
     memset(out, 0, sizeof *out);
     struct tb_submitter_stats s;
     tb_submitter_stats(b->submitter, &s);

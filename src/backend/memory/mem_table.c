@@ -1,7 +1,7 @@
 /* Hash tables of the memory backend (limits by key, leases by id): open
  * addressing with linear probing and backward-shift deletion, so lookups
  * touch one or two cache lines and deletions leave no tombstones. */
-#include "memory_internal.h"
+#include "mem_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * first) and lease_retention_ms. Leases are carved from slabs, cache-line
  * aligned, and kept on per-size free lists once freed, so a steady load
  * allocates nothing. Callers hold the mutex. */
-#include "memory_internal.h"
+#include "mem_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@ _Static_assert(sizeof(struct mem_lease_item) == 32, "two lease items per cache l
 _Static_assert(sizeof(struct mem_hold) == 64, "a hold is one cache line");
 
 /* Multiples of the cache line, up to 64 items with a 128-byte id. */
-static const uint32_t class_bytes[LEASE_SIZE_CLASSES] = {192, 256,  320,  384, 512,
-                                                         768, 1152, 1664, 2304};
+static const uint32_t class_bytes[MEM_LEASE_SIZE_CLASSES] = {192, 256,  320,  384, 512,
+                                                             768, 1152, 1664, 2304};
 
 /* How many evictions ahead mem_leases_prefetch loads: far enough to cover a
  * memory access, near enough that the lines are still cached when used. */
@@ -35,7 +35,7 @@ static uint32_t power_of_two_at_least(uint64_t n)
     return p;
 }
 
-int mem_leases_init(struct backend *b, uint32_t cache_entries)
+int mem_leases_init(struct mem_backend *b, uint32_t cache_entries)
 {
     assert(cache_entries >= 1);
     assert(cache_entries <= MEMORY_LEASE_CACHE_ENTRIES_MAX);
@@ -66,10 +66,10 @@ static uint8_t size_class(uint32_t item_count, uint32_t id_length)
 
 /* Carves bytes (a multiple of 64) from the newest slab, starting a new one
  * when it is used up; the tail of the old one is left unused. */
-static struct mem_lease *slab_carve(struct backend *b, size_t bytes)
+static struct mem_lease *slab_carve(struct mem_backend *b, size_t bytes)
 {
-    if (b->slabs == NULL || LEASE_SLAB_BYTES - b->slab_used < bytes) {
-        struct mem_lease_slab *slab = aligned_alloc(64, LEASE_SLAB_BYTES);
+    if (b->slabs == NULL || MEM_LEASE_SLAB_BYTES - b->slab_used < bytes) {
+        struct mem_lease_slab *slab = aligned_alloc(64, MEM_LEASE_SLAB_BYTES);
         if (slab == NULL)
             return NULL;
         slab->next = b->slabs;
@@ -81,7 +81,7 @@ static struct mem_lease *slab_carve(struct backend *b, size_t bytes)
     return lease;
 }
 
-struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count, uint32_t id_length)
+struct mem_lease *mem_lease_alloc(struct mem_backend *b, uint32_t item_count, uint32_t id_length)
 {
     uint8_t c = size_class(item_count, id_length);
     struct mem_lease *lease = b->free_leases[c];
@@ -98,19 +98,19 @@ struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count, uint32
     return lease;
 }
 
-void mem_lease_discard(struct backend *b, struct mem_lease *lease)
+void mem_lease_discard(struct mem_backend *b, struct mem_lease *lease)
 {
     lease->next_free = b->free_leases[lease->size_class];
     b->free_leases[lease->size_class] = lease;
 }
 
-static struct mem_lease_slot *ring_slot(const struct backend *b, uint64_t position)
+static struct mem_lease_slot *ring_slot(const struct mem_backend *b, uint64_t position)
 {
     return &b->ring[position & b->ring_mask];
 }
 
 /* Moves the head past holes, so it names the oldest lease (or the tail). */
-static void ring_skip_holes(struct backend *b)
+static void ring_skip_holes(struct mem_backend *b)
 {
     while (b->ring_head != b->ring_tail && ring_slot(b, b->ring_head)->lease == NULL)
         b->ring_head++;
@@ -121,7 +121,7 @@ static void ring_skip_holes(struct backend *b)
  * themselves. Evictions do not wait for the lease to load: its table entry
  * is found by the hash kept in the ring, and limits keep no reference
  * counts (see deleted_at_ring_position). */
-static void drop_at(struct backend *b, uint64_t position)
+static void drop_at(struct mem_backend *b, uint64_t position)
 {
     struct mem_lease_slot *slot = ring_slot(b, position);
     struct mem_lease *lease = slot->lease;
@@ -134,18 +134,18 @@ static void drop_at(struct backend *b, uint64_t position)
     mem_lease_discard(b, lease);
 }
 
-static struct mem_lease *oldest(const struct backend *b)
+static struct mem_lease *oldest(const struct mem_backend *b)
 {
     return b->ring_head == b->ring_tail ? NULL : ring_slot(b, b->ring_head)->lease;
 }
 
-static void drop_oldest(struct backend *b)
+static void drop_oldest(struct mem_backend *b)
 {
     assert(b->ring_head != b->ring_tail);
     drop_at(b, b->ring_head);
 }
 
-void mem_leases_prefetch(const struct backend *b, uint64_t hash)
+void mem_leases_prefetch(const struct mem_backend *b, uint64_t hash)
 {
     const struct mem_table *t = &b->leases;
     __builtin_prefetch(&t->entries[(uint32_t)hash & (t->capacity - 1)], 1);
@@ -169,14 +169,15 @@ void mem_leases_prefetch(const struct backend *b, uint64_t hash)
 }
 
 /* True while one of the lease's holds still holds capacity. */
-static bool lease_holding(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
+static bool lease_holding(const struct mem_backend *b, const struct mem_lease *lease,
+                          int64_t now_ms)
 {
     for (uint32_t i = 0; i < lease->item_count; i++) {
         const struct mem_lease_item *item = &lease->items[i];
-        if (item->hold_id == HOLD_NONE)
+        if (item->hold_id == MEM_HOLD_NONE)
             continue;
         const struct mem_hold *hold = mem_hold_get(&b->pool, item->hold_id);
-        if (hold->generation == item->hold_generation && hold->state != HOLD_FREE &&
+        if (hold->generation == item->hold_generation && hold->state != MEM_HOLD_FREE &&
             hold->expires_at_ms > now_ms)
             return true;
     }
@@ -186,13 +187,15 @@ static bool lease_holding(const struct backend *b, const struct mem_lease *lease
 /* A lease is forgotten once it is older than lease_retention_ms and none of
  * its holds lives any more: a retry while a hold lives must get the same
  * answer, never a second reservation. (The count bound may still evict it.) */
-static bool past_retention(const struct backend *b, const struct mem_lease *lease, int64_t now_ms)
+static bool past_retention(const struct mem_backend *b, const struct mem_lease *lease,
+                           int64_t now_ms)
 {
     return now_ms - lease->reserved_at_ms >= b->lease_retention_ms &&
            !lease_holding(b, lease, now_ms);
 }
 
-struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key, int64_t now_ms)
+struct mem_lease *mem_lease_find(struct mem_backend *b, const struct mem_lease_key *key,
+                                 int64_t now_ms)
 {
     struct mem_node *node = mem_table_find(&b->leases, key->hash, key->id, key->length);
     if (node == NULL)
@@ -205,8 +208,8 @@ struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *
     return lease;
 }
 
-void mem_lease_insert(struct backend *b, struct mem_lease *lease, const struct mem_lease_key *key,
-                      int64_t reserved_at_ms)
+void mem_lease_insert(struct mem_backend *b, struct mem_lease *lease,
+                      const struct mem_lease_key *key, int64_t reserved_at_ms)
 {
     assert(key->length >= 1);
     assert(key->length <= LEASE_ID_LENGTH_MAX);
@@ -235,7 +238,7 @@ void mem_lease_insert(struct backend *b, struct mem_lease *lease, const struct m
     b->lease_count++;
 }
 
-void mem_leases_expire(struct backend *b, int64_t now_ms)
+void mem_leases_expire(struct mem_backend *b, int64_t now_ms)
 {
     /* Reserve order is time order, so expired leases are at the old end;
      * the loop is bounded by the cache size. */
@@ -244,14 +247,14 @@ void mem_leases_expire(struct backend *b, int64_t now_ms)
         drop_oldest(b);
 }
 
-void mem_leases_free_all(struct backend *b)
+void mem_leases_free_all(struct mem_backend *b)
 {
     if (b->ring != NULL) {
         while (oldest(b) != NULL)
             drop_oldest(b);
     }
     /* Free leases live in the slabs. */
-    for (uint32_t c = 0; c < LEASE_SIZE_CLASSES; c++)
+    for (uint32_t c = 0; c < MEM_LEASE_SIZE_CLASSES; c++)
         b->free_leases[c] = NULL;
     while (b->slabs != NULL) {
         struct mem_lease_slab *next = b->slabs->next;

@@ -2,7 +2,7 @@
  * array grown in chunks (no malloc per hold), and per limit an
  * expiry-ordered set of them: a list for the in-order common case plus a
  * binary min-heap for the rest. */
-#include "memory_internal.h"
+#include "mem_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -12,19 +12,19 @@
 /* ---- pool ---------------------------------------------------------------- */
 
 #define POOL_BYTES_MAX ((size_t)MEMORY_HOLDS_MAX * sizeof(struct mem_hold))
-#define CHUNK_BYTES ((size_t)HOLD_CHUNK_SIZE * sizeof(struct mem_hold))
+#define CHUNK_BYTES ((size_t)MEM_HOLD_CHUNK_SIZE * sizeof(struct mem_hold))
 
 void mem_hold_pool_free(struct mem_hold_pool *pool)
 {
     if (pool->holds != NULL)
         munmap(pool->holds, POOL_BYTES_MAX);
     memset(pool, 0, sizeof *pool);
-    pool->free_head = HOLD_NONE;
+    pool->free_head = MEM_HOLD_NONE;
 }
 
 static int pool_grow(struct mem_hold_pool *pool)
 {
-    if (pool->chunk_count == HOLD_CHUNKS_MAX)
+    if (pool->chunk_count == MEM_HOLD_CHUNKS_MAX)
         return -1;
     if (pool->holds == NULL) {
         /* Address space only: nothing is committed until made writable. */
@@ -34,19 +34,19 @@ static int pool_grow(struct mem_hold_pool *pool)
             return -1;
         pool->holds = space;
     }
-    struct mem_hold *chunk = pool->holds + ((size_t)pool->chunk_count << HOLD_CHUNK_SHIFT);
+    struct mem_hold *chunk = pool->holds + ((size_t)pool->chunk_count << MEM_HOLD_CHUNK_SHIFT);
     if (mprotect(chunk, CHUNK_BYTES, PROT_READ | PROT_WRITE) != 0)
         return -1; /* out of memory (the commit limit) */
-    uint32_t base = pool->chunk_count << HOLD_CHUNK_SHIFT;
+    uint32_t base = pool->chunk_count << MEM_HOLD_CHUNK_SHIFT;
     /* Fresh pages are zero. Thread the new holds onto the free list so they
      * are used in order. */
-    for (uint32_t i = 0; i < HOLD_CHUNK_SIZE; i++) {
-        chunk[i].state = HOLD_FREE;
-        chunk[i].next = i + 1 < HOLD_CHUNK_SIZE ? base + i + 1 : pool->free_head;
+    for (uint32_t i = 0; i < MEM_HOLD_CHUNK_SIZE; i++) {
+        chunk[i].state = MEM_HOLD_FREE;
+        chunk[i].next = i + 1 < MEM_HOLD_CHUNK_SIZE ? base + i + 1 : pool->free_head;
     }
     pool->chunk_count++;
     pool->free_head = base;
-    pool->free_count += HOLD_CHUNK_SIZE;
+    pool->free_count += MEM_HOLD_CHUNK_SIZE;
     return 0;
 }
 
@@ -126,8 +126,8 @@ void mem_hold_heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set 
 void mem_hold_set_init(struct mem_hold_set *set)
 {
     memset(set, 0, sizeof *set);
-    set->head = HOLD_NONE;
-    set->tail = HOLD_NONE;
+    set->head = MEM_HOLD_NONE;
+    set->tail = MEM_HOLD_NONE;
     set->expires_at_ms_max = INT64_MIN;
 }
 
@@ -200,9 +200,10 @@ static uint32_t walk_open_pop(struct heap_walk *w)
     return position;
 }
 
-enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
-                                   uint64_t need, int64_t period_start_ms,
-                                   struct mem_heap_entry *scratch, int64_t *expires_at_ms)
+enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
+                                       const struct mem_hold_set *set, uint64_t need,
+                                       int64_t period_start_ms, struct mem_heap_entry *scratch,
+                                       int64_t *expires_at_ms)
 {
     assert(need > 0);
     struct heap_walk w = {.set = set, .open = scratch, .open_count = 0};
@@ -211,10 +212,10 @@ enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struc
     uint64_t sum = 0;
     for (uint32_t visited = 0; visited < RETRY_WALK_HOLDS_MAX; visited++) {
         const struct mem_hold *hold;
-        if (list_id == HOLD_NONE && w.open_count == 0)
-            return WALK_EXHAUSTED;
+        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
+            return MEM_WALK_EXHAUSTED;
         const struct mem_hold *list_hold =
-            list_id == HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
+            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
         if (list_hold != NULL &&
             (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
             hold = list_hold;
@@ -224,15 +225,15 @@ enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struc
         }
         if (period_start_ms != INT64_MIN && hold->period_start_ms != period_start_ms)
             continue;
-        if (hold->state != HOLD_RESERVED && hold->state != HOLD_USED)
+        if (hold->state != MEM_HOLD_RESERVED && hold->state != MEM_HOLD_USED)
             continue;
         sum = sum > UINT64_MAX - hold->amount ? UINT64_MAX : sum + hold->amount;
         if (sum >= need) {
             *expires_at_ms = hold->expires_at_ms;
-            return WALK_FOUND;
+            return MEM_WALK_FOUND;
         }
     }
-    return WALK_BOUNDED;
+    return MEM_WALK_BOUNDED;
 }
 
 static void add_to(uint64_t *sum, uint64_t amount)
@@ -245,9 +246,9 @@ static void check_hold(const struct mem_hold *hold, const struct mem_hold_set *s
                        uint64_t *debt)
 {
     assert(hold->limit == limit);
-    assert(hold->state == HOLD_RESERVED || hold->state == HOLD_USED);
+    assert(hold->state == MEM_HOLD_RESERVED || hold->state == MEM_HOLD_USED);
     assert(hold->expires_at_ms <= set->expires_at_ms_max);
-    if (hold->state == HOLD_RESERVED)
+    if (hold->state == MEM_HOLD_RESERVED)
         add_to(reserved, hold->amount);
     else
         add_to(used, hold->amount);
@@ -260,12 +261,12 @@ void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_
 {
     *reserved = *used = *debt = 0;
     uint32_t list_count = 0;
-    uint32_t previous = HOLD_NONE;
-    for (uint32_t id = set->head; id != HOLD_NONE; id = mem_hold_get(pool, id)->next) {
+    uint32_t previous = MEM_HOLD_NONE;
+    for (uint32_t id = set->head; id != MEM_HOLD_NONE; id = mem_hold_get(pool, id)->next) {
         const struct mem_hold *hold = mem_hold_get(pool, id);
-        assert(hold->heap_index == HOLD_IN_LIST);
-        assert(previous == HOLD_NONE || hold->previous == previous); /* the head's is stale */
-        if (previous != HOLD_NONE)
+        assert(hold->heap_index == MEM_HOLD_IN_LIST);
+        assert(previous == MEM_HOLD_NONE || hold->previous == previous); /* the head's is stale */
+        if (previous != MEM_HOLD_NONE)
             assert(mem_hold_get(pool, previous)->expires_at_ms <= hold->expires_at_ms);
         check_hold(hold, set, limit, reserved, used, debt);
         previous = id;

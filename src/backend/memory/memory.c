@@ -1,34 +1,26 @@
-/* The memory backend (SPEC section 8): limits, holds and leases live in this
- * process under one mutex, one critical section per reserve/complete/release.
- * Usage state is lost on restart; the server keeps the registry. */
-#include "memory_internal.h"
+/* The memory backend (docs/architecture.md, docs/semantics.md): limits,
+ * holds and leases live in this process under one mutex, one critical
+ * section per reserve/complete/release. Usage state is lost on restart; the
+ * server keeps the registry. */
+#include "memory.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/retry.h"
+#include "mem_internal.h"
+
 #define LIMITS_TABLE_CAPACITY_MAX (UINT32_C(1) << 20) /* live limits and deleted ones */
 
-static void set_error(char *error, size_t size, const char *prefix, const char *key,
-                      uint32_t key_length)
+static struct mem_backend *mem_backend_of(struct backend *base)
 {
-    snprintf(error, size, "%s%.*s", prefix, (int)key_length, key);
-}
-
-static uint64_t add_saturating(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+    assert(base->ops == &mem_backend_ops);
+    return (struct mem_backend *)base;
 }
 
 /* ---- reserve ------------------------------------------------------------- */
-
-static void reserve_unavailable(struct reserve_result *result)
-{
-    reserve_result_clear(result);
-    result->status = RESULT_UNAVAILABLE;
-    snprintf(result->error, sizeof result->error, "backend_error");
-}
 
 static bool key_is(const struct mem_limit *limit, const char *key, uint32_t key_length)
 {
@@ -36,28 +28,23 @@ static bool key_is(const struct mem_limit *limit, const char *key, uint32_t key_
 }
 
 /* Same set of (key, amount) in any order; item_of maps request index to
- * lease item. Keys are unique on both sides, so this is a bijection. */
+ * lease item. */
 static bool same_requirements(const struct mem_lease *lease, const struct reserve_request *request,
                               uint8_t *item_of)
 {
-    if (lease->item_count != request->requirement_count)
-        return false;
-    for (uint32_t i = 0; i < request->requirement_count; i++) {
-        const struct requirement *r = &request->requirements[i];
-        uint32_t j = 0;
-        while (j < lease->item_count && !key_is(lease->items[j].limit, r->key, r->key_length))
-            j++;
-        if (j == lease->item_count || lease->items[j].amount != r->amount)
-            return false;
-        item_of[i] = (uint8_t)j;
+    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
+    for (uint32_t j = 0; j < lease->item_count; j++) {
+        const struct mem_limit *limit = lease->items[j].limit;
+        items[j] = (struct lease_item_key){limit->node.key, limit->node.key_length,
+                                           lease->items[j].amount};
     }
-    return true;
+    return requirements_match(request, items, lease->item_count, item_of);
 }
 
 static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32_t count,
                    struct reserve_result *result)
 {
-    if (lease->state == LEASE_DENIED) {
+    if (lease->state == MEM_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < count; i++) {
             if (lease->denied_items & (UINT64_C(1) << item_of[i]))
@@ -73,7 +60,7 @@ static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32
 /* Definitive errors, found before any capacity is looked at; not recorded
  * against the lease. Unknown keys first, then decreasing limits, then
  * amounts that can never fit. */
-static bool resolve(struct backend *b, const struct reserve_request *request,
+static bool resolve(struct mem_backend *b, const struct reserve_request *request,
                     struct mem_limit **limits, struct reserve_result *result)
 {
     uint32_t n = request->requirement_count;
@@ -81,8 +68,7 @@ static bool resolve(struct backend *b, const struct reserve_request *request,
         const struct requirement *r = &request->requirements[i];
         limits[i] = mem_limit_find(b, r->key, r->key_length);
         if (limits[i] == NULL || limits[i]->deleted) {
-            set_error(result->error, sizeof result->error, "unknown_limit_key: ", r->key,
-                      r->key_length);
+            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
             return false;
         }
         for (uint32_t j = 0; j < i; j++)
@@ -90,9 +76,7 @@ static bool resolve(struct backend *b, const struct reserve_request *request,
     }
     for (uint32_t i = 0; i < n; i++) {
         if (limits[i]->status == LIMIT_DECREASING) {
-            const struct requirement *r = &request->requirements[i];
-            set_error(result->error, sizeof result->error, "limit_decreasing:", r->key,
-                      r->key_length);
+            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
             result->retry_after_ms = b->decrease_retry_ms;
             return false;
         }
@@ -102,8 +86,7 @@ static bool resolve(struct backend *b, const struct reserve_request *request,
         assert(r->amount >= 1);
         assert(r->amount <= AMOUNT_MAX);
         if (r->amount > limits[i]->capacity) {
-            set_error(result->error, sizeof result->error, "exceeds_capacity:", r->key,
-                      r->key_length);
+            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
             return false;
         }
     }
@@ -112,31 +95,20 @@ static bool resolve(struct backend *b, const struct reserve_request *request,
 
 static uint64_t budget_taken(const struct mem_period *period)
 {
-    return add_saturating(add_saturating(period->committed, period->debt), period->reserved);
+    return amount_add_saturating(amount_add_saturating(period->committed, period->debt),
+                                 period->reserved);
 }
 
 static bool fits(struct mem_limit *limit, uint64_t amount, struct mem_period *period)
 {
     if (limit->kind == LIMIT_BUDGET)
-        return add_saturating(budget_taken(period), amount) <= limit->capacity;
+        return amount_add_saturating(budget_taken(period), amount) <= limit->capacity;
     /* reserved + used <= capacity < 2^63 and amount < 2^63: no overflow. */
     return limit->reserved + limit->used + amount <= limit->capacity;
 }
 
-static int64_t jittered_poll_ms(struct backend *b)
-{
-    uint64_t x = b->random_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b->random_state = x;
-    int64_t percent = 80 + (int64_t)(x % 41); /* +-20% */
-    int64_t poll_ms = b->concurrency_poll_ms * percent / 100;
-    return poll_ms < 1 ? 1 : poll_ms;
-}
-
 /* SPEC section 5, for one requirement that did not fit. */
-static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64_t amount,
+static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, uint64_t amount,
                               struct mem_period *period, int64_t now_ms)
 {
     int64_t retry_ms = 1;
@@ -145,29 +117,29 @@ static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64
         /* Exact: when enough of the expiry-ordered holds are gone. */
         uint64_t need = limit->reserved + limit->used + amount - limit->capacity;
         if (mem_hold_set_walk(&b->pool, &limit->holds, need, INT64_MIN, b->walk_scratch,
-                              &expires_at_ms) != WALK_FOUND)
+                              &expires_at_ms) != MEM_WALK_FOUND)
             expires_at_ms = limit->holds.expires_at_ms_max;
         retry_ms = expires_at_ms - now_ms;
     } else if (limit->kind == LIMIT_CONCURRENCY) {
         /* Holds are usually released long before they expire: poll. */
         uint32_t first = mem_hold_set_first(&b->pool, &limit->holds);
-        assert(first != HOLD_NONE); /* amount <= capacity, so something is held */
+        assert(first != MEM_HOLD_NONE); /* amount <= capacity, so something is held */
         retry_ms = mem_hold_get(&b->pool, first)->expires_at_ms - now_ms;
-        int64_t poll_ms = jittered_poll_ms(b);
+        int64_t poll_ms = retry_jitter_ms(b->concurrency_poll_ms, &b->random_state);
         if (retry_ms > poll_ms)
             retry_ms = poll_ms;
     } else {
         /* Reservations of this period expiring may make room; the next
          * period always does (amount <= capacity). */
-        uint64_t need = add_saturating(budget_taken(period), amount) - limit->capacity;
+        uint64_t need = amount_add_saturating(budget_taken(period), amount) - limit->capacity;
         int64_t period_end_ms = period->end_ms;
         expires_at_ms = period_end_ms;
         if (period->reserved >= need) {
-            enum walk_result walk = mem_hold_set_walk(
+            enum mem_walk_result walk = mem_hold_set_walk(
                 &b->pool, &limit->holds, need, period->start_ms, b->walk_scratch, &expires_at_ms);
-            if (walk == WALK_BOUNDED)
+            if (walk == MEM_WALK_BOUNDED)
                 expires_at_ms = limit->holds.expires_at_ms_max;
-            else if (walk == WALK_EXHAUSTED)
+            else if (walk == MEM_WALK_EXHAUSTED)
                 expires_at_ms = period_end_ms;
             if (expires_at_ms > period_end_ms)
                 expires_at_ms = period_end_ms;
@@ -178,7 +150,7 @@ static int64_t retry_after_ms(struct backend *b, struct mem_limit *limit, uint64
 }
 
 /* Records a capacity denial against the lease, so a retry gets it again. */
-static void deny(struct backend *b, const struct reserve_request *request,
+static void deny(struct mem_backend *b, const struct reserve_request *request,
                  const struct mem_lease_key *key, struct mem_limit **limits,
                  struct mem_period **periods, int64_t now_ms, struct reserve_result *result)
 {
@@ -193,27 +165,27 @@ static void deny(struct backend *b, const struct reserve_request *request,
     struct mem_lease *lease =
         mem_lease_alloc(b, request->requirement_count, request->lease_id_length);
     if (lease == NULL) {
-        reserve_unavailable(result);
+        reserve_result_unavailable(result);
         return;
     }
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         lease->items[i] = (struct mem_lease_item){
             .limit = limits[i],
             .amount = request->requirements[i].amount,
-            .hold_id = HOLD_NONE,
+            .hold_id = MEM_HOLD_NONE,
         };
     }
     lease->denied_items = 0;
     for (uint32_t k = 0; k < result->denied_count; k++)
         lease->denied_items |= UINT64_C(1) << result->denied_index[k];
-    lease->state = LEASE_DENIED;
+    lease->state = MEM_LEASE_DENIED;
     lease->retry_after_ms = retry_ms;
     mem_lease_insert(b, lease, key, now_ms);
     result->retry_after_ms = retry_ms;
 }
 
 /* Everything that can fail is done before the first hold is taken. */
-static int prepare(struct backend *b, struct mem_limit **limits, uint32_t count)
+static int prepare(struct mem_backend *b, struct mem_limit **limits, uint32_t count)
 {
     if (mem_hold_pool_ensure(&b->pool, count) != 0)
         return -1;
@@ -224,7 +196,7 @@ static int prepare(struct backend *b, struct mem_limit **limits, uint32_t count)
     return 0;
 }
 
-static void hold_all(struct backend *b, const struct reserve_request *request,
+static void hold_all(struct mem_backend *b, const struct reserve_request *request,
                      struct mem_limit **limits, struct mem_period **periods,
                      struct mem_lease *lease, int64_t now_ms)
 {
@@ -235,7 +207,7 @@ static void hold_all(struct backend *b, const struct reserve_request *request,
         uint32_t id = mem_hold_alloc(&b->pool);
         struct mem_hold *hold = mem_hold_get(&b->pool, id);
         hold->amount = amount;
-        hold->state = HOLD_RESERVED;
+        hold->state = MEM_HOLD_RESERVED;
         hold->limit = limit;
         hold->expires_at_ms = now_ms + limit->hold_duration_ms;
         if (limit->kind == LIMIT_BUDGET) {
@@ -255,13 +227,13 @@ static void hold_all(struct backend *b, const struct reserve_request *request,
         if (hold->expires_at_ms < expires_at_ms)
             expires_at_ms = hold->expires_at_ms;
     }
-    lease->state = LEASE_ACTIVE;
+    lease->state = MEM_LEASE_ACTIVE;
     lease->expires_at_ms = expires_at_ms;
     lease->denied_items = 0;
 }
 
 /* key: the request's lease id (mem_leases_prefetch has been called on it). */
-static void reserve_one(struct backend *b, const struct reserve_request *request,
+static void reserve_one(struct mem_backend *b, const struct reserve_request *request,
                         const struct mem_lease_key *lease_key, int64_t now_ms,
                         struct reserve_result *result)
 {
@@ -285,8 +257,7 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
         if (same_requirements(lease, request, item_of)) {
             replay(lease, item_of, n, result);
         } else {
-            result->status = RESULT_CONFLICT;
-            snprintf(result->error, sizeof result->error, "lease_conflict");
+            reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         }
         return;
     }
@@ -304,12 +275,12 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
     }
     lease = mem_lease_alloc(b, n, request->lease_id_length);
     if (lease == NULL) {
-        reserve_unavailable(result);
+        reserve_result_unavailable(result);
         return;
     }
     if (prepare(b, limits, n) != 0) {
         mem_lease_discard(b, lease);
-        reserve_unavailable(result);
+        reserve_result_unavailable(result);
         return;
     }
     hold_all(b, request, limits, periods, lease, now_ms);
@@ -321,37 +292,33 @@ static void reserve_one(struct backend *b, const struct reserve_request *request
 
 /* ---- complete ------------------------------------------------------------ */
 
-static void warn(struct mem_warnings *w, const char *prefix, const struct mem_limit *limit)
+static void warn(struct complete_result *result, enum backend_warning kind,
+                 const struct mem_limit *limit)
 {
-    int n = snprintf(w->bytes + w->length, sizeof w->bytes - w->length, "%s%s", prefix,
-                     limit->node.key);
-    assert(n > 0);
-    assert((size_t)n < sizeof w->bytes - w->length);
-    w->length += (size_t)n + 1; /* keep the NUL */
-    w->count++;
+    (void)complete_result_warn(result, kind, limit->node.key, limit->node.key_length);
 }
 
-static struct mem_hold *live_hold(struct backend *b, const struct mem_lease_item *item)
+static struct mem_hold *live_hold(struct mem_backend *b, const struct mem_lease_item *item)
 {
     struct mem_hold *hold = mem_hold_get(&b->pool, item->hold_id);
-    if (hold->generation != item->hold_generation || hold->state == HOLD_FREE)
+    if (hold->generation != item->hold_generation || hold->state == MEM_HOLD_FREE)
         return NULL;
     assert(hold->limit == item->limit);
     return hold;
 }
 
-static void settle_rolling(struct backend *b, const struct mem_lease_item *item, uint64_t actual,
-                           struct mem_warnings *w)
+static void settle_rolling(struct mem_backend *b, const struct mem_lease_item *item,
+                           uint64_t actual, struct complete_result *w)
 {
     struct mem_hold *hold = live_hold(b, item);
     if (hold == NULL)
         return; /* the window is over: nothing left to account */
     struct mem_limit *limit = item->limit;
-    assert(hold->state == HOLD_RESERVED);
+    assert(hold->state == MEM_HOLD_RESERVED);
     uint64_t reserved = hold->amount;
     assert(limit->reserved >= reserved);
     limit->reserved -= reserved;
-    hold->state = HOLD_USED;
+    hold->state = MEM_HOLD_USED;
     if (actual <= reserved) {
         hold->amount = actual;
         limit->used += actual;
@@ -368,24 +335,24 @@ static void settle_rolling(struct backend *b, const struct mem_lease_item *item,
     }
     limit->used += reserved;
     if (limit->state.definition.overage == OVERAGE_DEBT) {
-        hold->debt = add_saturating(hold->debt, over);
-        limit->debt = add_saturating(limit->debt, over);
-        warn(w, "overage_debt:", limit);
+        hold->debt = amount_add_saturating(hold->debt, over);
+        limit->debt = amount_add_saturating(limit->debt, over);
+        warn(w, BACKEND_WARNING_OVERAGE_DEBT, limit);
     } else {
         b->overage_denied++;
-        warn(w, "overage_denied:", limit);
+        warn(w, BACKEND_WARNING_OVERAGE_DENIED, limit);
     }
 }
 
-static void settle_budget(struct backend *b, const struct mem_lease_item *item, uint64_t actual,
-                          struct mem_warnings *w)
+static void settle_budget(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
+                          struct complete_result *w)
 {
     struct mem_limit *limit = item->limit;
     bool after_expiry = live_hold(b, item) == NULL;
     if (!after_expiry)
         mem_limit_drop_hold(b, limit, item->hold_id);
     else
-        warn(w, "commit_after_expiry:", limit);
+        warn(w, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, limit);
     /* Charged to the period it was reserved in, even one that has ended. */
     struct mem_period *period = mem_limit_period_find(limit, item->period_start_ms);
     if (period == NULL)
@@ -395,13 +362,13 @@ static void settle_budget(struct backend *b, const struct mem_lease_item *item, 
     uint64_t fit = actual < room ? actual : room;
     period->committed += fit; /* <= capacity */
     if (actual > fit) {
-        period->debt = add_saturating(period->debt, actual - fit);
-        warn(w, "overage_debt:", limit);
+        period->debt = amount_add_saturating(period->debt, actual - fit);
+        warn(w, BACKEND_WARNING_OVERAGE_DEBT, limit);
     }
 }
 
-static void settle(struct backend *b, const struct mem_lease_item *item, uint64_t actual,
-                   int64_t now_ms, struct mem_warnings *w)
+static void settle(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
+                   int64_t now_ms, struct complete_result *w)
 {
     mem_limit_expire(b, item->limit, now_ms);
     switch (item->limit->kind) {
@@ -420,35 +387,18 @@ static void settle(struct backend *b, const struct mem_lease_item *item, uint64_
     }
 }
 
-static void complete_finish(struct complete_result *result, const struct mem_warnings *w)
+static void complete_one(struct mem_backend *b, const struct complete_request *request,
+                         struct complete_result *result)
 {
-    result->reconciled = true;
-    if (w->count == 0)
-        return;
-    result->warnings = malloc(w->length);
-    if (result->warnings == NULL)
-        return; /* the accounting is done; only the warnings are lost */
-    memcpy(result->warnings, w->bytes, w->length);
-    result->warning_count = w->count;
-}
-
-static void complete_one(struct backend *b, const struct complete_request *request,
-                         struct complete_result *result, struct mem_warnings *w)
-{
-    result->status = RESULT_OK;
-    result->reconciled = false;
-    result->error[0] = '\0';
-    result->warning_count = 0;
-    result->warnings = NULL;
+    complete_result_clear(result);
     assert(request->actual_count <= REQUIREMENTS_PER_RESERVE_MAX);
     int64_t now_ms = clock_now_ms(b->clock);
     struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
     struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
-    if (lease == NULL || lease->state == LEASE_DENIED)
+    if (lease == NULL || lease->state == MEM_LEASE_DENIED)
         return; /* nothing held, nothing to reconcile */
-    if (lease->state == LEASE_RELEASED) {
-        result->status = RESULT_CONFLICT;
-        snprintf(result->error, sizeof result->error, "already_finalized");
+    if (lease->state == MEM_LEASE_RELEASED) {
+        complete_result_fail(result, BACKEND_ALREADY_FINALIZED, 0);
         return;
     }
     int8_t actual_of[REQUIREMENTS_PER_RESERVE_MAX];
@@ -460,45 +410,38 @@ static void complete_one(struct backend *b, const struct complete_request *reque
                !key_is(lease->items[j].limit, actual->key, actual->key_length))
             j++;
         if (j == lease->item_count) {
-            result->status = RESULT_INVALID;
-            set_error(result->error, sizeof result->error, "actual_key_not_in_lease:", actual->key,
-                      actual->key_length);
+            complete_result_fail(result, BACKEND_ACTUAL_KEY_NOT_IN_LEASE, a);
             return;
         }
         assert(actual->actual_amount <= AMOUNT_MAX);
         actual_of[j] = (int8_t)a;
     }
-    if (lease->state == LEASE_COMPLETED) {
+    if (lease->state == MEM_LEASE_COMPLETED) {
         result->reconciled = true; /* completing twice is a no-op */
         return;
     }
-    w->length = 0;
-    w->count = 0;
     for (uint32_t j = 0; j < lease->item_count; j++) {
         /* A key left out settles at its reserved amount (pessimistic). */
         uint64_t amount = actual_of[j] >= 0 ? request->actuals[actual_of[j]].actual_amount
                                             : lease->items[j].amount;
-        settle(b, &lease->items[j], amount, now_ms, w);
+        settle(b, &lease->items[j], amount, now_ms, result);
     }
-    lease->state = LEASE_COMPLETED;
-    complete_finish(result, w);
+    lease->state = MEM_LEASE_COMPLETED;
+    result->reconciled = true;
 }
 
 /* ---- release ------------------------------------------------------------- */
 
-static void release_one(struct backend *b, const struct release_request *request,
+static void release_one(struct mem_backend *b, const struct release_request *request,
                         struct release_result *result)
 {
-    result->status = RESULT_OK;
-    result->error[0] = '\0';
+    result->error = BACKEND_OK;
     int64_t now_ms = clock_now_ms(b->clock);
     struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
     struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
-    if (lease == NULL || lease->state != LEASE_ACTIVE) {
-        if (lease != NULL && lease->state == LEASE_COMPLETED) {
-            result->status = RESULT_CONFLICT;
-            snprintf(result->error, sizeof result->error, "already_finalized");
-        }
+    if (lease == NULL || lease->state != MEM_LEASE_ACTIVE) {
+        if (lease != NULL && lease->state == MEM_LEASE_COMPLETED)
+            result->error = BACKEND_ALREADY_FINALIZED;
         return; /* unknown, denied or released already: nothing to free */
     }
     for (uint32_t j = 0; j < lease->item_count; j++) {
@@ -507,44 +450,12 @@ static void release_one(struct backend *b, const struct release_request *request
         if (live_hold(b, item) != NULL)
             mem_limit_drop_hold(b, item->limit, item->hold_id);
     }
-    lease->state = LEASE_RELEASED;
+    lease->state = MEM_LEASE_RELEASED;
 }
 
 /* ---- the ops ------------------------------------------------------------- */
 
-static void memory_close(struct backend *b);
-
-static int memory_open(const struct backend_config *config, struct backend **out, char *error,
-                       size_t error_size)
-{
-    if (backend_config_check(config, error, error_size) != 0)
-        return -1;
-    struct backend *b = calloc(1, sizeof *b);
-    if (b == NULL) {
-        snprintf(error, error_size, "out of memory");
-        return -1;
-    }
-    pthread_mutex_init(&b->mutex, NULL);
-    b->clock = config->clock;
-    b->lease_cache_entries = config->lease_cache_entries;
-    b->lease_retention_ms = config->lease_retention_ms;
-    b->concurrency_poll_ms = config->concurrency_poll_ms;
-    b->decrease_retry_ms = config->decrease_retry_ms;
-    b->random_state = (uint64_t)clock_monotonic_ns() | 1;
-    b->limits_version = 1; /* memo entries start at 0: none is good */
-    b->pool.free_head = HOLD_NONE;
-    b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
-    if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
-        mem_leases_init(b, config->lease_cache_entries) != 0) {
-        memory_close(b);
-        snprintf(error, error_size, "out of memory");
-        return -1;
-    }
-    *out = b;
-    return 0;
-}
-
-static void memory_close(struct backend *b)
+static void mem_free(struct mem_backend *b)
 {
     mem_leases_free_all(b); /* first: leases refer to limits */
     if (b->limits.entries != NULL) {
@@ -561,6 +472,41 @@ static void memory_close(struct backend *b)
     free(b);
 }
 
+static int mem_open(const struct backend_config *config, const void *options, struct backend **out,
+                    char *error, size_t error_size)
+{
+    (void)options; /* the memory backend has none */
+    struct mem_backend *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    b->base.ops = &mem_backend_ops;
+    pthread_mutex_init(&b->mutex, NULL);
+    b->clock = config->clock;
+    b->lease_cache_entries = config->lease_cache_entries;
+    b->lease_retention_ms = config->lease_retention_ms;
+    b->concurrency_poll_ms = config->concurrency_poll_ms;
+    b->decrease_retry_ms = config->decrease_retry_ms;
+    b->random_state = retry_jitter_seed();
+    b->limits_version = 1; /* memo entries start at 0: none is good */
+    b->pool.free_head = MEM_HOLD_NONE;
+    b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
+    if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
+        mem_leases_init(b, config->lease_cache_entries) != 0) {
+        mem_free(b);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    *out = &b->base;
+    return 0;
+}
+
+static void mem_close(struct backend *base)
+{
+    mem_free(mem_backend_of(base));
+}
+
 #define LOCKED(b, expression)                                                                      \
     do {                                                                                           \
         pthread_mutex_lock(&(b)->mutex);                                                           \
@@ -568,53 +514,60 @@ static void memory_close(struct backend *b)
         pthread_mutex_unlock(&(b)->mutex);                                                         \
     } while (0)
 
-static int memory_put_limit(struct backend *b, const struct limit_definition *definition,
+static int mem_op_put_limit(struct backend *base, const struct limit_definition *definition,
                             struct limit_state *state_out, char *error, size_t error_size)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_put_limit(b, definition, state_out, error, error_size));
     return rc;
 }
 
-static int memory_restore_limit(struct backend *b, const struct limit_state *state, char *error,
+static int mem_op_restore_limit(struct backend *base, const struct limit_state *state, char *error,
                                 size_t error_size)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_restore_limit(b, state, error, error_size));
     return rc;
 }
 
-static int memory_delete_limit(struct backend *b, const char *key)
+static int mem_op_delete_limit(struct backend *base, const char *key)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_delete_limit(b, key));
     return rc;
 }
 
-static int memory_get_limit(struct backend *b, const char *key, struct limit_state *out)
+static int mem_op_get_limit(struct backend *base, const char *key, struct limit_state *out)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_get_limit(b, key, out));
     return rc;
 }
 
-static int memory_list_limits(struct backend *b, struct limit_state **out, size_t *count)
+static int mem_op_list_limits(struct backend *base, struct limit_state **out, size_t *count)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_list_limits(b, out, count));
     return rc;
 }
 
-static int memory_usage(struct backend *b, const char *key, int64_t at_unix_ms,
+static int mem_op_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                         struct limit_usage *out)
 {
+    struct mem_backend *b = mem_backend_of(base);
     int rc;
     LOCKED(b, rc = mem_usage(b, key, at_unix_ms, out));
     return rc;
 }
 
-static int memory_tick(struct backend *b, bool *limits_changed)
+static int mem_op_tick(struct backend *base, bool *limits_changed)
 {
+    struct mem_backend *b = mem_backend_of(base);
     bool changed = false;
     pthread_mutex_lock(&b->mutex);
     int64_t now_ms = clock_now_ms(b->clock);
@@ -630,10 +583,11 @@ static int memory_tick(struct backend *b, bool *limits_changed)
  * and one clock read per run, while another thread waits at most a run. */
 #define RESERVES_PER_LOCK 16
 
-static void memory_reserve(struct backend *b, const struct reserve_request *requests,
+static void mem_op_reserve(struct backend *base, const struct reserve_request *requests,
                            struct reserve_result *results, uint32_t count, backend_done_fn done,
                            void *context)
 {
+    struct mem_backend *b = mem_backend_of(base);
     struct mem_lease_key next = {0};
     if (count > 0)
         next = mem_lease_key(requests[0].lease_id, requests[0].lease_id_length);
@@ -658,34 +612,37 @@ static void memory_reserve(struct backend *b, const struct reserve_request *requ
         done(context);
 }
 
-static void memory_complete(struct backend *b, const struct complete_request *requests,
+static void mem_op_complete(struct backend *base, const struct complete_request *requests,
                             struct complete_result *results, uint32_t count, backend_done_fn done,
                             void *context)
 {
+    struct mem_backend *b = mem_backend_of(base);
     for (uint32_t i = 0; i < count; i++)
-        LOCKED(b, complete_one(b, &requests[i], &results[i], &b->warnings));
+        LOCKED(b, complete_one(b, &requests[i], &results[i]));
     if (done != NULL)
         done(context);
 }
 
-static void memory_release(struct backend *b, const struct release_request *requests,
+static void mem_op_release(struct backend *base, const struct release_request *requests,
                            struct release_result *results, uint32_t count, backend_done_fn done,
                            void *context)
 {
+    struct mem_backend *b = mem_backend_of(base);
     for (uint32_t i = 0; i < count; i++)
         LOCKED(b, release_one(b, &requests[i], &results[i]));
     if (done != NULL)
         done(context);
 }
 
-static bool memory_ready(struct backend *b)
+static bool mem_op_ready(struct backend *base)
 {
-    (void)b;
+    (void)mem_backend_of(base);
     return true;
 }
 
-static void memory_stats(struct backend *b, struct backend_stats *out)
+static void mem_op_stats(struct backend *base, struct backend_stats *out)
 {
+    struct mem_backend *b = mem_backend_of(base);
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&b->mutex);
     out->lease_cache_entries = b->lease_count;
@@ -694,22 +651,22 @@ static void memory_stats(struct backend *b, struct backend_stats *out)
     pthread_mutex_unlock(&b->mutex);
 }
 
-const struct backend_ops memory_backend_ops = {
+const struct backend_ops mem_backend_ops = {
     .name = "memory",
-    .open = memory_open,
-    .close = memory_close,
-    .put_limit = memory_put_limit,
-    .restore_limit = memory_restore_limit,
-    .delete_limit = memory_delete_limit,
-    .get_limit = memory_get_limit,
-    .list_limits = memory_list_limits,
-    .usage = memory_usage,
-    .tick = memory_tick,
-    .reserve = memory_reserve,
-    .complete = memory_complete,
-    .release = memory_release,
-    .ready = memory_ready,
-    .stats = memory_stats,
+    .open = mem_open,
+    .close = mem_close,
+    .put_limit = mem_op_put_limit,
+    .restore_limit = mem_op_restore_limit,
+    .delete_limit = mem_op_delete_limit,
+    .get_limit = mem_op_get_limit,
+    .list_limits = mem_op_list_limits,
+    .usage = mem_op_usage,
+    .tick = mem_op_tick,
+    .reserve = mem_op_reserve,
+    .complete = mem_op_complete,
+    .release = mem_op_release,
+    .ready = mem_op_ready,
+    .stats = mem_op_stats,
     .events = NULL,
     .usage_by_caller = NULL,
 };

@@ -1,7 +1,7 @@
 /* Limits of the memory backend: creation and capacity changes (with the
  * decreasing state), deletion, usage, budget periods, hold expiry and the
  * periodic tick. Callers hold the backend mutex. */
-#include "memory_internal.h"
+#include "mem_internal.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
  * last (up to) 8 bytes. Keys that share them only share a slot. */
 uint32_t mem_limit_memo_slot(const char *key, uint32_t key_length)
 {
-    _Static_assert(LIMIT_MEMO_SLOTS == 64, "the slot is the top 6 bits");
+    _Static_assert(MEM_LIMIT_MEMO_SLOTS == 64, "the slot is the top 6 bits");
     uint64_t first = 0, last = 0;
     if (key_length >= 8) {
         memcpy(&first, key, 8);
@@ -25,7 +25,7 @@ uint32_t mem_limit_memo_slot(const char *key, uint32_t key_length)
     return (uint32_t)(x >> 58);
 }
 
-struct mem_limit *mem_limit_find_slow(struct backend *b, const char *key, uint32_t key_length,
+struct mem_limit *mem_limit_find_slow(struct mem_backend *b, const char *key, uint32_t key_length,
                                       struct mem_limit_memo *memo)
 {
     struct mem_node *node = mem_table_find(&b->limits, mem_hash(key, key_length), key, key_length);
@@ -36,19 +36,19 @@ struct mem_limit *mem_limit_find_slow(struct backend *b, const char *key, uint32
 }
 
 /* Every change of the limits table goes through these two (memo validity). */
-static int limits_insert(struct backend *b, struct mem_limit *limit)
+static int limits_insert(struct mem_backend *b, struct mem_limit *limit)
 {
     b->limits_version++;
     return mem_table_insert(&b->limits, &limit->node);
 }
 
-static void limits_remove(struct backend *b, struct mem_limit *limit)
+static void limits_remove(struct mem_backend *b, struct mem_limit *limit)
 {
     b->limits_version++;
     mem_table_remove(&b->limits, &limit->node);
 }
 
-static struct mem_limit *find_live(struct backend *b, const char *key)
+static struct mem_limit *find_live(struct mem_backend *b, const char *key)
 {
     struct mem_limit *limit =
         mem_limit_find(b, key, (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1));
@@ -115,21 +115,21 @@ struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
 
 /* Inlined into the expiry loop, where most holds end. */
 static inline __attribute__((always_inline)) void
-drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id, struct mem_hold *hold)
+drop_hold(struct mem_backend *b, struct mem_limit *limit, uint32_t id, struct mem_hold *hold)
 {
     assert(hold->limit == limit);
     mem_hold_set_remove(&b->pool, &limit->holds, id);
-    if (hold->state == HOLD_RESERVED && limit->kind == LIMIT_BUDGET) {
+    if (hold->state == MEM_HOLD_RESERVED && limit->kind == LIMIT_BUDGET) {
         struct mem_period *period = mem_limit_period_find(limit, hold->period_start_ms);
         if (period != NULL) {
             assert(period->reserved >= hold->amount);
             period->reserved -= hold->amount;
         }
-    } else if (hold->state == HOLD_RESERVED) {
+    } else if (hold->state == MEM_HOLD_RESERVED) {
         assert(limit->reserved >= hold->amount);
         limit->reserved -= hold->amount;
     } else {
-        assert(hold->state == HOLD_USED);
+        assert(hold->state == MEM_HOLD_USED);
         assert(limit->used >= hold->amount);
         limit->used -= hold->amount;
     }
@@ -143,32 +143,32 @@ drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id, struct mem_ho
         limit->debt = 0;
 }
 
-void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id)
+void mem_limit_drop_hold(struct mem_backend *b, struct mem_limit *limit, uint32_t id)
 {
     drop_hold(b, limit, id, mem_hold_get(&b->pool, id));
 }
 
-void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms)
+void mem_limit_expire(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms)
 {
     /* Bounded by the holds of this limit (at most MEMORY_HOLDS_MAX). */
     for (;;) {
         uint32_t id = mem_hold_set_first(&b->pool, &limit->holds);
-        if (id == HOLD_NONE)
+        if (id == MEM_HOLD_NONE)
             break;
         struct mem_hold *hold = mem_hold_get(&b->pool, id);
         if (hold->expires_at_ms > now_ms)
             break;
-        if (hold->state == HOLD_RESERVED)
+        if (hold->state == MEM_HOLD_RESERVED)
             b->expired_holds++;
         drop_hold(b, limit, id, hold);
     }
     /* Under a steady load the next calls expire the head and its successor:
      * start loading them. The head was loaded this way by the call before,
      * so reading its link rarely waits. */
-    if (limit->holds.head != HOLD_NONE) {
+    if (limit->holds.head != MEM_HOLD_NONE) {
         const struct mem_hold *head = mem_hold_get(&b->pool, limit->holds.head);
         __builtin_prefetch(head);
-        if (head->next != HOLD_NONE)
+        if (head->next != MEM_HOLD_NONE)
             __builtin_prefetch(mem_hold_get(&b->pool, head->next));
     }
     if (limit->kind == LIMIT_BUDGET)
@@ -216,8 +216,9 @@ static void apply_definition(struct mem_limit *limit, const struct limit_definit
     limit->status = limit->state.status;
 }
 
-static struct mem_limit *limit_create(struct backend *b, const struct limit_definition *definition,
-                                      char *error, size_t error_size)
+static struct mem_limit *limit_create(struct mem_backend *b,
+                                      const struct limit_definition *definition, char *error,
+                                      size_t error_size)
 {
     if (b->live_limit_count >= LIMITS_COUNT_MAX) {
         snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
@@ -245,13 +246,13 @@ static struct mem_limit *limit_create(struct backend *b, const struct limit_defi
     return limit;
 }
 
-bool mem_limit_unused(const struct backend *b, const struct mem_limit *limit)
+bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit)
 {
     return limit->deleted && limit->holds.count == 0 &&
            b->ring_head >= limit->deleted_at_ring_position;
 }
 
-void mem_limit_destroy(struct backend *b, struct mem_limit *limit)
+void mem_limit_destroy(struct mem_backend *b, struct mem_limit *limit)
 {
     assert(mem_limit_unused(b, limit));
     mem_hold_set_free(&limit->holds);
@@ -260,7 +261,7 @@ void mem_limit_destroy(struct backend *b, struct mem_limit *limit)
 
 /* A deleted limit makes way for a new one of another kind or period; leases
  * and holds that point at it keep it alive on the retired list. */
-static void retire(struct backend *b, struct mem_limit *limit)
+static void retire(struct mem_backend *b, struct mem_limit *limit)
 {
     assert(limit->deleted);
     limits_remove(b, limit);
@@ -289,7 +290,7 @@ static int check_same_shape(const struct mem_limit *limit, const struct limit_de
     return 0;
 }
 
-int mem_put_limit(struct backend *b, const struct limit_definition *definition,
+int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
                   struct limit_state *state_out, char *error, size_t error_size)
 {
     struct limit_definition d = *definition;
@@ -327,7 +328,7 @@ int mem_put_limit(struct backend *b, const struct limit_definition *definition,
     return 0;
 }
 
-int mem_restore_limit(struct backend *b, const struct limit_state *state, char *error,
+int mem_restore_limit(struct mem_backend *b, const struct limit_state *state, char *error,
                       size_t error_size)
 {
     struct limit_definition d;
@@ -352,7 +353,7 @@ int mem_restore_limit(struct backend *b, const struct limit_state *state, char *
     return 0;
 }
 
-int mem_delete_limit(struct backend *b, const char *key)
+int mem_delete_limit(struct mem_backend *b, const char *key)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
@@ -364,7 +365,7 @@ int mem_delete_limit(struct backend *b, const char *key)
     return 0;
 }
 
-int mem_get_limit(struct backend *b, const char *key, struct limit_state *out)
+int mem_get_limit(struct mem_backend *b, const char *key, struct limit_state *out)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
@@ -379,7 +380,7 @@ static int compare_states(const void *a, const void *b)
     return strcmp(x->definition.key, y->definition.key);
 }
 
-int mem_list_limits(struct backend *b, struct limit_state **out, size_t *count)
+int mem_list_limits(struct mem_backend *b, struct limit_state **out, size_t *count)
 {
     struct limit_state *states = malloc((b->live_limit_count + 1) * sizeof *states);
     if (states == NULL)
@@ -397,22 +398,7 @@ int mem_list_limits(struct backend *b, struct limit_state **out, size_t *count)
     return 0;
 }
 
-/* capacity - taken as a signed number, saturating at INT64_MIN. */
-static int64_t available(uint64_t capacity, uint64_t taken)
-{
-    if (taken <= capacity)
-        return (int64_t)(capacity - taken);
-    uint64_t over = taken - capacity;
-    return over >= (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)over;
-}
-
-static uint64_t sum3(uint64_t a, uint64_t b, uint64_t c)
-{
-    uint64_t ab = a > UINT64_MAX - b ? UINT64_MAX : a + b;
-    return ab > UINT64_MAX - c ? UINT64_MAX : ab + c;
-}
-
-int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out)
+int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
@@ -424,7 +410,8 @@ int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct lim
         out->reserved = limit->reserved;
         out->used = limit->used;
         out->debt = limit->debt;
-        out->available = available(limit->capacity, sum3(limit->reserved, limit->used, 0));
+        out->available = limit_available(limit->kind, limit->capacity, limit->reserved, limit->used,
+                                         limit->debt);
         return 0;
     }
     enum limit_period kind = limit->state.definition.period;
@@ -436,13 +423,14 @@ int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct lim
         out->used = period->committed;
         out->debt = period->debt;
     }
-    out->available = available(limit->capacity, sum3(out->reserved, out->used, out->debt));
+    out->available =
+        limit_available(LIMIT_BUDGET, limit->capacity, out->reserved, out->used, out->debt);
     return 0;
 }
 
 /* ---- tick and invariants ------------------------------------------------- */
 
-void mem_limit_check(struct backend *b, struct mem_limit *limit)
+void mem_limit_check(struct mem_backend *b, struct mem_limit *limit)
 {
     uint64_t reserved, used, debt;
     mem_hold_set_check(&b->pool, &limit->holds, limit, &reserved, &used, &debt);
@@ -472,7 +460,7 @@ void mem_limit_check(struct backend *b, struct mem_limit *limit)
 /* Full checks cost O(holds); the tick runs them on small limits only. */
 #define TICK_CHECK_HOLDS_MAX 1024
 
-static void tick_one(struct backend *b, struct mem_limit *limit, int64_t now_ms, bool *changed)
+static void tick_one(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms, bool *changed)
 {
     mem_limit_expire(b, limit, now_ms);
     if (mem_limit_try_decrease(limit) && !limit->deleted)
@@ -481,7 +469,7 @@ static void tick_one(struct backend *b, struct mem_limit *limit, int64_t now_ms,
         mem_limit_check(b, limit);
 }
 
-void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
+void mem_limits_tick(struct mem_backend *b, int64_t now_ms, bool *limits_changed)
 {
     /* A removal shifts a later entry into slot i, so i is looked at again;
      * entries never move past i, so none is skipped. */
@@ -512,7 +500,7 @@ void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed)
     }
 }
 
-void mem_limits_free_all(struct backend *b)
+void mem_limits_free_all(struct mem_backend *b)
 {
     for (uint32_t i = 0; i < b->limits.capacity; i++) {
         struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;

@@ -1,8 +1,8 @@
 /* Internal types of the memory backend, shared by the memory*.c files only:
  * the hold pool and per-limit expiry-ordered hold sets, limits, leases and
  * the two hash tables. Everything here runs under the backend mutex. */
-#ifndef LLMLIMIT_MEMORY_INTERNAL_H
-#define LLMLIMIT_MEMORY_INTERNAL_H
+#ifndef LLMLIMIT_BACKEND_MEMORY_INTERNAL_H
+#define LLMLIMIT_BACKEND_MEMORY_INTERNAL_H
 
 #include <assert.h>
 #include <pthread.h>
@@ -11,14 +11,14 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
-#define HOLD_NONE UINT32_MAX
-#define HOLD_CHUNK_SHIFT 16
-#define HOLD_CHUNK_SIZE (UINT32_C(1) << HOLD_CHUNK_SHIFT)
-#define HOLD_CHUNKS_MAX (MEMORY_HOLDS_MAX / HOLD_CHUNK_SIZE)
+#define MEM_HOLD_NONE UINT32_MAX
+#define MEM_HOLD_CHUNK_SHIFT 16
+#define MEM_HOLD_CHUNK_SIZE (UINT32_C(1) << MEM_HOLD_CHUNK_SHIFT)
+#define MEM_HOLD_CHUNKS_MAX (MEMORY_HOLDS_MAX / MEM_HOLD_CHUNK_SIZE)
 
-/* ---- hash tables (memory_table.c) ---------------------------------------- */
+/* ---- hash tables (mem_table.c) ---------------------------------------- */
 
 /* First member of every object a table indexes; the key bytes live in the
  * object and outlive its table entry. */
@@ -55,12 +55,12 @@ int mem_table_insert(struct mem_table *table, struct mem_node *node);
 void mem_table_remove(struct mem_table *table, struct mem_node *node);
 void mem_table_remove_hashed(struct mem_table *table, struct mem_node *node, uint64_t hash);
 
-/* ---- holds (memory_holds.c) ---------------------------------------------- */
+/* ---- holds (mem_holds.c) ---------------------------------------------- */
 
-enum hold_state {
-    HOLD_FREE = 0,
-    HOLD_RESERVED = 1, /* held by a lease not yet completed */
-    HOLD_USED = 2,     /* rolling: completed, counts until the window ends */
+enum mem_hold_state {
+    MEM_HOLD_FREE = 0,
+    MEM_HOLD_RESERVED = 1, /* held by a lease not yet completed */
+    MEM_HOLD_USED = 2,     /* rolling: completed, counts until the window ends */
 };
 
 struct mem_limit;
@@ -74,12 +74,12 @@ struct mem_hold {
     struct mem_limit *limit;
     uint32_t previous;   /* expiry list links (ids; see mem_hold_set_insert) */
     uint32_t next;       /* ... or the free list */
-    uint32_t heap_index; /* HOLD_IN_LIST when in the list */
+    uint32_t heap_index; /* MEM_HOLD_IN_LIST when in the list */
     uint32_t generation; /* bumped on free: stale lease references see it */
     uint8_t state;
 } __attribute__((aligned(64)));
 
-#define HOLD_IN_LIST UINT32_MAX
+#define MEM_HOLD_IN_LIST UINT32_MAX
 
 /* Every hold of the backend, in one array so a hold is base + id: address
  * space for MEMORY_HOLDS_MAX holds is reserved at the first growth (no
@@ -87,7 +87,7 @@ struct mem_hold {
  * stay valid as the pool grows. */
 struct mem_hold_pool {
     struct mem_hold *holds; /* NULL until the first growth */
-    uint32_t chunk_count;   /* chunks of HOLD_CHUNK_SIZE holds usable */
+    uint32_t chunk_count;   /* chunks of MEM_HOLD_CHUNK_SIZE holds usable */
     uint32_t free_head;
     uint32_t free_count;
     uint32_t live_count;
@@ -129,7 +129,7 @@ static inline uint32_t mem_hold_alloc(struct mem_hold_pool *pool)
     assert(pool->free_count > 0);
     uint32_t id = pool->free_head;
     struct mem_hold *hold = mem_hold_get(pool, id);
-    assert(hold->state == HOLD_FREE);
+    assert(hold->state == MEM_HOLD_FREE);
     pool->free_head = hold->next;
     pool->free_count--;
     pool->live_count++;
@@ -141,8 +141,8 @@ static inline uint32_t mem_hold_alloc(struct mem_hold_pool *pool)
 static inline void mem_hold_release(struct mem_hold_pool *pool, uint32_t id)
 {
     struct mem_hold *hold = mem_hold_get(pool, id);
-    assert(hold->state != HOLD_FREE);
-    hold->state = HOLD_FREE;
+    assert(hold->state != MEM_HOLD_FREE);
+    hold->state = MEM_HOLD_FREE;
     hold->generation++;
     hold->limit = NULL;
     hold->next = pool->free_head;
@@ -156,7 +156,7 @@ void mem_hold_set_init(struct mem_hold_set *set);
 void mem_hold_set_free(struct mem_hold_set *set);
 /* Makes sure one more hold can be inserted whatever its expiry. 0 or -1. */
 int mem_hold_set_ensure(struct mem_hold_set *set);
-/* The heap half of the set (memory_holds.c). */
+/* The heap half of the set (mem_holds.c). */
 void mem_hold_heap_push(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t id);
 void mem_hold_heap_remove(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i);
 
@@ -171,15 +171,15 @@ static inline void mem_hold_set_insert(struct mem_hold_pool *pool, struct mem_ho
     if (hold->expires_at_ms > set->expires_at_ms_max)
         set->expires_at_ms_max = hold->expires_at_ms;
     set->count++;
-    if (set->tail != HOLD_NONE &&
+    if (set->tail != MEM_HOLD_NONE &&
         mem_hold_get(pool, set->tail)->expires_at_ms > hold->expires_at_ms) {
         mem_hold_heap_push(pool, set, id);
         return;
     }
-    hold->heap_index = HOLD_IN_LIST;
+    hold->heap_index = MEM_HOLD_IN_LIST;
     hold->previous = set->tail;
-    hold->next = HOLD_NONE;
-    if (set->tail == HOLD_NONE)
+    hold->next = MEM_HOLD_NONE;
+    if (set->tail == MEM_HOLD_NONE)
         set->head = id;
     else
         mem_hold_get(pool, set->tail)->next = id;
@@ -194,33 +194,33 @@ static inline void mem_hold_set_remove(struct mem_hold_pool *pool, struct mem_ho
     set->count--;
     if (set->count == 0)
         set->expires_at_ms_max = INT64_MIN;
-    if (hold->heap_index != HOLD_IN_LIST) {
+    if (hold->heap_index != MEM_HOLD_IN_LIST) {
         assert(set->heap[hold->heap_index].hold_id == id);
         mem_hold_heap_remove(pool, set, hold->heap_index);
         return;
     }
     if (set->head == id) {
         set->head = hold->next; /* its previous link goes stale, unread */
-        if (hold->next == HOLD_NONE)
-            set->tail = HOLD_NONE;
+        if (hold->next == MEM_HOLD_NONE)
+            set->tail = MEM_HOLD_NONE;
         return;
     }
     uint32_t previous = hold->previous;
-    assert(previous != HOLD_NONE);
+    assert(previous != MEM_HOLD_NONE);
     mem_hold_get(pool, previous)->next = hold->next;
-    if (hold->next == HOLD_NONE)
+    if (hold->next == MEM_HOLD_NONE)
         set->tail = previous;
     else
         mem_hold_get(pool, hold->next)->previous = previous;
 }
 
-/* The hold that expires first, or HOLD_NONE. */
+/* The hold that expires first, or MEM_HOLD_NONE. */
 static inline uint32_t mem_hold_set_first(const struct mem_hold_pool *pool,
                                           const struct mem_hold_set *set)
 {
     if (set->heap_count == 0)
         return set->head;
-    if (set->head == HOLD_NONE)
+    if (set->head == MEM_HOLD_NONE)
         return set->heap[0].hold_id;
     if (set->heap[0].expires_at_ms < mem_hold_get(pool, set->head)->expires_at_ms)
         return set->heap[0].hold_id;
@@ -229,21 +229,22 @@ static inline uint32_t mem_hold_set_first(const struct mem_hold_pool *pool,
 
 /* Visits holds in expiry order, summing `amount` (of holds whose
  * period_start_ms equals period_start_ms, or all when it is INT64_MIN) until
- * the sum reaches need. Returns WALK_FOUND with the expiry of the hold that
- * reached it, WALK_EXHAUSTED if every hold was visited short of need, or
- * WALK_BOUNDED after RETRY_WALK_HOLDS_MAX holds. scratch has room for
+ * the sum reaches need. Returns MEM_WALK_FOUND with the expiry of the hold that
+ * reached it, MEM_WALK_EXHAUSTED if every hold was visited short of need, or
+ * MEM_WALK_BOUNDED after RETRY_WALK_HOLDS_MAX holds. scratch has room for
  * RETRY_WALK_HOLDS_MAX + 1 entries. */
-enum walk_result { WALK_FOUND, WALK_EXHAUSTED, WALK_BOUNDED };
-enum walk_result mem_hold_set_walk(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
-                                   uint64_t need, int64_t period_start_ms,
-                                   struct mem_heap_entry *scratch, int64_t *expires_at_ms);
+enum mem_walk_result { MEM_WALK_FOUND, MEM_WALK_EXHAUSTED, MEM_WALK_BOUNDED };
+enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
+                                       const struct mem_hold_set *set, uint64_t need,
+                                       int64_t period_start_ms, struct mem_heap_entry *scratch,
+                                       int64_t *expires_at_ms);
 /* Checks list order and links, heap order and indexes, and the count;
  * returns the sums of reserved, used and debt amounts. Asserts. */
 void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
                         const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
                         uint64_t *debt);
 
-/* ---- limits (memory_limits.c) -------------------------------------------- */
+/* ---- limits (mem_limits.c) -------------------------------------------- */
 
 struct mem_period {
     int64_t start_ms;
@@ -277,13 +278,13 @@ struct mem_limit {
     struct limit_state state;
 };
 
-/* ---- leases (memory_leases.c) -------------------------------------------- */
+/* ---- leases (mem_leases.c) -------------------------------------------- */
 
-enum lease_state {
-    LEASE_ACTIVE = 1,
-    LEASE_COMPLETED = 2,
-    LEASE_RELEASED = 3,
-    LEASE_DENIED = 4,
+enum mem_lease_state {
+    MEM_LEASE_ACTIVE = 1,
+    MEM_LEASE_COMPLETED = 2,
+    MEM_LEASE_RELEASED = 3,
+    MEM_LEASE_DENIED = 4,
 };
 
 struct mem_lease_item {
@@ -295,10 +296,10 @@ struct mem_lease_item {
 };
 
 /* A lease takes 64 + 32 * items + id length + 1 bytes, rounded up to one of
- * LEASE_SIZE_CLASSES sizes (class_bytes in memory_leases.c): the common 1-4
+ * MEM_LEASE_SIZE_CLASSES sizes (class_bytes in mem_leases.c): the common 1-4
  * item lease with a short id fits 3 or 4 cache lines. */
-#define LEASE_SIZE_CLASSES 9
-#define LEASE_SLAB_BYTES (1024 * 1024) /* leases are carved from slabs this big */
+#define MEM_LEASE_SIZE_CLASSES 9
+#define MEM_LEASE_SLAB_BYTES (1024 * 1024) /* leases are carved from slabs this big */
 
 struct mem_lease_slot {
     struct mem_lease *lease; /* NULL: a hole */
@@ -351,27 +352,21 @@ struct mem_lease_slab {
 
 /* ---- the backend --------------------------------------------------------- */
 
-/* Warnings of one complete, NUL-terminated strings back to back. */
-struct mem_warnings {
-    char bytes[REQUIREMENTS_PER_RESERVE_MAX * 2 * (LIMIT_KEY_LENGTH_MAX + 32)];
-    size_t length;
-    uint32_t count;
-};
-
 /* Limits found by key, remembered across calls: most reserves name the same
  * few keys, and a hit costs a key compare instead of hashing the key and
  * probing the table. Direct-mapped; an entry is good only while
  * limits_version (bumped on every insert into or removal from the limits
  * table) is what it was when the entry was made, so a limit it names is
  * always still in the table, hence alive. */
-#define LIMIT_MEMO_SLOTS 64
+#define MEM_LIMIT_MEMO_SLOTS 64
 
 struct mem_limit_memo {
     struct mem_limit *limit;
     uint64_t version;
 };
 
-struct backend {
+struct mem_backend {
+    struct backend base; /* first: the ops see a struct backend */
     pthread_mutex_t mutex;
     struct clock *clock;
     uint32_t lease_cache_entries;
@@ -383,7 +378,7 @@ struct backend {
     struct mem_hold_pool pool;
     struct mem_table limits; /* live and deleted limits by key */
     uint64_t limits_version; /* see struct mem_limit_memo; starts at 1 */
-    struct mem_limit_memo limit_memo[LIMIT_MEMO_SLOTS];
+    struct mem_limit_memo limit_memo[MEM_LIMIT_MEMO_SLOTS];
     uint32_t live_limit_count; /* not deleted */
     struct mem_limit *retired; /* deleted, then replaced by another kind */
 
@@ -397,25 +392,24 @@ struct backend {
     uint64_t ring_head;
     uint64_t ring_tail;
     uint32_t lease_count;
-    struct mem_lease *free_leases[LEASE_SIZE_CLASSES];
+    struct mem_lease *free_leases[MEM_LEASE_SIZE_CLASSES];
     struct mem_lease_slab *slabs; /* every lease lives in one of these */
     size_t slab_used;             /* bytes of the newest slab carved */
 
     struct mem_heap_entry *walk_scratch;
-    struct mem_warnings warnings;
 
     uint64_t overage_denied;
     uint64_t expired_holds;
 };
 
-/* memory_limits.c */
+/* mem_limits.c */
 /* The limit (live or deleted) with this key, or NULL; mem_limit_find first
  * tries the memo inline, then the table. */
-struct mem_limit *mem_limit_find_slow(struct backend *b, const char *key, uint32_t key_length,
+struct mem_limit *mem_limit_find_slow(struct mem_backend *b, const char *key, uint32_t key_length,
                                       struct mem_limit_memo *memo);
 uint32_t mem_limit_memo_slot(const char *key, uint32_t key_length);
 
-static inline struct mem_limit *mem_limit_find(struct backend *b, const char *key,
+static inline struct mem_limit *mem_limit_find(struct mem_backend *b, const char *key,
                                                uint32_t key_length)
 {
     struct mem_limit_memo *memo = &b->limit_memo[mem_limit_memo_slot(key, key_length)];
@@ -425,54 +419,54 @@ static inline struct mem_limit *mem_limit_find(struct backend *b, const char *ke
     return mem_limit_find_slow(b, key, key_length, memo);
 }
 /* Expires every hold due at now_ms; budgets also start the period of now. */
-void mem_limit_expire(struct backend *b, struct mem_limit *limit, int64_t now_ms);
+void mem_limit_expire(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms);
 /* The budget period containing now (created, and older ones dropped, as
  * needed). */
 struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms);
 /* The kept period starting at start_ms, or NULL. */
 struct mem_period *mem_limit_period_find(struct mem_limit *limit, int64_t start_ms);
 /* Takes one hold out of its set and its counters and frees it. */
-void mem_limit_drop_hold(struct backend *b, struct mem_limit *limit, uint32_t id);
+void mem_limit_drop_hold(struct mem_backend *b, struct mem_limit *limit, uint32_t id);
 /* Applies a pending decrease once the free capacity covers it. true if applied. */
 bool mem_limit_try_decrease(struct mem_limit *limit);
 /* Frees a deleted limit no lease or hold refers to (mem_limit_unused). */
-void mem_limit_destroy(struct backend *b, struct mem_limit *limit);
-bool mem_limit_unused(const struct backend *b, const struct mem_limit *limit);
+void mem_limit_destroy(struct mem_backend *b, struct mem_limit *limit);
+bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit);
 /* Full invariant check (sums, order); asserts. */
-void mem_limit_check(struct backend *b, struct mem_limit *limit);
+void mem_limit_check(struct mem_backend *b, struct mem_limit *limit);
 
-int mem_put_limit(struct backend *b, const struct limit_definition *definition,
+int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
                   struct limit_state *state_out, char *error, size_t error_size);
-int mem_restore_limit(struct backend *b, const struct limit_state *state, char *error,
+int mem_restore_limit(struct mem_backend *b, const struct limit_state *state, char *error,
                       size_t error_size);
-int mem_delete_limit(struct backend *b, const char *key);
-int mem_get_limit(struct backend *b, const char *key, struct limit_state *out);
-int mem_list_limits(struct backend *b, struct limit_state **out, size_t *count);
-int mem_usage(struct backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out);
+int mem_delete_limit(struct mem_backend *b, const char *key);
+int mem_get_limit(struct mem_backend *b, const char *key, struct limit_state *out);
+int mem_list_limits(struct mem_backend *b, struct limit_state **out, size_t *count);
+int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out);
 /* Expires holds of every limit, applies decreases, frees unused deleted limits. */
-void mem_limits_tick(struct backend *b, int64_t now_ms, bool *limits_changed);
-void mem_limits_free_all(struct backend *b);
+void mem_limits_tick(struct mem_backend *b, int64_t now_ms, bool *limits_changed);
+void mem_limits_free_all(struct mem_backend *b);
 
-/* memory_leases.c */
+/* mem_leases.c */
 /* Starts loading what a reserve of this id will touch in the cache: its
  * table slot and, when the cache is full, the oldest lease (its table slot,
  * and the lease itself, which the next reserve of its size reuses). */
-void mem_leases_prefetch(const struct backend *b, uint64_t hash);
+void mem_leases_prefetch(const struct mem_backend *b, uint64_t hash);
 /* The lease with this id, or NULL (also when past its retention, then dropped). */
-struct mem_lease *mem_lease_find(struct backend *b, const struct mem_lease_key *key,
+struct mem_lease *mem_lease_find(struct mem_backend *b, const struct mem_lease_key *key,
                                  int64_t now_ms);
 /* A new lease not yet in the cache, with room for item_count items and an
  * id of id_length bytes, or NULL when out of memory. */
-struct mem_lease *mem_lease_alloc(struct backend *b, uint32_t item_count, uint32_t id_length);
+struct mem_lease *mem_lease_alloc(struct mem_backend *b, uint32_t item_count, uint32_t id_length);
 /* Adds to the cache, evicting the oldest lease when the cache is full. */
-void mem_lease_insert(struct backend *b, struct mem_lease *lease, const struct mem_lease_key *key,
-                      int64_t reserved_at_ms);
+void mem_lease_insert(struct mem_backend *b, struct mem_lease *lease,
+                      const struct mem_lease_key *key, int64_t reserved_at_ms);
 /* Frees a lease not in the cache. */
-void mem_lease_discard(struct backend *b, struct mem_lease *lease);
+void mem_lease_discard(struct mem_backend *b, struct mem_lease *lease);
 /* Drops leases past their retention. */
-void mem_leases_expire(struct backend *b, int64_t now_ms);
+void mem_leases_expire(struct mem_backend *b, int64_t now_ms);
 /* 0, or -1 when out of memory. */
-int mem_leases_init(struct backend *b, uint32_t cache_entries);
-void mem_leases_free_all(struct backend *b);
+int mem_leases_init(struct mem_backend *b, uint32_t cache_entries);
+void mem_leases_free_all(struct mem_backend *b);
 
 #endif
