@@ -2,6 +2,7 @@
  * metrics and health. None of them is on the hot path; each answers on the
  * MHD thread that received it. */
 #include "server.h"
+#include "handlers.h"
 
 #include <inttypes.h>
 #include <stdio.h>

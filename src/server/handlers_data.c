@@ -2,6 +2,7 @@
  * parses and checks the body, makes one backend call, and writes the answer
  * straight into a buffer when the backend is done. */
 #include "server.h"
+#include "handlers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +52,14 @@ static void free_warnings(struct complete_result *results, uint32_t count)
     }
 }
 
-void handlers_data_free(struct exchange *ex)
+static void complete_cleanup(struct exchange *ex)
 {
-    if (ex->route == ROUTE_COMPLETE && ex->called)
+    if (ex->called)
         free_warnings(&ex->op.complete.result, 1);
+}
+
+static void batch_cleanup(struct exchange *ex)
+{
     struct batch *batch = ex->batch;
     if (batch == NULL)
         return;
@@ -124,6 +129,7 @@ static enum MHD_Result complete_reply(struct exchange *ex)
 
 enum MHD_Result handle_complete(struct exchange *ex)
 {
+    ex->cleanup = complete_cleanup;
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return MHD_YES;
@@ -332,6 +338,7 @@ static struct batch *batch_of_scanned(struct arena *arena, struct reserve_reques
 
 enum MHD_Result handle_reserve_batch(struct exchange *ex)
 {
+    ex->cleanup = batch_cleanup;
     struct reserve_request *scanned;
     uint32_t scanned_count;
     if (reserve_scan_batch(ex->body, ex->body_length, &ex->arena, &scanned, &scanned_count) == 0) {
@@ -390,6 +397,7 @@ static void complete_batch_call(struct exchange *ex)
 
 enum MHD_Result handle_complete_batch(struct exchange *ex)
 {
+    ex->cleanup = batch_cleanup;
     const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "actuals", false, &requests);
     if (batch == NULL)

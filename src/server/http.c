@@ -19,22 +19,6 @@
 #include "encode.h"
 #include "util/log.h"
 
-static const exchange_fn handlers[ROUTE_COUNT] = {
-    [ROUTE_RESERVE] = handle_reserve,
-    [ROUTE_COMPLETE] = handle_complete,
-    [ROUTE_RELEASE] = handle_release,
-    [ROUTE_RESERVE_BATCH] = handle_reserve_batch,
-    [ROUTE_COMPLETE_BATCH] = handle_complete_batch,
-    [ROUTE_ADMIN_LIMITS] = handle_admin_limits,
-    [ROUTE_ADMIN_LIMIT] = handle_admin_limit,
-    [ROUTE_ADMIN_CLOCK] = handle_admin_clock,
-    [ROUTE_USAGE] = handle_usage,
-    [ROUTE_EVENTS] = handle_events,
-    [ROUTE_METRICS] = handle_metrics,
-    [ROUTE_HEALTHZ] = handle_healthz,
-    [ROUTE_READYZ] = handle_readyz,
-};
-
 static void log_answer(struct exchange *ex, unsigned status, const struct buffer *body)
 {
     enum log_level level = status >= 500 ? LOG_ERROR : LOG_DEBUG;
@@ -44,7 +28,7 @@ static void log_answer(struct exchange *ex, unsigned status, const struct buffer
     snprintf(status_text, sizeof status_text, "%u", status);
     snprintf(body_text, sizeof body_text, "%.*s", (int)(body->length < 255 ? body->length : 255),
              body->data != NULL ? body->data : "");
-    log_write(level, status >= 500 ? "request failed" : "request", "route", route_name(ex->route),
+    log_write(level, status >= 500 ? "request failed" : "request", "route", ex->route->name,
               "status", status_text, "answer", body_text, NULL);
 }
 
@@ -56,7 +40,7 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     if (body->failed) { /* out of memory while writing the answer */
         buffer_free(body);
         buffer_init(&spare, fallback, sizeof fallback);
-        encode_error(&spare, "out_of_memory", route_error_has_ok(ex->route));
+        encode_error(&spare, "out_of_memory", (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
         body = &spare;
         status = 503;
     }
@@ -77,7 +61,7 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     if (response == NULL)
         return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            ex->route == ROUTE_METRICS && status == 200
+                            (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
                                 ? "text/plain; version=0.0.4; charset=utf-8"
                                 : "application/json");
     if (retry_after_ms > 0) {
@@ -85,8 +69,11 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
         snprintf(seconds, sizeof seconds, "%" PRId64, (retry_after_ms + 999) / 1000);
         MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
     }
-    if (status == 405)
-        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, route_allow(ex->route));
+    if (status == 405) {
+        char allow[64];
+        route_allow(ex->route, allow, sizeof allow);
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
+    }
     if (status == 401)
         MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (__atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST))
@@ -107,7 +94,7 @@ enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char 
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
-    encode_error(&b, error, route_error_has_ok(ex->route));
+    encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
     return exchange_answer(ex, status, &b, 0);
 }
 
@@ -217,7 +204,8 @@ static struct exchange *exchange_new(struct server *server, struct MHD_Connectio
 static void exchange_free(struct exchange *ex)
 {
     struct server *server = ex->server;
-    handlers_data_free(ex);
+    if (ex->cleanup != NULL)
+        ex->cleanup(ex);
     ex->document = NULL; /* it lives in the arena */
     arena_reset(&ex->arena);
     if (ex->body != ex->body_inline)
@@ -322,21 +310,21 @@ static bool announced_length_over(const char *text, uint64_t limit)
 static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, const char *method)
 {
     struct server *server = ex->server;
-    ex->route = route_find(url, &ex->key_encoded);
-    if (ex->route == ROUTE_ADMIN_CLOCK && !server->config.test_clock)
-        ex->route = ROUTE_NOT_FOUND;
+    ex->route = router_find(server->router, url, &ex->key_encoded);
+    if ((ex->route->flags & ROUTE_TEST_CLOCK_ONLY) != 0 && !server->config.test_clock)
+        ex->route = router_not_found(server->router);
     ex->method = method_parse(method);
     const char *length_text = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
                                                           MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length_text != NULL && announced_length_over(length_text, server->config.max_body_bytes))
         return exchange_error(ex, 413, "body_too_large");
-    if (ex->route == ROUTE_NOT_FOUND)
+    if (ex->route->handler == NULL)
         return exchange_refuse(ex, 404, "not_found");
-    if ((route_methods(ex->route) & ex->method) == 0)
+    if ((ex->route->methods & ex->method) == 0)
         return exchange_refuse(ex, 405, "method_not_allowed");
     const char *authorization =
         MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    enum auth_outcome auth = auth_check(&server->auth, route_auth(ex->route), authorization);
+    enum auth_outcome auth = auth_check(&server->auth, ex->route->auth, authorization);
     if (auth == AUTH_ADMIN_REQUIRED)
         return exchange_refuse(ex, 401, "admin_token_required");
     if (auth != AUTH_OK)
@@ -381,7 +369,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (ex->body_alloc_failed)
         return exchange_error(ex, 503, "out_of_memory");
     watch_request_received(ex->watch);
-    return handlers[ex->route](ex);
+    return ex->route->handler(ex);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -399,7 +387,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_WAITING);
     assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_SUSPENDED);
     if (ex->status != 0)
-        metrics_request(server->metrics, ex->route, ex->status,
+        metrics_request(server->metrics, router_index(server->router, ex->route), ex->status,
                         clock_monotonic_ns() - ex->started_ns);
     exchange_received(ex);
     watch_request_finished(ex->watch);

@@ -3,6 +3,7 @@
  * which Prometheus tolerates, and the data path never takes a lock. */
 #include "metrics.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +33,23 @@ struct denial_slot {
 };
 
 struct metrics {
-    uint64_t requests[ROUTE_COUNT][STATUS_COUNT + 1];
-    struct histogram durations[ROUTE_COUNT];
+    const struct router *router; /* the routes counted, by their index */
+    uint64_t requests[ROUTES_MAX][STATUS_COUNT + 1];
+    struct histogram durations[ROUTES_MAX];
     pthread_mutex_t denial_mutex;
     struct denial_slot denials[DENIAL_SLOTS];
     size_t denial_keys;
     uint64_t denial_other;
 };
 
-struct metrics *metrics_create(void)
+struct metrics *metrics_create(const struct router *router)
 {
+    assert(router->count <= ROUTES_MAX);
     struct metrics *m = calloc(1, sizeof *m);
-    if (m != NULL)
-        pthread_mutex_init(&m->denial_mutex, NULL);
+    if (m == NULL)
+        return NULL;
+    m->router = router;
+    pthread_mutex_init(&m->denial_mutex, NULL);
     return m;
 }
 
@@ -67,9 +72,9 @@ static size_t status_index(unsigned status)
     return STATUS_OTHER;
 }
 
-void metrics_request(struct metrics *metrics, enum route route, unsigned status,
-                     int64_t duration_ns)
+void metrics_request(struct metrics *metrics, uint32_t route, unsigned status, int64_t duration_ns)
 {
+    assert(route < metrics->router->count);
     __atomic_fetch_add(&metrics->requests[route][status_index(status)], 1, __ATOMIC_RELAXED);
     size_t bucket = 0;
     while (bucket < BUCKET_COUNT && duration_ns > bucket_ns[bucket])
@@ -141,12 +146,13 @@ static void render_requests(struct metrics *m, struct buffer *out)
 {
     header(out, "llmlimit_requests_total", "counter",
            "HTTP requests answered, by route and status.");
-    for (int r = 0; r < ROUTE_COUNT; r++) {
+    for (uint32_t r = 0; r < m->router->count; r++) {
+        const char *name = m->router->routes[r].name;
         for (size_t s = 0; s <= STATUS_COUNT; s++) {
             uint64_t n = __atomic_load_n(&m->requests[r][s], __ATOMIC_RELAXED);
             if (n == 0)
                 continue;
-            buffer_printf(out, "llmlimit_requests_total{route=\"%s\",status=\"", route_name(r));
+            buffer_printf(out, "llmlimit_requests_total{route=\"%s\",status=\"", name);
             if (s == STATUS_OTHER)
                 buffer_append_str(out, "other");
             else
@@ -162,7 +168,8 @@ static void render_durations(struct metrics *m, struct buffer *out)
 {
     header(out, "llmlimit_request_duration_seconds", "histogram",
            "Time from the request line to the answer, by route.");
-    for (int r = 0; r < ROUTE_COUNT; r++) {
+    for (uint32_t r = 0; r < m->router->count; r++) {
+        const char *name = m->router->routes[r].name;
         struct histogram *h = &m->durations[r];
         uint64_t counts[BUCKET_COUNT + 1], total = 0;
         for (size_t b = 0; b <= BUCKET_COUNT; b++) {
@@ -175,14 +182,14 @@ static void render_durations(struct metrics *m, struct buffer *out)
         for (size_t b = 0; b <= BUCKET_COUNT; b++) {
             cumulative += counts[b];
             buffer_printf(out, "llmlimit_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} ",
-                          route_name(r), b < BUCKET_COUNT ? bucket_labels[b] : "+Inf");
+                          name, b < BUCKET_COUNT ? bucket_labels[b] : "+Inf");
             buffer_append_u64(out, cumulative);
             buffer_append_char(out, '\n');
         }
         uint64_t sum_ns = __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
-        buffer_printf(out, "llmlimit_request_duration_seconds_sum{route=\"%s\"} %.9f\n",
-                      route_name(r), (double)sum_ns / 1e9);
-        buffer_printf(out, "llmlimit_request_duration_seconds_count{route=\"%s\"} ", route_name(r));
+        buffer_printf(out, "llmlimit_request_duration_seconds_sum{route=\"%s\"} %.9f\n", name,
+                      (double)sum_ns / 1e9);
+        buffer_printf(out, "llmlimit_request_duration_seconds_count{route=\"%s\"} ", name);
         buffer_append_u64(out, total);
         buffer_append_char(out, '\n');
     }

@@ -10,17 +10,18 @@
 
 #include "backend/backend.h"
 #include "util/buffer.h"
-#include "routes.h"
+#include "router.h"
 
 struct metrics;
 
-/* Returns a new metrics object or NULL (out of memory); free with metrics_destroy. */
-struct metrics *metrics_create(void);
+/* Returns a new metrics object counting the router's routes, or NULL (out
+ * of memory); free with metrics_destroy. */
+struct metrics *metrics_create(const struct router *router);
 void metrics_destroy(struct metrics *metrics);
 
 /* One answered request. Thread-safe, lock-free. */
-void metrics_request(struct metrics *metrics, enum route route, unsigned status,
-                     int64_t duration_ns);
+/* route: the route's router_index. */
+void metrics_request(struct metrics *metrics, uint32_t route, unsigned status, int64_t duration_ns);
 /* One denied key of a reserve. The first METRICS_DENIAL_KEYS_MAX distinct
  * keys get their own label, the rest count under key="other". */
 void metrics_denial(struct metrics *metrics, const char *key, size_t key_length);

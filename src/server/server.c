@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "routes.h"
 #include "util/log.h"
 
 static int startup_failed(const char *what, const char *reason)
@@ -216,7 +217,8 @@ static int server_start(struct server *s)
     if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
     s->ready = true;
-    s->metrics = metrics_create();
+    s->router = &server_routes;
+    s->metrics = metrics_create(s->router);
     if (s->metrics == NULL)
         return startup_failed("cannot start", "out of memory");
     if (ticker_start(s) != 0)

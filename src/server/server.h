@@ -20,7 +20,7 @@
 #include "util/jdoc.h"
 #include "metrics.h"
 #include "registry.h"
-#include "routes.h"
+#include "router.h"
 #include "watch.h"
 
 struct server {
@@ -34,9 +34,10 @@ struct server {
     struct metrics *metrics;
     struct auth auth;
     struct MHD_Daemon *daemon;
-    struct watch_list watches; /* the request deadline */
-    uint16_t port;             /* the real one, after bind */
-    MHD_socket quiesced_fd;    /* listening socket handed back by MHD_quiesce_daemon */
+    const struct router *router; /* the routes it answers (routes.c) */
+    struct watch_list watches;   /* the request deadline */
+    uint16_t port;               /* the real one, after bind */
+    MHD_socket quiesced_fd;      /* listening socket handed back by MHD_quiesce_daemon */
     pthread_t ticker;
     bool ticker_started;
     pthread_mutex_t ticker_mutex;
@@ -79,7 +80,7 @@ struct exchange {
     struct server *server;
     struct MHD_Connection *connection;
     struct watch *watch; /* of the connection; NULL if unwatched */
-    enum route route;
+    const struct route *route;
     enum method method;
     const char *key_encoded; /* {key} of item routes, inside MHD's URL */
     int64_t started_ns;
@@ -88,14 +89,15 @@ struct exchange {
     const char *refused_error; /* static string */
     bool body_too_large;
     bool body_alloc_failed;
-    uint64_t dropped_bytes;            /* body bytes read and thrown away */
-    bool called;                       /* a backend data call was made */
-    bool receiving;                    /* counted in receiving_requests */
-    int phase;                         /* enum exchange_phase, atomic */
-    exchange_fn reply;                 /* writes the answer once the backend is done */
-    const struct jdoc_value *document; /* the parsed body (in the arena and the body) */
-    struct batch *batch;               /* in the arena */
-    struct exchange *next_free;        /* in the server's pool */
+    uint64_t dropped_bytes;                     /* body bytes read and thrown away */
+    bool called;                                /* a backend data call was made */
+    bool receiving;                             /* counted in receiving_requests */
+    int phase;                                  /* enum exchange_phase, atomic */
+    exchange_fn reply;                          /* writes the answer once the backend is done */
+    void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
+    const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
+    struct batch *batch;                        /* in the arena */
+    struct exchange *next_free;                 /* in the server's pool */
     struct arena arena;
     char *body;
     size_t body_length;
@@ -152,24 +154,5 @@ void exchange_backend_done(void *context);
 
 /* A buffer on the exchange's reply storage (stable). */
 void exchange_reply_buffer(struct exchange *exchange, struct buffer *buffer);
-
-/* handlers_data.c */
-enum MHD_Result handle_reserve(struct exchange *exchange);
-enum MHD_Result handle_complete(struct exchange *exchange);
-enum MHD_Result handle_release(struct exchange *exchange);
-enum MHD_Result handle_reserve_batch(struct exchange *exchange);
-enum MHD_Result handle_complete_batch(struct exchange *exchange);
-/* Frees what a data handler attached to the exchange. */
-void handlers_data_free(struct exchange *exchange);
-
-/* handlers_admin.c */
-enum MHD_Result handle_admin_limits(struct exchange *exchange);
-enum MHD_Result handle_admin_limit(struct exchange *exchange);
-enum MHD_Result handle_admin_clock(struct exchange *exchange);
-enum MHD_Result handle_usage(struct exchange *exchange);
-enum MHD_Result handle_events(struct exchange *exchange);
-enum MHD_Result handle_metrics(struct exchange *exchange);
-enum MHD_Result handle_healthz(struct exchange *exchange);
-enum MHD_Result handle_readyz(struct exchange *exchange);
 
 #endif

@@ -11,7 +11,7 @@
 
 #include "core/bounds.h"
 #include "server/decode.h"
-#include "server/routes.h"
+#include "server/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,6 +63,24 @@ static void check_key(const char *encoded)
     assert(again_length == length && memcmp(again, key, length) == 0);
 }
 
+static enum MHD_Result no_handler(struct exchange *exchange)
+{
+    (void)exchange;
+    return MHD_NO;
+}
+
+/* The shapes of the server's table (src/server/routes.c): exact paths, item
+ * routes whose rest is a {key}, the not-found row last. */
+static const struct route rows[] = {
+    {"reserve", "/v1/reserve", METHOD_POST, AUTH_CLIENT, 0, no_handler},
+    {"reserve_batch", "/v1/reserve/batch", METHOD_POST, AUTH_CLIENT, 0, no_handler},
+    {"admin_limits", "/v1/admin/limits", METHOD_GET, AUTH_ADMIN, 0, no_handler},
+    {"admin_limit", "/v1/admin/limits/", METHOD_GET, AUTH_ADMIN, ROUTE_ITEM, no_handler},
+    {"usage", "/v1/usage/", METHOD_GET, AUTH_CLIENT, ROUTE_ITEM, no_handler},
+    {"not_found", "", ~0u, AUTH_NONE, 0, NULL},
+};
+static const struct router router = {rows, sizeof rows / sizeof rows[0]};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > PATH_BYTES_MAX)
@@ -71,15 +89,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(path, data, size);
     path[size] = '\0'; /* the HTTP layer hands over a C string */
     const char *key_encoded = NULL;
-    enum route route = route_find(path, &key_encoded);
-    assert(route >= 0 && route < ROUTE_COUNT);
-    if (route == ROUTE_ADMIN_LIMIT || route == ROUTE_USAGE) {
+    const struct route *route = router_find(&router, path, &key_encoded);
+    assert(router_index(&router, route) < router.count);
+    if ((route->flags & ROUTE_ITEM) != 0) {
         assert(key_encoded != NULL && key_encoded[0] != '\0');
         assert(key_encoded > path && key_encoded < path + size + 1);
     } else {
         assert(key_encoded == NULL);
     }
-    assert(route_name(route) != NULL);
+    assert(route->name != NULL);
+    assert(route->handler != NULL || route == router_not_found(&router));
     check_key(key_encoded != NULL ? key_encoded : path);
     int64_t value;
     if (decode_i64(path, &value) == 0) { /* a query argument such as at_unix_ms */

@@ -26,7 +26,7 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c
     ${PROJECT_SOURCE_DIR}/src/server/registry.c
-    ${PROJECT_SOURCE_DIR}/src/server/routes.c)
+    ${PROJECT_SOURCE_DIR}/src/server/router.c)
 
 # One static library of everything under test, built with `options`.
 function(llmlimit_fuzz_subject name)
