@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "client/server_process.h"
-#include "histogram.h"
+#include "loadgen_histogram.h"
 #include "llmlimit.h"
 #include "loadgen.h"
 #include "test.h"
@@ -17,32 +17,32 @@ static void test_histogram_buckets_keep_precision(void)
 {
     /* Every value maps to a bucket whose top is within 1/64 above it. */
     for (uint64_t value = 1; value < (UINT64_C(1) << 38); value = value * 3 / 2 + 1) {
-        uint32_t bucket = histogram_bucket(value);
-        uint64_t high = histogram_bucket_high(bucket);
+        uint32_t bucket = loadgen_histogram_bucket(value);
+        uint64_t high = loadgen_histogram_bucket_high(bucket);
         CHECK(high >= value);
         CHECK(high - value <= value / 64 + 1);
-        CHECK(bucket == 0 || histogram_bucket_high(bucket - 1) < value);
+        CHECK(bucket == 0 || loadgen_histogram_bucket_high(bucket - 1) < value);
     }
-    CHECK_EQ_U64(histogram_bucket(UINT64_MAX), HISTOGRAM_BUCKETS - 1);
+    CHECK_EQ_U64(loadgen_histogram_bucket(UINT64_MAX), LOADGEN_HISTOGRAM_BUCKETS - 1);
 }
 
 static void test_histogram_percentiles(void)
 {
-    static struct histogram histogram;
-    histogram_init(&histogram);
-    CHECK_EQ_U64(histogram_percentile(&histogram, 0.5), 0);
+    static struct loadgen_histogram histogram;
+    loadgen_histogram_init(&histogram);
+    CHECK_EQ_U64(loadgen_histogram_percentile(&histogram, 0.5), 0);
     for (uint64_t value = 1; value <= 1000; value++)
-        histogram_record(&histogram, value * 1000); /* 1..1000 microseconds */
-    uint64_t p50 = histogram_percentile(&histogram, 0.50);
-    uint64_t p99 = histogram_percentile(&histogram, 0.99);
+        loadgen_histogram_record(&histogram, value * 1000); /* 1..1000 microseconds */
+    uint64_t p50 = loadgen_histogram_percentile(&histogram, 0.50);
+    uint64_t p99 = loadgen_histogram_percentile(&histogram, 0.99);
     CHECK(p50 >= 500000 && p50 <= 500000 + 500000 / 64);
     CHECK(p99 >= 990000 && p99 <= 990000 + 990000 / 64);
-    CHECK_EQ_U64(histogram_percentile(&histogram, 1.0), 1000000);
+    CHECK_EQ_U64(loadgen_histogram_percentile(&histogram, 1.0), 1000000);
     CHECK_EQ_U64(histogram.max, 1000000);
-    static struct histogram other;
-    histogram_init(&other);
-    histogram_record(&other, 5000000);
-    histogram_merge(&histogram, &other);
+    static struct loadgen_histogram other;
+    loadgen_histogram_init(&other);
+    loadgen_histogram_record(&other, 5000000);
+    loadgen_histogram_merge(&histogram, &other);
     CHECK_EQ_U64(histogram.total, 1001);
     CHECK_EQ_U64(histogram.max, 5000000);
 }

@@ -2,14 +2,14 @@
  * keep-alive connections driven by epoll, closed loop (one request in flight
  * per connection), so that it costs the server's cores as little as
  * possible. No allocation after start-up; latency goes to a log histogram. */
-#ifndef LLMLIMIT_BENCH_LOADGEN_H
-#define LLMLIMIT_BENCH_LOADGEN_H
+#ifndef LLMLIMIT_LOADGEN_LOADGEN_H
+#define LLMLIMIT_LOADGEN_LOADGEN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "histogram.h"
+#include "loadgen_histogram.h"
 
 #define LOADGEN_KEYS_MAX 64 /* requirements per reserve (the server's bound) */
 #define LOADGEN_CONNECTIONS_MAX 10000
@@ -68,7 +68,7 @@ struct loadgen_report {
     uint64_t denied;
     uint64_t errors;             /* non-200, unparseable answers, failed items */
     uint64_t connection_errors;  /* connects that failed, connections lost */
-    struct histogram latency_ns; /* per HTTP request */
+    struct loadgen_histogram latency_ns; /* per HTTP request */
 };
 
 /* Runs the load. Returns 0 with the report filled, or -1 with a reason in

@@ -195,12 +195,12 @@ static int worker_register(struct worker *worker, struct connection *connection)
 static void worker_reconnect(struct worker *worker, struct connection *connection)
 {
     worker->report.connection_errors++;
-    connection_close(worker, connection);
+    loadgen_connection_close(worker, connection);
     if (worker->draining)
         return;
-    if (connection_open(connection, worker->shared) != 0 ||
-        worker_register(worker, connection) != 0 || connection_send_next(worker, connection) != 0) {
-        connection_close(worker, connection);
+    if (loadgen_connection_open(connection, worker->shared) != 0 ||
+        worker_register(worker, connection) != 0 || loadgen_connection_send_next(worker, connection) != 0) {
+        loadgen_connection_close(worker, connection);
         worker->report.connection_errors++;
     }
 }
@@ -212,9 +212,9 @@ static void worker_event(struct worker *worker, const struct epoll_event *event)
         return;
     int rc = 0;
     if (event->events & EPOLLOUT)
-        rc = connection_send_more(worker, connection);
+        rc = loadgen_connection_send_more(worker, connection);
     if (rc == 0 && (event->events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-        rc = connection_readable(worker, connection);
+        rc = loadgen_connection_readable(worker, connection);
     if (rc != 0)
         worker_reconnect(worker, connection);
 }
@@ -225,7 +225,7 @@ static void *worker_main(void *argument)
     const struct loadgen_shared *shared = worker->shared;
     for (uint32_t i = 0; i < worker->connection_count; i++) {
         struct connection *connection = &worker->connections[i];
-        if (connection->fd >= 0 && connection_send_next(worker, connection) != 0)
+        if (connection->fd >= 0 && loadgen_connection_send_next(worker, connection) != 0)
             worker_reconnect(worker, connection);
     }
     struct epoll_event events[EPOLL_EVENTS_MAX];
@@ -251,7 +251,7 @@ static void *worker_main(void *argument)
 static void report_init(struct loadgen_report *report)
 {
     memset(report, 0, sizeof(*report));
-    histogram_init(&report->latency_ns);
+    loadgen_histogram_init(&report->latency_ns);
 }
 
 static void workers_free(struct worker *workers, uint32_t count, struct connection *connections,
@@ -302,7 +302,7 @@ static int workers_prepare(struct loadgen_shared *shared, struct worker *workers
             snprintf(error, error_size, "out of memory");
             return -1;
         }
-        if (connection_open(connection, shared) != 0 || worker_register(worker, connection)) {
+        if (loadgen_connection_open(connection, shared) != 0 || worker_register(worker, connection)) {
             snprintf(error, error_size, "cannot connect to %s:%s", config->host, config->port);
             return -1;
         }
@@ -387,7 +387,7 @@ static void report_sum(const struct loadgen_shared *shared, const struct worker 
         report->denied += part->denied;
         report->errors += part->errors;
         report->connection_errors += part->connection_errors;
-        histogram_merge(&report->latency_ns, &part->latency_ns);
+        loadgen_histogram_merge(&report->latency_ns, &part->latency_ns);
         if (workers[t].last_answer_ns > last_ns)
             last_ns = workers[t].last_answer_ns;
     }
@@ -447,7 +447,7 @@ static double ms(uint64_t ns)
 void loadgen_report_print(FILE *out, const struct loadgen_config *config,
                           const struct loadgen_report *report)
 {
-    const struct histogram *latency = &report->latency_ns;
+    const struct loadgen_histogram *latency = &report->latency_ns;
     fprintf(out, "mode %s, %u connections, %u thread(s), %u s", loadgen_mode_name(config->mode),
             config->connections, config->threads, config->duration_seconds);
     if (config->mode == LOADGEN_BATCH)
@@ -466,14 +466,14 @@ void loadgen_report_print(FILE *out, const struct loadgen_config *config,
     fprintf(out, "  errors:       %" PRIu64 " (connection errors %" PRIu64 ")\n", report->errors,
             report->connection_errors);
     fprintf(out, "  latency ms:   p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
-            ms(histogram_percentile(latency, 0.50)), ms(histogram_percentile(latency, 0.99)),
-            ms(histogram_percentile(latency, 0.999)), ms(latency->max));
+            ms(loadgen_histogram_percentile(latency, 0.50)), ms(loadgen_histogram_percentile(latency, 0.99)),
+            ms(loadgen_histogram_percentile(latency, 0.999)), ms(latency->max));
 }
 
 void loadgen_report_print_json(FILE *out, const struct loadgen_config *config,
                                const struct loadgen_report *report)
 {
-    const struct histogram *latency = &report->latency_ns;
+    const struct loadgen_histogram *latency = &report->latency_ns;
     fprintf(out,
             "{\"mode\":\"%s\",\"connections\":%u,\"threads\":%u,\"batch_size\":%u,"
             "\"elapsed_seconds\":%.3f,\"requests\":%" PRIu64 ",\"requests_per_second\":%.0f,"
@@ -486,7 +486,7 @@ void loadgen_report_print_json(FILE *out, const struct loadgen_config *config,
             report->requests, per_second(report->requests, report->elapsed_seconds),
             report->reserves, per_second(report->reserves, report->elapsed_seconds),
             report->completes, report->allowed, report->denied, report->errors,
-            report->connection_errors, ms(histogram_percentile(latency, 0.50)),
-            ms(histogram_percentile(latency, 0.99)), ms(histogram_percentile(latency, 0.999)),
+            report->connection_errors, ms(loadgen_histogram_percentile(latency, 0.50)),
+            ms(loadgen_histogram_percentile(latency, 0.99)), ms(loadgen_histogram_percentile(latency, 0.999)),
             ms(latency->max));
 }

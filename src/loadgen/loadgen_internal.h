@@ -1,7 +1,7 @@
 /* What loadgen.c (threads, timing, report) and loadgen_connection.c (one
  * connection's requests and answers) share. */
-#ifndef LLMLIMIT_BENCH_LOADGEN_INTERNAL_H
-#define LLMLIMIT_BENCH_LOADGEN_INTERNAL_H
+#ifndef LLMLIMIT_LOADGEN_LOADGEN_INTERNAL_H
+#define LLMLIMIT_LOADGEN_LOADGEN_INTERNAL_H
 
 #include <netdb.h>
 #include <pthread.h>
@@ -83,16 +83,16 @@ int64_t loadgen_now_ns(void);
 
 /* Opens the connection's socket (blocking connect, then non-blocking).
  * Returns 0 or -1. */
-int connection_open(struct connection *connection, const struct loadgen_shared *shared);
-void connection_close(struct worker *worker, struct connection *connection);
+int loadgen_connection_open(struct connection *connection, const struct loadgen_shared *shared);
+void loadgen_connection_close(struct worker *worker, struct connection *connection);
 
 /* Builds and sends the next request of the mode. Returns 0 or -1 (the
  * connection failed: the caller reconnects). */
-int connection_send_next(struct worker *worker, struct connection *connection);
+int loadgen_connection_send_next(struct worker *worker, struct connection *connection);
 /* Continues a partial send (EPOLLOUT). 0 or -1. */
-int connection_send_more(struct worker *worker, struct connection *connection);
+int loadgen_connection_send_more(struct worker *worker, struct connection *connection);
 /* Reads what arrived; handles a complete answer (counts it, sends the next
  * request unless draining). 0, or -1 when the connection must be dropped. */
-int connection_readable(struct worker *worker, struct connection *connection);
+int loadgen_connection_readable(struct worker *worker, struct connection *connection);
 
 #endif

@@ -21,7 +21,7 @@ int64_t loadgen_now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
-int connection_open(struct connection *connection, const struct loadgen_shared *shared)
+int loadgen_connection_open(struct connection *connection, const struct loadgen_shared *shared)
 {
     int fd = socket(shared->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -44,7 +44,7 @@ int connection_open(struct connection *connection, const struct loadgen_shared *
     return 0;
 }
 
-void connection_close(struct worker *worker, struct connection *connection)
+void loadgen_connection_close(struct worker *worker, struct connection *connection)
 {
     if (connection->fd < 0)
         return;
@@ -188,7 +188,7 @@ static int want_write(struct worker *worker, struct connection *connection, bool
     return epoll_ctl(worker->epoll_fd, EPOLL_CTL_MOD, connection->fd, &event);
 }
 
-int connection_send_more(struct worker *worker, struct connection *connection)
+int loadgen_connection_send_more(struct worker *worker, struct connection *connection)
 {
     while (connection->send_offset < connection->send_length) {
         ssize_t sent = send(connection->fd, connection->send_data + connection->send_offset,
@@ -229,10 +229,10 @@ static int send_request(struct worker *worker, struct connection *connection,
     connection->in_flight = kind;
     worker->in_flight++;
     connection->sent_at_ns = loadgen_now_ns();
-    return connection_send_more(worker, connection);
+    return loadgen_connection_send_more(worker, connection);
 }
 
-int connection_send_next(struct worker *worker, struct connection *connection)
+int loadgen_connection_send_next(struct worker *worker, struct connection *connection)
 {
     enum loadgen_mode mode = worker->shared->config->mode;
     return send_request(worker, connection,
@@ -361,7 +361,7 @@ static int answer_done(struct worker *worker, struct connection *connection,
                        const struct answer *answer)
 {
     int64_t now = loadgen_now_ns();
-    histogram_record(&worker->report.latency_ns, (uint64_t)(now - connection->sent_at_ns));
+    loadgen_histogram_record(&worker->report.latency_ns, (uint64_t)(now - connection->sent_at_ns));
     worker->report.requests++;
     worker->last_answer_ns = now;
     atomic_fetch_add_explicit(&worker->progress_requests, 1, memory_order_relaxed);
@@ -378,7 +378,7 @@ static int answer_done(struct worker *worker, struct connection *connection,
     return send_request(worker, connection, next);
 }
 
-int connection_readable(struct worker *worker, struct connection *connection)
+int loadgen_connection_readable(struct worker *worker, struct connection *connection)
 {
     size_t room = worker->shared->receive_capacity - connection->receive_length;
     if (room == 0)

@@ -1,45 +1,45 @@
 /* Logarithmic-bucket latency histogram (see histogram.h). Bucket layout:
  * values below 2*SUB_COUNT map to themselves; above, each power of two
  * [2^k, 2^(k+1)) is cut into SUB_COUNT equal slices. */
-#include "histogram.h"
+#include "loadgen_histogram.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
-void histogram_init(struct histogram *histogram)
+void loadgen_histogram_init(struct loadgen_histogram *histogram)
 {
     memset(histogram, 0, sizeof(*histogram));
     histogram->min = UINT64_MAX;
 }
 
-uint32_t histogram_bucket(uint64_t value)
+uint32_t loadgen_histogram_bucket(uint64_t value)
 {
-    if (value < 2 * HISTOGRAM_SUB_COUNT)
+    if (value < 2 * LOADGEN_HISTOGRAM_SUB_COUNT)
         return (uint32_t)value;
     uint32_t msb = 63u - (uint32_t)__builtin_clzll(value);
-    if (msb >= HISTOGRAM_VALUE_BITS)
-        return HISTOGRAM_BUCKETS - 1;
-    uint32_t shift = msb - HISTOGRAM_SUB_BITS;
+    if (msb >= LOADGEN_HISTOGRAM_VALUE_BITS)
+        return LOADGEN_HISTOGRAM_BUCKETS - 1;
+    uint32_t shift = msb - LOADGEN_HISTOGRAM_SUB_BITS;
     uint32_t bucket =
-        (shift + 1) * HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) - HISTOGRAM_SUB_COUNT;
-    assert(bucket < HISTOGRAM_BUCKETS);
+        (shift + 1) * LOADGEN_HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) - LOADGEN_HISTOGRAM_SUB_COUNT;
+    assert(bucket < LOADGEN_HISTOGRAM_BUCKETS);
     return bucket;
 }
 
-uint64_t histogram_bucket_high(uint32_t bucket)
+uint64_t loadgen_histogram_bucket_high(uint32_t bucket)
 {
-    assert(bucket < HISTOGRAM_BUCKETS);
-    if (bucket < 2 * HISTOGRAM_SUB_COUNT)
+    assert(bucket < LOADGEN_HISTOGRAM_BUCKETS);
+    if (bucket < 2 * LOADGEN_HISTOGRAM_SUB_COUNT)
         return bucket;
-    uint32_t shift = bucket / HISTOGRAM_SUB_COUNT - 1;
-    uint64_t sub = bucket % HISTOGRAM_SUB_COUNT + HISTOGRAM_SUB_COUNT;
+    uint32_t shift = bucket / LOADGEN_HISTOGRAM_SUB_COUNT - 1;
+    uint64_t sub = bucket % LOADGEN_HISTOGRAM_SUB_COUNT + LOADGEN_HISTOGRAM_SUB_COUNT;
     return ((sub + 1) << shift) - 1;
 }
 
-void histogram_record(struct histogram *histogram, uint64_t value)
+void loadgen_histogram_record(struct loadgen_histogram *histogram, uint64_t value)
 {
-    histogram->counts[histogram_bucket(value)]++;
+    histogram->counts[loadgen_histogram_bucket(value)]++;
     histogram->total++;
     if (value > histogram->max)
         histogram->max = value;
@@ -47,9 +47,9 @@ void histogram_record(struct histogram *histogram, uint64_t value)
         histogram->min = value;
 }
 
-void histogram_merge(struct histogram *into, const struct histogram *from)
+void loadgen_histogram_merge(struct loadgen_histogram *into, const struct loadgen_histogram *from)
 {
-    for (uint32_t i = 0; i < HISTOGRAM_BUCKETS; i++)
+    for (uint32_t i = 0; i < LOADGEN_HISTOGRAM_BUCKETS; i++)
         into->counts[i] += from->counts[i];
     into->total += from->total;
     if (from->max > into->max)
@@ -58,7 +58,7 @@ void histogram_merge(struct histogram *into, const struct histogram *from)
         into->min = from->min;
 }
 
-uint64_t histogram_percentile(const struct histogram *histogram, double fraction)
+uint64_t loadgen_histogram_percentile(const struct loadgen_histogram *histogram, double fraction)
 {
     assert(fraction > 0.0 && fraction <= 1.0);
     if (histogram->total == 0)
@@ -67,10 +67,10 @@ uint64_t histogram_percentile(const struct histogram *histogram, double fraction
     if (rank == 0)
         rank = 1;
     uint64_t seen = 0;
-    for (uint32_t i = 0; i < HISTOGRAM_BUCKETS; i++) {
+    for (uint32_t i = 0; i < LOADGEN_HISTOGRAM_BUCKETS; i++) {
         seen += histogram->counts[i];
         if (seen >= rank) {
-            uint64_t high = histogram_bucket_high(i);
+            uint64_t high = loadgen_histogram_bucket_high(i);
             /* Never report more than was really seen. */
             return high < histogram->max ? high : histogram->max;
         }
