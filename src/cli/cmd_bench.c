@@ -1,4 +1,4 @@
-/* llmlimit bench: drives the load generator (bench/loadgen.h) against a
+/* llmlimit bench: drives the load generator (src/loadgen/loadgen.h) against a
  * running llmlimitd and prints its figures. */
 #include <stdio.h>
 #include <stdlib.h>
