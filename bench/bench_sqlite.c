@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 
 #define THREADS_MAX 512
 #define SAMPLES_PER_THREAD_MAX (1u << 20)

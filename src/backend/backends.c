@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "memory/memory.h"
-#include "sqlite.h"
+#include "sqlite/sqlite.h"
 #include "tigerbeetle/tigerbeetle.h"
 
 /* Each backend adds itself here once it builds. */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 #include "core/limits.h"
 #include "sqlite_fixture.h"
 #include "test.h"

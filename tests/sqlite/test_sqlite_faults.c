@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 #include "fault_vfs.h"
 #include "sqlite_fixture.h"
 #include "test.h"

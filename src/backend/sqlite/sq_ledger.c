@@ -3,7 +3,7 @@
  * audit events; counters once per transaction). A return other than
  * SQLITE_DONE is an SQL or memory error: the writer redoes the transaction
  * without this request. */
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <stdio.h>

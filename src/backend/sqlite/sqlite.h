@@ -1,9 +1,9 @@
 /* The sqlite backend's extras beyond backend.h, for benchmarks and tests:
  * the ops table itself and the group-commit bound. */
-#ifndef LLMLIMIT_SQLITE_H
-#define LLMLIMIT_SQLITE_H
+#ifndef LLMLIMIT_BACKEND_SQLITE_H
+#define LLMLIMIT_BACKEND_SQLITE_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 extern const struct backend_ops sqlite_backend_ops;
 

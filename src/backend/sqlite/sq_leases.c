@@ -2,8 +2,8 @@
  * touches is loaded once (or made new), changed in memory by reserve,
  * complete, release and expiry, and written once when the transaction ends,
  * with one event_log row holding the audit events it gathered. The items
- * columns are JSON arrays (sqlite_schema.c) written and read here. */
-#include "sqlite_internal.h"
+ * columns are JSON arrays (sq_schema.c) written and read here. */
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Data structures of the sqlite backend's mirror: an open-addressing hash map
  * (limits by key and by id) and an AVL tree of holds ordered by expiry whose
  * nodes carry subtree sums, so retry-after is exact in O(log n). */
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <stdlib.h>

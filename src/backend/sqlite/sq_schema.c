@@ -2,7 +2,7 @@
  * busy timeout), the versioned schema with its migrations, and the prepared
  * statements of the write connection. */
 #include "sqlite.h"
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -572,7 +572,7 @@ static int pragma_int(sqlite3 *db, const char *sql, int64_t *out)
 
 /* synchronous=NORMAL in every case: in WAL mode it writes each commit
  * without syncing it; with sqlite_synchronous_normal unset, the syncer
- * (sqlite_sync.c) fsyncs the WAL before any answer, which is what FULL would
+ * (sq_sync.c) fsyncs the WAL before any answer, which is what FULL would
  * do, once for several batches. */
 static int configure(sqlite3 *db, char *error, size_t error_size)
 {

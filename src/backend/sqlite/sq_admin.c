@@ -2,7 +2,7 @@
  * restore, delete, get, list), usage, the tick (expiry sweeper and pending
  * decreases), and the audit-log reads. Everything that touches the mirror
  * runs on the writer thread as a call inside a transaction. */
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <stdio.h>

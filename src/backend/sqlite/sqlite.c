@@ -3,7 +3,7 @@
  * as many as are waiting in one BEGIN IMMEDIATE transaction (group commit)
  * and answers each only once that transaction is durable. */
 #include "sqlite.h"
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
 /* Internals of the sqlite backend shared by its files: the write queue, the
  * in-memory mirror of limits and live holds (owned by the writer thread, the
  * only mutator), the prepared statements. Not a public interface. */
-#ifndef LLMLIMIT_SQLITE_INTERNAL_H
-#define LLMLIMIT_SQLITE_INTERNAL_H
+#ifndef LLMLIMIT_BACKEND_SQLITE_BACKEND_H
+#define LLMLIMIT_BACKEND_SQLITE_BACKEND_H
 
 #include <assert.h>
 #include <limits.h>
@@ -10,10 +10,10 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "sqlite.h"
 
-/* ---- Open-addressing hash map from a 64-bit hash to a pointer (sqlite_tree.c).
+/* ---- Open-addressing hash map from a 64-bit hash to a pointer (sq_holds.c).
  * The caller owns the values; match() tells equal keys apart on collisions. */
 struct map_slot {
     uint64_t hash;
@@ -97,7 +97,7 @@ void holds_free_all(struct hold *root);
 /* Frees one hold (and drops its lease_ref). */
 void hold_free(struct hold *h);
 
-/* ---- The mirror (sqlite_mirror.c). */
+/* ---- The mirror (sq_mirror.c). */
 
 /* Counters of one limit in one period (budgets) or in its window (rolling,
  * concurrency: start_ms 0). Stored in the limit_usage table. */
@@ -131,7 +131,7 @@ struct mirror {
     struct period *dirty; /* periods changed and not yet written */
 };
 
-/* ---- Prepared statements of the write connection (sqlite_schema.c). */
+/* ---- Prepared statements of the write connection (sq_schema.c). */
 enum statement {
     STMT_BEGIN,
     STMT_COMMIT,
@@ -155,13 +155,13 @@ enum statement {
     STMT_COUNT
 };
 
-/* ---- Leases as the writer works on them (sqlite_leases.c). A lease is one
+/* ---- Leases as the writer works on them (sq_leases.c). A lease is one
  * row of the leases table with its reservations packed in `items`; the
  * writer loads it once per transaction, changes it in memory and writes it
  * (and one event_log row with its new audit events) when the transaction
  * ends, so a reserve costs one row and a complete one update. */
 /* A ring of SQLITE_QUEUE_ITEMS_MAX calls handed from one thread to the next
- * (sqlite_sync.c), under its owner's mutex. */
+ * (sq_sync.c), under its owner's mutex. */
 struct item_ring {
     struct item *items;
     uint32_t head;
@@ -377,7 +377,7 @@ struct sq_backend {
     struct skip skips[SQLITE_SKIPS_MAX]; /* writer thread only */
     uint32_t skip_count;
 
-    /* The syncer (sqlite_sync.c): committed calls waiting for their fsync. */
+    /* The syncer (sq_sync.c): committed calls waiting for their fsync. */
     bool syncing; /* false with sqlite_synchronous_normal: answer at commit */
     pthread_mutex_t sync_mutex;
     pthread_cond_t sync_cond;
@@ -416,7 +416,7 @@ static inline struct sq_backend *sq_backend_of(struct backend *base)
     return (struct sq_backend *)base;
 }
 
-/* sqlite_schema.c: pragmas, schema creation and migration, statements. */
+/* sq_schema.c: pragmas, schema creation and migration, statements. */
 int schema_open(struct sq_backend *backend, const char *path, char *error, size_t error_size);
 void schema_close(struct sq_backend *backend);
 sqlite3_stmt *statement(struct sq_backend *backend, enum statement which);
@@ -425,7 +425,7 @@ int statement_run(sqlite3_stmt *stmt);
 /* True for errors after which the transaction cannot go on (I/O, full, busy...). */
 bool sql_error_is_fatal(int code);
 
-/* sqlite_mirror.c */
+/* sq_mirror.c */
 int mirror_load(struct sq_backend *backend, char *error, size_t error_size);
 void mirror_free(struct mirror *mirror);
 struct limit *mirror_limit_by_key(struct mirror *mirror, const char *key);
@@ -452,7 +452,7 @@ void limit_free(struct limit *limit);
 /* Drops budget periods that hold nothing and are not current. */
 void mirror_trim_periods(struct limit *limit, int64_t now_ms);
 
-/* sqlite_leases.c. Each returns SQLITE_DONE/SQLITE_ROW as said, or an
+/* sq_leases.c. Each returns SQLITE_DONE/SQLITE_ROW as said, or an
  * SQLite error code (SQLITE_NOMEM for memory). */
 /* SQLITE_ROW with *out (from this transaction's cache or the table),
  * SQLITE_DONE when the lease id is unknown. */
@@ -508,7 +508,7 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out);
 /* The live-lease watermark: no lease below this seq holds anything. */
 int64_t leases_live_from(struct sq_backend *backend);
 
-/* sqlite_ledger.c: the data path, one request at a time, inside the batch
+/* sq_ledger.c: the data path, one request at a time, inside the batch
  * transaction. Each returns SQLITE_DONE (the result is filled) or an SQLite
  * error code (SQLITE_NOMEM for memory), after which the writer rolls the
  * transaction back and redoes it without that request. */
@@ -539,7 +539,7 @@ void item_unavailable(struct item *item);
 /* Answers: the done callback, or wakes the caller of a call. */
 void item_finish(struct item *item);
 
-/* sqlite_sync.c */
+/* sq_sync.c */
 int syncer_start(struct sq_backend *backend);
 /* Answers every call handed so far, then stops. */
 void syncer_stop(struct sq_backend *backend);
@@ -547,7 +547,7 @@ void syncer_stop(struct sq_backend *backend);
  * Blocks while SQLITE_QUEUE_ITEMS_MAX calls are waiting. */
 void syncer_hand(struct sq_backend *backend, struct item *items, uint32_t count);
 
-/* sqlite_admin.c: the synchronous ops of backend.h. */
+/* sq_admin.c: the synchronous ops of backend.h. */
 int sqlite_admin_put_limit(struct backend *base, const struct limit_definition *definition,
                            struct limit_state *state_out, char *error, size_t error_size);
 int sqlite_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,

@@ -2,7 +2,7 @@
  * counters and their live holds. Loaded at startup (and again after a failed
  * transaction) from the tables, checked against them, and kept equal to them
  * by writing every change in the same transaction. */
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <assert.h>
 #include <stdio.h>

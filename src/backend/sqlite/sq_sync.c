@@ -5,7 +5,7 @@
  * so a batch's CPU overlaps the previous batch's fsync. The answers (waking
  * each caller's connection, about 2 us each) go to an answerer thread, so
  * that the syncer can start the next fsync at once. */
-#include "sqlite_internal.h"
+#include "sq_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
