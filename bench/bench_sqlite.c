@@ -282,13 +282,13 @@ int main(int argc, char **argv)
     put_limits(backend);
     if (o.prefill > 0)
         prefill(backend, o.prefill);
-    sqlite_backend_set_group_commit_max(backend, o.max_batch);
+    sq_backend_set_group_commit_max(backend, o.max_batch);
     static struct worker workers[THREADS_MAX];
     static pthread_t threads[THREADS_MAX];
     atomic_bool stop = false;
     struct backend_stats before, after;
     backend_stats(backend, &before);
-    uint64_t fsyncs_before = sqlite_backend_fsyncs(backend);
+    uint64_t fsyncs_before = sq_backend_fsyncs(backend);
     int64_t started = clock_monotonic_ns();
     for (uint32_t i = 0; i < o.threads; i++) {
         workers[i] = (struct worker){.backend = backend,
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
         pthread_join(threads[i], NULL);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
     backend_stats(backend, &after);
-    report(workers, &o, seconds, &before, &after, sqlite_backend_fsyncs(backend) - fsyncs_before);
+    report(workers, &o, seconds, &before, &after, sq_backend_fsyncs(backend) - fsyncs_before);
     for (uint32_t i = 0; i < o.threads; i++)
         free(workers[i].samples_us);
     backend_close(backend);

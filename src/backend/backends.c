@@ -11,7 +11,7 @@
 /* Each backend adds itself here once it builds. */
 static const struct backend_ops *const backends[] = {
     &mem_backend_ops,
-    &sqlite_backend_ops,
+    &sq_backend_ops,
     &tigerbeetle_backend_ops,
 };
 

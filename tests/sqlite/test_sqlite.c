@@ -169,7 +169,7 @@ static void version_1_database_is_migrated(void)
         unlink(file);
     }
     char error[256];
-    REQUIRE(sqlite_schema_create(path, 1, error, sizeof error) == 0);
+    REQUIRE(sq_schema_create(path, 1, error, sizeof error) == 0);
     int64_t month = period_start_ms(PERIOD_MONTH, START_MS);
     int64_t expires = START_MS + 300000;
     snprintf(sql, sizeof sql,

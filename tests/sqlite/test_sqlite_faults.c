@@ -254,7 +254,7 @@ static void group_commit_cap_splits_the_queue(void)
     struct db db;
     OPEN(&db);
     REQUIRE(put_rolling(&db, "tpm", 1000, 600));
-    sqlite_backend_set_group_commit_max(db.backend, 4);
+    sq_backend_set_group_commit_max(db.backend, 4);
     enum { COUNT = 10 };
     struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
     struct reserve_request requests[COUNT];

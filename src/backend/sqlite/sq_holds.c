@@ -9,7 +9,7 @@
 
 #define MAP_CAPACITY_MIN 16
 
-uint64_t hash_bytes(const void *data, size_t length)
+uint64_t sq_hash_bytes(const void *data, size_t length)
 {
     /* FNV-1a, then a final mix so low bits spread over the table. */
     const unsigned char *bytes = data;
@@ -18,10 +18,10 @@ uint64_t hash_bytes(const void *data, size_t length)
         h ^= bytes[i];
         h *= UINT64_C(1099511628211);
     }
-    return hash_i64((int64_t)h);
+    return sq_hash_i64((int64_t)h);
 }
 
-uint64_t hash_i64(int64_t value)
+uint64_t sq_hash_i64(int64_t value)
 {
     uint64_t x = (uint64_t)value;
     x ^= x >> 33;
@@ -32,7 +32,7 @@ uint64_t hash_i64(int64_t value)
     return x;
 }
 
-static void map_place(struct map_slot *slots, uint32_t capacity, uint64_t hash, void *value)
+static void map_place(struct sq_map_slot *slots, uint32_t capacity, uint64_t hash, void *value)
 {
     uint32_t mask = capacity - 1;
     uint32_t i = (uint32_t)hash & mask;
@@ -42,7 +42,7 @@ static void map_place(struct map_slot *slots, uint32_t capacity, uint64_t hash, 
     slots[i].value = value;
 }
 
-int map_reserve(struct map *map, uint32_t extra)
+int sq_map_reserve(struct sq_map *map, uint32_t extra)
 {
     assert(extra <= UINT32_MAX / 4);
     uint64_t needed = (uint64_t)map->count + extra;
@@ -53,7 +53,7 @@ int map_reserve(struct map *map, uint32_t extra)
         capacity *= 2;
     if (capacity > UINT32_MAX / 2)
         return -1;
-    struct map_slot *slots = calloc((size_t)capacity, sizeof *slots);
+    struct sq_map_slot *slots = calloc((size_t)capacity, sizeof *slots);
     if (slots == NULL)
         return -1;
     for (uint32_t i = 0; i < map->capacity; i++) {
@@ -66,7 +66,7 @@ int map_reserve(struct map *map, uint32_t extra)
     return 0;
 }
 
-void *map_find(const struct map *map, uint64_t hash, map_match_fn match, const void *key)
+void *sq_map_find(const struct sq_map *map, uint64_t hash, sq_map_match_fn match, const void *key)
 {
     if (map->capacity == 0)
         return NULL;
@@ -81,7 +81,7 @@ void *map_find(const struct map *map, uint64_t hash, map_match_fn match, const v
     return NULL;
 }
 
-void map_insert(struct map *map, uint64_t hash, void *value)
+void sq_map_insert(struct sq_map *map, uint64_t hash, void *value)
 {
     assert(value != NULL);
     assert(map->capacity != 0);
@@ -90,7 +90,7 @@ void map_insert(struct map *map, uint64_t hash, void *value)
     map->count++;
 }
 
-bool map_remove(struct map *map, uint64_t hash, map_match_fn match, const void *key)
+bool sq_map_remove(struct sq_map *map, uint64_t hash, sq_map_match_fn match, const void *key)
 {
     if (map->capacity == 0)
         return false;
@@ -118,7 +118,7 @@ bool map_remove(struct map *map, uint64_t hash, map_match_fn match, const void *
     return true;
 }
 
-void map_free(struct map *map)
+void sq_map_free(struct sq_map *map)
 {
     free(map->slots);
     map->slots = NULL;
@@ -128,36 +128,36 @@ void map_free(struct map *map)
 
 /* ---- AVL tree of holds. */
 
-static int32_t height_of(const struct hold *node)
+static int32_t height_of(const struct sq_hold *node)
 {
     return node == NULL ? 0 : node->height;
 }
 
-uint64_t holds_sum(const struct hold *root)
+uint64_t sq_holds_sum(const struct sq_hold *root)
 {
     return root == NULL ? 0 : root->amount_sum;
 }
 
-int64_t holds_row_min(const struct hold *root)
+int64_t sq_holds_row_min(const struct sq_hold *root)
 {
     return root == NULL ? INT64_MAX : root->row_min;
 }
 
-static void node_update(struct hold *node)
+static void node_update(struct sq_hold *node)
 {
     int32_t hl = height_of(node->left), hr = height_of(node->right);
     node->height = (hl > hr ? hl : hr) + 1;
-    assert(node->height <= HOLDS_HEIGHT_MAX);
+    assert(node->height <= SQ_HOLDS_HEIGHT_MAX);
     node->amount_sum = amount_add_saturating(
-        amount_add_saturating(holds_sum(node->left), holds_sum(node->right)), node->amount);
-    int64_t left = holds_row_min(node->left), right = holds_row_min(node->right);
+        amount_add_saturating(sq_holds_sum(node->left), sq_holds_sum(node->right)), node->amount);
+    int64_t left = sq_holds_row_min(node->left), right = sq_holds_row_min(node->right);
     int64_t least = left < right ? left : right;
     node->row_min = node->row_id < least ? node->row_id : least;
 }
 
-static struct hold *rotate_right(struct hold *node)
+static struct sq_hold *rotate_right(struct sq_hold *node)
 {
-    struct hold *pivot = node->left;
+    struct sq_hold *pivot = node->left;
     node->left = pivot->right;
     pivot->right = node;
     node_update(node);
@@ -165,9 +165,9 @@ static struct hold *rotate_right(struct hold *node)
     return pivot;
 }
 
-static struct hold *rotate_left(struct hold *node)
+static struct sq_hold *rotate_left(struct sq_hold *node)
 {
-    struct hold *pivot = node->right;
+    struct sq_hold *pivot = node->right;
     node->right = pivot->left;
     pivot->left = node;
     node_update(node);
@@ -175,7 +175,7 @@ static struct hold *rotate_left(struct hold *node)
     return pivot;
 }
 
-static struct hold *rebalance(struct hold *node)
+static struct sq_hold *rebalance(struct sq_hold *node)
 {
     node_update(node);
     int32_t balance = height_of(node->left) - height_of(node->right);
@@ -201,8 +201,8 @@ static int key_compare(int64_t expires_a, int64_t row_a, int64_t expires_b, int6
     return 0;
 }
 
-/* Recursion depth is the tree height, bounded by HOLDS_HEIGHT_MAX. */
-struct hold *holds_insert(struct hold *root, struct hold *node)
+/* Recursion depth is the tree height, bounded by SQ_HOLDS_HEIGHT_MAX. */
+struct sq_hold *sq_holds_insert(struct sq_hold *root, struct sq_hold *node)
 {
     if (root == NULL) {
         node->left = NULL;
@@ -213,13 +213,13 @@ struct hold *holds_insert(struct hold *root, struct hold *node)
     int c = key_compare(node->expires_at_ms, node->row_id, root->expires_at_ms, root->row_id);
     assert(c != 0);
     if (c < 0)
-        root->left = holds_insert(root->left, node);
+        root->left = sq_holds_insert(root->left, node);
     else
-        root->right = holds_insert(root->right, node);
+        root->right = sq_holds_insert(root->right, node);
     return rebalance(root);
 }
 
-static struct hold *remove_first(struct hold *root, struct hold **first)
+static struct sq_hold *remove_first(struct sq_hold *root, struct sq_hold **first)
 {
     if (root->left == NULL) {
         *first = root;
@@ -229,8 +229,8 @@ static struct hold *remove_first(struct hold *root, struct hold **first)
     return rebalance(root);
 }
 
-struct hold *holds_remove(struct hold *root, int64_t expires_at_ms, int64_t row_id,
-                          struct hold **removed)
+struct sq_hold *sq_holds_remove(struct sq_hold *root, int64_t expires_at_ms, int64_t row_id,
+                                struct sq_hold **removed)
 {
     if (root == NULL) {
         *removed = NULL;
@@ -238,15 +238,15 @@ struct hold *holds_remove(struct hold *root, int64_t expires_at_ms, int64_t row_
     }
     int c = key_compare(expires_at_ms, row_id, root->expires_at_ms, root->row_id);
     if (c < 0) {
-        root->left = holds_remove(root->left, expires_at_ms, row_id, removed);
+        root->left = sq_holds_remove(root->left, expires_at_ms, row_id, removed);
     } else if (c > 0) {
-        root->right = holds_remove(root->right, expires_at_ms, row_id, removed);
+        root->right = sq_holds_remove(root->right, expires_at_ms, row_id, removed);
     } else {
         *removed = root;
         if (root->left == NULL || root->right == NULL)
             return root->left != NULL ? root->left : root->right;
-        struct hold *successor = NULL;
-        struct hold *right = remove_first(root->right, &successor);
+        struct sq_hold *successor = NULL;
+        struct sq_hold *right = remove_first(root->right, &successor);
         successor->left = root->left;
         successor->right = right;
         return rebalance(successor);
@@ -254,7 +254,7 @@ struct hold *holds_remove(struct hold *root, int64_t expires_at_ms, int64_t row_
     return rebalance(root);
 }
 
-struct hold *holds_find(struct hold *root, int64_t expires_at_ms, int64_t row_id)
+struct sq_hold *sq_holds_find(struct sq_hold *root, int64_t expires_at_ms, int64_t row_id)
 {
     while (root != NULL) {
         int c = key_compare(expires_at_ms, row_id, root->expires_at_ms, root->row_id);
@@ -265,7 +265,7 @@ struct hold *holds_find(struct hold *root, int64_t expires_at_ms, int64_t row_id
     return NULL;
 }
 
-struct hold *holds_first(struct hold *root)
+struct sq_hold *sq_holds_first(struct sq_hold *root)
 {
     if (root == NULL)
         return NULL;
@@ -274,49 +274,49 @@ struct hold *holds_first(struct hold *root)
     return root;
 }
 
-struct hold *holds_reaching(const struct hold *root, uint64_t need)
+struct sq_hold *sq_holds_reaching(const struct sq_hold *root, uint64_t need)
 {
-    if (need == 0 || holds_sum(root) < need)
+    if (need == 0 || sq_holds_sum(root) < need)
         return NULL;
     /* Descend: skip whole left subtrees when they do not reach `need`. */
     for (;;) {
         assert(root != NULL);
-        uint64_t left = holds_sum(root->left);
+        uint64_t left = sq_holds_sum(root->left);
         if (left >= need) {
             root = root->left;
             continue;
         }
         need -= left;
         if (root->amount >= need)
-            return (struct hold *)root;
+            return (struct sq_hold *)root;
         need -= root->amount;
         root = root->right;
     }
 }
 
-void hold_free(struct hold *h)
+void sq_hold_free(struct sq_hold *h)
 {
     if (h == NULL)
         return;
-    lease_ref_drop(h->lease);
+    sq_lease_ref_drop(h->lease);
     free(h);
 }
 
-void holds_free_all(struct hold *root)
+void sq_holds_free_all(struct sq_hold *root)
 {
     if (root == NULL)
         return;
-    holds_free_all(root->left);
-    holds_free_all(root->right);
-    hold_free(root);
+    sq_holds_free_all(root->left);
+    sq_holds_free_all(root->right);
+    sq_hold_free(root);
 }
 
 /* ---- Lease references. */
 
-struct lease_ref *lease_ref_new(const char *lease_id, const char *caller)
+struct sq_lease_ref *sq_lease_ref_new(const char *lease_id, const char *caller)
 {
     size_t id_length = strlen(lease_id), caller_length = strlen(caller);
-    struct lease_ref *ref = malloc(sizeof *ref + id_length + caller_length + 2);
+    struct sq_lease_ref *ref = malloc(sizeof *ref + id_length + caller_length + 2);
     if (ref == NULL)
         return NULL;
     ref->refs = 1;
@@ -326,14 +326,14 @@ struct lease_ref *lease_ref_new(const char *lease_id, const char *caller)
     return ref;
 }
 
-struct lease_ref *lease_ref_keep(struct lease_ref *ref)
+struct sq_lease_ref *sq_lease_ref_keep(struct sq_lease_ref *ref)
 {
     if (ref != NULL)
         ref->refs++;
     return ref;
 }
 
-void lease_ref_drop(struct lease_ref *ref)
+void sq_lease_ref_drop(struct sq_lease_ref *ref)
 {
     if (ref != NULL && --ref->refs == 0)
         free(ref);

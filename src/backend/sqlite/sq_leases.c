@@ -16,40 +16,40 @@ static const char *const lease_state_names[] = {"allowed", "denied", "completed"
 static const char *const item_state_names[] = {"reserved", "committed", "released", "expired",
                                                "committed_post_expiry"};
 
-const char *lease_state_name(enum lease_state state)
+const char *sq_lease_state_name(enum sq_lease_state state)
 {
     return lease_state_names[state];
 }
 
-const char *item_state_name(enum item_state state)
+const char *sq_item_state_name(enum sq_item_state state)
 {
     return item_state_names[state];
 }
 
-static int lease_state_parse(const char *name, enum lease_state *out)
+static int lease_state_parse(const char *name, enum sq_lease_state *out)
 {
     for (int i = 0; i < 4; i++) {
         if (strcmp(name, lease_state_names[i]) == 0) {
-            *out = (enum lease_state)i;
+            *out = (enum sq_lease_state)i;
             return 0;
         }
     }
     return -1;
 }
 
-static int item_state_parse(const char *name, size_t length, enum item_state *out)
+static int item_state_parse(const char *name, size_t length, enum sq_item_state *out)
 {
     for (int i = 0; i < 5; i++) {
         if (strlen(item_state_names[i]) == length &&
             memcmp(name, item_state_names[i], length) == 0) {
-            *out = (enum item_state)i;
+            *out = (enum sq_item_state)i;
             return 0;
         }
     }
     return -1;
 }
 
-bool lease_live(const struct lease_rec *rec)
+bool sq_lease_live(const struct sq_lease_rec *rec)
 {
     for (uint32_t i = 0; i < rec->item_count; i++) {
         if (rec->items[i].live)
@@ -60,7 +60,7 @@ bool lease_live(const struct lease_rec *rec)
 
 /* ---- Text. */
 
-static bool text_room(struct text *t, size_t extra)
+static bool text_room(struct sq_text *t, size_t extra)
 {
     if (t->length + extra + 1 <= t->capacity)
         return true;
@@ -77,7 +77,7 @@ static bool text_room(struct text *t, size_t extra)
 
 static const char *limit_key_of(struct sq_backend *backend, int64_t limit_id)
 {
-    const struct limit *limit = mirror_limit_by_id(&backend->mirror, limit_id);
+    const struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, limit_id);
     return limit != NULL ? limit->state.definition.key : "";
 }
 
@@ -132,7 +132,7 @@ static char *put_string(char *at, const char *s)
 #define JSON_ELEMENT_BYTES                                                                         \
     (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + 6 * CALLER_LENGTH_MAX)
 
-static bool items_json(const struct lease_rec *rec, struct text *t)
+static bool items_json(const struct sq_lease_rec *rec, struct sq_text *t)
 {
     t->length = 0;
     if (!text_room(t, (size_t)(rec->item_count + 1) * JSON_ELEMENT_BYTES))
@@ -140,7 +140,7 @@ static bool items_json(const struct lease_rec *rec, struct text *t)
     char *at = t->data;
     *at++ = '[';
     for (uint32_t i = 0; i < rec->item_count; i++) {
-        const struct lease_item *item = &rec->items[i];
+        const struct sq_lease_item *item = &rec->items[i];
         if (i > 0)
             *at++ = ',';
         *at++ = '[';
@@ -148,7 +148,7 @@ static bool items_json(const struct lease_rec *rec, struct text *t)
         *at++ = ',';
         at = put_i64(at, (int64_t)item->amount);
         *at++ = ',';
-        at = put_string(at, item_state_name(item->state));
+        at = put_string(at, sq_item_state_name(item->state));
         *at++ = ',';
         at = item->actual >= 0 ? put_i64(at, item->actual) : PUT_LITERAL(at, "null");
         *at++ = ',';
@@ -170,7 +170,7 @@ static bool items_json(const struct lease_rec *rec, struct text *t)
     return true;
 }
 
-static bool events_json(const struct lease_rec *rec, struct text *t)
+static bool events_json(const struct sq_lease_rec *rec, struct sq_text *t)
 {
     t->length = 0;
     if (!text_room(t, (size_t)(rec->event_count + 1) * JSON_ELEMENT_BYTES))
@@ -178,7 +178,7 @@ static bool events_json(const struct lease_rec *rec, struct text *t)
     char *at = t->data;
     *at++ = '[';
     for (uint32_t i = 0; i < rec->event_count; i++) {
-        const struct lease_event *e = &rec->events[i];
+        const struct sq_lease_event *e = &rec->events[i];
         if (i > 0)
             *at++ = ',';
         *at++ = '[';
@@ -321,7 +321,7 @@ static bool next_element(struct scan *s, bool first)
     return first || expect(s, ',');
 }
 
-static int item_parse(struct scan *s, struct lease_item *item)
+static int item_parse(struct scan *s, struct sq_lease_item *item)
 {
     char text[LIMIT_KEY_LENGTH_MAX + 1];
     int64_t live, actual, committed_at;
@@ -342,7 +342,7 @@ static int item_parse(struct scan *s, struct lease_item *item)
     return 0;
 }
 
-int lease_items_parse(struct lease_rec *rec, const char *json)
+int sq_lease_items_parse(struct sq_lease_rec *rec, const char *json)
 {
     struct scan s = {json};
     rec->item_count = 0;
@@ -352,7 +352,7 @@ int lease_items_parse(struct lease_rec *rec, const char *json)
         if (rec->item_count == REQUIREMENTS_PER_RESERVE_MAX)
             return -1;
         if (rec->item_count == rec->item_capacity) {
-            struct lease_item *items = malloc(REQUIREMENTS_PER_RESERVE_MAX * sizeof *items);
+            struct sq_lease_item *items = malloc(REQUIREMENTS_PER_RESERVE_MAX * sizeof *items);
             if (items == NULL)
                 return -1;
             memcpy(items, rec->items, rec->item_count * sizeof *items);
@@ -368,14 +368,14 @@ int lease_items_parse(struct lease_rec *rec, const char *json)
     return expect(&s, ']') ? 0 : -1;
 }
 
-void event_reader_start(struct event_reader *reader, const char *json)
+void sq_event_reader_start(struct sq_event_reader *reader, const char *json)
 {
     reader->at = json;
     struct scan s = {json};
     reader->at = expect(&s, '[') ? s.at : NULL;
 }
 
-int event_reader_next(struct event_reader *reader, struct event_item_text *out)
+int sq_event_reader_next(struct sq_event_reader *reader, struct sq_event_item_text *out)
 {
     if (reader->at == NULL)
         return -1;
@@ -411,9 +411,9 @@ int event_reader_next(struct event_reader *reader, struct event_item_text *out)
 
 /* ---- Records. */
 
-static void rec_clear(struct lease_rec *rec)
+static void rec_clear(struct sq_lease_rec *rec)
 {
-    lease_ref_drop(rec->ref);
+    sq_lease_ref_drop(rec->ref);
     if (rec->fingerprint != rec->inline_fingerprint)
         free(rec->fingerprint);
     if (rec->denied != rec->inline_denied)
@@ -427,33 +427,33 @@ static void rec_clear(struct lease_rec *rec)
 }
 
 /* A blank record, reused when one is free. */
-static struct lease_rec *rec_alloc(struct sq_backend *backend)
+static struct sq_lease_rec *rec_alloc(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
-    struct lease_rec *rec = c->free_recs;
+    struct sq_lease_cache *c = &backend->leases;
+    struct sq_lease_rec *rec = c->free_recs;
     if (rec != NULL) {
         c->free_recs = rec->next_free;
         c->free_count--;
     } else if ((rec = malloc(sizeof *rec)) == NULL) {
         return NULL;
     }
-    memset(rec, 0, offsetof(struct lease_rec, inline_items));
+    memset(rec, 0, offsetof(struct sq_lease_rec, inline_items));
     rec->items = rec->inline_items;
-    rec->item_capacity = LEASE_INLINE_ITEMS;
+    rec->item_capacity = SQ_LEASE_INLINE_ITEMS;
     rec->events = rec->inline_events;
-    rec->event_capacity = LEASE_INLINE_EVENTS;
+    rec->event_capacity = SQ_LEASE_INLINE_EVENTS;
     rec->fingerprint = rec->inline_fingerprint;
     rec->denied = rec->inline_denied;
     rec->event_rows = rec->inline_event_rows;
     return rec;
 }
 
-static void rec_free(struct sq_backend *backend, struct lease_rec *rec)
+static void rec_free(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     if (rec == NULL)
         return;
     rec_clear(rec);
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     if (c->free_count < SQLITE_LEASE_CACHE_MAX) {
         rec->next_free = c->free_recs;
         c->free_recs = rec;
@@ -463,7 +463,7 @@ static void rec_free(struct sq_backend *backend, struct lease_rec *rec)
     }
 }
 
-int lease_set_text(struct lease_rec *rec, char **field, const char *text)
+int sq_lease_set_text(struct sq_lease_rec *rec, char **field, const char *text)
 {
     char *inline_buffer = field == &rec->fingerprint ? rec->inline_fingerprint
                           : field == &rec->denied    ? rec->inline_denied
@@ -471,7 +471,7 @@ int lease_set_text(struct lease_rec *rec, char **field, const char *text)
     size_t length = strlen(text);
     if (*field != inline_buffer)
         free(*field);
-    *field = length < LEASE_INLINE_TEXT ? inline_buffer : malloc(length + 1);
+    *field = length < SQ_LEASE_INLINE_TEXT ? inline_buffer : malloc(length + 1);
     if (*field == NULL) {
         *field = inline_buffer;
         (*field)[0] = '\0';
@@ -483,30 +483,30 @@ int lease_set_text(struct lease_rec *rec, char **field, const char *text)
 
 static bool match_id(const void *value, const void *key)
 {
-    return strcmp(((const struct lease_rec *)value)->lease_id, key) == 0;
+    return strcmp(((const struct sq_lease_rec *)value)->lease_id, key) == 0;
 }
 
 static bool match_seq(const void *value, const void *key)
 {
-    return ((const struct lease_rec *)value)->seq == *(const int64_t *)key;
+    return ((const struct sq_lease_rec *)value)->seq == *(const int64_t *)key;
 }
 
-static int cache_add(struct sq_backend *backend, struct lease_rec *rec)
+static int cache_add(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     if (c->count == c->capacity) {
         uint32_t capacity = c->capacity == 0 ? 64 : c->capacity * 2;
-        struct lease_rec **recs = realloc(c->recs, capacity * sizeof *recs);
+        struct sq_lease_rec **recs = realloc(c->recs, capacity * sizeof *recs);
         if (recs == NULL)
             return SQLITE_NOMEM;
         c->recs = recs;
         c->capacity = capacity;
     }
-    if (map_reserve(&c->by_id, 1) != 0 || map_reserve(&c->by_seq, 1) != 0)
+    if (sq_map_reserve(&c->by_id, 1) != 0 || sq_map_reserve(&c->by_seq, 1) != 0)
         return SQLITE_NOMEM;
     c->recs[c->count++] = rec;
-    map_insert(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
-    map_insert(&c->by_seq, hash_i64(rec->seq), rec);
+    sq_map_insert(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
+    sq_map_insert(&c->by_seq, sq_hash_i64(rec->seq), rec);
     rec->origin = backend->current;
     return SQLITE_DONE;
 }
@@ -523,15 +523,15 @@ static const char *column_text(sqlite3_stmt *stmt, int column)
     return text != NULL ? (const char *)text : "";
 }
 
-/* Builds a record from a STMT_LEASE_BY_* row. */
-static int rec_from_row(struct sq_backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+/* Builds a record from a SQ_STMT_LEASE_BY_* row. */
+static int rec_from_row(struct sq_backend *backend, sqlite3_stmt *stmt, struct sq_lease_rec **out)
 {
-    struct lease_rec *rec = rec_alloc(backend);
+    struct sq_lease_rec *rec = rec_alloc(backend);
     if (rec == NULL)
         return SQLITE_NOMEM;
-    if (lease_set_text(rec, &rec->fingerprint, column_text(stmt, 3)) != SQLITE_DONE ||
-        lease_set_text(rec, &rec->denied, column_text(stmt, 8)) != SQLITE_DONE ||
-        lease_set_text(rec, &rec->event_rows, column_text(stmt, 12)) != SQLITE_DONE) {
+    if (sq_lease_set_text(rec, &rec->fingerprint, column_text(stmt, 3)) != SQLITE_DONE ||
+        sq_lease_set_text(rec, &rec->denied, column_text(stmt, 8)) != SQLITE_DONE ||
+        sq_lease_set_text(rec, &rec->event_rows, column_text(stmt, 12)) != SQLITE_DONE) {
         rec_free(backend, rec);
         return SQLITE_NOMEM;
     }
@@ -546,7 +546,7 @@ static int rec_from_row(struct sq_backend *backend, sqlite3_stmt *stmt, struct l
     rec->created_at_ms = sqlite3_column_int64(stmt, 9);
     rec->finished_at_ms = sqlite3_column_int64(stmt, 10);
     if (lease_state_parse(state, &rec->state) != 0 ||
-        lease_items_parse(rec, column_text(stmt, 11)) != 0) {
+        sq_lease_items_parse(rec, column_text(stmt, 11)) != 0) {
         rec_free(backend, rec);
         return SQLITE_CORRUPT;
     }
@@ -554,9 +554,9 @@ static int rec_from_row(struct sq_backend *backend, sqlite3_stmt *stmt, struct l
     return SQLITE_ROW;
 }
 
-/* Steps a bound STMT_LEASE_BY_* and caches what it finds: SQLITE_ROW with
+/* Steps a bound SQ_STMT_LEASE_BY_* and caches what it finds: SQLITE_ROW with
  * *out, SQLITE_DONE when there is no such lease, or an error. */
-static int load(struct sq_backend *backend, sqlite3_stmt *stmt, struct lease_rec **out)
+static int load(struct sq_backend *backend, sqlite3_stmt *stmt, struct sq_lease_rec **out)
 {
     *out = NULL;
     int rc = sqlite3_step(stmt);
@@ -573,36 +573,36 @@ static int load(struct sq_backend *backend, sqlite3_stmt *stmt, struct lease_rec
     return SQLITE_ROW;
 }
 
-int leases_find(struct sq_backend *backend, const char *lease_id, struct lease_rec **out)
+int sq_leases_find(struct sq_backend *backend, const char *lease_id, struct sq_lease_rec **out)
 {
-    *out = map_find(&backend->leases.by_id, hash_bytes(lease_id, strlen(lease_id)), match_id,
-                    lease_id);
+    *out = sq_map_find(&backend->leases.by_id, sq_hash_bytes(lease_id, strlen(lease_id)), match_id,
+                       lease_id);
     if (*out != NULL) {
         (*out)->origin = backend->current;
         return SQLITE_ROW;
     }
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_BY_ID);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_LEASE_BY_ID);
     sqlite3_bind_text(stmt, 1, lease_id, -1, SQLITE_STATIC);
     return load(backend, stmt, out);
 }
 
-int leases_by_seq(struct sq_backend *backend, int64_t seq, struct lease_rec **out)
+int sq_leases_by_seq(struct sq_backend *backend, int64_t seq, struct sq_lease_rec **out)
 {
-    *out = map_find(&backend->leases.by_seq, hash_i64(seq), match_seq, &seq);
+    *out = sq_map_find(&backend->leases.by_seq, sq_hash_i64(seq), match_seq, &seq);
     if (*out != NULL) {
         (*out)->origin = backend->current;
         return SQLITE_ROW;
     }
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_BY_SEQ);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_LEASE_BY_SEQ);
     sqlite3_bind_int64(stmt, 1, seq);
     int rc = load(backend, stmt, out);
     return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
 }
 
-int leases_new(struct sq_backend *backend, const char *lease_id, uint32_t item_count,
-               struct lease_rec **out)
+int sq_leases_new(struct sq_backend *backend, const char *lease_id, uint32_t item_count,
+                  struct sq_lease_rec **out)
 {
-    struct lease_rec *rec = rec_alloc(backend);
+    struct sq_lease_rec *rec = rec_alloc(backend);
     if (rec == NULL)
         return SQLITE_NOMEM;
     if (item_count > rec->item_capacity) {
@@ -630,12 +630,12 @@ int leases_new(struct sq_backend *backend, const char *lease_id, uint32_t item_c
     return SQLITE_DONE;
 }
 
-static void cache_remove(struct sq_backend *backend, struct lease_rec *rec)
+static void cache_remove(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
-    struct lease_cache *c = &backend->leases;
-    map_remove(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), match_id,
-               rec->lease_id);
-    map_remove(&c->by_seq, hash_i64(rec->seq), match_seq, &rec->seq);
+    struct sq_lease_cache *c = &backend->leases;
+    sq_map_remove(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), match_id,
+                  rec->lease_id);
+    sq_map_remove(&c->by_seq, sq_hash_i64(rec->seq), match_seq, &rec->seq);
     for (uint32_t i = 0; i < c->count; i++) {
         if (c->recs[i] == rec) {
             c->recs[i] = c->recs[--c->count];
@@ -644,10 +644,10 @@ static void cache_remove(struct sq_backend *backend, struct lease_rec *rec)
     }
 }
 
-static int write_events(struct sq_backend *backend, struct lease_rec *rec);
-static int write_rec(struct sq_backend *backend, struct lease_rec *rec);
+static int write_events(struct sq_backend *backend, struct sq_lease_rec *rec);
+static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec);
 
-int leases_forget(struct sq_backend *backend, struct lease_rec *rec)
+int sq_leases_forget(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     assert(!rec->is_new);
     int rc = write_rec(backend, rec);
@@ -655,10 +655,10 @@ int leases_forget(struct sq_backend *backend, struct lease_rec *rec)
         return rc;
     char renamed[LEASE_ID_LENGTH_MAX + 32];
     snprintf(renamed, sizeof renamed, "%s#%lld", rec->lease_id, (long long)rec->seq);
-    sqlite3_stmt *stmt = statement(backend, STMT_LEASE_RENAME);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_LEASE_RENAME);
     sqlite3_bind_text(stmt, 1, renamed, -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 2, rec->seq);
-    rc = statement_run(stmt);
+    rc = sq_statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;
     cache_remove(backend, rec);
@@ -666,8 +666,9 @@ int leases_forget(struct sq_backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
-int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms, const char *type,
-                int64_t limit_id, uint64_t amount, uint64_t actual, const char *detail)
+int sq_lease_event(struct sq_backend *backend, struct sq_lease_rec *rec, int64_t at_ms,
+                   const char *type, int64_t limit_id, uint64_t amount, uint64_t actual,
+                   const char *detail)
 {
     if (rec->event_count == SQLITE_EVENT_ITEMS) {
         int rc = write_events(backend, rec);
@@ -676,7 +677,7 @@ int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms
     }
     if (rec->event_count == rec->event_capacity) {
         uint32_t capacity = rec->event_capacity * 2;
-        struct lease_event *events = malloc(capacity * sizeof *events);
+        struct sq_lease_event *events = malloc(capacity * sizeof *events);
         if (events == NULL)
             return SQLITE_NOMEM;
         memcpy(events, rec->events, rec->event_count * sizeof *events);
@@ -685,12 +686,12 @@ int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms
         rec->events = events;
         rec->event_capacity = capacity;
     }
-    rec->events[rec->event_count++] = (struct lease_event){.at_ms = at_ms,
-                                                           .type = type,
-                                                           .limit_id = limit_id,
-                                                           .amount = amount,
-                                                           .actual = actual,
-                                                           .detail = detail};
+    rec->events[rec->event_count++] = (struct sq_lease_event){.at_ms = at_ms,
+                                                              .type = type,
+                                                              .limit_id = limit_id,
+                                                              .amount = amount,
+                                                              .actual = actual,
+                                                              .detail = detail};
     rec->dirty = true;
     return SQLITE_DONE;
 }
@@ -701,16 +702,16 @@ int lease_event(struct sq_backend *backend, struct lease_rec *rec, int64_t at_ms
 
 static bool match_range(const void *value, const void *key)
 {
-    return strcmp(((const struct key_range *)value)->key, key) == 0;
+    return strcmp(((const struct sq_key_range *)value)->key, key) == 0;
 }
 
 /* event_log row event_id holds events of the limit's key. */
 static int key_range_note(struct sq_backend *backend, int64_t limit_id, int64_t event_id)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     const char *key = limit_key_of(backend, limit_id);
-    uint64_t hash = hash_bytes(key, strlen(key));
-    struct key_range *r = map_find(&c->ranges_by_key, hash, match_range, key);
+    uint64_t hash = sq_hash_bytes(key, strlen(key));
+    struct sq_key_range *r = sq_map_find(&c->ranges_by_key, hash, match_range, key);
     if (r != NULL) {
         if (event_id > r->last_event)
             r->last_event = event_id;
@@ -718,7 +719,7 @@ static int key_range_note(struct sq_backend *backend, int64_t limit_id, int64_t 
     }
     if (c->range_count == c->range_capacity) {
         uint32_t capacity = c->range_capacity == 0 ? 16 : c->range_capacity * 2;
-        struct key_range *ranges = malloc(capacity * sizeof *ranges);
+        struct sq_key_range *ranges = malloc(capacity * sizeof *ranges);
         if (ranges == NULL)
             return SQLITE_NOMEM;
         if (c->range_count > 0)
@@ -726,53 +727,53 @@ static int key_range_note(struct sq_backend *backend, int64_t limit_id, int64_t 
         free(c->ranges);
         c->ranges = ranges;
         c->range_capacity = capacity;
-        map_free(&c->ranges_by_key); /* it pointed into the old array */
-        if (map_reserve(&c->ranges_by_key, c->range_count + 1) != 0)
+        sq_map_free(&c->ranges_by_key); /* it pointed into the old array */
+        if (sq_map_reserve(&c->ranges_by_key, c->range_count + 1) != 0)
             return SQLITE_NOMEM;
         for (uint32_t i = 0; i < c->range_count; i++)
-            map_insert(&c->ranges_by_key, hash_bytes(ranges[i].key, strlen(ranges[i].key)),
-                       &ranges[i]);
+            sq_map_insert(&c->ranges_by_key, sq_hash_bytes(ranges[i].key, strlen(ranges[i].key)),
+                          &ranges[i]);
     }
-    if (map_reserve(&c->ranges_by_key, 1) != 0)
+    if (sq_map_reserve(&c->ranges_by_key, 1) != 0)
         return SQLITE_NOMEM;
     r = &c->ranges[c->range_count++];
-    *r = (struct key_range){.key = key, .first_event = event_id, .last_event = event_id};
-    map_insert(&c->ranges_by_key, hash, r);
+    *r = (struct sq_key_range){.key = key, .first_event = event_id, .last_event = event_id};
+    sq_map_insert(&c->ranges_by_key, hash, r);
     return SQLITE_DONE;
 }
 
 static int key_ranges_write(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->range_count; i++) {
-        sqlite3_stmt *stmt = statement(backend, STMT_EVENT_KEY);
+        sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_KEY);
         sqlite3_bind_text(stmt, 1, c->ranges[i].key, -1, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 2, c->ranges[i].first_event);
         sqlite3_bind_int64(stmt, 3, c->ranges[i].last_event);
-        int rc = statement_run(stmt);
+        int rc = sq_statement_run(stmt);
         if (rc != SQLITE_DONE)
             return rc;
     }
     c->range_count = 0;
-    map_free(&c->ranges_by_key);
+    sq_map_free(&c->ranges_by_key);
     return SQLITE_DONE;
 }
 
 /* One event_log row for the events gathered; its id joins the lease's
  * event_rows and the key ranges. */
-static int write_events(struct sq_backend *backend, struct lease_rec *rec)
+static int write_events(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     if (rec->event_count == 0)
         return SQLITE_DONE;
     if (!events_json(rec, &backend->json))
         return SQLITE_NOMEM;
-    sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_INSERT);
     sqlite3_bind_int64(stmt, 1, rec->seq);
     sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 3, rec->caller, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 5, rec->events[0].at_ms);
-    int rc = statement_run(stmt);
+    int rc = sq_statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;
     int64_t event_id = sqlite3_last_insert_rowid(backend->db);
@@ -790,7 +791,7 @@ static int write_events(struct sq_backend *backend, struct lease_rec *rec)
         return SQLITE_NOMEM;
     snprintf(rows, size, "%s%s%lld", rec->event_rows, rec->event_rows[0] != '\0' ? "," : "",
              (long long)event_id);
-    rc = lease_set_text(rec, &rec->event_rows, rows);
+    rc = sq_lease_set_text(rec, &rec->event_rows, rows);
     free(rows);
     if (rc != SQLITE_DONE)
         return rc;
@@ -804,8 +805,8 @@ static int write_events(struct sq_backend *backend, struct lease_rec *rec)
  * index entries, and one expirations row per hold. */
 static int expiries_write(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
-    struct text *t = &backend->json;
+    struct sq_lease_cache *c = &backend->leases;
+    struct sq_text *t = &backend->json;
     t->length = 0;
     if (!text_room(t, (size_t)(c->expiry_count + 1) * JSON_ELEMENT_BYTES))
         return SQLITE_NOMEM;
@@ -813,7 +814,7 @@ static int expiries_write(struct sq_backend *backend)
     *at++ = '[';
     uint32_t audited = 0;
     for (uint32_t i = 0; i < c->expiry_count; i++) {
-        const struct expiry *e = &c->expiries[i];
+        const struct sq_expiry *e = &c->expiries[i];
         if (!e->audited)
             continue;
         if (audited++ > 0)
@@ -827,7 +828,7 @@ static int expiries_write(struct sq_backend *backend)
         at = PUT_LITERAL(at, ",0,\"\",");
         at = put_string(at, e->lease != NULL ? e->lease->text : "");
         *at++ = ',';
-        at = put_string(at, e->lease != NULL ? lease_ref_caller(e->lease) : "");
+        at = put_string(at, e->lease != NULL ? sq_lease_ref_caller(e->lease) : "");
         *at++ = ']';
     }
     *at++ = ']';
@@ -836,31 +837,31 @@ static int expiries_write(struct sq_backend *backend)
     int64_t event_id = 0;
     int rc = SQLITE_DONE;
     if (audited > 0) {
-        sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+        sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_INSERT);
         sqlite3_bind_null(stmt, 1);
         sqlite3_bind_null(stmt, 2);
         sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 4, t->data, (int)t->length, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 5, c->expiries[0].at_ms);
-        if ((rc = statement_run(stmt)) != SQLITE_DONE)
+        if ((rc = sq_statement_run(stmt)) != SQLITE_DONE)
             return rc;
         event_id = sqlite3_last_insert_rowid(backend->db);
     }
     for (uint32_t i = 0; i < c->expiry_count; i++) {
-        const struct expiry *e = &c->expiries[i];
+        const struct sq_expiry *e = &c->expiries[i];
         if (e->audited && (rc = key_range_note(backend, e->limit_id, event_id)) != SQLITE_DONE)
             return rc;
-        sqlite3_stmt *stmt = statement(backend, STMT_EXPIRATION_INSERT);
+        sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EXPIRATION_INSERT);
         sqlite3_bind_int64(stmt, 1, e->row_id);
         if (e->audited)
             sqlite3_bind_int64(stmt, 2, event_id);
         else
             sqlite3_bind_null(stmt, 2);
-        if ((rc = statement_run(stmt)) != SQLITE_DONE)
+        if ((rc = sq_statement_run(stmt)) != SQLITE_DONE)
             return rc;
     }
     for (uint32_t i = 0; i < c->expiry_count; i++)
-        lease_ref_drop(c->expiries[i].lease);
+        sq_lease_ref_drop(c->expiries[i].lease);
     c->expiry_count = 0;
     return SQLITE_DONE;
 }
@@ -875,7 +876,7 @@ struct caller_key {
 
 static bool match_caller(const void *value, const void *key)
 {
-    const struct caller_delta *d = value;
+    const struct sq_caller_delta *d = value;
     const struct caller_key *k = key;
     return d->limit_id == k->limit_id && d->period_start_ms == k->period_start_ms &&
            strcmp(d->caller, k->caller) == 0;
@@ -883,43 +884,43 @@ static bool match_caller(const void *value, const void *key)
 
 static uint64_t caller_hash(const struct caller_key *k)
 {
-    return hash_bytes(k->caller, strlen(k->caller)) ^
-           hash_i64(k->limit_id * 1000003 + k->period_start_ms);
+    return sq_hash_bytes(k->caller, strlen(k->caller)) ^
+           sq_hash_i64(k->limit_id * 1000003 + k->period_start_ms);
 }
 
 static int callers_write(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->caller_count; i++) {
-        const struct caller_delta *d = &c->callers[i];
+        const struct sq_caller_delta *d = &c->callers[i];
         if (d->reserved == 0 && d->used == 0 && d->debt == 0)
             continue;
-        sqlite3_stmt *stmt = statement(backend, STMT_CALLER_ADD);
+        sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_CALLER_ADD);
         sqlite3_bind_int64(stmt, 1, d->limit_id);
         sqlite3_bind_int64(stmt, 2, d->period_start_ms);
         sqlite3_bind_text(stmt, 3, d->caller, -1, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 4, d->reserved);
         sqlite3_bind_int64(stmt, 5, d->used);
         sqlite3_bind_int64(stmt, 6, d->debt);
-        int rc = statement_run(stmt);
+        int rc = sq_statement_run(stmt);
         if (rc != SQLITE_DONE)
             return rc;
     }
     c->caller_count = 0;
-    map_free(&c->callers_by_key);
+    sq_map_free(&c->callers_by_key);
     return SQLITE_DONE;
 }
 
-int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
-                      int64_t period_start_ms, const char *caller, int64_t reserved, int64_t used,
-                      int64_t debt)
+int sq_ledger_caller_add(struct sq_backend *backend, const struct sq_limit *limit,
+                         int64_t period_start_ms, const char *caller, int64_t reserved,
+                         int64_t used, int64_t debt)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         return SQLITE_DONE;
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     struct caller_key key = {limit->id, period_start_ms, caller};
     uint64_t hash = caller_hash(&key);
-    struct caller_delta *d = map_find(&c->callers_by_key, hash, match_caller, &key);
+    struct sq_caller_delta *d = sq_map_find(&c->callers_by_key, hash, match_caller, &key);
     if (d == NULL) {
         if (c->caller_count == c->caller_capacity) {
             /* The map points into the array: write what is gathered first. */
@@ -929,7 +930,7 @@ int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
                     return rc;
             } else {
                 uint32_t capacity = c->caller_capacity == 0 ? 16 : c->caller_capacity * 2;
-                struct caller_delta *callers = malloc(capacity * sizeof *callers);
+                struct sq_caller_delta *callers = malloc(capacity * sizeof *callers);
                 if (callers == NULL)
                     return SQLITE_NOMEM;
                 if (c->caller_count > 0)
@@ -937,24 +938,24 @@ int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
                 free(c->callers);
                 c->callers = callers;
                 c->caller_capacity = capacity;
-                map_free(&c->callers_by_key); /* rebuilt below */
-                if (map_reserve(&c->callers_by_key, c->caller_count + 1) != 0)
+                sq_map_free(&c->callers_by_key); /* rebuilt below */
+                if (sq_map_reserve(&c->callers_by_key, c->caller_count + 1) != 0)
                     return SQLITE_NOMEM;
                 for (uint32_t i = 0; i < c->caller_count; i++) {
-                    struct caller_delta *e = &c->callers[i];
+                    struct sq_caller_delta *e = &c->callers[i];
                     struct caller_key k = {e->limit_id, e->period_start_ms, e->caller};
-                    map_insert(&c->callers_by_key, caller_hash(&k), e);
+                    sq_map_insert(&c->callers_by_key, caller_hash(&k), e);
                 }
             }
         }
-        if (map_reserve(&c->callers_by_key, 1) != 0)
+        if (sq_map_reserve(&c->callers_by_key, 1) != 0)
             return SQLITE_NOMEM;
         d = &c->callers[c->caller_count++];
-        *d = (struct caller_delta){.limit_id = limit->id, .period_start_ms = period_start_ms};
+        *d = (struct sq_caller_delta){.limit_id = limit->id, .period_start_ms = period_start_ms};
         size_t length = strlen(caller);
         assert(length < sizeof d->caller);
         memcpy(d->caller, caller, length + 1);
-        map_insert(&c->callers_by_key, hash, d);
+        sq_map_insert(&c->callers_by_key, hash, d);
     }
     d->reserved += reserved;
     d->used += used;
@@ -962,9 +963,9 @@ int ledger_caller_add(struct sq_backend *backend, const struct limit *limit,
     return SQLITE_DONE;
 }
 
-int leases_expired(struct sq_backend *backend, const struct expiry *expiry)
+int sq_leases_expired(struct sq_backend *backend, const struct sq_expiry *expiry)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     if (c->expiry_count == SQLITE_EVENT_ITEMS) {
         int rc = expiries_write(backend);
         if (rc != SQLITE_DONE)
@@ -972,42 +973,42 @@ int leases_expired(struct sq_backend *backend, const struct expiry *expiry)
     }
     if (c->expiry_count == c->expiry_capacity) {
         uint32_t capacity = c->expiry_capacity == 0 ? 256 : c->expiry_capacity * 2;
-        struct expiry *expiries = realloc(c->expiries, capacity * sizeof *expiries);
+        struct sq_expiry *expiries = realloc(c->expiries, capacity * sizeof *expiries);
         if (expiries == NULL)
             return SQLITE_NOMEM;
         c->expiries = expiries;
         c->expiry_capacity = capacity;
     }
     c->expiries[c->expiry_count] = *expiry;
-    lease_ref_keep(expiry->lease);
+    sq_lease_ref_keep(expiry->lease);
     c->expiry_count++;
     return SQLITE_DONE;
 }
 
-int ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struct limit *limit,
-                       uint64_t amount, const char *detail)
+int sq_ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struct sq_limit *limit,
+                          uint64_t amount, const char *detail)
 {
-    struct lease_event e = {.at_ms = at_ms,
-                            .type = "limit_changed",
-                            .limit_id = limit->id,
-                            .amount = amount,
-                            .detail = detail};
-    struct lease_rec rec = {.event_count = 1, .events = &e};
+    struct sq_lease_event e = {.at_ms = at_ms,
+                               .type = "limit_changed",
+                               .limit_id = limit->id,
+                               .amount = amount,
+                               .detail = detail};
+    struct sq_lease_rec rec = {.event_count = 1, .events = &e};
     if (!events_json(&rec, &backend->json))
         return SQLITE_NOMEM;
-    sqlite3_stmt *stmt = statement(backend, STMT_EVENT_INSERT);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_INSERT);
     sqlite3_bind_null(stmt, 1);
     sqlite3_bind_null(stmt, 2);
     sqlite3_bind_text(stmt, 3, "", -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 4, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 5, at_ms);
-    int rc = statement_run(stmt);
+    int rc = sq_statement_run(stmt);
     if (rc != SQLITE_DONE)
         return rc;
     return key_range_note(backend, limit->id, sqlite3_last_insert_rowid(backend->db));
 }
 
-static int write_rec(struct sq_backend *backend, struct lease_rec *rec)
+static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     if (!rec->dirty)
         return SQLITE_DONE;
@@ -1016,9 +1017,10 @@ static int write_rec(struct sq_backend *backend, struct lease_rec *rec)
         return rc;
     if (!items_json(rec, &backend->json))
         return SQLITE_NOMEM;
-    sqlite3_stmt *stmt = statement(backend, rec->is_new ? STMT_LEASE_INSERT : STMT_LEASE_UPDATE);
+    sqlite3_stmt *stmt =
+        sq_statement(backend, rec->is_new ? SQ_STMT_LEASE_INSERT : SQ_STMT_LEASE_UPDATE);
     sqlite3_bind_int64(stmt, 1, rec->seq);
-    sqlite3_bind_text(stmt, 3, lease_state_name(rec->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 3, sq_lease_state_name(rec->state), -1, SQLITE_STATIC);
     if (rec->is_new) {
         sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 4, rec->fingerprint != NULL ? rec->fingerprint : "", -1,
@@ -1034,10 +1036,10 @@ static int write_rec(struct sq_backend *backend, struct lease_rec *rec)
         sqlite3_bind_int64(stmt, 11, rec->finished_at_ms);
     else
         sqlite3_bind_null(stmt, 11);
-    sqlite3_bind_int(stmt, 12, lease_live(rec));
+    sqlite3_bind_int(stmt, 12, sq_lease_live(rec));
     sqlite3_bind_text(stmt, 13, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 14, rec->event_rows, -1, SQLITE_STATIC);
-    rc = statement_run(stmt);
+    rc = sq_statement_run(stmt);
     if (rc == SQLITE_DONE && !rec->is_new && sqlite3_changes(backend->db) != 1)
         rc = SQLITE_CORRUPT;
     if (rc != SQLITE_DONE)
@@ -1047,9 +1049,9 @@ static int write_rec(struct sq_backend *backend, struct lease_rec *rec)
     return SQLITE_DONE;
 }
 
-int leases_flush(struct sq_backend *backend)
+int sq_leases_flush(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     int written = expiries_write(backend);
     if (written == SQLITE_DONE)
         written = callers_write(backend);
@@ -1088,42 +1090,42 @@ int leases_flush(struct sq_backend *backend)
     c->by_id.count = 0;
     c->by_seq.count = 0;
     for (uint32_t i = 0; i < kept; i++) {
-        struct lease_rec *rec = c->recs[i];
-        map_insert(&c->by_id, hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
-        map_insert(&c->by_seq, hash_i64(rec->seq), rec);
+        struct sq_lease_rec *rec = c->recs[i];
+        sq_map_insert(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
+        sq_map_insert(&c->by_seq, sq_hash_i64(rec->seq), rec);
     }
     return SQLITE_DONE;
 }
 
-int leases_flush_if_full(struct sq_backend *backend)
+int sq_leases_flush_if_full(struct sq_backend *backend)
 {
     if (backend->leases.count <= SQLITE_LEASE_CACHE_MAX)
         return SQLITE_DONE;
-    return leases_flush(backend);
+    return sq_leases_flush(backend);
 }
 
-void leases_discard(struct sq_backend *backend)
+void sq_leases_discard(struct sq_backend *backend)
 {
-    struct lease_cache *c = &backend->leases;
+    struct sq_lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->expiry_count; i++)
-        lease_ref_drop(c->expiries[i].lease);
+        sq_lease_ref_drop(c->expiries[i].lease);
     c->expiry_count = 0;
     c->caller_count = 0;
-    map_free(&c->callers_by_key);
+    sq_map_free(&c->callers_by_key);
     c->range_count = 0;
-    map_free(&c->ranges_by_key);
+    sq_map_free(&c->ranges_by_key);
     for (uint32_t i = 0; i < c->count; i++)
         rec_free(backend, c->recs[i]);
     c->count = 0;
-    map_free(&c->by_id);
-    map_free(&c->by_seq);
+    sq_map_free(&c->by_id);
+    sq_map_free(&c->by_seq);
 }
 
-void leases_free(struct sq_backend *backend)
+void sq_leases_free(struct sq_backend *backend)
 {
-    leases_discard(backend);
+    sq_leases_discard(backend);
     while (backend->leases.free_recs != NULL) {
-        struct lease_rec *rec = backend->leases.free_recs;
+        struct sq_lease_rec *rec = backend->leases.free_recs;
         backend->leases.free_recs = rec->next_free;
         free(rec);
     }
@@ -1141,22 +1143,22 @@ void leases_free(struct sq_backend *backend)
     backend->leases.recs = NULL;
     backend->leases.capacity = 0;
     free(backend->json.data);
-    backend->json = (struct text){0};
+    backend->json = (struct sq_text){0};
 }
 
-int64_t leases_live_from(struct sq_backend *backend)
+int64_t sq_leases_live_from(struct sq_backend *backend)
 {
     int64_t least = INT64_MAX;
-    const struct map *ids = &backend->mirror.limits_by_id;
+    const struct sq_map *ids = &backend->mirror.limits_by_id;
     for (uint32_t i = 0; i < ids->capacity; i++) {
-        const struct limit *limit = ids->slots[i].value;
+        const struct sq_limit *limit = ids->slots[i].value;
         for (uint32_t j = 0; limit != NULL && j < limit->period_count; j++) {
-            int64_t row = holds_row_min(limit->periods[j]->holds);
+            int64_t row = sq_holds_row_min(limit->periods[j]->holds);
             if (row < least)
                 least = row;
         }
     }
     if (least == INT64_MAX)
         return backend->mirror.next_seq;
-    return least / SQLITE_LEASE_ITEMS;
+    return least / SQ_LEASE_ITEMS;
 }

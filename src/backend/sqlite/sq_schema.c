@@ -467,57 +467,58 @@ static const char *const migrations[] = {schema_v1, schema_v2};
 /* The data path's writes say OR ROLLBACK: any error already abandons the
  * whole transaction (sqlite.c), so SQLite need not keep a statement journal
  * to undo one statement. */
-static const char *const statement_sql[STMT_COUNT] = {
-    [STMT_BEGIN] = "BEGIN IMMEDIATE",
-    [STMT_COMMIT] = "COMMIT",
-    [STMT_ROLLBACK] = "ROLLBACK",
-    [STMT_LEASE_INSERT] =
+static const char *const statement_sql[SQ_STMT_COUNT] = {
+    [SQ_STMT_BEGIN] = "BEGIN IMMEDIATE",
+    [SQ_STMT_COMMIT] = "COMMIT",
+    [SQ_STMT_ROLLBACK] = "ROLLBACK",
+    [SQ_STMT_LEASE_INSERT] =
         "INSERT OR ROLLBACK INTO leases(seq,lease_id,state,fingerprint,caller,reserved_at,"
         "expires_at,retry_after_ms,denied,created_at,finished_at,live,items,event_rows) "
         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
-    [STMT_LEASE_UPDATE] = "UPDATE OR ROLLBACK leases SET state=?3,finished_at=?11,live=?12,"
-                          "items=?13,event_rows=?14 WHERE seq=?1",
-    [STMT_LEASE_BY_ID] =
+    [SQ_STMT_LEASE_UPDATE] = "UPDATE OR ROLLBACK leases SET state=?3,finished_at=?11,live=?12,"
+                             "items=?13,event_rows=?14 WHERE seq=?1",
+    [SQ_STMT_LEASE_BY_ID] =
         "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
         "retry_after_ms,denied,created_at,finished_at,items,event_rows FROM leases "
         "WHERE lease_id=?",
-    [STMT_LEASE_BY_SEQ] =
+    [SQ_STMT_LEASE_BY_SEQ] =
         "SELECT seq,lease_id,state,fingerprint,caller,reserved_at,expires_at,"
         "retry_after_ms,denied,created_at,finished_at,items,event_rows FROM leases "
         "WHERE seq=?",
-    [STMT_LEASE_RENAME] = "UPDATE OR ROLLBACK leases SET lease_id=? WHERE seq=?",
-    [STMT_EVENT_INSERT] =
+    [SQ_STMT_LEASE_RENAME] = "UPDATE OR ROLLBACK leases SET lease_id=? WHERE seq=?",
+    [SQ_STMT_EVENT_INSERT] =
         "INSERT OR ROLLBACK INTO event_log(lease_seq,lease_id,caller,items,at) VALUES(?,?,?,?,?)",
-    [STMT_EVENT_KEY] = "INSERT OR ROLLBACK INTO event_keys(key,first_event,last_event) "
-                       "VALUES(?,?,?) ON CONFLICT(key,first_event) DO UPDATE SET "
-                       "last_event=max(last_event,excluded.last_event)",
-    [STMT_EXPIRATION_INSERT] = "INSERT OR ROLLBACK INTO expirations(row_id,event_id) VALUES(?,?)",
-    [STMT_EXPIRATION_GET] = "SELECT 1 FROM expirations WHERE row_id=?",
-    [STMT_META_PUT] = "INSERT OR ROLLBACK INTO meta(name,value) VALUES(?,?) "
-                      "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
-    [STMT_USAGE_PUT] =
+    [SQ_STMT_EVENT_KEY] = "INSERT OR ROLLBACK INTO event_keys(key,first_event,last_event) "
+                          "VALUES(?,?,?) ON CONFLICT(key,first_event) DO UPDATE SET "
+                          "last_event=max(last_event,excluded.last_event)",
+    [SQ_STMT_EXPIRATION_INSERT] =
+        "INSERT OR ROLLBACK INTO expirations(row_id,event_id) VALUES(?,?)",
+    [SQ_STMT_EXPIRATION_GET] = "SELECT 1 FROM expirations WHERE row_id=?",
+    [SQ_STMT_META_PUT] = "INSERT OR ROLLBACK INTO meta(name,value) VALUES(?,?) "
+                         "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
+    [SQ_STMT_USAGE_PUT] =
         "INSERT OR ROLLBACK INTO limit_usage(limit_id,period_start,reserved,used,debt) "
         "VALUES(?,?,?,?,?) ON CONFLICT(limit_id,period_start) DO UPDATE SET "
         "reserved=excluded.reserved,used=excluded.used,debt=excluded.debt",
-    [STMT_USAGE_GET] =
+    [SQ_STMT_USAGE_GET] =
         "SELECT reserved,used,debt FROM limit_usage WHERE limit_id=? AND period_start=?",
-    [STMT_CALLER_ADD] =
+    [SQ_STMT_CALLER_ADD] =
         "INSERT OR ROLLBACK INTO caller_usage(limit_id,period_start,caller,reserved,used,"
         "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
         "DO UPDATE SET reserved=reserved+excluded.reserved,"
         "used=used+excluded.used,debt=debt+excluded.debt",
-    [STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
-                          "timeout_seconds,period,unit,description,overage,status,"
-                          "pending_decrease_to,created_at,updated_at) "
-                          "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13)",
-    [STMT_LIMIT_UPDATE] = "UPDATE limits SET kind=?3,capacity=?4,window_seconds=?5,"
-                          "timeout_seconds=?6,period=?7,unit=?8,description=?9,overage=?10,"
-                          "status=?11,pending_decrease_to=?12,updated_at=?13 WHERE id=?1 AND "
-                          "key=?2",
-    [STMT_LIMIT_DELETE] = "UPDATE limits SET deleted=1,updated_at=? WHERE id=?",
+    [SQ_STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
+                             "timeout_seconds,period,unit,description,overage,status,"
+                             "pending_decrease_to,created_at,updated_at) "
+                             "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13)",
+    [SQ_STMT_LIMIT_UPDATE] = "UPDATE limits SET kind=?3,capacity=?4,window_seconds=?5,"
+                             "timeout_seconds=?6,period=?7,unit=?8,description=?9,overage=?10,"
+                             "status=?11,pending_decrease_to=?12,updated_at=?13 WHERE id=?1 AND "
+                             "key=?2",
+    [SQ_STMT_LIMIT_DELETE] = "UPDATE limits SET deleted=1,updated_at=? WHERE id=?",
 };
 
-bool sql_error_is_fatal(int code)
+bool sq_sql_error_is_fatal(int code)
 {
     switch (code & 0xff) {
     case SQLITE_CONSTRAINT:
@@ -530,13 +531,13 @@ bool sql_error_is_fatal(int code)
     }
 }
 
-sqlite3_stmt *statement(struct sq_backend *backend, enum statement which)
+sqlite3_stmt *sq_statement(struct sq_backend *backend, enum sq_statement which)
 {
-    assert(which < STMT_COUNT);
+    assert(which < SQ_STMT_COUNT);
     return backend->statements[which];
 }
 
-int statement_run(sqlite3_stmt *stmt)
+int sq_statement_run(sqlite3_stmt *stmt)
 {
     int rc = sqlite3_step(stmt);
     sqlite3_reset(stmt);
@@ -625,7 +626,7 @@ static int migrate(sqlite3 *db, int target, char *error, size_t error_size)
 
 static int prepare_all(struct sq_backend *backend, char *error, size_t error_size)
 {
-    for (int i = 0; i < STMT_COUNT; i++) {
+    for (int i = 0; i < SQ_STMT_COUNT; i++) {
         assert(statement_sql[i] != NULL);
         if (sqlite3_prepare_v3(backend->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                &backend->statements[i], NULL) != SQLITE_OK) {
@@ -636,7 +637,7 @@ static int prepare_all(struct sq_backend *backend, char *error, size_t error_siz
     return 0;
 }
 
-int schema_open(struct sq_backend *backend, const char *path, char *error, size_t error_size)
+int sq_schema_open(struct sq_backend *backend, const char *path, char *error, size_t error_size)
 {
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(path, &backend->db, flags, NULL);
@@ -682,7 +683,7 @@ int schema_open(struct sq_backend *backend, const char *path, char *error, size_
     return 0;
 }
 
-int sqlite_schema_create(const char *path, int version, char *error, size_t error_size)
+int sq_schema_create(const char *path, int version, char *error, size_t error_size)
 {
     sqlite3 *db = NULL;
     if (version < 1 || version > SCHEMA_VERSION) {
@@ -701,9 +702,9 @@ int sqlite_schema_create(const char *path, int version, char *error, size_t erro
     return rc;
 }
 
-void schema_close(struct sq_backend *backend)
+void sq_schema_close(struct sq_backend *backend)
 {
-    for (int i = 0; i < STMT_COUNT; i++) {
+    for (int i = 0; i < SQ_STMT_COUNT; i++) {
         sqlite3_finalize(backend->statements[i]);
         backend->statements[i] = NULL;
     }
