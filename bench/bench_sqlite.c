@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/sqlite/sq_bounds.h"
 #include "backend/sqlite/sqlite.h"
 
 #define THREADS_MAX 512
@@ -63,7 +64,7 @@ static void parse(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.threads = 50,
                           .seconds = 5,
-                          .max_batch = SQLITE_GROUP_COMMIT_MAX,
+                          .max_batch = SQ_GROUP_COMMIT_MAX,
                           .data_dir = "bench-sqlite-data",
                           .ids = "ordered"};
     for (int i = 1; i < argc; i++) {

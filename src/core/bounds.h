@@ -71,23 +71,4 @@
 #define METRICS_DENIAL_KEYS_MAX 1000           /* key labels of llmlimit_reserve_denials_total */
 #define METRICS_LIMITS_MAX 1000                /* limits with per-limit gauges in /metrics */
 
-/* sqlite backend. */
-#define SQLITE_QUEUE_ITEMS_MAX 16384 /* calls waiting for the writer; past it: 503 */
-#define SQLITE_GROUP_COMMIT_MAX 1024 /* requests per transaction (at least one call) */
-#define SQLITE_SKIPS_MAX 64          /* failing requests one transaction is redone without */
-#define SQLITE_BUSY_TIMEOUT_MS 5000
-#define SQLITE_CACHE_KIB 65536                   /* page cache of the write connection */
-#define SQLITE_WAL_BYTES_KEPT (80 * 1024 * 1024) /* journal_size_limit: above the largest WAL */
-#define SQLITE_CHECKPOINT_PAGES 1024      /* WAL pages that trigger a background checkpoint */
-#define SQLITE_WAL_PAGES_MAX 16384        /* WAL pages at which the writer restarts the WAL */
-#define SQLITE_RESTART_LAG_PAGES 256      /* ... once at most this many are left to checkpoint */
-#define SQLITE_EXPIRIES_PER_TICK_MAX 4096 /* holds one tick() expires; the rest next time */
-#define SQLITE_EXPIRIES_PER_REQUEST 8     /* due holds a reserve expires per limit when it fits */
-#define SQLITE_CALLERS_MAX 10000          /* rows of one usage-by-caller answer */
-#define SQLITE_LEASE_CACHE_MAX 4096     /* leases one transaction keeps in memory before writing */
-#define SQLITE_RETENTION_DAYS_MAX 36600 /* --sqlite-retention-days */
-#define SQLITE_PRUNE_ROWS_PER_TICK 4096 /* leases and event rows one tick deletes, each */
-#define SQLITE_EVENT_ITEMS                                                                         \
-    1024 /* audit events per event_log row; event id = row id * this + index */
-
 #endif

@@ -38,7 +38,7 @@ WARMUP_FRACTION = 0.3  # of each server lifetime; growth is measured after it
 RSS_GROWTH_KIB_MAX = 8 * 1024  # after warm-up, within one lifetime
 RSS_GROWTH_FRACTION_MAX = 0.10  # ... or this share of the warm RSS, whichever is larger
 # Caches that may still be filling after the warm-up, by backend: the sqlite
-# write connection's page cache (SQLITE_CACHE_KIB in src/core/bounds.h).
+# write connection's page cache (SQ_CACHE_KIB in src/backend/sqlite/sq_bounds.h).
 CACHE_KIB = {"memory": 0, "sqlite": 65536}
 FD_GROWTH_MAX = 8
 ERROR_EXAMPLES_MAX = 20

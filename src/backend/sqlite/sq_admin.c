@@ -402,7 +402,7 @@ static int exec_ints(sqlite3 *db, const char *sql, int64_t a, int64_t b, int64_t
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-/* The last id of the oldest run of rows (at most SQLITE_PRUNE_ROWS_PER_TICK)
+/* The last id of the oldest run of rows (at most SQ_PRUNE_ROWS_PER_TICK)
  * whose time is before cutoff and id below `below`; 0 when there is none. A
  * run stops at the first young row, so a clock that stepped back never gets
  * a young row deleted. */
@@ -413,7 +413,7 @@ static int prune_prefix(sqlite3 *db, const char *sql, int64_t cutoff_ms, int64_t
     *last = 0;
     if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
         return sqlite3_errcode(db);
-    sqlite3_bind_int(stmt, 1, SQLITE_PRUNE_ROWS_PER_TICK);
+    sqlite3_bind_int(stmt, 1, SQ_PRUNE_ROWS_PER_TICK);
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(stmt, 0);
@@ -469,7 +469,7 @@ static int tick_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct tick_args *args = call->args;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    uint64_t budget = SQLITE_EXPIRIES_PER_TICK_MAX;
+    uint64_t budget = SQ_EXPIRIES_PER_TICK_MAX;
     const struct sq_map *ids = &backend->mirror.limits_by_id;
     for (uint32_t i = 0; i < ids->capacity; i++) {
         struct sq_limit *limit = ids->slots[i].value;
@@ -540,7 +540,7 @@ static const char callers_window_sql[] =
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 {
     int rc;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && args->count < SQLITE_CALLERS_MAX) {
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && args->count < SQ_CALLERS_MAX) {
         struct caller_usage *u = &args->rows[args->count++];
         memset(u, 0, sizeof *u);
         text_copy(stmt, 0, u->caller, sizeof u->caller);
@@ -572,10 +572,10 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
     sqlite3_bind_int64(stmt, 2,
                        budget ? period_start_ms(d->period, args->at_unix_ms)
                               : sq_leases_live_from(backend));
-    sqlite3_bind_int(stmt, 3, SQLITE_CALLERS_MAX);
+    sqlite3_bind_int(stmt, 3, SQ_CALLERS_MAX);
     free(args->rows);
     args->count = 0;
-    args->rows = malloc(SQLITE_CALLERS_MAX * sizeof *args->rows);
+    args->rows = malloc(SQ_CALLERS_MAX * sizeof *args->rows);
     rc = args->rows == NULL ? SQLITE_NOMEM : callers_fill(stmt, args);
     sqlite3_finalize(stmt);
     return rc;
@@ -602,8 +602,8 @@ int sq_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_u
 /* ---- Audit log reads: committed events only, on the read connection. */
 
 /* The audit log: event_log rows (id, lease_id, caller, items) in id order,
- * each packing up to SQLITE_EVENT_ITEMS events (event id = row id *
- * SQLITE_EVENT_ITEMS + index). A key's rows are found through its
+ * each packing up to SQ_EVENT_ITEMS events (event id = row id *
+ * SQ_EVENT_ITEMS + index). A key's rows are found through its
  * event_keys ranges, a lease's through its event_rows list and the
  * expirations of its holds. */
 static const char events_rows_sql[] =
@@ -666,7 +666,7 @@ static int events_expand(struct events_read *r)
     struct sq_event_item_text item;
     int got;
     for (int64_t index = 0; (got = sq_event_reader_next(&reader, &item)) == 1; index++) {
-        int64_t id = row * SQLITE_EVENT_ITEMS + index;
+        int64_t id = row * SQ_EVENT_ITEMS + index;
         const char *lease_id = item.has_lease      ? item.lease_id
                                : row_lease != NULL ? (const char *)row_lease
                                                    : "";
@@ -699,7 +699,7 @@ static int events_expand(struct events_read *r)
 /* Expands rows first..last (ids) until the page is full. */
 static int events_from_rows(struct events_read *r, int64_t first, int64_t last)
 {
-    int64_t from = r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS;
+    int64_t from = r->query->after_id < 0 ? 0 : r->query->after_id / SQ_EVENT_ITEMS;
     if (first < from)
         first = from;
     if (first > last)
@@ -721,8 +721,7 @@ static int events_by_key(struct events_read *r)
     if (sqlite3_prepare_v2(r->db, events_ranges_sql, -1, &ranges, NULL) != SQLITE_OK)
         return -2;
     sqlite3_bind_text(ranges, 1, r->query->key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(ranges, 2,
-                       r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS);
+    sqlite3_bind_int64(ranges, 2, r->query->after_id < 0 ? 0 : r->query->after_id / SQ_EVENT_ITEMS);
     int rc = 0, step;
     while (rc == 0 && r->count < r->query->limit && (step = sqlite3_step(ranges)) == SQLITE_ROW)
         rc = events_from_rows(r, sqlite3_column_int64(ranges, 0), sqlite3_column_int64(ranges, 1));

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "backend/backend.h"
+#include "sq_bounds.h"
 #include "sqlite.h"
 
 /* ---- Open-addressing hash map from a 64-bit hash to a pointer (sq_holds.c).
@@ -160,7 +161,7 @@ enum sq_statement {
  * writer loads it once per transaction, changes it in memory and writes it
  * (and one event_log row with its new audit events) when the transaction
  * ends, so a reserve costs one row and a complete one update. */
-/* A ring of SQLITE_QUEUE_ITEMS_MAX calls handed from one thread to the next
+/* A ring of SQ_QUEUE_ITEMS_MAX calls handed from one thread to the next
  * (sq_sync.c), under its owner's mutex. */
 struct sq_item_ring {
     struct sq_item *items;
@@ -282,7 +283,7 @@ struct sq_lease_cache {
     struct sq_lease_rec **recs;
     uint32_t count;
     uint32_t capacity;
-    struct sq_lease_rec *free_recs; /* records to reuse, at most SQLITE_LEASE_CACHE_MAX */
+    struct sq_lease_rec *free_recs; /* records to reuse, at most SQ_LEASE_CACHE_MAX */
     uint32_t free_count;
     struct sq_expiry *expiries;
     uint32_t expiry_count;
@@ -361,20 +362,20 @@ struct sq_backend {
     pthread_cond_t queue_cond;
     pthread_cond_t checkpoint_cond;   /* with queue_mutex */
     pthread_mutex_t checkpoint_mutex; /* held while a checkpoint runs */
-    struct sq_item *queue;            /* ring of SQLITE_QUEUE_ITEMS_MAX */
+    struct sq_item *queue;            /* ring of SQ_QUEUE_ITEMS_MAX */
     uint32_t queue_head;
     uint32_t queue_count;
     bool stopping;
     pthread_t writer;
     atomic_uint group_commit_max;
-    struct sq_item *batch;                  /* writer thread only: the calls of one transaction */
-    struct sq_ledger_scratch *scratch;      /* writer thread only */
-    struct sq_lease_cache leases;           /* writer thread only: this transaction's leases */
-    struct sq_skip current;                 /* writer thread only: the request running */
-    bool write_failed;                      /* a lease could not be written: ... */
-    struct sq_skip write_failed_origin;     /* ... the request that touched it last */
-    struct sq_text json;                    /* writer thread only */
-    struct sq_skip skips[SQLITE_SKIPS_MAX]; /* writer thread only */
+    struct sq_item *batch;              /* writer thread only: the calls of one transaction */
+    struct sq_ledger_scratch *scratch;  /* writer thread only */
+    struct sq_lease_cache leases;       /* writer thread only: this transaction's leases */
+    struct sq_skip current;             /* writer thread only: the request running */
+    bool write_failed;                  /* a lease could not be written: ... */
+    struct sq_skip write_failed_origin; /* ... the request that touched it last */
+    struct sq_text json;                /* writer thread only */
+    struct sq_skip skips[SQ_SKIPS_MAX]; /* writer thread only */
     uint32_t skip_count;
 
     /* The syncer (sq_sync.c): committed calls waiting for their fsync. */
@@ -477,7 +478,7 @@ const char *sq_item_state_name(enum sq_item_state state);
 /* Writes every changed lease and its events; keeps pinned leases cached,
  * frees the others. */
 int sq_leases_flush(struct sq_backend *backend);
-/* Flushes when the cache holds more than SQLITE_LEASE_CACHE_MAX leases. */
+/* Flushes when the cache holds more than SQ_LEASE_CACHE_MAX leases. */
 int sq_leases_flush_if_full(struct sq_backend *backend);
 /* Forgets the cache without writing (the transaction rolled back). */
 void sq_leases_discard(struct sq_backend *backend);
@@ -546,7 +547,7 @@ int sq_syncer_start(struct sq_backend *backend);
 /* Answers every call handed so far, then stops. */
 void sq_syncer_stop(struct sq_backend *backend);
 /* Hands committed calls over; they are answered once the WAL is synced.
- * Blocks while SQLITE_QUEUE_ITEMS_MAX calls are waiting. */
+ * Blocks while SQ_QUEUE_ITEMS_MAX calls are waiting. */
 void sq_syncer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t count);
 
 /* sq_admin.c: the synchronous ops of backend.h. */

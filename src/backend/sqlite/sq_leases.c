@@ -454,7 +454,7 @@ static void rec_free(struct sq_backend *backend, struct sq_lease_rec *rec)
         return;
     rec_clear(rec);
     struct sq_lease_cache *c = &backend->leases;
-    if (c->free_count < SQLITE_LEASE_CACHE_MAX) {
+    if (c->free_count < SQ_LEASE_CACHE_MAX) {
         rec->next_free = c->free_recs;
         c->free_recs = rec;
         c->free_count++;
@@ -670,7 +670,7 @@ int sq_lease_event(struct sq_backend *backend, struct sq_lease_rec *rec, int64_t
                    const char *type, int64_t limit_id, uint64_t amount, uint64_t actual,
                    const char *detail)
 {
-    if (rec->event_count == SQLITE_EVENT_ITEMS) {
+    if (rec->event_count == SQ_EVENT_ITEMS) {
         int rc = write_events(backend, rec);
         if (rc != SQLITE_DONE)
             return rc;
@@ -924,7 +924,7 @@ int sq_ledger_caller_add(struct sq_backend *backend, const struct sq_limit *limi
     if (d == NULL) {
         if (c->caller_count == c->caller_capacity) {
             /* The map points into the array: write what is gathered first. */
-            if (c->caller_capacity >= SQLITE_LEASE_CACHE_MAX) {
+            if (c->caller_capacity >= SQ_LEASE_CACHE_MAX) {
                 int rc = callers_write(backend);
                 if (rc != SQLITE_DONE)
                     return rc;
@@ -966,7 +966,7 @@ int sq_ledger_caller_add(struct sq_backend *backend, const struct sq_limit *limi
 int sq_leases_expired(struct sq_backend *backend, const struct sq_expiry *expiry)
 {
     struct sq_lease_cache *c = &backend->leases;
-    if (c->expiry_count == SQLITE_EVENT_ITEMS) {
+    if (c->expiry_count == SQ_EVENT_ITEMS) {
         int rc = expiries_write(backend);
         if (rc != SQLITE_DONE)
             return rc;
@@ -1099,7 +1099,7 @@ int sq_leases_flush(struct sq_backend *backend)
 
 int sq_leases_flush_if_full(struct sq_backend *backend)
 {
-    if (backend->leases.count <= SQLITE_LEASE_CACHE_MAX)
+    if (backend->leases.count <= SQ_LEASE_CACHE_MAX)
         return SQLITE_DONE;
     return sq_leases_flush(backend);
 }

@@ -201,7 +201,7 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
         /* Due holds still counted only make the check stricter: expire a
          * few to keep up, and all of them only when the request does not
          * fit without it (a backlog after a pause never stalls a batch). */
-        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
+        uint64_t few = SQ_EXPIRIES_PER_REQUEST;
         int rc = sq_mirror_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
@@ -613,7 +613,7 @@ static int expire_items(struct sq_backend *backend, const struct sq_lease_rec *r
         struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, rec->items[i].limit_id);
         if (limit == NULL)
             return SQLITE_CORRUPT;
-        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
+        uint64_t few = SQ_EXPIRIES_PER_REQUEST;
         int rc = sq_mirror_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;

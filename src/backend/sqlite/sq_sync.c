@@ -27,9 +27,9 @@ static void ring_put(struct sq_item_ring *ring, pthread_mutex_t *mutex, pthread_
                      const struct sq_item *items, uint32_t count)
 {
     for (uint32_t k = 0; k < count; k++) {
-        while (ring->count == SQLITE_QUEUE_ITEMS_MAX)
+        while (ring->count == SQ_QUEUE_ITEMS_MAX)
             pthread_cond_wait(space, mutex);
-        ring->items[(ring->head + ring->count) % SQLITE_QUEUE_ITEMS_MAX] = items[k];
+        ring->items[(ring->head + ring->count) % SQ_QUEUE_ITEMS_MAX] = items[k];
         ring->count++;
     }
 }
@@ -40,7 +40,7 @@ static uint32_t ring_take(struct sq_item_ring *ring, struct sq_item *out, uint32
     uint32_t count = 0;
     while (ring->count > 0 && count < most) {
         out[count++] = ring->items[ring->head];
-        ring->head = (ring->head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        ring->head = (ring->head + 1) % SQ_QUEUE_ITEMS_MAX;
         ring->count--;
     }
     return count;
@@ -61,7 +61,7 @@ void sq_syncer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t 
  * transaction, the cost a design without group commit pays). */
 static uint32_t sync_take(struct sq_backend *backend, struct sq_item *out, sqlite3_file **wal_file)
 {
-    uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQLITE_QUEUE_ITEMS_MAX;
+    uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQ_QUEUE_ITEMS_MAX;
     uint32_t count = ring_take(&backend->sync_ring, out, most);
     *wal_file = backend->sync_wal_file;
     pthread_cond_broadcast(&backend->sync_space_cond);
@@ -100,7 +100,7 @@ static void *answerer_main(void *arg)
             pthread_cond_wait(&backend->answer_cond, &backend->answer_mutex);
         if (backend->answer_ring.count == 0)
             break; /* stopping and drained */
-        uint32_t count = ring_take(&backend->answer_ring, items, SQLITE_QUEUE_ITEMS_MAX);
+        uint32_t count = ring_take(&backend->answer_ring, items, SQ_QUEUE_ITEMS_MAX);
         pthread_cond_broadcast(&backend->answer_cond);
         pthread_mutex_unlock(&backend->answer_mutex);
         for (uint32_t k = 0; k < count; k++)
@@ -143,10 +143,10 @@ static void *syncer_main(void *arg)
 
 int sq_syncer_start(struct sq_backend *backend)
 {
-    backend->sync_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
-    backend->sync_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
-    backend->answer_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);
-    backend->answer_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_batch);
+    backend->sync_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
+    backend->sync_batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
+    backend->answer_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);
+    backend->answer_batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->answer_batch);
     if (backend->sync_ring.items == NULL || backend->sync_batch == NULL ||
         backend->answer_ring.items == NULL || backend->answer_batch == NULL)
         return -1;

@@ -150,7 +150,7 @@ abandon:;
      * lease that could not be written. */
     struct sq_skip fault = backend->write_failed ? backend->write_failed_origin : backend->current;
     if (attributable && (!sq_sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
-        backend->skip_count < SQLITE_SKIPS_MAX &&
+        backend->skip_count < SQ_SKIPS_MAX &&
         !request_skipped(backend, fault.item, fault.request)) {
         backend->skips[backend->skip_count++] = fault;
         outcome = BATCH_REQUEST_FAILED;
@@ -232,7 +232,7 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
     (void)name;
     struct sq_backend *backend = context;
     atomic_store(&backend->wal_pages, pages);
-    if (pages >= SQLITE_CHECKPOINT_PAGES) {
+    if (pages >= SQ_CHECKPOINT_PAGES) {
         pthread_mutex_lock(&backend->queue_mutex);
         pthread_cond_broadcast(&backend->checkpoint_cond);
         pthread_mutex_unlock(&backend->queue_mutex);
@@ -240,8 +240,8 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
-/* Copies the WAL back into the database each time SQLITE_CHECKPOINT_PAGES
- * more frames have been written (SQLITE_RESTART_LAG_PAGES once the WAL is
+/* Copies the WAL back into the database each time SQ_CHECKPOINT_PAGES
+ * more frames have been written (SQ_RESTART_LAG_PAGES once the WAL is
  * due to start over), on its own connection: a passive checkpoint never
  * blocks the writer, and the writer's commits never wait for one. */
 static void *checkpointer_main(void *arg)
@@ -253,8 +253,7 @@ static void *checkpointer_main(void *arg)
         int pages = atomic_load(&backend->wal_pages);
         if (pages < copied)
             copied = 0; /* the WAL started over */
-        int step =
-            pages >= SQLITE_WAL_PAGES_MAX ? SQLITE_RESTART_LAG_PAGES : SQLITE_CHECKPOINT_PAGES;
+        int step = pages >= SQ_WAL_PAGES_MAX ? SQ_RESTART_LAG_PAGES : SQ_CHECKPOINT_PAGES;
         if (pages - copied < step) {
             pthread_cond_wait(&backend->checkpoint_cond, &backend->queue_mutex);
             continue;
@@ -277,18 +276,18 @@ static void *checkpointer_main(void *arg)
 }
 
 /* Background checkpoints cannot finish while the writer keeps appending, so
- * the WAL would never start over. Past SQLITE_WAL_PAGES_MAX the writer
+ * the WAL would never start over. Past SQ_WAL_PAGES_MAX the writer
  * checkpoints itself between two batches, once the background checkpoint
- * has caught up to within SQLITE_RESTART_LAG_PAGES (copying and syncing
+ * has caught up to within SQ_RESTART_LAG_PAGES (copying and syncing
  * the rest stalls the writer, so the less the better; past twice the bound
  * it does not wait any more), so that its next commit writes the WAL from
  * the start. */
 static void wal_restart_if_large(struct sq_backend *backend)
 {
     int pages = atomic_load(&backend->wal_pages);
-    if (pages < SQLITE_WAL_PAGES_MAX ||
-        (pages - atomic_load(&backend->wal_checkpointed) > SQLITE_RESTART_LAG_PAGES &&
-         pages < 2 * SQLITE_WAL_PAGES_MAX))
+    if (pages < SQ_WAL_PAGES_MAX ||
+        (pages - atomic_load(&backend->wal_checkpointed) > SQ_RESTART_LAG_PAGES &&
+         pages < 2 * SQ_WAL_PAGES_MAX))
         return;
     /* Never wait (the write connection has no busy timeout): not for the
      * checkpointer (try again after the next batch), not for a reader. */
@@ -314,7 +313,7 @@ static uint32_t queue_take(struct sq_backend *backend, struct sq_item *out)
             break;
         out[count++] = *next;
         requests += next->count;
-        backend->queue_head = (backend->queue_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        backend->queue_head = (backend->queue_head + 1) % SQ_QUEUE_ITEMS_MAX;
         backend->queue_count--;
     }
     return count;
@@ -343,9 +342,9 @@ static void *writer_main(void *arg)
 static bool enqueue(struct sq_backend *backend, const struct sq_item *item)
 {
     pthread_mutex_lock(&backend->queue_mutex);
-    bool accepted = !backend->stopping && backend->queue_count < SQLITE_QUEUE_ITEMS_MAX;
+    bool accepted = !backend->stopping && backend->queue_count < SQ_QUEUE_ITEMS_MAX;
     if (accepted) {
-        uint32_t tail = (backend->queue_head + backend->queue_count) % SQLITE_QUEUE_ITEMS_MAX;
+        uint32_t tail = (backend->queue_head + backend->queue_count) % SQ_QUEUE_ITEMS_MAX;
         backend->queue[tail] = *item;
         backend->queue_count++;
         pthread_cond_signal(&backend->queue_cond);
@@ -536,7 +535,7 @@ static int sq_open(const struct backend_config *config, const void *options, str
         return -1;
     }
     backend->lock_fd = -1;
-    atomic_store(&backend->group_commit_max, SQLITE_GROUP_COMMIT_MAX);
+    atomic_store(&backend->group_commit_max, SQ_GROUP_COMMIT_MAX);
     backend->random_state = retry_jitter_seed();
     pthread_mutex_init(&backend->queue_mutex, NULL);
     pthread_cond_init(&backend->queue_cond, NULL);
@@ -554,8 +553,8 @@ static int sq_open(const struct backend_config *config, const void *options, str
         backend_free(backend);
         return -1;
     }
-    backend->queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->queue);
-    backend->batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->batch);
+    backend->queue = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->queue);
+    backend->batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->batch);
     backend->scratch = sq_ledger_scratch_new();
     if (backend->queue == NULL || backend->batch == NULL || backend->scratch == NULL) {
         snprintf(error, error_size, "out of memory");

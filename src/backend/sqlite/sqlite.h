@@ -16,7 +16,7 @@ struct sq_options {
 /* The defaults: synchronous=FULL, keep everything. */
 void sq_options_defaults(struct sq_options *options);
 
-/* Caps the requests in one transaction (default SQLITE_GROUP_COMMIT_MAX); 1
+/* Caps the requests in one transaction (default SQ_GROUP_COMMIT_MAX); 1
  * gives one transaction and one fsync per request (no group commit at all). */
 void sq_backend_set_group_commit_max(struct backend *backend, uint32_t requests);
 
