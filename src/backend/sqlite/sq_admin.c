@@ -2,12 +2,21 @@
  * restore, delete, get, list), usage, the tick (expiry sweeper and pending
  * decreases), and the audit-log reads. Everything that touches the mirror
  * runs on the writer thread as a call inside a transaction. */
-#include "sq_backend.h"
+#include "sq_admin.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_json.h"
+#include "sq_ledger.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
+#include "sq_queue.h"
+#include "sq_schema.h"
 
 #define DETAIL_BYTES_MAX 128
 #define STR_(x) #x
@@ -41,7 +50,7 @@ static int limit_write(struct sq_backend *backend, const struct sq_limit *limit,
     int rc = sq_statement_run(stmt);
     if (rc == SQLITE_DONE)
         rc =
-            sq_ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity, detail);
+            sq_leases_limit_event(backend, now_ms, limit, limit->state.definition.capacity, detail);
     return rc;
 }
 
@@ -81,7 +90,7 @@ static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int6
     sqlite3_bind_int64(stmt, 2, limit->id);
     int rc = sq_statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = sq_ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity,
+        rc = sq_leases_limit_event(backend, now_ms, limit, limit->state.definition.capacity,
                                    "deleted");
     if (rc == SQLITE_DONE) {
         sq_mirror_unlink_key(&backend->mirror, limit);
@@ -100,7 +109,7 @@ static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
     next.definition.capacity = in_force;
     bool apply = definition->capacity >= in_force || definition->kind == LIMIT_BUDGET;
     if (!apply) {
-        int rc = sq_mirror_expire(backend, limit, now_ms, NULL);
+        int rc = sq_ledger_expire(backend, limit, now_ms, NULL);
         if (rc != SQLITE_DONE)
             return rc;
         const struct sq_period *p = limit->periods[0];
@@ -327,7 +336,7 @@ static int usage_run(struct sq_backend *backend, struct sq_call *call)
     if (limit == NULL)
         return SQLITE_DONE;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    int rc = sq_mirror_expire(backend, limit, now_ms, NULL);
+    int rc = sq_ledger_expire(backend, limit, now_ms, NULL);
     if (rc != SQLITE_DONE)
         return rc;
     const struct limit_definition *d = &limit->state.definition;
@@ -442,7 +451,7 @@ static int prune(struct sq_backend *backend, int64_t now_ms)
     int64_t last_lease = 0, last_event = 0;
     if (rc == SQLITE_DONE)
         rc = prune_prefix(backend->db, "SELECT seq, created_at FROM leases ORDER BY seq LIMIT ?",
-                          cutoff, sq_leases_live_from(backend), &last_lease);
+                          cutoff, sq_mirror_live_from(&backend->mirror), &last_lease);
     if (rc == SQLITE_DONE && last_lease > 0)
         rc = exec_ints(backend->db, "DELETE FROM leases WHERE seq <= ?", last_lease, 0, 0);
     if (rc == SQLITE_DONE && last_lease > 0)
@@ -475,7 +484,7 @@ static int tick_run(struct sq_backend *backend, struct sq_call *call)
         struct sq_limit *limit = ids->slots[i].value;
         if (limit == NULL)
             continue;
-        int rc = sq_mirror_expire(backend, limit, now_ms, &budget);
+        int rc = sq_ledger_expire(backend, limit, now_ms, &budget);
         if (rc == SQLITE_DONE)
             rc = sq_mirror_flush(backend);
         if (rc == SQLITE_DONE)
@@ -492,7 +501,7 @@ static int tick_run(struct sq_backend *backend, struct sq_call *call)
         return rc;
     sqlite3_stmt *meta = sq_statement(backend, SQ_STMT_META_PUT);
     sqlite3_bind_text(meta, 1, "live_from_seq", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(meta, 2, sq_leases_live_from(backend));
+    sqlite3_bind_int64(meta, 2, sq_mirror_live_from(&backend->mirror));
     return sq_statement_run(meta);
 }
 
@@ -558,7 +567,7 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
     args->result = limit == NULL ? -1 : 0;
     if (limit == NULL)
         return SQLITE_DONE;
-    int rc = sq_mirror_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
+    int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
     if (rc != SQLITE_DONE || (rc = sq_leases_flush(backend)) != SQLITE_DONE ||
         (rc = sq_mirror_flush(backend)) != SQLITE_DONE)
         return rc;
@@ -571,7 +580,7 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
     sqlite3_bind_int64(stmt, 1, limit->id);
     sqlite3_bind_int64(stmt, 2,
                        budget ? period_start_ms(d->period, args->at_unix_ms)
-                              : sq_leases_live_from(backend));
+                              : sq_mirror_live_from(&backend->mirror));
     sqlite3_bind_int(stmt, 3, SQ_CALLERS_MAX);
     free(args->rows);
     args->count = 0;

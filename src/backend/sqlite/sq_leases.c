@@ -2,28 +2,27 @@
  * touches is loaded once (or made new), changed in memory by reserve,
  * complete, release and expiry, and written once when the transaction ends,
  * with one event_log row holding the audit events it gathered. The items
- * columns are JSON arrays (sq_schema.c) written and read here. */
-#include "sq_backend.h"
+ * columns are JSON arrays (sq_schema.c) written and read by sq_json.c. */
+#include "sq_leases.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const lease_state_names[] = {"allowed", "denied", "completed", "released"};
-static const char *const item_state_names[] = {"reserved", "committed", "released", "expired",
-                                               "committed_post_expiry"};
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_json.h"
+#include "sq_map.h"
+#include "sq_mirror.h"
+#include "sq_schema.h"
 
-const char *sq_lease_state_name(enum sq_lease_state state)
+static const char *const lease_state_names[] = {"allowed", "denied", "completed", "released"};
+
+static const char *lease_state_name(enum sq_lease_state state)
 {
     return lease_state_names[state];
-}
-
-const char *sq_item_state_name(enum sq_item_state state)
-{
-    return item_state_names[state];
 }
 
 static int lease_state_parse(const char *name, enum sq_lease_state *out)
@@ -37,376 +36,13 @@ static int lease_state_parse(const char *name, enum sq_lease_state *out)
     return -1;
 }
 
-static int item_state_parse(const char *name, size_t length, enum sq_item_state *out)
-{
-    for (int i = 0; i < 5; i++) {
-        if (strlen(item_state_names[i]) == length &&
-            memcmp(name, item_state_names[i], length) == 0) {
-            *out = (enum sq_item_state)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-bool sq_lease_live(const struct sq_lease_rec *rec)
+static bool lease_live(const struct sq_lease_rec *rec)
 {
     for (uint32_t i = 0; i < rec->item_count; i++) {
         if (rec->items[i].live)
             return true;
     }
     return false;
-}
-
-/* ---- Text. */
-
-static bool text_room(struct sq_text *t, size_t extra)
-{
-    if (t->length + extra + 1 <= t->capacity)
-        return true;
-    size_t capacity = t->capacity == 0 ? 4096 : t->capacity;
-    while (capacity < t->length + extra + 1)
-        capacity *= 2;
-    char *data = realloc(t->data, capacity);
-    if (data == NULL)
-        return false;
-    t->data = data;
-    t->capacity = capacity;
-    return true;
-}
-
-static const char *limit_key_of(struct sq_backend *backend, int64_t limit_id)
-{
-    const struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, limit_id);
-    return limit != NULL ? limit->state.definition.key : "";
-}
-
-/* Unchecked writers for the JSON below: the caller has made room first. */
-static char *put_i64(char *at, int64_t value)
-{
-    char digits[24];
-    char *end = digits + sizeof digits, *d = end;
-    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
-    do {
-        *--d = (char)('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude != 0);
-    if (value < 0)
-        *--d = '-';
-    memcpy(at, d, (size_t)(end - d));
-    return at + (end - d);
-}
-
-static char *put_text(char *at, const char *s, size_t length)
-{
-    memcpy(at, s, length);
-    return at + length;
-}
-
-#define PUT_LITERAL(at, s) put_text((at), (s), sizeof(s) - 1)
-
-/* A JSON string: " and \ escaped, control characters as \u00XX (a caller
- * may hold any), other bytes (UTF-8 included) as they are. */
-static char *put_string(char *at, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    *at++ = '"';
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20) {
-            at = PUT_LITERAL(at, "\\u00");
-            *at++ = hex[c >> 4];
-            *at++ = hex[c & 15];
-            continue;
-        }
-        if (c == '"' || c == '\\')
-            *at++ = '\\';
-        *at++ = (char)c;
-    }
-    *at++ = '"';
-    return at;
-}
-
-/* Room for one array element: numbers, punctuation and escaped strings
- * (a control character of a caller takes 6 bytes). */
-#define JSON_ELEMENT_BYTES                                                                         \
-    (16 * 24 + 2 * (LIMIT_KEY_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 128) + 6 * CALLER_LENGTH_MAX)
-
-static bool items_json(const struct sq_lease_rec *rec, struct sq_text *t)
-{
-    t->length = 0;
-    if (!text_room(t, (size_t)(rec->item_count + 1) * JSON_ELEMENT_BYTES))
-        return false;
-    char *at = t->data;
-    *at++ = '[';
-    for (uint32_t i = 0; i < rec->item_count; i++) {
-        const struct sq_lease_item *item = &rec->items[i];
-        if (i > 0)
-            *at++ = ',';
-        *at++ = '[';
-        at = put_i64(at, item->limit_id);
-        *at++ = ',';
-        at = put_i64(at, (int64_t)item->amount);
-        *at++ = ',';
-        at = put_string(at, sq_item_state_name(item->state));
-        *at++ = ',';
-        at = item->actual >= 0 ? put_i64(at, item->actual) : PUT_LITERAL(at, "null");
-        *at++ = ',';
-        at = put_i64(at, (int64_t)item->held);
-        *at++ = ',';
-        at = put_i64(at, (int64_t)item->debt);
-        at = item->live ? PUT_LITERAL(at, ",1,") : PUT_LITERAL(at, ",0,");
-        at = put_i64(at, item->period_start_ms);
-        *at++ = ',';
-        at = put_i64(at, item->expires_at_ms);
-        *at++ = ',';
-        at = item->committed_at_ms != 0 ? put_i64(at, item->committed_at_ms)
-                                        : PUT_LITERAL(at, "null");
-        *at++ = ']';
-    }
-    *at++ = ']';
-    *at = '\0';
-    t->length = (size_t)(at - t->data);
-    return true;
-}
-
-static bool events_json(const struct sq_lease_rec *rec, struct sq_text *t)
-{
-    t->length = 0;
-    if (!text_room(t, (size_t)(rec->event_count + 1) * JSON_ELEMENT_BYTES))
-        return false;
-    char *at = t->data;
-    *at++ = '[';
-    for (uint32_t i = 0; i < rec->event_count; i++) {
-        const struct sq_lease_event *e = &rec->events[i];
-        if (i > 0)
-            *at++ = ',';
-        *at++ = '[';
-        at = put_i64(at, e->at_ms);
-        *at++ = ',';
-        at = put_string(at, e->type);
-        *at++ = ',';
-        at = put_i64(at, e->limit_id);
-        *at++ = ',';
-        at = put_i64(at, (int64_t)e->amount);
-        *at++ = ',';
-        at = put_i64(at, (int64_t)e->actual);
-        *at++ = ',';
-        at = put_string(at, e->detail);
-        *at++ = ']';
-    }
-    *at++ = ']';
-    *at = '\0';
-    t->length = (size_t)(at - t->data);
-    return true;
-}
-
-/* ---- Reading our own JSON arrays (what items_json, events_json and the
- * version 1 migration's json_array write). */
-
-struct scan {
-    const char *at;
-};
-
-static void skip_space(struct scan *s)
-{
-    while (*s->at == ' ' || *s->at == '\n' || *s->at == '\t' || *s->at == '\r')
-        s->at++;
-}
-
-static bool expect(struct scan *s, char c)
-{
-    skip_space(s);
-    if (*s->at != c)
-        return false;
-    s->at++;
-    return true;
-}
-
-/* An integer, or null (then *is_null). */
-static bool scan_i64(struct scan *s, int64_t *out, bool *is_null)
-{
-    skip_space(s);
-    if (is_null != NULL)
-        *is_null = false;
-    if (strncmp(s->at, "null", 4) == 0 && is_null != NULL) {
-        s->at += 4;
-        *is_null = true;
-        *out = 0;
-        return true;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(s->at, &end, 10);
-    if (end == s->at || errno != 0)
-        return false;
-    s->at = end;
-    *out = value;
-    return true;
-}
-
-static bool scan_u64(struct scan *s, uint64_t *out)
-{
-    int64_t value;
-    if (!scan_i64(s, &value, NULL) || value < 0)
-        return false;
-    *out = (uint64_t)value;
-    return true;
-}
-
-/* A string into out (NUL-terminated, at most size - 1 bytes). */
-static bool scan_string(struct scan *s, char *out, size_t size)
-{
-    if (!expect(s, '"'))
-        return false;
-    size_t used = 0;
-    for (;;) {
-        char c = *s->at++;
-        if (c == '\0')
-            return false;
-        if (c == '"')
-            break;
-        if (c == '\\') {
-            char e = *s->at++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                c = e;
-                break;
-            case 'n':
-                c = '\n';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 'u': {
-                unsigned code = 0;
-                for (int i = 0; i < 4; i++) {
-                    char h = *s->at++;
-                    unsigned digit = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                                     : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                                     : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                                            : 16u;
-                    if (digit == 16u)
-                        return false;
-                    code = code * 16 + digit;
-                }
-                if (code == 0 || code > 0x7f)
-                    return false; /* never written by us */
-                c = (char)code;
-                break;
-            }
-            default:
-                return false;
-            }
-        }
-        if (used + 1 >= size)
-            return false;
-        out[used++] = c;
-    }
-    out[used] = '\0';
-    return true;
-}
-
-/* Starts an array of arrays; true while another element follows. */
-static bool next_element(struct scan *s, bool first)
-{
-    skip_space(s);
-    if (*s->at == ']')
-        return false;
-    return first || expect(s, ',');
-}
-
-static int item_parse(struct scan *s, struct sq_lease_item *item)
-{
-    char text[LIMIT_KEY_LENGTH_MAX + 1];
-    int64_t live, actual, committed_at;
-    bool actual_null, committed_null;
-    if (!expect(s, '[') || !scan_i64(s, &item->limit_id, NULL) || !expect(s, ',') ||
-        !scan_u64(s, &item->amount) || !expect(s, ',') || !scan_string(s, text, sizeof text) ||
-        item_state_parse(text, strlen(text), &item->state) != 0 || !expect(s, ',') ||
-        !scan_i64(s, &actual, &actual_null) || !expect(s, ',') || !scan_u64(s, &item->held) ||
-        !expect(s, ',') || !scan_u64(s, &item->debt) || !expect(s, ',') ||
-        !scan_i64(s, &live, NULL) || !expect(s, ',') ||
-        !scan_i64(s, &item->period_start_ms, NULL) || !expect(s, ',') ||
-        !scan_i64(s, &item->expires_at_ms, NULL) || !expect(s, ',') ||
-        !scan_i64(s, &committed_at, &committed_null) || !expect(s, ']'))
-        return -1;
-    item->actual = actual_null ? -1 : actual;
-    item->committed_at_ms = committed_null ? 0 : committed_at;
-    item->live = live != 0;
-    return 0;
-}
-
-int sq_lease_items_parse(struct sq_lease_rec *rec, const char *json)
-{
-    struct scan s = {json};
-    rec->item_count = 0;
-    if (!expect(&s, '['))
-        return -1;
-    for (bool first = true; next_element(&s, first); first = false) {
-        if (rec->item_count == REQUIREMENTS_PER_RESERVE_MAX)
-            return -1;
-        if (rec->item_count == rec->item_capacity) {
-            struct sq_lease_item *items = malloc(REQUIREMENTS_PER_RESERVE_MAX * sizeof *items);
-            if (items == NULL)
-                return -1;
-            memcpy(items, rec->items, rec->item_count * sizeof *items);
-            if (rec->items != rec->inline_items)
-                free(rec->items);
-            rec->items = items;
-            rec->item_capacity = REQUIREMENTS_PER_RESERVE_MAX;
-        }
-        if (item_parse(&s, &rec->items[rec->item_count]) != 0)
-            return -1;
-        rec->item_count++;
-    }
-    return expect(&s, ']') ? 0 : -1;
-}
-
-void sq_event_reader_start(struct sq_event_reader *reader, const char *json)
-{
-    reader->at = json;
-    struct scan s = {json};
-    reader->at = expect(&s, '[') ? s.at : NULL;
-}
-
-int sq_event_reader_next(struct sq_event_reader *reader, struct sq_event_item_text *out)
-{
-    if (reader->at == NULL)
-        return -1;
-    struct scan s = {reader->at};
-    skip_space(&s);
-    if (*s.at == ']')
-        return 0;
-    if (*s.at == ',')
-        s.at++;
-    if (!expect(&s, '[') || !scan_i64(&s, &out->at_ms, NULL) || !expect(&s, ',') ||
-        !scan_string(&s, out->type, sizeof out->type) || !expect(&s, ',') ||
-        !scan_i64(&s, &out->limit_id, NULL) || !expect(&s, ',') || !scan_u64(&s, &out->amount) ||
-        !expect(&s, ',') || !scan_u64(&s, &out->actual) || !expect(&s, ',') ||
-        !scan_string(&s, out->detail, sizeof out->detail)) {
-        reader->at = NULL;
-        return -1;
-    }
-    skip_space(&s);
-    out->has_lease = *s.at == ',';
-    if (out->has_lease &&
-        (!expect(&s, ',') || !scan_string(&s, out->lease_id, sizeof out->lease_id) ||
-         !expect(&s, ',') || !scan_string(&s, out->caller, sizeof out->caller))) {
-        reader->at = NULL;
-        return -1;
-    }
-    if (!expect(&s, ']')) {
-        reader->at = NULL;
-        return -1;
-    }
-    reader->at = s.at;
-    return 1;
 }
 
 /* ---- Records. */
@@ -705,6 +341,12 @@ static bool match_range(const void *value, const void *key)
     return strcmp(((const struct sq_key_range *)value)->key, key) == 0;
 }
 
+static const char *limit_key_of(struct sq_backend *backend, int64_t limit_id)
+{
+    const struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, limit_id);
+    return limit != NULL ? limit->state.definition.key : "";
+}
+
 /* event_log row event_id holds events of the limit's key. */
 static int key_range_note(struct sq_backend *backend, int64_t limit_id, int64_t event_id)
 {
@@ -765,7 +407,7 @@ static int write_events(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     if (rec->event_count == 0)
         return SQLITE_DONE;
-    if (!events_json(rec, &backend->json))
+    if (!sq_events_json(rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_INSERT);
     sqlite3_bind_int64(stmt, 1, rec->seq);
@@ -807,33 +449,9 @@ static int expiries_write(struct sq_backend *backend)
 {
     struct sq_lease_cache *c = &backend->leases;
     struct sq_text *t = &backend->json;
-    t->length = 0;
-    if (!text_room(t, (size_t)(c->expiry_count + 1) * JSON_ELEMENT_BYTES))
-        return SQLITE_NOMEM;
-    char *at = t->data;
-    *at++ = '[';
     uint32_t audited = 0;
-    for (uint32_t i = 0; i < c->expiry_count; i++) {
-        const struct sq_expiry *e = &c->expiries[i];
-        if (!e->audited)
-            continue;
-        if (audited++ > 0)
-            *at++ = ',';
-        *at++ = '[';
-        at = put_i64(at, e->at_ms);
-        at = PUT_LITERAL(at, ",\"expired\",");
-        at = put_i64(at, e->limit_id);
-        *at++ = ',';
-        at = put_i64(at, (int64_t)e->amount);
-        at = PUT_LITERAL(at, ",0,\"\",");
-        at = put_string(at, e->lease != NULL ? e->lease->text : "");
-        *at++ = ',';
-        at = put_string(at, e->lease != NULL ? sq_lease_ref_caller(e->lease) : "");
-        *at++ = ']';
-    }
-    *at++ = ']';
-    *at = '\0';
-    t->length = (size_t)(at - t->data);
+    if (!sq_expiries_json(c->expiries, c->expiry_count, t, &audited))
+        return SQLITE_NOMEM;
     int64_t event_id = 0;
     int rc = SQLITE_DONE;
     if (audited > 0) {
@@ -911,7 +529,7 @@ static int callers_write(struct sq_backend *backend)
     return SQLITE_DONE;
 }
 
-int sq_ledger_caller_add(struct sq_backend *backend, const struct sq_limit *limit,
+int sq_leases_caller_add(struct sq_backend *backend, const struct sq_limit *limit,
                          int64_t period_start_ms, const char *caller, int64_t reserved,
                          int64_t used, int64_t debt)
 {
@@ -985,7 +603,7 @@ int sq_leases_expired(struct sq_backend *backend, const struct sq_expiry *expiry
     return SQLITE_DONE;
 }
 
-int sq_ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struct sq_limit *limit,
+int sq_leases_limit_event(struct sq_backend *backend, int64_t at_ms, const struct sq_limit *limit,
                           uint64_t amount, const char *detail)
 {
     struct sq_lease_event e = {.at_ms = at_ms,
@@ -994,7 +612,7 @@ int sq_ledger_limit_event(struct sq_backend *backend, int64_t at_ms, const struc
                                .amount = amount,
                                .detail = detail};
     struct sq_lease_rec rec = {.event_count = 1, .events = &e};
-    if (!events_json(&rec, &backend->json))
+    if (!sq_events_json(&rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_EVENT_INSERT);
     sqlite3_bind_null(stmt, 1);
@@ -1015,12 +633,12 @@ static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec)
     int rc = write_events(backend, rec); /* first: the lease row lists its id */
     if (rc != SQLITE_DONE)
         return rc;
-    if (!items_json(rec, &backend->json))
+    if (!sq_items_json(rec, &backend->json))
         return SQLITE_NOMEM;
     sqlite3_stmt *stmt =
         sq_statement(backend, rec->is_new ? SQ_STMT_LEASE_INSERT : SQ_STMT_LEASE_UPDATE);
     sqlite3_bind_int64(stmt, 1, rec->seq);
-    sqlite3_bind_text(stmt, 3, sq_lease_state_name(rec->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 3, lease_state_name(rec->state), -1, SQLITE_STATIC);
     if (rec->is_new) {
         sqlite3_bind_text(stmt, 2, rec->lease_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(stmt, 4, rec->fingerprint != NULL ? rec->fingerprint : "", -1,
@@ -1036,7 +654,7 @@ static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec)
         sqlite3_bind_int64(stmt, 11, rec->finished_at_ms);
     else
         sqlite3_bind_null(stmt, 11);
-    sqlite3_bind_int(stmt, 12, sq_lease_live(rec));
+    sqlite3_bind_int(stmt, 12, lease_live(rec));
     sqlite3_bind_text(stmt, 13, backend->json.data, (int)backend->json.length, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 14, rec->event_rows, -1, SQLITE_STATIC);
     rc = sq_statement_run(stmt);
@@ -1144,21 +762,4 @@ void sq_leases_free(struct sq_backend *backend)
     backend->leases.capacity = 0;
     free(backend->json.data);
     backend->json = (struct sq_text){0};
-}
-
-int64_t sq_leases_live_from(struct sq_backend *backend)
-{
-    int64_t least = INT64_MAX;
-    const struct sq_map *ids = &backend->mirror.limits_by_id;
-    for (uint32_t i = 0; i < ids->capacity; i++) {
-        const struct sq_limit *limit = ids->slots[i].value;
-        for (uint32_t j = 0; limit != NULL && j < limit->period_count; j++) {
-            int64_t row = sq_holds_row_min(limit->periods[j]->holds);
-            if (row < least)
-                least = row;
-        }
-    }
-    if (least == INT64_MAX)
-        return backend->mirror.next_seq;
-    return least / SQ_LEASE_ITEMS;
 }

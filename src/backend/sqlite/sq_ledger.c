@@ -1,9 +1,9 @@
 /* The sqlite backend's data path: reserve, complete and release of one
  * request, decided on the writer's mirror and written to the tables (rows,
- * audit events; counters once per transaction). A return other than
- * SQLITE_DONE is an SQL or memory error: the writer redoes the transaction
- * without this request. */
-#include "sq_backend.h"
+ * audit events; counters once per transaction), and the expiry of holds,
+ * which changes both. A return other than SQLITE_DONE is an SQL or memory
+ * error: the writer redoes the transaction without this request. */
+#include "sq_ledger.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -11,6 +11,10 @@
 #include <string.h>
 
 #include "core/retry.h"
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
 
 #define FINGERPRINT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 24))
 #define DENIED_TEXT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 1) + 1)
@@ -50,6 +54,81 @@ static int lease_get(struct sq_backend *backend, const char *lease_id, int64_t n
     return rc;
 }
 
+/* ---- Expiry of holds. */
+
+/* The lease side of one hold's expiry: its expirations row, its audit event
+ * and the caller's budget counters. */
+static int expire_item(struct sq_backend *backend, const struct sq_period *p,
+                       const struct sq_hold *h, int64_t now_ms)
+{
+    struct sq_expiry expiry = {.row_id = h->row_id,
+                               .limit_id = p->limit->id,
+                               .at_ms = now_ms,
+                               .amount = h->amount,
+                               .lease = h->lease,
+                               .audited = !h->completed};
+    int rc = sq_leases_expired(backend, &expiry);
+    if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
+        rc = sq_leases_caller_add(backend, p->limit, p->start_ms, sq_lease_ref_caller(h->lease),
+                                  -(int64_t)h->amount, 0, 0);
+    return rc;
+}
+
+/* Expires one hold (due or not): the lease side first, then the mirror's. */
+static int expire_hold(struct sq_backend *backend, struct sq_period *p, struct sq_hold *h,
+                       int64_t now_ms)
+{
+    int rc = expire_item(backend, p, h, now_ms);
+    if (rc != SQLITE_DONE)
+        return rc;
+    struct sq_hold *removed = NULL;
+    p->holds = sq_holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
+    assert(removed == h);
+    p->hold_count--;
+    backend->mirror.hold_count--;
+    if (removed->completed) {
+        p->used -= removed->amount;
+        p->debt = p->debt >= removed->debt ? p->debt - removed->debt : 0;
+    } else {
+        p->reserved -= removed->amount;
+        atomic_fetch_add(&backend->expired_holds, 1);
+    }
+    sq_hold_free(removed);
+    sq_mirror_touch(&backend->mirror, p);
+    return SQLITE_DONE;
+}
+
+static int expire_period(struct sq_backend *backend, struct sq_period *p, int64_t now_ms,
+                         uint64_t *budget_left)
+{
+    for (;;) {
+        struct sq_hold *first = sq_holds_first(p->holds);
+        if (first == NULL || first->expires_at_ms > now_ms)
+            return SQLITE_DONE;
+        if (budget_left != NULL) {
+            if (*budget_left == 0)
+                return SQLITE_DONE;
+            (*budget_left)--;
+        }
+        int rc = expire_hold(backend, p, first, now_ms);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+}
+
+int sq_ledger_expire(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms,
+                     uint64_t *budget_left)
+{
+    for (uint32_t i = 0; i < limit->period_count; i++) {
+        int rc = expire_period(backend, limit->periods[i], now_ms, budget_left);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    return SQLITE_DONE;
+}
+
+/* ---- The holds of a lease's items. */
+
 /* The live hold of an item, NULL when it expired or was freed. A hold that
  * is due but not yet expired is expired here first, so the item's story in
  * the audit log (expired, then committed_post_expiry) is the true one. */
@@ -65,7 +144,7 @@ static int live_hold(struct sq_backend *backend, const struct sq_limit *limit,
     struct sq_hold *h =
         sq_holds_find((*period)->holds, item->expires_at_ms, sq_hold_row_id(rec->seq, index));
     if (h != NULL && h->expires_at_ms <= now_ms)
-        return sq_mirror_expire_hold(backend, *period, h, now_ms);
+        return expire_hold(backend, *period, h, now_ms);
     *out = h;
     return SQLITE_DONE;
 }
@@ -202,7 +281,7 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
          * few to keep up, and all of them only when the request does not
          * fit without it (a backlog after a pause never stalls a batch). */
         uint64_t few = SQ_EXPIRIES_PER_REQUEST;
-        int rc = sq_mirror_expire(backend, limit, now_ms, &few);
+        int rc = sq_ledger_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
         int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
@@ -212,7 +291,7 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
         plan->periods[i] = p;
         if (fits(p, d, request->requirements[i].amount))
             continue;
-        if ((rc = sq_mirror_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
+        if ((rc = sq_ledger_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
             return rc;
         if (fits(p, d, request->requirements[i].amount))
             continue;
@@ -329,7 +408,7 @@ static int hold_one(struct sq_backend *backend, const struct reserve_request *re
     rec->item_count = i + 1;
     int rc = sq_lease_event(backend, rec, now_ms, "reserved", limit->id, r->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = sq_ledger_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
+        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
     if (rc != SQLITE_DONE) {
         sq_hold_free(h);
         return rc;
@@ -477,7 +556,7 @@ static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t ind
         uint64_t extra = actual - h->amount;
         /* Decide the overage on counters free of due holds. */
         if (!grows(p, h->amount, extra, limit) &&
-            (rc = sq_mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
+            (rc = sq_ledger_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
             sq_hold_free(h);
             return rc;
         }
@@ -560,7 +639,7 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
     }
     /* What does not fit is debt: decide it on counters free of due holds. */
     if (budget_room(p, limit) < actual &&
-        (rc = sq_mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
+        (rc = sq_ledger_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
         return rc;
     uint64_t room = budget_room(p, limit);
     uint64_t fit = actual < room ? actual : room;
@@ -582,7 +661,7 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
     if (rc == SQLITE_DONE && debt > 0)
         rc = event(s, "debt", limit, item, debt, "over the budget of the period");
     if (rc == SQLITE_DONE)
-        rc = sq_ledger_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released,
+        rc = sq_leases_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released,
                                   i64(fit), i64(debt));
     return rc;
 }
@@ -614,7 +693,7 @@ static int expire_items(struct sq_backend *backend, const struct sq_lease_rec *r
         if (limit == NULL)
             return SQLITE_CORRUPT;
         uint64_t few = SQ_EXPIRIES_PER_REQUEST;
-        int rc = sq_mirror_expire(backend, limit, now_ms, &few);
+        int rc = sq_ledger_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
     }
@@ -731,7 +810,7 @@ static int release_item(struct sq_backend *backend, struct sq_lease_rec *rec, ui
     rec->dirty = true;
     rc = sq_lease_event(backend, rec, now_ms, "released", limit->id, item->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = sq_ledger_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
+        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
     return rc;
 }
 
@@ -770,23 +849,5 @@ int sq_ledger_release(struct sq_backend *backend, const struct release_request *
     int rc = release_run(backend, request, result, &rec);
     if (rec != NULL)
         rec->pinned = false;
-    return rc;
-}
-
-/* ---- Expiry and the limits' own events. */
-
-int sq_ledger_expire_item(struct sq_backend *backend, const struct sq_period *p,
-                          const struct sq_hold *h, int64_t now_ms)
-{
-    struct sq_expiry expiry = {.row_id = h->row_id,
-                               .limit_id = p->limit->id,
-                               .at_ms = now_ms,
-                               .amount = h->amount,
-                               .lease = h->lease,
-                               .audited = !h->completed};
-    int rc = sq_leases_expired(backend, &expiry);
-    if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
-        rc = sq_ledger_caller_add(backend, p->limit, p->start_ms, sq_lease_ref_caller(h->lease),
-                                  -(int64_t)h->amount, 0, 0);
     return rc;
 }

@@ -2,12 +2,19 @@
  * counters and their live holds. Loaded at startup (and again after a failed
  * transaction) from the tables, checked against them, and kept equal to them
  * by writing every change in the same transaction. */
-#include "sq_backend.h"
+#include "sq_mirror.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_json.h"
+#include "sq_leases.h"
+#include "sq_map.h"
+#include "sq_schema.h"
 
 static bool limit_match_key(const void *value, const void *key)
 {
@@ -197,56 +204,21 @@ void sq_mirror_trim_periods(struct sq_limit *limit, int64_t now_ms)
     }
 }
 
-int sq_mirror_expire_hold(struct sq_backend *backend, struct sq_period *p, struct sq_hold *h,
-                          int64_t now_ms)
+int64_t sq_mirror_live_from(const struct sq_mirror *mirror)
 {
-    int rc = sq_ledger_expire_item(backend, p, h, now_ms);
-    if (rc != SQLITE_DONE)
-        return rc;
-    struct sq_hold *removed = NULL;
-    p->holds = sq_holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
-    assert(removed == h);
-    p->hold_count--;
-    backend->mirror.hold_count--;
-    if (removed->completed) {
-        p->used -= removed->amount;
-        p->debt = p->debt >= removed->debt ? p->debt - removed->debt : 0;
-    } else {
-        p->reserved -= removed->amount;
-        atomic_fetch_add(&backend->expired_holds, 1);
-    }
-    sq_hold_free(removed);
-    sq_mirror_touch(&backend->mirror, p);
-    return SQLITE_DONE;
-}
-
-static int expire_period(struct sq_backend *backend, struct sq_period *p, int64_t now_ms,
-                         uint64_t *budget_left)
-{
-    for (;;) {
-        struct sq_hold *first = sq_holds_first(p->holds);
-        if (first == NULL || first->expires_at_ms > now_ms)
-            return SQLITE_DONE;
-        if (budget_left != NULL) {
-            if (*budget_left == 0)
-                return SQLITE_DONE;
-            (*budget_left)--;
+    int64_t least = INT64_MAX;
+    const struct sq_map *ids = &mirror->limits_by_id;
+    for (uint32_t i = 0; i < ids->capacity; i++) {
+        const struct sq_limit *limit = ids->slots[i].value;
+        for (uint32_t j = 0; limit != NULL && j < limit->period_count; j++) {
+            int64_t row = sq_holds_row_min(limit->periods[j]->holds);
+            if (row < least)
+                least = row;
         }
-        int rc = sq_mirror_expire_hold(backend, p, first, now_ms);
-        if (rc != SQLITE_DONE)
-            return rc;
     }
-}
-
-int sq_mirror_expire(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms,
-                     uint64_t *budget_left)
-{
-    for (uint32_t i = 0; i < limit->period_count; i++) {
-        int rc = expire_period(backend, limit->periods[i], now_ms, budget_left);
-        if (rc != SQLITE_DONE)
-            return rc;
-    }
-    return SQLITE_DONE;
+    if (least == INT64_MAX)
+        return mirror->next_seq;
+    return least / SQ_LEASE_ITEMS;
 }
 
 /* ---- Loading. */

@@ -1,12 +1,14 @@
 /* The sqlite backend's database: connection settings (WAL, synchronous,
  * busy timeout), the versioned schema with its migrations, and the prepared
  * statements of the write connection. */
-#include "sqlite.h"
-#include "sq_backend.h"
+#include "sq_schema.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "sq_backend.h"
+#include "sqlite.h"
 
 /* Schema version 1, the start of every database (version 2 below rebuilds
  * its lease, reservation and event tables). Every table a change touches is

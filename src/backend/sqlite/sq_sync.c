@@ -5,10 +5,13 @@
  * so a batch's CPU overlaps the previous batch's fsync. The answers (waking
  * each caller's connection, about 2 us each) go to an answerer thread, so
  * that the syncer can start the next fsync at once. */
-#include "sq_backend.h"
+#include "sq_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "sq_backend.h"
+#include "sq_queue.h"
 
 /* The writer's WAL file, once SQLite has opened it. */
 static sqlite3_file *wal_file_of(struct sq_backend *backend)

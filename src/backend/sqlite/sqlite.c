@@ -3,7 +3,6 @@
  * as many as are waiting in one BEGIN IMMEDIATE transaction (group commit)
  * and answers each only once that transaction is durable. */
 #include "sqlite.h"
-#include "sq_backend.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +15,14 @@
 #include <unistd.h>
 
 #include "core/retry.h"
+#include "sq_admin.h"
+#include "sq_backend.h"
+#include "sq_ledger.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
+#include "sq_queue.h"
+#include "sq_schema.h"
+#include "sq_sync.h"
 
 #define LOCK_FILE_NAME "llmlimit.db.lock"
 #define DATABASE_FILE_NAME "llmlimit.db"
@@ -24,45 +31,6 @@ void sq_options_defaults(struct sq_options *options)
 {
     options->synchronous_normal = false;
     options->retention_ms = 0;
-}
-
-/* ---- Results when the outcome is unknown. */
-
-static void request_unavailable(struct sq_item *item, uint32_t i)
-{
-    switch (item->kind) {
-    case SQ_ITEM_RESERVE:
-        reserve_result_unavailable(&((struct reserve_result *)item->results)[i]);
-        break;
-    case SQ_ITEM_COMPLETE:
-        complete_result_unavailable(&((struct complete_result *)item->results)[i]);
-        break;
-    case SQ_ITEM_RELEASE:
-        release_result_unavailable(&((struct release_result *)item->results)[i]);
-        break;
-    case SQ_ITEM_CALL:
-        item->call->failed = true;
-        break;
-    }
-}
-
-void sq_item_unavailable(struct sq_item *item)
-{
-    for (uint32_t i = 0; i < item->count; i++)
-        request_unavailable(item, i);
-}
-
-void sq_item_finish(struct sq_item *item)
-{
-    if (item->kind != SQ_ITEM_CALL) {
-        item->done(item->context);
-        return;
-    }
-    struct sq_call *call = item->call;
-    pthread_mutex_lock(&call->mutex);
-    call->finished = true;
-    pthread_cond_signal(&call->cond);
-    pthread_mutex_unlock(&call->mutex);
 }
 
 /* ---- The writer. */
@@ -210,7 +178,7 @@ static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_
         mirror_fresh(backend);
     }
     for (uint32_t s = 0; s < backend->skip_count; s++)
-        request_unavailable(&items[backend->skips[s].item], backend->skips[s].request);
+        sq_request_unavailable(&items[backend->skips[s].item], backend->skips[s].request);
     uint64_t requests = 0;
     for (uint32_t k = 0; k < count; k++)
         requests += items[k].count;
@@ -302,23 +270,6 @@ static void wal_restart_if_large(struct sq_backend *backend)
         log_sql_error(backend, "checkpoint", rc);
 }
 
-/* Takes up to group_commit_max requests (at least one call) off the queue. */
-static uint32_t queue_take(struct sq_backend *backend, struct sq_item *out)
-{
-    uint32_t count = 0;
-    uint64_t requests = 0;
-    while (backend->queue_count > 0) {
-        struct sq_item *next = &backend->queue[backend->queue_head];
-        if (count > 0 && requests + next->count > atomic_load(&backend->group_commit_max))
-            break;
-        out[count++] = *next;
-        requests += next->count;
-        backend->queue_head = (backend->queue_head + 1) % SQ_QUEUE_ITEMS_MAX;
-        backend->queue_count--;
-    }
-    return count;
-}
-
 static void *writer_main(void *arg)
 {
     struct sq_backend *backend = arg;
@@ -328,7 +279,7 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&backend->queue_mutex);
         while (backend->queue_count == 0 && !backend->stopping)
             pthread_cond_wait(&backend->queue_cond, &backend->queue_mutex);
-        uint32_t count = queue_take(backend, batch);
+        uint32_t count = sq_queue_take(backend, batch);
         pthread_mutex_unlock(&backend->queue_mutex);
         if (count == 0)
             break; /* stopping and drained */
@@ -336,39 +287,6 @@ static void *writer_main(void *arg)
         wal_restart_if_large(backend);
     }
     return NULL;
-}
-
-/* Hands an item to the writer; false when the queue is full or closing. */
-static bool enqueue(struct sq_backend *backend, const struct sq_item *item)
-{
-    pthread_mutex_lock(&backend->queue_mutex);
-    bool accepted = !backend->stopping && backend->queue_count < SQ_QUEUE_ITEMS_MAX;
-    if (accepted) {
-        uint32_t tail = (backend->queue_head + backend->queue_count) % SQ_QUEUE_ITEMS_MAX;
-        backend->queue[tail] = *item;
-        backend->queue_count++;
-        pthread_cond_signal(&backend->queue_cond);
-    }
-    pthread_mutex_unlock(&backend->queue_mutex);
-    if (!accepted)
-        atomic_fetch_add(&backend->queue_full, 1);
-    return accepted;
-}
-
-int sq_writer_call(struct sq_backend *backend, sq_call_fn run, void *args)
-{
-    struct sq_call call = {.run = run, .args = args};
-    pthread_mutex_init(&call.mutex, NULL);
-    pthread_cond_init(&call.cond, NULL);
-    struct sq_item item = {.kind = SQ_ITEM_CALL, .count = 1, .call = &call};
-    bool accepted = enqueue(backend, &item);
-    pthread_mutex_lock(&call.mutex);
-    while (accepted && !call.finished)
-        pthread_cond_wait(&call.cond, &call.mutex);
-    pthread_mutex_unlock(&call.mutex);
-    pthread_cond_destroy(&call.cond);
-    pthread_mutex_destroy(&call.mutex);
-    return accepted && !call.failed ? 0 : -1;
 }
 
 /* ---- Data path: queue and return; the writer answers after the commit. */
@@ -382,7 +300,7 @@ static void data_call(struct sq_backend *backend, enum sq_item_kind kind, const 
                            .results = results,
                            .done = done,
                            .context = context};
-    if (count == 0 || !enqueue(backend, &item)) {
+    if (count == 0 || !sq_queue_put(backend, &item)) {
         sq_item_unavailable(&item); /* full queue: 503 at once, never block */
         done(context);
     }
