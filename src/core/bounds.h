@@ -1,12 +1,15 @@
-/* Every bound llmlimit enforces, in one place (TigerStyle: a limit on
- * everything). Each one has a test that goes one past it. Flags may lower
- * the runtime ones; the compile-time ones size buffers. */
+/* The bounds llmlimit enforces, in one place: a limit on everything, so that
+ * no input, table or queue can grow without end (the sqlite and tigerbeetle
+ * backends keep their own beside their code: src/backend/sqlite/sq_bounds.h,
+ * src/backend/tigerbeetle/tb_bounds.h). Each one has a test that goes one
+ * past it. Flags may lower the runtime ones; the compile-time ones size
+ * buffers. */
 #ifndef LLMLIMIT_BOUNDS_H
 #define LLMLIMIT_BOUNDS_H
 
 #include <stdint.h>
 
-/* Identifiers (SPEC section 2 and 3). Lengths in bytes, excluding the NUL. */
+/* Identifiers (docs/api.md). Lengths in bytes, excluding the NUL. */
 #define LIMIT_KEY_LENGTH_MAX 256
 #define LEASE_ID_LENGTH_MAX 128
 #define CALLER_LENGTH_MAX 256
@@ -41,7 +44,7 @@
 #define BUDGET_PERIODS_KEPT 25 /* the current period and the 24 before it */
 #define RETRY_WALK_HOLDS_MAX 4096
 
-/* Budget reservation timeout (SPEC section 3). */
+/* Budget reservation timeout (docs/semantics.md). */
 #define BUDGET_TIMEOUT_SECONDS_DEFAULT 60
 #define BUDGET_TIMEOUT_SECONDS_MIN 5
 #define BUDGET_TIMEOUT_SECONDS_MAX 300
@@ -49,7 +52,7 @@
 /* Window/timeout upper bound: one year, so expiry arithmetic never overflows. */
 #define WINDOW_SECONDS_MAX (366 * 24 * 3600)
 
-/* Retry-after (SPEC section 5). */
+/* Retry-after (docs/semantics.md). */
 #define CONCURRENCY_POLL_MS_DEFAULT 250
 #define POLL_MS_MAX 60000 /* ceiling of --concurrency-poll-ms */
 #define DECREASE_RETRY_MS_DEFAULT 10000

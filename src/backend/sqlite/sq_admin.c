@@ -99,7 +99,8 @@ static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int6
     return rc;
 }
 
-/* Applies a put to a live limit of the same kind (SPEC section 3). */
+/* Applies a put to a live limit of the same kind (docs/semantics.md, "Capacity
+ * changes"). */
 static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
                         const struct limit_definition *definition, int64_t now_ms)
 {

@@ -241,7 +241,7 @@ static uint64_t period_total(const struct sq_period *p)
     return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
-/* SPEC section 5, for one requirement that does not fit. */
+/* retry_after_ms (docs/semantics.md) for one requirement that does not fit. */
 static int64_t retry_after(struct sq_backend *backend, const struct sq_limit *limit,
                            const struct sq_period *p, uint64_t amount, int64_t now_ms)
 {
