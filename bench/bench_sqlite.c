@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/sqlite.h"
+#include "backend/sqlite/sq_bounds.h"
+#include "backend/sqlite/sqlite.h"
 
 #define THREADS_MAX 512
 #define SAMPLES_PER_THREAD_MAX (1u << 20)
@@ -48,7 +49,7 @@ struct worker {
 };
 
 static const struct backend_ops *ops;
-/* Lease ids grow with time, as UUIDv7 ones do (SPEC section 2). */
+/* Lease ids grow with time, as UUIDv7 ones do (docs/sqlite.md, "Lease ids"). */
 static atomic_uint_fast64_t lease_sequence;
 
 static void usage(void)
@@ -63,7 +64,7 @@ static void parse(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.threads = 50,
                           .seconds = 5,
-                          .max_batch = SQLITE_GROUP_COMMIT_MAX,
+                          .max_batch = SQ_GROUP_COMMIT_MAX,
                           .data_dir = "bench-sqlite-data",
                           .ids = "ordered"};
     for (int i = 1; i < argc; i++) {
@@ -282,13 +283,13 @@ int main(int argc, char **argv)
     put_limits(backend);
     if (o.prefill > 0)
         prefill(backend, o.prefill);
-    sqlite_backend_set_group_commit_max(backend, o.max_batch);
+    sq_backend_set_group_commit_max(backend, o.max_batch);
     static struct worker workers[THREADS_MAX];
     static pthread_t threads[THREADS_MAX];
     atomic_bool stop = false;
     struct backend_stats before, after;
     backend_stats(backend, &before);
-    uint64_t fsyncs_before = sqlite_backend_fsyncs(backend);
+    uint64_t fsyncs_before = sq_backend_fsyncs(backend);
     int64_t started = clock_monotonic_ns();
     for (uint32_t i = 0; i < o.threads; i++) {
         workers[i] = (struct worker){.backend = backend,
@@ -309,7 +310,7 @@ int main(int argc, char **argv)
         pthread_join(threads[i], NULL);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
     backend_stats(backend, &after);
-    report(workers, &o, seconds, &before, &after, sqlite_backend_fsyncs(backend) - fsyncs_before);
+    report(workers, &o, seconds, &before, &after, sq_backend_fsyncs(backend) - fsyncs_before);
     for (uint32_t i = 0; i < o.threads; i++)
         free(workers[i].samples_us);
     backend_close(backend);

@@ -5,13 +5,13 @@
 #include <string.h>
 
 #include "memory/memory.h"
-#include "sqlite.h"
+#include "sqlite/sqlite.h"
 #include "tigerbeetle/tigerbeetle.h"
 
 /* Each backend adds itself here once it builds. */
 static const struct backend_ops *const backends[] = {
     &mem_backend_ops,
-    &sqlite_backend_ops,
+    &sq_backend_ops,
     &tigerbeetle_backend_ops,
 };
 

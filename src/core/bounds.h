@@ -1,12 +1,15 @@
-/* Every bound llmlimit enforces, in one place (TigerStyle: a limit on
- * everything). Each one has a test that goes one past it. Flags may lower
- * the runtime ones; the compile-time ones size buffers. */
+/* The bounds llmlimit enforces, in one place: a limit on everything, so that
+ * no input, table or queue can grow without end (the sqlite and tigerbeetle
+ * backends keep their own beside their code: src/backend/sqlite/sq_bounds.h,
+ * src/backend/tigerbeetle/tb_bounds.h). Each one has a test that goes one
+ * past it. Flags may lower the runtime ones; the compile-time ones size
+ * buffers. */
 #ifndef LLMLIMIT_BOUNDS_H
 #define LLMLIMIT_BOUNDS_H
 
 #include <stdint.h>
 
-/* Identifiers (SPEC section 2 and 3). Lengths in bytes, excluding the NUL. */
+/* Identifiers (docs/api.md). Lengths in bytes, excluding the NUL. */
 #define LIMIT_KEY_LENGTH_MAX 256
 #define LEASE_ID_LENGTH_MAX 128
 #define CALLER_LENGTH_MAX 256
@@ -41,7 +44,7 @@
 #define BUDGET_PERIODS_KEPT 25 /* the current period and the 24 before it */
 #define RETRY_WALK_HOLDS_MAX 4096
 
-/* Budget reservation timeout (SPEC section 3). */
+/* Budget reservation timeout (docs/semantics.md). */
 #define BUDGET_TIMEOUT_SECONDS_DEFAULT 60
 #define BUDGET_TIMEOUT_SECONDS_MIN 5
 #define BUDGET_TIMEOUT_SECONDS_MAX 300
@@ -49,7 +52,7 @@
 /* Window/timeout upper bound: one year, so expiry arithmetic never overflows. */
 #define WINDOW_SECONDS_MAX (366 * 24 * 3600)
 
-/* Retry-after (SPEC section 5). */
+/* Retry-after (docs/semantics.md). */
 #define CONCURRENCY_POLL_MS_DEFAULT 250
 #define POLL_MS_MAX 60000 /* ceiling of --concurrency-poll-ms */
 #define DECREASE_RETRY_MS_DEFAULT 10000
@@ -70,24 +73,5 @@
 #define RESPONSE_BYTES_MAX (512 * 1024 * 1024) /* one HTTP reply (GET /v1/admin/limits) */
 #define METRICS_DENIAL_KEYS_MAX 1000           /* key labels of llmlimit_reserve_denials_total */
 #define METRICS_LIMITS_MAX 1000                /* limits with per-limit gauges in /metrics */
-
-/* sqlite backend. */
-#define SQLITE_QUEUE_ITEMS_MAX 16384 /* calls waiting for the writer; past it: 503 */
-#define SQLITE_GROUP_COMMIT_MAX 1024 /* requests per transaction (at least one call) */
-#define SQLITE_SKIPS_MAX 64          /* failing requests one transaction is redone without */
-#define SQLITE_BUSY_TIMEOUT_MS 5000
-#define SQLITE_CACHE_KIB 65536                   /* page cache of the write connection */
-#define SQLITE_WAL_BYTES_KEPT (80 * 1024 * 1024) /* journal_size_limit: above the largest WAL */
-#define SQLITE_CHECKPOINT_PAGES 1024      /* WAL pages that trigger a background checkpoint */
-#define SQLITE_WAL_PAGES_MAX 16384        /* WAL pages at which the writer restarts the WAL */
-#define SQLITE_RESTART_LAG_PAGES 256      /* ... once at most this many are left to checkpoint */
-#define SQLITE_EXPIRIES_PER_TICK_MAX 4096 /* holds one tick() expires; the rest next time */
-#define SQLITE_EXPIRIES_PER_REQUEST 8     /* due holds a reserve expires per limit when it fits */
-#define SQLITE_CALLERS_MAX 10000          /* rows of one usage-by-caller answer */
-#define SQLITE_LEASE_CACHE_MAX 4096     /* leases one transaction keeps in memory before writing */
-#define SQLITE_RETENTION_DAYS_MAX 36600 /* --sqlite-retention-days */
-#define SQLITE_PRUNE_ROWS_PER_TICK 4096 /* leases and event rows one tick deletes, each */
-#define SQLITE_EVENT_ITEMS                                                                         \
-    1024 /* audit events per event_log row; event id = row id * this + index */
 
 #endif

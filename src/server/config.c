@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/sqlite/sq_bounds.h"
 
 #ifndef LLMLIMIT_VERSION
 #define LLMLIMIT_VERSION "0.1.0"
@@ -72,7 +73,7 @@ static const struct flag flags[] = {
     {"--sqlite-synchronous", "full|normal", FLAG_SYNCHRONOUS, 0, 0, 0,
      "sqlite durability: full survives power loss"},
     {"--sqlite-retention-days", "N", FLAG_U32, FIELD(sqlite_retention_days), 0,
-     SQLITE_RETENTION_DAYS_MAX,
+     SQ_RETENTION_DAYS_MAX,
      "sqlite: delete finished leases and audit events older than this (0: keep all)"},
     {"--tb-cluster", "ID", FLAG_STRING, FIELD(tb_cluster), 0, 0, "TigerBeetle cluster id"},
     {"--tb-addresses", "HOST:PORT,...", FLAG_STRING, FIELD(tb_addresses), 0, 0,
@@ -97,7 +98,7 @@ void config_defaults(struct server_config *config)
     memset(config, 0, sizeof *config);
     snprintf(config->listen_host, sizeof config->listen_host, "127.0.0.1");
     config->listen_port = 8470;
-    /* sqlite is the durable default (SPEC section 8) when it is built in. */
+    /* sqlite is the durable default (docs/configuration.md) when it is built in. */
     config->backend = backend_find("sqlite") != NULL ? "sqlite" : "memory";
     config->data_dir = DATA_DIR_DEFAULT;
     config->threads = cores_online();

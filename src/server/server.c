@@ -53,7 +53,7 @@ static int ensure_data_dir(const char *dir)
 /* The chosen backend's own options, from its flags. */
 static const void *backend_options(struct server *s, const struct backend_ops *ops)
 {
-    if (ops == &sqlite_backend_ops) {
+    if (ops == &sq_backend_ops) {
         sq_options_defaults(&s->sqlite_options);
         s->sqlite_options.synchronous_normal = s->config.sqlite_synchronous_normal;
         s->sqlite_options.retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;

@@ -12,7 +12,7 @@
 #include "util/arena.h"
 #include "auth.h"
 #include "backend/backend.h"
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 #include "backend/tigerbeetle/tigerbeetle.h"
 #include "util/buffer.h"
 #include "config.h"

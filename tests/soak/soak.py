@@ -38,11 +38,11 @@ WARMUP_FRACTION = 0.3  # of each server lifetime; growth is measured after it
 RSS_GROWTH_KIB_MAX = 8 * 1024  # after warm-up, within one lifetime
 RSS_GROWTH_FRACTION_MAX = 0.10  # ... or this share of the warm RSS, whichever is larger
 # Caches that may still be filling after the warm-up, by backend: the sqlite
-# write connection's page cache (SQLITE_CACHE_KIB in src/core/bounds.h).
+# write connection's page cache (SQ_CACHE_KIB in src/backend/sqlite/sq_bounds.h).
 CACHE_KIB = {"memory": 0, "sqlite": 65536}
 FD_GROWTH_MAX = 8
 ERROR_EXAMPLES_MAX = 20
-RESTART_S_MAX = 10.0  # a restart slower than this is a finding (SPEC: starts in under a second)
+RESTART_S_MAX = 10.0  # a restart slower than this is a finding (one normally takes under a second)
 START_WAIT_S = 300.0  # but wait this long before giving up, to measure it
 LEASE_RETENTION_S = 20  # small, so the lease cache reaches its steady state early
 LEASE_CACHE_MAX = 50000

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 
 bool db_open_fresh(struct db *db)
 {

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/sqlite.h"
+#include "backend/sqlite/sq_bounds.h"
+#include "backend/sqlite/sqlite.h"
 #include "core/limits.h"
 #include "sqlite_fixture.h"
 #include "test.h"
@@ -169,7 +170,7 @@ static void version_1_database_is_migrated(void)
         unlink(file);
     }
     char error[256];
-    REQUIRE(sqlite_schema_create(path, 1, error, sizeof error) == 0);
+    REQUIRE(sq_schema_create(path, 1, error, sizeof error) == 0);
     int64_t month = period_start_ms(PERIOD_MONTH, START_MS);
     int64_t expires = START_MS + 300000;
     snprintf(sql, sizeof sql,
@@ -232,11 +233,11 @@ static void version_1_database_is_migrated(void)
     CHECK_EQ_U64(usage_of(&db, "usd").reserved, 0);
     CHECK_EQ_U64(usage_of(&db, "usd").used, 330);
     CHECK_EQ_U64(usage_of(&db, "tpm").used, 30);
-    /* The old events keep their order, under ids times SQLITE_EVENT_ITEMS. */
+    /* The old events keep their order, under ids times SQ_EVENT_ITEMS. */
     size_t count = 0;
     struct backend_event *e = events_of(&db, NULL, "live", 0, 10, &count);
     REQUIRE(e != NULL && count == 4);
-    CHECK_EQ_I64(e[0].id, 8 * SQLITE_EVENT_ITEMS);
+    CHECK_EQ_I64(e[0].id, 8 * SQ_EVENT_ITEMS);
     CHECK_STR(e[0].type, "reserved");
     CHECK_STR(e[1].key, "tpm");
     CHECK_STR(e[2].type, "committed");
@@ -657,7 +658,7 @@ static uint64_t expired_so_far(struct db *db)
 }
 
 /* 2000 holds come due at once (a pause): a reserve that fits anyway expires
- * only SQLITE_EXPIRIES_PER_REQUEST of them; one that needs the room expires
+ * only SQ_EXPIRIES_PER_REQUEST of them; one that needs the room expires
  * them all first, and is allowed. */
 static void due_backlog_is_expired_a_few_at_a_time_unless_needed(void)
 {
@@ -682,7 +683,7 @@ static void due_backlog_is_expired_a_few_at_a_time_unless_needed(void)
     clock_manual_advance(&db.clock, 60000);
     uint64_t before = expired_so_far(&db);
     CHECK(reserve_one(&db, "fits", "tpm", 100, NULL).allowed);
-    CHECK_EQ_U64(expired_so_far(&db) - before, SQLITE_EXPIRIES_PER_REQUEST);
+    CHECK_EQ_U64(expired_so_far(&db) - before, SQ_EXPIRIES_PER_REQUEST);
     /* 1992 due holds still counted: 1500 fits only once they are gone. */
     CHECK(reserve_one(&db, "needs-room", "tpm", 1500, NULL).allowed);
     CHECK_EQ_U64(expired_so_far(&db) - before, HOLDS);

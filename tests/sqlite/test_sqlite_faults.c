@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/sqlite.h"
+#include "backend/sqlite/sq_bounds.h"
+#include "backend/sqlite/sqlite.h"
 #include "fault_vfs.h"
 #include "sqlite_fixture.h"
 #include "test.h"
@@ -201,14 +202,14 @@ static void count_done(void *context)
 }
 
 /* The writer sits in a slow write while the queue fills: the request one
- * past SQLITE_QUEUE_ITEMS_MAX is answered backend_error before reserve()
+ * past SQ_QUEUE_ITEMS_MAX is answered backend_error before reserve()
  * returns; every queued one is answered afterwards. */
 static void full_queue_answers_at_once(void)
 {
     struct db db;
     OPEN(&db);
     REQUIRE(put_rolling(&db, "tpm", 1000000, 600));
-    enum { COUNT = SQLITE_QUEUE_ITEMS_MAX + 2 };
+    enum { COUNT = SQ_QUEUE_ITEMS_MAX + 2 };
     struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
     struct reserve_request *requests = calloc(COUNT, sizeof *requests);
     struct reserve_result *results = calloc(COUNT, sizeof *results);
@@ -254,7 +255,7 @@ static void group_commit_cap_splits_the_queue(void)
     struct db db;
     OPEN(&db);
     REQUIRE(put_rolling(&db, "tpm", 1000, 600));
-    sqlite_backend_set_group_commit_max(db.backend, 4);
+    sq_backend_set_group_commit_max(db.backend, 4);
     enum { COUNT = 10 };
     struct requirement req = {.key = "tpm", .key_length = 3, .amount = 1};
     struct reserve_request requests[COUNT];
@@ -310,7 +311,7 @@ int main(void)
     RUN(group_commit_cap_splits_the_queue,
         "one request past the group-commit cap goes into the next transaction");
     RUN(full_queue_answers_at_once,
-        "one call past SQLITE_QUEUE_ITEMS_MAX is answered backend_error at once; the rest "
+        "one call past SQ_QUEUE_ITEMS_MAX is answered backend_error at once; the rest "
         "commit");
     return test_summary();
 }

@@ -3,7 +3,6 @@
  * as many as are waiting in one BEGIN IMMEDIATE transaction (group commit)
  * and answers each only once that transaction is durable. */
 #include "sqlite.h"
-#include "sqlite_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +15,14 @@
 #include <unistd.h>
 
 #include "core/retry.h"
+#include "sq_admin.h"
+#include "sq_backend.h"
+#include "sq_ledger.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
+#include "sq_queue.h"
+#include "sq_schema.h"
+#include "sq_sync.h"
 
 #define LOCK_FILE_NAME "llmlimit.db.lock"
 #define DATABASE_FILE_NAME "llmlimit.db"
@@ -26,60 +33,21 @@ void sq_options_defaults(struct sq_options *options)
     options->retention_ms = 0;
 }
 
-/* ---- Results when the outcome is unknown. */
-
-static void request_unavailable(struct item *item, uint32_t i)
-{
-    switch (item->kind) {
-    case ITEM_RESERVE:
-        reserve_result_unavailable(&((struct reserve_result *)item->results)[i]);
-        break;
-    case ITEM_COMPLETE:
-        complete_result_unavailable(&((struct complete_result *)item->results)[i]);
-        break;
-    case ITEM_RELEASE:
-        release_result_unavailable(&((struct release_result *)item->results)[i]);
-        break;
-    case ITEM_CALL:
-        item->call->failed = true;
-        break;
-    }
-}
-
-void item_unavailable(struct item *item)
-{
-    for (uint32_t i = 0; i < item->count; i++)
-        request_unavailable(item, i);
-}
-
-void item_finish(struct item *item)
-{
-    if (item->kind != ITEM_CALL) {
-        item->done(item->context);
-        return;
-    }
-    struct call *call = item->call;
-    pthread_mutex_lock(&call->mutex);
-    call->finished = true;
-    pthread_cond_signal(&call->cond);
-    pthread_mutex_unlock(&call->mutex);
-}
-
 /* ---- The writer. */
 
-static int request_run(struct sq_backend *backend, struct item *item, uint32_t i)
+static int request_run(struct sq_backend *backend, struct sq_item *item, uint32_t i)
 {
     switch (item->kind) {
-    case ITEM_RESERVE:
-        return ledger_reserve(backend, &((const struct reserve_request *)item->requests)[i],
-                              &((struct reserve_result *)item->results)[i]);
-    case ITEM_COMPLETE:
-        return ledger_complete(backend, &((const struct complete_request *)item->requests)[i],
-                               &((struct complete_result *)item->results)[i]);
-    case ITEM_RELEASE:
-        return ledger_release(backend, &((const struct release_request *)item->requests)[i],
-                              &((struct release_result *)item->results)[i]);
-    case ITEM_CALL:
+    case SQ_ITEM_RESERVE:
+        return sq_ledger_reserve(backend, &((const struct reserve_request *)item->requests)[i],
+                                 &((struct reserve_result *)item->results)[i]);
+    case SQ_ITEM_COMPLETE:
+        return sq_ledger_complete(backend, &((const struct complete_request *)item->requests)[i],
+                                  &((struct complete_result *)item->results)[i]);
+    case SQ_ITEM_RELEASE:
+        return sq_ledger_release(backend, &((const struct release_request *)item->requests)[i],
+                                 &((struct release_result *)item->results)[i]);
+    case SQ_ITEM_CALL:
         return item->call->run(backend, item->call);
     }
     return SQLITE_MISUSE;
@@ -110,10 +78,10 @@ enum batch_outcome {
  * request whose error is its own (a constraint, a memory shortage) makes the
  * transaction roll back and is recorded in `skips`, so that the batch can be
  * redone without it: the other requests never see its error. */
-static enum batch_outcome batch_transaction(struct sq_backend *backend, struct item *items,
+static enum batch_outcome batch_transaction(struct sq_backend *backend, struct sq_item *items,
                                             uint32_t count)
 {
-    int rc = statement_run(statement(backend, STMT_BEGIN));
+    int rc = sq_statement_run(sq_statement(backend, SQ_STMT_BEGIN));
     if (rc != SQLITE_DONE) {
         log_sql_error(backend, "begin", rc);
         return BATCH_FAILED;
@@ -124,10 +92,10 @@ static enum batch_outcome batch_transaction(struct sq_backend *backend, struct i
         for (uint32_t i = 0; i < items[k].count; i++) {
             if (request_skipped(backend, k, i))
                 continue;
-            backend->current = (struct skip){.item = k, .request = i};
+            backend->current = (struct sq_skip){.item = k, .request = i};
             rc = request_run(backend, &items[k], i);
             if (rc == SQLITE_DONE)
-                rc = leases_flush_if_full(backend);
+                rc = sq_leases_flush_if_full(backend);
             if (rc != SQLITE_DONE) {
                 log_sql_error(backend, "request", rc);
                 attributable = true;
@@ -135,12 +103,12 @@ static enum batch_outcome batch_transaction(struct sq_backend *backend, struct i
             }
         }
     }
-    rc = leases_flush(backend);
+    rc = sq_leases_flush(backend);
     attributable = rc != SQLITE_DONE;
     if (rc == SQLITE_DONE)
-        rc = mirror_flush(backend);
+        rc = sq_mirror_flush(backend);
     if (rc == SQLITE_DONE)
-        rc = statement_run(statement(backend, STMT_COMMIT));
+        rc = sq_statement_run(sq_statement(backend, SQ_STMT_COMMIT));
     if (rc == SQLITE_DONE)
         return BATCH_COMMITTED;
     log_sql_error(backend, "commit", rc);
@@ -148,25 +116,25 @@ abandon:;
     enum batch_outcome outcome = BATCH_FAILED;
     /* The request at fault: the one running, or the last one to touch the
      * lease that could not be written. */
-    struct skip fault = backend->write_failed ? backend->write_failed_origin : backend->current;
-    if (attributable && (!sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
-        backend->skip_count < SQLITE_SKIPS_MAX &&
+    struct sq_skip fault = backend->write_failed ? backend->write_failed_origin : backend->current;
+    if (attributable && (!sq_sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
+        backend->skip_count < SQ_SKIPS_MAX &&
         !request_skipped(backend, fault.item, fault.request)) {
         backend->skips[backend->skip_count++] = fault;
         outcome = BATCH_REQUEST_FAILED;
     }
-    leases_discard(backend);
+    sq_leases_discard(backend);
     if (!sqlite3_get_autocommit(backend->db))
-        statement_run(statement(backend, STMT_ROLLBACK));
+        sq_statement_run(sq_statement(backend, SQ_STMT_ROLLBACK));
     backend->mirror_stale = true;
     return outcome;
 }
 
 /* Before a redo: complete results may hold warnings of the abandoned run. */
-static void results_reset(struct item *items, uint32_t count)
+static void results_reset(struct sq_item *items, uint32_t count)
 {
     for (uint32_t k = 0; k < count; k++) {
-        if (items[k].kind != ITEM_COMPLETE)
+        if (items[k].kind != SQ_ITEM_COMPLETE)
             continue;
         struct complete_result *results = items[k].results;
         for (uint32_t i = 0; i < items[k].count; i++) {
@@ -182,7 +150,7 @@ static bool mirror_fresh(struct sq_backend *backend)
     if (!backend->mirror_stale)
         return true;
     char error[512];
-    if (mirror_load(backend, error, sizeof error) != 0) {
+    if (sq_mirror_load(backend, error, sizeof error) != 0) {
         fprintf(stderr, "llmlimitd: sqlite backend: %s\n", error);
         atomic_store(&backend->ready, false);
         return false;
@@ -192,7 +160,7 @@ static bool mirror_fresh(struct sq_backend *backend)
     return true;
 }
 
-static void batch_run(struct sq_backend *backend, struct item *items, uint32_t count)
+static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_t count)
 {
     enum batch_outcome outcome = BATCH_FAILED;
     backend->skip_count = 0;
@@ -206,11 +174,11 @@ static void batch_run(struct sq_backend *backend, struct item *items, uint32_t c
         /* Nothing of this transaction is acknowledged: every request in it
          * gets backend_error, the client retries with the same lease_id. */
         for (uint32_t k = 0; k < count; k++)
-            item_unavailable(&items[k]);
+            sq_item_unavailable(&items[k]);
         mirror_fresh(backend);
     }
     for (uint32_t s = 0; s < backend->skip_count; s++)
-        request_unavailable(&items[backend->skips[s].item], backend->skips[s].request);
+        sq_request_unavailable(&items[backend->skips[s].item], backend->skips[s].request);
     uint64_t requests = 0;
     for (uint32_t k = 0; k < count; k++)
         requests += items[k].count;
@@ -218,11 +186,11 @@ static void batch_run(struct sq_backend *backend, struct item *items, uint32_t c
     atomic_fetch_add(&backend->batched_items, requests);
     atomic_store(&backend->live_holds, backend->mirror.hold_count);
     if (outcome == BATCH_COMMITTED && backend->syncing) {
-        syncer_hand(backend, items, count); /* answered once durable */
+        sq_syncer_hand(backend, items, count); /* answered once durable */
         return;
     }
     for (uint32_t k = 0; k < count; k++)
-        item_finish(&items[k]);
+        sq_item_finish(&items[k]);
 }
 
 /* After each commit: the WAL's size, for the checkpointer and the restart. */
@@ -232,7 +200,7 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
     (void)name;
     struct sq_backend *backend = context;
     atomic_store(&backend->wal_pages, pages);
-    if (pages >= SQLITE_CHECKPOINT_PAGES) {
+    if (pages >= SQ_CHECKPOINT_PAGES) {
         pthread_mutex_lock(&backend->queue_mutex);
         pthread_cond_broadcast(&backend->checkpoint_cond);
         pthread_mutex_unlock(&backend->queue_mutex);
@@ -240,8 +208,8 @@ static int wal_hook(void *context, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
-/* Copies the WAL back into the database each time SQLITE_CHECKPOINT_PAGES
- * more frames have been written (SQLITE_RESTART_LAG_PAGES once the WAL is
+/* Copies the WAL back into the database each time SQ_CHECKPOINT_PAGES
+ * more frames have been written (SQ_RESTART_LAG_PAGES once the WAL is
  * due to start over), on its own connection: a passive checkpoint never
  * blocks the writer, and the writer's commits never wait for one. */
 static void *checkpointer_main(void *arg)
@@ -253,8 +221,7 @@ static void *checkpointer_main(void *arg)
         int pages = atomic_load(&backend->wal_pages);
         if (pages < copied)
             copied = 0; /* the WAL started over */
-        int step =
-            pages >= SQLITE_WAL_PAGES_MAX ? SQLITE_RESTART_LAG_PAGES : SQLITE_CHECKPOINT_PAGES;
+        int step = pages >= SQ_WAL_PAGES_MAX ? SQ_RESTART_LAG_PAGES : SQ_CHECKPOINT_PAGES;
         if (pages - copied < step) {
             pthread_cond_wait(&backend->checkpoint_cond, &backend->queue_mutex);
             continue;
@@ -277,18 +244,18 @@ static void *checkpointer_main(void *arg)
 }
 
 /* Background checkpoints cannot finish while the writer keeps appending, so
- * the WAL would never start over. Past SQLITE_WAL_PAGES_MAX the writer
+ * the WAL would never start over. Past SQ_WAL_PAGES_MAX the writer
  * checkpoints itself between two batches, once the background checkpoint
- * has caught up to within SQLITE_RESTART_LAG_PAGES (copying and syncing
+ * has caught up to within SQ_RESTART_LAG_PAGES (copying and syncing
  * the rest stalls the writer, so the less the better; past twice the bound
  * it does not wait any more), so that its next commit writes the WAL from
  * the start. */
 static void wal_restart_if_large(struct sq_backend *backend)
 {
     int pages = atomic_load(&backend->wal_pages);
-    if (pages < SQLITE_WAL_PAGES_MAX ||
-        (pages - atomic_load(&backend->wal_checkpointed) > SQLITE_RESTART_LAG_PAGES &&
-         pages < 2 * SQLITE_WAL_PAGES_MAX))
+    if (pages < SQ_WAL_PAGES_MAX ||
+        (pages - atomic_load(&backend->wal_checkpointed) > SQ_RESTART_LAG_PAGES &&
+         pages < 2 * SQ_WAL_PAGES_MAX))
         return;
     /* Never wait (the write connection has no busy timeout): not for the
      * checkpointer (try again after the next batch), not for a reader. */
@@ -303,33 +270,16 @@ static void wal_restart_if_large(struct sq_backend *backend)
         log_sql_error(backend, "checkpoint", rc);
 }
 
-/* Takes up to group_commit_max requests (at least one call) off the queue. */
-static uint32_t queue_take(struct sq_backend *backend, struct item *out)
-{
-    uint32_t count = 0;
-    uint64_t requests = 0;
-    while (backend->queue_count > 0) {
-        struct item *next = &backend->queue[backend->queue_head];
-        if (count > 0 && requests + next->count > atomic_load(&backend->group_commit_max))
-            break;
-        out[count++] = *next;
-        requests += next->count;
-        backend->queue_head = (backend->queue_head + 1) % SQLITE_QUEUE_ITEMS_MAX;
-        backend->queue_count--;
-    }
-    return count;
-}
-
 static void *writer_main(void *arg)
 {
     struct sq_backend *backend = arg;
-    struct item *batch = backend->batch;
+    struct sq_item *batch = backend->batch;
     sqlite3_wal_hook(backend->db, wal_hook, backend);
     for (;;) {
         pthread_mutex_lock(&backend->queue_mutex);
         while (backend->queue_count == 0 && !backend->stopping)
             pthread_cond_wait(&backend->queue_cond, &backend->queue_mutex);
-        uint32_t count = queue_take(backend, batch);
+        uint32_t count = sq_queue_take(backend, batch);
         pthread_mutex_unlock(&backend->queue_mutex);
         if (count == 0)
             break; /* stopping and drained */
@@ -339,79 +289,46 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Hands an item to the writer; false when the queue is full or closing. */
-static bool enqueue(struct sq_backend *backend, const struct item *item)
-{
-    pthread_mutex_lock(&backend->queue_mutex);
-    bool accepted = !backend->stopping && backend->queue_count < SQLITE_QUEUE_ITEMS_MAX;
-    if (accepted) {
-        uint32_t tail = (backend->queue_head + backend->queue_count) % SQLITE_QUEUE_ITEMS_MAX;
-        backend->queue[tail] = *item;
-        backend->queue_count++;
-        pthread_cond_signal(&backend->queue_cond);
-    }
-    pthread_mutex_unlock(&backend->queue_mutex);
-    if (!accepted)
-        atomic_fetch_add(&backend->queue_full, 1);
-    return accepted;
-}
-
-int writer_call(struct sq_backend *backend, call_fn run, void *args)
-{
-    struct call call = {.run = run, .args = args};
-    pthread_mutex_init(&call.mutex, NULL);
-    pthread_cond_init(&call.cond, NULL);
-    struct item item = {.kind = ITEM_CALL, .count = 1, .call = &call};
-    bool accepted = enqueue(backend, &item);
-    pthread_mutex_lock(&call.mutex);
-    while (accepted && !call.finished)
-        pthread_cond_wait(&call.cond, &call.mutex);
-    pthread_mutex_unlock(&call.mutex);
-    pthread_cond_destroy(&call.cond);
-    pthread_mutex_destroy(&call.mutex);
-    return accepted && !call.failed ? 0 : -1;
-}
-
 /* ---- Data path: queue and return; the writer answers after the commit. */
 
-static void data_call(struct sq_backend *backend, enum item_kind kind, const void *requests,
+static void data_call(struct sq_backend *backend, enum sq_item_kind kind, const void *requests,
                       void *results, uint32_t count, backend_done_fn done, void *context)
 {
-    struct item item = {.kind = kind,
-                        .count = count,
-                        .requests = requests,
-                        .results = results,
-                        .done = done,
-                        .context = context};
-    if (count == 0 || !enqueue(backend, &item)) {
-        item_unavailable(&item); /* full queue: 503 at once, never block */
+    struct sq_item item = {.kind = kind,
+                           .count = count,
+                           .requests = requests,
+                           .results = results,
+                           .done = done,
+                           .context = context};
+    if (count == 0 || !sq_queue_put(backend, &item)) {
+        sq_item_unavailable(&item); /* full queue: 503 at once, never block */
         done(context);
     }
 }
 
-static void sqlite_reserve(struct backend *base, const struct reserve_request *requests,
-                           struct reserve_result *results, uint32_t count, backend_done_fn done,
-                           void *context)
+static void sq_reserve(struct backend *base, const struct reserve_request *requests,
+                       struct reserve_result *results, uint32_t count, backend_done_fn done,
+                       void *context)
 {
-    data_call(sq_backend_of(base), ITEM_RESERVE, requests, results, count, done, context);
+    data_call(sq_backend_of(base), SQ_ITEM_RESERVE, requests, results, count, done, context);
 }
 
-static void sqlite_complete(struct backend *base, const struct complete_request *requests,
-                            struct complete_result *results, uint32_t count, backend_done_fn done,
-                            void *context)
+static void sq_complete(struct backend *base, const struct complete_request *requests,
+                        struct complete_result *results, uint32_t count, backend_done_fn done,
+                        void *context)
 {
     /* Cleared so that a redone transaction or a failure may free warnings
      * an earlier try set. */
     for (uint32_t i = 0; i < count; i++)
         complete_result_clear(&results[i]);
-    data_call(sq_backend_of(base), ITEM_COMPLETE, requests, results, count, done, context);
+    data_call(sq_backend_of(base), SQ_ITEM_COMPLETE, requests, results, count, done, context);
 }
 
-static void sqlite_release(struct backend *base, const struct release_request *requests,
-                           struct release_result *results, uint32_t count, backend_done_fn done,
-                           void *context)
+static void sq_release(struct backend *base, const struct release_request *requests,
+                       struct release_result *results, uint32_t count, backend_done_fn done,
+                       void *context)
 {
-    data_call(sq_backend_of(base), ITEM_RELEASE, requests, results, count, done, context);
+    data_call(sq_backend_of(base), SQ_ITEM_RELEASE, requests, results, count, done, context);
 }
 
 /* ---- Open and close. */
@@ -470,9 +387,9 @@ static void backend_stop_checkpointer(struct sq_backend *backend)
 
 static void backend_free(struct sq_backend *backend)
 {
-    schema_close(backend);
-    mirror_free(&backend->mirror);
-    leases_free(backend);
+    sq_schema_close(backend);
+    sq_mirror_free(&backend->mirror);
+    sq_leases_free(backend);
     if (backend->lock_fd >= 0)
         close(backend->lock_fd);
     free(backend->queue);
@@ -500,31 +417,31 @@ static int open_storage(struct sq_backend *backend, char *error, size_t error_si
         return -1;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", backend->data_dir, DATABASE_FILE_NAME);
-    if (schema_open(backend, path, error, error_size) != 0)
+    if (sq_schema_open(backend, path, error, error_size) != 0)
         return -1;
     sync_dir(backend->data_dir);
-    return mirror_load(backend, error, error_size);
+    return sq_mirror_load(backend, error, error_size);
 }
 
 /* Process-wide SQLite settings, before SQLite initialises: no global memory
  * statistics (they take a mutex on every allocation). Harmless no-op when
  * something already initialised SQLite. */
-static void sqlite_configure_once(void)
+static void sq_configure_once(void)
 {
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-static int sqlite_open(const struct backend_config *config, const void *options,
-                       struct backend **out, char *error, size_t error_size)
+static int sq_open(const struct backend_config *config, const void *options, struct backend **out,
+                   char *error, size_t error_size)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, sqlite_configure_once);
+    pthread_once(&once, sq_configure_once);
     struct sq_backend *backend = calloc(1, sizeof *backend);
     if (backend == NULL) {
         snprintf(error, error_size, "out of memory");
         return -1;
     }
-    backend->base.ops = &sqlite_backend_ops;
+    backend->base.ops = &sq_backend_ops;
     backend->config = *config;
     if (options != NULL)
         backend->options = *(const struct sq_options *)options;
@@ -536,7 +453,7 @@ static int sqlite_open(const struct backend_config *config, const void *options,
         return -1;
     }
     backend->lock_fd = -1;
-    atomic_store(&backend->group_commit_max, SQLITE_GROUP_COMMIT_MAX);
+    atomic_store(&backend->group_commit_max, SQ_GROUP_COMMIT_MAX);
     backend->random_state = retry_jitter_seed();
     pthread_mutex_init(&backend->queue_mutex, NULL);
     pthread_cond_init(&backend->queue_cond, NULL);
@@ -554,9 +471,9 @@ static int sqlite_open(const struct backend_config *config, const void *options,
         backend_free(backend);
         return -1;
     }
-    backend->queue = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->queue);
-    backend->batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->batch);
-    backend->scratch = ledger_scratch_new();
+    backend->queue = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->queue);
+    backend->batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->batch);
+    backend->scratch = sq_ledger_scratch_new();
     if (backend->queue == NULL || backend->batch == NULL || backend->scratch == NULL) {
         snprintf(error, error_size, "out of memory");
         backend_free(backend);
@@ -572,10 +489,10 @@ static int sqlite_open(const struct backend_config *config, const void *options,
         return -1;
     }
     backend->checkpointer_started = true;
-    if ((backend->syncing && syncer_start(backend) != 0) ||
+    if ((backend->syncing && sq_syncer_start(backend) != 0) ||
         pthread_create(&backend->writer, NULL, writer_main, backend) != 0) {
         snprintf(error, error_size, "cannot start the writer and syncer threads");
-        syncer_stop(backend);
+        sq_syncer_stop(backend);
         backend_stop_checkpointer(backend);
         backend_free(backend);
         return -1;
@@ -585,7 +502,7 @@ static int sqlite_open(const struct backend_config *config, const void *options,
     return 0;
 }
 
-static void sqlite_close(struct backend *base)
+static void sq_close(struct backend *base)
 {
     struct sq_backend *backend = sq_backend_of(base);
     pthread_mutex_lock(&backend->queue_mutex);
@@ -593,29 +510,29 @@ static void sqlite_close(struct backend *base)
     pthread_cond_signal(&backend->queue_cond);
     pthread_mutex_unlock(&backend->queue_mutex);
     pthread_join(backend->writer, NULL); /* drains the queue first */
-    syncer_stop(backend);
+    sq_syncer_stop(backend);
     backend_stop_checkpointer(backend);
     backend_free(backend);
 }
 
-void sqlite_backend_set_group_commit_max(struct backend *base, uint32_t requests)
+void sq_backend_set_group_commit_max(struct backend *base, uint32_t requests)
 {
     assert(requests >= 1);
     atomic_store(&sq_backend_of(base)->group_commit_max, requests);
 }
 
-uint64_t sqlite_backend_fsyncs(struct backend *base)
+uint64_t sq_backend_fsyncs(struct backend *base)
 {
     return atomic_load(&sq_backend_of(base)->syncs);
 }
 
-static bool sqlite_ready(struct backend *base)
+static bool sq_ready(struct backend *base)
 {
     struct sq_backend *backend = sq_backend_of(base);
     return atomic_load(&backend->ready) && !atomic_load(&backend->failed);
 }
 
-static void sqlite_stats(struct backend *base, struct backend_stats *out)
+static void sq_stats(struct backend *base, struct backend_stats *out)
 {
     struct sq_backend *backend = sq_backend_of(base);
     memset(out, 0, sizeof *out);
@@ -626,22 +543,22 @@ static void sqlite_stats(struct backend *base, struct backend_stats *out)
     out->expired_holds = atomic_load(&backend->expired_holds);
 }
 
-const struct backend_ops sqlite_backend_ops = {
+const struct backend_ops sq_backend_ops = {
     .name = "sqlite",
-    .open = sqlite_open,
-    .close = sqlite_close,
-    .put_limit = sqlite_admin_put_limit,
-    .restore_limit = sqlite_admin_restore_limit,
-    .delete_limit = sqlite_admin_delete_limit,
-    .get_limit = sqlite_admin_get_limit,
-    .list_limits = sqlite_admin_list_limits,
-    .usage = sqlite_admin_usage,
-    .tick = sqlite_admin_tick,
-    .reserve = sqlite_reserve,
-    .complete = sqlite_complete,
-    .release = sqlite_release,
-    .ready = sqlite_ready,
-    .stats = sqlite_stats,
-    .events = sqlite_admin_events,
-    .usage_by_caller = sqlite_admin_usage_by_caller,
+    .open = sq_open,
+    .close = sq_close,
+    .put_limit = sq_admin_put_limit,
+    .restore_limit = sq_admin_restore_limit,
+    .delete_limit = sq_admin_delete_limit,
+    .get_limit = sq_admin_get_limit,
+    .list_limits = sq_admin_list_limits,
+    .usage = sq_admin_usage,
+    .tick = sq_admin_tick,
+    .reserve = sq_reserve,
+    .complete = sq_complete,
+    .release = sq_release,
+    .ready = sq_ready,
+    .stats = sq_stats,
+    .events = sq_admin_events,
+    .usage_by_caller = sq_admin_usage_by_caller,
 };

@@ -2,42 +2,49 @@
  * counters and their live holds. Loaded at startup (and again after a failed
  * transaction) from the tables, checked against them, and kept equal to them
  * by writing every change in the same transaction. */
-#include "sqlite_internal.h"
+#include "sq_mirror.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_json.h"
+#include "sq_leases.h"
+#include "sq_map.h"
+#include "sq_schema.h"
+
 static bool limit_match_key(const void *value, const void *key)
 {
-    const struct limit *limit = value;
+    const struct sq_limit *limit = value;
     return strcmp(limit->state.definition.key, (const char *)key) == 0;
 }
 
 static bool limit_match_id(const void *value, const void *key)
 {
-    return ((const struct limit *)value)->id == *(const int64_t *)key;
+    return ((const struct sq_limit *)value)->id == *(const int64_t *)key;
 }
 
 static uint64_t key_hash(const char *key)
 {
-    return hash_bytes(key, strlen(key));
+    return sq_hash_bytes(key, strlen(key));
 }
 
-struct limit *mirror_limit_by_key(struct mirror *mirror, const char *key)
+struct sq_limit *sq_mirror_limit_by_key(struct sq_mirror *mirror, const char *key)
 {
-    return map_find(&mirror->limits_by_key, key_hash(key), limit_match_key, key);
+    return sq_map_find(&mirror->limits_by_key, key_hash(key), limit_match_key, key);
 }
 
-struct limit *mirror_limit_by_id(struct mirror *mirror, int64_t id)
+struct sq_limit *sq_mirror_limit_by_id(struct sq_mirror *mirror, int64_t id)
 {
-    return map_find(&mirror->limits_by_id, hash_i64(id), limit_match_id, &id);
+    return sq_map_find(&mirror->limits_by_id, sq_hash_i64(id), limit_match_id, &id);
 }
 
-struct limit *limit_new(int64_t id, const struct limit_state *state)
+struct sq_limit *sq_limit_new(int64_t id, const struct limit_state *state)
 {
-    struct limit *limit = calloc(1, sizeof *limit);
+    struct sq_limit *limit = calloc(1, sizeof *limit);
     if (limit == NULL)
         return NULL;
     limit->id = id;
@@ -45,12 +52,12 @@ struct limit *limit_new(int64_t id, const struct limit_state *state)
     return limit;
 }
 
-void limit_free(struct limit *limit)
+void sq_limit_free(struct sq_limit *limit)
 {
     if (limit == NULL)
         return;
     for (uint32_t i = 0; i < limit->period_count; i++) {
-        holds_free_all(limit->periods[i]->holds);
+        sq_holds_free_all(limit->periods[i]->holds);
         free(limit->periods[i]);
     }
     free(limit->periods);
@@ -58,38 +65,39 @@ void limit_free(struct limit *limit)
 }
 
 /* Adds a limit to both maps (to the key map only when not deleted). */
-int mirror_add_limit(struct mirror *mirror, struct limit *limit)
+int sq_mirror_add_limit(struct sq_mirror *mirror, struct sq_limit *limit)
 {
-    if (map_reserve(&mirror->limits_by_id, 1) != 0 || map_reserve(&mirror->limits_by_key, 1) != 0)
+    if (sq_map_reserve(&mirror->limits_by_id, 1) != 0 ||
+        sq_map_reserve(&mirror->limits_by_key, 1) != 0)
         return -1;
-    map_insert(&mirror->limits_by_id, hash_i64(limit->id), limit);
+    sq_map_insert(&mirror->limits_by_id, sq_hash_i64(limit->id), limit);
     if (!limit->deleted) {
-        assert(mirror_limit_by_key(mirror, limit->state.definition.key) == NULL);
-        map_insert(&mirror->limits_by_key, key_hash(limit->state.definition.key), limit);
+        assert(sq_mirror_limit_by_key(mirror, limit->state.definition.key) == NULL);
+        sq_map_insert(&mirror->limits_by_key, key_hash(limit->state.definition.key), limit);
     }
     if (limit->id >= mirror->next_limit_id)
         mirror->next_limit_id = limit->id + 1;
     return 0;
 }
 
-void mirror_unlink_key(struct mirror *mirror, struct limit *limit)
+void sq_mirror_unlink_key(struct sq_mirror *mirror, struct sq_limit *limit)
 {
-    bool removed = map_remove(&mirror->limits_by_key, key_hash(limit->state.definition.key),
-                              limit_match_key, limit->state.definition.key);
+    bool removed = sq_map_remove(&mirror->limits_by_key, key_hash(limit->state.definition.key),
+                                 limit_match_key, limit->state.definition.key);
     assert(removed);
     (void)removed;
 }
 
-void mirror_free(struct mirror *mirror)
+void sq_mirror_free(struct sq_mirror *mirror)
 {
     for (uint32_t i = 0; i < mirror->limits_by_id.capacity; i++)
-        limit_free(mirror->limits_by_id.slots[i].value);
-    map_free(&mirror->limits_by_id);
-    map_free(&mirror->limits_by_key);
+        sq_limit_free(mirror->limits_by_id.slots[i].value);
+    sq_map_free(&mirror->limits_by_id);
+    sq_map_free(&mirror->limits_by_key);
     memset(mirror, 0, sizeof *mirror);
 }
 
-void mirror_touch(struct mirror *mirror, struct period *period)
+void sq_mirror_touch(struct sq_mirror *mirror, struct sq_period *period)
 {
     if (period->dirty)
         return;
@@ -104,17 +112,17 @@ static int64_t amount_i64(uint64_t amount)
     return (int64_t)amount;
 }
 
-int mirror_flush(struct sq_backend *backend)
+int sq_mirror_flush(struct sq_backend *backend)
 {
-    sqlite3_stmt *put = statement(backend, STMT_USAGE_PUT);
+    sqlite3_stmt *put = sq_statement(backend, SQ_STMT_USAGE_PUT);
     while (backend->mirror.dirty != NULL) {
-        struct period *p = backend->mirror.dirty;
+        struct sq_period *p = backend->mirror.dirty;
         sqlite3_bind_int64(put, 1, p->limit->id);
         sqlite3_bind_int64(put, 2, p->start_ms);
         sqlite3_bind_int64(put, 3, amount_i64(p->reserved));
         sqlite3_bind_int64(put, 4, amount_i64(p->used));
         sqlite3_bind_int64(put, 5, amount_i64(p->debt));
-        int rc = statement_run(put);
+        int rc = sq_statement_run(put);
         if (rc != SQLITE_DONE)
             return rc;
         backend->mirror.dirty = p->dirty_next;
@@ -124,7 +132,7 @@ int mirror_flush(struct sq_backend *backend)
     return SQLITE_DONE;
 }
 
-struct period *mirror_period_find(const struct limit *limit, int64_t start_ms)
+struct sq_period *sq_mirror_period_find(const struct sq_limit *limit, int64_t start_ms)
 {
     for (uint32_t i = 0; i < limit->period_count; i++) {
         if (limit->periods[i]->start_ms == start_ms)
@@ -135,9 +143,9 @@ struct period *mirror_period_find(const struct limit *limit, int64_t start_ms)
 
 /* Reads a period's stored counters (zero when it has no row yet). */
 static int usage_read(struct sq_backend *backend, int64_t limit_id, int64_t start_ms,
-                      struct period *out)
+                      struct sq_period *out)
 {
-    sqlite3_stmt *get = statement(backend, STMT_USAGE_GET);
+    sqlite3_stmt *get = sq_statement(backend, SQ_STMT_USAGE_GET);
     sqlite3_bind_int64(get, 1, limit_id);
     sqlite3_bind_int64(get, 2, start_ms);
     int rc = sqlite3_step(get);
@@ -151,16 +159,17 @@ static int usage_read(struct sq_backend *backend, int64_t limit_id, int64_t star
     return rc;
 }
 
-struct period *mirror_period(struct sq_backend *backend, struct limit *limit, int64_t start_ms)
+struct sq_period *sq_mirror_period(struct sq_backend *backend, struct sq_limit *limit,
+                                   int64_t start_ms)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         start_ms = 0;
-    struct period *p = mirror_period_find(limit, start_ms);
+    struct sq_period *p = sq_mirror_period_find(limit, start_ms);
     if (p != NULL)
         return p;
     if (limit->period_count == limit->period_capacity) {
         uint32_t capacity = limit->period_capacity == 0 ? 2 : limit->period_capacity * 2;
-        struct period **periods = realloc(limit->periods, capacity * sizeof *periods);
+        struct sq_period **periods = realloc(limit->periods, capacity * sizeof *periods);
         if (periods == NULL)
             return NULL;
         limit->periods = periods;
@@ -179,13 +188,13 @@ struct period *mirror_period(struct sq_backend *backend, struct limit *limit, in
     return p;
 }
 
-void mirror_trim_periods(struct limit *limit, int64_t now_ms)
+void sq_mirror_trim_periods(struct sq_limit *limit, int64_t now_ms)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         return;
     int64_t current = period_start_ms(limit->state.definition.period, now_ms);
     for (uint32_t i = 0; i < limit->period_count;) {
-        struct period *p = limit->periods[i];
+        struct sq_period *p = limit->periods[i];
         if (p->hold_count == 0 && p->start_ms != current && !p->dirty) {
             free(p);
             limit->periods[i] = limit->periods[--limit->period_count];
@@ -195,55 +204,21 @@ void mirror_trim_periods(struct limit *limit, int64_t now_ms)
     }
 }
 
-int mirror_expire_hold(struct sq_backend *backend, struct period *p, struct hold *h, int64_t now_ms)
+int64_t sq_mirror_live_from(const struct sq_mirror *mirror)
 {
-    int rc = ledger_expire_item(backend, p, h, now_ms);
-    if (rc != SQLITE_DONE)
-        return rc;
-    struct hold *removed = NULL;
-    p->holds = holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
-    assert(removed == h);
-    p->hold_count--;
-    backend->mirror.hold_count--;
-    if (removed->completed) {
-        p->used -= removed->amount;
-        p->debt = p->debt >= removed->debt ? p->debt - removed->debt : 0;
-    } else {
-        p->reserved -= removed->amount;
-        atomic_fetch_add(&backend->expired_holds, 1);
-    }
-    hold_free(removed);
-    mirror_touch(&backend->mirror, p);
-    return SQLITE_DONE;
-}
-
-static int expire_period(struct sq_backend *backend, struct period *p, int64_t now_ms,
-                         uint64_t *budget_left)
-{
-    for (;;) {
-        struct hold *first = holds_first(p->holds);
-        if (first == NULL || first->expires_at_ms > now_ms)
-            return SQLITE_DONE;
-        if (budget_left != NULL) {
-            if (*budget_left == 0)
-                return SQLITE_DONE;
-            (*budget_left)--;
+    int64_t least = INT64_MAX;
+    const struct sq_map *ids = &mirror->limits_by_id;
+    for (uint32_t i = 0; i < ids->capacity; i++) {
+        const struct sq_limit *limit = ids->slots[i].value;
+        for (uint32_t j = 0; limit != NULL && j < limit->period_count; j++) {
+            int64_t row = sq_holds_row_min(limit->periods[j]->holds);
+            if (row < least)
+                least = row;
         }
-        int rc = mirror_expire_hold(backend, p, first, now_ms);
-        if (rc != SQLITE_DONE)
-            return rc;
     }
-}
-
-int mirror_expire(struct sq_backend *backend, struct limit *limit, int64_t now_ms,
-                  uint64_t *budget_left)
-{
-    for (uint32_t i = 0; i < limit->period_count; i++) {
-        int rc = expire_period(backend, limit->periods[i], now_ms, budget_left);
-        if (rc != SQLITE_DONE)
-            return rc;
-    }
-    return SQLITE_DONE;
+    if (least == INT64_MAX)
+        return mirror->next_seq;
+    return least / SQ_LEASE_ITEMS;
 }
 
 /* ---- Loading. */
@@ -294,16 +269,16 @@ static int load_limits(struct sq_backend *backend, char *error, size_t error_siz
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct limit_state state;
         limit_state_from_row(stmt, &state);
-        struct limit *limit = limit_new(sqlite3_column_int64(stmt, 0), &state);
+        struct sq_limit *limit = sq_limit_new(sqlite3_column_int64(stmt, 0), &state);
         if (limit != NULL)
             limit->deleted = sqlite3_column_int64(stmt, 2) != 0;
-        if (limit == NULL || mirror_add_limit(&backend->mirror, limit) != 0) {
-            limit_free(limit);
+        if (limit == NULL || sq_mirror_add_limit(&backend->mirror, limit) != 0) {
+            sq_limit_free(limit);
             sqlite3_finalize(stmt);
             snprintf(error, error_size, "loading limits: out of memory");
             return -1;
         }
-        if (state.definition.kind != LIMIT_BUDGET && mirror_period(backend, limit, 0) == NULL) {
+        if (state.definition.kind != LIMIT_BUDGET && sq_mirror_period(backend, limit, 0) == NULL) {
             sqlite3_finalize(stmt);
             return load_fail(backend, error, error_size, "limit_usage");
         }
@@ -315,84 +290,84 @@ static int load_limits(struct sq_backend *backend, char *error, size_t error_siz
 /* Rebuilds the live holds of one lease row and adds them to the sums they
  * are checked against. */
 static int load_lease_holds(struct sq_backend *backend, sqlite3_stmt *stmt,
-                            struct lease_item *items, char *error, size_t error_size)
+                            struct sq_lease_item *items, char *error, size_t error_size)
 {
     int64_t seq = sqlite3_column_int64(stmt, 0);
-    struct lease_rec rec = {
+    struct sq_lease_rec rec = {
         .seq = seq, .items = items, .item_capacity = REQUIREMENTS_PER_RESERVE_MAX};
     const unsigned char *json = sqlite3_column_text(stmt, 1);
-    if (json == NULL || lease_items_parse(&rec, (const char *)json) != 0) {
+    if (json == NULL || sq_lease_items_parse(&rec, (const char *)json) != 0) {
         snprintf(error, error_size, "loading lease %lld: malformed items", (long long)seq);
         return -1;
     }
-    struct lease_ref *ref = NULL;
+    struct sq_lease_ref *ref = NULL;
     for (uint32_t i = 0; i < rec.item_count; i++) {
-        const struct lease_item *item = &items[i];
+        const struct sq_lease_item *item = &items[i];
         if (!item->live)
             continue;
-        sqlite3_stmt *expired = statement(backend, STMT_EXPIRATION_GET);
-        sqlite3_bind_int64(expired, 1, hold_row_id(seq, i));
+        sqlite3_stmt *expired = sq_statement(backend, SQ_STMT_EXPIRATION_GET);
+        sqlite3_bind_int64(expired, 1, sq_hold_row_id(seq, i));
         int rc = sqlite3_step(expired);
         sqlite3_reset(expired);
         if (rc == SQLITE_ROW)
             continue; /* expired since its lease was written */
         if (rc != SQLITE_DONE) {
-            lease_ref_drop(ref);
+            sq_lease_ref_drop(ref);
             return load_fail(backend, error, error_size, "expirations");
         }
         if (ref == NULL) {
             const unsigned char *id = sqlite3_column_text(stmt, 2);
             const unsigned char *caller = sqlite3_column_text(stmt, 3);
-            ref = lease_ref_new(id != NULL ? (const char *)id : "",
-                                caller != NULL ? (const char *)caller : "");
+            ref = sq_lease_ref_new(id != NULL ? (const char *)id : "",
+                                   caller != NULL ? (const char *)caller : "");
             if (ref == NULL) {
                 snprintf(error, error_size, "loading lease %lld: out of memory", (long long)seq);
                 return -1;
             }
         }
-        struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
-        struct period *p =
-            limit == NULL ? NULL : mirror_period(backend, limit, item->period_start_ms);
-        struct hold *h = calloc(1, sizeof *h);
+        struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, item->limit_id);
+        struct sq_period *p =
+            limit == NULL ? NULL : sq_mirror_period(backend, limit, item->period_start_ms);
+        struct sq_hold *h = calloc(1, sizeof *h);
         if (p == NULL || h == NULL) {
-            hold_free(h);
-            lease_ref_drop(ref);
+            sq_hold_free(h);
+            sq_lease_ref_drop(ref);
             snprintf(error, error_size, "loading lease %lld: no limit or out of memory",
                      (long long)seq);
             return -1;
         }
-        h->row_id = hold_row_id(seq, i);
-        h->lease = lease_ref_keep(ref);
+        h->row_id = sq_hold_row_id(seq, i);
+        h->lease = sq_lease_ref_keep(ref);
         h->amount = item->held;
         h->debt = item->debt;
-        h->completed = item->state != ITEM_RESERVED;
+        h->completed = item->state != SQ_ITEM_RESERVED;
         h->expires_at_ms = item->expires_at_ms;
-        p->holds = holds_insert(p->holds, h);
+        p->holds = sq_holds_insert(p->holds, h);
         p->hold_count++;
         backend->mirror.hold_count++;
     }
-    lease_ref_drop(ref);
+    sq_lease_ref_drop(ref);
     return 0;
 }
 
 /* Every period's stored counters must equal the sums of its live holds. */
 static int check_sums(struct sq_backend *backend, char *error, size_t error_size)
 {
-    struct map *ids = &backend->mirror.limits_by_id;
+    struct sq_map *ids = &backend->mirror.limits_by_id;
     for (uint32_t i = 0; i < ids->capacity; i++) {
-        struct limit *limit = ids->slots[i].value;
+        struct sq_limit *limit = ids->slots[i].value;
         if (limit == NULL)
             continue;
         for (uint32_t j = 0; j < limit->period_count; j++) {
-            struct period *p = limit->periods[j];
+            struct sq_period *p = limit->periods[j];
             uint64_t expect =
                 limit->state.definition.kind == LIMIT_ROLLING ? p->reserved + p->used : p->reserved;
-            if (holds_sum(p->holds) != expect) {
+            if (sq_holds_sum(p->holds) != expect) {
                 snprintf(error, error_size,
                          "database inconsistent: limit %s (id %lld) counts %llu held, its live "
                          "reservations hold %llu",
                          limit->state.definition.key, (long long)limit->id,
-                         (unsigned long long)expect, (unsigned long long)holds_sum(p->holds));
+                         (unsigned long long)expect, (unsigned long long)sq_holds_sum(p->holds));
                 return -1;
             }
         }
@@ -408,7 +383,7 @@ static int load_holds(struct sq_backend *backend, char *error, size_t error_size
     const char *sql = "SELECT seq, items, lease_id, caller FROM leases WHERE seq >= "
                       "COALESCE((SELECT value FROM meta WHERE name='live_from_seq'), 0) "
                       "AND live = 1";
-    struct lease_item *items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *items);
+    struct sq_lease_item *items = calloc(REQUIREMENTS_PER_RESERVE_MAX, sizeof *items);
     if (items == NULL) {
         snprintf(error, error_size, "loading leases: out of memory");
         return -1;
@@ -445,14 +420,14 @@ static int load_next_seq(struct sq_backend *backend, char *error, size_t error_s
     return rc == SQLITE_ROW ? 0 : load_fail(backend, error, error_size, "leases");
 }
 
-int mirror_load(struct sq_backend *backend, char *error, size_t error_size)
+int sq_mirror_load(struct sq_backend *backend, char *error, size_t error_size)
 {
-    mirror_free(&backend->mirror);
+    sq_mirror_free(&backend->mirror);
     backend->mirror.next_limit_id = 1;
     if (load_limits(backend, error, error_size) != 0 ||
         load_holds(backend, error, error_size) != 0 ||
         load_next_seq(backend, error, error_size) != 0) {
-        mirror_free(&backend->mirror);
+        sq_mirror_free(&backend->mirror);
         return -1;
     }
     atomic_store(&backend->live_holds, backend->mirror.hold_count);

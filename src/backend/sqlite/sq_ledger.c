@@ -1,9 +1,9 @@
 /* The sqlite backend's data path: reserve, complete and release of one
  * request, decided on the writer's mirror and written to the tables (rows,
- * audit events; counters once per transaction). A return other than
- * SQLITE_DONE is an SQL or memory error: the writer redoes the transaction
- * without this request. */
-#include "sqlite_internal.h"
+ * audit events; counters once per transaction), and the expiry of holds,
+ * which changes both. A return other than SQLITE_DONE is an SQL or memory
+ * error: the writer redoes the transaction without this request. */
+#include "sq_ledger.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -11,6 +11,10 @@
 #include <string.h>
 
 #include "core/retry.h"
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
 
 #define FINGERPRINT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 24))
 #define DENIED_TEXT_BYTES_MAX (REQUIREMENTS_PER_RESERVE_MAX * (LIMIT_KEY_LENGTH_MAX + 1) + 1)
@@ -24,7 +28,8 @@ static int64_t i64(uint64_t amount)
 /* A lease is forgotten, as in every backend, once it is older than
  * lease_retention_ms and none of its holds is live any more (a retry while a
  * hold lives must never reserve twice). */
-static bool forgotten(const struct sq_backend *backend, const struct lease_rec *rec, int64_t now_ms)
+static bool forgotten(const struct sq_backend *backend, const struct sq_lease_rec *rec,
+                      int64_t now_ms)
 {
     if (backend->config.lease_retention_ms <= 0 ||
         rec->created_at_ms > now_ms - backend->config.lease_retention_ms)
@@ -39,9 +44,9 @@ static bool forgotten(const struct sq_backend *backend, const struct lease_rec *
 /* SQLITE_ROW with the lease (pinned for this request), SQLITE_DONE when it
  * is unknown or forgotten, else an error. */
 static int lease_get(struct sq_backend *backend, const char *lease_id, int64_t now_ms,
-                     struct lease_rec **out)
+                     struct sq_lease_rec **out)
 {
-    int rc = leases_find(backend, lease_id, out);
+    int rc = sq_leases_find(backend, lease_id, out);
     if (rc == SQLITE_ROW && forgotten(backend, *out, now_ms))
         rc = SQLITE_DONE;
     if (rc == SQLITE_ROW)
@@ -49,53 +54,128 @@ static int lease_get(struct sq_backend *backend, const char *lease_id, int64_t n
     return rc;
 }
 
+/* ---- Expiry of holds. */
+
+/* The lease side of one hold's expiry: its expirations row, its audit event
+ * and the caller's budget counters. */
+static int expire_item(struct sq_backend *backend, const struct sq_period *p,
+                       const struct sq_hold *h, int64_t now_ms)
+{
+    struct sq_expiry expiry = {.row_id = h->row_id,
+                               .limit_id = p->limit->id,
+                               .at_ms = now_ms,
+                               .amount = h->amount,
+                               .lease = h->lease,
+                               .audited = !h->completed};
+    int rc = sq_leases_expired(backend, &expiry);
+    if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
+        rc = sq_leases_caller_add(backend, p->limit, p->start_ms, sq_lease_ref_caller(h->lease),
+                                  -(int64_t)h->amount, 0, 0);
+    return rc;
+}
+
+/* Expires one hold (due or not): the lease side first, then the mirror's. */
+static int expire_hold(struct sq_backend *backend, struct sq_period *p, struct sq_hold *h,
+                       int64_t now_ms)
+{
+    int rc = expire_item(backend, p, h, now_ms);
+    if (rc != SQLITE_DONE)
+        return rc;
+    struct sq_hold *removed = NULL;
+    p->holds = sq_holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
+    assert(removed == h);
+    p->hold_count--;
+    backend->mirror.hold_count--;
+    if (removed->completed) {
+        p->used -= removed->amount;
+        p->debt = p->debt >= removed->debt ? p->debt - removed->debt : 0;
+    } else {
+        p->reserved -= removed->amount;
+        atomic_fetch_add(&backend->expired_holds, 1);
+    }
+    sq_hold_free(removed);
+    sq_mirror_touch(&backend->mirror, p);
+    return SQLITE_DONE;
+}
+
+static int expire_period(struct sq_backend *backend, struct sq_period *p, int64_t now_ms,
+                         uint64_t *budget_left)
+{
+    for (;;) {
+        struct sq_hold *first = sq_holds_first(p->holds);
+        if (first == NULL || first->expires_at_ms > now_ms)
+            return SQLITE_DONE;
+        if (budget_left != NULL) {
+            if (*budget_left == 0)
+                return SQLITE_DONE;
+            (*budget_left)--;
+        }
+        int rc = expire_hold(backend, p, first, now_ms);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+}
+
+int sq_ledger_expire(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms,
+                     uint64_t *budget_left)
+{
+    for (uint32_t i = 0; i < limit->period_count; i++) {
+        int rc = expire_period(backend, limit->periods[i], now_ms, budget_left);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    return SQLITE_DONE;
+}
+
+/* ---- The holds of a lease's items. */
+
 /* The live hold of an item, NULL when it expired or was freed. A hold that
  * is due but not yet expired is expired here first, so the item's story in
  * the audit log (expired, then committed_post_expiry) is the true one. */
-static int live_hold(struct sq_backend *backend, const struct limit *limit,
-                     const struct lease_rec *rec, uint32_t index, int64_t now_ms,
-                     struct period **period, struct hold **out)
+static int live_hold(struct sq_backend *backend, const struct sq_limit *limit,
+                     const struct sq_lease_rec *rec, uint32_t index, int64_t now_ms,
+                     struct sq_period **period, struct sq_hold **out)
 {
-    const struct lease_item *item = &rec->items[index];
+    const struct sq_lease_item *item = &rec->items[index];
     *out = NULL;
-    *period = mirror_period_find(limit, item->period_start_ms);
+    *period = sq_mirror_period_find(limit, item->period_start_ms);
     if (*period == NULL || !item->live)
         return SQLITE_DONE;
-    struct hold *h =
-        holds_find((*period)->holds, item->expires_at_ms, hold_row_id(rec->seq, index));
+    struct sq_hold *h =
+        sq_holds_find((*period)->holds, item->expires_at_ms, sq_hold_row_id(rec->seq, index));
     if (h != NULL && h->expires_at_ms <= now_ms)
-        return mirror_expire_hold(backend, *period, h, now_ms);
+        return expire_hold(backend, *period, h, now_ms);
     *out = h;
     return SQLITE_DONE;
 }
 
-static void hold_drop(struct sq_backend *backend, struct period *p, struct hold *h)
+static void hold_drop(struct sq_backend *backend, struct sq_period *p, struct sq_hold *h)
 {
-    struct hold *removed = NULL;
-    p->holds = holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
+    struct sq_hold *removed = NULL;
+    p->holds = sq_holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
     assert(removed == h);
     p->hold_count--;
     backend->mirror.hold_count--;
-    mirror_touch(&backend->mirror, p);
+    sq_mirror_touch(&backend->mirror, p);
 }
 
 /* ---- Reserve. */
 
 struct reserve_plan {
-    struct limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
-    struct period *periods[REQUIREMENTS_PER_RESERVE_MAX];
+    struct sq_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
+    struct sq_period *periods[REQUIREMENTS_PER_RESERVE_MAX];
     char fingerprint[FINGERPRINT_BYTES_MAX];
     char denied[DENIED_TEXT_BYTES_MAX];
 };
 
 /* Buffers too large for the stack, used by the writer thread only. */
-struct ledger_scratch {
+struct sq_ledger_scratch {
     struct reserve_plan plan;
 };
 
-struct ledger_scratch *ledger_scratch_new(void)
+struct sq_ledger_scratch *sq_ledger_scratch_new(void)
 {
-    return malloc(sizeof(struct ledger_scratch));
+    return malloc(sizeof(struct sq_ledger_scratch));
 }
 
 /* The set of (key, amount) pairs in one canonical text, for lease_conflict. */
@@ -137,7 +217,7 @@ static bool definitive_error(struct sq_backend *backend, const struct reserve_re
 {
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         const struct requirement *r = &request->requirements[i];
-        struct limit *limit = mirror_limit_by_key(&backend->mirror, r->key);
+        struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, r->key);
         plan->limits[i] = limit;
         if (limit == NULL) {
             reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
@@ -156,27 +236,27 @@ static bool definitive_error(struct sq_backend *backend, const struct reserve_re
     return false;
 }
 
-static uint64_t period_total(const struct period *p)
+static uint64_t period_total(const struct sq_period *p)
 {
     return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
-/* SPEC section 5, for one requirement that does not fit. */
-static int64_t retry_after(struct sq_backend *backend, const struct limit *limit,
-                           const struct period *p, uint64_t amount, int64_t now_ms)
+/* retry_after_ms (docs/semantics.md) for one requirement that does not fit. */
+static int64_t retry_after(struct sq_backend *backend, const struct sq_limit *limit,
+                           const struct sq_period *p, uint64_t amount, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
     uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
     uint64_t need = amount_add_saturating(blocking, amount) - d->capacity;
     if (d->kind == LIMIT_CONCURRENCY) {
-        const struct hold *first = holds_first(p->holds);
+        const struct sq_hold *first = sq_holds_first(p->holds);
         int64_t poll = retry_jitter_ms(backend->config.concurrency_poll_ms, &backend->random_state);
         if (first == NULL)
             return poll;
         int64_t wait = first->expires_at_ms - now_ms;
         return wait < poll ? wait : poll;
     }
-    const struct hold *reaching = holds_reaching(p->holds, need);
+    const struct sq_hold *reaching = sq_holds_reaching(p->holds, need);
     if (reaching != NULL)
         return reaching->expires_at_ms - now_ms;
     if (d->kind == LIMIT_BUDGET)
@@ -184,7 +264,7 @@ static int64_t retry_after(struct sq_backend *backend, const struct limit *limit
     return limit_hold_duration_ms(d); /* not reached: rolling holds cover the excess */
 }
 
-static bool fits(const struct period *p, const struct limit_definition *d, uint64_t amount)
+static bool fits(const struct sq_period *p, const struct limit_definition *d, uint64_t amount)
 {
     uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
     return amount_add_saturating(blocking, amount) <= d->capacity;
@@ -195,23 +275,23 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
                   struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
 {
     for (uint32_t i = 0; i < request->requirement_count; i++) {
-        struct limit *limit = plan->limits[i];
+        struct sq_limit *limit = plan->limits[i];
         const struct limit_definition *d = &limit->state.definition;
         /* Due holds still counted only make the check stricter: expire a
          * few to keep up, and all of them only when the request does not
          * fit without it (a backlog after a pause never stalls a batch). */
-        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
-        int rc = mirror_expire(backend, limit, now_ms, &few);
+        uint64_t few = SQ_EXPIRIES_PER_REQUEST;
+        int rc = sq_ledger_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
         int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
-        struct period *p = mirror_period(backend, limit, start);
+        struct sq_period *p = sq_mirror_period(backend, limit, start);
         if (p == NULL)
             return SQLITE_NOMEM;
         plan->periods[i] = p;
         if (fits(p, d, request->requirements[i].amount))
             continue;
-        if ((rc = mirror_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
+        if ((rc = sq_ledger_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
             return rc;
         if (fits(p, d, request->requirements[i].amount))
             continue;
@@ -258,7 +338,7 @@ static void denied_parse(const char *text, const struct reserve_request *request
 }
 
 /* Answers a known lease again, or lease_conflict. */
-static int replay(const struct lease_rec *lease, const struct reserve_request *request,
+static int replay(const struct sq_lease_rec *lease, const struct reserve_request *request,
                   const char *fingerprint_text, struct reserve_result *result)
 {
     reserve_result_clear(result);
@@ -266,7 +346,7 @@ static int replay(const struct lease_rec *lease, const struct reserve_request *r
         reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         return SQLITE_DONE;
     }
-    if (lease->state == LEASE_DENIED) {
+    if (lease->state == SQ_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         denied_parse(lease->denied, request, result);
         return SQLITE_DONE;
@@ -280,15 +360,15 @@ static int replay(const struct lease_rec *lease, const struct reserve_request *r
 /* The new lease's record, with the answer given. */
 static int lease_record(struct sq_backend *backend, const struct reserve_request *request,
                         const struct reserve_plan *plan, const struct reserve_result *result,
-                        int64_t now_ms, struct lease_rec **out)
+                        int64_t now_ms, struct sq_lease_rec **out)
 {
-    int rc = leases_new(backend, request->lease_id,
-                        result->allowed ? request->requirement_count : 0, out);
+    int rc = sq_leases_new(backend, request->lease_id,
+                           result->allowed ? request->requirement_count : 0, out);
     if (rc != SQLITE_DONE)
         return rc;
-    struct lease_rec *rec = *out;
+    struct sq_lease_rec *rec = *out;
     rec->pinned = true;
-    rec->state = result->allowed ? LEASE_ALLOWED : LEASE_DENIED;
+    rec->state = result->allowed ? SQ_LEASE_ALLOWED : SQ_LEASE_DENIED;
     if (request->caller != NULL) {
         assert(request->caller_length < sizeof rec->caller);
         memcpy(rec->caller, request->caller, request->caller_length);
@@ -298,46 +378,46 @@ static int lease_record(struct sq_backend *backend, const struct reserve_request
     rec->expires_at_ms = result->expires_at_unix_ms;
     rec->retry_after_ms = result->retry_after_ms;
     rec->created_at_ms = now_ms;
-    if (result->allowed && (rec->ref = lease_ref_new(rec->lease_id, rec->caller)) == NULL)
+    if (result->allowed && (rec->ref = sq_lease_ref_new(rec->lease_id, rec->caller)) == NULL)
         return SQLITE_NOMEM;
-    rc = lease_set_text(rec, &rec->fingerprint, plan->fingerprint);
-    return rc == SQLITE_DONE ? lease_set_text(rec, &rec->denied, plan->denied) : rc;
+    rc = sq_lease_set_text(rec, &rec->fingerprint, plan->fingerprint);
+    return rc == SQLITE_DONE ? sq_lease_set_text(rec, &rec->denied, plan->denied) : rc;
 }
 
 static int hold_one(struct sq_backend *backend, const struct reserve_request *request, uint32_t i,
-                    struct reserve_plan *plan, struct lease_rec *rec, int64_t now_ms)
+                    struct reserve_plan *plan, struct sq_lease_rec *rec, int64_t now_ms)
 {
     const struct requirement *r = &request->requirements[i];
-    struct limit *limit = plan->limits[i];
-    struct period *p = plan->periods[i];
-    struct hold *h = calloc(1, sizeof *h);
+    struct sq_limit *limit = plan->limits[i];
+    struct sq_period *p = plan->periods[i];
+    struct sq_hold *h = calloc(1, sizeof *h);
     if (h == NULL)
         return SQLITE_NOMEM;
-    h->row_id = hold_row_id(rec->seq, i);
+    h->row_id = sq_hold_row_id(rec->seq, i);
     h->amount = r->amount;
-    h->lease = lease_ref_keep(rec->ref);
+    h->lease = sq_lease_ref_keep(rec->ref);
     h->expires_at_ms = now_ms + limit_hold_duration_ms(&limit->state.definition);
-    rec->items[i] = (struct lease_item){.limit_id = limit->id,
-                                        .amount = r->amount,
-                                        .actual = -1,
-                                        .held = r->amount,
-                                        .period_start_ms = p->start_ms,
-                                        .expires_at_ms = h->expires_at_ms,
-                                        .state = ITEM_RESERVED,
-                                        .live = true};
+    rec->items[i] = (struct sq_lease_item){.limit_id = limit->id,
+                                           .amount = r->amount,
+                                           .actual = -1,
+                                           .held = r->amount,
+                                           .period_start_ms = p->start_ms,
+                                           .expires_at_ms = h->expires_at_ms,
+                                           .state = SQ_ITEM_RESERVED,
+                                           .live = true};
     rec->item_count = i + 1;
-    int rc = lease_event(backend, rec, now_ms, "reserved", limit->id, r->amount, 0, "");
+    int rc = sq_lease_event(backend, rec, now_ms, "reserved", limit->id, r->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = ledger_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
+        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
     if (rc != SQLITE_DONE) {
-        hold_free(h);
+        sq_hold_free(h);
         return rc;
     }
-    p->holds = holds_insert(p->holds, h);
+    p->holds = sq_holds_insert(p->holds, h);
     p->hold_count++;
     p->reserved += r->amount;
     backend->mirror.hold_count++;
-    mirror_touch(&backend->mirror, p);
+    sq_mirror_touch(&backend->mirror, p);
     return SQLITE_DONE;
 }
 
@@ -356,7 +436,7 @@ static int64_t earliest_expiry(const struct reserve_request *request,
 /* Not-yet-known lease: decide, record, hold. */
 static int reserve_new(struct sq_backend *backend, const struct reserve_request *request,
                        struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms,
-                       struct lease_rec **rec)
+                       struct sq_lease_rec **rec)
 {
     int rc = decide(backend, request, plan, result, now_ms);
     if (rc != SQLITE_DONE)
@@ -378,13 +458,13 @@ static int reserve_new(struct sq_backend *backend, const struct reserve_request 
 }
 
 static int reserve_run(struct sq_backend *backend, const struct reserve_request *request,
-                       struct reserve_result *result, struct lease_rec **rec)
+                       struct reserve_result *result, struct sq_lease_rec **rec)
 {
     struct reserve_plan *plan = &backend->scratch->plan;
     int64_t now_ms = clock_now_ms(backend->config.clock);
     reserve_result_clear(result);
     fingerprint(request, plan->fingerprint, sizeof plan->fingerprint);
-    int rc = leases_find(backend, request->lease_id, rec);
+    int rc = sq_leases_find(backend, request->lease_id, rec);
     if (rc == SQLITE_ROW && !forgotten(backend, *rec, now_ms))
         return replay(*rec, request, plan->fingerprint, result); /* answered as it was */
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -394,18 +474,18 @@ static int reserve_run(struct sq_backend *backend, const struct reserve_request 
         return SQLITE_DONE;
     }
     /* The id of a forgotten lease is free again: a new lease. */
-    if (rc == SQLITE_ROW && (rc = leases_forget(backend, *rec)) != SQLITE_DONE)
+    if (rc == SQLITE_ROW && (rc = sq_leases_forget(backend, *rec)) != SQLITE_DONE)
         return rc;
     *rec = NULL;
     return reserve_new(backend, request, plan, result, now_ms, rec);
 }
 
-int ledger_reserve(struct sq_backend *backend, const struct reserve_request *request,
-                   struct reserve_result *result)
+int sq_ledger_reserve(struct sq_backend *backend, const struct reserve_request *request,
+                      struct reserve_result *result)
 {
     assert(request->requirement_count >= 1);
     assert(request->requirement_count <= REQUIREMENTS_PER_RESERVE_MAX);
-    struct lease_rec *rec = NULL;
+    struct sq_lease_rec *rec = NULL;
     int rc = reserve_run(backend, request, result, &rec);
     if (rec != NULL)
         rec->pinned = false;
@@ -416,7 +496,7 @@ int ledger_reserve(struct sq_backend *backend, const struct reserve_request *req
 
 struct settle {
     struct sq_backend *backend;
-    struct lease_rec *rec;
+    struct sq_lease_rec *rec;
     int64_t now_ms;
     struct complete_result *result; /* gets the warnings */
 };
@@ -427,15 +507,15 @@ static int warn(struct settle *s, enum backend_warning kind, const char *key)
                                                                                   : SQLITE_NOMEM;
 }
 
-static int event(struct settle *s, const char *type, const struct limit *limit,
-                 const struct lease_item *item, uint64_t actual, const char *detail)
+static int event(struct settle *s, const char *type, const struct sq_limit *limit,
+                 const struct sq_lease_item *item, uint64_t actual, const char *detail)
 {
-    return lease_event(s->backend, s->rec, s->now_ms, type, limit->id, item->amount, actual,
-                       detail);
+    return sq_lease_event(s->backend, s->rec, s->now_ms, type, limit->id, item->amount, actual,
+                          detail);
 }
 
 /* The item's state once settled: what it still holds (rolling), its debt. */
-static void item_settle(struct settle *s, struct lease_item *item, enum item_state state,
+static void item_settle(struct settle *s, struct sq_lease_item *item, enum sq_item_state state,
                         uint64_t actual, uint64_t held, uint64_t debt, bool live)
 {
     item->state = state;
@@ -448,8 +528,8 @@ static void item_settle(struct settle *s, struct lease_item *item, enum item_sta
 }
 
 /* Whether a rolling hold of `amount` (out of the counters) can grow by extra. */
-static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
-                  const struct limit *limit)
+static bool grows(const struct sq_period *p, uint64_t amount, uint64_t extra,
+                  const struct sq_limit *limit)
 {
     return amount_add_saturating(p->reserved + p->used + amount, extra) <=
            limit->state.definition.capacity;
@@ -457,16 +537,16 @@ static bool grows(const struct period *p, uint64_t amount, uint64_t extra,
 
 /* Rolling: the hold shrinks (or grows, per overage) to the actual amount
  * until its original expiry. */
-static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index, uint64_t actual)
+static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t index, uint64_t actual)
 {
-    struct lease_item *item = &s->rec->items[index];
-    struct period *p = NULL;
-    struct hold *h = NULL;
+    struct sq_lease_item *item = &s->rec->items[index];
+    struct sq_period *p = NULL;
+    struct sq_hold *h = NULL;
     int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
     if (h == NULL) {
-        item_settle(s, item, ITEM_COMMITTED, actual, 0, 0, false);
+        item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
         return event(s, "committed", limit, item, actual, "");
     }
     hold_drop(s->backend, p, h);
@@ -476,8 +556,8 @@ static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index,
         uint64_t extra = actual - h->amount;
         /* Decide the overage on counters free of due holds. */
         if (!grows(p, h->amount, extra, limit) &&
-            (rc = mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
-            hold_free(h);
+            (rc = sq_ledger_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE) {
+            sq_hold_free(h);
             return rc;
         }
         if (!grows(p, h->amount, extra, limit)) {
@@ -501,37 +581,37 @@ static int settle_rolling(struct settle *s, struct limit *limit, uint32_t index,
         h->amount = held;
         h->debt = debt;
         h->completed = true;
-        p->holds = holds_insert(p->holds, h);
+        p->holds = sq_holds_insert(p->holds, h);
         p->hold_count++;
         s->backend->mirror.hold_count++;
     } else {
-        hold_free(h);
+        sq_hold_free(h);
     }
-    item_settle(s, item, ITEM_COMMITTED, actual, held, debt, held > 0 || debt > 0);
+    item_settle(s, item, SQ_ITEM_COMMITTED, actual, held, debt, held > 0 || debt > 0);
     if (rc == SQLITE_DONE)
         rc = event(s, "committed", limit, item, actual, "");
     return rc;
 }
 
-static int settle_concurrency(struct settle *s, struct limit *limit, uint32_t index,
+static int settle_concurrency(struct settle *s, struct sq_limit *limit, uint32_t index,
                               uint64_t actual)
 {
-    struct period *p = NULL;
-    struct hold *h = NULL;
+    struct sq_period *p = NULL;
+    struct sq_hold *h = NULL;
     int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
-        hold_free(h);
+        sq_hold_free(h);
     }
-    struct lease_item *item = &s->rec->items[index];
-    item_settle(s, item, ITEM_COMMITTED, actual, 0, 0, false);
+    struct sq_lease_item *item = &s->rec->items[index];
+    item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
     return event(s, "committed", limit, item, actual, "");
 }
 
-static uint64_t budget_room(const struct period *p, const struct limit *limit)
+static uint64_t budget_room(const struct sq_period *p, const struct sq_limit *limit)
 {
     uint64_t total = period_total(p), capacity = limit->state.definition.capacity;
     return total < capacity ? capacity - total : 0;
@@ -539,11 +619,11 @@ static uint64_t budget_room(const struct period *p, const struct limit *limit)
 
 /* Budget: the actual amount is charged to the period the lease was reserved
  * in; what does not fit is debt there. Late commits are charged and warned. */
-static int settle_budget(struct settle *s, struct limit *limit, uint32_t index, uint64_t actual)
+static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t index, uint64_t actual)
 {
-    struct lease_item *item = &s->rec->items[index];
-    struct period *p = NULL;
-    struct hold *h = NULL;
+    struct sq_lease_item *item = &s->rec->items[index];
+    struct sq_period *p = NULL;
+    struct sq_hold *h = NULL;
     int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
     if (rc != SQLITE_DONE)
         return rc;
@@ -553,42 +633,43 @@ static int settle_budget(struct settle *s, struct limit *limit, uint32_t index, 
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
         released = i64(h->amount);
-        hold_free(h);
-    } else if ((p = mirror_period(s->backend, limit, item->period_start_ms)) == NULL) {
+        sq_hold_free(h);
+    } else if ((p = sq_mirror_period(s->backend, limit, item->period_start_ms)) == NULL) {
         return SQLITE_NOMEM;
     }
     /* What does not fit is debt: decide it on counters free of due holds. */
     if (budget_room(p, limit) < actual &&
-        (rc = mirror_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
+        (rc = sq_ledger_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
         return rc;
     uint64_t room = budget_room(p, limit);
     uint64_t fit = actual < room ? actual : room;
     uint64_t debt = actual - fit;
     p->used += fit;
     p->debt = amount_add_saturating(p->debt, debt);
-    mirror_touch(&s->backend->mirror, p);
+    sq_mirror_touch(&s->backend->mirror, p);
     const char *key = limit->state.definition.key;
     if (expired && (rc = warn(s, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, key)) != SQLITE_DONE)
         return rc;
     if (debt > 0 && (rc = warn(s, BACKEND_WARNING_OVERAGE_DEBT, key)) != SQLITE_DONE)
         return rc;
     /* A budget's debt stays in its period's counters: the item holds nothing. */
-    item_settle(s, item, expired ? ITEM_COMMITTED_POST_EXPIRY : ITEM_COMMITTED, actual, 0, debt,
-                false);
+    item_settle(s, item, expired ? SQ_ITEM_COMMITTED_POST_EXPIRY : SQ_ITEM_COMMITTED, actual, 0,
+                debt, false);
     rc = event(s, expired ? "committed_post_expiry" : "committed", limit, item, actual, "");
     if (rc == SQLITE_DONE && actual > item->amount)
         rc = event(s, "overrun", limit, item, actual, "");
     if (rc == SQLITE_DONE && debt > 0)
         rc = event(s, "debt", limit, item, debt, "over the budget of the period");
     if (rc == SQLITE_DONE)
-        rc = ledger_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released, i64(fit),
-                               i64(debt));
+        rc = sq_leases_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released,
+                                  i64(fit), i64(debt));
     return rc;
 }
 
 static int settle_item(struct settle *s, uint32_t index, uint64_t actual)
 {
-    struct limit *limit = mirror_limit_by_id(&s->backend->mirror, s->rec->items[index].limit_id);
+    struct sq_limit *limit =
+        sq_mirror_limit_by_id(&s->backend->mirror, s->rec->items[index].limit_id);
     if (limit == NULL)
         return SQLITE_CORRUPT;
     switch (limit->state.definition.kind) {
@@ -605,23 +686,23 @@ static int settle_item(struct settle *s, uint32_t index, uint64_t actual)
 
 /* Keeps expiry going on the lease's limits, a few holds each (the lease's
  * own holds are checked one by one in live_hold). */
-static int expire_items(struct sq_backend *backend, const struct lease_rec *rec, int64_t now_ms)
+static int expire_items(struct sq_backend *backend, const struct sq_lease_rec *rec, int64_t now_ms)
 {
     for (uint32_t i = 0; i < rec->item_count; i++) {
-        struct limit *limit = mirror_limit_by_id(&backend->mirror, rec->items[i].limit_id);
+        struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, rec->items[i].limit_id);
         if (limit == NULL)
             return SQLITE_CORRUPT;
-        uint64_t few = SQLITE_EXPIRIES_PER_REQUEST;
-        int rc = mirror_expire(backend, limit, now_ms, &few);
+        uint64_t few = SQ_EXPIRIES_PER_REQUEST;
+        int rc = sq_ledger_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
     }
     return SQLITE_DONE;
 }
 
-static const char *item_key(struct sq_backend *backend, const struct lease_item *item)
+static const char *item_key(struct sq_backend *backend, const struct sq_lease_item *item)
 {
-    const struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
+    const struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, item->limit_id);
     return limit != NULL ? limit->state.definition.key : "";
 }
 
@@ -635,7 +716,7 @@ static const struct actual *actual_for(const struct complete_request *request, c
 }
 
 static bool actuals_valid(struct sq_backend *backend, const struct complete_request *request,
-                          const struct lease_rec *rec, struct complete_result *result)
+                          const struct sq_lease_rec *rec, struct complete_result *result)
 {
     for (uint32_t i = 0; i < request->actual_count; i++) {
         bool found = false;
@@ -650,7 +731,7 @@ static bool actuals_valid(struct sq_backend *backend, const struct complete_requ
 }
 
 static int complete_live(struct sq_backend *backend, const struct complete_request *request,
-                         struct lease_rec *rec, struct complete_result *result, int64_t now_ms)
+                         struct sq_lease_rec *rec, struct complete_result *result, int64_t now_ms)
 {
     if (!actuals_valid(backend, request, rec, result))
         return SQLITE_DONE;
@@ -665,7 +746,7 @@ static int complete_live(struct sq_backend *backend, const struct complete_reque
         if (rc != SQLITE_DONE)
             return rc;
     }
-    rec->state = LEASE_COMPLETED;
+    rec->state = SQ_LEASE_COMPLETED;
     rec->finished_at_ms = now_ms;
     rec->dirty = true;
     result->reconciled = true;
@@ -673,31 +754,31 @@ static int complete_live(struct sq_backend *backend, const struct complete_reque
 }
 
 static int complete_run(struct sq_backend *backend, const struct complete_request *request,
-                        struct complete_result *result, struct lease_rec **rec)
+                        struct complete_result *result, struct sq_lease_rec **rec)
 {
     int64_t now_ms = clock_now_ms(backend->config.clock);
     free(result->warnings); /* of an earlier try of a redone transaction */
     complete_result_clear(result);
     int rc = lease_get(backend, request->lease_id, now_ms, rec);
-    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && (*rec)->state == LEASE_DENIED))
+    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && (*rec)->state == SQ_LEASE_DENIED))
         return SQLITE_DONE; /* nothing held: reconciled=false */
     if (rc != SQLITE_ROW)
         return rc;
-    if ((*rec)->state == LEASE_RELEASED) {
+    if ((*rec)->state == SQ_LEASE_RELEASED) {
         complete_result_fail(result, BACKEND_ALREADY_FINALIZED, 0);
         return SQLITE_DONE;
     }
-    if ((*rec)->state == LEASE_COMPLETED) {
+    if ((*rec)->state == SQ_LEASE_COMPLETED) {
         result->reconciled = true; /* completing twice is a no-op success */
         return SQLITE_DONE;
     }
     return complete_live(backend, request, *rec, result, now_ms);
 }
 
-int ledger_complete(struct sq_backend *backend, const struct complete_request *request,
-                    struct complete_result *result)
+int sq_ledger_complete(struct sq_backend *backend, const struct complete_request *request,
+                       struct complete_result *result)
 {
-    struct lease_rec *rec = NULL;
+    struct sq_lease_rec *rec = NULL;
     int rc = complete_run(backend, request, result, &rec);
     if (rec != NULL)
         rec->pinned = false;
@@ -706,35 +787,35 @@ int ledger_complete(struct sq_backend *backend, const struct complete_request *r
 
 /* ---- Release. */
 
-static int release_item(struct sq_backend *backend, struct lease_rec *rec, uint32_t index,
+static int release_item(struct sq_backend *backend, struct sq_lease_rec *rec, uint32_t index,
                         int64_t now_ms)
 {
-    struct lease_item *item = &rec->items[index];
-    struct limit *limit = mirror_limit_by_id(&backend->mirror, item->limit_id);
+    struct sq_lease_item *item = &rec->items[index];
+    struct sq_limit *limit = sq_mirror_limit_by_id(&backend->mirror, item->limit_id);
     if (limit == NULL)
         return SQLITE_CORRUPT;
-    struct period *p = NULL;
-    struct hold *h = NULL;
+    struct sq_period *p = NULL;
+    struct sq_hold *h = NULL;
     int rc = live_hold(backend, limit, rec, index, now_ms, &p, &h);
     if (rc != SQLITE_DONE || h == NULL)
         return rc; /* an expired hold has nothing left to free */
     hold_drop(backend, p, h);
     p->reserved -= h->amount;
     int64_t amount = i64(h->amount);
-    hold_free(h);
-    item->state = ITEM_RELEASED;
+    sq_hold_free(h);
+    item->state = SQ_ITEM_RELEASED;
     item->held = 0;
     item->debt = 0;
     item->live = false;
     rec->dirty = true;
-    rc = lease_event(backend, rec, now_ms, "released", limit->id, item->amount, 0, "");
+    rc = sq_lease_event(backend, rec, now_ms, "released", limit->id, item->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = ledger_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
+        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
     return rc;
 }
 
 static int release_run(struct sq_backend *backend, const struct release_request *request,
-                       struct release_result *result, struct lease_rec **rec)
+                       struct release_result *result, struct sq_lease_rec **rec)
 {
     int64_t now_ms = clock_now_ms(backend->config.clock);
     result->error = BACKEND_OK;
@@ -743,11 +824,11 @@ static int release_run(struct sq_backend *backend, const struct release_request 
         return SQLITE_DONE; /* unknown: no-op success */
     if (rc != SQLITE_ROW)
         return rc;
-    if ((*rec)->state == LEASE_COMPLETED) {
+    if ((*rec)->state == SQ_LEASE_COMPLETED) {
         result->error = BACKEND_ALREADY_FINALIZED;
         return SQLITE_DONE;
     }
-    if ((*rec)->state != LEASE_ALLOWED)
+    if ((*rec)->state != SQ_LEASE_ALLOWED)
         return SQLITE_DONE; /* released twice, or denied: nothing held */
     if ((rc = expire_items(backend, *rec, now_ms)) != SQLITE_DONE)
         return rc;
@@ -755,36 +836,18 @@ static int release_run(struct sq_backend *backend, const struct release_request 
         if ((rc = release_item(backend, *rec, i, now_ms)) != SQLITE_DONE)
             return rc;
     }
-    (*rec)->state = LEASE_RELEASED;
+    (*rec)->state = SQ_LEASE_RELEASED;
     (*rec)->finished_at_ms = now_ms;
     (*rec)->dirty = true;
     return SQLITE_DONE;
 }
 
-int ledger_release(struct sq_backend *backend, const struct release_request *request,
-                   struct release_result *result)
+int sq_ledger_release(struct sq_backend *backend, const struct release_request *request,
+                      struct release_result *result)
 {
-    struct lease_rec *rec = NULL;
+    struct sq_lease_rec *rec = NULL;
     int rc = release_run(backend, request, result, &rec);
     if (rec != NULL)
         rec->pinned = false;
-    return rc;
-}
-
-/* ---- Expiry and the limits' own events. */
-
-int ledger_expire_item(struct sq_backend *backend, const struct period *p, const struct hold *h,
-                       int64_t now_ms)
-{
-    struct expiry expiry = {.row_id = h->row_id,
-                            .limit_id = p->limit->id,
-                            .at_ms = now_ms,
-                            .amount = h->amount,
-                            .lease = h->lease,
-                            .audited = !h->completed};
-    int rc = leases_expired(backend, &expiry);
-    if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
-        rc = ledger_caller_add(backend, p->limit, p->start_ms, lease_ref_caller(h->lease),
-                               -(int64_t)h->amount, 0, 0);
     return rc;
 }

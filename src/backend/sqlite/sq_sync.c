@@ -5,10 +5,13 @@
  * so a batch's CPU overlaps the previous batch's fsync. The answers (waking
  * each caller's connection, about 2 us each) go to an answerer thread, so
  * that the syncer can start the next fsync at once. */
-#include "sqlite_internal.h"
+#include "sq_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "sq_backend.h"
+#include "sq_queue.h"
 
 /* The writer's WAL file, once SQLite has opened it. */
 static sqlite3_file *wal_file_of(struct sq_backend *backend)
@@ -23,30 +26,30 @@ static sqlite3_file *wal_file_of(struct sq_backend *backend)
 
 /* Appends calls to a ring whose mutex the caller holds, waiting on `space`
  * while it is full. */
-static void ring_put(struct item_ring *ring, pthread_mutex_t *mutex, pthread_cond_t *space,
-                     const struct item *items, uint32_t count)
+static void ring_put(struct sq_item_ring *ring, pthread_mutex_t *mutex, pthread_cond_t *space,
+                     const struct sq_item *items, uint32_t count)
 {
     for (uint32_t k = 0; k < count; k++) {
-        while (ring->count == SQLITE_QUEUE_ITEMS_MAX)
+        while (ring->count == SQ_QUEUE_ITEMS_MAX)
             pthread_cond_wait(space, mutex);
-        ring->items[(ring->head + ring->count) % SQLITE_QUEUE_ITEMS_MAX] = items[k];
+        ring->items[(ring->head + ring->count) % SQ_QUEUE_ITEMS_MAX] = items[k];
         ring->count++;
     }
 }
 
 /* Takes up to `most` calls off a ring whose mutex the caller holds. */
-static uint32_t ring_take(struct item_ring *ring, struct item *out, uint32_t most)
+static uint32_t ring_take(struct sq_item_ring *ring, struct sq_item *out, uint32_t most)
 {
     uint32_t count = 0;
     while (ring->count > 0 && count < most) {
         out[count++] = ring->items[ring->head];
-        ring->head = (ring->head + 1) % SQLITE_QUEUE_ITEMS_MAX;
+        ring->head = (ring->head + 1) % SQ_QUEUE_ITEMS_MAX;
         ring->count--;
     }
     return count;
 }
 
-void syncer_hand(struct sq_backend *backend, struct item *items, uint32_t count)
+void sq_syncer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t count)
 {
     if (backend->wal_file == NULL)
         backend->wal_file = wal_file_of(backend); /* written before it is read: the mutex */
@@ -59,9 +62,9 @@ void syncer_hand(struct sq_backend *backend, struct item *items, uint32_t count)
 
 /* Everything waiting, or one call when group commit is off (one fsync per
  * transaction, the cost a design without group commit pays). */
-static uint32_t sync_take(struct sq_backend *backend, struct item *out, sqlite3_file **wal_file)
+static uint32_t sync_take(struct sq_backend *backend, struct sq_item *out, sqlite3_file **wal_file)
 {
-    uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQLITE_QUEUE_ITEMS_MAX;
+    uint32_t most = atomic_load(&backend->group_commit_max) == 1 ? 1 : SQ_QUEUE_ITEMS_MAX;
     uint32_t count = ring_take(&backend->sync_ring, out, most);
     *wal_file = backend->sync_wal_file;
     pthread_cond_broadcast(&backend->sync_space_cond);
@@ -82,7 +85,7 @@ static void sync_failed(struct sq_backend *backend, int rc)
 }
 
 /* Queues synced calls for the answerer (waits while its queue is full). */
-static void answer_hand(struct sq_backend *backend, struct item *items, uint32_t count)
+static void answer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t count)
 {
     pthread_mutex_lock(&backend->answer_mutex);
     ring_put(&backend->answer_ring, &backend->answer_mutex, &backend->answer_cond, items, count);
@@ -93,18 +96,18 @@ static void answer_hand(struct sq_backend *backend, struct item *items, uint32_t
 static void *answerer_main(void *arg)
 {
     struct sq_backend *backend = arg;
-    struct item *items = backend->answer_batch;
+    struct sq_item *items = backend->answer_batch;
     pthread_mutex_lock(&backend->answer_mutex);
     for (;;) {
         while (backend->answer_ring.count == 0 && !backend->answer_stopping)
             pthread_cond_wait(&backend->answer_cond, &backend->answer_mutex);
         if (backend->answer_ring.count == 0)
             break; /* stopping and drained */
-        uint32_t count = ring_take(&backend->answer_ring, items, SQLITE_QUEUE_ITEMS_MAX);
+        uint32_t count = ring_take(&backend->answer_ring, items, SQ_QUEUE_ITEMS_MAX);
         pthread_cond_broadcast(&backend->answer_cond);
         pthread_mutex_unlock(&backend->answer_mutex);
         for (uint32_t k = 0; k < count; k++)
-            item_finish(&items[k]);
+            sq_item_finish(&items[k]);
         pthread_mutex_lock(&backend->answer_mutex);
     }
     pthread_mutex_unlock(&backend->answer_mutex);
@@ -114,7 +117,7 @@ static void *answerer_main(void *arg)
 static void *syncer_main(void *arg)
 {
     struct sq_backend *backend = arg;
-    struct item *items = backend->sync_batch;
+    struct sq_item *items = backend->sync_batch;
     pthread_mutex_lock(&backend->sync_mutex);
     for (;;) {
         while (backend->sync_ring.count == 0 && !backend->sync_stopping)
@@ -131,7 +134,7 @@ static void *syncer_main(void *arg)
             sync_failed(backend, rc);
         for (uint32_t k = 0; k < count; k++) {
             if (rc != SQLITE_OK)
-                item_unavailable(&items[k]);
+                sq_item_unavailable(&items[k]);
         }
         answer_hand(backend, items, count);
         atomic_fetch_add(&backend->syncs, 1);
@@ -141,12 +144,12 @@ static void *syncer_main(void *arg)
     return NULL;
 }
 
-int syncer_start(struct sq_backend *backend)
+int sq_syncer_start(struct sq_backend *backend)
 {
-    backend->sync_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
-    backend->sync_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
-    backend->answer_ring.items = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);
-    backend->answer_batch = calloc(SQLITE_QUEUE_ITEMS_MAX, sizeof *backend->answer_batch);
+    backend->sync_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
+    backend->sync_batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
+    backend->answer_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);
+    backend->answer_batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->answer_batch);
     if (backend->sync_ring.items == NULL || backend->sync_batch == NULL ||
         backend->answer_ring.items == NULL || backend->answer_batch == NULL)
         return -1;
@@ -161,7 +164,7 @@ int syncer_start(struct sq_backend *backend)
     return 0;
 }
 
-void syncer_stop(struct sq_backend *backend)
+void sq_syncer_stop(struct sq_backend *backend)
 {
     if (backend->syncer_started) {
         pthread_mutex_lock(&backend->sync_mutex);

@@ -2,12 +2,21 @@
  * restore, delete, get, list), usage, the tick (expiry sweeper and pending
  * decreases), and the audit-log reads. Everything that touches the mirror
  * runs on the writer thread as a call inside a transaction. */
-#include "sqlite_internal.h"
+#include "sq_admin.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sq_backend.h"
+#include "sq_holds.h"
+#include "sq_json.h"
+#include "sq_ledger.h"
+#include "sq_leases.h"
+#include "sq_mirror.h"
+#include "sq_queue.h"
+#include "sq_schema.h"
 
 #define DETAIL_BYTES_MAX 128
 #define STR_(x) #x
@@ -15,7 +24,7 @@
 
 /* ---- Writing a limit. */
 
-static void bind_state(sqlite3_stmt *stmt, const struct limit *limit, int64_t now_ms)
+static void bind_state(sqlite3_stmt *stmt, const struct sq_limit *limit, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
     sqlite3_bind_int64(stmt, 1, limit->id);
@@ -33,14 +42,15 @@ static void bind_state(sqlite3_stmt *stmt, const struct limit *limit, int64_t no
     sqlite3_bind_int64(stmt, 13, now_ms);
 }
 
-static int limit_write(struct sq_backend *backend, const struct limit *limit, enum statement which,
-                       int64_t now_ms, const char *detail)
+static int limit_write(struct sq_backend *backend, const struct sq_limit *limit,
+                       enum sq_statement which, int64_t now_ms, const char *detail)
 {
-    sqlite3_stmt *stmt = statement(backend, which);
+    sqlite3_stmt *stmt = sq_statement(backend, which);
     bind_state(stmt, limit, now_ms);
-    int rc = statement_run(stmt);
+    int rc = sq_statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc = ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity, detail);
+        rc =
+            sq_leases_limit_event(backend, now_ms, limit, limit->state.definition.capacity, detail);
     return rc;
 }
 
@@ -55,42 +65,43 @@ static bool state_equal(const struct limit_state *a, const struct limit_state *b
 }
 
 static int limit_create(struct sq_backend *backend, const struct limit_state *state, int64_t now_ms,
-                        struct limit **out)
+                        struct sq_limit **out)
 {
-    struct limit *limit = limit_new(backend->mirror.next_limit_id, state);
-    if (limit == NULL || mirror_add_limit(&backend->mirror, limit) != 0) {
-        limit_free(limit);
+    struct sq_limit *limit = sq_limit_new(backend->mirror.next_limit_id, state);
+    if (limit == NULL || sq_mirror_add_limit(&backend->mirror, limit) != 0) {
+        sq_limit_free(limit);
         return SQLITE_NOMEM;
     }
     *out = limit;
-    if (state->definition.kind != LIMIT_BUDGET && mirror_period(backend, limit, 0) == NULL)
+    if (state->definition.kind != LIMIT_BUDGET && sq_mirror_period(backend, limit, 0) == NULL)
         return SQLITE_NOMEM;
     char detail[DETAIL_BYTES_MAX];
     snprintf(detail, sizeof detail, "created: %s, capacity %llu%s",
              limit_kind_name(state->definition.kind),
              (unsigned long long)state->definition.capacity,
              state->status == LIMIT_DECREASING ? ", decreasing" : "");
-    return limit_write(backend, limit, STMT_LIMIT_INSERT, now_ms, detail);
+    return limit_write(backend, limit, SQ_STMT_LIMIT_INSERT, now_ms, detail);
 }
 
-static int limit_retire(struct sq_backend *backend, struct limit *limit, int64_t now_ms)
+static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms)
 {
-    sqlite3_stmt *stmt = statement(backend, STMT_LIMIT_DELETE);
+    sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_LIMIT_DELETE);
     sqlite3_bind_int64(stmt, 1, now_ms);
     sqlite3_bind_int64(stmt, 2, limit->id);
-    int rc = statement_run(stmt);
+    int rc = sq_statement_run(stmt);
     if (rc == SQLITE_DONE)
-        rc =
-            ledger_limit_event(backend, now_ms, limit, limit->state.definition.capacity, "deleted");
+        rc = sq_leases_limit_event(backend, now_ms, limit, limit->state.definition.capacity,
+                                   "deleted");
     if (rc == SQLITE_DONE) {
-        mirror_unlink_key(&backend->mirror, limit);
+        sq_mirror_unlink_key(&backend->mirror, limit);
         limit->deleted = true;
     }
     return rc;
 }
 
-/* Applies a put to a live limit of the same kind (SPEC section 3). */
-static int limit_change(struct sq_backend *backend, struct limit *limit,
+/* Applies a put to a live limit of the same kind (docs/semantics.md, "Capacity
+ * changes"). */
+static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
                         const struct limit_definition *definition, int64_t now_ms)
 {
     struct limit_state next = limit->state;
@@ -99,10 +110,10 @@ static int limit_change(struct sq_backend *backend, struct limit *limit,
     next.definition.capacity = in_force;
     bool apply = definition->capacity >= in_force || definition->kind == LIMIT_BUDGET;
     if (!apply) {
-        int rc = mirror_expire(backend, limit, now_ms, NULL);
+        int rc = sq_ledger_expire(backend, limit, now_ms, NULL);
         if (rc != SQLITE_DONE)
             return rc;
-        const struct period *p = limit->periods[0];
+        const struct sq_period *p = limit->periods[0];
         apply = p->reserved + p->used <= definition->capacity; /* what is free covers it */
     }
     if (apply) {
@@ -123,7 +134,7 @@ static int limit_change(struct sq_backend *backend, struct limit *limit,
         snprintf(detail, sizeof detail, "capacity %llu, decreasing to %llu",
                  (unsigned long long)in_force, (unsigned long long)definition->capacity);
     limit->state = next;
-    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, detail);
+    return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, detail);
 }
 
 struct put_args {
@@ -135,12 +146,12 @@ struct put_args {
     int result;
 };
 
-static int put_run(struct sq_backend *backend, struct call *call)
+static int put_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct put_args *args = call->args;
     const struct limit_definition *d = args->definition;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, d->key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, d->key);
     args->result = 0;
     if (limit == NULL) {
         struct limit_state state = {.definition = *d, .status = LIMIT_ACTIVE};
@@ -170,8 +181,8 @@ static int call_failed(char *error, size_t error_size)
     return -1;
 }
 
-int sqlite_admin_put_limit(struct backend *base, const struct limit_definition *definition,
-                           struct limit_state *state_out, char *error, size_t error_size)
+int sq_admin_put_limit(struct backend *base, const struct limit_definition *definition,
+                       struct limit_state *state_out, char *error, size_t error_size)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct limit_definition checked = *definition;
@@ -179,19 +190,19 @@ int sqlite_admin_put_limit(struct backend *base, const struct limit_definition *
         return -1;
     struct put_args args = {
         .definition = &checked, .state_out = state_out, .error = error, .error_size = error_size};
-    if (writer_call(backend, put_run, &args) != 0)
+    if (sq_writer_call(backend, put_run, &args) != 0)
         return call_failed(error, error_size);
     return args.result;
 }
 
 /* The registry wins for definitions; the counters stay. A key whose kind or
  * period changed in the registry gets a new incarnation. */
-static int restore_run(struct sq_backend *backend, struct call *call)
+static int restore_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct put_args *args = call->args;
     const struct limit_state *state = args->restore;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, state->definition.key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, state->definition.key);
     if (limit != NULL && (limit->state.definition.kind != state->definition.kind ||
                           limit->state.definition.period != state->definition.period)) {
         int rc = limit_retire(backend, limit, now_ms);
@@ -205,11 +216,11 @@ static int restore_run(struct sq_backend *backend, struct call *call)
     if (state_equal(state, &limit->state))
         return SQLITE_DONE;
     limit->state = *state;
-    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, "restored from the registry");
+    return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, "restored from the registry");
 }
 
-int sqlite_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
-                               size_t error_size)
+int sq_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
+                           size_t error_size)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct limit_state checked = *state;
@@ -218,7 +229,7 @@ int sqlite_admin_restore_limit(struct backend *base, const struct limit_state *s
     if (checked.status == LIMIT_ACTIVE)
         checked.pending_decrease_to = 0;
     struct put_args args = {.restore = &checked, .error = error, .error_size = error_size};
-    if (writer_call(backend, restore_run, &args) != 0)
+    if (sq_writer_call(backend, restore_run, &args) != 0)
         return call_failed(error, error_size);
     return args.result;
 }
@@ -229,40 +240,40 @@ struct key_args {
     struct limit_state *state_out;
 };
 
-static int delete_run(struct sq_backend *backend, struct call *call)
+static int delete_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
     args->result = limit == NULL ? -1 : 0;
     if (limit == NULL)
         return SQLITE_DONE;
     return limit_retire(backend, limit, clock_now_ms(backend->config.clock));
 }
 
-int sqlite_admin_delete_limit(struct backend *base, const char *key)
+int sq_admin_delete_limit(struct backend *base, const char *key)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key};
-    if (writer_call(backend, delete_run, &args) != 0)
+    if (sq_writer_call(backend, delete_run, &args) != 0)
         return -1;
     return args.result;
 }
 
-static int get_run(struct sq_backend *backend, struct call *call)
+static int get_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
     args->result = limit == NULL ? -1 : 0;
     if (limit != NULL)
         *args->state_out = limit->state;
     return SQLITE_DONE;
 }
 
-int sqlite_admin_get_limit(struct backend *base, const char *key, struct limit_state *out)
+int sq_admin_get_limit(struct backend *base, const char *key, struct limit_state *out)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key, .state_out = out};
-    if (writer_call(backend, get_run, &args) != 0)
+    if (sq_writer_call(backend, get_run, &args) != 0)
         return -1;
     return args.result;
 }
@@ -278,17 +289,17 @@ static int state_order(const void *a, const void *b)
                   ((const struct limit_state *)b)->definition.key);
 }
 
-static int list_run(struct sq_backend *backend, struct call *call)
+static int list_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct list_args *args = call->args;
-    const struct map *keys = &backend->mirror.limits_by_key;
+    const struct sq_map *keys = &backend->mirror.limits_by_key;
     free(args->states);
     args->count = 0;
     args->states = malloc((keys->count > 0 ? keys->count : 1) * sizeof *args->states);
     if (args->states == NULL)
         return SQLITE_NOMEM;
     for (uint32_t i = 0; i < keys->capacity; i++) {
-        const struct limit *limit = keys->slots[i].value;
+        const struct sq_limit *limit = keys->slots[i].value;
         if (limit != NULL)
             args->states[args->count++] = limit->state;
     }
@@ -296,11 +307,11 @@ static int list_run(struct sq_backend *backend, struct call *call)
     return SQLITE_DONE;
 }
 
-int sqlite_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count)
+int sq_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct list_args args = {0};
-    if (writer_call(backend, list_run, &args) != 0) {
+    if (sq_writer_call(backend, list_run, &args) != 0) {
         free(args.states);
         return -1;
     }
@@ -318,15 +329,15 @@ struct usage_args {
     int result;
 };
 
-static int usage_run(struct sq_backend *backend, struct call *call)
+static int usage_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct usage_args *args = call->args;
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
     args->result = limit == NULL ? -1 : 0;
     if (limit == NULL)
         return SQLITE_DONE;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    int rc = mirror_expire(backend, limit, now_ms, NULL);
+    int rc = sq_ledger_expire(backend, limit, now_ms, NULL);
     if (rc != SQLITE_DONE)
         return rc;
     const struct limit_definition *d = &limit->state.definition;
@@ -339,7 +350,7 @@ static int usage_run(struct sq_backend *backend, struct call *call)
         out->period_start_unix_ms = start;
         out->period_end_unix_ms = period_end_ms(d->period, args->at_unix_ms);
     }
-    const struct period *p = mirror_period(backend, limit, start);
+    const struct sq_period *p = sq_mirror_period(backend, limit, start);
     if (p == NULL)
         return SQLITE_NOMEM;
     out->reserved = p->reserved;
@@ -349,12 +360,12 @@ static int usage_run(struct sq_backend *backend, struct call *call)
     return SQLITE_DONE;
 }
 
-int sqlite_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                       struct limit_usage *out)
+int sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
+                   struct limit_usage *out)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct usage_args args = {.key = key, .at_unix_ms = at_unix_ms, .out = out};
-    if (writer_call(backend, usage_run, &args) != 0)
+    if (sq_writer_call(backend, usage_run, &args) != 0)
         return -2;
     return args.result;
 }
@@ -365,12 +376,12 @@ struct tick_args {
     bool limits_changed;
 };
 
-static int decrease_if_covered(struct sq_backend *backend, struct limit *limit, int64_t now_ms,
+static int decrease_if_covered(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms,
                                bool *changed)
 {
     if (limit->deleted || limit->state.status != LIMIT_DECREASING)
         return SQLITE_DONE;
-    const struct period *p = limit->periods[0];
+    const struct sq_period *p = limit->periods[0];
     uint64_t target = limit->state.pending_decrease_to;
     if (p->reserved + p->used > target)
         return SQLITE_DONE;
@@ -381,7 +392,7 @@ static int decrease_if_covered(struct sq_backend *backend, struct limit *limit, 
     limit->state.status = LIMIT_ACTIVE;
     limit->state.pending_decrease_to = 0;
     *changed = true;
-    return limit_write(backend, limit, STMT_LIMIT_UPDATE, now_ms, detail);
+    return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, detail);
 }
 
 /* ---- Retention (--sqlite-retention-days). */
@@ -401,7 +412,7 @@ static int exec_ints(sqlite3 *db, const char *sql, int64_t a, int64_t b, int64_t
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-/* The last id of the oldest run of rows (at most SQLITE_PRUNE_ROWS_PER_TICK)
+/* The last id of the oldest run of rows (at most SQ_PRUNE_ROWS_PER_TICK)
  * whose time is before cutoff and id below `below`; 0 when there is none. A
  * run stops at the first young row, so a clock that stepped back never gets
  * a young row deleted. */
@@ -412,7 +423,7 @@ static int prune_prefix(sqlite3 *db, const char *sql, int64_t cutoff_ms, int64_t
     *last = 0;
     if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK)
         return sqlite3_errcode(db);
-    sqlite3_bind_int(stmt, 1, SQLITE_PRUNE_ROWS_PER_TICK);
+    sqlite3_bind_int(stmt, 1, SQ_PRUNE_ROWS_PER_TICK);
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(stmt, 0);
@@ -437,16 +448,16 @@ static int prune(struct sq_backend *backend, int64_t now_ms)
     if (keep < backend->config.lease_retention_ms)
         keep = backend->config.lease_retention_ms;
     int64_t cutoff = now_ms - keep;
-    int rc = leases_flush(backend); /* nothing of this transaction stays cached */
+    int rc = sq_leases_flush(backend); /* nothing of this transaction stays cached */
     int64_t last_lease = 0, last_event = 0;
     if (rc == SQLITE_DONE)
         rc = prune_prefix(backend->db, "SELECT seq, created_at FROM leases ORDER BY seq LIMIT ?",
-                          cutoff, leases_live_from(backend), &last_lease);
+                          cutoff, sq_mirror_live_from(&backend->mirror), &last_lease);
     if (rc == SQLITE_DONE && last_lease > 0)
         rc = exec_ints(backend->db, "DELETE FROM leases WHERE seq <= ?", last_lease, 0, 0);
     if (rc == SQLITE_DONE && last_lease > 0)
         rc = exec_ints(backend->db, "DELETE FROM expirations WHERE row_id < ?",
-                       hold_row_id(last_lease + 1, 0), 0, 0);
+                       sq_hold_row_id(last_lease + 1, 0), 0, 0);
     if (rc == SQLITE_DONE)
         rc = prune_prefix(backend->db, "SELECT id, at FROM event_log ORDER BY id LIMIT ?", cutoff,
                           INT64_MAX, &last_event);
@@ -464,43 +475,43 @@ static int prune(struct sq_backend *backend, int64_t now_ms)
     return rc;
 }
 
-static int tick_run(struct sq_backend *backend, struct call *call)
+static int tick_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct tick_args *args = call->args;
     int64_t now_ms = clock_now_ms(backend->config.clock);
-    uint64_t budget = SQLITE_EXPIRIES_PER_TICK_MAX;
-    const struct map *ids = &backend->mirror.limits_by_id;
+    uint64_t budget = SQ_EXPIRIES_PER_TICK_MAX;
+    const struct sq_map *ids = &backend->mirror.limits_by_id;
     for (uint32_t i = 0; i < ids->capacity; i++) {
-        struct limit *limit = ids->slots[i].value;
+        struct sq_limit *limit = ids->slots[i].value;
         if (limit == NULL)
             continue;
-        int rc = mirror_expire(backend, limit, now_ms, &budget);
+        int rc = sq_ledger_expire(backend, limit, now_ms, &budget);
         if (rc == SQLITE_DONE)
-            rc = mirror_flush(backend);
+            rc = sq_mirror_flush(backend);
         if (rc == SQLITE_DONE)
             rc = decrease_if_covered(backend, limit, now_ms, &args->limits_changed);
         if (rc != SQLITE_DONE)
             return rc;
-        mirror_trim_periods(limit, now_ms);
+        sq_mirror_trim_periods(limit, now_ms);
     }
     /* Loading starts from here: no lease below it holds anything. */
-    int rc = leases_flush(backend);
+    int rc = sq_leases_flush(backend);
     if (rc == SQLITE_DONE)
         rc = prune(backend, now_ms);
     if (rc != SQLITE_DONE)
         return rc;
-    sqlite3_stmt *meta = statement(backend, STMT_META_PUT);
+    sqlite3_stmt *meta = sq_statement(backend, SQ_STMT_META_PUT);
     sqlite3_bind_text(meta, 1, "live_from_seq", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(meta, 2, leases_live_from(backend));
-    return statement_run(meta);
+    sqlite3_bind_int64(meta, 2, sq_mirror_live_from(&backend->mirror));
+    return sq_statement_run(meta);
 }
 
-int sqlite_admin_tick(struct backend *base, bool *limits_changed)
+int sq_admin_tick(struct backend *base, bool *limits_changed)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct tick_args args = {0};
     *limits_changed = false;
-    if (writer_call(backend, tick_run, &args) != 0)
+    if (sq_writer_call(backend, tick_run, &args) != 0)
         return -1;
     *limits_changed = args.limits_changed;
     return 0;
@@ -539,7 +550,7 @@ static const char callers_window_sql[] =
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 {
     int rc;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && args->count < SQLITE_CALLERS_MAX) {
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && args->count < SQ_CALLERS_MAX) {
         struct caller_usage *u = &args->rows[args->count++];
         memset(u, 0, sizeof *u);
         text_copy(stmt, 0, u->caller, sizeof u->caller);
@@ -550,16 +561,16 @@ static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-static int callers_run(struct sq_backend *backend, struct call *call)
+static int callers_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct callers_args *args = call->args;
-    struct limit *limit = mirror_limit_by_key(&backend->mirror, args->key);
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
     args->result = limit == NULL ? -1 : 0;
     if (limit == NULL)
         return SQLITE_DONE;
-    int rc = mirror_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
-    if (rc != SQLITE_DONE || (rc = leases_flush(backend)) != SQLITE_DONE ||
-        (rc = mirror_flush(backend)) != SQLITE_DONE)
+    int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
+    if (rc != SQLITE_DONE || (rc = sq_leases_flush(backend)) != SQLITE_DONE ||
+        (rc = sq_mirror_flush(backend)) != SQLITE_DONE)
         return rc;
     const struct limit_definition *d = &limit->state.definition;
     bool budget = d->kind == LIMIT_BUDGET;
@@ -568,23 +579,24 @@ static int callers_run(struct sq_backend *backend, struct call *call)
                            NULL) != SQLITE_OK)
         return sqlite3_errcode(backend->db);
     sqlite3_bind_int64(stmt, 1, limit->id);
-    sqlite3_bind_int64(
-        stmt, 2, budget ? period_start_ms(d->period, args->at_unix_ms) : leases_live_from(backend));
-    sqlite3_bind_int(stmt, 3, SQLITE_CALLERS_MAX);
+    sqlite3_bind_int64(stmt, 2,
+                       budget ? period_start_ms(d->period, args->at_unix_ms)
+                              : sq_mirror_live_from(&backend->mirror));
+    sqlite3_bind_int(stmt, 3, SQ_CALLERS_MAX);
     free(args->rows);
     args->count = 0;
-    args->rows = malloc(SQLITE_CALLERS_MAX * sizeof *args->rows);
+    args->rows = malloc(SQ_CALLERS_MAX * sizeof *args->rows);
     rc = args->rows == NULL ? SQLITE_NOMEM : callers_fill(stmt, args);
     sqlite3_finalize(stmt);
     return rc;
 }
 
-int sqlite_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
-                                 struct caller_usage **out, size_t *count)
+int sq_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
+                             struct caller_usage **out, size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct callers_args args = {.key = key, .at_unix_ms = at_unix_ms};
-    if (writer_call(backend, callers_run, &args) != 0) {
+    if (sq_writer_call(backend, callers_run, &args) != 0) {
         free(args.rows);
         return -2;
     }
@@ -600,8 +612,8 @@ int sqlite_admin_usage_by_caller(struct backend *base, const char *key, int64_t 
 /* ---- Audit log reads: committed events only, on the read connection. */
 
 /* The audit log: event_log rows (id, lease_id, caller, items) in id order,
- * each packing up to SQLITE_EVENT_ITEMS events (event id = row id *
- * SQLITE_EVENT_ITEMS + index). A key's rows are found through its
+ * each packing up to SQ_EVENT_ITEMS events (event id = row id *
+ * SQ_EVENT_ITEMS + index). A key's rows are found through its
  * event_keys ranges, a lease's through its event_rows list and the
  * expirations of its holds. */
 static const char events_rows_sql[] =
@@ -659,12 +671,12 @@ static int events_expand(struct events_read *r)
     int64_t row = sqlite3_column_int64(stmt, 0);
     const unsigned char *items = sqlite3_column_text(stmt, 3);
     const unsigned char *row_lease = sqlite3_column_text(stmt, 1);
-    struct event_reader reader;
-    event_reader_start(&reader, items != NULL ? (const char *)items : "");
-    struct event_item_text item;
+    struct sq_event_reader reader;
+    sq_event_reader_start(&reader, items != NULL ? (const char *)items : "");
+    struct sq_event_item_text item;
     int got;
-    for (int64_t index = 0; (got = event_reader_next(&reader, &item)) == 1; index++) {
-        int64_t id = row * SQLITE_EVENT_ITEMS + index;
+    for (int64_t index = 0; (got = sq_event_reader_next(&reader, &item)) == 1; index++) {
+        int64_t id = row * SQ_EVENT_ITEMS + index;
         const char *lease_id = item.has_lease      ? item.lease_id
                                : row_lease != NULL ? (const char *)row_lease
                                                    : "";
@@ -697,7 +709,7 @@ static int events_expand(struct events_read *r)
 /* Expands rows first..last (ids) until the page is full. */
 static int events_from_rows(struct events_read *r, int64_t first, int64_t last)
 {
-    int64_t from = r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS;
+    int64_t from = r->query->after_id < 0 ? 0 : r->query->after_id / SQ_EVENT_ITEMS;
     if (first < from)
         first = from;
     if (first > last)
@@ -719,8 +731,7 @@ static int events_by_key(struct events_read *r)
     if (sqlite3_prepare_v2(r->db, events_ranges_sql, -1, &ranges, NULL) != SQLITE_OK)
         return -2;
     sqlite3_bind_text(ranges, 1, r->query->key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(ranges, 2,
-                       r->query->after_id < 0 ? 0 : r->query->after_id / SQLITE_EVENT_ITEMS);
+    sqlite3_bind_int64(ranges, 2, r->query->after_id < 0 ? 0 : r->query->after_id / SQ_EVENT_ITEMS);
     int rc = 0, step;
     while (rc == 0 && r->count < r->query->limit && (step = sqlite3_step(ranges)) == SQLITE_ROW)
         rc = events_from_rows(r, sqlite3_column_int64(ranges, 0), sqlite3_column_int64(ranges, 1));
@@ -782,8 +793,8 @@ static int events_by_lease(struct events_read *r)
             goto done;
         at = *end == ',' ? end + 1 : end;
     }
-    sqlite3_bind_int64(expired, 1, hold_row_id(seq, 0));
-    sqlite3_bind_int64(expired, 2, hold_row_id(seq, SQLITE_LEASE_ITEMS - 1));
+    sqlite3_bind_int64(expired, 1, sq_hold_row_id(seq, 0));
+    sqlite3_bind_int64(expired, 2, sq_hold_row_id(seq, SQ_LEASE_ITEMS - 1));
     while ((step = sqlite3_step(expired)) == SQLITE_ROW) {
         if (!ids_push(&list, sqlite3_column_int64(expired, 0)))
             goto done;
@@ -824,8 +835,8 @@ static int events_query(sqlite3 *db, const struct event_query *query, struct bac
     return rc;
 }
 
-int sqlite_admin_events(struct backend *base, const struct event_query *query,
-                        struct backend_event **out, size_t *count)
+int sq_admin_events(struct backend *base, const struct event_query *query,
+                    struct backend_event **out, size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
     assert(query->limit >= 1 && query->limit <= EVENTS_PAGE_MAX);

@@ -1,11 +1,11 @@
 /* The sqlite backend's extras beyond backend.h, for benchmarks and tests:
  * the ops table itself and the group-commit bound. */
-#ifndef LLMLIMIT_SQLITE_H
-#define LLMLIMIT_SQLITE_H
+#ifndef LLMLIMIT_BACKEND_SQLITE_H
+#define LLMLIMIT_BACKEND_SQLITE_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
-extern const struct backend_ops sqlite_backend_ops;
+extern const struct backend_ops sq_backend_ops;
 
 /* The sqlite backend's own settings (the options argument of its open). */
 struct sq_options {
@@ -16,15 +16,15 @@ struct sq_options {
 /* The defaults: synchronous=FULL, keep everything. */
 void sq_options_defaults(struct sq_options *options);
 
-/* Caps the requests in one transaction (default SQLITE_GROUP_COMMIT_MAX); 1
+/* Caps the requests in one transaction (default SQ_GROUP_COMMIT_MAX); 1
  * gives one transaction and one fsync per request (no group commit at all). */
-void sqlite_backend_set_group_commit_max(struct backend *backend, uint32_t requests);
+void sq_backend_set_group_commit_max(struct backend *backend, uint32_t requests);
 
 /* WAL fsyncs made so far by the syncer (0 with sqlite_synchronous_normal). */
-uint64_t sqlite_backend_fsyncs(struct backend *backend);
+uint64_t sq_backend_fsyncs(struct backend *backend);
 
 /* Creates the database file `path` at an older schema version (tests of the
  * migrations). 0, or -1 with a reason in error. */
-int sqlite_schema_create(const char *path, int version, char *error, size_t error_size);
+int sq_schema_create(const char *path, int version, char *error, size_t error_size);
 
 #endif
