@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/memory/memory.h"
-#include "backend/sqlite.h"
+#include "backend/sqlite/sqlite.h"
 #include "fault_alloc.h"
 #include "server/registry.h"
 #include "test.h"
@@ -234,7 +234,7 @@ static void sqlite_data_path_fails_cleanly(void)
      * 7th keeps the run short; LLMLIMIT_ALLOC_EVERY=1 walks them all. */
     const char *every = getenv("LLMLIMIT_ALLOC_EVERY");
     uint64_t stride = every != NULL && atoi(every) > 0 ? (uint64_t)atoi(every) : 7;
-    data_path_loop("sqlite", &sqlite_backend_ops, &options, false, stride);
+    data_path_loop("sqlite", &sq_backend_ops, &options, false, stride);
 }
 
 /* ---- the registry */
