@@ -108,7 +108,8 @@ static void count_json_text(struct walk *w, const struct jdoc_value *value)
     gw_text_counter_break(&w->text);
 }
 
-/* An optional string member counted as text; -1 when it is not a string. */
+/* An optional string member counted as text; -1 when it is not a string.
+ * path is the object's ("" for the body). */
 static int count_string_member(struct walk *w, const struct jdoc_value *object, const char *name,
                                const char *path)
 {
@@ -116,7 +117,7 @@ static int count_string_member(struct walk *w, const struct jdoc_value *object, 
     if (value == NULL)
         return 0;
     if (!jdoc_is(value, JDOC_STRING))
-        return fail(w, "%s.%s: must be a string", path, name);
+        return fail(w, "%s%s%s: must be a string", path, path[0] != '\0' ? "." : "", name);
     count_string(w, value);
     return 0;
 }
@@ -432,15 +433,13 @@ static int estimate_input(struct walk *w, const struct jdoc_value *body, enum gw
     }
     const char *name = endpoint == GW_ENDPOINT_COMPLETIONS ? "prompt" : "input";
     const struct jdoc_value *prompt = member(body, name);
-    if (prompt == NULL) {
-        if (endpoint == GW_ENDPOINT_EMBEDDINGS)
-            return fail(w, "input: required");
+    if (prompt == NULL && endpoint == GW_ENDPOINT_EMBEDDINGS)
+        return fail(w, "input: required");
+    if (prompt == NULL)
         w->fixed_tokens += GW_PROMPT_DEFAULT_TOKENS;
-        return 0;
-    }
-    if (count_prompt(w, prompt, name, prompts) != 0)
+    else if (count_prompt(w, prompt, name, prompts) != 0)
         return -1;
-    return endpoint == GW_ENDPOINT_COMPLETIONS ? count_string_member(w, body, "suffix", "body") : 0;
+    return endpoint == GW_ENDPOINT_COMPLETIONS ? count_string_member(w, body, "suffix", "") : 0;
 }
 
 int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint,
