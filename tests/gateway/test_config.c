@@ -545,6 +545,75 @@ static void bounds_one_past(void)
                "white space of 1..256 bytes");
 }
 
+/* A string of n copies of c (static storage, one at a time). */
+static const char *filled(char c, size_t n)
+{
+    static char text[GW_PATH_LENGTH_MAX + 8];
+    memset(text, c, n);
+    text[n] = '\0';
+    return text;
+}
+
+static void more_bounds_one_past(void)
+{
+    char section[8192];
+    snprintf(section, sizeof section,
+             "[{\"name\":\"m\",\"upstream\":\"openai\",\"upstream_model\":\"%s\"," PRICES "}]",
+             filled('u', GW_UPSTREAM_MODEL_LENGTH_MAX + 1));
+    fails_with(UPSTREAMS, section, LIMITS, KEYS,
+               "gateway.json: line 1: models[0].upstream_model: must be a string of 1..256 bytes");
+    snprintf(section, sizeof section,
+             "[{\"name\":\"m\",\"upstream\":\"openai\",\"input_usd_micros_per_mtok\":1,"
+             "\"output_usd_micros_per_mtok\":1,\"max_output_tokens\":%u,"
+             "\"default_max_output_tokens\":1}]",
+             GW_OUTPUT_TOKENS_MAX + 1);
+    fails_with(UPSTREAMS, section, LIMITS, KEYS,
+               "gateway.json: line 1: models[0].max_output_tokens: must be an integer "
+               "1..16777216");
+    snprintf(section, sizeof section,
+             "[{\"name\":\"u\",\"base_url\":\"http://h\",\"api_key_env\":\"%s\"}]",
+             filled('E', GW_ENV_NAME_LENGTH_MAX + 1));
+    fails_with(section, MODELS, LIMITS, KEYS,
+               "gateway.json: line 1: upstreams[0].api_key_env: must name an environment "
+               "variable ([A-Za-z_][A-Za-z0-9_]*, at most 256 bytes)");
+    snprintf(section, sizeof section,
+             "[{\"name\":\"u\",\"base_url\":\"http://h\",\"api_key_file\":\"%s\"}]",
+             filled('f', GW_PATH_LENGTH_MAX + 1));
+    fails_with(section, MODELS, LIMITS, KEYS,
+               "gateway.json: line 1: upstreams[0].api_key_file: must be a file name of "
+               "1..4095 bytes");
+    setenv("GW_TEST_LONG_KEY", filled('k', GW_API_KEY_BYTES_MAX + 1), 1);
+    fails_with("[{\"name\":\"openai\",\"base_url\":\"http://h\",\"api_key_env\":"
+               "\"GW_TEST_LONG_KEY\"},{\"name\":\"local\",\"base_url\":\"http://l\"}]",
+               MODELS, LIMITS, KEYS,
+               "gateway.json: line 1: upstreams[0].api_key_env: environment variable "
+               "GW_TEST_LONG_KEY is longer than 4096 bytes");
+    setenv("GW_TEST_LONG_KEY", filled('k', GW_API_KEY_BYTES_MAX), 1);
+    struct gw_config *c =
+        parse4("[{\"name\":\"openai\",\"base_url\":\"http://h\",\"api_key_env\":"
+               "\"GW_TEST_LONG_KEY\"},{\"name\":\"local\",\"base_url\":\"http://l\"}]",
+               MODELS, LIMITS, KEYS);
+    CHECK(c != NULL);
+    if (c != NULL)
+        CHECK_EQ_U64(strlen(c->upstreams[0].api_key), GW_API_KEY_BYTES_MAX);
+    gw_config_release(c);
+    snprintf(section, sizeof section,
+             "[{\"sha256\":\"" DIGEST_A "\",\"caller\":\"%s\",\"team\":\"t\"}]",
+             filled('c', CALLER_LENGTH_MAX + 1));
+    fails_with(UPSTREAMS, MODELS, LIMITS, section,
+               "gateway.json: line 1: keys[0].caller: must be a string of printable ASCII of "
+               "1..256 bytes");
+    char *names = repeat("\"llama\"", GW_MODELS_MAX + 1);
+    char *keys = malloc(strlen(names) + 256);
+    sprintf(keys, "[{\"sha256\":\"" DIGEST_A "\",\"caller\":\"c\",\"team\":\"t\",\"models\":%s}]",
+            names);
+    fails_with(UPSTREAMS, MODELS, LIMITS, keys,
+               "gateway.json: line 1: keys[0].models: must be an array of at most 1024 model "
+               "names");
+    free(names);
+    free(keys);
+}
+
 int main(void)
 {
     setenv(KEY_ENV, "sk-test-123", 1);
@@ -567,5 +636,6 @@ int main(void)
     RUN(caller_with_space_is_fine_without_caller_template,
         "a caller may hold a space when no template uses {caller}");
     RUN(bounds_one_past, "every bound: at it loads, one past fails");
+    RUN(more_bounds_one_past, "lengths of names, keys, files and lists: one past fails");
     return test_summary();
 }
