@@ -1,6 +1,7 @@
 /* llmlimit: the command line of llmlimit. Admin of limit definitions,
- * reserve/complete/release by hand, usage, the audit log, and the `bench`
- * load generator. Global options may stand anywhere before "--". */
+ * reserve/complete/release by hand, usage, the audit log, the `bench`
+ * load generator, and the gateway's virtual keys. Global options may stand
+ * anywhere before "--". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ static const char usage_text[] =
     "  usage KEY                    capacity, reserved, used, debt, available\n"
     "  events                       the audit log (sqlite backend)\n"
     "  bench                        HTTP load generator\n"
+    "  gateway new-key|hash-key|check  virtual keys and gateway.json (offline)\n"
     "\n"
     "options:\n"
     "  --url URL          server (default $LLMLIMIT_URL, else " CLI_URL_DEFAULT ")\n"
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"limits", cmd_limits},   {"reserve", cmd_reserve}, {"complete", cmd_complete},
         {"release", cmd_release}, {"usage", cmd_usage},     {"events", cmd_events},
-        {"bench", cmd_bench},
+        {"bench", cmd_bench},     {"gateway", cmd_gateway},
     };
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(command, commands[i].name) == 0)

@@ -1,0 +1,59 @@
+/* Every bound the gateway's modules enforce, in one place (the same rule as
+ * src/core/bounds.h: a limit on everything, each with a test one past it).
+ * The fixed token amounts of the estimate live here too, so docs/gateway.md
+ * and the code cannot disagree about where they are written down. */
+#ifndef LLMLIMIT_GATEWAY_BOUNDS_H
+#define LLMLIMIT_GATEWAY_BOUNDS_H
+
+#include "core/bounds.h"
+
+/* gateway.json */
+#define GW_CONFIG_BYTES_MAX (16 * 1024 * 1024)
+#define GW_UPSTREAMS_MAX 64
+#define GW_MODELS_MAX 1024
+#define GW_KEYS_MAX 100000
+/* Each template gives at most one requirement, so a reserve never carries
+ * more than a reserve may. */
+#define GW_LIMITS_MAX REQUIREMENTS_PER_RESERVE_MAX
+#define GW_NAME_LENGTH_MAX 128           /* upstream and model names */
+#define GW_UPSTREAM_MODEL_LENGTH_MAX 256 /* the model name sent upstream */
+#define GW_BASE_URL_LENGTH_MAX 2048
+#define GW_ENV_NAME_LENGTH_MAX 256 /* api_key_env */
+#define GW_PATH_LENGTH_MAX 4095    /* api_key_file */
+#define GW_API_KEY_BYTES_MAX 4096  /* a provider key, from the environment or a file */
+#define GW_TEMPLATE_LENGTH_MAX 512 /* a limit key template, before instantiation */
+#define GW_TEAM_LENGTH_MAX CALLER_LENGTH_MAX
+#define GW_TIMEOUT_SECONDS_DEFAULT 600
+#define GW_CONNECT_TIMEOUT_SECONDS_DEFAULT 10
+#define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
+#define GW_OUTPUT_TOKENS_MAX (1u << 24) /* max_output_tokens of a model */
+
+/* A request. */
+#define GW_N_MAX 128        /* n (and best_of) */
+#define GW_PROMPTS_MAX 2048 /* strings or token arrays in one prompt or input */
+/* Nesting the estimate walks when it counts JSON as text; the parser's own
+ * bound (JSON_DEPTH_MAX) is lower, this only guards the recursion. */
+#define GW_JSON_DEPTH_MAX 64
+
+/* The estimate's fixed amounts, in tokens (docs/gateway.md, "The estimate"). */
+#define GW_MESSAGE_OVERHEAD_TOKENS 4 /* per chat message, besides its text */
+#define GW_NAME_OVERHEAD_TOKENS 1    /* a message's name */
+#define GW_REPLY_OVERHEAD_TOKENS 3   /* the start of the answer every chat call gets */
+#define GW_PROMPT_DEFAULT_TOKENS 1   /* a completion without a prompt */
+/* An image part: the most a 2048x768 image at high detail takes on the
+ * gpt-4o family (85 + 8 tiles of 170); "detail":"low" takes 85. */
+#define GW_IMAGE_TOKENS 1445
+#define GW_IMAGE_LOW_DETAIL_TOKENS 85
+/* An audio part at 10 tokens per second of sound, from the size of its
+ * base64 data at a low bitrate for its format (a higher one only makes the
+ * estimate higher): 16 kHz 16-bit mono for wav, 32 kbit/s for mp3 and
+ * anything else. */
+#define GW_AUDIO_TOKENS_PER_SECOND 10
+#define GW_AUDIO_WAV_BYTES_PER_SECOND 32000
+#define GW_AUDIO_OTHER_BYTES_PER_SECOND 4000
+#define GW_AUDIO_MIN_TOKENS 10
+
+/* The upstream's stream: one Server-Sent Event (all its lines). */
+#define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)
+
+#endif

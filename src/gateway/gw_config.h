@@ -1,0 +1,137 @@
+/* gateway.json: the gateway's upstreams, models, virtual keys and limit
+ * templates (docs/gateway.md), loaded and checked strictly in one go. A
+ * loaded config never changes; it is reference-counted so that a reload
+ * (SIGHUP) can put a new one in place while calls still hold the old one. */
+#ifndef LLMLIMIT_GATEWAY_CONFIG_H
+#define LLMLIMIT_GATEWAY_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_bounds.h"
+
+#define GW_SHA256_BYTES 32
+/* Room for a load error: "<file>: line L: <path>: <reason>". */
+#define GW_CONFIG_ERROR_SIZE 1024
+
+struct gw_upstream {
+    const char *name;
+    const char *base_url; /* http:// or https://, no trailing '/' */
+    /* The provider key sent as "Authorization: Bearer <api_key>", or NULL
+     * when the upstream takes none (a local server). Read at load time;
+     * never printed. */
+    const char *api_key;
+    uint32_t timeout_seconds;
+    uint32_t connect_timeout_seconds;
+};
+
+struct gw_model {
+    const char *name; /* the public name clients send */
+    const struct gw_upstream *upstream;
+    const char *upstream_model; /* the name sent upstream */
+    uint32_t index;             /* in gw_config.models */
+    /* Prices in usd_micros per million tokens, 0..AMOUNT_MAX. */
+    uint64_t input_usd_micros_per_mtok;
+    uint64_t cached_input_usd_micros_per_mtok; /* defaults to the input price */
+    uint64_t output_usd_micros_per_mtok;
+    uint64_t max_output_tokens;         /* 1..GW_OUTPUT_TOKENS_MAX */
+    uint64_t default_max_output_tokens; /* 1..max_output_tokens */
+};
+
+struct gw_key {
+    uint8_t sha256[GW_SHA256_BYTES]; /* of the bearer secret */
+    const char *caller;
+    const char *team; /* NULL when the key has none */
+    /* Indices into gw_config.models, ascending; model_count 0 means every
+     * model. */
+    const uint32_t *models;
+    uint32_t model_count;
+};
+
+enum gw_amount {
+    GW_AMOUNT_REQUESTS = 0, /* 1 per call */
+    GW_AMOUNT_TOKENS,       /* input + output */
+    GW_AMOUNT_INPUT_TOKENS,
+    GW_AMOUNT_OUTPUT_TOKENS,
+    GW_AMOUNT_USD_MICROS,
+};
+
+enum gw_placeholder {
+    GW_TEXT = 0, /* a literal part */
+    GW_MODEL,
+    GW_UPSTREAM,
+    GW_CALLER,
+    GW_TEAM,
+};
+
+struct gw_template_part {
+    enum gw_placeholder placeholder;
+    const char *text; /* GW_TEXT only: not NUL-terminated */
+    uint32_t length;
+};
+
+struct gw_limit {
+    const char *key_template; /* as written, for error messages */
+    enum gw_amount amount;
+    const struct gw_template_part *parts;
+    uint32_t part_count;
+    bool uses_team;
+};
+
+struct gw_config_memory;
+
+struct gw_config {
+    _Atomic uint32_t references;
+    const char *path; /* as given to gw_config_load */
+    const struct gw_upstream *upstreams;
+    uint32_t upstream_count;
+    const struct gw_model *models; /* in file order */
+    uint32_t model_count;
+    const struct gw_key *keys; /* in file order */
+    uint32_t key_count;
+    const struct gw_limit *limits;
+    uint32_t limit_count;
+    /* Lookup tables, built at load time. */
+    const uint32_t *models_by_name; /* model indices sorted by name */
+    const uint32_t *key_slots;      /* open addressing by digest: key index + 1, 0 empty */
+    uint32_t key_slot_mask;
+    struct gw_config_memory *memory; /* everything above lives here */
+};
+
+/* Reads, checks and loads the file at path. The provider keys are read
+ * from the environment or their files now. Returns 0 with *out (one
+ * reference, the caller's), or -1 with "<file>: line L: <path>: <reason>"
+ * (or "<file>: <reason>" for the file as a whole) in error; nothing is
+ * kept on failure. */
+int gw_config_load(const char *path, struct gw_config **out, char *error, size_t error_size);
+
+/* The same from text already in memory; `name` stands for the file in
+ * messages and resolves a relative api_key_file. text is not modified. */
+int gw_config_parse(const char *name, const char *text, size_t length, struct gw_config **out,
+                    char *error, size_t error_size);
+
+/* Reference counting, safe from any thread: each holder retains once and
+ * releases once; the last release frees the config (and wipes the provider
+ * keys from memory). */
+struct gw_config *gw_config_retain(struct gw_config *config);
+void gw_config_release(struct gw_config *config);
+
+/* The key whose secret hashes to digest, or NULL. Each candidate is
+ * compared in constant time. */
+const struct gw_key *gw_config_find_key(const struct gw_config *config,
+                                        const uint8_t digest[GW_SHA256_BYTES]);
+
+/* The model with this public name (name need not be NUL-terminated), or NULL. */
+const struct gw_model *gw_config_find_model(const struct gw_config *config, const char *name,
+                                            size_t length);
+
+/* Whether the key may call the model (a key without a models list may call
+ * every model). */
+bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model);
+
+/* "requests", "tokens", ... */
+const char *gw_amount_name(enum gw_amount amount);
+
+#endif

@@ -1,0 +1,686 @@
+/* gateway.json's sections, entry by entry: strict types, unknown fields
+ * rejected, names unique, references between sections resolved, provider
+ * keys read. Every error names the file, the line and the field
+ * (docs/gateway.md lists the rules). */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/limits.h"
+#include "gw_config_internal.h"
+#include "gw_secret.h"
+
+/* Printable ASCII without white space: what a limit key may hold. */
+static bool key_chars(const char *text, size_t length)
+{
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c <= 0x20 || c >= 0x7F)
+            return false;
+    }
+    return true;
+}
+
+static bool printable(const char *text, size_t length)
+{
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 || c >= 0x7F)
+            return false;
+    }
+    return true;
+}
+
+enum text_rule {
+    TEXT_ANY,       /* any string (no NUL: the parser refuses \u0000) */
+    TEXT_PRINTABLE, /* printable ASCII */
+    TEXT_KEY,       /* printable ASCII without white space */
+};
+
+static const char *const text_rule_reason[] = {
+    [TEXT_ANY] = "a string",
+    [TEXT_PRINTABLE] = "a string of printable ASCII",
+    [TEXT_KEY] = "a string of printable ASCII without white space",
+};
+
+/* A string of min..max bytes following rule, kept in the config. */
+static int text_value(struct loader *l, const struct jdoc_value *value, const char *path,
+                      size_t max, enum text_rule rule, const char **out)
+{
+    bool ok = jdoc_is(value, JDOC_STRING) && value->count >= 1 && value->count <= max;
+    if (ok && rule == TEXT_PRINTABLE)
+        ok = printable(value->as.string, value->count);
+    if (ok && rule == TEXT_KEY)
+        ok = key_chars(value->as.string, value->count);
+    if (!ok)
+        return loader_fail(l, value->line, path, "must be %s of 1..%zu bytes",
+                           text_rule_reason[rule], max);
+    *out = loader_keep(l, value->as.string, value->count);
+    return *out != NULL ? 0 : -1;
+}
+
+static int integer_value(struct loader *l, const struct jdoc_value *value, const char *path,
+                         uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0 ||
+        (uint64_t)value->as.integer < min || (uint64_t)value->as.integer > max)
+        return loader_fail(l, value->line, path, "must be an integer %llu..%llu",
+                           (unsigned long long)min, (unsigned long long)max);
+    *out = (uint64_t)value->as.integer;
+    return 0;
+}
+
+/* "<section>[i].<field>" */
+static void field_path(char *out, size_t size, const char *entry, const char *field)
+{
+    snprintf(out, size, "%s.%s", entry, field);
+}
+
+static int object_entry(struct loader *l, const struct jdoc_value *item, const char *path)
+{
+    if (!jdoc_is(item, JDOC_OBJECT))
+        return loader_fail(l, item->line, path, "must be an object");
+    return 0;
+}
+
+static int missing(struct loader *l, const struct jdoc_value *entry, const char *path,
+                   const char *field)
+{
+    char where[96];
+    field_path(where, sizeof where, path, field);
+    return loader_fail(l, entry->line, where, "required");
+}
+
+/* ---- upstreams ---- */
+
+/* http:// or https://, a host, printable ASCII without white space, no
+ * query or fragment; trailing '/' removed. */
+static int base_url_value(struct loader *l, const struct jdoc_value *value, const char *path,
+                          const char **out)
+{
+    const char *reason = NULL;
+    size_t length = jdoc_is(value, JDOC_STRING) ? value->count : 0;
+    const char *text = length > 0 ? value->as.string : "";
+    size_t scheme = strncmp(text, "https://", 8) == 0  ? 8
+                    : strncmp(text, "http://", 7) == 0 ? 7
+                                                       : 0;
+    if (!jdoc_is(value, JDOC_STRING) || length > GW_BASE_URL_LENGTH_MAX)
+        reason = "must be a string of at most 2048 bytes";
+    else if (scheme == 0)
+        reason = "must start with http:// or https://";
+    else if (!key_chars(text, length) || memchr(text, '?', length) || memchr(text, '#', length))
+        reason = "must be printable ASCII without white space, '?' or '#'";
+    while (reason == NULL && length > scheme && text[length - 1] == '/')
+        length--;
+    if (reason == NULL && (length == scheme || text[scheme] == '/'))
+        reason = "has no host";
+    if (reason != NULL)
+        return loader_fail(l, value->line, path, "%s", reason);
+    *out = loader_keep(l, text, length);
+    return *out != NULL ? 0 : -1;
+}
+
+static bool env_name_valid(const char *name, size_t length)
+{
+    if (length == 0 || length > GW_ENV_NAME_LENGTH_MAX || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        char c = name[i];
+        if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* A provider key goes into a header: one token of visible ASCII. */
+static int api_key_check(struct loader *l, uint32_t line, const char *path, const char *key,
+                         size_t length, const char *source)
+{
+    if (length == 0)
+        return loader_fail(l, line, path, "%s is empty", source);
+    if (length > GW_API_KEY_BYTES_MAX)
+        return loader_fail(l, line, path, "%s is longer than %d bytes", source,
+                           GW_API_KEY_BYTES_MAX);
+    if (!key_chars(key, length))
+        return loader_fail(l, line, path,
+                           "%s holds white space or a character that is not printable ASCII",
+                           source);
+    return 0;
+}
+
+static int api_key_from_env(struct loader *l, const struct jdoc_value *value, const char *path,
+                            struct gw_upstream *upstream)
+{
+    if (!jdoc_is(value, JDOC_STRING) || !env_name_valid(value->as.string, value->count))
+        return loader_fail(l, value->line, path,
+                           "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, at most "
+                           "%d bytes)",
+                           GW_ENV_NAME_LENGTH_MAX);
+    const char *key = getenv(value->as.string);
+    char source[GW_ENV_NAME_LENGTH_MAX + 32];
+    snprintf(source, sizeof source, "environment variable %s", value->as.string);
+    if (key == NULL)
+        return loader_fail(l, value->line, path, "%s is not set", source);
+    if (api_key_check(l, value->line, path, key, strlen(key), source) != 0)
+        return -1;
+    upstream->api_key = loader_keep(l, key, strlen(key));
+    return upstream->api_key != NULL ? 0 : -1;
+}
+
+/* Reads at most GW_API_KEY_BYTES_MAX + 2 bytes (a key and its line end). */
+static ssize_t read_key_file(const char *path, char *buffer, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = read(fd, buffer + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    close(fd);
+    return (ssize_t)done;
+}
+
+static int api_key_from_file(struct loader *l, const struct jdoc_value *value, const char *path,
+                             struct gw_upstream *upstream)
+{
+    if (!jdoc_is(value, JDOC_STRING) || value->count == 0 || value->count > GW_PATH_LENGTH_MAX)
+        return loader_fail(l, value->line, path, "must be a file name of 1..%d bytes",
+                           GW_PATH_LENGTH_MAX);
+    char file[2 * GW_PATH_LENGTH_MAX + 2];
+    bool relative = value->as.string[0] != '/' && l->directory[0] != '\0';
+    snprintf(file, sizeof file, "%s%s%s", relative ? l->directory : "", relative ? "/" : "",
+             value->as.string);
+    char key[GW_API_KEY_BYTES_MAX + 3];
+    ssize_t n = read_key_file(file, key, sizeof key);
+    if (n < 0)
+        return loader_fail(l, value->line, path, "%s: %s", file, strerror(errno));
+    size_t length = (size_t)n;
+    if (length > 0 && key[length - 1] == '\n')
+        length--;
+    if (length > 0 && key[length - 1] == '\r')
+        length--;
+    char source[2 * GW_PATH_LENGTH_MAX + 16];
+    snprintf(source, sizeof source, "the key in %s", file);
+    int result = api_key_check(l, value->line, path, key, length, source);
+    if (result == 0) {
+        upstream->api_key = loader_keep(l, key, length);
+        result = upstream->api_key != NULL ? 0 : -1;
+    }
+    OPENSSL_cleanse(key, sizeof key);
+    return result;
+}
+
+static int upstream_field(struct loader *l, const struct jdoc_member *m, const char *entry,
+                          struct gw_upstream *u, bool *key_seen)
+{
+    char path[96];
+    field_path(path, sizeof path, entry, m->key);
+    const struct jdoc_value *v = &m->value;
+    uint64_t seconds = 0;
+    if (strcmp(m->key, "name") == 0)
+        return text_value(l, v, path, GW_NAME_LENGTH_MAX, TEXT_KEY, &u->name);
+    if (strcmp(m->key, "base_url") == 0)
+        return base_url_value(l, v, path, &u->base_url);
+    if (strcmp(m->key, "api_key_env") == 0 || strcmp(m->key, "api_key_file") == 0) {
+        if (*key_seen)
+            return loader_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
+        *key_seen = true;
+        return m->key[8] == 'e' ? api_key_from_env(l, v, path, u)
+                                : api_key_from_file(l, v, path, u);
+    }
+    if (strcmp(m->key, "timeout_seconds") == 0 || strcmp(m->key, "connect_timeout_seconds") == 0) {
+        if (integer_value(l, v, path, 1, GW_TIMEOUT_SECONDS_MAX, &seconds) != 0)
+            return -1;
+        *(m->key[0] == 't' ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
+        return 0;
+    }
+    return loader_fail(l, v->line, path, "unknown field");
+}
+
+static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint32_t i,
+                           struct gw_upstream *u)
+{
+    char entry[32];
+    snprintf(entry, sizeof entry, "upstreams[%u]", i);
+    if (object_entry(l, item, entry) != 0)
+        return -1;
+    u->timeout_seconds = GW_TIMEOUT_SECONDS_DEFAULT;
+    u->connect_timeout_seconds = GW_CONNECT_TIMEOUT_SECONDS_DEFAULT;
+    bool key_seen = false;
+    for (uint32_t k = 0; k < item->count; k++) {
+        const struct jdoc_member *m = &item->as.members[k];
+        if (upstream_field(l, m, entry, u, &key_seen) != 0)
+            return -1;
+    }
+    if (u->name == NULL)
+        return missing(l, item, entry, "name");
+    if (u->base_url == NULL)
+        return missing(l, item, entry, "base_url");
+    for (uint32_t k = 0; k < i; k++) {
+        char path[96];
+        field_path(path, sizeof path, entry, "name");
+        if (strcmp(l->config->upstreams[k].name, u->name) == 0)
+            return loader_fail(l, jdoc_get(item, "name")->line, path, "duplicate of upstreams[%u]",
+                               k);
+    }
+    return 0;
+}
+
+int decode_upstreams(struct loader *l, const struct jdoc_value *items)
+{
+    struct gw_upstream *upstreams = arena_alloc(l->arena, items->count * sizeof *upstreams);
+    if (upstreams == NULL)
+        return loader_fail(l, items->line, "upstreams", "out of memory");
+    l->config->upstreams = upstreams;
+    for (uint32_t i = 0; i < items->count; i++) {
+        l->config->upstream_count = i + 1; /* a key read before a failure is wiped too */
+        if (decode_upstream(l, &items->as.items[i], i, &upstreams[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- models ---- */
+
+static int model_upstream(struct loader *l, const struct jdoc_value *v, const char *path,
+                          struct gw_model *model)
+{
+    if (!jdoc_is(v, JDOC_STRING))
+        return loader_fail(l, v->line, path, "must be the name of an upstream");
+    for (uint32_t k = 0; k < l->config->upstream_count; k++) {
+        if (strcmp(l->config->upstreams[k].name, v->as.string) == 0) {
+            model->upstream = &l->config->upstreams[k];
+            return 0;
+        }
+    }
+    char quoted[72];
+    loader_quote(v->as.string, v->count, quoted);
+    return loader_fail(l, v->line, path, "unknown upstream %s", quoted);
+}
+
+enum model_seen {
+    SEEN_INPUT_PRICE = 1,
+    SEEN_CACHED_PRICE = 2,
+    SEEN_OUTPUT_PRICE = 4,
+    SEEN_MAX_OUTPUT = 8,
+    SEEN_DEFAULT_OUTPUT = 16,
+};
+
+static int model_number(struct loader *l, const struct jdoc_member *m, const char *path,
+                        struct gw_model *model, unsigned *seen)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+        uint64_t min, max;
+        unsigned seen;
+    } numbers[] = {
+        {"input_usd_micros_per_mtok", offsetof(struct gw_model, input_usd_micros_per_mtok), 0,
+         AMOUNT_MAX, SEEN_INPUT_PRICE},
+        {"cached_input_usd_micros_per_mtok",
+         offsetof(struct gw_model, cached_input_usd_micros_per_mtok), 0, AMOUNT_MAX,
+         SEEN_CACHED_PRICE},
+        {"output_usd_micros_per_mtok", offsetof(struct gw_model, output_usd_micros_per_mtok), 0,
+         AMOUNT_MAX, SEEN_OUTPUT_PRICE},
+        {"max_output_tokens", offsetof(struct gw_model, max_output_tokens), 1, GW_OUTPUT_TOKENS_MAX,
+         SEEN_MAX_OUTPUT},
+        {"default_max_output_tokens", offsetof(struct gw_model, default_max_output_tokens), 1,
+         GW_OUTPUT_TOKENS_MAX, SEEN_DEFAULT_OUTPUT},
+    };
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        if (strcmp(m->key, numbers[i].name) != 0)
+            continue;
+        *seen |= numbers[i].seen;
+        return integer_value(l, &m->value, path, numbers[i].min, numbers[i].max,
+                             (uint64_t *)(void *)((char *)model + numbers[i].offset));
+    }
+    return loader_fail(l, m->value.line, path, "unknown field");
+}
+
+static int model_field(struct loader *l, const struct jdoc_member *m, const char *entry,
+                       struct gw_model *model, unsigned *seen)
+{
+    char path[96];
+    field_path(path, sizeof path, entry, m->key);
+    if (strcmp(m->key, "name") == 0)
+        return text_value(l, &m->value, path, GW_NAME_LENGTH_MAX, TEXT_KEY, &model->name);
+    if (strcmp(m->key, "upstream") == 0)
+        return model_upstream(l, &m->value, path, model);
+    if (strcmp(m->key, "upstream_model") == 0)
+        return text_value(l, &m->value, path, GW_UPSTREAM_MODEL_LENGTH_MAX, TEXT_ANY,
+                          &model->upstream_model);
+    return model_number(l, m, path, model, seen);
+}
+
+static int model_check(struct loader *l, const struct jdoc_value *item, const char *entry,
+                       struct gw_model *model, unsigned seen)
+{
+    if (model->name == NULL)
+        return missing(l, item, entry, "name");
+    if (model->upstream == NULL)
+        return missing(l, item, entry, "upstream");
+    if (!(seen & SEEN_INPUT_PRICE))
+        return missing(l, item, entry, "input_usd_micros_per_mtok");
+    if (!(seen & SEEN_OUTPUT_PRICE))
+        return missing(l, item, entry, "output_usd_micros_per_mtok");
+    if (!(seen & SEEN_MAX_OUTPUT))
+        return missing(l, item, entry, "max_output_tokens");
+    if (!(seen & SEEN_DEFAULT_OUTPUT))
+        return missing(l, item, entry, "default_max_output_tokens");
+    if (model->default_max_output_tokens > model->max_output_tokens) {
+        char path[96];
+        field_path(path, sizeof path, entry, "default_max_output_tokens");
+        return loader_fail(l, jdoc_get(item, "default_max_output_tokens")->line, path,
+                           "must be at most max_output_tokens (%llu)",
+                           (unsigned long long)model->max_output_tokens);
+    }
+    if (!(seen & SEEN_CACHED_PRICE))
+        model->cached_input_usd_micros_per_mtok = model->input_usd_micros_per_mtok;
+    if (model->upstream_model == NULL)
+        model->upstream_model = model->name;
+    return 0;
+}
+
+int decode_models(struct loader *l, const struct jdoc_value *items)
+{
+    struct gw_model *models = arena_alloc(l->arena, items->count * sizeof *models);
+    if (models == NULL)
+        return loader_fail(l, items->line, "models", "out of memory");
+    l->config->models = models;
+    for (uint32_t i = 0; i < items->count; i++) {
+        const struct jdoc_value *item = &items->as.items[i];
+        char entry[32];
+        snprintf(entry, sizeof entry, "models[%u]", i);
+        if (object_entry(l, item, entry) != 0)
+            return -1;
+        unsigned seen = 0;
+        models[i].index = i;
+        for (uint32_t k = 0; k < item->count; k++) {
+            if (model_field(l, &item->as.members[k], entry, &models[i], &seen) != 0)
+                return -1;
+        }
+        if (model_check(l, item, entry, &models[i], seen) != 0)
+            return -1;
+    }
+    l->config->model_count = items->count;
+    return 0;
+}
+
+/* ---- limits ---- */
+
+static enum gw_placeholder placeholder_named(const char *name, size_t length)
+{
+    static const struct {
+        const char *name;
+        enum gw_placeholder placeholder;
+    } names[] = {
+        {"model", GW_MODEL}, {"upstream", GW_UPSTREAM}, {"caller", GW_CALLER}, {"team", GW_TEAM}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strlen(names[i].name) == length && memcmp(names[i].name, name, length) == 0)
+            return names[i].placeholder;
+    }
+    return GW_TEXT;
+}
+
+/* Splits the template into literal parts and placeholders. parts has room
+ * for length + 1 entries (each part takes at least one byte). */
+static int template_parse(struct loader *l, const struct jdoc_value *v, const char *path,
+                          struct gw_limit *limit, struct gw_template_part *parts)
+{
+    const char *text = v->as.string;
+    uint32_t count = 0, i = 0;
+    while (i < v->count) {
+        const char *close = NULL;
+        if (text[i] == '{')
+            close = memchr(text + i, '}', v->count - i);
+        if (text[i] == '{' && close == NULL)
+            return loader_fail(l, v->line, path, "'{' without a closing '}'");
+        if (text[i] == '{') {
+            size_t name_length = (size_t)(close - text) - i - 1;
+            enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
+            if (p == GW_TEXT) {
+                char quoted[72];
+                loader_quote(text + i, name_length + 2, quoted);
+                return loader_fail(l, v->line, path,
+                                   "unknown placeholder %s (known: {model}, {upstream}, "
+                                   "{caller}, {team})",
+                                   quoted);
+            }
+            parts[count++] = (struct gw_template_part){.placeholder = p};
+            limit->uses_team |= p == GW_TEAM;
+            i = (uint32_t)(close - text) + 1;
+            continue;
+        }
+        uint32_t start = i;
+        while (i < v->count && text[i] != '{' && text[i] != '}')
+            i++;
+        if (i < v->count && text[i] == '}')
+            return loader_fail(l, v->line, path, "'}' without an opening '{'");
+        if (!key_chars(text + start, i - start))
+            return loader_fail(l, v->line, path,
+                               "text outside placeholders must be printable ASCII without "
+                               "white space");
+        parts[count++] = (struct gw_template_part){
+            .placeholder = GW_TEXT, .text = text + start, .length = i - start};
+    }
+    limit->part_count = count;
+    return 0;
+}
+
+/* Literal parts point into the kept copy of the template. */
+static int limit_key(struct loader *l, const struct jdoc_value *v, const char *path,
+                     struct gw_limit *limit)
+{
+    if (!jdoc_is(v, JDOC_STRING) || v->count == 0 || v->count > GW_TEMPLATE_LENGTH_MAX)
+        return loader_fail(l, v->line, path, "must be a key template of 1..%d bytes",
+                           GW_TEMPLATE_LENGTH_MAX);
+    char *kept = loader_keep(l, v->as.string, v->count);
+    struct gw_template_part *parts = arena_alloc(l->arena, (v->count + 1) * sizeof *parts);
+    if (kept == NULL || parts == NULL)
+        return loader_fail(l, v->line, path, "out of memory");
+    struct jdoc_value copy = *v;
+    copy.as.string = kept;
+    limit->key_template = kept;
+    limit->parts = parts;
+    return template_parse(l, &copy, path, limit, parts);
+}
+
+static int limit_amount(struct loader *l, const struct jdoc_value *v, const char *path,
+                        struct gw_limit *limit)
+{
+    for (int a = GW_AMOUNT_REQUESTS; a <= GW_AMOUNT_USD_MICROS; a++) {
+        if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(a)) == 0) {
+            limit->amount = (enum gw_amount)a;
+            return 0;
+        }
+    }
+    return loader_fail(l, v->line, path,
+                       "must be requests, tokens, input_tokens, output_tokens or usd_micros");
+}
+
+static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
+{
+    for (uint32_t p = 0; p < limit->part_count; p++) {
+        if (limit->parts[p].placeholder == GW_CALLER && l->caller_limit < 0)
+            l->caller_limit = index;
+        if (limit->parts[p].placeholder == GW_TEAM && l->team_limit < 0)
+            l->team_limit = index;
+    }
+}
+
+static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_t i,
+                        struct gw_limit *limit)
+{
+    char entry[32], path[96];
+    snprintf(entry, sizeof entry, "limits[%u]", i);
+    if (object_entry(l, item, entry) != 0)
+        return -1;
+    bool amount_seen = false;
+    for (uint32_t k = 0; k < item->count; k++) {
+        const struct jdoc_member *m = &item->as.members[k];
+        field_path(path, sizeof path, entry, m->key);
+        int result;
+        if (strcmp(m->key, "key") == 0)
+            result = limit_key(l, &m->value, path, limit);
+        else if (strcmp(m->key, "amount") == 0)
+            amount_seen = true, result = limit_amount(l, &m->value, path, limit);
+        else
+            result = loader_fail(l, m->value.line, path, "unknown field");
+        if (result != 0)
+            return -1;
+    }
+    if (limit->key_template == NULL)
+        return missing(l, item, entry, "key");
+    if (!amount_seen)
+        return missing(l, item, entry, "amount");
+    note_placeholders(l, limit, (int32_t)i);
+    return 0;
+}
+
+int decode_limits(struct loader *l, const struct jdoc_value *items)
+{
+    struct gw_limit *limits = arena_alloc(l->arena, items->count * sizeof *limits);
+    if (limits == NULL)
+        return loader_fail(l, items->line, "limits", "out of memory");
+    l->config->limits = limits;
+    for (uint32_t i = 0; i < items->count; i++) {
+        if (decode_limit(l, &items->as.items[i], i, &limits[i]) != 0)
+            return -1;
+    }
+    l->config->limit_count = items->count;
+    return 0;
+}
+
+/* ---- keys ---- */
+
+static int compare_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int key_models(struct loader *l, const struct jdoc_value *v, const char *path,
+                      struct gw_key *key)
+{
+    if (v->kind == JDOC_NULL)
+        return 0;
+    if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MODELS_MAX)
+        return loader_fail(l, v->line, path, "must be an array of at most %d model names",
+                           GW_MODELS_MAX);
+    uint32_t *models = arena_alloc(l->arena, (v->count + 1) * sizeof *models);
+    if (models == NULL)
+        return loader_fail(l, v->line, path, "out of memory");
+    for (uint32_t i = 0; i < v->count; i++) {
+        const struct jdoc_value *name = &v->as.items[i];
+        const struct gw_model *model =
+            jdoc_is(name, JDOC_STRING)
+                ? gw_config_find_model(l->config, name->as.string, name->count)
+                : NULL;
+        char item_path[112], quoted[72];
+        snprintf(item_path, sizeof item_path, "%s[%u]", path, i);
+        if (model == NULL) {
+            loader_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "", name->count, quoted);
+            return loader_fail(l, name->line, item_path, "unknown model %s", quoted);
+        }
+        for (uint32_t k = 0; k < i; k++) {
+            if (models[k] == model->index)
+                return loader_fail(l, name->line, item_path, "duplicate model");
+        }
+        models[i] = model->index;
+    }
+    qsort(models, v->count, sizeof *models, compare_u32);
+    key->models = models;
+    key->model_count = v->count;
+    return 0;
+}
+
+static int key_field(struct loader *l, const struct jdoc_member *m, const char *entry,
+                     struct gw_key *key, bool *digest_seen)
+{
+    char path[96];
+    field_path(path, sizeof path, entry, m->key);
+    const struct jdoc_value *v = &m->value;
+    if (strcmp(m->key, "sha256") == 0) {
+        *digest_seen = true;
+        if (!jdoc_is(v, JDOC_STRING) ||
+            gw_hex_decode(v->as.string, v->count, key->sha256, GW_SHA256_BYTES) != 0)
+            return loader_fail(l, v->line, path,
+                               "must be 64 lower-case hex digits (the SHA-256 of the secret)");
+        return 0;
+    }
+    if (strcmp(m->key, "caller") == 0)
+        return text_value(l, v, path, CALLER_LENGTH_MAX, TEXT_PRINTABLE, &key->caller);
+    if (strcmp(m->key, "team") == 0)
+        return v->kind == JDOC_NULL
+                   ? 0
+                   : text_value(l, v, path, GW_TEAM_LENGTH_MAX, TEXT_KEY, &key->team);
+    if (strcmp(m->key, "models") == 0)
+        return key_models(l, v, path, key);
+    return loader_fail(l, v->line, path, "unknown field");
+}
+
+/* What the templates need of every key: a team when one uses {team}, a
+ * caller fit for a limit key when one uses {caller}. */
+static int key_check(struct loader *l, const struct jdoc_value *item, const char *entry,
+                     const struct gw_key *key, bool digest_seen)
+{
+    char path[96];
+    if (!digest_seen)
+        return missing(l, item, entry, "sha256");
+    if (key->caller == NULL)
+        return missing(l, item, entry, "caller");
+    if (key->team == NULL && l->team_limit >= 0) {
+        field_path(path, sizeof path, entry, "team");
+        return loader_fail(l, item->line, path, "required: limits[%d].key uses {team}",
+                           l->team_limit);
+    }
+    if (l->caller_limit >= 0 && !key_chars(key->caller, strlen(key->caller))) {
+        field_path(path, sizeof path, entry, "caller");
+        return loader_fail(l, jdoc_get(item, "caller")->line, path,
+                           "must not hold white space: limits[%d].key uses {caller}",
+                           l->caller_limit);
+    }
+    return 0;
+}
+
+int decode_keys(struct loader *l, const struct jdoc_value *items)
+{
+    struct gw_key *keys = arena_alloc(l->arena, items->count * sizeof *keys);
+    if (keys == NULL)
+        return loader_fail(l, items->line, "keys", "out of memory");
+    l->config->keys = keys;
+    for (uint32_t i = 0; i < items->count; i++) {
+        const struct jdoc_value *item = &items->as.items[i];
+        char entry[32];
+        snprintf(entry, sizeof entry, "keys[%u]", i);
+        if (object_entry(l, item, entry) != 0)
+            return -1;
+        bool digest_seen = false;
+        for (uint32_t k = 0; k < item->count; k++) {
+            if (key_field(l, &item->as.members[k], entry, &keys[i], &digest_seen) != 0)
+                return -1;
+        }
+        if (key_check(l, item, entry, &keys[i], digest_seen) != 0)
+            return -1;
+    }
+    l->config->key_count = items->count;
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* Shared by the two halves of the config loader: gw_config.c (the file,
+ * the document as a whole, lookups, reference counting) and
+ * gw_config_decode.c (each section's entries). Not for other modules. */
+#ifndef LLMLIMIT_GATEWAY_CONFIG_INTERNAL_H
+#define LLMLIMIT_GATEWAY_CONFIG_INTERNAL_H
+
+#include "gw_config.h"
+#include "util/arena.h"
+#include "util/jdoc.h"
+
+struct gw_config_memory {
+    struct arena arena; /* every string and array of the config */
+};
+
+struct loader {
+    const char *file;      /* the file's name in messages */
+    const char *directory; /* where a relative api_key_file is looked for ("" = cwd) */
+    struct arena *arena;   /* the config's memory */
+    struct gw_config *config;
+    /* What the templates use, for the checks of keys: the first limit
+     * index using {caller} / {team}, or -1. */
+    int32_t caller_limit;
+    int32_t team_limit;
+    char *error;
+    size_t error_size;
+};
+
+/* Writes "<file>: line L: <path>: <reason>" and returns -1. */
+int loader_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A copy of text[0..length) with a NUL, in the config's memory; NULL (and
+ * the error written) when out of memory. */
+char *loader_keep(struct loader *l, const char *text, size_t length);
+
+/* For error messages: up to 64 bytes of text between quotes, anything not
+ * printable ASCII shown as '?'. */
+void loader_quote(const char *text, size_t length, char out[72]);
+
+/* Each section: the array `items` (already checked to be an array of at
+ * most the section's bound). 0 or -1 with the error written. */
+int decode_upstreams(struct loader *l, const struct jdoc_value *items);
+int decode_models(struct loader *l, const struct jdoc_value *items);
+int decode_limits(struct loader *l, const struct jdoc_value *items);
+int decode_keys(struct loader *l, const struct jdoc_value *items);
+
+/* The model index built from the sorted names (after decode_models). */
+int index_models(struct loader *l, const struct jdoc_value *items);
+/* The digest table (after decode_keys). */
+int index_keys(struct loader *l, const struct jdoc_value *items);
+
+#endif

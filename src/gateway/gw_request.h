@@ -1,0 +1,35 @@
+/* The request body as it goes upstream: `model` becomes the model's
+ * upstream name and a streaming call asks for usage
+ * (stream_options.include_usage true, keeping the client's other
+ * stream_options); every other member passes byte for byte as the client
+ * wrote it (numbers too: the parser does not keep a fraction's digits, so
+ * the body is never rebuilt from the parsed tree). */
+#ifndef LLMLIMIT_GATEWAY_REQUEST_H
+#define LLMLIMIT_GATEWAY_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gw_config.h"
+#include "util/buffer.h"
+#include "util/jdoc.h"
+
+#define GW_REQUEST_ERROR_SIZE 128
+
+struct gw_request_info {
+    bool stream;               /* "stream": true */
+    bool client_include_usage; /* the client asked for the usage chunk itself */
+};
+
+/* Writes the upstream body for `model` to out (appended). `body` is the
+ * client's text as received (length bytes) and `root` the document parsed
+ * from a copy of it (the parser decodes strings in place, so body itself
+ * must not have been parsed). 0 with *info set, or -1 with "<field>:
+ * <reason>" in error: model not a string, stream not a boolean,
+ * stream_options not an object or include_usage not a boolean (on a
+ * streaming call), out of memory. */
+int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value *root,
+                       const struct gw_model *model, struct buffer *out,
+                       struct gw_request_info *info, char *error, size_t error_size);
+
+#endif

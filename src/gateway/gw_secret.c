@@ -1,0 +1,104 @@
+/* SHA-256 through OpenSSL's EVP interface, hex and base64url by hand (both
+ * are a few lines, and they must never allocate), and randomness from
+ * getrandom(2), which blocks only until the kernel's pool is first seeded. */
+#include "gw_secret.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/random.h>
+
+int gw_sha256(const void *data, size_t length, uint8_t digest[GW_SHA256_BYTES])
+{
+    assert(data != NULL || length == 0);
+    unsigned int digest_length = 0;
+    if (EVP_Digest(data, length, digest, &digest_length, EVP_sha256(), NULL) != 1)
+        return -1;
+    assert(digest_length == GW_SHA256_BYTES);
+    return 0;
+}
+
+void gw_hex_encode(const uint8_t *bytes, size_t length, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < length; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 0x0F];
+    }
+    out[2 * length] = '\0';
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int gw_hex_decode(const char *text, size_t text_length, uint8_t *out, size_t size)
+{
+    if (text_length != 2 * size)
+        return -1;
+    for (size_t i = 0; i < size; i++) {
+        int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
+        if (high < 0 || low < 0)
+            return -1;
+        out[i] = (uint8_t)(high << 4 | low);
+    }
+    return 0;
+}
+
+size_t gw_base64url_encode(const uint8_t *bytes, size_t length, char *out)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = 0;
+    for (size_t i = 0; i < length; i += 3) {
+        uint32_t group = (uint32_t)bytes[i] << 16;
+        size_t have = length - i < 3 ? length - i : 3;
+        if (have > 1)
+            group |= (uint32_t)bytes[i + 1] << 8;
+        if (have > 2)
+            group |= bytes[i + 2];
+        for (size_t k = 0; k <= have; k++) /* have bytes make have + 1 characters */
+            out[n++] = alphabet[(group >> (18 - 6 * k)) & 0x3F];
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* Fills bytes from getrandom(2); 0 or -1 (errno set). */
+static int random_fill(uint8_t *bytes, size_t length)
+{
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = getrandom(bytes + done, length - done, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int gw_secret_new(char secret[GW_SECRET_SIZE], char sha256_hex[GW_SHA256_HEX_SIZE])
+{
+    uint8_t random[GW_SECRET_RANDOM_BYTES], digest[GW_SHA256_BYTES];
+    if (random_fill(random, sizeof random) != 0)
+        return -1;
+    memcpy(secret, GW_SECRET_PREFIX, strlen(GW_SECRET_PREFIX));
+    size_t n = gw_base64url_encode(random, sizeof random, secret + strlen(GW_SECRET_PREFIX));
+    assert(strlen(GW_SECRET_PREFIX) + n + 1 == GW_SECRET_SIZE);
+    OPENSSL_cleanse(random, sizeof random);
+    if (gw_sha256(secret, strlen(secret), digest) != 0) {
+        errno = EIO;
+        return -1;
+    }
+    gw_hex_encode(digest, sizeof digest, sha256_hex);
+    return 0;
+}

@@ -1,0 +1,313 @@
+/* The event stream, line by line as the HTML standard defines it (data
+ * lines joined with '\n', comments and other fields kept in the bytes but
+ * not read), and each event's data read as an OpenAI chunk. The parser
+ * keeps one event's bytes at a time, so memory is bounded by
+ * GW_SSE_EVENT_BYTES_MAX whatever the stream's length. */
+#include "gw_sse.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DONE_DATA "[DONE]"
+
+void gw_sse_init(struct gw_sse *sse)
+{
+    memset(sse, 0, sizeof *sse);
+    buffer_init(&sse->raw, NULL, 0);
+    buffer_init(&sse->data, NULL, 0);
+    arena_init(&sse->arena, NULL, 0);
+}
+
+void gw_sse_free(struct gw_sse *sse)
+{
+    buffer_free(&sse->raw);
+    buffer_free(&sse->data);
+    arena_free(&sse->arena);
+}
+
+static void event_reset(struct gw_sse *sse)
+{
+    sse->raw.length = 0;
+    sse->data.length = 0;
+    sse->line_start = 0;
+    sse->data_seen = false;
+}
+
+/* ---- the chunk ---- */
+
+static const struct jdoc_value *member(const struct jdoc_value *object, const char *name)
+{
+    const struct jdoc_value *value = jdoc_get(object, name);
+    return value == NULL || value->kind == JDOC_NULL ? NULL : value;
+}
+
+struct texts {
+    struct gw_sse_text *items;
+    uint32_t count, capacity;
+};
+
+static void text_add(struct texts *t, uint32_t choice, const struct jdoc_value *value)
+{
+    if (!jdoc_is(value, JDOC_STRING) || value->count == 0)
+        return;
+    assert(t->count < t->capacity);
+    t->items[t->count++] =
+        (struct gw_sse_text){.choice = choice, .text = value->as.string, .length = value->count};
+}
+
+static void function_texts(struct texts *t, uint32_t choice, const struct jdoc_value *function)
+{
+    text_add(t, choice, member(function, "name"));
+    text_add(t, choice, member(function, "arguments"));
+}
+
+static uint32_t choice_texts_max(const struct jdoc_value *choice)
+{
+    const struct jdoc_value *calls = member(member(choice, "delta"), "tool_calls");
+    return 7 + (jdoc_is(calls, JDOC_ARRAY) ? 2 * calls->count : 0);
+}
+
+static void choice_texts(struct texts *t, const struct jdoc_value *choice, uint32_t position)
+{
+    const struct jdoc_value *index = member(choice, "index");
+    uint32_t n =
+        jdoc_is(index, JDOC_INTEGER) && index->as.integer >= 0 && index->as.integer <= UINT32_MAX
+            ? (uint32_t)index->as.integer
+            : position;
+    text_add(t, n, member(choice, "text"));
+    const struct jdoc_value *delta = member(choice, "delta");
+    text_add(t, n, member(delta, "content"));
+    text_add(t, n, member(delta, "refusal"));
+    text_add(t, n, member(delta, "reasoning_content"));
+    function_texts(t, n, member(delta, "function_call"));
+    const struct jdoc_value *calls = member(delta, "tool_calls");
+    for (uint32_t i = 0; jdoc_is(calls, JDOC_ARRAY) && i < calls->count; i++)
+        function_texts(t, n, member(&calls->as.items[i], "function"));
+}
+
+/* The texts of every choice, in an array from the event's arena. */
+static int chunk_texts(struct gw_sse *sse, const struct jdoc_value *choices,
+                       struct gw_sse_event *event)
+{
+    struct texts t = {0};
+    for (uint32_t i = 0; i < choices->count; i++)
+        t.capacity += choice_texts_max(&choices->as.items[i]);
+    t.items = arena_alloc(&sse->arena, (t.capacity + 1) * sizeof *t.items);
+    if (t.items == NULL)
+        return -1;
+    for (uint32_t i = 0; i < choices->count; i++)
+        choice_texts(&t, &choices->as.items[i], i);
+    event->texts = t.items;
+    event->text_count = t.count;
+    return 0;
+}
+
+static int read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
+{
+    char usage_error[GW_USAGE_ERROR_SIZE];
+    event->json = true;
+    if (!jdoc_is(root, JDOC_OBJECT))
+        return 0;
+    event->error = member(root, "error") != NULL;
+    event->usage_malformed =
+        gw_usage_read(root, &event->usage, usage_error, sizeof usage_error) != 0;
+    const struct jdoc_value *choices = member(root, "choices");
+    if (!jdoc_is(choices, JDOC_ARRAY))
+        return 0;
+    event->usage_only = choices->count == 0 && event->usage.present;
+    return chunk_texts(sse, choices, event);
+}
+
+/* Data that is neither JSON nor [DONE] is counted as it stands. */
+static int raw_text(struct gw_sse *sse, struct gw_sse_event *event)
+{
+    struct gw_sse_text *text = arena_alloc(&sse->arena, sizeof *text);
+    if (text == NULL)
+        return -1;
+    *text = (struct gw_sse_text){.text = sse->data.data, .length = sse->data.length};
+    event->texts = text;
+    event->text_count = 1;
+    return 0;
+}
+
+static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
+{
+    event->has_data = true;
+    size_t length = sse->data.length;
+    if (length == strlen(DONE_DATA) && memcmp(sse->data.data, DONE_DATA, length) == 0) {
+        event->done = true;
+        return 0;
+    }
+    if (length == 0)
+        return 0;
+    /* Copied: the parser decodes strings in place, and an event that
+     * does not parse is counted from its text as it came. */
+    char *text = arena_alloc_uninit(&sse->arena, length + 1);
+    if (text == NULL)
+        return -1;
+    memcpy(text, sse->data.data, length);
+    struct jdoc_value *root;
+    char reason[128];
+    if (jdoc_parse(text, length, &sse->arena, &root, reason, sizeof reason) == 0)
+        return read_chunk(sse, root, event);
+    return raw_text(sse, event);
+}
+
+/* ---- lines and events ---- */
+
+static int dispatch(struct gw_sse *sse, bool complete, gw_sse_event_fn on_event, void *context,
+                    char *error, size_t error_size)
+{
+    arena_reset(&sse->arena);
+    struct gw_sse_event event = {
+        .raw = sse->raw.data, .raw_length = sse->raw.length, .complete = complete};
+    if (sse->data_seen && read_data(sse, &event) != 0) {
+        snprintf(error, error_size, "out of memory");
+        event_reset(sse);
+        return -1;
+    }
+    int result = on_event(context, &event);
+    event_reset(sse);
+    return result;
+}
+
+/* A line of the event (without its end): a data field's value is added to
+ * the data; comments and other fields stay in the bytes only. */
+static int take_line(struct gw_sse *sse, const char *line, size_t length)
+{
+    static const char field[] = "data";
+    size_t n = strlen(field);
+    if (length < n || memcmp(line, field, n) != 0 || (length > n && line[n] != ':'))
+        return 0;
+    const char *value = line + n + (length > n); /* past "data:" */
+    size_t value_length = length - n - (length > n);
+    if (value_length > 0 && value[0] == ' ') {
+        value++;
+        value_length--;
+    }
+    if (sse->data_seen)
+        buffer_append_char(&sse->data, '\n');
+    buffer_append(&sse->data, value, value_length);
+    sse->data_seen = true;
+    return sse->data.failed ? -1 : 0;
+}
+
+static int append_raw(struct gw_sse *sse, const char *bytes, size_t length, char *error,
+                      size_t error_size)
+{
+    if (length > GW_SSE_EVENT_BYTES_MAX - sse->raw.length) {
+        snprintf(error, error_size, "an event of the stream is larger than %d bytes",
+                 GW_SSE_EVENT_BYTES_MAX);
+        event_reset(sse);
+        return -1;
+    }
+    buffer_append(&sse->raw, bytes, length);
+    if (!sse->raw.failed)
+        return 0;
+    snprintf(error, error_size, "out of memory");
+    event_reset(sse);
+    return -1;
+}
+
+static size_t line_content_length(const char *bytes, size_t length)
+{
+    size_t n = 0;
+    while (n < length && bytes[n] != '\n' && bytes[n] != '\r')
+        n++;
+    return n;
+}
+
+/* The line whose end (end_length bytes) was just appended; a blank one
+ * ends the event. */
+static int line_end(struct gw_sse *sse, size_t end_length, gw_sse_event_fn on_event, void *context,
+                    char *error, size_t error_size)
+{
+    size_t end = sse->raw.length - end_length;
+    const char *line = sse->raw.data + sse->line_start;
+    size_t length = end - sse->line_start;
+    sse->line_start = sse->raw.length;
+    if (length > 0) {
+        if (take_line(sse, line, length) == 0)
+            return 0;
+        snprintf(error, error_size, "out of memory");
+        event_reset(sse);
+        return -1;
+    }
+    return dispatch(sse, true, on_event, context, error, error_size);
+}
+
+int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_event_fn on_event,
+                void *context, char *error, size_t error_size)
+{
+    assert(bytes != NULL || length == 0);
+    while (length > 0) {
+        if (sse->after_cr && bytes[0] == '\n') {
+            /* The LF of a CRLF: part of the line end already taken. */
+            sse->after_cr = false;
+            if (append_raw(sse, bytes, 1, error, error_size) != 0)
+                return -1;
+            sse->line_start = sse->raw.length;
+            bytes++, length--;
+            continue;
+        }
+        sse->after_cr = false;
+        size_t n = line_content_length(bytes, length);
+        /* The line end: LF, CR, or CRLF when the LF is in this chunk too (a
+         * CR that ends a chunk leaves its LF to the next one). */
+        size_t end = n == length                                                  ? 0
+                     : bytes[n] == '\r' && n + 1 < length && bytes[n + 1] == '\n' ? 2
+                                                                                  : 1;
+        if (append_raw(sse, bytes, n + end, error, error_size) != 0)
+            return -1;
+        bytes += n + end;
+        length -= n + end;
+        if (end == 0)
+            break;
+        sse->after_cr = end == 1 && bytes[-1] == '\r';
+        int result = line_end(sse, end, on_event, context, error, error_size);
+        if (result != 0)
+            return result;
+    }
+    return 0;
+}
+
+int gw_sse_finish(struct gw_sse *sse, gw_sse_event_fn on_event, void *context)
+{
+    sse->after_cr = false;
+    if (sse->raw.length == 0)
+        return 0;
+    if (sse->line_start < sse->raw.length) /* the last line had no end */
+        take_line(sse, sse->raw.data + sse->line_start, sse->raw.length - sse->line_start);
+    char error[GW_SSE_ERROR_SIZE];
+    return dispatch(sse, false, on_event, context, error, sizeof error);
+}
+
+/* ---- counting the output ---- */
+
+void gw_sse_output_init(struct gw_sse_output *output)
+{
+    for (uint32_t i = 0; i < GW_N_MAX; i++)
+        gw_text_counter_init(&output->choices[i]);
+    gw_text_counter_init(&output->other);
+}
+
+void gw_sse_output_add(struct gw_sse_output *output, const struct gw_sse_event *event)
+{
+    for (uint32_t i = 0; i < event->text_count; i++) {
+        const struct gw_sse_text *t = &event->texts[i];
+        struct gw_text_counter *counter =
+            t->choice < GW_N_MAX ? &output->choices[t->choice] : &output->other;
+        gw_text_counter_add(counter, t->text, t->length);
+        if (counter == &output->other)
+            gw_text_counter_break(counter); /* choices mixed here: no text runs on */
+    }
+}
+
+uint64_t gw_sse_output_tokens(const struct gw_sse_output *output)
+{
+    uint64_t tokens = gw_text_counter_tokens(&output->other);
+    for (uint32_t i = 0; i < GW_N_MAX; i++)
+        tokens += gw_text_counter_tokens(&output->choices[i]);
+    return tokens;
+}
