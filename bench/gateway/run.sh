@@ -198,7 +198,11 @@ start_portkey() {
     PORTKEY_URL="http://127.0.0.1:$port"
 }
 
-# -- targets: each is one block (start, run_target, stop) --------------------
+# -- targets ---------------------------------------------------------------
+# A new target is one more block like Portkey's: start it with start_process
+# NAME PORT COMMAND... (an OpenAI upstream at $NGINX_URL/v1, which answers
+# any model), run_target TITLE URL "Header: value;...", stop_process NAME.
+# BENCH_GATEWAY_HOOK runs such blocks from a file.
 
 need wrk wrk
 : >"$WORK/table"
