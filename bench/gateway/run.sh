@@ -64,7 +64,8 @@ need() {
 }
 
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
 
 # start_process NAME PORT COMMAND...: runs COMMAND in the background, its
@@ -128,7 +129,8 @@ run_target() {
     check_call "$1" "$2" "$3"
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo
-    echo "== $1 ($2), $CONNECTIONS connections, ${DURATION}s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== $1 ($2), $CONNECTIONS connections, ${DURATION}s," \
+        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
     out="$WORK/wrk.out"
     if [ "$WARMUP" -gt 0 ]; then
         (cd "$HERE" && BENCH_HEADERS="$3" BENCH_MODEL="$MODEL" wrk -t"$THREADS" \
@@ -148,7 +150,9 @@ run_target() {
         $1 == "99%" { p99 = ms($2) }
         $1 == "Requests/sec:" { rate = $2 }
         /Non-2xx or 3xx responses:/ { bad += $NF }
-        /Socket errors:/ { for (i = 3; i <= NF; i++) { gsub(",", "", $i); if ($i ~ /^[0-9]+$/) bad += $i } }
+        /Socket errors:/ {
+            for (i = 3; i <= NF; i++) { gsub(",", "", $i); if ($i ~ /^[0-9]+$/) bad += $i }
+        }
         END { printf "%-36s %10.0f %10.2f %10.2f %8d %6s\n", title, rate, p50, p99, bad, load }
     ' "$out" >>"$WORK/table"
 }
@@ -214,8 +218,8 @@ fi
 
 if wanted portkey; then
     start_portkey
-    run_target "Portkey $PORTKEY_VERSION -> nginx" "$PORTKEY_URL" \
-        "Authorization: Bearer sk-bench;x-portkey-provider: openai;x-portkey-custom-host: $NGINX_URL/v1"
+    run_target "Portkey $PORTKEY_VERSION -> nginx" "$PORTKEY_URL" "Authorization: Bearer sk-bench;\
+x-portkey-provider: openai;x-portkey-custom-host: $NGINX_URL/v1"
     stop_process portkey
 fi
 

@@ -494,8 +494,8 @@ class BadRequests(FakeUpstreamTest):
 
     def test_unknown_modes_and_parameters_are_refused(self):
         self.assertIn("unknown mode", self.assert_error(400, chat_body("fake-hnag"))["message"])
-        self.assertIn("x-fake-mode", self.assert_error(400, chat_body(), headers={"x-fake-mode": "nope"})
-                      ["message"])
+        error = self.assert_error(400, chat_body(), headers={"x-fake-mode": "nope"})
+        self.assertIn("x-fake-mode", error["message"])
         self.assert_error(400, chat_body("fake-normal:colour=3"), param="model")
         self.assert_error(400, chat_body(), headers={"x-fake-chunks": "10001"})
         self.assert_error(400, chat_body(), headers={"x-fake-delay-ms": "-1"})

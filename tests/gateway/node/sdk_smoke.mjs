@@ -78,7 +78,10 @@ async function completion() {
 
 async function embedding() {
     // The SDK asks for base64 and decodes it when no encoding_format is given.
-    const data = await client.embeddings.create({ model: embeddingModel, input: ['one two', 'three'] });
+    const data = await client.embeddings.create({
+        model: embeddingModel,
+        input: ['one two', 'three'],
+    });
     return {
         count: data.data.length,
         vectors: data.data.map((item) => Array.from(item.embedding)),
@@ -104,7 +107,8 @@ for (const [name, run] of calls) {
     try {
         print({ call: name, ...(await run()) });
     } catch (error) {
-        print({ call: name, error: String(error?.message ?? error), status: error?.status ?? null });
+        const status = error?.status ?? null;
+        print({ call: name, error: String(error?.message ?? error), status });
         process.exit(1);
     }
 }
