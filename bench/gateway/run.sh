@@ -1,0 +1,231 @@
+#!/bin/sh
+# The gateway benchmark: calls/s and latency of one OpenAI chat completion
+# through each gateway, all with nginx serving a fixed completion as the
+# upstream (bench/gateway/nginx.conf.in), measured by wrk with the same
+# request (bench/gateway/wrk_chat.lua). Figures printed, nothing asserted,
+# nothing kept. Targets:
+#   nginx    wrk -> nginx: the ceiling of the machine, no gateway at all
+#   portkey  wrk -> Portkey AI gateway (npm @portkey-ai/gateway, which
+#            enforces no limits) -> nginx, as an OpenAI provider with a
+#            custom host
+# Usage: sh bench/gateway/run.sh [BUILD_DIR]
+# Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
+#   BENCH_THREADS (wrk threads, 1), BENCH_WARMUP (seconds of unmeasured load
+#   before each run, 3: a JIT-compiled gateway starts slow), BENCH_TARGETS
+#   (nginx,portkey),
+#   BENCH_PORTKEY_VERSION (1.15.2), BENCH_PORTKEY_DIR (where it is installed
+#   with npm; BUILD_DIR/bench-gateway/portkey),
+#   BENCH_GATEWAY_HOOK=FILE: a shell file sourced after the targets above,
+#   to add targets without editing this one (it can use everything below:
+#   start_process, stop_process, free_port, run_target, NGINX_URL, WORK).
+# Needs nginx, wrk (installed with apt-get when run as root), node and npm.
+set -eu
+
+BUILD=${1:-build}
+DURATION=${BENCH_DURATION:-10}
+CONNECTIONS=${BENCH_CONNECTIONS:-50}
+THREADS=${BENCH_THREADS:-1}
+WARMUP=${BENCH_WARMUP:-3}
+TARGETS=${BENCH_TARGETS:-nginx,portkey}
+PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
+PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
+HERE=$(cd "$(dirname "$0")" && pwd)
+NGINX=/usr/sbin/nginx
+MODEL=gpt-4o-mini
+
+WORK=$(mktemp -d -t llmlimit-bench-gateway-XXXXXX)
+PIDS="" # "name:pid" of every process started here
+
+# -- processes -----------------------------------------------------------
+
+cleanup() {
+    for entry in $PIDS; do
+        kill "${entry#*:}" 2>/dev/null || true
+        wait "${entry#*:}" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+    echo "bench/gateway/run.sh: $*" >&2
+    exit 1
+}
+
+# need COMMAND PACKAGE: installs the Debian package when the command is absent.
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    [ "$(id -u)" -eq 0 ] || fail "$1 is missing: apt-get install $2"
+    echo "installing $2 (apt-get)" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null ||
+        fail "apt-get install $2 failed"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# start_process NAME PORT COMMAND...: runs COMMAND in the background, its
+# output in $WORK/NAME.log, and waits until 127.0.0.1:PORT accepts.
+start_process() {
+    name=$1
+    port=$2
+    shift 2
+    "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS="$PIDS $name:$!"
+    tries=0
+    until python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', $port), 1)" \
+        2>/dev/null; do
+        tries=$((tries + 1))
+        if [ "$tries" -gt 300 ] || ! kill -0 "$!" 2>/dev/null; then
+            cat "$WORK/$name.log" >&2
+            fail "$name did not start"
+        fi
+        sleep 0.1
+    done
+}
+
+stop_process() {
+    kept=""
+    for entry in $PIDS; do
+        if [ "${entry%%:*}" = "$1" ]; then
+            kill "${entry#*:}" 2>/dev/null || true
+            wait "${entry#*:}" 2>/dev/null || true
+        else
+            kept="$kept $entry"
+        fi
+    done
+    PIDS=$kept
+}
+
+# check_call TITLE URL HEADERS: one call before measuring; a run that measures
+# errors would be worthless, so a call that gets no completion stops here.
+check_call() {
+    answer=$(BENCH_HEADERS="$3" python3 - "$2" "$MODEL" <<'EOF'
+import json, os, sys, urllib.request
+headers = {"Content-Type": "application/json"}
+for pair in os.environ["BENCH_HEADERS"].split(";"):
+    name, _, value = pair.partition(":")
+    if name.strip():
+        headers[name.strip()] = value.strip()
+body = {"model": sys.argv[2], "messages": [{"role": "user", "content": "hello"}]}
+request = urllib.request.Request(sys.argv[1] + "/v1/chat/completions", json.dumps(body).encode(),
+                                 headers)
+with urllib.request.urlopen(request, timeout=10) as response:
+    print(response.status, json.loads(response.read())["usage"]["total_tokens"])
+EOF
+    ) || fail "$1: the check call failed"
+    [ "$answer" = "200 21" ] || fail "$1: the check call answered '$answer', not '200 21'"
+}
+
+# -- measuring -------------------------------------------------------------
+
+# run_target TITLE URL HEADERS: one wrk run; its figures go into the table.
+# HEADERS is "Name: value;Name: value" (may be empty).
+run_target() {
+    check_call "$1" "$2" "$3"
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo
+    echo "== $1 ($2), $CONNECTIONS connections, ${DURATION}s," \
+        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    out="$WORK/wrk.out"
+    if [ "$WARMUP" -gt 0 ]; then
+        (cd "$HERE" && BENCH_HEADERS="$3" BENCH_MODEL="$MODEL" wrk -t"$THREADS" \
+            -c"$CONNECTIONS" -d"${WARMUP}s" -s wrk_chat.lua "$2") >/dev/null 2>&1 || true
+    fi
+    (cd "$HERE" && BENCH_HEADERS="$3" BENCH_MODEL="$MODEL" wrk -t"$THREADS" -c"$CONNECTIONS" \
+        -d"${DURATION}s" --latency -s wrk_chat.lua "$2") >"$out" 2>&1 || true
+    cat "$out"
+    awk -v title="$1" -v load="$load" '
+        function ms(text) {
+            if (text ~ /us$/) return text / 1000
+            if (text ~ /ms$/) return text + 0
+            if (text ~ /s$/) return text * 1000
+            return -1
+        }
+        $1 == "50%" { p50 = ms($2) }
+        $1 == "99%" { p99 = ms($2) }
+        $1 == "Requests/sec:" { rate = $2 }
+        /Non-2xx or 3xx responses:/ { bad += $NF }
+        /Socket errors:/ {
+            for (i = 3; i <= NF; i++) { gsub(",", "", $i); if ($i ~ /^[0-9]+$/) bad += $i }
+        }
+        END { printf "%-36s %10.0f %10.2f %10.2f %8d %6s\n", title, rate, p50, p99, bad, load }
+    ' "$out" >>"$WORK/table"
+}
+
+print_table() {
+    echo
+    echo "== gateway benchmark: $CONNECTIONS connections, ${DURATION}s each, wrk -t$THREADS," \
+        "$(nproc) cores, load average now $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf "%-36s %10s %10s %10s %8s %6s\n" target calls/s p50_ms p99_ms errors load1
+    cat "$WORK/table"
+}
+
+wanted() {
+    case ",$TARGETS," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
+# -- the upstream and the peers ----------------------------------------------
+
+start_nginx() {
+    need "$NGINX" nginx
+    port=$(free_port)
+    mkdir -p "$WORK/nginx"
+    user_line=""
+    [ "$(id -u)" -eq 0 ] && user_line="user $(id -un) $(id -gn);"
+    sed -e "s|@DIR@|$WORK/nginx|g" -e "s|@PORT@|$port|g" -e "s|@USER_LINE@|$user_line|" \
+        "$HERE/nginx.conf.in" >"$WORK/nginx/nginx.conf"
+    start_process nginx "$port" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" \
+        -e "$WORK/nginx/error.log"
+    NGINX_URL="http://127.0.0.1:$port"
+}
+
+start_portkey() {
+    command -v npm >/dev/null 2>&1 || fail "npm is missing (Node.js 18 or later)"
+    server="$PORTKEY_DIR/node_modules/@portkey-ai/gateway/build/start-server.js"
+    installed=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' \
+        "$PORTKEY_DIR/node_modules/@portkey-ai/gateway/package.json" 2>/dev/null || true)
+    if [ "$installed" != "$PORTKEY_VERSION" ]; then
+        echo "installing @portkey-ai/gateway@$PORTKEY_VERSION into $PORTKEY_DIR (npm)" >&2
+        mkdir -p "$PORTKEY_DIR"
+        npm install --prefix "$PORTKEY_DIR" --no-audit --no-fund --loglevel=error \
+            "@portkey-ai/gateway@$PORTKEY_VERSION" >&2 || fail "npm install failed"
+    fi
+    port=$(free_port)
+    # --headless and NODE_ENV=production: no log console page, as deployed
+    start_process portkey "$port" env NODE_ENV=production node "$server" --port="$port" --headless
+    PORTKEY_URL="http://127.0.0.1:$port"
+}
+
+# -- targets ---------------------------------------------------------------
+# A new target is one more block like Portkey's: start it with start_process
+# NAME PORT COMMAND... (an OpenAI upstream at $NGINX_URL/v1, which answers
+# any model), run_target TITLE URL "Header: value;...", stop_process NAME.
+# BENCH_GATEWAY_HOOK runs such blocks from a file.
+
+need wrk wrk
+: >"$WORK/table"
+start_nginx
+
+if wanted nginx; then
+    run_target "nginx direct" "$NGINX_URL" ""
+fi
+
+if wanted portkey; then
+    start_portkey
+    run_target "Portkey $PORTKEY_VERSION -> nginx" "$PORTKEY_URL" "Authorization: Bearer sk-bench;\
+x-portkey-provider: openai;x-portkey-custom-host: $NGINX_URL/v1"
+    stop_process portkey
+fi
+
+if [ -n "${BENCH_GATEWAY_HOOK:-}" ]; then
+    # shellcheck disable=SC1090
+    . "$BENCH_GATEWAY_HOOK"
+fi
+
+print_table
