@@ -12,9 +12,20 @@ done
 if command -v node >/dev/null 2>&1; then
     missing=$(echo "$missing" | sed 's/ nodejs//')
 fi
-[ -z "$missing" ] && exit 0
-echo "install-deps: installing$missing" >&2
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+if [ -n "$missing" ]; then
+    echo "install-deps: installing$missing" >&2
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+# Node packages the tests drive (the official openai SDK for the gateway, a
+# real tokenizer for the gateway's estimate): installed from their
+# package-lock.json files when missing.
+for dir in tests/gateway/node bench/gateway_estimate; do
+    if [ -f "$dir/package-lock.json" ] && [ ! -d "$dir/node_modules" ] && command -v npm >/dev/null 2>&1; then
+        echo "install-deps: npm ci in $dir" >&2
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    fi
+done
