@@ -31,8 +31,9 @@
 /* A request. */
 #define GW_N_MAX 128        /* n (and best_of) */
 #define GW_PROMPTS_MAX 2048 /* strings or token arrays in one prompt or input */
-/* Nesting the estimate walks when it counts JSON as text; the parser's own
- * bound (JSON_DEPTH_MAX) is lower, this only guards the recursion. */
+/* Nesting of an OpenAI request or stream event (tool schemas, logprobs):
+ * the gateway parses them with this bound (jdoc_parse_nested) instead of
+ * the API's JSON_DEPTH_MAX, and the estimate walks at most this deep. */
 #define GW_JSON_DEPTH_MAX 64
 
 /* The estimate's fixed amounts, in tokens (docs/gateway.md, "The estimate"). */

@@ -149,7 +149,8 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
     memcpy(text, sse->data.data, length);
     struct jdoc_value *root;
     char reason[128];
-    if (jdoc_parse(text, length, &sse->arena, &root, reason, sizeof reason) == 0)
+    if (jdoc_parse_nested(text, length, GW_JSON_DEPTH_MAX, &sse->arena, &root, reason,
+                          sizeof reason) == 0)
         return read_chunk(sse, root, event);
     return raw_text(sse, event);
 }

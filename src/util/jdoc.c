@@ -5,6 +5,7 @@
  * than the escaped one, so writing behind the read position is safe. */
 #include "jdoc.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ struct parser {
     uint32_t line;
     size_t line_start;
     int depth;
+    int depth_max; /* of arrays and objects */
     struct arena *arena;
     char *error;
     size_t error_size;
@@ -516,8 +518,8 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
     out->as.integer = 0;
     char c = p->text[p->pos];
     if (c == '{' || c == '[') {
-        if (p->depth >= JSON_DEPTH_MAX)
-            return fail(p, "nested deeper than %d levels", JSON_DEPTH_MAX);
+        if (p->depth >= p->depth_max)
+            return fail(p, "nested deeper than %d levels", p->depth_max);
         p->depth++;
         int result = c == '{' ? parse_object(p, out) : parse_array(p, out);
         p->depth--;
@@ -541,9 +543,18 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
 int jdoc_parse(char *text, size_t length, struct arena *arena, struct jdoc_value **root,
                char *error, size_t error_size)
 {
+    return jdoc_parse_nested(text, length, JSON_DEPTH_MAX, arena, root, error, error_size);
+}
+
+int jdoc_parse_nested(char *text, size_t length, uint32_t depth_max, struct arena *arena,
+                      struct jdoc_value **root, char *error, size_t error_size)
+{
+    assert(depth_max >= 1);
+    assert(depth_max <= JDOC_DEPTH_CEILING);
     struct parser p = {.text = text,
                        .length = length,
                        .line = 1,
+                       .depth_max = (int)depth_max,
                        .arena = arena,
                        .error = error,
                        .error_size = error_size};

@@ -71,6 +71,15 @@ struct jdoc_member {
 int jdoc_parse(char *text, size_t length, struct arena *arena, struct jdoc_value **root,
                char *error, size_t error_size);
 
+/* The parser recurses once per level: this caps any depth asked for. */
+#define JDOC_DEPTH_CEILING 256
+
+/* jdoc_parse with its own nesting bound (1..JDOC_DEPTH_CEILING) instead of
+ * JSON_DEPTH_MAX: for documents that are not this API's requests, such as
+ * an OpenAI request's tool schemas. */
+int jdoc_parse_nested(char *text, size_t length, uint32_t depth_max, struct arena *arena,
+                      struct jdoc_value **root, char *error, size_t error_size);
+
 /* The member named `name` of an object, or NULL (also when not an object). */
 const struct jdoc_value *jdoc_get(const struct jdoc_value *object, const char *name);
 
