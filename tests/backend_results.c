@@ -64,6 +64,8 @@ struct reservation reservation_of(const struct reserve_request *request,
     r.retry_after_ms = result->retry_after_ms;
     r.reserved_at_unix_ms = result->reserved_at_unix_ms;
     r.expires_at_unix_ms = result->expires_at_unix_ms;
+    r.replayed = result->replayed;
+    r.finished = result->finished;
     const struct requirement *named = NULL;
     if (backend_error_names_key(result->error) && result->error_index < request->requirement_count)
         named = &request->requirements[result->error_index];

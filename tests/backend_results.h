@@ -29,6 +29,8 @@ struct reservation {
     int64_t retry_after_ms;
     int64_t reserved_at_unix_ms;
     int64_t expires_at_unix_ms;
+    bool replayed;
+    bool finished;
     char error[RESULT_ERROR_SIZE]; /* "" when allowed or denied for capacity */
     uint32_t denied_count;
     uint8_t denied_index[REQUIREMENTS_PER_RESERVE_MAX];

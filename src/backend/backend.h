@@ -102,6 +102,16 @@ struct requirement {
     uint64_t amount; /* 1..AMOUNT_MAX */
 };
 
+/* What a limit has left once a reserve is allowed: what a caller's
+ * rate-limit headers report (the gateway's x-ratelimit-*). */
+struct requirement_state {
+    bool known;               /* false: the backend cannot tell without asking further */
+    uint64_t capacity;        /* in force */
+    int64_t available;        /* after this reserve, as limit_available counts it */
+    int64_t reset_at_unix_ms; /* rolling, concurrency: when the earliest hold expires;
+                                 budget: the end of the period; 0 when nothing is held */
+};
+
 struct reserve_request {
     const char *lease_id; /* NUL-terminated, valid syntax */
     uint32_t lease_id_length;
@@ -109,6 +119,10 @@ struct reserve_request {
     uint32_t caller_length;
     const struct requirement *requirements; /* 1..REQUIREMENTS_PER_RESERVE_MAX, keys unique */
     uint32_t requirement_count;
+    /* NULL, or room for requirement_count states that the backend fills,
+     * one per requirement, when this reserve is newly allowed (not on a
+     * replay). Owned by the caller, like the result. */
+    struct requirement_state *states;
 };
 
 struct reserve_result {
@@ -118,7 +132,12 @@ struct reserve_result {
     int64_t retry_after_ms;      /* on a denial (capacity or decreasing) */
     int64_t reserved_at_unix_ms; /* when allowed */
     int64_t expires_at_unix_ms;  /* earliest expiry among the holds */
-    uint32_t denied_count;       /* indices into the request's requirements */
+    /* The answer repeats that of an earlier reserve of the same lease (a
+     * retry, or the same id used twice); finished: that lease has since
+     * been completed or released (a backend that cannot tell says false). */
+    bool replayed;
+    bool finished;
+    uint32_t denied_count; /* indices into the request's requirements */
     uint8_t denied_index[REQUIREMENTS_PER_RESERVE_MAX];
 };
 
@@ -399,6 +418,8 @@ static inline void reserve_result_clear(struct reserve_result *result)
     result->retry_after_ms = 0;
     result->reserved_at_unix_ms = 0;
     result->expires_at_unix_ms = 0;
+    result->replayed = false;
+    result->finished = false;
     result->denied_count = 0;
 }
 

@@ -14,6 +14,7 @@ FIXTURE_TEST(reserve_retry_gets_the_same_answer)
     REQUIRE(put_concurrency(f, "slots", 5, 30));
     struct reservation first = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
     REQUIRE(first.allowed);
+    CHECK(!first.replayed);
     advance(f, 5000);
     /* Same set in another order, later: same answer, same timestamps. */
     struct reservation again = RESERVE(f, "lease-1", {"slots", 1}, {"tpm", 5});
@@ -22,6 +23,8 @@ FIXTURE_TEST(reserve_retry_gets_the_same_answer)
     CHECK_EQ_I64(again.reserved_at_unix_ms, first.reserved_at_unix_ms);
     CHECK_EQ_I64(again.expires_at_unix_ms, first.expires_at_unix_ms);
     CHECK_EQ_I64(again.reserved_at_unix_ms, T0_MS);
+    CHECK(again.replayed); /* and says so: the gateway answers a retried call 409 */
+    CHECK(!again.finished);
     /* Held once, not twice. */
     CHECK_EQ_U64(usage(f, "tpm").reserved, 5);
     CHECK_EQ_U64(usage(f, "slots").reserved, 1);
@@ -30,7 +33,55 @@ FIXTURE_TEST(reserve_retry_gets_the_same_answer)
     again = RESERVE(f, "lease-1", {"tpm", 5}, {"slots", 1});
     CHECK(again.allowed);
     CHECK_EQ_I64(again.reserved_at_unix_ms, T0_MS);
+    CHECK(again.replayed);
+    CHECK(again.finished);
     CHECK_EQ_U64(usage(f, "tpm").used, 5);
+}
+
+/* Reserves lease_id with states asked for. */
+static struct reserve_result reserve_with_states(struct fixture *f, const char *lease_id,
+                                                 const struct requirement *requirements,
+                                                 uint32_t count, struct requirement_state *states)
+{
+    struct reserve_request request = {.lease_id = lease_id,
+                                      .lease_id_length = (uint32_t)strlen(lease_id),
+                                      .requirements = requirements,
+                                      .requirement_count = count,
+                                      .states = states};
+    struct reserve_result result;
+    backend_reserve_wait(f->backend, &request, &result, 1);
+    return result;
+}
+
+FIXTURE_TEST(allowed_reserve_reports_what_each_limit_has_left)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(put_concurrency(f, "slots", 5, 30));
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(RESERVE(f, "earlier", {"tpm", 30}).allowed);
+    advance(f, 1000);
+    struct requirement r[3] = {{"usd", 3, 250}, {"tpm", 3, 20}, {"slots", 5, 2}};
+    struct requirement_state states[3];
+    memset(states, 0xAB, sizeof states);
+    struct reserve_result result = reserve_with_states(f, "now", r, 3, states);
+    REQUIRE(result.allowed);
+    /* Every backend reports the capacity; those that can tell say what is left. */
+    CHECK_EQ_U64(states[0].capacity, 1000);
+    CHECK_EQ_U64(states[1].capacity, 100);
+    CHECK_EQ_U64(states[2].capacity, 5);
+    if (states[0].known) {
+        CHECK_EQ_I64(states[0].available, 750);
+        CHECK_EQ_I64(states[0].reset_at_unix_ms, period_end_ms(PERIOD_MONTH, T0_MS));
+        CHECK_EQ_I64(states[1].available, 50);
+        CHECK_EQ_I64(states[1].reset_at_unix_ms, T0_MS + 60000); /* "earlier" frees first */
+        CHECK_EQ_I64(states[2].available, 3);
+        CHECK_EQ_I64(states[2].reset_at_unix_ms, T0_MS + 1000 + 30000);
+    }
+    /* A replay fills nothing: its answer is the first one's. */
+    memset(states, 0xAB, sizeof states);
+    result = reserve_with_states(f, "now", r, 3, states);
+    CHECK(result.replayed);
+    CHECK_EQ_U64(states[0].capacity, UINT64_C(0xABABABABABABABAB));
 }
 
 FIXTURE_TEST(reserve_retry_with_other_requirements_conflicts)
@@ -274,6 +325,9 @@ void run_lease_tests(int *passed, int *failed)
     RUN(reserve_retry_gets_the_same_answer,
         "the same lease_id and requirement set (any order) gets the same answer and timestamps, "
         "held once");
+    RUN(allowed_reserve_reports_what_each_limit_has_left,
+        "an allowed reserve reports each limit's capacity, and what is left and when it resets "
+        "on the backends that know; a replay reports nothing");
     RUN(reserve_retry_with_other_requirements_conflicts,
         "the same lease_id with other requirements is lease_conflict and changes nothing");
     RUN(denied_lease_stays_denied, "a capacity-denied lease stays denied even once room frees");

@@ -44,6 +44,8 @@ static bool same_requirements(const struct mem_lease *lease, const struct reserv
 static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32_t count,
                    struct reserve_result *result)
 {
+    result->replayed = true;
+    result->finished = lease->state == MEM_LEASE_COMPLETED || lease->state == MEM_LEASE_RELEASED;
     if (lease->state == MEM_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < count; i++) {
@@ -232,6 +234,30 @@ static void hold_all(struct mem_backend *b, const struct reserve_request *reques
     lease->denied_items = 0;
 }
 
+/* What each limit has left now that the reserve holds it. */
+static void fill_states(struct mem_backend *b, const struct reserve_request *request,
+                        struct mem_limit **limits, struct mem_period **periods)
+{
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        const struct mem_limit *limit = limits[i];
+        struct requirement_state *state = &request->states[i];
+        state->known = true;
+        state->capacity = limit->capacity;
+        if (limit->kind == LIMIT_BUDGET) {
+            const struct mem_period *period = periods[i];
+            state->available = limit_available(LIMIT_BUDGET, limit->capacity, period->reserved,
+                                               period->committed, period->debt);
+            state->reset_at_unix_ms = period->end_ms;
+            continue;
+        }
+        state->available = limit_available(limit->kind, limit->capacity, limit->reserved,
+                                           limit->used, limit->debt);
+        uint32_t first = mem_hold_set_first(&b->pool, &limit->holds);
+        assert(first != MEM_HOLD_NONE); /* this reserve holds one */
+        state->reset_at_unix_ms = mem_hold_get(&b->pool, first)->expires_at_ms;
+    }
+}
+
 /* key: the request's lease id (mem_leases_prefetch has been called on it). */
 static void reserve_one(struct mem_backend *b, const struct reserve_request *request,
                         const struct mem_lease_key *lease_key, int64_t now_ms,
@@ -284,6 +310,8 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
         return;
     }
     hold_all(b, request, limits, periods, lease, now_ms);
+    if (request->states != NULL)
+        fill_states(b, request, limits, periods);
     mem_lease_insert(b, lease, &key, now_ms);
     result->allowed = true;
     result->reserved_at_unix_ms = now_ms;

@@ -346,6 +346,8 @@ static int replay(const struct sq_lease_rec *lease, const struct reserve_request
         reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         return SQLITE_DONE;
     }
+    result->replayed = true;
+    result->finished = lease->state == SQ_LEASE_COMPLETED || lease->state == SQ_LEASE_RELEASED;
     if (lease->state == SQ_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         denied_parse(lease->denied, request, result);
@@ -433,6 +435,27 @@ static int64_t earliest_expiry(const struct reserve_request *request,
     return earliest;
 }
 
+/* What each limit has left now that the reserve holds it. */
+static void fill_states(const struct reserve_request *request, const struct reserve_plan *plan,
+                        int64_t now_ms)
+{
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        const struct limit_definition *d = &plan->limits[i]->state.definition;
+        const struct sq_period *p = plan->periods[i];
+        struct requirement_state *state = &request->states[i];
+        state->known = true;
+        state->capacity = d->capacity;
+        state->available = limit_available(d->kind, d->capacity, p->reserved, p->used, p->debt);
+        if (d->kind == LIMIT_BUDGET) {
+            state->reset_at_unix_ms = period_end_ms(d->period, now_ms);
+            continue;
+        }
+        const struct sq_hold *first = sq_holds_first(p->holds);
+        assert(first != NULL); /* this reserve holds one */
+        state->reset_at_unix_ms = first->expires_at_ms;
+    }
+}
+
 /* Not-yet-known lease: decide, record, hold. */
 static int reserve_new(struct sq_backend *backend, const struct reserve_request *request,
                        struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms,
@@ -454,6 +477,8 @@ static int reserve_new(struct sq_backend *backend, const struct reserve_request 
         if ((rc = hold_one(backend, request, i, plan, *rec, now_ms)) != SQLITE_DONE)
             return rc;
     }
+    if (result->allowed && request->states != NULL)
+        fill_states(request, plan, now_ms);
     return SQLITE_DONE;
 }
 

@@ -52,6 +52,8 @@ static void replay(const struct tb_lease *lease, const struct reserve_request *r
         reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
         return;
     }
+    result->replayed = true;
+    result->finished = lease->state == TB_LEASE_COMPLETED || lease->state == TB_LEASE_RELEASED;
     if (lease->state == TB_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < request->requirement_count; i++) {
@@ -201,7 +203,30 @@ static void record(struct tb_backend *b, struct tb_job *job, uint8_t state, int6
     pthread_mutex_unlock(&b->lease_lock);
 }
 
-static void allowed(struct tb_backend *b, struct tb_job *job)
+/* The cluster does not say what a limit has left after a reserve (that
+ * would take a lookup per limit): only the capacity is reported. */
+static void fill_states(struct tb_job *job)
+{
+    const struct reserve_request *request = job->request;
+    struct tb_backend *b = job->call->backend;
+    pthread_rwlock_rdlock(&b->registry_lock);
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        const struct requirement *r = &request->requirements[i];
+        struct requirement_state *state = &request->states[i];
+        *state = (struct requirement_state){.known = false};
+        for (uint32_t j = 0; j < job->hold_count; j++) {
+            const struct tb_limit *limit = job->holds[j].limit;
+            if (limit->key_length == r->key_length &&
+                memcmp(limit->key, r->key, r->key_length) == 0)
+                state->capacity = limit->state.definition.capacity;
+        }
+    }
+    pthread_rwlock_unlock(&b->registry_lock);
+}
+
+/* replayed: the lease's transfers were in the cluster already (a retry,
+ * perhaps through another front end, whose completion is not known here). */
+static void allowed(struct tb_backend *b, struct tb_job *job, bool replayed)
 {
     int64_t reserved_at_ms = INT64_MAX, expires_at_ms = INT64_MAX;
     for (uint32_t i = 0; i < job->hold_count; i++) {
@@ -219,6 +244,10 @@ static void allowed(struct tb_backend *b, struct tb_job *job)
     result->allowed = true;
     result->reserved_at_unix_ms = reserved_at_ms;
     result->expires_at_unix_ms = expires_at_ms;
+    result->replayed = replayed;
+    const struct reserve_request *request = job->request;
+    if (!replayed && request->states != NULL)
+        fill_states(job);
     tb_job_finish(job);
 }
 
@@ -275,7 +304,7 @@ static void chain_done(struct tb_item *item)
         for (uint32_t i = 0; i < job->hold_count; i++)
             job->holds[i].timestamp_ns = item->timestamp + job->prefix_count + i;
         note_holds(b, job);
-        allowed(b, job);
+        allowed(b, job, false);
         return;
     }
     job->failed_hold = failed;
@@ -372,7 +401,7 @@ static void classify_read(struct tb_item *item)
         hold->timeout_seconds = t.timeout;
         hold->period_start_ms = (int64_t)t.user_data_64;
     }
-    allowed(b, job);
+    allowed(b, job, true);
 }
 
 void tb_reserve_start(struct tb_job *job)
