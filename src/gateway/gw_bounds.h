@@ -28,6 +28,17 @@
 #define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
 #define GW_OUTPUT_TOKENS_MAX (1u << 24) /* max_output_tokens of a model */
 
+/* Forwarding (gw_forward.c, src/server/gateway.c). */
+#define GW_TRANSFERS_MAX 65536             /* upstream calls at once; past it: 503 */
+#define GW_UPSTREAM_CONNECTIONS_MAX 4096   /* idle keep-alive connections kept */
+#define GW_CONTENT_TYPE_LENGTH_MAX 255     /* the upstream's Content-Type we keep */
+#define GW_ANSWER_BYTES_MAX (64u << 20)    /* an upstream answer that does not stream */
+#define GW_STREAM_BUFFER_BYTES (256u << 10) /* a stream's bytes waiting for the client: past
+                                               this the upstream is paused */
+#define GW_CLIENT_CHECK_MS 100             /* how often waiting clients are checked */
+#define GW_STREAM_BLOCK_BYTES (16u << 10)  /* what MHD asks of a stream at once */
+#define GW_REQUEST_ID_LENGTH_MAX 1024      /* of X-Request-Id that goes into a lease id's hash */
+
 /* A request. */
 #define GW_N_MAX 128        /* n (and best_of) */
 #define GW_PROMPTS_MAX 2048 /* strings or token arrays in one prompt or input */

@@ -20,6 +20,7 @@ enum auth_need {
     AUTH_NONE,   /* /healthz, /readyz */
     AUTH_CLIENT, /* data routes and /metrics: client or admin token, if a client token is set */
     AUTH_ADMIN,  /* admin routes: the admin token */
+    AUTH_GATEWAY, /* gateway routes: the handler checks the caller's virtual key itself */
 };
 
 enum auth_outcome {

@@ -79,6 +79,8 @@ static const struct flag flags[] = {
     {"--tb-addresses", "HOST:PORT,...", FLAG_STRING, FIELD(tb_addresses), 0, 0,
      "TigerBeetle replica addresses"},
     {"--tb-sessions", "N", FLAG_U32, FIELD(tb_sessions), 1, 64, "TigerBeetle client sessions"},
+    {"--gateway-config", "FILE", FLAG_STRING, FIELD(gateway_config), 0, 0,
+     "gateway mode's config (default DATA_DIR/gateway.json when it exists); SIGHUP reloads it"},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
      "tests only: enable POST /v1/admin/clock to move the clock"},
 };

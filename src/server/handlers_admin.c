@@ -3,6 +3,7 @@
  * MHD thread that received it. */
 #include "server.h"
 #include "handlers.h"
+#include "gateway.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -346,6 +347,8 @@ enum MHD_Result handle_metrics(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
+    if (server->gateway != NULL)
+        gateway_metrics_render(server->gateway, &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 

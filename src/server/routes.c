@@ -4,6 +4,7 @@
  * order. */
 #include "routes.h"
 
+#include "gateway.h"
 #include "handlers.h"
 
 #define GET_HEAD (METHOD_GET | METHOD_HEAD)
@@ -21,6 +22,13 @@ static const struct route rows[] = {
      handle_admin_clock},
     {"usage", "/v1/usage/", GET_HEAD, AUTH_CLIENT, ROUTE_ITEM, handle_usage},
     {"events", "/v1/events", GET_HEAD, AUTH_CLIENT, 0, handle_events},
+    {"gateway_chat", "/v1/chat/completions", METHOD_POST, AUTH_GATEWAY, 0,
+     handle_gateway_chat_completions},
+    {"gateway_completions", "/v1/completions", METHOD_POST, AUTH_GATEWAY, 0,
+     handle_gateway_completions},
+    {"gateway_embeddings", "/v1/embeddings", METHOD_POST, AUTH_GATEWAY, 0,
+     handle_gateway_embeddings},
+    {"gateway_models", "/v1/models", GET_HEAD, AUTH_GATEWAY, 0, handle_gateway_models},
     {"metrics", "/metrics", GET_HEAD, AUTH_CLIENT, ROUTE_TEXT, handle_metrics},
     {"healthz", "/healthz", GET_HEAD, AUTH_NONE, 0, handle_healthz},
     {"readyz", "/readyz", GET_HEAD, AUTH_NONE, 0, handle_readyz},

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway.h"
 #include "routes.h"
 #include "util/log.h"
 
@@ -178,6 +179,9 @@ static void drain(struct server *s)
         snprintf(count, sizeof count, "%lld", (long long)open);
         log_write(LOG_WARN, "closing unfinished requests", "open_requests", count, NULL);
     }
+    /* Gateway calls still forwarding are cut and settled with what they used. */
+    if (s->gateway != NULL)
+        gateway_quiesce(s->gateway);
     __atomic_store_n(&s->closing, 1, __ATOMIC_SEQ_CST);
     /* Backends always call done (with backend_error at worst), so this ends. */
     while (__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) > 0)
@@ -216,6 +220,8 @@ static int server_start(struct server *s)
     char error[1024];
     if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
+    if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
+        return startup_failed("invalid gateway config", error);
     s->ready = true;
     s->router = &server_routes;
     s->metrics = metrics_create(s->router);
@@ -235,6 +241,7 @@ static void server_free(struct server *s)
         pthread_cond_destroy(&s->ticker_cond);
         pthread_mutex_destroy(&s->ticker_mutex);
     }
+    gateway_close(s->gateway); /* quiesced: no call of it is left */
     if (s->backend != NULL)
         backend_close(s->backend);
     registry_close(s->registry);
@@ -243,6 +250,30 @@ static void server_free(struct server *s)
     watch_list_destroy(&s->watches);
     pthread_mutex_destroy(&s->pool_mutex);
     free(s);
+}
+
+/* SIGHUP reloads the gateway's config (a bad one changes nothing);
+ * SIGTERM and SIGINT stop. Returns the stopping signal. */
+static int wait_for_stop(struct server *s, const sigset_t *signals)
+{
+    for (;;) {
+        int signal_number = 0;
+        if (sigwait(signals, &signal_number) != 0)
+            continue;
+        if (signal_number != SIGHUP)
+            return signal_number;
+        if (s->gateway == NULL) {
+            log_write(LOG_INFO, "SIGHUP: gateway mode is off, nothing to reload", NULL);
+            continue;
+        }
+        char error[1024];
+        if (gateway_reload(s->gateway, error, sizeof error) == 0)
+            log_write(LOG_INFO, "gateway config reloaded", "file",
+                      gateway_config_path(s->gateway), NULL);
+        else
+            log_write(LOG_ERROR, "gateway config not reloaded: the old one stays in force",
+                      "reason", error, NULL);
+    }
 }
 
 int server_run(const struct server_config *config)
@@ -254,6 +285,7 @@ int server_run(const struct server_config *config)
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -277,8 +309,7 @@ int server_run(const struct server_config *config)
               "registry", registry_path(s->registry), NULL);
     print_listening(s);
 
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
+    int signal_number = wait_for_stop(s, &signals);
     log_write(LOG_INFO, "shutting down", "signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
               NULL);
     drain(s);

@@ -28,6 +28,7 @@ struct server {
     struct clock *clock; /* the system clock, or test_clock with --test-clock */
     struct clock_offset test_clock;
     struct backend *backend;
+    struct gateway *gateway;               /* NULL: gateway mode is off */
     struct sq_options sqlite_options;      /* the backend's options, when it is sqlite */
     struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
     struct registry *registry;
@@ -71,6 +72,7 @@ enum exchange_phase {
 
 struct batch;
 struct exchange;
+struct gw_call;
 
 typedef enum MHD_Result (*exchange_fn)(struct exchange *exchange);
 
@@ -95,6 +97,7 @@ struct exchange {
     int phase;                                  /* enum exchange_phase, atomic */
     exchange_fn reply;                          /* writes the answer once the backend is done */
     void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
+    struct gw_call *gateway_call;               /* a gateway call's (gateway.c) */
     const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
     struct batch *batch;                        /* in the arena */
     struct exchange *next_free;                 /* in the server's pool */

@@ -1,0 +1,36 @@
+/* UUIDv7 text (uuid.h). */
+#include "uuid.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <sys/random.h>
+
+int uuid_v7(int64_t unix_ms, char out[UUID_TEXT_SIZE])
+{
+    assert(unix_ms >= 0);
+    uint8_t bytes[16];
+    size_t done = 0;
+    while (done < 10) {
+        ssize_t got = getrandom(bytes + 6 + done, 10 - done, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        done += (size_t)got;
+    }
+    for (int i = 0; i < 6; i++)
+        bytes[i] = (uint8_t)((uint64_t)unix_ms >> (8 * (5 - i)));
+    bytes[6] = (uint8_t)(0x70 | (bytes[6] & 0x0f)); /* version 7 */
+    bytes[8] = (uint8_t)(0x80 | (bytes[8] & 0x3f)); /* variant 10 */
+    static const char hex[] = "0123456789abcdef";
+    size_t length = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[length++] = '-';
+        out[length++] = hex[bytes[i] >> 4];
+        out[length++] = hex[bytes[i] & 15];
+    }
+    assert(length == UUID_TEXT_SIZE - 1);
+    out[length] = '\0';
+    return 0;
+}

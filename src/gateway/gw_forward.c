@@ -1,0 +1,496 @@
+/* The forwarding engine (gw_forward.h): one thread, one libcurl multi
+ * handle. Other threads talk to it through a command queue under one mutex
+ * and curl_multi_wakeup; transfers are handed back to the caller only
+ * through their callbacks. A transfer that has ended is freed only after
+ * the next drain of the queue, so a command posted just before its on_done
+ * returned finds it still there, marked done, and is ignored. */
+#include "gw_forward.h"
+
+#include <assert.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "gw_bounds.h"
+
+enum command_kind {
+    COMMAND_START,
+    COMMAND_CANCEL,
+    COMMAND_UNPAUSE,
+};
+
+struct command {
+    enum command_kind kind;
+    struct gw_transfer *transfer;
+    struct command *next;
+};
+
+struct gw_transfer {
+    CURL *easy;
+    struct curl_slist *headers;
+    char *url;
+    char *authorization;
+    const struct gw_transfer_ops *ops;
+    void *context;
+    bool head_seen;
+    bool added;     /* in the multi handle */
+    bool done;      /* on_done has run */
+    bool cancelled; /* on_done gives GW_FORWARD_CANCELLED */
+    bool aborted;   /* a callback asked to stop */
+    char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
+    char curl_error[CURL_ERROR_SIZE];
+    struct gw_transfer *next_zombie;
+    struct gw_transfer *previous_active; /* in gw_forward.active_list while added */
+    struct gw_transfer *next_active;
+};
+
+struct gw_forward {
+    CURLM *multi;
+    pthread_t thread;
+    pthread_mutex_t mutex; /* the queue, stopping, stats */
+    struct command *queue_head;
+    struct command *queue_tail;
+    bool stopping;
+    struct gw_transfer *zombies;     /* done, freed after the next drain (engine thread only) */
+    struct gw_transfer *active_list; /* added to the multi handle (engine thread only) */
+    uint64_t active;                 /* their count (engine thread only) */
+    void (*tick)(void *context);     /* set before the thread starts */
+    void *tick_context;
+    uint32_t tick_interval_ms;
+    int64_t next_tick_ms; /* engine thread only */
+    struct gw_forward_stats stats;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ---- the queue (any thread) ---------------------------------------------- */
+
+/* false when out of memory. */
+static bool post(struct gw_forward *engine, enum command_kind kind, struct gw_transfer *transfer)
+{
+    struct command *command = malloc(sizeof *command);
+    if (command == NULL)
+        return false;
+    *command = (struct command){.kind = kind, .transfer = transfer};
+    pthread_mutex_lock(&engine->mutex);
+    if (engine->queue_tail != NULL)
+        engine->queue_tail->next = command;
+    else
+        engine->queue_head = command;
+    engine->queue_tail = command;
+    pthread_mutex_unlock(&engine->mutex);
+    curl_multi_wakeup(engine->multi);
+    return true;
+}
+
+/* ---- transfers (engine thread) ------------------------------------------- */
+
+static void transfer_free(struct gw_transfer *t)
+{
+    if (t->easy != NULL)
+        curl_easy_cleanup(t->easy);
+    curl_slist_free_all(t->headers);
+    free(t->url);
+    free(t->authorization);
+    free(t);
+}
+
+static enum gw_forward_result result_of(const struct gw_transfer *t, CURLcode code)
+{
+    if (t->cancelled)
+        return GW_FORWARD_CANCELLED;
+    if (t->aborted)
+        return GW_FORWARD_ABORTED;
+    switch (code) {
+    case CURLE_OK:
+        return GW_FORWARD_OK;
+    case CURLE_OPERATION_TIMEDOUT:
+        return GW_FORWARD_TIMEOUT;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return GW_FORWARD_CONNECT;
+    default:
+        return GW_FORWARD_FAILED;
+    }
+}
+
+/* Takes it out of the multi handle, tells the caller, queues the free. */
+static void transfer_end(struct gw_forward *engine, struct gw_transfer *t, CURLcode code)
+{
+    assert(!t->done);
+    if (t->added) {
+        curl_multi_remove_handle(engine->multi, t->easy);
+        t->added = false;
+        assert(engine->active > 0);
+        engine->active--;
+        if (t->previous_active != NULL)
+            t->previous_active->next_active = t->next_active;
+        else
+            engine->active_list = t->next_active;
+        if (t->next_active != NULL)
+            t->next_active->previous_active = t->previous_active;
+    }
+    long connects = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects);
+    pthread_mutex_lock(&engine->mutex);
+    engine->stats.connections_new += (uint64_t)(connects > 0 ? connects : 0);
+    engine->stats.active = engine->active;
+    pthread_mutex_unlock(&engine->mutex);
+    enum gw_forward_result result = result_of(t, code);
+    const char *error = result == GW_FORWARD_OK    ? ""
+                        : t->cancelled             ? "cancelled"
+                        : t->curl_error[0] != '\0' ? t->curl_error
+                                                   : curl_easy_strerror(code);
+    t->done = true;
+    t->ops->on_done(t->context, result, error);
+    t->next_zombie = engine->zombies;
+    engine->zombies = t;
+}
+
+static size_t on_header(char *line, size_t size, size_t count, void *userdata)
+{
+    struct gw_transfer *t = userdata;
+    size_t length = size * count;
+    static const char name[] = "content-type:";
+    if (length >= sizeof name - 1 && strncasecmp(line, name, sizeof name - 1) == 0) {
+        const char *value = line + sizeof name - 1;
+        size_t n = length - (sizeof name - 1);
+        while (n > 0 && (*value == ' ' || *value == '\t')) {
+            value++;
+            n--;
+        }
+        while (n > 0 && (value[n - 1] == '\r' || value[n - 1] == '\n' || value[n - 1] == ' '))
+            n--;
+        if (n > GW_CONTENT_TYPE_LENGTH_MAX)
+            n = GW_CONTENT_TYPE_LENGTH_MAX;
+        memcpy(t->content_type, value, n);
+        t->content_type[n] = '\0';
+        return length;
+    }
+    if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) { /* the end of one head */
+        long status = 0;
+        curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 200 && !t->head_seen) { /* an interim 1xx head is not the answer's */
+            t->head_seen = true;
+            t->ops->on_head(t->context, status, t->content_type);
+        }
+        if (status < 200)
+            t->content_type[0] = '\0';
+    }
+    return length;
+}
+
+static size_t on_body(char *bytes, size_t size, size_t count, void *userdata)
+{
+    struct gw_transfer *t = userdata;
+    size_t length = size * count;
+    if (length == 0)
+        return 0;
+    assert(t->head_seen);
+    switch (t->ops->on_data(t->context, bytes, length)) {
+    case GW_DATA_MORE:
+        return length;
+    case GW_DATA_PAUSE:
+        return CURL_WRITEFUNC_PAUSE;
+    case GW_DATA_ABORT:
+        break;
+    }
+    t->aborted = true;
+    return 0; /* curl ends the transfer with a write error */
+}
+
+/* 0, or -1 when curl refuses an option (out of memory). */
+static int transfer_setup(struct gw_transfer *t, const struct gw_transfer_spec *spec)
+{
+    t->easy = curl_easy_init();
+    if (t->easy == NULL)
+        return -1;
+    struct curl_slist *h = NULL;
+    const char *lines[] = {"Content-Type: application/json", "Accept: */*",
+                           "Expect:", /* no 100-continue round trip */
+                           t->authorization};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        if (lines[i] == NULL)
+            continue;
+        struct curl_slist *grown = curl_slist_append(h, lines[i]);
+        if (grown == NULL) {
+            curl_slist_free_all(h);
+            return -1;
+        }
+        h = grown;
+    }
+    t->headers = h;
+    CURL *e = t->easy;
+    CURLcode rc = CURLE_OK;
+    rc |= curl_easy_setopt(e, CURLOPT_URL, t->url);
+    rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
+    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)spec->body_length);
+    rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->timeout_ms);
+    rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)spec->connect_timeout_ms);
+    rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_error);
+    rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    /* Only what the upstream sends as is: no redirects, no decoding. */
+    rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+/* ---- commands (engine thread) -------------------------------------------- */
+
+static void command_start(struct gw_forward *engine, struct gw_transfer *t)
+{
+    if (t->cancelled) { /* cancelled before it started */
+        transfer_end(engine, t, CURLE_OK);
+        return;
+    }
+    if (engine->active >= GW_TRANSFERS_MAX ||
+        curl_multi_add_handle(engine->multi, t->easy) != CURLM_OK) {
+        snprintf(t->curl_error, sizeof t->curl_error, "too many upstream transfers");
+        transfer_end(engine, t, CURLE_FAILED_INIT);
+        return;
+    }
+    t->added = true;
+    engine->active++;
+    t->previous_active = NULL;
+    t->next_active = engine->active_list;
+    if (engine->active_list != NULL)
+        engine->active_list->previous_active = t;
+    engine->active_list = t;
+}
+
+static void command_run(struct gw_forward *engine, struct command *command)
+{
+    struct gw_transfer *t = command->transfer;
+    switch (command->kind) {
+    case COMMAND_START:
+        command_start(engine, t);
+        break;
+    case COMMAND_CANCEL:
+        if (t->done)
+            break; /* it ended on its own first */
+        t->cancelled = true;
+        if (t->added)
+            transfer_end(engine, t, CURLE_OK);
+        break; /* not started yet: command_start sees the flag */
+    case COMMAND_UNPAUSE:
+        if (!t->done && t->added)
+            curl_easy_pause(t->easy, CURLPAUSE_CONT);
+        break;
+    }
+}
+
+/* Runs every queued command, then frees the transfers that ended before
+ * this drain (no command can name them any more). */
+static void drain(struct gw_forward *engine)
+{
+    struct gw_transfer *zombies = engine->zombies;
+    engine->zombies = NULL;
+    pthread_mutex_lock(&engine->mutex);
+    struct command *command = engine->queue_head;
+    engine->queue_head = engine->queue_tail = NULL;
+    pthread_mutex_unlock(&engine->mutex);
+    while (command != NULL) {
+        struct command *next = command->next;
+        command_run(engine, command);
+        free(command);
+        command = next;
+    }
+    while (zombies != NULL) {
+        struct gw_transfer *next = zombies->next_zombie;
+        transfer_free(zombies);
+        zombies = next;
+    }
+}
+
+static void reap(struct gw_forward *engine)
+{
+    int left = 0;
+    CURLMsg *message;
+    while ((message = curl_multi_info_read(engine->multi, &left)) != NULL) {
+        if (message->msg != CURLMSG_DONE)
+            continue;
+        struct gw_transfer *t = NULL;
+        curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        assert(t != NULL);
+        assert(t->easy == message->easy_handle);
+        transfer_end(engine, t, message->data.result);
+    }
+}
+
+static void tick_if_due(struct gw_forward *engine)
+{
+    if (engine->tick == NULL)
+        return;
+    int64_t now_ms = clock_monotonic_ms();
+    if (now_ms < engine->next_tick_ms)
+        return;
+    engine->next_tick_ms = now_ms + engine->tick_interval_ms;
+    engine->tick(engine->tick_context);
+}
+
+static bool stopping(struct gw_forward *engine)
+{
+    pthread_mutex_lock(&engine->mutex);
+    bool result = engine->stopping;
+    pthread_mutex_unlock(&engine->mutex);
+    return result;
+}
+
+/* Cancels whatever is still running or queued, until nothing is left. */
+static void shut_down(struct gw_forward *engine)
+{
+    for (;;) {
+        drain(engine);
+        bool any = false;
+        while (engine->active_list != NULL) {
+            struct gw_transfer *t = engine->active_list;
+            t->cancelled = true;
+            transfer_end(engine, t, CURLE_OK); /* unlinks it */
+            any = true;
+        }
+        pthread_mutex_lock(&engine->mutex);
+        any = any || engine->queue_head != NULL;
+        pthread_mutex_unlock(&engine->mutex);
+        if (!any)
+            break;
+    }
+    drain(engine); /* frees the last zombies */
+}
+
+static void *engine_main(void *argument)
+{
+    struct gw_forward *engine = argument;
+    while (!stopping(engine)) {
+        drain(engine);
+        int running = 0;
+        curl_multi_perform(engine->multi, &running);
+        reap(engine);
+        tick_if_due(engine);
+        int timeout_ms = engine->tick != NULL ? (int)engine->tick_interval_ms : 1000;
+        long curl_timeout_ms = -1;
+        curl_multi_timeout(engine->multi, &curl_timeout_ms);
+        if (curl_timeout_ms >= 0 && curl_timeout_ms < timeout_ms)
+            timeout_ms = (int)curl_timeout_ms;
+        curl_multi_poll(engine->multi, NULL, 0, timeout_ms, NULL);
+    }
+    shut_down(engine);
+    return NULL;
+}
+
+/* ---- the interface ------------------------------------------------------- */
+
+int gw_forward_start(struct gw_forward **out, void (*tick)(void *context), void *tick_context,
+                     uint32_t tick_interval_ms, char *error, size_t error_size)
+{
+    assert(tick == NULL || tick_interval_ms >= 1);
+    pthread_once(&curl_once, curl_init_once);
+    if (curl_init_result != CURLE_OK) {
+        snprintf(error, error_size, "libcurl: %s", curl_easy_strerror(curl_init_result));
+        return -1;
+    }
+    struct gw_forward *engine = calloc(1, sizeof *engine);
+    if (engine == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    engine->multi = curl_multi_init();
+    if (engine->multi == NULL) {
+        free(engine);
+        snprintf(error, error_size, "libcurl: cannot make a multi handle");
+        return -1;
+    }
+    engine->tick = tick;
+    engine->tick_context = tick_context;
+    engine->tick_interval_ms = tick_interval_ms;
+    /* Keep-alive: a connection per concurrent call stays open for the next. */
+    curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, (long)GW_UPSTREAM_CONNECTIONS_MAX);
+    pthread_mutex_init(&engine->mutex, NULL);
+    if (pthread_create(&engine->thread, NULL, engine_main, engine) != 0) {
+        curl_multi_cleanup(engine->multi);
+        pthread_mutex_destroy(&engine->mutex);
+        free(engine);
+        snprintf(error, error_size, "cannot start the gateway's forwarding thread");
+        return -1;
+    }
+    *out = engine;
+    return 0;
+}
+
+void gw_forward_stop(struct gw_forward *engine)
+{
+    pthread_mutex_lock(&engine->mutex);
+    engine->stopping = true;
+    pthread_mutex_unlock(&engine->mutex);
+    curl_multi_wakeup(engine->multi);
+    pthread_join(engine->thread, NULL);
+    assert(engine->active == 0);
+    curl_multi_cleanup(engine->multi);
+    pthread_mutex_destroy(&engine->mutex);
+    free(engine);
+}
+
+struct gw_transfer *gw_forward_submit(struct gw_forward *engine,
+                                      const struct gw_transfer_spec *spec,
+                                      const struct gw_transfer_ops *ops, void *context)
+{
+    assert(spec->url != NULL);
+    assert(ops->on_head != NULL && ops->on_data != NULL && ops->on_done != NULL);
+    struct gw_transfer *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->ops = ops;
+    t->context = context;
+    t->url = strdup(spec->url);
+    if (spec->api_key != NULL) {
+        size_t n = strlen(spec->api_key) + sizeof "Authorization: Bearer ";
+        t->authorization = malloc(n);
+        if (t->authorization != NULL)
+            snprintf(t->authorization, n, "Authorization: Bearer %s", spec->api_key);
+    }
+    if (t->url == NULL || (spec->api_key != NULL && t->authorization == NULL) ||
+        transfer_setup(t, spec) != 0 || !post(engine, COMMAND_START, t)) {
+        transfer_free(t);
+        return NULL;
+    }
+    pthread_mutex_lock(&engine->mutex);
+    engine->stats.transfers++;
+    pthread_mutex_unlock(&engine->mutex);
+    return t;
+}
+
+void gw_forward_cancel(struct gw_forward *engine, struct gw_transfer *transfer)
+{
+    /* Out of memory here leaves the transfer to its own timeout. */
+    (void)post(engine, COMMAND_CANCEL, transfer);
+}
+
+void gw_forward_unpause(struct gw_forward *engine, struct gw_transfer *transfer)
+{
+    (void)post(engine, COMMAND_UNPAUSE, transfer);
+}
+
+void gw_forward_stats(struct gw_forward *engine, struct gw_forward_stats *out)
+{
+    pthread_mutex_lock(&engine->mutex);
+    *out = engine->stats;
+    pthread_mutex_unlock(&engine->mutex);
+}

@@ -1,0 +1,495 @@
+/* Gateway mode's routes up to the reserve (docs/gateway.md): the config and
+ * its reload, the virtual key, the request's estimate and plan, the lease
+ * id, and the reserve's verdict. What follows an allowed reserve is
+ * gateway_call.c. */
+#include "gateway_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/uuid.h"
+#include "gateway/gw_secret.h"
+#include "server.h"
+#include "util/log.h"
+
+/* ---- the config ---------------------------------------------------------- */
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int gateway_open(struct server *server, struct gateway **out, char *error, size_t error_size)
+{
+    *out = NULL;
+    char path[sizeof((struct gateway *)0)->config_path];
+    if (server->config.gateway_config != NULL) {
+        snprintf(path, sizeof path, "%s", server->config.gateway_config);
+    } else {
+        snprintf(path, sizeof path, "%s/gateway.json", server->config.data_dir);
+        if (!file_exists(path))
+            return 0; /* gateway mode is off */
+    }
+    struct gw_config *config = NULL;
+    if (gw_config_load(path, &config, error, error_size) != 0)
+        return -1;
+    struct gateway *g = calloc(1, sizeof *g);
+    if (g == NULL || gw_stats_init(&g->stats) != 0) {
+        free(g);
+        gw_config_release(config);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    g->server = server;
+    snprintf(g->config_path, sizeof g->config_path, "%s", path);
+    g->config = config;
+    pthread_mutex_init(&g->config_mutex, NULL);
+    pthread_mutex_init(&g->calls_mutex, NULL);
+    pthread_cond_init(&g->calls_idle, NULL);
+    if (gw_forward_start(&g->engine, gw_calls_check_clients, g, GW_CLIENT_CHECK_MS, error,
+                         error_size) != 0) {
+        gateway_close(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+void gateway_quiesce(struct gateway *g)
+{
+    pthread_mutex_lock(&g->calls_mutex);
+    g->quiescing = true;
+    for (struct gw_call *call = g->calls; call != NULL; call = call->next_active) {
+        pthread_mutex_lock(&call->mutex);
+        if (call->transfer != NULL)
+            gw_forward_cancel(g->engine, call->transfer);
+        pthread_mutex_unlock(&call->mutex);
+    }
+    while (g->calls != NULL)
+        pthread_cond_wait(&g->calls_idle, &g->calls_mutex);
+    pthread_mutex_unlock(&g->calls_mutex);
+}
+
+void gateway_close(struct gateway *g)
+{
+    if (g == NULL)
+        return;
+    if (g->engine != NULL)
+        gw_forward_stop(g->engine);
+    assert(g->calls == NULL);
+    gw_config_release(g->config);
+    gw_stats_free(&g->stats);
+    pthread_cond_destroy(&g->calls_idle);
+    pthread_mutex_destroy(&g->calls_mutex);
+    pthread_mutex_destroy(&g->config_mutex);
+    free(g);
+}
+
+int gateway_reload(struct gateway *g, char *error, size_t error_size)
+{
+    struct gw_config *config = NULL;
+    if (gw_config_load(g->config_path, &config, error, error_size) != 0)
+        return -1;
+    pthread_mutex_lock(&g->config_mutex);
+    struct gw_config *old = g->config;
+    g->config = config;
+    pthread_mutex_unlock(&g->config_mutex);
+    gw_config_release(old); /* calls in flight hold their own reference */
+    return 0;
+}
+
+const char *gateway_config_path(const struct gateway *g)
+{
+    return g->config_path;
+}
+
+struct gw_config *gateway_config_get(struct gateway *g)
+{
+    pthread_mutex_lock(&g->config_mutex);
+    struct gw_config *config = gw_config_retain(g->config);
+    pthread_mutex_unlock(&g->config_mutex);
+    return config;
+}
+
+/* ---- calls: made and freed ----------------------------------------------- */
+
+void gw_call_retain(struct gw_call *call)
+{
+    __atomic_add_fetch(&call->references, 1, __ATOMIC_RELAXED);
+}
+
+void gw_call_release(struct gw_call *call)
+{
+    uint32_t left = __atomic_sub_fetch(&call->references, 1, __ATOMIC_ACQ_REL);
+    if (left > 0)
+        return;
+    assert(call->transfer == NULL);
+    assert(call->previous_active == NULL && call->next_active == NULL);
+    free(call->complete_result.warnings);
+    buffer_free(&call->upstream_body);
+    buffer_free(&call->answer);
+    buffer_free(&call->held);
+    gw_sse_free(&call->sse);
+    gw_config_release(call->config);
+    pthread_mutex_destroy(&call->mutex);
+    free(call);
+}
+
+static void exchange_cleanup(struct exchange *ex)
+{
+    struct gw_call *call = ex->gateway_call;
+    if (call == NULL)
+        return;
+    ex->gateway_call = NULL;
+    gw_call_exchange_gone(call);
+    gw_call_release(call);
+}
+
+static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
+                                const struct gw_key *key, enum gw_endpoint endpoint)
+{
+    struct gw_call *call = malloc(sizeof *call);
+    if (call == NULL)
+        return NULL;
+    memset(call, 0, offsetof(struct gw_call, plan));
+    memset(&call->stream, 0, sizeof *call - offsetof(struct gw_call, stream));
+    pthread_mutex_init(&call->mutex, NULL);
+    call->references = 1; /* the exchange's */
+    call->gateway = ex->server->gateway;
+    call->config = config;
+    call->key = key;
+    call->endpoint = endpoint;
+    call->exchange = ex;
+    call->connection = ex->connection;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(ex->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    call->client_fd = info != NULL ? info->connect_fd : -1;
+    call->upstream_result = GW_FORWARD_OK;
+    buffer_init(&call->upstream_body, NULL, 0);
+    buffer_init(&call->answer, NULL, 0);
+    call->answer.capacity_max = GW_ANSWER_BYTES_MAX;
+    buffer_init(&call->held, NULL, 0);
+    gw_sse_init(&call->sse);
+    gw_sse_output_init(&call->output);
+    ex->gateway_call = call;
+    ex->cleanup = exchange_cleanup;
+    return call;
+}
+
+/* ---- before the reserve -------------------------------------------------- */
+
+/* The key of "Authorization: Bearer <secret>", or NULL. */
+static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config)
+{
+    const char *header =
+        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    static const char bearer[] = "Bearer ";
+    if (header == NULL || strncasecmp(header, bearer, sizeof bearer - 1) != 0)
+        return NULL;
+    const char *secret = header + sizeof bearer - 1;
+    uint8_t digest[GW_SHA256_BYTES];
+    if (gw_sha256(secret, strlen(secret), digest) != 0)
+        return NULL;
+    return gw_config_find_key(config, digest);
+}
+
+/* "gw:<caller>:<X-Request-Id>" when that is a valid lease id, else the same
+ * hashed; a new UUIDv7 without the header. 0, or -1 (no randomness). */
+static int lease_id_of(struct exchange *ex, const char *caller, char *out, size_t out_size)
+{
+    assert(out_size >= LEASE_ID_LENGTH_MAX + 1);
+    const char *request_id =
+        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, "X-Request-Id");
+    if (request_id == NULL || request_id[0] == '\0') {
+        char uuid[UUID_TEXT_SIZE];
+        if (uuid_v7(clock_now_ms(ex->server->clock), uuid) != 0)
+            return -1;
+        snprintf(out, out_size, "%s", uuid);
+        return 0;
+    }
+    int n = snprintf(out, out_size, "gw:%s:%s", caller, request_id);
+    if (n > 0 && (size_t)n < out_size && lease_id_valid(out, (size_t)n))
+        return 0;
+    /* An id (or caller) outside the lease-id alphabet, or too long: the
+     * same caller and id always give the same hash. */
+    char text[CALLER_LENGTH_MAX + GW_REQUEST_ID_LENGTH_MAX + 2];
+    int length =
+        snprintf(text, sizeof text, "%s\n%.*s", caller, GW_REQUEST_ID_LENGTH_MAX, request_id);
+    uint8_t digest[GW_SHA256_BYTES];
+    char hex[GW_SHA256_HEX_SIZE];
+    if (length < 0 || gw_sha256(text, (size_t)length, digest) != 0)
+        return -1;
+    gw_hex_encode(digest, GW_SHA256_BYTES, hex);
+    snprintf(out, out_size, "gw:h:%.40s", hex);
+    return 0;
+}
+
+/* Parses a copy of the body into the exchange's arena (the body itself
+ * stays as the client sent it: the upstream body is rewritten from it). */
+static const struct jdoc_value *parse_request(struct exchange *ex, char *error, size_t error_size)
+{
+    char *copy = arena_alloc(&ex->arena, ex->body_length + 1);
+    if (copy == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    memcpy(copy, ex->body, ex->body_length);
+    copy[ex->body_length] = '\0';
+    struct jdoc_value *root = NULL;
+    if (jdoc_parse_nested(copy, ex->body_length, GW_JSON_DEPTH_MAX, &ex->arena, &root, error,
+                          error_size) != 0)
+        return NULL;
+    if (root->kind != JDOC_OBJECT) {
+        snprintf(error, error_size, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* The request's model, checked against the config and the key. NULL with
+ * the answer given. */
+static const struct gw_model *request_model(struct exchange *ex, const struct gw_config *config,
+                                            const struct gw_key *key, const struct jdoc_value *root)
+{
+    const struct jdoc_value *name = jdoc_get(root, "model");
+    if (!jdoc_is(name, JDOC_STRING)) {
+        gw_reply_error(ex, 400, "invalid_request_error", "missing_model", 0,
+                       "model: required, a string naming one of the gateway's models");
+        return NULL;
+    }
+    const struct gw_model *model = gw_config_find_model(config, name->as.string, name->count);
+    if (model == NULL || !gw_key_allows_model(key, model)) {
+        gw_reply_error(ex, 404, "invalid_request_error", "model_not_found", 0,
+                       "The model '%.*s' does not exist or you do not have access to it.",
+                       (int)(name->count < 256 ? name->count : 256), name->as.string);
+        return NULL;
+    }
+    return model;
+}
+
+/* ---- the reserve --------------------------------------------------------- */
+
+static void reserve_start(struct exchange *ex)
+{
+    struct gw_call *call = ex->gateway_call;
+    backend_reserve(ex->server->backend, &call->reserve, &call->reserve_result, 1,
+                    exchange_backend_done, ex);
+}
+
+/* Does a requirement the reserve names belong to a budget? */
+static bool is_budget(struct exchange *ex, const struct requirement *r)
+{
+    struct limit_state state;
+    return backend_get_limit(ex->server->backend, r->key, &state) == 0 &&
+           state.definition.kind == LIMIT_BUDGET;
+}
+
+static void note_denial(struct gw_call *call)
+{
+    struct gw_stats_delta delta = {.denied = true, .latency_us = -1};
+    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, &delta);
+}
+
+/* 429: what did not fit, and when to try again. */
+static enum MHD_Result reply_denied(struct exchange *ex, struct gw_call *call)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    char names[1024] = "";
+    size_t used = 0;
+    bool budget = false;
+    for (uint32_t i = 0; i < r->denied_count; i++) {
+        const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
+        budget = budget || is_budget(ex, req);
+        int n = snprintf(names + used, sizeof names - used, "%s'%s'", i > 0 ? ", " : "", req->key);
+        if (n < 0 || (size_t)n >= sizeof names - used)
+            break;
+        used += (size_t)n;
+    }
+    note_denial(call);
+    if (budget)
+        return gw_reply_error(
+            ex, 429, "insufficient_quota", "insufficient_quota", r->retry_after_ms,
+            "Budget exhausted: %s cannot take this call now; retry after %lld ms.", names,
+            (long long)r->retry_after_ms);
+    return gw_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
+                          "Rate limit reached: %s cannot take this call now; retry after %lld ms.",
+                          names, (long long)r->retry_after_ms);
+}
+
+/* Definitive errors: the reserve named a key the registry lacks, an amount
+ * that can never fit, or a limit being decreased. */
+static enum MHD_Result reply_definitive(struct exchange *ex, struct gw_call *call)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    const char *key = call->reserve.requirements[r->error_index].key;
+    switch (r->error) {
+    case BACKEND_UNKNOWN_LIMIT_KEY:
+        return gw_reply_error(ex, 500, "server_error", "unknown_limit_key", 0,
+                              "The gateway's limit '%s' is not defined: an operator must create it "
+                              "(PUT /v1/admin/limits) or change gateway.json.",
+                              key);
+    case BACKEND_EXCEEDS_CAPACITY:
+        return gw_reply_error(ex, 400, "invalid_request_error", "request_too_large", 0,
+                              "This call needs more than the whole capacity of '%s': lower "
+                              "max_tokens (or max_completion_tokens) or shorten the input.",
+                              key);
+    case BACKEND_LIMIT_DECREASING:
+        note_denial(call);
+        return gw_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
+                              "The limit '%s' is being lowered; retry after %lld ms.", key,
+                              (long long)r->retry_after_ms);
+    default:
+        assert(false);
+        return MHD_NO;
+    }
+}
+
+static enum MHD_Result after_reserve(struct exchange *ex)
+{
+    struct gw_call *call = ex->gateway_call;
+    const struct reserve_result *r = &call->reserve_result;
+    if (r->error == BACKEND_UNAVAILABLE)
+        return gw_reply_error(ex, 503, "server_error", "backend_error", 1000,
+                              "The limit backend is unavailable; retry the call (with the same "
+                              "X-Request-Id, it is reserved at most once).");
+    if (r->error == BACKEND_LEASE_CONFLICT)
+        return gw_reply_error(ex, 409, "invalid_request_error", "request_id_conflict", 0,
+                              "X-Request-Id was used for another request.");
+    if (backend_error_is_denial(r->error))
+        return reply_definitive(ex, call);
+    assert(r->error == BACKEND_OK);
+    if (r->replayed && r->allowed)
+        return r->finished
+                   ? gw_reply_error(ex, 409, "invalid_request_error", "request_already_completed",
+                                    0,
+                                    "This X-Request-Id was answered already; not forwarded again.")
+                   : gw_reply_error(ex, 409, "invalid_request_error", "request_in_progress", 0,
+                                    "A call with this X-Request-Id is in progress; not forwarded "
+                                    "twice.");
+    if (!r->allowed)
+        return reply_denied(ex, call);
+    return gw_call_forward(ex, call);
+}
+
+/* ---- the routes ---------------------------------------------------------- */
+
+static enum MHD_Result reply_unauthorized(struct exchange *ex)
+{
+    return gw_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
+                          "Incorrect API key provided. Send a virtual key of this gateway as "
+                          "'Authorization: Bearer <key>'.");
+}
+
+/* Everything before the reserve; the exchange then waits for it. */
+static enum MHD_Result handle_call(struct exchange *ex, enum gw_endpoint endpoint)
+{
+    struct gateway *g = ex->server->gateway;
+    if (g == NULL)
+        return gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
+                              "Gateway mode is not enabled on this server (no gateway config).");
+    struct gw_config *config = gateway_config_get(g);
+    const struct gw_key *key = authenticate(ex, config);
+    if (key == NULL) {
+        gw_config_release(config);
+        return reply_unauthorized(ex);
+    }
+    char error[GW_PLAN_ERROR_SIZE];
+    const struct jdoc_value *root = parse_request(ex, error, sizeof error);
+    if (root == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
+                              "We could not parse the JSON body of your request: %s", error);
+    }
+    const struct gw_model *model = request_model(ex, config, key, root);
+    if (model == NULL) {
+        gw_config_release(config);
+        return MHD_YES;
+    }
+    struct gw_call *call = call_new(ex, config, key, endpoint); /* takes the config */
+    if (call == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
+    }
+    call->model = model;
+    if (gw_estimate_request(root, endpoint, model, &call->estimate, error, sizeof error) != 0)
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+    struct gw_request_info info = {0};
+    if (gw_request_rewrite(ex->body, ex->body_length, root, model, &call->upstream_body, &info,
+                           error, sizeof error) != 0)
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+    call->stream = info.stream;
+    call->client_include_usage = info.client_include_usage;
+    struct gw_tokens estimate = {.input = call->estimate.input_tokens,
+                                 .output = call->estimate.output_tokens};
+    if (gw_plan_reserve(&call->plan, config, key, model, &estimate, error, sizeof error) != 0)
+        return gw_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
+    if (lease_id_of(ex, key->caller, call->lease_id, sizeof call->lease_id) != 0)
+        return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
+                              "No lease id could be made.");
+    call->reserve = (struct reserve_request){
+        .lease_id = call->lease_id,
+        .lease_id_length = (uint32_t)strlen(call->lease_id),
+        .caller = key->caller,
+        .caller_length = (uint32_t)strlen(key->caller),
+        .requirements = call->plan.requirements,
+        .requirement_count = call->plan.requirement_count,
+        .states = call->states,
+    };
+    if (call->plan.requirement_count == 0) /* nothing to reserve: every amount was 0 */
+        return gw_call_forward(ex, call);
+    return exchange_call_backend(ex, reserve_start, after_reserve);
+}
+
+enum MHD_Result handle_gateway_chat_completions(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_CHAT_COMPLETIONS);
+}
+
+enum MHD_Result handle_gateway_completions(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_COMPLETIONS);
+}
+
+enum MHD_Result handle_gateway_embeddings(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_EMBEDDINGS);
+}
+
+/* GET /v1/models: the models the key may call, in OpenAI's shape. */
+enum MHD_Result handle_gateway_models(struct exchange *ex)
+{
+    struct gateway *g = ex->server->gateway;
+    if (g == NULL)
+        return gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
+                              "Gateway mode is not enabled on this server (no gateway config).");
+    struct gw_config *config = gateway_config_get(g);
+    const struct gw_key *key = authenticate(ex, config);
+    if (key == NULL) {
+        gw_config_release(config);
+        return reply_unauthorized(ex);
+    }
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"object\":\"list\",\"data\":[");
+    bool first = true;
+    for (uint32_t i = 0; i < config->model_count; i++) {
+        const struct gw_model *model = &config->models[i];
+        if (!gw_key_allows_model(key, model))
+            continue;
+        buffer_append_str(&b, first ? "{\"id\":" : ",{\"id\":");
+        first = false;
+        buffer_append_json_string(&b, model->name, strlen(model->name));
+        buffer_append_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":");
+        buffer_append_json_string(&b, model->upstream->name, strlen(model->upstream->name));
+        buffer_append_char(&b, '}');
+    }
+    buffer_append_str(&b, "]}");
+    gw_config_release(config);
+    return exchange_answer(ex, 200, &b, 0);
+}

@@ -1,0 +1,47 @@
+/* Gateway mode (docs/gateway.md): llmlimitd as an OpenAI-compatible proxy.
+ * Each call is authenticated by its virtual key, estimated, reserved in
+ * every limit its templates name (all or nothing), forwarded upstream by the
+ * forwarding engine (src/gateway/gw_forward.c) and settled from the
+ * answer's usage: completed, or released when the upstream refused it. */
+#ifndef LLMLIMIT_SERVER_GATEWAY_H
+#define LLMLIMIT_SERVER_GATEWAY_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/buffer.h"
+
+struct server;
+struct exchange;
+struct gateway;
+
+/* Loads the config (--gateway-config, else DATA_DIR/gateway.json when it
+ * exists) and starts the forwarding engine. 0 with *out (NULL when gateway
+ * mode is off: no file), or -1 with "<file>: line L: <path>: <reason>". */
+int gateway_open(struct server *server, struct gateway **out, char *error, size_t error_size);
+/* Cancels every call still forwarding (each is settled with what it used
+ * so far) and waits until every call's accounting is done. For shutdown,
+ * before the backend closes; the routes answer 503 afterwards. */
+void gateway_quiesce(struct gateway *gateway);
+void gateway_close(struct gateway *gateway);
+
+/* Reads the config file again (SIGHUP). A bad file changes nothing: the old
+ * config stays in force. 0, or -1 with the reason in error. */
+int gateway_reload(struct gateway *gateway, char *error, size_t error_size);
+const char *gateway_config_path(const struct gateway *gateway);
+
+/* The routes (src/server/routes.c). */
+enum MHD_Result handle_gateway_chat_completions(struct exchange *exchange);
+enum MHD_Result handle_gateway_completions(struct exchange *exchange);
+enum MHD_Result handle_gateway_embeddings(struct exchange *exchange);
+enum MHD_Result handle_gateway_models(struct exchange *exchange);
+
+/* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
+ * errors and latency, per model and caller (metrics.c calls it). */
+void gateway_metrics_render(struct gateway *gateway, struct buffer *out);
+/* The same figures as a JSON array of {"model","caller","calls",...} (the
+ * console's API). */
+void gateway_stats_json(struct gateway *gateway, struct buffer *out);
+
+#endif

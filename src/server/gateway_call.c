@@ -1,0 +1,540 @@
+/* A gateway call after its reserve (docs/gateway.md, "After the call"):
+ * forwarded by the engine thread, its answer read whole or relayed event by
+ * event, and the lease settled exactly once: completed with what the call
+ * used, or released when the upstream refused it or never answered. A
+ * stream's closing [DONE] is held until the lease is completed, so usage
+ * reflects the call before the client sees the end of it.
+ *
+ * Threads: the handler and the stream's reader run on an MHD thread, the
+ * transfer's callbacks and the client checks on the engine thread, a
+ * backend's done on whatever thread it calls from. call->mutex guards what
+ * they share; MHD connections are resumed only outside it. */
+#include "gateway_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/clock.h"
+#include "gateway/gw_cost.h"
+#include "server.h"
+#include "util/log.h"
+
+static void settle(struct gw_call *call);
+
+/* ---- the list of calls in flight (for the client checks and quiesce) ---- */
+
+static bool calls_link(struct gw_call *call)
+{
+    struct gateway *g = call->gateway;
+    pthread_mutex_lock(&g->calls_mutex);
+    bool open = !g->quiescing;
+    if (open) {
+        call->linked = true;
+        call->previous_active = NULL;
+        call->next_active = g->calls;
+        if (g->calls != NULL)
+            g->calls->previous_active = call;
+        g->calls = call;
+        g->call_count++;
+    }
+    pthread_mutex_unlock(&g->calls_mutex);
+    return open;
+}
+
+static void calls_unlink(struct gw_call *call)
+{
+    struct gateway *g = call->gateway;
+    pthread_mutex_lock(&g->calls_mutex);
+    assert(call->linked);
+    call->linked = false;
+    if (call->previous_active != NULL)
+        call->previous_active->next_active = call->next_active;
+    else
+        g->calls = call->next_active;
+    if (call->next_active != NULL)
+        call->next_active->previous_active = call->previous_active;
+    call->previous_active = call->next_active = NULL;
+    assert(g->call_count > 0);
+    g->call_count--;
+    if (g->calls == NULL)
+        pthread_cond_broadcast(&g->calls_idle);
+    pthread_mutex_unlock(&g->calls_mutex);
+}
+
+/* ---- waking the exchange (call->mutex held; the caller wakes after) ----- */
+
+/* The exchange waiting for the answer, now to be woken; NULL when it is not
+ * waiting (a stream already has its head, or it was woken). */
+static struct exchange *take_waiter(struct gw_call *call)
+{
+    if (!call->waiting || call->woken)
+        return NULL;
+    call->woken = true;
+    call->waiting = false;
+    assert(call->exchange != NULL); /* a suspended exchange is never completed */
+    return call->exchange;
+}
+
+/* The stream's response waiting for bytes, now to be resumed; NULL if none. */
+static struct MHD_Connection *take_parked(struct gw_call *call)
+{
+    if (!call->parked)
+        return NULL;
+    call->parked = false;
+    return call->connection;
+}
+
+/* ---- the engine's callbacks (engine thread) ------------------------------ */
+
+static bool is_event_stream(const char *content_type)
+{
+    static const char type[] = "text/event-stream";
+    return strncasecmp(content_type, type, sizeof type - 1) == 0;
+}
+
+static void on_head(void *context, long status, const char *content_type)
+{
+    struct gw_call *call = context;
+    pthread_mutex_lock(&call->mutex);
+    call->upstream_status = status;
+    snprintf(call->upstream_content_type, sizeof call->upstream_content_type, "%s", content_type);
+    call->first_byte_ns = clock_monotonic_ns();
+    struct exchange *wake = NULL;
+    if (call->stream && status == 200 && is_event_stream(content_type)) {
+        call->mode = GW_MODE_STREAM;
+        wake = take_waiter(call); /* the head goes out now; events follow */
+    } else {
+        call->mode = GW_MODE_BUFFER;
+    }
+    pthread_mutex_unlock(&call->mutex);
+    if (wake != NULL)
+        exchange_backend_done(wake);
+}
+
+/* One event of the stream (call->mutex held). */
+static int on_event(void *context, const struct gw_sse_event *event)
+{
+    struct gw_call *call = context;
+    gw_sse_output_add(&call->output, event);
+    if (event->usage.present)
+        call->usage = event->usage;
+    if (!event->complete)
+        return 0; /* an unfinished tail: a client would drop it too */
+    if (event->done) {
+        buffer_append(&call->held, event->raw, event->raw_length);
+        return 0;
+    }
+    if (event->usage_only && !call->client_include_usage)
+        return 0; /* asked for by the gateway, not by the client */
+    buffer_append(&call->answer, event->raw, event->raw_length);
+    return 0;
+}
+
+static enum gw_data_verdict take_stream(struct gw_call *call, const char *bytes, size_t length)
+{
+    if (call->answer.length - call->answer_sent > GW_STREAM_BUFFER_BYTES) {
+        call->upstream_paused = true; /* the client reads slower than the upstream writes */
+        return GW_DATA_PAUSE;
+    }
+    char error[GW_SSE_ERROR_SIZE];
+    if (gw_sse_feed(&call->sse, bytes, length, on_event, call, error, sizeof error) != 0 ||
+        call->answer.failed || call->held.failed) {
+        snprintf(call->upstream_error, sizeof call->upstream_error, "stream: %s",
+                 call->answer.failed || call->held.failed ? "out of memory" : error);
+        return GW_DATA_ABORT;
+    }
+    return GW_DATA_MORE;
+}
+
+static enum gw_data_verdict on_data(void *context, const char *bytes, size_t length)
+{
+    struct gw_call *call = context;
+    pthread_mutex_lock(&call->mutex);
+    enum gw_data_verdict verdict = GW_DATA_MORE;
+    struct MHD_Connection *resume = NULL;
+    if (call->client_gone) {
+        verdict = GW_DATA_ABORT;
+    } else if (call->mode == GW_MODE_STREAM) {
+        verdict = take_stream(call, bytes, length);
+        if (call->answer.length > call->answer_sent)
+            resume = take_parked(call);
+    } else if (length > GW_ANSWER_BYTES_MAX - call->answer.length) {
+        call->answer_too_large = true;
+        verdict = GW_DATA_ABORT;
+    } else {
+        buffer_append(&call->answer, bytes, length);
+        if (call->answer.failed)
+            verdict = GW_DATA_ABORT;
+    }
+    pthread_mutex_unlock(&call->mutex);
+    if (resume != NULL)
+        MHD_resume_connection(resume);
+    return verdict;
+}
+
+static void on_done(void *context, enum gw_forward_result result, const char *error)
+{
+    struct gw_call *call = context;
+    pthread_mutex_lock(&call->mutex);
+    call->transfer = NULL;
+    call->upstream_done = true;
+    call->upstream_result = result;
+    if (result != GW_FORWARD_OK && call->upstream_error[0] == '\0')
+        snprintf(call->upstream_error, sizeof call->upstream_error, "%s", error);
+    if (call->mode == GW_MODE_STREAM)
+        gw_sse_finish(&call->sse, on_event, call);
+    pthread_mutex_unlock(&call->mutex);
+    settle(call);
+    gw_call_release(call); /* the transfer's reference */
+}
+
+static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
+
+/* ---- forwarding (MHD thread) --------------------------------------------- */
+
+static const char *endpoint_path(enum gw_endpoint endpoint)
+{
+    switch (endpoint) {
+    case GW_ENDPOINT_CHAT_COMPLETIONS:
+        return "/chat/completions";
+    case GW_ENDPOINT_COMPLETIONS:
+        return "/completions";
+    case GW_ENDPOINT_EMBEDDINGS:
+        return "/embeddings";
+    }
+    assert(false);
+    return "";
+}
+
+static void forward_start(struct exchange *ex)
+{
+    struct gw_call *call = ex->gateway_call;
+    if (!calls_link(call)) { /* shutting down: give the reservation back */
+        pthread_mutex_lock(&call->mutex);
+        call->waiting = true;
+        call->upstream_done = true;
+        call->upstream_result = GW_FORWARD_CANCELLED;
+        pthread_mutex_unlock(&call->mutex);
+        settle(call); /* its end wakes the exchange: 503 */
+        return;
+    }
+    const struct gw_upstream *upstream = call->model->upstream;
+    char url[GW_BASE_URL_LENGTH_MAX + 32];
+    snprintf(url, sizeof url, "%s%s", upstream->base_url, endpoint_path(call->endpoint));
+    struct gw_transfer_spec spec = {
+        .url = url,
+        .api_key = upstream->api_key,
+        .body = call->upstream_body.data,
+        .body_length = call->upstream_body.length,
+        .timeout_ms = upstream->timeout_seconds * 1000u,
+        .connect_timeout_ms = upstream->connect_timeout_seconds * 1000u,
+    };
+    gw_call_retain(call); /* the transfer's */
+    /* Held across the submit: a callback waits until `transfer` is set. */
+    pthread_mutex_lock(&call->mutex);
+    call->waiting = true;
+    call->forwarded_ns = clock_monotonic_ns();
+    call->transfer = gw_forward_submit(call->gateway->engine, &spec, &transfer_ops, call);
+    bool failed = call->transfer == NULL;
+    if (failed) {
+        call->upstream_done = true;
+        call->upstream_result = GW_FORWARD_FAILED;
+        snprintf(call->upstream_error, sizeof call->upstream_error, "out of memory");
+    }
+    pthread_mutex_unlock(&call->mutex);
+    if (failed) {
+        settle(call); /* released: it never went out */
+        gw_call_release(call);
+    }
+}
+
+/* The answer is in (or a stream's head): give it, or say why not. */
+static enum MHD_Result after_answer(struct exchange *ex)
+{
+    struct gw_call *call = ex->gateway_call;
+    pthread_mutex_lock(&call->mutex);
+    enum gw_call_mode mode = call->mode;
+    bool too_large = call->answer_too_large;
+    enum gw_forward_result result = call->upstream_result;
+    char reason[GW_FORWARD_ERROR_SIZE];
+    snprintf(reason, sizeof reason, "%s", call->upstream_error);
+    pthread_mutex_unlock(&call->mutex);
+    if (mode == GW_MODE_STREAM)
+        return gw_reply_stream(ex, call);
+    if (too_large)
+        return gw_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
+                              "The upstream's answer is larger than %u bytes.",
+                              (unsigned)GW_ANSWER_BYTES_MAX);
+    if (mode == GW_MODE_BUFFER && result == GW_FORWARD_OK)
+        return gw_reply_answer(ex, call);
+    if (result == GW_FORWARD_TIMEOUT)
+        return gw_reply_error(ex, 504, "server_error", "upstream_timeout", 0,
+                              "The upstream did not answer in time: %s", reason);
+    if (result == GW_FORWARD_CANCELLED)
+        return gw_reply_error(ex, 503, "server_error", "cancelled", 1000,
+                              "The call was cancelled (shutting down, or the client left).");
+    return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                          "The upstream failed before answering: %s", reason);
+}
+
+enum MHD_Result gw_call_forward(struct exchange *ex, struct gw_call *call)
+{
+    assert(ex->gateway_call == call);
+    return exchange_call_backend(ex, forward_start, after_answer);
+}
+
+/* ---- settling the lease -------------------------------------------------- */
+
+/* Output tokens of an answer that did not stream and had no usage: its
+ * text, counted as the input is estimated. */
+static uint64_t answer_output_tokens(struct gw_call *call, const struct jdoc_value *root)
+{
+    const struct jdoc_value *choices = jdoc_get(root, "choices");
+    if (!jdoc_is(choices, JDOC_ARRAY))
+        return 0;
+    struct gw_text_counter counter;
+    gw_text_counter_init(&counter);
+    for (uint32_t i = 0; i < choices->count; i++) {
+        const struct jdoc_value *choice = &choices->as.items[i];
+        const struct jdoc_value *text = jdoc_get(choice, "text");
+        const struct jdoc_value *message = jdoc_get(choice, "message");
+        const struct jdoc_value *content = message != NULL ? jdoc_get(message, "content") : NULL;
+        const struct jdoc_value *piece = jdoc_is(text, JDOC_STRING) ? text : content;
+        if (jdoc_is(piece, JDOC_STRING)) {
+            gw_text_counter_add(&counter, piece->as.string, piece->count);
+            gw_text_counter_break(&counter);
+        }
+    }
+    (void)call;
+    return gw_text_counter_tokens(&counter);
+}
+
+/* What a whole answer used: its usage, else its counted text. */
+static void answer_used(struct gw_call *call, struct gw_tokens *used)
+{
+    *used = (struct gw_tokens){.input = call->estimate.input_tokens};
+    char *copy = malloc(call->answer.length + 1);
+    if (copy == NULL)
+        return;
+    memcpy(copy, call->answer.data, call->answer.length);
+    struct arena arena;
+    arena_init(&arena, NULL, 0);
+    struct jdoc_value *root = NULL;
+    char error[GW_USAGE_ERROR_SIZE];
+    struct gw_usage usage = {0};
+    if (jdoc_parse_nested(copy, call->answer.length, GW_JSON_DEPTH_MAX, &arena, &root, error,
+                          sizeof error) == 0) {
+        if (gw_usage_read(root, &usage, error, sizeof error) == 0 && usage.present)
+            *used = gw_usage_tokens(&usage);
+        else
+            used->output = answer_output_tokens(call, root);
+    }
+    arena_free(&arena);
+    free(copy);
+}
+
+/* What the call used, from what came back (call->mutex held). */
+static void measure(struct gw_call *call)
+{
+    if (call->mode == GW_MODE_STREAM) {
+        if (call->usage.present)
+            call->used = gw_usage_tokens(&call->usage);
+        else
+            call->used = (struct gw_tokens){.input = call->estimate.input_tokens,
+                                            .output = gw_sse_output_tokens(&call->output)};
+    } else if (call->mode == GW_MODE_BUFFER) {
+        answer_used(call, &call->used);
+    } else { /* the client left before the answer: the input was sent */
+        call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
+    }
+    if (gw_cost_usd_micros(call->model, &call->used, &call->cost_usd_micros) != GW_COST_OK)
+        call->cost_usd_micros = 0;
+}
+
+static void settled(void *context)
+{
+    struct gw_call *call = context;
+    struct gw_stats_delta delta = {.forwarded = true, .latency_us = -1};
+    pthread_mutex_lock(&call->mutex);
+    call->settled = true;
+    delta.upstream_error = call->upstream_result != GW_FORWARD_OK || call->upstream_status >= 400;
+    if (call->first_byte_ns > 0)
+        delta.latency_us = (call->first_byte_ns - call->forwarded_ns) / 1000;
+    if (call->complete.lease_id != NULL) {
+        delta.input_tokens = call->used.input;
+        delta.output_tokens = call->used.output;
+        delta.cost_usd_micros = call->cost_usd_micros;
+    }
+    struct MHD_Connection *resume = NULL;
+    struct exchange *wake = NULL;
+    if (call->mode == GW_MODE_STREAM) {
+        buffer_append(&call->answer, call->held.data, call->held.length); /* [DONE] */
+        call->stream_ended = true;
+        resume = take_parked(call);
+    } else {
+        wake = take_waiter(call);
+    }
+    pthread_mutex_unlock(&call->mutex);
+    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, &delta);
+    if (resume != NULL)
+        MHD_resume_connection(resume);
+    if (wake != NULL)
+        exchange_backend_done(wake);
+    if (call->linked)
+        calls_unlink(call);
+    gw_call_release(call); /* the settle's reference */
+}
+
+/* Does the call count as made? A stream that started, a whole answer, a
+ * call whose client left once it was sent; not one the upstream refused or
+ * never answered. */
+static bool call_was_made(const struct gw_call *call)
+{
+    if (call->mode == GW_MODE_STREAM)
+        return true;
+    if (call->mode == GW_MODE_BUFFER)
+        return call->upstream_status >= 200 && call->upstream_status < 300 &&
+               !call->answer_too_large;
+    return call->client_gone && call->upstream_result == GW_FORWARD_CANCELLED;
+}
+
+/* Completes or releases the lease, once; `settled` follows (maybe at once). */
+static void settle(struct gw_call *call)
+{
+    pthread_mutex_lock(&call->mutex);
+    assert(call->upstream_done);
+    assert(!call->settling);
+    call->settling = true;
+    gw_call_retain(call); /* the settle's */
+    bool made = call_was_made(call);
+    if (made)
+        measure(call);
+    pthread_mutex_unlock(&call->mutex);
+    struct backend *backend = call->gateway->server->backend;
+    if (call->plan.requirement_count == 0) { /* nothing was reserved */
+        settled(call);
+        return;
+    }
+    if (!made) {
+        call->release =
+            (struct release_request){call->reserve.lease_id, call->reserve.lease_id_length};
+        backend_release(backend, &call->release, &call->release_result, 1, settled, call);
+        return;
+    }
+    uint32_t count = 0;
+    char error[GW_PLAN_ERROR_SIZE];
+    if (gw_plan_complete(&call->plan, &call->used, call->actuals, &count, error, sizeof error) !=
+        0) {
+        log_write(LOG_WARN, "gateway: settling at the reserved amounts", "lease", call->lease_id,
+                  "reason", error, NULL);
+        count = 0; /* every key settles at its reserved amount */
+    }
+    call->complete = (struct complete_request){call->reserve.lease_id,
+                                               call->reserve.lease_id_length, call->actuals, count};
+    backend_complete(backend, &call->complete, &call->complete_result, 1, settled, call);
+}
+
+/* ---- the client ---------------------------------------------------------- */
+
+/* Has the client closed its end? A waiting client sends nothing, so a
+ * readable socket with no bytes is a close. */
+static bool client_left(int fd)
+{
+    if (fd < 0)
+        return false;
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return true;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+void gw_calls_check_clients(void *context)
+{
+    struct gateway *g = context;
+    pthread_mutex_lock(&g->calls_mutex);
+    for (struct gw_call *call = g->calls; call != NULL; call = call->next_active) {
+        pthread_mutex_lock(&call->mutex);
+        /* Only a suspended connection: MHD neither reads nor closes it now. */
+        bool watched =
+            call->transfer != NULL && !call->client_gone && (call->waiting || call->parked);
+        if (watched && client_left(call->client_fd)) {
+            call->client_gone = true;
+            gw_forward_cancel(g->engine, call->transfer);
+        }
+        pthread_mutex_unlock(&call->mutex);
+    }
+    pthread_mutex_unlock(&g->calls_mutex);
+}
+
+void gw_call_exchange_gone(struct gw_call *call)
+{
+    pthread_mutex_lock(&call->mutex);
+    assert(!call->waiting || call->woken); /* MHD never completes a suspended request */
+    call->exchange = NULL;
+    if (call->transfer != NULL) {
+        call->client_gone = true;
+        gw_forward_cancel(call->gateway->engine, call->transfer);
+    }
+    pthread_mutex_unlock(&call->mutex);
+}
+
+/* ---- the stream's response (MHD thread) ---------------------------------- */
+
+ssize_t gw_call_stream_read(void *context, uint64_t position, char *out, size_t room)
+{
+    (void)position;
+    struct gw_call *call = context;
+    pthread_mutex_lock(&call->mutex);
+    for (int attempt = 0;; attempt++) {
+        if (call->client_gone && call->settled) {
+            pthread_mutex_unlock(&call->mutex);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        size_t ready = call->answer.length - call->answer_sent;
+        if (ready > 0) {
+            size_t n = ready < room ? ready : room;
+            memcpy(out, call->answer.data + call->answer_sent, n);
+            call->answer_sent += n;
+            if (call->answer_sent == call->answer.length) {
+                call->answer.length = 0; /* all given: start over at the front */
+                call->answer_sent = 0;
+            }
+            bool unpause = call->upstream_paused && call->transfer != NULL &&
+                           call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
+            if (unpause) {
+                call->upstream_paused = false;
+                gw_forward_unpause(call->gateway->engine, call->transfer);
+            }
+            pthread_mutex_unlock(&call->mutex);
+            return (ssize_t)n;
+        }
+        if (call->stream_ended) {
+            pthread_mutex_unlock(&call->mutex);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (attempt > 0)
+            break; /* still nothing after suspending: park */
+        /* Suspend first, then check again under the lock: bytes that came in
+         * between resume it at once (the same order as http.c's wait). */
+        pthread_mutex_unlock(&call->mutex);
+        MHD_suspend_connection(call->connection);
+        pthread_mutex_lock(&call->mutex);
+    }
+    bool arrived = call->answer.length > call->answer_sent || call->stream_ended;
+    if (!arrived)
+        call->parked = true;
+    pthread_mutex_unlock(&call->mutex);
+    if (arrived)
+        MHD_resume_connection(call->connection);
+    return 0;
+}
+
+void gw_call_stream_free(void *context)
+{
+    gw_call_release(context); /* the response's reference */
+}

@@ -1,0 +1,198 @@
+/* What the files of the gateway's HTTP side share (gateway.c: the routes
+ * and the reserve; gateway_call.c: forwarding, streaming, settling;
+ * gateway_reply.c: OpenAI-shaped answers and rate-limit headers;
+ * gateway_stats.c: figures per model and caller). */
+#ifndef LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
+#define LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "core/bounds.h"
+#include "gateway.h"
+#include "gateway/gw_config.h"
+#include "gateway/gw_estimate.h"
+#include "gateway/gw_forward.h"
+#include "gateway/gw_plan.h"
+#include "gateway/gw_request.h"
+#include "gateway/gw_sse.h"
+#include "gateway/gw_usage.h"
+#include "util/arena.h"
+#include "util/buffer.h"
+
+/* ---- figures per (model, caller): gateway_stats.c */
+
+#define GW_STATS_SERIES_MAX 1000 /* model/caller pairs with their own series; the rest: "other" */
+#define GW_LATENCY_BUCKETS 14
+
+struct gw_stats_series {
+    char model[GW_NAME_LENGTH_MAX + 1];
+    char caller[CALLER_LENGTH_MAX + 1];
+    uint64_t calls;           /* forwarded */
+    uint64_t denials;         /* 429: a limit did not fit */
+    uint64_t upstream_errors; /* the upstream answered 4xx/5xx, or failed */
+    uint64_t input_tokens;    /* as settled */
+    uint64_t output_tokens;
+    uint64_t cost_usd_micros;
+    uint64_t latency_buckets[GW_LATENCY_BUCKETS + 1]; /* upstream, to the first byte */
+    uint64_t latency_sum_us;
+};
+
+struct gw_stats {
+    pthread_mutex_t mutex;
+    struct gw_stats_series *series; /* GW_STATS_SERIES_MAX + 1 ("other" last) */
+    uint32_t count;
+};
+
+int gw_stats_init(struct gw_stats *stats);
+void gw_stats_free(struct gw_stats *stats);
+
+/* What one call did, added once it is settled (or denied). */
+struct gw_stats_delta {
+    bool forwarded;
+    bool denied;
+    bool upstream_error;
+    int64_t latency_us; /* < 0: no first byte */
+    uint64_t input_tokens;
+    uint64_t output_tokens;
+    uint64_t cost_usd_micros;
+};
+
+void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
+                  const struct gw_stats_delta *delta);
+
+/* ---- the gateway --------------------------------------------------------- */
+
+struct gw_call;
+
+struct gateway {
+    struct server *server;
+    char config_path[4096];
+    pthread_mutex_t config_mutex; /* swapping `config` and retaining it */
+    struct gw_config *config;
+    struct gw_forward *engine;
+    pthread_mutex_t calls_mutex; /* the calls list and `quiescing` */
+    pthread_cond_t calls_idle;   /* signalled when `calls` becomes empty */
+    struct gw_call *calls;       /* forwarded, not yet settled */
+    uint32_t call_count;
+    bool quiescing;
+    struct gw_stats stats;
+};
+
+/* The config in force, retained: release it with gw_config_release. */
+struct gw_config *gateway_config_get(struct gateway *gateway);
+
+/* ---- one call ------------------------------------------------------------ */
+
+enum gw_call_mode {
+    GW_MODE_UNDECIDED = 0, /* no answer head yet */
+    GW_MODE_BUFFER,        /* the whole answer is read, then given */
+    GW_MODE_STREAM,        /* events are relayed as they come */
+};
+
+/* One gateway call, shared by its exchange (until MHD ends the request),
+ * its streamed response (until MHD frees it) and the work in flight
+ * (reserve, transfer, settle). Freed when the last reference goes. */
+struct gw_call {
+    pthread_mutex_t mutex; /* everything below that other threads touch */
+    uint32_t references;
+    struct gateway *gateway;
+    struct gw_config *config; /* retained */
+    const struct gw_key *key;
+    const struct gw_model *model;
+    enum gw_endpoint endpoint;
+    struct exchange *exchange; /* NULL once MHD ended the request */
+    struct MHD_Connection *connection;
+    int client_fd; /* of the connection, to notice a client that left */
+
+    /* before the call */
+    struct gw_estimate estimate;
+    struct gw_plan plan;
+    bool stream;               /* the client asked for a stream */
+    bool client_include_usage; /* ... and for the usage chunk itself */
+    char lease_id[LEASE_ID_LENGTH_MAX + 1];
+    struct reserve_request reserve;
+    struct reserve_result reserve_result;
+    struct requirement_state states[GW_LIMITS_MAX];
+    struct buffer upstream_body;
+
+    /* forwarding */
+    struct gw_transfer *transfer; /* NULL when none is running */
+    bool waiting;                 /* the exchange is suspended for the answer */
+    bool woken;                   /* ... and has been woken */
+    enum gw_call_mode mode;
+    long upstream_status;
+    char upstream_content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
+    enum gw_forward_result upstream_result;
+    char upstream_error[GW_FORWARD_ERROR_SIZE];
+    bool upstream_done;
+    bool upstream_paused;
+    bool client_gone;
+    int64_t forwarded_ns;
+    int64_t first_byte_ns;
+
+    /* the answer */
+    struct buffer answer; /* buffered: the whole body; stream: bytes for the client */
+    size_t answer_sent;   /* stream: bytes of `answer` the client has been given */
+    struct buffer held;   /* stream: the [DONE] event, given once the lease is settled */
+    bool parked;          /* stream: the response waits for bytes, suspended */
+    bool stream_ended;    /* stream: nothing more will come */
+    bool answer_too_large;
+    struct gw_sse sse;
+    struct gw_sse_output output;
+    struct gw_usage usage; /* the last usage seen */
+
+    /* settling */
+    bool settling;
+    bool settled;
+    struct complete_request complete;
+    struct complete_result complete_result;
+    struct actual actuals[GW_LIMITS_MAX];
+    struct release_request release;
+    struct release_result release_result;
+    struct gw_tokens used;
+    uint64_t cost_usd_micros;
+
+    bool linked; /* in gateway.calls: forwarded, not yet settled */
+    struct gw_call *previous_active;
+    struct gw_call *next_active;
+};
+
+/* References: the caller holds one more / drops one (the last frees). */
+void gw_call_retain(struct gw_call *call);
+void gw_call_release(struct gw_call *call);
+
+/* gateway_call.c: after an allowed reserve, forwards the call; the
+ * exchange is suspended until the answer (or its head, for a stream). */
+enum MHD_Result gw_call_forward(struct exchange *exchange, struct gw_call *call);
+/* The engine's periodic check of waiting clients. */
+void gw_calls_check_clients(void *gateway);
+/* The exchange ended (MHD completed the request): forget it, cancel what is
+ * still forwarding. */
+void gw_call_exchange_gone(struct gw_call *call);
+/* The streamed response's content reader and its free callback (MHD's
+ * MHD_ContentReaderCallback and MHD_ContentReaderFreeCallback): bytes as
+ * they come, suspending the connection while there are none. */
+ssize_t gw_call_stream_read(void *call, uint64_t position, char *out, size_t room);
+void gw_call_stream_free(void *call);
+
+/* ---- answers: gateway_reply.c -------------------------------------------- */
+
+/* An OpenAI-shaped error: {"error":{"message","type","param","code"}}.
+ * retry_after_ms > 0 adds Retry-After and retry-after-ms. */
+enum MHD_Result gw_reply_error(struct exchange *exchange, unsigned status, const char *type,
+                               const char *code, int64_t retry_after_ms, const char *format, ...)
+    __attribute__((format(printf, 6, 7)));
+/* Adds x-llmlimit-lease-id and the x-ratelimit-* headers of the call. */
+void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
+                      int64_t now_unix_ms);
+/* The answer of a call that did not stream: the upstream's body as it
+ * came, its status and content type, and the call's headers. */
+enum MHD_Result gw_reply_answer(struct exchange *exchange, struct gw_call *call);
+/* Queues the streamed response: the head now, events as they come. */
+enum MHD_Result gw_reply_stream(struct exchange *exchange, struct gw_call *call);
+
+#endif
