@@ -244,6 +244,12 @@ typedef void (*backend_done_fn)(void *context);
 
 struct backend_ops {
     const char *name;
+    /* A budget's debt is one pool per period, paid down by capacity freed
+     * later (a release, an unused reservation), which then reports as used:
+     * available is the same as with per-lease debt, the used/debt split is
+     * not, and debt cannot be told per caller (tigerbeetle:
+     * docs/tigerbeetle.md, "Budgets: debt that blocks"). */
+    bool budget_debt_pooled;
 
     /* options: the backend's own options struct (see struct backend_config),
      * or NULL for its defaults. Sets (*out)->ops to this table. Returns 0, or

@@ -135,6 +135,34 @@ bool put_budget(struct fixture *f, const char *key, uint64_t capacity, enum limi
 struct reservation reserve_items(struct fixture *f, const char *lease_id, const struct item *items,
                                  uint32_t count)
 {
+    return reserve_items_as(f, lease_id, NULL, items, count);
+}
+
+bool caller_usage_of(struct fixture *f, const char *key, const char *caller,
+                     struct caller_usage *out)
+{
+    if (f->backend->ops->usage_by_caller == NULL)
+        return false;
+    struct caller_usage *rows = NULL;
+    size_t count = 0;
+    if (f->backend->ops->usage_by_caller(f->backend, key, now_ms(f), &rows, &count) != 0)
+        return false;
+    bool found = false;
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(rows[i].caller, caller) == 0) {
+            *out = rows[i];
+            found = true;
+        }
+    }
+    free(rows);
+    if (!found)
+        memset(out, 0, sizeof *out);
+    return true;
+}
+
+struct reservation reserve_items_as(struct fixture *f, const char *lease_id, const char *caller,
+                                    const struct item *items, uint32_t count)
+{
     struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t i = 0; i < count; i++) {
         requirements[i].key = items[i].key;
@@ -144,6 +172,8 @@ struct reservation reserve_items(struct fixture *f, const char *lease_id, const 
     struct reserve_request request = {
         .lease_id = lease_id,
         .lease_id_length = (uint32_t)strlen(lease_id),
+        .caller = caller,
+        .caller_length = caller != NULL ? (uint32_t)strlen(caller) : 0,
         .requirements = requirements,
         .requirement_count = count,
     };

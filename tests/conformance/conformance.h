@@ -73,6 +73,16 @@ struct reservation reserve_items(struct fixture *f, const char *lease_id, const 
 #define RESERVE(f, lease_id, ...)                                                                  \
     reserve_items((f), (lease_id), (const struct item[]){__VA_ARGS__},                             \
                   (uint32_t)(sizeof((const struct item[]){__VA_ARGS__}) / sizeof(struct item)))
+/* The same with a caller. */
+struct reservation reserve_items_as(struct fixture *f, const char *lease_id, const char *caller,
+                                    const struct item *items, uint32_t count);
+#define RESERVE_AS(f, lease_id, caller, ...)                                                       \
+    reserve_items_as((f), (lease_id), (caller), (const struct item[]){__VA_ARGS__},                \
+                     (uint32_t)(sizeof((const struct item[]){__VA_ARGS__}) / sizeof(struct item)))
+/* A caller's usage of a limit now, on backends that count callers: false
+ * when the backend cannot tell (then *out is untouched). */
+bool caller_usage_of(struct fixture *f, const char *key, const char *caller,
+                     struct caller_usage *out);
 /* One requirement; true when allowed. */
 bool reserve1(struct fixture *f, const char *lease_id, const char *key, uint64_t amount);
 

@@ -36,10 +36,14 @@ FIXTURE_TEST(budget_overrun_is_debt_and_blocks_until_next_period)
     CHECK_EQ_U64(u.debt, 200);
     CHECK_EQ_U64(u.reserved, 300);
     CHECK_EQ_I64(u.available, -200);
-    CHECK_EQ_I64(COMPLETE(f, "two", {"usd", 300}).status, RESULT_OK);
+    /* "two" spends exactly its reservation: that had room when reserved, so
+     * it is used, never debt; the debt stays the overrunning lease's. */
+    struct completion two = COMPLETE(f, "two", {"usd", 300});
+    CHECK_EQ_I64(two.status, RESULT_OK);
+    CHECK_EQ_U64(two.warning_count, 0);
     u = usage(f, "usd");
-    CHECK_EQ_U64(u.used, 800);
-    CHECK_EQ_U64(u.debt, 400);
+    CHECK_EQ_U64(u.used, 1000);
+    CHECK_EQ_U64(u.debt, 200);
     CHECK_EQ_I64(u.available, -200);
     struct reservation r = RESERVE(f, "denied", {"usd", 1});
     CHECK(!r.allowed);
@@ -50,6 +54,45 @@ FIXTURE_TEST(budget_overrun_is_debt_and_blocks_until_next_period)
     CHECK_EQ_U64(u.used, 0);
     CHECK_EQ_U64(u.debt, 0);
     CHECK_EQ_U64(u.reserved, 1000);
+}
+
+/* Commits within their own reservations after another lease's overrun
+ * filled the period: used, no debt, no warning, whether the actual is given,
+ * smaller, or left out; only the overrunning caller carries debt. */
+FIXTURE_TEST(budget_commit_within_reservation_is_never_debt)
+{
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
+    REQUIRE(RESERVE_AS(f, "greedy", "alice", {"usd", 400}).allowed);
+    REQUIRE(RESERVE_AS(f, "exact", "bob", {"usd", 200}).allowed);
+    REQUIRE(RESERVE_AS(f, "less", "bob", {"usd", 200}).allowed);
+    REQUIRE(RESERVE_AS(f, "left-out", "bob", {"usd", 200}).allowed);
+    /* alice spends 900 on 400: 400 is hers, 0 of the 500 excess fits. */
+    struct completion greedy = COMPLETE(f, "greedy", {"usd", 900});
+    CHECK(has_warning(&greedy, "overage_debt:usd"));
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 400);
+    CHECK_EQ_U64(u.debt, 500);
+    struct completion exact = COMPLETE(f, "exact", {"usd", 200});
+    struct completion less = COMPLETE(f, "less", {"usd", 150});
+    struct completion left_out = complete_none(f, "left-out");
+    CHECK_EQ_U64(exact.warning_count, 0);
+    CHECK_EQ_U64(less.warning_count, 0);
+    CHECK_EQ_U64(left_out.warning_count, 0);
+    u = usage(f, "usd");
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK_EQ_I64(u.available, 1000 - (400 + 200 + 150 + 200) - 500);
+    if (!f->backend->ops->budget_debt_pooled) {
+        CHECK_EQ_U64(u.used, 400 + 200 + 150 + 200);
+        CHECK_EQ_U64(u.debt, 500);
+    }
+    /* Per caller, where the backend counts callers: the debt is alice's. */
+    struct caller_usage alice, bob;
+    if (caller_usage_of(f, "usd", "alice", &alice) && caller_usage_of(f, "usd", "bob", &bob)) {
+        CHECK_EQ_U64(alice.used, 400);
+        CHECK_EQ_U64(alice.debt, 500);
+        CHECK_EQ_U64(bob.used, 550);
+        CHECK_EQ_U64(bob.debt, 0);
+    }
 }
 
 FIXTURE_TEST(budget_period_rolls_over_at_utc_month_end)
@@ -189,6 +232,9 @@ void run_budget_tests(int *passed, int *failed)
     RUN(budget_overrun_is_debt_and_blocks_until_next_period,
         "an overrun beyond the cap is debt, available goes negative, reserves wait for the next "
         "period");
+    RUN(budget_commit_within_reservation_is_never_debt,
+        "a commit within its own reservation is used, never debt, after another lease's overrun "
+        "filled the period; debt stays with the overrunning caller");
     RUN(budget_period_rolls_over_at_utc_month_end,
         "a new month starts from zero at 00:00 UTC; last month's live hold stays last month's");
     RUN(budget_old_period_stays_queryable, "usage at_unix_ms reports the period containing it");

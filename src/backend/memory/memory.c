@@ -372,6 +372,11 @@ static void settle_rolling(struct mem_backend *b, const struct mem_lease_item *i
     }
 }
 
+/* docs/semantics.md, "Budgets": the part of the actual up to the live
+ * reservation had room when it was reserved, so it is always used; only the
+ * excess is tested against the room left, and what does not fit is debt (the
+ * overrunning lease's, not a later one's). A commit after expiry has no
+ * reservation: it is tested whole. */
 static void settle_budget(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
                           struct complete_result *w)
 {
@@ -385,12 +390,15 @@ static void settle_budget(struct mem_backend *b, const struct mem_lease_item *it
     struct mem_period *period = mem_limit_period_find(limit, item->period_start_ms);
     if (period == NULL)
         return; /* older than every kept period: nobody can see it any more */
+    uint64_t covered = after_expiry ? 0 : (actual < item->amount ? actual : item->amount);
+    period->committed = amount_add_saturating(period->committed, covered);
+    uint64_t excess = actual - covered;
     uint64_t taken = budget_taken(period);
     uint64_t room = taken >= limit->capacity ? 0 : limit->capacity - taken;
-    uint64_t fit = actual < room ? actual : room;
-    period->committed += fit; /* <= capacity */
-    if (actual > fit) {
-        period->debt = amount_add_saturating(period->debt, actual - fit);
+    uint64_t fit = excess < room ? excess : room;
+    period->committed += fit; /* fit <= room: within capacity */
+    if (excess > fit) {
+        period->debt = amount_add_saturating(period->debt, excess - fit);
         warn(w, BACKEND_WARNING_OVERAGE_DEBT, limit);
     }
 }

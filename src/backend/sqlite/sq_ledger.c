@@ -654,22 +654,29 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
         return rc;
     bool expired = h == NULL;
     int64_t released = 0;
+    uint64_t covered = 0; /* the part of the actual its live reservation covers */
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
         released = i64(h->amount);
+        covered = actual < h->amount ? actual : h->amount;
         sq_hold_free(h);
     } else if ((p = sq_mirror_period(s->backend, limit, item->period_start_ms)) == NULL) {
         return SQLITE_NOMEM;
     }
-    /* What does not fit is debt: decide it on counters free of due holds. */
-    if (budget_room(p, limit) < actual &&
+    /* docs/semantics.md, "Budgets": what the reservation covers had room
+     * when it was reserved, so it is used; only the excess is tested against
+     * the room left (on counters free of due holds), the rest is debt. */
+    p->used = amount_add_saturating(p->used, covered);
+    uint64_t excess = actual - covered;
+    if (budget_room(p, limit) < excess &&
         (rc = sq_ledger_expire(s->backend, limit, s->now_ms, NULL)) != SQLITE_DONE)
         return rc;
     uint64_t room = budget_room(p, limit);
-    uint64_t fit = actual < room ? actual : room;
-    uint64_t debt = actual - fit;
-    p->used += fit;
+    uint64_t fit = excess < room ? excess : room;
+    uint64_t debt = excess - fit;
+    fit += covered; /* all that is used, for the caller's counters */
+    p->used += fit - covered;
     p->debt = amount_add_saturating(p->debt, debt);
     sq_mirror_touch(&s->backend->mirror, p);
     const char *key = limit->state.definition.key;

@@ -401,6 +401,7 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
 
 const struct backend_ops tigerbeetle_backend_ops = {
     .name = "tigerbeetle",
+    .budget_debt_pooled = true,
     .open = tigerbeetle_open,
     .close = tigerbeetle_close,
     .put_limit = tb_registry_put,
