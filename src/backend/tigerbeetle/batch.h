@@ -1,4 +1,4 @@
-/* Microbatching (SPEC section 8, "ADR 0005"): many items of work packed
+/* Microbatching (docs/tigerbeetle.md "The native client"): many items of work packed
  * into one TigerBeetle request, and the reply's results handed back to
  * the item each came from. An item is the unit that is never split: a
  * linked chain always lies inside one item, so packing whole items can

@@ -41,7 +41,8 @@ uint32_t tb_body_events_max(uint8_t operation, uint32_t batch_size_limit)
         return 0;
     if (batch_size_limit > TB_BODY_SIZE_MAX)
         batch_size_limit = TB_BODY_SIZE_MAX;
-    /* Both the request and the reply must fit (brief 5.6). */
+    /* Both the request and the reply must fit (docs/tigerbeetle-protocol.md
+     * "Operations and batch limits"). */
     uint32_t by_request = batch_size_limit / event_size;
     uint32_t by_reply = TB_BODY_SIZE_MAX / result_size;
     uint32_t events = by_request < by_reply ? by_request : by_reply;
@@ -97,7 +98,8 @@ static uint32_t check_post_or_void(const struct tb_transfer *t)
     if (t->timeout != 0)
         return TB_TRANSFER_TIMEOUT_RESERVED_FOR_PENDING_TRANSFER;
     /* amount 0 means "the pending amount" on 0.15.3 and "zero" on 0.17
-     * (brief 5.7): we always send the amount itself. */
+     * (docs/tigerbeetle-protocol.md "Where 0.15.3 and 0.17 differ"): we
+     * always send the amount itself. */
     if (tb_u128_zero(t->amount))
         return TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO;
     return 0;

@@ -1,4 +1,4 @@
-/* Deterministic u128 ids (seed 001 "ID scheme"): the first 16 bytes of
+/* Deterministic u128 ids (docs/tigerbeetle.md "Account model"): the first 16 bytes of
  * SHA-256(label), read little-endian; 0 and 2^128-1, which TigerBeetle
  * rejects, get their lowest bit flipped. Every front end derives the same
  * id from the same label, which is what makes retries idempotent and lets

@@ -1,4 +1,5 @@
-/* Complete and release (seed 001 "Complete flow", SPEC sections 3-4).
+/* Complete and release (docs/tigerbeetle.md "Flows"; the rules are those of
+ * docs/semantics.md).
  *
  * Every hold of the lease is voided, with user_data_32 saying by whom
  * (TB_VOID_BY_COMPLETE / TB_VOID_BY_RELEASE); what a complete keeps is
@@ -13,7 +14,8 @@
  *   call ran late: the actual is still owed (commit_after_expiry).
  * Budgets are never posted from the pending transfer: a late post on
  * 0.15.3 leaves a phantom record, and the amount-0 "post everything"
- * sentinel means the opposite on 0.17 (research brief 5.7, 7).
+ * sentinel means the opposite on 0.17 (docs/tigerbeetle-protocol.md,
+ * "Where 0.15.3 and 0.17 differ" and "Pending transfers and expiry").
  *
  * A void that already exists means an earlier attempt finished (complete
  * twice is a no-op); one that exists with the other user_data_32 means
@@ -427,7 +429,7 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
          * nothing): its user_data_32 tells which. */
         job->hold_flags[i] |= HOLD_CHECK_VOID;
     } else if (offset == 0 && code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED) {
-        if (budget) { /* the call happened: charge it (SPEC section 3) */
+        if (budget) { /* the call happened: charge it (docs/semantics.md) */
             job->hold_flags[i] |= HOLD_LATE | HOLD_CHECK_DEBT;
             *follow = *follow || job->actual[i] > 0;
             tb_job_warn(job, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, hold->limit);

@@ -1,4 +1,4 @@
-/* The lease cache (seed ADR 0003): memory only, bounded by
+/* The lease cache (docs/tigerbeetle.md "Many front ends"): memory only, bounded by
  * lease_cache_entries, least recently used first out, and entries forgotten
  * lease_retention_ms after their last use. What it forgets the cluster
  * still knows: a complete or release that misses looks the lease's

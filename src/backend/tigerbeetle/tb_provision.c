@@ -220,7 +220,7 @@ static int period_capacity(struct tb_backend *b, const struct tb_period_accounts
 }
 
 /* Sets a budget period's capacity (a decrease applies at once: what the
- * holds and spend do not leave free is owed, SPEC section 3). 0 or -1. */
+ * holds and spend do not leave free is owed, docs/semantics.md). 0 or -1. */
 static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms,
                                uint64_t target)
 {

@@ -1,5 +1,5 @@
 /* The admin side of the tigerbeetle backend, in blocking conversations with
- * the cluster (seed 001 "ApplyDefinition"): creating a limit's accounts,
+ * the cluster (docs/tigerbeetle.md "Capacity changes"): creating a limit's accounts,
  * bringing its capacity in the cluster to the definition's (top-up,
  * decrease, budget cut), the decrease state machine, budget settling, and
  * reading balances for usage. Runs on admin threads and the maintenance

@@ -285,7 +285,7 @@ void tb_registry_free(struct tb_backend *b)
     }
 }
 
-/* ---- retry_after (SPEC section 5) from the holds made here --------------- */
+/* ---- retry_after (docs/semantics.md) from the holds made here ----------- */
 
 void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
                            int64_t period_start_ms, uint64_t amount)

@@ -1,4 +1,4 @@
-/* Reserve (seed 001 "Reserve flow", SPEC section 4): one linked chain of
+/* Reserve (docs/tigerbeetle.md "Flows"): one linked chain of
  * pending transfers, limit account -> operator, one per requirement, so
  * the cluster admits all or none. The chain's result decides:
  * - all created: allowed, timestamps from the cluster;
@@ -158,7 +158,8 @@ static void build_chain(struct tb_backend *b, struct tb_job *job)
     uint32_t n = job->hold_count;
     uint32_t count = 0;
     /* A budget period that owes gets its free capacity paid in first, so
-     * this reserve cannot take what the debt is owed (SPEC section 3). */
+     * this reserve cannot take what the debt is owed (docs/tigerbeetle.md
+     * "Budgets: debt that blocks"). */
     for (uint32_t i = 0; i < n; i++) {
         if (!job->hold_flags[i])
             continue;

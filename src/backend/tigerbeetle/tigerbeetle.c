@@ -1,4 +1,4 @@
-/* The tigerbeetle backend (SPEC section 8, seed 001, ADR 0003): limits as
+/* The tigerbeetle backend (docs/tigerbeetle.md): limits as
  * accounts in a TigerBeetle cluster, reservations as linked chains of
  * pending transfers, sent by the microbatching submitter over a pool of
  * native sessions. Several llmlimitd can share one cluster: all state that
