@@ -1,6 +1,7 @@
 /* The client object of libllmlimit, its options, error names, and the retry
- * loop every call shares (ADR 0012: an unknown outcome is retried, with the
- * same request, after an exponential backoff with jitter). */
+ * loop every call shares (an unknown outcome is retried, with the same
+ * request, after an exponential backoff with jitter: docs/semantics.md
+ * "Unknown outcomes and pessimism"). */
 #include <assert.h>
 #include <curl/curl.h>
 #include <errno.h>

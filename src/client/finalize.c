@@ -1,6 +1,7 @@
-/* Complete and release (SPEC section 7): best effort with a bounded number
- * of attempts. Nothing is ever freed locally: when these fail, the holds
- * expire on the server by themselves (pessimistic accounting, ADR 0012). */
+/* Complete and release (docs/client-c.md): best effort with a bounded
+ * number of attempts. Nothing is ever freed locally: when these fail, the
+ * holds expire on the server by themselves (docs/semantics.md "Unknown
+ * outcomes and pessimism"). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Reserve, acquire and reserve batches (SPEC section 7, ADR 0012): unknown
+/* Reserve, acquire and reserve batches (docs/client-c.md): unknown
  * outcomes are retried with the same lease_id until a definitive answer or
  * the deadline; acquire turns capacity denials into a wait and a new lease. */
 #include <assert.h>
