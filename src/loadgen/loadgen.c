@@ -199,7 +199,8 @@ static void worker_reconnect(struct worker *worker, struct connection *connectio
     if (worker->draining)
         return;
     if (loadgen_connection_open(connection, worker->shared) != 0 ||
-        worker_register(worker, connection) != 0 || loadgen_connection_send_next(worker, connection) != 0) {
+        worker_register(worker, connection) != 0 ||
+        loadgen_connection_send_next(worker, connection) != 0) {
         loadgen_connection_close(worker, connection);
         worker->report.connection_errors++;
     }
@@ -302,7 +303,8 @@ static int workers_prepare(struct loadgen_shared *shared, struct worker *workers
             snprintf(error, error_size, "out of memory");
             return -1;
         }
-        if (loadgen_connection_open(connection, shared) != 0 || worker_register(worker, connection)) {
+        if (loadgen_connection_open(connection, shared) != 0 ||
+            worker_register(worker, connection)) {
             snprintf(error, error_size, "cannot connect to %s:%s", config->host, config->port);
             return -1;
         }
@@ -466,7 +468,8 @@ void loadgen_report_print(FILE *out, const struct loadgen_config *config,
     fprintf(out, "  errors:       %" PRIu64 " (connection errors %" PRIu64 ")\n", report->errors,
             report->connection_errors);
     fprintf(out, "  latency ms:   p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
-            ms(loadgen_histogram_percentile(latency, 0.50)), ms(loadgen_histogram_percentile(latency, 0.99)),
+            ms(loadgen_histogram_percentile(latency, 0.50)),
+            ms(loadgen_histogram_percentile(latency, 0.99)),
             ms(loadgen_histogram_percentile(latency, 0.999)), ms(latency->max));
 }
 
@@ -487,6 +490,6 @@ void loadgen_report_print_json(FILE *out, const struct loadgen_config *config,
             report->reserves, per_second(report->reserves, report->elapsed_seconds),
             report->completes, report->allowed, report->denied, report->errors,
             report->connection_errors, ms(loadgen_histogram_percentile(latency, 0.50)),
-            ms(loadgen_histogram_percentile(latency, 0.99)), ms(loadgen_histogram_percentile(latency, 0.999)),
-            ms(latency->max));
+            ms(loadgen_histogram_percentile(latency, 0.99)),
+            ms(loadgen_histogram_percentile(latency, 0.999)), ms(latency->max));
 }

@@ -21,8 +21,8 @@ uint32_t loadgen_histogram_bucket(uint64_t value)
     if (msb >= LOADGEN_HISTOGRAM_VALUE_BITS)
         return LOADGEN_HISTOGRAM_BUCKETS - 1;
     uint32_t shift = msb - LOADGEN_HISTOGRAM_SUB_BITS;
-    uint32_t bucket =
-        (shift + 1) * LOADGEN_HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) - LOADGEN_HISTOGRAM_SUB_COUNT;
+    uint32_t bucket = (shift + 1) * LOADGEN_HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) -
+                      LOADGEN_HISTOGRAM_SUB_COUNT;
     assert(bucket < LOADGEN_HISTOGRAM_BUCKETS);
     return bucket;
 }

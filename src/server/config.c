@@ -97,7 +97,7 @@ void config_defaults(struct server_config *config)
     memset(config, 0, sizeof *config);
     snprintf(config->listen_host, sizeof config->listen_host, "127.0.0.1");
     config->listen_port = 8470;
-    /* sqlite is the durable default (SPEC section 8) when it is built in. */
+    /* sqlite is the durable default (docs/configuration.md) when it is built in. */
     config->backend = backend_find("sqlite") != NULL ? "sqlite" : "memory";
     config->data_dir = DATA_DIR_DEFAULT;
     config->threads = cores_online();

@@ -1,4 +1,4 @@
-/* Reply encoders. Field names and order follow SPEC section 6 exactly; every
+/* Reply encoders. Field names and order follow docs/api.md exactly; every
  * amount is a JSON integer. */
 #include "encode.h"
 

@@ -107,7 +107,7 @@ static bool fits(struct mem_limit *limit, uint64_t amount, struct mem_period *pe
     return limit->reserved + limit->used + amount <= limit->capacity;
 }
 
-/* SPEC section 5, for one requirement that did not fit. */
+/* retry_after_ms (docs/semantics.md) for one requirement that did not fit. */
 static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, uint64_t amount,
                               struct mem_period *period, int64_t now_ms)
 {

@@ -1,9 +1,9 @@
-/* The lease cache (docs/tigerbeetle.md "Many front ends"): memory only, bounded by
- * lease_cache_entries, least recently used first out, and entries forgotten
- * lease_retention_ms after their last use. What it forgets the cluster
- * still knows: a complete or release that misses looks the lease's
- * transfers up by their deterministic ids. Chained hash table plus an
- * order list; everything under lease_lock. */
+/* The lease cache (docs/tigerbeetle.md "Many front ends"): memory only,
+ * bounded by lease_cache_entries, least recently used first out, and entries
+ * forgotten lease_retention_ms after their last use. What it forgets the
+ * cluster still knows: a complete or release that misses looks the lease's
+ * transfers up by their deterministic ids. Chained hash table plus an order
+ * list; everything under lease_lock. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
