@@ -5,6 +5,7 @@
  * than the escaped one, so writing behind the read position is safe. */
 #include "jdoc.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@ struct parser {
 
 __attribute__((format(printf, 2, 3))) static int fail(struct parser *p, const char *format, ...)
 {
+    assert(p->pos <= p->length);
+    assert(p->line_start <= p->pos);
     char reason[160];
     va_list ap;
     va_start(ap, format);
@@ -101,6 +104,7 @@ static size_t plain_run_sse2(const unsigned char *p, const unsigned char *end, u
 
 size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen)
 {
+    assert(p <= end);
     const unsigned char *s = (const unsigned char *)p, *e = (const unsigned char *)end;
     size_t n = 0;
 #if defined(__SSE2__)
@@ -115,6 +119,7 @@ size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen)
             break;
         *seen &= c;
     }
+    assert(n <= (size_t)(end - p));
     return n;
 }
 
@@ -232,7 +237,9 @@ static int unicode_escape(struct parser *p, size_t *w)
     }
     if (code == 0)
         return fail(p, "\\u0000 is not allowed");
+    /* 6 or 12 escaped bytes decode to at most 4: the write stays behind. */
     *w += utf8_encode(code, p->text + *w);
+    assert(*w <= p->pos);
     return 0;
 }
 
@@ -244,6 +251,7 @@ static int escape(struct parser *p, size_t *w)
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     const char *known = c != '\0' ? strchr(from, c) : NULL;
     if (known != NULL) {
+        assert(*w <= p->pos);
         p->text[(*w)++] = to[known - from];
         p->pos += 2;
         return 0;
@@ -279,6 +287,8 @@ __attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t 
             p->pos += n;
         }
     }
+    assert(w <= p->pos); /* in place: the write never passes the read */
+    assert(p->pos < p->length);
     p->text[w] = '\0'; /* over the closing quote or bytes already read */
     p->pos++;
     *out = p->text + start;
@@ -291,12 +301,15 @@ __attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t 
 static inline int parse_string(struct parser *p, const char **out, uint32_t *out_length,
                                uint8_t *flags)
 {
+    assert(p->pos < p->length);
+    assert(p->text[p->pos] == '"');
     size_t start = ++p->pos;
     /* Plain ASCII needs no copy: the write position follows the read one
      * until the first escape. */
     unsigned seen = JDOC_KEY_CHARS | JDOC_LEASE_CHARS;
     size_t pos = start + jdoc_plain_run(p->text + start, p->text + p->length, &seen);
     size_t length = p->length;
+    assert(pos <= length);
     p->pos = pos;
     if (pos < length && p->text[pos] == '"') { /* the common case: done */
         p->text[pos] = '\0';
@@ -349,6 +362,8 @@ static int parse_number(struct parser *p, struct jdoc_value *out)
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     if (!real && (overflow || magnitude > limit))
         return fail(p, "integer out of range (amounts are integers 0..9223372036854775807)");
+    assert(pos > p->pos); /* at least one digit was consumed */
+    assert(pos <= p->length);
     out->kind = real ? JDOC_REAL : JDOC_INTEGER;
     if (!real)
         out->as.integer = !negative            ? (int64_t)magnitude
@@ -372,8 +387,11 @@ static int parse_literal(struct parser *p, const char *word, enum jdoc_kind kind
 /* Growable array in the arena; the old copies stay there until the reset. */
 static void *grow(struct parser *p, void *data, uint32_t count, uint32_t *capacity, size_t size)
 {
+    assert(count <= *capacity);
     if (count < *capacity)
         return data;
+    /* Values are at least one input byte each and input is below 4 GiB. */
+    assert(*capacity <= UINT32_MAX / 2);
     uint32_t doubled = *capacity == 0 ? 4 : *capacity * 2;
     void *bigger = arena_alloc_uninit(p->arena, (size_t)doubled * size);
     if (bigger == NULL)
@@ -381,6 +399,7 @@ static void *grow(struct parser *p, void *data, uint32_t count, uint32_t *capaci
     if (count > 0)
         memcpy(bigger, data, (size_t)count * size);
     *capacity = doubled;
+    assert(count < *capacity);
     return bigger;
 }
 
@@ -388,7 +407,8 @@ static int parse_value(struct parser *p, struct jdoc_value *out);
 
 static int parse_array(struct parser *p, struct jdoc_value *out)
 {
-    p->pos++; /* [ */
+    assert(p->text[p->pos] == '[');
+    p->pos++;
     struct jdoc_value *items = NULL;
     uint32_t count = 0, capacity = 0;
     skip_space(p);
@@ -410,6 +430,7 @@ static int parse_array(struct parser *p, struct jdoc_value *out)
                 return fail(p, "',' or ']' expected");
         }
     }
+    assert(count <= capacity);
     out->kind = JDOC_ARRAY;
     out->count = count;
     out->as.items = items;
@@ -435,6 +456,7 @@ static bool same_key(const struct jdoc_member *a, const struct jdoc_member *b)
 /* Small objects (all of ours) compare pairwise; large ones sort. */
 static int check_duplicates(struct parser *p, struct jdoc_member *members, uint32_t count)
 {
+    assert(members != NULL || count == 0);
     if (count <= 16) {
         for (uint32_t i = 1; i < count; i++) {
             for (uint32_t j = 0; j < i; j++) {
@@ -474,7 +496,8 @@ static int parse_member(struct parser *p, struct jdoc_member *member)
 
 static int parse_object(struct parser *p, struct jdoc_value *out)
 {
-    p->pos++; /* { */
+    assert(p->text[p->pos] == '{');
+    p->pos++;
     struct jdoc_member *members = NULL;
     uint32_t count = 0, capacity = 0;
     skip_space(p);
@@ -496,6 +519,7 @@ static int parse_object(struct parser *p, struct jdoc_value *out)
                 return fail(p, "',' or '}' expected");
         }
     }
+    assert(count <= capacity);
     if (check_duplicates(p, members, count) != 0)
         return -1;
     out->kind = JDOC_OBJECT;
@@ -506,6 +530,9 @@ static int parse_object(struct parser *p, struct jdoc_value *out)
 
 static int parse_value(struct parser *p, struct jdoc_value *out)
 {
+    assert(p->depth >= 0);
+    assert(p->depth <= JSON_DEPTH_MAX);
+    assert(p->pos <= p->length);
     skip_space(p);
     if (p->pos >= p->length)
         return fail(p, "unexpected end of input");
@@ -518,9 +545,10 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
     if (c == '{' || c == '[') {
         if (p->depth >= JSON_DEPTH_MAX)
             return fail(p, "nested deeper than %d levels", JSON_DEPTH_MAX);
-        p->depth++;
+        int depth = p->depth++;
         int result = c == '{' ? parse_object(p, out) : parse_array(p, out);
         p->depth--;
+        assert(p->depth == depth);
         return result;
     }
     if (c == '"') {
@@ -547,6 +575,11 @@ int jdoc_parse(char *text, size_t length, struct arena *arena, struct jdoc_value
                        .arena = arena,
                        .error = error,
                        .error_size = error_size};
+    assert(text != NULL || length == 0);
+    assert(arena != NULL);
+    assert(root != NULL);
+    assert(error != NULL);
+    assert(error_size > 0);
     *root = NULL;
     if (length > UINT32_MAX)
         return fail(&p, "document too large");
@@ -558,14 +591,17 @@ int jdoc_parse(char *text, size_t length, struct arena *arena, struct jdoc_value
     skip_space(&p);
     if (p.pos != p.length)
         return fail(&p, "end of input expected");
+    assert(p.depth == 0);
     *root = value;
     return 0;
 }
 
 const struct jdoc_value *jdoc_get(const struct jdoc_value *object, const char *name)
 {
+    assert(name != NULL);
     if (!jdoc_is(object, JDOC_OBJECT))
         return NULL;
+    assert(object->as.members != NULL || object->count == 0);
     size_t length = strlen(name); /* keys hold no NUL (\u0000 is refused) */
     for (uint32_t i = 0; i < object->count; i++) {
         const struct jdoc_member *member = &object->as.members[i];
