@@ -106,7 +106,7 @@ static inline uint64_t amount_add_saturating(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* What a limit has left (docs/semantics.md, "Usage fields"): capacity minus
+/* What a limit has left (docs/api.md, "GET /v1/usage/{key}"): capacity minus
  * reserved and used, and minus debt for a budget (rolling debt is reported
  * but does not block). Negative after an overrun; saturates at INT64_MIN. */
 int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,
