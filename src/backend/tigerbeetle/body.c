@@ -3,6 +3,8 @@
  * (create_account, create_transfer, post_or_void_pending_transfer). */
 #include "body.h"
 
+#include <assert.h>
+
 #include "tb_bounds.h"
 
 uint32_t tb_body_event_size(uint8_t operation)
@@ -46,7 +48,11 @@ uint32_t tb_body_events_max(uint8_t operation, uint32_t batch_size_limit)
     uint32_t by_request = batch_size_limit / event_size;
     uint32_t by_reply = TB_BODY_SIZE_MAX / result_size;
     uint32_t events = by_request < by_reply ? by_request : by_reply;
-    return events < TB_BATCH_EVENTS_MAX ? events : TB_BATCH_EVENTS_MAX;
+    events = events < TB_BATCH_EVENTS_MAX ? events : TB_BATCH_EVENTS_MAX;
+    /* Both directions fit the message bound. */
+    assert((uint64_t)events * event_size <= TB_BODY_SIZE_MAX);
+    assert((uint64_t)events * result_size <= TB_BODY_SIZE_MAX);
+    return events;
 }
 
 uint32_t tb_account_check(const struct tb_account *a, enum tb_dialect dialect)
@@ -159,6 +165,7 @@ static int validate_events(uint8_t operation, const void *body, uint32_t count,
             flags = a->flags;
         }
         if (code != 0) {
+            assert(i < count);
             *bad_index = i;
             *bad_code = code;
             return TB_BODY_BAD_EVENT;
@@ -186,6 +193,7 @@ int tb_body_validate(uint8_t operation, const void *body, uint32_t size, uint32_
     if (size > batch_size_limit || size > TB_BODY_SIZE_MAX)
         return TB_BODY_TOO_LARGE;
     uint32_t count = size / event_size;
+    assert(count * event_size == size); /* whole events only */
     if (count > tb_body_events_max(operation, batch_size_limit))
         return TB_BODY_TOO_MANY;
     if (operation == TB_OPERATION_CREATE_ACCOUNTS || operation == TB_OPERATION_CREATE_TRANSFERS)

@@ -49,6 +49,7 @@ static struct tb_limit **snapshot_limits(struct tb_backend *b, bool full, bool b
     }
     if (limits == NULL)
         __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE); /* try again next time */
+    assert(n <= b->limit_count);
     pthread_rwlock_unlock(&b->registry_lock);
     *count = n;
     return limits;
