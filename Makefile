@@ -1,4 +1,4 @@
-# Thin driver over CMake (SPEC section 11). Binaries land in build/.
+# Thin driver over CMake (README.md lists the targets). Binaries land in build/.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

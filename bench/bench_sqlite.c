@@ -49,7 +49,7 @@ struct worker {
 };
 
 static const struct backend_ops *ops;
-/* Lease ids grow with time, as UUIDv7 ones do (docs/sqlite.md, "Lease ids"). */
+/* Lease ids grow with time, as UUIDv7 ones do (docs/sqlite.md "Lease ids"). */
 static atomic_uint_fast64_t lease_sequence;
 
 static void usage(void)

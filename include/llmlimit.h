@@ -39,7 +39,7 @@ extern "C" {
 
 #define LLMLIMIT_VERSION "0.1.0"
 
-/* Bounds the server enforces (SPEC sections 2-4), so callers can size
+/* Bounds the server enforces (docs/api.md), so callers can size
  * buffers; the library checks them before sending. Lengths exclude the NUL. */
 #define LLMLIMIT_KEY_LENGTH_MAX 256
 #define LLMLIMIT_LEASE_ID_LENGTH_MAX 128
@@ -351,7 +351,8 @@ LLMLIMIT_API int llmlimit_usage(struct llmlimit_client *client, const char *key,
 
 /* ---- admin (needs the admin token) -------------------------------------- */
 
-/* A limit definition (SPEC section 3). Strings NULL or "" mean unset. */
+/* A limit definition (docs/api.md "PUT /v1/admin/limits"). Strings NULL or ""
+ * mean unset. */
 struct llmlimit_limit_definition {
     const char *key;
     const char *kind; /* "rolling" | "concurrency" | "budget" */

@@ -20,6 +20,8 @@ void backend_config_defaults(struct backend_config *config)
     config->lease_retention_ms = LEASE_RETENTION_MS_DEFAULT;
     config->concurrency_poll_ms = CONCURRENCY_POLL_MS_DEFAULT;
     config->decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
+    char error[128];
+    assert(backend_config_check(config, error, sizeof error) == 0); /* defaults are valid */
 }
 
 int backend_config_check(const struct backend_config *config, char *error, size_t error_size)
@@ -75,6 +77,9 @@ void complete_result_unavailable(struct complete_result *result)
 int complete_result_warn(struct complete_result *result, enum backend_warning kind, const char *key,
                          uint32_t key_length)
 {
+    assert(kind >= BACKEND_WARNING_COMMIT_AFTER_EXPIRY);
+    assert(kind <= BACKEND_WARNING_OVERAGE_DENIED);
+    assert(key != NULL);
     assert(key_length >= 1);
     assert(key_length <= LIMIT_KEY_LENGTH_MAX);
     /* At most two warnings per lease item (an overage and a late commit). */
@@ -111,6 +116,7 @@ bool requirements_match(const struct reserve_request *request, const struct leas
             j++;
         if (j == item_count || items[j].amount != r->amount)
             return false;
+        assert(j < item_count);
         item_of[i] = (uint8_t)j;
     }
     return true;

@@ -2,7 +2,7 @@
  * The HTTP layer talks only to this; the conformance suite in
  * tests/conformance/ holds every backend to the same expectations.
  *
- * Rules every backend follows (SPEC sections 3-5; docs/semantics.md):
+ * Rules every backend follows (docs/semantics.md):
  * - The backend owns the live limit states (definition + status); the server
  *   persists them to limits.json from list_limits() after each change.
  * - reserve is all-or-nothing across its requirements. A capacity denial is

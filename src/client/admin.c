@@ -14,6 +14,8 @@
 static int admin_send(struct llmlimit_client *client, const char *method, const char *path,
                       const json_t *body_json, json_t **json_out, struct llmlimit_status *status)
 {
+    assert(json_out != NULL);
+    assert(client->options.attempt_timeout_ms > 0);
     *json_out = NULL;
     char *body = NULL;
     size_t body_length = 0;
@@ -142,6 +144,8 @@ int llmlimit_limit_put(struct llmlimit_client *client,
 static const char *const state_string_names[] = {"key",  "kind",        "period",
                                                  "unit", "description", "overage"};
 #define STATE_STRING_COUNT 6
+_Static_assert(sizeof state_string_names / sizeof state_string_names[0] == STATE_STRING_COUNT,
+               "one name per string");
 
 /* Bytes the strings of one LimitState need, or 0 if it is malformed. */
 static size_t state_strings_size(const json_t *state)
@@ -162,6 +166,7 @@ static size_t state_strings_size(const json_t *state)
 
 static const char *strings_put(char **cursor, const char *text)
 {
+    assert(text != NULL); /* state_strings_size checked every string */
     size_t length = strlen(text) + 1;
     char *copy = *cursor;
     memcpy(copy, text, length);
@@ -225,6 +230,8 @@ int llmlimit_limit_get(struct llmlimit_client *client, const char *key,
             free(copy);
         else
             *out = copy;
+        /* The strings fill the block exactly as state_strings_size said. */
+        assert(rc != 0 || cursor == (char *)(copy + 1) + bytes);
     }
     json_decref(json);
     return rc;

@@ -1,6 +1,7 @@
 /* The client object of libllmlimit, its options, error names, and the retry
- * loop every call shares (ADR 0012: an unknown outcome is retried, with the
- * same request, after an exponential backoff with jitter). */
+ * loop every call shares (an unknown outcome is retried, with the same
+ * request, after an exponential backoff with jitter: docs/semantics.md
+ * "Unknown outcomes and pessimism"). */
 #include <assert.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -164,6 +165,8 @@ int llmlimit_client_new(const char *url, const char *token, const struct llmlimi
         curl_global_cleanup();
         return rc;
     }
+    assert(options_valid(&client->options)); /* the defaults too */
+    assert(client->base_url[strlen(client->base_url) - 1] != '/');
     *out = client;
     return 0;
 }
@@ -194,6 +197,7 @@ void llmlimit_free(void *pointer)
 
 void status_reset(struct llmlimit_status *status)
 {
+    assert(status != NULL);
     status->http_status = 0;
     status->attempts = 0;
     status->error[0] = '\0';
@@ -207,7 +211,9 @@ void status_set_error(struct llmlimit_status *status, const char *message)
 
 void copy_string(char *dst, size_t dst_size, const char *src)
 {
+    assert(dst != NULL);
     assert(dst_size > 0);
+    assert(src != NULL);
     size_t length = strlen(src);
     if (length >= dst_size)
         length = dst_size - 1;
@@ -252,6 +258,7 @@ void retry_plan_init(struct retry_plan *plan, const struct llmlimit_client *clie
 {
     if (timeout_ms <= 0)
         timeout_ms = client->options.default_timeout_ms;
+    assert(timeout_ms > 0);
     plan->deadline_ms = client_monotonic_ms() + timeout_ms;
     plan->attempts_max = attempts_max;
 }
@@ -264,9 +271,13 @@ bool client_backoff(const struct llmlimit_client *client, const struct retry_pla
         base *= 2;
     if (base > client->options.backoff_max_ms)
         base = client->options.backoff_max_ms;
+    assert(base >= 1);
+    assert(base <= client->options.backoff_max_ms);
     /* Jitter in [base/2, base] so that many clients do not retry in step. */
     int64_t half = base / 2;
     int64_t wait = half + (int64_t)(client_random_u64() % (uint64_t)(base - half + 1));
+    assert(wait >= half);
+    assert(wait <= base);
     int64_t remaining = plan->deadline_ms - client_monotonic_ms();
     if (remaining <= 0)
         return false;
@@ -302,6 +313,7 @@ static int attempt_timeout(const struct llmlimit_client *client, const struct re
         return LLMLIMIT_ERR_DEADLINE;
     int64_t attempt = client->options.attempt_timeout_ms;
     *timeout_ms = attempt < remaining ? attempt : remaining;
+    assert(*timeout_ms > 0);
     return 0;
 }
 
@@ -310,6 +322,8 @@ int client_send_retrying(struct llmlimit_client *client, const char *method, con
                          uint32_t *backoff_round, struct http_answer *answer,
                          struct llmlimit_status *status)
 {
+    assert(backoff_round != NULL);
+    assert(body != NULL || body_length == 0);
     for (uint32_t attempt = 0;; attempt++) {
         int64_t timeout_ms;
         if (attempt_timeout(client, plan, &timeout_ms) != 0)

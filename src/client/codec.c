@@ -45,6 +45,8 @@ int path_with_key(char *out, size_t out_size, const char *prefix, const char *ke
     if (!client_key_valid(key))
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     static const char hex[] = "0123456789ABCDEF";
+    assert(prefix != NULL);
+    assert(prefix[0] == '/');
     size_t length = strlen(prefix);
     assert(length + 3 * strlen(key) + 1 <= out_size);
     memcpy(out, prefix, length);
@@ -60,6 +62,7 @@ int path_with_key(char *out, size_t out_size, const char *prefix, const char *ke
             out[length++] = hex[c & 15];
         }
     }
+    assert(length < out_size);
     out[length] = '\0';
     return 0;
 }
@@ -84,6 +87,7 @@ int answer_take(struct http_answer *answer, struct llmlimit_status *status, json
     if (rc == 0 && *json_out == NULL)
         rc = LLMLIMIT_ERR_PROTOCOL;
     http_answer_clear(answer);
+    assert(answer->body == NULL); /* consumed: the caller cannot read it twice */
     return rc;
 }
 
@@ -163,6 +167,7 @@ static int wire_lookup(const struct wire_text *table, size_t count, const char *
 
 int codec_denial(const char *error)
 {
+    assert(error != NULL);
     if (error[0] == '\0')
         return LLMLIMIT_DENIAL_NONE;
     return wire_lookup(denials, sizeof denials / sizeof denials[0], error, LLMLIMIT_DENIAL_OTHER);
@@ -170,5 +175,6 @@ int codec_denial(const char *error)
 
 uint32_t codec_warning_flag(const char *warning)
 {
+    assert(warning != NULL);
     return (uint32_t)wire_lookup(warnings, sizeof warnings / sizeof warnings[0], warning, 0);
 }

@@ -1,6 +1,7 @@
-/* Complete and release (SPEC section 7): best effort with a bounded number
- * of attempts. Nothing is ever freed locally: when these fail, the holds
- * expire on the server by themselves (pessimistic accounting, ADR 0012). */
+/* Complete and release (docs/client-c.md): best effort with a bounded
+ * number of attempts. Nothing is ever freed locally: when these fail, the
+ * holds expire on the server by themselves (docs/semantics.md "Unknown
+ * outcomes and pessimism"). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ static json_t *complete_json(const struct llmlimit_complete_request *request)
     json_t *object = json_object();
     if (actuals == NULL || object == NULL)
         goto fail;
+    assert(request->actual_count <= LLMLIMIT_REQUIREMENTS_MAX); /* complete_check */
     for (size_t i = 0; i < request->actual_count; i++) {
         const struct llmlimit_actual *actual = &request->actuals[i];
         json_t *item = json_pack("{s:s,s:I}", "key", actual->key, "actual_amount",
@@ -76,12 +78,14 @@ static int warnings_copy(const json_t *warnings, struct llmlimit_complete_result
     char *strings = (char *)(pointers + count);
     for (size_t i = 0; i < count; i++) {
         const char *text = json_string_value(json_array_get(warnings, i));
+        assert(text != NULL); /* checked in the sizing pass */
         size_t length = strlen(text) + 1;
         memcpy(strings, text, length);
         pointers[i] = strings;
         result->warning_flags |= codec_warning_flag(text);
         strings += length;
     }
+    assert(strings == (char *)pointers + bytes); /* the strings fill the block exactly */
     result->warnings = pointers;
     result->warning_count = count;
     return 0;
@@ -111,6 +115,8 @@ static int finalize_send(struct llmlimit_client *client, const char *path, json_
                          int64_t timeout_ms, json_t **json_out, int *http_status,
                          struct llmlimit_status *status)
 {
+    assert(path[0] == '/');
+    assert(client->options.finalize_attempts_max > 0); /* bounded, never "until the deadline" */
     *json_out = NULL;
     size_t body_length;
     char *body = json_dump_compact(body_json, &body_length);
@@ -222,6 +228,7 @@ static int complete_batch_read(const json_t *json, struct llmlimit_complete_resu
             return rc;
         if (item_status >= 500)
             pending[still++] = index;
+        assert(still <= i + 1);
     }
     *pending_count = still;
     return 0;

@@ -93,7 +93,7 @@ void client_sleep_ms(int64_t ms);
 /* A random number from getrandom (backoff jitter only; not on the hot path). */
 uint64_t client_random_u64(void);
 
-/* Syntax checks matching the server's (SPEC section 2 and 3). */
+/* Syntax checks matching the server's (docs/api.md "Conventions"). */
 bool client_key_valid(const char *key);
 bool client_lease_id_valid(const char *lease_id);
 

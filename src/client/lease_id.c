@@ -1,6 +1,7 @@
 /* Lease ids: UUIDv7 (RFC 9562). The leading 48-bit millisecond timestamp
  * keeps ids of one client roughly ordered (handy in logs and audit events);
  * the 74 random bits from getrandom keep them unique across processes. */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@ static int random_bytes(uint8_t *out, size_t length)
         if (got <= 0)
             return LLMLIMIT_ERR_SYSTEM;
         done += (size_t)got;
+        assert(done <= length);
     }
     return 0;
 }
@@ -46,6 +48,9 @@ int llmlimit_lease_id_new(char out[LLMLIMIT_UUID_SIZE])
         out[length++] = hex[bytes[i] >> 4];
         out[length++] = hex[bytes[i] & 15];
     }
+    /* 32 hex digits and 4 dashes: the canonical 36-character form. */
+    assert(length == 36);
+    assert(length < LLMLIMIT_UUID_SIZE);
     out[length] = '\0';
     return 0;
 }

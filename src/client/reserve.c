@@ -1,4 +1,4 @@
-/* Reserve, acquire and reserve batches (SPEC section 7, ADR 0012): unknown
+/* Reserve, acquire and reserve batches (docs/client-c.md): unknown
  * outcomes are retried with the same lease_id until a definitive answer or
  * the deadline; acquire turns capacity denials into a wait and a new lease. */
 #include <assert.h>
@@ -7,8 +7,14 @@
 
 #include "internal.h"
 
+/* A lease id the caller passes fits the result whole: nothing is cut. */
+_Static_assert(sizeof(((struct llmlimit_reserve_result *)0)->lease_id) >
+                   LLMLIMIT_LEASE_ID_LENGTH_MAX,
+               "lease_id holds the longest id");
+
 static void result_reset(struct llmlimit_reserve_result *result)
 {
+    assert(result != NULL);
     memset(result, 0, sizeof(*result));
 }
 
@@ -53,8 +59,10 @@ static json_t *request_json(const struct llmlimit_reserve_request *request, cons
     json_t *object = json_object();
     if (requirements == NULL || object == NULL)
         goto fail;
+    assert(lease_id[0] != '\0');
     for (size_t i = 0; i < request->requirement_count; i++) {
         const struct llmlimit_requirement *requirement = &request->requirements[i];
+        assert(requirement->amount <= LLMLIMIT_AMOUNT_MAX); /* request_check */
         json_t *item = json_pack("{s:s,s:I}", "key", requirement->key, "amount",
                                  (json_int_t)requirement->amount);
         if (item == NULL || json_array_append_new(requirements, item) != 0)
@@ -78,6 +86,7 @@ fail:
 static uint64_t denied_mask(const json_t *denied_keys,
                             const struct llmlimit_reserve_request *request)
 {
+    assert(request->requirement_count <= 64); /* one bit each */
     uint64_t mask = 0;
     size_t index;
     const json_t *value;
@@ -221,6 +230,7 @@ int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reser
         int64_t wait = result->retry_after_ms;
         if (wait < client->options.backoff_initial_ms)
             wait = client->options.backoff_initial_ms;
+        assert(wait > 0);
         wait += (int64_t)(client_random_u64() % (uint64_t)(wait / 5 + 1));
         if (client_monotonic_ms() + wait >= plan.deadline_ms)
             return LLMLIMIT_ERR_DEADLINE; /* the next try would come too late */
@@ -299,6 +309,7 @@ static int batch_read(const json_t *json, const struct llmlimit_reserve_request 
             return rc;
         if (item_status >= 500)
             pending[still++] = index; /* unknown outcome: same lease again */
+        assert(still <= i + 1);
     }
     *pending_count = still;
     return 0;
@@ -360,6 +371,7 @@ int llmlimit_reserve_batch(struct llmlimit_client *client,
                          status);
         if (rc != 0 || pending_count == 0)
             break;
+        assert(pending_count <= count); /* a round only ever drops items */
         if (!client_backoff(client, &plan, backoff_round++)) {
             rc = LLMLIMIT_ERR_DEADLINE;
             break;

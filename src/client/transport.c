@@ -23,6 +23,8 @@ struct transport_handle {
 int transport_pool_init(struct llmlimit_client *client)
 {
     uint32_t slots = client->options.connections_max;
+    assert(slots >= 1);
+    assert(slots <= CLIENT_CONNECTIONS_MAX);
     client->handles = calloc(slots, sizeof(*client->handles));
     client->handle_busy = calloc(slots, sizeof(*client->handle_busy));
     if (client->handles == NULL || client->handle_busy == NULL)
@@ -65,6 +67,7 @@ static int pool_take(struct llmlimit_client *client, uint32_t *slot_out)
     int rc = 0;
     pthread_mutex_lock(&client->pool_mutex);
     for (;;) {
+        assert(client->handle_count <= client->options.connections_max);
         for (uint32_t i = 0; i < client->handle_count; i++) {
             if (!client->handle_busy[i]) {
                 client->handle_busy[i] = true;
@@ -87,6 +90,8 @@ static int pool_take(struct llmlimit_client *client, uint32_t *slot_out)
         pthread_cond_wait(&client->pool_idle, &client->pool_mutex);
     }
 done:
+    assert(rc != 0 || *slot_out < client->handle_count);
+    assert(rc != 0 || client->handle_busy[*slot_out]);
     pthread_mutex_unlock(&client->pool_mutex);
     return rc;
 }
@@ -121,6 +126,7 @@ static size_t on_body(char *data, size_t size, size_t count, void *context)
         handle->body = grown;
         handle->body_capacity = capacity;
     }
+    assert(handle->body_length + length + 1 <= handle->body_capacity);
     memcpy(handle->body + handle->body_length, data, length);
     handle->body_length += length;
     handle->body[handle->body_length] = '\0';
@@ -133,6 +139,8 @@ static int handle_prepare(struct llmlimit_client *client, struct transport_handl
                           const char *method, const char *url, const char *body, size_t body_length,
                           int64_t timeout_ms, struct curl_slist *headers)
 {
+    assert(timeout_ms > 0);
+    assert(body != NULL || body_length == 0);
     CURL *curl = handle->curl;
     curl_easy_reset(curl);
     handle->error_buffer[0] = '\0';
@@ -142,6 +150,7 @@ static int handle_prepare(struct llmlimit_client *client, struct transport_handl
     int64_t connect_ms = client->options.connect_timeout_ms;
     if (connect_ms > timeout_ms)
         connect_ms = timeout_ms;
+    assert(connect_ms > 0);
     CURLcode code = CURLE_OK;
     code |= curl_easy_setopt(curl, CURLOPT_URL, url);
     code |= curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -225,6 +234,7 @@ static int perform(struct llmlimit_client *client, struct transport_handle *hand
             curl_easy_getinfo(handle->curl, CURLINFO_RESPONSE_CODE, &http_status);
             answer->http_status = (int)http_status;
             rc = answer_take_body(handle, answer);
+            assert(rc != 0 || answer->body != NULL);
         }
     }
     /* The options point at these headers: unset before freeing them. */
@@ -245,8 +255,10 @@ int transport_send(struct llmlimit_client *client, const char *method, const cha
                    const char *body, size_t body_length, int64_t timeout_ms,
                    struct http_answer *answer, struct llmlimit_status *status)
 {
+    assert(method != NULL);
     assert(path[0] == '/');
     assert(timeout_ms > 0);
+    assert(body != NULL || body_length == 0);
     http_answer_clear(answer);
     char url[CLIENT_URL_LENGTH_MAX + CLIENT_PATH_LENGTH_MAX + 1];
     int written = snprintf(url, sizeof(url), "%s%s", client->base_url, path);

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-/* Identifiers (docs/api.md). Lengths in bytes, excluding the NUL. */
+/* Identifiers (docs/api.md "Conventions"). Lengths in bytes, excluding the NUL. */
 #define LIMIT_KEY_LENGTH_MAX 256
 #define LEASE_ID_LENGTH_MAX 128
 #define CALLER_LENGTH_MAX 256
@@ -44,7 +44,7 @@
 #define BUDGET_PERIODS_KEPT 25 /* the current period and the 24 before it */
 #define RETRY_WALK_HOLDS_MAX 4096
 
-/* Budget reservation timeout (docs/semantics.md). */
+/* Budget reservation timeout (docs/semantics.md "Budgets"). */
 #define BUDGET_TIMEOUT_SECONDS_DEFAULT 60
 #define BUDGET_TIMEOUT_SECONDS_MIN 5
 #define BUDGET_TIMEOUT_SECONDS_MAX 300
@@ -52,7 +52,7 @@
 /* Window/timeout upper bound: one year, so expiry arithmetic never overflows. */
 #define WINDOW_SECONDS_MAX (366 * 24 * 3600)
 
-/* Retry-after (docs/semantics.md). */
+/* Retry-after (docs/semantics.md "retry_after_ms"). */
 #define CONCURRENCY_POLL_MS_DEFAULT 250
 #define POLL_MS_MAX 60000 /* ceiling of --concurrency-poll-ms */
 #define DECREASE_RETRY_MS_DEFAULT 10000

@@ -1,13 +1,15 @@
 /* Wall and manual clocks behind the struct clock interface. */
 #include "clock.h"
 
+#include <assert.h>
 #include <time.h>
 
 static int64_t system_now_ms(struct clock *clock)
 {
     (void)clock;
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    int rc = clock_gettime(CLOCK_REALTIME, &ts);
+    assert(rc == 0); /* CLOCK_REALTIME always exists */
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -26,6 +28,7 @@ static int64_t manual_now_ms(struct clock *clock)
 
 void clock_manual_init(struct clock_manual *manual, int64_t start_ms)
 {
+    assert(manual != NULL);
     manual->clock.now_ms = manual_now_ms;
     __atomic_store_n(&manual->now_ms, start_ms, __ATOMIC_SEQ_CST);
 }
@@ -48,6 +51,7 @@ static int64_t offset_now_ms(struct clock *clock)
 
 void clock_offset_init(struct clock_offset *offset)
 {
+    assert(offset != NULL);
     offset->clock.now_ms = offset_now_ms;
     __atomic_store_n(&offset->offset_ms, 0, __ATOMIC_SEQ_CST);
 }
@@ -60,7 +64,8 @@ int64_t clock_offset_advance(struct clock_offset *offset, int64_t delta_ms)
 int64_t clock_monotonic_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int rc = clock_gettime(CLOCK_MONOTONIC, &ts);
+    assert(rc == 0); /* CLOCK_MONOTONIC always exists on Linux */
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

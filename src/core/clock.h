@@ -1,4 +1,5 @@
-/* The one source of time (STYLE: all time comes from one injectable clock).
+/* The one source of time: all accounting time comes from one injectable clock
+ * (docs/semantics.md "Clocks").
  * Production code uses clock_system(); tests use a manual clock they move by
  * hand, so expiry and period roll-over are deterministic. */
 #ifndef LLMLIMIT_CLOCK_H

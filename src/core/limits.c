@@ -11,6 +11,7 @@
 
 bool limit_key_valid(const char *key, size_t length)
 {
+    assert(key != NULL || length == 0);
     if (length == 0 || length > LIMIT_KEY_LENGTH_MAX)
         return false;
     for (size_t i = 0; i < length; i++) {
@@ -23,6 +24,7 @@ bool limit_key_valid(const char *key, size_t length)
 
 bool lease_id_valid(const char *lease_id, size_t length)
 {
+    assert(lease_id != NULL || length == 0);
     if (length == 0 || length > LEASE_ID_LENGTH_MAX)
         return false;
     for (size_t i = 0; i < length; i++) {
@@ -42,6 +44,9 @@ static const char *const status_names[] = {"active", "decreasing"};
 
 static int name_parse(const char *const *names, int count, int first, const char *name)
 {
+    assert(name != NULL);
+    assert(first >= 0);
+    assert(first < count);
     for (int i = first; i < count; i++) {
         if (strcmp(names[i], name) == 0)
             return i;
@@ -56,6 +61,7 @@ const char *limit_kind_name(enum limit_kind kind)
 
 int limit_kind_parse(const char *name, enum limit_kind *out)
 {
+    assert(out != NULL);
     int i = name_parse(kind_names, 4, 1, name);
     if (i < 0)
         return -1;
@@ -70,6 +76,7 @@ const char *limit_period_name(enum limit_period period)
 
 int limit_period_parse(const char *name, enum limit_period *out)
 {
+    assert(out != NULL);
     int i = name_parse(period_names, 4, 0, name);
     if (i < 0)
         return -1;
@@ -84,6 +91,7 @@ const char *limit_overage_name(enum limit_overage overage)
 
 int limit_overage_parse(const char *name, enum limit_overage *out)
 {
+    assert(out != NULL);
     int i = name_parse(overage_names, 2, 0, name);
     if (i < 0)
         return -1;
@@ -98,6 +106,7 @@ const char *limit_status_name(enum limit_status status)
 
 int limit_status_parse(const char *name, enum limit_status *out)
 {
+    assert(out != NULL);
     int i = name_parse(status_names, 2, 0, name);
     if (i < 0)
         return -1;
@@ -107,6 +116,8 @@ int limit_status_parse(const char *name, enum limit_status *out)
 
 static int fail(char *error, size_t error_size, const char *message)
 {
+    assert(error != NULL);
+    assert(error_size > 0);
     snprintf(error, error_size, "%s", message);
     return -1;
 }
@@ -142,6 +153,8 @@ static int validate_kind_fields(struct limit_definition *d, char *error, size_t 
             d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_MIN;
         if (d->timeout_seconds > BUDGET_TIMEOUT_SECONDS_MAX)
             d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_MAX;
+        assert(d->timeout_seconds >= BUDGET_TIMEOUT_SECONDS_MIN);
+        assert(d->timeout_seconds <= BUDGET_TIMEOUT_SECONDS_MAX);
         break;
     default:
         return fail(error, error_size, "kind: must be rolling, concurrency or budget");
@@ -162,12 +175,18 @@ int limit_definition_validate(struct limit_definition *d, char *error, size_t er
         return fail(error, error_size, "timeout_seconds: at most 31622400 (366 days)");
     if (d->overage != OVERAGE_DEBT && d->overage != OVERAGE_DENY)
         return fail(error, error_size, "overage: must be deny or debt");
-    return validate_kind_fields(d, error, error_size);
+    if (validate_kind_fields(d, error, error_size) != 0)
+        return -1;
+    /* Every valid definition holds for a positive time: expiry depends on it. */
+    assert(limit_hold_duration_ms(d) > 0);
+    return 0;
 }
 
 int limit_state_validate(const struct limit_state *state, struct limit_definition *definition_out,
                          char *error, size_t error_size)
 {
+    assert(state != NULL);
+    assert(definition_out != NULL);
     *definition_out = state->definition;
     if (limit_definition_validate(definition_out, error, error_size) != 0)
         return -1;
@@ -180,6 +199,8 @@ int limit_state_validate(const struct limit_state *state, struct limit_definitio
 
 int64_t limit_hold_duration_ms(const struct limit_definition *d)
 {
+    assert(d->kind >= LIMIT_ROLLING);
+    assert(d->kind <= LIMIT_BUDGET);
     uint32_t seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
     return (int64_t)seconds * 1000;
 }
@@ -265,6 +286,8 @@ int64_t period_end_ms(enum limit_period period, int64_t unix_ms)
 int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,
                         uint64_t debt)
 {
+    assert(kind >= LIMIT_ROLLING);
+    assert(kind <= LIMIT_BUDGET);
     assert(capacity <= AMOUNT_MAX);
     uint64_t taken = amount_add_saturating(reserved, used);
     if (kind == LIMIT_BUDGET)

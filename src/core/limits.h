@@ -1,6 +1,6 @@
-/* Limit definitions and states (SPEC section 3): the types every layer
- * shares, their validation, and the calendar arithmetic of budget periods.
- * Pure functions, no allocation, no I/O. */
+/* Limit definitions and states (docs/semantics.md; fields in docs/api.md):
+ * the types every layer shares, their validation, and the calendar
+ * arithmetic of budget periods. Pure functions, no allocation, no I/O. */
 #ifndef LLMLIMIT_LIMITS_H
 #define LLMLIMIT_LIMITS_H
 
@@ -52,9 +52,10 @@ struct limit_state {
     uint64_t pending_decrease_to; /* 0 when active */
 };
 
-/* Checks a definition as SPEC section 3 says and normalises it in place
- * (budget timeout default and clamp). Returns 0, or -1 with a message naming
- * the field written to `error` (always NUL-terminated). */
+/* Checks a definition as docs/api.md "PUT /v1/admin/limits" says and
+ * normalises it in place (budget timeout default and clamp). Returns 0, or
+ * -1 with a message naming the field written to `error` (always
+ * NUL-terminated). */
 int limit_definition_validate(struct limit_definition *definition, char *error, size_t error_size);
 
 /* Checks a state loaded from the registry: its definition (normalised into
@@ -105,7 +106,7 @@ static inline uint64_t amount_add_saturating(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* What a limit has left (docs/semantics.md, "Usage fields"): capacity minus
+/* What a limit has left (docs/api.md, "GET /v1/usage/{key}"): capacity minus
  * reserved and used, and minus debt for a budget (rolling debt is reported
  * but does not block). Negative after an overrun; saturates at INT64_MIN. */
 int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,

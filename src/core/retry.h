@@ -1,5 +1,5 @@
 /* Retry-after arithmetic every backend shares (docs/semantics.md,
- * "Retry-after"): the jitter of a concurrency poll, so callers denied at the
+ * "retry_after_ms"): the jitter of a concurrency poll, so callers denied at the
  * same moment do not all come back at the same moment. */
 #ifndef LLMLIMIT_CORE_RETRY_H
 #define LLMLIMIT_CORE_RETRY_H

@@ -20,6 +20,7 @@ static const char *const mode_names[] = {"reserve", "reserve-complete", "batch"}
 
 const char *loadgen_mode_name(enum loadgen_mode mode)
 {
+    assert((size_t)mode < sizeof mode_names / sizeof mode_names[0]);
     return mode_names[mode];
 }
 
@@ -103,6 +104,7 @@ static size_t put_escaped(char *out, const char *text)
 static char *tail_new(const struct loadgen_config *config, const char *list, const char *field,
                       size_t *length_out)
 {
+    assert(config->key_count >= 1);
     size_t capacity = 64;
     for (uint32_t i = 0; i < config->key_count; i++)
         capacity += 2 * strlen(config->keys[i]) + strlen(field) + 48;
@@ -131,7 +133,8 @@ static size_t header_new(char *out, const struct loadgen_config *config, const c
                  "%s%s%sContent-Length: ",
                  path, config->host, config->port, config->token ? "Authorization: Bearer " : "",
                  config->token ? config->token : "", config->token ? "\r\n" : "");
-    assert(length > 0 && length < LOADGEN_HEADER_ROOM - 32);
+    assert(length > 0);
+    assert(length < LOADGEN_HEADER_ROOM - 32); /* room for the length and the blank line */
     return (size_t)length;
 }
 
@@ -180,6 +183,8 @@ static int shared_init(struct loadgen_shared *shared, const struct loadgen_confi
     for (uint32_t i = 0; i < config->key_count; i++)
         item_bytes += 2 * strlen(config->keys[i]) + 4;
     shared->receive_capacity = 4096 + items * item_bytes;
+    /* Headers go in front of the body: the room is part of every buffer. */
+    assert(shared->send_capacity > LOADGEN_HEADER_ROOM + reserve_bytes);
     return 0;
 }
 
@@ -199,7 +204,8 @@ static void worker_reconnect(struct worker *worker, struct connection *connectio
     if (worker->draining)
         return;
     if (loadgen_connection_open(connection, worker->shared) != 0 ||
-        worker_register(worker, connection) != 0 || loadgen_connection_send_next(worker, connection) != 0) {
+        worker_register(worker, connection) != 0 ||
+        loadgen_connection_send_next(worker, connection) != 0) {
         loadgen_connection_close(worker, connection);
         worker->report.connection_errors++;
     }
@@ -290,6 +296,7 @@ static int workers_prepare(struct loadgen_shared *shared, struct worker *workers
         struct connection *connection = &connections[i];
         /* Thread t owns a contiguous share of the connections. */
         uint32_t t = (uint32_t)((uint64_t)i * config->threads / config->connections);
+        assert(t < config->threads);
         struct worker *worker = &workers[t];
         connection->index = i;
         if (getrandom(&connection->random_state, sizeof connection->random_state, 0) !=
@@ -302,12 +309,15 @@ static int workers_prepare(struct loadgen_shared *shared, struct worker *workers
             snprintf(error, error_size, "out of memory");
             return -1;
         }
-        if (loadgen_connection_open(connection, shared) != 0 || worker_register(worker, connection)) {
+        if (loadgen_connection_open(connection, shared) != 0 ||
+            worker_register(worker, connection)) {
             snprintf(error, error_size, "cannot connect to %s:%s", config->host, config->port);
             return -1;
         }
         if (worker->connections == NULL)
             worker->connections = connection;
+        /* A worker's connections are contiguous: it walks them as an array. */
+        assert(worker->connections + worker->connection_count == connection);
         worker->connection_count++;
     }
     return 0;
@@ -321,6 +331,8 @@ static void progress_print(const struct loadgen_config *config, struct worker *w
         requests += atomic_load_explicit(&workers[t].progress_requests, memory_order_relaxed);
         reserves += atomic_load_explicit(&workers[t].progress_reserves, memory_order_relaxed);
     }
+    assert(requests >= *last_requests); /* counters only grow */
+    assert(reserves >= *last_reserves);
     fprintf(config->progress_output,
             "[%3" PRId64 "s] %9" PRIu64 " requests/s %9" PRIu64 " reservations/s  (%" PRIu64
             " requests so far)\n",
@@ -397,11 +409,15 @@ static void report_sum(const struct loadgen_shared *shared, const struct worker 
 int loadgen_run(const struct loadgen_config *config, struct loadgen_report *report, char *error,
                 size_t error_size)
 {
-    assert(config->connections >= 1 && config->connections <= LOADGEN_CONNECTIONS_MAX);
-    assert(config->threads >= 1 && config->threads <= LOADGEN_THREADS_MAX);
+    assert(config->connections >= 1);
+    assert(config->connections <= LOADGEN_CONNECTIONS_MAX);
+    assert(config->threads >= 1);
+    assert(config->threads <= LOADGEN_THREADS_MAX);
     assert(config->threads <= config->connections);
-    assert(config->key_count >= 1 && config->key_count <= LOADGEN_KEYS_MAX);
-    assert(config->batch_size >= 1 && config->batch_size <= LOADGEN_BATCH_SIZE_MAX);
+    assert(config->key_count >= 1);
+    assert(config->key_count <= LOADGEN_KEYS_MAX);
+    assert(config->batch_size >= 1);
+    assert(config->batch_size <= LOADGEN_BATCH_SIZE_MAX);
     struct loadgen_shared shared;
     int rc = shared_init(&shared, config, error, error_size);
     struct worker *workers = calloc(config->threads, sizeof(*workers));
@@ -466,7 +482,8 @@ void loadgen_report_print(FILE *out, const struct loadgen_config *config,
     fprintf(out, "  errors:       %" PRIu64 " (connection errors %" PRIu64 ")\n", report->errors,
             report->connection_errors);
     fprintf(out, "  latency ms:   p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
-            ms(loadgen_histogram_percentile(latency, 0.50)), ms(loadgen_histogram_percentile(latency, 0.99)),
+            ms(loadgen_histogram_percentile(latency, 0.50)),
+            ms(loadgen_histogram_percentile(latency, 0.99)),
             ms(loadgen_histogram_percentile(latency, 0.999)), ms(latency->max));
 }
 
@@ -487,6 +504,6 @@ void loadgen_report_print_json(FILE *out, const struct loadgen_config *config,
             report->reserves, per_second(report->reserves, report->elapsed_seconds),
             report->completes, report->allowed, report->denied, report->errors,
             report->connection_errors, ms(loadgen_histogram_percentile(latency, 0.50)),
-            ms(loadgen_histogram_percentile(latency, 0.99)), ms(loadgen_histogram_percentile(latency, 0.999)),
-            ms(latency->max));
+            ms(loadgen_histogram_percentile(latency, 0.99)),
+            ms(loadgen_histogram_percentile(latency, 0.999)), ms(latency->max));
 }

@@ -28,7 +28,7 @@ enum loadgen_mode {
 };
 
 /* Lease ids: UUIDv7 (time-ordered, what the llmlimit clients generate and
- * SPEC section 2 recommends) or random (UUIDv4-like, the worst case for a
+ * docs/api.md recommends) or random (UUIDv4-like, the worst case for a
  * database keyed by lease id). */
 enum loadgen_ids {
     LOADGEN_IDS_UUIDV7 = 0,
@@ -66,8 +66,8 @@ struct loadgen_report {
     uint64_t completes;     /* completes answered ok */
     uint64_t allowed;
     uint64_t denied;
-    uint64_t errors;             /* non-200, unparseable answers, failed items */
-    uint64_t connection_errors;  /* connects that failed, connections lost */
+    uint64_t errors;                     /* non-200, unparseable answers, failed items */
+    uint64_t connection_errors;          /* connects that failed, connections lost */
     struct loadgen_histogram latency_ns; /* per HTTP request */
 };
 

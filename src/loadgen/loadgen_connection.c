@@ -17,12 +17,14 @@
 int64_t loadgen_now_ns(void)
 {
     struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    int rc = clock_gettime(CLOCK_MONOTONIC, &now);
+    assert(rc == 0);
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
 int loadgen_connection_open(struct connection *connection, const struct loadgen_shared *shared)
 {
+    assert(connection->fd < 0); /* closed before it is opened again */
     int fd = socket(shared->address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -89,6 +91,8 @@ static uint64_t next_random(struct connection *connection)
 static char *put_lease_id(char *out, const struct loadgen_shared *shared,
                           struct connection *connection)
 {
+    assert(connection->random_state != 0); /* xorshift stays at 0 once there */
+    char *start = out;
     uint8_t bytes[16];
     uint64_t a = next_random(connection), b = next_random(connection);
     for (int i = 0; i < 8; i++) {
@@ -113,6 +117,7 @@ static char *put_lease_id(char *out, const struct loadgen_shared *shared,
         *out++ = hex[bytes[i] >> 4];
         *out++ = hex[bytes[i] & 15];
     }
+    assert(out - start == 36); /* the canonical UUID text form */
     return out;
 }
 
@@ -135,6 +140,8 @@ static char *put_reserve(char *out, const struct loadgen_shared *shared,
 static char *put_complete(char *out, const struct loadgen_shared *shared,
                           const struct connection *connection)
 {
+    /* A complete follows an allowed reserve on the same connection. */
+    assert(connection->lease_id_length > 0);
     static const char head[] = "{\"lease_id\":\"";
     memcpy(out, head, sizeof(head) - 1);
     out += sizeof(head) - 1;
@@ -148,6 +155,7 @@ static char *put_batch(char *out, const struct loadgen_shared *shared,
                        struct connection *connection)
 {
     static const char head[] = "{\"requests\":[";
+    assert(shared->config->batch_size >= 1);
     memcpy(out, head, sizeof(head) - 1);
     out += sizeof(head) - 1;
     for (uint32_t i = 0; i < shared->config->batch_size; i++) {
@@ -174,6 +182,7 @@ static void put_headers(struct connection *connection, const char *header, size_
     char *start = connection->send_buffer + LOADGEN_HEADER_ROOM - total;
     memcpy(start, header, header_length);
     memcpy(start + header_length, length_text, length_length);
+    assert(body_length > 0);
     connection->send_data = start;
     connection->send_length = total + body_length;
     connection->send_offset = 0;
@@ -200,6 +209,7 @@ int loadgen_connection_send_more(struct worker *worker, struct connection *conne
         if (sent <= 0)
             return -1;
         connection->send_offset += (size_t)sent;
+        assert(connection->send_offset <= connection->send_length);
     }
     return want_write(worker, connection, false);
 }
@@ -289,6 +299,7 @@ static int answer_parse(const char *data, size_t length, struct answer *answer)
     answer->body = headers_end + 4;
     answer->body_length = (size_t)content_length;
     answer->total_length = header_length + (size_t)content_length;
+    assert(answer->total_length <= length); /* the whole answer has arrived */
     return 1;
 }
 
@@ -366,6 +377,8 @@ static int answer_done(struct worker *worker, struct connection *connection,
     worker->last_answer_ns = now;
     atomic_fetch_add_explicit(&worker->progress_requests, 1, memory_order_relaxed);
     enum request_kind next = answer_count(worker, connection, answer);
+    assert(connection->in_flight != REQUEST_NONE);
+    assert(worker->in_flight > 0);
     connection->in_flight = REQUEST_NONE;
     worker->in_flight--;
     if (answer->total_length != connection->receive_length)
@@ -380,6 +393,7 @@ static int answer_done(struct worker *worker, struct connection *connection,
 
 int loadgen_connection_readable(struct worker *worker, struct connection *connection)
 {
+    assert(connection->receive_length <= worker->shared->receive_capacity);
     size_t room = worker->shared->receive_capacity - connection->receive_length;
     if (room == 0)
         return -1; /* an answer larger than any this mode should get */

@@ -21,8 +21,8 @@ uint32_t loadgen_histogram_bucket(uint64_t value)
     if (msb >= LOADGEN_HISTOGRAM_VALUE_BITS)
         return LOADGEN_HISTOGRAM_BUCKETS - 1;
     uint32_t shift = msb - LOADGEN_HISTOGRAM_SUB_BITS;
-    uint32_t bucket =
-        (shift + 1) * LOADGEN_HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) - LOADGEN_HISTOGRAM_SUB_COUNT;
+    uint32_t bucket = (shift + 1) * LOADGEN_HISTOGRAM_SUB_COUNT + (uint32_t)(value >> shift) -
+                      LOADGEN_HISTOGRAM_SUB_COUNT;
     assert(bucket < LOADGEN_HISTOGRAM_BUCKETS);
     return bucket;
 }
@@ -39,7 +39,11 @@ uint64_t loadgen_histogram_bucket_high(uint32_t bucket)
 
 void loadgen_histogram_record(struct loadgen_histogram *histogram, uint64_t value)
 {
-    histogram->counts[loadgen_histogram_bucket(value)]++;
+    uint32_t bucket = loadgen_histogram_bucket(value);
+    /* A bucket's upper bound covers every value put in it (but the last). */
+    assert(bucket == LOADGEN_HISTOGRAM_BUCKETS - 1 ||
+           value <= loadgen_histogram_bucket_high(bucket));
+    histogram->counts[bucket]++;
     histogram->total++;
     if (value > histogram->max)
         histogram->max = value;
@@ -56,16 +60,19 @@ void loadgen_histogram_merge(struct loadgen_histogram *into, const struct loadge
         into->max = from->max;
     if (from->min < into->min)
         into->min = from->min;
+    assert(into->total == 0 || into->min <= into->max);
 }
 
 uint64_t loadgen_histogram_percentile(const struct loadgen_histogram *histogram, double fraction)
 {
-    assert(fraction > 0.0 && fraction <= 1.0);
+    assert(fraction > 0.0);
+    assert(fraction <= 1.0);
     if (histogram->total == 0)
         return 0;
     uint64_t rank = (uint64_t)ceil(fraction * (double)histogram->total);
     if (rank == 0)
         rank = 1;
+    assert(rank <= histogram->total); /* so the walk below always stops */
     uint64_t seen = 0;
     for (uint32_t i = 0; i < LOADGEN_HISTOGRAM_BUCKETS; i++) {
         seen += histogram->counts[i];

@@ -11,7 +11,8 @@
 #define LOADGEN_HISTOGRAM_SUB_COUNT (1u << LOADGEN_HISTOGRAM_SUB_BITS)
 /* Values up to 2^40 ns (18 minutes); larger ones land in the last bucket. */
 #define LOADGEN_HISTOGRAM_VALUE_BITS 40
-#define LOADGEN_HISTOGRAM_BUCKETS ((LOADGEN_HISTOGRAM_VALUE_BITS - LOADGEN_HISTOGRAM_SUB_BITS + 1) * LOADGEN_HISTOGRAM_SUB_COUNT)
+#define LOADGEN_HISTOGRAM_BUCKETS                                                                  \
+    ((LOADGEN_HISTOGRAM_VALUE_BITS - LOADGEN_HISTOGRAM_SUB_BITS + 1) * LOADGEN_HISTOGRAM_SUB_COUNT)
 
 struct loadgen_histogram {
     uint64_t counts[LOADGEN_HISTOGRAM_BUCKETS];

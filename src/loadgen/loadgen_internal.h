@@ -47,7 +47,7 @@ enum request_kind {
 
 struct connection {
     int fd;
-    uint32_t index; /* across all threads */
+    uint32_t index;        /* across all threads */
     uint64_t random_state; /* xorshift64 for the random bits of lease ids */
     enum request_kind in_flight;
     int64_t sent_at_ns;

@@ -1,6 +1,7 @@
 /* Token loading and constant-time checks. A token never reaches a log line. */
 #include "auth.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,9 @@
 int auth_load_token(const char *file, const char *env, char *token, size_t *length, char *error,
                     size_t error_size)
 {
+    assert(env != NULL);
+    assert(token != NULL);
+    assert(length != NULL);
     *length = 0;
     token[0] = '\0';
     if (file == NULL) {
@@ -48,6 +52,7 @@ int auth_load_token(const char *file, const char *env, char *token, size_t *leng
         snprintf(error, error_size, "%s: empty or not a text token", file);
         return -1;
     }
+    assert(n <= TOKEN_BYTES_MAX);
     *length = n;
     return 0;
 }
@@ -58,6 +63,8 @@ bool auth_token_equal(const char *presented, size_t presented_length, const char
     /* The loop always runs over the expected length; bytes past the presented
      * length compare against 0, and a length difference is folded in without
      * an early exit. */
+    assert(presented != NULL || presented_length == 0);
+    assert(expected != NULL);
     volatile uint8_t diff = (uint8_t)(presented_length != expected_length);
     for (size_t i = 0; i < expected_length; i++) {
         uint8_t p = i < presented_length ? (uint8_t)presented[i] : 0;
@@ -90,6 +97,7 @@ enum auth_outcome auth_check(const struct auth *auth, enum auth_need need,
         return AUTH_OK;
     if (need == AUTH_ADMIN && auth->admin_token_length == 0)
         return auth->loopback ? AUTH_OK : AUTH_ADMIN_REQUIRED;
+    assert(need == AUTH_CLIENT || need == AUTH_ADMIN);
     size_t length = 0;
     const char *token = bearer_token(authorization, &length);
     if (token == NULL)

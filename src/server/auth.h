@@ -1,4 +1,4 @@
-/* Bearer tokens (SPEC section 6 "Security"): loaded once at startup from a
+/* Bearer tokens (docs/api.md "Authentication"): loaded once at startup from a
  * file or the environment, compared in constant time on every request. */
 #ifndef LLMLIMIT_SERVER_AUTH_H
 #define LLMLIMIT_SERVER_AUTH_H

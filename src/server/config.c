@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -95,6 +96,25 @@ static uint32_t cores_online(void)
     return cores > SERVER_THREADS_MAX ? SERVER_THREADS_MAX : (uint32_t)cores;
 }
 
+/* Every numeric default lies within its flag's bounds (--help prints it as
+ * a value the flag would accept). */
+static bool defaults_in_bounds(const struct server_config *config)
+{
+    for (size_t i = 0; i < FLAG_COUNT; i++) {
+        const char *field = (const char *)config + flags[i].offset;
+        uint64_t value;
+        if (flags[i].kind == FLAG_U32)
+            value = *(const uint32_t *)(const void *)field;
+        else if (flags[i].kind == FLAG_U64)
+            value = *(const uint64_t *)(const void *)field;
+        else
+            continue;
+        if (value < flags[i].min || value > flags[i].max)
+            return false;
+    }
+    return true;
+}
+
 void config_defaults(struct server_config *config)
 {
     memset(config, 0, sizeof *config);
@@ -117,6 +137,7 @@ void config_defaults(struct server_config *config)
     config->tb_cluster = "0";
     config->tb_addresses = "127.0.0.1:3000";
     config->tb_sessions = 4;
+    assert(defaults_in_bounds(config));
 }
 
 /* Decimal only: no sign, no spaces, no hex; 0 or -1. */
@@ -164,6 +185,8 @@ static int parse_listen(struct server_config *config, const char *text)
 
 static int flag_apply(struct server_config *config, const struct flag *flag, const char *value)
 {
+    assert(value != NULL);
+    assert(flag->min <= flag->max);
     char *field = (char *)config + flag->offset;
     uint64_t number;
     switch (flag->kind) {
@@ -312,5 +335,7 @@ enum config_outcome config_parse(struct server_config *config, int argc, char **
                 backend_names());
         return CONFIG_USAGE;
     }
+    assert(config->threads >= 1);
+    assert(config->threads <= SERVER_THREADS_MAX);
     return CONFIG_RUN;
 }

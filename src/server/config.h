@@ -1,5 +1,5 @@
 /* llmlimitd's configuration: every flag and environment variable, its
- * default, and the parser (SPEC sections 9-11; docs/configuration.md). */
+ * default, and the parser (docs/configuration.md). */
 #ifndef LLMLIMIT_SERVER_CONFIG_H
 #define LLMLIMIT_SERVER_CONFIG_H
 

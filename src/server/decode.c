@@ -19,6 +19,8 @@
 static int fail(char *error, size_t error_size, const char *path, const char *field,
                 const char *reason)
 {
+    assert(error_size > 0);
+    assert(path != NULL);
     snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
     return -1;
 }
@@ -47,6 +49,7 @@ int decode_parse(char *body, size_t length, struct arena *arena, const struct jd
 {
     struct jdoc_value *root;
     int parsed = jdoc_parse(body, length, arena, &root, error, error_size);
+    assert(parsed != 0 || root != NULL);
     *out = root;
     return parsed;
 }
@@ -94,6 +97,8 @@ static int decode_lease_id(const struct jdoc_value *value, const char *path, con
         return fail(error, error_size, path, "lease_id", "must be a string");
     if (!lease_id_syntax_ok(value))
         return fail(error, error_size, path, "lease_id", LEASE_ID_SYNTAX);
+    assert(n >= 1);
+    assert(n <= LEASE_ID_LENGTH_MAX);
     *lease_id = s;
     *length = (uint32_t)n;
     return 0;
@@ -109,6 +114,7 @@ static bool amount_value(const struct jdoc_value *value, uint64_t min, uint64_t 
     if (v < 0 || (uint64_t)v < min)
         return false;
     *out = (uint64_t)v;
+    assert(*out <= AMOUNT_MAX);
     return true;
 }
 
@@ -148,6 +154,9 @@ static int decode_item(const struct jdoc_value *item, const char *path, const ch
                      amount_min == 0 ? "must be an integer " ACTUAL_RANGE
                                      : "must be an integer " AMOUNT_RANGE,
                      "%s[%zu].%s", list, index, amount_name);
+    assert(n >= 1);
+    assert(n <= LIMIT_KEY_LENGTH_MAX);
+    assert(*amount >= amount_min);
     *key = s;
     *key_length = (uint32_t)n;
     return 0;
@@ -205,6 +214,8 @@ static int decode_requirements(const struct jdoc_value *list, const char *path,
         return -1;
     for (size_t i = 0; i < n; i++)
         requirements[i] = (struct requirement){items.keys[i], items.lengths[i], items.amounts[i]};
+    assert(n >= 1);
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     *count = (uint32_t)n;
     return 0;
 }
@@ -243,6 +254,7 @@ int decode_reserve(const struct jdoc_value *object, const char *path, struct res
         out->caller = s;
         out->caller_length = (uint32_t)n;
     }
+    assert(out->caller_length <= CALLER_LENGTH_MAX);
     return 0;
 }
 
@@ -263,6 +275,7 @@ static int decode_actuals(const struct jdoc_value *list, const char *path, struc
         return -1;
     for (size_t i = 0; i < n; i++)
         actuals[i] = (struct actual){items.keys[i], items.lengths[i], items.amounts[i]};
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     *count = (uint32_t)n;
     return 0;
 }
@@ -334,12 +347,15 @@ int decode_batch(const struct jdoc_value *body, const struct jdoc_value **reques
     size_t n = list->count;
     if (n == 0 || n > BATCH_ITEMS_MAX)
         return fail(error, error_size, "", "requests", "1..8189 items");
+    assert(list->as.items != NULL);
     *requests = list;
     return 0;
 }
 
 int decode_i64(const char *text, int64_t *out)
 {
+    assert(text != NULL);
+    assert(out != NULL);
     const char *digits = text[0] == '-' ? text + 1 : text;
     if (digits[0] < '0' || digits[0] > '9')
         return -1;

@@ -1,8 +1,9 @@
-/* Strict decoding of request bodies and registry entries (SPEC sections 2, 3
- * and 6; docs/api.md). Every rejection names the field path and the reason,
- * e.g. "requirements[1].amount: must be an integer 1..9223372036854775807".
- * Unknown fields are rejected. Decoded strings point into the parsed
- * document, which the caller keeps alive as long as it uses them. */
+/* Strict decoding of request bodies and registry entries (docs/api.md,
+ * docs/configuration.md "The registry file"). Every rejection names the field
+ * path and the reason, e.g. "requirements[1].amount: must be an integer
+ * 1..9223372036854775807". Unknown fields are rejected. Decoded strings point
+ * into the parsed document, which the caller keeps alive as long as it uses
+ * them. */
 #ifndef LLMLIMIT_SERVER_DECODE_H
 #define LLMLIMIT_SERVER_DECODE_H
 

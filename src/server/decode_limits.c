@@ -3,6 +3,7 @@
  * validation of src/core/limits.c. */
 #include "decode.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@
 static int fail(char *error, size_t error_size, const char *path, const char *field,
                 const char *reason)
 {
+    assert(error_size > 0);
+    assert(path != NULL);
     snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
     return -1;
 }
@@ -18,14 +21,17 @@ static int fail(char *error, size_t error_size, const char *path, const char *fi
 /* A string without NUL bytes of at most `max` bytes, copied into out[max + 1]. */
 static bool copy_text(const struct jdoc_value *value, char *out, size_t max)
 {
+    assert(max >= 1);
     if (!jdoc_is(value, JDOC_STRING) || value->count > max)
         return false;
     memcpy(out, value->as.string, (size_t)value->count + 1);
+    assert(out[value->count] == '\0'); /* the parser NUL-terminates strings */
     return true;
 }
 
 static bool integer_in(const struct jdoc_value *value, uint64_t min, uint64_t max, uint64_t *out)
 {
+    assert(min <= max);
     if (!jdoc_is(value, JDOC_INTEGER))
         return false;
     int64_t v = value->as.integer;
@@ -128,6 +134,9 @@ int decode_definition(const struct jdoc_value *object, const char *path,
         snprintf(error, error_size, "%s%s%s", path, path[0] != '\0' ? "." : "", reason);
         return -1;
     }
+    assert(out->capacity >= 1);
+    assert(out->capacity <= AMOUNT_MAX);
+    assert(out->key[0] != '\0');
     return 0;
 }
 

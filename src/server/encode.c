@@ -1,4 +1,4 @@
-/* Reply encoders. Field names and order follow SPEC section 6 exactly; every
+/* Reply encoders. Field names and order follow docs/api.md exactly; every
  * amount is a JSON integer. */
 #include "encode.h"
 
@@ -76,6 +76,7 @@ static void text_with_key(struct buffer *b, const char *text, const char *key, u
     char joined[64 + LIMIT_KEY_LENGTH_MAX];
     assert(n < 64);
     assert(key_length <= LIMIT_KEY_LENGTH_MAX);
+    assert(key != NULL || key_length == 0);
     memcpy(joined, text, n);
     if (key != NULL)
         memcpy(joined + n, key, key_length);
@@ -131,6 +132,8 @@ static void denied_keys(struct buffer *b, const struct reserve_request *request,
  * the member writers below give it. */
 static void reserve_allowed(struct buffer *b, const struct reserve_result *result)
 {
+    /* Every hold lives at least a second past its reserve. */
+    assert(result->expires_at_unix_ms > result->reserved_at_unix_ms);
     char *out =
         buffer_room(b, sizeof ALLOWED_HEAD + sizeof ALLOWED_MIDDLE + sizeof ALLOWED_TAIL + 2 * 21);
     if (out == NULL)
@@ -169,6 +172,8 @@ unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *
         reserve_error(b, request, result);
         return status;
     }
+    assert(!result->allowed); /* allowed with an error is not an answer */
+    assert(result->retry_after_ms >= 0);
     member_name(b, "allowed");
     buffer_append_str(b, result->allowed ? "true," : "false,");
     member_i64(b, "retry_after_ms", result->allowed ? 0 : result->retry_after_ms);
@@ -231,6 +236,13 @@ unsigned encode_release_members(struct buffer *b, const struct release_result *r
 void encode_limit_state(struct buffer *b, const struct limit_state *state)
 {
     const struct limit_definition *d = &state->definition;
+    assert(d->capacity >= 1);
+    assert(d->capacity <= AMOUNT_MAX);
+    /* pending_decrease_to is set exactly while a decrease waits, below the
+     * capacity still in force. */
+    assert(state->status == LIMIT_DECREASING || state->pending_decrease_to == 0);
+    assert(state->status == LIMIT_ACTIVE || state->pending_decrease_to >= 1);
+    assert(state->status == LIMIT_ACTIVE || state->pending_decrease_to < d->capacity);
     buffer_append_str(b, "{\"definition\":{");
     member_string(b, "key", d->key);
     buffer_append_char(b, ',');
@@ -259,6 +271,7 @@ void encode_limit_state(struct buffer *b, const struct limit_state *state)
 void encode_usage(struct buffer *b, const struct limit_usage *usage)
 {
     const struct limit_definition *d = &usage->state.definition;
+    assert(d->kind != LIMIT_BUDGET || usage->period_start_unix_ms < usage->period_end_unix_ms);
     buffer_append_char(b, '{');
     member_string(b, "key", d->key);
     buffer_append_char(b, ',');

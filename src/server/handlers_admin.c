@@ -5,6 +5,7 @@
 #include "handlers.h"
 #include "gateway.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@
 /* The {key} of the path, percent-decoded and checked; answers 400 on error. */
 static int path_key(struct exchange *ex, char *key, size_t key_size)
 {
+    assert(ex->key_encoded != NULL); /* item routes always match a {key} */
+    assert(key_size > LIMIT_KEY_LENGTH_MAX);
     size_t length = 0;
     int decoded = percent_decode(ex->key_encoded, key, key_size, &length);
     if (decoded == -1) {
@@ -82,6 +85,8 @@ static enum MHD_Result list_limits(struct exchange *ex)
     size_t count = 0;
     if (backend_list_limits(ex->server->backend, &states, &count) != 0)
         return exchange_error(ex, 503, "backend_error");
+    assert(states != NULL || count == 0);
+    assert(count <= LIMITS_COUNT_MAX);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_str(&b, "{\"limits\":[");
@@ -111,6 +116,10 @@ static enum MHD_Result put_limit(struct exchange *ex)
         return exchange_error(ex, 400, error);
     if (outcome == REGISTRY_WRITE_FAILED)
         return exchange_error(ex, 503, "registry_write_failed");
+    assert(outcome == REGISTRY_OK);
+    /* A decrease that waits leaves the old capacity in force. */
+    assert(state.status == LIMIT_ACTIVE || state.pending_decrease_to < state.definition.capacity);
+    assert(state.status == LIMIT_DECREASING || state.pending_decrease_to == 0);
     char capacity[24], pending[24];
     snprintf(capacity, sizeof capacity, "%" PRIu64, state.definition.capacity);
     snprintf(pending, sizeof pending, "%" PRIu64, state.pending_decrease_to);
@@ -185,6 +194,7 @@ enum MHD_Result handle_admin_clock(struct exchange *ex)
     if (!jdoc_is(advance, JDOC_INTEGER) || delta > TEST_CLOCK_ADVANCE_MS_MAX ||
         delta < -TEST_CLOCK_ADVANCE_MS_MAX)
         return exchange_error(ex, 400, "advance_ms: must be an integer of at most 100 years");
+    assert(ex->server->config.test_clock); /* the route exists only then */
     int64_t offset = clock_offset_advance(&ex->server->test_clock, delta);
     char offset_text[24];
     snprintf(offset_text, sizeof offset_text, "%" PRId64, offset);
@@ -212,6 +222,7 @@ static enum MHD_Result usage_by_caller(struct exchange *ex, const char *key, int
         return unknown_key(ex, key);
     if (found != 0)
         return exchange_error(ex, 503, "backend_error");
+    assert(callers != NULL || count == 0);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_str(&b, "{\"key\":");
@@ -326,12 +337,16 @@ enum MHD_Result handle_events(struct exchange *ex)
     size_t count = 0;
     if (server->backend->ops->events(server->backend, &query, &events, &count) != 0)
         return exchange_error(ex, 503, "backend_error");
+    assert(events != NULL || count == 0);
+    assert(count <= query.limit);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_str(&b, "{\"events\":[");
     for (size_t i = 0; i < count; i++) {
         if (i > 0)
             buffer_append_char(&b, ',');
+        /* A page is oldest first, after `since`: paging never repeats. */
+        assert(events[i].id > (i > 0 ? events[i - 1].id : since));
         encode_event(&b, &events[i]);
     }
     buffer_append_str(&b, "],\"next_since\":");

@@ -4,6 +4,7 @@
 #include "server.h"
 #include "handlers.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +37,11 @@ static void count_denials(struct exchange *ex, const struct reserve_request *req
 {
     if (result->error != BACKEND_OK || result->allowed)
         return;
+    /* The backend names each denied requirement once. */
+    assert(result->denied_count <= request->requirement_count);
     for (uint32_t i = 0; i < result->denied_count && i < REQUIREMENTS_PER_RESERVE_MAX; i++) {
         uint32_t index = result->denied_index[i];
+        assert(index < request->requirement_count);
         if (index < request->requirement_count)
             metrics_denial(ex->server->metrics, request->requirements[index].key,
                            request->requirements[index].key_length);
@@ -189,6 +193,8 @@ static size_t batch_entries(const struct jdoc_value *requests, const char *field
  * result that was a good part of a batch reserve. */
 static struct batch *batch_new(struct arena *arena, size_t items, size_t entries, bool reserve)
 {
+    assert(items <= BATCH_ITEMS_MAX);
+    assert(entries <= BATCH_REQUIREMENTS_MAX);
     struct batch *batch = arena_alloc(arena, sizeof *batch);
     if (batch == NULL)
         return NULL;
@@ -224,6 +230,8 @@ static void item_path(size_t item, char *error, size_t error_size)
 
 static void batch_item_failed(struct batch *batch, size_t item, const char *error)
 {
+    assert(item < batch->item_count);
+    assert(error[0] != '\0'); /* a failed item always says why */
     batch->call_of_item[item] = -1;
     batch->error_of_item[item] = (uint32_t)batch->errors.length;
     buffer_append(&batch->errors, error, strlen(error) + 1);
@@ -259,6 +267,7 @@ static enum MHD_Result batch_reply(struct exchange *ex,
                                    unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
 {
     struct batch *batch = ex->batch;
+    assert(batch->call_count <= batch->item_count);
     size_t estimate = 64 + (size_t)batch->item_count * BATCH_ITEM_REPLY_BYTES;
     char *storage = arena_alloc_uninit(&ex->arena, estimate);
     struct buffer b;
@@ -273,6 +282,7 @@ static enum MHD_Result batch_reply(struct exchange *ex,
             const char *error = batch->errors.data + batch->error_of_item[i];
             buffer_append_json_string(&b, error, strlen(error));
         } else {
+            assert((uint32_t)batch->call_of_item[i] < batch->call_count);
             item(ex, &b, (uint32_t)batch->call_of_item[i]);
         }
         buffer_append_char(&b, '}');
@@ -319,6 +329,8 @@ static void reserve_batch_call(struct exchange *ex)
 static struct batch *batch_of_scanned(struct arena *arena, struct reserve_request *requests,
                                       uint32_t count)
 {
+    assert(count >= 1);
+    assert(count <= BATCH_ITEMS_MAX);
     struct batch *batch = arena_alloc(arena, sizeof *batch);
     if (batch == NULL)
         return NULL;
@@ -366,6 +378,9 @@ enum MHD_Result handle_reserve_batch(struct exchange *ex)
         offset += request->requirement_count;
         batch->call_of_item[i] = (int32_t)batch->call_count++;
     }
+    /* batch_begin counted the entries the decoders may take. */
+    assert(offset <= BATCH_REQUIREMENTS_MAX);
+    assert(batch->call_count <= batch->item_count);
     if (batch->call_count == 0)
         return reserve_batch_reply(ex);
     return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
@@ -417,6 +432,8 @@ enum MHD_Result handle_complete_batch(struct exchange *ex)
         offset += request->actual_count;
         batch->call_of_item[i] = (int32_t)batch->call_count++;
     }
+    assert(offset <= BATCH_REQUIREMENTS_MAX);
+    assert(batch->call_count <= batch->item_count);
     if (batch->call_count == 0)
         return complete_batch_reply(ex);
     return exchange_call_backend(ex, complete_batch_call, complete_batch_reply);

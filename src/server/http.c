@@ -35,6 +35,12 @@ static void log_answer(struct exchange *ex, unsigned status, const struct buffer
 enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
                                 int64_t retry_after_ms)
 {
+    /* One answer per exchange: every path that answers returns at once. */
+    assert(ex->status == 0);
+    assert(status >= 200);
+    assert(status <= 599);
+    assert(retry_after_ms >= 0);
+    assert(body->length <= body->capacity);
     char fallback[64];
     struct buffer spare;
     if (body->failed) { /* out of memory while writing the answer */
@@ -128,15 +134,25 @@ void exchange_backend_done(void *context)
     struct server *server = ex->server;
     struct MHD_Connection *connection = ex->connection;
     int previous = __atomic_exchange_n(&ex->phase, PHASE_DONE, __ATOMIC_SEQ_CST);
+    /* done runs once per call, and only after the call was made. */
+    assert(previous != PHASE_RECEIVING);
+    assert(previous != PHASE_DONE);
     if (previous == PHASE_SUSPENDED)
         MHD_resume_connection(connection);
     /* Last: shutdown stops the daemon only after every call has left. */
-    __atomic_sub_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
+    int64_t calls = __atomic_sub_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
+    assert(calls >= 0);
 }
 
 enum MHD_Result exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *),
                                       exchange_fn reply)
 {
+    assert(call != NULL);
+    assert(reply != NULL);
+    /* One backend call per exchange, made before any answer. */
+    assert(!ex->called);
+    assert(ex->status == 0);
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) == PHASE_RECEIVING);
     if (!backend_enter(ex->server))
         return exchange_error(ex, 503, "shutting_down");
     ex->reply = reply;
@@ -151,14 +167,20 @@ enum MHD_Result exchange_call_backend(struct exchange *ex, void (*call)(struct e
     MHD_suspend_connection(ex->connection);
     int expected = PHASE_WAITING;
     if (!__atomic_compare_exchange_n(&ex->phase, &expected, PHASE_SUSPENDED, false,
-                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        assert(expected == PHASE_DONE); /* only done moves the phase on */
         MHD_resume_connection(ex->connection);
+    }
     return MHD_YES;
 }
 
 /* Remembers an answer to give once the request is fully received. */
 static enum MHD_Result exchange_refuse(struct exchange *ex, unsigned status, const char *error)
 {
+    assert(status >= 400);
+    assert(status <= 499);
+    assert(error != NULL);
+    assert(ex->refused_status == 0);
     ex->refused_status = status;
     ex->refused_error = error;
     return MHD_YES;
@@ -171,6 +193,7 @@ static struct exchange *exchange_new(struct server *server, struct MHD_Connectio
     pthread_mutex_lock(&server->pool_mutex);
     struct exchange *ex = server->pool;
     if (ex != NULL) {
+        assert(server->pool_count > 0);
         server->pool = ex->next_free;
         server->pool_count--;
     }
@@ -211,6 +234,7 @@ static void exchange_free(struct exchange *ex)
     if (ex->body != ex->body_inline)
         free(ex->body);
     pthread_mutex_lock(&server->pool_mutex);
+    assert(server->pool_count <= EXCHANGE_POOL_MAX);
     bool keep = server->pool_count < EXCHANGE_POOL_MAX;
     if (keep) {
         ex->next_free = server->pool;
@@ -242,7 +266,8 @@ static void exchange_received(struct exchange *ex)
     if (!ex->receiving)
         return;
     ex->receiving = false;
-    __atomic_sub_fetch(&ex->server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+    int64_t left = __atomic_sub_fetch(&ex->server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+    assert(left >= 0);
 }
 
 /* Appends body bytes. A body that is refused or over the limit is dropped
@@ -252,6 +277,8 @@ static void exchange_received(struct exchange *ex)
 static enum MHD_Result exchange_receive(struct exchange *ex, const char *data, size_t size)
 {
     uint64_t limit = ex->server->config.max_body_bytes;
+    assert(ex->body_length <= ex->body_capacity);
+    assert(ex->body_length <= limit);
     if (!ex->body_too_large && !ex->body_alloc_failed && ex->refused_status == 0 &&
         size > limit - ex->body_length)
         ex->body_too_large = true;
@@ -275,6 +302,7 @@ static enum MHD_Result exchange_receive(struct exchange *ex, const char *data, s
         ex->body = grown;
         ex->body_capacity = capacity;
     }
+    assert(ex->body_length + size <= ex->body_capacity);
     memcpy(ex->body + ex->body_length, data, size);
     ex->body_length += size;
     return MHD_YES;
@@ -311,6 +339,7 @@ static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, cons
 {
     struct server *server = ex->server;
     ex->route = router_find(server->router, url, &ex->key_encoded);
+    assert(ex->route != NULL); /* unknown paths get the not-found route */
     if ((ex->route->flags & ROUTE_TEST_CLOCK_ONLY) != 0 && !server->config.test_clock)
         ex->route = router_not_found(server->router);
     ex->method = method_parse(method);
@@ -368,6 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         return exchange_error(ex, 413, "body_too_large");
     if (ex->body_alloc_failed)
         return exchange_error(ex, 503, "out_of_memory");
+    assert(ex->route->handler != NULL); /* else refused as not_found */
     watch_request_received(ex->watch);
     return ex->route->handler(ex);
 }
@@ -392,7 +422,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     exchange_received(ex);
     watch_request_finished(ex->watch);
     exchange_free(ex);
-    __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+    int64_t open = __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+    assert(open >= 0);
 }
 
 /* Paths and query arguments reach the routes still percent-encoded: the

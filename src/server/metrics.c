@@ -18,6 +18,8 @@ static const int64_t bucket_ns[] = {100000,  250000,   500000,   1000000,   2500
 static const char *const bucket_labels[] = {"0.0001", "0.00025", "0.0005", "0.001", "0.0025",
                                             "0.005",  "0.01",    "0.025",  "0.1",   "1"};
 #define BUCKET_COUNT (sizeof bucket_ns / sizeof bucket_ns[0])
+_Static_assert(sizeof bucket_labels / sizeof bucket_labels[0] == BUCKET_COUNT,
+               "one label per bucket");
 
 struct histogram {
     uint64_t buckets[BUCKET_COUNT + 1]; /* not cumulative; the last is +Inf */
@@ -50,6 +52,8 @@ struct metrics *metrics_create(const struct router *router)
         return NULL;
     m->router = router;
     pthread_mutex_init(&m->denial_mutex, NULL);
+    /* Half the slots at most: probing always finds an empty one. */
+    _Static_assert(METRICS_DENIAL_KEYS_MAX * 2 <= DENIAL_SLOTS, "denial table half empty");
     return m;
 }
 
@@ -75,10 +79,13 @@ static size_t status_index(unsigned status)
 void metrics_request(struct metrics *metrics, uint32_t route, unsigned status, int64_t duration_ns)
 {
     assert(route < metrics->router->count);
-    __atomic_fetch_add(&metrics->requests[route][status_index(status)], 1, __ATOMIC_RELAXED);
+    size_t status_slot = status_index(status);
+    assert(status_slot <= STATUS_OTHER);
+    __atomic_fetch_add(&metrics->requests[route][status_slot], 1, __ATOMIC_RELAXED);
     size_t bucket = 0;
     while (bucket < BUCKET_COUNT && duration_ns > bucket_ns[bucket])
         bucket++;
+    assert(bucket <= BUCKET_COUNT);
     struct histogram *h = &metrics->durations[route];
     __atomic_fetch_add(&h->buckets[bucket], 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&h->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0), __ATOMIC_RELAXED);
@@ -96,10 +103,15 @@ static uint64_t key_hash(const char *key, size_t length)
 
 void metrics_denial(struct metrics *metrics, const char *key, size_t key_length)
 {
+    assert(key != NULL);
+    assert(key_length >= 1);
+    assert(key_length <= LIMIT_KEY_LENGTH_MAX);
     pthread_mutex_lock(&metrics->denial_mutex);
+    assert(metrics->denial_keys <= METRICS_DENIAL_KEYS_MAX);
     size_t slot = (size_t)(key_hash(key, key_length) % DENIAL_SLOTS);
     /* At most half the slots are ever used, so an empty slot is always found. */
-    for (;;) {
+    for (size_t probes = 0;; probes++) {
+        assert(probes < DENIAL_SLOTS);
         struct denial_slot *s = &metrics->denials[slot];
         if (s->key == NULL) {
             char *copy =
@@ -186,6 +198,7 @@ static void render_durations(struct metrics *m, struct buffer *out)
             buffer_append_u64(out, cumulative);
             buffer_append_char(out, '\n');
         }
+        assert(cumulative == total); /* the +Inf bucket counts every request */
         uint64_t sum_ns = __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
         buffer_printf(out, "llmlimit_request_duration_seconds_sum{route=\"%s\"} %.9f\n", name,
                       (double)sum_ns / 1e9);
@@ -225,9 +238,13 @@ static const char *const gauge_help[] = {
     "Held by completed leases (rolling: in window; budget: committed this period).",
     "Overage recorded this window or period.", "Capacity minus reserved, used (and debt)."};
 #define GAUGE_COUNT 5
+_Static_assert(sizeof gauge_names / sizeof gauge_names[0] == GAUGE_COUNT, "a name per gauge");
+_Static_assert(sizeof gauge_help / sizeof gauge_help[0] == GAUGE_COUNT, "a help per gauge");
 
 static int64_t gauge_value(const struct limit_usage *u, int gauge)
 {
+    assert(gauge >= 0);
+    assert(gauge < GAUGE_COUNT);
     switch (gauge) {
     case 0:
         return (int64_t)u->state.definition.capacity;
@@ -248,6 +265,7 @@ static void render_limits(struct backend *backend, int64_t now, struct buffer *o
     size_t count = 0;
     if (backend_list_limits(backend, &states, &count) != 0)
         return;
+    assert(states != NULL || count == 0);
     if (count > METRICS_LIMITS_MAX)
         count = METRICS_LIMITS_MAX;
     struct limit_usage *usages = calloc(count > 0 ? count : 1, sizeof *usages);

@@ -1,7 +1,7 @@
-/* Prometheus metrics of llmlimitd (SPEC section 9): request counts and
- * latency histograms per route (lock-free counters), reserve denials per key
- * (bounded label set), and, at scrape time, per-limit gauges and backend
- * statistics. */
+/* Prometheus metrics of llmlimitd (docs/api.md "GET /metrics"): request
+ * counts and latency histograms per route (lock-free counters), reserve
+ * denials per key (bounded label set), and, at scrape time, per-limit gauges
+ * and backend statistics. */
 #ifndef LLMLIMIT_SERVER_METRICS_H
 #define LLMLIMIT_SERVER_METRICS_H
 

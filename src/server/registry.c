@@ -38,6 +38,9 @@ const char *registry_path(const struct registry *registry)
 /* Reads the whole file into a new NUL-terminated block. 0, 1 (no file), -1. */
 static int read_file(const char *path, char **text, size_t *length, char *error, size_t error_size)
 {
+    assert(path != NULL);
+    assert(text != NULL);
+    assert(length != NULL);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT)
@@ -66,6 +69,7 @@ static int read_file(const char *path, char **text, size_t *length, char *error,
         done += (size_t)n;
     }
     close(fd);
+    assert(done <= size);
     if (data == NULL || done != size) {
         snprintf(error, error_size, "%s: %s", path, data == NULL ? "out of memory" : "short read");
         free(data);
@@ -167,6 +171,7 @@ static int registry_restore(struct registry *r, const struct jdoc_value *root, s
         if (restore_entry(r, &root->as.items[i], i, error, error_size) != 0)
             return -1;
     }
+    assert(root->count <= LIMITS_COUNT_MAX);
     r->count = root->count;
     return 0;
 }
@@ -195,6 +200,8 @@ static int registry_load(struct registry *r, char *error, size_t error_size)
 int registry_open(const char *data_dir, struct backend *backend, struct registry **out, char *error,
                   size_t error_size)
 {
+    assert(data_dir != NULL);
+    assert(backend != NULL);
     *out = NULL;
     struct registry *r = calloc(1, sizeof *r);
     if (r == NULL) {
@@ -230,12 +237,15 @@ void registry_close(struct registry *registry)
 /* Writes all of data to fd; 0 or -1 (errno set). */
 static int write_all(int fd, const char *data, size_t length)
 {
+    assert(fd >= 0);
+    assert(data != NULL || length == 0);
     while (length > 0) {
         ssize_t n = write(fd, data, length);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return -1;
+        assert((size_t)n <= length);
         data += n;
         length -= (size_t)n;
     }
@@ -249,6 +259,7 @@ static int registry_encode(struct registry *r, struct buffer *b)
     size_t count = 0;
     if (backend_list_limits(r->backend, &states, &count) != 0)
         return -1;
+    assert(states != NULL || count == 0);
     buffer_append_str(b, "[\n");
     for (size_t i = 0; i < count; i++) {
         encode_limit_state(b, &states[i]);
@@ -344,6 +355,8 @@ enum registry_outcome registry_put(struct registry *registry,
     } else if (registry_write(registry) != 0) {
         outcome = REGISTRY_WRITE_FAILED;
     }
+    /* The backend took the definition: the state it reports is that key's. */
+    assert(outcome == REGISTRY_REJECTED || strcmp(state_out->definition.key, definition->key) == 0);
     pthread_mutex_unlock(&registry->mutex);
     return outcome;
 }

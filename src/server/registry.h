@@ -1,6 +1,6 @@
-/* The limit registry file, DATA_DIR/limits.json (SPEC section 6, seed ADR
- * 0002): an array of LimitStates loaded into the backend at startup and
- * rewritten atomically after every change. The backend owns the live states;
+/* The limit registry file, DATA_DIR/limits.json (docs/configuration.md
+ * "The registry file"): an array of LimitStates loaded into the backend at
+ * startup and rewritten atomically after every change. The backend owns the live states;
  * this module owns the file and serialises its writes. */
 #ifndef LLMLIMIT_SERVER_REGISTRY_H
 #define LLMLIMIT_SERVER_REGISTRY_H

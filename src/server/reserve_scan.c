@@ -5,6 +5,7 @@
  * the body until the whole of it has scanned. */
 #include "reserve_scan.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -59,6 +60,7 @@ static bool scan_string(struct scan *s, const char **out, uint32_t *length, unsi
     const char *start = s->p;
     unsigned seen = JDOC_KEY_CHARS | JDOC_LEASE_CHARS;
     const char *p = start + jdoc_plain_run(start, s->end, &seen);
+    assert(p <= s->end);
     if (p == s->end || *p != '"')
         return false; /* an escape, a control or non-ASCII byte, or no end */
     *out = start;
@@ -84,6 +86,9 @@ static bool scan_amount(struct scan *s, uint64_t *out)
         value = value * 10 + (uint64_t)(*p - '0');
         p++;
     }
+    /* 1..18 digits, no leading zero: always 1..AMOUNT_MAX. */
+    assert(value >= 1);
+    assert(value <= AMOUNT_MAX);
     *out = value;
     s->p = p;
     return true;
@@ -194,6 +199,9 @@ static bool scan_requirements(struct scan *s, struct requirement *requirements, 
     } while (take(s, ','));
     if (!take(s, ']'))
         return false;
+    assert(n >= 1);
+    assert(n <= room);
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     *count = n;
     return true;
 }
@@ -255,13 +263,17 @@ static bool at_end(struct scan *s)
  * the general parser does. */
 static void terminate(char *text, const struct reserve_request *request)
 {
+    assert(text[request->lease_id + request->lease_id_length - text] == '"');
     text[request->lease_id + request->lease_id_length - text] = '\0';
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         const struct requirement *r = &request->requirements[i];
+        assert(text[r->key + r->key_length - text] == '"');
         text[r->key + r->key_length - text] = '\0';
     }
-    if (request->caller != NULL)
+    if (request->caller != NULL) {
+        assert(text[request->caller + request->caller_length - text] == '"');
         text[request->caller + request->caller_length - text] = '\0';
+    }
 }
 
 int reserve_scan_one(char *text, size_t length, struct reserve_request *request,
@@ -301,9 +313,12 @@ int reserve_scan_batch(char *text, size_t length, struct arena *arena,
             return -1;
         used += requests[n].requirement_count;
         n++;
+        assert(used <= requirement_room);
     } while (take(&s, ','));
     if (!take(&s, ']') || !take(&s, '}') || !at_end(&s))
         return -1;
+    assert(n >= 1);
+    assert(n <= BATCH_ITEMS_MAX);
     for (uint32_t i = 0; i < n; i++)
         terminate(text, &requests[i]);
     *requests_out = requests;

@@ -20,7 +20,8 @@ const struct route *router_find(const struct router *router, const char *path,
             continue;
         }
         size_t n = strlen(route->path);
-        assert(n > 0 && route->path[n - 1] == '/');
+        assert(n > 0);
+        assert(route->path[n - 1] == '/');
         if (strncmp(path, route->path, n) == 0 && path[n] != '\0') {
             *key_encoded = path + n;
             return route;
@@ -45,6 +46,7 @@ const struct route *router_not_found(const struct router *router)
 
 enum method method_parse(const char *method)
 {
+    assert(method != NULL);
     if (strcmp(method, "POST") == 0)
         return METHOD_POST;
     if (strcmp(method, "GET") == 0)
@@ -75,7 +77,8 @@ void route_allow(const struct route *route, char *out, size_t out_size)
         if ((route->methods & names[i].method) == 0)
             continue;
         int n = snprintf(out + used, out_size - used, "%s%s", used > 0 ? ", " : "", names[i].name);
-        assert(n > 0 && (size_t)n < out_size - used);
+        assert(n > 0);
+        assert((size_t)n < out_size - used);
         used += (size_t)n;
     }
 }
@@ -93,6 +96,8 @@ static int hex_value(char c)
 
 int percent_decode(const char *in, char *out, size_t out_size, size_t *out_length)
 {
+    assert(in != NULL);
+    assert(out_size >= 1);
     size_t n = 0;
     for (size_t i = 0; in[i] != '\0'; i++) {
         char c = in[i];
@@ -108,6 +113,7 @@ int percent_decode(const char *in, char *out, size_t out_size, size_t *out_lengt
             return -2;
         out[n++] = c;
     }
+    assert(n < out_size);
     out[n] = '\0';
     *out_length = n;
     return 0;

@@ -4,6 +4,7 @@
  * flush the backend). */
 #include "server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -86,6 +87,7 @@ static int open_backend(struct server *s)
     char error[512];
     if (backend_open(ops, &bc, backend_options(s, ops), &s->backend, error, sizeof error) != 0)
         return startup_failed("cannot open the backend", error);
+    assert(s->backend != NULL);
     return 0;
 }
 
@@ -95,7 +97,8 @@ static void *ticker_main(void *context)
     pthread_mutex_lock(&s->ticker_mutex);
     while (!s->ticker_stop) {
         struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        int rc = clock_gettime(CLOCK_MONOTONIC, &deadline);
+        assert(rc == 0);
         deadline.tv_nsec += (long)TICK_INTERVAL_MS * 1000000L;
         deadline.tv_sec += deadline.tv_nsec / 1000000000L;
         deadline.tv_nsec %= 1000000000L;
@@ -186,6 +189,8 @@ static void drain(struct server *s)
     /* Backends always call done (with backend_error at worst), so this ends. */
     while (__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) > 0)
         sleep_ms(1);
+    /* No call can start now (closing is set), so none is left for later. */
+    assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     /* Answers of calls that finished just now are being written: give them
      * a moment even when the drain time is spent. */
     int64_t settle = clock_monotonic_ms() + 200;
@@ -231,11 +236,15 @@ static int server_start(struct server *s)
         return -1;
     if (http_start(s, error, sizeof error) != 0)
         return startup_failed("cannot listen", error);
+    assert(s->daemon != NULL);
     return 0;
 }
 
 static void server_free(struct server *s)
 {
+    /* The daemon is stopped: no exchange, and so no backend call, is left. */
+    assert(s->daemon == NULL);
+    assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     ticker_stop(s);
     if (s->ticker_cond_ready) {
         pthread_cond_destroy(&s->ticker_cond);
@@ -278,6 +287,8 @@ static int wait_for_stop(struct server *s, const sigset_t *signals)
 
 int server_run(const struct server_config *config)
 {
+    assert(config != NULL);
+    assert(config->threads >= 1);
     log_setup(config->log_level, config->log_format);
     /* SIGTERM/SIGINT are taken by sigwait() in this thread only: block them
      * before any thread starts so every thread inherits the mask. */

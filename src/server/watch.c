@@ -2,6 +2,7 @@
  * mutex, two atomic stores per request, a sweep by the ticker. */
 #include "watch.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -10,6 +11,7 @@
 
 void watch_list_init(struct watch_list *list, int64_t timeout_ms)
 {
+    assert(timeout_ms > 0);
     pthread_mutex_init(&list->mutex, NULL);
     list->head = NULL;
     list->timeout_ms = timeout_ms;
@@ -37,6 +39,7 @@ static void watch_open(struct watch_list *list, struct MHD_Connection *connectio
     if (watch == NULL)
         return; /* unwatched: only the inactivity timeout applies */
     watch->fd = info->connect_fd;
+    assert(watch->fd >= 0);
     __atomic_store_n(&watch->since_ms, clock_monotonic_ms(), __ATOMIC_RELAXED);
     pthread_mutex_lock(&list->mutex);
     watch->next = list->head;
@@ -53,6 +56,10 @@ static void watch_close(struct watch_list *list, void **socket_context)
     if (watch == NULL)
         return;
     pthread_mutex_lock(&list->mutex);
+    /* Linked both ways: the neighbours point back at it. */
+    assert(watch->previous != NULL || list->head == watch);
+    assert(watch->previous == NULL || watch->previous->next == watch);
+    assert(watch->next == NULL || watch->next->previous == watch);
     if (watch->previous != NULL)
         watch->previous->next = watch->next;
     else
@@ -99,6 +106,7 @@ uint32_t watch_sweep(struct watch_list *list, int64_t now_ms)
     uint32_t closed = 0;
     pthread_mutex_lock(&list->mutex);
     for (struct watch *watch = list->head; watch != NULL; watch = watch->next) {
+        assert(watch->next == NULL || watch->next->previous == watch);
         if (watch->shut || __atomic_load_n(&watch->busy, __ATOMIC_RELAXED))
             continue;
         if (now_ms - __atomic_load_n(&watch->since_ms, __ATOMIC_RELAXED) < list->timeout_ms)

@@ -3,6 +3,7 @@
 #include "arena.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,12 @@ struct arena_block {
     size_t padding; /* keeps data 16-byte aligned */
     char data[];
 };
+_Static_assert(offsetof(struct arena_block, data) % ARENA_ALIGN == 0, "block data starts aligned");
 
 void arena_init(struct arena *arena, char *storage, size_t storage_size)
 {
+    assert(arena != NULL);
+    assert(storage != NULL || storage_size == 0);
     assert(((uintptr_t)storage % ARENA_ALIGN) == 0);
     arena->storage = storage;
     arena->storage_size = storage_size;
@@ -34,6 +38,11 @@ static size_t align_up(size_t size)
 
 void *arena_alloc_uninit(struct arena *arena, size_t size)
 {
+    /* Callers allocate what their bounds allow, far below this: align_up
+     * and the block header must not wrap. */
+    assert(size <= SIZE_MAX / 2);
+    assert(arena->used <= arena->storage_size);
+    assert(arena->used % ARENA_ALIGN == 0);
     size = align_up(size > 0 ? size : 1);
     if (size <= arena->storage_size - arena->used) {
         void *p = arena->storage + arena->used;
@@ -51,8 +60,11 @@ void *arena_alloc_uninit(struct arena *arena, size_t size)
         block->used = 0;
         arena->blocks = block;
     }
+    assert(block->used % ARENA_ALIGN == 0);
     void *p = block->data + block->used;
     block->used += size;
+    assert(block->used <= block->size);
+    assert((uintptr_t)p % ARENA_ALIGN == 0);
     return p;
 }
 

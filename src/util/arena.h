@@ -1,8 +1,8 @@
-/* Per-request memory (STYLE: "per-request arenas"): a bump allocator that
- * starts on storage inside the exchange and chains heap blocks when that is
- * full; everything is dropped at once when the request ends. The parsed JSON
- * document and the arrays of a batch live here, so the data path makes no
- * small mallocs and frees. Not thread-safe: one request, one thread at a time. */
+/* Per-request memory: a bump allocator that starts on storage inside the
+ * exchange and chains heap blocks when that is full; everything is dropped at
+ * once when the request ends. The parsed JSON document and the arrays of a
+ * batch live here, so the data path makes no small mallocs and frees. Not
+ * thread-safe: one request, one thread at a time. */
 #ifndef LLMLIMIT_UTIL_ARENA_H
 #define LLMLIMIT_UTIL_ARENA_H
 

@@ -12,6 +12,7 @@
 
 void buffer_init(struct buffer *buffer, char *storage, size_t storage_size)
 {
+    assert(buffer != NULL);
     assert(storage != NULL || storage_size == 0);
     buffer->data = storage;
     buffer->length = 0;
@@ -34,6 +35,7 @@ void buffer_free(struct buffer *buffer)
 
 char *buffer_detach(struct buffer *buffer)
 {
+    assert(buffer->length <= buffer->capacity);
     char *data;
     if (buffer->heap) {
         data = buffer->data;
@@ -51,6 +53,7 @@ char *buffer_detach(struct buffer *buffer)
 
 bool buffer_grow(struct buffer *buffer, size_t more)
 {
+    assert(buffer->length <= buffer->capacity);
     if (buffer->failed)
         return false;
     if (buffer->capacity - buffer->length >= more)
@@ -63,6 +66,8 @@ bool buffer_grow(struct buffer *buffer, size_t more)
     size_t capacity = buffer->capacity < 256 ? 256 : buffer->capacity;
     while (capacity < needed)
         capacity = capacity > buffer->capacity_max / 2 ? buffer->capacity_max : capacity * 2;
+    assert(capacity >= needed);
+    assert(capacity <= buffer->capacity_max);
     char *data = buffer->heap ? realloc(buffer->data, capacity) : malloc(capacity);
     if (data == NULL) {
         buffer->failed = true;
@@ -73,6 +78,7 @@ bool buffer_grow(struct buffer *buffer, size_t more)
     buffer->data = data;
     buffer->capacity = capacity;
     buffer->heap = true;
+    assert(buffer->capacity - buffer->length >= more);
     return true;
 }
 
@@ -110,6 +116,7 @@ char *buffer_put_u64(char *out, uint64_t value)
     } else {
         *--at = (char)('0' + value);
     }
+    assert(at == out); /* digit_count was exact: no gap, no overrun */
     return end;
 }
 
@@ -139,6 +146,7 @@ void buffer_append_i64(struct buffer *buffer, int64_t value)
 void buffer_append_json_string(struct buffer *buffer, const char *s, size_t length)
 {
     static const char hex[] = "0123456789abcdef";
+    assert(s != NULL || length == 0);
     buffer_append_char(buffer, '"');
     size_t run = 0; /* bytes that need no escape, copied in one go */
     for (size_t i = 0; i < length; i++) {
@@ -155,6 +163,7 @@ void buffer_append_json_string(struct buffer *buffer, const char *s, size_t leng
             buffer_append(buffer, escaped, 6);
         }
     }
+    assert(run <= length);
     buffer_append(buffer, s + run, length - run);
     buffer_append_char(buffer, '"');
 }

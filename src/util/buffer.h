@@ -5,6 +5,7 @@
 #ifndef LLMLIMIT_UTIL_BUFFER_H
 #define LLMLIMIT_UTIL_BUFFER_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,7 @@ bool buffer_grow(struct buffer *buffer, size_t more);
  * there, then buffer_wrote with the end of what was written. */
 static inline char *buffer_room(struct buffer *buffer, size_t more)
 {
+    assert(buffer->length <= buffer->capacity);
     if (buffer->failed || buffer->capacity - buffer->length < more) {
         if (!buffer_grow(buffer, more))
             return NULL;
@@ -48,6 +50,9 @@ static inline char *buffer_room(struct buffer *buffer, size_t more)
 
 static inline void buffer_wrote(struct buffer *buffer, const char *end)
 {
+    /* Only forward, and never past the room buffer_room made. */
+    assert(end >= buffer->data + buffer->length);
+    assert(end <= buffer->data + buffer->capacity);
     buffer->length = (size_t)(end - buffer->data);
 }
 
@@ -56,8 +61,10 @@ static inline void buffer_append(struct buffer *buffer, const char *bytes, size_
     char *at = length > 0 ? buffer_room(buffer, length) : NULL;
     if (at == NULL)
         return;
+    assert(bytes != NULL);
     memcpy(at, bytes, length);
     buffer->length += length;
+    assert(buffer->length <= buffer->capacity);
 }
 
 static inline void buffer_append_str(struct buffer *buffer, const char *s)

@@ -32,6 +32,8 @@ struct parser {
 
 __attribute__((format(printf, 2, 3))) static int fail(struct parser *p, const char *format, ...)
 {
+    assert(p->pos <= p->length);
+    assert(p->line_start <= p->pos);
     char reason[160];
     va_list ap;
     va_start(ap, format);
@@ -103,6 +105,7 @@ static size_t plain_run_sse2(const unsigned char *p, const unsigned char *end, u
 
 size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen)
 {
+    assert(p <= end);
     const unsigned char *s = (const unsigned char *)p, *e = (const unsigned char *)end;
     size_t n = 0;
 #if defined(__SSE2__)
@@ -117,6 +120,7 @@ size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen)
             break;
         *seen &= c;
     }
+    assert(n <= (size_t)(end - p));
     return n;
 }
 
@@ -234,7 +238,9 @@ static int unicode_escape(struct parser *p, size_t *w)
     }
     if (code == 0)
         return fail(p, "\\u0000 is not allowed");
+    /* 6 or 12 escaped bytes decode to at most 4: the write stays behind. */
     *w += utf8_encode(code, p->text + *w);
+    assert(*w <= p->pos);
     return 0;
 }
 
@@ -246,6 +252,7 @@ static int escape(struct parser *p, size_t *w)
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     const char *known = c != '\0' ? strchr(from, c) : NULL;
     if (known != NULL) {
+        assert(*w <= p->pos);
         p->text[(*w)++] = to[known - from];
         p->pos += 2;
         return 0;
@@ -281,6 +288,8 @@ __attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t 
             p->pos += n;
         }
     }
+    assert(w <= p->pos); /* in place: the write never passes the read */
+    assert(p->pos < p->length);
     p->text[w] = '\0'; /* over the closing quote or bytes already read */
     p->pos++;
     *out = p->text + start;
@@ -293,12 +302,15 @@ __attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t 
 static inline int parse_string(struct parser *p, const char **out, uint32_t *out_length,
                                uint8_t *flags)
 {
+    assert(p->pos < p->length);
+    assert(p->text[p->pos] == '"');
     size_t start = ++p->pos;
     /* Plain ASCII needs no copy: the write position follows the read one
      * until the first escape. */
     unsigned seen = JDOC_KEY_CHARS | JDOC_LEASE_CHARS;
     size_t pos = start + jdoc_plain_run(p->text + start, p->text + p->length, &seen);
     size_t length = p->length;
+    assert(pos <= length);
     p->pos = pos;
     if (pos < length && p->text[pos] == '"') { /* the common case: done */
         p->text[pos] = '\0';
@@ -351,6 +363,8 @@ static int parse_number(struct parser *p, struct jdoc_value *out)
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     if (!real && (overflow || magnitude > limit))
         return fail(p, "integer out of range (amounts are integers 0..9223372036854775807)");
+    assert(pos > p->pos); /* at least one digit was consumed */
+    assert(pos <= p->length);
     out->kind = real ? JDOC_REAL : JDOC_INTEGER;
     if (!real)
         out->as.integer = !negative            ? (int64_t)magnitude
@@ -374,8 +388,11 @@ static int parse_literal(struct parser *p, const char *word, enum jdoc_kind kind
 /* Growable array in the arena; the old copies stay there until the reset. */
 static void *grow(struct parser *p, void *data, uint32_t count, uint32_t *capacity, size_t size)
 {
+    assert(count <= *capacity);
     if (count < *capacity)
         return data;
+    /* Values are at least one input byte each and input is below 4 GiB. */
+    assert(*capacity <= UINT32_MAX / 2);
     uint32_t doubled = *capacity == 0 ? 4 : *capacity * 2;
     void *bigger = arena_alloc_uninit(p->arena, (size_t)doubled * size);
     if (bigger == NULL)
@@ -383,6 +400,7 @@ static void *grow(struct parser *p, void *data, uint32_t count, uint32_t *capaci
     if (count > 0)
         memcpy(bigger, data, (size_t)count * size);
     *capacity = doubled;
+    assert(count < *capacity);
     return bigger;
 }
 
@@ -390,7 +408,8 @@ static int parse_value(struct parser *p, struct jdoc_value *out);
 
 static int parse_array(struct parser *p, struct jdoc_value *out)
 {
-    p->pos++; /* [ */
+    assert(p->text[p->pos] == '[');
+    p->pos++;
     struct jdoc_value *items = NULL;
     uint32_t count = 0, capacity = 0;
     skip_space(p);
@@ -412,6 +431,7 @@ static int parse_array(struct parser *p, struct jdoc_value *out)
                 return fail(p, "',' or ']' expected");
         }
     }
+    assert(count <= capacity);
     out->kind = JDOC_ARRAY;
     out->count = count;
     out->as.items = items;
@@ -437,6 +457,7 @@ static bool same_key(const struct jdoc_member *a, const struct jdoc_member *b)
 /* Small objects (all of ours) compare pairwise; large ones sort. */
 static int check_duplicates(struct parser *p, struct jdoc_member *members, uint32_t count)
 {
+    assert(members != NULL || count == 0);
     if (count <= 16) {
         for (uint32_t i = 1; i < count; i++) {
             for (uint32_t j = 0; j < i; j++) {
@@ -476,7 +497,8 @@ static int parse_member(struct parser *p, struct jdoc_member *member)
 
 static int parse_object(struct parser *p, struct jdoc_value *out)
 {
-    p->pos++; /* { */
+    assert(p->text[p->pos] == '{');
+    p->pos++;
     struct jdoc_member *members = NULL;
     uint32_t count = 0, capacity = 0;
     skip_space(p);
@@ -498,6 +520,7 @@ static int parse_object(struct parser *p, struct jdoc_value *out)
                 return fail(p, "',' or '}' expected");
         }
     }
+    assert(count <= capacity);
     if (check_duplicates(p, members, count) != 0)
         return -1;
     out->kind = JDOC_OBJECT;
@@ -508,6 +531,9 @@ static int parse_object(struct parser *p, struct jdoc_value *out)
 
 static int parse_value(struct parser *p, struct jdoc_value *out)
 {
+    assert(p->depth >= 0);
+    assert(p->depth <= p->depth_max);
+    assert(p->pos <= p->length);
     skip_space(p);
     if (p->pos >= p->length)
         return fail(p, "unexpected end of input");
@@ -520,9 +546,10 @@ static int parse_value(struct parser *p, struct jdoc_value *out)
     if (c == '{' || c == '[') {
         if (p->depth >= p->depth_max)
             return fail(p, "nested deeper than %d levels", p->depth_max);
-        p->depth++;
+        int depth = p->depth++;
         int result = c == '{' ? parse_object(p, out) : parse_array(p, out);
         p->depth--;
+        assert(p->depth == depth);
         return result;
     }
     if (c == '"') {
@@ -558,6 +585,11 @@ int jdoc_parse_nested(char *text, size_t length, uint32_t depth_max, struct aren
                        .arena = arena,
                        .error = error,
                        .error_size = error_size};
+    assert(text != NULL || length == 0);
+    assert(arena != NULL);
+    assert(root != NULL);
+    assert(error != NULL);
+    assert(error_size > 0);
     *root = NULL;
     if (length > UINT32_MAX)
         return fail(&p, "document too large");
@@ -569,14 +601,17 @@ int jdoc_parse_nested(char *text, size_t length, uint32_t depth_max, struct aren
     skip_space(&p);
     if (p.pos != p.length)
         return fail(&p, "end of input expected");
+    assert(p.depth == 0);
     *root = value;
     return 0;
 }
 
 const struct jdoc_value *jdoc_get(const struct jdoc_value *object, const char *name)
 {
+    assert(name != NULL);
     if (!jdoc_is(object, JDOC_OBJECT))
         return NULL;
+    assert(object->as.members != NULL || object->count == 0);
     size_t length = strlen(name); /* keys hold no NUL (\u0000 is refused) */
     for (uint32_t i = 0; i < object->count; i++) {
         const struct jdoc_member *member = &object->as.members[i];

@@ -16,6 +16,9 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void log_setup(enum log_level level, enum log_format format)
 {
+    assert(level >= LOG_ERROR);
+    assert(level <= LOG_DEBUG);
+    assert(format == LOG_FORMAT_TEXT || format == LOG_FORMAT_JSON);
     current_level = level;
     current_format = format;
 }
@@ -27,6 +30,8 @@ bool log_enabled(enum log_level level)
 
 int log_level_parse(const char *name, enum log_level *out)
 {
+    assert(name != NULL);
+    assert(out != NULL);
     for (int i = LOG_ERROR; i <= LOG_DEBUG; i++) {
         if (strcmp(level_names[i], name) == 0) {
             *out = (enum log_level)i;
@@ -43,6 +48,8 @@ const char *log_level_name(enum log_level level)
 
 int log_format_parse(const char *name, enum log_format *out)
 {
+    assert(name != NULL);
+    assert(out != NULL);
     if (strcmp(name, "text") == 0)
         *out = LOG_FORMAT_TEXT;
     else if (strcmp(name, "json") == 0)
@@ -73,6 +80,7 @@ static void line_add(struct line *line, const char *bytes, size_t length)
         return;
     memcpy(line->text + line->length, bytes, length);
     line->length += length;
+    assert(line->length <= sizeof line->text - LOG_LINE_RESERVE);
 }
 
 static void line_close(struct line *line, char c)
@@ -139,6 +147,7 @@ static void line_add_field(struct line *line, const char *name, const char *valu
 
 void log_write(enum log_level level, const char *message, ...)
 {
+    assert(message != NULL);
     if (!log_enabled(level))
         return;
     struct line line = {.length = 0};

@@ -1,5 +1,6 @@
-"""Checks a recorded llmlimitd history against the sequential model of SPEC
-sections 3-4 (see record.py for the history format). Python standard library.
+"""Checks a recorded llmlimitd history against the sequential model of
+docs/semantics.md (see record.py for the history format). Python standard
+library.
 
 Each operation is known only by its client-side [start, end] interval, so the
 checker reasons with bounds. For every lease and limit it builds a *lower*
@@ -55,7 +56,7 @@ def op_succeeded(op):
 
 
 def op_unknown(op):
-    """No answer came back, or a 503 (unknown outcome, SPEC section 4): the
+    """No answer came back, or a 503 (unknown outcome, docs/semantics.md): the
     operation may or may not have taken effect."""
     return op.get("status") is None or op["status"] >= 500
 
@@ -107,7 +108,7 @@ class Lease:
             violations.checked["retries"] += 1
             if not same_answer(self.answer, body):
                 violations.add("idempotency", "lease %s: retry answered %s after %s"
-                               % (self.lease_id, brief(body), brief(self.answer)), op)
+                               % (self.lease_id, summary(body), summary(self.answer)), op)
         answered = [op["end_ns"] for op in self.reserves
                     if op_succeeded(op) and self.answer is not None
                     and same_answer(self.answer, op["body"])]
@@ -131,7 +132,7 @@ def same_answer(a, b):
     return True
 
 
-def brief(body):
+def summary(body):
     if not isinstance(body, dict):
         return repr(body)
     if body.get("allowed"):

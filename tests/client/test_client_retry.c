@@ -1,4 +1,4 @@
-/* The retry rules of libllmlimit (ADR 0012), proved against a fake HTTP
+/* The retry rules of libllmlimit (docs/client-c.md), proved against a fake HTTP
  * server that answers 503, hangs or drops on purpose, in front of the real
  * llmlimitd where a test needs real answers. */
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* Conformance: limit administration (SPEC section 3 "Capacity changes",
+/* Conformance: limit administration (docs/semantics.md "Capacity changes",
  * backend.h put/restore/delete/get/list): increases, decreases and the
  * decreasing state, kind changes, delete, restore. */
 #include <stdio.h>

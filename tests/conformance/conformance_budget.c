@@ -1,4 +1,4 @@
-/* Conformance: budgets (SPEC section 3, seed ADR-164.1): commit, overrun
+/* Conformance: budgets (docs/semantics.md "Budgets"): commit, overrun
  * debt, UTC periods and their roll-over, old periods, late commits. */
 #include "conformance.h"
 #include "test.h"

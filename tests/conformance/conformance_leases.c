@@ -1,4 +1,4 @@
-/* Conformance: leases (SPEC section 4, seed ADR 0012, backend.h):
+/* Conformance: leases (docs/semantics.md "Leases and idempotency", backend.h):
  * idempotent reserve, conflicts, complete/release finality, the lease cache
  * bound and retention. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Conformance: reserve across kinds (SPEC sections 3 and 4): all-or-nothing,
+/* Conformance: reserve across kinds (docs/semantics.md): all-or-nothing,
  * denied_keys, each kind's expiry, rolling shrink and overage, concurrency
  * release, batches. */
 #include "conformance.h"

@@ -1,4 +1,4 @@
-/* Conformance: retry_after_ms (SPEC section 5): exact for rolling, capped
+/* Conformance: retry_after_ms (docs/semantics.md): exact for rolling, capped
  * and jittered for concurrency, expiry-or-period-end for budgets, the
  * maximum over denied requirements. */
 #include <stdio.h>

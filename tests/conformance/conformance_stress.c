@@ -1,7 +1,9 @@
 /* Conformance: concurrency of callers. Threads hammering one limit never
- * overshoot it, and seed ADR-164.1 section 9 tests 1, 2, 3, 5 and 6 mapped
- * onto budgets in usd_micros at the backend level (test 4, a crash inside
- * a transaction, is the sqlite backend's own fault test). */
+ * overshoot it, and budget races in usd_micros at the backend level: exact
+ * admission under contention, a release that unblocks waiting callers,
+ * expiry, the clock stepping back, a commit after expiry
+ * (docs/semantics.md "Budgets"). A crash inside a transaction is the sqlite
+ * backend's own fault test. */
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -98,7 +100,7 @@ FIXTURE_TEST(threads_churning_slots_stay_within_capacity)
     CHECK_EQ_U64(usd.used, 10 * completed);
 }
 
-/* ADR-164.1 test 1 and 2: concurrent reserves against a $1.00 budget. */
+/* Concurrent reserves of $0.05 against a $1.00 budget. */
 struct burst {
     struct fixture *f;
     const char *prefix;
@@ -130,7 +132,7 @@ static uint32_t burst(struct fixture *f, const char *prefix, uint32_t threads, u
     return atomic_load(&b.allowed);
 }
 
-FIXTURE_TEST(adr_test1_hundred_concurrent_reserves)
+FIXTURE_TEST(budget_race_hundred_reserves_admit_twenty)
 {
     REQUIRE(put_budget(f, "room:sales:usd:month", 1000000, PERIOD_MONTH, 60));
     uint32_t denied;
@@ -143,11 +145,11 @@ FIXTURE_TEST(adr_test1_hundred_concurrent_reserves)
     CHECK_EQ_I64(u.available, 0);
 }
 
-FIXTURE_TEST(adr_test2_block_release_allow)
+FIXTURE_TEST(budget_race_release_unblocks_exactly_ten)
 {
-    /* The ADR blocks 50 reserves of $0.05 behind a $0.50 reservation on a
-     * $1.00 cap, which cannot block them; with $0.50 already spent it does,
-     * and releasing the reservation then admits exactly 10. */
+    /* A $0.50 reservation on a $1.00 cap cannot block reserves of $0.05;
+     * with $0.50 already spent it does, and releasing the reservation then
+     * admits exactly 10. */
     REQUIRE(put_budget(f, "room:sales:usd:month", 1000000, PERIOD_MONTH, 60));
     REQUIRE(reserve1(f, "spent", "room:sales:usd:month", 500000));
     REQUIRE(complete_none(f, "spent").status == RESULT_OK);
@@ -161,9 +163,9 @@ FIXTURE_TEST(adr_test2_block_release_allow)
     CHECK_EQ_U64(usage(f, "room:sales:usd:month").reserved, 500000);
 }
 
-FIXTURE_TEST(adr_test3_expiry_frees_budget)
+FIXTURE_TEST(budget_race_expiry_frees_budget)
 {
-    /* The ADR's 100 ms expiry is below the 5 s floor; 5 s it is. */
+    /* 5 s is the shortest budget timeout (BUDGET_TIMEOUT_SECONDS_MIN). */
     REQUIRE(put_budget(f, "room:hr:usd:month", 100000, PERIOD_MONTH, 5));
     REQUIRE(reserve1(f, "caller-1", "room:hr:usd:month", 100000));
     CHECK(!reserve1(f, "caller-2a", "room:hr:usd:month", 50000));
@@ -173,7 +175,7 @@ FIXTURE_TEST(adr_test3_expiry_frees_budget)
     CHECK_EQ_U64(usage(f, "room:hr:usd:month").reserved, 50000);
 }
 
-FIXTURE_TEST(adr_test5_clock_stepping_back_revives_nothing)
+FIXTURE_TEST(budget_race_clock_stepping_back_revives_nothing)
 {
     REQUIRE(put_budget(f, "room:finance:usd:month", 500000, PERIOD_MONTH, 60));
     REQUIRE(reserve1(f, "call", "room:finance:usd:month", 50000)); /* expires T0+60s */
@@ -193,7 +195,7 @@ FIXTURE_TEST(adr_test5_clock_stepping_back_revives_nothing)
     CHECK_EQ_U64(usage(f, "room:finance:usd:month").reserved, 0);
 }
 
-FIXTURE_TEST(adr_test6_commit_after_expiry_counts)
+FIXTURE_TEST(budget_race_commit_after_expiry_counts)
 {
     REQUIRE(put_budget(f, "room:ops:usd:month", 1000000, PERIOD_MONTH, 5));
     REQUIRE(reserve1(f, "slow", "room:ops:usd:month", 300000));
@@ -215,17 +217,17 @@ void run_stress_tests(int *passed, int *failed)
     RUN(threads_churning_slots_stay_within_capacity,
         "8 threads reserving 3 limits and completing/releasing never exceed 4 slots; "
         "usage matches what was completed");
-    RUN(adr_test1_hundred_concurrent_reserves,
-        "ADR-164.1 test 1: 100 concurrent $0.05 reserves on $1.00 allow exactly 20, sum exact");
-    RUN(adr_test2_block_release_allow,
-        "ADR-164.1 test 2: a full budget blocks all 50; after a release exactly 10 of 50 pass");
-    RUN(adr_test3_expiry_frees_budget,
-        "ADR-164.1 test 3: an expired reservation frees the budget for the next caller");
-    RUN(adr_test5_clock_stepping_back_revives_nothing,
-        "ADR-164.1 test 5: a clock stepping back neither expires live holds nor revives expired "
+    RUN(budget_race_hundred_reserves_admit_twenty,
+        "100 concurrent $0.05 reserves on $1.00 allow exactly 20, sum exact");
+    RUN(budget_race_release_unblocks_exactly_ten,
+        "a full budget blocks all 50; after a release exactly 10 of 50 pass");
+    RUN(budget_race_expiry_frees_budget,
+        "an expired reservation frees the budget for the next caller");
+    RUN(budget_race_clock_stepping_back_revives_nothing,
+        "a clock stepping back neither expires live holds nor revives expired "
         "ones");
-    RUN(adr_test6_commit_after_expiry_counts,
-        "ADR-164.1 test 6: a commit after expiry is charged and counts in later reserves");
+    RUN(budget_race_commit_after_expiry_counts,
+        "a commit after expiry is charged and counts in later reserves");
     *passed += test_passed_count;
     *failed += test_failed_count;
 }

@@ -1,4 +1,4 @@
-/* Unit tests of limit validation and UTC budget periods (SPEC section 3). */
+/* Unit tests of limit validation and UTC budget periods (docs/semantics.md). */
 #include "core/limits.h"
 #include "test.h"
 

@@ -1,6 +1,6 @@
 /* libFuzzer harness: request paths as llmlimitd routes them, and the strict
  * percent-decoding of the {key} in /v1/usage/{key} and
- * /v1/admin/limits/{key} (SPEC section 6: keys in the URL are
+ * /v1/admin/limits/{key} (docs/api.md "Conventions": keys in the URL are
  * percent-encoded). Checks the decoder's bounds and that encoding a decoded
  * key and decoding it again gives the same bytes. */
 #include <assert.h>

@@ -1,8 +1,9 @@
-/* libFuzzer harness: the registry file loader (DATA_DIR/limits.json, SPEC
- * section 6) restoring into the memory backend. Any input either loads or is
- * refused with "<file>: line L..." (never a crash, never a silent empty
- * registry); a registry that loads is written back and must load again into
- * a fresh backend as the very same states. */
+/* libFuzzer harness: the registry file loader (DATA_DIR/limits.json,
+ * docs/configuration.md "The registry file") restoring into the memory
+ * backend. Any input either loads or is refused with "<file>: line L..."
+ * (never a crash, never a silent empty registry); a registry that loads is
+ * written back and must load again into a fresh backend as the very same
+ * states. */
 #include <assert.h>
 #include <fcntl.h>
 #include <stdint.h>

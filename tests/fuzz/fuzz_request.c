@@ -1,5 +1,5 @@
-/* libFuzzer harness: request bodies as llmlimitd decodes them (SPEC section
- * 6). Every input goes through the JSON parser and every decoder (reserve,
+/* libFuzzer harness: request bodies as llmlimitd decodes them (docs/api.md).
+ * Every input goes through the JSON parser and every decoder (reserve,
  * complete, release, batches and their items, limit definitions, registry
  * states); a decoded request must satisfy the bounds the backends assume, and
  * a decoded definition must survive encode -> parse -> decode unchanged. */

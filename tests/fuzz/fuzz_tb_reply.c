@@ -1,5 +1,5 @@
 /* libFuzzer harness: what the TigerBeetle backend reads from the network
- * (research/tigerbeetle-protocol.md): header verification, reply and
+ * (docs/tigerbeetle-protocol.md): header verification, reply and
  * eviction fields, body checksums, and the mapping of a reply body back to
  * the batched items (sparse create results, lookup objects). A replica or a
  * man in the middle can send anything; the client must refuse or map it

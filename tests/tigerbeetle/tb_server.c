@@ -1,5 +1,5 @@
-/* Starting and killing a TigerBeetle test cluster (research brief section
- * 8): `format --cluster=0 --replica=0 --replica-count=1` then `start
+/* Starting and killing a TigerBeetle test cluster (docs/tigerbeetle.md
+ * "Tests"): `format --cluster=0 --replica=0 --replica-count=1` then `start
  * --addresses=... --cache-grid=256MiB`, readiness by polling connect(). */
 #include "tb_server.h"
 

@@ -1,7 +1,7 @@
 /* Integration tests of the tigerbeetle backend against a real cluster
  * (TIGERBEETLE_BIN), in real time with windows and timeouts of a few
  * seconds (TigerBeetle keeps its own clock). They hold the backend to the
- * rules of backend.h and SPEC sections 3-5: all-or-nothing reserves,
+ * rules of backend.h and docs/semantics.md: all-or-nothing reserves,
  * idempotent leases, complete/release per kind, overage and debt, late
  * budget commits, decreases, and two front ends sharing one cluster. */
 #include <inttypes.h>

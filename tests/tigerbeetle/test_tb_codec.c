@@ -147,7 +147,8 @@ static void test_checksum_implementations_agree(void)
 
 static const tb_u128 golden_client = {.high = 0x0123456789abcdefull, .low = 0xfedcba9876543210ull};
 
-/* The brief's register request for 0.15.3, byte for byte. */
+/* A register request for 0.15.3 (view 1, golden_client), byte for byte as
+ * TigerBeetle 0.15.3's own header code builds it. */
 static const char register_0_15_hex[] =
     "d55d26f82c53a06ccbd85a52017b1a3e0000000000000000000000000000000083cc600dc4e3e7e62d405582"
     "6174f14900000000000000000000000000000000000000000000000000000000000000000000000000000000"
@@ -464,11 +465,13 @@ int main(void)
     RUN(test_checksum_stability, "both checksums reproduce TigerBeetle's 896-case stability hash");
     RUN(test_checksum_implementations_agree,
         "AES-NI and portable checksums agree on 2000 random inputs");
-    RUN(test_register_golden_0_15, "a 0.15.3 register header matches the brief's bytes exactly");
+    RUN(test_register_golden_0_15,
+        "a 0.15.3 register header matches TigerBeetle 0.15.3's bytes exactly");
     RUN(test_register_golden_0_17, "a 0.17 register (256-byte body) matches golden bytes");
-    RUN(test_create_accounts_golden_0_15, "a 0.15.3 create_accounts has the brief's two checksums");
+    RUN(test_create_accounts_golden_0_15,
+        "a 0.15.3 create_accounts has the two checksums TigerBeetle computes");
     RUN(test_create_transfers_golden_0_17, "a 0.17 create_transfers header matches golden bytes");
-    RUN(test_ping_golden, "ping_client has the brief's checksum and zero bytes 144..159");
+    RUN(test_ping_golden, "ping_client has TigerBeetle's checksum and zero bytes 144..159");
     RUN(test_header_verify_rejects,
         "a received header with a bad checksum/size/frame/cluster is refused");
     RUN(test_reply_fields_read, "reply header fields are read from their offsets");
@@ -479,6 +482,7 @@ int main(void)
         "malformed events fail locally with the server's result code");
     RUN(test_ids_from_labels, "ids are SHA-256 of labels, unambiguous, 0/max flipped");
     RUN(test_cluster_and_addresses_parse, "cluster ids and address lists parse to their bounds");
-    RUN(test_release_and_dialect, "release encoding and dialect choice follow the brief");
+    RUN(test_release_and_dialect,
+        "release encoding and dialect choice follow docs/tigerbeetle-protocol.md");
     return test_summary();
 }

@@ -1,5 +1,6 @@
-// The retry rules of SPEC section 7 (ADR 0012) as pure helpers: bounds,
-// waits, lease ids and answer parsing. client.js applies them.
+// The retry rules of docs/semantics.md ("Unknown outcomes and pessimism") as
+// pure helpers: bounds, waits, lease ids and answer parsing. client.js
+// applies them.
 
 import { randomBytes } from 'node:crypto';
 

@@ -1,8 +1,8 @@
 """Retry rules, result types and errors shared by the sync and asyncio clients.
 
-The retry rules (SPEC section 7, ADR 0012) are written once, as generators
-that yield the steps to take (an HTTP attempt or a sleep) and receive each
-attempt's outcome. Client runs them with blocking calls, AsyncClient with
+The retry rules (docs/semantics.md, "Unknown outcomes and pessimism") are
+written once, as generators that yield the steps to take (an HTTP attempt or
+a sleep) and receive each attempt's outcome. Client runs them with blocking calls, AsyncClient with
 awaits, so both follow exactly the same rules.
 """
 
@@ -252,7 +252,7 @@ def request_steps(call: Call, deadline: float, attempts_max: Optional[int],
 
 def reserve_steps(lease_id: str, requirements: Mapping[str, int], deadline: float,
                   attempt_timeout_s: float, caller: Optional[str]):
-    """Reserve with the rules of ADR 0012: the same lease id until a
+    """Reserve with the retry rules: the same lease id until a
     definitive answer or the deadline. Returns a ReserveResult."""
     body: Dict[str, Any] = {"lease_id": lease_id, "requirements": requirement_list(requirements)}
     if caller:

@@ -158,7 +158,7 @@ class Client(_ClientBase):
 
     def put_limit(self, definition: Mapping[str, Any],
                   deadline_s: Optional[float] = None) -> str:
-        """Creates or changes a limit (SPEC section 3). Returns its status,
+        """Creates or changes a limit (docs/api.md). Returns its status,
         "active" or "decreasing". Needs the admin token."""
         steps = self._get_steps("/v1/admin/limits", deadline_s, True, "PUT", dict(definition))
         return str(self._run(steps).get("status", ""))

@@ -47,6 +47,8 @@ static int pool_grow(struct mem_hold_pool *pool)
     pool->chunk_count++;
     pool->free_head = base;
     pool->free_count += MEM_HOLD_CHUNK_SIZE;
+    /* Every hold of the usable chunks is either free or live. */
+    assert(pool->free_count + pool->live_count == pool->chunk_count << MEM_HOLD_CHUNK_SHIFT);
     return 0;
 }
 
@@ -78,6 +80,7 @@ static void heap_sift_up(const struct mem_hold_pool *pool, struct mem_hold_set *
         heap_place(pool, set, i, set->heap[parent]);
         i = parent;
     }
+    assert(i == 0 || set->heap[(i - 1) / 2].expires_at_ms <= entry.expires_at_ms);
     heap_place(pool, set, i, entry);
 }
 
@@ -96,6 +99,8 @@ static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set
         heap_place(pool, set, i, set->heap[child]);
         i = child;
     }
+    assert(2 * i + 1 >= set->heap_count ||
+           set->heap[2 * i + 1].expires_at_ms >= entry.expires_at_ms);
     heap_place(pool, set, i, entry);
 }
 
@@ -166,6 +171,9 @@ static void walk_open_push(struct heap_walk *w, uint32_t position)
     if (position >= w->set->heap_count)
         return;
     struct mem_heap_entry entry = {w->set->heap[position].expires_at_ms, position};
+    /* At most one open position per visited hold plus one: scratch holds
+     * RETRY_WALK_HOLDS_MAX + 1. */
+    assert(w->open_count <= RETRY_WALK_HOLDS_MAX);
     uint32_t i = w->open_count++;
     while (i > 0 && w->open[(i - 1) / 2].expires_at_ms > entry.expires_at_ms) {
         w->open[i] = w->open[(i - 1) / 2];

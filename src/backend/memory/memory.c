@@ -109,7 +109,7 @@ static bool fits(struct mem_limit *limit, uint64_t amount, struct mem_period *pe
     return limit->reserved + limit->used + amount <= limit->capacity;
 }
 
-/* SPEC section 5, for one requirement that did not fit. */
+/* retry_after_ms (docs/semantics.md) for one requirement that did not fit. */
 static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, uint64_t amount,
                               struct mem_period *period, int64_t now_ms)
 {
@@ -117,6 +117,7 @@ static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, ui
     int64_t expires_at_ms;
     if (limit->kind == LIMIT_ROLLING) {
         /* Exact: when enough of the expiry-ordered holds are gone. */
+        assert(limit->reserved + limit->used + amount > limit->capacity); /* it did not fit */
         uint64_t need = limit->reserved + limit->used + amount - limit->capacity;
         if (mem_hold_set_walk(&b->pool, &limit->holds, need, INT64_MIN, b->walk_scratch,
                               &expires_at_ms) != MEM_WALK_FOUND)
@@ -133,6 +134,7 @@ static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, ui
     } else {
         /* Reservations of this period expiring may make room; the next
          * period always does (amount <= capacity). */
+        assert(amount_add_saturating(budget_taken(period), amount) > limit->capacity);
         uint64_t need = amount_add_saturating(budget_taken(period), amount) - limit->capacity;
         int64_t period_end_ms = period->end_ms;
         expires_at_ms = period_end_ms;
@@ -156,6 +158,8 @@ static void deny(struct mem_backend *b, const struct reserve_request *request,
                  const struct mem_lease_key *key, struct mem_limit **limits,
                  struct mem_period **periods, int64_t now_ms, struct reserve_result *result)
 {
+    assert(result->denied_count >= 1);
+    assert(result->denied_count <= request->requirement_count);
     int64_t retry_ms = 1;
     for (uint32_t k = 0; k < result->denied_count; k++) {
         uint32_t i = result->denied_index[k];
@@ -212,6 +216,7 @@ static void hold_all(struct mem_backend *b, const struct reserve_request *reques
         hold->state = MEM_HOLD_RESERVED;
         hold->limit = limit;
         hold->expires_at_ms = now_ms + limit->hold_duration_ms;
+        assert(hold->expires_at_ms > now_ms); /* every kind holds a while */
         if (limit->kind == LIMIT_BUDGET) {
             hold->period_start_ms = periods[i]->start_ms;
             periods[i]->reserved += amount; /* fits: <= capacity */
@@ -312,6 +317,7 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
     hold_all(b, request, limits, periods, lease, now_ms);
     if (request->states != NULL)
         fill_states(b, request, limits, periods);
+    assert(lease->state == MEM_LEASE_ACTIVE);
     mem_lease_insert(b, lease, &key, now_ms);
     result->allowed = true;
     result->reserved_at_unix_ms = now_ms;

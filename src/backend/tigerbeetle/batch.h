@@ -1,9 +1,9 @@
-/* Microbatching (SPEC section 8, "ADR 0005"): many items of work packed
- * into one TigerBeetle request, and the reply's results handed back to
- * the item each came from. An item is the unit that is never split: a
- * linked chain always lies inside one item, so packing whole items can
- * never split a chain. Pure functions over caller-owned lists, no I/O, so
- * the packing and the result mapping are tested on their own. */
+/* Microbatching (docs/tigerbeetle.md "The native client"): many items of work
+ * packed into one TigerBeetle request, and the reply's results handed back to
+ * the item each came from. An item is the unit that is never split: a linked
+ * chain always lies inside one item, so packing whole items can never split a
+ * chain. Pure functions over caller-owned lists, no I/O, so the packing and
+ * the result mapping are tested on their own. */
 #ifndef LLMLIMIT_TB_BATCH_H
 #define LLMLIMIT_TB_BATCH_H
 

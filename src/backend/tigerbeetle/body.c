@@ -3,6 +3,8 @@
  * (create_account, create_transfer, post_or_void_pending_transfer). */
 #include "body.h"
 
+#include <assert.h>
+
 #include "tb_bounds.h"
 
 uint32_t tb_body_event_size(uint8_t operation)
@@ -41,11 +43,16 @@ uint32_t tb_body_events_max(uint8_t operation, uint32_t batch_size_limit)
         return 0;
     if (batch_size_limit > TB_BODY_SIZE_MAX)
         batch_size_limit = TB_BODY_SIZE_MAX;
-    /* Both the request and the reply must fit (brief 5.6). */
+    /* Both the request and the reply must fit (docs/tigerbeetle-protocol.md
+     * "Operations and batch limits"). */
     uint32_t by_request = batch_size_limit / event_size;
     uint32_t by_reply = TB_BODY_SIZE_MAX / result_size;
     uint32_t events = by_request < by_reply ? by_request : by_reply;
-    return events < TB_BATCH_EVENTS_MAX ? events : TB_BATCH_EVENTS_MAX;
+    events = events < TB_BATCH_EVENTS_MAX ? events : TB_BATCH_EVENTS_MAX;
+    /* Both directions fit the message bound. */
+    assert((uint64_t)events * event_size <= TB_BODY_SIZE_MAX);
+    assert((uint64_t)events * result_size <= TB_BODY_SIZE_MAX);
+    return events;
 }
 
 uint32_t tb_account_check(const struct tb_account *a, enum tb_dialect dialect)
@@ -97,7 +104,8 @@ static uint32_t check_post_or_void(const struct tb_transfer *t)
     if (t->timeout != 0)
         return TB_TRANSFER_TIMEOUT_RESERVED_FOR_PENDING_TRANSFER;
     /* amount 0 means "the pending amount" on 0.15.3 and "zero" on 0.17
-     * (brief 5.7): we always send the amount itself. */
+     * (docs/tigerbeetle-protocol.md "Where 0.15.3 and 0.17 differ"): we
+     * always send the amount itself. */
     if (tb_u128_zero(t->amount))
         return TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO;
     return 0;
@@ -157,6 +165,7 @@ static int validate_events(uint8_t operation, const void *body, uint32_t count,
             flags = a->flags;
         }
         if (code != 0) {
+            assert(i < count);
             *bad_index = i;
             *bad_code = code;
             return TB_BODY_BAD_EVENT;
@@ -184,6 +193,7 @@ int tb_body_validate(uint8_t operation, const void *body, uint32_t size, uint32_
     if (size > batch_size_limit || size > TB_BODY_SIZE_MAX)
         return TB_BODY_TOO_LARGE;
     uint32_t count = size / event_size;
+    assert(count * event_size == size); /* whole events only */
     if (count > tb_body_events_max(operation, batch_size_limit))
         return TB_BODY_TOO_MANY;
     if (operation == TB_OPERATION_CREATE_ACCOUNTS || operation == TB_OPERATION_CREATE_TRANSFERS)

@@ -1,8 +1,9 @@
 /* Request bodies are checked before they leave this process: a 0.15.3
  * replica panics on a body that is not a whole number of events, and a
- * 0.17 one evicts the session on an oversized or malformed one (research
- * brief 5.6, 9.4). The per-event checks catch what the server would
- * reject anyway, so a bad event fails locally with the server's code. */
+ * 0.17 one evicts the session on an oversized or malformed one
+ * (docs/tigerbeetle-protocol.md "Body validation"). The per-event checks
+ * catch what the server would reject anyway, so a bad event fails locally
+ * with the server's code. */
 #ifndef LLMLIMIT_TB_BODY_H
 #define LLMLIMIT_TB_BODY_H
 

@@ -1,7 +1,8 @@
 /* TigerBeetle's checksum: an AEGIS-128L MAC with a zero key and nonce and a
- * 128-bit tag, the data absorbed as associated data (research brief
- * section 3). Every header and body on the wire carries one; a wrong one
- * makes the server close the connection without a word. */
+ * 128-bit tag, the data absorbed as associated data
+ * (docs/tigerbeetle-protocol.md "Checksum"). Every header and body on the
+ * wire carries one; a wrong one makes the server close the connection
+ * without a word. */
 #ifndef LLMLIMIT_TB_CHECKSUM_H
 #define LLMLIMIT_TB_CHECKSUM_H
 

@@ -1,8 +1,8 @@
-/* Deterministic u128 ids (seed 001 "ID scheme"): the first 16 bytes of
- * SHA-256(label), read little-endian; 0 and 2^128-1, which TigerBeetle
- * rejects, get their lowest bit flipped. Every front end derives the same
- * id from the same label, which is what makes retries idempotent and lets
- * any llmlimitd find any lease's transfers. */
+/* Deterministic u128 ids (docs/tigerbeetle.md "Account model"): the first 16
+ * bytes of SHA-256(label), read little-endian; 0 and 2^128-1, which
+ * TigerBeetle rejects, get their lowest bit flipped. Every front end derives
+ * the same id from the same label, which is what makes retries idempotent and
+ * lets any llmlimitd find any lease's transfers. */
 #ifndef LLMLIMIT_TB_IDS_H
 #define LLMLIMIT_TB_IDS_H
 

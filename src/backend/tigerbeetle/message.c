@@ -1,4 +1,5 @@
-/* Header layout of TigerBeetle messages, by byte offset (brief 2.1-2.6).
+/* Header layout of TigerBeetle messages, by byte offset
+ * (docs/tigerbeetle-protocol.md "Headers").
  * Offsets are written out rather than taken from a C struct so that the
  * layout is visible next to the code that fills it. */
 #include "message.h"
@@ -134,7 +135,7 @@ void tb_message_ping_client(uint8_t header[TB_HEADER_SIZE], tb_u128 cluster, uin
 {
     assert(release != 0);
     assert(!tb_u128_zero(client));
-    /* view 0 and nothing at 144..159: valid on every release (brief 2.4). */
+    /* view 0 and nothing at 144..159: valid on every release. */
     frame(header, cluster, TB_HEADER_SIZE, 0, release, TB_COMMAND_PING_CLIENT);
     tb_put_u128(header + OFFSET_PING_CLIENT, client);
     seal(header, 0);

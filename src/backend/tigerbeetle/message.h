@@ -1,4 +1,4 @@
-/* TigerBeetle message headers (research brief section 2): building the
+/* TigerBeetle message headers (docs/tigerbeetle-protocol.md): building the
  * client's request and ping_client headers with their checksums, and
  * checking and reading the reply, pong_client and eviction headers a
  * server sends. A message is TB_HEADER_SIZE header bytes then the body;
@@ -25,12 +25,12 @@ struct tb_request_fields {
 
 /* Fills message[0, TB_HEADER_SIZE) for a request whose body_size bytes
  * already sit at message + TB_HEADER_SIZE, then seals it: checksum_body
- * first, then the header checksum (brief 3.2). */
+ * first, then the header checksum (docs/tigerbeetle-protocol.md "Checksum"). */
 void tb_message_request(uint8_t *message, const struct tb_request_fields *fields,
                         uint32_t body_size);
 
 /* A ping_client header (command 3): no body, bytes 144..159 zero so it is
- * valid on 0.15.3 and 0.17 alike (brief 2.4). */
+ * valid on 0.15.3 and 0.17 alike. */
 void tb_message_ping_client(uint8_t header[TB_HEADER_SIZE], tb_u128 cluster, uint32_t release,
                             tb_u128 client);
 
@@ -57,7 +57,7 @@ uint32_t tb_message_view(const uint8_t *header);
 uint32_t tb_message_release(const uint8_t *header);
 uint8_t tb_message_command(const uint8_t *header);
 
-/* Reply (command 8) fields (brief 2.3). */
+/* Reply (command 8) fields (docs/tigerbeetle-protocol.md "Reply"). */
 struct tb_reply_fields {
     tb_u128 request_checksum;
     tb_u128 context; /* the next request's parent */

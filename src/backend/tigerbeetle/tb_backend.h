@@ -15,7 +15,8 @@
 #include "tb_bounds.h"
 #include "tb_types.h"
 
-/* Seed 001: one ledger; transfer codes tell what a transfer is for. */
+/* One ledger; transfer codes tell what a transfer is for (docs/tigerbeetle.md
+ * "Account model"). */
 #define TB_LEDGER 1
 enum tb_code {
     TB_CODE_RESERVE = 1,   /* a lease's hold (pending) */
@@ -72,7 +73,7 @@ struct tb_limit {
     /* The limit account depends on the kind, so a key deleted and put
      * again as another kind is a new limit (its old holds stay with the
      * old account until they expire or their leases finish). */
-    tb_u128 rolling_gate_id; /* acct:limit:<key> (seed 001) */
+    tb_u128 rolling_gate_id; /* acct:limit:<key> */
     tb_u128 slots_gate_id;   /* acct:limit-concurrency:<key> */
     tb_u128 used_id;         /* acct:used:<key> (rolling) */
     tb_u128 debt_id;         /* acct:debt:<key> (rolling) */

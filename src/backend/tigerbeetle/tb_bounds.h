@@ -6,13 +6,14 @@
 
 #include <stdint.h>
 
-/* Protocol (research brief sections 1, 5.6): a message is a 256-byte header
- * and a body; 1 MiB in all. */
+/* Protocol (docs/tigerbeetle-protocol.md "Framing"): a message is a 256-byte
+ * header and a body; 1 MiB in all. */
 #define TB_HEADER_SIZE 256
 #define TB_MESSAGE_SIZE_MAX (1024 * 1024)
 #define TB_BODY_SIZE_MAX (TB_MESSAGE_SIZE_MAX - TB_HEADER_SIZE)
 /* Events per request: 0.15.3 takes 8190, 0.17 multi-batch ops 8189; the
- * lower one works on both (seed 001 "default max batch size is 8189"). */
+ * lower one works on both (docs/tigerbeetle-protocol.md "Operations and
+ * batch limits"). */
 #define TB_BATCH_EVENTS_MAX 8189
 /* Accounts and transfers are 128 bytes on the wire, ids 16. */
 #define TB_EVENT_SIZE 128
@@ -73,7 +74,8 @@
 /* Work waiting for a session, in items; a full queue answers 503. */
 #define TB_QUEUE_ITEMS_MAX 65536
 
-/* Holds remembered per limit for retry_after (SPEC section 5). */
+/* Holds remembered per limit for retry_after (docs/tigerbeetle.md
+ * "Retry-after"). */
 #define TB_HOLD_TRACK_MAX 4096
 
 /* Events of one job's request: a complete may use up to 3 per hold (void,

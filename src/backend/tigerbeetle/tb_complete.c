@@ -1,4 +1,5 @@
-/* Complete and release (seed 001 "Complete flow", SPEC sections 3-4).
+/* Complete and release (docs/tigerbeetle.md "Flows"; the rules are those of
+ * docs/semantics.md).
  *
  * Every hold of the lease is voided, with user_data_32 saying by whom
  * (TB_VOID_BY_COMPLETE / TB_VOID_BY_RELEASE); what a complete keeps is
@@ -13,7 +14,8 @@
  *   call ran late: the actual is still owed (commit_after_expiry).
  * Budgets are never posted from the pending transfer: a late post on
  * 0.15.3 leaves a phantom record, and the amount-0 "post everything"
- * sentinel means the opposite on 0.17 (research brief 5.7, 7).
+ * sentinel means the opposite on 0.17 (docs/tigerbeetle-protocol.md,
+ * "Where 0.15.3 and 0.17 differ" and "Pending transfers and expiry").
  *
  * A void that already exists means an earlier attempt finished (complete
  * twice is a no-op); one that exists with the other user_data_32 means
@@ -109,6 +111,8 @@ static bool key_is(const struct tb_limit *limit, const char *key, uint32_t lengt
 static bool match_actuals(struct tb_job *job, const struct actual **missing)
 {
     const struct complete_request *request = job->request;
+    assert(job->hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    assert(request->actual_count <= REQUIREMENTS_PER_RESERVE_MAX);
     for (uint32_t i = 0; i < job->hold_count; i++)
         job->actual[i] = job->holds[i].amount; /* left out: settled at the reserved amount */
     for (uint32_t a = 0; a < request->actual_count; a++) {
@@ -233,6 +237,7 @@ static void build_complete(struct tb_job *job)
         struct tb_transfer shape = reserve_shape(job, hold);
         struct tb_transfer cancel =
             tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape, TB_VOID_BY_COMPLETE);
+        assert(job->event_count <= UINT8_MAX); /* 3 events a hold, 64 holds: fits hold_event */
         job->hold_event[i] = (uint8_t)job->event_count;
         job->hold_flags[i] = 0;
         if (hold->kind == LIMIT_CONCURRENCY || actual == 0) {
@@ -248,6 +253,8 @@ static void build_complete(struct tb_job *job)
             push_owe(job, hold, "xfer:owe:", actual, 0);
         }
         job->hold_length[i] = (uint8_t)(job->event_count - job->hold_event[i]);
+        assert(job->hold_length[i] >= 1); /* the void, then what is kept */
+        assert(job->hold_length[i] <= 3);
     }
     for (uint32_t i = 0; i < job->hold_count; i++) {
         if (job->holds[i].kind == LIMIT_BUDGET)
@@ -261,6 +268,7 @@ static void build_release(struct tb_job *job)
     for (uint32_t i = 0; i < job->hold_count; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
         struct tb_transfer shape = reserve_shape(job, hold);
+        assert(job->event_count <= UINT8_MAX);
         job->hold_event[i] = (uint8_t)job->event_count;
         push(job, tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape,
                                  TB_VOID_BY_RELEASE));
@@ -277,6 +285,8 @@ static void build_release(struct tb_job *job)
  * its own (0 if none), and at which offset in the chain. */
 static uint32_t chain_code(const struct tb_job *job, uint32_t i, uint32_t length, uint32_t *offset)
 {
+    assert(i < job->hold_count);
+    assert(job->hold_event[i] + length <= job->event_count);
     for (uint32_t e = 0; e < length; e++) {
         uint32_t code = job->codes[job->hold_event[i] + e];
         if (code != TB_TRANSFER_OK && code != TB_TRANSFER_LINKED_EVENT_FAILED) {
@@ -346,7 +356,8 @@ static void debt_read(struct tb_item *item)
         job->holds[i].limit->budget_owes_ms = job->holds[i].period_start_ms;
         pthread_rwlock_unlock(&b->registry_lock);
     }
-    finish_complete(job); /* the accounting is done; only a warning could be missing */
+    assert(k == item->event_count); /* one spend account read per flagged hold */
+    finish_complete(job);           /* the accounting is done; only a warning could be missing */
 }
 
 /* Overage that did not fit (rolling) and late commits (budget). */
@@ -427,7 +438,7 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
          * nothing): its user_data_32 tells which. */
         job->hold_flags[i] |= HOLD_CHECK_VOID;
     } else if (offset == 0 && code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED) {
-        if (budget) { /* the call happened: charge it (SPEC section 3) */
+        if (budget) { /* the call happened: charge it (docs/semantics.md) */
             job->hold_flags[i] |= HOLD_LATE | HOLD_CHECK_DEBT;
             *follow = *follow || job->actual[i] > 0;
             tb_job_warn(job, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, hold->limit);
@@ -451,6 +462,8 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
 static void settle_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
+    assert(job->step == STEP_SETTLE);
+    assert(job->kind == TB_JOB_COMPLETE);
     if (item->status != TB_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
@@ -463,6 +476,7 @@ static void settle_done(struct tb_item *item)
         if (job->hold_flags[i] & HOLD_CHECK_VOID)
             job->ids[checks++] = lease_transfer_id(job, "xfer:void:", &job->holds[i]);
     }
+    assert(checks <= job->hold_count);
     if (checks > 0 && !conflict && !failed) {
         job->hold_flags[0] |= follow ? HOLD_FOLLOW_PENDING : 0;
         job->step = STEP_VOID_CHECK;
@@ -475,6 +489,7 @@ static void settle_done(struct tb_item *item)
 static void void_check_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
+    assert(job->step == STEP_VOID_CHECK);
     if (item->status != TB_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
@@ -493,6 +508,7 @@ static void void_check_read(struct tb_item *item)
 static void follow_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
+    assert(job->step == STEP_FOLLOW);
     if (item->status != TB_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
@@ -516,6 +532,8 @@ static void follow_done(struct tb_item *item)
 static void release_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
+    assert(job->step == STEP_SETTLE);
+    assert(job->kind == TB_JOB_RELEASE);
     if (item->status != TB_ITEM_OK) {
         release_answer(job, BACKEND_UNAVAILABLE);
         return;
@@ -549,6 +567,8 @@ static void release_done(struct tb_item *item)
 /* The lease's holds are known and the lease is ours (busy): go. */
 static void proceed(struct tb_job *job)
 {
+    assert(job->lease != NULL);
+    assert(job->hold_count >= 1);
     if (job->kind == TB_JOB_COMPLETE) {
         const struct actual *missing = NULL;
         if (!match_actuals(job, &missing)) {
@@ -696,6 +716,8 @@ static void scan_read(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_scan *scan = job->scan;
+    assert(job->step == STEP_SCAN);
+    assert(scan->next + item->event_count <= scan->count);
     if (item->status != TB_ITEM_OK) {
         answer(job, BACKEND_UNAVAILABLE, false);
         return;
@@ -731,6 +753,7 @@ static void scan_next(struct tb_job *job)
         n = scan->first_end - scan->next;
     if (n > scan->chunk)
         n = scan->chunk;
+    assert(n <= TB_SCAN_IDS_MAX);
     if (n == 0) {
         scan_finished(job);
         return;
@@ -781,6 +804,7 @@ static bool claim(struct tb_job *job, bool *miss)
         lease = tb_leases_insert(b, id, length, 0, now_ms);
         *miss = true;
     } else {
+        assert(lease->state != TB_LEASE_PENDING); /* only ever in the cache while busy */
         job->hold_count = lease->hold_count;
         memcpy(job->holds, lease->holds, lease->hold_count * sizeof lease->holds[0]);
         job->step = lease->state; /* read below, outside the lock */

@@ -16,6 +16,7 @@
 struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
                             void *context)
 {
+    assert(count >= 1); /* run_call adds one of its own */
     struct tb_call *call = malloc(sizeof *call);
     if (call == NULL)
         return NULL;
@@ -29,6 +30,9 @@ struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_f
 struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
                           void *result)
 {
+    assert(kind == TB_JOB_RESERVE || kind == TB_JOB_COMPLETE || kind == TB_JOB_RELEASE);
+    assert(request != NULL);
+    assert(result != NULL);
     struct tb_job *job = malloc(sizeof *job);
     if (job == NULL)
         return NULL;
@@ -55,6 +59,7 @@ void tb_job_unbusy(struct tb_job *job)
     struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->lease_lock);
     assert(lease->busy);
+    assert((lease->waiting == NULL) == (lease->waiting_tail == NULL));
     lease->busy = false;
     lease->touched_ms = clock_now_ms(b->clock);
     struct tb_job *waiting = lease->waiting;
@@ -77,7 +82,11 @@ void tb_job_unbusy(struct tb_job *job)
 void tb_job_finish(struct tb_job *job)
 {
     tb_job_unbusy(job);
+    assert(job->lease == NULL);
     struct tb_call *call = job->call;
+    /* This job is still counted in both until it leaves. */
+    assert(__atomic_load_n(&call->remaining, __ATOMIC_ACQUIRE) > 0);
+    assert(__atomic_load_n(&call->backend->jobs_in_flight, __ATOMIC_RELAXED) > 0);
     __atomic_sub_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
     free(job->pending.warnings); /* NULL unless the result took them */
     free(job->scan);
@@ -108,6 +117,9 @@ void tb_job_start(struct tb_job *job)
 
 void tb_job_park(struct tb_job *job)
 {
+    /* Parked once at most, and before it takes its lease. */
+    assert(!job->parked);
+    assert(job->lease == NULL);
     struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->maintenance_lock);
     job->next = b->parked;
@@ -146,6 +158,8 @@ void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
         item->events = job->events;
         item->codes = job->codes;
     } else {
+        assert(operation == TB_OPERATION_LOOKUP_ACCOUNTS ||
+               operation == TB_OPERATION_LOOKUP_TRANSFERS);
         assert(event_count <= TB_JOB_LOOKUP_MAX);
         item->events = job->ids;
         item->objects = job->objects;

@@ -1,9 +1,9 @@
-/* The lease cache (seed ADR 0003): memory only, bounded by
- * lease_cache_entries, least recently used first out, and entries forgotten
- * lease_retention_ms after their last use. What it forgets the cluster
- * still knows: a complete or release that misses looks the lease's
- * transfers up by their deterministic ids. Chained hash table plus an
- * order list; everything under lease_lock. */
+/* The lease cache (docs/tigerbeetle.md "Many front ends"): memory only,
+ * bounded by lease_cache_entries, least recently used first out, and entries
+ * forgotten lease_retention_ms after their last use. What it forgets the
+ * cluster still knows: a complete or release that misses looks the lease's
+ * transfers up by their deterministic ids. Chained hash table plus an order
+ * list; everything under lease_lock. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,7 @@ int tb_leases_init(struct tb_backend *b)
     uint32_t buckets = TB_LEASE_BUCKETS_MIN;
     while (buckets < b->lease_cache_entries && buckets < (UINT32_C(1) << 30))
         buckets <<= 1;
+    assert((buckets & (buckets - 1)) == 0); /* a mask selects the bucket */
     b->lease_buckets = calloc(buckets, sizeof *b->lease_buckets);
     if (b->lease_buckets == NULL)
         return -1;
@@ -39,6 +40,11 @@ int tb_leases_init(struct tb_backend *b)
 
 static void unlink_order(struct tb_backend *b, struct tb_lease *lease)
 {
+    /* Linked both ways: the neighbours point back at it. */
+    assert(lease->older != NULL || b->oldest == lease);
+    assert(lease->newer != NULL || b->newest == lease);
+    assert(lease->older == NULL || lease->older->newer == lease);
+    assert(lease->newer == NULL || lease->newer->older == lease);
     if (lease->older != NULL)
         lease->older->newer = lease->newer;
     else
@@ -91,6 +97,8 @@ static bool idle(const struct tb_lease *lease)
 struct tb_lease *tb_leases_find(struct tb_backend *b, const char *id, uint32_t id_length,
                                 int64_t now_ms)
 {
+    assert(id_length >= 1);
+    assert(id_length <= LEASE_ID_LENGTH_MAX);
     uint64_t hash = id_hash(id, id_length);
     struct tb_lease *lease = b->lease_buckets[hash & b->lease_bucket_mask];
     while (lease != NULL && !(lease->hash == hash && lease->id_length == id_length &&
@@ -124,6 +132,7 @@ static void evict_one(struct tb_backend *b)
 struct tb_lease *tb_leases_insert(struct tb_backend *b, const char *id, uint32_t id_length,
                                   uint32_t hold_count, int64_t now_ms)
 {
+    assert(id_length >= 1);
     assert(id_length <= LEASE_ID_LENGTH_MAX);
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
     if (b->lease_count >= b->lease_cache_entries)
@@ -149,6 +158,7 @@ struct tb_lease *tb_leases_insert(struct tb_backend *b, const char *id, uint32_t
 struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease, uint32_t hold_count)
 {
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    assert(lease->busy); /* only the job that owns the entry reshapes it */
     struct tb_lease *bigger = malloc(sizeof *bigger + hold_count * sizeof bigger->holds[0]);
     if (bigger == NULL)
         return NULL;

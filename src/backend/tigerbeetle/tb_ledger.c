@@ -1,4 +1,4 @@
-/* The account model of seed 001 in code: labels, ids and the shapes of the
+/* The account model in code: labels, ids and the shapes of the
  * accounts and transfers the backend creates (docs/tigerbeetle.md lists
  * every label). Everything is on ledger TB_LEDGER. */
 #include <assert.h>

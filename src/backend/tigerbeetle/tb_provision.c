@@ -12,6 +12,7 @@
  * twice. */
 #include "tb_provision.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,8 @@ static void log_code(const char *what, const struct tb_limit *limit, uint32_t co
 static int call_create(struct tb_backend *b, uint8_t operation, const void *events, uint32_t count,
                        uint32_t *codes)
 {
+    assert(count >= 1);
+    assert(count <= 4); /* admin requests are a handful of events */
     struct tb_item item;
     memset(&item, 0, sizeof item);
     item.operation = operation;
@@ -54,6 +57,8 @@ static int call_create(struct tb_backend *b, uint8_t operation, const void *even
 static int call_lookup(struct tb_backend *b, const tb_u128 *ids, uint32_t count,
                        struct tb_account *accounts, uint8_t *found)
 {
+    assert(count >= 1);
+    assert(count <= 3);
     struct tb_item item;
     memset(&item, 0, sizeof item);
     item.operation = TB_OPERATION_LOOKUP_ACCOUNTS;
@@ -71,6 +76,7 @@ static int create_accounts(struct tb_backend *b, const struct tb_limit *limit,
                            const struct tb_account *accounts, uint32_t count)
 {
     uint32_t codes[4];
+    assert(count <= sizeof codes / sizeof codes[0]);
     if (call_create(b, TB_OPERATION_CREATE_ACCOUNTS, accounts, count, codes) != 0)
         return -1;
     for (uint32_t i = 0; i < count; i++) {
@@ -137,6 +143,9 @@ static tb_u128 capacity_id(const char *prefix, const struct tb_limit *limit, int
     else
         n = snprintf(label, sizeof label, "%s%" PRId64 ":%s/%" PRIu64 "->%" PRIu64 "/%u", prefix,
                      period_ms, limit->key, from, to, attempt);
+    /* A cut label would give two different changes the same id. */
+    assert(n > 0);
+    assert((size_t)n < sizeof label);
     return tb_id_from_label(label, (size_t)n);
 }
 
@@ -157,6 +166,9 @@ static uint32_t next_attempt(struct tb_backend *b, struct tb_limit *limit, bool 
 static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
                              uint64_t target, uint64_t *in_force)
 {
+    assert(kind == LIMIT_ROLLING || kind == LIMIT_CONCURRENCY);
+    assert(target >= 1);
+    assert(target <= AMOUNT_MAX);
     tb_u128 gate_id = tb_limit_gate(limit, (uint8_t)kind);
     const char *prefix =
         kind == LIMIT_CONCURRENCY ? "xfer:capacity:concurrency:" : "xfer:capacity:rolling:";
@@ -220,7 +232,7 @@ static int period_capacity(struct tb_backend *b, const struct tb_period_accounts
 }
 
 /* Sets a budget period's capacity (a decrease applies at once: what the
- * holds and spend do not leave free is owed, SPEC section 3). 0 or -1. */
+ * holds and spend do not leave free is owed, docs/semantics.md). 0 or -1. */
 static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms,
                                uint64_t target)
 {
@@ -245,6 +257,7 @@ static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int
         else if (cut_owed == 0)
             return 0;
         events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.cut);
+        assert(count <= sizeof events / sizeof events[0]);
         uint32_t codes[2];
         if (call_create(b, TB_OPERATION_CREATE_TRANSFERS, events, count, codes) != 0)
             return -1;
@@ -306,6 +319,8 @@ static void state_for(struct limit_state *state, const struct limit_definition *
         state->status = LIMIT_DECREASING;
         state->pending_decrease_to = d->capacity;
     }
+    /* A budget decrease applies at once: never decreasing. */
+    assert(state->status == LIMIT_ACTIVE || d->kind != LIMIT_BUDGET);
 }
 
 void tb_provision_apply(struct tb_backend *b, struct tb_limit *limit,
@@ -359,6 +374,8 @@ bool tb_provision_limit(struct tb_backend *b, struct tb_limit *limit, int64_t no
         limit->state.definition.capacity = in_force;
         limit->state.status = LIMIT_DECREASING;
         limit->state.pending_decrease_to = wanted;
+        assert(wanted >= 1);
+        assert(wanted < in_force);
         changed = true;
     }
     limit->provisioned = true;

@@ -1,6 +1,6 @@
 /* The admin side of the tigerbeetle backend, in blocking conversations with
- * the cluster (seed 001 "ApplyDefinition"): creating a limit's accounts,
- * bringing its capacity in the cluster to the definition's (top-up,
+ * the cluster (docs/tigerbeetle.md "Capacity changes"): creating a limit's
+ * accounts, bringing its capacity in the cluster to the definition's (top-up,
  * decrease, budget cut), the decrease state machine, budget settling, and
  * reading balances for usage. Runs on admin threads and the maintenance
  * thread, never on the data path. */

@@ -25,6 +25,8 @@ static uint64_t key_hash(const char *key, uint32_t length)
 
 struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length)
 {
+    assert(key_length >= 1);
+    assert(key_length <= LIMIT_KEY_LENGTH_MAX);
     uint64_t hash = key_hash(key, key_length);
     struct tb_limit *limit = b->limit_buckets[hash % TB_LIMIT_BUCKETS];
     for (; limit != NULL; limit = limit->next_in_bucket) {
@@ -51,6 +53,8 @@ static struct tb_limit *limit_create(struct tb_backend *b,
         return NULL;
     }
     limit->key_length = (uint32_t)strlen(definition->key);
+    assert(limit->key_length >= 1); /* a validated definition */
+    assert(limit->key_length <= LIMIT_KEY_LENGTH_MAX);
     memcpy(limit->key, definition->key, limit->key_length);
     limit->hash = key_hash(limit->key, limit->key_length);
     limit->state.definition = *definition;
@@ -66,6 +70,7 @@ static struct tb_limit *limit_create(struct tb_backend *b,
     b->limit_buckets[bucket] = limit;
     b->limit_count++;
     b->live_limit_count++;
+    assert(b->live_limit_count <= b->limit_count);
     return limit;
 }
 
@@ -110,6 +115,7 @@ static struct tb_limit *entry_for_put(struct tb_backend *b, const struct limit_d
         limit->provisioned = false;
         limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
         b->live_limit_count++;
+        assert(b->live_limit_count <= LIMITS_COUNT_MAX);
         return limit;
     }
     return limit_create(b, d, error, error_size);
@@ -136,6 +142,9 @@ int tb_registry_put(struct backend *base, const struct limit_definition *definit
      * so reserves keep flowing. */
     struct limit_state after;
     tb_provision_apply(b, limit, fresh ? NULL : &before, &d, clock_now_ms(b->clock), &after);
+    /* The definition put is the one in force (a decrease may still wait). */
+    assert(after.definition.kind == d.kind);
+    assert(after.status == LIMIT_ACTIVE || after.pending_decrease_to < after.definition.capacity);
     pthread_rwlock_wrlock(&b->registry_lock);
     limit->state = after;
     pthread_rwlock_unlock(&b->registry_lock);
@@ -190,6 +199,7 @@ int tb_registry_delete(struct backend *base, const char *key)
     if (limit != NULL && !limit->deleted) {
         /* Kept (with its accounts) so existing leases still complete. */
         limit->deleted = true;
+        assert(b->live_limit_count > 0);
         b->live_limit_count--;
         rc = 0;
     }
@@ -285,14 +295,16 @@ void tb_registry_free(struct tb_backend *b)
     }
 }
 
-/* ---- retry_after (SPEC section 5) from the holds made here --------------- */
+/* ---- retry_after (docs/semantics.md) from the holds made here ----------- */
 
 void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
                            int64_t period_start_ms, uint64_t amount)
 {
     (void)b;
+    assert(amount >= 1);
     pthread_mutex_lock(&limit->notes_lock);
     struct tb_hold_ring *ring = &limit->notes;
+    assert(ring->count <= TB_HOLD_TRACK_MAX);
     if (ring->notes == NULL)
         ring->notes = malloc(TB_HOLD_TRACK_MAX * sizeof *ring->notes);
     if (ring->notes != NULL) {
@@ -303,6 +315,7 @@ void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t
         uint32_t slot = (ring->head + ring->count) % TB_HOLD_TRACK_MAX;
         ring->notes[slot] = (struct tb_hold_note){expires_at_ms, period_start_ms, amount};
         ring->count++;
+        assert(ring->count <= TB_HOLD_TRACK_MAX);
     }
     pthread_mutex_unlock(&limit->notes_lock);
 }
@@ -323,6 +336,9 @@ static int64_t jittered_poll_ms(struct tb_backend *b)
 static int64_t notes_cover(struct tb_hold_ring *ring, uint64_t need, int64_t period_ms,
                            int64_t now_ms, int64_t *earliest_ms)
 {
+    assert(need >= 1);
+    assert(ring->count <= TB_HOLD_TRACK_MAX);
+    assert(ring->head < TB_HOLD_TRACK_MAX);
     while (ring->count > 0 && ring->notes[ring->head].expires_at_ms <= now_ms) {
         ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
         ring->count--;

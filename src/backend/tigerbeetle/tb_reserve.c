@@ -1,4 +1,4 @@
-/* Reserve (seed 001 "Reserve flow", SPEC section 4): one linked chain of
+/* Reserve (docs/tigerbeetle.md "Flows"): one linked chain of
  * pending transfers, limit account -> operator, one per requirement, so
  * the cluster admits all or none. The chain's result decides:
  * - all created: allowed, timestamps from the cluster;
@@ -46,6 +46,9 @@ static bool same_requirements(const struct tb_lease *lease, const struct reserve
 static void replay(const struct tb_lease *lease, const struct reserve_request *request,
                    struct reserve_result *result)
 {
+    /* A lease nobody learned anything about is never left in the cache. */
+    assert(lease->state != TB_LEASE_PENDING);
+    assert(!lease->busy);
     reserve_result_clear(result);
     uint8_t hold_of[REQUIREMENTS_PER_RESERVE_MAX];
     if (!same_requirements(lease, request, hold_of)) {
@@ -77,6 +80,8 @@ static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bo
     const struct reserve_request *request = job->request;
     struct reserve_result *result = job->result;
     uint32_t n = request->requirement_count;
+    assert(n >= 1);
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     struct tb_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
     bool ok = true;
     *park = false;
@@ -158,9 +163,12 @@ static void build_chain(struct tb_backend *b, struct tb_job *job)
 {
     const struct reserve_request *request = job->request;
     uint32_t n = job->hold_count;
+    assert(n >= 1);
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     uint32_t count = 0;
     /* A budget period that owes gets its free capacity paid in first, so
-     * this reserve cannot take what the debt is owed (SPEC section 3). */
+     * this reserve cannot take what the debt is owed (docs/tigerbeetle.md
+     * "Budgets: debt that blocks"). */
     for (uint32_t i = 0; i < n; i++) {
         if (!job->hold_flags[i])
             continue;
@@ -185,6 +193,9 @@ static void build_chain(struct tb_backend *b, struct tb_job *job)
         t.user_data_32 = (uint32_t)hold->kind << 8 | n;
         job->events[count++] = t;
     }
+    /* At most two settles per hold before the chain, one transfer per hold. */
+    assert(count == job->prefix_count + n);
+    assert(count <= TB_JOB_EVENTS_MAX);
     job->event_count = count;
 }
 
@@ -194,6 +205,8 @@ static void record(struct tb_backend *b, struct tb_job *job, uint8_t state, int6
 {
     pthread_mutex_lock(&b->lease_lock);
     struct tb_lease *lease = job->lease;
+    assert(lease != NULL); /* the job that asked the cluster owns the entry */
+    assert(lease->busy);
     assert(lease->hold_count == job->hold_count);
     memcpy(lease->holds, job->holds, job->hold_count * sizeof job->holds[0]);
     lease->state = state;
@@ -291,6 +304,8 @@ static void chain_done(struct tb_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_backend *b = job->call->backend;
+    assert(item == &job->item);
+    assert(job->step == STEP_CHAIN);
     if (item->status != TB_ITEM_OK) {
         if (item->status == TB_ITEM_INVALID)
             fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
@@ -344,6 +359,8 @@ static void denial_read(struct tb_item *item)
     struct tb_backend *b = job->call->backend;
     struct reserve_result *result = job->result;
     uint32_t failed = job->failed_hold;
+    assert(failed < job->hold_count);
+    assert(job->step == STEP_DENIAL);
     int64_t now_ms = clock_now_ms(b->clock);
     int64_t retry_ms = 1;
     reserve_result_clear(result);
@@ -373,6 +390,9 @@ static void denial_read(struct tb_item *item)
                 result->denied_index[result->denied_count++] = (uint8_t)r;
         }
     }
+    /* The hold the chain failed on is always among them. */
+    assert(result->denied_count >= 1);
+    assert(result->denied_count <= job->hold_count);
     result->retry_after_ms = retry_ms;
     record(b, job, TB_LEASE_DENIED, 0, 0, retry_ms);
     tb_job_finish(job);

@@ -1,6 +1,6 @@
 /* TigerBeetle's wire types as C structs: u128, Account, Transfer, the
  * sparse create result, and the numeric codes of commands, operations,
- * flags and results (research brief sections 2 and 5). The structs are
+ * flags and results (docs/tigerbeetle-protocol.md). The structs are
  * byte-for-byte the wire layout on a little-endian host (checked below). */
 #ifndef LLMLIMIT_TB_TYPES_H
 #define LLMLIMIT_TB_TYPES_H
@@ -106,7 +106,8 @@ _Static_assert(offsetof(struct tb_transfer, flags) == 118, "Transfer.flags @118"
 _Static_assert(offsetof(struct tb_transfer, timestamp) == 120, "Transfer.timestamp @120");
 _Static_assert(sizeof(struct tb_create_result) == 8, "CreateResult is 8 bytes");
 
-/* Header commands a client sends or reads (brief 2.7). */
+/* Header commands a client sends or reads (docs/tigerbeetle-protocol.md
+ * "Commands"). */
 enum tb_command {
     TB_COMMAND_PING_CLIENT = 3,
     TB_COMMAND_PONG_CLIENT = 4,
@@ -128,7 +129,7 @@ enum tb_account_flag {
     TB_ACCOUNT_LINKED = 1 << 0,
     TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS = 1 << 1,
     TB_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS = 1 << 2,
-    TB_ACCOUNT_HISTORY = 1 << 3, /* never used: 0.15.3 crashes on it (brief 7) */
+    TB_ACCOUNT_HISTORY = 1 << 3, /* never used: 0.15.3 can crash on it */
 };
 #define TB_ACCOUNT_FLAGS_KNOWN_0_15 0x000fu
 
@@ -196,7 +197,8 @@ static inline bool tb_transfer_result_exists_different(uint32_t result)
     return (result >= 36 && result <= 45) || result == 67;
 }
 
-/* Eviction reasons (brief 2.6); 4..8 only on 0.17. */
+/* Eviction reasons (docs/tigerbeetle-protocol.md "Eviction"); 4..8 only
+ * on 0.17. */
 enum tb_eviction_reason {
     TB_EVICTION_NO_SESSION = 1,
     TB_EVICTION_RELEASE_TOO_LOW = 2,
@@ -208,7 +210,8 @@ enum tb_eviction_reason {
     TB_EVICTION_SESSION_RELEASE_MISMATCH = 8,
 };
 
-/* Release = patch | minor << 8 | major << 16 (brief 2.8). */
+/* Release = patch | minor << 8 | major << 16 (docs/tigerbeetle-protocol.md
+ * "Releases and dialects"). */
 #define TB_RELEASE(major, minor, patch)                                                            \
     ((uint32_t)(patch) | (uint32_t)(minor) << 8 | (uint32_t)(major) << 16)
 #define TB_RELEASE_0_15_3 TB_RELEASE(0, 15, 3)

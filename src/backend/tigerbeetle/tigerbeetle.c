@@ -1,4 +1,4 @@
-/* The tigerbeetle backend (SPEC section 8, seed 001, ADR 0003): limits as
+/* The tigerbeetle backend (docs/tigerbeetle.md): limits as
  * accounts in a TigerBeetle cluster, reservations as linked chains of
  * pending transfers, sent by the microbatching submitter over a pool of
  * native sessions. Several llmlimitd can share one cluster: all state that
@@ -49,6 +49,7 @@ static struct tb_limit **snapshot_limits(struct tb_backend *b, bool full, bool b
     }
     if (limits == NULL)
         __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE); /* try again next time */
+    assert(n <= b->limit_count);
     pthread_rwlock_unlock(&b->registry_lock);
     *count = n;
     return limits;

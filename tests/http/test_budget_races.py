@@ -1,7 +1,9 @@
-"""ADR-164.1 section 9's six concurrency tests, mapped onto llmlimit budget
-limits in usd_micros ($1.00 = 1000000) and run against the real llmlimitd
-over HTTP. The backend comes from --backend (default memory), so the sqlite
-backend runs the very same file.
+"""Races on money budgets, over HTTP against the real llmlimitd: concurrent
+reserves that must admit an exact count, a release that unblocks waiting
+callers, expiry, all-or-nothing across two budgets, the clock stepping back,
+and a commit after expiry (docs/semantics.md "Budgets"). Amounts are in
+usd_micros ($1.00 = 1000000). The backend comes from --backend (default
+memory), so the sqlite backend runs the very same file.
 
 Time travel uses the server's --test-clock offset (POST /v1/admin/clock), so
 expiry tests do not sleep for the 5 s minimum budget timeout."""
@@ -50,7 +52,7 @@ def concurrent(count, fn):
     return results
 
 
-class Adr164(unittest.TestCase):
+class BudgetRaces(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server(BINARY, backend=BACKEND, args=["--test-clock"]).start()
@@ -81,7 +83,7 @@ class Adr164(unittest.TestCase):
 
     def test_1_hundred_concurrent_reserves_exactly_twenty_fit(self):
         """100 concurrent reserves of $0.05 against $1.00: exactly 20 allowed, sum exact."""
-        key = "adr164:t1:usd:month"
+        key = "races:t1:usd:month"
         self.put(budget(key, 1 * USD))
         results = concurrent(100, lambda i: self.reserve_allowed(key, 50000))
         allowed = [r for r in results if r[0]]
@@ -100,10 +102,10 @@ class Adr164(unittest.TestCase):
     def test_2_block_release_then_allow_ten_of_fifty(self):
         """A $0.50 hold blocks 50 x $0.55; once released, exactly 10 of 50 x $0.10 fit.
 
-        (The ADR's own figures do not add up: $0.50 + $0.05 fits in $1.00,
-        and a released $0.50 frees the whole dollar; the amounts here keep
-        its intent: all denied while held, an exact count after release.)"""
-        key = "adr164:t2:usd:month"
+        The blocked reserves ask $0.55 so that none fits beside the $0.50
+        hold; after the release the whole dollar is free, so exactly ten
+        $0.10 reserves fit."""
+        key = "races:t2:usd:month"
         self.put(budget(key, 1 * USD))
         first = lease()
         ok, _ = self.reserve_allowed(key, 500000, first)
@@ -118,7 +120,7 @@ class Adr164(unittest.TestCase):
 
     def test_3_expiry_frees_budget_for_next_caller(self):
         """An uncommitted reservation stops counting once its timeout passes."""
-        key = "adr164:t3:usd:month"
+        key = "races:t3:usd:month"
         self.put(budget(key, 100000, timeout_seconds=5))
         ok, _ = self.reserve_allowed(key, 100000)
         self.assertTrue(ok)
@@ -131,7 +133,7 @@ class Adr164(unittest.TestCase):
 
     def test_4_no_partial_reservation(self):
         """A reserve whose second budget does not fit holds nothing in the first."""
-        a, b = "adr164:t4a:usd:month", "adr164:t4b:usd:month"
+        a, b = "races:t4a:usd:month", "races:t4b:usd:month"
         self.put(budget(a, 1 * USD))
         self.put(budget(b, 10000))
         status, _, body = self.server.reserve(lease(), [{"key": a, "amount": 50000},
@@ -144,7 +146,7 @@ class Adr164(unittest.TestCase):
 
     def test_5_clock_skew_backward(self):
         """A 30 s backward jump neither expires a live hold nor revives an expired one."""
-        key = "adr164:t5:usd:month"
+        key = "races:t5:usd:month"
         self.put(budget(key, 500000, timeout_seconds=60))
         live = lease()
         ok, _ = self.reserve_allowed(key, 50000, live)
@@ -167,7 +169,7 @@ class Adr164(unittest.TestCase):
 
     def test_6_commit_after_expiry_is_charged(self):
         """A commit that lands after expiry is accepted, warned and counted in later gates."""
-        key = "adr164:t6:usd:month"
+        key = "races:t6:usd:month"
         self.put(budget(key, 1 * USD, timeout_seconds=5))
         late = lease()
         ok, _ = self.reserve_allowed(key, 300000, late)
