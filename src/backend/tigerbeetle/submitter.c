@@ -57,6 +57,7 @@ struct tb_submitter {
     enum tb_dialect dialect;
     uint32_t server_release;
     uint32_t batch_size_limit; /* smallest announced by a session */
+    uint32_t view;             /* highest a session has seen */
 
     uint64_t cluster_time_ns;   /* last reply timestamp */
     int64_t cluster_time_at_ns; /* monotonic ns when it arrived */
@@ -173,6 +174,8 @@ static void set_ready(struct tb_submitter *sub, struct worker *w, bool ready)
         sub->server_release = w->session.release;
         if (w->session.batch_size_limit < sub->batch_size_limit)
             sub->batch_size_limit = w->session.batch_size_limit;
+        if (w->session.view > sub->view)
+            sub->view = w->session.view;
     }
     pthread_mutex_unlock(&sub->lock);
 }
@@ -199,6 +202,8 @@ static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t i
     sub->stats.events += events;
     sub->stats.round_trip_us += (uint64_t)((now_ns - started_ns) / 1000);
     sub->last_round_trip_us = (now_ns - started_ns) / 1000;
+    if (w->session.view > sub->view)
+        sub->view = w->session.view;
     if (w->session.reply_timestamp > sub->cluster_time_ns) {
         sub->cluster_time_ns = w->session.reply_timestamp;
         sub->cluster_time_at_ns = now_ns;
@@ -673,6 +678,7 @@ void tb_submitter_stats(struct tb_submitter *sub, struct tb_submitter_stats *out
     *out = sub->stats;
     out->sessions_ready = sub->sessions_ready;
     out->server_release = sub->server_release;
+    out->view = sub->view;
     for (uint32_t i = 0; i < sub->worker_count; i++) {
         /* Written by the session's thread with atomic adds. */
         const struct tb_session_stats *s = &sub->workers[i].session.stats;
