@@ -60,7 +60,8 @@ static int64_t earliest(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr. */
+/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr, each
+ * with the monotonic time in milliseconds. */
 static bool trace_enabled(void)
 {
     static int enabled = -1;
@@ -74,7 +75,8 @@ static bool trace_enabled(void)
 #define TRACE(s, ...)                                                                              \
     do {                                                                                           \
         if (trace_enabled()) {                                                                     \
-            fprintf(stderr, "tb session %016llx: ", (unsigned long long)(s)->client.low);          \
+            fprintf(stderr, "%lld tb session %016llx: ", (long long)now_ms(),                      \
+                    (unsigned long long)(s)->client.low);                                          \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \
         }                                                                                          \
@@ -411,6 +413,11 @@ static void learn_view(struct tb_session *s, const uint8_t *header)
     if (view > s->view) {
         TRACE(s, "view %u -> %u (primary replica %u)", s->view, view, view % s->address_count);
         s->view = view;
+        /* Replicas only announce a view once it has started: a request
+         * still waiting goes to its primary now rather than at the next
+         * timeout (once per view change, so no storm of resends). */
+        if (s->in_flight)
+            s->retransmit_at_ms = now_ms();
     }
 }
 
