@@ -803,6 +803,11 @@ bool tb_session_alive(struct tb_session *s)
     return true;
 }
 
+bool tb_session_connected(const struct tb_session *s)
+{
+    return any_connected(s);
+}
+
 int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
                     int64_t deadline_ms)
 {

@@ -139,6 +139,10 @@ int tb_session_call(struct tb_session *session, uint8_t operation, uint32_t body
  * replica connected). */
 bool tb_session_alive(struct tb_session *session);
 
+/* Whether some replica is connected now (the cluster may still be slow or
+ * in a view change). */
+bool tb_session_connected(const struct tb_session *session);
+
 /* Closes every connection (the session itself survives on the server). */
 void tb_session_disconnect(struct tb_session *session);
 
