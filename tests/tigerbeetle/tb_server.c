@@ -1,7 +1,7 @@
-/* Starting and killing TigerBeetle test clusters (research brief section
- * 8): `format --cluster=0 --replica=I --replica-count=N` then `start
- * --addresses=A,B,C --cache-grid=256MiB` for each replica, readiness by the
- * log line and connect(), the view by ping_client. */
+/* Starting and killing TigerBeetle test clusters: "format --cluster=0
+ * --replica=I --replica-count=N" then "start --addresses=A,B,C
+ * --cache-grid=256MiB" for each replica; readiness by the log line and
+ * connect(), the view by ping_client. */
 #include "tb_server.h"
 
 #include <arpa/inet.h>

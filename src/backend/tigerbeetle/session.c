@@ -1,6 +1,6 @@
 /* The session protocol over one non-blocking TCP connection per replica,
- * driven by poll() with deadlines. The rules it follows (research brief
- * section 4, docs/tigerbeetle.md "The native client"):
+ * driven by poll() with deadlines. The rules it follows (docs/tigerbeetle.md,
+ * "The native client" and "Several replicas"):
  * - every replica gets a connection, and after every (re)connect a
  *   ping_client goes first, because a 0.15.3 replica only learns which
  *   client owns a connection from a ping or a register, and drops replies

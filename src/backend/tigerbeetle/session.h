@@ -1,4 +1,4 @@
-/* One TigerBeetle client session (research brief section 4): a TCP
+/* One TigerBeetle client session (docs/tigerbeetle.md): a TCP
  * connection to every replica of the cluster, ping_client on each to learn
  * the server's release (the dialect) and the view, register with the
  * primary, then requests 1, 2, 3... each naming the previous reply's
