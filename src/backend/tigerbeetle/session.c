@@ -477,6 +477,7 @@ static enum receive_event handle_message(struct tb_session *s, uint32_t replica,
             return RECEIVE_NOTHING;
         if (tb_message_view(message) < s->view)
             return RECEIVE_NOTHING; /* from an old view: ignored, as the official client does */
+        learn_view(s, message); /* the next session starts from it */
         s->server_release = tb_message_release(message);
         s->last_eviction_reason = tb_message_eviction_reason(message);
         return RECEIVE_EVICTED;
