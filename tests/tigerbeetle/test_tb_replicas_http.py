@@ -143,17 +143,22 @@ class ReplicatedCluster(unittest.TestCase):
         cls.cluster = Cluster(replicas=REPLICAS).__enter__()
         try:
             cls.fresh_view = cls.cluster.view()
-            cls.server = front_end(cls.cluster).start()
+            cls.server = front_end(cls.cluster)
+            cls.server.start()
             status, _, body = cls.server.put_limit(TOKENS)
             assert status == 200, (status, body)
         except BaseException:
+            if hasattr(cls, "server"):
+                cls.server.cleanup()
             cls.cluster.stop()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.stop()
-        cls.cluster.stop()
+        try:
+            cls.server.__exit__(None, None, None)  # stops it and removes its data directory
+        finally:
+            cls.cluster.stop()
 
     def tearDown(self):
         for replica in self.cluster.replicas:
