@@ -1,8 +1,11 @@
-"""A throw-away single-replica TigerBeetle cluster for the HTTP tests of the
-tigerbeetle backend: the binary comes from TIGERBEETLE_BIN; the cluster is
-formatted in a fresh temporary directory, started on a free loopback port,
-and always ended with SIGKILL (which TigerBeetle is built to survive).
-Python standard library only."""
+"""Throw-away TigerBeetle clusters for the HTTP tests of the tigerbeetle
+backend: the binary comes from TIGERBEETLE_BIN; each replica formats its own
+data file in a fresh temporary directory, listens on a free loopback port,
+and is always ended with SIGKILL (which TigerBeetle is built to survive).
+A replica can be killed, stopped (SIGSTOP), resumed and started again; the
+view, and so the primary (view % replicas), comes from ping_client through
+the tb_ping tool (--ping PATH, which ctest passes). Python standard library
+only."""
 
 import os
 import shutil
@@ -24,12 +27,27 @@ def binary():
     return path or None
 
 
-def skip_unless_binary(what):
-    """Prints the SKIPPED line and exits 0 when there is no server binary."""
+def skip_unless_binary(what, exit_code=0):
+    """Prints the SKIPPED line and exits (with exit_code: 77 tells ctest the
+    test was skipped) when there is no server binary."""
     if binary() is None:
         print("SKIPPED: TIGERBEETLE_BIN not set (%s)" % what)
         sys.stdout.flush()
-        sys.exit(0)
+        sys.exit(exit_code)
+
+
+_ping_tool = None
+
+
+def ping_tool_from_argv():
+    """Takes --ping PATH (the tb_ping tool) out of sys.argv."""
+    global _ping_tool
+    for i, arg in enumerate(sys.argv):
+        if arg == "--ping" and i + 1 < len(sys.argv):
+            _ping_tool = os.path.abspath(sys.argv[i + 1])
+            del sys.argv[i: i + 2]
+            return _ping_tool
+    return None
 
 
 def _die_with_parent():
@@ -48,31 +66,35 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Cluster:
-    def __init__(self):
-        self.binary = binary()
-        self.directory = tempfile.mkdtemp(prefix="llmlimit-tb-")
-        self.data_file = os.path.join(self.directory, "0_0.tigerbeetle")
-        self.log_file = os.path.join(self.directory, "tigerbeetle.log")
+class Replica:
+    """One replica: its data file, log and port; `process` while running."""
+
+    def __init__(self, directory, index):
+        self.index = index
+        self.data_file = os.path.join(directory, "0_%d.tigerbeetle" % index)
+        self.log_file = os.path.join(directory, "tigerbeetle-%d.log" % index)
         self.port = free_port()
         self.address = "127.0.0.1:%d" % self.port
         self.process = None
+        self.paused = False
 
-    def format(self):
+    def format_command(self, binary_path, count):
+        return [binary_path, "format", "--cluster=0", "--replica=%d" % self.index,
+                "--replica-count=%d" % count, self.data_file]
+
+    def spawn(self, binary_path, addresses):
         with open(self.log_file, "w") as log:
-            subprocess.run([self.binary, "format", "--cluster=0", "--replica=0",
-                            "--replica-count=1", self.data_file],
-                           stdout=log, stderr=log, check=True, timeout=120)
+            self.process = subprocess.Popen(
+                [binary_path, "start", "--addresses=" + addresses, "--cache-grid=256MiB",
+                 self.data_file], stdout=log, stderr=log, preexec_fn=_die_with_parent)
+        self.paused = False
 
     def _listening(self):
         with open(self.log_file, errors="replace") as log:
             return "listening on" in log.read()
 
-    def _start_once(self):
-        with open(self.log_file, "w") as log:
-            self.process = subprocess.Popen(
-                [self.binary, "start", "--addresses=" + self.address, "--cache-grid=256MiB",
-                 self.data_file], stdout=log, stderr=log, preexec_fn=_die_with_parent)
+    def wait_listening(self):
+        """True when listening, False when it exited at once (its lock)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -82,33 +104,144 @@ class Cluster:
                 return True
             time.sleep(0.05)
         self.kill()
-        raise RuntimeError("tigerbeetle did not listen within %.0f s" % START_TIMEOUT_S)
-
-    def start(self):
-        for _ in range(LOCK_RETRIES):
-            if self._start_once():
-                return self
-            time.sleep(0.25)
-        with open(self.log_file, errors="replace") as log:
-            raise RuntimeError("tigerbeetle did not start:\n" + log.read()[-2000:])
+        raise RuntimeError("tigerbeetle replica %d did not listen within %.0f s"
+                           % (self.index, START_TIMEOUT_S))
 
     def kill(self):
         if self.process is not None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
             self.process = None
+        self.paused = False
 
-    def restart(self):
-        self.kill()
-        return self.start()
+
+class Cluster:
+    """A cluster of `replicas` replicas (1 by default); `address` lists them
+    in replica order, as clients must."""
+
+    def __init__(self, replicas=1):
+        self.binary = binary()
+        self.directory = tempfile.mkdtemp(prefix="llmlimit-tb-")
+        self.replicas = [Replica(self.directory, i) for i in range(replicas)]
+        if len({r.port for r in self.replicas}) != replicas:
+            raise RuntimeError("the kernel handed the same free port twice")
+        self.address = ",".join(r.address for r in self.replicas)
+
+    @property
+    def process(self):
+        """The process of replica 0 (a single-replica cluster's server)."""
+        return self.replicas[0].process
+
+    def format(self):
+        formats = []
+        for replica in self.replicas:
+            log = open(replica.log_file, "w")
+            formats.append((subprocess.Popen(replica.format_command(self.binary,
+                                                                    len(self.replicas)),
+                                             stdout=log, stderr=log), log))
+        for process, log in formats:
+            code = process.wait(timeout=120)
+            log.close()
+            if code != 0:
+                raise RuntimeError("tigerbeetle format failed (exit %d)" % code)
+
+    def _selected(self, replica):
+        return self.replicas if replica is None else [self.replicas[replica]]
+
+    def start(self, replica=None):
+        """Starts one replica (or all, at once: each allocates its memory
+        before it listens) on its data file and port."""
+        selected = self._selected(replica)
+        for r in selected:
+            r.spawn(self.binary, self.address)
+        for r in selected:
+            if r.wait_listening():
+                continue
+            for _ in range(LOCK_RETRIES):
+                time.sleep(0.25)
+                r.spawn(self.binary, self.address)
+                if r.wait_listening():
+                    break
+            else:
+                with open(r.log_file, errors="replace") as log:
+                    raise RuntimeError("tigerbeetle did not start:\n" + log.read()[-2000:])
+        return self
+
+    def kill(self, replica=None):
+        """kill -9 of one replica, or of all."""
+        for r in self._selected(replica):
+            r.kill()
+
+    def restart(self, replica=None):
+        self.kill(replica)
+        return self.start(replica)
+
+    def pause(self, replica):
+        r = self.replicas[replica]
+        r.process.send_signal(signal.SIGSTOP)
+        r.paused = True
+
+    def resume(self, replica):
+        r = self.replicas[replica]
+        r.process.send_signal(signal.SIGCONT)
+        r.paused = False
+
+    def views(self):
+        """{replica: view} of the running replicas that answer ping_client
+        (only a replica in normal status does)."""
+        if _ping_tool is None:
+            raise RuntimeError("the tb_ping tool was not given (--ping PATH)")
+        running = [r for r in self.replicas if r.process is not None and not r.paused]
+        if not running:
+            return {}
+        done = subprocess.run([_ping_tool, ",".join(r.address for r in running)],
+                              capture_output=True, text=True, timeout=30)
+        answers = {}
+        for r, line in zip(running, done.stdout.splitlines()):
+            fields = line.split()
+            if len(fields) == 3 and fields[1] != "-":
+                answers[r.index] = int(fields[1])
+        return answers
+
+    def view(self, timeout_s=START_TIMEOUT_S, after=None):
+        """The highest view the running replicas answer with, waiting until
+        one answers (and, with `after`, until it is later than that)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            answers = self.views()
+            if answers and (after is None or max(answers.values()) > after):
+                return max(answers.values())
+            if time.monotonic() >= deadline:
+                raise RuntimeError("no view%s within %.0f s: %r" % (
+                    "" if after is None else " after %d" % after, timeout_s, answers))
+            time.sleep(0.1)
+
+    def primary(self, view=None):
+        return (self.view() if view is None else view) % len(self.replicas)
+
+    def wait_answers(self, replica, timeout_s=START_TIMEOUT_S):
+        """Waits until a replica answers ping_client (it is in normal status)."""
+        deadline = time.monotonic() + timeout_s
+        while replica not in self.views():
+            if time.monotonic() >= deadline:
+                raise RuntimeError("replica %d did not answer within %.0f s" % (replica,
+                                                                                timeout_s))
+            time.sleep(0.1)
 
     def stop(self):
         self.kill()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self):
-        self.format()
-        return self.start()
+        try:
+            self.format()
+            self.start()
+            if len(self.replicas) > 1:
+                self.view()
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def __exit__(self, *exc):
         self.stop()

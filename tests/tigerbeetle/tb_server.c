@@ -1,11 +1,14 @@
-/* Starting and killing a TigerBeetle test cluster (docs/tigerbeetle.md
- * "Tests"): `format --cluster=0 --replica=0 --replica-count=1` then `start
- * --addresses=... --cache-grid=256MiB`, readiness by polling connect(). */
+/* Starting and killing TigerBeetle test clusters (docs/tigerbeetle.md, "Tests"): "format --cluster=0
+ * --replica=I --replica-count=N" then "start --addresses=A,B,C
+ * --cache-grid=256MiB" for each replica; readiness by the log line and
+ * connect(), the view by ping_client. */
 #include "tb_server.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +19,11 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "core/clock.h"
+#include "ids.h"
+#include "message.h"
+#include "session.h"
 
 #define START_TIMEOUT_MS 60000
 #define FORMAT_TIMEOUT_MS 60000
@@ -114,18 +122,24 @@ static void show_log(const struct tb_test_server *server)
         fprintf(stderr, "  tigerbeetle: %s", lines[i % 8]);
 }
 
-/* One attempt: 0 when listening, 1 when it exited at once, -1 on a timeout. */
-static int launch_once(struct tb_test_server *server)
+/* Starts the binary on the server's data file (with a fresh log). */
+static void launch_spawn(struct tb_test_server *server)
 {
     const char *binary = tb_test_server_binary();
-    char addresses[96];
-    snprintf(addresses, sizeof addresses, "--addresses=%s", server->address);
+    char addresses[sizeof server->addresses + 16];
+    snprintf(addresses, sizeof addresses, "--addresses=%s", server->addresses);
     char *argv[] = {(char *)binary,        "start",           addresses,
                     "--cache-grid=256MiB", server->data_file, NULL};
     FILE *log = fopen(server->log_file, "w"); /* a fresh log: old lines must not count */
     if (log != NULL)
         fclose(log);
+    server->paused = false;
     server->pid = spawn(server, argv);
+}
+
+/* 0 when listening, 1 when it exited at once, -1 on a timeout. */
+static int launch_wait(struct tb_test_server *server)
+{
     for (int waited = 0; waited < START_TIMEOUT_MS; waited += 50) {
         if (listening(server) && accepts(server->port))
             return 0;
@@ -138,6 +152,13 @@ static int launch_once(struct tb_test_server *server)
     fprintf(stderr, "tigerbeetle did not listen within %d ms\n", START_TIMEOUT_MS);
     tb_test_server_kill(server);
     return -1;
+}
+
+/* One attempt: 0 when listening, 1 when it exited at once, -1 on a timeout. */
+static int launch_once(struct tb_test_server *server)
+{
+    launch_spawn(server);
+    return launch_wait(server);
 }
 
 /* A killed server's io_uring may keep the data file (and its lock) open a
@@ -158,23 +179,40 @@ static int launch(struct tb_test_server *server)
     return -1;
 }
 
-int tb_test_server_start(struct tb_test_server *server)
+/* A fresh directory, data and log file names, and a free port. 0 or -1. */
+static int prepare(struct tb_test_server *server)
 {
     memset(server, 0, sizeof *server);
-    const char *binary = tb_test_server_binary();
     const char *base = getenv("TMPDIR");
     snprintf(server->directory, sizeof server->directory, "%s/llmlimit-tb-XXXXXX",
              base ? base : P_tmpdir);
-    if (binary == NULL || mkdtemp(server->directory) == NULL)
+    if (tb_test_server_binary() == NULL || mkdtemp(server->directory) == NULL)
         return -1;
     snprintf(server->data_file, sizeof server->data_file, "%s/0_0.tigerbeetle", server->directory);
     snprintf(server->log_file, sizeof server->log_file, "%s/tigerbeetle.log", server->directory);
     server->port = free_port();
     snprintf(server->address, sizeof server->address, "127.0.0.1:%d", server->port);
-    char *format[] = {(char *)binary,      "format",          "--cluster=0", "--replica=0",
-                      "--replica-count=1", server->data_file, NULL};
-    pid_t pid = spawn(server, format);
-    if (wait_exit(pid, FORMAT_TIMEOUT_MS) != 0) {
+    snprintf(server->addresses, sizeof server->addresses, "%s", server->address);
+    return server->port > 0 ? 0 : -1;
+}
+
+/* Starts `format` for replica `replica` of `count`; returns its pid. */
+static pid_t spawn_format(const struct tb_test_server *server, uint32_t replica, uint32_t count)
+{
+    char replica_flag[32], count_flag[32];
+    snprintf(replica_flag, sizeof replica_flag, "--replica=%u", replica);
+    snprintf(count_flag, sizeof count_flag, "--replica-count=%u", count);
+    char *format[] = {
+        (char *)tb_test_server_binary(), "format", "--cluster=0", replica_flag, count_flag,
+        (char *)server->data_file,       NULL};
+    return spawn(server, format);
+}
+
+int tb_test_server_start(struct tb_test_server *server)
+{
+    if (prepare(server) != 0)
+        return -1;
+    if (wait_exit(spawn_format(server, 0, 1), FORMAT_TIMEOUT_MS) != 0) {
         fprintf(stderr, "tigerbeetle format failed; see %s\n", server->log_file);
         return -1;
     }
@@ -204,4 +242,186 @@ void tb_test_server_stop(struct tb_test_server *server)
         unlink(server->log_file);
         rmdir(server->directory);
     }
+}
+
+/* ---- clusters of several replicas ---- */
+
+int tb_test_cluster_start(struct tb_test_cluster *cluster, uint32_t replica_count)
+{
+    memset(cluster, 0, sizeof *cluster);
+    if (replica_count < 1 || replica_count > TB_TEST_REPLICAS_MAX)
+        return -1;
+    cluster->replica_count = replica_count;
+    size_t length = 0;
+    for (uint32_t i = 0; i < replica_count; i++) {
+        struct tb_test_server *replica = &cluster->replicas[i];
+        if (prepare(replica) != 0)
+            return -1;
+        for (uint32_t j = 0; j < i; j++) {
+            if (cluster->replicas[j].port == replica->port)
+                return -1; /* the kernel handed the same free port twice */
+        }
+        length += (size_t)snprintf(cluster->addresses + length, sizeof cluster->addresses - length,
+                                   "%s%s", i > 0 ? "," : "", replica->address);
+    }
+    pid_t formats[TB_TEST_REPLICAS_MAX];
+    for (uint32_t i = 0; i < replica_count; i++) {
+        snprintf(cluster->replicas[i].addresses, sizeof cluster->replicas[i].addresses, "%s",
+                 cluster->addresses);
+        formats[i] = spawn_format(&cluster->replicas[i], i, replica_count);
+    }
+    int failed = 0;
+    for (uint32_t i = 0; i < replica_count; i++)
+        failed |= wait_exit(formats[i], FORMAT_TIMEOUT_MS) != 0;
+    if (failed) {
+        fprintf(stderr, "tigerbeetle format failed; see %s\n", cluster->replicas[0].log_file);
+        return -1;
+    }
+    /* All at once: each replica allocates its memory before it listens. */
+    for (uint32_t i = 0; i < replica_count; i++)
+        launch_spawn(&cluster->replicas[i]);
+    for (uint32_t i = 0; i < replica_count; i++) {
+        int rc = launch_wait(&cluster->replicas[i]);
+        if (rc == 1)
+            rc = launch(&cluster->replicas[i]);
+        if (rc != 0)
+            return -1;
+    }
+    uint32_t view;
+    if (tb_test_cluster_view(cluster, START_TIMEOUT_MS, &view) != 0) {
+        fprintf(stderr, "no tigerbeetle replica reached normal status\n");
+        return -1;
+    }
+    return 0;
+}
+
+void tb_test_cluster_kill(struct tb_test_cluster *cluster, uint32_t replica)
+{
+    assert(replica < cluster->replica_count);
+    tb_test_server_kill(&cluster->replicas[replica]);
+}
+
+int tb_test_cluster_restart(struct tb_test_cluster *cluster, uint32_t replica)
+{
+    assert(replica < cluster->replica_count);
+    tb_test_server_kill(&cluster->replicas[replica]);
+    return launch(&cluster->replicas[replica]);
+}
+
+void tb_test_cluster_pause(struct tb_test_cluster *cluster, uint32_t replica)
+{
+    assert(replica < cluster->replica_count);
+    struct tb_test_server *server = &cluster->replicas[replica];
+    if (server->pid > 0 && kill(server->pid, SIGSTOP) == 0)
+        server->paused = true;
+}
+
+void tb_test_cluster_resume(struct tb_test_cluster *cluster, uint32_t replica)
+{
+    assert(replica < cluster->replica_count);
+    struct tb_test_server *server = &cluster->replicas[replica];
+    if (server->pid > 0 && kill(server->pid, SIGCONT) == 0)
+        server->paused = false;
+}
+
+void tb_test_cluster_stop(struct tb_test_cluster *cluster)
+{
+    for (uint32_t i = 0; i < cluster->replica_count; i++)
+        tb_test_server_stop(&cluster->replicas[i]);
+}
+
+int tb_test_cluster_view(const struct tb_test_cluster *cluster, int timeout_ms, uint32_t *view)
+{
+    int64_t deadline_ms = clock_monotonic_ms() + timeout_ms;
+    do {
+        bool answered = false;
+        *view = 0;
+        for (uint32_t i = 0; i < cluster->replica_count; i++) {
+            const struct tb_test_server *replica = &cluster->replicas[i];
+            uint32_t replica_view, release;
+            if (replica->pid <= 0 || replica->paused ||
+                tb_test_ping(replica->address, 500, &replica_view, &release) != 0)
+                continue;
+            answered = true;
+            if (replica_view > *view)
+                *view = replica_view;
+        }
+        if (answered)
+            return 0;
+        poll(NULL, 0, 100);
+    } while (clock_monotonic_ms() < deadline_ms);
+    return -1;
+}
+
+/* connect() by deadline_ms. The socket, or -1. */
+static int connect_by(const char *address, int64_t deadline_ms)
+{
+    struct tb_address parsed[TB_REPLICAS_MAX];
+    char error[128];
+    if (tb_addresses_parse(address, parsed, error, sizeof error) != 1)
+        return -1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *found = NULL;
+    if (getaddrinfo(parsed[0].host, parsed[0].port, &hints, &found) != 0 || found == NULL)
+        return -1;
+    int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK, found->ai_protocol);
+    int rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (rc != 0 && fd >= 0 && errno == EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int error_code = 0;
+        socklen_t length = sizeof error_code;
+        int64_t wait = deadline_ms - clock_monotonic_ms();
+        if (wait > 0 && poll(&p, 1, (int)wait) == 1 &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error_code, &length) == 0 && error_code == 0)
+            rc = 0;
+    }
+    if (rc != 0 && fd >= 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Reads exactly size bytes by deadline_ms. 0 or -1. */
+static int read_by(int fd, uint8_t *data, size_t size, int64_t deadline_ms)
+{
+    size_t got = 0;
+    while (got < size) {
+        int64_t wait = deadline_ms - clock_monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (wait <= 0 || poll(&p, 1, (int)wait) != 1)
+            return -1;
+        ssize_t n = recv(fd, data + got, size - got, 0);
+        if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN)))
+            return -1;
+        if (n > 0)
+            got += (size_t)n;
+    }
+    return 0;
+}
+
+int tb_test_ping(const char *address, int timeout_ms, uint32_t *view, uint32_t *release)
+{
+    int64_t deadline_ms = clock_monotonic_ms() + timeout_ms;
+    int fd = connect_by(address, deadline_ms);
+    if (fd < 0)
+        return -1;
+    uint8_t header[TB_HEADER_SIZE];
+    tb_message_ping_client(header, tb_u128_from_u64(0), TB_RELEASE_0_15_3, tb_id_random());
+    int rc = send(fd, header, sizeof header, MSG_NOSIGNAL) == (ssize_t)sizeof header ? 0 : -1;
+    /* Skip whatever is not the pong (nothing else should come). */
+    while (rc == 0 && read_by(fd, header, sizeof header, deadline_ms) == 0) {
+        if (tb_message_header_verify(header, tb_u128_from_u64(0)) != TB_MESSAGE_OK ||
+            tb_message_size(header) != TB_HEADER_SIZE) {
+            rc = -1;
+        } else if (tb_message_command(header) == TB_COMMAND_PONG_CLIENT) {
+            *view = tb_message_view(header);
+            *release = tb_message_release(header);
+            close(fd);
+            return 0;
+        }
+    }
+    close(fd);
+    return -1;
 }

@@ -1,14 +1,21 @@
-/* The session protocol over a non-blocking TCP socket, driven by poll()
- * with deadlines. The rules it follows (research brief section 4):
- * - after every (re)connect a ping_client goes first, because a 0.15.3
- *   server only learns which client owns a connection from a ping or a
- *   register, and drops replies to an unknown connection;
+/* The session protocol over one non-blocking TCP connection per replica,
+ * driven by poll() with deadlines. The rules it follows (docs/tigerbeetle.md,
+ * "The native client" and "Several replicas"):
+ * - every replica gets a connection, and after every (re)connect a
+ *   ping_client goes first, because a 0.15.3 replica only learns which
+ *   client owns a connection from a ping or a register, and drops replies
+ *   to an unknown connection;
+ * - the view is the highest seen in a pong, reply or eviction; a request
+ *   goes to its primary (view % replica count), and on every timeout again
+ *   to that primary and to the next replica in turn, since a replica that
+ *   already moved to a newer view forwards it to the new primary;
  * - a request is resent with exactly the same bytes until its reply comes
  *   (a changed byte is a "request collision" the server ignores forever);
  * - a reply counts only if it names our client, our request number and the
  *   checksum of what we sent; its context is the next request's parent;
- * - an eviction ends the session; the next ready() registers a new one
- *   with a new client id (an id is never reused for a new session). */
+ * - an eviction (from the primary of our view or a newer one) ends the
+ *   session; the next ready() registers a new one with a new client id (an
+ *   id is never reused for a new session). */
 #include "session.h"
 
 #include <assert.h>
@@ -27,11 +34,13 @@
 #include "ids.h"
 #include "message.h"
 
+/* Reconnects wait min + jitter, the jitter's range doubling with each
+ * failure up to max - min (as TigerBeetle's message bus does). */
 #define RECONNECT_BACKOFF_MS_MIN 20
+#define RECONNECT_BACKOFF_MS_MAX 500
 
 /* Statistics are read by other threads (tb_submitter_stats). */
 #define COUNT(field) __atomic_fetch_add(&(field), 1, __ATOMIC_RELAXED)
-#define RECONNECT_BACKOFF_MS_MAX 500
 
 enum receive_event {
     RECEIVE_NOTHING = 0,
@@ -46,7 +55,13 @@ static int64_t now_ms(void)
     return clock_monotonic_ms();
 }
 
-/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr. */
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr, each
+ * with the monotonic time in milliseconds. */
 static bool trace_enabled(void)
 {
     static int enabled = -1;
@@ -60,11 +75,28 @@ static bool trace_enabled(void)
 #define TRACE(s, ...)                                                                              \
     do {                                                                                           \
         if (trace_enabled()) {                                                                     \
-            fprintf(stderr, "tb session %016llx: ", (unsigned long long)(s)->client.low);          \
+            fprintf(stderr, "%lld tb session %016llx: ", (long long)now_ms(),                      \
+                    (unsigned long long)(s)->client.low);                                          \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \
         }                                                                                          \
     } while (0)
+
+static uint64_t next_random(struct tb_session *s)
+{
+    /* xorshift64: jitter and the hedge's replica need no more */
+    uint64_t x = s->random;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s->random = x;
+    return x;
+}
+
+static uint32_t primary(const struct tb_session *s)
+{
+    return s->view % s->address_count;
+}
 
 int tb_session_init(struct tb_session *s, tb_u128 cluster, const struct tb_address *addresses,
                     uint32_t address_count)
@@ -75,27 +107,27 @@ int tb_session_init(struct tb_session *s, tb_u128 cluster, const struct tb_addre
     s->addresses = addresses;
     s->address_count = address_count;
     s->release_hint = TB_RELEASE_0_15_3;
-    s->fd = -1;
+    for (uint32_t i = 0; i < TB_REPLICAS_MAX; i++)
+        s->connections[i].fd = -1;
     s->client = tb_id_random();
-    s->reconnect_backoff_ms = RECONNECT_BACKOFF_MS_MIN;
+    s->random = (s->client.low ^ s->client.high) | 1;
     s->batch_size_limit = TB_BODY_SIZE_MAX;
     s->send = aligned_alloc(16, TB_MESSAGE_SIZE_MAX);
-    s->receive = aligned_alloc(16, TB_MESSAGE_SIZE_MAX);
-    if (s->send == NULL || s->receive == NULL) {
-        free(s->send);
-        free(s->receive);
-        s->send = s->receive = NULL;
+    if (s->send == NULL)
         return -1;
-    }
     return 0;
 }
 
 void tb_session_free(struct tb_session *s)
 {
     tb_session_disconnect(s);
+    for (uint32_t i = 0; i < TB_REPLICAS_MAX; i++) {
+        free(s->connections[i].receive);
+        free(s->connections[i].out);
+        s->connections[i].receive = s->connections[i].out = NULL;
+    }
     free(s->send);
-    free(s->receive);
-    s->send = s->receive = NULL;
+    s->send = NULL;
 }
 
 uint8_t *tb_session_body(struct tb_session *s)
@@ -103,38 +135,121 @@ uint8_t *tb_session_body(struct tb_session *s)
     return s->send + TB_HEADER_SIZE;
 }
 
-void tb_session_disconnect(struct tb_session *s)
+static bool connected(const struct tb_connection *c)
 {
-    if (s->fd >= 0)
-        close(s->fd);
-    s->fd = -1;
-    s->connected_at_ms = 0;
-    s->receive_fill = 0;
-    s->reply_consumed = 0;
+    return c->fd >= 0 && !c->connecting;
 }
 
-/* Writes all bytes by deadline_ms. 0, or -1 (the connection is closed). */
-static int write_all(struct tb_session *s, const uint8_t *data, uint32_t size, int64_t deadline_ms)
+static bool any_connected(const struct tb_session *s)
 {
-    uint32_t written = 0;
-    while (written < size) {
-        ssize_t n = send(s->fd, data + written, size - written, MSG_NOSIGNAL);
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        if (connected(&s->connections[i]))
+            return true;
+    }
+    return false;
+}
+
+/* Closes a connection; the next attempt waits for the backoff. */
+static void connection_close(struct tb_session *s, uint32_t replica)
+{
+    struct tb_connection *c = &s->connections[replica];
+    if (c->fd >= 0) {
+        TRACE(s, "closed connection to replica %u", replica);
+        close(c->fd);
+    }
+    c->fd = -1;
+    c->connecting = false;
+    c->receive_fill = 0;
+    c->reply_consumed = 0;
+    c->out_fill = 0;
+    c->out_sent = 0;
+    uint32_t exponent = c->connect_failures < 10 ? c->connect_failures : 10;
+    int64_t range = (int64_t)RECONNECT_BACKOFF_MS_MIN << exponent;
+    if (range > RECONNECT_BACKOFF_MS_MAX - RECONNECT_BACKOFF_MS_MIN)
+        range = RECONNECT_BACKOFF_MS_MAX - RECONNECT_BACKOFF_MS_MIN;
+    int64_t jitter = (int64_t)(next_random(s) % (uint64_t)(range + 1));
+    c->reconnect_after_ms = now_ms() + RECONNECT_BACKOFF_MS_MIN + jitter;
+    c->connect_failures++;
+}
+
+void tb_session_disconnect(struct tb_session *s)
+{
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        connection_close(s, i);
+        s->connections[i].reconnect_after_ms = 0; /* a deliberate close: no backoff */
+        s->connections[i].connect_failures = 0;
+    }
+}
+
+/* Sends what the socket takes now. 0, or -1 (the connection is broken). */
+static int send_some(int fd, const uint8_t *data, uint32_t size, uint32_t *sent)
+{
+    *sent = 0;
+    while (*sent < size) {
+        ssize_t n = send(fd, data + *sent, size - *sent, MSG_NOSIGNAL);
         if (n > 0) {
-            written += (uint32_t)n;
+            *sent += (uint32_t)n;
+        } else if (n < 0 && errno == EINTR) {
             continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return 0;
+        } else {
+            return -1;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int64_t wait = deadline_ms - now_ms();
-            struct pollfd p = {.fd = s->fd, .events = POLLOUT};
-            if (wait > 0 && poll(&p, 1, (int)wait) > 0 && !(p.revents & (POLLERR | POLLHUP)))
-                continue;
-        }
-        tb_session_disconnect(s);
-        return -1;
     }
     return 0;
+}
+
+/* Writes what a full socket left of the last message. */
+static void connection_flush(struct tb_session *s, uint32_t replica)
+{
+    struct tb_connection *c = &s->connections[replica];
+    assert(c->out_sent <= c->out_fill);
+    if (c->out_sent == c->out_fill)
+        return;
+    uint32_t sent = 0;
+    if (send_some(c->fd, c->out + c->out_sent, c->out_fill - c->out_sent, &sent) != 0) {
+        connection_close(s, replica);
+        return;
+    }
+    c->out_sent += sent;
+    if (c->out_sent == c->out_fill)
+        c->out_sent = c->out_fill = 0;
+}
+
+/* Puts one whole message on a replica's connection without blocking: what
+ * the socket does not take now is kept and written when it drains. A
+ * connection still draining an earlier message (a stopped replica) drops
+ * this one: messages never interleave, and the protocol resends what
+ * matters. true when the message went out or is queued. */
+static bool connection_send(struct tb_session *s, uint32_t replica, const uint8_t *data,
+                            uint32_t size)
+{
+    assert(replica < s->address_count);
+    assert(size >= TB_HEADER_SIZE && size <= TB_MESSAGE_SIZE_MAX);
+    struct tb_connection *c = &s->connections[replica];
+    if (!connected(c))
+        return false;
+    connection_flush(s, replica);
+    if (!connected(c) || c->out_fill > 0)
+        return false;
+    uint32_t sent = 0;
+    if (send_some(c->fd, data, size, &sent) != 0) {
+        connection_close(s, replica);
+        return false;
+    }
+    if (sent == size)
+        return true;
+    if (c->out == NULL)
+        c->out = malloc(TB_MESSAGE_SIZE_MAX);
+    if (c->out == NULL) {
+        connection_close(s, replica); /* half a message sent: the stream is lost */
+        return false;
+    }
+    memcpy(c->out, data + sent, size - sent);
+    c->out_fill = size - sent;
+    c->out_sent = 0;
+    return true;
 }
 
 static uint32_t ping_release(const struct tb_session *s)
@@ -144,85 +259,166 @@ static uint32_t ping_release(const struct tb_session *s)
     return s->server_release != 0 ? s->server_release : s->release_hint;
 }
 
-static int send_ping(struct tb_session *s, int64_t deadline_ms)
+static void send_ping(struct tb_session *s, uint32_t replica)
 {
     uint8_t header[TB_HEADER_SIZE];
     tb_message_ping_client(header, s->cluster, ping_release(s), s->client);
-    return write_all(s, header, TB_HEADER_SIZE, deadline_ms);
+    connection_send(s, replica, header, TB_HEADER_SIZE);
 }
 
-static int open_socket(const struct tb_address *address, int64_t deadline_ms)
+static void ping_all(struct tb_session *s)
 {
+    for (uint32_t i = 0; i < s->address_count; i++)
+        send_ping(s, i);
+}
+
+/* The in-flight request to the primary of the view we know and, when
+ * `other` is not the primary, to that replica too. */
+static void send_request_to(struct tb_session *s, uint32_t other)
+{
+    assert(s->in_flight);
+    uint32_t to = primary(s);
+    bool sent = connection_send(s, to, s->send, s->send_size);
+    TRACE(s, "request %u to replica %u%s", s->request, to, sent ? "" : " (not connected)");
+    if (other != to && other < s->address_count) {
+        sent = connection_send(s, other, s->send, s->send_size);
+        TRACE(s, "request %u also to replica %u%s", s->request, other,
+              sent ? "" : " (not connected)");
+    }
+}
+
+/* Another replica than the primary, for a hedged send. */
+static uint32_t random_backup(struct tb_session *s)
+{
+    if (s->address_count == 1)
+        return 0;
+    uint64_t offset = 1 + next_random(s) % (s->address_count - 1);
+    return (uint32_t)((primary(s) + offset) % s->address_count);
+}
+
+/* A request's first send: to the primary; on 0.17 also to a random backup
+ * (that server's own client hedges every send: a backup forwards it to the
+ * primary, which helps when only the link to the primary is down); and to
+ * a backup as well whenever the primary has no connection. */
+static void send_request_first(struct tb_session *s)
+{
+    bool hedge = s->dialect == TB_DIALECT_0_17 || !connected(&s->connections[primary(s)]);
+    send_request_to(s, hedge ? random_backup(s) : primary(s));
+}
+
+/* A resend after a timeout: the primary may be gone, or a view change may
+ * have happened that we have not heard of. The primary of our view gets it
+ * again, and so does the next replica in turn ((view + attempts) % count,
+ * 0.15.3's own rule): once that replica is in a newer view it either is
+ * the new primary or forwards the request there. Pings go to every replica
+ * so that the next send knows the new view. */
+static void send_request_again(struct tb_session *s)
+{
+    s->retransmit_attempts++;
+    uint32_t other = (s->view + s->retransmit_attempts) % s->address_count;
+    if (other == primary(s))
+        other = (other + 1) % s->address_count;
+    send_request_to(s, other);
+    ping_all(s);
+}
+
+/* A connection came up: ping first (0.15.3 identifies the connection by
+ * it), then the request in flight again if this is its primary. */
+static void connection_up(struct tb_session *s, uint32_t replica)
+{
+    struct tb_connection *c = &s->connections[replica];
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    c->connecting = false;
+    c->connect_failures = 0;
+    c->receive_fill = 0;
+    COUNT(s->stats.reconnects);
+    TRACE(s, "connected to replica %u (%s:%s)", replica, s->addresses[replica].host,
+          s->addresses[replica].port);
+    send_ping(s, replica);
+    if (s->in_flight && replica == primary(s))
+        connection_send(s, replica, s->send, s->send_size);
+}
+
+/* Starts a non-blocking connect to a replica. */
+static void connection_start(struct tb_session *s, uint32_t replica)
+{
+    struct tb_connection *c = &s->connections[replica];
+    assert(c->fd < 0);
+    if (c->receive == NULL)
+        c->receive = aligned_alloc(16, TB_MESSAGE_SIZE_MAX);
+    const struct tb_address *address = &s->addresses[replica];
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *found = NULL;
-    if (getaddrinfo(address->host, address->port, &hints, &found) != 0 || found == NULL)
-        return -1;
-    int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    found->ai_protocol);
-    if (fd < 0) {
-        freeaddrinfo(found);
-        return -1;
+    if (c->receive == NULL || getaddrinfo(address->host, address->port, &hints, &found) != 0 ||
+        found == NULL) {
+        connection_close(s, replica);
+        return;
     }
-    int rc = connect(fd, found->ai_addr, found->ai_addrlen);
+    c->fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                   found->ai_protocol);
+    int rc = c->fd < 0 ? -1 : connect(c->fd, found->ai_addr, found->ai_addrlen);
     freeaddrinfo(found);
-    if (rc != 0 && errno == EINPROGRESS) {
-        int64_t wait = deadline_ms - now_ms();
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int error = 0;
-        socklen_t length = sizeof error;
-        if (wait > 0 && poll(&p, 1, (int)wait) > 0 &&
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0)
-            rc = 0;
+    if (rc == 0) {
+        connection_up(s, replica);
+    } else if (errno == EINPROGRESS) {
+        c->connecting = true;
+        c->connect_started_ms = now_ms();
+    } else {
+        connection_close(s, replica);
     }
-    if (rc != 0) {
-        close(fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    return fd;
 }
 
-/* One connection attempt (respecting the reconnect backoff); on success
- * sends the ping and, if a request is in flight, its exact bytes again. */
-static int connect_once(struct tb_session *s, int64_t deadline_ms)
+/* A connect in progress became writable: it either succeeded or failed. */
+static void connection_finish(struct tb_session *s, uint32_t replica)
 {
-    int64_t now = now_ms();
-    if (now < s->reconnect_after_ms)
-        return -1;
-    int64_t connect_deadline = now + TB_CONNECT_TIMEOUT_MS;
-    if (connect_deadline > deadline_ms)
-        connect_deadline = deadline_ms;
-    /* The primary of view v is replica v % count (brief 4.2). */
-    const struct tb_address *address = &s->addresses[s->address_index % s->address_count];
-    int fd = open_socket(address, connect_deadline);
-    if (fd < 0) {
-        s->address_index = (s->address_index + 1) % s->address_count;
-        s->reconnect_after_ms = now_ms() + s->reconnect_backoff_ms;
-        s->reconnect_backoff_ms *= 2;
-        if (s->reconnect_backoff_ms > RECONNECT_BACKOFF_MS_MAX)
-            s->reconnect_backoff_ms = RECONNECT_BACKOFF_MS_MAX;
-        return -1;
+    struct tb_connection *c = &s->connections[replica];
+    int error = 0;
+    socklen_t length = sizeof error;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0)
+        connection_up(s, replica);
+    else
+        connection_close(s, replica);
+}
+
+/* Starts the connects that are due, gives up on slow ones, and pings every
+ * replica when the keepalive is due. Returns when it next has work. */
+static int64_t maintain(struct tb_session *s, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        struct tb_connection *c = &s->connections[i];
+        if (c->fd < 0 && now >= c->reconnect_after_ms)
+            connection_start(s, i);
+        if (c->connecting && now - c->connect_started_ms >= TB_CONNECT_TIMEOUT_MS)
+            connection_close(s, i);
+        if (c->fd < 0)
+            next = earliest(next, c->reconnect_after_ms);
+        else if (c->connecting)
+            next = earliest(next, c->connect_started_ms + TB_CONNECT_TIMEOUT_MS);
     }
-    s->fd = fd;
-    TRACE(s, "connected to %s:%s", address->host, address->port);
-    s->connected_at_ms = now_ms();
-    s->receive_fill = 0;
-    s->reconnect_backoff_ms = RECONNECT_BACKOFF_MS_MIN;
-    COUNT(s->stats.reconnects);
-    if (send_ping(s, deadline_ms) != 0)
-        return -1;
-    if (s->in_flight && write_all(s, s->send, s->send_size, deadline_ms) != 0)
-        return -1;
-    return 0;
+    if (s->registered && now >= s->ping_at_ms) {
+        ping_all(s);
+        s->ping_at_ms = now + TB_PING_INTERVAL_MS;
+    }
+    if (s->registered)
+        next = earliest(next, s->ping_at_ms);
+    return next;
 }
 
 static void learn_view(struct tb_session *s, const uint8_t *header)
 {
     uint32_t view = tb_message_view(header);
-    if (view > s->view)
+    if (view > s->view) {
+        TRACE(s, "view %u -> %u (primary replica %u)", s->view, view, view % s->address_count);
         s->view = view;
+        /* Replicas only announce a view once it has started: a request
+         * still waiting goes to its primary now rather than at the next
+         * timeout (once per view change, so no storm of resends). */
+        if (s->in_flight)
+            s->retransmit_at_ms = now_ms();
+    }
 }
 
 static void handle_register_reply(struct tb_session *s, const struct tb_reply_fields *reply,
@@ -242,7 +438,8 @@ static void handle_register_reply(struct tb_session *s, const struct tb_reply_fi
     COUNT(s->stats.registrations);
 }
 
-static enum receive_event handle_reply(struct tb_session *s, const uint8_t *message)
+static enum receive_event handle_reply(struct tb_session *s, uint32_t replica,
+                                       const uint8_t *message)
 {
     struct tb_reply_fields reply;
     tb_message_reply_read(message, &reply);
@@ -260,13 +457,16 @@ static enum receive_event handle_reply(struct tb_session *s, const uint8_t *mess
     s->reply_body = body;
     s->reply_body_size = body_size;
     s->reply_timestamp = reply.timestamp;
+    s->reply_replica = replica;
     return RECEIVE_REPLY;
 }
 
-static enum receive_event handle_message(struct tb_session *s, const uint8_t *message)
+static enum receive_event handle_message(struct tb_session *s, uint32_t replica,
+                                         const uint8_t *message)
 {
-    TRACE(s, "received command %u size %u view %u release %u", tb_message_command(message),
-          tb_message_size(message), tb_message_view(message), tb_message_release(message));
+    TRACE(s, "from replica %u: command %u size %u view %u release %u", replica,
+          tb_message_command(message), tb_message_size(message), tb_message_view(message),
+          tb_message_release(message));
     switch (tb_message_command(message)) {
     case TB_COMMAND_PONG_CLIENT:
         learn_view(s, message);
@@ -277,36 +477,39 @@ static enum receive_event handle_message(struct tb_session *s, const uint8_t *me
             return RECEIVE_NOTHING;
         if (tb_message_view(message) < s->view)
             return RECEIVE_NOTHING; /* from an old view: ignored, as the official client does */
+        learn_view(s, message); /* the next session starts from it */
         s->server_release = tb_message_release(message);
         s->last_eviction_reason = tb_message_eviction_reason(message);
         return RECEIVE_EVICTED;
     case TB_COMMAND_REPLY:
-        return handle_reply(s, message);
+        return handle_reply(s, replica, message);
     default:
         return RECEIVE_NOTHING; /* replica-to-replica traffic is none of ours */
     }
 }
 
-/* Consumes whole messages at the front of the receive buffer. A reply or
- * eviction stops it (the reply body stays in place until the next read). */
-static enum receive_event process_buffer(struct tb_session *s, uint32_t *consumed)
+/* Consumes whole messages at the front of a connection's buffer. A reply
+ * or eviction stops it (the reply body stays in place until the next
+ * read). */
+static enum receive_event process_buffer(struct tb_session *s, uint32_t replica, uint32_t *consumed)
 {
+    struct tb_connection *c = &s->connections[replica];
     enum receive_event last = RECEIVE_NOTHING;
     uint32_t at = 0;
-    while (s->receive_fill - at >= TB_HEADER_SIZE) {
-        const uint8_t *message = s->receive + at;
+    while (c->receive_fill - at >= TB_HEADER_SIZE) {
+        const uint8_t *message = c->receive + at;
         int verified = tb_message_header_verify(message, s->cluster);
         if (verified != TB_MESSAGE_OK) {
-            TRACE(s, "bad header from server (%d): dropping the connection", verified);
+            TRACE(s, "bad header from replica %u (%d): dropping the connection", replica, verified);
             return RECEIVE_LOST;
         }
         uint32_t size = tb_message_size(message);
-        if (s->receive_fill - at < size)
+        if (c->receive_fill - at < size)
             break;
         if (tb_message_body_verify(message) != TB_MESSAGE_OK)
             return RECEIVE_LOST;
         at += size;
-        enum receive_event event = handle_message(s, message);
+        enum receive_event event = handle_message(s, replica, message);
         if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED) {
             *consumed = at;
             return event;
@@ -318,62 +521,119 @@ static enum receive_event process_buffer(struct tb_session *s, uint32_t *consume
     return last;
 }
 
-static void compact(struct tb_session *s, uint32_t consumed)
+static void compact(struct tb_connection *c, uint32_t consumed)
 {
-    assert(consumed <= s->receive_fill);
-    memmove(s->receive, s->receive + consumed, s->receive_fill - consumed);
-    s->receive_fill -= consumed;
+    assert(consumed <= c->receive_fill);
+    memmove(c->receive, c->receive + consumed, c->receive_fill - consumed);
+    c->receive_fill -= consumed;
 }
 
-/* Waits for input until until_ms and handles what arrived. */
-static enum receive_event receive_step(struct tb_session *s, int64_t until_ms)
+/* Handles what sits in a connection's buffer; a reply's (or eviction's)
+ * bytes stay until the next pump. */
+static enum receive_event drain(struct tb_session *s, uint32_t replica)
 {
-    if (s->reply_consumed > 0) {
-        compact(s, s->reply_consumed);
-        s->reply_consumed = 0;
-    }
+    struct tb_connection *c = &s->connections[replica];
     uint32_t consumed = 0;
-    enum receive_event event = process_buffer(s, &consumed);
-    if (event == RECEIVE_LOST)
-        return event;
-    if (event != RECEIVE_NOTHING) {
-        /* Keep the reply's bytes where they are; drop them next time. */
-        s->reply_consumed = consumed;
-        return event;
+    enum receive_event event = process_buffer(s, replica, &consumed);
+    if (event == RECEIVE_LOST) {
+        connection_close(s, replica);
+    } else if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED) {
+        c->reply_consumed = consumed;
+    } else {
+        compact(c, consumed);
     }
-    compact(s, consumed);
-    int64_t wait = until_ms - now_ms();
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    int ready = poll(&p, 1, wait > 0 ? (int)wait : 0);
-    if (ready <= 0)
-        return RECEIVE_NOTHING;
-    ssize_t n = recv(s->fd, s->receive + s->receive_fill, TB_MESSAGE_SIZE_MAX - s->receive_fill, 0);
-    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-        return RECEIVE_LOST;
-    if (n > 0)
-        s->receive_fill += (uint32_t)n;
-    event = process_buffer(s, &consumed);
-    if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED)
-        s->reply_consumed = consumed;
-    else if (event != RECEIVE_LOST)
-        compact(s, consumed);
     return event;
 }
 
-static void sleep_until(int64_t until_ms)
+/* Reads what a connection has and handles it. */
+static enum receive_event connection_read(struct tb_session *s, uint32_t replica)
 {
-    int64_t wait = until_ms - now_ms();
-    if (wait > 0)
-        poll(NULL, 0, (int)wait);
+    struct tb_connection *c = &s->connections[replica];
+    assert(c->reply_consumed == 0);
+    assert(c->receive_fill < TB_MESSAGE_SIZE_MAX); /* a whole message would have been handled */
+    ssize_t n = recv(c->fd, c->receive + c->receive_fill, TB_MESSAGE_SIZE_MAX - c->receive_fill, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return RECEIVE_NOTHING;
+    if (n <= 0) {
+        TRACE(s, "connection to replica %u lost", replica);
+        connection_close(s, replica);
+        return RECEIVE_LOST;
+    }
+    c->receive_fill += (uint32_t)n;
+    return drain(s, replica);
 }
 
-static bool connected(const struct tb_session *s)
+/* The last reply's bytes are no longer needed once the caller comes back. */
+static void release_reply(struct tb_session *s)
 {
-    return s->fd >= 0;
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        struct tb_connection *c = &s->connections[i];
+        if (c->reply_consumed > 0) {
+            compact(c, c->reply_consumed);
+            c->reply_consumed = 0;
+        }
+    }
+}
+
+/* Messages already buffered first (a reply stops handling midway), then
+ * one poll() over every connection until until_ms or the next connect,
+ * connect timeout or ping. Returns at the first reply or eviction. */
+static enum receive_event pump(struct tb_session *s, int64_t until_ms)
+{
+    release_reply(s);
+    enum receive_event seen = RECEIVE_NOTHING;
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        if (!connected(&s->connections[i]))
+            continue;
+        enum receive_event event = drain(s, i);
+        if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED)
+            return event;
+        if (event == RECEIVE_PONG)
+            seen = event;
+    }
+    int64_t now = now_ms();
+    int64_t wait = earliest(until_ms, maintain(s, now)) - now;
+    struct pollfd polls[TB_REPLICAS_MAX];
+    uint32_t replicas[TB_REPLICAS_MAX];
+    nfds_t count = 0;
+    for (uint32_t i = 0; i < s->address_count; i++) {
+        const struct tb_connection *c = &s->connections[i];
+        if (c->fd < 0)
+            continue;
+        short events = c->connecting ? POLLOUT : POLLIN;
+        if (c->out_fill > 0)
+            events |= POLLOUT;
+        polls[count] = (struct pollfd){.fd = c->fd, .events = events};
+        replicas[count++] = i;
+    }
+    if (seen != RECEIVE_NOTHING || wait < 0)
+        wait = 0;
+    if (poll(polls, count, (int)(wait < INT32_MAX ? wait : INT32_MAX)) <= 0)
+        return seen;
+    for (nfds_t k = 0; k < count; k++) {
+        uint32_t i = replicas[k];
+        struct tb_connection *c = &s->connections[i];
+        if (polls[k].revents == 0 || c->fd != polls[k].fd)
+            continue;
+        if (c->connecting) {
+            connection_finish(s, i);
+            continue;
+        }
+        if (polls[k].revents & POLLOUT)
+            connection_flush(s, i);
+        if (!connected(c) || !(polls[k].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        enum receive_event event = connection_read(s, i);
+        if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED)
+            return event;
+        if (event == RECEIVE_PONG)
+            seen = event;
+    }
+    return seen;
 }
 
 /* Waits for the in-flight request's reply until deadline_ms, resending it
- * on a timer and after every reconnect. */
+ * on a timer (moving on to other replicas) and after a reconnect. */
 static int wait_reply(struct tb_session *s, int64_t deadline_ms)
 {
     for (;;) {
@@ -384,23 +644,15 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
         }
         if (now >= deadline_ms)
             return TB_SESSION_TIMEOUT;
-        if (!connected(s) && connect_once(s, deadline_ms) != 0) {
-            int64_t until =
-                s->reconnect_after_ms < deadline_ms ? s->reconnect_after_ms : deadline_ms;
-            sleep_until(until > now ? until : now + 1);
-            continue;
-        }
         if (now >= s->retransmit_at_ms) {
             COUNT(s->stats.retransmissions);
-            if (write_all(s, s->send, s->send_size, deadline_ms) != 0)
-                continue;
+            send_request_again(s);
             s->retransmit_interval_ms *= 2;
             if (s->retransmit_interval_ms > TB_RETRANSMIT_MS_MAX)
                 s->retransmit_interval_ms = TB_RETRANSMIT_MS_MAX;
             s->retransmit_at_ms = now + s->retransmit_interval_ms;
         }
-        int64_t until = s->retransmit_at_ms < deadline_ms ? s->retransmit_at_ms : deadline_ms;
-        switch (receive_step(s, until)) {
+        switch (pump(s, earliest(s->retransmit_at_ms, deadline_ms))) {
         case RECEIVE_REPLY:
             return TB_SESSION_OK;
         case RECEIVE_EVICTED:
@@ -408,10 +660,6 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
             s->in_flight = false;
             s->dead = true;
             return TB_SESSION_EVICTED;
-        case RECEIVE_LOST:
-            TRACE(s, "connection lost while waiting for request %u", s->request);
-            tb_session_disconnect(s);
-            break;
         default:
             break;
         }
@@ -419,8 +667,7 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
 }
 
 /* Seals the request in s->send and puts it on the wire. */
-static void start_request(struct tb_session *s, uint8_t operation, uint32_t body_size,
-                          int64_t deadline_ms)
+static void start_request(struct tb_session *s, uint8_t operation, uint32_t body_size)
 {
     struct tb_request_fields fields = {
         .cluster = s->cluster,
@@ -440,40 +687,58 @@ static void start_request(struct tb_session *s, uint8_t operation, uint32_t body
     s->in_flight_since_ms = now;
     s->retransmit_interval_ms = TB_RETRANSMIT_MS_MIN;
     s->retransmit_at_ms = now + TB_RETRANSMIT_MS_MIN;
+    s->retransmit_attempts = 0;
     COUNT(s->stats.requests);
-    TRACE(s, "request %u operation %u size %u", s->request, operation, s->send_size);
-    if (connected(s))
-        write_all(s, s->send, s->send_size, deadline_ms); /* a failure reconnects and resends */
+    TRACE(s, "request %u operation %u size %u view %u", s->request, operation, s->send_size,
+          s->view);
+    send_request_first(s); /* a replica not connected gets it after its reconnect or a resend */
 }
 
-/* Learns the server's release from a pong (or an eviction of the ping). */
-static int probe_release(struct tb_session *s, int64_t deadline_ms)
+/* Connects (in the background) until some replica is connected. */
+static int wait_connected(struct tb_session *s, int64_t deadline_ms)
 {
-    int64_t ping_again_ms = now_ms() + TB_RETRANSMIT_MS_MIN;
-    while (s->server_release == 0 || s->fd < 0) {
-        int64_t now = now_ms();
-        if (now >= deadline_ms)
-            return TB_SESSION_TIMEOUT;
-        if (!connected(s)) {
-            if (connect_once(s, deadline_ms) != 0)
-                return TB_SESSION_DISCONNECTED;
-            continue;
+    while (!any_connected(s)) {
+        if (now_ms() >= deadline_ms)
+            return TB_SESSION_DISCONNECTED;
+        if (pump(s, deadline_ms) == RECEIVE_EVICTED) {
+            s->dead = true;
+            return TB_SESSION_EVICTED;
         }
-        if (now >= ping_again_ms) {
-            send_ping(s, deadline_ms);
-            ping_again_ms = now + TB_RETRANSMIT_MS_MAX;
-        }
-        enum receive_event event =
-            receive_step(s, ping_again_ms < deadline_ms ? ping_again_ms : deadline_ms);
-        if (event == RECEIVE_LOST)
-            tb_session_disconnect(s);
-        if (event == RECEIVE_EVICTED)
-            s->client = tb_id_random(); /* the ping's release was out of range: fresh id */
     }
     return TB_SESSION_OK;
 }
 
-static void start_register(struct tb_session *s, int64_t deadline_ms)
+/* A new client id: every replica has tied the old one to its connection,
+ * so the connections start over too. */
+static void new_client(struct tb_session *s)
+{
+    tb_session_disconnect(s);
+    s->client = tb_id_random();
+}
+
+/* Learns the server's release from a pong (or an eviction of the ping)
+ * from any replica; each connection pinged when it came up. */
+static int probe_release(struct tb_session *s, int64_t deadline_ms)
+{
+    int64_t ping_again_ms = now_ms() + TB_RETRANSMIT_MS_MIN;
+    while (s->server_release == 0) {
+        int rc = wait_connected(s, deadline_ms);
+        if (rc != TB_SESSION_OK)
+            return rc;
+        int64_t now = now_ms();
+        if (now >= deadline_ms)
+            return TB_SESSION_TIMEOUT;
+        if (now >= ping_again_ms) {
+            ping_all(s);
+            ping_again_ms = now + TB_RETRANSMIT_MS_MAX;
+        }
+        if (pump(s, earliest(ping_again_ms, deadline_ms)) == RECEIVE_EVICTED)
+            new_client(s); /* the ping's release was out of range: fresh id */
+    }
+    return TB_SESSION_OK;
+}
+
+static void start_register(struct tb_session *s)
 {
     s->release = s->server_release;
     s->dialect = tb_dialect_for_release(s->server_release);
@@ -485,14 +750,13 @@ static void start_register(struct tb_session *s, int64_t deadline_ms)
     uint32_t body_size = s->dialect == TB_DIALECT_0_17 ? TB_REGISTER_BODY_SIZE : 0;
     memset(tb_session_body(s), 0, body_size);
     s->in_flight_register = true;
-    start_request(s, TB_OPERATION_REGISTER, body_size, deadline_ms);
+    start_request(s, TB_OPERATION_REGISTER, body_size);
 }
 
 /* Forgets an evicted or abandoned session: the next one gets a new id. */
 static void reset_session(struct tb_session *s)
 {
-    tb_session_disconnect(s);
-    s->client = tb_id_random();
+    new_client(s);
     s->registered = false;
     s->in_flight = false;
     s->in_flight_register = false;
@@ -506,13 +770,16 @@ int tb_session_ready(struct tb_session *s, int64_t deadline_ms)
 {
     if (s->dead)
         reset_session(s);
-    if (!connected(s) && !s->in_flight && connect_once(s, deadline_ms) != 0)
-        return TB_SESSION_DISCONNECTED;
+    if (!s->in_flight) {
+        int rc = wait_connected(s, deadline_ms);
+        if (rc != TB_SESSION_OK)
+            return rc;
+    }
     if (!s->registered && !s->in_flight) {
         int rc = probe_release(s, deadline_ms);
         if (rc != TB_SESSION_OK)
             return rc;
-        start_register(s, deadline_ms);
+        start_register(s);
     }
     if (s->in_flight) {
         int rc = wait_reply(s, deadline_ms);
@@ -524,19 +791,22 @@ int tb_session_ready(struct tb_session *s, int64_t deadline_ms)
 
 bool tb_session_alive(struct tb_session *s)
 {
-    if (!connected(s) || !s->registered || s->dead || s->in_flight)
+    if (!s->registered || s->dead || s->in_flight)
         return false;
-    switch (receive_step(s, now_ms())) {
-    case RECEIVE_LOST:
-        TRACE(s, "connection closed while idle");
-        tb_session_disconnect(s);
-        return false;
-    case RECEIVE_EVICTED:
+    if (pump(s, now_ms()) == RECEIVE_EVICTED) {
         s->dead = true;
         return false;
-    default:
-        return true;
     }
+    if (!any_connected(s)) {
+        TRACE(s, "no replica connected while idle");
+        return false;
+    }
+    return true;
+}
+
+bool tb_session_connected(const struct tb_session *s)
+{
+    return any_connected(s);
 }
 
 int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
@@ -546,7 +816,7 @@ int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
     assert(!s->in_flight);
     assert(body_size <= s->batch_size_limit);
     s->request++;
-    start_request(s, operation, body_size, deadline_ms);
+    start_request(s, operation, body_size);
     return wait_reply(s, deadline_ms);
 }
 

@@ -1,10 +1,12 @@
-/* One TigerBeetle client session over one TCP connection (research brief
- * section 4): connect, ping_client to learn the server's release and pick
- * the dialect, register, then requests 1, 2, 3... each naming the previous
- * reply's context as its parent, at most one in flight. A request is
- * retransmitted byte for byte until its reply arrives, across reconnects
- * and server restarts. Blocking I/O with deadlines; one thread owns a
- * session at a time. */
+/* One TigerBeetle client session (docs/tigerbeetle.md): a TCP
+ * connection to every replica of the cluster, ping_client on each to learn
+ * the server's release (the dialect) and the view, register with the
+ * primary, then requests 1, 2, 3... each naming the previous reply's
+ * context as its parent, at most one in flight. A request goes to the
+ * primary of the highest view seen, and is retransmitted byte for byte
+ * (moving on to other replicas) until its reply arrives, across view
+ * changes, reconnects and server restarts. Blocking I/O with deadlines;
+ * one thread owns a session at a time. */
 #ifndef LLMLIMIT_TB_SESSION_H
 #define LLMLIMIT_TB_SESSION_H
 
@@ -40,26 +42,43 @@ struct tb_session_stats {
     uint64_t registrations;
 };
 
+/* One replica's TCP connection: connected in the background and, when it
+ * fails or closes, connected again after a backoff with jitter. */
+struct tb_connection {
+    int fd; /* -1 when closed */
+    bool connecting;
+    int64_t connect_started_ms;
+    int64_t reconnect_after_ms; /* monotonic: no attempt before this */
+    uint32_t connect_failures;  /* since the last success: the backoff's exponent */
+
+    uint8_t *receive; /* TB_MESSAGE_SIZE_MAX bytes, allocated at the first connect */
+    uint32_t receive_fill;
+    uint32_t reply_consumed; /* bytes of the last reply, dropped on the next read */
+
+    /* What a full socket did not take yet: the rest of one message (the
+     * next message waits or is dropped, never interleaved). */
+    uint8_t *out; /* TB_MESSAGE_SIZE_MAX bytes, allocated when first needed */
+    uint32_t out_fill;
+    uint32_t out_sent;
+};
+
 struct tb_session {
-    /* configuration */
+    /* configuration: addresses[i] is replica i, in the cluster's order */
     tb_u128 cluster;
     const struct tb_address *addresses;
     uint32_t address_count;
     uint32_t release_hint; /* what to ping with before the release is known */
 
-    /* connection */
-    int fd;
-    uint32_t address_index;
-    int64_t connected_at_ms; /* monotonic; 0 when not connected */
-    int64_t reconnect_after_ms;
-    int64_t reconnect_backoff_ms;
+    struct tb_connection connections[TB_REPLICAS_MAX];
+    int64_t ping_at_ms; /* monotonic: the next keepalive ping to every replica */
+    uint64_t random;    /* xorshift state: backoff jitter and the hedge's replica */
 
     /* protocol state */
     tb_u128 client;
     uint64_t session; /* 0 until registered */
     uint32_t request; /* number of the last request sent */
     tb_u128 parent;
-    uint32_t view;
+    uint32_t view;           /* highest seen in a pong, reply or eviction; primary = view % count */
     uint32_t server_release; /* 0 until a pong or eviction told us */
     uint32_t release;        /* this session's release, fixed once registered */
     enum tb_dialect dialect;
@@ -76,30 +95,30 @@ struct tb_session {
     int64_t in_flight_since_ms;
     int64_t retransmit_at_ms;
     int64_t retransmit_interval_ms;
-
-    /* receiving */
-    uint8_t *receive;
-    uint32_t receive_fill;
-    uint32_t reply_consumed; /* bytes of the last reply, dropped on the next read */
+    uint32_t retransmit_attempts; /* of the request in flight: which replica is next */
 
     /* the last reply, valid until the next call */
     const uint8_t *reply_body;
     uint32_t reply_body_size;
     uint64_t reply_timestamp;
+    uint32_t reply_replica; /* whose connection delivered it */
 
     struct tb_session_stats stats;
     uint8_t last_eviction_reason;
 };
 
-/* Allocates the 1 MiB send and receive buffers. 0 or -1 (out of memory). */
+/* Allocates the 1 MiB send buffer (each connection allocates its own
+ * receive buffer when it first connects). 0 or -1 (out of memory). */
 int tb_session_init(struct tb_session *session, tb_u128 cluster, const struct tb_address *addresses,
                     uint32_t address_count);
 void tb_session_free(struct tb_session *session);
 
 /* Brings the session to "registered, nothing in flight" by deadline_ms
- * (monotonic): connects, probes the release, registers, and finishes a
- * request left in flight by an earlier timeout. TB_SESSION_OK or an
- * error; safe to call again after any error. */
+ * (monotonic): connects to the replicas, probes the release, registers,
+ * and finishes a request left in flight by an earlier timeout.
+ * TB_SESSION_OK; TB_SESSION_DISCONNECTED when no replica could be reached;
+ * TB_SESSION_TIMEOUT or TB_SESSION_EVICTED otherwise. Safe to call again
+ * after any error. */
 int tb_session_ready(struct tb_session *session, int64_t deadline_ms);
 
 /* Where the next request's body goes (TB_BODY_SIZE_MAX bytes, 16-aligned). */
@@ -114,11 +133,17 @@ uint8_t *tb_session_body(struct tb_session *session);
 int tb_session_call(struct tb_session *session, uint8_t operation, uint32_t body_size,
                     int64_t deadline_ms);
 
-/* For an idle session: reads what arrived (pongs) and notices a closed
- * connection. false when the session must be made ready again. */
+/* For an idle session: reads what arrived (pongs), reconnects closed
+ * connections, pings every replica now and then to follow the view.
+ * false when the session must be made ready again (evicted, or no
+ * replica connected). */
 bool tb_session_alive(struct tb_session *session);
 
-/* Closes the connection (the session itself survives on the server). */
+/* Whether some replica is connected now (the cluster may still be slow or
+ * in a view change). */
+bool tb_session_connected(const struct tb_session *session);
+
+/* Closes every connection (the session itself survives on the server). */
 void tb_session_disconnect(struct tb_session *session);
 
 #endif

@@ -31,6 +31,7 @@ struct worker {
     pthread_t thread;
     struct tb_session session;
     bool ready;         /* under the submitter lock */
+    bool reachable;     /* under the lock: some replica connected */
     int64_t sent_at_ms; /* under the lock: when its request went out, 0 if none */
 };
 
@@ -52,11 +53,13 @@ struct tb_submitter {
     bool stopping;
 
     uint32_t sessions_ready;
-    int64_t last_ready_ms; /* monotonic: when a session was last ready */
+    uint32_t sessions_reachable;
+    int64_t last_reachable_ms; /* monotonic: when a session last reached a replica */
     int64_t last_request_ms;
     enum tb_dialect dialect;
     uint32_t server_release;
     uint32_t batch_size_limit; /* smallest announced by a session */
+    uint32_t view;             /* highest a session has seen */
 
     uint64_t cluster_time_ns;   /* last reply timestamp */
     int64_t cluster_time_at_ns; /* monotonic ns when it arrived */
@@ -149,16 +152,20 @@ static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, 
     return failed;
 }
 
-/* No session has been ready for a while: answer at once, don't queue.
- * Patient (admin) work gives a starting or restarting cluster longer. */
+/* No session has reached any replica for a while: answer at once, don't
+ * queue. A cluster that is only slow (a view change, a lost backup, a
+ * stopped server) keeps its connections: work waits for its deadline
+ * there, since a session may come back with an answer any moment. Patient
+ * (admin) work gives a starting or restarting cluster longer. */
 static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms, bool patient)
 {
     int64_t after_ms = patient ? TB_PATIENT_FAIL_AFTER_MS : TB_FAIL_FAST_AFTER_MS;
-    return sub->sessions_ready == 0 && now_ms - sub->last_ready_ms > after_ms;
+    return sub->sessions_reachable == 0 && now_ms - sub->last_reachable_ms > after_ms;
 }
 
-static void set_ready(struct tb_submitter *sub, struct worker *w, bool ready)
+static void set_state(struct tb_submitter *sub, struct worker *w, bool ready)
 {
+    bool reachable = ready || tb_session_connected(&w->session);
     pthread_mutex_lock(&sub->lock);
     if (ready != w->ready) {
         w->ready = ready;
@@ -167,12 +174,22 @@ static void set_ready(struct tb_submitter *sub, struct worker *w, bool ready)
         else
             sub->sessions_ready--;
     }
+    if (reachable != w->reachable) {
+        w->reachable = reachable;
+        if (reachable)
+            sub->sessions_reachable++;
+        else
+            sub->sessions_reachable--;
+    }
+    if (reachable)
+        sub->last_reachable_ms = clock_monotonic_ms();
     if (ready) {
-        sub->last_ready_ms = clock_monotonic_ms();
         sub->dialect = w->session.dialect;
         sub->server_release = w->session.release;
         if (w->session.batch_size_limit < sub->batch_size_limit)
             sub->batch_size_limit = w->session.batch_size_limit;
+        if (w->session.view > sub->view)
+            sub->view = w->session.view;
     }
     pthread_mutex_unlock(&sub->lock);
 }
@@ -199,6 +216,8 @@ static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t i
     sub->stats.events += events;
     sub->stats.round_trip_us += (uint64_t)((now_ns - started_ns) / 1000);
     sub->last_round_trip_us = (now_ns - started_ns) / 1000;
+    if (w->session.view > sub->view)
+        sub->view = w->session.view;
     if (w->session.reply_timestamp > sub->cluster_time_ns) {
         sub->cluster_time_ns = w->session.reply_timestamp;
         sub->cluster_time_at_ns = now_ns;
@@ -253,7 +272,7 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
                     reply_size);
         }
     } else {
-        set_ready(sub, w, false);
+        set_state(sub, w, false);
     }
     if (status != TB_ITEM_OK) {
         pthread_mutex_lock(&sub->lock);
@@ -384,7 +403,7 @@ static void *worker_main(void *argument)
         if (!w->ready) {
             int rc =
                 tb_session_ready(&w->session, clock_monotonic_ms() + 2 * TB_CONNECT_TIMEOUT_MS);
-            set_ready(sub, w, rc == TB_SESSION_OK);
+            set_state(sub, w, rc == TB_SESSION_OK);
             if (rc != TB_SESSION_OK) {
                 struct timespec pause = {0, NOT_READY_PAUSE_MS * 1000000L};
                 nanosleep(&pause, NULL);
@@ -397,7 +416,7 @@ static void *worker_main(void *argument)
         if (batch != NULL) {
             run_batch(sub, w, operation, batch, events);
         } else if (!tb_session_alive(&w->session)) {
-            set_ready(sub, w, false); /* idle, and the connection is gone */
+            set_state(sub, w, false); /* idle, and evicted or no replica connected */
         }
     }
     tb_session_disconnect(&w->session);
@@ -589,7 +608,7 @@ int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
     sub->worker_count = sessions;
     sub->dialect = TB_DIALECT_0_15;
     sub->batch_size_limit = TB_BODY_SIZE_MAX;
-    sub->last_ready_ms = clock_monotonic_ms(); /* give the first connect a chance */
+    sub->last_reachable_ms = clock_monotonic_ms(); /* give the first connect a chance */
     pthread_mutex_init(&sub->lock, NULL);
     pthread_cond_init(&sub->work, NULL);
     pthread_cond_init(&sub->monitor_wake, NULL);
@@ -673,6 +692,7 @@ void tb_submitter_stats(struct tb_submitter *sub, struct tb_submitter_stats *out
     *out = sub->stats;
     out->sessions_ready = sub->sessions_ready;
     out->server_release = sub->server_release;
+    out->view = sub->view;
     for (uint32_t i = 0; i < sub->worker_count; i++) {
         /* Written by the session's thread with atomic adds. */
         const struct tb_session_stats *s = &sub->workers[i].session.stats;

@@ -30,6 +30,7 @@ struct tb_submitter_stats {
     uint64_t registrations;
     uint32_t sessions_ready;
     uint32_t server_release;
+    uint32_t view; /* the highest view a session has seen: its primary is view % replicas */
 };
 
 /* Starts `sessions` sessions (1..TB_SESSIONS_MAX) against the cluster.

@@ -42,6 +42,11 @@
 /* First retransmission after this long, then doubling up to the max. */
 #define TB_RETRANSMIT_MS_MIN 300
 #define TB_RETRANSMIT_MS_MAX 1000
+/* A registered session pings every replica this often: it keeps the
+ * connections known to be alive and learns a view change before its next
+ * request goes to a primary that is gone (TigerBeetle's own client pings
+ * every 30 s; a ping is one 256-byte header). */
+#define TB_PING_INTERVAL_MS 1000
 /* A request that outlived its items keeps being retransmitted (so the
  * session survives a server restart); after this long it is dropped with
  * the session. */
