@@ -14,8 +14,8 @@
 
 #include "backend/backend.h"
 #include "core/clock.h"
-#include "ids.h"
-#include "submitter.h"
+#include "tbclient/tbc_ids.h"
+#include "tbclient/tbc_submitter.h"
 #include "tb_backend.h" /* the backend's submitter, for its round-trip figure */
 #include "tigerbeetle.h"
 
@@ -37,15 +37,15 @@ static int compare_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static struct tb_transfer transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, uint64_t amount,
-                                   uint16_t flags, uint32_t timeout)
+static struct tbc_transfer transfer(tbc_u128 id, tbc_u128 debit, tbc_u128 credit, uint64_t amount,
+                                    uint16_t flags, uint32_t timeout)
 {
-    struct tb_transfer t;
+    struct tbc_transfer t;
     memset(&t, 0, sizeof t);
     t.id = id;
     t.debit_account_id = debit;
     t.credit_account_id = credit;
-    t.amount = tb_u128_from_u64(amount);
+    t.amount = tbc_u128_from_u64(amount);
     t.ledger = 7; /* a ledger of its own: nothing of llmlimit's is touched */
     t.code = 1;
     t.flags = flags;
@@ -53,25 +53,25 @@ static struct tb_transfer transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, ui
     return t;
 }
 
-static enum tb_item_status create(struct tb_submitter *sub, uint8_t operation, const void *events,
-                                  uint32_t count, uint32_t *codes)
+static enum tbc_item_status create(struct tbc_submitter *sub, uint8_t operation, const void *events,
+                                   uint32_t count, uint32_t *codes)
 {
-    struct tb_item item;
+    struct tbc_item item;
     memset(&item, 0, sizeof item);
     item.operation = operation;
     item.event_count = count;
     item.events = events;
     item.codes = codes;
     item.deadline_ms = clock_monotonic_ms() + 10000;
-    return tb_submitter_call(sub, &item);
+    return tbc_submitter_call(sub, &item);
 }
 
 /* Two accounts on ledger 7 with plenty of credit; returns their ids. */
-static int setup_accounts(struct tb_submitter *sub, tb_u128 *from, tb_u128 *to)
+static int setup_accounts(struct tbc_submitter *sub, tbc_u128 *from, tbc_u128 *to)
 {
-    *from = tb_id_random();
-    *to = tb_id_random();
-    struct tb_account accounts[2];
+    *from = tbc_id_random();
+    *to = tbc_id_random();
+    struct tbc_account accounts[2];
     memset(accounts, 0, sizeof accounts);
     accounts[0].id = *from;
     accounts[1].id = *to;
@@ -80,33 +80,33 @@ static int setup_accounts(struct tb_submitter *sub, tb_u128 *from, tb_u128 *to)
         accounts[i].code = 1;
     }
     uint32_t codes[2];
-    return create(sub, TB_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TB_ITEM_OK ? 0 : -1;
+    return create(sub, TBC_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TBC_ITEM_OK ? 0 : -1;
 }
 
-static void round_trips(const struct options *o, tb_u128 cluster)
+static void round_trips(const struct options *o, tbc_u128 cluster)
 {
-    struct tb_submitter *sub;
+    struct tbc_submitter *sub;
     char error[256];
-    if (tb_submitter_open(cluster, o->addresses, 1, &sub, error, sizeof error) != 0) {
+    if (tbc_submitter_open(cluster, o->addresses, 1, &sub, error, sizeof error) != 0) {
         fprintf(stderr, "%s\n", error);
         return;
     }
-    tb_u128 from, to;
-    for (int i = 0; i < 200 && !tb_submitter_ready(sub); i++)
+    tbc_u128 from, to;
+    for (int i = 0; i < 200 && !tbc_submitter_ready(sub); i++)
         poll(NULL, 0, 50);
     if (setup_accounts(sub, &from, &to) != 0) {
         fprintf(stderr, "cluster not reachable at %s\n", o->addresses);
-        tb_submitter_close(sub);
+        tbc_submitter_close(sub);
         return;
     }
     uint64_t *latencies = malloc(LATENCIES_MAX * sizeof *latencies);
     uint64_t n = 0;
     int64_t end = clock_monotonic_ms() + o->seconds * 1000;
     while (clock_monotonic_ms() < end && n < LATENCIES_MAX) {
-        struct tb_transfer t = transfer(tb_id_random(), from, to, 1, TB_TRANSFER_PENDING, 60);
+        struct tbc_transfer t = transfer(tbc_id_random(), from, to, 1, TBC_TRANSFER_PENDING, 60);
         uint32_t code;
         int64_t started = clock_monotonic_ns();
-        if (create(sub, TB_OPERATION_CREATE_TRANSFERS, &t, 1, &code) != TB_ITEM_OK)
+        if (create(sub, TBC_OPERATION_CREATE_TRANSFERS, &t, 1, &code) != TBC_ITEM_OK)
             break;
         latencies[n++] = (uint64_t)(clock_monotonic_ns() - started);
     }
@@ -117,26 +117,26 @@ static void round_trips(const struct options *o, tb_u128 cluster)
                n, o->seconds, (double)n / o->seconds, (double)latencies[n / 2] / 1e6,
                (double)latencies[n * 99 / 100] / 1e6);
     free(latencies);
-    tb_submitter_close(sub);
+    tbc_submitter_close(sub);
 }
 
 /* Full batches of posted transfers, or (chains) of 3-transfer linked
  * chains of pending transfers with a timeout: the shape of a reserve. */
-static void full_batches(const struct options *o, tb_u128 cluster, bool chains)
+static void full_batches(const struct options *o, tbc_u128 cluster, bool chains)
 {
-    struct tb_submitter *sub;
+    struct tbc_submitter *sub;
     char error[256];
-    if (tb_submitter_open(cluster, o->addresses, 1, &sub, error, sizeof error) != 0)
+    if (tbc_submitter_open(cluster, o->addresses, 1, &sub, error, sizeof error) != 0)
         return;
-    for (int i = 0; i < 200 && !tb_submitter_ready(sub); i++)
+    for (int i = 0; i < 200 && !tbc_submitter_ready(sub); i++)
         poll(NULL, 0, 50);
-    tb_u128 from, to;
-    struct tb_transfer *events = malloc(BATCH_TRANSFERS * sizeof *events);
+    tbc_u128 from, to;
+    struct tbc_transfer *events = malloc(BATCH_TRANSFERS * sizeof *events);
     uint32_t *codes = malloc(BATCH_TRANSFERS * sizeof *codes);
     if (events == NULL || codes == NULL || setup_accounts(sub, &from, &to) != 0) {
         free(events);
         free(codes);
-        tb_submitter_close(sub);
+        tbc_submitter_close(sub);
         return;
     }
     uint64_t transfers = 0, requests = 0;
@@ -144,13 +144,13 @@ static void full_batches(const struct options *o, tb_u128 cluster, bool chains)
     int64_t end = clock_monotonic_ms() + o->seconds * 1000;
     while (clock_monotonic_ms() < end) {
         for (uint32_t i = 0; i < o->batch_transfers; i++) {
-            uint16_t flags = chains ? TB_TRANSFER_PENDING : 0;
+            uint16_t flags = chains ? TBC_TRANSFER_PENDING : 0;
             if (chains && i % 3 != 2 && i + 1 < o->batch_transfers)
-                flags |= TB_TRANSFER_LINKED;
-            events[i] = transfer(tb_id_random(), from, to, 1, flags, chains ? 3600 : 0);
+                flags |= TBC_TRANSFER_LINKED;
+            events[i] = transfer(tbc_id_random(), from, to, 1, flags, chains ? 3600 : 0);
         }
-        if (create(sub, TB_OPERATION_CREATE_TRANSFERS, events, o->batch_transfers, codes) !=
-            TB_ITEM_OK)
+        if (create(sub, TBC_OPERATION_CREATE_TRANSFERS, events, o->batch_transfers, codes) !=
+            TBC_ITEM_OK)
             break;
         transfers += o->batch_transfers;
         requests++;
@@ -164,7 +164,7 @@ static void full_batches(const struct options *o, tb_u128 cluster, bool chains)
            requests ? seconds * 1000 / (double)requests : 0.0);
     free(events);
     free(codes);
-    tb_submitter_close(sub);
+    tbc_submitter_close(sub);
 }
 
 static const char *const keys[3] = {"bench:tb:rpm", "bench:tb:tpm", "bench:tb:usd:month"};
@@ -276,9 +276,9 @@ static void backend_reserves(const struct options *o)
     pthread_mutex_init(&d.mutex, NULL);
     pthread_cond_init(&d.idle, NULL);
     struct backend_stats before, after;
-    struct tb_submitter_stats sub_before, sub_after;
+    struct tbc_submitter_stats sub_before, sub_after;
     backend_stats(d.backend, &before);
-    tb_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_before);
+    tbc_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_before);
     d.active = o->callers;
     int64_t started = clock_monotonic_ns();
     d.end_ms = clock_monotonic_ms() + o->seconds * 1000;
@@ -298,7 +298,7 @@ static void backend_reserves(const struct options *o)
     pthread_mutex_unlock(&d.mutex);
     double seconds = (double)(clock_monotonic_ns() - started) / 1e9;
     backend_stats(d.backend, &after);
-    tb_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_after);
+    tbc_submitter_stats(tb_backend_of(d.backend)->submitter, &sub_after);
     uint64_t round_trips = sub_after.requests - sub_before.requests;
     double round_trip_ms = round_trips
                                ? (double)(sub_after.round_trip_us - sub_before.round_trip_us) /
@@ -360,8 +360,8 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    tb_u128 cluster;
-    if (tb_cluster_parse(o.cluster, &cluster) != 0) {
+    tbc_u128 cluster;
+    if (tbc_cluster_parse(o.cluster, &cluster) != 0) {
         usage();
         return 2;
     }

@@ -12,7 +12,7 @@
 static const struct backend_ops *const backends[] = {
     &mem_backend_ops,
     &sq_backend_ops,
-    &tigerbeetle_backend_ops,
+    &tb_backend_ops,
 };
 
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])

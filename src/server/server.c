@@ -61,7 +61,7 @@ static const void *backend_options(struct server *s, const struct backend_ops *o
         s->sqlite_options.retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;
         return &s->sqlite_options;
     }
-    if (ops == &tigerbeetle_backend_ops) {
+    if (ops == &tb_backend_ops) {
         tb_options_defaults(&s->tigerbeetle_options);
         s->tigerbeetle_options.cluster = s->config.tb_cluster;
         s->tigerbeetle_options.addresses = s->config.tb_addresses;

@@ -4,14 +4,12 @@
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
 set(LLMLIMIT_FUZZ_HARNESSES json request path registry period)
-# The TigerBeetle reply and header decoder, once its sources are in the tree.
-set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/backend/tigerbeetle)
-if(EXISTS ${LLMLIMIT_FUZZ_TB_DIR}/message.c AND EXISTS ${LLMLIMIT_FUZZ_TB_DIR}/batch.c)
-  list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)
-  set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/checksum.c
-      ${LLMLIMIT_FUZZ_TB_DIR}/message.c ${LLMLIMIT_FUZZ_TB_DIR}/batch.c
-      ${LLMLIMIT_FUZZ_TB_DIR}/body.c)
-endif()
+# The TigerBeetle client's reply and header decoder.
+set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/tbclient)
+list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)
+set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/tbc_checksum.c
+    ${LLMLIMIT_FUZZ_TB_DIR}/tbc_message.c ${LLMLIMIT_FUZZ_TB_DIR}/tbc_batch.c
+    ${LLMLIMIT_FUZZ_TB_DIR}/tbc_body.c)
 
 file(GLOB LLMLIMIT_FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/core/*.c)
 file(GLOB LLMLIMIT_FUZZ_MEMORY_SOURCES CONFIGURE_DEPENDS

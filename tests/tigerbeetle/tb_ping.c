@@ -6,16 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "session.h"
+#include "tbclient/tbc_session.h"
 #include "tb_server.h"
 
 #define PING_TIMEOUT_MS 500
 
 int main(int argc, char **argv)
 {
-    struct tb_address addresses[TB_REPLICAS_MAX];
+    struct tbc_address addresses[TBC_REPLICAS_MAX];
     char error[128];
-    if (argc != 2 || tb_addresses_parse(argv[1], addresses, error, sizeof error) < 0) {
+    if (argc != 2 || tbc_addresses_parse(argv[1], addresses, error, sizeof error) < 0) {
         fprintf(stderr, "usage: tb_ping HOST:PORT[,HOST:PORT...]\n");
         return 2;
     }

@@ -1,4 +1,5 @@
-/* Starting and killing TigerBeetle test clusters (docs/tigerbeetle.md, "Tests"): "format --cluster=0
+/* Starting and killing TigerBeetle test clusters (docs/tigerbeetle.md, "Tests"): "format
+ * --cluster=0
  * --replica=I --replica-count=N" then "start --addresses=A,B,C
  * --cache-grid=256MiB" for each replica; readiness by the log line and
  * connect(), the view by ping_client. */
@@ -21,9 +22,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "ids.h"
-#include "message.h"
-#include "session.h"
+#include "tbclient/tbc_ids.h"
+#include "tbclient/tbc_message.h"
+#include "tbclient/tbc_session.h"
 
 #define START_TIMEOUT_MS 60000
 #define FORMAT_TIMEOUT_MS 60000
@@ -356,9 +357,9 @@ int tb_test_cluster_view(const struct tb_test_cluster *cluster, int timeout_ms, 
 /* connect() by deadline_ms. The socket, or -1. */
 static int connect_by(const char *address, int64_t deadline_ms)
 {
-    struct tb_address parsed[TB_REPLICAS_MAX];
+    struct tbc_address parsed[TBC_REPLICAS_MAX];
     char error[128];
-    if (tb_addresses_parse(address, parsed, error, sizeof error) != 1)
+    if (tbc_addresses_parse(address, parsed, error, sizeof error) != 1)
         return -1;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *found = NULL;
@@ -407,17 +408,17 @@ int tb_test_ping(const char *address, int timeout_ms, uint32_t *view, uint32_t *
     int fd = connect_by(address, deadline_ms);
     if (fd < 0)
         return -1;
-    uint8_t header[TB_HEADER_SIZE];
-    tb_message_ping_client(header, tb_u128_from_u64(0), TB_RELEASE_0_15_3, tb_id_random());
+    uint8_t header[TBC_HEADER_SIZE];
+    tbc_message_ping_client(header, tbc_u128_from_u64(0), TBC_RELEASE_0_15_3, tbc_id_random());
     int rc = send(fd, header, sizeof header, MSG_NOSIGNAL) == (ssize_t)sizeof header ? 0 : -1;
     /* Skip whatever is not the pong (nothing else should come). */
     while (rc == 0 && read_by(fd, header, sizeof header, deadline_ms) == 0) {
-        if (tb_message_header_verify(header, tb_u128_from_u64(0)) != TB_MESSAGE_OK ||
-            tb_message_size(header) != TB_HEADER_SIZE) {
+        if (tbc_message_header_verify(header, tbc_u128_from_u64(0)) != TBC_MESSAGE_OK ||
+            tbc_message_size(header) != TBC_HEADER_SIZE) {
             rc = -1;
-        } else if (tb_message_command(header) == TB_COMMAND_PONG_CLIENT) {
-            *view = tb_message_view(header);
-            *release = tb_message_release(header);
+        } else if (tbc_message_command(header) == TBC_COMMAND_PONG_CLIENT) {
+            *view = tbc_message_view(header);
+            *release = tbc_message_release(header);
             close(fd);
             return 0;
         }

@@ -19,7 +19,7 @@
 #include "tb_server.h"
 #include "test.h"
 
-/* TB_PATIENT_FAIL_AFTER_MS of the backend (3 s): admin work waits that
+/* TBC_PATIENT_FAIL_AFTER_MS of the backend (3 s): admin work waits that
  * long for a cluster that does not answer. */
 #define TB_PATIENT_FAIL_AFTER_MS_FOR_TEST 3000
 

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "body.h"
-#include "checksum.h"
-#include "ids.h"
-#include "message.h"
-#include "session.h"
-#include "tb_bounds.h"
+#include "tbclient/tbc_body.h"
+#include "tbclient/tbc_checksum.h"
+#include "tbclient/tbc_ids.h"
+#include "tbclient/tbc_message.h"
+#include "tbclient/tbc_session.h"
+#include "tbclient/tbc_bounds.h"
 #include "test.h"
 
 static void from_hex(const char *hex, uint8_t *out, size_t size)
@@ -23,11 +23,11 @@ static void from_hex(const char *hex, uint8_t *out, size_t size)
 }
 
 /* A u128 written as TigerBeetle's source writes it (most significant first). */
-static tb_u128 u128_hex(const char *hex32)
+static tbc_u128 u128_hex(const char *hex32)
 {
     uint8_t bytes[16];
     from_hex(hex32, bytes, 16);
-    tb_u128 value = {0, 0};
+    tbc_u128 value = {0, 0};
     for (int i = 0; i < 8; i++) {
         value.high = value.high << 8 | bytes[i];
         value.low = value.low << 8 | bytes[8 + i];
@@ -35,7 +35,7 @@ static tb_u128 u128_hex(const char *hex32)
     return value;
 }
 
-typedef tb_u128 (*checksum_fn)(const void *, size_t);
+typedef tbc_u128 (*checksum_fn)(const void *, size_t);
 
 static checksum_fn implementations[2];
 static int implementation_count;
@@ -44,11 +44,11 @@ static void test_checksum_vectors(void)
 {
     static const uint8_t zeros[16];
     for (int i = 0; i < implementation_count; i++) {
-        CHECK(
-            tb_u128_equal(implementations[i]("", 0), u128_hex("49F174618255402DE6E7E3C40D60CC83")));
+        CHECK(tbc_u128_equal(implementations[i]("", 0),
+                             u128_hex("49F174618255402DE6E7E3C40D60CC83")));
         uint8_t expected[16];
         from_hex("f72ad48dd05dd1656133101cd4be3a26", expected, 16);
-        tb_u128 got = implementations[i](zeros, 16);
+        tbc_u128 got = implementations[i](zeros, 16);
         CHECK(memcmp(&got, expected, 16) == 0);
     }
 }
@@ -97,9 +97,9 @@ static void xoshiro_fill(uint8_t *buffer, size_t size)
 }
 
 /* TigerBeetle's "checksum stability" test, case for case. */
-static tb_u128 stability_hash(checksum_fn checksum)
+static tbc_u128 stability_hash(checksum_fn checksum)
 {
-    static tb_u128 cases[896];
+    static tbc_u128 cases[896];
     uint8_t buffer[1024];
     int n = 0;
     for (int length = 0; length < 128; length++) {
@@ -124,8 +124,8 @@ static tb_u128 stability_hash(checksum_fn checksum)
 static void test_checksum_stability(void)
 {
     for (int i = 0; i < implementation_count; i++)
-        CHECK(tb_u128_equal(stability_hash(implementations[i]),
-                            u128_hex("82dcaacf4875b279446825b6830d1263")));
+        CHECK(tbc_u128_equal(stability_hash(implementations[i]),
+                             u128_hex("82dcaacf4875b279446825b6830d1263")));
 }
 
 static void test_checksum_implementations_agree(void)
@@ -140,12 +140,12 @@ static void test_checksum_implementations_agree(void)
         size_t size = (size_t)rand() % sizeof buffer;
         for (size_t i = 0; i < size; i++)
             buffer[i] = (uint8_t)rand();
-        CHECK(
-            tb_u128_equal(tb_checksum_portable(buffer, size), tb_checksum_hardware(buffer, size)));
+        CHECK(tbc_u128_equal(tbc_checksum_portable(buffer, size),
+                             tbc_checksum_hardware(buffer, size)));
     }
 }
 
-static const tb_u128 golden_client = {.high = 0x0123456789abcdefull, .low = 0xfedcba9876543210ull};
+static const tbc_u128 golden_client = {.high = 0x0123456789abcdefull, .low = 0xfedcba9876543210ull};
 
 /* A register request for 0.15.3 (view 1, golden_client), byte for byte as
  * TigerBeetle 0.15.3's own header code builds it. */
@@ -178,83 +178,84 @@ static const char create_transfers_0_17_hex[] =
 
 static void test_register_golden_0_15(void)
 {
-    uint8_t message[TB_HEADER_SIZE], expected[TB_HEADER_SIZE];
+    uint8_t message[TBC_HEADER_SIZE], expected[TBC_HEADER_SIZE];
     from_hex(register_0_15_hex, expected, sizeof expected);
-    struct tb_request_fields f = {.view = 1,
-                                  .release = TB_RELEASE_0_15_3,
-                                  .client = golden_client,
-                                  .operation = TB_OPERATION_REGISTER};
-    tb_message_request(message, &f, 0);
-    CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
-    CHECK_EQ_U64(tb_message_size(message), 256);
+    struct tbc_request_fields f = {.view = 1,
+                                   .release = TBC_RELEASE_0_15_3,
+                                   .client = golden_client,
+                                   .operation = TBC_OPERATION_REGISTER};
+    tbc_message_request(message, &f, 0);
+    CHECK(memcmp(message, expected, TBC_HEADER_SIZE) == 0);
+    CHECK_EQ_U64(tbc_message_size(message), 256);
 }
 
 static void test_register_golden_0_17(void)
 {
-    uint8_t message[TB_HEADER_SIZE + TB_REGISTER_BODY_SIZE] = {0}, expected[TB_HEADER_SIZE];
+    uint8_t message[TBC_HEADER_SIZE + TBC_REGISTER_BODY_SIZE] = {0}, expected[TBC_HEADER_SIZE];
     from_hex(register_0_17_hex, expected, sizeof expected);
-    struct tb_request_fields f = {.view = 1,
-                                  .release = TB_RELEASE(0, 17, 8),
-                                  .client = golden_client,
-                                  .operation = TB_OPERATION_REGISTER};
-    tb_message_request(message, &f, TB_REGISTER_BODY_SIZE);
-    CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
-    CHECK_EQ_U64(tb_message_size(message), 512);
-    CHECK(tb_message_body_verify(message) == TB_MESSAGE_OK);
+    struct tbc_request_fields f = {.view = 1,
+                                   .release = TBC_RELEASE(0, 17, 8),
+                                   .client = golden_client,
+                                   .operation = TBC_OPERATION_REGISTER};
+    tbc_message_request(message, &f, TBC_REGISTER_BODY_SIZE);
+    CHECK(memcmp(message, expected, TBC_HEADER_SIZE) == 0);
+    CHECK_EQ_U64(tbc_message_size(message), 512);
+    CHECK(tbc_message_body_verify(message) == TBC_MESSAGE_OK);
 }
 
 static void test_create_accounts_golden_0_15(void)
 {
-    uint8_t message[TB_HEADER_SIZE + TB_EVENT_SIZE] = {0};
-    struct tb_account account = {.id = tb_u128_from_u64(1), .ledger = 1, .code = 1};
-    memcpy(message + TB_HEADER_SIZE, &account, sizeof account);
-    struct tb_request_fields f = {
+    uint8_t message[TBC_HEADER_SIZE + TBC_EVENT_SIZE] = {0};
+    struct tbc_account account = {.id = tbc_u128_from_u64(1), .ledger = 1, .code = 1};
+    memcpy(message + TBC_HEADER_SIZE, &account, sizeof account);
+    struct tbc_request_fields f = {
         .view = 1,
-        .release = TB_RELEASE_0_15_3,
+        .release = TBC_RELEASE_0_15_3,
         .parent = {UINT64_C(0xaaaaaaaaaaaaaaaa), UINT64_C(0xaaaaaaaaaaaaaaaa)},
         .client = golden_client,
         .session = 1,
         .request = 1,
-        .operation = TB_OPERATION_CREATE_ACCOUNTS};
-    tb_message_request(message, &f, TB_EVENT_SIZE);
-    CHECK(tb_u128_equal(tb_get_u128(message + 32), u128_hex("89abc71187f04022b2bfde72520949d7")));
-    CHECK(
-        tb_u128_equal(tb_message_checksum(message), u128_hex("4a231edf04ac6131c00c1f708e7adf6e")));
+        .operation = TBC_OPERATION_CREATE_ACCOUNTS};
+    tbc_message_request(message, &f, TBC_EVENT_SIZE);
+    CHECK(tbc_u128_equal(tbc_get_u128(message + 32), u128_hex("89abc71187f04022b2bfde72520949d7")));
+    CHECK(tbc_u128_equal(tbc_message_checksum(message),
+                         u128_hex("4a231edf04ac6131c00c1f708e7adf6e")));
 }
 
 static void test_create_transfers_golden_0_17(void)
 {
-    uint8_t message[TB_HEADER_SIZE + TB_EVENT_SIZE] = {0}, expected[TB_HEADER_SIZE];
+    uint8_t message[TBC_HEADER_SIZE + TBC_EVENT_SIZE] = {0}, expected[TBC_HEADER_SIZE];
     from_hex(create_transfers_0_17_hex, expected, sizeof expected);
-    struct tb_transfer t = {.id = tb_u128_from_u64(0x1111),
-                            .debit_account_id = tb_u128_from_u64(2),
-                            .credit_account_id = tb_u128_from_u64(3),
-                            .amount = tb_u128_from_u64(10),
-                            .timeout = 60,
-                            .ledger = 1,
-                            .code = 1,
-                            .flags = TB_TRANSFER_PENDING};
-    memcpy(message + TB_HEADER_SIZE, &t, sizeof t);
-    struct tb_request_fields f = {
-        .cluster = tb_u128_from_u64(7),
+    struct tbc_transfer t = {.id = tbc_u128_from_u64(0x1111),
+                             .debit_account_id = tbc_u128_from_u64(2),
+                             .credit_account_id = tbc_u128_from_u64(3),
+                             .amount = tbc_u128_from_u64(10),
+                             .timeout = 60,
+                             .ledger = 1,
+                             .code = 1,
+                             .flags = TBC_TRANSFER_PENDING};
+    memcpy(message + TBC_HEADER_SIZE, &t, sizeof t);
+    struct tbc_request_fields f = {
+        .cluster = tbc_u128_from_u64(7),
         .view = 3,
-        .release = TB_RELEASE(0, 17, 8),
+        .release = TBC_RELEASE(0, 17, 8),
         .parent = {UINT64_C(0x5555555555555555), UINT64_C(0x5555555555555555)},
         .client = golden_client,
         .session = 42,
         .request = 9,
-        .operation = TB_OPERATION_CREATE_TRANSFERS};
-    tb_message_request(message, &f, TB_EVENT_SIZE);
-    CHECK(memcmp(message, expected, TB_HEADER_SIZE) == 0);
-    CHECK(tb_message_header_verify(message, tb_u128_from_u64(7)) == TB_MESSAGE_OK);
+        .operation = TBC_OPERATION_CREATE_TRANSFERS};
+    tbc_message_request(message, &f, TBC_EVENT_SIZE);
+    CHECK(memcmp(message, expected, TBC_HEADER_SIZE) == 0);
+    CHECK(tbc_message_header_verify(message, tbc_u128_from_u64(7)) == TBC_MESSAGE_OK);
 }
 
 static void test_ping_golden(void)
 {
-    uint8_t header[TB_HEADER_SIZE];
-    tb_message_ping_client(header, tb_u128_from_u64(0), TB_RELEASE_0_15_3, golden_client);
-    CHECK(tb_u128_equal(tb_message_checksum(header), u128_hex("fd60a14534ce8b5bb499553f4d84dc57")));
-    CHECK_EQ_U64(tb_message_command(header), TB_COMMAND_PING_CLIENT);
+    uint8_t header[TBC_HEADER_SIZE];
+    tbc_message_ping_client(header, tbc_u128_from_u64(0), TBC_RELEASE_0_15_3, golden_client);
+    CHECK(
+        tbc_u128_equal(tbc_message_checksum(header), u128_hex("fd60a14534ce8b5bb499553f4d84dc57")));
+    CHECK_EQ_U64(tbc_message_command(header), TBC_COMMAND_PING_CLIENT);
     /* bytes 144..159 must stay zero to be valid on 0.15.3 */
     static const uint8_t zero[16];
     CHECK(memcmp(header + 144, zero, 16) == 0);
@@ -263,66 +264,66 @@ static void test_ping_golden(void)
 /* Builds a sealed reply-like header with arbitrary fields for the reader tests. */
 static void sealed(uint8_t *header)
 {
-    tb_put_u128(header + 32, tb_checksum("", 0));
-    tb_put_u128(header, tb_checksum(header + 16, TB_HEADER_SIZE - 16));
+    tbc_put_u128(header + 32, tbc_checksum("", 0));
+    tbc_put_u128(header, tbc_checksum(header + 16, TBC_HEADER_SIZE - 16));
 }
 
 static void test_header_verify_rejects(void)
 {
-    uint8_t h[TB_HEADER_SIZE];
-    tb_message_ping_client(h, tb_u128_from_u64(5), TB_RELEASE_0_15_3, golden_client);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_OK);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(6)) == TB_MESSAGE_BAD_CLUSTER);
+    uint8_t h[TBC_HEADER_SIZE];
+    tbc_message_ping_client(h, tbc_u128_from_u64(5), TBC_RELEASE_0_15_3, golden_client);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_OK);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(6)) == TBC_MESSAGE_BAD_CLUSTER);
     h[200] ^= 1;
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_BAD_CHECKSUM);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_BAD_CHECKSUM);
     h[200] ^= 1;
-    tb_put_u32(h + 96, TB_MESSAGE_SIZE_MAX + 1); /* one past the largest message */
+    tbc_put_u32(h + 96, TBC_MESSAGE_SIZE_MAX + 1); /* one past the largest message */
     sealed(h);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_BAD_SIZE);
-    tb_put_u32(h + 96, TB_MESSAGE_SIZE_MAX);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_BAD_SIZE);
+    tbc_put_u32(h + 96, TBC_MESSAGE_SIZE_MAX);
     sealed(h);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_OK);
-    tb_put_u32(h + 96, TB_HEADER_SIZE - 1);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_OK);
+    tbc_put_u32(h + 96, TBC_HEADER_SIZE - 1);
     sealed(h);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_BAD_SIZE);
-    tb_put_u32(h + 96, TB_HEADER_SIZE);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_BAD_SIZE);
+    tbc_put_u32(h + 96, TBC_HEADER_SIZE);
     h[100] = 1; /* epoch */
     sealed(h);
-    CHECK(tb_message_header_verify(h, tb_u128_from_u64(5)) == TB_MESSAGE_BAD_FRAME);
+    CHECK(tbc_message_header_verify(h, tbc_u128_from_u64(5)) == TBC_MESSAGE_BAD_FRAME);
 }
 
 static void test_reply_fields_read(void)
 {
-    uint8_t h[TB_HEADER_SIZE] = {0};
-    tb_put_u128(h + 128, tb_u128_make(1, 2));
-    tb_put_u128(h + 160, tb_u128_make(3, 4));
-    tb_put_u128(h + 192, golden_client);
-    tb_put_u64(h + 208, 77);
-    tb_put_u64(h + 216, 77);
-    tb_put_u64(h + 224, 1700000000000000000ull);
-    tb_put_u32(h + 232, 12);
-    h[236] = TB_OPERATION_CREATE_TRANSFERS;
-    struct tb_reply_fields r;
-    tb_message_reply_read(h, &r);
-    CHECK(tb_u128_equal(r.request_checksum, tb_u128_make(1, 2)));
-    CHECK(tb_u128_equal(r.context, tb_u128_make(3, 4)));
-    CHECK(tb_u128_equal(r.client, golden_client));
+    uint8_t h[TBC_HEADER_SIZE] = {0};
+    tbc_put_u128(h + 128, tbc_u128_make(1, 2));
+    tbc_put_u128(h + 160, tbc_u128_make(3, 4));
+    tbc_put_u128(h + 192, golden_client);
+    tbc_put_u64(h + 208, 77);
+    tbc_put_u64(h + 216, 77);
+    tbc_put_u64(h + 224, 1700000000000000000ull);
+    tbc_put_u32(h + 232, 12);
+    h[236] = TBC_OPERATION_CREATE_TRANSFERS;
+    struct tbc_reply_fields r;
+    tbc_message_reply_read(h, &r);
+    CHECK(tbc_u128_equal(r.request_checksum, tbc_u128_make(1, 2)));
+    CHECK(tbc_u128_equal(r.context, tbc_u128_make(3, 4)));
+    CHECK(tbc_u128_equal(r.client, golden_client));
     CHECK_EQ_U64(r.commit, 77);
     CHECK_EQ_U64(r.timestamp, 1700000000000000000ull);
     CHECK_EQ_U64(r.request, 12);
-    CHECK_EQ_U64(r.operation, TB_OPERATION_CREATE_TRANSFERS);
+    CHECK_EQ_U64(r.operation, TBC_OPERATION_CREATE_TRANSFERS);
 }
 
-static struct tb_transfer good_transfer(uint64_t id)
+static struct tbc_transfer good_transfer(uint64_t id)
 {
-    struct tb_transfer t = {.id = tb_u128_from_u64(id),
-                            .debit_account_id = tb_u128_from_u64(2),
-                            .credit_account_id = tb_u128_from_u64(3),
-                            .amount = tb_u128_from_u64(5),
-                            .timeout = 1,
-                            .ledger = 1,
-                            .code = 1,
-                            .flags = TB_TRANSFER_PENDING};
+    struct tbc_transfer t = {.id = tbc_u128_from_u64(id),
+                             .debit_account_id = tbc_u128_from_u64(2),
+                             .credit_account_id = tbc_u128_from_u64(3),
+                             .amount = tbc_u128_from_u64(5),
+                             .timeout = 1,
+                             .ledger = 1,
+                             .code = 1,
+                             .flags = TBC_TRANSFER_PENDING};
     return t;
 }
 
@@ -330,136 +331,138 @@ static void test_body_rejects_partial_event(void)
 {
     uint8_t body[100] = {0};
     uint32_t index, code;
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_ACCOUNTS, body, 100, TB_BODY_SIZE_MAX,
-                           TB_DIALECT_0_15, &index, &code) == TB_BODY_NOT_MULTIPLE);
-    CHECK(tb_body_validate(TB_OPERATION_LOOKUP_ACCOUNTS, body, 24, TB_BODY_SIZE_MAX,
-                           TB_DIALECT_0_15, &index, &code) == TB_BODY_NOT_MULTIPLE);
-    CHECK(tb_body_validate(99, body, 0, TB_BODY_SIZE_MAX, TB_DIALECT_0_15, &index, &code) ==
-          TB_BODY_BAD_OPERATION);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_ACCOUNTS, body, 100, TBC_BODY_SIZE_MAX,
+                            TBC_DIALECT_0_15, &index, &code) == TBC_BODY_NOT_MULTIPLE);
+    CHECK(tbc_body_validate(TBC_OPERATION_LOOKUP_ACCOUNTS, body, 24, TBC_BODY_SIZE_MAX,
+                            TBC_DIALECT_0_15, &index, &code) == TBC_BODY_NOT_MULTIPLE);
+    CHECK(tbc_body_validate(99, body, 0, TBC_BODY_SIZE_MAX, TBC_DIALECT_0_15, &index, &code) ==
+          TBC_BODY_BAD_OPERATION);
 }
 
 static void test_body_event_count_bound(void)
 {
-    uint32_t count = TB_BATCH_EVENTS_MAX + 1;
-    struct tb_transfer *events = calloc(count, sizeof *events);
+    uint32_t count = TBC_BATCH_EVENTS_MAX + 1;
+    struct tbc_transfer *events = calloc(count, sizeof *events);
     REQUIRE(events != NULL);
     for (uint32_t i = 0; i < count; i++)
         events[i] = good_transfer(i + 1);
     uint32_t index, code;
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, events, (count - 1) * TB_EVENT_SIZE,
-                           TB_BODY_SIZE_MAX, TB_DIALECT_0_15, &index, &code) == TB_BODY_OK);
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, events, count * TB_EVENT_SIZE,
-                           TB_BODY_SIZE_MAX, TB_DIALECT_0_15, &index, &code) == TB_BODY_TOO_MANY);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, events, (count - 1) * TBC_EVENT_SIZE,
+                            TBC_BODY_SIZE_MAX, TBC_DIALECT_0_15, &index, &code) == TBC_BODY_OK);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, events, count * TBC_EVENT_SIZE,
+                            TBC_BODY_SIZE_MAX, TBC_DIALECT_0_15, &index,
+                            &code) == TBC_BODY_TOO_MANY);
     /* A --development 0.17 server: 32 KiB requests, 254 events. */
-    uint32_t dev_limit = 32 * 1024 - TB_HEADER_SIZE;
-    CHECK_EQ_U64(tb_body_events_max(TB_OPERATION_CREATE_TRANSFERS, dev_limit), 254);
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, events, 254 * TB_EVENT_SIZE, dev_limit,
-                           TB_DIALECT_0_17, &index, &code) == TB_BODY_OK);
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, events, 255 * TB_EVENT_SIZE, dev_limit,
-                           TB_DIALECT_0_17, &index, &code) == TB_BODY_TOO_LARGE);
-    CHECK_EQ_U64(tb_body_events_max(TB_OPERATION_LOOKUP_ACCOUNTS, TB_BODY_SIZE_MAX),
-                 TB_BATCH_EVENTS_MAX);
+    uint32_t dev_limit = 32 * 1024 - TBC_HEADER_SIZE;
+    CHECK_EQ_U64(tbc_body_events_max(TBC_OPERATION_CREATE_TRANSFERS, dev_limit), 254);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, events, 254 * TBC_EVENT_SIZE, dev_limit,
+                            TBC_DIALECT_0_17, &index, &code) == TBC_BODY_OK);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, events, 255 * TBC_EVENT_SIZE, dev_limit,
+                            TBC_DIALECT_0_17, &index, &code) == TBC_BODY_TOO_LARGE);
+    CHECK_EQ_U64(tbc_body_events_max(TBC_OPERATION_LOOKUP_ACCOUNTS, TBC_BODY_SIZE_MAX),
+                 TBC_BATCH_EVENTS_MAX);
     free(events);
 }
 
 static void test_body_rejects_bad_events(void)
 {
-    struct tb_transfer t[2] = {good_transfer(1), good_transfer(2)};
+    struct tbc_transfer t[2] = {good_transfer(1), good_transfer(2)};
     uint32_t index, code;
-    t[1].amount = tb_u128_from_u64(0);
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, t, sizeof t, TB_BODY_SIZE_MAX,
-                           TB_DIALECT_0_15, &index, &code) == TB_BODY_BAD_EVENT);
+    t[1].amount = tbc_u128_from_u64(0);
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, t, sizeof t, TBC_BODY_SIZE_MAX,
+                            TBC_DIALECT_0_15, &index, &code) == TBC_BODY_BAD_EVENT);
     CHECK_EQ_U64(index, 1);
-    CHECK_EQ_U64(code, TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
+    CHECK_EQ_U64(code, TBC_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
     t[1] = good_transfer(2);
-    t[1].flags |= TB_TRANSFER_LINKED;
-    CHECK(tb_body_validate(TB_OPERATION_CREATE_TRANSFERS, t, sizeof t, TB_BODY_SIZE_MAX,
-                           TB_DIALECT_0_15, &index, &code) == TB_BODY_CHAIN_OPEN);
+    t[1].flags |= TBC_TRANSFER_LINKED;
+    CHECK(tbc_body_validate(TBC_OPERATION_CREATE_TRANSFERS, t, sizeof t, TBC_BODY_SIZE_MAX,
+                            TBC_DIALECT_0_15, &index, &code) == TBC_BODY_CHAIN_OPEN);
     t[1] = good_transfer(2);
     t[1].flags = 0; /* posted, but with a timeout */
-    CHECK_EQ_U64(tb_transfer_check(&t[1], TB_DIALECT_0_15),
-                 TB_TRANSFER_TIMEOUT_RESERVED_FOR_PENDING_TRANSFER);
+    CHECK_EQ_U64(tbc_transfer_check(&t[1], TBC_DIALECT_0_15),
+                 TBC_TRANSFER_TIMEOUT_RESERVED_FOR_PENDING_TRANSFER);
     t[1] = good_transfer(2);
     t[1].flags |= 1u << 6; /* closing_debit: not a 0.15.3 flag */
-    CHECK_EQ_U64(tb_transfer_check(&t[1], TB_DIALECT_0_15), TB_TRANSFER_RESERVED_FLAG);
-    struct tb_transfer cancel = {.id = tb_u128_from_u64(9),
-                                 .pending_id = tb_u128_from_u64(1),
-                                 .ledger = 1,
-                                 .code = 1,
-                                 .flags = TB_TRANSFER_VOID_PENDING};
-    CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17), TB_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
-    cancel.amount = tb_u128_from_u64(5);
-    CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17), 0);
+    CHECK_EQ_U64(tbc_transfer_check(&t[1], TBC_DIALECT_0_15), TBC_TRANSFER_RESERVED_FLAG);
+    struct tbc_transfer cancel = {.id = tbc_u128_from_u64(9),
+                                  .pending_id = tbc_u128_from_u64(1),
+                                  .ledger = 1,
+                                  .code = 1,
+                                  .flags = TBC_TRANSFER_VOID_PENDING};
+    CHECK_EQ_U64(tbc_transfer_check(&cancel, TBC_DIALECT_0_17),
+                 TBC_TRANSFER_AMOUNT_MUST_NOT_BE_ZERO);
+    cancel.amount = tbc_u128_from_u64(5);
+    CHECK_EQ_U64(tbc_transfer_check(&cancel, TBC_DIALECT_0_17), 0);
     cancel.pending_id = cancel.id;
-    CHECK_EQ_U64(tb_transfer_check(&cancel, TB_DIALECT_0_17),
-                 TB_TRANSFER_PENDING_ID_MUST_BE_DIFFERENT);
-    struct tb_account a = {.id = tb_u128_from_u64(1),
-                           .ledger = 1,
-                           .code = 1,
-                           .flags = TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS |
-                                    TB_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS};
-    CHECK_EQ_U64(tb_account_check(&a, TB_DIALECT_0_15), 8);
+    CHECK_EQ_U64(tbc_transfer_check(&cancel, TBC_DIALECT_0_17),
+                 TBC_TRANSFER_PENDING_ID_MUST_BE_DIFFERENT);
+    struct tbc_account a = {.id = tbc_u128_from_u64(1),
+                            .ledger = 1,
+                            .code = 1,
+                            .flags = TBC_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS |
+                                     TBC_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS};
+    CHECK_EQ_U64(tbc_account_check(&a, TBC_DIALECT_0_15), 8);
     a.flags = 0;
-    a.id = tb_u128_make(UINT64_MAX, UINT64_MAX);
-    CHECK_EQ_U64(tb_account_check(&a, TB_DIALECT_0_15), 7);
+    a.id = tbc_u128_make(UINT64_MAX, UINT64_MAX);
+    CHECK_EQ_U64(tbc_account_check(&a, TBC_DIALECT_0_15), 7);
 }
 
 static void test_ids_from_labels(void)
 {
-    CHECK(tb_u128_equal(tb_id_from_label("acct:operator", 13),
-                        u128_hex("ee06f35fb94212edc7e42a11203bfca8")));
+    CHECK(tbc_u128_equal(tbc_id_from_label("acct:operator", 13),
+                         u128_hex("ee06f35fb94212edc7e42a11203bfca8")));
     const char *lease = "lease-1", *key = "global:llm:openai:gpt-4o:tpm";
-    CHECK(tb_u128_equal(tb_id2("xfer:reserve:", lease, strlen(lease), key, strlen(key)),
-                        u128_hex("116c3ff7af4b110248d2a17e198ddfe9")));
+    CHECK(tbc_u128_equal(tbc_id2("xfer:reserve:", lease, strlen(lease), key, strlen(key)),
+                         u128_hex("116c3ff7af4b110248d2a17e198ddfe9")));
     /* Lease "a:b" + key "c" and lease "a" + key "b:c" must differ. */
-    CHECK(!tb_u128_equal(tb_id2("xfer:reserve:", "a:b", 3, "c", 1),
-                         tb_id2("xfer:reserve:", "a", 1, "b:c", 3)));
-    CHECK(tb_u128_equal(tb_id_normalize(tb_u128_make(0, 0)), tb_u128_make(0, 1)));
-    CHECK(tb_u128_equal(tb_id_normalize(tb_u128_make(UINT64_MAX, UINT64_MAX)),
-                        tb_u128_make(UINT64_MAX, UINT64_MAX - 1)));
-    CHECK(tb_u128_equal(tb_id_normalize(tb_u128_make(0, 7)), tb_u128_make(0, 7)));
-    tb_u128 r1 = tb_id_random(), r2 = tb_id_random();
-    CHECK(!tb_u128_equal(r1, r2));
+    CHECK(!tbc_u128_equal(tbc_id2("xfer:reserve:", "a:b", 3, "c", 1),
+                          tbc_id2("xfer:reserve:", "a", 1, "b:c", 3)));
+    CHECK(tbc_u128_equal(tbc_id_normalize(tbc_u128_make(0, 0)), tbc_u128_make(0, 1)));
+    CHECK(tbc_u128_equal(tbc_id_normalize(tbc_u128_make(UINT64_MAX, UINT64_MAX)),
+                         tbc_u128_make(UINT64_MAX, UINT64_MAX - 1)));
+    CHECK(tbc_u128_equal(tbc_id_normalize(tbc_u128_make(0, 7)), tbc_u128_make(0, 7)));
+    tbc_u128 r1 = tbc_id_random(), r2 = tbc_id_random();
+    CHECK(!tbc_u128_equal(r1, r2));
 }
 
 static void test_cluster_and_addresses_parse(void)
 {
-    tb_u128 cluster;
-    CHECK(tb_cluster_parse("0", &cluster) == 0 && tb_u128_zero(cluster));
-    CHECK(tb_cluster_parse("340282366920938463463374607431768211455", &cluster) == 0);
-    CHECK(tb_u128_max(cluster));
-    CHECK(tb_cluster_parse("340282366920938463463374607431768211456", &cluster) == -1);
-    CHECK(tb_cluster_parse("12x", &cluster) == -1);
-    CHECK(tb_cluster_parse("", &cluster) == -1);
-    struct tb_address addresses[TB_REPLICAS_MAX];
+    tbc_u128 cluster;
+    CHECK(tbc_cluster_parse("0", &cluster) == 0 && tbc_u128_zero(cluster));
+    CHECK(tbc_cluster_parse("340282366920938463463374607431768211455", &cluster) == 0);
+    CHECK(tbc_u128_max(cluster));
+    CHECK(tbc_cluster_parse("340282366920938463463374607431768211456", &cluster) == -1);
+    CHECK(tbc_cluster_parse("12x", &cluster) == -1);
+    CHECK(tbc_cluster_parse("", &cluster) == -1);
+    struct tbc_address addresses[TBC_REPLICAS_MAX];
     char error[128];
-    CHECK(tb_addresses_parse("3000", addresses, error, sizeof error) == 1);
+    CHECK(tbc_addresses_parse("3000", addresses, error, sizeof error) == 1);
     CHECK_STR(addresses[0].host, "127.0.0.1");
     CHECK_STR(addresses[0].port, "3000");
-    CHECK(tb_addresses_parse("10.0.0.1:3001,db:3002", addresses, error, sizeof error) == 2);
+    CHECK(tbc_addresses_parse("10.0.0.1:3001,db:3002", addresses, error, sizeof error) == 2);
     CHECK_STR(addresses[1].host, "db");
-    CHECK(tb_addresses_parse("1,2,3,4,5,6", addresses, error, sizeof error) == 6);
-    CHECK(tb_addresses_parse("1,2,3,4,5,6,7", addresses, error, sizeof error) == -1);
-    CHECK(tb_addresses_parse("host:", addresses, error, sizeof error) == -1);
-    CHECK(tb_addresses_parse("a,,b", addresses, error, sizeof error) == -1);
+    CHECK(tbc_addresses_parse("1,2,3,4,5,6", addresses, error, sizeof error) == 6);
+    CHECK(tbc_addresses_parse("1,2,3,4,5,6,7", addresses, error, sizeof error) == -1);
+    CHECK(tbc_addresses_parse("host:", addresses, error, sizeof error) == -1);
+    CHECK(tbc_addresses_parse("a,,b", addresses, error, sizeof error) == -1);
 }
 
 static void test_release_and_dialect(void)
 {
-    CHECK_EQ_U64(TB_RELEASE_0_15_3, 3843);
-    CHECK_EQ_U64(TB_RELEASE(0, 16, 4), 4100);
-    CHECK_EQ_U64(TB_RELEASE(0, 17, 8), 4360);
-    CHECK(tb_dialect_for_release(TB_RELEASE_0_15_3) == TB_DIALECT_0_15);
-    CHECK(tb_dialect_for_release(TB_RELEASE(0, 0, 1)) == TB_DIALECT_0_15);
-    CHECK(tb_dialect_for_release(TB_RELEASE(0, 16, 33)) == TB_DIALECT_0_17);
-    CHECK(tb_dialect_for_release(TB_RELEASE(0, 17, 8)) == TB_DIALECT_0_17);
+    CHECK_EQ_U64(TBC_RELEASE_0_15_3, 3843);
+    CHECK_EQ_U64(TBC_RELEASE(0, 16, 4), 4100);
+    CHECK_EQ_U64(TBC_RELEASE(0, 17, 8), 4360);
+    CHECK(tbc_dialect_for_release(TBC_RELEASE_0_15_3) == TBC_DIALECT_0_15);
+    CHECK(tbc_dialect_for_release(TBC_RELEASE(0, 0, 1)) == TBC_DIALECT_0_15);
+    CHECK(tbc_dialect_for_release(TBC_RELEASE(0, 16, 33)) == TBC_DIALECT_0_17);
+    CHECK(tbc_dialect_for_release(TBC_RELEASE(0, 17, 8)) == TBC_DIALECT_0_17);
 }
 
 int main(void)
 {
-    implementations[implementation_count++] = tb_checksum_portable;
-    if (tb_checksum_hardware_available())
-        implementations[implementation_count++] = tb_checksum_hardware;
+    implementations[implementation_count++] = tbc_checksum_portable;
+    if (tbc_checksum_hardware_available())
+        implementations[implementation_count++] = tbc_checksum_hardware;
     RUN(test_checksum_vectors,
         "both checksums give TigerBeetle's vectors for \"\" and 16 zero bytes");
     RUN(test_checksum_stability, "both checksums reproduce TigerBeetle's 896-case stability hash");

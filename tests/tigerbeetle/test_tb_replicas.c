@@ -13,11 +13,14 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "ids.h"
-#include "session.h"
-#include "submitter.h"
+#include "tbclient/tbc_ids.h"
+#include "tbclient/tbc_session.h"
+#include "tbclient/tbc_submitter.h"
 #include "tb_server.h"
 #include "test.h"
+
+/* How long a call of these tests may take (an admin call's deadline). */
+#define CALL_DEADLINE_MS 5000
 
 #define REPLICAS 3
 #define SESSIONS 4
@@ -27,24 +30,24 @@
 #define VIEW_CHANGE_MS_MAX 30000
 /* After the replicas have moved to a new view, sessions need a resend or
  * two (at most a second apart) and items in flight their deadline. */
-#define SETTLE_MS (TB_RETRANSMIT_MS_MAX + TB_ITEM_DEADLINE_MS)
+#define SETTLE_MS (TBC_RETRANSMIT_MS_MAX + TBC_ITEM_DEADLINE_MS)
 /* A transfer retried this long without an acknowledgement is given up
  * (the balance check then fails). */
 #define ACKNOWLEDGE_MS_MAX 60000
 
 static struct tb_test_cluster cluster;
-static struct tb_submitter *submitter;
+static struct tbc_submitter *submitter;
 
-static const tb_u128 operator_id = {.high = 0, .low = 2001};
-static const tb_u128 target_id = {.high = 0, .low = 2002};
+static const tbc_u128 operator_id = {.high = 0, .low = 2001};
+static const tbc_u128 target_id = {.high = 0, .low = 2002};
 
 /* Waits until every session is registered. */
 static bool wait_all_ready(int64_t timeout_ms)
 {
     int64_t until = clock_monotonic_ms() + timeout_ms;
     while (clock_monotonic_ms() < until) {
-        struct tb_submitter_stats stats;
-        tb_submitter_stats(submitter, &stats);
+        struct tbc_submitter_stats stats;
+        tbc_submitter_stats(submitter, &stats);
         if (stats.sessions_ready == SESSIONS)
             return true;
         poll(NULL, 0, 20);
@@ -87,16 +90,16 @@ static bool restart_replica(uint32_t replica)
     return false;
 }
 
-static bool lookup_account(tb_u128 id, struct tb_account *out)
+static bool lookup_account(tbc_u128 id, struct tbc_account *out)
 {
     uint8_t found = 0;
-    struct tb_item item = {.operation = TB_OPERATION_LOOKUP_ACCOUNTS,
-                           .event_count = 1,
-                           .events = &id,
-                           .objects = out,
-                           .found = &found,
-                           .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
-    return tb_submitter_call(submitter, &item) == TB_ITEM_OK && found;
+    struct tbc_item item = {.operation = TBC_OPERATION_LOOKUP_ACCOUNTS,
+                            .event_count = 1,
+                            .events = &id,
+                            .objects = out,
+                            .found = &found,
+                            .deadline_ms = clock_monotonic_ms() + CALL_DEADLINE_MS};
+    return tbc_submitter_call(submitter, &item) == TBC_ITEM_OK && found;
 }
 
 /* ---- load: transfers of 1 to the target, each retried until acknowledged ---- */
@@ -119,22 +122,22 @@ static struct load load;
  * 0 = outcome unknown, -1 = a wrong answer. */
 static int transfer_once(uint64_t id)
 {
-    struct tb_transfer t = {.id = tb_u128_make(9, id),
-                            .debit_account_id = operator_id,
-                            .credit_account_id = target_id,
-                            .amount = tb_u128_from_u64(1),
-                            .ledger = 1,
-                            .code = 1};
+    struct tbc_transfer t = {.id = tbc_u128_make(9, id),
+                             .debit_account_id = operator_id,
+                             .credit_account_id = target_id,
+                             .amount = tbc_u128_from_u64(1),
+                             .ledger = 1,
+                             .code = 1};
     uint32_t code = UINT32_MAX;
-    struct tb_item item = {.operation = TB_OPERATION_CREATE_TRANSFERS,
-                           .event_count = 1,
-                           .events = &t,
-                           .codes = &code,
-                           .deadline_ms = clock_monotonic_ms() + TB_ITEM_DEADLINE_MS};
-    enum tb_item_status status = tb_submitter_call(submitter, &item);
-    if (status == TB_ITEM_UNAVAILABLE)
+    struct tbc_item item = {.operation = TBC_OPERATION_CREATE_TRANSFERS,
+                            .event_count = 1,
+                            .events = &t,
+                            .codes = &code,
+                            .deadline_ms = clock_monotonic_ms() + TBC_ITEM_DEADLINE_MS};
+    enum tbc_item_status status = tbc_submitter_call(submitter, &item);
+    if (status == TBC_ITEM_UNAVAILABLE)
         return 0;
-    return status == TB_ITEM_OK && (code == 0 || code == TB_TRANSFER_EXISTS) ? 1 : -1;
+    return status == TBC_ITEM_OK && (code == 0 || code == TBC_TRANSFER_EXISTS) ? 1 : -1;
 }
 
 static void record(int outcome)
@@ -205,7 +208,7 @@ static void check_balance(void)
 {
     static uint64_t acknowledged_total;
     acknowledged_total += load.acknowledged;
-    struct tb_account account;
+    struct tbc_account account;
     REQUIRE(lookup_account(target_id, &account));
     CHECK_EQ_U64(account.credits_posted.low, acknowledged_total);
     CHECK_EQ_U64(load.other_failures, 0);
@@ -225,40 +228,40 @@ static void test_registers_with_the_primary(void)
     /* A fresh cluster starts in view 1: the primary is replica 1 and the
      * first address a backup, which drops a register on 0.15.3. */
     CHECK(view % REPLICAS != 0);
-    struct tb_account accounts[2] = {{.id = operator_id, .ledger = 1, .code = 1},
-                                     {.id = target_id, .ledger = 1, .code = 1}};
+    struct tbc_account accounts[2] = {{.id = operator_id, .ledger = 1, .code = 1},
+                                      {.id = target_id, .ledger = 1, .code = 1}};
     uint32_t codes[2];
-    struct tb_item item = {.operation = TB_OPERATION_CREATE_ACCOUNTS,
-                           .event_count = 2,
-                           .events = accounts,
-                           .codes = codes,
-                           .deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS};
-    CHECK(tb_submitter_call(submitter, &item) == TB_ITEM_OK);
+    struct tbc_item item = {.operation = TBC_OPERATION_CREATE_ACCOUNTS,
+                            .event_count = 2,
+                            .events = accounts,
+                            .codes = codes,
+                            .deadline_ms = clock_monotonic_ms() + CALL_DEADLINE_MS};
+    CHECK(tbc_submitter_call(submitter, &item) == TBC_ITEM_OK);
     CHECK_EQ_U64(codes[0], 0);
     CHECK_EQ_U64(codes[1], 0);
-    struct tb_submitter_stats stats;
-    tb_submitter_stats(submitter, &stats);
+    struct tbc_submitter_stats stats;
+    tbc_submitter_stats(submitter, &stats);
     CHECK_EQ_U64(stats.view, view);
 }
 
 static void test_session_talks_to_every_replica(void)
 {
-    struct tb_address addresses[TB_REPLICAS_MAX];
+    struct tbc_address addresses[TBC_REPLICAS_MAX];
     char error[128];
-    REQUIRE(tb_addresses_parse(cluster.addresses, addresses, error, sizeof error) == REPLICAS);
-    static struct tb_session session;
-    REQUIRE(tb_session_init(&session, tb_u128_from_u64(0), addresses, REPLICAS) == 0);
-    REQUIRE(tb_session_ready(&session, clock_monotonic_ms() + 10000) == TB_SESSION_OK);
-    memcpy(tb_session_body(&session), &target_id, sizeof target_id);
-    CHECK_EQ_I64(tb_session_call(&session, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
-                                 clock_monotonic_ms() + 10000),
-                 TB_SESSION_OK);
-    CHECK_EQ_U64(session.reply_body_size, TB_EVENT_SIZE);
+    REQUIRE(tbc_addresses_parse(cluster.addresses, addresses, error, sizeof error) == REPLICAS);
+    static struct tbc_session session;
+    REQUIRE(tbc_session_init(&session, tbc_u128_from_u64(0), addresses, REPLICAS) == 0);
+    REQUIRE(tbc_session_ready(&session, clock_monotonic_ms() + 10000) == TBC_SESSION_OK);
+    memcpy(tbc_session_body(&session), &target_id, sizeof target_id);
+    CHECK_EQ_I64(tbc_session_call(&session, TBC_OPERATION_LOOKUP_ACCOUNTS, TBC_ID_SIZE,
+                                  clock_monotonic_ms() + 10000),
+                 TBC_SESSION_OK);
+    CHECK_EQ_U64(session.reply_body_size, TBC_EVENT_SIZE);
     CHECK_EQ_U64(session.view, cluster_view());
     CHECK_EQ_U64(session.reply_replica, session.view % REPLICAS); /* the primary answered */
     for (uint32_t i = 0; i < REPLICAS; i++)
         CHECK(session.connections[i].fd >= 0 && !session.connections[i].connecting);
-    tb_session_free(&session);
+    tbc_session_free(&session);
 }
 
 /* kill -9 of the primary under load: nothing is acknowledged until the
@@ -291,8 +294,8 @@ static void test_primary_killed(void)
     /* unavailable only until the view change had settled, not after */
     CHECK(load.last_unavailable_ms < end_ms - 3000);
     check_balance();
-    struct tb_submitter_stats stats;
-    tb_submitter_stats(submitter, &stats);
+    struct tbc_submitter_stats stats;
+    tbc_submitter_stats(submitter, &stats);
     CHECK(stats.view >= new_view);
 }
 
@@ -303,38 +306,38 @@ static void test_primary_killed(void)
  * client id, registering with the primary again. */
 static void test_eviction_starts_a_new_session(void)
 {
-    struct tb_address addresses[TB_REPLICAS_MAX];
+    struct tbc_address addresses[TBC_REPLICAS_MAX];
     char error[128];
-    REQUIRE(tb_addresses_parse(cluster.addresses, addresses, error, sizeof error) == REPLICAS);
-    static struct tb_session quiet, other;
-    REQUIRE(tb_session_init(&quiet, tb_u128_from_u64(0), addresses, REPLICAS) == 0);
-    REQUIRE(tb_session_init(&other, tb_u128_from_u64(0), addresses, REPLICAS) == 0);
-    REQUIRE(tb_session_ready(&quiet, clock_monotonic_ms() + 10000) == TB_SESSION_OK);
-    tb_u128 first_client = quiet.client;
+    REQUIRE(tbc_addresses_parse(cluster.addresses, addresses, error, sizeof error) == REPLICAS);
+    static struct tbc_session quiet, other;
+    REQUIRE(tbc_session_init(&quiet, tbc_u128_from_u64(0), addresses, REPLICAS) == 0);
+    REQUIRE(tbc_session_init(&other, tbc_u128_from_u64(0), addresses, REPLICAS) == 0);
+    REQUIRE(tbc_session_ready(&quiet, clock_monotonic_ms() + 10000) == TBC_SESSION_OK);
+    tbc_u128 first_client = quiet.client;
     int registered = 0;
     for (int i = 0; i < CLIENTS_MAX; i++) {
         /* one session object, a new client (and session) each time */
         other.dead = true;
-        if (tb_session_ready(&other, clock_monotonic_ms() + 10000) == TB_SESSION_OK)
+        if (tbc_session_ready(&other, clock_monotonic_ms() + 10000) == TBC_SESSION_OK)
             registered++;
     }
     CHECK_EQ_I64(registered, CLIENTS_MAX);
-    memcpy(tb_session_body(&quiet), &target_id, sizeof target_id);
-    int rc = tb_session_call(&quiet, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
-                             clock_monotonic_ms() + 10000);
-    CHECK_EQ_I64(rc, TB_SESSION_EVICTED);
-    CHECK_EQ_U64(quiet.last_eviction_reason, TB_EVICTION_NO_SESSION);
-    CHECK(tb_session_ready(&quiet, clock_monotonic_ms() + 10000) == TB_SESSION_OK);
-    CHECK(!tb_u128_equal(quiet.client, first_client));
-    memcpy(tb_session_body(&quiet), &target_id, sizeof target_id);
-    CHECK_EQ_I64(tb_session_call(&quiet, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
-                                 clock_monotonic_ms() + 10000),
-                 TB_SESSION_OK);
-    CHECK_EQ_U64(quiet.reply_body_size, TB_EVENT_SIZE);
-    tb_session_free(&quiet);
-    tb_session_free(&other);
+    memcpy(tbc_session_body(&quiet), &target_id, sizeof target_id);
+    int rc = tbc_session_call(&quiet, TBC_OPERATION_LOOKUP_ACCOUNTS, TBC_ID_SIZE,
+                              clock_monotonic_ms() + 10000);
+    CHECK_EQ_I64(rc, TBC_SESSION_EVICTED);
+    CHECK_EQ_U64(quiet.last_eviction_reason, TBC_EVICTION_NO_SESSION);
+    CHECK(tbc_session_ready(&quiet, clock_monotonic_ms() + 10000) == TBC_SESSION_OK);
+    CHECK(!tbc_u128_equal(quiet.client, first_client));
+    memcpy(tbc_session_body(&quiet), &target_id, sizeof target_id);
+    CHECK_EQ_I64(tbc_session_call(&quiet, TBC_OPERATION_LOOKUP_ACCOUNTS, TBC_ID_SIZE,
+                                  clock_monotonic_ms() + 10000),
+                 TBC_SESSION_OK);
+    CHECK_EQ_U64(quiet.reply_body_size, TBC_EVENT_SIZE);
+    tbc_session_free(&quiet);
+    tbc_session_free(&other);
     /* the submitter's sessions were evicted too: they recover by themselves */
-    struct tb_account account;
+    struct tbc_account account;
     bool found = false;
     for (int attempt = 0; attempt < 20 && !found; attempt++)
         found = lookup_account(target_id, &account);
@@ -353,8 +356,8 @@ int main(void)
         return 1;
     }
     char error[256];
-    if (tb_submitter_open(tb_u128_from_u64(0), cluster.addresses, SESSIONS, &submitter, error,
-                          sizeof error) != 0) {
+    if (tbc_submitter_open(tbc_u128_from_u64(0), cluster.addresses, SESSIONS, &submitter, error,
+                           sizeof error) != 0) {
         fprintf(stderr, "%s\n", error);
         tb_test_cluster_stop(&cluster);
         return 1;
@@ -367,7 +370,7 @@ int main(void)
         "kill -9 of the primary: unavailable only during the view change, nothing lost or twice");
     RUN(test_eviction_starts_a_new_session,
         "evicted by 64 newer clients, a session registers anew with the primary");
-    tb_submitter_close(submitter);
+    tbc_submitter_close(submitter);
     tb_test_cluster_stop(&cluster);
     return test_summary();
 }

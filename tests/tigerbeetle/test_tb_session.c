@@ -14,10 +14,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "checksum.h"
+#include "tbclient/tbc_checksum.h"
 #include "core/clock.h"
-#include "message.h"
-#include "session.h"
+#include "tbclient/tbc_message.h"
+#include "tbclient/tbc_session.h"
 #include "test.h"
 
 #define REPLICAS 3
@@ -53,11 +53,11 @@ struct connection {
 
 /* A client as the cluster knows it: its session and last reply. */
 struct client_entry {
-    tb_u128 client;
+    tbc_u128 client;
     uint64_t session;
     uint32_t request;
-    tb_u128 request_checksum;
-    uint8_t reply[TB_HEADER_SIZE + 64];
+    tbc_u128 request_checksum;
+    uint8_t reply[TBC_HEADER_SIZE + 64];
     uint32_t reply_size;
     int fd_of[REPLICAS]; /* each replica's connection to it (from ping or register) */
 };
@@ -78,16 +78,16 @@ static struct {
 
 static void seal(uint8_t *message, uint32_t body_size)
 {
-    tb_put_u128(message + 32, tb_checksum(message + TB_HEADER_SIZE, body_size));
-    tb_put_u128(message, tb_checksum(message + 16, TB_HEADER_SIZE - 16));
+    tbc_put_u128(message + 32, tbc_checksum(message + TBC_HEADER_SIZE, body_size));
+    tbc_put_u128(message, tbc_checksum(message + 16, TBC_HEADER_SIZE - 16));
 }
 
 static void frame(uint8_t *header, uint32_t size, uint32_t view, uint8_t command, uint32_t replica)
 {
-    memset(header, 0, TB_HEADER_SIZE);
-    tb_put_u32(header + 96, size);
-    tb_put_u32(header + AT_VIEW, view);
-    tb_put_u32(header + AT_RELEASE, TB_RELEASE_0_15_3);
+    memset(header, 0, TBC_HEADER_SIZE);
+    tbc_put_u32(header + 96, size);
+    tbc_put_u32(header + AT_VIEW, view);
+    tbc_put_u32(header + AT_RELEASE, TBC_RELEASE_0_15_3);
     header[AT_COMMAND] = command;
     header[AT_REPLICA] = (uint8_t)replica;
 }
@@ -99,15 +99,15 @@ static void send_to(int fd, const uint8_t *message, uint32_t size)
 }
 
 /* Under the lock: the entry of a client, made when `create`. */
-static struct client_entry *client_entry(tb_u128 client, bool create)
+static struct client_entry *client_entry(tbc_u128 client, bool create)
 {
     for (int i = 0; i < CLIENTS_MAX; i++) {
-        if (tb_u128_equal(fake.clients[i].client, client))
+        if (tbc_u128_equal(fake.clients[i].client, client))
             return &fake.clients[i];
     }
     for (int i = 0; create && i < CLIENTS_MAX; i++) {
         struct client_entry *entry = &fake.clients[i];
-        if (tb_u128_zero(entry->client)) {
+        if (tbc_u128_zero(entry->client)) {
             memset(entry, 0, sizeof *entry);
             entry->client = client;
             for (int r = 0; r < REPLICAS; r++)
@@ -120,55 +120,55 @@ static struct client_entry *client_entry(tb_u128 client, bool create)
 
 static void send_eviction(struct client_entry *entry, uint32_t replica, uint32_t view)
 {
-    uint8_t header[TB_HEADER_SIZE];
-    frame(header, TB_HEADER_SIZE, view, TB_COMMAND_EVICTION, replica);
-    tb_put_u128(header + AT_EVICTION_CLIENT, entry->client);
-    header[AT_EVICTION_REASON] = TB_EVICTION_NO_SESSION;
+    uint8_t header[TBC_HEADER_SIZE];
+    frame(header, TBC_HEADER_SIZE, view, TBC_COMMAND_EVICTION, replica);
+    tbc_put_u128(header + AT_EVICTION_CLIENT, entry->client);
+    header[AT_EVICTION_REASON] = TBC_EVICTION_NO_SESSION;
     seal(header, 0);
-    send_to(entry->fd_of[replica], header, TB_HEADER_SIZE);
+    send_to(entry->fd_of[replica], header, TBC_HEADER_SIZE);
 }
 
 /* Under the lock: the primary runs a request and replies over its own
  * connection to the client (a repeat gets the stored reply). */
 static void run_request(uint32_t primary, const uint8_t *request)
 {
-    tb_u128 client = tb_get_u128(request + AT_REQUEST_CLIENT);
-    uint32_t number = tb_get_u32(request + AT_REQUEST_NUMBER);
+    tbc_u128 client = tbc_get_u128(request + AT_REQUEST_CLIENT);
+    uint32_t number = tbc_get_u32(request + AT_REQUEST_NUMBER);
     uint8_t operation = request[AT_REQUEST_OPERATION];
-    struct client_entry *entry = client_entry(client, operation == TB_OPERATION_REGISTER);
-    if (entry == NULL || (operation != TB_OPERATION_REGISTER && entry->session == 0)) {
+    struct client_entry *entry = client_entry(client, operation == TBC_OPERATION_REGISTER);
+    if (entry == NULL || (operation != TBC_OPERATION_REGISTER && entry->session == 0)) {
         if (entry != NULL)
             send_eviction(entry, primary, fake.view);
         return;
     }
     bool repeat = entry->reply_size > 0 && number == entry->request &&
-                  tb_u128_equal(tb_message_checksum(request), entry->request_checksum);
+                  tbc_u128_equal(tbc_message_checksum(request), entry->request_checksum);
     if (!repeat) {
         fake.commit++;
         fake.requests_run[primary]++;
-        uint32_t body_size = operation == TB_OPERATION_REGISTER ? 64 : 0;
+        uint32_t body_size = operation == TBC_OPERATION_REGISTER ? 64 : 0;
         uint8_t *reply = entry->reply;
-        frame(reply, TB_HEADER_SIZE + body_size, fake.view, TB_COMMAND_REPLY, primary);
-        tb_put_u32(reply + AT_RELEASE, tb_message_release(request));
-        tb_put_u128(reply + AT_REPLY_REQUEST_CHECKSUM, tb_message_checksum(request));
-        tb_put_u128(reply + AT_REPLY_CONTEXT, tb_u128_make(fake.commit, 0x5eed));
-        tb_put_u128(reply + AT_REPLY_CLIENT, client);
-        tb_put_u64(reply + AT_REPLY_OP, fake.commit);
-        tb_put_u64(reply + AT_REPLY_COMMIT, fake.commit);
-        tb_put_u64(reply + AT_REPLY_TIMESTAMP, fake.commit);
-        tb_put_u32(reply + AT_REPLY_REQUEST, number);
+        frame(reply, TBC_HEADER_SIZE + body_size, fake.view, TBC_COMMAND_REPLY, primary);
+        tbc_put_u32(reply + AT_RELEASE, tbc_message_release(request));
+        tbc_put_u128(reply + AT_REPLY_REQUEST_CHECKSUM, tbc_message_checksum(request));
+        tbc_put_u128(reply + AT_REPLY_CONTEXT, tbc_u128_make(fake.commit, 0x5eed));
+        tbc_put_u128(reply + AT_REPLY_CLIENT, client);
+        tbc_put_u64(reply + AT_REPLY_OP, fake.commit);
+        tbc_put_u64(reply + AT_REPLY_COMMIT, fake.commit);
+        tbc_put_u64(reply + AT_REPLY_TIMESTAMP, fake.commit);
+        tbc_put_u32(reply + AT_REPLY_REQUEST, number);
         reply[AT_REPLY_OPERATION] = operation;
-        memset(reply + TB_HEADER_SIZE, 0, body_size);
+        memset(reply + TBC_HEADER_SIZE, 0, body_size);
         seal(reply, body_size);
-        entry->reply_size = TB_HEADER_SIZE + body_size;
+        entry->reply_size = TBC_HEADER_SIZE + body_size;
         entry->request = number;
-        entry->request_checksum = tb_message_checksum(request);
-        if (operation == TB_OPERATION_REGISTER)
+        entry->request_checksum = tbc_message_checksum(request);
+        if (operation == TBC_OPERATION_REGISTER)
             entry->session = fake.commit;
     }
     /* the reply says the primary's current view */
-    tb_put_u32(entry->reply + AT_VIEW, fake.view);
-    seal(entry->reply, entry->reply_size - TB_HEADER_SIZE);
+    tbc_put_u32(entry->reply + AT_VIEW, fake.view);
+    seal(entry->reply, entry->reply_size - TBC_HEADER_SIZE);
     send_to(entry->fd_of[primary], entry->reply, entry->reply_size);
 }
 
@@ -177,24 +177,24 @@ static void handle(uint32_t replica, int fd, const uint8_t *message)
 {
     if (fake.stopped[replica])
         return;
-    uint8_t command = tb_message_command(message);
+    uint8_t command = tbc_message_command(message);
     uint32_t primary = fake.view % REPLICAS;
-    if (command == TB_COMMAND_PING_CLIENT) {
-        struct client_entry *entry = client_entry(tb_get_u128(message + 128), true);
+    if (command == TBC_COMMAND_PING_CLIENT) {
+        struct client_entry *entry = client_entry(tbc_get_u128(message + 128), true);
         if (entry != NULL)
             entry->fd_of[replica] = fd;
         if (fake.pongs_off)
             return;
-        uint8_t pong[TB_HEADER_SIZE];
-        frame(pong, TB_HEADER_SIZE, fake.view, TB_COMMAND_PONG_CLIENT, replica);
+        uint8_t pong[TBC_HEADER_SIZE];
+        frame(pong, TBC_HEADER_SIZE, fake.view, TBC_COMMAND_PONG_CLIENT, replica);
         seal(pong, 0);
-        send_to(fd, pong, TB_HEADER_SIZE);
+        send_to(fd, pong, TBC_HEADER_SIZE);
         return;
     }
-    if (command != TB_COMMAND_REQUEST)
+    if (command != TBC_COMMAND_REQUEST)
         return;
-    uint32_t view = tb_message_view(message);
-    bool is_register = message[AT_REQUEST_OPERATION] == TB_OPERATION_REGISTER;
+    uint32_t view = tbc_message_view(message);
+    bool is_register = message[AT_REQUEST_OPERATION] == TBC_OPERATION_REGISTER;
     if (view > fake.view)
         return; /* a newer view than ours: dropped */
     if (replica == primary)
@@ -223,9 +223,9 @@ static void serve(struct connection *c)
         return;
     }
     c->fill += (uint32_t)n;
-    while (c->fill >= TB_HEADER_SIZE && c->fill >= tb_message_size(c->buffer)) {
-        uint32_t size = tb_message_size(c->buffer);
-        if (tb_message_header_verify(c->buffer, tb_u128_from_u64(0)) != TB_MESSAGE_OK) {
+    while (c->fill >= TBC_HEADER_SIZE && c->fill >= tbc_message_size(c->buffer)) {
+        uint32_t size = tbc_message_size(c->buffer);
+        if (tbc_message_header_verify(c->buffer, tbc_u128_from_u64(0)) != TBC_MESSAGE_OK) {
             close_connection(c);
             return;
         }
@@ -320,22 +320,22 @@ static uint32_t requests_run(uint32_t replica)
 
 /* ---- the client side ---- */
 
-static struct tb_address addresses[TB_REPLICAS_MAX];
-static struct tb_session session;
+static struct tbc_address addresses[TBC_REPLICAS_MAX];
+static struct tbc_session session;
 
 static int lookup(int64_t timeout_ms)
 {
-    tb_u128 id = tb_u128_from_u64(42);
-    memcpy(tb_session_body(&session), &id, sizeof id);
-    return tb_session_call(&session, TB_OPERATION_LOOKUP_ACCOUNTS, TB_ID_SIZE,
-                           clock_monotonic_ms() + timeout_ms);
+    tbc_u128 id = tbc_u128_from_u64(42);
+    memcpy(tbc_session_body(&session), &id, sizeof id);
+    return tbc_session_call(&session, TBC_OPERATION_LOOKUP_ACCOUNTS, TBC_ID_SIZE,
+                            clock_monotonic_ms() + timeout_ms);
 }
 
 static void test_registers_with_the_primary(void)
 {
     set_view(1);
-    REQUIRE(tb_session_init(&session, tb_u128_from_u64(0), addresses, REPLICAS) == 0);
-    REQUIRE(tb_session_ready(&session, clock_monotonic_ms() + 5000) == TB_SESSION_OK);
+    REQUIRE(tbc_session_init(&session, tbc_u128_from_u64(0), addresses, REPLICAS) == 0);
+    REQUIRE(tbc_session_ready(&session, clock_monotonic_ms() + 5000) == TBC_SESSION_OK);
     CHECK_EQ_U64(session.view, 1);
     /* only the primary runs a register (backups drop it): it went there first */
     CHECK_EQ_U64(requests_run(1), 1);
@@ -348,7 +348,7 @@ static void test_requests_go_to_the_primary(void)
 {
     uint32_t before = requests_run(1);
     for (int i = 0; i < 5; i++) {
-        CHECK_EQ_I64(lookup(2000), TB_SESSION_OK);
+        CHECK_EQ_I64(lookup(2000), TBC_SESSION_OK);
         CHECK_EQ_U64(session.reply_replica, 1);
     }
     CHECK_EQ_U64(requests_run(1) - before, 5);
@@ -372,14 +372,14 @@ static void test_follows_a_view_change(void)
     set_pongs(false);
     set_view(2);
     int64_t started = clock_monotonic_ms();
-    CHECK_EQ_I64(lookup(5000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(5000), TBC_SESSION_OK);
     int64_t took = clock_monotonic_ms() - started;
     printf("     answered after the view change in %" PRId64 " ms\n", took);
-    CHECK(took < 2 * TB_RETRANSMIT_MS_MAX);
+    CHECK(took < 2 * TBC_RETRANSMIT_MS_MAX);
     CHECK_EQ_U64(session.view, 2);
     CHECK(session.stats.retransmissions >= 1);
     uint64_t resent = session.stats.retransmissions;
-    CHECK_EQ_I64(lookup(2000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(2000), TBC_SESSION_OK);
     CHECK_EQ_U64(session.reply_replica, 2);
     CHECK_EQ_U64(session.stats.retransmissions, resent); /* straight to the new primary */
     set_stopped(1, false);
@@ -391,9 +391,9 @@ static void test_learns_the_view_from_pongs(void)
 {
     set_stopped(2, true);
     set_view(3);
-    CHECK_EQ_I64(lookup(5000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(5000), TBC_SESSION_OK);
     CHECK_EQ_U64(session.view, 3);
-    CHECK_EQ_I64(lookup(2000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(2000), TBC_SESSION_OK);
     CHECK_EQ_U64(session.reply_replica, 0);
     set_stopped(2, false);
 }
@@ -408,10 +408,10 @@ static void test_reconnects(void)
             close_connection(&fake.connections[i]);
     }
     pthread_mutex_unlock(&fake.lock);
-    CHECK_EQ_I64(lookup(5000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(5000), TBC_SESSION_OK);
     int64_t until = clock_monotonic_ms() + 3000;
     while (session.stats.reconnects < connects + REPLICAS && clock_monotonic_ms() < until)
-        tb_session_alive(&session);
+        tbc_session_alive(&session);
     CHECK_EQ_U64(session.stats.reconnects, connects + REPLICAS);
 }
 
@@ -424,15 +424,15 @@ static void test_evictions(void)
     REQUIRE(entry != NULL);
     send_eviction(entry, 0, 1); /* view 1 < 3 */
     pthread_mutex_unlock(&fake.lock);
-    CHECK_EQ_I64(lookup(2000), TB_SESSION_OK);
+    CHECK_EQ_I64(lookup(2000), TBC_SESSION_OK);
     pthread_mutex_lock(&fake.lock);
     entry->session = 0; /* the cluster forgets the session */
     pthread_mutex_unlock(&fake.lock);
-    tb_u128 first = session.client;
-    CHECK_EQ_I64(lookup(2000), TB_SESSION_EVICTED);
-    CHECK_EQ_I64(tb_session_ready(&session, clock_monotonic_ms() + 5000), TB_SESSION_OK);
-    CHECK(!tb_u128_equal(session.client, first));
-    CHECK_EQ_I64(lookup(2000), TB_SESSION_OK);
+    tbc_u128 first = session.client;
+    CHECK_EQ_I64(lookup(2000), TBC_SESSION_EVICTED);
+    CHECK_EQ_I64(tbc_session_ready(&session, clock_monotonic_ms() + 5000), TBC_SESSION_OK);
+    CHECK(!tbc_u128_equal(session.client, first));
+    CHECK_EQ_I64(lookup(2000), TBC_SESSION_OK);
     CHECK_EQ_U64(session.reply_replica, 0);
 }
 
@@ -451,7 +451,7 @@ int main(void)
                  fake.port[r]);
     }
     char error[128];
-    if (tb_addresses_parse(list, addresses, error, sizeof error) != REPLICAS)
+    if (tbc_addresses_parse(list, addresses, error, sizeof error) != REPLICAS)
         return 1;
     pthread_t thread;
     pthread_create(&thread, NULL, fake_main, NULL);
@@ -464,7 +464,7 @@ int main(void)
         "replica 2 stopped and view 3 started: pongs tell, replica 0 answers");
     RUN(test_reconnects, "every connection lost: the session reconnects to all and carries on");
     RUN(test_evictions, "an older view's eviction is ignored; a current one starts a new session");
-    tb_session_free(&session);
+    tbc_session_free(&session);
     pthread_mutex_lock(&fake.lock);
     fake.stopping = true;
     pthread_mutex_unlock(&fake.lock);

@@ -10,10 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "submitter.h"
+#include "backend/backend.h"
+#include "tbclient/tbc_submitter.h"
 #include "tb_bounds.h"
-#include "tb_types.h"
+#include "tbclient/tbc_types.h"
 
 /* One ledger; transfer codes tell what a transfer is for (docs/tigerbeetle.md
  * "Account model"). */
@@ -73,10 +73,10 @@ struct tb_limit {
     /* The limit account depends on the kind, so a key deleted and put
      * again as another kind is a new limit (its old holds stay with the
      * old account until they expire or their leases finish). */
-    tb_u128 rolling_gate_id; /* acct:limit:<key> */
-    tb_u128 slots_gate_id;   /* acct:limit-concurrency:<key> */
-    tb_u128 used_id;         /* acct:used:<key> (rolling) */
-    tb_u128 debt_id;         /* acct:debt:<key> (rolling) */
+    tbc_u128 rolling_gate_id; /* acct:limit:<key> */
+    tbc_u128 slots_gate_id;   /* acct:limit-concurrency:<key> */
+    tbc_u128 used_id;         /* acct:used:<key> (rolling) */
+    tbc_u128 debt_id;         /* acct:debt:<key> (rolling) */
     /* under notes_lock */
     pthread_mutex_t notes_lock;
     struct tb_hold_ring notes;
@@ -84,9 +84,9 @@ struct tb_limit {
 
 /* Budget-period accounts of a limit. */
 struct tb_period_accounts {
-    tb_u128 gate;  /* acct:budget:<start>:<key>: capacity, holds, spend */
-    tb_u128 spend; /* acct:spend:<start>:<key>: what the period owes / has paid */
-    tb_u128 cut;   /* acct:cut:<start>:<key>: capacity decreases owed */
+    tbc_u128 gate;  /* acct:budget:<start>:<key>: capacity, holds, spend */
+    tbc_u128 spend; /* acct:spend:<start>:<key>: what the period owes / has paid */
+    tbc_u128 cut;   /* acct:cut:<start>:<key>: capacity decreases owed */
 };
 
 /* One hold of a lease, as the cache remembers it. */
@@ -178,22 +178,22 @@ struct tb_job {
 
     /* the current TigerBeetle item and its buffers; everything from here
      * on is not cleared when a job is made */
-    struct tb_item item;
+    struct tbc_item item;
     uint32_t event_count;
     uint32_t prefix_count; /* reserve: settle events before the chain */
     uint32_t codes[TB_JOB_EVENTS_MAX];
-    tb_u128 ids[TB_JOB_LOOKUP_MAX];
+    tbc_u128 ids[TB_JOB_LOOKUP_MAX];
     uint8_t found[TB_JOB_LOOKUP_MAX];
     /* a step either creates events or reads objects, never both at once */
     union {
-        struct tb_transfer events[TB_JOB_EVENTS_MAX];
-        uint8_t objects[TB_JOB_LOOKUP_MAX][TB_EVENT_SIZE];
+        struct tbc_transfer events[TB_JOB_EVENTS_MAX];
+        uint8_t objects[TB_JOB_LOOKUP_MAX][TBC_EVENT_SIZE];
     };
 };
 
 /* ---- the backend --------------------------------------------------------- */
 
-extern const struct backend_ops tigerbeetle_backend_ops;
+extern const struct backend_ops tb_backend_ops;
 
 #define TB_LIMIT_BUCKETS 65536
 #define TB_LEASE_BUCKETS_MIN 1024
@@ -207,8 +207,8 @@ struct tb_backend {
     int64_t decrease_retry_ms;
     uint64_t random_state; /* retry jitter, under the registry lock */
 
-    struct tb_submitter *submitter;
-    tb_u128 operator_id;
+    struct tbc_submitter *submitter;
+    tbc_u128 operator_id;
     bool operator_created;
 
     /* registry */
@@ -243,30 +243,31 @@ struct tb_backend {
 
 static inline struct tb_backend *tb_backend_of(struct backend *base)
 {
-    assert(base->ops == &tigerbeetle_backend_ops);
+    assert(base->ops == &tb_backend_ops);
     return (struct tb_backend *)base;
 }
 
 /* tb_ledger.c: account and transfer ids, events. */
-tb_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
-                             const struct tb_limit *limit);
-tb_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+tbc_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
                               const struct tb_limit *limit);
+tbc_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+                               const struct tb_limit *limit);
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out);
-struct tb_account tb_ledger_account(tb_u128 id, uint16_t code, uint16_t flags,
-                                    const struct tb_limit *limit);
-struct tb_transfer tb_ledger_transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, uint64_t amount,
-                                      uint16_t code, uint16_t flags);
+struct tbc_account tb_ledger_account(tbc_u128 id, uint16_t code, uint16_t flags,
+                                     const struct tb_limit *limit);
+struct tbc_transfer tb_ledger_transfer(tbc_u128 id, tbc_u128 debit, tbc_u128 credit,
+                                       uint64_t amount, uint16_t code, uint16_t flags);
 /* A void of `pending` (its exact amount: never the amount-0 sentinel). */
-struct tb_transfer tb_ledger_void(tb_u128 id, const struct tb_transfer *pending_shape, uint32_t by);
+struct tbc_transfer tb_ledger_void(tbc_u128 id, const struct tbc_transfer *pending_shape,
+                                   uint32_t by);
 /* A budget settle: free capacity of gate pays what account `owed` is owed. */
-struct tb_transfer tb_ledger_settle(tb_u128 id, tb_u128 gate, tb_u128 owed);
+struct tbc_transfer tb_ledger_settle(tbc_u128 id, tbc_u128 gate, tbc_u128 owed);
 /* available = credits_posted - debits_posted - debits_pending, saturating. */
-int64_t tb_ledger_available(const struct tb_account *account);
+int64_t tb_ledger_available(const struct tbc_account *account);
 /* credits_posted - debits_posted (a limit account's capacity in force). */
-uint64_t tb_ledger_capacity(const struct tb_account *account);
-uint64_t tb_ledger_owed(const struct tb_account *account); /* debits - credits posted */
+uint64_t tb_ledger_capacity(const struct tbc_account *account);
+uint64_t tb_ledger_owed(const struct tbc_account *account); /* debits - credits posted */
 
 /* Budget periods provisioned (registry lock held). */
 static inline bool tb_limit_period_ready(const struct tb_limit *limit, int64_t period_ms)
@@ -282,7 +283,7 @@ static inline void tb_limit_period_mark(struct tb_limit *limit, int64_t period_m
     limit->budget_periods[older] = period_ms;
 }
 
-static inline tb_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
+static inline tbc_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
 {
     return kind == LIMIT_CONCURRENCY ? limit->slots_gate_id : limit->rolling_gate_id;
 }

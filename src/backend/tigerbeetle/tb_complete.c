@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "ids.h"
+#include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
 enum {
@@ -130,28 +130,28 @@ static bool match_actuals(struct tb_job *job, const struct actual **missing)
 }
 
 /* The pending transfer a hold is, field for field as reserve made it. */
-static struct tb_transfer reserve_shape(const struct tb_job *job, const struct tb_lease_hold *hold)
+static struct tbc_transfer reserve_shape(const struct tb_job *job, const struct tb_lease_hold *hold)
 {
     struct tb_backend *b = job->call->backend;
     uint32_t length;
     const char *id = lease_id(job, &length);
-    tb_u128 gate = tb_limit_gate(hold->limit, hold->kind);
+    tbc_u128 gate = tb_limit_gate(hold->limit, hold->kind);
     if (hold->kind == LIMIT_BUDGET) {
         struct tb_period_accounts period;
         tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
         gate = period.gate;
     }
-    struct tb_transfer t =
+    struct tbc_transfer t =
         tb_ledger_transfer(tb_ledger_reserve_id(id, length, hold->limit), gate, b->operator_id,
-                           hold->amount, TB_CODE_RESERVE, TB_TRANSFER_PENDING);
+                           hold->amount, TB_CODE_RESERVE, TBC_TRANSFER_PENDING);
     t.timeout = hold->timeout_seconds;
-    t.user_data_128 = tb_id1("lease:", id, length);
+    t.user_data_128 = tbc_id1("lease:", id, length);
     t.user_data_64 = (uint64_t)hold->period_start_ms;
     return t;
 }
 
-static tb_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
-                                 const struct tb_lease_hold *hold)
+static tbc_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
+                                  const struct tb_lease_hold *hold)
 {
     uint32_t length;
     const char *id = lease_id(job, &length);
@@ -162,7 +162,7 @@ static tb_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
 
 static uint64_t cluster_now_ns(struct tb_backend *b)
 {
-    uint64_t now = tb_submitter_cluster_time_ns(b->submitter);
+    uint64_t now = tbc_submitter_cluster_time_ns(b->submitter);
     if (now != 0)
         return now;
     struct timespec ts; /* no reply yet: the local wall clock */
@@ -182,7 +182,7 @@ static uint32_t remaining_seconds(const struct tb_lease_hold *hold, uint64_t now
     return seconds > hold->timeout_seconds ? hold->timeout_seconds : (uint32_t)seconds;
 }
 
-static void push(struct tb_job *job, struct tb_transfer t)
+static void push(struct tb_job *job, struct tbc_transfer t)
 {
     assert(job->event_count < TB_JOB_EVENTS_MAX);
     job->events[job->event_count++] = t;
@@ -195,14 +195,14 @@ static void push_rolling_keep(struct tb_job *job, const struct tb_lease_hold *ho
                               bool link_last)
 {
     struct tb_backend *b = job->call->backend;
-    struct tb_transfer keep = tb_ledger_transfer(
+    struct tbc_transfer keep = tb_ledger_transfer(
         lease_transfer_id(job, gate_prefix, hold), hold->limit->rolling_gate_id, b->operator_id,
-        amount, TB_CODE_RERESERVE, TB_TRANSFER_PENDING | TB_TRANSFER_LINKED);
+        amount, TB_CODE_RERESERVE, TBC_TRANSFER_PENDING | TBC_TRANSFER_LINKED);
     keep.timeout = seconds;
     push(job, keep);
-    struct tb_transfer used = tb_ledger_transfer(
+    struct tbc_transfer used = tb_ledger_transfer(
         lease_transfer_id(job, shadow_prefix, hold), hold->limit->used_id, b->operator_id, amount,
-        TB_CODE_USED, TB_TRANSFER_PENDING | (link_last ? TB_TRANSFER_LINKED : 0));
+        TB_CODE_USED, TBC_TRANSFER_PENDING | (link_last ? TBC_TRANSFER_LINKED : 0));
     used.timeout = seconds;
     push(job, used);
 }
@@ -211,8 +211,8 @@ static void push_settles(struct tb_job *job, const struct tb_lease_hold *hold)
 {
     struct tb_period_accounts period;
     tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
-    push(job, tb_ledger_settle(tb_id_random(), period.gate, period.cut));
-    push(job, tb_ledger_settle(tb_id_random(), period.gate, period.spend));
+    push(job, tb_ledger_settle(tbc_id_random(), period.gate, period.cut));
+    push(job, tb_ledger_settle(tbc_id_random(), period.gate, period.spend));
 }
 
 static void push_owe(struct tb_job *job, const struct tb_lease_hold *hold, const char *prefix,
@@ -234,8 +234,8 @@ static void build_complete(struct tb_job *job)
     for (uint32_t i = 0; i < job->hold_count; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
         uint64_t actual = job->actual[i];
-        struct tb_transfer shape = reserve_shape(job, hold);
-        struct tb_transfer cancel =
+        struct tbc_transfer shape = reserve_shape(job, hold);
+        struct tbc_transfer cancel =
             tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape, TB_VOID_BY_COMPLETE);
         assert(job->event_count <= UINT8_MAX); /* 3 events a hold, 64 holds: fits hold_event */
         job->hold_event[i] = (uint8_t)job->event_count;
@@ -243,12 +243,12 @@ static void build_complete(struct tb_job *job)
         if (hold->kind == LIMIT_CONCURRENCY || actual == 0) {
             push(job, cancel);
         } else if (hold->kind == LIMIT_ROLLING) {
-            cancel.flags |= TB_TRANSFER_LINKED;
+            cancel.flags |= TBC_TRANSFER_LINKED;
             push(job, cancel);
             push_rolling_keep(job, hold, actual, remaining_seconds(hold, now_ns),
                               "xfer:rereserve:", "xfer:used:", false);
         } else {
-            cancel.flags |= TB_TRANSFER_LINKED;
+            cancel.flags |= TBC_TRANSFER_LINKED;
             push(job, cancel);
             push_owe(job, hold, "xfer:owe:", actual, 0);
         }
@@ -267,7 +267,7 @@ static void build_release(struct tb_job *job)
     job->event_count = 0;
     for (uint32_t i = 0; i < job->hold_count; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
-        struct tb_transfer shape = reserve_shape(job, hold);
+        struct tbc_transfer shape = reserve_shape(job, hold);
         assert(job->event_count <= UINT8_MAX);
         job->hold_event[i] = (uint8_t)job->event_count;
         push(job, tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold), &shape,
@@ -289,19 +289,19 @@ static uint32_t chain_code(const struct tb_job *job, uint32_t i, uint32_t length
     assert(job->hold_event[i] + length <= job->event_count);
     for (uint32_t e = 0; e < length; e++) {
         uint32_t code = job->codes[job->hold_event[i] + e];
-        if (code != TB_TRANSFER_OK && code != TB_TRANSFER_LINKED_EVENT_FAILED) {
+        if (code != TBC_TRANSFER_OK && code != TBC_TRANSFER_LINKED_EVENT_FAILED) {
             *offset = e;
             return code;
         }
     }
     *offset = 0;
-    return TB_TRANSFER_OK;
+    return TBC_TRANSFER_OK;
 }
 
 /* ---- complete: results and follow-ups ------------------------------------ */
 
-static void follow_done(struct tb_item *item);
-static void debt_read(struct tb_item *item);
+static void follow_done(struct tbc_item *item);
+static void debt_read(struct tbc_item *item);
 
 static void log_failure(const struct tb_job *job, const struct tb_lease_hold *hold, uint32_t code)
 {
@@ -334,10 +334,10 @@ static void check_debt_or_finish(struct tb_job *job)
         return;
     }
     job->step = STEP_DEBT_CHECK;
-    tb_job_submit(job, TB_OPERATION_LOOKUP_ACCOUNTS, count, debt_read);
+    tb_job_submit(job, TBC_OPERATION_LOOKUP_ACCOUNTS, count, debt_read);
 }
 
-static void debt_read(struct tb_item *item)
+static void debt_read(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_backend *b = job->call->backend;
@@ -345,9 +345,9 @@ static void debt_read(struct tb_item *item)
     for (uint32_t i = 0; i < job->hold_count; i++) {
         if (!(job->hold_flags[i] & HOLD_CHECK_DEBT))
             continue;
-        struct tb_account spend;
+        struct tbc_account spend;
         memcpy(&spend, job->objects[k], sizeof spend);
-        bool owed = item->status == TB_ITEM_OK && job->found[k] && tb_ledger_owed(&spend) > 0;
+        bool owed = item->status == TBC_ITEM_OK && job->found[k] && tb_ledger_owed(&spend) > 0;
         k++;
         if (!owed)
             continue;
@@ -369,10 +369,10 @@ static void build_follow(struct tb_job *job)
     for (uint32_t i = 0; i < job->hold_count; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
         if (job->hold_flags[i] & HOLD_OVERAGE) {
-            struct tb_transfer shape = reserve_shape(job, hold);
-            struct tb_transfer cancel = tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold),
-                                                       &shape, TB_VOID_BY_COMPLETE);
-            cancel.flags |= TB_TRANSFER_LINKED;
+            struct tbc_transfer shape = reserve_shape(job, hold);
+            struct tbc_transfer cancel = tb_ledger_void(lease_transfer_id(job, "xfer:void:", hold),
+                                                        &shape, TB_VOID_BY_COMPLETE);
+            cancel.flags |= TBC_TRANSFER_LINKED;
             push(job, cancel);
             uint32_t seconds = remaining_seconds(hold, now_ns);
             push_rolling_keep(job, hold, hold->amount, seconds,
@@ -383,10 +383,10 @@ static void build_follow(struct tb_job *job)
             if (overage == OVERAGE_DEBT) {
                 /* Debt rides with the window: a pending transfer on the debt
                  * account that expires with it (reported, never blocks). */
-                struct tb_transfer debt = tb_ledger_transfer(
+                struct tbc_transfer debt = tb_ledger_transfer(
                     lease_transfer_id(job, "xfer:debt:", hold), hold->limit->debt_id,
                     b->operator_id, job->actual[i] - hold->amount, TB_CODE_DEBT,
-                    TB_TRANSFER_PENDING);
+                    TBC_TRANSFER_PENDING);
                 debt.timeout = seconds;
                 push(job, debt);
                 tb_job_warn(job, BACKEND_WARNING_OVERAGE_DEBT, hold->limit);
@@ -413,13 +413,13 @@ static void after_settle(struct tb_job *job, bool conflict, bool failed, bool fo
     } else if (follow) {
         build_follow(job);
         job->step = STEP_FOLLOW;
-        tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, follow_done);
+        tb_job_submit(job, TBC_OPERATION_CREATE_TRANSFERS, job->event_count, follow_done);
     } else {
         check_debt_or_finish(job);
     }
 }
 
-static void void_check_read(struct tb_item *item);
+static void void_check_read(struct tbc_item *item);
 
 /* Reads one hold's result; sets its flags. Returns false on a failure. */
 static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *follow)
@@ -428,27 +428,27 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
     uint32_t offset;
     uint32_t code = chain_code(job, i, job->hold_length[i], &offset);
     bool budget = hold->kind == LIMIT_BUDGET;
-    if (code == TB_TRANSFER_OK) {
+    if (code == TBC_TRANSFER_OK) {
         if (budget && job->actual[i] > hold->amount)
             job->hold_flags[i] |= HOLD_CHECK_DEBT;
-    } else if (offset == 0 && code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
+    } else if (offset == 0 && code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
         *conflict = true; /* voided by a release */
-    } else if (offset == 0 && code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
+    } else if (offset == 0 && code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
         /* A void without the link (a release, or a complete that kept
          * nothing): its user_data_32 tells which. */
         job->hold_flags[i] |= HOLD_CHECK_VOID;
-    } else if (offset == 0 && code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED) {
+    } else if (offset == 0 && code == TBC_TRANSFER_PENDING_TRANSFER_EXPIRED) {
         if (budget) { /* the call happened: charge it (docs/semantics.md) */
             job->hold_flags[i] |= HOLD_LATE | HOLD_CHECK_DEBT;
             *follow = *follow || job->actual[i] > 0;
             tb_job_warn(job, BACKEND_WARNING_COMMIT_AFTER_EXPIRY, hold->limit);
         } /* rolling/concurrency: the window is over, nothing left */
     } else if (offset == 0 &&
-               (code == TB_TRANSFER_EXISTS || code == TB_TRANSFER_PENDING_TRANSFER_NOT_FOUND ||
-                code == TB_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED ||
-                code == TB_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED)) {
+               (code == TBC_TRANSFER_EXISTS || code == TBC_TRANSFER_PENDING_TRANSFER_NOT_FOUND ||
+                code == TBC_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED ||
+                code == TBC_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED)) {
         /* completed by an earlier attempt, or nothing to void */
-    } else if (offset == 1 && hold->kind == LIMIT_ROLLING && code == TB_TRANSFER_EXCEEDS_CREDITS &&
+    } else if (offset == 1 && hold->kind == LIMIT_ROLLING && code == TBC_TRANSFER_EXCEEDS_CREDITS &&
                job->actual[i] > hold->amount) {
         job->hold_flags[i] |= HOLD_OVERAGE;
         *follow = true;
@@ -459,12 +459,12 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
     return true;
 }
 
-static void settle_done(struct tb_item *item)
+static void settle_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     assert(job->step == STEP_SETTLE);
     assert(job->kind == TB_JOB_COMPLETE);
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
@@ -480,23 +480,23 @@ static void settle_done(struct tb_item *item)
     if (checks > 0 && !conflict && !failed) {
         job->hold_flags[0] |= follow ? HOLD_FOLLOW_PENDING : 0;
         job->step = STEP_VOID_CHECK;
-        tb_job_submit(job, TB_OPERATION_LOOKUP_TRANSFERS, checks, void_check_read);
+        tb_job_submit(job, TBC_OPERATION_LOOKUP_TRANSFERS, checks, void_check_read);
         return;
     }
     after_settle(job, conflict, failed, follow);
 }
 
-static void void_check_read(struct tb_item *item)
+static void void_check_read(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     assert(job->step == STEP_VOID_CHECK);
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
     bool conflict = false;
     for (uint32_t k = 0; k < item->event_count; k++) {
-        struct tb_transfer t;
+        struct tbc_transfer t;
         memcpy(&t, job->objects[k], sizeof t);
         if (job->found[k] && t.user_data_32 == TB_VOID_BY_RELEASE)
             conflict = true;
@@ -505,19 +505,19 @@ static void void_check_read(struct tb_item *item)
     after_settle(job, conflict, false, follow);
 }
 
-static void follow_done(struct tb_item *item)
+static void follow_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     assert(job->step == STEP_FOLLOW);
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
     for (uint32_t e = 0; e < job->event_count; e++) {
         uint32_t code = job->codes[e];
         /* settles may find nothing to move; an expired hold needs nothing */
-        bool fine = code == TB_TRANSFER_OK || code == TB_TRANSFER_LINKED_EVENT_FAILED ||
-                    code == TB_TRANSFER_EXISTS || code == TB_TRANSFER_PENDING_TRANSFER_EXPIRED ||
+        bool fine = code == TBC_TRANSFER_OK || code == TBC_TRANSFER_LINKED_EVENT_FAILED ||
+                    code == TBC_TRANSFER_EXISTS || code == TBC_TRANSFER_PENDING_TRANSFER_EXPIRED ||
                     job->events[e].code == TB_CODE_SETTLE;
         if (!fine) {
             fprintf(stderr, "tigerbeetle: complete follow-up event %u failed with result %u\n", e,
@@ -529,26 +529,26 @@ static void follow_done(struct tb_item *item)
     check_debt_or_finish(job);
 }
 
-static void release_done(struct tb_item *item)
+static void release_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     assert(job->step == STEP_SETTLE);
     assert(job->kind == TB_JOB_RELEASE);
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         release_answer(job, BACKEND_UNAVAILABLE);
         return;
     }
     bool conflict = false, failed = false;
     for (uint32_t i = 0; i < job->hold_count; i++) {
         uint32_t code = job->codes[job->hold_event[i]];
-        if (code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32 ||
-            code == TB_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
+        if (code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32 ||
+            code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_FLAGS) {
             conflict = true; /* voided by a complete (its voids may be linked) */
-        } else if (code != TB_TRANSFER_OK && code != TB_TRANSFER_EXISTS &&
-                   code != TB_TRANSFER_PENDING_TRANSFER_EXPIRED &&
-                   code != TB_TRANSFER_PENDING_TRANSFER_NOT_FOUND &&
-                   code != TB_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED &&
-                   code != TB_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED) {
+        } else if (code != TBC_TRANSFER_OK && code != TBC_TRANSFER_EXISTS &&
+                   code != TBC_TRANSFER_PENDING_TRANSFER_EXPIRED &&
+                   code != TBC_TRANSFER_PENDING_TRANSFER_NOT_FOUND &&
+                   code != TBC_TRANSFER_PENDING_TRANSFER_ALREADY_VOIDED &&
+                   code != TBC_TRANSFER_PENDING_TRANSFER_ALREADY_POSTED) {
             log_failure(job, &job->holds[i], code);
             failed = true;
         }
@@ -579,12 +579,12 @@ static void proceed(struct tb_job *job)
         }
         build_complete(job);
         job->step = STEP_SETTLE;
-        tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, settle_done);
+        tb_job_submit(job, TBC_OPERATION_CREATE_TRANSFERS, job->event_count, settle_done);
         return;
     }
     build_release(job);
     job->step = STEP_SETTLE;
-    tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, release_done);
+    tb_job_submit(job, TBC_OPERATION_CREATE_TRANSFERS, job->event_count, release_done);
 }
 
 /* ---- a lease this process does not know: find it in the cluster --------- */
@@ -596,8 +596,8 @@ struct tb_scan {
     uint32_t expected;  /* the lease's requirement count, once a hold told it */
     uint32_t chunk;     /* ids per lookup */
     struct tb_limit **limits;
-    tb_u128 *ids;
-    uint8_t (*objects)[TB_EVENT_SIZE];
+    tbc_u128 *ids;
+    uint8_t (*objects)[TBC_EVENT_SIZE];
     uint8_t *found;
 };
 
@@ -619,13 +619,13 @@ static struct tb_scan *scan_new(struct tb_backend *b, struct tb_job *job)
     pthread_rwlock_rdlock(&b->registry_lock);
     uint32_t total = b->limit_count;
     uint32_t chunk = total < TB_SCAN_IDS_MAX ? total : TB_SCAN_IDS_MAX;
-    uint32_t events_max = tb_submitter_events_max(b->submitter, TB_OPERATION_LOOKUP_TRANSFERS);
+    uint32_t events_max = tbc_submitter_events_max(b->submitter, TBC_OPERATION_LOOKUP_TRANSFERS);
     if (chunk > events_max)
         chunk = events_max;
     if (chunk == 0)
         chunk = 1;
     size_t size = sizeof(struct tb_scan) + total * sizeof(struct tb_limit *) +
-                  chunk * (sizeof(tb_u128) + TB_EVENT_SIZE + 1) + 16;
+                  chunk * (sizeof(tbc_u128) + TBC_EVENT_SIZE + 1) + 16;
     struct tb_scan *scan = malloc(size);
     if (scan == NULL) {
         pthread_rwlock_unlock(&b->registry_lock);
@@ -636,8 +636,8 @@ static struct tb_scan *scan_new(struct tb_backend *b, struct tb_job *job)
     scan->limits = (struct tb_limit **)(scan + 1);
     uint8_t *after = (uint8_t *)(scan->limits + total);
     after += (16 - (uintptr_t)after % 16) % 16;
-    scan->objects = (uint8_t(*)[TB_EVENT_SIZE])after;
-    scan->ids = (tb_u128 *)(after + (size_t)chunk * TB_EVENT_SIZE);
+    scan->objects = (uint8_t(*)[TBC_EVENT_SIZE])after;
+    scan->ids = (tbc_u128 *)(after + (size_t)chunk * TBC_EVENT_SIZE);
     scan->found = (uint8_t *)(scan->ids + chunk);
     if (job->kind == TB_JOB_COMPLETE) {
         const struct complete_request *request = job->request;
@@ -694,11 +694,11 @@ static void scan_finished(struct tb_job *job)
     proceed(job);
 }
 
-static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tb_transfer *t)
+static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tbc_transfer *t)
 {
     uint8_t kind = (uint8_t)(t->user_data_32 >> 8);
     uint32_t count = t->user_data_32 & 0xff;
-    if (kind < LIMIT_ROLLING || kind > LIMIT_BUDGET || (t->flags & TB_TRANSFER_PENDING) == 0 ||
+    if (kind < LIMIT_ROLLING || kind > LIMIT_BUDGET || (t->flags & TBC_TRANSFER_PENDING) == 0 ||
         job->hold_count == REQUIREMENTS_PER_RESERVE_MAX)
         return; /* not a reserve transfer of ours */
     struct tb_lease_hold *hold = &job->holds[job->hold_count++];
@@ -712,20 +712,20 @@ static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tb
     job->scan->expected = count;
 }
 
-static void scan_read(struct tb_item *item)
+static void scan_read(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_scan *scan = job->scan;
     assert(job->step == STEP_SCAN);
     assert(scan->next + item->event_count <= scan->count);
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         answer(job, BACKEND_UNAVAILABLE, false);
         return;
     }
     for (uint32_t k = 0; k < item->event_count; k++) {
         if (!scan->found[k])
             continue;
-        struct tb_transfer t;
+        struct tbc_transfer t;
         memcpy(&t, scan->objects[k], sizeof t);
         scan_add(job, scan->limits[scan->next + k], &t);
     }
@@ -762,18 +762,18 @@ static void scan_next(struct tb_job *job)
     const char *id = lease_id(job, &length);
     for (uint32_t k = 0; k < n; k++)
         scan->ids[k] = tb_ledger_reserve_id(id, length, scan->limits[scan->next + k]);
-    struct tb_item *item = &job->item;
+    struct tbc_item *item = &job->item;
     memset(item, 0, sizeof *item);
-    item->operation = TB_OPERATION_LOOKUP_TRANSFERS;
+    item->operation = TBC_OPERATION_LOOKUP_TRANSFERS;
     item->event_count = n;
     item->events = scan->ids;
     item->objects = scan->objects;
     item->found = scan->found;
-    item->deadline_ms = clock_monotonic_ms() + TB_ITEM_DEADLINE_MS;
+    item->deadline_ms = clock_monotonic_ms() + TBC_ITEM_DEADLINE_MS;
     item->done = scan_read;
     item->context = job;
     job->step = STEP_SCAN;
-    tb_submitter_submit(b->submitter, item);
+    tbc_submitter_submit(b->submitter, item);
 }
 
 /* ---- entry points -------------------------------------------------------- */

@@ -149,24 +149,24 @@ void tb_jobs_unpark_all(struct tb_backend *b, bool fail)
 void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
                    tb_item_done_fn done)
 {
-    struct tb_item *item = &job->item;
+    struct tbc_item *item = &job->item;
     memset(item, 0, sizeof *item);
     item->operation = operation;
     item->event_count = event_count;
-    if (operation == TB_OPERATION_CREATE_TRANSFERS) {
+    if (operation == TBC_OPERATION_CREATE_TRANSFERS) {
         assert(event_count <= TB_JOB_EVENTS_MAX);
         item->events = job->events;
         item->codes = job->codes;
     } else {
-        assert(operation == TB_OPERATION_LOOKUP_ACCOUNTS ||
-               operation == TB_OPERATION_LOOKUP_TRANSFERS);
+        assert(operation == TBC_OPERATION_LOOKUP_ACCOUNTS ||
+               operation == TBC_OPERATION_LOOKUP_TRANSFERS);
         assert(event_count <= TB_JOB_LOOKUP_MAX);
         item->events = job->ids;
         item->objects = job->objects;
         item->found = job->found;
     }
-    item->deadline_ms = clock_monotonic_ms() + TB_ITEM_DEADLINE_MS;
+    item->deadline_ms = clock_monotonic_ms() + TBC_ITEM_DEADLINE_MS;
     item->done = done;
     item->context = job;
-    tb_submitter_submit(job->call->backend->submitter, item);
+    tbc_submitter_submit(job->call->backend->submitter, item);
 }

@@ -4,62 +4,62 @@
 #include <assert.h>
 #include <string.h>
 
-#include "ids.h"
+#include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
-tb_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
-                             const struct tb_limit *limit)
-{
-    return tb_id2("xfer:reserve:", lease_id, lease_length, limit->key, limit->key_length);
-}
-
-tb_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+tbc_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
                               const struct tb_limit *limit)
 {
-    return tb_id2(prefix, lease_id, lease_length, limit->key, limit->key_length);
+    return tbc_id2("xfer:reserve:", lease_id, lease_length, limit->key, limit->key_length);
+}
+
+tbc_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+                               const struct tb_limit *limit)
+{
+    return tbc_id2(prefix, lease_id, lease_length, limit->key, limit->key_length);
 }
 
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out)
 {
-    out->gate = tb_id_period("acct:budget:", period_start_ms, limit->key, limit->key_length);
-    out->spend = tb_id_period("acct:spend:", period_start_ms, limit->key, limit->key_length);
-    out->cut = tb_id_period("acct:cut:", period_start_ms, limit->key, limit->key_length);
+    out->gate = tbc_id_period("acct:budget:", period_start_ms, limit->key, limit->key_length);
+    out->spend = tbc_id_period("acct:spend:", period_start_ms, limit->key, limit->key_length);
+    out->cut = tbc_id_period("acct:cut:", period_start_ms, limit->key, limit->key_length);
 }
 
-struct tb_account tb_ledger_account(tb_u128 id, uint16_t code, uint16_t flags,
-                                    const struct tb_limit *limit)
+struct tbc_account tb_ledger_account(tbc_u128 id, uint16_t code, uint16_t flags,
+                                     const struct tb_limit *limit)
 {
-    struct tb_account account;
+    struct tbc_account account;
     memset(&account, 0, sizeof account);
     account.id = id;
     account.ledger = TB_LEDGER;
     account.code = code;
     account.flags = flags;
     if (limit != NULL) /* which limit, for whoever reads the cluster directly */
-        account.user_data_128 = tb_id1("limit:", limit->key, limit->key_length);
+        account.user_data_128 = tbc_id1("limit:", limit->key, limit->key_length);
     return account;
 }
 
-struct tb_transfer tb_ledger_transfer(tb_u128 id, tb_u128 debit, tb_u128 credit, uint64_t amount,
-                                      uint16_t code, uint16_t flags)
+struct tbc_transfer tb_ledger_transfer(tbc_u128 id, tbc_u128 debit, tbc_u128 credit,
+                                       uint64_t amount, uint16_t code, uint16_t flags)
 {
     assert(amount > 0); /* amount 0 means different things to 0.15.3 and 0.17 */
-    struct tb_transfer t;
+    struct tbc_transfer t;
     memset(&t, 0, sizeof t);
     t.id = id;
     t.debit_account_id = debit;
     t.credit_account_id = credit;
-    t.amount = tb_u128_from_u64(amount);
+    t.amount = tbc_u128_from_u64(amount);
     t.ledger = TB_LEDGER;
     t.code = code;
     t.flags = flags;
     return t;
 }
 
-struct tb_transfer tb_ledger_void(tb_u128 id, const struct tb_transfer *pending, uint32_t by)
+struct tbc_transfer tb_ledger_void(tbc_u128 id, const struct tbc_transfer *pending, uint32_t by)
 {
-    struct tb_transfer t;
+    struct tbc_transfer t;
     memset(&t, 0, sizeof t);
     t.id = id;
     t.pending_id = pending->id;
@@ -73,21 +73,21 @@ struct tb_transfer tb_ledger_void(tb_u128 id, const struct tb_transfer *pending,
     t.user_data_32 = by;
     t.ledger = TB_LEDGER;
     t.code = pending->code;
-    t.flags = TB_TRANSFER_VOID_PENDING;
+    t.flags = TBC_TRANSFER_VOID_PENDING;
     return t;
 }
 
-struct tb_transfer tb_ledger_settle(tb_u128 id, tb_u128 gate, tb_u128 owed)
+struct tbc_transfer tb_ledger_settle(tbc_u128 id, tbc_u128 gate, tbc_u128 owed)
 {
     /* Balancing on both sides moves min(free capacity of gate, what owed is
      * owed); the amount is only an upper bound, never the 0 sentinel. */
-    struct tb_transfer t =
+    struct tbc_transfer t =
         tb_ledger_transfer(id, gate, owed, AMOUNT_MAX, TB_CODE_SETTLE,
-                           TB_TRANSFER_BALANCING_DEBIT | TB_TRANSFER_BALANCING_CREDIT);
+                           TBC_TRANSFER_BALANCING_DEBIT | TBC_TRANSFER_BALANCING_CREDIT);
     return t;
 }
 
-static unsigned __int128 wide(tb_u128 value)
+static unsigned __int128 wide(tbc_u128 value)
 {
     return ((unsigned __int128)value.high << 64) | value.low;
 }
@@ -101,20 +101,20 @@ static int64_t to_int64(__int128 value)
     return (int64_t)value;
 }
 
-int64_t tb_ledger_available(const struct tb_account *a)
+int64_t tb_ledger_available(const struct tbc_account *a)
 {
     __int128 credits = (__int128)wide(a->credits_posted);
     __int128 taken = (__int128)wide(a->debits_posted) + (__int128)wide(a->debits_pending);
     return to_int64(credits - taken);
 }
 
-uint64_t tb_ledger_capacity(const struct tb_account *a)
+uint64_t tb_ledger_capacity(const struct tbc_account *a)
 {
     __int128 capacity = (__int128)wide(a->credits_posted) - (__int128)wide(a->debits_posted);
     return capacity <= 0 ? 0 : (uint64_t)to_int64(capacity);
 }
 
-uint64_t tb_ledger_owed(const struct tb_account *a)
+uint64_t tb_ledger_owed(const struct tbc_account *a)
 {
     __int128 owed = (__int128)wide(a->debits_posted) - (__int128)wide(a->credits_posted);
     return owed <= 0 ? 0 : (uint64_t)to_int64(owed);

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "ids.h"
+#include "tbclient/tbc_ids.h"
 
 /* Attempts of one capacity change within one call (k advances past ids
  * used before). */
@@ -43,7 +43,7 @@ static int call_create(struct tb_backend *b, uint8_t operation, const void *even
 {
     assert(count >= 1);
     assert(count <= 4); /* admin requests are a handful of events */
-    struct tb_item item;
+    struct tbc_item item;
     memset(&item, 0, sizeof item);
     item.operation = operation;
     item.event_count = count;
@@ -51,36 +51,36 @@ static int call_create(struct tb_backend *b, uint8_t operation, const void *even
     item.codes = codes;
     item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
     item.patient = !impatient; /* a cluster still starting is worth waiting for */
-    return tb_submitter_call(b->submitter, &item) == TB_ITEM_OK ? 0 : -1;
+    return tbc_submitter_call(b->submitter, &item) == TBC_ITEM_OK ? 0 : -1;
 }
 
-static int call_lookup(struct tb_backend *b, const tb_u128 *ids, uint32_t count,
-                       struct tb_account *accounts, uint8_t *found)
+static int call_lookup(struct tb_backend *b, const tbc_u128 *ids, uint32_t count,
+                       struct tbc_account *accounts, uint8_t *found)
 {
     assert(count >= 1);
     assert(count <= 3);
-    struct tb_item item;
+    struct tbc_item item;
     memset(&item, 0, sizeof item);
-    item.operation = TB_OPERATION_LOOKUP_ACCOUNTS;
+    item.operation = TBC_OPERATION_LOOKUP_ACCOUNTS;
     item.event_count = count;
     item.events = ids;
     item.objects = accounts;
     item.found = found;
     item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
     item.patient = !impatient;
-    return tb_submitter_call(b->submitter, &item) == TB_ITEM_OK ? 0 : -1;
+    return tbc_submitter_call(b->submitter, &item) == TBC_ITEM_OK ? 0 : -1;
 }
 
 /* Creates accounts; "exists" is success (every front end creates them). */
 static int create_accounts(struct tb_backend *b, const struct tb_limit *limit,
-                           const struct tb_account *accounts, uint32_t count)
+                           const struct tbc_account *accounts, uint32_t count)
 {
     uint32_t codes[4];
     assert(count <= sizeof codes / sizeof codes[0]);
-    if (call_create(b, TB_OPERATION_CREATE_ACCOUNTS, accounts, count, codes) != 0)
+    if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, accounts, count, codes) != 0)
         return -1;
     for (uint32_t i = 0; i < count; i++) {
-        if (codes[i] != TB_ACCOUNT_OK && codes[i] != TB_ACCOUNT_EXISTS) {
+        if (codes[i] != TBC_ACCOUNT_OK && codes[i] != TBC_ACCOUNT_EXISTS) {
             log_code("creating an account", limit, codes[i]);
             return -1;
         }
@@ -92,12 +92,12 @@ int tb_provision_operator(struct tb_backend *b)
 {
     if (__atomic_load_n(&b->operator_created, __ATOMIC_ACQUIRE))
         return 0;
-    struct tb_account operator=
+    struct tbc_account operator=
         tb_ledger_account(b->operator_id, TB_ACCOUNT_CODE_OPERATOR, 0, NULL);
     uint32_t code = 0;
-    if (call_create(b, TB_OPERATION_CREATE_ACCOUNTS, &operator, 1, &code) != 0)
+    if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, &operator, 1, &code) != 0)
         return -1;
-    if (code != TB_ACCOUNT_OK && code != TB_ACCOUNT_EXISTS) {
+    if (code != TBC_ACCOUNT_OK && code != TBC_ACCOUNT_EXISTS) {
         fprintf(stderr, "tigerbeetle: creating the operator account failed with result %u\n", code);
         return -1;
     }
@@ -108,9 +108,9 @@ int tb_provision_operator(struct tb_backend *b)
 static int create_limit_accounts(struct tb_backend *b, const struct tb_limit *limit,
                                  enum limit_kind kind)
 {
-    struct tb_account accounts[3];
+    struct tbc_account accounts[3];
     accounts[0] = tb_ledger_account(tb_limit_gate(limit, (uint8_t)kind), TB_ACCOUNT_CODE_LIMIT,
-                                    TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS, limit);
+                                    TBC_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS, limit);
     if (kind != LIMIT_ROLLING)
         return create_accounts(b, limit, accounts, 1);
     accounts[1] = tb_ledger_account(limit->used_id, TB_ACCOUNT_CODE_USED, 0, limit);
@@ -121,19 +121,19 @@ static int create_limit_accounts(struct tb_backend *b, const struct tb_limit *li
 static int create_period_accounts(struct tb_backend *b, const struct tb_limit *limit,
                                   const struct tb_period_accounts *period)
 {
-    struct tb_account accounts[3] = {
+    struct tbc_account accounts[3] = {
         tb_ledger_account(period->gate, TB_ACCOUNT_CODE_BUDGET,
-                          TB_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS, limit),
+                          TBC_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS, limit),
         tb_ledger_account(period->spend, TB_ACCOUNT_CODE_SPEND,
-                          TB_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS, limit),
+                          TBC_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS, limit),
         tb_ledger_account(period->cut, TB_ACCOUNT_CODE_CUT,
-                          TB_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS, limit),
+                          TBC_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS, limit),
     };
     return create_accounts(b, limit, accounts, 3);
 }
 
-static tb_u128 capacity_id(const char *prefix, const struct tb_limit *limit, int64_t period_ms,
-                           uint64_t from, uint64_t to, uint32_t attempt)
+static tbc_u128 capacity_id(const char *prefix, const struct tb_limit *limit, int64_t period_ms,
+                            uint64_t from, uint64_t to, uint32_t attempt)
 {
     char label[LIMIT_KEY_LENGTH_MAX + 128];
     int n;
@@ -146,7 +146,7 @@ static tb_u128 capacity_id(const char *prefix, const struct tb_limit *limit, int
     /* A cut label would give two different changes the same id. */
     assert(n > 0);
     assert((size_t)n < sizeof label);
-    return tb_id_from_label(label, (size_t)n);
+    return tbc_id_from_label(label, (size_t)n);
 }
 
 static uint32_t next_attempt(struct tb_backend *b, struct tb_limit *limit, bool advance)
@@ -169,12 +169,12 @@ static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum 
     assert(kind == LIMIT_ROLLING || kind == LIMIT_CONCURRENCY);
     assert(target >= 1);
     assert(target <= AMOUNT_MAX);
-    tb_u128 gate_id = tb_limit_gate(limit, (uint8_t)kind);
+    tbc_u128 gate_id = tb_limit_gate(limit, (uint8_t)kind);
     const char *prefix =
         kind == LIMIT_CONCURRENCY ? "xfer:capacity:concurrency:" : "xfer:capacity:rolling:";
     bool advance = false;
     for (int round = 0; round < CAPACITY_ATTEMPTS_MAX; round++) {
-        struct tb_account gate;
+        struct tbc_account gate;
         uint8_t found = 0;
         if (call_lookup(b, &gate_id, 1, &gate, &found) != 0 || !found)
             return -1;
@@ -183,7 +183,7 @@ static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum 
         if (capacity == target)
             return 0;
         uint32_t attempt = next_attempt(b, limit, advance);
-        struct tb_transfer change;
+        struct tbc_transfer change;
         if (capacity < target) {
             change =
                 tb_ledger_transfer(capacity_id(prefix, limit, INT64_MIN, capacity, target, attempt),
@@ -197,16 +197,16 @@ static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum 
                                    gate_id, b->operator_id, delta, TB_CODE_CAPACITY, 0);
         }
         uint32_t code = 0;
-        if (call_create(b, TB_OPERATION_CREATE_TRANSFERS, &change, 1, &code) != 0)
+        if (call_create(b, TBC_OPERATION_CREATE_TRANSFERS, &change, 1, &code) != 0)
             return -1;
-        if (code == TB_TRANSFER_OK) {
+        if (code == TBC_TRANSFER_OK) {
             *in_force = target;
             return 0;
         }
-        if (code == TB_TRANSFER_EXCEEDS_CREDITS)
+        if (code == TBC_TRANSFER_EXCEEDS_CREDITS)
             return 0; /* taken in the meantime: try again later */
-        if (code != TB_TRANSFER_EXISTS && code != TB_TRANSFER_ID_ALREADY_FAILED &&
-            !tb_transfer_result_exists_different(code)) {
+        if (code != TBC_TRANSFER_EXISTS && code != TBC_TRANSFER_ID_ALREADY_FAILED &&
+            !tbc_transfer_result_exists_different(code)) {
             log_code("a capacity change", limit, code);
             return -1;
         }
@@ -219,13 +219,13 @@ static int set_gate_capacity(struct tb_backend *b, struct tb_limit *limit, enum 
 static int period_capacity(struct tb_backend *b, const struct tb_period_accounts *period,
                            uint64_t *capacity, uint64_t *cut_owed)
 {
-    tb_u128 ids[2] = {period->gate, period->cut};
-    struct tb_account accounts[2];
+    tbc_u128 ids[2] = {period->gate, period->cut};
+    struct tbc_account accounts[2];
     uint8_t found[2] = {0, 0};
     if (call_lookup(b, ids, 2, accounts, found) != 0 || !found[0] || !found[1])
         return -1;
-    uint64_t cuts = tb_u128_saturate(accounts[1].debits_posted);
-    uint64_t credits = tb_u128_saturate(accounts[0].credits_posted);
+    uint64_t cuts = tbc_u128_saturate(accounts[1].debits_posted);
+    uint64_t credits = tbc_u128_saturate(accounts[0].credits_posted);
     *capacity = credits > cuts ? credits - cuts : 0;
     *cut_owed = tb_ledger_owed(&accounts[1]);
     return 0;
@@ -243,7 +243,7 @@ static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int
         uint64_t capacity, cut_owed;
         if (period_capacity(b, &period, &capacity, &cut_owed) != 0)
             return -1;
-        struct tb_transfer events[2];
+        struct tbc_transfer events[2];
         uint32_t count = 0;
         uint32_t attempt = next_attempt(b, limit, advance);
         if (capacity < target)
@@ -256,15 +256,15 @@ static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int
                 b->operator_id, capacity - target, TB_CODE_CUT, 0);
         else if (cut_owed == 0)
             return 0;
-        events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.cut);
+        events[count++] = tb_ledger_settle(tbc_id_random(), period.gate, period.cut);
         assert(count <= sizeof events / sizeof events[0]);
         uint32_t codes[2];
-        if (call_create(b, TB_OPERATION_CREATE_TRANSFERS, events, count, codes) != 0)
+        if (call_create(b, TBC_OPERATION_CREATE_TRANSFERS, events, count, codes) != 0)
             return -1;
-        if (count == 1 || codes[0] == TB_TRANSFER_OK)
+        if (count == 1 || codes[0] == TBC_TRANSFER_OK)
             return 0; /* the settle may find nothing to move: not an error */
-        if (codes[0] != TB_TRANSFER_EXISTS && codes[0] != TB_TRANSFER_ID_ALREADY_FAILED &&
-            !tb_transfer_result_exists_different(codes[0])) {
+        if (codes[0] != TBC_TRANSFER_EXISTS && codes[0] != TBC_TRANSFER_ID_ALREADY_FAILED &&
+            !tbc_transfer_result_exists_different(codes[0])) {
             log_code("a budget capacity change", limit, codes[0]);
             return -1;
         }
@@ -431,19 +431,19 @@ void tb_provision_settle(struct tb_backend *b, struct tb_limit *limit, int64_t p
 {
     struct tb_period_accounts period;
     tb_ledger_period_accounts(limit, period_ms, &period);
-    tb_u128 ids[2] = {period.spend, period.cut};
-    struct tb_account accounts[2];
+    tbc_u128 ids[2] = {period.spend, period.cut};
+    struct tbc_account accounts[2];
     uint8_t found[2] = {0, 0};
     if (call_lookup(b, ids, 2, accounts, found) != 0 || !found[0] || !found[1])
         return;
     bool owes = tb_ledger_owed(&accounts[0]) > 0 || tb_ledger_owed(&accounts[1]) > 0;
     if (owes) {
         /* Capacity freed by expiry pays what is owed (cut first). */
-        struct tb_transfer events[2] = {
-            tb_ledger_settle(tb_id_random(), period.gate, period.cut),
-            tb_ledger_settle(tb_id_random(), period.gate, period.spend)};
+        struct tbc_transfer events[2] = {
+            tb_ledger_settle(tbc_id_random(), period.gate, period.cut),
+            tb_ledger_settle(tbc_id_random(), period.gate, period.spend)};
         uint32_t codes[2];
-        call_create(b, TB_OPERATION_CREATE_TRANSFERS, events, 2, codes);
+        call_create(b, TBC_OPERATION_CREATE_TRANSFERS, events, 2, codes);
     }
     pthread_rwlock_wrlock(&b->registry_lock);
     if (owes)
@@ -457,7 +457,7 @@ int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum lim
                           int64_t period_ms, struct tb_balances *out)
 {
     memset(out, 0, sizeof *out);
-    tb_u128 ids[3];
+    tbc_u128 ids[3];
     uint32_t count = 1;
     ids[0] = tb_limit_gate(limit, (uint8_t)kind);
     if (kind == LIMIT_ROLLING) {
@@ -471,21 +471,21 @@ int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum lim
         ids[1] = period.spend;
         count = 2;
     }
-    struct tb_account accounts[3];
+    struct tbc_account accounts[3];
     uint8_t found[3] = {0, 0, 0};
     if (call_lookup(b, ids, count, accounts, found) != 0)
         return -1;
-    uint64_t pending = found[0] ? tb_u128_saturate(accounts[0].debits_pending) : 0;
+    uint64_t pending = found[0] ? tbc_u128_saturate(accounts[0].debits_pending) : 0;
     if (kind == LIMIT_ROLLING) {
         /* Completed leases hold their re-reserve on the limit account and
          * the same amount on the used account. */
-        out->used = found[1] ? tb_u128_saturate(accounts[1].debits_pending) : 0;
+        out->used = found[1] ? tbc_u128_saturate(accounts[1].debits_pending) : 0;
         out->reserved = pending > out->used ? pending - out->used : 0;
-        out->debt = found[2] ? tb_u128_saturate(accounts[2].debits_pending) : 0;
+        out->debt = found[2] ? tbc_u128_saturate(accounts[2].debits_pending) : 0;
     } else if (kind == LIMIT_BUDGET) {
         out->reserved = pending;
         if (found[1]) { /* spend paid from capacity is used, the rest debt */
-            out->used = tb_u128_saturate(accounts[1].credits_posted);
+            out->used = tbc_u128_saturate(accounts[1].credits_posted);
             out->debt = tb_ledger_owed(&accounts[1]);
         }
     } else {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ids.h"
+#include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
 #include "core/retry.h"
@@ -60,10 +60,10 @@ static struct tb_limit *limit_create(struct tb_backend *b,
     limit->state.definition = *definition;
     limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
     limit->budget_owes_ms = INT64_MIN;
-    limit->rolling_gate_id = tb_id1("acct:limit:", limit->key, limit->key_length);
-    limit->slots_gate_id = tb_id1("acct:limit-concurrency:", limit->key, limit->key_length);
-    limit->used_id = tb_id1("acct:used:", limit->key, limit->key_length);
-    limit->debt_id = tb_id1("acct:debt:", limit->key, limit->key_length);
+    limit->rolling_gate_id = tbc_id1("acct:limit:", limit->key, limit->key_length);
+    limit->slots_gate_id = tbc_id1("acct:limit-concurrency:", limit->key, limit->key_length);
+    limit->used_id = tbc_id1("acct:used:", limit->key, limit->key_length);
+    limit->debt_id = tbc_id1("acct:debt:", limit->key, limit->key_length);
     pthread_mutex_init(&limit->notes_lock, NULL);
     uint32_t bucket = (uint32_t)(limit->hash % TB_LIMIT_BUCKETS);
     limit->next_in_bucket = b->limit_buckets[bucket];

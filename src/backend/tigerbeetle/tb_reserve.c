@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "ids.h"
+#include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
 enum { STEP_CHAIN = 1, STEP_DENIAL = 2, STEP_CLASSIFY = 3 };
@@ -150,7 +150,7 @@ static void sort_holds(struct tb_job *job)
     }
 }
 
-static tb_u128 hold_gate(const struct tb_lease_hold *hold)
+static tbc_u128 hold_gate(const struct tb_lease_hold *hold)
 {
     if (hold->kind != LIMIT_BUDGET)
         return tb_limit_gate(hold->limit, hold->kind);
@@ -174,15 +174,15 @@ static void build_chain(struct tb_backend *b, struct tb_job *job)
             continue;
         struct tb_period_accounts period;
         tb_ledger_period_accounts(job->holds[i].limit, job->holds[i].period_start_ms, &period);
-        job->events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.cut);
-        job->events[count++] = tb_ledger_settle(tb_id_random(), period.gate, period.spend);
+        job->events[count++] = tb_ledger_settle(tbc_id_random(), period.gate, period.cut);
+        job->events[count++] = tb_ledger_settle(tbc_id_random(), period.gate, period.spend);
     }
     job->prefix_count = count;
-    tb_u128 lease_tag = tb_id1("lease:", request->lease_id, request->lease_id_length);
+    tbc_u128 lease_tag = tbc_id1("lease:", request->lease_id, request->lease_id_length);
     for (uint32_t i = 0; i < n; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
-        uint16_t flags = TB_TRANSFER_PENDING | (i + 1 < n ? TB_TRANSFER_LINKED : 0);
-        struct tb_transfer t = tb_ledger_transfer(
+        uint16_t flags = TBC_TRANSFER_PENDING | (i + 1 < n ? TBC_TRANSFER_LINKED : 0);
+        struct tbc_transfer t = tb_ledger_transfer(
             tb_ledger_reserve_id(request->lease_id, request->lease_id_length, hold->limit),
             hold_gate(hold), b->operator_id, hold->amount, TB_CODE_RESERVE, flags);
         t.timeout = hold->timeout_seconds;
@@ -274,20 +274,20 @@ static void note_holds(struct tb_backend *b, const struct tb_job *job)
     }
 }
 
-static void denial_read(struct tb_item *item);
-static void classify_read(struct tb_item *item);
+static void denial_read(struct tbc_item *item);
+static void classify_read(struct tbc_item *item);
 
 /* The first event of the chain that failed for a reason of its own. */
 static uint32_t first_failure(const struct tb_job *job, uint32_t *code)
 {
     for (uint32_t i = 0; i < job->hold_count; i++) {
         uint32_t c = job->codes[job->prefix_count + i];
-        if (c != TB_TRANSFER_OK && c != TB_TRANSFER_LINKED_EVENT_FAILED) {
+        if (c != TBC_TRANSFER_OK && c != TBC_TRANSFER_LINKED_EVENT_FAILED) {
             *code = c;
             return i;
         }
     }
-    *code = TB_TRANSFER_OK;
+    *code = TBC_TRANSFER_OK;
     return UINT32_MAX;
 }
 
@@ -300,14 +300,14 @@ static void mark_unprovisioned(struct tb_backend *b, struct tb_limit *limit)
     pthread_rwlock_unlock(&b->registry_lock);
 }
 
-static void chain_done(struct tb_item *item)
+static void chain_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_backend *b = job->call->backend;
     assert(item == &job->item);
     assert(job->step == STEP_CHAIN);
-    if (item->status != TB_ITEM_OK) {
-        if (item->status == TB_ITEM_INVALID)
+    if (item->status != TBC_ITEM_OK) {
+        if (item->status == TBC_ITEM_INVALID)
             fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
                     item->invalid_index, item->invalid_code);
         answer_unavailable(job);
@@ -324,27 +324,28 @@ static void chain_done(struct tb_item *item)
     }
     job->failed_hold = failed;
     const struct reserve_request *request = job->request;
-    if (code == TB_TRANSFER_EXCEEDS_CREDITS || code == TB_TRANSFER_ID_ALREADY_FAILED) {
+    if (code == TBC_TRANSFER_EXCEEDS_CREDITS || code == TBC_TRANSFER_ID_ALREADY_FAILED) {
         for (uint32_t i = 0; i < job->hold_count; i++)
             job->ids[i] = hold_gate(&job->holds[i]);
         job->step = STEP_DENIAL;
-        tb_job_submit(job, TB_OPERATION_LOOKUP_ACCOUNTS, job->hold_count, denial_read);
+        tb_job_submit(job, TBC_OPERATION_LOOKUP_ACCOUNTS, job->hold_count, denial_read);
         return;
     }
-    if (code == TB_TRANSFER_EXISTS || code == 37 /* debit account: another period */ ||
+    if (code == TBC_TRANSFER_EXISTS || code == 37 /* debit account: another period */ ||
         code == 42 /* user_data_64: another period */) {
         for (uint32_t i = 0; i < job->hold_count; i++)
             job->ids[i] = tb_ledger_reserve_id(request->lease_id, request->lease_id_length,
                                                job->holds[i].limit);
         job->step = STEP_CLASSIFY;
-        tb_job_submit(job, TB_OPERATION_LOOKUP_TRANSFERS, job->hold_count, classify_read);
+        tb_job_submit(job, TBC_OPERATION_LOOKUP_TRANSFERS, job->hold_count, classify_read);
         return;
     }
-    if (tb_transfer_result_exists_different(code)) {
+    if (tbc_transfer_result_exists_different(code)) {
         answer_conflict(job);
         return;
     }
-    if (code == TB_TRANSFER_DEBIT_ACCOUNT_NOT_FOUND || code == TB_TRANSFER_CREDIT_ACCOUNT_NOT_FOUND)
+    if (code == TBC_TRANSFER_DEBIT_ACCOUNT_NOT_FOUND ||
+        code == TBC_TRANSFER_CREDIT_ACCOUNT_NOT_FOUND)
         mark_unprovisioned(b, job->holds[failed].limit);
     fprintf(stderr, "tigerbeetle: reserve of %s failed on %s with result %u\n", request->lease_id,
             job->holds[failed].limit->key, code);
@@ -353,7 +354,7 @@ static void chain_done(struct tb_item *item)
 
 /* Every limit that does not fit now is denied, the one the chain failed on
  * always; retry_after is the largest of theirs. */
-static void denial_read(struct tb_item *item)
+static void denial_read(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_backend *b = job->call->backend;
@@ -367,13 +368,13 @@ static void denial_read(struct tb_item *item)
     for (uint32_t i = 0; i < job->hold_count; i++) {
         struct tb_lease_hold *hold = &job->holds[i];
         int64_t available = 0;
-        if (item->status == TB_ITEM_OK && job->found[i]) {
-            struct tb_account account;
+        if (item->status == TBC_ITEM_OK && job->found[i]) {
+            struct tbc_account account;
             memcpy(&account, job->objects[i], sizeof account);
             available = tb_ledger_available(&account);
         }
         bool short_now = available < 0 || hold->amount > (uint64_t)available;
-        hold->denied = i == failed || (item->status == TB_ITEM_OK && short_now);
+        hold->denied = i == failed || (item->status == TBC_ITEM_OK && short_now);
         if (!hold->denied)
             continue;
         uint64_t shortfall =
@@ -400,20 +401,20 @@ static void denial_read(struct tb_item *item)
 
 /* The lease's transfers exist: the same requirements replay as allowed
  * (timestamps as the cluster recorded them), others conflict. */
-static void classify_read(struct tb_item *item)
+static void classify_read(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
     struct tb_backend *b = job->call->backend;
-    if (item->status != TB_ITEM_OK) {
+    if (item->status != TBC_ITEM_OK) {
         answer_unavailable(job);
         return;
     }
     for (uint32_t i = 0; i < job->hold_count; i++) {
-        struct tb_transfer t;
+        struct tbc_transfer t;
         memcpy(&t, job->objects[i], sizeof t);
         struct tb_lease_hold *hold = &job->holds[i];
-        if (!job->found[i] || !tb_u128_equal(t.amount, tb_u128_from_u64(hold->amount)) ||
-            (t.flags & TB_TRANSFER_PENDING) == 0) {
+        if (!job->found[i] || !tbc_u128_equal(t.amount, tbc_u128_from_u64(hold->amount)) ||
+            (t.flags & TBC_TRANSFER_PENDING) == 0) {
             answer_conflict(job);
             return;
         }
@@ -485,5 +486,5 @@ void tb_reserve_start(struct tb_job *job)
     job->lease = lease;
     build_chain(b, job);
     job->step = STEP_CHAIN;
-    tb_job_submit(job, TB_OPERATION_CREATE_TRANSFERS, job->event_count, chain_done);
+    tb_job_submit(job, TBC_OPERATION_CREATE_TRANSFERS, job->event_count, chain_done);
 }

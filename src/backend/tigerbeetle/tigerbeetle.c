@@ -12,8 +12,8 @@
 
 #include "core/clock.h"
 #include "core/retry.h"
-#include "ids.h"
-#include "session.h"
+#include "tbclient/tbc_ids.h"
+#include "tbclient/tbc_session.h"
 #include "tb_backend.h"
 #include "tb_provision.h"
 #include "tigerbeetle.h"
@@ -148,12 +148,12 @@ void tb_options_defaults(struct tb_options *options)
     options->sessions = 4;
 }
 
-static int check_options(const struct tb_options *options, tb_u128 *cluster, char *error,
+static int check_options(const struct tb_options *options, tbc_u128 *cluster, char *error,
                          size_t error_size)
 {
-    if (options->sessions < 1 || options->sessions > TB_SESSIONS_MAX)
-        snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
-    else if (options->cluster == NULL || tb_cluster_parse(options->cluster, cluster) != 0)
+    if (options->sessions < 1 || options->sessions > TBC_SESSIONS_MAX)
+        snprintf(error, error_size, "tb-sessions: must be 1..%d", TBC_SESSIONS_MAX);
+    else if (options->cluster == NULL || tbc_cluster_parse(options->cluster, cluster) != 0)
         snprintf(error, error_size, "tb-cluster: a decimal number below 2^128");
     else if (options->addresses == NULL)
         snprintf(error, error_size, "tb-addresses: required");
@@ -170,7 +170,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
         options = *(const struct tb_options *)options_given;
     else
         tb_options_defaults(&options);
-    tb_u128 cluster;
+    tbc_u128 cluster;
     if (check_options(&options, &cluster, error, error_size) != 0)
         return -1;
     struct tb_backend *b = calloc(1, sizeof *b);
@@ -178,14 +178,14 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
         snprintf(error, error_size, "out of memory");
         return -1;
     }
-    b->base.ops = &tigerbeetle_backend_ops;
+    b->base.ops = &tb_backend_ops;
     b->clock = config->clock;
     b->lease_cache_entries = config->lease_cache_entries;
     b->lease_retention_ms = config->lease_retention_ms;
     b->concurrency_poll_ms = config->concurrency_poll_ms;
     b->decrease_retry_ms = config->decrease_retry_ms;
     b->random_state = retry_jitter_seed();
-    b->operator_id = tb_id_from_label("acct:operator", 13);
+    b->operator_id = tbc_id_from_label("acct:operator", 13);
     pthread_rwlock_init(&b->registry_lock, NULL);
     pthread_mutex_init(&b->lease_lock, NULL);
     pthread_mutex_init(&b->admin_lock, NULL);
@@ -196,8 +196,8 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
         tb_free(b);
         return -1;
     }
-    if (tb_submitter_open(cluster, options.addresses, options.sessions, &b->submitter, error,
-                          error_size) != 0) {
+    if (tbc_submitter_open(cluster, options.addresses, options.sessions, &b->submitter, error,
+                           error_size) != 0) {
         tb_free(b);
         return -1;
     }
@@ -211,7 +211,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
      * little so the backend starts ready; an unreachable one does not hold
      * start-up (it connects in the background). */
     int64_t until = clock_monotonic_ms() + TB_OPEN_READY_WAIT_MS;
-    while (!tb_submitter_ready(b->submitter) && clock_monotonic_ms() < until) {
+    while (!tbc_submitter_ready(b->submitter) && clock_monotonic_ms() < until) {
         struct timespec pause = {0, 5 * 1000000L};
         nanosleep(&pause, NULL);
     }
@@ -236,7 +236,7 @@ static void tb_free(struct tb_backend *b)
         nanosleep(&pause, NULL);
     }
     if (b->submitter != NULL)
-        tb_submitter_close(b->submitter);
+        tbc_submitter_close(b->submitter);
     assert(__atomic_load_n(&b->jobs_in_flight, __ATOMIC_ACQUIRE) == 0);
     tb_leases_free(b);
     tb_registry_free(b);
@@ -381,15 +381,15 @@ static void tigerbeetle_release(struct backend *base, const struct release_reque
 
 static bool tigerbeetle_ready(struct backend *base)
 {
-    return tb_submitter_ready(tb_backend_of(base)->submitter);
+    return tbc_submitter_ready(tb_backend_of(base)->submitter);
 }
 
 static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
 {
     struct tb_backend *b = tb_backend_of(base);
     memset(out, 0, sizeof *out);
-    struct tb_submitter_stats s;
-    tb_submitter_stats(b->submitter, &s);
+    struct tbc_submitter_stats s;
+    tbc_submitter_stats(b->submitter, &s);
     out->batches = s.requests;
     out->batched_items = s.items;
     out->overage_denied = __atomic_load_n(&b->overage_denied, __ATOMIC_RELAXED);
@@ -400,7 +400,7 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
      * which; 0 here. */
 }
 
-const struct backend_ops tigerbeetle_backend_ops = {
+const struct backend_ops tb_backend_ops = {
     .name = "tigerbeetle",
     .budget_debt_pooled = true,
     .open = tigerbeetle_open,

@@ -8,13 +8,13 @@
 
 #include "backend/backend.h"
 
-extern const struct backend_ops tigerbeetle_backend_ops;
+extern const struct backend_ops tb_backend_ops;
 
 /* The tigerbeetle backend's own settings (the options argument of its open). */
 struct tb_options {
     const char *cluster;   /* decimal u128 */
     const char *addresses; /* HOST:PORT[,...], every replica of the cluster */
-    uint32_t sessions;     /* client sessions, 1..TB_SESSIONS_MAX */
+    uint32_t sessions;     /* client sessions, 1..TBC_SESSIONS_MAX */
 };
 
 /* The defaults: cluster 0 on 127.0.0.1:3000, 4 sessions. */

@@ -1,4 +1,4 @@
-/* The microbatching submitter (SPEC section 8, "ADR 0005"): a pool of
+/* The microbatching submitter (docs/tigerbeetle.md, "The native client"): a pool of
  * sessions, each on its own thread with at most one request in flight.
  * Work waits in one queue per operation; a free session takes every item
  * that fits into one request (never splitting an item, so never a linked
@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "session.h"
+#include "tbc_batch.h"
+#include "tbc_session.h"
 
-struct tb_submitter;
+struct tbc_submitter;
 
-struct tb_submitter_stats {
+struct tbc_submitter_stats {
     uint64_t requests;      /* data requests answered */
     uint64_t items;         /* items in them */
     uint64_t events;        /* events in them */
@@ -33,36 +33,36 @@ struct tb_submitter_stats {
     uint32_t view; /* the highest view a session has seen: its primary is view % replicas */
 };
 
-/* Starts `sessions` sessions (1..TB_SESSIONS_MAX) against the cluster.
+/* Starts `sessions` sessions (1..TBC_SESSIONS_MAX) against the cluster.
  * Returns 0, or -1 with a reason in error. Connecting happens in the
  * background: open() succeeds while the cluster is down. */
-int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
-                      struct tb_submitter **out, char *error, size_t error_size);
+int tbc_submitter_open(tbc_u128 cluster, const char *addresses, uint32_t sessions,
+                       struct tbc_submitter **out, char *error, size_t error_size);
 /* Stops the sessions; queued items fail as unavailable. */
-void tb_submitter_close(struct tb_submitter *submitter);
+void tbc_submitter_close(struct tbc_submitter *submitter);
 
 /* Queues an item (events checked first: an invalid one fails at once with
- * TB_ITEM_INVALID). done() runs on a session thread, or inside this call
+ * TBC_ITEM_INVALID). done() runs on a session thread, or inside this call
  * when the item fails at once (cluster unreachable, queue full). */
-void tb_submitter_submit(struct tb_submitter *submitter, struct tb_item *item);
+void tbc_submitter_submit(struct tbc_submitter *submitter, struct tbc_item *item);
 
 /* Blocking: submits and waits until done. Returns the item's status. */
-enum tb_item_status tb_submitter_call(struct tb_submitter *submitter, struct tb_item *item);
+enum tbc_item_status tbc_submitter_call(struct tbc_submitter *submitter, struct tbc_item *item);
 
 /* The most events of this operation one item may carry now (it shrinks
  * when a 0.17 server announces a small batch_size_limit). */
-uint32_t tb_submitter_events_max(struct tb_submitter *submitter, uint8_t operation);
+uint32_t tbc_submitter_events_max(struct tbc_submitter *submitter, uint8_t operation);
 
 /* At least one session registered and connected. */
-bool tb_submitter_ready(struct tb_submitter *submitter);
+bool tbc_submitter_ready(struct tbc_submitter *submitter);
 
 /* The dialect of the registered sessions (0.15 until one registered). */
-enum tb_dialect tb_submitter_dialect(struct tb_submitter *submitter);
+enum tbc_dialect tbc_submitter_dialect(struct tbc_submitter *submitter);
 
 /* The cluster's clock (nanoseconds since the epoch), estimated from the
  * last reply's timestamp plus the local time since; 0 before any reply. */
-uint64_t tb_submitter_cluster_time_ns(struct tb_submitter *submitter);
+uint64_t tbc_submitter_cluster_time_ns(struct tbc_submitter *submitter);
 
-void tb_submitter_stats(struct tb_submitter *submitter, struct tb_submitter_stats *out);
+void tbc_submitter_stats(struct tbc_submitter *submitter, struct tbc_submitter_stats *out);
 
 #endif

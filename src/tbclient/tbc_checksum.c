@@ -3,7 +3,7 @@
  * portable AES round for CPUs without it. Both follow the CFRG draft:
  * init, absorb 32-byte blocks as associated data, finalize with the
  * length, tag = S0 ^ S1 ^ ... ^ S6. */
-#include "checksum.h"
+#include "tbc_checksum.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -11,7 +11,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define TB_HAVE_AESNI 1
+#define TBC_HAVE_AESNI 1
 #endif
 
 /* The AEGIS constants C0 (Fibonacci bytes) and C1. */
@@ -123,7 +123,7 @@ static void length_block(uint8_t block[16], size_t size)
         block[i] = (uint8_t)(bits >> (8 * i));
 }
 
-tb_u128 tb_checksum_portable(const void *data, size_t size)
+tbc_u128 tbc_checksum_portable(const void *data, size_t size)
 {
     pthread_once(&aes_sbox_once, aes_sbox_init);
     static const uint8_t zero[16];
@@ -159,14 +159,14 @@ tb_u128 tb_checksum_portable(const void *data, size_t size)
     memcpy(tag, st.s[0], 16);
     for (int i = 1; i < 7; i++)
         xor16(tag, tag, st.s[i]);
-    tb_u128 result;
+    tbc_u128 result;
     memcpy(&result, tag, 16);
     return result;
 }
 
 /* ---- AES-NI ---- */
 
-#ifdef TB_HAVE_AESNI
+#ifdef TBC_HAVE_AESNI
 
 #define AESNI __attribute__((target("aes,sse2")))
 
@@ -187,7 +187,7 @@ AESNI static inline void hardware_update(struct aegis_hardware *st, __m128i m0, 
     st->s[0] = _mm_xor_si128(_mm_aesenc_si128(s7, st->s[0]), m0);
 }
 
-AESNI static tb_u128 checksum_aesni(const void *data, size_t size)
+AESNI static tbc_u128 checksum_aesni(const void *data, size_t size)
 {
     const __m128i c0 = _mm_loadu_si128((const __m128i *)aegis_c0);
     const __m128i c1 = _mm_loadu_si128((const __m128i *)aegis_c1);
@@ -218,12 +218,12 @@ AESNI static tb_u128 checksum_aesni(const void *data, size_t size)
     __m128i tag = st.s[0];
     for (int i = 1; i < 7; i++)
         tag = _mm_xor_si128(tag, st.s[i]);
-    tb_u128 result;
+    tbc_u128 result;
     _mm_storeu_si128((__m128i *)&result, tag);
     return result;
 }
 
-bool tb_checksum_hardware_available(void)
+bool tbc_checksum_hardware_available(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("aes") != 0;
@@ -231,24 +231,24 @@ bool tb_checksum_hardware_available(void)
 
 #else
 
-static tb_u128 checksum_aesni(const void *data, size_t size)
+static tbc_u128 checksum_aesni(const void *data, size_t size)
 {
     (void)data;
     (void)size;
     assert(!"AES-NI is x86 only");
-    return tb_u128_make(0, 0);
+    return tbc_u128_make(0, 0);
 }
 
-bool tb_checksum_hardware_available(void)
+bool tbc_checksum_hardware_available(void)
 {
     return false;
 }
 
 #endif
 
-tb_u128 tb_checksum_hardware(const void *data, size_t size)
+tbc_u128 tbc_checksum_hardware(const void *data, size_t size)
 {
-    assert(tb_checksum_hardware_available());
+    assert(tbc_checksum_hardware_available());
     return checksum_aesni(data, size);
 }
 
@@ -257,11 +257,11 @@ static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose_implementation(void)
 {
-    use_hardware = tb_checksum_hardware_available();
+    use_hardware = tbc_checksum_hardware_available();
 }
 
-tb_u128 tb_checksum(const void *data, size_t size)
+tbc_u128 tbc_checksum(const void *data, size_t size)
 {
     pthread_once(&choose_once, choose_implementation);
-    return use_hardware ? checksum_aesni(data, size) : tb_checksum_portable(data, size);
+    return use_hardware ? checksum_aesni(data, size) : tbc_checksum_portable(data, size);
 }

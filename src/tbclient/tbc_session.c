@@ -16,7 +16,7 @@
  * - an eviction (from the primary of our view or a newer one) ends the
  *   session; the next ready() registers a new one with a new client id (an
  *   id is never reused for a new session). */
-#include "session.h"
+#include "tbc_session.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -31,15 +31,15 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "ids.h"
-#include "message.h"
+#include "tbc_ids.h"
+#include "tbc_message.h"
 
 /* Reconnects wait min + jitter, the jitter's range doubling with each
  * failure up to max - min (as TigerBeetle's message bus does). */
 #define RECONNECT_BACKOFF_MS_MIN 20
 #define RECONNECT_BACKOFF_MS_MAX 500
 
-/* Statistics are read by other threads (tb_submitter_stats). */
+/* Statistics are read by other threads (tbc_submitter_stats). */
 #define COUNT(field) __atomic_fetch_add(&(field), 1, __ATOMIC_RELAXED)
 
 enum receive_event {
@@ -82,7 +82,7 @@ static bool trace_enabled(void)
         }                                                                                          \
     } while (0)
 
-static uint64_t next_random(struct tb_session *s)
+static uint64_t next_random(struct tbc_session *s)
 {
     /* xorshift64: jitter and the hedge's replica need no more */
     uint64_t x = s->random;
@@ -93,35 +93,35 @@ static uint64_t next_random(struct tb_session *s)
     return x;
 }
 
-static uint32_t primary(const struct tb_session *s)
+static uint32_t primary(const struct tbc_session *s)
 {
     return s->view % s->address_count;
 }
 
-int tb_session_init(struct tb_session *s, tb_u128 cluster, const struct tb_address *addresses,
-                    uint32_t address_count)
+int tbc_session_init(struct tbc_session *s, tbc_u128 cluster, const struct tbc_address *addresses,
+                     uint32_t address_count)
 {
-    assert(address_count >= 1 && address_count <= TB_REPLICAS_MAX);
+    assert(address_count >= 1 && address_count <= TBC_REPLICAS_MAX);
     memset(s, 0, sizeof *s);
     s->cluster = cluster;
     s->addresses = addresses;
     s->address_count = address_count;
-    s->release_hint = TB_RELEASE_0_15_3;
-    for (uint32_t i = 0; i < TB_REPLICAS_MAX; i++)
+    s->release_hint = TBC_RELEASE_0_15_3;
+    for (uint32_t i = 0; i < TBC_REPLICAS_MAX; i++)
         s->connections[i].fd = -1;
-    s->client = tb_id_random();
+    s->client = tbc_id_random();
     s->random = (s->client.low ^ s->client.high) | 1;
-    s->batch_size_limit = TB_BODY_SIZE_MAX;
-    s->send = aligned_alloc(16, TB_MESSAGE_SIZE_MAX);
+    s->batch_size_limit = TBC_BODY_SIZE_MAX;
+    s->send = aligned_alloc(16, TBC_MESSAGE_SIZE_MAX);
     if (s->send == NULL)
         return -1;
     return 0;
 }
 
-void tb_session_free(struct tb_session *s)
+void tbc_session_free(struct tbc_session *s)
 {
-    tb_session_disconnect(s);
-    for (uint32_t i = 0; i < TB_REPLICAS_MAX; i++) {
+    tbc_session_disconnect(s);
+    for (uint32_t i = 0; i < TBC_REPLICAS_MAX; i++) {
         free(s->connections[i].receive);
         free(s->connections[i].out);
         s->connections[i].receive = s->connections[i].out = NULL;
@@ -130,17 +130,17 @@ void tb_session_free(struct tb_session *s)
     s->send = NULL;
 }
 
-uint8_t *tb_session_body(struct tb_session *s)
+uint8_t *tbc_session_body(struct tbc_session *s)
 {
-    return s->send + TB_HEADER_SIZE;
+    return s->send + TBC_HEADER_SIZE;
 }
 
-static bool connected(const struct tb_connection *c)
+static bool connected(const struct tbc_connection *c)
 {
     return c->fd >= 0 && !c->connecting;
 }
 
-static bool any_connected(const struct tb_session *s)
+static bool any_connected(const struct tbc_session *s)
 {
     for (uint32_t i = 0; i < s->address_count; i++) {
         if (connected(&s->connections[i]))
@@ -150,9 +150,9 @@ static bool any_connected(const struct tb_session *s)
 }
 
 /* Closes a connection; the next attempt waits for the backoff. */
-static void connection_close(struct tb_session *s, uint32_t replica)
+static void connection_close(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     if (c->fd >= 0) {
         TRACE(s, "closed connection to replica %u", replica);
         close(c->fd);
@@ -172,7 +172,7 @@ static void connection_close(struct tb_session *s, uint32_t replica)
     c->connect_failures++;
 }
 
-void tb_session_disconnect(struct tb_session *s)
+void tbc_session_disconnect(struct tbc_session *s)
 {
     for (uint32_t i = 0; i < s->address_count; i++) {
         connection_close(s, i);
@@ -201,9 +201,9 @@ static int send_some(int fd, const uint8_t *data, uint32_t size, uint32_t *sent)
 }
 
 /* Writes what a full socket left of the last message. */
-static void connection_flush(struct tb_session *s, uint32_t replica)
+static void connection_flush(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     assert(c->out_sent <= c->out_fill);
     if (c->out_sent == c->out_fill)
         return;
@@ -222,12 +222,12 @@ static void connection_flush(struct tb_session *s, uint32_t replica)
  * connection still draining an earlier message (a stopped replica) drops
  * this one: messages never interleave, and the protocol resends what
  * matters. true when the message went out or is queued. */
-static bool connection_send(struct tb_session *s, uint32_t replica, const uint8_t *data,
+static bool connection_send(struct tbc_session *s, uint32_t replica, const uint8_t *data,
                             uint32_t size)
 {
     assert(replica < s->address_count);
-    assert(size >= TB_HEADER_SIZE && size <= TB_MESSAGE_SIZE_MAX);
-    struct tb_connection *c = &s->connections[replica];
+    assert(size >= TBC_HEADER_SIZE && size <= TBC_MESSAGE_SIZE_MAX);
+    struct tbc_connection *c = &s->connections[replica];
     if (!connected(c))
         return false;
     connection_flush(s, replica);
@@ -241,7 +241,7 @@ static bool connection_send(struct tb_session *s, uint32_t replica, const uint8_
     if (sent == size)
         return true;
     if (c->out == NULL)
-        c->out = malloc(TB_MESSAGE_SIZE_MAX);
+        c->out = malloc(TBC_MESSAGE_SIZE_MAX);
     if (c->out == NULL) {
         connection_close(s, replica); /* half a message sent: the stream is lost */
         return false;
@@ -252,21 +252,21 @@ static bool connection_send(struct tb_session *s, uint32_t replica, const uint8_
     return true;
 }
 
-static uint32_t ping_release(const struct tb_session *s)
+static uint32_t ping_release(const struct tbc_session *s)
 {
     if (s->registered)
         return s->release;
     return s->server_release != 0 ? s->server_release : s->release_hint;
 }
 
-static void send_ping(struct tb_session *s, uint32_t replica)
+static void send_ping(struct tbc_session *s, uint32_t replica)
 {
-    uint8_t header[TB_HEADER_SIZE];
-    tb_message_ping_client(header, s->cluster, ping_release(s), s->client);
-    connection_send(s, replica, header, TB_HEADER_SIZE);
+    uint8_t header[TBC_HEADER_SIZE];
+    tbc_message_ping_client(header, s->cluster, ping_release(s), s->client);
+    connection_send(s, replica, header, TBC_HEADER_SIZE);
 }
 
-static void ping_all(struct tb_session *s)
+static void ping_all(struct tbc_session *s)
 {
     for (uint32_t i = 0; i < s->address_count; i++)
         send_ping(s, i);
@@ -274,7 +274,7 @@ static void ping_all(struct tb_session *s)
 
 /* The in-flight request to the primary of the view we know and, when
  * `other` is not the primary, to that replica too. */
-static void send_request_to(struct tb_session *s, uint32_t other)
+static void send_request_to(struct tbc_session *s, uint32_t other)
 {
     assert(s->in_flight);
     uint32_t to = primary(s);
@@ -288,7 +288,7 @@ static void send_request_to(struct tb_session *s, uint32_t other)
 }
 
 /* Another replica than the primary, for a hedged send. */
-static uint32_t random_backup(struct tb_session *s)
+static uint32_t random_backup(struct tbc_session *s)
 {
     if (s->address_count == 1)
         return 0;
@@ -300,9 +300,9 @@ static uint32_t random_backup(struct tb_session *s)
  * (that server's own client hedges every send: a backup forwards it to the
  * primary, which helps when only the link to the primary is down); and to
  * a backup as well whenever the primary has no connection. */
-static void send_request_first(struct tb_session *s)
+static void send_request_first(struct tbc_session *s)
 {
-    bool hedge = s->dialect == TB_DIALECT_0_17 || !connected(&s->connections[primary(s)]);
+    bool hedge = s->dialect == TBC_DIALECT_0_17 || !connected(&s->connections[primary(s)]);
     send_request_to(s, hedge ? random_backup(s) : primary(s));
 }
 
@@ -312,7 +312,7 @@ static void send_request_first(struct tb_session *s)
  * 0.15.3's own rule): once that replica is in a newer view it either is
  * the new primary or forwards the request there. Pings go to every replica
  * so that the next send knows the new view. */
-static void send_request_again(struct tb_session *s)
+static void send_request_again(struct tbc_session *s)
 {
     s->retransmit_attempts++;
     uint32_t other = (s->view + s->retransmit_attempts) % s->address_count;
@@ -324,9 +324,9 @@ static void send_request_again(struct tb_session *s)
 
 /* A connection came up: ping first (0.15.3 identifies the connection by
  * it), then the request in flight again if this is its primary. */
-static void connection_up(struct tb_session *s, uint32_t replica)
+static void connection_up(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -342,13 +342,13 @@ static void connection_up(struct tb_session *s, uint32_t replica)
 }
 
 /* Starts a non-blocking connect to a replica. */
-static void connection_start(struct tb_session *s, uint32_t replica)
+static void connection_start(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     assert(c->fd < 0);
     if (c->receive == NULL)
-        c->receive = aligned_alloc(16, TB_MESSAGE_SIZE_MAX);
-    const struct tb_address *address = &s->addresses[replica];
+        c->receive = aligned_alloc(16, TBC_MESSAGE_SIZE_MAX);
+    const struct tbc_address *address = &s->addresses[replica];
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *found = NULL;
     if (c->receive == NULL || getaddrinfo(address->host, address->port, &hints, &found) != 0 ||
@@ -371,9 +371,9 @@ static void connection_start(struct tb_session *s, uint32_t replica)
 }
 
 /* A connect in progress became writable: it either succeeded or failed. */
-static void connection_finish(struct tb_session *s, uint32_t replica)
+static void connection_finish(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     int error = 0;
     socklen_t length = sizeof error;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0)
@@ -384,32 +384,32 @@ static void connection_finish(struct tb_session *s, uint32_t replica)
 
 /* Starts the connects that are due, gives up on slow ones, and pings every
  * replica when the keepalive is due. Returns when it next has work. */
-static int64_t maintain(struct tb_session *s, int64_t now)
+static int64_t maintain(struct tbc_session *s, int64_t now)
 {
     int64_t next = INT64_MAX;
     for (uint32_t i = 0; i < s->address_count; i++) {
-        struct tb_connection *c = &s->connections[i];
+        struct tbc_connection *c = &s->connections[i];
         if (c->fd < 0 && now >= c->reconnect_after_ms)
             connection_start(s, i);
-        if (c->connecting && now - c->connect_started_ms >= TB_CONNECT_TIMEOUT_MS)
+        if (c->connecting && now - c->connect_started_ms >= TBC_CONNECT_TIMEOUT_MS)
             connection_close(s, i);
         if (c->fd < 0)
             next = earliest(next, c->reconnect_after_ms);
         else if (c->connecting)
-            next = earliest(next, c->connect_started_ms + TB_CONNECT_TIMEOUT_MS);
+            next = earliest(next, c->connect_started_ms + TBC_CONNECT_TIMEOUT_MS);
     }
     if (s->registered && now >= s->ping_at_ms) {
         ping_all(s);
-        s->ping_at_ms = now + TB_PING_INTERVAL_MS;
+        s->ping_at_ms = now + TBC_PING_INTERVAL_MS;
     }
     if (s->registered)
         next = earliest(next, s->ping_at_ms);
     return next;
 }
 
-static void learn_view(struct tb_session *s, const uint8_t *header)
+static void learn_view(struct tbc_session *s, const uint8_t *header)
 {
-    uint32_t view = tb_message_view(header);
+    uint32_t view = tbc_message_view(header);
     if (view > s->view) {
         TRACE(s, "view %u -> %u (primary replica %u)", s->view, view, view % s->address_count);
         s->view = view;
@@ -421,37 +421,38 @@ static void learn_view(struct tb_session *s, const uint8_t *header)
     }
 }
 
-static void handle_register_reply(struct tb_session *s, const struct tb_reply_fields *reply,
+static void handle_register_reply(struct tbc_session *s, const struct tbc_reply_fields *reply,
                                   const uint8_t *body, uint32_t body_size)
 {
     s->session = reply->commit;
     s->registered = true;
     s->in_flight_register = false;
-    s->batch_size_limit = TB_BODY_SIZE_MAX;
-    if (s->dialect == TB_DIALECT_0_17 && body_size >= 4) {
-        /* RegisterResult.batch_size_limit (brief 5.6); 0 on releases that
+    s->batch_size_limit = TBC_BODY_SIZE_MAX;
+    if (s->dialect == TBC_DIALECT_0_17 && body_size >= 4) {
+        /* RegisterResult.batch_size_limit (docs/tigerbeetle-protocol.md,
+         * "Operations and batch limits"); 0 on releases that
          * do not announce one. */
-        uint32_t limit = tb_get_u32(body);
-        if (limit >= TB_BATCH_SIZE_LIMIT_MIN && limit <= TB_BODY_SIZE_MAX)
+        uint32_t limit = tbc_get_u32(body);
+        if (limit >= TBC_BATCH_SIZE_LIMIT_MIN && limit <= TBC_BODY_SIZE_MAX)
             s->batch_size_limit = limit;
     }
     COUNT(s->stats.registrations);
 }
 
-static enum receive_event handle_reply(struct tb_session *s, uint32_t replica,
+static enum receive_event handle_reply(struct tbc_session *s, uint32_t replica,
                                        const uint8_t *message)
 {
-    struct tb_reply_fields reply;
-    tb_message_reply_read(message, &reply);
-    if (!s->in_flight || !tb_u128_equal(reply.client, s->client) || reply.request != s->request)
+    struct tbc_reply_fields reply;
+    tbc_message_reply_read(message, &reply);
+    if (!s->in_flight || !tbc_u128_equal(reply.client, s->client) || reply.request != s->request)
         return RECEIVE_NOTHING; /* a late duplicate of an earlier reply */
-    if (!tb_u128_equal(reply.request_checksum, s->in_flight_checksum))
+    if (!tbc_u128_equal(reply.request_checksum, s->in_flight_checksum))
         return RECEIVE_NOTHING;
     learn_view(s, message);
     s->parent = reply.context;
     s->in_flight = false;
-    const uint8_t *body = message + TB_HEADER_SIZE;
-    uint32_t body_size = tb_message_size(message) - TB_HEADER_SIZE;
+    const uint8_t *body = message + TBC_HEADER_SIZE;
+    uint32_t body_size = tbc_message_size(message) - TBC_HEADER_SIZE;
     if (s->in_flight_register)
         handle_register_reply(s, &reply, body, body_size);
     s->reply_body = body;
@@ -461,27 +462,27 @@ static enum receive_event handle_reply(struct tb_session *s, uint32_t replica,
     return RECEIVE_REPLY;
 }
 
-static enum receive_event handle_message(struct tb_session *s, uint32_t replica,
+static enum receive_event handle_message(struct tbc_session *s, uint32_t replica,
                                          const uint8_t *message)
 {
     TRACE(s, "from replica %u: command %u size %u view %u release %u", replica,
-          tb_message_command(message), tb_message_size(message), tb_message_view(message),
-          tb_message_release(message));
-    switch (tb_message_command(message)) {
-    case TB_COMMAND_PONG_CLIENT:
+          tbc_message_command(message), tbc_message_size(message), tbc_message_view(message),
+          tbc_message_release(message));
+    switch (tbc_message_command(message)) {
+    case TBC_COMMAND_PONG_CLIENT:
         learn_view(s, message);
-        s->server_release = tb_message_release(message);
+        s->server_release = tbc_message_release(message);
         return RECEIVE_PONG;
-    case TB_COMMAND_EVICTION:
-        if (!tb_u128_equal(tb_message_eviction_client(message), s->client))
+    case TBC_COMMAND_EVICTION:
+        if (!tbc_u128_equal(tbc_message_eviction_client(message), s->client))
             return RECEIVE_NOTHING;
-        if (tb_message_view(message) < s->view)
+        if (tbc_message_view(message) < s->view)
             return RECEIVE_NOTHING; /* from an old view: ignored, as the official client does */
-        learn_view(s, message); /* the next session starts from it */
-        s->server_release = tb_message_release(message);
-        s->last_eviction_reason = tb_message_eviction_reason(message);
+        learn_view(s, message);     /* the next session starts from it */
+        s->server_release = tbc_message_release(message);
+        s->last_eviction_reason = tbc_message_eviction_reason(message);
         return RECEIVE_EVICTED;
-    case TB_COMMAND_REPLY:
+    case TBC_COMMAND_REPLY:
         return handle_reply(s, replica, message);
     default:
         return RECEIVE_NOTHING; /* replica-to-replica traffic is none of ours */
@@ -491,22 +492,23 @@ static enum receive_event handle_message(struct tb_session *s, uint32_t replica,
 /* Consumes whole messages at the front of a connection's buffer. A reply
  * or eviction stops it (the reply body stays in place until the next
  * read). */
-static enum receive_event process_buffer(struct tb_session *s, uint32_t replica, uint32_t *consumed)
+static enum receive_event process_buffer(struct tbc_session *s, uint32_t replica,
+                                         uint32_t *consumed)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     enum receive_event last = RECEIVE_NOTHING;
     uint32_t at = 0;
-    while (c->receive_fill - at >= TB_HEADER_SIZE) {
+    while (c->receive_fill - at >= TBC_HEADER_SIZE) {
         const uint8_t *message = c->receive + at;
-        int verified = tb_message_header_verify(message, s->cluster);
-        if (verified != TB_MESSAGE_OK) {
+        int verified = tbc_message_header_verify(message, s->cluster);
+        if (verified != TBC_MESSAGE_OK) {
             TRACE(s, "bad header from replica %u (%d): dropping the connection", replica, verified);
             return RECEIVE_LOST;
         }
-        uint32_t size = tb_message_size(message);
+        uint32_t size = tbc_message_size(message);
         if (c->receive_fill - at < size)
             break;
-        if (tb_message_body_verify(message) != TB_MESSAGE_OK)
+        if (tbc_message_body_verify(message) != TBC_MESSAGE_OK)
             return RECEIVE_LOST;
         at += size;
         enum receive_event event = handle_message(s, replica, message);
@@ -521,7 +523,7 @@ static enum receive_event process_buffer(struct tb_session *s, uint32_t replica,
     return last;
 }
 
-static void compact(struct tb_connection *c, uint32_t consumed)
+static void compact(struct tbc_connection *c, uint32_t consumed)
 {
     assert(consumed <= c->receive_fill);
     memmove(c->receive, c->receive + consumed, c->receive_fill - consumed);
@@ -530,9 +532,9 @@ static void compact(struct tb_connection *c, uint32_t consumed)
 
 /* Handles what sits in a connection's buffer; a reply's (or eviction's)
  * bytes stay until the next pump. */
-static enum receive_event drain(struct tb_session *s, uint32_t replica)
+static enum receive_event drain(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     uint32_t consumed = 0;
     enum receive_event event = process_buffer(s, replica, &consumed);
     if (event == RECEIVE_LOST) {
@@ -546,12 +548,13 @@ static enum receive_event drain(struct tb_session *s, uint32_t replica)
 }
 
 /* Reads what a connection has and handles it. */
-static enum receive_event connection_read(struct tb_session *s, uint32_t replica)
+static enum receive_event connection_read(struct tbc_session *s, uint32_t replica)
 {
-    struct tb_connection *c = &s->connections[replica];
+    struct tbc_connection *c = &s->connections[replica];
     assert(c->reply_consumed == 0);
-    assert(c->receive_fill < TB_MESSAGE_SIZE_MAX); /* a whole message would have been handled */
-    ssize_t n = recv(c->fd, c->receive + c->receive_fill, TB_MESSAGE_SIZE_MAX - c->receive_fill, 0);
+    assert(c->receive_fill < TBC_MESSAGE_SIZE_MAX); /* a whole message would have been handled */
+    ssize_t n =
+        recv(c->fd, c->receive + c->receive_fill, TBC_MESSAGE_SIZE_MAX - c->receive_fill, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return RECEIVE_NOTHING;
     if (n <= 0) {
@@ -564,10 +567,10 @@ static enum receive_event connection_read(struct tb_session *s, uint32_t replica
 }
 
 /* The last reply's bytes are no longer needed once the caller comes back. */
-static void release_reply(struct tb_session *s)
+static void release_reply(struct tbc_session *s)
 {
     for (uint32_t i = 0; i < s->address_count; i++) {
-        struct tb_connection *c = &s->connections[i];
+        struct tbc_connection *c = &s->connections[i];
         if (c->reply_consumed > 0) {
             compact(c, c->reply_consumed);
             c->reply_consumed = 0;
@@ -578,7 +581,7 @@ static void release_reply(struct tb_session *s)
 /* Messages already buffered first (a reply stops handling midway), then
  * one poll() over every connection until until_ms or the next connect,
  * connect timeout or ping. Returns at the first reply or eviction. */
-static enum receive_event pump(struct tb_session *s, int64_t until_ms)
+static enum receive_event pump(struct tbc_session *s, int64_t until_ms)
 {
     release_reply(s);
     enum receive_event seen = RECEIVE_NOTHING;
@@ -593,11 +596,11 @@ static enum receive_event pump(struct tb_session *s, int64_t until_ms)
     }
     int64_t now = now_ms();
     int64_t wait = earliest(until_ms, maintain(s, now)) - now;
-    struct pollfd polls[TB_REPLICAS_MAX];
-    uint32_t replicas[TB_REPLICAS_MAX];
+    struct pollfd polls[TBC_REPLICAS_MAX];
+    uint32_t replicas[TBC_REPLICAS_MAX];
     nfds_t count = 0;
     for (uint32_t i = 0; i < s->address_count; i++) {
-        const struct tb_connection *c = &s->connections[i];
+        const struct tbc_connection *c = &s->connections[i];
         if (c->fd < 0)
             continue;
         short events = c->connecting ? POLLOUT : POLLIN;
@@ -612,7 +615,7 @@ static enum receive_event pump(struct tb_session *s, int64_t until_ms)
         return seen;
     for (nfds_t k = 0; k < count; k++) {
         uint32_t i = replicas[k];
-        struct tb_connection *c = &s->connections[i];
+        struct tbc_connection *c = &s->connections[i];
         if (polls[k].revents == 0 || c->fd != polls[k].fd)
             continue;
         if (c->connecting) {
@@ -634,32 +637,32 @@ static enum receive_event pump(struct tb_session *s, int64_t until_ms)
 
 /* Waits for the in-flight request's reply until deadline_ms, resending it
  * on a timer (moving on to other replicas) and after a reconnect. */
-static int wait_reply(struct tb_session *s, int64_t deadline_ms)
+static int wait_reply(struct tbc_session *s, int64_t deadline_ms)
 {
     for (;;) {
         int64_t now = now_ms();
-        if (now - s->in_flight_since_ms > TB_STALE_REQUEST_MS_MAX) {
+        if (now - s->in_flight_since_ms > TBC_STALE_REQUEST_MS_MAX) {
             s->dead = true; /* give the session up; its request's fate stays unknown */
-            return TB_SESSION_TIMEOUT;
+            return TBC_SESSION_TIMEOUT;
         }
         if (now >= deadline_ms)
-            return TB_SESSION_TIMEOUT;
+            return TBC_SESSION_TIMEOUT;
         if (now >= s->retransmit_at_ms) {
             COUNT(s->stats.retransmissions);
             send_request_again(s);
             s->retransmit_interval_ms *= 2;
-            if (s->retransmit_interval_ms > TB_RETRANSMIT_MS_MAX)
-                s->retransmit_interval_ms = TB_RETRANSMIT_MS_MAX;
+            if (s->retransmit_interval_ms > TBC_RETRANSMIT_MS_MAX)
+                s->retransmit_interval_ms = TBC_RETRANSMIT_MS_MAX;
             s->retransmit_at_ms = now + s->retransmit_interval_ms;
         }
         switch (pump(s, earliest(s->retransmit_at_ms, deadline_ms))) {
         case RECEIVE_REPLY:
-            return TB_SESSION_OK;
+            return TBC_SESSION_OK;
         case RECEIVE_EVICTED:
             COUNT(s->stats.evictions);
             s->in_flight = false;
             s->dead = true;
-            return TB_SESSION_EVICTED;
+            return TBC_SESSION_EVICTED;
         default:
             break;
         }
@@ -667,9 +670,9 @@ static int wait_reply(struct tb_session *s, int64_t deadline_ms)
 }
 
 /* Seals the request in s->send and puts it on the wire. */
-static void start_request(struct tb_session *s, uint8_t operation, uint32_t body_size)
+static void start_request(struct tbc_session *s, uint8_t operation, uint32_t body_size)
 {
-    struct tb_request_fields fields = {
+    struct tbc_request_fields fields = {
         .cluster = s->cluster,
         .view = s->view,
         .release = s->release,
@@ -679,14 +682,14 @@ static void start_request(struct tb_session *s, uint8_t operation, uint32_t body
         .request = s->request,
         .operation = operation,
     };
-    tb_message_request(s->send, &fields, body_size);
-    s->send_size = TB_HEADER_SIZE + body_size;
+    tbc_message_request(s->send, &fields, body_size);
+    s->send_size = TBC_HEADER_SIZE + body_size;
     s->in_flight = true;
-    s->in_flight_checksum = tb_message_checksum(s->send);
+    s->in_flight_checksum = tbc_message_checksum(s->send);
     int64_t now = now_ms();
     s->in_flight_since_ms = now;
-    s->retransmit_interval_ms = TB_RETRANSMIT_MS_MIN;
-    s->retransmit_at_ms = now + TB_RETRANSMIT_MS_MIN;
+    s->retransmit_interval_ms = TBC_RETRANSMIT_MS_MIN;
+    s->retransmit_at_ms = now + TBC_RETRANSMIT_MS_MIN;
     s->retransmit_attempts = 0;
     COUNT(s->stats.requests);
     TRACE(s, "request %u operation %u size %u view %u", s->request, operation, s->send_size,
@@ -695,66 +698,67 @@ static void start_request(struct tb_session *s, uint8_t operation, uint32_t body
 }
 
 /* Connects (in the background) until some replica is connected. */
-static int wait_connected(struct tb_session *s, int64_t deadline_ms)
+static int wait_connected(struct tbc_session *s, int64_t deadline_ms)
 {
     while (!any_connected(s)) {
         if (now_ms() >= deadline_ms)
-            return TB_SESSION_DISCONNECTED;
+            return TBC_SESSION_DISCONNECTED;
         if (pump(s, deadline_ms) == RECEIVE_EVICTED) {
             s->dead = true;
-            return TB_SESSION_EVICTED;
+            return TBC_SESSION_EVICTED;
         }
     }
-    return TB_SESSION_OK;
+    return TBC_SESSION_OK;
 }
 
 /* A new client id: every replica has tied the old one to its connection,
  * so the connections start over too. */
-static void new_client(struct tb_session *s)
+static void new_client(struct tbc_session *s)
 {
-    tb_session_disconnect(s);
-    s->client = tb_id_random();
+    tbc_session_disconnect(s);
+    s->client = tbc_id_random();
 }
 
 /* Learns the server's release from a pong (or an eviction of the ping)
  * from any replica; each connection pinged when it came up. */
-static int probe_release(struct tb_session *s, int64_t deadline_ms)
+static int probe_release(struct tbc_session *s, int64_t deadline_ms)
 {
-    int64_t ping_again_ms = now_ms() + TB_RETRANSMIT_MS_MIN;
+    int64_t ping_again_ms = now_ms() + TBC_RETRANSMIT_MS_MIN;
     while (s->server_release == 0) {
         int rc = wait_connected(s, deadline_ms);
-        if (rc != TB_SESSION_OK)
+        if (rc != TBC_SESSION_OK)
             return rc;
         int64_t now = now_ms();
         if (now >= deadline_ms)
-            return TB_SESSION_TIMEOUT;
+            return TBC_SESSION_TIMEOUT;
         if (now >= ping_again_ms) {
             ping_all(s);
-            ping_again_ms = now + TB_RETRANSMIT_MS_MAX;
+            ping_again_ms = now + TBC_RETRANSMIT_MS_MAX;
         }
         if (pump(s, earliest(ping_again_ms, deadline_ms)) == RECEIVE_EVICTED)
             new_client(s); /* the ping's release was out of range: fresh id */
     }
-    return TB_SESSION_OK;
+    return TBC_SESSION_OK;
 }
 
-static void start_register(struct tb_session *s)
+static void start_register(struct tbc_session *s)
 {
     s->release = s->server_release;
-    s->dialect = tb_dialect_for_release(s->server_release);
+    s->dialect = tbc_dialect_for_release(s->server_release);
     s->session = 0;
     s->request = 0;
-    s->parent = tb_u128_make(0, 0);
+    s->parent = tbc_u128_make(0, 0);
     /* 0.15.3 takes no body (one makes the header invalid); 0.16.33+
-     * requires a zeroed 256-byte RegisterRequest (brief 2.2, 6.3). */
-    uint32_t body_size = s->dialect == TB_DIALECT_0_17 ? TB_REGISTER_BODY_SIZE : 0;
-    memset(tb_session_body(s), 0, body_size);
+     * requires a zeroed 256-byte RegisterRequest (docs/tigerbeetle-protocol.md,
+     * "Sessions"). */
+    uint32_t body_size = s->dialect == TBC_DIALECT_0_17 ? TBC_REGISTER_BODY_SIZE : 0;
+    memset(tbc_session_body(s), 0, body_size);
     s->in_flight_register = true;
-    start_request(s, TB_OPERATION_REGISTER, body_size);
+    start_request(s, TBC_OPERATION_REGISTER, body_size);
 }
 
 /* Forgets an evicted or abandoned session: the next one gets a new id. */
-static void reset_session(struct tb_session *s)
+static void reset_session(struct tbc_session *s)
 {
     new_client(s);
     s->registered = false;
@@ -766,30 +770,30 @@ static void reset_session(struct tb_session *s)
     s->server_release = 0; /* probe again: the server may have been upgraded */
 }
 
-int tb_session_ready(struct tb_session *s, int64_t deadline_ms)
+int tbc_session_ready(struct tbc_session *s, int64_t deadline_ms)
 {
     if (s->dead)
         reset_session(s);
     if (!s->in_flight) {
         int rc = wait_connected(s, deadline_ms);
-        if (rc != TB_SESSION_OK)
+        if (rc != TBC_SESSION_OK)
             return rc;
     }
     if (!s->registered && !s->in_flight) {
         int rc = probe_release(s, deadline_ms);
-        if (rc != TB_SESSION_OK)
+        if (rc != TBC_SESSION_OK)
             return rc;
         start_register(s);
     }
     if (s->in_flight) {
         int rc = wait_reply(s, deadline_ms);
-        if (rc != TB_SESSION_OK)
+        if (rc != TBC_SESSION_OK)
             return rc;
     }
-    return s->registered ? TB_SESSION_OK : TB_SESSION_TIMEOUT;
+    return s->registered ? TBC_SESSION_OK : TBC_SESSION_TIMEOUT;
 }
 
-bool tb_session_alive(struct tb_session *s)
+bool tbc_session_alive(struct tbc_session *s)
 {
     if (!s->registered || s->dead || s->in_flight)
         return false;
@@ -804,13 +808,13 @@ bool tb_session_alive(struct tb_session *s)
     return true;
 }
 
-bool tb_session_connected(const struct tb_session *s)
+bool tbc_session_connected(const struct tbc_session *s)
 {
     return any_connected(s);
 }
 
-int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
-                    int64_t deadline_ms)
+int tbc_session_call(struct tbc_session *s, uint8_t operation, uint32_t body_size,
+                     int64_t deadline_ms)
 {
     assert(s->registered);
     assert(!s->in_flight);
@@ -820,13 +824,13 @@ int tb_session_call(struct tb_session *s, uint8_t operation, uint32_t body_size,
     return wait_reply(s, deadline_ms);
 }
 
-static int parse_one_address(const char *text, size_t length, struct tb_address *out)
+static int parse_one_address(const char *text, size_t length, struct tbc_address *out)
 {
     const char *colon = memrchr(text, ':', length);
     const char *port = colon ? colon + 1 : text;
     size_t port_length = length - (size_t)(port - text);
     size_t host_length = colon ? (size_t)(colon - text) : 0;
-    if (port_length == 0 || port_length >= sizeof out->port || host_length > TB_ADDRESS_LENGTH_MAX)
+    if (port_length == 0 || port_length >= sizeof out->port || host_length > TBC_ADDRESS_LENGTH_MAX)
         return -1;
     for (size_t i = 0; i < port_length; i++) {
         if (port[i] < '0' || port[i] > '9')
@@ -843,15 +847,15 @@ static int parse_one_address(const char *text, size_t length, struct tb_address 
     return 0;
 }
 
-int tb_addresses_parse(const char *text, struct tb_address *out, char *error, size_t error_size)
+int tbc_addresses_parse(const char *text, struct tbc_address *out, char *error, size_t error_size)
 {
     int count = 0;
     const char *at = text;
     for (;;) {
         const char *comma = strchr(at, ',');
         size_t length = comma ? (size_t)(comma - at) : strlen(at);
-        if (count == TB_REPLICAS_MAX) {
-            snprintf(error, error_size, "tb-addresses: at most %d replicas", TB_REPLICAS_MAX);
+        if (count == TBC_REPLICAS_MAX) {
+            snprintf(error, error_size, "tb-addresses: at most %d replicas", TBC_REPLICAS_MAX);
             return -1;
         }
         if (length == 0 || parse_one_address(at, length, &out[count]) != 0) {
@@ -865,10 +869,10 @@ int tb_addresses_parse(const char *text, struct tb_address *out, char *error, si
     }
 }
 
-int tb_cluster_parse(const char *text, tb_u128 *out)
+int tbc_cluster_parse(const char *text, tbc_u128 *out)
 {
     /* Decimal digits into a 128-bit value: value = value * 10 + digit. */
-    tb_u128 value = {0, 0};
+    tbc_u128 value = {0, 0};
     size_t length = strlen(text);
     if (length == 0 || length > 39)
         return -1;

@@ -1,5 +1,5 @@
 /* SHA-256 label ids (OpenSSL libcrypto) and random ids (getrandom). */
-#include "ids.h"
+#include "tbc_ids.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -15,20 +15,20 @@
 #define PREFIX_LENGTH_MAX 40
 #define LABEL_SIZE_MAX (PREFIX_LENGTH_MAX + LEASE_ID_LENGTH_MAX + 1 + LIMIT_KEY_LENGTH_MAX + 32)
 
-tb_u128 tb_id_normalize(tb_u128 id)
+tbc_u128 tbc_id_normalize(tbc_u128 id)
 {
-    if (tb_u128_zero(id) || tb_u128_max(id))
+    if (tbc_u128_zero(id) || tbc_u128_max(id))
         id.low ^= 1;
     return id;
 }
 
-tb_u128 tb_id_from_label(const char *label, size_t length)
+tbc_u128 tbc_id_from_label(const char *label, size_t length)
 {
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)label, length, digest);
-    tb_u128 id;
+    tbc_u128 id;
     memcpy(&id, digest, sizeof id); /* first 16 bytes, little-endian */
-    return tb_id_normalize(id);
+    return tbc_id_normalize(id);
 }
 
 static size_t append(char *label, size_t at, const char *text, size_t length)
@@ -38,17 +38,17 @@ static size_t append(char *label, size_t at, const char *text, size_t length)
     return at + length;
 }
 
-tb_u128 tb_id1(const char *prefix, const char *a, size_t a_length)
+tbc_u128 tbc_id1(const char *prefix, const char *a, size_t a_length)
 {
     char label[LABEL_SIZE_MAX];
     size_t prefix_length = strlen(prefix);
     assert(prefix_length <= PREFIX_LENGTH_MAX);
     size_t at = append(label, 0, prefix, prefix_length);
     at = append(label, at, a, a_length);
-    return tb_id_from_label(label, at);
+    return tbc_id_from_label(label, at);
 }
 
-tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b, size_t b_length)
+tbc_u128 tbc_id2(const char *prefix, const char *a, size_t a_length, const char *b, size_t b_length)
 {
     char label[LABEL_SIZE_MAX];
     size_t prefix_length = strlen(prefix);
@@ -57,11 +57,11 @@ tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b
     at = append(label, at, a, a_length);
     at = append(label, at, "/", 1);
     at = append(label, at, b, b_length);
-    return tb_id_from_label(label, at);
+    return tbc_id_from_label(label, at);
 }
 
-tb_u128 tb_id_period(const char *prefix, int64_t period_start_ms, const char *key,
-                     size_t key_length)
+tbc_u128 tbc_id_period(const char *prefix, int64_t period_start_ms, const char *key,
+                       size_t key_length)
 {
     char label[LABEL_SIZE_MAX];
     size_t prefix_length = strlen(prefix);
@@ -72,12 +72,12 @@ tb_u128 tb_id_period(const char *prefix, int64_t period_start_ms, const char *ke
     assert(n > 0 && (size_t)n < sizeof number);
     at = append(label, at, number, (size_t)n);
     at = append(label, at, key, key_length);
-    return tb_id_from_label(label, at);
+    return tbc_id_from_label(label, at);
 }
 
-tb_u128 tb_id_random(void)
+tbc_u128 tbc_id_random(void)
 {
-    tb_u128 id = {0, 0};
+    tbc_u128 id = {0, 0};
     size_t got = 0;
     /* getrandom of 16 bytes only comes back short on a signal. */
     for (int attempt = 0; attempt < 16 && got < sizeof id; attempt++) {
@@ -86,5 +86,5 @@ tb_u128 tb_id_random(void)
             got += (size_t)n;
     }
     assert(got == sizeof id);
-    return tb_id_normalize(id);
+    return tbc_id_normalize(id);
 }

@@ -9,26 +9,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_types.h"
+#include "tbc_types.h"
 
 /* 0 and 2^128-1 become 1 and 2^128-2 (the lowest bit flipped); any other
  * value is returned as it is. */
-tb_u128 tb_id_normalize(tb_u128 id);
+tbc_u128 tbc_id_normalize(tbc_u128 id);
 
 /* The id of a label of `length` bytes. */
-tb_u128 tb_id_from_label(const char *label, size_t length);
+tbc_u128 tbc_id_from_label(const char *label, size_t length);
 
 /* Builds "<prefix><a>" or "<prefix><a>/<b>" and hashes it. The '/' cannot
  * occur in a lease id, so "lease/key" labels are unambiguous even though
  * both may contain ':' (see docs/tigerbeetle.md). */
-tb_u128 tb_id1(const char *prefix, const char *a, size_t a_length);
-tb_u128 tb_id2(const char *prefix, const char *a, size_t a_length, const char *b, size_t b_length);
+tbc_u128 tbc_id1(const char *prefix, const char *a, size_t a_length);
+tbc_u128 tbc_id2(const char *prefix, const char *a, size_t a_length, const char *b,
+                 size_t b_length);
 
 /* Id of a budget-period account: "<prefix><period_start_ms>:<key>". */
-tb_u128 tb_id_period(const char *prefix, int64_t period_start_ms, const char *key,
-                     size_t key_length);
+tbc_u128 tbc_id_period(const char *prefix, int64_t period_start_ms, const char *key,
+                       size_t key_length);
 
 /* A random nonzero, non-max u128 (client ids, one-off transfer ids). */
-tb_u128 tb_id_random(void);
+tbc_u128 tbc_id_random(void);
 
 #endif

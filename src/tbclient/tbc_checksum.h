@@ -10,16 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_types.h"
+#include "tbc_types.h"
 
 /* The 16 tag bytes, as stored in a header (a little-endian u128). Uses
  * AES-NI when the CPU has it, else a portable AES round. */
-tb_u128 tb_checksum(const void *data, size_t size);
+tbc_u128 tbc_checksum(const void *data, size_t size);
 
 /* The two implementations, exposed so tests can hold them to each other.
- * tb_checksum_hardware asserts the CPU has AES-NI. */
-tb_u128 tb_checksum_portable(const void *data, size_t size);
-tb_u128 tb_checksum_hardware(const void *data, size_t size);
-bool tb_checksum_hardware_available(void);
+ * tbc_checksum_hardware asserts the CPU has AES-NI. */
+tbc_u128 tbc_checksum_portable(const void *data, size_t size);
+tbc_u128 tbc_checksum_hardware(const void *data, size_t size);
+bool tbc_checksum_hardware_available(void);
 
 #endif

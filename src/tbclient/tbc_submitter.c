@@ -1,8 +1,9 @@
 /* Session threads, the per-operation queues, and a monitor thread that
  * fails overdue items, fails everything at once while no session can
  * reach the cluster, and keeps a light request going so a 0.15.3 server
- * runs its pending-transfer expiry (research brief section 7). */
-#include "submitter.h"
+ * runs its pending-transfer expiry (docs/tigerbeetle-protocol.md,
+ * "Pending transfers and expiry"). */
+#include "tbc_submitter.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -11,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "body.h"
+#include "tbc_body.h"
 #include "core/clock.h"
-#include "ids.h"
-#include "tb_bounds.h"
+#include "tbc_ids.h"
+#include "tbc_bounds.h"
 
 #define QUEUE_COUNT 4
 #define MONITOR_INTERVAL_MS 25
@@ -22,22 +23,22 @@
 #define IDLE_WAIT_MS 200
 
 struct queue {
-    struct tb_item *head;
-    struct tb_item *tail;
+    struct tbc_item *head;
+    struct tbc_item *tail;
 };
 
 struct worker {
-    struct tb_submitter *submitter;
+    struct tbc_submitter *submitter;
     pthread_t thread;
-    struct tb_session session;
+    struct tbc_session session;
     bool ready;         /* under the submitter lock */
     bool reachable;     /* under the lock: some replica connected */
     int64_t sent_at_ms; /* under the lock: when its request went out, 0 if none */
 };
 
-struct tb_submitter {
-    tb_u128 cluster;
-    struct tb_address addresses[TB_REPLICAS_MAX];
+struct tbc_submitter {
+    tbc_u128 cluster;
+    struct tbc_address addresses[TBC_REPLICAS_MAX];
     uint32_t address_count;
 
     pthread_mutex_t lock;
@@ -56,7 +57,7 @@ struct tb_submitter {
     uint32_t sessions_reachable;
     int64_t last_reachable_ms; /* monotonic: when a session last reached a replica */
     int64_t last_request_ms;
-    enum tb_dialect dialect;
+    enum tbc_dialect dialect;
     uint32_t server_release;
     uint32_t batch_size_limit; /* smallest announced by a session */
     uint32_t view;             /* highest a session has seen */
@@ -64,12 +65,12 @@ struct tb_submitter {
     uint64_t cluster_time_ns;   /* last reply timestamp */
     int64_t cluster_time_at_ns; /* monotonic ns when it arrived */
 
-    struct tb_submitter_stats stats;
+    struct tbc_submitter_stats stats;
 
     /* the keepalive lookup */
-    struct tb_item keepalive;
-    tb_u128 keepalive_id;
-    uint8_t keepalive_object[TB_EVENT_SIZE];
+    struct tbc_item keepalive;
+    tbc_u128 keepalive_id;
+    uint8_t keepalive_object[TBC_EVENT_SIZE];
     uint8_t keepalive_found;
     bool keepalive_busy;
 
@@ -94,13 +95,13 @@ static bool trace_enabled(void)
 static int queue_index(uint8_t operation)
 {
     switch (operation) {
-    case TB_OPERATION_CREATE_ACCOUNTS:
+    case TBC_OPERATION_CREATE_ACCOUNTS:
         return 0;
-    case TB_OPERATION_CREATE_TRANSFERS:
+    case TBC_OPERATION_CREATE_TRANSFERS:
         return 1;
-    case TB_OPERATION_LOOKUP_ACCOUNTS:
+    case TBC_OPERATION_LOOKUP_ACCOUNTS:
         return 2;
-    case TB_OPERATION_LOOKUP_TRANSFERS:
+    case TBC_OPERATION_LOOKUP_TRANSFERS:
         return 3;
     default:
         return -1;
@@ -108,13 +109,13 @@ static int queue_index(uint8_t operation)
 }
 
 static const uint8_t queue_operation[QUEUE_COUNT] = {
-    TB_OPERATION_CREATE_ACCOUNTS, TB_OPERATION_CREATE_TRANSFERS, TB_OPERATION_LOOKUP_ACCOUNTS,
-    TB_OPERATION_LOOKUP_TRANSFERS};
+    TBC_OPERATION_CREATE_ACCOUNTS, TBC_OPERATION_CREATE_TRANSFERS, TBC_OPERATION_LOOKUP_ACCOUNTS,
+    TBC_OPERATION_LOOKUP_TRANSFERS};
 
-static void answer_list(struct tb_item *list, enum tb_item_status status)
+static void answer_list(struct tbc_item *list, enum tbc_item_status status)
 {
     while (list != NULL) {
-        struct tb_item *next = list->next;
+        struct tbc_item *next = list->next;
         list->next = NULL;
         list->status = status;
         list->done(list);
@@ -122,17 +123,17 @@ static void answer_list(struct tb_item *list, enum tb_item_status status)
     }
 }
 
-static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms, bool patient);
+static bool failing_fast(const struct tbc_submitter *sub, int64_t now_ms, bool patient);
 
 /* Under the lock: every queued item whose deadline passed, or that must
  * fail fast (everything when `all`), unlinked and returned as one list. */
-static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, bool all)
+static struct tbc_item *unlink_overdue(struct tbc_submitter *sub, int64_t now_ms, bool all)
 {
-    struct tb_item *failed = NULL, **failed_tail = &failed;
+    struct tbc_item *failed = NULL, **failed_tail = &failed;
     for (int q = 0; q < QUEUE_COUNT; q++) {
         struct queue *queue = &sub->queues[q];
-        struct tb_item *keep = NULL, **keep_tail = &keep, *last = NULL;
-        for (struct tb_item *item = queue->head, *next; item != NULL; item = next) {
+        struct tbc_item *keep = NULL, **keep_tail = &keep, *last = NULL;
+        for (struct tbc_item *item = queue->head, *next; item != NULL; item = next) {
             next = item->next;
             item->next = NULL;
             if (all || item->deadline_ms <= now_ms || failing_fast(sub, now_ms, item->patient)) {
@@ -157,15 +158,15 @@ static struct tb_item *unlink_overdue(struct tb_submitter *sub, int64_t now_ms, 
  * stopped server) keeps its connections: work waits for its deadline
  * there, since a session may come back with an answer any moment. Patient
  * (admin) work gives a starting or restarting cluster longer. */
-static bool failing_fast(const struct tb_submitter *sub, int64_t now_ms, bool patient)
+static bool failing_fast(const struct tbc_submitter *sub, int64_t now_ms, bool patient)
 {
-    int64_t after_ms = patient ? TB_PATIENT_FAIL_AFTER_MS : TB_FAIL_FAST_AFTER_MS;
+    int64_t after_ms = patient ? TBC_PATIENT_FAIL_AFTER_MS : TBC_FAIL_FAST_AFTER_MS;
     return sub->sessions_reachable == 0 && now_ms - sub->last_reachable_ms > after_ms;
 }
 
-static void set_state(struct tb_submitter *sub, struct worker *w, bool ready)
+static void set_state(struct tbc_submitter *sub, struct worker *w, bool ready)
 {
-    bool reachable = ready || tb_session_connected(&w->session);
+    bool reachable = ready || tbc_session_connected(&w->session);
     pthread_mutex_lock(&sub->lock);
     if (ready != w->ready) {
         w->ready = ready;
@@ -195,18 +196,18 @@ static void set_state(struct tb_submitter *sub, struct worker *w, bool ready)
 }
 
 /* Under the lock: the queue whose head was submitted first. */
-static int oldest_queue(const struct tb_submitter *sub)
+static int oldest_queue(const struct tbc_submitter *sub)
 {
     int best = -1;
     for (int q = 0; q < QUEUE_COUNT; q++) {
-        const struct tb_item *head = sub->queues[q].head;
+        const struct tbc_item *head = sub->queues[q].head;
         if (head != NULL && (best < 0 || head->sequence < sub->queues[best].head->sequence))
             best = q;
     }
     return best;
 }
 
-static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t items,
+static void record_answer(struct tbc_submitter *sub, struct worker *w, uint32_t items,
                           uint32_t events, int64_t started_ns)
 {
     int64_t now_ns = clock_monotonic_ns();
@@ -225,47 +226,47 @@ static void record_answer(struct tb_submitter *sub, struct worker *w, uint32_t i
     pthread_mutex_unlock(&sub->lock);
 }
 
-static void request_over(struct tb_submitter *sub, struct worker *w);
+static void request_over(struct tbc_submitter *sub, struct worker *w);
 
 /* Sends one batch and answers its items. */
-static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operation,
-                      struct tb_item *batch, uint32_t events)
+static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t operation,
+                      struct tbc_item *batch, uint32_t events)
 {
     uint32_t items = 0;
     int64_t deadline_ms = 0;
-    for (struct tb_item *item = batch; item != NULL; item = item->next) {
+    for (struct tbc_item *item = batch; item != NULL; item = item->next) {
         items++;
         /* The latest deadline: a late right answer beats an unknown one. */
         if (item->deadline_ms > deadline_ms)
             deadline_ms = item->deadline_ms;
     }
-    uint8_t *body = tb_session_body(&w->session);
-    uint32_t size = tb_batch_encode(batch, tb_body_event_size(operation), body);
+    uint8_t *body = tbc_session_body(&w->session);
+    uint32_t size = tbc_batch_encode(batch, tbc_body_event_size(operation), body);
     uint32_t bad_index, bad_code;
-    int valid = tb_body_validate(operation, body, size, w->session.batch_size_limit,
-                                 w->session.dialect, &bad_index, &bad_code);
-    assert(valid == TB_BODY_OK); /* every item was checked at submit */
-    assert(tb_item_chains_closed(batch));
+    int valid = tbc_body_validate(operation, body, size, w->session.batch_size_limit,
+                                  w->session.dialect, &bad_index, &bad_code);
+    assert(valid == TBC_BODY_OK); /* every item was checked at submit */
+    assert(tbc_item_chains_closed(batch));
 
     int64_t started_ns = clock_monotonic_ns();
     if (trace_enabled())
         fprintf(stderr, "tb submitter: operation %u, %u items, %u events, waited %.3f ms\n",
                 operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6);
-    int rc = tb_session_call(&w->session, operation, size, deadline_ms);
+    int rc = tbc_session_call(&w->session, operation, size, deadline_ms);
     if (trace_enabled())
         fprintf(stderr, "tb submitter: answered in %.3f ms\n",
                 (double)(clock_monotonic_ns() - started_ns) / 1e6);
-    enum tb_item_status status = TB_ITEM_UNAVAILABLE;
-    if (rc == TB_SESSION_OK) {
+    enum tbc_item_status status = TBC_ITEM_UNAVAILABLE;
+    if (rc == TBC_SESSION_OK) {
         const uint8_t *reply = w->session.reply_body;
         uint32_t reply_size = w->session.reply_body_size;
-        bool create =
-            operation == TB_OPERATION_CREATE_ACCOUNTS || operation == TB_OPERATION_CREATE_TRANSFERS;
-        int mapped = create ? tb_batch_distribute_create(batch, events, reply, reply_size,
-                                                         w->session.reply_timestamp)
-                            : tb_batch_distribute_lookup(batch, reply, reply_size);
+        bool create = operation == TBC_OPERATION_CREATE_ACCOUNTS ||
+                      operation == TBC_OPERATION_CREATE_TRANSFERS;
+        int mapped = create ? tbc_batch_distribute_create(batch, events, reply, reply_size,
+                                                          w->session.reply_timestamp)
+                            : tbc_batch_distribute_lookup(batch, reply, reply_size);
         if (mapped == 0) {
-            status = TB_ITEM_OK;
+            status = TBC_ITEM_OK;
             record_answer(sub, w, items, events, started_ns);
         } else {
             fprintf(stderr, "tigerbeetle: malformed reply to operation %u (%u bytes)\n", operation,
@@ -274,7 +275,7 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
     } else {
         set_state(sub, w, false);
     }
-    if (status != TB_ITEM_OK) {
+    if (status != TBC_ITEM_OK) {
         pthread_mutex_lock(&sub->lock);
         sub->stats.failed_items += items;
         pthread_mutex_unlock(&sub->lock);
@@ -285,7 +286,7 @@ static void run_batch(struct tb_submitter *sub, struct worker *w, uint8_t operat
     request_over(sub, w);
 }
 
-static void wait_ms(struct tb_submitter *sub, int64_t ms)
+static void wait_ms(struct tbc_submitter *sub, int64_t ms)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -297,17 +298,17 @@ static void wait_ms(struct tb_submitter *sub, int64_t ms)
 
 /* Under the lock: whether to send now, or how long to wait (*wait). With
  * nothing in flight work goes at once; with a request out it waits to
- * grow (TB_EAGER_EVENTS, TB_STALL_MS), so load makes batches larger
+ * grow (TBC_EAGER_EVENTS, TBC_STALL_MS), so load makes batches larger
  * rather than requests more numerous. */
 /* Nothing in flight: go, or linger a moment for a burst to gather. */
-static bool send_idle(const struct tb_submitter *sub, int q, int64_t *wait)
+static bool send_idle(const struct tbc_submitter *sub, int q, int64_t *wait)
 {
     uint32_t expected = sub->last_batch_items;
-    if (expected < TB_LINGER_BATCH_MIN || sub->queued_items >= 2 * expected)
+    if (expected < TBC_LINGER_BATCH_MIN || sub->queued_items >= 2 * expected)
         return true;
     int64_t linger_us = sub->last_round_trip_us;
-    if (linger_us > TB_LINGER_US_MAX)
-        linger_us = TB_LINGER_US_MAX;
+    if (linger_us > TBC_LINGER_US_MAX)
+        linger_us = TBC_LINGER_US_MAX;
     int64_t waited_us = (clock_monotonic_ns() - sub->queues[q].head->queued_at_ns) / 1000;
     if (waited_us >= linger_us)
         return true;
@@ -315,7 +316,7 @@ static bool send_idle(const struct tb_submitter *sub, int q, int64_t *wait)
     return false;
 }
 
-static bool send_now(const struct tb_submitter *sub, int64_t *wait)
+static bool send_now(const struct tbc_submitter *sub, int64_t *wait)
 {
     *wait = IDLE_WAIT_MS;
     int q = oldest_queue(sub);
@@ -323,7 +324,7 @@ static bool send_now(const struct tb_submitter *sub, int64_t *wait)
         return false;
     if (sub->in_flight == 0)
         return send_idle(sub, q, wait);
-    if (sub->queued_events >= TB_EAGER_EVENTS)
+    if (sub->queued_events >= TBC_EAGER_EVENTS)
         return true;
     int64_t oldest_ms = INT64_MAX;
     for (uint32_t i = 0; i < sub->worker_count; i++) {
@@ -332,16 +333,16 @@ static bool send_now(const struct tb_submitter *sub, int64_t *wait)
             oldest_ms = at;
     }
     int64_t out_ms = clock_monotonic_ms() - oldest_ms;
-    if (out_ms >= TB_STALL_MS)
+    if (out_ms >= TBC_STALL_MS)
         return true;
-    *wait = TB_STALL_MS - out_ms;
+    *wait = TBC_STALL_MS - out_ms;
     return false;
 }
 
 /* Waits for work; returns the next batch, or NULL when stopping or after
  * IDLE_WAIT_MS without work (then the caller checks its connection). */
-static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, uint8_t *operation,
-                                  uint32_t *events)
+static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, uint8_t *operation,
+                                   uint32_t *events)
 {
     pthread_mutex_lock(&sub->lock);
     int64_t wait = 0;
@@ -360,11 +361,11 @@ static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, ui
     int q = oldest_queue(sub);
     assert(q >= 0);
     *operation = queue_operation[q];
-    uint32_t events_max = tb_body_events_max(*operation, w->session.batch_size_limit);
-    struct tb_item *batch =
-        tb_batch_take(&sub->queues[q].head, &sub->queues[q].tail, events_max, events);
+    uint32_t events_max = tbc_body_events_max(*operation, w->session.batch_size_limit);
+    struct tbc_item *batch =
+        tbc_batch_take(&sub->queues[q].head, &sub->queues[q].tail, events_max, events);
     uint32_t taken = 0;
-    for (struct tb_item *item = batch; item != NULL; item = item->next)
+    for (struct tbc_item *item = batch; item != NULL; item = item->next)
         taken++;
     sub->queued_items -= taken;
     sub->last_batch_items = taken;
@@ -377,7 +378,7 @@ static struct tb_item *next_batch(struct tb_submitter *sub, struct worker *w, ui
 }
 
 /* A request came back (or failed): the next batch may go. */
-static void request_over(struct tb_submitter *sub, struct worker *w)
+static void request_over(struct tbc_submitter *sub, struct worker *w)
 {
     pthread_mutex_lock(&sub->lock);
     assert(sub->in_flight > 0);
@@ -387,7 +388,7 @@ static void request_over(struct tb_submitter *sub, struct worker *w)
     pthread_mutex_unlock(&sub->lock);
 }
 
-static bool stopping(struct tb_submitter *sub)
+static bool stopping(struct tbc_submitter *sub)
 {
     pthread_mutex_lock(&sub->lock);
     bool stop = sub->stopping;
@@ -398,13 +399,13 @@ static bool stopping(struct tb_submitter *sub)
 static void *worker_main(void *argument)
 {
     struct worker *w = argument;
-    struct tb_submitter *sub = w->submitter;
+    struct tbc_submitter *sub = w->submitter;
     while (!stopping(sub)) {
         if (!w->ready) {
             int rc =
-                tb_session_ready(&w->session, clock_monotonic_ms() + 2 * TB_CONNECT_TIMEOUT_MS);
-            set_state(sub, w, rc == TB_SESSION_OK);
-            if (rc != TB_SESSION_OK) {
+                tbc_session_ready(&w->session, clock_monotonic_ms() + 2 * TBC_CONNECT_TIMEOUT_MS);
+            set_state(sub, w, rc == TBC_SESSION_OK);
+            if (rc != TBC_SESSION_OK) {
                 struct timespec pause = {0, NOT_READY_PAUSE_MS * 1000000L};
                 nanosleep(&pause, NULL);
                 continue;
@@ -412,31 +413,31 @@ static void *worker_main(void *argument)
         }
         uint8_t operation = 0;
         uint32_t events = 0;
-        struct tb_item *batch = next_batch(sub, w, &operation, &events);
+        struct tbc_item *batch = next_batch(sub, w, &operation, &events);
         if (batch != NULL) {
             run_batch(sub, w, operation, batch, events);
-        } else if (!tb_session_alive(&w->session)) {
+        } else if (!tbc_session_alive(&w->session)) {
             set_state(sub, w, false); /* idle, and evicted or no replica connected */
         }
     }
-    tb_session_disconnect(&w->session);
+    tbc_session_disconnect(&w->session);
     return NULL;
 }
 
-static void keepalive_done(struct tb_item *item)
+static void keepalive_done(struct tbc_item *item)
 {
-    struct tb_submitter *sub = item->context;
+    struct tbc_submitter *sub = item->context;
     pthread_mutex_lock(&sub->lock);
     sub->keepalive_busy = false;
     pthread_mutex_unlock(&sub->lock);
 }
 
 /* Under the lock: a keepalive is due when nothing was sent for a while. */
-static bool keepalive_due(struct tb_submitter *sub, int64_t now_ms)
+static bool keepalive_due(struct tbc_submitter *sub, int64_t now_ms)
 {
     if (sub->keepalive_busy || sub->sessions_ready == 0)
         return false;
-    if (now_ms - sub->last_request_ms < TB_KEEPALIVE_MS)
+    if (now_ms - sub->last_request_ms < TBC_KEEPALIVE_MS)
         return false;
     sub->keepalive_busy = true;
     return true;
@@ -444,7 +445,7 @@ static bool keepalive_due(struct tb_submitter *sub, int64_t now_ms)
 
 static void *monitor_main(void *argument)
 {
-    struct tb_submitter *sub = argument;
+    struct tbc_submitter *sub = argument;
     pthread_mutex_lock(&sub->lock);
     while (!sub->stopping) {
         struct timespec until;
@@ -456,13 +457,13 @@ static void *monitor_main(void *argument)
         if (sub->stopping)
             break;
         int64_t now = clock_monotonic_ms();
-        struct tb_item *overdue = unlink_overdue(sub, now, false);
+        struct tbc_item *overdue = unlink_overdue(sub, now, false);
         bool keepalive = keepalive_due(sub, now);
         pthread_mutex_unlock(&sub->lock);
-        answer_list(overdue, TB_ITEM_UNAVAILABLE);
+        answer_list(overdue, TBC_ITEM_UNAVAILABLE);
         if (keepalive) {
-            sub->keepalive.deadline_ms = now + TB_ITEM_DEADLINE_MS;
-            tb_submitter_submit(sub, &sub->keepalive);
+            sub->keepalive.deadline_ms = now + TBC_ITEM_DEADLINE_MS;
+            tbc_submitter_submit(sub, &sub->keepalive);
         }
         pthread_mutex_lock(&sub->lock);
     }
@@ -470,42 +471,43 @@ static void *monitor_main(void *argument)
     return NULL;
 }
 
-/* Checks an item's events before it is queued (SPEC: every body is
- * validated before it is sent). 0, or the event's code in the item. */
-static int check_item(const struct tb_submitter *sub, struct tb_item *item)
+/* Checks an item's events before it is queued: every body is validated
+ * before it is sent (docs/tigerbeetle-protocol.md, "Body validation"). 0, or the event's code in
+ * the item. */
+static int check_item(const struct tbc_submitter *sub, struct tbc_item *item)
 {
     uint32_t limit = sub->batch_size_limit;
-    if (item->event_count == 0 || item->event_count > tb_body_events_max(item->operation, limit)) {
+    if (item->event_count == 0 || item->event_count > tbc_body_events_max(item->operation, limit)) {
         item->invalid_index = 0;
         item->invalid_code = 0;
         return -1;
     }
-    uint32_t size = item->event_count * tb_body_event_size(item->operation);
-    int rc = tb_body_validate(item->operation, item->events, size, limit, sub->dialect,
-                              &item->invalid_index, &item->invalid_code);
-    return rc == TB_BODY_OK ? 0 : -1;
+    uint32_t size = item->event_count * tbc_body_event_size(item->operation);
+    int rc = tbc_body_validate(item->operation, item->events, size, limit, sub->dialect,
+                               &item->invalid_index, &item->invalid_code);
+    return rc == TBC_BODY_OK ? 0 : -1;
 }
 
-void tb_submitter_submit(struct tb_submitter *sub, struct tb_item *item)
+void tbc_submitter_submit(struct tbc_submitter *sub, struct tbc_item *item)
 {
     int q = queue_index(item->operation);
     assert(q >= 0);
     assert(item->done != NULL);
-    assert(item->operation == TB_OPERATION_LOOKUP_ACCOUNTS ||
-           item->operation == TB_OPERATION_LOOKUP_TRANSFERS || item->codes != NULL);
+    assert(item->operation == TBC_OPERATION_LOOKUP_ACCOUNTS ||
+           item->operation == TBC_OPERATION_LOOKUP_TRANSFERS || item->codes != NULL);
     item->next = NULL;
     if (check_item(sub, item) != 0) {
-        item->status = TB_ITEM_INVALID;
+        item->status = TBC_ITEM_INVALID;
         item->done(item);
         return;
     }
     pthread_mutex_lock(&sub->lock);
     int64_t now = clock_monotonic_ms();
-    if (sub->stopping || sub->queued_items >= TB_QUEUE_ITEMS_MAX ||
+    if (sub->stopping || sub->queued_items >= TBC_QUEUE_ITEMS_MAX ||
         failing_fast(sub, now, item->patient)) {
         sub->stats.failed_items++;
         pthread_mutex_unlock(&sub->lock);
-        item->status = TB_ITEM_UNAVAILABLE;
+        item->status = TBC_ITEM_UNAVAILABLE;
         item->done(item);
         return;
     }
@@ -529,7 +531,7 @@ struct call_waiter {
     bool done;
 };
 
-static void call_done(struct tb_item *item)
+static void call_done(struct tbc_item *item)
 {
     struct call_waiter *waiter = item->context;
     pthread_mutex_lock(&waiter->mutex);
@@ -538,12 +540,12 @@ static void call_done(struct tb_item *item)
     pthread_mutex_unlock(&waiter->mutex);
 }
 
-enum tb_item_status tb_submitter_call(struct tb_submitter *sub, struct tb_item *item)
+enum tbc_item_status tbc_submitter_call(struct tbc_submitter *sub, struct tbc_item *item)
 {
     struct call_waiter waiter = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
     item->done = call_done;
     item->context = &waiter;
-    tb_submitter_submit(sub, item);
+    tbc_submitter_submit(sub, item);
     pthread_mutex_lock(&waiter.mutex);
     while (!waiter.done)
         pthread_cond_wait(&waiter.cond, &waiter.mutex);
@@ -553,13 +555,13 @@ enum tb_item_status tb_submitter_call(struct tb_submitter *sub, struct tb_item *
     return item->status;
 }
 
-static void init_keepalive(struct tb_submitter *sub)
+static void init_keepalive(struct tbc_submitter *sub)
 {
     /* A lookup of an id nobody uses: it finds nothing, and still makes the
      * server advance its clock and run expiry. */
-    sub->keepalive_id = tb_id_from_label("keepalive", 9);
+    sub->keepalive_id = tbc_id_from_label("keepalive", 9);
     memset(&sub->keepalive, 0, sizeof sub->keepalive);
-    sub->keepalive.operation = TB_OPERATION_LOOKUP_ACCOUNTS;
+    sub->keepalive.operation = TBC_OPERATION_LOOKUP_ACCOUNTS;
     sub->keepalive.event_count = 1;
     sub->keepalive.events = &sub->keepalive_id;
     sub->keepalive.objects = sub->keepalive_object;
@@ -568,7 +570,7 @@ static void init_keepalive(struct tb_submitter *sub)
     sub->keepalive.context = sub;
 }
 
-static int start_threads(struct tb_submitter *sub, char *error, size_t error_size)
+static int start_threads(struct tbc_submitter *sub, char *error, size_t error_size)
 {
     for (uint32_t i = 0; i < sub->worker_count; i++) {
         struct worker *w = &sub->workers[i];
@@ -586,19 +588,19 @@ static int start_threads(struct tb_submitter *sub, char *error, size_t error_siz
     return 0;
 }
 
-int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
-                      struct tb_submitter **out, char *error, size_t error_size)
+int tbc_submitter_open(tbc_u128 cluster, const char *addresses, uint32_t sessions,
+                       struct tbc_submitter **out, char *error, size_t error_size)
 {
-    if (sessions == 0 || sessions > TB_SESSIONS_MAX) {
-        snprintf(error, error_size, "tb-sessions: must be 1..%d", TB_SESSIONS_MAX);
+    if (sessions == 0 || sessions > TBC_SESSIONS_MAX) {
+        snprintf(error, error_size, "tb-sessions: must be 1..%d", TBC_SESSIONS_MAX);
         return -1;
     }
-    struct tb_submitter *sub = calloc(1, sizeof *sub + sessions * sizeof(struct worker));
+    struct tbc_submitter *sub = calloc(1, sizeof *sub + sessions * sizeof(struct worker));
     if (sub == NULL) {
         snprintf(error, error_size, "tigerbeetle: out of memory");
         return -1;
     }
-    int count = tb_addresses_parse(addresses, sub->addresses, error, error_size);
+    int count = tbc_addresses_parse(addresses, sub->addresses, error, error_size);
     if (count < 0) {
         free(sub);
         return -1;
@@ -606,8 +608,8 @@ int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
     sub->address_count = (uint32_t)count;
     sub->cluster = cluster;
     sub->worker_count = sessions;
-    sub->dialect = TB_DIALECT_0_15;
-    sub->batch_size_limit = TB_BODY_SIZE_MAX;
+    sub->dialect = TBC_DIALECT_0_15;
+    sub->batch_size_limit = TBC_BODY_SIZE_MAX;
     sub->last_reachable_ms = clock_monotonic_ms(); /* give the first connect a chance */
     pthread_mutex_init(&sub->lock, NULL);
     pthread_cond_init(&sub->work, NULL);
@@ -615,22 +617,22 @@ int tb_submitter_open(tb_u128 cluster, const char *addresses, uint32_t sessions,
     init_keepalive(sub);
     for (uint32_t i = 0; i < sessions; i++) {
         sub->workers[i].submitter = sub;
-        if (tb_session_init(&sub->workers[i].session, cluster, sub->addresses,
-                            sub->address_count) != 0) {
+        if (tbc_session_init(&sub->workers[i].session, cluster, sub->addresses,
+                             sub->address_count) != 0) {
             snprintf(error, error_size, "tigerbeetle: out of memory for session buffers");
-            tb_submitter_close(sub);
+            tbc_submitter_close(sub);
             return -1;
         }
     }
     if (start_threads(sub, error, error_size) != 0) {
-        tb_submitter_close(sub);
+        tbc_submitter_close(sub);
         return -1;
     }
     *out = sub;
     return 0;
 }
 
-void tb_submitter_close(struct tb_submitter *sub)
+void tbc_submitter_close(struct tbc_submitter *sub)
 {
     pthread_mutex_lock(&sub->lock);
     sub->stopping = true;
@@ -642,26 +644,26 @@ void tb_submitter_close(struct tb_submitter *sub)
     if (sub->monitor_started)
         pthread_join(sub->monitor, NULL);
     pthread_mutex_lock(&sub->lock);
-    struct tb_item *left = unlink_overdue(sub, INT64_MAX, true);
+    struct tbc_item *left = unlink_overdue(sub, INT64_MAX, true);
     pthread_mutex_unlock(&sub->lock);
-    answer_list(left, TB_ITEM_UNAVAILABLE);
+    answer_list(left, TBC_ITEM_UNAVAILABLE);
     for (uint32_t i = 0; i < sub->worker_count; i++)
-        tb_session_free(&sub->workers[i].session);
+        tbc_session_free(&sub->workers[i].session);
     pthread_cond_destroy(&sub->work);
     pthread_cond_destroy(&sub->monitor_wake);
     pthread_mutex_destroy(&sub->lock);
     free(sub);
 }
 
-uint32_t tb_submitter_events_max(struct tb_submitter *sub, uint8_t operation)
+uint32_t tbc_submitter_events_max(struct tbc_submitter *sub, uint8_t operation)
 {
     pthread_mutex_lock(&sub->lock);
     uint32_t limit = sub->batch_size_limit;
     pthread_mutex_unlock(&sub->lock);
-    return tb_body_events_max(operation, limit);
+    return tbc_body_events_max(operation, limit);
 }
 
-bool tb_submitter_ready(struct tb_submitter *sub)
+bool tbc_submitter_ready(struct tbc_submitter *sub)
 {
     pthread_mutex_lock(&sub->lock);
     bool ready = sub->sessions_ready > 0;
@@ -669,15 +671,15 @@ bool tb_submitter_ready(struct tb_submitter *sub)
     return ready;
 }
 
-enum tb_dialect tb_submitter_dialect(struct tb_submitter *sub)
+enum tbc_dialect tbc_submitter_dialect(struct tbc_submitter *sub)
 {
     pthread_mutex_lock(&sub->lock);
-    enum tb_dialect dialect = sub->dialect;
+    enum tbc_dialect dialect = sub->dialect;
     pthread_mutex_unlock(&sub->lock);
     return dialect;
 }
 
-uint64_t tb_submitter_cluster_time_ns(struct tb_submitter *sub)
+uint64_t tbc_submitter_cluster_time_ns(struct tbc_submitter *sub)
 {
     pthread_mutex_lock(&sub->lock);
     uint64_t at = sub->cluster_time_ns;
@@ -686,7 +688,7 @@ uint64_t tb_submitter_cluster_time_ns(struct tb_submitter *sub)
     return at == 0 ? 0 : at + (uint64_t)(since > 0 ? since : 0);
 }
 
-void tb_submitter_stats(struct tb_submitter *sub, struct tb_submitter_stats *out)
+void tbc_submitter_stats(struct tbc_submitter *sub, struct tbc_submitter_stats *out)
 {
     pthread_mutex_lock(&sub->lock);
     *out = sub->stats;
@@ -695,7 +697,7 @@ void tb_submitter_stats(struct tb_submitter *sub, struct tb_submitter_stats *out
     out->view = sub->view;
     for (uint32_t i = 0; i < sub->worker_count; i++) {
         /* Written by the session's thread with atomic adds. */
-        const struct tb_session_stats *s = &sub->workers[i].session.stats;
+        const struct tbc_session_stats *s = &sub->workers[i].session.stats;
         out->retransmissions += __atomic_load_n(&s->retransmissions, __ATOMIC_RELAXED);
         out->reconnects += __atomic_load_n(&s->reconnects, __ATOMIC_RELAXED);
         out->evictions += __atomic_load_n(&s->evictions, __ATOMIC_RELAXED);
