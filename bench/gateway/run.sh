@@ -8,6 +8,10 @@
 #   portkey  wrk -> Portkey AI gateway (npm @portkey-ai/gateway, which
 #            enforces no limits) -> nginx, as an OpenAI provider with a
 #            custom host
+#   llmlimit-memory, llmlimit-sqlite
+#            wrk -> llmlimitd in gateway mode -> nginx, reserving and
+#            settling 4 limits per call (RPM, TPM, a concurrency cap and a
+#            monthly budget) on that backend
 # Usage: sh bench/gateway/run.sh [BUILD_DIR]
 # Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
 #   BENCH_THREADS (wrk threads, 1), BENCH_WARMUP (seconds of unmeasured load
@@ -26,7 +30,7 @@ DURATION=${BENCH_DURATION:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 WARMUP=${BENCH_WARMUP:-3}
-TARGETS=${BENCH_TARGETS:-nginx,portkey}
+TARGETS=${BENCH_TARGETS:-nginx,portkey,llmlimit-memory,llmlimit-sqlite}
 PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
 PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -222,6 +226,52 @@ if wanted portkey; then
 x-portkey-provider: openai;x-portkey-custom-host: $NGINX_URL/v1"
     stop_process portkey
 fi
+
+# llmlimitd's gateway on BACKEND: 4 limits per call, windows short enough
+# (2 s, budget timeout 5 s) that holds expire as fast as they are taken.
+run_llmlimit() {
+    backend=$1
+    [ -x "$BUILD/llmlimitd" ] && [ -x "$BUILD/llmlimit" ] || fail "$BUILD/llmlimitd is not built"
+    dir="$WORK/llmlimit-$backend"
+    mkdir -p "$dir/data"
+    keys=$("$BUILD/llmlimit" gateway new-key)
+    secret=$(echo "$keys" | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')
+    digest=$(echo "$keys" | python3 -c 'import json, sys; print(json.load(sys.stdin)["sha256"])')
+    cat >"$dir/gateway.json" <<JSON
+{"upstreams":[{"name":"nginx","base_url":"$NGINX_URL/v1","timeout_seconds":30}],
+ "models":[{"name":"$MODEL","upstream":"nginx","upstream_model":"$MODEL",
+            "input_usd_micros_per_mtok":150000,"cached_input_usd_micros_per_mtok":75000,
+            "output_usd_micros_per_mtok":600000,"max_output_tokens":16384,
+            "default_max_output_tokens":1024}],
+ "keys":[{"sha256":"$digest","caller":"bench","team":"bench"}],
+ "limits":[{"key":"bench:{model}:rpm","amount":"requests"},
+           {"key":"bench:{model}:tpm","amount":"tokens"},
+           {"key":"bench:{caller}:concurrent","amount":"requests"},
+           {"key":"bench:{team}:usd:month","amount":"usd_micros"}]}
+JSON
+    port=$(free_port)
+    start_process "llmlimit-$backend" "$port" "$BUILD/llmlimitd" --listen "127.0.0.1:$port" \
+        --backend "$backend" --data-dir "$dir/data" --gateway-config "$dir/gateway.json"
+    url="http://127.0.0.1:$port"
+    cli="$BUILD/llmlimit --url $url --compact"
+    $cli limits put --key "bench:$MODEL:rpm" --kind rolling --capacity 1000000000000 \
+        --window-seconds 2 --unit requests >/dev/null
+    $cli limits put --key "bench:$MODEL:tpm" --kind rolling --capacity 1000000000000000 \
+        --window-seconds 2 --unit tokens >/dev/null
+    $cli limits put --key bench:bench:concurrent --kind concurrency --capacity 100000 \
+        --timeout-seconds 30 --unit requests >/dev/null
+    $cli limits put --key bench:bench:usd:month --kind budget --capacity 1000000000000000 \
+        --period month --timeout-seconds 5 --unit usd_micros >/dev/null
+    run_target "llmlimitd gateway ($backend, 4 limits) -> nginx" "$url" \
+        "Authorization: Bearer $secret"
+    stop_process "llmlimit-$backend"
+}
+
+for backend in memory sqlite; do
+    if wanted "llmlimit-$backend"; then
+        run_llmlimit "$backend"
+    fi
+done
 
 if [ -n "${BENCH_GATEWAY_HOOK:-}" ]; then
     # shellcheck disable=SC1090

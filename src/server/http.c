@@ -149,10 +149,12 @@ enum MHD_Result exchange_call_backend(struct exchange *ex, void (*call)(struct e
 {
     assert(call != NULL);
     assert(reply != NULL);
-    /* One backend call per exchange, made before any answer. */
-    assert(!ex->called);
+    /* Made before any answer: the first once the body is in, or the next
+     * one from the reply of the one before (a gateway call reserves, then
+     * forwards, then settles). */
     assert(ex->status == 0);
-    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) == PHASE_RECEIVING);
+    int phase = __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST);
+    assert(phase == PHASE_RECEIVING || phase == PHASE_DONE);
     if (!backend_enter(ex->server))
         return exchange_error(ex, 503, "shutting_down");
     ex->reply = reply;
