@@ -36,7 +36,10 @@
 #define GW_STREAM_BUFFER_BYTES (256u << 10) /* a stream's bytes waiting for the client: past
                                                this the upstream is paused */
 #define GW_CLIENT_CHECK_MS 100             /* how often waiting clients are checked */
-#define GW_STREAM_BLOCK_BYTES (16u << 10)  /* what MHD asks of a stream at once */
+#define GW_STREAM_BLOCK_BYTES (4u << 10)   /* what MHD asks of a stream at once */
+#define GW_SSE_ARENA_INLINE_BYTES 2048    /* a stream event's parse, without a heap block */
+#define GW_UPLOAD_BUFFER_BYTES (16u << 10) /* curl's upload buffer per transfer (its least) */
+#define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */
 #define GW_REQUEST_ID_LENGTH_MAX 1024      /* of X-Request-Id that goes into a lease id's hash */
 
 /* A request. */

@@ -251,6 +251,11 @@ static int transfer_setup(struct gw_transfer *t, const struct gw_transfer_spec *
     rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     /* Only what the upstream sends as is: no redirects, no decoding. */
     rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    /* The smallest upload buffer curl takes (its default is 64 KiB per
+     * transfer): request bodies are small, and a thousand streams held at
+     * once should not cost 64 MiB for it (docs/gateway.md, "Forwarding"). */
+    rc |= curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, (long)GW_UPLOAD_BUFFER_BYTES);
+    rc |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)GW_DOWNLOAD_BUFFER_BYTES);
     return rc == CURLE_OK ? 0 : -1;
 }
 

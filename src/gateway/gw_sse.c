@@ -16,7 +16,7 @@ void gw_sse_init(struct gw_sse *sse)
     memset(sse, 0, sizeof *sse);
     buffer_init(&sse->raw, NULL, 0);
     buffer_init(&sse->data, NULL, 0);
-    arena_init(&sse->arena, NULL, 0);
+    arena_init(&sse->arena, sse->arena_storage, sizeof sse->arena_storage);
 }
 
 void gw_sse_free(struct gw_sse *sse)
@@ -160,7 +160,9 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
 static int dispatch(struct gw_sse *sse, bool complete, gw_sse_event_fn on_event, void *context,
                     char *error, size_t error_size)
 {
-    arena_reset(&sse->arena);
+    /* A large event's heap blocks go at once: a stream that is mostly idle
+     * keeps only its inline storage. */
+    arena_free(&sse->arena);
     struct gw_sse_event event = {
         .raw = sse->raw.data, .raw_length = sse->raw.length, .complete = complete};
     if (sse->data_seen && read_data(sse, &event) != 0) {

@@ -54,6 +54,9 @@ struct gw_sse {
     bool data_seen;
     bool after_cr;      /* the last byte was a CR: an LF right after ends no other line */
     struct arena arena; /* the parsed data of one event */
+    /* The arena's own storage: a usual chunk event parses here, so a
+     * thousand open streams hold no heap block each. */
+    _Alignas(16) char arena_storage[GW_SSE_ARENA_INLINE_BYTES];
 };
 
 void gw_sse_init(struct gw_sse *sse);
