@@ -106,6 +106,8 @@ static void *ticker_main(void *context)
         bool changed = false;
         if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
+        if (spend_sample(s->spend, s->backend, clock_now_ms(s->clock)) != 0)
+            log_write(LOG_WARN, "budget spend sample failed", NULL);
         if (changed) {
             log_write(LOG_INFO, "limits changed by the ticker", NULL);
             registry_save(s->registry); /* a failure is logged by the registry */
@@ -219,8 +221,11 @@ static int server_start(struct server *s)
     s->ready = true;
     s->router = &server_routes;
     s->metrics = metrics_create(s->router);
-    if (s->metrics == NULL)
+    s->activity = activity_create();
+    s->spend = spend_create();
+    if (s->metrics == NULL || s->activity == NULL || s->spend == NULL)
         return startup_failed("cannot start", "out of memory");
+    s->started_at_unix_ms = clock_now_ms(s->clock);
     if (ticker_start(s) != 0)
         return -1;
     if (http_start(s, error, sizeof error) != 0)
@@ -239,6 +244,8 @@ static void server_free(struct server *s)
         backend_close(s->backend);
     registry_close(s->registry);
     metrics_destroy(s->metrics);
+    activity_destroy(s->activity);
+    spend_destroy(s->spend);
     http_pool_free(s);
     watch_list_destroy(&s->watches);
     pthread_mutex_destroy(&s->pool_mutex);
