@@ -213,6 +213,14 @@ static void encode_throughput(struct buffer *b, struct activity *activity, int64
         }
     }
     buffer_append_str(b, "\"throughput\":{");
+    member_u64(b, "reserves_10s", reserves_10);
+    buffer_append_char(b, ',');
+    member_u64(b, "denials_10s", denials_10);
+    buffer_append_char(b, ',');
+    member_u64(b, "reserves_60s", reserves_60);
+    buffer_append_char(b, ',');
+    member_u64(b, "denials_60s", denials_60);
+    buffer_append_char(b, ',');
     member_rate(b, "reserves_per_second_10s", reserves_10, 10);
     buffer_append_char(b, ',');
     member_rate(b, "denials_per_second_10s", denials_10, 10);
@@ -265,6 +273,8 @@ enum MHD_Result handle_console_status(struct exchange *ex)
     member_bool(&b, "holds_by_caller", server->backend->ops->holds_scan != NULL);
     buffer_append_char(&b, ',');
     member_bool(&b, "usage_by_caller", server->backend->ops->usage_by_caller != NULL);
+    buffer_append_char(&b, ',');
+    member_bool(&b, "gateway_enabled", false); /* GET /v1/console/gateway answers */
     buffer_append_char(&b, ',');
     member_u64(&b, "denials_total", denials_total);
     buffer_append_char(&b, ',');
@@ -635,6 +645,12 @@ static void encode_projection(struct buffer *b, const struct spend_projection *p
         buffer_append_str(b, "null");
     buffer_append_char(b, ',');
     member_time(b, "runs_out_at_unix_ms", p->runs_out ? p->runs_out_at_unix_ms : 0);
+    buffer_append_char(b, ',');
+    member(b, "projected_at_period_end");
+    if (p->rate_known)
+        buffer_append_u64(b, p->projected_at_period_end);
+    else
+        buffer_append_str(b, "null");
 }
 
 static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t now_ms,
@@ -662,6 +678,8 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
     buffer_append_char(b, ',');
     member_i64(b, "available", u->available);
     buffer_append_char(b, ',');
+    member_u64(b, "spent", amount_add_saturating(u->used, u->debt));
+    buffer_append_char(b, ',');
     member_bool(b, "tracked", tracked);
     buffer_append_char(b, ',');
     member_time(b, "history_since_unix_ms", count > 0 ? points[0].at_unix_ms : 0);
@@ -673,6 +691,8 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
         member_u64(b, "used", points[i].used);
         buffer_append_char(b, ',');
         member_u64(b, "debt", points[i].debt);
+        buffer_append_char(b, ',');
+        member_u64(b, "spent", amount_add_saturating(points[i].used, points[i].debt));
         buffer_append_char(b, '}');
     }
     buffer_append_str(b, "],");

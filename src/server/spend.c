@@ -206,6 +206,12 @@ void spend_project(const struct spend_point *points, uint32_t count,
     unsigned __int128 rate =
         (unsigned __int128)delta * 3600000u / (unsigned __int128)out->rate_window_ms;
     out->rate_per_hour = rate > UINT64_MAX ? UINT64_MAX : (uint64_t)rate;
+    int64_t to_end_ms = now_usage->period_end_unix_ms - now_ms;
+    unsigned __int128 more = to_end_ms <= 0 ? 0
+                                            : (unsigned __int128)delta * (uint64_t)to_end_ms /
+                                                  (unsigned __int128)out->rate_window_ms;
+    unsigned __int128 projected = (unsigned __int128)now_spent + more;
+    out->projected_at_period_end = projected > UINT64_MAX ? UINT64_MAX : (uint64_t)projected;
     if (now_usage->available <= 0) {
         out->runs_out = true; /* it has already */
         out->runs_out_at_unix_ms = now_ms;

@@ -49,16 +49,18 @@ uint32_t spend_points(struct spend *spend, const char *key, int64_t period_start
 
 /* The spend rate and when the budget runs out at it. */
 struct spend_projection {
-    bool rate_known;             /* the samples span at least SPEND_RATE_SPAN_MS_MIN */
-    uint64_t rate_per_hour;      /* used + debt per hour, in the budget's unit (rounded down) */
-    int64_t rate_window_ms;      /* the span the rate was measured over */
-    bool runs_out;               /* before the period ends, at that rate */
-    int64_t runs_out_at_unix_ms; /* when available reaches 0 (now when it already has) */
+    bool rate_known;        /* the samples span at least SPEND_RATE_SPAN_MS_MIN */
+    uint64_t rate_per_hour; /* used + debt per hour, in the budget's unit (rounded down) */
+    int64_t rate_window_ms; /* the span the rate was measured over */
+    uint64_t projected_at_period_end; /* used + debt at the period's end at that rate */
+    bool runs_out;                    /* before the period ends, at that rate */
+    int64_t runs_out_at_unix_ms;      /* when available reaches 0 (now when it already has) */
 };
 
 /* From the samples (oldest first) and the usage now: the rate over the last
- * SPEND_RATE_WINDOW_MS (or the whole history when shorter), then the time
- * `available` is used up at it, rounded up to the millisecond. */
+ * SPEND_RATE_WINDOW_MS (or the whole history when shorter), what will have
+ * been spent by the period's end at it (rounded down, saturating), and the
+ * time `available` is used up at it (rounded up to the millisecond). */
 void spend_project(const struct spend_point *points, uint32_t count,
                    const struct limit_usage *now_usage, int64_t now_unix_ms,
                    struct spend_projection *out);
