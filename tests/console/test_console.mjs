@@ -182,11 +182,12 @@ async function nextRefresh(page) {
 
 // Every row of the limits table: its key and each cell's reported value and text.
 function pageRows(page) {
-  return page.evaluate(() => [...document.querySelectorAll('#limits tbody tr')].map((tr) => {
+  return page.evaluate(() => [...document.querySelectorAll('#limits-body .lrow')].map((tr) => {
     const cells = {};
-    for (const td of tr.querySelectorAll('td')) {
+    for (const td of tr.querySelectorAll('.cell')) {
       const main = td.querySelector('.main');
-      cells[td.dataset.column] = {value: td.dataset.value, text: main ? main.textContent : '',
+      const column = [...td.classList].find((c) => c.startsWith('c-')).slice(2);
+      cells[column] = {value: td.dataset.value, text: main ? main.textContent : '',
                                   sub: td.querySelector('.sub') ? td.querySelector('.sub').textContent : ''};
     }
     return {key: tr.dataset.key, cells};
@@ -337,7 +338,7 @@ async function budgetsMatchApi(server, page) {
 
 async function hostileRendersAsText(server, page) {
   const seen = await page.evaluate((key, caller) => {
-    const row = [...document.querySelectorAll('#limits tbody tr')].find((r) => r.dataset.key === key);
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key);
     const callers = [...document.querySelectorAll('#denials td.caller')].map((td) => td.textContent);
     const errors = [...document.querySelectorAll('#denials td.error')].map((td) => td.textContent);
     return {keyText: row ? row.querySelector('.c-key .main').textContent : null,
@@ -362,7 +363,7 @@ async function newReserveShowsUp(server, page) {
   await server.reserve('live-1', {[RPM]: 7}, 'bot-live');
   const expected = String(Number(before) + 7);
   await page.waitForFunction((key, value) => {
-    const row = [...document.querySelectorAll('#limits tbody tr')].find((r) => r.dataset.key === key);
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key);
     return row && row.querySelector('.c-reserved').dataset.value === value;
   }, {timeout: 15000}, RPM, expected);
   equal(page.navigations, navigations, 'no reload');
@@ -372,7 +373,7 @@ async function newReserveShowsUp(server, page) {
 
 async function detailShowsHolders(server, page) {
   await page.evaluate((key) => {
-    [...document.querySelectorAll('#limits tbody tr')].find((r) => r.dataset.key === key).click();
+    [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key).click();
   }, TPM);
   await page.waitForFunction(() => document.querySelectorAll('#detail-holds tbody tr').length > 0,
                              {timeout: 15000});
@@ -397,7 +398,7 @@ async function phoneWidth(page) {
   const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
   check(widths[0] <= widths[1], 'nothing wider than the phone: ' + widths.join(' > '));
   const visible = await page.evaluate(() => {
-    const row = document.querySelector('#limits tbody tr');
+    const row = document.querySelector('#limits-body .lrow');
     const box = row.getBoundingClientRect();
     return box.width > 0 && box.right <= window.innerWidth;
   });
@@ -452,7 +453,7 @@ async function submitToken(page, token) {
 
 async function figuresShown(page) {
   return page.evaluate(() => ({
-    rows: document.querySelectorAll('#limits tbody tr').length,
+    rows: document.querySelectorAll('#limits-body .lrow').length,
     reserves: document.getElementById('reserves-10s').textContent,
     cards: document.querySelectorAll('#budgets .card').length,
     banner: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
