@@ -88,10 +88,14 @@ static void series_add(struct spend_series *series, const struct limit_usage *us
         series->interval_ms = SPEND_SAMPLE_MS;
         series->count = 0;
     }
+    /* The clock stepped back: samples taken "after" now describe a time
+     * that did not happen this way; they go, so the history stays in order. */
+    while (series->count > 0 && series->points[series->count - 1].at_unix_ms > now_ms)
+        series->count--;
     if (series->count > 0) {
         int64_t last_ms = series->points[series->count - 1].at_unix_ms;
         if (now_ms < last_ms + series->interval_ms)
-            return; /* too soon, or the clock stepped back */
+            return; /* too soon */
     }
     if (series->count == SPEND_POINTS_MAX)
         series_thin(series);

@@ -34,7 +34,8 @@ void spend_destroy(struct spend *spend);
 /* Samples the usage of every budget (the first SPEND_BUDGETS_MAX by key)
  * when SPEND_SAMPLE_MS passed since the last sample (server clock). Called
  * by the ticker. A budget's samples start again at a new period; budgets
- * gone from the registry are forgotten. While a budget has
+ * gone from the registry are forgotten; samples later than now (the clock
+ * stepped back) are dropped. While a budget has
  * SPEND_POINTS_MAX samples, every second one is dropped and the least time
  * between samples doubles, so the history covers the whole period. 0, or
  * -1 when the backend could not answer (nothing changed). */

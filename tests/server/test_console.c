@@ -200,6 +200,15 @@ static void spend_samples_and_thins(void)
     clock_manual_set(&f.clock, now);
     CHECK_EQ_I64(spend_sample(s, f.backend, now), 0);
     CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), n);
+    /* The clock steps back: the samples after it go, sampling goes on. */
+    uint32_t before = spend_points(s, "usd", period_ms, points, &tracked);
+    clock_manual_set(&f.clock, now - 3 * SPEND_SAMPLE_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, now - 3 * SPEND_SAMPLE_MS), 0);
+    n = spend_points(s, "usd", period_ms, points, &tracked);
+    CHECK(n < before);
+    CHECK(points[n - 1].at_unix_ms <= now - 3 * SPEND_SAMPLE_MS);
+    for (uint32_t i = 1; i < n; i++)
+        CHECK(points[i].at_unix_ms > points[i - 1].at_unix_ms);
     /* A new period starts from zero; the old one is not kept. */
     clock_manual_set(&f.clock, FEB_01_MS + 1000);
     CHECK_EQ_I64(spend_sample(s, f.backend, FEB_01_MS + 1000), 0);
