@@ -216,6 +216,9 @@ struct caller_usage {
     uint64_t reserved;
     uint64_t used;
     uint64_t debt;
+    /* Budgets: leases completed in the period; rolling and concurrency:
+     * leases whose holds are live in the window. */
+    uint64_t calls;
 };
 
 /* ---- What the console reads (docs/console.md). */

@@ -564,6 +564,7 @@
     const table = el('table', {className: 'small callers'});
     table.append(el('thead', null, el('tr', null, el('th', {text: 'caller'}),
                                       el('th', {className: 'num', text: 'used'}),
+                                      el('th', {className: 'num', text: 'calls'}),
                                       el('th', {className: 'num', text: 'reserved'}))));
     const tbody = el('tbody');
     for (const c of callers.slice(0, TOP_CALLERS)) {
@@ -572,6 +573,8 @@
       tbody.append(el('tr', {data: {caller: c.caller}},
                       el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
                       used,
+                      el('td', {className: 'num', text: fmtInt(c.calls),
+                                data: {value: String(c.calls)}}),
                       el('td', {className: 'num', text: fmtInt(c.reserved),
                                 data: {value: String(c.reserved)}})));
     }
@@ -774,7 +777,8 @@
         el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
         el('td', {className: 'num', text: fmtInt(c.used) + (isMoney(unit) ? ' ' + fmtUsd(c.used) : '')}),
         el('td', {className: 'num', text: fmtInt(c.reserved)}),
-        el('td', {className: 'num', text: fmtInt(c.debt)}))));
+        el('td', {className: 'num', text: fmtInt(c.debt)}),
+        el('td', {className: 'num', text: fmtInt(c.calls)}))));
     }
   }
 

@@ -260,8 +260,10 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
     CHECK_STR(rows[0].caller, "bob"); /* most used first */
     CHECK_EQ_U64(bob->used, 79);
     CHECK_EQ_U64(bob->debt, 11);
+    CHECK_EQ_U64(bob->calls, 1);
     CHECK_EQ_U64(alice->used, 20);
     CHECK_EQ_U64(alice->reserved, 0);
+    CHECK_EQ_U64(alice->calls, 1);
     free(rows);
     /* A new period starts from zero; the old one stays queryable. */
     set_time(f, FEB_01_MS + 1000);
@@ -271,6 +273,7 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
     CHECK_STR(rows[0].caller, "alice");
     CHECK_EQ_U64(rows[0].reserved, 5);
     CHECK_EQ_U64(rows[0].used, 0);
+    CHECK_EQ_U64(rows[0].calls, 0); /* not completed yet */
     free(rows);
     REQUIRE(f->backend->ops->usage_by_caller(f->backend, "usd", T0_MS, &rows, &count) == 0);
     CHECK_EQ_U64(count, 2);
@@ -294,8 +297,10 @@ FIXTURE_TEST(usage_by_caller_of_a_window)
     CHECK_STR(rows[0].caller, "alice");
     CHECK_EQ_U64(rows[0].reserved, 10);
     CHECK_EQ_U64(rows[0].used, 25);
+    CHECK_EQ_U64(rows[0].calls, 2); /* the open lease and the completed one */
     CHECK_STR(rows[1].caller, "bob");
     CHECK_EQ_U64(rows[1].reserved, 5);
+    CHECK_EQ_U64(rows[1].calls, 1);
     free(rows);
     advance(f, 61000); /* the window is over: nobody holds anything */
     REQUIRE(f->backend->ops->usage_by_caller(f->backend, "tpm", now_ms(f), &rows, &count) == 0);
@@ -346,7 +351,8 @@ void run_console_tests(int *passed, int *failed)
         "holds_scan visits each live hold once with its caller (none after complete or release), "
         "stops at its bound, and -1 for an unknown key");
     RUN(usage_by_caller_splits_a_budget,
-        "usage_by_caller splits a budget's used, debt and reserved by caller, period by period");
+        "usage_by_caller splits a budget's used, debt, reserved and completed calls by caller, "
+        "period by period");
     RUN(usage_by_caller_of_a_window,
         "usage_by_caller of a rolling limit: what each caller's holds carry in the window");
     RUN(callers_past_the_bound_share_a_row,

@@ -319,7 +319,8 @@ async function budgetsMatchApi(server, page) {
             points: line ? line.getAttribute('points').trim().split(/\s+/).length : 0,
             projection: node.querySelector('line.projection') !== null,
             text: node.querySelector('.projection-text').textContent,
-            callers: [...node.querySelectorAll('tr[data-caller]')].map((tr) => tr.dataset.caller)};
+            callers: [...node.querySelectorAll('tr[data-caller]')].map((tr) =>
+              [tr.dataset.caller, tr.children[1].dataset.value, tr.children[2].dataset.value])};
   }, SALES);
   if (!check(card !== null, 'a budget card for ' + SALES)) return;
   equal(card.spent, String(spend.spent), 'spent');
@@ -332,8 +333,9 @@ async function budgetsMatchApi(server, page) {
                                            : /runs out in/.test(card.text),
         'the projection is told: ' + card.text);
   const callers = await server.ok('GET', '/v1/usage/' + encodeURIComponent(SALES) + '?group_by=caller');
-  equal(JSON.stringify(card.callers), JSON.stringify(callers.callers.slice(0, 5).map((c) => c.caller)),
-        'top callers, in the server\'s order');
+  equal(JSON.stringify(card.callers), JSON.stringify(callers.callers.slice(0, 5)
+    .map((c) => [c.caller, String(c.used), String(c.calls)])),
+        'top callers with their spend and calls, in the server\'s order');
 }
 
 async function hostileRendersAsText(server, page) {

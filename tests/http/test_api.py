@@ -440,7 +440,7 @@ class Api(unittest.TestCase):
             self.assertIn("events", events)
         self.assertEqual(status_by, 200, by_caller)
         self.assertEqual(by_caller["callers"],
-                         [{"caller": "who", "reserved": 3, "used": 0, "debt": 0}])
+                         [{"caller": "who", "reserved": 3, "used": 0, "debt": 0, "calls": 1}])
 
     # -- metrics -------------------------------------------------------------
 

@@ -220,13 +220,15 @@ static size_t budget_rows(const struct mem_backend *b, const struct mem_period *
     size_t n = 0;
     for (uint32_t i = 0; period != NULL && i < period->caller_capacity; i++) {
         const struct mem_caller_spend *spend = &period->callers[i];
-        if (spend->key == 0 || (spend->reserved == 0 && spend->used == 0 && spend->debt == 0))
+        if (spend->key == 0 ||
+            (spend->reserved == 0 && spend->used == 0 && spend->debt == 0 && spend->calls == 0))
             continue;
         struct caller_usage *row = &rows[n++];
         name_row(b, (uint16_t)(spend->key - 1), row);
         row->reserved = spend->reserved;
         row->used = spend->used;
         row->debt = spend->debt;
+        row->calls = spend->calls;
     }
     return n;
 }
@@ -253,10 +255,11 @@ static size_t window_rows(const struct mem_backend *b, const struct mem_limit *l
         else
             row->used = amount_add_saturating(row->used, hold->amount);
         row->debt = amount_add_saturating(row->debt, hold->debt);
+        row->calls++; /* a hold is one lease's */
     }
     size_t n = 0;
     for (uint32_t caller = 0; caller <= MEM_CALLER_OTHERS; caller++) {
-        if (rows[caller].reserved == 0 && rows[caller].used == 0 && rows[caller].debt == 0)
+        if (rows[caller].calls == 0)
             continue;
         rows[n] = rows[caller];
         name_row(b, (uint16_t)caller, &rows[n++]);

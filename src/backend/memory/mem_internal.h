@@ -262,6 +262,7 @@ struct mem_caller_spend {
     uint64_t reserved;
     uint64_t used;
     uint64_t debt;
+    uint64_t calls; /* leases completed */
 };
 
 struct mem_period {

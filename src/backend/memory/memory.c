@@ -387,6 +387,7 @@ static void settle_budget(struct mem_backend *b, const struct mem_lease_item *it
     assert(spend != NULL);
     spend->used += fit;
     spend->debt = amount_add_saturating(spend->debt, actual - fit);
+    spend->calls++;
 }
 
 static void settle(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
