@@ -106,8 +106,6 @@ static void *ticker_main(void *context)
         bool changed = false;
         if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
-        if (spend_sample(s->spend, s->backend, clock_now_ms(s->clock)) != 0)
-            log_write(LOG_WARN, "budget spend sample failed", NULL);
         if (changed) {
             log_write(LOG_INFO, "limits changed by the ticker", NULL);
             registry_save(s->registry); /* a failure is logged by the registry */
@@ -228,6 +226,8 @@ static int server_start(struct server *s)
     s->started_at_unix_ms = clock_now_ms(s->clock);
     if (ticker_start(s) != 0)
         return -1;
+    if (spend_start(s->spend, s->backend, s->clock) != 0)
+        return startup_failed("cannot start the spend sampler thread", strerror(errno));
     if (http_start(s, error, sizeof error) != 0)
         return startup_failed("cannot listen", error);
     return 0;
@@ -236,6 +236,7 @@ static int server_start(struct server *s)
 static void server_free(struct server *s)
 {
     ticker_stop(s);
+    spend_stop(s->spend); /* before the backend it reads closes */
     if (s->ticker_cond_ready) {
         pthread_cond_destroy(&s->ticker_cond);
         pthread_mutex_destroy(&s->ticker_mutex);

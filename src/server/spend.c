@@ -8,6 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "util/log.h"
 
 struct spend_series {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
@@ -19,6 +22,16 @@ struct spend_series {
 };
 
 struct spend {
+    /* the sampler thread */
+    pthread_t thread;
+    bool started;
+    bool stopping; /* under thread_mutex */
+    bool failing;  /* the last sample failed (logged once) */
+    pthread_mutex_t thread_mutex;
+    pthread_cond_t thread_cond; /* CLOCK_MONOTONIC */
+    struct backend *backend;
+    struct clock *clock;
+    /* the series */
     pthread_mutex_t mutex;
     int64_t last_sample_ms;       /* INT64_MIN: never */
     struct spend_series **series; /* sorted by key; SPEND_BUDGETS_MAX slots */
@@ -36,6 +49,12 @@ struct spend *spend_create(void)
         return NULL;
     }
     pthread_mutex_init(&spend->mutex, NULL);
+    pthread_mutex_init(&spend->thread_mutex, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&spend->thread_cond, &attr);
+    pthread_condattr_destroy(&attr);
     spend->last_sample_ms = INT64_MIN;
     return spend;
 }
@@ -47,8 +66,66 @@ void spend_destroy(struct spend *spend)
     for (uint32_t i = 0; i < spend->count; i++)
         free(spend->series[i]);
     free(spend->series);
+    assert(!spend->started);
     pthread_mutex_destroy(&spend->mutex);
+    pthread_mutex_destroy(&spend->thread_mutex);
+    pthread_cond_destroy(&spend->thread_cond);
     free(spend);
+}
+
+/* One sample when it is due; a failure is logged when it starts and ends,
+ * not at every tick. */
+static void sample_and_log(struct spend *spend)
+{
+    bool failed = spend_sample(spend, spend->backend, clock_now_ms(spend->clock)) != 0;
+    if (failed != spend->failing)
+        log_write(failed ? LOG_WARN : LOG_INFO,
+                  failed ? "budget spend sample failed" : "budget spend sampled again", NULL);
+    spend->failing = failed;
+}
+
+static void *sampler_main(void *context)
+{
+    struct spend *spend = context;
+    pthread_mutex_lock(&spend->thread_mutex);
+    while (!spend->stopping) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += (long)SPEND_TICK_MS * 1000000L;
+        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+        deadline.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&spend->thread_cond, &spend->thread_mutex, &deadline);
+        if (spend->stopping)
+            break;
+        pthread_mutex_unlock(&spend->thread_mutex);
+        sample_and_log(spend);
+        pthread_mutex_lock(&spend->thread_mutex);
+    }
+    pthread_mutex_unlock(&spend->thread_mutex);
+    return NULL;
+}
+
+int spend_start(struct spend *spend, struct backend *backend, struct clock *clock)
+{
+    assert(!spend->started);
+    spend->backend = backend;
+    spend->clock = clock;
+    if (pthread_create(&spend->thread, NULL, sampler_main, spend) != 0)
+        return -1;
+    spend->started = true;
+    return 0;
+}
+
+void spend_stop(struct spend *spend)
+{
+    if (spend == NULL || !spend->started)
+        return;
+    pthread_mutex_lock(&spend->thread_mutex);
+    spend->stopping = true;
+    pthread_cond_signal(&spend->thread_cond);
+    pthread_mutex_unlock(&spend->thread_mutex);
+    pthread_join(spend->thread, NULL);
+    spend->started = false;
 }
 
 /* The series of key, or NULL (mutex held). */

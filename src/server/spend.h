@@ -31,9 +31,18 @@ struct spend;
 struct spend *spend_create(void);
 void spend_destroy(struct spend *spend);
 
+/* Starts the sampler: a thread that calls spend_sample every
+ * SPEND_TICK_MS, so that a slow backend answer (tigerbeetle reads every
+ * budget from the cluster) never delays the server's ticker. 0, or -1 when
+ * the thread cannot start. spend_stop joins it (a no-op if not started); it
+ * runs before the backend closes. */
+#define SPEND_TICK_MS 250
+int spend_start(struct spend *spend, struct backend *backend, struct clock *clock);
+void spend_stop(struct spend *spend);
+
 /* Samples the usage of every budget (the first SPEND_BUDGETS_MAX by key)
  * when SPEND_SAMPLE_MS passed since the last sample (server clock). Called
- * by the ticker. A budget's samples start again at a new period; budgets
+ * by the sampler (and by tests). A budget's samples start again at a new period; budgets
  * gone from the registry are forgotten; samples later than now (the clock
  * stepped back) are dropped. While a budget has
  * SPEND_POINTS_MAX samples, every second one is dropped and the least time
