@@ -2,8 +2,9 @@
 # Installs the Debian packages llmlimit builds and tests with; does nothing
 # when they are all present. Called by `make`, `make test` and `make run`.
 set -e
+# chromium: the console's browser tests run the page in it (tests/console).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev \
-libcurl4-openssl-dev libssl-dev python3 nodejs"
+libcurl4-openssl-dev libssl-dev python3 nodejs chromium"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -21,9 +22,9 @@ if [ -n "$missing" ]; then
 fi
 
 # Node packages the tests drive (the official openai SDK for the gateway, a
-# real tokenizer for the gateway's estimate): installed from their
-# package-lock.json files when missing.
-for dir in tests/gateway/node bench/gateway_estimate; do
+# real tokenizer for the gateway's estimate, puppeteer-core to drive Chromium
+# for the console): installed from their package-lock.json files when missing.
+for dir in tests/gateway/node bench/gateway_estimate tests/console; do
     if [ -f "$dir/package-lock.json" ] && [ ! -d "$dir/node_modules" ] && command -v npm >/dev/null 2>&1; then
         echo "install-deps: npm ci in $dir" >&2
         npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error

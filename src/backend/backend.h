@@ -235,7 +235,59 @@ struct caller_usage {
     uint64_t reserved;
     uint64_t used;
     uint64_t debt;
+    /* Budgets: leases completed in the period; rolling and concurrency:
+     * leases whose holds are live in the window. */
+    uint64_t calls;
 };
+
+/* ---- What the console reads (docs/console.md). */
+
+/* The live holds of one limit: amounts reserved by leases not yet
+ * completed, released or expired (a rolling hold that was completed still
+ * counts in `used` until its window ends, but is no longer live here). */
+struct holds_summary {
+    uint64_t count;
+    /* The live hold that expires first: its expiry, and when it was taken
+     * (that expiry minus the limit's hold duration). 0 when count is 0. */
+    int64_t oldest_expires_at_unix_ms;
+    int64_t oldest_at_unix_ms;
+    uint64_t expiring_soon; /* live holds expiring within the query's soon_ms */
+    /* false: oldest and expiring_soon were read from the first
+     * CONSOLE_HOLDS_WALK_MAX holds in expiry order only (expiring_soon is
+     * then a lower bound, and the oldest may be unknown: 0). */
+    bool exact;
+};
+
+/* One limit as the console lists it: usage now and its live holds. */
+struct limit_report {
+    struct limit_usage usage;
+    /* Rolling and concurrency: the earliest expiry of anything the limit
+     * holds, when capacity next comes back by itself (0: it holds nothing).
+     * Budgets: the end of the current period. */
+    int64_t reset_at_unix_ms;
+    struct holds_summary holds;
+};
+
+struct limits_query {
+    const char *prefix;   /* keys starting with this ("": every key) */
+    const char *after;    /* keys sorting (strcmp) after this ("": from the first) */
+    enum limit_kind kind; /* LIMIT_KIND_NONE: every kind */
+    uint32_t limit;       /* 1..CONSOLE_LIMITS_PAGE_MAX reports */
+    int64_t soon_ms;      /* the window of holds_summary.expiring_soon */
+};
+
+/* One live hold, as holds_scan shows it. The strings live only during the
+ * visit. */
+struct hold_view {
+    const char *caller; /* "" when the lease named none */
+    uint32_t caller_length;
+    uint64_t amount;
+    int64_t expires_at_unix_ms;
+};
+
+/* Called once per hold, under the backend's lock (or on its writer
+ * thread): it must be quick and must not call the backend. */
+typedef void (*hold_visit_fn)(void *context, const struct hold_view *hold);
 
 /* Called once per reserve/complete/release call, when every result is
  * written. May run before the call returns (synchronous backends) or on a
@@ -313,6 +365,24 @@ struct backend_ops {
      * caller frees. 0, -1 unknown key, -2 backend error. */
     int (*usage_by_caller)(struct backend *backend, const char *key, int64_t at_unix_ms,
                            struct caller_usage **out, size_t *count);
+
+    /* The console (docs/console.md). limits_report: usage now of the
+     * limits matching the query, sorted by key, at most query->limit of
+     * them, each with its live holds; a new array the caller frees with
+     * free(); *more is set when further limits match. A limit deleted while
+     * the page is read may be left out. 0, or -2 backend error. */
+    int (*limits_report)(struct backend *backend, const struct limits_query *query,
+                         struct limit_report **out, size_t *count, bool *more);
+    /* Optional (NULL: the backend does not know who holds what). Calls
+     * visit once for each live hold of the limit, at most max_holds times
+     * (*complete is false when holds were left unvisited). 0, -1 unknown
+     * key, -2 backend error. */
+    int (*holds_scan)(struct backend *backend, const char *key, uint64_t max_holds,
+                      hold_visit_fn visit, void *context, bool *complete);
+    /* true when limits_report's holds are only those made through this
+     * llmlimitd (tigerbeetle: the cluster does not list pending transfers
+     * by account), false when they are every hold of the limit. */
+    bool holds_seen_here_only;
 };
 
 /* ---- Calls through the ops (the server, tests and tools use these). */

@@ -74,4 +74,16 @@
 #define METRICS_DENIAL_KEYS_MAX 1000           /* key labels of llmlimit_reserve_denials_total */
 #define METRICS_LIMITS_MAX 1000                /* limits with per-limit gauges in /metrics */
 
+/* The console (docs/console.md): limits per page of
+ * GET /v1/console/limits, holds visited in expiry order for one limit's
+ * summary (at most RETRY_WALK_HOLDS_MAX: the walk shares its scratch), the
+ * "expiring soon" window, live holds one scan of a limit visits, and the
+ * distinct callers the memory backend tells apart. */
+#define CONSOLE_LIMITS_PAGE_DEFAULT 200
+#define CONSOLE_LIMITS_PAGE_MAX 1000
+#define CONSOLE_HOLDS_WALK_MAX 1024
+#define CONSOLE_HOLDS_SOON_MS 10000
+#define CONSOLE_HOLDS_SCAN_MAX 100000
+#define MEMORY_CALLERS_MAX 16384
+
 #endif

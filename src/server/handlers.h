@@ -1,6 +1,6 @@
 /* The handlers of llmlimitd's own routes (routes.c), each answering one
- * exchange: the data path (handlers_data.c) and the synchronous routes
- * (handlers_admin.c). */
+ * exchange: the data path (handlers_data.c), the synchronous routes
+ * (handlers_admin.c) and the console (console.c). */
 #ifndef LLMLIMIT_SERVER_HANDLERS_H
 #define LLMLIMIT_SERVER_HANDLERS_H
 
@@ -24,5 +24,14 @@ enum MHD_Result handle_events(struct exchange *exchange);
 enum MHD_Result handle_metrics(struct exchange *exchange);
 enum MHD_Result handle_healthz(struct exchange *exchange);
 enum MHD_Result handle_readyz(struct exchange *exchange);
+
+/* console.c */
+enum MHD_Result handle_console_asset(struct exchange *exchange);
+enum MHD_Result handle_console_status(struct exchange *exchange);
+enum MHD_Result handle_console_limits(struct exchange *exchange);
+enum MHD_Result handle_console_holds(struct exchange *exchange);
+enum MHD_Result handle_console_denials(struct exchange *exchange);
+enum MHD_Result handle_console_spend(struct exchange *exchange);
+enum MHD_Result handle_console_gateway(struct exchange *exchange);
 
 #endif

@@ -24,6 +24,7 @@ struct batch {
     int32_t *call_of_item;   /* index into the call arrays, or -1 */
     uint32_t *error_of_item; /* offset of the item's error in errors */
     struct buffer errors;    /* NUL-terminated error texts back to back */
+    int64_t now_unix_ms;     /* reserves: when the answer was written (activity) */
     struct reserve_request *reserve_requests;
     struct reserve_result *reserve_results;
     struct requirement *requirements;
@@ -94,6 +95,8 @@ static enum MHD_Result reserve_reply(struct exchange *ex)
     unsigned status = encode_reserve_members(&b, request, result);
     buffer_append_char(&b, '}');
     count_denials(ex, request, result);
+    activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_API,
+                     request, result);
     bool denied = status == 200 && !result->allowed;
     return exchange_answer(ex, status, &b, denied ? result->retry_after_ms : 0);
 }
@@ -298,6 +301,9 @@ static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t cal
     const struct reserve_request *request = &ex->batch->reserve_requests[call];
     const struct reserve_result *result = &ex->batch->reserve_results[call];
     unsigned status = encode_http_status(result->error);
+    if (status == 200 && !result->allowed)
+        activity_denial(ex->server->activity, ex->batch->now_unix_ms, ACTIVITY_SOURCE_API, request,
+                        result);
     if (status == 200) {
         static const char head[] = "{\"status\":200,";
         buffer_append(b, head, sizeof head - 1);
@@ -311,8 +317,26 @@ static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t cal
     return status;
 }
 
+/* The batch's reserves are counted at once: one atomic add, not one each. */
+static void count_batch_activity(struct exchange *ex)
+{
+    struct batch *batch = ex->batch;
+    uint64_t answered = 0, denied = 0;
+    for (uint32_t i = 0; i < batch->call_count; i++) {
+        const struct reserve_result *result = &batch->reserve_results[i];
+        if (encode_http_status(result->error) != 200)
+            continue; /* 409, 503: no answer about capacity */
+        answered++;
+        if (!result->allowed)
+            denied++;
+    }
+    activity_count(ex->server->activity, batch->now_unix_ms, answered, denied);
+}
+
 static enum MHD_Result reserve_batch_reply(struct exchange *ex)
 {
+    ex->batch->now_unix_ms = clock_now_ms(ex->server->clock);
+    count_batch_activity(ex);
     return batch_reply(ex, reserve_item);
 }
 

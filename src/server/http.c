@@ -82,6 +82,10 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     }
     if (status == 401)
         MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if ((ex->route->flags & ROUTE_NO_STORE) != 0) {
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+    }
     if (__atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST))
         MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     ex->status = status;

@@ -28,6 +28,7 @@ enum route_flag {
     ROUTE_ERROR_HAS_OK = 2,    /* error bodies carry "ok": false (complete, release) */
     ROUTE_TEST_CLOCK_ONLY = 4, /* exists only with --test-clock */
     ROUTE_TEXT = 8,            /* a 200 is Prometheus text, not JSON */
+    ROUTE_NO_STORE = 16,       /* answers are never cached, never sniffed (the console's data) */
 };
 
 struct exchange;

@@ -32,6 +32,23 @@ static const struct route rows[] = {
     {"metrics", "/metrics", GET_HEAD, AUTH_CLIENT, ROUTE_TEXT, handle_metrics},
     {"healthz", "/healthz", GET_HEAD, AUTH_NONE, 0, handle_healthz},
     {"readyz", "/readyz", GET_HEAD, AUTH_NONE, 0, handle_readyz},
+    /* The console: its files need no token (they hold no data); what they
+     * read does. */
+    {"console", "/console", GET_HEAD, AUTH_NONE, 0, handle_console_asset},
+    {"console_js", "/console/app.js", GET_HEAD, AUTH_NONE, 0, handle_console_asset},
+    {"console_css", "/console/app.css", GET_HEAD, AUTH_NONE, 0, handle_console_asset},
+    {"console_status", "/v1/console/status", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE,
+     handle_console_status},
+    {"console_limits", "/v1/console/limits", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE,
+     handle_console_limits},
+    {"console_holds", "/v1/console/holds/", GET_HEAD, AUTH_ADMIN, ROUTE_ITEM | ROUTE_NO_STORE,
+     handle_console_holds},
+    {"console_denials", "/v1/console/denials", GET_HEAD, AUTH_ADMIN, ROUTE_NO_STORE,
+     handle_console_denials},
+    {"console_spend", "/v1/console/spend/", GET_HEAD, AUTH_CLIENT, ROUTE_ITEM | ROUTE_NO_STORE,
+     handle_console_spend},
+    {"console_gateway", "/v1/console/gateway", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE,
+     handle_console_gateway},
     {"not_found", "", ~0u, AUTH_NONE, 0, NULL}, /* last: every other path */
 };
 

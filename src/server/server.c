@@ -230,10 +230,15 @@ static int server_start(struct server *s)
     s->ready = true;
     s->router = &server_routes;
     s->metrics = metrics_create(s->router);
-    if (s->metrics == NULL)
+    s->activity = activity_create();
+    s->spend = spend_create();
+    if (s->metrics == NULL || s->activity == NULL || s->spend == NULL)
         return startup_failed("cannot start", "out of memory");
+    s->started_at_unix_ms = clock_now_ms(s->clock);
     if (ticker_start(s) != 0)
         return -1;
+    if (spend_start(s->spend, s->backend, s->clock) != 0)
+        return startup_failed("cannot start the spend sampler thread", strerror(errno));
     if (http_start(s, error, sizeof error) != 0)
         return startup_failed("cannot listen", error);
     assert(s->daemon != NULL);
@@ -246,6 +251,7 @@ static void server_free(struct server *s)
     assert(s->daemon == NULL);
     assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     ticker_stop(s);
+    spend_stop(s->spend); /* before the backend it reads closes */
     if (s->ticker_cond_ready) {
         pthread_cond_destroy(&s->ticker_cond);
         pthread_mutex_destroy(&s->ticker_mutex);
@@ -255,6 +261,8 @@ static void server_free(struct server *s)
         backend_close(s->backend);
     registry_close(s->registry);
     metrics_destroy(s->metrics);
+    activity_destroy(s->activity);
+    spend_destroy(s->spend);
     http_pool_free(s);
     watch_list_destroy(&s->watches);
     pthread_mutex_destroy(&s->pool_mutex);

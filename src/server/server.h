@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "util/arena.h"
+#include "activity.h"
 #include "auth.h"
 #include "backend/backend.h"
 #include "backend/sqlite/sqlite.h"
@@ -21,6 +22,7 @@
 #include "metrics.h"
 #include "registry.h"
 #include "router.h"
+#include "spend.h"
 #include "watch.h"
 
 struct server {
@@ -33,6 +35,9 @@ struct server {
     struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
     struct registry *registry;
     struct metrics *metrics;
+    struct activity *activity; /* recent reserves and denials (the console) */
+    struct spend *spend;       /* budget spend history (the console) */
+    int64_t started_at_unix_ms;
     struct auth auth;
     struct MHD_Daemon *daemon;
     const struct router *router; /* the routes it answers (routes.c) */

@@ -331,6 +331,7 @@ int main(int argc, char **argv)
     conformance_traits.bounded_lease_cache = strcmp(argv[1], "sqlite") != 0;
     conformance_traits.budget_periods_kept =
         strcmp(argv[1], "memory") == 0 ? BUDGET_PERIODS_KEPT : 0;
+    conformance_traits.callers_max = strcmp(argv[1], "memory") == 0 ? MEMORY_CALLERS_MAX : 0;
     const char *tmp = getenv("TMPDIR");
     snprintf(root_dir, sizeof root_dir, "%s/llmlimit-conformance-XXXXXX",
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
@@ -346,6 +347,7 @@ int main(int argc, char **argv)
     run_admin_tests(&passed, &failed);
     run_retry_tests(&passed, &failed);
     run_stress_tests(&passed, &failed);
+    run_console_tests(&passed, &failed);
     nftw(root_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     /* The counts of every file's tests, summed here, end the run. */
     (void)test_failures_in_current;

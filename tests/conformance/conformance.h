@@ -34,6 +34,7 @@ struct fixture {
 struct backend_traits {
     bool bounded_lease_cache;     /* lease_cache_entries evicts (memory, tigerbeetle) */
     uint32_t budget_periods_kept; /* past periods reported, with the current; 0: all */
+    uint32_t callers_max;         /* distinct callers told apart (memory); 0: all */
 };
 
 extern const char *conformance_backend;
@@ -133,5 +134,6 @@ void run_lease_tests(int *passed, int *failed);
 void run_admin_tests(int *passed, int *failed);
 void run_retry_tests(int *passed, int *failed);
 void run_stress_tests(int *passed, int *failed);
+void run_console_tests(int *passed, int *failed);
 
 #endif

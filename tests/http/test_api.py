@@ -427,18 +427,20 @@ class Api(unittest.TestCase):
         self.assertEqual((status, body["limit"]["definition"]["key"]), (200, key))
 
     def test_optional_routes_without_backend_support(self):
-        """events and usage?group_by=caller are 404 not_supported_by_backend when missing."""
+        """events is 404 not_supported_by_backend on memory; usage?group_by=caller answers on both."""
         key = "api:optional"
         self.put(rolling(key, 7))
+        self.assertTrue(self.reserve(lease(), {key: 3}, caller="who")[0]["allowed"])
         status, _, events = self.server.request("GET", "/v1/events?limit=5")
         status_by, _, by_caller = self.server.usage(key, query="group_by=caller")
         if BACKEND == "memory":
             self.assertEqual((status, events), (404, {"error": "not_supported_by_backend"}))
-            self.assertEqual((status_by, by_caller), (404, {"error": "not_supported_by_backend"}))
         else:
             self.assertEqual(status, 200, events)
             self.assertIn("events", events)
-            self.assertEqual(status_by, 200, by_caller)
+        self.assertEqual(status_by, 200, by_caller)
+        self.assertEqual(by_caller["callers"],
+                         [{"caller": "who", "reserved": 3, "used": 0, "debt": 0, "calls": 1}])
 
     # -- metrics -------------------------------------------------------------
 

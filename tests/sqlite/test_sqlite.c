@@ -205,7 +205,8 @@ static void version_1_database_is_migrated(void)
              (long long)START_MS);
     exec_sql(path, sql);
     REQUIRE(db_reopen(&db));
-    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 2);
+    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 3);
+    CHECK_EQ_I64(db_query_int(&db, "SELECT calls FROM caller_usage"), 0); /* version 3 */
     CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations"), 3);
     CHECK_EQ_I64(db_query_int(&db, "SELECT held FROM reservations WHERE lease_id='live' AND "
                                    "key='tpm'"),

@@ -244,30 +244,66 @@ enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
     return MEM_WALK_BOUNDED;
 }
 
+bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                       uint32_t visits_max, struct mem_heap_entry *scratch,
+                       bool (*visit)(void *context, const struct mem_hold *hold), void *context)
+{
+    assert(visits_max <= RETRY_WALK_HOLDS_MAX);
+    struct heap_walk w = {.set = set, .open = scratch, .open_count = 0};
+    walk_open_push(&w, 0);
+    uint32_t list_id = set->head;
+    for (uint32_t visited = 0; visited < visits_max; visited++) {
+        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
+            return true;
+        const struct mem_hold *list_hold =
+            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
+        const struct mem_hold *hold;
+        if (list_hold != NULL &&
+            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
+            hold = list_hold;
+            list_id = list_hold->next;
+        } else {
+            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
+        }
+        if (!visit(context, hold))
+            return true;
+    }
+    return list_id == MEM_HOLD_NONE && w.open_count == 0;
+}
+
 static void add_to(uint64_t *sum, uint64_t amount)
 {
     *sum = *sum > UINT64_MAX - amount ? UINT64_MAX : *sum + amount;
 }
 
+struct check_sums {
+    uint64_t reserved;
+    uint64_t used;
+    uint64_t debt;
+    uint64_t reserved_count;
+};
+
 static void check_hold(const struct mem_hold *hold, const struct mem_hold_set *set,
-                       const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
-                       uint64_t *debt)
+                       const struct mem_limit *limit, struct check_sums *sums)
 {
     assert(hold->limit == limit);
     assert(hold->state == MEM_HOLD_RESERVED || hold->state == MEM_HOLD_USED);
     assert(hold->expires_at_ms <= set->expires_at_ms_max);
-    if (hold->state == MEM_HOLD_RESERVED)
-        add_to(reserved, hold->amount);
-    else
-        add_to(used, hold->amount);
-    add_to(debt, hold->debt);
+    assert(hold->caller_id <= MEM_CALLER_OTHERS);
+    if (hold->state == MEM_HOLD_RESERVED) {
+        add_to(&sums->reserved, hold->amount);
+        sums->reserved_count++;
+    } else {
+        add_to(&sums->used, hold->amount);
+    }
+    add_to(&sums->debt, hold->debt);
 }
 
 void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
                         const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
-                        uint64_t *debt)
+                        uint64_t *debt, uint64_t *reserved_count)
 {
-    *reserved = *used = *debt = 0;
+    struct check_sums sums = {0};
     uint32_t list_count = 0;
     uint32_t previous = MEM_HOLD_NONE;
     for (uint32_t id = set->head; id != MEM_HOLD_NONE; id = mem_hold_get(pool, id)->next) {
@@ -276,7 +312,7 @@ void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_
         assert(previous == MEM_HOLD_NONE || hold->previous == previous); /* the head's is stale */
         if (previous != MEM_HOLD_NONE)
             assert(mem_hold_get(pool, previous)->expires_at_ms <= hold->expires_at_ms);
-        check_hold(hold, set, limit, reserved, used, debt);
+        check_hold(hold, set, limit, &sums);
         previous = id;
         list_count++;
         assert(list_count <= set->count);
@@ -288,7 +324,11 @@ void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_
         assert(hold->expires_at_ms == set->heap[i].expires_at_ms);
         if (i > 0)
             assert(set->heap[(i - 1) / 2].expires_at_ms <= set->heap[i].expires_at_ms);
-        check_hold(hold, set, limit, reserved, used, debt);
+        check_hold(hold, set, limit, &sums);
     }
     assert(list_count + set->heap_count == set->count);
+    *reserved = sums.reserved;
+    *used = sums.used;
+    *debt = sums.debt;
+    *reserved_count = sums.reserved_count;
 }

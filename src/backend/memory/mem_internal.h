@@ -77,6 +77,7 @@ struct mem_hold {
     uint32_t heap_index; /* MEM_HOLD_IN_LIST when in the list */
     uint32_t generation; /* bumped on free: stale lease references see it */
     uint8_t state;
+    uint16_t caller_id; /* its lease's caller (mem_callers.c) */
 } __attribute__((aligned(64)));
 
 #define MEM_HOLD_IN_LIST UINT32_MAX
@@ -238,13 +239,31 @@ enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
                                        const struct mem_hold_set *set, uint64_t need,
                                        int64_t period_start_ms, struct mem_heap_entry *scratch,
                                        int64_t *expires_at_ms);
+/* Visits holds in expiry order until visit returns false or visits_max
+ * holds were visited (at most RETRY_WALK_HOLDS_MAX; scratch as for
+ * mem_hold_set_walk). Returns false when it stopped at visits_max with
+ * holds left unvisited. */
+bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
+                       uint32_t visits_max, struct mem_heap_entry *scratch,
+                       bool (*visit)(void *context, const struct mem_hold *hold), void *context);
 /* Checks list order and links, heap order and indexes, and the count;
- * returns the sums of reserved, used and debt amounts. Asserts. */
+ * returns the sums of reserved, used and debt amounts and the number of
+ * RESERVED holds. Asserts. */
 void mem_hold_set_check(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
                         const struct mem_limit *limit, uint64_t *reserved, uint64_t *used,
-                        uint64_t *debt);
+                        uint64_t *debt, uint64_t *reserved_count);
 
 /* ---- limits (mem_limits.c) -------------------------------------------- */
+
+/* What one caller holds and spent in one budget period: an entry of the
+ * period's open-addressing table keyed by caller id + 1 (0: empty). */
+struct mem_caller_spend {
+    uint32_t key;
+    uint64_t reserved;
+    uint64_t used;
+    uint64_t debt;
+    uint64_t calls; /* leases completed */
+};
 
 struct mem_period {
     int64_t start_ms;
@@ -252,6 +271,12 @@ struct mem_period {
     uint64_t committed;
     uint64_t debt;
     uint64_t reserved; /* live holds reserved in this period */
+    /* The same three split by caller (GET /v1/usage/{key}?group_by=caller):
+     * an entry per caller that reserved in the period, never removed while
+     * the period is kept; at most MEMORY_CALLERS_MAX + 2 entries. */
+    struct mem_caller_spend *callers;
+    uint32_t caller_count;
+    uint32_t caller_capacity; /* a power of two, or 0 */
 };
 
 struct mem_limit {
@@ -261,9 +286,10 @@ struct mem_limit {
     enum limit_status status;
     uint64_t capacity; /* in force */
     int64_t hold_duration_ms;
-    uint64_t reserved; /* RESERVED holds (budgets count them per period instead) */
-    uint64_t used;     /* rolling: USED holds */
-    uint64_t debt;     /* rolling: debt riding on live holds; saturates */
+    uint64_t reserved;       /* RESERVED holds (budgets count them per period instead) */
+    uint64_t reserved_holds; /* how many holds are RESERVED (every period) */
+    uint64_t used;           /* rolling: USED holds */
+    uint64_t debt;           /* rolling: debt riding on live holds; saturates */
     struct mem_hold_set holds;
     bool deleted; /* hidden from new reserves, list, get, usage */
     /* The lease ring's tail when it was deleted: only leases before it can
@@ -323,6 +349,7 @@ struct mem_lease {
     uint8_t state;
     uint8_t size_class;
     uint8_t item_count;
+    uint16_t caller_id;
     struct mem_lease_item items[];
 };
 
@@ -365,6 +392,29 @@ struct mem_limit_memo {
     uint64_t version;
 };
 
+/* ---- callers (mem_callers.c) -------------------------------------------- */
+
+/* Callers are interned once and kept until the backend closes: a hold
+ * carries its caller as a 16-bit id. Id 0 is "no caller" (""); callers past
+ * MEMORY_CALLERS_MAX share MEM_CALLER_OTHERS. */
+#define MEM_CALLER_NONE 0
+#define MEM_CALLER_OTHERS (MEMORY_CALLERS_MAX + 1)
+#define MEM_CALLER_OTHERS_NAME "(other callers)"
+_Static_assert(MEM_CALLER_OTHERS <= UINT16_MAX, "caller ids fit a hold's 16 bits");
+
+struct mem_caller {
+    struct mem_node node; /* key points at name */
+    uint16_t id;
+    char name[];
+};
+
+struct mem_callers {
+    struct mem_table table;
+    struct mem_caller **by_id; /* [id], ids 1..count */
+    uint32_t count;
+    uint32_t capacity;
+};
+
 struct mem_backend {
     struct backend base; /* first: the ops see a struct backend */
     pthread_mutex_t mutex;
@@ -397,6 +447,7 @@ struct mem_backend {
     size_t slab_used;             /* bytes of the newest slab carved */
 
     struct mem_heap_entry *walk_scratch;
+    struct mem_callers callers;
 
     uint64_t overage_denied;
     uint64_t expired_holds;
@@ -446,6 +497,30 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
 /* Expires holds of every limit, applies decreases, frees unused deleted limits. */
 void mem_limits_tick(struct mem_backend *b, int64_t now_ms, bool *limits_changed);
 void mem_limits_free_all(struct mem_backend *b);
+
+/* mem_callers.c */
+int mem_callers_init(struct mem_callers *callers);
+void mem_callers_free(struct mem_callers *callers);
+/* The id of a caller (NULL or "": MEM_CALLER_NONE), interned on first
+ * sight; MEM_CALLER_OTHERS past the bound or when out of memory (only the
+ * attribution to a caller is lost, never an amount). */
+uint16_t mem_caller_intern(struct mem_callers *callers, const char *name, uint32_t length);
+/* The name of an id (static or interned storage, valid until close). */
+const char *mem_caller_name(const struct mem_callers *callers, uint16_t id);
+/* The period's entry for a caller: created (NULL when out of memory), or
+ * found (NULL when the caller never reserved in the period). */
+struct mem_caller_spend *mem_period_spend_add(struct mem_period *period, uint16_t caller_id);
+struct mem_caller_spend *mem_period_spend_find(const struct mem_period *period, uint16_t caller_id);
+void mem_period_spend_free(struct mem_period *period);
+
+/* mem_console.c: the console ops (limits_report, holds_scan) and
+ * usage_by_caller, each under the lock. */
+int mem_limits_report(struct mem_backend *b, const struct limits_query *query,
+                      struct limit_report **out, size_t *count, bool *more);
+int mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds, hold_visit_fn visit,
+                   void *context, bool *complete);
+int mem_usage_by_caller(struct mem_backend *b, const char *key, int64_t at_unix_ms,
+                        struct caller_usage **out, size_t *count);
 
 /* mem_leases.c */
 /* Starts loading what a reserve of this id will touch in the cache: its

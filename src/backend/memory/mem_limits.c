@@ -103,6 +103,7 @@ struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
     if (limit->period_count < BUDGET_PERIODS_KEPT)
         limit->period_count++;
     enum limit_period kind = limit->state.definition.period;
+    mem_period_spend_free(&limit->periods[slot]); /* the oldest kept one, or an unused slot */
     limit->periods[slot] = (struct mem_period){
         .start_ms = period_start_ms(kind, now_ms),
         .end_ms = period_end_ms(kind, now_ms),
@@ -119,11 +120,19 @@ drop_hold(struct mem_backend *b, struct mem_limit *limit, uint32_t id, struct me
 {
     assert(hold->limit == limit);
     mem_hold_set_remove(&b->pool, &limit->holds, id);
+    if (hold->state == MEM_HOLD_RESERVED) {
+        assert(limit->reserved_holds > 0);
+        limit->reserved_holds--;
+    }
     if (hold->state == MEM_HOLD_RESERVED && limit->kind == LIMIT_BUDGET) {
         struct mem_period *period = mem_limit_period_find(limit, hold->period_start_ms);
         if (period != NULL) {
             assert(period->reserved >= hold->amount);
             period->reserved -= hold->amount;
+            struct mem_caller_spend *spend = mem_period_spend_find(period, hold->caller_id);
+            assert(spend != NULL);
+            assert(spend->reserved >= hold->amount);
+            spend->reserved -= hold->amount;
         }
     } else if (hold->state == MEM_HOLD_RESERVED) {
         assert(limit->reserved >= hold->amount);
@@ -252,11 +261,19 @@ bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit
            b->ring_head >= limit->deleted_at_ring_position;
 }
 
+/* Frees a limit's own blocks and the limit. */
+static void limit_free(struct mem_limit *limit)
+{
+    for (uint32_t i = 0; i < BUDGET_PERIODS_KEPT; i++)
+        mem_period_spend_free(&limit->periods[i]);
+    mem_hold_set_free(&limit->holds);
+    free(limit);
+}
+
 void mem_limit_destroy(struct mem_backend *b, struct mem_limit *limit)
 {
     assert(mem_limit_unused(b, limit));
-    mem_hold_set_free(&limit->holds);
-    free(limit);
+    limit_free(limit);
 }
 
 /* A deleted limit makes way for a new one of another kind or period; leases
@@ -430,18 +447,41 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
 
 /* ---- tick and invariants ------------------------------------------------- */
 
+/* Each period's split by caller adds up to the period's own counters. */
+static void check_period_spend(const struct mem_period *period)
+{
+    uint64_t reserved = 0, used = 0, debt = 0;
+    uint32_t entries = 0;
+    for (uint32_t i = 0; i < period->caller_capacity; i++) {
+        const struct mem_caller_spend *spend = &period->callers[i];
+        if (spend->key == 0)
+            continue;
+        entries++;
+        reserved += spend->reserved; /* each <= capacity < 2^63, fewer than 2^17 entries */
+        used += spend->used;
+        debt = amount_add_saturating(debt, spend->debt);
+    }
+    assert(entries == period->caller_count);
+    assert(reserved == period->reserved);
+    assert(used == period->committed);
+    assert(period->debt == UINT64_MAX || debt == period->debt);
+}
+
 void mem_limit_check(struct mem_backend *b, struct mem_limit *limit)
 {
-    uint64_t reserved, used, debt;
-    mem_hold_set_check(&b->pool, &limit->holds, limit, &reserved, &used, &debt);
+    uint64_t reserved, used, debt, reserved_count;
+    mem_hold_set_check(&b->pool, &limit->holds, limit, &reserved, &used, &debt, &reserved_count);
+    assert(reserved_count == limit->reserved_holds);
     assert(used == limit->used);
     assert(limit->debt == UINT64_MAX || debt == limit->debt);
     assert(limit->capacity == limit->state.definition.capacity);
     assert(limit->status == limit->state.status);
     if (limit->kind == LIMIT_BUDGET) {
         uint64_t period_reserved = 0;
-        for (uint32_t age = 0; age < limit->period_count; age++)
+        for (uint32_t age = 0; age < limit->period_count; age++) {
             period_reserved += period_at_age(limit, age)->reserved;
+            check_period_spend(period_at_age(limit, age));
+        }
         assert(period_reserved == reserved);
         assert(limit->reserved == 0);
         assert(limit->used == 0);
@@ -504,16 +544,13 @@ void mem_limits_free_all(struct mem_backend *b)
 {
     for (uint32_t i = 0; i < b->limits.capacity; i++) {
         struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
-        if (limit != NULL) {
-            mem_hold_set_free(&limit->holds);
-            free(limit);
-        }
+        if (limit != NULL)
+            limit_free(limit);
     }
     while (b->retired != NULL) {
         struct mem_limit *limit = b->retired;
         b->retired = limit->next_retired;
-        mem_hold_set_free(&limit->holds);
-        free(limit);
+        limit_free(limit);
     }
     b->limits_version++;
     mem_table_free(&b->limits);

@@ -182,6 +182,7 @@ static void deny(struct mem_backend *b, const struct reserve_request *request,
         };
     }
     lease->denied_items = 0;
+    lease->caller_id = MEM_CALLER_NONE; /* a denied lease holds nothing to attribute */
     for (uint32_t k = 0; k < result->denied_count; k++)
         lease->denied_items |= UINT64_C(1) << result->denied_index[k];
     lease->state = MEM_LEASE_DENIED;
@@ -190,8 +191,10 @@ static void deny(struct mem_backend *b, const struct reserve_request *request,
     result->retry_after_ms = retry_ms;
 }
 
-/* Everything that can fail is done before the first hold is taken. */
-static int prepare(struct mem_backend *b, struct mem_limit **limits, uint32_t count)
+/* Everything that can fail is done before the first hold is taken: room
+ * for the holds, and each budget's entry for the caller (spends[i]). */
+static int prepare(struct mem_backend *b, struct mem_limit **limits, struct mem_period **periods,
+                   uint32_t count, uint16_t caller_id, struct mem_caller_spend **spends)
 {
     if (mem_hold_pool_ensure(&b->pool, count) != 0)
         return -1;
@@ -199,12 +202,19 @@ static int prepare(struct mem_backend *b, struct mem_limit **limits, uint32_t co
         if (mem_hold_set_ensure(&limits[i]->holds) != 0)
             return -1;
     }
+    /* An entry made for a reserve that then fails holds zeros: harmless. */
+    for (uint32_t i = 0; i < count; i++) {
+        spends[i] = NULL;
+        if (limits[i]->kind == LIMIT_BUDGET &&
+            (spends[i] = mem_period_spend_add(periods[i], caller_id)) == NULL)
+            return -1;
+    }
     return 0;
 }
 
 static void hold_all(struct mem_backend *b, const struct reserve_request *request,
                      struct mem_limit **limits, struct mem_period **periods,
-                     struct mem_lease *lease, int64_t now_ms)
+                     struct mem_caller_spend **spends, struct mem_lease *lease, int64_t now_ms)
 {
     int64_t expires_at_ms = INT64_MAX;
     for (uint32_t i = 0; i < request->requirement_count; i++) {
@@ -214,15 +224,18 @@ static void hold_all(struct mem_backend *b, const struct reserve_request *reques
         struct mem_hold *hold = mem_hold_get(&b->pool, id);
         hold->amount = amount;
         hold->state = MEM_HOLD_RESERVED;
+        hold->caller_id = lease->caller_id;
         hold->limit = limit;
         hold->expires_at_ms = now_ms + limit->hold_duration_ms;
         assert(hold->expires_at_ms > now_ms); /* every kind holds a while */
         if (limit->kind == LIMIT_BUDGET) {
             hold->period_start_ms = periods[i]->start_ms;
             periods[i]->reserved += amount; /* fits: <= capacity */
+            spends[i]->reserved += amount;  /* <= the period's reserved */
         } else {
             limit->reserved += amount;
         }
+        limit->reserved_holds++;
         mem_hold_set_insert(&b->pool, &limit->holds, id);
         lease->items[i] = (struct mem_lease_item){
             .limit = limit,
@@ -309,12 +322,14 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
         reserve_result_unavailable(result);
         return;
     }
-    if (prepare(b, limits, n) != 0) {
+    lease->caller_id = mem_caller_intern(&b->callers, request->caller, request->caller_length);
+    struct mem_caller_spend *spends[REQUIREMENTS_PER_RESERVE_MAX];
+    if (prepare(b, limits, periods, n, lease->caller_id, spends) != 0) {
         mem_lease_discard(b, lease);
         reserve_result_unavailable(result);
         return;
     }
-    hold_all(b, request, limits, periods, lease, now_ms);
+    hold_all(b, request, limits, periods, spends, lease, now_ms);
     if (request->states != NULL)
         fill_states(b, request, limits, periods);
     assert(lease->state == MEM_LEASE_ACTIVE);
@@ -352,6 +367,8 @@ static void settle_rolling(struct mem_backend *b, const struct mem_lease_item *i
     uint64_t reserved = hold->amount;
     assert(limit->reserved >= reserved);
     limit->reserved -= reserved;
+    assert(limit->reserved_holds > 0);
+    limit->reserved_holds--;
     hold->state = MEM_HOLD_USED;
     if (actual <= reserved) {
         hold->amount = actual;
@@ -384,7 +401,7 @@ static void settle_rolling(struct mem_backend *b, const struct mem_lease_item *i
  * overrunning lease's, not a later one's). A commit after expiry has no
  * reservation: it is tested whole. */
 static void settle_budget(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
-                          struct complete_result *w)
+                          uint16_t caller_id, struct complete_result *w)
 {
     struct mem_limit *limit = item->limit;
     bool after_expiry = live_hold(b, item) == NULL;
@@ -407,10 +424,16 @@ static void settle_budget(struct mem_backend *b, const struct mem_lease_item *it
         period->debt = amount_add_saturating(period->debt, excess - fit);
         warn(w, BACKEND_WARNING_OVERAGE_DEBT, limit);
     }
+    /* Made by the reserve in this period; kept as long as the period. */
+    struct mem_caller_spend *spend = mem_period_spend_find(period, caller_id);
+    assert(spend != NULL);
+    spend->used += fit;
+    spend->debt = amount_add_saturating(spend->debt, actual - fit);
+    spend->calls++;
 }
 
 static void settle(struct mem_backend *b, const struct mem_lease_item *item, uint64_t actual,
-                   int64_t now_ms, struct complete_result *w)
+                   uint16_t caller_id, int64_t now_ms, struct complete_result *w)
 {
     mem_limit_expire(b, item->limit, now_ms);
     switch (item->limit->kind) {
@@ -422,7 +445,7 @@ static void settle(struct mem_backend *b, const struct mem_lease_item *item, uin
             mem_limit_drop_hold(b, item->limit, item->hold_id);
         break;
     case LIMIT_BUDGET:
-        settle_budget(b, item, actual, w);
+        settle_budget(b, item, actual, caller_id, w);
         break;
     default:
         assert(false);
@@ -466,7 +489,7 @@ static void complete_one(struct mem_backend *b, const struct complete_request *r
         /* A key left out settles at its reserved amount (pessimistic). */
         uint64_t amount = actual_of[j] >= 0 ? request->actuals[actual_of[j]].actual_amount
                                             : lease->items[j].amount;
-        settle(b, &lease->items[j], amount, now_ms, result);
+        settle(b, &lease->items[j], amount, lease->caller_id, now_ms, result);
     }
     lease->state = MEM_LEASE_COMPLETED;
     result->reconciled = true;
@@ -509,6 +532,7 @@ static void mem_free(struct mem_backend *b)
         mem_limits_free_all(b);
     }
     mem_hold_pool_free(&b->pool);
+    mem_callers_free(&b->callers);
     free(b->walk_scratch);
     pthread_mutex_destroy(&b->mutex);
     free(b);
@@ -535,7 +559,8 @@ static int mem_open(const struct backend_config *config, const void *options, st
     b->pool.free_head = MEM_HOLD_NONE;
     b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
     if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
-        mem_leases_init(b, config->lease_cache_entries) != 0) {
+        mem_leases_init(b, config->lease_cache_entries) != 0 ||
+        mem_callers_init(&b->callers) != 0) {
         mem_free(b);
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -676,6 +701,24 @@ static void mem_op_release(struct backend *base, const struct release_request *r
         done(context);
 }
 
+static int mem_op_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
+                                  struct caller_usage **out, size_t *count)
+{
+    return mem_usage_by_caller(mem_backend_of(base), key, at_unix_ms, out, count);
+}
+
+static int mem_op_limits_report(struct backend *base, const struct limits_query *query,
+                                struct limit_report **out, size_t *count, bool *more)
+{
+    return mem_limits_report(mem_backend_of(base), query, out, count, more);
+}
+
+static int mem_op_holds_scan(struct backend *base, const char *key, uint64_t max_holds,
+                             hold_visit_fn visit, void *context, bool *complete)
+{
+    return mem_holds_scan(mem_backend_of(base), key, max_holds, visit, context, complete);
+}
+
 static bool mem_op_ready(struct backend *base)
 {
     (void)mem_backend_of(base);
@@ -710,5 +753,8 @@ const struct backend_ops mem_backend_ops = {
     .ready = mem_op_ready,
     .stats = mem_op_stats,
     .events = NULL,
-    .usage_by_caller = NULL,
+    .usage_by_caller = mem_op_usage_by_caller,
+    .limits_report = mem_op_limits_report,
+    .holds_scan = mem_op_holds_scan,
+    .holds_seen_here_only = false,
 };

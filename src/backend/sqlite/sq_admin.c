@@ -534,11 +534,12 @@ struct callers_args {
 };
 
 static const char callers_budget_sql[] =
-    "SELECT caller,reserved,used,debt FROM caller_usage WHERE limit_id=?1 AND period_start=?2 "
-    "AND (reserved<>0 OR used<>0 OR debt<>0) ORDER BY used DESC, reserved DESC, caller LIMIT ?3";
+    "SELECT caller,reserved,used,debt,calls FROM caller_usage WHERE limit_id=?1 AND "
+    "period_start=?2 AND (reserved<>0 OR used<>0 OR debt<>0 OR calls<>0) "
+    "ORDER BY used DESC, reserved DESC, caller LIMIT ?3";
 static const char callers_window_sql[] =
     "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END),"
-    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt) FROM ("
+    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt), COUNT(*) FROM ("
     "  SELECT l.caller AS caller, json_extract(j.value,'$[2]') AS state,"
     "   json_extract(j.value,'$[4]') AS held, json_extract(j.value,'$[5]') AS debt"
     "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
@@ -557,6 +558,7 @@ static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
         u->reserved = (uint64_t)sqlite3_column_int64(stmt, 1);
         u->used = (uint64_t)sqlite3_column_int64(stmt, 2);
         u->debt = (uint64_t)sqlite3_column_int64(stmt, 3);
+        u->calls = (uint64_t)sqlite3_column_int64(stmt, 4);
     }
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }

@@ -7,6 +7,8 @@
  *   sqlite.c   the ops table, open and close, the writer thread (group
  *              commit) and the checkpointer
  *   sq_admin   the synchronous ops, each run as a call on the writer
+ *   sq_console the console's reads (a page of limits, one limit's holds),
+ *              each run as a call on the writer
  *   sq_sync    the syncer and the answerer: fsync of the WAL, then answers
  *   sq_ledger  reserve, complete, release; the expiry of holds, which
  *              frees the hold in the mirror and records it with its lease

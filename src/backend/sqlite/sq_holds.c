@@ -21,6 +21,11 @@ uint64_t sq_holds_sum(const struct sq_hold *root)
     return root == NULL ? 0 : root->amount_sum;
 }
 
+uint64_t sq_holds_live(const struct sq_hold *root)
+{
+    return root == NULL ? 0 : root->live_count;
+}
+
 int64_t sq_holds_row_min(const struct sq_hold *root)
 {
     return root == NULL ? INT64_MAX : root->row_min;
@@ -31,6 +36,8 @@ static void node_update(struct sq_hold *node)
     int32_t hl = height_of(node->left), hr = height_of(node->right);
     node->height = (hl > hr ? hl : hr) + 1;
     assert(node->height <= SQ_HOLDS_HEIGHT_MAX);
+    node->live_count =
+        sq_holds_live(node->left) + sq_holds_live(node->right) + (node->completed ? 0 : 1);
     node->amount_sum = amount_add_saturating(
         amount_add_saturating(sq_holds_sum(node->left), sq_holds_sum(node->right)), node->amount);
     int64_t left = sq_holds_row_min(node->left), right = sq_holds_row_min(node->right);
@@ -175,6 +182,63 @@ struct sq_hold *sq_holds_reaching(const struct sq_hold *root, uint64_t need)
         need -= root->amount;
         root = root->right;
     }
+}
+
+uint64_t sq_holds_live_until(const struct sq_hold *root, int64_t at_ms)
+{
+    uint64_t count = 0;
+    /* Down one path: a node at or before at_ms brings its whole left subtree. */
+    while (root != NULL) {
+        if (root->expires_at_ms <= at_ms) {
+            count += sq_holds_live(root->left) + (root->completed ? 0 : 1);
+            root = root->right;
+        } else {
+            root = root->left;
+        }
+    }
+    return count;
+}
+
+const struct sq_hold *sq_holds_first_live(const struct sq_hold *root)
+{
+    if (sq_holds_live(root) == 0)
+        return NULL;
+    for (;;) {
+        assert(root != NULL);
+        if (sq_holds_live(root->left) > 0)
+            root = root->left;
+        else if (!root->completed)
+            return root;
+        else
+            root = root->right; /* the live ones are all on the right */
+    }
+}
+
+bool sq_holds_each_live(const struct sq_hold *root,
+                        bool (*visit)(void *context, const struct sq_hold *hold), void *context)
+{
+    /* In order with an explicit stack: the height is bounded. */
+    const struct sq_hold *stack[SQ_HOLDS_HEIGHT_MAX + 1];
+    uint32_t depth = 0;
+    const struct sq_hold *node = root;
+    while (node != NULL || depth > 0) {
+        while (node != NULL) {
+            if (sq_holds_live(node) == 0) {
+                node = NULL; /* nothing to visit below */
+                break;
+            }
+            assert(depth <= SQ_HOLDS_HEIGHT_MAX);
+            stack[depth++] = node;
+            node = node->left;
+        }
+        if (depth == 0)
+            break;
+        node = stack[--depth];
+        if (!node->completed && !visit(context, node))
+            return false;
+        node = node->right;
+    }
+    return true;
 }
 
 void sq_hold_free(struct sq_hold *h)

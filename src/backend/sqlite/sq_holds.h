@@ -26,12 +26,15 @@ static inline const char *sq_lease_ref_caller(const struct sq_lease_ref *ref)
 }
 
 /* Live holds: an AVL tree per limit period ordered by (expiry, row id),
- * each node carrying the sum of the amounts below it, so the earliest expiry,
- * a removal and "when will `need` units have expired" are all O(log n). */
+ * each node carrying the sum of the amounts below it and how many of those
+ * holds are not completed, so the earliest expiry, a removal, "when will
+ * `need` units have expired" and "how many reserved holds expire by T" are
+ * all O(log n). A node's `completed` never changes while it is in a tree. */
 struct sq_hold {
     struct sq_hold *left;
     struct sq_hold *right;
     uint64_t amount_sum; /* of this subtree, saturating */
+    uint64_t live_count; /* holds of this subtree not completed */
     int64_t row_min;     /* least row_id of this subtree */
     int64_t expires_at_ms;
     int64_t row_id;  /* sq_hold_row_id(lease seq, item index): the reservations view's id */
@@ -55,6 +58,16 @@ struct sq_hold *sq_holds_first(struct sq_hold *root);
  * reaches `need`; NULL if the whole tree holds less. */
 struct sq_hold *sq_holds_reaching(const struct sq_hold *root, uint64_t need);
 uint64_t sq_holds_sum(const struct sq_hold *root);
+/* Holds not completed (reserved by leases still open): all of them, those
+ * expiring at or before at_ms, and the first of them in expiry order (NULL
+ * when none). */
+uint64_t sq_holds_live(const struct sq_hold *root);
+uint64_t sq_holds_live_until(const struct sq_hold *root, int64_t at_ms);
+const struct sq_hold *sq_holds_first_live(const struct sq_hold *root);
+/* Calls visit on each hold not completed, in expiry order, until it
+ * returns false. Returns false when it was stopped. */
+bool sq_holds_each_live(const struct sq_hold *root,
+                        bool (*visit)(void *context, const struct sq_hold *hold), void *context);
 int64_t sq_holds_row_min(const struct sq_hold *root); /* INT64_MAX for an empty tree */
 
 /* A hold is one item of one lease: row ids are seq * SQ_LEASE_ITEMS + index. */

@@ -511,7 +511,7 @@ static int callers_write(struct sq_backend *backend)
     struct sq_lease_cache *c = &backend->leases;
     for (uint32_t i = 0; i < c->caller_count; i++) {
         const struct sq_caller_delta *d = &c->callers[i];
-        if (d->reserved == 0 && d->used == 0 && d->debt == 0)
+        if (d->reserved == 0 && d->used == 0 && d->debt == 0 && d->calls == 0)
             continue;
         sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_CALLER_ADD);
         sqlite3_bind_int64(stmt, 1, d->limit_id);
@@ -520,6 +520,7 @@ static int callers_write(struct sq_backend *backend)
         sqlite3_bind_int64(stmt, 4, d->reserved);
         sqlite3_bind_int64(stmt, 5, d->used);
         sqlite3_bind_int64(stmt, 6, d->debt);
+        sqlite3_bind_int64(stmt, 7, d->calls);
         int rc = sq_statement_run(stmt);
         if (rc != SQLITE_DONE)
             return rc;
@@ -531,7 +532,7 @@ static int callers_write(struct sq_backend *backend)
 
 int sq_leases_caller_add(struct sq_backend *backend, const struct sq_limit *limit,
                          int64_t period_start_ms, const char *caller, int64_t reserved,
-                         int64_t used, int64_t debt)
+                         int64_t used, int64_t debt, int64_t calls)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         return SQLITE_DONE;
@@ -578,6 +579,7 @@ int sq_leases_caller_add(struct sq_backend *backend, const struct sq_limit *limi
     d->reserved += reserved;
     d->used += used;
     d->debt += debt;
+    d->calls += calls;
     return SQLITE_DONE;
 }
 

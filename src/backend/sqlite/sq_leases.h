@@ -110,6 +110,7 @@ struct sq_caller_delta {
     int64_t reserved;
     int64_t used;
     int64_t debt;
+    int64_t calls;
     char caller[CALLER_LENGTH_MAX + 1];
 };
 
@@ -161,10 +162,10 @@ int sq_lease_event(struct sq_backend *backend, struct sq_lease_rec *rec, int64_t
 /* Records a hold's expiry, written when the transaction ends. */
 int sq_leases_expired(struct sq_backend *backend, const struct sq_expiry *expiry);
 /* Adds to a caller's counters of a budget period (nothing for other kinds),
- * written when the transaction ends. */
+ * written when the transaction ends; calls counts completed leases. */
 int sq_leases_caller_add(struct sq_backend *backend, const struct sq_limit *limit,
                          int64_t period_start_ms, const char *caller, int64_t reserved,
-                         int64_t used, int64_t debt);
+                         int64_t used, int64_t debt, int64_t calls);
 /* A limit's own event (limit_changed), written at once as its own row. */
 int sq_leases_limit_event(struct sq_backend *backend, int64_t at_ms, const struct sq_limit *limit,
                           uint64_t amount, const char *detail);

@@ -70,7 +70,7 @@ static int expire_item(struct sq_backend *backend, const struct sq_period *p,
     int rc = sq_leases_expired(backend, &expiry);
     if (rc == SQLITE_DONE && !h->completed && h->lease != NULL)
         rc = sq_leases_caller_add(backend, p->limit, p->start_ms, sq_lease_ref_caller(h->lease),
-                                  -(int64_t)h->amount, 0, 0);
+                                  -(int64_t)h->amount, 0, 0, 0);
     return rc;
 }
 
@@ -410,7 +410,8 @@ static int hold_one(struct sq_backend *backend, const struct reserve_request *re
     rec->item_count = i + 1;
     int rc = sq_lease_event(backend, rec, now_ms, "reserved", limit->id, r->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0);
+        rc =
+            sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, i64(r->amount), 0, 0, 0);
     if (rc != SQLITE_DONE) {
         sq_hold_free(h);
         return rc;
@@ -694,7 +695,7 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
         rc = event(s, "debt", limit, item, debt, "over the budget of the period");
     if (rc == SQLITE_DONE)
         rc = sq_leases_caller_add(s->backend, limit, p->start_ms, s->rec->caller, -released,
-                                  i64(fit), i64(debt));
+                                  i64(fit), i64(debt), 1);
     return rc;
 }
 
@@ -842,7 +843,7 @@ static int release_item(struct sq_backend *backend, struct sq_lease_rec *rec, ui
     rec->dirty = true;
     rc = sq_lease_event(backend, rec, now_ms, "released", limit->id, item->amount, 0, "");
     if (rc == SQLITE_DONE)
-        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0);
+        rc = sq_leases_caller_add(backend, limit, p->start_ms, rec->caller, -amount, 0, 0, 0);
     return rc;
 }
 

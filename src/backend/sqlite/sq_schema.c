@@ -213,8 +213,13 @@ static const char schema_v2[] =
     " json_extract(j.value,'$[5]') AS detail FROM event_log e, json_each(e.items) j;";
 /* clang-format on */
 
+/* Schema version 3: callers' budget counters also count their completed
+ * leases (calls), for usage by caller. */
+static const char schema_v3[] =
+    "ALTER TABLE caller_usage ADD COLUMN calls INTEGER NOT NULL DEFAULT 0;";
+
 /* migrations[i] takes the schema from version i to i + 1. */
-static const char *const migrations[] = {schema_v1, schema_v2};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* The data path's writes say OR ROLLBACK: any error already abandons the
@@ -257,9 +262,9 @@ static const char *const statement_sql[SQ_STMT_COUNT] = {
         "SELECT reserved,used,debt FROM limit_usage WHERE limit_id=? AND period_start=?",
     [SQ_STMT_CALLER_ADD] =
         "INSERT OR ROLLBACK INTO caller_usage(limit_id,period_start,caller,reserved,used,"
-        "debt) VALUES(?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
+        "debt,calls) VALUES(?,?,?,?,?,?,?) ON CONFLICT(limit_id,period_start,caller) "
         "DO UPDATE SET reserved=reserved+excluded.reserved,"
-        "used=used+excluded.used,debt=debt+excluded.debt",
+        "used=used+excluded.used,debt=debt+excluded.debt,calls=calls+excluded.calls",
     [SQ_STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
                              "timeout_seconds,period,unit,description,overage,status,"
                              "pending_decrease_to,created_at,updated_at) "

@@ -16,6 +16,7 @@
 
 #include "core/retry.h"
 #include "sq_admin.h"
+#include "sq_console.h"
 #include "sq_backend.h"
 #include "sq_ledger.h"
 #include "sq_leases.h"
@@ -561,4 +562,7 @@ const struct backend_ops sq_backend_ops = {
     .stats = sq_stats,
     .events = sq_admin_events,
     .usage_by_caller = sq_admin_usage_by_caller,
+    .limits_report = sq_console_limits_report,
+    .holds_scan = sq_console_holds_scan,
+    .holds_seen_here_only = false,
 };

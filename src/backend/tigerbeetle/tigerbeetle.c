@@ -15,6 +15,7 @@
 #include "tbclient/tbc_ids.h"
 #include "tbclient/tbc_session.h"
 #include "tb_backend.h"
+#include "tb_console.h"
 #include "tb_provision.h"
 #include "tigerbeetle.h"
 
@@ -419,4 +420,7 @@ const struct backend_ops tb_backend_ops = {
     .stats = tigerbeetle_stats,
     .events = NULL,
     .usage_by_caller = NULL,
+    .limits_report = tb_console_limits_report,
+    .holds_scan = NULL, /* the lease cache does not keep callers */
+    .holds_seen_here_only = true,
 };

@@ -1,0 +1,932 @@
+// The llmlimit console (docs/console.md): reads llmlimitd's JSON API every
+// few seconds and shows limits, budgets, holds, denials and throughput.
+// Every figure shown is one the server reported; the page only formats them.
+// Every key, caller and error goes into the page as text (textContent,
+// attributes), never as markup. The token lives in this closure only.
+'use strict';
+
+(() => {
+  const SVG = 'http://www.w3.org/2000/svg';
+  const PAGE_LIMITS = 1000; // the server's bound per page (CONSOLE_LIMITS_PAGE_MAX)
+  const BUDGET_CARDS = 8; // budgets with a chart: the first of the page
+  const TOP_CALLERS = 5; // callers per budget card
+  const ATTENTION_MAX = 12;
+
+  const state = {
+    token: null, // the bearer token, kept here and nowhere else
+    refreshMs: 3000,
+    timer: null,
+    running: false,
+    again: false, // a refresh was asked for while one ran
+    prefix: '',
+    kind: '',
+    after: '', // the page's cursor (keys after it)
+    status: null,
+    limits: [],
+    nextAfter: null,
+    selected: null, // the key whose detail is open
+    rows: new Map(), // key -> row of the limits table
+    spend: new Map(), // key -> spend answer of a budget card
+    refreshes: 0,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---- the API -----------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code) {
+      super(code);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  // Amounts go up to 2^63-1: integers past 2^53 are kept exact as BigInt
+  // (JSON.parse's source text), everything else stays a number. A reviver
+  // costs a call per value, so it runs only when a long number is there.
+  function parseJson(text) {
+    if (!/[0-9]{16}/.test(text)) return JSON.parse(text);
+    return JSON.parse(text, (key, value, context) => {
+      if (typeof value === 'number' && !Number.isSafeInteger(value) && context &&
+          typeof context.source === 'string' && /^-?[0-9]+$/.test(context.source)) {
+        return BigInt(context.source);
+      }
+      return value;
+    });
+  }
+
+  async function api(path) {
+    const headers = {};
+    if (state.token !== null) headers.Authorization = 'Bearer ' + state.token;
+    let response;
+    try {
+      response = await fetch(path, {headers, cache: 'no-store', credentials: 'omit',
+                                    redirect: 'error'});
+    } catch (e) {
+      throw new ApiError(0, 'llmlimitd did not answer');
+    }
+    const text = await response.text();
+    let body = null;
+    try {
+      body = text ? parseJson(text) : null;
+    } catch (e) {
+      throw new ApiError(response.status, 'the answer is not JSON');
+    }
+    if (!response.ok) {
+      const code = body && typeof body.error === 'string' ? body.error : 'HTTP ' + response.status;
+      throw new ApiError(response.status, code);
+    }
+    return body;
+  }
+
+  const keyPath = (key) => encodeURIComponent(key);
+
+  // ---- building the page: text only ----------------------------------------
+
+  function el(tag, options, ...children) {
+    const node = document.createElement(tag);
+    if (options) {
+      if (options.className) node.className = options.className;
+      if (options.text !== undefined) node.textContent = String(options.text);
+      if (options.title !== undefined) node.title = String(options.title);
+      if (options.data) {
+        for (const [name, value] of Object.entries(options.data)) node.dataset[name] = String(value);
+      }
+    }
+    for (const child of children) node.append(child); // strings become text nodes
+    return node;
+  }
+
+  function svg(tag, attributes) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      node.setAttribute(name, String(value));
+    }
+    return node;
+  }
+
+  function clear(node) {
+    node.replaceChildren();
+  }
+
+  // ---- formatting (no figure is made up here) -------------------------------
+
+  const big = (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(Number(v))));
+
+  function fmtInt(v) {
+    const text = String(v);
+    const negative = text.startsWith('-');
+    const digits = negative ? text.slice(1) : text;
+    return (negative ? '-' : '') + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  }
+
+  // usd_micros as dollars, exactly: $1 is 1,000,000 usd_micros.
+  function fmtUsd(micros) {
+    let v = big(micros);
+    const negative = v < 0n;
+    if (negative) v = -v;
+    let fraction = (v % 1000000n).toString().padStart(6, '0').replace(/0+$/, '');
+    if (fraction.length < 2) fraction = fraction.padEnd(2, '0');
+    return (negative ? '-' : '') + '$' + fmtInt(v / 1000000n) + '.' + fraction;
+  }
+
+  const isMoney = (unit) => unit === 'usd_micros';
+
+  function fmtDuration(ms) {
+    const seconds = Math.floor(Math.max(0, Number(ms)) / 1000);
+    if (seconds < 60) return seconds + ' s';
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + ' m ' + (seconds % 60) + ' s';
+    const hours = Math.floor(minutes / 60);
+    if (hours < 48) return hours + ' h ' + String(minutes % 60).padStart(2, '0') + ' m';
+    return Math.floor(hours / 24) + ' d ' + (hours % 24) + ' h';
+  }
+
+  const pad2 = (n) => String(n).padStart(2, '0');
+
+  function fmtTime(ms) {
+    const d = new Date(Number(ms));
+    return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) + ' ' +
+           pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
+  }
+
+  function fmtUtc(ms) {
+    const d = new Date(Number(ms));
+    return d.getUTCFullYear() + '-' + pad2(d.getUTCMonth() + 1) + '-' + pad2(d.getUTCDate()) +
+           ' ' + pad2(d.getUTCHours()) + ':' + pad2(d.getUTCMinutes()) + ' UTC';
+  }
+
+  // A fraction of the capacity for a bar, clamped to 0..1.
+  function share(part, whole) {
+    const w = Number(whole);
+    if (!(w > 0)) return 0;
+    return Math.min(1, Math.max(0, Number(part) / w));
+  }
+
+  // ---- status line and errors ------------------------------------------------
+
+  function setConnection(stateName, text) {
+    const pill = $('connection');
+    pill.dataset.state = stateName;
+    pill.textContent = text;
+    document.body.dataset.state = stateName;
+  }
+
+  function showError(text) {
+    const banner = $('error');
+    banner.textContent = text;
+    banner.hidden = false;
+  }
+
+  function hideError() {
+    $('error').hidden = true;
+    $('error').textContent = '';
+  }
+
+  // What the page shows when it may not see anything: no figures at all.
+  function clearData() {
+    state.status = null;
+    state.limits = [];
+    state.spend.clear();
+    for (const row of state.rows.values()) row.tr.remove();
+    state.rows.clear();
+    $('limits-count').textContent = '';
+    $('limits-empty').hidden = true;
+    clear($('attention'));
+    clear($('budgets'));
+    clear(document.querySelector('#denials tbody'));
+    clear($('sparkline'));
+    for (const id of ['reserves-10s', 'reserves-60s', 'denials-10s', 'denials-60s',
+                      'denials-total']) {
+      $(id).textContent = '–';
+    }
+    $('server-info').textContent = '';
+    $('detail-panel').hidden = true;
+    $('page-next').hidden = true;
+    $('page-first').hidden = true;
+    $('page-note').textContent = '';
+  }
+
+  function handleError(error) {
+    if (error instanceof ApiError && error.status === 401) {
+      clearData();
+      setConnection('unauthorized', 'token needed');
+      showError(state.token === null
+        ? 'This llmlimitd needs a token (401 ' + error.code + '): enter it with the Token button.'
+        : 'The token was refused (401 ' + error.code + '): nothing is shown.');
+      $('token-panel').hidden = false;
+      return;
+    }
+    if (error instanceof ApiError && error.status === 0) {
+      setConnection('offline', 'offline');
+      showError('Cannot reach llmlimitd: ' + error.code + '. The figures below are from ' +
+                $('updated').textContent.replace(/^updated /, '') + '.');
+      return;
+    }
+    setConnection('error', 'error');
+    showError(error instanceof ApiError
+      ? 'llmlimitd answered ' + error.status + ': ' + error.code
+      : 'The page failed: ' + String(error && error.message ? error.message : error));
+  }
+
+  // ---- throughput --------------------------------------------------------------
+
+  function renderThroughput(status) {
+    const t = status.throughput;
+    $('reserves-10s').textContent = String(t.reserves_per_second_10s);
+    $('reserves-60s').textContent = String(t.reserves_per_second_60s);
+    $('denials-10s').textContent = String(t.denials_per_second_10s);
+    $('denials-60s').textContent = String(t.denials_per_second_60s);
+    $('denials-total').textContent = fmtInt(status.denials_total);
+    const reserves = t.seconds.reserves, denials = t.seconds.denials;
+    let top = 1;
+    for (const v of reserves) top = Math.max(top, Number(v));
+    const width = 300, height = 48, step = width / reserves.length;
+    const chart = svg('svg', {viewBox: '0 0 ' + width + ' ' + height, role: 'img',
+                              preserveAspectRatio: 'none', class: 'spark'});
+    reserves.forEach((v, i) => {
+      const h = (Number(v) / top) * height;
+      const d = (Number(denials[i]) / top) * height;
+      const title = svg('title');
+      title.textContent = fmtTime(t.seconds.from_unix_ms + i * 1000) + ': ' + fmtInt(v) +
+                          ' reserves, ' + fmtInt(denials[i]) + ' denials';
+      const bar = svg('rect', {x: i * step, y: height - h, width: Math.max(1, step - 1),
+                               height: h, class: 'reserves'});
+      bar.append(title);
+      chart.append(bar);
+      if (d > 0) {
+        chart.append(svg('rect', {x: i * step, y: height - d, width: Math.max(1, step - 1),
+                                  height: d, class: 'denials'}));
+      }
+    });
+    $('sparkline').replaceChildren(chart);
+  }
+
+  // ---- the limits table ------------------------------------------------------
+
+  const COLUMNS = ['key', 'kind', 'status', 'bar', 'capacity', 'reserved', 'used', 'debt',
+                   'available', 'resets', 'holds', 'oldest', 'soon'];
+  const NUMERIC = new Set(['capacity', 'reserved', 'used', 'debt', 'available', 'holds', 'soon']);
+
+  // A row keeps its cells' last figures in memory, so a refresh compares
+  // there and writes the DOM only where something changed; a cell's second
+  // line is made the first time it has one. (With 1,000 rows the page's
+  // cost is the browser's layout of its nodes: fewer nodes, faster page.)
+  function newCell(tr, column) {
+    const td = document.createElement('div');
+    td.className = NUMERIC.has(column) ? 'cell c-' + column + ' num' : 'cell c-' + column;
+    td.setAttribute('role', 'cell');
+    tr.append(td);
+    if (column === 'bar') {
+      const bar = el('div', {className: 'bar'});
+      const parts = {used: el('span', {className: 'used'}),
+                     reserved: el('span', {className: 'reserved'}),
+                     debt: el('span', {className: 'debt'})};
+      bar.append(parts.used, parts.reserved, parts.debt);
+      td.append(bar);
+      return {td, parts};
+    }
+    const main = el('span', {className: column === 'key' ? 'main key' : 'main'});
+    td.append(main);
+    return {td, main, sub: null, value: null, text: null, subText: '', title: ''};
+  }
+
+  function newRow(key) {
+    const tr = document.createElement('div');
+    tr.className = 'lrow';
+    tr.setAttribute('role', 'row');
+    tr.dataset.key = key;
+    tr.tabIndex = 0;
+    const cells = {};
+    for (const column of COLUMNS) cells[column] = newCell(tr, column);
+    return {tr, cells};
+  }
+
+  // Writes a cell only where it changed.
+  function setCell(cell, value, main, sub, title) {
+    const v = String(value);
+    sub = sub || '';
+    title = title || '';
+    if (cell.value !== v) {
+      cell.value = v;
+      cell.td.dataset.value = v;
+    }
+    if (cell.text !== main) {
+      cell.text = main;
+      cell.main.textContent = main;
+    }
+    if (cell.subText !== sub) {
+      cell.subText = sub;
+      if (cell.sub === null) {
+        cell.sub = el('span', {className: 'sub'});
+        cell.td.append(cell.sub);
+      }
+      cell.sub.textContent = sub;
+    }
+    if (cell.title !== title) {
+      cell.title = title;
+      cell.td.title = title;
+    }
+  }
+
+  // Money reads in dollars first, with the exact usd_micros under it.
+  function amountCell(td, value, unit) {
+    if (isMoney(unit)) {
+      setCell(td, value, fmtUsd(value), fmtInt(value), String(value) + ' usd_micros');
+    } else {
+      setCell(td, value, fmtInt(value), '', String(value) + (unit ? ' ' + unit : ''));
+    }
+  }
+
+  function resetText(limit, now) {
+    const at = limit.reset_at_unix_ms;
+    if (limit.kind === 'budget') {
+      return ['period ends in ' + fmtDuration(at - now), fmtUtc(at)];
+    }
+    if (at === null) return ['–', 'holds nothing'];
+    return ['in ' + fmtDuration(at - now),
+            (limit.kind === 'rolling' ? 'the window frees capacity at ' : 'a hold expires at ') +
+            fmtTime(at)];
+  }
+
+  function fillRow(row, limit, now) {
+    const c = row.cells;
+    const unit = limit.unit;
+    setCell(c.key, limit.key, limit.key, limit.description, limit.key);
+    setCell(c.kind, limit.kind, limit.kind,
+            (limit.kind === 'rolling' ? limit.window_seconds + ' s window'
+              : limit.kind === 'budget' ? 'per ' + limit.period
+                : limit.timeout_seconds + ' s timeout') + (unit ? ' · ' + unit : ''));
+    const decreasing = limit.status === 'decreasing';
+    setCell(c.status, limit.status, limit.status,
+            decreasing ? 'to ' + fmtInt(limit.pending_decrease_to) : '');
+    for (const column of ['capacity', 'reserved', 'used', 'debt', 'available']) {
+      amountCell(c[column], limit[column], unit);
+    }
+    const used = share(limit.used, limit.capacity);
+    const reserved = Math.min(share(limit.reserved, limit.capacity), 1 - used);
+    const debt = Math.min(share(limit.debt, limit.capacity), 1 - used - reserved);
+    const widths = [used, reserved, debt].map((f) => (f * 100).toFixed(2) + '%');
+    const bar = c.bar;
+    if (bar.widths === undefined || bar.widths.join() !== widths.join()) {
+      bar.widths = widths;
+      bar.parts.used.style.width = widths[0];
+      bar.parts.reserved.style.width = widths[1];
+      bar.parts.debt.style.width = widths[2];
+      bar.td.title = fmtInt(limit.used) + ' used, ' + fmtInt(limit.reserved) + ' reserved, ' +
+                     fmtInt(limit.debt) + ' debt of ' + fmtInt(limit.capacity);
+    }
+    const [reset, resetTitle] = resetText(limit, now);
+    setCell(c.resets, limit.reset_at_unix_ms === null ? '' : limit.reset_at_unix_ms, reset, '',
+            resetTitle);
+    const holds = limit.holds;
+    setCell(c.holds, holds.count, fmtInt(holds.count), '');
+    setCell(c.oldest, holds.oldest_at_unix_ms === null ? '' : holds.oldest_at_unix_ms,
+            holds.oldest_at_unix_ms === null ? '–' : fmtDuration(now - holds.oldest_at_unix_ms) + ' ago',
+            '', holds.oldest_at_unix_ms === null ? ''
+              : 'taken ' + fmtTime(holds.oldest_at_unix_ms) + ', expires ' +
+                fmtTime(holds.oldest_expires_at_unix_ms));
+    setCell(c.soon, holds.expiring_soon, (holds.exact ? '' : '≥') + fmtInt(holds.expiring_soon),
+            '', holds.exact ? '' : 'counted among the first holds only');
+    row.tr.classList.toggle('out', big(limit.available) <= 0n); // toggles write only on change
+    row.tr.classList.toggle('decreasing', decreasing);
+    row.tr.classList.toggle('in-debt', big(limit.debt) > 0n);
+    row.tr.classList.toggle('leaking', holds.expiring_soon > 0);
+    row.tr.classList.toggle('selected', limit.key === state.selected);
+  }
+
+  function renderLimits(page) {
+    const tbody = $('limits-body');
+    const seen = new Set();
+    let previous = null;
+    for (const limit of page.limits) {
+      seen.add(limit.key);
+      let row = state.rows.get(limit.key);
+      if (row === undefined) {
+        row = newRow(limit.key);
+        state.rows.set(limit.key, row);
+      }
+      fillRow(row, limit, page.now_unix_ms);
+      // Keep the server's order (by key) with as few moves as possible.
+      const wanted = previous === null ? tbody.firstChild : previous.nextSibling;
+      if (wanted !== row.tr) tbody.insertBefore(row.tr, wanted);
+      previous = row.tr;
+    }
+    for (const [key, row] of state.rows) {
+      if (!seen.has(key)) {
+        row.tr.remove();
+        state.rows.delete(key);
+      }
+    }
+    const count = page.limits.length;
+    $('limits-count').textContent = '(' + fmtInt(count) + (page.next_after !== null ? '+' : '') +
+                                    ')';
+    $('limits-empty').hidden = count > 0;
+    $('page-next').hidden = page.next_after === null;
+    $('page-first').hidden = state.after === '';
+    $('page-note').textContent = page.next_after !== null
+      ? 'Showing ' + fmtInt(count) + ' limits; more match: narrow the filter or go to the next page.'
+      : state.after !== '' ? 'Keys after ' + state.after : '';
+  }
+
+  // ---- needs attention -------------------------------------------------------
+
+  function attentionItems(status, page) {
+    const items = [];
+    const now = page.now_unix_ms;
+    for (const limit of page.limits) {
+      const amount = (v) => fmtInt(v) + (isMoney(limit.unit) ? ' (' + fmtUsd(v) + ')' : '');
+      if (big(limit.available) <= 0n) {
+        items.push(['out', limit.key, 'is used up: available ' + amount(limit.available) +
+                    (limit.kind === 'budget' ? ' until ' + fmtUtc(limit.period_end_unix_ms)
+                      : limit.reset_at_unix_ms !== null
+                        ? ', capacity comes back in ' + fmtDuration(limit.reset_at_unix_ms - now)
+                        : '')]);
+      }
+      if (limit.status === 'decreasing') {
+        items.push(['decreasing', limit.key, 'is decreasing to ' +
+                    fmtInt(limit.pending_decrease_to) + ': reserves on it are denied until it fits']);
+      }
+      if (big(limit.debt) > 0n) {
+        items.push(['debt', limit.key, 'has debt ' + amount(limit.debt)]);
+      }
+      if (limit.holds.expiring_soon > 0) {
+        items.push(['leak', limit.key, fmtInt(limit.holds.expiring_soon) +
+                    (limit.holds.expiring_soon === 1 ? ' hold expires' : ' holds expire') +
+                    ' within ' + fmtDuration(page.soon_ms) +
+                    ' without a complete or release (a caller may be leaking)']);
+      }
+    }
+    for (const [key, spend] of state.spend) {
+      if (spend.runs_out_at_unix_ms !== null && big(spend.available) > 0n) {
+        items.push(['runs-out', key, 'runs out in ' + fmtDuration(spend.runs_out_at_unix_ms - now) +
+                    ' at the current rate, before its period ends']);
+      }
+    }
+    const t = status.throughput;
+    if (t.denials_60s > 0) {
+      items.push(['denials', '', fmtInt(t.denials_60s) + ' of ' + fmtInt(t.reserves_60s) +
+                  ' reserves denied in the last minute']);
+    }
+    return items;
+  }
+
+  function renderAttention(status, page) {
+    const items = attentionItems(status, page);
+    const list = $('attention');
+    clear(list);
+    if (items.length === 0) {
+      list.append(el('li', {className: 'calm', text: 'Nothing needs attention among the limits shown.'}));
+      return;
+    }
+    for (const [kind, key, text] of items.slice(0, ATTENTION_MAX)) {
+      const li = el('li', {className: 'a-' + kind, data: {kind}});
+      if (key !== '') {
+        const link = el('button', {className: 'link key', text: key, title: 'show this limit'});
+        link.type = 'button';
+        link.addEventListener('click', () => select(key));
+        li.append(link, ' ');
+      }
+      li.append(text);
+      list.append(li);
+    }
+    if (items.length > ATTENTION_MAX) {
+      list.append(el('li', {className: 'muted', text: 'and ' + (items.length - ATTENTION_MAX) +
+                                                     ' more'}));
+    }
+  }
+
+  // ---- budgets ---------------------------------------------------------------
+
+  function spendChart(spend) {
+    const width = 320, height = 120, left = 4, right = 316, top = 8, bottom = 108;
+    const start = spend.period_start_unix_ms, end = spend.period_end_unix_ms;
+    // The capacity and what was spent set the scale; a projection past
+    // them leaves the chart at its top edge (the SVG clips it).
+    let yMax = Number(spend.capacity);
+    for (const p of spend.points) yMax = Math.max(yMax, Number(p.spent));
+    yMax = Math.max(yMax, Number(spend.spent));
+    yMax = yMax > 0 ? yMax * 1.1 : 1;
+    const x = (t) => left + ((Number(t) - start) / (end - start)) * (right - left);
+    const y = (v) => bottom - (Number(v) / yMax) * (bottom - top);
+    const chart = svg('svg', {viewBox: '0 0 ' + width + ' ' + height, class: 'chart',
+                              role: 'img'});
+    const label = svg('title');
+    label.textContent = 'spend of ' + spend.key + ' over its period';
+    chart.append(label);
+    chart.append(svg('line', {x1: left, x2: right, y1: bottom, y2: bottom, class: 'axis'}));
+    chart.append(svg('line', {x1: left, x2: right, y1: y(spend.capacity), y2: y(spend.capacity),
+                              class: 'capacity'}));
+    const points = spend.points.map((p) => x(p.at_unix_ms).toFixed(1) + ',' + y(p.spent).toFixed(1));
+    points.push(x(spend.now_unix_ms).toFixed(1) + ',' + y(spend.spent).toFixed(1));
+    chart.append(svg('polyline', {points: points.join(' '), class: 'spent'}));
+    chart.append(svg('line', {x1: x(spend.now_unix_ms), x2: x(spend.now_unix_ms), y1: top,
+                              y2: bottom, class: 'now'}));
+    if (spend.projected_at_period_end !== null) {
+      chart.append(svg('line', {x1: x(spend.now_unix_ms), y1: y(spend.spent), x2: x(end),
+                                y2: y(spend.projected_at_period_end), class: 'projection'}));
+    }
+    if (spend.runs_out_at_unix_ms !== null) {
+      const at = x(spend.runs_out_at_unix_ms);
+      chart.append(svg('line', {x1: at, x2: at, y1: top, y2: bottom, class: 'runs-out'}));
+    }
+    return chart;
+  }
+
+  function figure(name, value, unit) {
+    const money = isMoney(unit);
+    const dd = el('dd', {text: money ? fmtUsd(value) : fmtInt(value), data: {value: String(value)}});
+    dd.append(el('span', {className: 'sub', text: money ? fmtInt(value) + ' usd_micros' : unit}));
+    return el('div', {data: {figure: name}}, el('dt', {text: name}), dd);
+  }
+
+  function projectionText(spend) {
+    if (spend.rate_per_hour === null) {
+      return 'Rate not known yet: history since ' +
+             (spend.history_since_unix_ms === null ? 'the next sample' : fmtTime(spend.history_since_unix_ms)) + '.';
+    }
+    const rate = (isMoney(spend.unit) ? fmtUsd(spend.rate_per_hour) : fmtInt(spend.rate_per_hour)) +
+                 ' per hour (over the last ' + fmtDuration(spend.rate_window_ms) + ')';
+    if (spend.runs_out_at_unix_ms === null) {
+      return 'Spending ' + rate + ': it does not run out before ' + fmtUtc(spend.period_end_unix_ms) + '.';
+    }
+    if (big(spend.available) <= 0n) return 'Used up. Spending ' + rate + '.';
+    return 'Spending ' + rate + ': runs out in ' +
+           fmtDuration(spend.runs_out_at_unix_ms - spend.now_unix_ms) + ', at ' +
+           fmtTime(spend.runs_out_at_unix_ms) + '.';
+  }
+
+  function callersList(callers, unit) {
+    if (callers === undefined) return el('p', {className: 'muted', text: 'Callers are not kept by this backend.'});
+    if (callers === null) return el('p', {className: 'muted', text: 'Callers could not be read.'});
+    if (callers.length === 0) return el('p', {className: 'muted', text: 'Nobody spent in this period.'});
+    const table = el('table', {className: 'small callers'});
+    table.append(el('thead', null, el('tr', null, el('th', {text: 'caller'}),
+                                      el('th', {className: 'num', text: 'used'}),
+                                      el('th', {className: 'num', text: 'calls'}),
+                                      el('th', {className: 'num', text: 'reserved'}))));
+    const tbody = el('tbody');
+    for (const c of callers.slice(0, TOP_CALLERS)) {
+      const used = el('td', {className: 'num', text: fmtInt(c.used), data: {value: String(c.used)}});
+      if (isMoney(unit)) used.append(el('span', {className: 'sub', text: fmtUsd(c.used)}));
+      tbody.append(el('tr', {data: {caller: c.caller}},
+                      el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+                      used,
+                      el('td', {className: 'num', text: fmtInt(c.calls),
+                                data: {value: String(c.calls)}}),
+                      el('td', {className: 'num', text: fmtInt(c.reserved),
+                                data: {value: String(c.reserved)}})));
+    }
+    table.append(tbody);
+    const more = callers.length - TOP_CALLERS;
+    const wrap = el('div', null, table);
+    if (more > 0) wrap.append(el('p', {className: 'muted', text: 'and ' + more + ' more callers'}));
+    return wrap;
+  }
+
+  function budgetCard(spend, callers) {
+    const card = el('article', {className: 'card', data: {key: spend.key}});
+    const title = el('button', {className: 'link key', text: spend.key, title: 'show this limit'});
+    title.type = 'button';
+    title.addEventListener('click', () => select(spend.key));
+    card.append(el('h3', null, title));
+    const figures = el('dl', {className: 'figures small'});
+    figures.append(figure('spent', spend.spent, spend.unit),
+                   figure('capacity', spend.capacity, spend.unit),
+                   figure('available', spend.available, spend.unit));
+    card.append(figures, spendChart(spend));
+    card.append(el('p', {className: 'projection-text', text: projectionText(spend)}));
+    card.append(el('p', {className: 'muted',
+                         text: 'period ' + fmtUtc(spend.period_start_unix_ms) + ' to ' +
+                               fmtUtc(spend.period_end_unix_ms)}));
+    card.append(el('h4', {text: 'Top callers this period'}), callersList(callers, spend.unit));
+    return card;
+  }
+
+  async function loadBudgets(status, page) {
+    const budgets = page.limits.filter((l) => l.kind === 'budget').slice(0, BUDGET_CARDS);
+    const loads = budgets.map(async (limit) => {
+      const spend = await api('/v1/console/spend/' + keyPath(limit.key));
+      let callers;
+      if (status.usage_by_caller) {
+        try {
+          callers = (await api('/v1/usage/' + keyPath(limit.key) + '?group_by=caller')).callers;
+        } catch (e) {
+          if (e.status === 401) throw e;
+          callers = null;
+        }
+      }
+      return {spend, callers};
+    });
+    return Promise.all(loads);
+  }
+
+  function renderBudgets(cards, page) {
+    state.spend.clear();
+    const container = $('budgets');
+    const nodes = cards.map(({spend, callers}) => {
+      state.spend.set(spend.key, spend);
+      return budgetCard(spend, callers);
+    });
+    container.replaceChildren(...nodes);
+    const total = page.limits.filter((l) => l.kind === 'budget').length;
+    $('budgets-note').textContent = total === 0
+      ? 'No budget among the limits shown.'
+      : total > cards.length
+        ? 'The first ' + cards.length + ' of ' + total + ' budgets shown; filter by key to see others.'
+        : 'Spend history starts when llmlimitd starts. The dashed line is where the current rate leads.';
+  }
+
+  // ---- denials -----------------------------------------------------------------
+
+  function renderDenials(status, answer, now) {
+    const tbody = document.querySelector('#denials tbody');
+    if (!status.admin) {
+      clear(tbody);
+      $('denials-note').textContent = fmtInt(status.denials_total) +
+        ' denials since start. Who was denied (callers, lease ids) needs the admin token.';
+      return;
+    }
+    $('denials-note').textContent = answer.denials.length === 0
+      ? 'No reserve has been denied since llmlimitd started.'
+      : 'The latest ' + answer.denials.length + ' of ' + fmtInt(answer.denials_total) + ' denials.';
+    const rows = answer.denials.map((d) => {
+      const keys = el('td', {className: 'keys'});
+      for (const k of d.keys) {
+        keys.append(el('div', {className: 'key', text: k.key + ' (' + fmtInt(k.amount) + ')'}));
+      }
+      if (d.keys_total > d.keys.length) {
+        keys.append(el('div', {className: 'muted', text: 'and ' + (d.keys_total - d.keys.length) + ' more'}));
+      }
+      return el('tr', {data: {id: d.id}},
+                el('td', {text: fmtDuration(now - d.at_unix_ms) + ' ago', title: fmtTime(d.at_unix_ms)}),
+                el('td', {className: 'caller', text: d.caller === '' ? '(none)' : d.caller}),
+                el('td', {className: 'lease', text: d.lease_id}),
+                keys,
+                el('td', {className: 'error', text: d.error === '' ? 'capacity' : d.error}),
+                el('td', {className: 'num', text: d.retry_after_ms <= 0 ? '–'
+                  : d.retry_after_ms < 1000 ? d.retry_after_ms + ' ms' : fmtDuration(d.retry_after_ms)}));
+    });
+    tbody.replaceChildren(...rows);
+  }
+
+  // ---- gateway -------------------------------------------------------------------
+
+  function renderGateway(status, answer) {
+    const table = $('gateway');
+    if (!status.gateway_enabled) {
+      table.hidden = true;
+      $('gateway-note').textContent =
+        'Gateway mode is not enabled on this llmlimitd (llmlimitd --gateway-config FILE).';
+      return;
+    }
+    const rows = (answer && Array.isArray(answer.keys) ? answer.keys : []).map((k) =>
+      el('tr', null, el('td', {className: 'caller', text: k.caller}), el('td', {text: k.model}),
+         el('td', {className: 'num', text: fmtInt(k.requests)}),
+         el('td', {className: 'num', text: fmtInt(k.tokens)}),
+         el('td', {className: 'num', text: fmtUsd(k.usd_micros)}),
+         el('td', {className: 'num', text: fmtInt(k.denials)})));
+    table.querySelector('tbody').replaceChildren(...rows);
+    table.hidden = false;
+    $('gateway-note').textContent = rows.length === 0 ? 'No gateway call yet.' : '';
+  }
+
+  // ---- one limit in detail -------------------------------------------------------
+
+  function select(key) {
+    state.selected = key;
+    for (const [k, row] of state.rows) row.tr.classList.toggle('selected', k === key);
+    $('detail-panel').hidden = false;
+    $('detail-key').textContent = key;
+    refreshSoon();
+    $('detail-panel').scrollIntoView({block: 'nearest'});
+  }
+
+  function definitionOf(limit) {
+    const dl = $('detail-definition');
+    const items = [['kind', limit.kind], ['status', limit.status +
+                   (limit.status === 'decreasing' ? ' to ' + fmtInt(limit.pending_decrease_to) : '')],
+                   ['capacity', fmtInt(limit.capacity) + (limit.unit ? ' ' + limit.unit : '')]];
+    if (limit.kind === 'rolling') items.push(['window', limit.window_seconds + ' s']);
+    if (limit.kind !== 'rolling') items.push(['hold timeout', limit.timeout_seconds + ' s']);
+    if (limit.kind === 'budget') items.push(['period', limit.period + ' (UTC)']);
+    items.push(['overage', limit.overage]);
+    if (limit.description) items.push(['description', limit.description]);
+    dl.replaceChildren(...items.map(([name, value]) =>
+      el('div', null, el('dt', {text: name}), el('dd', {text: value}))));
+  }
+
+  async function loadDetail(status) {
+    const key = state.selected;
+    if (key === null) return null;
+    const detail = {key, holds: undefined, callers: undefined};
+    const tasks = [];
+    if (status.holds_by_caller && status.admin) {
+      tasks.push(api('/v1/console/holds/' + keyPath(key)).then((a) => { detail.holds = a; }));
+    }
+    if (status.usage_by_caller) {
+      tasks.push(api('/v1/usage/' + keyPath(key) + '?group_by=caller')
+        .then((a) => { detail.callers = a.callers; }));
+    }
+    try {
+      await Promise.all(tasks);
+    } catch (e) {
+      if (e.status === 404 && /^unknown_limit_key/.test(e.code)) return {key, gone: true};
+      throw e;
+    }
+    return detail;
+  }
+
+  function renderDetail(status, detail, page) {
+    if (detail === null) return;
+    const limit = page.limits.find((l) => l.key === detail.key);
+    $('detail-key').textContent = detail.key;
+    if (detail.gone) {
+      $('detail-definition').replaceChildren(el('p', {className: 'muted', text: 'This limit no longer exists.'}));
+      return;
+    }
+    if (limit) definitionOf(limit);
+    const holdsBody = document.querySelector('#detail-holds tbody');
+    if (!status.holds_by_caller) {
+      $('detail-holds-note').textContent = 'The ' + status.backend +
+        ' backend does not know who holds what (see docs/console.md).';
+      clear(holdsBody);
+    } else if (!status.admin) {
+      $('detail-holds-note').textContent = 'Who holds what needs the admin token.';
+      clear(holdsBody);
+    } else {
+      const h = detail.holds;
+      $('detail-holds-note').textContent = fmtInt(h.holds) + ' live holds, ' + fmtInt(h.amount) +
+        ' held' + (h.complete ? '' : ' (the first holds only)') +
+        (h.others.holds > 0 ? '; others: ' + fmtInt(h.others.holds) + ' holds, ' + fmtInt(h.others.amount) : '');
+      holdsBody.replaceChildren(...h.callers.map((c) => el('tr', {data: {caller: c.caller}},
+        el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+        el('td', {className: 'num', text: fmtInt(c.holds)}),
+        el('td', {className: 'num', text: fmtInt(c.amount)}),
+        el('td', {text: 'in ' + fmtDuration(c.oldest_expires_at_unix_ms - h.now_unix_ms)}))));
+    }
+    const callersBody = document.querySelector('#detail-callers tbody');
+    if (detail.callers === undefined) {
+      $('detail-callers-note').textContent = 'Not kept by the ' + status.backend + ' backend.';
+      clear(callersBody);
+    } else {
+      $('detail-callers-note').textContent = detail.callers.length === 0 ? 'Nobody holds or spent anything.' : '';
+      const unit = limit ? limit.unit : '';
+      callersBody.replaceChildren(...detail.callers.slice(0, 20).map((c) => el('tr', {data: {caller: c.caller}},
+        el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+        el('td', {className: 'num', text: fmtInt(c.used) + (isMoney(unit) ? ' ' + fmtUsd(c.used) : '')}),
+        el('td', {className: 'num', text: fmtInt(c.reserved)}),
+        el('td', {className: 'num', text: fmtInt(c.debt)}),
+        el('td', {className: 'num', text: fmtInt(c.calls)}))));
+    }
+  }
+
+  // ---- the refresh -------------------------------------------------------------
+
+  function limitsPath() {
+    const params = new URLSearchParams();
+    params.set('limit', String(PAGE_LIMITS));
+    if (state.prefix !== '') params.set('prefix', state.prefix);
+    if (state.kind !== '') params.set('kind', state.kind);
+    if (state.after !== '') params.set('after', state.after);
+    return '/v1/console/limits?' + params.toString();
+  }
+
+  function renderHeader(status) {
+    $('server-info').textContent = status.backend + ' backend · v' + status.version +
+      ' · up ' + fmtDuration(status.now_unix_ms - status.started_at_unix_ms) +
+      (status.holds_seen_here_only ? ' · holds: those made through this llmlimitd only' : '') +
+      (status.admin ? ' · admin' : '');
+    $('updated').textContent = 'updated ' + fmtTime(status.now_unix_ms);
+  }
+
+  async function refreshOnce() {
+    const [status, page] = await Promise.all([api('/v1/console/status'), api(limitsPath())]);
+    const [cards, denials, detail, gateway] = await Promise.all([
+      loadBudgets(status, page),
+      status.admin ? api('/v1/console/denials?limit=50') : Promise.resolve(null),
+      loadDetail(status),
+      status.gateway_enabled ? api('/v1/console/gateway') : Promise.resolve(null),
+    ]);
+    state.status = status;
+    state.limits = page.limits;
+    state.nextAfter = page.next_after;
+    renderHeader(status);
+    renderThroughput(status);
+    renderLimits(page);
+    renderBudgets(cards, page);
+    renderAttention(status, page);
+    renderDenials(status, denials, status.now_unix_ms);
+    renderDetail(status, detail, page);
+    renderGateway(status, gateway);
+  }
+
+  async function refresh() {
+    if (state.running) {
+      state.again = true;
+      return;
+    }
+    clearTimeout(state.timer);
+    state.running = true;
+    const started = performance.now();
+    try {
+      await refreshOnce();
+      hideError();
+      setConnection('ok', 'live');
+      // How long reading and drawing took: shown, and read by bench/console.
+      const took = Math.round(performance.now() - started);
+      $('updated').textContent += ' · ' + took + ' ms';
+      state.refreshes++;
+      document.body.dataset.refreshes = String(state.refreshes);
+      document.body.dataset.refreshMs = String(took);
+    } catch (error) {
+      handleError(error);
+    } finally {
+      state.running = false;
+      if (state.again) {
+        state.again = false;
+        refresh();
+      } else if (state.refreshMs > 0) {
+        state.timer = setTimeout(refresh, state.refreshMs);
+      }
+    }
+  }
+
+  function refreshSoon() {
+    clearTimeout(state.timer);
+    refresh();
+  }
+
+  // ---- controls ------------------------------------------------------------------
+
+  function useToken() {
+    const value = $('token-input').value.trim();
+    $('token-input').value = '';
+    state.token = value === '' ? null : value;
+    $('token-panel').hidden = true;
+    refreshSoon();
+  }
+
+  function wire() {
+    const tbody = $('limits-body');
+    const rowOf = (event) => event.target.closest('.lrow[data-key]');
+    tbody.addEventListener('click', (event) => {
+      const tr = rowOf(event);
+      if (tr) select(tr.dataset.key);
+    });
+    tbody.addEventListener('keydown', (event) => {
+      const tr = rowOf(event);
+      if (tr && event.key === 'Enter') select(tr.dataset.key);
+    });
+    $('refresh').addEventListener('change', (event) => {
+      state.refreshMs = Number(event.target.value);
+      refreshSoon();
+    });
+    $('token-toggle').addEventListener('click', () => {
+      $('token-panel').hidden = !$('token-panel').hidden;
+      if (!$('token-panel').hidden) $('token-input').focus();
+    });
+    // A form only for the password field's sake: it is never submitted.
+    $('token-panel').addEventListener('submit', (event) => {
+      event.preventDefault();
+      useToken();
+    });
+    $('token-forget').addEventListener('click', () => {
+      state.token = null;
+      $('token-input').value = '';
+      clearData();
+      refreshSoon();
+    });
+    let typing = null;
+    $('filter').addEventListener('input', (event) => {
+      clearTimeout(typing);
+      typing = setTimeout(() => {
+        state.prefix = event.target.value.trim();
+        state.after = '';
+        refreshSoon();
+      }, 250);
+    });
+    $('kind').addEventListener('change', (event) => {
+      state.kind = event.target.value;
+      state.after = '';
+      refreshSoon();
+    });
+    $('page-next').addEventListener('click', () => {
+      if (state.nextAfter !== null) state.after = state.nextAfter;
+      refreshSoon();
+    });
+    $('page-first').addEventListener('click', () => {
+      state.after = '';
+      refreshSoon();
+    });
+    $('detail-close').addEventListener('click', () => {
+      state.selected = null;
+      $('detail-panel').hidden = true;
+      for (const row of state.rows.values()) row.tr.classList.remove('selected');
+    });
+  }
+
+  wire();
+  refresh();
+})();

@@ -1,0 +1,540 @@
+// The console (docs/console.md) in a real headless Chromium, driven over the
+// DevTools protocol (puppeteer-core, installed in this folder by npm ci)
+// against the real llmlimitd: a scripted workload, then the page's figures
+// are held to the API's, a new reserve must show up without a reload, a
+// hostile key and caller must render as text, a wrong token must show an
+// error and no data, the browser console must stay free of errors, and the
+// page must fit a phone's width. Screenshots go to --out (the build tree).
+//
+//   node test_console.mjs --binary build/llmlimitd --out build/console [--backend sqlite]
+//
+// Exits 77 (skipped) when Chromium or node_modules is missing.
+import {spawn} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const SKIP = 77;
+
+function argument(name, fallback) {
+  const i = process.argv.indexOf('--' + name);
+  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+const BINARY = path.resolve(argument('binary', 'build/llmlimitd'));
+const OUT = path.resolve(argument('out', 'build/console-screenshots'));
+const BACKEND = argument('backend', 'memory');
+const CHROMIUM = argument('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
+
+if (!fs.existsSync(CHROMIUM)) {
+  console.log('SKIPPED: no Chromium at ' + CHROMIUM + ' (Debian package chromium)');
+  process.exit(SKIP);
+}
+let puppeteer;
+try {
+  puppeteer = (await import('puppeteer-core')).default;
+} catch (e) {
+  console.log('SKIPPED: puppeteer-core is not installed (npm ci in tests/console)');
+  process.exit(SKIP);
+}
+
+const HOSTILE_KEY = 'evil:<img/src=x/onerror=alert(1)>';
+const HOSTILE_CALLER = 'evil:<script>window.__pwned=1</script>';
+const SALES = 'team:sales:usd:month';
+const OPS = 'team:ops:usd:day';
+const TPM = 'global:openai:gpt-4o:tpm';
+const RPM = 'global:openai:gpt-4o:rpm';
+const SLOTS = 'local:llama:concurrent';
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---- llmlimitd -----------------------------------------------------------------
+
+class Server {
+  constructor(args, env) {
+    this.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-'));
+    this.args = ['--listen', '127.0.0.1:0', '--backend', BACKEND, '--data-dir', this.dataDir,
+                 ...args];
+    this.env = {...process.env, ...env};
+    this.stderr = '';
+  }
+
+  start() {
+    return new Promise((resolve, reject) => {
+      this.process = spawn(BINARY, this.args, {env: this.env, stdio: ['ignore', 'ignore', 'pipe']});
+      const timer = setTimeout(() => reject(new Error('llmlimitd did not start:\n' + this.stderr)),
+                               10000);
+      this.process.stderr.on('data', (chunk) => {
+        this.stderr += chunk.toString();
+        const match = /llmlimitd listening on ([0-9.]+):([0-9]+)/.exec(this.stderr);
+        if (match && !this.url) {
+          this.url = 'http://' + match[1] + ':' + match[2];
+          clearTimeout(timer);
+          resolve(this);
+        }
+      });
+      this.process.on('exit', (code) => {
+        this.exitCode = code;
+        if (!this.url) reject(new Error('llmlimitd exited ' + code + ':\n' + this.stderr));
+      });
+    });
+  }
+
+  async stop() {
+    if (this.process && this.exitCode === undefined) {
+      const exited = new Promise((resolve) => this.process.on('exit', resolve));
+      this.process.kill('SIGTERM');
+      await exited;
+    }
+    fs.rmSync(this.dataDir, {recursive: true, force: true});
+  }
+
+  async request(method, route, body, token) {
+    const headers = {'Content-Type': 'application/json'};
+    if (token) headers.Authorization = 'Bearer ' + token;
+    const response = await fetch(this.url + route, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
+    const text = await response.text();
+    return {status: response.status, body: text ? JSON.parse(text) : null};
+  }
+
+  async ok(method, route, body, token) {
+    const answer = await this.request(method, route, body, token);
+    if (answer.status !== 200) {
+      throw new Error(method + ' ' + route + ': ' + answer.status + ' ' + JSON.stringify(answer.body));
+    }
+    return answer.body;
+  }
+
+  put(definition, token) {
+    return this.ok('PUT', '/v1/admin/limits', definition, token);
+  }
+
+  reserve(leaseId, requirements, caller, token) {
+    const body = {lease_id: leaseId,
+                  requirements: Object.entries(requirements).map(([key, amount]) => ({key, amount}))};
+    if (caller !== undefined) body.caller = caller;
+    return this.ok('POST', '/v1/reserve', body, token);
+  }
+
+  complete(leaseId, actuals) {
+    return this.ok('POST', '/v1/complete', {
+      lease_id: leaseId,
+      actuals: Object.entries(actuals).map(([key, amount]) => ({key, actual_amount: amount}))});
+  }
+
+  advance(ms) {
+    return this.ok('POST', '/v1/admin/clock', {advance_ms: ms});
+  }
+}
+
+// ---- the browser ---------------------------------------------------------------
+
+async function openBrowser() {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-chromium-'));
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true, // Chromium's new headless mode (--headless=new)
+    userDataDir: profile,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+           '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  browser.profile = profile;
+  return browser;
+}
+
+async function closeBrowser(browser) {
+  await browser.close();
+  fs.rmSync(browser.profile, {recursive: true, force: true});
+}
+
+// A page that records what the browser console said, the requests it made
+// and any dialog (an alert() would be script injected through a key).
+async function newPage(browser, width, height) {
+  const page = await browser.newPage();
+  page.messages = [];
+  page.requests = [];
+  page.dialogs = [];
+  page.navigations = 0;
+  page.on('console', (m) => page.messages.push({type: m.type(), text: m.text()}));
+  page.on('pageerror', (e) => page.messages.push({type: 'pageerror', text: e.message}));
+  page.on('request', (r) => page.requests.push(r.url()));
+  page.on('dialog', async (d) => {
+    page.dialogs.push(d.message());
+    await d.dismiss();
+  });
+  page.on('framenavigated', (frame) => {
+    if (frame === page.mainFrame()) page.navigations++;
+  });
+  await page.setViewport({width, height});
+  return page;
+}
+
+const refreshes = (page) => page.evaluate(() => Number(document.body.dataset.refreshes || 0));
+
+// Waits for a refresh that started after now (the page's figures are then
+// at least as new as anything done before the call).
+async function nextRefresh(page) {
+  const seen = await refreshes(page);
+  await page.waitForFunction((n) => Number(document.body.dataset.refreshes || 0) >= n + 2,
+                             {timeout: 20000}, seen);
+}
+
+// Every row of the limits table: its key and each cell's reported value and text.
+function pageRows(page) {
+  return page.evaluate(() => [...document.querySelectorAll('#limits-body .lrow')].map((tr) => {
+    const cells = {};
+    for (const td of tr.querySelectorAll('.cell')) {
+      const main = td.querySelector('.main');
+      const column = [...td.classList].find((c) => c.startsWith('c-')).slice(2);
+      cells[column] = {value: td.dataset.value, text: main ? main.textContent : '',
+                                  sub: td.querySelector('.sub') ? td.querySelector('.sub').textContent : ''};
+    }
+    return {key: tr.dataset.key, cells};
+  }));
+}
+
+// ---- checks --------------------------------------------------------------------
+
+let failures = 0;
+let passed = 0;
+
+function check(condition, what) {
+  if (!condition) {
+    failures++;
+    console.log('  FAIL ' + what);
+  }
+  return condition;
+}
+
+function equal(actual, expected, what) {
+  return check(actual === expected, what + ': ' + JSON.stringify(actual) + ' !== ' +
+                                    JSON.stringify(expected));
+}
+
+async function run(name, proves, body) {
+  const before = failures;
+  try {
+    await body();
+  } catch (e) {
+    failures++;
+    console.log('  FAIL ' + name + ' threw: ' + (e && e.stack ? e.stack : e));
+  }
+  if (failures === before) passed++;
+  console.log((failures === before ? 'ok   ' : 'FAIL ') + name + ': ' + proves);
+}
+
+// Console messages that are errors or warnings, but for those `allowed` matches.
+function consoleProblems(page, allowed) {
+  return page.messages.filter((m) => (m.type === 'error' || m.type === 'warn' ||
+                                      m.type === 'warning' || m.type === 'pageerror') &&
+                                     !(allowed && allowed.test(m.text)));
+}
+
+// ---- the scripted workload -----------------------------------------------------
+
+async function workload(server) {
+  await server.put({key: SALES, kind: 'budget', capacity: 100000000, period: 'month',
+                    timeout_seconds: 300, unit: 'usd_micros',
+                    description: 'Sales team monthly spend'});
+  await server.put({key: OPS, kind: 'budget', capacity: 5000000, period: 'day',
+                    timeout_seconds: 300, unit: 'usd_micros'});
+  await server.put({key: TPM, kind: 'rolling', capacity: 30000, window_seconds: 3600,
+                    unit: 'tokens'});
+  await server.put({key: RPM, kind: 'rolling', capacity: 500, window_seconds: 3600,
+                    unit: 'requests'});
+  await server.put({key: SLOTS, kind: 'concurrency', capacity: 4, timeout_seconds: 3600,
+                    unit: 'requests'});
+  await server.put({key: HOSTILE_KEY, kind: 'rolling', capacity: 10, window_seconds: 3600});
+  // A spend history: four calls ten minutes apart, each sampled by the server.
+  for (let i = 0; i < 4; i++) {
+    await server.reserve('hist-' + i, {[SALES]: 1500000}, 'bot-a');
+    await server.complete('hist-' + i, {[SALES]: 1000000});
+    await waitForSample(server, SALES, i + 1);
+    await server.advance(600000);
+  }
+  // Calls with three callers: most completed, one released, some still open.
+  const callers = ['bot-a', 'bot-b', 'bot-c'];
+  for (let i = 0; i < 12; i++) {
+    await server.reserve('call-' + i, {[SALES]: 2000000, [TPM]: 1200, [RPM]: 1},
+                         callers[i % 3]);
+  }
+  for (let i = 0; i < 8; i++) await server.complete('call-' + i, {[SALES]: 1500000, [TPM]: 900});
+  await server.ok('POST', '/v1/release', {lease_id: 'call-8'});
+  // Slots: four fit, the fifth is denied; the hostile caller holds them.
+  for (let i = 0; i < 5; i++) await server.reserve('slot-' + i, {[SLOTS]: 1}, HOSTILE_CALLER);
+  // A definitive denial naming the hostile key, and a budget overrun.
+  await server.reserve('too-big', {[HOSTILE_KEY]: 11}, 'bot-b');
+  await server.reserve('ops-1', {[OPS]: 3000000}, 'ops');
+  await server.complete('ops-1', {[OPS]: 6000000});
+  // The batch route feeds the same counters.
+  await server.ok('POST', '/v1/reserve/batch', {requests: [
+    {lease_id: 'batch-1', requirements: [{key: RPM, amount: 1}], caller: 'bot-c'},
+    {lease_id: 'batch-2', requirements: [{key: SLOTS, amount: 1}], caller: 'bot-c'}]});
+}
+
+async function waitForSample(server, key, count) {
+  for (let i = 0; i < 100; i++) {
+    const spend = await server.ok('GET', '/v1/console/spend/' + encodeURIComponent(key));
+    if (spend.points.length >= count) return spend;
+    await sleep(100);
+  }
+  throw new Error('no spend sample of ' + key);
+}
+
+// ---- scenario: the page against the API ----------------------------------------
+
+async function pageMatchesApi(server, page) {
+  await nextRefresh(page);
+  const rows = await pageRows(page);
+  const api = await server.ok('GET', '/v1/console/limits?limit=1000');
+  equal(rows.length, api.limits.length, 'rows on the page');
+  for (const limit of api.limits) {
+    const row = rows.find((r) => r.key === limit.key);
+    if (!check(row !== undefined, 'a row for ' + limit.key)) continue;
+    const usage = await server.ok('GET', '/v1/usage/' + encodeURIComponent(limit.key));
+    for (const field of ['capacity', 'reserved', 'used', 'debt', 'available']) {
+      equal(row.cells[field].value, String(limit[field]), limit.key + ' ' + field + ' (console API)');
+      equal(row.cells[field].value, String(usage[field]), limit.key + ' ' + field + ' (usage API)');
+    }
+    equal(row.cells.holds.value, String(limit.holds.count), limit.key + ' holds');
+    equal(row.cells.soon.value, String(limit.holds.expiring_soon), limit.key + ' expiring soon');
+    equal(row.cells.status.text, limit.status, limit.key + ' status');
+  }
+  const sales = rows.find((r) => r.key === SALES);
+  equal(sales.cells.capacity.text, '$100.00', 'money in dollars');
+  equal(sales.cells.capacity.sub, '100,000,000', '... and in usd_micros');
+  const tpm = rows.find((r) => r.key === TPM);
+  equal(tpm.cells.capacity.text, '30,000', 'a token amount');
+}
+
+async function budgetsMatchApi(server, page) {
+  const spend = await server.ok('GET', '/v1/console/spend/' + encodeURIComponent(SALES));
+  const card = await page.evaluate((key) => {
+    const node = [...document.querySelectorAll('#budgets .card')].find((c) => c.dataset.key === key);
+    if (!node) return null;
+    const figure = (name) => node.querySelector('[data-figure="' + name + '"] dd').dataset.value;
+    const line = node.querySelector('polyline.spent');
+    return {spent: figure('spent'), capacity: figure('capacity'), available: figure('available'),
+            points: line ? line.getAttribute('points').trim().split(/\s+/).length : 0,
+            projection: node.querySelector('line.projection') !== null,
+            text: node.querySelector('.projection-text').textContent,
+            callers: [...node.querySelectorAll('tr[data-caller]')].map((tr) =>
+              [tr.dataset.caller, tr.children[1].dataset.value, tr.children[2].dataset.value])};
+  }, SALES);
+  if (!check(card !== null, 'a budget card for ' + SALES)) return;
+  equal(card.spent, String(spend.spent), 'spent');
+  equal(card.capacity, String(spend.capacity), 'capacity');
+  equal(card.available, String(spend.available), 'available');
+  check(card.points >= spend.points.length + 1, 'the chart draws every sample and now');
+  check(spend.rate_per_hour !== null, 'the server knows a rate: ' + JSON.stringify(spend));
+  check(card.projection, 'the projection line is drawn');
+  check(spend.runs_out_at_unix_ms === null ? /does not run out/.test(card.text)
+                                           : /runs out in/.test(card.text),
+        'the projection is told: ' + card.text);
+  const callers = await server.ok('GET', '/v1/usage/' + encodeURIComponent(SALES) + '?group_by=caller');
+  equal(JSON.stringify(card.callers), JSON.stringify(callers.callers.slice(0, 5)
+    .map((c) => [c.caller, String(c.used), String(c.calls)])),
+        'top callers with their spend and calls, in the server\'s order');
+}
+
+async function hostileRendersAsText(server, page) {
+  const seen = await page.evaluate((key, caller) => {
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key);
+    const callers = [...document.querySelectorAll('#denials td.caller')].map((td) => td.textContent);
+    const errors = [...document.querySelectorAll('#denials td.error')].map((td) => td.textContent);
+    return {keyText: row ? row.querySelector('.c-key .main').textContent : null,
+            images: document.querySelectorAll('img').length,
+            scripts: document.scripts.length,
+            pwned: window.__pwned !== undefined,
+            callerShown: callers.includes(caller),
+            errorShown: errors.includes('exceeds_capacity:' + key)};
+  }, HOSTILE_KEY, HOSTILE_CALLER);
+  equal(seen.keyText, HOSTILE_KEY, 'the hostile key as text');
+  equal(seen.images, 0, 'no <img> made from a key');
+  equal(seen.scripts, 1, 'no <script> but the page\'s own');
+  equal(seen.pwned, false, 'no injected script ran');
+  check(seen.callerShown, 'the hostile caller shows as text in the denials');
+  check(seen.errorShown, 'the definitive denial shows its error with the key');
+  equal(page.dialogs.length, 0, 'no dialog opened');
+}
+
+async function newReserveShowsUp(server, page) {
+  const before = (await pageRows(page)).find((r) => r.key === RPM).cells.reserved.value;
+  const navigations = page.navigations;
+  await server.reserve('live-1', {[RPM]: 7}, 'bot-live');
+  const expected = String(Number(before) + 7);
+  await page.waitForFunction((key, value) => {
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key);
+    return row && row.querySelector('.c-reserved').dataset.value === value;
+  }, {timeout: 15000}, RPM, expected);
+  equal(page.navigations, navigations, 'no reload');
+  const marker = await page.evaluate(() => window.performance.getEntriesByType('navigation').length);
+  equal(marker, 1, 'one navigation in the page\'s life');
+}
+
+async function detailShowsHolders(server, page) {
+  await page.evaluate((key) => {
+    [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key).click();
+  }, TPM);
+  await page.waitForFunction(() => document.querySelectorAll('#detail-holds tbody tr').length > 0,
+                             {timeout: 15000});
+  const holds = await server.ok('GET', '/v1/console/holds/' + encodeURIComponent(TPM));
+  const shown = await page.evaluate(() => [...document.querySelectorAll('#detail-holds tbody tr')]
+    .map((tr) => [tr.dataset.caller, tr.children[1].textContent]));
+  equal(JSON.stringify(shown), JSON.stringify(holds.callers.map((c) => [c.caller, String(c.holds)])),
+        'holds by caller as the API says');
+}
+
+async function attentionNamesProblems(page) {
+  const items = await page.evaluate(() => [...document.querySelectorAll('#attention li')]
+    .map((li) => [li.dataset.kind, li.querySelector('.key') ? li.querySelector('.key').textContent : '']));
+  check(items.some(([kind, key]) => kind === 'out' && key === SLOTS), 'used-up slots named');
+  check(items.some(([kind, key]) => kind === 'debt' && key === OPS), 'budget debt named');
+  check(items.some(([kind]) => kind === 'denials'), 'denials in the last minute named');
+}
+
+async function phoneWidth(page) {
+  await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
+  await nextRefresh(page);
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(widths[0] <= widths[1], 'nothing wider than the phone: ' + widths.join(' > '));
+  const visible = await page.evaluate(() => {
+    const row = document.querySelector('#limits-body .lrow');
+    const box = row.getBoundingClientRect();
+    return box.width > 0 && box.right <= window.innerWidth;
+  });
+  check(visible, 'the limits fit the width');
+  await page.screenshot({path: path.join(OUT, 'console-phone-' + BACKEND + '.png'), fullPage: true});
+}
+
+async function mainScenario(browser) {
+  const server = await new Server(['--test-clock']).start();
+  try {
+    await workload(server);
+    const page = await newPage(browser, 1400, 1000);
+    await page.goto(server.url + '/console');
+    await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+    await run('page_matches_api', 'every limit\'s figures on the page equal GET /v1/console/limits ' +
+              'and GET /v1/usage/{key}; money in dollars and usd_micros',
+              () => pageMatchesApi(server, page));
+    await run('budget_card_matches_api', 'a budget card shows the spend API\'s figures, its samples, ' +
+              'the projection and the top callers', () => budgetsMatchApi(server, page));
+    await run('hostile_key_is_text', 'a key and a caller made of markup render as text; nothing ' +
+              'runs', () => hostileRendersAsText(server, page));
+    await run('attention_names_problems', 'the first panel names the used-up limit, the debt and ' +
+              'the denials', () => attentionNamesProblems(page));
+    await page.screenshot({path: path.join(OUT, 'console-desktop-' + BACKEND + '.png'),
+                           fullPage: true});
+    await run('new_reserve_shows_up', 'a reserve made after the page loaded shows up without a ' +
+              'reload', () => newReserveShowsUp(server, page));
+    await run('detail_shows_holders', 'a limit\'s detail lists who holds it, as the API says',
+              () => detailShowsHolders(server, page));
+    await run('phone_width', 'the page fits a phone\'s width (390 px)', () => phoneWidth(page));
+    await run('console_clean', 'the browser console logged no error or warning', async () => {
+      const problems = consoleProblems(page);
+      equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+    });
+    await page.close();
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---- scenario: tokens ------------------------------------------------------------
+
+const CLIENT_TOKEN = 'client-' + Math.random().toString(36).slice(2);
+const ADMIN_TOKEN = 'admin-' + Math.random().toString(36).slice(2);
+
+async function submitToken(page, token) {
+  await page.evaluate(() => { document.getElementById('token-panel').hidden = false; });
+  await page.click('#token-input', {clickCount: 3});
+  await page.type('#token-input', token);
+  await page.click('#token-use');
+}
+
+async function figuresShown(page) {
+  return page.evaluate(() => ({
+    rows: document.querySelectorAll('#limits-body .lrow').length,
+    reserves: document.getElementById('reserves-10s').textContent,
+    cards: document.querySelectorAll('#budgets .card').length,
+    banner: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
+    denials: document.querySelectorAll('#denials tbody tr').length,
+    denialsNote: document.getElementById('denials-note').textContent,
+  }));
+}
+
+async function tokenScenario(browser) {
+  const server = await new Server([], {LLMLIMIT_CLIENT_TOKEN: CLIENT_TOKEN,
+                                       LLMLIMIT_ADMIN_TOKEN: ADMIN_TOKEN}).start();
+  try {
+    await server.put({key: SALES, kind: 'budget', capacity: 1000, period: 'month',
+                      unit: 'usd_micros'}, ADMIN_TOKEN);
+    await server.reserve('t-1', {[SALES]: 2000}, 'bot-x', CLIENT_TOKEN); // exceeds: a denial
+    const page = await newPage(browser, 1200, 900);
+    await page.goto(server.url + '/console');
+    await run('token_asked_for', 'without a token the page says one is needed and shows no data',
+              async () => {
+                await page.waitForFunction(() => document.body.dataset.state === 'unauthorized',
+                                           {timeout: 15000});
+                const shown = await figuresShown(page);
+                check(/needs a token/.test(shown.banner), 'the banner asks for a token: ' + shown.banner);
+                equal(shown.rows, 0, 'no limits');
+              });
+    await run('wrong_token_shows_error', 'a wrong token shows an error and no data', async () => {
+      await submitToken(page, 'wrong-' + CLIENT_TOKEN);
+      await page.waitForFunction(() => /refused/.test(document.getElementById('error').textContent),
+                                 {timeout: 15000});
+      const shown = await figuresShown(page);
+      equal(shown.rows, 0, 'no limits');
+      equal(shown.cards, 0, 'no budgets');
+      equal(shown.reserves, '–', 'no throughput');
+      await page.screenshot({path: path.join(OUT, 'console-wrong-token-' + BACKEND + '.png')});
+    });
+    await run('client_token_shows_data', 'the client token shows the limits; who was denied ' +
+              'needs the admin token', async () => {
+      await submitToken(page, CLIENT_TOKEN);
+      await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 15000});
+      const shown = await figuresShown(page);
+      equal(shown.rows, 1, 'the limit');
+      equal(shown.banner, '', 'no error');
+      equal(shown.denials, 0, 'no denial rows');
+      check(/admin token/.test(shown.denialsNote), 'the denials say why: ' + shown.denialsNote);
+    });
+    await run('admin_token_shows_denials', 'the admin token shows who was denied', async () => {
+      await submitToken(page, ADMIN_TOKEN);
+      await page.waitForFunction(() => document.querySelectorAll('#denials tbody tr').length > 0,
+                                 {timeout: 15000});
+    });
+    await run('token_never_in_urls_or_logs', 'the token is in no request URL and no log line',
+              async () => {
+                for (const token of [CLIENT_TOKEN, ADMIN_TOKEN]) {
+                  check(!page.requests.some((u) => u.includes(token)), 'a URL carries the token');
+                  check(!server.stderr.includes(token), 'the server logged the token');
+                }
+                check(page.requests.length > 0, 'requests were seen');
+              });
+    await run('token_console_clean', 'the console logged nothing but the refused requests (401)',
+              async () => {
+                const problems = consoleProblems(page, /status of 401/);
+                equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+              });
+    await page.close();
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---- main ------------------------------------------------------------------------
+
+fs.mkdirSync(OUT, {recursive: true});
+console.log('console in ' + CHROMIUM + ' against llmlimitd --backend ' + BACKEND);
+const browser = await openBrowser();
+try {
+  await mainScenario(browser);
+  await tokenScenario(browser);
+} finally {
+  await closeBrowser(browser);
+}
+console.log(passed + ' passed, ' + failures + ' failed; screenshots in ' + OUT);
+process.exit(failures === 0 ? 0 : 1);

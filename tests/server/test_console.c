@@ -1,0 +1,324 @@
+/* The console's server modules on their own: the activity record (denials
+ * ring and its bounds, per-second counts) and the budget spend history (its
+ * bounds, thinning, period roll-over) and projection (exact integer rates
+ * and times), against the memory backend on a manual clock. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/memory/memory.h"
+#include "server/activity.h"
+#include "server/spend.h"
+#include "test.h"
+
+/* 2026-01-15T12:00:00Z. */
+#define T0_MS INT64_C(1768478400000)
+#define FEB_01_MS INT64_C(1769904000000)
+
+static struct reserve_request request_of(const char *lease_id, const char *caller,
+                                         const struct requirement *requirements, uint32_t count)
+{
+    return (struct reserve_request){.lease_id = lease_id,
+                                    .lease_id_length = (uint32_t)strlen(lease_id),
+                                    .caller = caller,
+                                    .caller_length = caller ? (uint32_t)strlen(caller) : 0,
+                                    .requirements = requirements,
+                                    .requirement_count = count};
+}
+
+static void denials_ring_keeps_the_newest(void)
+{
+    struct activity *a = activity_create();
+    REQUIRE(a != NULL);
+    struct requirement r = {"tpm", 3, 5};
+    struct reserve_request request = request_of("lease", "bot", &r, 1);
+    struct reserve_result denied = {.denied_count = 1, .denied_index = {0}, .retry_after_ms = 7};
+    for (int i = 0; i < ACTIVITY_DENIALS_MAX + 44; i++)
+        activity_reserve(a, T0_MS + i, ACTIVITY_SOURCE_API, &request, &denied);
+    struct activity_denial *out = malloc((ACTIVITY_DENIALS_MAX + 1) * sizeof *out);
+    REQUIRE(out != NULL);
+    uint64_t total = 0;
+    size_t n = activity_denials(a, out, ACTIVITY_DENIALS_MAX + 1, &total);
+    CHECK_EQ_U64(total, ACTIVITY_DENIALS_MAX + 44);
+    CHECK_EQ_U64(n, ACTIVITY_DENIALS_MAX);              /* the bound */
+    CHECK_EQ_U64(out[0].id, ACTIVITY_DENIALS_MAX + 44); /* newest first */
+    CHECK_EQ_I64(out[0].at_unix_ms, T0_MS + ACTIVITY_DENIALS_MAX + 43);
+    CHECK_EQ_U64(out[n - 1].id, 45);
+    CHECK_STR(out[0].caller, "bot");
+    CHECK_STR(out[0].keys[0], "tpm");
+    CHECK_EQ_U64(out[0].amounts[0], 5);
+    CHECK_EQ_I64(out[0].retry_after_ms, 7);
+    CHECK_STR(out[0].error, "");
+    n = activity_denials(a, out, 3, &total);
+    CHECK_EQ_U64(n, 3);
+    free(out);
+    activity_destroy(a);
+}
+
+static void denial_keeps_eight_keys_and_errors(void)
+{
+    struct activity *a = activity_create();
+    REQUIRE(a != NULL);
+    char keys[10][8];
+    struct requirement r[10];
+    struct reserve_result denied = {.denied_count = 10};
+    for (uint32_t i = 0; i < 10; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%u", i);
+        r[i] = (struct requirement){keys[i], (uint32_t)strlen(keys[i]), i + 1};
+        denied.denied_index[i] = (uint8_t)i;
+    }
+    struct reserve_request request = request_of("many", NULL, r, 10);
+    activity_reserve(a, T0_MS, ACTIVITY_SOURCE_GATEWAY, &request, &denied);
+    struct reserve_result unknown = {.error = BACKEND_UNKNOWN_LIMIT_KEY, .error_index = 2};
+    activity_reserve(a, T0_MS, ACTIVITY_SOURCE_API, &request, &unknown);
+    struct reserve_result conflict = {.error = BACKEND_LEASE_CONFLICT};
+    activity_reserve(a, T0_MS, ACTIVITY_SOURCE_API, &request, &conflict); /* not an answer */
+    struct reserve_result allowed = {.allowed = true};
+    activity_reserve(a, T0_MS, ACTIVITY_SOURCE_API, &request, &allowed); /* not a denial */
+    struct activity_denial out[4];
+    uint64_t total = 0;
+    size_t n = activity_denials(a, out, 4, &total);
+    REQUIRE(n == 2);
+    CHECK_STR(out[0].error, "unknown_limit_key: ");
+    CHECK_EQ_U64(out[0].key_count, 1);
+    CHECK_STR(out[0].keys[0], "k2");
+    CHECK_EQ_U64(out[1].key_count, 10);
+    CHECK_STR(out[1].keys[ACTIVITY_DENIAL_KEYS_MAX - 1], "k7");
+    CHECK_EQ_I64(out[1].source, ACTIVITY_SOURCE_GATEWAY);
+    CHECK_STR(out[1].caller, "");
+    struct activity_second seconds[ACTIVITY_SECONDS_REPORTED];
+    activity_seconds(a, T0_MS + 1000, seconds, ACTIVITY_SECONDS_REPORTED);
+    const struct activity_second *last = &seconds[ACTIVITY_SECONDS_REPORTED - 1];
+    CHECK_EQ_I64(last->at_unix_ms, T0_MS);
+    CHECK_EQ_U64(last->reserves, 3); /* the conflict is not counted */
+    CHECK_EQ_U64(last->denials, 2);
+    activity_destroy(a);
+}
+
+static void seconds_roll_over(void)
+{
+    struct activity *a = activity_create();
+    REQUIRE(a != NULL);
+    activity_count(a, T0_MS, 10, 2);
+    activity_count(a, T0_MS + 999, 5, 0);
+    activity_count(a, T0_MS + 1000, 1, 1);
+    /* One ring-length later the same bucket counts a new second from zero. */
+    activity_count(a, T0_MS + ACTIVITY_SECONDS * 1000, 4, 0);
+    struct activity_second seconds[ACTIVITY_SECONDS_REPORTED];
+    activity_seconds(a, T0_MS + 2000, seconds, ACTIVITY_SECONDS_REPORTED);
+    CHECK_EQ_U64(seconds[ACTIVITY_SECONDS_REPORTED - 2].reserves, 0); /* reset by the later count */
+    CHECK_EQ_U64(seconds[ACTIVITY_SECONDS_REPORTED - 1].reserves, 1);
+    CHECK_EQ_U64(seconds[ACTIVITY_SECONDS_REPORTED - 1].denials, 1);
+    activity_seconds(a, T0_MS + (ACTIVITY_SECONDS + 1) * 1000, seconds, ACTIVITY_SECONDS_REPORTED);
+    CHECK_EQ_U64(seconds[ACTIVITY_SECONDS_REPORTED - 1].reserves, 4);
+    CHECK_EQ_I64(seconds[0].at_unix_ms,
+                 T0_MS + (ACTIVITY_SECONDS + 1 - ACTIVITY_SECONDS_REPORTED) * 1000);
+    activity_destroy(a);
+}
+
+/* ---- spend ------------------------------------------------------------------ */
+
+struct fixture {
+    struct clock_manual clock;
+    struct backend *backend;
+    char dir[64];
+};
+
+static bool open_memory(struct fixture *f)
+{
+    clock_manual_init(&f->clock, T0_MS);
+    struct backend_config config;
+    backend_config_defaults(&config);
+    config.clock = &f->clock.clock;
+    config.lease_cache_entries = 1000;
+    char error[256];
+    return backend_open(&mem_backend_ops, &config, NULL, &f->backend, error, sizeof error) == 0;
+}
+
+static bool put_budget(struct fixture *f, const char *key, uint64_t capacity)
+{
+    struct limit_definition d = {
+        .kind = LIMIT_BUDGET, .capacity = capacity, .period = PERIOD_MONTH};
+    snprintf(d.key, sizeof d.key, "%s", key);
+    char error[256];
+    return limit_definition_validate(&d, error, sizeof error) == 0 &&
+           backend_put_limit(f->backend, &d, NULL, error, sizeof error) == 0;
+}
+
+static void spend_amount(struct fixture *f, const char *key, uint64_t amount)
+{
+    static unsigned lease;
+    char id[32];
+    snprintf(id, sizeof id, "s%u", lease++);
+    struct requirement r = {key, (uint32_t)strlen(key), amount};
+    struct reserve_request request = request_of(id, NULL, &r, 1);
+    struct reserve_result result;
+    backend_reserve_wait(f->backend, &request, &result, 1);
+    struct actual actual = {key, (uint32_t)strlen(key), amount};
+    struct complete_request complete = {id, (uint32_t)strlen(id), &actual, 1};
+    struct complete_result done;
+    backend_complete_wait(f->backend, &complete, &done, 1);
+    free(done.warnings);
+}
+
+static void spend_samples_and_thins(void)
+{
+    struct fixture f;
+    REQUIRE(open_memory(&f));
+    struct spend *s = spend_create();
+    REQUIRE(s != NULL);
+    REQUIRE(put_budget(&f, "usd", 1000000000));
+    struct spend_point *points = malloc(SPEND_POINTS_MAX * sizeof *points);
+    REQUIRE(points != NULL);
+    bool tracked = false;
+    CHECK_EQ_U64(spend_points(s, "usd", T0_MS, points, &tracked), 0);
+    CHECK(!tracked);
+    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS - 1), 0); /* too soon */
+    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), 1);
+    CHECK(tracked);
+    /* One sample per interval until the ring is full, then every second
+     * one goes and the interval doubles. */
+    int64_t now = T0_MS;
+    for (uint32_t i = 1; i <= SPEND_POINTS_MAX; i++) {
+        spend_amount(&f, "usd", 10);
+        now += SPEND_SAMPLE_MS;
+        clock_manual_set(&f.clock, now);
+        CHECK_EQ_I64(spend_sample(s, f.backend, now), 0);
+    }
+    uint32_t n = spend_points(s, "usd", period_ms, points, &tracked);
+    CHECK_EQ_U64(n, SPEND_POINTS_MAX / 2 + 1);
+    CHECK_EQ_I64(points[0].at_unix_ms, T0_MS); /* the first stays */
+    CHECK_EQ_I64(points[n - 1].at_unix_ms, now);
+    CHECK_EQ_U64(points[n - 1].used, 10 * SPEND_POINTS_MAX);
+    CHECK_EQ_I64(points[1].at_unix_ms - points[0].at_unix_ms, 2 * SPEND_SAMPLE_MS);
+    /* The next sample waits for the doubled interval. */
+    now += SPEND_SAMPLE_MS;
+    clock_manual_set(&f.clock, now);
+    CHECK_EQ_I64(spend_sample(s, f.backend, now), 0);
+    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), n);
+    /* The clock steps back: the samples after it go, sampling goes on. */
+    uint32_t before = spend_points(s, "usd", period_ms, points, &tracked);
+    clock_manual_set(&f.clock, now - 3 * SPEND_SAMPLE_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, now - 3 * SPEND_SAMPLE_MS), 0);
+    n = spend_points(s, "usd", period_ms, points, &tracked);
+    CHECK(n < before);
+    CHECK(points[n - 1].at_unix_ms <= now - 3 * SPEND_SAMPLE_MS);
+    for (uint32_t i = 1; i < n; i++)
+        CHECK(points[i].at_unix_ms > points[i - 1].at_unix_ms);
+    /* A new period starts from zero; the old one is not kept. */
+    clock_manual_set(&f.clock, FEB_01_MS + 1000);
+    CHECK_EQ_I64(spend_sample(s, f.backend, FEB_01_MS + 1000), 0);
+    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), 0);
+    n = spend_points(s, "usd", FEB_01_MS, points, &tracked);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(points[0].used, 0);
+    /* A deleted budget is forgotten. */
+    CHECK(backend_delete_limit(f.backend, "usd") == 0);
+    CHECK_EQ_I64(spend_sample(s, f.backend, FEB_01_MS + 100000), 0);
+    spend_points(s, "usd", FEB_01_MS, points, &tracked);
+    CHECK(!tracked);
+    free(points);
+    spend_destroy(s);
+    backend_close(f.backend);
+}
+
+static void spend_tracks_at_most_the_bound(void)
+{
+    struct fixture f;
+    REQUIRE(open_memory(&f));
+    struct spend *s = spend_create();
+    REQUIRE(s != NULL);
+    char key[32];
+    for (uint32_t i = 0; i <= SPEND_BUDGETS_MAX; i++) {
+        snprintf(key, sizeof key, "b%05u", i);
+        REQUIRE(put_budget(&f, key, 100));
+    }
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
+    struct spend_point points[SPEND_POINTS_MAX];
+    bool tracked = false;
+    snprintf(key, sizeof key, "b%05u", SPEND_BUDGETS_MAX - 1);
+    spend_points(s, key, period_start_ms(PERIOD_MONTH, T0_MS), points, &tracked);
+    CHECK(tracked);
+    snprintf(key, sizeof key, "b%05u", SPEND_BUDGETS_MAX);
+    spend_points(s, key, period_start_ms(PERIOD_MONTH, T0_MS), points, &tracked);
+    CHECK(!tracked); /* one past the bound */
+    spend_destroy(s);
+    backend_close(f.backend);
+}
+
+static struct limit_usage usage_of(uint64_t capacity, uint64_t used, uint64_t debt,
+                                   uint64_t reserved)
+{
+    struct limit_usage u = {.used = used, .debt = debt, .reserved = reserved};
+    u.state.definition.capacity = capacity;
+    u.available = (int64_t)capacity - (int64_t)(used + debt + reserved);
+    u.period_start_unix_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    u.period_end_unix_ms = FEB_01_MS;
+    return u;
+}
+
+static void projection_is_exact(void)
+{
+    struct spend_point points[] = {
+        {T0_MS - 7200000, 0, 0},    /* two hours ago */
+        {T0_MS - 3600000, 1000, 0}, /* an hour ago: the origin */
+        {T0_MS - 1800000, 2000, 0},
+    };
+    struct spend_projection p;
+    struct limit_usage u = usage_of(1000000, 4000, 1000, 3000);
+    spend_project(points, 3, &u, T0_MS, &p);
+    CHECK(p.rate_known);
+    CHECK_EQ_I64(p.rate_window_ms, 3600000);
+    CHECK_EQ_U64(p.rate_per_hour, 4000); /* 5000 spent now - 1000 an hour ago */
+    CHECK(p.runs_out);
+    /* 992000 left at 4000 per hour: 248 hours. */
+    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + INT64_C(248) * 3600000);
+    CHECK_EQ_U64(p.projected_at_period_end,
+                 5000 + (uint64_t)4000 * (uint64_t)(FEB_01_MS - T0_MS) / 3600000);
+    /* Rounded up to the millisecond: 1 unit left at 3 per 1000 ms. */
+    struct spend_point short_points[] = {{T0_MS - 60000, 0, 0}};
+    u = usage_of(181, 180, 0, 0);
+    spend_project(short_points, 1, &u, T0_MS, &p);
+    CHECK_EQ_U64(p.rate_per_hour, 10800);
+    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + 334); /* 1 * 60000 / 180, up */
+    /* After the period's end: no run-out; used up: now; no history: unknown. */
+    u = usage_of(INT64_C(1) << 40, 180, 0, 0);
+    spend_project(short_points, 1, &u, T0_MS, &p);
+    CHECK(p.rate_known && !p.runs_out);
+    u = usage_of(100, 100, 20, 0);
+    spend_project(short_points, 1, &u, T0_MS, &p);
+    CHECK(p.runs_out);
+    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS);
+    struct spend_point recent[] = {{T0_MS - SPEND_RATE_SPAN_MS_MIN + 1, 0, 0}};
+    spend_project(recent, 1, &u, T0_MS, &p);
+    CHECK(!p.rate_known && !p.runs_out);
+    spend_project(recent, 0, &u, T0_MS, &p);
+    CHECK(!p.rate_known);
+    /* Nothing spent: a known rate of zero, and it never runs out. */
+    u = usage_of(100, 0, 0, 0);
+    spend_project(short_points, 1, &u, T0_MS, &p);
+    CHECK(p.rate_known && p.rate_per_hour == 0 && !p.runs_out);
+}
+
+int main(void)
+{
+    RUN(denials_ring_keeps_the_newest,
+        "the denials ring keeps the newest ACTIVITY_DENIALS_MAX, newest first, and counts all");
+    RUN(denial_keeps_eight_keys_and_errors,
+        "a denial keeps 8 keys of more, a definitive error names its key, conflicts are not "
+        "answers and allowed reserves are counted but not denials");
+    RUN(seconds_roll_over, "per-second counts land in their second and a bucket is reused "
+                           "from zero one ring-length later");
+    RUN(spend_samples_and_thins,
+        "samples wait for their interval; a full ring drops every second sample and doubles "
+        "the interval; a new period starts from zero; a deleted budget is forgotten");
+    RUN(spend_tracks_at_most_the_bound, "at most SPEND_BUDGETS_MAX budgets have a history");
+    RUN(projection_is_exact,
+        "the rate over the last hour, the end-of-period spend and the run-out time are exact "
+        "integers, rounded as documented");
+    return test_summary();
+}
