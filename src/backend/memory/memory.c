@@ -427,8 +427,8 @@ static void settle_budget(struct mem_backend *b, const struct mem_lease_item *it
     /* Made by the reserve in this period; kept as long as the period. */
     struct mem_caller_spend *spend = mem_period_spend_find(period, caller_id);
     assert(spend != NULL);
-    spend->used += fit;
-    spend->debt = amount_add_saturating(spend->debt, actual - fit);
+    spend->used = amount_add_saturating(spend->used, covered + fit);
+    spend->debt = amount_add_saturating(spend->debt, excess - fit);
     spend->calls++;
 }
 
