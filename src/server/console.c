@@ -4,6 +4,7 @@
  * page shows comes from here or from the other routes; none is guessed in
  * the page. */
 #include "server.h"
+#include "gateway.h"
 #include "handlers.h"
 
 #include <assert.h>
@@ -274,7 +275,8 @@ enum MHD_Result handle_console_status(struct exchange *ex)
     buffer_append_char(&b, ',');
     member_bool(&b, "usage_by_caller", server->backend->ops->usage_by_caller != NULL);
     buffer_append_char(&b, ',');
-    member_bool(&b, "gateway_enabled", false); /* GET /v1/console/gateway answers */
+    member_bool(&b, "gateway_enabled",
+                server->gateway != NULL); /* GET /v1/console/gateway answers */
     buffer_append_char(&b, ',');
     member_u64(&b, "denials_total", denials_total);
     buffer_append_char(&b, ',');
@@ -731,10 +733,15 @@ enum MHD_Result handle_console_spend(struct exchange *ex)
 
 /* ---- GET /v1/console/gateway --------------------------------------------- */
 
-/* Spend and calls by virtual key and model come from the gateway's own
- * counters once it serves requests on this listener; until then the panel
- * says so. */
+/* Spend and calls by virtual key and model, from the gateway's own counters
+ * (src/server/gateway_stats.c); 404 when gateway mode is off. */
 enum MHD_Result handle_console_gateway(struct exchange *ex)
 {
-    return exchange_error(ex, 404, "gateway_not_enabled");
+    struct gateway *gateway = ex->server->gateway;
+    if (gateway == NULL)
+        return exchange_error(ex, 404, "gateway_not_enabled");
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    gateway_stats_json(gateway, &b);
+    return exchange_answer(ex, 200, &b, 0);
 }

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "activity.h"
 #include "core/uuid.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
@@ -293,7 +294,8 @@ static bool is_budget(struct exchange *ex, const struct requirement *r)
 static void note_denial(struct gw_call *call)
 {
     struct gw_stats_delta delta = {.denied = true, .latency_us = -1};
-    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, &delta);
+    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
+                 &delta);
 }
 
 /* 429: what did not fit, and when to try again. */
@@ -354,6 +356,8 @@ static enum MHD_Result after_reserve(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
     const struct reserve_result *r = &call->reserve_result;
+    activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_GATEWAY,
+                     &call->reserve, r);
     if (r->error == BACKEND_UNAVAILABLE)
         return gw_reply_error(ex, 503, "server_error", "backend_error", 1000,
                               "The limit backend is unavailable; retry the call (with the same "

@@ -40,8 +40,9 @@ enum MHD_Result handle_gateway_models(struct exchange *exchange);
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */
 void gateway_metrics_render(struct gateway *gateway, struct buffer *out);
-/* The same figures as a JSON array of {"model","caller","calls",...} (the
- * console's API). */
+/* The same figures for the console's API: {"keys":[{"model","caller",
+ * "team","requests","tokens","usd_micros","denials","upstream_errors",
+ * "input_tokens","output_tokens"}]}. */
 void gateway_stats_json(struct gateway *gateway, struct buffer *out);
 
 #endif

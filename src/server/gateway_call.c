@@ -379,7 +379,8 @@ static void settled(void *context)
         wake = take_waiter(call);
     }
     pthread_mutex_unlock(&call->mutex);
-    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, &delta);
+    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
+                 &delta);
     if (resume != NULL)
         MHD_resume_connection(resume);
     if (wake != NULL)

@@ -31,10 +31,11 @@
 struct gw_stats_series {
     char model[GW_NAME_LENGTH_MAX + 1];
     char caller[CALLER_LENGTH_MAX + 1];
-    uint64_t calls;           /* forwarded */
-    uint64_t denials;         /* 429: a limit did not fit */
-    uint64_t upstream_errors; /* the upstream answered 4xx/5xx, or failed */
-    uint64_t input_tokens;    /* as settled */
+    char team[GW_TEAM_LENGTH_MAX + 1]; /* the key's, "" when it has none */
+    uint64_t calls;                    /* forwarded */
+    uint64_t denials;                  /* 429: a limit did not fit */
+    uint64_t upstream_errors;          /* the upstream answered 4xx/5xx, or failed */
+    uint64_t input_tokens;             /* as settled */
     uint64_t output_tokens;
     uint64_t cost_usd_micros;
     uint64_t latency_buckets[GW_LATENCY_BUCKETS + 1]; /* upstream, to the first byte */
@@ -61,7 +62,8 @@ struct gw_stats_delta {
     uint64_t cost_usd_micros;
 };
 
-void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
+/* team: the key's team, NULL when it has none. */
+void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller, const char *team,
                   const struct gw_stats_delta *delta);
 
 /* ---- the gateway --------------------------------------------------------- */

@@ -42,7 +42,7 @@ void gw_stats_free(struct gw_stats *stats)
 /* The series of (model, caller), made if there is room (mutex held). A
  * linear search: the set is small and the add is once per call. */
 static struct gw_stats_series *series_of(struct gw_stats *stats, const char *model,
-                                         const char *caller)
+                                         const char *caller, const char *team)
 {
     for (uint32_t i = 0; i < stats->count; i++) {
         struct gw_stats_series *s = &stats->series[i];
@@ -54,14 +54,15 @@ static struct gw_stats_series *series_of(struct gw_stats *stats, const char *mod
     struct gw_stats_series *s = &stats->series[stats->count++];
     snprintf(s->model, sizeof s->model, "%s", model);
     snprintf(s->caller, sizeof s->caller, "%s", caller);
+    snprintf(s->team, sizeof s->team, "%s", team != NULL ? team : "");
     return s;
 }
 
-void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
+void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller, const char *team,
                   const struct gw_stats_delta *delta)
 {
     pthread_mutex_lock(&stats->mutex);
-    struct gw_stats_series *s = series_of(stats, model, caller);
+    struct gw_stats_series *s = series_of(stats, model, caller, team);
     s->calls += delta->forwarded;
     s->denials += delta->denied;
     s->upstream_errors += delta->upstream_error;
@@ -165,7 +166,7 @@ void gateway_stats_json(struct gateway *g, struct buffer *out)
 {
     struct gw_stats *stats = &g->stats;
     pthread_mutex_lock(&stats->mutex);
-    buffer_append_char(out, '[');
+    buffer_append_str(out, "{\"keys\":[");
     bool first = true;
     for (uint32_t i = 0; i <= stats->count; i++) {
         const struct gw_stats_series *s =
@@ -179,13 +180,16 @@ void gateway_stats_json(struct gateway *g, struct buffer *out)
         buffer_append_json_string(out, s->model, strlen(s->model));
         buffer_append_str(out, ",\"caller\":");
         buffer_append_json_string(out, s->caller, strlen(s->caller));
+        buffer_append_str(out, ",\"team\":");
+        buffer_append_json_string(out, s->team, strlen(s->team));
+        uint64_t tokens = amount_add_saturating(s->input_tokens, s->output_tokens);
         buffer_printf(out,
-                      ",\"calls\":%" PRIu64 ",\"denials\":%" PRIu64 ",\"upstream_errors\":%" PRIu64
-                      ",\"input_tokens\":%" PRIu64 ",\"output_tokens\":%" PRIu64
-                      ",\"cost_usd_micros\":%" PRIu64 "}",
-                      s->calls, s->denials, s->upstream_errors, s->input_tokens, s->output_tokens,
-                      s->cost_usd_micros);
+                      ",\"requests\":%" PRIu64 ",\"tokens\":%" PRIu64 ",\"usd_micros\":%" PRIu64
+                      ",\"denials\":%" PRIu64 ",\"upstream_errors\":%" PRIu64
+                      ",\"input_tokens\":%" PRIu64 ",\"output_tokens\":%" PRIu64 "}",
+                      s->calls, tokens, s->cost_usd_micros, s->denials, s->upstream_errors,
+                      s->input_tokens, s->output_tokens);
     }
-    buffer_append_char(out, ']');
+    buffer_append_str(out, "]}");
     pthread_mutex_unlock(&stats->mutex);
 }
