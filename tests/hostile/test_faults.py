@@ -22,6 +22,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
 
 BINARY = binary_from_argv()
@@ -233,4 +234,4 @@ class DiskFull(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

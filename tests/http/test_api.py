@@ -18,6 +18,7 @@ import unittest
 import urllib.parse
 import uuid
 
+import harness
 from harness import Server, binary_from_argv, wait_until
 
 BINARY = binary_from_argv()
@@ -750,4 +751,4 @@ class Lifecycle(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()
