@@ -1,0 +1,19 @@
+#!/bin/sh
+# Prints why each skipped test of the last ctest run in BUILD was skipped:
+# the SKIPPED line it printed before exiting 77 (docs/hardening.md, "Skipped
+# tests"). ctest lists skipped tests by name only.
+# Usage: sh scripts/ctest-skips.sh BUILD
+set -eu
+log="${1:?usage: ctest-skips.sh BUILD}/Testing/Temporary/LastTest.log"
+[ -f "$log" ] || exit 0
+awk '
+  /^[0-9]+\/[0-9]+ Test: / { test = $3 }
+  /^SKIPPED: / { reasons[test] = reasons[test] (reasons[test] == "" ? "" : "; ") substr($0, 10) }
+  END {
+    n = 0
+    for (t in reasons) n++
+    if (n == 0) exit
+    print "Skipped tests and why:"
+    for (t in reasons) printf "  %s: %s\n", t, reasons[t] | "sort"
+    close("sort")
+  }' "$log"
