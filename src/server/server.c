@@ -108,10 +108,7 @@ static void *ticker_main(void *context)
         bool changed = false;
         if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
-        if (changed) {
-            log_write(LOG_INFO, "limits changed by the ticker", NULL);
-            registry_save(s->registry); /* a failure is logged by the registry */
-        }
+        registry_tick(s->registry, changed); /* a failure is logged, and retried next tick */
         pthread_mutex_lock(&s->ticker_mutex);
     }
     pthread_mutex_unlock(&s->ticker_mutex);
@@ -249,6 +246,8 @@ static void server_free(struct server *s)
         pthread_mutex_destroy(&s->ticker_mutex);
     }
     gateway_close(s->gateway); /* quiesced: no call of it is left */
+    if (s->registry != NULL)
+        registry_tick(s->registry, false); /* a change not yet saved gets a last try */
     if (s->backend != NULL)
         backend_close(s->backend);
     registry_close(s->registry);

@@ -169,8 +169,10 @@ static void failed_limit_change_is_reported(void)
     snprintf(d.key, sizeof d.key, "usd");
     char error[256] = "";
     struct limit_state state;
-    CHECK(backend_put_limit(db.backend, &d, &state, error, sizeof error) == -1);
+    CHECK_EQ_I64(backend_put_limit(db.backend, &d, &state, error, sizeof error), -2);
     CHECK(strstr(error, "backend_error") != NULL);
+    fault_vfs_set(FAULT_WRITE_FULL);
+    CHECK_EQ_I64(backend_delete_limit(db.backend, "usd"), -2);
     fault_vfs_set(FAULT_NONE);
     CHECK_EQ_U64(usage_of(&db, "usd").state.definition.capacity, 100);
     db_destroy(&db);
@@ -306,7 +308,7 @@ int main(void)
     RUN(failed_complete_frees_nothing,
         "a complete or release that fails frees nothing; a later complete does");
     RUN(failed_limit_change_is_reported,
-        "a limit change the disk refused is an error and changes nothing");
+        "a limit change or delete the disk refused is a storage error (-2) and changes nothing");
     RUN(answer_waits_for_the_fsync, "a reserve is answered only after its fsync returned");
     RUN(group_commit_cap_splits_the_queue,
         "one request past the group-commit cap goes into the next transaction");
