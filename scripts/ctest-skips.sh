@@ -1,7 +1,7 @@
 #!/bin/sh
 # Prints why each skipped test of the last ctest run in BUILD was skipped:
-# the SKIPPED line it printed before exiting 77 (docs/hardening.md, "Skipped
-# tests"). ctest lists skipped tests by name only.
+# the SKIPPED line it printed before exiting 77 (docs/hardening.md, "Tests
+# that cannot lie"). ctest lists skipped tests by name only.
 # Usage: sh scripts/ctest-skips.sh BUILD
 set -eu
 log="${1:?usage: ctest-skips.sh BUILD}/Testing/Temporary/LastTest.log"
