@@ -318,13 +318,16 @@ struct backend_ops {
      * pending_decrease_to (a later put at or above the capacity in force
      * cancels it); a budget decrease applies at once. Changing the kind or
      * the period of a live limit is -1 with "kind: ..."/"period: ..." in
-     * error (delete it first). Returns 0 or -1. */
+     * error (delete it first). Returns 0, -1 (refused: error says why), or
+     * -2 when the backend's storage did not take the change (error set;
+     * nothing changed). */
     int (*put_limit)(struct backend *backend, const struct limit_definition *definition,
                      struct limit_state *state_out, char *error, size_t error_size);
-    /* Loads a state from the registry at startup, as it was. 0 or -1. */
+    /* Loads a state from the registry at startup, as it was. 0, or -1/-2 as put_limit. */
     int (*restore_limit)(struct backend *backend, const struct limit_state *state, char *error,
                          size_t error_size);
-    /* 0, or -1 if the key is unknown. Existing leases still complete. */
+    /* 0, -1 if the key is unknown, -2 when the backend's storage did not
+     * take the change (the limit stays). Existing leases still complete. */
     int (*delete_limit)(struct backend *backend, const char *key);
     /* 0, or -1 if unknown. */
     int (*get_limit)(struct backend *backend, const char *key, struct limit_state *out);

@@ -100,6 +100,24 @@ static enum MHD_Result list_limits(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
+/* A change that did not land in both the backend and limits.json
+ * (docs/api.md, "Errors"): 503, and the error says which way it went. */
+static enum MHD_Result registry_failed(struct exchange *ex, enum registry_outcome outcome)
+{
+    switch (outcome) {
+    case REGISTRY_WRITE_FAILED: /* undone: nothing changed */
+        return exchange_error(ex, 503, "registry_write_failed");
+    case REGISTRY_UNSAVED: /* in force, the file catches up */
+        return exchange_error(ex, 503, "registry_write_failed:in_force");
+    case REGISTRY_BACKEND_FAILED:
+        return exchange_error(ex, 503, "backend_error");
+    default:
+        break;
+    }
+    assert(!"a failed registry outcome");
+    return MHD_NO;
+}
+
 static enum MHD_Result put_limit(struct exchange *ex)
 {
     const struct jdoc_value *body = exchange_parse_body(ex);
@@ -114,9 +132,8 @@ static enum MHD_Result put_limit(struct exchange *ex)
         registry_put(ex->server->registry, &definition, &state, error, sizeof error);
     if (outcome == REGISTRY_REJECTED)
         return exchange_error(ex, 400, error);
-    if (outcome == REGISTRY_WRITE_FAILED)
-        return exchange_error(ex, 503, "registry_write_failed");
-    assert(outcome == REGISTRY_OK);
+    if (outcome != REGISTRY_OK)
+        return registry_failed(ex, outcome);
     /* A decrease that waits leaves the old capacity in force. */
     assert(state.status == LIMIT_ACTIVE || state.pending_decrease_to < state.definition.capacity);
     assert(state.status == LIMIT_DECREASING || state.pending_decrease_to == 0);
@@ -149,8 +166,8 @@ enum MHD_Result handle_admin_limit(struct exchange *ex)
         enum registry_outcome outcome = registry_delete(ex->server->registry, key);
         if (outcome == REGISTRY_UNKNOWN)
             return unknown_key(ex, key);
-        if (outcome == REGISTRY_WRITE_FAILED)
-            return exchange_error(ex, 503, "registry_write_failed");
+        if (outcome != REGISTRY_OK)
+            return registry_failed(ex, outcome);
         log_write(LOG_INFO, "limit deleted", "key", key, NULL);
         char storage[16] = "{\"ok\":true}";
         struct buffer b;

@@ -1,6 +1,9 @@
 /* limits.json: load and validate at startup, atomic rewrite (write
  * limits.json.tmp, fsync, rename, fsync the directory) under one mutex, so
- * the file always holds a whole registry, never a torn one. */
+ * the file always holds a whole registry, never a torn one. A change that
+ * cannot be written is undone in the backend; a change cut short by a crash
+ * is settled at the next start in favour of the file (docs/configuration.md
+ * "The registry file"). */
 #include "registry.h"
 
 #include <assert.h>
@@ -25,6 +28,7 @@ struct registry {
     struct backend *backend;
     pthread_mutex_t mutex; /* one writer of the file at a time */
     size_t count;          /* limits at the last write or load */
+    bool dirty;            /* the file may differ from the backend: rewrite at the next tick */
     char dir[PATH_MAX];
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
@@ -120,11 +124,12 @@ static int key_entry_compare(const void *a, const void *b)
     return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0);
 }
 
-/* A key twice in the file is an error at its second entry. Checked on the
- * file itself: a durable backend may already hold every key. Called after
- * every entry decoded, so each has a definition with a key. */
-static int check_duplicates(struct registry *r, const struct jdoc_value *root, struct arena *arena,
-                            char *error, size_t error_size)
+/* The file's keys, sorted, into *sorted; a key twice in the file is an
+ * error at its second entry. Checked on the file itself: a durable backend
+ * may already hold every key. Called after every entry decoded, so each has
+ * a definition with a key. */
+static int sorted_keys(struct registry *r, const struct jdoc_value *root, struct arena *arena,
+                       struct key_entry **sorted, char *error, size_t error_size)
 {
     size_t count = root->count;
     struct key_entry *entries = arena_alloc(arena, (count > 0 ? count : 1) * sizeof *entries);
@@ -139,6 +144,7 @@ static int check_duplicates(struct registry *r, const struct jdoc_value *root, s
         entries[i].index = i;
     }
     qsort(entries, count, sizeof *entries, key_entry_compare);
+    *sorted = entries;
     size_t second = SIZE_MAX; /* the earliest second occurrence, for a stable message */
     for (size_t i = 1; i < count; i++) {
         if (strcmp(entries[i].key, entries[i - 1].key) == 0 && entries[i].index < second)
@@ -149,6 +155,42 @@ static int check_duplicates(struct registry *r, const struct jdoc_value *root, s
     snprintf(error, error_size, "%s: line %u: [%zu].definition.key: duplicate key", r->path,
              root->as.items[second].line, second);
     return -1;
+}
+
+static int key_only_compare(const void *a, const void *b)
+{
+    const struct key_entry *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+/* The file wins: a limit the backend kept that the file does not name came
+ * from a put cut short by a crash (its file was never written) or a delete
+ * whose file was written but whose backend call never ran. */
+static int reconcile(struct registry *r, const struct key_entry *sorted, size_t count, char *error,
+                     size_t error_size)
+{
+    struct limit_state *states = NULL;
+    size_t live = 0;
+    if (backend_list_limits(r->backend, &states, &live) != 0) {
+        snprintf(error, error_size, "%s: cannot list the backend's limits", r->path);
+        return -1;
+    }
+    int result = 0;
+    for (size_t i = 0; i < live && result == 0; i++) {
+        struct key_entry probe = {.key = states[i].definition.key};
+        if (bsearch(&probe, sorted, count, sizeof *sorted, key_only_compare) != NULL)
+            continue;
+        log_write(LOG_WARN, "limit not in the registry file: deleted from the backend", "key",
+                  probe.key, "file", r->path, NULL);
+        if (backend_delete_limit(r->backend, probe.key) == -2) {
+            snprintf(error, error_size,
+                     "%s: cannot delete limit %.300s, which the file does not name", r->path,
+                     probe.key);
+            result = -1;
+        }
+    }
+    free(states);
+    return result;
 }
 
 /* Every entry is decoded and checked before any reaches the backend. */
@@ -165,24 +207,67 @@ static int registry_restore(struct registry *r, const struct jdoc_value *root, s
         if (decode_entry(r, &root->as.items[i], i, &state, error, error_size) != 0)
             return -1;
     }
-    if (check_duplicates(r, root, arena, error, error_size) != 0)
+    struct key_entry *sorted = NULL;
+    if (sorted_keys(r, root, arena, &sorted, error, error_size) != 0)
         return -1;
     for (size_t i = 0; i < root->count; i++) {
         if (restore_entry(r, &root->as.items[i], i, error, error_size) != 0)
             return -1;
     }
+    if (reconcile(r, sorted, root->count, error, error_size) != 0)
+        return -1;
     assert(root->count <= LIMITS_COUNT_MAX);
     r->count = root->count;
     return 0;
 }
 
+static int registry_write(struct registry *r, const char *skip_key);
+
+/* No file: a fresh data directory, or a file removed by hand. Whatever the
+ * backend holds (a durable one may hold limits) is written into a new file,
+ * so that from now on the file exists and every change is settled by it. */
+static int registry_create(struct registry *r, char *error, size_t error_size)
+{
+    struct limit_state *states = NULL;
+    size_t live = 0;
+    if (backend_list_limits(r->backend, &states, &live) != 0) {
+        snprintf(error, error_size, "%s: cannot list the backend's limits", r->path);
+        return -1;
+    }
+    free(states);
+    if (live > 0) {
+        char count[24];
+        snprintf(count, sizeof count, "%zu", live);
+        log_write(LOG_WARN, "no registry file: written from the limits the backend holds", "file",
+                  r->path, "limits", count, NULL);
+    }
+    if (registry_write(r, NULL) != 0) {
+        snprintf(error, error_size, "%s: cannot be written (see the log)", r->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* A limits.json.tmp left by a rewrite that a crash cut short is never read:
+ * limits.json is still the whole previous registry. */
+static void remove_stale_tmp(struct registry *r)
+{
+    if (unlink(r->tmp_path) == 0)
+        log_write(LOG_WARN, "removed a stale registry file (a rewrite was cut short)", "file",
+                  r->tmp_path, NULL);
+    else if (errno != ENOENT)
+        log_write(LOG_WARN, "cannot remove a stale registry file", "file", r->tmp_path, "reason",
+                  strerror(errno), NULL);
+}
+
 static int registry_load(struct registry *r, char *error, size_t error_size)
 {
+    remove_stale_tmp(r);
     char *text = NULL;
     size_t length = 0;
     int found = read_file(r->path, &text, &length, error, error_size);
     if (found != 0)
-        return found > 0 ? 0 : -1;
+        return found > 0 ? registry_create(r, error, error_size) : -1;
     struct arena arena;
     arena_init(&arena, NULL, 0);
     struct jdoc_value *root;
@@ -252,8 +337,11 @@ static int write_all(int fd, const char *data, size_t length)
     return 0;
 }
 
-/* One state per line: a diff of two registries is a diff of lines. */
-static int registry_encode(struct registry *r, struct buffer *b)
+/* One state per line: a diff of two registries is a diff of lines.
+ * skip_key (or NULL) is left out: the file of a delete, written first.
+ * *count_out: the states written. */
+static int registry_encode(struct registry *r, const char *skip_key, struct buffer *b,
+                           size_t *count_out)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
@@ -261,13 +349,19 @@ static int registry_encode(struct registry *r, struct buffer *b)
         return -1;
     assert(states != NULL || count == 0);
     buffer_append_str(b, "[\n");
+    size_t written = 0;
     for (size_t i = 0; i < count; i++) {
+        if (skip_key != NULL && strcmp(states[i].definition.key, skip_key) == 0)
+            continue;
+        if (written > 0)
+            buffer_append_str(b, ",\n");
         encode_limit_state(b, &states[i]);
-        buffer_append_str(b, i + 1 < count ? ",\n" : "\n");
+        written++;
     }
-    buffer_append_str(b, "]\n");
+    buffer_append_str(b, written > 0 ? "\n]\n" : "]\n");
     free(states);
-    r->count = count;
+    assert(written <= count);
+    *count_out = written;
     return b->failed ? -1 : 0;
 }
 
@@ -310,15 +404,18 @@ static const char *fsync_directory(const char *dir, int *saved_errno)
 }
 
 /* tmp file, fsync, rename over limits.json, fsync the directory so the
- * rename itself is durable. Called with the mutex held. */
-static int registry_write(struct registry *r)
+ * rename itself is durable. Called with the mutex held. A failure is logged
+ * unless the file is already known to be behind (dirty), so a full disk
+ * logs once, not every tick; the first success after that is logged too. */
+static int registry_write(struct registry *r, const char *skip_key)
 {
     struct buffer b;
     buffer_init(&b, NULL, 0);
     b.capacity_max = REGISTRY_BYTES_MAX;
     int saved_errno = 0;
     const char *step = NULL;
-    if (registry_encode(r, &b) != 0) {
+    size_t count = 0;
+    if (registry_encode(r, skip_key, &b, &count) != 0) {
         step = "encode";
         saved_errno = ENOMEM;
     }
@@ -331,11 +428,54 @@ static int registry_write(struct registry *r)
     if (step == NULL)
         step = fsync_directory(r->dir, &saved_errno);
     buffer_free(&b);
-    if (step == NULL)
+    if (step == NULL) {
+        if (r->dirty)
+            log_write(LOG_INFO, "registry written again after failed writes", "file", r->path,
+                      NULL);
+        r->dirty = false;
+        r->count = count;
         return 0;
-    log_write(LOG_ERROR, "registry write failed", "file", r->path, "step", step, "reason",
-              strerror(saved_errno), NULL);
+    }
+    if (!r->dirty)
+        log_write(LOG_ERROR, "registry write failed", "file", r->path, "step", step, "reason",
+                  strerror(saved_errno), NULL);
     return -1;
+}
+
+/* After a put whose file could not be written: the backend goes back to
+ * the state before (none: the key is deleted again). An increase undone
+ * while more is held than the old capacity waits as a decrease, like any.
+ * Returns 0, or -1 if the backend refused the undo. */
+static int undo_put(struct registry *r, const char *key, const struct limit_state *before)
+{
+    if (before == NULL)
+        return backend_delete_limit(r->backend, key) == 0 ? 0 : -1;
+    struct limit_state state;
+    char error[DECODE_ERROR_SIZE];
+    if (backend_put_limit(r->backend, &before->definition, &state, error, sizeof error) != 0)
+        return -1;
+    if (before->status != LIMIT_DECREASING)
+        return 0;
+    struct limit_definition pending = before->definition;
+    pending.capacity = before->pending_decrease_to;
+    return backend_put_limit(r->backend, &pending, &state, error, sizeof error) == 0 ? 0 : -1;
+}
+
+static enum registry_outcome put_unsaved(struct registry *r, const char *key,
+                                         const struct limit_state *before)
+{
+    /* Whatever the undo gives, the ticker brings the file in line. */
+    r->dirty = true;
+    if (undo_put(r, key, before) == 0) {
+        log_write(LOG_ERROR, "limit change undone: the registry file could not be written", "key",
+                  key, NULL);
+        return REGISTRY_WRITE_FAILED;
+    }
+    log_write(LOG_ERROR,
+              "limit change in force but not saved: the registry file could not be written and "
+              "the backend could not undo the change",
+              "key", key, NULL);
+    return REGISTRY_UNSAVED;
 }
 
 enum registry_outcome registry_put(struct registry *registry,
@@ -343,20 +483,22 @@ enum registry_outcome registry_put(struct registry *registry,
                                    struct limit_state *state_out, char *error, size_t error_size)
 {
     pthread_mutex_lock(&registry->mutex);
-    struct limit_state existing;
+    struct limit_state before;
     enum registry_outcome outcome = REGISTRY_OK;
-    bool exists = backend_get_limit(registry->backend, definition->key, &existing) == 0;
+    bool exists = backend_get_limit(registry->backend, definition->key, &before) == 0;
+    int rc = 0;
     if (!exists && registry->count >= LIMITS_COUNT_MAX) {
         snprintf(error, error_size, "key: at most %d limits", LIMITS_COUNT_MAX);
         outcome = REGISTRY_REJECTED;
-    } else if (backend_put_limit(registry->backend, definition, state_out, error, error_size) !=
-               0) {
-        outcome = REGISTRY_REJECTED;
-    } else if (registry_write(registry) != 0) {
-        outcome = REGISTRY_WRITE_FAILED;
+    } else if ((rc = backend_put_limit(registry->backend, definition, state_out, error,
+                                       error_size)) != 0) {
+        outcome = rc == -1 ? REGISTRY_REJECTED : REGISTRY_BACKEND_FAILED;
+    } else if (registry_write(registry, NULL) != 0) {
+        outcome = put_unsaved(registry, definition->key, exists ? &before : NULL);
     }
     /* The backend took the definition: the state it reports is that key's. */
-    assert(outcome == REGISTRY_REJECTED || strcmp(state_out->definition.key, definition->key) == 0);
+    assert(outcome == REGISTRY_REJECTED || outcome == REGISTRY_BACKEND_FAILED ||
+           strcmp(state_out->definition.key, definition->key) == 0);
     pthread_mutex_unlock(&registry->mutex);
     return outcome;
 }
@@ -365,10 +507,40 @@ enum registry_outcome registry_delete(struct registry *registry, const char *key
 {
     pthread_mutex_lock(&registry->mutex);
     enum registry_outcome outcome = REGISTRY_OK;
-    if (backend_delete_limit(registry->backend, key) != 0)
+    struct limit_state state;
+    if (backend_get_limit(registry->backend, key, &state) != 0) {
         outcome = REGISTRY_UNKNOWN;
-    else if (registry_write(registry) != 0)
-        outcome = REGISTRY_WRITE_FAILED;
+    } else if (registry_write(registry, key) != 0) {
+        outcome = REGISTRY_WRITE_FAILED; /* the file was not touched, nor the backend */
+    } else if (backend_delete_limit(registry->backend, key) == -2) {
+        /* The file no longer names a limit the backend still has: put it
+         * back, or leave it to the ticker (a start before that finishes
+         * the delete). */
+        if (registry_write(registry, NULL) != 0)
+            registry->dirty = true;
+        outcome = REGISTRY_BACKEND_FAILED;
+    }
+    pthread_mutex_unlock(&registry->mutex);
+    return outcome;
+}
+
+/* Called with the mutex held. */
+static enum registry_outcome save_locked(struct registry *registry)
+{
+    if (registry_write(registry, NULL) == 0)
+        return REGISTRY_OK;
+    registry->dirty = true;
+    return REGISTRY_WRITE_FAILED;
+}
+
+enum registry_outcome registry_tick(struct registry *registry, bool changed)
+{
+    pthread_mutex_lock(&registry->mutex);
+    enum registry_outcome outcome = REGISTRY_OK;
+    if (changed)
+        log_write(LOG_INFO, "limits changed by the ticker", NULL);
+    if (changed || registry->dirty)
+        outcome = save_locked(registry);
     pthread_mutex_unlock(&registry->mutex);
     return outcome;
 }
@@ -376,7 +548,7 @@ enum registry_outcome registry_delete(struct registry *registry, const char *key
 enum registry_outcome registry_save(struct registry *registry)
 {
     pthread_mutex_lock(&registry->mutex);
-    int failed = registry_write(registry);
+    enum registry_outcome outcome = save_locked(registry);
     pthread_mutex_unlock(&registry->mutex);
-    return failed != 0 ? REGISTRY_WRITE_FAILED : REGISTRY_OK;
+    return outcome;
 }

@@ -1,10 +1,12 @@
 /* The limit registry file, DATA_DIR/limits.json (docs/configuration.md
  * "The registry file"): an array of LimitStates loaded into the backend at
  * startup and rewritten atomically after every change. The backend owns the live states;
- * this module owns the file and serialises its writes. */
+ * this module owns the file, serialises its writes, and keeps the two in
+ * agreement when a write fails or the process dies mid-change. */
 #ifndef LLMLIMIT_SERVER_REGISTRY_H
 #define LLMLIMIT_SERVER_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backend/backend.h"
@@ -13,26 +15,52 @@ struct registry;
 
 enum registry_outcome {
     REGISTRY_OK = 0,
-    REGISTRY_REJECTED = -1,     /* the change is invalid (error says why): nothing changed */
-    REGISTRY_UNKNOWN = -2,      /* no such key */
-    REGISTRY_WRITE_FAILED = -3, /* changed in the backend, but limits.json was not written */
+    REGISTRY_REJECTED = -1, /* the change is invalid (error says why): nothing changed */
+    REGISTRY_UNKNOWN = -2,  /* no such key */
+    /* limits.json could not be written: the change was undone in the
+     * backend (or never made), so nothing changed. */
+    REGISTRY_WRITE_FAILED = -3,
+    /* The backend did not take the change (its storage failed): nothing
+     * changed, or the outcome is unknown as for a data call's 503. */
+    REGISTRY_BACKEND_FAILED = -4,
+    /* limits.json could not be written and the backend could not undo the
+     * change either: it is in force, and registry_tick rewrites the file
+     * until it succeeds. A start before that goes back to the file. */
+    REGISTRY_UNSAVED = -5,
 };
 
-/* Loads data_dir/limits.json (a missing file is an empty registry) and
- * restores every state into the backend. Returns 0 with a new registry, or -1
- * with "<file>: line L: <reason>" in error (unreadable file, invalid JSON,
- * invalid or duplicate state, backend refusal). */
+/* Removes a stale limits.json.tmp (a rewrite cut short by a crash), loads
+ * data_dir/limits.json and restores every state into the backend. The file
+ * is the truth: a limit the backend kept that the file does not name (a
+ * change that crashed before the file was written) is deleted. Without the
+ * file, the backend's limits (none for a fresh data directory) are written
+ * into a new one, so the file exists from the first start on. Returns 0
+ * with a new registry, or -1 with "<file>: line L: <reason>" in error
+ * (unreadable file, invalid JSON, invalid or duplicate state, backend
+ * refusal, a file that cannot be written). */
 int registry_open(const char *data_dir, struct backend *backend, struct registry **out, char *error,
                   size_t error_size);
 void registry_close(struct registry *registry);
 
-/* Creates or changes a limit and rewrites the file. */
+/* Creates or changes a limit: the backend first, then the file. When the
+ * file cannot be written the backend is put back as it was
+ * (REGISTRY_WRITE_FAILED), or, if that fails too, REGISTRY_UNSAVED. Also
+ * REGISTRY_REJECTED (error set) and REGISTRY_BACKEND_FAILED. */
 enum registry_outcome registry_put(struct registry *registry,
                                    const struct limit_definition *definition,
                                    struct limit_state *state_out, char *error, size_t error_size);
+/* Deletes a limit: the file first (without the key), then the backend, so
+ * a crash between the two finishes the delete at the next start.
+ * REGISTRY_OK, REGISTRY_UNKNOWN, REGISTRY_WRITE_FAILED (nothing changed) or
+ * REGISTRY_BACKEND_FAILED. */
 enum registry_outcome registry_delete(struct registry *registry, const char *key);
-/* Rewrites the file from the backend's states (after a tick changed some).
- * REGISTRY_OK or REGISTRY_WRITE_FAILED. */
+/* Called by the ticker: rewrites the file from the backend's states when
+ * they changed (a tick applied a decrease) or an earlier write failed.
+ * REGISTRY_OK or REGISTRY_WRITE_FAILED (logged once per streak of
+ * failures; the next call tries again). */
+enum registry_outcome registry_tick(struct registry *registry, bool changed);
+/* Rewrites the file from the backend's states now. REGISTRY_OK or
+ * REGISTRY_WRITE_FAILED (then registry_tick tries again). */
 enum registry_outcome registry_save(struct registry *registry);
 
 const char *registry_path(const struct registry *registry);

@@ -6,14 +6,15 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "data_dir.h"
 #include "gateway.h"
 #include "routes.h"
 #include "util/log.h"
@@ -36,20 +37,17 @@ static int load_tokens(struct server *s)
     return 0;
 }
 
-/* Creates the data directory (one level) if it does not exist. */
-static int ensure_data_dir(const char *dir)
+/* Creates the data directory if needed and takes its lock: one owner per
+ * directory for every backend, since limits.json is the server's. */
+static int own_data_dir(struct server *s)
 {
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return 0;
-        return startup_failed("data directory is not a directory", dir);
-    }
-    if (errno == ENOENT && mkdir(dir, 0755) == 0)
-        return 0;
-    char reason[512];
-    snprintf(reason, sizeof reason, "%s: %s", dir, strerror(errno));
-    return startup_failed("cannot create the data directory", reason);
+    char error[PATH_MAX + 128];
+    if (data_dir_ensure(s->config.data_dir, error, sizeof error) != 0)
+        return startup_failed("cannot use the data directory", error);
+    if (data_dir_lock(s->config.data_dir, &s->data_dir_lock_fd, error, sizeof error) != 0)
+        return startup_failed("cannot own the data directory", error);
+    assert(s->data_dir_lock_fd >= 0);
+    return 0;
 }
 
 /* The chosen backend's own options, from its flags. */
@@ -110,10 +108,7 @@ static void *ticker_main(void *context)
         bool changed = false;
         if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
-        if (changed) {
-            log_write(LOG_INFO, "limits changed by the ticker", NULL);
-            registry_save(s->registry); /* a failure is logged by the registry */
-        }
+        registry_tick(s->registry, changed); /* a failure is logged, and retried next tick */
         pthread_mutex_lock(&s->ticker_mutex);
     }
     pthread_mutex_unlock(&s->ticker_mutex);
@@ -216,7 +211,7 @@ static void print_listening(const struct server *s)
 /* Everything before the listening line; -1 on a fatal error (logged). */
 static int server_start(struct server *s)
 {
-    if (load_tokens(s) != 0 || ensure_data_dir(s->config.data_dir) != 0)
+    if (load_tokens(s) != 0 || own_data_dir(s) != 0)
         return -1;
     clock_offset_init(&s->test_clock);
     s->clock = s->config.test_clock ? &s->test_clock.clock : clock_system();
@@ -257,6 +252,8 @@ static void server_free(struct server *s)
         pthread_mutex_destroy(&s->ticker_mutex);
     }
     gateway_close(s->gateway); /* quiesced: no call of it is left */
+    if (s->registry != NULL)
+        registry_tick(s->registry, false); /* a change not yet saved gets a last try */
     if (s->backend != NULL)
         backend_close(s->backend);
     registry_close(s->registry);
@@ -266,6 +263,8 @@ static void server_free(struct server *s)
     http_pool_free(s);
     watch_list_destroy(&s->watches);
     pthread_mutex_destroy(&s->pool_mutex);
+    if (s->data_dir_lock_fd >= 0)
+        close(s->data_dir_lock_fd); /* last: the directory is ours until everything is closed */
     free(s);
 }
 
@@ -313,6 +312,7 @@ int server_run(const struct server_config *config)
         return 1;
     s->config = *config;
     s->quiesced_fd = MHD_INVALID_SOCKET;
+    s->data_dir_lock_fd = -1;
     pthread_mutex_init(&s->pool_mutex, NULL);
     uint32_t request_timeout_seconds = config->request_timeout_seconds != 0
                                            ? config->request_timeout_seconds

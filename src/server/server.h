@@ -34,6 +34,7 @@ struct server {
     struct sq_options sqlite_options;      /* the backend's options, when it is sqlite */
     struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
     struct registry *registry;
+    int data_dir_lock_fd; /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;
     struct activity *activity; /* recent reserves and denials (the console) */
     struct spend *spend;       /* budget spend history (the console) */

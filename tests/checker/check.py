@@ -16,6 +16,11 @@ order of the operations inside their intervals could explain what was seen:
   spurious_denial a capacity denial when the request fitted at every instant
   usage          a usage answer outside [sum of lower, sum of upper] over its interval
                  (a double reserve or a lost reserve shows up here)
+
+Budget holds count in the UTC period (day, week, month) their lease was
+reserved in and end with it: a run across midnight sees the new period start
+from zero. The server's clock may be ahead of the wall clock by
+clock_offset_ms (a --test-clock run started just before midnight).
   idempotency    a retry with the same lease_id answered differently
   timestamps, finalize, status, warning: answers that contradict the model
 
@@ -23,6 +28,7 @@ Usage: check.py HISTORY.jsonl  (exit 0 if no violation, 1 otherwise)
 """
 
 import bisect
+import datetime
 import json
 import sys
 from collections import defaultdict
@@ -30,10 +36,29 @@ from collections import defaultdict
 INF = float("inf")
 TOLERANCE_MS_DEFAULT = 50
 BUCKET_NS = 100 * 1000 * 1000  # index granularity of hold segments
+HOUR_NS = 3600 * 1000 * 1000 * 1000
 REPORT_PER_KIND_MAX = 10
 BUDGET_TIMEOUT_SECONDS_DEFAULT = 60
 BUDGET_TIMEOUT_SECONDS_MIN = 5
 BUDGET_TIMEOUT_SECONDS_MAX = 300
+
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def period_end_ms(period, wall_ms):
+    """End (exclusive, unix ms) of the UTC calendar period containing wall_ms:
+    days from 00:00, ISO weeks from Monday 00:00, months from the 1st."""
+    days = wall_ms // DAY_MS
+    if period == "day":
+        return (days + 1) * DAY_MS
+    if period == "week":
+        monday = days - (days + 3) % 7  # 1970-01-01 was a Thursday
+        return (monday + 7) * DAY_MS
+    assert period == "month", period
+    date = datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+    first = datetime.date(date.year + date.month // 12, date.month % 12 + 1, 1)
+    return (first - datetime.date(1970, 1, 1)).days * DAY_MS
 
 
 class Limit:
@@ -41,6 +66,7 @@ class Limit:
         self.key = definition["key"]
         self.kind = definition["kind"]
         self.capacity = definition["capacity"]
+        self.period = definition.get("period") or None
         if self.kind == "rolling":
             seconds = definition["window_seconds"]
         elif self.kind == "concurrency":
@@ -291,6 +317,9 @@ class History:
         self.limits = {d["key"]: Limit(d) for d in header["limits"]}
         offsets = header["wall_minus_mono_ns"]
         self.offset_ns = sum(offsets) / len(offsets)
+        # The server's clock may run ahead of the wall clock (--test-clock):
+        # its timestamps are the wall clock plus this.
+        self.clock_offset_ms = header.get("clock_offset_ms", 0)
         tolerance_ms = tolerance_ms if tolerance_ms is not None else header.get(
             "tolerance_ms", TOLERANCE_MS_DEFAULT)
         drift_ns = max(offsets) - min(offsets)
@@ -302,7 +331,29 @@ class History:
         self.violations = Violations()
 
     def mono_from_wall_ms(self, wall_ms):
-        return wall_ms * 1000 * 1000 - self.offset_ns
+        """The monotonic instant of a server timestamp."""
+        return (wall_ms - self.clock_offset_ms) * 1000 * 1000 - self.offset_ns
+
+    def wall_ms_from_mono(self, mono_ns):
+        """The server's clock reading at a monotonic instant."""
+        return int((mono_ns + self.offset_ns) // (1000 * 1000)) + self.clock_offset_ms
+
+    def period_bounds(self, limit, lease, reserved):
+        """(lower, upper) monotonic bound of the end of the budget period the
+        lease's reservation belongs to: the one containing reserved_at, or
+        for an unknown outcome the latest its reserve may have run in. INF
+        when it ends after the history (no clipping needed)."""
+        if limit.kind != "budget":
+            return INF, INF
+        if reserved is None:
+            latest = max(op["end_ns"] for op in lease.reserves)
+            at_ms = self.wall_ms_from_mono(latest + self.tolerance_ns)
+        else:
+            at_ms = lease.answer["reserved_at_unix_ms"]
+        end = self.mono_from_wall_ms(period_end_ms(limit.period, at_ms))
+        if end > self.history_end_ns:
+            return INF, INF
+        return end - self.tolerance_ns, end + self.tolerance_ns
 
     def lease(self, lease_id):
         if lease_id not in self.leases:
@@ -324,6 +375,7 @@ class History:
                     kind, op["lease_id"], op.get("status"), op.get("body")), op)
 
     def run(self):
+        self.history_end_ns = max((op["end_ns"] for op in self.ops), default=0) + HOUR_NS
         self.sort_ops()
         for lease in self.leases.values():
             if lease.reserves:
@@ -465,8 +517,11 @@ class History:
                 exp_hi = reserved + limit.duration_ns + self.tolerance_ns
             span = Span(lease, key, amount, hold_lo, exp_lo, exp_hi, free_try, only_completes,
                         complete, release, unknown_completes)
+            timeline = self.timelines[key]
+            if limit.kind == "budget":
+                timeline = PeriodClip(timeline, *self.period_bounds(limit, lease, reserved))
             {"rolling": rolling_segments, "concurrency": concurrency_segments,
-             "budget": budget_segments}[limit.kind](self.timelines[key], span)
+             "budget": budget_segments}[limit.kind](timeline, span)
 
     # -- checks over the timelines ------------------------------------------------------
 
@@ -535,6 +590,20 @@ class History:
             if not low <= seen <= high:
                 self.violations.add("usage", "%s: usage shows %d, the history allows %d..%d" % (
                     key, seen, low, high), op)
+
+
+class PeriodClip:
+    """A budget hold counts only in the period its lease was reserved in (a
+    commit after the period ended is charged there too): every segment of
+    it ends at that period's end, at the latest. The lower bound ends a
+    tolerance before it, the upper bound a tolerance after."""
+
+    def __init__(self, timeline, lower_end, upper_end):
+        self.timeline = timeline
+        self.ends = {"lower": lower_end, "upper": upper_end}
+
+    def add(self, which, lease_id, start, end, amount):
+        self.timeline.add(which, lease_id, start, min(end, self.ends[which]), amount)
 
 
 class Span:

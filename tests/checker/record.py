@@ -10,14 +10,22 @@ History format (JSON lines): a header {"type":"header","limits":[...],
 "requirements"/"actuals", "start_ns", "end_ns" (time.monotonic_ns), "status"
 (null: no answer), "body", "retry_after_header"} per request.
 
+With --cross-midnight the server runs on --test-clock, moved so that the
+middle of the run is a UTC midnight that starts a new month: the day and
+month budgets roll over while the load runs (the day budget is made small
+enough to run out before), and the header's clock_offset_ms tells the
+checker how far the server's clock is ahead of the wall clock.
+
 Usage: record.py --binary build/llmlimitd [--backend memory] [--seconds 8]
                   [--threads 8] [--seed N] [--out history.jsonl]
-                  [--server-arg=--tb-addresses=HOST:PORT ...]
+                  [--cross-midnight] [--server-arg=--tb-addresses=HOST:PORT ...]
 Exit 0 when the history is consistent with the model and exercised it
-(allowed and denied reserves, retries, expiries), 1 otherwise.
+(allowed and denied reserves, retries, expiries; with --cross-midnight,
+allowed reserves on both sides of midnight), 1 otherwise.
 """
 
 import argparse
+import datetime
 import http.client
 import json
 import os
@@ -47,6 +55,7 @@ LIMITS = [
     {"key": TAG + ":org:usd:day", "kind": "budget", "capacity": 400000000, "period": "day",
      "timeout_seconds": 5, "unit": "usd_micros"},
 ]
+MIDNIGHT_DAY_CAPACITY = 20000000  # runs out within the first half of a run
 THINK_S_MAX = 0.003
 FINALIZE_SOON_S_MAX = 0.3
 FINALIZE_LATE_S = (1.0, 7.0)  # past every hold duration, so some commits land after expiry
@@ -241,19 +250,57 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", default=None, help="keep the history in this file")
     parser.add_argument("--tolerance-ms", type=int, default=check.TOLERANCE_MS_DEFAULT)
+    parser.add_argument("--cross-midnight", action="store_true",
+                        help="move the server's clock so that a month starts mid-run")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="extra llmlimitd flag, e.g. --server-arg=--tb-addresses=HOST:PORT")
     return parser.parse_args(argv)
 
 
+def next_month_start_ms(now_ms):
+    day = datetime.date(1970, 1, 1) + datetime.timedelta(days=now_ms // check.DAY_MS)
+    first = datetime.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+    return (first - datetime.date(1970, 1, 1)).days * check.DAY_MS
+
+
+def move_before_midnight(server, seconds):
+    """Moves the server's clock to seconds/2 before the next month's first
+    midnight; returns (clock offset ms, that midnight in the server's ms)."""
+    status, _, body = server.request("POST", "/v1/admin/clock", {"advance_ms": 0})
+    assert status == 200, body
+    midnight = next_month_start_ms(body["now_unix_ms"] + int(seconds * 1000))
+    target = midnight - int(seconds * 500)
+    status, _, body = server.request("POST", "/v1/admin/clock",
+                                     {"advance_ms": target - body["now_unix_ms"]})
+    assert status == 200, body
+    return body["offset_ms"], midnight
+
+
+def sides_of_midnight(ops, midnight):
+    """Allowed reserves before and after midnight (server time)."""
+    times = [op["body"]["reserved_at_unix_ms"] for op in ops if op["op"] == "reserve"
+             and op["status"] == 200 and op["body"]["allowed"]]
+    return sum(1 for t in times if t < midnight), sum(1 for t in times if t >= midnight)
+
+
 def main(argv):
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print("seed %d, backend %s, %d threads, %.1f s" % (seed, args.backend, args.threads,
-                                                       args.seconds))
+    print("seed %d, backend %s, %d threads, %.1f s%s" % (
+        seed, args.backend, args.threads, args.seconds,
+        ", across midnight" if args.cross_midnight else ""))
+    server_args = list(args.server_arg)
+    clock_offset_ms, midnight = 0, None
+    if args.cross_midnight:
+        server_args.append("--test-clock")
+        for definition in LIMITS:
+            if definition["kind"] == "budget" and definition["period"] == "day":
+                definition["capacity"] = MIDNIGHT_DAY_CAPACITY
     offsets = [wall_minus_mono_ns()]
     with Server(os.path.abspath(args.binary), backend=args.backend,
-                args=args.server_arg) as server:
+                args=server_args) as server:
+        if args.cross_midnight:
+            clock_offset_ms, midnight = move_before_midnight(server, args.seconds)
         for definition in LIMITS:
             status, _, body = server.put_limit(definition)
             if status != 200:
@@ -263,7 +310,8 @@ def main(argv):
         recorder.run()
     offsets.append(wall_minus_mono_ns())
     header = {"type": "header", "limits": LIMITS, "wall_minus_mono_ns": offsets,
-              "tolerance_ms": args.tolerance_ms, "seed": seed, "backend": args.backend}
+              "tolerance_ms": args.tolerance_ms, "seed": seed, "backend": args.backend,
+              "clock_offset_ms": clock_offset_ms}
     out = args.out or tempfile.mkstemp(prefix="llmlimit-history-", suffix=".jsonl")[1]
     with open(out, "w") as f:
         for line in [header] + recorder.ops:
@@ -274,8 +322,13 @@ def main(argv):
     print("%d violation(s)" % violations.count())
     violations.report(sys.stdout)
     exercised = counts["allowed"] > 0 and counts["denied"] > 0 and counts["late_commits"] > 0
+    if midnight is not None:
+        before, after = sides_of_midnight(recorder.ops, midnight)
+        print("allowed before midnight %d, after %d" % (before, after))
+        exercised = exercised and before > 0 and after > 0
     if not exercised:
-        print("the history did not exercise the model (need allowed, denied, late commits)")
+        print("the history did not exercise the model (need allowed, denied, late commits"
+              "%s)" % (", and allowed on both sides of midnight" if midnight else ""))
     if violations.count() or not exercised:
         print("history kept in %s" % out)
         return 1

@@ -1,6 +1,7 @@
 """Self-test of check.py: hand-made histories, some consistent with the model
 and some not (over capacity, double reserve, lost reserve, spurious denial,
-unwarned commit after expiry, wrong finalize answers). The checker must pass
+unwarned commit after expiry, wrong finalize answers, budgets across
+midnight). The checker must pass
 the good ones and name the violation in each bad one."""
 
 import os
@@ -91,6 +92,56 @@ class GoodHistories(unittest.TestCase):
         h = Builder(ROLL).allow("a", 0, 1, r=6).allow("a", 2, 3, reserved_at=0, r=6)
         h.usage("r", 4, 5, reserved=6).complete("a", 6, 7, r=6).usage("r", 8, 9, 0, used=6)
         self.assertEqual(dict(h.violations()), {})
+
+
+DAY = {"key": "d", "kind": "budget", "capacity": 100, "period": "day", "timeout_seconds": 300}
+MIDNIGHT = check.DAY_MS  # 1970-01-02T00:00Z, in the histories' milliseconds
+
+
+class PeriodRollover(unittest.TestCase):
+    """Budgets roll over at UTC midnight: what a day spent does not count in the next."""
+
+    def spent_day(self):
+        """A day budget filled just before midnight, and a justified denial."""
+        h = Builder(DAY).allow("a", MIDNIGHT - 40, MIDNIGHT - 39, d=100)
+        return h.complete("a", MIDNIGHT - 30, MIDNIGHT - 29, d=100).deny("x", MIDNIGHT - 20,
+                                                                           MIDNIGHT - 19, d=1)
+
+    def test_a_new_day_starts_from_zero(self):
+        """After midnight the whole capacity is there again; usage shows the new day only."""
+        h = self.spent_day().allow("b", MIDNIGHT + 10, MIDNIGHT + 11, d=100)
+        h.usage("d", MIDNIGHT + 20, MIDNIGHT + 21, reserved=100)
+        self.assertEqual(dict(h.violations()), {})
+
+    def test_commit_after_midnight_is_charged_to_its_own_day(self):
+        """A lease reserved before midnight and completed after it does not count in the new day."""
+        h = Builder(DAY).allow("a", MIDNIGHT - 40, MIDNIGHT - 39, d=100)
+        h.complete("a", MIDNIGHT + 5, MIDNIGHT + 6, d=100).allow("b", MIDNIGHT + 10,
+                                                                  MIDNIGHT + 11, d=100)
+        h.usage("d", MIDNIGHT + 20, MIDNIGHT + 21, reserved=100)
+        self.assertEqual(dict(h.violations()), {})
+
+    def test_over_capacity_within_the_new_day_is_flagged(self):
+        """Two allowed reserves past the capacity after midnight are still a violation."""
+        h = self.spent_day().allow("b", MIDNIGHT + 10, MIDNIGHT + 11, d=100)
+        h.allow("c", MIDNIGHT + 12, MIDNIGHT + 13, d=50)
+        self.assertIn("admission", h.violations())
+
+    def test_old_spend_in_new_day_usage_is_flagged(self):
+        """Usage after midnight that still shows the old day's spend is flagged."""
+        h = self.spent_day().usage("d", MIDNIGHT + 20, MIDNIGHT + 21, reserved=0, used=100)
+        self.assertIn("usage", h.violations())
+
+    def test_server_clock_ahead_of_the_wall_clock(self):
+        """With clock_offset_ms the server's timestamps are read on its own clock."""
+        offset = check.DAY_MS  # a day ahead: the same midnight, a day later
+        h = Builder(DAY)
+        h.header["clock_offset_ms"] = offset
+        h.allow("a", MIDNIGHT - 40, MIDNIGHT - 39, reserved_at=MIDNIGHT - 40 + offset, d=100)
+        h.allow("b", MIDNIGHT + 10, MIDNIGHT + 11, reserved_at=MIDNIGHT + 10 + offset, d=100)
+        self.assertEqual(dict(h.violations()), {})
+        h.header["clock_offset_ms"] = offset - 1000  # read a second wrong
+        self.assertIn("timestamps", h.violations())
 
 
 class BadHistories(unittest.TestCase):

@@ -1,28 +1,24 @@
 """Faults a user can meet, against the real llmlimitd, with the behaviour
-docs/hardening.md promises for each:
-
-- clock jumps (server started with --test-clock, moved by POST
-  /v1/admin/clock): forward jumps expire holds and roll budget periods over;
-  backward jumps never free capacity early and keep retry_after sane; a
-  retry with the same lease_id after a long jump never reserves twice;
-- disk full under the sqlite backend (a small tmpfs as data dir, needs root):
-  writes answer 503 backend_error, never a false "allowed" and never a
-  crash; reads keep working; nothing acknowledged is lost; once space is
-  back the server serves again without a restart.
+docs/hardening.md promises for each: clock jumps (server started with
+--test-clock, moved by POST /v1/admin/clock): forward jumps expire holds and
+roll budget periods over; backward jumps never free capacity early and keep
+retry_after sane; a retry with the same lease_id after a long jump never
+reserves twice, nor one across a month boundary (its commit goes to the old
+month); after a step back over midnight reserves are charged to the earlier
+day. A full disk is test_disk_full.py.
 
 Usage: test_faults.py --binary build/llmlimitd [--backend memory|sqlite]
 """
 
+import datetime
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
-from harness import Server, binary_from_argv, wait_until  # noqa: E402
+import harness  # noqa: E402
+from harness import Server, binary_from_argv  # noqa: E402
 
 BINARY = binary_from_argv()
 BACKEND = "memory"
@@ -35,8 +31,6 @@ for _i, _arg in enumerate(list(sys.argv)):
 SECOND_MS = 1000
 HOUR_MS = 3600 * SECOND_MS
 DAY_MS = 24 * HOUR_MS
-DISK_BYTES = 4 * 1024 * 1024  # the tmpfs the sqlite database fills
-DISK_RESERVES_MAX = 100000  # bound of the fill loop
 
 
 def unique(prefix):
@@ -153,84 +147,85 @@ class ClockJumps(unittest.TestCase):
         self.assertEqual(again, first)
 
 
+    def move_to(self, target_ms):
+        """Moves the server's clock to target_ms (its own reading); returns it."""
+        return self.advance(target_ms - self.advance(0))
+
+    def test_retry_across_a_month_boundary_answers_the_same_and_charges_the_old_month(self):
+        """A lease reserved 2 s before a month ends, retried and completed after it: the same
+        answer, no hold in the new month, the commit charged to the old one."""
+        budget = self.limit(key=unique("month:usd"), kind="budget", capacity=1000,
+                            period="month", timeout_seconds=300)
+        start = self.move_to(next_month_start_ms(self.advance(0)) - 2 * SECOND_MS)
+        lease_id = str(uuid.uuid4())
+        first = self.reserve({budget: 600}, lease_id)
+        self.assertTrue(first["allowed"])
+        old_month = "at_unix_ms=%d" % start
+        self.advance(4 * SECOND_MS)  # into the new month
+        self.assertEqual(self.reserve({budget: 600}, lease_id), first)
+        fresh = self.usage(budget)
+        self.assertEqual(fresh["period_start_unix_ms"], next_month_start_ms(start))
+        self.assertEqual((fresh["reserved"], fresh["used"], fresh["debt"]), (0, 0, 0))
+        self.assertEqual(self.usage(budget, old_month)["reserved"], 600)
+        self.assertTrue(self.reserve({budget: 1000})["allowed"])  # the old hold is not here
+        status, _, body = self.server.complete(lease_id, {budget: 700})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["warnings"], [])
+        old = self.usage(budget, old_month)
+        self.assertEqual((old["reserved"], old["used"], old["debt"]), (0, 700, 0))
+        self.assertEqual(self.usage(budget)["reserved"], 1000)
+        self.assertEqual(self.usage(budget)["used"], 0)
+        self.assertEqual(self.reserve({budget: 600}, lease_id), first)  # still the same answer
+        self.assertEqual(self.usage(budget, old_month)["used"], 700)
+
+    def test_clock_stepping_back_over_a_day_boundary(self):
+        """After the clock steps back over midnight, reserves go to the earlier day (as spent
+        there), a retry of a lease from the later day answers the same, and nothing moves."""
+        budget = self.limit(key=unique("back:usd:day"), kind="budget", capacity=1000,
+                            period="day", timeout_seconds=300)
+        midnight = next_day_start_ms(self.advance(0))
+        self.move_to(midnight - 5 * SECOND_MS)
+        early = str(uuid.uuid4())
+        self.assertTrue(self.reserve({budget: 300}, early)["allowed"])
+        self.assertEqual(self.server.complete(early, {budget: 300})[0], 200)
+        self.advance(10 * SECOND_MS)  # the next day
+        late = str(uuid.uuid4())
+        late_answer = self.reserve({budget: 800}, late)
+        self.assertTrue(late_answer["allowed"])
+        self.assertEqual(self.server.complete(late, {budget: 800})[0], 200)
+        day_before = "at_unix_ms=%d" % (midnight - 1)
+        day_after = "at_unix_ms=%d" % midnight
+        self.advance(-10 * SECOND_MS)  # back over midnight
+        denied = self.reserve({budget: 800})
+        self.assertFalse(denied["allowed"], "the earlier day had only 700 left")
+        self.assertEqual(denied["error"], "")
+        self.assertTrue(self.reserve({budget: 600})["allowed"])
+        self.assertEqual(self.reserve({budget: 800}, late), late_answer)
+        before = self.usage(budget, day_before)
+        after = self.usage(budget, day_after)
+        self.assertEqual((before["reserved"], before["used"]), (600, 300))
+        self.assertEqual((after["reserved"], after["used"]), (0, 800))
+        self.advance(10 * SECOND_MS)  # forward again: the later day is as it was
+        after = self.usage(budget)
+        self.assertEqual((after["reserved"], after["used"], after["debt"]), (0, 800, 0))
+        self.assertFalse(self.reserve({budget: 300})["allowed"])
+
+
+def next_day_start_ms(now_ms):
+    day_ms = 24 * 3600 * 1000
+    return (now_ms // day_ms + 1) * day_ms
+
+
+def next_month_start_ms(now_ms):
+    now = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.timezone.utc)
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    start = datetime.datetime(year, month, 1, tzinfo=datetime.timezone.utc)
+    return int(start.timestamp()) * 1000
+
+
 def held_amount(key, rolling):
     return 5 if key == rolling else 1
 
 
-def can_mount_tmpfs():
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    probe = tempfile.mkdtemp(prefix="llmlimit-tmpfs-")
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe],
-                              capture_output=True).returncode == 0
-        if done:
-            subprocess.run(["umount", probe], check=True)
-        return done
-    finally:
-        os.rmdir(probe)
-
-
-@unittest.skipUnless(BACKEND == "sqlite", "disk full concerns the sqlite backend")
-@unittest.skipUnless(can_mount_tmpfs(), "needs root and tmpfs to fill a disk")
-class DiskFull(unittest.TestCase):
-    def setUp(self):
-        self.mount = tempfile.mkdtemp(prefix="llmlimit-full-")
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % DISK_BYTES, "tmpfs",
-                        self.mount], check=True)
-        self.server = Server(BINARY, backend="sqlite", data_dir=self.mount)
-
-    def tearDown(self):
-        try:
-            self.server.cleanup()
-        finally:
-            subprocess.run(["umount", self.mount], check=False)
-            os.rmdir(self.mount)
-
-    def fill(self, key):
-        """Reserves until the disk is full; returns (acknowledged amounts, statuses seen)."""
-        acknowledged, statuses = 0, set()
-        for _ in range(DISK_RESERVES_MAX):
-            status, _, body = self.server.reserve(str(uuid.uuid4()), {key: 1},
-                                                  caller="c" * 200)
-            statuses.add(status)
-            if status == 200:
-                self.assertTrue(body["allowed"], body)
-                acknowledged += 1
-            else:
-                self.assertEqual(status, 503, body)
-                self.assertEqual(body["error"], "backend_error")
-                break
-        return acknowledged, statuses
-
-    def test_disk_full_is_503_then_recovers_without_losing_anything(self):
-        """Full disk: 503 backend_error (never a false allowed), reads work, recovery, no loss."""
-        self.server.start()
-        key = "full:rpm"
-        self.assertEqual(self.server.put_limit({"key": key, "kind": "rolling",
-                                                "capacity": 10 ** 12,
-                                                "window_seconds": 3600})[0], 200)
-        acknowledged, statuses = self.fill(key)
-        self.assertIn(503, statuses, "the disk never filled")
-        self.assertIsNone(self.server.process.poll(), "llmlimitd died on a full disk")
-        for _ in range(20):  # it keeps refusing writes without a crash
-            status, _, _ = self.server.reserve(str(uuid.uuid4()), {key: 1})
-            self.assertIn(status, (200, 503))
-        status, _, usage = self.server.usage(key)
-        self.assertEqual(status, 200, usage)
-        self.assertGreaterEqual(usage["reserved"], acknowledged)
-        subprocess.run(["mount", "-o", "remount,size=%d" % (16 * DISK_BYTES), self.mount],
-                       check=True)
-        served = wait_until(lambda: self.server.reserve(str(uuid.uuid4()), {key: 1})[0] == 200,
-                            timeout_s=10)
-        self.assertTrue(served, "no reserve succeeded after space came back")
-        self.server.kill()
-        self.server.start()
-        self.assertIsNone(self.server.process.poll(), self.server.stderr_text())
-        status, _, usage = self.server.usage(key)
-        self.assertEqual(status, 200, usage)
-        self.assertGreaterEqual(usage["reserved"], acknowledged + 1)
-
-
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -5,11 +5,15 @@ answers, oversized bodies and headers. While each attack runs, a well-behaved
 client keeps reserving on fresh connections; every one of its reserves must be
 answered (allowed) within PROBE_LATENCY_S_MAX. After the attack the server
 must still be alive, its open file descriptors back near where they started,
-and no truncated request may have reserved anything."""
+and no truncated request may have reserved anything. Run on every local
+backend: on sqlite a reserve's connection is suspended until its commit,
+so dropped and never-reading clients meet the suspend/resume path too."""
 
+import json
 import os
 import random
 import socket
+import struct
 import sys
 import threading
 import time
@@ -17,6 +21,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
 
 BINARY = binary_from_argv()
@@ -460,5 +465,108 @@ class BadBytes(HostileCase):
         self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
 
 
+class SuspendedAnswers(HostileCase):
+    """Clients that vanish or never read while their reserve is at the
+    backend: on sqlite the connection is suspended until the writer commits,
+    and resumed to answer a client that may be gone. Whatever reached the
+    backend holds exactly once: retrying every lease id afterwards leaves
+    exactly one hold per lease."""
+
+    DROPPED = 300
+    PIPELINED_LEASES = 2000  # per batch: an answer of ~300 KB
+    PIPELINED_BATCHES = 20
+
+    def settled_reserved(self, low, high):
+        """Usage once the backend has answered every call in flight."""
+        previous = None
+        for _ in range(50):
+            current = self.reserved()
+            if current == previous:
+                break
+            previous = current
+            time.sleep(0.1)
+        self.assertGreaterEqual(current, low)
+        self.assertLessEqual(current, high)
+        return current
+
+    def retry_all(self, leases):
+        for lease_id in leases:
+            status, _, body = self.server.reserve(lease_id, {KEY: 1})
+            self.assertEqual(status, 200, body)
+            self.assertTrue(body["allowed"], (lease_id, body))
+        self.server._local.conn.close()
+        self.server._local.conn = None
+
+    def test_reserves_dropped_before_their_answer_hold_once(self):
+        """300 whole reserves whose client closes (FIN or RST) before the answer: each holds
+        at most once, and once after a retry with its lease id."""
+        before = self.reserved()
+        leases = [str(uuid.uuid4()) for _ in range(self.DROPPED)]
+
+        def attack():
+            for i, lease_id in enumerate(leases):
+                sock = self.connect()
+                if i % 2:  # reset instead of a clean close
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                sock.sendall(reserve_bytes(lease_id))
+                sock.close()
+
+        self.under_attack(attack)
+        floor = before + self.probes_allowed
+        self.settled_reserved(floor, floor + self.DROPPED)
+        self.assert_fds_settle()
+        self.retry_all(leases)
+        self.assertEqual(self.reserved(), floor + self.DROPPED)
+
+    def test_pipelined_reserve_batches_never_read(self):
+        """A client pipelining reserve batches (the same 2000 leases each time, ~6 MB of
+        answers) that never reads: others are served, the server gives up on it after the
+        timeout, and every lease holds exactly once."""
+        before = self.reserved()
+        leases = [str(uuid.uuid4()) for _ in range(self.PIPELINED_LEASES)]
+        batch = json.dumps({"requests": [{"lease_id": lease_id, "requirements": [
+            {"key": KEY, "amount": 1}]} for lease_id in leases]}).encode()
+        fds_before = settled_fds(self.server)
+
+        def attack():
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((self.server.host, self.server.port))
+            sock.settimeout(3)
+            try:
+                sock.sendall(request_bytes("POST", "/v1/reserve/batch", batch)
+                             * self.PIPELINED_BATCHES)
+            except (socket.timeout, OSError):
+                pass
+            return sock
+
+        sock = self.under_attack(attack)
+        try:
+            dropped = wait_until(lambda: open_fds(self.server) <= fds_before,
+                                 timeout_s=TIMEOUT_S + CLOSE_SLACK_S + 5)
+            self.assertTrue(dropped, "a client that never reads kept its connection")
+            answers = 0
+            sock.settimeout(1)
+            try:
+                while True:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        break
+                    answers += chunk.count(b"HTTP/1.1 200")
+            except OSError:
+                pass
+            self.assertLess(answers, self.PIPELINED_BATCHES, "every answer was delivered")
+        finally:
+            sock.close()
+        floor = before + self.probes_allowed
+        self.settled_reserved(floor, floor + len(leases))
+        status, _, body = self.server.request("POST", "/v1/reserve/batch", json.loads(batch))
+        self.assertEqual(status, 200, body)
+        self.assertTrue(all(result["allowed"] for result in body["results"]))
+        self.assertEqual(self.reserved(), floor + len(leases))
+        self.assert_fds_settle()
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -11,12 +11,15 @@ import json
 import os
 import re
 import shutil
+import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import unittest
 import urllib.parse
 
 LISTENING = re.compile(r"llmlimitd listening on ([0-9.]+):([0-9]+)")
@@ -92,8 +95,11 @@ class Server:
         self._local = threading.local()
         return self
 
-    def stop(self, sig=signal.SIGTERM, timeout_s=10.0):
-        """Sends sig and waits; returns the exit code."""
+    def stop(self, sig=signal.SIGTERM, timeout_s=10.0, check=True):
+        """Sends sig and waits; returns the exit code. A graceful stop
+        (SIGTERM, SIGINT) must exit 0: with check, any other code raises
+        ServerError with the end of stderr (a sanitizer report at exit makes
+        the exit code non-zero, and so fails the test that stopped it)."""
         if self.process is None:
             return None
         if self.process.poll() is None:
@@ -103,11 +109,19 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-            raise ServerError("llmlimitd did not exit within %.1fs of signal %d" % (timeout_s, sig))
+            self._reap()
+            raise ServerError("llmlimitd did not exit within %.1fs of signal %d:\n%s"
+                              % (timeout_s, sig, self.stderr_tail()))
+        self._reap()
+        if check and sig in (signal.SIGTERM, signal.SIGINT) and code != 0:
+            raise ServerError("llmlimitd exited %d after signal %d:\n%s"
+                              % (code, sig, self.stderr_tail()))
+        return code
+
+    def _reap(self):
         if self._stderr_thread is not None:
             self._stderr_thread.join(2.0)
         self.process = None
-        return code
 
     def kill(self):
         """SIGKILL, as a crash would."""
@@ -120,27 +134,35 @@ class Server:
     def wait_exit(self, timeout_s=10.0):
         """For a server expected to exit by itself: returns its exit code."""
         code = self.process.wait(timeout_s)
-        if self._stderr_thread is not None:
-            self._stderr_thread.join(2.0)
-        self.process = None
+        self._reap()
         return code
+
+    def stderr_tail(self, lines=60):
+        return "\n".join(self.stderr_lines[-lines:])
 
     def stderr_text(self):
         return "\n".join(self.stderr_lines)
 
     def cleanup(self):
-        if self.process is not None:
-            self.kill()
-        if self.owns_data_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        """Stops a server still running (gracefully, its exit status
+        checked) and removes the data directory it made."""
+        try:
+            if self.process is not None:
+                self.stop()
+        finally:
+            if self.process is not None:
+                self.stop(signal.SIGKILL)
+            if self.owns_data_dir:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        # A failing test keeps its own exception: the stop is then unchecked.
         try:
             if self.process is not None:
-                self.stop()
+                self.stop(check=exc_type is None)
         finally:
             self.cleanup()
 
@@ -151,8 +173,15 @@ class Server:
         return "http://%s:%d" % (self.host, self.port)
 
     def _connection(self):
+        """This thread's connection. One the server has closed meanwhile
+        (idle timeout, Connection: close) is replaced before anything is
+        sent on it, so a request is never lost to a stale connection."""
         conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "port", None) != self.port:
+        if conn is not None and (getattr(self._local, "port", None) != self.port
+                                 or closed_by_server(conn)):
+            conn.close()
+            conn = None
+        if conn is None:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
             self._local.conn = conn
             self._local.port = self.port
@@ -171,18 +200,17 @@ class Server:
         payload = raw if raw is not None else (None if body is None else json.dumps(body))
         if isinstance(payload, str):
             payload = payload.encode()
-        for attempt in range(2):
-            conn = self._connection()
-            try:
-                conn.request(method, path, body=payload, headers=send_headers)
-                response = conn.getresponse()
-                data = response.read()
-                break
-            except (http.client.HTTPException, ConnectionError, OSError):
-                conn.close()
-                self._local.conn = None
-                if attempt == 1:
-                    raise
+        conn = self._connection()
+        try:
+            conn.request(method, path, body=payload, headers=send_headers)
+            response = conn.getresponse()
+            data = response.read()
+        except (http.client.HTTPException, ConnectionError, OSError):
+            # Never sent again: the request may have taken effect, and a
+            # test must see that its outcome is unknown.
+            conn.close()
+            self._local.conn = None
+            raise
         reply_headers = {k.lower(): v for k, v in response.getheaders()}
         if response.getheader("Connection", "").lower() == "close":
             conn.close()
@@ -222,6 +250,40 @@ class Server:
         if query:
             path += "?" + query
         return self.request("GET", path, token=token)
+
+
+def closed_by_server(conn):
+    """True when the server closed conn's socket (EOF or reset waiting in it):
+    an idle keep-alive connection has nothing to read otherwise."""
+    sock = conn.sock
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def main(warnings=None):
+    """unittest.main for the test files: exit 0 when every test passed, 1 on
+    a failure or error, and 77 (ctest's SKIP_RETURN_CODE) when every test
+    was skipped, after printing why, so ctest reports the file as skipped
+    rather than passed."""
+    program = unittest.main(verbosity=2, exit=False, warnings=warnings)
+    result = program.result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    if result.testsRun > 0 and len(result.skipped) == result.testsRun:
+        reasons = sorted({reason for _, reason in result.skipped})
+        print("SKIPPED: %s" % "; ".join(reasons))
+        sys.stdout.flush()
+        sys.exit(77)
+    sys.exit(0)
 
 
 def wait_until(predicate, timeout_s=5.0, interval_s=0.05):

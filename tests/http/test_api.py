@@ -18,6 +18,7 @@ import unittest
 import urllib.parse
 import uuid
 
+import harness
 from harness import Server, binary_from_argv, wait_until
 
 BINARY = binary_from_argv()
@@ -662,20 +663,27 @@ class Lifecycle(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
     def test_registry_write_failure_is_503(self):
-        """When limits.json cannot be rewritten the change answers 503 and is logged."""
+        """When limits.json cannot be rewritten the change answers 503, is undone, and is logged."""
         with Server(BINARY, backend=BACKEND) as server:
             self.assertEqual(server.put_limit(rolling("wf:a", 5))[0], 200)
+            before = server.request("GET", "/v1/admin/limits")[2]
             blocker = os.path.join(server.data_dir, "limits.json.tmp")
             os.mkdir(blocker)  # the temporary file cannot be created, even by root
             status, _, body = server.put_limit(rolling("wf:b", 5))
             self.assertEqual((status, body), (503, {"error": "registry_write_failed"}))
+            status, _, body = server.put_limit(rolling("wf:a", 9))
+            self.assertEqual((status, body), (503, {"error": "registry_write_failed"}))
             status, _, body = server.request("DELETE", "/v1/admin/limits/wf:a")
             self.assertEqual((status, body), (503, {"error": "registry_write_failed"}))
+            self.assertEqual(server.request("GET", "/v1/admin/limits")[2], before)
             self.assertTrue(wait_until(lambda: "registry write failed" in server.stderr_text()))
             os.rmdir(blocker)
             self.assertEqual(server.put_limit(rolling("wf:c", 5))[0], 200)
             with open(os.path.join(server.data_dir, "limits.json")) as f:
-                self.assertEqual([s["definition"]["key"] for s in json.load(f)], ["wf:b", "wf:c"])
+                self.assertEqual([s["definition"]["key"] for s in json.load(f)], ["wf:a", "wf:c"])
+            listed = server.request("GET", "/v1/admin/limits")[2]
+            server.restart()
+            self.assertEqual(server.request("GET", "/v1/admin/limits")[2], listed)
             self.assertEqual(server.stop(), 0)
 
     def test_invalid_registry_is_fatal(self):
@@ -752,4 +760,4 @@ class Lifecycle(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

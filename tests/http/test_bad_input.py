@@ -12,6 +12,7 @@ import sys
 import unittest
 import uuid
 
+import harness
 from harness import Server, binary_from_argv
 
 BINARY = binary_from_argv()
@@ -439,4 +440,4 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

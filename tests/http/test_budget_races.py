@@ -13,6 +13,7 @@ import threading
 import unittest
 import uuid
 
+import harness
 from harness import Server, binary_from_argv
 
 BINARY = binary_from_argv()
@@ -189,4 +190,4 @@ class BudgetRaces(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -9,6 +9,7 @@ import threading
 import unittest
 import uuid
 
+import harness
 from harness import Server, binary_from_argv
 
 BINARY = binary_from_argv()
@@ -143,4 +144,4 @@ class RegistryRestart(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

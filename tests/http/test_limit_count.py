@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import unittest
 
+import harness
 from harness import Server, ServerError, binary_from_argv
 
 BINARY = binary_from_argv()
@@ -58,4 +59,4 @@ class LimitCount(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -2,20 +2,37 @@
  * VFS except xWrite and xSync, which consult the fault set by the test. */
 #include "fault_vfs.h"
 
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+/* The WAL file format (sqlite.org/fileformat2.html, "WAL File Format"): a
+ * 32-byte file header, then frames of a 24-byte header and a page. Bytes
+ * 4..7 of a frame header, big-endian, are the database size after a commit,
+ * and zero for a frame that does not commit. SQLite writes a frame's header
+ * and its page in two writes. */
+#define WAL_FILE_HEADER_BYTES 32
+#define WAL_FRAME_HEADER_BYTES 24
+
+enum file_kind { KIND_OTHER = 0, KIND_MAIN_DB, KIND_WAL };
 
 struct fault_file {
     sqlite3_file base;  /* our methods */
     sqlite3_file *real; /* the default VFS's file, right after this struct */
+    enum file_kind kind;
+    sqlite3_int64 commit_page_offset; /* WAL: where the page of a commit frame goes; -1 */
 };
 
 static sqlite3_vfs *real_vfs;
 static sqlite3_vfs fault_vfs;
 static sqlite3_io_methods fault_methods;
 static atomic_int current_fault;
+static atomic_int current_tear;
 static atomic_uint sync_delay_ms;
 static atomic_uint write_delay_ms;
 static atomic_uint_fast64_t failures;
@@ -42,8 +59,50 @@ static void sleep_ms(unsigned delay)
     nanosleep(&ts, NULL);
 }
 
+/* The first half of the write lands, the second half holds other bytes
+ * (what was there before; here the intended bytes inverted, so the page is
+ * whole in length but torn in content), then the process dies as in a
+ * crash. */
+static int tear_and_die(sqlite3_file *file, const void *buffer, int amount, sqlite3_int64 offset)
+{
+    static unsigned char torn[65536];
+    if (amount < 2 || (size_t)amount > sizeof torn)
+        _exit(98); /* no page is this size: the test fails on the exit code */
+    const unsigned char *bytes = buffer;
+    int half = amount / 2;
+    memcpy(torn, bytes, (size_t)half);
+    for (int i = half; i < amount; i++)
+        torn[i] = (unsigned char)~bytes[i];
+    real_of(file)->pMethods->xWrite(real_of(file), torn, amount, offset);
+    raise(SIGKILL);
+    _exit(99); /* not reached */
+}
+
+static uint32_t big_endian_u32(const unsigned char *bytes)
+{
+    return (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 | (uint32_t)bytes[2] << 8 |
+           (uint32_t)bytes[3];
+}
+
+/* Tears the write the test chose, if this is it; returns otherwise. */
+static void maybe_tear(struct fault_file *f, const void *buffer, int amount, sqlite3_int64 offset)
+{
+    int tear = atomic_load(&current_tear);
+    if (tear == TEAR_DATABASE && f->kind == KIND_MAIN_DB)
+        tear_and_die(&f->base, buffer, amount, offset);
+    if (tear != TEAR_WAL_COMMIT || f->kind != KIND_WAL)
+        return;
+    if (amount == WAL_FRAME_HEADER_BYTES && offset >= WAL_FILE_HEADER_BYTES) {
+        bool commits = big_endian_u32((const unsigned char *)buffer + 4) != 0;
+        f->commit_page_offset = commits ? offset + WAL_FRAME_HEADER_BYTES : -1;
+    } else if (offset == f->commit_page_offset) {
+        tear_and_die(&f->base, buffer, amount, offset);
+    }
+}
+
 static int fault_write(sqlite3_file *file, const void *buffer, int amount, sqlite3_int64 offset)
 {
+    maybe_tear((struct fault_file *)file, buffer, amount, offset);
     unsigned delay = atomic_load(&write_delay_ms);
     if (delay > 0)
         sleep_ms(delay);
@@ -145,6 +204,10 @@ static int fault_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, in
     (void)vfs;
     struct fault_file *f = (struct fault_file *)file;
     f->real = (sqlite3_file *)(f + 1);
+    f->kind = (flags & SQLITE_OPEN_MAIN_DB) ? KIND_MAIN_DB
+              : (flags & SQLITE_OPEN_WAL)   ? KIND_WAL
+                                            : KIND_OTHER;
+    f->commit_page_offset = -1;
     int rc = real_vfs->xOpen(real_vfs, name, f->real, flags, out_flags);
     /* Our methods only once the real file is open: SQLite closes a file
      * only when pMethods is set. */
@@ -247,6 +310,11 @@ int fault_vfs_install(void)
 void fault_vfs_set(enum fault fault)
 {
     atomic_store(&current_fault, (int)fault);
+}
+
+void fault_vfs_tear(enum tear tear)
+{
+    atomic_store(&current_tear, (int)tear);
 }
 
 void fault_vfs_set_sync_delay_ms(uint32_t delay_ms)

@@ -15,16 +15,19 @@ It also checks that a second llmlimitd on the same data directory is refused.
 """
 
 import argparse
+import http.client
 import os
 import random
 import sys
 import threading
 import time
+import traceback
 import unittest
 import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+import harness  # noqa: E402
 from harness import Server, ServerError, binary_from_argv  # noqa: E402
 
 BINARY = binary_from_argv()
@@ -47,10 +50,26 @@ class Ledger:
     def __init__(self):
         self.lock = threading.Lock()
         self.reserved = {}          # lease -> (reserved_at, expires_at), acknowledged allowed
-        self.reserve_unknown = set()  # reserve sent, no answer
+        self.reserve_unknown = set()  # reserve sent, no answer or 503
         self.committed = {}         # lease -> actual usd, acknowledged
-        self.commit_unknown = {}    # lease -> actual usd, complete sent, no answer
+        self.commit_unknown = {}    # lease -> actual usd, complete sent, no answer or 503
         self.limits = {}            # key -> capacity, acknowledged puts
+        self.answers = 0            # answers received (any status)
+        self.errors = {}            # status -> count of answers other than 200
+        self.odd = []               # 200 answers the load cannot produce (a denial, unreconciled)
+        self.crashes = []           # a worker's own exception: a bug of the test, never ignored
+
+    def answered(self, status, body):
+        """Counts an answer; True when it is a 200."""
+        with self.lock:
+            self.answers += 1
+            if status != 200:
+                self.errors[status] = self.errors.get(status, 0) + 1
+        return status == 200
+
+    def error_count(self):
+        with self.lock:
+            return sum(self.errors.values())
 
 
 def requirements():
@@ -58,34 +77,53 @@ def requirements():
             {"key": SLOTS, "amount": 1}]
 
 
+def guarded_worker(server, ledger, stop, seed):
+    try:
+        worker(server, ledger, stop, seed)
+    except Exception:  # noqa: BLE001 - recorded, and the test fails on it
+        with ledger.lock:
+            ledger.crashes.append(traceback.format_exc())
+
+
 def worker(server, ledger, stop, seed):
+    """Reserves and completes until the server dies under it. A request
+    without an answer (the kill) or answered 503 has an unknown outcome; every
+    other status is counted, so a run where most answers are errors fails."""
     rng = random.Random(seed)
     while not stop.is_set():
         lease = str(uuid.uuid4())
         try:
             status, _, body = server.reserve(lease, requirements(), caller="crash")
-        except (OSError, Exception):
+        except (OSError, http.client.HTTPException):
             with ledger.lock:
                 ledger.reserve_unknown.add(lease)
             return
-        if status != 200 or not body.get("allowed"):
+        if not ledger.answered(status, body):
+            if status == 503:
+                with ledger.lock:
+                    ledger.reserve_unknown.add(lease)
+            continue
+        if not body.get("allowed"):
             with ledger.lock:
-                ledger.reserve_unknown.add(lease)  # 503: outcome unknown
+                ledger.odd.append((lease, body))  # capacities are far above the load
             continue
         with ledger.lock:
             ledger.reserved[lease] = (body["reserved_at_unix_ms"], body["expires_at_unix_ms"])
         actual = rng.randint(1, RESERVE_USD)
         try:
             status, _, body = server.complete(lease, {USD: actual, TPM: rng.randint(0, 10)})
-        except (OSError, Exception):
+        except (OSError, http.client.HTTPException):
             with ledger.lock:
                 ledger.commit_unknown[lease] = actual
             return
+        answered = ledger.answered(status, body)
         with ledger.lock:
-            if status == 200 and body.get("reconciled"):
+            if answered and body.get("reconciled"):
                 ledger.committed[lease] = actual
             else:
                 ledger.commit_unknown[lease] = actual
+                if answered:
+                    ledger.odd.append((lease, body))
 
 
 def events_of(server, lease):
@@ -120,8 +158,19 @@ class CrashSafety(unittest.TestCase):
                     round_number, len(ledger.committed) - before, len(ledger.commit_unknown)),
                     flush=True)
             self.assertGreater(len(ledger.committed), ARGS.rounds)
+            self.assert_mostly_answered(ledger)
         finally:
             server.cleanup()
+
+    def assert_mostly_answered(self, ledger):
+        """Only a 503 may come back besides 200, and errors are never most answers."""
+        print("answers: %d, errors by status: %s" % (ledger.answers, ledger.errors), flush=True)
+        self.assertEqual(ledger.crashes[:1], [], "a worker failed")
+        self.assertEqual(ledger.odd[:5], [], "answers the load cannot produce")
+        self.assertEqual(set(ledger.errors) - {503}, set(), ledger.errors)
+        self.assertLessEqual(2 * ledger.error_count(), ledger.answers,
+                             "most answers were errors: %s of %d" % (ledger.errors,
+                                                                    ledger.answers))
 
     def put(self, server, ledger, definition):
         status, _, body = server.put_limit(definition)
@@ -130,7 +179,7 @@ class CrashSafety(unittest.TestCase):
 
     def load_then_kill(self, server, ledger, rng, round_number):
         stop = threading.Event()
-        threads = [threading.Thread(target=worker,
+        threads = [threading.Thread(target=guarded_worker,
                                     args=(server, ledger, stop, round_number * 100 + i))
                    for i in range(ARGS.threads)]
         for t in threads:
@@ -200,4 +249,4 @@ class CrashSafety(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

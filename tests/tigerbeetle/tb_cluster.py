@@ -27,9 +27,9 @@ def binary():
     return path or None
 
 
-def skip_unless_binary(what, exit_code=0):
-    """Prints the SKIPPED line and exits (with exit_code: 77 tells ctest the
-    test was skipped) when there is no server binary."""
+def skip_unless_binary(what, exit_code=77):
+    """Prints the SKIPPED line and exits with exit_code (77: ctest reports
+    the test as skipped, never as passed) when there is no server binary."""
     if binary() is None:
         print("SKIPPED: TIGERBEETLE_BIN not set (%s)" % what)
         sys.stdout.flush()

@@ -25,7 +25,7 @@ struct tb_test_server {
 };
 
 /* The binary from TIGERBEETLE_BIN, or NULL: then the caller prints
- * "SKIPPED: TIGERBEETLE_BIN not set" and passes. */
+ * "SKIPPED: TIGERBEETLE_BIN not set" and exits 77 (skipped, to ctest). */
 const char *tb_test_server_binary(void);
 
 /* Formats and starts a cluster (cluster id 0) and waits until it accepts

@@ -597,7 +597,7 @@ int main(void)
 {
     if (tb_test_server_binary() == NULL) {
         printf("SKIPPED: TIGERBEETLE_BIN not set (tigerbeetle backend integration tests)\n");
-        return 0;
+        return 77; /* ctest: skipped (SKIP_RETURN_CODE) */
     }
     ops = backend_find("tigerbeetle");
     if (ops == NULL || tb_test_server_start(&server) != 0) {

@@ -309,7 +309,7 @@ int main(void)
 {
     if (tb_test_server_binary() == NULL) {
         printf("SKIPPED: TIGERBEETLE_BIN not set (TigerBeetle client integration tests)\n");
-        return 0;
+        return 77; /* ctest: skipped (SKIP_RETURN_CODE) */
     }
     if (tb_test_server_start(&server) != 0) {
         tb_test_server_stop(&server);

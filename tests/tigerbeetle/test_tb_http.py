@@ -1,6 +1,6 @@
 """HTTP tests of the tigerbeetle backend: the real llmlimitd in front of a
 real TigerBeetle cluster (TIGERBEETLE_BIN; without it the file prints
-SKIPPED and passes).
+SKIPPED and exits 77, which ctest reports as skipped).
 
 - two llmlimitd on one cluster: either completes or releases the other's
   leases, and a shared limit is never over-admitted;
@@ -26,6 +26,7 @@ import warnings
 warnings.simplefilter("ignore", ResourceWarning)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
 from tb_cluster import Cluster, skip_unless_binary  # noqa: E402
 
@@ -341,4 +342,4 @@ class Differential(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2, warnings="ignore")
+    harness.main(warnings="ignore")

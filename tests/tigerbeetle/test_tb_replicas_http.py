@@ -29,12 +29,13 @@ import warnings
 warnings.simplefilter("ignore", ResourceWarning)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
+import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
 from tb_cluster import Cluster, ping_tool_from_argv, skip_unless_binary  # noqa: E402
 
 BINARY = binary_from_argv()
 ping_tool_from_argv()
-skip_unless_binary("tigerbeetle 3-replica HTTP tests", exit_code=77)
+skip_unless_binary("tigerbeetle 3-replica HTTP tests")
 
 REPLICAS = 3
 AMOUNT = 7
@@ -313,4 +314,4 @@ class PrimaryStopped(ReplicatedCluster):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2, warnings="ignore")
+    harness.main(warnings="ignore")

@@ -78,14 +78,31 @@ export class Server {
     });
   }
 
+  /**
+   * Sends signal and waits for the exit. A graceful stop (SIGTERM) must end
+   * in exit 0, else it rejects with the end of stderr: a sanitizer report at
+   * exit, or a server that died by itself, fails the test.
+   */
   stop(signal = 'SIGTERM') {
     const child = this.process;
     this.process = null;
-    if (child === null || child.exitCode !== null || child.signalCode !== null) {
+    if (child === null) {
       return Promise.resolve();
     }
-    return new Promise((resolve) => {
-      child.on('exit', () => resolve());
+    const check = (resolve, reject) => {
+      if (signal !== 'SIGTERM' || child.exitCode === 0) {
+        resolve();
+        return;
+      }
+      const how = child.exitCode !== null ? `exited ${child.exitCode}` : `died of ${child.signalCode}`;
+      reject(new Error(`llmlimitd ${how} when stopped:\n${this.stderr.slice(-4000)}`));
+    };
+    return new Promise((resolve, reject) => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        check(resolve, reject);
+        return;
+      }
+      child.on('exit', () => check(resolve, reject));
       child.kill(signal);
     });
   }

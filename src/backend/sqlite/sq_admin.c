@@ -175,10 +175,12 @@ static int put_run(struct sq_backend *backend, struct sq_call *call)
     return rc;
 }
 
+/* The writer could not commit the change: -2, the storage failure of
+ * backend.h's put_limit. */
 static int call_failed(char *error, size_t error_size)
 {
     snprintf(error, error_size, "backend_error: the database did not take the change");
-    return -1;
+    return -2;
 }
 
 int sq_admin_put_limit(struct backend *base, const struct limit_definition *definition,
@@ -255,7 +257,7 @@ int sq_admin_delete_limit(struct backend *base, const char *key)
     struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key};
     if (sq_writer_call(backend, delete_run, &args) != 0)
-        return -1;
+        return -2;
     return args.result;
 }
 
