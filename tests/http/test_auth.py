@@ -116,7 +116,9 @@ class Auth(unittest.TestCase):
                 ("PUT", "/v1/admin/limits", rolling("auth:new", 1)),
                 ("PUT", "/v1/admin/limits", rolling(RPM, 1)),
                 ("GET", limit, None), ("HEAD", limit, None), ("DELETE", limit, None),
-                ("POST", "/v1/admin/clock", {"advance_ms": CLOCK_STEP_MS})]
+                ("POST", "/v1/admin/clock", {"advance_ms": CLOCK_STEP_MS}),
+                ("GET", "/v1/console/holds/" + RPM, None), ("HEAD", "/v1/console/holds/" + RPM, None),
+                ("GET", "/v1/console/denials", None), ("HEAD", "/v1/console/denials", None)]
 
     def data_calls(self):
         fresh = str(uuid.uuid4())
@@ -131,7 +133,10 @@ class Auth(unittest.TestCase):
                 ("GET", "/v1/events?lease_id=" + self.live, None),
                 ("GET", "/v1/usage/" + RPM, None), ("HEAD", "/v1/usage/" + RPM, None),
                 ("GET", "/v1/usage/" + USD + "?group_by=caller", None),
-                ("GET", "/metrics", None), ("HEAD", "/metrics", None)]
+                ("GET", "/metrics", None), ("HEAD", "/metrics", None),
+                ("GET", "/v1/console/status", None), ("HEAD", "/v1/console/status", None),
+                ("GET", "/v1/console/limits", None), ("GET", "/v1/console/spend/" + USD, None),
+                ("GET", "/v1/console/gateway", None)]
 
     def assert_refused(self, calls, credentials):
         for method, path, body in calls:
