@@ -1,0 +1,494 @@
+"""What the gateway's integration tests share: the real llmlimitd in gateway
+mode on a free port, in front of the fake OpenAI upstream (fake_upstream.py)
+running in this process, on the backend named by --backend (memory, sqlite,
+or tigerbeetle with a throw-away cluster from TIGERBEETLE_BIN; without it
+the suite exits 77, skipped). Python standard library only.
+
+Every test takes a fresh virtual key (its own caller and team) whose limits
+it defines itself, so tests never see each other's usage:
+
+    gw = Gateway.start()
+    c = gw.caller(usd=10**6)           # a key, its limits defined
+    status, headers, body = gw.call(c, CHAT, chat(MODEL_NORMAL))
+    c.used("usd")                      # the budget's used amount
+
+Command line (ctest passes these): --binary LLMLIMITD --cli LLMLIMIT
+--estimate-tool GW_ESTIMATE_TOOL [--backend memory|sqlite|tigerbeetle]."""
+
+import http.client
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "http"))
+sys.path.insert(0, os.path.join(HERE, "..", "tigerbeetle"))
+import fake_upstream  # noqa: E402
+from harness import Server, wait_until  # noqa: E402,F401
+
+# The harness keeps one keep-alive connection per thread and llmlimitd's
+# stderr pipe open; leaving them to the collector is fine here.
+warnings.simplefilter("ignore", ResourceWarning)
+
+SKIP = 77
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+EMBEDDINGS = "/v1/embeddings"
+PROVIDER_KEY_ENV = "GW_TEST_PROVIDER_KEY"
+
+# Prices of every test model (gpt-4o-mini's): a call's cost has a fraction
+# to round up.
+INPUT_PRICE = 150000
+CACHED_PRICE = 75000
+OUTPUT_PRICE = 600000
+MAX_OUTPUT_TOKENS = 4096
+DEFAULT_OUTPUT_TOKENS = 256
+SHORT_TIMEOUT_SECONDS = 2  # the upstream "fake-short": hangs are cut after this
+
+# Public model name -> (upstream, model sent upstream, which picks the fake's mode).
+MODELS = {
+    "m-normal": ("fake", "fake-normal"),
+    "m-counted": ("fake", "fake-normal:prompt_tokens=1001:completion_tokens=499"),
+    "m-cached": ("fake", "fake-cached:prompt_tokens=1001:cached_tokens=401:completion_tokens=499"),
+    "m-slow": ("fake", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
+    "m-very-slow": ("fake", "fake-stream-slow:delay_ms=3000:chunks=4:completion_tokens=4"),
+    "m-no-usage": ("fake", "fake-stream-no-usage:completion_tokens=9"),
+    "m-fail-400": ("fake", "fake-fail-400"),
+    "m-fail-429": ("fake", "fake-fail-429"),
+    "m-fail-500": ("fake", "fake-fail-500"),
+    "m-close": ("fake", "fake-close-before-answer"),
+    "m-hang": ("fake-short", "fake-hang"),
+    "m-hang-long": ("fake", "fake-hang"),
+    "m-stream-hang": ("fake-short", "fake-stream-hang:chunks=6:completion_tokens=6"),
+    "m-refused": ("dead", "fake-normal"),
+}
+MODEL_NORMAL = "m-normal"
+
+# Every key's limits: name -> (template, amount). A caller's limits are
+# made from these (kind and capacity per name in Caller.LIMITS).
+TEMPLATES = [
+    ("req", "req:{caller}", "requests"),
+    ("tok", "tok:{caller}", "tokens"),
+    ("in", "in:{caller}", "input_tokens"),
+    ("out", "out:{caller}", "output_tokens"),
+    ("conc", "conc:{caller}", "requests"),
+    ("usd", "usd:{team}", "usd_micros"),
+]
+KEYS_MAX = 80  # fresh keys in one configuration
+
+
+def argument(name, default=None):
+    """Takes `name VALUE` out of sys.argv (ctest passes them)."""
+    for i, arg in enumerate(sys.argv):
+        if arg == name and i + 1 < len(sys.argv):
+            value = sys.argv[i + 1]
+            del sys.argv[i:i + 2]
+            return value
+    return default
+
+
+BINARY = os.path.abspath(argument("--binary", "build/llmlimitd"))
+CLI = os.path.abspath(argument("--cli", "build/llmlimit"))
+ESTIMATE_TOOL = os.path.abspath(argument("--estimate-tool", "build/gw_estimate_tool"))
+BACKEND = argument("--backend", "memory")
+
+
+def skip_unless_backend():
+    """Exits 77 (skipped) when the backend cannot run here."""
+    if BACKEND == "tigerbeetle" and not os.environ.get("TIGERBEETLE_BIN"):
+        print("skipped: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
+        sys.exit(SKIP)
+
+
+# -- figures computed by hand ---------------------------------------------------
+
+
+def cost(input_tokens, output_tokens, cached_tokens=0):
+    """usd_micros, rounded up, exactly as docs/gateway.md defines it."""
+    total = ((input_tokens - cached_tokens) * INPUT_PRICE + cached_tokens * CACHED_PRICE
+             + output_tokens * OUTPUT_PRICE)
+    return -(-total // 1000000)
+
+
+def estimate(endpoint, body):
+    """(input_tokens, output_tokens) the gateway estimates for body."""
+    done = subprocess.run([ESTIMATE_TOOL, "request", endpoint, str(MAX_OUTPUT_TOKENS),
+                           str(DEFAULT_OUTPUT_TOKENS)], input=json.dumps(body).encode(),
+                          capture_output=True, timeout=30, check=True)
+    first, second = done.stdout.split()
+    return int(first), int(second)
+
+
+def estimate_text(text):
+    done = subprocess.run([ESTIMATE_TOOL, "text"], input=text.encode(), capture_output=True,
+                          timeout=30, check=True)
+    return int(done.stdout)
+
+
+def chat(model, text="one two three four", **extra):
+    return dict({"model": model, "messages": [{"role": "user", "content": text}]}, **extra)
+
+
+def new_key():
+    """A virtual key from `llmlimit gateway new-key`: (secret, sha256)."""
+    done = subprocess.run([CLI, "gateway", "new-key"], capture_output=True, text=True,
+                          timeout=30, check=True)
+    key = json.loads(done.stdout)
+    return key["secret"], key["sha256"]
+
+
+def closed_port():
+    """A loopback port nothing listens on (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models=()):
+    """gateway.json for the fake upstream at upstream_url; keys: a list of
+    {"sha256", "caller", "team", "models"?}."""
+    dead_port = dead_port or closed_port()
+    upstreams = [
+        {"name": "fake", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
+         "timeout_seconds": 60, "connect_timeout_seconds": 5},
+        {"name": "fake-short", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
+         "timeout_seconds": SHORT_TIMEOUT_SECONDS, "connect_timeout_seconds": 2},
+        {"name": "dead", "base_url": "http://127.0.0.1:%d/v1" % dead_port,
+         "api_key_env": PROVIDER_KEY_ENV, "timeout_seconds": 5, "connect_timeout_seconds": 2},
+    ]
+    model_list = []
+    for name, (upstream, upstream_model) in (models or MODELS).items():
+        model_list.append({
+            "name": name, "upstream": upstream, "upstream_model": upstream_model,
+            "input_usd_micros_per_mtok": INPUT_PRICE,
+            "cached_input_usd_micros_per_mtok": CACHED_PRICE,
+            "output_usd_micros_per_mtok": OUTPUT_PRICE,
+            "max_output_tokens": MAX_OUTPUT_TOKENS,
+            "default_max_output_tokens": DEFAULT_OUTPUT_TOKENS})
+    model_list.extend(extra_models)
+    return {"upstreams": upstreams, "models": model_list, "keys": keys,
+            "limits": [{"key": template, "amount": amount} for _, template, amount in TEMPLATES]}
+
+
+# -- a test's key and its limits ------------------------------------------------
+
+
+class Caller:
+    """A virtual key and the limits its calls reserve (each its own)."""
+
+    # name -> default definition (without key) of each limit
+    LIMITS = {
+        "req": {"kind": "rolling", "capacity": 100000, "window_seconds": 3600},
+        "tok": {"kind": "rolling", "capacity": 10 ** 9, "window_seconds": 3600},
+        "in": {"kind": "rolling", "capacity": 10 ** 9 + 1, "window_seconds": 3600},
+        "out": {"kind": "rolling", "capacity": 10 ** 9 + 2, "window_seconds": 3600},
+        "conc": {"kind": "concurrency", "capacity": 1000, "timeout_seconds": 120},
+        "usd": {"kind": "budget", "capacity": 10 ** 12, "period": "month",
+                "timeout_seconds": 120, "unit": "usd_micros"},
+    }
+
+    def __init__(self, gateway, secret, caller, team):
+        self.gateway = gateway
+        self.secret = secret
+        self.name = caller
+        self.team = team
+        self.keys = {name: template.replace("{caller}", caller).replace("{team}", team)
+                     for name, template, _ in TEMPLATES}
+
+    def define(self, skip=(), **capacities):
+        """Puts this caller's limits; capacities override by name."""
+        for name, definition in self.LIMITS.items():
+            if name in skip:
+                continue
+            definition = dict(definition, key=self.keys[name])
+            if name in capacities:
+                definition["capacity"] = capacities[name]
+            status, _, body = self.gateway.server.put_limit(definition)
+            assert status == 200, (status, body)
+        return self
+
+    def usage(self, name):
+        status, _, body = self.gateway.server.usage(self.keys[name])
+        assert status == 200, (status, body)
+        return body
+
+    def used(self, name):
+        return self.usage(name)["used"]
+
+    def reserved(self, name):
+        return self.usage(name)["reserved"]
+
+    def snapshot(self):
+        """(reserved, used, debt) of every limit, to compare before/after."""
+        result = {}
+        for name in self.keys:
+            usage = self.usage(name)
+            result[name] = (usage["reserved"], usage["used"], usage["debt"])
+        return result
+
+
+# -- the gateway ---------------------------------------------------------------
+
+
+class StreamAnswer:
+    """A streamed answer read to its end: status, headers and the data of
+    each SSE event."""
+
+    def __init__(self, status, headers, raw):
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+        self.events = []
+        for block in raw.replace("\r\n", "\n").split("\n\n"):
+            lines = [line[len("data: "):] for line in block.split("\n")
+                     if line.startswith("data: ")]
+            if lines:
+                self.events.append("\n".join(lines))
+
+    def chunks(self):
+        """The JSON events (every one but [DONE])."""
+        return [json.loads(e) for e in self.events if e != "[DONE]"]
+
+    def content(self):
+        text = ""
+        for chunk in self.chunks():
+            for choice in chunk.get("choices", []):
+                if choice.get("index", 0) == 0:
+                    delta = choice.get("delta") or {}
+                    text += delta.get("content") or choice.get("text") or ""
+        return text
+
+
+class Gateway:
+    """llmlimitd in gateway mode and its fake upstream."""
+
+    def __init__(self, backend=None, keys=KEYS_MAX, models=None, args=(), env=None,
+                 restricted_models=("m-normal",)):
+        self.backend = backend or BACKEND
+        self.provider_key = "sk-provider-" + secrets.token_hex(16)
+        self.upstream = fake_upstream.start(api_key=self.provider_key)
+        self.directory = tempfile.mkdtemp(prefix="llmlimit-gw-test-")
+        self.config_path = os.path.join(self.directory, "gateway.json")
+        self.cluster = None
+        self.free_keys = []
+        key_list = []
+        for i in range(keys):
+            secret, sha256 = new_key()
+            caller, team = "c%d-%s" % (i, secrets.token_hex(3)), "t%d" % i
+            key_list.append({"sha256": sha256, "caller": caller, "team": team})
+            self.free_keys.append((secret, caller, team))
+        secret, sha256 = new_key()
+        key_list.append({"sha256": sha256, "caller": "restricted", "team": "restricted",
+                         "models": list(restricted_models)})
+        self.restricted = (secret, "restricted", "restricted")
+        self.config = gateway_config(self.upstream.base_url, key_list, models)
+        self.write_config(self.config)
+        server_args = ["--gateway-config", self.config_path] + list(args)
+        if self.backend == "tigerbeetle":
+            server_args += self.start_cluster()
+        self.server = Server(BINARY, backend=self.backend, args=server_args,
+                             env=dict({PROVIDER_KEY_ENV: self.provider_key}, **(env or {})))
+
+    def start_cluster(self):
+        from tb_cluster import Cluster  # noqa: E402
+        self.cluster = Cluster()
+        self.cluster.format()
+        self.cluster.start()
+        return ["--tb-addresses", self.cluster.address, "--tb-sessions", "2"]
+
+    def write_config(self, config):
+        with open(self.config_path + ".tmp", "w") as f:
+            json.dump(config, f, indent=1)
+        os.replace(self.config_path + ".tmp", self.config_path)
+
+    @classmethod
+    def start(cls, **kw):
+        gateway = cls(**kw)
+        try:
+            gateway.server.start()
+            if not wait_until(lambda: gateway.server.request("GET", "/readyz")[0] == 200, 30):
+                raise RuntimeError("llmlimitd not ready:\n" + gateway.server.stderr_text())
+        except BaseException:
+            gateway.stop()
+            raise
+        return gateway
+
+    def stop(self):
+        """Stops everything; returns llmlimitd's exit code."""
+        code = None
+        try:
+            conn = getattr(self.server._local, "conn", None)
+            if conn is not None:
+                conn.close()
+            if self.server.process is not None:
+                code = self.server.stop()
+        finally:
+            self.server.cleanup()
+            self.upstream.stop()
+            if self.cluster is not None:
+                self.cluster.stop()
+            for name in os.listdir(self.directory):
+                os.unlink(os.path.join(self.directory, name))
+            os.rmdir(self.directory)
+        return code
+
+    # -- keys
+
+    def caller(self, skip=(), **capacities):
+        """A fresh key with its limits defined (capacities by limit name)."""
+        secret, name, team = self.free_keys.pop(0)
+        return Caller(self, secret, name, team).define(skip=skip, **capacities)
+
+    def restricted_caller(self, **capacities):
+        secret, name, team = self.restricted
+        return Caller(self, secret, name, team).define(**capacities)
+
+    # -- HTTP
+
+    def connection(self, timeout_s=30):
+        return http.client.HTTPConnection(self.server.host, self.server.port, timeout=timeout_s)
+
+    def call(self, caller, path, body=None, headers=None, method="POST", raw=None,
+             timeout_s=30):
+        """One request on a new connection; caller is a Caller, a secret
+        string or None (no Authorization). Returns (status, headers with
+        lower-case names, parsed JSON or text)."""
+        send = {"Content-Type": "application/json"}
+        secret = caller.secret if isinstance(caller, Caller) else caller
+        if secret is not None:
+            send["Authorization"] = "Bearer " + secret
+        send.update(headers or {})
+        payload = raw if raw is not None else (None if body is None else json.dumps(body))
+        conn = self.connection(timeout_s)
+        try:
+            conn.request(method, path, body=payload, headers=send)
+            response = conn.getresponse()
+            data = response.read()
+            reply_headers = {k.lower(): v for k, v in response.getheaders()}
+            status = response.status
+        finally:
+            conn.close()
+        text = data.decode("utf-8", "replace")
+        try:
+            return status, reply_headers, json.loads(text)
+        except ValueError:
+            return status, reply_headers, text
+
+    def stream(self, caller, path, body, headers=None, timeout_s=30):
+        """A streaming call read to its end: a StreamAnswer (or, when the
+        answer is not an event stream, the same with its body as raw)."""
+        send = {"Content-Type": "application/json", "Authorization": "Bearer " + caller.secret}
+        send.update(headers or {})
+        conn = self.connection(timeout_s)
+        try:
+            conn.request("POST", path, body=json.dumps(body), headers=send)
+            response = conn.getresponse()
+            data = response.read()
+            reply_headers = {k.lower(): v for k, v in response.getheaders()}
+            return StreamAnswer(response.status, reply_headers, data.decode("utf-8", "replace"))
+        finally:
+            conn.close()
+
+    def raw_request(self, caller, path, body, headers=None):
+        """Sends a request on a raw socket and returns the socket, for tests
+        that read part of an answer and then go away."""
+        sock = socket.create_connection((self.server.host, self.server.port), timeout=30)
+        payload = json.dumps(body).encode()
+        lines = ["POST %s HTTP/1.1" % path, "Host: 127.0.0.1",
+                 "Content-Type: application/json", "Content-Length: %d" % len(payload),
+                 "Authorization: Bearer " + caller.secret]
+        lines += ["%s: %s" % item for item in (headers or {}).items()]
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        return sock
+
+    def metrics(self):
+        status, _, text = self.server.request("GET", "/metrics")
+        assert status == 200, (status, text)
+        return text
+
+    def events(self, **query):
+        path = "/v1/events?" + urllib.parse.urlencode(query)
+        return self.server.request("GET", path)
+
+    def sighup(self):
+        import signal
+        self.server.process.send_signal(signal.SIGHUP)
+
+
+def read_until(sock, needle, timeout_s=10.0):
+    """Reads from sock until needle has come (bytes); returns all read."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while needle not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("%r not received within %.1fs; got %r" % (needle, timeout_s, data))
+        sock.settimeout(left)
+        piece = sock.recv(65536)
+        if not piece:
+            raise AssertionError("connection closed before %r; got %r" % (needle, data))
+        data += piece
+    return data
+
+
+def run_concurrently(count, function):
+    """Runs function(i) on count threads started together; returns the
+    results in order (an exception is returned as the result)."""
+    results = [None] * count
+    barrier = threading.Barrier(count)
+
+    def worker(i):
+        try:
+            barrier.wait(30)
+            results[i] = function(i)
+        except BaseException as error:  # noqa: BLE001 - reported by the test
+            results[i] = error
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
+class GatewayTest:
+    """Mixin for unittest.TestCase classes: one gateway for the class
+    (cls.gw), checked to exit 0 at the end."""
+
+    gateway_options = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = Gateway.start(**cls.gateway_options)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.gw.stop()
+        assert code == 0, "llmlimitd exit code %r:\n%s" % (code, cls.gw.server.stderr_text())
+
+    def forwarded(self):
+        """How many requests the fake upstream has received so far."""
+        return len(self.gw.upstream.requests())
+
+    def assert_openai_error(self, status, body, expect_status, expect_code, expect_type=None):
+        self.assertEqual(status, expect_status, body)
+        self.assertIsInstance(body, dict, body)
+        self.assertEqual(set(body), {"error"}, body)
+        error = body["error"]
+        self.assertEqual(set(error), {"message", "type", "param", "code"}, body)
+        self.assertEqual(error["code"], expect_code, body)
+        self.assertIsInstance(error["message"], str)
+        self.assertTrue(error["message"], body)
+        if expect_type is not None:
+            self.assertEqual(error["type"], expect_type, body)
+        return error["message"]
