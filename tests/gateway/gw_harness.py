@@ -44,6 +44,7 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
 PROVIDER_KEY_ENV = "GW_TEST_PROVIDER_KEY"
+WRONG_KEY_ENV = "GW_TEST_WRONG_PROVIDER_KEY"  # a key the fake refuses (401)
 
 # Prices of every test model (gpt-4o-mini's): a call's cost has a fraction
 # to round up.
@@ -60,7 +61,8 @@ MODELS = {
     "m-counted": ("fake", "fake-normal:prompt_tokens=1001:completion_tokens=499"),
     "m-cached": ("fake", "fake-cached:prompt_tokens=1001:cached_tokens=401:completion_tokens=499"),
     "m-slow": ("fake", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
-    "m-very-slow": ("fake", "fake-stream-slow:delay_ms=3000:chunks=4:completion_tokens=4"),
+    "m-drip": ("fake", "fake-stream-slow:delay_ms=1500:chunks=4:completion_tokens=4"),
+    "m-slow-plain": ("fake", "fake-normal:delay_ms=750:chunks=4"),
     "m-no-usage": ("fake", "fake-stream-no-usage:completion_tokens=9"),
     "m-fail-400": ("fake", "fake-fail-400"),
     "m-fail-429": ("fake", "fake-fail-429"),
@@ -70,6 +72,7 @@ MODELS = {
     "m-hang-long": ("fake", "fake-hang"),
     "m-stream-hang": ("fake-short", "fake-stream-hang:chunks=6:completion_tokens=6"),
     "m-refused": ("dead", "fake-normal"),
+    "m-wrong-key": ("fake-wrong-key", "fake-normal"),
 }
 MODEL_NORMAL = "m-normal"
 
@@ -162,6 +165,7 @@ def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models
          "timeout_seconds": 60, "connect_timeout_seconds": 5},
         {"name": "fake-short", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
          "timeout_seconds": SHORT_TIMEOUT_SECONDS, "connect_timeout_seconds": 2},
+        {"name": "fake-wrong-key", "base_url": upstream_url, "api_key_env": WRONG_KEY_ENV},
         {"name": "dead", "base_url": "http://127.0.0.1:%d/v1" % dead_port,
          "api_key_env": PROVIDER_KEY_ENV, "timeout_seconds": 5, "connect_timeout_seconds": 2},
     ]
@@ -275,6 +279,7 @@ class Gateway:
                  restricted_models=("m-normal",)):
         self.backend = backend or BACKEND
         self.provider_key = "sk-provider-" + secrets.token_hex(16)
+        self.wrong_key = "sk-wrong-" + secrets.token_hex(16)
         self.upstream = fake_upstream.start(api_key=self.provider_key)
         self.directory = tempfile.mkdtemp(prefix="llmlimit-gw-test-")
         self.config_path = os.path.join(self.directory, "gateway.json")
@@ -296,7 +301,8 @@ class Gateway:
         if self.backend == "tigerbeetle":
             server_args += self.start_cluster()
         self.server = Server(BINARY, backend=self.backend, args=server_args,
-                             env=dict({PROVIDER_KEY_ENV: self.provider_key}, **(env or {})))
+                             env=dict({PROVIDER_KEY_ENV: self.provider_key,
+                                       WRONG_KEY_ENV: self.wrong_key}, **(env or {})))
 
     def start_cluster(self):
         from tb_cluster import Cluster  # noqa: E402
@@ -485,6 +491,7 @@ class GatewayTest:
         self.assertIsInstance(body, dict, body)
         self.assertEqual(set(body), {"error"}, body)
         error = body["error"]
+        self.assertIsInstance(error, dict, body)
         self.assertEqual(set(error), {"message", "type", "param", "code"}, body)
         self.assertEqual(error["code"], expect_code, body)
         self.assertIsInstance(error["message"], str)

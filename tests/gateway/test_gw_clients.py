@@ -1,0 +1,141 @@
+"""Clients that leave, and many clients at once (docs/gateway.md, "After the
+call"): a client that disconnects mid-stream or while a call waits frees
+its concurrency slot within a second, the upstream call is cancelled
+within a second, and the budget is charged input plus the output counted
+so far; 30 concurrent slow calls against a concurrency limit of 5 admit
+exactly 5; 40 concurrent calls against a small budget admit exactly what
+it allows and never push it over.
+
+Backend from --backend (memory, sqlite, tigerbeetle)."""
+
+import socket
+import time
+import unittest
+
+from gw_harness import (CHAT, GatewayTest, chat, cost, estimate, estimate_text, read_until,
+                        run_concurrently, skip_unless_backend, wait_until)
+
+SECOND = 1.0
+
+
+class ClientGone(GatewayTest, unittest.TestCase):
+
+    def hang_up(self, sock):
+        """Closes the client's connection; returns the wall-clock time in ms."""
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        return time.time() * 1000
+
+    def assert_freed_within_a_second(self, c, closed_ms):
+        """The slot is free and the fake saw its caller go, each within a second."""
+        started = time.monotonic()
+        freed = wait_until(lambda: c.reserved("conc") == 0, timeout_s=5, interval_s=0.01)
+        freed_s = time.monotonic() - started
+        self.assertTrue(freed, "the concurrency slot was not freed")
+        self.assertLessEqual(freed_s, SECOND, "slot freed after %.3f s" % freed_s)
+        record = self.gw.upstream.wait_for(lambda rs: rs[-1]["client_gone"])[-1]
+        cancel_ms = record["client_gone_unix_ms"] - closed_ms
+        self.assertLessEqual(cancel_ms, SECOND * 1000, "upstream cancelled after %d ms"
+                             % cancel_ms)
+        self.assertEqual(record["end"], "client_gone")
+        return record
+
+    def test_client_leaving_mid_stream_frees_its_slot_and_pays_for_what_was_streamed(self):
+        """Mid-stream disconnect: slot freed and upstream cancelled within 1 s; charged so far."""
+        c = self.gw.caller()
+        body = chat("m-drip", "a question that streams", max_tokens=50, stream=True)
+        sock = self.gw.raw_request(c, CHAT, body)
+        read_until(sock, b"alpha")  # the first content chunk; the next is 1.5 s away
+        self.assertEqual(c.reserved("conc"), 1)
+        closed_ms = self.hang_up(sock)
+        record = self.assert_freed_within_a_second(c, closed_ms)
+        self.assertEqual(record["content_sent"], "alpha")
+        input_tokens = estimate("chat", body)[0]
+        output_tokens = estimate_text("alpha")
+        wait_until(lambda: c.reserved("usd") == 0, timeout_s=5)
+        self.assertEqual(c.snapshot(), {
+            "req": (0, 1, 0),
+            "tok": (0, input_tokens + output_tokens, 0),
+            "in": (0, input_tokens, 0),
+            "out": (0, output_tokens, 0),
+            "conc": (0, 0, 0),
+            "usd": (0, cost(input_tokens, output_tokens), 0),
+        })
+
+    def test_client_leaving_a_waiting_call_frees_its_slot_and_pays_for_the_input(self):
+        """Disconnect while a plain call waits: slot freed, upstream cancelled; input charged."""
+        c = self.gw.caller()
+        body = chat("m-hang-long", "a question that never gets its answer", max_tokens=50)
+        sock = self.gw.raw_request(c, CHAT, body)
+        self.gw.upstream.wait_for(lambda rs: rs and rs[-1]["mode"] == "hang")
+        self.assertEqual(c.reserved("conc"), 1)
+        closed_ms = self.hang_up(sock)
+        self.assert_freed_within_a_second(c, closed_ms)
+        input_tokens = estimate("chat", body)[0]
+        wait_until(lambda: c.reserved("usd") == 0, timeout_s=5)
+        self.assertEqual(c.snapshot(), {
+            "req": (0, 1, 0),
+            "tok": (0, input_tokens, 0),
+            "in": (0, input_tokens, 0),
+            "out": (0, 0, 0),
+            "conc": (0, 0, 0),
+            "usd": (0, cost(input_tokens, 0), 0),
+        })
+
+    def test_the_gateway_serves_on_after_clients_left(self):
+        """After clients left mid-call, the next call on the same key is served."""
+        c = self.gw.caller(conc=1)
+        sock = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
+        self.gw.upstream.wait_for(lambda rs: rs and rs[-1]["mode"] == "hang")
+        self.hang_up(sock)
+        self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=5))
+        status, _, body = self.gw.call(c, CHAT, chat("m-normal"))
+        self.assertEqual(status, 200, body)
+
+
+class ManyClients(GatewayTest, unittest.TestCase):
+
+    def test_thirty_slow_calls_against_five_slots_admit_exactly_five(self):
+        """30 concurrent 3 s calls, concurrency 5: 5 answered, 25 denied and never forwarded."""
+        c = self.gw.caller(conc=5)
+        forwarded = self.forwarded()
+        results = run_concurrently(30, lambda i: self.gw.call(c, CHAT, chat("m-slow-plain")))
+        for result in results:
+            self.assertNotIsInstance(result, BaseException)
+        statuses = sorted(result[0] for result in results)
+        self.assertEqual(statuses, [200] * 5 + [429] * 25)
+        for status, _, body in results:
+            if status == 429:
+                self.assertEqual(body["error"]["code"], "rate_limit_exceeded")
+                self.assertIn("'%s'" % c.keys["conc"], body["error"]["message"])
+        self.assertEqual(self.forwarded() - forwarded, 5)
+        self.assertEqual(c.usage("conc")["reserved"], 0)
+        self.assertEqual(c.used("req"), 5)
+
+    def test_forty_calls_never_push_a_small_budget_over(self):
+        """40 concurrent calls, a budget for 10 estimates: exactly 10 admitted, never over."""
+        body = chat("m-slow-plain", max_tokens=10)
+        input_tokens, output_tokens = estimate("chat", body)
+        estimated = cost(input_tokens, output_tokens)
+        actual = cost(4, 7)  # the fake's usage: 4 words in, 7 out
+        self.assertLessEqual(actual, estimated)  # the estimate covers the actual
+        capacity = 10 * estimated + estimated // 2
+        c = self.gw.caller(usd=capacity)
+        forwarded = self.forwarded()
+        results = run_concurrently(40, lambda i: self.gw.call(c, CHAT, body))
+        for result in results:
+            self.assertNotIsInstance(result, BaseException)
+        statuses = sorted(result[0] for result in results)
+        self.assertEqual(statuses, [200] * 10 + [429] * 30)
+        for status, _, answer in results:
+            if status == 429:
+                self.assertEqual(answer["error"]["code"], "insufficient_quota")
+        self.assertEqual(self.forwarded() - forwarded, 10)
+        usage = c.usage("usd")
+        self.assertEqual((usage["reserved"], usage["used"], usage["debt"]), (0, 10 * actual, 0))
+        self.assertLessEqual(usage["used"] + usage["debt"], capacity)
+
+
+if __name__ == "__main__":
+    skip_unless_backend()
+    unittest.main(verbosity=2)

@@ -1,0 +1,216 @@
+"""What the gateway does when a call cannot be made (docs/gateway.md): a
+denial is a 429 in OpenAI's shape with Retry-After and the limits named,
+and never reaches the upstream; a call that can never fit is a 400; a
+limit missing from the registry is a 500 naming it; an upstream that
+refuses the call (4xx, 5xx), cannot be reached, closes, or never answers
+gets its reservation released (usage back to what it was); a stream cut
+at the upstream's timeout is charged what was streamed.
+
+Backend from --backend (memory, sqlite, tigerbeetle)."""
+
+import math
+import time
+import unittest
+
+from gw_harness import (CHAT, SHORT_TIMEOUT_SECONDS, GatewayTest, chat, cost, estimate,
+                        estimate_text, skip_unless_backend)
+
+
+class Denials(GatewayTest, unittest.TestCase):
+
+    def assert_retry_headers(self, headers):
+        retry_after_ms = int(headers["retry-after-ms"])
+        self.assertGreater(retry_after_ms, 0)
+        self.assertEqual(int(headers["retry-after"]), math.ceil(retry_after_ms / 1000))
+        return retry_after_ms
+
+    def test_rate_limit_denial_is_a_429_and_not_forwarded(self):
+        """A full rate limit: 429 rate_limit_exceeded naming it, Retry-After; nothing sent."""
+        c = self.gw.caller(req=1)
+        self.assertEqual(self.gw.call(c, CHAT, chat("m-normal"))[0], 200)
+        before, forwarded = c.snapshot(), self.forwarded()
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
+        message = self.assert_openai_error(status, body, 429, "rate_limit_exceeded")
+        self.assertIn("'%s'" % c.keys["req"], message)
+        for other in ("tok", "in", "out", "conc", "usd"):
+            self.assertNotIn(c.keys[other], message)
+        retry_after_ms = self.assert_retry_headers(headers)
+        self.assertLessEqual(retry_after_ms, 3600 * 1000)  # the window
+        self.assertEqual(self.forwarded(), forwarded)
+        self.assertEqual(c.snapshot(), before)
+
+    def test_budget_denial_is_insufficient_quota(self):
+        """A budget that cannot take the call now: 429 insufficient_quota naming it."""
+        c = self.gw.caller(usd=1000)
+        self.assertEqual(self.gw.call(c, CHAT, chat("m-counted", max_tokens=600))[0], 200)
+        self.assertEqual(c.used("usd"), 450)
+        before, forwarded = c.snapshot(), self.forwarded()
+        # about 600 usd_micros: more than the 550 left, less than the capacity
+        status, headers, body = self.gw.call(c, CHAT, chat("m-counted", max_tokens=1000))
+        message = self.assert_openai_error(status, body, 429, "insufficient_quota")
+        self.assertEqual(body["error"]["type"], "insufficient_quota")
+        self.assertIn("'%s'" % c.keys["usd"], message)
+        self.assert_retry_headers(headers)
+        self.assertEqual(self.forwarded(), forwarded)
+        self.assertEqual(c.snapshot(), before)
+
+    def test_two_limits_denied_are_both_named(self):
+        """Every limit that does not fit is named in the 429."""
+        c = self.gw.caller(req=1, conc=1)
+        hold = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
+        try:
+            self.gw.upstream.wait_for(lambda rs: any(r["mode"] == "hang" for r in rs))
+            status, _, body = self.gw.call(c, CHAT, chat("m-normal"))
+            message = self.assert_openai_error(status, body, 429, "rate_limit_exceeded")
+            self.assertIn("'%s'" % c.keys["req"], message)
+            self.assertIn("'%s'" % c.keys["conc"], message)
+        finally:
+            hold.close()
+
+    def test_call_that_can_never_fit_is_a_400(self):
+        """More than a limit's whole capacity: 400 invalid_request_error naming it."""
+        c = self.gw.caller(tok=100)
+        before, forwarded = c.snapshot(), self.forwarded()
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal", max_tokens=200))
+        message = self.assert_openai_error(status, body, 400, "request_too_large",
+                                           "invalid_request_error")
+        self.assertIn("'%s'" % c.keys["tok"], message)
+        self.assertNotIn("retry-after", headers)
+        self.assertEqual(self.forwarded(), forwarded)
+        self.assertEqual(c.snapshot(), before)
+
+    def test_limit_missing_from_the_registry_is_a_500_naming_it(self):
+        """A template whose key is not defined: 500 naming the key; nothing reserved or sent."""
+        c = self.gw.caller(skip=("usd",))
+        forwarded = self.forwarded()
+        status, _, body = self.gw.call(c, CHAT, chat("m-normal"))
+        message = self.assert_openai_error(status, body, 500, "unknown_limit_key",
+                                           "server_error")
+        self.assertIn("'%s'" % c.keys["usd"], message)
+        self.assertEqual(self.forwarded(), forwarded)
+        for name in ("req", "tok", "in", "out", "conc"):
+            self.assertEqual(c.usage(name)["reserved"] + c.usage(name)["used"], 0, name)
+
+
+class UpstreamFailures(GatewayTest, unittest.TestCase):
+
+    def assert_released(self, c, before):
+        """Usage is back to what it was (the reservation was released)."""
+        self.assertEqual(c.snapshot(), before)
+
+    def check_passed_on(self, model, expect_status):
+        c = self.gw.caller()
+        before = c.snapshot()
+        status, _, body = self.gw.call(c, CHAT, chat(model))
+        record = self.gw.upstream.requests()[-1]
+        self.assertEqual(record["status"], expect_status)
+        self.assertEqual(status, expect_status, body)
+        self.assertEqual(body["error"]["message"],
+                         self.expected_message(model), body)
+        self.assert_released(c, before)
+        return body
+
+    def expected_message(self, model):
+        return {
+            "m-fail-400": "This request was refused by the fake upstream (fail-400).",
+            "m-fail-500": "The server had an error while processing your request. Sorry "
+                          "about that!",
+        }[model]
+
+    def test_upstream_500_is_passed_on_and_released(self):
+        """The upstream's 500 and its body reach the client; the reservation is released."""
+        body = self.check_passed_on("m-fail-500", 500)
+        self.assertEqual(body["error"]["type"], "server_error")
+
+    def test_upstream_400_is_passed_on_and_released(self):
+        """The upstream's 400 and its body reach the client; the reservation is released."""
+        body = self.check_passed_on("m-fail-400", 400)
+        self.assertEqual(body["error"]["type"], "invalid_request_error")
+
+    def test_upstream_429_is_passed_on_and_released(self):
+        """The upstream's own 429 reaches the client; the reservation is released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        status, headers, body = self.gw.call(c, CHAT, chat("m-fail-429"))
+        self.assertEqual(status, 429, body)
+        self.assertEqual(body["error"]["code"], "rate_limit_exceeded")
+        self.assertIn("Rate limit reached for fake-fail-429", body["error"]["message"])
+        self.assert_released(c, before)
+
+    def test_stream_refused_by_the_upstream_is_passed_on_and_released(self):
+        """A streaming call the upstream refuses gets its status and body, and is released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        answer = self.gw.stream(c, CHAT, chat("m-fail-500", stream=True))
+        self.assertEqual(answer.status, 500, answer.raw)
+        self.assertIn("Sorry about that", answer.raw)
+        self.assert_released(c, before)
+
+    def test_connection_refused_is_a_502_and_released(self):
+        """No upstream listening: 502 and the reservation released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        status, _, body = self.gw.call(c, CHAT, chat("m-refused"))
+        self.assert_openai_error(status, body, 502, "upstream_error", "server_error")
+        self.assert_released(c, before)
+
+    def test_upstream_closing_before_answering_is_a_502_and_released(self):
+        """The upstream reads the call and closes: 502 and the reservation released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        status, _, body = self.gw.call(c, CHAT, chat("m-close"))
+        self.assert_openai_error(status, body, 502, "upstream_error", "server_error")
+        self.assertEqual(self.gw.upstream.requests()[-1]["end"], "closed")
+        self.assert_released(c, before)
+
+    def test_stream_to_an_upstream_that_closes_is_a_502_and_released(self):
+        """A streaming call whose upstream closes before its head: 502, released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        answer = self.gw.stream(c, CHAT, chat("m-close", stream=True))
+        self.assertEqual(answer.status, 502, answer.raw)
+        self.assert_released(c, before)
+
+    def test_upstream_that_never_answers_is_cut_at_its_timeout(self):
+        """fake-hang: 504 after the upstream's timeout_seconds, the reservation released."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        started = time.monotonic()
+        status, _, body = self.gw.call(c, CHAT, chat("m-hang"))
+        elapsed = time.monotonic() - started
+        self.assert_openai_error(status, body, 504, "upstream_timeout", "server_error")
+        self.assertGreaterEqual(elapsed, SHORT_TIMEOUT_SECONDS - 0.1)
+        self.assertLess(elapsed, SHORT_TIMEOUT_SECONDS + 5)
+        self.assert_released(c, before)
+        # the gateway hung up on the upstream
+        self.gw.upstream.wait_for(lambda rs: rs[-1]["end"] == "client_gone")
+
+    def test_stream_that_hangs_is_cut_and_charged_what_was_streamed(self):
+        """fake-stream-hang: cut at the timeout, charged input estimate + streamed output."""
+        c = self.gw.caller()
+        body = chat("m-stream-hang", "please count for me", max_tokens=100, stream=True)
+        started = time.monotonic()
+        answer = self.gw.stream(c, CHAT, body)
+        elapsed = time.monotonic() - started
+        self.assertEqual(answer.status, 200, answer.raw)
+        self.assertGreaterEqual(elapsed, SHORT_TIMEOUT_SECONDS - 0.1)
+        self.assertLess(elapsed, SHORT_TIMEOUT_SECONDS + 5)
+        record = self.gw.upstream.wait_for(lambda rs: rs[-1]["end"] is not None)[-1]
+        self.assertEqual(record["content_sent"], "alpha bravo charlie")  # half of 6 chunks
+        self.assertEqual(answer.content(), record["content_sent"])
+        self.assertNotEqual(answer.events[-1:], ["[DONE]"])
+        input_tokens = estimate("chat", body)[0]
+        output_tokens = estimate_text(record["content_sent"])
+        self.assertEqual(c.snapshot(), {
+            "req": (0, 1, 0),
+            "tok": (0, input_tokens + output_tokens, 0),
+            "in": (0, input_tokens, 0),
+            "out": (0, output_tokens, 0),
+            "conc": (0, 0, 0),
+            "usd": (0, cost(input_tokens, output_tokens), 0),
+        })
+
+
+if __name__ == "__main__":
+    skip_unless_backend()
+    unittest.main(verbosity=2)
