@@ -31,5 +31,9 @@ void encode_limit_state(struct buffer *b, const struct limit_state *state);
 void encode_usage(struct buffer *b, const struct limit_usage *usage);
 /* {"error":"<error>"}, with "ok":false first when with_ok. */
 void encode_error(struct buffer *b, const char *error, bool with_ok);
+/* The same error in OpenAI's shape, for the gateway's routes, whose
+ * clients (OpenAI SDKs) read only that: {"error":{"message","type",
+ * "param":null,"code":error}}; type from the status (4xx or 5xx). */
+void encode_openai_error(struct buffer *b, unsigned status, const char *error);
 
 #endif

@@ -104,7 +104,10 @@ enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char 
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
-    encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
+    if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
+        encode_openai_error(&b, status, error);
+    else
+        encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
     return exchange_answer(ex, status, &b, 0);
 }
 
