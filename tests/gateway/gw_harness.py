@@ -156,6 +156,11 @@ def closed_port():
         return s.getsockname()[1]
 
 
+def provider_env(provider_key="sk-provider", wrong_key="sk-wrong"):
+    """The environment variables gateway_config's upstreams read their keys from."""
+    return {PROVIDER_KEY_ENV: provider_key, WRONG_KEY_ENV: wrong_key}
+
+
 def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models=()):
     """gateway.json for the fake upstream at upstream_url; keys: a list of
     {"sha256", "caller", "team", "models"?}."""
@@ -301,8 +306,8 @@ class Gateway:
         if self.backend == "tigerbeetle":
             server_args += self.start_cluster()
         self.server = Server(BINARY, backend=self.backend, args=server_args,
-                             env=dict({PROVIDER_KEY_ENV: self.provider_key,
-                                       WRONG_KEY_ENV: self.wrong_key}, **(env or {})))
+                             env=dict(provider_env(self.provider_key, self.wrong_key),
+                                      **(env or {})))
 
     def start_cluster(self):
         from tb_cluster import Cluster  # noqa: E402
