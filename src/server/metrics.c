@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const unsigned statuses[] = {200, 400, 401, 404, 405, 409, 413, 500, 503};
+/* The statuses llmlimitd answers; 429, 502 and 504 come from the gateway's routes. */
+static const unsigned statuses[] = {200, 400, 401, 404, 405, 409, 413, 429, 500, 502, 503, 504};
 #define STATUS_COUNT (sizeof statuses / sizeof statuses[0])
 #define STATUS_OTHER STATUS_COUNT /* index of any other status */
 
