@@ -486,47 +486,48 @@ void gw_call_exchange_gone(struct gw_call *call)
 
 /* ---- the stream's response (MHD thread) ---------------------------------- */
 
+/* What the response can be given now (call->mutex held): bytes, the end
+ * (MHD_CONTENT_READER_END_*), or 0 when nothing has come yet. */
+static ssize_t stream_take(struct gw_call *call, char *out, size_t room)
+{
+    if (call->client_gone && call->settled)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t ready = call->answer.length - call->answer_sent;
+    if (ready == 0)
+        return call->stream_ended ? MHD_CONTENT_READER_END_OF_STREAM : 0;
+    size_t n = ready < room ? ready : room;
+    memcpy(out, call->answer.data + call->answer_sent, n);
+    call->answer_sent += n;
+    if (call->answer_sent == call->answer.length) {
+        call->answer.length = 0; /* all given: start over at the front */
+        call->answer_sent = 0;
+    }
+    bool unpause = call->upstream_paused && call->transfer != NULL &&
+                   call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
+    if (unpause) {
+        call->upstream_paused = false;
+        gw_forward_unpause(call->gateway->engine, call->transfer);
+    }
+    return (ssize_t)n;
+}
+
 ssize_t gw_call_stream_read(void *context, uint64_t position, char *out, size_t room)
 {
     (void)position;
     struct gw_call *call = context;
     pthread_mutex_lock(&call->mutex);
-    for (int attempt = 0;; attempt++) {
-        if (call->client_gone && call->settled) {
-            pthread_mutex_unlock(&call->mutex);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        size_t ready = call->answer.length - call->answer_sent;
-        if (ready > 0) {
-            size_t n = ready < room ? ready : room;
-            memcpy(out, call->answer.data + call->answer_sent, n);
-            call->answer_sent += n;
-            if (call->answer_sent == call->answer.length) {
-                call->answer.length = 0; /* all given: start over at the front */
-                call->answer_sent = 0;
-            }
-            bool unpause = call->upstream_paused && call->transfer != NULL &&
-                           call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
-            if (unpause) {
-                call->upstream_paused = false;
-                gw_forward_unpause(call->gateway->engine, call->transfer);
-            }
-            pthread_mutex_unlock(&call->mutex);
-            return (ssize_t)n;
-        }
-        if (call->stream_ended) {
-            pthread_mutex_unlock(&call->mutex);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        if (attempt > 0)
-            break; /* still nothing after suspending: park */
-        /* Suspend first, then check again under the lock: bytes that came in
-         * between resume it at once (the same order as http.c's wait). */
-        pthread_mutex_unlock(&call->mutex);
-        MHD_suspend_connection(call->connection);
-        pthread_mutex_lock(&call->mutex);
-    }
-    bool arrived = call->answer.length > call->answer_sent || call->stream_ended;
+    ssize_t taken = stream_take(call, out, room);
+    pthread_mutex_unlock(&call->mutex);
+    if (taken != 0)
+        return taken;
+    /* Nothing yet: suspend first, then look again under the lock (the same
+     * order as http.c's wait). What came in between is not given now, while
+     * the connection is suspended (MHD would hold it unsent until a resume
+     * that nobody owes): the connection is resumed and MHD asks again. */
+    MHD_suspend_connection(call->connection);
+    pthread_mutex_lock(&call->mutex);
+    bool arrived = call->answer.length > call->answer_sent || call->stream_ended ||
+                   (call->client_gone && call->settled);
     if (!arrived)
         call->parked = true;
     pthread_mutex_unlock(&call->mutex);

@@ -63,6 +63,7 @@ MODELS = {
     "m-slow": ("fake", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
     "m-drip": ("fake", "fake-stream-slow:delay_ms=1500:chunks=4:completion_tokens=4"),
     "m-slow-plain": ("fake", "fake-normal:delay_ms=750:chunks=4"),
+    "m-long": ("fake", "fake-normal:completion_tokens=4096"),
     "m-no-usage": ("fake", "fake-stream-no-usage:completion_tokens=9"),
     "m-fail-400": ("fake", "fake-fail-400"),
     "m-fail-429": ("fake", "fake-fail-429"),
@@ -453,6 +454,30 @@ def read_until(sock, needle, timeout_s=10.0):
             raise AssertionError("connection closed before %r; got %r" % (needle, data))
         data += piece
     return data
+
+
+def read_answer(sock, timeout_s=10.0):
+    """Reads a whole chunked answer off sock (each read within timeout_s):
+    (status, headers with lower-case names, body bytes)."""
+    sock.settimeout(timeout_s)
+    reader = sock.makefile("rb")
+    status = int(reader.readline().split()[1])
+    headers = {}
+    while True:
+        line = reader.readline().decode("latin-1").rstrip("\r\n")
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    assert headers.get("transfer-encoding") == "chunked", headers
+    body = b""
+    while True:
+        size = int(reader.readline().split(b";")[0], 16)
+        if size == 0:
+            reader.readline()
+            return status, headers, body
+        body += reader.read(size)
+        reader.readline()
 
 
 def run_concurrently(count, function):

@@ -12,8 +12,9 @@ import socket
 import time
 import unittest
 
-from gw_harness import (CHAT, GatewayTest, chat, cost, estimate, estimate_text, read_until,
-                        run_concurrently, skip_unless_backend, wait_until)
+from gw_harness import (CHAT, GatewayTest, StreamAnswer, chat, cost, estimate, estimate_text,
+                        read_answer, read_until, run_concurrently, skip_unless_backend,
+                        wait_until)
 
 SECOND = 1.0
 
@@ -91,6 +92,30 @@ class ClientGone(GatewayTest, unittest.TestCase):
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=5))
         status, _, body = self.gw.call(c, CHAT, chat("m-normal"))
         self.assertEqual(status, 200, body)
+
+
+class SlowReader(GatewayTest, unittest.TestCase):
+
+    def test_long_stream_read_late_arrives_whole(self):
+        """4096 chunks to a client that starts reading 1 s late: every one, in order, charged."""
+        c = self.gw.caller()
+        words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+                 "november oscar papa quebec romeo sierra tango uniform victor whiskey xray "
+                 "yankee zulu").split()
+        expected = " ".join(words[i % len(words)] for i in range(4096))
+        for attempt in range(1, 4):
+            sock = self.gw.raw_request(c, CHAT, chat("m-long", max_tokens=4096, stream=True))
+            try:
+                time.sleep(1.0)  # the upstream is done long before: the gateway holds it back
+                status, _, body = read_answer(sock)
+            finally:
+                sock.close()
+            answer = StreamAnswer(status, {}, body.decode())
+            self.assertEqual(status, 200)
+            self.assertEqual(len(answer.events), 1 + 4096 + 1 + 1)  # role, words, finish, [DONE]
+            self.assertEqual(answer.events[-1], "[DONE]")
+            self.assertEqual(answer.content(), expected)
+            self.assertEqual(c.snapshot()["out"], (0, 4096 * attempt, 0))
 
 
 class ManyClients(GatewayTest, unittest.TestCase):
