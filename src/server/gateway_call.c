@@ -348,7 +348,7 @@ static void measure(struct gw_call *call)
                                             .output = gw_sse_output_tokens(&call->output)};
     } else if (call->mode == GW_MODE_BUFFER) {
         answer_used(call, &call->used);
-    } else { /* the client left before the answer: the input was sent */
+    } else { /* cut before the answer (call_was_made): the input was sent */
         call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     }
     if (gw_cost_usd_micros(call->model, &call->used, &call->cost_usd_micros) != GW_COST_OK)
@@ -391,8 +391,9 @@ static void settled(void *context)
 }
 
 /* Does the call count as made? A stream that started, a whole answer, a
- * call whose client left once it was sent; not one the upstream refused or
- * never answered. */
+ * call the gateway cut once it was sent (its client left, or the server is
+ * shutting down: the upstream has the input either way); not one the
+ * upstream refused or never answered, nor one never sent. */
 static bool call_was_made(const struct gw_call *call)
 {
     if (call->mode == GW_MODE_STREAM)
@@ -400,7 +401,7 @@ static bool call_was_made(const struct gw_call *call)
     if (call->mode == GW_MODE_BUFFER)
         return call->upstream_status >= 200 && call->upstream_status < 300 &&
                !call->answer_too_large;
-    return call->client_gone && call->upstream_result == GW_FORWARD_CANCELLED;
+    return call->upstream_result == GW_FORWARD_CANCELLED && call->forwarded_ns > 0;
 }
 
 /* Completes or releases the lease, once; `settled` follows (maybe at once). */

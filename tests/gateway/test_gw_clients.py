@@ -8,11 +8,12 @@ it allows and never push it over.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
+import signal
 import socket
 import time
 import unittest
 
-from gw_harness import (CHAT, GatewayTest, StreamAnswer, chat, cost, estimate, estimate_text,
+from gw_harness import (BACKEND, CHAT, Gateway, GatewayTest, StreamAnswer, chat, cost, estimate, estimate_text,
                         read_answer, read_until, run_concurrently, skip_unless_backend,
                         wait_until)
 
@@ -116,6 +117,41 @@ class SlowReader(GatewayTest, unittest.TestCase):
             self.assertEqual(answer.events[-1], "[DONE]")
             self.assertEqual(answer.content(), expected)
             self.assertEqual(c.snapshot()["out"], (0, 4096 * attempt, 0))
+
+
+class Shutdown(unittest.TestCase):
+
+    def test_call_cut_by_shutdown_is_charged_its_input(self):
+        """SIGTERM during a call waiting upstream: 503 to the client, exit 0, input charged."""
+        gw = Gateway.start()
+        try:
+            c = gw.caller()
+            body = chat("m-hang-long", "a question cut short", max_tokens=50)
+            sock = gw.raw_request(c, CHAT, body)
+            gw.upstream.wait_for(lambda rs: rs and rs[-1]["mode"] == "hang")
+            gw.server.process.send_signal(signal.SIGTERM)
+            reply = read_until(sock, b"}}", timeout_s=30)  # after the drain time (10 s)
+            sock.close()
+            self.assertTrue(reply.startswith(b"HTTP/1.1 503"), reply)
+            self.assertIn(b'"code":"cancelled"', reply)
+            self.assertEqual(gw.server.process.wait(30), 0, gw.server.stderr_text())
+            gw.server.process = None
+            gw.upstream.wait_for(lambda rs: rs[-1]["client_gone"])
+            if BACKEND == "memory":
+                return  # its usage does not outlive the process
+            gw.server.start()
+            input_tokens = estimate("chat", body)[0]
+            self.assertEqual(c.snapshot(), {
+                "req": (0, 1, 0),
+                "tok": (0, input_tokens, 0),
+                "in": (0, input_tokens, 0),
+                "out": (0, 0, 0),
+                "conc": (0, 0, 0),
+                "usd": (0, cost(input_tokens, 0), 0),
+            })
+        finally:
+            code = gw.stop()
+        self.assertIn(code, (0, None))
 
 
 class ManyClients(GatewayTest, unittest.TestCase):
