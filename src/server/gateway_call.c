@@ -213,6 +213,9 @@ static const char *endpoint_path(enum gw_endpoint endpoint)
 static void forward_start(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
+    pthread_mutex_lock(&call->mutex);
+    call->forward_started = true;
+    pthread_mutex_unlock(&call->mutex);
     if (!calls_link(call)) { /* shutting down: give the reservation back */
         pthread_mutex_lock(&call->mutex);
         call->waiting = true;
@@ -473,6 +476,26 @@ void gw_calls_check_clients(void *context)
     pthread_mutex_unlock(&g->calls_mutex);
 }
 
+static void unforwarded_released(void *context)
+{
+    struct gw_call *call = context;
+    calls_unlink(call);
+    gw_call_release(call); /* the release's reference */
+}
+
+/* The reservation of a call that will never be forwarded goes back at
+ * once. In the calls list while the release runs, so that shutdown waits
+ * for it; once shutdown has begun, the holds are left to expire. */
+static void release_unforwarded(struct gw_call *call)
+{
+    if (!calls_link(call))
+        return;
+    gw_call_retain(call); /* the release's */
+    call->release = (struct release_request){call->reserve.lease_id, call->reserve.lease_id_length};
+    backend_release(call->gateway->server->backend, &call->release, &call->release_result, 1,
+                    unforwarded_released, call);
+}
+
 void gw_call_exchange_gone(struct gw_call *call)
 {
     pthread_mutex_lock(&call->mutex);
@@ -482,7 +505,16 @@ void gw_call_exchange_gone(struct gw_call *call)
         call->client_gone = true;
         gw_forward_cancel(call->gateway->engine, call->transfer);
     }
+    /* An allowed reserve (this call's own, not a replay of another's) that
+     * was never forwarded: the client left while the reserve ran, and MHD
+     * closed the connection when the reserve resumed it, so the answer
+     * (and with it the forward) never came. */
+    const struct reserve_result *r = &call->reserve_result;
+    bool unforwarded =
+        !call->forward_started && r->error == BACKEND_OK && r->allowed && !r->replayed;
     pthread_mutex_unlock(&call->mutex);
+    if (unforwarded)
+        release_unforwarded(call);
 }
 
 /* ---- the stream's response (MHD thread) ---------------------------------- */

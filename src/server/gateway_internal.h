@@ -122,6 +122,7 @@ struct gw_call {
     struct buffer upstream_body;
 
     /* forwarding */
+    bool forward_started;         /* forward_start ran: settling the lease is its */
     struct gw_transfer *transfer; /* NULL when none is running */
     bool waiting;                 /* the exchange is suspended for the answer */
     bool woken;                   /* ... and has been woken */

@@ -84,6 +84,20 @@ class ClientGone(GatewayTest, unittest.TestCase):
             "usd": (0, cost(input_tokens, 0), 0),
         })
 
+    def test_client_leaving_while_its_reserve_runs_holds_nothing(self):
+        """A client gone right after sending: its slot comes back at once, sent or not."""
+        for attempt in range(6):
+            c = self.gw.caller(conc=1)
+            self.hang_up(self.gw.raw_request(c, CHAT, chat("m-hang-long")))
+            # The one slot is free again soon, whichever way the call went: never
+            # sent (the client left while the reserve ran) and released, or sent
+            # and cancelled, or not yet reserved when the next call took it.
+            self.assertTrue(wait_until(lambda: self.gw.call(c, CHAT, chat("m-normal"))[0] == 200,
+                                       timeout_s=2 * SECOND), "attempt %d" % attempt)
+            snapshot = c.snapshot()
+            for name in ("req", "tok", "in", "out", "conc", "usd"):
+                self.assertEqual(snapshot[name][0], 0, (attempt, name, snapshot))
+
     def test_the_gateway_serves_on_after_clients_left(self):
         """After clients left mid-call, the next call on the same key is served."""
         c = self.gw.caller(conc=1)
@@ -134,8 +148,7 @@ class Shutdown(unittest.TestCase):
             sock.close()
             self.assertTrue(reply.startswith(b"HTTP/1.1 503"), reply)
             self.assertIn(b'"code":"cancelled"', reply)
-            self.assertEqual(gw.server.process.wait(30), 0, gw.server.stderr_text())
-            gw.server.process = None
+            self.assertEqual(gw.server.wait_exit(30), 0, gw.server.stderr_text())
             gw.upstream.wait_for(lambda rs: rs[-1]["client_gone"])
             if BACKEND == "memory":
                 return  # its usage does not outlive the process
