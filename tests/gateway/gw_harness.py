@@ -501,20 +501,39 @@ def run_concurrently(count, function):
     return results
 
 
+_shared_gateways = {}
+
+
+def shared_gateway(options):
+    """One gateway per set of options for the whole test module (a
+    tigerbeetle cluster takes seconds to start); tests keep apart by
+    their own keys."""
+    key = repr(sorted(options.items()))
+    if key not in _shared_gateways:
+        _shared_gateways[key] = Gateway.start(**options)
+    return _shared_gateways[key]
+
+
+def tearDownModule():  # noqa: N802 - unittest's name; test modules import it
+    """Stops the module's gateways; each must exit 0."""
+    failures = []
+    while _shared_gateways:
+        _, gw = _shared_gateways.popitem()
+        code = gw.stop()
+        if code != 0:
+            failures.append("llmlimitd exit code %r:\n%s" % (code, gw.server.stderr_text()))
+    assert not failures, "\n".join(failures)
+
+
 class GatewayTest:
-    """Mixin for unittest.TestCase classes: one gateway for the class
-    (cls.gw), checked to exit 0 at the end."""
+    """Mixin for unittest.TestCase classes: cls.gw, the module's gateway
+    (stopped by tearDownModule, which the test module imports)."""
 
     gateway_options = {}
 
     @classmethod
     def setUpClass(cls):
-        cls.gw = Gateway.start(**cls.gateway_options)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.gw.stop()
-        assert code == 0, "llmlimitd exit code %r:\n%s" % (code, cls.gw.server.stderr_text())
+        cls.gw = shared_gateway(cls.gateway_options)
 
     def forwarded(self):
         """How many requests the fake upstream has received so far."""

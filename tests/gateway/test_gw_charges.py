@@ -11,6 +11,7 @@ import unittest
 
 from gw_harness import (CHAT, COMPLETIONS, EMBEDDINGS, GatewayTest, chat, cost, estimate,
                         estimate_text, skip_unless_backend)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 # m-counted: the fake reports 1001 prompt and 499 completion tokens;
 # m-cached: the same with 401 of the prompt tokens cached.

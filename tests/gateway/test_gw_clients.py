@@ -13,9 +13,10 @@ import socket
 import time
 import unittest
 
-from gw_harness import (BACKEND, CHAT, Gateway, GatewayTest, StreamAnswer, chat, cost, estimate, estimate_text,
-                        read_answer, read_until, run_concurrently, skip_unless_backend,
-                        wait_until)
+from gw_harness import (BACKEND, CHAT, Gateway, GatewayTest, StreamAnswer, chat, cost, estimate,
+                        estimate_text, read_answer, read_until, run_concurrently,
+                        skip_unless_backend, wait_until)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 SECOND = 1.0
 

@@ -18,6 +18,7 @@ import unittest
 
 from gw_harness import (BINARY, CHAT, GatewayTest, Server, chat, gateway_config, new_key,
                         provider_env, skip_unless_backend, wait_until)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 START_FAILURE_TIMEOUT_S = 20
 

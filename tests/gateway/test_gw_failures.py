@@ -14,6 +14,7 @@ import unittest
 
 from gw_harness import (CHAT, SHORT_TIMEOUT_SECONDS, GatewayTest, chat, cost, estimate,
                         estimate_text, skip_unless_backend)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 
 class Denials(GatewayTest, unittest.TestCase):

@@ -9,8 +9,8 @@ Backend from --backend (memory, sqlite, tigerbeetle)."""
 import re
 import unittest
 
-from gw_harness import (BACKEND, CHAT, EMBEDDINGS, GatewayTest, chat, cost,
-                        skip_unless_backend)
+from gw_harness import (BACKEND, CHAT, EMBEDDINGS, GatewayTest, chat, cost, skip_unless_backend)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
 

@@ -14,8 +14,9 @@ import socket
 import threading
 import unittest
 
-from gw_harness import (CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REMAINING_KNOWN, GatewayTest,
-                        chat, estimate, skip_unless_backend)
+from gw_harness import (CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REMAINING_KNOWN, GatewayTest, chat,
+                        estimate, skip_unless_backend)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 HASHED = re.compile(r"^gw:h:[0-9a-f]{40}$")

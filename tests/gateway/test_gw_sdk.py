@@ -19,6 +19,7 @@ import unittest
 
 from gw_harness import (CHAT, HERE, MODELS, REMAINING_KNOWN, SKIP, GatewayTest, chat, cost,
                         skip_unless_backend)
+from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 
 def node_from_argv():
