@@ -134,9 +134,11 @@ struct reserve_result {
     int64_t expires_at_unix_ms;  /* earliest expiry among the holds */
     /* The answer repeats that of an earlier reserve of the same lease (a
      * retry, or the same id used twice); finished: that lease has since
-     * been completed or released (a backend that cannot tell says false). */
+     * been completed or released (a backend that cannot tell says false);
+     * released: released, so nothing of it was ever charged. */
     bool replayed;
     bool finished;
+    bool released;
     uint32_t denied_count; /* indices into the request's requirements */
     uint8_t denied_index[REQUIREMENTS_PER_RESERVE_MAX];
 };
@@ -499,6 +501,7 @@ static inline void reserve_result_clear(struct reserve_result *result)
     result->expires_at_unix_ms = 0;
     result->replayed = false;
     result->finished = false;
+    result->released = false;
     result->denied_count = 0;
 }
 

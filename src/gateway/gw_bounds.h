@@ -32,6 +32,7 @@
 #define GW_TRANSFERS_MAX 65536             /* upstream calls at once; past it: 503 */
 #define GW_UPSTREAM_CONNECTIONS_MAX 4096   /* idle keep-alive connections kept */
 #define GW_CONTENT_TYPE_LENGTH_MAX 255     /* the upstream's Content-Type we keep */
+#define GW_RETRY_AFTER_LENGTH_MAX 31       /* its Retry-After and retry-after-ms, relayed */
 #define GW_ANSWER_BYTES_MAX (64u << 20)    /* an upstream answer that does not stream */
 #define GW_STREAM_BUFFER_BYTES (256u << 10) /* a stream's bytes waiting for the client: past
                                                this the upstream is paused */
@@ -41,6 +42,8 @@
 #define GW_UPLOAD_BUFFER_BYTES (16u << 10) /* curl's upload buffer per transfer (its least) */
 #define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */
 #define GW_REQUEST_ID_LENGTH_MAX 1024      /* of X-Request-Id that goes into a lease id's hash */
+#define GW_ATTEMPTS_MAX 16 /* leases one X-Request-Id may take: a retry after a 429 or a
+                              released failure is a new attempt */
 
 /* A request. */
 #define GW_N_MAX 128        /* n (and best_of) */

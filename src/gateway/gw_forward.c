@@ -42,6 +42,8 @@ struct gw_transfer {
     bool cancelled; /* on_done gives GW_FORWARD_CANCELLED */
     bool aborted;   /* a callback asked to stop */
     char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
+    char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];
+    char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1];
     char curl_error[CURL_ERROR_SIZE];
     struct gw_transfer *next_zombie;
     struct gw_transfer *previous_active; /* in gw_forward.active_list while added */
@@ -158,35 +160,50 @@ static void transfer_end(struct gw_forward *engine, struct gw_transfer *t, CURLc
     engine->zombies = t;
 }
 
+/* Keeps the value of the header line when it is the named one (name with
+ * its colon), cut to out_size - 1 bytes. */
+static bool header_keep(const char *line, size_t length, const char *name, char *out,
+                        size_t out_size)
+{
+    size_t name_length = strlen(name);
+    if (length < name_length || strncasecmp(line, name, name_length) != 0)
+        return false;
+    const char *value = line + name_length;
+    size_t n = length - name_length;
+    while (n > 0 && (*value == ' ' || *value == '\t')) {
+        value++;
+        n--;
+    }
+    while (n > 0 && (value[n - 1] == '\r' || value[n - 1] == '\n' || value[n - 1] == ' '))
+        n--;
+    if (n > out_size - 1)
+        n = out_size - 1;
+    memcpy(out, value, n);
+    out[n] = '\0';
+    return true;
+}
+
 static size_t on_header(char *line, size_t size, size_t count, void *userdata)
 {
     struct gw_transfer *t = userdata;
     size_t length = size * count;
-    static const char name[] = "content-type:";
-    if (length >= sizeof name - 1 && strncasecmp(line, name, sizeof name - 1) == 0) {
-        const char *value = line + sizeof name - 1;
-        size_t n = length - (sizeof name - 1);
-        while (n > 0 && (*value == ' ' || *value == '\t')) {
-            value++;
-            n--;
-        }
-        while (n > 0 && (value[n - 1] == '\r' || value[n - 1] == '\n' || value[n - 1] == ' '))
-            n--;
-        if (n > GW_CONTENT_TYPE_LENGTH_MAX)
-            n = GW_CONTENT_TYPE_LENGTH_MAX;
-        memcpy(t->content_type, value, n);
-        t->content_type[n] = '\0';
+    if (header_keep(line, length, "content-type:", t->content_type, sizeof t->content_type) ||
+        header_keep(line, length, "retry-after:", t->retry_after, sizeof t->retry_after) ||
+        header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms))
         return length;
-    }
     if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) { /* the end of one head */
         long status = 0;
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
         if (status >= 200 && !t->head_seen) { /* an interim 1xx head is not the answer's */
             t->head_seen = true;
-            t->ops->on_head(t->context, status, t->content_type);
+            struct gw_head head = {status, t->content_type, t->retry_after, t->retry_after_ms};
+            t->ops->on_head(t->context, &head);
         }
-        if (status < 200)
+        if (status < 200) {
             t->content_type[0] = '\0';
+            t->retry_after[0] = '\0';
+            t->retry_after_ms[0] = '\0';
+        }
     }
     return length;
 }

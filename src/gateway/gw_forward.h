@@ -31,8 +31,15 @@ enum gw_forward_result {
 /* Called on the engine thread, in this order: on_head once the upstream's
  * status and headers are in (not for a transfer that fails before), on_data
  * for each piece of the body, then on_done exactly once. */
+struct gw_head {
+    long status;
+    const char *content_type; /* "" when none; the strings live until on_head returns */
+    const char *retry_after;    /* "" when none */
+    const char *retry_after_ms; /* "" when none */
+};
+
 struct gw_transfer_ops {
-    void (*on_head)(void *context, long status, const char *content_type);
+    void (*on_head)(void *context, const struct gw_head *head);
     enum gw_data_verdict (*on_data)(void *context, const char *bytes, size_t length);
     /* error: a short reason when result is not GW_FORWARD_OK. After
      * on_done returns, the transfer is gone: its handle must not be used. */

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,14 +201,24 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
     return gw_config_find_key(config, digest);
 }
 
-/* "gw:<caller>:<X-Request-Id>" when that is a valid lease id, else the same
- * hashed; a new UUIDv7 without the header. 0, or -1 (no randomness). */
-static int lease_id_of(struct exchange *ex, const char *caller, char *out, size_t out_size)
+static const char *request_id_of(struct exchange *ex)
+{
+    const char *id = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, "X-Request-Id");
+    return id != NULL && id[0] != '\0' ? id : NULL;
+}
+
+/* Attempt 0 of an X-Request-Id: "gw:<caller>:<id>" when that is a valid
+ * lease id, else the same hashed; a new UUIDv7 without the header. Attempt
+ * n > 0 (a retry after a denial or a released failure): the hash of caller,
+ * id and n. 0, or -1 (no randomness). */
+static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt, char *out,
+                       size_t out_size)
 {
     assert(out_size >= LEASE_ID_LENGTH_MAX + 1);
-    const char *request_id =
-        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, "X-Request-Id");
-    if (request_id == NULL || request_id[0] == '\0') {
+    assert(attempt <= GW_ATTEMPTS_MAX);
+    const char *request_id = request_id_of(ex);
+    if (request_id == NULL) {
+        assert(attempt == 0);
         char uuid[UUID_TEXT_SIZE];
         if (uuid_v7(clock_now_ms(ex->server->clock), uuid) != 0)
             return -1;
@@ -215,13 +226,16 @@ static int lease_id_of(struct exchange *ex, const char *caller, char *out, size_
         return 0;
     }
     int n = snprintf(out, out_size, "gw:%s:%s", caller, request_id);
-    if (n > 0 && (size_t)n < out_size && lease_id_valid(out, (size_t)n))
+    if (attempt == 0 && n > 0 && (size_t)n < out_size && lease_id_valid(out, (size_t)n))
         return 0;
-    /* An id (or caller) outside the lease-id alphabet, or too long: the
-     * same caller and id always give the same hash. */
-    char text[CALLER_LENGTH_MAX + GW_REQUEST_ID_LENGTH_MAX + 2];
-    int length =
-        snprintf(text, sizeof text, "%s\n%.*s", caller, GW_REQUEST_ID_LENGTH_MAX, request_id);
+    /* An id (or caller) outside the lease-id alphabet, or too long, or a
+     * later attempt: the same caller, id and attempt always give the same
+     * hash (a header holds no newline, so no two of them hash one text). */
+    char text[CALLER_LENGTH_MAX + GW_REQUEST_ID_LENGTH_MAX + 16];
+    int length = attempt == 0 ? snprintf(text, sizeof text, "%s\n%.*s", caller,
+                                         GW_REQUEST_ID_LENGTH_MAX, request_id)
+                              : snprintf(text, sizeof text, "%s\n%.*s\n%" PRIu32, caller,
+                                         GW_REQUEST_ID_LENGTH_MAX, request_id, attempt);
     uint8_t digest[GW_SHA256_BYTES];
     char hex[GW_SHA256_HEX_SIZE];
     if (length < 0 || gw_sha256(text, (size_t)length, digest) != 0)
@@ -352,10 +366,41 @@ static enum MHD_Result reply_definitive(struct exchange *ex, struct gw_call *cal
     }
 }
 
+static void reserve_set_lease_id(struct gw_call *call)
+{
+    call->reserve.lease_id = call->lease_id;
+    call->reserve.lease_id_length = (uint32_t)strlen(call->lease_id);
+}
+
+/* A replay that took nothing: the attempt before was denied, or released
+ * (its upstream failed). The retry is then a new call, with the next
+ * attempt's lease; a retry of a call that is running or was answered is
+ * not. */
+static bool replay_took_nothing(const struct gw_call *call)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    return r->error == BACKEND_OK && r->replayed && (!r->allowed || r->released);
+}
+
 static enum MHD_Result after_reserve(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
     const struct reserve_result *r = &call->reserve_result;
+    if (replay_took_nothing(call) && request_id_of(ex) != NULL) {
+        if (call->attempt == GW_ATTEMPTS_MAX)
+            return gw_reply_error(ex, 409, "invalid_request_error", "request_attempts_exhausted",
+                                  0,
+                                  "This X-Request-Id was tried %d times already; send the call "
+                                  "with a new one.",
+                                  GW_ATTEMPTS_MAX + 1);
+        call->attempt++;
+        if (lease_id_of(ex, call->key->caller, call->attempt, call->lease_id,
+                        sizeof call->lease_id) != 0)
+            return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
+                                  "No lease id could be made.");
+        reserve_set_lease_id(call);
+        return exchange_call_backend(ex, reserve_start, after_reserve);
+    }
     activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_GATEWAY,
                      &call->reserve, r);
     if (r->error == BACKEND_UNAVAILABLE)
@@ -433,18 +478,17 @@ static enum MHD_Result handle_call(struct exchange *ex, enum gw_endpoint endpoin
                                  .output = call->estimate.output_tokens};
     if (gw_plan_reserve(&call->plan, config, key, model, &estimate, error, sizeof error) != 0)
         return gw_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
-    if (lease_id_of(ex, key->caller, call->lease_id, sizeof call->lease_id) != 0)
+    if (lease_id_of(ex, key->caller, 0, call->lease_id, sizeof call->lease_id) != 0)
         return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
                               "No lease id could be made.");
     call->reserve = (struct reserve_request){
-        .lease_id = call->lease_id,
-        .lease_id_length = (uint32_t)strlen(call->lease_id),
         .caller = key->caller,
         .caller_length = (uint32_t)strlen(key->caller),
         .requirements = call->plan.requirements,
         .requirement_count = call->plan.requirement_count,
         .states = call->states,
     };
+    reserve_set_lease_id(call);
     if (call->plan.requirement_count == 0) /* nothing to reserve: every amount was 0 */
         return gw_call_forward(ex, call);
     return exchange_call_backend(ex, reserve_start, after_reserve);

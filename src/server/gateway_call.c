@@ -96,12 +96,18 @@ static bool is_event_stream(const char *content_type)
     return strncasecmp(content_type, type, sizeof type - 1) == 0;
 }
 
-static void on_head(void *context, long status, const char *content_type)
+static void on_head(void *context, const struct gw_head *head)
 {
     struct gw_call *call = context;
+    long status = head->status;
+    const char *content_type = head->content_type;
     pthread_mutex_lock(&call->mutex);
     call->upstream_status = status;
     snprintf(call->upstream_content_type, sizeof call->upstream_content_type, "%s", content_type);
+    snprintf(call->upstream_retry_after, sizeof call->upstream_retry_after, "%s",
+             head->retry_after);
+    snprintf(call->upstream_retry_after_ms, sizeof call->upstream_retry_after_ms, "%s",
+             head->retry_after_ms);
     call->first_byte_ns = clock_monotonic_ns();
     struct exchange *wake = NULL;
     if (call->stream && status == 200 && is_event_stream(content_type)) {

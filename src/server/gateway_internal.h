@@ -116,6 +116,7 @@ struct gw_call {
     bool stream;               /* the client asked for a stream */
     bool client_include_usage; /* ... and for the usage chunk itself */
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
+    uint32_t attempt; /* of this X-Request-Id: 0, or the retries after a denial or a release */
     struct reserve_request reserve;
     struct reserve_result reserve_result;
     struct requirement_state states[GW_LIMITS_MAX];
@@ -129,6 +130,8 @@ struct gw_call {
     enum gw_call_mode mode;
     long upstream_status;
     char upstream_content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
+    char upstream_retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];    /* relayed on its errors */
+    char upstream_retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1]; /* ... */
     enum gw_forward_result upstream_result;
     char upstream_error[GW_FORWARD_ERROR_SIZE];
     bool upstream_done;

@@ -143,12 +143,32 @@ void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
         add_limit_headers(response, "tokens", tokens, now_unix_ms);
 }
 
+/* A header value the upstream sent that may go out again as it is. */
+static bool header_value_plain(const char *value)
+{
+    if (value[0] == '\0')
+        return false;
+    for (const char *c = value; *c != '\0'; c++) {
+        if (*c < 0x20 || *c > 0x7e)
+            return false;
+    }
+    return true;
+}
+
 enum MHD_Result gw_reply_answer(struct exchange *ex, struct gw_call *call)
 {
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
     char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
     snprintf(content_type, sizeof content_type, "%s", call->upstream_content_type);
+    /* An upstream's refusal keeps its advice on when to try again: the
+     * OpenAI SDK waits for it before it retries. */
+    char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1] = "";
+    char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1] = "";
+    if (status >= 400) {
+        snprintf(retry_after, sizeof retry_after, "%s", call->upstream_retry_after);
+        snprintf(retry_after_ms, sizeof retry_after_ms, "%s", call->upstream_retry_after_ms);
+    }
     size_t length = call->answer.length;
     char *data = buffer_detach(&call->answer);
     pthread_mutex_unlock(&call->mutex);
@@ -162,6 +182,10 @@ enum MHD_Result gw_reply_answer(struct exchange *ex, struct gw_call *call)
     }
     if (content_type[0] != '\0')
         MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (header_value_plain(retry_after))
+        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+    if (header_value_plain(retry_after_ms))
+        MHD_add_response_header(response, "retry-after-ms", retry_after_ms);
     gw_reply_headers(response, call, clock_now_ms(ex->server->clock));
     return queue(ex, status, response);
 }

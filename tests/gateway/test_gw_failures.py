@@ -136,6 +136,9 @@ class UpstreamFailures(GatewayTest, unittest.TestCase):
         self.assertEqual(status, 429, body)
         self.assertEqual(body["error"]["code"], "rate_limit_exceeded")
         self.assertIn("Rate limit reached for fake-fail-429", body["error"]["message"])
+        # The upstream's advice on when to retry reaches the client too.
+        self.assertEqual(headers.get("retry-after"), "1")
+        self.assertEqual(headers.get("retry-after-ms"), "1000")
         self.assert_released(c, before)
 
     def test_stream_refused_by_the_upstream_is_passed_on_and_released(self):

@@ -86,6 +86,62 @@ class RequestId(GatewayTest, unittest.TestCase):
             sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
+    def test_retry_after_a_denial_is_a_new_attempt(self):
+        """A retry of a denied call reserves again (a new lease each time), and
+        is forwarded once the limit has room; a retry of that one is a 409."""
+        c = self.gw.caller(conc=1)
+        request_id = {"X-Request-Id": "deny-1"}
+        holder = {}
+        thread = threading.Thread(target=lambda: holder.update(
+            answer=self.gw.call(c, CHAT, chat("m-slow-plain"))))
+        thread.start()
+        lease_ids = []
+        try:
+            self.gw.upstream.wait_for(lambda rs: rs and rs[-1]["body"]["model"].startswith(
+                "fake-normal:delay_ms"))
+            forwarded = self.forwarded()
+            for _ in range(2):
+                status, headers, body = self.gw.call(c, CHAT, chat("m-slow-plain"),
+                                                     headers=request_id)
+                self.assert_openai_error(status, body, 429, "rate_limit_exceeded")
+                lease_ids.append(headers["x-llmlimit-lease-id"])
+            self.assertEqual(self.forwarded(), forwarded)
+        finally:
+            thread.join(30)
+        self.assertEqual(holder["answer"][0], 200)
+        self.assertEqual(lease_ids[0], "gw:%s:deny-1" % c.name)
+        self.assertRegex(lease_ids[1], HASHED)
+        status, headers, _ = self.gw.call(c, CHAT, chat("m-slow-plain"), headers=request_id)
+        self.assertEqual(status, 200)
+        served = headers["x-llmlimit-lease-id"]
+        self.assertRegex(served, HASHED)
+        self.assertNotIn(served, lease_ids)
+        self.assertEqual(self.forwarded(), forwarded + 1)
+        status, headers, body = self.gw.call(c, CHAT, chat("m-slow-plain"), headers=request_id)
+        self.assert_openai_error(status, body, 409, "request_already_completed")
+        self.assertEqual(headers["x-llmlimit-lease-id"], served)
+        self.assertEqual(self.forwarded(), forwarded + 1)
+        self.assertEqual(c.used("req"), 2)
+
+    def test_retry_after_a_released_failure_is_forwarded_again_up_to_the_cap(self):
+        """An upstream failure releases the call, so its retry is a new call: it is
+        forwarded again, charged nothing, until the id's attempts run out (17)."""
+        c = self.gw.caller()
+        request_id = {"X-Request-Id": "fail-1"}
+        forwarded = self.forwarded()
+        lease_ids = []
+        for attempt in range(17):
+            status, headers, body = self.gw.call(c, CHAT, chat("m-fail-500"), headers=request_id)
+            self.assertEqual(status, 500, (attempt, body))
+            lease_ids.append(headers["x-llmlimit-lease-id"])
+        self.assertEqual(lease_ids[0], "gw:%s:fail-1" % c.name)
+        self.assertEqual(len(set(lease_ids)), 17)
+        self.assertEqual(self.forwarded(), forwarded + 17)
+        status, _, body = self.gw.call(c, CHAT, chat("m-fail-500"), headers=request_id)
+        self.assert_openai_error(status, body, 409, "request_attempts_exhausted")
+        self.assertEqual(self.forwarded(), forwarded + 17)
+        self.assertEqual(c.snapshot()["req"], (0, 0, 0))
+
     def test_request_id_outside_the_lease_id_alphabet_is_hashed_stably(self):
         """An id with other characters (or too long) becomes gw:h:<hash>, the same each time."""
         c = self.gw.caller()

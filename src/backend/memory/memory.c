@@ -46,6 +46,7 @@ static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32
 {
     result->replayed = true;
     result->finished = lease->state == MEM_LEASE_COMPLETED || lease->state == MEM_LEASE_RELEASED;
+    result->released = lease->state == MEM_LEASE_RELEASED;
     if (lease->state == MEM_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < count; i++) {

@@ -348,6 +348,7 @@ static int replay(const struct sq_lease_rec *lease, const struct reserve_request
     }
     result->replayed = true;
     result->finished = lease->state == SQ_LEASE_COMPLETED || lease->state == SQ_LEASE_RELEASED;
+    result->released = lease->state == SQ_LEASE_RELEASED;
     if (lease->state == SQ_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         denied_parse(lease->denied, request, result);

@@ -57,6 +57,7 @@ static void replay(const struct tb_lease *lease, const struct reserve_request *r
     }
     result->replayed = true;
     result->finished = lease->state == TB_LEASE_COMPLETED || lease->state == TB_LEASE_RELEASED;
+    result->released = lease->state == TB_LEASE_RELEASED;
     if (lease->state == TB_LEASE_DENIED) {
         result->retry_after_ms = lease->retry_after_ms;
         for (uint32_t i = 0; i < request->requirement_count; i++) {
