@@ -85,6 +85,27 @@ class Metrics(GatewayTest, unittest.TestCase):
         self.assertEqual(inf, 3)
         self.assertGreater(value("upstream_latency_seconds_sum", "m-counted", a), 0)
 
+    def test_console_reports_the_same_counts_by_model_and_caller(self):
+        """GET /v1/console/gateway: per model and caller, the calls, tokens, cost and denials."""
+        a = self.gw.caller(req=2)
+        self.assertEqual(self.gw.call(a, CHAT, chat("m-fail-500"))[0], 500)  # released
+        for _ in range(2):
+            self.assertEqual(self.gw.call(a, CHAT, chat("m-counted", max_tokens=600))[0], 200)
+        self.assertEqual(self.gw.call(a, CHAT, chat("m-counted", max_tokens=600))[0], 429)
+        status, _, body = self.gw.server.request("GET", "/v1/console/gateway")
+        self.assertEqual(status, 200, body)
+        rows = {row["model"]: row for row in body["keys"] if row["caller"] == a.name}
+        self.assertEqual(set(rows), {"m-counted", "m-fail-500"})
+        counted = rows["m-counted"]
+        self.assertEqual(counted, {
+            "model": "m-counted", "caller": a.name, "team": a.team, "requests": 2,
+            "tokens": 2 * (1001 + 499), "usd_micros": 2 * cost(1001, 499), "denials": 1,
+            "upstream_errors": 0, "input_tokens": 2 * 1001, "output_tokens": 2 * 499})
+        failed = rows["m-fail-500"]
+        self.assertEqual((failed["requests"], failed["upstream_errors"], failed["usd_micros"],
+                          failed["denials"]), (1, 1, 0, 0))
+        self.assertEqual(a.used("usd"), 2 * cost(1001, 499))
+
     def test_request_counters_of_the_gateway_routes(self):
         """llmlimit_requests_total counts the gateway's routes by their own status."""
         c = self.gw.caller(req=1)
