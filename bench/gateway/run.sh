@@ -17,6 +17,7 @@
 #   BENCH_THREADS (wrk threads, 1), BENCH_WARMUP (seconds of unmeasured load
 #   before each run, 3: a JIT-compiled gateway starts slow), BENCH_TARGETS
 #   (nginx,portkey),
+#   BENCH_LLMLIMITD_ARGS (more flags for llmlimitd, e.g. --threads 1),
 #   BENCH_PORTKEY_VERSION (1.15.2), BENCH_PORTKEY_DIR (where it is installed
 #   with npm; BUILD_DIR/bench-gateway/portkey),
 #   BENCH_GATEWAY_HOOK=FILE: a shell file sourced after the targets above,
@@ -251,7 +252,8 @@ run_llmlimit() {
 JSON
     port=$(free_port)
     start_process "llmlimit-$backend" "$port" "$BUILD/llmlimitd" --listen "127.0.0.1:$port" \
-        --backend "$backend" --data-dir "$dir/data" --gateway-config "$dir/gateway.json"
+        --backend "$backend" --data-dir "$dir/data" --gateway-config "$dir/gateway.json" \
+        ${BENCH_LLMLIMITD_ARGS:-}
     url="http://127.0.0.1:$port"
     cli="$BUILD/llmlimit --url $url --compact"
     $cli limits put --key "bench:$MODEL:rpm" --kind rolling --capacity 1000000000000 \

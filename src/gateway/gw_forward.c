@@ -41,6 +41,7 @@ struct gw_transfer {
     bool done;      /* on_done has run */
     bool cancelled; /* on_done gives GW_FORWARD_CANCELLED */
     bool aborted;   /* a callback asked to stop */
+    bool reusable;  /* its handle ran to a clean end: it may serve another transfer */
     char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
     char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];
     char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1];
@@ -65,6 +66,12 @@ struct gw_forward {
     uint32_t tick_interval_ms;
     int64_t next_tick_ms; /* engine thread only */
     struct gw_forward_stats stats;
+    /* Handles of ended transfers, for the next ones (under mutex): a new
+     * easy handle costs an allocation of several KiB, zeroed, and its
+     * defaults; a reused one keeps them, and every option a transfer needs
+     * is set again for it. */
+    CURL *easy_kept[GW_EASY_HANDLES_KEPT];
+    uint32_t easy_kept_count;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -97,9 +104,34 @@ static bool post(struct gw_forward *engine, enum command_kind kind, struct gw_tr
 
 /* ---- transfers (engine thread) ------------------------------------------- */
 
-static void transfer_free(struct gw_transfer *t)
+static CURL *easy_take(struct gw_forward *engine)
 {
-    if (t->easy != NULL)
+    CURL *easy = NULL;
+    pthread_mutex_lock(&engine->mutex);
+    if (engine->easy_kept_count > 0)
+        easy = engine->easy_kept[--engine->easy_kept_count];
+    pthread_mutex_unlock(&engine->mutex);
+    return easy != NULL ? easy : curl_easy_init();
+}
+
+static void easy_give_back(struct gw_forward *engine, CURL *easy)
+{
+    pthread_mutex_lock(&engine->mutex);
+    if (engine->easy_kept_count < GW_EASY_HANDLES_KEPT) {
+        engine->easy_kept[engine->easy_kept_count++] = easy;
+        easy = NULL;
+    }
+    pthread_mutex_unlock(&engine->mutex);
+    if (easy != NULL)
+        curl_easy_cleanup(easy);
+}
+
+static void transfer_free(struct gw_forward *engine, struct gw_transfer *t)
+{
+    assert(!t->added);
+    if (t->easy != NULL && t->reusable)
+        easy_give_back(engine, t->easy);
+    else if (t->easy != NULL)
         curl_easy_cleanup(t->easy);
     curl_slist_free_all(t->headers);
     free(t->url);
@@ -155,6 +187,9 @@ static void transfer_end(struct gw_forward *engine, struct gw_transfer *t, CURLc
                         : t->curl_error[0] != '\0' ? t->curl_error
                                                    : curl_easy_strerror(code);
     t->done = true;
+    /* Only a handle whose transfer ended on its own is reused: one paused,
+     * aborted or cancelled midway keeps that state. */
+    t->reusable = result == GW_FORWARD_OK && t->head_seen;
     t->ops->on_done(t->context, result, error);
     t->next_zombie = engine->zombies;
     engine->zombies = t;
@@ -228,9 +263,10 @@ static size_t on_body(char *bytes, size_t size, size_t count, void *userdata)
 }
 
 /* 0, or -1 when curl refuses an option (out of memory). */
-static int transfer_setup(struct gw_transfer *t, const struct gw_transfer_spec *spec)
+static int transfer_setup(struct gw_forward *engine, struct gw_transfer *t,
+                          const struct gw_transfer_spec *spec)
 {
-    t->easy = curl_easy_init();
+    t->easy = easy_take(engine);
     if (t->easy == NULL)
         return -1;
     struct curl_slist *h = NULL;
@@ -338,7 +374,7 @@ static void drain(struct gw_forward *engine)
     }
     while (zombies != NULL) {
         struct gw_transfer *next = zombies->next_zombie;
-        transfer_free(zombies);
+        transfer_free(engine, zombies);
         zombies = next;
     }
 }
@@ -465,6 +501,8 @@ void gw_forward_stop(struct gw_forward *engine)
     curl_multi_wakeup(engine->multi);
     pthread_join(engine->thread, NULL);
     assert(engine->active == 0);
+    for (uint32_t i = 0; i < engine->easy_kept_count; i++)
+        curl_easy_cleanup(engine->easy_kept[i]);
     curl_multi_cleanup(engine->multi);
     pthread_mutex_destroy(&engine->mutex);
     free(engine);
@@ -489,8 +527,8 @@ struct gw_transfer *gw_forward_submit(struct gw_forward *engine,
             snprintf(t->authorization, n, "Authorization: Bearer %s", spec->api_key);
     }
     if (t->url == NULL || (spec->api_key != NULL && t->authorization == NULL) ||
-        transfer_setup(t, spec) != 0 || !post(engine, COMMAND_START, t)) {
-        transfer_free(t);
+        transfer_setup(engine, t, spec) != 0 || !post(engine, COMMAND_START, t)) {
+        transfer_free(engine, t);
         return NULL;
     }
     pthread_mutex_lock(&engine->mutex);

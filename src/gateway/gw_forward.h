@@ -33,7 +33,7 @@ enum gw_forward_result {
  * for each piece of the body, then on_done exactly once. */
 struct gw_head {
     long status;
-    const char *content_type; /* "" when none; the strings live until on_head returns */
+    const char *content_type;   /* "" when none; the strings live until on_head returns */
     const char *retry_after;    /* "" when none */
     const char *retry_after_ms; /* "" when none */
 };

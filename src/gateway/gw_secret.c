@@ -7,14 +7,51 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/random.h>
+
+/* The digest fetched once, and a context per thread: EVP_Digest would
+ * look the algorithm up and allocate a context on every call (a gateway
+ * hashes the key of every call). */
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_key; /* the thread's EVP_MD_CTX, freed as it ends */
+static bool sha256_key_made;
+
+static void sha256_context_free(void *context)
+{
+    EVP_MD_CTX_free(context);
+}
+
+static void sha256_fetch(void)
+{
+    sha256_key_made = pthread_key_create(&sha256_key, sha256_context_free) == 0;
+    if (sha256_key_made)
+        sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+}
 
 int gw_sha256(const void *data, size_t length, uint8_t digest[GW_SHA256_BYTES])
 {
     assert(data != NULL || length == 0);
+    pthread_once(&sha256_once, sha256_fetch);
+    if (sha256_md == NULL)
+        return -1;
+    EVP_MD_CTX *sha256_context = pthread_getspecific(sha256_key);
+    if (sha256_context == NULL) {
+        sha256_context = EVP_MD_CTX_new();
+        if (sha256_context == NULL)
+            return -1;
+        if (pthread_setspecific(sha256_key, sha256_context) != 0) {
+            EVP_MD_CTX_free(sha256_context);
+            return -1;
+        }
+    }
     unsigned int digest_length = 0;
-    if (EVP_Digest(data, length, digest, &digest_length, EVP_sha256(), NULL) != 1)
+    if (EVP_DigestInit_ex2(sha256_context, sha256_md, NULL) != 1 ||
+        EVP_DigestUpdate(sha256_context, data, length) != 1 ||
+        EVP_DigestFinal_ex(sha256_context, digest, &digest_length) != 1)
         return -1;
     assert(digest_length == GW_SHA256_BYTES);
     return 0;

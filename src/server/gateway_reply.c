@@ -73,20 +73,27 @@ enum MHD_Result gw_reply_error(struct exchange *ex, unsigned status, const char 
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
 static void duration_text(int64_t ms, char *out, size_t size)
 {
+    assert(size >= 3 * 21 + 4); /* "<h>h<m>m<s>s" */
     if (ms < 0)
         ms = 0;
+    char *at = out;
     if (ms < 1000) {
-        snprintf(out, size, "%" PRId64 "ms", ms);
+        at = buffer_put_i64(at, ms);
+        memcpy(at, "ms", 3);
         return;
     }
-    int64_t seconds = (ms + 999) / 1000;
+    int64_t seconds = ms / 1000 + (ms % 1000 != 0);
     int64_t hours = seconds / 3600, minutes = seconds % 3600 / 60, rest = seconds % 60;
-    if (hours > 0)
-        snprintf(out, size, "%" PRId64 "h%" PRId64 "m%" PRId64 "s", hours, minutes, rest);
-    else if (minutes > 0)
-        snprintf(out, size, "%" PRId64 "m%" PRId64 "s", minutes, rest);
-    else
-        snprintf(out, size, "%" PRId64 "s", rest);
+    if (hours > 0) {
+        at = buffer_put_i64(at, hours);
+        *at++ = 'h';
+    }
+    if (hours > 0 || minutes > 0) {
+        at = buffer_put_i64(at, minutes);
+        *at++ = 'm';
+    }
+    at = buffer_put_i64(at, rest);
+    memcpy(at, "s", 2);
 }
 
 /* The most constrained of the reserved limits that count `what`: the one
@@ -108,22 +115,28 @@ static const struct requirement_state *tightest(const struct gw_call *call, unsi
     return best;
 }
 
-static void add_limit_headers(struct MHD_Response *response, const char *what,
+struct limit_header_names {
+    const char *limit, *remaining, *reset;
+};
+
+static const struct limit_header_names requests_headers = {
+    "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"};
+static const struct limit_header_names tokens_headers = {
+    "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"};
+
+static void add_limit_headers(struct MHD_Response *response, const struct limit_header_names *names,
                               const struct requirement_state *state, int64_t now_unix_ms)
 {
-    char name[64], value[32];
-    snprintf(name, sizeof name, "x-ratelimit-limit-%s", what);
-    snprintf(value, sizeof value, "%" PRIu64, state->capacity);
-    MHD_add_response_header(response, name, value);
+    char value[80]; /* every answer has these: no printf */
+    *buffer_put_u64(value, state->capacity) = '\0';
+    MHD_add_response_header(response, names->limit, value);
     if (!state->known)
         return; /* the backend cannot tell what is left (docs/gateway.md) */
-    snprintf(name, sizeof name, "x-ratelimit-remaining-%s", what);
-    snprintf(value, sizeof value, "%" PRId64, state->available > 0 ? state->available : 0);
-    MHD_add_response_header(response, name, value);
-    snprintf(name, sizeof name, "x-ratelimit-reset-%s", what);
+    *buffer_put_i64(value, state->available > 0 ? state->available : 0) = '\0';
+    MHD_add_response_header(response, names->remaining, value);
     duration_text(state->reset_at_unix_ms > 0 ? state->reset_at_unix_ms - now_unix_ms : 0, value,
                   sizeof value);
-    MHD_add_response_header(response, name, value);
+    MHD_add_response_header(response, names->reset, value);
 }
 
 void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
@@ -138,9 +151,9 @@ void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
         tightest(call, (1u << GW_AMOUNT_TOKENS) | (1u << GW_AMOUNT_INPUT_TOKENS) |
                            (1u << GW_AMOUNT_OUTPUT_TOKENS));
     if (requests != NULL)
-        add_limit_headers(response, "requests", requests, now_unix_ms);
+        add_limit_headers(response, &requests_headers, requests, now_unix_ms);
     if (tokens != NULL)
-        add_limit_headers(response, "tokens", tokens, now_unix_ms);
+        add_limit_headers(response, &tokens_headers, tokens, now_unix_ms);
 }
 
 /* A header value the upstream sent that may go out again as it is. */
