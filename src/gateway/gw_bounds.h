@@ -31,23 +31,21 @@
 /* Forwarding (gw_forward.c, src/server/gateway.c). */
 #define GW_TRANSFERS_MAX 65536           /* upstream calls at once; past it: 503 */
 #define GW_UPSTREAM_CONNECTIONS_MAX 4096 /* idle keep-alive connections kept */
-#define GW_ENGINES_MAX 16                /* forwarding threads (one per HTTP thread) */
 #define GW_EASY_HANDLES_KEPT 256         /* curl handles of ended transfers kept for reuse */
 #define GW_CONTENT_TYPE_LENGTH_MAX 255   /* the upstream's Content-Type we keep */
 #define GW_RETRY_AFTER_LENGTH_MAX 31     /* its Retry-After and retry-after-ms, relayed */
 #define GW_ANSWER_BYTES_MAX (64u << 20)  /* an upstream answer that does not stream */
-#define GW_STREAM_BUFFER_BYTES                                                                     \
-    (256u << 10)                            /* a stream's bytes waiting for the client: past       \
-                                               this the upstream is paused */
+/* A stream's bytes waiting for the client: past this the upstream is paused. */
+#define GW_STREAM_BUFFER_BYTES (256u << 10)
 #define GW_CLIENT_CHECK_MS 100              /* how often waiting clients are checked */
 #define GW_STREAM_BLOCK_BYTES (4u << 10)    /* what MHD asks of a stream at once */
 #define GW_SSE_ARENA_INLINE_BYTES 2048      /* a stream event's parse, without a heap block */
 #define GW_UPLOAD_BUFFER_BYTES (16u << 10)  /* curl's upload buffer per transfer (its least) */
 #define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */
 #define GW_REQUEST_ID_LENGTH_MAX 1024       /* of X-Request-Id that goes into a lease id's hash */
-#define GW_ATTEMPTS_MAX                                                                            \
-    16 /* leases one X-Request-Id may take: a retry after a 429 or a                               \
-          released failure is a new attempt */
+/* Leases one X-Request-Id may take: a retry after a 429 or a released
+ * failure is a new attempt (docs/gateway.md). */
+#define GW_ATTEMPTS_MAX 16
 
 /* A request. */
 #define GW_N_MAX 128        /* n (and best_of) */

@@ -54,15 +54,10 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     pthread_mutex_init(&g->config_mutex, NULL);
     pthread_mutex_init(&g->calls_mutex, NULL);
     pthread_cond_init(&g->calls_idle, NULL);
-    uint32_t engines =
-        server->config.threads < GW_ENGINES_MAX ? server->config.threads : GW_ENGINES_MAX;
-    for (uint32_t i = 0; i < engines; i++) {
-        if (gw_forward_start(&g->engines[i], i == 0 ? gw_calls_check_clients : NULL, g,
-                             GW_CLIENT_CHECK_MS, error, error_size) != 0) {
-            gateway_close(g);
-            return -1;
-        }
-        g->engine_count++;
+    if (gw_forward_start(&g->engine, gw_calls_check_clients, g, GW_CLIENT_CHECK_MS, error,
+                         error_size) != 0) {
+        gateway_close(g);
+        return -1;
     }
     *out = g;
     return 0;
@@ -75,7 +70,7 @@ void gateway_quiesce(struct gateway *g)
     for (struct gw_call *call = g->calls; call != NULL; call = call->next_active) {
         pthread_mutex_lock(&call->mutex);
         if (call->transfer != NULL)
-            gw_forward_cancel(call->engine, call->transfer);
+            gw_forward_cancel(g->engine, call->transfer);
         pthread_mutex_unlock(&call->mutex);
     }
     while (g->calls != NULL)
@@ -87,8 +82,8 @@ void gateway_close(struct gateway *g)
 {
     if (g == NULL)
         return;
-    for (uint32_t i = 0; i < g->engine_count; i++)
-        gw_forward_stop(g->engines[i]);
+    if (g->engine != NULL)
+        gw_forward_stop(g->engine);
     assert(g->calls == NULL);
     gw_config_release(g->config);
     gw_stats_free(&g->stats);

@@ -247,10 +247,7 @@ static void forward_start(struct exchange *ex)
     pthread_mutex_lock(&call->mutex);
     call->waiting = true;
     call->forwarded_ns = clock_monotonic_ns();
-    struct gateway *g = call->gateway;
-    uint32_t next = __atomic_fetch_add(&g->engine_next, 1, __ATOMIC_RELAXED);
-    call->engine = g->engines[next % g->engine_count];
-    call->transfer = gw_forward_submit(call->engine, &spec, &transfer_ops, call);
+    call->transfer = gw_forward_submit(call->gateway->engine, &spec, &transfer_ops, call);
     bool failed = call->transfer == NULL;
     if (failed) {
         call->upstream_done = true;
@@ -478,7 +475,7 @@ void gw_calls_check_clients(void *context)
             call->transfer != NULL && !call->client_gone && (call->waiting || call->parked);
         if (watched && client_left(call->client_fd)) {
             call->client_gone = true;
-            gw_forward_cancel(call->engine, call->transfer);
+            gw_forward_cancel(g->engine, call->transfer);
         }
         pthread_mutex_unlock(&call->mutex);
     }
@@ -512,7 +509,7 @@ void gw_call_exchange_gone(struct gw_call *call)
     call->exchange = NULL;
     if (call->transfer != NULL) {
         call->client_gone = true;
-        gw_forward_cancel(call->engine, call->transfer);
+        gw_forward_cancel(call->gateway->engine, call->transfer);
     }
     /* An allowed reserve (this call's own, not a replay of another's) that
      * was never forwarded: the client left while the reserve ran, and MHD
@@ -548,7 +545,7 @@ static ssize_t stream_take(struct gw_call *call, char *out, size_t room)
                    call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
     if (unpause) {
         call->upstream_paused = false;
-        gw_forward_unpause(call->engine, call->transfer);
+        gw_forward_unpause(call->gateway->engine, call->transfer);
     }
     return (ssize_t)n;
 }

@@ -75,11 +75,9 @@ struct gateway {
     char config_path[4096];
     pthread_mutex_t config_mutex; /* swapping `config` and retaining it */
     struct gw_config *config;
-    /* Forwarding threads, as many as the HTTP threads: each call goes to
-     * the next; the first also checks waiting clients. */
-    struct gw_forward *engines[GW_ENGINES_MAX];
-    uint32_t engine_count;
-    uint32_t engine_next;        /* atomic */
+    /* The forwarding thread: one for every call (with a second one, a
+     * thread per core, the gateway benchmark's p99 was worse). */
+    struct gw_forward *engine;
     pthread_mutex_t calls_mutex; /* the calls list and `quiescing` */
     pthread_cond_t calls_idle;   /* signalled when `calls` becomes empty */
     struct gw_call *calls;       /* forwarded, not yet settled */
@@ -128,7 +126,6 @@ struct gw_call {
 
     /* forwarding */
     bool forward_started;         /* forward_start ran: settling the lease is its */
-    struct gw_forward *engine;    /* that runs its transfer, once forwarded */
     struct gw_transfer *transfer; /* NULL when none is running */
     bool waiting;                 /* the exchange is suspended for the answer */
     bool woken;                   /* ... and has been woken */
