@@ -32,6 +32,7 @@
 #define GW_TRANSFERS_MAX 65536           /* upstream calls at once; past it: 503 */
 #define GW_UPSTREAM_CONNECTIONS_MAX 4096 /* idle keep-alive connections kept */
 #define GW_EASY_HANDLES_KEPT 256         /* curl handles of ended transfers kept for reuse */
+#define GW_CALLS_KEPT 256                /* ended calls' objects kept for reuse */
 #define GW_CONTENT_TYPE_LENGTH_MAX 255   /* the upstream's Content-Type we keep */
 #define GW_RETRY_AFTER_LENGTH_MAX 31     /* its Retry-After and retry-after-ms, relayed */
 #define GW_ANSWER_BYTES_MAX (64u << 20)  /* an upstream answer that does not stream */

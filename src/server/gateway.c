@@ -54,6 +54,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     pthread_mutex_init(&g->config_mutex, NULL);
     pthread_mutex_init(&g->calls_mutex, NULL);
     pthread_cond_init(&g->calls_idle, NULL);
+    pthread_mutex_init(&g->pool_mutex, NULL);
     if (gw_forward_start(&g->engine, gw_calls_check_clients, g, GW_CLIENT_CHECK_MS, error,
                          error_size) != 0) {
         gateway_close(g);
@@ -85,6 +86,12 @@ void gateway_close(struct gateway *g)
     if (g->engine != NULL)
         gw_forward_stop(g->engine);
     assert(g->calls == NULL);
+    while (g->pool != NULL) {
+        struct gw_call *next = g->pool->next_free;
+        free(g->pool);
+        g->pool = next;
+    }
+    pthread_mutex_destroy(&g->pool_mutex);
     gw_config_release(g->config);
     gw_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
@@ -140,6 +147,15 @@ void gw_call_release(struct gw_call *call)
     gw_sse_free(&call->sse);
     gw_config_release(call->config);
     pthread_mutex_destroy(&call->mutex);
+    struct gateway *g = call->gateway;
+    pthread_mutex_lock(&g->pool_mutex);
+    if (g->pool_count < GW_CALLS_KEPT) {
+        call->next_free = g->pool;
+        g->pool = call;
+        g->pool_count++;
+        call = NULL;
+    }
+    pthread_mutex_unlock(&g->pool_mutex);
     free(call);
 }
 
@@ -156,14 +172,23 @@ static void exchange_cleanup(struct exchange *ex)
 static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
                                 const struct gw_key *key, enum gw_endpoint endpoint)
 {
-    struct gw_call *call = malloc(sizeof *call);
+    struct gateway *g = ex->server->gateway;
+    pthread_mutex_lock(&g->pool_mutex);
+    struct gw_call *call = g->pool;
+    if (call != NULL) {
+        g->pool = call->next_free;
+        g->pool_count--;
+    }
+    pthread_mutex_unlock(&g->pool_mutex);
+    if (call == NULL)
+        call = malloc(sizeof *call);
     if (call == NULL)
         return NULL;
     memset(call, 0, offsetof(struct gw_call, plan));
     memset(&call->stream, 0, sizeof *call - offsetof(struct gw_call, stream));
     pthread_mutex_init(&call->mutex, NULL);
     call->references = 1; /* the exchange's */
-    call->gateway = ex->server->gateway;
+    call->gateway = g;
     call->config = config;
     call->key = key;
     call->endpoint = endpoint;

@@ -84,6 +84,12 @@ struct gateway {
     uint32_t call_count;
     bool quiescing;
     struct gw_stats stats;
+    /* Ended calls kept for the next ones: a fresh malloc of one (about
+     * 30 KiB) per call made glibc consolidate its small-chunk bins every
+     * time, as request objects did (src/server/http.c). */
+    pthread_mutex_t pool_mutex;
+    struct gw_call *pool;
+    uint32_t pool_count;
 };
 
 /* The config in force, retained: release it with gw_config_release. */
@@ -167,6 +173,7 @@ struct gw_call {
     bool linked; /* in gateway.calls: forwarded, not yet settled */
     struct gw_call *previous_active;
     struct gw_call *next_active;
+    struct gw_call *next_free; /* in gateway.pool */
 };
 
 /* References: the caller holds one more / drops one (the last frees). */
