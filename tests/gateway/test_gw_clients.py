@@ -36,7 +36,8 @@ class ClientGone(GatewayTest, unittest.TestCase):
         freed_s = time.monotonic() - started
         self.assertTrue(freed, "the concurrency slot was not freed")
         self.assertLessEqual(freed_s, SECOND, "slot freed after %.3f s" % freed_s)
-        record = self.gw.upstream.wait_for(lambda rs: rs[-1]["client_gone"])[-1]
+        record = self.gw.upstream.wait_for(
+            lambda rs: rs[-1]["client_gone"] and rs[-1]["end"] is not None)[-1]
         cancel_ms = record["client_gone_unix_ms"] - closed_ms
         self.assertLessEqual(cancel_ms, SECOND * 1000, "upstream cancelled after %d ms"
                              % cancel_ms)

@@ -164,6 +164,8 @@ class UpstreamFailures(GatewayTest, unittest.TestCase):
         before = c.snapshot()
         status, _, body = self.gw.call(c, CHAT, chat("m-close"))
         self.assert_openai_error(status, body, 502, "upstream_error", "server_error")
+        # The fake upstream logs its end after closing: the 502 may come first.
+        self.gw.upstream.wait_for(lambda rs: rs and rs[-1]["end"] is not None)
         self.assertEqual(self.gw.upstream.requests()[-1]["end"], "closed")
         self.assert_released(c, before)
 
