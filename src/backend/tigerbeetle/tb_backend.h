@@ -48,13 +48,16 @@ enum tb_account_code {
 struct tb_hold_note {
     int64_t expires_at_ms; /* local clock */
     int64_t period_start_ms;
-    uint64_t amount;
+    uint64_t amount; /* what it still holds until then: 0 once released */
 };
 
+/* Notes are numbered in the order they are made (from 1), so a complete
+ * or release finds its hold's note in one step while it is still kept. */
 struct tb_hold_ring {
     struct tb_hold_note *notes; /* TB_HOLD_TRACK_MAX, allocated on first use */
     uint32_t head;
     uint32_t count;
+    uint64_t head_sequence; /* the number of notes[head] */
 };
 
 struct tb_limit {
@@ -96,6 +99,7 @@ struct tb_lease_hold {
     uint64_t timestamp_ns; /* the reserve transfer's cluster timestamp */
     uint32_t timeout_seconds;
     int64_t period_start_ms; /* budgets */
+    uint64_t note_sequence;  /* its retry-after note here, 0: none */
     uint8_t kind;
     bool denied;
 };
@@ -300,9 +304,13 @@ int tb_registry_list(struct backend *base, struct limit_state **out, size_t *cou
 int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                       struct limit_usage *out);
 void tb_registry_free(struct tb_backend *b);
-/* Adds a hold note / computes retry_after for a denied requirement. */
-void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
-                           int64_t period_start_ms, uint64_t amount);
+/* Adds a hold note, returning its number (0 when out of memory) /
+ * computes retry_after for a denied requirement. */
+uint64_t tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+                               int64_t period_start_ms, uint64_t amount);
+/* A complete or release changed what a noted hold keeps until its expiry:
+ * amount (0: nothing). A note already forgotten (or 0) is left alone. */
+void tb_registry_renote_hold(struct tb_limit *limit, uint64_t sequence, uint64_t amount);
 int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
                                 int64_t period_start_ms, int64_t now_ms);
 

@@ -459,6 +459,21 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
     return true;
 }
 
+/* Retry-after notes of the holds this attempt voided: what each still
+ * holds until its expiry (a rolling complete keeps the actual; everything
+ * else frees at once). A void that failed changed nothing; one whose
+ * chain failed on an overage keeps the reserved amount, as noted. */
+static void renote_voided(const struct tb_job *job)
+{
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        if (job->codes[job->hold_event[i]] != TBC_TRANSFER_OK)
+            continue;
+        bool kept = job->kind == TB_JOB_COMPLETE && hold->kind == LIMIT_ROLLING;
+        tb_registry_renote_hold(hold->limit, hold->note_sequence, kept ? job->actual[i] : 0);
+    }
+}
+
 static void settle_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
@@ -470,6 +485,7 @@ static void settle_done(struct tbc_item *item)
     }
     bool conflict = false, failed = false, follow = false;
     uint32_t checks = 0;
+    renote_voided(job);
     for (uint32_t i = 0; i < job->hold_count; i++) {
         if (!understand(job, i, &conflict, &follow))
             failed = true;
@@ -539,6 +555,7 @@ static void release_done(struct tbc_item *item)
         return;
     }
     bool conflict = false, failed = false;
+    renote_voided(job);
     for (uint32_t i = 0; i < job->hold_count; i++) {
         uint32_t code = job->codes[job->hold_event[i]];
         if (code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32 ||
@@ -707,6 +724,7 @@ static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tb
     hold->timestamp_ns = t->timestamp;
     hold->timeout_seconds = t->timeout;
     hold->period_start_ms = (int64_t)t->user_data_64;
+    hold->note_sequence = 0; /* made elsewhere, or forgotten here */
     hold->kind = kind;
     hold->denied = false;
     job->scan->expected = count;

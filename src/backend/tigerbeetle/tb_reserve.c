@@ -115,6 +115,7 @@ static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bo
         hold->kind = (uint8_t)d->kind;
         hold->timeout_seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
         hold->period_start_ms = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+        hold->note_sequence = 0;
         hold->denied = false;
         job->request_index[i] = (uint8_t)i;
         if (d->kind == LIMIT_BUDGET ? !tb_limit_period_ready(limits[i], hold->period_start_ms)
@@ -264,13 +265,14 @@ static void allowed(struct tb_backend *b, struct tb_job *job, bool replayed)
     tb_job_finish(job);
 }
 
-static void note_holds(struct tb_backend *b, const struct tb_job *job)
+static void note_holds(struct tb_backend *b, struct tb_job *job)
 {
     int64_t now_ms = clock_now_ms(b->clock);
     for (uint32_t i = 0; i < job->hold_count; i++) {
-        const struct tb_lease_hold *hold = &job->holds[i];
-        tb_registry_note_hold(b, hold->limit, now_ms + (int64_t)hold->timeout_seconds * 1000,
-                              hold->period_start_ms, hold->amount);
+        struct tb_lease_hold *hold = &job->holds[i];
+        hold->note_sequence =
+            tb_registry_note_hold(b, hold->limit, now_ms + (int64_t)hold->timeout_seconds * 1000,
+                                  hold->period_start_ms, hold->amount);
     }
 }
 
