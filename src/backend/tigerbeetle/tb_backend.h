@@ -27,6 +27,7 @@ enum tb_code {
     TB_CODE_SPEND = 6,     /* budget: an amount owed to the period */
     TB_CODE_SETTLE = 7,    /* budget: free capacity paying what is owed */
     TB_CODE_CUT = 8,       /* budget: a capacity decrease owed to the period */
+    TB_CODE_FINAL = 9,     /* a lease finalized after all its holds expired */
 };
 /* Account codes. */
 enum tb_account_code {
@@ -37,6 +38,7 @@ enum tb_account_code {
     TB_ACCOUNT_CODE_BUDGET = 5,
     TB_ACCOUNT_CODE_SPEND = 6,
     TB_ACCOUNT_CODE_CUT = 7,
+    TB_ACCOUNT_CODE_FINALIZED = 8,
 };
 /* user_data_32 of a void says who voided: a complete or a release. A void
  * of the other kind then fails with exists_with_different_user_data_32,
@@ -179,6 +181,7 @@ struct tb_job {
     uint32_t failed_hold; /* reserve: the hold the chain failed on */
     bool failed;          /* a step failed: answer backend_error */
     bool conflict;        /* released before: already_finalized */
+    bool final_marker;    /* every hold had expired: the finalization is marked */
 
     /* the current TigerBeetle item and its buffers; everything from here
      * on is not cleared when a job is made */
@@ -213,6 +216,7 @@ struct tb_backend {
 
     struct tbc_submitter *submitter;
     tbc_u128 operator_id;
+    tbc_u128 finalized_id; /* acct:finalized: the other side of finalization markers */
     bool operator_created;
 
     /* registry */
@@ -221,8 +225,12 @@ struct tb_backend {
     uint32_t live_limit_count;
     uint32_t limit_count; /* live and deleted */
 
-    /* lease cache */
+    /* lease cache, and the reserves in doubt (tb_leases_doubt_*) */
     pthread_mutex_t lease_lock;
+    struct {
+        uint64_t hash; /* of the lease id; 0: free */
+        int64_t at_ms; /* monotonic: when it was answered 503 */
+    } doubts[TB_DOUBT_SLOTS];
     struct tb_lease **lease_buckets;
     uint32_t lease_bucket_mask;
     uint32_t lease_count;
@@ -331,6 +339,12 @@ struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease,
                                   uint32_t hold_count);
 /* Drops entries past retention (bounded work). */
 void tb_leases_expire(struct tb_backend *b, int64_t now_ms);
+/* A reserve of the lease was answered 503: its request may still land
+ * (docs/tigerbeetle.md "Deadlines"). */
+void tb_leases_doubt_note(struct tb_backend *b, const char *id, uint32_t id_length);
+/* Whether an earlier reserve of the lease answered 503 may still land, so
+ * a denial now could be contradicted by holds made after it. */
+bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length);
 
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
 /* A new job for request `index` of the call; NULL when out of memory. */

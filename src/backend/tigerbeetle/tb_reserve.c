@@ -308,10 +308,13 @@ static void chain_done(struct tbc_item *item)
     struct tb_backend *b = job->call->backend;
     assert(item == &job->item);
     assert(job->step == STEP_CHAIN);
+    const struct reserve_request *request = job->request;
     if (item->status != TBC_ITEM_OK) {
         if (item->status == TBC_ITEM_INVALID)
             fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
                     item->invalid_index, item->invalid_code);
+        else
+            tb_leases_doubt_note(b, request->lease_id, request->lease_id_length);
         answer_unavailable(job);
         return;
     }
@@ -325,7 +328,15 @@ static void chain_done(struct tbc_item *item)
         return;
     }
     job->failed_hold = failed;
-    const struct reserve_request *request = job->request;
+    /* On 0.15.3 a denial records nothing, so an earlier attempt still in
+     * flight could hold the lease after it: not a denial yet (0.17 burns
+     * the ids, and the earlier attempt then fails). */
+    if (code == TBC_TRANSFER_EXCEEDS_CREDITS &&
+        tbc_submitter_dialect(b->submitter) == TBC_DIALECT_0_15 &&
+        tb_leases_in_doubt(b, request->lease_id, request->lease_id_length)) {
+        answer_unavailable(job);
+        return;
+    }
     if (code == TBC_TRANSFER_EXCEEDS_CREDITS || code == TBC_TRANSFER_ID_ALREADY_FAILED) {
         for (uint32_t i = 0; i < job->hold_count; i++)
             job->ids[i] = hold_gate(&job->holds[i]);

@@ -186,6 +186,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
     b->decrease_retry_ms = config->decrease_retry_ms;
     b->random_state = retry_jitter_seed();
     b->operator_id = tbc_id_from_label("acct:operator", 13);
+    b->finalized_id = tbc_id_from_label("acct:finalized", 14);
     pthread_rwlock_init(&b->registry_lock, NULL);
     pthread_mutex_init(&b->lease_lock, NULL);
     pthread_mutex_init(&b->admin_lock, NULL);
