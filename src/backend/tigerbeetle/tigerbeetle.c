@@ -89,9 +89,11 @@ static void maintain(struct tb_backend *b, bool full, bool parked, bool sweep)
     for (uint32_t i = 0; limits != NULL && i < count; i++)
         maintain_limit(b, limits[i], now_ms, sweep, &changed);
     free(limits);
-    pthread_mutex_unlock(&b->admin_lock);
+    /* Before the admin lock goes: a tick() waiting for it then reports the
+     * change rather than finding nothing left to do. */
     if (changed)
         __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&b->admin_lock);
 }
 
 static bool maintenance_wait(struct tb_backend *b)
