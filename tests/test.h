@@ -9,9 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One set of counters per program, not per file, where a runner outside
+ * the test files counts (the conformance suite defines them once). */
+#ifdef TEST_COUNTERS_SHARED
+extern int test_failures_in_current;
+extern int test_passed_count;
+extern int test_failed_count;
+#else
 static int test_failures_in_current;
 static int test_passed_count;
 static int test_failed_count;
+#endif
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

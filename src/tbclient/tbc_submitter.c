@@ -34,6 +34,7 @@ struct worker {
     bool ready;         /* under the submitter lock */
     bool reachable;     /* under the lock: some replica connected */
     int64_t sent_at_ms; /* under the lock: when its request went out, 0 if none */
+    bool stale;         /* under the lock: its request outlived its items' deadline */
 };
 
 struct tbc_submitter {
@@ -47,7 +48,8 @@ struct tbc_submitter {
     struct queue queues[QUEUE_COUNT];
     uint32_t queued_items;
     uint64_t queued_events;
-    uint32_t in_flight; /* requests out now */
+    uint32_t in_flight;      /* requests out now */
+    uint32_t stale_requests; /* workers whose request outlived its items (may still land) */
     uint32_t last_batch_items;
     int64_t last_round_trip_us;
     uint64_t sequence;
@@ -228,6 +230,22 @@ static void record_answer(struct tbc_submitter *sub, struct worker *w, uint32_t 
 
 static void request_over(struct tbc_submitter *sub, struct worker *w);
 
+/* A worker's request that outlived its items' deadline, or is settled
+ * (answered, or given up with its session: it can no longer land). */
+static void mark_stale(struct tbc_submitter *sub, struct worker *w, bool stale)
+{
+    pthread_mutex_lock(&sub->lock);
+    if (stale != w->stale) {
+        w->stale = stale;
+        if (stale)
+            sub->stale_requests++;
+        else
+            sub->stale_requests--;
+    }
+    assert(sub->stale_requests <= sub->worker_count);
+    pthread_mutex_unlock(&sub->lock);
+}
+
 /* Sends one batch and answers its items. */
 static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t operation,
                       struct tbc_item *batch, uint32_t events)
@@ -274,6 +292,8 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
         }
     } else {
         set_state(sub, w, false);
+        if (w->session.in_flight) /* still resent: it may take effect yet */
+            mark_stale(sub, w, true);
     }
     if (status != TBC_ITEM_OK) {
         pthread_mutex_lock(&sub->lock);
@@ -404,6 +424,8 @@ static void *worker_main(void *argument)
         if (!w->ready) {
             int rc =
                 tbc_session_ready(&w->session, clock_monotonic_ms() + 2 * TBC_CONNECT_TIMEOUT_MS);
+            if (!w->session.in_flight)
+                mark_stale(sub, w, false);
             set_state(sub, w, rc == TBC_SESSION_OK);
             if (rc != TBC_SESSION_OK) {
                 struct timespec pause = {0, NOT_READY_PAUSE_MS * 1000000L};
@@ -677,6 +699,14 @@ enum tbc_dialect tbc_submitter_dialect(struct tbc_submitter *sub)
     enum tbc_dialect dialect = sub->dialect;
     pthread_mutex_unlock(&sub->lock);
     return dialect;
+}
+
+uint32_t tbc_submitter_stale_requests(struct tbc_submitter *sub)
+{
+    pthread_mutex_lock(&sub->lock);
+    uint32_t stale = sub->stale_requests;
+    pthread_mutex_unlock(&sub->lock);
+    return stale;
 }
 
 uint64_t tbc_submitter_cluster_time_ns(struct tbc_submitter *sub)

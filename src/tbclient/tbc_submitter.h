@@ -59,6 +59,13 @@ bool tbc_submitter_ready(struct tbc_submitter *submitter);
 /* The dialect of the registered sessions (0.15 until one registered). */
 enum tbc_dialect tbc_submitter_dialect(struct tbc_submitter *submitter);
 
+/* Requests whose items failed at their deadline while the request was
+ * still in flight: it is still resent, so it may yet take effect (until it
+ * is answered, or given up with its session after
+ * TBC_STALE_REQUEST_MS_MAX). A caller told "unknown" can tell from a 0
+ * here that nothing it sent can still land. */
+uint32_t tbc_submitter_stale_requests(struct tbc_submitter *submitter);
+
 /* The cluster's clock (nanoseconds since the epoch), estimated from the
  * last reply's timestamp plus the local time since; 0 before any reply. */
 uint64_t tbc_submitter_cluster_time_ns(struct tbc_submitter *submitter);

@@ -24,6 +24,11 @@ clock_offset_ms (a --test-clock run started just before midnight).
   idempotency    a retry with the same lease_id answered differently
   timestamps, finalize, status, warning: answers that contradict the model
 
+A fault run's header may list "outages" ([start_ns, end_ns] on the
+monotonic clock) in which the backend could not answer: a backend on its own
+clock (a TigerBeetle cluster in a view change) expires nothing then, so a
+hold due inside an outage may count until its end (plus the tolerance).
+
 Usage: check.py HISTORY.jsonl  (exit 0 if no violation, 1 otherwise)
 """
 
@@ -325,6 +330,8 @@ class History:
         drift_ns = max(offsets) - min(offsets)
         self.tolerance_ns = tolerance_ms * 1000 * 1000 + drift_ns
         self.ops = ops
+        self.unavailable_ok = bool(header.get("unavailable_ok"))
+        self.outages = [(start, end) for start, end in header.get("outages", [])]
         self.leases = {}
         self.usages = []
         self.timelines = {key: Timeline(limit) for key, limit in self.limits.items()}
@@ -355,6 +362,22 @@ class History:
             return INF, INF
         return end - self.tolerance_ns, end + self.tolerance_ns
 
+    def expiry_latest(self, due_ns):
+        """The latest a hold due at due_ns may still count: the tolerance
+        after it, or after the end of an outage it fell due in."""
+        latest = due_ns + self.tolerance_ns
+        for start, end in self.outages:
+            if start - self.tolerance_ns <= due_ns <= end:
+                latest = max(latest, end + self.tolerance_ns)
+        return latest
+
+    def unavailable_allowed(self, op):
+        """A fault run (header unavailable_ok) may see 503 backend_error: an
+        unknown outcome, which the model bounds like a lost answer."""
+        body = op.get("body")
+        return (self.unavailable_ok and op.get("status") == 503 and isinstance(body, dict)
+                and body.get("error") == "backend_error")
+
     def lease(self, lease_id):
         if lease_id not in self.leases:
             self.leases[lease_id] = Lease(lease_id)
@@ -370,7 +393,8 @@ class History:
             target = self.lease(op["lease_id"])
             {"reserve": target.reserves, "complete": target.completes,
              "release": target.releases}[kind].append(op)
-            if op.get("status") not in (200, 409, None) and not op.get("expect_error"):
+            if op.get("status") not in (200, 409, None) and not op.get("expect_error") \
+                    and not self.unavailable_allowed(op):
                 self.violations.add("status", "%s of lease %s answered %s: %s" % (
                     kind, op["lease_id"], op.get("status"), op.get("body")), op)
 
@@ -482,7 +506,7 @@ class History:
             expiry = reserved + limit.duration_ns
             warned = ("commit_after_expiry:" + key) in warnings
             first_try = min(op["start_ns"] for op in lease.completes)
-            if first_try > expiry + self.tolerance_ns and not warned:
+            if first_try > self.expiry_latest(expiry) and not warned:
                 self.violations.add("warning", "lease %s: commit after expiry of %s not warned"
                                     % (lease.lease_id, key), complete)
             if complete["end_ns"] < expiry - self.tolerance_ns and warned:
@@ -514,7 +538,7 @@ class History:
                 exp_lo, exp_hi = -INF, INF
             else:
                 exp_lo = reserved + limit.duration_ns - self.tolerance_ns
-                exp_hi = reserved + limit.duration_ns + self.tolerance_ns
+                exp_hi = self.expiry_latest(reserved + limit.duration_ns)
             span = Span(lease, key, amount, hold_lo, exp_lo, exp_hi, free_try, only_completes,
                         complete, release, unknown_completes)
             timeline = self.timelines[key]

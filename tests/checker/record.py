@@ -5,10 +5,17 @@ lease_id (also after dropping the connection before the answer), finalize
 leases twice or the wrong way, and let some holds expire.
 
 History format (JSON lines): a header {"type":"header","limits":[...],
-"wall_minus_mono_ns":[...],"tolerance_ms":N} then one {"type":"op", "op":
-"reserve"|"complete"|"release"|"usage", "thread", "lease_id" or "key",
-"requirements"/"actuals", "start_ns", "end_ns" (time.monotonic_ns), "status"
-(null: no answer), "body", "retry_after_header"} per request.
+"wall_minus_mono_ns":[...],"tolerance_ms":N, "unavailable_ok": bool} then
+one {"type":"op", "op": "reserve"|"complete"|"release"|"usage", "thread",
+"front_end", "lease_id" or "key", "requirements"/"actuals", "start_ns",
+"end_ns" (time.monotonic_ns), "status" (null: no answer), "body",
+"retry_after_header"} per request.
+
+Several front ends on one shared backend (tigerbeetle) may be given to the
+Recorder: each lease is then reserved (and retried) through its thread's
+front end and completed or released through another one. With
+retry_unavailable (fault runs) a complete or release answered 503 is tried
+again, as a client would, and 503s are not violations in themselves.
 
 With --cross-midnight the server runs on --test-clock, moved so that the
 middle of the run is a UTC midnight that starts a new month: the day and
@@ -60,6 +67,7 @@ THINK_S_MAX = 0.003
 FINALIZE_SOON_S_MAX = 0.3
 FINALIZE_LATE_S = (1.0, 7.0)  # past every hold duration, so some commits land after expiry
 SETTLE_S = 5.5  # longer than every hold, so the last usage reads see nothing held
+FINALIZE_RETRY_S = 60.0  # how long a fault run retries a request answered 503
 
 
 def amount_for(definition, rng):
@@ -79,26 +87,44 @@ def actual_for(definition, amount, rng):
     return amount
 
 
+def unknown(op):
+    """No answer, or 503: the outcome is unknown (docs/semantics.md)."""
+    return op["status"] is None or op["status"] >= 500
+
+
 class Recorder:
-    def __init__(self, server, seed, threads, seconds):
-        self.server = server
+    """servers: one llmlimitd, or several on one shared backend."""
+
+    def __init__(self, servers, seed, threads, seconds, retry_unavailable=False):
+        self.servers = list(servers) if isinstance(servers, (list, tuple)) else [servers]
         self.seed = seed
         self.threads = threads
         self.seconds = seconds
+        self.retry_unavailable = retry_unavailable
+        self.stopping = threading.Event()  # ends the load before `seconds` have passed
         self.ops = []  # list.append is atomic in CPython
         self.by_key = {d["key"]: d for d in LIMITS}
 
+    def home(self, thread):
+        """The front end a thread reserves through."""
+        return thread % len(self.servers)
+
+    def other(self, thread):
+        """The front end a thread completes and releases through: another
+        one when there are several, so leases cross front ends."""
+        return (thread + 1) % len(self.servers)
+
     # -- one request, timed ------------------------------------------------
 
-    def call(self, thread, kind, fields, method, path, body):
+    def call(self, thread, kind, fields, method, path, body, via):
         start = time.monotonic_ns()
         try:
-            status, headers, reply = self.server.request(method, path, body)
+            status, headers, reply = self.servers[via].request(method, path, body)
         except (OSError, http.client.HTTPException):
             status, headers, reply = None, {}, None
         end = time.monotonic_ns()
-        op = {"type": "op", "thread": thread, "op": kind, "start_ns": start, "end_ns": end,
-              "status": status, "body": reply}
+        op = {"type": "op", "thread": thread, "front_end": via, "op": kind, "start_ns": start,
+              "end_ns": end, "status": status, "body": reply}
         if "retry-after" in headers:
             op["retry_after_header"] = headers["retry-after"]
         op.update(fields)
@@ -108,35 +134,51 @@ class Recorder:
     def reserve(self, thread, lease_id, requirements):
         return self.call(thread, "reserve", {"lease_id": lease_id, "requirements": requirements},
                          "POST", "/v1/reserve", {"lease_id": lease_id,
-                                                 "requirements": requirements})
+                                                 "requirements": requirements},
+                         self.home(thread))
 
     def reserve_dropped(self, thread, lease_id, requirements):
         """Sends a whole reserve and closes the connection without reading
         the answer: the outcome is unknown to the client, as after a timeout."""
         payload = json.dumps({"lease_id": lease_id, "requirements": requirements}).encode()
+        server = self.servers[self.home(thread)]
         start = time.monotonic_ns()
         try:
-            with socket.create_connection((self.server.host, self.server.port), 5) as sock:
+            with socket.create_connection((server.host, server.port), 5) as sock:
                 sock.sendall(b"POST /v1/reserve HTTP/1.1\r\nHost: llmlimitd\r\n"
                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                              % (len(payload), payload))
         except OSError:
             pass
-        self.ops.append({"type": "op", "thread": thread, "op": "reserve", "lease_id": lease_id,
-                         "requirements": requirements, "start_ns": start,
-                         "end_ns": time.monotonic_ns(), "status": None, "body": None})
+        self.ops.append({"type": "op", "thread": thread, "front_end": self.home(thread),
+                         "op": "reserve", "lease_id": lease_id, "requirements": requirements,
+                         "start_ns": start, "end_ns": time.monotonic_ns(), "status": None,
+                         "body": None})
 
-    def complete(self, thread, lease_id, actuals):
-        return self.call(thread, "complete", {"lease_id": lease_id, "actuals": actuals},
-                         "POST", "/v1/complete", {"lease_id": lease_id, "actuals": actuals})
+    def finalizing(self, thread, kind, fields, body, via):
+        """A complete or release; in a fault run tried again while its
+        outcome is unknown (best effort, bounded, as clients do)."""
+        give_up = time.monotonic() + FINALIZE_RETRY_S
+        while True:
+            op = self.call(thread, kind, fields, "POST", "/v1/" + kind, body, via)
+            if not self.retry_unavailable or not unknown(op) or time.monotonic() > give_up:
+                return op
+            time.sleep(0.05)
 
-    def release(self, thread, lease_id):
-        return self.call(thread, "release", {"lease_id": lease_id}, "POST", "/v1/release",
-                         {"lease_id": lease_id})
+    def complete(self, thread, lease_id, actuals, via=None):
+        via = self.other(thread) if via is None else via
+        return self.finalizing(thread, "complete", {"lease_id": lease_id, "actuals": actuals},
+                               {"lease_id": lease_id, "actuals": actuals}, via)
+
+    def release(self, thread, lease_id, via=None):
+        via = self.other(thread) if via is None else via
+        return self.finalizing(thread, "release", {"lease_id": lease_id},
+                               {"lease_id": lease_id}, via)
 
     def usage(self, thread, key):
         path = "/v1/usage/" + key.replace(":", "%3A")
-        return self.call(thread, "usage", {"key": key}, "GET", path, None)
+        return self.call(thread, "usage", {"key": key}, "GET", path, None,
+                         self.home(max(thread, 0)))
 
     # -- the workload --------------------------------------------------------
 
@@ -153,13 +195,13 @@ class Recorder:
             if rng.random() < 0.1:
                 self.complete(thread, lease_id, actuals)  # a retry: no-op success
             if rng.random() < 0.05:
-                self.release(thread, lease_id)  # wrong way: 409
+                self.release(thread, lease_id, self.home(thread))  # wrong way: 409
         else:
             self.release(thread, lease_id)
             if rng.random() < 0.1:
                 self.release(thread, lease_id)
             if rng.random() < 0.05:
-                self.complete(thread, lease_id, [])
+                self.complete(thread, lease_id, [], self.home(thread))
         if rng.random() < 0.05:
             self.reserve(thread, lease_id, requirements)  # a late duplicate: same answer, no hold
 
@@ -169,7 +211,12 @@ class Recorder:
         if rng.random() < 0.08:
             self.reserve_dropped(thread, lease_id, requirements)
         op = self.reserve(thread, lease_id, requirements)
-        while op["status"] is None or op["status"] >= 500:
+        give_up = time.monotonic() + FINALIZE_RETRY_S
+        while unknown(op):
+            if self.retry_unavailable:
+                if time.monotonic() > give_up:
+                    return  # the outcome stays unknown, as for a client at its deadline
+                time.sleep(0.05)
             op = self.reserve(thread, lease_id, requirements)  # same lease_id until definitive
         if rng.random() < 0.08:
             self.reserve(thread, lease_id, requirements)
@@ -195,7 +242,7 @@ class Recorder:
         rng = random.Random(self.seed * 1000 + thread)
         pending = []
         deadline = time.monotonic() + self.seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.stopping.is_set():
             now = time.monotonic()
             due = [p for p in pending if p[0] <= now]
             pending[:] = [p for p in pending if p[0] > now]
@@ -237,7 +284,8 @@ def summary(ops):
                                   and any(w.startswith("commit_after_expiry")
                                           for w in op["body"].get("warnings") or [])),
               "conflicts_409": sum(1 for op in ops if op["status"] == 409),
-              "usage_reads": sum(1 for op in ops if op["op"] == "usage")}
+              "usage_reads": sum(1 for op in ops if op["op"] == "usage"),
+              "unavailable_503": sum(1 for op in ops if op["status"] == 503)}
     return counts
 
 
@@ -311,7 +359,7 @@ def main(argv):
     offsets.append(wall_minus_mono_ns())
     header = {"type": "header", "limits": LIMITS, "wall_minus_mono_ns": offsets,
               "tolerance_ms": args.tolerance_ms, "seed": seed, "backend": args.backend,
-              "clock_offset_ms": clock_offset_ms}
+              "clock_offset_ms": clock_offset_ms, "unavailable_ok": False}
     out = args.out or tempfile.mkstemp(prefix="llmlimit-history-", suffix=".jsonl")[1]
     with open(out, "w") as f:
         for line in [header] + recorder.ops:

@@ -202,6 +202,47 @@ class BadHistories(unittest.TestCase):
                              requirements=[{"key": "c", "amount": 1}])
         self.assertIn("status", h.violations())
 
+    def test_hold_due_in_an_outage_may_count_until_its_end(self):
+        """A hold that fell due while the backend was unavailable may still
+        count just after the outage (a cluster expires nothing in a view
+        change); without the outage, or long after it, it is flagged."""
+        def history(outages, read_at):
+            h = Builder(CONC)
+            h.header["outages"] = [[a * MS, b * MS] for a, b in outages]
+            h.allow("a", 0, 1, c=1).usage("c", read_at, read_at + 1, reserved=1)
+            return h.violations()
+        self.assertIn("usage", history([], 10500))
+        self.assertEqual(dict(history([(5000, 11000)], 10500)), {})
+        self.assertIn("usage", history([(5000, 11000)], 12000))
+        self.assertIn("usage", history([(20000, 30000)], 10500))
+
+    def test_unavailable_is_flagged_unless_the_run_allows_it(self):
+        """A 503 backend_error is a status violation, except in a fault run
+        (header unavailable_ok), where it stays an unknown outcome: a reserve
+        retried to allowed and a complete retried to success still count once,
+        and a 503 of another kind is still flagged."""
+        def history(unavailable_ok, error="backend_error"):
+            h = Builder(BUDGET)
+            h.header["unavailable_ok"] = unavailable_ok
+            h.op("reserve", 0, 1, 503, {"error": error}, lease_id="a",
+                 requirements=[{"key": "b", "amount": 40}])
+            h.allow("a", 2, 3, reserved_at=1, b=40)
+            h.op("complete", 4, 5, 503, {"error": error}, lease_id="a", actuals=[])
+            h.complete("a", 6, 7, b=30)
+            h.usage("b", 8, 9, reserved=0, used=30)
+            return h.violations()
+        self.assertIn("status", history(False))
+        self.assertEqual(dict(history(True)), {})
+        self.assertIn("status", history(True, error="internal"))
+        # the retried complete counted twice would show in usage
+        h = Builder(BUDGET)
+        h.header["unavailable_ok"] = True
+        h.allow("a", 0, 1, b=40)
+        h.op("complete", 2, 3, 503, {"error": "backend_error"}, lease_id="a", actuals=[])
+        h.complete("a", 4, 5, b=30)
+        h.usage("b", 6, 7, reserved=0, used=60)
+        self.assertIn("usage", h.violations())
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

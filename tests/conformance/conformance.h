@@ -1,7 +1,10 @@
 /* Shared fixture of the backend conformance suite: opens the backend named
- * on the command line on a manual clock and a fresh data directory, and
- * wraps the data path in small blocking helpers. Written only against
- * backend.h, so every backend runs the same expectations. */
+ * on the command line and wraps the data path in small blocking helpers.
+ * Written only against backend.h, so every backend runs the same
+ * expectations. Each test runs in a namespace of its own (a prefix on every
+ * key and lease id), so tests sharing one TigerBeetle cluster never see each
+ * other's limits and leases; and on a clock that is either manual (memory,
+ * sqlite: tests move it) or the backend's own (tigerbeetle: tests wait). */
 #ifndef LLMLIMIT_CONFORMANCE_H
 #define LLMLIMIT_CONFORMANCE_H
 
@@ -13,7 +16,8 @@
 #include "core/clock.h"
 #include "core/limits.h"
 
-/* 2026-01-15T12:00:00Z, a Thursday: the default start of every test. */
+/* 2026-01-15T12:00:00Z, a Thursday: the start of every test on a manual
+ * clock. */
 #define T0_MS INT64_C(1768478400000)
 #define JAN_01_MS INT64_C(1767225600000)
 #define JAN_31_23_59_59_MS INT64_C(1769903999000)
@@ -23,34 +27,89 @@
 #define MON_JAN_19_MS INT64_C(1768780800000)
 #define JAN_16_MS INT64_C(1768521600000)
 
+/* On the backend's own clock: how far from an instant a test stands when it
+ * means "just before" it, and how long after an expiry the backend may
+ * still count the hold (TigerBeetle expires pending transfers by its own
+ * clock, about 0.1 s late after a 1 s timeout). Timestamps the backend
+ * reports are checked within REAL_TIME_TOLERANCE_MS of the local clock. */
+#define REAL_EARLY_MARGIN_MS 400
+#define REAL_EXPIRY_LAG_MS 600
+#define REAL_TIME_TOLERANCE_MS 250
+/* TigerBeetle timeouts are whole seconds: a hold made again for what is
+ * left of a window (a rolling complete) may end up to a second later. */
+#define REAL_WHOLE_SECOND_MS 1000
+
+#define NAMESPACE_SIZE 24
+#define NAMED_SIZE (NAMESPACE_SIZE + LIMIT_KEY_LENGTH_MAX + 1)
+
 struct fixture {
     const struct backend_ops *ops;
     struct backend *backend;
     struct clock_manual clock;
+    bool real_clock; /* the backend's own clock: tests wait instead of moving it */
+    int64_t t0_ms;   /* when the test started: T0_MS, or the wall clock at open */
+    /* The test's prefix of every key and lease id; stripped from every
+     * text that comes back. */
+    char ns[NAMESPACE_SIZE];
     char data_dir[512];
 };
 
-/* What differs between backends by design (documented in docs/semantics.md). */
+/* What differs between backends by design (documented in docs/semantics.md
+ * and docs/tigerbeetle.md "What differs from the memory backend"). */
 struct backend_traits {
     bool bounded_lease_cache;     /* lease_cache_entries evicts (memory, tigerbeetle) */
     uint32_t budget_periods_kept; /* past periods reported, with the current; 0: all */
     uint32_t callers_max;         /* distinct callers told apart (memory); 0: all */
+    /* The backend keeps its own clock (tigerbeetle): tests wait in real
+     * time, and those that set an absolute time cannot run. */
+    bool real_clock;
+    /* Every lease stays in the backend's store after the lease cache forgets
+     * it (tigerbeetle: transfer ids are derived from the lease id): an
+     * evicted lease still completes, and a lease id is never new again. */
+    bool leases_outlive_cache;
+    bool counts_expired_holds; /* stats.expired_holds (not tigerbeetle) */
 };
 
 extern const char *conformance_backend;
 extern struct backend_traits conformance_traits;
 
-/* Defaults (backend_config_defaults) on the manual clock and a fresh data
- * directory. Tests may change fields before fixture_start. */
+/* A test of the suite: what it proves and, for a test that moves the clock
+ * to an absolute time or back, why it cannot run on a backend's own clock. */
+struct conformance_test {
+    const char *name;
+    void (*run)(void);
+    const char *proves;
+    const char *needs_manual_clock; /* NULL: runs on every backend */
+};
+
+#define TEST_ENTRY(fn, proves)                                                                     \
+    {                                                                                              \
+#fn, fn, proves, NULL                                                                      \
+    }
+#define MANUAL_CLOCK_TEST_ENTRY(fn, proves, why)                                                   \
+    {                                                                                              \
+#fn, fn, proves, why                                                                       \
+    }
+
+/* Called by a test that cannot apply to this backend (an optional
+ * operation it lacks, documented): the test is reported as skipped. */
+void conformance_skip(const char *why);
+
+/* Defaults (backend_config_defaults) on the suite's clock and a fresh data
+ * directory and namespace. Tests may change fields before fixture_start. */
 void fixture_config(struct fixture *f, struct backend_config *config, int64_t start_ms);
 bool fixture_start(struct fixture *f, const struct backend_config *config);
+/* backend_open with the suite's backend options: 0, or -1 with error. */
+int fixture_try_open(struct fixture *f, const struct backend_config *config, struct backend **out,
+                     char *error, size_t error_size);
 /* fixture_config + fixture_start. */
 bool fixture_open(struct fixture *f, int64_t start_ms);
 void fixture_close(struct fixture *f);
 
 /* Limits; each validates (and normalises) the definition first, as the
- * server does. put returns put_limit's result; state and error (of
- * RESULT_ERROR_SIZE bytes) may be NULL. */
+ * server does. Keys are given without the namespace. put returns
+ * put_limit's result; state and error (of RESULT_ERROR_SIZE bytes) may be
+ * NULL. */
 struct limit_definition rolling_limit(const char *key, uint64_t capacity, uint32_t window_seconds);
 struct limit_definition concurrency_limit(const char *key, uint64_t capacity,
                                           uint32_t timeout_seconds);
@@ -63,6 +122,12 @@ bool put_concurrency(struct fixture *f, const char *key, uint64_t capacity,
                      uint32_t timeout_seconds);
 bool put_budget(struct fixture *f, const char *key, uint64_t capacity, enum limit_period period,
                 uint32_t timeout_seconds);
+/* The admin calls of backend.h, keys without the namespace. */
+int restore(struct fixture *f, struct limit_state state, char *error);
+int delete_limit(struct fixture *f, const char *key);
+struct limit_state get_limit(struct fixture *f, const char *key, int *rc);
+/* A new array of the limits, keys without the namespace; caller frees. */
+int list_limits(struct fixture *f, struct limit_state **out, size_t *count);
 
 struct item {
     const char *key;
@@ -80,6 +145,14 @@ struct reservation reserve_items_as(struct fixture *f, const char *lease_id, con
 #define RESERVE_AS(f, lease_id, caller, ...)                                                       \
     reserve_items_as((f), (lease_id), (caller), (const struct item[]){__VA_ARGS__},                \
                      (uint32_t)(sizeof((const struct item[]){__VA_ARGS__}) / sizeof(struct item)))
+/* The same asking for each requirement's state (states: count entries);
+ * the raw result, for what reservation_of does not carry. */
+struct reserve_result reserve_with_states(struct fixture *f, const char *lease_id,
+                                          const struct item *items, uint32_t count,
+                                          struct requirement_state *states);
+/* One backend call of count single-requirement reserves, answered in order. */
+void reserve_batch(struct fixture *f, const char *const *lease_ids, const struct item *items,
+                   uint32_t count, struct reservation *out);
 /* A caller's usage of a limit now, on backends that count callers: false
  * when the backend cannot tell (then *out is untouched). */
 bool caller_usage_of(struct fixture *f, const char *key, const char *caller,
@@ -101,9 +174,39 @@ struct limit_usage usage(struct fixture *f, const char *key);
 struct limit_usage usage_at(struct fixture *f, const char *key, int64_t at_unix_ms);
 int usage_rc(struct fixture *f, const char *key);
 
+/* ---- time ---------------------------------------------------------------
+ * On a manual clock advance moves it; on the backend's own clock it waits.
+ * just_before / just_after name the instants a test checks on either side
+ * of an expiry: one millisecond before and the instant itself on a manual
+ * clock, with the margins above on a real one. */
 int64_t now_ms(struct fixture *f);
 void advance(struct fixture *f, int64_t delta_ms);
+/* Moves to (or waits until) at_ms; never backwards. */
+void advance_to(struct fixture *f, int64_t at_ms);
+int64_t just_before(const struct fixture *f, int64_t at_ms);
+int64_t just_after(const struct fixture *f, int64_t at_ms);
+/* just_after for holds a complete made again for the rest of a window. */
+int64_t just_after_kept(const struct fixture *f, int64_t at_ms);
+/* Manual clock only: tests that set absolute times are marked so. */
 void set_time(struct fixture *f, int64_t unix_ms);
+/* The UTC period containing at_ms, computed here apart from src/core. */
+int64_t utc_period_start_ms(enum limit_period period, int64_t at_ms);
+int64_t utc_period_end_ms(enum limit_period period, int64_t at_ms);
+
+/* A time the backend reported, against the one expected: exact on a
+ * manual clock, within REAL_TIME_TOLERANCE_MS on a real one. */
+#define CHECK_TIME(f, actual, expected)                                                            \
+    do {                                                                                           \
+        int64_t time_a_ = (int64_t)(actual), time_e_ = (int64_t)(expected);                        \
+        int64_t time_d_ = time_a_ > time_e_ ? time_a_ - time_e_ : time_e_ - time_a_;               \
+        if (time_d_ > ((f)->real_clock ? REAL_TIME_TOLERANCE_MS : 0)) {                            \
+            fprintf(stderr,                                                                        \
+                    "  FAIL %s:%d: %s ~ %s (%" PRId64 " vs %" PRId64 ", off by %" PRId64 " ms)\n", \
+                    __FILE__, __LINE__, #actual, #expected, time_a_, time_e_, time_d_);            \
+            test_failures_in_current++;                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* Runs the backend's tick; returns *limits_changed. */
 bool tick(struct fixture *f);
 struct backend_stats stats(struct fixture *f);
@@ -111,8 +214,9 @@ struct backend_stats stats(struct fixture *f);
 /* Runs fn(i, context) on count threads at once (all start together). */
 void run_threads(uint32_t count, void (*fn)(uint32_t index, void *context), void *context);
 
-/* Defines the test `name`: its body runs on a fixture opened at T0_MS and
- * closed afterwards, even when a REQUIRE in the body stops it early. */
+/* Defines the test `name`: its body runs on a fixture opened at T0_MS (or
+ * now, on a real clock) and closed afterwards, even when a REQUIRE in the
+ * body stops it early. */
 #define FIXTURE_TEST(name)                                                                         \
     static void name##_body(struct fixture *f);                                                    \
     static void name(void)                                                                         \
@@ -127,13 +231,10 @@ void run_threads(uint32_t count, void (*fn)(uint32_t index, void *context), void
     }                                                                                              \
     static void name##_body(struct fixture *f)
 
-/* Each file's tests; they add their pass/fail counts. */
-void run_reserve_tests(int *passed, int *failed);
-void run_budget_tests(int *passed, int *failed);
-void run_lease_tests(int *passed, int *failed);
-void run_admin_tests(int *passed, int *failed);
-void run_retry_tests(int *passed, int *failed);
-void run_stress_tests(int *passed, int *failed);
-void run_console_tests(int *passed, int *failed);
+/* Each file's tests. */
+extern const struct conformance_test reserve_tests[], budget_tests[], lease_tests[], admin_tests[],
+    retry_tests[], stress_tests[], console_tests[];
+extern const uint32_t reserve_test_count, budget_test_count, lease_test_count, admin_test_count,
+    retry_test_count, stress_test_count, console_test_count;
 
 #endif

@@ -9,9 +9,7 @@
 
 static struct limit_state get(struct fixture *f, const char *key, int *rc)
 {
-    struct limit_state state = {0};
-    *rc = backend_get_limit(f->backend, key, &state);
-    return state;
+    return get_limit(f, key, rc);
 }
 
 FIXTURE_TEST(capacity_increase_applies_at_once)
@@ -47,9 +45,10 @@ static void decreasing_scenario(bool free_by_release)
     fixture_config(f, &config, T0_MS);
     config.decrease_retry_ms = 7000;
     REQUIRE(fixture_start(f, &config));
-    CHECK(put_rolling(f, "tpm", 100, 60));
-    CHECK(reserve1(f, "a", "tpm", 40));
-    advance(f, 1000);
+    CHECK(put_rolling(f, "tpm", 100, 3));
+    struct reservation a = RESERVE(f, "a", {"tpm", 40});
+    CHECK(a.allowed);
+    advance(f, 2000);
     CHECK(reserve1(f, "b", "tpm", 40));
     struct limit_state state;
     CHECK(put(f, rolling_limit("tpm", 50, 60), &state, NULL) == 0);
@@ -66,7 +65,7 @@ static void decreasing_scenario(bool free_by_release)
     if (free_by_release)
         CHECK_EQ_I64(release(f, "a").status, RESULT_OK);
     else
-        set_time(f, T0_MS + 60000); /* "a" expires */
+        advance_to(f, just_after(f, a.expires_at_unix_ms)); /* "a" expires, "b" lives */
     CHECK(tick(f));
     state = get(f, "tpm", &rc);
     CHECK_EQ_I64(rc, 0);
@@ -164,14 +163,14 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     REQUIRE(put_rolling(f, "keep", 1000, 60));
     REQUIRE(reserve1(f, "call", "usd", 100));
     REQUIRE(reserve1(f, "other", "usd", 100));
-    CHECK_EQ_I64(backend_delete_limit(f->backend, "usd"), 0);
+    CHECK_EQ_I64(delete_limit(f, "usd"), 0);
     int rc;
     (void)get(f, "usd", &rc);
     CHECK_EQ_I64(rc, -1);
     CHECK_EQ_I64(usage_rc(f, "usd"), -1);
     struct limit_state *states = NULL;
     size_t count = 0;
-    REQUIRE(backend_list_limits(f->backend, &states, &count) == 0);
+    REQUIRE(list_limits(f, &states, &count) == 0);
     CHECK_EQ_U64(count, 1);
     if (count == 1)
         CHECK_STR(states[0].definition.key, "keep");
@@ -181,22 +180,22 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     CHECK_EQ_I64(c.status, RESULT_OK);
     CHECK(c.reconciled);
     CHECK_EQ_I64(release(f, "other").status, RESULT_OK);
-    CHECK_EQ_I64(backend_delete_limit(f->backend, "usd"), -1);
-    CHECK_EQ_I64(backend_delete_limit(f->backend, "never"), -1);
+    CHECK_EQ_I64(delete_limit(f, "usd"), -1);
+    CHECK_EQ_I64(delete_limit(f, "never"), -1);
 }
 
 FIXTURE_TEST(recreate_after_delete)
 {
     REQUIRE(put_rolling(f, "k", 10, 60));
     REQUIRE(reserve1(f, "call", "k", 4));
-    REQUIRE(backend_delete_limit(f->backend, "k") == 0);
+    REQUIRE(delete_limit(f, "k") == 0);
     /* Same kind: back in service (it may keep its holds, pessimistically). */
     REQUIRE(put_rolling(f, "k", 10, 60));
     CHECK(reserve1(f, "after", "k", 6));
     CHECK(usage(f, "k").available >= 0);
     CHECK(COMPLETE(f, "call", {"k", 4}).reconciled);
     /* Another kind after a delete is a new limit. */
-    REQUIRE(backend_delete_limit(f->backend, "k") == 0);
+    REQUIRE(delete_limit(f, "k") == 0);
     REQUIRE(put_concurrency(f, "k", 3, 60));
     CHECK(reserve1(f, "conc", "k", 3));
     CHECK_EQ_U64(usage(f, "k").reserved, 3);
@@ -210,7 +209,7 @@ FIXTURE_TEST(list_is_sorted_and_get_reports_state)
     REQUIRE(put_concurrency(f, "c:slots", 3, 20));
     struct limit_state *states = NULL;
     size_t count = 0;
-    REQUIRE(backend_list_limits(f->backend, &states, &count) == 0);
+    REQUIRE(list_limits(f, &states, &count) == 0);
     REQUIRE(count == 3);
     CHECK_STR(states[0].definition.key, "a:usd");
     CHECK_STR(states[1].definition.key, "b:rpm");
@@ -235,7 +234,7 @@ FIXTURE_TEST(restore_loads_a_state_as_it_was)
     saved.status = LIMIT_DECREASING;
     saved.pending_decrease_to = 40;
     char error[RESULT_ERROR_SIZE] = "";
-    REQUIRE(backend_restore_limit(f->backend, &saved, error, sizeof error) == 0);
+    REQUIRE(restore(f, saved, error) == 0);
     int rc;
     struct limit_state s = get(f, "tpm", &rc);
     CHECK_EQ_I64(s.status, LIMIT_DECREASING);
@@ -255,30 +254,32 @@ FIXTURE_TEST(usage_of_unknown_key_fails)
     CHECK(backend_ready(f->backend));
 }
 
-void run_admin_tests(int *passed, int *failed)
-{
-    RUN(capacity_increase_applies_at_once, "a capacity increase applies at once");
-    RUN(capacity_decrease_applies_at_once_when_free,
-        "a decrease that the free capacity covers applies at once");
-    RUN(capacity_decrease_waits_for_release,
+const struct conformance_test admin_tests[] = {
+    TEST_ENTRY(capacity_increase_applies_at_once, "a capacity increase applies at once"),
+    TEST_ENTRY(capacity_decrease_applies_at_once_when_free,
+               "a decrease that the free capacity covers applies at once"),
+    TEST_ENTRY(
+        capacity_decrease_waits_for_release,
         "a decrease that does not fit enters decreasing: reserves get limit_decreasing with the "
-        "configured retry; tick applies it once a release frees enough");
-    RUN(capacity_decrease_waits_for_expiry, "tick applies a pending decrease once holds expire");
-    RUN(concurrency_decrease_waits_too, "a concurrency decrease waits for slots to free");
-    RUN(budget_decrease_applies_at_once,
-        "a budget decrease applies at once and available goes negative");
-    RUN(decrease_is_cancelled_by_a_put_at_or_above,
-        "a put at or above the capacity in force cancels a pending decrease");
-    RUN(kind_or_period_change_is_refused,
-        "changing the kind or period of a live limit is refused, naming the field");
-    RUN(delete_hides_the_key_but_leases_still_finish,
-        "a deleted key is unknown to reserve/get/list/usage, yet its leases complete and release");
-    RUN(recreate_after_delete, "a deleted key can be put again, of the same or another kind");
-    RUN(list_is_sorted_and_get_reports_state,
-        "list_limits is sorted by key; get reports the state");
-    RUN(restore_loads_a_state_as_it_was,
-        "restore_limit loads a decreasing state as saved and tick finishes the decrease");
-    RUN(usage_of_unknown_key_fails, "usage of an unknown key is -1; the backend is ready");
-    *passed += test_passed_count;
-    *failed += test_failed_count;
-}
+        "configured retry; tick applies it once a release frees enough"),
+    TEST_ENTRY(capacity_decrease_waits_for_expiry,
+               "tick applies a pending decrease once holds expire"),
+    TEST_ENTRY(concurrency_decrease_waits_too, "a concurrency decrease waits for slots to free"),
+    TEST_ENTRY(budget_decrease_applies_at_once,
+               "a budget decrease applies at once and available goes negative"),
+    TEST_ENTRY(decrease_is_cancelled_by_a_put_at_or_above,
+               "a put at or above the capacity in force cancels a pending decrease"),
+    TEST_ENTRY(kind_or_period_change_is_refused,
+               "changing the kind or period of a live limit is refused, naming the field"),
+    TEST_ENTRY(
+        delete_hides_the_key_but_leases_still_finish,
+        "a deleted key is unknown to reserve/get/list/usage, yet its leases complete and release"),
+    TEST_ENTRY(recreate_after_delete,
+               "a deleted key can be put again, of the same or another kind"),
+    TEST_ENTRY(list_is_sorted_and_get_reports_state,
+               "list_limits is sorted by key; get reports the state"),
+    TEST_ENTRY(restore_loads_a_state_as_it_was,
+               "restore_limit loads a decreasing state as saved and tick finishes the decrease"),
+    TEST_ENTRY(usage_of_unknown_key_fails, "usage of an unknown key is -1; the backend is ready"),
+};
+const uint32_t admin_test_count = sizeof admin_tests / sizeof admin_tests[0];

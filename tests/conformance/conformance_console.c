@@ -13,18 +13,16 @@
 static bool reserve_as(struct fixture *f, const char *lease_id, const char *key, uint64_t amount,
                        const char *caller)
 {
-    struct requirement requirement = {key, (uint32_t)strlen(key), amount};
-    struct reserve_request request = {
-        .lease_id = lease_id,
-        .lease_id_length = (uint32_t)strlen(lease_id),
-        .caller = caller,
-        .caller_length = caller != NULL ? (uint32_t)strlen(caller) : 0,
-        .requirements = &requirement,
-        .requirement_count = 1,
-    };
-    struct reserve_result result;
-    backend_reserve_wait(f->backend, &request, &result, 1);
-    return result.error == BACKEND_OK && result.allowed;
+    struct item item = {key, amount};
+    return reserve_items_as(f, lease_id, caller, &item, 1).allowed;
+}
+
+/* The console's calls take the backend's own keys: the test's namespace
+ * goes in front, and comes off the keys of what they report. */
+static const char *ns_key(const struct fixture *f, const char *key, char out[NAMED_SIZE])
+{
+    snprintf(out, NAMED_SIZE, "%s%s", f->ns, key);
+    return out;
 }
 
 struct page {
@@ -37,14 +35,21 @@ struct page {
 static struct page report(struct fixture *f, const char *prefix, const char *after,
                           enum limit_kind kind, uint32_t limit)
 {
-    struct limits_query query = {.prefix = prefix,
-                                 .after = after,
+    char ns_prefix[NAMED_SIZE], ns_after[NAMED_SIZE];
+    struct limits_query query = {.prefix = ns_key(f, prefix, ns_prefix),
+                                 .after = after[0] != '\0' ? ns_key(f, after, ns_after) : "",
                                  .kind = kind,
                                  .limit = limit,
                                  .soon_ms = CONSOLE_HOLDS_SOON_MS};
     struct page page = {0};
     page.rc =
         f->backend->ops->limits_report(f->backend, &query, &page.reports, &page.count, &page.more);
+    size_t ns_length = strlen(f->ns);
+    for (size_t i = 0; page.rc == 0 && i < page.count; i++) {
+        char *key = page.reports[i].usage.state.definition.key;
+        CHECK(strncmp(key, f->ns, ns_length) == 0);
+        memmove(key, key + ns_length, strlen(key + ns_length) + 1);
+    }
     return page;
 }
 
@@ -75,7 +80,7 @@ FIXTURE_TEST(limits_report_pages_by_key)
     REQUIRE(p.rc == 0 && p.count == 1);
     CHECK_STR(p.reports[0].usage.state.definition.key, "a:1");
     free(p.reports);
-    CHECK(backend_delete_limit(f->backend, "a:2") == 0);
+    CHECK(delete_limit(f, "a:2") == 0);
     p = report(f, "a:", "", LIMIT_KIND_NONE, 10);
     REQUIRE(p.rc == 0);
     CHECK_EQ_U64(p.count, 1); /* deleted limits are not listed */
@@ -199,8 +204,10 @@ static uint64_t amount_of(const struct seen *seen, const char *caller)
 
 FIXTURE_TEST(holds_scan_visits_live_holds_with_callers)
 {
-    if (f->backend->ops->holds_scan == NULL)
-        return; /* documented: this backend does not know who holds what */
+    if (f->backend->ops->holds_scan == NULL) {
+        conformance_skip("the backend does not know who holds what (documented)");
+        return;
+    }
     REQUIRE(put_rolling(f, "tpm", 1000, 60));
     REQUIRE(reserve_as(f, "a1", "tpm", 10, "alice"));
     REQUIRE(reserve_as(f, "a2", "tpm", 20, "alice"));
@@ -212,7 +219,9 @@ FIXTURE_TEST(holds_scan_visits_live_holds_with_callers)
     CHECK(release(f, "freed").status == RESULT_OK);
     struct seen seen = {0};
     bool complete = false;
-    REQUIRE(f->backend->ops->holds_scan(f->backend, "tpm", 100, remember, &seen, &complete) == 0);
+    char tpm[NAMED_SIZE];
+    ns_key(f, "tpm", tpm);
+    REQUIRE(f->backend->ops->holds_scan(f->backend, tpm, 100, remember, &seen, &complete) == 0);
     CHECK(complete);
     CHECK_EQ_U64(seen.count, 4);
     CHECK_EQ_U64(amount_of(&seen, "alice"), 30);
@@ -220,7 +229,7 @@ FIXTURE_TEST(holds_scan_visits_live_holds_with_callers)
     CHECK_EQ_U64(amount_of(&seen, ""), 7);
     CHECK_EQ_U64(amount_of(&seen, "bob"), 0);
     struct seen bounded = {0};
-    REQUIRE(f->backend->ops->holds_scan(f->backend, "tpm", 3, remember, &bounded, &complete) == 0);
+    REQUIRE(f->backend->ops->holds_scan(f->backend, tpm, 3, remember, &bounded, &complete) == 0);
     CHECK(!complete);
     CHECK_EQ_U64(bounded.count, 3);
     CHECK_EQ_I64(f->backend->ops->holds_scan(f->backend, "nope", 10, remember, &seen, &complete),
@@ -239,8 +248,11 @@ static const struct caller_usage *row_of(const struct caller_usage *rows, size_t
 
 FIXTURE_TEST(usage_by_caller_splits_a_budget)
 {
-    if (f->backend->ops->usage_by_caller == NULL)
-        return; /* documented: this backend keeps no callers */
+    char named[NAMED_SIZE];
+    if (f->backend->ops->usage_by_caller == NULL) {
+        conformance_skip("the backend keeps no callers (documented)");
+        return;
+    }
     REQUIRE(put_budget(f, "usd", 100, PERIOD_MONTH, 30));
     REQUIRE(reserve_as(f, "l3", "usd", 1, NULL));
     REQUIRE(reserve_as(f, "l1", "usd", 30, "alice"));
@@ -252,7 +264,8 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
     CHECK(!reserve_as(f, "l4", "usd", 1, "carol"));
     struct caller_usage *rows = NULL;
     size_t count = 0;
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "usd", now_ms(f), &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "usd", named), now_ms(f), &rows,
+                                             &count) == 0);
     CHECK_EQ_U64(count, 2);
     const struct caller_usage *bob = row_of(rows, count, "bob");
     const struct caller_usage *alice = row_of(rows, count, "alice");
@@ -268,14 +281,16 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
     /* A new period starts from zero; the old one stays queryable. */
     set_time(f, FEB_01_MS + 1000);
     REQUIRE(reserve_as(f, "l5", "usd", 5, "alice"));
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "usd", now_ms(f), &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "usd", named), now_ms(f), &rows,
+                                             &count) == 0);
     REQUIRE(count == 1);
     CHECK_STR(rows[0].caller, "alice");
     CHECK_EQ_U64(rows[0].reserved, 5);
     CHECK_EQ_U64(rows[0].used, 0);
     CHECK_EQ_U64(rows[0].calls, 0); /* not completed yet */
     free(rows);
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "usd", T0_MS, &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "usd", named), T0_MS, &rows,
+                                             &count) == 0);
     CHECK_EQ_U64(count, 2);
     free(rows);
     CHECK_EQ_I64(f->backend->ops->usage_by_caller(f->backend, "nope", T0_MS, &rows, &count), -1);
@@ -283,8 +298,11 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
 
 FIXTURE_TEST(usage_by_caller_of_a_window)
 {
-    if (f->backend->ops->usage_by_caller == NULL)
+    char named[NAMED_SIZE];
+    if (f->backend->ops->usage_by_caller == NULL) {
+        conformance_skip("the backend keeps no callers (documented)");
         return;
+    }
     REQUIRE(put_rolling(f, "tpm", 1000, 60));
     REQUIRE(reserve_as(f, "a", "tpm", 10, "alice"));
     REQUIRE(reserve_as(f, "b", "tpm", 30, "alice"));
@@ -292,7 +310,8 @@ FIXTURE_TEST(usage_by_caller_of_a_window)
     REQUIRE(reserve_as(f, "c", "tpm", 5, "bob"));
     struct caller_usage *rows = NULL;
     size_t count = 0;
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "tpm", now_ms(f), &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "tpm", named), now_ms(f), &rows,
+                                             &count) == 0);
     REQUIRE(count == 2);
     CHECK_STR(rows[0].caller, "alice");
     CHECK_EQ_U64(rows[0].reserved, 10);
@@ -303,7 +322,8 @@ FIXTURE_TEST(usage_by_caller_of_a_window)
     CHECK_EQ_U64(rows[1].calls, 1);
     free(rows);
     advance(f, 61000); /* the window is over: nobody holds anything */
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "tpm", now_ms(f), &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "tpm", named), now_ms(f), &rows,
+                                             &count) == 0);
     CHECK_EQ_U64(count, 0);
     free(rows);
 }
@@ -311,9 +331,12 @@ FIXTURE_TEST(usage_by_caller_of_a_window)
 /* Callers past the backend's bound share one row (memory: documented). */
 FIXTURE_TEST(callers_past_the_bound_share_a_row)
 {
+    char named[NAMED_SIZE];
     uint32_t bound = conformance_traits.callers_max;
-    if (bound == 0 || f->backend->ops->usage_by_caller == NULL)
-        return; /* unbounded */
+    if (bound == 0 || f->backend->ops->usage_by_caller == NULL) {
+        conformance_skip("the backend tells every caller apart, or keeps none");
+        return;
+    }
     REQUIRE(put_budget(f, "usd", 1000000, PERIOD_MONTH, 300));
     char lease[32], caller[32];
     for (uint32_t i = 0; i <= bound; i++) {
@@ -323,7 +346,8 @@ FIXTURE_TEST(callers_past_the_bound_share_a_row)
     }
     struct caller_usage *rows = NULL;
     size_t count = 0;
-    REQUIRE(f->backend->ops->usage_by_caller(f->backend, "usd", now_ms(f), &rows, &count) == 0);
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "usd", named), now_ms(f), &rows,
+                                             &count) == 0);
     CHECK_EQ_U64(count, bound + 1);
     snprintf(caller, sizeof caller, "c%u", bound - 1);
     CHECK(row_of(rows, count, caller) != NULL);
@@ -335,28 +359,32 @@ FIXTURE_TEST(callers_past_the_bound_share_a_row)
     free(rows);
 }
 
-void run_console_tests(int *passed, int *failed)
-{
-    RUN(limits_report_pages_by_key,
-        "limits_report filters by prefix and kind, pages by key after a key, says when more "
-        "match, and leaves deleted limits out");
-    RUN(limits_report_counts_live_holds,
+const struct conformance_test console_tests[] = {
+    TEST_ENTRY(limits_report_pages_by_key,
+               "limits_report filters by prefix and kind, pages by key after a key, says when more "
+               "match, and leaves deleted limits out"),
+    MANUAL_CLOCK_TEST_ENTRY(
+        limits_report_counts_live_holds,
         "limits_report's usage equals usage(); holds count the live ones, the oldest, those "
-        "expiring within 10 s, and the next expiry");
-    RUN(limits_report_rolling_and_budget,
+        "expiring within 10 s, and the next expiry",
+        "checks times to the millisecond"),
+    MANUAL_CLOCK_TEST_ENTRY(
+        limits_report_rolling_and_budget,
         "a completed rolling hold is used, not live, and still sets the next reset; a budget "
-        "resets at its period's end");
-    RUN(limits_report_of_an_idle_limit, "an idle limit has no holds and no reset time");
-    RUN(holds_scan_visits_live_holds_with_callers,
+        "resets at its period's end",
+        "sets an absolute date"),
+    TEST_ENTRY(limits_report_of_an_idle_limit, "an idle limit has no holds and no reset time"),
+    TEST_ENTRY(
+        holds_scan_visits_live_holds_with_callers,
         "holds_scan visits each live hold once with its caller (none after complete or release), "
-        "stops at its bound, and -1 for an unknown key");
-    RUN(usage_by_caller_splits_a_budget,
+        "stops at its bound, and -1 for an unknown key"),
+    TEST_ENTRY(
+        usage_by_caller_splits_a_budget,
         "usage_by_caller splits a budget's used, debt, reserved and completed calls by caller, "
-        "period by period");
-    RUN(usage_by_caller_of_a_window,
-        "usage_by_caller of a rolling limit: what each caller's holds carry in the window");
-    RUN(callers_past_the_bound_share_a_row,
-        "callers past the backend's bound are counted together as (other callers)");
-    *passed += test_passed_count;
-    *failed += test_failed_count;
-}
+        "period by period"),
+    TEST_ENTRY(usage_by_caller_of_a_window,
+               "usage_by_caller of a rolling limit: what each caller's holds carry in the window"),
+    TEST_ENTRY(callers_past_the_bound_share_a_row,
+               "callers past the backend's bound are counted together as (other callers)"),
+};
+const uint32_t console_test_count = sizeof console_tests / sizeof console_tests[0];

@@ -14,25 +14,35 @@ static int64_t retry_of(struct fixture *f, const char *lease_id, const char *key
     return r.retry_after_ms;
 }
 
+/* retry_after_ms of a denied reserve against the instant at_ms it names. */
+#define CHECK_RETRY(f, lease_id, key, amount, at_ms)                                               \
+    do {                                                                                           \
+        int64_t asked_ms_ = now_ms(f);                                                             \
+        CHECK_TIME(f, retry_of(f, lease_id, key, amount), (at_ms)-asked_ms_);                      \
+    } while (0)
+
 FIXTURE_TEST(rolling_retry_after_is_exact)
 {
-    REQUIRE(put_rolling(f, "tpm", 100, 60));
-    REQUIRE(reserve1(f, "l1", "tpm", 30)); /* expires T0+60s */
-    advance(f, 10000);
-    REQUIRE(reserve1(f, "l2", "tpm", 50)); /* expires T0+70s */
-    advance(f, 10000);
-    REQUIRE(reserve1(f, "l3", "tpm", 20)); /* expires T0+80s */
-    advance(f, 5000);                      /* now T0+25s, full */
-    /* 30 needs l1 gone: 35 s; 40 needs l1 and l2: 45 s; 100 needs all: 55 s. */
-    CHECK_EQ_I64(retry_of(f, "d1", "tpm", 30), 35000);
-    CHECK_EQ_I64(retry_of(f, "d2", "tpm", 40), 45000);
-    CHECK_EQ_I64(retry_of(f, "d3", "tpm", 100), 55000);
+    REQUIRE(put_rolling(f, "tpm", 100, 8));
+    struct reservation l1 = RESERVE(f, "l1", {"tpm", 30}); /* expires T0+8s */
+    REQUIRE(l1.allowed);
+    advance(f, 3000);
+    struct reservation l2 = RESERVE(f, "l2", {"tpm", 50}); /* expires T0+11s */
+    REQUIRE(l2.allowed);
+    advance(f, 2000);
+    struct reservation l3 = RESERVE(f, "l3", {"tpm", 20}); /* expires T0+13s */
+    REQUIRE(l3.allowed);
+    advance(f, 1000); /* now T0+6s, full */
+    /* 30 needs l1 gone: 2 s; 40 needs l1 and l2: 5 s; 100 needs all: 7 s. */
+    CHECK_RETRY(f, "d1", "tpm", 30, l1.expires_at_unix_ms);
+    CHECK_RETRY(f, "d2", "tpm", 40, l2.expires_at_unix_ms);
+    CHECK_RETRY(f, "d3", "tpm", 100, l3.expires_at_unix_ms);
     /* A shrunk hold frees less when it expires: 10 of l1, then l2. */
     REQUIRE(COMPLETE(f, "l1", {"tpm", 10}).status == RESULT_OK);
-    CHECK_EQ_I64(retry_of(f, "d4", "tpm", 21), 35000);
-    CHECK_EQ_I64(retry_of(f, "d5", "tpm", 31), 45000);
-    /* And the answer is right: at T0+60s exactly, 30 fits but 31 does not. */
-    set_time(f, T0_MS + 60000);
+    CHECK_RETRY(f, "d4", "tpm", 21, l1.expires_at_unix_ms);
+    CHECK_RETRY(f, "d5", "tpm", 31, l2.expires_at_unix_ms);
+    /* And the answer is right: once l1 expires, 30 fits but 31 does not. */
+    advance_to(f, just_after_kept(f, l1.expires_at_unix_ms));
     CHECK(!reserve1(f, "d6", "tpm", 31));
     CHECK(reserve1(f, "a1", "tpm", 30));
 }
@@ -44,8 +54,9 @@ static void concurrency_retry_after_is_capped_with_jitter(void)
     fixture_config(f, &config, T0_MS);
     config.concurrency_poll_ms = 250;
     REQUIRE(fixture_start(f, &config));
-    CHECK(put_concurrency(f, "slots", 1, 30));
-    CHECK(reserve1(f, "holder", "slots", 1));
+    CHECK(put_concurrency(f, "slots", 1, 2));
+    struct reservation holder = RESERVE(f, "holder", {"slots", 1});
+    CHECK(holder.allowed);
     int64_t low = INT64_MAX, high = 0;
     char id[32];
     for (int i = 0; i < 200; i++) {
@@ -58,40 +69,48 @@ static void concurrency_retry_after_is_capped_with_jitter(void)
     }
     CHECK(low < high); /* jittered, so clients do not retry in lockstep */
     /* When the hold expires sooner than the poll interval, that wins. */
-    advance(f, 29900);
-    CHECK_EQ_I64(retry_of(f, "late", "slots", 1), 100);
-    advance(f, 99);
-    CHECK_EQ_I64(retry_of(f, "last-ms", "slots", 1), 1);
+    advance_to(f, holder.expires_at_unix_ms - 100);
+    CHECK_RETRY(f, "late", "slots", 1, holder.expires_at_unix_ms);
+    if (!f->real_clock) { /* a millisecond is below what a real clock can aim at */
+        advance(f, 99);
+        CHECK_EQ_I64(retry_of(f, "last-ms", "slots", 1), 1);
+    }
     fixture_close(f);
 }
 
 FIXTURE_TEST(budget_retry_after_is_expiry_or_period_end)
 {
-    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
-    REQUIRE(reserve1(f, "l1", "usd", 600)); /* expires T0+60s */
-    advance(f, 10000);
-    REQUIRE(reserve1(f, "l2", "usd", 300)); /* expires T0+70s */
-    advance(f, 10000);
-    /* 200 needs 100 freed: l1's expiry at T0+60s does it. */
-    CHECK_EQ_I64(retry_of(f, "d1", "usd", 200), 40000);
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 5));
+    struct reservation l1 = RESERVE(f, "l1", {"usd", 600}); /* expires T0+5s */
+    REQUIRE(l1.allowed);
+    advance(f, 1000);
+    struct reservation l2 = RESERVE(f, "l2", {"usd", 300}); /* expires T0+6s */
+    REQUIRE(l2.allowed);
+    advance(f, 1000);
+    /* 200 needs 100 freed: l1's expiry does it. */
+    CHECK_RETRY(f, "d1", "usd", 200, l1.expires_at_unix_ms);
     /* l1 commits 700: 700 + 300 reserved; 200 more needs l2 gone. */
     REQUIRE(COMPLETE(f, "l1", {"usd", 700}).status == RESULT_OK);
-    CHECK_EQ_I64(retry_of(f, "d2", "usd", 200), 50000);
-    /* 400 cannot fit this month even when l2 expires: wait for February. */
-    CHECK_EQ_I64(retry_of(f, "d3", "usd", 400), FEB_01_MS - (T0_MS + 20000));
+    CHECK_RETRY(f, "d2", "usd", 200, l2.expires_at_unix_ms);
+    /* 400 cannot fit this month even when l2 expires: wait for the next. */
+    CHECK_RETRY(f, "d3", "usd", 400, utc_period_end_ms(PERIOD_MONTH, now_ms(f)));
+    if (!f->real_clock)
+        CHECK_EQ_I64(retry_of(f, "d4", "usd", 400), FEB_01_MS - (T0_MS + 2000));
 }
 
 FIXTURE_TEST(retry_after_is_the_max_over_denied_requirements)
 {
-    REQUIRE(put_rolling(f, "tpm", 100, 60));
-    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 30));
-    REQUIRE(RESERVE(f, "l1", {"tpm", 100}, {"usd", 1000}).allowed);
-    advance(f, 5000);
-    /* tpm frees in 55 s, usd in 25 s: the request fits only after both. */
+    REQUIRE(put_rolling(f, "tpm", 100, 8));
+    REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 5));
+    struct reservation l1 = RESERVE(f, "l1", {"tpm", 100}, {"usd", 1000});
+    REQUIRE(l1.allowed);
+    advance(f, 1000);
+    /* tpm frees in 7 s, usd in 4 s: the request fits only after both. */
+    int64_t asked_ms = now_ms(f);
     struct reservation r = RESERVE(f, "d1", {"tpm", 1}, {"usd", 1});
     CHECK(!r.allowed);
     CHECK_EQ_U64(r.denied_count, 2);
-    CHECK_EQ_I64(r.retry_after_ms, 55000);
+    CHECK_TIME(f, r.retry_after_ms, l1.reserved_at_unix_ms + 8000 - asked_ms);
 }
 
 FIXTURE_TEST(retry_after_survives_a_clock_step_back)
@@ -113,37 +132,42 @@ FIXTURE_TEST(retry_after_past_the_walk_bound_is_never_early)
      * needs all but the last to expire, one more than the walk visits. */
     uint32_t holds = RETRY_WALK_HOLDS_MAX + 2;
     REQUIRE(put_rolling(f, "rpm", holds, 60));
+    static int64_t expires_ms[RETRY_WALK_HOLDS_MAX + 2];
     char id[32];
     for (uint32_t i = 0; i < holds; i++) {
         snprintf(id, sizeof id, "h%u", i);
-        REQUIRE(reserve1(f, id, "rpm", 1));
+        struct reservation r = RESERVE(f, id, {"rpm", 1});
+        REQUIRE(r.allowed);
+        expires_ms[i] = r.expires_at_unix_ms;
         advance(f, 1);
     }
-    /* now = T0 + holds; hold i expires at T0 + 60000 + i. */
-    int64_t exact = T0_MS + 60000 + (holds - 2) - now_ms(f);
-    int64_t latest = T0_MS + 60000 + (holds - 1) - now_ms(f);
+    /* On a manual clock hold i expires at T0 + 60000 + i. A real clock's
+     * answer is checked within its tolerance. */
+    int64_t tolerance_ms = f->real_clock ? REAL_TIME_TOLERANCE_MS : 0;
+    int64_t asked_ms = now_ms(f);
     int64_t retry = retry_of(f, "wide", "rpm", holds - 1);
-    CHECK(retry >= exact);
-    CHECK(retry <= latest);
+    CHECK(retry >= expires_ms[holds - 2] - asked_ms - tolerance_ms);
+    CHECK(retry <= expires_ms[holds - 1] - asked_ms + tolerance_ms);
     /* Within the bound it is exact. */
-    CHECK_EQ_I64(retry_of(f, "narrow", "rpm", RETRY_WALK_HOLDS_MAX),
-                 T0_MS + 60000 + (RETRY_WALK_HOLDS_MAX - 1) - now_ms(f));
+    CHECK_RETRY(f, "narrow", "rpm", RETRY_WALK_HOLDS_MAX, expires_ms[RETRY_WALK_HOLDS_MAX - 1]);
 }
 
-void run_retry_tests(int *passed, int *failed)
-{
-    RUN(rolling_retry_after_is_exact,
-        "rolling retry_after_ms is the exact time until enough held amount expires");
-    RUN(concurrency_retry_after_is_capped_with_jitter,
-        "concurrency retry_after_ms is the earliest expiry capped at the poll interval +-20%");
-    RUN(budget_retry_after_is_expiry_or_period_end,
-        "budget retry_after_ms is the reservation expiry that makes room, else the period end");
-    RUN(retry_after_is_the_max_over_denied_requirements,
-        "retry_after_ms is the maximum over the denied requirements");
-    RUN(retry_after_past_the_walk_bound_is_never_early,
-        "one past RETRY_WALK_HOLDS_MAX holds, retry_after_ms is still never too early");
-    RUN(retry_after_survives_a_clock_step_back,
-        "holds that expire out of order (clock stepped back) keep expiry and retry exact");
-    *passed += test_passed_count;
-    *failed += test_failed_count;
-}
+const struct conformance_test retry_tests[] = {
+    TEST_ENTRY(rolling_retry_after_is_exact,
+               "rolling retry_after_ms is the exact time until enough held amount expires"),
+    TEST_ENTRY(
+        concurrency_retry_after_is_capped_with_jitter,
+        "concurrency retry_after_ms is the earliest expiry capped at the poll interval +-20%"),
+    TEST_ENTRY(
+        budget_retry_after_is_expiry_or_period_end,
+        "budget retry_after_ms is the reservation expiry that makes room, else the period end"),
+    TEST_ENTRY(retry_after_is_the_max_over_denied_requirements,
+               "retry_after_ms is the maximum over the denied requirements"),
+    TEST_ENTRY(retry_after_past_the_walk_bound_is_never_early,
+               "one past RETRY_WALK_HOLDS_MAX holds, retry_after_ms is still never too early"),
+    MANUAL_CLOCK_TEST_ENTRY(
+        retry_after_survives_a_clock_step_back,
+        "holds that expire out of order (clock stepped back) keep expiry and retry exact",
+        "steps the clock back"),
+};
+const uint32_t retry_test_count = sizeof retry_tests / sizeof retry_tests[0];

@@ -167,9 +167,10 @@ FIXTURE_TEST(budget_race_expiry_frees_budget)
 {
     /* 5 s is the shortest budget timeout (BUDGET_TIMEOUT_SECONDS_MIN). */
     REQUIRE(put_budget(f, "room:hr:usd:month", 100000, PERIOD_MONTH, 5));
-    REQUIRE(reserve1(f, "caller-1", "room:hr:usd:month", 100000));
+    struct reservation first = RESERVE(f, "caller-1", {"room:hr:usd:month", 100000});
+    REQUIRE(first.allowed);
     CHECK(!reserve1(f, "caller-2a", "room:hr:usd:month", 50000));
-    advance(f, 5000);
+    advance_to(f, just_after(f, first.expires_at_unix_ms));
     tick(f);
     CHECK(reserve1(f, "caller-2b", "room:hr:usd:month", 50000));
     CHECK_EQ_U64(usage(f, "room:hr:usd:month").reserved, 50000);
@@ -198,8 +199,9 @@ FIXTURE_TEST(budget_race_clock_stepping_back_revives_nothing)
 FIXTURE_TEST(budget_race_commit_after_expiry_counts)
 {
     REQUIRE(put_budget(f, "room:ops:usd:month", 1000000, PERIOD_MONTH, 5));
-    REQUIRE(reserve1(f, "slow", "room:ops:usd:month", 300000));
-    advance(f, 10000);
+    struct reservation slow = RESERVE(f, "slow", {"room:ops:usd:month", 300000});
+    REQUIRE(slow.allowed);
+    advance_to(f, just_after(f, slow.expires_at_unix_ms));
     struct completion c = COMPLETE(f, "slow", {"room:ops:usd:month", 300000});
     CHECK_EQ_I64(c.status, RESULT_OK);
     CHECK(has_warning(&c, "commit_after_expiry:room:ops:usd:month"));
@@ -210,24 +212,23 @@ FIXTURE_TEST(budget_race_commit_after_expiry_counts)
     CHECK(!reserve1(f, "one-more", "room:ops:usd:month", 1));
 }
 
-void run_stress_tests(int *passed, int *failed)
-{
-    RUN(threads_never_exceed_capacity,
-        "8 threads reserving on one limit never hold more than its capacity; usage matches");
-    RUN(threads_churning_slots_stay_within_capacity,
-        "8 threads reserving 3 limits and completing/releasing never exceed 4 slots; "
-        "usage matches what was completed");
-    RUN(budget_race_hundred_reserves_admit_twenty,
-        "100 concurrent $0.05 reserves on $1.00 allow exactly 20, sum exact");
-    RUN(budget_race_release_unblocks_exactly_ten,
-        "a full budget blocks all 50; after a release exactly 10 of 50 pass");
-    RUN(budget_race_expiry_frees_budget,
-        "an expired reservation frees the budget for the next caller");
-    RUN(budget_race_clock_stepping_back_revives_nothing,
-        "a clock stepping back neither expires live holds nor revives expired "
-        "ones");
-    RUN(budget_race_commit_after_expiry_counts,
-        "a commit after expiry is charged and counts in later reserves");
-    *passed += test_passed_count;
-    *failed += test_failed_count;
-}
+const struct conformance_test stress_tests[] = {
+    TEST_ENTRY(threads_never_exceed_capacity,
+               "8 threads reserving on one limit never hold more than its capacity; usage matches"),
+    TEST_ENTRY(threads_churning_slots_stay_within_capacity,
+               "8 threads reserving 3 limits and completing/releasing never exceed 4 slots; "
+               "usage matches what was completed"),
+    TEST_ENTRY(budget_race_hundred_reserves_admit_twenty,
+               "100 concurrent $0.05 reserves on $1.00 allow exactly 20, sum exact"),
+    TEST_ENTRY(budget_race_release_unblocks_exactly_ten,
+               "a full budget blocks all 50; after a release exactly 10 of 50 pass"),
+    TEST_ENTRY(budget_race_expiry_frees_budget,
+               "an expired reservation frees the budget for the next caller"),
+    MANUAL_CLOCK_TEST_ENTRY(budget_race_clock_stepping_back_revives_nothing,
+                            "a clock stepping back neither expires live holds nor revives expired "
+                            "ones",
+                            "steps the clock back"),
+    TEST_ENTRY(budget_race_commit_after_expiry_counts,
+               "a commit after expiry is charged and counts in later reserves"),
+};
+const uint32_t stress_test_count = sizeof stress_tests / sizeof stress_tests[0];

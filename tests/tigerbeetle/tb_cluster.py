@@ -119,9 +119,10 @@ class Cluster:
     """A cluster of `replicas` replicas (1 by default); `address` lists them
     in replica order, as clients must."""
 
-    def __init__(self, replicas=1):
+    def __init__(self, replicas=1, parent=None):
+        """parent: where the data files go (default: the temporary directory)."""
         self.binary = binary()
-        self.directory = tempfile.mkdtemp(prefix="llmlimit-tb-")
+        self.directory = tempfile.mkdtemp(prefix="llmlimit-tb-", dir=parent)
         self.replicas = [Replica(self.directory, i) for i in range(replicas)]
         if len({r.port for r in self.replicas}) != replicas:
             raise RuntimeError("the kernel handed the same free port twice")

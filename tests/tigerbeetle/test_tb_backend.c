@@ -445,6 +445,36 @@ static void test_two_front_ends_share_leases(void)
     CHECK_EQ_U64(usage(front, k).used, 4); /* x1 3 + x4 1; x5 kept nothing */
 }
 
+/* Once every hold has expired nothing is left to void: a complete or
+ * release through one front end marks the lease, and the other way through
+ * the other front end is already_finalized; a lease released first is
+ * never charged by a late complete. */
+static void test_finalized_after_expiry_across_front_ends(void)
+{
+    const char *c = key("lateslots"), *u = key("lateusd");
+    put(front, definition(c, LIMIT_CONCURRENCY, 5, 1));
+    put(second, definition(c, LIMIT_CONCURRENCY, 5, 1));
+    put(front, definition(u, LIMIT_BUDGET, 1000, 5)); /* 5 s: the shortest budget hold */
+    put(second, definition(u, LIMIT_BUDGET, 1000, 5));
+    struct requirement both[2] = {{c, (uint32_t)strlen(c), 1}, {u, (uint32_t)strlen(u), 100}};
+    CHECK(reserve_on(front, lease("e1"), both, 2).allowed);
+    CHECK(reserve_on(front, lease("e2"), both, 2).allowed);
+    sleep_ms(6500);
+    /* e1: completed late through the second front end, then released */
+    struct completed done = complete1(second, lease("e1"), u, 70);
+    CHECK(done.status == RESULT_OK && done.reconciled);
+    CHECK(strstr(done.warnings, "commit_after_expiry:") != NULL);
+    CHECK(release1(front, lease("e1")).status == RESULT_CONFLICT);
+    CHECK(complete1(front, lease("e1"), u, 70).status == RESULT_OK); /* twice: a no-op */
+    /* e2: released late through the second front end, then completed */
+    CHECK(release1(second, lease("e2")).status == RESULT_OK);
+    CHECK(complete1(front, lease("e2"), u, 80).status == RESULT_CONFLICT);
+    CHECK(release1(second, lease("e2")).status == RESULT_OK); /* twice: a no-op */
+    struct limit_usage usd = usage(front, u);
+    CHECK_EQ_U64(usd.used + usd.debt, 70); /* e1 once, e2 never */
+    CHECK_EQ_U64(usd.reserved, 0);
+}
+
 static void test_restart_of_front_end_keeps_accounting(void)
 {
     const char *k = key("restart");
@@ -634,6 +664,9 @@ int main(void)
         "a decrease waits (limit_decreasing) until capacity is free");
     RUN(test_two_front_ends_share_leases,
         "two front ends on one cluster complete and release each other's leases");
+    RUN(test_finalized_after_expiry_across_front_ends,
+        "after every hold expired, finalizing the other way through another front end is 409; "
+        "a lease released first is never charged");
     RUN(test_storm_on_few_leases, "8 threads storming 12 leases never hold one twice or leak");
     RUN(test_put_while_cluster_down_applies_later,
         "with the cluster down a put answers, reserves fail fast; back up, all goes through");

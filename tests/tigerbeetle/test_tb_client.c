@@ -4,6 +4,7 @@
  * batched, pending transfers expire while the client idles (0.15.3 needs
  * the keepalive for that), and the sessions survive kill -9 and restart. */
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -220,6 +221,39 @@ static void test_expiry_runs_while_idle(void)
     CHECK_EQ_U64(account.debits_pending.low, 0);
 }
 
+/* A request stuck past its items' deadline (the server stopped) is still
+ * resent: the caller was told "unknown", and the request lands once the
+ * server runs again. tbc_submitter_stale_requests says so until then. */
+static void test_stale_request_lands_after_its_deadline(void)
+{
+    const tbc_u128 from = {.high = 0, .low = 1003}, to = {.high = 0, .low = 1004};
+    struct tbc_account accounts[2] = {{.id = from, .ledger = 1, .code = 1},
+                                      {.id = to, .ledger = 1, .code = 1}};
+    uint32_t codes[2];
+    REQUIRE(create(TBC_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) == TBC_ITEM_OK);
+    CHECK_EQ_U64(tbc_submitter_stale_requests(submitter), 0);
+    REQUIRE(kill(server.pid, SIGSTOP) == 0);
+    struct tbc_transfer move = transfer(80, from, to, 1, 0, 0);
+    struct tbc_item item = {.operation = TBC_OPERATION_CREATE_TRANSFERS,
+                            .event_count = 1,
+                            .events = &move,
+                            .codes = codes,
+                            .deadline_ms = clock_monotonic_ms() + 500};
+    CHECK(tbc_submitter_call(submitter, &item) == TBC_ITEM_UNAVAILABLE);
+    /* (the idle keepalive, stuck on the other session, may count too) */
+    CHECK(tbc_submitter_stale_requests(submitter) >= 1);
+    poll(NULL, 0, 500);
+    CHECK(tbc_submitter_stale_requests(submitter) >= 1); /* still resent */
+    REQUIRE(kill(server.pid, SIGCONT) == 0);
+    int64_t until = clock_monotonic_ms() + 10000;
+    while (tbc_submitter_stale_requests(submitter) > 0 && clock_monotonic_ms() < until)
+        poll(NULL, 0, 20);
+    CHECK_EQ_U64(tbc_submitter_stale_requests(submitter), 0);
+    struct tbc_account account;
+    REQUIRE(lookup_account(to, &account));
+    CHECK_EQ_U64(account.credits_posted.low, 1); /* it landed, once */
+}
+
 static void test_survives_kill_and_restart(void)
 {
     struct tbc_submitter_stats before, after;
@@ -331,6 +365,9 @@ int main(void)
     RUN(test_concurrent_items_are_batched, "2400 concurrent items all succeed in fewer requests");
     RUN(test_expiry_runs_while_idle,
         "a 1 s hold expires while idle (keepalive drives 0.15.3's pulse)");
+    RUN(test_stale_request_lands_after_its_deadline,
+        "a request past its items' deadline is still resent and lands; stale_requests counts it "
+        "until then");
     RUN(test_survives_kill_and_restart, "after kill -9 and restart the same sessions carry on");
     RUN(test_eviction_starts_a_new_session,
         "evicted by 64 newer clients, a session registers anew");

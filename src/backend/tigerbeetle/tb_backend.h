@@ -27,6 +27,7 @@ enum tb_code {
     TB_CODE_SPEND = 6,     /* budget: an amount owed to the period */
     TB_CODE_SETTLE = 7,    /* budget: free capacity paying what is owed */
     TB_CODE_CUT = 8,       /* budget: a capacity decrease owed to the period */
+    TB_CODE_FINAL = 9,     /* a lease finalized after all its holds expired */
 };
 /* Account codes. */
 enum tb_account_code {
@@ -37,6 +38,7 @@ enum tb_account_code {
     TB_ACCOUNT_CODE_BUDGET = 5,
     TB_ACCOUNT_CODE_SPEND = 6,
     TB_ACCOUNT_CODE_CUT = 7,
+    TB_ACCOUNT_CODE_FINALIZED = 8,
 };
 /* user_data_32 of a void says who voided: a complete or a release. A void
  * of the other kind then fails with exists_with_different_user_data_32,
@@ -48,13 +50,16 @@ enum tb_account_code {
 struct tb_hold_note {
     int64_t expires_at_ms; /* local clock */
     int64_t period_start_ms;
-    uint64_t amount;
+    uint64_t amount; /* what it still holds until then: 0 once released */
 };
 
+/* Notes are numbered in the order they are made (from 1), so a complete
+ * or release finds its hold's note in one step while it is still kept. */
 struct tb_hold_ring {
     struct tb_hold_note *notes; /* TB_HOLD_TRACK_MAX, allocated on first use */
     uint32_t head;
     uint32_t count;
+    uint64_t head_sequence; /* the number of notes[head] */
 };
 
 struct tb_limit {
@@ -96,6 +101,7 @@ struct tb_lease_hold {
     uint64_t timestamp_ns; /* the reserve transfer's cluster timestamp */
     uint32_t timeout_seconds;
     int64_t period_start_ms; /* budgets */
+    uint64_t note_sequence;  /* its retry-after note here, 0: none */
     uint8_t kind;
     bool denied;
 };
@@ -175,6 +181,7 @@ struct tb_job {
     uint32_t failed_hold; /* reserve: the hold the chain failed on */
     bool failed;          /* a step failed: answer backend_error */
     bool conflict;        /* released before: already_finalized */
+    bool final_marker;    /* every hold had expired: the finalization is marked */
 
     /* the current TigerBeetle item and its buffers; everything from here
      * on is not cleared when a job is made */
@@ -209,6 +216,7 @@ struct tb_backend {
 
     struct tbc_submitter *submitter;
     tbc_u128 operator_id;
+    tbc_u128 finalized_id; /* acct:finalized: the other side of finalization markers */
     bool operator_created;
 
     /* registry */
@@ -217,8 +225,12 @@ struct tb_backend {
     uint32_t live_limit_count;
     uint32_t limit_count; /* live and deleted */
 
-    /* lease cache */
+    /* lease cache, and the reserves in doubt (tb_leases_doubt_*) */
     pthread_mutex_t lease_lock;
+    struct {
+        uint64_t hash; /* of the lease id; 0: free */
+        int64_t at_ms; /* monotonic: when it was answered 503 */
+    } doubts[TB_DOUBT_SLOTS];
     struct tb_lease **lease_buckets;
     uint32_t lease_bucket_mask;
     uint32_t lease_count;
@@ -300,9 +312,13 @@ int tb_registry_list(struct backend *base, struct limit_state **out, size_t *cou
 int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                       struct limit_usage *out);
 void tb_registry_free(struct tb_backend *b);
-/* Adds a hold note / computes retry_after for a denied requirement. */
-void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
-                           int64_t period_start_ms, uint64_t amount);
+/* Adds a hold note, returning its number (0 when out of memory) /
+ * computes retry_after for a denied requirement. */
+uint64_t tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+                               int64_t period_start_ms, uint64_t amount);
+/* A complete or release changed what a noted hold keeps until its expiry:
+ * amount (0: nothing). A note already forgotten (or 0) is left alone. */
+void tb_registry_renote_hold(struct tb_limit *limit, uint64_t sequence, uint64_t amount);
 int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
                                 int64_t period_start_ms, int64_t now_ms);
 
@@ -323,6 +339,12 @@ struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease,
                                   uint32_t hold_count);
 /* Drops entries past retention (bounded work). */
 void tb_leases_expire(struct tb_backend *b, int64_t now_ms);
+/* A reserve of the lease was answered 503: its request may still land
+ * (docs/tigerbeetle.md "Deadlines"). */
+void tb_leases_doubt_note(struct tb_backend *b, const char *id, uint32_t id_length);
+/* Whether an earlier reserve of the lease answered 503 may still land, so
+ * a denial now could be contradicted by holds made after it. */
+bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length);
 
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
 /* A new job for request `index` of the call; NULL when out of memory. */

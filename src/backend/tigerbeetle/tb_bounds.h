@@ -17,6 +17,11 @@
  * "Retry-after"). */
 #define TB_HOLD_TRACK_MAX 4096
 
+/* Reserves answered 503 whose request may still land, remembered (by a
+ * hash of the lease id, one slot each, a newer one taking an older one's
+ * slot) so a retry is not denied while that request could still hold. */
+#define TB_DOUBT_SLOTS 1024
+
 /* Events of one job's request: a complete may use up to 3 per hold (void,
  * re-reserve, used) plus 2 settles per budget hold; 64 holds at most. */
 #define TB_JOB_EVENTS_MAX (5 * 64)

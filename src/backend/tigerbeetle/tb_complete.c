@@ -19,7 +19,9 @@
  *
  * A void that already exists means an earlier attempt finished (complete
  * twice is a no-op); one that exists with the other user_data_32 means
- * the lease was finalized the other way (already_finalized). */
+ * the lease was finalized the other way (already_finalized). Once every
+ * hold has expired there is nothing to void: the lease is then marked by
+ * a transfer of its own (see "finalization after expiry" below). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +300,90 @@ static uint32_t chain_code(const struct tb_job *job, uint32_t i, uint32_t length
     return TBC_TRANSFER_OK;
 }
 
+/* ---- finalization after expiry ---------------------------------------------
+ * A void records who finalized a lease. Once every hold has expired there
+ * is nothing left to void, so a complete or release that finds them all
+ * expired marks the lease with one transfer, xfer:final:<lease_id>
+ * (operator -> acct:finalized, amount 1, user_data_32 = who). Finalizing
+ * the other way later, through any front end, finds it: already_finalized.
+ * A late complete's budget charges are linked to it, so a lease released
+ * first is never charged. */
+
+static void log_failure(const struct tb_job *job, const struct tb_lease_hold *hold, uint32_t code);
+
+static bool every_hold_expired(const struct tb_job *job)
+{
+    assert(job->hold_count >= 1);
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (job->codes[job->hold_event[i]] != TBC_TRANSFER_PENDING_TRANSFER_EXPIRED)
+            return false;
+    }
+    return true;
+}
+
+/* The marker is never linked onward (it ends its chain), so every attempt
+ * of either kind makes it with the same flags. */
+static void push_final(struct tb_job *job, uint32_t by)
+{
+    struct tb_backend *b = job->call->backend;
+    uint32_t length;
+    const char *id = lease_id(job, &length);
+    struct tbc_transfer t = tb_ledger_transfer(tbc_id1("xfer:final:", id, length), b->operator_id,
+                                               b->finalized_id, 1, TB_CODE_FINAL, 0);
+    t.user_data_128 = tbc_id1("lease:", id, length);
+    t.user_data_32 = by;
+    push(job, t);
+}
+
+/* A budget hold whose late complete still owes its actual. */
+static bool late_charge(const struct tb_job *job, uint32_t i)
+{
+    return (job->hold_flags[i] & HOLD_LATE) && job->actual[i] > 0;
+}
+
+static uint32_t late_charges(const struct tb_job *job)
+{
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++)
+        count += late_charge(job, i) ? 1 : 0;
+    return count;
+}
+
+/* Every hold expired: [owe-late..., marker] as one chain, then settles. */
+static void build_final_follow(struct tb_job *job)
+{
+    job->event_count = 0;
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (late_charge(job, i))
+            push_owe(job, &job->holds[i], "xfer:owe-late:", job->actual[i], TBC_TRANSFER_LINKED);
+    }
+    assert(job->event_count == late_charges(job)); /* the marker comes next */
+    push_final(job, TB_VOID_BY_COMPLETE);
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        if (late_charge(job, i))
+            push_settles(job, &job->holds[i]);
+    }
+}
+
+static void release_final_done(struct tbc_item *item)
+{
+    struct tb_job *job = item->context;
+    assert(job->kind == TB_JOB_RELEASE);
+    assert(job->step == STEP_FOLLOW);
+    uint32_t code = item->status == TBC_ITEM_OK ? job->codes[0] : UINT32_MAX;
+    if (code == TBC_TRANSFER_OK || code == TBC_TRANSFER_EXISTS) {
+        set_state(job, TB_LEASE_RELEASED);
+        release_answer(job, BACKEND_OK);
+    } else if (code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
+        set_state(job, TB_LEASE_COMPLETED); /* completed after its holds expired */
+        release_answer(job, BACKEND_ALREADY_FINALIZED);
+    } else {
+        if (code != UINT32_MAX)
+            log_failure(job, &job->holds[0], code);
+        release_answer(job, BACKEND_UNAVAILABLE);
+    }
+}
+
 /* ---- complete: results and follow-ups ------------------------------------ */
 
 static void follow_done(struct tbc_item *item);
@@ -363,6 +449,10 @@ static void debt_read(struct tbc_item *item)
 /* Overage that did not fit (rolling) and late commits (budget). */
 static void build_follow(struct tb_job *job)
 {
+    if (job->final_marker) {
+        build_final_follow(job);
+        return;
+    }
     struct tb_backend *b = job->call->backend;
     uint64_t now_ns = cluster_now_ns(b);
     job->event_count = 0;
@@ -459,6 +549,21 @@ static bool understand(struct tb_job *job, uint32_t i, bool *conflict, bool *fol
     return true;
 }
 
+/* Retry-after notes of the holds this attempt voided: what each still
+ * holds until its expiry (a rolling complete keeps the actual; everything
+ * else frees at once). A void that failed changed nothing; one whose
+ * chain failed on an overage keeps the reserved amount, as noted. */
+static void renote_voided(const struct tb_job *job)
+{
+    for (uint32_t i = 0; i < job->hold_count; i++) {
+        const struct tb_lease_hold *hold = &job->holds[i];
+        if (job->codes[job->hold_event[i]] != TBC_TRANSFER_OK)
+            continue;
+        bool kept = job->kind == TB_JOB_COMPLETE && hold->kind == LIMIT_ROLLING;
+        tb_registry_renote_hold(hold->limit, hold->note_sequence, kept ? job->actual[i] : 0);
+    }
+}
+
 static void settle_done(struct tbc_item *item)
 {
     struct tb_job *job = item->context;
@@ -470,6 +575,7 @@ static void settle_done(struct tbc_item *item)
     }
     bool conflict = false, failed = false, follow = false;
     uint32_t checks = 0;
+    renote_voided(job);
     for (uint32_t i = 0; i < job->hold_count; i++) {
         if (!understand(job, i, &conflict, &follow))
             failed = true;
@@ -477,6 +583,10 @@ static void settle_done(struct tbc_item *item)
             job->ids[checks++] = lease_transfer_id(job, "xfer:void:", &job->holds[i]);
     }
     assert(checks <= job->hold_count);
+    if (checks == 0 && !conflict && !failed && every_hold_expired(job)) {
+        job->final_marker = true; /* nothing voided: mark the lease as completed */
+        follow = true;
+    }
     if (checks > 0 && !conflict && !failed) {
         job->hold_flags[0] |= follow ? HOLD_FOLLOW_PENDING : 0;
         job->step = STEP_VOID_CHECK;
@@ -513,6 +623,12 @@ static void follow_done(struct tbc_item *item)
         complete_answer(job, BACKEND_UNAVAILABLE, 0, false);
         return;
     }
+    if (job->final_marker &&
+        job->codes[late_charges(job)] == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
+        set_state(job, TB_LEASE_RELEASED); /* released after its holds expired: nothing owed */
+        complete_answer(job, BACKEND_ALREADY_FINALIZED, 0, false);
+        return;
+    }
     for (uint32_t e = 0; e < job->event_count; e++) {
         uint32_t code = job->codes[e];
         /* settles may find nothing to move; an expired hold needs nothing */
@@ -539,6 +655,7 @@ static void release_done(struct tbc_item *item)
         return;
     }
     bool conflict = false, failed = false;
+    renote_voided(job);
     for (uint32_t i = 0; i < job->hold_count; i++) {
         uint32_t code = job->codes[job->hold_event[i]];
         if (code == TBC_TRANSFER_EXISTS_WITH_DIFFERENT_USER_DATA_32 ||
@@ -558,6 +675,11 @@ static void release_done(struct tbc_item *item)
         release_answer(job, BACKEND_ALREADY_FINALIZED);
     } else if (failed) {
         release_answer(job, BACKEND_UNAVAILABLE);
+    } else if (every_hold_expired(job)) { /* nothing voided: mark the lease as released */
+        job->event_count = 0;
+        push_final(job, TB_VOID_BY_RELEASE);
+        job->step = STEP_FOLLOW;
+        tb_job_submit(job, TBC_OPERATION_CREATE_TRANSFERS, job->event_count, release_final_done);
     } else {
         set_state(job, TB_LEASE_RELEASED);
         release_answer(job, BACKEND_OK);
@@ -707,6 +829,7 @@ static void scan_add(struct tb_job *job, struct tb_limit *limit, const struct tb
     hold->timestamp_ns = t->timestamp;
     hold->timeout_seconds = t->timeout;
     hold->period_start_ms = (int64_t)t->user_data_64;
+    hold->note_sequence = 0; /* made elsewhere, or forgotten here */
     hold->kind = kind;
     hold->denied = false;
     job->scan->expected = count;

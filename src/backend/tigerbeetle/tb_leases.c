@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "tb_backend.h"
 
 /* Entries one insert looks at to find an idle one to evict. */
@@ -191,6 +192,44 @@ void tb_leases_expire(struct tb_backend *b, int64_t now_ms)
         lease = newer;
     }
     pthread_mutex_unlock(&b->lease_lock);
+}
+
+/* ---- reserves in doubt ----------------------------------------------------
+ * A reserve whose chain failed at its deadline (503) may still land: the
+ * session keeps resending its request. If the caller retries and that
+ * retry is denied for capacity before the old request lands, the lease
+ * would be held after a denial. So while any request that outlived its
+ * deadline is unsettled (tbc_submitter_stale_requests), a denial of a lease
+ * answered 503 within TBC_STALE_REQUEST_MS_MAX is answered 503 too. */
+
+static uint64_t doubt_hash(const char *id, uint32_t id_length)
+{
+    uint64_t hash = id_hash(id, id_length);
+    return hash != 0 ? hash : 1; /* 0 marks a free slot */
+}
+
+void tb_leases_doubt_note(struct tb_backend *b, const char *id, uint32_t id_length)
+{
+    uint64_t hash = doubt_hash(id, id_length);
+    pthread_mutex_lock(&b->lease_lock);
+    uint32_t slot = (uint32_t)(hash % TB_DOUBT_SLOTS);
+    b->doubts[slot].hash = hash;
+    b->doubts[slot].at_ms = clock_monotonic_ms();
+    pthread_mutex_unlock(&b->lease_lock);
+}
+
+bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length)
+{
+    uint64_t hash = doubt_hash(id, id_length);
+    uint32_t slot = (uint32_t)(hash % TB_DOUBT_SLOTS);
+    bool stale = tbc_submitter_stale_requests(b->submitter) > 0;
+    pthread_mutex_lock(&b->lease_lock);
+    bool doubt = b->doubts[slot].hash == hash &&
+                 clock_monotonic_ms() - b->doubts[slot].at_ms < TBC_STALE_REQUEST_MS_MAX;
+    if (doubt && !stale)
+        b->doubts[slot].hash = 0; /* every request sent has settled: no more doubt */
+    pthread_mutex_unlock(&b->lease_lock);
+    return doubt && stale;
 }
 
 void tb_leases_free(struct tb_backend *b)

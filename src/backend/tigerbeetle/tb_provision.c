@@ -92,14 +92,19 @@ int tb_provision_operator(struct tb_backend *b)
 {
     if (__atomic_load_n(&b->operator_created, __ATOMIC_ACQUIRE))
         return 0;
-    struct tbc_account operator=
-        tb_ledger_account(b->operator_id, TB_ACCOUNT_CODE_OPERATOR, 0, NULL);
-    uint32_t code = 0;
-    if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, &operator, 1, &code) != 0)
+    struct tbc_account accounts[2] = {
+        tb_ledger_account(b->operator_id, TB_ACCOUNT_CODE_OPERATOR, 0, NULL),
+        tb_ledger_account(b->finalized_id, TB_ACCOUNT_CODE_FINALIZED, 0, NULL),
+    };
+    uint32_t codes[2] = {0, 0};
+    if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) != 0)
         return -1;
-    if (code != TBC_ACCOUNT_OK && code != TBC_ACCOUNT_EXISTS) {
-        fprintf(stderr, "tigerbeetle: creating the operator account failed with result %u\n", code);
-        return -1;
+    for (uint32_t i = 0; i < 2; i++) {
+        if (codes[i] != TBC_ACCOUNT_OK && codes[i] != TBC_ACCOUNT_EXISTS) {
+            fprintf(stderr, "tigerbeetle: creating the operator accounts failed with result %u\n",
+                    codes[i]);
+            return -1;
+        }
     }
     __atomic_store_n(&b->operator_created, true, __ATOMIC_RELEASE);
     return 0;

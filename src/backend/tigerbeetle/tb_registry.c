@@ -297,25 +297,51 @@ void tb_registry_free(struct tb_backend *b)
 
 /* ---- retry_after (docs/semantics.md) from the holds made here ----------- */
 
-void tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
-                           int64_t period_start_ms, uint64_t amount)
+/* Drops the oldest note (notes lock held). */
+static void ring_drop_head(struct tb_hold_ring *ring)
+{
+    assert(ring->count > 0);
+    ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
+    ring->count--;
+    ring->head_sequence++;
+}
+
+uint64_t tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int64_t expires_at_ms,
+                               int64_t period_start_ms, uint64_t amount)
 {
     (void)b;
     assert(amount >= 1);
+    uint64_t sequence = 0;
     pthread_mutex_lock(&limit->notes_lock);
     struct tb_hold_ring *ring = &limit->notes;
     assert(ring->count <= TB_HOLD_TRACK_MAX);
-    if (ring->notes == NULL)
+    if (ring->notes == NULL) {
         ring->notes = malloc(TB_HOLD_TRACK_MAX * sizeof *ring->notes);
+        ring->head_sequence = 1;
+    }
     if (ring->notes != NULL) {
-        if (ring->count == TB_HOLD_TRACK_MAX) { /* forget the oldest */
-            ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
-            ring->count--;
-        }
+        if (ring->count == TB_HOLD_TRACK_MAX) /* forget the oldest */
+            ring_drop_head(ring);
         uint32_t slot = (ring->head + ring->count) % TB_HOLD_TRACK_MAX;
         ring->notes[slot] = (struct tb_hold_note){expires_at_ms, period_start_ms, amount};
+        sequence = ring->head_sequence + ring->count;
         ring->count++;
         assert(ring->count <= TB_HOLD_TRACK_MAX);
+    }
+    pthread_mutex_unlock(&limit->notes_lock);
+    return sequence;
+}
+
+void tb_registry_renote_hold(struct tb_limit *limit, uint64_t sequence, uint64_t amount)
+{
+    if (sequence == 0)
+        return;
+    pthread_mutex_lock(&limit->notes_lock);
+    struct tb_hold_ring *ring = &limit->notes;
+    if (ring->notes != NULL && sequence >= ring->head_sequence &&
+        sequence - ring->head_sequence < ring->count) {
+        uint32_t offset = (uint32_t)(sequence - ring->head_sequence);
+        ring->notes[(ring->head + offset) % TB_HOLD_TRACK_MAX].amount = amount;
     }
     pthread_mutex_unlock(&limit->notes_lock);
 }
@@ -339,10 +365,8 @@ static int64_t notes_cover(struct tb_hold_ring *ring, uint64_t need, int64_t per
     assert(need >= 1);
     assert(ring->count <= TB_HOLD_TRACK_MAX);
     assert(ring->head < TB_HOLD_TRACK_MAX);
-    while (ring->count > 0 && ring->notes[ring->head].expires_at_ms <= now_ms) {
-        ring->head = (ring->head + 1) % TB_HOLD_TRACK_MAX;
-        ring->count--;
-    }
+    while (ring->count > 0 && ring->notes[ring->head].expires_at_ms <= now_ms)
+        ring_drop_head(ring);
     *earliest_ms = ring->count > 0 ? ring->notes[ring->head].expires_at_ms : INT64_MAX;
     uint64_t sum = 0;
     for (uint32_t i = 0; i < ring->count; i++) {

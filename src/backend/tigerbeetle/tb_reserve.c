@@ -116,6 +116,7 @@ static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bo
         hold->kind = (uint8_t)d->kind;
         hold->timeout_seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
         hold->period_start_ms = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+        hold->note_sequence = 0;
         hold->denied = false;
         job->request_index[i] = (uint8_t)i;
         if (d->kind == LIMIT_BUDGET ? !tb_limit_period_ready(limits[i], hold->period_start_ms)
@@ -265,13 +266,14 @@ static void allowed(struct tb_backend *b, struct tb_job *job, bool replayed)
     tb_job_finish(job);
 }
 
-static void note_holds(struct tb_backend *b, const struct tb_job *job)
+static void note_holds(struct tb_backend *b, struct tb_job *job)
 {
     int64_t now_ms = clock_now_ms(b->clock);
     for (uint32_t i = 0; i < job->hold_count; i++) {
-        const struct tb_lease_hold *hold = &job->holds[i];
-        tb_registry_note_hold(b, hold->limit, now_ms + (int64_t)hold->timeout_seconds * 1000,
-                              hold->period_start_ms, hold->amount);
+        struct tb_lease_hold *hold = &job->holds[i];
+        hold->note_sequence =
+            tb_registry_note_hold(b, hold->limit, now_ms + (int64_t)hold->timeout_seconds * 1000,
+                                  hold->period_start_ms, hold->amount);
     }
 }
 
@@ -307,10 +309,13 @@ static void chain_done(struct tbc_item *item)
     struct tb_backend *b = job->call->backend;
     assert(item == &job->item);
     assert(job->step == STEP_CHAIN);
+    const struct reserve_request *request = job->request;
     if (item->status != TBC_ITEM_OK) {
         if (item->status == TBC_ITEM_INVALID)
             fprintf(stderr, "tigerbeetle: reserve event %u refused locally (result %u)\n",
                     item->invalid_index, item->invalid_code);
+        else
+            tb_leases_doubt_note(b, request->lease_id, request->lease_id_length);
         answer_unavailable(job);
         return;
     }
@@ -324,7 +329,15 @@ static void chain_done(struct tbc_item *item)
         return;
     }
     job->failed_hold = failed;
-    const struct reserve_request *request = job->request;
+    /* On 0.15.3 a denial records nothing, so an earlier attempt still in
+     * flight could hold the lease after it: not a denial yet (0.17 burns
+     * the ids, and the earlier attempt then fails). */
+    if (code == TBC_TRANSFER_EXCEEDS_CREDITS &&
+        tbc_submitter_dialect(b->submitter) == TBC_DIALECT_0_15 &&
+        tb_leases_in_doubt(b, request->lease_id, request->lease_id_length)) {
+        answer_unavailable(job);
+        return;
+    }
     if (code == TBC_TRANSFER_EXCEEDS_CREDITS || code == TBC_TRANSFER_ID_ALREADY_FAILED) {
         for (uint32_t i = 0; i < job->hold_count; i++)
             job->ids[i] = hold_gate(&job->holds[i]);

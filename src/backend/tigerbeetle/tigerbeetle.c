@@ -90,9 +90,11 @@ static void maintain(struct tb_backend *b, bool full, bool parked, bool sweep)
     for (uint32_t i = 0; limits != NULL && i < count; i++)
         maintain_limit(b, limits[i], now_ms, sweep, &changed);
     free(limits);
-    pthread_mutex_unlock(&b->admin_lock);
+    /* Before the admin lock goes: a tick() waiting for it then reports the
+     * change rather than finding nothing left to do. */
     if (changed)
         __atomic_store_n(&b->limits_changed, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&b->admin_lock);
 }
 
 static bool maintenance_wait(struct tb_backend *b)
@@ -187,6 +189,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
     b->decrease_retry_ms = config->decrease_retry_ms;
     b->random_state = retry_jitter_seed();
     b->operator_id = tbc_id_from_label("acct:operator", 13);
+    b->finalized_id = tbc_id_from_label("acct:finalized", 14);
     pthread_rwlock_init(&b->registry_lock, NULL);
     pthread_mutex_init(&b->lease_lock, NULL);
     pthread_mutex_init(&b->admin_lock, NULL);
