@@ -140,11 +140,14 @@ class Cluster:
             formats.append((subprocess.Popen(replica.format_command(self.binary,
                                                                     len(self.replicas)),
                                              stdout=log, stderr=log), log))
-        for process, log in formats:
+        for (process, log), replica in zip(formats, self.replicas):
             code = process.wait(timeout=120)
             log.close()
             if code != 0:
-                raise RuntimeError("tigerbeetle format failed (exit %d)" % code)
+                with open(replica.log_file, errors="replace") as f:
+                    tail = f.read()[-2000:]
+                raise RuntimeError("tigerbeetle format of replica %d failed (exit %d):\n%s"
+                                   % (replica.index, code, tail))
 
     def _selected(self, replica):
         return self.replicas if replica is None else [self.replicas[replica]]

@@ -45,12 +45,10 @@ class FrontEnd(Server):
             raise RuntimeError("llmlimitd did not reach the cluster:\n" + self.stderr_text())
         return self
 
-    def stop(self, sig=signal.SIGTERM, timeout_s=30.0):
-        """A graceful stop must exit 0 (a sanitizer build fails it otherwise)."""
-        code = super().stop(sig, timeout_s)
-        if sig == signal.SIGTERM and code not in (0, None):
-            raise RuntimeError("llmlimitd exited %s:\n%s" % (code, self.stderr_text()[-4000:]))
-        return code
+    def stop(self, sig=signal.SIGTERM, timeout_s=30.0, check=True):
+        """As the harness's (a graceful stop must exit 0), with longer to drain:
+        a front end may wait for its cluster."""
+        return super().stop(sig, timeout_s, check)
 
 
 def front_end(cluster, sessions=2):
