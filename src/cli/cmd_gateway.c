@@ -41,7 +41,7 @@ static int hash_key(const struct cli *cli)
     line[length] = '\0';
     uint8_t digest[GW_SHA256_BYTES];
     char hex[GW_SHA256_HEX_SIZE];
-    int result = length == 0 ? -2 : gw_sha256(line, length, digest);
+    int result = length == 0 ? -2 : sha256_digest(line, length, digest);
     OPENSSL_cleanse(line, sizeof line);
     if (result == -2)
         return cli_usage_error(cli, "the secret is empty");

@@ -11,8 +11,9 @@
 #include <stdint.h>
 
 #include "gw_bounds.h"
+#include "util/sha256.h"
 
-#define GW_SHA256_BYTES 32
+#define GW_SHA256_BYTES SHA256_DIGEST_BYTES
 /* Room for a load error: "<file>: line L: <path>: <reason>". */
 #define GW_CONFIG_ERROR_SIZE 1024
 

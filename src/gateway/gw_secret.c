@@ -1,61 +1,15 @@
-/* SHA-256 through OpenSSL's EVP interface, hex and base64url by hand (both
- * are a few lines, and they must never allocate), and randomness from
+/* Hex and base64url by hand (both are a few lines, and they must never
+ * allocate), SHA-256 from util/sha256.c, and randomness from
  * getrandom(2), which blocks only until the kernel's pool is first seeded. */
 #include "gw_secret.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <string.h>
 #include <sys/random.h>
 
-/* The digest fetched once, and a context per thread: EVP_Digest would
- * look the algorithm up and allocate a context on every call (a gateway
- * hashes the key of every call). */
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-static EVP_MD *sha256_md;
-static pthread_key_t sha256_key; /* the thread's EVP_MD_CTX, freed as it ends */
-static bool sha256_key_made;
-
-static void sha256_context_free(void *context)
-{
-    EVP_MD_CTX_free(context);
-}
-
-static void sha256_fetch(void)
-{
-    sha256_key_made = pthread_key_create(&sha256_key, sha256_context_free) == 0;
-    if (sha256_key_made)
-        sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
-}
-
-int gw_sha256(const void *data, size_t length, uint8_t digest[GW_SHA256_BYTES])
-{
-    assert(data != NULL || length == 0);
-    pthread_once(&sha256_once, sha256_fetch);
-    if (sha256_md == NULL)
-        return -1;
-    EVP_MD_CTX *sha256_context = pthread_getspecific(sha256_key);
-    if (sha256_context == NULL) {
-        sha256_context = EVP_MD_CTX_new();
-        if (sha256_context == NULL)
-            return -1;
-        if (pthread_setspecific(sha256_key, sha256_context) != 0) {
-            EVP_MD_CTX_free(sha256_context);
-            return -1;
-        }
-    }
-    unsigned int digest_length = 0;
-    if (EVP_DigestInit_ex2(sha256_context, sha256_md, NULL) != 1 ||
-        EVP_DigestUpdate(sha256_context, data, length) != 1 ||
-        EVP_DigestFinal_ex(sha256_context, digest, &digest_length) != 1)
-        return -1;
-    assert(digest_length == GW_SHA256_BYTES);
-    return 0;
-}
+#include "util/sha256.h"
 
 void gw_hex_encode(const uint8_t *bytes, size_t length, char *out)
 {
@@ -132,7 +86,7 @@ int gw_secret_new(char secret[GW_SECRET_SIZE], char sha256_hex[GW_SHA256_HEX_SIZ
     size_t n = gw_base64url_encode(random, sizeof random, secret + strlen(GW_SECRET_PREFIX));
     assert(strlen(GW_SECRET_PREFIX) + n + 1 == GW_SECRET_SIZE);
     OPENSSL_cleanse(random, sizeof random);
-    if (gw_sha256(secret, strlen(secret), digest) != 0) {
+    if (sha256_digest(secret, strlen(secret), digest) != 0) {
         errno = EIO;
         return -1;
     }

@@ -15,9 +15,6 @@
 #define GW_SECRET_SIZE (4 + 43 + 1)
 #define GW_SHA256_HEX_SIZE (2 * GW_SHA256_BYTES + 1)
 
-/* SHA-256 of data[0..length) into digest. 0, or -1 if libcrypto fails. */
-int gw_sha256(const void *data, size_t length, uint8_t digest[GW_SHA256_BYTES]);
-
 /* Lower-case hex of bytes[0..length) into out, NUL-terminated; out has
  * room for 2 * length + 1. */
 void gw_hex_encode(const uint8_t *bytes, size_t length, char *out);

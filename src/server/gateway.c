@@ -221,7 +221,7 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
         return NULL;
     const char *secret = header + sizeof bearer - 1;
     uint8_t digest[GW_SHA256_BYTES];
-    if (gw_sha256(secret, strlen(secret), digest) != 0)
+    if (sha256_digest(secret, strlen(secret), digest) != 0)
         return NULL;
     return gw_config_find_key(config, digest);
 }
@@ -263,7 +263,7 @@ static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt
                                          GW_REQUEST_ID_LENGTH_MAX, request_id, attempt);
     uint8_t digest[GW_SHA256_BYTES];
     char hex[GW_SHA256_HEX_SIZE];
-    if (length < 0 || gw_sha256(text, (size_t)length, digest) != 0)
+    if (length < 0 || sha256_digest(text, (size_t)length, digest) != 0)
         return -1;
     gw_hex_encode(digest, GW_SHA256_BYTES, hex);
     snprintf(out, out_size, "gw:h:%.40s", hex);

@@ -1,15 +1,15 @@
-/* SHA-256 label ids (OpenSSL libcrypto) and random ids (getrandom). */
+/* SHA-256 label ids (util/sha256.c) and random ids (getrandom). */
 #include "tbc_ids.h"
 
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include <openssl/sha.h>
-
 #include "core/bounds.h"
+#include "util/sha256.h"
 
 /* Longest label: a prefix, a lease id, '/', a key. */
 #define PREFIX_LENGTH_MAX 40
@@ -24,8 +24,13 @@ tbc_u128 tbc_id_normalize(tbc_u128 id)
 
 tbc_u128 tbc_id_from_label(const char *label, size_t length)
 {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)label, length, digest);
+    uint8_t digest[SHA256_DIGEST_BYTES];
+    /* An id is what every front end must agree on: without SHA-256 there
+     * is none to give (libcrypto fails only without memory or provider). */
+    if (sha256_digest(label, length, digest) != 0) {
+        fprintf(stderr, "llmlimit: SHA-256 failed in libcrypto\n");
+        abort();
+    }
     tbc_u128 id;
     memcpy(&id, digest, sizeof id); /* first 16 bytes, little-endian */
     return tbc_id_normalize(id);

@@ -1,0 +1,18 @@
+/* SHA-256 through OpenSSL's EVP interface, cheap enough for the data path:
+ * the digest is fetched once and each thread keeps its own context, where
+ * the one-shot SHA256() and EVP_Digest() look the algorithm up by name and
+ * allocate a context on every call. The gateway hashes every caller's key
+ * and request id with it, the TigerBeetle client every transfer's id. */
+#ifndef LLMLIMIT_UTIL_SHA256_H
+#define LLMLIMIT_UTIL_SHA256_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHA256_DIGEST_BYTES 32
+
+/* SHA-256 of data[0..length) into digest. 0, or -1 if libcrypto fails
+ * (the digest is missing, or a thread's first context cannot be made). */
+int sha256_digest(const void *data, size_t length, uint8_t digest[SHA256_DIGEST_BYTES]);
+
+#endif
