@@ -69,8 +69,8 @@
 #define TBC_STALL_MS 50
 /* With nothing in flight, work goes at once, unless the last batch was
  * large (callers answered together come back together): then it waits
- * for 3/4 of that many items, at most a quarter of the last round trip
- * and never more than TBC_LINGER_US_MAX. */
+ * from that batch's answer until as many items are queued, at most the
+ * last round trip and never more than TBC_LINGER_US_MAX. */
 #define TBC_LINGER_BATCH_MIN 8
 #define TBC_LINGER_US_MAX 2000
 

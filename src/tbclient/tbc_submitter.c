@@ -52,6 +52,10 @@ struct tbc_submitter {
     uint32_t stale_requests; /* workers whose request outlived its items (may still land) */
     uint32_t last_batch_items;
     int64_t last_round_trip_us;
+    int64_t answered_at_ns; /* monotonic: when the last request came back */
+    /* Waiting workers need this many items queued before they would send
+     * (0: any item), so a submit wakes them only then. */
+    uint32_t wake_items;
     uint64_t sequence;
     bool stopping;
 
@@ -306,11 +310,13 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
     request_over(sub, w);
 }
 
-static void wait_ms(struct tbc_submitter *sub, int64_t ms)
+static void wait_us(struct tbc_submitter *sub, int64_t us)
 {
+    assert(us >= 0);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)ms * 1000000L;
+    until.tv_sec += (time_t)(us / 1000000);
+    until.tv_nsec += (long)(us % 1000000) * 1000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
     pthread_cond_timedwait(&sub->work, &sub->lock, &until);
@@ -320,30 +326,36 @@ static void wait_ms(struct tbc_submitter *sub, int64_t ms)
  * nothing in flight work goes at once; with a request out it waits to
  * grow (TBC_EAGER_EVENTS, TBC_STALL_MS), so load makes batches larger
  * rather than requests more numerous. */
-/* Nothing in flight: go, or linger a moment for a burst to gather. */
-static bool send_idle(const struct tbc_submitter *sub, int q, int64_t *wait)
+/* Nothing in flight: go, or linger for the callers the last answer freed.
+ * Callers answered together come back together: after a request of N
+ * items, wait (from its answer, at most a round trip and
+ * TBC_LINGER_US_MAX) until N items are queued, so the next request carries
+ * them all instead of the first few. */
+static bool send_idle(struct tbc_submitter *sub, int64_t *wait_us)
 {
     uint32_t expected = sub->last_batch_items;
-    if (expected < TBC_LINGER_BATCH_MIN || sub->queued_items >= 2 * expected)
+    if (expected < TBC_LINGER_BATCH_MIN || sub->queued_items >= expected)
         return true;
     int64_t linger_us = sub->last_round_trip_us;
     if (linger_us > TBC_LINGER_US_MAX)
         linger_us = TBC_LINGER_US_MAX;
-    int64_t waited_us = (clock_monotonic_ns() - sub->queues[q].head->queued_at_ns) / 1000;
-    if (waited_us >= linger_us)
+    int64_t since_us = (clock_monotonic_ns() - sub->answered_at_ns) / 1000;
+    if (since_us >= linger_us)
         return true;
-    *wait = (linger_us - waited_us + 999) / 1000;
+    *wait_us = linger_us - since_us;
+    sub->wake_items = expected;
     return false;
 }
 
-static bool send_now(const struct tbc_submitter *sub, int64_t *wait)
+static bool send_now(struct tbc_submitter *sub, int64_t *wait_us)
 {
-    *wait = IDLE_WAIT_MS;
+    *wait_us = IDLE_WAIT_MS * 1000;
+    sub->wake_items = 0;
     int q = oldest_queue(sub);
     if (q < 0)
         return false;
     if (sub->in_flight == 0)
-        return send_idle(sub, q, wait);
+        return send_idle(sub, wait_us);
     if (sub->queued_events >= TBC_EAGER_EVENTS)
         return true;
     int64_t oldest_ms = INT64_MAX;
@@ -355,7 +367,8 @@ static bool send_now(const struct tbc_submitter *sub, int64_t *wait)
     int64_t out_ms = clock_monotonic_ms() - oldest_ms;
     if (out_ms >= TBC_STALL_MS)
         return true;
-    *wait = TBC_STALL_MS - out_ms;
+    *wait_us = (TBC_STALL_MS - out_ms) * 1000;
+    sub->wake_items = UINT32_MAX; /* only TBC_EAGER_EVENTS, the stall or an answer */
     return false;
 }
 
@@ -369,11 +382,13 @@ static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, 
     int64_t idle_until = clock_monotonic_ms() + IDLE_WAIT_MS;
     while (!sub->stopping && !send_now(sub, &wait)) {
         if (clock_monotonic_ms() >= idle_until) {
+            sub->wake_items = 0;
             pthread_mutex_unlock(&sub->lock);
             return NULL;
         }
-        wait_ms(sub, wait);
+        wait_us(sub, wait);
     }
+    sub->wake_items = 0;
     if (sub->stopping) {
         pthread_mutex_unlock(&sub->lock);
         return NULL;
@@ -404,6 +419,7 @@ static void request_over(struct tbc_submitter *sub, struct worker *w)
     assert(sub->in_flight > 0);
     sub->in_flight--;
     w->sent_at_ms = 0;
+    sub->answered_at_ns = clock_monotonic_ns();
     pthread_cond_broadcast(&sub->work);
     pthread_mutex_unlock(&sub->lock);
 }
@@ -543,7 +559,10 @@ void tbc_submitter_submit(struct tbc_submitter *sub, struct tbc_item *item)
         queue->head = item;
     queue->tail = item;
     sub->queued_items++;
-    pthread_cond_signal(&sub->work);
+    /* A lingering worker waits for a number of items: wake it only then
+     * (one wake-up per batch instead of one per item). */
+    if (sub->queued_items >= sub->wake_items || sub->queued_events >= TBC_EAGER_EVENTS)
+        pthread_cond_signal(&sub->work);
     pthread_mutex_unlock(&sub->lock);
 }
 
