@@ -168,7 +168,7 @@ class ReplicatedCluster(unittest.TestCase):
             if replica.process is None:
                 self.cluster.start(replica.index)
         for replica in range(REPLICAS):
-            self.cluster.wait_answers(replica)
+            self.cluster.wait_answers(replica, restart_known_panic=True)
 
     def reserved(self):
         return self.server.usage("tokens")[2]["reserved"]
