@@ -64,16 +64,24 @@ run_peer() {
         python3 -c 'import json, sys; print(json.load(sys.stdin)["reserves_per_second"])'
 }
 
-# One llmlimitd (front end number $1) on the cluster; prints its URL.
+# One llmlimitd (front end number $1) on the cluster, on a new data
+# directory; sets URL. Not in a subshell: its pid must reach PIDS.
 start_front_end() {
     port=$(free_port)
+    rm -rf "$WORK/data$1"
     mkdir -p "$WORK/data$1"
     "$BUILD/llmlimitd" --listen "127.0.0.1:$port" --backend tigerbeetle --tb-addresses \
         "$TB_ADDRESS" --tb-sessions "$SESSIONS" --data-dir "$WORK/data$1" \
         >"$WORK/llmlimitd$1.log" 2>&1 &
-    PIDS="$PIDS $!"
-    until grep -q 'llmlimitd listening' "$WORK/llmlimitd$1.log"; do sleep 0.1; done
-    echo "http://127.0.0.1:$port"
+    pid=$!
+    PIDS="$PIDS $pid"
+    until grep -q 'llmlimitd listening' "$WORK/llmlimitd$1.log"; do
+        kill -0 "$pid" 2>/dev/null ||
+            { echo "bench/tigerbeetle/run.sh: llmlimitd did not start:" >&2;
+              cat "$WORK/llmlimitd$1.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    URL="http://127.0.0.1:$port"
 }
 
 put() {
@@ -85,15 +93,19 @@ run_llmlimit() {
     urls=""
     i=0
     while [ "$i" -lt "$FRONT_ENDS" ]; do
-        urls="$urls $(start_front_end "$i")"
+        start_front_end "$i"
+        urls="$urls $URL"
         i=$((i + 1))
     done
-    first=$(echo "$urls" | awk '{print $1}')
-    # A fresh cluster provisions accounts on the first put: allow it time.
-    put "$first" '{"key":"bench:llm:rpm","kind":"rolling","capacity":1000000000000,"window_seconds":60,"unit":"requests"}'
-    put "$first" '{"key":"bench:llm:tpm","kind":"rolling","capacity":1000000000000000,"window_seconds":60,"unit":"tokens"}'
-    put "$first" '{"key":"bench:team:usd:month","kind":"budget","capacity":1000000000000000,"period":"month","timeout_seconds":60,"unit":"usd_micros"}'
-    sleep 1 # every front end sees the limits (they poll the cluster's registry)
+    # Each front end keeps its own limits.json (docs/tigerbeetle.md,
+    # "Capacity changes"): the same definitions go to every one; the
+    # cluster's accounts are made once. A fresh cluster provisions accounts
+    # on the first put: allow it time.
+    for url in $urls; do
+        put "$url" '{"key":"bench:llm:rpm","kind":"rolling","capacity":1000000000000,"window_seconds":60,"unit":"requests"}'
+        put "$url" '{"key":"bench:llm:tpm","kind":"rolling","capacity":1000000000000000,"window_seconds":60,"unit":"tokens"}'
+        put "$url" '{"key":"bench:team:usd:month","kind":"budget","capacity":1000000000000000,"period":"month","timeout_seconds":60,"unit":"usd_micros"}'
+    done
     per=$((CONNECTIONS / FRONT_ENDS))
     benches=""
     for url in $urls; do
@@ -107,10 +119,15 @@ run_llmlimit() {
     for url in $urls; do curl -s -m 10 "$url/metrics"; done >"$WORK/metrics"
     python3 - "$WORK" <<'PY'
 import glob, json, sys
+# Reserves granted per second: an answer that is not a grant (an error, a
+# denial) is no reserve, and is counted apart.
 total = 0.0
+refused = 0
 for path in glob.glob(sys.argv[1] + "/bench.*.json"):
     with open(path) as f:
-        total += json.load(f)["requests_per_second"]
+        report = json.load(f)
+    total += report["allowed"] / report["elapsed_seconds"]
+    refused += report["denied"] + report["errors"] + report["connection_errors"]
 batches = items = 0
 for line in open(sys.argv[1] + "/metrics"):
     if line.startswith("llmlimit_backend_batches_total "):
@@ -118,7 +135,7 @@ for line in open(sys.argv[1] + "/metrics"):
     elif line.startswith("llmlimit_backend_batched_items_total "):
         items += float(line.split()[1])
 fill = items / batches if batches else 0
-print("%d (fill %.0f)" % (round(total), fill))
+print("%d (fill %.0f%s)" % (round(total), fill, ", %d not granted" % refused if refused else ""))
 PY
     rm -f "$WORK"/bench.*.json
 }
@@ -131,7 +148,8 @@ while [ "$pair" -le "$PAIRS" ]; do
     start_cluster
     peer=$(run_peer)
     start_cluster
-    ours=$(run_llmlimit)
+    run_llmlimit >"$WORK/ours" # not in $(...): the front ends' pids must reach PIDS
+    ours=$(cat "$WORK/ours")
     printf "%-6s %14s %22s %8s\n" "$pair" "$peer" "$ours" "$(cut -d' ' -f1 /proc/loadavg)"
     pair=$((pair + 1))
 done
