@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/sqlite/sq_bounds.h"
+#include "tbclient/tbc_bounds.h"
 
 #ifndef LLMLIMIT_VERSION
 #define LLMLIMIT_VERSION "0.1.0"
@@ -80,6 +81,8 @@ static const struct flag flags[] = {
     {"--tb-addresses", "HOST:PORT,...", FLAG_STRING, FIELD(tb_addresses), 0, 0,
      "TigerBeetle replica addresses"},
     {"--tb-sessions", "N", FLAG_U32, FIELD(tb_sessions), 1, 64, "TigerBeetle client sessions"},
+    {"--tb-deadline-ms", "MS", FLAG_U32, FIELD(tb_deadline_ms), TBC_ITEM_DEADLINE_MS_MIN,
+     TBC_ITEM_DEADLINE_MS_MAX, "how long an operation waits for TigerBeetle before a 503"},
     {"--gateway-config", "FILE", FLAG_STRING, FIELD(gateway_config), 0, 0,
      "gateway mode's config (default DATA_DIR/gateway.json when it exists); SIGHUP reloads it"},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
@@ -137,6 +140,7 @@ void config_defaults(struct server_config *config)
     config->tb_cluster = "0";
     config->tb_addresses = "127.0.0.1:3000";
     config->tb_sessions = 4;
+    config->tb_deadline_ms = TBC_ITEM_DEADLINE_MS;
     assert(defaults_in_bounds(config));
 }
 

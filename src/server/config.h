@@ -37,8 +37,9 @@ struct server_config {
     const char *tb_cluster;
     const char *tb_addresses;
     uint32_t tb_sessions;
+    uint32_t tb_deadline_ms;
     const char *gateway_config; /* NULL: DATA_DIR/gateway.json when it exists */
-    bool test_clock; /* clock movable through POST /v1/admin/clock (tests only) */
+    bool test_clock;            /* clock movable through POST /v1/admin/clock (tests only) */
 };
 
 enum config_outcome {

@@ -64,6 +64,7 @@ static const void *backend_options(struct server *s, const struct backend_ops *o
         s->tigerbeetle_options.cluster = s->config.tb_cluster;
         s->tigerbeetle_options.addresses = s->config.tb_addresses;
         s->tigerbeetle_options.sessions = s->config.tb_sessions;
+        s->tigerbeetle_options.deadline_ms = s->config.tb_deadline_ms;
         return &s->tigerbeetle_options;
     }
     return NULL;
@@ -284,8 +285,8 @@ static int wait_for_stop(struct server *s, const sigset_t *signals)
         }
         char error[1024];
         if (gateway_reload(s->gateway, error, sizeof error) == 0)
-            log_write(LOG_INFO, "gateway config reloaded", "file",
-                      gateway_config_path(s->gateway), NULL);
+            log_write(LOG_INFO, "gateway config reloaded", "file", gateway_config_path(s->gateway),
+                      NULL);
         else
             log_write(LOG_ERROR, "gateway config not reloaded: the old one stays in force",
                       "reason", error, NULL);

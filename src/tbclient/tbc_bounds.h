@@ -34,8 +34,11 @@
 #define TBC_SESSIONS_DEFAULT 4
 
 /* Deadlines (monotonic milliseconds). A data-path item that has not been
- * answered by then fails with "outcome unknown" (HTTP 503). */
+ * answered by then fails with "outcome unknown" (HTTP 503); the backend's
+ * --tb-deadline-ms, within these bounds, sets it (docs/tigerbeetle.md). */
 #define TBC_ITEM_DEADLINE_MS 2000
+#define TBC_ITEM_DEADLINE_MS_MIN 100
+#define TBC_ITEM_DEADLINE_MS_MAX 60000
 #define TBC_CONNECT_TIMEOUT_MS 500
 /* First retransmission after this long, then doubling up to the max. */
 #define TBC_RETRANSMIT_MS_MIN 300

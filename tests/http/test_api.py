@@ -732,7 +732,8 @@ class Lifecycle(unittest.TestCase):
                 ("--log-format", "text"), ("--log-level", "info"),
                 ("--sqlite-synchronous", "full"), ("--sqlite-retention-days", "0"),
                 ("--tb-cluster", "0"),
-                ("--tb-addresses", "127.0.0.1:3000"), ("--tb-sessions", "4"), ("--version", "")]:
+                ("--tb-addresses", "127.0.0.1:3000"), ("--tb-sessions", "4"),
+                ("--tb-deadline-ms", "2000"), ("--version", "")]:
             line = [l for l in process.stdout.splitlines() if l.strip().startswith(flag + " ")]
             self.assertEqual(len(line), 1, flag)
             if default:
@@ -743,7 +744,8 @@ class Lifecycle(unittest.TestCase):
         for args in (["--no-such-flag"], ["--threads", "0"], ["--max-body-bytes", "x"],
                      ["--log-format", "xml"], ["--backend", "nope"], ["--listen", "nohost"],
                      ["--sqlite-retention-days", "36601"], ["--sqlite-retention-days", "-1"],
-                     ["--listen", "example.com:80"]):
+                     ["--listen", "example.com:80"], ["--tb-deadline-ms", "99"],
+                     ["--tb-deadline-ms", "60001"]):
             process = subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(process.returncode, 2, args)
             self.assertIn("llmlimitd:", process.stderr)

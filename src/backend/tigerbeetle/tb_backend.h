@@ -212,7 +212,8 @@ struct tb_backend {
     int64_t lease_retention_ms;
     int64_t concurrency_poll_ms;
     int64_t decrease_retry_ms;
-    uint64_t random_state; /* retry jitter, under the registry lock */
+    int64_t item_deadline_ms; /* --tb-deadline-ms: an operation's wait for the cluster */
+    uint64_t random_state;    /* retry jitter, under the registry lock */
 
     struct tbc_submitter *submitter;
     tbc_u128 operator_id;

@@ -892,7 +892,7 @@ static void scan_next(struct tb_job *job)
     item->events = scan->ids;
     item->objects = scan->objects;
     item->found = scan->found;
-    item->deadline_ms = clock_monotonic_ms() + TBC_ITEM_DEADLINE_MS;
+    item->deadline_ms = clock_monotonic_ms() + job->call->backend->item_deadline_ms;
     item->done = scan_read;
     item->context = job;
     job->step = STEP_SCAN;

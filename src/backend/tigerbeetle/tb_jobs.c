@@ -165,7 +165,7 @@ void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
         item->objects = job->objects;
         item->found = job->found;
     }
-    item->deadline_ms = clock_monotonic_ms() + TBC_ITEM_DEADLINE_MS;
+    item->deadline_ms = clock_monotonic_ms() + job->call->backend->item_deadline_ms;
     item->done = done;
     item->context = job;
     tbc_submitter_submit(job->call->backend->submitter, item);

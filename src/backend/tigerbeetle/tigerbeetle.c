@@ -149,6 +149,7 @@ void tb_options_defaults(struct tb_options *options)
     options->cluster = "0";
     options->addresses = "127.0.0.1:3000";
     options->sessions = 4;
+    options->deadline_ms = TBC_ITEM_DEADLINE_MS;
 }
 
 static int check_options(const struct tb_options *options, tbc_u128 *cluster, char *error,
@@ -156,6 +157,10 @@ static int check_options(const struct tb_options *options, tbc_u128 *cluster, ch
 {
     if (options->sessions < 1 || options->sessions > TBC_SESSIONS_MAX)
         snprintf(error, error_size, "tb-sessions: must be 1..%d", TBC_SESSIONS_MAX);
+    else if (options->deadline_ms < TBC_ITEM_DEADLINE_MS_MIN ||
+             options->deadline_ms > TBC_ITEM_DEADLINE_MS_MAX)
+        snprintf(error, error_size, "tb-deadline-ms: must be %d..%d", TBC_ITEM_DEADLINE_MS_MIN,
+                 TBC_ITEM_DEADLINE_MS_MAX);
     else if (options->cluster == NULL || tbc_cluster_parse(options->cluster, cluster) != 0)
         snprintf(error, error_size, "tb-cluster: a decimal number below 2^128");
     else if (options->addresses == NULL)
@@ -183,6 +188,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
     }
     b->base.ops = &tb_backend_ops;
     b->clock = config->clock;
+    b->item_deadline_ms = options.deadline_ms;
     b->lease_cache_entries = config->lease_cache_entries;
     b->lease_retention_ms = config->lease_retention_ms;
     b->concurrency_poll_ms = config->concurrency_poll_ms;

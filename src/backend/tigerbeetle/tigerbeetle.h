@@ -15,9 +15,12 @@ struct tb_options {
     const char *cluster;   /* decimal u128 */
     const char *addresses; /* HOST:PORT[,...], every replica of the cluster */
     uint32_t sessions;     /* client sessions, 1..TBC_SESSIONS_MAX */
+    /* how long an operation waits for the cluster before it answers 503,
+     * TBC_ITEM_DEADLINE_MS_MIN..TBC_ITEM_DEADLINE_MS_MAX */
+    uint32_t deadline_ms;
 };
 
-/* The defaults: cluster 0 on 127.0.0.1:3000, 4 sessions. */
+/* The defaults: cluster 0 on 127.0.0.1:3000, 4 sessions, 2 s deadline. */
 void tb_options_defaults(struct tb_options *options);
 
 #endif
