@@ -267,6 +267,8 @@ tbc_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_
                                const struct tb_limit *limit);
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out);
+/* The gate alone (one hash instead of three: a reserve needs no more). */
+tbc_u128 tb_ledger_period_gate(const struct tb_limit *limit, int64_t period_start_ms);
 struct tbc_account tb_ledger_account(tbc_u128 id, uint16_t code, uint16_t flags,
                                      const struct tb_limit *limit);
 struct tbc_transfer tb_ledger_transfer(tbc_u128 id, tbc_u128 debit, tbc_u128 credit,

@@ -19,10 +19,15 @@ tbc_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_
     return tbc_id2(prefix, lease_id, lease_length, limit->key, limit->key_length);
 }
 
+tbc_u128 tb_ledger_period_gate(const struct tb_limit *limit, int64_t period_start_ms)
+{
+    return tbc_id_period("acct:budget:", period_start_ms, limit->key, limit->key_length);
+}
+
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out)
 {
-    out->gate = tbc_id_period("acct:budget:", period_start_ms, limit->key, limit->key_length);
+    out->gate = tb_ledger_period_gate(limit, period_start_ms);
     out->spend = tbc_id_period("acct:spend:", period_start_ms, limit->key, limit->key_length);
     out->cut = tbc_id_period("acct:cut:", period_start_ms, limit->key, limit->key_length);
 }

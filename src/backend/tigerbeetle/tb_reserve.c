@@ -156,9 +156,7 @@ static tbc_u128 hold_gate(const struct tb_lease_hold *hold)
 {
     if (hold->kind != LIMIT_BUDGET)
         return tb_limit_gate(hold->limit, hold->kind);
-    struct tb_period_accounts period;
-    tb_ledger_period_accounts(hold->limit, hold->period_start_ms, &period);
-    return period.gate;
+    return tb_ledger_period_gate(hold->limit, hold->period_start_ms);
 }
 
 static void build_chain(struct tb_backend *b, struct tb_job *job)
