@@ -16,6 +16,7 @@
 #include "activity.h"
 #include "console_assets.h"
 #include "decode.h"
+#include "encode.h"
 #include "spend.h"
 
 /* The page holds no data, loads nothing from elsewhere, runs no inline
@@ -69,29 +70,13 @@ enum MHD_Result handle_console_asset(struct exchange *ex)
 
 /* ---- request arguments --------------------------------------------------- */
 
-/* A query argument, percent-decoded: 1 found, 0 absent, -1 answered 400. */
-static int query_text(struct exchange *ex, const char *name, char *out, size_t out_size)
-{
-    const char *raw = MHD_lookup_connection_value(ex->connection, MHD_GET_ARGUMENT_KIND, name);
-    if (raw == NULL)
-        return 0;
-    size_t length;
-    if (percent_decode(raw, out, out_size, &length) != 0) {
-        char error[128];
-        snprintf(error, sizeof error, "%s: invalid percent-encoding or too long", name);
-        exchange_error(ex, 400, error);
-        return -1;
-    }
-    return 1;
-}
-
 /* An integer query argument in min..max (default when absent); 0, or -1
  * answered 400. */
 static int query_u32(struct exchange *ex, const char *name, uint32_t min, uint32_t max,
                      uint32_t *out)
 {
     char text[32];
-    int found = query_text(ex, name, text, sizeof text);
+    int found = exchange_query(ex, name, text, sizeof text);
     if (found <= 0)
         return found;
     int64_t value;
@@ -111,7 +96,7 @@ static int query_u32(struct exchange *ex, const char *name, uint32_t min, uint32
 static int query_key(struct exchange *ex, const char *name, char *out)
 {
     out[0] = '\0';
-    int found = query_text(ex, name, out, LIMIT_KEY_LENGTH_MAX + 1);
+    int found = exchange_query(ex, name, out, LIMIT_KEY_LENGTH_MAX + 1);
     if (found < 0)
         return -1;
     if (found > 0 && out[0] != '\0' && !limit_key_valid(out, strlen(out))) {
@@ -149,35 +134,10 @@ static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
 
 /* ---- JSON writing -------------------------------------------------------- */
 
-static void member(struct buffer *b, const char *name)
-{
-    buffer_append_char(b, '"');
-    buffer_append_str(b, name);
-    buffer_append_str(b, "\":");
-}
-
-static void member_string(struct buffer *b, const char *name, const char *value)
-{
-    member(b, name);
-    buffer_append_json_string(b, value, strlen(value));
-}
-
-static void member_u64(struct buffer *b, const char *name, uint64_t value)
-{
-    member(b, name);
-    buffer_append_u64(b, value);
-}
-
-static void member_i64(struct buffer *b, const char *name, int64_t value)
-{
-    member(b, name);
-    buffer_append_i64(b, value);
-}
-
 /* A time, or null when 0 (never, none). */
 static void member_time(struct buffer *b, const char *name, int64_t unix_ms)
 {
-    member(b, name);
+    buffer_member(b, name);
     if (unix_ms == 0)
         buffer_append_str(b, "null");
     else
@@ -186,14 +146,14 @@ static void member_time(struct buffer *b, const char *name, int64_t unix_ms)
 
 static void member_bool(struct buffer *b, const char *name, bool value)
 {
-    member(b, name);
+    buffer_member(b, name);
     buffer_append_str(b, value ? "true" : "false");
 }
 
 /* count per second over `seconds`, with one decimal (rounded down). */
 static void member_rate(struct buffer *b, const char *name, uint64_t count, uint32_t seconds)
 {
-    member(b, name);
+    buffer_member(b, name);
     uint64_t tenths = count * 10 / seconds;
     buffer_printf(b, "%" PRIu64 ".%" PRIu64, tenths / 10, tenths % 10);
 }
@@ -214,13 +174,13 @@ static void encode_throughput(struct buffer *b, struct activity *activity, int64
         }
     }
     buffer_append_str(b, "\"throughput\":{");
-    member_u64(b, "reserves_10s", reserves_10);
+    buffer_member_u64(b, "reserves_10s", reserves_10);
     buffer_append_char(b, ',');
-    member_u64(b, "denials_10s", denials_10);
+    buffer_member_u64(b, "denials_10s", denials_10);
     buffer_append_char(b, ',');
-    member_u64(b, "reserves_60s", reserves_60);
+    buffer_member_u64(b, "reserves_60s", reserves_60);
     buffer_append_char(b, ',');
-    member_u64(b, "denials_60s", denials_60);
+    buffer_member_u64(b, "denials_60s", denials_60);
     buffer_append_char(b, ',');
     member_rate(b, "reserves_per_second_10s", reserves_10, 10);
     buffer_append_char(b, ',');
@@ -231,7 +191,7 @@ static void encode_throughput(struct buffer *b, struct activity *activity, int64
     member_rate(b, "denials_per_second_60s", denials_60, 60);
     /* The last whole seconds, oldest first: two arrays, not 60 objects. */
     buffer_append_str(b, ",\"seconds\":{");
-    member_i64(b, "from_unix_ms", seconds[0].at_unix_ms);
+    buffer_member_i64(b, "from_unix_ms", seconds[0].at_unix_ms);
     buffer_append_str(b, ",\"reserves\":[");
     for (uint32_t i = 0; i < ACTIVITY_SECONDS_REPORTED; i++) {
         if (i > 0)
@@ -259,13 +219,13 @@ enum MHD_Result handle_console_status(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
-    member_i64(&b, "now_unix_ms", now_ms);
+    buffer_member_i64(&b, "now_unix_ms", now_ms);
     buffer_append_char(&b, ',');
-    member_i64(&b, "started_at_unix_ms", server->started_at_unix_ms);
+    buffer_member_i64(&b, "started_at_unix_ms", server->started_at_unix_ms);
     buffer_append_char(&b, ',');
-    member_string(&b, "version", LLMLIMIT_VERSION);
+    buffer_member_string(&b, "version", LLMLIMIT_VERSION);
     buffer_append_char(&b, ',');
-    member_string(&b, "backend", server->backend->ops->name);
+    buffer_member_string(&b, "backend", server->backend->ops->name);
     buffer_append_char(&b, ',');
     member_bool(&b, "admin", admin);
     buffer_append_char(&b, ',');
@@ -278,7 +238,7 @@ enum MHD_Result handle_console_status(struct exchange *ex)
     member_bool(&b, "gateway_enabled",
                 server->gateway != NULL); /* GET /v1/console/gateway answers */
     buffer_append_char(&b, ',');
-    member_u64(&b, "denials_total", denials_total);
+    buffer_member_u64(&b, "denials_total", denials_total);
     buffer_append_char(&b, ',');
     encode_throughput(&b, server->activity, now_ms);
     buffer_append_char(&b, '}');
@@ -290,13 +250,13 @@ enum MHD_Result handle_console_status(struct exchange *ex)
 static void encode_holds(struct buffer *b, const struct holds_summary *holds)
 {
     buffer_append_str(b, "\"holds\":{");
-    member_u64(b, "count", holds->count);
+    buffer_member_u64(b, "count", holds->count);
     buffer_append_char(b, ',');
     member_time(b, "oldest_at_unix_ms", holds->oldest_at_unix_ms);
     buffer_append_char(b, ',');
     member_time(b, "oldest_expires_at_unix_ms", holds->oldest_expires_at_unix_ms);
     buffer_append_char(b, ',');
-    member_u64(b, "expiring_soon", holds->expiring_soon);
+    buffer_member_u64(b, "expiring_soon", holds->expiring_soon);
     buffer_append_char(b, ',');
     member_bool(b, "exact", holds->exact);
     buffer_append_char(b, '}');
@@ -305,42 +265,14 @@ static void encode_holds(struct buffer *b, const struct holds_summary *holds)
 static void encode_report(struct buffer *b, const struct limit_report *r)
 {
     const struct limit_state *state = &r->usage.state;
-    const struct limit_definition *d = &state->definition;
-    bool budget = d->kind == LIMIT_BUDGET;
     buffer_append_char(b, '{');
-    member_string(b, "key", d->key);
+    encode_definition_members(b, &state->definition);
     buffer_append_char(b, ',');
-    member_string(b, "kind", limit_kind_name(d->kind));
+    buffer_member_string(b, "status", limit_status_name(state->status));
     buffer_append_char(b, ',');
-    member_string(b, "status", limit_status_name(state->status));
+    buffer_member_u64(b, "pending_decrease_to", state->pending_decrease_to);
     buffer_append_char(b, ',');
-    member_u64(b, "pending_decrease_to", state->pending_decrease_to);
-    buffer_append_char(b, ',');
-    member_u64(b, "capacity", d->capacity);
-    buffer_append_char(b, ',');
-    member_u64(b, "window_seconds", d->window_seconds);
-    buffer_append_char(b, ',');
-    member_u64(b, "timeout_seconds", d->timeout_seconds);
-    buffer_append_char(b, ',');
-    member_string(b, "period", limit_period_name(d->period));
-    buffer_append_char(b, ',');
-    member_string(b, "unit", d->unit);
-    buffer_append_char(b, ',');
-    member_string(b, "description", d->description);
-    buffer_append_char(b, ',');
-    member_string(b, "overage", limit_overage_name(d->overage));
-    buffer_append_char(b, ',');
-    member_u64(b, "reserved", r->usage.reserved);
-    buffer_append_char(b, ',');
-    member_u64(b, "used", r->usage.used);
-    buffer_append_char(b, ',');
-    member_u64(b, "debt", r->usage.debt);
-    buffer_append_char(b, ',');
-    member_i64(b, "available", r->usage.available);
-    buffer_append_char(b, ',');
-    member_i64(b, "period_start_unix_ms", budget ? r->usage.period_start_unix_ms : 0);
-    buffer_append_char(b, ',');
-    member_i64(b, "period_end_unix_ms", budget ? r->usage.period_end_unix_ms : 0);
+    encode_usage_amounts(b, &r->usage);
     buffer_append_char(b, ',');
     member_time(b, "reset_at_unix_ms", r->reset_at_unix_ms);
     buffer_append_char(b, ',');
@@ -357,7 +289,7 @@ static int limits_query(struct exchange *ex, char *prefix, char *after, struct l
                                    .limit = CONSOLE_LIMITS_PAGE_DEFAULT,
                                    .soon_ms = CONSOLE_HOLDS_SOON_MS};
     char kind[16];
-    int found = query_text(ex, "kind", kind, sizeof kind);
+    int found = exchange_query(ex, "kind", kind, sizeof kind);
     if (found < 0 || query_key(ex, "prefix", prefix) != 0 || query_key(ex, "after", after) != 0 ||
         query_u32(ex, "limit", 1, CONSOLE_LIMITS_PAGE_MAX, &query->limit) != 0)
         return -1;
@@ -384,9 +316,9 @@ enum MHD_Result handle_console_limits(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
-    member_i64(&b, "now_unix_ms", now_ms);
+    buffer_member_i64(&b, "now_unix_ms", now_ms);
     buffer_append_char(&b, ',');
-    member_i64(&b, "soon_ms", query.soon_ms);
+    buffer_member_i64(&b, "soon_ms", query.soon_ms);
     buffer_append_char(&b, ',');
     member_bool(&b, "holds_seen_here_only", server->backend->ops->holds_seen_here_only);
     buffer_append_str(&b, ",\"limits\":[");
@@ -396,7 +328,7 @@ enum MHD_Result handle_console_limits(struct exchange *ex)
         encode_report(&b, &reports[i]);
     }
     buffer_append_str(&b, "],");
-    member(&b, "next_after");
+    buffer_member(&b, "next_after");
     if (more && count > 0) {
         const char *last = reports[count - 1].usage.state.definition.key;
         buffer_append_json_string(&b, last, strlen(last));
@@ -510,19 +442,19 @@ static void encode_callers(struct buffer *b, struct holds_tally *t, uint32_t top
             continue;
         }
         buffer_append_str(b, i > 0 ? ",{" : "{");
-        member_string(b, "caller", t->table[i].caller);
+        buffer_member_string(b, "caller", t->table[i].caller);
         buffer_append_char(b, ',');
-        member_u64(b, "holds", t->table[i].holds);
+        buffer_member_u64(b, "holds", t->table[i].holds);
         buffer_append_char(b, ',');
-        member_u64(b, "amount", t->table[i].amount);
+        buffer_member_u64(b, "amount", t->table[i].amount);
         buffer_append_char(b, ',');
-        member_i64(b, "oldest_expires_at_unix_ms", t->table[i].oldest_expires_at_ms);
+        buffer_member_i64(b, "oldest_expires_at_unix_ms", t->table[i].oldest_expires_at_ms);
         buffer_append_char(b, '}');
     }
     buffer_append_str(b, "],\"others\":{");
-    member_u64(b, "holds", other_holds);
+    buffer_member_u64(b, "holds", other_holds);
     buffer_append_char(b, ',');
-    member_u64(b, "amount", other_amount);
+    buffer_member_u64(b, "amount", other_amount);
     buffer_append_char(b, '}');
 }
 
@@ -549,13 +481,13 @@ enum MHD_Result handle_console_holds(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
-    member_string(&b, "key", key);
+    buffer_member_string(&b, "key", key);
     buffer_append_char(&b, ',');
-    member_i64(&b, "now_unix_ms", now_ms);
+    buffer_member_i64(&b, "now_unix_ms", now_ms);
     buffer_append_char(&b, ',');
-    member_u64(&b, "holds", tally.holds);
+    buffer_member_u64(&b, "holds", tally.holds);
     buffer_append_char(&b, ',');
-    member_u64(&b, "amount", tally.amount);
+    buffer_member_u64(&b, "amount", tally.amount);
     buffer_append_char(&b, ',');
     member_bool(&b, "complete", complete);
     buffer_append_char(&b, ',');
@@ -570,35 +502,35 @@ enum MHD_Result handle_console_holds(struct exchange *ex)
 static void encode_denial(struct buffer *b, const struct activity_denial *d)
 {
     buffer_append_char(b, '{');
-    member_u64(b, "id", d->id);
+    buffer_member_u64(b, "id", d->id);
     buffer_append_char(b, ',');
-    member_i64(b, "at_unix_ms", d->at_unix_ms);
+    buffer_member_i64(b, "at_unix_ms", d->at_unix_ms);
     buffer_append_char(b, ',');
-    member_string(b, "source", d->source == ACTIVITY_SOURCE_GATEWAY ? "gateway" : "api");
+    buffer_member_string(b, "source", d->source == ACTIVITY_SOURCE_GATEWAY ? "gateway" : "api");
     buffer_append_char(b, ',');
-    member_string(b, "lease_id", d->lease_id);
+    buffer_member_string(b, "lease_id", d->lease_id);
     buffer_append_char(b, ',');
-    member_string(b, "caller", d->caller);
+    buffer_member_string(b, "caller", d->caller);
     buffer_append_char(b, ',');
-    member(b, "error"); /* as the reserve answered it: the text, then its key */
+    buffer_member(b, "error"); /* as the reserve answered it: the text, then its key */
     char error[ACTIVITY_ERROR_BYTES_MAX + LIMIT_KEY_LENGTH_MAX];
     snprintf(error, sizeof error, "%s%s", d->error,
              d->error[0] != '\0' && d->key_count > 0 ? d->keys[0] : "");
     buffer_append_json_string(b, error, strlen(error));
     buffer_append_char(b, ',');
-    member_i64(b, "retry_after_ms", d->retry_after_ms);
+    buffer_member_i64(b, "retry_after_ms", d->retry_after_ms);
     buffer_append_str(b, ",\"keys\":[");
     uint32_t kept =
         d->key_count < ACTIVITY_DENIAL_KEYS_MAX ? d->key_count : ACTIVITY_DENIAL_KEYS_MAX;
     for (uint32_t i = 0; i < kept; i++) {
         buffer_append_str(b, i > 0 ? ",{" : "{");
-        member_string(b, "key", d->keys[i]);
+        buffer_member_string(b, "key", d->keys[i]);
         buffer_append_char(b, ',');
-        member_u64(b, "amount", d->amounts[i]);
+        buffer_member_u64(b, "amount", d->amounts[i]);
         buffer_append_char(b, '}');
     }
     buffer_append_str(b, "],");
-    member_u64(b, "keys_total", d->key_count);
+    buffer_member_u64(b, "keys_total", d->key_count);
     buffer_append_char(b, '}');
 }
 
@@ -616,9 +548,9 @@ enum MHD_Result handle_console_denials(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
-    member_i64(&b, "now_unix_ms", clock_now_ms(server->clock));
+    buffer_member_i64(&b, "now_unix_ms", clock_now_ms(server->clock));
     buffer_append_char(&b, ',');
-    member_u64(&b, "denials_total", total);
+    buffer_member_u64(&b, "denials_total", total);
     buffer_append_str(&b, ",\"denials\":[");
     for (size_t i = 0; i < count; i++) {
         if (i > 0)
@@ -634,13 +566,13 @@ enum MHD_Result handle_console_denials(struct exchange *ex)
 
 static void encode_projection(struct buffer *b, const struct spend_projection *p)
 {
-    member(b, "rate_per_hour");
+    buffer_member(b, "rate_per_hour");
     if (p->rate_known)
         buffer_append_u64(b, p->rate_per_hour);
     else
         buffer_append_str(b, "null");
     buffer_append_char(b, ',');
-    member(b, "rate_window_ms");
+    buffer_member(b, "rate_window_ms");
     if (p->rate_known)
         buffer_append_i64(b, p->rate_window_ms);
     else
@@ -648,7 +580,7 @@ static void encode_projection(struct buffer *b, const struct spend_projection *p
     buffer_append_char(b, ',');
     member_time(b, "runs_out_at_unix_ms", p->runs_out ? p->runs_out_at_unix_ms : 0);
     buffer_append_char(b, ',');
-    member(b, "projected_at_period_end");
+    buffer_member(b, "projected_at_period_end");
     if (p->rate_known)
         buffer_append_u64(b, p->projected_at_period_end);
     else
@@ -660,27 +592,27 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
 {
     const struct limit_definition *d = &u->state.definition;
     buffer_append_char(b, '{');
-    member_string(b, "key", d->key);
+    buffer_member_string(b, "key", d->key);
     buffer_append_char(b, ',');
-    member_string(b, "unit", d->unit);
+    buffer_member_string(b, "unit", d->unit);
     buffer_append_char(b, ',');
-    member_u64(b, "capacity", d->capacity);
+    buffer_member_u64(b, "capacity", d->capacity);
     buffer_append_char(b, ',');
-    member_i64(b, "period_start_unix_ms", u->period_start_unix_ms);
+    buffer_member_i64(b, "period_start_unix_ms", u->period_start_unix_ms);
     buffer_append_char(b, ',');
-    member_i64(b, "period_end_unix_ms", u->period_end_unix_ms);
+    buffer_member_i64(b, "period_end_unix_ms", u->period_end_unix_ms);
     buffer_append_char(b, ',');
-    member_i64(b, "now_unix_ms", now_ms);
+    buffer_member_i64(b, "now_unix_ms", now_ms);
     buffer_append_char(b, ',');
-    member_u64(b, "reserved", u->reserved);
+    buffer_member_u64(b, "reserved", u->reserved);
     buffer_append_char(b, ',');
-    member_u64(b, "used", u->used);
+    buffer_member_u64(b, "used", u->used);
     buffer_append_char(b, ',');
-    member_u64(b, "debt", u->debt);
+    buffer_member_u64(b, "debt", u->debt);
     buffer_append_char(b, ',');
-    member_i64(b, "available", u->available);
+    buffer_member_i64(b, "available", u->available);
     buffer_append_char(b, ',');
-    member_u64(b, "spent", amount_add_saturating(u->used, u->debt));
+    buffer_member_u64(b, "spent", amount_add_saturating(u->used, u->debt));
     buffer_append_char(b, ',');
     member_bool(b, "tracked", tracked);
     buffer_append_char(b, ',');
@@ -688,13 +620,13 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
     buffer_append_str(b, ",\"points\":[");
     for (uint32_t i = 0; i < count; i++) {
         buffer_append_str(b, i > 0 ? ",{" : "{");
-        member_i64(b, "at_unix_ms", points[i].at_unix_ms);
+        buffer_member_i64(b, "at_unix_ms", points[i].at_unix_ms);
         buffer_append_char(b, ',');
-        member_u64(b, "used", points[i].used);
+        buffer_member_u64(b, "used", points[i].used);
         buffer_append_char(b, ',');
-        member_u64(b, "debt", points[i].debt);
+        buffer_member_u64(b, "debt", points[i].debt);
         buffer_append_char(b, ',');
-        member_u64(b, "spent", amount_add_saturating(points[i].used, points[i].debt));
+        buffer_member_u64(b, "spent", amount_add_saturating(points[i].used, points[i].debt));
         buffer_append_char(b, '}');
     }
     buffer_append_str(b, "],");

@@ -5,31 +5,6 @@
 #include <assert.h>
 #include <string.h>
 
-static void member_name(struct buffer *b, const char *name)
-{
-    buffer_append_char(b, '"');
-    buffer_append_str(b, name);
-    buffer_append_str(b, "\":");
-}
-
-static void member_string(struct buffer *b, const char *name, const char *value)
-{
-    member_name(b, name);
-    buffer_append_json_string(b, value, strlen(value));
-}
-
-static void member_u64(struct buffer *b, const char *name, uint64_t value)
-{
-    member_name(b, name);
-    buffer_append_u64(b, value);
-}
-
-static void member_i64(struct buffer *b, const char *name, int64_t value)
-{
-    member_name(b, name);
-    buffer_append_i64(b, value);
-}
-
 unsigned encode_http_status(enum backend_error error)
 {
     switch (error) {
@@ -100,7 +75,7 @@ const char *encode_backend_error_text(enum backend_error error)
 static void denied_keys(struct buffer *b, const struct reserve_request *request,
                         const struct reserve_result *result)
 {
-    member_name(b, "denied_keys");
+    buffer_member(b, "denied_keys");
     buffer_append_char(b, '[');
     if (!result->allowed && result->denied_count == 0 && backend_error_is_denial(result->error)) {
         assert(result->error_index < request->requirement_count);
@@ -168,21 +143,21 @@ unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *
     }
     unsigned status = encode_http_status(result->error);
     if (status != 200) {
-        member_name(b, "error");
+        buffer_member(b, "error");
         reserve_error(b, request, result);
         return status;
     }
     assert(!result->allowed); /* allowed with an error is not an answer */
     assert(result->retry_after_ms >= 0);
-    member_name(b, "allowed");
+    buffer_member(b, "allowed");
     buffer_append_str(b, result->allowed ? "true," : "false,");
-    member_i64(b, "retry_after_ms", result->allowed ? 0 : result->retry_after_ms);
+    buffer_member_i64(b, "retry_after_ms", result->allowed ? 0 : result->retry_after_ms);
     buffer_append_char(b, ',');
-    member_i64(b, "reserved_at_unix_ms", result->allowed ? result->reserved_at_unix_ms : 0);
+    buffer_member_i64(b, "reserved_at_unix_ms", result->allowed ? result->reserved_at_unix_ms : 0);
     buffer_append_char(b, ',');
-    member_i64(b, "expires_at_unix_ms", result->allowed ? result->expires_at_unix_ms : 0);
+    buffer_member_i64(b, "expires_at_unix_ms", result->allowed ? result->expires_at_unix_ms : 0);
     buffer_append_char(b, ',');
-    member_name(b, "error");
+    buffer_member(b, "error");
     reserve_error(b, request, result);
     buffer_append_char(b, ',');
     denied_keys(b, request, result);
@@ -194,7 +169,7 @@ unsigned encode_complete_members(struct buffer *b, const struct complete_request
 {
     if (result->error != BACKEND_OK) {
         buffer_append_str(b, "\"ok\":false,");
-        member_name(b, "error");
+        buffer_member(b, "error");
         if (result->error == BACKEND_ACTUAL_KEY_NOT_IN_LEASE) {
             assert(result->error_index < request->actual_count);
             const struct actual *a = &request->actuals[result->error_index];
@@ -206,7 +181,7 @@ unsigned encode_complete_members(struct buffer *b, const struct complete_request
     }
     buffer_append_str(b, result->reconciled ? "\"ok\":true,\"reconciled\":true,"
                                             : "\"ok\":true,\"reconciled\":false,");
-    member_name(b, "warnings");
+    buffer_member(b, "warnings");
     buffer_append_char(b, '[');
     assert(result->warning_count == 0 || result->warnings != NULL);
     for (uint32_t i = 0; i < result->warning_count; i++) {
@@ -225,12 +200,52 @@ unsigned encode_release_members(struct buffer *b, const struct release_result *r
 {
     if (result->error != BACKEND_OK) {
         buffer_append_str(b, "\"ok\":false,");
-        member_name(b, "error");
+        buffer_member(b, "error");
         encode_backend_error(b, result->error, NULL, 0);
         return encode_http_status(result->error);
     }
     buffer_append_str(b, "\"ok\":true");
     return 200;
+}
+
+void encode_definition_members(struct buffer *b, const struct limit_definition *d)
+{
+    buffer_member_string(b, "key", d->key);
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "kind", limit_kind_name(d->kind));
+    buffer_append_char(b, ',');
+    buffer_member_u64(b, "capacity", d->capacity);
+    buffer_append_char(b, ',');
+    buffer_member_u64(b, "window_seconds", d->window_seconds);
+    buffer_append_char(b, ',');
+    buffer_member_u64(b, "timeout_seconds", d->timeout_seconds);
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "period", limit_period_name(d->period));
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "unit", d->unit);
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "description", d->description);
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "overage", limit_overage_name(d->overage));
+}
+
+void encode_usage_amounts(struct buffer *b, const struct limit_usage *usage)
+{
+    const struct limit_definition *d = &usage->state.definition;
+    assert(d->kind != LIMIT_BUDGET || usage->period_start_unix_ms < usage->period_end_unix_ms);
+    buffer_member_u64(b, "reserved", usage->reserved);
+    buffer_append_char(b, ',');
+    buffer_member_u64(b, "used", usage->used);
+    buffer_append_char(b, ',');
+    buffer_member_u64(b, "debt", usage->debt);
+    buffer_append_char(b, ',');
+    buffer_member_i64(b, "available", usage->available);
+    buffer_append_char(b, ',');
+    buffer_member_i64(b, "period_start_unix_ms",
+                      d->kind == LIMIT_BUDGET ? usage->period_start_unix_ms : 0);
+    buffer_append_char(b, ',');
+    buffer_member_i64(b, "period_end_unix_ms",
+                      d->kind == LIMIT_BUDGET ? usage->period_end_unix_ms : 0);
 }
 
 void encode_limit_state(struct buffer *b, const struct limit_state *state)
@@ -244,62 +259,34 @@ void encode_limit_state(struct buffer *b, const struct limit_state *state)
     assert(state->status == LIMIT_ACTIVE || state->pending_decrease_to >= 1);
     assert(state->status == LIMIT_ACTIVE || state->pending_decrease_to < d->capacity);
     buffer_append_str(b, "{\"definition\":{");
-    member_string(b, "key", d->key);
-    buffer_append_char(b, ',');
-    member_string(b, "kind", limit_kind_name(d->kind));
-    buffer_append_char(b, ',');
-    member_u64(b, "capacity", d->capacity);
-    buffer_append_char(b, ',');
-    member_u64(b, "window_seconds", d->window_seconds);
-    buffer_append_char(b, ',');
-    member_u64(b, "timeout_seconds", d->timeout_seconds);
-    buffer_append_char(b, ',');
-    member_string(b, "period", limit_period_name(d->period));
-    buffer_append_char(b, ',');
-    member_string(b, "unit", d->unit);
-    buffer_append_char(b, ',');
-    member_string(b, "description", d->description);
-    buffer_append_char(b, ',');
-    member_string(b, "overage", limit_overage_name(d->overage));
+    encode_definition_members(b, d);
     buffer_append_str(b, "},");
-    member_string(b, "status", limit_status_name(state->status));
+    buffer_member_string(b, "status", limit_status_name(state->status));
     buffer_append_char(b, ',');
-    member_u64(b, "pending_decrease_to", state->pending_decrease_to);
+    buffer_member_u64(b, "pending_decrease_to", state->pending_decrease_to);
     buffer_append_char(b, '}');
 }
 
 void encode_usage(struct buffer *b, const struct limit_usage *usage)
 {
     const struct limit_definition *d = &usage->state.definition;
-    assert(d->kind != LIMIT_BUDGET || usage->period_start_unix_ms < usage->period_end_unix_ms);
     buffer_append_char(b, '{');
-    member_string(b, "key", d->key);
+    buffer_member_string(b, "key", d->key);
     buffer_append_char(b, ',');
-    member_string(b, "kind", limit_kind_name(d->kind));
+    buffer_member_string(b, "kind", limit_kind_name(d->kind));
     buffer_append_char(b, ',');
-    member_string(b, "status", limit_status_name(usage->state.status));
+    buffer_member_string(b, "status", limit_status_name(usage->state.status));
     buffer_append_char(b, ',');
-    member_u64(b, "capacity", d->capacity);
+    buffer_member_u64(b, "capacity", d->capacity);
     buffer_append_char(b, ',');
-    member_u64(b, "reserved", usage->reserved);
-    buffer_append_char(b, ',');
-    member_u64(b, "used", usage->used);
-    buffer_append_char(b, ',');
-    member_u64(b, "debt", usage->debt);
-    buffer_append_char(b, ',');
-    member_i64(b, "available", usage->available);
-    buffer_append_char(b, ',');
-    member_i64(b, "period_start_unix_ms",
-               d->kind == LIMIT_BUDGET ? usage->period_start_unix_ms : 0);
-    buffer_append_char(b, ',');
-    member_i64(b, "period_end_unix_ms", d->kind == LIMIT_BUDGET ? usage->period_end_unix_ms : 0);
+    encode_usage_amounts(b, usage);
     buffer_append_char(b, '}');
 }
 
 void encode_error(struct buffer *b, const char *error, bool with_ok)
 {
     buffer_append_str(b, with_ok ? "{\"ok\":false," : "{");
-    member_string(b, "error", error);
+    buffer_member_string(b, "error", error);
     buffer_append_char(b, '}');
 }
 
@@ -322,10 +309,10 @@ static const char *openai_error_message(const char *error)
 void encode_openai_error(struct buffer *b, unsigned status, const char *error)
 {
     buffer_append_str(b, "{\"error\":{");
-    member_string(b, "message", openai_error_message(error));
+    buffer_member_string(b, "message", openai_error_message(error));
     buffer_append_char(b, ',');
-    member_string(b, "type", status >= 500 ? "server_error" : "invalid_request_error");
+    buffer_member_string(b, "type", status >= 500 ? "server_error" : "invalid_request_error");
     buffer_append_str(b, ",\"param\":null,");
-    member_string(b, "code", error);
+    buffer_member_string(b, "code", error);
     buffer_append_str(b, "}}");
 }

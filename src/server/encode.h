@@ -25,6 +25,11 @@ unsigned encode_complete_members(struct buffer *b, const struct complete_request
                                  const struct complete_result *result);
 unsigned encode_release_members(struct buffer *b, const struct release_result *result);
 
+/* The nine definition members, "key" to "overage", no braces. */
+void encode_definition_members(struct buffer *b, const struct limit_definition *d);
+/* "reserved", "used", "debt", "available", "period_start_unix_ms" and
+ * "period_end_unix_ms" (0 unless a budget), no braces. */
+void encode_usage_amounts(struct buffer *b, const struct limit_usage *usage);
 /* {"definition":{...},"status":...,"pending_decrease_to":N} */
 void encode_limit_state(struct buffer *b, const struct limit_state *state);
 /* {"key",...,"period_end_unix_ms"} */

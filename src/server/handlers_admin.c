@@ -38,27 +38,11 @@ static int path_key(struct exchange *ex, char *key, size_t key_size)
     return 0;
 }
 
-/* A query argument, percent-decoded: 1 found, 0 absent, -1 answered 400. */
-static int query_arg(struct exchange *ex, const char *name, char *out, size_t out_size)
-{
-    const char *raw = MHD_lookup_connection_value(ex->connection, MHD_GET_ARGUMENT_KIND, name);
-    if (raw == NULL)
-        return 0;
-    size_t length;
-    if (percent_decode(raw, out, out_size, &length) != 0) {
-        char error[128];
-        snprintf(error, sizeof error, "%s: invalid percent-encoding or too long", name);
-        exchange_error(ex, 400, error);
-        return -1;
-    }
-    return 1;
-}
-
 /* An integer query argument in min..max; 1 found, 0 absent, -1 answered. */
 static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max, int64_t *out)
 {
     char text[32];
-    int found = query_arg(ex, name, text, sizeof text);
+    int found = exchange_query(ex, name, text, sizeof text);
     if (found <= 0)
         return found;
     if (decode_i64(text, out) != 0 || *out < min || *out > max) {
@@ -274,7 +258,7 @@ enum MHD_Result handle_usage(struct exchange *ex)
     if (query_i64(ex, "at_unix_ms", 0, UNIX_MS_MAX, &at) < 0)
         return MHD_YES;
     char group_by[16];
-    int grouped = query_arg(ex, "group_by", group_by, sizeof group_by);
+    int grouped = exchange_query(ex, "group_by", group_by, sizeof group_by);
     if (grouped < 0)
         return MHD_YES;
     if (grouped > 0 && strcmp(group_by, "caller") != 0)
@@ -319,7 +303,7 @@ static void encode_event(struct buffer *b, const struct backend_event *e)
 /* key and lease_id filters of GET /v1/events; 0, or -1 after answering. */
 static int events_filters(struct exchange *ex, char *key, char *lease_id, struct event_query *query)
 {
-    int found = query_arg(ex, "key", key, LIMIT_KEY_LENGTH_MAX + 1);
+    int found = exchange_query(ex, "key", key, LIMIT_KEY_LENGTH_MAX + 1);
     if (found < 0)
         return -1;
     if (found > 0 && !limit_key_valid(key, strlen(key))) {
@@ -327,7 +311,7 @@ static int events_filters(struct exchange *ex, char *key, char *lease_id, struct
         return -1;
     }
     query->key = found > 0 ? key : NULL;
-    found = query_arg(ex, "lease_id", lease_id, LEASE_ID_LENGTH_MAX + 1);
+    found = exchange_query(ex, "lease_id", lease_id, LEASE_ID_LENGTH_MAX + 1);
     if (found < 0)
         return -1;
     if (found > 0 && !lease_id_valid(lease_id, strlen(lease_id))) {

@@ -100,6 +100,21 @@ void exchange_reply_buffer(struct exchange *ex, struct buffer *buffer)
     buffer->stable = true;
 }
 
+int exchange_query(struct exchange *ex, const char *name, char *out, size_t out_size)
+{
+    const char *raw = MHD_lookup_connection_value(ex->connection, MHD_GET_ARGUMENT_KIND, name);
+    if (raw == NULL)
+        return 0;
+    size_t length;
+    if (percent_decode(raw, out, out_size, &length) != 0) {
+        char error[128];
+        snprintf(error, sizeof error, "%s: invalid percent-encoding or too long", name);
+        exchange_error(ex, 400, error);
+        return -1;
+    }
+    return 1;
+}
+
 enum MHD_Result exchange_error(struct exchange *ex, unsigned status, const char *error)
 {
     struct buffer b;

@@ -150,6 +150,9 @@ enum MHD_Result exchange_answer(struct exchange *exchange, unsigned status, stru
                                 int64_t retry_after_ms);
 /* {"error": error}, plus "ok": false on complete/release routes. */
 enum MHD_Result exchange_error(struct exchange *exchange, unsigned status, const char *error);
+/* A query argument, percent-decoded into out: 1 found, 0 absent, -1 (bad
+ * escape or too long) answered 400. */
+int exchange_query(struct exchange *exchange, const char *name, char *out, size_t out_size);
 /* Parses the body (in place, into the arena) into exchange->document; on
  * failure answers 400 and returns NULL. */
 const struct jdoc_value *exchange_parse_body(struct exchange *exchange);

@@ -190,3 +190,29 @@ void buffer_printf(struct buffer *buffer, const char *format, ...)
     va_end(ap);
     buffer->length += (size_t)n;
 }
+
+void buffer_member(struct buffer *buffer, const char *name)
+{
+    assert(name != NULL);
+    buffer_append_char(buffer, '"');
+    buffer_append_str(buffer, name);
+    buffer_append_str(buffer, "\":");
+}
+
+void buffer_member_string(struct buffer *buffer, const char *name, const char *value)
+{
+    buffer_member(buffer, name);
+    buffer_append_json_string(buffer, value, strlen(value));
+}
+
+void buffer_member_u64(struct buffer *buffer, const char *name, uint64_t value)
+{
+    buffer_member(buffer, name);
+    buffer_append_u64(buffer, value);
+}
+
+void buffer_member_i64(struct buffer *buffer, const char *name, int64_t value)
+{
+    buffer_member(buffer, name);
+    buffer_append_i64(buffer, value);
+}

@@ -93,4 +93,11 @@ void buffer_append_json_string(struct buffer *buffer, const char *s, size_t leng
 void buffer_printf(struct buffer *buffer, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* JSON object members: `"name":` then the value. The name is written as it
+ * is (a literal of the caller's, never escaped). */
+void buffer_member(struct buffer *buffer, const char *name);
+void buffer_member_string(struct buffer *buffer, const char *name, const char *value);
+void buffer_member_u64(struct buffer *buffer, const char *name, uint64_t value);
+void buffer_member_i64(struct buffer *buffer, const char *name, int64_t value);
+
 #endif
