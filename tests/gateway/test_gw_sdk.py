@@ -12,7 +12,6 @@ missing."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import unittest
@@ -20,20 +19,10 @@ import unittest
 from gw_harness import (CHAT, HERE, MODELS, REMAINING_KNOWN, SKIP, GatewayTest, chat, cost,
                         skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
-
-
-def node_from_argv():
-    """--node PATH (ctest passes it; PATH may be empty or missing), else node on PATH."""
-    if "--node" not in sys.argv:
-        return shutil.which("node")
-    i = sys.argv.index("--node")
-    value = sys.argv[i + 1] if i + 1 < len(sys.argv) else ""
-    del sys.argv[i:i + 2]
-    return value or shutil.which("node")
+from node_sdk import NODE_DIR, missing_prerequisite, node_from_argv
 
 
 NODE = node_from_argv()
-NODE_DIR = os.path.join(HERE, "node")
 PROMPT, COMPLETION = 1001, 499  # m-counted's usage
 
 
@@ -128,16 +117,8 @@ class Sdk(GatewayTest, unittest.TestCase):
         self.assertEqual(self.limited.snapshot()["req"], (0, 1, 0))
 
 
-def missing_prerequisite():
-    if not NODE:
-        return "node not found"
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "openai")):
-        return "the openai SDK is not installed (npm ci --prefix tests/gateway/node)"
-    return None
-
-
 if __name__ == "__main__":
-    reason = missing_prerequisite()
+    reason = missing_prerequisite(NODE)
     if reason:
         print("skipped: " + reason)
         sys.exit(SKIP)

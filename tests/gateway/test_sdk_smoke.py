@@ -7,7 +7,6 @@ tests/gateway/node) is missing."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import unittest
@@ -15,21 +14,11 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fake_upstream  # noqa: E402
+from node_sdk import NODE_DIR, missing_prerequisite, node_from_argv  # noqa: E402
 
-NODE_DIR = os.path.join(HERE, "node")
 SKIP = 77
 API_KEY = "sk-fake-provider"
 SEVEN_WORDS = "alpha bravo charlie delta echo foxtrot golf"
-
-
-def node_from_argv():
-    """--node PATH (ctest passes it; may be empty), else node on PATH."""
-    for i, arg in enumerate(sys.argv):
-        if arg == "--node" and i + 1 < len(sys.argv):
-            path = sys.argv[i + 1]
-            del sys.argv[i:i + 2]
-            return path or None
-    return shutil.which("node")
 
 
 NODE = node_from_argv()
@@ -110,16 +99,8 @@ class SdkAgainstFake(unittest.TestCase):
         self.assertEqual([r["end"] for r in self.log[1:3]], ["stream_complete"] * 2)
 
 
-def missing_prerequisite():
-    if not NODE:
-        return "node not found"
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "openai")):
-        return "the openai SDK is not installed (npm ci --prefix tests/gateway/node)"
-    return None
-
-
 if __name__ == "__main__":
-    reason = missing_prerequisite()
+    reason = missing_prerequisite(NODE)
     if reason:
         print("skipped: " + reason)
         sys.exit(SKIP)
