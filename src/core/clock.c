@@ -69,6 +69,19 @@ int64_t clock_monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+struct timespec clock_deadline(clockid_t which, int64_t us)
+{
+    assert(us >= 0);
+    struct timespec at;
+    int rc = clock_gettime(which, &at);
+    assert(rc == 0);
+    at.tv_sec += (time_t)(us / 1000000);
+    at.tv_nsec += (long)(us % 1000000) * 1000L;
+    at.tv_sec += at.tv_nsec / 1000000000L;
+    at.tv_nsec %= 1000000000L;
+    return at;
+}
+
 int64_t clock_monotonic_ms(void)
 {
     return clock_monotonic_ns() / 1000000;

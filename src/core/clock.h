@@ -6,6 +6,7 @@
 #define LLMLIMIT_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 struct clock {
     int64_t (*now_ms)(struct clock *clock); /* unix milliseconds */
@@ -44,5 +45,9 @@ static inline int64_t clock_now_ms(struct clock *clock)
 /* Monotonic milliseconds, for timeouts and latency only (never accounting). */
 int64_t clock_monotonic_ms(void);
 int64_t clock_monotonic_ns(void);
+/* The time on `which` (CLOCK_MONOTONIC or CLOCK_REALTIME, as the condition
+ * variable or lock waited on uses) `us` microseconds from now: the
+ * deadline of a pthread timed wait. */
+struct timespec clock_deadline(clockid_t which, int64_t us);
 
 #endif

@@ -95,12 +95,7 @@ static void *ticker_main(void *context)
     struct server *s = context;
     pthread_mutex_lock(&s->ticker_mutex);
     while (!s->ticker_stop) {
-        struct timespec deadline;
-        int rc = clock_gettime(CLOCK_MONOTONIC, &deadline);
-        assert(rc == 0);
-        deadline.tv_nsec += (long)TICK_INTERVAL_MS * 1000000L;
-        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-        deadline.tv_nsec %= 1000000000L;
+        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, TICK_INTERVAL_MS * 1000);
         pthread_cond_timedwait(&s->ticker_cond, &s->ticker_mutex, &deadline);
         if (s->ticker_stop)
             break;

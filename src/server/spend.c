@@ -89,11 +89,7 @@ static void *sampler_main(void *context)
     struct spend *spend = context;
     pthread_mutex_lock(&spend->thread_mutex);
     while (!spend->stopping) {
-        struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_nsec += (long)SPEND_TICK_MS * 1000000L;
-        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-        deadline.tv_nsec %= 1000000000L;
+        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, SPEND_TICK_MS * 1000);
         pthread_cond_timedwait(&spend->thread_cond, &spend->thread_mutex, &deadline);
         if (spend->stopping)
             break;

@@ -312,13 +312,7 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
 
 static void wait_us(struct tbc_submitter *sub, int64_t us)
 {
-    assert(us >= 0);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(us / 1000000);
-    until.tv_nsec += (long)(us % 1000000) * 1000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = clock_deadline(CLOCK_REALTIME, us);
     pthread_cond_timedwait(&sub->work, &sub->lock, &until);
 }
 
@@ -486,11 +480,7 @@ static void *monitor_main(void *argument)
     struct tbc_submitter *sub = argument;
     pthread_mutex_lock(&sub->lock);
     while (!sub->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)MONITOR_INTERVAL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = clock_deadline(CLOCK_REALTIME, MONITOR_INTERVAL_MS * 1000);
         pthread_cond_timedwait(&sub->monitor_wake, &sub->lock, &until);
         if (sub->stopping)
             break;

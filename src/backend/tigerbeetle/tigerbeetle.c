@@ -101,11 +101,7 @@ static bool maintenance_wait(struct tb_backend *b)
 {
     pthread_mutex_lock(&b->maintenance_lock);
     if (!b->stopping && b->parked == NULL) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)MAINTENANCE_INTERVAL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = clock_deadline(CLOCK_REALTIME, MAINTENANCE_INTERVAL_MS * 1000);
         pthread_cond_timedwait(&b->maintenance_wake, &b->maintenance_lock, &until);
     }
     bool stop = b->stopping;
@@ -265,11 +261,7 @@ static void tick_limits(struct tb_backend *b)
 {
     /* The maintenance thread's pass is short while the cluster answers;
      * while it does not, tick() gives up rather than wait. */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)TICK_ADMIN_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = clock_deadline(CLOCK_REALTIME, TICK_ADMIN_WAIT_MS * 1000);
     if (pthread_mutex_timedlock(&b->admin_lock, &until) != 0)
         return;
     tb_provision_patience(false);
