@@ -125,6 +125,22 @@ class Prober(threading.Thread):
         return self
 
 
+def count_answers(sock):
+    """The 200 answers a socket still delivers until it is closed (or 1 s of
+    silence, or an error)."""
+    answers = 0
+    sock.settimeout(1)
+    try:
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            answers += chunk.count(b"HTTP/1.1 200")
+    except OSError:
+        pass
+    return answers
+
+
 def open_fds(server):
     return len(os.listdir("/proc/%d/fd" % server.process.pid))
 
@@ -418,16 +434,7 @@ class BadBytes(HostileCase):
                                  timeout_s=TIMEOUT_S + CLOSE_SLACK_S)
             self.assertTrue(dropped, "a client that never reads kept its connection: "
                             "%d descriptors, %d before" % (open_fds(self.server), before))
-            answers = 0
-            sock.settimeout(1)
-            try:
-                while True:
-                    chunk = sock.recv(1 << 20)
-                    if not chunk:
-                        break
-                    answers += chunk.count(b"HTTP/1.1 200")
-            except OSError:
-                pass
+            answers = count_answers(sock)
             self.assertLess(answers, requests, "every answer was delivered: nothing stalled")
         finally:
             sock.close()
@@ -546,16 +553,7 @@ class SuspendedAnswers(HostileCase):
             dropped = wait_until(lambda: open_fds(self.server) <= fds_before,
                                  timeout_s=TIMEOUT_S + CLOSE_SLACK_S + 5)
             self.assertTrue(dropped, "a client that never reads kept its connection")
-            answers = 0
-            sock.settimeout(1)
-            try:
-                while True:
-                    chunk = sock.recv(1 << 20)
-                    if not chunk:
-                        break
-                    answers += chunk.count(b"HTTP/1.1 200")
-            except OSError:
-                pass
+            answers = count_answers(sock)
             self.assertLess(answers, self.PIPELINED_BATCHES, "every answer was delivered")
         finally:
             sock.close()
