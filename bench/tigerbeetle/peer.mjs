@@ -3,8 +3,11 @@
 // tigerbeetle-node client. Each of C concurrent callers sends one linked
 // chain of 3 pending transfers (an RPM, a TPM and a budget account, each
 // with debits_must_not_exceed_credits) per request and waits for it; the
-// client batches the callers' requests itself. Prints reserves/s.
+// client batches the callers' requests itself. Prints reserves/s, and the
+// machine's CPU counters (the first line of /proc/stat, where there is one)
+// as the load starts and ends, so a benchmark can tell where the CPU went.
 // Usage: node peer.mjs ADDRESSES [--callers 200] [--seconds 10] [--timeout 60]
+import { readFileSync } from "node:fs";
 import { createClient, id, AccountFlags, TransferFlags } from "tigerbeetle-node";
 
 const args = process.argv.slice(2);
@@ -57,9 +60,19 @@ async function caller() {
     else errors++;
   }
 }
+const cpu = () => {
+  try {
+    return readFileSync("/proc/stat", "utf8").split("\n")[0];
+  } catch {
+    return null;
+  }
+};
+const cpuStart = cpu();
 const started = process.hrtime.bigint();
 await Promise.all(Array.from({ length: callers }, caller));
 const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
+const cpuEnd = cpu();
 console.log(JSON.stringify({ peer: "tigerbeetle-node 0.15.3", callers, seconds: +elapsed.toFixed(2),
-  reserves, errors, reserves_per_second: Math.round(reserves / elapsed) }));
+  reserves, errors, reserves_per_second: Math.round(reserves / elapsed), cpu_start: cpuStart,
+  cpu_end: cpuEnd }));
 client.destroy();

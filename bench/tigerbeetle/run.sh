@@ -5,12 +5,19 @@
 # peer (bench/tigerbeetle/peer.mjs: 3 linked pending transfers per call) or
 # llmlimitd --backend tigerbeetle driven over HTTP by `llmlimit bench` (an
 # RPM + TPM + monthly budget per reserve). Runs alternate, PAIRS times.
+# Each run also prints where the machine's CPU went: the whole machine's
+# CPU per reserve (busy time of all cores over the reserves granted), the
+# share of the cores idle and stolen by the hypervisor, and TigerBeetle's
+# own CPU per reserve. With BENCH_FLOOR=1 (needs nginx and wrk) a third run
+# per pair measures the cheapest HTTP exchange this machine allows: wrk
+# sending the same reserve to nginx answering a fixed reserve answer, over
+# the same number of connections (docs/tigerbeetle.md, "Benchmarks").
 # Figures printed, nothing kept.
 # Usage: TIGERBEETLE_BIN=/path/to/tigerbeetle sh bench/tigerbeetle/run.sh [BUILD_DIR]
 # Environment: BENCH_PAIRS (3), BENCH_DURATION (10), BENCH_CONNECTIONS (200),
 #   BENCH_SESSIONS (--tb-sessions, 1), BENCH_ADDRESS_FILE_DIR (/dev/shm),
 #   BENCH_FRONT_ENDS (1: llmlimitd processes on the cluster, connections split
-#   between them).
+#   between them), BENCH_FLOOR (0).
 set -eu
 
 BUILD=${1:-build}
@@ -19,6 +26,7 @@ DURATION=${BENCH_DURATION:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-200}
 SESSIONS=${BENCH_SESSIONS:-1}
 FRONT_ENDS=${BENCH_FRONT_ENDS:-1}
+FLOOR=${BENCH_FLOOR:-0}
 SHM=${BENCH_ADDRESS_FILE_DIR:-/dev/shm}
 HERE=$(cd "$(dirname "$0")" && pwd)
 TB=${TIGERBEETLE_BIN:-}
@@ -48,10 +56,37 @@ start_cluster() {
         >"$WORK/format.log" 2>&1
     port=$(free_port)
     "$TB" start --addresses="$port" --cache-grid=256MiB "$WORK/0.tigerbeetle" >"$WORK/tb.log" 2>&1 &
-    PIDS="$PIDS $!"
+    TB_PID=$!
+    PIDS="$PIDS $TB_PID"
     TB_ADDRESS="127.0.0.1:$port"
     until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
         2>/dev/null; do sleep 0.1; done
+}
+
+# The first line of /proc/stat: the whole machine's CPU time so far.
+cpu_mark() {
+    head -1 /proc/stat
+}
+
+# cpu_split MARK MARK2 COUNT: "CPU-us-per-count idle% steal%" between the
+# two marks: the busy time of all cores over COUNT.
+cpu_split() {
+    python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" <<'PY'
+import sys
+before = [int(x) for x in sys.argv[1].split()[1:]]
+after = [int(x) for x in sys.argv[2].split()[1:]]
+count, hz = float(sys.argv[3]), int(sys.argv[4])
+d = [b - a for a, b in zip(before, after)]
+total = sum(d[:8])  # user nice system idle iowait irq softirq steal
+busy = total - d[3] - d[4] - d[7]
+print("%.0f %.0f%% %.0f%%" % (busy / hz * 1e6 / count if count else 0, 100 * (d[3] + d[4]) / total,
+                              100 * d[7] / total))
+PY
+}
+
+# CPU seconds of process $1 so far (utime + stime).
+process_seconds() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
 stop_all() {
@@ -59,9 +94,19 @@ stop_all() {
     PIDS=""
 }
 
+# Prints "reserves/s reserves"; the machine's CPU counters as its load
+# started and ended go to $WORK/peer_mark0 and $WORK/peer_mark1.
 run_peer() {
     node "$HERE/peer.mjs" "$TB_ADDRESS" --callers "$CONNECTIONS" --seconds "$DURATION" |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["reserves_per_second"])'
+        python3 -c 'import json, sys; r = json.load(sys.stdin)
+open(sys.argv[1] + "/peer_mark0", "w").write(r["cpu_start"])
+open(sys.argv[1] + "/peer_mark1", "w").write(r["cpu_end"])
+print(r["reserves_per_second"], r["reserves"])' "$WORK"
+}
+
+# per_reserve SECONDS0 SECONDS1 COUNT: microseconds per reserve.
+per_reserve() {
+    python3 -c "print(round(($2 - $1) * 1e6 / $3) if $3 else 0)"
 }
 
 # One llmlimitd (front end number $1) on the cluster, on a new data
@@ -107,6 +152,8 @@ run_llmlimit() {
         put "$url" '{"key":"bench:team:usd:month","kind":"budget","capacity":1000000000000000,"period":"month","timeout_seconds":60,"unit":"usd_micros"}'
     done
     per=$((CONNECTIONS / FRONT_ENDS))
+    cpu_mark >"$WORK/mark0"
+    process_seconds "$TB_PID" >"$WORK/tb0"
     benches=""
     for url in $urls; do
         "$BUILD/llmlimit" --url "$url" bench --mode reserve --keys \
@@ -116,17 +163,20 @@ run_llmlimit() {
         benches="$benches $!"
     done
     for pid in $benches; do wait "$pid" || true; done
+    cpu_mark >"$WORK/mark1"
+    process_seconds "$TB_PID" >"$WORK/tb1"
     for url in $urls; do curl -s -m 10 "$url/metrics"; done >"$WORK/metrics"
     python3 - "$WORK" <<'PY'
 import glob, json, sys
 # Reserves granted per second: an answer that is not a grant (an error, a
 # denial) is no reserve, and is counted apart.
 total = 0.0
-refused = 0
+granted = refused = 0
 for path in glob.glob(sys.argv[1] + "/bench.*.json"):
     with open(path) as f:
         report = json.load(f)
     total += report["allowed"] / report["elapsed_seconds"]
+    granted += report["allowed"]
     refused += report["denied"] + report["errors"] + report["connection_errors"]
 batches = items = 0
 for line in open(sys.argv[1] + "/metrics"):
@@ -135,22 +185,66 @@ for line in open(sys.argv[1] + "/metrics"):
     elif line.startswith("llmlimit_backend_batched_items_total "):
         items += float(line.split()[1])
 fill = items / batches if batches else 0
-print("%d (fill %.0f%s)" % (round(total), fill, ", %d not granted" % refused if refused else ""))
+print("%d %.0f %s %d" % (round(total), fill, refused, granted))
 PY
     rm -f "$WORK"/bench.*.json
 }
 
+# The floor: wrk sends the same reserve as `llmlimit bench` to nginx
+# answering a fixed reserve answer. Prints "exchanges/s CPU-us-per-exchange".
+run_floor() {
+    stop_all
+    port=$(free_port)
+    mkdir -p "$WORK/nginx"
+    user_line=""
+    [ "$(id -u)" -eq 0 ] && user_line="user $(id -un) $(id -gn);"
+    sed -e "s|@DIR@|$WORK/nginx|g" -e "s|@PORT@|$port|g" -e "s|@USER_LINE@|$user_line|" \
+        "$HERE/floor.conf.in" >"$WORK/nginx/nginx.conf"
+    nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" &
+    PIDS="$PIDS $!"
+    until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
+        2>/dev/null; do sleep 0.1; done
+    mark=$(cpu_mark)
+    out=$(cd "$HERE/.." && BENCH_KEYS=bench:llm:rpm,bench:llm:tpm,bench:team:usd:month \
+        BENCH_AMOUNTS=1,500,2500 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s wrk_reserve.lua \
+        "http://127.0.0.1:$port/v1/reserve" |
+        awk '/requests in/ { n = $1 } /^Requests\/sec:/ { print int($2), n }')
+    set -- $out
+    echo "$1 $(cpu_split "$mark" "$(cpu_mark)" "$2" | cut -d' ' -f1)"
+    stop_all
+}
+
+if [ "$FLOOR" = 1 ]; then
+    command -v nginx >/dev/null && command -v wrk >/dev/null ||
+        { echo "bench/tigerbeetle/run.sh: BENCH_FLOOR=1 needs nginx and wrk" >&2; exit 1; }
+fi
 echo "== tigerbeetle-node peer vs llmlimitd (tigerbeetle backend, $FRONT_ENDS front end(s)," \
     "--tb-sessions $SESSIONS), $CONNECTIONS callers/connections, ${DURATION}s, fresh cluster each run"
-printf "%-6s %14s %22s %8s\n" pair peer/s llmlimitd/s load1
+echo "   us/res: CPU of the whole machine per reserve; tb: TigerBeetle's own CPU per reserve;"
+echo "   fill: reserves per TigerBeetle request; floor: wrk -> nginx, the same reserve, CPU per exchange"
+printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s" pair peer/s us/res idle steal tb \
+    llmlimitd/s us/res idle steal tb fill
+[ "$FLOOR" = 1 ] && printf " | %9s %6s" floor/s us/ex
+printf "\n"
 pair=1
 while [ "$pair" -le "$PAIRS" ]; do
     start_cluster
-    peer=$(run_peer)
+    tb0=$(process_seconds "$TB_PID")
+    set -- $(run_peer)
+    peer=$1 peer_reserves=$2
+    peer_split=$(cpu_split "$(cat "$WORK/peer_mark0")" "$(cat "$WORK/peer_mark1")" "$peer_reserves")
+    peer_tb=$(per_reserve "$tb0" "$(process_seconds "$TB_PID")" "$peer_reserves")
     start_cluster
     run_llmlimit >"$WORK/ours" # not in $(...): the front ends' pids must reach PIDS
-    ours=$(cat "$WORK/ours")
-    printf "%-6s %14s %22s %8s\n" "$pair" "$peer" "$ours" "$(cut -d' ' -f1 /proc/loadavg)"
+    set -- $(cat "$WORK/ours")
+    ours=$1 fill=$2 refused=$3 ours_reserves=$4
+    ours_split=$(cpu_split "$(cat "$WORK/mark0")" "$(cat "$WORK/mark1")" "$ours_reserves")
+    ours_tb=$(per_reserve "$(cat "$WORK/tb0")" "$(cat "$WORK/tb1")" "$ours_reserves")
+    printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s" "$pair" "$peer" $peer_split \
+        "$peer_tb" "$ours" $ours_split "$ours_tb" "$fill"
+    [ "$FLOOR" = 1 ] && printf " | %9s %6s" $(run_floor)
+    printf "\n"
+    [ "$refused" = 0 ] || echo "      llmlimitd: $refused answers not granted"
     pair=$((pair + 1))
 done
 stop_all
