@@ -72,10 +72,12 @@
 #define TBC_STALL_MS 50
 /* With nothing in flight, work goes at once, unless the last batch was
  * large (callers answered together come back together): then it waits
- * from that batch's answer until as many items are queued, at most the
- * last round trip and never more than TBC_LINGER_US_MAX. */
+ * from that batch's answer until as many items are queued, at most twice
+ * the last round trip (callers behind HTTP take longer to come back than
+ * the cluster takes to answer) and never more than TBC_LINGER_US_MAX.
+ * Larger batches cost the cluster less per reserve (BENCHMARKS.md). */
 #define TBC_LINGER_BATCH_MIN 8
-#define TBC_LINGER_US_MAX 2000
+#define TBC_LINGER_US_MAX 5000
 
 /* Work waiting for a session, in items; a full queue answers 503. */
 #define TBC_QUEUE_ITEMS_MAX 65536

@@ -322,7 +322,7 @@ static void wait_us(struct tbc_submitter *sub, int64_t us)
  * rather than requests more numerous. */
 /* Nothing in flight: go, or linger for the callers the last answer freed.
  * Callers answered together come back together: after a request of N
- * items, wait (from its answer, at most a round trip and
+ * items, wait (from its answer, at most two round trips and
  * TBC_LINGER_US_MAX) until N items are queued, so the next request carries
  * them all instead of the first few. */
 static bool send_idle(struct tbc_submitter *sub, int64_t *wait_us)
@@ -330,7 +330,7 @@ static bool send_idle(struct tbc_submitter *sub, int64_t *wait_us)
     uint32_t expected = sub->last_batch_items;
     if (expected < TBC_LINGER_BATCH_MIN || sub->queued_items >= expected)
         return true;
-    int64_t linger_us = sub->last_round_trip_us;
+    int64_t linger_us = 2 * sub->last_round_trip_us;
     if (linger_us > TBC_LINGER_US_MAX)
         linger_us = TBC_LINGER_US_MAX;
     int64_t since_us = (clock_monotonic_ns() - sub->answered_at_ns) / 1000;
