@@ -2,47 +2,22 @@
 #include "sha256.h"
 
 #include <assert.h>
-#include <openssl/evp.h>
-#include <pthread.h>
-#include <stdbool.h>
 
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-static EVP_MD *sha256_md;
-static pthread_key_t sha256_key; /* the thread's EVP_MD_CTX, freed as it ends */
-
-static void sha256_context_free(void *context)
-{
-    EVP_MD_CTX_free(context);
-}
-
-static void sha256_fetch(void)
-{
-    if (pthread_key_create(&sha256_key, sha256_context_free) == 0)
-        sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
-}
+/* The low-level SHA-256 calls are deprecated in OpenSSL 3 in favour of
+ * EVP, but they are what EVP's provider runs underneath, and they work on
+ * a context on the stack. OpenSSL 3.0's EVP_DigestInit_ex2 allocates and
+ * frees a new context on every call: 5 of them per reserve on the
+ * tigerbeetle backend (BENCHMARKS.md). */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 int sha256_digest(const void *data, size_t length, uint8_t digest[SHA256_DIGEST_BYTES])
 {
     assert(data != NULL || length == 0);
     assert(digest != NULL);
-    pthread_once(&sha256_once, sha256_fetch);
-    if (sha256_md == NULL)
+    SHA256_CTX context;
+    if (SHA256_Init(&context) != 1 || SHA256_Update(&context, data, length) != 1 ||
+        SHA256_Final(digest, &context) != 1)
         return -1;
-    EVP_MD_CTX *context = pthread_getspecific(sha256_key);
-    if (context == NULL) {
-        context = EVP_MD_CTX_new();
-        if (context == NULL)
-            return -1;
-        if (pthread_setspecific(sha256_key, context) != 0) {
-            EVP_MD_CTX_free(context);
-            return -1;
-        }
-    }
-    unsigned int digest_length = 0;
-    if (EVP_DigestInit_ex2(context, sha256_md, NULL) != 1 ||
-        EVP_DigestUpdate(context, data, length) != 1 ||
-        EVP_DigestFinal_ex(context, digest, &digest_length) != 1)
-        return -1;
-    assert(digest_length == SHA256_DIGEST_BYTES);
     return 0;
 }

@@ -1,8 +1,8 @@
-/* SHA-256 through OpenSSL's EVP interface, cheap enough for the data path:
- * the digest is fetched once and each thread keeps its own context, where
- * the one-shot SHA256() and EVP_Digest() look the algorithm up by name and
- * allocate a context on every call. The gateway hashes every caller's key
- * and request id with it, the TigerBeetle client every transfer's id. */
+/* SHA-256 through OpenSSL, cheap enough for the data path: no lookup of
+ * the algorithm by name and no allocation per call, where the one-shot
+ * SHA256() and EVP_Digest() look the algorithm up and EVP allocates a
+ * context on every call. The gateway hashes every caller's key and request
+ * id with it, the TigerBeetle client every transfer's id. */
 #ifndef LLMLIMIT_UTIL_SHA256_H
 #define LLMLIMIT_UTIL_SHA256_H
 
