@@ -77,7 +77,7 @@
  * the cluster takes to answer) and never more than TBC_LINGER_US_MAX.
  * Larger batches cost the cluster less per reserve (BENCHMARKS.md). */
 #define TBC_LINGER_BATCH_MIN 8
-#define TBC_LINGER_US_MAX 5000
+#define TBC_LINGER_US_MAX 10000
 
 /* Work waiting for a session, in items; a full queue answers 503. */
 #define TBC_QUEUE_ITEMS_MAX 65536
