@@ -35,6 +35,7 @@ TARGETS=${BENCH_TARGETS:-nginx,portkey,llmlimit-memory,llmlimit-sqlite}
 PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
 PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../nginx_conf.sh"
 NGINX=/usr/sbin/nginx
 MODEL=gpt-4o-mini
 
@@ -180,11 +181,7 @@ wanted() {
 start_nginx() {
     need "$NGINX" nginx
     port=$(free_port)
-    mkdir -p "$WORK/nginx"
-    user_line=""
-    [ "$(id -u)" -eq 0 ] && user_line="user $(id -un) $(id -gn);"
-    sed -e "s|@DIR@|$WORK/nginx|g" -e "s|@PORT@|$port|g" -e "s|@USER_LINE@|$user_line|" \
-        "$HERE/nginx.conf.in" >"$WORK/nginx/nginx.conf"
+    nginx_conf "$HERE/nginx.conf.in" "$WORK/nginx" "$port"
     start_process nginx "$port" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" \
         -e "$WORK/nginx/error.log"
     NGINX_URL="http://127.0.0.1:$port"

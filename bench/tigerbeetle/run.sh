@@ -29,6 +29,7 @@ FRONT_ENDS=${BENCH_FRONT_ENDS:-1}
 FLOOR=${BENCH_FLOOR:-0}
 SHM=${BENCH_ADDRESS_FILE_DIR:-/dev/shm}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../nginx_conf.sh"
 TB=${TIGERBEETLE_BIN:-}
 [ -n "$TB" ] && [ -x "$TB" ] || { echo "bench/tigerbeetle/run.sh: set TIGERBEETLE_BIN" >&2; exit 1; }
 [ -d "$HERE/node_modules/tigerbeetle-node" ] ||
@@ -195,11 +196,7 @@ PY
 run_floor() {
     stop_all
     port=$(free_port)
-    mkdir -p "$WORK/nginx"
-    user_line=""
-    [ "$(id -u)" -eq 0 ] && user_line="user $(id -un) $(id -gn);"
-    sed -e "s|@DIR@|$WORK/nginx|g" -e "s|@PORT@|$port|g" -e "s|@USER_LINE@|$user_line|" \
-        "$HERE/floor.conf.in" >"$WORK/nginx/nginx.conf"
+    nginx_conf "$HERE/floor.conf.in" "$WORK/nginx" "$port"
     nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" &
     PIDS="$PIDS $!"
     until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
