@@ -7,6 +7,7 @@ of the gateway's routes by status; on sqlite the audit log
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
 import re
+import time
 import unittest
 
 from gw_harness import (BACKEND, CHAT, EMBEDDINGS, GatewayTest, chat, cost, skip_unless_backend)
@@ -117,11 +118,24 @@ class Metrics(GatewayTest, unittest.TestCase):
         d = self.gw.caller()
         self.assertEqual(self.gw.call(d, CHAT, chat("m-refused"))[0], 502)
         self.assertEqual(self.gw.call(d, CHAT, chat("m-hang"))[0], 504)
-        after = parse_metrics(self.gw.metrics())
+        # A request is counted once the server has finished it, which can be a
+        # moment after its answer reached the client: wait (bounded) for all 6.
+        after = {}
 
         def delta(route, status):
             key = ("llmlimit_requests_total", '{route="%s",status="%s"}' % (route, status))
             return after.get(key, 0) - before.get(key, 0)
+
+        def counted():
+            return sum(after.get(k, 0) - before.get(k, 0) for k in after
+                       if k[0] == "llmlimit_requests_total" and "gateway_" in k[1])
+
+        deadline = time.monotonic() + 5
+        while True:
+            after = parse_metrics(self.gw.metrics())
+            if counted() >= 6 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
 
         self.assertEqual(delta("gateway_chat", "200"), 1)
         self.assertEqual(delta("gateway_chat", "429"), 1)
