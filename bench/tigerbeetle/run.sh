@@ -60,7 +60,12 @@ start_cluster() {
     TB_PID=$!
     PIDS="$PIDS $TB_PID"
     TB_ADDRESS="127.0.0.1:$port"
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
+    wait_port "$port"
+}
+
+# Waits until something accepts connections on 127.0.0.1:$1.
+wait_port() {
+    until python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" \
         2>/dev/null; do sleep 0.1; done
 }
 
@@ -199,8 +204,7 @@ run_floor() {
     nginx_conf "$HERE/floor.conf.in" "$WORK/nginx" "$port"
     nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" &
     PIDS="$PIDS $!"
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
-        2>/dev/null; do sleep 0.1; done
+    wait_port "$port"
     mark=$(cpu_mark)
     out=$(cd "$HERE/.." && BENCH_KEYS=bench:llm:rpm,bench:llm:tpm,bench:team:usd:month \
         BENCH_AMOUNTS=1,500,2500 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s wrk_reserve.lua \
