@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <inttypes.h>
@@ -499,6 +500,38 @@ static int listen_address(const struct server_config *config, union listen_addre
     return -1;
 }
 
+/* MHD_OPTION_NOTIFY_CONNECTION: the request deadline's watch, and the
+ * listener's count for --max-connections. */
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct server *server = cls;
+    watch_on_connection(&server->watches, connection, socket_context, code);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        listener_connection_started(&server->listener);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        listener_connection_closed(&server->listener);
+}
+
+static struct MHD_Daemon *start_daemon(struct server *server)
+{
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+    /* A pool of 1 is MHD's single internal thread. */
+    unsigned pool = server->config.threads > 1 ? server->config.threads : 0;
+    /* The listener keeps --max-connections. MHD splits its own bound among
+     * its workers and refuses a connection given to a full worker, so each
+     * worker may take them all. */
+    unsigned limit = server->config.max_connections * (pool > 1 ? pool : 1);
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_CONNECTION_LIMIT, limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_BYTES,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)server->config.connection_timeout_seconds,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, server, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
+}
+
 int http_start(struct server *server, char *error, size_t error_size)
 {
     union listen_address address;
@@ -507,49 +540,35 @@ int http_start(struct server *server, char *error, size_t error_size)
                  server->config.listen_host);
         return -1;
     }
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (address.sa.sa_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    /* A pool of 1 is MHD's single internal thread. */
-    unsigned pool = server->config.threads > 1 ? server->config.threads : 0;
-    server->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, &address.sa, MHD_OPTION_THREAD_POOL_SIZE, pool,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)server->config.max_connections,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_BYTES,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)server->config.connection_timeout_seconds,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server, MHD_OPTION_NOTIFY_CONNECTION,
-        watch_on_connection, &server->watches, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
-        MHD_OPTION_END);
-    if (server->daemon == NULL) {
-        snprintf(error, error_size, "cannot listen on %s:%u (address in use or not available)",
-                 server->config.listen_host, (unsigned)server->config.listen_port);
+    socklen_t address_length =
+        address.sa.sa_family == AF_INET6 ? sizeof address.v6 : sizeof address.v4;
+    if (listener_open(&server->listener, &address.sa, address_length) != 0) {
+        snprintf(error, error_size, "cannot listen on %s:%u: %s", server->config.listen_host,
+                 (unsigned)server->config.listen_port, strerror(errno));
         return -1;
     }
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    server->port = info != NULL ? info->port : server->config.listen_port;
+    server->port = server->listener.port;
+    server->daemon = start_daemon(server);
+    if (server->daemon == NULL) {
+        listener_close(&server->listener);
+        snprintf(error, error_size, "cannot start the HTTP server (see the log above)");
+        return -1;
+    }
+    if (listener_start(&server->listener, server->daemon) != 0) {
+        snprintf(error, error_size, "cannot start the accepting thread: %s", strerror(errno));
+        return -1; /* the caller stops the daemon */
+    }
     return 0;
 }
 
 void http_quiesce(struct server *server)
 {
-    /* MHD hands the listening socket back; it may be closed only after
-     * MHD_stop_daemon (a worker may still hold it). */
-    MHD_socket fd = MHD_quiesce_daemon(server->daemon);
-    server->quiesced_fd = fd;
-    /* Stop listening now, so new clients are refused at once instead of
-     * waiting in the backlog until the socket is closed. */
-    if (fd != MHD_INVALID_SOCKET)
-        shutdown(fd, SHUT_RDWR);
+    listener_close(&server->listener);
 }
 
 void http_stop(struct server *server)
 {
+    listener_close(&server->listener); /* before the daemon its thread hands to */
     MHD_stop_daemon(server->daemon);
     server->daemon = NULL;
-    if (server->quiesced_fd != MHD_INVALID_SOCKET)
-        close(server->quiesced_fd);
-    server->quiesced_fd = MHD_INVALID_SOCKET;
 }

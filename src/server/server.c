@@ -258,6 +258,7 @@ static void server_free(struct server *s)
     spend_destroy(s->spend);
     http_pool_free(s);
     watch_list_destroy(&s->watches);
+    listener_destroy(&s->listener);
     pthread_mutex_destroy(&s->pool_mutex);
     if (s->data_dir_lock_fd >= 0)
         close(s->data_dir_lock_fd); /* last: the directory is ours until everything is closed */
@@ -307,7 +308,7 @@ int server_run(const struct server_config *config)
     if (s == NULL)
         return 1;
     s->config = *config;
-    s->quiesced_fd = MHD_INVALID_SOCKET;
+    listener_init(&s->listener, config->max_connections);
     s->data_dir_lock_fd = -1;
     pthread_mutex_init(&s->pool_mutex, NULL);
     uint32_t request_timeout_seconds = config->request_timeout_seconds != 0

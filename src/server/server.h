@@ -17,6 +17,7 @@
 #include "backend/tigerbeetle/tigerbeetle.h"
 #include "util/buffer.h"
 #include "config.h"
+#include "listener.h"
 #include "core/clock.h"
 #include "util/jdoc.h"
 #include "metrics.h"
@@ -44,7 +45,7 @@ struct server {
     const struct router *router; /* the routes it answers (routes.c) */
     struct watch_list watches;   /* the request deadline */
     uint16_t port;               /* the real one, after bind */
-    MHD_socket quiesced_fd;      /* listening socket handed back by MHD_quiesce_daemon */
+    struct listener listener;    /* accepts the connections MHD serves */
     pthread_t ticker;
     bool ticker_started;
     pthread_mutex_t ticker_mutex;

@@ -648,6 +648,57 @@ class Lifecycle(unittest.TestCase):
             self.assertEqual(failures, [])
             self.assertNotIn("LeakSanitizer", server.stderr_text())
 
+    def test_sigterm_refuses_new_connections_while_draining(self):
+        """Once SIGTERM arrives a new connection is refused, while a request in flight
+        still gets its answer."""
+        with Server(BINARY, backend=BACKEND) as server:
+            self.assertEqual(server.put_limit(rolling("life:c", 100))[0], 200)
+            body = json.dumps({"lease_id": lease(),
+                               "requirements": [{"key": "life:c", "amount": 1}]}).encode()
+            held = socket.create_connection((server.host, server.port), timeout=10)
+            head = ("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %d\r\n\r\n" % len(body)).encode()
+            held.sendall(head + body[:10])  # the drain waits for this request to finish
+            time.sleep(0.3)
+            server.process.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection((server.host, server.port), timeout=2).close()
+            held.sendall(body[10:])
+            reply = held.recv(4096)
+            held.close()
+            self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply)
+            self.assertIn(b'"allowed":true', reply)
+            self.assertEqual(server.process.wait(10), 0)
+            server.process = None
+
+    def test_sigterm_while_clients_connect_exits_zero(self):
+        """SIGTERM while clients keep opening connections, 20 times: each run exits 0."""
+        for _ in range(20):
+            with Server(BINARY, backend=BACKEND) as server:
+                stop = threading.Event()
+
+                def client():
+                    while not stop.is_set():
+                        try:
+                            with socket.create_connection((server.host, server.port), 2) as s:
+                                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                                s.recv(4096)
+                        except OSError:  # refused once the drain starts
+                            pass
+
+                threads = [threading.Thread(target=client) for _ in range(4)]
+                for t in threads:
+                    t.start()
+                time.sleep(0.2)
+                try:
+                    code = server.stop(timeout_s=10.0)  # raises with stderr if not 0
+                finally:
+                    stop.set()
+                    for t in threads:
+                        t.join(10)
+                self.assertEqual(code, 0)
+
     def test_registry_persists_across_restart(self):
         """Limits written by PUT come back after a restart, in the same states."""
         with Server(BINARY, backend=BACKEND) as server:
