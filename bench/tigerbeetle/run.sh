@@ -121,7 +121,9 @@ start_front_end() {
     port=$(free_port)
     rm -rf "$WORK/data$1"
     mkdir -p "$WORK/data$1"
-    "$BUILD/llmlimitd" --listen "127.0.0.1:$port" --backend tigerbeetle --tb-addresses \
+    # The submitter's trace gives each request's round trip and how long
+    # after the last answer it went out (the cycle columns).
+    LLMLIMIT_TB_TRACE=1 "$BUILD/llmlimitd" --listen "127.0.0.1:$port" --backend tigerbeetle --tb-addresses \
         "$TB_ADDRESS" --tb-sessions "$SESSIONS" --data-dir "$WORK/data$1" \
         >"$WORK/llmlimitd$1.log" 2>&1 &
     pid=$!
@@ -158,6 +160,7 @@ run_llmlimit() {
         put "$url" '{"key":"bench:team:usd:month","kind":"budget","capacity":1000000000000000,"period":"month","timeout_seconds":60,"unit":"usd_micros"}'
     done
     per=$((CONNECTIONS / FRONT_ENDS))
+    wc -l <"$WORK/llmlimitd0.log" >"$WORK/log0"
     cpu_mark >"$WORK/mark0"
     process_seconds "$TB_PID" >"$WORK/tb0"
     benches=""
@@ -173,7 +176,7 @@ run_llmlimit() {
     process_seconds "$TB_PID" >"$WORK/tb1"
     for url in $urls; do curl -s -m 10 "$url/metrics"; done >"$WORK/metrics"
     python3 - "$WORK" <<'PY'
-import glob, json, sys
+import glob, json, re, sys
 # Reserves granted per second: an answer that is not a grant (an error, a
 # denial) is no reserve, and is counted apart.
 total = 0.0
@@ -191,7 +194,23 @@ for line in open(sys.argv[1] + "/metrics"):
     elif line.startswith("llmlimit_backend_batched_items_total "):
         items += float(line.split()[1])
 fill = items / batches if batches else 0
-print("%d %.0f %s %d" % (round(total), fill, refused, granted))
+# The cycle of front end 0 during the load: the mean round trip of a
+# request to the cluster, and the mean time from a reply to the next
+# request (answering its callers, and them coming back over HTTP).
+skip = int(open(sys.argv[1] + "/log0").read())
+trips, turns = [], []
+with open(sys.argv[1] + "/llmlimitd0.log") as log:
+    for number, line in enumerate(log):
+        if number < skip:
+            continue
+        sent = re.search(r"([0-9.]+) ms after the last reply", line)
+        if sent:
+            turns.append(float(sent.group(1)))
+        answered = re.search(r"answered in ([0-9.]+) ms", line)
+        if answered:
+            trips.append(float(answered.group(1)))
+mean = lambda values: sum(values) / len(values) if values else 0.0
+print("%d %.0f %s %d %.1f %.1f" % (round(total), fill, refused, granted, mean(trips), mean(turns)))
 PY
     rm -f "$WORK"/bench.*.json
 }
@@ -222,9 +241,10 @@ fi
 echo "== tigerbeetle-node peer vs llmlimitd (tigerbeetle backend, $FRONT_ENDS front end(s)," \
     "--tb-sessions $SESSIONS), $CONNECTIONS callers/connections, ${DURATION}s, fresh cluster each run"
 echo "   us/res: CPU of the whole machine per reserve; tb: TigerBeetle's own CPU per reserve;"
-echo "   fill: reserves per TigerBeetle request; floor: wrk -> nginx, the same reserve, CPU per exchange"
-printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s" pair peer/s us/res idle steal tb \
-    llmlimitd/s us/res idle steal tb fill
+echo "   fill: reserves per TigerBeetle request; trip: its mean round trip (ms); turn: mean time"
+echo "   from a reply to the next request (ms); floor: wrk -> nginx, the same reserve, CPU per exchange"
+printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s %5s %5s" pair peer/s us/res idle steal \
+    tb llmlimitd/s us/res idle steal tb fill trip turn
 [ "$FLOOR" = 1 ] && printf " | %9s %6s" floor/s us/ex
 printf "\n"
 pair=1
@@ -238,11 +258,11 @@ while [ "$pair" -le "$PAIRS" ]; do
     start_cluster
     run_llmlimit >"$WORK/ours" # not in $(...): the front ends' pids must reach PIDS
     set -- $(cat "$WORK/ours")
-    ours=$1 fill=$2 refused=$3 ours_reserves=$4
+    ours=$1 fill=$2 refused=$3 ours_reserves=$4 trip=$5 turn=$6
     ours_split=$(cpu_split "$(cat "$WORK/mark0")" "$(cat "$WORK/mark1")" "$ours_reserves")
     ours_tb=$(per_reserve "$(cat "$WORK/tb0")" "$(cat "$WORK/tb1")" "$ours_reserves")
-    printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s" "$pair" "$peer" $peer_split \
-        "$peer_tb" "$ours" $ours_split "$ours_tb" "$fill"
+    printf "%-5s %8s %7s %5s %6s %5s | %11s %7s %5s %6s %5s %5s %5s %5s" "$pair" "$peer" \
+        $peer_split "$peer_tb" "$ours" $ours_split "$ours_tb" "$fill" "$trip" "$turn"
     [ "$FLOOR" = 1 ] && printf " | %9s %6s" $(run_floor)
     printf "\n"
     [ "$refused" = 0 ] || echo "      llmlimitd: $refused answers not granted"

@@ -31,10 +31,11 @@ struct worker {
     struct tbc_submitter *submitter;
     pthread_t thread;
     struct tbc_session session;
-    bool ready;         /* under the submitter lock */
-    bool reachable;     /* under the lock: some replica connected */
-    int64_t sent_at_ms; /* under the lock: when its request went out, 0 if none */
-    bool stale;         /* under the lock: its request outlived its items' deadline */
+    bool ready;             /* under the submitter lock */
+    bool reachable;         /* under the lock: some replica connected */
+    int64_t sent_at_ms;     /* under the lock: when its request went out, 0 if none */
+    bool stale;             /* under the lock: its request outlived its items' deadline */
+    int64_t since_reply_ns; /* its request went out this long after the last reply */
 };
 
 struct tbc_submitter {
@@ -53,6 +54,7 @@ struct tbc_submitter {
     uint32_t last_batch_items;
     int64_t last_round_trip_us;
     int64_t answered_at_ns; /* monotonic: when the last request came back */
+    int64_t replied_at_ns;  /* monotonic: when the last reply arrived (before its answers) */
     /* Waiting workers need this many items queued before they would send
      * (0: any item), so a submit wakes them only then. */
     uint32_t wake_items;
@@ -223,6 +225,7 @@ static void record_answer(struct tbc_submitter *sub, struct worker *w, uint32_t 
     sub->stats.events += events;
     sub->stats.round_trip_us += (uint64_t)((now_ns - started_ns) / 1000);
     sub->last_round_trip_us = (now_ns - started_ns) / 1000;
+    sub->replied_at_ns = now_ns;
     if (w->session.view > sub->view)
         sub->view = w->session.view;
     if (w->session.reply_timestamp > sub->cluster_time_ns) {
@@ -272,8 +275,11 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
 
     int64_t started_ns = clock_monotonic_ns();
     if (trace_enabled())
-        fprintf(stderr, "tb submitter: operation %u, %u items, %u events, waited %.3f ms\n",
-                operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6);
+        fprintf(stderr,
+                "tb submitter: operation %u, %u items, %u events, waited %.3f ms, "
+                "%.3f ms after the last reply\n",
+                operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6,
+                (double)w->since_reply_ns / 1e6);
     int rc = tbc_session_call(&w->session, operation, size, deadline_ms);
     if (trace_enabled())
         fprintf(stderr, "tb submitter: answered in %.3f ms\n",
@@ -402,6 +408,7 @@ static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, 
     sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
     w->sent_at_ms = sub->last_request_ms;
+    w->since_reply_ns = sub->replied_at_ns != 0 ? clock_monotonic_ns() - sub->replied_at_ns : 0;
     pthread_mutex_unlock(&sub->lock);
     return batch;
 }
