@@ -543,7 +543,7 @@ int http_start(struct server *server, char *error, size_t error_size)
     socklen_t address_length =
         address.sa.sa_family == AF_INET6 ? sizeof address.v6 : sizeof address.v4;
     if (listener_open(&server->listener, &address.sa, address_length) != 0) {
-        snprintf(error, error_size, "cannot listen on %s:%u: %s", server->config.listen_host,
+        snprintf(error, error_size, "%s:%u: %s", server->config.listen_host,
                  (unsigned)server->config.listen_port, strerror(errno));
         return -1;
     }

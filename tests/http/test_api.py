@@ -648,6 +648,22 @@ class Lifecycle(unittest.TestCase):
             self.assertEqual(failures, [])
             self.assertNotIn("LeakSanitizer", server.stderr_text())
 
+    def test_address_in_use_exits_one_with_the_reason(self):
+        """A port another process listens on: exit 1 at once, the address and the reason logged."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            data_dir = tempfile.mkdtemp(prefix="llmlimit-test-")
+            try:
+                run = subprocess.run([BINARY, "--listen", "127.0.0.1:%d" % port, "--backend", BACKEND,
+                                      "--data-dir", data_dir], capture_output=True, text=True,
+                                     timeout=10)
+            finally:
+                subprocess.run(["rm", "-rf", data_dir])
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("127.0.0.1:%d: Address already in use" % port, run.stderr)
+
     def test_sigterm_refuses_new_connections_while_draining(self):
         """Once SIGTERM arrives a new connection is refused, while a request in flight
         still gets its answer."""
