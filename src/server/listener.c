@@ -94,26 +94,27 @@ static bool wait_for_room(struct listener *listener)
     return !listener->stopping;
 }
 
-/* accept() failed with error: true to go on accepting. */
-static bool accept_failed(struct listener *listener, int error)
+/* accept() failed with error: true to go on accepting. Out of descriptors
+ * or memory, the connection waits in the listen queue while the thread
+ * retries; one warning per run of failures. */
+static bool accept_failed(struct listener *listener, int error, bool *failing)
 {
     if (__atomic_load_n(&listener->stopping, __ATOMIC_SEQ_CST))
         return false; /* shutdown() woke it: EINVAL */
     if (error == EINTR || error == EAGAIN || error == ECONNABORTED || error == EPROTO)
         return true; /* the client gave up before accept, or a signal */
-    if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
-        log_write(LOG_WARN, "cannot accept a connection, retrying", "reason", strerror(error),
-                  NULL);
-        sleep_ms(LISTENER_RETRY_MS);
-        return true;
-    }
-    log_write(LOG_ERROR, "cannot accept connections any more", "reason", strerror(error), NULL);
-    return false;
+    if (!*failing)
+        log_write(LOG_WARN, "cannot accept connections for now, retrying", "reason",
+                  strerror(error), NULL);
+    *failing = true;
+    sleep_ms(LISTENER_RETRY_MS);
+    return true;
 }
 
 static void *listener_main(void *argument)
 {
     struct listener *listener = argument;
+    bool failing = false;
     for (;;) {
         pthread_mutex_lock(&listener->mutex);
         bool room = wait_for_room(listener);
@@ -125,10 +126,13 @@ static void *listener_main(void *argument)
         int client = accept4(listener->fd, (struct sockaddr *)&address, &address_length,
                              SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (client < 0) {
-            if (accept_failed(listener, errno))
+            if (accept_failed(listener, errno, &failing))
                 continue;
             break;
         }
+        if (failing)
+            log_write(LOG_INFO, "accepting connections again", NULL);
+        failing = false;
         pthread_mutex_lock(&listener->mutex);
         listener->handed++;
         pthread_mutex_unlock(&listener->mutex);

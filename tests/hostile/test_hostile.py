@@ -292,6 +292,49 @@ class ManyConnections(HostileCase):
         return sockets
 
 
+class LowDescriptorLimit(Server):
+    """llmlimitd started under prlimit with few file descriptors."""
+    DESCRIPTORS = 64
+
+    def command(self):
+        return ["prlimit", "--nofile=%d:%d" % (self.DESCRIPTORS, self.DESCRIPTORS), "--"] + \
+            super().command()
+
+
+class DescriptorExhaustion(unittest.TestCase):
+    CLIENTS = 100  # more than LowDescriptorLimit.DESCRIPTORS
+
+    def test_out_of_descriptors_serves_on_and_accepts_again(self):
+        """Out of file descriptors: open connections are served, one warning is logged, and
+        once descriptors free up the clients waiting in the listen queue are served."""
+        server = LowDescriptorLimit(BINARY, backend=BACKEND).start()
+        try:
+            sockets = [socket.create_connection((server.host, server.port), 5)
+                       for _ in range(self.CLIENTS)]
+            time.sleep(1.0)  # the accepting thread runs into the limit and retries
+            self.assertLessEqual(open_fds(server), LowDescriptorLimit.DESCRIPTORS)
+            # The first connections were accepted before the limit: they are served.
+            sockets[0].sendall(request_bytes("GET", "/healthz"))
+            self.assertEqual(read_reply(sockets[0])[0], 200)
+            # The last one waits in the listen queue; freeing descriptors lets it in.
+            waiting = sockets.pop()
+            for sock in sockets:
+                sock.close()
+            waiting.sendall(request_bytes("GET", "/healthz"))
+            self.assertEqual(read_reply(waiting, 10.0)[0], 200)
+            waiting.close()
+            warnings = [line for line in server.stderr_lines
+                        if "cannot accept connections for now" in line]
+            self.assertGreaterEqual(len(warnings), 1, "the limit was never reached")
+            self.assertLessEqual(len(warnings), 3, "a warning per retry")
+            self.assertTrue(any("accepting connections again" in line
+                                for line in server.stderr_lines))
+            self.assertIsNone(server.process.poll(), "llmlimitd died")
+        finally:
+            server.stop()
+            server.cleanup()
+
+
 class ConnectionLimit(HostileCase):
     LIMIT_CONNECTIONS = 32
     SERVER_ARGS = ["--max-connections", str(LIMIT_CONNECTIONS),
