@@ -40,6 +40,23 @@ class ServerError(Exception):
     pass
 
 
+def stop_under_load(server, client, count, settle_s):
+    """Runs client(stop_event) on count threads, stops the server with SIGTERM
+    after settle_s, and returns its exit code once the threads have ended
+    (Server.stop raises with the end of stderr when it is not 0)."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=client, args=(stop,)) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    time.sleep(settle_s)
+    try:
+        return server.stop(timeout_s=10.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+
+
 class Server:
     """One llmlimitd process. Use as a context manager or call start()/stop()."""
 

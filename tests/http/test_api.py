@@ -582,22 +582,28 @@ def run_to_exit(args, data_dir=None, timeout_s=10):
             subprocess.run(["rm", "-rf", data_dir])
 
 
+def start_reserve(server, key):
+    """Sends a reserve of key up to the 10th byte of its body; returns the
+    socket and the rest of the body. The drain waits for such a request."""
+    body = json.dumps({"lease_id": lease(), "requirements": [{"key": key, "amount": 1}]}).encode()
+    sock = socket.create_connection((server.host, server.port), timeout=10)
+    head = ("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n" % len(body)).encode()
+    sock.sendall(head + body[:10])
+    return sock, body[10:]
+
+
 class Lifecycle(unittest.TestCase):
     def test_sigterm_answers_in_flight_request_and_exits_zero(self):
         """SIGTERM mid-request: the request is answered, then the process exits 0 promptly."""
         with Server(BINARY, backend=BACKEND) as server:
             self.assertEqual(server.put_limit(rolling("life:a", 100))[0], 200)
-            body = json.dumps({"lease_id": lease(),
-                               "requirements": [{"key": "life:a", "amount": 1}]}).encode()
-            sock = socket.create_connection((server.host, server.port), timeout=10)
-            head = ("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %d\r\n\r\n" % len(body)).encode()
-            sock.sendall(head + body[:10])
+            sock, rest = start_reserve(server, "life:a")
             time.sleep(0.3)
             started = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             time.sleep(0.3)
-            sock.sendall(body[10:])
+            sock.sendall(rest)
             reply = b""
             while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
                 chunk = sock.recv(4096)
@@ -669,18 +675,13 @@ class Lifecycle(unittest.TestCase):
         still gets its answer."""
         with Server(BINARY, backend=BACKEND) as server:
             self.assertEqual(server.put_limit(rolling("life:c", 100))[0], 200)
-            body = json.dumps({"lease_id": lease(),
-                               "requirements": [{"key": "life:c", "amount": 1}]}).encode()
-            held = socket.create_connection((server.host, server.port), timeout=10)
-            head = ("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %d\r\n\r\n" % len(body)).encode()
-            held.sendall(head + body[:10])  # the drain waits for this request to finish
+            held, rest = start_reserve(server, "life:c")
             time.sleep(0.3)
             server.process.send_signal(signal.SIGTERM)
             time.sleep(0.3)
             with self.assertRaises(ConnectionRefusedError):
                 socket.create_connection((server.host, server.port), timeout=2).close()
-            held.sendall(body[10:])
+            held.sendall(rest)
             reply = held.recv(4096)
             held.close()
             self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply)
@@ -692,9 +693,7 @@ class Lifecycle(unittest.TestCase):
         """SIGTERM while clients keep opening connections, 20 times: each run exits 0."""
         for _ in range(20):
             with Server(BINARY, backend=BACKEND) as server:
-                stop = threading.Event()
-
-                def client():
+                def client(stop):
                     while not stop.is_set():
                         try:
                             with socket.create_connection((server.host, server.port), 2) as s:
@@ -703,17 +702,7 @@ class Lifecycle(unittest.TestCase):
                         except OSError:  # refused once the drain starts
                             pass
 
-                threads = [threading.Thread(target=client) for _ in range(4)]
-                for t in threads:
-                    t.start()
-                time.sleep(0.2)
-                try:
-                    code = server.stop(timeout_s=10.0)  # raises with stderr if not 0
-                finally:
-                    stop.set()
-                    for t in threads:
-                        t.join(10)
-                self.assertEqual(code, 0)
+                self.assertEqual(harness.stop_under_load(server, client, 4, 0.2), 0)
 
     def test_registry_persists_across_restart(self):
         """Limits written by PUT come back after a restart, in the same states."""

@@ -10,11 +10,9 @@ MHD_quiesce_daemon (docs/hardening.md, "Shutdown").
 import os
 import socket
 import sys
-import threading
-import time
 import unittest
 
-from harness import Server, binary_from_argv
+from harness import Server, binary_from_argv, stop_under_load
 
 
 def shim_from_argv():
@@ -47,10 +45,9 @@ class SlowMainThread(unittest.TestCase):
             with Server(BINARY, env=shim_env()) as server:
                 with open("/proc/%d/maps" % server.process.pid) as maps:
                     self.assertTrue(SHIM in maps.read(), "the shim is not loaded: " + SHIM)
-                stop = threading.Event()
                 answered = []
 
-                def client():
+                def client(stop):
                     try:
                         with socket.create_connection((server.host, server.port), 2) as s:
                             while not stop.is_set():
@@ -61,17 +58,7 @@ class SlowMainThread(unittest.TestCase):
                     except OSError:  # closed by the drain
                         pass
 
-                threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
-                for t in threads:
-                    t.start()
-                time.sleep(0.3)
-                try:
-                    code = server.stop(timeout_s=10.0)  # raises with stderr if not 0
-                finally:
-                    stop.set()
-                    for t in threads:
-                        t.join(10)
-                self.assertEqual(code, 0)
+                self.assertEqual(stop_under_load(server, client, CLIENTS, 0.3), 0)
                 self.assertGreater(len(answered), 0, "the clients never got an answer")
 
 
