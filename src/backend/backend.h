@@ -205,6 +205,15 @@ struct backend_stats {
     uint64_t batched_items;  /* items in them (fill = batched_items / batches) */
     uint64_t overage_denied; /* rolling overage dropped under overage=deny */
     uint64_t expired_holds;  /* holds that expired without complete/release */
+    /* A cluster behind the backend (tigerbeetle); the rest is 0 without one. */
+    bool cluster;
+    uint64_t cluster_round_trip_us;   /* summed over the requests it answered */
+    uint64_t cluster_failed_items;    /* items answered unavailable (503) */
+    uint64_t cluster_retransmissions; /* requests sent again */
+    uint64_t cluster_connections;     /* connections to replicas made, the first included */
+    uint64_t cluster_evictions;       /* sessions the cluster evicted */
+    uint32_t cluster_sessions_ready;  /* sessions registered and usable now */
+    uint32_t cluster_view;            /* the highest view seen (it rises at each view change) */
 };
 
 /* One audit-log entry (backends with an audit log: sqlite). */

@@ -291,15 +291,28 @@ static void render_limits(struct backend *backend, int64_t now, struct buffer *o
     free(states);
 }
 
+struct metric_row {
+    const char *name, *type, *help;
+    uint64_t value;
+};
+
+static void render_rows(struct buffer *out, const struct metric_row *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        header(out, rows[i].name, rows[i].type, rows[i].help);
+        buffer_append_str(out, rows[i].name);
+        buffer_append_char(out, ' ');
+        buffer_append_u64(out, rows[i].value);
+        buffer_append_char(out, '\n');
+    }
+}
+
 static void render_backend(struct backend *backend, struct buffer *out)
 {
     struct backend_stats stats;
     memset(&stats, 0, sizeof stats);
     backend_stats(backend, &stats);
-    const struct {
-        const char *name, *type, *help;
-        uint64_t value;
-    } rows[] = {
+    const struct metric_row rows[] = {
         {"llmlimit_backend_batches_total", "counter", "Backend transactions or requests sent.",
          stats.batches},
         {"llmlimit_backend_batched_items_total", "counter",
@@ -311,13 +324,30 @@ static void render_backend(struct backend *backend, struct buffer *out)
         {"llmlimit_expired_holds_total", "counter",
          "Holds that expired without complete or release.", stats.expired_holds},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        header(out, rows[i].name, rows[i].type, rows[i].help);
-        buffer_append_str(out, rows[i].name);
-        buffer_append_char(out, ' ');
-        buffer_append_u64(out, rows[i].value);
-        buffer_append_char(out, '\n');
-    }
+    render_rows(out, rows, sizeof rows / sizeof rows[0]);
+    if (!stats.cluster)
+        return;
+    const struct metric_row cluster_rows[] = {
+        {"llmlimit_tigerbeetle_round_trip_microseconds_total", "counter",
+         "Round trips of the requests the cluster answered, summed (mean: divide by "
+         "llmlimit_backend_batches_total).",
+         stats.cluster_round_trip_us},
+        {"llmlimit_tigerbeetle_failed_items_total", "counter",
+         "Items answered unavailable: the cluster was not reached in time.",
+         stats.cluster_failed_items},
+        {"llmlimit_tigerbeetle_retransmissions_total", "counter", "Requests sent again.",
+         stats.cluster_retransmissions},
+        {"llmlimit_tigerbeetle_connections_total", "counter",
+         "Connections to replicas made, the first ones included.", stats.cluster_connections},
+        {"llmlimit_tigerbeetle_evictions_total", "counter", "Sessions the cluster evicted.",
+         stats.cluster_evictions},
+        {"llmlimit_tigerbeetle_sessions_ready", "gauge", "Sessions registered and usable.",
+         stats.cluster_sessions_ready},
+        {"llmlimit_tigerbeetle_view", "gauge",
+         "The highest view seen; it rises at each view change (primary = view % replicas).",
+         stats.cluster_view},
+    };
+    render_rows(out, cluster_rows, sizeof cluster_rows / sizeof cluster_rows[0]);
 }
 
 void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,

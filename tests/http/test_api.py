@@ -470,6 +470,7 @@ class Api(unittest.TestCase):
             "llmlimit_overage_denied_total ",
         ]:
             self.assertIn(needle, text)
+        self.assertNotIn("llmlimit_tigerbeetle_", text)  # no cluster behind this backend
         counted = re.search(r'llmlimit_requests_total\{route="reserve",status="200"\} (\d+)', text)
         self.assertGreaterEqual(int(counted.group(1)), 2)
 

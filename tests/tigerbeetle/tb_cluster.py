@@ -63,6 +63,16 @@ def _die_with_parent():
         pass
 
 
+def metric(server, name):
+    """The value of an unlabelled metric in server's GET /metrics, or None."""
+    status, _, text = server.request("GET", "/metrics")
+    assert status == 200, status
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    return None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

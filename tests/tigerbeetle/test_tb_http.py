@@ -28,7 +28,7 @@ warnings.simplefilter("ignore", ResourceWarning)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
-from tb_cluster import Cluster, skip_unless_binary  # noqa: E402
+from tb_cluster import Cluster, metric, skip_unless_binary  # noqa: E402
 
 BINARY = binary_from_argv()
 skip_unless_binary("tigerbeetle HTTP tests")
@@ -178,6 +178,27 @@ TOKENS = [{"key": "tokens", "kind": "rolling", "capacity": 10 ** 12, "window_sec
           {"key": "probe", "kind": "rolling", "capacity": 10 ** 12, "window_seconds": 3600}]
 
 
+class ClusterMetrics(unittest.TestCase):
+    def test_metrics_show_the_cluster(self):
+        """/metrics shows the sessions, the round trips and the view of the cluster."""
+        with Cluster() as cluster, front_end(cluster, sessions=2) as server:
+            put_all([server], TOKENS)
+            for _ in range(20):
+                self.assertTrue(server.reserve(lease(), {"tokens": 1})[2]["allowed"])
+            self.assertEqual(metric(server, "llmlimit_tigerbeetle_sessions_ready"), 2)
+            batches = metric(server, "llmlimit_backend_batches_total")
+            self.assertGreaterEqual(batches, 20)  # one reserve at a time: one request each
+            trips_us = metric(server, "llmlimit_tigerbeetle_round_trip_microseconds_total")
+            self.assertGreater(trips_us, 0)
+            self.assertLess(trips_us / batches, 1e6, "a mean round trip over a second")
+            self.assertGreaterEqual(metric(server, "llmlimit_tigerbeetle_connections_total"), 2)
+            for name in ("failed_items", "evictions"):
+                self.assertEqual(metric(server, "llmlimit_tigerbeetle_%s_total" % name), 0, name)
+            # retransmissions: a request answered late on a busy machine is sent again
+            self.assertIsNotNone(metric(server, "llmlimit_tigerbeetle_retransmissions_total"))
+            self.assertIsNotNone(metric(server, "llmlimit_tigerbeetle_view"))
+
+
 class TigerBeetleFaults(unittest.TestCase):
     def test_kill_under_load(self):
         """kill -9 under load: prompt 503s, one reservation per lease, recovery."""
@@ -197,6 +218,9 @@ class TigerBeetleFaults(unittest.TestCase):
                 return time.monotonic() - gap_started
 
             load_through_fault(self, server, fault)
+            # The 4 sessions connected again to the restarted cluster, and say so.
+            self.assertGreater(metric(server, "llmlimit_tigerbeetle_connections_total"), 4)
+            self.assertEqual(metric(server, "llmlimit_tigerbeetle_sessions_ready"), 4)
 
     def test_frozen_under_load(self):
         """A TigerBeetle that stops answering for 4 s (SIGSTOP): prompt 503s, no
@@ -226,6 +250,8 @@ class TigerBeetleFaults(unittest.TestCase):
                 return time.monotonic() - frozen
 
             load_through_fault(self, server, fault)
+            # The items the frozen cluster did not answer in time are counted.
+            self.assertGreaterEqual(metric(server, "llmlimit_tigerbeetle_failed_items_total"), 1)
 
 
 class HistoryOnTigerBeetle(unittest.TestCase):

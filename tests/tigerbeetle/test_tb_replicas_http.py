@@ -31,7 +31,7 @@ warnings.simplefilter("ignore", ResourceWarning)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import harness  # noqa: E402
 from harness import Server, binary_from_argv, wait_until  # noqa: E402
-from tb_cluster import Cluster, ping_tool_from_argv, skip_unless_binary  # noqa: E402
+from tb_cluster import Cluster, metric, ping_tool_from_argv, skip_unless_binary  # noqa: E402
 
 BINARY = binary_from_argv()
 ping_tool_from_argv()
@@ -210,6 +210,8 @@ class ReplicatedCluster(unittest.TestCase):
         if repair is not None:
             phases.append(("back", bring_back))
         load, marks = self.run_load(phases)
+        # The front end follows the cluster into the new view, and says so.
+        self.assertGreaterEqual(metric(self.server, "llmlimit_tigerbeetle_view"), changed["view"])
         unavailable = load.unavailable()
         first = unavailable[0][1] - marks["fault"] if unavailable else 0.0
         last = max(a[1] for a in unavailable) - marks["fault"] if unavailable else 0.0

@@ -394,6 +394,14 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
     tbc_submitter_stats(b->submitter, &s);
     out->batches = s.requests;
     out->batched_items = s.items;
+    out->cluster = true;
+    out->cluster_round_trip_us = s.round_trip_us;
+    out->cluster_failed_items = s.failed_items;
+    out->cluster_retransmissions = s.retransmissions;
+    out->cluster_connections = s.reconnects; /* counted at every connect */
+    out->cluster_evictions = s.evictions;
+    out->cluster_sessions_ready = s.sessions_ready;
+    out->cluster_view = s.view;
     out->overage_denied = __atomic_load_n(&b->overage_denied, __ATOMIC_RELAXED);
     pthread_mutex_lock(&b->lease_lock);
     out->lease_cache_entries = b->lease_count;
