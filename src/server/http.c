@@ -547,7 +547,6 @@ int http_start(struct server *server, char *error, size_t error_size)
                  (unsigned)server->config.listen_port, strerror(errno));
         return -1;
     }
-    server->port = server->listener.port;
     server->daemon = start_daemon(server);
     if (server->daemon == NULL) {
         listener_close(&server->listener);

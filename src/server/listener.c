@@ -47,20 +47,15 @@ int listener_open(struct listener *listener, const struct sockaddr *address,
     if (fd < 0)
         return -1;
     int one = 1;
+    struct sockaddr_storage bound;
+    socklen_t bound_length = sizeof bound;
     /* A restarted server binds at once, even with connections of the last
      * one in TIME_WAIT; IPv6 listens on IPv6 only, as --listen says. */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         (address->sa_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, address, address_length) != 0 || listen(fd, SOMAXCONN) != 0) {
-        int error = errno;
-        close(fd);
-        errno = error;
-        return -1;
-    }
-    struct sockaddr_storage bound;
-    socklen_t bound_length = sizeof bound;
-    if (getsockname(fd, (struct sockaddr *)&bound, &bound_length) != 0) {
+        bind(fd, address, address_length) != 0 || listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)&bound, &bound_length) != 0) {
         int error = errno;
         close(fd);
         errno = error;

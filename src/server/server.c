@@ -197,7 +197,7 @@ static void print_listening(const struct server *s)
     char line[LISTEN_HOST_LENGTH_MAX + 64];
     bool v6 = strchr(s->config.listen_host, ':') != NULL;
     int n = snprintf(line, sizeof line, "llmlimitd listening on %s%s%s:%u\n", v6 ? "[" : "",
-                     s->config.listen_host, v6 ? "]" : "", (unsigned)s->port);
+                     s->config.listen_host, v6 ? "]" : "", (unsigned)s->listener.port);
     if (n > 0) {
         ssize_t written = write(STDERR_FILENO, line, (size_t)n);
         (void)written;

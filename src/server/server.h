@@ -44,7 +44,6 @@ struct server {
     struct MHD_Daemon *daemon;
     const struct router *router; /* the routes it answers (routes.c) */
     struct watch_list watches;   /* the request deadline */
-    uint16_t port;               /* the real one, after bind */
     struct listener listener;    /* accepts the connections MHD serves */
     pthread_t ticker;
     bool ticker_started;

@@ -333,7 +333,7 @@ static void connection_up(struct tbc_session *s, uint32_t replica)
     c->connecting = false;
     c->connect_failures = 0;
     c->receive_fill = 0;
-    COUNT(s->stats.reconnects);
+    COUNT(s->stats.connections);
     TRACE(s, "connected to replica %u (%s:%s)", replica, s->addresses[replica].host,
           s->addresses[replica].port);
     send_ping(s, replica);

@@ -37,7 +37,7 @@ enum tbc_session_status {
 struct tbc_session_stats {
     uint64_t requests;
     uint64_t retransmissions;
-    uint64_t reconnects;
+    uint64_t connections; /* to replicas, the first ones included */
     uint64_t evictions;
     uint64_t registrations;
 };

@@ -408,7 +408,8 @@ static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, 
     sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
     w->sent_at_ms = sub->last_request_ms;
-    w->since_reply_ns = sub->replied_at_ns != 0 ? clock_monotonic_ns() - sub->replied_at_ns : 0;
+    if (trace_enabled()) /* the trace's "after the last reply" */
+        w->since_reply_ns = sub->replied_at_ns != 0 ? clock_monotonic_ns() - sub->replied_at_ns : 0;
     pthread_mutex_unlock(&sub->lock);
     return batch;
 }
@@ -745,7 +746,7 @@ void tbc_submitter_stats(struct tbc_submitter *sub, struct tbc_submitter_stats *
         /* Written by the session's thread with atomic adds. */
         const struct tbc_session_stats *s = &sub->workers[i].session.stats;
         out->retransmissions += __atomic_load_n(&s->retransmissions, __ATOMIC_RELAXED);
-        out->reconnects += __atomic_load_n(&s->reconnects, __ATOMIC_RELAXED);
+        out->connections += __atomic_load_n(&s->connections, __ATOMIC_RELAXED);
         out->evictions += __atomic_load_n(&s->evictions, __ATOMIC_RELAXED);
         out->registrations += __atomic_load_n(&s->registrations, __ATOMIC_RELAXED);
     }

@@ -25,7 +25,7 @@ struct tbc_submitter_stats {
     uint64_t failed_items;  /* items failed as unavailable */
     uint64_t round_trip_us; /* sum over answered requests */
     uint64_t retransmissions;
-    uint64_t reconnects;
+    uint64_t connections; /* to replicas, the first ones included */
     uint64_t evictions;
     uint64_t registrations;
     uint32_t sessions_ready;

@@ -398,7 +398,7 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
     out->cluster_round_trip_us = s.round_trip_us;
     out->cluster_failed_items = s.failed_items;
     out->cluster_retransmissions = s.retransmissions;
-    out->cluster_connections = s.reconnects; /* counted at every connect */
+    out->cluster_connections = s.connections;
     out->cluster_evictions = s.evictions;
     out->cluster_sessions_ready = s.sessions_ready;
     out->cluster_view = s.view;
