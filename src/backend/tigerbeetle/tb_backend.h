@@ -165,9 +165,9 @@ struct tb_job {
     uint8_t step;
     bool parked; /* waiting for provisioning */
 
-    /* the lease's holds as this job sees them (sorted by key for reserve) */
+    /* the lease's holds as this job sees them (sorted by key for reserve);
+     * holds[] itself is below, with what is not cleared */
     uint32_t hold_count;
-    struct tb_lease_hold holds[REQUIREMENTS_PER_RESERVE_MAX];
     uint8_t request_index[REQUIREMENTS_PER_RESERVE_MAX]; /* hold -> requirement */
     uint64_t actual[REQUIREMENTS_PER_RESERVE_MAX];       /* complete */
     uint8_t hold_event[REQUIREMENTS_PER_RESERVE_MAX];    /* first event of each hold */
@@ -186,6 +186,9 @@ struct tb_job {
     /* the current TigerBeetle item and its buffers; everything from here
      * on is not cleared when a job is made */
     struct tbc_item item;
+    /* every field of holds[0, hold_count) is written before hold_count
+     * counts it (tb_reserve.c, tb_complete.c) */
+    struct tb_lease_hold holds[REQUIREMENTS_PER_RESERVE_MAX];
     uint32_t event_count;
     uint32_t prefix_count; /* reserve: settle events before the chain */
     uint32_t codes[TB_JOB_EVENTS_MAX];
@@ -248,6 +251,11 @@ struct tb_backend {
     bool provision_wanted; /* atomic */
     struct tb_job *parked; /* reserves waiting for their limits' accounts */
     bool limits_changed;   /* a decrease applied since the last tick */
+
+    /* finished jobs kept for reuse (tb_job_new), at most TB_JOB_POOL_MAX */
+    pthread_mutex_t job_pool_lock;
+    struct tb_job *job_pool;
+    uint32_t job_pool_count;
 
     /* counters (atomic) */
     uint64_t overage_denied;
@@ -351,6 +359,8 @@ bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length
 
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
 /* A new job for request `index` of the call; NULL when out of memory. */
+/* Frees the jobs kept for reuse (at close, none in flight). */
+void tb_job_pool_free(struct tb_backend *b);
 struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
                           void *result);
 /* Adds a warning about the limit to the job's pending ones. */

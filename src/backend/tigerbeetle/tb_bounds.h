@@ -27,6 +27,9 @@
 #define TB_JOB_EVENTS_MAX (5 * 64)
 /* Ids of one job's lookup: a lease's holds plus the accounts around them. */
 #define TB_JOB_LOOKUP_MAX (3 * 64)
+/* Finished jobs kept for reuse (about 45 KiB each): as many as a busy
+ * front end has in flight, so a job is no malloc and no fresh pages. */
+#define TB_JOB_POOL_MAX 256
 /* A complete/release that misses the lease cache looks the lease's
  * transfers up under every limit key, this many ids per request. */
 #define TB_SCAN_IDS_MAX 8189

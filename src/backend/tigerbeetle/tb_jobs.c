@@ -33,7 +33,17 @@ struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const voi
     assert(kind == TB_JOB_RESERVE || kind == TB_JOB_COMPLETE || kind == TB_JOB_RELEASE);
     assert(request != NULL);
     assert(result != NULL);
-    struct tb_job *job = malloc(sizeof *job);
+    struct tb_backend *b = call->backend;
+    pthread_mutex_lock(&b->job_pool_lock);
+    struct tb_job *job = b->job_pool;
+    if (job != NULL) {
+        assert(b->job_pool_count > 0);
+        b->job_pool = job->next;
+        b->job_pool_count--;
+    }
+    pthread_mutex_unlock(&b->job_pool_lock);
+    if (job == NULL)
+        job = malloc(sizeof *job);
     if (job == NULL)
         return NULL;
     memset(job, 0, offsetof(struct tb_job, item)); /* the buffers need no clearing */
@@ -43,6 +53,32 @@ struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const voi
     job->result = result;
     __atomic_add_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
     return job;
+}
+
+/* A finished job goes back to the pool, or to free() when it is full. */
+static void job_recycle(struct tb_backend *b, struct tb_job *job)
+{
+    pthread_mutex_lock(&b->job_pool_lock);
+    assert(b->job_pool_count <= TB_JOB_POOL_MAX);
+    bool keep = b->job_pool_count < TB_JOB_POOL_MAX;
+    if (keep) {
+        job->next = b->job_pool;
+        b->job_pool = job;
+        b->job_pool_count++;
+    }
+    pthread_mutex_unlock(&b->job_pool_lock);
+    if (!keep)
+        free(job);
+}
+
+void tb_job_pool_free(struct tb_backend *b)
+{
+    while (b->job_pool != NULL) {
+        struct tb_job *next = b->job_pool->next;
+        free(b->job_pool);
+        b->job_pool = next;
+    }
+    b->job_pool_count = 0;
 }
 
 void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_limit *limit)
@@ -90,7 +126,7 @@ void tb_job_finish(struct tb_job *job)
     __atomic_sub_fetch(&call->backend->jobs_in_flight, 1, __ATOMIC_RELAXED);
     free(job->pending.warnings); /* NULL unless the result took them */
     free(job->scan);
-    free(job);
+    job_recycle(call->backend, job);
     if (__atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
         if (call->done != NULL)
             call->done(call->context);

@@ -194,6 +194,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
     b->finalized_id = tbc_id_from_label("acct:finalized", 14);
     pthread_rwlock_init(&b->registry_lock, NULL);
     pthread_mutex_init(&b->lease_lock, NULL);
+    pthread_mutex_init(&b->job_pool_lock, NULL);
     pthread_mutex_init(&b->admin_lock, NULL);
     pthread_mutex_init(&b->maintenance_lock, NULL);
     pthread_cond_init(&b->maintenance_wake, NULL);
@@ -245,11 +246,13 @@ static void tb_free(struct tb_backend *b)
         tbc_submitter_close(b->submitter);
     assert(__atomic_load_n(&b->jobs_in_flight, __ATOMIC_ACQUIRE) == 0);
     tb_leases_free(b);
+    tb_job_pool_free(b);
     tb_registry_free(b);
     pthread_cond_destroy(&b->maintenance_wake);
     pthread_mutex_destroy(&b->maintenance_lock);
     pthread_mutex_destroy(&b->admin_lock);
     pthread_mutex_destroy(&b->lease_lock);
+    pthread_mutex_destroy(&b->job_pool_lock);
     pthread_rwlock_destroy(&b->registry_lock);
     free(b);
 }
