@@ -4,6 +4,7 @@
 #include "server.h"
 #include "handlers.h"
 #include "gateway.h"
+#include "lane.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -365,6 +366,19 @@ enum MHD_Result handle_metrics(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
+    if (server->lane != NULL) {
+        uint64_t served, handed;
+        lane_counts(server->lane, &served, &handed);
+        buffer_printf(&b,
+                      "# HELP llmlimit_http_direct_requests_total Requests the direct path served.\n"
+                      "# TYPE llmlimit_http_direct_requests_total counter\n"
+                      "llmlimit_http_direct_requests_total %" PRIu64 "\n"
+                      "# HELP llmlimit_http_direct_handovers_total Connections the direct path "
+                      "handed to libmicrohttpd.\n"
+                      "# TYPE llmlimit_http_direct_handovers_total counter\n"
+                      "llmlimit_http_direct_handovers_total %" PRIu64 "\n",
+                      served, handed);
+    }
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);
     return exchange_answer(ex, 200, &b, 0);

@@ -14,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "decode.h"
 #include "encode.h"
+#include "lane.h"
+#include "lane_head.h"
 #include "util/log.h"
 
 static void log_answer(struct exchange *ex, unsigned status, const struct buffer *body)
@@ -31,6 +34,61 @@ static void log_answer(struct exchange *ex, unsigned status, const struct buffer
              body->data != NULL ? body->data : "");
     log_write(level, status >= 500 ? "request failed" : "request", "route", ex->route->name,
               "status", status_text, "answer", body_text, NULL);
+}
+
+/* An HTTP date for now; the text is kept per thread for the second. */
+static const char *http_date(void)
+{
+    static __thread time_t cached = -1;
+    static __thread char text[40];
+    time_t now = time(NULL);
+    if (now != cached) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached = now;
+    }
+    return text;
+}
+
+/* exchange_answer on the direct path: the same status and headers,
+ * written on the connection by its worker. */
+static void answer_direct(struct exchange *ex, unsigned status, struct buffer *body,
+                          int64_t retry_after_ms)
+{
+    const char *reason = MHD_get_reason_phrase_for(status);
+    char head[640];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\nContent-Type: %s\r\n",
+                     status, reason != NULL && reason[0] != '\0' ? reason : "Unknown",
+                     http_date(), body->length,
+                     (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
+                         ? "text/plain; version=0.0.4; charset=utf-8"
+                         : "application/json");
+    assert(n > 0 && (size_t)n < sizeof head);
+    size_t length = (size_t)n;
+    if (retry_after_ms > 0)
+        length += (size_t)snprintf(head + length, sizeof head - length,
+                                   "Retry-After: %" PRId64 "\r\n", (retry_after_ms + 999) / 1000);
+    if (status == 405) {
+        char allow[64];
+        route_allow(ex->route, allow, sizeof allow);
+        length += (size_t)snprintf(head + length, sizeof head - length, "Allow: %s\r\n", allow);
+    }
+    if (status == 401)
+        length += (size_t)snprintf(head + length, sizeof head - length,
+                                   "WWW-Authenticate: Bearer\r\n");
+    if ((ex->route->flags & ROUTE_NO_STORE) != 0)
+        length += (size_t)snprintf(head + length, sizeof head - length,
+                                   "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
+    bool close = ex->direct_close || __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST);
+    if (close)
+        length += (size_t)snprintf(head + length, sizeof head - length, "Connection: close\r\n");
+    length += (size_t)snprintf(head + length, sizeof head - length, "\r\n");
+    assert(length < sizeof head);
+    ex->status = status;
+    lane_send(ex, head, length, body->data, body->length, close);
+    buffer_free(body);
 }
 
 enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
@@ -52,6 +110,10 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
         status = 503;
     }
     log_answer(ex, status, body);
+    if (ex->lane != NULL) {
+        answer_direct(ex, status, body, retry_after_ms);
+        return MHD_YES;
+    }
     struct MHD_Response *response;
     size_t length = body->length;
     if (body->heap) {
@@ -103,6 +165,8 @@ void exchange_reply_buffer(struct exchange *ex, struct buffer *buffer)
 
 int exchange_query(struct exchange *ex, const char *name, char *out, size_t out_size)
 {
+    if (ex->lane != NULL)
+        return 0; /* direct requests have no query (lane_head.h) */
     const char *raw = MHD_lookup_connection_value(ex->connection, MHD_GET_ARGUMENT_KIND, name);
     if (raw == NULL)
         return 0;
@@ -156,11 +220,15 @@ void exchange_backend_done(void *context)
      * answer and free the exchange. */
     struct server *server = ex->server;
     struct MHD_Connection *connection = ex->connection;
+    bool direct = ex->lane != NULL;
     int previous = __atomic_exchange_n(&ex->phase, PHASE_DONE, __ATOMIC_SEQ_CST);
     /* done runs once per call, and only after the call was made. */
     assert(previous != PHASE_RECEIVING);
     assert(previous != PHASE_DONE);
-    if (previous == PHASE_SUSPENDED)
+    /* A direct exchange is freed only by its worker, after this queues it. */
+    if (previous == PHASE_SUSPENDED && direct)
+        lane_resume(ex);
+    else if (previous == PHASE_SUSPENDED)
         MHD_resume_connection(connection);
     /* Last: shutdown stops the daemon only after every call has left. */
     int64_t calls = __atomic_sub_fetch(&server->backend_calls, 1, __ATOMIC_SEQ_CST);
@@ -188,12 +256,18 @@ enum MHD_Result exchange_call_backend(struct exchange *ex, void (*call)(struct e
         return reply(ex); /* synchronous backend: answer on this call */
     /* Suspend first, then publish SUSPENDED: done resumes only a connection
      * that is already suspended. If done ran in between, the exchange below
-     * fails and this thread resumes the connection itself. */
-    MHD_suspend_connection(ex->connection);
+     * fails and this thread resumes the connection itself. A direct
+     * exchange has nothing to suspend: its worker answers it when done
+     * queues it, or here. */
+    bool direct = ex->lane != NULL;
+    if (!direct)
+        MHD_suspend_connection(ex->connection);
     int expected = PHASE_WAITING;
     if (!__atomic_compare_exchange_n(&ex->phase, &expected, PHASE_SUSPENDED, false,
                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
         assert(expected == PHASE_DONE); /* only done moves the phase on */
+        if (direct)
+            return reply(ex);
         MHD_resume_connection(ex->connection);
     }
     return MHD_YES;
@@ -238,7 +312,7 @@ static struct exchange *exchange_new(struct server *server, struct MHD_Connectio
     memset(ex, 0, offsetof(struct exchange, op));
     ex->server = server;
     ex->connection = connection;
-    ex->watch = watch_of(connection);
+    ex->watch = connection != NULL ? watch_of(connection) : NULL;
     ex->started_ns = clock_monotonic_ns();
     ex->body = ex->body_inline;
     ex->body_capacity = sizeof ex->body_inline;
@@ -427,20 +501,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     return ex->route->handler(ex);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
-                         enum MHD_RequestTerminationCode code)
+void exchange_complete(struct exchange *ex)
 {
-    (void)connection;
-    (void)code;
-    struct server *server = cls;
-    struct exchange *ex = *con_cls;
-    if (ex == NULL)
-        return;
-    *con_cls = NULL;
-    /* A suspended exchange is never completed: shutdown waits for every
-     * backend call before it stops the daemon. */
-    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_WAITING);
-    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_SUSPENDED);
+    struct server *server = ex->server;
     if (ex->status != 0)
         metrics_request(server->metrics, router_index(server->router, ex->route), ex->status,
                         clock_monotonic_ns() - ex->started_ns);
@@ -449,6 +512,79 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     exchange_free(ex);
     int64_t open = __atomic_sub_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
     assert(open >= 0);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    (void)cls;
+    (void)connection;
+    (void)code;
+    struct exchange *ex = *con_cls;
+    if (ex == NULL)
+        return;
+    *con_cls = NULL;
+    /* A suspended exchange is never completed: shutdown waits for every
+     * backend call before it stops the daemon. */
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_WAITING);
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_SUSPENDED);
+    exchange_complete(ex);
+}
+
+struct exchange *exchange_direct(struct server *server, struct lane_conn *conn,
+                                 const struct route *route, char *data,
+                                 const struct lane_head *head)
+{
+    struct exchange *ex = exchange_new(server, NULL);
+    if (ex == NULL)
+        return NULL;
+    ex->lane = conn;
+    __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+    ex->receiving = true;
+    ex->route = route;
+    ex->method = METHOD_POST;
+    ex->direct_close = head->close;
+    const char *authorization = NULL;
+    if (head->has_authorization) {
+        /* The value ends before its line's CRLF, inside the head. */
+        data[head->authorization_offset + head->authorization_length] = '\0';
+        authorization = data + head->authorization_offset;
+    }
+    enum auth_outcome auth = auth_check(&server->auth, route->auth, authorization);
+    if (auth == AUTH_ADMIN_REQUIRED)
+        exchange_refuse(ex, 401, "admin_token_required");
+    else if (auth != AUTH_OK)
+        exchange_refuse(ex, 401, "unauthorized");
+    if (head->content_length > 0)
+        exchange_receive(ex, data + head->length, (size_t)head->content_length);
+    exchange_received(ex);
+    return ex;
+}
+
+void exchange_direct_run(struct exchange *ex)
+{
+    assert(ex->lane != NULL);
+    if (ex->refused_status != 0) {
+        exchange_error(ex, ex->refused_status, ex->refused_error);
+        return;
+    }
+    if (ex->body_alloc_failed || ex->body_too_large) {
+        exchange_error(ex, ex->body_too_large ? 413 : 503,
+                       ex->body_too_large ? "body_too_large" : "out_of_memory");
+        return;
+    }
+    watch_request_received(ex->watch);
+    ex->route->handler(ex);
+    /* Answered, or waiting for done; never neither. */
+    assert(ex->status != 0 || __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) == PHASE_SUSPENDED);
+}
+
+void exchange_direct_resumed(struct exchange *ex)
+{
+    assert(ex->lane != NULL);
+    assert(__atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) == PHASE_DONE);
+    ex->reply(ex);
 }
 
 /* Paths and query arguments reach the routes still percent-encoded: the
@@ -553,6 +689,22 @@ int http_start(struct server *server, char *error, size_t error_size)
         snprintf(error, error_size, "cannot start the HTTP server (see the log above)");
         return -1;
     }
+    /* The direct path's workers close connections idle past the request
+     * deadline, as the watch does libmicrohttpd's. */
+    uint32_t idle_seconds = server->config.request_timeout_seconds != 0 &&
+                                    server->config.request_timeout_seconds <
+                                        server->config.connection_timeout_seconds
+                                ? server->config.request_timeout_seconds
+                                : server->config.connection_timeout_seconds;
+    server->lane = lane_start(server, server->config.threads > 1 ? server->config.threads : 1,
+                              (int64_t)idle_seconds * 1000,
+                              (int64_t)server->config.connection_timeout_seconds * 1000);
+    if (server->lane == NULL) {
+        snprintf(error, error_size, "cannot start the direct path: %s", strerror(errno));
+        return -1; /* the caller stops the daemon */
+    }
+    server->listener.adopt = lane_adopt;
+    server->listener.adopt_context = server->lane;
     if (listener_start(&server->listener, server->daemon) != 0) {
         snprintf(error, error_size, "cannot start the accepting thread: %s", strerror(errno));
         return -1; /* the caller stops the daemon */
@@ -568,6 +720,8 @@ void http_quiesce(struct server *server)
 void http_stop(struct server *server)
 {
     listener_close(&server->listener); /* before the daemon its thread hands to */
+    lane_stop(server->lane);           /* its workers hand over to the daemon too */
+    server->lane = NULL;
     MHD_stop_daemon(server->daemon);
     server->daemon = NULL;
 }

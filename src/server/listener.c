@@ -131,14 +131,15 @@ static void *listener_main(void *argument)
         pthread_mutex_lock(&listener->mutex);
         listener->handed++;
         pthread_mutex_unlock(&listener->mutex);
+        if (listener->adopt != NULL) {
+            listener->adopt(listener->adopt_context, client, (struct sockaddr *)&address,
+                            address_length);
+            continue;
+        }
         /* libmicrohttpd owns the socket now, and closes it on failure. */
         if (MHD_add_connection(listener->daemon, client, (struct sockaddr *)&address,
-                               address_length) != MHD_YES) {
-            pthread_mutex_lock(&listener->mutex);
-            if (listener->handed > 0)
-                listener->handed--;
-            pthread_mutex_unlock(&listener->mutex);
-        }
+                               address_length) != MHD_YES)
+            listener_connection_not_started(listener);
     }
     return NULL;
 }
@@ -171,6 +172,24 @@ void listener_connection_closed(struct listener *listener)
     pthread_mutex_lock(&listener->mutex);
     assert(listener->open > 0);
     listener->open--;
+    pthread_cond_signal(&listener->freed);
+    pthread_mutex_unlock(&listener->mutex);
+}
+
+void listener_connection_handed_back(struct listener *listener)
+{
+    pthread_mutex_lock(&listener->mutex);
+    assert(listener->open > 0);
+    listener->open--;
+    listener->handed++;
+    pthread_mutex_unlock(&listener->mutex);
+}
+
+void listener_connection_not_started(struct listener *listener)
+{
+    pthread_mutex_lock(&listener->mutex);
+    if (listener->handed > 0)
+        listener->handed--;
     pthread_cond_signal(&listener->freed);
     pthread_mutex_unlock(&listener->mutex);
 }

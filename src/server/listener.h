@@ -29,6 +29,11 @@ struct listener {
     bool running; /* the thread was started and not yet joined */
     pthread_t thread;
     struct MHD_Daemon *daemon;
+    /* Takes each accepted socket instead of the daemon (the direct path,
+     * lane.h), which then reports its connections like the daemon does. */
+    void (*adopt)(void *context, int fd, const struct sockaddr *address,
+                  socklen_t address_length);
+    void *adopt_context;
 };
 
 void listener_init(struct listener *listener, uint32_t limit);
@@ -45,6 +50,10 @@ int listener_start(struct listener *listener, struct MHD_Daemon *daemon);
 /* From MHD_OPTION_NOTIFY_CONNECTION: a connection started or closed. */
 void listener_connection_started(struct listener *listener);
 void listener_connection_closed(struct listener *listener);
+/* A connection started elsewhere is being handed to the daemon (it starts
+ * there again), or a hand-over failed. */
+void listener_connection_handed_back(struct listener *listener);
+void listener_connection_not_started(struct listener *listener);
 
 /* Stops accepting and closes the socket: clients connecting from now on, and
  * those still in the listen queue, are refused. Connections already handed

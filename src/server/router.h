@@ -30,6 +30,7 @@ enum route_flag {
     ROUTE_TEXT = 8,            /* a 200 is Prometheus text, not JSON */
     ROUTE_NO_STORE = 16,       /* answers are never cached, never sniffed (the console's data) */
     ROUTE_ERROR_OPENAI = 32,   /* error bodies in OpenAI's shape (the gateway's routes) */
+    ROUTE_DIRECT = 64,         /* plain POSTs may be served by the direct path (lane.h) */
 };
 
 struct exchange;

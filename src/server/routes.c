@@ -10,11 +10,15 @@
 #define GET_HEAD (METHOD_GET | METHOD_HEAD)
 
 static const struct route rows[] = {
-    {"reserve", "/v1/reserve", METHOD_POST, AUTH_CLIENT, 0, handle_reserve},
-    {"complete", "/v1/complete", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK, handle_complete},
-    {"release", "/v1/release", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK, handle_release},
-    {"reserve_batch", "/v1/reserve/batch", METHOD_POST, AUTH_CLIENT, 0, handle_reserve_batch},
-    {"complete_batch", "/v1/complete/batch", METHOD_POST, AUTH_CLIENT, 0, handle_complete_batch},
+    {"reserve", "/v1/reserve", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT, handle_reserve},
+    {"complete", "/v1/complete", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK | ROUTE_DIRECT,
+     handle_complete},
+    {"release", "/v1/release", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK | ROUTE_DIRECT,
+     handle_release},
+    {"reserve_batch", "/v1/reserve/batch", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT,
+     handle_reserve_batch},
+    {"complete_batch", "/v1/complete/batch", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT,
+     handle_complete_batch},
     {"admin_limits", "/v1/admin/limits", GET_HEAD | METHOD_PUT, AUTH_ADMIN, 0, handle_admin_limits},
     {"admin_limit", "/v1/admin/limits/", GET_HEAD | METHOD_DELETE, AUTH_ADMIN, ROUTE_ITEM,
      handle_admin_limit},

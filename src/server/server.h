@@ -44,7 +44,8 @@ struct server {
     struct MHD_Daemon *daemon;
     const struct router *router; /* the routes it answers (routes.c) */
     struct watch_list watches;   /* the request deadline */
-    struct listener listener;    /* accepts the connections MHD serves */
+    struct listener listener;    /* accepts the connections */
+    struct lane *lane;           /* the direct path (lane.h), or NULL */
     pthread_t ticker;
     bool ticker_started;
     pthread_mutex_t ticker_mutex;
@@ -107,6 +108,9 @@ struct exchange {
     const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
     struct batch *batch;                        /* in the arena */
     struct exchange *next_free;                 /* in the server's pool */
+    struct lane_conn *lane;      /* the direct path's connection, or NULL: MHD's */
+    struct exchange *lane_next;  /* in its worker's queue (lane.c) */
+    bool direct_close;           /* the direct request asked for Connection: close */
     struct arena arena;
     char *body;
     size_t body_length;
@@ -133,6 +137,17 @@ struct exchange {
     char reply_inline[EXCHANGE_REPLY_INLINE];
     _Alignas(16) char arena_storage[EXCHANGE_ARENA_INLINE];
 };
+
+struct lane_head;
+/* The direct path (lane.c): an exchange for a request it took (NULL: out of
+ * memory), counted open; run it (answered, or waiting for the backend);
+ * answer it once the backend is done; count and free it once answered. */
+struct exchange *exchange_direct(struct server *server, struct lane_conn *conn,
+                                 const struct route *route, char *data,
+                                 const struct lane_head *head);
+void exchange_direct_run(struct exchange *exchange);
+void exchange_direct_resumed(struct exchange *exchange);
+void exchange_complete(struct exchange *exchange);
 
 /* Frees the idle exchanges of the pool (at shutdown). */
 void http_pool_free(struct server *server);
