@@ -26,15 +26,10 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import harness  # noqa: E402
-from harness import Server, binary_from_argv, wait_until  # noqa: E402
+from harness import Server, backend_from_argv, binary_from_argv, wait_until  # noqa: E402
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 DISK_BYTES = 4 * 1024 * 1024  # the tmpfs the sqlite database fills
 DISK_RESERVES_MAX = 100000  # bound of the fill loop

@@ -36,6 +36,16 @@ def binary_from_argv(default="build/llmlimitd"):
     return os.path.abspath(os.environ.get("LLMLIMITD", default))
 
 
+def backend_from_argv(default="memory"):
+    """Takes --backend NAME out of sys.argv (ctest passes it) and returns it."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--backend" and i + 1 < len(sys.argv):
+            name = sys.argv[i + 1]
+            del sys.argv[i : i + 2]
+            return name
+    return default
+
+
 class ServerError(Exception):
     pass
 

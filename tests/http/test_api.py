@@ -10,7 +10,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -19,15 +18,10 @@ import urllib.parse
 import uuid
 
 import harness
-from harness import Server, binary_from_argv, wait_until
+from harness import Server, backend_from_argv, binary_from_argv, wait_until
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 DECREASE_RETRY_MS = 1500
 

@@ -10,21 +10,15 @@ The backend comes from --backend (default memory)."""
 
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 import uuid
 
 import harness
-from harness import Server, binary_from_argv
+from harness import Server, backend_from_argv, binary_from_argv
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 ADMIN = "admin-" + "a" * 40
 CLIENT = "client-" + "c" * 40

@@ -8,20 +8,14 @@ The backend comes from --backend (default memory)."""
 import http.client
 import json
 import socket
-import sys
 import unittest
 import uuid
 
 import harness
-from harness import Server, binary_from_argv
+from harness import Server, backend_from_argv, binary_from_argv
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 KEY = "bad:rolling"
 OTHER = "bad:conc"

@@ -8,21 +8,15 @@ memory), so the sqlite backend runs the very same file.
 Time travel uses the server's --test-clock offset (POST /v1/admin/clock), so
 expiry tests do not sleep for the 5 s minimum budget timeout."""
 
-import sys
 import threading
 import unittest
 import uuid
 
 import harness
-from harness import Server, binary_from_argv
+from harness import Server, backend_from_argv, binary_from_argv
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 USD = 1000000  # usd_micros per dollar
 

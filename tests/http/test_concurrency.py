@@ -4,21 +4,15 @@ server said it allowed (then completed). Also: the registry survives restarts
 (clean and kill -9), including a limit that is mid-decrease."""
 
 import random
-import sys
 import threading
 import unittest
 import uuid
 
 import harness
-from harness import Server, binary_from_argv
+from harness import Server, backend_from_argv, binary_from_argv
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 RPM = "global:llm:openai:gpt-4o:rpm"
 TPM = "global:llm:openai:gpt-4o:tpm"

@@ -7,20 +7,14 @@ The backend comes from --backend (default memory)."""
 
 import http.client
 import re
-import sys
 import unittest
 import urllib.parse
 import uuid
 
-from harness import Server, binary_from_argv, wait_until
+from harness import Server, backend_from_argv, binary_from_argv, wait_until
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

@@ -12,21 +12,15 @@ import http.client
 import json
 import os
 import random
-import sys
 import threading
 import time
 import unittest
 
 import harness
-from harness import Server, binary_from_argv
+from harness import Server, backend_from_argv, binary_from_argv
 
 BINARY = binary_from_argv()
-BACKEND = "memory"
-for _i, _arg in enumerate(list(sys.argv)):
-    if _arg == "--backend" and _i + 1 < len(sys.argv):
-        BACKEND = sys.argv[_i + 1]
-        del sys.argv[_i:_i + 2]
-        break
+BACKEND = backend_from_argv()
 
 ROUNDS = 15
 KEYS = ["reg:%02d" % i for i in range(12)]
