@@ -56,38 +56,47 @@ static const char *http_date(void)
 static void answer_direct(struct exchange *ex, unsigned status, struct buffer *body,
                           int64_t retry_after_ms)
 {
+    /* Written piece by piece: snprintf was 3% of a reserve's CPU here. */
     const char *reason = MHD_get_reason_phrase_for(status);
-    char head[640];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\nContent-Type: %s\r\n",
-                     status, reason != NULL && reason[0] != '\0' ? reason : "Unknown",
-                     http_date(), body->length,
-                     (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
-                         ? "text/plain; version=0.0.4; charset=utf-8"
-                         : "application/json");
-    assert(n > 0 && (size_t)n < sizeof head);
-    size_t length = (size_t)n;
-    if (retry_after_ms > 0)
-        length += (size_t)snprintf(head + length, sizeof head - length,
-                                   "Retry-After: %" PRId64 "\r\n", (retry_after_ms + 999) / 1000);
+    char storage[640];
+    struct buffer head;
+    buffer_init(&head, storage, sizeof storage);
+    buffer_append_str(&head, "HTTP/1.1 ");
+    buffer_append_u64(&head, status);
+    buffer_append_char(&head, ' ');
+    buffer_append_str(&head, reason != NULL && reason[0] != '\0' ? reason : "Unknown");
+    buffer_append_str(&head, "\r\nDate: ");
+    buffer_append_str(&head, http_date());
+    buffer_append_str(&head, "\r\nContent-Length: ");
+    buffer_append_u64(&head, body->length);
+    buffer_append_str(&head, "\r\nContent-Type: ");
+    buffer_append_str(&head, (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
+                                 ? "text/plain; version=0.0.4; charset=utf-8\r\n"
+                                 : "application/json\r\n");
+    if (retry_after_ms > 0) {
+        buffer_append_str(&head, "Retry-After: ");
+        buffer_append_i64(&head, (retry_after_ms + 999) / 1000);
+        buffer_append_str(&head, "\r\n");
+    }
     if (status == 405) {
         char allow[64];
         route_allow(ex->route, allow, sizeof allow);
-        length += (size_t)snprintf(head + length, sizeof head - length, "Allow: %s\r\n", allow);
+        buffer_append_str(&head, "Allow: ");
+        buffer_append_str(&head, allow);
+        buffer_append_str(&head, "\r\n");
     }
     if (status == 401)
-        length += (size_t)snprintf(head + length, sizeof head - length,
-                                   "WWW-Authenticate: Bearer\r\n");
+        buffer_append_str(&head, "WWW-Authenticate: Bearer\r\n");
     if ((ex->route->flags & ROUTE_NO_STORE) != 0)
-        length += (size_t)snprintf(head + length, sizeof head - length,
-                                   "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
+        buffer_append_str(&head, "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
     bool close = ex->direct_close || __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST);
     if (close)
-        length += (size_t)snprintf(head + length, sizeof head - length, "Connection: close\r\n");
-    length += (size_t)snprintf(head + length, sizeof head - length, "\r\n");
-    assert(length < sizeof head);
+        buffer_append_str(&head, "Connection: close\r\n");
+    buffer_append_str(&head, "\r\n");
+    assert(!head.failed);   /* the fixed lines fit the storage */
+    assert(!head.heap);
     ex->status = status;
-    lane_send(ex, head, length, body->data, body->length, close);
+    lane_send(ex, head.data, head.length, body->data, body->length, close);
     buffer_free(body);
 }
 
