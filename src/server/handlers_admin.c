@@ -369,15 +369,13 @@ enum MHD_Result handle_metrics(struct exchange *ex)
     if (server->lane != NULL) {
         uint64_t served, handed;
         lane_counts(server->lane, &served, &handed);
-        buffer_printf(&b,
-                      "# HELP llmlimit_http_direct_requests_total Requests the direct path served.\n"
-                      "# TYPE llmlimit_http_direct_requests_total counter\n"
-                      "llmlimit_http_direct_requests_total %" PRIu64 "\n"
-                      "# HELP llmlimit_http_direct_handovers_total Connections the direct path "
-                      "handed to libmicrohttpd.\n"
-                      "# TYPE llmlimit_http_direct_handovers_total counter\n"
-                      "llmlimit_http_direct_handovers_total %" PRIu64 "\n",
-                      served, handed);
+        const struct metric_row rows[] = {
+            {"llmlimit_http_direct_requests_total", "counter",
+             "Requests the direct path served.", served},
+            {"llmlimit_http_direct_handovers_total", "counter",
+             "Connections the direct path handed to libmicrohttpd.", handed},
+        };
+        metrics_render_rows(&b, rows, sizeof rows / sizeof rows[0]);
     }
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);

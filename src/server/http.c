@@ -51,12 +51,55 @@ static const char *http_date(void)
     return text;
 }
 
+struct answer_header {
+    const char *name;
+    const char *value;
+};
+
+#define ANSWER_HEADERS_MAX 7
+
+/* The headers of an answer besides Content-Length and Date, the same on
+ * both paths. Values are static text or point at the caller's seconds and
+ * allow. Returns how many were written to out. */
+static size_t answer_headers(const struct exchange *ex, unsigned status, int64_t retry_after_ms,
+                             bool close, char seconds[24], char allow[64],
+                             struct answer_header out[ANSWER_HEADERS_MAX])
+{
+    size_t n = 0;
+    out[n++] = (struct answer_header){MHD_HTTP_HEADER_CONTENT_TYPE,
+                                      (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
+                                          ? "text/plain; version=0.0.4; charset=utf-8"
+                                          : "application/json"};
+    if (retry_after_ms > 0) {
+        *buffer_put_i64(seconds, (retry_after_ms + 999) / 1000) = '\0';
+        out[n++] = (struct answer_header){MHD_HTTP_HEADER_RETRY_AFTER, seconds};
+    }
+    if (status == 405) {
+        route_allow(ex->route, allow, 64);
+        out[n++] = (struct answer_header){MHD_HTTP_HEADER_ALLOW, allow};
+    }
+    if (status == 401)
+        out[n++] = (struct answer_header){MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer"};
+    if ((ex->route->flags & ROUTE_NO_STORE) != 0) {
+        out[n++] = (struct answer_header){MHD_HTTP_HEADER_CACHE_CONTROL, "no-store"};
+        out[n++] = (struct answer_header){"X-Content-Type-Options", "nosniff"};
+    }
+    if (close)
+        out[n++] = (struct answer_header){MHD_HTTP_HEADER_CONNECTION, "close"};
+    assert(n <= ANSWER_HEADERS_MAX);
+    return n;
+}
+
 /* exchange_answer on the direct path: the same status and headers,
- * written on the connection by its worker. */
+ * written on the connection by its worker, piece by piece (snprintf was 3%
+ * of a reserve's CPU here). */
 static void answer_direct(struct exchange *ex, unsigned status, struct buffer *body,
                           int64_t retry_after_ms)
 {
-    /* Written piece by piece: snprintf was 3% of a reserve's CPU here. */
+    bool close = ex->direct_close || __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST);
+    char seconds[24], allow[64];
+    struct answer_header headers[ANSWER_HEADERS_MAX];
+    size_t count = answer_headers(ex, status, retry_after_ms, close, seconds, allow, headers);
     const char *reason = MHD_get_reason_phrase_for(status);
     char storage[640];
     struct buffer head;
@@ -69,31 +112,15 @@ static void answer_direct(struct exchange *ex, unsigned status, struct buffer *b
     buffer_append_str(&head, http_date());
     buffer_append_str(&head, "\r\nContent-Length: ");
     buffer_append_u64(&head, body->length);
-    buffer_append_str(&head, "\r\nContent-Type: ");
-    buffer_append_str(&head, (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
-                                 ? "text/plain; version=0.0.4; charset=utf-8\r\n"
-                                 : "application/json\r\n");
-    if (retry_after_ms > 0) {
-        buffer_append_str(&head, "Retry-After: ");
-        buffer_append_i64(&head, (retry_after_ms + 999) / 1000);
-        buffer_append_str(&head, "\r\n");
-    }
-    if (status == 405) {
-        char allow[64];
-        route_allow(ex->route, allow, sizeof allow);
-        buffer_append_str(&head, "Allow: ");
-        buffer_append_str(&head, allow);
-        buffer_append_str(&head, "\r\n");
-    }
-    if (status == 401)
-        buffer_append_str(&head, "WWW-Authenticate: Bearer\r\n");
-    if ((ex->route->flags & ROUTE_NO_STORE) != 0)
-        buffer_append_str(&head, "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
-    bool close = ex->direct_close || __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST);
-    if (close)
-        buffer_append_str(&head, "Connection: close\r\n");
     buffer_append_str(&head, "\r\n");
-    assert(!head.failed);   /* the fixed lines fit the storage */
+    for (size_t i = 0; i < count; i++) {
+        buffer_append_str(&head, headers[i].name);
+        buffer_append_str(&head, ": ");
+        buffer_append_str(&head, headers[i].value);
+        buffer_append_str(&head, "\r\n");
+    }
+    buffer_append_str(&head, "\r\n");
+    assert(!head.failed); /* the fixed lines fit the storage */
     assert(!head.heap);
     ex->status = status;
     lane_send(ex, head.data, head.length, body->data, body->length, close);
@@ -138,28 +165,13 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     }
     if (response == NULL)
         return MHD_NO;
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
-                                ? "text/plain; version=0.0.4; charset=utf-8"
-                                : "application/json");
-    if (retry_after_ms > 0) {
-        char seconds[24];
-        snprintf(seconds, sizeof seconds, "%" PRId64, (retry_after_ms + 999) / 1000);
-        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
-    }
-    if (status == 405) {
-        char allow[64];
-        route_allow(ex->route, allow, sizeof allow);
-        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
-    }
-    if (status == 401)
-        MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if ((ex->route->flags & ROUTE_NO_STORE) != 0) {
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
-    }
-    if (__atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST))
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    char seconds[24], allow[64];
+    struct answer_header headers[ANSWER_HEADERS_MAX];
+    size_t count = answer_headers(ex, status, retry_after_ms,
+                                  __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST),
+                                  seconds, allow, headers);
+    for (size_t i = 0; i < count; i++)
+        MHD_add_response_header(response, headers[i].name, headers[i].value);
     ex->status = status;
     enum MHD_Result queued = MHD_queue_response(ex->connection, status, response);
     MHD_destroy_response(response);
@@ -438,6 +450,31 @@ static bool announced_length_over(const char *text, uint64_t limit)
     return length > limit;
 }
 
+/* The route's token against the Authorization header (NULL: none); a
+ * refusal is remembered, to be answered after the body. */
+static enum MHD_Result exchange_authorize(struct exchange *ex, const char *authorization)
+{
+    enum auth_outcome auth = auth_check(&ex->server->auth, ex->route->auth, authorization);
+    if (auth == AUTH_ADMIN_REQUIRED)
+        return exchange_refuse(ex, 401, "admin_token_required");
+    if (auth != AUTH_OK)
+        return exchange_refuse(ex, 401, "unauthorized");
+    return MHD_YES;
+}
+
+/* A new exchange, counted open and receiving; NULL when out of memory.
+ * connection is NULL on the direct path. */
+static struct exchange *exchange_open(struct server *server, struct MHD_Connection *connection)
+{
+    struct exchange *ex = exchange_new(server, connection);
+    if (ex == NULL)
+        return NULL;
+    __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&server->receiving_requests, 1, __ATOMIC_SEQ_CST);
+    ex->receiving = true;
+    return ex;
+}
+
 /* Checks that need only the request line and headers. A failure is
  * answered after the body (which is dropped unread), because MHD 0.9.75
  * closes the connection after any answer queued before the body: keep-alive
@@ -459,14 +496,8 @@ static enum MHD_Result exchange_begin(struct exchange *ex, const char *url, cons
         return exchange_refuse(ex, 404, "not_found");
     if ((ex->route->methods & ex->method) == 0)
         return exchange_refuse(ex, 405, "method_not_allowed");
-    const char *authorization =
-        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    enum auth_outcome auth = auth_check(&server->auth, ex->route->auth, authorization);
-    if (auth == AUTH_ADMIN_REQUIRED)
-        return exchange_refuse(ex, 401, "admin_token_required");
-    if (auth != AUTH_OK)
-        return exchange_refuse(ex, 401, "unauthorized");
-    return MHD_YES;
+    return exchange_authorize(ex, MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND,
+                                                              MHD_HTTP_HEADER_AUTHORIZATION));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
@@ -477,13 +508,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     struct server *server = cls;
     struct exchange *ex = *con_cls;
     if (ex == NULL) {
-        ex = exchange_new(server, connection);
+        ex = exchange_open(server, connection);
         if (ex == NULL)
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = ex;
-        __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
-        __atomic_add_fetch(&server->receiving_requests, 1, __ATOMIC_SEQ_CST);
-        ex->receiving = true;
         return exchange_begin(ex, url, method);
     }
     if (*upload_data_size > 0) {
@@ -544,13 +572,10 @@ struct exchange *exchange_direct(struct server *server, struct lane_conn *conn,
                                  const struct route *route, char *data,
                                  const struct lane_head *head)
 {
-    struct exchange *ex = exchange_new(server, NULL);
+    struct exchange *ex = exchange_open(server, NULL);
     if (ex == NULL)
         return NULL;
     ex->lane = conn;
-    __atomic_add_fetch(&server->open_requests, 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&server->receiving_requests, 1, __ATOMIC_SEQ_CST);
-    ex->receiving = true;
     ex->route = route;
     ex->method = METHOD_POST;
     ex->direct_close = head->close;
@@ -560,11 +585,7 @@ struct exchange *exchange_direct(struct server *server, struct lane_conn *conn,
         data[head->authorization_offset + head->authorization_length] = '\0';
         authorization = data + head->authorization_offset;
     }
-    enum auth_outcome auth = auth_check(&server->auth, route->auth, authorization);
-    if (auth == AUTH_ADMIN_REQUIRED)
-        exchange_refuse(ex, 401, "admin_token_required");
-    else if (auth != AUTH_OK)
-        exchange_refuse(ex, 401, "unauthorized");
+    exchange_authorize(ex, authorization);
     if (head->content_length > 0)
         exchange_receive(ex, data + head->length, (size_t)head->content_length);
     exchange_received(ex);
@@ -578,9 +599,9 @@ void exchange_direct_run(struct exchange *ex)
         exchange_error(ex, ex->refused_status, ex->refused_error);
         return;
     }
-    if (ex->body_alloc_failed || ex->body_too_large) {
-        exchange_error(ex, ex->body_too_large ? 413 : 503,
-                       ex->body_too_large ? "body_too_large" : "out_of_memory");
+    assert(!ex->body_too_large); /* the direct path takes only bodies within the bound */
+    if (ex->body_alloc_failed) {
+        exchange_error(ex, 503, "out_of_memory");
         return;
     }
     watch_request_received(ex->watch);
@@ -699,15 +720,13 @@ int http_start(struct server *server, char *error, size_t error_size)
         return -1;
     }
     /* The direct path's workers close connections idle past the request
-     * deadline, as the watch does libmicrohttpd's. */
-    uint32_t idle_seconds = server->config.request_timeout_seconds != 0 &&
-                                    server->config.request_timeout_seconds <
-                                        server->config.connection_timeout_seconds
-                                ? server->config.request_timeout_seconds
-                                : server->config.connection_timeout_seconds;
+     * deadline or libmicrohttpd's idle timeout, whichever comes first, as
+     * libmicrohttpd's connections are. */
+    int64_t timeout_ms = (int64_t)server->config.connection_timeout_seconds * 1000;
+    int64_t idle_ms = server->watches.timeout_ms < timeout_ms ? server->watches.timeout_ms
+                                                              : timeout_ms;
     server->lane = lane_start(server, server->config.threads > 1 ? server->config.threads : 1,
-                              (int64_t)idle_seconds * 1000,
-                              (int64_t)server->config.connection_timeout_seconds * 1000);
+                              idle_ms, timeout_ms);
     if (server->lane == NULL) {
         snprintf(error, error_size, "cannot start the direct path: %s", strerror(errno));
         return -1; /* the caller stops the daemon */

@@ -99,6 +99,21 @@ static void unlink_conn(struct lane_conn *conn)
     pthread_mutex_unlock(&w->mutex);
 }
 
+/* Waiting for the rest of a request: true while it may still come. */
+static bool partial_wait(struct lane_conn *conn)
+{
+    int64_t now = now_ms();
+    if (conn->partial_since_ms != 0)
+        return now - conn->partial_since_ms < LANE_PARTIAL_MS;
+    struct lane_worker *w = conn->worker;
+    conn->partial_since_ms = now;
+    conn->partial_next = w->partial;
+    if (conn->partial_next != NULL)
+        conn->partial_next->partial_previous = conn;
+    w->partial = conn;
+    return true;
+}
+
 static void partial_done(struct lane_conn *conn)
 {
     if (conn->partial_since_ms == 0)
@@ -203,7 +218,7 @@ static bool flush(struct lane_conn *conn)
 }
 
 void lane_send(struct exchange *ex, const char *head, size_t head_length, const char *body,
-               size_t body_length, int close_after)
+               size_t body_length, bool close_after)
 {
     struct lane_conn *conn = ex->lane;
     assert(conn != NULL);
@@ -305,19 +320,9 @@ static void serve(struct lane_conn *conn)
             return;
         }
         if (parsed == LANE_HEAD_PARTIAL && (size_t)n < sizeof data) {
-            /* The rest wakes the worker, unless it is late. */
-            int64_t now = now_ms();
-            if (conn->partial_since_ms == 0) {
-                conn->partial_since_ms = now;
-                conn->partial_next = conn->worker->partial;
-                if (conn->partial_next != NULL)
-                    conn->partial_next->partial_previous = conn;
-                conn->worker->partial = conn;
-                return;
-            }
-            if (now - conn->partial_since_ms < LANE_PARTIAL_MS)
-                return;
-            parsed = LANE_HEAD_REFUSED;
+            if (partial_wait(conn))
+                return; /* the rest wakes the worker */
+            parsed = LANE_HEAD_REFUSED; /* late: libmicrohttpd waits for it */
         }
         partial_done(conn);
         const struct route *route =

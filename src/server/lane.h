@@ -17,6 +17,7 @@
 #ifndef LLMLIMIT_SERVER_LANE_H
 #define LLMLIMIT_SERVER_LANE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -45,7 +46,7 @@ void lane_resume(struct exchange *exchange);
 /* Writes an answer on the exchange's connection (its worker's thread).
  * head is the status line and headers, blank line included. */
 void lane_send(struct exchange *exchange, const char *head, size_t head_length, const char *body,
-               size_t body_length, int close_after);
+               size_t body_length, bool close_after);
 
 /* Requests served, connections handed to libmicrohttpd. */
 void lane_counts(const struct lane *lane, uint64_t *served, uint64_t *handed);

@@ -291,12 +291,7 @@ static void render_limits(struct backend *backend, int64_t now, struct buffer *o
     free(states);
 }
 
-struct metric_row {
-    const char *name, *type, *help;
-    uint64_t value;
-};
-
-static void render_rows(struct buffer *out, const struct metric_row *rows, size_t count)
+void metrics_render_rows(struct buffer *out, const struct metric_row *rows, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
         header(out, rows[i].name, rows[i].type, rows[i].help);
@@ -324,7 +319,7 @@ static void render_backend(struct backend *backend, struct buffer *out)
         {"llmlimit_expired_holds_total", "counter",
          "Holds that expired without complete or release.", stats.expired_holds},
     };
-    render_rows(out, rows, sizeof rows / sizeof rows[0]);
+    metrics_render_rows(out, rows, sizeof rows / sizeof rows[0]);
     if (!stats.cluster)
         return;
     const struct metric_row cluster_rows[] = {
@@ -347,7 +342,7 @@ static void render_backend(struct backend *backend, struct buffer *out)
          "The highest view seen; it rises at each view change (primary = view % replicas).",
          stats.cluster_view},
     };
-    render_rows(out, cluster_rows, sizeof cluster_rows / sizeof cluster_rows[0]);
+    metrics_render_rows(out, cluster_rows, sizeof cluster_rows / sizeof cluster_rows[0]);
 }
 
 void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,

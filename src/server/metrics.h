@@ -31,4 +31,12 @@ void metrics_denial(struct metrics *metrics, const char *key, size_t key_length)
 void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,
                     struct buffer *out);
 
+/* Unlabelled series, each with its HELP and TYPE lines, for figures kept
+ * outside this module (the direct path's). */
+struct metric_row {
+    const char *name, *type, *help;
+    uint64_t value;
+};
+void metrics_render_rows(struct buffer *out, const struct metric_row *rows, size_t count);
+
 #endif

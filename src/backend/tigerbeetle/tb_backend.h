@@ -358,9 +358,9 @@ void tb_leases_doubt_note(struct tb_backend *b, const char *id, uint32_t id_leng
 bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length);
 
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
-/* A new job for request `index` of the call; NULL when out of memory. */
 /* Frees the jobs kept for reuse (at close, none in flight). */
 void tb_job_pool_free(struct tb_backend *b);
+/* A new job for request `index` of the call; NULL when out of memory. */
 struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
                           void *result);
 /* Adds a warning about the limit to the job's pending ones. */
