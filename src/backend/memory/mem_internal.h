@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "util/slab.h"
 
 #define MEM_HOLD_NONE UINT32_MAX
 #define MEM_HOLD_CHUNK_SHIFT 16
@@ -336,10 +337,7 @@ struct mem_lease_slot {
  * id right after the items in use (not after the whole size class). */
 struct mem_lease {
     struct mem_node node; /* key points at the id after the items */
-    union {
-        uint64_t ring_position;      /* in the cache */
-        struct mem_lease *next_free; /* on a free list */
-    };
+    uint64_t ring_position; /* in the cache */
     int64_t reserved_at_ms;
     union {
         int64_t expires_at_ms;  /* allowed */
@@ -371,11 +369,6 @@ static inline struct mem_lease_key mem_lease_key(const char *id, uint32_t length
 {
     return (struct mem_lease_key){id, length, mem_hash(id, length)};
 }
-
-/* A slab of leases: this header, then leases back to back. */
-struct mem_lease_slab {
-    struct mem_lease_slab *next;
-} __attribute__((aligned(64)));
 
 /* ---- the backend --------------------------------------------------------- */
 
@@ -442,9 +435,7 @@ struct mem_backend {
     uint64_t ring_head;
     uint64_t ring_tail;
     uint32_t lease_count;
-    struct mem_lease *free_leases[MEM_LEASE_SIZE_CLASSES];
-    struct mem_lease_slab *slabs; /* every lease lives in one of these */
-    size_t slab_used;             /* bytes of the newest slab carved */
+    struct slab_pool lease_pool; /* every lease lives in one of its slabs */
 
     struct mem_heap_entry *walk_scratch;
     struct mem_callers callers;

@@ -1,8 +1,8 @@
 /* The lease cache of the memory backend: leases by id in a hash table and a
  * ring in reserve order, bounded by lease_cache_entries (oldest evicted
  * first) and lease_retention_ms. Leases are carved from slabs, cache-line
- * aligned, and kept on per-size free lists once freed, so a steady load
- * allocates nothing. Callers hold the mutex. */
+ * aligned, and kept on per-size free lists once freed (util/slab.h), so a
+ * steady load allocates nothing. Callers hold the mutex. */
 #include "mem_internal.h"
 
 #include <assert.h>
@@ -47,6 +47,7 @@ int mem_leases_init(struct mem_backend *b, uint32_t cache_entries)
     if (b->ring == NULL)
         return -1;
     b->ring_head = b->ring_tail = 0;
+    slab_pool_init(&b->lease_pool, class_bytes, MEM_LEASE_SIZE_CLASSES, MEM_LEASE_SLAB_BYTES);
     return 0;
 }
 
@@ -64,44 +65,20 @@ static uint8_t size_class(uint32_t item_count, uint32_t id_length)
     return c;
 }
 
-/* Carves bytes (a multiple of 64) from the newest slab, starting a new one
- * when it is used up; the tail of the old one is left unused. */
-static struct mem_lease *slab_carve(struct mem_backend *b, size_t bytes)
-{
-    if (b->slabs == NULL || MEM_LEASE_SLAB_BYTES - b->slab_used < bytes) {
-        struct mem_lease_slab *slab = aligned_alloc(64, MEM_LEASE_SLAB_BYTES);
-        if (slab == NULL)
-            return NULL;
-        slab->next = b->slabs;
-        b->slabs = slab;
-        b->slab_used = sizeof *slab;
-    }
-    struct mem_lease *lease = (struct mem_lease *)((char *)b->slabs + b->slab_used);
-    b->slab_used += bytes;
-    return lease;
-}
-
 struct mem_lease *mem_lease_alloc(struct mem_backend *b, uint32_t item_count, uint32_t id_length)
 {
     uint8_t c = size_class(item_count, id_length);
-    struct mem_lease *lease = b->free_leases[c];
-    if (lease != NULL) {
-        b->free_leases[c] = lease->next_free;
-    } else {
-        lease = slab_carve(b, class_bytes[c]);
-        if (lease == NULL)
-            return NULL;
-    }
+    struct mem_lease *lease = slab_pool_take(&b->lease_pool, c);
+    if (lease == NULL)
+        return NULL;
     lease->size_class = c;
     lease->item_count = (uint8_t)item_count;
-    lease->next_free = NULL;
     return lease;
 }
 
 void mem_lease_discard(struct mem_backend *b, struct mem_lease *lease)
 {
-    lease->next_free = b->free_leases[lease->size_class];
-    b->free_leases[lease->size_class] = lease;
+    slab_pool_give(&b->lease_pool, lease, lease->size_class);
 }
 
 static struct mem_lease_slot *ring_slot(const struct mem_backend *b, uint64_t position)
@@ -253,14 +230,7 @@ void mem_leases_free_all(struct mem_backend *b)
         while (oldest(b) != NULL)
             drop_oldest(b);
     }
-    /* Free leases live in the slabs. */
-    for (uint32_t c = 0; c < MEM_LEASE_SIZE_CLASSES; c++)
-        b->free_leases[c] = NULL;
-    while (b->slabs != NULL) {
-        struct mem_lease_slab *next = b->slabs->next;
-        free(b->slabs);
-        b->slabs = next;
-    }
+    slab_pool_free(&b->lease_pool); /* free leases live in the slabs */
     free(b->ring);
     b->ring = NULL;
     mem_table_free(&b->leases);

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "tbclient/tbc_submitter.h"
+#include "util/slab.h"
 #include "tb_bounds.h"
 #include "tbclient/tbc_types.h"
 
@@ -128,12 +129,12 @@ struct tb_lease {
     struct tb_job *waiting; /* operations queued behind it */
     struct tb_job *waiting_tail;
     uint8_t id_length;
-    char id[LEASE_ID_LENGTH_MAX + 1];
+    uint8_t size_class; /* of lease_pool */
     int64_t reserved_at_ms; /* cluster clock */
     int64_t expires_at_ms;
     int64_t retry_after_ms;
     uint8_t hold_count;
-    struct tb_lease_hold holds[];
+    struct tb_lease_hold holds[]; /* then the id, id_length bytes */
 };
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -240,6 +241,7 @@ struct tb_backend {
     uint32_t lease_count;
     struct tb_lease *oldest;
     struct tb_lease *newest;
+    struct slab_pool lease_pool; /* every entry lives in one of its slabs */
 
     /* maintenance */
     pthread_mutex_t admin_lock; /* one admin conversation with the cluster at a time */

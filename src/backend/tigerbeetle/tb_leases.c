@@ -3,7 +3,8 @@
  * forgotten lease_retention_ms after their last use. What it forgets the
  * cluster still knows: a complete or release that misses looks the lease's
  * transfers up by their deterministic ids. Chained hash table plus an order
- * list; everything under lease_lock. */
+ * list; entries carved from slabs (util/slab.h); everything under
+ * lease_lock. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,28 @@
 #define EVICT_SCAN_MAX 64
 /* Entries one expire call looks at. */
 #define EXPIRE_SCAN_MAX 100000
+#define LEASE_SLAB_BYTES (1024 * 1024)
+#define LEASE_SIZE_CLASSES 11
+
+/* An entry takes its header, its holds and its id, rounded up to one of
+ * these: a 1-4 hold lease with a UUID for its id fits the first four. */
+static const uint32_t class_bytes[LEASE_SIZE_CLASSES] = {192,  256,  320,  384,  512, 768,
+                                                         1152, 1664, 2304, 3200, 4096};
+_Static_assert(sizeof(struct tb_lease) +
+                       REQUIREMENTS_PER_RESERVE_MAX * sizeof(struct tb_lease_hold) +
+                       LEASE_ID_LENGTH_MAX <=
+                   4096,
+               "the largest entry fits the last size class");
+
+static char *lease_id(struct tb_lease *lease)
+{
+    return (char *)&lease->holds[lease->hold_count];
+}
+
+static size_t entry_bytes(uint32_t hold_count, uint32_t id_length)
+{
+    return sizeof(struct tb_lease) + hold_count * sizeof(struct tb_lease_hold) + id_length;
+}
 
 static uint64_t id_hash(const char *id, uint32_t length)
 {
@@ -36,6 +59,7 @@ int tb_leases_init(struct tb_backend *b)
     if (b->lease_buckets == NULL)
         return -1;
     b->lease_bucket_mask = buckets - 1;
+    slab_pool_init(&b->lease_pool, class_bytes, LEASE_SIZE_CLASSES, LEASE_SLAB_BYTES);
     return 0;
 }
 
@@ -87,7 +111,7 @@ void tb_leases_remove(struct tb_backend *b, struct tb_lease *lease)
     unlink_order(b, lease);
     assert(b->lease_count > 0);
     b->lease_count--;
-    free(lease);
+    slab_pool_give(&b->lease_pool, lease, lease->size_class);
 }
 
 static bool idle(const struct tb_lease *lease)
@@ -103,7 +127,7 @@ struct tb_lease *tb_leases_find(struct tb_backend *b, const char *id, uint32_t i
     uint64_t hash = id_hash(id, id_length);
     struct tb_lease *lease = b->lease_buckets[hash & b->lease_bucket_mask];
     while (lease != NULL && !(lease->hash == hash && lease->id_length == id_length &&
-                              memcmp(lease->id, id, id_length) == 0))
+                              memcmp(lease_id(lease), id, id_length) == 0))
         lease = lease->next_in_bucket;
     if (lease == NULL)
         return NULL;
@@ -138,16 +162,19 @@ struct tb_lease *tb_leases_insert(struct tb_backend *b, const char *id, uint32_t
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
     if (b->lease_count >= b->lease_cache_entries)
         evict_one(b);
-    struct tb_lease *lease = calloc(1, sizeof *lease + hold_count * sizeof lease->holds[0]);
+    uint32_t size_class = slab_pool_class(&b->lease_pool, entry_bytes(hold_count, id_length));
+    struct tb_lease *lease = slab_pool_take(&b->lease_pool, size_class);
     if (lease == NULL)
         return NULL;
+    memset(lease, 0, entry_bytes(hold_count, 0));
+    lease->size_class = (uint8_t)size_class;
     lease->hash = id_hash(id, id_length);
     lease->id_length = (uint8_t)id_length;
-    memcpy(lease->id, id, id_length);
+    lease->hold_count = (uint8_t)hold_count;
+    memcpy(lease_id(lease), id, id_length);
     lease->touched_ms = now_ms;
     lease->state = TB_LEASE_PENDING;
     lease->busy = true;
-    lease->hold_count = (uint8_t)hold_count;
     struct tb_lease **bucket = &b->lease_buckets[lease->hash & b->lease_bucket_mask];
     lease->next_in_bucket = *bucket;
     *bucket = lease;
@@ -160,12 +187,15 @@ struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease, 
 {
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
     assert(lease->busy); /* only the job that owns the entry reshapes it */
-    struct tb_lease *bigger = malloc(sizeof *bigger + hold_count * sizeof bigger->holds[0]);
+    uint32_t size_class = slab_pool_class(&b->lease_pool, entry_bytes(hold_count, lease->id_length));
+    struct tb_lease *bigger = slab_pool_take(&b->lease_pool, size_class);
     if (bigger == NULL)
         return NULL;
     uint32_t keep = lease->hold_count < hold_count ? lease->hold_count : hold_count;
-    memcpy(bigger, lease, sizeof *lease + keep * sizeof lease->holds[0]);
+    memcpy(bigger, lease, entry_bytes(keep, 0));
+    bigger->size_class = (uint8_t)size_class;
     bigger->hold_count = (uint8_t)hold_count;
+    memcpy(lease_id(bigger), lease_id(lease), lease->id_length);
     *bucket_link(b, lease) = bigger;
     if (bigger->older != NULL)
         bigger->older->newer = bigger;
@@ -175,7 +205,7 @@ struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease, 
         bigger->newer->older = bigger;
     else
         b->newest = bigger;
-    free(lease);
+    slab_pool_give(&b->lease_pool, lease, lease->size_class);
     return bigger;
 }
 
@@ -234,12 +264,7 @@ bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length
 
 void tb_leases_free(struct tb_backend *b)
 {
-    struct tb_lease *lease = b->oldest;
-    while (lease != NULL) {
-        struct tb_lease *newer = lease->newer;
-        free(lease);
-        lease = newer;
-    }
+    slab_pool_free(&b->lease_pool); /* every entry lives in a slab */
     b->oldest = b->newest = NULL;
     b->lease_count = 0;
     free(b->lease_buckets);
