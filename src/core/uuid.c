@@ -34,3 +34,38 @@ int uuid_v7(int64_t unix_ms, char out[UUID_TEXT_SIZE])
     out[length] = '\0';
     return 0;
 }
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool uuid_v7_unix_ms(const char *text, size_t length, int64_t *unix_ms)
+{
+    if (length != UUID_TEXT_SIZE - 1)
+        return false;
+    uint8_t bytes[16];
+    size_t at = 0;
+    for (int i = 0; i < 16; i++) {
+        if ((i == 4 || i == 6 || i == 8 || i == 10) && text[at++] != '-')
+            return false;
+        int high = hex_value(text[at]), low = hex_value(text[at + 1]);
+        if (high < 0 || low < 0)
+            return false;
+        bytes[i] = (uint8_t)(high << 4 | low);
+        at += 2;
+    }
+    if ((bytes[6] & 0xf0) != 0x70 || (bytes[8] & 0xc0) != 0x80)
+        return false;
+    uint64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = ms << 8 | bytes[i];
+    *unix_ms = (int64_t)ms;
+    return true;
+}

@@ -36,6 +36,13 @@ tbc_u128 tbc_id_from_label(const char *label, size_t length)
     return tbc_id_normalize(id);
 }
 
+tbc_u128 tbc_id_time_ordered(tbc_u128 id, uint64_t unix_ms)
+{
+    assert(unix_ms < UINT64_C(1) << 48);
+    id.high = unix_ms << 16 | (id.high & 0xffff);
+    return tbc_id_normalize(id);
+}
+
 static size_t append(char *label, size_t at, const char *text, size_t length)
 {
     assert(at + length <= LABEL_SIZE_MAX);

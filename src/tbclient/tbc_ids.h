@@ -29,6 +29,13 @@ tbc_u128 tbc_id2(const char *prefix, const char *a, size_t a_length, const char 
 tbc_u128 tbc_id_period(const char *prefix, int64_t period_start_ms, const char *key,
                        size_t key_length);
 
+/* The id with its top 48 bits replaced by unix_ms (which must fit them), so
+ * ids made at about the same time have about the same value. TigerBeetle's
+ * trees take ascending ids far more cheaply than scattered ones (its own
+ * client's ids are time-based for this). The other 80 bits stay the
+ * label's. */
+tbc_u128 tbc_id_time_ordered(tbc_u128 id, uint64_t unix_ms);
+
 /* A random nonzero, non-max u128 (client ids, one-off transfer ids). */
 tbc_u128 tbc_id_random(void);
 

@@ -13,9 +13,12 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/tigerbeetle/tb_backend.h"
 #include "backend/tigerbeetle/tigerbeetle.h"
 #include "backend_results.h"
 #include "core/clock.h"
+#include "core/uuid.h"
+#include "tbclient/tbc_ids.h"
 #include "tb_server.h"
 #include "test.h"
 
@@ -29,13 +32,13 @@ static struct backend *front;  /* the main front end */
 static struct backend *second; /* another llmlimitd on the same cluster */
 static unsigned test_round;    /* keys differ per run of a test */
 
-static struct backend *open_front(void)
+static struct backend *open_front_at(const char *address)
 {
     struct backend_config config;
     backend_config_defaults(&config);
     struct tb_options options;
     tb_options_defaults(&options);
-    options.addresses = server.address;
+    options.addresses = address;
     options.sessions = 2;
     struct backend *b = NULL;
     char error[256];
@@ -46,6 +49,11 @@ static struct backend *open_front(void)
     for (int i = 0; i < 300 && !backend_ready(b); i++)
         poll(NULL, 0, 50);
     return b;
+}
+
+static struct backend *open_front(void)
+{
+    return open_front_at(server.address);
 }
 
 static void sleep_ms(int ms)
@@ -623,6 +631,145 @@ static void test_put_while_cluster_down_applies_later(void)
     CHECK_EQ_U64(usage(front, k).reserved, 2);
 }
 
+/* ---- the cluster's id scheme (docs/tigerbeetle.md "Account model") ------ */
+
+/* A plain client of the cluster at address, to read what the backend made. */
+static struct tbc_submitter *raw_client(const char *address)
+{
+    struct tbc_submitter *client = NULL;
+    char error[256];
+    if (tbc_submitter_open(tbc_u128_from_u64(0), address, 1, &client, error, sizeof error) != 0) {
+        fprintf(stderr, "raw client: %s\n", error);
+        return NULL;
+    }
+    for (int i = 0; i < 200 && !tbc_submitter_ready(client); i++)
+        sleep_ms(50);
+    return client;
+}
+
+static bool raw_lookup(struct tbc_submitter *client, uint8_t operation, tbc_u128 id, void *out)
+{
+    uint8_t found = 0;
+    struct tbc_item item = {.operation = operation,
+                            .event_count = 1,
+                            .events = &id,
+                            .objects = out,
+                            .found = &found,
+                            .deadline_ms = clock_monotonic_ms() + 5000};
+    return tbc_submitter_call(client, &item) == TBC_ITEM_OK && found;
+}
+
+static uint32_t raw_create_operator(struct tbc_submitter *client, uint32_t user_data_32)
+{
+    struct tbc_account accounts[2] = {
+        {.id = tbc_id_from_label("acct:operator", 13),
+         .user_data_32 = user_data_32,
+         .ledger = 1,
+         .code = TB_ACCOUNT_CODE_OPERATOR},
+        {.id = tbc_id_from_label("acct:finalized", 14),
+         .ledger = 1,
+         .code = TB_ACCOUNT_CODE_FINALIZED},
+    };
+    uint32_t codes[2] = {UINT32_MAX, UINT32_MAX};
+    struct tbc_item item = {.operation = TBC_OPERATION_CREATE_ACCOUNTS,
+                            .event_count = 2,
+                            .events = accounts,
+                            .codes = codes,
+                            .deadline_ms = clock_monotonic_ms() + 5000};
+    if (tbc_submitter_call(client, &item) != TBC_ITEM_OK)
+        return UINT32_MAX;
+    return codes[0];
+}
+
+/* A UUIDv7 lease id of now, and its hold's id under each scheme. */
+struct uuid_lease {
+    char id[UUID_TEXT_SIZE];
+    tbc_u128 label_hold;
+    tbc_u128 timed_hold;
+};
+
+static struct uuid_lease uuid_lease(const char *k)
+{
+    struct uuid_lease l;
+    int64_t now_ms = clock_now_ms(clock_system());
+    CHECK(uuid_v7(now_ms, l.id) == 0);
+    l.label_hold = tbc_id2("xfer:reserve:", l.id, strlen(l.id), k, strlen(k));
+    l.timed_hold = tbc_id_time_ordered(l.label_hold, (uint64_t)now_ms);
+    return l;
+}
+
+/* Reserves a UUIDv7 lease through one front end and completes it through
+ * another, which must find it by its ids; returns the id its hold was
+ * made under (or 0 when neither is found). */
+static tbc_u128 hold_made_and_found(struct backend *a, struct backend *b,
+                                    struct tbc_submitter *client, const char *k,
+                                    struct uuid_lease l)
+{
+    put(a, definition(k, LIMIT_ROLLING, 100, 30));
+    put(b, definition(k, LIMIT_ROLLING, 100, 30));
+    CHECK(reserve1(a, l.id, k, 7).allowed);
+    struct tbc_transfer hold;
+    tbc_u128 made = tbc_u128_from_u64(0);
+    bool timed = raw_lookup(client, TBC_OPERATION_LOOKUP_TRANSFERS, l.timed_hold, &hold);
+    bool label = raw_lookup(client, TBC_OPERATION_LOOKUP_TRANSFERS, l.label_hold, &hold);
+    CHECK(timed != label); /* under one id, never both */
+    if (timed || label) {
+        made = timed ? l.timed_hold : l.label_hold;
+        CHECK(tbc_u128_equal(hold.amount, tbc_u128_from_u64(7)));
+        CHECK((hold.flags & TBC_TRANSFER_PENDING) != 0);
+    }
+    struct completed done = complete1(b, l.id, k, 5);
+    CHECK(done.status == RESULT_OK && done.reconciled);
+    CHECK_EQ_U64(usage(a, k).used, 5);
+    CHECK_EQ_U64(usage(a, k).reserved, 0);
+    return made;
+}
+
+static void test_time_ordered_ids_on_a_new_cluster(void)
+{
+    struct tbc_submitter *client = raw_client(server.address);
+    REQUIRE(client != NULL);
+    /* The front ends made the operator account, marked. */
+    struct tbc_account operator;
+    REQUIRE(raw_lookup(client, TBC_OPERATION_LOOKUP_ACCOUNTS,
+                       tbc_id_from_label("acct:operator", 13), &operator));
+    CHECK_EQ_U64(operator.user_data_32, TB_OPERATOR_TIME_ORDERED_IDS);
+    const char *k = key("timed");
+    struct uuid_lease l = uuid_lease(k);
+    CHECK(tbc_u128_equal(hold_made_and_found(front, second, client, k, l), l.timed_hold));
+    /* A lease id that is no UUIDv7 keeps its label's id. */
+    const char *plain = lease("plain");
+    CHECK(reserve1(front, plain, k, 1).allowed);
+    struct tbc_transfer hold;
+    CHECK(raw_lookup(client, TBC_OPERATION_LOOKUP_TRANSFERS,
+                     tbc_id2("xfer:reserve:", plain, strlen(plain), k, strlen(k)), &hold));
+    CHECK(release1(second, plain).status == RESULT_OK);
+    /* What an older llmlimitd gets making its operator account here: a
+     * refusal, so it cannot make ids of the other scheme. */
+    CHECK_EQ_U64(raw_create_operator(client, 0), TBC_ACCOUNT_EXISTS_WITH_DIFFERENT_USER_DATA_32);
+    tbc_submitter_close(client);
+}
+
+static void test_label_ids_on_a_cluster_an_older_llmlimitd_made(void)
+{
+    struct tb_test_server older;
+    memset(&older, 0, sizeof older);
+    REQUIRE(tb_test_server_start(&older) == 0);
+    struct tbc_submitter *client = raw_client(older.address);
+    REQUIRE(client != NULL);
+    /* The operator account as llmlimitd made it before the scheme existed. */
+    CHECK_EQ_U64(raw_create_operator(client, 0), TBC_ACCOUNT_OK);
+    struct backend *a = open_front_at(older.address), *b = open_front_at(older.address);
+    REQUIRE(a != NULL && b != NULL);
+    const char *k = key("labels");
+    struct uuid_lease l = uuid_lease(k);
+    CHECK(tbc_u128_equal(hold_made_and_found(a, b, client, k, l), l.label_hold));
+    backend_close(a);
+    backend_close(b);
+    tbc_submitter_close(client);
+    tb_test_server_stop(&older);
+}
+
 int main(void)
 {
     if (tb_test_server_binary() == NULL) {
@@ -672,6 +819,11 @@ int main(void)
         "with the cluster down a put answers, reserves fail fast; back up, all goes through");
     RUN(test_restart_of_front_end_keeps_accounting,
         "a fresh front end sees the cluster's holds and frees them");
+    RUN(test_time_ordered_ids_on_a_new_cluster,
+        "a new cluster is marked for time-ordered ids: a UUIDv7 lease's hold is led by its "
+        "timestamp and found by another front end; an older llmlimitd is refused");
+    RUN(test_label_ids_on_a_cluster_an_older_llmlimitd_made,
+        "a cluster an older llmlimitd made keeps label ids, found by another front end");
     backend_close(front);
     backend_close(second);
     tb_test_server_stop(&server);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/uuid.h"
 #include "tbclient/tbc_body.h"
 #include "tbclient/tbc_checksum.h"
 #include "tbclient/tbc_ids.h"
@@ -425,6 +426,33 @@ static void test_ids_from_labels(void)
     CHECK(!tbc_u128_equal(r1, r2));
 }
 
+/* The ids of a lease on a cluster of time-ordered ids: the label's id with
+ * a UUIDv7 lease id's timestamp in its top 48 bits (docs/tigerbeetle.md
+ * "Account model"). */
+static void test_time_ordered_ids(void)
+{
+    const char *lease = "01936f0e-8c2a-7b3d-9a4f-2c6e8d1b5a90", *key = "global:llm:openai:gpt-4o:tpm";
+    int64_t unix_ms = 0;
+    REQUIRE(uuid_v7_unix_ms(lease, strlen(lease), &unix_ms));
+    CHECK_EQ_I64(unix_ms, INT64_C(0x01936f0e8c2a));
+    tbc_u128 label = tbc_id2("xfer:reserve:", lease, strlen(lease), key, strlen(key));
+    CHECK(tbc_u128_equal(label, u128_hex("433ccb6a305d8182f816179d16a987bd")));
+    CHECK(tbc_u128_equal(tbc_id_time_ordered(label, (uint64_t)unix_ms),
+                         u128_hex("01936f0e8c2a8182f816179d16a987bd")));
+    /* A millisecond later sorts after, whatever the labels hash to. */
+    const char *later = "01936f0e-8c2b-7000-8000-000000000000";
+    int64_t later_ms = 0;
+    REQUIRE(uuid_v7_unix_ms(later, strlen(later), &later_ms));
+    tbc_u128 a = tbc_id_time_ordered(tbc_id_from_label("z", 1), (uint64_t)unix_ms);
+    tbc_u128 b = tbc_id_time_ordered(tbc_id_from_label("a", 1), (uint64_t)later_ms);
+    CHECK(a.high < b.high);
+    /* 0 and 2^128-1 stay out of reach. */
+    CHECK(tbc_u128_equal(tbc_id_time_ordered(tbc_u128_make(0, 0), 0), tbc_u128_make(0, 1)));
+    CHECK(tbc_u128_equal(tbc_id_time_ordered(tbc_u128_make(UINT64_MAX, UINT64_MAX),
+                                             (UINT64_C(1) << 48) - 1),
+                         tbc_u128_make(UINT64_MAX, UINT64_MAX - 1)));
+}
+
 static void test_cluster_and_addresses_parse(void)
 {
     tbc_u128 cluster;
@@ -484,6 +512,8 @@ int main(void)
     RUN(test_body_rejects_bad_events,
         "malformed events fail locally with the server's result code");
     RUN(test_ids_from_labels, "ids are SHA-256 of labels, unambiguous, 0/max flipped");
+    RUN(test_time_ordered_ids,
+        "a time-ordered id is the label's with the UUIDv7 timestamp on top, and sorts by it");
     RUN(test_cluster_and_addresses_parse, "cluster ids and address lists parse to their bounds");
     RUN(test_release_and_dialect,
         "release encoding and dialect choice follow docs/tigerbeetle-protocol.md");

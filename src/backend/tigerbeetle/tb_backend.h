@@ -204,6 +204,17 @@ struct tb_job {
 
 /* ---- the backend --------------------------------------------------------- */
 
+/* How a cluster derives the ids of a lease's transfers (docs/tigerbeetle.md
+ * "Account model"), fixed by its operator account's user_data_32 when the
+ * first front end made it: TB_OPERATOR_TIME_ORDERED_IDS, or 0 (an older
+ * llmlimitd). No id of a lease is made before it is known. */
+enum tb_id_scheme {
+    TB_IDS_UNKNOWN = 0,
+    TB_IDS_LABELS = 1,       /* SHA-256 of the label only */
+    TB_IDS_TIME_ORDERED = 2, /* led by a UUIDv7 lease id's timestamp */
+};
+#define TB_OPERATOR_TIME_ORDERED_IDS 1
+
 extern const struct backend_ops tb_backend_ops;
 
 #define TB_LIMIT_BUCKETS 65536
@@ -223,6 +234,7 @@ struct tb_backend {
     tbc_u128 operator_id;
     tbc_u128 finalized_id; /* acct:finalized: the other side of finalization markers */
     bool operator_created;
+    uint8_t id_scheme; /* atomic: enum tb_id_scheme, known once operator_created */
 
     /* registry */
     pthread_rwlock_t registry_lock;
@@ -270,11 +282,20 @@ static inline struct tb_backend *tb_backend_of(struct backend *base)
     return (struct tb_backend *)base;
 }
 
-/* tb_ledger.c: account and transfer ids, events. */
-tbc_u128 tb_ledger_reserve_id(const char *lease_id, uint32_t lease_length,
-                              const struct tb_limit *limit);
-tbc_u128 tb_ledger_transfer_id(const char *prefix, const char *lease_id, uint32_t lease_length,
+/* tb_ledger.c: account and transfer ids, events. The ids of a lease follow
+ * the cluster's scheme, which must be known (tb_ledger_ids_known). */
+bool tb_ledger_ids_known(const struct tb_backend *b);
+tbc_u128 tb_ledger_reserve_id(const struct tb_backend *b, const char *lease_id,
+                              uint32_t lease_length, const struct tb_limit *limit);
+tbc_u128 tb_ledger_transfer_id(const struct tb_backend *b, const char *prefix,
+                               const char *lease_id, uint32_t lease_length,
                                const struct tb_limit *limit);
+/* user_data_128 of the lease's transfers: the id of "lease:<lease_id>". */
+tbc_u128 tb_ledger_lease_tag(const struct tb_backend *b, const char *lease_id,
+                             uint32_t lease_length);
+/* The mark of a lease finalized after every hold expired. */
+tbc_u128 tb_ledger_final_id(const struct tb_backend *b, const char *lease_id,
+                            uint32_t lease_length);
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out);
 /* The gate alone (one hash instead of three: a reserve needs no more). */

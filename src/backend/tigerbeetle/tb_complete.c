@@ -144,10 +144,10 @@ static struct tbc_transfer reserve_shape(const struct tb_job *job, const struct 
         gate = period.gate;
     }
     struct tbc_transfer t =
-        tb_ledger_transfer(tb_ledger_reserve_id(id, length, hold->limit), gate, b->operator_id,
+        tb_ledger_transfer(tb_ledger_reserve_id(b, id, length, hold->limit), gate, b->operator_id,
                            hold->amount, TB_CODE_RESERVE, TBC_TRANSFER_PENDING);
     t.timeout = hold->timeout_seconds;
-    t.user_data_128 = tbc_id1("lease:", id, length);
+    t.user_data_128 = tb_ledger_lease_tag(b, id, length);
     t.user_data_64 = (uint64_t)hold->period_start_ms;
     return t;
 }
@@ -157,7 +157,7 @@ static tbc_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
 {
     uint32_t length;
     const char *id = lease_id(job, &length);
-    return tb_ledger_transfer_id(prefix, id, length, hold->limit);
+    return tb_ledger_transfer_id(job->call->backend, prefix, id, length, hold->limit);
 }
 
 /* ---- building the requests ----------------------------------------------- */
@@ -328,9 +328,9 @@ static void push_final(struct tb_job *job, uint32_t by)
     struct tb_backend *b = job->call->backend;
     uint32_t length;
     const char *id = lease_id(job, &length);
-    struct tbc_transfer t = tb_ledger_transfer(tbc_id1("xfer:final:", id, length), b->operator_id,
+    struct tbc_transfer t = tb_ledger_transfer(tb_ledger_final_id(b, id, length), b->operator_id,
                                                b->finalized_id, 1, TB_CODE_FINAL, 0);
-    t.user_data_128 = tbc_id1("lease:", id, length);
+    t.user_data_128 = tb_ledger_lease_tag(b, id, length);
     t.user_data_32 = by;
     push(job, t);
 }
@@ -884,7 +884,7 @@ static void scan_next(struct tb_job *job)
     uint32_t length;
     const char *id = lease_id(job, &length);
     for (uint32_t k = 0; k < n; k++)
-        scan->ids[k] = tb_ledger_reserve_id(id, length, scan->limits[scan->next + k]);
+        scan->ids[k] = tb_ledger_reserve_id(b, id, length, scan->limits[scan->next + k]);
     struct tbc_item *item = &job->item;
     memset(item, 0, sizeof *item);
     item->operation = TBC_OPERATION_LOOKUP_TRANSFERS;
@@ -948,6 +948,14 @@ static void start(struct tb_job *job)
 {
     if (job->failed) {
         answer(job, BACKEND_UNAVAILABLE, false);
+        return;
+    }
+    if (!tb_ledger_ids_known(job->call->backend)) {
+        /* The cluster has not been reached yet: its ids are not known. */
+        if (job->parked)
+            answer(job, BACKEND_UNAVAILABLE, false);
+        else
+            tb_job_park(job);
         return;
     }
     bool miss;

@@ -88,6 +88,12 @@ static int create_accounts(struct tb_backend *b, const struct tb_limit *limit,
     return 0;
 }
 
+/* The operator account also fixes the cluster's id scheme (enum
+ * tb_id_scheme): a new one is made marked for time-ordered ids; one an
+ * older llmlimitd made, unmarked, answers "exists with a different
+ * user_data_32" and keeps the ids it has. An older llmlimitd meeting a
+ * marked one fails here the same way, and serves nothing rather than
+ * ids that do not match. */
 int tb_provision_operator(struct tb_backend *b)
 {
     if (__atomic_load_n(&b->operator_created, __ATOMIC_ACQUIRE))
@@ -96,9 +102,15 @@ int tb_provision_operator(struct tb_backend *b)
         tb_ledger_account(b->operator_id, TB_ACCOUNT_CODE_OPERATOR, 0, NULL),
         tb_ledger_account(b->finalized_id, TB_ACCOUNT_CODE_FINALIZED, 0, NULL),
     };
+    accounts[0].user_data_32 = TB_OPERATOR_TIME_ORDERED_IDS;
     uint32_t codes[2] = {0, 0};
     if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, accounts, 2, codes) != 0)
         return -1;
+    uint8_t scheme = TB_IDS_TIME_ORDERED;
+    if (codes[0] == TBC_ACCOUNT_EXISTS_WITH_DIFFERENT_USER_DATA_32) {
+        scheme = TB_IDS_LABELS;
+        codes[0] = TBC_ACCOUNT_EXISTS;
+    }
     for (uint32_t i = 0; i < 2; i++) {
         if (codes[i] != TBC_ACCOUNT_OK && codes[i] != TBC_ACCOUNT_EXISTS) {
             fprintf(stderr, "tigerbeetle: creating the operator accounts failed with result %u\n",
@@ -106,6 +118,7 @@ int tb_provision_operator(struct tb_backend *b)
             return -1;
         }
     }
+    __atomic_store_n(&b->id_scheme, scheme, __ATOMIC_RELEASE);
     __atomic_store_n(&b->operator_created, true, __ATOMIC_RELEASE);
     return 0;
 }

@@ -83,6 +83,10 @@ static void maintain_limit(struct tb_backend *b, struct tb_limit *limit, int64_t
 static void maintain(struct tb_backend *b, bool full, bool parked, bool sweep)
 {
     pthread_mutex_lock(&b->admin_lock);
+    /* Every job waits for the cluster's id scheme, which comes with the
+     * operator account, even where no limit needs provisioning. */
+    if (parked)
+        tb_provision_operator(b);
     uint32_t count = 0;
     struct tb_limit **limits = snapshot_limits(b, full, full || parked, &count);
     bool changed = false;
