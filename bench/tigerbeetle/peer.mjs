@@ -6,14 +6,19 @@
 // client batches the callers' requests itself. Prints reserves/s, and the
 // machine's CPU counters (the first line of /proc/stat, where there is one)
 // as the load starts and ends, so a benchmark can tell where the CPU went.
-// Usage: node peer.mjs ADDRESSES [--callers 200] [--seconds 10] [--timeout 60]
+// Its ids are tigerbeetle-node's own id(): time-based, ascending. With
+// --random-ids they are 128 random bits instead, to measure what scattered
+// ids cost the cluster (BENCHMARKS.md, "Time-ordered ids").
+// Usage: node peer.mjs ADDRESSES [--callers 200] [--seconds 10] [--timeout 60] [--random-ids]
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { createClient, id, AccountFlags, TransferFlags } from "tigerbeetle-node";
+import { createClient, id as timeId, AccountFlags, TransferFlags } from "tigerbeetle-node";
 
 const args = process.argv.slice(2);
 const addresses = args[0];
 if (!addresses) {
-  console.error("usage: node peer.mjs HOST:PORT[,...] [--callers N] [--seconds N] [--timeout S]");
+  console.error("usage: node peer.mjs HOST:PORT[,...] [--callers N] [--seconds N] [--timeout S] " +
+    "[--random-ids]");
   process.exit(2);
 }
 const option = (name, fallback) => {
@@ -23,6 +28,9 @@ const option = (name, fallback) => {
 const callers = option("--callers", 200);
 const seconds = option("--seconds", 10);
 const timeout = option("--timeout", 60); // of the pending transfers, like a 60 s window
+const id = args.includes("--random-ids")
+  ? () => BigInt("0x" + randomBytes(16).toString("hex")) || 1n
+  : timeId;
 
 const client = createClient({ cluster_id: 0n, replica_addresses: addresses.split(",") });
 const ledger = 1;

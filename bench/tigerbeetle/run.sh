@@ -17,7 +17,10 @@
 # Environment: BENCH_PAIRS (3), BENCH_DURATION (10), BENCH_CONNECTIONS (200),
 #   BENCH_SESSIONS (--tb-sessions, 1), BENCH_ADDRESS_FILE_DIR (/dev/shm),
 #   BENCH_FRONT_ENDS (1: llmlimitd processes on the cluster, connections split
-#   between them), BENCH_FLOOR (0).
+#   between them), BENCH_FLOOR (0), BENCH_IDS (uuidv7: the lease ids of
+#   `llmlimit bench`; random ones keep llmlimitd's transfer ids scattered,
+#   docs/tigerbeetle.md "Account model"), BENCH_PEER_IDS (time: the peer's
+#   tigerbeetle-node id(); random: 128 random bits).
 set -eu
 
 BUILD=${1:-build}
@@ -27,6 +30,11 @@ CONNECTIONS=${BENCH_CONNECTIONS:-200}
 SESSIONS=${BENCH_SESSIONS:-1}
 FRONT_ENDS=${BENCH_FRONT_ENDS:-1}
 FLOOR=${BENCH_FLOOR:-0}
+IDS=${BENCH_IDS:-uuidv7}
+PEER_IDS=${BENCH_PEER_IDS:-time}
+case "$IDS" in uuidv7|random) ;; *) echo "bench/tigerbeetle/run.sh: BENCH_IDS: uuidv7 or random" >&2; exit 2 ;; esac
+case "$PEER_IDS" in time) PEER_FLAGS="" ;; random) PEER_FLAGS="--random-ids" ;;
+    *) echo "bench/tigerbeetle/run.sh: BENCH_PEER_IDS: time or random" >&2; exit 2 ;; esac
 SHM=${BENCH_ADDRESS_FILE_DIR:-/dev/shm}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../nginx_conf.sh"
@@ -103,7 +111,7 @@ stop_all() {
 # Prints "reserves/s reserves"; the machine's CPU counters as its load
 # started and ended go to $WORK/peer_mark0 and $WORK/peer_mark1.
 run_peer() {
-    node "$HERE/peer.mjs" "$TB_ADDRESS" --callers "$CONNECTIONS" --seconds "$DURATION" |
+    node "$HERE/peer.mjs" "$TB_ADDRESS" --callers "$CONNECTIONS" --seconds "$DURATION" $PEER_FLAGS |
         python3 -c 'import json, sys; r = json.load(sys.stdin)
 open(sys.argv[1] + "/peer_mark0", "w").write(r["cpu_start"])
 open(sys.argv[1] + "/peer_mark1", "w").write(r["cpu_end"])
@@ -166,7 +174,7 @@ run_llmlimit() {
     benches=""
     for url in $urls; do
         "$BUILD/llmlimit" --url "$url" bench --mode reserve --keys \
-            bench:llm:rpm,bench:llm:tpm,bench:team:usd:month --amounts 1,500,2500 \
+            bench:llm:rpm,bench:llm:tpm,bench:team:usd:month --amounts 1,500,2500 --ids "$IDS" \
             --connections "$per" --duration "$DURATION" --json >"$WORK/bench.$(echo "$url" |
             tr -dc 0-9).json" 2>/dev/null &
         benches="$benches $!"
@@ -239,7 +247,8 @@ if [ "$FLOOR" = 1 ]; then
         { echo "bench/tigerbeetle/run.sh: BENCH_FLOOR=1 needs nginx and wrk" >&2; exit 1; }
 fi
 echo "== tigerbeetle-node peer vs llmlimitd (tigerbeetle backend, $FRONT_ENDS front end(s)," \
-    "--tb-sessions $SESSIONS), $CONNECTIONS callers/connections, ${DURATION}s, fresh cluster each run"
+    "--tb-sessions $SESSIONS), $CONNECTIONS callers/connections, ${DURATION}s, fresh cluster each run," \
+    "lease ids $IDS, peer ids $PEER_IDS"
 echo "   us/res: CPU of the whole machine per reserve; tb: TigerBeetle's own CPU per reserve;"
 echo "   fill: reserves per TigerBeetle request; trip: its mean round trip (ms); turn: mean time"
 echo "   from a reply to the next request (ms); floor: wrk -> nginx, the same reserve, CPU per exchange"
