@@ -50,6 +50,16 @@ from harness import Server  # noqa: E402
 import check  # noqa: E402
 
 TAG = "checker"
+
+
+def uuid_v7():
+    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, variant 10,
+    the rest random."""
+    value = (time.time_ns() // 1000000) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76
+    value = value & ~(0x3 << 62) | 0x2 << 62
+    return str(uuid.UUID(int=value))
+
 LIMITS = [
     {"key": TAG + ":openai:rpm", "kind": "rolling", "capacity": 120, "window_seconds": 2,
      "unit": "requests"},
@@ -206,7 +216,10 @@ class Recorder:
             self.reserve(thread, lease_id, requirements)  # a late duplicate: same answer, no hold
 
     def one_lease(self, thread, rng, pending):
-        lease_id = str(uuid.uuid4())
+        # Half UUIDv7, as the clients make them (time-ordered transfer ids on
+        # a tigerbeetle cluster: docs/tigerbeetle.md "Account model"), half
+        # UUIDv4 (label ids).
+        lease_id = uuid_v7() if rng.random() < 0.5 else str(uuid.uuid4())
         requirements = self.requirements(rng)
         if rng.random() < 0.08:
             self.reserve_dropped(thread, lease_id, requirements)

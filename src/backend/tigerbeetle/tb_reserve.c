@@ -446,13 +446,6 @@ void tb_reserve_start(struct tb_job *job)
         answer_unavailable(job);
         return;
     }
-    if (!tb_ledger_ids_known(b)) { /* the cluster has not been reached yet */
-        if (job->parked)
-            answer_unavailable(job);
-        else
-            tb_job_park(job);
-        return;
-    }
     int64_t now_ms = clock_now_ms(b->clock);
     pthread_mutex_lock(&b->lease_lock);
     struct tb_lease *lease = tb_leases_find(b, request->lease_id, request->lease_id_length, now_ms);
@@ -480,7 +473,9 @@ void tb_reserve_start(struct tb_job *job)
         tb_job_finish(job);
         return;
     }
-    if (park) {
+    /* The lease's ids wait for the cluster's scheme as its holds wait for
+     * their accounts. */
+    if (park || !tb_ledger_ids_known(b)) {
         if (job->parked)
             answer_unavailable(job);
         else
