@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <sys/random.h>
 
+#include "hex.h"
+
 int uuid_v7(int64_t unix_ms, char out[UUID_TEXT_SIZE])
 {
     assert(unix_ms >= 0);
@@ -35,17 +37,6 @@ int uuid_v7(int64_t unix_ms, char out[UUID_TEXT_SIZE])
     return 0;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 bool uuid_v7_unix_ms(const char *text, size_t length, int64_t *unix_ms)
 {
     if (length != UUID_TEXT_SIZE - 1)
@@ -55,7 +46,7 @@ bool uuid_v7_unix_ms(const char *text, size_t length, int64_t *unix_ms)
     for (int i = 0; i < 16; i++) {
         if ((i == 4 || i == 6 || i == 8 || i == 10) && text[at++] != '-')
             return false;
-        int high = hex_value(text[at]), low = hex_value(text[at + 1]);
+        int high = hex_digit_value(text[at]), low = hex_digit_value(text[at + 1]);
         if (high < 0 || low < 0)
             return false;
         bytes[i] = (uint8_t)(high << 4 | low);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hex.h"
+
 const struct route *router_find(const struct router *router, const char *path,
                                 const char **key_encoded)
 {
@@ -83,17 +85,6 @@ void route_allow(const struct route *route, char *out, size_t out_size)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int percent_decode(const char *in, char *out, size_t out_size, size_t *out_length)
 {
     assert(in != NULL);
@@ -102,8 +93,8 @@ int percent_decode(const char *in, char *out, size_t out_size, size_t *out_lengt
     for (size_t i = 0; in[i] != '\0'; i++) {
         char c = in[i];
         if (c == '%') {
-            int high = hex_value(in[i + 1]);
-            int low = high < 0 ? -1 : hex_value(in[i + 2]);
+            int high = hex_digit_value(in[i + 1]);
+            int low = high < 0 ? -1 : hex_digit_value(in[i + 2]);
             if (low < 0 || (high == 0 && low == 0))
                 return -1;
             c = (char)(high * 16 + low);
