@@ -261,8 +261,7 @@ void lane_send(struct exchange *ex, const char *head, size_t head_length, const 
     watch_output(conn, true);
 }
 
-/* The exchange is answered: count it, free it, and go on with the
- * connection. */
+/* The exchange is answered: free it, and go on with the connection. */
 static void finish(struct lane_conn *conn)
 {
     struct exchange *ex = conn->exchange;
@@ -270,7 +269,6 @@ static void finish(struct lane_conn *conn)
     assert(ex->status != 0);
     conn->exchange = NULL;
     exchange_complete(ex);
-    __atomic_add_fetch(&conn->worker->lane->served, 1, __ATOMIC_RELAXED);
     if (conn->out == NULL)
         answered(conn);
 }
@@ -350,6 +348,9 @@ static void serve(struct lane_conn *conn)
             return;
         }
         conn->exchange = ex;
+        /* Counted before its answer can go out: a client that has the
+         * answer finds it counted. */
+        __atomic_add_fetch(&conn->worker->lane->served, 1, __ATOMIC_RELAXED);
         exchange_direct_run(ex);
         if (ex->status == 0)
             return; /* the backend answers later (lane_resume) */

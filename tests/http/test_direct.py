@@ -206,7 +206,11 @@ class Direct(unittest.TestCase):
                 self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
     def test_a_request_in_pieces(self):
-        for pause_s, direct in ((0.001, True), (0.1, False)):
+        # The worker waits 20 ms for the rest of a request (LANE_PARTIAL_MS):
+        # pieces 1 ms apart come within it, pieces 200 ms apart do not, with
+        # room for a busy machine to delay the worker either way. All five
+        # pieces stay well within this server's 2 s request deadline.
+        for pause_s, direct in ((0.001, True), (0.2, False)):
             with self.subTest(pause_s=pause_s):
                 sock, reader = self.connect()
                 served, handed = counts(self.server)
