@@ -370,8 +370,8 @@ enum MHD_Result handle_metrics(struct exchange *ex)
         uint64_t served, handed;
         lane_counts(server->lane, &served, &handed);
         const struct metric_row rows[] = {
-            {"llmlimit_http_direct_requests_total", "counter",
-             "Requests the direct path served.", served},
+            {"llmlimit_http_direct_requests_total", "counter", "Requests the direct path served.",
+             served},
             {"llmlimit_http_direct_handovers_total", "counter",
              "Connections the direct path handed to libmicrohttpd.", handed},
         };

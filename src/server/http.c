@@ -168,8 +168,8 @@ enum MHD_Result exchange_answer(struct exchange *ex, unsigned status, struct buf
     char seconds[24], allow[64];
     struct answer_header headers[ANSWER_HEADERS_MAX];
     size_t count = answer_headers(ex, status, retry_after_ms,
-                                  __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST),
-                                  seconds, allow, headers);
+                                  __atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST), seconds,
+                                  allow, headers);
     for (size_t i = 0; i < count; i++)
         MHD_add_response_header(response, headers[i].name, headers[i].value);
     ex->status = status;
@@ -723,8 +723,8 @@ int http_start(struct server *server, char *error, size_t error_size)
      * deadline or libmicrohttpd's idle timeout, whichever comes first, as
      * libmicrohttpd's connections are. */
     int64_t timeout_ms = (int64_t)server->config.connection_timeout_seconds * 1000;
-    int64_t idle_ms = server->watches.timeout_ms < timeout_ms ? server->watches.timeout_ms
-                                                              : timeout_ms;
+    int64_t idle_ms =
+        server->watches.timeout_ms < timeout_ms ? server->watches.timeout_ms : timeout_ms;
     server->lane = lane_start(server, server->config.threads > 1 ? server->config.threads : 1,
                               idle_ms, timeout_ms);
     if (server->lane == NULL) {

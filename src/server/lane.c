@@ -43,7 +43,7 @@ struct lane_conn {
     bool dead;                   /* closed or handed over */
     bool peer_closed;            /* the client will send nothing more */
     int64_t idle_since_ms;
-    int64_t partial_since_ms; /* waiting for the rest of a request; 0: not */
+    int64_t partial_since_ms;           /* waiting for the rest of a request; 0: not */
     struct lane_conn *partial_previous; /* the worker's partial list (its thread's) */
     struct lane_conn *partial_next;
     char *out; /* answer bytes the socket did not take yet */
@@ -187,8 +187,8 @@ static void answered(struct lane_conn *conn)
 
 static void watch_output(struct lane_conn *conn, bool writable)
 {
-    struct epoll_event event = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (writable ? EPOLLOUT : 0),
-                                .data.ptr = conn};
+    struct epoll_event event = {
+        .events = EPOLLIN | EPOLLRDHUP | EPOLLET | (writable ? EPOLLOUT : 0), .data.ptr = conn};
     if (epoll_ctl(conn->worker->epoll_fd, EPOLL_CTL_MOD, conn->fd, &event) != 0)
         conn->close = true;
 }
@@ -307,9 +307,8 @@ static void serve(struct lane_conn *conn)
         }
         struct lane_head head;
         int parsed = lane_head_parse(data, (size_t)n, &head);
-        if (parsed == LANE_HEAD_WHOLE &&
-            (head.content_length > server->config.max_body_bytes ||
-             head.content_length > sizeof data - head.length))
+        if (parsed == LANE_HEAD_WHOLE && (head.content_length > server->config.max_body_bytes ||
+                                          head.content_length > sizeof data - head.length))
             parsed = LANE_HEAD_REFUSED; /* libmicrohttpd refuses it, or it is too big here */
         else if (parsed == LANE_HEAD_WHOLE && head.content_length > (size_t)n - head.length)
             parsed = LANE_HEAD_PARTIAL; /* the body is on its way */
@@ -319,7 +318,7 @@ static void serve(struct lane_conn *conn)
         }
         if (parsed == LANE_HEAD_PARTIAL && (size_t)n < sizeof data) {
             if (partial_wait(conn))
-                return; /* the rest wakes the worker */
+                return;                 /* the rest wakes the worker */
             parsed = LANE_HEAD_REFUSED; /* late: libmicrohttpd waits for it */
         }
         partial_done(conn);
@@ -577,8 +576,7 @@ void lane_stop(struct lane *lane)
     free(lane);
 }
 
-struct lane *lane_start(struct server *server, uint32_t workers, int64_t idle_ms,
-                        int64_t stall_ms)
+struct lane *lane_start(struct server *server, uint32_t workers, int64_t idle_ms, int64_t stall_ms)
 {
     assert(workers >= 1);
     assert(idle_ms > 0);

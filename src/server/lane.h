@@ -29,8 +29,7 @@ struct lane_conn;
 /* Starts `workers` threads. Connections with no request in hand are closed
  * after idle_ms; those whose client does not read its answer after
  * stall_ms without progress. NULL on failure (errno set). */
-struct lane *lane_start(struct server *server, uint32_t workers, int64_t idle_ms,
-                        int64_t stall_ms);
+struct lane *lane_start(struct server *server, uint32_t workers, int64_t idle_ms, int64_t stall_ms);
 /* Stops the workers and closes the connections they hold: after every
  * backend call has finished. NULL is ignored. */
 void lane_stop(struct lane *lane);

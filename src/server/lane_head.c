@@ -6,8 +6,8 @@
 
 static bool path_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '/' || c == '.' || c == '_' || c == '~' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' ||
+           c == '.' || c == '_' || c == '~' || c == '-';
 }
 
 /* RFC 9110 tchar. */
@@ -127,8 +127,7 @@ int lane_head_parse(const char *data, size_t length, struct lane_head *head)
         at++;
     head->path_length = at - head->path_offset;
     if (length - at < sizeof version - 1)
-        return prefix_of(data + at, length - at, version) ? LANE_HEAD_PARTIAL
-                                                          : LANE_HEAD_REFUSED;
+        return prefix_of(data + at, length - at, version) ? LANE_HEAD_PARTIAL : LANE_HEAD_REFUSED;
     if (memcmp(data + at, version, sizeof version - 1) != 0)
         return LANE_HEAD_REFUSED;
     at += sizeof version - 1;

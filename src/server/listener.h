@@ -31,8 +31,7 @@ struct listener {
     struct MHD_Daemon *daemon;
     /* Takes each accepted socket instead of the daemon (the direct path,
      * lane.h), which then reports its connections like the daemon does. */
-    void (*adopt)(void *context, int fd, const struct sockaddr *address,
-                  socklen_t address_length);
+    void (*adopt)(void *context, int fd, const struct sockaddr *address, socklen_t address_length);
     void *adopt_context;
 };
 

@@ -108,9 +108,9 @@ struct exchange {
     const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
     struct batch *batch;                        /* in the arena */
     struct exchange *next_free;                 /* in the server's pool */
-    struct lane_conn *lane;      /* the direct path's connection, or NULL: MHD's */
-    struct exchange *lane_next;  /* in its worker's queue (lane.c) */
-    bool direct_close;           /* the direct request asked for Connection: close */
+    struct lane_conn *lane;                     /* the direct path's connection, or NULL: MHD's */
+    struct exchange *lane_next;                 /* in its worker's queue (lane.c) */
+    bool direct_close;                          /* the direct request asked for Connection: close */
     struct arena arena;
     char *body;
     size_t body_length;

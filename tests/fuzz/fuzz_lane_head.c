@@ -19,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data;
     struct lane_head head;
     int parsed = lane_head_parse(text, size, &head);
-    assert(parsed == LANE_HEAD_REFUSED || parsed == LANE_HEAD_WHOLE ||
-           parsed == LANE_HEAD_PARTIAL);
+    assert(parsed == LANE_HEAD_REFUSED || parsed == LANE_HEAD_WHOLE || parsed == LANE_HEAD_PARTIAL);
     if (parsed == LANE_HEAD_PARTIAL && size > 0) {
         /* a prefix of a head it would take is one too */
         struct lane_head shorter;

@@ -431,7 +431,8 @@ static void test_ids_from_labels(void)
  * "Account model"). */
 static void test_time_ordered_ids(void)
 {
-    const char *lease = "01936f0e-8c2a-7b3d-9a4f-2c6e8d1b5a90", *key = "global:llm:openai:gpt-4o:tpm";
+    const char *lease = "01936f0e-8c2a-7b3d-9a4f-2c6e8d1b5a90",
+               *key = "global:llm:openai:gpt-4o:tpm";
     int64_t unix_ms = 0;
     REQUIRE(uuid_v7_unix_ms(lease, strlen(lease), &unix_ms));
     CHECK_EQ_I64(unix_ms, INT64_C(0x01936f0e8c2a));
@@ -448,9 +449,9 @@ static void test_time_ordered_ids(void)
     CHECK(a.high < b.high);
     /* 0 and 2^128-1 stay out of reach. */
     CHECK(tbc_u128_equal(tbc_id_time_ordered(tbc_u128_make(0, 0), 0), tbc_u128_make(0, 1)));
-    CHECK(tbc_u128_equal(tbc_id_time_ordered(tbc_u128_make(UINT64_MAX, UINT64_MAX),
-                                             (UINT64_C(1) << 48) - 1),
-                         tbc_u128_make(UINT64_MAX, UINT64_MAX - 1)));
+    CHECK(tbc_u128_equal(
+        tbc_id_time_ordered(tbc_u128_make(UINT64_MAX, UINT64_MAX), (UINT64_C(1) << 48) - 1),
+        tbc_u128_make(UINT64_MAX, UINT64_MAX - 1)));
 }
 
 static void test_cluster_and_addresses_parse(void)

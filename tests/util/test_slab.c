@@ -119,7 +119,8 @@ int main(void)
         "blocks of every class, over several slabs, are aligned and never overlap");
     RUN(a_block_given_back_is_taken_again_in_its_class_only,
         "a block given back is taken again, last in first out, and only in its class");
-    RUN(a_steady_load_takes_no_new_slab, "taking and giving back as many as were out needs no new slab");
+    RUN(a_steady_load_takes_no_new_slab,
+        "taking and giving back as many as were out needs no new slab");
     RUN(a_full_slab_starts_another_and_a_freed_pool_starts_over,
         "a full slab starts another, and a freed pool starts over");
     return test_summary();

@@ -336,7 +336,7 @@ struct mem_lease_slot {
 /* Laid out to touch few cache lines: a 64-byte header, the items, then the
  * id right after the items in use (not after the whole size class). */
 struct mem_lease {
-    struct mem_node node; /* key points at the id after the items */
+    struct mem_node node;   /* key points at the id after the items */
     uint64_t ring_position; /* in the cache */
     int64_t reserved_at_ms;
     union {

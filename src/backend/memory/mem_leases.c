@@ -51,27 +51,23 @@ int mem_leases_init(struct mem_backend *b, uint32_t cache_entries)
     return 0;
 }
 
-static uint8_t size_class(uint32_t item_count, uint32_t id_length)
+static size_t lease_bytes(uint32_t item_count, uint32_t id_length)
 {
     assert(item_count >= 1);
     assert(item_count <= REQUIREMENTS_PER_RESERVE_MAX);
     assert(id_length >= 1);
     assert(id_length <= LEASE_ID_LENGTH_MAX);
-    size_t bytes =
-        sizeof(struct mem_lease) + item_count * sizeof(struct mem_lease_item) + id_length + 1;
-    uint8_t c = 0;
-    while (class_bytes[c] < bytes)
-        c++; /* the static assert above: the last class always fits */
-    return c;
+    return sizeof(struct mem_lease) + item_count * sizeof(struct mem_lease_item) + id_length + 1;
 }
 
 struct mem_lease *mem_lease_alloc(struct mem_backend *b, uint32_t item_count, uint32_t id_length)
 {
-    uint8_t c = size_class(item_count, id_length);
+    /* The static assert above: the last class always fits. */
+    uint32_t c = slab_pool_class(&b->lease_pool, lease_bytes(item_count, id_length));
     struct mem_lease *lease = slab_pool_take(&b->lease_pool, c);
     if (lease == NULL)
         return NULL;
-    lease->size_class = c;
+    lease->size_class = (uint8_t)c;
     lease->item_count = (uint8_t)item_count;
     return lease;
 }

@@ -47,6 +47,14 @@ enum tb_account_code {
 #define TB_VOID_BY_COMPLETE 1u
 #define TB_VOID_BY_RELEASE 2u
 
+/* A lease's id, and the timestamp that leads the ids made from it (-1:
+ * none, label ids), read once per job (tb_ledger_lease_name). */
+struct tb_lease_name {
+    const char *id;
+    uint32_t length;
+    int64_t unix_ms;
+};
+
 /* Retry-after memory of one limit: its holds made here, oldest first. */
 struct tb_hold_note {
     int64_t expires_at_ms; /* local clock */
@@ -129,7 +137,7 @@ struct tb_lease {
     struct tb_job *waiting; /* operations queued behind it */
     struct tb_job *waiting_tail;
     uint8_t id_length;
-    uint8_t size_class; /* of lease_pool */
+    uint8_t size_class;     /* of lease_pool */
     int64_t reserved_at_ms; /* cluster clock */
     int64_t expires_at_ms;
     int64_t retry_after_ms;
@@ -165,6 +173,8 @@ struct tb_job {
     struct tb_lease *lease; /* the cache entry this job made busy, or NULL */
     uint8_t step;
     bool parked; /* waiting for provisioning */
+    /* the request's lease, named once the cluster's id scheme is known */
+    struct tb_lease_name name;
 
     /* the lease's holds as this job sees them (sorted by key for reserve);
      * holds[] itself is below, with what is not cleared */
@@ -283,19 +293,18 @@ static inline struct tb_backend *tb_backend_of(struct backend *base)
 }
 
 /* tb_ledger.c: account and transfer ids, events. The ids of a lease follow
- * the cluster's scheme, which must be known (tb_ledger_ids_known). */
+ * the cluster's scheme, which must be known (tb_ledger_ids_known) before a
+ * lease is named. */
 bool tb_ledger_ids_known(const struct tb_backend *b);
-tbc_u128 tb_ledger_reserve_id(const struct tb_backend *b, const char *lease_id,
-                              uint32_t lease_length, const struct tb_limit *limit);
-tbc_u128 tb_ledger_transfer_id(const struct tb_backend *b, const char *prefix,
-                               const char *lease_id, uint32_t lease_length,
+struct tb_lease_name tb_ledger_lease_name(const struct tb_backend *b, const char *id,
+                                          uint32_t length);
+tbc_u128 tb_ledger_reserve_id(const struct tb_lease_name *lease, const struct tb_limit *limit);
+tbc_u128 tb_ledger_transfer_id(const char *prefix, const struct tb_lease_name *lease,
                                const struct tb_limit *limit);
 /* user_data_128 of the lease's transfers: the id of "lease:<lease_id>". */
-tbc_u128 tb_ledger_lease_tag(const struct tb_backend *b, const char *lease_id,
-                             uint32_t lease_length);
+tbc_u128 tb_ledger_lease_tag(const struct tb_lease_name *lease);
 /* The mark of a lease finalized after every hold expired. */
-tbc_u128 tb_ledger_final_id(const struct tb_backend *b, const char *lease_id,
-                            uint32_t lease_length);
+tbc_u128 tb_ledger_final_id(const struct tb_lease_name *lease);
 void tb_ledger_period_accounts(const struct tb_limit *limit, int64_t period_start_ms,
                                struct tb_period_accounts *out);
 /* The gate alone (one hash instead of three: a reserve needs no more). */

@@ -92,16 +92,18 @@ static void set_state(struct tb_job *job, uint8_t state)
 
 /* ---- the lease's holds --------------------------------------------------- */
 
-static const char *lease_id(const struct tb_job *job, uint32_t *length)
+/* Names the request's lease (job->name), once the cluster's id scheme is
+ * known. */
+static void name_lease(struct tb_job *job)
 {
+    struct tb_backend *b = job->call->backend;
     if (job->kind == TB_JOB_COMPLETE) {
         const struct complete_request *r = job->request;
-        *length = r->lease_id_length;
-        return r->lease_id;
+        job->name = tb_ledger_lease_name(b, r->lease_id, r->lease_id_length);
+    } else {
+        const struct release_request *r = job->request;
+        job->name = tb_ledger_lease_name(b, r->lease_id, r->lease_id_length);
     }
-    const struct release_request *r = job->request;
-    *length = r->lease_id_length;
-    return r->lease_id;
 }
 
 static bool key_is(const struct tb_limit *limit, const char *key, uint32_t length)
@@ -135,8 +137,6 @@ static bool match_actuals(struct tb_job *job, const struct actual **missing)
 static struct tbc_transfer reserve_shape(const struct tb_job *job, const struct tb_lease_hold *hold)
 {
     struct tb_backend *b = job->call->backend;
-    uint32_t length;
-    const char *id = lease_id(job, &length);
     tbc_u128 gate = tb_limit_gate(hold->limit, hold->kind);
     if (hold->kind == LIMIT_BUDGET) {
         struct tb_period_accounts period;
@@ -144,10 +144,10 @@ static struct tbc_transfer reserve_shape(const struct tb_job *job, const struct 
         gate = period.gate;
     }
     struct tbc_transfer t =
-        tb_ledger_transfer(tb_ledger_reserve_id(b, id, length, hold->limit), gate, b->operator_id,
+        tb_ledger_transfer(tb_ledger_reserve_id(&job->name, hold->limit), gate, b->operator_id,
                            hold->amount, TB_CODE_RESERVE, TBC_TRANSFER_PENDING);
     t.timeout = hold->timeout_seconds;
-    t.user_data_128 = tb_ledger_lease_tag(b, id, length);
+    t.user_data_128 = tb_ledger_lease_tag(&job->name);
     t.user_data_64 = (uint64_t)hold->period_start_ms;
     return t;
 }
@@ -155,9 +155,7 @@ static struct tbc_transfer reserve_shape(const struct tb_job *job, const struct 
 static tbc_u128 lease_transfer_id(const struct tb_job *job, const char *prefix,
                                   const struct tb_lease_hold *hold)
 {
-    uint32_t length;
-    const char *id = lease_id(job, &length);
-    return tb_ledger_transfer_id(job->call->backend, prefix, id, length, hold->limit);
+    return tb_ledger_transfer_id(prefix, &job->name, hold->limit);
 }
 
 /* ---- building the requests ----------------------------------------------- */
@@ -326,11 +324,9 @@ static bool every_hold_expired(const struct tb_job *job)
 static void push_final(struct tb_job *job, uint32_t by)
 {
     struct tb_backend *b = job->call->backend;
-    uint32_t length;
-    const char *id = lease_id(job, &length);
-    struct tbc_transfer t = tb_ledger_transfer(tb_ledger_final_id(b, id, length), b->operator_id,
+    struct tbc_transfer t = tb_ledger_transfer(tb_ledger_final_id(&job->name), b->operator_id,
                                                b->finalized_id, 1, TB_CODE_FINAL, 0);
-    t.user_data_128 = tb_ledger_lease_tag(b, id, length);
+    t.user_data_128 = tb_ledger_lease_tag(&job->name);
     t.user_data_32 = by;
     push(job, t);
 }
@@ -391,11 +387,9 @@ static void debt_read(struct tbc_item *item);
 
 static void log_failure(const struct tb_job *job, const struct tb_lease_hold *hold, uint32_t code)
 {
-    uint32_t length;
-    const char *id = lease_id(job, &length);
     fprintf(stderr, "tigerbeetle: %s of %.*s on %s failed with result %u\n",
-            job->kind == TB_JOB_COMPLETE ? "complete" : "release", (int)length, id,
-            hold->limit->key, code);
+            job->kind == TB_JOB_COMPLETE ? "complete" : "release", (int)job->name.length,
+            job->name.id, hold->limit->key, code);
 }
 
 static void finish_complete(struct tb_job *job)
@@ -881,10 +875,8 @@ static void scan_next(struct tb_job *job)
         scan_finished(job);
         return;
     }
-    uint32_t length;
-    const char *id = lease_id(job, &length);
     for (uint32_t k = 0; k < n; k++)
-        scan->ids[k] = tb_ledger_reserve_id(b, id, length, scan->limits[scan->next + k]);
+        scan->ids[k] = tb_ledger_reserve_id(&job->name, scan->limits[scan->next + k]);
     struct tbc_item *item = &job->item;
     memset(item, 0, sizeof *item);
     item->operation = TBC_OPERATION_LOOKUP_TRANSFERS;
@@ -907,8 +899,8 @@ static void scan_next(struct tb_job *job)
 static bool claim(struct tb_job *job, bool *miss)
 {
     struct tb_backend *b = job->call->backend;
-    uint32_t length;
-    const char *id = lease_id(job, &length);
+    const char *id = job->name.id;
+    uint32_t length = job->name.length;
     int64_t now_ms = clock_now_ms(b->clock);
     *miss = false;
     pthread_mutex_lock(&b->lease_lock);
@@ -958,6 +950,7 @@ static void start(struct tb_job *job)
             tb_job_park(job);
         return;
     }
+    name_lease(job);
     bool miss;
     if (!claim(job, &miss))
         return;

@@ -187,7 +187,8 @@ struct tb_lease *tb_leases_resize(struct tb_backend *b, struct tb_lease *lease, 
 {
     assert(hold_count <= REQUIREMENTS_PER_RESERVE_MAX);
     assert(lease->busy); /* only the job that owns the entry reshapes it */
-    uint32_t size_class = slab_pool_class(&b->lease_pool, entry_bytes(hold_count, lease->id_length));
+    uint32_t size_class =
+        slab_pool_class(&b->lease_pool, entry_bytes(hold_count, lease->id_length));
     struct tb_lease *bigger = slab_pool_take(&b->lease_pool, size_class);
     if (bigger == NULL)
         return NULL;

@@ -13,43 +13,45 @@ bool tb_ledger_ids_known(const struct tb_backend *b)
     return __atomic_load_n(&b->id_scheme, __ATOMIC_ACQUIRE) != TB_IDS_UNKNOWN;
 }
 
-/* A lease's id from its label's: on a cluster of time-ordered ids, a UUIDv7
- * lease id's timestamp leads it. */
-static tbc_u128 of_lease(const struct tb_backend *b, tbc_u128 id, const char *lease_id,
-                         uint32_t lease_length)
+struct tb_lease_name tb_ledger_lease_name(const struct tb_backend *b, const char *id,
+                                          uint32_t length)
 {
     uint8_t scheme = __atomic_load_n(&b->id_scheme, __ATOMIC_ACQUIRE);
     assert(scheme != TB_IDS_UNKNOWN); /* every job waits for it (tb_reserve_start, start) */
+    struct tb_lease_name name = {id, length, -1};
     int64_t unix_ms;
-    if (scheme == TB_IDS_TIME_ORDERED && uuid_v7_unix_ms(lease_id, lease_length, &unix_ms))
-        return tbc_id_time_ordered(id, (uint64_t)unix_ms);
-    return id;
+    if (scheme == TB_IDS_TIME_ORDERED && uuid_v7_unix_ms(id, length, &unix_ms))
+        name.unix_ms = unix_ms;
+    return name;
 }
 
-tbc_u128 tb_ledger_reserve_id(const struct tb_backend *b, const char *lease_id,
-                              uint32_t lease_length, const struct tb_limit *limit)
+/* A lease's id from its label's: on a cluster of time-ordered ids, a UUIDv7
+ * lease id's timestamp leads it. */
+static tbc_u128 of_lease(const struct tb_lease_name *lease, tbc_u128 id)
 {
-    return tb_ledger_transfer_id(b, "xfer:reserve:", lease_id, lease_length, limit);
+    return lease->unix_ms >= 0 ? tbc_id_time_ordered(id, (uint64_t)lease->unix_ms) : id;
 }
 
-tbc_u128 tb_ledger_transfer_id(const struct tb_backend *b, const char *prefix,
-                               const char *lease_id, uint32_t lease_length,
+tbc_u128 tb_ledger_reserve_id(const struct tb_lease_name *lease, const struct tb_limit *limit)
+{
+    return tb_ledger_transfer_id("xfer:reserve:", lease, limit);
+}
+
+tbc_u128 tb_ledger_transfer_id(const char *prefix, const struct tb_lease_name *lease,
                                const struct tb_limit *limit)
 {
-    return of_lease(b, tbc_id2(prefix, lease_id, lease_length, limit->key, limit->key_length),
-                    lease_id, lease_length);
+    return of_lease(lease,
+                    tbc_id2(prefix, lease->id, lease->length, limit->key, limit->key_length));
 }
 
-tbc_u128 tb_ledger_lease_tag(const struct tb_backend *b, const char *lease_id,
-                             uint32_t lease_length)
+tbc_u128 tb_ledger_lease_tag(const struct tb_lease_name *lease)
 {
-    return of_lease(b, tbc_id1("lease:", lease_id, lease_length), lease_id, lease_length);
+    return of_lease(lease, tbc_id1("lease:", lease->id, lease->length));
 }
 
-tbc_u128 tb_ledger_final_id(const struct tb_backend *b, const char *lease_id,
-                            uint32_t lease_length)
+tbc_u128 tb_ledger_final_id(const struct tb_lease_name *lease)
 {
-    return of_lease(b, tbc_id1("xfer:final:", lease_id, lease_length), lease_id, lease_length);
+    return of_lease(lease, tbc_id1("xfer:final:", lease->id, lease->length));
 }
 
 tbc_u128 tb_ledger_period_gate(const struct tb_limit *limit, int64_t period_start_ms)

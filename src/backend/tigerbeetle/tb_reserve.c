@@ -162,7 +162,6 @@ static tbc_u128 hold_gate(const struct tb_lease_hold *hold)
 
 static void build_chain(struct tb_backend *b, struct tb_job *job)
 {
-    const struct reserve_request *request = job->request;
     uint32_t n = job->hold_count;
     assert(n >= 1);
     assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
@@ -179,13 +178,13 @@ static void build_chain(struct tb_backend *b, struct tb_job *job)
         job->events[count++] = tb_ledger_settle(tbc_id_random(), period.gate, period.spend);
     }
     job->prefix_count = count;
-    tbc_u128 lease_tag = tb_ledger_lease_tag(b, request->lease_id, request->lease_id_length);
+    tbc_u128 lease_tag = tb_ledger_lease_tag(&job->name);
     for (uint32_t i = 0; i < n; i++) {
         const struct tb_lease_hold *hold = &job->holds[i];
         uint16_t flags = TBC_TRANSFER_PENDING | (i + 1 < n ? TBC_TRANSFER_LINKED : 0);
-        struct tbc_transfer t = tb_ledger_transfer(
-            tb_ledger_reserve_id(b, request->lease_id, request->lease_id_length, hold->limit),
-            hold_gate(hold), b->operator_id, hold->amount, TB_CODE_RESERVE, flags);
+        struct tbc_transfer t =
+            tb_ledger_transfer(tb_ledger_reserve_id(&job->name, hold->limit), hold_gate(hold),
+                               b->operator_id, hold->amount, TB_CODE_RESERVE, flags);
         t.timeout = hold->timeout_seconds;
         t.user_data_128 = lease_tag;
         t.user_data_64 = (uint64_t)hold->period_start_ms;
@@ -347,8 +346,7 @@ static void chain_done(struct tbc_item *item)
     if (code == TBC_TRANSFER_EXISTS || code == 37 /* debit account: another period */ ||
         code == 42 /* user_data_64: another period */) {
         for (uint32_t i = 0; i < job->hold_count; i++)
-            job->ids[i] = tb_ledger_reserve_id(b, request->lease_id, request->lease_id_length,
-                                               job->holds[i].limit);
+            job->ids[i] = tb_ledger_reserve_id(&job->name, job->holds[i].limit);
         job->step = STEP_CLASSIFY;
         tb_job_submit(job, TBC_OPERATION_LOOKUP_TRANSFERS, job->hold_count, classify_read);
         return;
@@ -482,6 +480,7 @@ void tb_reserve_start(struct tb_job *job)
             tb_job_park(job);
         return;
     }
+    job->name = tb_ledger_lease_name(b, request->lease_id, request->lease_id_length);
     sort_holds(job);
 
     pthread_mutex_lock(&b->lease_lock);
