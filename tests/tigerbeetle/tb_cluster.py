@@ -22,6 +22,11 @@ START_TIMEOUT_S = 60.0
 KNOWN_PANICS = ("panic: incorrect alignment",)
 # A killed server's io_uring may hold the data file's lock for a moment.
 LOCK_RETRIES = 40
+# TigerBeetle 0.15.3's format now and then exits with "error: Unexpected"
+# right after the replicas of an earlier cluster in the same test process
+# were killed; the same format succeeds when run again a moment later.
+FORMAT_ATTEMPTS = 3
+FORMAT_RETRY_PAUSE_S = 1.0
 
 
 def binary():
@@ -146,21 +151,36 @@ class Cluster:
         """The process of replica 0 (a single-replica cluster's server)."""
         return self.replicas[0].process
 
-    def format(self):
+    def format(self, replicas=None, attempt=1):
+        """Formats every replica's data file, at once; a replica whose format
+        failed with TigerBeetle's "error: Unexpected" is formatted again
+        (FORMAT_ATTEMPTS in all, said on stderr); any other failure raises."""
+        replicas = self.replicas if replicas is None else replicas
         formats = []
-        for replica in self.replicas:
+        for replica in replicas:
             log = open(replica.log_file, "w")
             formats.append((subprocess.Popen(replica.format_command(self.binary,
                                                                     len(self.replicas)),
                                              stdout=log, stderr=log), log))
-        for (process, log), replica in zip(formats, self.replicas):
+        again = []
+        for (process, log), replica in zip(formats, replicas):
             code = process.wait(timeout=120)
             log.close()
             if code != 0:
                 with open(replica.log_file, errors="replace") as f:
                     tail = f.read()[-2000:]
+                if "error: Unexpected" in tail and attempt < FORMAT_ATTEMPTS:
+                    print("  tigerbeetle format of replica %d: error: Unexpected; formatting "
+                          "again (attempt %d)" % (replica.index, attempt + 1), file=sys.stderr)
+                    if os.path.exists(replica.data_file):
+                        os.remove(replica.data_file)
+                    again.append(replica)
+                    continue
                 raise RuntimeError("tigerbeetle format of replica %d failed (exit %d):\n%s"
                                    % (replica.index, code, tail))
+        if again:
+            time.sleep(FORMAT_RETRY_PAUSE_S)
+            self.format(again, attempt + 1)
 
     def _selected(self, replica):
         return self.replicas if replica is None else [self.replicas[replica]]
