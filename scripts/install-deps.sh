@@ -3,7 +3,7 @@
 # when they are all present. Called by `make`, `make test` and `make run`.
 set -e
 # chromium: the console's browser tests run the page in it (tests/console).
-PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev \
+PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libjansson-dev libsqlite3-dev \
 libcurl4-openssl-dev libssl-dev python3 nodejs chromium"
 missing=""
 for p in $PKGS; do

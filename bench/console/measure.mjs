@@ -104,7 +104,7 @@ async function measureLoad(browser, url) {
     const response = request.response();
     try {
       sizes.push({url: request.url(), bytes: (await response.buffer()).length});
-    } catch (e) { /* a body MHD sent empty (304): nothing to count */ }
+    } catch (e) { /* an empty body (304): nothing to count */ }
   });
   const started = Date.now();
   await page.goto(url + '/console');

@@ -38,8 +38,6 @@
 #define GW_ANSWER_BYTES_MAX (64u << 20)  /* an upstream answer that does not stream */
 /* A stream's bytes waiting for the client: past this the upstream is paused. */
 #define GW_STREAM_BUFFER_BYTES (256u << 10)
-#define GW_CLIENT_CHECK_MS 100              /* how often waiting clients are checked */
-#define GW_STREAM_BLOCK_BYTES (4u << 10)    /* what MHD asks of a stream at once */
 #define GW_SSE_ARENA_INLINE_BYTES 2048      /* a stream event's parse, without a heap block */
 #define GW_UPLOAD_BUFFER_BYTES (16u << 10)  /* curl's upload buffer per transfer (its least) */
 #define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */

@@ -34,26 +34,22 @@
 
 /* ---- the page ------------------------------------------------------------ */
 
-static enum MHD_Result queue_asset(struct exchange *ex, unsigned status,
-                                   const struct console_asset *asset)
+static int queue_asset(struct exchange *ex, unsigned status, const struct console_asset *asset)
 {
-    struct MHD_Response *response = MHD_create_response_from_buffer(
-        status == 200 ? asset->size : 0, (void *)asset->data, MHD_RESPMEM_PERSISTENT);
-    if (response == NULL)
-        return MHD_NO;
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, asset->content_type);
-    MHD_add_response_header(response, "Content-Security-Policy", CONSOLE_CSP);
-    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(response, MHD_HTTP_HEADER_ETAG, asset->etag);
-    ex->status = status;
-    enum MHD_Result queued = MHD_queue_response(ex->connection, status, response);
-    MHD_destroy_response(response);
-    return queued;
+    const struct http_header headers[] = {
+        {"Content-Type", asset->content_type},
+        {"Content-Security-Policy", CONSOLE_CSP},
+        {"X-Content-Type-Options", "nosniff"},
+        {"Referrer-Policy", "no-referrer"},
+        {"Cache-Control", "no-cache"},
+        {"ETag", asset->etag},
+    };
+    return exchange_answer_raw(ex, status, headers, sizeof headers / sizeof headers[0],
+                               status == 200 ? (const char *)asset->data : NULL,
+                               status == 200 ? asset->size : 0);
 }
 
-enum MHD_Result handle_console_asset(struct exchange *ex)
+int handle_console_asset(struct exchange *ex)
 {
     const struct console_asset *asset = NULL;
     for (size_t i = 0; i < CONSOLE_ASSET_COUNT && asset == NULL; i++) {
@@ -62,8 +58,7 @@ enum MHD_Result handle_console_asset(struct exchange *ex)
     }
     if (asset == NULL)
         return exchange_error(ex, 404, "not_found");
-    const char *seen =
-        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *seen = exchange_header(ex, "if-none-match");
     bool unchanged = seen != NULL && strcmp(seen, asset->etag) == 0;
     return queue_asset(ex, unchanged ? 304 : 200, asset);
 }
@@ -125,7 +120,7 @@ static int path_key(struct exchange *ex, char *key)
     return 0;
 }
 
-static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
+static int unknown_key(struct exchange *ex, const char *key)
 {
     char error[64 + LIMIT_KEY_LENGTH_MAX];
     snprintf(error, sizeof error, "unknown_limit_key: %s", key);
@@ -207,12 +202,11 @@ static void encode_throughput(struct buffer *b, struct activity *activity, int64
     buffer_append_str(b, "]}}");
 }
 
-enum MHD_Result handle_console_status(struct exchange *ex)
+int handle_console_status(struct exchange *ex)
 {
     struct server *server = ex->server;
     int64_t now_ms = clock_now_ms(server->clock);
-    const char *authorization =
-        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *authorization = exchange_header(ex, "authorization");
     bool admin = auth_check(&server->auth, AUTH_ADMIN, authorization) == AUTH_OK;
     uint64_t denials_total = 0;
     (void)activity_denials(server->activity, NULL, 0, &denials_total);
@@ -300,13 +294,13 @@ static int limits_query(struct exchange *ex, char *prefix, char *after, struct l
     return 0;
 }
 
-enum MHD_Result handle_console_limits(struct exchange *ex)
+int handle_console_limits(struct exchange *ex)
 {
     struct server *server = ex->server;
     char prefix[LIMIT_KEY_LENGTH_MAX + 1], after[LIMIT_KEY_LENGTH_MAX + 1];
     struct limits_query query;
     if (limits_query(ex, prefix, after, &query) != 0)
-        return MHD_YES;
+        return 0;
     struct limit_report *reports = NULL;
     size_t count = 0;
     bool more = false;
@@ -458,13 +452,13 @@ static void encode_callers(struct buffer *b, struct holds_tally *t, uint32_t top
     buffer_append_char(b, '}');
 }
 
-enum MHD_Result handle_console_holds(struct exchange *ex)
+int handle_console_holds(struct exchange *ex)
 {
     struct server *server = ex->server;
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     uint32_t top = HOLD_CALLERS_DEFAULT;
     if (path_key(ex, key) != 0 || query_u32(ex, "limit", 1, HOLD_CALLERS_MAX, &top) != 0)
-        return MHD_YES;
+        return 0;
     if (server->backend->ops->holds_scan == NULL)
         return exchange_error(ex, 404, "not_supported_by_backend");
     struct holds_tally tally = {.table = calloc(2 * HOLD_CALLERS_TRACKED_MAX, sizeof *tally.table)};
@@ -534,12 +528,12 @@ static void encode_denial(struct buffer *b, const struct activity_denial *d)
     buffer_append_char(b, '}');
 }
 
-enum MHD_Result handle_console_denials(struct exchange *ex)
+int handle_console_denials(struct exchange *ex)
 {
     struct server *server = ex->server;
     uint32_t limit = DENIALS_PAGE_DEFAULT;
     if (query_u32(ex, "limit", 1, ACTIVITY_DENIALS_MAX, &limit) != 0)
-        return MHD_YES;
+        return 0;
     struct activity_denial *denials = malloc(limit * sizeof *denials);
     if (denials == NULL)
         return exchange_error(ex, 503, "out_of_memory");
@@ -636,12 +630,12 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
     buffer_append_char(b, '}');
 }
 
-enum MHD_Result handle_console_spend(struct exchange *ex)
+int handle_console_spend(struct exchange *ex)
 {
     struct server *server = ex->server;
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     if (path_key(ex, key) != 0)
-        return MHD_YES;
+        return 0;
     int64_t now_ms = clock_now_ms(server->clock);
     struct limit_usage usage;
     int found = backend_usage(server->backend, key, now_ms, &usage);
@@ -667,7 +661,7 @@ enum MHD_Result handle_console_spend(struct exchange *ex)
 
 /* Spend and calls by virtual key and model, from the gateway's own counters
  * (src/server/gateway_stats.c); 404 when gateway mode is off. */
-enum MHD_Result handle_console_gateway(struct exchange *ex)
+int handle_console_gateway(struct exchange *ex)
 {
     struct gateway *gateway = ex->server->gateway;
     if (gateway == NULL)

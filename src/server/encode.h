@@ -40,5 +40,8 @@ void encode_error(struct buffer *b, const char *error, bool with_ok);
  * clients (OpenAI SDKs) read only that: {"error":{"message","type",
  * "param":null,"code":error}}; type from the status (4xx or 5xx). */
 void encode_openai_error(struct buffer *b, unsigned status, const char *error);
+/* {"error":{"message","type","param":null,"code"}} with each given. */
+void encode_openai_error_full(struct buffer *b, const char *message, const char *type,
+                              const char *code);
 
 #endif

@@ -55,8 +55,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     pthread_mutex_init(&g->calls_mutex, NULL);
     pthread_cond_init(&g->calls_idle, NULL);
     pthread_mutex_init(&g->pool_mutex, NULL);
-    if (gw_forward_start(&g->engine, gw_calls_check_clients, g, GW_CLIENT_CHECK_MS, error,
-                         error_size) != 0) {
+    if (gw_forward_start(&g->engine, NULL, NULL, 0, error, error_size) != 0) {
         gateway_close(g);
         return -1;
     }
@@ -193,10 +192,6 @@ static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
     call->key = key;
     call->endpoint = endpoint;
     call->exchange = ex;
-    call->connection = ex->connection;
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(ex->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    call->client_fd = info != NULL ? info->connect_fd : -1;
     call->upstream_result = GW_FORWARD_OK;
     buffer_init(&call->upstream_body, NULL, 0);
     buffer_init(&call->answer, NULL, 0);
@@ -206,6 +201,7 @@ static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
     gw_sse_output_init(&call->output);
     ex->gateway_call = call;
     ex->cleanup = exchange_cleanup;
+    ex->http.on_gone = gw_call_client_gone;
     return call;
 }
 
@@ -214,8 +210,7 @@ static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
 /* The key of "Authorization: Bearer <secret>", or NULL. */
 static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config)
 {
-    const char *header =
-        MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *header = exchange_header(ex, "authorization");
     static const char bearer[] = "Bearer ";
     if (header == NULL || strncasecmp(header, bearer, sizeof bearer - 1) != 0)
         return NULL;
@@ -228,7 +223,7 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
 
 static const char *request_id_of(struct exchange *ex)
 {
-    const char *id = MHD_lookup_connection_value(ex->connection, MHD_HEADER_KIND, "X-Request-Id");
+    const char *id = exchange_header(ex, "x-request-id");
     return id != NULL && id[0] != '\0' ? id : NULL;
 }
 
@@ -338,7 +333,7 @@ static void note_denial(struct gw_call *call)
 }
 
 /* 429: what did not fit, and when to try again. */
-static enum MHD_Result reply_denied(struct exchange *ex, struct gw_call *call)
+static int reply_denied(struct exchange *ex, struct gw_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "";
@@ -365,7 +360,7 @@ static enum MHD_Result reply_denied(struct exchange *ex, struct gw_call *call)
 
 /* Definitive errors: the reserve named a key the registry lacks, an amount
  * that can never fit, or a limit being decreased. */
-static enum MHD_Result reply_definitive(struct exchange *ex, struct gw_call *call)
+static int reply_definitive(struct exchange *ex, struct gw_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     const char *key = call->reserve.requirements[r->error_index].key;
@@ -387,7 +382,7 @@ static enum MHD_Result reply_definitive(struct exchange *ex, struct gw_call *cal
                               (long long)r->retry_after_ms);
     default:
         assert(false);
-        return MHD_NO;
+        return -1;
     }
 }
 
@@ -407,7 +402,7 @@ static bool replay_took_nothing(const struct gw_call *call)
     return r->error == BACKEND_OK && r->replayed && (!r->allowed || r->released);
 }
 
-static enum MHD_Result after_reserve(struct exchange *ex)
+static int after_reserve(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
     const struct reserve_result *r = &call->reserve_result;
@@ -452,7 +447,7 @@ static enum MHD_Result after_reserve(struct exchange *ex)
 
 /* ---- the routes ---------------------------------------------------------- */
 
-static enum MHD_Result reply_unauthorized(struct exchange *ex)
+static int reply_unauthorized(struct exchange *ex)
 {
     return gw_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
                           "Incorrect API key provided. Send a virtual key of this gateway as "
@@ -460,7 +455,7 @@ static enum MHD_Result reply_unauthorized(struct exchange *ex)
 }
 
 /* Everything before the reserve; the exchange then waits for it. */
-static enum MHD_Result handle_call(struct exchange *ex, enum gw_endpoint endpoint)
+static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
 {
     struct gateway *g = ex->server->gateway;
     if (g == NULL)
@@ -482,7 +477,7 @@ static enum MHD_Result handle_call(struct exchange *ex, enum gw_endpoint endpoin
     const struct gw_model *model = request_model(ex, config, key, root);
     if (model == NULL) {
         gw_config_release(config);
-        return MHD_YES;
+        return 0;
     }
     struct gw_call *call = call_new(ex, config, key, endpoint); /* takes the config */
     if (call == NULL) {
@@ -518,23 +513,23 @@ static enum MHD_Result handle_call(struct exchange *ex, enum gw_endpoint endpoin
     return exchange_call_backend(ex, reserve_start, after_reserve);
 }
 
-enum MHD_Result handle_gateway_chat_completions(struct exchange *ex)
+int handle_gateway_chat_completions(struct exchange *ex)
 {
     return handle_call(ex, GW_ENDPOINT_CHAT_COMPLETIONS);
 }
 
-enum MHD_Result handle_gateway_completions(struct exchange *ex)
+int handle_gateway_completions(struct exchange *ex)
 {
     return handle_call(ex, GW_ENDPOINT_COMPLETIONS);
 }
 
-enum MHD_Result handle_gateway_embeddings(struct exchange *ex)
+int handle_gateway_embeddings(struct exchange *ex)
 {
     return handle_call(ex, GW_ENDPOINT_EMBEDDINGS);
 }
 
 /* GET /v1/models: the models the key may call, in OpenAI's shape. */
-enum MHD_Result handle_gateway_models(struct exchange *ex)
+int handle_gateway_models(struct exchange *ex)
 {
     struct gateway *g = ex->server->gateway;
     if (g == NULL)

@@ -6,7 +6,6 @@
 #ifndef LLMLIMIT_SERVER_GATEWAY_H
 #define LLMLIMIT_SERVER_GATEWAY_H
 
-#include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -32,10 +31,10 @@ int gateway_reload(struct gateway *gateway, char *error, size_t error_size);
 const char *gateway_config_path(const struct gateway *gateway);
 
 /* The routes (src/server/routes.c). */
-enum MHD_Result handle_gateway_chat_completions(struct exchange *exchange);
-enum MHD_Result handle_gateway_completions(struct exchange *exchange);
-enum MHD_Result handle_gateway_embeddings(struct exchange *exchange);
-enum MHD_Result handle_gateway_models(struct exchange *exchange);
+int handle_gateway_chat_completions(struct exchange *exchange);
+int handle_gateway_completions(struct exchange *exchange);
+int handle_gateway_embeddings(struct exchange *exchange);
+int handle_gateway_models(struct exchange *exchange);
 
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */

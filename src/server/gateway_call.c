@@ -5,10 +5,11 @@
  * stream's closing [DONE] is held until the lease is completed, so usage
  * reflects the call before the client sees the end of it.
  *
- * Threads: the handler and the stream's reader run on an MHD thread, the
- * transfer's callbacks and the client checks on the engine thread, a
- * backend's done on whatever thread it calls from. call->mutex guards what
- * they share; MHD connections are resumed only outside it. */
+ * Threads: the handler and the stream's pump run on the exchange's worker,
+ * the transfer's callbacks on the engine thread, a backend's done on
+ * whatever thread it calls from. call->mutex guards what they share; the
+ * engine wakes the exchange (http_wake) under it, which is safe because the
+ * exchange is freed only after gw_call_exchange_gone has taken it. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -79,13 +80,11 @@ static struct exchange *take_waiter(struct gw_call *call)
     return call->exchange;
 }
 
-/* The stream's response waiting for bytes, now to be resumed; NULL if none. */
-static struct MHD_Connection *take_parked(struct gw_call *call)
+/* The stream's pump has more to give (call->mutex held). */
+static void wake_stream(struct gw_call *call)
 {
-    if (!call->parked)
-        return NULL;
-    call->parked = false;
-    return call->connection;
+    if (call->streaming && call->exchange != NULL)
+        http_wake(&call->exchange->http);
 }
 
 /* ---- the engine's callbacks (engine thread) ------------------------------ */
@@ -161,13 +160,12 @@ static enum gw_data_verdict on_data(void *context, const char *bytes, size_t len
     struct gw_call *call = context;
     pthread_mutex_lock(&call->mutex);
     enum gw_data_verdict verdict = GW_DATA_MORE;
-    struct MHD_Connection *resume = NULL;
     if (call->client_gone) {
         verdict = GW_DATA_ABORT;
     } else if (call->mode == GW_MODE_STREAM) {
         verdict = take_stream(call, bytes, length);
         if (call->answer.length > call->answer_sent)
-            resume = take_parked(call);
+            wake_stream(call);
     } else if (length > GW_ANSWER_BYTES_MAX - call->answer.length) {
         call->answer_too_large = true;
         verdict = GW_DATA_ABORT;
@@ -177,8 +175,6 @@ static enum gw_data_verdict on_data(void *context, const char *bytes, size_t len
             verdict = GW_DATA_ABORT;
     }
     pthread_mutex_unlock(&call->mutex);
-    if (resume != NULL)
-        MHD_resume_connection(resume);
     return verdict;
 }
 
@@ -200,7 +196,7 @@ static void on_done(void *context, enum gw_forward_result result, const char *er
 
 static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
 
-/* ---- forwarding (MHD thread) --------------------------------------------- */
+/* ---- forwarding (the exchange's worker) ---------------------------------- */
 
 static const char *endpoint_path(enum gw_endpoint endpoint)
 {
@@ -222,7 +218,10 @@ static void forward_start(struct exchange *ex)
     pthread_mutex_lock(&call->mutex);
     call->forward_started = true;
     pthread_mutex_unlock(&call->mutex);
-    if (!calls_link(call)) { /* shutting down: give the reservation back */
+    pthread_mutex_lock(&call->mutex);
+    bool gone = call->client_gone;
+    pthread_mutex_unlock(&call->mutex);
+    if (gone || !calls_link(call)) { /* shutting down, or no one to answer: give it back */
         pthread_mutex_lock(&call->mutex);
         call->waiting = true;
         call->upstream_done = true;
@@ -262,7 +261,7 @@ static void forward_start(struct exchange *ex)
 }
 
 /* The answer is in (or a stream's head): give it, or say why not. */
-static enum MHD_Result after_answer(struct exchange *ex)
+static int after_answer(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
     pthread_mutex_lock(&call->mutex);
@@ -282,15 +281,22 @@ static enum MHD_Result after_answer(struct exchange *ex)
         return gw_reply_answer(ex, call);
     if (result == GW_FORWARD_TIMEOUT)
         return gw_reply_error(ex, 504, "server_error", "upstream_timeout", 0,
-                              "The upstream did not answer in time: %s", reason);
+                              "The upstream did not answer in time.");
     if (result == GW_FORWARD_CANCELLED)
         return gw_reply_error(ex, 503, "server_error", "cancelled", 1000,
                               "The call was cancelled (shutting down, or the client left).");
+    /* The detail (libcurl's text names the upstream's address) is for the
+     * log; the client learns only that the upstream failed. */
+    log_write(LOG_WARN, "gateway: the upstream failed before answering", "lease", call->lease_id,
+              "reason", reason, NULL);
+    if (result == GW_FORWARD_CONNECT)
+        return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                              "The upstream could not be reached.");
     return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
-                          "The upstream failed before answering: %s", reason);
+                          "The upstream failed before answering.");
 }
 
-enum MHD_Result gw_call_forward(struct exchange *ex, struct gw_call *call)
+int gw_call_forward(struct exchange *ex, struct gw_call *call)
 {
     assert(ex->gateway_call == call);
     return exchange_call_backend(ex, forward_start, after_answer);
@@ -378,20 +384,17 @@ static void settled(void *context)
         delta.output_tokens = call->used.output;
         delta.cost_usd_micros = call->cost_usd_micros;
     }
-    struct MHD_Connection *resume = NULL;
     struct exchange *wake = NULL;
     if (call->mode == GW_MODE_STREAM) {
         buffer_append(&call->answer, call->held.data, call->held.length); /* [DONE] */
         call->stream_ended = true;
-        resume = take_parked(call);
+        wake_stream(call);
     } else {
         wake = take_waiter(call);
     }
     pthread_mutex_unlock(&call->mutex);
     gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
                  &delta);
-    if (resume != NULL)
-        MHD_resume_connection(resume);
     if (wake != NULL)
         exchange_backend_done(wake);
     if (call->linked)
@@ -451,35 +454,17 @@ static void settle(struct gw_call *call)
 
 /* ---- the client ---------------------------------------------------------- */
 
-/* Has the client closed its end? A waiting client sends nothing, so a
- * readable socket with no bytes is a close. */
-static bool client_left(int fd)
+void gw_call_client_gone(struct http_exchange *hx)
 {
-    if (fd < 0)
-        return false;
-    char byte;
-    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return true;
-    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-}
-
-void gw_calls_check_clients(void *context)
-{
-    struct gateway *g = context;
-    pthread_mutex_lock(&g->calls_mutex);
-    for (struct gw_call *call = g->calls; call != NULL; call = call->next_active) {
-        pthread_mutex_lock(&call->mutex);
-        /* Only a suspended connection: MHD neither reads nor closes it now. */
-        bool watched =
-            call->transfer != NULL && !call->client_gone && (call->waiting || call->parked);
-        if (watched && client_left(call->client_fd)) {
-            call->client_gone = true;
-            gw_forward_cancel(g->engine, call->transfer);
-        }
-        pthread_mutex_unlock(&call->mutex);
-    }
-    pthread_mutex_unlock(&g->calls_mutex);
+    struct exchange *ex = (struct exchange *)hx;
+    struct gw_call *call = ex->gateway_call;
+    if (call == NULL)
+        return;
+    pthread_mutex_lock(&call->mutex);
+    call->client_gone = true;
+    if (call->transfer != NULL)
+        gw_forward_cancel(call->gateway->engine, call->transfer);
+    pthread_mutex_unlock(&call->mutex);
 }
 
 static void unforwarded_released(void *context)
@@ -505,77 +490,19 @@ static void release_unforwarded(struct gw_call *call)
 void gw_call_exchange_gone(struct gw_call *call)
 {
     pthread_mutex_lock(&call->mutex);
-    assert(!call->waiting || call->woken); /* MHD never completes a suspended request */
+    assert(!call->waiting || call->woken); /* an exchange is freed only once answered */
     call->exchange = NULL;
     if (call->transfer != NULL) {
         call->client_gone = true;
         gw_forward_cancel(call->gateway->engine, call->transfer);
     }
     /* An allowed reserve (this call's own, not a replay of another's) that
-     * was never forwarded: the client left while the reserve ran, and MHD
-     * closed the connection when the reserve resumed it, so the answer
-     * (and with it the forward) never came. */
+     * was never forwarded: a safety net, since every reserve's answer
+     * forwards or releases. */
     const struct reserve_result *r = &call->reserve_result;
     bool unforwarded =
         !call->forward_started && r->error == BACKEND_OK && r->allowed && !r->replayed;
     pthread_mutex_unlock(&call->mutex);
     if (unforwarded)
         release_unforwarded(call);
-}
-
-/* ---- the stream's response (MHD thread) ---------------------------------- */
-
-/* What the response can be given now (call->mutex held): bytes, the end
- * (MHD_CONTENT_READER_END_*), or 0 when nothing has come yet. */
-static ssize_t stream_take(struct gw_call *call, char *out, size_t room)
-{
-    if (call->client_gone && call->settled)
-        return MHD_CONTENT_READER_END_WITH_ERROR;
-    size_t ready = call->answer.length - call->answer_sent;
-    if (ready == 0)
-        return call->stream_ended ? MHD_CONTENT_READER_END_OF_STREAM : 0;
-    size_t n = ready < room ? ready : room;
-    memcpy(out, call->answer.data + call->answer_sent, n);
-    call->answer_sent += n;
-    if (call->answer_sent == call->answer.length) {
-        call->answer.length = 0; /* all given: start over at the front */
-        call->answer_sent = 0;
-    }
-    bool unpause = call->upstream_paused && call->transfer != NULL &&
-                   call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
-    if (unpause) {
-        call->upstream_paused = false;
-        gw_forward_unpause(call->gateway->engine, call->transfer);
-    }
-    return (ssize_t)n;
-}
-
-ssize_t gw_call_stream_read(void *context, uint64_t position, char *out, size_t room)
-{
-    (void)position;
-    struct gw_call *call = context;
-    pthread_mutex_lock(&call->mutex);
-    ssize_t taken = stream_take(call, out, room);
-    pthread_mutex_unlock(&call->mutex);
-    if (taken != 0)
-        return taken;
-    /* Nothing yet: suspend first, then look again under the lock (the same
-     * order as http.c's wait). What came in between is not given now, while
-     * the connection is suspended (MHD would hold it unsent until a resume
-     * that nobody owes): the connection is resumed and MHD asks again. */
-    MHD_suspend_connection(call->connection);
-    pthread_mutex_lock(&call->mutex);
-    bool arrived = call->answer.length > call->answer_sent || call->stream_ended ||
-                   (call->client_gone && call->settled);
-    if (!arrived)
-        call->parked = true;
-    pthread_mutex_unlock(&call->mutex);
-    if (arrived)
-        MHD_resume_connection(call->connection);
-    return 0;
-}
-
-void gw_call_stream_free(void *context)
-{
-    gw_call_release(context); /* the response's reference */
 }

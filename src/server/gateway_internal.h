@@ -5,7 +5,6 @@
 #ifndef LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
 #define LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
 
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,6 +12,7 @@
 #include "backend/backend.h"
 #include "core/bounds.h"
 #include "gateway.h"
+#include "http/http.h"
 #include "gateway/gw_config.h"
 #include "gateway/gw_estimate.h"
 #include "gateway/gw_forward.h"
@@ -103,9 +103,9 @@ enum gw_call_mode {
     GW_MODE_STREAM,        /* events are relayed as they come */
 };
 
-/* One gateway call, shared by its exchange (until MHD ends the request),
- * its streamed response (until MHD frees it) and the work in flight
- * (reserve, transfer, settle). Freed when the last reference goes. */
+/* One gateway call, shared by its exchange (until the transport frees it
+ * after its answer) and the work in flight (reserve, transfer, settle).
+ * Freed when the last reference goes. */
 struct gw_call {
     pthread_mutex_t mutex; /* everything below that other threads touch */
     uint32_t references;
@@ -114,9 +114,7 @@ struct gw_call {
     const struct gw_key *key;
     const struct gw_model *model;
     enum gw_endpoint endpoint;
-    struct exchange *exchange; /* NULL once MHD ended the request */
-    struct MHD_Connection *connection;
-    int client_fd; /* of the connection, to notice a client that left */
+    struct exchange *exchange; /* NULL once the transport freed it */
 
     /* before the call */
     struct gw_estimate estimate;
@@ -133,7 +131,7 @@ struct gw_call {
     /* forwarding */
     bool forward_started;         /* forward_start ran: settling the lease is its */
     struct gw_transfer *transfer; /* NULL when none is running */
-    bool waiting;                 /* the exchange is suspended for the answer */
+    bool waiting;                 /* the exchange waits for the answer (or its head) */
     bool woken;                   /* ... and has been woken */
     enum gw_call_mode mode;
     long upstream_status;
@@ -152,7 +150,7 @@ struct gw_call {
     struct buffer answer; /* buffered: the whole body; stream: bytes for the client */
     size_t answer_sent;   /* stream: bytes of `answer` the client has been given */
     struct buffer held;   /* stream: the [DONE] event, given once the lease is settled */
-    bool parked;          /* stream: the response waits for bytes, suspended */
+    bool streaming;       /* stream: the head is out; what comes wakes the exchange */
     bool stream_ended;    /* stream: nothing more will come */
     bool answer_too_large;
     struct gw_sse sse;
@@ -181,33 +179,38 @@ void gw_call_retain(struct gw_call *call);
 void gw_call_release(struct gw_call *call);
 
 /* gateway_call.c: after an allowed reserve, forwards the call; the
- * exchange is suspended until the answer (or its head, for a stream). */
-enum MHD_Result gw_call_forward(struct exchange *exchange, struct gw_call *call);
-/* The engine's periodic check of waiting clients. */
-void gw_calls_check_clients(void *gateway);
-/* The exchange ended (MHD completed the request): forget it, cancel what is
- * still forwarding. */
+ * exchange waits until the answer (or its head, for a stream). */
+int gw_call_forward(struct exchange *exchange, struct gw_call *call);
+/* The exchange is being freed: forget it, cancel what is still forwarding. */
 void gw_call_exchange_gone(struct gw_call *call);
-/* The streamed response's content reader and its free callback (MHD's
- * MHD_ContentReaderCallback and MHD_ContentReaderFreeCallback): bytes as
- * they come, suspending the connection while there are none. */
-ssize_t gw_call_stream_read(void *call, uint64_t position, char *out, size_t room);
-void gw_call_stream_free(void *call);
+/* on_gone of a gateway exchange: its client closed the connection. */
+void gw_call_client_gone(struct http_exchange *exchange);
 
 /* ---- answers: gateway_reply.c -------------------------------------------- */
 
+#define GW_HEADERS_MAX 16
+
+/* An answer's headers, with room for their values. */
+struct gw_headers {
+    struct http_header list[GW_HEADERS_MAX];
+    char values[GW_HEADERS_MAX][GW_CONTENT_TYPE_LENGTH_MAX + 64];
+    size_t count;
+};
+
+void gw_headers_add(struct gw_headers *headers, const char *name, const char *value);
+
 /* An OpenAI-shaped error: {"error":{"message","type","param","code"}}.
  * retry_after_ms > 0 adds Retry-After and retry-after-ms. */
-enum MHD_Result gw_reply_error(struct exchange *exchange, unsigned status, const char *type,
-                               const char *code, int64_t retry_after_ms, const char *format, ...)
+int gw_reply_error(struct exchange *exchange, unsigned status, const char *type, const char *code,
+                   int64_t retry_after_ms, const char *format, ...)
     __attribute__((format(printf, 6, 7)));
 /* Adds x-llmlimit-lease-id and the x-ratelimit-* headers of the call. */
-void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
+void gw_reply_headers(struct gw_headers *headers, const struct gw_call *call,
                       int64_t now_unix_ms);
 /* The answer of a call that did not stream: the upstream's body as it
  * came, its status and content type, and the call's headers. */
-enum MHD_Result gw_reply_answer(struct exchange *exchange, struct gw_call *call);
-/* Queues the streamed response: the head now, events as they come. */
-enum MHD_Result gw_reply_stream(struct exchange *exchange, struct gw_call *call);
+int gw_reply_answer(struct exchange *exchange, struct gw_call *call);
+/* Begins the streamed answer: the head now, events as they come. */
+int gw_reply_stream(struct exchange *exchange, struct gw_call *call);
 
 #endif

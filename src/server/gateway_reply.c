@@ -1,7 +1,7 @@
 /* The gateway's answers (docs/gateway.md, "Answers"): OpenAI-shaped errors,
- * the upstream's answer passed on as it came, a stream's head, and the
- * headers every answer of a reserved call carries: its lease id and the
- * x-ratelimit-* figures of the limits it reserved, in OpenAI's form. */
+ * the upstream's answer passed on as it came, a stream's head and events,
+ * and the headers every answer of a reserved call carries: its lease id and
+ * the x-ratelimit-* figures of the limits it reserved, in OpenAI's form. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -11,29 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode.h"
 #include "server.h"
 
-static void add_retry_headers(struct MHD_Response *response, int64_t retry_after_ms)
+void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
+{
+    assert(h->count < GW_HEADERS_MAX);
+    size_t length = strlen(value);
+    assert(length < sizeof h->values[0]);
+    memcpy(h->values[h->count], value, length + 1);
+    h->list[h->count] = (struct http_header){name, h->values[h->count]};
+    h->count++;
+}
+
+static void add_retry_headers(struct gw_headers *h, int64_t retry_after_ms)
 {
     char seconds[24], milliseconds[24];
-    snprintf(seconds, sizeof seconds, "%" PRId64, (retry_after_ms + 999) / 1000);
-    snprintf(milliseconds, sizeof milliseconds, "%" PRId64, retry_after_ms);
-    MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
-    MHD_add_response_header(response, "retry-after-ms", milliseconds);
+    *buffer_put_i64(seconds, (retry_after_ms + 999) / 1000) = '\0';
+    *buffer_put_i64(milliseconds, retry_after_ms) = '\0';
+    gw_headers_add(h, "Retry-After", seconds);
+    gw_headers_add(h, "retry-after-ms", milliseconds);
 }
 
-static enum MHD_Result queue(struct exchange *ex, unsigned status, struct MHD_Response *response)
-{
-    if (__atomic_load_n(&ex->server->draining, __ATOMIC_SEQ_CST))
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
-    ex->status = status;
-    enum MHD_Result queued = MHD_queue_response(ex->connection, status, response);
-    MHD_destroy_response(response);
-    return queued;
-}
-
-enum MHD_Result gw_reply_error(struct exchange *ex, unsigned status, const char *type,
-                               const char *code, int64_t retry_after_ms, const char *format, ...)
+int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
+                   int64_t retry_after_ms, const char *format, ...)
 {
     char message[1024];
     va_list args;
@@ -42,32 +43,21 @@ enum MHD_Result gw_reply_error(struct exchange *ex, unsigned status, const char 
     va_end(args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    buffer_append_str(&b, "{\"error\":{\"message\":");
-    buffer_append_json_string(&b, message, strlen(message));
-    buffer_append_str(&b, ",\"type\":");
-    buffer_append_json_string(&b, type, strlen(type));
-    buffer_append_str(&b, ",\"param\":null,\"code\":");
-    buffer_append_json_string(&b, code, strlen(code));
-    buffer_append_str(&b, "}}");
-    if (b.failed) {
-        buffer_free(&b);
-        return MHD_NO;
-    }
-    size_t length = b.length;
-    char *data = buffer_detach(&b);
-    struct MHD_Response *response =
-        data != NULL ? MHD_create_response_from_buffer(length, data, MHD_RESPMEM_MUST_FREE) : NULL;
-    if (response == NULL) {
-        free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    encode_openai_error_full(&b, message, type, code);
+    struct gw_headers h = {.count = 0};
+    gw_headers_add(&h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
-        add_retry_headers(response, retry_after_ms);
+        add_retry_headers(&h, retry_after_ms);
     struct gw_call *call = ex->gateway_call;
     if (call != NULL && call->lease_id[0] != '\0')
-        MHD_add_response_header(response, "x-llmlimit-lease-id", call->lease_id);
-    return queue(ex, status, response);
+        gw_headers_add(&h, "x-llmlimit-lease-id", call->lease_id);
+    if (b.failed) {
+        buffer_free(&b);
+        return exchange_error(ex, 503, "out_of_memory");
+    }
+    exchange_answer_raw(ex, status, h.list, h.count, b.data, b.length);
+    buffer_free(&b);
+    return 0;
 }
 
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
@@ -124,26 +114,25 @@ static const struct limit_header_names requests_headers = {
 static const struct limit_header_names tokens_headers = {
     "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"};
 
-static void add_limit_headers(struct MHD_Response *response, const struct limit_header_names *names,
+static void add_limit_headers(struct gw_headers *h, const struct limit_header_names *names,
                               const struct requirement_state *state, int64_t now_unix_ms)
 {
     char value[80]; /* every answer has these: no printf */
     *buffer_put_u64(value, state->capacity) = '\0';
-    MHD_add_response_header(response, names->limit, value);
+    gw_headers_add(h, names->limit, value);
     if (!state->known)
         return; /* the backend cannot tell what is left (docs/gateway.md) */
     *buffer_put_i64(value, state->available > 0 ? state->available : 0) = '\0';
-    MHD_add_response_header(response, names->remaining, value);
+    gw_headers_add(h, names->remaining, value);
     duration_text(state->reset_at_unix_ms > 0 ? state->reset_at_unix_ms - now_unix_ms : 0, value,
                   sizeof value);
-    MHD_add_response_header(response, names->reset, value);
+    gw_headers_add(h, names->reset, value);
 }
 
-void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
-                      int64_t now_unix_ms)
+void gw_reply_headers(struct gw_headers *h, const struct gw_call *call, int64_t now_unix_ms)
 {
     if (call->lease_id[0] != '\0')
-        MHD_add_response_header(response, "x-llmlimit-lease-id", call->lease_id);
+        gw_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
     const struct requirement_state *requests = tightest(call, 1u << GW_AMOUNT_REQUESTS);
@@ -151,9 +140,9 @@ void gw_reply_headers(struct MHD_Response *response, const struct gw_call *call,
         tightest(call, (1u << GW_AMOUNT_TOKENS) | (1u << GW_AMOUNT_INPUT_TOKENS) |
                            (1u << GW_AMOUNT_OUTPUT_TOKENS));
     if (requests != NULL)
-        add_limit_headers(response, &requests_headers, requests, now_unix_ms);
+        add_limit_headers(h, &requests_headers, requests, now_unix_ms);
     if (tokens != NULL)
-        add_limit_headers(response, &tokens_headers, tokens, now_unix_ms);
+        add_limit_headers(h, &tokens_headers, tokens, now_unix_ms);
 }
 
 /* A header value the upstream sent that may go out again as it is. */
@@ -168,52 +157,70 @@ static bool header_value_plain(const char *value)
     return true;
 }
 
-enum MHD_Result gw_reply_answer(struct exchange *ex, struct gw_call *call)
+int gw_reply_answer(struct exchange *ex, struct gw_call *call)
 {
+    struct gw_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
-    char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
-    snprintf(content_type, sizeof content_type, "%s", call->upstream_content_type);
+    if (call->upstream_content_type[0] != '\0')
+        gw_headers_add(&h, "Content-Type", call->upstream_content_type);
     /* An upstream's refusal keeps its advice on when to try again: the
      * OpenAI SDK waits for it before it retries. */
-    char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1] = "";
-    char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1] = "";
-    if (status >= 400) {
-        snprintf(retry_after, sizeof retry_after, "%s", call->upstream_retry_after);
-        snprintf(retry_after_ms, sizeof retry_after_ms, "%s", call->upstream_retry_after_ms);
-    }
-    size_t length = call->answer.length;
-    char *data = buffer_detach(&call->answer);
+    if (status >= 400 && header_value_plain(call->upstream_retry_after))
+        gw_headers_add(&h, "Retry-After", call->upstream_retry_after);
+    if (status >= 400 && header_value_plain(call->upstream_retry_after_ms))
+        gw_headers_add(&h, "retry-after-ms", call->upstream_retry_after_ms);
     pthread_mutex_unlock(&call->mutex);
-    if (data == NULL && length > 0)
-        return MHD_NO;
-    struct MHD_Response *response =
-        MHD_create_response_from_buffer(length, data, MHD_RESPMEM_MUST_FREE);
-    if (response == NULL) {
-        free(data);
-        return MHD_NO;
-    }
-    if (content_type[0] != '\0')
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    if (header_value_plain(retry_after))
-        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
-    if (header_value_plain(retry_after_ms))
-        MHD_add_response_header(response, "retry-after-ms", retry_after_ms);
-    gw_reply_headers(response, call, clock_now_ms(ex->server->clock));
-    return queue(ex, status, response);
+    gw_reply_headers(&h, call, clock_now_ms(ex->server->clock));
+    /* The transfer is over: nothing else touches the answer now. */
+    exchange_answer_raw(ex, status, h.list, h.count, call->answer.data, call->answer.length);
+    return 0;
 }
 
-enum MHD_Result gw_reply_stream(struct exchange *ex, struct gw_call *call)
+/* on_wake of a streaming exchange: gives the client what has come, as far
+ * as its socket keeps up, and the end once the lease is settled. */
+static void stream_pump(struct http_exchange *hx)
 {
-    gw_call_retain(call); /* the response's, dropped by gw_call_stream_free */
-    struct MHD_Response *response = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, GW_STREAM_BLOCK_BYTES, gw_call_stream_read, call, gw_call_stream_free);
-    if (response == NULL) {
-        gw_call_release(call);
-        return MHD_NO;
+    struct exchange *ex = (struct exchange *)hx;
+    struct gw_call *call = ex->gateway_call;
+    if (!hx->streaming)
+        return; /* ended already */
+    pthread_mutex_lock(&call->mutex);
+    size_t ready = call->answer.length - call->answer_sent;
+    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
+        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+        size_t n = ready < room ? ready : room;
+        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        call->answer_sent += n;
+        ready -= n;
     }
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, call->upstream_content_type);
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    gw_reply_headers(response, call, clock_now_ms(ex->server->clock));
-    return queue(ex, 200, response);
+    if (ready == 0) {
+        call->answer.length = 0; /* all given: start over at the front */
+        call->answer_sent = 0;
+    }
+    bool unpause = call->upstream_paused && call->transfer != NULL &&
+                   call->answer.length - call->answer_sent <= GW_STREAM_BUFFER_BYTES / 2;
+    if (unpause) {
+        call->upstream_paused = false;
+        gw_forward_unpause(call->gateway->engine, call->transfer);
+    }
+    bool end = call->stream_ended && ready == 0;
+    pthread_mutex_unlock(&call->mutex);
+    if (end)
+        http_stream_end(hx);
+}
+
+int gw_reply_stream(struct exchange *ex, struct gw_call *call)
+{
+    struct gw_headers h = {.count = 0};
+    pthread_mutex_lock(&call->mutex);
+    gw_headers_add(&h, "Content-Type", call->upstream_content_type);
+    call->streaming = true; /* from now on, what comes wakes the exchange */
+    pthread_mutex_unlock(&call->mutex);
+    gw_headers_add(&h, "Cache-Control", "no-cache");
+    gw_reply_headers(&h, call, clock_now_ms(ex->server->clock));
+    http_stream_begin(&ex->http, 200, h.list, h.count);
+    ex->http.on_wake = stream_pump;
+    stream_pump(&ex->http);
+    return 0;
 }

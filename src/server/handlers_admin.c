@@ -1,10 +1,9 @@
 /* Synchronous routes: the admin API (limits, test clock), usage, events,
  * metrics and health. None of them is on the hot path; each answers on the
- * MHD thread that received it. */
+ * worker thread that received it. */
 #include "server.h"
 #include "handlers.h"
 #include "gateway.h"
-#include "lane.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -56,7 +55,7 @@ static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t
     return 1;
 }
 
-static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
+static int unknown_key(struct exchange *ex, const char *key)
 {
     char error[64 + LIMIT_KEY_LENGTH_MAX];
     snprintf(error, sizeof error, "%s%s", encode_backend_error_text(BACKEND_UNKNOWN_LIMIT_KEY),
@@ -64,7 +63,7 @@ static enum MHD_Result unknown_key(struct exchange *ex, const char *key)
     return exchange_error(ex, 404, error);
 }
 
-static enum MHD_Result list_limits(struct exchange *ex)
+static int list_limits(struct exchange *ex)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
@@ -87,7 +86,7 @@ static enum MHD_Result list_limits(struct exchange *ex)
 
 /* A change that did not land in both the backend and limits.json
  * (docs/api.md, "Errors"): 503, and the error says which way it went. */
-static enum MHD_Result registry_failed(struct exchange *ex, enum registry_outcome outcome)
+static int registry_failed(struct exchange *ex, enum registry_outcome outcome)
 {
     switch (outcome) {
     case REGISTRY_WRITE_FAILED: /* undone: nothing changed */
@@ -100,14 +99,14 @@ static enum MHD_Result registry_failed(struct exchange *ex, enum registry_outcom
         break;
     }
     assert(!"a failed registry outcome");
-    return MHD_NO;
+    return -1;
 }
 
-static enum MHD_Result put_limit(struct exchange *ex)
+static int put_limit(struct exchange *ex)
 {
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
-        return MHD_YES;
+        return 0;
     struct limit_definition definition;
     struct limit_state state;
     char error[DECODE_ERROR_SIZE];
@@ -137,17 +136,17 @@ static enum MHD_Result put_limit(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
-enum MHD_Result handle_admin_limits(struct exchange *ex)
+int handle_admin_limits(struct exchange *ex)
 {
-    return ex->method == METHOD_PUT ? put_limit(ex) : list_limits(ex);
+    return ex->method == HTTP_PUT ? put_limit(ex) : list_limits(ex);
 }
 
-enum MHD_Result handle_admin_limit(struct exchange *ex)
+int handle_admin_limit(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     if (path_key(ex, key, sizeof key) != 0)
-        return MHD_YES;
-    if (ex->method == METHOD_DELETE) {
+        return 0;
+    if (ex->method == HTTP_DELETE) {
         enum registry_outcome outcome = registry_delete(ex->server->registry, key);
         if (outcome == REGISTRY_UNKNOWN)
             return unknown_key(ex, key);
@@ -175,11 +174,11 @@ enum MHD_Result handle_admin_limit(struct exchange *ex)
 /* The test clock moves at most this far in one call (100 years). */
 #define TEST_CLOCK_ADVANCE_MS_MAX (INT64_C(100) * 366 * 24 * 3600 * 1000)
 
-enum MHD_Result handle_admin_clock(struct exchange *ex)
+int handle_admin_clock(struct exchange *ex)
 {
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
-        return MHD_YES;
+        return 0;
     if (!jdoc_is(body, JDOC_OBJECT))
         return exchange_error(ex, 400, "body: must be a JSON object");
     const struct jdoc_value *advance = NULL;
@@ -212,7 +211,7 @@ enum MHD_Result handle_admin_clock(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
-static enum MHD_Result usage_by_caller(struct exchange *ex, const char *key, int64_t at)
+static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
 {
     struct server *server = ex->server;
     if (server->backend->ops->usage_by_caller == NULL)
@@ -250,18 +249,18 @@ static enum MHD_Result usage_by_caller(struct exchange *ex, const char *key, int
     return exchange_answer(ex, 200, &b, 0);
 }
 
-enum MHD_Result handle_usage(struct exchange *ex)
+int handle_usage(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     if (path_key(ex, key, sizeof key) != 0)
-        return MHD_YES;
+        return 0;
     int64_t at = clock_now_ms(ex->server->clock);
     if (query_i64(ex, "at_unix_ms", 0, UNIX_MS_MAX, &at) < 0)
-        return MHD_YES;
+        return 0;
     char group_by[16];
     int grouped = exchange_query(ex, "group_by", group_by, sizeof group_by);
     if (grouped < 0)
-        return MHD_YES;
+        return 0;
     if (grouped > 0 && strcmp(group_by, "caller") != 0)
         return exchange_error(ex, 400, "group_by: must be caller");
     if (grouped > 0)
@@ -323,7 +322,7 @@ static int events_filters(struct exchange *ex, char *key, char *lease_id, struct
     return 0;
 }
 
-enum MHD_Result handle_events(struct exchange *ex)
+int handle_events(struct exchange *ex)
 {
     struct server *server = ex->server;
     if (server->backend->ops->events == NULL)
@@ -334,7 +333,7 @@ enum MHD_Result handle_events(struct exchange *ex)
     if (events_filters(ex, key, lease_id, &query) != 0 ||
         query_i64(ex, "since", 0, INT64_MAX, &since) < 0 ||
         query_i64(ex, "limit", 1, EVENTS_PAGE_MAX, &limit) < 0)
-        return MHD_YES;
+        return 0;
     query.after_id = since;
     query.limit = (uint32_t)limit;
     struct backend_event *events = NULL;
@@ -360,29 +359,34 @@ enum MHD_Result handle_events(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
-enum MHD_Result handle_metrics(struct exchange *ex)
+int handle_metrics(struct exchange *ex)
 {
     struct server *server = ex->server;
     struct buffer b;
     buffer_init(&b, NULL, 0);
     metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
-    if (server->lane != NULL) {
-        uint64_t served, handed;
-        lane_counts(server->lane, &served, &handed);
-        const struct metric_row rows[] = {
-            {"llmlimit_http_direct_requests_total", "counter", "Requests the direct path served.",
-             served},
-            {"llmlimit_http_direct_handovers_total", "counter",
-             "Connections the direct path handed to libmicrohttpd.", handed},
-        };
-        metrics_render_rows(&b, rows, sizeof rows / sizeof rows[0]);
-    }
+    struct http_stats http;
+    http_stats(server->http, &http);
+    const struct metric_row rows[] = {
+        {"llmlimit_http_connections_total", "counter", "Client connections accepted.",
+         http.connections},
+        {"llmlimit_http_requests_total", "counter", "Requests whose head was read whole.",
+         http.requests},
+        {"llmlimit_http_bad_requests_total", "counter",
+         "Requests refused before routing: malformed heads or bodies, bodies over the limit.",
+         http.bad_requests},
+        {"llmlimit_http_closed_idle_total", "counter",
+         "Connections closed for the idle or request deadline.", http.closed_idle},
+        {"llmlimit_http_closed_stalled_total", "counter",
+         "Connections closed because the client did not take its answer.", http.closed_stalled},
+    };
+    metrics_render_rows(&b, rows, sizeof rows / sizeof rows[0]);
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 
-static enum MHD_Result answer_text(struct exchange *ex, unsigned status, const char *text)
+static int answer_text(struct exchange *ex, unsigned status, const char *text)
 {
     char storage[64];
     struct buffer b;
@@ -391,12 +395,12 @@ static enum MHD_Result answer_text(struct exchange *ex, unsigned status, const c
     return exchange_answer(ex, status, &b, 0);
 }
 
-enum MHD_Result handle_healthz(struct exchange *ex)
+int handle_healthz(struct exchange *ex)
 {
     return answer_text(ex, 200, "{\"ok\":true}");
 }
 
-enum MHD_Result handle_readyz(struct exchange *ex)
+int handle_readyz(struct exchange *ex)
 {
     struct server *server = ex->server;
     if (server->ready && backend_ready(server->backend))

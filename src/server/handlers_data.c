@@ -85,7 +85,7 @@ static void reserve_call(struct exchange *ex)
                     exchange_backend_done, ex);
 }
 
-static enum MHD_Result reserve_reply(struct exchange *ex)
+static int reserve_reply(struct exchange *ex)
 {
     const struct reserve_request *request = &ex->op.reserve.request;
     const struct reserve_result *result = &ex->op.reserve.result;
@@ -101,14 +101,14 @@ static enum MHD_Result reserve_reply(struct exchange *ex)
     return exchange_answer(ex, status, &b, denied ? result->retry_after_ms : 0);
 }
 
-enum MHD_Result handle_reserve(struct exchange *ex)
+int handle_reserve(struct exchange *ex)
 {
     if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
                          ex->op.reserve.requirements) == 0)
         return exchange_call_backend(ex, reserve_call, reserve_reply);
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
-        return MHD_YES;
+        return 0;
     char error[DECODE_ERROR_SIZE];
     if (decode_reserve(body, "", &ex->op.reserve.request, ex->op.reserve.requirements, error,
                        sizeof error) != 0)
@@ -123,7 +123,7 @@ static void complete_call(struct exchange *ex)
                      exchange_backend_done, ex);
 }
 
-static enum MHD_Result complete_reply(struct exchange *ex)
+static int complete_reply(struct exchange *ex)
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
@@ -134,12 +134,12 @@ static enum MHD_Result complete_reply(struct exchange *ex)
     return exchange_answer(ex, status, &b, 0);
 }
 
-enum MHD_Result handle_complete(struct exchange *ex)
+int handle_complete(struct exchange *ex)
 {
     ex->cleanup = complete_cleanup;
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
-        return MHD_YES;
+        return 0;
     char error[DECODE_ERROR_SIZE];
     if (decode_complete(body, "", &ex->op.complete.request, ex->op.complete.actuals, error,
                         sizeof error) != 0)
@@ -154,7 +154,7 @@ static void release_call(struct exchange *ex)
                     exchange_backend_done, ex);
 }
 
-static enum MHD_Result release_reply(struct exchange *ex)
+static int release_reply(struct exchange *ex)
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
@@ -164,11 +164,11 @@ static enum MHD_Result release_reply(struct exchange *ex)
     return exchange_answer(ex, status, &b, 0);
 }
 
-enum MHD_Result handle_release(struct exchange *ex)
+int handle_release(struct exchange *ex)
 {
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
-        return MHD_YES;
+        return 0;
     char error[DECODE_ERROR_SIZE];
     if (decode_release(body, "", &ex->op.release.request, error, sizeof error) != 0)
         return exchange_error(ex, 400, error);
@@ -266,7 +266,7 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
 }
 
 /* {"results":[ ... ]} with one member writer per kind of batch. */
-static enum MHD_Result batch_reply(struct exchange *ex,
+static int batch_reply(struct exchange *ex,
                                    unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
 {
     struct batch *batch = ex->batch;
@@ -333,7 +333,7 @@ static void count_batch_activity(struct exchange *ex)
     activity_count(ex->server->activity, batch->now_unix_ms, answered, denied);
 }
 
-static enum MHD_Result reserve_batch_reply(struct exchange *ex)
+static int reserve_batch_reply(struct exchange *ex)
 {
     ex->batch->now_unix_ms = clock_now_ms(ex->server->clock);
     count_batch_activity(ex);
@@ -372,7 +372,7 @@ static struct batch *batch_of_scanned(struct arena *arena, struct reserve_reques
     return batch;
 }
 
-enum MHD_Result handle_reserve_batch(struct exchange *ex)
+int handle_reserve_batch(struct exchange *ex)
 {
     ex->cleanup = batch_cleanup;
     struct reserve_request *scanned;
@@ -386,7 +386,7 @@ enum MHD_Result handle_reserve_batch(struct exchange *ex)
     const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "requirements", true, &requests);
     if (batch == NULL)
-        return MHD_YES;
+        return 0;
     size_t offset = 0;
     for (size_t i = 0; i < batch->item_count; i++) {
         char error[DECODE_ERROR_SIZE];
@@ -422,7 +422,7 @@ static unsigned complete_item(struct exchange *ex, struct buffer *b, uint32_t ca
     return status;
 }
 
-static enum MHD_Result complete_batch_reply(struct exchange *ex)
+static int complete_batch_reply(struct exchange *ex)
 {
     return batch_reply(ex, complete_item);
 }
@@ -434,13 +434,13 @@ static void complete_batch_call(struct exchange *ex)
                      batch->call_count, exchange_backend_done, ex);
 }
 
-enum MHD_Result handle_complete_batch(struct exchange *ex)
+int handle_complete_batch(struct exchange *ex)
 {
     ex->cleanup = batch_cleanup;
     const struct jdoc_value *requests;
     struct batch *batch = batch_begin(ex, "actuals", false, &requests);
     if (batch == NULL)
-        return MHD_YES;
+        return 0;
     size_t offset = 0;
     for (size_t i = 0; i < batch->item_count; i++) {
         char error[DECODE_ERROR_SIZE];

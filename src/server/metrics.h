@@ -32,7 +32,7 @@ void metrics_render(struct metrics *metrics, struct backend *backend, int64_t no
                     struct buffer *out);
 
 /* Unlabelled series, each with its HELP and TYPE lines, for figures kept
- * outside this module (the direct path's). */
+ * outside this module (the HTTP server's). */
 struct metric_row {
     const char *name, *type, *help;
     uint64_t value;

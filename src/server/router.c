@@ -46,32 +46,16 @@ const struct route *router_not_found(const struct router *router)
     return route;
 }
 
-enum method method_parse(const char *method)
-{
-    assert(method != NULL);
-    if (strcmp(method, "POST") == 0)
-        return METHOD_POST;
-    if (strcmp(method, "GET") == 0)
-        return METHOD_GET;
-    if (strcmp(method, "PUT") == 0)
-        return METHOD_PUT;
-    if (strcmp(method, "DELETE") == 0)
-        return METHOD_DELETE;
-    if (strcmp(method, "HEAD") == 0)
-        return METHOD_HEAD;
-    return METHOD_OTHER;
-}
-
 void route_allow(const struct route *route, char *out, size_t out_size)
 {
     static const struct {
-        enum method method;
+        enum http_method method;
         const char *name;
-    } names[] = {{METHOD_GET, "GET"},
-                 {METHOD_HEAD, "HEAD"},
-                 {METHOD_POST, "POST"},
-                 {METHOD_PUT, "PUT"},
-                 {METHOD_DELETE, "DELETE"}};
+    } names[] = {{HTTP_GET, "GET"},
+                 {HTTP_HEAD, "HEAD"},
+                 {HTTP_POST, "POST"},
+                 {HTTP_PUT, "PUT"},
+                 {HTTP_DELETE, "DELETE"}};
     assert(out_size >= 64);
     size_t used = 0;
     out[0] = '\0';

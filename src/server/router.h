@@ -10,18 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <microhttpd.h>
+#include "http/http_head.h"
 
 #include "auth.h"
-
-enum method {
-    METHOD_GET = 1,
-    METHOD_HEAD = 2,
-    METHOD_POST = 4,
-    METHOD_PUT = 8,
-    METHOD_DELETE = 16,
-    METHOD_OTHER = 32,
-};
 
 enum route_flag {
     ROUTE_ITEM = 1,            /* path is a prefix; the rest of the path is the {key} */
@@ -30,16 +21,15 @@ enum route_flag {
     ROUTE_TEXT = 8,            /* a 200 is Prometheus text, not JSON */
     ROUTE_NO_STORE = 16,       /* answers are never cached, never sniffed (the console's data) */
     ROUTE_ERROR_OPENAI = 32,   /* error bodies in OpenAI's shape (the gateway's routes) */
-    ROUTE_DIRECT = 64,         /* plain POSTs may be served by the direct path (lane.h) */
 };
 
 struct exchange;
-typedef enum MHD_Result (*route_handler)(struct exchange *exchange);
+typedef int (*route_handler)(struct exchange *exchange);
 
 struct route {
     const char *name; /* its label in metrics and logs */
     const char *path;
-    unsigned methods; /* enum method bits */
+    unsigned methods; /* enum http_method bits */
     enum auth_need auth;
     unsigned flags; /* enum route_flag bits */
     route_handler handler;
@@ -63,7 +53,6 @@ const struct route *router_find(const struct router *router, const char *path,
 uint32_t router_index(const struct router *router, const struct route *route);
 const struct route *router_not_found(const struct router *router);
 
-enum method method_parse(const char *method);
 /* The value of the Allow header of a 405: the route's methods, ", "
  * between them. out has room for 64 bytes. */
 void route_allow(const struct route *route, char *out, size_t out_size);

@@ -7,30 +7,30 @@
 #include "gateway.h"
 #include "handlers.h"
 
-#define GET_HEAD (METHOD_GET | METHOD_HEAD)
+#define GET_HEAD (HTTP_GET | HTTP_HEAD)
 
 static const struct route rows[] = {
-    {"reserve", "/v1/reserve", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT, handle_reserve},
-    {"complete", "/v1/complete", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK | ROUTE_DIRECT,
+    {"reserve", "/v1/reserve", HTTP_POST, AUTH_CLIENT, 0, handle_reserve},
+    {"complete", "/v1/complete", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK,
      handle_complete},
-    {"release", "/v1/release", METHOD_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK | ROUTE_DIRECT,
+    {"release", "/v1/release", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK,
      handle_release},
-    {"reserve_batch", "/v1/reserve/batch", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT,
+    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0,
      handle_reserve_batch},
-    {"complete_batch", "/v1/complete/batch", METHOD_POST, AUTH_CLIENT, ROUTE_DIRECT,
+    {"complete_batch", "/v1/complete/batch", HTTP_POST, AUTH_CLIENT, 0,
      handle_complete_batch},
-    {"admin_limits", "/v1/admin/limits", GET_HEAD | METHOD_PUT, AUTH_ADMIN, 0, handle_admin_limits},
-    {"admin_limit", "/v1/admin/limits/", GET_HEAD | METHOD_DELETE, AUTH_ADMIN, ROUTE_ITEM,
+    {"admin_limits", "/v1/admin/limits", GET_HEAD | HTTP_PUT, AUTH_ADMIN, 0, handle_admin_limits},
+    {"admin_limit", "/v1/admin/limits/", GET_HEAD | HTTP_DELETE, AUTH_ADMIN, ROUTE_ITEM,
      handle_admin_limit},
-    {"admin_clock", "/v1/admin/clock", METHOD_POST, AUTH_ADMIN, ROUTE_TEST_CLOCK_ONLY,
+    {"admin_clock", "/v1/admin/clock", HTTP_POST, AUTH_ADMIN, ROUTE_TEST_CLOCK_ONLY,
      handle_admin_clock},
     {"usage", "/v1/usage/", GET_HEAD, AUTH_CLIENT, ROUTE_ITEM, handle_usage},
     {"events", "/v1/events", GET_HEAD, AUTH_CLIENT, 0, handle_events},
-    {"gateway_chat", "/v1/chat/completions", METHOD_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
+    {"gateway_chat", "/v1/chat/completions", HTTP_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
      handle_gateway_chat_completions},
-    {"gateway_completions", "/v1/completions", METHOD_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
+    {"gateway_completions", "/v1/completions", HTTP_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
      handle_gateway_completions},
-    {"gateway_embeddings", "/v1/embeddings", METHOD_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
+    {"gateway_embeddings", "/v1/embeddings", HTTP_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
      handle_gateway_embeddings},
     {"gateway_models", "/v1/models", GET_HEAD, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
      handle_gateway_models},

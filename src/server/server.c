@@ -100,7 +100,6 @@ static void *ticker_main(void *context)
         if (s->ticker_stop)
             break;
         pthread_mutex_unlock(&s->ticker_mutex);
-        watch_sweep(&s->watches, clock_monotonic_ms());
         bool changed = false;
         if (backend_tick(s->backend, &changed) != 0)
             log_write(LOG_WARN, "backend tick failed", NULL);
@@ -147,27 +146,27 @@ static void sleep_ms(long ms)
 /* Open requests are done, or only uploads stalled past their grace remain. */
 static bool drained(struct server *s, int64_t upload_deadline)
 {
-    int64_t open = __atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST);
-    int64_t receiving = __atomic_load_n(&s->receiving_requests, __ATOMIC_SEQ_CST);
+    int64_t open, receiving;
+    http_counts(s->http, &open, &receiving);
     return open == 0 || (open == receiving && clock_monotonic_ms() >= upload_deadline);
 }
 
 /* Stop accepting; let open requests finish (each answer now closes its
  * connection): up to SHUTDOWN_DRAIN_MS for requests being answered, and
  * SHUTDOWN_UPLOAD_GRACE_MS for bodies still arriving (a client that stalls
- * mid-body, or whose close the poller missed, must not hold the exit). Then
- * refuse new backend calls and wait for those in flight: their connections
- * are suspended and must be answered before the daemon stops. */
+ * mid-body must not hold the exit). Then refuse new backend calls and wait
+ * for those in flight: their exchanges must be answered before the HTTP
+ * server stops. */
 static void drain(struct server *s)
 {
-    http_quiesce(s);
-    __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
+    http_quiesce(s->http);
     int64_t start = clock_monotonic_ms();
     int64_t deadline = start + SHUTDOWN_DRAIN_MS;
     int64_t upload_deadline = start + SHUTDOWN_UPLOAD_GRACE_MS;
     while (!drained(s, upload_deadline) && clock_monotonic_ms() < deadline)
         sleep_ms(2);
-    int64_t open = __atomic_load_n(&s->open_requests, __ATOMIC_SEQ_CST);
+    int64_t open, receiving;
+    http_counts(s->http, &open, &receiving);
     if (open > 0) {
         char count[24];
         snprintf(count, sizeof count, "%lld", (long long)open);
@@ -189,7 +188,8 @@ static void drain(struct server *s)
         deadline = settle;
     while (!drained(s, 0) && clock_monotonic_ms() < deadline)
         sleep_ms(2);
-    http_stop(s);
+    http_stop(s->http);
+    s->http = NULL;
 }
 
 static void print_listening(const struct server *s)
@@ -197,7 +197,7 @@ static void print_listening(const struct server *s)
     char line[LISTEN_HOST_LENGTH_MAX + 64];
     bool v6 = strchr(s->config.listen_host, ':') != NULL;
     int n = snprintf(line, sizeof line, "llmlimitd listening on %s%s%s:%u\n", v6 ? "[" : "",
-                     s->config.listen_host, v6 ? "]" : "", (unsigned)s->listener.port);
+                     s->config.listen_host, v6 ? "]" : "", (unsigned)http_port(s->http));
     if (n > 0) {
         ssize_t written = write(STDERR_FILENO, line, (size_t)n);
         (void)written;
@@ -230,16 +230,16 @@ static int server_start(struct server *s)
         return -1;
     if (spend_start(s->spend, s->backend, s->clock) != 0)
         return startup_failed("cannot start the spend sampler thread", strerror(errno));
-    if (http_start(s, error, sizeof error) != 0)
+    if (server_http_start(s, error, sizeof error) != 0)
         return startup_failed("cannot listen", error);
-    assert(s->daemon != NULL);
+    assert(s->http != NULL);
     return 0;
 }
 
 static void server_free(struct server *s)
 {
-    /* The daemon is stopped: no exchange, and so no backend call, is left. */
-    assert(s->daemon == NULL);
+    /* The HTTP server is stopped: no exchange, and so no backend call, is left. */
+    assert(s->http == NULL);
     assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     ticker_stop(s);
     spend_stop(s->spend); /* before the backend it reads closes */
@@ -256,9 +256,7 @@ static void server_free(struct server *s)
     metrics_destroy(s->metrics);
     activity_destroy(s->activity);
     spend_destroy(s->spend);
-    http_pool_free(s);
-    watch_list_destroy(&s->watches);
-    listener_destroy(&s->listener);
+    exchange_pool_free(s);
     pthread_mutex_destroy(&s->pool_mutex);
     if (s->data_dir_lock_fd >= 0)
         close(s->data_dir_lock_fd); /* last: the directory is ours until everything is closed */
@@ -308,16 +306,11 @@ int server_run(const struct server_config *config)
     if (s == NULL)
         return 1;
     s->config = *config;
-    listener_init(&s->listener, config->max_connections);
     s->data_dir_lock_fd = -1;
     pthread_mutex_init(&s->pool_mutex, NULL);
-    uint32_t request_timeout_seconds = config->request_timeout_seconds != 0
-                                           ? config->request_timeout_seconds
-                                           : config->connection_timeout_seconds;
-    watch_list_init(&s->watches, (int64_t)request_timeout_seconds * 1000);
     if (server_start(s) != 0) {
-        if (s->daemon != NULL)
-            http_stop(s);
+        http_stop(s->http);
+        s->http = NULL;
         server_free(s);
         return 1;
     }

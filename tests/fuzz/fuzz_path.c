@@ -63,20 +63,20 @@ static void check_key(const char *encoded)
     assert(again_length == length && memcmp(again, key, length) == 0);
 }
 
-static enum MHD_Result no_handler(struct exchange *exchange)
+static int no_handler(struct exchange *exchange)
 {
     (void)exchange;
-    return MHD_NO;
+    return -1;
 }
 
 /* The shapes of the server's table (src/server/routes.c): exact paths, item
  * routes whose rest is a {key}, the not-found row last. */
 static const struct route rows[] = {
-    {"reserve", "/v1/reserve", METHOD_POST, AUTH_CLIENT, 0, no_handler},
-    {"reserve_batch", "/v1/reserve/batch", METHOD_POST, AUTH_CLIENT, 0, no_handler},
-    {"admin_limits", "/v1/admin/limits", METHOD_GET, AUTH_ADMIN, 0, no_handler},
-    {"admin_limit", "/v1/admin/limits/", METHOD_GET, AUTH_ADMIN, ROUTE_ITEM, no_handler},
-    {"usage", "/v1/usage/", METHOD_GET, AUTH_CLIENT, ROUTE_ITEM, no_handler},
+    {"reserve", "/v1/reserve", HTTP_POST, AUTH_CLIENT, 0, no_handler},
+    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0, no_handler},
+    {"admin_limits", "/v1/admin/limits", HTTP_GET, AUTH_ADMIN, 0, no_handler},
+    {"admin_limit", "/v1/admin/limits/", HTTP_GET, AUTH_ADMIN, ROUTE_ITEM, no_handler},
+    {"usage", "/v1/usage/", HTTP_GET, AUTH_CLIENT, ROUTE_ITEM, no_handler},
     {"not_found", "", ~0u, AUTH_NONE, 0, NULL},
 };
 static const struct router router = {rows, sizeof rows / sizeof rows[0]};

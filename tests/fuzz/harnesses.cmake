@@ -3,7 +3,7 @@
 # (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(LLMLIMIT_FUZZ_HARNESSES json request path registry period lane_head)
+set(LLMLIMIT_FUZZ_HARNESSES json request path registry period http_head)
 # The TigerBeetle client's reply and header decoder.
 set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/tbclient)
 list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)
@@ -21,7 +21,8 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/util/buffer.c
     ${PROJECT_SOURCE_DIR}/src/server/decode.c
     ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
-    ${PROJECT_SOURCE_DIR}/src/server/lane_head.c
+    ${PROJECT_SOURCE_DIR}/src/http/http_head.c
+    ${PROJECT_SOURCE_DIR}/src/http/http_chunked.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c

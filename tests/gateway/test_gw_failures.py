@@ -8,6 +8,7 @@ at the upstream's timeout is charged what was streamed.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
+import json
 import math
 import time
 import unittest
@@ -15,6 +16,7 @@ import unittest
 from gw_harness import (CHAT, SHORT_TIMEOUT_SECONDS, GatewayTest, chat, cost, estimate,
                         estimate_text, skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
+from harness import wait_until
 
 
 class Denials(GatewayTest, unittest.TestCase):
@@ -151,11 +153,17 @@ class UpstreamFailures(GatewayTest, unittest.TestCase):
         self.assert_released(c, before)
 
     def test_connection_refused_is_a_502_and_released(self):
-        """No upstream listening: 502 and the reservation released."""
+        """No upstream listening: 502 and the reservation released; the client is not told
+        the upstream's address (the log is)."""
         c = self.gw.caller()
         before = c.snapshot()
         status, _, body = self.gw.call(c, CHAT, chat("m-refused"))
         self.assert_openai_error(status, body, 502, "upstream_error", "server_error")
+        message = body["error"]["message"]
+        self.assertEqual(message, "The upstream could not be reached.")
+        self.assertNotIn("127.0.0.1", json.dumps(body))
+        self.assertTrue(wait_until(lambda: any("127.0.0.1" in line and "upstream" in line
+                                               for line in self.gw.server.stderr_lines)))
         self.assert_released(c, before)
 
     def test_upstream_closing_before_answering_is_a_502_and_released(self):

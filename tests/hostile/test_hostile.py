@@ -510,6 +510,50 @@ class BadBytes(HostileCase):
         self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
 
 
+class BusyConnections(HostileCase):
+    """Connections that pipeline large batches and never read their answers hold a worker
+    for one bounded turn at a time: the prober's reserves are answered meanwhile."""
+    SERVER_ARGS = HostileCase.SERVER_ARGS + ["--max-body-bytes", str(1 << 20)]
+    CONNECTIONS = 100
+    BATCHES = 250  # of ~3.5 KB each, per connection: ~0.9 MB
+
+    def test_busy_connections_do_not_stall_a_worker(self):
+        """100 connections each pipelining ~0.9 MB of small reserve batches, never reading:
+        every probe answered within the prober's bound, then the connections dropped."""
+        items = [{"lease_id": "busy-%d" % i, "requirements": [{"key": KEY, "amount": 1}]}
+                 for i in range(40)]
+        batch = request_bytes("POST", "/v1/reserve/batch",
+                              json.dumps({"requests": items}).encode())
+        sockets = []
+
+        def attack():
+            for _ in range(self.CONNECTIONS):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect((self.server.host, self.server.port))
+                sock.setblocking(False)
+                sockets.append([sock, batch * self.BATCHES])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and any(left for _, left in sockets):
+                for entry in sockets:
+                    sock, left = entry
+                    if not left:
+                        continue
+                    try:
+                        sent = sock.send(left[:65536])
+                        entry[1] = left[sent:]
+                    except (BlockingIOError, OSError):
+                        pass
+                time.sleep(0.01)
+
+        try:
+            self.under_attack(attack)
+        finally:
+            for sock, _ in sockets:
+                sock.close()
+        self.assert_fds_settle()
+
+
 class SuspendedAnswers(HostileCase):
     """Clients that vanish or never read while their reserve is at the
     backend: on sqlite the connection is suspended until the writer commits,

@@ -1,8 +1,8 @@
 /* LD_PRELOAD shim for test_shutdown.py: every epoll_ctl(EPOLL_CTL_DEL) made
  * by the process's main thread waits 50 ms first. A shutdown whose main
  * thread removes a descriptor from a set that a worker thread also removes
- * it from (libmicrohttpd 0.9.75's MHD_quiesce_daemon with an epoll thread
- * pool) then loses that race every time, and the library aborts. */
+ * it from then loses that race every time (the HTTP library llmlimitd used
+ * before its own server aborted there). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>

@@ -1,10 +1,11 @@
-"""SIGTERM while libmicrohttpd's workers are busy, with the main thread slowed.
+"""SIGTERM while the HTTP workers are busy, with the main thread slowed.
 
 Usage: test_shutdown.py --binary build/llmlimitd --shim PATH/libslow_epoll_del.so
 
 The shim (slow_epoll_del.c) delays the main thread's removals from epoll sets,
 which made every such shutdown abort while llmlimitd stopped accepting through
-MHD_quiesce_daemon (docs/hardening.md, "Shutdown").
+the HTTP library it used before its own server (docs/hardening.md,
+"Shutdown"): stopping must never race a worker over a descriptor.
 """
 
 import os

@@ -1,6 +1,9 @@
-/* Accepting connections for libmicrohttpd (see listener.h): one thread in a
- * blocking accept(), gated by --max-connections, stopped by shutdown(). */
-#include "listener.h"
+/* Accepting connections: one thread in a blocking accept(), gated by
+ * --max-connections (at the bound it stops accepting, so a further client
+ * waits in the kernel's listen queue until a connection closes), stopped
+ * by shutdown() on the listening socket. Each accepted socket goes to a
+ * worker (adopt). */
+#include "http_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -11,13 +14,11 @@
 
 #include "util/log.h"
 
-/* A hand-over libmicrohttpd has not started within this long has failed
- * (it could not allocate the connection) and will never be closed. */
-#define LISTENER_HANDOVER_MS_MAX 1000
 /* Out of descriptors or kernel memory: wait this long before accepting again. */
 #define LISTENER_RETRY_MS 50
 
-void listener_init(struct listener *listener, uint32_t limit)
+int http_listener_open(struct http_listener *listener, const struct sockaddr *address,
+                       socklen_t address_length, uint32_t limit)
 {
     assert(limit > 0);
     memset(listener, 0, sizeof *listener);
@@ -29,20 +30,6 @@ void listener_init(struct listener *listener, uint32_t limit)
     pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
     pthread_cond_init(&listener->freed, &attributes);
     pthread_condattr_destroy(&attributes);
-}
-
-void listener_destroy(struct listener *listener)
-{
-    assert(listener->fd < 0);
-    assert(!listener->running);
-    pthread_cond_destroy(&listener->freed);
-    pthread_mutex_destroy(&listener->mutex);
-}
-
-int listener_open(struct listener *listener, const struct sockaddr *address,
-                  socklen_t address_length)
-{
-    assert(listener->fd < 0);
     int fd = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -75,24 +62,17 @@ static void sleep_ms(long ms)
 }
 
 /* Under the mutex: waits until a connection may be accepted. false: stopping. */
-static bool wait_for_room(struct listener *listener)
+static bool wait_for_room(struct http_listener *listener)
 {
-    while (!listener->stopping && listener->open + listener->handed >= listener->limit) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += LISTENER_HANDOVER_MS_MAX / 1000;
-        int waited = pthread_cond_timedwait(&listener->freed, &listener->mutex, &until);
-        /* Connections libmicrohttpd had all that time to start are lost. */
-        if (waited == ETIMEDOUT)
-            listener->handed = 0;
-    }
+    while (!listener->stopping && listener->open >= listener->limit)
+        pthread_cond_wait(&listener->freed, &listener->mutex);
     return !listener->stopping;
 }
 
 /* accept() failed with error: true to go on accepting. Out of descriptors
  * or memory, the connection waits in the listen queue while the thread
  * retries; one warning per run of failures. */
-static bool accept_failed(struct listener *listener, int error, bool *failing)
+static bool accept_failed(struct http_listener *listener, int error, bool *failing)
 {
     if (__atomic_load_n(&listener->stopping, __ATOMIC_SEQ_CST))
         return false; /* shutdown() woke it: EINVAL */
@@ -108,7 +88,7 @@ static bool accept_failed(struct listener *listener, int error, bool *failing)
 
 static void *listener_main(void *argument)
 {
-    struct listener *listener = argument;
+    struct http_listener *listener = argument;
     bool failing = false;
     for (;;) {
         pthread_mutex_lock(&listener->mutex);
@@ -116,10 +96,7 @@ static void *listener_main(void *argument)
         pthread_mutex_unlock(&listener->mutex);
         if (!room)
             break;
-        struct sockaddr_storage address;
-        socklen_t address_length = sizeof address;
-        int client = accept4(listener->fd, (struct sockaddr *)&address, &address_length,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int client = accept4(listener->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (client < 0) {
             if (accept_failed(listener, errno, &failing))
                 continue;
@@ -129,26 +106,18 @@ static void *listener_main(void *argument)
             log_write(LOG_INFO, "accepting connections again", NULL);
         failing = false;
         pthread_mutex_lock(&listener->mutex);
-        listener->handed++;
+        listener->open++;
         pthread_mutex_unlock(&listener->mutex);
-        if (listener->adopt != NULL) {
-            listener->adopt(listener->adopt_context, client, (struct sockaddr *)&address,
-                            address_length);
-            continue;
-        }
-        /* libmicrohttpd owns the socket now, and closes it on failure. */
-        if (MHD_add_connection(listener->daemon, client, (struct sockaddr *)&address,
-                               address_length) != MHD_YES)
-            listener_connection_not_started(listener);
+        listener->adopt(listener->adopt_context, client); /* closes it on failure */
     }
     return NULL;
 }
 
-int listener_start(struct listener *listener, struct MHD_Daemon *daemon)
+int http_listener_start(struct http_listener *listener)
 {
     assert(listener->fd >= 0);
     assert(!listener->running);
-    listener->daemon = daemon;
+    assert(listener->adopt != NULL);
     int error = pthread_create(&listener->thread, NULL, listener_main, listener);
     if (error != 0) {
         errno = error;
@@ -158,16 +127,7 @@ int listener_start(struct listener *listener, struct MHD_Daemon *daemon)
     return 0;
 }
 
-void listener_connection_started(struct listener *listener)
-{
-    pthread_mutex_lock(&listener->mutex);
-    listener->open++;
-    if (listener->handed > 0)
-        listener->handed--;
-    pthread_mutex_unlock(&listener->mutex);
-}
-
-void listener_connection_closed(struct listener *listener)
+void http_listener_closed_one(struct http_listener *listener)
 {
     pthread_mutex_lock(&listener->mutex);
     assert(listener->open > 0);
@@ -176,25 +136,7 @@ void listener_connection_closed(struct listener *listener)
     pthread_mutex_unlock(&listener->mutex);
 }
 
-void listener_connection_handed_back(struct listener *listener)
-{
-    pthread_mutex_lock(&listener->mutex);
-    assert(listener->open > 0);
-    listener->open--;
-    listener->handed++;
-    pthread_mutex_unlock(&listener->mutex);
-}
-
-void listener_connection_not_started(struct listener *listener)
-{
-    pthread_mutex_lock(&listener->mutex);
-    if (listener->handed > 0)
-        listener->handed--;
-    pthread_cond_signal(&listener->freed);
-    pthread_mutex_unlock(&listener->mutex);
-}
-
-void listener_close(struct listener *listener)
+void http_listener_close(struct http_listener *listener)
 {
     if (listener->fd < 0)
         return;
@@ -209,4 +151,12 @@ void listener_close(struct listener *listener)
     listener->running = false;
     close(listener->fd);
     listener->fd = -1;
+}
+
+void http_listener_destroy(struct http_listener *listener)
+{
+    assert(listener->fd < 0);
+    assert(!listener->running);
+    pthread_cond_destroy(&listener->freed);
+    pthread_mutex_destroy(&listener->mutex);
 }
