@@ -113,7 +113,7 @@ REMAINING_KNOWN = BACKEND != "tigerbeetle"
 def skip_unless_backend():
     """Exits 77 (skipped) when the backend cannot run here."""
     if BACKEND == "tigerbeetle" and not os.environ.get("TIGERBEETLE_BIN"):
-        print("skipped: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
+        print("SKIPPED: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
         sys.exit(SKIP)
 
 
