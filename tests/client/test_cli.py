@@ -142,7 +142,7 @@ def test_reserve_wait(server):
     code, out, _ = run(server, "reserve", "--wait", "--timeout-ms", "600", "cli:gpu=1")
     check(code == 1 and out["allowed"] is False, (code, out))
     run(server, "release", "gpu-1")
-    code, out, _ = run(server, "reserve", "--wait", "--timeout-ms", "2000", "cli:gpu=1")
+    code, out, _ = run(server, "reserve", "--wait", "--timeout-ms", "30000", "cli:gpu=1")
     check(code == 0 and out["allowed"] is True, (code, out))
 
 
@@ -224,7 +224,9 @@ def test_bench(server):
     code, out, err = run(server, "bench", "--keys", "bench:rpm", "--duration", "1",
                          "--connections", "2", "--json", "--quiet")
     check(code == 0, err)
-    check(out["allowed"] == 100 and out["errors"] == 0, out)
+    # Allowed until the capacity is used, however many requests this machine made in 1 s.
+    check(out["requests"] > 0, out)
+    check(out["allowed"] == min(100, out["requests"]) and out["errors"] == 0, out)
     check(out["allowed"] + out["denied"] == out["requests"], out)
     check(out["latency_ms"]["p50"] <= out["latency_ms"]["max"], out)
 

@@ -159,7 +159,7 @@ class Reload(GatewayTest, unittest.TestCase):
         lines = len(self.gw.server.stderr_lines)
         self.gw.sighup()
         self.assertTrue(wait_until(lambda: any(
-            "gateway config" in line for line in self.gw.server.stderr_lines[lines:]), 10),
+            "gateway config" in line for line in self.gw.server.stderr_lines[lines:])),
             self.gw.server.stderr_text())
         return self.gw.server.stderr_lines[lines:]
 
