@@ -23,6 +23,7 @@ enum MHD_Result handle_usage(struct exchange *exchange);
 enum MHD_Result handle_events(struct exchange *exchange);
 enum MHD_Result handle_metrics(struct exchange *exchange);
 enum MHD_Result handle_healthz(struct exchange *exchange);
+enum MHD_Result handle_root(struct exchange *exchange);
 enum MHD_Result handle_readyz(struct exchange *exchange);
 
 /* console.c */

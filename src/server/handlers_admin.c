@@ -396,6 +396,13 @@ enum MHD_Result handle_healthz(struct exchange *ex)
     return answer_text(ex, 200, "{\"ok\":true}");
 }
 
+/* The bare address, tried by a person or probed by a tool (HEAD /): what
+ * answers, and where its page is. */
+enum MHD_Result handle_root(struct exchange *ex)
+{
+    return answer_text(ex, 200, "{\"service\":\"llmlimitd\",\"console\":\"/console\"}");
+}
+
 enum MHD_Result handle_readyz(struct exchange *ex)
 {
     struct server *server = ex->server;

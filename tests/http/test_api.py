@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import unittest
+import unittest.mock
 import urllib.parse
 import uuid
 
@@ -91,6 +92,44 @@ class Api(unittest.TestCase):
             status, headers, body = self.server.request("GET", path)
             self.assertEqual((status, body), (200, {"ok": True}), path)
             self.assertEqual(headers["content-type"], "application/json")
+
+    def raw_exchange(self, data):
+        """Sends data on a fresh connection, reads until the server closes or
+        2 s of silence; returns every byte that came."""
+        with socket.create_connection((self.server.host, self.server.port), timeout=10) as sock:
+            sock.sendall(data)
+            sock.settimeout(2)
+            received = b""
+            try:
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    received += chunk
+            except socket.timeout:
+                pass
+        return received
+
+    def test_root_points_at_the_console(self):
+        """GET / is 200 with {"service":"llmlimitd","console":"/console"}; HEAD / the same head
+        and no body (a HEAD then a GET on one connection: the GET's answer follows at once)."""
+        body = b'{"service":"llmlimitd","console":"/console"}'
+        got = self.raw_exchange(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head, _, rest = got.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200 "), got)
+        self.assertIn(b"\r\nContent-Type: application/json", head)
+        self.assertEqual(rest, body)
+        got = self.raw_exchange(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"
+                                b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head, _, rest = got.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200 "), got)
+        self.assertIn(b"\r\nContent-Length: %d" % len(body), head)
+        self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), got)  # no body before it
+        self.assertTrue(rest.endswith(b'{"ok":true}'), got)
+        status, headers, answer = self.server.request("POST", "/")
+        self.assertEqual((status, answer, headers["allow"]),
+                         (405, {"error": "method_not_allowed"}, "GET, HEAD"))
+        self.assertEqual(self.server.request("GET", "/x")[0], 404)
 
     # -- admin ---------------------------------------------------------------
 
@@ -531,9 +570,12 @@ class Tokens(unittest.TestCase):
         self.assertEqual(self.server.usage("tok:a", token=self.client)[2]["reserved"], 2)
 
     def test_health_needs_no_token(self):
-        """/healthz and /readyz answer without any token."""
+        """/healthz, /readyz and / answer without any token."""
         self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
         self.assertEqual(self.server.request("GET", "/readyz")[0], 200)
+        self.assertEqual(self.server.request("GET", "/"),
+                         (200, unittest.mock.ANY, {"service": "llmlimitd", "console": "/console"}))
+        self.assertEqual(self.server.request("HEAD", "/")[0], 200)
 
     def test_tokens_from_environment(self):
         """LLMLIMIT_ADMIN_TOKEN / LLMLIMIT_CLIENT_TOKEN work like the files."""
@@ -818,6 +860,18 @@ class Lifecycle(unittest.TestCase):
             process = subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(process.returncode, 2, args)
             self.assertIn("llmlimitd:", process.stderr)
+
+    def test_start_says_gateway_mode_is_off_and_why(self):
+        """Without a gateway config the start log says gateway mode is off, and where it looked."""
+        with Server(BINARY, backend=BACKEND) as server:
+            self.assertEqual(server.stop(), 0)
+        looked_for = os.path.join(server.data_dir, "gateway.json")
+        lines = [l for l in server.stderr_lines if "gateway mode" in l]
+        self.assertEqual(len(lines), 1, server.stderr_text())
+        self.assertIn('msg="gateway mode off"', lines[0])
+        self.assertIn('looked_for="%s"' % looked_for, lines[0])
+        started = next(i for i, l in enumerate(server.stderr_lines) if 'msg="started"' in l)
+        self.assertIn("gateway mode", server.stderr_lines[started + 1])  # beside "started"
 
     def test_json_logs(self):
         """--log-format json writes one JSON object per line (the listening line aside)."""
