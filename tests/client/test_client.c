@@ -209,8 +209,9 @@ static void test_acquire_gives_up_at_the_deadline(void)
     CHECK_EQ_I64(rc, LLMLIMIT_ERR_DEADLINE);
     CHECK(!result.allowed);
     CHECK_EQ_I64(result.http_status, 200); /* the last answer was a denial */
-    /* at the deadline: not before it, and not by a wait of its own after it */
-    CHECK(elapsed >= 2900 && elapsed < 15000);
+    /* at the deadline: it gives up when its next wait (the server's 250 ms poll
+     * cap, +-20%) would pass it, and never waits long after it */
+    CHECK(elapsed >= 3000 - 300 && elapsed < 15000);
     CHECK(status.attempts >= 2);
     llmlimit_release(client, "gpu2-holder", 2000, NULL);
 }
