@@ -1,7 +1,10 @@
 /* llmlimit limits put|get|list|delete: limit definitions through the admin
  * API. `put` takes flags or a JSON file holding one definition, an array of
  * them, or what `limits list` printed (LimitState objects), so a registry
- * can be exported and loaded again. */
+ * can be exported and loaded again. Flags change a limit that exists only
+ * where they say (the rest is read from it first) and print what changed:
+ * the server replaces a whole definition, so a flag left out must never
+ * silently reset a field (docs/cli.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,8 @@ static const char limits_usage[] =
     "                           [--window-seconds S] [--timeout-seconds S]\n"
     "                           [--period day|week|month] [--unit U] [--description D]\n"
     "                           [--overage debt|deny]\n"
+    "       (on a limit that exists, every flag but --key is optional: what is not\n"
+    "        given stays as it is, and the answer says what changed)\n"
     "       llmlimit limits put --file FILE   (one definition, an array, or the output\n"
     "                                          of `limits list`; - reads stdin)\n"
     "       llmlimit limits get KEY\n"
@@ -155,12 +160,21 @@ static int put_file(const struct cli *cli, struct llmlimit_client *client, const
     return rc;
 }
 
+/* Which fields the flags of a put named. */
+struct put_given {
+    bool capacity;
+    bool window_seconds;
+    bool timeout_seconds;
+};
+
 static int put_flags(const struct cli *cli, int argc, char **argv,
-                     struct llmlimit_limit_definition *definition, const char **file)
+                     struct llmlimit_limit_definition *definition, struct put_given *given,
+                     const char **file)
 {
     static const char *const string_flags[] = {"--key",  "--kind",        "--period",
                                                "--unit", "--description", "--overage"};
     memset(definition, 0, sizeof(*definition));
+    memset(given, 0, sizeof(*given));
     const char **strings[] = {&definition->key,  &definition->kind,        &definition->period,
                               &definition->unit, &definition->description, &definition->overage};
     for (int i = 2; i < argc; i++) {
@@ -172,17 +186,23 @@ static int put_flags(const struct cli *cli, int argc, char **argv,
         }
         if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--file", &value)) == 1)
             *file = value;
-        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--capacity", &value)) == 1 &&
-            cli_parse_u64(value, &definition->capacity) != 0)
-            return cli_usage_error(cli, "--capacity: want an integer 1..%ju",
-                                   (uintmax_t)LLMLIMIT_AMOUNT_MAX);
-        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--window-seconds", &value)) == 1 &&
-            cli_parse_u32(value, &definition->window_seconds) != 0)
-            return cli_usage_error(cli, "--window-seconds: want an integer");
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--capacity", &value)) == 1) {
+            given->capacity = true;
+            if (cli_parse_u64(value, &definition->capacity) != 0)
+                return cli_usage_error(cli, "--capacity: want an integer 1..%ju",
+                                       (uintmax_t)LLMLIMIT_AMOUNT_MAX);
+        }
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--window-seconds", &value)) == 1) {
+            given->window_seconds = true;
+            if (cli_parse_u32(value, &definition->window_seconds) != 0)
+                return cli_usage_error(cli, "--window-seconds: want an integer");
+        }
         if (matched == 0 &&
-            (matched = cli_flag(argc, argv, &i, "--timeout-seconds", &value)) == 1 &&
-            cli_parse_u32(value, &definition->timeout_seconds) != 0)
-            return cli_usage_error(cli, "--timeout-seconds: want an integer");
+            (matched = cli_flag(argc, argv, &i, "--timeout-seconds", &value)) == 1) {
+            given->timeout_seconds = true;
+            if (cli_parse_u32(value, &definition->timeout_seconds) != 0)
+                return cli_usage_error(cli, "--timeout-seconds: want an integer");
+        }
         if (matched < 0)
             return cli_usage_error(cli, "%s needs a value", argv[i]);
         if (matched == 0)
@@ -191,26 +211,114 @@ static int put_flags(const struct cli *cli, int argc, char **argv,
     return EXIT_OK;
 }
 
+/* Fills what the flags did not give from the limit as it is. */
+static void keep_unset(struct llmlimit_limit_definition *definition, const struct put_given *given,
+                       const struct llmlimit_limit_definition *current)
+{
+    if (definition->kind == NULL)
+        definition->kind = current->kind;
+    if (!given->capacity)
+        definition->capacity = current->capacity;
+    if (!given->window_seconds)
+        definition->window_seconds = current->window_seconds;
+    if (!given->timeout_seconds)
+        definition->timeout_seconds = current->timeout_seconds;
+    const char **mine[] = {&definition->period, &definition->unit, &definition->description,
+                           &definition->overage};
+    const char *const theirs[] = {current->period, current->unit, current->description,
+                                  current->overage};
+    for (size_t i = 0; i < 4; i++) {
+        if (*mine[i] == NULL)
+            *mine[i] = theirs[i];
+    }
+}
+
+static const char *text_or_empty(const char *text)
+{
+    return text != NULL ? text : "";
+}
+
+/* {"field": {"from": ..., "to": ...}} for every field the put changes. */
+static json_t *changes_json(const struct llmlimit_limit_definition *from,
+                            const struct llmlimit_limit_definition *to)
+{
+    json_t *changes = json_object();
+    const char *const text_names[] = {"kind", "period", "unit", "description", "overage"};
+    const char *const text_from[] = {from->kind, from->period, from->unit, from->description,
+                                     from->overage};
+    const char *const text_to[] = {to->kind, to->period, to->unit, to->description, to->overage};
+    for (size_t i = 0; i < 5; i++) {
+        const char *a = text_or_empty(text_from[i]), *b = text_or_empty(text_to[i]);
+        if (strcmp(a, b) != 0)
+            json_object_set_new(changes, text_names[i], json_pack("{s:s,s:s}", "from", a, "to", b));
+    }
+    const char *const number_names[] = {"capacity", "window_seconds", "timeout_seconds"};
+    const uint64_t number_from[] = {from->capacity, from->window_seconds, from->timeout_seconds};
+    const uint64_t number_to[] = {to->capacity, to->window_seconds, to->timeout_seconds};
+    for (size_t i = 0; i < 3; i++) {
+        if (number_from[i] != number_to[i])
+            json_object_set_new(changes, number_names[i],
+                                json_pack("{s:I,s:I}", "from", (json_int_t)number_from[i], "to",
+                                          (json_int_t)number_to[i]));
+    }
+    return changes;
+}
+
+/* A put by flags: a limit that exists keeps what the flags do not name (a
+ * kind change is sent as given, for the server to refuse); a new one needs
+ * --kind and --capacity. Prints the answer with what changed. */
+static int put_by_flags(const struct cli *cli, struct llmlimit_client *client,
+                        struct llmlimit_limit_definition *definition, const struct put_given *given)
+{
+    struct llmlimit_limit_state *current = NULL;
+    struct llmlimit_status status;
+    int rc = llmlimit_limit_get(client, definition->key, &current, &status);
+    if (rc != 0 && rc != LLMLIMIT_ERR_NOT_FOUND)
+        return cli_fail(cli, definition->key, rc, &status);
+    bool same_kind = current != NULL && (definition->kind == NULL ||
+                                         strcmp(definition->kind, current->definition.kind) == 0);
+    if (same_kind)
+        keep_unset(definition, given, &current->definition);
+    if (current == NULL && (definition->kind == NULL || definition->capacity == 0)) {
+        rc = cli_usage_error(cli, "%s is not a limit yet: put needs --kind and --capacity (> 0)",
+                             definition->key);
+    } else {
+        json_t *answers = json_array();
+        rc = put_one(cli, client, definition, answers);
+        if (rc == EXIT_OK) {
+            json_t *answer = json_array_get(answers, 0);
+            json_object_set_new(answer, "created", json_boolean(current == NULL));
+            if (current != NULL)
+                json_object_set_new(answer, "changed",
+                                    changes_json(&current->definition, definition));
+            cli_print_json(cli, json_incref(answer));
+        }
+        json_decref(answers);
+    }
+    llmlimit_limit_state_free(current);
+    return rc;
+}
+
 static int limits_put(const struct cli *cli, struct llmlimit_client *client, int argc, char **argv)
 {
     struct llmlimit_limit_definition definition;
+    struct put_given given;
     const char *file = NULL;
-    int rc = put_flags(cli, argc, argv, &definition, &file);
+    int rc = put_flags(cli, argc, argv, &definition, &given, &file);
     if (rc != EXIT_OK)
         return rc;
     if (file != NULL) {
-        if (definition.key != NULL || definition.kind != NULL || definition.capacity != 0)
+        if (definition.key != NULL || definition.kind != NULL || given.capacity)
             return cli_usage_error(cli, "--file and definition flags do not mix");
         return put_file(cli, client, file);
     }
-    if (definition.key == NULL || definition.kind == NULL || definition.capacity == 0)
-        return cli_usage_error(cli, "put needs --key, --kind and --capacity (> 0), or --file");
-    json_t *answers = json_array();
-    rc = put_one(cli, client, &definition, answers);
-    if (rc == EXIT_OK)
-        cli_print_json(cli, json_incref(json_array_get(answers, 0)));
-    json_decref(answers);
-    return rc;
+    if (definition.key == NULL)
+        return cli_usage_error(cli, "put needs --key (and --kind and --capacity for a new "
+                                    "limit), or --file");
+    if (given.capacity && definition.capacity == 0)
+        return cli_usage_error(cli, "--capacity: want an integer 1..%ju",
+                               (uintmax_t)LLMLIMIT_AMOUNT_MAX);
+    return put_by_flags(cli, client, &definition, &given);
 }
 
 static int limits_get(const struct cli *cli, struct llmlimit_client *client, const char *key)

@@ -117,6 +117,17 @@ const char *gateway_config_path(const struct gateway *g)
     return g->config_path;
 }
 
+void gateway_config_counts(struct gateway *g, uint32_t *models, uint32_t *keys,
+                           uint32_t *upstreams, uint32_t *limits)
+{
+    struct gw_config *config = gateway_config_get(g);
+    *models = config->model_count;
+    *keys = config->key_count;
+    *upstreams = config->upstream_count;
+    *limits = config->limit_count;
+    gw_config_release(config);
+}
+
 struct gw_config *gateway_config_get(struct gateway *g)
 {
     pthread_mutex_lock(&g->config_mutex);

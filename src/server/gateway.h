@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/buffer.h"
 
@@ -29,6 +30,9 @@ void gateway_close(struct gateway *gateway);
  * config stays in force. 0, or -1 with the reason in error. */
 int gateway_reload(struct gateway *gateway, char *error, size_t error_size);
 const char *gateway_config_path(const struct gateway *gateway);
+/* What the config in force holds (the start-up log). */
+void gateway_config_counts(struct gateway *gateway, uint32_t *models, uint32_t *keys,
+                           uint32_t *upstreams, uint32_t *limits);
 
 /* The routes (src/server/routes.c). */
 int handle_gateway_chat_completions(struct exchange *exchange);

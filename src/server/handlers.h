@@ -22,6 +22,7 @@ int handle_usage(struct exchange *exchange);
 int handle_events(struct exchange *exchange);
 int handle_metrics(struct exchange *exchange);
 int handle_healthz(struct exchange *exchange);
+int handle_root(struct exchange *exchange);
 int handle_readyz(struct exchange *exchange);
 
 /* console.c */

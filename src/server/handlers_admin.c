@@ -400,6 +400,13 @@ int handle_healthz(struct exchange *ex)
     return answer_text(ex, 200, "{\"ok\":true}");
 }
 
+/* The bare address, tried by a person or probed by a tool (HEAD /): what
+ * answers, and where its page is. */
+int handle_root(struct exchange *ex)
+{
+    return answer_text(ex, 200, "{\"service\":\"llmlimitd\",\"console\":\"/console\"}");
+}
+
 int handle_readyz(struct exchange *ex)
 {
     struct server *server = ex->server;

@@ -37,6 +37,7 @@ static const struct route rows[] = {
     {"metrics", "/metrics", GET_HEAD, AUTH_CLIENT, ROUTE_TEXT, handle_metrics},
     {"healthz", "/healthz", GET_HEAD, AUTH_NONE, 0, handle_healthz},
     {"readyz", "/readyz", GET_HEAD, AUTH_NONE, 0, handle_readyz},
+    {"root", "/", GET_HEAD, AUTH_NONE, 0, handle_root}, /* points at the console */
     /* The console: its files need no token (they hold no data); what they
      * read does. */
     {"console", "/console", GET_HEAD, AUTH_NONE, 0, handle_console_asset},

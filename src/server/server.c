@@ -192,6 +192,27 @@ static void drain(struct server *s)
     s->http = NULL;
 }
 
+/* One line at start: gateway mode on and the file it read, or off and why. */
+static void log_gateway_mode(const struct server *s)
+{
+    if (s->gateway != NULL) {
+        uint32_t counts[4];
+        gateway_config_counts(s->gateway, &counts[0], &counts[1], &counts[2], &counts[3]);
+        char text[4][12];
+        for (int i = 0; i < 4; i++)
+            snprintf(text[i], sizeof text[i], "%u", counts[i]);
+        log_write(LOG_INFO, "gateway mode on", "config", gateway_config_path(s->gateway),
+                  "models", text[0], "keys", text[1], "upstreams", text[2], "limit_templates",
+                  text[3], NULL);
+        return;
+    }
+    char looked_for[PATH_MAX + 32];
+    snprintf(looked_for, sizeof looked_for, "%s/gateway.json", s->config.data_dir);
+    log_write(LOG_INFO, "gateway mode off", "reason",
+              "no --gateway-config, and no gateway.json in the data directory", "looked_for",
+              looked_for, NULL);
+}
+
 static void print_listening(const struct server *s)
 {
     char line[LISTEN_HOST_LENGTH_MAX + 64];
@@ -316,6 +337,7 @@ int server_run(const struct server_config *config)
     }
     log_write(LOG_INFO, "started", "backend", s->backend->ops->name, "data_dir", s->config.data_dir,
               "registry", registry_path(s->registry), NULL);
+    log_gateway_mode(s);
     print_listening(s);
 
     int signal_number = wait_for_stop(s, &signals);

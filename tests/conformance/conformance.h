@@ -30,8 +30,10 @@
 /* On the backend's own clock: how far from an instant a test stands when it
  * means "just before" it, and how long after an expiry the backend may
  * still count the hold (TigerBeetle expires pending transfers by its own
- * clock, about 0.1 s late after a 1 s timeout). Timestamps the backend
- * reports are checked within REAL_TIME_TOLERANCE_MS of the local clock. */
+ * clock, about 0.1 s late after a 1 s timeout). A time the backend reports
+ * lies between the local clock's readings before and after the call, give
+ * or take REAL_TIME_TOLERANCE_MS of skew between the two clocks (not of the
+ * call's own time, which a busy machine can stretch at will). */
 #define REAL_EARLY_MARGIN_MS 400
 #define REAL_EXPIRY_LAG_MS 600
 #define REAL_TIME_TOLERANCE_MS 250
@@ -195,14 +197,20 @@ int64_t utc_period_end_ms(enum limit_period period, int64_t at_ms);
 
 /* A time the backend reported, against the one expected: exact on a
  * manual clock, within REAL_TIME_TOLERANCE_MS on a real one. */
-#define CHECK_TIME(f, actual, expected)                                                            \
+/* A time the backend read during a call (or a span computed from it),
+ * against the span low..high the test's clock gives it from its readings
+ * before and after the call: exact on the manual clock, which does not
+ * move meanwhile; within REAL_TIME_TOLERANCE_MS of skew on the backend's
+ * own clock, however long the call took. */
+#define CHECK_TIME_BETWEEN(f, actual, low, high)                                                   \
     do {                                                                                           \
-        int64_t time_a_ = (int64_t)(actual), time_e_ = (int64_t)(expected);                        \
-        int64_t time_d_ = time_a_ > time_e_ ? time_a_ - time_e_ : time_e_ - time_a_;               \
-        if (time_d_ > ((f)->real_clock ? REAL_TIME_TOLERANCE_MS : 0)) {                            \
+        int64_t time_a_ = (int64_t)(actual), time_l_ = (int64_t)(low), time_h_ = (int64_t)(high);  \
+        int64_t skew_ = (f)->real_clock ? REAL_TIME_TOLERANCE_MS : 0;                              \
+        if (time_a_ < time_l_ - skew_ || time_a_ > time_h_ + skew_) {                              \
             fprintf(stderr,                                                                        \
-                    "  FAIL %s:%d: %s ~ %s (%" PRId64 " vs %" PRId64 ", off by %" PRId64 " ms)\n", \
-                    __FILE__, __LINE__, #actual, #expected, time_a_, time_e_, time_d_);            \
+                    "  FAIL %s:%d: %s = %" PRId64 ", not in %s..%s = %" PRId64 "..%" PRId64        \
+                    " (give or take %" PRId64 " ms)\n",                                            \
+                    __FILE__, __LINE__, #actual, time_a_, #low, #high, time_l_, time_h_, skew_);   \
             test_failures_in_current++;                                                            \
         }                                                                                          \
     } while (0)

@@ -11,11 +11,12 @@ FIXTURE_TEST(reserve_holds_every_requirement)
     REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
     int64_t before_ms = now_ms(f);
     struct reservation r = RESERVE(f, "lease-1", {"tpm", 10}, {"slots", 1}, {"usd", 100});
+    int64_t after_ms = now_ms(f);
     CHECK_EQ_I64(r.status, RESULT_OK);
     CHECK(r.allowed);
     CHECK_STR(r.error, "");
     CHECK_EQ_U64(r.denied_count, 0);
-    CHECK_TIME(f, r.reserved_at_unix_ms, before_ms);
+    CHECK_TIME_BETWEEN(f, r.reserved_at_unix_ms, before_ms, after_ms);
     /* the concurrency hold expires first */
     CHECK_EQ_I64(r.expires_at_unix_ms, r.reserved_at_unix_ms + 30000);
     struct limit_usage u = usage(f, "tpm");

@@ -877,9 +877,10 @@ class FakeUpstream:
     def clear(self):
         return self._log.clear()
 
-    def wait_for(self, predicate, timeout_s=5.0):
+    def wait_for(self, predicate, timeout_s=30.0):
         """Waits until predicate(requests()) is true; returns the requests.
-        Raises AssertionError with the log on timeout."""
+        Raises AssertionError with the log on timeout (long: a busy machine
+        may take a while, and it costs nothing when the condition comes)."""
         deadline = time.monotonic() + timeout_s
         while True:
             records = self.requests()

@@ -72,6 +72,7 @@ MODELS = {
     "m-hang": ("fake-short", "fake-hang"),
     "m-hang-long": ("fake", "fake-hang"),
     "m-stream-hang": ("fake-short", "fake-stream-hang:chunks=6:completion_tokens=6"),
+    "m-stream-hang-long": ("fake", "fake-stream-hang:chunks=6:completion_tokens=6"),
     "m-refused": ("dead", "fake-normal"),
     "m-wrong-key": ("fake-wrong-key", "fake-normal"),
 }
@@ -113,7 +114,7 @@ REMAINING_KNOWN = BACKEND != "tigerbeetle"
 def skip_unless_backend():
     """Exits 77 (skipped) when the backend cannot run here."""
     if BACKEND == "tigerbeetle" and not os.environ.get("TIGERBEETLE_BIN"):
-        print("skipped: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
+        print("SKIPPED: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
         sys.exit(SKIP)
 
 
@@ -440,7 +441,7 @@ class Gateway:
         self.server.process.send_signal(signal.SIGHUP)
 
 
-def read_until(sock, needle, timeout_s=10.0):
+def read_until(sock, needle, timeout_s=30.0):
     """Reads from sock until needle has come (bytes); returns all read."""
     deadline = time.monotonic() + timeout_s
     data = b""

@@ -10,7 +10,7 @@ set -eu
 bench_dir=$1
 driver=$2
 if ! command -v node >/dev/null 2>&1 || [ ! -d "$bench_dir/node_modules/gpt-tokenizer" ]; then
-    echo "skipped: node or $bench_dir/node_modules/gpt-tokenizer is missing (npm ci there)"
+    echo "SKIPPED: node or $bench_dir/node_modules/gpt-tokenizer is missing (npm ci there)"
     exit 77
 fi
 exec node "$bench_dir/measure.mjs" --driver "$driver" --check 0.15

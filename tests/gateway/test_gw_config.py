@@ -10,6 +10,7 @@ The configuration does not depend on the backend: memory only."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -128,21 +129,36 @@ class StartFailures(unittest.TestCase):
 
 class DataDir(unittest.TestCase):
 
+    def mode_lines(self, server):
+        """What the gateway mode lines of this start's log say (one is expected)."""
+        return [re.search(r'msg="(gateway mode [a-z]+)"', line).group(1)
+                for line in server.stderr_lines if 'msg="gateway mode' in line]
+
     def test_gateway_json_in_the_data_dir_is_used_without_the_flag(self):
-        """DATA_DIR/gateway.json turns gateway mode on by itself."""
+        """DATA_DIR/gateway.json turns gateway mode on by itself, and the start log says so:
+        off and where it looked, then on and the file it read."""
         secret, sha256 = new_key()
         config = gateway_config("http://127.0.0.1:9/v1",
                                 [{"sha256": sha256, "caller": "a", "team": "a"}])
         with Server(BINARY, env=provider_env()) as server:
+            path = os.path.join(server.data_dir, "gateway.json")
             # no gateway.json yet: gateway mode is off
             status, _, body = server.request("GET", "/v1/models", token=secret)
             self.assertEqual((status, body["error"]["code"]), (404, "gateway_not_enabled"))
+            self.assertEqual(self.mode_lines(server), ["gateway mode off"])
+            self.assertIn('looked_for="%s"' % path, server.stderr_text())
             server.stop()
-            with open(os.path.join(server.data_dir, "gateway.json"), "w") as f:
+            with open(path, "w") as f:
                 json.dump(config, f)
             server.start()
             status, _, body = server.request("GET", "/v1/models", token=secret)
             self.assertEqual(status, 200, body)
+            self.assertEqual(self.mode_lines(server), ["gateway mode on"])
+            self.assertIn('msg="gateway mode on" config="%s" models="%d" keys="1" upstreams="%d" '
+                          'limit_templates="%d"' % (path, len(config["models"]),
+                                                    len(config["upstreams"]),
+                                                    len(config["limits"])),
+                          server.stderr_text())
             self.assertEqual([m["id"] for m in body["data"]],
                              [m["name"] for m in config["models"]])
 
@@ -159,7 +175,7 @@ class Reload(GatewayTest, unittest.TestCase):
         lines = len(self.gw.server.stderr_lines)
         self.gw.sighup()
         self.assertTrue(wait_until(lambda: any(
-            "gateway config" in line for line in self.gw.server.stderr_lines[lines:]), 10),
+            "gateway config" in line for line in self.gw.server.stderr_lines[lines:])),
             self.gw.server.stderr_text())
         return self.gw.server.stderr_lines[lines:]
 

@@ -130,7 +130,7 @@ class Metrics(GatewayTest, unittest.TestCase):
             return sum(after.get(k, 0) - before.get(k, 0) for k in after
                        if k[0] == "llmlimit_requests_total" and "gateway_" in k[1])
 
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while True:
             after = parse_metrics(self.gw.metrics())
             if counted() >= 6 or time.monotonic() > deadline:

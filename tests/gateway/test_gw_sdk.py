@@ -120,7 +120,7 @@ class Sdk(GatewayTest, unittest.TestCase):
 if __name__ == "__main__":
     reason = missing_prerequisite(NODE)
     if reason:
-        print("skipped: " + reason)
+        print("SKIPPED: " + reason)
         sys.exit(SKIP)
     skip_unless_backend()
     unittest.main(verbosity=2)

@@ -102,6 +102,6 @@ class SdkAgainstFake(unittest.TestCase):
 if __name__ == "__main__":
     reason = missing_prerequisite(NODE)
     if reason:
-        print("skipped: " + reason)
+        print("SKIPPED: " + reason)
         sys.exit(SKIP)
     unittest.main(verbosity=2)

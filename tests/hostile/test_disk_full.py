@@ -159,8 +159,7 @@ class SqliteOnAFullDisk(FullDisk):
         self.assertGreaterEqual(usage["reserved"], acknowledged)
         subprocess.run(["mount", "-o", "remount,size=%d" % (16 * DISK_BYTES), self.mount],
                        check=True)
-        served = wait_until(lambda: self.server.reserve(str(uuid.uuid4()), {key: 1})[0] == 200,
-                            timeout_s=10)
+        served = wait_until(lambda: self.server.reserve(str(uuid.uuid4()), {key: 1})[0] == 200)
         self.assertTrue(served, "no reserve succeeded after space came back")
         self.server.kill()
         self.server.start()

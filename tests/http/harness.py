@@ -50,15 +50,20 @@ class ServerError(Exception):
     pass
 
 
-def stop_under_load(server, client, count, settle_s):
+def stop_under_load(server, client, count, settle_s, loaded=None):
     """Runs client(stop_event) on count threads, stops the server with SIGTERM
-    after settle_s, and returns its exit code once the threads have ended
-    (Server.stop raises with the end of stderr when it is not 0)."""
+    after settle_s (and once loaded() is true, when given: on a slow machine
+    the clients may need longer to get going), and returns its exit code
+    once the threads have ended (Server.stop raises with the end of stderr
+    when it is not 0)."""
     stop = threading.Event()
     threads = [threading.Thread(target=client, args=(stop,)) for _ in range(count)]
     for thread in threads:
         thread.start()
     time.sleep(settle_s)
+    if loaded is not None and not wait_until(loaded, timeout_s=60):
+        stop.set()
+        raise ServerError("the load never got going")
     try:
         return server.stop(timeout_s=10.0)
     finally:
@@ -313,8 +318,10 @@ def main(warnings=None):
     sys.exit(0)
 
 
-def wait_until(predicate, timeout_s=5.0, interval_s=0.05):
-    """Polls predicate until it returns truthy or the timeout passes."""
+def wait_until(predicate, timeout_s=30.0, interval_s=0.05):
+    """Polls predicate until it returns truthy or the timeout passes. The
+    default timeout is long: a condition that must come true is waited for
+    as long as a busy machine needs, and costs nothing when it comes early."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()

@@ -6,7 +6,9 @@ usd_micros ($1.00 = 1000000). The backend comes from --backend (default
 memory), so the sqlite backend runs the very same file.
 
 Time travel uses the server's --test-clock offset (POST /v1/admin/clock), so
-expiry tests do not sleep for the 5 s minimum budget timeout."""
+expiry tests do not sleep for the 5 s minimum budget timeout. That clock
+still runs with real time, so holds that must stay held for a test last
+300 s (the longest timeout), not 5 s a busy machine could outrun."""
 
 import threading
 import unittest
@@ -21,7 +23,7 @@ BACKEND = backend_from_argv()
 USD = 1000000  # usd_micros per dollar
 
 
-def budget(key, capacity, timeout_seconds=5):
+def budget(key, capacity, timeout_seconds=300):
     return {"key": key, "kind": "budget", "capacity": capacity, "period": "month",
             "timeout_seconds": timeout_seconds, "unit": "usd_micros"}
 

@@ -288,19 +288,48 @@ class Connections(unittest.TestCase):
             self.server.request("DELETE", "/v1/admin/limits/conn:big:%03d" % i)
 
     def test_a_client_that_reads_late_gets_every_answer(self):
-        """3000 pipelined reserves, read only after a while: every answer, in order."""
-        sock, reader = self.connect()
+        """3,000 pipelined requests read only after a pause: every answer comes,
+        whole and in order. Every other request names a key that does not
+        exist, so its answer names its position; the others reserve (on
+        sqlite, through the writer thread, so their answers are ready later
+        than the denials behind them)."""
+        sock = socket.socket()
+        # A small receive buffer: the answers fill it well before the pause ends.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", self.server.port))
+        self.addCleanup(sock.close)
+        reader = Reader(sock)
         count = 3000
         prefix = self.lease()
-        requests = b"".join(reserve_bytes("%s-%d" % (prefix, i)) for i in range(count))
-        sender = threading.Thread(target=sock.sendall, args=(requests,))
+
+        def request(i):
+            if i % 2:
+                return reserve_bytes("%s-%d" % (prefix, i), key="conn:late:%d" % i)
+            return reserve_bytes("%s-%d" % (prefix, i))
+        requests = b"".join(request(i) for i in range(count))
+        failed = []
+
+        def send():
+            try:
+                sock.sendall(requests)
+            except OSError as error:
+                failed.append(error)
+        sender = threading.Thread(target=send)
         sender.start()
-        time.sleep(1.0)  # the answers fill the socket meanwhile
+        time.sleep(1.0)  # reads nothing meanwhile
         for i in range(count):
             status, _, body = reader.answer()
-            self.assertEqual((status, body["allowed"]), (200, True), i)
+            if i % 2:
+                key = "conn:late:%d" % i
+                self.assertEqual((status, body["allowed"], body["error"], body["denied_keys"]),
+                                 (200, False, "unknown_limit_key: " + key, [key]), i)
+            else:
+                self.assertEqual((status, body["allowed"]), (200, True), i)
         sender.join()
-        sock.sendall(post("/v1/release", {"lease_id": "%s-%d" % (prefix, count - 1)}))
+        self.assertEqual(failed, [])
+        self.assertEqual(reader.buffer, b"")  # nothing more than the answers
+        sock.sendall(post("/v1/release", {"lease_id": "%s-%d" % (prefix, count - 2)}))
         self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
     def test_idle_connection_closed_at_the_deadline(self):

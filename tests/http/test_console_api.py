@@ -337,7 +337,7 @@ class Console(unittest.TestCase):
             done = lease()
             self.reserve({key: 500000}, caller="bot", lease_id=done)
             self.complete(done, {key: 400000})
-            wait_until(lambda: len(self.spend(key)["points"]) >= step + 1, timeout_s=10)
+            wait_until(lambda: len(self.spend(key)["points"]) >= step + 1)
             self.advance(600000)
         self.reserve({key: 100000})
         s = self.spend(key)

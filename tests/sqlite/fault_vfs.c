@@ -2,6 +2,7 @@
  * VFS except xWrite and xSync, which consult the fault set by the test. */
 #include "fault_vfs.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,7 +35,10 @@ static sqlite3_io_methods fault_methods;
 static atomic_int current_fault;
 static atomic_int current_tear;
 static atomic_uint sync_delay_ms;
-static atomic_uint write_delay_ms;
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_released = PTHREAD_COND_INITIALIZER;
+static bool wal_writes_held;     /* under hold_lock */
+static uint32_t held_wal_writes; /* under hold_lock */
 static atomic_uint_fast64_t failures;
 static atomic_uint_fast64_t syncs;
 
@@ -100,12 +104,23 @@ static void maybe_tear(struct fault_file *f, const void *buffer, int amount, sql
     }
 }
 
+/* Waits while the test holds WAL writes. */
+static void wait_if_held(const struct fault_file *f)
+{
+    if (f->kind != KIND_WAL)
+        return;
+    pthread_mutex_lock(&hold_lock);
+    held_wal_writes++;
+    while (wal_writes_held)
+        pthread_cond_wait(&hold_released, &hold_lock);
+    held_wal_writes--;
+    pthread_mutex_unlock(&hold_lock);
+}
+
 static int fault_write(sqlite3_file *file, const void *buffer, int amount, sqlite3_int64 offset)
 {
     maybe_tear((struct fault_file *)file, buffer, amount, offset);
-    unsigned delay = atomic_load(&write_delay_ms);
-    if (delay > 0)
-        sleep_ms(delay);
+    wait_if_held((struct fault_file *)file);
     int fault = atomic_load(&current_fault);
     if (fault == FAULT_WRITE_FULL || fault == FAULT_WRITE_IO) {
         atomic_fetch_add(&failures, 1);
@@ -322,9 +337,20 @@ void fault_vfs_set_sync_delay_ms(uint32_t delay_ms)
     atomic_store(&sync_delay_ms, delay_ms);
 }
 
-void fault_vfs_set_write_delay_ms(uint32_t delay_ms)
+void fault_vfs_hold_wal_writes(bool hold)
 {
-    atomic_store(&write_delay_ms, delay_ms);
+    pthread_mutex_lock(&hold_lock);
+    wal_writes_held = hold;
+    pthread_cond_broadcast(&hold_released);
+    pthread_mutex_unlock(&hold_lock);
+}
+
+uint32_t fault_vfs_held_wal_writes(void)
+{
+    pthread_mutex_lock(&hold_lock);
+    uint32_t held = held_wal_writes;
+    pthread_mutex_unlock(&hold_lock);
+    return held;
 }
 
 uint64_t fault_vfs_failures(void)

@@ -37,8 +37,12 @@ int fault_vfs_install(void);
 void fault_vfs_set(enum fault fault);
 /* Each xSync sleeps this long first (0: none), to keep the syncer busy. */
 void fault_vfs_set_sync_delay_ms(uint32_t delay_ms);
-/* Each xWrite sleeps this long first (0: none), to keep the writer busy. */
-void fault_vfs_set_write_delay_ms(uint32_t delay_ms);
+/* While held, every write to a WAL file waits until released: the
+ * backend's writer (the only thread that writes the WAL) is then parked in a
+ * commit for as long as the test needs, however fast or slow the machine. */
+void fault_vfs_hold_wal_writes(bool hold);
+/* Writes waiting at that hold now. */
+uint32_t fault_vfs_held_wal_writes(void);
 /* From now on the chosen write lands torn, and then the process kills
  * itself (SIGKILL): for a child process the test forked. */
 void fault_vfs_tear(enum tear tear);

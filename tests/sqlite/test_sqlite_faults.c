@@ -25,7 +25,7 @@
     do {                                                                                           \
         fault_vfs_set(FAULT_NONE);                                                                 \
         fault_vfs_set_sync_delay_ms(0);                                                            \
-        fault_vfs_set_write_delay_ms(0);                                                           \
+        fault_vfs_hold_wal_writes(false);                                                          \
         if (!db_open_fresh(db)) {                                                                  \
             fprintf(stderr, "  open: %s\n", (db)->error);                                          \
             CHECK(!"the backend opens");                                                           \
@@ -304,7 +304,19 @@ static void count_done(void *context)
     atomic_fetch_add(&((struct counter *)context)->done, 1);
 }
 
-/* The writer sits in a slow write while the queue fills: the request one
+/* Until the writer waits in a write held by fault_vfs_hold_wal_writes (it
+ * has taken what was queued), however long that takes. */
+static bool writer_parked(void)
+{
+    int64_t until = clock_monotonic_ms() + 60000;
+    while (fault_vfs_held_wal_writes() == 0 && clock_monotonic_ms() < until) {
+        struct timespec pause = {.tv_nsec = 1000000};
+        nanosleep(&pause, NULL);
+    }
+    return fault_vfs_held_wal_writes() > 0;
+}
+
+/* The writer sits in a held write while the queue fills: the request one
  * past SQ_QUEUE_ITEMS_MAX is answered backend_error before reserve()
  * returns; every queued one is answered afterwards. */
 static void full_queue_answers_at_once(void)
@@ -326,17 +338,17 @@ static void full_queue_answers_at_once(void)
                                                .requirement_count = 1};
     }
     struct counter counter = {0};
-    fault_vfs_set_write_delay_ms(1000);
+    fault_vfs_hold_wal_writes(true);
     backend_reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
-    struct timespec pause = {.tv_nsec = 100 * 1000000};
-    nanosleep(&pause, NULL); /* the writer has taken it and sleeps in a write */
+    REQUIRE(writer_parked()); /* it has taken request 0 and waits in a write */
+    struct timespec pause = {.tv_nsec = 10 * 1000000};
     for (int i = 1; i < COUNT - 1; i++)
         backend_reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
     int before = atomic_load(&counter.done);
     backend_reserve(db.backend, &requests[COUNT - 1], &results[COUNT - 1], 1, count_done, &counter);
     CHECK_EQ_I64(atomic_load(&counter.done), before + 1); /* answered before returning */
     CHECK_EQ_I64(result_status_of(results[COUNT - 1].error), RESULT_UNAVAILABLE);
-    fault_vfs_set_write_delay_ms(0);
+    fault_vfs_hold_wal_writes(false);
     while (atomic_load(&counter.done) < COUNT)
         nanosleep(&pause, NULL);
     int allowed = 0;
@@ -373,14 +385,14 @@ static void group_commit_cap_splits_the_queue(void)
     }
     struct backend_stats before, after;
     struct counter counter = {0};
-    fault_vfs_set_write_delay_ms(300);
+    fault_vfs_hold_wal_writes(true);
     backend_reserve(db.backend, &requests[0], &results[0], 1, count_done, &counter);
-    struct timespec pause = {.tv_nsec = 100 * 1000000};
-    nanosleep(&pause, NULL); /* the writer holds request 0 in a slow write */
+    REQUIRE(writer_parked()); /* the writer holds request 0 in a write */
+    struct timespec pause = {.tv_nsec = 10 * 1000000};
     backend_stats(db.backend, &before);
     for (int i = 1; i < COUNT; i++)
         backend_reserve(db.backend, &requests[i], &results[i], 1, count_done, &counter);
-    fault_vfs_set_write_delay_ms(0);
+    fault_vfs_hold_wal_writes(false);
     while (atomic_load(&counter.done) < COUNT)
         nanosleep(&pause, NULL);
     backend_stats(db.backend, &after);

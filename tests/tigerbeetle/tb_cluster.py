@@ -4,7 +4,14 @@ data file in a fresh temporary directory, listens on a free loopback port,
 and is always ended with SIGKILL (which TigerBeetle is built to survive).
 A replica can be killed, stopped (SIGSTOP), resumed and started again; the
 view, and so the primary (view % replicas), comes from ping_client through
-the tb_ping tool (--ping PATH, which ctest passes). Python standard library
+the tb_ping tool (--ping PATH, which ctest passes).
+
+A replica that dies of a fault of TigerBeetle itself (known_faults.txt) is
+said on stderr, started again and recorded in Cluster.revivals, by a
+watcher that runs while the cluster does (a `with Cluster()` block), and
+by wait_answers; a test then excuses what clients saw meanwhile (503s) with
+revival_windows(), while its checks of llmlimitd's answers stand. Any other
+death is left alone, for the test to fail on. Python standard library
 only."""
 
 import os
@@ -14,12 +21,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 START_TIMEOUT_S = 60.0
-# Panics of TigerBeetle 0.15.3 itself, seen here after a replica was stopped
-# and resumed under load (docs/tigerbeetle.md, "Several replicas").
-KNOWN_PANICS = ("panic: incorrect alignment",)
+# A replica that dies of a known fault this often is not started again.
+REVIVALS_MAX = 3
+WATCH_INTERVAL_S = 0.2
 # A killed server's io_uring may hold the data file's lock for a moment.
 LOCK_RETRIES = 40
 # TigerBeetle 0.15.3's format now and then exits with "error: Unexpected"
@@ -27,6 +35,16 @@ LOCK_RETRIES = 40
 # were killed; the same format succeeds when run again a moment later.
 FORMAT_ATTEMPTS = 3
 FORMAT_RETRY_PAUSE_S = 1.0
+
+
+def _known_faults():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "known_faults.txt")
+    with open(path) as f:
+        return tuple(line.strip() for line in f
+                     if line.strip() and not line.startswith("#"))
+
+
+KNOWN_FAULTS = _known_faults()
 
 
 def binary():
@@ -132,6 +150,19 @@ class Replica:
             self.process = None
         self.paused = False
 
+    def exited(self):
+        """True when the process the test started has ended by itself."""
+        return self.process is not None and self.process.poll() is not None
+
+    def log_tail(self, size=3000):
+        with open(self.log_file, errors="replace") as log:
+            return log.read()[-size:]
+
+    def known_fault(self):
+        """The known fault (KNOWN_FAULTS) the end of the log shows, or None."""
+        tail = self.log_tail()
+        return next((fault for fault in KNOWN_FAULTS if fault in tail), None)
+
 
 class Cluster:
     """A cluster of `replicas` replicas (1 by default); `address` lists them
@@ -145,6 +176,12 @@ class Cluster:
         if len({r.port for r in self.replicas}) != replicas:
             raise RuntimeError("the kernel handed the same free port twice")
         self.address = ",".join(r.address for r in self.replicas)
+        # Each known fault ridden out: {"replica", "fault", "from_ns" (the
+        # replica last seen running), "to_ns" (answering again, or None)}.
+        self.revivals = []
+        self._lock = threading.RLock()  # starts, kills, pauses and revivals
+        self._seen_running_ns = {}
+        self._watching = None
 
     @property
     def process(self):
@@ -188,40 +225,123 @@ class Cluster:
     def start(self, replica=None):
         """Starts one replica (or all, at once: each allocates its memory
         before it listens) on its data file and port."""
-        selected = self._selected(replica)
-        for r in selected:
-            r.spawn(self.binary, self.address)
-        for r in selected:
-            if r.wait_listening():
-                continue
-            for _ in range(LOCK_RETRIES):
-                time.sleep(0.25)
+        with self._lock:
+            selected = self._selected(replica)
+            for r in selected:
                 r.spawn(self.binary, self.address)
-                if r.wait_listening():
-                    break
-            else:
-                with open(r.log_file, errors="replace") as log:
-                    raise RuntimeError("tigerbeetle did not start:\n" + log.read()[-2000:])
-        return self
+                self._seen_running_ns[r.index] = time.monotonic_ns()
+            for r in selected:
+                self._wait_started(r)
+            return self
+
+    def _wait_started(self, r):
+        """Until r listens; an exit at once (the data file's lock, or a known
+        fault while it starts: said) starts it again, LOCK_RETRIES times."""
+        if r.wait_listening():
+            return
+        for _ in range(LOCK_RETRIES):
+            fault = r.known_fault()
+            if fault is not None:
+                self._record_revival(r, fault, time.monotonic_ns())
+            time.sleep(0.25)
+            r.spawn(self.binary, self.address)
+            self._seen_running_ns[r.index] = time.monotonic_ns()
+            if r.wait_listening():
+                return
+        raise RuntimeError("tigerbeetle did not start:\n" + r.log_tail(2000))
 
     def kill(self, replica=None):
         """kill -9 of one replica, or of all."""
-        for r in self._selected(replica):
-            r.kill()
+        with self._lock:
+            for r in self._selected(replica):
+                r.kill()
 
     def restart(self, replica=None):
         self.kill(replica)
         return self.start(replica)
 
     def pause(self, replica):
-        r = self.replicas[replica]
-        r.process.send_signal(signal.SIGSTOP)
-        r.paused = True
+        with self._lock:
+            r = self.replicas[replica]
+            r.process.send_signal(signal.SIGSTOP)
+            r.paused = True
 
     def resume(self, replica):
-        r = self.replicas[replica]
-        r.process.send_signal(signal.SIGCONT)
-        r.paused = False
+        with self._lock:
+            r = self.replicas[replica]
+            r.process.send_signal(signal.SIGCONT)
+            r.paused = False
+
+    # -- TigerBeetle's own faults ---------------------------------------------
+
+    def _record_revival(self, r, fault, from_ns):
+        print("\n  replica %d died of TigerBeetle's known fault (%s); started again"
+              % (r.index, fault), file=sys.stderr, flush=True)
+        revival = {"replica": r.index, "fault": fault, "from_ns": from_ns, "to_ns": None}
+        self.revivals.append(revival)
+        if sum(1 for v in self.revivals if v["replica"] == r.index) > REVIVALS_MAX:
+            raise RuntimeError("replica %d died of %s more than %d times"
+                               % (r.index, fault, REVIVALS_MAX))
+        return revival
+
+    def revive_known_faults(self):
+        """Starts again every replica that died of a known fault (said on
+        stderr, recorded in `revivals`, its to_ns set once it answers a
+        ping). A replica that exited otherwise is left as it is."""
+        started = []
+        with self._lock:
+            now = time.monotonic_ns()
+            for r in self.replicas:
+                if not r.exited():
+                    if r.process is not None:
+                        self._seen_running_ns[r.index] = now
+                    continue
+                fault = r.known_fault()
+                if fault is None:
+                    continue
+                revival = self._record_revival(r, fault,
+                                               self._seen_running_ns.get(r.index, now))
+                r.process = None
+                self.start(r.index)
+                started.append(revival)
+        for revival in started:  # without the ping tool, listening is all it says
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while (_ping_tool is not None and revival["replica"] not in self.views()
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+            revival["to_ns"] = time.monotonic_ns()
+
+    def revival_windows(self, settle_s=0.0):
+        """(from_ns, to_ns + settle_s) of every revival so far: when clients
+        may have met the fault (to_ns now while it is still being started)."""
+        now = time.monotonic_ns()
+        return [(v["from_ns"], (v["to_ns"] or now) + int(settle_s * 1e9))
+                for v in self.revivals]
+
+    def _watch(self, stop):
+        while not stop.wait(WATCH_INTERVAL_S):
+            try:
+                self.revive_known_faults()
+            except Exception as error:  # noqa: BLE001 - too many revivals: the test
+                # then fails on the dead replica, as without the watcher
+                print("\n  the watcher of known faults stops: %s" % error, file=sys.stderr,
+                      flush=True)
+                return
+
+    def watch(self):
+        """Starts the watcher thread that rides out known faults."""
+        if self._watching is None:
+            stop = threading.Event()
+            thread = threading.Thread(target=self._watch, args=(stop,), daemon=True)
+            thread.start()
+            self._watching = (stop, thread)
+
+    def unwatch(self):
+        if self._watching is not None:
+            stop, thread = self._watching
+            stop.set()
+            thread.join(START_TIMEOUT_S * 2)
+            self._watching = None
 
     def views(self):
         """{replica: view} of the running replicas that answer ping_client
@@ -256,34 +376,28 @@ class Cluster:
     def primary(self, view=None):
         return (self.view() if view is None else view) % len(self.replicas)
 
-    def wait_answers(self, replica, timeout_s=START_TIMEOUT_S, restart_known_panic=False):
+    def wait_answers(self, replica, timeout_s=START_TIMEOUT_S):
         """Waits until a replica answers ping_client (it is in normal status).
-        restart_known_panic: a replica that died of a panic TigerBeetle
-        0.15.3 is known for after a stop and resume (docs/tigerbeetle.md,
-        "Several replicas") is reported and started again, once."""
+        A replica that died of a known fault meanwhile is started again
+        (revive_known_faults); one that exited otherwise fails at once."""
         deadline = time.monotonic() + timeout_s
         while replica not in self.views():
-            r = self.replicas[replica]
-            if restart_known_panic and r.process is not None and r.process.poll() is not None:
-                with open(r.log_file, errors="replace") as log:
-                    tail = log.read()[-3000:]
-                if not any(panic in tail for panic in KNOWN_PANICS):
-                    raise RuntimeError("replica %d exited; its log ends:\n%s" % (replica, tail))
-                print("\n  replica %d died of TigerBeetle's known panic (%s); started again"
-                      % (replica, next(p for p in KNOWN_PANICS if p in tail)), file=sys.stderr)
-                r.process = None
-                self.start(replica)
-                restart_known_panic = False
+            revivals = len(self.revivals)
+            self.revive_known_faults()
+            if len(self.revivals) != revivals:
                 deadline = time.monotonic() + timeout_s
                 continue
+            r = self.replicas[replica]
+            if r.exited():
+                raise RuntimeError("replica %d exited; its log ends:\n%s"
+                                   % (replica, r.log_tail()))
             if time.monotonic() >= deadline:
-                with open(self.replicas[replica].log_file, errors="replace") as log:
-                    tail = log.read()[-3000:]
                 raise RuntimeError("replica %d did not answer within %.0f s; its log ends:\n%s"
-                                   % (replica, timeout_s, tail))
+                                   % (replica, timeout_s, r.log_tail()))
             time.sleep(0.1)
 
     def stop(self):
+        self.unwatch()
         self.kill()
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -293,6 +407,7 @@ class Cluster:
             self.start()
             if len(self.replicas) > 1:
                 self.view()
+            self.watch()
         except BaseException:
             self.stop()
             raise

@@ -28,6 +28,12 @@
 
 #define START_TIMEOUT_MS 60000
 #define FORMAT_TIMEOUT_MS 60000
+/* Known faults of TigerBeetle itself (tests/tigerbeetle/known_faults.txt). */
+#define KNOWN_FAULTS_MAX 8
+#define KNOWN_FAULT_BYTES 128
+#define LOG_TAIL_BYTES 4096
+/* A replica that dies of a known fault this often is not started again. */
+#define REVIVALS_MAX 3
 
 const char *tb_test_server_binary(void)
 {
@@ -123,6 +129,58 @@ static void show_log(const struct tb_test_server *server)
         fprintf(stderr, "  tigerbeetle: %s", lines[i % 8]);
 }
 
+/* The known faults, one a line of TB_KNOWN_FAULTS_FILE (# starts a
+ * comment), read once; a file that cannot be read counts as none, said. */
+static int known_faults(char faults[KNOWN_FAULTS_MAX][KNOWN_FAULT_BYTES])
+{
+    FILE *file = fopen(TB_KNOWN_FAULTS_FILE, "r");
+    if (file == NULL) {
+        fprintf(stderr, "cannot read %s: no TigerBeetle fault counts as known\n",
+                TB_KNOWN_FAULTS_FILE);
+        return 0;
+    }
+    int count = 0;
+    char line[KNOWN_FAULT_BYTES];
+    while (count < KNOWN_FAULTS_MAX && fgets(line, sizeof line, file) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] != '\0' && line[0] != '#')
+            snprintf(faults[count++], KNOWN_FAULT_BYTES, "%s", line);
+    }
+    fclose(file);
+    return count;
+}
+
+/* The known fault the end of the server's log shows, or NULL. */
+static const char *known_fault(const struct tb_test_server *server)
+{
+    static char faults[KNOWN_FAULTS_MAX][KNOWN_FAULT_BYTES];
+    static int count = -1;
+    if (count < 0)
+        count = known_faults(faults);
+    FILE *log = fopen(server->log_file, "r");
+    if (log == NULL)
+        return NULL;
+    char tail[LOG_TAIL_BYTES + 1];
+    if (fseek(log, -LOG_TAIL_BYTES, SEEK_END) != 0)
+        rewind(log);
+    size_t size = fread(tail, 1, LOG_TAIL_BYTES, log);
+    fclose(log);
+    for (size_t i = 0; i < size; i++)
+        tail[i] = tail[i] == '\0' ? ' ' : tail[i];
+    tail[size] = '\0';
+    for (int i = 0; i < count; i++) {
+        if (strstr(tail, faults[i]) != NULL)
+            return faults[i];
+    }
+    return NULL;
+}
+
+static void say_revived(const struct tb_test_server *server, const char *fault)
+{
+    fprintf(stderr, "  tigerbeetle on %s died of TigerBeetle's known fault (%s); started again\n",
+            server->address, fault);
+}
+
 /* Starts the binary on the server's data file (with a fresh log). */
 static void launch_spawn(struct tb_test_server *server)
 {
@@ -173,6 +231,9 @@ static int launch(struct tb_test_server *server)
         int rc = launch_once(server);
         if (rc <= 0)
             return rc;
+        const char *fault = known_fault(server);
+        if (fault != NULL)
+            say_revived(server, fault);
         poll(NULL, 0, 250);
     }
     fprintf(stderr, "tigerbeetle exited at start:\n");
@@ -229,10 +290,42 @@ void tb_test_server_kill(struct tb_test_server *server)
     server->pid = 0;
 }
 
+int tb_test_server_wait_answers(struct tb_test_server *server, int timeout_ms)
+{
+    int revivals = 0;
+    int64_t deadline_ms = clock_monotonic_ms() + timeout_ms;
+    while (clock_monotonic_ms() < deadline_ms) {
+        uint32_t view, release;
+        if (server->pid > 0 && tb_test_ping(server->address, 500, &view, &release) == 0)
+            return 0;
+        if (server->pid > 0 && waitpid(server->pid, NULL, WNOHANG) == server->pid) {
+            server->pid = 0;
+            const char *fault = known_fault(server);
+            if (fault == NULL || revivals++ == REVIVALS_MAX) {
+                fprintf(stderr, "tigerbeetle on %s exited:\n", server->address);
+                show_log(server);
+                return -1;
+            }
+            say_revived(server, fault);
+            if (launch(server) != 0)
+                return -1;
+            deadline_ms = clock_monotonic_ms() + timeout_ms;
+            continue;
+        }
+        poll(NULL, 0, 100);
+    }
+    fprintf(stderr, "tigerbeetle on %s did not answer within %d ms:\n", server->address,
+            timeout_ms);
+    show_log(server);
+    return -1;
+}
+
 int tb_test_server_restart(struct tb_test_server *server)
 {
     tb_test_server_kill(server);
-    return launch(server);
+    if (launch(server) != 0)
+        return -1;
+    return tb_test_server_wait_answers(server, START_TIMEOUT_MS);
 }
 
 void tb_test_server_stop(struct tb_test_server *server)
@@ -305,8 +398,7 @@ void tb_test_cluster_kill(struct tb_test_cluster *cluster, uint32_t replica)
 int tb_test_cluster_restart(struct tb_test_cluster *cluster, uint32_t replica)
 {
     assert(replica < cluster->replica_count);
-    tb_test_server_kill(&cluster->replicas[replica]);
-    return launch(&cluster->replicas[replica]);
+    return tb_test_server_restart(&cluster->replicas[replica]);
 }
 
 void tb_test_cluster_pause(struct tb_test_cluster *cluster, uint32_t replica)

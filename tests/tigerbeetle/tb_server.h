@@ -31,7 +31,14 @@ const char *tb_test_server_binary(void);
 /* Formats and starts a cluster (cluster id 0) and waits until it accepts
  * connections. 0, or -1 with a message on stderr. */
 int tb_test_server_start(struct tb_test_server *server);
-/* kill -9, then start again on the same data file (same port). 0 or -1. */
+/* Waits until the server answers a ping_client (normal status). One that
+ * died of a fault of TigerBeetle itself (tests/tigerbeetle/known_faults.txt)
+ * is said on stderr and started again (a few times at most): a test rides
+ * that out. 0, or -1 (it exited otherwise, or timeout_ms passed; its log
+ * ends on stderr). */
+int tb_test_server_wait_answers(struct tb_test_server *server, int timeout_ms);
+/* kill -9, then start again on the same data file (same port), and wait
+ * until it answers (tb_test_server_wait_answers). 0 or -1. */
 int tb_test_server_restart(struct tb_test_server *server);
 /* kill -9 only (the data file stays). */
 void tb_test_server_kill(struct tb_test_server *server);
@@ -52,7 +59,9 @@ struct tb_test_cluster {
 int tb_test_cluster_start(struct tb_test_cluster *cluster, uint32_t replica_count);
 /* kill -9 of one replica (its data file stays). */
 void tb_test_cluster_kill(struct tb_test_cluster *cluster, uint32_t replica);
-/* Starts a killed replica again on its data file and port. 0 or -1. */
+/* Starts a killed replica again on its data file and port, and waits until
+ * it answers, riding out TigerBeetle's known faults (as
+ * tb_test_server_restart). 0 or -1. */
 int tb_test_cluster_restart(struct tb_test_cluster *cluster, uint32_t replica);
 /* SIGSTOP / SIGCONT of one replica. */
 void tb_test_cluster_pause(struct tb_test_cluster *cluster, uint32_t replica);

@@ -15,7 +15,12 @@ tb_ping tool for the view; without the binary the file exits 77, skipped).
 
 Under load every client retries its lease with the same id while the answer
 is 503, so at the end every lease is held exactly once: usage must equal 7
-times the leases acknowledged, nothing lost, nothing twice."""
+times the leases acknowledged, nothing lost, nothing twice.
+
+A replica that dies of TigerBeetle 0.15.3's own known fault (known_faults.txt)
+is started again by the cluster's watcher (tb_cluster.py): the 503s while it
+comes back are printed, not failed, and a test whose fault plan it upset
+says so; every lease is still checked to be held exactly once."""
 
 import os
 import signal
@@ -161,6 +166,9 @@ class ReplicatedCluster(unittest.TestCase):
         finally:
             cls.cluster.stop()
 
+    def setUp(self):
+        self.revivals_before = len(self.cluster.revivals)
+
     def tearDown(self):
         for replica in self.cluster.replicas:
             if replica.paused:
@@ -168,7 +176,30 @@ class ReplicatedCluster(unittest.TestCase):
             if replica.process is None:
                 self.cluster.start(replica.index)
         for replica in range(REPLICAS):
-            self.cluster.wait_answers(replica, restart_known_panic=True)
+            self.cluster.wait_answers(replica)
+
+    def revived(self):
+        """The replicas revived from TigerBeetle's known fault during this test."""
+        return {v["replica"] for v in self.cluster.revivals[self.revivals_before:]}
+
+    def unexplained(self, attempts):
+        """The attempts no revival from TigerBeetle's known fault explains
+        (those that do are counted and printed)."""
+        windows = [(a / 1e9, b / 1e9) for a, b in
+                   self.cluster.revival_windows(SETTLE_S)[self.revivals_before:]]
+        left = [a for a in attempts
+                if not any(start <= a[1] and a[0] <= end for start, end in windows)]
+        if len(left) != len(attempts):
+            print("  %d 503s while a replica came back from TigerBeetle's known fault"
+                  % (len(attempts) - len(left)))
+        return left
+
+    def assert_view_unchanged(self, view):
+        """No view change for a backup's faults (unless the known fault took the primary)."""
+        if view % REPLICAS in self.revived():
+            print("  the primary died of TigerBeetle's known fault: the view may move")
+            return
+        self.assertEqual(self.cluster.view(), view, "no view change for a backup")
 
     def reserved(self):
         return self.server.usage("tokens")[2]["reserved"]
@@ -219,7 +250,7 @@ class ReplicatedCluster(unittest.TestCase):
               " %.1f s; longest without a 200: %.1f s; %d leases, %d 503s"
               % (what, primary, view, changed["view"], changed["at"] - marks["fault"], first,
                  last, load.longest_gap(), len(load.leases), len(unavailable)))
-        for _, answered, _, _ in unavailable:
+        for _, answered, _, _ in self.unexplained(unavailable):
             self.assertGreaterEqual(answered, marks["fault"], "a 503 before the fault")
             self.assertLess(answered, changed["at"] + SETTLE_S,
                             "a 503 after the view change had settled")
@@ -254,8 +285,9 @@ class BasicsAndBackups(ReplicatedCluster):
                   " answers while it was down, slowest answer %.1f s; %d 503s in %d leases"
                   % (ring_next, len(degraded), slowest, len(load.unavailable()),
                      len(load.leases)))
-            self.assertEqual(load.unavailable(), [], "a longer deadline waits instead")
-            self.assertEqual(self.cluster.view(), view, "no view change for a backup")
+            self.assertEqual(self.unexplained(load.unavailable()), [],
+                             "a longer deadline waits instead")
+            self.assert_view_unchanged(view)
         finally:
             patient.__exit__(None, None, None)
 
@@ -306,7 +338,8 @@ class BasicsAndBackups(ReplicatedCluster):
         load, _ = self.run_load([("stop", stop_and_resume), ("kill", kill_and_restart)])
         print("  replica %d (backup) stopped, resumed, killed, restarted: %d leases, %d 503s"
               % (after_next, len(load.leases), len(load.unavailable())))
-        self.assertEqual(load.unavailable(), [], "a backup's loss must not show")
+        self.assertEqual(self.unexplained(load.unavailable()), [],
+                         "a backup's loss must not show")
 
         def kill_ring_next():
             self.cluster.kill(ring_next)
@@ -328,9 +361,9 @@ class BasicsAndBackups(ReplicatedCluster):
               " restarted after %.1f s" % (ring_next, len(degraded),
                                            sum(1 for a in degraded if a[2] != 200),
                                            marks["other"] - marks["restart"]))
-        late = [a for a in load.unavailable() if a[0] >= marks["other"]]
+        late = [a for a in self.unexplained(load.unavailable()) if a[0] >= marks["other"]]
         self.assertEqual(late, [], "with the restarted replica the quorum is whole again")
-        self.assertEqual(self.cluster.view(), view, "no view change for a backup")
+        self.assert_view_unchanged(view)
 
 
 class PrimaryKilled(ReplicatedCluster):
