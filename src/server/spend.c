@@ -43,8 +43,10 @@ struct spend {
     int64_t last_sample_ms;       /* INT64_MIN: never */
     struct spend_series **series; /* sorted by key; SPEND_BUDGETS_MAX slots */
     uint32_t count;
-    /* What the last sample read, to tell a budget made since (it had spent
-     * nothing then) from one it could not read. */
+    /* What the last sample (or the roster at start) read, at seen_at_ms, to
+     * tell a budget made since (it had spent nothing then) from one it
+     * could not read. */
+    int64_t seen_at_ms;                      /* INT64_MIN: nothing read yet */
     bool last_more;                          /* budgets past the page */
     bool last_incomplete;                    /* a series it could not allocate */
     char last_key[LIMIT_KEY_LENGTH_MAX + 1]; /* the last budget of its page */
@@ -68,6 +70,7 @@ struct spend *spend_create(void)
     pthread_cond_init(&spend->thread_cond, &attr);
     pthread_condattr_destroy(&attr);
     spend->last_sample_ms = INT64_MIN;
+    spend->seen_at_ms = INT64_MIN;
     return spend;
 }
 
@@ -96,6 +99,8 @@ static void sample_and_log(struct spend *spend)
     spend->failing = failed;
 }
 
+static void roster(struct spend *spend, struct backend *backend, int64_t now_ms);
+
 static void *sampler_main(void *context)
 {
     struct spend *spend = context;
@@ -118,9 +123,7 @@ int spend_start(struct spend *spend, struct backend *backend, struct clock *cloc
     assert(!spend->started);
     spend->backend = backend;
     spend->clock = clock;
-    /* The first sample before the server answers anything: every budget
-     * made afterwards is then known to have started from nothing. */
-    sample_and_log(spend);
+    roster(spend, backend, clock_now_ms(clock));
     if (pthread_create(&spend->thread, NULL, sampler_main, spend) != 0)
         return -1;
     spend->started = true;
@@ -241,7 +244,7 @@ static void series_add(struct spend_series *series, const struct limit_usage *us
  * it read every budget up to its last key, and kept them all (mutex held). */
 static bool seen_by_last_sample(const struct spend *spend, const char *key)
 {
-    if (spend->last_sample_ms == INT64_MIN || spend->last_incomplete)
+    if (spend->seen_at_ms == INT64_MIN || spend->last_incomplete)
         return false;
     return !spend->last_more || strcmp(key, spend->last_key) < 0;
 }
@@ -257,12 +260,56 @@ static struct spend_series *series_new(const struct spend *spend, const struct l
     memcpy(series->key, usage->state.definition.key, sizeof series->key);
     int64_t zero_at_ms = INT64_MIN;
     if (seen_by_last_sample(spend, series->key)) {
-        zero_at_ms = spend->last_sample_ms > usage->period_start_unix_ms
-                         ? spend->last_sample_ms
-                         : usage->period_start_unix_ms;
+        zero_at_ms = spend->seen_at_ms > usage->period_start_unix_ms ? spend->seen_at_ms
+                                                                     : usage->period_start_unix_ms;
     }
     series_restart(series, usage->period_start_unix_ms, zero_at_ms);
     return series;
+}
+
+static int compare_states(const void *a, const void *b)
+{
+    const struct limit_state *x = a, *y = b;
+    return strcmp(x->definition.key, y->definition.key);
+}
+
+/* The budgets there at start, from the backend's registry (no usage is
+ * read: nothing waits on a cluster), each with an empty series: a budget
+ * first seen by a later sample was made since. On failure nothing is known
+ * (no budget starts from a zero until the first sample). */
+static void roster(struct spend *spend, struct backend *backend, int64_t now_ms)
+{
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    if (backend_list_limits(backend, &states, &count) != 0)
+        return;
+    qsort(states, count, sizeof *states, compare_states);
+    pthread_mutex_lock(&spend->mutex);
+    assert(spend->count == 0);
+    bool incomplete = false, more = false;
+    for (size_t i = 0; i < count; i++) {
+        const struct limit_definition *d = &states[i].definition;
+        if (d->kind != LIMIT_BUDGET)
+            continue;
+        struct spend_series *series =
+            spend->count < SPEND_BUDGETS_MAX ? malloc(sizeof *series) : NULL;
+        if (series == NULL) {
+            incomplete |= spend->count < SPEND_BUDGETS_MAX;
+            more = true;
+            continue;
+        }
+        memset(series, 0, offsetof(struct spend_series, points));
+        memcpy(series->key, d->key, sizeof series->key);
+        series->period_start_ms = INT64_MIN; /* not sampled yet */
+        spend->series[spend->count++] = series;
+    }
+    spend->seen_at_ms = now_ms;
+    spend->last_more = more;
+    spend->last_incomplete = incomplete;
+    const char *last = spend->count > 0 ? spend->series[spend->count - 1]->key : "";
+    snprintf(spend->last_key, sizeof spend->last_key, "%s", last);
+    pthread_mutex_unlock(&spend->mutex);
+    free(states);
 }
 
 /* Rebuilds the sorted list from the page (key order): kept series move
@@ -294,6 +341,7 @@ static void merge(struct spend *spend, const struct limit_report *reports, size_
     }
     memcpy(spend->series, next, n * sizeof *next);
     spend->count = n;
+    spend->seen_at_ms = now_ms;
     spend->last_more = more || count > n;
     spend->last_incomplete = incomplete;
     const char *last = count > 0 ? reports[count - 1].usage.state.definition.key : "";
@@ -332,7 +380,7 @@ void spend_history(struct spend *spend, const char *key, int64_t period_start_ms
     out->recent_count = 0;
     pthread_mutex_lock(&spend->mutex);
     struct spend_series *series = series_find(spend, key);
-    out->tracked = series != NULL;
+    out->tracked = series != NULL && series->period_start_ms != INT64_MIN; /* sampled */
     if (series != NULL && series->period_start_ms == period_start_ms) {
         out->count = series->count;
         memcpy(out->points, series->points, series->count * sizeof *out->points);

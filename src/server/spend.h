@@ -38,7 +38,9 @@ struct spend;
 struct spend *spend_create(void);
 void spend_destroy(struct spend *spend);
 
-/* Samples once, then starts the sampler: a thread that calls spend_sample
+/* Notes the budgets there now (from the backend's registry, reading no
+ * usage), so that a budget made once the server answers is known to start
+ * from nothing; then starts the sampler: a thread that calls spend_sample
  * every SPEND_TICK_MS, so that a slow backend answer (tigerbeetle reads
  * every budget from the cluster) never delays the server's ticker. Called
  * before the server answers requests. 0, or -1 when the thread cannot
@@ -57,8 +59,9 @@ void spend_stop(struct spend *spend);
  * between samples doubles, so the history covers the whole period; the
  * latest SPEND_RECENT_MAX samples are kept apart at full rate for the rate.
  * Where the server knows a budget had spent nothing (it was not there at
- * the sample before, or its period began since), its history starts with
- * that zero. 0, or -1 when the backend could not answer (nothing changed). */
+ * the sample before, or at the start, or its period began since), its
+ * history starts with that zero. 0, or -1 when the backend could not answer
+ * (nothing changed). */
 int spend_sample(struct spend *spend, struct backend *backend, int64_t now_unix_ms);
 
 /* What the server knows of one budget's spend in one period. */

@@ -298,6 +298,43 @@ static void spend_new_budget_starts_from_zero(void)
     backend_close(f.backend);
 }
 
+/* The budgets there when the server starts are noted (no usage read): one
+ * made afterwards starts from a zero at the start, one there before does
+ * not (what it spent before is unknown). */
+static void spend_start_notes_the_budgets_there(void)
+{
+    struct fixture f;
+    REQUIRE(open_memory(&f));
+    struct spend *s = spend_create();
+    REQUIRE(s != NULL);
+    REQUIRE(put_budget(&f, "old", 1000));
+    spend_amount(&f, "old", 100);
+    REQUIRE(spend_start(s, f.backend, &f.clock.clock) == 0);
+    spend_stop(s); /* the sampler waits a tick before its first sample: none was taken */
+    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    struct spend_history *h = history_of(s, "old", period_ms);
+    CHECK(!h->tracked); /* noted, not sampled */
+    free(h);
+    clock_manual_set(&f.clock, T0_MS + 1000);
+    REQUIRE(put_budget(&f, "new", 1000));
+    spend_amount(&f, "new", 50);
+    clock_manual_set(&f.clock, T0_MS + SPEND_SAMPLE_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS), 0);
+    h = history_of(s, "old", period_ms);
+    CHECK(h->tracked);
+    REQUIRE(h->count == 1);
+    CHECK_EQ_U64(h->points[0].used, 100);
+    free(h);
+    h = history_of(s, "new", period_ms);
+    REQUIRE(h->count == 2);
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS);
+    CHECK_EQ_U64(h->points[0].used, 0);
+    CHECK_EQ_U64(h->points[1].used, 50);
+    free(h);
+    spend_destroy(s);
+    backend_close(f.backend);
+}
+
 static void spend_tracks_at_most_the_bound(void)
 {
     struct fixture f;
@@ -443,6 +480,9 @@ int main(void)
     RUN(spend_new_budget_starts_from_zero,
         "a budget made since the last sample starts from a zero there, so a charge before its "
         "first sample is in its rate");
+    RUN(spend_start_notes_the_budgets_there,
+        "the budgets there at start are noted: one made afterwards starts from a zero, one "
+        "there before does not");
     RUN(spend_tracks_at_most_the_bound,
         "at most SPEND_BUDGETS_MAX budgets have a history; a zero starts only the budgets the "
         "last sample would have read");
