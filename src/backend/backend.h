@@ -375,7 +375,8 @@ struct backend_ops {
     int (*events)(struct backend *backend, const struct event_query *query,
                   struct backend_event **out, size_t *count);
     /* Optional. Per-caller usage of one limit at at_unix_ms (the period
-     * containing it for budgets), sorted by used descending; a new array the
+     * containing it for budgets), sorted by used + debt descending (then
+     * reserved descending, then caller); a new array the
      * caller frees. 0, -1 unknown key, -2 backend error. */
     int (*usage_by_caller)(struct backend *backend, const char *key, int64_t at_unix_ms,
                            struct caller_usage **out, size_t *count);

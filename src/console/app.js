@@ -25,6 +25,8 @@
     limits: [],
     nextAfter: null,
     selected: null, // the key whose detail is open
+    linked: null, // the key the address named (#limit=<key>), until another is chosen
+    scrollToLinked: false, // scroll its row into view after the next drawing
     rows: new Map(), // key -> row of the limits table
     spend: new Map(), // key -> spend answer of a budget card
     refreshes: 0,
@@ -110,6 +112,36 @@
     node.replaceChildren();
   }
 
+  // A key as text that wraps only after a ':' (or not at all): each
+  // segment up to and with its ':' is a span that does not wrap inside
+  // (keys have '-', '/' and the like where a browser would otherwise break),
+  // with a <wbr> after it. Text nodes only: a key is never markup.
+  function keyNode(key) {
+    const fragment = document.createDocumentFragment();
+    const parts = String(key).split(/(?<=:)/);
+    parts.forEach((part, i) => {
+      fragment.append(el('span', {className: 'kseg', text: part}));
+      if (i + 1 < parts.length) fragment.append(document.createElement('wbr'));
+    });
+    return fragment;
+  }
+
+  // A link to one limit: the page opens it from the address (#limit=<key>).
+  const limitFragment = (key) => '#limit=' + encodeURIComponent(key);
+
+  // The key the address names, or null (absent, malformed or not a key).
+  function linkedKey() {
+    const hash = window.location.hash;
+    if (!hash.startsWith('#limit=')) return null;
+    let key;
+    try {
+      key = decodeURIComponent(hash.slice('#limit='.length));
+    } catch (e) {
+      return null; // not percent-encoding
+    }
+    return /^[\x21-\x7e]{1,256}$/.test(key) ? key : null; // the server's key syntax
+  }
+
   // ---- formatting (no figure is made up here) -------------------------------
 
   const big = (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(Number(v))));
@@ -130,6 +162,9 @@
     if (fraction.length < 2) fraction = fraction.padEnd(2, '0');
     return (negative ? '-' : '') + '$' + fmtInt(v / 1000000n) + '.' + fraction;
   }
+
+  // A rate in dollars to the nearest cent (its exact figure is in the API).
+  const fmtUsdCents = (micros) => fmtUsd((big(micros) + 5000n) / 10000n * 10000n);
 
   const isMoney = (unit) => unit === 'usd_micros';
 
@@ -289,7 +324,8 @@
     }
     const main = el('span', {className: column === 'key' ? 'main key' : 'main'});
     td.append(main);
-    return {td, main, sub: null, value: null, text: null, subText: '', title: ''};
+    return {td, main, sub: null, value: null, text: null, subText: '', title: '',
+            isKey: column === 'key'};
   }
 
   function newRow(key) {
@@ -314,7 +350,8 @@
     }
     if (cell.text !== main) {
       cell.text = main;
-      cell.main.textContent = main;
+      if (cell.isKey) cell.main.replaceChildren(keyNode(main));
+      else cell.main.textContent = main;
     }
     if (cell.subText !== sub) {
       cell.subText = sub;
@@ -394,6 +431,7 @@
     row.tr.classList.toggle('in-debt', big(limit.debt) > 0n);
     row.tr.classList.toggle('leaking', holds.expiring_soon > 0);
     row.tr.classList.toggle('selected', limit.key === state.selected);
+    row.tr.classList.toggle('linked', limit.key === state.linked);
   }
 
   function renderLimits(page) {
@@ -461,7 +499,8 @@
     for (const [key, spend] of state.spend) {
       if (spend.runs_out_at_unix_ms !== null && big(spend.available) > 0n) {
         items.push(['runs-out', key, 'runs out in ' + fmtDuration(spend.runs_out_at_unix_ms - now) +
-                    ' at the current rate, before its period ends']);
+                    ' at the rate of its last ' + fmtDuration(spend.rate_window_ms) +
+                    ', before its period ends']);
       }
     }
     const t = status.throughput;
@@ -483,7 +522,7 @@
     for (const [kind, key, text] of items.slice(0, ATTENTION_MAX)) {
       const li = el('li', {className: 'a-' + kind, data: {kind}});
       if (key !== '') {
-        const link = el('button', {className: 'link key', text: key, title: 'show this limit'});
+        const link = el('button', {className: 'link key', title: 'show this limit'}, keyNode(key));
         link.type = 'button';
         link.addEventListener('click', () => select(key));
         li.append(link, ' ');
@@ -541,20 +580,54 @@
     return el('div', {data: {figure: name}}, el('dt', {text: name}), dd);
   }
 
+  // The rate is what the budget spent in the last 10 minutes (the server's
+  // window, rate_window_min_ms): a budget that stopped spending stops
+  // running out once its last spend leaves the window.
   function projectionText(spend) {
+    const amount = (v) => (isMoney(spend.unit) ? fmtUsd(v) : fmtInt(v));
     if (spend.rate_per_hour === null) {
-      return 'Rate not known yet: history since ' +
-             (spend.history_since_unix_ms === null ? 'the next sample' : fmtTime(spend.history_since_unix_ms)) + '.';
+      return 'Rate not known yet: it is what was spent in the last ' +
+             fmtDuration(spend.rate_window_min_ms) + ', and llmlimitd has watched this budget ' +
+             (spend.history_since_unix_ms === null ? 'for no time yet'
+               : 'since ' + fmtTime(spend.history_since_unix_ms) + ' only') + '.';
     }
-    const rate = (isMoney(spend.unit) ? fmtUsd(spend.rate_per_hour) : fmtInt(spend.rate_per_hour)) +
-                 ' per hour (over the last ' + fmtDuration(spend.rate_window_ms) + ')';
+    const perHour = isMoney(spend.unit) ? fmtUsdCents(spend.rate_per_hour)
+      : fmtInt(spend.rate_per_hour);
+    const rate = 'Spent ' + amount(spend.rate_window_spent) + ' in the last ' +
+                 fmtDuration(spend.rate_window_ms) + ' (' + perHour + ' per hour)';
     if (spend.runs_out_at_unix_ms === null) {
-      return 'Spending ' + rate + ': it does not run out before ' + fmtUtc(spend.period_end_unix_ms) + '.';
+      return rate + ': at that rate it does not run out before ' +
+             fmtUtc(spend.period_end_unix_ms) + '.';
     }
-    if (big(spend.available) <= 0n) return 'Used up. Spending ' + rate + '.';
-    return 'Spending ' + rate + ': runs out in ' +
+    if (big(spend.available) <= 0n) return 'Used up. ' + rate + '.';
+    return rate + ': at that rate it runs out in ' +
            fmtDuration(spend.runs_out_at_unix_ms - spend.now_unix_ms) + ', at ' +
            fmtTime(spend.runs_out_at_unix_ms) + '.';
+  }
+
+  // The projection as told, with the figures it was told from (read by tests).
+  function projectionOf(spend) {
+    const p = el('p', {className: 'projection-text', text: projectionText(spend)});
+    p.dataset.ratePerHour = spend.rate_per_hour === null ? '' : String(spend.rate_per_hour);
+    p.dataset.rateWindowSpent = spend.rate_window_spent === null ? ''
+      : String(spend.rate_window_spent);
+    p.dataset.runsOutInMs = spend.runs_out_at_unix_ms === null ? ''
+      : String(spend.runs_out_at_unix_ms - spend.now_unix_ms);
+    return p;
+  }
+
+  // What a caller spent (used + debt, from the API): an overrun's debt is
+  // the overrunning caller's, so the rows add up to the budget's spend.
+  function spentCell(c, unit) {
+    const money = isMoney(unit);
+    const td = el('td', {className: 'num', text: money ? fmtUsd(c.spent) : fmtInt(c.spent),
+                         title: fmtInt(c.spent) + (unit ? ' ' + unit : ''),
+                         data: {value: String(c.spent)}});
+    if (big(c.debt) > 0n) {
+      td.append(el('span', {className: 'sub',
+                            text: 'incl. ' + (money ? fmtUsd(c.debt) : fmtInt(c.debt)) + ' debt'}));
+    }
+    return td;
   }
 
   function callersList(callers, unit) {
@@ -563,16 +636,14 @@
     if (callers.length === 0) return el('p', {className: 'muted', text: 'Nobody spent in this period.'});
     const table = el('table', {className: 'small callers'});
     table.append(el('thead', null, el('tr', null, el('th', {text: 'caller'}),
-                                      el('th', {className: 'num', text: 'used'}),
+                                      el('th', {className: 'num', text: 'spent'}),
                                       el('th', {className: 'num', text: 'calls'}),
                                       el('th', {className: 'num', text: 'reserved'}))));
     const tbody = el('tbody');
     for (const c of callers.slice(0, TOP_CALLERS)) {
-      const used = el('td', {className: 'num', text: fmtInt(c.used), data: {value: String(c.used)}});
-      if (isMoney(unit)) used.append(el('span', {className: 'sub', text: fmtUsd(c.used)}));
       tbody.append(el('tr', {data: {caller: c.caller}},
                       el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
-                      used,
+                      spentCell(c, unit),
                       el('td', {className: 'num', text: fmtInt(c.calls),
                                 data: {value: String(c.calls)}}),
                       el('td', {className: 'num', text: fmtInt(c.reserved),
@@ -587,7 +658,7 @@
 
   function budgetCard(spend, callers) {
     const card = el('article', {className: 'card', data: {key: spend.key}});
-    const title = el('button', {className: 'link key', text: spend.key, title: 'show this limit'});
+    const title = el('button', {className: 'link key', title: 'show this limit'}, keyNode(spend.key));
     title.type = 'button';
     title.addEventListener('click', () => select(spend.key));
     card.append(el('h3', null, title));
@@ -596,7 +667,7 @@
                    figure('capacity', spend.capacity, spend.unit),
                    figure('available', spend.available, spend.unit));
     card.append(figures, spendChart(spend));
-    card.append(el('p', {className: 'projection-text', text: projectionText(spend)}));
+    card.append(projectionOf(spend));
     card.append(el('p', {className: 'muted',
                          text: 'period ' + fmtUtc(spend.period_start_unix_ms) + ' to ' +
                                fmtUtc(spend.period_end_unix_ms)}));
@@ -635,7 +706,9 @@
       ? 'No budget among the limits shown.'
       : total > cards.length
         ? 'The first ' + cards.length + ' of ' + total + ' budgets shown; filter by key to see others.'
-        : 'Spend history starts when llmlimitd starts. The dashed line is where the current rate leads.';
+        : 'Spend history starts when llmlimitd starts. The rate is what a budget spent in the ' +
+          'last ' + fmtDuration(cards.length > 0 ? cards[0].spend.rate_window_min_ms : 0) +
+          '; the dashed line is where it leads by the period\'s end.';
   }
 
   // ---- denials -----------------------------------------------------------------
@@ -654,7 +727,8 @@
     const rows = answer.denials.map((d) => {
       const keys = el('td', {className: 'keys'});
       for (const k of d.keys) {
-        keys.append(el('div', {className: 'key', text: k.key + ' (' + fmtInt(k.amount) + ')'}));
+        keys.append(el('div', null, el('span', {className: 'key'}, keyNode(k.key)),
+                       ' (' + fmtInt(k.amount) + ')'));
       }
       if (d.keys_total > d.keys.length) {
         keys.append(el('div', {className: 'muted', text: 'and ' + (d.keys_total - d.keys.length) + ' more'}));
@@ -664,7 +738,8 @@
                 el('td', {className: 'caller', text: d.caller === '' ? '(none)' : d.caller}),
                 el('td', {className: 'lease', text: d.lease_id}),
                 keys,
-                el('td', {className: 'error', text: d.error === '' ? 'capacity' : d.error}),
+                el('td', {className: 'error'}, d.error === '' ? 'capacity'
+                  : el('span', {className: 'key'}, keyNode(d.error))),
                 el('td', {className: 'num', text: d.retry_after_ms <= 0 ? '–'
                   : d.retry_after_ms < 1000 ? d.retry_after_ms + ' ms' : fmtDuration(d.retry_after_ms)}));
     });
@@ -694,13 +769,36 @@
 
   // ---- one limit in detail -------------------------------------------------------
 
-  function select(key) {
+  // Opens a limit's detail. Chosen on the page, it goes into the address
+  // (#limit=<key>, to share); named by the address, its row is scrolled to
+  // and marked once the limits are drawn.
+  function select(key, fromAddress) {
     state.selected = key;
-    for (const [k, row] of state.rows) row.tr.classList.toggle('selected', k === key);
+    state.linked = fromAddress ? key : null;
+    state.scrollToLinked = Boolean(fromAddress);
+    for (const [k, row] of state.rows) {
+      row.tr.classList.toggle('selected', k === key);
+      row.tr.classList.toggle('linked', k === state.linked);
+    }
     $('detail-panel').hidden = false;
-    $('detail-key').textContent = key;
+    $('detail-key').replaceChildren(keyNode(key));
+    $('detail-link').setAttribute('href', limitFragment(key));
+    if (!fromAddress) window.history.replaceState(null, '', limitFragment(key));
     refreshSoon();
-    $('detail-panel').scrollIntoView({block: 'nearest'});
+    if (!fromAddress) $('detail-panel').scrollIntoView({block: 'nearest'});
+  }
+
+  function selectFromAddress() {
+    const key = linkedKey();
+    if (key !== null) select(key, true);
+  }
+
+  // After drawing: the row the address named comes into view, once.
+  function scrollToLinked() {
+    if (!state.scrollToLinked) return;
+    state.scrollToLinked = false;
+    const row = state.rows.get(state.linked);
+    if (row !== undefined) row.tr.scrollIntoView({block: 'center'});
   }
 
   function definitionOf(limit) {
@@ -717,11 +815,19 @@
       el('div', null, el('dt', {text: name}), el('dd', {text: value}))));
   }
 
-  async function loadDetail(status) {
+  async function loadDetail(status, page) {
     const key = state.selected;
     if (key === null) return null;
-    const detail = {key, holds: undefined, callers: undefined};
+    const detail = {key, holds: undefined, callers: undefined, limit: undefined};
     const tasks = [];
+    if (!page.limits.some((l) => l.key === key)) {
+      // Not among the limits shown (a link, a filter, another page): the
+      // first limit from the key on is it, if it exists.
+      const path = '/v1/console/limits?limit=1&prefix=' + encodeURIComponent(key);
+      tasks.push(api(path).then((a) => {
+        detail.limit = a.limits.length > 0 && a.limits[0].key === key ? a.limits[0] : null;
+      }));
+    }
     if (status.holds_by_caller && status.admin) {
       tasks.push(api('/v1/console/holds/' + keyPath(key)).then((a) => { detail.holds = a; }));
     }
@@ -735,15 +841,19 @@
       if (e.status === 404 && /^unknown_limit_key/.test(e.code)) return {key, gone: true};
       throw e;
     }
-    return detail;
+    return detail.limit === null ? {key, gone: true} : detail;
   }
 
   function renderDetail(status, detail, page) {
-    if (detail === null) return;
-    const limit = page.limits.find((l) => l.key === detail.key);
-    $('detail-key').textContent = detail.key;
+    if (detail === null || detail.key !== state.selected) return; // closed or another chosen since
+    const limit = page.limits.find((l) => l.key === detail.key) || detail.limit;
+    if ($('detail-key').textContent !== detail.key) {
+      $('detail-key').replaceChildren(keyNode(detail.key));
+    }
+    $('detail-shown').textContent = detail.gone || page.limits.some((l) => l.key === detail.key)
+      ? '' : 'Not among the limits listed above (filter, kind or page).';
     if (detail.gone) {
-      $('detail-definition').replaceChildren(el('p', {className: 'muted', text: 'This limit no longer exists.'}));
+      $('detail-definition').replaceChildren(el('p', {className: 'muted', text: 'No limit has this key (any more).'}));
       return;
     }
     if (limit) definitionOf(limit);
@@ -775,9 +885,10 @@
       const unit = limit ? limit.unit : '';
       callersBody.replaceChildren(...detail.callers.slice(0, 20).map((c) => el('tr', {data: {caller: c.caller}},
         el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
-        el('td', {className: 'num', text: fmtInt(c.used) + (isMoney(unit) ? ' ' + fmtUsd(c.used) : '')}),
-        el('td', {className: 'num', text: fmtInt(c.reserved)}),
+        spentCell(c, unit),
+        el('td', {className: 'num', text: fmtInt(c.used)}),
         el('td', {className: 'num', text: fmtInt(c.debt)}),
+        el('td', {className: 'num', text: fmtInt(c.reserved)}),
         el('td', {className: 'num', text: fmtInt(c.calls)}))));
     }
   }
@@ -806,7 +917,7 @@
     const [cards, denials, detail, gateway] = await Promise.all([
       loadBudgets(status, page),
       status.admin ? api('/v1/console/denials?limit=50') : Promise.resolve(null),
-      loadDetail(status),
+      loadDetail(status, page),
       status.gateway_enabled ? api('/v1/console/gateway') : Promise.resolve(null),
     ]);
     state.status = status;
@@ -820,6 +931,7 @@
     renderDenials(status, denials, status.now_unix_ms);
     renderDetail(status, detail, page);
     renderGateway(status, gateway);
+    scrollToLinked(); // last: the panels above it are drawn
   }
 
   async function refresh() {
@@ -922,11 +1034,15 @@
     });
     $('detail-close').addEventListener('click', () => {
       state.selected = null;
+      state.linked = null;
       $('detail-panel').hidden = true;
-      for (const row of state.rows.values()) row.tr.classList.remove('selected');
+      for (const row of state.rows.values()) row.tr.classList.remove('selected', 'linked');
+      window.history.replaceState(null, '', window.location.pathname + window.location.search);
     });
+    window.addEventListener('hashchange', selectFromAddress);
   }
 
   wire();
-  refresh();
+  if (linkedKey() !== null) selectFromAddress(); // opens the limit and refreshes
+  else refresh();
 })();

@@ -558,31 +558,50 @@ int handle_console_denials(struct exchange *ex)
 
 /* ---- GET /v1/console/spend/{key} ----------------------------------------- */
 
-static void encode_projection(struct buffer *b, const struct spend_projection *p)
+/* A figure of the projection, or null when the rate is unknown. */
+static void member_known_u64(struct buffer *b, const char *name, bool known, uint64_t value)
 {
-    buffer_member(b, "rate_per_hour");
-    if (p->rate_known)
-        buffer_append_u64(b, p->rate_per_hour);
-    else
-        buffer_append_str(b, "null");
-    buffer_append_char(b, ',');
-    buffer_member(b, "rate_window_ms");
-    if (p->rate_known)
-        buffer_append_i64(b, p->rate_window_ms);
-    else
-        buffer_append_str(b, "null");
-    buffer_append_char(b, ',');
-    member_time(b, "runs_out_at_unix_ms", p->runs_out ? p->runs_out_at_unix_ms : 0);
-    buffer_append_char(b, ',');
-    buffer_member(b, "projected_at_period_end");
-    if (p->rate_known)
-        buffer_append_u64(b, p->projected_at_period_end);
+    buffer_member(b, name);
+    if (known)
+        buffer_append_u64(b, value);
     else
         buffer_append_str(b, "null");
 }
 
+static void encode_projection(struct buffer *b, const struct spend_projection *p)
+{
+    buffer_member_i64(b, "rate_window_min_ms", SPEND_RATE_WINDOW_MS);
+    buffer_append_char(b, ',');
+    member_known_u64(b, "rate_window_ms", p->rate_known, (uint64_t)p->rate_window_ms);
+    buffer_append_char(b, ',');
+    member_known_u64(b, "rate_window_spent", p->rate_known, p->rate_window_spent);
+    buffer_append_char(b, ',');
+    member_known_u64(b, "rate_per_hour", p->rate_known, p->rate_per_hour);
+    buffer_append_char(b, ',');
+    member_time(b, "runs_out_at_unix_ms", p->runs_out ? p->runs_out_at_unix_ms : 0);
+    buffer_append_char(b, ',');
+    member_known_u64(b, "projected_at_period_end", p->rate_known, p->projected_at_period_end);
+}
+
+static void encode_points(struct buffer *b, const struct spend_point *points, uint32_t count)
+{
+    buffer_append_str(b, "\"points\":[");
+    for (uint32_t i = 0; i < count; i++) {
+        buffer_append_str(b, i > 0 ? ",{" : "{");
+        buffer_member_i64(b, "at_unix_ms", points[i].at_unix_ms);
+        buffer_append_char(b, ',');
+        buffer_member_u64(b, "used", points[i].used);
+        buffer_append_char(b, ',');
+        buffer_member_u64(b, "debt", points[i].debt);
+        buffer_append_char(b, ',');
+        buffer_member_u64(b, "spent", amount_add_saturating(points[i].used, points[i].debt));
+        buffer_append_char(b, '}');
+    }
+    buffer_append_char(b, ']');
+}
+
 static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t now_ms,
-                         const struct spend_point *points, uint32_t count, bool tracked)
+                         const struct spend_history *h)
 {
     const struct limit_definition *d = &u->state.definition;
     buffer_append_char(b, '{');
@@ -608,24 +627,14 @@ static void encode_spend(struct buffer *b, const struct limit_usage *u, int64_t 
     buffer_append_char(b, ',');
     buffer_member_u64(b, "spent", amount_add_saturating(u->used, u->debt));
     buffer_append_char(b, ',');
-    member_bool(b, "tracked", tracked);
+    member_bool(b, "tracked", h->tracked);
     buffer_append_char(b, ',');
-    member_time(b, "history_since_unix_ms", count > 0 ? points[0].at_unix_ms : 0);
-    buffer_append_str(b, ",\"points\":[");
-    for (uint32_t i = 0; i < count; i++) {
-        buffer_append_str(b, i > 0 ? ",{" : "{");
-        buffer_member_i64(b, "at_unix_ms", points[i].at_unix_ms);
-        buffer_append_char(b, ',');
-        buffer_member_u64(b, "used", points[i].used);
-        buffer_append_char(b, ',');
-        buffer_member_u64(b, "debt", points[i].debt);
-        buffer_append_char(b, ',');
-        buffer_member_u64(b, "spent", amount_add_saturating(points[i].used, points[i].debt));
-        buffer_append_char(b, '}');
-    }
-    buffer_append_str(b, "],");
+    member_time(b, "history_since_unix_ms", h->count > 0 ? h->points[0].at_unix_ms : 0);
+    buffer_append_char(b, ',');
+    encode_points(b, h->points, h->count);
+    buffer_append_char(b, ',');
     struct spend_projection projection;
-    spend_project(points, count, u, now_ms, &projection);
+    spend_project(h->recent, h->recent_count, u, now_ms, &projection);
     encode_projection(b, &projection);
     buffer_append_char(b, '}');
 }
@@ -645,15 +654,14 @@ int handle_console_spend(struct exchange *ex)
         return exchange_error(ex, 503, "backend_error");
     if (usage.state.definition.kind != LIMIT_BUDGET)
         return exchange_error(ex, 400, "key: not a budget");
-    struct spend_point *points = malloc(SPEND_POINTS_MAX * sizeof *points);
-    if (points == NULL)
+    struct spend_history *history = malloc(sizeof *history);
+    if (history == NULL)
         return exchange_error(ex, 503, "out_of_memory");
-    bool tracked = false;
-    uint32_t count = spend_points(server->spend, key, usage.period_start_unix_ms, points, &tracked);
+    spend_history(server->spend, key, usage.period_start_unix_ms, history);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    encode_spend(&b, &usage, now_ms, points, count, tracked);
-    free(points);
+    encode_spend(&b, &usage, now_ms, history);
+    free(history);
     return exchange_answer(ex, 200, &b, 0);
 }
 

@@ -240,6 +240,8 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
         buffer_append_u64(&b, callers[i].used);
         buffer_append_str(&b, ",\"debt\":");
         buffer_append_u64(&b, callers[i].debt);
+        buffer_append_str(&b, ",\"spent\":"); /* what the caller cost, overrun included */
+        buffer_append_u64(&b, amount_add_saturating(callers[i].used, callers[i].debt));
         buffer_append_str(&b, ",\"calls\":");
         buffer_append_u64(&b, callers[i].calls);
         buffer_append_char(&b, '}');

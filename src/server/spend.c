@@ -1,11 +1,14 @@
 /* Budget spend history and projection for the console: one series per
  * budget (the first SPEND_BUDGETS_MAX by key), kept sorted by key so a
  * sample merges the backend's key-ordered page into it; one mutex, held
- * only while series are merged or copied (never across a backend call). */
+ * only while series are merged or copied (never across a backend call).
+ * The rate is the spend of the last SPEND_RATE_WINDOW_MS (spend.h). */
 #include "spend.h"
 
 #include <assert.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +22,10 @@ struct spend_series {
     uint32_t count;
     bool sampled; /* in the page of the sample being merged */
     struct spend_point points[SPEND_POINTS_MAX];
+    /* The latest samples, never thinned (a ring from recent_first). */
+    uint32_t recent_first;
+    uint32_t recent_count;
+    struct spend_point recent[SPEND_RECENT_MAX];
 };
 
 struct spend {
@@ -36,6 +43,13 @@ struct spend {
     int64_t last_sample_ms;       /* INT64_MIN: never */
     struct spend_series **series; /* sorted by key; SPEND_BUDGETS_MAX slots */
     uint32_t count;
+    /* What the last sample (or the roster at start) read, at seen_at_ms, to
+     * tell a budget made since (it had spent nothing then) from one it
+     * could not read. */
+    int64_t seen_at_ms;                      /* INT64_MIN: nothing read yet */
+    bool last_more;                          /* budgets past the page */
+    bool last_incomplete;                    /* a series it could not allocate */
+    char last_key[LIMIT_KEY_LENGTH_MAX + 1]; /* the last budget of its page */
 };
 
 struct spend *spend_create(void)
@@ -56,6 +70,7 @@ struct spend *spend_create(void)
     pthread_cond_init(&spend->thread_cond, &attr);
     pthread_condattr_destroy(&attr);
     spend->last_sample_ms = INT64_MIN;
+    spend->seen_at_ms = INT64_MIN;
     return spend;
 }
 
@@ -84,6 +99,8 @@ static void sample_and_log(struct spend *spend)
     spend->failing = failed;
 }
 
+static void roster(struct spend *spend, struct backend *backend, int64_t now_ms);
+
 static void *sampler_main(void *context)
 {
     struct spend *spend = context;
@@ -106,6 +123,7 @@ int spend_start(struct spend *spend, struct backend *backend, struct clock *cloc
     assert(!spend->started);
     spend->backend = backend;
     spend->clock = clock;
+    roster(spend, backend, clock_now_ms(clock));
     if (pthread_create(&spend->thread, NULL, sampler_main, spend) != 0)
         return -1;
     spend->started = true;
@@ -154,17 +172,64 @@ static void series_thin(struct spend_series *series)
     series->interval_ms *= 2;
 }
 
+static struct spend_point *recent_at(struct spend_series *series, uint32_t i)
+{
+    assert(i < series->recent_count);
+    return &series->recent[(series->recent_first + i) % SPEND_RECENT_MAX];
+}
+
+/* Into the recent ring: the oldest goes when it is full. */
+static void recent_push(struct spend_series *series, struct spend_point point)
+{
+    if (series->recent_count == SPEND_RECENT_MAX) {
+        series->recent_first = (series->recent_first + 1) % SPEND_RECENT_MAX;
+        series->recent_count--;
+    }
+    series->recent_count++;
+    *recent_at(series, series->recent_count - 1) = point;
+}
+
+/* A history that starts from a time the budget had spent nothing: a
+ * period's start, or a sample the budget was not in yet. */
+static void series_restart(struct spend_series *series, int64_t period_start_ms, int64_t zero_at_ms)
+{
+    series->period_start_ms = period_start_ms;
+    series->interval_ms = SPEND_SAMPLE_MS;
+    series->count = 0;
+    series->recent_first = 0;
+    series->recent_count = 0;
+    if (zero_at_ms == INT64_MIN)
+        return;
+    struct spend_point zero = {.at_unix_ms = zero_at_ms};
+    series->points[series->count++] = zero;
+    recent_push(series, zero);
+}
+
+/* The clock stepped back: samples taken "after" now describe a time that
+ * did not happen this way; they go, so the history stays in order. */
+static void series_drop_after(struct spend_series *series, int64_t now_ms)
+{
+    while (series->count > 0 && series->points[series->count - 1].at_unix_ms > now_ms)
+        series->count--;
+    while (series->recent_count > 0 &&
+           recent_at(series, series->recent_count - 1)->at_unix_ms > now_ms)
+        series->recent_count--;
+}
+
 static void series_add(struct spend_series *series, const struct limit_usage *usage, int64_t now_ms)
 {
     if (series->period_start_ms != usage->period_start_unix_ms) {
-        series->period_start_ms = usage->period_start_unix_ms; /* a new period: from zero */
-        series->interval_ms = SPEND_SAMPLE_MS;
-        series->count = 0;
+        /* A new period starts from zero; a series sampled in an earlier
+         * one saw it begin. */
+        bool seen_before = series->period_start_ms != INT64_MIN;
+        series_restart(series, usage->period_start_unix_ms,
+                       seen_before ? usage->period_start_unix_ms : INT64_MIN);
     }
-    /* The clock stepped back: samples taken "after" now describe a time
-     * that did not happen this way; they go, so the history stays in order. */
-    while (series->count > 0 && series->points[series->count - 1].at_unix_ms > now_ms)
-        series->count--;
+    series_drop_after(series, now_ms);
+    struct spend_point point = {.at_unix_ms = now_ms, .used = usage->used, .debt = usage->debt};
+    if (series->recent_count == 0 ||
+        now_ms >= recent_at(series, series->recent_count - 1)->at_unix_ms + SPEND_SAMPLE_MS)
+        recent_push(series, point);
     if (series->count > 0) {
         int64_t last_ms = series->points[series->count - 1].at_unix_ms;
         if (now_ms < last_ms + series->interval_ms)
@@ -172,29 +237,98 @@ static void series_add(struct spend_series *series, const struct limit_usage *us
     }
     if (series->count == SPEND_POINTS_MAX)
         series_thin(series);
-    series->points[series->count++] =
-        (struct spend_point){.at_unix_ms = now_ms, .used = usage->used, .debt = usage->debt};
+    series->points[series->count++] = point;
+}
+
+/* Whether the last sample would have read `key` had it been a budget then:
+ * it read every budget up to its last key, and kept them all (mutex held). */
+static bool seen_by_last_sample(const struct spend *spend, const char *key)
+{
+    if (spend->seen_at_ms == INT64_MIN || spend->last_incomplete)
+        return false;
+    return !spend->last_more || strcmp(key, spend->last_key) < 0;
+}
+
+/* A new series; when the last sample did not see the budget, it had spent
+ * nothing then, in this period (mutex held). NULL when out of memory. */
+static struct spend_series *series_new(const struct spend *spend, const struct limit_usage *usage)
+{
+    struct spend_series *series = malloc(sizeof *series);
+    if (series == NULL)
+        return NULL;
+    memset(series, 0, offsetof(struct spend_series, points));
+    memcpy(series->key, usage->state.definition.key, sizeof series->key);
+    int64_t zero_at_ms = INT64_MIN;
+    if (seen_by_last_sample(spend, series->key)) {
+        zero_at_ms = spend->seen_at_ms > usage->period_start_unix_ms ? spend->seen_at_ms
+                                                                     : usage->period_start_unix_ms;
+    }
+    series_restart(series, usage->period_start_unix_ms, zero_at_ms);
+    return series;
+}
+
+static int compare_states(const void *a, const void *b)
+{
+    const struct limit_state *x = a, *y = b;
+    return strcmp(x->definition.key, y->definition.key);
+}
+
+/* The budgets there at start, from the backend's registry (no usage is
+ * read: nothing waits on a cluster), each with an empty series: a budget
+ * first seen by a later sample was made since. On failure nothing is known
+ * (no budget starts from a zero until the first sample). */
+static void roster(struct spend *spend, struct backend *backend, int64_t now_ms)
+{
+    struct limit_state *states = NULL;
+    size_t count = 0;
+    if (backend_list_limits(backend, &states, &count) != 0)
+        return;
+    qsort(states, count, sizeof *states, compare_states);
+    pthread_mutex_lock(&spend->mutex);
+    assert(spend->count == 0);
+    bool incomplete = false, more = false;
+    for (size_t i = 0; i < count; i++) {
+        const struct limit_definition *d = &states[i].definition;
+        if (d->kind != LIMIT_BUDGET)
+            continue;
+        struct spend_series *series =
+            spend->count < SPEND_BUDGETS_MAX ? malloc(sizeof *series) : NULL;
+        if (series == NULL) {
+            incomplete |= spend->count < SPEND_BUDGETS_MAX;
+            more = true;
+            continue;
+        }
+        memset(series, 0, offsetof(struct spend_series, points));
+        memcpy(series->key, d->key, sizeof series->key);
+        series->period_start_ms = INT64_MIN; /* not sampled yet */
+        spend->series[spend->count++] = series;
+    }
+    spend->seen_at_ms = now_ms;
+    spend->last_more = more;
+    spend->last_incomplete = incomplete;
+    const char *last = spend->count > 0 ? spend->series[spend->count - 1]->key : "";
+    snprintf(spend->last_key, sizeof spend->last_key, "%s", last);
+    pthread_mutex_unlock(&spend->mutex);
+    free(states);
 }
 
 /* Rebuilds the sorted list from the page (key order): kept series move
  * over, new budgets get a series, the others are freed (mutex held). */
-static void merge(struct spend *spend, const struct limit_report *reports, size_t count,
+static void merge(struct spend *spend, const struct limit_report *reports, size_t count, bool more,
                   int64_t now_ms)
 {
     struct spend_series *next[SPEND_BUDGETS_MAX];
     uint32_t n = 0;
+    bool incomplete = false;
     for (uint32_t i = 0; i < spend->count; i++)
         spend->series[i]->sampled = false;
     for (size_t i = 0; i < count && n < SPEND_BUDGETS_MAX; i++) {
         const struct limit_usage *usage = &reports[i].usage;
         assert(usage->state.definition.kind == LIMIT_BUDGET);
         struct spend_series *series = series_find(spend, usage->state.definition.key);
-        if (series == NULL) {
-            series = calloc(1, sizeof *series);
-            if (series == NULL)
-                continue; /* no history for this one until memory is back */
-            memcpy(series->key, usage->state.definition.key, sizeof series->key);
-            series->period_start_ms = INT64_MIN;
+        if (series == NULL && (series = series_new(spend, usage)) == NULL) {
+            incomplete = true; /* no history for this one until memory is back */
+            continue;
         }
         series_add(series, usage, now_ms);
         series->sampled = true;
@@ -207,6 +341,11 @@ static void merge(struct spend *spend, const struct limit_report *reports, size_
     }
     memcpy(spend->series, next, n * sizeof *next);
     spend->count = n;
+    spend->seen_at_ms = now_ms;
+    spend->last_more = more || count > n;
+    spend->last_incomplete = incomplete;
+    const char *last = count > 0 ? reports[count - 1].usage.state.definition.key : "";
+    snprintf(spend->last_key, sizeof spend->last_key, "%s", last);
 }
 
 int spend_sample(struct spend *spend, struct backend *backend, int64_t now_ms)
@@ -227,26 +366,29 @@ int spend_sample(struct spend *spend, struct backend *backend, int64_t now_ms)
     if (backend->ops->limits_report(backend, &query, &reports, &count, &more) != 0)
         return -1;
     pthread_mutex_lock(&spend->mutex);
-    merge(spend, reports, count, now_ms);
+    merge(spend, reports, count, more, now_ms);
     spend->last_sample_ms = now_ms;
     pthread_mutex_unlock(&spend->mutex);
     free(reports);
     return 0;
 }
 
-uint32_t spend_points(struct spend *spend, const char *key, int64_t period_start_ms,
-                      struct spend_point *out, bool *tracked)
+void spend_history(struct spend *spend, const char *key, int64_t period_start_ms,
+                   struct spend_history *out)
 {
-    uint32_t count = 0;
+    out->count = 0;
+    out->recent_count = 0;
     pthread_mutex_lock(&spend->mutex);
-    const struct spend_series *series = series_find(spend, key);
-    *tracked = series != NULL;
+    struct spend_series *series = series_find(spend, key);
+    out->tracked = series != NULL && series->period_start_ms != INT64_MIN; /* sampled */
     if (series != NULL && series->period_start_ms == period_start_ms) {
-        count = series->count;
-        memcpy(out, series->points, count * sizeof *out);
+        out->count = series->count;
+        memcpy(out->points, series->points, series->count * sizeof *out->points);
+        out->recent_count = series->recent_count;
+        for (uint32_t i = 0; i < series->recent_count; i++)
+            out->recent[i] = *recent_at(series, i);
     }
     pthread_mutex_unlock(&spend->mutex);
-    return count;
 }
 
 static uint64_t spent(uint64_t used, uint64_t debt)
@@ -254,39 +396,65 @@ static uint64_t spent(uint64_t used, uint64_t debt)
     return amount_add_saturating(used, debt);
 }
 
-/* The sample the rate is measured from: the newest at least a window old,
- * else the oldest. NULL when there is none before now. */
-static const struct spend_point *rate_origin(const struct spend_point *points, uint32_t count,
-                                             int64_t now_ms)
+/* What the budget had spent a window before now, and when: the newest
+ * sample at least a window old, else (a window exactly) a sample that had
+ * spent nothing. False when neither is there. */
+static bool rate_origin(const struct spend_point *recent, uint32_t count, int64_t now_ms,
+                        struct spend_point *origin)
 {
-    const struct spend_point *origin = NULL;
-    for (uint32_t i = 0; i < count && points[i].at_unix_ms < now_ms; i++) {
-        if (origin == NULL || points[i].at_unix_ms <= now_ms - SPEND_RATE_WINDOW_MS)
-            origin = &points[i];
+    int64_t from_ms = now_ms - SPEND_RATE_WINDOW_MS;
+    const struct spend_point *found = NULL;
+    for (uint32_t i = 0; i < count && recent[i].at_unix_ms <= from_ms; i++)
+        found = &recent[i];
+    if (found != NULL) {
+        *origin = *found;
+        return true;
     }
-    return origin;
+    if (count > 0 && spent(recent[0].used, recent[0].debt) == 0) {
+        *origin = (struct spend_point){.at_unix_ms = from_ms}; /* nothing before it either */
+        return true;
+    }
+    return false;
 }
 
-void spend_project(const struct spend_point *points, uint32_t count,
+/* available / (delta / window), exact, rounded up; false when that is not
+ * before the period ends. */
+static bool runs_out_in(const struct limit_usage *u, uint64_t delta, int64_t window_ms,
+                        int64_t now_ms, int64_t *left_ms)
+{
+    assert(u->available > 0);
+    assert(delta > 0);
+    assert(window_ms > 0);
+    unsigned __int128 left =
+        ((unsigned __int128)u->available * (unsigned __int128)window_ms + delta - 1) / delta;
+    if (left >= (unsigned __int128)(u->period_end_unix_ms - now_ms))
+        return false;
+    *left_ms = (int64_t)left;
+    return true;
+}
+
+void spend_project(const struct spend_point *recent, uint32_t recent_count,
                    const struct limit_usage *now_usage, int64_t now_ms,
                    struct spend_projection *out)
 {
     memset(out, 0, sizeof *out);
-    const struct spend_point *origin = rate_origin(points, count, now_ms);
-    if (origin == NULL || now_ms - origin->at_unix_ms < SPEND_RATE_SPAN_MS_MIN)
+    struct spend_point origin;
+    if (!rate_origin(recent, recent_count, now_ms, &origin))
         return;
     uint64_t now_spent = spent(now_usage->used, now_usage->debt);
-    uint64_t then_spent = spent(origin->used, origin->debt);
+    uint64_t then_spent = spent(origin.used, origin.debt);
     uint64_t delta = now_spent > then_spent ? now_spent - then_spent : 0;
+    int64_t window_ms = now_ms - origin.at_unix_ms;
+    assert(window_ms >= SPEND_RATE_WINDOW_MS);
     out->rate_known = true;
-    out->rate_window_ms = now_ms - origin->at_unix_ms;
-    unsigned __int128 rate =
-        (unsigned __int128)delta * 3600000u / (unsigned __int128)out->rate_window_ms;
+    out->rate_window_spent = delta;
+    out->rate_window_ms = window_ms;
+    unsigned __int128 rate = (unsigned __int128)delta * 3600000u / (unsigned __int128)window_ms;
     out->rate_per_hour = rate > UINT64_MAX ? UINT64_MAX : (uint64_t)rate;
     int64_t to_end_ms = now_usage->period_end_unix_ms - now_ms;
     unsigned __int128 more = to_end_ms <= 0 ? 0
                                             : (unsigned __int128)delta * (uint64_t)to_end_ms /
-                                                  (unsigned __int128)out->rate_window_ms;
+                                                  (unsigned __int128)window_ms;
     unsigned __int128 projected = (unsigned __int128)now_spent + more;
     out->projected_at_period_end = projected > UINT64_MAX ? UINT64_MAX : (uint64_t)projected;
     if (now_usage->available <= 0) {
@@ -294,15 +462,9 @@ void spend_project(const struct spend_point *points, uint32_t count,
         out->runs_out_at_unix_ms = now_ms;
         return;
     }
-    if (delta == 0)
-        return;
-    /* available / (delta / window): exact, rounded up. */
-    unsigned __int128 left_ms =
-        ((unsigned __int128)now_usage->available * (unsigned __int128)out->rate_window_ms + delta -
-         1) /
-        delta;
-    if (left_ms >= (unsigned __int128)(now_usage->period_end_unix_ms - now_ms))
-        return; /* not before the period ends */
-    out->runs_out = true;
-    out->runs_out_at_unix_ms = now_ms + (int64_t)left_ms;
+    int64_t left_ms = 0;
+    if (delta > 0 && runs_out_in(now_usage, delta, window_ms, now_ms, &left_ms)) {
+        out->runs_out = true;
+        out->runs_out_at_unix_ms = now_ms + left_ms;
+    }
 }

@@ -280,6 +280,25 @@ bool caller_usage_of(struct fixture *f, const char *key, const char *caller,
     return true;
 }
 
+int caller_rank(struct fixture *f, const char *key, const char *caller)
+{
+    if (f->backend->ops->usage_by_caller == NULL)
+        return -1;
+    char name[NAMED_SIZE];
+    struct caller_usage *rows = NULL;
+    size_t count = 0;
+    if (f->backend->ops->usage_by_caller(f->backend, named(f, key, name), now_ms(f), &rows,
+                                         &count) != 0)
+        return -1;
+    int rank = -1;
+    for (size_t i = 0; i < count && rank < 0; i++) {
+        if (strcmp(rows[i].caller, caller) == 0)
+            rank = (int)i;
+    }
+    free(rows);
+    return rank;
+}
+
 static struct reserve_result reserve_raw(struct fixture *f, const char *lease_id,
                                          const char *caller, const struct named_items *named_items,
                                          uint32_t count, struct requirement_state *states,

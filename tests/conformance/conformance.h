@@ -159,6 +159,9 @@ void reserve_batch(struct fixture *f, const char *const *lease_ids, const struct
  * when the backend cannot tell (then *out is untouched). */
 bool caller_usage_of(struct fixture *f, const char *key, const char *caller,
                      struct caller_usage *out);
+/* Where a caller comes in the backend's per-caller answer (0: first), or -1
+ * when it is not there or the backend does not count callers. */
+int caller_rank(struct fixture *f, const char *key, const char *caller);
 /* One requirement; true when allowed. */
 bool reserve1(struct fixture *f, const char *lease_id, const char *key, uint64_t amount);
 

@@ -77,7 +77,8 @@ FIXTURE_TEST(budget_debt_ends_with_its_period)
 
 /* Commits within their own reservations after another lease's overrun
  * filled the period: used, no debt, no warning, whether the actual is given,
- * smaller, or left out; only the overrunning caller carries debt. */
+ * smaller, or left out; only the overrunning caller carries debt, and it
+ * comes first among the callers by what it spent. */
 FIXTURE_TEST(budget_commit_within_reservation_is_never_debt)
 {
     REQUIRE(put_budget(f, "usd", 1000, PERIOD_MONTH, 60));
@@ -118,6 +119,10 @@ FIXTURE_TEST(budget_commit_within_reservation_is_never_debt)
         CHECK_EQ_U64(alice.debt, 500);
         CHECK_EQ_U64(bob.used, 550);
         CHECK_EQ_U64(bob.debt, 0);
+        /* Largest spend (used + debt) first: alice's 900 before bob's 550,
+         * although bob used more. */
+        CHECK_EQ_I64(caller_rank(f, "usd", "alice"), 0);
+        CHECK_EQ_I64(caller_rank(f, "usd", "bob"), 1);
     }
 }
 

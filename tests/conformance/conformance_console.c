@@ -270,7 +270,7 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
     const struct caller_usage *bob = row_of(rows, count, "bob");
     const struct caller_usage *alice = row_of(rows, count, "alice");
     REQUIRE(bob != NULL && alice != NULL);
-    CHECK_STR(rows[0].caller, "bob"); /* most used first */
+    CHECK_STR(rows[0].caller, "bob"); /* most spent (used + debt) first */
     CHECK_EQ_U64(bob->used, 79);
     CHECK_EQ_U64(bob->debt, 11);
     CHECK_EQ_U64(bob->calls, 1);
@@ -325,6 +325,21 @@ FIXTURE_TEST(usage_by_caller_of_a_window)
     REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "tpm", named), now_ms(f), &rows,
                                              &count) == 0);
     CHECK_EQ_U64(count, 0);
+    free(rows);
+    /* Debt is spent too: bob's overrun puts him first though alice used more. */
+    REQUIRE(put_rolling(f, "small", 100, 60));
+    REQUIRE(reserve_as(f, "d", "small", 60, "alice"));
+    CHECK(COMPLETE(f, "d", {"small", 60}).reconciled);
+    REQUIRE(reserve_as(f, "e", "small", 30, "bob"));
+    CHECK(COMPLETE(f, "e", {"small", 80}).reconciled); /* 50 over, and no room: debt */
+    REQUIRE(f->backend->ops->usage_by_caller(f->backend, ns_key(f, "small", named), now_ms(f),
+                                             &rows, &count) == 0);
+    REQUIRE(count == 2);
+    CHECK_STR(rows[0].caller, "bob");
+    CHECK_EQ_U64(rows[0].used, 30);
+    CHECK_EQ_U64(rows[0].debt, 50);
+    CHECK_STR(rows[1].caller, "alice");
+    CHECK_EQ_U64(rows[1].used, 60);
     free(rows);
 }
 
@@ -383,7 +398,8 @@ const struct conformance_test console_tests[] = {
         "usage_by_caller splits a budget's used, debt, reserved and completed calls by caller, "
         "period by period"),
     TEST_ENTRY(usage_by_caller_of_a_window,
-               "usage_by_caller of a rolling limit: what each caller's holds carry in the window"),
+               "usage_by_caller of a rolling limit: what each caller's holds carry in the window, "
+               "most spent (used + debt) first"),
     TEST_ENTRY(callers_past_the_bound_share_a_row,
                "callers past the backend's bound are counted together as (other callers)"),
 };

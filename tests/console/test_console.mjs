@@ -45,6 +45,9 @@ const OPS = 'team:ops:usd:day';
 const TPM = 'global:openai:gpt-4o:tpm';
 const RPM = 'global:openai:gpt-4o:rpm';
 const SLOTS = 'local:llama:concurrent';
+// Long enough to wrap on a phone and in the desktop's key column.
+const LONG_KEY = 'global:openai:gpt-4o-mini-2024-07-18:tokens-per-minute:eu-west-1';
+const RATE_WINDOW_MS = 600000; // the spend rate's window (SPEND_RATE_WINDOW_MS)
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -246,6 +249,7 @@ async function workload(server) {
   await server.put({key: SLOTS, kind: 'concurrency', capacity: 4, timeout_seconds: 3600,
                     unit: 'requests'});
   await server.put({key: HOSTILE_KEY, kind: 'rolling', capacity: 10, window_seconds: 3600});
+  await server.put({key: LONG_KEY, kind: 'rolling', capacity: 10, window_seconds: 3600});
   // A spend history: four calls ten minutes apart, each sampled by the server.
   for (let i = 0; i < 4; i++) {
     await server.reserve('hist-' + i, {[SALES]: 1500000}, 'bot-a');
@@ -265,6 +269,7 @@ async function workload(server) {
   for (let i = 0; i < 5; i++) await server.reserve('slot-' + i, {[SLOTS]: 1}, HOSTILE_CALLER);
   // A definitive denial naming the hostile key, and a budget overrun.
   await server.reserve('too-big', {[HOSTILE_KEY]: 11}, 'bot-b');
+  await server.reserve('too-long', {[LONG_KEY]: 11}, 'bot-b');
   await server.reserve('ops-1', {[OPS]: 3000000}, 'ops');
   await server.complete('ops-1', {[OPS]: 6000000});
   // The batch route feeds the same counters.
@@ -334,8 +339,8 @@ async function budgetsMatchApi(server, page) {
         'the projection is told: ' + card.text);
   const callers = await server.ok('GET', '/v1/usage/' + encodeURIComponent(SALES) + '?group_by=caller');
   equal(JSON.stringify(card.callers), JSON.stringify(callers.callers.slice(0, 5)
-    .map((c) => [c.caller, String(c.used), String(c.calls)])),
-        'top callers with their spend and calls, in the server\'s order');
+    .map((c) => [c.caller, String(c.spent), String(c.calls)])),
+        'top callers with their spend (used + debt) and calls, in the server\'s order');
 }
 
 async function hostileRendersAsText(server, page) {
@@ -394,6 +399,46 @@ async function attentionNamesProblems(page) {
   check(items.some(([kind]) => kind === 'denials'), 'denials in the last minute named');
 }
 
+// Where each key shown on the page breaks across lines: a key may wrap only
+// right after a ':' (docs/console.md). Returns the breaks elsewhere and how
+// many keys wrapped at a ':' (so a test can tell that wrapping happened).
+function keyBreaks(page) {
+  return page.evaluate(() => {
+    const wrong = [];
+    let atColon = 0;
+    const range = document.createRange();
+    for (const node of document.querySelectorAll('.key')) {
+      if (node.getClientRects().length === 0) continue; // not displayed
+      const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+      let top = null, before = '', wrapped = false;
+      for (let text = walker.nextNode(); text !== null; text = walker.nextNode()) {
+        for (let i = 0; i < text.length; i++) {
+          range.setStart(text, i);
+          range.setEnd(text, i + 1);
+          const rects = range.getClientRects();
+          if (rects.length === 0) continue;
+          const at = rects[0].top;
+          if (top !== null && at > top + 1) {
+            if (before === ':') wrapped = true;
+            else wrong.push({key: node.textContent, after: before, next: text.data[i]});
+          }
+          top = at;
+          before = text.data[i];
+        }
+      }
+      if (wrapped) atColon++;
+    }
+    return {wrong, atColon};
+  });
+}
+
+async function keysWrapAtColons(page, where) {
+  await nextRefresh(page);
+  const breaks = await keyBreaks(page);
+  equal(JSON.stringify(breaks.wrong), '[]', 'keys break only after a colon (' + where + ')');
+  check(breaks.atColon > 0, 'a long key wrapped at a colon (' + where + ')');
+}
+
 async function phoneWidth(page) {
   await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
   await nextRefresh(page);
@@ -405,6 +450,7 @@ async function phoneWidth(page) {
     return box.width > 0 && box.right <= window.innerWidth;
   });
   check(visible, 'the limits fit the width');
+  await keysWrapAtColons(page, 'phone');
   await page.screenshot({path: path.join(OUT, 'console-phone-' + BACKEND + '.png'), fullPage: true});
 }
 
@@ -426,6 +472,8 @@ async function mainScenario(browser) {
               'the denials', () => attentionNamesProblems(page));
     await page.screenshot({path: path.join(OUT, 'console-desktop-' + BACKEND + '.png'),
                            fullPage: true});
+    await run('keys_wrap_at_colons', 'a key wraps only after a colon, never inside a word',
+              () => keysWrapAtColons(page, 'desktop'));
     await run('new_reserve_shows_up', 'a reserve made after the page loaded shows up without a ' +
               'reload', () => newReserveShowsUp(server, page));
     await run('detail_shows_holders', 'a limit\'s detail lists who holds it, as the API says',
@@ -436,6 +484,276 @@ async function mainScenario(browser) {
       equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
     });
     await page.close();
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---- scenario: the spend rate and an overrun -------------------------------------
+
+const OVER = 'team:over:usd:month';
+const IDLE = 'team:idle:usd:month';
+
+// Dollars as the page writes them, for the whole-cent amounts used here.
+const usd = (micros) => '$' + (micros / 1000000).toFixed(2);
+
+// The spend API's answer once a sample shows `spent` (the server samples
+// by itself; this waits for it, it does not time it).
+async function waitForSpent(server, key, spent) {
+  for (let i = 0; i < 200; i++) {
+    const answer = await server.ok('GET', '/v1/console/spend/' + encodeURIComponent(key));
+    if (answer.points.some((p) => p.spent === spent)) return answer;
+    await sleep(100);
+  }
+  throw new Error('no spend sample of ' + key + ' at ' + spent);
+}
+
+// A budget card as drawn: its figures, the projection the page was given
+// (data attributes) and told (text), and its caller rows.
+function budgetCardOf(page, key) {
+  return page.evaluate((k) => {
+    const node = [...document.querySelectorAll('#budgets .card')].find((c) => c.dataset.key === k);
+    if (!node) return null;
+    const spent = node.querySelector('[data-figure="spent"] dd');
+    const projection = node.querySelector('.projection-text');
+    return {spent: spent.dataset.value, spentText: spent.firstChild.textContent,
+            text: projection.textContent, data: {...projection.dataset},
+            callers: [...node.querySelectorAll('tr[data-caller]')].map((tr) => ({
+              caller: tr.dataset.caller, value: tr.children[1].dataset.value,
+              text: tr.children[1].firstChild.textContent}))};
+  }, key);
+}
+
+const attentionOf = (page) => page.evaluate(() => [...document.querySelectorAll('#attention li')]
+  .map((li) => ({kind: li.dataset.kind, text: li.textContent,
+                 key: li.querySelector('.key') ? li.querySelector('.key').textContent : ''})));
+
+const spendOf = (server, key) => server.ok('GET', '/v1/console/spend/' + encodeURIComponent(key));
+
+async function overrunCallersIncludeDebt(server, page) {
+  const spend = await spendOf(server, OVER);
+  equal(spend.spent, 5600000, 'the overrun is spent');
+  equal(spend.debt, 600000, '... $0.60 of it as debt');
+  const callers = (await server.ok('GET', '/v1/usage/' + encodeURIComponent(OVER) +
+                                   '?group_by=caller')).callers;
+  equal(JSON.stringify(callers[0]), JSON.stringify({caller: 'bot-over', reserved: 0, used: 5000000,
+                                                    debt: 600000, spent: 5600000, calls: 1}),
+        'the API\'s caller row carries the debt and what was spent');
+  equal(callers.reduce((sum, c) => sum + c.spent, 0), spend.spent, 'the callers\' spend adds up');
+  const card = await budgetCardOf(page, OVER);
+  if (!check(card !== null, 'a card for ' + OVER)) return;
+  equal(card.spentText, '$5.60', 'the card says what was spent');
+  equal(card.callers.length, 1, 'one caller row');
+  equal(card.callers[0].value, String(callers[0].spent), 'the caller row\'s spend is the API\'s');
+  equal(card.callers[0].text, card.spentText, 'the only caller spent what the card says');
+}
+
+async function rateIsRecentSpend(server, page) {
+  const over = await spendOf(server, OVER);
+  const idle = await spendOf(server, IDLE);
+  for (const [s, spent] of [[over, 5600000], [idle, 7400000]]) {
+    equal(s.rate_window_spent, spent, s.key + ': everything was spent in the rate\'s window');
+    check(s.rate_window_ms >= RATE_WINDOW_MS, s.key + ': the window is at least 10 min: ' +
+          s.rate_window_ms);
+    equal(s.rate_per_hour, Math.floor(spent * 3600000 / s.rate_window_ms), s.key + ': the rate');
+  }
+  // $2.60 left at $7.40 per 10 min.
+  const left = Math.ceil(2600000 * idle.rate_window_ms / 7400000);
+  equal(idle.runs_out_at_unix_ms - idle.now_unix_ms, left, 'when the idle budget would run out');
+  const overCard = await budgetCardOf(page, OVER);
+  const idleCard = await budgetCardOf(page, IDLE);
+  if (!check(overCard !== null && idleCard !== null, 'both cards')) return;
+  equal(overCard.data.ratePerHour, String(over.rate_per_hour), 'the page has the API\'s rate');
+  check(overCard.text.includes(usd(over.rate_per_hour) + ' per hour'),
+        'the page tells the rate: ' + overCard.text);
+  check(overCard.text.includes(usd(5600000) + ' in the last 10 m'),
+        'the page tells what was spent in the window: ' + overCard.text);
+  equal(idleCard.data.runsOutInMs, String(left), 'the page has the API\'s run-out time');
+  const attention = await attentionOf(page);
+  check(attention.some((a) => a.kind === 'runs-out' && a.key === IDLE),
+        'spending fast, the idle budget is named: ' + JSON.stringify(attention));
+}
+
+async function idleBudgetDoesNotRunOut(server, page) {
+  const idle = await spendOf(server, IDLE);
+  equal(idle.rate_window_spent, 0, 'nothing spent in the last 10 min');
+  equal(idle.rate_per_hour, 0, 'the rate is zero');
+  equal(idle.runs_out_at_unix_ms, null, 'it does not run out');
+  equal(idle.projected_at_period_end, idle.spent, 'it ends the period where it is');
+  const card = await budgetCardOf(page, IDLE);
+  if (!check(card !== null, 'a card for ' + IDLE)) return;
+  equal(card.data.ratePerHour, '0', 'the page has a zero rate');
+  equal(card.data.runsOutInMs, '', 'the page has no run-out time');
+  check(/does not run out/.test(card.text), 'the page says so: ' + card.text);
+  // The window reaches back to the newest sample at least 10 min old: here
+  // the one before the clock moved, so a little longer.
+  check(card.text.startsWith('Spent $0.00 in the last '), 'the page says why: ' + card.text);
+  const attention = await attentionOf(page);
+  check(!attention.some((a) => a.kind === 'runs-out'),
+        'no budget said to run out: ' + JSON.stringify(attention));
+  check(attention.some((a) => a.kind === 'out' && a.key === OVER), 'the overrun one is used up');
+}
+
+async function spendScenario(browser) {
+  const server = await new Server(['--test-clock']).start();
+  try {
+    await server.put({key: OVER, kind: 'budget', capacity: 5000000, period: 'month',
+                      timeout_seconds: 300, unit: 'usd_micros'});
+    await server.put({key: IDLE, kind: 'budget', capacity: 10000000, period: 'month',
+                      timeout_seconds: 300, unit: 'usd_micros'});
+    // The scenario stays in one month of the server's clock.
+    const usage = await server.ok('GET', '/v1/usage/' + encodeURIComponent(IDLE));
+    const now = (await server.ok('GET', '/v1/console/status')).now_unix_ms;
+    if (usage.period_end_unix_ms - now < 3600000) {
+      await server.advance(usage.period_end_unix_ms - now + 1000);
+    }
+    // An overrun right after the budget was made (before the server sampled
+    // it, most likely): $5 reserved, $5.60 spent.
+    await server.reserve('over-1', {[OVER]: 5000000}, 'bot-over');
+    await server.complete('over-1', {[OVER]: 5600000});
+    // Sampled at zero, then $7.40 of $10 at once, then nothing.
+    await waitForSpent(server, IDLE, 0);
+    await server.reserve('idle-1', {[IDLE]: 7400000}, 'bot-idle');
+    await server.complete('idle-1', {[IDLE]: 7400000});
+    await waitForSpent(server, OVER, 5600000);
+    await waitForSpent(server, IDLE, 7400000);
+    await server.advance(75000);
+    const page = await newPage(browser, 1400, 1000);
+    await page.goto(server.url + '/console');
+    await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+    await nextRefresh(page);
+    await run('overrun_callers_include_debt', 'after an overrun the caller rows carry the debt: ' +
+              'what each caller spent adds up to what the budget spent',
+              () => overrunCallersIncludeDebt(server, page));
+    await run('rate_is_recent_spend', '75 s after a charge the rate is what was spent in the ' +
+              'last 10 min, as the API says', () => rateIsRecentSpend(server, page));
+    await page.screenshot({path: path.join(OUT, 'console-spend-' + BACKEND + '.png'),
+                           fullPage: true});
+    await server.advance(RATE_WINDOW_MS + 60000);
+    await nextRefresh(page);
+    await run('idle_budget_does_not_run_out', 'a budget that spent nothing in the last 10 min ' +
+              'has a zero rate and does not run out', () => idleBudgetDoesNotRunOut(server, page));
+    await run('spend_console_clean', 'the browser console logged no error or warning', async () => {
+      const problems = consoleProblems(page);
+      equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+    });
+    await page.close();
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---- scenario: a link to one limit -------------------------------------------------
+
+const LINKED = 'team:a/b?c%d#e&limit=x:rpm'; // characters a URL fragment must encode
+const fragmentOf = (key) => '#limit=' + encodeURIComponent(key);
+
+const selectedOf = (page) => page.evaluate(() => {
+  const row = document.querySelector('#limits-body .lrow.selected');
+  return {key: row ? row.dataset.key : null,
+          linked: row ? row.classList.contains('linked') : false,
+          detail: document.getElementById('detail-panel').hidden ? null
+            : document.getElementById('detail-key').textContent,
+          link: document.getElementById('detail-link').getAttribute('href'),
+          hash: window.location.hash,
+          rows: document.querySelectorAll('#limits-body .lrow').length};
+});
+
+// Whether the row of key comes to be marked and in view (it is marked at
+// once, and scrolled to once the page has drawn).
+function scrolledTo(page, key) {
+  return page.waitForFunction((k) => {
+    const row = document.querySelector('#limits-body .lrow.selected');
+    if (row === null || row.dataset.key !== k) return false;
+    const box = row.getBoundingClientRect();
+    return box.top >= 0 && box.bottom <= window.innerHeight;
+  }, {timeout: 15000}, key).then(() => true, () => false);
+}
+
+async function typeFilter(page, text) {
+  await page.click('#filter', {clickCount: 3});
+  await page.keyboard.press('Backspace');
+  if (text !== '') await page.type('#filter', text);
+}
+
+async function linkOpensLimit(server, browser) {
+  const page = await newPage(browser, 1200, 800);
+  await page.goto(server.url + '/console' + fragmentOf(LINKED));
+  await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+  check(await scrolledTo(page, LINKED), 'the linked limit is highlighted and scrolled into view');
+  let seen = await selectedOf(page);
+  equal(seen.key, LINKED, 'the linked limit is the one highlighted');
+  check(seen.linked, 'and marked as the one the link names');
+  equal(seen.detail, LINKED, 'its detail is open');
+  equal(seen.link, fragmentOf(LINKED), 'the detail links to itself');
+  equal(seen.hash, fragmentOf(LINKED), 'the address still names it');
+  // The filter still filters, and the link does not come back over it.
+  await typeFilter(page, 'a:filler:0');
+  await page.waitForFunction(() => document.querySelectorAll('#limits-body .lrow').length === 10,
+                             {timeout: 15000});
+  await nextRefresh(page);
+  seen = await selectedOf(page);
+  equal(seen.rows, 10, 'the filter shows the matching limits only');
+  equal(seen.key, null, 'the linked limit is filtered out');
+  await typeFilter(page, '');
+  await page.waitForFunction(() => document.querySelectorAll('#limits-body .lrow').length === 63,
+                             {timeout: 15000});
+  // Choosing a limit puts it in the address; a new fragment opens its limit.
+  await page.evaluate(() => {
+    [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === 'z:last').click();
+  });
+  seen = await selectedOf(page);
+  equal(seen.hash, fragmentOf('z:last'), 'a chosen limit is in the address');
+  equal(seen.link, fragmentOf('z:last'), 'and in the detail\'s link');
+  await page.evaluate((hash) => { window.location.hash = hash; }, fragmentOf('a:filler:30'));
+  check(await scrolledTo(page, 'a:filler:30'), 'a fragment set later scrolls to its limit too');
+  await nextRefresh(page);
+  seen = await selectedOf(page);
+  equal(seen.detail, 'a:filler:30', 'and opens its detail');
+  const problems = consoleProblems(page);
+  equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+  await page.close();
+}
+
+async function hostileLinkIsText(server, browser) {
+  const page = await newPage(browser, 1200, 800);
+  await page.goto(server.url + '/console' + fragmentOf(HOSTILE_KEY));
+  await page.waitForFunction(() => !document.getElementById('detail-panel').hidden,
+                             {timeout: 15000});
+  const seen = await page.evaluate(() => ({
+    detail: document.getElementById('detail-key').textContent,
+    images: document.querySelectorAll('img').length, pwned: window.__pwned !== undefined}));
+  equal(seen.detail, HOSTILE_KEY, 'the hostile key from the address shows as text');
+  equal(seen.images, 0, 'no <img> made from it');
+  equal(seen.pwned, false, 'nothing ran');
+  equal(page.dialogs.length, 0, 'no dialog');
+  // A fragment that is not a key: ignored, nothing breaks.
+  await page.goto(server.url + '/console#limit=%E0%A4%A');
+  await page.reload();
+  await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+  await nextRefresh(page);
+  equal(await page.evaluate(() => document.getElementById('detail-panel').hidden), true,
+        'a malformed fragment opens nothing');
+  const problems = consoleProblems(page);
+  equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+  await page.close();
+}
+
+async function linkScenario(browser) {
+  const server = await new Server([]).start();
+  try {
+    for (let i = 0; i < 60; i++) {
+      await server.put({key: 'a:filler:' + String(i).padStart(2, '0'), kind: 'rolling',
+                        capacity: 10, window_seconds: 60});
+    }
+    for (const key of [LINKED, 'z:last', HOSTILE_KEY]) {
+      await server.put({key, kind: 'rolling', capacity: 10, window_seconds: 60});
+    }
+    await run('link_opens_limit', 'a #limit=<key> address scrolls to that limit, highlights it ' +
+              'and opens it; the filter keeps working; choosing a limit puts it in the address',
+              () => linkOpensLimit(server, browser));
+    await run('hostile_link_is_text', 'a hostile key in the address shows as text; a malformed ' +
+              'fragment is ignored', () => hostileLinkIsText(server, browser));
   } finally {
     await server.stop();
   }
@@ -532,6 +850,8 @@ console.log('console in ' + CHROMIUM + ' against llmlimitd --backend ' + BACKEND
 const browser = await openBrowser();
 try {
   await mainScenario(browser);
+  await spendScenario(browser);
+  await linkScenario(browser);
   await tokenScenario(browser);
 } finally {
   await closeBrowser(browser);

@@ -474,7 +474,29 @@ class Api(unittest.TestCase):
             self.assertIn("events", events)
         self.assertEqual(status_by, 200, by_caller)
         self.assertEqual(by_caller["callers"],
-                         [{"caller": "who", "reserved": 3, "used": 0, "debt": 0, "calls": 1}])
+                         [{"caller": "who", "reserved": 3, "used": 0, "debt": 0, "spent": 0,
+                           "calls": 1}])
+
+    def test_usage_by_caller_carries_an_overrun(self):
+        """group_by=caller: a budget overrun's debt is its caller's, spent is used + debt, the
+        callers add up to the budget's spend, and the largest spender comes first."""
+        key = "api:by-caller:usd"
+        self.put(budget(key, 5000000))
+        self.assertTrue(self.reserve("by-caller-big", {key: 3000000}, caller="careful")[0]["allowed"])
+        self.assertEqual(self.server.complete("by-caller-big", {key: 3000000})[0], 200)
+        self.assertTrue(self.reserve("by-caller-over", {key: 2000000}, caller="overrun")[0]["allowed"])
+        self.assertEqual(self.server.complete("by-caller-over", {key: 3600000})[0], 200)
+        usage = self.usage(key)
+        self.assertEqual((usage["used"], usage["debt"]), (5000000, 1600000))
+        status, _, body = self.server.usage(key, query="group_by=caller")
+        self.assertEqual(status, 200, body)
+        # overrun used less than careful, but spent more.
+        self.assertEqual(body["callers"], [
+            {"caller": "overrun", "reserved": 0, "used": 2000000, "debt": 1600000,
+             "spent": 3600000, "calls": 1},
+            {"caller": "careful", "reserved": 0, "used": 3000000, "debt": 0, "spent": 3000000,
+             "calls": 1}])
+        self.assertEqual(sum(c["spent"] for c in body["callers"]), usage["used"] + usage["debt"])
 
     # -- metrics -------------------------------------------------------------
 

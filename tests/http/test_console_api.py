@@ -1,7 +1,7 @@
 """The console's routes against the real binary (docs/api.md, docs/console.md):
 the page's files and their headers, every /v1/console/ route with its
 figures held to /v1/usage, its bounds one past each limit, its tokens, and
-the spend projection recomputed here from the samples the server reports.
+the spend rate and projection recomputed here from the samples the server reports.
 
 The backend comes from --backend (default memory)."""
 
@@ -19,6 +19,7 @@ BACKEND = backend_from_argv()
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 HOSTILE = "evil:<img/src=x/onerror=alert(1)>"
+WINDOW_MS = 600000  # the spend rate's window (SPEND_RATE_WINDOW_MS)
 ASSETS = {"/console": "text/html; charset=utf-8",
           "/console/app.js": "text/javascript; charset=utf-8",
           "/console/app.css": "text/css; charset=utf-8"}
@@ -329,16 +330,23 @@ class Console(unittest.TestCase):
     def spend(self, key):
         return self.get("/v1/console/spend/" + quote(key))[0]
 
+    def spend_with(self, key, spent):
+        """The spend answer once a sample shows `spent` (waits for the sampler)."""
+        wait_until(lambda: any(p["spent"] == spent for p in self.spend(key)["points"]),
+                   timeout_s=10)
+        return self.spend(key)
+
     def test_spend_history_and_projection(self):
-        """Samples every budget; the rate and run-out time equal this test's own integer math."""
+        """Samples every budget; the rate (the spend of the last 10 minutes) and the run-out
+        time equal this test's own integer math from the samples."""
         key = "sp:usd"
         self.put(budget(key, 10000000))
         for step in range(4):
             done = lease()
             self.reserve({key: 500000}, caller="bot", lease_id=done)
             self.complete(done, {key: 400000})
-            wait_until(lambda: len(self.spend(key)["points"]) >= step + 1)
-            self.advance(600000)
+            self.spend_with(key, 400000 * (step + 1))
+            self.advance(300000 if step == 3 else 600000)
         self.reserve({key: 100000})
         s = self.spend(key)
         usage, _ = self.get("/v1/usage/" + quote(key))
@@ -350,14 +358,17 @@ class Console(unittest.TestCase):
         points = s["points"]
         self.assertGreaterEqual(len(points), 4)
         self.assertEqual(s["history_since_unix_ms"], points[0]["at_unix_ms"])
+        self.assertEqual(points[0]["spent"], 0)  # made after the server started: from zero
         for p in points:
             self.assertEqual(p["spent"], p["used"] + p["debt"])
         now = s["now_unix_ms"]
-        olds = [p for p in points if p["at_unix_ms"] <= now - 3600000]
-        origin = olds[-1] if olds else points[0]
+        self.assertEqual(s["rate_window_min_ms"], WINDOW_MS)
+        origin = [p for p in points if p["at_unix_ms"] <= now - WINDOW_MS][-1]
         window = now - origin["at_unix_ms"]
         delta = s["spent"] - origin["spent"]
+        self.assertEqual(delta, 400000)  # the last call: 5 minutes ago
         self.assertEqual(s["rate_window_ms"], window)
+        self.assertEqual(s["rate_window_spent"], delta)
         self.assertEqual(s["rate_per_hour"], delta * 3600000 // window)
         left = (s["available"] * window + delta - 1) // delta
         expected = now + left if left < s["period_end_unix_ms"] - now else None
@@ -365,15 +376,54 @@ class Console(unittest.TestCase):
         self.assertEqual(s["projected_at_period_end"],
                          s["spent"] + delta * (s["period_end_unix_ms"] - now) // window)
 
+    def test_spend_rate_is_recent(self):
+        """A budget charged right after it was made counts the charge in its rate 75 s later
+        (exactly 10 minutes: it had spent nothing before); 10 minutes of nothing later the
+        rate is zero and it does not run out."""
+        over, idle = "sp:over", "sp:idle"
+        self.put(budget(over, 5000000))
+        self.put(budget(idle, 10000000))
+        end = self.spend(idle)["period_end_unix_ms"]
+        now = self.get("/v1/console/status")[0]["now_unix_ms"]
+        if end - now < 3600000:  # stay in one period
+            self.advance(end - now + 1000)
+        first = lease()
+        self.reserve({over: 5000000}, caller="over", lease_id=first)
+        self.complete(first, {over: 5600000})
+        second = lease()
+        self.reserve({idle: 7400000}, caller="idle", lease_id=second)
+        self.complete(second, {idle: 7400000})
+        self.spend_with(over, 5600000)
+        self.spend_with(idle, 7400000)
+        self.advance(75000)
+        for key, spent in ((over, 5600000), (idle, 7400000)):
+            s = self.spend(key)
+            self.assertEqual(s["rate_window_ms"], WINDOW_MS, key)
+            self.assertEqual(s["rate_window_spent"], spent, key)
+            self.assertEqual(s["rate_per_hour"], spent * 3600000 // WINDOW_MS, key)
+        s = self.spend(over)
+        self.assertEqual(s["runs_out_at_unix_ms"], s["now_unix_ms"])  # used up
+        s = self.spend(idle)
+        self.assertEqual(s["runs_out_at_unix_ms"] - s["now_unix_ms"],
+                         (2600000 * WINDOW_MS + 7400000 - 1) // 7400000)
+        self.advance(WINDOW_MS + 60000)
+        s = self.spend(idle)
+        self.assertGreaterEqual(s["rate_window_ms"], WINDOW_MS)
+        self.assertEqual((s["rate_window_spent"], s["rate_per_hour"]), (0, 0))
+        self.assertIsNone(s["runs_out_at_unix_ms"])
+        self.assertEqual(s["projected_at_period_end"], s["spent"])
+
     def test_spend_errors(self):
-        """spend: 400 for a limit that is not a budget, 404 for an unknown key."""
+        """spend: 400 for a limit that is not a budget, 404 for an unknown key; a new budget
+        spends nothing."""
         self.put(rolling("sp:tpm", 10))
         self.rejected("/v1/console/spend/sp%3Atpm", "key: not a budget")
         self.rejected("/v1/console/spend/sp%3Anope", "unknown_limit_key: sp:nope", 404)
         fresh = "sp:fresh"
         self.put(budget(fresh, 10))
+        wait_until(lambda: self.spend(fresh)["tracked"], timeout_s=10)
         s = self.spend(fresh)
-        self.assertIsNone(s["rate_per_hour"])
+        self.assertEqual((s["rate_window_spent"], s["rate_per_hour"]), (0, 0))
         self.assertIsNone(s["runs_out_at_unix_ms"])
 
     def test_gateway_not_enabled(self):

@@ -147,12 +147,13 @@ static bool put_budget(struct fixture *f, const char *key, uint64_t capacity)
            backend_put_limit(f->backend, &d, NULL, error, sizeof error) == 0;
 }
 
-static void spend_amount(struct fixture *f, const char *key, uint64_t amount)
+/* Reserves `reserved` and completes `actual` (more is an overrun). */
+static void spend_over(struct fixture *f, const char *key, uint64_t reserved, uint64_t amount)
 {
     static unsigned lease;
     char id[32];
     snprintf(id, sizeof id, "s%u", lease++);
-    struct requirement r = {key, (uint32_t)strlen(key), amount};
+    struct requirement r = {key, (uint32_t)strlen(key), reserved};
     struct reserve_request request = request_of(id, NULL, &r, 1);
     struct reserve_result result;
     backend_reserve_wait(f->backend, &request, &result, 1);
@@ -163,6 +164,21 @@ static void spend_amount(struct fixture *f, const char *key, uint64_t amount)
     free(done.warnings);
 }
 
+static void spend_amount(struct fixture *f, const char *key, uint64_t amount)
+{
+    spend_over(f, key, amount, amount);
+}
+
+/* The history of key in the period starting at period_ms (a new copy). */
+static struct spend_history *history_of(struct spend *s, const char *key, int64_t period_ms)
+{
+    struct spend_history *h = malloc(sizeof *h);
+    if (h == NULL)
+        abort(); /* out of memory in a test */
+    spend_history(s, key, period_ms, h);
+    return h;
+}
+
 static void spend_samples_and_thins(void)
 {
     struct fixture f;
@@ -170,18 +186,21 @@ static void spend_samples_and_thins(void)
     struct spend *s = spend_create();
     REQUIRE(s != NULL);
     REQUIRE(put_budget(&f, "usd", 1000000000));
-    struct spend_point *points = malloc(SPEND_POINTS_MAX * sizeof *points);
-    REQUIRE(points != NULL);
-    bool tracked = false;
-    CHECK_EQ_U64(spend_points(s, "usd", T0_MS, points, &tracked), 0);
-    CHECK(!tracked);
+    struct spend_history *h = history_of(s, "usd", T0_MS);
+    CHECK(!h->tracked);
+    CHECK_EQ_U64(h->count, 0);
+    free(h);
     int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS - 1), 0); /* too soon */
-    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), 1);
-    CHECK(tracked);
+    h = history_of(s, "usd", period_ms);
+    CHECK(h->tracked);
+    CHECK_EQ_U64(h->count, 1); /* there before the first sample: no zero before it */
+    CHECK_EQ_U64(h->recent_count, 1);
+    free(h);
     /* One sample per interval until the ring is full, then every second
-     * one goes and the interval doubles. */
+     * one goes and the interval doubles; the recent ring keeps the latest
+     * at full rate. */
     int64_t now = T0_MS;
     for (uint32_t i = 1; i <= SPEND_POINTS_MAX; i++) {
         spend_amount(&f, "usd", 10);
@@ -189,39 +208,129 @@ static void spend_samples_and_thins(void)
         clock_manual_set(&f.clock, now);
         CHECK_EQ_I64(spend_sample(s, f.backend, now), 0);
     }
-    uint32_t n = spend_points(s, "usd", period_ms, points, &tracked);
+    h = history_of(s, "usd", period_ms);
+    uint32_t n = h->count;
     CHECK_EQ_U64(n, SPEND_POINTS_MAX / 2 + 1);
-    CHECK_EQ_I64(points[0].at_unix_ms, T0_MS); /* the first stays */
-    CHECK_EQ_I64(points[n - 1].at_unix_ms, now);
-    CHECK_EQ_U64(points[n - 1].used, 10 * SPEND_POINTS_MAX);
-    CHECK_EQ_I64(points[1].at_unix_ms - points[0].at_unix_ms, 2 * SPEND_SAMPLE_MS);
-    /* The next sample waits for the doubled interval. */
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS); /* the first stays */
+    CHECK_EQ_I64(h->points[n - 1].at_unix_ms, now);
+    CHECK_EQ_U64(h->points[n - 1].used, 10 * SPEND_POINTS_MAX);
+    CHECK_EQ_I64(h->points[1].at_unix_ms - h->points[0].at_unix_ms, 2 * SPEND_SAMPLE_MS);
+    CHECK_EQ_U64(h->recent_count, SPEND_RECENT_MAX);
+    CHECK_EQ_I64(h->recent[SPEND_RECENT_MAX - 1].at_unix_ms, now);
+    CHECK_EQ_I64(h->recent[0].at_unix_ms, now - (SPEND_RECENT_MAX - 1) * SPEND_SAMPLE_MS);
+    CHECK(h->recent[0].at_unix_ms <= now - SPEND_RATE_WINDOW_MS); /* it reaches a window back */
+    free(h);
+    /* The next sample waits for the doubled interval (the recent ring does not). */
     now += SPEND_SAMPLE_MS;
     clock_manual_set(&f.clock, now);
     CHECK_EQ_I64(spend_sample(s, f.backend, now), 0);
-    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), n);
+    h = history_of(s, "usd", period_ms);
+    CHECK_EQ_U64(h->count, n);
+    CHECK_EQ_I64(h->recent[SPEND_RECENT_MAX - 1].at_unix_ms, now);
+    free(h);
     /* The clock steps back: the samples after it go, sampling goes on. */
-    uint32_t before = spend_points(s, "usd", period_ms, points, &tracked);
     clock_manual_set(&f.clock, now - 3 * SPEND_SAMPLE_MS);
     CHECK_EQ_I64(spend_sample(s, f.backend, now - 3 * SPEND_SAMPLE_MS), 0);
-    n = spend_points(s, "usd", period_ms, points, &tracked);
-    CHECK(n < before);
-    CHECK(points[n - 1].at_unix_ms <= now - 3 * SPEND_SAMPLE_MS);
-    for (uint32_t i = 1; i < n; i++)
-        CHECK(points[i].at_unix_ms > points[i - 1].at_unix_ms);
-    /* A new period starts from zero; the old one is not kept. */
+    h = history_of(s, "usd", period_ms);
+    CHECK(h->count < n);
+    CHECK(h->points[h->count - 1].at_unix_ms <= now - 3 * SPEND_SAMPLE_MS);
+    for (uint32_t i = 1; i < h->count; i++)
+        CHECK(h->points[i].at_unix_ms > h->points[i - 1].at_unix_ms);
+    CHECK_EQ_I64(h->recent[h->recent_count - 1].at_unix_ms, now - 3 * SPEND_SAMPLE_MS);
+    for (uint32_t i = 1; i < h->recent_count; i++)
+        CHECK(h->recent[i].at_unix_ms > h->recent[i - 1].at_unix_ms);
+    free(h);
+    /* A new period starts from zero, at its start; the old one is not kept. */
     clock_manual_set(&f.clock, FEB_01_MS + 1000);
     CHECK_EQ_I64(spend_sample(s, f.backend, FEB_01_MS + 1000), 0);
-    CHECK_EQ_U64(spend_points(s, "usd", period_ms, points, &tracked), 0);
-    n = spend_points(s, "usd", FEB_01_MS, points, &tracked);
-    CHECK_EQ_U64(n, 1);
-    CHECK_EQ_U64(points[0].used, 0);
+    h = history_of(s, "usd", period_ms);
+    CHECK_EQ_U64(h->count, 0);
+    free(h);
+    h = history_of(s, "usd", FEB_01_MS);
+    CHECK_EQ_U64(h->count, 1); /* the zero; the sample a second later is too soon */
+    CHECK_EQ_I64(h->points[0].at_unix_ms, FEB_01_MS);
+    CHECK_EQ_U64(h->points[0].used, 0);
+    CHECK_EQ_U64(h->recent_count, 1);
+    free(h);
     /* A deleted budget is forgotten. */
     CHECK(backend_delete_limit(f.backend, "usd") == 0);
     CHECK_EQ_I64(spend_sample(s, f.backend, FEB_01_MS + 100000), 0);
-    spend_points(s, "usd", FEB_01_MS, points, &tracked);
-    CHECK(!tracked);
-    free(points);
+    h = history_of(s, "usd", FEB_01_MS);
+    CHECK(!h->tracked);
+    free(h);
+    spend_destroy(s);
+    backend_close(f.backend);
+}
+
+/* The budget made and charged between two samples: its history starts
+ * with a zero at the sample before, so its rate counts the charge. */
+static void spend_new_budget_starts_from_zero(void)
+{
+    struct fixture f;
+    REQUIRE(open_memory(&f));
+    struct spend *s = spend_create();
+    REQUIRE(s != NULL);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0); /* no budget yet */
+    clock_manual_set(&f.clock, T0_MS + 1000);
+    REQUIRE(put_budget(&f, "usd", 5000000));
+    spend_over(&f, "usd", 5000000, 5600000); /* an overrun, before any sample saw the budget */
+    clock_manual_set(&f.clock, T0_MS + SPEND_SAMPLE_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS), 0);
+    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    struct spend_history *h = history_of(s, "usd", period_ms);
+    REQUIRE(h->count == 2);
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS);
+    CHECK_EQ_U64(h->points[0].used + h->points[0].debt, 0);
+    CHECK_EQ_U64(h->points[1].used + h->points[1].debt, 5600000);
+    /* 75 s after the charge: all of it in the last 10 minutes. */
+    struct limit_usage u;
+    REQUIRE(backend_usage(f.backend, "usd", T0_MS + 76000, &u) == 0);
+    struct spend_projection p;
+    spend_project(h->recent, h->recent_count, &u, T0_MS + 76000, &p);
+    CHECK(p.rate_known);
+    CHECK_EQ_I64(p.rate_window_ms, SPEND_RATE_WINDOW_MS);
+    CHECK_EQ_U64(p.rate_window_spent, 5600000);
+    CHECK_EQ_U64(p.rate_per_hour, 5600000 * (3600000 / SPEND_RATE_WINDOW_MS));
+    CHECK(p.runs_out); /* used up already */
+    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + 76000);
+    free(h);
+    spend_destroy(s);
+    backend_close(f.backend);
+}
+
+/* The budgets there when the server starts are noted (no usage read): one
+ * made afterwards starts from a zero at the start, one there before does
+ * not (what it spent before is unknown). */
+static void spend_start_notes_the_budgets_there(void)
+{
+    struct fixture f;
+    REQUIRE(open_memory(&f));
+    struct spend *s = spend_create();
+    REQUIRE(s != NULL);
+    REQUIRE(put_budget(&f, "old", 1000));
+    spend_amount(&f, "old", 100);
+    REQUIRE(spend_start(s, f.backend, &f.clock.clock) == 0);
+    spend_stop(s); /* the sampler waits a tick before its first sample: none was taken */
+    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    struct spend_history *h = history_of(s, "old", period_ms);
+    CHECK(!h->tracked); /* noted, not sampled */
+    free(h);
+    clock_manual_set(&f.clock, T0_MS + 1000);
+    REQUIRE(put_budget(&f, "new", 1000));
+    spend_amount(&f, "new", 50);
+    clock_manual_set(&f.clock, T0_MS + SPEND_SAMPLE_MS);
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS), 0);
+    h = history_of(s, "old", period_ms);
+    CHECK(h->tracked);
+    REQUIRE(h->count == 1);
+    CHECK_EQ_U64(h->points[0].used, 100);
+    free(h);
+    h = history_of(s, "new", period_ms);
+    REQUIRE(h->count == 2);
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS);
+    CHECK_EQ_U64(h->points[0].used, 0);
+    CHECK_EQ_U64(h->points[1].used, 50);
+    free(h);
     spend_destroy(s);
     backend_close(f.backend);
 }
@@ -238,14 +347,32 @@ static void spend_tracks_at_most_the_bound(void)
         REQUIRE(put_budget(&f, key, 100));
     }
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
-    struct spend_point points[SPEND_POINTS_MAX];
-    bool tracked = false;
+    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
     snprintf(key, sizeof key, "b%05u", SPEND_BUDGETS_MAX - 1);
-    spend_points(s, key, period_start_ms(PERIOD_MONTH, T0_MS), points, &tracked);
-    CHECK(tracked);
+    struct spend_history *h = history_of(s, key, period_ms);
+    CHECK(h->tracked);
+    free(h);
     snprintf(key, sizeof key, "b%05u", SPEND_BUDGETS_MAX);
-    spend_points(s, key, period_start_ms(PERIOD_MONTH, T0_MS), points, &tracked);
-    CHECK(!tracked); /* one past the bound */
+    h = history_of(s, key, period_ms);
+    CHECK(!h->tracked); /* one past the bound */
+    free(h);
+    /* Room for two more: a budget before the last sample's last key is new
+     * (it starts from a zero); one past it may have been there unseen. */
+    CHECK(backend_delete_limit(f.backend, "b00000") == 0);
+    CHECK(backend_delete_limit(f.backend, "b00001") == 0);
+    REQUIRE(put_budget(&f, "a-new", 100));
+    snprintf(key, sizeof key, "b%05ux", SPEND_BUDGETS_MAX - 1);
+    REQUIRE(put_budget(&f, key, 100));
+    CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS), 0);
+    h = history_of(s, "a-new", period_ms);
+    CHECK_EQ_U64(h->count, 2);
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS);
+    free(h);
+    h = history_of(s, key, period_ms);
+    CHECK(h->tracked);
+    CHECK_EQ_U64(h->count, 1);
+    CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS + SPEND_SAMPLE_MS);
+    free(h);
     spend_destroy(s);
     backend_close(f.backend);
 }
@@ -261,47 +388,80 @@ static struct limit_usage usage_of(uint64_t capacity, uint64_t used, uint64_t de
     return u;
 }
 
+#define WINDOW SPEND_RATE_WINDOW_MS
+
 static void projection_is_exact(void)
 {
     struct spend_point points[] = {
-        {T0_MS - 7200000, 0, 0},    /* two hours ago */
-        {T0_MS - 3600000, 1000, 0}, /* an hour ago: the origin */
-        {T0_MS - 1800000, 2000, 0},
+        {T0_MS - 2 * WINDOW, 0, 0},
+        {T0_MS - WINDOW - 1000, 1000, 0}, /* the newest at least a window old: the origin */
+        {T0_MS - WINDOW / 2, 2000, 0},
     };
     struct spend_projection p;
     struct limit_usage u = usage_of(1000000, 4000, 1000, 3000);
     spend_project(points, 3, &u, T0_MS, &p);
     CHECK(p.rate_known);
-    CHECK_EQ_I64(p.rate_window_ms, 3600000);
-    CHECK_EQ_U64(p.rate_per_hour, 4000); /* 5000 spent now - 1000 an hour ago */
+    CHECK_EQ_I64(p.rate_window_ms, WINDOW + 1000);
+    CHECK_EQ_U64(p.rate_window_spent, 4000); /* 5000 spent now - 1000 then */
+    CHECK_EQ_U64(p.rate_per_hour, (uint64_t)4000 * 3600000 / (WINDOW + 1000));
     CHECK(p.runs_out);
-    /* 992000 left at 4000 per hour: 248 hours. */
-    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + INT64_C(248) * 3600000);
+    /* 992000 left at 4000 per window: rounded up to the millisecond. */
+    CHECK_EQ_I64(p.runs_out_at_unix_ms,
+                 T0_MS + (INT64_C(992000) * (WINDOW + 1000) + 4000 - 1) / 4000);
     CHECK_EQ_U64(p.projected_at_period_end,
-                 5000 + (uint64_t)4000 * (uint64_t)(FEB_01_MS - T0_MS) / 3600000);
-    /* Rounded up to the millisecond: 1 unit left at 3 per 1000 ms. */
-    struct spend_point short_points[] = {{T0_MS - 60000, 0, 0}};
+                 5000 + (uint64_t)4000 * (uint64_t)(FEB_01_MS - T0_MS) / (WINDOW + 1000));
+    /* Rounded up: 1 unit left at 180 per window. */
+    struct spend_point one[] = {{T0_MS - WINDOW, 0, 0}};
     u = usage_of(181, 180, 0, 0);
-    spend_project(short_points, 1, &u, T0_MS, &p);
-    CHECK_EQ_U64(p.rate_per_hour, 10800);
-    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + 334); /* 1 * 60000 / 180, up */
-    /* After the period's end: no run-out; used up: now; no history: unknown. */
+    spend_project(one, 1, &u, T0_MS, &p);
+    CHECK_EQ_U64(p.rate_per_hour, 180 * (3600000 / WINDOW));
+    CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS + (WINDOW + 179) / 180);
+    /* After the period's end: no run-out; used up: now. */
     u = usage_of(INT64_C(1) << 40, 180, 0, 0);
-    spend_project(short_points, 1, &u, T0_MS, &p);
+    spend_project(one, 1, &u, T0_MS, &p);
     CHECK(p.rate_known && !p.runs_out);
     u = usage_of(100, 100, 20, 0);
-    spend_project(short_points, 1, &u, T0_MS, &p);
+    spend_project(one, 1, &u, T0_MS, &p);
     CHECK(p.runs_out);
     CHECK_EQ_I64(p.runs_out_at_unix_ms, T0_MS);
-    struct spend_point recent[] = {{T0_MS - SPEND_RATE_SPAN_MS_MIN + 1, 0, 0}};
-    spend_project(recent, 1, &u, T0_MS, &p);
+    /* History shorter than the window: known only from a sample that had
+     * spent nothing (then the window is exact), else unknown. */
+    struct spend_point zero[] = {{T0_MS - 1000, 0, 0}};
+    u = usage_of(1000, 300, 0, 0);
+    spend_project(zero, 1, &u, T0_MS, &p);
+    CHECK(p.rate_known);
+    CHECK_EQ_I64(p.rate_window_ms, WINDOW);
+    CHECK_EQ_U64(p.rate_window_spent, 300);
+    CHECK_EQ_U64(p.rate_per_hour, 300 * (3600000 / WINDOW));
+    struct spend_point young[] = {{T0_MS - 1000, 5, 0}};
+    spend_project(young, 1, &u, T0_MS, &p);
     CHECK(!p.rate_known && !p.runs_out);
-    spend_project(recent, 0, &u, T0_MS, &p);
+    spend_project(young, 0, &u, T0_MS, &p);
     CHECK(!p.rate_known);
-    /* Nothing spent: a known rate of zero, and it never runs out. */
-    u = usage_of(100, 0, 0, 0);
-    spend_project(short_points, 1, &u, T0_MS, &p);
-    CHECK(p.rate_known && p.rate_per_hour == 0 && !p.runs_out);
+}
+
+/* A budget that spent nothing in the window does not run out, however much
+ * it spent before (the console said such a budget ran out in seconds). */
+static void idle_budget_does_not_run_out(void)
+{
+    struct spend_point points[] = {
+        {T0_MS - 3 * WINDOW, 0, 0},
+        {T0_MS - WINDOW - 5000, 0, 0},
+        {T0_MS - WINDOW - 1, 7400, 0}, /* the last spend, just over a window ago */
+        {T0_MS - 5000, 7400, 0},
+    };
+    struct limit_usage u = usage_of(10000, 7400, 0, 0);
+    struct spend_projection p;
+    spend_project(points, 4, &u, T0_MS, &p);
+    CHECK(p.rate_known);
+    CHECK_EQ_U64(p.rate_window_spent, 0);
+    CHECK_EQ_U64(p.rate_per_hour, 0);
+    CHECK(!p.runs_out);
+    CHECK_EQ_U64(p.projected_at_period_end, 7400);
+    /* Within the window it was spending: 7400 in it, 2600 left. */
+    spend_project(points, 4, &u, T0_MS - 2, &p);
+    CHECK_EQ_U64(p.rate_window_spent, 7400);
+    CHECK(p.runs_out);
 }
 
 int main(void)
@@ -315,10 +475,21 @@ int main(void)
                            "from zero one ring-length later");
     RUN(spend_samples_and_thins,
         "samples wait for their interval; a full ring drops every second sample and doubles "
-        "the interval; a new period starts from zero; a deleted budget is forgotten");
-    RUN(spend_tracks_at_most_the_bound, "at most SPEND_BUDGETS_MAX budgets have a history");
+        "the interval while the recent ring keeps the latest; a new period starts from a zero "
+        "at its start; a deleted budget is forgotten");
+    RUN(spend_new_budget_starts_from_zero,
+        "a budget made since the last sample starts from a zero there, so a charge before its "
+        "first sample is in its rate");
+    RUN(spend_start_notes_the_budgets_there,
+        "the budgets there at start are noted: one made afterwards starts from a zero, one "
+        "there before does not");
+    RUN(spend_tracks_at_most_the_bound,
+        "at most SPEND_BUDGETS_MAX budgets have a history; a zero starts only the budgets the "
+        "last sample would have read");
     RUN(projection_is_exact,
-        "the rate over the last hour, the end-of-period spend and the run-out time are exact "
-        "integers, rounded as documented");
+        "the rate over the last 10 minutes, the end-of-period spend and the run-out time are "
+        "exact integers, rounded as documented; unknown without a sample a window old or a zero");
+    RUN(idle_budget_does_not_run_out,
+        "a budget that spent nothing in the last 10 minutes has a zero rate and does not run out");
     return test_summary();
 }

@@ -198,11 +198,14 @@ int mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds, h
 
 /* ---- usage by caller ----------------------------------------------------- */
 
+/* Most spent (used + debt) first: an overrun's debt is spent too. */
 static int compare_caller_usage(const void *a, const void *b)
 {
     const struct caller_usage *x = a, *y = b;
-    if (x->used != y->used)
-        return x->used > y->used ? -1 : 1;
+    uint64_t x_spent = amount_add_saturating(x->used, x->debt);
+    uint64_t y_spent = amount_add_saturating(y->used, y->debt);
+    if (x_spent != y_spent)
+        return x_spent > y_spent ? -1 : 1;
     if (x->reserved != y->reserved)
         return x->reserved > y->reserved ? -1 : 1;
     return strcmp(x->caller, y->caller);

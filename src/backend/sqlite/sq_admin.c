@@ -538,17 +538,19 @@ struct callers_args {
 static const char callers_budget_sql[] =
     "SELECT caller,reserved,used,debt,calls FROM caller_usage WHERE limit_id=?1 AND "
     "period_start=?2 AND (reserved<>0 OR used<>0 OR debt<>0 OR calls<>0) "
-    "ORDER BY used DESC, reserved DESC, caller LIMIT ?3";
+    "ORDER BY used+debt DESC, reserved DESC, caller LIMIT ?3";
 static const char callers_window_sql[] =
-    "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END),"
-    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END), SUM(debt), COUNT(*) FROM ("
+    "SELECT caller, SUM(CASE WHEN state='reserved' THEN held ELSE 0 END) AS reserved_sum,"
+    " SUM(CASE WHEN state='reserved' THEN 0 ELSE held END) AS used_sum, SUM(debt) AS debt_sum,"
+    " COUNT(*) FROM ("
     "  SELECT l.caller AS caller, json_extract(j.value,'$[2]') AS state,"
     "   json_extract(j.value,'$[4]') AS held, json_extract(j.value,'$[5]') AS debt"
     "  FROM leases l, json_each(l.items) j WHERE l.seq >= ?2 AND l.live = 1"
     "   AND json_extract(j.value,'$[0]') = ?1 AND json_extract(j.value,'$[6]') = 1"
     "   AND NOT EXISTS (SELECT 1 FROM expirations x WHERE x.row_id = l.seq * " STR(
         REQUIREMENTS_PER_RESERVE_MAX) " + j.key))"
-                                      " GROUP BY caller ORDER BY 3 DESC, 2 DESC, caller LIMIT ?3";
+                                      " GROUP BY caller ORDER BY used_sum+debt_sum DESC,"
+                                      " reserved_sum DESC, caller LIMIT ?3";
 
 static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 {
