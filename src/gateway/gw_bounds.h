@@ -27,6 +27,10 @@
 #define GW_CONNECT_TIMEOUT_SECONDS_DEFAULT 10
 #define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
 #define GW_OUTPUT_TOKENS_MAX (1u << 24) /* max_output_tokens of a model */
+/* prices_file, in LiteLLM's format: its size and its top-level entries
+ * (LiteLLM's own file held about 1.5 MB and a few thousand entries in 2026). */
+#define GW_PRICES_FILE_BYTES_MAX (16 * 1024 * 1024)
+#define GW_PRICES_ENTRIES_MAX 65536
 
 /* Forwarding (gw_forward.c, src/server/gateway.c). */
 #define GW_TRANSFERS_MAX 65536           /* upstream calls at once; past it: 503 */
