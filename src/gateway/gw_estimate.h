@@ -12,16 +12,11 @@
 #include <stdint.h>
 
 #include "gw_config.h"
+#include "gw_endpoint.h"
 #include "util/jdoc.h"
 
 /* Room for an estimate error (a field path and a reason). */
 #define GW_ESTIMATE_ERROR_SIZE 256
-
-enum gw_endpoint {
-    GW_ENDPOINT_CHAT_COMPLETIONS = 0, /* POST /v1/chat/completions */
-    GW_ENDPOINT_COMPLETIONS,          /* POST /v1/completions */
-    GW_ENDPOINT_EMBEDDINGS,           /* POST /v1/embeddings */
-};
 
 struct gw_estimate {
     uint64_t input_tokens;
