@@ -242,6 +242,16 @@ int gw_messages_usage_result(const struct gw_messages_usage *state, struct gw_us
     return 0;
 }
 
+int gw_messages_usage_cut(const struct gw_messages_usage *state, uint64_t counted_output,
+                          struct gw_usage *out, char *error, size_t error_size)
+{
+    struct gw_messages_usage cut = *state;
+    if (!(cut.seen & (1u << M_OUTPUT)) || cut.value[M_OUTPUT] < counted_output)
+        cut.value[M_OUTPUT] = counted_output;
+    cut.seen |= 1u << M_OUTPUT;
+    return gw_messages_usage_result(&cut, out, error, error_size);
+}
+
 int gw_usage_read_messages(const struct jdoc_value *message, struct gw_usage *out, char *error,
                            size_t error_size)
 {

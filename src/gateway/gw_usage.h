@@ -86,6 +86,12 @@ int gw_messages_usage_result(const struct gw_messages_usage *state, struct gw_us
  * message_start still knows its exact input. */
 bool gw_messages_usage_has_input(const struct gw_messages_usage *state);
 
+/* The usage of a stream cut before its final usage: the input fields seen,
+ * and as output the larger of counted_output (from the text sent) and the
+ * output_tokens seen. 0, or -1 (input never seen, a sum too large). */
+int gw_messages_usage_cut(const struct gw_messages_usage *state, uint64_t counted_output,
+                          struct gw_usage *out, char *error, size_t error_size);
+
 /* The token counts of a present usage, for gw_cost and gw_plan_complete. */
 struct gw_tokens gw_usage_tokens(const struct gw_usage *usage);
 
