@@ -79,6 +79,16 @@
 #define GW_AUDIO_WAV_BYTES_PER_SECOND 32000
 #define GW_AUDIO_OTHER_BYTES_PER_SECOND 4000
 #define GW_AUDIO_MIN_TOKENS 10
+/* Anthropic Messages: an image block takes (width x height) / 750 tokens,
+ * and images are scaled to at most about 1.15 megapixels: 1600 is that
+ * largest image. A document block that is not text (a PDF, by URL or
+ * file) takes this much a document: about one dense page with its page
+ * image; a longer one is under-estimated until the call is reconciled. */
+#define GW_MESSAGES_IMAGE_TOKENS 1600
+#define GW_DOCUMENT_TOKENS 3000
+/* The system prompt Anthropic adds when a request has tools (346 tokens
+ * for Claude 4 models with tool_choice auto or none, fewer otherwise). */
+#define GW_MESSAGES_TOOLS_OVERHEAD_TOKENS 346
 
 /* The upstream's stream: one Server-Sent Event (all its lines). */
 #define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)
