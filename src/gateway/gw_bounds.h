@@ -90,6 +90,21 @@
  * for Claude 4 models with tool_choice auto or none, fewer otherwise). */
 #define GW_MESSAGES_TOOLS_OVERHEAD_TOKENS 346
 
+/* The observed output reservation (gw_observed.c): per (model, caller) the
+ * last GW_OBSERVED_WINDOW outputs; its GW_OBSERVED_PERCENTILE-th
+ * percentile is reserved once GW_OBSERVED_MIN_CALLS are seen; at most
+ * GW_OBSERVED_PAIRS_MAX pairs are tracked (the least recently used is
+ * forgotten first). */
+#define GW_OBSERVED_WINDOW 200
+#define GW_OBSERVED_MIN_CALLS 20
+#define GW_OBSERVED_PERCENTILE 99
+#define GW_OBSERVED_PAIRS_MAX 4096
+
+/* Which virtual key created which Responses id (gw_owners.c): at most this
+ * many ids remembered (the oldest forgotten first), each at most this long. */
+#define GW_RESPONSE_OWNERS_MAX 65536
+#define GW_RESPONSE_ID_LENGTH_MAX 128
+
 /* The upstream's stream: one Server-Sent Event (all its lines). */
 #define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)
 
