@@ -5,6 +5,8 @@
 #include <assert.h>
 #include <string.h>
 
+#include "gateway/gw_error.h"
+
 unsigned encode_http_status(enum backend_error error)
 {
     switch (error) {
@@ -308,11 +310,6 @@ static const char *openai_error_message(const char *error)
 
 void encode_openai_error(struct buffer *b, unsigned status, const char *error)
 {
-    buffer_append_str(b, "{\"error\":{");
-    buffer_member_string(b, "message", openai_error_message(error));
-    buffer_append_char(b, ',');
-    buffer_member_string(b, "type", status >= 500 ? "server_error" : "invalid_request_error");
-    buffer_append_str(b, ",\"param\":null,");
-    buffer_member_string(b, "code", error);
-    buffer_append_str(b, "}}");
+    gw_error_openai(b, openai_error_message(error),
+                    status >= 500 ? "server_error" : "invalid_request_error", NULL, error);
 }

@@ -23,6 +23,8 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/server/lane_head.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c
     ${PROJECT_SOURCE_DIR}/src/server/registry.c
