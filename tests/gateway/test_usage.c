@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/gw_answer.h"
+#include "gateway/gw_estimate.h"
 #include "gateway/gw_usage.h"
 #include "test.h"
 
@@ -337,6 +339,54 @@ static void chat_surfaces_read_as_before(void)
     CHECK_STR(error, "usage.prompt_tokens: required");
 }
 
+/* The count of texts, each a text of its own. */
+static uint64_t texts_of(const char *const *pieces, size_t count)
+{
+    struct gw_text_counter counter;
+    gw_text_counter_init(&counter);
+    for (size_t i = 0; i < count; i++) {
+        gw_text_counter_add(&counter, pieces[i], strlen(pieces[i]));
+        gw_text_counter_break(&counter);
+    }
+    return gw_text_counter_tokens(&counter);
+}
+
+static void answers_without_usage_are_counted(void)
+{
+    const struct jdoc_value *root = parse_answer(
+        "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"Hello there\","
+        "\"tool_calls\":[{\"function\":{\"name\":\"get\",\"arguments\":\"{}\"}}]}},"
+        "{\"text\":\"done\"}]}");
+    REQUIRE(root != NULL);
+    static const char *const chat[] = {"Hello there", "get", "{}", "done"};
+    CHECK_EQ_U64(gw_answer_output_tokens(GW_ENDPOINT_CHAT_COMPLETIONS, root), texts_of(chat, 4));
+    root = parse_answer("{\"type\":\"message\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                        "\"Let me see\",\"signature\":\"abc\"},{\"type\":\"text\",\"text\":"
+                        "\"Paris\"},{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"look\","
+                        "\"input\":{\"q\":\"x\"}}]}");
+    REQUIRE(root != NULL);
+    static const char *const messages[] = {"Let me see", "Paris", "look", "{\"q\":\"x\"}"};
+    CHECK_EQ_U64(gw_answer_output_tokens(GW_ENDPOINT_MESSAGES, root), texts_of(messages, 4));
+    root = parse_answer(
+        "{\"id\":\"resp_9\",\"object\":\"response\",\"output\":[{\"type\":\"reasoning\","
+        "\"summary\":[{\"type\":\"summary_text\",\"text\":\"Thinking\"}]},{\"type\":"
+        "\"function_call\",\"name\":\"shell\",\"arguments\":\"{\\\"cmd\\\":1}\"},{\"type\":"
+        "\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"All done\"},{\"type\":"
+        "\"refusal\",\"refusal\":\"no\"}]}]}");
+    REQUIRE(root != NULL);
+    static const char *const responses[] = {"Thinking", "shell", "{\"cmd\":1}", "All done", "no"};
+    CHECK_EQ_U64(gw_answer_output_tokens(GW_ENDPOINT_RESPONSES, root), texts_of(responses, 5));
+    const char *id;
+    size_t length;
+    REQUIRE(gw_answer_response_id(root, &id, &length) == 0);
+    CHECK(length == 6 && memcmp(id, "resp_9", 6) == 0);
+    CHECK_EQ_U64(gw_answer_output_tokens(GW_ENDPOINT_EMBEDDINGS, root), 0);
+    root = parse_answer("[1]");
+    REQUIRE(root != NULL);
+    CHECK_EQ_U64(gw_answer_output_tokens(GW_ENDPOINT_RESPONSES, root), 0);
+    CHECK_EQ_I64(gw_answer_response_id(root, &id, &length), -1);
+}
+
 int main(void)
 {
     arena_init(&arena, NULL, 0);
@@ -355,6 +405,8 @@ int main(void)
     RUN(responses_usage_has_cached_and_reasoning_inside,
         "Responses: cached inside input, reasoning inside output; every malformed field");
     RUN(chat_surfaces_read_as_before, "chat, completions and embeddings read their own shape");
+    RUN(answers_without_usage_are_counted,
+        "an answer without usage: its generated text counted per surface; a response's id");
     arena_free(&arena);
     return test_summary();
 }
