@@ -305,6 +305,46 @@ static void size_and_entry_bounds_one_past(void)
     free(big);
 }
 
+/* The test file cut short and with bytes changed at random: every damaged
+ * copy is either refused with a line, or indexed, and every name asked for
+ * then answers found, not found or an error: nothing is read out of bounds
+ * (the sanitizer build runs this too). */
+static void damaged_files_are_refused_or_read(void)
+{
+    FILE *f = fopen(GW_TEST_DATA_DIR "/prices_litellm.json", "rb");
+    REQUIRE(f != NULL);
+    static char original[8192], damaged[8192];
+    size_t length = fread(original, 1, sizeof original, f);
+    fclose(f);
+    REQUIRE(length > 100 && length < sizeof original);
+    static const char *const names[] = {"gpt-5", "o3", "claude-haiku-4-5-20251001", "sample_spec"};
+    static const char bytes[] = "{}[]\",:\\ 0e-.\nax\xff";
+    uint64_t x = 0x853c49e6748fea9bull;
+    int bad_errors = 0;
+    for (int round = 0; round < 3000; round++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t n = round % 3 == 0 ? x % length : length;
+        memcpy(damaged, original, n);
+        for (int k = 0; k < 1 + (int)(x >> 40) % 4; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (n > 0)
+                damaged[x % n] = bytes[(x >> 20) % (sizeof bytes - 1)];
+        }
+        struct gw_prices *prices = NULL;
+        if (gw_prices_parse("p.json", damaged, n, &prices, error, sizeof error) != 0) {
+            bad_errors += strncmp(error, "p.json: ", 8) != 0;
+            continue;
+        }
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            struct gw_price_entry e;
+            int found = gw_prices_find(prices, names[i], strlen(names[i]), &e, error, sizeof error);
+            bad_errors += found < 0 && strncmp(error, "p.json: line ", 13) != 0;
+        }
+        gw_prices_free(prices);
+    }
+    CHECK_EQ_I64(bad_errors, 0);
+}
+
 int main(void)
 {
     RUN(tricky_literals_convert_exactly, "per-token literals convert exactly, without doubles");
@@ -319,5 +359,7 @@ int main(void)
     RUN(file_errors, "a file that is not one JSON object of entries is an error with its line");
     RUN(nesting_bound_one_past, "nesting at the bound is skipped, one past is an error");
     RUN(size_and_entry_bounds_one_past, "file size and entry count: at the bound, one past");
+    RUN(damaged_files_are_refused_or_read,
+        "damaged files are refused with their line or read; nothing read out of bounds");
     return test_summary();
 }
