@@ -861,6 +861,20 @@ static void prices_file_errors(void)
                "file");
     fails_with(UPSTREAMS, M("\"prices_from\":\"\"," BASE), LIMITS, KEYS,
                "gateway.json: line 1: models[0].prices_from: must be a string of 1..256 bytes");
+    /* Lengths one past: a prices_from name, a prices_file name. */
+    char models[GW_PATH_LENGTH_MAX + 256];
+    snprintf(models, sizeof models, M("\"prices_from\":\"%s\"," BASE),
+             filled('p', GW_UPSTREAM_MODEL_LENGTH_MAX + 1));
+    fails_with(UPSTREAMS, models, LIMITS, KEYS,
+               "gateway.json: line 1: models[0].prices_from: must be a string of 1..256 bytes");
+    char name[GW_PATH_LENGTH_MAX + 16];
+    snprintf(name, sizeof name, "\"%s\"", filled('f', GW_PATH_LENGTH_MAX + 1));
+    CHECK(parse_with_prices(name, sonnet) == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR
+              "/gateway.json: line 1: prices_file: must be a file name of 1..4095 bytes");
+    snprintf(name, sizeof name, "\"%s\"", filled('f', GW_PATH_LENGTH_MAX));
+    CHECK(parse_with_prices(name, sonnet) == NULL); /* at the bound: read, and not there */
+    CHECK(strstr(error, "prices_file: ") != NULL && strstr(error, "must be") == NULL);
 }
 
 /* A prices file of one's own in a temporary directory, next to the config. */
