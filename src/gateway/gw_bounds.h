@@ -26,7 +26,13 @@
 #define GW_TIMEOUT_SECONDS_DEFAULT 600
 #define GW_CONNECT_TIMEOUT_SECONDS_DEFAULT 10
 #define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
+#define GW_KEY_WAIT_SECONDS_MAX 60      /* a key's max_wait_seconds (SPEC 15) */
+#define GW_PRIORITY_MAX 9               /* priorities 0 (first) .. this */
 #define GW_OUTPUT_TOKENS_MAX (1u << 24) /* max_output_tokens of a model */
+/* prices_file, in LiteLLM's format: its size and its top-level entries
+ * (LiteLLM's own file held about 1.5 MB and a few thousand entries in 2026). */
+#define GW_PRICES_FILE_BYTES_MAX (16 * 1024 * 1024)
+#define GW_PRICES_ENTRIES_MAX 65536
 
 /* Forwarding (gw_forward.c, src/server/gateway.c). */
 #define GW_TRANSFERS_MAX 65536           /* upstream calls at once; past it: 503 */
@@ -71,6 +77,31 @@
 #define GW_AUDIO_WAV_BYTES_PER_SECOND 32000
 #define GW_AUDIO_OTHER_BYTES_PER_SECOND 4000
 #define GW_AUDIO_MIN_TOKENS 10
+/* Anthropic Messages: an image block takes (width x height) / 750 tokens,
+ * and images are scaled to at most about 1.15 megapixels: 1600 is that
+ * largest image. A document block that is not text (a PDF, by URL or
+ * file) takes this much a document: about one dense page with its page
+ * image; a longer one is under-estimated until the call is reconciled. */
+#define GW_MESSAGES_IMAGE_TOKENS 1600
+#define GW_DOCUMENT_TOKENS 3000
+/* The system prompt Anthropic adds when a request has tools (346 tokens
+ * for Claude 4 models with tool_choice auto or none, fewer otherwise). */
+#define GW_MESSAGES_TOOLS_OVERHEAD_TOKENS 346
+
+/* The observed output reservation (gw_observed.c): per (model, caller) the
+ * last GW_OBSERVED_WINDOW outputs; its GW_OBSERVED_PERCENTILE-th
+ * percentile is reserved once GW_OBSERVED_MIN_CALLS are seen; at most
+ * GW_OBSERVED_PAIRS_MAX pairs are tracked (the least recently used is
+ * forgotten first). */
+#define GW_OBSERVED_WINDOW 200
+#define GW_OBSERVED_MIN_CALLS 20
+#define GW_OBSERVED_PERCENTILE 99
+#define GW_OBSERVED_PAIRS_MAX 4096
+
+/* Which virtual key created which Responses id (gw_owners.c): at most this
+ * many ids remembered (the oldest forgotten first), each at most this long. */
+#define GW_RESPONSE_OWNERS_MAX 65536
+#define GW_RESPONSE_ID_LENGTH_MAX 128
 
 /* The upstream's stream: one Server-Sent Event (all its lines). */
 #define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)

@@ -55,12 +55,35 @@ void loader_quote(const char *text, size_t length, char out[72])
 const char *gw_amount_name(enum gw_amount amount)
 {
     static const char *const names[] = {
-        [GW_AMOUNT_REQUESTS] = "requests",         [GW_AMOUNT_TOKENS] = "tokens",
-        [GW_AMOUNT_INPUT_TOKENS] = "input_tokens", [GW_AMOUNT_OUTPUT_TOKENS] = "output_tokens",
+        [GW_AMOUNT_REQUESTS] = "requests",
+        [GW_AMOUNT_TOKENS] = "tokens",
+        [GW_AMOUNT_INPUT_TOKENS] = "input_tokens",
+        [GW_AMOUNT_OUTPUT_TOKENS] = "output_tokens",
         [GW_AMOUNT_USD_MICROS] = "usd_micros",
+        [GW_AMOUNT_UNCACHED_INPUT_TOKENS] = "uncached_input_tokens",
     };
-    assert(amount >= GW_AMOUNT_REQUESTS && amount <= GW_AMOUNT_USD_MICROS);
+    assert(amount >= GW_AMOUNT_REQUESTS && amount <= GW_AMOUNT_LAST);
     return names[amount];
+}
+
+const char *gw_api_name(enum gw_api api)
+{
+    assert(api == GW_API_OPENAI || api == GW_API_ANTHROPIC);
+    return api == GW_API_ANTHROPIC ? "anthropic" : "openai";
+}
+
+uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked)
+{
+    assert(key->priority_floor <= GW_PRIORITY_MAX);
+    if (asked > GW_PRIORITY_MAX)
+        asked = GW_PRIORITY_MAX;
+    return asked < key->priority_floor ? key->priority_floor : asked;
+}
+
+uint32_t gw_key_wait_seconds(const struct gw_key *key, uint64_t asked_seconds)
+{
+    assert(key->max_wait_seconds <= GW_KEY_WAIT_SECONDS_MAX);
+    return asked_seconds < key->max_wait_seconds ? (uint32_t)asked_seconds : key->max_wait_seconds;
 }
 
 /* ---- lookups ---- */
@@ -201,7 +224,8 @@ static const struct {
 #define SECTION_COUNT (sizeof sections / sizeof sections[0])
 
 static int check_root(struct loader *l, const struct jdoc_value *root,
-                      const struct jdoc_value *found[SECTION_COUNT])
+                      const struct jdoc_value *found[SECTION_COUNT],
+                      const struct jdoc_value **prices_file)
 {
     if (!jdoc_is(root, JDOC_OBJECT)) {
         snprintf(l->error, l->error_size, "%s: line %u: must be a JSON object", l->file,
@@ -213,9 +237,12 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
         size_t s = 0;
         while (s < SECTION_COUNT && strcmp(m->key, sections[s].name) != 0)
             s++;
-        if (s == SECTION_COUNT)
+        if (s < SECTION_COUNT)
+            found[s] = &m->value;
+        else if (strcmp(m->key, "prices_file") == 0)
+            *prices_file = m->value.kind != JDOC_NULL ? &m->value : NULL;
+        else
             return loader_fail(l, m->value.line, m->key, "unknown field");
-        found[s] = &m->value;
     }
     for (size_t s = 0; s < SECTION_COUNT; s++) {
         const struct jdoc_value *v = found[s];
@@ -228,10 +255,38 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
     return 0;
 }
 
+/* prices_file: read now, relative to the config's directory, and kept
+ * while the models take their prices from it. */
+static int open_prices(struct loader *l, const struct jdoc_value *value)
+{
+    if (!jdoc_is(value, JDOC_STRING) || value->count == 0 || value->count > GW_PATH_LENGTH_MAX)
+        return loader_fail(l, value->line, "prices_file", "must be a file name of 1..%d bytes",
+                           GW_PATH_LENGTH_MAX);
+    l->config->prices_file = loader_keep(l, value->as.string, value->count);
+    char *path = malloc(2 * GW_PATH_LENGTH_MAX + 2);
+    if (l->config->prices_file == NULL || path == NULL) {
+        free(path);
+        return loader_fail(l, value->line, "prices_file", "out of memory");
+    }
+    bool relative = value->as.string[0] != '/' && l->directory[0] != '\0';
+    snprintf(path, 2 * GW_PATH_LENGTH_MAX + 2, "%s%s%s", relative ? l->directory : "",
+             relative ? "/" : "", value->as.string);
+    char reason[GW_CONFIG_ERROR_SIZE];
+    int result = gw_prices_load(path, &l->prices, reason, sizeof reason);
+    l->prices_path = result == 0 ? loader_keep(l, path, strlen(path)) : NULL;
+    free(path);
+    if (result != 0)
+        return loader_fail(l, value->line, "prices_file", "%s", reason);
+    return l->prices_path != NULL ? 0 : -1;
+}
+
 static int load_document(struct loader *l, const struct jdoc_value *root)
 {
     const struct jdoc_value *found[SECTION_COUNT] = {0};
-    if (check_root(l, root, found) != 0)
+    const struct jdoc_value *prices_file = NULL;
+    if (check_root(l, root, found, &prices_file) != 0)
+        return -1;
+    if (prices_file != NULL && open_prices(l, prices_file) != 0)
         return -1;
     for (size_t s = 0; s < SECTION_COUNT; s++) {
         if (sections[s].decode(l, found[s]) != 0)
@@ -312,6 +367,7 @@ int gw_config_parse(const char *name, const char *text, size_t length, struct gw
                        .error_size = error_size};
     int result = parse_into(&l, copy, length);
     free(copy);
+    gw_prices_free(l.prices); /* the prices are in the models now */
     config->path = result == 0 ? loader_keep(&l, name, strlen(name)) : NULL;
     if (result != 0 || config->path == NULL) {
         config_free(config);

@@ -17,8 +17,16 @@
 /* Room for a load error: "<file>: line L: <path>: <reason>". */
 #define GW_CONFIG_ERROR_SIZE 1024
 
+/* The dialect an upstream speaks: a model is served only on the routes of
+ * its upstream's dialect (docs/gateway.md, "Surfaces"). */
+enum gw_api {
+    GW_API_OPENAI = 0, /* chat completions, completions, embeddings, responses */
+    GW_API_ANTHROPIC,  /* messages */
+};
+
 struct gw_upstream {
     const char *name;
+    enum gw_api api;
     const char *base_url; /* http:// or https://, no trailing '/' */
     /* The provider key sent as "Authorization: Bearer <api_key>", or NULL
      * when the upstream takes none (a local server). Read at load time;
@@ -28,17 +36,31 @@ struct gw_upstream {
     uint32_t connect_timeout_seconds;
 };
 
+/* How much output a call's reservation holds (docs/gateway.md, "Output
+ * reservation"). */
+enum gw_output_reservation {
+    GW_OUTPUT_RESERVATION_MAX_TOKENS = 0, /* what the request allows: exact */
+    GW_OUTPUT_RESERVATION_OBSERVED,       /* a high percentile of recent outputs (gw_observed) */
+};
+
 struct gw_model {
     const char *name; /* the public name clients send */
     const struct gw_upstream *upstream;
     const char *upstream_model; /* the name sent upstream */
     uint32_t index;             /* in gw_config.models */
-    /* Prices in usd_micros per million tokens, 0..AMOUNT_MAX. */
+    /* Prices in usd_micros per million tokens, 0..AMOUNT_MAX: given on the
+     * model, else from its prices_from entry, else the default said. */
     uint64_t input_usd_micros_per_mtok;
-    uint64_t cached_input_usd_micros_per_mtok; /* defaults to the input price */
+    uint64_t cached_input_usd_micros_per_mtok;         /* cache reads; default: input */
+    uint64_t cache_write_5m_input_usd_micros_per_mtok; /* default: 1.25 x input, rounded up */
+    uint64_t cache_write_1h_input_usd_micros_per_mtok; /* default: 2 x input */
     uint64_t output_usd_micros_per_mtok;
-    uint64_t max_output_tokens;         /* 1..GW_OUTPUT_TOKENS_MAX */
-    uint64_t default_max_output_tokens; /* 1..max_output_tokens */
+    uint64_t
+        reasoning_output_usd_micros_per_mtok; /* the reasoning part of output; default: output */
+    uint64_t max_output_tokens;               /* 1..GW_OUTPUT_TOKENS_MAX */
+    uint64_t default_max_output_tokens;       /* 1..max_output_tokens */
+    enum gw_output_reservation output_reservation;
+    const char *prices_from; /* its entry in the prices file, or NULL */
 };
 
 struct gw_key {
@@ -49,6 +71,12 @@ struct gw_key {
      * model. */
     const uint32_t *models;
     uint32_t model_count;
+    /* Waiting for capacity (SPEC 15): the longest a call of this key may
+     * wait (0..GW_KEY_WAIT_SECONDS_MAX, 0: never), and the best (lowest)
+     * priority it may ask for (0..GW_PRIORITY_MAX): a better one asked is
+     * capped to this. */
+    uint32_t max_wait_seconds;
+    uint32_t priority_floor;
 };
 
 enum gw_amount {
@@ -57,7 +85,10 @@ enum gw_amount {
     GW_AMOUNT_INPUT_TOKENS,
     GW_AMOUNT_OUTPUT_TOKENS,
     GW_AMOUNT_USD_MICROS,
+    GW_AMOUNT_UNCACHED_INPUT_TOKENS, /* input without cache reads */
 };
+
+#define GW_AMOUNT_LAST GW_AMOUNT_UNCACHED_INPUT_TOKENS
 
 enum gw_placeholder {
     GW_TEXT = 0, /* a literal part */
@@ -85,7 +116,8 @@ struct gw_config_memory;
 
 struct gw_config {
     _Atomic uint32_t references;
-    const char *path; /* as given to gw_config_load */
+    const char *path;        /* as given to gw_config_load */
+    const char *prices_file; /* as written in the file, or NULL */
     const struct gw_upstream *upstreams;
     uint32_t upstream_count;
     const struct gw_model *models; /* in file order */
@@ -134,5 +166,16 @@ bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model)
 
 /* "requests", "tokens", ... */
 const char *gw_amount_name(enum gw_amount amount);
+
+/* "openai", "anthropic" */
+const char *gw_api_name(enum gw_api api);
+
+/* The priority a call of key runs at when it asks for `asked` (0..9, 0
+ * first; SPEC 15): never better than the key's priority_floor. */
+uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked);
+
+/* The longest a call of key waits for capacity when it asks for
+ * asked_seconds (Prefer: wait=N): never more than max_wait_seconds. */
+uint32_t gw_key_wait_seconds(const struct gw_key *key, uint64_t asked_seconds);
 
 #endif

@@ -228,6 +228,31 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     return result;
 }
 
+/* A string that must be one of names (count of them); its index. */
+static int choice_value(struct loader *l, const struct jdoc_value *v, const char *path,
+                        const char *const *names, unsigned count, const char *reason, unsigned *out)
+{
+    for (unsigned i = 0; jdoc_is(v, JDOC_STRING) && i < count; i++) {
+        if (strcmp(v->as.string, names[i]) == 0 && strlen(names[i]) == v->count) {
+            *out = i;
+            return 0;
+        }
+    }
+    return loader_fail(l, v->line, path, "%s", reason);
+}
+
+static int api_value(struct loader *l, const struct jdoc_value *v, const char *path,
+                     enum gw_api *out)
+{
+    static const char *const names[] = {
+        [GW_API_OPENAI] = "openai", [GW_API_ANTHROPIC] = "anthropic"};
+    unsigned api;
+    if (choice_value(l, v, path, names, 2, "must be \"openai\" or \"anthropic\"", &api) != 0)
+        return -1;
+    *out = (enum gw_api)api;
+    return 0;
+}
+
 static int upstream_field(struct loader *l, const struct jdoc_member *m, const char *entry,
                           struct gw_upstream *u, bool *key_seen)
 {
@@ -239,6 +264,8 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
         return text_value(l, v, path, GW_NAME_LENGTH_MAX, TEXT_KEY, &u->name);
     if (strcmp(m->key, "base_url") == 0)
         return base_url_value(l, v, path, &u->base_url);
+    if (strcmp(m->key, "api") == 0)
+        return v->kind == JDOC_NULL ? 0 : api_value(l, v, path, &u->api);
     if (strcmp(m->key, "api_key_env") == 0 || strcmp(m->key, "api_key_file") == 0) {
         if (*key_seen)
             return loader_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
@@ -319,10 +346,45 @@ static int model_upstream(struct loader *l, const struct jdoc_value *v, const ch
 enum model_seen {
     SEEN_INPUT_PRICE = 1,
     SEEN_CACHED_PRICE = 2,
-    SEEN_OUTPUT_PRICE = 4,
-    SEEN_MAX_OUTPUT = 8,
-    SEEN_DEFAULT_OUTPUT = 16,
+    SEEN_WRITE_5M_PRICE = 4,
+    SEEN_WRITE_1H_PRICE = 8,
+    SEEN_OUTPUT_PRICE = 16,
+    SEEN_REASONING_PRICE = 32,
+    SEEN_MAX_OUTPUT = 64,
+    SEEN_DEFAULT_OUTPUT = 128,
 };
+
+/* The price fields, in the order of enum gw_price_field (the prices file's
+ * fields fill the same slots). */
+static const struct {
+    const char *name;
+    size_t offset;
+    unsigned seen;
+} price_fields[GW_PRICE_FIELDS] = {
+    [GW_PRICE_INPUT] = {"input_usd_micros_per_mtok",
+                        offsetof(struct gw_model, input_usd_micros_per_mtok), SEEN_INPUT_PRICE},
+    [GW_PRICE_CACHED_INPUT] = {"cached_input_usd_micros_per_mtok",
+                               offsetof(struct gw_model, cached_input_usd_micros_per_mtok),
+                               SEEN_CACHED_PRICE},
+    [GW_PRICE_CACHE_WRITE_5M] = {"cache_write_5m_input_usd_micros_per_mtok",
+                                 offsetof(struct gw_model,
+                                          cache_write_5m_input_usd_micros_per_mtok),
+                                 SEEN_WRITE_5M_PRICE},
+    [GW_PRICE_CACHE_WRITE_1H] = {"cache_write_1h_input_usd_micros_per_mtok",
+                                 offsetof(struct gw_model,
+                                          cache_write_1h_input_usd_micros_per_mtok),
+                                 SEEN_WRITE_1H_PRICE},
+    [GW_PRICE_OUTPUT] = {"output_usd_micros_per_mtok",
+                         offsetof(struct gw_model, output_usd_micros_per_mtok), SEEN_OUTPUT_PRICE},
+    [GW_PRICE_REASONING_OUTPUT] = {"reasoning_output_usd_micros_per_mtok",
+                                   offsetof(struct gw_model, reasoning_output_usd_micros_per_mtok),
+                                   SEEN_REASONING_PRICE},
+};
+
+static uint64_t *model_slot(struct gw_model *model, size_t offset)
+{
+    return (uint64_t *)(void *)((char *)model + offset);
+}
 
 static int model_number(struct loader *l, const struct jdoc_member *m, const char *path,
                         struct gw_model *model, unsigned *seen)
@@ -332,27 +394,39 @@ static int model_number(struct loader *l, const struct jdoc_member *m, const cha
         size_t offset;
         uint64_t min, max;
         unsigned seen;
-    } numbers[] = {
-        {"input_usd_micros_per_mtok", offsetof(struct gw_model, input_usd_micros_per_mtok), 0,
-         AMOUNT_MAX, SEEN_INPUT_PRICE},
-        {"cached_input_usd_micros_per_mtok",
-         offsetof(struct gw_model, cached_input_usd_micros_per_mtok), 0, AMOUNT_MAX,
-         SEEN_CACHED_PRICE},
-        {"output_usd_micros_per_mtok", offsetof(struct gw_model, output_usd_micros_per_mtok), 0,
-         AMOUNT_MAX, SEEN_OUTPUT_PRICE},
+    } counts[] = {
         {"max_output_tokens", offsetof(struct gw_model, max_output_tokens), 1, GW_OUTPUT_TOKENS_MAX,
          SEEN_MAX_OUTPUT},
         {"default_max_output_tokens", offsetof(struct gw_model, default_max_output_tokens), 1,
          GW_OUTPUT_TOKENS_MAX, SEEN_DEFAULT_OUTPUT},
     };
-    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
-        if (strcmp(m->key, numbers[i].name) != 0)
+    for (size_t i = 0; i < GW_PRICE_FIELDS; i++) {
+        if (strcmp(m->key, price_fields[i].name) != 0)
             continue;
-        *seen |= numbers[i].seen;
-        return integer_value(l, &m->value, path, numbers[i].min, numbers[i].max,
-                             (uint64_t *)(void *)((char *)model + numbers[i].offset));
+        *seen |= price_fields[i].seen;
+        return integer_value(l, &m->value, path, 0, AMOUNT_MAX,
+                             model_slot(model, price_fields[i].offset));
+    }
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        if (strcmp(m->key, counts[i].name) != 0)
+            continue;
+        *seen |= counts[i].seen;
+        return integer_value(l, &m->value, path, counts[i].min, counts[i].max,
+                             model_slot(model, counts[i].offset));
     }
     return loader_fail(l, m->value.line, path, "unknown field");
+}
+
+static int output_reservation_value(struct loader *l, const struct jdoc_value *v, const char *path,
+                                    enum gw_output_reservation *out)
+{
+    static const char *const names[] = {[GW_OUTPUT_RESERVATION_MAX_TOKENS] = "max_tokens",
+                                        [GW_OUTPUT_RESERVATION_OBSERVED] = "observed"};
+    unsigned choice;
+    if (choice_value(l, v, path, names, 2, "must be \"max_tokens\" or \"observed\"", &choice) != 0)
+        return -1;
+    *out = (enum gw_output_reservation)choice;
+    return 0;
 }
 
 static int model_field(struct loader *l, const struct jdoc_member *m, const char *entry,
@@ -367,7 +441,91 @@ static int model_field(struct loader *l, const struct jdoc_member *m, const char
     if (strcmp(m->key, "upstream_model") == 0)
         return text_value(l, &m->value, path, GW_UPSTREAM_MODEL_LENGTH_MAX, TEXT_ANY,
                           &model->upstream_model);
+    if (strcmp(m->key, "prices_from") == 0)
+        return text_value(l, &m->value, path, GW_UPSTREAM_MODEL_LENGTH_MAX, TEXT_ANY,
+                          &model->prices_from);
+    if (strcmp(m->key, "output_reservation") == 0)
+        return m->value.kind == JDOC_NULL
+                   ? 0
+                   : output_reservation_value(l, &m->value, path, &model->output_reservation);
     return model_number(l, m, path, model, seen);
+}
+
+/* The model's prices_from entry: every price and max_output_tokens the
+ * model does not give itself (explicit prices win). */
+static int model_prices_from(struct loader *l, const struct jdoc_value *item, const char *entry,
+                             struct gw_model *model, unsigned *seen)
+{
+    char path[96], quoted[72];
+    field_path(path, sizeof path, entry, "prices_from");
+    uint32_t line = jdoc_get(item, "prices_from")->line;
+    if (l->prices == NULL)
+        return loader_fail(l, line, path, "needs prices_file at the top of the file");
+    struct gw_price_entry e;
+    char reason[GW_CONFIG_ERROR_SIZE];
+    int found = gw_prices_find(l->prices, model->prices_from, strlen(model->prices_from), &e,
+                               reason, sizeof reason);
+    if (found < 0)
+        return loader_fail(l, line, path, "%s", reason);
+    loader_quote(model->prices_from, strlen(model->prices_from), quoted);
+    if (found == 0)
+        return loader_fail(l, line, path, "%s is not in %s", quoted, l->prices_path);
+    for (int f = GW_PRICE_INPUT; f < GW_PRICE_FIELDS; f++) {
+        if ((*seen & price_fields[f].seen) || !(e.present & (1u << f)))
+            continue;
+        *model_slot(model, price_fields[f].offset) = e.usd_micros_per_mtok[f];
+        *seen |= price_fields[f].seen;
+    }
+    if (!(*seen & SEEN_MAX_OUTPUT) && e.max_output_tokens > 0) {
+        model->max_output_tokens = e.max_output_tokens;
+        *seen |= SEEN_MAX_OUTPUT;
+    }
+    return 0;
+}
+
+/* "required", with where the price could have come from. */
+static int price_missing(struct loader *l, const struct jdoc_value *item, const char *entry,
+                         const struct gw_model *model, const char *field, const char *file_field)
+{
+    char path[96], quoted[72];
+    field_path(path, sizeof path, entry, field);
+    if (model->prices_from == NULL)
+        return loader_fail(l, item->line, path, "required");
+    loader_quote(model->prices_from, strlen(model->prices_from), quoted);
+    return loader_fail(l, item->line, path, "required: %s in %s has no %s", quoted, l->prices_path,
+                       file_field);
+}
+
+/* Cache writes default to 1.25 and 2 times the input price, cache reads to
+ * it, reasoning to the output price. A default above AMOUNT_MAX is an
+ * error naming the field. */
+static int price_defaults(struct loader *l, const struct jdoc_value *item, const char *entry,
+                          struct gw_model *m, unsigned seen)
+{
+    typedef unsigned __int128 u128;
+    u128 input = m->input_usd_micros_per_mtok;
+    if (!(seen & SEEN_CACHED_PRICE))
+        m->cached_input_usd_micros_per_mtok = m->input_usd_micros_per_mtok;
+    if (!(seen & SEEN_REASONING_PRICE))
+        m->reasoning_output_usd_micros_per_mtok = m->output_usd_micros_per_mtok;
+    u128 write_5m = (input * 5 + 3) / 4, write_1h = input * 2;
+    const char *field = NULL;
+    if (!(seen & SEEN_WRITE_5M_PRICE) && write_5m > AMOUNT_MAX)
+        field = "cache_write_5m_input_usd_micros_per_mtok";
+    else if (!(seen & SEEN_WRITE_1H_PRICE) && write_1h > AMOUNT_MAX)
+        field = "cache_write_1h_input_usd_micros_per_mtok";
+    if (field != NULL) {
+        char path[96];
+        field_path(path, sizeof path, entry, field);
+        return loader_fail(l, item->line, path,
+                           "its default from the input price is above 9223372036854775807: "
+                           "give it");
+    }
+    if (!(seen & SEEN_WRITE_5M_PRICE))
+        m->cache_write_5m_input_usd_micros_per_mtok = (uint64_t)write_5m;
+    if (!(seen & SEEN_WRITE_1H_PRICE))
+        m->cache_write_1h_input_usd_micros_per_mtok = (uint64_t)write_1h;
+    return 0;
 }
 
 static int model_check(struct loader *l, const struct jdoc_value *item, const char *entry,
@@ -377,12 +535,25 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
         return missing(l, item, entry, "name");
     if (model->upstream == NULL)
         return missing(l, item, entry, "upstream");
+    if (model->prices_from != NULL && model_prices_from(l, item, entry, model, &seen) != 0)
+        return -1;
+    if (!(seen & (SEEN_INPUT_PRICE | SEEN_OUTPUT_PRICE)) && model->prices_from == NULL) {
+        char quoted[72];
+        loader_quote(model->name, strlen(model->name), quoted);
+        return loader_fail(l, item->line, entry,
+                           "model %s has no price: give input_usd_micros_per_mtok and "
+                           "output_usd_micros_per_mtok, or prices_from (an unpriced model is "
+                           "never served)",
+                           quoted);
+    }
     if (!(seen & SEEN_INPUT_PRICE))
-        return missing(l, item, entry, "input_usd_micros_per_mtok");
+        return price_missing(l, item, entry, model, "input_usd_micros_per_mtok",
+                             "input_cost_per_token");
     if (!(seen & SEEN_OUTPUT_PRICE))
-        return missing(l, item, entry, "output_usd_micros_per_mtok");
+        return price_missing(l, item, entry, model, "output_usd_micros_per_mtok",
+                             "output_cost_per_token");
     if (!(seen & SEEN_MAX_OUTPUT))
-        return missing(l, item, entry, "max_output_tokens");
+        return price_missing(l, item, entry, model, "max_output_tokens", "max_output_tokens");
     if (!(seen & SEEN_DEFAULT_OUTPUT))
         return missing(l, item, entry, "default_max_output_tokens");
     if (model->default_max_output_tokens > model->max_output_tokens) {
@@ -392,8 +563,8 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
                            "must be at most max_output_tokens (%llu)",
                            (unsigned long long)model->max_output_tokens);
     }
-    if (!(seen & SEEN_CACHED_PRICE))
-        model->cached_input_usd_micros_per_mtok = model->input_usd_micros_per_mtok;
+    if (price_defaults(l, item, entry, model, seen) != 0)
+        return -1;
     if (model->upstream_model == NULL)
         model->upstream_model = model->name;
     return 0;
@@ -506,14 +677,15 @@ static int limit_key(struct loader *l, const struct jdoc_value *v, const char *p
 static int limit_amount(struct loader *l, const struct jdoc_value *v, const char *path,
                         struct gw_limit *limit)
 {
-    for (int a = GW_AMOUNT_REQUESTS; a <= GW_AMOUNT_USD_MICROS; a++) {
+    for (int a = GW_AMOUNT_REQUESTS; a <= GW_AMOUNT_LAST; a++) {
         if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(a)) == 0) {
             limit->amount = (enum gw_amount)a;
             return 0;
         }
     }
     return loader_fail(l, v->line, path,
-                       "must be requests, tokens, input_tokens, output_tokens or usd_micros");
+                       "must be requests, tokens, input_tokens, uncached_input_tokens, "
+                       "output_tokens or usd_micros");
 }
 
 static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
@@ -634,6 +806,19 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
                    : text_value(l, v, path, GW_TEAM_LENGTH_MAX, TEXT_KEY, &key->team);
     if (strcmp(m->key, "models") == 0)
         return key_models(l, v, path, key);
+    uint64_t number = 0;
+    if (strcmp(m->key, "max_wait_seconds") == 0) {
+        if (integer_value(l, v, path, 0, GW_KEY_WAIT_SECONDS_MAX, &number) != 0)
+            return -1;
+        key->max_wait_seconds = (uint32_t)number;
+        return 0;
+    }
+    if (strcmp(m->key, "priority_floor") == 0) {
+        if (integer_value(l, v, path, 0, GW_PRIORITY_MAX, &number) != 0)
+            return -1;
+        key->priority_floor = (uint32_t)number;
+        return 0;
+    }
     return loader_fail(l, v->line, path, "unknown field");
 }
 

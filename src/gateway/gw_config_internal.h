@@ -5,6 +5,7 @@
 #define LLMLIMIT_GATEWAY_CONFIG_INTERNAL_H
 
 #include "gw_config.h"
+#include "gw_prices.h"
 #include "util/arena.h"
 #include "util/jdoc.h"
 
@@ -17,6 +18,10 @@ struct loader {
     const char *directory; /* where a relative api_key_file is looked for ("" = cwd) */
     struct arena *arena;   /* the config's memory */
     struct gw_config *config;
+    /* The prices file (prices_file), while the models are decoded; NULL
+     * when the config names none. */
+    struct gw_prices *prices;
+    const char *prices_path; /* as opened, for messages */
     /* What the templates use, for the checks of keys: the first limit
      * index using {caller} / {team}, or -1. */
     int32_t caller_limit;

@@ -12,15 +12,19 @@
 #include <stdint.h>
 
 #include "gw_config.h"
+#include "gw_cost.h"
+#include "gw_endpoint.h"
 #include "util/jdoc.h"
 
 /* Room for an estimate error (a field path and a reason). */
 #define GW_ESTIMATE_ERROR_SIZE 256
 
-enum gw_endpoint {
-    GW_ENDPOINT_CHAT_COMPLETIONS = 0, /* POST /v1/chat/completions */
-    GW_ENDPOINT_COMPLETIONS,          /* POST /v1/completions */
-    GW_ENDPOINT_EMBEDDINGS,           /* POST /v1/embeddings */
+/* Which cache writes a request may cause (Anthropic's cache_control): the
+ * whole input is then priced as written, the most it can cost. */
+enum gw_cache_write {
+    GW_CACHE_WRITE_NONE = 0,
+    GW_CACHE_WRITE_5M, /* a cache_control breakpoint, none for 1 hour */
+    GW_CACHE_WRITE_1H, /* a breakpoint with "ttl":"1h" */
 };
 
 struct gw_estimate {
@@ -28,12 +32,20 @@ struct gw_estimate {
     uint64_t output_tokens; /* the reservation: per choice times choices */
     uint64_t output_tokens_per_choice;
     uint32_t choices; /* n (best_of, prompts); 0 for embeddings */
+    enum gw_cache_write cache_write;
 };
+
+/* The token counts to reserve for an estimate, with output_tokens as the
+ * output (the estimate's own, or less under the observed reservation):
+ * the input priced as written to the cache when the request may write it. */
+struct gw_tokens gw_estimate_tokens(const struct gw_estimate *estimate, uint64_t output_tokens);
 
 /* Estimates the request `body` (a parsed JSON object) to `endpoint` for
  * `model`. 0 with *out filled, or -1 with "<field>: <reason>" in error
  * (e.g. "messages[1].content: must be a string, an array of parts or
- * null", "max_tokens: must be at most 16384 for model gpt-4o-mini"). */
+ * null", "max_tokens: must be at most 16384 for model gpt-4o-mini",
+ * "max_tokens: required" on /v1/messages, "background: not supported: ..."
+ * on /v1/responses). count_tokens and input_tokens reserve no output. */
 int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint,
                         const struct gw_model *model, struct gw_estimate *out, char *error,
                         size_t error_size);

@@ -62,6 +62,9 @@ static int template_amount(enum gw_amount amount, const struct gw_model *model,
     case GW_AMOUNT_INPUT_TOKENS:
         *out = tokens->input;
         break;
+    case GW_AMOUNT_UNCACHED_INPUT_TOKENS:
+        *out = tokens->input - tokens->cached_input; /* checked: within input */
+        break;
     case GW_AMOUNT_OUTPUT_TOKENS:
         *out = tokens->output;
         break;
@@ -83,13 +86,12 @@ static int template_amount(enum gw_amount amount, const struct gw_model *model,
 
 static int tokens_check(const struct gw_tokens *tokens, char *error, size_t error_size)
 {
-    if (tokens->input <= AMOUNT_MAX && tokens->output <= AMOUNT_MAX &&
-        tokens->cached_input <= tokens->input)
+    enum gw_cost_result result = gw_tokens_check(tokens);
+    if (result == GW_COST_OK)
         return 0;
     snprintf(error, error_size, "%s",
-             tokens->cached_input > tokens->input && tokens->input <= AMOUNT_MAX
-                 ? "cached input tokens exceed input tokens"
-                 : "a token count above 9223372036854775807");
+             result == GW_COST_OVERFLOW ? "a token count above 9223372036854775807"
+                                        : gw_cost_result_text(result));
     return -1;
 }
 

@@ -1,9 +1,10 @@
 /* From a call to the requirements of its reserve and the actuals of its
  * complete: each limit template of the config is instantiated for the key
  * and model (placeholders replaced) and given its amount (requests: 1,
- * tokens: input + output, input_tokens, output_tokens, usd_micros: the
- * cost); templates that give the same key are added into one requirement,
- * and a key whose amount is 0 is left out of the reserve. */
+ * tokens: all input (uncached, cache reads and writes) + output,
+ * input_tokens: all input, uncached_input_tokens: input without cache
+ * reads, output_tokens, usd_micros: the cost); templates that give the same key are added into one
+ * requirement, and a key whose amount is 0 is left out of the reserve. */
 #ifndef LLMLIMIT_GATEWAY_PLAN_H
 #define LLMLIMIT_GATEWAY_PLAN_H
 

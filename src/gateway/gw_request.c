@@ -128,9 +128,10 @@ static int fail(char *error, size_t error_size, const char *message)
     return -1;
 }
 
-/* Reads stream and stream_options; -1 on a type the upstream would refuse
- * in a way the client could not see coming. */
-static int read_info(const struct jdoc_value *root, struct gw_request_info *info,
+/* Reads stream and, when the gateway asks for usage, stream_options; -1
+ * on a type the upstream would refuse in a way the client could not see
+ * coming. */
+static int read_info(const struct jdoc_value *root, bool ask_usage, struct gw_request_info *info,
                      const struct jdoc_value **options, char *error, size_t error_size)
 {
     const struct jdoc_value *stream = jdoc_get(root, "stream");
@@ -139,7 +140,7 @@ static int read_info(const struct jdoc_value *root, struct gw_request_info *info
         return fail(error, error_size, "stream: must be a boolean");
     info->stream = jdoc_is(stream, JDOC_TRUE);
     *options = jdoc_get(root, "stream_options");
-    if (!info->stream)
+    if (!info->stream || !ask_usage)
         return 0;
     if (*options != NULL && (*options)->kind == JDOC_NULL)
         *options = NULL;
@@ -157,15 +158,32 @@ int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value 
                        const struct gw_model *model, struct buffer *out,
                        struct gw_request_info *info, char *error, size_t error_size)
 {
+    return gw_request_rewrite_for(GW_ENDPOINT_CHAT_COMPLETIONS, body, length, root, model, out,
+                                  info, error, error_size);
+}
+
+int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
+                           const struct jdoc_value *root, const struct gw_model *model,
+                           struct buffer *out, struct gw_request_info *info, char *error,
+                           size_t error_size)
+{
     assert(body != NULL && root != NULL && model != NULL && out != NULL && info != NULL);
     *info = (struct gw_request_info){0};
     if (!jdoc_is(root, JDOC_OBJECT))
         return fail(error, error_size, "body: must be a JSON object");
     if (!jdoc_is(jdoc_get(root, "model"), JDOC_STRING))
         return fail(error, error_size, "model: must be a string");
+    /* Messages and Responses streams carry their usage anyway: nothing to
+     * ask for, nothing to strip. */
+    bool ask_usage =
+        endpoint == GW_ENDPOINT_CHAT_COMPLETIONS || endpoint == GW_ENDPOINT_COMPLETIONS;
     const struct jdoc_value *options;
-    if (read_info(root, info, &options, error, error_size) != 0)
+    if (read_info(root, ask_usage, info, &options, error, error_size) != 0)
         return -1;
+    info->stream = info->stream && endpoint != GW_ENDPOINT_MESSAGES_COUNT_TOKENS &&
+                   endpoint != GW_ENDPOINT_RESPONSES_INPUT_TOKENS &&
+                   endpoint != GW_ENDPOINT_EMBEDDINGS;
+    bool add_usage = ask_usage && info->stream;
     struct scanner s;
     scanner_open(&s, body, (struct span){0, length});
     buffer_append_char(out, '{');
@@ -178,13 +196,13 @@ int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value 
         if (strcmp(name, "model") == 0) {
             buffer_append_str(out, "\"model\":");
             buffer_append_json_string(out, model->upstream_model, strlen(model->upstream_model));
-        } else if (strcmp(name, "stream_options") == 0 && info->stream) {
+        } else if (strcmp(name, "stream_options") == 0 && add_usage) {
             write_stream_options(out, body, options, value);
         } else {
             append_span(out, body, member);
         }
     }
-    if (info->stream && jdoc_get(root, "stream_options") == NULL)
+    if (add_usage && jdoc_get(root, "stream_options") == NULL)
         buffer_append_str(out, ",\"stream_options\":{\"include_usage\":true}");
     buffer_append_char(out, '}');
     return out->failed ? fail(error, error_size, "out of memory") : 0;

@@ -1,9 +1,10 @@
 /* The request body as it goes upstream: `model` becomes the model's
- * upstream name and a streaming call asks for usage
+ * upstream name and a streaming chat or completions call asks for usage
  * (stream_options.include_usage true, keeping the client's other
  * stream_options); every other member passes byte for byte as the client
- * wrote it (numbers too: the parser does not keep a fraction's digits, so
- * the body is never rebuilt from the parsed tree). */
+ * wrote it (numbers too: the body is never rebuilt from the parsed tree).
+ * Messages and Responses streams report their usage unasked: only model
+ * changes. */
 #ifndef LLMLIMIT_GATEWAY_REQUEST_H
 #define LLMLIMIT_GATEWAY_REQUEST_H
 
@@ -11,6 +12,7 @@
 #include <stddef.h>
 
 #include "gw_config.h"
+#include "gw_endpoint.h"
 #include "util/buffer.h"
 #include "util/jdoc.h"
 
@@ -31,5 +33,13 @@ struct gw_request_info {
 int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value *root,
                        const struct gw_model *model, struct buffer *out,
                        struct gw_request_info *info, char *error, size_t error_size);
+
+/* The same for a call to endpoint: include_usage only for chat and
+ * completions; info->stream false for the routes that never stream
+ * (embeddings, count_tokens, input_tokens). */
+int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
+                           const struct jdoc_value *root, const struct gw_model *model,
+                           struct buffer *out, struct gw_request_info *info, char *error,
+                           size_t error_size);
 
 #endif

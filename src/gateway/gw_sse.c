@@ -1,8 +1,11 @@
 /* The event stream, line by line as the HTML standard defines it (data
  * lines joined with '\n', comments and other fields kept in the bytes but
- * not read), and each event's data read as an OpenAI chunk. The parser
- * keeps one event's bytes at a time, so memory is bounded by
- * GW_SSE_EVENT_BYTES_MAX whatever the stream's length. */
+ * not read), and each event's data read in the stream's dialect: an OpenAI
+ * chunk, an Anthropic Messages event or a Responses event (the data's
+ * "type" says which event it is in the last two; the SSE "event:" line
+ * repeats it and is not needed). The parser keeps one event's bytes at a
+ * time, so memory is bounded by GW_SSE_EVENT_BYTES_MAX whatever the
+ * stream's length. */
 #include "gw_sse.h"
 
 #include <assert.h>
@@ -13,7 +16,13 @@
 
 void gw_sse_init(struct gw_sse *sse)
 {
+    gw_sse_init_for(sse, GW_ENDPOINT_CHAT_COMPLETIONS);
+}
+
+void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint)
+{
     memset(sse, 0, sizeof *sse);
+    sse->endpoint = endpoint;
     buffer_init(&sse->raw, NULL, 0);
     buffer_init(&sse->data, NULL, 0);
     arena_init(&sse->arena, sse->arena_storage, sizeof sse->arena_storage);
@@ -106,7 +115,6 @@ static int chunk_texts(struct gw_sse *sse, const struct jdoc_value *choices,
 static int read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
 {
     char usage_error[GW_USAGE_ERROR_SIZE];
-    event->json = true;
     if (!jdoc_is(root, JDOC_OBJECT))
         return 0;
     event->error = member(root, "error") != NULL;
@@ -117,6 +125,137 @@ static int read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct 
         return 0;
     event->usage_only = choices->count == 0 && event->usage.present;
     return chunk_texts(sse, choices, event);
+}
+
+/* ---- Anthropic Messages events ---- */
+
+static bool is_type(const struct gw_sse_event *event, const char *name)
+{
+    return event->type != NULL && strcmp(event->type, name) == 0;
+}
+
+/* The index member as a choice number (0 when absent or odd). */
+static uint32_t index_of(const struct jdoc_value *object, const char *name)
+{
+    const struct jdoc_value *index = member(object, name);
+    return jdoc_is(index, JDOC_INTEGER) && index->as.integer >= 0 && index->as.integer <= UINT32_MAX
+               ? (uint32_t)index->as.integer
+               : 0;
+}
+
+/* The string members `names` of object, as texts of one choice. */
+static int named_texts(struct gw_sse *sse, const struct jdoc_value *object,
+                       const char *const *names, uint32_t count, uint32_t choice,
+                       struct gw_sse_event *event)
+{
+    struct texts t = {.capacity = count};
+    t.items = arena_alloc(&sse->arena, count * sizeof *t.items);
+    if (t.items == NULL)
+        return -1;
+    for (uint32_t i = 0; i < count; i++)
+        text_add(&t, choice, member(object, names[i]));
+    event->texts = t.items;
+    event->text_count = t.count;
+    return 0;
+}
+
+/* A usage that message_start or message_delta gives: merged, each field's
+ * last value winning; from the first message_delta on, the stream's usage. */
+static void messages_usage(struct gw_sse *sse, const struct jdoc_value *usage, bool delta,
+                           struct gw_sse_event *event)
+{
+    char error[GW_USAGE_ERROR_SIZE];
+    if (usage == NULL)
+        return;
+    if (gw_messages_usage_merge(&sse->messages_usage, usage, error, sizeof error) != 0) {
+        event->usage_malformed = true;
+        return;
+    }
+    sse->messages_delta_seen |= delta;
+    if (!sse->messages_delta_seen)
+        return;
+    if (gw_messages_usage_result(&sse->messages_usage, &event->usage, error, sizeof error) != 0)
+        event->usage_malformed = true;
+}
+
+static int read_messages_event(struct gw_sse *sse, const struct jdoc_value *root,
+                               struct gw_sse_event *event)
+{
+    static const char *const block_texts[] = {"text", "thinking", "name"};
+    static const char *const delta_texts[] = {"text", "partial_json", "thinking"};
+    if (is_type(event, "error")) {
+        event->error = true;
+    } else if (is_type(event, "message_start")) {
+        messages_usage(sse, member(member(root, "message"), "usage"), false, event);
+    } else if (is_type(event, "message_delta")) {
+        messages_usage(sse, member(root, "usage"), true, event);
+    } else if (is_type(event, "message_stop")) {
+        event->stream_end = true;
+    } else if (is_type(event, "content_block_start")) {
+        return named_texts(sse, member(root, "content_block"), block_texts, 3,
+                           index_of(root, "index"), event);
+    } else if (is_type(event, "content_block_delta")) {
+        return named_texts(sse, member(root, "delta"), delta_texts, 3, index_of(root, "index"),
+                           event);
+    }
+    return 0;
+}
+
+/* ---- OpenAI Responses events ---- */
+
+static bool ends_with(const char *text, const char *end)
+{
+    size_t n = strlen(text), m = strlen(end);
+    return n >= m && memcmp(text + n - m, end, m) == 0;
+}
+
+static void responses_final(const struct jdoc_value *root, struct gw_sse_event *event)
+{
+    char error[GW_USAGE_ERROR_SIZE];
+    event->stream_end = true;
+    event->error = is_type(event, "response.failed");
+    const struct jdoc_value *response = member(root, "response");
+    if (response != NULL &&
+        gw_usage_read_responses(response, &event->usage, error, sizeof error) != 0)
+        event->usage_malformed = true;
+}
+
+static int read_responses_event(struct gw_sse *sse, const struct jdoc_value *root,
+                                struct gw_sse_event *event)
+{
+    static const char *const delta_text[] = {"delta"};
+    static const char *const item_text[] = {"name"};
+    const struct jdoc_value *id = member(member(root, "response"), "id");
+    if (jdoc_is(id, JDOC_STRING)) {
+        event->response_id = id->as.string;
+        event->response_id_length = id->count;
+    }
+    if (is_type(event, "error"))
+        event->error = true;
+    else if (is_type(event, "response.completed") || is_type(event, "response.incomplete") ||
+             is_type(event, "response.failed"))
+        responses_final(root, event);
+    else if (is_type(event, "response.output_item.added"))
+        return named_texts(sse, member(root, "item"), item_text, 1, index_of(root, "output_index"),
+                           event);
+    else if (event->type != NULL && ends_with(event->type, ".delta") &&
+             !is_type(event, "response.audio.delta"))
+        return named_texts(sse, root, delta_text, 1, index_of(root, "output_index"), event);
+    return 0;
+}
+
+/* The parsed data of an event, in the stream's dialect. */
+static int read_json(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
+{
+    event->json = true;
+    if (sse->endpoint != GW_ENDPOINT_MESSAGES && sse->endpoint != GW_ENDPOINT_RESPONSES)
+        return read_chunk(sse, root, event);
+    const struct jdoc_value *type = member(root, "type");
+    if (!jdoc_is(type, JDOC_STRING))
+        return 0; /* an event of no type: relayed, nothing read */
+    event->type = type->as.string;
+    return sse->endpoint == GW_ENDPOINT_MESSAGES ? read_messages_event(sse, root, event)
+                                                 : read_responses_event(sse, root, event);
 }
 
 /* Data that is neither JSON nor [DONE] is counted as it stands. */
@@ -137,6 +276,7 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
     size_t length = sse->data.length;
     if (length == strlen(DONE_DATA) && memcmp(sse->data.data, DONE_DATA, length) == 0) {
         event->done = true;
+        event->stream_end = true;
         return 0;
     }
     if (length == 0)
@@ -151,7 +291,7 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
     char reason[128];
     if (jdoc_parse_nested(text, length, GW_JSON_DEPTH_MAX, &sse->arena, &root, reason,
                           sizeof reason) == 0)
-        return read_chunk(sse, root, event);
+        return read_json(sse, root, event);
     return raw_text(sse, event);
 }
 
@@ -170,6 +310,10 @@ static int dispatch(struct gw_sse *sse, bool complete, gw_sse_event_fn on_event,
         event_reset(sse);
         return -1;
     }
+    /* What the stream has said so far is kept across events. */
+    sse->ended |= event.stream_end && complete;
+    if (event.usage.present) /* the upstream's own count, even in a cut tail */
+        sse->usage = event.usage;
     int result = on_event(context, &event);
     event_reset(sse);
     return result;
@@ -313,4 +457,37 @@ uint64_t gw_sse_output_tokens(const struct gw_sse_output *output)
     for (uint32_t i = 0; i < GW_N_MAX; i++)
         tokens += gw_text_counter_tokens(&output->choices[i]);
     return tokens;
+}
+
+bool gw_sse_ended(const struct gw_sse *sse)
+{
+    return sse->ended;
+}
+
+/* A Messages stream without a final usage: the input it told at its
+ * start, with the counted output. */
+static bool messages_counted(const struct gw_sse *sse, uint64_t output, struct gw_tokens *out)
+{
+    struct gw_usage usage;
+    char error[GW_USAGE_ERROR_SIZE];
+    if (sse->endpoint != GW_ENDPOINT_MESSAGES ||
+        gw_messages_usage_cut(&sse->messages_usage, output, &usage, error, sizeof error) != 0)
+        return false;
+    *out = gw_usage_tokens(&usage);
+    return true;
+}
+
+bool gw_sse_stream_tokens(const struct gw_sse *sse, const struct gw_sse_output *output,
+                          uint64_t input_estimate, struct gw_tokens *out)
+{
+    uint64_t counted = gw_sse_output_tokens(output);
+    if (sse->usage.present) {
+        *out = gw_usage_tokens(&sse->usage);
+        if (!sse->ended && counted > out->output)
+            out->output = counted; /* text may have followed the last usage */
+        return true;
+    }
+    if (!messages_counted(sse, counted, out))
+        *out = (struct gw_tokens){.input = input_estimate, .output = counted};
+    return false;
 }

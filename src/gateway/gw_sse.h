@@ -1,8 +1,11 @@
-/* The upstream's Server-Sent Events stream of a chat or completions call,
- * parsed as it arrives: fed byte chunks split anywhere (inside a line or a
- * UTF-8 character too), it hands over whole events with their exact bytes
- * (to relay unchanged, or to drop the usage chunk the client did not ask
- * for), the text they carry (to count output tokens) and their usage. */
+/* The upstream's Server-Sent Events stream, parsed as it arrives: fed byte
+ * chunks split anywhere (inside a line or a UTF-8 character too), it hands
+ * over whole events with their exact bytes (to relay unchanged, or to drop
+ * the usage chunk the client did not ask for), the text they carry (to
+ * count output tokens) and their usage. The line level is the same for
+ * every surface; what an event's data means is read in the dialect of the
+ * surface the stream answers (gw_sse_init_for): OpenAI chunks (chat and
+ * completions), Anthropic Messages events, OpenAI Responses events. */
 #ifndef LLMLIMIT_GATEWAY_SSE_H
 #define LLMLIMIT_GATEWAY_SSE_H
 
@@ -17,11 +20,18 @@
 
 #define GW_SSE_ERROR_SIZE 128
 
-/* A piece of generated text in an event: choices[].delta.content, .refusal,
- * .reasoning_content, .tool_calls[].function.name and .arguments,
- * .function_call.name and .arguments, or choices[].text (completions). */
+/* A piece of generated text in an event.
+ * Chat: choices[].delta.content, .refusal, .reasoning_content,
+ * .tool_calls[].function.name and .arguments, .function_call.name and
+ * .arguments, or choices[].text (completions); choice = the choice's index.
+ * Messages: content_block_start's content_block.text, .thinking, .name;
+ * content_block_delta's delta.text, .partial_json, .thinking; choice = the
+ * content block's index.
+ * Responses: the `delta` of every "response.*.delta" event but
+ * response.audio.delta (base64 sound, not text), and the name of an item
+ * in response.output_item.added; choice = output_index. */
 struct gw_sse_text {
-    uint32_t choice; /* the choice's index */
+    uint32_t choice; /* the choice's (block's, output item's) index */
     const char *text;
     size_t length;
 };
@@ -29,14 +39,27 @@ struct gw_sse_text {
 struct gw_sse_event {
     const char *raw; /* every byte of the event, its blank line included */
     size_t raw_length;
-    bool complete;        /* false only for the unfinished tail handed over by gw_sse_finish */
-    bool has_data;        /* it had data lines (else only comments or other fields) */
-    bool done;            /* the data is [DONE] */
-    bool json;            /* the data parsed as JSON */
-    bool error;           /* an object with an "error" member: the upstream failed mid-stream */
-    bool usage_only;      /* choices is empty and usage present: the chunk include_usage adds */
-    bool usage_malformed; /* a usage member that gw_usage_read refused */
+    bool complete;   /* false only for the unfinished tail handed over by gw_sse_finish */
+    bool has_data;   /* it had data lines (else only comments or other fields) */
+    bool done;       /* the data is [DONE] */
+    bool json;       /* the data parsed as JSON */
+    bool error;      /* the upstream failed mid-stream (below) */
+    bool usage_only; /* chat: choices is empty and usage present: the chunk include_usage adds */
+    bool usage_malformed; /* a usage the dialect's reader refused */
+    /* The event that ends a stream properly: chat's [DONE], Messages'
+     * message_stop, Responses' response.completed, .incomplete or .failed. */
+    bool stream_end;
+    /* Chat: the chunk's usage. Messages: the stream's usage so far, on the
+     * message_delta events that change it (present from the first
+     * message_delta on: message_start alone does not know the output).
+     * Responses: the usage of the final event. */
     struct gw_usage usage;
+    /* Valid during the callback only: the data's "type" (Messages,
+     * Responses; NULL for chat or when absent), and the id of the response
+     * a Responses event carries in response.id (NULL when none). */
+    const char *type;
+    const char *response_id;
+    size_t response_id_length;
     /* Valid during the callback only. Data that is not JSON (and not
      * [DONE]) is given as one text, so that it is counted, not lost. */
     const struct gw_sse_text *texts;
@@ -48,9 +71,15 @@ struct gw_sse_event {
 typedef int (*gw_sse_event_fn)(void *context, const struct gw_sse_event *event);
 
 struct gw_sse {
-    struct buffer raw;  /* the event being read */
-    struct buffer data; /* its data lines, joined by '\n' */
-    size_t line_start;  /* in raw */
+    enum gw_endpoint endpoint; /* whose dialect the events are read in */
+    /* What the stream said so far, across events. */
+    bool ended;                              /* its proper end was seen (stream_end) */
+    bool messages_delta_seen;                /* Messages: a message_delta with usage */
+    struct gw_messages_usage messages_usage; /* Messages: each usage field's last value */
+    struct gw_usage usage;                   /* the last usage an event gave (present or not) */
+    struct buffer raw;                       /* the event being read */
+    struct buffer data;                      /* its data lines, joined by '\n' */
+    size_t line_start;                       /* in raw */
     bool data_seen;
     bool after_cr;      /* the last byte was a CR: an LF right after ends no other line */
     struct arena arena; /* the parsed data of one event */
@@ -59,7 +88,11 @@ struct gw_sse {
     _Alignas(16) char arena_storage[GW_SSE_ARENA_INLINE_BYTES];
 };
 
+/* A parser for a chat or completions stream (OpenAI chunks). */
 void gw_sse_init(struct gw_sse *sse);
+/* A parser for a stream answering endpoint (chat, completions, messages,
+ * responses). */
+void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint);
 /* Frees what the parser holds; it may be initialised again. */
 void gw_sse_free(struct gw_sse *sse);
 
@@ -84,5 +117,18 @@ struct gw_sse_output {
 void gw_sse_output_init(struct gw_sse_output *output);
 void gw_sse_output_add(struct gw_sse_output *output, const struct gw_sse_event *event);
 uint64_t gw_sse_output_tokens(const struct gw_sse_output *output);
+
+/* Whether the stream ended properly (an event with stream_end came): a
+ * stream cut before that was cut (timeout, client gone, upstream closed). */
+bool gw_sse_ended(const struct gw_sse *sse);
+
+/* What a stream used, for its complete: its usage when it gave one (a
+ * stream that did not end properly takes the larger of that output and the
+ * output counted from its text, as text may have followed the last usage);
+ * else its input from what it said of it (Messages' message_start), or
+ * input_estimate, and the output counted from its text. Returns true when
+ * the counts come from the upstream's usage, false when counted. */
+bool gw_sse_stream_tokens(const struct gw_sse *sse, const struct gw_sse_output *output,
+                          uint64_t input_estimate, struct gw_tokens *out);
 
 #endif

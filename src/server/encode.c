@@ -5,6 +5,8 @@
 #include <assert.h>
 #include <string.h>
 
+#include "gateway/gw_error.h"
+
 unsigned encode_http_status(enum backend_error error)
 {
     switch (error) {
@@ -306,20 +308,8 @@ static const char *openai_error_message(const char *error)
     return error;
 }
 
-void encode_openai_error_full(struct buffer *b, const char *message, const char *type,
-                              const char *code)
-{
-    buffer_append_str(b, "{\"error\":{");
-    buffer_member_string(b, "message", message);
-    buffer_append_char(b, ',');
-    buffer_member_string(b, "type", type);
-    buffer_append_str(b, ",\"param\":null,");
-    buffer_member_string(b, "code", code);
-    buffer_append_str(b, "}}");
-}
-
 void encode_openai_error(struct buffer *b, unsigned status, const char *error)
 {
-    encode_openai_error_full(b, openai_error_message(error),
-                             status >= 500 ? "server_error" : "invalid_request_error", error);
+    gw_error_openai(b, openai_error_message(error),
+                    status >= 500 ? "server_error" : "invalid_request_error", NULL, error);
 }

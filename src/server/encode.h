@@ -38,10 +38,9 @@ void encode_usage(struct buffer *b, const struct limit_usage *usage);
 void encode_error(struct buffer *b, const char *error, bool with_ok);
 /* The same error in OpenAI's shape, for the gateway's routes, whose
  * clients (OpenAI SDKs) read only that: {"error":{"message","type",
- * "param":null,"code":error}}; type from the status (4xx or 5xx). */
+ * "param":null,"code":error}}; type from the status (4xx or 5xx). Written
+ * by gw_error_openai (src/gateway/gw_error.h), as every gateway error is. */
 void encode_openai_error(struct buffer *b, unsigned status, const char *error);
-/* {"error":{"message","type","param":null,"code"}} with each given. */
-void encode_openai_error_full(struct buffer *b, const char *message, const char *type,
-                              const char *code);
+
 
 #endif

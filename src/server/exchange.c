@@ -16,6 +16,7 @@
 
 #include "decode.h"
 #include "encode.h"
+#include "gateway/gw_error.h"
 #include "util/log.h"
 
 static void log_answer(struct exchange *ex, unsigned status, const char *body, size_t length)
@@ -430,7 +431,7 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
     snprintf(text, sizeof text, "%s%s%s", code, reason != NULL ? ": " : "",
              reason != NULL ? reason : "");
     if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
-        encode_openai_error_full(&b, reason, "invalid_request_error", code);
+        gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)
         encode_openai_error(&b, status, code);
     else

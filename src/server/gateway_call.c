@@ -21,6 +21,7 @@
 
 #include "core/clock.h"
 #include "gateway/gw_cost.h"
+#include "gateway/gw_endpoint.h"
 #include "server.h"
 #include "util/log.h"
 
@@ -198,20 +199,6 @@ static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
 
 /* ---- forwarding (the exchange's worker) ---------------------------------- */
 
-static const char *endpoint_path(enum gw_endpoint endpoint)
-{
-    switch (endpoint) {
-    case GW_ENDPOINT_CHAT_COMPLETIONS:
-        return "/chat/completions";
-    case GW_ENDPOINT_COMPLETIONS:
-        return "/completions";
-    case GW_ENDPOINT_EMBEDDINGS:
-        return "/embeddings";
-    }
-    assert(false);
-    return "";
-}
-
 static void forward_start(struct exchange *ex)
 {
     struct gw_call *call = ex->gateway_call;
@@ -232,7 +219,7 @@ static void forward_start(struct exchange *ex)
     }
     const struct gw_upstream *upstream = call->model->upstream;
     char url[GW_BASE_URL_LENGTH_MAX + 32];
-    snprintf(url, sizeof url, "%s%s", upstream->base_url, endpoint_path(call->endpoint));
+    snprintf(url, sizeof url, "%s%s", upstream->base_url, gw_endpoint_upstream_path(call->endpoint));
     struct gw_transfer_spec spec = {
         .url = url,
         .api_key = upstream->api_key,

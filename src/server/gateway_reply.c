@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "encode.h"
+#include "gateway/gw_error.h"
 #include "server.h"
 
 void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
@@ -43,7 +44,7 @@ int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const
     va_end(args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    encode_openai_error_full(&b, message, type, code);
+    gw_error_openai(&b, message, type, NULL, code);
     struct gw_headers h = {.count = 0};
     gw_headers_add(&h, "Content-Type", "application/json");
     if (retry_after_ms > 0)

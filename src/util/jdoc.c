@@ -366,10 +366,16 @@ static int parse_number(struct parser *p, struct jdoc_value *out)
     assert(pos > p->pos); /* at least one digit was consumed */
     assert(pos <= p->length);
     out->kind = real ? JDOC_REAL : JDOC_INTEGER;
-    if (!real)
+    if (real) {
+        /* Strings are unescaped only inside their own quotes, so this text
+         * stays as written for as long as the document lives. */
+        out->as.number = t + p->pos;
+        out->count = (uint32_t)(pos - p->pos);
+    } else {
         out->as.integer = !negative            ? (int64_t)magnitude
                           : magnitude == limit ? INT64_MIN
                                                : -(int64_t)magnitude;
+    }
     p->pos = pos;
     return 0;
 }

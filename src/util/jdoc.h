@@ -19,7 +19,7 @@ enum jdoc_kind {
     JDOC_FALSE,
     JDOC_TRUE,
     JDOC_INTEGER, /* fits int64 */
-    JDOC_REAL,    /* a fraction or an exponent; the value itself is not kept */
+    JDOC_REAL,    /* a fraction or an exponent: its text is kept (as.number), not its value */
     JDOC_STRING,
     JDOC_ARRAY,
     JDOC_OBJECT,
@@ -47,12 +47,16 @@ size_t jdoc_plain_run(const char *p, const char *end, unsigned *seen);
 
 struct jdoc_value {
     enum jdoc_kind kind;
-    uint32_t count; /* string bytes, array items or object members */
+    uint32_t count; /* string bytes, array items, object members, or a real's text bytes */
     uint32_t line;  /* where the value starts (1-based), for error messages */
     uint8_t flags;  /* strings: JDOC_*_CHARS */
     union {
         int64_t integer;
         const char *string; /* NUL-terminated; may hold NUL bytes (\u0000 is refused) */
+        /* JDOC_REAL: the number as written, count bytes in the parsed text
+         * (not NUL-terminated), for readers that need its exact decimal
+         * digits rather than a binary double. */
+        const char *number;
         struct jdoc_value *items;
         struct jdoc_member *members; /* in document order */
     } as;

@@ -24,6 +24,8 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/http/http_head.c
     ${PROJECT_SOURCE_DIR}/src/http/http_chunked.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c
     ${PROJECT_SOURCE_DIR}/src/server/registry.c

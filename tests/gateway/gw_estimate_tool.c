@@ -3,7 +3,7 @@
  * the output counted from the streamed text) from the same code the
  * gateway runs, instead of a copy of it in Python.
  *
- *   gw_estimate_tool request chat|completions|embeddings MAX DEFAULT < BODY
+ *   gw_estimate_tool request chat|completions|embeddings|messages|responses MAX DEFAULT < BODY
  *       prints "<input_tokens> <output_tokens>" of the request body
  *   gw_estimate_tool text < TEXT
  *       prints the token count of the text */
@@ -38,6 +38,10 @@ static int endpoint_of(const char *name, enum gw_endpoint *out)
         *out = GW_ENDPOINT_COMPLETIONS;
     else if (strcmp(name, "embeddings") == 0)
         *out = GW_ENDPOINT_EMBEDDINGS;
+    else if (strcmp(name, "messages") == 0)
+        *out = GW_ENDPOINT_MESSAGES;
+    else if (strcmp(name, "responses") == 0)
+        *out = GW_ENDPOINT_RESPONSES;
     else
         return -1;
     return 0;
@@ -82,7 +86,9 @@ int main(int argc, char **argv)
         printf("%llu\n", (unsigned long long)gw_estimate_text(input, length));
         return 0;
     }
-    fprintf(stderr, "usage: gw_estimate_tool request chat|completions|embeddings MAX DEFAULT "
-                    "< BODY | gw_estimate_tool text < TEXT\n");
+    fprintf(stderr,
+            "usage: gw_estimate_tool request chat|completions|embeddings|messages|responses MAX "
+            "DEFAULT "
+            "< BODY | gw_estimate_tool text < TEXT\n");
     return 2;
 }

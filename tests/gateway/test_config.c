@@ -409,7 +409,7 @@ static void limit_errors(void)
                "printable ASCII without white space");
     fails_with(UPSTREAMS, MODELS, L("a:{model}", "dollars"), KEYS,
                "gateway.json: line 1: limits[0].amount: must be requests, tokens, input_tokens, "
-               "output_tokens or usd_micros");
+               "uncached_input_tokens, output_tokens or usd_micros");
     fails_with(UPSTREAMS, MODELS, "[{\"amount\":\"tokens\"}]", KEYS,
                "gateway.json: line 1: limits[0].key: required");
     fails_with(UPSTREAMS, MODELS, "[{\"key\":\"k\"}]", KEYS,
@@ -614,6 +614,379 @@ static void more_bounds_one_past(void)
     free(keys);
 }
 
+/* ---- agent surfaces: dialects, prices, reservation, key fields ---- */
+
+static void a_config_written_before_loads_the_same(void)
+{
+    /* The file of the gateway interface contract (SPEC 12), untouched. */
+    const char *text =
+        "{\"upstreams\":[{\"name\":\"openai\",\"base_url\":\"https://api.openai.com/v1\","
+        "\"api_key_env\":\"" KEY_ENV "\",\"timeout_seconds\":600}],"
+        "\"models\":[{\"name\":\"gpt-4o-mini\",\"upstream\":\"openai\",\"upstream_model\":"
+        "\"gpt-4o-mini\",\"input_usd_micros_per_mtok\":150000,\"cached_input_usd_micros_per_mtok\":"
+        "75000,\"output_usd_micros_per_mtok\":600000,\"max_output_tokens\":16384,"
+        "\"default_max_output_tokens\":1024}],"
+        "\"keys\":[{\"sha256\":\"" DIGEST_A "\",\"caller\":\"sales-bot\",\"team\":\"sales\","
+        "\"models\":[\"gpt-4o-mini\"]}],"
+        "\"limits\":[{\"key\":\"global:openai:{model}:rpm\",\"amount\":\"requests\"},"
+        "{\"key\":\"global:openai:{model}:tpm\",\"amount\":\"tokens\"},"
+        "{\"key\":\"caller:{caller}:concurrent\",\"amount\":\"requests\"},"
+        "{\"key\":\"team:{team}:usd:month\",\"amount\":\"usd_micros\"}]}";
+    struct gw_config *c = parse(text);
+    REQUIRE(c != NULL);
+    CHECK(c->upstreams[0].api == GW_API_OPENAI);
+    CHECK(c->prices_file == NULL);
+    const struct gw_model *m = &c->models[0];
+    CHECK_EQ_U64(m->input_usd_micros_per_mtok, 150000);
+    CHECK_EQ_U64(m->cached_input_usd_micros_per_mtok, 75000);
+    CHECK_EQ_U64(m->output_usd_micros_per_mtok, 600000);
+    /* The new prices default so that no chat usage costs anything else:
+     * chat has no cache writes, and reasoning costs the output price. */
+    CHECK_EQ_U64(m->reasoning_output_usd_micros_per_mtok, 600000);
+    CHECK_EQ_U64(m->cache_write_5m_input_usd_micros_per_mtok, 187500);
+    CHECK_EQ_U64(m->cache_write_1h_input_usd_micros_per_mtok, 300000);
+    CHECK(m->output_reservation == GW_OUTPUT_RESERVATION_MAX_TOKENS);
+    CHECK(m->prices_from == NULL);
+    CHECK_EQ_U64(m->max_output_tokens, 16384);
+    CHECK_EQ_U64(m->default_max_output_tokens, 1024);
+    CHECK_EQ_U64(c->keys[0].max_wait_seconds, 0);
+    CHECK_EQ_U64(c->keys[0].priority_floor, 0);
+    CHECK_EQ_U64(c->limits[1].amount, GW_AMOUNT_TOKENS);
+    gw_config_release(c);
+}
+
+#define ANTHROPIC_UPSTREAMS                                                                        \
+    "[{\"name\":\"anthropic\",\"api\":\"anthropic\",\"base_url\":\"https://api.anthropic.com/"     \
+    "v1\"},"                                                                                       \
+    "{\"name\":\"openai\",\"api\":\"openai\",\"base_url\":\"http://h\"},"                          \
+    "{\"name\":\"local\",\"api\":null,\"base_url\":\"http://l\"}]"
+
+static void upstream_api_is_read(void)
+{
+    struct gw_config *c = parse4(ANTHROPIC_UPSTREAMS, MODELS, LIMITS, KEYS);
+    REQUIRE(c != NULL);
+    CHECK(c->upstreams[0].api == GW_API_ANTHROPIC);
+    CHECK(c->upstreams[1].api == GW_API_OPENAI);
+    CHECK(c->upstreams[2].api == GW_API_OPENAI);
+    CHECK_STR(gw_api_name(GW_API_ANTHROPIC), "anthropic");
+    gw_config_release(c);
+    static const char *const bad[] = {"\"Anthropic\"", "\"\"", "1", "[\"openai\"]",
+                                      "\"anthropic \""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char upstreams[256];
+        snprintf(upstreams, sizeof upstreams,
+                 "[{\"name\":\"openai\",\"base_url\":\"http://h\",\"api\":%s}]", bad[i]);
+        fails_with(upstreams, MODELS, LIMITS, KEYS,
+                   "gateway.json: line 1: upstreams[0].api: must be \"openai\" or \"anthropic\"");
+    }
+}
+
+#define BASE "\"max_output_tokens\":10,\"default_max_output_tokens\":5"
+
+static void every_price_field_is_read_with_its_default(void)
+{
+    struct gw_config *c =
+        parse4(UPSTREAMS,
+               "[{\"name\":\"all\",\"upstream\":\"openai\",\"input_usd_micros_per_mtok\":3000000,"
+               "\"cached_input_usd_micros_per_mtok\":300000,"
+               "\"cache_write_5m_input_usd_micros_per_mtok\":3750001,"
+               "\"cache_write_1h_input_usd_micros_per_mtok\":6000001,"
+               "\"output_usd_micros_per_mtok\":15000000,"
+               "\"reasoning_output_usd_micros_per_mtok\":20000000," BASE "},"
+               "{\"name\":\"defaults\",\"upstream\":\"openai\",\"input_usd_micros_per_mtok\":3,"
+               "\"output_usd_micros_per_mtok\":7," BASE "}]",
+               LIMITS, K("\"caller\":\"c\",\"team\":\"t\""));
+    REQUIRE(c != NULL);
+    const struct gw_model *a = &c->models[0], *d = &c->models[1];
+    CHECK_EQ_U64(a->cached_input_usd_micros_per_mtok, 300000);
+    CHECK_EQ_U64(a->cache_write_5m_input_usd_micros_per_mtok, 3750001);
+    CHECK_EQ_U64(a->cache_write_1h_input_usd_micros_per_mtok, 6000001);
+    CHECK_EQ_U64(a->reasoning_output_usd_micros_per_mtok, 20000000);
+    CHECK_EQ_U64(d->cached_input_usd_micros_per_mtok, 3);
+    CHECK_EQ_U64(d->cache_write_5m_input_usd_micros_per_mtok, 4); /* 3.75, rounded up */
+    CHECK_EQ_U64(d->cache_write_1h_input_usd_micros_per_mtok, 6);
+    CHECK_EQ_U64(d->reasoning_output_usd_micros_per_mtok, 7);
+    gw_config_release(c);
+    static const char *const fields[] = {
+        "cache_write_5m_input_usd_micros_per_mtok", "cache_write_1h_input_usd_micros_per_mtok",
+        "reasoning_output_usd_micros_per_mtok", "cached_input_usd_micros_per_mtok"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        for (int bad = 0; bad < 2; bad++) {
+            char models[512], expected[256];
+            snprintf(models, sizeof models, M(PRICES ",\"%s\":%s"), fields[i], bad ? "1.5" : "-1");
+            snprintf(expected, sizeof expected,
+                     "gateway.json: line 1: models[0].%s: must be an integer "
+                     "0..9223372036854775807",
+                     fields[i]);
+            fails_with(UPSTREAMS, models, LIMITS, KEYS, expected);
+        }
+    }
+}
+
+static void price_defaults_at_the_bound_and_one_past(void)
+{
+    /* 1.25 x 7378697629483820645 rounded up is exactly 2^63 - 1. */
+    struct gw_config *c = parse4(UPSTREAMS,
+                                 M("\"input_usd_micros_per_mtok\":7378697629483820645,"
+                                   "\"cache_write_1h_input_usd_micros_per_mtok\":1,"
+                                   "\"output_usd_micros_per_mtok\":2," BASE),
+                                 LIMITS, K("\"caller\":\"c\",\"team\":\"t\""));
+    REQUIRE(c != NULL);
+    CHECK_EQ_U64(c->models[0].cache_write_5m_input_usd_micros_per_mtok, AMOUNT_MAX);
+    gw_config_release(c);
+    fails_with(UPSTREAMS,
+               M("\"input_usd_micros_per_mtok\":7378697629483820646,"
+                 "\"cache_write_1h_input_usd_micros_per_mtok\":1,"
+                 "\"output_usd_micros_per_mtok\":2," BASE),
+               LIMITS, KEYS,
+               "gateway.json: line 1: models[0].cache_write_5m_input_usd_micros_per_mtok: its "
+               "default from the input price is above 9223372036854775807: give it");
+    c = parse4(UPSTREAMS,
+               M("\"input_usd_micros_per_mtok\":4611686018427387903,"
+                 "\"output_usd_micros_per_mtok\":2," BASE),
+               LIMITS, K("\"caller\":\"c\",\"team\":\"t\""));
+    REQUIRE(c != NULL);
+    CHECK_EQ_U64(c->models[0].cache_write_1h_input_usd_micros_per_mtok, AMOUNT_MAX - 1);
+    gw_config_release(c);
+    fails_with(UPSTREAMS,
+               M("\"input_usd_micros_per_mtok\":4611686018427387904,"
+                 "\"output_usd_micros_per_mtok\":2," BASE),
+               LIMITS, KEYS,
+               "gateway.json: line 1: models[0].cache_write_1h_input_usd_micros_per_mtok: its "
+               "default from the input price is above 9223372036854775807: give it");
+    /* Given explicitly, the largest price is fine. */
+    c = parse4(UPSTREAMS,
+               M("\"input_usd_micros_per_mtok\":9223372036854775807,"
+                 "\"cache_write_5m_input_usd_micros_per_mtok\":0,"
+                 "\"cache_write_1h_input_usd_micros_per_mtok\":0,"
+                 "\"output_usd_micros_per_mtok\":2," BASE),
+               LIMITS, K("\"caller\":\"c\",\"team\":\"t\""));
+    CHECK(c != NULL);
+    gw_config_release(c);
+}
+
+static void an_unpriced_model_is_an_error(void)
+{
+    fails_with(UPSTREAMS, M(BASE), LIMITS, KEYS,
+               "gateway.json: line 1: models[0]: model 'm' has no price: give "
+               "input_usd_micros_per_mtok and output_usd_micros_per_mtok, or prices_from (an "
+               "unpriced model is never served)");
+    fails_with(UPSTREAMS, M("\"input_usd_micros_per_mtok\":1," BASE), LIMITS, KEYS,
+               "gateway.json: line 1: models[0].output_usd_micros_per_mtok: required");
+}
+
+/* A config of models (JSON array text) with prices_file, parsed as if the
+ * config were in the test data directory. */
+static struct gw_config *parse_with_prices(const char *prices_file, const char *models)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"prices_file\":%s,\"upstreams\":" ANTHROPIC_UPSTREAMS ",\"models\":%s,"
+             "\"limits\":" LIMITS ",\"keys\":" K("\"caller\":\"c\",\"team\":\"t\"") "}",
+             prices_file, models);
+    struct gw_config *config = NULL;
+    error[0] = '\0';
+    if (gw_config_parse(GW_TEST_DATA_DIR "/gateway.json", text, strlen(text), &config, error,
+                        sizeof error) != 0)
+        return NULL;
+    return config;
+}
+
+static void prices_come_from_the_prices_file(void)
+{
+    struct gw_config *c = parse_with_prices(
+        "\"prices_litellm.json\"",
+        "[{\"name\":\"sonnet\",\"upstream\":\"anthropic\",\"prices_from\":"
+        "\"claude-sonnet-4-5-20250929\",\"default_max_output_tokens\":4096},"
+        "{\"name\":\"mini\",\"upstream\":\"openai\",\"prices_from\":\"gpt-4o-mini\","
+        "\"default_max_output_tokens\":1024,\"output_reservation\":\"observed\"},"
+        "{\"name\":\"o3-cheap\",\"upstream\":\"openai\",\"prices_from\":\"o3\","
+        "\"input_usd_micros_per_mtok\":1000000,\"max_output_tokens\":5000,"
+        "\"default_max_output_tokens\":1000,\"output_reservation\":null}]");
+    if (c == NULL)
+        fprintf(stderr, "  %s\n", error);
+    REQUIRE(c != NULL);
+    CHECK_STR(c->prices_file, "prices_litellm.json");
+    const struct gw_model *s = &c->models[0], *m = &c->models[1], *o = &c->models[2];
+    CHECK_STR(s->prices_from, "claude-sonnet-4-5-20250929");
+    CHECK_EQ_U64(s->input_usd_micros_per_mtok, 3000000);
+    CHECK_EQ_U64(s->cached_input_usd_micros_per_mtok, 300000);
+    CHECK_EQ_U64(s->cache_write_5m_input_usd_micros_per_mtok, 3750000);
+    CHECK_EQ_U64(s->cache_write_1h_input_usd_micros_per_mtok, 6000000);
+    CHECK_EQ_U64(s->output_usd_micros_per_mtok, 15000000);
+    CHECK_EQ_U64(s->reasoning_output_usd_micros_per_mtok, 15000000);
+    CHECK_EQ_U64(s->max_output_tokens, 64000);
+    CHECK(s->upstream->api == GW_API_ANTHROPIC);
+    /* No cache writes in the file: the defaults, from the file's input price. */
+    CHECK_EQ_U64(m->input_usd_micros_per_mtok, 150000);
+    CHECK_EQ_U64(m->cached_input_usd_micros_per_mtok, 75000);
+    CHECK_EQ_U64(m->cache_write_5m_input_usd_micros_per_mtok, 187500);
+    CHECK_EQ_U64(m->cache_write_1h_input_usd_micros_per_mtok, 300000);
+    CHECK_EQ_U64(m->max_output_tokens, 16384);
+    CHECK(m->output_reservation == GW_OUTPUT_RESERVATION_OBSERVED);
+    /* Explicit values on the model win over the file. */
+    CHECK_EQ_U64(o->input_usd_micros_per_mtok, 1000000);
+    CHECK_EQ_U64(o->cached_input_usd_micros_per_mtok, 500000);
+    CHECK_EQ_U64(o->cache_write_5m_input_usd_micros_per_mtok, 1250000); /* from the model's */
+    CHECK_EQ_U64(o->reasoning_output_usd_micros_per_mtok, 8000000);
+    CHECK_EQ_U64(o->max_output_tokens, 5000);
+    CHECK(o->output_reservation == GW_OUTPUT_RESERVATION_MAX_TOKENS);
+    gw_config_release(c);
+}
+
+static void prices_file_errors(void)
+{
+    const char *sonnet = "[{\"name\":\"s\",\"upstream\":\"anthropic\",\"prices_from\":"
+                         "\"claude-sonnet-4-5-20250929\",\"default_max_output_tokens\":5}]";
+    CHECK(parse_with_prices("\"missing.json\"", sonnet) == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR "/gateway.json: line 1: prices_file: " GW_TEST_DATA_DIR
+                                      "/missing.json: No such file or directory");
+    CHECK(parse_with_prices("7", sonnet) == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR
+              "/gateway.json: line 1: prices_file: must be a file name of 1..4095 bytes");
+    CHECK(parse_with_prices("\"prices_litellm.json\"",
+                            "[{\"name\":\"s\",\"upstream\":\"anthropic\",\"prices_from\":"
+                            "\"claude-sonnet-9\",\"default_max_output_tokens\":5}]") == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR "/gateway.json: line 1: models[0].prices_from: "
+                                      "'claude-sonnet-9' is not in " GW_TEST_DATA_DIR
+                                      "/prices_litellm.json");
+    CHECK(parse_with_prices("\"prices_litellm.json\"",
+                            "[{\"name\":\"s\",\"upstream\":\"anthropic\",\"prices_from\":"
+                            "\"sample_spec\",\"default_max_output_tokens\":5}]") == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR "/gateway.json: line 1: models[0].max_output_tokens: "
+                                      "required: 'sample_spec' in " GW_TEST_DATA_DIR
+                                      "/prices_litellm.json has no max_output_tokens");
+    fails_with(UPSTREAMS, M("\"prices_from\":\"gpt-5\"," BASE), LIMITS, KEYS,
+               "gateway.json: line 1: models[0].prices_from: needs prices_file at the top of the "
+               "file");
+    fails_with(UPSTREAMS, M("\"prices_from\":\"\"," BASE), LIMITS, KEYS,
+               "gateway.json: line 1: models[0].prices_from: must be a string of 1..256 bytes");
+    /* Lengths one past: a prices_from name, a prices_file name. */
+    char models[GW_PATH_LENGTH_MAX + 256];
+    snprintf(models, sizeof models, M("\"prices_from\":\"%s\"," BASE),
+             filled('p', GW_UPSTREAM_MODEL_LENGTH_MAX + 1));
+    fails_with(UPSTREAMS, models, LIMITS, KEYS,
+               "gateway.json: line 1: models[0].prices_from: must be a string of 1..256 bytes");
+    char name[GW_PATH_LENGTH_MAX + 16];
+    snprintf(name, sizeof name, "\"%s\"", filled('f', GW_PATH_LENGTH_MAX + 1));
+    CHECK(parse_with_prices(name, sonnet) == NULL);
+    CHECK_STR(error, GW_TEST_DATA_DIR
+              "/gateway.json: line 1: prices_file: must be a file name of 1..4095 bytes");
+    snprintf(name, sizeof name, "\"%s\"", filled('f', GW_PATH_LENGTH_MAX));
+    CHECK(parse_with_prices(name, sonnet) == NULL); /* at the bound: read, and not there */
+    CHECK(strstr(error, "prices_file: ") != NULL && strstr(error, "must be") == NULL);
+}
+
+/* A prices file of one's own in a temporary directory, next to the config. */
+static void prices_file_entries_are_checked(void)
+{
+    char dir[] = "/tmp/gw_config_prices_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char path[128], name[160], text[2048], expected[512];
+    snprintf(path, sizeof path, "%s/prices.json", dir);
+    snprintf(name, sizeof name, "%s/gateway.json", dir);
+    const char *prices = "{\"no-input\":{\"output_cost_per_token\":1e-6,\"max_output_tokens\":9},\n"
+                         "\"bad\":{\"input_cost_per_token\":-1e-6}}";
+    write_file(path, prices, strlen(prices));
+    const char *models[] = {"no-input", "bad"};
+    const char *errors[] = {
+        "%s: line 1: models[0].input_usd_micros_per_mtok: required: 'no-input' in "
+        "%s/prices.json has no input_cost_per_token",
+        "%s: line 1: models[0].prices_from: %s/prices.json: line 2: 'bad'.input_cost_per_token: "
+        "must be 0 or more"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text,
+                 "{\"prices_file\":\"prices.json\",\"upstreams\":" UPSTREAMS ",\"models\":"
+                 "[{\"name\":\"m\",\"upstream\":\"openai\",\"prices_from\":\"%s\","
+                 "\"default_max_output_tokens\":5}],\"limits\":" LIMITS
+                 ",\"keys\":" K("\"caller\":\"c\",\"team\":\"t\"") "}",
+                 models[i]);
+        struct gw_config *c = NULL;
+        CHECK(gw_config_parse(name, text, strlen(text), &c, error, sizeof error) == -1);
+        snprintf(expected, sizeof expected, errors[i], name, dir);
+        CHECK_STR(error, expected);
+    }
+    /* The input price given on the model fills the gap. */
+    snprintf(text, sizeof text,
+             "{\"prices_file\":\"%s\",\"upstreams\":" UPSTREAMS ",\"models\":"
+             "[{\"name\":\"m\",\"upstream\":\"openai\",\"prices_from\":\"no-input\","
+             "\"input_usd_micros_per_mtok\":5,\"default_max_output_tokens\":5}],"
+             "\"limits\":" LIMITS ",\"keys\":" K("\"caller\":\"c\",\"team\":\"t\"") "}",
+             path);
+    struct gw_config *c = NULL;
+    CHECK(gw_config_parse("elsewhere/gateway.json", text, strlen(text), &c, error, sizeof error) ==
+          0); /* an absolute prices_file */
+    if (c != NULL) {
+        CHECK_EQ_U64(c->models[0].output_usd_micros_per_mtok, 1000000);
+        CHECK_EQ_U64(c->models[0].max_output_tokens, 9);
+    }
+    gw_config_release(c);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void output_reservation_is_read(void)
+{
+    fails_with(UPSTREAMS, M(PRICES ",\"output_reservation\":\"p99\""), LIMITS, KEYS,
+               "gateway.json: line 1: models[0].output_reservation: must be \"max_tokens\" or "
+               "\"observed\"");
+    fails_with(UPSTREAMS, M(PRICES ",\"output_reservation\":1"), LIMITS, KEYS,
+               "gateway.json: line 1: models[0].output_reservation: must be \"max_tokens\" or "
+               "\"observed\"");
+    struct gw_config *c = parse4(UPSTREAMS, M(PRICES ",\"output_reservation\":\"max_tokens\""),
+                                 LIMITS, K("\"caller\":\"c\",\"team\":\"t\""));
+    REQUIRE(c != NULL);
+    CHECK(c->models[0].output_reservation == GW_OUTPUT_RESERVATION_MAX_TOKENS);
+    gw_config_release(c);
+}
+
+static void key_wait_and_priority_at_their_bounds_and_one_past(void)
+{
+    struct gw_config *c =
+        parse4(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":60,\"priority_floor\":9"));
+    REQUIRE(c != NULL);
+    const struct gw_key *key = &c->keys[0];
+    CHECK_EQ_U64(key->max_wait_seconds, 60);
+    CHECK_EQ_U64(key->priority_floor, 9);
+    CHECK_EQ_U64(gw_key_priority(key, 0), 9); /* a better priority is capped */
+    CHECK_EQ_U64(gw_key_wait_seconds(key, 3600), 60);
+    CHECK_EQ_U64(gw_key_wait_seconds(key, 5), 5);
+    gw_config_release(c);
+    c = parse4(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"priority_floor\":3"));
+    REQUIRE(c != NULL);
+    CHECK_EQ_U64(gw_key_priority(&c->keys[0], 1), 3);
+    CHECK_EQ_U64(gw_key_priority(&c->keys[0], 3), 3);
+    CHECK_EQ_U64(gw_key_priority(&c->keys[0], 7), 7);
+    CHECK_EQ_U64(gw_key_priority(&c->keys[0], 12), 9);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], 30), 0); /* default: never waits */
+    gw_config_release(c);
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":61"),
+               "gateway.json: line 1: keys[0].max_wait_seconds: must be an integer 0..60");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":-1"),
+               "gateway.json: line 1: keys[0].max_wait_seconds: must be an integer 0..60");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"priority_floor\":10"),
+               "gateway.json: line 1: keys[0].priority_floor: must be an integer 0..9");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"priority_floor\":\"1\""),
+               "gateway.json: line 1: keys[0].priority_floor: must be an integer 0..9");
+}
+
+static void uncached_input_tokens_is_an_amount(void)
+{
+    struct gw_config *c =
+        parse4(UPSTREAMS, MODELS, "[{\"key\":\"in:{model}\",\"amount\":\"uncached_input_tokens\"}]",
+               K("\"caller\":\"c\",\"team\":\"t\""));
+    REQUIRE(c != NULL);
+    CHECK(c->limits[0].amount == GW_AMOUNT_UNCACHED_INPUT_TOKENS);
+    CHECK_STR(gw_amount_name(GW_AMOUNT_UNCACHED_INPUT_TOKENS), "uncached_input_tokens");
+    gw_config_release(c);
+}
+
 int main(void)
 {
     setenv(KEY_ENV, "sk-test-123", 1);
@@ -637,5 +1010,22 @@ int main(void)
         "a caller may hold a space when no template uses {caller}");
     RUN(bounds_one_past, "every bound: at it loads, one past fails");
     RUN(more_bounds_one_past, "lengths of names, keys, files and lists: one past fails");
+    RUN(a_config_written_before_loads_the_same,
+        "an OpenAI chat config written before the new fields loads with the same meaning");
+    RUN(upstream_api_is_read, "an upstream's api is openai (default) or anthropic, else an error");
+    RUN(every_price_field_is_read_with_its_default,
+        "every price field is read, with its default, and refused when not an integer");
+    RUN(price_defaults_at_the_bound_and_one_past,
+        "cache write defaults at 2^63-1 load, one past is an error naming the field");
+    RUN(an_unpriced_model_is_an_error, "a model without any price is an error naming it");
+    RUN(prices_come_from_the_prices_file,
+        "prices_from takes prices and max_output_tokens from the file; explicit values win");
+    RUN(prices_file_errors, "a missing file, a name not in it, a price it lacks: errors");
+    RUN(prices_file_entries_are_checked,
+        "an entry's bad price is an error with its line; the model can fill a gap");
+    RUN(output_reservation_is_read, "output_reservation is max_tokens or observed");
+    RUN(key_wait_and_priority_at_their_bounds_and_one_past,
+        "max_wait_seconds 0..60 and priority_floor 0..9, capping what a call asks");
+    RUN(uncached_input_tokens_is_an_amount, "uncached_input_tokens is an amount");
     return test_summary();
 }

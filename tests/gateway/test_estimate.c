@@ -470,6 +470,244 @@ static void embeddings_reserve_no_output(void)
     CHECK_STR(error, "input: must be a string or an array");
 }
 
+/* ---- Anthropic Messages ---- */
+
+static int messages(const char *json, struct gw_estimate *out)
+{
+    return estimate(json, GW_ENDPOINT_MESSAGES, out);
+}
+
+static void messages_counts_system_blocks_and_tools(void)
+{
+    struct gw_estimate e;
+    REQUIRE(messages("{\"model\":\"m\",\"max_tokens\":64,\"system\":\"Be brief.\","
+                     "\"messages\":[{\"role\":\"user\",\"content\":\"Hello there\"}]}",
+                     &e) == 0);
+    CHECK_EQ_U64(e.input_tokens, texts(3, "Be brief.", "user", "Hello there") + 4 + 3);
+    CHECK_EQ_U64(e.output_tokens, 64);
+    CHECK_EQ_U64(e.choices, 1);
+    CHECK(e.cache_write == GW_CACHE_WRITE_NONE);
+    /* System as blocks; every kind of content block. */
+    REQUIRE(
+        messages("{\"max_tokens\":10,\"system\":[{\"type\":\"text\",\"text\":\"You code.\"}],"
+                 "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                 "\"Look\"},{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":"
+                 "\"image/png\",\"data\":\"iVBORw0KGgo=\"}},{\"type\":\"document\",\"source\":"
+                 "{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"JVBERi0=\"}},"
+                 "{\"type\":\"document\",\"title\":\"Notes\",\"source\":{\"type\":\"text\","
+                 "\"media_type\":\"text/plain\",\"data\":\"plain words\"}}]},"
+                 "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                 "\"hmm\",\"signature\":\"sig\"},{\"type\":\"redacted_thinking\",\"data\":"
+                 "\"ZZZZ\"},{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\","
+                 "\"input\":{\"path\":\"a.c\"}}]},"
+                 "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":"
+                 "\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"int main\"},"
+                 "{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":\"https://x\"}}]},"
+                 "{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":\"ok\"},"
+                 "{\"type\":\"search_result\",\"source\":\"s\",\"title\":\"t\",\"content\":[]}]}],"
+                 "\"tools\":[{\"name\":\"read\",\"description\":\"Reads\",\"input_schema\":"
+                 "{\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"auto\"}}",
+                 &e) == 0);
+    uint64_t text = texts(15, "You code.", "user", "Look", "Notes", "plain words", "assistant",
+                          "hmm", "read", "{\"path\":\"a.c\"}", "user", "int main", "ok",
+                          "{\"type\":\"search_result\",\"source\":\"s\",\"title\":\"t\","
+                          "\"content\":[]}",
+                          "[{\"name\":\"read\",\"description\":\"Reads\",\"input_schema\":{"
+                          "\"type\":\"object\"}}]",
+                          "{\"type\":\"auto\"}");
+    CHECK_EQ_U64(e.input_tokens, text + 3 * 4 + 3 + 2 * GW_MESSAGES_IMAGE_TOKENS +
+                                     GW_DOCUMENT_TOKENS + GW_MESSAGES_TOOLS_OVERHEAD_TOKENS);
+}
+
+static void messages_output_is_max_tokens(void)
+{
+    struct gw_estimate e;
+    const char *body = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char json[512];
+    snprintf(json, sizeof json,
+             "{%s,\"max_tokens\":1000,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":800}}",
+             body);
+    REQUIRE(messages(json, &e) == 0);
+    CHECK_EQ_U64(e.output_tokens, 1000); /* thinking is inside max_tokens */
+    static const struct {
+        const char *members, *error;
+    } cases[] = {
+        {"", "max_tokens: required"},
+        {",\"max_tokens\":null", "max_tokens: required"},
+        {",\"max_tokens\":1001", "max_tokens: must be at most 1000 for model m"},
+        {",\"max_tokens\":-1", "max_tokens: must be an integer >= 0"},
+        {",\"max_tokens\":1.5", "max_tokens: must be an integer >= 0"},
+        {",\"max_tokens\":5,\"thinking\":true", "thinking: must be an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(json, sizeof json, "{%s%s}", body, cases[i].members);
+        CHECK_EQ_I64(messages(json, &e), -1);
+        CHECK_STR(error, cases[i].error);
+    }
+    /* count_tokens takes no max_tokens and reserves no output. */
+    snprintf(json, sizeof json, "{%s}", body);
+    REQUIRE(estimate(json, GW_ENDPOINT_MESSAGES_COUNT_TOKENS, &e) == 0);
+    CHECK_EQ_U64(e.output_tokens, 0);
+    CHECK_EQ_U64(e.input_tokens, texts(2, "user", "x") + 4 + 3);
+}
+
+static void messages_errors_name_the_field(void)
+{
+    static const struct {
+        const char *body, *error;
+    } cases[] = {
+        {"{\"max_tokens\":1}", "messages: must be a non-empty array"},
+        {"{\"max_tokens\":1,\"messages\":[]}", "messages: must be a non-empty array"},
+        {"{\"max_tokens\":1,\"messages\":[7]}", "messages[0]: must be an object"},
+        {"{\"max_tokens\":1,\"messages\":[{\"content\":\"x\"}]}",
+         "messages[0].role: must be a string"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\"}]}", "messages[0].content: required"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":5}]}",
+         "messages[0].content: must be a string or an array of blocks"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}",
+         "messages[0].content[0].type: must be a string"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+         "messages[0].content[0].text: must be a string"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+         "\"tool_result\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}]}",
+         "messages[0].content[0].content[0].text: must be a string"},
+        {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+         "\"document\",\"source\":\"x\"}]}]}",
+         "messages[0].content[0].source: must be an object"},
+        {"{\"max_tokens\":1,\"system\":7,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+         "system: must be a string or an array of text blocks"},
+        {"{\"max_tokens\":1,\"system\":[{\"type\":\"text\"}],\"messages\":[{\"role\":\"user\","
+         "\"content\":\"x\"}]}",
+         "system[0].text: must be a string"},
+        {"{\"max_tokens\":1,\"tools\":{},\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+         "tools: must be an array"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gw_estimate e;
+        CHECK_EQ_I64(messages(cases[i].body, &e), -1);
+        CHECK_STR(error, cases[i].error);
+    }
+}
+
+static void messages_cache_control_prices_input_as_written(void)
+{
+    struct gw_estimate e;
+    REQUIRE(messages("{\"max_tokens\":5,\"system\":[{\"type\":\"text\",\"text\":\"Long rules\","
+                     "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":"
+                     "\"user\",\"content\":\"x\"}]}",
+                     &e) == 0);
+    CHECK(e.cache_write == GW_CACHE_WRITE_5M);
+    struct gw_tokens t = gw_estimate_tokens(&e, 5);
+    CHECK_EQ_U64(t.input, e.input_tokens);
+    CHECK_EQ_U64(t.cache_write_5m, e.input_tokens);
+    CHECK_EQ_U64(t.cache_write_1h, 0);
+    CHECK_EQ_U64(t.output, 5);
+    REQUIRE(messages("{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                     "\"text\",\"text\":\"a\",\"cache_control\":{\"type\":\"ephemeral\"}},"
+                     "{\"type\":\"text\",\"text\":\"b\",\"cache_control\":{\"type\":\"ephemeral\","
+                     "\"ttl\":\"1h\"}}]}]}",
+                     &e) == 0);
+    CHECK(e.cache_write == GW_CACHE_WRITE_1H);
+    t = gw_estimate_tokens(&e, 7);
+    CHECK_EQ_U64(t.cache_write_1h, e.input_tokens);
+    CHECK_EQ_U64(t.cache_write_5m, 0);
+    /* A cache_control in a tool counts too; no cache_control, no writes. */
+    REQUIRE(messages("{\"max_tokens\":5,\"tools\":[{\"name\":\"t\",\"input_schema\":{},"
+                     "\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"5m\"}}],"
+                     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                     &e) == 0);
+    CHECK(e.cache_write == GW_CACHE_WRITE_5M);
+    REQUIRE(chat("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &e) == 0);
+    t = gw_estimate_tokens(&e, e.output_tokens);
+    CHECK_EQ_U64(t.cache_write_5m + t.cache_write_1h, 0);
+}
+
+/* ---- OpenAI Responses ---- */
+
+static int responses(const char *json, struct gw_estimate *out)
+{
+    return estimate(json, GW_ENDPOINT_RESPONSES, out);
+}
+
+static void responses_counts_instructions_input_and_tools(void)
+{
+    struct gw_estimate e;
+    REQUIRE(responses("{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":\"Hi there\"}",
+                      &e) == 0);
+    CHECK_EQ_U64(e.input_tokens, texts(2, "Be brief.", "Hi there") + 4 + 3);
+    CHECK_EQ_U64(e.output_tokens, 100); /* the model's default */
+    REQUIRE(
+        responses("{\"input\":[{\"role\":\"developer\",\"content\":\"Rules\"},"
+                  "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+                  "\"text\":\"Fix it\"},{\"type\":\"input_image\",\"image_url\":\"https://x\","
+                  "\"detail\":\"low\"},{\"type\":\"input_image\",\"file_id\":\"f\"},"
+                  "{\"type\":\"input_file\",\"file_id\":\"f2\",\"filename\":\"a.pdf\"}]},"
+                  "{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[{\"type\":\"summary_text\","
+                  "\"text\":\"I should look\"}],\"encrypted_content\":\"gAAAA\"},"
+                  "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"shell\",\"arguments\":"
+                  "\"{\\\"cmd\\\":[\\\"ls\\\"]}\"},"
+                  "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"a.c\\nb.c\"},"
+                  "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                  "\"output_text\",\"text\":\"Done\"},{\"type\":\"refusal\",\"refusal\":\"no\"}]},"
+                  "{\"type\":\"item_reference\",\"id\":\"msg_9\"},"
+                  "{\"type\":\"web_search_call\",\"id\":\"ws\",\"status\":\"completed\"}],"
+                  "\"tools\":[{\"type\":\"function\",\"name\":\"shell\",\"parameters\":{}}],"
+                  "\"text\":{\"format\":{\"type\":\"text\"}},\"max_output_tokens\":300}",
+                  &e) == 0);
+    uint64_t text = texts(15, "developer", "Rules", "user", "Fix it", "a.pdf", "I should look",
+                          "shell", "{\"cmd\":[\"ls\"]}", "a.c\nb.c", "assistant", "Done", "no",
+                          "{\"type\":\"web_search_call\",\"id\":\"ws\",\"status\":\"completed\"}",
+                          "{\"format\":{\"type\":\"text\"}}",
+                          "[{\"type\":\"function\",\"name\":\"shell\",\"parameters\":{}}]");
+    CHECK_EQ_U64(e.input_tokens, text + 3 * 4 + 3 + GW_IMAGE_LOW_DETAIL_TOKENS + GW_IMAGE_TOKENS +
+                                     GW_DOCUMENT_TOKENS);
+    CHECK_EQ_U64(e.output_tokens, 300);
+    CHECK(e.cache_write == GW_CACHE_WRITE_NONE);
+}
+
+static void responses_output_and_errors(void)
+{
+    struct gw_estimate e;
+    static const struct {
+        const char *body, *error;
+    } cases[] = {
+        {"{\"input\":\"x\",\"background\":true}",
+         "background: not supported: a background response is billed after the call is "
+         "answered, so the gateway cannot charge it exactly; call without background"},
+        {"{\"input\":\"x\",\"background\":\"yes\"}", "background: must be a boolean"},
+        {"{\"input\":\"x\",\"max_output_tokens\":1001}",
+         "max_output_tokens: must be at most 1000 for model m"},
+        {"{\"input\":\"x\",\"max_output_tokens\":\"9\"}",
+         "max_output_tokens: must be an integer >= 0"},
+        {"{\"input\":7}", "input: must be a string or an array of items"},
+        {"{\"input\":[\"x\"]}", "input[0]: must be an object"},
+        {"{\"input\":[{\"content\":\"x\"}]}", "input[0].role: must be a string"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":5}]}",
+         "input[0].content: must be a string or an array of parts"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\"}]}]}",
+         "input[0].content[0].text: must be a string"},
+        {"{\"input\":[{\"type\":\"function_call\",\"name\":3}]}",
+         "input[0].name: must be a string"},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"output\":{}}]}",
+         "input[0].output: must be a string or an array of parts"},
+        {"{\"instructions\":5,\"input\":\"x\"}",
+         "instructions: must be a string or an array of items"},
+        {"{\"input\":\"x\",\"text\":\"plain\"}", "text: must be an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_I64(responses(cases[i].body, &e), -1);
+        CHECK_STR(error, cases[i].error);
+    }
+    REQUIRE(responses("{\"input\":\"x\",\"background\":false,\"max_output_tokens\":null}", &e) ==
+            0);
+    CHECK_EQ_U64(e.output_tokens, 100);
+    REQUIRE(responses("{\"previous_response_id\":\"resp_1\"}", &e) == 0); /* no input: allowed */
+    CHECK_EQ_U64(e.input_tokens, 3);
+    REQUIRE(estimate("{\"input\":\"x\",\"max_output_tokens\":50000}",
+                     GW_ENDPOINT_RESPONSES_INPUT_TOKENS, &e) == 0);
+    CHECK_EQ_U64(e.output_tokens, 0); /* input_tokens reserves no output */
+}
+
 int main(void)
 {
     arena_init(&arena, NULL, 0);
@@ -493,6 +731,17 @@ int main(void)
     RUN(completion_prompts, "completions: every prompt form, best_of and suffix");
     RUN(completion_errors, "completions: every error, and the prompt bound one past");
     RUN(embeddings_reserve_no_output, "embeddings: input counted, no output");
+    RUN(messages_counts_system_blocks_and_tools,
+        "messages: system, every block kind, images and documents, tools and their prompt");
+    RUN(messages_output_is_max_tokens,
+        "messages: max_tokens is required and reserved, thinking inside it; count_tokens none");
+    RUN(messages_errors_name_the_field, "messages: every wrong type is an error naming it");
+    RUN(messages_cache_control_prices_input_as_written,
+        "messages: a cache_control prices the input as a 5-minute or 1-hour write");
+    RUN(responses_counts_instructions_input_and_tools,
+        "responses: instructions, every item kind, tools and text format");
+    RUN(responses_output_and_errors,
+        "responses: max_output_tokens or the default, background refused, every error");
     arena_free(&arena);
     return test_summary();
 }

@@ -257,6 +257,48 @@ static void most_templates_make_most_requirements(void)
     gw_config_release(c);
 }
 
+static void amounts_of_cache_and_reasoning(void)
+{
+    struct gw_config *c = config_with("[{\"key\":\"all\",\"amount\":\"tokens\"},"
+                                      "{\"key\":\"in\",\"amount\":\"input_tokens\"},"
+                                      "{\"key\":\"uncached\",\"amount\":\"uncached_input_tokens\"},"
+                                      "{\"key\":\"out\",\"amount\":\"output_tokens\"},"
+                                      "{\"key\":\"usd\",\"amount\":\"usd_micros\"}]",
+                                      "bot");
+    REQUIRE(c != NULL);
+    static struct gw_plan plan;
+    struct gw_tokens estimate = {.input = 1000, .output = 100};
+    REQUIRE(gw_plan_reserve(&plan, c, &c->keys[0], &c->models[0], &estimate, error, sizeof error) ==
+            0);
+    REQUIRE(plan.requirement_count == 5);
+    CHECK_EQ_U64(plan.requirements[2].amount, 1000); /* nothing read from a cache yet */
+    /* 100 uncached, 300 read, 400 + 200 written; 50 output of which 20 reasoning. */
+    struct gw_tokens used = {.input = 1000,
+                             .cached_input = 300,
+                             .cache_write_5m = 400,
+                             .cache_write_1h = 200,
+                             .output = 50,
+                             .reasoning = 20};
+    struct actual actuals[GW_LIMITS_MAX];
+    uint32_t count;
+    REQUIRE(gw_plan_complete(&plan, &used, actuals, &count, error, sizeof error) == 0);
+    REQUIRE(count == 5);
+    CHECK_EQ_U64(actuals[0].actual_amount, 1050); /* all input + output */
+    CHECK_EQ_U64(actuals[1].actual_amount, 1000);
+    CHECK_EQ_U64(actuals[2].actual_amount, 700); /* cache writes count, reads do not */
+    CHECK_EQ_U64(actuals[3].actual_amount, 50);
+    /* 100 x 0.15 + 300 x 0.075 + 400 x 0.1875 + 200 x 0.3 + 50 x 0.6 (reasoning at the
+     * output price by default) = 15 + 22.5 + 75 + 60 + 30 = 202.5 */
+    CHECK_EQ_U64(actuals[4].actual_amount, 203);
+    used.reasoning = 51;
+    CHECK_EQ_I64(gw_plan_complete(&plan, &used, actuals, &count, error, sizeof error), -1);
+    CHECK_STR(error, "reasoning tokens exceed output tokens");
+    used.reasoning = 0, used.cache_write_1h = 301;
+    CHECK_EQ_I64(gw_plan_complete(&plan, &used, actuals, &count, error, sizeof error), -1);
+    CHECK_STR(error, "cache reads and writes exceed input tokens");
+    gw_config_release(c);
+}
+
 int main(void)
 {
     RUN(reserve_instantiates_every_template,
@@ -268,5 +310,7 @@ int main(void)
     RUN(invalid_key_characters_are_errors, "a key with white space names its template");
     RUN(amounts_past_the_maximum_are_errors, "amounts and sums past AMOUNT_MAX are errors");
     RUN(most_templates_make_most_requirements, "64 templates make 64 requirements");
+    RUN(amounts_of_cache_and_reasoning,
+        "tokens, input, uncached input, output and cost of a usage with cache and reasoning");
     return test_summary();
 }

@@ -19,6 +19,8 @@ static const struct gw_upstream upstream = {.name = "openai"};
 static const struct gw_model model = {
     .name = "fast", .upstream = &upstream, .upstream_model = "gpt-4o-mini-2024-07-18"};
 
+static enum gw_endpoint endpoint = GW_ENDPOINT_CHAT_COMPLETIONS;
+
 /* Rewrites body; the output (NUL-terminated) goes to `output`. */
 static int rewrite_with(const char *body, const struct gw_model *m)
 {
@@ -32,7 +34,11 @@ static int rewrite_with(const char *body, const struct gw_model *m)
     }
     struct buffer out;
     buffer_init(&out, NULL, 0);
-    int result = gw_request_rewrite(body, strlen(body), root, m, &out, &info, error, sizeof error);
+    int result =
+        endpoint == GW_ENDPOINT_CHAT_COMPLETIONS
+            ? gw_request_rewrite(body, strlen(body), root, m, &out, &info, error, sizeof error)
+            : gw_request_rewrite_for(endpoint, body, strlen(body), root, m, &out, &info, error,
+                                     sizeof error);
     snprintf(output, sizeof output, "%.*s", (int)out.length, out.data != NULL ? out.data : "");
     buffer_free(&out);
     return result;
@@ -223,6 +229,48 @@ static void random_bodies_pass_every_member(void)
     CHECK_EQ_I64(failures, 0);
 }
 
+static void agent_surfaces_change_only_the_model(void)
+{
+    endpoint = GW_ENDPOINT_MESSAGES;
+    const char *body = "{\"model\":\"fast\",\"max_tokens\":64000,\"stream\":true,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
+                       "\"temperature\":1.0e0}";
+    REQUIRE(rewrite(body) == 0);
+    CHECK(info.stream && !info.client_include_usage);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"max_tokens\":64000,\"stream\":true,"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                      "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
+                      "\"temperature\":1.0e0}");
+    endpoint = GW_ENDPOINT_RESPONSES;
+    REQUIRE(rewrite("{\"model\":\"fast\",\"input\":\"hi\",\"stream\":true,"
+                    "\"stream_options\":{\"include_obfuscation\":false}}") == 0);
+    CHECK(info.stream);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"input\":\"hi\",\"stream\":true,"
+                      "\"stream_options\":{\"include_obfuscation\":false}}");
+    REQUIRE(rewrite("{\"input\":\"hi\",\"model\":\"fast\"}") == 0);
+    CHECK(!info.stream);
+    CHECK_STR(output, "{\"input\":\"hi\",\"model\":\"gpt-4o-mini-2024-07-18\"}");
+    /* The routes that never stream say so, whatever the body holds. */
+    endpoint = GW_ENDPOINT_MESSAGES_COUNT_TOKENS;
+    REQUIRE(rewrite("{\"model\":\"fast\",\"stream\":true}") == 0);
+    CHECK(!info.stream);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"stream\":true}");
+    endpoint = GW_ENDPOINT_RESPONSES_INPUT_TOKENS;
+    REQUIRE(rewrite("{\"model\":\"fast\",\"stream\":true}") == 0);
+    CHECK(!info.stream);
+    endpoint = GW_ENDPOINT_MESSAGES;
+    CHECK_EQ_I64(rewrite("{\"model\":\"fast\",\"stream\":1}"), -1);
+    CHECK_STR(error, "stream: must be a boolean");
+    CHECK_EQ_I64(rewrite("{\"max_tokens\":1}"), -1);
+    CHECK_STR(error, "model: must be a string");
+    /* stream_options are not the gateway's business here: any shape passes. */
+    REQUIRE(rewrite("{\"model\":\"fast\",\"stream\":true,\"stream_options\":[1]}") == 0);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"stream\":true,"
+                      "\"stream_options\":[1]}");
+    endpoint = GW_ENDPOINT_CHAT_COMPLETIONS;
+}
+
 int main(void)
 {
     arena_init(&arena, NULL, 0);
@@ -235,6 +283,8 @@ int main(void)
     RUN(upstream_names_are_escaped, "the upstream model name is written as a JSON string");
     RUN(errors_name_the_field, "each error names the field");
     RUN(random_bodies_pass_every_member, "random tricky members all pass byte for byte");
+    RUN(agent_surfaces_change_only_the_model,
+        "messages and responses: only model changes, no usage asked; routes that never stream");
     arena_free(&arena);
     return test_summary();
 }

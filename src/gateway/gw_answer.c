@@ -1,0 +1,104 @@
+/* The generated text of a whole answer, per surface, fed to one counter
+ * (each piece a text of its own, as the input estimate counts them). */
+#include "gw_answer.h"
+
+#include <string.h>
+
+#include "gw_estimate_internal.h"
+
+static void text_of(struct gw_walk *w, const struct jdoc_value *object, const char *name)
+{
+    const struct jdoc_value *value = gw_walk_member(object, name);
+    if (jdoc_is(value, JDOC_STRING))
+        gw_walk_string(w, value);
+}
+
+static void chat_output(struct gw_walk *w, const struct jdoc_value *answer)
+{
+    static const char *const texts[] = {"content", "refusal", "reasoning_content"};
+    const struct jdoc_value *choices = gw_walk_member(answer, "choices");
+    for (uint32_t i = 0; jdoc_is(choices, JDOC_ARRAY) && i < choices->count; i++) {
+        const struct jdoc_value *choice = &choices->as.items[i];
+        text_of(w, choice, "text");
+        const struct jdoc_value *message = gw_walk_member(choice, "message");
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+            text_of(w, message, texts[k]);
+        const struct jdoc_value *calls = gw_walk_member(message, "tool_calls");
+        for (uint32_t c = 0; jdoc_is(calls, JDOC_ARRAY) && c < calls->count; c++) {
+            const struct jdoc_value *function = gw_walk_member(&calls->as.items[c], "function");
+            text_of(w, function, "name");
+            text_of(w, function, "arguments");
+        }
+    }
+}
+
+static void messages_output(struct gw_walk *w, const struct jdoc_value *answer)
+{
+    const struct jdoc_value *content = gw_walk_member(answer, "content");
+    for (uint32_t i = 0; jdoc_is(content, JDOC_ARRAY) && i < content->count; i++) {
+        const struct jdoc_value *block = &content->as.items[i];
+        text_of(w, block, "text");
+        text_of(w, block, "thinking");
+        text_of(w, block, "name");
+        const struct jdoc_value *input = gw_walk_member(block, "input");
+        if (input != NULL)
+            gw_walk_json(w, input);
+    }
+}
+
+/* Each item's texts: its own (call names, arguments, input) and those of
+ * its content and summary parts. */
+static void responses_output(struct gw_walk *w, const struct jdoc_value *answer)
+{
+    static const char *const item_texts[] = {"name", "arguments", "input"};
+    static const char *const lists[] = {"content", "summary"};
+    const struct jdoc_value *output = gw_walk_member(answer, "output");
+    for (uint32_t i = 0; jdoc_is(output, JDOC_ARRAY) && i < output->count; i++) {
+        const struct jdoc_value *item = &output->as.items[i];
+        for (size_t k = 0; k < sizeof item_texts / sizeof item_texts[0]; k++)
+            text_of(w, item, item_texts[k]);
+        for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+            const struct jdoc_value *parts = gw_walk_member(item, lists[l]);
+            for (uint32_t p = 0; jdoc_is(parts, JDOC_ARRAY) && p < parts->count; p++) {
+                text_of(w, &parts->as.items[p], "text");
+                text_of(w, &parts->as.items[p], "refusal");
+            }
+        }
+    }
+}
+
+uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_value *answer)
+{
+    char error[8];
+    struct gw_walk w = {.error = error, .error_size = sizeof error};
+    gw_text_counter_init(&w.text);
+    if (!jdoc_is(answer, JDOC_OBJECT))
+        return 0;
+    switch (endpoint) {
+    case GW_ENDPOINT_CHAT_COMPLETIONS:
+    case GW_ENDPOINT_COMPLETIONS:
+        chat_output(&w, answer);
+        break;
+    case GW_ENDPOINT_MESSAGES:
+        messages_output(&w, answer);
+        break;
+    case GW_ENDPOINT_RESPONSES:
+        responses_output(&w, answer);
+        break;
+    case GW_ENDPOINT_EMBEDDINGS:
+    case GW_ENDPOINT_MESSAGES_COUNT_TOKENS:
+    case GW_ENDPOINT_RESPONSES_INPUT_TOKENS:
+        break;
+    }
+    return gw_text_counter_tokens(&w.text);
+}
+
+int gw_answer_response_id(const struct jdoc_value *answer, const char **id, size_t *length)
+{
+    const struct jdoc_value *value = jdoc_get(answer, "id");
+    if (!jdoc_is(value, JDOC_STRING) || value->count == 0)
+        return -1;
+    *id = value->as.string;
+    *length = value->count;
+    return 0;
+}

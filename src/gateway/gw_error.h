@@ -1,0 +1,54 @@
+/* The error bodies of the gateway's surfaces, each in the shape its
+ * clients' SDKs read: OpenAI's error object for chat, completions,
+ * embeddings and Responses, Anthropic's for Messages. Every text is written
+ * as a JSON string that any strict parser reads, whatever bytes it holds
+ * (an upstream's or a client's text may be hostile). */
+#ifndef LLMLIMIT_GATEWAY_ERROR_H
+#define LLMLIMIT_GATEWAY_ERROR_H
+
+#include <stddef.h>
+
+#include "gw_endpoint.h"
+#include "util/buffer.h"
+
+/* text[0..length) as a JSON string: '"', '\' and control characters
+ * escaped, U+2028 and U+2029 escaped (for readers that embed JSON in
+ * script), bytes that are not UTF-8 written as U+FFFD, and NUL as U+FFFD
+ * too (a C reader would end the text there). */
+void gw_json_string(struct buffer *b, const char *text, size_t length);
+
+/* {"error":{"message":...,"type":...,"param":...,"code":...}}, param and
+ * code null when NULL. */
+void gw_error_openai(struct buffer *b, const char *message, const char *type, const char *param,
+                     const char *code);
+
+enum gw_anthropic_error {
+    GW_ANTHROPIC_INVALID_REQUEST = 0, /* 400 and other 4xx */
+    GW_ANTHROPIC_AUTHENTICATION,      /* 401 */
+    GW_ANTHROPIC_PERMISSION,          /* 403 */
+    GW_ANTHROPIC_NOT_FOUND,           /* 404 */
+    GW_ANTHROPIC_REQUEST_TOO_LARGE,   /* 413 */
+    GW_ANTHROPIC_RATE_LIMIT,          /* 429 */
+    GW_ANTHROPIC_API_ERROR,           /* 500 and other 5xx */
+    GW_ANTHROPIC_OVERLOADED,          /* 503, 529 */
+};
+
+/* "invalid_request_error", "rate_limit_error", ... */
+const char *gw_anthropic_error_type(enum gw_anthropic_error error);
+
+/* The type Anthropic gives an answer of this HTTP status. */
+enum gw_anthropic_error gw_anthropic_error_for_status(unsigned status);
+
+/* {"type":"error","error":{"type":...,"message":...}}, and
+ * "request_id":... after it unless request_id is NULL. */
+void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const char *message,
+                        const char *request_id);
+
+/* The error body for a call on endpoint's surface: Anthropic's for the
+ * Messages routes (its type from status), OpenAI's for the others (type
+ * and code as given; type NULL: invalid_request_error below 500,
+ * server_error from 500 up). */
+void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
+                  const char *code, const char *message);
+
+#endif
