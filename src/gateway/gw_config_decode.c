@@ -58,9 +58,9 @@ static int text_value(struct loader *l, const struct jdoc_value *value, const ch
     if (ok && rule == TEXT_KEY)
         ok = key_chars(value->as.string, value->count);
     if (!ok)
-        return loader_fail(l, value->line, path, "must be %s of 1..%zu bytes",
-                           text_rule_reason[rule], max);
-    *out = loader_keep(l, value->as.string, value->count);
+        return gw_config_fail(l, value->line, path, "must be %s of 1..%zu bytes",
+                              text_rule_reason[rule], max);
+    *out = gw_config_keep(l, value->as.string, value->count);
     return *out != NULL ? 0 : -1;
 }
 
@@ -69,8 +69,8 @@ static int integer_value(struct loader *l, const struct jdoc_value *value, const
 {
     if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0 ||
         (uint64_t)value->as.integer < min || (uint64_t)value->as.integer > max)
-        return loader_fail(l, value->line, path, "must be an integer %llu..%llu",
-                           (unsigned long long)min, (unsigned long long)max);
+        return gw_config_fail(l, value->line, path, "must be an integer %llu..%llu",
+                              (unsigned long long)min, (unsigned long long)max);
     *out = (uint64_t)value->as.integer;
     return 0;
 }
@@ -84,7 +84,7 @@ static void field_path(char *out, size_t size, const char *entry, const char *fi
 static int object_entry(struct loader *l, const struct jdoc_value *item, const char *path)
 {
     if (!jdoc_is(item, JDOC_OBJECT))
-        return loader_fail(l, item->line, path, "must be an object");
+        return gw_config_fail(l, item->line, path, "must be an object");
     return 0;
 }
 
@@ -93,7 +93,7 @@ static int missing(struct loader *l, const struct jdoc_value *entry, const char 
 {
     char where[96];
     field_path(where, sizeof where, path, field);
-    return loader_fail(l, entry->line, where, "required");
+    return gw_config_fail(l, entry->line, where, "required");
 }
 
 /* ---- upstreams ---- */
@@ -120,8 +120,8 @@ static int base_url_value(struct loader *l, const struct jdoc_value *value, cons
     if (reason == NULL && (length == scheme || text[scheme] == '/'))
         reason = "has no host";
     if (reason != NULL)
-        return loader_fail(l, value->line, path, "%s", reason);
-    *out = loader_keep(l, text, length);
+        return gw_config_fail(l, value->line, path, "%s", reason);
+    *out = gw_config_keep(l, text, length);
     return *out != NULL ? 0 : -1;
 }
 
@@ -143,14 +143,14 @@ static int api_key_check(struct loader *l, uint32_t line, const char *path, cons
                          size_t length, const char *source)
 {
     if (length == 0)
-        return loader_fail(l, line, path, "%s is empty", source);
+        return gw_config_fail(l, line, path, "%s is empty", source);
     if (length > GW_API_KEY_BYTES_MAX)
-        return loader_fail(l, line, path, "%s is longer than %d bytes", source,
-                           GW_API_KEY_BYTES_MAX);
+        return gw_config_fail(l, line, path, "%s is longer than %d bytes", source,
+                              GW_API_KEY_BYTES_MAX);
     if (!key_chars(key, length))
-        return loader_fail(l, line, path,
-                           "%s holds white space or a character that is not printable ASCII",
-                           source);
+        return gw_config_fail(l, line, path,
+                              "%s holds white space or a character that is not printable ASCII",
+                              source);
     return 0;
 }
 
@@ -158,18 +158,18 @@ static int api_key_from_env(struct loader *l, const struct jdoc_value *value, co
                             struct gw_upstream *upstream)
 {
     if (!jdoc_is(value, JDOC_STRING) || !env_name_valid(value->as.string, value->count))
-        return loader_fail(l, value->line, path,
-                           "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, at most "
-                           "%d bytes)",
-                           GW_ENV_NAME_LENGTH_MAX);
+        return gw_config_fail(l, value->line, path,
+                              "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, at most "
+                              "%d bytes)",
+                              GW_ENV_NAME_LENGTH_MAX);
     const char *key = getenv(value->as.string);
     char source[GW_ENV_NAME_LENGTH_MAX + 32];
     snprintf(source, sizeof source, "environment variable %s", value->as.string);
     if (key == NULL)
-        return loader_fail(l, value->line, path, "%s is not set", source);
+        return gw_config_fail(l, value->line, path, "%s is not set", source);
     if (api_key_check(l, value->line, path, key, strlen(key), source) != 0)
         return -1;
-    upstream->api_key = loader_keep(l, key, strlen(key));
+    upstream->api_key = gw_config_keep(l, key, strlen(key));
     return upstream->api_key != NULL ? 0 : -1;
 }
 
@@ -202,8 +202,8 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
                              struct gw_upstream *upstream)
 {
     if (!jdoc_is(value, JDOC_STRING) || value->count == 0 || value->count > GW_PATH_LENGTH_MAX)
-        return loader_fail(l, value->line, path, "must be a file name of 1..%d bytes",
-                           GW_PATH_LENGTH_MAX);
+        return gw_config_fail(l, value->line, path, "must be a file name of 1..%d bytes",
+                              GW_PATH_LENGTH_MAX);
     char file[2 * GW_PATH_LENGTH_MAX + 2];
     bool relative = value->as.string[0] != '/' && l->directory[0] != '\0';
     snprintf(file, sizeof file, "%s%s%s", relative ? l->directory : "", relative ? "/" : "",
@@ -211,7 +211,7 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     char key[GW_API_KEY_BYTES_MAX + 3];
     ssize_t n = read_key_file(file, key, sizeof key);
     if (n < 0)
-        return loader_fail(l, value->line, path, "%s: %s", file, strerror(errno));
+        return gw_config_fail(l, value->line, path, "%s: %s", file, strerror(errno));
     size_t length = (size_t)n;
     if (length > 0 && key[length - 1] == '\n')
         length--;
@@ -221,7 +221,7 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     snprintf(source, sizeof source, "the key in %s", file);
     int result = api_key_check(l, value->line, path, key, length, source);
     if (result == 0) {
-        upstream->api_key = loader_keep(l, key, length);
+        upstream->api_key = gw_config_keep(l, key, length);
         result = upstream->api_key != NULL ? 0 : -1;
     }
     OPENSSL_cleanse(key, sizeof key);
@@ -241,7 +241,7 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
         return base_url_value(l, v, path, &u->base_url);
     if (strcmp(m->key, "api_key_env") == 0 || strcmp(m->key, "api_key_file") == 0) {
         if (*key_seen)
-            return loader_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
+            return gw_config_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
         *key_seen = true;
         return m->key[8] == 'e' ? api_key_from_env(l, v, path, u)
                                 : api_key_from_file(l, v, path, u);
@@ -252,7 +252,7 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
         *(m->key[0] == 't' ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
         return 0;
     }
-    return loader_fail(l, v->line, path, "unknown field");
+    return gw_config_fail(l, v->line, path, "unknown field");
 }
 
 static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint32_t i,
@@ -278,17 +278,17 @@ static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint
         char path[96];
         field_path(path, sizeof path, entry, "name");
         if (strcmp(l->config->upstreams[k].name, u->name) == 0)
-            return loader_fail(l, jdoc_get(item, "name")->line, path, "duplicate of upstreams[%u]",
-                               k);
+            return gw_config_fail(l, jdoc_get(item, "name")->line, path,
+                                  "duplicate of upstreams[%u]", k);
     }
     return 0;
 }
 
-int decode_upstreams(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items)
 {
     struct gw_upstream *upstreams = arena_alloc(l->arena, items->count * sizeof *upstreams);
     if (upstreams == NULL)
-        return loader_fail(l, items->line, "upstreams", "out of memory");
+        return gw_config_fail(l, items->line, "upstreams", "out of memory");
     l->config->upstreams = upstreams;
     for (uint32_t i = 0; i < items->count; i++) {
         l->config->upstream_count = i + 1; /* a key read before a failure is wiped too */
@@ -304,7 +304,7 @@ static int model_upstream(struct loader *l, const struct jdoc_value *v, const ch
                           struct gw_model *model)
 {
     if (!jdoc_is(v, JDOC_STRING))
-        return loader_fail(l, v->line, path, "must be the name of an upstream");
+        return gw_config_fail(l, v->line, path, "must be the name of an upstream");
     for (uint32_t k = 0; k < l->config->upstream_count; k++) {
         if (strcmp(l->config->upstreams[k].name, v->as.string) == 0) {
             model->upstream = &l->config->upstreams[k];
@@ -312,8 +312,8 @@ static int model_upstream(struct loader *l, const struct jdoc_value *v, const ch
         }
     }
     char quoted[72];
-    loader_quote(v->as.string, v->count, quoted);
-    return loader_fail(l, v->line, path, "unknown upstream %s", quoted);
+    gw_config_quote(v->as.string, v->count, quoted);
+    return gw_config_fail(l, v->line, path, "unknown upstream %s", quoted);
 }
 
 enum model_seen {
@@ -352,7 +352,7 @@ static int model_number(struct loader *l, const struct jdoc_member *m, const cha
         return integer_value(l, &m->value, path, numbers[i].min, numbers[i].max,
                              (uint64_t *)(void *)((char *)model + numbers[i].offset));
     }
-    return loader_fail(l, m->value.line, path, "unknown field");
+    return gw_config_fail(l, m->value.line, path, "unknown field");
 }
 
 static int model_field(struct loader *l, const struct jdoc_member *m, const char *entry,
@@ -388,9 +388,9 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
     if (model->default_max_output_tokens > model->max_output_tokens) {
         char path[96];
         field_path(path, sizeof path, entry, "default_max_output_tokens");
-        return loader_fail(l, jdoc_get(item, "default_max_output_tokens")->line, path,
-                           "must be at most max_output_tokens (%llu)",
-                           (unsigned long long)model->max_output_tokens);
+        return gw_config_fail(l, jdoc_get(item, "default_max_output_tokens")->line, path,
+                              "must be at most max_output_tokens (%llu)",
+                              (unsigned long long)model->max_output_tokens);
     }
     if (!(seen & SEEN_CACHED_PRICE))
         model->cached_input_usd_micros_per_mtok = model->input_usd_micros_per_mtok;
@@ -399,11 +399,11 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
     return 0;
 }
 
-int decode_models(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_models(struct loader *l, const struct jdoc_value *items)
 {
     struct gw_model *models = arena_alloc(l->arena, items->count * sizeof *models);
     if (models == NULL)
-        return loader_fail(l, items->line, "models", "out of memory");
+        return gw_config_fail(l, items->line, "models", "out of memory");
     l->config->models = models;
     for (uint32_t i = 0; i < items->count; i++) {
         const struct jdoc_value *item = &items->as.items[i];
@@ -452,17 +452,17 @@ static int template_parse(struct loader *l, const struct jdoc_value *v, const ch
         if (text[i] == '{')
             close = memchr(text + i, '}', v->count - i);
         if (text[i] == '{' && close == NULL)
-            return loader_fail(l, v->line, path, "'{' without a closing '}'");
+            return gw_config_fail(l, v->line, path, "'{' without a closing '}'");
         if (text[i] == '{') {
             size_t name_length = (size_t)(close - text) - i - 1;
             enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
             if (p == GW_TEXT) {
                 char quoted[72];
-                loader_quote(text + i, name_length + 2, quoted);
-                return loader_fail(l, v->line, path,
-                                   "unknown placeholder %s (known: {model}, {upstream}, "
-                                   "{caller}, {team})",
-                                   quoted);
+                gw_config_quote(text + i, name_length + 2, quoted);
+                return gw_config_fail(l, v->line, path,
+                                      "unknown placeholder %s (known: {model}, {upstream}, "
+                                      "{caller}, {team})",
+                                      quoted);
             }
             parts[count++] = (struct gw_template_part){.placeholder = p};
             limit->uses_team |= p == GW_TEAM;
@@ -473,11 +473,11 @@ static int template_parse(struct loader *l, const struct jdoc_value *v, const ch
         while (i < v->count && text[i] != '{' && text[i] != '}')
             i++;
         if (i < v->count && text[i] == '}')
-            return loader_fail(l, v->line, path, "'}' without an opening '{'");
+            return gw_config_fail(l, v->line, path, "'}' without an opening '{'");
         if (!key_chars(text + start, i - start))
-            return loader_fail(l, v->line, path,
-                               "text outside placeholders must be printable ASCII without "
-                               "white space");
+            return gw_config_fail(l, v->line, path,
+                                  "text outside placeholders must be printable ASCII without "
+                                  "white space");
         parts[count++] = (struct gw_template_part){
             .placeholder = GW_TEXT, .text = text + start, .length = i - start};
     }
@@ -490,12 +490,12 @@ static int limit_key(struct loader *l, const struct jdoc_value *v, const char *p
                      struct gw_limit *limit)
 {
     if (!jdoc_is(v, JDOC_STRING) || v->count == 0 || v->count > GW_TEMPLATE_LENGTH_MAX)
-        return loader_fail(l, v->line, path, "must be a key template of 1..%d bytes",
-                           GW_TEMPLATE_LENGTH_MAX);
-    char *kept = loader_keep(l, v->as.string, v->count);
+        return gw_config_fail(l, v->line, path, "must be a key template of 1..%d bytes",
+                              GW_TEMPLATE_LENGTH_MAX);
+    char *kept = gw_config_keep(l, v->as.string, v->count);
     struct gw_template_part *parts = arena_alloc(l->arena, (v->count + 1) * sizeof *parts);
     if (kept == NULL || parts == NULL)
-        return loader_fail(l, v->line, path, "out of memory");
+        return gw_config_fail(l, v->line, path, "out of memory");
     struct jdoc_value copy = *v;
     copy.as.string = kept;
     limit->key_template = kept;
@@ -512,8 +512,8 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
             return 0;
         }
     }
-    return loader_fail(l, v->line, path,
-                       "must be requests, tokens, input_tokens, output_tokens or usd_micros");
+    return gw_config_fail(l, v->line, path,
+                          "must be requests, tokens, input_tokens, output_tokens or usd_micros");
 }
 
 static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
@@ -543,7 +543,7 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
         else if (strcmp(m->key, "amount") == 0)
             amount_seen = true, result = limit_amount(l, &m->value, path, limit);
         else
-            result = loader_fail(l, m->value.line, path, "unknown field");
+            result = gw_config_fail(l, m->value.line, path, "unknown field");
         if (result != 0)
             return -1;
     }
@@ -555,11 +555,11 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
     return 0;
 }
 
-int decode_limits(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
 {
     struct gw_limit *limits = arena_alloc(l->arena, items->count * sizeof *limits);
     if (limits == NULL)
-        return loader_fail(l, items->line, "limits", "out of memory");
+        return gw_config_fail(l, items->line, "limits", "out of memory");
     l->config->limits = limits;
     for (uint32_t i = 0; i < items->count; i++) {
         if (decode_limit(l, &items->as.items[i], i, &limits[i]) != 0)
@@ -583,11 +583,11 @@ static int key_models(struct loader *l, const struct jdoc_value *v, const char *
     if (v->kind == JDOC_NULL)
         return 0;
     if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MODELS_MAX)
-        return loader_fail(l, v->line, path, "must be an array of at most %d model names",
-                           GW_MODELS_MAX);
+        return gw_config_fail(l, v->line, path, "must be an array of at most %d model names",
+                              GW_MODELS_MAX);
     uint32_t *models = arena_alloc(l->arena, (v->count + 1) * sizeof *models);
     if (models == NULL)
-        return loader_fail(l, v->line, path, "out of memory");
+        return gw_config_fail(l, v->line, path, "out of memory");
     for (uint32_t i = 0; i < v->count; i++) {
         const struct jdoc_value *name = &v->as.items[i];
         const struct gw_model *model =
@@ -597,12 +597,12 @@ static int key_models(struct loader *l, const struct jdoc_value *v, const char *
         char item_path[112], quoted[72];
         snprintf(item_path, sizeof item_path, "%s[%u]", path, i);
         if (model == NULL) {
-            loader_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "", name->count, quoted);
-            return loader_fail(l, name->line, item_path, "unknown model %s", quoted);
+            gw_config_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "", name->count, quoted);
+            return gw_config_fail(l, name->line, item_path, "unknown model %s", quoted);
         }
         for (uint32_t k = 0; k < i; k++) {
             if (models[k] == model->index)
-                return loader_fail(l, name->line, item_path, "duplicate model");
+                return gw_config_fail(l, name->line, item_path, "duplicate model");
         }
         models[i] = model->index;
     }
@@ -622,8 +622,8 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
         *digest_seen = true;
         if (!jdoc_is(v, JDOC_STRING) ||
             gw_hex_decode(v->as.string, v->count, key->sha256, GW_SHA256_BYTES) != 0)
-            return loader_fail(l, v->line, path,
-                               "must be 64 lower-case hex digits (the SHA-256 of the secret)");
+            return gw_config_fail(l, v->line, path,
+                                  "must be 64 lower-case hex digits (the SHA-256 of the secret)");
         return 0;
     }
     if (strcmp(m->key, "caller") == 0)
@@ -634,7 +634,7 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
                    : text_value(l, v, path, GW_TEAM_LENGTH_MAX, TEXT_KEY, &key->team);
     if (strcmp(m->key, "models") == 0)
         return key_models(l, v, path, key);
-    return loader_fail(l, v->line, path, "unknown field");
+    return gw_config_fail(l, v->line, path, "unknown field");
 }
 
 /* What the templates need of every key: a team when one uses {team}, a
@@ -649,23 +649,23 @@ static int key_check(struct loader *l, const struct jdoc_value *item, const char
         return missing(l, item, entry, "caller");
     if (key->team == NULL && l->team_limit >= 0) {
         field_path(path, sizeof path, entry, "team");
-        return loader_fail(l, item->line, path, "required: limits[%d].key uses {team}",
-                           l->team_limit);
+        return gw_config_fail(l, item->line, path, "required: limits[%d].key uses {team}",
+                              l->team_limit);
     }
     if (l->caller_limit >= 0 && !key_chars(key->caller, strlen(key->caller))) {
         field_path(path, sizeof path, entry, "caller");
-        return loader_fail(l, jdoc_get(item, "caller")->line, path,
-                           "must not hold white space: limits[%d].key uses {caller}",
-                           l->caller_limit);
+        return gw_config_fail(l, jdoc_get(item, "caller")->line, path,
+                              "must not hold white space: limits[%d].key uses {caller}",
+                              l->caller_limit);
     }
     return 0;
 }
 
-int decode_keys(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items)
 {
     struct gw_key *keys = arena_alloc(l->arena, items->count * sizeof *keys);
     if (keys == NULL)
-        return loader_fail(l, items->line, "keys", "out of memory");
+        return gw_config_fail(l, items->line, "keys", "out of memory");
     l->config->keys = keys;
     for (uint32_t i = 0; i < items->count; i++) {
         const struct jdoc_value *item = &items->as.items[i];
