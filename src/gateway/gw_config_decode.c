@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@ static const char *const text_rule_reason[] = {
 static int text_value(struct loader *l, const struct jdoc_value *value, const char *path,
                       size_t max, enum text_rule rule, const char **out)
 {
+    assert(max >= 1);
+    assert(rule == TEXT_ANY || rule == TEXT_PRINTABLE || rule == TEXT_KEY);
     bool ok = jdoc_is(value, JDOC_STRING) && value->count >= 1 && value->count <= max;
     if (ok && rule == TEXT_PRINTABLE)
         ok = printable(value->as.string, value->count);
@@ -61,17 +64,24 @@ static int text_value(struct loader *l, const struct jdoc_value *value, const ch
         return gw_config_fail(l, value->line, path, "must be %s of 1..%zu bytes",
                               text_rule_reason[rule], max);
     *out = gw_config_keep(l, value->as.string, value->count);
-    return *out != NULL ? 0 : -1;
+    if (*out == NULL)
+        return -1;
+    /* The parser refuses \u0000: the kept copy is the whole string. */
+    assert(strlen(*out) == value->count);
+    return 0;
 }
 
 static int integer_value(struct loader *l, const struct jdoc_value *value, const char *path,
                          uint64_t min, uint64_t max, uint64_t *out)
 {
+    assert(min <= max);
     if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0 ||
         (uint64_t)value->as.integer < min || (uint64_t)value->as.integer > max)
         return gw_config_fail(l, value->line, path, "must be an integer %llu..%llu",
                               (unsigned long long)min, (unsigned long long)max);
     *out = (uint64_t)value->as.integer;
+    assert(*out >= min);
+    assert(*out <= max);
     return 0;
 }
 
@@ -91,6 +101,7 @@ static int object_entry(struct loader *l, const struct jdoc_value *item, const c
 static int missing(struct loader *l, const struct jdoc_value *entry, const char *path,
                    const char *field)
 {
+    assert(field != NULL && field[0] != '\0');
     char where[96];
     field_path(where, sizeof where, path, field);
     return gw_config_fail(l, entry->line, where, "required");
@@ -121,6 +132,10 @@ static int base_url_value(struct loader *l, const struct jdoc_value *value, cons
         reason = "has no host";
     if (reason != NULL)
         return gw_config_fail(l, value->line, path, "%s", reason);
+    /* A scheme, a host, no trailing '/': the path is appended as it is. */
+    assert(length > scheme);
+    assert(length <= GW_BASE_URL_LENGTH_MAX);
+    assert(text[length - 1] != '/');
     *out = gw_config_keep(l, text, length);
     return *out != NULL ? 0 : -1;
 }
@@ -142,6 +157,7 @@ static bool env_name_valid(const char *name, size_t length)
 static int api_key_check(struct loader *l, uint32_t line, const char *path, const char *key,
                          size_t length, const char *source)
 {
+    assert(key != NULL || length == 0);
     if (length == 0)
         return gw_config_fail(l, line, path, "%s is empty", source);
     if (length > GW_API_KEY_BYTES_MAX)
@@ -176,6 +192,8 @@ static int api_key_from_env(struct loader *l, const struct jdoc_value *value, co
 /* Reads at most GW_API_KEY_BYTES_MAX + 2 bytes (a key and its line end). */
 static ssize_t read_key_file(const char *path, char *buffer, size_t size)
 {
+    assert(size > 0);
+    assert(size <= SSIZE_MAX);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -213,6 +231,7 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     if (n < 0)
         return gw_config_fail(l, value->line, path, "%s: %s", file, strerror(errno));
     size_t length = (size_t)n;
+    assert(length <= sizeof key);
     if (length > 0 && key[length - 1] == '\n')
         length--;
     if (length > 0 && key[length - 1] == '\r')
@@ -243,13 +262,16 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
         if (*key_seen)
             return gw_config_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
         *key_seen = true;
-        return m->key[8] == 'e' ? api_key_from_env(l, v, path, u)
-                                : api_key_from_file(l, v, path, u);
+        bool env = m->key[8] == 'e'; /* api_key_[e]nv, api_key_[f]ile */
+        assert(env == (strcmp(m->key, "api_key_env") == 0));
+        return env ? api_key_from_env(l, v, path, u) : api_key_from_file(l, v, path, u);
     }
     if (strcmp(m->key, "timeout_seconds") == 0 || strcmp(m->key, "connect_timeout_seconds") == 0) {
         if (integer_value(l, v, path, 1, GW_TIMEOUT_SECONDS_MAX, &seconds) != 0)
             return -1;
-        *(m->key[0] == 't' ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
+        bool whole = m->key[0] == 't'; /* [t]imeout_seconds, [c]onnect_timeout_seconds */
+        assert(whole == (strcmp(m->key, "timeout_seconds") == 0));
+        *(whole ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
         return 0;
     }
     return gw_config_fail(l, v->line, path, "unknown field");
@@ -258,6 +280,7 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
 static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint32_t i,
                            struct gw_upstream *u)
 {
+    assert(u->name == NULL && u->base_url == NULL && u->api_key == NULL); /* zeroed by the arena */
     char entry[32];
     snprintf(entry, sizeof entry, "upstreams[%u]", i);
     if (object_entry(l, item, entry) != 0)
@@ -281,11 +304,24 @@ static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint
             return gw_config_fail(l, jdoc_get(item, "name")->line, path,
                                   "duplicate of upstreams[%u]", k);
     }
+    assert(u->timeout_seconds >= 1 && u->timeout_seconds <= GW_TIMEOUT_SECONDS_MAX);
+    assert(u->connect_timeout_seconds >= 1 && u->connect_timeout_seconds <= GW_TIMEOUT_SECONDS_MAX);
     return 0;
+}
+
+/* Each section's items were checked by check_root (gw_config.c): an array
+ * of 1..the section's bound. */
+static void assert_section(const struct jdoc_value *items, uint32_t max)
+{
+    assert(jdoc_is(items, JDOC_ARRAY));
+    assert(items->count >= 1);
+    assert(items->count <= max);
 }
 
 int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_UPSTREAMS_MAX);
+    assert(l->config->upstream_count == 0); /* the first section */
     struct gw_upstream *upstreams = arena_alloc(l->arena, items->count * sizeof *upstreams);
     if (upstreams == NULL)
         return gw_config_fail(l, items->line, "upstreams", "out of memory");
@@ -295,6 +331,7 @@ int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items)
         if (decode_upstream(l, &items->as.items[i], i, &upstreams[i]) != 0)
             return -1;
     }
+    assert(l->config->upstream_count == items->count);
     return 0;
 }
 
@@ -308,6 +345,7 @@ static int model_upstream(struct loader *l, const struct jdoc_value *v, const ch
     for (uint32_t k = 0; k < l->config->upstream_count; k++) {
         if (strcmp(l->config->upstreams[k].name, v->as.string) == 0) {
             model->upstream = &l->config->upstreams[k];
+            assert(model->upstream->base_url != NULL); /* a whole upstream, not a partial one */
             return 0;
         }
     }
@@ -348,6 +386,9 @@ static int model_number(struct loader *l, const struct jdoc_member *m, const cha
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         if (strcmp(m->key, numbers[i].name) != 0)
             continue;
+        /* Written through its offset: a whole uint64_t inside the model. */
+        assert(numbers[i].offset % _Alignof(uint64_t) == 0);
+        assert(numbers[i].offset + sizeof(uint64_t) <= sizeof *model);
         *seen |= numbers[i].seen;
         return integer_value(l, &m->value, path, numbers[i].min, numbers[i].max,
                              (uint64_t *)(void *)((char *)model + numbers[i].offset));
@@ -396,11 +437,20 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
         model->cached_input_usd_micros_per_mtok = model->input_usd_micros_per_mtok;
     if (model->upstream_model == NULL)
         model->upstream_model = model->name;
+    /* What gw_cost and gw_estimate assume of every model. */
+    assert(model->input_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->cached_input_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->output_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->default_max_output_tokens >= 1);
+    assert(model->default_max_output_tokens <= model->max_output_tokens);
+    assert(model->max_output_tokens <= GW_OUTPUT_TOKENS_MAX);
     return 0;
 }
 
 int gw_config_decode_models(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_MODELS_MAX);
+    assert(l->config->upstream_count >= 1); /* models name upstreams: decoded before */
     struct gw_model *models = arena_alloc(l->arena, items->count * sizeof *models);
     if (models == NULL)
         return gw_config_fail(l, items->line, "models", "out of memory");
@@ -419,6 +469,7 @@ int gw_config_decode_models(struct loader *l, const struct jdoc_value *items)
         }
         if (model_check(l, item, entry, &models[i], seen) != 0)
             return -1;
+        assert(models[i].index == i);
     }
     l->config->model_count = items->count;
     return 0;
@@ -440,47 +491,77 @@ static enum gw_placeholder placeholder_named(const char *name, size_t length)
     return GW_TEXT;
 }
 
+/* The placeholder "{name}" at text[i] (closed by the '}' at close) into
+ * *part; -1 with the error written for an unknown name. */
+static int template_placeholder(struct loader *l, const struct jdoc_value *v, const char *path,
+                                uint32_t i, const char *close, struct gw_template_part *part)
+{
+    const char *text = v->as.string;
+    assert(text[i] == '{');
+    assert(close > text + i && close < text + v->count && *close == '}');
+    size_t name_length = (size_t)(close - text) - i - 1;
+    enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
+    if (p == GW_TEXT) {
+        char quoted[72];
+        gw_config_quote(text + i, name_length + 2, quoted);
+        return gw_config_fail(l, v->line, path,
+                              "unknown placeholder %s (known: {model}, {upstream}, {caller}, "
+                              "{team})",
+                              quoted);
+    }
+    *part = (struct gw_template_part){.placeholder = p};
+    return 0;
+}
+
+/* The literal text from text[start] up to the next brace or the end into
+ * *part, and *end past it; -1 with the error written for a stray '}' or a
+ * byte a limit key may not hold. */
+static int template_literal(struct loader *l, const struct jdoc_value *v, const char *path,
+                            uint32_t start, struct gw_template_part *part, uint32_t *end)
+{
+    const char *text = v->as.string;
+    assert(start < v->count && text[start] != '{');
+    uint32_t i = start;
+    while (i < v->count && text[i] != '{' && text[i] != '}')
+        i++;
+    if (i < v->count && text[i] == '}')
+        return gw_config_fail(l, v->line, path, "'}' without an opening '{'");
+    if (!key_chars(text + start, i - start))
+        return gw_config_fail(l, v->line, path,
+                              "text outside placeholders must be printable ASCII without "
+                              "white space");
+    assert(i > start); /* text[start] is neither brace: a literal has a byte at least */
+    *part = (struct gw_template_part){
+        .placeholder = GW_TEXT, .text = text + start, .length = i - start};
+    *end = i;
+    return 0;
+}
+
 /* Splits the template into literal parts and placeholders. parts has room
  * for length + 1 entries (each part takes at least one byte). */
 static int template_parse(struct loader *l, const struct jdoc_value *v, const char *path,
                           struct gw_limit *limit, struct gw_template_part *parts)
 {
+    assert(jdoc_is(v, JDOC_STRING) && v->count >= 1);
     const char *text = v->as.string;
     uint32_t count = 0, i = 0;
     while (i < v->count) {
-        const char *close = NULL;
-        if (text[i] == '{')
-            close = memchr(text + i, '}', v->count - i);
-        if (text[i] == '{' && close == NULL)
-            return gw_config_fail(l, v->line, path, "'{' without a closing '}'");
-        if (text[i] == '{') {
-            size_t name_length = (size_t)(close - text) - i - 1;
-            enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
-            if (p == GW_TEXT) {
-                char quoted[72];
-                gw_config_quote(text + i, name_length + 2, quoted);
-                return gw_config_fail(l, v->line, path,
-                                      "unknown placeholder %s (known: {model}, {upstream}, "
-                                      "{caller}, {team})",
-                                      quoted);
-            }
-            parts[count++] = (struct gw_template_part){.placeholder = p};
-            limit->uses_team |= p == GW_TEAM;
-            i = (uint32_t)(close - text) + 1;
+        assert(count < v->count); /* every part took a byte at least */
+        if (text[i] != '{') {
+            if (template_literal(l, v, path, i, &parts[count++], &i) != 0)
+                return -1;
             continue;
         }
-        uint32_t start = i;
-        while (i < v->count && text[i] != '{' && text[i] != '}')
-            i++;
-        if (i < v->count && text[i] == '}')
-            return gw_config_fail(l, v->line, path, "'}' without an opening '{'");
-        if (!key_chars(text + start, i - start))
-            return gw_config_fail(l, v->line, path,
-                                  "text outside placeholders must be printable ASCII without "
-                                  "white space");
-        parts[count++] = (struct gw_template_part){
-            .placeholder = GW_TEXT, .text = text + start, .length = i - start};
+        const char *close = memchr(text + i, '}', v->count - i);
+        if (close == NULL)
+            return gw_config_fail(l, v->line, path, "'{' without a closing '}'");
+        if (template_placeholder(l, v, path, i, close, &parts[count]) != 0)
+            return -1;
+        limit->uses_team |= parts[count++].placeholder == GW_TEAM;
+        i = (uint32_t)(close - text) + 1;
     }
+    assert(count >= 1);
+    assert(count <= v->count);
     limit->part_count = count;
     return 0;
 }
@@ -507,8 +588,9 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
                         struct gw_limit *limit)
 {
     for (int a = GW_AMOUNT_REQUESTS; a <= GW_AMOUNT_USD_MICROS; a++) {
-        if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(a)) == 0) {
-            limit->amount = (enum gw_amount)a;
+        enum gw_amount amount = (enum gw_amount)a;
+        if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(amount)) == 0) {
+            limit->amount = amount;
             return 0;
         }
     }
@@ -518,6 +600,7 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
 
 static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
 {
+    assert(index >= 0 && index < GW_LIMITS_MAX);
     for (uint32_t p = 0; p < limit->part_count; p++) {
         if (limit->parts[p].placeholder == GW_CALLER && l->caller_limit < 0)
             l->caller_limit = index;
@@ -551,12 +634,16 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
         return missing(l, item, entry, "key");
     if (!amount_seen)
         return missing(l, item, entry, "amount");
+    assert(limit->part_count >= 1);
+    assert(limit->amount >= GW_AMOUNT_REQUESTS && limit->amount <= GW_AMOUNT_USD_MICROS);
     note_placeholders(l, limit, (int32_t)i);
     return 0;
 }
 
 int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_LIMITS_MAX);
+    assert(l->caller_limit == -1 && l->team_limit == -1); /* set by this section only */
     struct gw_limit *limits = arena_alloc(l->arena, items->count * sizeof *limits);
     if (limits == NULL)
         return gw_config_fail(l, items->line, "limits", "out of memory");
@@ -566,6 +653,7 @@ int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
             return -1;
     }
     l->config->limit_count = items->count;
+    assert(l->caller_limit < (int32_t)items->count && l->team_limit < (int32_t)items->count);
     return 0;
 }
 
@@ -580,6 +668,8 @@ static int compare_u32(const void *a, const void *b)
 static int key_models(struct loader *l, const struct jdoc_value *v, const char *path,
                       struct gw_key *key)
 {
+    /* Model names are looked up by gw_config_index_models' table. */
+    assert(l->config->models_by_name != NULL);
     if (v->kind == JDOC_NULL)
         return 0;
     if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MODELS_MAX)
@@ -607,6 +697,11 @@ static int key_models(struct loader *l, const struct jdoc_value *v, const char *
         models[i] = model->index;
     }
     qsort(models, v->count, sizeof *models, compare_u32);
+    /* gw_key_allows_model searches them: ascending, unique, each a model. */
+    for (uint32_t i = 0; i < v->count; i++) {
+        assert(models[i] < l->config->model_count);
+        assert(i == 0 || models[i - 1] < models[i]);
+    }
     key->models = models;
     key->model_count = v->count;
     return 0;
@@ -658,11 +753,16 @@ static int key_check(struct loader *l, const struct jdoc_value *item, const char
                               "must not hold white space: limits[%d].key uses {caller}",
                               l->caller_limit);
     }
+    /* What gw_plan's instantiate assumes of every key. */
+    assert(key->team != NULL || l->team_limit < 0);
+    assert(strlen(key->caller) <= CALLER_LENGTH_MAX);
     return 0;
 }
 
 int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_KEYS_MAX);
+    assert(l->config->limit_count >= 1); /* the checks of keys need the templates */
     struct gw_key *keys = arena_alloc(l->arena, items->count * sizeof *keys);
     if (keys == NULL)
         return gw_config_fail(l, items->line, "keys", "out of memory");
