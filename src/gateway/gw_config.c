@@ -17,7 +17,7 @@
 
 #include "gw_config_internal.h"
 
-int loader_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
+int gw_config_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
 {
     char reason[512];
     va_list ap;
@@ -28,7 +28,7 @@ int loader_fail(struct loader *l, uint32_t line, const char *path, const char *f
     return -1;
 }
 
-char *loader_keep(struct loader *l, const char *text, size_t length)
+char *gw_config_keep(struct loader *l, const char *text, size_t length)
 {
     char *copy = arena_alloc_uninit(l->arena, length + 1);
     if (copy == NULL) {
@@ -40,7 +40,7 @@ char *loader_keep(struct loader *l, const char *text, size_t length)
     return copy;
 }
 
-void loader_quote(const char *text, size_t length, char out[72])
+void gw_config_quote(const char *text, size_t length, char out[72])
 {
     size_t n = length < 64 ? length : 64, k = 0;
     out[k++] = '\'';
@@ -97,12 +97,12 @@ static int compare_model_names(const void *a, const void *b, void *context)
     return order != 0 ? order : (x->index > y->index) - (x->index < y->index);
 }
 
-int index_models(struct loader *l, const struct jdoc_value *items)
+int gw_config_index_models(struct loader *l, const struct jdoc_value *items)
 {
     uint32_t count = l->config->model_count;
     uint32_t *order = arena_alloc(l->arena, (count + 1) * sizeof *order);
     if (order == NULL)
-        return loader_fail(l, items->line, "models", "out of memory");
+        return gw_config_fail(l, items->line, "models", "out of memory");
     for (uint32_t i = 0; i < count; i++)
         order[i] = i;
     qsort_r(order, count, sizeof *order, compare_model_names, (void *)l->config->models);
@@ -118,8 +118,8 @@ int index_models(struct loader *l, const struct jdoc_value *items)
         return 0;
     char path[48];
     snprintf(path, sizeof path, "models[%u].name", second);
-    return loader_fail(l, jdoc_get(&items->as.items[second], "name")->line, path,
-                       "duplicate model name");
+    return gw_config_fail(l, jdoc_get(&items->as.items[second], "name")->line, path,
+                          "duplicate model name");
 }
 
 const struct gw_model *gw_config_find_model(const struct gw_config *config, const char *name,
@@ -151,7 +151,7 @@ static uint32_t digest_slot(const uint8_t digest[GW_SHA256_BYTES], uint32_t mask
     return h & mask;
 }
 
-int index_keys(struct loader *l, const struct jdoc_value *items)
+int gw_config_index_keys(struct loader *l, const struct jdoc_value *items)
 {
     struct gw_config *c = l->config;
     uint32_t size = 2;
@@ -159,7 +159,7 @@ int index_keys(struct loader *l, const struct jdoc_value *items)
         size *= 2; /* at most half full: probes stay short */
     uint32_t *slots = arena_alloc(l->arena, size * sizeof *slots);
     if (slots == NULL)
-        return loader_fail(l, items->line, "keys", "out of memory");
+        return gw_config_fail(l, items->line, "keys", "out of memory");
     c->key_slots = slots;
     c->key_slot_mask = size - 1;
     for (uint32_t i = 0; i < c->key_count; i++) {
@@ -170,8 +170,8 @@ int index_keys(struct loader *l, const struct jdoc_value *items)
                 continue;
             char path[48];
             snprintf(path, sizeof path, "keys[%u].sha256", i);
-            return loader_fail(l, jdoc_get(&items->as.items[i], "sha256")->line, path,
-                               "duplicate of keys[%u]", other);
+            return gw_config_fail(l, jdoc_get(&items->as.items[i], "sha256")->line, path,
+                                  "duplicate of keys[%u]", other);
         }
         slots[s] = i + 1;
     }
@@ -215,10 +215,10 @@ static const struct {
     int (*index)(struct loader *, const struct jdoc_value *);
 } sections[] = {
     /* In the order their references need. */
-    {"upstreams", GW_UPSTREAMS_MAX, decode_upstreams, NULL},
-    {"models", GW_MODELS_MAX, decode_models, index_models},
-    {"limits", GW_LIMITS_MAX, decode_limits, NULL},
-    {"keys", GW_KEYS_MAX, decode_keys, index_keys},
+    {"upstreams", GW_UPSTREAMS_MAX, gw_config_decode_upstreams, NULL},
+    {"models", GW_MODELS_MAX, gw_config_decode_models, gw_config_index_models},
+    {"limits", GW_LIMITS_MAX, gw_config_decode_limits, NULL},
+    {"keys", GW_KEYS_MAX, gw_config_decode_keys, gw_config_index_keys},
 };
 
 #define SECTION_COUNT (sizeof sections / sizeof sections[0])
@@ -242,15 +242,15 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
         else if (strcmp(m->key, "prices_file") == 0)
             *prices_file = m->value.kind != JDOC_NULL ? &m->value : NULL;
         else
-            return loader_fail(l, m->value.line, m->key, "unknown field");
+            return gw_config_fail(l, m->value.line, m->key, "unknown field");
     }
     for (size_t s = 0; s < SECTION_COUNT; s++) {
         const struct jdoc_value *v = found[s];
         if (v == NULL)
-            return loader_fail(l, root->line, sections[s].name, "required");
+            return gw_config_fail(l, root->line, sections[s].name, "required");
         if (!jdoc_is(v, JDOC_ARRAY) || v->count < 1 || v->count > sections[s].max)
-            return loader_fail(l, v->line, sections[s].name, "must be an array of 1..%u entries",
-                               sections[s].max);
+            return gw_config_fail(l, v->line, sections[s].name, "must be an array of 1..%u entries",
+                                  sections[s].max);
     }
     return 0;
 }
@@ -260,23 +260,23 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
 static int open_prices(struct loader *l, const struct jdoc_value *value)
 {
     if (!jdoc_is(value, JDOC_STRING) || value->count == 0 || value->count > GW_PATH_LENGTH_MAX)
-        return loader_fail(l, value->line, "prices_file", "must be a file name of 1..%d bytes",
-                           GW_PATH_LENGTH_MAX);
-    l->config->prices_file = loader_keep(l, value->as.string, value->count);
+        return gw_config_fail(l, value->line, "prices_file", "must be a file name of 1..%d bytes",
+                              GW_PATH_LENGTH_MAX);
+    l->config->prices_file = gw_config_keep(l, value->as.string, value->count);
     char *path = malloc(2 * GW_PATH_LENGTH_MAX + 2);
     if (l->config->prices_file == NULL || path == NULL) {
         free(path);
-        return loader_fail(l, value->line, "prices_file", "out of memory");
+        return gw_config_fail(l, value->line, "prices_file", "out of memory");
     }
     bool relative = value->as.string[0] != '/' && l->directory[0] != '\0';
     snprintf(path, 2 * GW_PATH_LENGTH_MAX + 2, "%s%s%s", relative ? l->directory : "",
              relative ? "/" : "", value->as.string);
     char reason[GW_CONFIG_ERROR_SIZE];
     int result = gw_prices_load(path, &l->prices, reason, sizeof reason);
-    l->prices_path = result == 0 ? loader_keep(l, path, strlen(path)) : NULL;
+    l->prices_path = result == 0 ? gw_config_keep(l, path, strlen(path)) : NULL;
     free(path);
     if (result != 0)
-        return loader_fail(l, value->line, "prices_file", "%s", reason);
+        return gw_config_fail(l, value->line, "prices_file", "%s", reason);
     return l->prices_path != NULL ? 0 : -1;
 }
 
@@ -368,7 +368,7 @@ int gw_config_parse(const char *name, const char *text, size_t length, struct gw
     int result = parse_into(&l, copy, length);
     free(copy);
     gw_prices_free(l.prices); /* the prices are in the models now */
-    config->path = result == 0 ? loader_keep(&l, name, strlen(name)) : NULL;
+    config->path = result == 0 ? gw_config_keep(&l, name, strlen(name)) : NULL;
     if (result != 0 || config->path == NULL) {
         config_free(config);
         return -1;

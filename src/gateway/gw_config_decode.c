@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,26 +53,35 @@ static const char *const text_rule_reason[] = {
 static int text_value(struct loader *l, const struct jdoc_value *value, const char *path,
                       size_t max, enum text_rule rule, const char **out)
 {
+    assert(max >= 1);
+    assert(rule == TEXT_ANY || rule == TEXT_PRINTABLE || rule == TEXT_KEY);
     bool ok = jdoc_is(value, JDOC_STRING) && value->count >= 1 && value->count <= max;
     if (ok && rule == TEXT_PRINTABLE)
         ok = printable(value->as.string, value->count);
     if (ok && rule == TEXT_KEY)
         ok = key_chars(value->as.string, value->count);
     if (!ok)
-        return loader_fail(l, value->line, path, "must be %s of 1..%zu bytes",
-                           text_rule_reason[rule], max);
-    *out = loader_keep(l, value->as.string, value->count);
-    return *out != NULL ? 0 : -1;
+        return gw_config_fail(l, value->line, path, "must be %s of 1..%zu bytes",
+                              text_rule_reason[rule], max);
+    *out = gw_config_keep(l, value->as.string, value->count);
+    if (*out == NULL)
+        return -1;
+    /* The parser refuses \u0000: the kept copy is the whole string. */
+    assert(strlen(*out) == value->count);
+    return 0;
 }
 
 static int integer_value(struct loader *l, const struct jdoc_value *value, const char *path,
                          uint64_t min, uint64_t max, uint64_t *out)
 {
+    assert(min <= max);
     if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0 ||
         (uint64_t)value->as.integer < min || (uint64_t)value->as.integer > max)
-        return loader_fail(l, value->line, path, "must be an integer %llu..%llu",
-                           (unsigned long long)min, (unsigned long long)max);
+        return gw_config_fail(l, value->line, path, "must be an integer %llu..%llu",
+                              (unsigned long long)min, (unsigned long long)max);
     *out = (uint64_t)value->as.integer;
+    assert(*out >= min);
+    assert(*out <= max);
     return 0;
 }
 
@@ -84,16 +94,17 @@ static void field_path(char *out, size_t size, const char *entry, const char *fi
 static int object_entry(struct loader *l, const struct jdoc_value *item, const char *path)
 {
     if (!jdoc_is(item, JDOC_OBJECT))
-        return loader_fail(l, item->line, path, "must be an object");
+        return gw_config_fail(l, item->line, path, "must be an object");
     return 0;
 }
 
 static int missing(struct loader *l, const struct jdoc_value *entry, const char *path,
                    const char *field)
 {
+    assert(field != NULL && field[0] != '\0');
     char where[96];
     field_path(where, sizeof where, path, field);
-    return loader_fail(l, entry->line, where, "required");
+    return gw_config_fail(l, entry->line, where, "required");
 }
 
 /* ---- upstreams ---- */
@@ -120,8 +131,12 @@ static int base_url_value(struct loader *l, const struct jdoc_value *value, cons
     if (reason == NULL && (length == scheme || text[scheme] == '/'))
         reason = "has no host";
     if (reason != NULL)
-        return loader_fail(l, value->line, path, "%s", reason);
-    *out = loader_keep(l, text, length);
+        return gw_config_fail(l, value->line, path, "%s", reason);
+    /* A scheme, a host, no trailing '/': the path is appended as it is. */
+    assert(length > scheme);
+    assert(length <= GW_BASE_URL_LENGTH_MAX);
+    assert(text[length - 1] != '/');
+    *out = gw_config_keep(l, text, length);
     return *out != NULL ? 0 : -1;
 }
 
@@ -142,15 +157,16 @@ static bool env_name_valid(const char *name, size_t length)
 static int api_key_check(struct loader *l, uint32_t line, const char *path, const char *key,
                          size_t length, const char *source)
 {
+    assert(key != NULL || length == 0);
     if (length == 0)
-        return loader_fail(l, line, path, "%s is empty", source);
+        return gw_config_fail(l, line, path, "%s is empty", source);
     if (length > GW_API_KEY_BYTES_MAX)
-        return loader_fail(l, line, path, "%s is longer than %d bytes", source,
-                           GW_API_KEY_BYTES_MAX);
+        return gw_config_fail(l, line, path, "%s is longer than %d bytes", source,
+                              GW_API_KEY_BYTES_MAX);
     if (!key_chars(key, length))
-        return loader_fail(l, line, path,
-                           "%s holds white space or a character that is not printable ASCII",
-                           source);
+        return gw_config_fail(l, line, path,
+                              "%s holds white space or a character that is not printable ASCII",
+                              source);
     return 0;
 }
 
@@ -158,24 +174,26 @@ static int api_key_from_env(struct loader *l, const struct jdoc_value *value, co
                             struct gw_upstream *upstream)
 {
     if (!jdoc_is(value, JDOC_STRING) || !env_name_valid(value->as.string, value->count))
-        return loader_fail(l, value->line, path,
-                           "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, at most "
-                           "%d bytes)",
-                           GW_ENV_NAME_LENGTH_MAX);
+        return gw_config_fail(l, value->line, path,
+                              "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*, at most "
+                              "%d bytes)",
+                              GW_ENV_NAME_LENGTH_MAX);
     const char *key = getenv(value->as.string);
     char source[GW_ENV_NAME_LENGTH_MAX + 32];
     snprintf(source, sizeof source, "environment variable %s", value->as.string);
     if (key == NULL)
-        return loader_fail(l, value->line, path, "%s is not set", source);
+        return gw_config_fail(l, value->line, path, "%s is not set", source);
     if (api_key_check(l, value->line, path, key, strlen(key), source) != 0)
         return -1;
-    upstream->api_key = loader_keep(l, key, strlen(key));
+    upstream->api_key = gw_config_keep(l, key, strlen(key));
     return upstream->api_key != NULL ? 0 : -1;
 }
 
 /* Reads at most GW_API_KEY_BYTES_MAX + 2 bytes (a key and its line end). */
 static ssize_t read_key_file(const char *path, char *buffer, size_t size)
 {
+    assert(size > 0);
+    assert(size <= SSIZE_MAX);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -202,8 +220,8 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
                              struct gw_upstream *upstream)
 {
     if (!jdoc_is(value, JDOC_STRING) || value->count == 0 || value->count > GW_PATH_LENGTH_MAX)
-        return loader_fail(l, value->line, path, "must be a file name of 1..%d bytes",
-                           GW_PATH_LENGTH_MAX);
+        return gw_config_fail(l, value->line, path, "must be a file name of 1..%d bytes",
+                              GW_PATH_LENGTH_MAX);
     char file[2 * GW_PATH_LENGTH_MAX + 2];
     bool relative = value->as.string[0] != '/' && l->directory[0] != '\0';
     snprintf(file, sizeof file, "%s%s%s", relative ? l->directory : "", relative ? "/" : "",
@@ -211,8 +229,9 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     char key[GW_API_KEY_BYTES_MAX + 3];
     ssize_t n = read_key_file(file, key, sizeof key);
     if (n < 0)
-        return loader_fail(l, value->line, path, "%s: %s", file, strerror(errno));
+        return gw_config_fail(l, value->line, path, "%s: %s", file, strerror(errno));
     size_t length = (size_t)n;
+    assert(length <= sizeof key);
     if (length > 0 && key[length - 1] == '\n')
         length--;
     if (length > 0 && key[length - 1] == '\r')
@@ -221,7 +240,7 @@ static int api_key_from_file(struct loader *l, const struct jdoc_value *value, c
     snprintf(source, sizeof source, "the key in %s", file);
     int result = api_key_check(l, value->line, path, key, length, source);
     if (result == 0) {
-        upstream->api_key = loader_keep(l, key, length);
+        upstream->api_key = gw_config_keep(l, key, length);
         result = upstream->api_key != NULL ? 0 : -1;
     }
     OPENSSL_cleanse(key, sizeof key);
@@ -238,7 +257,7 @@ static int choice_value(struct loader *l, const struct jdoc_value *v, const char
             return 0;
         }
     }
-    return loader_fail(l, v->line, path, "%s", reason);
+    return gw_config_fail(l, v->line, path, "%s", reason);
 }
 
 static int api_value(struct loader *l, const struct jdoc_value *v, const char *path,
@@ -268,23 +287,27 @@ static int upstream_field(struct loader *l, const struct jdoc_member *m, const c
         return v->kind == JDOC_NULL ? 0 : api_value(l, v, path, &u->api);
     if (strcmp(m->key, "api_key_env") == 0 || strcmp(m->key, "api_key_file") == 0) {
         if (*key_seen)
-            return loader_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
+            return gw_config_fail(l, v->line, path, "give api_key_env or api_key_file, not both");
         *key_seen = true;
-        return m->key[8] == 'e' ? api_key_from_env(l, v, path, u)
-                                : api_key_from_file(l, v, path, u);
+        bool env = m->key[8] == 'e'; /* api_key_[e]nv, api_key_[f]ile */
+        assert(env == (strcmp(m->key, "api_key_env") == 0));
+        return env ? api_key_from_env(l, v, path, u) : api_key_from_file(l, v, path, u);
     }
     if (strcmp(m->key, "timeout_seconds") == 0 || strcmp(m->key, "connect_timeout_seconds") == 0) {
         if (integer_value(l, v, path, 1, GW_TIMEOUT_SECONDS_MAX, &seconds) != 0)
             return -1;
-        *(m->key[0] == 't' ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
+        bool whole = m->key[0] == 't'; /* [t]imeout_seconds, [c]onnect_timeout_seconds */
+        assert(whole == (strcmp(m->key, "timeout_seconds") == 0));
+        *(whole ? &u->timeout_seconds : &u->connect_timeout_seconds) = (uint32_t)seconds;
         return 0;
     }
-    return loader_fail(l, v->line, path, "unknown field");
+    return gw_config_fail(l, v->line, path, "unknown field");
 }
 
 static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint32_t i,
                            struct gw_upstream *u)
 {
+    assert(u->name == NULL && u->base_url == NULL && u->api_key == NULL); /* zeroed by the arena */
     char entry[32];
     snprintf(entry, sizeof entry, "upstreams[%u]", i);
     if (object_entry(l, item, entry) != 0)
@@ -305,23 +328,37 @@ static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint
         char path[96];
         field_path(path, sizeof path, entry, "name");
         if (strcmp(l->config->upstreams[k].name, u->name) == 0)
-            return loader_fail(l, jdoc_get(item, "name")->line, path, "duplicate of upstreams[%u]",
-                               k);
+            return gw_config_fail(l, jdoc_get(item, "name")->line, path,
+                                  "duplicate of upstreams[%u]", k);
     }
+    assert(u->timeout_seconds >= 1 && u->timeout_seconds <= GW_TIMEOUT_SECONDS_MAX);
+    assert(u->connect_timeout_seconds >= 1 && u->connect_timeout_seconds <= GW_TIMEOUT_SECONDS_MAX);
     return 0;
 }
 
-int decode_upstreams(struct loader *l, const struct jdoc_value *items)
+/* Each section's items were checked by check_root (gw_config.c): an array
+ * of 1..the section's bound. */
+static void assert_section(const struct jdoc_value *items, uint32_t max)
 {
+    assert(jdoc_is(items, JDOC_ARRAY));
+    assert(items->count >= 1);
+    assert(items->count <= max);
+}
+
+int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items)
+{
+    assert_section(items, GW_UPSTREAMS_MAX);
+    assert(l->config->upstream_count == 0); /* the first section */
     struct gw_upstream *upstreams = arena_alloc(l->arena, items->count * sizeof *upstreams);
     if (upstreams == NULL)
-        return loader_fail(l, items->line, "upstreams", "out of memory");
+        return gw_config_fail(l, items->line, "upstreams", "out of memory");
     l->config->upstreams = upstreams;
     for (uint32_t i = 0; i < items->count; i++) {
         l->config->upstream_count = i + 1; /* a key read before a failure is wiped too */
         if (decode_upstream(l, &items->as.items[i], i, &upstreams[i]) != 0)
             return -1;
     }
+    assert(l->config->upstream_count == items->count);
     return 0;
 }
 
@@ -331,16 +368,17 @@ static int model_upstream(struct loader *l, const struct jdoc_value *v, const ch
                           struct gw_model *model)
 {
     if (!jdoc_is(v, JDOC_STRING))
-        return loader_fail(l, v->line, path, "must be the name of an upstream");
+        return gw_config_fail(l, v->line, path, "must be the name of an upstream");
     for (uint32_t k = 0; k < l->config->upstream_count; k++) {
         if (strcmp(l->config->upstreams[k].name, v->as.string) == 0) {
             model->upstream = &l->config->upstreams[k];
+            assert(model->upstream->base_url != NULL); /* a whole upstream, not a partial one */
             return 0;
         }
     }
     char quoted[72];
-    loader_quote(v->as.string, v->count, quoted);
-    return loader_fail(l, v->line, path, "unknown upstream %s", quoted);
+    gw_config_quote(v->as.string, v->count, quoted);
+    return gw_config_fail(l, v->line, path, "unknown upstream %s", quoted);
 }
 
 enum model_seen {
@@ -403,6 +441,9 @@ static int model_number(struct loader *l, const struct jdoc_member *m, const cha
     for (size_t i = 0; i < GW_PRICE_FIELDS; i++) {
         if (strcmp(m->key, price_fields[i].name) != 0)
             continue;
+        /* Written through its offset: a whole uint64_t inside the model. */
+        assert(price_fields[i].offset % _Alignof(uint64_t) == 0);
+        assert(price_fields[i].offset + sizeof(uint64_t) <= sizeof *model);
         *seen |= price_fields[i].seen;
         return integer_value(l, &m->value, path, 0, AMOUNT_MAX,
                              model_slot(model, price_fields[i].offset));
@@ -410,11 +451,13 @@ static int model_number(struct loader *l, const struct jdoc_member *m, const cha
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         if (strcmp(m->key, counts[i].name) != 0)
             continue;
+        assert(counts[i].offset % _Alignof(uint64_t) == 0);
+        assert(counts[i].offset + sizeof(uint64_t) <= sizeof *model);
         *seen |= counts[i].seen;
         return integer_value(l, &m->value, path, counts[i].min, counts[i].max,
                              model_slot(model, counts[i].offset));
     }
-    return loader_fail(l, m->value.line, path, "unknown field");
+    return gw_config_fail(l, m->value.line, path, "unknown field");
 }
 
 static int output_reservation_value(struct loader *l, const struct jdoc_value *v, const char *path,
@@ -460,16 +503,16 @@ static int model_prices_from(struct loader *l, const struct jdoc_value *item, co
     field_path(path, sizeof path, entry, "prices_from");
     uint32_t line = jdoc_get(item, "prices_from")->line;
     if (l->prices == NULL)
-        return loader_fail(l, line, path, "needs prices_file at the top of the file");
+        return gw_config_fail(l, line, path, "needs prices_file at the top of the file");
     struct gw_price_entry e;
     char reason[GW_CONFIG_ERROR_SIZE];
     int found = gw_prices_find(l->prices, model->prices_from, strlen(model->prices_from), &e,
                                reason, sizeof reason);
     if (found < 0)
-        return loader_fail(l, line, path, "%s", reason);
-    loader_quote(model->prices_from, strlen(model->prices_from), quoted);
+        return gw_config_fail(l, line, path, "%s", reason);
+    gw_config_quote(model->prices_from, strlen(model->prices_from), quoted);
     if (found == 0)
-        return loader_fail(l, line, path, "%s is not in %s", quoted, l->prices_path);
+        return gw_config_fail(l, line, path, "%s is not in %s", quoted, l->prices_path);
     for (int f = GW_PRICE_INPUT; f < GW_PRICE_FIELDS; f++) {
         if ((*seen & price_fields[f].seen) || !(e.present & (1u << f)))
             continue;
@@ -490,10 +533,10 @@ static int price_missing(struct loader *l, const struct jdoc_value *item, const 
     char path[96], quoted[72];
     field_path(path, sizeof path, entry, field);
     if (model->prices_from == NULL)
-        return loader_fail(l, item->line, path, "required");
-    loader_quote(model->prices_from, strlen(model->prices_from), quoted);
-    return loader_fail(l, item->line, path, "required: %s in %s has no %s", quoted, l->prices_path,
-                       file_field);
+        return gw_config_fail(l, item->line, path, "required");
+    gw_config_quote(model->prices_from, strlen(model->prices_from), quoted);
+    return gw_config_fail(l, item->line, path, "required: %s in %s has no %s", quoted,
+                          l->prices_path, file_field);
 }
 
 /* Cache writes default to 1.25 and 2 times the input price, cache reads to
@@ -517,9 +560,9 @@ static int price_defaults(struct loader *l, const struct jdoc_value *item, const
     if (field != NULL) {
         char path[96];
         field_path(path, sizeof path, entry, field);
-        return loader_fail(l, item->line, path,
-                           "its default from the input price is above 9223372036854775807: "
-                           "give it");
+        return gw_config_fail(l, item->line, path,
+                              "its default from the input price is above 9223372036854775807: "
+                              "give it");
     }
     if (!(seen & SEEN_WRITE_5M_PRICE))
         m->cache_write_5m_input_usd_micros_per_mtok = (uint64_t)write_5m;
@@ -539,12 +582,12 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
         return -1;
     if (!(seen & (SEEN_INPUT_PRICE | SEEN_OUTPUT_PRICE)) && model->prices_from == NULL) {
         char quoted[72];
-        loader_quote(model->name, strlen(model->name), quoted);
-        return loader_fail(l, item->line, entry,
-                           "model %s has no price: give input_usd_micros_per_mtok and "
-                           "output_usd_micros_per_mtok, or prices_from (an unpriced model is "
-                           "never served)",
-                           quoted);
+        gw_config_quote(model->name, strlen(model->name), quoted);
+        return gw_config_fail(l, item->line, entry,
+                              "model %s has no price: give input_usd_micros_per_mtok and "
+                              "output_usd_micros_per_mtok, or prices_from (an unpriced model is "
+                              "never served)",
+                              quoted);
     }
     if (!(seen & SEEN_INPUT_PRICE))
         return price_missing(l, item, entry, model, "input_usd_micros_per_mtok",
@@ -559,22 +602,31 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
     if (model->default_max_output_tokens > model->max_output_tokens) {
         char path[96];
         field_path(path, sizeof path, entry, "default_max_output_tokens");
-        return loader_fail(l, jdoc_get(item, "default_max_output_tokens")->line, path,
-                           "must be at most max_output_tokens (%llu)",
-                           (unsigned long long)model->max_output_tokens);
+        return gw_config_fail(l, jdoc_get(item, "default_max_output_tokens")->line, path,
+                              "must be at most max_output_tokens (%llu)",
+                              (unsigned long long)model->max_output_tokens);
     }
     if (price_defaults(l, item, entry, model, seen) != 0)
         return -1;
     if (model->upstream_model == NULL)
         model->upstream_model = model->name;
+    /* What gw_cost and gw_estimate assume of every model. */
+    assert(model->input_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->cached_input_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->output_usd_micros_per_mtok <= AMOUNT_MAX);
+    assert(model->default_max_output_tokens >= 1);
+    assert(model->default_max_output_tokens <= model->max_output_tokens);
+    assert(model->max_output_tokens <= GW_OUTPUT_TOKENS_MAX);
     return 0;
 }
 
-int decode_models(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_models(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_MODELS_MAX);
+    assert(l->config->upstream_count >= 1); /* models name upstreams: decoded before */
     struct gw_model *models = arena_alloc(l->arena, items->count * sizeof *models);
     if (models == NULL)
-        return loader_fail(l, items->line, "models", "out of memory");
+        return gw_config_fail(l, items->line, "models", "out of memory");
     l->config->models = models;
     for (uint32_t i = 0; i < items->count; i++) {
         const struct jdoc_value *item = &items->as.items[i];
@@ -590,6 +642,7 @@ int decode_models(struct loader *l, const struct jdoc_value *items)
         }
         if (model_check(l, item, entry, &models[i], seen) != 0)
             return -1;
+        assert(models[i].index == i);
     }
     l->config->model_count = items->count;
     return 0;
@@ -611,47 +664,77 @@ static enum gw_placeholder placeholder_named(const char *name, size_t length)
     return GW_TEXT;
 }
 
+/* The placeholder "{name}" at text[i] (closed by the '}' at close) into
+ * *part; -1 with the error written for an unknown name. */
+static int template_placeholder(struct loader *l, const struct jdoc_value *v, const char *path,
+                                uint32_t i, const char *close, struct gw_template_part *part)
+{
+    const char *text = v->as.string;
+    assert(text[i] == '{');
+    assert(close > text + i && close < text + v->count && *close == '}');
+    size_t name_length = (size_t)(close - text) - i - 1;
+    enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
+    if (p == GW_TEXT) {
+        char quoted[72];
+        gw_config_quote(text + i, name_length + 2, quoted);
+        return gw_config_fail(l, v->line, path,
+                              "unknown placeholder %s (known: {model}, {upstream}, {caller}, "
+                              "{team})",
+                              quoted);
+    }
+    *part = (struct gw_template_part){.placeholder = p};
+    return 0;
+}
+
+/* The literal text from text[start] up to the next brace or the end into
+ * *part, and *end past it; -1 with the error written for a stray '}' or a
+ * byte a limit key may not hold. */
+static int template_literal(struct loader *l, const struct jdoc_value *v, const char *path,
+                            uint32_t start, struct gw_template_part *part, uint32_t *end)
+{
+    const char *text = v->as.string;
+    assert(start < v->count && text[start] != '{');
+    uint32_t i = start;
+    while (i < v->count && text[i] != '{' && text[i] != '}')
+        i++;
+    if (i < v->count && text[i] == '}')
+        return gw_config_fail(l, v->line, path, "'}' without an opening '{'");
+    if (!key_chars(text + start, i - start))
+        return gw_config_fail(l, v->line, path,
+                              "text outside placeholders must be printable ASCII without "
+                              "white space");
+    assert(i > start); /* text[start] is neither brace: a literal has a byte at least */
+    *part = (struct gw_template_part){
+        .placeholder = GW_TEXT, .text = text + start, .length = i - start};
+    *end = i;
+    return 0;
+}
+
 /* Splits the template into literal parts and placeholders. parts has room
  * for length + 1 entries (each part takes at least one byte). */
 static int template_parse(struct loader *l, const struct jdoc_value *v, const char *path,
                           struct gw_limit *limit, struct gw_template_part *parts)
 {
+    assert(jdoc_is(v, JDOC_STRING) && v->count >= 1);
     const char *text = v->as.string;
     uint32_t count = 0, i = 0;
     while (i < v->count) {
-        const char *close = NULL;
-        if (text[i] == '{')
-            close = memchr(text + i, '}', v->count - i);
-        if (text[i] == '{' && close == NULL)
-            return loader_fail(l, v->line, path, "'{' without a closing '}'");
-        if (text[i] == '{') {
-            size_t name_length = (size_t)(close - text) - i - 1;
-            enum gw_placeholder p = placeholder_named(text + i + 1, name_length);
-            if (p == GW_TEXT) {
-                char quoted[72];
-                loader_quote(text + i, name_length + 2, quoted);
-                return loader_fail(l, v->line, path,
-                                   "unknown placeholder %s (known: {model}, {upstream}, "
-                                   "{caller}, {team})",
-                                   quoted);
-            }
-            parts[count++] = (struct gw_template_part){.placeholder = p};
-            limit->uses_team |= p == GW_TEAM;
-            i = (uint32_t)(close - text) + 1;
+        assert(count < v->count); /* every part took a byte at least */
+        if (text[i] != '{') {
+            if (template_literal(l, v, path, i, &parts[count++], &i) != 0)
+                return -1;
             continue;
         }
-        uint32_t start = i;
-        while (i < v->count && text[i] != '{' && text[i] != '}')
-            i++;
-        if (i < v->count && text[i] == '}')
-            return loader_fail(l, v->line, path, "'}' without an opening '{'");
-        if (!key_chars(text + start, i - start))
-            return loader_fail(l, v->line, path,
-                               "text outside placeholders must be printable ASCII without "
-                               "white space");
-        parts[count++] = (struct gw_template_part){
-            .placeholder = GW_TEXT, .text = text + start, .length = i - start};
+        const char *close = memchr(text + i, '}', v->count - i);
+        if (close == NULL)
+            return gw_config_fail(l, v->line, path, "'{' without a closing '}'");
+        if (template_placeholder(l, v, path, i, close, &parts[count]) != 0)
+            return -1;
+        limit->uses_team |= parts[count++].placeholder == GW_TEAM;
+        i = (uint32_t)(close - text) + 1;
     }
+    assert(count >= 1);
+    assert(count <= v->count);
     limit->part_count = count;
     return 0;
 }
@@ -661,12 +744,12 @@ static int limit_key(struct loader *l, const struct jdoc_value *v, const char *p
                      struct gw_limit *limit)
 {
     if (!jdoc_is(v, JDOC_STRING) || v->count == 0 || v->count > GW_TEMPLATE_LENGTH_MAX)
-        return loader_fail(l, v->line, path, "must be a key template of 1..%d bytes",
-                           GW_TEMPLATE_LENGTH_MAX);
-    char *kept = loader_keep(l, v->as.string, v->count);
+        return gw_config_fail(l, v->line, path, "must be a key template of 1..%d bytes",
+                              GW_TEMPLATE_LENGTH_MAX);
+    char *kept = gw_config_keep(l, v->as.string, v->count);
     struct gw_template_part *parts = arena_alloc(l->arena, (v->count + 1) * sizeof *parts);
     if (kept == NULL || parts == NULL)
-        return loader_fail(l, v->line, path, "out of memory");
+        return gw_config_fail(l, v->line, path, "out of memory");
     struct jdoc_value copy = *v;
     copy.as.string = kept;
     limit->key_template = kept;
@@ -678,18 +761,20 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
                         struct gw_limit *limit)
 {
     for (int a = GW_AMOUNT_REQUESTS; a <= GW_AMOUNT_LAST; a++) {
-        if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(a)) == 0) {
-            limit->amount = (enum gw_amount)a;
+        enum gw_amount amount = (enum gw_amount)a;
+        if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, gw_amount_name(amount)) == 0) {
+            limit->amount = amount;
             return 0;
         }
     }
-    return loader_fail(l, v->line, path,
-                       "must be requests, tokens, input_tokens, uncached_input_tokens, "
-                       "output_tokens or usd_micros");
+    return gw_config_fail(l, v->line, path,
+                          "must be requests, tokens, input_tokens, uncached_input_tokens, "
+                          "output_tokens or usd_micros");
 }
 
 static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
 {
+    assert(index >= 0 && index < GW_LIMITS_MAX);
     for (uint32_t p = 0; p < limit->part_count; p++) {
         if (limit->parts[p].placeholder == GW_CALLER && l->caller_limit < 0)
             l->caller_limit = index;
@@ -715,7 +800,7 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
         else if (strcmp(m->key, "amount") == 0)
             amount_seen = true, result = limit_amount(l, &m->value, path, limit);
         else
-            result = loader_fail(l, m->value.line, path, "unknown field");
+            result = gw_config_fail(l, m->value.line, path, "unknown field");
         if (result != 0)
             return -1;
     }
@@ -723,21 +808,26 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
         return missing(l, item, entry, "key");
     if (!amount_seen)
         return missing(l, item, entry, "amount");
+    assert(limit->part_count >= 1);
+    assert(limit->amount >= GW_AMOUNT_REQUESTS && limit->amount <= GW_AMOUNT_LAST);
     note_placeholders(l, limit, (int32_t)i);
     return 0;
 }
 
-int decode_limits(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_LIMITS_MAX);
+    assert(l->caller_limit == -1 && l->team_limit == -1); /* set by this section only */
     struct gw_limit *limits = arena_alloc(l->arena, items->count * sizeof *limits);
     if (limits == NULL)
-        return loader_fail(l, items->line, "limits", "out of memory");
+        return gw_config_fail(l, items->line, "limits", "out of memory");
     l->config->limits = limits;
     for (uint32_t i = 0; i < items->count; i++) {
         if (decode_limit(l, &items->as.items[i], i, &limits[i]) != 0)
             return -1;
     }
     l->config->limit_count = items->count;
+    assert(l->caller_limit < (int32_t)items->count && l->team_limit < (int32_t)items->count);
     return 0;
 }
 
@@ -752,14 +842,16 @@ static int compare_u32(const void *a, const void *b)
 static int key_models(struct loader *l, const struct jdoc_value *v, const char *path,
                       struct gw_key *key)
 {
+    /* Model names are looked up by gw_config_index_models' table. */
+    assert(l->config->models_by_name != NULL);
     if (v->kind == JDOC_NULL)
         return 0;
     if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MODELS_MAX)
-        return loader_fail(l, v->line, path, "must be an array of at most %d model names",
-                           GW_MODELS_MAX);
+        return gw_config_fail(l, v->line, path, "must be an array of at most %d model names",
+                              GW_MODELS_MAX);
     uint32_t *models = arena_alloc(l->arena, (v->count + 1) * sizeof *models);
     if (models == NULL)
-        return loader_fail(l, v->line, path, "out of memory");
+        return gw_config_fail(l, v->line, path, "out of memory");
     for (uint32_t i = 0; i < v->count; i++) {
         const struct jdoc_value *name = &v->as.items[i];
         const struct gw_model *model =
@@ -769,16 +861,21 @@ static int key_models(struct loader *l, const struct jdoc_value *v, const char *
         char item_path[112], quoted[72];
         snprintf(item_path, sizeof item_path, "%s[%u]", path, i);
         if (model == NULL) {
-            loader_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "", name->count, quoted);
-            return loader_fail(l, name->line, item_path, "unknown model %s", quoted);
+            gw_config_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "", name->count, quoted);
+            return gw_config_fail(l, name->line, item_path, "unknown model %s", quoted);
         }
         for (uint32_t k = 0; k < i; k++) {
             if (models[k] == model->index)
-                return loader_fail(l, name->line, item_path, "duplicate model");
+                return gw_config_fail(l, name->line, item_path, "duplicate model");
         }
         models[i] = model->index;
     }
     qsort(models, v->count, sizeof *models, compare_u32);
+    /* gw_key_allows_model searches them: ascending, unique, each a model. */
+    for (uint32_t i = 0; i < v->count; i++) {
+        assert(models[i] < l->config->model_count);
+        assert(i == 0 || models[i - 1] < models[i]);
+    }
     key->models = models;
     key->model_count = v->count;
     return 0;
@@ -794,8 +891,8 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
         *digest_seen = true;
         if (!jdoc_is(v, JDOC_STRING) ||
             gw_hex_decode(v->as.string, v->count, key->sha256, GW_SHA256_BYTES) != 0)
-            return loader_fail(l, v->line, path,
-                               "must be 64 lower-case hex digits (the SHA-256 of the secret)");
+            return gw_config_fail(l, v->line, path,
+                                  "must be 64 lower-case hex digits (the SHA-256 of the secret)");
         return 0;
     }
     if (strcmp(m->key, "caller") == 0)
@@ -819,7 +916,7 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
         key->priority_floor = (uint32_t)number;
         return 0;
     }
-    return loader_fail(l, v->line, path, "unknown field");
+    return gw_config_fail(l, v->line, path, "unknown field");
 }
 
 /* What the templates need of every key: a team when one uses {team}, a
@@ -834,23 +931,28 @@ static int key_check(struct loader *l, const struct jdoc_value *item, const char
         return missing(l, item, entry, "caller");
     if (key->team == NULL && l->team_limit >= 0) {
         field_path(path, sizeof path, entry, "team");
-        return loader_fail(l, item->line, path, "required: limits[%d].key uses {team}",
-                           l->team_limit);
+        return gw_config_fail(l, item->line, path, "required: limits[%d].key uses {team}",
+                              l->team_limit);
     }
     if (l->caller_limit >= 0 && !key_chars(key->caller, strlen(key->caller))) {
         field_path(path, sizeof path, entry, "caller");
-        return loader_fail(l, jdoc_get(item, "caller")->line, path,
-                           "must not hold white space: limits[%d].key uses {caller}",
-                           l->caller_limit);
+        return gw_config_fail(l, jdoc_get(item, "caller")->line, path,
+                              "must not hold white space: limits[%d].key uses {caller}",
+                              l->caller_limit);
     }
+    /* What gw_plan's instantiate assumes of every key. */
+    assert(key->team != NULL || l->team_limit < 0);
+    assert(strlen(key->caller) <= CALLER_LENGTH_MAX);
     return 0;
 }
 
-int decode_keys(struct loader *l, const struct jdoc_value *items)
+int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items)
 {
+    assert_section(items, GW_KEYS_MAX);
+    assert(l->config->limit_count >= 1); /* the checks of keys need the templates */
     struct gw_key *keys = arena_alloc(l->arena, items->count * sizeof *keys);
     if (keys == NULL)
-        return loader_fail(l, items->line, "keys", "out of memory");
+        return gw_config_fail(l, items->line, "keys", "out of memory");
     l->config->keys = keys;
     for (uint32_t i = 0; i < items->count; i++) {
         const struct jdoc_value *item = &items->as.items[i];

@@ -31,27 +31,27 @@ struct loader {
 };
 
 /* Writes "<file>: line L: <path>: <reason>" and returns -1. */
-int loader_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
+int gw_config_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* A copy of text[0..length) with a NUL, in the config's memory; NULL (and
  * the error written) when out of memory. */
-char *loader_keep(struct loader *l, const char *text, size_t length);
+char *gw_config_keep(struct loader *l, const char *text, size_t length);
 
 /* For error messages: up to 64 bytes of text between quotes, anything not
  * printable ASCII shown as '?'. */
-void loader_quote(const char *text, size_t length, char out[72]);
+void gw_config_quote(const char *text, size_t length, char out[72]);
 
 /* Each section: the array `items` (already checked to be an array of at
  * most the section's bound). 0 or -1 with the error written. */
-int decode_upstreams(struct loader *l, const struct jdoc_value *items);
-int decode_models(struct loader *l, const struct jdoc_value *items);
-int decode_limits(struct loader *l, const struct jdoc_value *items);
-int decode_keys(struct loader *l, const struct jdoc_value *items);
+int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items);
+int gw_config_decode_models(struct loader *l, const struct jdoc_value *items);
+int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items);
+int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items);
 
-/* The model index built from the sorted names (after decode_models). */
-int index_models(struct loader *l, const struct jdoc_value *items);
-/* The digest table (after decode_keys). */
-int index_keys(struct loader *l, const struct jdoc_value *items);
+/* The model index built from the sorted names (after gw_config_decode_models). */
+int gw_config_index_models(struct loader *l, const struct jdoc_value *items);
+/* The digest table (after gw_config_decode_keys). */
+int gw_config_index_keys(struct loader *l, const struct jdoc_value *items);
 
 #endif

@@ -41,6 +41,7 @@ static void event_reset(struct gw_sse *sse)
     sse->data.length = 0;
     sse->line_start = 0;
     sse->data_seen = false;
+    sse->cr_pending = false;
 }
 
 /* ---- the chunk ---- */
@@ -384,24 +385,37 @@ static int line_end(struct gw_sse *sse, size_t end_length, gw_sse_event_fn on_ev
     return dispatch(sse, true, on_event, context, error, error_size);
 }
 
+/* The CR that ended the last chunk, now that the next byte is here (or
+ * the stream ended): a CRLF when that byte is an LF, taken off *bytes, else
+ * a line end on its own. 0, the callback's value, or -1 with the error. */
+static int pending_cr_end(struct gw_sse *sse, const char **bytes, size_t *length,
+                          gw_sse_event_fn on_event, void *context, char *error, size_t error_size)
+{
+    assert(sse->cr_pending);
+    assert(sse->raw.length >= 1 && sse->raw.data[sse->raw.length - 1] == '\r');
+    sse->cr_pending = false;
+    size_t end = 1;
+    if (*length > 0 && (*bytes)[0] == '\n') {
+        if (append_raw(sse, *bytes, 1, error, error_size) != 0)
+            return -1;
+        (*bytes)++, (*length)--;
+        end = 2;
+    }
+    return line_end(sse, end, on_event, context, error, error_size);
+}
+
 int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_event_fn on_event,
                 void *context, char *error, size_t error_size)
 {
     assert(bytes != NULL || length == 0);
+    if (length > 0 && sse->cr_pending) {
+        int result = pending_cr_end(sse, &bytes, &length, on_event, context, error, error_size);
+        if (result != 0)
+            return result;
+    }
     while (length > 0) {
-        if (sse->after_cr && bytes[0] == '\n') {
-            /* The LF of a CRLF: part of the line end already taken. */
-            sse->after_cr = false;
-            if (append_raw(sse, bytes, 1, error, error_size) != 0)
-                return -1;
-            sse->line_start = sse->raw.length;
-            bytes++, length--;
-            continue;
-        }
-        sse->after_cr = false;
         size_t n = line_content_length(bytes, length);
-        /* The line end: LF, CR, or CRLF when the LF is in this chunk too (a
-         * CR that ends a chunk leaves its LF to the next one). */
+        /* The line end: LF, CR, or CRLF; none when the chunk ends first. */
         size_t end = n == length                                                  ? 0
                      : bytes[n] == '\r' && n + 1 < length && bytes[n + 1] == '\n' ? 2
                                                                                   : 1;
@@ -411,7 +425,10 @@ int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_eve
         length -= n + end;
         if (end == 0)
             break;
-        sse->after_cr = end == 1 && bytes[-1] == '\r';
+        if (end == 1 && bytes[-1] == '\r' && length == 0) {
+            sse->cr_pending = true; /* its LF may be the next chunk's first byte */
+            break;
+        }
         int result = line_end(sse, end, on_event, context, error, error_size);
         if (result != 0)
             return result;
@@ -421,12 +438,18 @@ int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_eve
 
 int gw_sse_finish(struct gw_sse *sse, gw_sse_event_fn on_event, void *context)
 {
-    sse->after_cr = false;
+    char error[GW_SSE_ERROR_SIZE];
+    if (sse->cr_pending) { /* no LF will come: the CR ends its line */
+        const char *none = NULL;
+        size_t zero = 0;
+        int result = pending_cr_end(sse, &none, &zero, on_event, context, error, sizeof error);
+        if (result != 0)
+            return result;
+    }
     if (sse->raw.length == 0)
         return 0;
     if (sse->line_start < sse->raw.length) /* the last line had no end */
         take_line(sse, sse->raw.data + sse->line_start, sse->raw.length - sse->line_start);
-    char error[GW_SSE_ERROR_SIZE];
     return dispatch(sse, false, on_event, context, error, sizeof error);
 }
 

@@ -81,7 +81,9 @@ struct gw_sse {
     struct buffer data;                      /* its data lines, joined by '\n' */
     size_t line_start;                       /* in raw */
     bool data_seen;
-    bool after_cr;      /* the last byte was a CR: an LF right after ends no other line */
+    /* The last chunk ended with a CR, kept in raw but not yet taken as a
+     * line end: the next byte says whether it is a CRLF. */
+    bool cr_pending;
     struct arena arena; /* the parsed data of one event */
     /* The arena's own storage: a usual chunk event parses here, so a
      * thousand open streams hold no heap block each. */
@@ -97,14 +99,18 @@ void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint);
 void gw_sse_free(struct gw_sse *sse);
 
 /* Feeds bytes[0..length). Lines end with LF, CRLF or CR; a blank line ends
- * an event. 0, the callback's non-zero value, or -1 with the reason in
- * error: an event longer than GW_SSE_EVENT_BYTES_MAX, out of memory. */
+ * an event. A CR that ends a chunk waits for the next byte (or
+ * gw_sse_finish) to tell a CR from a CRLF, so that the events and their
+ * bytes are the same however the stream is split. 0, the callback's
+ * non-zero value, or -1 with the reason in error: an event longer than
+ * GW_SSE_EVENT_BYTES_MAX, out of memory. */
 int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_event_fn on_event,
                 void *context, char *error, size_t error_size);
 
-/* At the end of the stream: bytes of an unfinished event, if any, come as
- * one last event with complete false (a client discards such an event;
- * whether to relay it is the caller's choice). 0 or the callback's value. */
+/* At the end of the stream: a CR still waiting ends its line; bytes of an
+ * unfinished event, if any, come as one last event with complete false (a
+ * client discards such an event; whether to relay it is the caller's
+ * choice). 0, the callback's value, or -1 when out of memory. */
 int gw_sse_finish(struct gw_sse *sse, gw_sse_event_fn on_event, void *context);
 
 /* Output tokens of a stream, one text counter per choice (choices at or

@@ -1,4 +1,4 @@
-/* A gateway call after its reserve (docs/gateway.md, "After the call"):
+/* A gateway call after its reserve (docs/gateway.md, "A call, step by step"):
  * forwarded by the engine thread, its answer read whole or relayed event by
  * event, and the lease settled exactly once: completed with what the call
  * used, or released when the upstream refused it or never answered. A
@@ -255,6 +255,7 @@ static int after_answer(struct exchange *ex)
     enum gw_call_mode mode = call->mode;
     bool too_large = call->answer_too_large;
     enum gw_forward_result result = call->upstream_result;
+    long status = call->upstream_status;
     char reason[GW_FORWARD_ERROR_SIZE];
     snprintf(reason, sizeof reason, "%s", call->upstream_error);
     pthread_mutex_unlock(&call->mutex);
@@ -264,6 +265,13 @@ static int after_answer(struct exchange *ex)
         return gw_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
                               "The upstream's answer is larger than %u bytes.",
                               (unsigned)GW_ANSWER_BYTES_MAX);
+    /* A redirect is not followed (docs/gateway.md, "Forwarding"), and
+     * passed on without its Location it tells a client nothing. */
+    if (mode == GW_MODE_BUFFER && result == GW_FORWARD_OK && status >= 300 && status < 400)
+        return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                              "The upstream answered %ld, a redirect, which the gateway does not "
+                              "follow: check the upstream's base_url.",
+                              status);
     if (mode == GW_MODE_BUFFER && result == GW_FORWARD_OK)
         return gw_reply_answer(ex, call);
     if (result == GW_FORWARD_TIMEOUT)
@@ -363,7 +371,7 @@ static void settled(void *context)
     struct gw_stats_delta delta = {.forwarded = true, .latency_us = -1};
     pthread_mutex_lock(&call->mutex);
     call->settled = true;
-    delta.upstream_error = call->upstream_result != GW_FORWARD_OK || call->upstream_status >= 400;
+    delta.upstream_error = call->upstream_result != GW_FORWARD_OK || call->upstream_status >= 300;
     if (call->first_byte_ns > 0)
         delta.latency_us = (call->first_byte_ns - call->forwarded_ns) / 1000;
     if (call->complete.lease_id != NULL) {

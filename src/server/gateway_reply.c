@@ -1,5 +1,6 @@
-/* The gateway's answers (docs/gateway.md, "Answers"): OpenAI-shaped errors,
- * the upstream's answer passed on as it came, a stream's head and events,
+/* The gateway's answers (docs/gateway.md, "A call, step by step" and
+ * "Rate-limit headers"): OpenAI-shaped errors, the upstream's answer passed
+ * on as it came, a stream's head and events,
  * and the headers every answer of a reserved call carries: its lease id and
  * the x-ratelimit-* figures of the limits it reserved, in OpenAI's form. */
 #include "gateway_internal.h"

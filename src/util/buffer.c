@@ -10,11 +10,25 @@
 
 #include "core/bounds.h"
 
+/* What an empty buffer without storage points at, so that data is never
+ * NULL: memcpy(dst, NULL, 0) and NULL + 0 are undefined behaviour, and an
+ * upstream answer with no body is such a buffer. Read, never written (its
+ * capacity is 0); const, so a write past the API faults at once. */
+static const char buffer_empty[1];
+
+static void buffer_become_empty(struct buffer *buffer)
+{
+    buffer->data = (char *)buffer_empty;
+    buffer->length = 0;
+    buffer->capacity = 0;
+    buffer->heap = false;
+}
+
 void buffer_init(struct buffer *buffer, char *storage, size_t storage_size)
 {
     assert(buffer != NULL);
     assert(storage != NULL || storage_size == 0);
-    buffer->data = storage;
+    buffer->data = storage != NULL ? storage : (char *)buffer_empty;
     buffer->length = 0;
     buffer->capacity = storage_size;
     buffer->capacity_max = RESPONSE_BYTES_MAX;
@@ -27,10 +41,7 @@ void buffer_free(struct buffer *buffer)
 {
     if (buffer->heap)
         free(buffer->data);
-    buffer->data = NULL;
-    buffer->length = 0;
-    buffer->capacity = 0;
-    buffer->heap = false;
+    buffer_become_empty(buffer);
 }
 
 char *buffer_detach(struct buffer *buffer)
@@ -40,14 +51,12 @@ char *buffer_detach(struct buffer *buffer)
     if (buffer->heap) {
         data = buffer->data;
     } else {
+        /* An empty buffer still gives a block: NULL says out of memory. */
         data = malloc(buffer->length + 1);
-        if (data != NULL)
+        if (data != NULL && buffer->length > 0)
             memcpy(data, buffer->data, buffer->length);
     }
-    buffer->data = NULL;
-    buffer->length = 0;
-    buffer->capacity = 0;
-    buffer->heap = false;
+    buffer_become_empty(buffer);
     return data;
 }
 
@@ -164,7 +173,8 @@ void buffer_append_json_string(struct buffer *buffer, const char *s, size_t leng
         }
     }
     assert(run <= length);
-    buffer_append(buffer, s + run, length - run);
+    if (run < length) /* s may be NULL when length is 0: no s + 0 */
+        buffer_append(buffer, s + run, length - run);
     buffer_append_char(buffer, '"');
 }
 

@@ -12,6 +12,9 @@
 #include <string.h>
 
 struct buffer {
+    /* Never NULL: an empty buffer without storage points at a shared empty
+     * byte (capacity 0, never written), so its content can be handed to
+     * memcpy and pointer arithmetic like any other. */
     char *data;
     size_t length;
     size_t capacity;
@@ -25,11 +28,12 @@ struct buffer {
 
 /* storage may be NULL (size 0): the first append allocates. */
 void buffer_init(struct buffer *buffer, char *storage, size_t storage_size);
-/* Frees heap storage, if any. */
+/* Frees heap storage, if any; the buffer is empty (and usable) afterwards. */
 void buffer_free(struct buffer *buffer);
 /* Hands the content over as a malloc'd block the caller frees with free();
- * copies it off caller storage if needed. NULL on allocation failure. The
- * buffer is empty afterwards. */
+ * copies it off caller storage if needed (an empty buffer gives an empty
+ * block, not NULL). NULL on allocation failure. The buffer is empty
+ * afterwards. */
 char *buffer_detach(struct buffer *buffer);
 
 /* Makes room for `more` bytes (growing to the heap); false, with failed

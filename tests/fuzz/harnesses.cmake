@@ -3,13 +3,25 @@
 # (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(LLMLIMIT_FUZZ_HARNESSES json request path registry period http_head)
+set(LLMLIMIT_FUZZ_HARNESSES json request path registry period http_head reserve_scan)
 # The TigerBeetle client's reply and header decoder.
 set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/tbclient)
 list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)
 set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/tbc_checksum.c
     ${LLMLIMIT_FUZZ_TB_DIR}/tbc_message.c ${LLMLIMIT_FUZZ_TB_DIR}/tbc_batch.c
     ${LLMLIMIT_FUZZ_TB_DIR}/tbc_body.c)
+# The gateway's handling of an upstream's answer (src/server/gateway_call.c
+# calls these on the upstream's bytes): its event stream, usage, cost and
+# plan, and the config the plan is made from.
+list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
+set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
+set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_cost.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_text.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_plan.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_secret.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_sse.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_usage.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_prices.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_answer.c ${PROJECT_SOURCE_DIR}/src/util/sha256.c)
 
 file(GLOB LLMLIMIT_FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/core/*.c)
 file(GLOB LLMLIMIT_FUZZ_MEMORY_SOURCES CONFIGURE_DEPENDS
@@ -23,6 +35,7 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/http/http_head.c
     ${PROJECT_SOURCE_DIR}/src/http/http_chunked.c
+    ${PROJECT_SOURCE_DIR}/src/server/reserve_scan.c
     ${PROJECT_SOURCE_DIR}/src/server/encode.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
@@ -34,7 +47,8 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
 # One static library of everything under test, built with `options`.
 function(llmlimit_fuzz_subject name)
   add_library(${name} STATIC ${LLMLIMIT_FUZZ_CORE_SOURCES} ${LLMLIMIT_FUZZ_MEMORY_SOURCES}
-              ${LLMLIMIT_FUZZ_SERVER_SOURCES} ${LLMLIMIT_FUZZ_TB_SOURCES})
+              ${LLMLIMIT_FUZZ_SERVER_SOURCES} ${LLMLIMIT_FUZZ_TB_SOURCES}
+              ${LLMLIMIT_FUZZ_GATEWAY_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src
                              ${PROJECT_SOURCE_DIR}/src/server ${PROJECT_SOURCE_DIR}/include
                              ${LLMLIMIT_FUZZ_TB_DIR})

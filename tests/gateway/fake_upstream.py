@@ -42,6 +42,8 @@ Behaviour is chosen per request, so one server serves a whole test suite:
           retry_after_ms     the Retry-After of `fail-429` (default 1000)
           dimensions         embedding size (default 8; the request's
                              `dimensions` also sets it)
+          status             the status of mode `empty` (default 200; 200 to
+                             599)
 
 Modes (an answer is streamed exactly when the request says "stream": true):
   normal, stream      the answer in OpenAI's shape, usage included
@@ -54,6 +56,8 @@ Modes (an answer is streamed exactly when the request says "stream": true):
                       up), then neither ends nor closes; a non-streamed
                       request hangs without an answer
   fail-400, fail-429, fail-500   that status with an OpenAI-shaped error body
+  empty               the status `status` with no body at all
+                      (Content-Length: 0, no Content-Type), streamed or not
   close-before-answer  reads the request, closes the connection, answers
                       nothing
   hang                reads the request, never answers
@@ -97,7 +101,7 @@ import urllib.parse
 
 MODES = (
     "normal", "cached", "stream", "stream-slow", "stream-no-usage", "stream-hang",
-    "fail-400", "fail-429", "fail-500", "close-before-answer", "hang",
+    "fail-400", "fail-429", "fail-500", "close-before-answer", "hang", "empty",
 )
 COMPLETION_TOKENS_DEFAULT = 7
 EMBEDDING_DIMENSIONS_DEFAULT = 8
@@ -110,6 +114,7 @@ BODY_BYTES_MAX = 16 * 1024 * 1024
 PARAM_MAX = {
     "prompt_tokens": 100_000_000, "completion_tokens": 100_000, "cached_tokens": 100_000_000,
     "chunks": 10_000, "delay_ms": 600_000, "retry_after_ms": 3_600_000, "dimensions": 4096,
+    "status": 599,
 }
 CHOICES_MAX = 16
 RECORDS_KEPT_MAX = 100_000
@@ -669,6 +674,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.close_without_answer()
         if mode == "hang":
             return self.hang()
+        if mode == "empty":
+            return self.answer_empty(params.get("status", 200))
         self.plan = Plan(self.path_only, mode, params, body)
         if mode.startswith("fail-"):
             raise error_for_mode(self.plan)
@@ -692,6 +699,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(body.get("model"), str):
             raise FakeError(400, "you must provide a model parameter")
         return body
+
+    def answer_empty(self, status):
+        """The status line and headers only: Content-Length: 0, no type."""
+        if status < 200:
+            raise FakeError(400, "fake upstream: status must be in [200, 599], not %d" % status)
+        self.server.request_log.update(self.record, status=status)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.common_headers()
+        self.end_headers()
+        return "answered"
 
     def close_without_answer(self):
         self.close_connection = True

@@ -417,6 +417,18 @@ class Failures(FakeUpstreamTest):
                                                       "x-fake-retry-after-ms": "2500"})
         self.assertEqual((headers["retry-after"], headers["retry-after-ms"]), ("3", "2500"))
 
+    def test_empty_mode_answers_its_status_with_no_body(self):
+        for status in (200, 307, 500):
+            for stream in (False, True):
+                model = "fake-empty:status=%d" % status
+                got, headers, body = self.post(CHAT, chat_body(model, stream=stream))
+                self.assertEqual((got, body, headers["content-length"]), (status, None, "0"))
+                self.assertNotIn("content-type", headers)
+        self.assertEqual([r["status"] for r in self.upstream.requests()],
+                         [200, 200, 307, 307, 500, 500])
+        got, _, _ = self.post(CHAT, chat_body("fake-empty:status=199"))
+        self.assertEqual(got, 400)
+
     def test_close_before_answer(self):
         with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
             self.post(CHAT, chat_body("fake-close-before-answer"))

@@ -4,7 +4,9 @@ and never reaches the upstream; a call that can never fit is a 400; a
 limit missing from the registry is a 500 naming it; an upstream that
 refuses the call (4xx, 5xx), cannot be reached, closes, or never answers
 gets its reservation released (usage back to what it was); a stream cut
-at the upstream's timeout is charged what was streamed.
+at the upstream's timeout is charged what was streamed; an answer with no
+body is passed on (a 5xx released, a 200 charged its input) and a redirect,
+never followed, is a 502.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
@@ -223,6 +225,58 @@ class UpstreamFailures(GatewayTest, unittest.TestCase):
             "conc": (0, 0, 0),
             "usd": (0, cost(input_tokens, output_tokens), 0),
         })
+
+
+class EmptyAnswers(GatewayTest, unittest.TestCase):
+    """An upstream answer with no body at all (Content-Length: 0)."""
+
+    def call_both_ways(self, model):
+        """The answers to the same call, streamed and not: [(status, headers, body)]."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        answers = [self.gw.call(c, CHAT, chat(model))]
+        streamed = self.gw.stream(c, CHAT, chat(model, stream=True))
+        answers.append((streamed.status, streamed.headers, streamed.raw))
+        return c, before, answers
+
+    def test_empty_500_is_passed_on_and_released(self):
+        """A 500 with no body reaches the client as a 500; the reservation is released."""
+        c, before, answers = self.call_both_ways("m-empty-500")
+        for status, headers, body in answers:
+            self.assertEqual((status, body), (500, ""), headers)
+            self.assertIn("x-llmlimit-lease-id", headers)
+        self.assertEqual(c.snapshot(), before)
+
+    def test_empty_200_is_passed_on_and_charged_the_input(self):
+        """A 200 with no body reaches the client as it came; charged the input estimate only."""
+        c, _, answers = self.call_both_ways("m-empty-200")
+        for status, headers, body in answers:
+            self.assertEqual((status, body), (200, ""), headers)
+            self.assertIn("x-llmlimit-lease-id", headers)
+        input_tokens = estimate("chat", chat("m-empty-200"))[0]
+        self.assertEqual(estimate("chat", chat("m-empty-200", stream=True))[0], input_tokens)
+        self.assertEqual(c.snapshot(), {
+            "req": (0, 2, 0),
+            "tok": (0, 2 * input_tokens, 0),
+            "in": (0, 2 * input_tokens, 0),
+            "out": (0, 0, 0),
+            "conc": (0, 0, 0),
+            "usd": (0, 2 * cost(input_tokens, 0), 0),
+        })
+
+    def test_empty_307_is_a_502_and_released(self):
+        """A redirect (not followed) is no answer: 502 upstream_error; the reservation released."""
+        c, before, answers = self.call_both_ways("m-empty-307")
+        for status, headers, body in answers:
+            if isinstance(body, str):  # the streamed call's raw text
+                try:
+                    body = json.loads(body)
+                except ValueError:
+                    pass
+            message = self.assert_openai_error(status, body, 502, "upstream_error",
+                                               "server_error")
+            self.assertIn("307", message)
+        self.assertEqual(c.snapshot(), before)
 
 
 if __name__ == "__main__":

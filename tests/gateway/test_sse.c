@@ -171,23 +171,31 @@ static void crlf_and_cr_line_ends(void)
     CHECK_STR(s.raw[0], "data: {\"choices\":[{\"text\":\"a\"}]}\r\n\r\n");
     CHECK_STR(s.text[0], "0:a|");
     CHECK(s.done[1]);
-    /* Split after a CR: the events are the same and every byte is there;
-     * an LF that comes after its event was handed over goes with what
-     * follows (here, the tail at the end). */
+    /* Split between a CR and its LF, also at the end of an event: the CR
+     * waits for the next byte, so the events and their bytes are the same
+     * as whole (an event's CRLF is never cut in two). */
     size_t sizes[] = {34, 2, 15, 1};
     REQUIRE(feed(&s, crlf, strlen(crlf), sizes, 4) == 0);
-    REQUIRE(s.count == 3);
+    REQUIRE(s.count == 2);
+    CHECK_STR(s.raw[0], "data: {\"choices\":[{\"text\":\"a\"}]}\r\n\r\n");
     CHECK_STR(s.text[0], "0:a|");
-    CHECK(s.done[1]);
-    CHECK_STR(s.raw[1], "data: [DONE]\r\n\r");
-    CHECK_STR(s.raw[2], "\n");
-    CHECK(!s.complete[2] && !s.has_data[2]);
+    CHECK(s.done[1] && s.complete[1]);
+    CHECK_STR(s.raw[1], "data: [DONE]\r\n\r\n");
     check_bytes_are_the_stream(&s, crlf);
     const char *cr = "data: {\"choices\":[{\"text\":\"b\"}]}\r\rdata: [DONE]\r\r";
     REQUIRE(feed(&s, cr, strlen(cr), NULL, 0) == 0);
     REQUIRE(s.count == 2);
     CHECK_STR(s.text[0], "0:b|");
     CHECK(s.done[1]);
+    /* Lines that end in a lone CR, each chunk ending with one: an event
+     * waits for the next bytes, and the last one for the end of the
+     * stream, which takes its CR as a line end (a complete event). */
+    size_t cr_sizes[] = {34, 14};
+    REQUIRE(feed(&s, cr, strlen(cr), cr_sizes, 2) == 0);
+    REQUIRE(s.count == 2);
+    CHECK_STR(s.raw[0], "data: {\"choices\":[{\"text\":\"b\"}]}\r\r");
+    CHECK(s.done[1] && s.complete[1]);
+    CHECK_STR(s.raw[1], "data: [DONE]\r\r");
 }
 
 static void data_lines_are_joined(void)
