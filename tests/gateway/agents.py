@@ -9,11 +9,12 @@ missing (npm ci --prefix tests/gateway/node installs them)."""
 import collections
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+
+from node_sdk import node_from_argv  # noqa: F401 - the tests take it from here
 
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")
@@ -30,16 +31,6 @@ SKIP = 77
 # the client printed, parsed (Claude Code: its result object; Codex: the list
 # of its --json events; the SDK driver: {call: result}), None when unparsable.
 Result = collections.namedtuple("Result", "code stdout stderr json")
-
-
-def node_from_argv():
-    """--node PATH (ctest passes it; PATH may be empty or missing), else node on PATH."""
-    if "--node" not in sys.argv:
-        return shutil.which("node")
-    i = sys.argv.index("--node")
-    value = sys.argv[i + 1] if i + 1 < len(sys.argv) else ""
-    del sys.argv[i:i + 2]
-    return value or shutil.which("node")
 
 
 def missing_prerequisite(node):
