@@ -24,14 +24,14 @@ fi
 # Node packages the tests and benches drive (the official openai SDK for the
 # gateway, a real tokenizer for the gateway's estimate, puppeteer-core to drive
 # Chromium for the console), installed from their package-lock.json files when
-# missing. The server and the CLI need none of them, so a failed install never
+# missing or older than the lock file. The server and the CLI need none of them, so a failed install never
 # stops the build: it is said here, and the tests that need the package are
 # skipped (exit 77) with the reason. When the registry does not answer a ping,
 # only npm's local cache is tried, so an offline build does not wait on
 # npm's retries.
 node_tests() {
     case $1 in
-        tests/gateway/node) echo "gateway_sdk_smoke gateway_sdk_*" ;;
+        tests/gateway/node) echo "gateway_sdk_smoke gateway_sdk_* gateway_agents_*" ;;
         bench/gateway_estimate) echo "gateway_estimate_real" ;;
         tests/console) echo "console_browser_* (and bench/console)" ;;
     esac
@@ -49,7 +49,10 @@ npm_install() {
 registry_answers=""
 not_installed=""
 for dir in tests/gateway/node bench/gateway_estimate tests/console; do
-    [ -f "$dir/package-lock.json" ] && [ ! -d "$dir/node_modules" ] || continue
+    [ -f "$dir/package-lock.json" ] || continue
+    # Installed already, from this very lock file (npm writes its own copy)?
+    [ -d "$dir/node_modules" ] && ! [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ] &&
+        continue
     if ! command -v npm >/dev/null 2>&1; then
         not_installed="$not_installed $dir"
         continue

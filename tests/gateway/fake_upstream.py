@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""A fake OpenAI API server that the gateway's tests and the SDK smoke test
-run against: deterministic answers, streams, failures and hangs on demand,
-and a log of every request it saw. Python 3 standard library only.
+"""A fake LLM API server that the gateway's tests, the SDK tests and the real
+agents (Claude Code, Codex) run against: OpenAI chat completions, completions
+and embeddings (this file), Anthropic Messages (fake_anthropic.py) and OpenAI
+Responses (fake_responses.py); deterministic answers, streams, failures and
+hangs on demand, and a log of every request it saw. Python 3 standard library
+only.
 
 Run it:   python3 fake_upstream.py --port 0 --log FILE [--api-key KEY]
           (prints "fake_upstream listening on 127.0.0.1:PORT" when ready)
@@ -9,9 +12,18 @@ Import it: upstream = fake_upstream.start(); upstream.url; upstream.requests();
            upstream.stop()
 
 Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings,
-GET /v1/models, GET /v1/models/ID; GET /_fake/requests (the log, as
-{"requests": [...]}) and DELETE /_fake/requests (clears it). The /_fake
-routes are not logged and need no key.
+GET /v1/models, GET /v1/models/ID; POST /v1/messages (`?beta=true` accepted),
+POST /v1/messages/count_tokens; POST /v1/responses, POST
+/v1/responses/input_tokens, GET /v1/responses/ID, GET
+/v1/responses/ID/input_items, DELETE /v1/responses/ID, POST
+/v1/responses/ID/cancel; HEAD / and GET / (200, Claude Code probes HEAD /);
+GET /_fake/requests (the log, as {"requests": [...]}) and DELETE
+/_fake/requests (clears it). The /_fake routes are not logged and need no key.
+With --api-key, OpenAI routes take `Authorization: Bearer KEY`, Anthropic
+routes `x-api-key: KEY` or the bearer; Anthropic routes also require an
+`anthropic-version` header, as Anthropic does. Errors have each API's shape:
+OpenAI {"error": {message, type, param, code}}, Anthropic {"type": "error",
+"error": {type, message}, "request_id"}.
 
 Behaviour is chosen per request, so one server serves a whole test suite:
 
@@ -22,66 +34,123 @@ Behaviour is chosen per request, so one server serves a whole test suite:
   params  headers `x-fake-NAME: VALUE` (NAME with dashes), else suffixes of
           the model name `:NAME=VALUE` (with underscores), e.g.
           `fake-stream-slow:delay_ms=50:chunks=4`; every value an integer.
-          prompt_tokens      usage.prompt_tokens (default: the number of
-                             whitespace-separated words of the input text:
-                             messages' text content, prompt or input; a token
-                             array counts its items)
-          completion_tokens  tokens per choice (default 7), never more than
-                             max_completion_tokens, else max_tokens, when
-                             given; usage counts all n choices
-          cached_tokens      usage.prompt_tokens_details.cached_tokens
-                             (default 0; in mode `cached` half the prompt
-                             tokens, at least 1, at most all of them)
+          prompt_tokens      usage.prompt_tokens; Responses: input_tokens
+                             (cache included); Messages: input_tokens (cache
+                             excluded, as Anthropic counts). Default: the
+                             number of whitespace-separated words of the
+                             input text: messages' text content, prompt or
+                             input; a token array counts its items; Messages:
+                             system, messages' text, tool_use input,
+                             tool_result content and tools' descriptions;
+                             Responses: instructions, input and tools'
+                             descriptions
+          completion_tokens  tokens (words) of the answer's text per choice
+                             (default 7), never more than
+                             max_completion_tokens, else max_tokens (Messages:
+                             max_tokens; Responses: max_output_tokens, the
+                             response then being incomplete), when given,
+                             less the reasoning and tool tokens; usage counts
+                             all n choices
+          cached_tokens      usage.prompt_tokens_details.cached_tokens;
+                             Responses: input_tokens_details.cached_tokens;
+                             Messages: cache_read_input_tokens (default 0; in
+                             mode `cached` half the prompt tokens, at least 1,
+                             at most all of them)
+          cache_write_5m, cache_write_1h   Messages: the cache_creation's
+                             ephemeral_5m_input_tokens and
+                             ephemeral_1h_input_tokens, whose sum is
+                             cache_creation_input_tokens (default 0)
+          reasoning_tokens   Messages: a thinking block of that many words,
+                             counted in output_tokens; Responses: a reasoning
+                             item, and output_tokens_details.reasoning_tokens
+                             (inside output_tokens) (default 0)
+          tool_calls         Messages: tool_use blocks (input streamed as
+                             input_json_delta); Responses: function_call
+                             items; each adds TOOL_CALL_TOKENS (5) to the
+                             output tokens (default 0)
+          message_deltas     Messages, streamed: how many message_delta events
+                             (default 1); each carries the cumulative usage so
+                             far (output_tokens ceil(total * k / n)), the last
+                             one the total
           chunks             content chunks of a stream (default: one per
                              word of the answer, which has completion_tokens
                              words)
           delay_ms           pause between two chunks of a stream (default 0;
                              100 in mode `stream-slow`); a non-streamed answer
                              waits delay_ms * chunks, the time the stream
-                             would have taken
-          retry_after_ms     the Retry-After of `fail-429` (default 1000)
+                             would have taken; in mode `stream-endless` the
+                             time between two keep-alives (default 100)
+          retry_after_ms     on a 429, 503 or 529: `retry-after` (seconds,
+                             rounded up) and `retry-after-ms` (default 1000)
+          should_retry       0 or 1: an error carries `x-should-retry: false`
+                             or `true` (default: no such header)
+          status             mode `empty` answers this status (200 to 599)
+                             with no body at all (Content-Length: 0, no
+                             Content-Type), streamed or not
           dimensions         embedding size (default 8; the request's
                              `dimensions` also sets it)
-          status             the status of mode `empty` (default 200; 200 to
-                             599)
 
 Modes (an answer is streamed exactly when the request says "stream": true):
-  normal, stream      the answer in OpenAI's shape, usage included
+  normal, stream      the answer in the route's shape, usage included
   cached              the same, with cached prompt tokens
   stream-slow         the same, with delay_ms between chunks
   stream-no-usage     never sends usage, even when
                       stream_options.include_usage asks for it (a
-                      non-streamed answer has no "usage" field)
+                      non-streamed answer has no "usage" field; Messages:
+                      neither message_start nor message_delta has usage;
+                      Responses: "usage": null)
   stream-hang         streams the first half of the content chunks (rounded
                       up), then neither ends nor closes; a non-streamed
                       request hangs without an answer
-  fail-400, fail-429, fail-500   that status with an OpenAI-shaped error body
-  empty               the status `status` with no body at all
-                      (Content-Length: 0, no Content-Type), streamed or not
+  stream-close        streams the first half, then closes the connection
+                      without ending the chunked body; a non-streamed
+                      answer sends its head and half its body, then closes
+  stream-endless      streams the first half, then keep-alives for ever
+                      (Messages: `ping` events; others an SSE comment)
+                      until the client goes or the hang limit; a
+                      non-streamed request hangs
+  stream-error        streams the first half, then the route's error event
+                      (Messages: `event: error` overloaded_error; Responses:
+                      `event: error` server_error; chat: `data: {"error":
+                      ...}`), then ends the stream; not streamed: as fail-500
+  incomplete          Responses: ends with response.incomplete
+                      (max_output_tokens); Messages: stop_reason
+                      max_tokens; chat: finish_reason length
+  failed              Responses: half the text, then response.failed with the
+                      usage of what was sent (not streamed: that response
+                      object, status failed); other routes: as stream-error
+  empty               200 with an empty body (a stream: no event at all); with
+                      `status`, that status with no body at all
+  fail-400, fail-401, fail-403, fail-404, fail-413, fail-429, fail-500,
+  fail-503, fail-529  that status with the route's error body
   close-before-answer  reads the request, closes the connection, answers
                       nothing
   hang                reads the request, never answers
 
-A stream sends `data: {chunk}` events: a role chunk (chat only), the content
-chunks, a chunk with finish_reason, then, only when the request had
-stream_options.include_usage true, a chunk with "choices": [] and the usage
-(every earlier chunk then carries "usage": null), then `data: [DONE]`; each
-event in its own HTTP chunk, sent as it is produced.
+A chat or completion stream sends `data: {chunk}` events: a role chunk (chat
+only), the content chunks, a chunk with finish_reason, then, only when the
+request had stream_options.include_usage true, a chunk with "choices": [] and
+the usage (every earlier chunk then carries "usage": null), then `data:
+[DONE]`. Messages and Responses streams send named events (`event: NAME`
+then `data: {...}`) in the order their module's Stream class gives. Each
+event goes in its own HTTP chunk, sent as it is produced.
 
 The log: every request is one record; the log file gets one JSON line when
 it arrives ("event": "received") and one with the whole record when its
 handling ends ("event": "ended"), just after the answer. A record has id,
 received_unix_ms, peer (the client's address and port: one per connection),
-method, path, headers (lower-case names, Authorization included), body (the
+method, path (with its query), query (its parameters, first value each),
+headers (lower-case names, Authorization and x-api-key included), body (the
 parsed JSON, or null and body_text), mode, then status (logged before the
 answer goes out; null when nothing was answered), stream, chunks_sent (SSE
-events written), content_sent (the text of choice 0 written so far),
+events written), events_sent (the names of named events written),
+content_sent (the answer text written so far: choice 0, the text deltas),
 usage_sent, done_sent, client_gone, client_gone_unix_ms, client_gone_how
 ("write_failed" or "eof"), ended_unix_ms and end: "answered",
-"stream_complete", "client_gone", "closed", "hang_timeout" or "server_stop".
-A client that goes away mid-stream or during a hang is seen at once: the
-fake watches the socket for end of file while it waits, and between chunks.
-Tests that look at end fields wait for them (FakeUpstream.wait_for).
+"stream_complete", "stream_error", "client_gone", "closed", "hang_timeout" or
+"server_stop". A client that goes away mid-stream or during a hang is seen at
+once: the fake watches the socket for end of file while it waits, and between
+chunks. Tests that look at end fields wait for them (FakeUpstream.wait_for).
 """
 
 import argparse
@@ -99,51 +168,25 @@ import threading
 import time
 import urllib.parse
 
-MODES = (
-    "normal", "cached", "stream", "stream-slow", "stream-no-usage", "stream-hang",
-    "fail-400", "fail-429", "fail-500", "close-before-answer", "hang", "empty",
-)
-COMPLETION_TOKENS_DEFAULT = 7
+import fake_anthropic
+import fake_responses
+from fake_common import (  # noqa: F401 - MODES, WORDS, parse_model: this module's names too
+    COMPLETION_TOKENS_DEFAULT, ENDLESS_DELAY_MS_DEFAULT, MODES, PARAM_MAX,
+    RETRY_AFTER_MS_DEFAULT, STREAM_SLOW_DELAY_MS_DEFAULT, WORDS, Event, FakeError, choose,
+    compact, count_words, delay_seconds, failure_status, now_ms, parse_model, retry_headers,
+    split_words, sse_bytes)
+
 EMBEDDING_DIMENSIONS_DEFAULT = 8
-STREAM_SLOW_DELAY_MS_DEFAULT = 100
-RETRY_AFTER_MS_DEFAULT = 1000
 HANG_SECONDS_MAX_DEFAULT = 600.0
-# Limits on what a request may ask of the fake, so a typo cannot make it
-# allocate or sleep without end.
 BODY_BYTES_MAX = 16 * 1024 * 1024
-PARAM_MAX = {
-    "prompt_tokens": 100_000_000, "completion_tokens": 100_000, "cached_tokens": 100_000_000,
-    "chunks": 10_000, "delay_ms": 600_000, "retry_after_ms": 3_600_000, "dimensions": 4096,
-    "status": 599,
-}
 CHOICES_MAX = 16
 RECORDS_KEPT_MAX = 100_000
 # How often a waiting handler looks at its socket and at the stop flag.
 POLL_SECONDS = 0.02
-WORDS = (
-    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-    "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
-    "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
-)
 ROUTES_POST = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 SYSTEM_FINGERPRINT = "fp_fake"
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def compact(value):
-    return json.dumps(value, separators=(",", ":"))
-
-
-class FakeError(Exception):
-    """A request the fake answers with an OpenAI-shaped error."""
-
-    def __init__(self, status, message, kind="invalid_request_error", param=None, code=None):
-        super().__init__(message)
-        self.status = status
-        self.body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+# Modes whose stream stops after half its content, and how it stops.
+CUT_MODES = ("stream-hang", "stream-close", "stream-error", "stream-endless")
 
 
 # -- the log -----------------------------------------------------------------
@@ -178,6 +221,10 @@ class RequestLog:
         with self._lock:
             record.update(fields)
 
+    def append(self, record, field, value):
+        with self._lock:
+            record[field].append(value)
+
     def ended(self, record, **fields):
         with self._lock:
             record.update(fields, ended_unix_ms=now_ms())
@@ -200,59 +247,7 @@ class RequestLog:
                 self._file = None
 
 
-# -- reading a request: mode, parameters, token counts -----------------------
-
-
-def parse_model(model):
-    """Returns (mode or None, {param: text}) from "fake-MODE:name=value..."."""
-    if not isinstance(model, str) or not model.startswith("fake-"):
-        return None, {}
-    parts = model.split(":")
-    mode = parts[0][len("fake-"):]
-    if mode not in MODES:
-        raise FakeError(400, "fake upstream: unknown mode in model name %r" % model, param="model")
-    params = {}
-    for part in parts[1:]:
-        name, sep, value = part.partition("=")
-        if not sep or name not in PARAM_MAX:
-            raise FakeError(400, "fake upstream: bad parameter %r in model name" % part,
-                            param="model")
-        params[name] = value
-    return mode, params
-
-
-def choose(headers, body):
-    """The mode and integer parameters of a request (headers win)."""
-    model_mode, params = parse_model(body.get("model") if isinstance(body, dict) else None)
-    mode = headers.get("x-fake-mode") or model_mode or "normal"
-    if mode not in MODES:
-        raise FakeError(400, "fake upstream: unknown x-fake-mode %r" % mode)
-    for name in PARAM_MAX:
-        header = headers.get("x-fake-" + name.replace("_", "-"))
-        if header is not None:
-            params[name] = header
-    values = {}
-    for name, text in params.items():
-        try:
-            value = int(text)
-        except ValueError:
-            value = -1
-        if not 0 <= value <= PARAM_MAX[name]:
-            raise FakeError(400, "fake upstream: %s must be an integer in [0, %d], not %r"
-                            % (name, PARAM_MAX[name], text))
-        values[name] = value
-    return mode, values
-
-
-def count_words(value):
-    """Words of a text, or items of a token array, or a list of either."""
-    if isinstance(value, str):
-        return len(value.split())
-    if isinstance(value, list):
-        if value and all(isinstance(item, int) for item in value):
-            return len(value)
-        return sum(count_words(item) for item in value)
-    return 0
+# -- reading a request: token counts ------------------------------------------
 
 
 def message_words(messages):
@@ -307,8 +302,7 @@ class Plan:
         self._set_cached(params)
         self._set_completion(params, body)
         self.chunks = params.get("chunks", self.completion_tokens)
-        default_delay = STREAM_SLOW_DELAY_MS_DEFAULT if mode == "stream-slow" else 0
-        self.delay_seconds = params.get("delay_ms", default_delay) / 1000.0
+        self.delay_seconds = delay_seconds(mode, params)
         self.dimensions = params.get("dimensions", EMBEDDING_DIMENSIONS_DEFAULT)
         self.retry_after_ms = params.get("retry_after_ms", RETRY_AFTER_MS_DEFAULT)
 
@@ -335,7 +329,8 @@ class Plan:
         if cap is None:
             cap = positive_int(body, "max_tokens")
         self.completion_tokens = wanted if cap is None else min(wanted, cap)
-        self.finish_reason = "length" if cap is not None and wanted > cap else "stop"
+        self.finish_reason = "length" if (cap is not None and wanted > cap) or (
+            self.mode == "incomplete") else "stop"
 
     def words(self, choice):
         return [WORDS[(i + choice) % len(WORDS)] for i in range(self.completion_tokens)]
@@ -345,13 +340,7 @@ class Plan:
 
     def pieces(self, choice):
         """The content of each chunk; together they make text(choice)."""
-        words = self.words(choice)
-        count = len(words)
-        pieces = []
-        for j in range(self.chunks):
-            chosen = range(j * count // self.chunks, (j + 1) * count // self.chunks)
-            pieces.append("".join((" " if i else "") + words[i] for i in chosen))
-        return pieces
+        return split_words(self.words(choice), self.chunks)
 
     def usage(self):
         completion = self.completion_tokens * self.choices
@@ -429,15 +418,19 @@ def embeddings(plan, body):
             "usage": {"prompt_tokens": plan.prompt_tokens, "total_tokens": plan.prompt_tokens}}
 
 
-def error_for_mode(plan):
-    if plan.mode == "fail-400":
-        return FakeError(400, "This request was refused by the fake upstream (fail-400).")
-    if plan.mode == "fail-429":
+def error_for_status(status, model, params):
+    """The OpenAI-shaped error of a fail-NNN mode (or of stream-error when
+    not streamed: a 500)."""
+    headers = retry_headers(status, params)
+    if status == 429:
         return FakeError(429, "Rate limit reached for %s in organization org-fake on requests "
-                         "per min (RPM): Limit 1, Used 1, Requested 1." % plan.model,
-                         kind="requests", code="rate_limit_exceeded")
-    return FakeError(500, "The server had an error while processing your request. Sorry "
-                     "about that!", kind="server_error")
+                         "per min (RPM): Limit 1, Used 1, Requested 1." % model,
+                         kind="requests", code="rate_limit_exceeded", headers=headers)
+    if status in (500, 503, 529):
+        return FakeError(status, "The server had an error while processing your request. "
+                         "Sorry about that!", kind="server_error", headers=headers)
+    return fake_responses.failure(status, params) if status != 400 else FakeError(
+        400, "This request was refused by the fake upstream (fail-400).", headers=headers)
 
 
 def model_object(model_id):
@@ -504,9 +497,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body += self.rfile.read(size)
             self.rfile.readline()
 
-    def common_headers(self):
+    def dialect(self):
+        """The module answering this route's dialect, or None for OpenAI's
+        chat, completions, embeddings and models."""
+        path = getattr(self, "path_only", "")
+        if path == "/v1/messages" or path.startswith("/v1/messages/"):
+            return fake_anthropic
+        if path == "/v1/responses" or path.startswith("/v1/responses/"):
+            return fake_responses
+        return None
+
+    def request_id(self):
         record = getattr(self, "record", None)
-        self.send_header("x-request-id", "req_fake_%d" % (record["id"] if record else 0))
+        return "req_fake_%d" % (record["id"] if record else 0)
+
+    def common_headers(self):
+        if self.dialect() is fake_anthropic:
+            self.send_header("request-id", self.request_id())
+            self.send_header("anthropic-ratelimit-requests-limit", "4000")
+            self.send_header("anthropic-ratelimit-requests-remaining", "3999")
+            self.send_header("anthropic-ratelimit-requests-reset", "2026-01-01T00:00:00Z")
+            return
+        self.send_header("x-request-id", self.request_id())
         self.send_header("openai-processing-ms", "1")
         self.send_header("x-ratelimit-limit-requests", "10000")
         self.send_header("x-ratelimit-remaining-requests", "9999")
@@ -530,11 +542,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def send_error_body(self, error):
-        extra = []
-        if error.status == 429 and self.plan is not None:
-            ms = self.plan.retry_after_ms
-            extra = [("retry-after", str((ms + 999) // 1000)), ("retry-after-ms", str(ms))]
-        self.send_json(error.status, error.body, extra)
+        body = error.body
+        if self.dialect() is fake_anthropic:
+            body = fake_anthropic.error_body(error, self.request_id())
+        self.send_json(error.status, body, error.headers)
+
+    def lower_headers(self):
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def query(self):
+        """The query string's parameters (the first value of each)."""
+        pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query,
+                                       keep_blank_values=True)
+        query = {}
+        for name, value in pairs:
+            query.setdefault(name, value)
+        return query
+
+    def log_update(self, **fields):
+        self.server.request_log.update(self.record, **fields)
 
     # -- waiting, and seeing the client go away
 
@@ -576,6 +602,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.handle_request()
 
+    def do_HEAD(self):
+        self.handle_request()
+
     def do_POST(self):
         self.handle_request()
 
@@ -596,7 +625,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             error = None
         if error is not None:
             self.close_connection = True  # the rest of the body is still unread
-            self.send_json(error.status, error.body)
+            self.send_error_body(error)
             return
         if self.path_only.startswith("/_fake/"):
             self.handle_control()
@@ -619,11 +648,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             name = name.lower()
             headers[name] = headers[name] + ", " + value if name in headers else value
         fields = {"received_unix_ms": now_ms(), "peer": "%s:%d" % self.client_address[:2],
-                  "method": self.command, "path": self.path,
+                  "method": self.command, "path": self.path, "query": self.query(),
                   "headers": headers, "body": None, "mode": None, "status": None,
-                  "stream": False, "chunks_sent": 0, "content_sent": "", "usage_sent": False,
-                  "done_sent": False, "client_gone": False, "client_gone_unix_ms": None,
-                  "client_gone_how": None, "ended_unix_ms": None, "end": None}
+                  "stream": False, "chunks_sent": 0, "events_sent": [], "content_sent": "",
+                  "usage_sent": False, "done_sent": False, "client_gone": False,
+                  "client_gone_unix_ms": None, "client_gone_how": None, "ended_unix_ms": None,
+                  "end": None}
         try:
             fields["body"] = json.loads(body_bytes) if body_bytes else None
         except ValueError:
@@ -658,7 +688,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise FakeError(401, "Incorrect API key provided.", code="invalid_api_key")
 
     def answer(self, body_bytes):
-        """Answers one /v1 request; returns how it ended."""
+        """Answers one request outside /_fake; returns how it ended."""
+        if self.path_only == "/" and self.command in ("HEAD", "GET"):
+            return self.answer_root()
+        dialect = self.dialect()
+        if dialect is not None:
+            return dialect.answer(self, body_bytes)
         self.check_key()
         if self.command == "GET" and self.path_only == "/v1/models":
             self.send_json(200, model_list())
@@ -668,18 +703,110 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "POST" or self.path_only not in ROUTES_POST:
             raise FakeError(404, "Invalid URL (%s %s)" % (self.command, self.path_only))
         body = self.parse_body(body_bytes)
-        mode, params = choose({k.lower(): v for k, v in self.headers.items()}, body)
-        self.server.request_log.update(self.record, mode=mode)
+        mode, params = choose(self.lower_headers(), body)
+        self.log_update(mode=mode)
+        if mode in ("close-before-answer", "hang") or failure_status(mode):
+            return self.answer_generation(mode, params, False,
+                                          lambda status: error_for_status(status, body["model"],
+                                                                          params))
+        self.plan = Plan(self.path_only, mode, params, body)
+        return self.answer_plan(body, params)
+
+    def answer_root(self):
+        """HEAD / and GET /: 200 (Claude Code probes HEAD / first)."""
+        if self.command == "HEAD":
+            self.log_update(status=200)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return "answered"
+        data = b"fake upstream\n"
+        self.log_update(status=200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return "answered"
+
+    def parse_json(self, body_bytes):
+        """The request's JSON object, else a 400 in the route's shape."""
+        try:
+            body = json.loads(body_bytes)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise FakeError(400, "We could not parse the JSON body of your request.")
+        return body
+
+    def answer_generation(self, mode, params, stream, failure, make_body=None, make_stream=None,
+                          content="", slow_seconds=0.0):
+        """What every dialect's generating route does with the modes that
+        are not about its answer's shape: failures, hangs, closes, empty
+        answers, cut streams; else sends make_body() or streams
+        make_stream(). failure(status) is the dialect's error for a status."""
         if mode == "close-before-answer":
             return self.close_without_answer()
         if mode == "hang":
             return self.hang()
+        status = failure_status(mode)
+        if status is not None:
+            raise failure(status)
         if mode == "empty":
-            return self.answer_empty(params.get("status", 200))
-        self.plan = Plan(self.path_only, mode, params, body)
-        if mode.startswith("fail-"):
-            raise error_for_mode(self.plan)
-        return self.answer_plan(body)
+            return self.send_empty(stream, int(params["status"]) if "status" in params else None)
+        if stream:
+            return self.stream_answer(make_stream(), mode, params)
+        if mode == "stream-error":
+            raise failure(500)
+        self.wait(slow_seconds)
+        if mode in ("stream-hang", "stream-endless"):
+            return self.hang()
+        value = make_body()
+        self.log_update(usage_sent="usage" in value and value["usage"] is not None,
+                        content_sent=content)
+        if mode == "stream-close":
+            return self.send_half_and_close(value)
+        self.send_json(200, value)
+        return "answered"
+
+    def send_empty(self, stream, status=None):
+        """200 with nothing in it: an empty JSON body, or a stream with no event;
+        with a status: the status line and headers only, Content-Length: 0, no type."""
+        if status is not None and status < 200:
+            raise FakeError(400, "fake upstream: status must be in [200, 599], not %d" % status)
+        if status is not None:
+            self.log_update(status=status)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.common_headers()
+            self.end_headers()
+            return "answered"
+        self.log_update(status=200, stream=stream)
+        self.send_response(200)
+        if stream:
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "0")
+        self.common_headers()
+        self.end_headers()
+        if stream:
+            self.write(b"0\r\n\r\n")
+        return "answered"
+
+    def send_half_and_close(self, value):
+        """The head and the first half of the body, then the connection closes."""
+        data = compact(value).encode()
+        self.log_update(status=200)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.common_headers()
+        self.end_headers()
+        self.write(data[:len(data) // 2])
+        return self.close_without_answer()
 
     def answer_model(self, model_id):
         mode, _ = parse_model(model_id)
@@ -700,17 +827,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise FakeError(400, "you must provide a model parameter")
         return body
 
-    def answer_empty(self, status):
-        """The status line and headers only: Content-Length: 0, no type."""
-        if status < 200:
-            raise FakeError(400, "fake upstream: status must be in [200, 599], not %d" % status)
-        self.server.request_log.update(self.record, status=status)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.common_headers()
-        self.end_headers()
-        return "answered"
-
     def close_without_answer(self):
         self.close_connection = True
         try:
@@ -726,13 +842,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_without_answer()
         return "hang_timeout"
 
-    def answer_plan(self, body):
+    def answer_plan(self, body, params):
         plan = self.plan
-        if plan.stream and plan.route != "/v1/embeddings":
-            return self.stream_answer()
-        self.wait(plan.delay_seconds * plan.chunks)
-        if plan.mode == "stream-hang":
-            return self.hang()
+        return self.answer_generation(
+            "stream-error" if plan.mode == "failed" else plan.mode, params,
+            plan.stream and plan.route != "/v1/embeddings",
+            lambda status: error_for_status(status, plan.model, params),
+            make_body=lambda: self.openai_body(body),
+            make_stream=lambda: Stream(plan, self.record["id"]),
+            content=plan.text(0) if plan.route != "/v1/embeddings" else "",
+            slow_seconds=plan.delay_seconds * plan.chunks)
+
+    def openai_body(self, body):
+        plan = self.plan
         answer_id = "%s-fake-%d" % ("chatcmpl" if plan.route == "/v1/chat/completions"
                                     else "cmpl", self.record["id"])
         if plan.route == "/v1/chat/completions":
@@ -741,66 +863,86 @@ class Handler(http.server.BaseHTTPRequestHandler):
             value = text_completion(plan, answer_id, int(time.time()))
         else:
             value = embeddings(plan, body)
-        content = plan.text(0) if plan.route != "/v1/embeddings" else ""
-        self.server.request_log.update(self.record, usage_sent=plan.send_usage,
-                                       content_sent=content)
-        self.send_json(200, value)
-        return "answered"
+        return value
 
     # -- streams
 
-    def stream_answer(self):
-        plan = self.plan
-        self.server.request_log.update(self.record, status=200, stream=True)
+    def stream_answer(self, stream, mode, params):
+        """Sends stream.events() as they are made: a pause before each
+        content event; in a CUT_MODES mode only the first stream.cut_after
+        content events, then the cut."""
+        self.log_update(status=200, stream=True)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache")
         self.common_headers()
         self.end_headers()
-        stream = Stream(plan, self.record["id"])
-        events = stream.events()
-        hang_after = None
-        if plan.mode == "stream-hang":
-            hang_after = stream.lead_events + (plan.chunks + 1) // 2 * plan.choices
-        for number, (event, content) in enumerate(events):
-            if hang_after is not None and number == hang_after:
-                return self.hang()
+        pause = delay_seconds(mode, params)
+        cut = stream.cut_after if mode in CUT_MODES else None
+        contents = 0
+        for number, event in enumerate(stream.events()):
+            if cut is not None and contents >= cut and event.kind != "lead":
+                return self.cut_stream(stream, mode, params)
             if number > 0:
-                self.wait(plan.delay_seconds if stream.is_content(number) else 0)
-            self.send_event(event, content)
+                self.wait(pause if event.kind == "content" else 0)
+            self.send_event(event)
+            contents += event.kind == "content"
         self.write(b"0\r\n\r\n")
         return "stream_complete"
 
-    def send_event(self, event, content):
-        data = b"data: " + (event if isinstance(event, bytes) else compact(event).encode()) \
-            + b"\n\n"
+    def cut_stream(self, stream, mode, params):
+        if mode == "stream-hang":
+            return self.hang()
+        if mode == "stream-close":
+            return self.close_without_answer()
+        if mode == "stream-error":
+            for event in stream.error_events():
+                self.send_event(event)
+            self.write(b"0\r\n\r\n")
+            return "stream_error"
+        return self.keep_alive_forever(stream, params)
+
+    def keep_alive_forever(self, stream, params):
+        """stream-endless: a keep-alive every delay_ms (default 100) until
+        the client goes, the server stops or the hang limit passes."""
+        interval = params.get("delay_ms", ENDLESS_DELAY_MS_DEFAULT) / 1000.0
+        deadline = time.monotonic() + self.server.hang_seconds_max
+        while time.monotonic() < deadline:
+            self.wait(max(interval, POLL_SECONDS))
+            self.send_event(stream.keep_alive())
+        self.close_without_answer()
+        return "hang_timeout"
+
+    def send_event(self, event):
+        data = sse_bytes(event)
         self.write(b"%x\r\n%s\r\n" % (len(data), data))
         record = self.record
         updates = {"chunks_sent": record["chunks_sent"] + 1}
-        if content:
-            updates["content_sent"] = record["content_sent"] + content
-        if isinstance(event, dict) and event.get("usage"):
+        if event.name is not None:
+            self.server.request_log.append(record, "events_sent", event.name)
+        if event.content:
+            updates["content_sent"] = record["content_sent"] + event.content
+        if event.usage:
             updates["usage_sent"] = True
-        if event == b"[DONE]":
+        if event.done:
             updates["done_sent"] = True
         self.server.request_log.update(record, **updates)
 
 
 class Stream:
-    """The SSE events of one streamed answer, in order, each with the text
-    it adds to choice 0."""
+    """The SSE events of one streamed answer, in order: the role chunks
+    (chat), the content chunks, the finish chunks, the usage chunk (when
+    asked for), [DONE]."""
 
     def __init__(self, plan, record_id):
         self.plan = plan
         self.chat = plan.route == "/v1/chat/completions"
         self.answer_id = "%s-fake-%d" % ("chatcmpl" if self.chat else "cmpl", record_id)
         self.created = int(time.time())
-        self.lead_events = plan.choices if self.chat else 0
-
-    def is_content(self, number):
-        first = self.lead_events
-        return first <= number < first + self.plan.chunks * self.plan.choices
+        # a cut stream stops after the first half (rounded up) of the
+        # content chunks of every choice
+        self.cut_after = (plan.chunks + 1) // 2 * plan.choices
 
     def chunk(self, choice, delta=None, text=None, finish_reason=None):
         if self.chat:
@@ -822,22 +964,31 @@ class Stream:
         plan = self.plan
         if self.chat:
             for c in range(plan.choices):
-                yield self.chunk(c, delta={"role": "assistant", "content": "",
-                                           "refusal": None}), ""
+                yield Event(None, self.chunk(c, delta={"role": "assistant", "content": "",
+                                                       "refusal": None}))
         pieces = [plan.pieces(c) for c in range(plan.choices)]
         for j in range(plan.chunks):
             for c in range(plan.choices):
                 piece = pieces[c][j]
                 value = self.chunk(c, delta={"content": piece}, text=piece)
-                yield value, piece if c == 0 else ""
+                yield Event(None, value, piece if c == 0 else "", "content")
         for c in range(plan.choices):
-            yield self.chunk(c, delta={}, text="", finish_reason=plan.finish_reason), ""
+            yield Event(None, self.chunk(c, delta={}, text="", finish_reason=plan.finish_reason),
+                        kind="tail")
         if plan.include_usage:
             value = self.chunk(0)
             value["choices"] = []
             value["usage"] = plan.usage()
-            yield value, ""
-        yield b"[DONE]", ""
+            yield Event(None, value, kind="tail", usage=True)
+        yield Event(None, b"[DONE]", kind="tail", done=True)
+
+    def error_events(self):
+        """What a stream-error stream sends after its first half."""
+        error = error_for_status(500, self.plan.model, {})
+        return [Event(None, error.body, kind="tail")]
+
+    def keep_alive(self):
+        return Event(None, b"", kind="tail")
 
 
 # -- the server ----------------------------------------------------------------
@@ -851,6 +1002,7 @@ class Server(http.server.ThreadingHTTPServer):
         self.request_log = request_log
         self.api_key = api_key
         self.hang_seconds_max = hang_seconds_max
+        self.responses = fake_responses.Store()
         self.stopping = threading.Event()
         self._connections = set()
         self._connections_lock = threading.Lock()
@@ -895,10 +1047,9 @@ class FakeUpstream:
     def clear(self):
         return self._log.clear()
 
-    def wait_for(self, predicate, timeout_s=30.0):
+    def wait_for(self, predicate, timeout_s=5.0):
         """Waits until predicate(requests()) is true; returns the requests.
-        Raises AssertionError with the log on timeout (long: a busy machine
-        may take a while, and it costs nothing when the condition comes)."""
+        Raises AssertionError with the log on timeout."""
         deadline = time.monotonic() + timeout_s
         while True:
             records = self.requests()

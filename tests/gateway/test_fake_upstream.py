@@ -86,6 +86,31 @@ class RawResponse:
                 return events
             events.append(event)
 
+    def named_event(self):
+        """The next SSE event, checked to fill exactly one HTTP chunk:
+        (name, parsed data), ("", data) for a data-only one, (":", text) for
+        a comment, or None after the last chunk."""
+        data = self.chunk()
+        if data == b"":
+            return None
+        assert data.endswith(b"\n\n"), data
+        text = data[:-2].decode()
+        if text.startswith(":"):
+            return ":", text
+        name = ""
+        if text.startswith("event: "):
+            name, _, text = text[len("event: "):].partition("\n")
+        assert text.startswith("data: ") and "\n" not in text, data
+        return name, json.loads(text[len("data: "):])
+
+    def named_events(self):
+        events = []
+        while True:
+            event = self.named_event()
+            if event is None:
+                return events
+            events.append(event)
+
     def close(self):
         self.file.close()
         self.sock.close()
@@ -568,6 +593,370 @@ class Log(FakeUpstreamTest):
         with urllib.request.urlopen(request, timeout=5) as response:
             self.assertEqual(json.loads(response.read()), {"cleared": 1})
         self.assertEqual(self.get("/_fake/requests")[1], {"requests": []})
+
+
+MESSAGES = "/v1/messages"
+RESPONSES = "/v1/responses"
+ANTHROPIC = {"x-api-key": "sk-ant-fake", "anthropic-version": "2023-06-01"}
+
+
+def messages_body(model="fake-normal", text="one two three", **extra):
+    return dict({"model": model, "max_tokens": 1000,
+                 "messages": [{"role": "user", "content": text}]}, **extra)
+
+
+def anthropic_usage(input_tokens, output_tokens, read=0, write_5m=0, write_1h=0):
+    return {"input_tokens": input_tokens, "cache_creation_input_tokens": write_5m + write_1h,
+            "cache_read_input_tokens": read,
+            "cache_creation": {"ephemeral_5m_input_tokens": write_5m,
+                               "ephemeral_1h_input_tokens": write_1h},
+            "output_tokens": output_tokens, "service_tier": "standard"}
+
+
+def responses_usage(input_tokens, output_tokens, cached=0, reasoning=0):
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input_tokens + output_tokens}
+
+
+class AnthropicMessages(FakeUpstreamTest):
+    def test_stream_sends_anthropics_event_sequence_with_cumulative_usage(self):
+        """A Messages stream: message_start with input and cache usage, thinking, text and
+        tool_use blocks, ping after the first block start, cumulative message_deltas."""
+        body = messages_body("fake-normal:completion_tokens=4:reasoning_tokens=2:tool_calls=1"
+                             ":cached_tokens=30:cache_write_5m=20:cache_write_1h=10"
+                             ":message_deltas=3", stream=True,
+                             tools=[{"name": "Bash", "description": "runs it",
+                                     "input_schema": {"type": "object"}}])
+        response = RawResponse(self.port, MESSAGES + "?beta=true", body,
+                               dict(ANTHROPIC, **{"anthropic-beta": "b1,b2"}))
+        self.assertEqual(response.headers["content-type"], "text/event-stream; charset=utf-8")
+        events = response.named_events()
+        response.close()
+        names = [name for name, _ in events]
+        self.assertEqual(names, ["message_start", "content_block_start", "ping"]
+                         + ["content_block_delta"] * 3 + ["content_block_stop",
+                                                          "content_block_start"]
+                         + ["content_block_delta"] * 4 + ["content_block_stop",
+                                                          "content_block_start"]
+                         + ["content_block_delta"] * 3 + ["content_block_stop"]
+                         + ["message_delta"] * 3 + ["message_stop"])
+        for name, data in events:
+            self.assertEqual(data["type"], name)
+        start = events[0][1]["message"]
+        self.assertEqual((start["id"], start["role"], start["content"], start["stop_reason"]),
+                         ("msg_fake_%d" % self.only_record()["id"], "assistant", [], None))
+        self.assertEqual(start["usage"], anthropic_usage(5, 1, 30, 20, 10))
+        self.assertEqual([e[1]["content_block"]["type"] for e in events
+                          if e[0] == "content_block_start"], ["thinking", "text", "tool_use"])
+        self.assertEqual(events[13][1]["content_block"]["name"], "Bash")
+        deltas = [e[1]["delta"] for e in events if e[0] == "content_block_delta"]
+        self.assertEqual([d["type"] for d in deltas],
+                         ["thinking_delta"] * 2 + ["signature_delta"] + ["text_delta"] * 4
+                         + ["input_json_delta"] * 3)
+        self.assertEqual("".join(d.get("text", "") for d in deltas), " ".join(WORDS[:4]))
+        self.assertEqual(json.loads("".join(d.get("partial_json", "") for d in deltas)),
+                         {"word": "alpha"})
+        total = 4 + 2 + 5  # text, thinking, one tool call
+        usages = [e[1]["usage"] for e in events if e[0] == "message_delta"]
+        self.assertEqual([u["output_tokens"] for u in usages], [4, 8, total])
+        self.assertEqual(usages[-1], {"input_tokens": 5, "cache_creation_input_tokens": 30,
+                                      "cache_read_input_tokens": 30, "output_tokens": total})
+        self.assertEqual(events[-2][1]["delta"], {"stop_reason": "tool_use",
+                                                  "stop_sequence": None})
+        record = self.ended_record()
+        self.assertEqual((record["path"], record["query"]), (MESSAGES + "?beta=true",
+                                                            {"beta": "true"}))
+        self.assertEqual((record["headers"]["x-api-key"], record["headers"]["anthropic-version"],
+                          record["headers"]["anthropic-beta"]),
+                         ("sk-ant-fake", "2023-06-01", "b1,b2"))
+        self.assertEqual(record["events_sent"], names)
+        self.assertEqual((record["end"], record["content_sent"], record["usage_sent"],
+                          record["done_sent"], record["chunks_sent"]),
+                         ("stream_complete", " ".join(WORDS[:4]), True, True, len(events)))
+
+    def test_message_not_streamed_and_max_tokens(self):
+        """A non-streamed message has Anthropic's shape; max_tokens cuts the text and
+        says max_tokens."""
+        status, headers, body = self.post(MESSAGES, messages_body(
+            "fake-cached:cached_tokens=9:cache_write_5m=3", system="be brief"), ANTHROPIC)
+        self.assertEqual(status, 200)
+        record = self.only_record()
+        self.assertEqual(headers["request-id"], "req_fake_%d" % record["id"])
+        self.assertEqual(body, {
+            "id": "msg_fake_%d" % record["id"], "type": "message", "role": "assistant",
+            "model": "fake-cached:cached_tokens=9:cache_write_5m=3",
+            "content": [{"type": "text", "text": " ".join(WORDS[:7])}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": anthropic_usage(5, 7, read=9, write_5m=3)})
+        _, _, capped = self.post(MESSAGES, messages_body(
+            "fake-normal:reasoning_tokens=2", max_tokens=5), ANTHROPIC)
+        self.assertEqual([b["type"] for b in capped["content"]], ["thinking", "text"])
+        self.assertEqual(capped["content"][1]["text"], "alpha bravo charlie")
+        self.assertEqual((capped["stop_reason"], capped["usage"]["output_tokens"]),
+                         ("max_tokens", 5))
+
+    def test_count_tokens_and_the_root(self):
+        """count_tokens counts the words of system, messages and tools; HEAD / and GET /
+        answer 200."""
+        status, _, body = self.post(MESSAGES + "/count_tokens", {
+            "model": "claude-x", "system": [{"type": "text", "text": "a b"}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "c d e"}]}],
+            "tools": [{"name": "t", "description": "f g"}]}, ANTHROPIC)
+        self.assertEqual((status, body), (200, {"input_tokens": 7}))
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        conn.request("HEAD", "/")
+        head = conn.getresponse()
+        self.assertEqual((head.status, head.read()), (200, b""))
+        conn.request("GET", "/")
+        self.assertEqual(conn.getresponse().status, 200)
+        conn.close()
+        self.assertEqual([(r["method"], r["path"], r["status"]) for r in self.upstream.requests()],
+                         [("POST", MESSAGES + "/count_tokens", 200), ("HEAD", "/", 200),
+                          ("GET", "/", 200)])
+
+    def test_errors_have_anthropics_shape_and_retry_headers(self):
+        """fail modes, a missing anthropic-version or max_tokens, and an unknown route answer
+        {"type": "error", ...}; 429 and 529 say when to retry, should_retry sets x-should-retry."""
+        status, headers, body = self.post(MESSAGES, messages_body(
+            "fake-fail-429:retry_after_ms=2500:should_retry=0", stream=True), ANTHROPIC)
+        record = self.only_record()
+        self.assertEqual((status, body), (429, {"type": "error", "error": {
+            "type": "rate_limit_error", "message": "This request would exceed the rate limit "
+            "for your organization of 1 requests per minute."},
+            "request_id": "req_fake_%d" % record["id"]}))
+        self.assertEqual((headers["retry-after"], headers["retry-after-ms"],
+                          headers["x-should-retry"]), ("3", "2500", "false"))
+        expected = {"fake-fail-529": (529, "overloaded_error"),
+                    "fake-fail-500": (500, "api_error"),
+                    "fake-fail-401": (401, "authentication_error"),
+                    "fake-fail-413": (413, "request_too_large"),
+                    "fake-stream-error": (500, "api_error")}
+        for model, (want_status, kind) in expected.items():
+            got, headers, body = self.post(MESSAGES, messages_body(model), ANTHROPIC)
+            self.assertEqual((got, body["type"], body["error"]["type"]),
+                             (want_status, "error", kind), model)
+            self.assertEqual("retry-after" in headers, want_status == 529, model)
+        got, _, body = self.post(MESSAGES, messages_body(), {"x-api-key": "k"})
+        self.assertEqual((got, body["error"]["message"]),
+                         (400, "anthropic-version: header is required"))
+        got, _, body = self.post(MESSAGES, {"model": "m", "messages": []}, ANTHROPIC)
+        self.assertEqual((got, body["error"]["type"]), (400, "invalid_request_error"))
+        got, _, body = self.post("/v1/messages/batches", messages_body(), ANTHROPIC)
+        self.assertEqual((got, body["error"]["type"]), (404, "not_found_error"))
+
+    def test_stream_error_sends_an_error_event_after_half(self):
+        """stream-error: half the text deltas, then `event: error` (overloaded), then the end."""
+        response = RawResponse(self.port, MESSAGES, messages_body(
+            "fake-stream-error:completion_tokens=5", stream=True), ANTHROPIC)
+        events = response.named_events()
+        response.close()
+        self.assertEqual([name for name, _ in events],
+                         ["message_start", "content_block_start", "ping"]
+                         + ["content_block_delta"] * 3 + ["error"])
+        self.assertEqual(events[-1][1], {"type": "error", "error": {
+            "type": "overloaded_error", "message": "Overloaded"}})
+        record = self.ended_record()
+        self.assertEqual((record["end"], record["content_sent"], record["usage_sent"]),
+                         ("stream_error", "alpha bravo charlie", False))
+
+    def test_stream_close_and_stream_endless(self):
+        """stream-close ends the connection mid-stream; stream-endless sends pings until the
+        client goes."""
+        response = RawResponse(self.port, MESSAGES, messages_body(
+            "fake-stream-close:completion_tokens=4", stream=True), ANTHROPIC)
+        names = [response.named_event()[0] for _ in range(5)]
+        self.assertEqual(response.file.readline(), b"", "closed without the last chunk")
+        response.close()
+        self.assertEqual(names[-1], "content_block_delta")
+        record = self.ended_record()
+        self.assertEqual((record["end"], record["content_sent"]), ("closed", "alpha bravo"))
+        self.upstream.clear()
+        response = RawResponse(self.port, MESSAGES, messages_body(
+            "fake-stream-endless:completion_tokens=2:delay_ms=10", stream=True), ANTHROPIC)
+        events = [response.named_event() for _ in range(10)]
+        response.close()
+        self.assertEqual([name for name, _ in events[3:]],
+                         ["content_block_delta"] + ["ping"] * 6)
+        record = self.ended_record()
+        self.assertEqual((record["end"], record["done_sent"]), ("client_gone", False))
+
+    def test_key_as_x_api_key_or_bearer(self):
+        """With a key set, Anthropic routes take it as x-api-key or as a bearer token."""
+        with fake_upstream.start(api_key="sk-right") as upstream:
+            for headers, status in (({"x-api-key": "sk-wrong"}, 401),
+                                    ({"x-api-key": "sk-right"}, 200),
+                                    ({"Authorization": "Bearer sk-right"}, 200), ({}, 401)):
+                conn = http.client.HTTPConnection("127.0.0.1", upstream.port, timeout=5)
+                conn.request("POST", MESSAGES, json.dumps(messages_body()),
+                             dict(headers, **{"anthropic-version": "2023-06-01"}))
+                response = conn.getresponse()
+                body = json.loads(response.read())
+                conn.close()
+                self.assertEqual(response.status, status, headers)
+                if status == 401:
+                    self.assertEqual(body["error"]["type"], "authentication_error")
+
+
+class OpenAIResponses(FakeUpstreamTest):
+    def test_stream_sends_the_responses_event_sequence(self):
+        """A Responses stream: created, in_progress, a reasoning item, the message's part and
+        deltas, a function call, completed with the usage; sequence numbers in order."""
+        body = {"model": "fake-normal:completion_tokens=3:reasoning_tokens=4:cached_tokens=2"
+                ":tool_calls=1", "input": "one two three", "instructions": "four",
+                "stream": True, "tools": [{"type": "function", "name": "shell",
+                                           "description": "five", "parameters": {}}]}
+        response = RawResponse(self.port, RESPONSES, body, {"Authorization": "Bearer sk"})
+        events = response.named_events()
+        response.close()
+        names = [name for name, _ in events]
+        self.assertEqual(names, [
+            "response.created", "response.in_progress", "response.output_item.added",
+            "response.output_item.done", "response.output_item.added",
+            "response.content_part.added"] + ["response.output_text.delta"] * 3 + [
+            "response.output_text.done", "response.content_part.done",
+            "response.output_item.done", "response.output_item.added"]
+            + ["response.function_call_arguments.delta"] * 2 + [
+            "response.function_call_arguments.done", "response.output_item.done",
+            "response.completed"])
+        self.assertEqual([data["sequence_number"] for _, data in events],
+                         list(range(len(events))))
+        for name, data in events:
+            self.assertEqual(data["type"], name)
+        created = events[0][1]["response"]
+        record = self.only_record()
+        self.assertEqual((created["id"], created["status"], created["usage"], created["output"]),
+                         ("resp_fake_%d" % record["id"], "in_progress", None, []))
+        self.assertEqual("".join(d["delta"] for n, d in events
+                                 if n == "response.output_text.delta"), "alpha bravo charlie")
+        final = events[-1][1]["response"]
+        self.assertEqual(final["status"], "completed")
+        self.assertEqual([item["type"] for item in final["output"]],
+                         ["reasoning", "message", "function_call"])
+        self.assertEqual(final["output"][2]["name"], "shell")
+        self.assertEqual(final["usage"], responses_usage(5, 3 + 4 + 5, cached=2, reasoning=4))
+        record = self.ended_record()
+        self.assertEqual((record["end"], record["content_sent"], record["usage_sent"],
+                          record["done_sent"]),
+                         ("stream_complete", "alpha bravo charlie", True, True))
+
+    def test_not_streamed_incomplete_and_failed(self):
+        """The body is the completed response; max_output_tokens makes it incomplete; failed
+        streams half the text then response.failed with the usage of what was sent."""
+        status, _, body = self.post(RESPONSES, {"model": "fake-cached", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "a b c d"}]}]})
+        self.assertEqual((status, body["object"], body["status"]), (200, "response", "completed"))
+        self.assertEqual(body["output"][0]["content"][0]["text"], " ".join(WORDS[:7]))
+        self.assertEqual(body["usage"], responses_usage(4, 7, cached=2))
+        _, _, capped = self.post(RESPONSES, {"model": "m", "input": "x", "max_output_tokens": 3})
+        self.assertEqual((capped["status"], capped["incomplete_details"],
+                          capped["usage"]["output_tokens"]),
+                         ("incomplete", {"reason": "max_output_tokens"}, 3))
+        response = RawResponse(self.port, RESPONSES, {
+            "model": "fake-incomplete:completion_tokens=2", "input": "x", "stream": True})
+        last = response.named_events()[-1]
+        response.close()
+        self.assertEqual((last[0], last[1]["response"]["status"]),
+                         ("response.incomplete", "incomplete"))
+        response = RawResponse(self.port, RESPONSES, {
+            "model": "fake-failed:completion_tokens=5", "input": "x", "stream": True})
+        events = response.named_events()
+        response.close()
+        self.assertEqual([n for n, _ in events[-4:]], ["response.output_text.delta"] * 3
+                         + ["response.failed"])
+        failed = events[-1][1]["response"]
+        self.assertEqual((failed["status"], failed["error"]["code"]), ("failed", "server_error"))
+        self.assertEqual(failed["usage"], responses_usage(1, 3))
+
+    def test_stream_error_event_keeps_the_sequence(self):
+        """stream-error: half the deltas, then an `error` event with the next sequence number."""
+        response = RawResponse(self.port, RESPONSES, {
+            "model": "fake-stream-error:completion_tokens=4", "input": "x", "stream": True})
+        events = response.named_events()
+        response.close()
+        self.assertEqual([n for n, _ in events[-3:]], ["response.output_text.delta"] * 2
+                         + ["error"])
+        self.assertEqual([data["sequence_number"] for _, data in events],
+                         list(range(len(events))))
+        self.assertEqual(events[-1][1]["code"], "server_error")
+        self.assertEqual(self.ended_record()["end"], "stream_error")
+
+    def test_input_tokens_and_stored_responses(self):
+        """input_tokens counts; a stored response can be read, listed, deleted; cancel works
+        only for background ones; store false keeps nothing."""
+        _, _, count = self.post(RESPONSES + "/input_tokens", {
+            "model": "m", "input": "a b c", "instructions": "d"})
+        self.assertEqual(count, {"object": "response.input_tokens", "input_tokens": 4})
+        _, _, made = self.post(RESPONSES, {"model": "m", "input": [
+            {"role": "user", "content": "one"}, {"role": "user", "content": "two"}]})
+        rid = made["id"]
+        self.assertEqual(self.get(RESPONSES + "/" + rid), (200, made))
+        _, items = self.get(RESPONSES + "/%s/input_items" % rid)
+        self.assertEqual([i["content"] for i in items["data"]], ["two", "one"])
+        _, items = self.get(RESPONSES + "/%s/input_items?order=asc" % rid)
+        self.assertEqual(([i["content"] for i in items["data"]], items["has_more"]),
+                         (["one", "two"], False))
+        status, _, refused = self.post(RESPONSES + "/%s/cancel" % rid, {})
+        self.assertEqual((status, refused["error"]["type"]), (400, "invalid_request_error"))
+        _, _, queued = self.post(RESPONSES, {"model": "m", "input": "x", "background": True})
+        self.assertEqual((queued["status"], queued["usage"]), ("queued", None))
+        _, _, cancelled = self.post(RESPONSES + "/%s/cancel" % queued["id"], {})
+        self.assertEqual(cancelled["status"], "cancelled")
+        request = urllib.request.Request(self.upstream.url + RESPONSES + "/" + rid,
+                                         method="DELETE")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            self.assertEqual(json.loads(response.read()), {
+                "id": rid, "object": "response.deleted", "deleted": True})
+        _, _, unstored = self.post(RESPONSES, {"model": "m", "input": "x", "store": False})
+        for gone in (rid, unstored["id"]):
+            with self.assertRaises(urllib.error.HTTPError) as caught:
+                self.get(RESPONSES + "/" + gone)
+            self.assertEqual(caught.exception.code, 404)
+
+    def test_errors_have_openais_shape(self):
+        """fail modes and bad requests on /v1/responses answer OpenAI's error object."""
+        status, headers, body = self.post(RESPONSES, {"model": "fake-fail-429:should_retry=1",
+                                                      "input": "x"})
+        self.assertEqual((status, body["error"]["code"], headers["retry-after-ms"],
+                          headers["x-should-retry"]), (429, "rate_limit_exceeded", "1000", "true"))
+        status, _, body = self.post(RESPONSES, {"model": "m"})
+        self.assertEqual((status, body["error"]["param"]), (400, "input"))
+        status, _, body = self.post(RESPONSES, {"model": "fake-fail-503", "input": "x"})
+        self.assertEqual((status, set(body["error"])), (503, {"message", "type", "param", "code"}))
+
+
+class CommonModes(FakeUpstreamTest):
+    def test_empty_answers(self):
+        """empty: 200 with no body, or a stream with no event, on every route."""
+        for path, body, headers in ((CHAT, chat_body("fake-empty"), {}),
+                                    (MESSAGES, messages_body("fake-empty"), ANTHROPIC),
+                                    (RESPONSES, {"model": "fake-empty", "input": "x"}, {})):
+            response = RawResponse(self.port, path, body, headers)
+            self.assertEqual((response.status, response.headers["content-length"]), (200, "0"))
+            response.close()
+            response = RawResponse(self.port, path, dict(body, stream=True), headers)
+            self.assertEqual((response.status, response.named_events()), (200, []))
+            response.close()
+
+    def test_chat_stream_close_and_error(self):
+        """On chat completions too: stream-close cuts the connection after half the
+        chunks, stream-error sends an error chunk; stream-close without stream sends half
+        a body."""
+        response = RawResponse(self.port, CHAT, chat_body("fake-stream-close:chunks=4",
+                                                          stream=True))
+        self.assertEqual(len([response.event() for _ in range(3)]), 3)
+        self.assertEqual(response.file.readline(), b"")
+        response.close()
+        self.assertEqual(self.ended_record()["end"], "closed")
+        response = RawResponse(self.port, CHAT, chat_body("fake-stream-error:chunks=2",
+                                                          stream=True))
+        events = response.events()
+        response.close()
+        self.assertEqual(events[-1]["error"]["type"], "server_error")
+        self.assertEqual(len(events), 3)
+        with self.assertRaises(http.client.IncompleteRead):
+            self.post(CHAT, chat_body("fake-stream-close"))
 
 
 def line_count(path):
