@@ -442,6 +442,10 @@ struct mem_backend {
 
     uint64_t overage_denied;
     uint64_t expired_holds;
+
+    /* Told of freed capacity (backend.h, watch); NULL: nobody listens. */
+    backend_freed_fn freed;
+    void *freed_context;
 };
 
 /* mem_limits.c */
@@ -476,6 +480,9 @@ void mem_limit_destroy(struct mem_backend *b, struct mem_limit *limit);
 bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit);
 /* Full invariant check (sums, order); asserts. */
 void mem_limit_check(struct mem_backend *b, struct mem_limit *limit);
+/* Tells the listener (if any) that capacity may have come back on the
+ * limit, with what it has left now. */
+void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms);
 
 int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
                   struct limit_state *state_out, char *error, size_t error_size);
