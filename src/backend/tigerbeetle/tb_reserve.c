@@ -368,13 +368,18 @@ static void chain_done(struct tbc_item *item)
  * the limit's account holds in pending transfers (cluster-wide), which a
  * complete or release anywhere may free. */
 static void denial_add(struct tb_backend *b, const struct tb_lease_hold *hold, uint64_t shortfall,
-                       uint64_t pending, int64_t now_ms, struct reserve_result *result)
+                       uint64_t pending, bool short_now, int64_t now_ms,
+                       struct reserve_result *result)
 {
     int64_t fits_at_ms;
     int64_t r = tb_registry_retry_after(b, hold->limit, shortfall, hold->period_start_ms, now_ms,
                                         &fits_at_ms);
-    /* Budgets: what is committed comes back only with the next period. */
-    int64_t may_fit_at_ms = pending >= shortfall ? now_ms : fits_at_ms;
+    /* Budgets: what is committed comes back only with the next period. A
+     * hold that fits by the accounts read after the chain failed (a
+     * release landed in between) may fit now. */
+    int64_t may_fit_at_ms = !short_now || pending >= shortfall ? now_ms : fits_at_ms;
+    if (!short_now)
+        fits_at_ms = now_ms + 1;
     if (r > result->retry_after_ms)
         result->retry_after_ms = r;
     if (fits_at_ms > result->fits_at_unix_ms)
@@ -423,7 +428,7 @@ static void denial_read(struct tbc_item *item)
             continue;
         uint64_t shortfall =
             short_now ? hold->amount - (uint64_t)(available > 0 ? available : 0) : hold->amount;
-        denial_add(b, hold, shortfall, pending, now_ms, result);
+        denial_add(b, hold, shortfall, pending, short_now, now_ms, result);
     }
     /* denied_index counts request positions, in request order */
     for (uint32_t r = 0; r < job->hold_count; r++) {
