@@ -31,6 +31,7 @@
 #ifndef LLMLIMIT_BACKEND_H
 #define LLMLIMIT_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -356,6 +357,22 @@ struct backend_freed {
  * must be quick, must not block and must not call the backend. */
 typedef void (*backend_freed_fn)(void *context, const struct backend_freed *freed);
 
+/* Who a backend tells of freed capacity (backend_ops.watch). */
+struct backend_watch {
+    backend_freed_fn freed; /* NULL: nobody */
+    void *context;
+    /* NULL, or read before each call: 0 means nobody needs to be told now,
+     * so the backend skips the call and the work of preparing it. */
+    const atomic_uint *listening;
+};
+
+static inline bool backend_watch_wanted(const struct backend_watch *watch)
+{
+    return watch->freed != NULL &&
+           (watch->listening == NULL ||
+            atomic_load_explicit(watch->listening, memory_order_relaxed) != 0);
+}
+
 /* Called once per reserve/complete/release call, when every result is
  * written. May run before the call returns (synchronous backends) or on a
  * backend thread; it must not block. */
@@ -454,10 +471,10 @@ struct backend_ops {
      * by account), false when they are every hold of the limit. */
     bool holds_seen_here_only;
     /* Optional (NULL: the backend tells nobody; waiters then find freed
-     * capacity only by asking again). Sets the function told of freed
-     * capacity (freed NULL: none). When it returns, no call of the previous
-     * function is running or will start. */
-    void (*watch)(struct backend *backend, backend_freed_fn freed, void *context);
+     * capacity only by asking again). Sets who is told of freed capacity
+     * (copied; freed NULL: nobody). When it returns, no call of the
+     * previous one is running or will start. */
+    void (*watch)(struct backend *backend, const struct backend_watch *watch);
 };
 
 /* ---- Calls through the ops (the server, tests and tools use these). */

@@ -327,8 +327,10 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
         snprintf(error, error_size, "cannot start the wait thread");
         return -1;
     }
-    if (backend->ops->watch != NULL)
-        backend->ops->watch(backend, wait_freed, w);
+    if (backend->ops->watch != NULL) {
+        struct backend_watch watch = {wait_freed, w, &w->interest};
+        backend->ops->watch(backend, &watch);
+    }
     *out = w;
     return 0;
 }
@@ -353,7 +355,7 @@ static void close_answer(struct wait *w, struct wait_list *answers)
 void wait_close(struct wait *w)
 {
     if (w->backend->ops->watch != NULL)
-        w->backend->ops->watch(w->backend, NULL, NULL);
+        w->backend->ops->watch(w->backend, &(struct backend_watch){0});
     struct wait_list answers = {0};
     pthread_mutex_lock(&w->mutex);
     close_answer(w, &answers);

@@ -380,9 +380,9 @@ int mem_delete_limit(struct mem_backend *b, const char *key)
     limit->deleted_at_ring_position = b->ring_tail;
     assert(b->live_limit_count > 0);
     b->live_limit_count--;
-    if (b->freed != NULL) { /* its waiters learn it is gone by asking */
+    if (backend_watch_wanted(&b->watch)) { /* its waiters learn it is gone by asking */
         struct backend_freed freed = {.key = limit->node.key, .key_length = limit->node.key_length};
-        b->freed(b->freed_context, &freed);
+        b->watch.freed(b->watch.context, &freed);
     }
     return 0;
 }
@@ -452,7 +452,7 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
 
 void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms)
 {
-    if (b->freed == NULL || limit->deleted)
+    if (limit->deleted || !backend_watch_wanted(&b->watch))
         return;
     struct backend_freed freed = {
         .key = limit->node.key,
@@ -467,7 +467,7 @@ void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t no
         freed.available = limit_available(limit->kind, limit->capacity, limit->reserved,
                                           limit->used, limit->debt);
     }
-    b->freed(b->freed_context, &freed);
+    b->watch.freed(b->watch.context, &freed);
 }
 
 /* ---- tick and invariants ------------------------------------------------- */

@@ -328,6 +328,21 @@ static void fill_states(struct mem_backend *b, const struct reserve_request *req
     }
 }
 
+/* Adds the requirements others wait ahead for (yield_mask) to those that
+ * did not fit, in request order. Off the common path: a plain reserve has
+ * no yield_mask. */
+static void yield_merge(const struct reserve_request *request, struct reserve_result *result)
+{
+    uint64_t denied = request->yield_mask;
+    for (uint32_t k = 0; k < result->denied_count; k++)
+        denied |= UINT64_C(1) << result->denied_index[k];
+    result->denied_count = 0;
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        if ((denied >> i & 1) != 0)
+            result->denied_index[result->denied_count++] = (uint8_t)i;
+    }
+}
+
 /* key: the request's lease id (mem_leases_prefetch has been called on it). */
 static void reserve_one(struct mem_backend *b, const struct reserve_request *request,
                         const struct mem_lease_key *lease_key, int64_t now_ms,
@@ -362,10 +377,11 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
     for (uint32_t i = 0; i < n; i++) {
         periods[i] =
             limits[i]->kind == LIMIT_BUDGET ? mem_limit_period_now(limits[i], now_ms) : NULL;
-        if ((request->yield_mask >> i & 1) != 0 ||
-            !fits(limits[i], request->requirements[i].amount, periods[i]))
+        if (!fits(limits[i], request->requirements[i].amount, periods[i]))
             result->denied_index[result->denied_count++] = (uint8_t)i;
     }
+    if (__builtin_expect(request->yield_mask != 0, 0))
+        yield_merge(request, result);
     if (result->denied_count > 0) {
         deny(b, request, &key, limits, periods, now_ms, result);
         return;
@@ -546,8 +562,7 @@ static void complete_one(struct mem_backend *b, const struct complete_request *r
     }
     lease->state = MEM_LEASE_COMPLETED;
     result->reconciled = true;
-    for (uint32_t j = 0; j < lease->item_count; j++)
-        mem_limit_notify(b, lease->items[j].limit, now_ms);
+    mem_lease_notify(b, lease, now_ms);
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -571,8 +586,7 @@ static void release_one(struct mem_backend *b, const struct release_request *req
             mem_limit_drop_hold(b, item->limit, item->hold_id);
     }
     lease->state = MEM_LEASE_RELEASED;
-    for (uint32_t j = 0; j < lease->item_count; j++)
-        mem_limit_notify(b, lease->items[j].limit, now_ms);
+    mem_lease_notify(b, lease, now_ms);
 }
 
 /* ---- the ops ------------------------------------------------------------- */
@@ -793,13 +807,12 @@ static void mem_op_stats(struct backend *base, struct backend_stats *out)
     pthread_mutex_unlock(&b->mutex);
 }
 
-static void mem_op_watch(struct backend *base, backend_freed_fn freed, void *context)
+static void mem_op_watch(struct backend *base, const struct backend_watch *watch)
 {
     struct mem_backend *b = mem_backend_of(base);
     /* Told under the mutex: once this returns, no call of the old one runs. */
     pthread_mutex_lock(&b->mutex);
-    b->freed = freed;
-    b->freed_context = context;
+    b->watch = *watch;
     pthread_mutex_unlock(&b->mutex);
 }
 

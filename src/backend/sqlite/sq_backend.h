@@ -122,8 +122,7 @@ struct sq_backend {
     /* Told of freed capacity after each commit (backend.h, watch); the
      * writer calls it under watch_mutex. */
     pthread_mutex_t watch_mutex;
-    backend_freed_fn freed;
-    void *freed_context;
+    struct backend_watch watch;
 };
 
 static inline struct sq_backend *sq_backend_of(struct backend *base)

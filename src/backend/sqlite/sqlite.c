@@ -181,7 +181,7 @@ static void freed_tell(struct sq_backend *backend)
 {
     struct sq_mirror *mirror = &backend->mirror;
     pthread_mutex_lock(&backend->watch_mutex);
-    if (backend->freed != NULL) {
+    if (backend_watch_wanted(&backend->watch)) {
         int64_t now_ms = clock_now_ms(backend->config.clock);
         for (uint32_t i = 0; i < mirror->freed_count; i++) {
             const struct sq_limit *limit = sq_mirror_limit_by_id(mirror, mirror->freed_ids[i]);
@@ -191,11 +191,11 @@ static void freed_tell(struct sq_backend *backend)
             freed.key_length = (uint32_t)strlen(freed.key);
             freed.available_known =
                 !limit->deleted && freed_available(limit, now_ms, &freed.available);
-            backend->freed(backend->freed_context, &freed);
+            backend->watch.freed(backend->watch.context, &freed);
         }
         if (mirror->freed_any) {
             struct backend_freed any = {.key = NULL}; /* too many to tell apart: any limit */
-            backend->freed(backend->freed_context, &any);
+            backend->watch.freed(backend->watch.context, &any);
         }
     }
     pthread_mutex_unlock(&backend->watch_mutex);
@@ -203,12 +203,11 @@ static void freed_tell(struct sq_backend *backend)
     mirror->freed_any = false;
 }
 
-static void sq_watch(struct backend *base, backend_freed_fn freed, void *context)
+static void sq_watch(struct backend *base, const struct backend_watch *watch)
 {
     struct sq_backend *backend = sq_backend_of(base);
     pthread_mutex_lock(&backend->watch_mutex);
-    backend->freed = freed;
-    backend->freed_context = context;
+    backend->watch = *watch;
     pthread_mutex_unlock(&backend->watch_mutex);
 }
 

@@ -288,8 +288,7 @@ struct tb_backend {
     /* Told when a complete or release here freed capacity (backend.h,
      * watch); called under watch_lock. */
     pthread_mutex_t watch_lock;
-    backend_freed_fn freed;
-    void *freed_context;
+    struct backend_watch watch;
 };
 
 static inline struct tb_backend *tb_backend_of(struct backend *base)

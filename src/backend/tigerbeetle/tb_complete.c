@@ -56,10 +56,10 @@ static void tell_freed(struct tb_job *job)
 {
     struct tb_backend *b = job->call->backend;
     pthread_mutex_lock(&b->watch_lock);
-    for (uint32_t i = 0; b->freed != NULL && i < job->hold_count; i++) {
+    for (uint32_t i = 0; backend_watch_wanted(&b->watch) && i < job->hold_count; i++) {
         const struct tb_limit *limit = job->holds[i].limit;
         struct backend_freed freed = {.key = limit->key, .key_length = limit->key_length};
-        b->freed(b->freed_context, &freed);
+        b->watch.freed(b->watch.context, &freed);
     }
     pthread_mutex_unlock(&b->watch_lock);
 }

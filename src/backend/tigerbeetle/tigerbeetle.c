@@ -419,12 +419,11 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
      * which; 0 here. */
 }
 
-static void tb_watch(struct backend *base, backend_freed_fn freed, void *context)
+static void tb_watch(struct backend *base, const struct backend_watch *watch)
 {
     struct tb_backend *b = tb_backend_of(base);
     pthread_mutex_lock(&b->watch_lock);
-    b->freed = freed;
-    b->freed_context = context;
+    b->watch = *watch;
     pthread_mutex_unlock(&b->watch_lock);
 }
 
