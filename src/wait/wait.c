@@ -208,7 +208,7 @@ static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answ
         if (now_ms >= t->deadline_ms)
             wait_deadline(w, t, answers);
         else
-            (void)wait_try_ask(w, t);
+            (void)wait_try_ask(w, t, NULL);
     }
 }
 
@@ -381,6 +381,20 @@ void wait_close(struct wait *w)
     assert(w->heap_count == 0);
     pthread_mutex_unlock(&w->mutex);
     wait_free(w);
+}
+
+void wait_pass(struct wait *w)
+{
+    pthread_mutex_lock(&w->events_mutex);
+    uint64_t target = w->passes + 2; /* a whole pass after this call */
+    while (w->passes < target) {
+        if (!w->kicked) {
+            w->kicked = true;
+            pthread_cond_signal(&w->events_cond);
+        }
+        pthread_cond_wait(&w->idle_cond, &w->events_mutex);
+    }
+    pthread_mutex_unlock(&w->events_mutex);
 }
 
 void wait_quiesce(struct wait *w)

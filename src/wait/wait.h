@@ -141,6 +141,10 @@ void wait_kick(struct wait *wait);
 /* Tests: returns once the thread has handled every event, timer due on the
  * clock now and backend call it made, and found nothing left to do. */
 void wait_quiesce(struct wait *wait);
+/* Tests: returns once the thread has handled the events told and the
+ * timers due on the clock now, and made the backend calls they led to
+ * (which may still be in flight). */
+void wait_pass(struct wait *wait);
 
 struct wait_stats {
     uint32_t waiting; /* reserves in the wait layer (queued, asking, following) */

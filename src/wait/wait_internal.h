@@ -155,8 +155,9 @@ int wait_queue_add(struct wait *w, struct wait_ticket *t, uint32_t requirement);
 void wait_queue_remove(struct wait *w, struct wait_node *node);
 /* The ticket's place in the queue of requirement i, or NULL. */
 struct wait_node *wait_queue_place(const struct wait_ticket *t, uint32_t requirement);
-/* Is someone other than t in the key's queue ahead of t? */
-bool wait_queue_ahead(const struct wait_key *key, const struct wait_ticket *t);
+/* Is someone other than t in the key's queue ahead of t (not counting
+ * those asking the backend, when past_asking)? */
+bool wait_queue_ahead(const struct wait_key *key, const struct wait_ticket *t, bool past_asking);
 /* The first place of the queue in order, or NULL. */
 struct wait_node *wait_queue_first(const struct wait_key *key);
 /* The place after node in the queue's order, or NULL. */

@@ -259,11 +259,17 @@ struct wait_node *wait_queue_after(const struct wait_key *key, const struct wait
     return rest == 0 ? NULL : key->head[p + (uint32_t)__builtin_ctz(rest)];
 }
 
-bool wait_queue_ahead(const struct wait_key *key, const struct wait_ticket *t)
+bool wait_queue_ahead(const struct wait_key *key, const struct wait_ticket *t, bool past_asking)
 {
+    /* The queue is in order: the first other than t (and, past_asking, not
+     * asking) decides. Walking past those asking stops at t at the latest. */
     struct wait_node *first = wait_queue_first(key);
-    if (first != NULL && first->ticket == t)
+    while (first != NULL &&
+           (first->ticket == t || (past_asking && first->ticket->state == WAIT_ASKING))) {
+        if (first->ticket == t && past_asking)
+            return false; /* everyone before t is asking */
         first = wait_queue_after(key, first);
+    }
     return first != NULL && wait_before(first->ticket, t);
 }
 

@@ -36,8 +36,10 @@ void wait_attempt_build(struct wait_ticket *t, int64_t wait_until_ms, uint64_t y
     t->attempt.wait_until_unix_ms = wait_until_ms;
     t->attempt.yield_mask = yield_mask;
     /* What is left after an admission tells how far a wake may go. */
-    if (t->attempt.states == NULL && t->request->requirement_count <= WAIT_TICKET_STATES)
+    if (t->attempt.states == NULL && t->request->requirement_count <= WAIT_TICKET_STATES) {
+        memset(t->states, 0, sizeof t->states); /* unknown unless the backend says */
         t->attempt.states = t->states;
+    }
 }
 
 static struct wait_key *key_of(const struct wait *w, const struct requirement *r)
@@ -55,7 +57,7 @@ uint64_t wait_yield_locked(const struct wait *w, const struct reserve_request *r
             continue;
         /* A ticket with an arrival is behind earlier ones of its priority;
          * a plain request is behind everyone of its priority or better. */
-        bool ahead = self != NULL ? wait_queue_ahead(k, self)
+        bool ahead = self != NULL ? wait_queue_ahead(k, self, false)
                                   : wait_queue_first(k)->ticket->priority <= priority;
         if (ahead)
             mask |= UINT64_C(1) << i;
@@ -325,7 +327,7 @@ void wait_deadline(struct wait *w, struct wait_ticket *t, struct wait_list *answ
     wait_work_push(w, t, WAIT_WORK_ATTEMPT);
 }
 
-bool wait_try_ask(struct wait *w, struct wait_ticket *t)
+bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *counted)
 {
     assert(t->state == WAIT_QUEUED);
     if (w->closing)
@@ -333,7 +335,7 @@ bool wait_try_ask(struct wait *w, struct wait_ticket *t)
     bool blocked = false;
     for (uint32_t i = 0; i < t->request->requirement_count; i++) {
         const struct wait_key *k = key_of(w, &t->request->requirements[i]);
-        if (k == NULL || !wait_queue_ahead(k, t))
+        if (k == NULL || !wait_queue_ahead(k, t, k == counted))
             continue;
         /* Someone is ahead on that limit: wait there too, behind them
          * (out of memory, it still waits: its deadline stands). */
@@ -369,7 +371,7 @@ void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t avail
         assert(t->state == WAIT_QUEUED);
         if (known && available < amount)
             return; /* only waiters that can fit are woken */
-        if (!wait_try_ask(w, t) || !known)
+        if (!wait_try_ask(w, t, known ? k : NULL) || !known)
             return; /* blocked keeps its place; unknown: the head alone */
         available -= amount;
         n = next;
@@ -406,7 +408,7 @@ static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_
         t->wake_at_ms = wake_at(w, t, r, now_of(w));
         promote(w, t, RESERVE_WAIT_CANCELLED, answers);
         if (freed_since(w, f))
-            wait_try_ask(w, f); /* capacity came back while t was asking */
+            wait_try_ask(w, f, NULL); /* capacity came back while t was asking */
         return;
     }
     leave_queues(w, t, NULL);
@@ -460,7 +462,7 @@ void wait_settle(struct wait *w, struct wait_ticket *t, struct wait_list *answer
     t->wake_at_ms = wake_at(w, t, r, now_ms);
     wait_timer_set(w, t, t->wake_at_ms < t->deadline_ms ? t->wake_at_ms : t->deadline_ms);
     if (freed_since(w, t))
-        wait_try_ask(w, t); /* capacity came back while it was asking */
+        wait_try_ask(w, t, NULL); /* capacity came back while it was asking */
 }
 
 void wait_cancel_locked(struct wait *w, struct wait_ticket *t, struct wait_list *answers)

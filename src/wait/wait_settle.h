@@ -29,8 +29,11 @@ void wait_deadline(struct wait *w, struct wait_ticket *t, struct wait_list *answ
 void wait_follower_deadline(struct wait *w, struct wait_ticket *f,
                             enum reserve_wait_outcome outcome, struct wait_list *answers);
 /* A queued ticket asks the backend, unless someone is ahead of it on one of
- * its limits (then it waits there too). true when it asks. */
-bool wait_try_ask(struct wait *w, struct wait_ticket *t);
+ * its limits (then it waits there too). On `counted` (NULL: none), the
+ * limit a wake with known availability walks, those ahead that are asking
+ * already do not hold it back: what they may take was counted. true when
+ * it asks. */
+bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *counted);
 /* Capacity may have come back on a limit (available: what is left, when
  * known): the head of its queue asks, and those behind it while what is
  * left covers them. */
