@@ -122,8 +122,11 @@ static void call_done(struct wait *w, struct wait_list *answers)
     pthread_mutex_lock(&w->mutex);
     assert(w->in_flight > 0);
     w->in_flight--;
+    /* Kicked (a timer, work, or nothing left in flight) before the mutex
+     * is let go: once it is, wait_close may see nothing in flight and free
+     * the wait layer. Lock order: mutex, then events_mutex. */
+    wait_kick(w);
     pthread_mutex_unlock(&w->mutex);
-    wait_kick(w); /* a timer, work, or nothing left in flight */
 }
 
 static void attempt_done(void *context)

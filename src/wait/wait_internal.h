@@ -1,7 +1,11 @@
 /* Internal types of the wait layer, shared by the wait*.c files only: the
  * per-limit queues and their places (wait_queue.c), the timer heap and the
  * lease index (wait_index.c), the backend's freed events (wait.c). Unless a
- * field says otherwise, everything here is under wait->mutex. */
+ * field says otherwise, everything here is under wait->mutex.
+ *
+ * Lock order: a backend's own lock, then events_mutex (the backend's watch
+ * callback); wait->mutex, then events_mutex (a kick). No backend call is
+ * made with either held, and done never runs with either held. */
 #ifndef LLMLIMIT_WAIT_INTERNAL_H
 #define LLMLIMIT_WAIT_INTERNAL_H
 
