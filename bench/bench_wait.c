@@ -2,7 +2,9 @@
  * caller's ticket, and what the wait layer allocates at open and per
  * waiter), and how long a released slot takes to reach the next waiter:
  * a 10-slot concurrency limit with a queue of waiters; each round completes
- * the oldest holder and times until the next waiter's done runs. Prints
+ * the oldest holder and times until the next waiter's done runs. With
+ * TIGERBEETLE_BIN, the same hand-over between two front ends of one
+ * cluster, where a release is seen only by its own front end. Prints
  * figures; asserts nothing. */
 #include <errno.h>
 #include <ftw.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/tigerbeetle/tigerbeetle.h"
+#include "tigerbeetle/tb_server.h"
 #include "wait/wait.h"
 #include "wait/wait_internal.h"
 
@@ -319,6 +323,141 @@ static int handoff_scenario(const char *backend_name, uint32_t queued, uint32_t 
     return 0;
 }
 
+/* ---- two tigerbeetle front ends ------------------------------------------ */
+
+struct front {
+    struct backend *backend;
+    struct wait *wait;
+};
+
+static int front_open(struct front *fr, const char *address)
+{
+    struct tb_options options;
+    tb_options_defaults(&options);
+    options.addresses = address;
+    options.sessions = 1;
+    struct backend_config config;
+    backend_config_defaults(&config);
+    struct wait_options wait_options;
+    wait_options_defaults(&wait_options);
+    char error[256];
+    struct bench b = {.backend_name = "tigerbeetle"};
+    if (backend_open(&tb_backend_ops, &config, &options, &fr->backend, error, sizeof error) != 0 ||
+        (b.backend = fr->backend, put_slots(&b, keys[0], 1)) != 0 ||
+        wait_open(fr->backend, clock_system(), &wait_options, &fr->wait, error, sizeof error) !=
+            0) {
+        fprintf(stderr, "bench_wait: a front end: %s\n", error);
+        return -1;
+    }
+    return 0;
+}
+
+struct signal_done {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    bool done;
+    int64_t at_ns;
+};
+
+static void signal_done(void *context)
+{
+    struct signal_done *d = context;
+    pthread_mutex_lock(&d->mutex);
+    d->done = true;
+    d->at_ns = clock_monotonic_ns();
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->mutex);
+}
+
+static bool front_reserve(struct front *fr, const char *lease)
+{
+    struct bench b = {.backend = fr->backend};
+    return reserve_plain(&b, lease, keys[0], 1);
+}
+
+static void front_release(struct front *fr, const char *lease)
+{
+    struct release_request request = {lease, (uint32_t)strlen(lease)};
+    struct release_result result;
+    backend_release_wait(fr->backend, &request, &result, 1);
+}
+
+/* One hand-over: a holder on `from`, a waiter on `to`; the holder is
+ * released through `from`. Returns the time to the waiter's done, or -1. */
+static int64_t fronts_round(struct front *from, struct front *to, uint32_t round)
+{
+    char holder[32], waiter[32];
+    snprintf(holder, sizeof holder, "fh-%u", round);
+    snprintf(waiter, sizeof waiter, "fw-%u", round);
+    if (!front_reserve(from, holder))
+        return -1;
+    struct caller c;
+    caller_prepare(&c, "fw", round, keys, 1);
+    struct signal_done d = {.done = false};
+    pthread_mutex_init(&d.mutex, NULL);
+    pthread_cond_init(&d.cond, NULL);
+    wait_reserve(to->wait, &c.ticket, &c.request, &c.result, WAIT_MS_MAX, WAIT_PRIORITY_DEFAULT,
+                 signal_done, &d);
+    wait_quiesce(to->wait); /* denied once: it waits */
+    int64_t start = clock_monotonic_ns();
+    front_release(from, holder);
+    pthread_mutex_lock(&d.mutex);
+    while (!d.done)
+        pthread_cond_wait(&d.cond, &d.mutex);
+    pthread_mutex_unlock(&d.mutex);
+    bool allowed = c.result.allowed;
+    front_release(to, waiter);
+    pthread_cond_destroy(&d.cond);
+    pthread_mutex_destroy(&d.mutex);
+    return allowed ? d.at_ns - start : -1;
+}
+
+static void print_latencies(const char *what, int64_t *latencies, uint32_t count)
+{
+    qsort(latencies, count, sizeof *latencies, compare_i64);
+    printf("%-40s p50 %7.1f ms, p90 %7.1f ms, max %7.1f ms (%u rounds)\n", what,
+           (double)latencies[count / 2] / 1e6, (double)latencies[count * 9 / 10] / 1e6,
+           (double)latencies[count - 1] / 1e6, count);
+}
+
+static int fronts_scenario(uint32_t rounds)
+{
+    if (tb_test_server_binary() == NULL) {
+        printf("fronts: skipped, TIGERBEETLE_BIN not set\n");
+        return 0;
+    }
+    struct tb_test_server server;
+    if (tb_test_server_start(&server) != 0)
+        return -1;
+    struct front a = {0}, b = {0};
+    int64_t *local = calloc(rounds, sizeof *local), *remote = calloc(rounds, sizeof *remote);
+    int rc = local != NULL && remote != NULL && front_open(&a, server.address) == 0 &&
+                     front_open(&b, server.address) == 0
+                 ? 0
+                 : -1;
+    for (uint32_t r = 0; rc == 0 && r < rounds; r++) {
+        local[r] = fronts_round(&a, &a, 2 * r);
+        remote[r] = fronts_round(&a, &b, 2 * r + 1);
+        if (local[r] < 0 || remote[r] < 0)
+            rc = -1;
+    }
+    if (rc == 0) {
+        printf("tigerbeetle, one replica, a 1-slot limit, two front ends:\n");
+        print_latencies("  released and waiting on the same front end:", local, rounds);
+        print_latencies("  released on one, waiting on the other:", remote, rounds);
+    }
+    for (struct front *fr = &a; fr != NULL; fr = fr == &a ? &b : NULL) {
+        if (fr->wait != NULL)
+            wait_close(fr->wait);
+        if (fr->backend != NULL)
+            backend_close(fr->backend);
+    }
+    tb_test_server_stop(&server);
+    free(local);
+    free(remote);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *backend = "memory";
@@ -351,6 +490,8 @@ int main(int argc, char **argv)
         return 1;
     if ((strcmp(scenario, "all") == 0 || strcmp(scenario, "handoff") == 0) &&
         handoff_scenario(backend, queued, rounds) != 0)
+        return 1;
+    if (strcmp(scenario, "fronts") == 0 && fronts_scenario(rounds < 200 ? rounds : 20) != 0)
         return 1;
     return 0;
 }
