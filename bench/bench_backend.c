@@ -1,7 +1,9 @@
 /* Backend benchmark: reserves per second of a 3-requirement reserve (rolling
  * RPM + rolling TPM + monthly budget, capacities that never deny) against a
  * steady state of about a million live holds, alone and paired with a
- * complete, on one and two threads. Prints figures; asserts nothing. */
+ * complete, on one and two threads; with --through-wait, the same calls
+ * through the wait layer (wait_reserve with wait_ms 0, wait_complete), which
+ * must cost no more. Prints figures; asserts nothing. */
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "wait/wait.h"
 
 #define START_MS INT64_C(1768478400000) /* 2026-01-15T12:00:00Z */
 #define WINDOW_SECONDS 60
@@ -39,6 +42,7 @@ struct options {
     uint64_t live_holds;
     uint64_t ops;
     const char *scenario; /* "all" or one name of the table in main */
+    bool through_wait;    /* calls through the wait layer (src/wait) */
     uint32_t lease_cache_entries;
     int64_t warm_up; /* reserves before timing; -1: a window of leases plus the lease cache */
 };
@@ -46,6 +50,7 @@ struct options {
 struct bench {
     const struct backend_ops *ops;
     struct backend *backend;
+    struct wait *wait; /* NULL: straight to the backend */
     struct ticking_clock clock;
     char data_dir[256];
     uint64_t ops_per_thread;
@@ -159,17 +164,26 @@ static void *worker_main(void *argument)
     struct complete_request completion = {.lease_id = id, .actuals = actuals, .actual_count = 3};
     struct reserve_result result;
     struct complete_result completed;
+    struct wait_ticket ticket;
     pthread_mutex_init(&w->waiter.mutex, NULL);
     pthread_cond_init(&w->waiter.cond, NULL);
     atomic_init(&w->waiter.state, WAITER_IDLE);
     for (uint64_t i = w->first; i < w->first + w->count; i++) {
         request.lease_id_length = completion.lease_id_length = lease_id(id, w->index, i);
-        backend_reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);
+        if (w->b->wait != NULL)
+            wait_reserve(w->b->wait, &ticket, &request, &result, 0, WAIT_PRIORITY_DEFAULT,
+                         waiter_done, &w->waiter);
+        else
+            backend_reserve(w->b->backend, &request, &result, 1, waiter_done, &w->waiter);
         waiter_wait(&w->waiter);
         if (!result.allowed)
             w->denied++;
         if (w->b->complete) {
-            backend_complete(w->b->backend, &completion, &completed, 1, waiter_done, &w->waiter);
+            if (w->b->wait != NULL)
+                wait_complete(w->b->wait, &completion, &completed, 1, waiter_done, &w->waiter);
+            else
+                backend_complete(w->b->backend, &completion, &completed, 1, waiter_done,
+                                 &w->waiter);
             waiter_wait(&w->waiter);
             free(completed.warnings);
         }
@@ -256,6 +270,13 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
         return -1;
     }
     int rc = put_limits(&b);
+    if (rc == 0 && o->through_wait) {
+        struct wait_options options;
+        wait_options_defaults(&options);
+        rc = wait_open(b.backend, &b.clock.clock, &options, &b.wait, error, sizeof error);
+        if (rc != 0)
+            fprintf(stderr, "bench_backend: wait_open: %s\n", error);
+    }
     uint64_t denied = 0;
     if (rc == 0) {
         /* Warm up to the steady state: a window of live holds and a full
@@ -274,6 +295,8 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
                (double)elapsed_ns / (double)done, what, (double)cpu_used_ns / (double)done, what,
                done, (double)elapsed_ns / 1e9, live_holds(&b), denied);
     }
+    if (b.wait != NULL)
+        wait_close(b.wait);
     backend_close(b.backend);
     nftw(b.data_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
@@ -294,6 +317,8 @@ static int parse(int argc, char **argv, struct options *o)
             o->lease_cache_entries = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--warm-up") == 0 && i + 1 < argc)
             o->warm_up = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--through-wait") == 0)
+            o->through_wait = true;
         else
             return -1;
     }
@@ -328,13 +353,13 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: bench_backend [--backend %s] [--live-holds N (1000000)] [--ops N "
                 "(3000000)] [--scenario all|reserve|pairs|reserve2|pairs2] [--lease-cache N "
-                "(%u)] [--warm-up N (live leases + lease cache)]\n",
+                "(%u)] [--warm-up N (live leases + lease cache)] [--through-wait]\n",
                 backend_names(), (unsigned)LEASE_CACHE_ENTRIES_DEFAULT);
         return 2;
     }
-    printf("bench_backend: %s backend; reserve = rolling rpm 1 + rolling tpm 1500 + monthly "
+    printf("bench_backend: %s backend%s; reserve = rolling rpm 1 + rolling tpm 1500 + monthly "
            "budget 20000 usd_micros; ~%" PRIu64 " live holds; lease cache full\n",
-           o.backend, o.live_holds);
+           o.backend, o.through_wait ? " through the wait layer" : "", o.live_holds);
     for (size_t i = 0; i < SCENARIO_COUNT; i++) {
         if (strcmp(o.scenario, "all") != 0 && strcmp(o.scenario, scenarios[i].name) != 0)
             continue;

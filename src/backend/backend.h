@@ -31,6 +31,7 @@
 #ifndef LLMLIMIT_BACKEND_H
 #define LLMLIMIT_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,32 @@ struct reserve_request {
      * one per requirement, when this reserve is newly allowed (not on a
      * replay). Owned by the caller, like the result. */
     struct requirement_state *states;
+    /* For the wait layer (src/wait); both 0 in a plain reserve.
+     * wait_until_unix_ms: the caller will wait until then. A capacity
+     * denial that may turn into a fit by then (may_fit_at_unix_ms <=
+     * wait_until_unix_ms) is not recorded against the lease: the caller
+     * asks again with the same lease id. yield_mask: bit i set treats
+     * requirement i as not fitting whatever its limit has left (others wait
+     * ahead of this request on it); such a denial is not recorded either.
+     * Neither changes a known lease's replay or the definitive errors,
+     * which come first. */
+    int64_t wait_until_unix_ms;
+    uint64_t yield_mask;
+};
+
+_Static_assert(REQUIREMENTS_PER_RESERVE_MAX <= 64, "yield_mask has a bit per requirement");
+
+/* How a reserve went through the wait layer (src/wait/wait.h); a backend
+ * always answers RESERVE_WAIT_NONE. */
+enum reserve_wait_outcome {
+    RESERVE_WAIT_NONE = 0,  /* did not wait: answered as a plain reserve */
+    RESERVE_WAIT_ADMITTED,  /* waited, then allowed */
+    RESERVE_WAIT_DEADLINE,  /* waited wait_ms: denied, retry_after_ms recomputed */
+    RESERVE_WAIT_CANCELLED, /* the caller went away (wait_cancel): nothing held */
+    RESERVE_WAIT_FULL,      /* max_waiters were waiting: answered at once */
+    RESERVE_WAIT_CLOSED,    /* shutdown: denied with retry_after_ms */
+    RESERVE_WAIT_FAILED,    /* waited, then an error: the limit was deleted or cut
+                               below the amount, or the backend failed */
 };
 
 struct reserve_result {
@@ -141,6 +168,20 @@ struct reserve_result {
     bool released;
     uint32_t denied_count; /* indices into the request's requirements */
     uint8_t denied_index[REQUIREMENTS_PER_RESERVE_MAX];
+    /* A capacity denial of a new lease, for the wait layer (0 otherwise):
+     * fits_at: when the request fits if only time passes (holds expire,
+     * windows roll, a period starts), uncapped (retry_after_ms is capped
+     * for concurrency limits); may_fit_at: the earliest it could fit at
+     * all, counting that a complete or release may free any live
+     * reservation at once (then it is now). The latest over the denied
+     * requirements. waitable: the denial was not recorded (wait_until or
+     * yield_mask), so the same lease id may be asked again. */
+    int64_t fits_at_unix_ms;
+    int64_t may_fit_at_unix_ms;
+    bool waitable;
+    /* Set by the wait layer; 0 from a backend. */
+    uint8_t wait_outcome; /* enum reserve_wait_outcome */
+    int64_t waited_ms;    /* in the wait layer's queue, on its clock */
 };
 
 struct actual {
@@ -300,6 +341,38 @@ struct hold_view {
  * thread): it must be quick and must not call the backend. */
 typedef void (*hold_visit_fn)(void *context, const struct hold_view *hold);
 
+/* What a backend tells the wait layer (src/wait) when capacity may have
+ * come back on a limit: a complete or release freed holds, a pending
+ * decrease applied, the limit was put or deleted. Hold expiry and period
+ * roll-over are not told: they happen at times the denial reported
+ * (fits_at_unix_ms). */
+struct backend_freed {
+    const char *key; /* valid during the call only */
+    uint32_t key_length;
+    bool available_known;
+    int64_t available; /* what the limit has left now (usage's available), when known */
+};
+
+/* Called by a backend from any of its threads, possibly under its lock: it
+ * must be quick, must not block and must not call the backend. */
+typedef void (*backend_freed_fn)(void *context, const struct backend_freed *freed);
+
+/* Who a backend tells of freed capacity (backend_ops.watch). */
+struct backend_watch {
+    backend_freed_fn freed; /* NULL: nobody */
+    void *context;
+    /* NULL, or read before each call: 0 means nobody needs to be told now,
+     * so the backend skips the call and the work of preparing it. */
+    const atomic_uint *listening;
+};
+
+static inline bool backend_watch_wanted(const struct backend_watch *watch)
+{
+    return watch->freed != NULL &&
+           (watch->listening == NULL ||
+            atomic_load_explicit(watch->listening, memory_order_relaxed) != 0);
+}
+
 /* Called once per reserve/complete/release call, when every result is
  * written. May run before the call returns (synchronous backends) or on a
  * backend thread; it must not block. */
@@ -398,6 +471,11 @@ struct backend_ops {
      * llmlimitd (tigerbeetle: the cluster does not list pending transfers
      * by account), false when they are every hold of the limit. */
     bool holds_seen_here_only;
+    /* Optional (NULL: the backend tells nobody; waiters then find freed
+     * capacity only by asking again). Sets who is told of freed capacity
+     * (copied; freed NULL: nobody). When it returns, no call of the
+     * previous one is running or will start. */
+    void (*watch)(struct backend *backend, const struct backend_watch *watch);
 };
 
 /* ---- Calls through the ops (the server, tests and tools use these). */
@@ -513,6 +591,11 @@ static inline void reserve_result_clear(struct reserve_result *result)
     result->finished = false;
     result->released = false;
     result->denied_count = 0;
+    result->fits_at_unix_ms = 0;
+    result->may_fit_at_unix_ms = 0;
+    result->waitable = false;
+    result->wait_outcome = RESERVE_WAIT_NONE;
+    result->waited_ms = 0;
 }
 
 /* A definitive error (cleared result, then error and index set). */

@@ -108,6 +108,25 @@ static void strip_state(const struct fixture *f, struct limit_state *state)
     strip(f, state->definition.key);
 }
 
+const char *fixture_name(const struct fixture *f, const char *name, char out[NAMED_SIZE])
+{
+    return named(f, name, out);
+}
+
+struct reservation fixture_reservation(const struct fixture *f,
+                                       const struct reserve_request *request,
+                                       const struct reserve_result *result)
+{
+    struct reservation r = reservation_of(request, result);
+    strip(f, r.error);
+    return r;
+}
+
+struct clock *fixture_clock(struct fixture *f)
+{
+    return f->real_clock ? clock_system() : &f->clock.clock;
+}
+
 /* ---- limits -------------------------------------------------------------- */
 
 static struct limit_definition validated(struct limit_definition d)
@@ -720,6 +739,8 @@ int main(int argc, char **argv)
     run_tests(retry_tests, retry_test_count, only);
     run_tests(stress_tests, stress_test_count, only);
     run_tests(console_tests, console_test_count, only);
+    run_tests(wait_tests, wait_test_count, only);
+    run_tests(wait_stress_tests, wait_stress_test_count, only);
     nftw(root_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (tigerbeetle)
         tb_test_server_stop(&tb_server);

@@ -218,6 +218,16 @@ int64_t utc_period_end_ms(enum limit_period period, int64_t at_ms);
         }                                                                                          \
     } while (0)
 
+/* name inside the test's namespace (a key or lease id), for tests that
+ * build requests themselves. */
+const char *fixture_name(const struct fixture *f, const char *name, char out[NAMED_SIZE]);
+/* reservation_of, with the namespace stripped from the error. */
+struct reservation fixture_reservation(const struct fixture *f,
+                                       const struct reserve_request *request,
+                                       const struct reserve_result *result);
+/* The clock the backend runs on. */
+struct clock *fixture_clock(struct fixture *f);
+
 /* Runs the backend's tick; returns *limits_changed. */
 bool tick(struct fixture *f);
 struct backend_stats stats(struct fixture *f);
@@ -244,8 +254,9 @@ void run_threads(uint32_t count, void (*fn)(uint32_t index, void *context), void
 
 /* Each file's tests. */
 extern const struct conformance_test reserve_tests[], budget_tests[], lease_tests[], admin_tests[],
-    retry_tests[], stress_tests[], console_tests[];
+    retry_tests[], stress_tests[], console_tests[], wait_tests[], wait_stress_tests[];
 extern const uint32_t reserve_test_count, budget_test_count, lease_test_count, admin_test_count,
-    retry_test_count, stress_test_count, console_test_count;
+    retry_test_count, stress_test_count, console_test_count, wait_test_count,
+    wait_stress_test_count;
 
 #endif

@@ -442,6 +442,9 @@ struct mem_backend {
 
     uint64_t overage_denied;
     uint64_t expired_holds;
+
+    /* Told of freed capacity (backend.h, watch), under the mutex. */
+    struct backend_watch watch;
 };
 
 /* mem_limits.c */
@@ -476,6 +479,9 @@ void mem_limit_destroy(struct mem_backend *b, struct mem_limit *limit);
 bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit);
 /* Full invariant check (sums, order); asserts. */
 void mem_limit_check(struct mem_backend *b, struct mem_limit *limit);
+/* Tells the listener (if any) that capacity may have come back on the
+ * limit, with what it has left now. */
+void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms);
 
 int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
                   struct limit_state *state_out, char *error, size_t error_size);
@@ -488,6 +494,17 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
 /* Expires holds of every limit, applies decreases, frees unused deleted limits. */
 void mem_limits_tick(struct mem_backend *b, int64_t now_ms, bool *limits_changed);
 void mem_limits_free_all(struct mem_backend *b);
+
+/* The same for every limit of a lease; inline, so that a complete or
+ * release nobody listens to costs one load. */
+static inline void mem_lease_notify(struct mem_backend *b, const struct mem_lease *lease,
+                                    int64_t now_ms)
+{
+    if (!backend_watch_wanted(&b->watch))
+        return;
+    for (uint32_t j = 0; j < lease->item_count; j++)
+        mem_limit_notify(b, lease->items[j].limit, now_ms);
+}
 
 /* mem_callers.c */
 int mem_callers_init(struct mem_callers *callers);

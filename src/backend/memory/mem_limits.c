@@ -340,6 +340,7 @@ int mem_put_limit(struct mem_backend *b, const struct limit_definition *definiti
         mem_limit_expire(b, limit, now_ms);
         apply_definition(limit, &d);
     }
+    mem_limit_notify(b, limit, now_ms); /* an increase frees capacity */
     if (state_out != NULL)
         *state_out = limit->state;
     return 0;
@@ -379,6 +380,10 @@ int mem_delete_limit(struct mem_backend *b, const char *key)
     limit->deleted_at_ring_position = b->ring_tail;
     assert(b->live_limit_count > 0);
     b->live_limit_count--;
+    if (backend_watch_wanted(&b->watch)) { /* its waiters learn it is gone by asking */
+        struct backend_freed freed = {.key = limit->node.key, .key_length = limit->node.key_length};
+        b->watch.freed(b->watch.context, &freed);
+    }
     return 0;
 }
 
@@ -445,6 +450,26 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
     return 0;
 }
 
+void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms)
+{
+    if (limit->deleted || !backend_watch_wanted(&b->watch))
+        return;
+    struct backend_freed freed = {
+        .key = limit->node.key,
+        .key_length = limit->node.key_length,
+        .available_known = true,
+    };
+    if (limit->kind == LIMIT_BUDGET) {
+        const struct mem_period *period = mem_limit_period_now(limit, now_ms);
+        freed.available = limit_available(LIMIT_BUDGET, limit->capacity, period->reserved,
+                                          period->committed, period->debt);
+    } else {
+        freed.available = limit_available(limit->kind, limit->capacity, limit->reserved,
+                                          limit->used, limit->debt);
+    }
+    b->watch.freed(b->watch.context, &freed);
+}
+
 /* ---- tick and invariants ------------------------------------------------- */
 
 /* Each period's split by caller adds up to the period's own counters. */
@@ -503,8 +528,10 @@ void mem_limit_check(struct mem_backend *b, struct mem_limit *limit)
 static void tick_one(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms, bool *changed)
 {
     mem_limit_expire(b, limit, now_ms);
-    if (mem_limit_try_decrease(limit) && !limit->deleted)
+    if (mem_limit_try_decrease(limit) && !limit->deleted) {
         *changed = true;
+        mem_limit_notify(b, limit, now_ms); /* reserves may wait no more for it */
+    }
     if (limit->holds.count <= TICK_CHECK_HOLDS_MAX)
         mem_limit_check(b, limit);
 }

@@ -110,65 +110,117 @@ static bool fits(struct mem_limit *limit, uint64_t amount, struct mem_period *pe
     return limit->reserved + limit->used + amount <= limit->capacity;
 }
 
-/* retry_after_ms (docs/semantics.md) for one requirement that did not fit. */
-static int64_t retry_after_ms(struct mem_backend *b, struct mem_limit *limit, uint64_t amount,
-                              struct mem_period *period, int64_t now_ms)
+/* When one requirement that did not fit could: retry_after_ms
+ * (docs/semantics.md), and for the wait layer the uncapped time it fits by
+ * expiry alone and the earliest it may fit if live reservations are freed. */
+struct denial_times {
+    int64_t retry_ms;
+    int64_t fits_at_ms;
+    int64_t may_fit_at_ms;
+};
+
+/* The expiry at which the expiry-ordered holds (of one budget period, or
+ * all: INT64_MIN) add up to need; bounded walks answer the latest expiry,
+ * which is never too early. */
+static int64_t expiry_covering(struct mem_backend *b, struct mem_limit *limit, uint64_t need,
+                               int64_t period_start_ms, int64_t otherwise_ms)
 {
-    int64_t retry_ms = 1;
-    int64_t expires_at_ms;
+    int64_t expires_at_ms = otherwise_ms;
+    enum mem_walk_result walk = mem_hold_set_walk(&b->pool, &limit->holds, need, period_start_ms,
+                                                  b->walk_scratch, &expires_at_ms);
+    if (walk == MEM_WALK_BOUNDED)
+        return limit->holds.expires_at_ms_max;
+    return walk == MEM_WALK_FOUND ? expires_at_ms : otherwise_ms;
+}
+
+static struct denial_times denial_times(struct mem_backend *b, struct mem_limit *limit,
+                                        uint64_t amount, struct mem_period *period, int64_t now_ms)
+{
+    struct denial_times t;
     if (limit->kind == LIMIT_ROLLING) {
         /* Exact: when enough of the expiry-ordered holds are gone. */
         assert(limit->reserved + limit->used + amount > limit->capacity); /* it did not fit */
         uint64_t need = limit->reserved + limit->used + amount - limit->capacity;
-        if (mem_hold_set_walk(&b->pool, &limit->holds, need, INT64_MIN, b->walk_scratch,
-                              &expires_at_ms) != MEM_WALK_FOUND)
-            expires_at_ms = limit->holds.expires_at_ms_max;
-        retry_ms = expires_at_ms - now_ms;
+        t.fits_at_ms = expiry_covering(b, limit, need, INT64_MIN, limit->holds.expires_at_ms_max);
+        t.retry_ms = t.fits_at_ms - now_ms;
+        t.may_fit_at_ms = limit->reserved >= need ? now_ms : t.fits_at_ms;
     } else if (limit->kind == LIMIT_CONCURRENCY) {
         /* Holds are usually released long before they expire: poll. */
+        assert(limit->reserved + amount > limit->capacity);
+        uint64_t need = limit->reserved + amount - limit->capacity;
         uint32_t first = mem_hold_set_first(&b->pool, &limit->holds);
         assert(first != MEM_HOLD_NONE); /* amount <= capacity, so something is held */
-        retry_ms = mem_hold_get(&b->pool, first)->expires_at_ms - now_ms;
+        t.retry_ms = mem_hold_get(&b->pool, first)->expires_at_ms - now_ms;
         int64_t poll_ms = retry_jitter_ms(b->concurrency_poll_ms, &b->random_state);
-        if (retry_ms > poll_ms)
-            retry_ms = poll_ms;
+        if (t.retry_ms > poll_ms)
+            t.retry_ms = poll_ms;
+        t.fits_at_ms = expiry_covering(b, limit, need, INT64_MIN, limit->holds.expires_at_ms_max);
+        t.may_fit_at_ms = now_ms; /* every hold is a live reservation */
     } else {
         /* Reservations of this period expiring may make room; the next
          * period always does (amount <= capacity). */
         assert(amount_add_saturating(budget_taken(period), amount) > limit->capacity);
         uint64_t need = amount_add_saturating(budget_taken(period), amount) - limit->capacity;
-        int64_t period_end_ms = period->end_ms;
-        expires_at_ms = period_end_ms;
+        t.fits_at_ms = period->end_ms;
         if (period->reserved >= need) {
-            enum mem_walk_result walk = mem_hold_set_walk(
-                &b->pool, &limit->holds, need, period->start_ms, b->walk_scratch, &expires_at_ms);
-            if (walk == MEM_WALK_BOUNDED)
-                expires_at_ms = limit->holds.expires_at_ms_max;
-            else if (walk == MEM_WALK_EXHAUSTED)
-                expires_at_ms = period_end_ms;
-            if (expires_at_ms > period_end_ms)
-                expires_at_ms = period_end_ms;
+            t.fits_at_ms = expiry_covering(b, limit, need, period->start_ms, period->end_ms);
+            if (t.fits_at_ms > period->end_ms)
+                t.fits_at_ms = period->end_ms;
         }
-        retry_ms = expires_at_ms - now_ms;
+        t.retry_ms = t.fits_at_ms - now_ms;
+        t.may_fit_at_ms = period->reserved >= need ? now_ms : period->end_ms;
     }
-    return retry_ms < 1 ? 1 : retry_ms;
+    if (t.retry_ms < 1)
+        t.retry_ms = 1;
+    if (t.fits_at_ms <= now_ms)
+        t.fits_at_ms = now_ms + 1;
+    return t;
 }
 
-/* Records a capacity denial against the lease, so a retry gets it again. */
+/* The times of a requirement denied because others wait ahead for it
+ * (yield_mask) although it fits: it may fit now, once they are through. */
+static struct denial_times yield_times(struct mem_backend *b, int64_t now_ms)
+{
+    int64_t poll_ms = retry_jitter_ms(b->concurrency_poll_ms, &b->random_state);
+    return (struct denial_times){
+        .retry_ms = poll_ms, .fits_at_ms = now_ms + 1, .may_fit_at_ms = now_ms};
+}
+
+/* The denial's times: the latest over the denied requirements. */
+static void denial_fill(struct mem_backend *b, const struct reserve_request *request,
+                        struct mem_limit **limits, struct mem_period **periods, int64_t now_ms,
+                        struct reserve_result *result)
+{
+    result->retry_after_ms = 1;
+    for (uint32_t k = 0; k < result->denied_count; k++) {
+        uint32_t i = result->denied_index[k];
+        uint64_t amount = request->requirements[i].amount;
+        struct denial_times t = fits(limits[i], amount, periods[i])
+                                    ? yield_times(b, now_ms)
+                                    : denial_times(b, limits[i], amount, periods[i], now_ms);
+        if (t.retry_ms > result->retry_after_ms)
+            result->retry_after_ms = t.retry_ms;
+        if (t.fits_at_ms > result->fits_at_unix_ms)
+            result->fits_at_unix_ms = t.fits_at_ms;
+        if (t.may_fit_at_ms > result->may_fit_at_unix_ms)
+            result->may_fit_at_unix_ms = t.may_fit_at_ms;
+    }
+    result->waitable =
+        request->yield_mask != 0 || (request->wait_until_unix_ms != 0 &&
+                                     result->may_fit_at_unix_ms <= request->wait_until_unix_ms);
+}
+
+/* A capacity denial is recorded against the lease, so a retry gets it
+ * again, unless the caller waits for it (result->waitable). */
 static void deny(struct mem_backend *b, const struct reserve_request *request,
                  const struct mem_lease_key *key, struct mem_limit **limits,
                  struct mem_period **periods, int64_t now_ms, struct reserve_result *result)
 {
     assert(result->denied_count >= 1);
     assert(result->denied_count <= request->requirement_count);
-    int64_t retry_ms = 1;
-    for (uint32_t k = 0; k < result->denied_count; k++) {
-        uint32_t i = result->denied_index[k];
-        int64_t r =
-            retry_after_ms(b, limits[i], request->requirements[i].amount, periods[i], now_ms);
-        if (r > retry_ms)
-            retry_ms = r;
-    }
+    denial_fill(b, request, limits, periods, now_ms, result);
+    if (result->waitable)
+        return;
     struct mem_lease *lease =
         mem_lease_alloc(b, request->requirement_count, request->lease_id_length);
     if (lease == NULL) {
@@ -187,9 +239,8 @@ static void deny(struct mem_backend *b, const struct reserve_request *request,
     for (uint32_t k = 0; k < result->denied_count; k++)
         lease->denied_items |= UINT64_C(1) << result->denied_index[k];
     lease->state = MEM_LEASE_DENIED;
-    lease->retry_after_ms = retry_ms;
+    lease->retry_after_ms = result->retry_after_ms;
     mem_lease_insert(b, lease, key, now_ms);
-    result->retry_after_ms = retry_ms;
 }
 
 /* Everything that can fail is done before the first hold is taken: room
@@ -277,6 +328,21 @@ static void fill_states(struct mem_backend *b, const struct reserve_request *req
     }
 }
 
+/* Adds the requirements others wait ahead for (yield_mask) to those that
+ * did not fit, in request order. Off the common path: a plain reserve has
+ * no yield_mask. */
+static void yield_merge(const struct reserve_request *request, struct reserve_result *result)
+{
+    uint64_t denied = request->yield_mask;
+    for (uint32_t k = 0; k < result->denied_count; k++)
+        denied |= UINT64_C(1) << result->denied_index[k];
+    result->denied_count = 0;
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        if ((denied >> i & 1) != 0)
+            result->denied_index[result->denied_count++] = (uint8_t)i;
+    }
+}
+
 /* key: the request's lease id (mem_leases_prefetch has been called on it). */
 static void reserve_one(struct mem_backend *b, const struct reserve_request *request,
                         const struct mem_lease_key *lease_key, int64_t now_ms,
@@ -314,6 +380,8 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
         if (!fits(limits[i], request->requirements[i].amount, periods[i]))
             result->denied_index[result->denied_count++] = (uint8_t)i;
     }
+    if (__builtin_expect(request->yield_mask != 0, 0))
+        yield_merge(request, result);
     if (result->denied_count > 0) {
         deny(b, request, &key, limits, periods, now_ms, result);
         return;
@@ -494,6 +562,7 @@ static void complete_one(struct mem_backend *b, const struct complete_request *r
     }
     lease->state = MEM_LEASE_COMPLETED;
     result->reconciled = true;
+    mem_lease_notify(b, lease, now_ms);
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -517,6 +586,7 @@ static void release_one(struct mem_backend *b, const struct release_request *req
             mem_limit_drop_hold(b, item->limit, item->hold_id);
     }
     lease->state = MEM_LEASE_RELEASED;
+    mem_lease_notify(b, lease, now_ms);
 }
 
 /* ---- the ops ------------------------------------------------------------- */
@@ -737,6 +807,15 @@ static void mem_op_stats(struct backend *base, struct backend_stats *out)
     pthread_mutex_unlock(&b->mutex);
 }
 
+static void mem_op_watch(struct backend *base, const struct backend_watch *watch)
+{
+    struct mem_backend *b = mem_backend_of(base);
+    /* Told under the mutex: once this returns, no call of the old one runs. */
+    pthread_mutex_lock(&b->mutex);
+    b->watch = *watch;
+    pthread_mutex_unlock(&b->mutex);
+}
+
 const struct backend_ops mem_backend_ops = {
     .name = "memory",
     .open = mem_open,
@@ -758,4 +837,5 @@ const struct backend_ops mem_backend_ops = {
     .limits_report = mem_op_limits_report,
     .holds_scan = mem_op_holds_scan,
     .holds_seen_here_only = false,
+    .watch = mem_op_watch,
 };

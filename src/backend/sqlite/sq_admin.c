@@ -95,6 +95,7 @@ static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int6
     if (rc == SQLITE_DONE) {
         sq_mirror_unlink_key(&backend->mirror, limit);
         limit->deleted = true;
+        sq_mirror_freed(&backend->mirror, limit); /* its waiters learn it is gone by asking */
     }
     return rc;
 }
@@ -134,6 +135,7 @@ static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
         snprintf(detail, sizeof detail, "capacity %llu, decreasing to %llu",
                  (unsigned long long)in_force, (unsigned long long)definition->capacity);
     limit->state = next;
+    sq_mirror_freed(&backend->mirror, limit); /* an increase frees capacity */
     return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, detail);
 }
 
@@ -394,6 +396,7 @@ static int decrease_if_covered(struct sq_backend *backend, struct sq_limit *limi
     limit->state.status = LIMIT_ACTIVE;
     limit->state.pending_decrease_to = 0;
     *changed = true;
+    sq_mirror_freed(&backend->mirror, limit); /* reserves may wait no more for it */
     return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, detail);
 }
 

@@ -118,6 +118,11 @@ struct sq_backend {
     atomic_uint_fast64_t expired_holds;
     atomic_uint_fast64_t live_holds;
     atomic_uint_fast64_t queue_full;
+
+    /* Told of freed capacity after each commit (backend.h, watch); the
+     * writer calls it under watch_mutex. */
+    pthread_mutex_t watch_mutex;
+    struct backend_watch watch;
 };
 
 static inline struct sq_backend *sq_backend_of(struct backend *base)

@@ -21,5 +21,7 @@
 #define SQ_RETENTION_DAYS_MAX 36600 /* --sqlite-retention-days */
 #define SQ_PRUNE_ROWS_PER_TICK 4096 /* leases and event rows one tick deletes, each */
 #define SQ_EVENT_ITEMS 1024 /* audit events per event_log row; event id = row id * this + index */
+#define SQ_FREED_LIMITS_MAX                                                                        \
+    256 /* limits one transaction tells the wait layer about; past it: any */
 
 #endif

@@ -241,27 +241,48 @@ static uint64_t period_total(const struct sq_period *p)
     return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
-/* retry_after_ms (docs/semantics.md) for one requirement that does not fit. */
-static int64_t retry_after(struct sq_backend *backend, const struct sq_limit *limit,
-                           const struct sq_period *p, uint64_t amount, int64_t now_ms)
+/* When one requirement that does not fit could: retry_after_ms
+ * (docs/semantics.md), and for the wait layer the uncapped time it fits by
+ * expiry alone and the earliest it may fit if live reservations are freed. */
+struct denial_times {
+    int64_t retry_ms;
+    int64_t fits_at_ms;
+    int64_t may_fit_at_ms;
+};
+
+static struct denial_times denial_times(struct sq_backend *backend, const struct sq_limit *limit,
+                                        const struct sq_period *p, uint64_t amount, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
     uint64_t blocking = d->kind == LIMIT_BUDGET ? period_total(p) : p->reserved + p->used;
     uint64_t need = amount_add_saturating(blocking, amount) - d->capacity;
+    const struct sq_hold *reaching = sq_holds_reaching(p->holds, need);
+    struct denial_times t;
+    if (d->kind == LIMIT_BUDGET) {
+        int64_t end_ms = period_end_ms(d->period, now_ms);
+        t.fits_at_ms =
+            reaching != NULL && reaching->expires_at_ms < end_ms ? reaching->expires_at_ms : end_ms;
+        t.may_fit_at_ms = p->reserved >= need ? now_ms : end_ms;
+    } else {
+        /* Rolling holds cover the excess; a window past the last is never reached. */
+        t.fits_at_ms =
+            reaching != NULL ? reaching->expires_at_ms : now_ms + limit_hold_duration_ms(d);
+        t.may_fit_at_ms = p->reserved >= need ? now_ms : t.fits_at_ms;
+    }
+    t.retry_ms = t.fits_at_ms - now_ms;
     if (d->kind == LIMIT_CONCURRENCY) {
+        /* Holds are usually released long before they expire: poll. */
         const struct sq_hold *first = sq_holds_first(p->holds);
         int64_t poll = retry_jitter_ms(backend->config.concurrency_poll_ms, &backend->random_state);
-        if (first == NULL)
-            return poll;
-        int64_t wait = first->expires_at_ms - now_ms;
-        return wait < poll ? wait : poll;
+        t.retry_ms = first != NULL && first->expires_at_ms - now_ms < poll
+                         ? first->expires_at_ms - now_ms
+                         : poll;
     }
-    const struct sq_hold *reaching = sq_holds_reaching(p->holds, need);
-    if (reaching != NULL)
-        return reaching->expires_at_ms - now_ms;
-    if (d->kind == LIMIT_BUDGET)
-        return period_end_ms(d->period, now_ms) - now_ms;
-    return limit_hold_duration_ms(d); /* not reached: rolling holds cover the excess */
+    if (t.retry_ms < 1)
+        t.retry_ms = 1;
+    if (t.fits_at_ms <= now_ms)
+        t.fits_at_ms = now_ms + 1;
+    return t;
 }
 
 static bool fits(const struct sq_period *p, const struct limit_definition *d, uint64_t amount)
@@ -270,13 +291,26 @@ static bool fits(const struct sq_period *p, const struct limit_definition *d, ui
     return amount_add_saturating(blocking, amount) <= d->capacity;
 }
 
-/* Finds which requirements do not fit; fills denied_index and retry_after. */
+/* Adds one denied requirement's times to the result (the latest of each). */
+static void denial_add(struct reserve_result *result, struct denial_times t)
+{
+    if (t.retry_ms > result->retry_after_ms)
+        result->retry_after_ms = t.retry_ms;
+    if (t.fits_at_ms > result->fits_at_unix_ms)
+        result->fits_at_unix_ms = t.fits_at_ms;
+    if (t.may_fit_at_ms > result->may_fit_at_unix_ms)
+        result->may_fit_at_unix_ms = t.may_fit_at_ms;
+}
+
+/* Finds which requirements do not fit; fills denied_index and the times. */
 static int decide(struct sq_backend *backend, const struct reserve_request *request,
                   struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
 {
     for (uint32_t i = 0; i < request->requirement_count; i++) {
         struct sq_limit *limit = plan->limits[i];
         const struct limit_definition *d = &limit->state.definition;
+        uint64_t amount = request->requirements[i].amount;
+        bool yield = (request->yield_mask >> i & 1) != 0;
         /* Due holds still counted only make the check stricter: expire a
          * few to keep up, and all of them only when the request does not
          * fit without it (a backlog after a pause never stalls a batch). */
@@ -289,17 +323,25 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
         if (p == NULL)
             return SQLITE_NOMEM;
         plan->periods[i] = p;
-        if (fits(p, d, request->requirements[i].amount))
+        if (fits(p, d, amount) && !yield)
             continue;
         if ((rc = sq_ledger_expire(backend, limit, now_ms, NULL)) != SQLITE_DONE)
             return rc;
-        if (fits(p, d, request->requirements[i].amount))
+        if (fits(p, d, amount) && !yield)
             continue;
         result->denied_index[result->denied_count++] = (uint8_t)i;
-        int64_t wait = retry_after(backend, limit, p, request->requirements[i].amount, now_ms);
-        if (wait > result->retry_after_ms)
-            result->retry_after_ms = wait;
+        if (fits(p, d, amount)) { /* others wait ahead for it: it may fit once they are in */
+            int64_t poll =
+                retry_jitter_ms(backend->config.concurrency_poll_ms, &backend->random_state);
+            denial_add(result, (struct denial_times){poll, now_ms + 1, now_ms});
+        } else {
+            denial_add(result, denial_times(backend, limit, p, amount, now_ms));
+        }
     }
+    result->waitable =
+        result->denied_count > 0 &&
+        (request->yield_mask != 0 || (request->wait_until_unix_ms != 0 &&
+                                      result->may_fit_at_unix_ms <= request->wait_until_unix_ms));
     return SQLITE_DONE;
 }
 
@@ -467,6 +509,10 @@ static int reserve_new(struct sq_backend *backend, const struct reserve_request 
     if (rc != SQLITE_DONE)
         return rc;
     result->allowed = result->denied_count == 0;
+    if (result->waitable) {
+        *rec = NULL; /* the caller waits and asks again: nothing recorded */
+        return SQLITE_DONE;
+    }
     if (result->allowed) {
         result->retry_after_ms = 0;
         result->reserved_at_unix_ms = now_ms;
@@ -578,6 +624,7 @@ static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t ind
     }
     hold_drop(s->backend, p, h);
     p->reserved -= h->amount;
+    sq_mirror_freed(&s->backend->mirror, limit);
     uint64_t held = actual, debt = 0;
     if (actual > h->amount) {
         uint64_t extra = actual - h->amount;
@@ -632,6 +679,7 @@ static int settle_concurrency(struct settle *s, struct sq_limit *limit, uint32_t
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
         sq_hold_free(h);
+        sq_mirror_freed(&s->backend->mirror, limit);
     }
     struct sq_lease_item *item = &s->rec->items[index];
     item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
@@ -660,6 +708,7 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         p->reserved -= h->amount;
+        sq_mirror_freed(&s->backend->mirror, limit);
         released = i64(h->amount);
         covered = actual < h->amount ? actual : h->amount;
         sq_hold_free(h);
@@ -835,6 +884,7 @@ static int release_item(struct sq_backend *backend, struct sq_lease_rec *rec, ui
         return rc; /* an expired hold has nothing left to free */
     hold_drop(backend, p, h);
     p->reserved -= h->amount;
+    sq_mirror_freed(&backend->mirror, limit);
     int64_t amount = i64(h->amount);
     sq_hold_free(h);
     item->state = SQ_ITEM_RELEASED;

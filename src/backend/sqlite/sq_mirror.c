@@ -106,6 +106,18 @@ void sq_mirror_touch(struct sq_mirror *mirror, struct sq_period *period)
     mirror->dirty = period;
 }
 
+void sq_mirror_freed(struct sq_mirror *mirror, const struct sq_limit *limit)
+{
+    for (uint32_t i = mirror->freed_count; i > 0; i--) {
+        if (mirror->freed_ids[i - 1] == limit->id)
+            return; /* the latest first: a batch often frees the same few limits */
+    }
+    if (mirror->freed_count == SQ_FREED_LIMITS_MAX)
+        mirror->freed_any = true;
+    else
+        mirror->freed_ids[mirror->freed_count++] = limit->id;
+}
+
 static int64_t amount_i64(uint64_t amount)
 {
     assert(amount <= AMOUNT_MAX);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/limits.h"
+#include "sq_bounds.h"
 #include "sq_holds.h"
 #include "sq_map.h"
 
@@ -46,6 +47,12 @@ struct sq_mirror {
     int64_t next_seq; /* leases.seq of the next new lease */
     uint64_t hold_count;
     struct sq_period *dirty; /* periods changed and not yet written */
+    /* Limits whose capacity may have come back in this transaction (a
+     * complete, release, put, delete or applied decrease), told to the
+     * wait layer once it commits; past SQ_FREED_LIMITS_MAX, any limit. */
+    int64_t freed_ids[SQ_FREED_LIMITS_MAX];
+    uint32_t freed_count;
+    bool freed_any;
 };
 
 /* (Re)loads the mirror from the tables and checks it against them. 0, or -1
@@ -61,6 +68,8 @@ struct sq_period *sq_mirror_period(struct sq_backend *backend, struct sq_limit *
 /* The period entry if it is in the mirror (it is whenever it has live holds). */
 struct sq_period *sq_mirror_period_find(const struct sq_limit *limit, int64_t start_ms);
 void sq_mirror_touch(struct sq_mirror *mirror, struct sq_period *period);
+/* Notes that capacity may have come back on the limit (sq_mirror.freed_ids). */
+void sq_mirror_freed(struct sq_mirror *mirror, const struct sq_limit *limit);
 /* Writes every dirty period. SQLITE_DONE or an error code. */
 int sq_mirror_flush(struct sq_backend *backend);
 int sq_mirror_add_limit(struct sq_mirror *mirror, struct sq_limit *limit);

@@ -161,6 +161,56 @@ static bool mirror_fresh(struct sq_backend *backend)
     return true;
 }
 
+/* Capacity the limit has left now, as usage reports it (budgets: the
+ * current period, when the mirror has it). */
+static bool freed_available(const struct sq_limit *limit, int64_t now_ms, int64_t *available)
+{
+    const struct limit_definition *d = &limit->state.definition;
+    int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+    const struct sq_period *p = sq_mirror_period_find(limit, start);
+    if (p == NULL)
+        return false;
+    *available = limit_available(d->kind, d->capacity, p->reserved, p->used, p->debt);
+    return true;
+}
+
+/* Tells the wait layer which limits may have capacity back, once the
+ * transaction that freed it committed (a waiter asking again is then
+ * decided after it). */
+static void freed_tell(struct sq_backend *backend)
+{
+    struct sq_mirror *mirror = &backend->mirror;
+    pthread_mutex_lock(&backend->watch_mutex);
+    if (backend_watch_wanted(&backend->watch)) {
+        int64_t now_ms = clock_now_ms(backend->config.clock);
+        for (uint32_t i = 0; i < mirror->freed_count; i++) {
+            const struct sq_limit *limit = sq_mirror_limit_by_id(mirror, mirror->freed_ids[i]);
+            if (limit == NULL)
+                continue;
+            struct backend_freed freed = {.key = limit->state.definition.key};
+            freed.key_length = (uint32_t)strlen(freed.key);
+            freed.available_known =
+                !limit->deleted && freed_available(limit, now_ms, &freed.available);
+            backend->watch.freed(backend->watch.context, &freed);
+        }
+        if (mirror->freed_any) {
+            struct backend_freed any = {.key = NULL}; /* too many to tell apart: any limit */
+            backend->watch.freed(backend->watch.context, &any);
+        }
+    }
+    pthread_mutex_unlock(&backend->watch_mutex);
+    mirror->freed_count = 0;
+    mirror->freed_any = false;
+}
+
+static void sq_watch(struct backend *base, const struct backend_watch *watch)
+{
+    struct sq_backend *backend = sq_backend_of(base);
+    pthread_mutex_lock(&backend->watch_mutex);
+    backend->watch = *watch;
+    pthread_mutex_unlock(&backend->watch_mutex);
+}
+
 static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_t count)
 {
     enum batch_outcome outcome = BATCH_FAILED;
@@ -186,6 +236,8 @@ static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_
     atomic_fetch_add(&backend->batches, 1);
     atomic_fetch_add(&backend->batched_items, requests);
     atomic_store(&backend->live_holds, backend->mirror.hold_count);
+    if (outcome == BATCH_COMMITTED)
+        freed_tell(backend);
     if (outcome == BATCH_COMMITTED && backend->syncing) {
         sq_syncer_hand(backend, items, count); /* answered once durable */
         return;
@@ -404,6 +456,7 @@ static void backend_free(struct sq_backend *backend)
     pthread_cond_destroy(&backend->sync_cond);
     pthread_cond_destroy(&backend->sync_space_cond);
     pthread_mutex_destroy(&backend->read_mutex);
+    pthread_mutex_destroy(&backend->watch_mutex);
     free(backend);
 }
 
@@ -465,6 +518,7 @@ static int sq_open(const struct backend_config *config, const void *options, str
     pthread_cond_init(&backend->sync_space_cond, NULL);
     backend->syncing = !backend->options.synchronous_normal;
     pthread_mutex_init(&backend->read_mutex, NULL);
+    pthread_mutex_init(&backend->watch_mutex, NULL);
     int n = snprintf(backend->data_dir, sizeof backend->data_dir, "%s", config->data_dir);
     backend->config.data_dir = backend->data_dir;
     if (n <= 0 || (size_t)n >= sizeof backend->data_dir) {
@@ -565,4 +619,5 @@ const struct backend_ops sq_backend_ops = {
     .limits_report = sq_console_limits_report,
     .holds_scan = sq_console_holds_scan,
     .holds_seen_here_only = false,
+    .watch = sq_watch,
 };

@@ -284,6 +284,11 @@ struct tb_backend {
     /* counters (atomic) */
     uint64_t overage_denied;
     uint64_t jobs_in_flight;
+
+    /* Told when a complete or release here freed capacity (backend.h,
+     * watch); called under watch_lock. */
+    pthread_mutex_t watch_lock;
+    struct backend_watch watch;
 };
 
 static inline struct tb_backend *tb_backend_of(struct backend *base)
@@ -362,8 +367,10 @@ uint64_t tb_registry_note_hold(struct tb_backend *b, struct tb_limit *limit, int
 /* A complete or release changed what a noted hold keeps until its expiry:
  * amount (0: nothing). A note already forgotten (or 0) is left alone. */
 void tb_registry_renote_hold(struct tb_limit *limit, uint64_t sequence, uint64_t amount);
+/* ... and, for the wait layer, when the shortfall is covered by the holds
+ * noted here expiring, uncapped (fits_at_ms). */
 int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
-                                int64_t period_start_ms, int64_t now_ms);
+                                int64_t period_start_ms, int64_t now_ms, int64_t *fits_at_ms);
 
 /* tb_leases.c (every function takes the lease lock itself unless noted) */
 int tb_leases_init(struct tb_backend *b);

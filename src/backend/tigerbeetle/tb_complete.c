@@ -50,6 +50,20 @@ enum {
 /* ---- answers ------------------------------------------------------------- */
 
 /* error_index: the actual that BACKEND_ACTUAL_KEY_NOT_IN_LEASE names. */
+/* A complete or release that freed the lease's holds here tells the wait
+ * layer at once (another front end's are not seen: docs/tigerbeetle.md). */
+static void tell_freed(struct tb_job *job)
+{
+    struct tb_backend *b = job->call->backend;
+    pthread_mutex_lock(&b->watch_lock);
+    for (uint32_t i = 0; backend_watch_wanted(&b->watch) && i < job->hold_count; i++) {
+        const struct tb_limit *limit = job->holds[i].limit;
+        struct backend_freed freed = {.key = limit->key, .key_length = limit->key_length};
+        b->watch.freed(b->watch.context, &freed);
+    }
+    pthread_mutex_unlock(&b->watch_lock);
+}
+
 static void complete_answer(struct tb_job *job, enum backend_error error, uint32_t error_index,
                             bool reconciled)
 {
@@ -59,6 +73,8 @@ static void complete_answer(struct tb_job *job, enum backend_error error, uint32
         complete_result_fail(result, error, error_index);
     } else {
         result->reconciled = reconciled;
+        if (reconciled)
+            tell_freed(job);
         result->warnings = job->pending.warnings; /* the caller frees them */
         result->warning_count = job->pending.warning_count;
         complete_result_clear(&job->pending);
@@ -68,6 +84,8 @@ static void complete_answer(struct tb_job *job, enum backend_error error, uint32
 
 static void release_answer(struct tb_job *job, enum backend_error error)
 {
+    if (error == BACKEND_OK)
+        tell_freed(job);
     struct release_result *result = job->result;
     result->error = error;
     tb_job_finish(job);

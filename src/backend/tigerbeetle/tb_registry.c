@@ -381,7 +381,7 @@ static int64_t notes_cover(struct tb_hold_ring *ring, uint64_t need, int64_t per
 }
 
 int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
-                                int64_t period_start_ms, int64_t now_ms)
+                                int64_t period_start_ms, int64_t now_ms, int64_t *fits_at_ms)
 {
     pthread_rwlock_rdlock(&b->registry_lock);
     struct limit_definition d = limit->state.definition;
@@ -397,13 +397,20 @@ int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, ui
     if (d.kind == LIMIT_ROLLING) {
         /* Holds made elsewhere are not noted here: at worst, the window. */
         retry_ms = covered_ms != INT64_MAX ? covered_ms - now_ms : (int64_t)d.window_seconds * 1000;
+        *fits_at_ms = now_ms + retry_ms;
     } else if (d.kind == LIMIT_CONCURRENCY) {
         retry_ms = jittered_poll_ms(b);
         if (earliest_ms != INT64_MAX && earliest_ms - now_ms < retry_ms)
             retry_ms = earliest_ms - now_ms;
+        /* Uncapped, for the wait layer: at worst, a whole timeout. */
+        *fits_at_ms =
+            covered_ms != INT64_MAX ? covered_ms : now_ms + (int64_t)d.timeout_seconds * 1000;
     } else {
         int64_t end_ms = period_end_ms(d.period, period_start_ms);
         retry_ms = (covered_ms < end_ms ? covered_ms : end_ms) - now_ms;
+        *fits_at_ms = now_ms + retry_ms;
     }
+    if (*fits_at_ms <= now_ms)
+        *fits_at_ms = now_ms + 1;
     return retry_ms < 1 ? 1 : retry_ms;
 }

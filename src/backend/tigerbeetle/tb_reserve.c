@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/retry.h"
 #include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
@@ -363,6 +364,41 @@ static void chain_done(struct tbc_item *item)
     answer_unavailable(job);
 }
 
+/* A denied hold's times, the latest of each in the result. pending: what
+ * the limit's account holds in pending transfers (cluster-wide), which a
+ * complete or release anywhere may free. */
+static void denial_add(struct tb_backend *b, const struct tb_lease_hold *hold, uint64_t shortfall,
+                       uint64_t pending, bool short_now, int64_t now_ms,
+                       struct reserve_result *result)
+{
+    int64_t fits_at_ms;
+    int64_t r = tb_registry_retry_after(b, hold->limit, shortfall, hold->period_start_ms, now_ms,
+                                        &fits_at_ms);
+    /* Budgets: what is committed comes back only with the next period. A
+     * hold that fits by the accounts read after the chain failed (a
+     * release landed in between) may fit now. */
+    int64_t may_fit_at_ms = !short_now || pending >= shortfall ? now_ms : fits_at_ms;
+    if (!short_now)
+        fits_at_ms = now_ms + 1;
+    if (r > result->retry_after_ms)
+        result->retry_after_ms = r;
+    if (fits_at_ms > result->fits_at_unix_ms)
+        result->fits_at_unix_ms = fits_at_ms;
+    if (may_fit_at_ms > result->may_fit_at_unix_ms)
+        result->may_fit_at_unix_ms = may_fit_at_ms;
+}
+
+/* Not recorded when the caller waits for it; on 0.17 the chain's ids are
+ * burnt by the denial, so the same lease can never be admitted later: it is
+ * recorded, and the caller does not wait (docs/tigerbeetle.md). */
+static bool denial_waitable(const struct tb_backend *b, const struct reserve_request *request,
+                            const struct reserve_result *result)
+{
+    return request->wait_until_unix_ms != 0 &&
+           result->may_fit_at_unix_ms <= request->wait_until_unix_ms &&
+           tbc_submitter_dialect(b->submitter) == TBC_DIALECT_0_15;
+}
+
 /* Every limit that does not fit now is denied, the one the chain failed on
  * always; retry_after is the largest of theirs. */
 static void denial_read(struct tbc_item *item)
@@ -374,15 +410,17 @@ static void denial_read(struct tbc_item *item)
     assert(failed < job->hold_count);
     assert(job->step == STEP_DENIAL);
     int64_t now_ms = clock_now_ms(b->clock);
-    int64_t retry_ms = 1;
     reserve_result_clear(result);
+    result->retry_after_ms = 1;
     for (uint32_t i = 0; i < job->hold_count; i++) {
         struct tb_lease_hold *hold = &job->holds[i];
         int64_t available = 0;
+        uint64_t pending = 0;
         if (item->status == TBC_ITEM_OK && job->found[i]) {
             struct tbc_account account;
             memcpy(&account, job->objects[i], sizeof account);
             available = tb_ledger_available(&account);
+            pending = account.debits_pending.high != 0 ? UINT64_MAX : account.debits_pending.low;
         }
         bool short_now = available < 0 || hold->amount > (uint64_t)available;
         hold->denied = i == failed || (item->status == TBC_ITEM_OK && short_now);
@@ -390,10 +428,7 @@ static void denial_read(struct tbc_item *item)
             continue;
         uint64_t shortfall =
             short_now ? hold->amount - (uint64_t)(available > 0 ? available : 0) : hold->amount;
-        int64_t r =
-            tb_registry_retry_after(b, hold->limit, shortfall, hold->period_start_ms, now_ms);
-        if (r > retry_ms)
-            retry_ms = r;
+        denial_add(b, hold, shortfall, pending, short_now, now_ms, result);
     }
     /* denied_index counts request positions, in request order */
     for (uint32_t r = 0; r < job->hold_count; r++) {
@@ -405,8 +440,29 @@ static void denial_read(struct tbc_item *item)
     /* The hold the chain failed on is always among them. */
     assert(result->denied_count >= 1);
     assert(result->denied_count <= job->hold_count);
-    result->retry_after_ms = retry_ms;
-    record(b, job, TB_LEASE_DENIED, 0, 0, retry_ms);
+    result->waitable = denial_waitable(b, job->request, result);
+    if (!result->waitable) /* else the lease stays unknown: forgotten when the job ends */
+        record(b, job, TB_LEASE_DENIED, 0, 0, result->retry_after_ms);
+    tb_job_finish(job);
+}
+
+/* Others wait ahead of this reserve for some of its limits (yield_mask):
+ * denied without asking the cluster, and not recorded. */
+static void yield_deny(struct tb_backend *b, struct tb_job *job, int64_t now_ms)
+{
+    const struct reserve_request *request = job->request;
+    struct reserve_result *result = job->result;
+    uint64_t state = __atomic_load_n(&b->random_state, __ATOMIC_RELAXED);
+    int64_t poll_ms = retry_jitter_ms(b->concurrency_poll_ms, &state);
+    __atomic_store_n(&b->random_state, state, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < request->requirement_count; i++) {
+        if ((request->yield_mask >> i & 1) != 0)
+            result->denied_index[result->denied_count++] = (uint8_t)i;
+    }
+    result->retry_after_ms = poll_ms;
+    result->fits_at_unix_ms = now_ms + 1;
+    result->may_fit_at_unix_ms = now_ms;
+    result->waitable = true;
     tb_job_finish(job);
 }
 
@@ -469,6 +525,10 @@ void tb_reserve_start(struct tb_job *job)
     reserve_result_clear(job->result);
     if (!resolve(b, job, now_ms, &park)) {
         tb_job_finish(job);
+        return;
+    }
+    if (request->yield_mask != 0) {
+        yield_deny(b, job, now_ms);
         return;
     }
     /* The lease's ids wait for the cluster's scheme as its holds wait for

@@ -201,6 +201,7 @@ static int tigerbeetle_open(const struct backend_config *config, const void *opt
     pthread_mutex_init(&b->job_pool_lock, NULL);
     pthread_mutex_init(&b->admin_lock, NULL);
     pthread_mutex_init(&b->maintenance_lock, NULL);
+    pthread_mutex_init(&b->watch_lock, NULL);
     pthread_cond_init(&b->maintenance_wake, NULL);
     if (tb_leases_init(b) != 0) {
         snprintf(error, error_size, "out of memory");
@@ -254,6 +255,7 @@ static void tb_free(struct tb_backend *b)
     tb_registry_free(b);
     pthread_cond_destroy(&b->maintenance_wake);
     pthread_mutex_destroy(&b->maintenance_lock);
+    pthread_mutex_destroy(&b->watch_lock);
     pthread_mutex_destroy(&b->admin_lock);
     pthread_mutex_destroy(&b->lease_lock);
     pthread_mutex_destroy(&b->job_pool_lock);
@@ -417,6 +419,14 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
      * which; 0 here. */
 }
 
+static void tb_watch(struct backend *base, const struct backend_watch *watch)
+{
+    struct tb_backend *b = tb_backend_of(base);
+    pthread_mutex_lock(&b->watch_lock);
+    b->watch = *watch;
+    pthread_mutex_unlock(&b->watch_lock);
+}
+
 const struct backend_ops tb_backend_ops = {
     .name = "tigerbeetle",
     .budget_debt_pooled = true,
@@ -439,4 +449,5 @@ const struct backend_ops tb_backend_ops = {
     .limits_report = tb_console_limits_report,
     .holds_scan = NULL, /* the lease cache does not keep callers */
     .holds_seen_here_only = true,
+    .watch = tb_watch,
 };

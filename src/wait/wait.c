@@ -1,0 +1,655 @@
+/* The wait layer's entry points and its thread (docs/architecture.md
+ * "src/wait"). The thread is the only one that asks the backend again for
+ * waiters: woken by the backend's freed events (handed over through a
+ * small buffer under events_mutex, never the main mutex, so the backend's
+ * lock is held only for a copy) and by timers, it decides under the mutex
+ * (wait_settle.c), then makes the backend calls with no lock held. */
+#include "wait.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wait_settle.h"
+
+void wait_options_defaults(struct wait_options *options)
+{
+    memset(options, 0, sizeof *options);
+    options->max_waiters = WAIT_WAITERS_DEFAULT;
+}
+
+/* Runs the done of each answered ticket (no lock held). A ticket may be
+ * reused by its caller once its done ran: its link is read before. */
+static void answers_run(struct wait_list *answers)
+{
+    for (struct wait_ticket *t = answers->head, *next; t != NULL; t = next) {
+        next = t->work_next;
+        t->work_next = NULL;
+        t->done(t->context);
+    }
+}
+
+void wait_kick(struct wait *w)
+{
+    pthread_mutex_lock(&w->events_mutex);
+    w->kicked = true;
+    pthread_cond_signal(&w->events_cond);
+    pthread_mutex_unlock(&w->events_mutex);
+}
+
+/* ---- the backend's events ---------------------------------------------- */
+
+/* Called by the backend, perhaps under its lock: a copy into the buffer. */
+static void wait_freed(void *context, const struct backend_freed *freed)
+{
+    struct wait *w = context;
+    if (atomic_load(&w->interest) == 0)
+        return; /* nobody waits: nothing to tell (a waiter counts before it asks) */
+    struct wait_event e = {
+        .hash = freed->key != NULL ? wait_hash(freed->key, freed->key_length) : 0,
+        .available = freed->available,
+        .available_known = freed->available_known,
+        .any = freed->key == NULL,
+    };
+    pthread_mutex_lock(&w->events_mutex);
+    e.seq = atomic_fetch_add(&w->event_seq, 1) + 1;
+    if (w->event_count < WAIT_EVENTS_MAX)
+        w->events[w->event_count++] = e;
+    else
+        w->events_lost = true;
+    pthread_cond_signal(&w->events_cond);
+    pthread_mutex_unlock(&w->events_mutex);
+}
+
+/* Wakes every queue (an event about any limit, or events lost). */
+static void wake_all(struct wait *w)
+{
+    uint32_t count = w->key_count;
+    struct wait_key **keys = malloc((count + 1) * sizeof *keys);
+    if (keys == NULL)
+        return; /* the waiters' timers still stand */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i <= w->bucket_mask; i++) {
+        for (struct wait_key *k = w->buckets[i]; k != NULL; k = k->bucket_next)
+            keys[n++] = k;
+    }
+    assert(n == count);
+    /* Waking asks and adds places, never removes one: every queue stays. */
+    for (uint32_t i = 0; i < n; i++)
+        wait_wake_key(w, keys[i], false, 0);
+    free(keys);
+}
+
+static void events_handle(struct wait *w, const struct wait_event *events, uint32_t count,
+                          bool lost, uint64_t seq_now)
+{
+    bool any = lost;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct wait_event *e = &events[i];
+        w->stats.events++;
+        if (e->any) {
+            any = true;
+            continue;
+        }
+        uint64_t *slot = &w->freed_seq[e->hash & (WAIT_FREED_SLOTS - 1)];
+        if (e->seq > *slot)
+            *slot = e->seq;
+        struct wait_key *found[8];
+        uint32_t n = 0;
+        for (struct wait_key *k = w->buckets[e->hash & w->bucket_mask]; k != NULL && n < 8;
+             k = k->bucket_next) {
+            if (k->hash == e->hash)
+                found[n++] = k;
+        }
+        for (uint32_t j = 0; j < n; j++)
+            wait_wake_key(w, found[j], e->available_known, e->available);
+    }
+    if (any) {
+        w->any_seq = seq_now;
+        wake_all(w);
+    }
+}
+
+/* ---- backend calls ------------------------------------------------------ */
+
+/* A call made for a ticket is done once its answers ran: only then may
+ * wait_quiesce and wait_close see nothing in flight. */
+static void call_done(struct wait *w, struct wait_list *answers)
+{
+    answers_run(answers);
+    pthread_mutex_lock(&w->mutex);
+    assert(w->in_flight > 0);
+    w->in_flight--;
+    /* Kicked (a timer, work, or nothing left in flight) before the mutex
+     * is let go: once it is, wait_close may see nothing in flight and free
+     * the wait layer. Lock order: mutex, then events_mutex. */
+    wait_kick(w);
+    pthread_mutex_unlock(&w->mutex);
+}
+
+static void attempt_done(void *context)
+{
+    struct wait_ticket *t = context;
+    struct wait *w = t->wait;
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    t->work = WAIT_WORK_NONE;
+    w->stats.attempts++;
+    wait_settle(w, t, &answers);
+    pthread_mutex_unlock(&w->mutex);
+    call_done(w, &answers);
+}
+
+static void release_done(void *context)
+{
+    struct wait_ticket *t = context;
+    struct wait *w = t->wait;
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    assert(t->state == WAIT_RELEASING);
+    t->work = WAIT_WORK_NONE;
+    /* A failed release changes nothing: the hold expires by itself. */
+    reserve_result_clear(t->result);
+    t->result->wait_outcome = RESERVE_WAIT_CANCELLED;
+    t->result->waited_ms = clock_now_ms(w->clock) - t->started_ms;
+    t->state = WAIT_ANSWERED;
+    w->waiting--;
+    atomic_fetch_sub(&w->interest, 1);
+    w->stats.outcomes[RESERVE_WAIT_CANCELLED]++;
+    wait_list_push(&answers, t);
+    pthread_mutex_unlock(&w->mutex);
+    call_done(w, &answers);
+}
+
+/* A plain reserve made because the queue was full. */
+static void pass_done(void *context)
+{
+    struct wait_ticket *t = context;
+    struct wait *w = t->wait;
+    struct reserve_result *r = t->result;
+    bool full = r->error == BACKEND_OK && !r->allowed && !r->replayed;
+    if (full)
+        r->wait_outcome = RESERVE_WAIT_FULL;
+    pthread_mutex_lock(&w->mutex);
+    if (full)
+        w->stats.outcomes[RESERVE_WAIT_FULL]++;
+    t->state = WAIT_ANSWERED;
+    pthread_mutex_unlock(&w->mutex);
+    struct wait_list answers = {0};
+    wait_list_push(&answers, t);
+    call_done(w, &answers);
+}
+
+static void work_run(struct wait *w, struct wait_ticket *list)
+{
+    for (struct wait_ticket *t = list, *next; t != NULL; t = next) {
+        next = t->work_next; /* t may be answered (and reused) inside the call */
+        if (t->work == WAIT_WORK_RELEASE) {
+            backend_release(w->backend, &t->release, &t->release_result, 1, release_done, t);
+            continue;
+        }
+        assert(t->work == WAIT_WORK_ATTEMPT);
+        /* Events after this read may not be in the backend's answer. */
+        t->event_seq = atomic_load(&w->event_seq);
+        backend_reserve(w->backend, &t->attempt, t->result, 1, attempt_done, t);
+    }
+}
+
+/* ---- the thread --------------------------------------------------------- */
+
+static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answers)
+{
+    struct wait_ticket *t;
+    while ((t = wait_timer_pop_due(w, now_ms)) != NULL) {
+        if (t->state == WAIT_FOLLOWER) {
+            wait_follower_deadline(w, t, RESERVE_WAIT_DEADLINE, answers);
+            continue;
+        }
+        assert(t->state == WAIT_QUEUED); /* nothing in flight has a timer */
+        if (now_ms >= t->deadline_ms)
+            wait_deadline(w, t, answers);
+        else
+            (void)wait_try_ask(w, t, NULL);
+    }
+}
+
+/* One pass: events, timers, then the backend calls they made. Returns the
+ * next timer. */
+static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_t count, bool lost)
+{
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    events_handle(w, events, count, lost, atomic_load(&w->event_seq));
+    timers_handle(w, clock_now_ms(w->clock), &answers);
+    struct wait_ticket *work = w->work_head;
+    w->work_head = w->work_tail = NULL;
+    pthread_mutex_unlock(&w->mutex);
+    answers_run(&answers);
+    work_run(w, work);
+    pthread_mutex_lock(&w->mutex);
+    int64_t next_ms = wait_timer_next(w);
+    pthread_mutex_unlock(&w->mutex);
+    return next_ms;
+}
+
+static bool idle_now(struct wait *w)
+{
+    pthread_mutex_lock(&w->mutex);
+    bool idle = w->in_flight == 0 && w->work_head == NULL;
+    pthread_mutex_unlock(&w->mutex);
+    return idle;
+}
+
+static void *thread_main(void *arg)
+{
+    struct wait *w = arg;
+    pthread_mutex_lock(&w->events_mutex);
+    while (!w->stopping) {
+        struct wait_event *events = w->events;
+        uint32_t count = w->event_count;
+        bool lost = w->events_lost;
+        w->events = w->events_spare; /* the hook fills the other buffer meanwhile */
+        w->events_spare = events;
+        w->event_count = 0;
+        w->events_lost = false;
+        w->kicked = false;
+        pthread_mutex_unlock(&w->events_mutex);
+        int64_t next_ms = pass_run(w, events, count, lost);
+        bool idle = idle_now(w);
+        pthread_mutex_lock(&w->events_mutex);
+        w->passes++;
+        w->idle = idle && w->event_count == 0 && !w->kicked;
+        pthread_cond_broadcast(&w->idle_cond);
+        if (w->kicked || w->event_count > 0 || w->stopping)
+            continue;
+        int64_t sleep_ms =
+            next_ms == INT64_MAX ? WAIT_SLEEP_MS_MAX : next_ms - clock_now_ms(w->clock);
+        if (sleep_ms <= 0)
+            continue;
+        if (sleep_ms > WAIT_SLEEP_MS_MAX)
+            sleep_ms = WAIT_SLEEP_MS_MAX; /* the clock may jump */
+        struct timespec until = clock_deadline(CLOCK_MONOTONIC, sleep_ms * 1000);
+        pthread_cond_timedwait(&w->events_cond, &w->events_mutex, &until);
+    }
+    pthread_mutex_unlock(&w->events_mutex);
+    return NULL;
+}
+
+/* ---- open and close ----------------------------------------------------- */
+
+static void wait_free(struct wait *w)
+{
+    wait_queue_free(w);
+    wait_index_free(w);
+    free(w->events);
+    free(w->events_spare);
+    pthread_mutex_destroy(&w->mutex);
+    pthread_mutex_destroy(&w->events_mutex);
+    pthread_cond_destroy(&w->events_cond);
+    pthread_cond_destroy(&w->idle_cond);
+    free(w);
+}
+
+int wait_open(struct backend *backend, struct clock *clock, const struct wait_options *options,
+              struct wait **out, char *error, size_t error_size)
+{
+    if (options->max_waiters < 1 || options->max_waiters > WAIT_WAITERS_MAX) {
+        snprintf(error, error_size, "max_waiters: must be 1..%d", WAIT_WAITERS_MAX);
+        return -1;
+    }
+    struct wait *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    w->backend = backend;
+    w->clock = clock;
+    w->options = *options;
+    w->remote = backend->ops->holds_seen_here_only || backend->ops->watch == NULL;
+    pthread_mutex_init(&w->mutex, NULL);
+    pthread_mutex_init(&w->events_mutex, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->events_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_cond_init(&w->idle_cond, NULL);
+    w->stats.max_waiters = options->max_waiters;
+    w->events = malloc(WAIT_EVENTS_MAX * sizeof *w->events);
+    w->events_spare = malloc(WAIT_EVENTS_MAX * sizeof *w->events_spare);
+    if (w->events == NULL || w->events_spare == NULL || wait_queue_init(w) != 0 ||
+        wait_index_init(w) != 0) {
+        wait_free(w);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    if (pthread_create(&w->thread, NULL, thread_main, w) != 0) {
+        wait_free(w);
+        snprintf(error, error_size, "cannot start the wait thread");
+        return -1;
+    }
+    if (backend->ops->watch != NULL) {
+        struct backend_watch watch = {wait_freed, w, &w->interest};
+        backend->ops->watch(backend, &watch);
+    }
+    *out = w;
+    return 0;
+}
+
+/* Every waiter not in flight is answered now; the rest when their call
+ * returns (wait_settle answers them while closing). */
+static void close_answer(struct wait *w, struct wait_list *answers)
+{
+    w->closing = true;
+    for (uint32_t i = 0; i <= w->lease_mask; i++) {
+        /* Answering t takes only t out of the chain. */
+        for (struct wait_ticket *t = w->leases[i], *next; t != NULL; t = next) {
+            next = t->lease_next;
+            while (t->followers != NULL)
+                wait_follower_deadline(w, t->followers, RESERVE_WAIT_CLOSED, answers);
+            if (t->state == WAIT_QUEUED)
+                wait_answer(w, t, RESERVE_WAIT_CLOSED, answers);
+        }
+    }
+}
+
+void wait_close(struct wait *w)
+{
+    if (w->backend->ops->watch != NULL)
+        w->backend->ops->watch(w->backend, &(struct backend_watch){0});
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    close_answer(w, &answers);
+    pthread_mutex_unlock(&w->mutex);
+    answers_run(&answers);
+    /* The thread makes the calls still scheduled; their answers come back. */
+    for (;;) {
+        pthread_mutex_lock(&w->mutex);
+        bool drained = w->in_flight == 0 && w->work_head == NULL && w->waiting == 0;
+        pthread_mutex_unlock(&w->mutex);
+        if (drained)
+            break;
+        wait_quiesce(w);
+    }
+    pthread_mutex_lock(&w->events_mutex);
+    w->stopping = true;
+    pthread_cond_signal(&w->events_cond);
+    pthread_mutex_unlock(&w->events_mutex);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_lock(&w->mutex);
+    wait_queue_check(w);
+    assert(w->key_count == 0);
+    assert(w->heap_count == 0);
+    pthread_mutex_unlock(&w->mutex);
+    wait_free(w);
+}
+
+void wait_pass(struct wait *w)
+{
+    pthread_mutex_lock(&w->events_mutex);
+    uint64_t target = w->passes + 2; /* a whole pass after this call */
+    while (w->passes < target) {
+        if (!w->kicked) {
+            w->kicked = true;
+            pthread_cond_signal(&w->events_cond);
+        }
+        pthread_cond_wait(&w->idle_cond, &w->events_mutex);
+    }
+    pthread_mutex_unlock(&w->events_mutex);
+}
+
+void wait_quiesce(struct wait *w)
+{
+    pthread_mutex_lock(&w->events_mutex);
+    uint64_t target = w->passes + 2; /* a whole pass after this call */
+    while (w->passes < target || !w->idle) {
+        if (!w->kicked) {
+            w->kicked = true;
+            pthread_cond_signal(&w->events_cond);
+        }
+        pthread_cond_wait(&w->idle_cond, &w->events_mutex);
+    }
+    pthread_mutex_unlock(&w->events_mutex);
+    pthread_mutex_lock(&w->mutex);
+    wait_queue_check(w);
+    pthread_mutex_unlock(&w->mutex);
+}
+
+/* ---- the data path ------------------------------------------------------ */
+
+static bool same_requirements(const struct reserve_request *a, const struct reserve_request *b)
+{
+    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
+    uint8_t item_of[REQUIREMENTS_PER_RESERVE_MAX];
+    for (uint32_t i = 0; i < a->requirement_count; i++)
+        items[i] = (struct lease_item_key){a->requirements[i].key, a->requirements[i].key_length,
+                                           a->requirements[i].amount};
+    return requirements_match(b, items, a->requirement_count, item_of);
+}
+
+/* A retry of a waiting lease joins its wait; false when its requirements
+ * differ (lease_conflict). */
+static bool follow(struct wait *w, struct wait_ticket *p, struct wait_ticket *t)
+{
+    if (!same_requirements(p->request, t->request))
+        return false;
+    t->state = WAIT_FOLLOWER;
+    t->primary = p;
+    struct wait_ticket **link = &p->followers;
+    while (*link != NULL)
+        link = &(*link)->next_follower;
+    *link = t;
+    w->waiting++;
+    atomic_fetch_add(&w->interest, 1);
+    wait_timer_set(w, t, t->deadline_ms);
+    return true;
+}
+
+/* A reserve that does not wait: to the backend, yielding where others wait
+ * ahead; through pass_done when it would have waited but the queue is full. */
+static void reserve_plain(struct wait *w, struct wait_ticket *t, uint64_t yield, bool full)
+{
+    if (!full && yield == 0) {
+        backend_reserve(w->backend, t->request, t->result, 1, t->done, t->context);
+        return;
+    }
+    t->attempt = *t->request;
+    t->attempt.yield_mask = yield;
+    if (!full) {
+        backend_reserve(w->backend, &t->attempt, t->result, 1, t->done, t->context);
+        return;
+    }
+    t->state = WAIT_PASS;
+    backend_reserve(w->backend, &t->attempt, t->result, 1, pass_done, t);
+}
+
+static void ticket_init(struct wait *w, struct wait_ticket *t,
+                        const struct reserve_request *request, struct reserve_result *result,
+                        backend_done_fn done, void *context)
+{
+    memset(t, 0, offsetof(struct wait_ticket, attempt));
+    t->wait = w;
+    t->request = request;
+    t->result = result;
+    t->done = done;
+    t->context = context;
+    t->timer_index = UINT32_MAX;
+}
+
+void wait_reserve(struct wait *w, struct wait_ticket *t, const struct reserve_request *request,
+                  struct reserve_result *result, int64_t wait_ms, uint8_t priority,
+                  backend_done_fn done, void *context)
+{
+    assert(wait_ms >= 0 && wait_ms <= WAIT_MS_MAX);
+    assert(priority < WAIT_PRIORITIES);
+    assert(request->wait_until_unix_ms == 0 && request->yield_mask == 0);
+    t->state = WAIT_IDLE; /* wait_cancel of a plain reserve is a no-op */
+    if (wait_ms == 0 && atomic_load_explicit(&w->interest, memory_order_relaxed) == 0) {
+        backend_reserve(w->backend, request, result, 1, done, context); /* today's path */
+        return;
+    }
+    ticket_init(w, t, request, result, done, context);
+    pthread_mutex_lock(&w->mutex);
+    uint64_t yield = wait_yield_locked(w, request, priority, NULL);
+    bool full = w->waiting >= w->options.max_waiters;
+    if (wait_ms == 0 || w->closing || full) {
+        bool pass = wait_ms > 0 && full && !w->closing;
+        if (pass)
+            w->in_flight++; /* answered through pass_done: wait_close waits for it */
+        pthread_mutex_unlock(&w->mutex);
+        reserve_plain(w, t, yield, pass);
+        return;
+    }
+    int64_t now_ms = clock_now_ms(w->clock);
+    t->started_ms = now_ms;
+    t->deadline_ms = now_ms + wait_ms;
+    t->priority = priority;
+    t->lease_hash = wait_hash(request->lease_id, request->lease_id_length);
+    struct wait_ticket *p =
+        wait_lease_find(w, request->lease_id, request->lease_id_length, t->lease_hash);
+    if (p != NULL) {
+        bool joined = follow(w, p, t);
+        pthread_mutex_unlock(&w->mutex);
+        if (!joined) {
+            reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
+            done(context);
+        }
+        return;
+    }
+    t->arrival = ++w->arrivals;
+    t->state = WAIT_FIRST;
+    wait_lease_insert(w, t);
+    w->waiting++;
+    w->in_flight++;
+    atomic_fetch_add(&w->interest, 1); /* before the attempt: its events are told */
+    wait_attempt_build(t, t->deadline_ms, wait_yield_locked(w, request, priority, t));
+    pthread_mutex_unlock(&w->mutex);
+    t->event_seq = atomic_load(&w->event_seq);
+    backend_reserve(w->backend, &t->attempt, result, 1, attempt_done, t);
+}
+
+void wait_cancel(struct wait *w, struct wait_ticket *t)
+{
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    wait_cancel_locked(w, t, &answers);
+    pthread_mutex_unlock(&w->mutex);
+    wait_kick(w);
+    answers_run(&answers);
+}
+
+uint64_t wait_yield_mask(struct wait *w, const struct reserve_request *request, uint8_t priority)
+{
+    assert(priority < WAIT_PRIORITIES);
+    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0)
+        return 0;
+    pthread_mutex_lock(&w->mutex);
+    uint64_t mask = wait_yield_locked(w, request, priority, NULL);
+    pthread_mutex_unlock(&w->mutex);
+    return mask;
+}
+
+void wait_complete(struct wait *w, const struct complete_request *requests,
+                   struct complete_result *results, uint32_t count, backend_done_fn done,
+                   void *context)
+{
+    backend_complete(w->backend, requests, results, count, done, context);
+}
+
+void wait_release(struct wait *w, const struct release_request *requests,
+                  struct release_result *results, uint32_t count, backend_done_fn done,
+                  void *context)
+{
+    backend_release(w->backend, requests, results, count, done, context);
+}
+
+/* ---- limits -------------------------------------------------------------- */
+
+/* Waiters of the queue that can never fit the limit as it is now: a
+ * deleted limit, or a capacity (or pending decrease) below their amount.
+ * Answering one wakes the next, which may then be asking: the backend's
+ * answer tells it the same. */
+static void limit_answer(struct wait *w, struct wait_key *k, bool gone, uint64_t capacity,
+                         struct wait_list *answers)
+{
+    uint32_t count = 0;
+    struct wait_ticket **doomed = malloc(k->count * sizeof *doomed);
+    uint8_t *which = malloc(k->count);
+    if (doomed == NULL || which == NULL) {
+        free(doomed);
+        free(which);
+        return; /* they learn it when they next ask */
+    }
+    for (struct wait_node *n = wait_queue_first(k); n != NULL; n = wait_queue_after(k, n)) {
+        struct wait_ticket *t = n->ticket;
+        if (t->state == WAIT_QUEUED &&
+            (gone || t->request->requirements[n->requirement].amount > capacity)) {
+            which[count] = n->requirement;
+            doomed[count++] = t;
+        }
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        struct wait_ticket *t = doomed[i];
+        if (t->state != WAIT_QUEUED)
+            continue;
+        reserve_result_fail(t->result, gone ? BACKEND_UNKNOWN_LIMIT_KEY : BACKEND_EXCEEDS_CAPACITY,
+                            which[i]);
+        wait_answer(w, t, RESERVE_WAIT_FAILED, answers);
+    }
+    free(doomed);
+    free(which);
+}
+
+void wait_limit_changed(struct wait *w, const char *key)
+{
+    struct limit_state state;
+    bool gone = backend_get_limit(w->backend, key, &state) != 0;
+    uint64_t capacity = state.definition.capacity;
+    if (!gone && state.status == LIMIT_DECREASING && state.pending_decrease_to < capacity)
+        capacity = state.pending_decrease_to;
+    uint32_t length = (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1);
+    uint64_t hash = wait_hash(key, length);
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    struct wait_key *k = wait_key_find(w, key, length, hash);
+    if (k != NULL)
+        limit_answer(w, k, gone, capacity, &answers);
+    k = wait_key_find(w, key, length, hash); /* gone when its last waiter was answered */
+    if (k != NULL)
+        wait_wake_key(w, k, false, 0);
+    pthread_mutex_unlock(&w->mutex);
+    wait_kick(w);
+    answers_run(&answers);
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+void wait_stats(struct wait *w, struct wait_stats *out)
+{
+    pthread_mutex_lock(&w->mutex);
+    *out = w->stats;
+    out->waiting = w->waiting;
+    out->queued = w->queued;
+    out->keys = w->key_count;
+    pthread_mutex_unlock(&w->mutex);
+}
+
+void wait_key_waiters(struct wait *w, const char *key, uint32_t *count, int64_t *oldest_started_ms)
+{
+    uint32_t length = (uint32_t)strnlen(key, LIMIT_KEY_LENGTH_MAX + 1);
+    uint64_t hash = wait_hash(key, length);
+    *count = 0;
+    *oldest_started_ms = 0;
+    pthread_mutex_lock(&w->mutex);
+    struct wait_key *k = wait_key_find(w, key, length, hash);
+    for (struct wait_node *n = k != NULL ? wait_queue_first(k) : NULL; n != NULL;
+         n = wait_queue_after(k, n)) {
+        (*count)++;
+        int64_t started = n->ticket->started_ms;
+        if (*oldest_started_ms == 0 || started < *oldest_started_ms)
+            *oldest_started_ms = started;
+    }
+    pthread_mutex_unlock(&w->mutex);
+}

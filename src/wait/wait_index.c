@@ -1,0 +1,142 @@
+/* The wait layer's indexes of tickets: a binary min-heap of their timers
+ * (a deadline, or when to ask the backend again) and a hash table of the
+ * waiting leases by id, so that a retried lease id joins its wait. Both are
+ * sized for max_waiters at open: nothing is allocated per waiter. Under
+ * wait->mutex. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wait_internal.h"
+
+int wait_index_init(struct wait *w)
+{
+    uint32_t buckets = 16;
+    while (buckets < w->options.max_waiters)
+        buckets *= 2;
+    w->heap = calloc(w->options.max_waiters, sizeof *w->heap);
+    w->leases = calloc(buckets, sizeof *w->leases);
+    if (w->heap == NULL || w->leases == NULL)
+        return -1;
+    w->lease_mask = buckets - 1;
+    return 0;
+}
+
+void wait_index_free(struct wait *w)
+{
+    free(w->heap);
+    free(w->leases);
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+static void heap_place(struct wait *w, uint32_t i, struct wait_ticket *t)
+{
+    w->heap[i] = t;
+    t->timer_index = i;
+}
+
+static void heap_up(struct wait *w, uint32_t i)
+{
+    struct wait_ticket *t = w->heap[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (w->heap[parent]->timer_at_ms <= t->timer_at_ms)
+            break;
+        heap_place(w, i, w->heap[parent]);
+        i = parent;
+    }
+    heap_place(w, i, t);
+}
+
+static void heap_down(struct wait *w, uint32_t i)
+{
+    struct wait_ticket *t = w->heap[i];
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= w->heap_count)
+            break;
+        if (child + 1 < w->heap_count &&
+            w->heap[child + 1]->timer_at_ms < w->heap[child]->timer_at_ms)
+            child++;
+        if (w->heap[child]->timer_at_ms >= t->timer_at_ms)
+            break;
+        heap_place(w, i, w->heap[child]);
+        i = child;
+    }
+    heap_place(w, i, t);
+}
+
+static void heap_remove(struct wait *w, uint32_t i)
+{
+    assert(i < w->heap_count);
+    struct wait_ticket *t = w->heap[i];
+    t->timer_index = UINT32_MAX;
+    w->heap_count--;
+    if (i == w->heap_count)
+        return;
+    struct wait_ticket *moved = w->heap[w->heap_count];
+    heap_place(w, i, moved);
+    heap_down(w, i);
+    heap_up(w, moved->timer_index);
+}
+
+void wait_timer_set(struct wait *w, struct wait_ticket *t, int64_t at_ms)
+{
+    if (t->timer_index != UINT32_MAX)
+        heap_remove(w, t->timer_index);
+    t->timer_at_ms = at_ms;
+    if (at_ms == INT64_MAX)
+        return;
+    /* Every ticket in the heap counts in waiting, which is <= max_waiters. */
+    assert(w->heap_count < w->options.max_waiters);
+    heap_place(w, w->heap_count++, t);
+    heap_up(w, t->timer_index);
+}
+
+struct wait_ticket *wait_timer_pop_due(struct wait *w, int64_t now_ms)
+{
+    if (w->heap_count == 0 || w->heap[0]->timer_at_ms > now_ms)
+        return NULL;
+    struct wait_ticket *t = w->heap[0];
+    heap_remove(w, 0);
+    t->timer_at_ms = INT64_MAX;
+    return t;
+}
+
+int64_t wait_timer_next(const struct wait *w)
+{
+    return w->heap_count == 0 ? INT64_MAX : w->heap[0]->timer_at_ms;
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+void wait_lease_insert(struct wait *w, struct wait_ticket *t)
+{
+    assert(t->primary == NULL);
+    struct wait_ticket **bucket = &w->leases[t->lease_hash & w->lease_mask];
+    t->lease_next = *bucket;
+    *bucket = t;
+}
+
+void wait_lease_remove(struct wait *w, struct wait_ticket *t)
+{
+    struct wait_ticket **link = &w->leases[t->lease_hash & w->lease_mask];
+    while (*link != t) {
+        assert(*link != NULL); /* it is in the index */
+        link = &(*link)->lease_next;
+    }
+    *link = t->lease_next;
+    t->lease_next = NULL;
+}
+
+struct wait_ticket *wait_lease_find(const struct wait *w, const char *id, uint32_t length,
+                                    uint64_t hash)
+{
+    for (struct wait_ticket *t = w->leases[hash & w->lease_mask]; t != NULL; t = t->lease_next) {
+        if (t->lease_hash == hash && t->request->lease_id_length == length &&
+            memcmp(t->request->lease_id, id, length) == 0)
+            return t;
+    }
+    return NULL;
+}

@@ -1,0 +1,534 @@
+/* The wait layer against a scripted backend: every reserve it sends stays
+ * in flight until the test answers it, so the races the conformance suite
+ * can only hit by chance are played out one by one: a cancel while an
+ * attempt is in flight (an admission then released, or the wait handed to
+ * a retry), shutdown with an attempt in flight, a release that lands while
+ * the head's attempt is being decided, how far a wake goes down a queue,
+ * a waiter whose limit starts to decrease, a backend failure while waiting,
+ * a retry's own deadline. Manual clock; the wait layer is settled with
+ * wait_quiesce, never by sleeping. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "test.h"
+#include "wait/wait.h"
+
+#define T0 INT64_C(1768478400000)
+#define CALLS_MAX 64
+
+/* ---- the scripted backend ------------------------------------------------ */
+
+struct call {
+    const struct reserve_request *request;
+    struct reserve_result *result;
+    backend_done_fn done;
+    void *context;
+};
+
+struct fake {
+    struct backend base;
+    pthread_mutex_t mutex;
+    struct call calls[CALLS_MAX]; /* reserves in flight, oldest first */
+    uint32_t call_count;
+    uint32_t reserves; /* reserves sent in all */
+    char released[CALLS_MAX][LEASE_ID_LENGTH_MAX + 1];
+    uint32_t release_count;
+    struct backend_watch watch;
+    bool limit_gone; /* get_limit: -1 */
+    struct limit_state state;
+};
+
+static const struct backend_ops fake_ops;
+
+static struct fake *fake_of(struct backend *base)
+{
+    return (struct fake *)base;
+}
+
+static void fake_reserve(struct backend *base, const struct reserve_request *requests,
+                         struct reserve_result *results, uint32_t count, backend_done_fn done,
+                         void *context)
+{
+    struct fake *f = fake_of(base);
+    if (count != 1)
+        abort();
+    pthread_mutex_lock(&f->mutex);
+    if (f->call_count == CALLS_MAX)
+        abort();
+    f->calls[f->call_count++] = (struct call){requests, results, done, context};
+    f->reserves++;
+    pthread_mutex_unlock(&f->mutex);
+}
+
+static void fake_release(struct backend *base, const struct release_request *requests,
+                         struct release_result *results, uint32_t count, backend_done_fn done,
+                         void *context)
+{
+    struct fake *f = fake_of(base);
+    pthread_mutex_lock(&f->mutex);
+    for (uint32_t i = 0; i < count; i++) {
+        snprintf(f->released[f->release_count++], LEASE_ID_LENGTH_MAX + 1, "%.*s",
+                 (int)requests[i].lease_id_length, requests[i].lease_id);
+        results[i].error = BACKEND_OK;
+    }
+    pthread_mutex_unlock(&f->mutex);
+    done(context);
+}
+
+static int fake_get_limit(struct backend *base, const char *key, struct limit_state *out)
+{
+    struct fake *f = fake_of(base);
+    (void)key;
+    if (f->limit_gone)
+        return -1;
+    *out = f->state;
+    return 0;
+}
+
+static void fake_watch(struct backend *base, const struct backend_watch *watch)
+{
+    struct fake *f = fake_of(base);
+    pthread_mutex_lock(&f->mutex);
+    f->watch = *watch;
+    pthread_mutex_unlock(&f->mutex);
+}
+
+static const struct backend_ops fake_ops = {
+    .name = "fake",
+    .reserve = fake_reserve,
+    .release = fake_release,
+    .get_limit = fake_get_limit,
+    .watch = fake_watch,
+};
+
+/* Tells the wait layer a limit freed, as a backend does. */
+static void fake_free(struct fake *f, const char *key, bool known, int64_t available)
+{
+    struct backend_freed freed = {key, (uint32_t)strlen(key), known, available};
+    pthread_mutex_lock(&f->mutex);
+    if (backend_watch_wanted(&f->watch))
+        f->watch.freed(f->watch.context, &freed);
+    pthread_mutex_unlock(&f->mutex);
+}
+
+static uint32_t in_flight(struct fake *f)
+{
+    pthread_mutex_lock(&f->mutex);
+    uint32_t n = f->call_count;
+    pthread_mutex_unlock(&f->mutex);
+    return n;
+}
+
+/* The oldest reserve in flight, taken out: the test writes its answer. */
+static struct call take(struct fake *f)
+{
+    pthread_mutex_lock(&f->mutex);
+    if (f->call_count == 0)
+        abort(); /* the test expected a reserve in flight */
+    struct call c = f->calls[0];
+    memmove(&f->calls[0], &f->calls[1], --f->call_count * sizeof f->calls[0]);
+    pthread_mutex_unlock(&f->mutex);
+    reserve_result_clear(c.result);
+    return c;
+}
+
+/* Allowed; what each limit has left is 0, as on a full limit. */
+static void answer_allowed(struct fake *f)
+{
+    struct call c = take(f);
+    for (uint32_t i = 0; c.request->states != NULL && i < c.request->requirement_count; i++)
+        c.request->states[i] = (struct requirement_state){.known = true, .capacity = 10};
+    c.result->allowed = true;
+    c.result->reserved_at_unix_ms = T0;
+    c.result->expires_at_unix_ms = T0 + 60000;
+    c.done(c.context);
+}
+
+/* A capacity denial of every requirement, waitable when the request waits. */
+static void answer_denied(struct fake *f, int64_t fits_at_ms)
+{
+    struct call c = take(f);
+    for (uint32_t i = 0; i < c.request->requirement_count; i++)
+        c.result->denied_index[c.result->denied_count++] = (uint8_t)i;
+    c.result->retry_after_ms = 250;
+    c.result->fits_at_unix_ms = fits_at_ms;
+    c.result->may_fit_at_unix_ms = T0;
+    c.result->waitable = c.request->wait_until_unix_ms != 0 || c.request->yield_mask != 0;
+    c.done(c.context);
+}
+
+static void answer_error(struct fake *f, enum backend_error error)
+{
+    struct call c = take(f);
+    reserve_result_fail(c.result, error, 0);
+    if (error == BACKEND_LIMIT_DECREASING)
+        c.result->retry_after_ms = 10000;
+    c.done(c.context);
+}
+
+/* ---- waiters ------------------------------------------------------------- */
+
+struct waiter {
+    struct wait_ticket ticket;
+    struct reserve_request request;
+    struct reserve_result result;
+    struct requirement requirement;
+    char lease[32];
+    int done_count; /* under the test's lock */
+};
+
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+
+static void waiter_done(void *context)
+{
+    struct waiter *x = context;
+    pthread_mutex_lock(&done_lock);
+    x->done_count++;
+    pthread_cond_broadcast(&done_cond);
+    pthread_mutex_unlock(&done_lock);
+}
+
+static int done_count(struct waiter *x)
+{
+    pthread_mutex_lock(&done_lock);
+    int n = x->done_count;
+    pthread_mutex_unlock(&done_lock);
+    return n;
+}
+
+struct env {
+    struct fake fake;
+    struct clock_manual clock;
+    struct wait *wait;
+    struct waiter waiters[8];
+};
+
+static void env_open(struct env *e, uint32_t max_waiters)
+{
+    memset(e, 0, sizeof *e);
+    e->fake.base.ops = &fake_ops;
+    pthread_mutex_init(&e->fake.mutex, NULL);
+    e->fake.state.definition.capacity = 10;
+    clock_manual_init(&e->clock, T0);
+    struct wait_options options;
+    wait_options_defaults(&options);
+    options.max_waiters = max_waiters;
+    char error[128];
+    if (wait_open(&e->fake.base, &e->clock.clock, &options, &e->wait, error, sizeof error) != 0) {
+        fprintf(stderr, "wait_open: %s\n", error);
+        exit(1);
+    }
+}
+
+/* Closes: answers whatever is still in flight as denied first. */
+static void env_close(struct env *e)
+{
+    for (;;) {
+        wait_pass(e->wait);
+        if (in_flight(&e->fake) == 0)
+            break;
+        answer_denied(&e->fake, T0 + 600000);
+    }
+    wait_close(e->wait);
+    for (uint32_t i = 0; i < 8; i++)
+        CHECK(e->waiters[i].lease[0] == '\0' || done_count(&e->waiters[i]) == 1);
+    pthread_mutex_destroy(&e->fake.mutex);
+}
+
+static struct waiter *start(struct env *e, uint32_t i, const char *lease, uint64_t amount,
+                            int64_t wait_ms, uint8_t priority)
+{
+    struct waiter *x = &e->waiters[i];
+    memset(x, 0, sizeof *x);
+    snprintf(x->lease, sizeof x->lease, "%s", lease);
+    x->requirement = (struct requirement){"slots", 5, amount};
+    x->request = (struct reserve_request){.lease_id = x->lease,
+                                          .lease_id_length = (uint32_t)strlen(x->lease),
+                                          .requirements = &x->requirement,
+                                          .requirement_count = 1};
+    wait_reserve(e->wait, &x->ticket, &x->request, &x->result, wait_ms, priority, waiter_done, x);
+    return x;
+}
+
+/* Starts a waiter and denies its first attempt: it is queued. */
+static struct waiter *queued(struct env *e, uint32_t i, const char *lease, uint64_t amount)
+{
+    struct waiter *x = start(e, i, lease, amount, 30000, 5);
+    answer_denied(&e->fake, T0 + 600000);
+    wait_pass(e->wait);
+    return x;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void cancel_while_admitted_releases(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    wait_cancel(e.wait, &a->ticket);
+    CHECK_EQ_I64(done_count(a), 0); /* its attempt is still in flight */
+    answer_allowed(&e.fake);        /* ... and admits it */
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK(!a->result.allowed);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CANCELLED);
+    CHECK_EQ_U64(e.fake.release_count, 1); /* nothing stays held */
+    CHECK_STR(e.fake.released[0], "a");
+    env_close(&e);
+}
+
+static void cancel_while_asking_hands_over_to_a_retry(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "lease", 1);
+    struct waiter *b = start(&e, 1, "lease", 1, 30000, 5); /* joins a */
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a asks */
+    wait_cancel(e.wait, &a->ticket);
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CANCELLED);
+    CHECK_EQ_I64(done_count(b), 0); /* b waits on in a's place */
+    CHECK_EQ_U64(e.fake.release_count, 0);
+    fake_free(&e.fake, "slots", true, 1);
+    wait_pass(e.wait);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(b->result.allowed);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_ADMITTED);
+    env_close(&e);
+}
+
+struct late_answer {
+    struct env *e;
+    struct waiter *first_answered;
+};
+
+/* Answers the attempt in flight once close has begun (it answered b). */
+static void *answer_when_closing(void *arg)
+{
+    struct late_answer *late = arg;
+    pthread_mutex_lock(&done_lock);
+    while (late->first_answered->done_count == 0)
+        pthread_cond_wait(&done_cond, &done_lock);
+    pthread_mutex_unlock(&done_lock);
+    answer_denied(&late->e->fake, T0 + 600000);
+    return NULL;
+}
+
+static void close_with_an_attempt_in_flight(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    struct waiter *b = queued(&e, 1, "b", 1);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a asks */
+    struct late_answer late = {&e, b};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, answer_when_closing, &late) != 0)
+        abort();
+    wait_close(e.wait); /* answers b at once, a once its attempt returns */
+    pthread_join(thread, NULL);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CLOSED);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_CLOSED);
+    CHECK(!a->result.allowed);
+    pthread_mutex_destroy(&e.fake.mutex);
+}
+
+static void release_during_the_heads_attempt_is_not_lost(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    fake_free(&e.fake, "slots", true, 1);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    /* The backend decided before a second release landed: told now. */
+    fake_free(&e.fake, "slots", true, 1);
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* it asks again */
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK(a->result.allowed);
+    env_close(&e);
+}
+
+static void a_wake_goes_as_far_as_what_is_left(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    queued(&e, 0, "a", 2);
+    queued(&e, 1, "b", 2);
+    queued(&e, 2, "c", 2);
+    uint32_t before = e.fake.reserves;
+    fake_free(&e.fake, "slots", true, 4);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(e.fake.reserves - before, 2); /* a and b fit in 4; c is not woken */
+    CHECK_EQ_U64(in_flight(&e.fake), 2);
+    answer_allowed(&e.fake);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    CHECK_EQ_I64(done_count(&e.waiters[2]), 0);
+    /* Unknown availability: the head alone. */
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    env_close(&e);
+}
+
+static void a_decreasing_limit_is_waited_for(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 0);        /* it waits for the decrease */
+    fake_free(&e.fake, "slots", false, 0); /* the tick applied it */
+    wait_pass(e.wait);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK(a->result.allowed);
+    /* A new request is answered limit_decreasing at once. */
+    struct waiter *b = start(&e, 1, "b", 1, 30000, 5);
+    answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.error, BACKEND_LIMIT_DECREASING);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_NONE);
+    env_close(&e);
+}
+
+static void a_backend_failure_while_waiting_is_answered(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    answer_error(&e.fake, BACKEND_UNAVAILABLE);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.error, BACKEND_UNAVAILABLE);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_FAILED);
+    env_close(&e);
+}
+
+static void a_retry_has_its_own_deadline(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "lease", 1);
+    struct waiter *b = start(&e, 1, "lease", 1, 1000, 5);
+    clock_manual_advance(&e.clock, 1000);
+    wait_kick(e.wait);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(!b->result.allowed);
+    CHECK_EQ_U64(b->result.denied_count, 1);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_DEADLINE);
+    CHECK_EQ_I64(b->result.waited_ms, 1000);
+    CHECK_EQ_I64(done_count(a), 0);
+    CHECK_EQ_U64(in_flight(&e.fake), 0); /* no attempt for it: a's wait goes on */
+    env_close(&e);
+}
+
+static void the_deadline_makes_one_plain_reserve(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    clock_manual_advance(&e.clock, 30000);
+    wait_kick(e.wait);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    pthread_mutex_lock(&e.fake.mutex);
+    CHECK_EQ_I64(e.fake.calls[0].request->wait_until_unix_ms, 0); /* recorded as a plain one */
+    pthread_mutex_unlock(&e.fake.mutex);
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_DEADLINE);
+    CHECK_EQ_I64(a->result.retry_after_ms, 250);
+    env_close(&e);
+}
+
+static void a_plain_reserve_yields_to_waiters_ahead(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    queued(&e, 0, "a", 1);
+    struct reserve_request plain = e.waiters[0].request;
+    CHECK_EQ_U64(wait_yield_mask(e.wait, &plain, 5), 1);
+    CHECK_EQ_U64(wait_yield_mask(e.wait, &plain, 9), 1);
+    CHECK_EQ_U64(wait_yield_mask(e.wait, &plain, 4), 0); /* a better priority passes */
+    struct waiter *p = start(&e, 1, "p", 1, 0, 5);
+    pthread_mutex_lock(&e.fake.mutex);
+    CHECK_EQ_U64(e.fake.calls[0].request->yield_mask, 1);
+    pthread_mutex_unlock(&e.fake.mutex);
+    answer_denied(&e.fake, T0 + 1);
+    CHECK_EQ_I64(done_count(p), 1); /* answered by the backend, not queued */
+    CHECK_EQ_I64(p->result.wait_outcome, RESERVE_WAIT_NONE);
+    env_close(&e);
+}
+
+static void past_max_waiters_a_plain_reserve_says_full(void)
+{
+    struct env e;
+    env_open(&e, 1);
+    queued(&e, 0, "a", 1);
+    struct waiter *b = start(&e, 1, "b", 1, 30000, 5);
+    answer_denied(&e.fake, T0 + 600000);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_FULL);
+    struct wait_stats s;
+    wait_stats(e.wait, &s);
+    CHECK_EQ_U64(s.outcomes[RESERVE_WAIT_FULL], 1);
+    CHECK_EQ_U64(s.waiting, 1);
+    env_close(&e);
+}
+
+int main(void)
+{
+    RUN(cancel_while_admitted_releases,
+        "a waiter cancelled while its attempt admits it is released and answered cancelled");
+    RUN(cancel_while_asking_hands_over_to_a_retry,
+        "a waiter cancelled while asking hands its place to a retry of its lease");
+    RUN(close_with_an_attempt_in_flight,
+        "close answers queued waiters at once and one in flight when its attempt returns");
+    RUN(release_during_the_heads_attempt_is_not_lost,
+        "a release told while the head's attempt is decided makes it ask again");
+    RUN(a_wake_goes_as_far_as_what_is_left,
+        "a freed limit wakes the waiters what is left covers, the head alone when unknown");
+    RUN(a_decreasing_limit_is_waited_for,
+        "a waiter whose limit starts to decrease waits; a new request is answered at once");
+    RUN(a_backend_failure_while_waiting_is_answered, "backend_error while waiting is answered");
+    RUN(a_retry_has_its_own_deadline,
+        "a retry that joined a wait is answered at its own deadline, the wait goes on");
+    RUN(the_deadline_makes_one_plain_reserve,
+        "at the deadline one plain (recorded) reserve answers the waiter");
+    RUN(a_plain_reserve_yields_to_waiters_ahead,
+        "a plain reserve yields on limits where waiters of its priority or better wait");
+    RUN(past_max_waiters_a_plain_reserve_says_full,
+        "past max_waiters a reserve is a plain one whose denial says the queue was full");
+    return test_summary();
+}
