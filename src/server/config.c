@@ -56,6 +56,8 @@ static const struct flag flags[] = {
      "largest request body; one byte more is 413"},
     {"--max-connections", "N", FLAG_U32, FIELD(max_connections), 1, CONNECTIONS_MAX,
      "simultaneous client connections"},
+    {"--max-waiters", "N", FLAG_U32, FIELD(max_waiters), 1, WAIT_WAITERS_MAX,
+     "reserves waiting for capacity at once (wait_ms); past it answered at once"},
     {"--connection-timeout-seconds", "N", FLAG_U32, FIELD(connection_timeout_seconds), 1,
      CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this"},
     {"--request-timeout-seconds", "N", FLAG_U32, FIELD(request_timeout_seconds), 0,
@@ -129,6 +131,7 @@ void config_defaults(struct server_config *config)
     config->threads = cores_online();
     config->max_body_bytes = BODY_BYTES_DEFAULT;
     config->max_connections = CONNECTIONS_DEFAULT;
+    config->max_waiters = WAIT_WAITERS_DEFAULT;
     config->connection_timeout_seconds = CONNECTION_TIMEOUT_SECONDS_DEFAULT;
     config->lease_cache_max = LEASE_CACHE_ENTRIES_DEFAULT;
     config->lease_retention_seconds = LEASE_RETENTION_MS_DEFAULT / 1000;

@@ -220,12 +220,55 @@ static int decode_requirements(const struct jdoc_value *list, const char *path,
     return 0;
 }
 
+/* An integer member in min..max, or the default when absent. */
+static int bounded_integer(const struct jdoc_value *value, const char *path, const char *field,
+                           int64_t min, int64_t max, const char *reason, int64_t *out,
+                           char *error, size_t error_size)
+{
+    if (value == NULL)
+        return 0;
+    if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < min || value->as.integer > max)
+        return fail(error, error_size, path, field, reason);
+    *out = value->as.integer;
+    return 0;
+}
+
+/* wait_ms and priority (docs/api.md "Waiting for capacity"): allowed when
+ * wait is not NULL, refused in a batch item. */
+static int decode_wait(const struct jdoc_value *wait_ms, const struct jdoc_value *priority,
+                       const char *path, struct reserve_wait *wait, char *error, size_t error_size)
+{
+    if (wait == NULL && wait_ms != NULL)
+        return fail(error, error_size, path, "wait_ms", "a batch item does not wait");
+    if (wait == NULL && priority != NULL)
+        return fail(error, error_size, path, "priority", "a batch item does not wait");
+    if (wait == NULL)
+        return 0;
+    int64_t ms = 0, rank = WAIT_PRIORITY_DEFAULT;
+    if (bounded_integer(wait_ms, path, "wait_ms", 0, WAIT_MS_MAX,
+                        "must be an integer 0..60000 (milliseconds)", &ms, error, error_size) != 0 ||
+        bounded_integer(priority, path, "priority", 0, WAIT_PRIORITIES - 1,
+                        "must be an integer 0..9 (0 first)", &rank, error, error_size) != 0)
+        return -1;
+    wait->wait_ms = ms;
+    wait->priority = (uint8_t)rank;
+    return 0;
+}
+
 int decode_reserve(const struct jdoc_value *object, const char *path, struct reserve_request *out,
                    struct requirement *requirements, char *error, size_t error_size)
+{
+    return decode_reserve_wait(object, path, out, requirements, NULL, error, error_size);
+}
+
+int decode_reserve_wait(const struct jdoc_value *object, const char *path,
+                        struct reserve_request *out, struct requirement *requirements,
+                        struct reserve_wait *wait, char *error, size_t error_size)
 {
     if (!jdoc_is(object, JDOC_OBJECT))
         return fail_not_object(error, error_size, path);
     const struct jdoc_value *lease = NULL, *list = NULL, *caller = NULL;
+    const struct jdoc_value *wait_ms = NULL, *priority = NULL;
     for (uint32_t i = 0; i < object->count; i++) {
         const struct jdoc_member *member = &object->as.members[i];
         const char *name = member->key;
@@ -236,10 +279,16 @@ int decode_reserve(const struct jdoc_value *object, const char *path, struct res
             list = value;
         else if (MEMBER_IS(member, "caller"))
             caller = value;
+        else if (MEMBER_IS(member, "wait_ms"))
+            wait_ms = value;
+        else if (MEMBER_IS(member, "priority"))
+            priority = value;
         else
             return fail(error, error_size, path, name, "unknown field");
     }
     memset(out, 0, sizeof *out);
+    if (decode_wait(wait_ms, priority, path, wait, error, error_size) != 0)
+        return -1;
     if (decode_lease_id(lease, path, &out->lease_id, &out->lease_id_length, error, error_size) != 0)
         return -1;
     if (decode_requirements(list, path, requirements, &out->requirement_count, error, error_size) !=

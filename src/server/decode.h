@@ -25,9 +25,22 @@ int decode_parse(char *body, size_t length, struct arena *arena, const struct jd
 /* `path` locates the object in the body: "" for a whole body, "requests[3]"
  * for a batch item; field paths are built from it. Each returns 0 or -1. */
 
-/* requirements: room for REQUIREMENTS_PER_RESERVE_MAX. */
+/* requirements: room for REQUIREMENTS_PER_RESERVE_MAX. A batch item's:
+ * wait_ms and priority are refused. */
 int decode_reserve(const struct jdoc_value *object, const char *path, struct reserve_request *out,
                    struct requirement *requirements, char *error, size_t error_size);
+
+/* What a single reserve asks of the waiting queue (docs/api.md, "Waiting
+ * for capacity"). */
+struct reserve_wait {
+    int64_t wait_ms;  /* 0..WAIT_MS_MAX, default 0: answered at once */
+    uint8_t priority; /* 0..WAIT_PRIORITIES-1, default WAIT_PRIORITY_DEFAULT */
+};
+
+/* decode_reserve that also reads wait_ms and priority into *wait. */
+int decode_reserve_wait(const struct jdoc_value *object, const char *path,
+                        struct reserve_request *out, struct requirement *requirements,
+                        struct reserve_wait *wait, char *error, size_t error_size);
 /* actuals: room for REQUIREMENTS_PER_RESERVE_MAX. */
 int decode_complete(const struct jdoc_value *object, const char *path, struct complete_request *out,
                     struct actual *actuals, char *error, size_t error_size);

@@ -76,6 +76,12 @@ static size_t route_headers(const struct exchange *ex, unsigned status, int64_t 
 int exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
                     int64_t retry_after_ms)
 {
+    return exchange_answer_with(ex, status, body, retry_after_ms, NULL, NULL);
+}
+
+int exchange_answer_with(struct exchange *ex, unsigned status, struct buffer *body,
+                         int64_t retry_after_ms, const char *name, const char *value)
+{
     assert(status >= 200);
     assert(status <= 599);
     assert(retry_after_ms >= 0);
@@ -92,6 +98,10 @@ int exchange_answer(struct exchange *ex, unsigned status, struct buffer *body,
     char seconds[24], allow[64];
     struct http_header headers[EXCHANGE_HEADERS_MAX];
     size_t count = route_headers(ex, status, retry_after_ms, seconds, allow, headers);
+    if (name != NULL) {
+        assert(count < EXCHANGE_HEADERS_MAX);
+        headers[count++] = (struct http_header){name, value};
+    }
     exchange_answer_raw(ex, status, headers, count, body->data, body->length);
     buffer_free(body);
     return 0;

@@ -118,6 +118,7 @@ static int put_limit(struct exchange *ex)
         return exchange_error(ex, 400, error);
     if (outcome != REGISTRY_OK)
         return registry_failed(ex, outcome);
+    wait_limit_changed(ex->server->wait, definition.key); /* its waiters may fit now, or never */
     /* A decrease that waits leaves the old capacity in force. */
     assert(state.status == LIMIT_ACTIVE || state.pending_decrease_to < state.definition.capacity);
     assert(state.status == LIMIT_DECREASING || state.pending_decrease_to == 0);
@@ -152,6 +153,7 @@ int handle_admin_limit(struct exchange *ex)
             return unknown_key(ex, key);
         if (outcome != REGISTRY_OK)
             return registry_failed(ex, outcome);
+        wait_limit_changed(ex->server->wait, key); /* its waiters: unknown_limit_key */
         log_write(LOG_INFO, "limit deleted", "key", key, NULL);
         char storage[16] = "{\"ok\":true}";
         struct buffer b;
@@ -197,6 +199,7 @@ int handle_admin_clock(struct exchange *ex)
         return exchange_error(ex, 400, "advance_ms: must be an integer of at most 100 years");
     assert(ex->server->config.test_clock); /* the route exists only then */
     int64_t offset = clock_offset_advance(&ex->server->test_clock, delta);
+    wait_kick(ex->server->wait); /* waits whose deadline or wake time has come */
     char offset_text[24];
     snprintf(offset_text, sizeof offset_text, "%" PRId64, offset);
     log_write(LOG_INFO, "test clock moved", "offset_ms", offset_text, NULL);
@@ -367,6 +370,14 @@ int handle_metrics(struct exchange *ex)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
+    struct wait_stats waits;
+    wait_stats(server->wait, &waits);
+    const struct metric_row wait_rows[] = {
+        {"llmlimit_wait_waiting", "gauge", "Reserves waiting for capacity now.", waits.waiting},
+        {"llmlimit_wait_limits", "gauge", "Limits with reserves waiting on them now.", waits.keys},
+        {"llmlimit_wait_max_waiters", "gauge", "--max-waiters.", waits.max_waiters},
+    };
+    metrics_render_rows(&b, wait_rows, sizeof wait_rows / sizeof wait_rows[0]);
     struct http_stats http;
     http_stats(server->http, &http);
     const struct metric_row rows[] = {

@@ -78,11 +78,25 @@ static void batch_cleanup(struct exchange *ex)
 
 /* ---- single requests ---------------------------------------------------- */
 
+/* The client of a waiting reserve left: it leaves the queue at once, and
+ * nothing stays held; its answer (cancelled) goes nowhere. */
+static void reserve_gone(struct http_exchange *hx)
+{
+    struct exchange *ex = (struct exchange *)hx;
+    wait_cancel(ex->server->wait, &ex->op.reserve.ticket);
+}
+
+/* Every single reserve goes through the waiting queue (src/wait): one that
+ * asks no wait costs a plain backend reserve unless others wait on its
+ * limits, and then it does not overtake them (docs/semantics.md). */
 static void reserve_call(struct exchange *ex)
 {
     reserve_result_clear(&ex->op.reserve.result);
-    backend_reserve(ex->server->backend, &ex->op.reserve.request, &ex->op.reserve.result, 1,
-                    exchange_backend_done, ex);
+    if (ex->op.reserve.wait_ms > 0)
+        ex->http.on_gone = reserve_gone;
+    wait_reserve(ex->server->wait, &ex->op.reserve.ticket, &ex->op.reserve.request,
+                 &ex->op.reserve.result, ex->op.reserve.wait_ms, ex->op.reserve.priority,
+                 exchange_backend_done, ex);
 }
 
 static int reserve_reply(struct exchange *ex)
@@ -93,16 +107,26 @@ static int reserve_reply(struct exchange *ex)
     exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
     unsigned status = encode_reserve_members(&b, request, result);
+    bool waits = ex->op.reserve.wait_ms > 0;
+    if (waits) { /* a reserve that asked to wait says how long it did */
+        buffer_append_char(&b, ',');
+        buffer_member_i64(&b, "waited_ms", result->waited_ms);
+        metrics_wait(ex->server->metrics, result->wait_outcome, result->waited_ms);
+    }
     buffer_append_char(&b, '}');
     count_denials(ex, request, result);
     activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_API,
                      request, result);
     bool denied = status == 200 && !result->allowed;
-    return exchange_answer(ex, status, &b, denied ? result->retry_after_ms : 0);
+    bool full = result->wait_outcome == RESERVE_WAIT_FULL;
+    return exchange_answer_with(ex, status, &b, denied ? result->retry_after_ms : 0,
+                                full ? "x-llmlimit-queue" : NULL, full ? "full" : NULL);
 }
 
 int handle_reserve(struct exchange *ex)
 {
+    ex->op.reserve.wait_ms = 0;
+    ex->op.reserve.priority = WAIT_PRIORITY_DEFAULT;
     if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
                          ex->op.reserve.requirements) == 0)
         return exchange_call_backend(ex, reserve_call, reserve_reply);
@@ -110,9 +134,12 @@ int handle_reserve(struct exchange *ex)
     if (body == NULL)
         return 0;
     char error[DECODE_ERROR_SIZE];
-    if (decode_reserve(body, "", &ex->op.reserve.request, ex->op.reserve.requirements, error,
-                       sizeof error) != 0)
+    struct reserve_wait wait;
+    if (decode_reserve_wait(body, "", &ex->op.reserve.request, ex->op.reserve.requirements, &wait,
+                            error, sizeof error) != 0)
         return exchange_error(ex, 400, error);
+    ex->op.reserve.wait_ms = wait.wait_ms;
+    ex->op.reserve.priority = wait.priority;
     return exchange_call_backend(ex, reserve_call, reserve_reply);
 }
 
@@ -343,8 +370,12 @@ static int reserve_batch_reply(struct exchange *ex)
 static void reserve_batch_call(struct exchange *ex)
 {
     struct batch *batch = ex->batch;
-    for (uint32_t i = 0; i < batch->call_count; i++)
+    for (uint32_t i = 0; i < batch->call_count; i++) {
         reserve_result_clear(&batch->reserve_results[i]);
+        /* Batch items do not wait, nor overtake those who do. */
+        batch->reserve_requests[i].yield_mask = wait_yield_mask(
+            ex->server->wait, &batch->reserve_requests[i], WAIT_PRIORITY_DEFAULT);
+    }
     backend_reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
                     batch->call_count, exchange_backend_done, ex);
 }

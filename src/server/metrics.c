@@ -35,8 +35,22 @@ struct denial_slot {
     uint64_t count;
 };
 
+/* Wait times (docs/api.md, "Waiting for capacity"), upper bounds in ms. */
+static const int64_t wait_bucket_ms[] = {1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 30000, 60000};
+static const char *const wait_bucket_labels[] = {"0.001", "0.005", "0.01", "0.05", "0.1", "0.5",
+                                                 "1",     "5",     "10",   "30",   "60"};
+#define WAIT_BUCKET_COUNT (sizeof wait_bucket_ms / sizeof wait_bucket_ms[0])
+_Static_assert(sizeof wait_bucket_labels / sizeof wait_bucket_labels[0] == WAIT_BUCKET_COUNT,
+               "one label per wait bucket");
+#define WAIT_OUTCOMES (RESERVE_WAIT_FAILED + 1)
+static const char *const wait_outcome_names[WAIT_OUTCOMES] = {
+    "at_once", "admitted", "deadline", "cancelled", "full", "closed", "failed"};
+
 struct metrics {
     const struct router *router; /* the routes counted, by their index */
+    uint64_t wait_buckets[WAIT_BUCKET_COUNT + 1]; /* not cumulative; the last is +Inf */
+    uint64_t wait_sum_ms;
+    uint64_t wait_outcomes[WAIT_OUTCOMES];
     uint64_t requests[ROUTES_MAX][STATUS_COUNT + 1];
     struct histogram durations[ROUTES_MAX];
     pthread_mutex_t denial_mutex;
@@ -90,6 +104,47 @@ void metrics_request(struct metrics *metrics, uint32_t route, unsigned status, i
     struct histogram *h = &metrics->durations[route];
     __atomic_fetch_add(&h->buckets[bucket], 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&h->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0), __ATOMIC_RELAXED);
+}
+
+static void header(struct buffer *out, const char *name, const char *type, const char *help);
+
+void metrics_wait(struct metrics *metrics, uint8_t outcome, int64_t waited_ms)
+{
+    assert(outcome < WAIT_OUTCOMES);
+    assert(waited_ms >= 0);
+    __atomic_fetch_add(&metrics->wait_outcomes[outcome], 1, __ATOMIC_RELAXED);
+    size_t bucket = 0;
+    while (bucket < WAIT_BUCKET_COUNT && waited_ms > wait_bucket_ms[bucket])
+        bucket++;
+    __atomic_fetch_add(&metrics->wait_buckets[bucket], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&metrics->wait_sum_ms, (uint64_t)waited_ms, __ATOMIC_RELAXED);
+}
+
+/* The answers of reserves that asked to wait: by outcome, and how long. */
+static void render_waits(struct metrics *m, struct buffer *out)
+{
+    header(out, "llmlimit_wait_outcomes_total", "counter",
+           "Answers of reserves that asked to wait (wait_ms), by outcome.");
+    for (size_t i = 0; i < WAIT_OUTCOMES; i++) {
+        buffer_printf(out, "llmlimit_wait_outcomes_total{outcome=\"%s\"} ", wait_outcome_names[i]);
+        buffer_append_u64(out, __atomic_load_n(&m->wait_outcomes[i], __ATOMIC_RELAXED));
+        buffer_append_char(out, '\n');
+    }
+    header(out, "llmlimit_wait_seconds", "histogram",
+           "How long reserves that asked to wait waited before their answer.");
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b <= WAIT_BUCKET_COUNT; b++) {
+        cumulative += __atomic_load_n(&m->wait_buckets[b], __ATOMIC_RELAXED);
+        buffer_printf(out, "llmlimit_wait_seconds_bucket{le=\"%s\"} ",
+                      b < WAIT_BUCKET_COUNT ? wait_bucket_labels[b] : "+Inf");
+        buffer_append_u64(out, cumulative);
+        buffer_append_char(out, '\n');
+    }
+    uint64_t sum_ms = __atomic_load_n(&m->wait_sum_ms, __ATOMIC_RELAXED);
+    buffer_printf(out, "llmlimit_wait_seconds_sum %.3f\n", (double)sum_ms / 1e3);
+    buffer_append_str(out, "llmlimit_wait_seconds_count ");
+    buffer_append_u64(out, cumulative);
+    buffer_append_char(out, '\n');
 }
 
 static uint64_t key_hash(const char *key, size_t length)
@@ -351,6 +406,7 @@ void metrics_render(struct metrics *metrics, struct backend *backend, int64_t no
     render_requests(metrics, out);
     render_durations(metrics, out);
     render_denials(metrics, out);
+    render_waits(metrics, out);
     render_limits(backend, now_unix_ms, out);
     render_backend(backend, out);
 }

@@ -26,6 +26,10 @@ void metrics_request(struct metrics *metrics, uint32_t route, unsigned status, i
  * keys get their own label, the rest count under key="other". */
 void metrics_denial(struct metrics *metrics, const char *key, size_t key_length);
 
+/* One answer of a reserve that asked to wait: its outcome (enum
+ * reserve_wait_outcome) and how long it waited. */
+void metrics_wait(struct metrics *metrics, uint8_t outcome, int64_t waited_ms);
+
 /* The text exposition format, version 0.0.4. Per-limit gauges are the
  * usage at now_unix_ms of the first METRICS_LIMITS_MAX limits by key. */
 void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,

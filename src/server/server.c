@@ -160,6 +160,7 @@ static bool drained(struct server *s, int64_t upload_deadline)
 static void drain(struct server *s)
 {
     http_quiesce(s->http);
+    wait_drain(s->wait); /* every waiter answered now; no reserve waits from here */
     int64_t start = clock_monotonic_ms();
     int64_t deadline = start + SHUTDOWN_DRAIN_MS;
     int64_t upload_deadline = start + SHUTDOWN_UPLOAD_GRACE_MS;
@@ -237,6 +238,11 @@ static int server_start(struct server *s)
     char error[1024];
     if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
+    struct wait_options wait_options;
+    wait_options_defaults(&wait_options);
+    wait_options.max_waiters = s->config.max_waiters;
+    if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
+        return startup_failed("cannot start the waiting queue", error);
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
@@ -269,6 +275,8 @@ static void server_free(struct server *s)
         pthread_mutex_destroy(&s->ticker_mutex);
     }
     gateway_close(s->gateway); /* quiesced: no call of it is left */
+    if (s->wait != NULL)
+        wait_close(s->wait); /* drained: no waiter is left; before the backend closes */
     if (s->registry != NULL)
         registry_tick(s->registry, false); /* a change not yet saved gets a last try */
     if (s->backend != NULL)

@@ -23,12 +23,14 @@
 #include "registry.h"
 #include "router.h"
 #include "spend.h"
+#include "wait/wait.h"
 
 struct server {
     struct server_config config;
     struct clock *clock; /* the system clock, or test_clock with --test-clock */
     struct clock_offset test_clock;
     struct backend *backend;
+    struct wait *wait;                     /* the waiting queue in front of the backend */
     struct gateway *gateway;               /* NULL: gateway mode is off */
     struct sq_options sqlite_options;      /* the backend's options, when it is sqlite */
     struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
@@ -103,6 +105,9 @@ struct exchange {
             struct reserve_request request;
             struct reserve_result result;
             struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
+            int64_t wait_ms; /* 0: answered at once */
+            uint8_t priority;
+            struct wait_ticket ticket; /* the wait layer's, while it waits */
         } reserve;
         struct {
             struct complete_request request;
@@ -134,6 +139,10 @@ static inline bool exchange_answered(const struct exchange *exchange)
  * returns 0. */
 int exchange_answer(struct exchange *exchange, unsigned status, struct buffer *body,
                     int64_t retry_after_ms);
+/* exchange_answer with one more header (name and value static or outliving
+ * the call), or none when name is NULL. */
+int exchange_answer_with(struct exchange *exchange, unsigned status, struct buffer *body,
+                         int64_t retry_after_ms, const char *name, const char *value);
 /* The same with the caller's headers (Content-Type among them, when the
  * route's is not wanted) instead of the route's. */
 int exchange_answer_raw(struct exchange *exchange, unsigned status,

@@ -355,6 +355,15 @@ static void close_answer(struct wait *w, struct wait_list *answers)
     }
 }
 
+void wait_drain(struct wait *w)
+{
+    struct wait_list answers = {0};
+    pthread_mutex_lock(&w->mutex);
+    close_answer(w, &answers);
+    pthread_mutex_unlock(&w->mutex);
+    answers_run(&answers);
+}
+
 void wait_close(struct wait *w)
 {
     if (w->backend->ops->watch != NULL)

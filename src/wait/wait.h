@@ -88,6 +88,12 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
  * server stopped taking requests. */
 void wait_close(struct wait *wait);
 
+/* The first half of wait_close, for a server that drains: every waiter not
+ * in flight is answered now (RESERVE_WAIT_CLOSED), the rest when their call
+ * returns, and reserves from now on are answered at once. The wait layer
+ * stays usable until wait_close. */
+void wait_drain(struct wait *wait);
+
 /* Reserve, waiting up to wait_ms (0..WAIT_MS_MAX) when denied for capacity;
  * priority 0..WAIT_PRIORITIES-1, 0 first. result gets the answer, with
  * wait_outcome and waited_ms; done(context) runs once when it is written.

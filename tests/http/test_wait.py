@@ -1,0 +1,362 @@
+"""Waiting for capacity over HTTP (docs/api.md and docs/semantics.md, "Waiting for
+capacity"): wait_ms and priority on POST /v1/reserve, waited_ms in the answer.
+
+- a waiting reserve is admitted as soon as the capacity it waits for frees, and says
+  how long it waited; at its deadline it is denied as a plain reserve;
+- definitive errors and a budget that cannot free in time never wait;
+- waiters come through by priority, then arrival; a reserve that does not wait does
+  not overtake them; a batch item may not wait;
+- a client that closes its connection leaves the queue at once and holds nothing;
+- past --max-waiters a reserve is answered at once with x-llmlimit-queue: full;
+- a deleted limit, or a capacity cut below what a waiter needs, answers its waiters;
+- SIGTERM answers every waiter (5,000 of them) at once, denied, and exits 0;
+- bad wait_ms and priority are a 400 naming the field, and change nothing.
+
+Deadlines here are generous: they say what must happen eventually, never how fast.
+The backend comes from --backend (default memory)."""
+
+import json
+import socket
+import threading
+import time
+import unittest
+import uuid
+
+from harness import Server, backend_from_argv, binary_from_argv, wait_until
+
+BINARY = binary_from_argv()
+BACKEND = backend_from_argv()
+
+SLOT = "wait:slot"
+
+
+def lease():
+    return str(uuid.uuid4())
+
+
+def reserve_body(lease_id, key, amount=1, **extra):
+    body = {"lease_id": lease_id, "requirements": [{"key": key, "amount": amount}]}
+    body.update(extra)
+    return body
+
+
+class Waiter(threading.Thread):
+    """A reserve with wait_ms on its own connection; its answer when it comes."""
+
+    def __init__(self, server, body):
+        super().__init__(daemon=True)
+        self.server = server
+        self.body = body
+        self.answer = None
+        self.answered_at = None
+
+    def run(self):
+        self.answer = self.server.request("POST", "/v1/reserve", self.body)
+        self.answered_at = time.monotonic()
+
+
+def raw_request(server, body):
+    """A reserve sent on a fresh socket, not read: the socket."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((server.host, server.port), timeout=30)
+    sock.sendall(b"POST /v1/reserve HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    return sock
+
+
+def waiting(server):
+    """llmlimit_wait_waiting from /metrics."""
+    status, _, text = server.request("GET", "/metrics")
+    assert status == 200
+    for line in text.splitlines():
+        if line.startswith("llmlimit_wait_waiting "):
+            return int(line.split()[1])
+    raise AssertionError("llmlimit_wait_waiting missing")
+
+
+class Waiting(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(BINARY, backend=BACKEND, args=["--max-waiters", "50"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.cleanup()
+
+    def slot(self, capacity=1):
+        """A fresh concurrency limit of this capacity; its key."""
+        key = "%s:%s" % (SLOT, uuid.uuid4().hex[:8])
+        status, _, body = self.server.put_limit({"key": key, "kind": "concurrency",
+                                                 "capacity": capacity, "timeout_seconds": 300})
+        self.assertEqual(status, 200, body)
+        return key
+
+    def hold(self, key, amount=1):
+        lease_id = lease()
+        status, _, body = self.server.reserve(lease_id, {key: amount})
+        self.assertEqual((status, body["allowed"]), (200, True), body)
+        return lease_id
+
+    def reserved(self, key):
+        return self.server.usage(key)[2]["reserved"]
+
+    def wait_queued(self, count):
+        self.assertTrue(wait_until(lambda: waiting(self.server) == count, timeout_s=30),
+                        "waiting: %d, expected %d" % (waiting(self.server), count))
+
+    def test_a_waiter_is_admitted_when_the_slot_frees(self):
+        """Held slot, a reserve waiting up to 30 s: admitted once the hold is released,
+        with waited_ms; holding exactly one."""
+        key = self.slot()
+        holder = self.hold(key)
+        waiter = Waiter(self.server, reserve_body(lease(), key, wait_ms=30000))
+        waiter.start()
+        self.wait_queued(1)
+        time.sleep(0.2)  # it has waited a while
+        released_at = time.monotonic()
+        self.assertEqual(self.server.release(holder)[0], 200)
+        waiter.join(30)
+        status, headers, body = waiter.answer
+        self.assertEqual((status, body["allowed"], body["error"]), (200, True, ""), body)
+        self.assertGreaterEqual(body["waited_ms"], 150)
+        self.assertGreaterEqual(waiter.answered_at, released_at)
+        self.assertNotIn("x-llmlimit-queue", headers)
+        self.assertEqual(self.reserved(key), 1)
+        self.assertEqual(waiting(self.server), 0)
+
+    def test_a_waiter_is_denied_at_its_deadline(self):
+        """Nothing frees: denied at the deadline as a plain reserve, waited_ms at least
+        wait_ms, retry_after_ms recomputed, Retry-After sent."""
+        key = self.slot()
+        self.hold(key)
+        status, headers, body = self.server.request(
+            "POST", "/v1/reserve", reserve_body(lease(), key, wait_ms=300))
+        self.assertEqual((status, body["allowed"], body["denied_keys"]), (200, False, [key]))
+        self.assertGreaterEqual(body["waited_ms"], 300)
+        self.assertGreater(body["retry_after_ms"], 0)
+        self.assertGreaterEqual(int(headers["retry-after"]), 1)
+        self.assertEqual(self.reserved(key), 1)
+
+    def test_a_reserve_that_fits_does_not_wait(self):
+        """A reserve with wait_ms that fits at once: allowed, waited_ms 0."""
+        key = self.slot()
+        status, _, body = self.server.request("POST", "/v1/reserve",
+                                              reserve_body(lease(), key, wait_ms=5000))
+        self.assertEqual((status, body["allowed"], body["waited_ms"]), (200, True, 0))
+
+    def test_definitive_errors_never_wait(self):
+        """An unknown key, an amount over the capacity: answered at once with their error."""
+        key = self.slot()
+        for body, error in ((reserve_body(lease(), "wait:nope", wait_ms=60000),
+                             "unknown_limit_key: wait:nope"),
+                            (reserve_body(lease(), key, amount=2, wait_ms=60000),
+                             "exceeds_capacity:" + key)):
+            started = time.monotonic()
+            status, _, answer = self.server.request("POST", "/v1/reserve", body)
+            self.assertEqual((status, answer["allowed"], answer["error"]), (200, False, error))
+            self.assertLess(time.monotonic() - started, 30)  # never the 60 s wait
+            self.assertEqual(answer["waited_ms"], 0)
+
+    def test_a_budget_that_cannot_free_in_time_answers_at_once(self):
+        """A monthly budget used up by a committed charge cannot free before the deadline:
+        answered at once, denied."""
+        key = "wait:budget:" + uuid.uuid4().hex[:8]
+        self.assertEqual(self.server.put_limit({"key": key, "kind": "budget", "capacity": 10,
+                                                "period": "month"})[0], 200)
+        spent = lease()
+        self.server.reserve(spent, {key: 10})
+        self.assertEqual(self.server.complete(spent, {key: 10})[0], 200)
+        status, _, body = self.server.request("POST", "/v1/reserve",
+                                              reserve_body(lease(), key, wait_ms=60000))
+        self.assertEqual((status, body["allowed"]), (200, False))
+        self.assertLess(body["waited_ms"], 30000)
+
+    def test_priority_then_arrival(self):
+        """Five waiters (priorities 7, 3, 5, 3, 9) on a held slot: each release admits the
+        next by priority, and arrival order among equals."""
+        key = self.slot()
+        holder = self.hold(key)
+        waiters = []
+        for priority in (7, 3, 5, 3, 9):
+            waiter = Waiter(self.server, reserve_body(lease(), key, wait_ms=60000,
+                                                      priority=priority))
+            waiter.priority = priority
+            waiter.start()
+            waiters.append(waiter)
+            self.wait_queued(len(waiters))
+        order = []
+        current = holder
+        for _ in waiters:
+            self.assertEqual(self.server.release(current)[0], 200)
+            self.assertTrue(wait_until(lambda: sum(w.answer is not None for w in waiters)
+                                       == len(order) + 1, timeout_s=30))
+            admitted = [w for w in waiters if w.answer is not None and w not in order]
+            self.assertEqual(len(admitted), 1)
+            order.append(admitted[0])
+            self.assertTrue(admitted[0].answer[2]["allowed"])
+            current = admitted[0].body["lease_id"]
+        self.assertEqual([w.priority for w in order], [3, 3, 5, 7, 9])
+        self.assertIs(order[0], waiters[1])  # the first 3 came first
+        self.server.release(current)
+
+    def test_a_reserve_that_does_not_wait_does_not_overtake(self):
+        """With a waiter queued for a slot of 2 that has 1 free but needs 2, a later
+        reserve of 1 without wait_ms is denied, not squeezed in ahead of it."""
+        key = self.slot(capacity=2)
+        holder = self.hold(key)
+        waiter = Waiter(self.server, reserve_body(lease(), key, amount=2, wait_ms=60000))
+        waiter.start()
+        self.wait_queued(1)
+        status, _, body = self.server.reserve(lease(), {key: 1})
+        self.assertEqual((status, body["allowed"]), (200, False))
+        self.assertEqual(self.reserved(key), 1)
+        self.server.release(holder)
+        waiter.join(30)
+        self.assertTrue(waiter.answer[2]["allowed"])
+        self.assertEqual(self.reserved(key), 2)
+
+    def test_a_batch_item_may_not_wait(self):
+        """wait_ms or priority in a batch item: that item is a 400 naming the field."""
+        key = self.slot()
+        status, _, body = self.server.request("POST", "/v1/reserve/batch", {"requests": [
+            reserve_body(lease(), key, wait_ms=10), reserve_body(lease(), key, priority=1)]})
+        self.assertEqual(status, 200)
+        self.assertEqual([(r["status"], r["error"]) for r in body["results"]], [
+            (400, "requests[0].wait_ms: a batch item does not wait"),
+            (400, "requests[1].priority: a batch item does not wait")])
+        self.assertEqual(self.reserved(key), 0)
+
+    def test_bad_wait_and_priority_are_400_naming_the_field(self):
+        """Out of range or of the wrong type: 400 naming the field; nothing reserved."""
+        key = self.slot()
+        cases = [({"wait_ms": -1}, "wait_ms"), ({"wait_ms": 60001}, "wait_ms"),
+                 ({"wait_ms": "5"}, "wait_ms"), ({"wait_ms": 1.5}, "wait_ms"),
+                 ({"wait_ms": None}, "wait_ms"), ({"priority": 10}, "priority"),
+                 ({"priority": -1}, "priority"), ({"priority": True}, "priority")]
+        for extra, field in cases:
+            with self.subTest(extra=extra):
+                status, _, body = self.server.request("POST", "/v1/reserve",
+                                                      reserve_body(lease(), key, **extra))
+                self.assertEqual(status, 400, body)
+                self.assertTrue(body["error"].startswith(field + ": must be"), body)
+        self.assertEqual(self.reserved(key), 0)
+
+    def test_a_client_that_leaves_leaves_the_queue(self):
+        """A waiter whose client closes leaves the queue at once; the slot it waited for
+        goes to the next waiter, and it holds nothing."""
+        key = self.slot()
+        holder = self.hold(key)
+        gone = raw_request(self.server, reserve_body(lease(), key, wait_ms=60000))
+        self.wait_queued(1)
+        gone.close()
+        self.wait_queued(0)
+        next_one = Waiter(self.server, reserve_body(lease(), key, wait_ms=60000))
+        next_one.start()
+        self.wait_queued(1)
+        self.server.release(holder)
+        next_one.join(30)
+        self.assertTrue(next_one.answer[2]["allowed"])
+        self.assertEqual(self.reserved(key), 1)
+
+    def test_past_max_waiters_the_queue_is_full(self):
+        """50 waiters (--max-waiters 50): the 51st is answered at once, denied, with
+        x-llmlimit-queue: full."""
+        key = self.slot()
+        holder = self.hold(key)
+        socks = [raw_request(self.server, reserve_body(lease(), key, wait_ms=60000))
+                 for _ in range(50)]
+        try:
+            self.wait_queued(50)
+            status, headers, body = self.server.request(
+                "POST", "/v1/reserve", reserve_body(lease(), key, wait_ms=60000))
+            self.assertEqual((status, body["allowed"]), (200, False))
+            self.assertEqual(headers.get("x-llmlimit-queue"), "full")
+            self.assertLess(body["waited_ms"], 30000)
+        finally:
+            for sock in socks:
+                sock.close()
+        self.wait_queued(0)
+        self.server.release(holder)
+
+    def test_a_deleted_limit_answers_its_waiters(self):
+        """A limit deleted under its waiters: each is answered unknown_limit_key."""
+        key = self.slot()
+        self.hold(key)
+        waiter = Waiter(self.server, reserve_body(lease(), key, wait_ms=60000))
+        waiter.start()
+        self.wait_queued(1)
+        status, _, _ = self.server.request("DELETE", "/v1/admin/limits/" + key)
+        self.assertEqual(status, 200)
+        waiter.join(30)
+        self.assertEqual(waiter.answer[2]["error"], "unknown_limit_key: " + key)
+        self.assertEqual(waiting(self.server), 0)
+
+    def test_a_cut_below_the_need_answers_its_waiters(self):
+        """A capacity cut below what a waiter needs: answered exceeds_capacity."""
+        key = self.slot(capacity=3)
+        self.hold(key, 2)
+        waiter = Waiter(self.server, reserve_body(lease(), key, amount=3, wait_ms=60000))
+        waiter.start()
+        self.wait_queued(1)
+        status, _, body = self.server.put_limit({"key": key, "kind": "concurrency",
+                                                 "capacity": 2, "timeout_seconds": 300})
+        self.assertEqual(status, 200, body)
+        waiter.join(30)
+        self.assertEqual(waiter.answer[2]["error"], "exceeds_capacity:" + key)
+
+
+class Shutdown(unittest.TestCase):
+    WAITERS = 5000
+
+    def test_sigterm_answers_every_waiter(self):
+        """5,000 reserves waiting up to 60 s: SIGTERM answers each, denied with
+        retry_after_ms, and the server exits 0 well before the waits would end."""
+        server = Server(BINARY, backend=BACKEND,
+                        args=["--max-waiters", str(self.WAITERS),
+                              "--max-connections", str(2 * self.WAITERS)]).start()
+        socks = []
+        try:
+            key = "wait:shutdown"
+            server.put_limit({"key": key, "kind": "concurrency", "capacity": 1,
+                              "timeout_seconds": 300})
+            server.reserve(lease(), {key: 1})
+            for _ in range(self.WAITERS):
+                socks.append(raw_request(server, reserve_body(lease(), key, wait_ms=60000)))
+            self.assertTrue(wait_until(lambda: waiting(server) == self.WAITERS, timeout_s=60))
+            server._local.conn.close()
+            server._local.conn = None
+            started = time.monotonic()
+            self.assertEqual(server.stop(timeout_s=30), 0)
+            self.assertLess(time.monotonic() - started, 30)
+            denied = 0
+            for sock in socks:
+                sock.settimeout(30)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = sock.recv(65536)
+                    if not piece:
+                        break
+                    data += piece
+                head, _, rest = data.partition(b"\r\n\r\n")
+                self.assertTrue(head.startswith(b"HTTP/1.1 200"), data[:200])
+                length = int([line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")][0])
+                while len(rest) < length:
+                    piece = sock.recv(65536)
+                    if not piece:
+                        break
+                    rest += piece
+                answer = json.loads(rest[:length])
+                self.assertFalse(answer["allowed"])
+                self.assertGreater(answer["retry_after_ms"], 0)
+                denied += 1
+            self.assertEqual(denied, self.WAITERS)
+        finally:
+            for sock in socks:
+                sock.close()
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
