@@ -301,8 +301,9 @@
   // ---- the limits table ------------------------------------------------------
 
   const COLUMNS = ['key', 'kind', 'status', 'bar', 'capacity', 'reserved', 'used', 'debt',
-                   'available', 'resets', 'holds', 'oldest', 'soon'];
-  const NUMERIC = new Set(['capacity', 'reserved', 'used', 'debt', 'available', 'holds', 'soon']);
+                   'available', 'resets', 'holds', 'oldest', 'soon', 'waiting'];
+  const NUMERIC = new Set(['capacity', 'reserved', 'used', 'debt', 'available', 'holds', 'soon',
+                           'waiting']);
 
   // A row keeps its cells' last figures in memory, so a refresh compares
   // there and writes the DOM only where something changed; a cell's second
@@ -426,6 +427,12 @@
                 fmtTime(holds.oldest_expires_at_unix_ms));
     setCell(c.soon, holds.expiring_soon, (holds.exact ? '' : '≥') + fmtInt(holds.expiring_soon),
             '', holds.exact ? '' : 'counted among the first holds only');
+    const waiters = limit.waiters;
+    setCell(c.waiting, waiters.count, fmtInt(waiters.count),
+            waiters.count > 0 ? 'oldest ' + fmtDuration(now - waiters.oldest_started_at_unix_ms) : '',
+            waiters.count > 0 ? 'the oldest waiting reserve began ' +
+              fmtTime(waiters.oldest_started_at_unix_ms) : '');
+    row.tr.classList.toggle('queued', waiters.count > 0);
     row.tr.classList.toggle('out', big(limit.available) <= 0n); // toggles write only on change
     row.tr.classList.toggle('decreasing', decreasing);
     row.tr.classList.toggle('in-debt', big(limit.debt) > 0n);

@@ -256,7 +256,20 @@ static void encode_holds(struct buffer *b, const struct holds_summary *holds)
     buffer_append_char(b, '}');
 }
 
-static void encode_report(struct buffer *b, const struct limit_report *r)
+/* Reserves waiting on the limit now (wait_ms), and when the oldest began. */
+static void encode_waiters(struct buffer *b, struct wait *wait, const char *key)
+{
+    uint32_t count = 0;
+    int64_t oldest_started_ms = 0;
+    wait_key_waiters(wait, key, &count, &oldest_started_ms);
+    buffer_append_str(b, "\"waiters\":{");
+    buffer_member_u64(b, "count", count);
+    buffer_append_char(b, ',');
+    member_time(b, "oldest_started_at_unix_ms", count > 0 ? oldest_started_ms : 0);
+    buffer_append_char(b, '}');
+}
+
+static void encode_report(struct buffer *b, const struct limit_report *r, struct wait *wait)
 {
     const struct limit_state *state = &r->usage.state;
     buffer_append_char(b, '{');
@@ -271,6 +284,8 @@ static void encode_report(struct buffer *b, const struct limit_report *r)
     member_time(b, "reset_at_unix_ms", r->reset_at_unix_ms);
     buffer_append_char(b, ',');
     encode_holds(b, &r->holds);
+    buffer_append_char(b, ',');
+    encode_waiters(b, wait, state->definition.key);
     buffer_append_char(b, '}');
 }
 
@@ -319,7 +334,7 @@ int handle_console_limits(struct exchange *ex)
     for (size_t i = 0; i < count; i++) {
         if (i > 0)
             buffer_append_char(&b, ',');
-        encode_report(&b, &reports[i]);
+        encode_report(&b, &reports[i], server->wait);
     }
     buffer_append_str(&b, "],");
     buffer_member(&b, "next_after");

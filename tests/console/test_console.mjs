@@ -391,6 +391,31 @@ async function detailShowsHolders(server, page) {
         'holds by caller as the API says');
 }
 
+// A reserve waiting on a held slot shows as one waiter with its age; once the
+// slot frees and the waiter is admitted, the column says 0 again.
+async function waitersShowUp(server, page) {
+  const key = 'local:queue:concurrent';
+  await server.put({key, kind: 'concurrency', capacity: 1, timeout_seconds: 300});
+  await server.reserve('queue-holder', {[key]: 1}, 'bot-holder');
+  const waiting = server.ok('POST', '/v1/reserve', {
+    lease_id: 'queue-waiter', wait_ms: 60000, requirements: [{key, amount: 1}]});
+  const cellIs = (value) => page.waitForFunction((k, v) => {
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === k);
+    return row && row.querySelector('.c-waiting') &&
+           row.querySelector('.c-waiting').dataset.value === v;
+  }, {timeout: 20000}, key, value);
+  await cellIs('1');
+  const api = await server.ok('GET', '/v1/console/limits?prefix=' + encodeURIComponent(key));
+  equal(api.limits[0].waiters.count, 1, 'the API counts the waiter');
+  const row = (await pageRows(page)).find((r) => r.key === key);
+  check(/^oldest /.test(row.cells.waiting.sub), 'its age is shown: ' + row.cells.waiting.sub);
+  check(row.cells.waiting.text === '1', 'one waiter shown: ' + row.cells.waiting.text);
+  await server.ok('POST', '/v1/release', {lease_id: 'queue-holder'});
+  const answer = await waiting;
+  equal(answer.allowed, true, 'the waiter was admitted when the slot freed');
+  await cellIs('0');
+}
+
 async function attentionNamesProblems(page) {
   const items = await page.evaluate(() => [...document.querySelectorAll('#attention li')]
     .map((li) => [li.dataset.kind, li.querySelector('.key') ? li.querySelector('.key').textContent : '']));
@@ -478,6 +503,8 @@ async function mainScenario(browser) {
               'reload', () => newReserveShowsUp(server, page));
     await run('detail_shows_holders', 'a limit\'s detail lists who holds it, as the API says',
               () => detailShowsHolders(server, page));
+    await run('waiters_show_up', 'a reserve waiting on a limit shows as a waiter with its age, ' +
+              'as the API says, and leaves once admitted', () => waitersShowUp(server, page));
     await run('phone_width', 'the page fits a phone\'s width (390 px)', () => phoneWidth(page));
     await run('console_clean', 'the browser console logged no error or warning', async () => {
       const problems = consoleProblems(page);
