@@ -38,6 +38,7 @@
 #include <stdio.h>
 
 #include "core/clock.h"
+#include "core/flag.h"
 #include "core/limits.h"
 
 /* The common head of every backend object: each implementation's own struct
@@ -476,12 +477,30 @@ struct backend_ops {
      * (copied; freed NULL: nobody). When it returns, no call of the
      * previous one is running or will start. */
     void (*watch)(struct backend *backend, const struct backend_watch *watch);
+
+    /* The backend's own settings (docs/configuration.md, "Backends"): its
+     * options struct (what open() takes), options_size bytes, at most
+     * BACKEND_OPTIONS_BYTES_MAX, filled with its defaults by
+     * options_defaults, and the flags that set it (--sqlite-*, --tb-*), rows
+     * whose offsets are into that struct. A backend without settings has 0
+     * and NULLs. The server finds a flag among every backend's rows, as
+     * SQLite finds a VFS by name and lets it own its parameters. */
+    size_t options_size;
+    void (*options_defaults)(void *options);
+    const struct flag *flags;
+    uint32_t flag_count;
 };
+
+#define BACKEND_OPTIONS_BYTES_MAX 256
+#define BACKENDS_MAX 8
 
 /* ---- Calls through the ops (the server, tests and tools use these). */
 
 /* The backends compiled in, by name; NULL if unknown. */
 const struct backend_ops *backend_find(const char *name);
+/* ... by position, 0..backend_count()-1, in the order --help lists them. */
+uint32_t backend_count(void);
+const struct backend_ops *backend_at(uint32_t index);
 /* Comma-separated names, for --help. Static storage. */
 const char *backend_names(void);
 

@@ -2,6 +2,7 @@
  * knows every backend. */
 #include "backend.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "memory/memory.h"
@@ -16,6 +17,19 @@ static const struct backend_ops *const backends[] = {
 };
 
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])
+_Static_assert(BACKEND_COUNT <= BACKENDS_MAX, "room for every backend's options");
+
+uint32_t backend_count(void)
+{
+    return (uint32_t)BACKEND_COUNT;
+}
+
+const struct backend_ops *backend_at(uint32_t index)
+{
+    assert(index < BACKEND_COUNT);
+    assert(backends[index]->options_size <= BACKEND_OPTIONS_BYTES_MAX);
+    return backends[index];
+}
 
 const struct backend_ops *backend_find(const char *name)
 {

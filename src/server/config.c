@@ -12,83 +12,57 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/sqlite/sq_bounds.h"
-#include "tbclient/tbc_bounds.h"
+#include "core/flag.h"
 
 #ifndef LLMLIMIT_VERSION
 #define LLMLIMIT_VERSION "0.1.0"
 #endif
 
-enum flag_kind {
-    FLAG_STRING,
-    FLAG_U32,
-    FLAG_U64,
-    FLAG_LISTEN,
-    FLAG_LOG_FORMAT,
-    FLAG_LOG_LEVEL,
-    FLAG_SYNCHRONOUS,
-    FLAG_SWITCH, /* no value */
-};
-
-struct flag {
-    const char *name;
-    const char *metavar;
-    enum flag_kind kind;
-    size_t offset; /* into struct server_config */
-    uint64_t min, max;
-    const char *help;
-};
-
+/* llmlimitd's own flags; the kinds flag.c does not know are FLAG_OTHER,
+ * parsed here by name. */
 #define FIELD(name) offsetof(struct server_config, name)
 
 static const struct flag flags[] = {
-    {"--listen", "HOST:PORT", FLAG_LISTEN, 0, 0, 0,
-     "numeric IPv4, [IPv6] or localhost; port 0 picks a free port"},
-    {"--backend", "NAME", FLAG_STRING, FIELD(backend), 0, 0, "memory, sqlite or tigerbeetle"},
+    {"--listen", "HOST:PORT", FLAG_OTHER, 0, 0, 0,
+     "numeric IPv4, [IPv6] or localhost; port 0 picks a free port", 0, NULL},
+    {"--backend", "NAME", FLAG_STRING, FIELD(backend), 0, 0, "memory, sqlite or tigerbeetle", 0,
+     NULL},
     {"--data-dir", "DIR", FLAG_STRING, FIELD(data_dir), 0, 0,
-     "holds limits.json and the sqlite database"},
+     "holds limits.json and the sqlite database", 0, NULL},
     {"--admin-token-file", "FILE", FLAG_STRING, FIELD(admin_token_file), 0, 0,
-     "bearer token for /v1/admin/* (else env LLMLIMIT_ADMIN_TOKEN)"},
+     "bearer token for /v1/admin/* (else env LLMLIMIT_ADMIN_TOKEN)", 0, NULL},
     {"--client-token-file", "FILE", FLAG_STRING, FIELD(client_token_file), 0, 0,
-     "bearer token for data routes and /metrics (else env LLMLIMIT_CLIENT_TOKEN)"},
-    {"--threads", "N", FLAG_U32, FIELD(threads), 1, SERVER_THREADS_MAX, "HTTP worker threads"},
+     "bearer token for data routes and /metrics (else env LLMLIMIT_CLIENT_TOKEN)", 0, NULL},
+    {"--threads", "N", FLAG_U32, FIELD(threads), 1, SERVER_THREADS_MAX, "HTTP worker threads", 0,
+     NULL},
     {"--max-body-bytes", "N", FLAG_U64, FIELD(max_body_bytes), 1, BODY_BYTES_MAX,
-     "largest request body; one byte more is 413"},
+     "largest request body; one byte more is 413", 0, NULL},
     {"--max-connections", "N", FLAG_U32, FIELD(max_connections), 1, CONNECTIONS_MAX,
-     "simultaneous client connections"},
+     "simultaneous client connections", 0, NULL},
     {"--max-waiters", "N", FLAG_U32, FIELD(max_waiters), 1, WAIT_WAITERS_MAX,
-     "reserves waiting for capacity at once (wait_ms); past it answered at once"},
+     "reserves waiting for capacity at once (wait_ms); past it answered at once", 0, NULL},
     {"--connection-timeout-seconds", "N", FLAG_U32, FIELD(connection_timeout_seconds), 1,
-     CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this"},
+     CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this", 0, NULL},
     {"--request-timeout-seconds", "N", FLAG_U32, FIELD(request_timeout_seconds), 0,
      CONNECTION_TIMEOUT_SECONDS_MAX,
      "a connection that completes no request for this long is closed (0: the connection "
-     "timeout)"},
+     "timeout)",
+     0, NULL},
     {"--lease-cache-max", "N", FLAG_U32, FIELD(lease_cache_max), 1, UINT32_MAX,
-     "leases remembered for idempotent retries (memory, tigerbeetle)"},
+     "leases remembered for idempotent retries (memory, tigerbeetle)", 0, NULL},
     {"--lease-retention-seconds", "N", FLAG_U32, FIELD(lease_retention_seconds), 1,
-     WINDOW_SECONDS_MAX, "how long a lease answers retries (longer while its holds live)"},
+     WINDOW_SECONDS_MAX, "how long a lease answers retries (longer while its holds live)", 0, NULL},
     {"--concurrency-poll-ms", "N", FLAG_U32, FIELD(concurrency_poll_ms), 1, POLL_MS_MAX,
-     "cap of retry_after_ms on a concurrency denial"},
+     "cap of retry_after_ms on a concurrency denial", 0, NULL},
     {"--decrease-retry-ms", "N", FLAG_U32, FIELD(decrease_retry_ms), 1, 3600000,
-     "retry_after_ms of a limit_decreasing denial"},
-    {"--log-format", "text|json", FLAG_LOG_FORMAT, 0, 0, 0, "log line format (stderr)"},
-    {"--log-level", "LEVEL", FLAG_LOG_LEVEL, 0, 0, 0, "error, warn, info or debug"},
-    {"--sqlite-synchronous", "full|normal", FLAG_SYNCHRONOUS, 0, 0, 0,
-     "sqlite durability: full survives power loss"},
-    {"--sqlite-retention-days", "N", FLAG_U32, FIELD(sqlite_retention_days), 0,
-     SQ_RETENTION_DAYS_MAX,
-     "sqlite: delete finished leases and audit events older than this (0: keep all)"},
-    {"--tb-cluster", "ID", FLAG_STRING, FIELD(tb_cluster), 0, 0, "TigerBeetle cluster id"},
-    {"--tb-addresses", "HOST:PORT,...", FLAG_STRING, FIELD(tb_addresses), 0, 0,
-     "TigerBeetle replica addresses"},
-    {"--tb-sessions", "N", FLAG_U32, FIELD(tb_sessions), 1, 64, "TigerBeetle client sessions"},
-    {"--tb-deadline-ms", "MS", FLAG_U32, FIELD(tb_deadline_ms), TBC_ITEM_DEADLINE_MS_MIN,
-     TBC_ITEM_DEADLINE_MS_MAX, "how long an operation waits for TigerBeetle before a 503"},
+     "retry_after_ms of a limit_decreasing denial", 0, NULL},
+    {"--log-format", "text|json", FLAG_OTHER, 0, 0, 0, "log line format (stderr)", 0, NULL},
+    {"--log-level", "LEVEL", FLAG_OTHER, 0, 0, 0, "error, warn, info or debug", 0, NULL},
     {"--gateway-config", "FILE", FLAG_STRING, FIELD(gateway_config), 0, 0,
-     "gateway mode's config (default DATA_DIR/gateway.json when it exists); SIGHUP reloads it"},
+     "gateway mode's config (default DATA_DIR/gateway.json when it exists); SIGHUP reloads it", 0,
+     NULL},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
-     "tests only: enable POST /v1/admin/clock to move the clock"},
+     "tests only: enable POST /v1/admin/clock to move the clock", 0, NULL},
 };
 
 #define FLAG_COUNT (sizeof flags / sizeof flags[0])
@@ -139,11 +113,11 @@ void config_defaults(struct server_config *config)
     config->decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
     config->log_format = LOG_FORMAT_TEXT;
     config->log_level = LOG_INFO;
-    config->sqlite_synchronous_normal = false;
-    config->tb_cluster = "0";
-    config->tb_addresses = "127.0.0.1:3000";
-    config->tb_sessions = 4;
-    config->tb_deadline_ms = TBC_ITEM_DEADLINE_MS;
+    for (uint32_t i = 0; i < backend_count(); i++) {
+        const struct backend_ops *ops = backend_at(i);
+        if (ops->options_defaults != NULL)
+            ops->options_defaults(config->backend_options[i]);
+    }
     assert(defaults_in_bounds(config));
 }
 
@@ -190,76 +164,71 @@ static int parse_listen(struct server_config *config, const char *text)
     return 0;
 }
 
-static int flag_apply(struct server_config *config, const struct flag *flag, const char *value)
+/* The flags flag.c leaves to the table's owner (FLAG_OTHER). */
+static int other_apply(struct server_config *config, const struct flag *flag, const char *value)
 {
-    assert(value != NULL);
-    assert(flag->min <= flag->max);
-    char *field = (char *)config + flag->offset;
-    uint64_t number;
-    switch (flag->kind) {
-    case FLAG_STRING:
-        if (value[0] == '\0')
-            return -1;
-        *(const char **)(void *)field = value;
-        return 0;
-    case FLAG_U32:
-    case FLAG_U64:
-        if (parse_u64(value, &number) != 0 || number < flag->min || number > flag->max)
-            return -1;
-        if (flag->kind == FLAG_U32)
-            *(uint32_t *)(void *)field = (uint32_t)number;
-        else
-            *(uint64_t *)(void *)field = number;
-        return 0;
-    case FLAG_LISTEN:
+    if (strcmp(flag->name, "--listen") == 0)
         return parse_listen(config, value);
-    case FLAG_LOG_FORMAT:
+    if (strcmp(flag->name, "--log-format") == 0)
         return log_format_parse(value, &config->log_format);
-    case FLAG_LOG_LEVEL:
+    if (strcmp(flag->name, "--log-level") == 0)
         return log_level_parse(value, &config->log_level);
-    case FLAG_SYNCHRONOUS:
-        if (strcmp(value, "full") != 0 && strcmp(value, "normal") != 0)
-            return -1;
-        config->sqlite_synchronous_normal = strcmp(value, "normal") == 0;
-        return 0;
-    case FLAG_SWITCH:
-        *(bool *)(void *)field = true;
-        return 0;
-    }
+    assert(!"a FLAG_OTHER row without its parser");
     return -1;
 }
 
-static void flag_default_text(const struct server_config *d, const struct flag *flag, char *text,
-                              size_t size)
+static void other_default_text(const struct server_config *d, const struct flag *flag, char *text,
+                               size_t size)
 {
-    const char *field = (const char *)d + flag->offset;
-    switch (flag->kind) {
-    case FLAG_STRING: {
-        const char *s = *(const char *const *)(const void *)field;
-        snprintf(text, size, "%s", s != NULL ? s : "none");
-        break;
-    }
-    case FLAG_U32:
-        snprintf(text, size, "%" PRIu32, *(const uint32_t *)(const void *)field);
-        break;
-    case FLAG_U64:
-        snprintf(text, size, "%" PRIu64, *(const uint64_t *)(const void *)field);
-        break;
-    case FLAG_LISTEN:
+    if (strcmp(flag->name, "--listen") == 0)
         snprintf(text, size, "%s", LISTEN_DEFAULT);
-        break;
-    case FLAG_LOG_FORMAT:
+    else if (strcmp(flag->name, "--log-format") == 0)
         snprintf(text, size, "%s", log_format_name(d->log_format));
-        break;
-    case FLAG_LOG_LEVEL:
+    else
         snprintf(text, size, "%s", log_level_name(d->log_level));
-        break;
-    case FLAG_SYNCHRONOUS:
-        snprintf(text, size, "full");
-        break;
-    case FLAG_SWITCH:
-        snprintf(text, size, "off");
-        break;
+}
+
+/* A flag and the struct its value goes to: llmlimitd's own, or a backend's
+ * options (backend_ops.flags). */
+struct flag_place {
+    const struct flag *flag;
+    void *object;
+};
+
+static struct flag_place flag_place_find(struct server_config *config, const char *name,
+                                         size_t length)
+{
+    const struct flag *own = flag_find(flags, FLAG_COUNT, name, length);
+    if (own != NULL)
+        return (struct flag_place){own, config};
+    for (uint32_t i = 0; i < backend_count(); i++) {
+        const struct backend_ops *ops = backend_at(i);
+        const struct flag *row = flag_find(ops->flags, ops->flag_count, name, length);
+        if (row != NULL)
+            return (struct flag_place){row, config->backend_options[i]};
+    }
+    return (struct flag_place){NULL, NULL};
+}
+
+static int place_apply(struct server_config *config, struct flag_place place, const char *value)
+{
+    if (place.flag->kind == FLAG_OTHER)
+        return other_apply(config, place.flag, value);
+    return flag_apply(place.flag, place.object, value);
+}
+
+static void help_rows(FILE *out, const struct flag *rows, size_t count, const void *object,
+                      const struct server_config *d)
+{
+    for (size_t i = 0; i < count; i++) {
+        char usage[64], text[128];
+        snprintf(usage, sizeof usage, "%s%s%s", rows[i].name, rows[i].metavar ? " " : "",
+                 rows[i].metavar ? rows[i].metavar : "");
+        if (rows[i].kind == FLAG_OTHER)
+            other_default_text(d, &rows[i], text, sizeof text);
+        else
+            flag_value_text(&rows[i], object, text, sizeof text);
+        fprintf(out, "  %-40s %s [%s]\n", usage, rows[i].help, text);
     }
 }
 
@@ -270,27 +239,19 @@ static void print_help(FILE *out)
     fprintf(out, "usage: llmlimitd [flags]\n\n"
                  "Reserves capacity across several limits before an LLM call and reconciles "
                  "after it.\n\nflags (default in brackets):\n");
-    for (size_t i = 0; i < FLAG_COUNT; i++) {
-        char usage[64], text[128];
-        snprintf(usage, sizeof usage, "%s%s%s", flags[i].name, flags[i].metavar ? " " : "",
-                 flags[i].metavar ? flags[i].metavar : "");
-        flag_default_text(&d, &flags[i], text, sizeof text);
-        fprintf(out, "  %-40s %s [%s]\n", usage, flags[i].help, text);
-    }
+    help_rows(out, flags, FLAG_COUNT, &d, &d);
     fprintf(out, "  %-40s %s\n  %-40s %s\n", "--help", "print this and exit", "--version",
             "print the version and exit");
+    for (uint32_t i = 0; i < backend_count(); i++) {
+        const struct backend_ops *ops = backend_at(i);
+        if (ops->flag_count == 0)
+            continue;
+        fprintf(out, "\nflags of --backend %s:\n", ops->name);
+        help_rows(out, ops->flags, ops->flag_count, d.backend_options[i], &d);
+    }
     fprintf(out, "\nbackends built in: %s\n", backend_names());
     fprintf(out, "environment: LLMLIMIT_ADMIN_TOKEN, LLMLIMIT_CLIENT_TOKEN (used when the "
                  "matching --*-token-file is not given)\n");
-}
-
-static const struct flag *flag_find(const char *name, size_t length)
-{
-    for (size_t i = 0; i < FLAG_COUNT; i++) {
-        if (strlen(flags[i].name) == length && memcmp(flags[i].name, name, length) == 0)
-            return &flags[i];
-    }
-    return NULL;
 }
 
 enum config_outcome config_parse(struct server_config *config, int argc, char **argv, FILE *out,
@@ -309,7 +270,8 @@ enum config_outcome config_parse(struct server_config *config, int argc, char **
         }
         const char *equals = strchr(arg, '=');
         size_t name_length = equals != NULL ? (size_t)(equals - arg) : strlen(arg);
-        const struct flag *flag = flag_find(arg, name_length);
+        struct flag_place place = flag_place_find(config, arg, name_length);
+        const struct flag *flag = place.flag;
         if (flag == NULL) {
             fprintf(err, "llmlimitd: unknown flag %.*s (see --help)\n", (int)name_length, arg);
             return CONFIG_USAGE;
@@ -328,12 +290,11 @@ enum config_outcome config_parse(struct server_config *config, int argc, char **
             }
             value = argv[++i];
         }
-        if (flag_apply(config, flag, value) != 0) {
-            fprintf(err, "llmlimitd: invalid value for %s: '%s' (expected %s", flag->name, value,
-                    flag->metavar);
-            if (flag->kind == FLAG_U32 || flag->kind == FLAG_U64)
-                fprintf(err, " in %" PRIu64 "..%" PRIu64, flag->min, flag->max);
-            fprintf(err, ")\n");
+        if (place_apply(config, place, value) != 0) {
+            char expected[96];
+            flag_expected_text(flag, expected, sizeof expected);
+            fprintf(err, "llmlimitd: invalid value for %s: '%s' (expected %s)\n", flag->name, value,
+                    expected);
             return CONFIG_USAGE;
         }
     }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend/backend.h"
 #include "core/bounds.h"
 #include "util/log.h"
 
@@ -33,14 +34,11 @@ struct server_config {
     uint32_t decrease_retry_ms;
     enum log_format log_format;
     enum log_level log_level;
-    bool sqlite_synchronous_normal;
-    uint32_t sqlite_retention_days; /* 0: keep everything */
-    const char *tb_cluster;
-    const char *tb_addresses;
-    uint32_t tb_sessions;
-    uint32_t tb_deadline_ms;
     const char *gateway_config; /* NULL: DATA_DIR/gateway.json when it exists */
     bool test_clock;            /* clock movable through POST /v1/admin/clock (tests only) */
+    /* Each backend's options struct (backend_ops.options_size bytes), by its
+     * position in backend_at(), with its defaults and its flags applied. */
+    _Alignas(16) unsigned char backend_options[BACKENDS_MAX][BACKEND_OPTIONS_BYTES_MAX];
 };
 
 enum config_outcome {

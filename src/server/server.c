@@ -50,23 +50,14 @@ static int own_data_dir(struct server *s)
     return 0;
 }
 
-/* The chosen backend's own options, from its flags. */
+/* The chosen backend's own options, defaults and flags applied (config.c). */
 static const void *backend_options(struct server *s, const struct backend_ops *ops)
 {
-    if (ops == &sq_backend_ops) {
-        sq_options_defaults(&s->sqlite_options);
-        s->sqlite_options.synchronous_normal = s->config.sqlite_synchronous_normal;
-        s->sqlite_options.retention_ms = (int64_t)s->config.sqlite_retention_days * 86400000;
-        return &s->sqlite_options;
+    for (uint32_t i = 0; i < backend_count(); i++) {
+        if (backend_at(i) == ops)
+            return ops->options_size > 0 ? s->config.backend_options[i] : NULL;
     }
-    if (ops == &tb_backend_ops) {
-        tb_options_defaults(&s->tigerbeetle_options);
-        s->tigerbeetle_options.cluster = s->config.tb_cluster;
-        s->tigerbeetle_options.addresses = s->config.tb_addresses;
-        s->tigerbeetle_options.sessions = s->config.tb_sessions;
-        s->tigerbeetle_options.deadline_ms = s->config.tb_deadline_ms;
-        return &s->tigerbeetle_options;
-    }
+    assert(!"a backend found by name is in the list");
     return NULL;
 }
 

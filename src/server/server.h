@@ -12,8 +12,6 @@
 #include "activity.h"
 #include "auth.h"
 #include "backend/backend.h"
-#include "backend/sqlite/sqlite.h"
-#include "backend/tigerbeetle/tigerbeetle.h"
 #include "util/buffer.h"
 #include "config.h"
 #include "http/http.h"
@@ -32,8 +30,6 @@ struct server {
     struct backend *backend;
     struct wait *wait;                     /* the waiting queue in front of the backend */
     struct gateway *gateway;               /* NULL: gateway mode is off */
-    struct sq_options sqlite_options;      /* the backend's options, when it is sqlite */
-    struct tb_options tigerbeetle_options; /* ... or tigerbeetle */
     struct registry *registry;
     int data_dir_lock_fd; /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;

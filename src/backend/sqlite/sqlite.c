@@ -5,6 +5,7 @@
 #include "sqlite.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/retry.h"
+#include "sq_bounds.h"
 #include "sq_admin.h"
 #include "sq_console.h"
 #include "sq_backend.h"
@@ -598,8 +600,33 @@ static void sq_stats(struct backend *base, struct backend_stats *out)
     out->expired_holds = atomic_load(&backend->expired_holds);
 }
 
+static void options_defaults(void *options)
+{
+    sq_options_defaults(options);
+}
+
+static const char *const synchronous_choices[] = {"full", "normal"};
+
+/* The flags of --backend sqlite (docs/configuration.md). */
+static const struct flag flags[] = {
+    {"--sqlite-synchronous", "full|normal", FLAG_CHOICE,
+     offsetof(struct sq_options, synchronous_normal), 0, 0,
+     "sqlite durability: full survives power loss", 0, synchronous_choices},
+    {"--sqlite-retention-days", "N", FLAG_I64_SCALED, offsetof(struct sq_options, retention_ms), 0,
+     SQ_RETENTION_DAYS_MAX,
+     "sqlite: delete finished leases and audit events older than this (0: keep all)",
+     INT64_C(86400000), NULL},
+};
+
+_Static_assert(sizeof(struct sq_options) <= BACKEND_OPTIONS_BYTES_MAX,
+               "options fit the server's room");
+
 const struct backend_ops sq_backend_ops = {
     .name = "sqlite",
+    .options_size = sizeof(struct sq_options),
+    .options_defaults = options_defaults,
+    .flags = flags,
+    .flag_count = sizeof flags / sizeof flags[0],
     .open = sq_open,
     .close = sq_close,
     .put_limit = sq_admin_put_limit,

@@ -5,6 +5,7 @@
  * matters is in the cluster, the lease cache is only a shortcut. This file
  * holds the ops table, open/close and the maintenance thread. */
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/retry.h"
+#include "tbclient/tbc_bounds.h"
 #include "tbclient/tbc_ids.h"
 #include "tbclient/tbc_session.h"
 #include "tb_backend.h"
@@ -427,8 +429,33 @@ static void tb_watch(struct backend *base, const struct backend_watch *watch)
     pthread_mutex_unlock(&b->watch_lock);
 }
 
+static void options_defaults(void *options)
+{
+    tb_options_defaults(options);
+}
+
+/* The flags of --backend tigerbeetle (docs/configuration.md). */
+static const struct flag flags[] = {
+    {"--tb-cluster", "ID", FLAG_STRING, offsetof(struct tb_options, cluster), 0, 0,
+     "TigerBeetle cluster id", 0, NULL},
+    {"--tb-addresses", "HOST:PORT,...", FLAG_STRING, offsetof(struct tb_options, addresses), 0, 0,
+     "TigerBeetle replica addresses", 0, NULL},
+    {"--tb-sessions", "N", FLAG_U32, offsetof(struct tb_options, sessions), 1, TBC_SESSIONS_MAX,
+     "TigerBeetle client sessions", 0, NULL},
+    {"--tb-deadline-ms", "MS", FLAG_U32, offsetof(struct tb_options, deadline_ms),
+     TBC_ITEM_DEADLINE_MS_MIN, TBC_ITEM_DEADLINE_MS_MAX,
+     "how long an operation waits for TigerBeetle before a 503", 0, NULL},
+};
+
+_Static_assert(sizeof(struct tb_options) <= BACKEND_OPTIONS_BYTES_MAX,
+               "options fit the server's room");
+
 const struct backend_ops tb_backend_ops = {
     .name = "tigerbeetle",
+    .options_size = sizeof(struct tb_options),
+    .options_defaults = options_defaults,
+    .flags = flags,
+    .flag_count = sizeof flags / sizeof flags[0],
     .budget_debt_pooled = true,
     .open = tigerbeetle_open,
     .close = tigerbeetle_close,
