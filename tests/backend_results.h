@@ -1,7 +1,7 @@
 /* Backend results as the backend tests check them: the class of the answer
  * (the HTTP status it becomes) and the error and warnings as their wire text
  * (docs/api.md). The texts here are the tests' own statement of that
- * contract, written apart from the server's table in src/server/encode.c so
+ * contract, written apart from the server's table in src/wire/encode.c so
  * that a change to either shows. */
 #ifndef LLMLIMIT_TESTS_BACKEND_RESULTS_H
 #define LLMLIMIT_TESTS_BACKEND_RESULTS_H

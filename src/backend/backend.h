@@ -69,7 +69,7 @@ void backend_config_defaults(struct backend_config *config);
 int backend_config_check(const struct backend_config *config, char *error, size_t error_size);
 
 /* Why a data-path call did not give a plain answer. The wire text of each
- * (docs/api.md) is written in one place, src/server/encode.c. */
+ * (docs/api.md) is written in one place, src/wire/encode.c. */
 enum backend_error {
     BACKEND_OK = 0,
     /* Definitive reserve denials, found before any capacity is looked at and

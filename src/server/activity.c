@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "encode.h"
+#include "wire/encode.h"
 
 _Static_assert(ACTIVITY_SECONDS_REPORTED + 2 <= ACTIVITY_SECONDS, "slack in the ring");
 

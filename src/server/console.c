@@ -15,9 +15,10 @@
 
 #include "activity.h"
 #include "console_assets.h"
-#include "decode.h"
-#include "encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 #include "spend.h"
+#include "wire/wire_text.h"
 
 /* The page holds no data, loads nothing from elsewhere, runs no inline
  * script or style, and may not be framed. */
@@ -30,19 +31,14 @@
 #define HOLD_CALLERS_TRACKED_MAX 4096 /* distinct callers one holds answer tells apart */
 #define DENIALS_PAGE_DEFAULT 50
 
-#define KEY_SYNTAX "key: must be 1-256 bytes of printable ASCII without whitespace"
-
 /* ---- the page ------------------------------------------------------------ */
 
 static int queue_asset(struct exchange *ex, unsigned status, const struct console_asset *asset)
 {
     const struct http_header headers[] = {
-        {"Content-Type", asset->content_type},
-        {"Content-Security-Policy", CONSOLE_CSP},
-        {"X-Content-Type-Options", "nosniff"},
-        {"Referrer-Policy", "no-referrer"},
-        {"Cache-Control", "no-cache"},
-        {"ETag", asset->etag},
+        {"Content-Type", asset->content_type}, {"Content-Security-Policy", CONSOLE_CSP},
+        {"X-Content-Type-Options", "nosniff"}, {"Referrer-Policy", "no-referrer"},
+        {"Cache-Control", "no-cache"},         {"ETag", asset->etag},
     };
     return exchange_answer_raw(ex, status, headers, sizeof headers / sizeof headers[0],
                                status == 200 ? (const char *)asset->data : NULL,
@@ -57,7 +53,7 @@ int handle_console_asset(struct exchange *ex)
             asset = &console_assets[i];
     }
     if (asset == NULL)
-        return exchange_error(ex, 404, "not_found");
+        return exchange_error(ex, 404, WIRE_NOT_FOUND);
     const char *seen = exchange_header(ex, "if-none-match");
     bool unchanged = seen != NULL && strcmp(seen, asset->etag) == 0;
     return queue_asset(ex, unchanged ? 304 : 200, asset);
@@ -70,20 +66,11 @@ int handle_console_asset(struct exchange *ex)
 static int query_u32(struct exchange *ex, const char *name, uint32_t min, uint32_t max,
                      uint32_t *out)
 {
-    char text[32];
-    int found = exchange_query(ex, name, text, sizeof text);
-    if (found <= 0)
-        return found;
     int64_t value;
-    if (decode_i64(text, &value) != 0 || value < min || value > max) {
-        char error[128];
-        snprintf(error, sizeof error, "%s: must be an integer %" PRIu32 "..%" PRIu32, name, min,
-                 max);
-        exchange_error(ex, 400, error);
-        return -1;
-    }
-    *out = (uint32_t)value;
-    return 0;
+    int found = exchange_query_i64(ex, name, min, max, &value);
+    if (found > 0)
+        *out = (uint32_t)value;
+    return found < 0 ? -1 : 0;
 }
 
 /* A key-shaped query argument: "" when absent or empty, else a valid key
@@ -102,29 +89,6 @@ static int query_key(struct exchange *ex, const char *name, char *out)
         return -1;
     }
     return 0;
-}
-
-/* The {key} of the path; 0, or -1 answered 400. */
-static int path_key(struct exchange *ex, char *key)
-{
-    size_t length = 0;
-    int decoded = percent_decode(ex->key_encoded, key, LIMIT_KEY_LENGTH_MAX + 1, &length);
-    if (decoded == -1) {
-        exchange_error(ex, 400, "key: invalid percent-encoding");
-        return -1;
-    }
-    if (decoded != 0 || !limit_key_valid(key, length)) {
-        exchange_error(ex, 400, KEY_SYNTAX);
-        return -1;
-    }
-    return 0;
-}
-
-static int unknown_key(struct exchange *ex, const char *key)
-{
-    char error[64 + LIMIT_KEY_LENGTH_MAX];
-    snprintf(error, sizeof error, "unknown_limit_key: %s", key);
-    return exchange_error(ex, 404, error);
 }
 
 /* ---- JSON writing -------------------------------------------------------- */
@@ -303,7 +267,7 @@ static int limits_query(struct exchange *ex, char *prefix, char *after, struct l
         query_u32(ex, "limit", 1, CONSOLE_LIMITS_PAGE_MAX, &query->limit) != 0)
         return -1;
     if (found > 0 && limit_kind_parse(kind, &query->kind) != 0) {
-        exchange_error(ex, 400, "kind: must be rolling, concurrency or budget");
+        exchange_error(ex, 400, WIRE_KIND_INVALID);
         return -1;
     }
     return 0;
@@ -321,7 +285,7 @@ int handle_console_limits(struct exchange *ex)
     bool more = false;
     int64_t now_ms = clock_now_ms(server->clock);
     if (server->backend->ops->limits_report(server->backend, &query, &reports, &count, &more) != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
@@ -472,20 +436,22 @@ int handle_console_holds(struct exchange *ex)
     struct server *server = ex->server;
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     uint32_t top = HOLD_CALLERS_DEFAULT;
-    if (path_key(ex, key) != 0 || query_u32(ex, "limit", 1, HOLD_CALLERS_MAX, &top) != 0)
+    if (exchange_path_key(ex, key, sizeof key) != 0 ||
+        query_u32(ex, "limit", 1, HOLD_CALLERS_MAX, &top) != 0)
         return 0;
     if (server->backend->ops->holds_scan == NULL)
-        return exchange_error(ex, 404, "not_supported_by_backend");
+        return exchange_error(ex, 404, WIRE_NOT_SUPPORTED_BY_BACKEND);
     struct holds_tally tally = {.table = calloc(2 * HOLD_CALLERS_TRACKED_MAX, sizeof *tally.table)};
     if (tally.table == NULL)
-        return exchange_error(ex, 503, "out_of_memory");
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     bool complete = false;
     int64_t now_ms = clock_now_ms(server->clock);
     int rc = server->backend->ops->holds_scan(server->backend, key, CONSOLE_HOLDS_SCAN_MAX,
                                               tally_hold, &tally, &complete);
     if (rc != 0) {
         free(tally.table);
-        return rc == -1 ? unknown_key(ex, key) : exchange_error(ex, 503, "backend_error");
+        return rc == -1 ? exchange_unknown_key(ex, key)
+                        : exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     }
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -551,7 +517,7 @@ int handle_console_denials(struct exchange *ex)
         return 0;
     struct activity_denial *denials = malloc(limit * sizeof *denials);
     if (denials == NULL)
-        return exchange_error(ex, 503, "out_of_memory");
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     uint64_t total = 0;
     size_t count = activity_denials(server->activity, denials, limit, &total);
     struct buffer b;
@@ -658,20 +624,20 @@ int handle_console_spend(struct exchange *ex)
 {
     struct server *server = ex->server;
     char key[LIMIT_KEY_LENGTH_MAX + 1];
-    if (path_key(ex, key) != 0)
+    if (exchange_path_key(ex, key, sizeof key) != 0)
         return 0;
     int64_t now_ms = clock_now_ms(server->clock);
     struct limit_usage usage;
     int found = backend_usage(server->backend, key, now_ms, &usage);
     if (found == -1)
-        return unknown_key(ex, key);
+        return exchange_unknown_key(ex, key);
     if (found != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     if (usage.state.definition.kind != LIMIT_BUDGET)
-        return exchange_error(ex, 400, "key: not a budget");
+        return exchange_error(ex, 400, WIRE_KEY_NOT_A_BUDGET);
     struct spend_history *history = malloc(sizeof *history);
     if (history == NULL)
-        return exchange_error(ex, 503, "out_of_memory");
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     spend_history(server->spend, key, usage.period_start_unix_ms, history);
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -688,7 +654,7 @@ int handle_console_gateway(struct exchange *ex)
 {
     struct gateway *gateway = ex->server->gateway;
     if (gateway == NULL)
-        return exchange_error(ex, 404, "gateway_not_enabled");
+        return exchange_error(ex, 404, WIRE_GATEWAY_NOT_ENABLED);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gateway_stats_json(gateway, &b);

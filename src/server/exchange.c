@@ -14,10 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 #include "gateway/gw_error.h"
 #include "util/log.h"
+#include "wire/wire_text.h"
 
 static void log_answer(struct exchange *ex, unsigned status, const char *body, size_t length)
 {
@@ -51,10 +52,10 @@ static size_t route_headers(const struct exchange *ex, unsigned status, int64_t 
                             struct http_header out[EXCHANGE_HEADERS_MAX])
 {
     size_t n = 0;
-    out[n++] = (struct http_header){"Content-Type",
-                                    (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
-                                        ? "text/plain; version=0.0.4; charset=utf-8"
-                                        : "application/json"};
+    out[n++] =
+        (struct http_header){"Content-Type", (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
+                                                 ? "text/plain; version=0.0.4; charset=utf-8"
+                                                 : "application/json"};
     if (retry_after_ms > 0) {
         *buffer_put_i64(seconds, (retry_after_ms + 999) / 1000) = '\0';
         out[n++] = (struct http_header){"Retry-After", seconds};
@@ -172,12 +173,54 @@ int exchange_query(struct exchange *ex, const char *name, char *out, size_t out_
     return 0;
 }
 
+int exchange_query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max,
+                       int64_t *out)
+{
+    char text[32];
+    int found = exchange_query(ex, name, text, sizeof text);
+    if (found <= 0)
+        return found;
+    if (decode_i64(text, out) != 0 || *out < min || *out > max) {
+        char error[128];
+        snprintf(error, sizeof error, "%s: must be an integer %" PRId64 "..%" PRId64, name, min,
+                 max);
+        exchange_error(ex, 400, error);
+        return -1;
+    }
+    return 1;
+}
+
+int exchange_path_key(struct exchange *ex, char *key, size_t key_size)
+{
+    assert(ex->key_encoded != NULL); /* item routes always match a {key} */
+    assert(key_size > LIMIT_KEY_LENGTH_MAX);
+    size_t length = 0;
+    int decoded = percent_decode(ex->key_encoded, key, key_size, &length);
+    if (decoded == -1) {
+        exchange_error(ex, 400, WIRE_KEY_BAD_ESCAPE);
+        return -1;
+    }
+    if (decoded != 0 || !limit_key_valid(key, length)) {
+        exchange_error(ex, 400, WIRE_KEY_INVALID);
+        return -1;
+    }
+    return 0;
+}
+
+int exchange_unknown_key(struct exchange *ex, const char *key)
+{
+    char error[64 + LIMIT_KEY_LENGTH_MAX];
+    snprintf(error, sizeof error, "%s%s", encode_backend_error_text(BACKEND_UNKNOWN_LIMIT_KEY),
+             key);
+    return exchange_error(ex, 404, error);
+}
+
 const struct jdoc_value *exchange_parse_body(struct exchange *ex)
 {
     char error[DECODE_ERROR_SIZE];
     /* The transport's copy of the body is the exchange's to parse in place. */
-    if (decode_parse(ex->body, ex->body_length, &ex->arena, &ex->document, error,
-                     sizeof error) != 0) {
+    if (decode_parse(ex->body, ex->body_length, &ex->arena, &ex->document, error, sizeof error) !=
+        0) {
         exchange_error(ex, 400, error);
         return NULL;
     }
@@ -233,7 +276,7 @@ int exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *), 
     int phase = __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST);
     assert(phase == PHASE_RECEIVING || phase == PHASE_DONE);
     if (!backend_enter(ex->server))
-        return exchange_error(ex, 503, "shutting_down");
+        return exchange_error(ex, 503, WIRE_SHUTTING_DOWN);
     ex->reply = reply;
     ex->called = true;
     ex->http.on_wake = backend_woken;
@@ -243,8 +286,8 @@ int exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *), 
      * SUSPENDED, and done wakes the exchange. If done ran in between, the
      * exchange below fails and this thread answers. */
     int expected = PHASE_WAITING;
-    if (__atomic_compare_exchange_n(&ex->phase, &expected, PHASE_SUSPENDED, false,
-                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    if (__atomic_compare_exchange_n(&ex->phase, &expected, PHASE_SUSPENDED, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
         return 0;
     assert(expected == PHASE_DONE); /* only done moves the phase on */
     return reply(ex);
@@ -349,9 +392,9 @@ static void exchange_authorize(struct exchange *ex)
     enum auth_outcome auth =
         auth_check(&ex->server->auth, ex->route->auth, exchange_header(ex, "authorization"));
     if (auth == AUTH_ADMIN_REQUIRED)
-        exchange_refuse(ex, 401, "admin_token_required");
+        exchange_refuse(ex, 401, WIRE_ADMIN_TOKEN_REQUIRED);
     else if (auth != AUTH_OK)
-        exchange_refuse(ex, 401, "unauthorized");
+        exchange_refuse(ex, 401, WIRE_UNAUTHORIZED);
 }
 
 /* The head is whole: route, method, token. */
@@ -367,9 +410,9 @@ static void exchange_begin(void *context, struct http_exchange *hx)
         ex->route = router_not_found(server->router);
     ex->method = hx->head.method;
     if (ex->route->handler == NULL)
-        exchange_refuse(ex, 404, "not_found");
+        exchange_refuse(ex, 404, WIRE_NOT_FOUND);
     else if ((ex->route->methods & ex->method) == 0)
-        exchange_refuse(ex, 405, "method_not_allowed");
+        exchange_refuse(ex, 405, WIRE_METHOD_NOT_ALLOWED);
     else
         exchange_authorize(ex);
 }
@@ -385,17 +428,17 @@ static void exchange_run(void *context, struct http_exchange *hx)
         return;
     }
     if (hx->body_too_large) {
-        exchange_error(ex, 413, "body_too_large");
+        exchange_error(ex, 413, WIRE_BODY_TOO_LARGE);
         return;
     }
     if (hx->body_alloc_failed) {
-        exchange_error(ex, 503, "out_of_memory");
+        exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
         return;
     }
     assert(ex->route->handler != NULL); /* else refused as not_found */
     if (ex->route->handler(ex) != 0 && !exchange_answered(ex) &&
         __atomic_load_n(&ex->phase, __ATOMIC_SEQ_CST) != PHASE_SUSPENDED)
-        exchange_error(ex, 503, "out_of_memory");
+        exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
 }
 
 /* The short code of a status the transport answers itself. */
@@ -421,8 +464,8 @@ static const char *transport_code(unsigned status)
  * {"error":"<code>: <reason>"}, or OpenAI's error object on the gateway's
  * routes. */
 static size_t exchange_error_body(void *context, const char *path, size_t path_length,
-                                  unsigned status, const char *reason, char *out,
-                                  size_t out_size, const char **content_type)
+                                  unsigned status, const char *reason, char *out, size_t out_size,
+                                  const char **content_type)
 {
     struct server *server = context;
     const char *code = transport_code(status);
@@ -503,8 +546,7 @@ int server_http_start(struct server *server, char *error, size_t error_size)
                                            : server->config.connection_timeout_seconds;
     struct http_config config = {
         .address = &address.sa,
-        .address_length = address.sa.sa_family == AF_INET6 ? sizeof address.v6
-                                                           : sizeof address.v4,
+        .address_length = address.sa.sa_family == AF_INET6 ? sizeof address.v6 : sizeof address.v4,
         .workers = server->config.threads,
         .max_connections = server->config.max_connections,
         .max_body_bytes = server->config.max_body_bytes,

@@ -117,8 +117,8 @@ const char *gateway_config_path(const struct gateway *g)
     return g->config_path;
 }
 
-void gateway_config_counts(struct gateway *g, uint32_t *models, uint32_t *keys,
-                           uint32_t *upstreams, uint32_t *limits)
+void gateway_config_counts(struct gateway *g, uint32_t *models, uint32_t *keys, uint32_t *upstreams,
+                           uint32_t *limits)
 {
     struct gw_config *config = gateway_config_get(g);
     *models = config->model_count;

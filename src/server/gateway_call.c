@@ -219,7 +219,8 @@ static void forward_start(struct exchange *ex)
     }
     const struct gw_upstream *upstream = call->model->upstream;
     char url[GW_BASE_URL_LENGTH_MAX + 32];
-    snprintf(url, sizeof url, "%s%s", upstream->base_url, gw_endpoint_upstream_path(call->endpoint));
+    snprintf(url, sizeof url, "%s%s", upstream->base_url,
+             gw_endpoint_upstream_path(call->endpoint));
     struct gw_transfer_spec spec = {
         .url = url,
         .api_key = upstream->api_key,

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "encode.h"
+#include "wire/encode.h"
 #include "gateway/gw_error.h"
 #include "server.h"
+#include "wire/wire_text.h"
 
 void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
 {
@@ -55,7 +56,7 @@ int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const
         gw_headers_add(&h, "x-llmlimit-lease-id", call->lease_id);
     if (b.failed) {
         buffer_free(&b);
-        return exchange_error(ex, 503, "out_of_memory");
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     }
     exchange_answer_raw(ex, status, h.list, h.count, b.data, b.length);
     buffer_free(&b);

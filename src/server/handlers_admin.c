@@ -11,64 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 #include "util/log.h"
+#include "wire/wire_text.h"
 
 /* Latest instant a query may name: 9999-12-31T23:59:59.999Z. */
 #define UNIX_MS_MAX INT64_C(253402300799999)
-
-#define KEY_SYNTAX "key: must be 1-256 bytes of printable ASCII without whitespace"
-
-/* The {key} of the path, percent-decoded and checked; answers 400 on error. */
-static int path_key(struct exchange *ex, char *key, size_t key_size)
-{
-    assert(ex->key_encoded != NULL); /* item routes always match a {key} */
-    assert(key_size > LIMIT_KEY_LENGTH_MAX);
-    size_t length = 0;
-    int decoded = percent_decode(ex->key_encoded, key, key_size, &length);
-    if (decoded == -1) {
-        exchange_error(ex, 400, "key: invalid percent-encoding");
-        return -1;
-    }
-    if (decoded != 0 || !limit_key_valid(key, length)) {
-        exchange_error(ex, 400, KEY_SYNTAX);
-        return -1;
-    }
-    return 0;
-}
-
-/* An integer query argument in min..max; 1 found, 0 absent, -1 answered. */
-static int query_i64(struct exchange *ex, const char *name, int64_t min, int64_t max, int64_t *out)
-{
-    char text[32];
-    int found = exchange_query(ex, name, text, sizeof text);
-    if (found <= 0)
-        return found;
-    if (decode_i64(text, out) != 0 || *out < min || *out > max) {
-        char error[128];
-        snprintf(error, sizeof error, "%s: must be an integer %" PRId64 "..%" PRId64, name, min,
-                 max);
-        exchange_error(ex, 400, error);
-        return -1;
-    }
-    return 1;
-}
-
-static int unknown_key(struct exchange *ex, const char *key)
-{
-    char error[64 + LIMIT_KEY_LENGTH_MAX];
-    snprintf(error, sizeof error, "%s%s", encode_backend_error_text(BACKEND_UNKNOWN_LIMIT_KEY),
-             key);
-    return exchange_error(ex, 404, error);
-}
 
 static int list_limits(struct exchange *ex)
 {
     struct limit_state *states = NULL;
     size_t count = 0;
     if (backend_list_limits(ex->server->backend, &states, &count) != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     assert(states != NULL || count == 0);
     assert(count <= LIMITS_COUNT_MAX);
     struct buffer b;
@@ -90,11 +46,11 @@ static int registry_failed(struct exchange *ex, enum registry_outcome outcome)
 {
     switch (outcome) {
     case REGISTRY_WRITE_FAILED: /* undone: nothing changed */
-        return exchange_error(ex, 503, "registry_write_failed");
+        return exchange_error(ex, 503, WIRE_REGISTRY_WRITE_FAILED);
     case REGISTRY_UNSAVED: /* in force, the file catches up */
-        return exchange_error(ex, 503, "registry_write_failed:in_force");
+        return exchange_error(ex, 503, WIRE_REGISTRY_WRITE_FAILED_IN_FORCE);
     case REGISTRY_BACKEND_FAILED:
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     default:
         break;
     }
@@ -145,12 +101,12 @@ int handle_admin_limits(struct exchange *ex)
 int handle_admin_limit(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
-    if (path_key(ex, key, sizeof key) != 0)
+    if (exchange_path_key(ex, key, sizeof key) != 0)
         return 0;
     if (ex->method == HTTP_DELETE) {
         enum registry_outcome outcome = registry_delete(ex->server->registry, key);
         if (outcome == REGISTRY_UNKNOWN)
-            return unknown_key(ex, key);
+            return exchange_unknown_key(ex, key);
         if (outcome != REGISTRY_OK)
             return registry_failed(ex, outcome);
         wait_limit_changed(ex->server->wait, key); /* its waiters: unknown_limit_key */
@@ -163,7 +119,7 @@ int handle_admin_limit(struct exchange *ex)
     }
     struct limit_state state;
     if (backend_get_limit(ex->server->backend, key, &state) != 0)
-        return unknown_key(ex, key);
+        return exchange_unknown_key(ex, key);
     char storage[2048];
     struct buffer b;
     buffer_init(&b, storage, sizeof storage);
@@ -182,7 +138,7 @@ int handle_admin_clock(struct exchange *ex)
     if (body == NULL)
         return 0;
     if (!jdoc_is(body, JDOC_OBJECT))
-        return exchange_error(ex, 400, "body: must be a JSON object");
+        return exchange_error(ex, 400, WIRE_BODY_NOT_OBJECT);
     const struct jdoc_value *advance = NULL;
     for (uint32_t i = 0; i < body->count; i++) {
         const char *name = body->as.members[i].key;
@@ -196,7 +152,7 @@ int handle_admin_clock(struct exchange *ex)
     int64_t delta = jdoc_is(advance, JDOC_INTEGER) ? advance->as.integer : 0;
     if (!jdoc_is(advance, JDOC_INTEGER) || delta > TEST_CLOCK_ADVANCE_MS_MAX ||
         delta < -TEST_CLOCK_ADVANCE_MS_MAX)
-        return exchange_error(ex, 400, "advance_ms: must be an integer of at most 100 years");
+        return exchange_error(ex, 400, WIRE_ADVANCE_MS_INVALID);
     assert(ex->server->config.test_clock); /* the route exists only then */
     int64_t offset = clock_offset_advance(&ex->server->test_clock, delta);
     wait_kick(ex->server->wait); /* waits whose deadline or wake time has come */
@@ -218,14 +174,14 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
 {
     struct server *server = ex->server;
     if (server->backend->ops->usage_by_caller == NULL)
-        return exchange_error(ex, 404, "not_supported_by_backend");
+        return exchange_error(ex, 404, WIRE_NOT_SUPPORTED_BY_BACKEND);
     struct caller_usage *callers = NULL;
     size_t count = 0;
     int found = server->backend->ops->usage_by_caller(server->backend, key, at, &callers, &count);
     if (found == -1)
-        return unknown_key(ex, key);
+        return exchange_unknown_key(ex, key);
     if (found != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     assert(callers != NULL || count == 0);
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -257,25 +213,25 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
 int handle_usage(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
-    if (path_key(ex, key, sizeof key) != 0)
+    if (exchange_path_key(ex, key, sizeof key) != 0)
         return 0;
     int64_t at = clock_now_ms(ex->server->clock);
-    if (query_i64(ex, "at_unix_ms", 0, UNIX_MS_MAX, &at) < 0)
+    if (exchange_query_i64(ex, "at_unix_ms", 0, UNIX_MS_MAX, &at) < 0)
         return 0;
     char group_by[16];
     int grouped = exchange_query(ex, "group_by", group_by, sizeof group_by);
     if (grouped < 0)
         return 0;
     if (grouped > 0 && strcmp(group_by, "caller") != 0)
-        return exchange_error(ex, 400, "group_by: must be caller");
+        return exchange_error(ex, 400, WIRE_GROUP_BY_INVALID);
     if (grouped > 0)
         return usage_by_caller(ex, key, at);
     struct limit_usage usage;
     int found = backend_usage(ex->server->backend, key, at, &usage);
     if (found == -1)
-        return unknown_key(ex, key);
+        return exchange_unknown_key(ex, key);
     if (found != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     char storage[1024];
     struct buffer b;
     buffer_init(&b, storage, sizeof storage);
@@ -312,7 +268,7 @@ static int events_filters(struct exchange *ex, char *key, char *lease_id, struct
     if (found < 0)
         return -1;
     if (found > 0 && !limit_key_valid(key, strlen(key))) {
-        exchange_error(ex, 400, KEY_SYNTAX);
+        exchange_error(ex, 400, WIRE_KEY_INVALID);
         return -1;
     }
     query->key = found > 0 ? key : NULL;
@@ -320,7 +276,7 @@ static int events_filters(struct exchange *ex, char *key, char *lease_id, struct
     if (found < 0)
         return -1;
     if (found > 0 && !lease_id_valid(lease_id, strlen(lease_id))) {
-        exchange_error(ex, 400, "lease_id: must be 1-128 bytes of [A-Za-z0-9._:-]");
+        exchange_error(ex, 400, WIRE_LEASE_ID_INVALID);
         return -1;
     }
     query->lease_id = found > 0 ? lease_id : NULL;
@@ -331,20 +287,20 @@ int handle_events(struct exchange *ex)
 {
     struct server *server = ex->server;
     if (server->backend->ops->events == NULL)
-        return exchange_error(ex, 404, "not_supported_by_backend");
+        return exchange_error(ex, 404, WIRE_NOT_SUPPORTED_BY_BACKEND);
     char key[LIMIT_KEY_LENGTH_MAX + 1], lease_id[LEASE_ID_LENGTH_MAX + 1];
     struct event_query query = {.limit = EVENTS_PAGE_DEFAULT};
     int64_t since = 0, limit = EVENTS_PAGE_DEFAULT;
     if (events_filters(ex, key, lease_id, &query) != 0 ||
-        query_i64(ex, "since", 0, INT64_MAX, &since) < 0 ||
-        query_i64(ex, "limit", 1, EVENTS_PAGE_MAX, &limit) < 0)
+        exchange_query_i64(ex, "since", 0, INT64_MAX, &since) < 0 ||
+        exchange_query_i64(ex, "limit", 1, EVENTS_PAGE_MAX, &limit) < 0)
         return 0;
     query.after_id = since;
     query.limit = (uint32_t)limit;
     struct backend_event *events = NULL;
     size_t count = 0;
     if (server->backend->ops->events(server->backend, &query, &events, &count) != 0)
-        return exchange_error(ex, 503, "backend_error");
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     assert(events != NULL || count == 0);
     assert(count <= query.limit);
     struct buffer b;

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "encode.h"
-#include "reserve_scan.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
+#include "wire/reserve_scan.h"
+#include "wire/wire_text.h"
 
 /* Bytes of one batch result that answers an allowed reserve, to size the
  * batch answer in the arena up front (more only costs a move to the heap). */
@@ -288,13 +289,13 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
     }
     ex->batch = batch_new(&ex->arena, (*requests)->count, entries, reserve);
     if (ex->batch == NULL)
-        exchange_error(ex, 503, "out_of_memory");
+        exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     return ex->batch;
 }
 
 /* {"results":[ ... ]} with one member writer per kind of batch. */
 static int batch_reply(struct exchange *ex,
-                                   unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
+                       unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
 {
     struct batch *batch = ex->batch;
     assert(batch->call_count <= batch->item_count);
@@ -373,8 +374,8 @@ static void reserve_batch_call(struct exchange *ex)
     for (uint32_t i = 0; i < batch->call_count; i++) {
         reserve_result_clear(&batch->reserve_results[i]);
         /* Batch items do not wait, nor overtake those who do. */
-        batch->reserve_requests[i].yield_mask = wait_yield_mask(
-            ex->server->wait, &batch->reserve_requests[i], WAIT_PRIORITY_DEFAULT);
+        batch->reserve_requests[i].yield_mask =
+            wait_yield_mask(ex->server->wait, &batch->reserve_requests[i], WAIT_PRIORITY_DEFAULT);
     }
     backend_reserve(ex->server->backend, batch->reserve_requests, batch->reserve_results,
                     batch->call_count, exchange_backend_done, ex);
@@ -411,7 +412,7 @@ int handle_reserve_batch(struct exchange *ex)
     if (reserve_scan_batch(ex->body, ex->body_length, &ex->arena, &scanned, &scanned_count) == 0) {
         ex->batch = batch_of_scanned(&ex->arena, scanned, scanned_count);
         if (ex->batch == NULL)
-            return exchange_error(ex, 503, "out_of_memory");
+            return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
         return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
     }
     const struct jdoc_value *requests;

@@ -47,7 +47,7 @@ static const char *const wait_outcome_names[WAIT_OUTCOMES] = {
     "at_once", "admitted", "deadline", "cancelled", "full", "closed", "failed"};
 
 struct metrics {
-    const struct router *router; /* the routes counted, by their index */
+    const struct router *router;                  /* the routes counted, by their index */
     uint64_t wait_buckets[WAIT_BUCKET_COUNT + 1]; /* not cumulative; the last is +Inf */
     uint64_t wait_sum_ms;
     uint64_t wait_outcomes[WAIT_OUTCOMES];

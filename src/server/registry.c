@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "util/buffer.h"
-#include "decode.h"
-#include "encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 #include "util/jdoc.h"
 #include "util/log.h"
 

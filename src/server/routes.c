@@ -11,14 +11,10 @@
 
 static const struct route rows[] = {
     {"reserve", "/v1/reserve", HTTP_POST, AUTH_CLIENT, 0, handle_reserve},
-    {"complete", "/v1/complete", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK,
-     handle_complete},
-    {"release", "/v1/release", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK,
-     handle_release},
-    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0,
-     handle_reserve_batch},
-    {"complete_batch", "/v1/complete/batch", HTTP_POST, AUTH_CLIENT, 0,
-     handle_complete_batch},
+    {"complete", "/v1/complete", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK, handle_complete},
+    {"release", "/v1/release", HTTP_POST, AUTH_CLIENT, ROUTE_ERROR_HAS_OK, handle_release},
+    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0, handle_reserve_batch},
+    {"complete_batch", "/v1/complete/batch", HTTP_POST, AUTH_CLIENT, 0, handle_complete_batch},
     {"admin_limits", "/v1/admin/limits", GET_HEAD | HTTP_PUT, AUTH_ADMIN, 0, handle_admin_limits},
     {"admin_limit", "/v1/admin/limits/", GET_HEAD | HTTP_DELETE, AUTH_ADMIN, ROUTE_ITEM,
      handle_admin_limit},

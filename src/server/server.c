@@ -193,9 +193,8 @@ static void log_gateway_mode(const struct server *s)
         char text[4][12];
         for (int i = 0; i < 4; i++)
             snprintf(text[i], sizeof text[i], "%u", counts[i]);
-        log_write(LOG_INFO, "gateway mode on", "config", gateway_config_path(s->gateway),
-                  "models", text[0], "keys", text[1], "upstreams", text[2], "limit_templates",
-                  text[3], NULL);
+        log_write(LOG_INFO, "gateway mode on", "config", gateway_config_path(s->gateway), "models",
+                  text[0], "keys", text[1], "upstreams", text[2], "limit_templates", text[3], NULL);
         return;
     }
     char looked_for[PATH_MAX + 32];

@@ -149,6 +149,15 @@ int exchange_error(struct exchange *exchange, unsigned status, const char *error
 /* A query argument, percent-decoded into out: 1 found, 0 absent, -1 (bad
  * escape or too long) answered 400. */
 int exchange_query(struct exchange *exchange, const char *name, char *out, size_t out_size);
+/* An integer query argument in min..max: 1 found (*out set), 0 absent, -1
+ * answered 400 ("<name>: must be an integer <min>..<max>"). */
+int exchange_query_i64(struct exchange *exchange, const char *name, int64_t min, int64_t max,
+                       int64_t *out);
+/* The {key} of an item route, percent-decoded and checked into key (room
+ * for key_size > LIMIT_KEY_LENGTH_MAX bytes): 0, or -1 answered 400. */
+int exchange_path_key(struct exchange *exchange, char *key, size_t key_size);
+/* 404 "unknown_limit_key: <key>". */
+int exchange_unknown_key(struct exchange *exchange, const char *key);
 /* A request header's value, NUL-terminated, or NULL (name in lower case). */
 const char *exchange_header(struct exchange *exchange, const char *name);
 /* Parses the body (in place, into the arena) into exchange->document; on

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/bounds.h"
-#include "server/decode.h"
+#include "wire/decode.h"
 #include "server/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -11,8 +11,8 @@
 
 #include "util/arena.h"
 #include "util/buffer.h"
-#include "server/decode.h"
-#include "server/encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

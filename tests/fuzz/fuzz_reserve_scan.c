@@ -1,4 +1,4 @@
-/* libFuzzer harness: the reserve fast scanner (src/server/reserve_scan.c)
+/* libFuzzer harness: the reserve fast scanner (src/wire/reserve_scan.c)
  * held to the general path it stands in for (decode_parse + decode_reserve,
  * and decode_batch for a batch), as src/server/handlers_data.c uses them:
  * whatever the scanner accepts, the general path accepts with the same
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/decode.h"
-#include "server/reserve_scan.h"
+#include "wire/decode.h"
+#include "wire/reserve_scan.h"
 #include "util/arena.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -31,12 +31,12 @@ list(APPEND LLMLIMIT_FUZZ_MEMORY_SOURCES ${PROJECT_SOURCE_DIR}/src/backend/backe
 set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/util/arena.c
     ${PROJECT_SOURCE_DIR}/src/util/buffer.c
-    ${PROJECT_SOURCE_DIR}/src/server/decode.c
-    ${PROJECT_SOURCE_DIR}/src/server/decode_limits.c
+    ${PROJECT_SOURCE_DIR}/src/wire/decode.c
+    ${PROJECT_SOURCE_DIR}/src/wire/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/http/http_head.c
     ${PROJECT_SOURCE_DIR}/src/http/http_chunked.c
-    ${PROJECT_SOURCE_DIR}/src/server/reserve_scan.c
-    ${PROJECT_SOURCE_DIR}/src/server/encode.c
+    ${PROJECT_SOURCE_DIR}/src/wire/reserve_scan.c
+    ${PROJECT_SOURCE_DIR}/src/wire/encode.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c

@@ -10,10 +10,10 @@
 
 #include "util/arena.h"
 #include "util/buffer.h"
-#include "server/decode.h"
-#include "server/encode.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
 #include "util/jdoc.h"
-#include "server/reserve_scan.h"
+#include "wire/reserve_scan.h"
 #include "test.h"
 
 #define TEXT_MAX 4096

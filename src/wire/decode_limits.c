@@ -2,21 +2,12 @@
  * (limits.json): strict types, unknown fields rejected, then the shared
  * validation of src/core/limits.c. */
 #include "decode.h"
+#include "decode_internal.h"
+#include "wire_text.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-
-#define KEY_SYNTAX "must be 1-256 bytes of printable ASCII without whitespace"
-
-static int fail(char *error, size_t error_size, const char *path, const char *field,
-                const char *reason)
-{
-    assert(error_size > 0);
-    assert(path != NULL);
-    snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
-    return -1;
-}
 
 /* A string without NUL bytes of at most `max` bytes, copied into out[max + 1]. */
 static bool copy_text(const struct jdoc_value *value, char *out, size_t max)
@@ -58,18 +49,20 @@ static int definition_text_field(struct limit_definition *d, const char *name,
         return 0; /* an optional field sent as null is absent */
     if (strcmp(name, "period") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_period_parse(text, &d->period) != 0)
-            return fail(error, error_size, path, name, "must be day, week or month");
+            return decode_fail(error, error_size, path, name, "must be day, week or month");
     } else if (strcmp(name, "unit") == 0) {
         if (!copy_text(value, d->unit, UNIT_LENGTH_MAX))
-            return fail(error, error_size, path, name, "must be a string of at most 64 bytes");
+            return decode_fail(error, error_size, path, name,
+                               "must be a string of at most 64 bytes");
     } else if (strcmp(name, "description") == 0) {
         if (!copy_text(value, d->description, DESCRIPTION_LENGTH_MAX))
-            return fail(error, error_size, path, name, "must be a string of at most 1024 bytes");
+            return decode_fail(error, error_size, path, name,
+                               "must be a string of at most 1024 bytes");
     } else if (strcmp(name, "overage") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_overage_parse(text, &d->overage) != 0)
-            return fail(error, error_size, path, name, "must be deny or debt");
+            return decode_fail(error, error_size, path, name, "must be deny or debt");
     } else {
-        return fail(error, error_size, path, name, "unknown field");
+        return decode_fail(error, error_size, path, name, "unknown field");
     }
     return 0;
 }
@@ -83,21 +76,23 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
     if (strcmp(name, "key") == 0) {
         if (!copy_text(value, d->key, LIMIT_KEY_LENGTH_MAX) ||
             !limit_key_valid(d->key, strlen(d->key)))
-            return fail(error, error_size, path, name, KEY_SYNTAX);
+            return decode_fail(error, error_size, path, name, WIRE_KEY_SYNTAX);
         *seen |= SEEN_KEY;
     } else if (strcmp(name, "kind") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_kind_parse(text, &d->kind) != 0)
-            return fail(error, error_size, path, name, "must be rolling, concurrency or budget");
+            return decode_fail(error, error_size, path, name,
+                               "must be rolling, concurrency or budget");
         *seen |= SEEN_KIND;
     } else if (strcmp(name, "capacity") == 0) {
         if (!integer_in(value, 1, AMOUNT_MAX, &d->capacity))
-            return fail(error, error_size, path, name, "must be an integer 1..9223372036854775807");
+            return decode_fail(error, error_size, path, name,
+                               "must be an integer 1..9223372036854775807");
         *seen |= SEEN_CAPACITY;
     } else if (strcmp(name, "window_seconds") == 0 || strcmp(name, "timeout_seconds") == 0) {
         if (jdoc_is(value, JDOC_NULL))
             return 0;
         if (!integer_in(value, 0, WINDOW_SECONDS_MAX, &number))
-            return fail(error, error_size, path, name, "must be an integer 0..31622400");
+            return decode_fail(error, error_size, path, name, "must be an integer 0..31622400");
         if (name[0] == 'w')
             d->window_seconds = (uint32_t)number;
         else
@@ -124,11 +119,11 @@ int decode_definition(const struct jdoc_value *object, const char *path,
             return -1;
     }
     if ((seen & SEEN_KEY) == 0)
-        return fail(error, error_size, path, "key", "required");
+        return decode_fail(error, error_size, path, "key", "required");
     if ((seen & SEEN_KIND) == 0)
-        return fail(error, error_size, path, "kind", "required");
+        return decode_fail(error, error_size, path, "kind", "required");
     if ((seen & SEEN_CAPACITY) == 0)
-        return fail(error, error_size, path, "capacity", "required");
+        return decode_fail(error, error_size, path, "capacity", "required");
     char reason[DECODE_ERROR_SIZE];
     if (limit_definition_validate(out, reason, sizeof reason) != 0) {
         snprintf(error, error_size, "%s%s%s", path, path[0] != '\0' ? "." : "", reason);
@@ -144,14 +139,14 @@ static int state_consistent(const struct limit_state *state, const char *path, c
                             size_t error_size)
 {
     if (state->status == LIMIT_ACTIVE && state->pending_decrease_to != 0)
-        return fail(error, error_size, path, "pending_decrease_to", "must be 0 when active");
+        return decode_fail(error, error_size, path, "pending_decrease_to", "must be 0 when active");
     if (state->status == LIMIT_DECREASING &&
         (state->pending_decrease_to == 0 ||
          state->pending_decrease_to >= state->definition.capacity))
-        return fail(error, error_size, path, "pending_decrease_to",
-                    "must be 1..capacity-1 when decreasing");
+        return decode_fail(error, error_size, path, "pending_decrease_to",
+                           "must be 1..capacity-1 when decreasing");
     if (state->status == LIMIT_DECREASING && state->definition.kind == LIMIT_BUDGET)
-        return fail(error, error_size, path, "status", "a budget is never decreasing");
+        return decode_fail(error, error_size, path, "status", "a budget is never decreasing");
     return 0;
 }
 
@@ -173,17 +168,17 @@ int decode_limit_state(const struct jdoc_value *object, const char *path, struct
         } else if (strcmp(name, "status") == 0) {
             if (!copy_text(value, text, sizeof text - 1) ||
                 limit_status_parse(text, &out->status) != 0)
-                return fail(error, error_size, path, name, "must be active or decreasing");
+                return decode_fail(error, error_size, path, name, "must be active or decreasing");
         } else if (strcmp(name, "pending_decrease_to") == 0) {
             if (!integer_in(value, 0, AMOUNT_MAX, &out->pending_decrease_to))
-                return fail(error, error_size, path, name,
-                            "must be an integer 0..9223372036854775807");
+                return decode_fail(error, error_size, path, name,
+                                   "must be an integer 0..9223372036854775807");
         } else {
-            return fail(error, error_size, path, name, "unknown field");
+            return decode_fail(error, error_size, path, name, "unknown field");
         }
     }
     if (definition == NULL)
-        return fail(error, error_size, path, "definition", "required");
+        return decode_fail(error, error_size, path, "definition", "required");
     char definition_path[64];
     snprintf(definition_path, sizeof definition_path, "%s%sdefinition", path,
              path[0] != '\0' ? "." : "");

@@ -42,5 +42,4 @@ void encode_error(struct buffer *b, const char *error, bool with_ok);
  * by gw_error_openai (src/gateway/gw_error.h), as every gateway error is. */
 void encode_openai_error(struct buffer *b, unsigned status, const char *error);
 
-
 #endif

@@ -2,6 +2,8 @@
  * each object's fields and copies nothing: keys and lease IDs stay in the
  * parsed document. */
 #include "decode.h"
+#include "decode_internal.h"
+#include "wire_text.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -10,13 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AMOUNT_RANGE "1..9223372036854775807"
-#define ACTUAL_RANGE "0..9223372036854775807"
-#define KEY_SYNTAX "must be 1-256 bytes of printable ASCII without whitespace"
-#define LEASE_ID_SYNTAX "must be 1-128 bytes of [A-Za-z0-9._:-]"
+#define AMOUNT_RANGE WIRE_AMOUNT_RANGE
+#define ACTUAL_RANGE WIRE_ACTUAL_RANGE
+#define KEY_SYNTAX WIRE_KEY_SYNTAX
+#define LEASE_ID_SYNTAX WIRE_LEASE_ID_SYNTAX
 
-/* "<path>.<field>: <reason>", or "<field>: <reason>" at the top level. */
-static int fail(char *error, size_t error_size, const char *path, const char *field,
+int decode_fail(char *error, size_t error_size, const char *path, const char *field,
                 const char *reason)
 {
     assert(error_size > 0);
@@ -25,17 +26,15 @@ static int fail(char *error, size_t error_size, const char *path, const char *fi
     return -1;
 }
 
-/* Same, with a field name built from a format (slow path only). */
-__attribute__((format(printf, 5, 6))) static int failf(char *error, size_t error_size,
-                                                       const char *path, const char *reason,
-                                                       const char *field_format, ...)
+int decode_failf(char *error, size_t error_size, const char *path, const char *reason,
+                 const char *field_format, ...)
 {
     char field[96];
     va_list ap;
     va_start(ap, field_format);
     vsnprintf(field, sizeof field, field_format, ap);
     va_end(ap);
-    return fail(error, error_size, path, field, reason);
+    return decode_fail(error, error_size, path, field, reason);
 }
 
 static int fail_not_object(char *error, size_t error_size, const char *path)
@@ -90,13 +89,13 @@ static int decode_lease_id(const struct jdoc_value *value, const char *path, con
                            uint32_t *length, char *error, size_t error_size)
 {
     if (value == NULL)
-        return fail(error, error_size, path, "lease_id", "required");
+        return decode_fail(error, error_size, path, "lease_id", "required");
     const char *s;
     size_t n;
     if (!text_value(value, &s, &n))
-        return fail(error, error_size, path, "lease_id", "must be a string");
+        return decode_fail(error, error_size, path, "lease_id", "must be a string");
     if (!lease_id_syntax_ok(value))
-        return fail(error, error_size, path, "lease_id", LEASE_ID_SYNTAX);
+        return decode_fail(error, error_size, path, "lease_id", LEASE_ID_SYNTAX);
     assert(n >= 1);
     assert(n <= LEASE_ID_LENGTH_MAX);
     *lease_id = s;
@@ -124,7 +123,7 @@ static int decode_item(const struct jdoc_value *item, const char *path, const ch
                        uint32_t *key_length, uint64_t *amount, char *error, size_t error_size)
 {
     if (!jdoc_is(item, JDOC_OBJECT))
-        return failf(error, error_size, path, "must be an object", "%s[%zu]", list, index);
+        return decode_failf(error, error_size, path, "must be an object", "%s[%zu]", list, index);
     const struct jdoc_value *key_value = NULL, *amount_value_json = NULL;
     bool actual = amount_min == 0; /* "actual_amount", else "amount" */
     for (uint32_t i = 0; i < item->count; i++) {
@@ -136,24 +135,26 @@ static int decode_item(const struct jdoc_value *item, const char *path, const ch
         else if (actual ? MEMBER_IS(member, "actual_amount") : MEMBER_IS(member, "amount"))
             amount_value_json = value;
         else
-            return failf(error, error_size, path, "unknown field", "%s[%zu].%.40s", list, index,
-                         name);
+            return decode_failf(error, error_size, path, "unknown field", "%s[%zu].%.40s", list,
+                                index, name);
     }
     if (key_value == NULL)
-        return failf(error, error_size, path, "required", "%s[%zu].key", list, index);
+        return decode_failf(error, error_size, path, "required", "%s[%zu].key", list, index);
     const char *s;
     size_t n;
     if (!text_value(key_value, &s, &n))
-        return failf(error, error_size, path, "must be a string", "%s[%zu].key", list, index);
+        return decode_failf(error, error_size, path, "must be a string", "%s[%zu].key", list,
+                            index);
     if (!key_syntax_ok(key_value))
-        return failf(error, error_size, path, KEY_SYNTAX, "%s[%zu].key", list, index);
+        return decode_failf(error, error_size, path, KEY_SYNTAX, "%s[%zu].key", list, index);
     if (amount_value_json == NULL)
-        return failf(error, error_size, path, "required", "%s[%zu].%s", list, index, amount_name);
+        return decode_failf(error, error_size, path, "required", "%s[%zu].%s", list, index,
+                            amount_name);
     if (!amount_value(amount_value_json, amount_min, amount))
-        return failf(error, error_size, path,
-                     amount_min == 0 ? "must be an integer " ACTUAL_RANGE
-                                     : "must be an integer " AMOUNT_RANGE,
-                     "%s[%zu].%s", list, index, amount_name);
+        return decode_failf(error, error_size, path,
+                            amount_min == 0 ? "must be an integer " ACTUAL_RANGE
+                                            : "must be an integer " AMOUNT_RANGE,
+                            "%s[%zu].%s", list, index, amount_name);
     assert(n >= 1);
     assert(n <= LIMIT_KEY_LENGTH_MAX);
     assert(*amount >= amount_min);
@@ -193,7 +194,7 @@ static int decode_keyed_list(const struct jdoc_value *list, const char *path, co
                         &out->lengths[i], &out->amounts[i], error, error_size) != 0)
             return -1;
         if (key_seen(out->keys, out->lengths, i, out->keys[i], out->lengths[i]))
-            return failf(error, error_size, path, "duplicate key", "%s[%zu].key", field, i);
+            return decode_failf(error, error_size, path, "duplicate key", "%s[%zu].key", field, i);
     }
     return 0;
 }
@@ -203,12 +204,12 @@ static int decode_requirements(const struct jdoc_value *list, const char *path,
                                size_t error_size)
 {
     if (list == NULL)
-        return fail(error, error_size, path, "requirements", "required");
+        return decode_fail(error, error_size, path, "requirements", "required");
     if (!jdoc_is(list, JDOC_ARRAY))
-        return fail(error, error_size, path, "requirements", "must be an array");
+        return decode_fail(error, error_size, path, "requirements", "must be an array");
     size_t n = list->count;
     if (n == 0 || n > REQUIREMENTS_PER_RESERVE_MAX)
-        return fail(error, error_size, path, "requirements", "1..64 items");
+        return decode_fail(error, error_size, path, "requirements", "1..64 items");
     struct keyed_list items;
     if (decode_keyed_list(list, path, "requirements", "amount", 1, &items, error, error_size) != 0)
         return -1;
@@ -222,13 +223,13 @@ static int decode_requirements(const struct jdoc_value *list, const char *path,
 
 /* An integer member in min..max, or the default when absent. */
 static int bounded_integer(const struct jdoc_value *value, const char *path, const char *field,
-                           int64_t min, int64_t max, const char *reason, int64_t *out,
-                           char *error, size_t error_size)
+                           int64_t min, int64_t max, const char *reason, int64_t *out, char *error,
+                           size_t error_size)
 {
     if (value == NULL)
         return 0;
     if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < min || value->as.integer > max)
-        return fail(error, error_size, path, field, reason);
+        return decode_fail(error, error_size, path, field, reason);
     *out = value->as.integer;
     return 0;
 }
@@ -239,14 +240,15 @@ static int decode_wait(const struct jdoc_value *wait_ms, const struct jdoc_value
                        const char *path, struct reserve_wait *wait, char *error, size_t error_size)
 {
     if (wait == NULL && wait_ms != NULL)
-        return fail(error, error_size, path, "wait_ms", "a batch item does not wait");
+        return decode_fail(error, error_size, path, "wait_ms", "a batch item does not wait");
     if (wait == NULL && priority != NULL)
-        return fail(error, error_size, path, "priority", "a batch item does not wait");
+        return decode_fail(error, error_size, path, "priority", "a batch item does not wait");
     if (wait == NULL)
         return 0;
     int64_t ms = 0, rank = WAIT_PRIORITY_DEFAULT;
     if (bounded_integer(wait_ms, path, "wait_ms", 0, WAIT_MS_MAX,
-                        "must be an integer 0..60000 (milliseconds)", &ms, error, error_size) != 0 ||
+                        "must be an integer 0..60000 (milliseconds)", &ms, error,
+                        error_size) != 0 ||
         bounded_integer(priority, path, "priority", 0, WAIT_PRIORITIES - 1,
                         "must be an integer 0..9 (0 first)", &rank, error, error_size) != 0)
         return -1;
@@ -284,7 +286,7 @@ int decode_reserve_wait(const struct jdoc_value *object, const char *path,
         else if (MEMBER_IS(member, "priority"))
             priority = value;
         else
-            return fail(error, error_size, path, name, "unknown field");
+            return decode_fail(error, error_size, path, name, "unknown field");
     }
     memset(out, 0, sizeof *out);
     if (decode_wait(wait_ms, priority, path, wait, error, error_size) != 0)
@@ -299,7 +301,8 @@ int decode_reserve_wait(const struct jdoc_value *object, const char *path,
         const char *s;
         size_t n;
         if (!text_value(caller, &s, &n) || n > CALLER_LENGTH_MAX)
-            return fail(error, error_size, path, "caller", "must be a string of at most 256 bytes");
+            return decode_fail(error, error_size, path, "caller",
+                               "must be a string of at most 256 bytes");
         out->caller = s;
         out->caller_length = (uint32_t)n;
     }
@@ -314,10 +317,10 @@ static int decode_actuals(const struct jdoc_value *list, const char *path, struc
     if (list == NULL || jdoc_is(list, JDOC_NULL))
         return 0; /* every key settles at its reserved amount */
     if (!jdoc_is(list, JDOC_ARRAY))
-        return fail(error, error_size, path, "actuals", "must be an array");
+        return decode_fail(error, error_size, path, "actuals", "must be an array");
     size_t n = list->count;
     if (n > REQUIREMENTS_PER_RESERVE_MAX)
-        return fail(error, error_size, path, "actuals", "0..64 items");
+        return decode_fail(error, error_size, path, "actuals", "0..64 items");
     struct keyed_list items;
     if (decode_keyed_list(list, path, "actuals", "actual_amount", 0, &items, error, error_size) !=
         0)
@@ -344,7 +347,7 @@ int decode_complete(const struct jdoc_value *object, const char *path, struct co
         else if (MEMBER_IS(member, "actuals"))
             list = value;
         else
-            return fail(error, error_size, path, name, "unknown field");
+            return decode_fail(error, error_size, path, name, "unknown field");
     }
     memset(out, 0, sizeof *out);
     if (decode_lease_id(lease, path, &out->lease_id, &out->lease_id_length, error, error_size) != 0)
@@ -368,7 +371,7 @@ int decode_release(const struct jdoc_value *object, const char *path, struct rel
         if (MEMBER_IS(member, "lease_id"))
             lease = value;
         else
-            return fail(error, error_size, path, name, "unknown field");
+            return decode_fail(error, error_size, path, name, "unknown field");
     }
     memset(out, 0, sizeof *out);
     return decode_lease_id(lease, path, &out->lease_id, &out->lease_id_length, error, error_size);
@@ -387,15 +390,15 @@ int decode_batch(const struct jdoc_value *body, const struct jdoc_value **reques
         if (MEMBER_IS(member, "requests"))
             list = value;
         else
-            return fail(error, error_size, "", name, "unknown field");
+            return decode_fail(error, error_size, "", name, "unknown field");
     }
     if (list == NULL)
-        return fail(error, error_size, "", "requests", "required");
+        return decode_fail(error, error_size, "", "requests", "required");
     if (!jdoc_is(list, JDOC_ARRAY))
-        return fail(error, error_size, "", "requests", "must be an array");
+        return decode_fail(error, error_size, "", "requests", "must be an array");
     size_t n = list->count;
     if (n == 0 || n > BATCH_ITEMS_MAX)
-        return fail(error, error_size, "", "requests", "1..8189 items");
+        return decode_fail(error, error_size, "", "requests", "1..8189 items");
     assert(list->as.items != NULL);
     *requests = list;
     return 0;
