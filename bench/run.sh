@@ -105,8 +105,21 @@ run_bench() {
     stop_server
 }
 
+# The reserve run again with wrk (BENCH_WRK=1), to check the generator is not the bottleneck.
+run_wrk() {
+    if [ "${BENCH_WRK:-0}" = 1 ] && command -v wrk >/dev/null 2>&1; then
+        echo
+        echo "== wrk, the same reserve, $CONNECTIONS connections (cross-check of the generator)"
+        start_server
+        (cd "$HERE" && BENCH_KEYS="$KEYS" BENCH_AMOUNTS="$AMOUNTS" \
+            wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s wrk_reserve.lua "$URL")
+        stop_server
+    fi
+}
+
 if [ "$ONLY" = reserve ]; then
     run_bench "HTTP reserve, $CONNECTIONS connections, $BACKEND" reserve
+    run_wrk
     exit 0
 fi
 
@@ -120,11 +133,4 @@ run_bench "HTTP reserve + complete, $CONNECTIONS connections, $BACKEND" reserve-
 run_bench "HTTP reserve batch, $BATCH_SIZE per request, $CONNECTIONS connections, $BACKEND" batch \
     --batch-size "$BATCH_SIZE"
 
-if [ "${BENCH_WRK:-0}" = 1 ] && command -v wrk >/dev/null 2>&1; then
-    echo
-    echo "== wrk, the same reserve, $CONNECTIONS connections (cross-check of the generator)"
-    start_server
-    (cd "$HERE" && BENCH_KEYS="$KEYS" BENCH_AMOUNTS="$AMOUNTS" \
-        wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s wrk_reserve.lua "$URL")
-    stop_server
-fi
+run_wrk
