@@ -78,8 +78,7 @@ struct http_handlers {
      * route (path, when known) into out (at most out_size bytes); returns
      * the length and sets *content_type. */
     size_t (*error_body)(void *context, const char *path, size_t path_length, unsigned status,
-                         const char *error, char *out, size_t out_size,
-                         const char **content_type);
+                         const char *error, char *out, size_t out_size, const char **content_type);
 };
 
 struct http_config {
@@ -113,8 +112,8 @@ void http_counts(const struct http_server *server, int64_t *open, int64_t *recei
 void http_stop(struct http_server *server);
 
 struct http_stats {
-    uint64_t connections; /* accepted */
-    uint64_t requests;    /* exchanges opened */
+    uint64_t connections;  /* accepted */
+    uint64_t requests;     /* exchanges opened */
     uint64_t bad_requests; /* heads or bodies refused by the transport */
     uint64_t closed_idle;  /* closed for the idle or request deadline */
     uint64_t closed_stalled;
@@ -146,9 +145,8 @@ struct http_header {
 /* The whole answer: status, headers (Date, Content-Length and Connection
  * are the transport's), body (NULL with 0). The bytes are sent or copied
  * before it returns. */
-void http_answer(struct http_exchange *exchange, unsigned status,
-                 const struct http_header *headers, size_t count, const char *body,
-                 size_t length);
+void http_answer(struct http_exchange *exchange, unsigned status, const struct http_header *headers,
+                 size_t count, const char *body, size_t length);
 
 /* A streamed answer: the head now (chunked on HTTP/1.1, ended by closing the
  * connection on HTTP/1.0), then pieces, then the end. */

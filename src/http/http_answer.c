@@ -10,16 +10,6 @@
 
 #include "util/buffer.h"
 
-#define ANSWER_HEAD_BYTES 2048 /* the status line and every header of one answer */
-
-void http_exchange_init(struct http_exchange *ex)
-{
-    memset(ex, 0, offsetof(struct http_exchange, head_inline));
-    ex->head_bytes = ex->head_inline;
-    ex->body = ex->body_inline;
-    ex->body_capacity = sizeof ex->body_inline;
-    ex->body_inline[0] = '\0';
-}
 
 const char *http_path(const struct http_exchange *ex, char *out, size_t out_size)
 {
@@ -47,63 +37,6 @@ const char *http_field(const struct http_exchange *ex, const char *name, size_t 
     return http_head_field(&ex->head, ex->head_bytes, name, length);
 }
 
-static const char *reason_phrase(unsigned status)
-{
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 303: return "See Other";
-    case 304: return "Not Modified";
-    case 307: return "Temporary Redirect";
-    case 308: return "Permanent Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    case 529: return "Site Overloaded";
-    default: return "Unknown";
-    }
-}
-
-/* An HTTP date for now; the text is kept per thread for the second. */
-static const char *http_date(void)
-{
-    static __thread time_t cached = -1;
-    static __thread char text[40];
-    time_t now = time(NULL);
-    if (now != cached) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        cached = now;
-    }
-    return text;
-}
-
 /* Does the connection close after this answer? Asked for by the client,
  * decided by the server (draining), or forced by a stream on HTTP/1.0. */
 static bool closing(struct http_exchange *ex)
@@ -123,9 +56,9 @@ static void write_head(struct http_exchange *ex, struct buffer *head, unsigned s
     buffer_append_str(head, ex->head.version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ");
     buffer_append_u64(head, status);
     buffer_append_char(head, ' ');
-    buffer_append_str(head, reason_phrase(status));
+    buffer_append_str(head, http_reason_phrase(status));
     buffer_append_str(head, "\r\nDate: ");
-    buffer_append_str(head, http_date());
+    buffer_append_str(head, http_date_now());
     if (framing != NULL && framing[0] == 'C') {
         buffer_append_str(head, "\r\nContent-Length: ");
         buffer_append_u64(head, content_length);
@@ -156,7 +89,7 @@ void http_answer(struct http_exchange *ex, unsigned status, const struct http_he
     assert(status >= 200);
     assert(status <= 599);
     assert(body != NULL || length == 0);
-    char storage[ANSWER_HEAD_BYTES];
+    char storage[HTTP_ANSWER_HEAD_BYTES];
     struct buffer head;
     buffer_init(&head, storage, sizeof storage);
     write_head(ex, &head, status, headers, count, "C", length);
@@ -174,15 +107,15 @@ void http_answer(struct http_exchange *ex, unsigned status, const struct http_he
     buffer_free(&head);
 }
 
-void http_stream_begin(struct http_exchange *ex, unsigned status,
-                       const struct http_header *headers, size_t count)
+void http_stream_begin(struct http_exchange *ex, unsigned status, const struct http_header *headers,
+                       size_t count)
 {
     assert(ex->status == 0);
     assert(!ex->streaming);
     bool chunked = ex->head.version_minor >= 1;
     if (!chunked)
         ex->conn->close_after = true; /* the end of the stream is the close */
-    char storage[ANSWER_HEAD_BYTES];
+    char storage[HTTP_ANSWER_HEAD_BYTES];
     struct buffer head;
     buffer_init(&head, storage, sizeof storage);
     write_head(ex, &head, status, headers, count, chunked ? "T" : NULL, 0);
@@ -216,9 +149,8 @@ void http_stream_write(struct http_exchange *ex, const char *bytes, size_t lengt
         *--at = digits[n & 15];
         n >>= 4;
     } while (n > 0);
-    struct iovec parts[3] = {{at, (size_t)(size + sizeof size - at)},
-                             {(void *)bytes, length},
-                             {(void *)"\r\n", 2}};
+    struct iovec parts[3] = {
+        {at, (size_t)(size + sizeof size - at)}, {(void *)bytes, length}, {(void *)"\r\n", 2}};
     http_conn_send(ex->conn, parts, 3);
 }
 
@@ -236,36 +168,4 @@ void http_stream_end(struct http_exchange *ex)
 size_t http_stream_pending(const struct http_exchange *ex)
 {
     return ex->conn->out_length - ex->conn->out_start;
-}
-
-void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_length,
-                      unsigned status, const char *reason)
-{
-    struct http_server *server = conn->worker->server;
-    __atomic_add_fetch(&server->stats_bad_requests, 1, __ATOMIC_RELAXED);
-    char body[1024];
-    const char *content_type = "application/json";
-    size_t length = server->config.handlers->error_body(server->config.context, path, path_length,
-                                                        status, reason, body, sizeof body,
-                                                        &content_type);
-    assert(length <= sizeof body);
-    char storage[ANSWER_HEAD_BYTES];
-    struct buffer head;
-    buffer_init(&head, storage, sizeof storage);
-    buffer_append_str(&head, "HTTP/1.1 ");
-    buffer_append_u64(&head, status);
-    buffer_append_char(&head, ' ');
-    buffer_append_str(&head, reason_phrase(status));
-    buffer_append_str(&head, "\r\nDate: ");
-    buffer_append_str(&head, http_date());
-    buffer_append_str(&head, "\r\nContent-Length: ");
-    buffer_append_u64(&head, length);
-    buffer_append_str(&head, "\r\nContent-Type: ");
-    buffer_append_str(&head, content_type);
-    buffer_append_str(&head, "\r\nConnection: close\r\n\r\n");
-    assert(!head.failed);
-    struct iovec parts[2] = {{head.data, head.length}, {body, length}};
-    http_conn_send(conn, parts, 2);
-    conn->close_after = true;
-    conn->state = CONN_HEAD;
 }

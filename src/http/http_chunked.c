@@ -5,13 +5,13 @@
 #include <stdbool.h>
 
 enum state {
-    SIZE = 0,   /* hex digits of the chunk size */
-    EXTENSION,  /* after ';' up to the CR */
-    SIZE_LF,    /* the LF of the size line */
-    DATA,       /* left bytes of data */
-    DATA_CR,    /* the CRLF after the data */
+    SIZE = 0,  /* hex digits of the chunk size */
+    EXTENSION, /* after ';' up to the CR */
+    SIZE_LF,   /* the LF of the size line */
+    DATA,      /* left bytes of data */
+    DATA_CR,   /* the CRLF after the data */
     DATA_LF,
-    TRAILER,    /* the start of a trailer line, or the final CRLF */
+    TRAILER, /* the start of a trailer line, or the final CRLF */
     TRAILER_LINE,
     TRAILER_LF, /* the LF ending a trailer line */
     END_LF,     /* the LF of the final blank line */
@@ -92,8 +92,8 @@ static const char *trailer_byte(struct http_chunked *d, char c)
     return NULL;
 }
 
-enum http_chunked_result http_chunked_feed(struct http_chunked *d, const char *bytes,
-                                           size_t length, size_t *consumed,
+enum http_chunked_result http_chunked_feed(struct http_chunked *d, const char *bytes, size_t length,
+                                           size_t *consumed,
                                            int (*on_data)(void *, const char *, size_t),
                                            void *context, const char **reason)
 {

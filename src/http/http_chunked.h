@@ -14,7 +14,7 @@
 struct http_chunked {
     uint8_t state;
     uint8_t size_digits;
-    uint32_t line_bytes;    /* of the size line or the trailer being read */
+    uint32_t line_bytes; /* of the size line or the trailer being read */
     uint32_t trailer_bytes;
     uint64_t left; /* data bytes left in the current chunk */
 };
@@ -30,10 +30,9 @@ void http_chunked_init(struct http_chunked *decoder);
 /* Takes bytes[0, length): the data of the chunks is handed to on_data (a
  * non-zero return stops and is passed on as HTTP_CHUNKED_BAD with the
  * reason left NULL). *consumed is how many bytes belonged to the body. */
-enum http_chunked_result http_chunked_feed(struct http_chunked *decoder, const char *bytes,
-                                           size_t length, size_t *consumed,
-                                           int (*on_data)(void *context, const char *data,
-                                                          size_t length),
-                                           void *context, const char **reason);
+enum http_chunked_result
+http_chunked_feed(struct http_chunked *decoder, const char *bytes, size_t length, size_t *consumed,
+                  int (*on_data)(void *context, const char *data, size_t length), void *context,
+                  const char **reason);
 
 #endif

@@ -12,6 +12,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "util/buffer.h"
+
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 static struct http_server *server_of(const struct http_conn *conn)
@@ -28,6 +30,15 @@ struct http_conn *http_conn_new(struct http_worker *w, int fd)
     conn->worker = w;
     conn->state = CONN_HEAD;
     return conn;
+}
+
+void http_exchange_init(struct http_exchange *ex)
+{
+    memset(ex, 0, offsetof(struct http_exchange, head_inline));
+    ex->head_bytes = ex->head_inline;
+    ex->body = ex->body_inline;
+    ex->body_capacity = sizeof ex->body_inline;
+    ex->body_inline[0] = '\0';
 }
 
 /* ---- timers */
@@ -479,8 +490,7 @@ static bool head_taken(struct http_conn *conn)
         ex->receiving = false;
         __atomic_sub_fetch(&server->receiving_exchanges, 1, __ATOMIC_SEQ_CST);
         __atomic_sub_fetch(&server->open_exchanges, 1, __ATOMIC_SEQ_CST);
-        http_conn_refuse(conn, ex->head_bytes + head->target_offset, head->path_length, 413,
-                         NULL);
+        http_conn_refuse(conn, ex->head_bytes + head->target_offset, head->path_length, 413, NULL);
         server->config.handlers->close(server->config.context, ex);
         return false;
     }
@@ -533,8 +543,8 @@ static enum body_result body_step(struct http_conn *conn)
         ex->receiving = false;
         __atomic_sub_fetch(&server->receiving_exchanges, 1, __ATOMIC_SEQ_CST);
         __atomic_sub_fetch(&server->open_exchanges, 1, __ATOMIC_SEQ_CST);
-        http_conn_refuse(conn, ex->head_bytes + ex->head.target_offset, ex->head.path_length,
-                         400, reason);
+        http_conn_refuse(conn, ex->head_bytes + ex->head.target_offset, ex->head.path_length, 400,
+                         reason);
         server->config.handlers->close(server->config.context, ex);
         return BODY_CUT;
     }
@@ -699,4 +709,38 @@ void http_conn_event(struct http_conn *conn, uint32_t events)
         return;
     }
     http_conn_serve(conn);
+}
+
+/* ---- the transport's own refusals */
+
+void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_length, unsigned status,
+                      const char *reason)
+{
+    struct http_server *server = conn->worker->server;
+    __atomic_add_fetch(&server->stats_bad_requests, 1, __ATOMIC_RELAXED);
+    char body[1024];
+    const char *content_type = "application/json";
+    size_t length =
+        server->config.handlers->error_body(server->config.context, path, path_length, status,
+                                            reason, body, sizeof body, &content_type);
+    assert(length <= sizeof body);
+    char storage[HTTP_ANSWER_HEAD_BYTES];
+    struct buffer head;
+    buffer_init(&head, storage, sizeof storage);
+    buffer_append_str(&head, "HTTP/1.1 ");
+    buffer_append_u64(&head, status);
+    buffer_append_char(&head, ' ');
+    buffer_append_str(&head, http_reason_phrase(status));
+    buffer_append_str(&head, "\r\nDate: ");
+    buffer_append_str(&head, http_date_now());
+    buffer_append_str(&head, "\r\nContent-Length: ");
+    buffer_append_u64(&head, length);
+    buffer_append_str(&head, "\r\nContent-Type: ");
+    buffer_append_str(&head, content_type);
+    buffer_append_str(&head, "\r\nConnection: close\r\n\r\n");
+    assert(!head.failed);
+    struct iovec parts[2] = {{head.data, head.length}, {body, length}};
+    http_conn_send(conn, parts, 2);
+    conn->close_after = true;
+    conn->state = CONN_HEAD;
 }

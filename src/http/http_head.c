@@ -148,8 +148,8 @@ static enum http_head_result request_line(struct cursor *c, struct http_head *he
     head->target_offset = (uint32_t)(c->at + target);
     head->target_length = (uint32_t)(end - target);
     const char *question = memchr(line + target, '?', end - target);
-    head->path_length = (uint32_t)(question != NULL ? (size_t)(question - (line + target))
-                                                    : end - target);
+    head->path_length =
+        (uint32_t)(question != NULL ? (size_t)(question - (line + target)) : end - target);
     r = version(c, line + end + 1, length - end - 1, head);
     c->at = cr + 2;
     return r;
@@ -235,8 +235,7 @@ static enum http_head_result field_meaning(struct cursor *c, struct http_head *h
 }
 
 /* field-name ":" OWS field-value OWS CRLF, at c->at. */
-static enum http_head_result field_line(struct cursor *c, struct http_head *head,
-                                        struct seen *seen)
+static enum http_head_result field_line(struct cursor *c, struct http_head *head, struct seen *seen)
 {
     size_t cr;
     enum http_head_result r = line_end(c, &cr);

@@ -38,7 +38,7 @@ struct http_head {
     enum http_method method;
     uint32_t target_offset; /* the request-target: path, then '?' and the query */
     uint32_t target_length;
-    uint32_t path_length; /* the part before '?' */
+    uint32_t path_length;  /* the part before '?' */
     uint8_t version_minor; /* HTTP/1.0 or HTTP/1.1 */
     bool has_content_length;
     bool chunked; /* Transfer-Encoding: chunked */

@@ -1,6 +1,11 @@
-/* What the files of src/http share: the listener (http_listener.c), the
- * workers and their timers (http_worker.c), a connection's reading and
- * writing (http_conn.c) and the answers (http_answer.c). */
+/* What the files of src/http share. Calls go one way, top to bottom:
+ *   http_worker.c   the loops, start and stop
+ *   http_answer.c   answers and streams, written on a connection
+ *   http_conn.c     a connection's reading, writing and closing
+ *   http_wake.c     the wake queue and the ready list
+ *   http_list.c, http_status.c, http_listener.c, http_head.c, http_chunked.c
+ * (a lower file reaches a higher one only through a function pointer: the
+ * server's handlers, an exchange's on_wake, the listener's adopt). */
 #ifndef LLMLIMIT_HTTP_INTERNAL_H
 #define LLMLIMIT_HTTP_INTERNAL_H
 
@@ -43,6 +48,7 @@ enum http_conn_state {
     CONN_LINGER,   /* the answer is out and writing is shut: draining what the client sends */
 };
 
+#define HTTP_ANSWER_HEAD_BYTES 2048 /* the status line and every header of one answer */
 #define HTTP_READ_BYTES (16 * 1024)          /* one recv's room */
 #define HTTP_PIPELINE_BYTES_MAX (256 * 1024) /* input read ahead while a request runs */
 #define HTTP_TURN_REQUESTS_MAX 16            /* requests one connection is served per turn */
@@ -78,7 +84,7 @@ struct http_conn {
     bool dead;         /* closed: freed at the end of the round */
     bool writable_armed;
     uint64_t linger_bytes;
-    uint64_t turn_bytes; /* request bytes taken in this turn */
+    uint64_t turn_bytes;       /* request bytes taken in this turn */
     struct http_link reading;  /* CONN_HEAD/BODY: the request deadline */
     struct http_link activity; /* CONN_HEAD/BODY: the idle deadline, moved by each byte */
     struct http_link stalled;  /* output waiting: the stall deadline, moved by progress */
@@ -140,8 +146,8 @@ void http_listener_destroy(struct http_listener *listener);
 struct http_server {
     struct http_config config;
     struct http_listener listener;
-    int quiescing; /* atomic */
-    int stopping;  /* atomic */
+    int quiescing;               /* atomic */
+    int stopping;                /* atomic */
     int64_t open_exchanges;      /* atomic */
     int64_t receiving_exchanges; /* atomic */
     uint64_t stats_connections;  /* atomic, each */
@@ -176,10 +182,15 @@ void http_conn_send(struct http_conn *conn, const struct iovec *parts, int count
 void http_worker_ready(struct http_worker *worker, struct http_conn *conn);
 int64_t http_now_ms(void);
 
-/* http_answer.c: an error the transport answers before the server has the
+/* http_status.c: the reason phrase of a status ("Unknown" for a stranger),
+ * and the HTTP date of now (kept per thread for the second). */
+const char *http_reason_phrase(unsigned status);
+const char *http_date_now(void);
+
+/* http_conn.c: an error the transport answers before the server has the
  * exchange (malformed head) or instead of it (413): the connection closes
  * after it. */
-void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_length,
-                      unsigned status, const char *reason);
+void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_length, unsigned status,
+                      const char *reason);
 
 #endif

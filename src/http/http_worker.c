@@ -21,53 +21,6 @@
 #define WORKER_EVENTS 64
 #define WORKER_SLEEP_MS_MAX 1000
 
-int64_t http_now_ms(void)
-{
-    return clock_monotonic_ms();
-}
-
-/* ---- timer lists */
-
-void http_list_push(struct http_list *list, struct http_link *link, int64_t now_ms)
-{
-    assert(!link->linked);
-    link->at_ms = now_ms;
-    link->next = NULL;
-    link->previous = list->tail;
-    if (list->tail != NULL)
-        list->tail->next = link;
-    else
-        list->head = link;
-    list->tail = link;
-    link->linked = true;
-}
-
-void http_list_remove(struct http_list *list, struct http_link *link)
-{
-    if (!link->linked)
-        return;
-    if (link->previous != NULL)
-        link->previous->next = link->next;
-    else
-        list->head = link->next;
-    if (link->next != NULL)
-        link->next->previous = link->previous;
-    else
-        list->tail = link->previous;
-    link->previous = link->next = NULL;
-    link->linked = false;
-}
-
-void http_list_touch(struct http_list *list, struct http_link *link, int64_t now_ms)
-{
-    assert(link->linked);
-    if (list->tail != link) {
-        http_list_remove(list, link);
-        http_list_push(list, link, now_ms);
-    }
-    link->at_ms = now_ms;
-}
-
 #define CONN_OF(link, member)                                                                      \
     ((struct http_conn *)((char *)(link)-offsetof(struct http_conn, member)))
 
@@ -90,8 +43,7 @@ static void sweep(struct http_worker *w, int64_t now)
     const struct http_config *c = &w->server->config;
     uint64_t idle = expire(&w->reading, offsetof(struct http_conn, reading), c->request_ms, now);
     idle += expire(&w->activity, offsetof(struct http_conn, activity), c->idle_ms, now);
-    uint64_t stalled =
-        expire(&w->stalled, offsetof(struct http_conn, stalled), c->stall_ms, now);
+    uint64_t stalled = expire(&w->stalled, offsetof(struct http_conn, stalled), c->stall_ms, now);
     expire(&w->linger, offsetof(struct http_conn, linger), HTTP_LINGER_MS, now);
     __atomic_add_fetch(&w->server->stats_closed_idle, idle, __ATOMIC_RELAXED);
     __atomic_add_fetch(&w->server->stats_closed_stalled, stalled, __ATOMIC_RELAXED);
@@ -119,21 +71,6 @@ static int sleep_ms(const struct http_worker *w, int64_t now)
     return next <= now ? 0 : (int)(next - now);
 }
 
-/* ---- the ready list: fairness between busy connections */
-
-void http_worker_ready(struct http_worker *w, struct http_conn *conn)
-{
-    if (conn->in_ready || conn->dead)
-        return;
-    conn->in_ready = true;
-    conn->ready_next = NULL;
-    if (w->ready_tail != NULL)
-        w->ready_tail->ready_next = conn;
-    else
-        w->ready_head = conn;
-    w->ready_tail = conn;
-}
-
 /* One more turn for each connection that was ready when this began. */
 static void run_ready(struct http_worker *w)
 {
@@ -147,43 +84,6 @@ static void run_ready(struct http_worker *w)
             http_conn_serve(conn);
         conn = next;
     }
-}
-
-/* ---- wakes from other threads */
-
-void http_wake(struct http_exchange *ex)
-{
-    struct http_worker *w = ex->conn->worker;
-    pthread_mutex_lock(&w->mutex);
-    bool signal = false;
-    if (!ex->wake_queued) {
-        assert(!ex->freeing);
-        ex->wake_queued = true;
-        ex->wake_next = NULL;
-        signal = w->wake_head == NULL;
-        if (w->wake_tail != NULL)
-            w->wake_tail->wake_next = ex;
-        else
-            w->wake_head = ex;
-        w->wake_tail = ex;
-    }
-    pthread_mutex_unlock(&w->mutex);
-    if (signal) {
-        uint64_t one = 1;
-        while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
-            ;
-    }
-}
-
-/* Frees an exchange now, or once it leaves the wake queue. */
-bool http_worker_release(struct http_worker *w, struct http_exchange *ex)
-{
-    pthread_mutex_lock(&w->mutex);
-    bool queued = ex->wake_queued;
-    if (queued)
-        ex->freeing = true;
-    pthread_mutex_unlock(&w->mutex);
-    return !queued;
 }
 
 static void run_wakes(struct http_worker *w)
@@ -390,11 +290,6 @@ void http_stats(const struct http_server *server, struct http_stats *out)
     out->bad_requests = __atomic_load_n(&server->stats_bad_requests, __ATOMIC_RELAXED);
     out->closed_idle = __atomic_load_n(&server->stats_closed_idle, __ATOMIC_RELAXED);
     out->closed_stalled = __atomic_load_n(&server->stats_closed_stalled, __ATOMIC_RELAXED);
-}
-
-bool http_draining(const struct http_exchange *ex)
-{
-    return __atomic_load_n(&ex->conn->worker->server->quiescing, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* Closes what a stopped worker still holds. Every exchange has finished its

@@ -1,0 +1,63 @@
+/* What other parts of the server hand a worker: exchanges woken from any
+ * thread (the wake queue, under the worker's mutex, with one eventfd write
+ * for all queued while it was busy) and connections whose turn ended with
+ * work left (the ready list, the worker's thread only). The worker's loop
+ * (http_worker.c) takes both. */
+#include "http_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <unistd.h>
+
+void http_worker_ready(struct http_worker *w, struct http_conn *conn)
+{
+    if (conn->in_ready || conn->dead)
+        return;
+    conn->in_ready = true;
+    conn->ready_next = NULL;
+    if (w->ready_tail != NULL)
+        w->ready_tail->ready_next = conn;
+    else
+        w->ready_head = conn;
+    w->ready_tail = conn;
+}
+
+void http_wake(struct http_exchange *ex)
+{
+    struct http_worker *w = ex->conn->worker;
+    pthread_mutex_lock(&w->mutex);
+    bool signal = false;
+    if (!ex->wake_queued) {
+        assert(!ex->freeing);
+        ex->wake_queued = true;
+        ex->wake_next = NULL;
+        signal = w->wake_head == NULL;
+        if (w->wake_tail != NULL)
+            w->wake_tail->wake_next = ex;
+        else
+            w->wake_head = ex;
+        w->wake_tail = ex;
+    }
+    pthread_mutex_unlock(&w->mutex);
+    if (signal) {
+        uint64_t one = 1;
+        while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+/* Frees an exchange now, or once it leaves the wake queue. */
+bool http_worker_release(struct http_worker *w, struct http_exchange *ex)
+{
+    pthread_mutex_lock(&w->mutex);
+    bool queued = ex->wake_queued;
+    if (queued)
+        ex->freeing = true;
+    pthread_mutex_unlock(&w->mutex);
+    return !queued;
+}
+
+bool http_draining(const struct http_exchange *ex)
+{
+    return __atomic_load_n(&ex->conn->worker->server->quiescing, __ATOMIC_ACQUIRE) != 0;
+}
