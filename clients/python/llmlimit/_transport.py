@@ -102,7 +102,8 @@ class Transport:
         conn.request(call.method, self._prefix + call.path, body=payload, headers=headers)
         reply = conn.getresponse()
         data = reply.read()
-        response = _response(reply.status, data)
+        queue_full = (reply.getheader("x-llmlimit-queue") or "").strip().lower() == "full"
+        response = _response(reply.status, data, queue_full)
         if reply.will_close:
             conn.close()
         else:
@@ -110,7 +111,7 @@ class Transport:
         return response
 
 
-def _response(status: int, data: bytes) -> Response:
+def _response(status: int, data: bytes, queue_full: bool = False) -> Response:
     text = data.decode("utf-8", "replace")
     try:
         body = json.loads(text) if text else None
@@ -123,4 +124,4 @@ def _response(status: int, data: bytes) -> Response:
     if status == 200 and not isinstance(body, dict):
         # A 200 we cannot read tells us nothing definitive.
         raise ValueError("HTTP 200 with a body that is not a JSON object")
-    return Response(status, body, error)
+    return Response(status, body, error, queue_full)
