@@ -55,8 +55,7 @@ static int result_lease_id(const struct llmlimit_reserve_request *request,
 /* What a reserve asks of the server beyond its requirements (the wait of
  * llmlimit_reserve_wait and llmlimit_acquire_wait), and what it reports. */
 struct reserve_wait {
-    bool waits;          /* the server may hold the reserve */
-    int64_t wait_end_ms; /* monotonic: until then, when waits */
+    int64_t wait_ms; /* the server may hold each lease this long (0: never) */
     int32_t priority;
     struct llmlimit_wait_result *out; /* of the last definitive answer */
 };
@@ -204,17 +203,16 @@ static int reserve_attempt(struct llmlimit_client *client,
     return rc;
 }
 
-/* How long the server may hold the next attempt: what is left of the
+/* How long the server may hold the next attempt: left, what is left of the
  * wait, cut so that the answer still has one attempt_timeout_ms before the
  * deadline (a server answers a waiter at its deadline plus one backend
  * reserve: docs/semantics.md "Waiting for capacity"). */
 static int64_t attempt_wait_ms(const struct llmlimit_client *client, const struct retry_plan *plan,
-                               const struct reserve_wait *wait)
+                               int64_t left)
 {
-    if (!wait->waits)
+    if (left <= 0)
         return 0;
     int64_t now = client_monotonic_ms();
-    int64_t left = wait->wait_end_ms - now;
     int64_t room = plan->deadline_ms - now - client->options.attempt_timeout_ms;
     int64_t ms = left < room ? left : room;
     if (ms < 0)
@@ -231,11 +229,14 @@ static int reserve_send(struct llmlimit_client *client,
                         uint32_t *backoff_round, struct llmlimit_reserve_result *result,
                         struct llmlimit_status *status)
 {
-    for (;;) {
+    int64_t wait_end_ms = client_monotonic_ms() + wait->wait_ms;
+    for (bool first = true;; first = false) {
         *wait->out = (struct llmlimit_wait_result){0};
         struct retry_plan attempt = *plan;
         attempt.attempts_max = 1;
-        attempt.hold_ms = attempt_wait_ms(client, plan, wait);
+        /* The first attempt asks for the whole wait; a retry, for the rest. */
+        int64_t left = first ? wait->wait_ms : wait_end_ms - client_monotonic_ms();
+        attempt.hold_ms = attempt_wait_ms(client, plan, left);
         int rc = reserve_attempt(client, request, wait, &attempt, backoff_round, result, status);
         if (rc != LLMLIMIT_ERR_TRANSPORT && rc != LLMLIMIT_ERR_UNAVAILABLE)
             return rc;
@@ -289,10 +290,8 @@ static int wait_prepare(const struct llmlimit_wait_options *options,
         status_set_error(status, "priority: must be an integer 0..9");
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     }
-    *wait = (struct reserve_wait){.waits = options->wait_ms > 0,
-                                  .wait_end_ms = client_monotonic_ms() + options->wait_ms,
-                                  .priority = options->priority,
-                                  .out = out};
+    *wait = (struct reserve_wait){
+        .wait_ms = options->wait_ms, .priority = options->priority, .out = out};
     return 0;
 }
 
@@ -314,9 +313,9 @@ int llmlimit_reserve_wait(struct llmlimit_client *client,
         rc = wait_prepare(options, waited, &wait, status);
     if (rc != 0)
         return rc;
-    int64_t wait_ms = options != NULL ? options->wait_ms : 0;
-    if (timeout_ms <= 0 && wait_ms > 0)
-        timeout_ms = client->options.default_timeout_ms + wait_ms; /* the wait, then as usual */
+    if (timeout_ms <= 0 && wait.wait_ms > 0)
+        timeout_ms =
+            client->options.default_timeout_ms + wait.wait_ms; /* the wait, then as usual */
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
     uint32_t backoff_round = 0;
@@ -379,13 +378,11 @@ int llmlimit_acquire_wait(struct llmlimit_client *client,
         rc = wait_prepare(options, waited, &wait, status);
     if (rc != 0)
         return rc;
-    int64_t wait_ms = options != NULL ? options->wait_ms : 0;
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
     uint32_t backoff_round = 0;
     for (;;) {
         /* Each lease may wait wait_ms on the server, never past the deadline. */
-        wait.wait_end_ms = client_monotonic_ms() + wait_ms;
         rc = reserve_send(client, request, &wait, &plan, &backoff_round, result, status);
         if (rc != 0 || result->allowed)
             return rc;
