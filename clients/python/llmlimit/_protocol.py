@@ -213,15 +213,13 @@ def check_wait(wait_s: float, priority: int) -> None:
         raise ValueError("priority: must be an integer 0..9")
 
 
-def wait_ms_for_attempt(wait_end: Optional[float], deadline: float, attempt_timeout_s: float,
+def wait_ms_for_attempt(left_s: float, deadline: float, attempt_timeout_s: float,
                         now: float) -> int:
-    """What a waiting reserve asks the server for on this attempt: what is
-    left of its wait, cut so that the answer still has one attempt timeout
-    before the deadline. 0 when it does not wait."""
-    if wait_end is None:
-        return 0
-    seconds = min(wait_end - now, deadline - now - attempt_timeout_s)
-    return max(0, min(WAIT_MS_MAX, int(seconds * 1000)))
+    """What a waiting reserve asks the server for on this attempt: left_s,
+    what is left of its wait, cut so that the answer still has one attempt
+    timeout before the deadline. 0 when it does not wait."""
+    seconds = min(left_s, deadline - now - attempt_timeout_s)
+    return max(0, min(WAIT_MS_MAX, int(round(seconds * 1000, 6))))
 
 
 def reserve_result(lease_id: str, body: Any, queue_full: bool = False) -> ReserveResult:
@@ -268,19 +266,22 @@ def request_steps(call: Call, deadline: float, attempts_max: Optional[int],
 
 
 def response_steps(call: Call, deadline: float, attempts_max: Optional[int],
-                   lease_id: Optional[str] = None, wait_end: Optional[float] = None):
-    """request_steps, returning the whole 200 Response. With wait_end, each
-    attempt asks the server to hold it (wait_ms: what is left of the wait,
-    see wait_ms_for_attempt) and is given that much more time."""
+                   lease_id: Optional[str] = None, wait_s: float = 0):
+    """request_steps, returning the whole 200 Response. With wait_s, each
+    attempt asks the server to hold it (wait_ms: the whole wait first, then
+    what is left of it, see wait_ms_for_attempt) and is given that much
+    more time."""
     attempt = 0
     last: Any = None
+    wait_end = time.monotonic() + wait_s
     while attempts_max is None or attempt < attempts_max:
         now = time.monotonic()
         remaining_s = deadline - now
         if remaining_s <= 0:
             break
         body = call.body
-        wait_ms = wait_ms_for_attempt(wait_end, deadline, call.timeout_s, now)
+        left_s = wait_s if attempt == 0 else wait_end - now
+        wait_ms = wait_ms_for_attempt(left_s, deadline, call.timeout_s, now)
         if wait_ms > 0:
             body = dict(call.body, wait_ms=wait_ms)
         # The server answers a waiting reserve only after its wait: an
@@ -304,18 +305,17 @@ def response_steps(call: Call, deadline: float, attempts_max: Optional[int],
 
 def reserve_steps(lease_id: str, requirements: Mapping[str, int], deadline: float,
                   attempt_timeout_s: float, caller: Optional[str],
-                  wait_end: Optional[float] = None, priority: int = PRIORITY_DEFAULT):
+                  wait_s: float = 0, priority: int = PRIORITY_DEFAULT):
     """Reserve with the retry rules: the same lease id until a definitive
-    answer or the deadline. With wait_end (monotonic), the server may hold
-    it until then (a retry asks only for what is left). Returns a
-    ReserveResult."""
+    answer or the deadline. With wait_s, the server may hold it that long
+    (a retry asks only for what is left). Returns a ReserveResult."""
     body: Dict[str, Any] = {"lease_id": lease_id, "requirements": requirement_list(requirements)}
     if caller:
         body["caller"] = caller
     if priority != PRIORITY_DEFAULT:
         body["priority"] = priority
     call = Call("POST", "/v1/reserve", body, attempt_timeout_s)
-    response = yield from response_steps(call, deadline, None, lease_id, wait_end)
+    response = yield from response_steps(call, deadline, None, lease_id, wait_s)
     if "allowed" not in response.body:
         raise Unavailable("reserve: answer without \"allowed\"", lease_id, response.body)
     return reserve_result(lease_id, response.body, response.queue_full)
@@ -331,9 +331,8 @@ def acquire_steps(requirements: Mapping[str, int], deadline: float,
     ReserveResult; raises Denied when the deadline would pass first or the
     denial is permanent."""
     while True:
-        wait_end = time.monotonic() + wait_s if wait_s > 0 else None
         result = yield from reserve_steps(new_lease_id(), requirements, deadline,
-                                          attempt_timeout_s, caller, wait_end, priority)
+                                          attempt_timeout_s, caller, wait_s, priority)
         if result.allowed:
             return result
         if not denial_is_temporary(result):

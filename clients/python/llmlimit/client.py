@@ -52,9 +52,8 @@ class _ClientBase:
         # Without a deadline of its own, a waiting reserve gets the wait and
         # then the usual deadline.
         deadline = self._deadline(deadline_s, self.deadline_s + wait_s)
-        wait_end = time.monotonic() + wait_s if wait_s > 0 else None
         return p.reserve_steps(lease_id or p.new_lease_id(), requirements, deadline,
-                               self.attempt_timeout_s, caller or self.caller, wait_end, priority)
+                               self.attempt_timeout_s, caller or self.caller, wait_s, priority)
 
     def _acquire_steps(self, requirements, deadline_s, caller, wait_s=0,
                        priority=p.PRIORITY_DEFAULT):

@@ -178,12 +178,10 @@ class AcquireRulesTest(unittest.TestCase):
 class WaitRulesTest(unittest.TestCase):
     def test_wait_and_priority_sent_and_attempt_outlasts_the_wait(self):
         """A waiting reserve sends wait_ms and priority, and its attempt timeout is the wait plus one attempt."""
-        started = time.monotonic()
-        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, started + 3.0, 2)
+        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 3.0, 2)
         _, calls, _ = drive(steps, [allowed()])
-        elapsed_ms = (time.monotonic() - started) * 1000
         wait_ms = calls[0].body["wait_ms"]
-        self.assertTrue(3000 - elapsed_ms - 1 <= wait_ms <= 3000)
+        self.assertEqual(wait_ms, 3000)  # the first attempt asks for the whole wait
         self.assertEqual(calls[0].body["priority"], 2)
         self.assertEqual(calls[0].body["lease_id"], "L1")
         self.assertAlmostEqual(calls[0].timeout_s, 1.0 + wait_ms / 1000)
@@ -194,7 +192,7 @@ class WaitRulesTest(unittest.TestCase):
         self.assertNotIn("wait_ms", calls[0].body)
         self.assertNotIn("priority", calls[0].body)
         self.assertEqual(calls[0].timeout_s, 1.0)
-        _, calls, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, None, 0),
+        _, calls, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 0, 0),
                             [allowed()])
         self.assertEqual(calls[0].body["priority"], 0)  # a priority alone is sent
         self.assertNotIn("wait_ms", calls[0].body)
@@ -202,24 +200,24 @@ class WaitRulesTest(unittest.TestCase):
     def test_waited_ms_and_queue_full_read(self):
         """waited_ms comes from the answer, queue_full from its header."""
         body = dict(allowed().body, waited_ms=420)
-        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, far(), 5),
+        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 30.0, 5),
                              [p.Response(200, body, "")])
         self.assertEqual((result.allowed, result.waited_ms, result.queue_full), (True, 420, False))
         full = p.Response(200, denied().body, "", queue_full=True)
-        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, far(), 5), [full])
+        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 30.0, 5), [full])
         self.assertEqual((result.allowed, result.waited_ms, result.queue_full), (False, 0, True))
 
     def test_wait_cut_to_leave_an_attempt_before_the_deadline(self):
         """5 s asked with 3 s left and 1 s attempts: the server is asked for at most 2 s."""
         now = time.monotonic()
-        steps = p.reserve_steps("L1", {"k": 1}, now + 3.0, 1.0, None, now + 5.0, 5)
+        steps = p.reserve_steps("L1", {"k": 1}, now + 3.0, 1.0, None, 5.0, 5)
         _, calls, _ = drive(steps, [allowed()])
         self.assertTrue(0 < calls[0].body["wait_ms"] <= 2000)
         self.assertLessEqual(calls[0].timeout_s, 3.0)
 
     def test_retry_keeps_lease_and_asks_what_is_left(self):
         """A 503 during a wait is retried with the same lease id and no more wait than before."""
-        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, time.monotonic() + 4.0, 7)
+        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 4.0, 7)
         outcomes = [p.Response(503, None, "backend_error"), allowed()]
         _, calls, _ = drive(steps, outcomes)
         self.assertEqual([c.body["lease_id"] for c in calls], ["L1", "L1"])
@@ -246,8 +244,7 @@ class WaitRulesTest(unittest.TestCase):
         self.assertTrue(0 < calls[0].body["wait_ms"] <= 3000)
         _, calls, _ = drive(p.acquire_steps({"k": 1}, now + 600.0, 1.0, None, 60.0, 5),
                             [allowed()])
-        elapsed_ms = (time.monotonic() - now) * 1000
-        self.assertTrue(p.WAIT_MS_MAX - elapsed_ms - 1 <= calls[0].body["wait_ms"] <= p.WAIT_MS_MAX)
+        self.assertEqual(calls[0].body["wait_ms"], p.WAIT_MS_MAX)
 
     def test_bad_wait_options_refused(self):
         """wait_s outside 0..60 and priority outside 0..9 (or of the wrong type) raise, naming the field."""
