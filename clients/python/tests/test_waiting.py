@@ -35,13 +35,26 @@ class WaitTest(unittest.TestCase):
         self.assertTrue(holder.allowed)
         return key, holder.lease_id
 
+    def release_once_queued(self, lease_id):
+        """Releases lease_id 0.3 s after a reserve waits on the server (a
+        thread); join it and check .queued."""
+        def run():
+            thread.queued = self.server.wait_queued(1)
+            time.sleep(0.3)
+            self.client.release(lease_id)
+
+        thread = threading.Thread(target=run)
+        thread.queued = False
+        thread.start()
+        return thread
+
     def test_waiting_reserve_admitted_when_the_hold_is_released(self):
         """A reserve waiting 5 s is admitted once the holder releases; only it holds the slot."""
         key, holder = self.held_slot()
-        timer = threading.Timer(0.3, self.client.release, (holder,))
-        timer.start()
+        releaser = self.release_once_queued(holder)
         r = self.client.reserve({key: 1}, wait_s=5)
-        timer.join()
+        releaser.join()
+        self.assertTrue(releaser.queued)
         self.assertTrue(r.allowed)
         self.assertGreater(r.waited_ms, 0)
         self.assertFalse(r.queue_full)
@@ -65,12 +78,12 @@ class WaitTest(unittest.TestCase):
         key, holder = self.held_slot()
         proxy = support.FaultProxy(self.server)
         try:
-            timer = threading.Timer(0.3, self.client.release, (holder,))
-            timer.start()
+            releaser = self.release_once_queued(holder)
             with Client(proxy.url) as waiting:
                 with waiting.acquire({key: 1}, deadline_s=10, wait_s=10, priority=1) as lease:
                     self.assertEqual(self.server.usage_of(key)["reserved"], 1)
-            timer.join()
+            releaser.join()
+            self.assertTrue(releaser.queued)
             bodies = proxy.bodies("/v1/reserve")
         finally:
             proxy.close()
@@ -92,6 +105,9 @@ class WaitTest(unittest.TestCase):
                         return lease.result
 
                 task = asyncio.ensure_future(waiter())
+                queued = await asyncio.get_running_loop().run_in_executor(
+                    None, self.server.wait_queued, 1)
+                self.assertTrue(queued)
                 await asyncio.sleep(0.3)
                 await client.release(holder)
                 return await task
