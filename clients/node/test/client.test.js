@@ -241,3 +241,17 @@ test('acquire with waitMs is admitted by its first request once the slot frees',
   assert.ok(result.waitedMs > 0, String(result.waitedMs));
   assert.equal((await server.usageOf(key)).reserved, 0);
 });
+
+test('an aborted waiting reserve leaves the server queue at once; nothing is held for it', async () => {
+  const key = uniqueKey('conc');
+  await server.put(concurrency(key, 1));
+  const holder = (await client.reserve({ [key]: 1 })).leaseId;
+  const controller = new AbortController();
+  const waiting = client.reserve({ [key]: 1 }, { waitMs: 20_000, signal: controller.signal });
+  assert.equal(await server.waitQueued(1), true);
+  controller.abort(new Error('caller gave up'));
+  await assert.rejects(waiting, /caller gave up/);
+  assert.equal(await server.waitQueued(0), true);
+  await client.release(holder);
+  assert.equal((await server.usageOf(key)).reserved, 0);
+});
