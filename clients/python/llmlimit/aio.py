@@ -15,6 +15,7 @@ from typing import Any, Dict, Generator, List, Mapping, Optional
 
 from . import _protocol as p
 from ._protocol import CompleteResult, LlmlimitError, ReserveResult, Usage
+from ._transport import Cancel
 from .client import _ClientBase, _LeaseBase, _log_lost
 
 
@@ -51,10 +52,25 @@ class AsyncClient(_ClientBase):
                     await asyncio.sleep(step.seconds)
                     outcome = None
                 else:
-                    executor = self._executor_for(step)
-                    outcome = await loop.run_in_executor(executor, self._transport.attempt, step)
+                    outcome = await self._attempt(loop, step)
         except StopIteration as done:
             return done.value
+
+    async def _attempt(self, loop: asyncio.AbstractEventLoop, step: p.Call) -> Any:
+        """One attempt on an executor. Cancelling a held one (a waiting
+        reserve) closes its connection, so the server takes the reserve out
+        of its queue and holds nothing for it, instead of admitting a lease
+        nobody would release."""
+        executor = self._executor_for(step)
+        if executor is None:
+            return await loop.run_in_executor(None, self._transport.attempt, step)
+        cancel = Cancel()
+        future = loop.run_in_executor(executor, self._transport.attempt, step, cancel)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            cancel.cancel()
+            raise
 
     async def close(self) -> None:
         self._transport.close()

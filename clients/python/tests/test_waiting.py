@@ -117,6 +117,24 @@ class WaitTest(unittest.TestCase):
         self.assertGreater(result.waited_ms, 0)
         self.assertEqual(self.server.usage_of(key)["reserved"], 0)
 
+    def test_cancelled_async_waiter_leaves_the_queue(self):
+        """Cancelling an AsyncClient task while its reserve waits takes it out of the server's queue; nothing is held for it."""
+        key, holder = self.held_slot()
+
+        async def scenario():
+            async with AsyncClient(self.server.url) as client:
+                task = asyncio.ensure_future(client.reserve({key: 1}, wait_s=30))
+                loop = asyncio.get_running_loop()
+                self.assertTrue(await loop.run_in_executor(None, self.server.wait_queued, 1))
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                return await loop.run_in_executor(None, self.server.wait_queued, 0)
+
+        self.assertTrue(asyncio.run(scenario()))
+        self.client.release(holder)
+        self.assertEqual(self.server.usage_of(key)["reserved"], 0)
+
     def test_bad_wait_options_raise_before_sending(self):
         """wait_s 61 or priority 10 raise ValueError and send nothing (the URL is never reached)."""
         with Client("http://127.0.0.1:1") as nowhere:
