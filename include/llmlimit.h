@@ -236,6 +236,74 @@ LLMLIMIT_API int llmlimit_acquire(struct llmlimit_client *client,
                                   int64_t timeout_ms, struct llmlimit_reserve_result *result,
                                   struct llmlimit_status *status);
 
+/* ---- waiting on the server instead of being denied ----------------------- */
+
+/* A reserve denied for capacity may wait on the server until it fits
+ * instead of being answered at once (docs/semantics.md "Waiting for
+ * capacity"). These calls add that to reserve and acquire; the structs
+ * above keep their layout, so programs built against an older header keep
+ * working with this library. */
+#define LLMLIMIT_WAIT_MS_MAX 60000 /* the server's bound on wait_ms */
+#define LLMLIMIT_PRIORITY_MAX 9    /* priorities are 0 (first) .. 9 */
+#define LLMLIMIT_PRIORITY_DEFAULT 5
+
+struct llmlimit_wait_options {
+    /* 0..LLMLIMIT_WAIT_MS_MAX: how long the server may hold one reserve
+     * until it fits (0: answered at once, as llmlimit_reserve). */
+    int64_t wait_ms;
+    /* 0..LLMLIMIT_PRIORITY_MAX, 0 first: the order among waiters of one
+     * limit. A zeroed struct asks for priority 0: start from
+     * llmlimit_wait_options_defaults(). */
+    int32_t priority;
+};
+
+/* Fills options with wait_ms 0 and priority LLMLIMIT_PRIORITY_DEFAULT. */
+LLMLIMIT_API void llmlimit_wait_options_defaults(struct llmlimit_wait_options *options);
+
+/* How the last reserve answer went on the server. */
+struct llmlimit_wait_result {
+    int64_t waited_ms; /* how long the server held it (0: answered at once) */
+    /* The server's queue of waiters was full ("x-llmlimit-queue: full"): a
+     * denial came at once, without waiting. */
+    bool queue_full;
+};
+
+/* llmlimit_reserve(), waiting on the server: wait (NULL: the defaults,
+ * i.e. llmlimit_reserve) says how long and at which priority. timeout_ms =
+ * 0 means wait->wait_ms plus the client's default_timeout_ms. Each HTTP
+ * attempt gets wait_ms more than attempt_timeout_ms, so the client never
+ * cuts a wait short; the wait asked of the server is cut so that its answer
+ * still has attempt_timeout_ms before the deadline, and a retry (unknown
+ * outcome, same lease id) asks only for what is left of wait_ms. A
+ * waiting reserve holds one of the client's connections_max connections.
+ * waited (NULL allowed) is filled on every return. Errors: those of
+ * llmlimit_reserve(); LLMLIMIT_ERR_INVALID_ARGUMENT also for wait_ms or
+ * priority out of range, with status->error naming the field. */
+LLMLIMIT_API int llmlimit_reserve_wait(struct llmlimit_client *client,
+                                       const struct llmlimit_reserve_request *request,
+                                       const struct llmlimit_wait_options *wait, int64_t timeout_ms,
+                                       struct llmlimit_reserve_result *result,
+                                       struct llmlimit_wait_result *waited,
+                                       struct llmlimit_status *status);
+
+/* llmlimit_acquire(), waiting on the server: with wait->wait_ms > 0 each
+ * attempt asks the server to hold it until it fits, up to wait_ms and what
+ * is left of timeout_ms (less one attempt_timeout_ms for the answer), so
+ * the reserve is admitted the moment capacity frees, in the server's
+ * priority-then-arrival order, instead of at the client's next retry
+ * (LLMLIMIT_WAIT_MS_MAX: as long as the deadline allows). A denial after
+ * the wait, or at once because the server's queue was full, goes on as in
+ * llmlimit_acquire(): sleep retry_after_ms, new lease id, try again.
+ * timeout_ms = 0 means default_timeout_ms. waited (NULL allowed) tells how
+ * the last answer went. Returns and errors: those of llmlimit_acquire()
+ * and llmlimit_reserve_wait(). */
+LLMLIMIT_API int llmlimit_acquire_wait(struct llmlimit_client *client,
+                                       const struct llmlimit_reserve_request *request,
+                                       const struct llmlimit_wait_options *wait, int64_t timeout_ms,
+                                       struct llmlimit_reserve_result *result,
+                                       struct llmlimit_wait_result *waited,
+                                       struct llmlimit_status *status);
+
 /* ---- complete and release --------------------------------------------- */
 
 struct llmlimit_actual {

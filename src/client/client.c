@@ -261,6 +261,7 @@ void retry_plan_init(struct retry_plan *plan, const struct llmlimit_client *clie
     assert(timeout_ms > 0);
     plan->deadline_ms = client_monotonic_ms() + timeout_ms;
     plan->attempts_max = attempts_max;
+    plan->hold_ms = 0;
 }
 
 bool client_backoff(const struct llmlimit_client *client, const struct retry_plan *plan,
@@ -311,7 +312,10 @@ static int attempt_timeout(const struct llmlimit_client *client, const struct re
     int64_t remaining = plan->deadline_ms - client_monotonic_ms();
     if (remaining <= 0)
         return LLMLIMIT_ERR_DEADLINE;
-    int64_t attempt = client->options.attempt_timeout_ms;
+    /* A server that holds the request (a waiting reserve) answers only
+     * after the hold: an attempt cut before it would be retried for nothing. */
+    assert(plan->hold_ms >= 0);
+    int64_t attempt = client->options.attempt_timeout_ms + plan->hold_ms;
     *timeout_ms = attempt < remaining ? attempt : remaining;
     assert(*timeout_ms > 0);
     return 0;

@@ -40,6 +40,7 @@ struct http_answer {
     int http_status; /* 0 when the attempt got no answer */
     char *body;      /* NUL-terminated, or NULL */
     size_t body_length;
+    bool queue_full; /* it carried "x-llmlimit-queue: full" */
 };
 
 void http_answer_clear(struct http_answer *answer);
@@ -58,6 +59,9 @@ void transport_pool_free(struct llmlimit_client *client);
 struct retry_plan {
     int64_t deadline_ms;   /* monotonic */
     uint32_t attempts_max; /* 0: until the deadline */
+    /* How long the server may hold each attempt before it answers (a
+     * waiting reserve): added to attempt_timeout_ms. 0 from retry_plan_init. */
+    int64_t hold_ms;
 };
 
 void retry_plan_init(struct retry_plan *plan, const struct llmlimit_client *client,

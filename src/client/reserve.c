@@ -1,6 +1,7 @@
 /* Reserve, acquire and reserve batches (docs/client-c.md): unknown
  * outcomes are retried with the same lease_id until a definitive answer or
- * the deadline; acquire turns capacity denials into a wait and a new lease. */
+ * the deadline; acquire turns capacity denials into a wait and a new lease;
+ * the _wait calls may have the server hold a reserve until it fits. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,15 +52,28 @@ static int result_lease_id(const struct llmlimit_reserve_request *request,
     return llmlimit_lease_id_new(result->lease_id);
 }
 
-/* {"lease_id","requirements":[{"key","amount"}],"caller"?}; NULL when out of
- * memory or a string is not valid UTF-8. */
-static json_t *request_json(const struct llmlimit_reserve_request *request, const char *lease_id)
+/* What a reserve asks of the server beyond its requirements (the wait of
+ * llmlimit_reserve_wait and llmlimit_acquire_wait), and what it reports. */
+struct reserve_wait {
+    int64_t wait_ms; /* the server may hold each lease this long (0: never) */
+    int32_t priority;
+    struct llmlimit_wait_result *out; /* of the last definitive answer */
+};
+
+/* {"lease_id","requirements":[{"key","amount"}],"caller"?,"wait_ms"?,
+ * "priority"?}; the defaults (no wait, priority 5) are left out, so a plain
+ * reserve is the same body it always was. NULL when out of memory or a
+ * string is not valid UTF-8. */
+static json_t *request_json(const struct llmlimit_reserve_request *request, const char *lease_id,
+                            int64_t wait_ms, int32_t priority)
 {
     json_t *requirements = json_array();
     json_t *object = json_object();
     if (requirements == NULL || object == NULL)
         goto fail;
     assert(lease_id[0] != '\0');
+    assert(wait_ms >= 0 && wait_ms <= LLMLIMIT_WAIT_MS_MAX);
+    assert(priority >= 0 && priority <= LLMLIMIT_PRIORITY_MAX);
     for (size_t i = 0; i < request->requirement_count; i++) {
         const struct llmlimit_requirement *requirement = &request->requirements[i];
         assert(requirement->amount <= LLMLIMIT_AMOUNT_MAX); /* request_check */
@@ -74,6 +88,11 @@ static json_t *request_json(const struct llmlimit_reserve_request *request, cons
         goto fail;
     if (request->caller != NULL &&
         json_object_set_new(object, "caller", json_string(request->caller)) != 0)
+        goto fail;
+    if (wait_ms > 0 && json_object_set_new(object, "wait_ms", json_integer(wait_ms)) != 0)
+        goto fail;
+    if (priority != LLMLIMIT_PRIORITY_DEFAULT &&
+        json_object_set_new(object, "priority", json_integer(priority)) != 0)
         goto fail;
     json_decref(requirements);
     return object;
@@ -130,12 +149,29 @@ static int result_from_json(const json_t *json, int http_status,
     return 0;
 }
 
-static int reserve_send(struct llmlimit_client *client,
-                        const struct llmlimit_reserve_request *request,
-                        const struct retry_plan *plan, uint32_t *backoff_round,
-                        struct llmlimit_reserve_result *result, struct llmlimit_status *status)
+/* Reads how the answer went on the server: waited_ms (absent from servers
+ * that do not wait: 0) and the queue-full header. */
+static int wait_result_from_answer(const json_t *json, const struct http_answer *answer,
+                                   struct llmlimit_wait_result *out)
 {
-    json_t *body_json = request_json(request, result->lease_id);
+    out->queue_full = answer->queue_full;
+    if (json == NULL || answer->http_status != 200)
+        return 0;
+    if (!json_field_i64(json, "waited_ms", &out->waited_ms) || out->waited_ms < 0)
+        return LLMLIMIT_ERR_PROTOCOL;
+    return 0;
+}
+
+/* One HTTP attempt of a reserve (plan->attempts_max is 1), asking the
+ * server to hold it plan->hold_ms. */
+static int reserve_attempt(struct llmlimit_client *client,
+                           const struct llmlimit_reserve_request *request,
+                           const struct reserve_wait *wait, const struct retry_plan *plan,
+                           uint32_t *backoff_round, struct llmlimit_reserve_result *result,
+                           struct llmlimit_status *status)
+{
+    assert(plan->attempts_max == 1);
+    json_t *body_json = request_json(request, result->lease_id, plan->hold_ms, wait->priority);
     if (body_json == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT; /* caller not UTF-8, or no memory */
     size_t body_length;
@@ -155,6 +191,8 @@ static int reserve_send(struct llmlimit_client *client,
     if (rc == 0) {
         rc = json != NULL ? result_from_json(json, answer.http_status, request, result)
                           : LLMLIMIT_ERR_PROTOCOL;
+        if (rc == 0)
+            rc = wait_result_from_answer(json, &answer, wait->out);
     } else {
         result->http_status = answer.http_status;
         copy_string(result->error, sizeof(result->error), status->error);
@@ -163,6 +201,48 @@ static int reserve_send(struct llmlimit_client *client,
     json_decref(json);
     http_answer_clear(&answer);
     return rc;
+}
+
+/* How long the server may hold the next attempt: left, what is left of the
+ * wait, cut so that the answer still has one attempt_timeout_ms before the
+ * deadline (a server answers a waiter at its deadline plus one backend
+ * reserve: docs/semantics.md "Waiting for capacity"). */
+static int64_t attempt_wait_ms(const struct llmlimit_client *client, const struct retry_plan *plan,
+                               int64_t left)
+{
+    if (left <= 0)
+        return 0;
+    int64_t now = client_monotonic_ms();
+    int64_t room = plan->deadline_ms - now - client->options.attempt_timeout_ms;
+    int64_t ms = left < room ? left : room;
+    if (ms < 0)
+        ms = 0;
+    assert(ms <= LLMLIMIT_WAIT_MS_MAX); /* left never exceeds the wait_ms checked */
+    return ms;
+}
+
+/* Sends one reserve until a definitive answer: unknown outcomes are
+ * retried with the same lease id (and what is left of the wait). */
+static int reserve_send(struct llmlimit_client *client,
+                        const struct llmlimit_reserve_request *request,
+                        const struct reserve_wait *wait, const struct retry_plan *plan,
+                        uint32_t *backoff_round, struct llmlimit_reserve_result *result,
+                        struct llmlimit_status *status)
+{
+    int64_t wait_end_ms = client_monotonic_ms() + wait->wait_ms;
+    for (bool first = true;; first = false) {
+        *wait->out = (struct llmlimit_wait_result){0};
+        struct retry_plan attempt = *plan;
+        attempt.attempts_max = 1;
+        /* The first attempt asks for the whole wait; a retry, for the rest. */
+        int64_t left = first ? wait->wait_ms : wait_end_ms - client_monotonic_ms();
+        attempt.hold_ms = attempt_wait_ms(client, plan, left);
+        int rc = reserve_attempt(client, request, wait, &attempt, backoff_round, result, status);
+        if (rc != LLMLIMIT_ERR_TRANSPORT && rc != LLMLIMIT_ERR_UNAVAILABLE)
+            return rc;
+        if (!client_backoff(client, plan, (*backoff_round)++))
+            return LLMLIMIT_ERR_DEADLINE;
+    }
 }
 
 /* What reserve and acquire do before their first attempt: check the
@@ -183,20 +263,70 @@ static int reserve_prepare(struct llmlimit_client *client,
     return result_lease_id(request, result);
 }
 
+void llmlimit_wait_options_defaults(struct llmlimit_wait_options *options)
+{
+    assert(options != NULL);
+    options->wait_ms = 0;
+    options->priority = LLMLIMIT_PRIORITY_DEFAULT;
+}
+
+/* Checks the wait options (NULL: the defaults) and sets up the wait; the
+ * status names a bad field. 0 or LLMLIMIT_ERR_INVALID_ARGUMENT. */
+static int wait_prepare(const struct llmlimit_wait_options *options,
+                        struct llmlimit_wait_result *out, struct reserve_wait *wait,
+                        struct llmlimit_status *status)
+{
+    assert(out != NULL);
+    *out = (struct llmlimit_wait_result){0};
+    struct llmlimit_wait_options defaults;
+    llmlimit_wait_options_defaults(&defaults);
+    if (options == NULL)
+        options = &defaults;
+    if (options->wait_ms < 0 || options->wait_ms > LLMLIMIT_WAIT_MS_MAX) {
+        status_set_error(status, "wait_ms: must be an integer 0..60000");
+        return LLMLIMIT_ERR_INVALID_ARGUMENT;
+    }
+    if (options->priority < 0 || options->priority > LLMLIMIT_PRIORITY_MAX) {
+        status_set_error(status, "priority: must be an integer 0..9");
+        return LLMLIMIT_ERR_INVALID_ARGUMENT;
+    }
+    *wait = (struct reserve_wait){
+        .wait_ms = options->wait_ms, .priority = options->priority, .out = out};
+    return 0;
+}
+
+int llmlimit_reserve_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    struct llmlimit_status local_status;
+    struct llmlimit_wait_result local_waited;
+    if (status == NULL)
+        status = &local_status;
+    if (waited == NULL)
+        waited = &local_waited;
+    struct reserve_wait wait;
+    int rc = reserve_prepare(client, request, result, status);
+    if (rc == 0)
+        rc = wait_prepare(options, waited, &wait, status);
+    if (rc != 0)
+        return rc;
+    if (timeout_ms <= 0 && wait.wait_ms > 0)
+        timeout_ms =
+            client->options.default_timeout_ms + wait.wait_ms; /* the wait, then as usual */
+    struct retry_plan plan;
+    retry_plan_init(&plan, client, timeout_ms, 0);
+    uint32_t backoff_round = 0;
+    return reserve_send(client, request, &wait, &plan, &backoff_round, result, status);
+}
+
 int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
                      int64_t timeout_ms, struct llmlimit_reserve_result *result,
                      struct llmlimit_status *status)
 {
-    struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    int rc = reserve_prepare(client, request, result, status);
-    if (rc != 0)
-        return rc;
-    struct retry_plan plan;
-    retry_plan_init(&plan, client, timeout_ms, 0);
-    uint32_t backoff_round = 0;
-    return reserve_send(client, request, &plan, &backoff_round, result, status);
+    return llmlimit_reserve_wait(client, request, NULL, timeout_ms, result, NULL, status);
 }
 
 /* True for denials that a wait can fix: capacity, or a decrease under way. */
@@ -206,43 +336,68 @@ static bool denial_retryable(const struct llmlimit_reserve_result *result)
            result->denial == LLMLIMIT_DENIAL_LIMIT_DECREASING;
 }
 
-int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
-                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
-                     struct llmlimit_status *status)
+/* After a denial acquire can wait out: sleeps what the server says (plus up
+ * to 20% so that denied callers do not come back in step) and gives the
+ * result a new lease id, since a denied lease stays denied. 0, or
+ * LLMLIMIT_ERR_DEADLINE when the next try would come too late. */
+static int acquire_next(struct llmlimit_client *client, const struct retry_plan *plan,
+                        struct llmlimit_reserve_result *result)
+{
+    int64_t wait = result->retry_after_ms;
+    if (wait < client->options.backoff_initial_ms)
+        wait = client->options.backoff_initial_ms;
+    assert(wait > 0);
+    wait += (int64_t)(client_random_u64() % (uint64_t)(wait / 5 + 1));
+    if (client_monotonic_ms() + wait >= plan->deadline_ms)
+        return LLMLIMIT_ERR_DEADLINE;
+    client_sleep_ms(wait);
+    char previous[sizeof(result->lease_id)];
+    copy_string(previous, sizeof(previous), result->lease_id);
+    result_reset(result);
+    if (llmlimit_lease_id_new(result->lease_id) != 0)
+        return LLMLIMIT_ERR_SYSTEM;
+    assert(strcmp(previous, result->lease_id) != 0);
+    return 0;
+}
+
+int llmlimit_acquire_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
+    struct llmlimit_wait_result local_waited;
     if (status == NULL)
         status = &local_status;
+    if (waited == NULL)
+        waited = &local_waited;
+    struct reserve_wait wait;
     int rc = reserve_prepare(client, request, result, status);
+    if (rc == 0)
+        rc = wait_prepare(options, waited, &wait, status);
     if (rc != 0)
         return rc;
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
     uint32_t backoff_round = 0;
     for (;;) {
-        rc = reserve_send(client, request, &plan, &backoff_round, result, status);
+        /* Each lease may wait wait_ms on the server, never past the deadline. */
+        rc = reserve_send(client, request, &wait, &plan, &backoff_round, result, status);
         if (rc != 0 || result->allowed)
             return rc;
         if (!denial_retryable(result))
             return LLMLIMIT_ERR_REJECTED;
-        /* Wait what the server says, plus up to 20% so that denied callers
-         * do not come back in step. */
-        int64_t wait = result->retry_after_ms;
-        if (wait < client->options.backoff_initial_ms)
-            wait = client->options.backoff_initial_ms;
-        assert(wait > 0);
-        wait += (int64_t)(client_random_u64() % (uint64_t)(wait / 5 + 1));
-        if (client_monotonic_ms() + wait >= plan.deadline_ms)
-            return LLMLIMIT_ERR_DEADLINE; /* the next try would come too late */
-        client_sleep_ms(wait);
-        /* A denied lease stays denied: the next attempt needs a new one. */
-        char previous[sizeof(result->lease_id)];
-        copy_string(previous, sizeof(previous), result->lease_id);
-        result_reset(result);
-        if (llmlimit_lease_id_new(result->lease_id) != 0)
-            return LLMLIMIT_ERR_SYSTEM;
-        assert(strcmp(previous, result->lease_id) != 0);
+        if ((rc = acquire_next(client, &plan, result)) != 0)
+            return rc;
     }
+}
+
+int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
+                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
+                     struct llmlimit_status *status)
+{
+    return llmlimit_acquire_wait(client, request, NULL, timeout_ms, result, NULL, status);
 }
 
 /* ---- batches ---------------------------------------------------------------- */
@@ -273,7 +428,8 @@ static char *batch_body(const struct llmlimit_reserve_request *requests,
         goto done;
     for (size_t i = 0; i < pending_count; i++) {
         uint32_t index = pending[i];
-        json_t *item = request_json(&requests[index], results[index].lease_id);
+        json_t *item = request_json(&requests[index], results[index].lease_id, 0,
+                                    LLMLIMIT_PRIORITY_DEFAULT); /* batches never wait */
         if (item == NULL || json_array_append_new(items, item) != 0)
             goto done;
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -18,6 +19,7 @@ struct transport_handle {
     size_t body_capacity;
     bool body_too_large;
     bool body_no_memory;
+    bool queue_full; /* the answer said "x-llmlimit-queue: full" */
 };
 
 int transport_pool_init(struct llmlimit_client *client)
@@ -133,6 +135,27 @@ static size_t on_body(char *data, size_t size, size_t count, void *context)
     return length;
 }
 
+/* Watches the answer's header lines for the server's queue-full signal;
+ * libcurl passes each line with its CRLF, not NUL-terminated. */
+static size_t on_header(char *data, size_t size, size_t count, void *context)
+{
+    struct transport_handle *handle = context;
+    size_t length = size * count;
+    static const char name[] = "x-llmlimit-queue:";
+    size_t name_length = sizeof(name) - 1;
+    if (length <= name_length || strncasecmp(data, name, name_length) != 0)
+        return length;
+    size_t at = name_length;
+    while (at < length && (data[at] == ' ' || data[at] == '\t'))
+        at++;
+    size_t end = length;
+    while (end > at && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' ' ||
+                        data[end - 1] == '\t'))
+        end--;
+    handle->queue_full = end - at == 4 && strncasecmp(data + at, "full", 4) == 0;
+    return length;
+}
+
 /* Sets every option of one attempt; curl_easy_reset() cleared the last
  * attempt's options but kept its live connection. */
 static int handle_prepare(struct llmlimit_client *client, struct transport_handle *handle,
@@ -147,6 +170,7 @@ static int handle_prepare(struct llmlimit_client *client, struct transport_handl
     handle->body_length = 0;
     handle->body_too_large = false;
     handle->body_no_memory = false;
+    handle->queue_full = false;
     int64_t connect_ms = client->options.connect_timeout_ms;
     if (connect_ms > timeout_ms)
         connect_ms = timeout_ms;
@@ -161,6 +185,8 @@ static int handle_prepare(struct llmlimit_client *client, struct transport_handl
     code |= curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, handle->error_buffer);
     code |= curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     code |= curl_easy_setopt(curl, CURLOPT_WRITEDATA, handle);
+    code |= curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    code |= curl_easy_setopt(curl, CURLOPT_HEADERDATA, handle);
     code |= curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     if (body != NULL) {
         code |= curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_length);
@@ -233,6 +259,7 @@ static int perform(struct llmlimit_client *client, struct transport_handle *hand
             long http_status = 0;
             curl_easy_getinfo(handle->curl, CURLINFO_RESPONSE_CODE, &http_status);
             answer->http_status = (int)http_status;
+            answer->queue_full = handle->queue_full;
             rc = answer_take_body(handle, answer);
             assert(rc != 0 || answer->body != NULL);
         }
@@ -249,6 +276,7 @@ void http_answer_clear(struct http_answer *answer)
     answer->body = NULL;
     answer->body_length = 0;
     answer->http_status = 0;
+    answer->queue_full = false;
 }
 
 int transport_send(struct llmlimit_client *client, const char *method, const char *path,

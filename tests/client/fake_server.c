@@ -56,8 +56,10 @@ static int serve_buffer(struct fake_server *server, struct fake_connection *conn
         char *body = connection->data + header_length;
         char saved = body[body_length];
         body[body_length] = '\0';
-        struct fake_request request = {method, path, body, body_length,
-                                       atomic_fetch_add(&server->requests, 1)};
+        char answer_headers[FAKE_HEADERS_BYTES_MAX] = "";
+        struct fake_request request = {
+            method,        path, body, body_length, atomic_fetch_add(&server->requests, 1),
+            answer_headers};
         int status = 200;
         connection->answer[0] = '\0';
         enum fake_action action = server->handler(server->context, &request, &status,
@@ -70,12 +72,13 @@ static int serve_buffer(struct fake_server *server, struct fake_connection *conn
             return -1;
         if (action == FAKE_HANG)
             continue; /* the client gives up and closes */
-        char head[256];
+        char head[256 + FAKE_HEADERS_BYTES_MAX];
         size_t answer_length = strlen(connection->answer);
+        answer_headers[FAKE_HEADERS_BYTES_MAX - 1] = '\0';
         int head_length = snprintf(head, sizeof(head),
                                    "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                                   "Content-Length: %zu\r\n\r\n",
-                                   status, answer_length);
+                                   "%sContent-Length: %zu\r\n\r\n",
+                                   status, answer_headers, answer_length);
         if (write_all(connection->fd, head, (size_t)head_length) != 0 ||
             write_all(connection->fd, connection->answer, answer_length) != 0)
             return -1;

@@ -12,6 +12,7 @@
 
 #define FAKE_REQUEST_BYTES_MAX (4 * 1024 * 1024)
 #define FAKE_ANSWER_BYTES_MAX (4 * 1024 * 1024)
+#define FAKE_HEADERS_BYTES_MAX 256
 
 enum fake_action {
     FAKE_ANSWER = 0, /* send status and body */
@@ -25,6 +26,9 @@ struct fake_request {
     const char *body; /* NUL-terminated */
     size_t body_length;
     uint32_t index; /* 0 for the first request the server got */
+    /* The handler may write extra header lines of its answer here, each
+     * "Name: value\r\n" (starts empty; FAKE_HEADERS_BYTES_MAX bytes). */
+    char *answer_headers;
 };
 
 /* Writes the answer: *status and a NUL-terminated body of at most

@@ -1,6 +1,6 @@
 /* libllmlimit against the real llmlimitd (memory backend): definitive
- * answers, acquire's waiting, complete/release, batches, admin calls, usage,
- * and many threads sharing one client. */
+ * answers, acquire's waiting, waiting on the server, complete/release,
+ * batches, admin calls, usage, and many threads sharing one client. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +239,193 @@ static void test_acquire_returns_at_once_on_definitive_errors(void)
     CHECK(now_ms() - started < 30000);
 }
 
+/* ---- waiting on the server -------------------------------------------------- */
+
+/* Reserves waiting on the server now, from its metrics (-1 if unreadable). */
+static int64_t waiting_now(struct llmlimit_client *on)
+{
+    char *body = NULL;
+    int64_t waiting = -1;
+    if (llmlimit_request(on, "GET", "/metrics", NULL, 2000, &body, NULL) == 0) {
+        const char *line = strstr(body, "\nllmlimit_wait_waiting ");
+        if (line != NULL)
+            waiting = strtoll(line + strlen("\nllmlimit_wait_waiting "), NULL, 10);
+    }
+    llmlimit_free(body);
+    return waiting;
+}
+
+/* Waits (at most 10 s) until count reserves wait on the server. */
+static bool wait_queued(struct llmlimit_client *on, int64_t count)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (waiting_now(on) == count)
+            return true;
+        struct timespec nap = {0, 10 * 1000000};
+        nanosleep(&nap, NULL);
+    }
+    return false;
+}
+
+struct queued_release {
+    const char *lease_id;
+    int64_t delay_ms; /* after the waiter is queued */
+    bool queued;
+};
+
+static void *release_once_queued(void *argument)
+{
+    struct queued_release *release = argument;
+    release->queued = wait_queued(client, 1);
+    struct timespec nap = {release->delay_ms / 1000, (release->delay_ms % 1000) * 1000000};
+    nanosleep(&nap, NULL);
+    llmlimit_release(client, release->lease_id, 2000, NULL);
+    return NULL;
+}
+
+static uint64_t reserved_now(const char *key)
+{
+    struct llmlimit_usage usage;
+    return llmlimit_usage(client, key, 0, &usage, NULL) == 0 ? usage.reserved : UINT64_MAX;
+}
+
+static void test_reserve_wait_admitted_when_the_hold_is_released(void)
+{
+    REQUIRE(put_limit("c:wait-slot", "concurrency", 1, 30) == 0);
+    struct llmlimit_reserve_result holder, result;
+    REQUIRE(reserve_one("wait-holder", "c:wait-slot", 1, &holder) == 0);
+    REQUIRE(holder.allowed);
+    struct queued_release release = {"wait-holder", 300, false};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, release_once_queued, &release) == 0);
+    struct llmlimit_requirement requirement = {"c:wait-slot", 1};
+    struct llmlimit_reserve_request request = {"wait-waiter", &requirement, 1, NULL};
+    struct llmlimit_wait_options wait = {.wait_ms = 5000, .priority = 5};
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = llmlimit_reserve_wait(client, &request, &wait, 0, &result, &waited, &status);
+    pthread_join(thread, NULL);
+    CHECK(release.queued);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(result.allowed);
+    CHECK_STR(result.lease_id, "wait-waiter");
+    CHECK(waited.waited_ms > 0);
+    CHECK(!waited.queue_full);
+    CHECK_EQ_I64(status.attempts, 1);
+    CHECK_EQ_U64(reserved_now("c:wait-slot"), 1); /* the waiter's hold, nothing else */
+    CHECK_EQ_I64(waiting_now(client), 0);
+    llmlimit_release(client, "wait-waiter", 2000, NULL);
+    CHECK_EQ_U64(reserved_now("c:wait-slot"), 0);
+}
+
+static void test_reserve_wait_denied_at_its_deadline(void)
+{
+    REQUIRE(put_limit("c:wait-kept", "concurrency", 1, 30) == 0);
+    struct llmlimit_reserve_result holder, result;
+    REQUIRE(reserve_one("kept-holder", "c:wait-kept", 1, &holder) == 0);
+    REQUIRE(holder.allowed);
+    struct llmlimit_requirement requirement = {"c:wait-kept", 1};
+    struct llmlimit_reserve_request request = {NULL, &requirement, 1, NULL};
+    struct llmlimit_wait_options wait = {.wait_ms = 1000, .priority = 5};
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    CHECK_EQ_I64(llmlimit_reserve_wait(client, &request, &wait, 0, &result, &waited, &status), 0);
+    CHECK(!result.allowed);
+    CHECK_STR(result.error, "");
+    CHECK_EQ_U64(result.denied_mask, 1);
+    CHECK(result.retry_after_ms > 0);
+    CHECK(waited.waited_ms >= 1000);
+    CHECK(!waited.queue_full);
+    CHECK_EQ_I64(status.attempts, 1);
+    CHECK_EQ_U64(reserved_now("c:wait-kept"), 1); /* the holder only */
+    llmlimit_release(client, "kept-holder", 2000, NULL);
+}
+
+static void test_acquire_wait_admitted_by_its_first_request(void)
+{
+    REQUIRE(put_limit("c:wait-acquire", "concurrency", 1, 30) == 0);
+    struct llmlimit_reserve_result holder, result;
+    REQUIRE(reserve_one("acquire-holder", "c:wait-acquire", 1, &holder) == 0);
+    REQUIRE(holder.allowed);
+    struct queued_release release = {"acquire-holder", 300, false};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, release_once_queued, &release) == 0);
+    struct llmlimit_requirement requirement = {"c:wait-acquire", 1};
+    struct llmlimit_reserve_request request = {"acquire-waiter", &requirement, 1, NULL};
+    struct llmlimit_wait_options wait = {.wait_ms = LLMLIMIT_WAIT_MS_MAX, .priority = 1};
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = llmlimit_acquire_wait(client, &request, &wait, 20000, &result, &waited, &status);
+    pthread_join(thread, NULL);
+    CHECK(release.queued);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(result.allowed);
+    /* The server held the first request until the slot freed: no client
+     * retry, no second lease id. */
+    CHECK_EQ_I64(status.attempts, 1);
+    CHECK_STR(result.lease_id, "acquire-waiter");
+    CHECK(waited.waited_ms > 0);
+    CHECK_EQ_U64(reserved_now("c:wait-acquire"), 1);
+    llmlimit_release(client, "acquire-waiter", 2000, NULL);
+}
+
+static const char *llmlimitd_binary;
+
+struct background_reserve {
+    struct llmlimit_client *on;
+    struct llmlimit_reserve_request request;
+    struct llmlimit_wait_options wait;
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    int rc;
+};
+
+static void *reserve_in_background(void *argument)
+{
+    struct background_reserve *call = argument;
+    call->rc = llmlimit_reserve_wait(call->on, &call->request, &call->wait, 0, &call->result,
+                                     &call->waited, NULL);
+    return NULL;
+}
+
+static void test_queue_full_reported_by_the_server(void)
+{
+    struct server_process small;
+    const char *const args[] = {"--max-waiters", "1", NULL};
+    REQUIRE(server_process_start(&small, llmlimitd_binary, "memory", args) == 0);
+    struct llmlimit_client *on = NULL;
+    REQUIRE(llmlimit_client_new(small.url, NULL, NULL, &on) == 0);
+    struct llmlimit_limit_definition slot = {
+        .key = "q:slot", .kind = "concurrency", .capacity = 1, .timeout_seconds = 30};
+    REQUIRE(llmlimit_limit_put(on, &slot, NULL, NULL) == 0);
+    struct llmlimit_requirement requirement = {"q:slot", 1};
+    struct llmlimit_reserve_request holder = {"q-holder", &requirement, 1, NULL};
+    struct llmlimit_reserve_result held;
+    REQUIRE(llmlimit_reserve(on, &holder, 2000, &held, NULL) == 0 && held.allowed);
+    /* One waiter fills the queue of one... */
+    struct background_reserve first = {
+        .on = on, .request = {"q-first", &requirement, 1, NULL}, .wait = {10000, 5}};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, reserve_in_background, &first) == 0);
+    CHECK(wait_queued(on, 1));
+    /* ...so the next is answered at once, denied, and told why. */
+    struct llmlimit_reserve_request second = {"q-second", &requirement, 1, NULL};
+    struct llmlimit_wait_options wait = {.wait_ms = 5000, .priority = 0};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    CHECK_EQ_I64(llmlimit_reserve_wait(on, &second, &wait, 0, &result, &waited, NULL), 0);
+    CHECK(!result.allowed);
+    CHECK(waited.queue_full);
+    CHECK_EQ_I64(waited.waited_ms, 0);
+    CHECK_EQ_I64(llmlimit_release(on, "q-holder", 2000, NULL), 0);
+    pthread_join(thread, NULL);
+    CHECK_EQ_I64(first.rc, 0);
+    CHECK(first.result.allowed); /* the waiter got the slot */
+    CHECK(!first.waited.queue_full);
+    llmlimit_client_free(on);
+    CHECK_EQ_I64(server_process_stop(&small), 0);
+}
+
 static void test_batches_answer_per_item(void)
 {
     REQUIRE(put_limit("c:batch", "rolling", 25, 60) == 0);
@@ -416,6 +603,15 @@ int main(int argc, char **argv)
         "acquire returns DEADLINE with the last denial when the hold stays");
     RUN(test_acquire_returns_at_once_on_definitive_errors,
         "acquire does not wait on unknown_limit_key or exceeds_capacity");
+    RUN(test_reserve_wait_admitted_when_the_hold_is_released,
+        "a reserve waiting 5 s on a held slot is admitted when it is released, holding only it");
+    RUN(test_reserve_wait_denied_at_its_deadline,
+        "a reserve waiting 1 s on a slot kept held is denied after waiting at least 1 s");
+    RUN(test_acquire_wait_admitted_by_its_first_request,
+        "acquire_wait is admitted by the server when the slot frees, in one request");
+    llmlimitd_binary = server_binary(argc, argv);
+    RUN(test_queue_full_reported_by_the_server,
+        "past --max-waiters the server's x-llmlimit-queue: full is reported, no wait");
     RUN(test_batches_answer_per_item, "reserve and complete batches give one result per item");
     RUN(test_admin_calls_round_trip, "limit put/get/list/delete and usage round-trip");
     RUN(test_one_client_is_safe_across_threads,

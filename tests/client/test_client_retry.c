@@ -330,6 +330,334 @@ static void test_sequential_calls_reuse_one_connection(void)
     CHECK_EQ_U64(atomic_load(&fake.connections), 1);
 }
 
+/* ---- waiting on the server (llmlimit_reserve_wait, llmlimit_acquire_wait) ---- */
+
+#define WAIT_STEPS_MAX 8
+#define HOLD_ALL_WAIT (-1) /* hold the answer for the wait_ms the request asked */
+
+/* How the fake server answers the n-th reserve (the last step repeats). */
+struct wait_step {
+    int status;      /* 200, or 503 backend_error */
+    bool allowed;    /* of a 200 */
+    int64_t hold_ms; /* sleep before answering; HOLD_ALL_WAIT: the wait asked */
+    bool queue_full; /* send "x-llmlimit-queue: full" */
+    int64_t retry_after_ms;
+};
+
+struct wait_scenario {
+    struct wait_step steps[WAIT_STEPS_MAX];
+    uint32_t step_count;
+    int64_t started_ms; /* the test's clock when its call began */
+    uint32_t seen;
+    int64_t received_ms[WAIT_STEPS_MAX]; /* since started_ms */
+    int64_t answered_ms[WAIT_STEPS_MAX]; /* since started_ms, after the hold */
+    int64_t wait_ms[WAIT_STEPS_MAX];     /* -1: the field was absent */
+    int64_t priority[WAIT_STEPS_MAX];    /* -1: the field was absent */
+    char lease_ids[WAIT_STEPS_MAX][LLMLIMIT_LEASE_ID_LENGTH_MAX + 1];
+};
+
+static int64_t body_integer(const json_t *body, const char *name)
+{
+    const json_t *value = json_object_get(body, name);
+    return json_is_integer(value) ? (int64_t)json_integer_value(value) : -1;
+}
+
+static void wait_record(struct wait_scenario *scenario, const struct fake_request *request,
+                        uint32_t slot)
+{
+    scenario->received_ms[slot] = now_ms() - scenario->started_ms;
+    json_t *body = json_loads(request->body, 0, NULL);
+    scenario->wait_ms[slot] = body_integer(body, "wait_ms");
+    scenario->priority[slot] = body_integer(body, "priority");
+    const char *lease_id = json_string_value(json_object_get(body, "lease_id"));
+    snprintf(scenario->lease_ids[slot], sizeof(scenario->lease_ids[slot]), "%s",
+             lease_id ? lease_id : "");
+    json_decref(body);
+}
+
+/* A server that waits as llmlimitd does: it holds the answer, then says
+ * how long it waited. */
+static enum fake_action wait_handler(void *context, const struct fake_request *request, int *status,
+                                     char *body, size_t size)
+{
+    struct wait_scenario *scenario = context;
+    uint32_t slot = scenario->seen < WAIT_STEPS_MAX ? scenario->seen : WAIT_STEPS_MAX - 1;
+    scenario->seen++;
+    wait_record(scenario, request, slot);
+    uint32_t index = slot < scenario->step_count ? slot : scenario->step_count - 1;
+    const struct wait_step *step = &scenario->steps[index];
+    int64_t hold = step->hold_ms == HOLD_ALL_WAIT ? scenario->wait_ms[slot] : step->hold_ms;
+    if (hold > 0) {
+        struct timespec pause = {.tv_sec = hold / 1000, .tv_nsec = (hold % 1000) * 1000000};
+        nanosleep(&pause, NULL);
+    }
+    scenario->answered_ms[slot] = now_ms() - scenario->started_ms;
+    if (step->queue_full)
+        snprintf(request->answer_headers, FAKE_HEADERS_BYTES_MAX, "x-llmlimit-queue: full\r\n");
+    *status = step->status;
+    if (step->status != 200) {
+        snprintf(body, size, "{\"error\":\"backend_error\"}");
+        return FAKE_ANSWER;
+    }
+    snprintf(body, size,
+             "{\"allowed\":%s,\"retry_after_ms\":%lld,\"reserved_at_unix_ms\":%d,"
+             "\"expires_at_unix_ms\":%d,\"error\":\"\",\"denied_keys\":%s,\"waited_ms\":%lld}",
+             step->allowed ? "true" : "false", (long long)step->retry_after_ms,
+             step->allowed ? 5 : 0, step->allowed ? 60005 : 0, step->allowed ? "[]" : "[\"k\"]",
+             (long long)(hold > 0 ? hold : 0));
+    return FAKE_ANSWER;
+}
+
+/* Runs one reserve_wait (acquire: acquire_wait) against a fake server
+ * playing scenario, with the given attempt timeout. */
+static int run_wait_call(struct wait_scenario *scenario, bool acquire, int64_t attempt_timeout_ms,
+                         const struct llmlimit_wait_options *wait, int64_t timeout_ms,
+                         struct llmlimit_reserve_result *result,
+                         struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    struct fake_server fake;
+    if (fake_server_start(&fake, wait_handler, scenario) != 0)
+        return -100;
+    struct llmlimit_client *client = client_for(fake.url, attempt_timeout_ms);
+    struct llmlimit_requirement requirement = {"k", 1};
+    struct llmlimit_reserve_request request = {"wait-lease-1", &requirement, 1, NULL};
+    scenario->started_ms = now_ms();
+    int rc =
+        acquire ? llmlimit_acquire_wait(client, &request, wait, timeout_ms, result, waited, status)
+                : llmlimit_reserve_wait(client, &request, wait, timeout_ms, result, waited, status);
+    fake_server_stop(&fake);
+    llmlimit_client_free(client);
+    return rc;
+}
+
+static void test_reserve_wait_sends_its_fields_and_reads_waited_ms(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .allowed = true, .hold_ms = 400};
+    scenario.step_count = 1;
+    struct llmlimit_wait_options wait = {.wait_ms = 3000, .priority = 2};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = run_wait_call(&scenario, false, 2000, &wait, 0, &result, &waited, &status);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(result.allowed);
+    CHECK_EQ_I64(waited.waited_ms, 400); /* the server's figure, read from the answer */
+    CHECK(!waited.queue_full);
+    REQUIRE(scenario.seen == 1);
+    CHECK_STR(scenario.lease_ids[0], "wait-lease-1");
+    CHECK_EQ_I64(scenario.priority[0], 2);
+    CHECK_EQ_I64(scenario.wait_ms[0], 3000); /* the first attempt asks for the whole wait */
+}
+
+static void test_plain_reserve_sends_no_wait_fields(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .allowed = true};
+    scenario.step_count = 1;
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited = {.waited_ms = 99, .queue_full = true};
+    struct llmlimit_wait_options defaults;
+    llmlimit_wait_options_defaults(&defaults);
+    CHECK_EQ_I64(defaults.wait_ms, 0);
+    CHECK_EQ_I64(defaults.priority, LLMLIMIT_PRIORITY_DEFAULT);
+    /* NULL options, and the defaults spelled out: the body of a plain reserve. */
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 2000, NULL, 0, &result, &waited, NULL), 0);
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 2000, &defaults, 0, &result, &waited, NULL), 0);
+    CHECK_EQ_I64(waited.waited_ms, 0);
+    CHECK(!waited.queue_full);
+    /* A priority alone is sent without a wait. */
+    struct llmlimit_wait_options urgent = {.wait_ms = 0, .priority = 0};
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 2000, &urgent, 0, &result, &waited, NULL), 0);
+    REQUIRE(scenario.seen == 3);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_I64(scenario.wait_ms[i], -1);
+    CHECK_EQ_I64(scenario.priority[0], -1);
+    CHECK_EQ_I64(scenario.priority[1], -1);
+    CHECK_EQ_I64(scenario.priority[2], 0);
+}
+
+static void test_reserve_wait_attempt_outlasts_the_wait(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    /* The server holds the answer for the whole wait asked, 1500 ms, longer
+     * than the 1000 ms one attempt gets: the attempt must not be cut. */
+    scenario.steps[0] = (struct wait_step){
+        .status = 200, .allowed = false, .hold_ms = HOLD_ALL_WAIT, .retry_after_ms = 250};
+    scenario.step_count = 1;
+    struct llmlimit_wait_options wait = {.wait_ms = 1500, .priority = 5};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = run_wait_call(&scenario, false, 1000, &wait, 0, &result, &waited, &status);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(!result.allowed); /* denied at the deadline, as the server said */
+    CHECK_EQ_I64(result.retry_after_ms, 250);
+    CHECK_EQ_I64(status.attempts, 1);
+    CHECK_EQ_I64(scenario.seen, 1);
+    CHECK(waited.waited_ms > 1000);
+    CHECK_EQ_I64(waited.waited_ms, scenario.wait_ms[0]);
+}
+
+static void test_reserve_wait_is_cut_to_the_deadline(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .allowed = true};
+    scenario.step_count = 1;
+    /* 5 s asked, 3 s given: the server may wait until one attempt timeout
+     * (1 s) before the deadline, no longer. */
+    struct llmlimit_wait_options wait = {.wait_ms = 5000, .priority = 5};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 1000, &wait, 3000, &result, &waited, NULL), 0);
+    REQUIRE(scenario.seen == 1);
+    CHECK(scenario.wait_ms[0] <= 2000);
+    CHECK(scenario.wait_ms[0] >= 2000 - scenario.received_ms[0]);
+}
+
+static void test_reserve_wait_retry_keeps_lease_and_asks_what_is_left(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 503, .hold_ms = 300};
+    scenario.steps[1] = (struct wait_step){.status = 200, .allowed = true, .hold_ms = 100};
+    scenario.step_count = 2;
+    struct llmlimit_wait_options wait = {.wait_ms = 4000, .priority = 7};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = run_wait_call(&scenario, false, 2000, &wait, 0, &result, &waited, &status);
+    CHECK_EQ_I64(rc, 0);
+    CHECK(result.allowed);
+    CHECK_EQ_I64(status.attempts, 2);
+    REQUIRE(scenario.seen == 2);
+    CHECK_STR(scenario.lease_ids[1], "wait-lease-1");
+    CHECK_EQ_I64(scenario.priority[1], 7);
+    /* The retry asks only for what is left of the 4 s: the call began before
+     * the first request came, the retry was sent after its answer. */
+    CHECK(scenario.wait_ms[1] <= 4000 - (scenario.answered_ms[0] - scenario.received_ms[0]));
+    CHECK(scenario.wait_ms[1] < scenario.wait_ms[0]);
+    CHECK_EQ_I64(waited.waited_ms, 100);
+}
+
+static void test_queue_full_is_reported(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .queue_full = true, .retry_after_ms = 40};
+    scenario.step_count = 1;
+    struct llmlimit_wait_options wait = {.wait_ms = 5000, .priority = 5};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 2000, &wait, 0, &result, &waited, NULL), 0);
+    CHECK(!result.allowed);
+    CHECK(waited.queue_full);
+    CHECK_EQ_I64(waited.waited_ms, 0);
+    /* acquire goes on after a full queue as after any denial: it sleeps
+     * retry_after_ms, then asks again, waiting, with a new lease id. */
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .queue_full = true, .retry_after_ms = 40};
+    scenario.steps[1] = (struct wait_step){.status = 200, .allowed = true, .hold_ms = 50};
+    scenario.step_count = 2;
+    struct llmlimit_status status;
+    CHECK_EQ_I64(run_wait_call(&scenario, true, 2000, &wait, 10000, &result, &waited, &status), 0);
+    CHECK(result.allowed);
+    CHECK(!waited.queue_full); /* the last answer */
+    CHECK_EQ_I64(waited.waited_ms, 50);
+    REQUIRE(scenario.seen == 2);
+    CHECK(strcmp(scenario.lease_ids[0], scenario.lease_ids[1]) != 0);
+    CHECK_STR(result.lease_id, scenario.lease_ids[1]);
+    CHECK(scenario.wait_ms[1] > 0);
+    CHECK(scenario.received_ms[1] - scenario.received_ms[0] >= 40); /* not before retry_after */
+}
+
+static void test_acquire_wait_asks_for_the_rest_of_its_deadline(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    /* Denied after holding the whole wait, then denied at once: acquire
+     * never asks for more than is left, and stops at its deadline. */
+    scenario.steps[0] =
+        (struct wait_step){.status = 200, .hold_ms = HOLD_ALL_WAIT, .retry_after_ms = 100};
+    scenario.steps[1] = (struct wait_step){.status = 200, .retry_after_ms = 100};
+    scenario.step_count = 2;
+    struct llmlimit_wait_options wait = {.wait_ms = LLMLIMIT_WAIT_MS_MAX, .priority = 5};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    int rc = run_wait_call(&scenario, true, 500, &wait, 2500, &result, &waited, &status);
+    CHECK_EQ_I64(rc, LLMLIMIT_ERR_DEADLINE);
+    CHECK(!result.allowed);
+    CHECK_EQ_I64(result.http_status, 200);
+    REQUIRE(scenario.seen >= 1);
+    /* the 2.5 s deadline less one attempt timeout for the answer */
+    CHECK(scenario.wait_ms[0] <= 2000);
+    CHECK(scenario.wait_ms[0] >= 2000 - scenario.received_ms[0]);
+    /* Later attempts wait no further than the first was allowed to: the call
+     * began before the first request came, each was sent after the last answer. */
+    int64_t wait_end_ms = scenario.received_ms[0] + 2000;
+    for (uint32_t i = 1; i < scenario.seen && i < WAIT_STEPS_MAX; i++) {
+        CHECK(strcmp(scenario.lease_ids[i], scenario.lease_ids[i - 1]) != 0);
+        CHECK(scenario.wait_ms[i] == -1 ||
+              scenario.wait_ms[i] <= wait_end_ms - scenario.answered_ms[i - 1]);
+    }
+}
+
+static void test_bad_wait_options_are_refused_before_sending(void)
+{
+    struct llmlimit_client *client = NULL;
+    REQUIRE(llmlimit_client_new("http://127.0.0.1:1", NULL, NULL, &client) == 0);
+    struct llmlimit_requirement requirement = {"k", 1};
+    struct llmlimit_reserve_request request = {"bad-wait", &requirement, 1, NULL};
+    struct llmlimit_reserve_result result;
+    struct llmlimit_wait_result waited;
+    struct llmlimit_status status;
+    const struct {
+        struct llmlimit_wait_options options;
+        const char *field;
+    } bad[] = {
+        {{.wait_ms = -1, .priority = 5}, "wait_ms: must be an integer 0..60000"},
+        {{.wait_ms = LLMLIMIT_WAIT_MS_MAX + 1, .priority = 5},
+         "wait_ms: must be an integer 0..60000"},
+        {{.wait_ms = 100, .priority = -1}, "priority: must be an integer 0..9"},
+        {{.wait_ms = 100, .priority = LLMLIMIT_PRIORITY_MAX + 1},
+         "priority: must be an integer 0..9"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ_I64(llmlimit_reserve_wait(client, &request, &bad[i].options, 100, &result, &waited,
+                                           &status),
+                     LLMLIMIT_ERR_INVALID_ARGUMENT);
+        CHECK_EQ_I64(status.attempts, 0);
+        CHECK_STR(status.error, bad[i].field);
+        CHECK_EQ_I64(llmlimit_acquire_wait(client, &request, &bad[i].options, 100, &result, &waited,
+                                           &status),
+                     LLMLIMIT_ERR_INVALID_ARGUMENT);
+        CHECK_EQ_I64(status.attempts, 0);
+        CHECK_STR(status.error, bad[i].field);
+    }
+    llmlimit_client_free(client);
+}
+
+static void test_wait_bounds_are_accepted(void)
+{
+    static struct wait_scenario scenario;
+    memset(&scenario, 0, sizeof(scenario));
+    scenario.steps[0] = (struct wait_step){.status = 200, .allowed = true};
+    scenario.step_count = 1;
+    struct llmlimit_wait_options most = {.wait_ms = LLMLIMIT_WAIT_MS_MAX,
+                                         .priority = LLMLIMIT_PRIORITY_MAX};
+    struct llmlimit_reserve_result result;
+    CHECK_EQ_I64(run_wait_call(&scenario, false, 2000, &most, 0, &result, NULL, NULL), 0);
+    CHECK(result.allowed);
+    REQUIRE(scenario.seen == 1);
+    CHECK_EQ_I64(scenario.wait_ms[0], LLMLIMIT_WAIT_MS_MAX);
+    CHECK_EQ_I64(scenario.priority[0], LLMLIMIT_PRIORITY_MAX);
+}
+
 static void test_lease_ids_are_uuidv7(void)
 {
     char first[LLMLIMIT_UUID_SIZE], second[LLMLIMIT_UUID_SIZE];
@@ -454,6 +782,24 @@ int main(int argc, char **argv)
     RUN(test_lease_ids_are_uuidv7, "lease ids are RFC 9562 UUIDv7 text, unique, time-ordered");
     RUN(test_invalid_arguments_are_caught_before_sending,
         "bad URLs, tokens, lease ids, amounts and counts fail before any request");
+    RUN(test_bad_wait_options_are_refused_before_sending,
+        "wait_ms outside 0..60000 and priority outside 0..9 fail before any request, naming "
+        "the field");
+    RUN(test_reserve_wait_sends_its_fields_and_reads_waited_ms,
+        "reserve_wait sends wait_ms and priority with its lease id and reads waited_ms");
+    RUN(test_plain_reserve_sends_no_wait_fields,
+        "a reserve without a wait sends neither field (a priority alone is sent)");
+    RUN(test_wait_bounds_are_accepted, "wait_ms 60000 and priority 9 are sent as they are");
+    RUN(test_reserve_wait_attempt_outlasts_the_wait,
+        "an attempt held for the whole wait is not cut by the attempt timeout: one attempt");
+    RUN(test_reserve_wait_is_cut_to_the_deadline, "a wait longer than the deadline allows is cut "
+                                                  "to leave one attempt timeout for the answer");
+    RUN(test_reserve_wait_retry_keeps_lease_and_asks_what_is_left,
+        "a 503 during a wait is retried with the same lease id, asking only what is left");
+    RUN(test_queue_full_is_reported,
+        "x-llmlimit-queue: full is reported; acquire sleeps retry_after and asks again");
+    RUN(test_acquire_wait_asks_for_the_rest_of_its_deadline,
+        "acquire_wait asks the server to wait for the rest of its deadline, never past it");
     if (server_process_start(&real, server_binary(argc, argv), "memory", NULL) != 0 ||
         llmlimit_client_new(real.url, NULL, NULL, &real_client) != 0) {
         fprintf(stderr, "cannot start llmlimitd\n");

@@ -23,7 +23,7 @@ function sleep(ms, signal) {
   });
 }
 
-function parseAnswer(status, text) {
+function parseAnswer(status, text, queueFull = false) {
   let body = null;
   try {
     body = text ? JSON.parse(text) : null;
@@ -32,7 +32,14 @@ function parseAnswer(status, text) {
   }
   const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
   const error = isObject ? String(body.error ?? '') : text.trim().slice(0, 200);
-  return { status, body: isObject ? body : null, error };
+  return { status, body: isObject ? body : null, error, queueFull };
+}
+
+/** The wait options of a reserve or acquire call, checked. */
+function waitOf(options) {
+  const wait = { waitMs: options.waitMs ?? 0, priority: options.priority ?? rules.PRIORITY_DEFAULT };
+  rules.checkWait(wait.waitMs, wait.priority);
+  return wait;
 }
 
 export class Client {
@@ -70,11 +77,19 @@ export class Client {
    * until a definitive answer or the deadline. Resolves to the answer,
    * allowed or denied; rejects with ApiError (400, 401, 409 lease_conflict)
    * or Unavailable (no definitive answer by the deadline).
+   *
+   * waitMs (0..60000): when denied for capacity, the server may hold the
+   * reserve that long and answer as soon as it fits (waitedMs says how long
+   * it waited, queueFull that it had too many waiters and answered at
+   * once); priority 0..9, 0 first (default 5), orders the waiters of a
+   * limit. Without deadlineMs the deadline is waitMs plus the client's;
+   * with one, the wait is cut to leave one attempt timeout before it.
    */
   async reserve(requirements, options = {}) {
-    const deadline = now() + (options.deadlineMs ?? this.deadlineMs);
+    const wait = waitOf(options);
+    const deadline = now() + (options.deadlineMs ?? this.deadlineMs + wait.waitMs);
     const leaseId = options.leaseId ?? rules.newLeaseId();
-    return this.#reserveOnce(requirements, leaseId, deadline, options);
+    return this.#reserveOnce(requirements, leaseId, deadline, options, wait);
   }
 
   /**
@@ -84,12 +99,18 @@ export class Client {
    * to fn's result; if fn throws, releases and rethrows. Without fn,
    * resolves to the Lease. Rejects with Denied if not allowed by the
    * deadline (or never can be), Unavailable, or ApiError.
+   *
+   * With waitMs > 0 each lease first waits on the server (up to waitMs and
+   * what the deadline leaves, less one attempt timeout) and is admitted the
+   * moment capacity frees, by priority then arrival.
    */
   async acquire(requirements, options = {}, fn = undefined) {
     if (typeof options === 'function') [fn, options] = [options, {}];
+    const wait = waitOf(options);
     const deadline = now() + (options.deadlineMs ?? this.acquireDeadlineMs);
     for (;;) {
-      const result = await this.#reserveOnce(requirements, rules.newLeaseId(), deadline, options);
+      const result = await this.#reserveOnce(requirements, rules.newLeaseId(), deadline, options,
+        wait);
       if (result.allowed) {
         const lease = new Lease(this, result, requirements);
         return fn ? lease.run(fn) : lease;
@@ -155,41 +176,55 @@ export class Client {
     this.#onWarning(message);
   }
 
-  async #reserveOnce(requirements, leaseId, deadline, options) {
+  async #reserveOnce(requirements, leaseId, deadline, options, wait) {
     const list = rules.entriesOf(requirements).map(([key, amount]) => ({ key, amount }));
     if (list.length === 0) throw new TypeError('requirements: at least one key is needed');
     const body = { lease_id: leaseId, requirements: list };
     const caller = options.caller ?? this.caller;
     if (caller) body.caller = caller;
-    const call = { method: 'POST', path: '/v1/reserve', body, admin: false };
+    if (wait.priority !== rules.PRIORITY_DEFAULT) body.priority = wait.priority;
+    const call = { method: 'POST', path: '/v1/reserve', body, admin: false, waitMs: wait.waitMs };
     const answer = await this.#request(call, deadline, undefined, leaseId, options.signal);
-    if (!('allowed' in answer)) {
-      throw new Unavailable('reserve: answer without "allowed"', leaseId, JSON.stringify(answer));
+    if (!('allowed' in answer.body)) {
+      throw new Unavailable('reserve: answer without "allowed"', leaseId, JSON.stringify(answer.body));
     }
-    return rules.reserveResult(leaseId, answer);
+    return rules.reserveResult(leaseId, answer.body, answer.queueFull);
   }
 
-  #finalize(method, path, body, options, admin = false, leaseId = undefined) {
+  async #finalize(method, path, body, options, admin = false, leaseId = undefined) {
     const deadline = now() + (options.deadlineMs ?? this.finalizeDeadlineMs);
-    const call = { method, path, body, admin };
-    return this.#request(call, deadline, rules.FINALIZE_ATTEMPTS_MAX, leaseId, options.signal);
+    const call = { method, path, body, admin, waitMs: 0 };
+    const answer = await this.#request(call, deadline, rules.FINALIZE_ATTEMPTS_MAX, leaseId,
+      options.signal);
+    return answer.body;
   }
 
   /**
-   * Attempts call until a definitive answer, the deadline, or attemptsMax
-   * attempts (undefined: only the deadline counts). The body is sent
-   * unchanged every time, so a reserve keeps its lease id.
+   * Attempts call until a definitive answer (resolved to whole: status,
+   * body, queueFull), the deadline, or attemptsMax attempts (undefined:
+   * only the deadline counts). The body is sent unchanged every time, so a
+   * reserve keeps its lease id; with call.waitMs each attempt asks the
+   * server to hold it (the whole wait first, then what is left of it) and
+   * is given that much more time.
    */
   async #request(call, deadline, attemptsMax, leaseId, signal) {
     let last;
+    const waitEnd = now() + call.waitMs;
     for (let attempt = 0; attemptsMax === undefined || attempt < attemptsMax;) {
-      const remainingMs = deadline - now();
+      const started = now();
+      const remainingMs = deadline - started;
       if (remainingMs <= 0) break;
-      const outcome = await this.#attempt(call, Math.min(this.attemptTimeoutMs, remainingMs), signal);
+      const leftMs = attempt === 0 ? call.waitMs : waitEnd - started;
+      const waitMs = rules.waitMsForAttempt(leftMs, deadline, this.attemptTimeoutMs, started);
+      const sent = waitMs > 0 ? { ...call, body: { ...call.body, wait_ms: waitMs } } : call;
+      // The server answers a waiting reserve only after its wait: an
+      // attempt cut before that would be retried for nothing.
+      const timeoutMs = Math.min(this.attemptTimeoutMs + waitMs, remainingMs);
+      const outcome = await this.#attempt(sent, timeoutMs, signal);
       if (outcome instanceof TransportError) {
         last = outcome;
       } else if (outcome.status === 200 && outcome.body !== null) {
-        return outcome.body;
+        return outcome;
       } else if (outcome.status !== 200 && !rules.RETRYABLE_STATUSES.has(outcome.status)) {
         throw new ApiError(outcome.status, outcome.error, outcome.body);
       } else {
@@ -221,7 +256,8 @@ export class Client {
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
         signal: controller.signal,
       });
-      return parseAnswer(response.status, await response.text());
+      const queueFull = (response.headers.get('x-llmlimit-queue') ?? '').trim().toLowerCase() === 'full';
+      return parseAnswer(response.status, await response.text(), queueFull);
     } catch (error) {
       signal?.throwIfAborted();
       const why = controller.signal.aborted ? `timed out after ${Math.round(timeoutMs)} ms` : 'failed';

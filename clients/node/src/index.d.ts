@@ -31,13 +31,24 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export interface ReserveOptions extends CallOptions {
+export interface WaitOptions {
+  /**
+   * 0..60000: when denied for capacity, the server may hold the reserve this
+   * long and answer as soon as it fits (default 0: answered at once).
+   * acquire: each lease may wait this long, never past the deadline.
+   */
+  waitMs?: number;
+  /** 0..9, 0 first (default 5): the order among the waiters of a limit. */
+  priority?: number;
+}
+
+export interface ReserveOptions extends CallOptions, WaitOptions {
   /** Use this lease id instead of a new UUIDv7 (1-128 of [A-Za-z0-9._:-]). */
   leaseId?: string;
   caller?: string;
 }
 
-export interface AcquireOptions extends CallOptions {
+export interface AcquireOptions extends CallOptions, WaitOptions {
   caller?: string;
 }
 
@@ -56,6 +67,10 @@ export interface ReserveResult {
   /** "", "unknown_limit_key: K", "limit_decreasing:K" or "exceeds_capacity:K". */
   error: string;
   deniedKeys: string[];
+  /** How long the server held this reserve before answering (0: at once). */
+  waitedMs: number;
+  /** The server's queue of waiters was full: denied at once, without waiting. */
+  queueFull: boolean;
 }
 
 export interface CompleteResult {

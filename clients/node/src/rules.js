@@ -34,6 +34,30 @@ export const RETRYABLE_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
 // (the server allows up to 2^63-1) cannot be sent from here.
 export const AMOUNT_MAX = Number.MAX_SAFE_INTEGER;
 
+// Waiting on the server (docs/semantics.md, "Waiting for capacity"): a
+// reserve may be held up to WAIT_MS_MAX until it fits; priority 0 goes first.
+export const WAIT_MS_MAX = 60_000;
+export const PRIORITY_MAX = 9;
+export const PRIORITY_DEFAULT = 5;
+
+/** The wait options of reserve and acquire, checked before sending. */
+export function checkWait(waitMs, priority) {
+  if (!Number.isInteger(waitMs)) throw new TypeError('waitMs: must be an integer 0..60000');
+  if (waitMs < 0 || waitMs > WAIT_MS_MAX) throw new RangeError('waitMs: must be an integer 0..60000');
+  if (!Number.isInteger(priority)) throw new TypeError('priority: must be an integer 0..9');
+  if (priority < 0 || priority > PRIORITY_MAX) throw new RangeError('priority: must be an integer 0..9');
+}
+
+/**
+ * What a waiting reserve asks the server for on one attempt: leftMs, what
+ * is left of its wait, cut so that the answer still has one attempt
+ * timeout before the deadline. 0 when it does not wait.
+ */
+export function waitMsForAttempt(leftMs, deadline, attemptTimeoutMs, nowMs) {
+  const ms = Math.floor(Math.min(leftMs, deadline - nowMs - attemptTimeoutMs));
+  return Math.max(0, Math.min(WAIT_MS_MAX, ms));
+}
+
 /** A new UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits. */
 export function newLeaseId() {
   const bytes = randomBytes(16);
@@ -80,7 +104,7 @@ export function checkActual(key, amount) {
   }
 }
 
-export function reserveResult(leaseId, body) {
+export function reserveResult(leaseId, body, queueFull = false) {
   return {
     allowed: body.allowed === true,
     leaseId,
@@ -89,6 +113,8 @@ export function reserveResult(leaseId, body) {
     expiresAtUnixMs: Number(body.expires_at_unix_ms ?? 0),
     error: String(body.error ?? ''),
     deniedKeys: Array.isArray(body.denied_keys) ? body.denied_keys.map(String) : [],
+    waitedMs: Number(body.waited_ms ?? 0),
+    queueFull,
   };
 }
 

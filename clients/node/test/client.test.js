@@ -179,3 +179,79 @@ test('32 concurrent acquires on 3 slots through one client: never more than 3 in
   assert.ok(peak <= 3 && peak >= 2, String(peak));
   assert.equal((await server.usageOf(key)).reserved, 0);
 });
+
+test('a reserve waiting 5 s on a held slot is admitted when it is released, holding only it', async () => {
+  const key = uniqueKey('conc');
+  await server.put(concurrency(key, 1));
+  const holder = (await client.reserve({ [key]: 1 })).leaseId;
+  const releaser = (async () => {
+    const queued = await server.waitQueued(1);
+    await sleep(300);
+    await client.release(holder);
+    return queued;
+  })();
+  const r = await client.reserve({ [key]: 1 }, { waitMs: 5000 });
+  assert.equal(await releaser, true);
+  assert.equal(r.allowed, true);
+  assert.ok(r.waitedMs > 0, String(r.waitedMs));
+  assert.equal(r.queueFull, false);
+  assert.equal((await server.usageOf(key)).reserved, 1);
+  await client.release(r.leaseId);
+  assert.equal((await server.usageOf(key)).reserved, 0);
+});
+
+test('a reserve waiting 1 s on a slot kept held is denied after waiting it all', async () => {
+  const key = uniqueKey('conc');
+  await server.put(concurrency(key, 1));
+  const holder = (await client.reserve({ [key]: 1 })).leaseId;
+  const r = await client.reserve({ [key]: 1 }, { waitMs: 1000 });
+  assert.equal(r.allowed, false);
+  assert.deepEqual([r.error, r.deniedKeys], ['', [key]]);
+  assert.ok(r.waitedMs >= 1000, String(r.waitedMs));
+  assert.ok(r.retryAfterMs > 0);
+  assert.equal((await server.usageOf(key)).reserved, 1);
+  await client.release(holder);
+});
+
+test('acquire with waitMs is admitted by its first request once the slot frees', async () => {
+  const key = uniqueKey('conc');
+  await server.put(concurrency(key, 1));
+  const holder = (await client.reserve({ [key]: 1 })).leaseId;
+  const proxy = await new FaultProxy(server).listen();
+  let result;
+  try {
+    const releaser = (async () => {
+      const queued = await server.waitQueued(1);
+      await sleep(300);
+      await client.release(holder);
+      return queued;
+    })();
+    result = await new Client(proxy.url).acquire({ [key]: 1 },
+      { deadlineMs: 10_000, waitMs: 10_000, priority: 1 }, async (lease) => lease.result);
+    assert.equal(await releaser, true);
+  } finally {
+    await proxy.close();
+  }
+  const bodies = proxy.bodies('/v1/reserve');
+  assert.equal(bodies.length, 1);
+  assert.equal(bodies[0].lease_id, result.leaseId);
+  assert.equal(bodies[0].priority, 1);
+  assert.ok(bodies[0].wait_ms > 0 && bodies[0].wait_ms <= 10_000);
+  assert.equal(result.allowed, true);
+  assert.ok(result.waitedMs > 0, String(result.waitedMs));
+  assert.equal((await server.usageOf(key)).reserved, 0);
+});
+
+test('an aborted waiting reserve leaves the server queue at once; nothing is held for it', async () => {
+  const key = uniqueKey('conc');
+  await server.put(concurrency(key, 1));
+  const holder = (await client.reserve({ [key]: 1 })).leaseId;
+  const controller = new AbortController();
+  const waiting = client.reserve({ [key]: 1 }, { waitMs: 20_000, signal: controller.signal });
+  assert.equal(await server.waitQueued(1), true);
+  controller.abort(new Error('caller gave up'));
+  await assert.rejects(waiting, /caller gave up/);
+  assert.equal(await server.waitQueued(0), true);
+  await client.release(holder);
+  assert.equal((await server.usageOf(key)).reserved, 0);
+});

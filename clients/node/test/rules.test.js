@@ -13,7 +13,11 @@ const denied = (error = '', retryAfterMs = 20) => ({ allowed: false,
   retry_after_ms: retryAfterMs, reserved_at_unix_ms: 0, expires_at_unix_ms: 0, error,
   denied_keys: ['k'] });
 
-/** A fetch answering from a script: [status, body] pairs or Error to throw. */
+/**
+ * A fetch answering from a script: [status, body, headers?, delayMs?] or an
+ * Error to throw. A delayed answer gives up, as fetch does, when the
+ * client's attempt timeout aborts it first.
+ */
 function scriptedFetch(script) {
   const calls = [];
   const fetch = async (url, init) => {
@@ -21,8 +25,17 @@ function scriptedFetch(script) {
     const next = script.shift();
     if (next === undefined) throw new Error('script exhausted');
     if (next instanceof Error) throw next;
-    const [status, body] = next;
-    return new Response(JSON.stringify(body), { status });
+    const [status, body, headers = {}, delayMs = 0] = next;
+    if (delayMs > 0) {
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, delayMs);
+        init.signal?.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(new DOMException('aborted', 'AbortError'));
+        }, { once: true });
+      });
+    }
+    return new Response(JSON.stringify(body), { status, headers });
   };
   return { fetch, calls };
 }
@@ -149,4 +162,80 @@ test('lease.run completes with actuals and releases on a throw', async () => {
   assert.deepEqual(calls.map((x) => x.url.replace('http://127.0.0.1:1', '')),
     ['/v1/reserve', '/v1/complete', '/v1/reserve', '/v1/release']);
   assert.deepEqual(calls[1].body.actuals, [{ key: 'k', actual_amount: 3 }]);
+});
+
+test('reserve with waitMs sends wait_ms and priority; the attempt outlasts the wait', async () => {
+  // The answer comes 300 ms in, after the 100 ms one attempt gets: the wait
+  // must extend the attempt, or it is cut and retried.
+  const { fetch, calls } = scriptedFetch([[200, { ...ALLOWED, waited_ms: 300 }, {}, 300]]);
+  const c = new Client('http://127.0.0.1:1', { fetch, onWarning() {}, attemptTimeoutMs: 100 });
+  const result = await c.reserve({ k: 1 }, { waitMs: 1000, priority: 2, leaseId: 'L1' });
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].body.wait_ms, 1000); // the first attempt asks for the whole wait
+  assert.equal(calls[0].body.priority, 2);
+  assert.equal(calls[0].body.lease_id, 'L1');
+  assert.deepEqual([result.allowed, result.waitedMs, result.queueFull], [true, 300, false]);
+});
+
+test('without a wait neither field is sent; a priority alone is', async () => {
+  const { fetch, calls } = scriptedFetch([[200, ALLOWED], [200, ALLOWED]]);
+  const c = client(fetch);
+  const plain = await c.reserve({ k: 1 });
+  await c.reserve({ k: 1 }, { priority: 0 });
+  assert.equal('wait_ms' in calls[0].body || 'priority' in calls[0].body, false);
+  assert.equal('wait_ms' in calls[1].body, false);
+  assert.equal(calls[1].body.priority, 0);
+  assert.deepEqual([plain.waitedMs, plain.queueFull], [0, false]);
+});
+
+test('x-llmlimit-queue: full is reported as queueFull on the denial', async () => {
+  const { fetch } = scriptedFetch([[200, denied('', 250), { 'x-llmlimit-queue': 'full' }]]);
+  const result = await client(fetch).reserve({ k: 1 }, { waitMs: 5000 });
+  assert.deepEqual([result.allowed, result.queueFull, result.waitedMs], [false, true, 0]);
+});
+
+test('a wait longer than the deadline allows is cut to leave one attempt timeout', async () => {
+  const { fetch, calls } = scriptedFetch([[200, ALLOWED]]);
+  const c = new Client('http://127.0.0.1:1', { fetch, onWarning() {}, attemptTimeoutMs: 1000 });
+  await c.reserve({ k: 1 }, { waitMs: 5000, deadlineMs: 3000 });
+  assert.ok(calls[0].body.wait_ms > 0 && calls[0].body.wait_ms <= 2000, String(calls[0].body.wait_ms));
+});
+
+test('a 503 during a wait is retried with the same lease id, asking no more than is left', async () => {
+  const { fetch, calls } = scriptedFetch([[503, { error: 'backend_error' }, {}, 50], [200, ALLOWED]]);
+  await client(fetch).reserve({ k: 1 }, { waitMs: 4000, priority: 7 });
+  assert.equal(calls.length, 2);
+  assert.equal(calls[0].body.lease_id, calls[1].body.lease_id);
+  assert.deepEqual(calls.map((x) => x.body.priority), [7, 7]);
+  assert.equal(calls[0].body.wait_ms, 4000);
+  assert.ok(calls[1].body.wait_ms <= 4000 - 50, String(calls[1].body.wait_ms));
+});
+
+test('acquire with waitMs waits on the server; after a denial a new lease waits again', async () => {
+  const { fetch, calls } = scriptedFetch([[200, denied('', 30)], [200, { ...ALLOWED, waited_ms: 12 }]]);
+  const lease = await client(fetch).acquire({ k: 1 }, { waitMs: 10_000, priority: 3 });
+  assert.equal(calls.length, 2);
+  assert.notEqual(calls[0].body.lease_id, calls[1].body.lease_id);
+  for (const call of calls) {
+    assert.ok(call.body.wait_ms > 0 && call.body.wait_ms <= 10_000);
+    assert.equal(call.body.priority, 3);
+  }
+  assert.equal(lease.result.waitedMs, 12);
+});
+
+test('waitMs outside 0..60000 and priority outside 0..9 reject before sending, naming the field', async () => {
+  const { fetch, calls } = scriptedFetch([]);
+  const c = client(fetch);
+  const bad = [
+    [{ waitMs: -1 }, RangeError, /^waitMs/], [{ waitMs: 60_001 }, RangeError, /^waitMs/],
+    [{ waitMs: 1.5 }, TypeError, /^waitMs/], [{ waitMs: '5' }, TypeError, /^waitMs/],
+    [{ priority: -1 }, RangeError, /^priority/], [{ priority: 10 }, RangeError, /^priority/],
+    [{ priority: 1.5 }, TypeError, /^priority/],
+  ];
+  for (const [options, type, field] of bad) {
+    await assert.rejects(c.reserve({ k: 1 }, options), (e) => e instanceof type && field.test(e.message));
+    await assert.rejects(c.acquire({ k: 1 }, options), (e) => e instanceof type && field.test(e.message));
+  }
+  assert.equal(calls.length, 0);
+  assert.doesNotThrow(() => rules.checkWait(rules.WAIT_MS_MAX, rules.PRIORITY_MAX));
 });

@@ -130,6 +130,24 @@ export class Server {
     if (status !== 200) throw new Error(`put ${definition.key}: ${status} ${JSON.stringify(body)}`);
   }
 
+  /** Reserves waiting for capacity now (llmlimit_wait_waiting in /metrics). */
+  async waiting() {
+    const text = await (await fetch(`${this.url}/metrics`)).text();
+    const match = /^llmlimit_wait_waiting (\d+)$/m.exec(text);
+    if (!match) throw new Error('llmlimit_wait_waiting missing from /metrics');
+    return Number(match[1]);
+  }
+
+  /** Resolves true once count reserves wait on the server, false after timeoutMs. */
+  async waitQueued(count, timeoutMs = 10_000) {
+    const deadline = performance.now() + timeoutMs;
+    while (performance.now() < deadline) {
+      if (await this.waiting() === count) return true;
+      await sleep(10);
+    }
+    return false;
+  }
+
   async usageOf(key) {
     const { status, body } = await this.request('GET', `/v1/usage/${encodeURIComponent(key)}`);
     if (status !== 200) throw new Error(`usage ${key}: ${status} ${JSON.stringify(body)}`);

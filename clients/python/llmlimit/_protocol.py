@@ -36,6 +36,12 @@ RETRY_AFTER_WAIT_S_MIN = 0.01
 
 AMOUNT_MAX = (1 << 63) - 1
 
+# Waiting on the server (docs/semantics.md, "Waiting for capacity"): a
+# reserve may be held up to WAIT_MS_MAX until it fits; priority 0 goes first.
+WAIT_MS_MAX = 60000
+PRIORITY_MAX = 9
+PRIORITY_DEFAULT = 5
+
 # Statuses whose outcome is unknown: retried with the same lease id. 503 is
 # llmlimitd's backend_error; the others come from proxies in between.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -86,6 +92,10 @@ class ReserveResult:
     expires_at_unix_ms: int = 0
     error: str = ""
     denied_keys: List[str] = field(default_factory=list)
+    # How long the server held this reserve before answering (0: at once).
+    waited_ms: int = 0
+    # The server's queue of waiters was full: denied at once, without waiting.
+    queue_full: bool = False
 
 
 class Denied(LlmlimitError):
@@ -146,6 +156,7 @@ class Response:
     status: int
     body: Any
     error: str
+    queue_full: bool = False  # it carried "x-llmlimit-queue: full"
 
 
 
@@ -190,7 +201,28 @@ def check_actual(key: str, amount: int) -> None:
         raise ValueError("actual amount for %r must be 0..%d" % (key, AMOUNT_MAX))
 
 
-def reserve_result(lease_id: str, body: Any) -> ReserveResult:
+def check_wait(wait_s: float, priority: int) -> None:
+    """The wait options of reserve and acquire, checked before sending."""
+    if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)):
+        raise TypeError("wait_s: must be a number of seconds 0..60")
+    if not 0 <= wait_s <= WAIT_MS_MAX / 1000:
+        raise ValueError("wait_s: must be 0..60 seconds (wait_ms 0..60000)")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError("priority: must be an integer 0..9")
+    if not 0 <= priority <= PRIORITY_MAX:
+        raise ValueError("priority: must be an integer 0..9")
+
+
+def wait_ms_for_attempt(left_s: float, deadline: float, attempt_timeout_s: float,
+                        now: float) -> int:
+    """What a waiting reserve asks the server for on this attempt: left_s,
+    what is left of its wait, cut so that the answer still has one attempt
+    timeout before the deadline. 0 when it does not wait."""
+    seconds = min(left_s, deadline - now - attempt_timeout_s)
+    return max(0, min(WAIT_MS_MAX, int(round(seconds * 1000, 6))))
+
+
+def reserve_result(lease_id: str, body: Any, queue_full: bool = False) -> ReserveResult:
     return ReserveResult(
         allowed=body.get("allowed") is True,
         lease_id=lease_id,
@@ -199,6 +231,8 @@ def reserve_result(lease_id: str, body: Any) -> ReserveResult:
         expires_at_unix_ms=int(body.get("expires_at_unix_ms") or 0),
         error=str(body.get("error") or ""),
         denied_keys=[str(k) for k in body.get("denied_keys") or []],
+        waited_ms=int(body.get("waited_ms") or 0),
+        queue_full=queue_full,
     )
 
 
@@ -227,17 +261,36 @@ def request_steps(call: Call, deadline: float, attempts_max: Optional[int],
     attempts (None: no count, only the deadline). Returns the 200 body;
     raises ApiError for a definitive error, Unavailable otherwise. The body
     is sent unchanged each time: a reserve keeps its lease id."""
+    response = yield from response_steps(call, deadline, attempts_max, lease_id)
+    return response.body
+
+
+def response_steps(call: Call, deadline: float, attempts_max: Optional[int],
+                   lease_id: Optional[str] = None, wait_s: float = 0):
+    """request_steps, returning the whole 200 Response. With wait_s, each
+    attempt asks the server to hold it (wait_ms: the whole wait first, then
+    what is left of it, see wait_ms_for_attempt) and is given that much
+    more time."""
     attempt = 0
     last: Any = None
+    wait_end = time.monotonic() + wait_s
     while attempts_max is None or attempt < attempts_max:
-        remaining_s = deadline - time.monotonic()
+        now = time.monotonic()
+        remaining_s = deadline - now
         if remaining_s <= 0:
             break
-        timeout_s = min(call.timeout_s, remaining_s)
-        outcome = yield Call(call.method, call.path, call.body, timeout_s, call.admin)
+        body = call.body
+        left_s = wait_s if attempt == 0 else wait_end - now
+        wait_ms = wait_ms_for_attempt(left_s, deadline, call.timeout_s, now)
+        if wait_ms > 0:
+            body = dict(call.body, wait_ms=wait_ms)
+        # The server answers a waiting reserve only after its wait: an
+        # attempt cut before that would be retried for nothing.
+        timeout_s = min(call.timeout_s + wait_ms / 1000, remaining_s)
+        outcome = yield Call(call.method, call.path, body, timeout_s, call.admin)
         if isinstance(outcome, Response):
             if outcome.status == 200 and isinstance(outcome.body, dict):
-                return outcome.body
+                return outcome
             if outcome.status not in RETRYABLE_STATUSES and outcome.status != 200:
                 raise ApiError(outcome.status, outcome.error, outcome.body)
             last = "HTTP %d %s" % (outcome.status, outcome.error)
@@ -251,38 +304,45 @@ def request_steps(call: Call, deadline: float, attempts_max: Optional[int],
 
 
 def reserve_steps(lease_id: str, requirements: Mapping[str, int], deadline: float,
-                  attempt_timeout_s: float, caller: Optional[str]):
-    """Reserve with the retry rules: the same lease id until a
-    definitive answer or the deadline. Returns a ReserveResult."""
+                  attempt_timeout_s: float, caller: Optional[str],
+                  wait_s: float = 0, priority: int = PRIORITY_DEFAULT):
+    """Reserve with the retry rules: the same lease id until a definitive
+    answer or the deadline. With wait_s, the server may hold it that long
+    (a retry asks only for what is left). Returns a ReserveResult."""
     body: Dict[str, Any] = {"lease_id": lease_id, "requirements": requirement_list(requirements)}
     if caller:
         body["caller"] = caller
+    if priority != PRIORITY_DEFAULT:
+        body["priority"] = priority
     call = Call("POST", "/v1/reserve", body, attempt_timeout_s)
-    answer = yield from request_steps(call, deadline, None, lease_id)
-    if "allowed" not in answer:
-        raise Unavailable("reserve: answer without \"allowed\"", lease_id, answer)
-    return reserve_result(lease_id, answer)
+    response = yield from response_steps(call, deadline, None, lease_id, wait_s)
+    if "allowed" not in response.body:
+        raise Unavailable("reserve: answer without \"allowed\"", lease_id, response.body)
+    return reserve_result(lease_id, response.body, response.queue_full)
 
 
 def acquire_steps(requirements: Mapping[str, int], deadline: float,
-                  attempt_timeout_s: float, caller: Optional[str]):
+                  attempt_timeout_s: float, caller: Optional[str],
+                  wait_s: float = 0, priority: int = PRIORITY_DEFAULT):
     """Reserve until allowed: after a capacity denial wait retry_after_ms
     (with jitter) and try again with a NEW lease id, since a denied lease
-    stays denied. Returns the allowed ReserveResult; raises Denied when the
-    deadline would pass first or the denial is permanent."""
+    stays denied. With wait_s > 0 each lease first waits on the server, up
+    to wait_s and what the deadline leaves. Returns the allowed
+    ReserveResult; raises Denied when the deadline would pass first or the
+    denial is permanent."""
     while True:
         result = yield from reserve_steps(new_lease_id(), requirements, deadline,
-                                          attempt_timeout_s, caller)
+                                          attempt_timeout_s, caller, wait_s, priority)
         if result.allowed:
             return result
         if not denial_is_temporary(result):
             raise Denied(result)
-        wait_s = retry_after_wait_s(result.retry_after_ms)
+        sleep_s = retry_after_wait_s(result.retry_after_ms)
         # The server says nothing can be admitted sooner: failing now beats
         # failing at the deadline after a pointless wait.
-        if time.monotonic() + wait_s >= deadline:
+        if time.monotonic() + sleep_s >= deadline:
             raise Denied(result)
-        yield Sleep(wait_s)
+        yield Sleep(sleep_s)
 
 
 def finalize_steps(path: str, body: Dict[str, Any], deadline: float,

@@ -6,6 +6,7 @@ back only after a complete response, so threads never share a connection.
 
 import http.client
 import json
+import socket
 import threading
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
@@ -22,6 +23,40 @@ USER_AGENT = "llmlimit-python/0.1"
 # server before this request: safe to resend at once on a new connection.
 _STALE_CONNECTION_ERRORS = (http.client.RemoteDisconnected, ConnectionResetError,
                             BrokenPipeError, ConnectionAbortedError)
+
+
+class Cancel:
+    """Lets another thread end an attempt in flight: cancel() shuts its
+    connection down, so the blocked attempt returns a TransportError and
+    the server sees the client leave (a waiting reserve leaves its queue)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            conn = self._conn
+        if conn is not None:
+            _shut(conn)
+
+    def _attach(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conn = conn
+            cancelled = self.cancelled
+        if cancelled:
+            _shut(conn)
+
+
+def _shut(conn: http.client.HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class Transport:
@@ -75,14 +110,15 @@ class Transport:
             headers["Authorization"] = "Bearer " + token
         return headers
 
-    def attempt(self, call: Call) -> Any:
+    def attempt(self, call: Call, cancel: Optional[Cancel] = None) -> Any:
         """Returns a Response, or a TransportError when there was no answer
-        (returned, not raised, so the retry rules see it as an outcome)."""
+        (returned, not raised, so the retry rules see it as an outcome).
+        cancel, when given, may end the attempt from another thread."""
         payload = None if call.body is None else json.dumps(call.body).encode()
         headers = self._headers(call.admin, payload is not None)
         conn, reused = self._take(call.timeout_s)
         try:
-            return self._exchange(conn, call, payload, headers)
+            return self._exchange(conn, call, payload, headers, cancel)
         except _STALE_CONNECTION_ERRORS as error:
             conn.close()
             if not reused:
@@ -92,17 +128,21 @@ class Transport:
             return TransportError("%s %s: %r" % (call.method, call.path, error))
         conn = self._new_connection(call.timeout_s)
         try:
-            return self._exchange(conn, call, payload, headers)
+            return self._exchange(conn, call, payload, headers, cancel)
         except (OSError, http.client.HTTPException, ValueError) as error:
             conn.close()
             return TransportError("%s %s: %r" % (call.method, call.path, error))
 
     def _exchange(self, conn: http.client.HTTPConnection, call: Call,
-                  payload: Optional[bytes], headers: Dict[str, str]) -> Response:
+                  payload: Optional[bytes], headers: Dict[str, str],
+                  cancel: Optional[Cancel] = None) -> Response:
         conn.request(call.method, self._prefix + call.path, body=payload, headers=headers)
+        if cancel is not None:
+            cancel._attach(conn)  # connected now: a cancel shuts it down
         reply = conn.getresponse()
         data = reply.read()
-        response = _response(reply.status, data)
+        queue_full = (reply.getheader("x-llmlimit-queue") or "").strip().lower() == "full"
+        response = _response(reply.status, data, queue_full)
         if reply.will_close:
             conn.close()
         else:
@@ -110,7 +150,7 @@ class Transport:
         return response
 
 
-def _response(status: int, data: bytes) -> Response:
+def _response(status: int, data: bytes, queue_full: bool = False) -> Response:
     text = data.decode("utf-8", "replace")
     try:
         body = json.loads(text) if text else None
@@ -123,4 +163,4 @@ def _response(status: int, data: bytes) -> Response:
     if status == 200 and not isinstance(body, dict):
         # A 200 we cannot read tells us nothing definitive.
         raise ValueError("HTTP 200 with a body that is not a JSON object")
-    return Response(status, body, error)
+    return Response(status, body, error, queue_full)

@@ -2,19 +2,45 @@
 
 Waits are asyncio sleeps; each HTTP attempt runs in the default executor
 on the shared keep-alive pool, bounded by the attempt timeout, so the event
-loop never blocks. Cancelling a call stops its retries at the next step.
+loop never blocks. An attempt the server holds (a waiting reserve) runs on
+the client's own threads instead, so that waiters never keep the complete
+or release that would end their wait out of the default executor.
+Cancelling a call stops its retries at the next step.
 """
 
 import asyncio
+import concurrent.futures
+import threading
 from typing import Any, Dict, Generator, List, Mapping, Optional
 
 from . import _protocol as p
 from ._protocol import CompleteResult, LlmlimitError, ReserveResult, Usage
+from ._transport import Cancel
 from .client import _ClientBase, _LeaseBase, _log_lost
+
+
+# Threads for attempts the server holds; a waiting reserve past this many at
+# once queues for a thread (never behind or in front of other calls).
+WAITING_ATTEMPTS_MAX = 256
 
 
 class AsyncClient(_ClientBase):
     """asyncio client. Safe to share between tasks (and threads)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        """See Client (the same arguments)."""
+        super().__init__(*args, **kwargs)
+        self._waiting: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._waiting_lock = threading.Lock()
+
+    def _executor_for(self, step: p.Call) -> Optional[concurrent.futures.Executor]:
+        if not isinstance(step.body, dict) or "wait_ms" not in step.body:
+            return None  # the default executor
+        with self._waiting_lock:
+            if self._waiting is None:
+                self._waiting = concurrent.futures.ThreadPoolExecutor(
+                    WAITING_ATTEMPTS_MAX, thread_name_prefix="llmlimit-wait")
+            return self._waiting
 
     async def _run(self, steps) -> Any:
         loop = asyncio.get_running_loop()
@@ -26,12 +52,32 @@ class AsyncClient(_ClientBase):
                     await asyncio.sleep(step.seconds)
                     outcome = None
                 else:
-                    outcome = await loop.run_in_executor(None, self._transport.attempt, step)
+                    outcome = await self._attempt(loop, step)
         except StopIteration as done:
             return done.value
 
+    async def _attempt(self, loop: asyncio.AbstractEventLoop, step: p.Call) -> Any:
+        """One attempt on an executor. Cancelling a held one (a waiting
+        reserve) closes its connection, so the server takes the reserve out
+        of its queue and holds nothing for it, instead of admitting a lease
+        nobody would release."""
+        executor = self._executor_for(step)
+        if executor is None:
+            return await loop.run_in_executor(None, self._transport.attempt, step)
+        cancel = Cancel()
+        future = loop.run_in_executor(executor, self._transport.attempt, step, cancel)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            cancel.cancel()
+            raise
+
     async def close(self) -> None:
         self._transport.close()
+        with self._waiting_lock:
+            waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.shutdown(wait=False)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -41,15 +87,19 @@ class AsyncClient(_ClientBase):
 
     async def reserve(self, requirements: Mapping[str, int],
                       deadline_s: Optional[float] = None, *, lease_id: Optional[str] = None,
-                      caller: Optional[str] = None) -> ReserveResult:
+                      caller: Optional[str] = None, wait_s: float = 0,
+                      priority: int = p.PRIORITY_DEFAULT) -> ReserveResult:
         """See Client.reserve."""
-        return await self._run(self._reserve_steps(requirements, deadline_s, lease_id, caller))
+        steps = self._reserve_steps(requirements, deadline_s, lease_id, caller, wait_s, priority)
+        return await self._run(steps)
 
     def acquire(self, requirements: Mapping[str, int], deadline_s: Optional[float] = None, *,
-                caller: Optional[str] = None) -> "_Acquire":
+                caller: Optional[str] = None, wait_s: float = 0,
+                priority: int = p.PRIORITY_DEFAULT) -> "_Acquire":
         """See Client.acquire. Use `async with client.acquire(...) as lease`
         or `lease = await client.acquire(...)`."""
-        return _Acquire(self, requirements, deadline_s, caller)
+        p.check_wait(wait_s, priority)
+        return _Acquire(self, requirements, deadline_s, caller, wait_s, priority)
 
     async def complete(self, lease_id: str, actuals: Optional[Mapping[str, int]] = None,
                        deadline_s: Optional[float] = None) -> CompleteResult:
@@ -82,14 +132,14 @@ class AsyncClient(_ClientBase):
 class _Acquire:
     """What AsyncClient.acquire returns: awaitable and an async context."""
 
-    def __init__(self, client: AsyncClient, requirements, deadline_s, caller):
+    def __init__(self, client: AsyncClient, requirements, deadline_s, caller, wait_s, priority):
         self._client = client
-        self._args = (requirements, deadline_s, caller)
+        self._args = (requirements, deadline_s, caller, wait_s, priority)
         self._lease: Optional[AsyncLease] = None
 
     async def _acquire(self) -> "AsyncLease":
-        requirements, deadline_s, caller = self._args
-        steps = self._client._acquire_steps(requirements, deadline_s, caller)
+        requirements, deadline_s, caller, wait_s, priority = self._args
+        steps = self._client._acquire_steps(requirements, deadline_s, caller, wait_s, priority)
         result = await self._client._run(steps)
         self._lease = AsyncLease(self._client, result, requirements)
         return self._lease

@@ -46,15 +46,21 @@ class _ClientBase:
     def _deadline(self, deadline_s: Optional[float], default_s: float) -> float:
         return time.monotonic() + (default_s if deadline_s is None else deadline_s)
 
-    def _reserve_steps(self, requirements, deadline_s, lease_id, caller):
-        deadline = self._deadline(deadline_s, self.deadline_s)
+    def _reserve_steps(self, requirements, deadline_s, lease_id, caller, wait_s=0,
+                       priority=p.PRIORITY_DEFAULT):
+        p.check_wait(wait_s, priority)
+        # Without a deadline of its own, a waiting reserve gets the wait and
+        # then the usual deadline.
+        deadline = self._deadline(deadline_s, self.deadline_s + wait_s)
         return p.reserve_steps(lease_id or p.new_lease_id(), requirements, deadline,
-                               self.attempt_timeout_s, caller or self.caller)
+                               self.attempt_timeout_s, caller or self.caller, wait_s, priority)
 
-    def _acquire_steps(self, requirements, deadline_s, caller):
+    def _acquire_steps(self, requirements, deadline_s, caller, wait_s=0,
+                       priority=p.PRIORITY_DEFAULT):
+        p.check_wait(wait_s, priority)
         deadline = self._deadline(deadline_s, self.acquire_deadline_s)
         return p.acquire_steps(requirements, deadline, self.attempt_timeout_s,
-                               caller or self.caller)
+                               caller or self.caller, wait_s, priority)
 
     def _complete_steps(self, lease_id, actuals, deadline_s):
         body = {"lease_id": lease_id, "actuals": p.actual_list(actuals)}
@@ -111,29 +117,44 @@ class Client(_ClientBase):
         self.close()
 
     def reserve(self, requirements: Mapping[str, int], deadline_s: Optional[float] = None, *,
-                lease_id: Optional[str] = None, caller: Optional[str] = None) -> ReserveResult:
+                lease_id: Optional[str] = None, caller: Optional[str] = None,
+                wait_s: float = 0, priority: int = p.PRIORITY_DEFAULT) -> ReserveResult:
         """One reservation across every key in requirements (key -> amount),
         all or nothing. Retries with the same lease id on transport errors,
         timeouts and 503 until a definitive answer or deadline_s.
+
+        wait_s (0..60): when denied for capacity, the server may hold the
+        reserve up to that long and answer as soon as it fits (r.waited_ms
+        says how long it waited; r.queue_full that the server had too many
+        waiters and answered at once). priority 0..9, 0 first (default 5),
+        orders the waiters of a limit. Without deadline_s the deadline is
+        wait_s plus the client's; with one, the wait is cut to leave one
+        attempt timeout before it. ValueError/TypeError for bad values.
 
         Returns the answer, allowed or denied (r.error "" is a capacity
         denial; "unknown_limit_key: K" etc. are permanent). Raises ApiError
         for a definitive HTTP error (400, 401, 409 lease_conflict), and
         Unavailable when there was no definitive answer by the deadline."""
-        return self._run(self._reserve_steps(requirements, deadline_s, lease_id, caller))
+        steps = self._reserve_steps(requirements, deadline_s, lease_id, caller, wait_s, priority)
+        return self._run(steps)
 
     def acquire(self, requirements: Mapping[str, int], deadline_s: Optional[float] = None, *,
-                caller: Optional[str] = None) -> "Lease":
+                caller: Optional[str] = None, wait_s: float = 0,
+                priority: int = p.PRIORITY_DEFAULT) -> "Lease":
         """Reserves until allowed, waiting retry_after_ms after each capacity
         denial and using a new lease id each time. Returns a Lease, best used
         as a context manager: leaving the block completes with the actuals
         recorded by lease.actual(); an exception releases.
 
+        With wait_s > 0 each attempt waits on the server instead (up to
+        wait_s and what the deadline leaves, less one attempt timeout), and
+        is admitted the moment capacity frees, by priority then arrival.
+
         Raises Denied if not allowed by the deadline (or never can be),
         Unavailable if llmlimitd gave no definitive answer, ApiError for a
         definitive HTTP error."""
-        result = self._run(self._acquire_steps(requirements, deadline_s, caller))
-        return Lease(self, result, requirements)
+        steps = self._acquire_steps(requirements, deadline_s, caller, wait_s, priority)
+        return Lease(self, self._run(steps), requirements)
 
     def complete(self, lease_id: str, actuals: Optional[Mapping[str, int]] = None,
                  deadline_s: Optional[float] = None) -> CompleteResult:

@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,6 +55,24 @@ class Server(harness.Server):
         status, _, body = self.usage(key)
         assert status == 200, (status, body)
         return body
+
+    def waiting(self):
+        """Reserves waiting for capacity now (llmlimit_wait_waiting)."""
+        status, _, text = self.request("GET", "/metrics")
+        assert status == 200, (status, text)
+        for line in text.splitlines():
+            if line.startswith("llmlimit_wait_waiting "):
+                return int(line.split()[1])
+        raise AssertionError("llmlimit_wait_waiting missing from /metrics")
+
+    def wait_queued(self, count, timeout_s=10.0):
+        """Waits until count reserves wait on the server; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.waiting() == count:
+                return True
+            time.sleep(0.01)
+        return False
 
 
 def rolling(key, capacity, window_seconds=60):

@@ -175,6 +175,92 @@ class AcquireRulesTest(unittest.TestCase):
         self.assertEqual((len(calls), sleeps), (1, []))
 
 
+class WaitRulesTest(unittest.TestCase):
+    def test_wait_and_priority_sent_and_attempt_outlasts_the_wait(self):
+        """A waiting reserve sends wait_ms and priority, and its attempt timeout is the wait plus one attempt."""
+        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 3.0, 2)
+        _, calls, _ = drive(steps, [allowed()])
+        wait_ms = calls[0].body["wait_ms"]
+        self.assertEqual(wait_ms, 3000)  # the first attempt asks for the whole wait
+        self.assertEqual(calls[0].body["priority"], 2)
+        self.assertEqual(calls[0].body["lease_id"], "L1")
+        self.assertAlmostEqual(calls[0].timeout_s, 1.0 + wait_ms / 1000)
+
+    def test_no_wait_sends_neither_field(self):
+        """Without a wait, and at the default priority, the body is the plain reserve's."""
+        _, calls, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None), [allowed()])
+        self.assertNotIn("wait_ms", calls[0].body)
+        self.assertNotIn("priority", calls[0].body)
+        self.assertEqual(calls[0].timeout_s, 1.0)
+        _, calls, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 0, 0),
+                            [allowed()])
+        self.assertEqual(calls[0].body["priority"], 0)  # a priority alone is sent
+        self.assertNotIn("wait_ms", calls[0].body)
+
+    def test_waited_ms_and_queue_full_read(self):
+        """waited_ms comes from the answer, queue_full from its header."""
+        body = dict(allowed().body, waited_ms=420)
+        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 30.0, 5),
+                             [p.Response(200, body, "")])
+        self.assertEqual((result.allowed, result.waited_ms, result.queue_full), (True, 420, False))
+        full = p.Response(200, denied().body, "", queue_full=True)
+        result, _, _ = drive(p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 30.0, 5), [full])
+        self.assertEqual((result.allowed, result.waited_ms, result.queue_full), (False, 0, True))
+
+    def test_wait_cut_to_leave_an_attempt_before_the_deadline(self):
+        """5 s asked with 3 s left and 1 s attempts: the server is asked for at most 2 s."""
+        now = time.monotonic()
+        steps = p.reserve_steps("L1", {"k": 1}, now + 3.0, 1.0, None, 5.0, 5)
+        _, calls, _ = drive(steps, [allowed()])
+        self.assertTrue(0 < calls[0].body["wait_ms"] <= 2000)
+        self.assertLessEqual(calls[0].timeout_s, 3.0)
+
+    def test_retry_keeps_lease_and_asks_what_is_left(self):
+        """A 503 during a wait is retried with the same lease id and no more wait than before."""
+        steps = p.reserve_steps("L1", {"k": 1}, far(), 1.0, None, 4.0, 7)
+        outcomes = [p.Response(503, None, "backend_error"), allowed()]
+        _, calls, _ = drive(steps, outcomes)
+        self.assertEqual([c.body["lease_id"] for c in calls], ["L1", "L1"])
+        self.assertEqual([c.body["priority"] for c in calls], [7, 7])
+        self.assertLessEqual(calls[1].body["wait_ms"], calls[0].body["wait_ms"])
+
+    def test_acquire_waits_on_the_server_with_each_lease(self):
+        """acquire with wait_s asks the server to wait; after a denial a new lease waits again."""
+        steps = p.acquire_steps({"k": 1}, far(), 1.0, None, 10.0, 3)
+        result, calls, sleeps = drive(steps, [denied(retry_after_ms=30), allowed()])
+        self.assertTrue(result.allowed)
+        self.assertEqual(len(calls), 2)
+        self.assertNotEqual(calls[0].body["lease_id"], calls[1].body["lease_id"])
+        for call in calls:
+            self.assertTrue(0 < call.body["wait_ms"] <= 10000)
+            self.assertEqual(call.body["priority"], 3)
+        self.assertGreaterEqual(sleeps[0], 0.03)
+
+    def test_acquire_wait_never_past_its_deadline(self):
+        """acquire's wait is what the deadline leaves less one attempt timeout, capped at 60 s."""
+        now = time.monotonic()
+        _, calls, _ = drive(p.acquire_steps({"k": 1}, now + 4.0, 1.0, None, 60.0, 5),
+                            [allowed()])
+        self.assertTrue(0 < calls[0].body["wait_ms"] <= 3000)
+        _, calls, _ = drive(p.acquire_steps({"k": 1}, now + 600.0, 1.0, None, 60.0, 5),
+                            [allowed()])
+        self.assertEqual(calls[0].body["wait_ms"], p.WAIT_MS_MAX)
+
+    def test_bad_wait_options_refused(self):
+        """wait_s outside 0..60 and priority outside 0..9 (or of the wrong type) raise, naming the field."""
+        p.check_wait(0, 0)
+        p.check_wait(60, 9)
+        p.check_wait(0.25, 5)
+        for wait_s, priority, error, field in (
+                (-1, 5, ValueError, "wait_s"), (60.001, 5, ValueError, "wait_s"),
+                (True, 5, TypeError, "wait_s"), ("5", 5, TypeError, "wait_s"),
+                (1, -1, ValueError, "priority"), (1, 10, ValueError, "priority"),
+                (1, 1.5, TypeError, "priority"), (1, True, TypeError, "priority")):
+            with self.assertRaises(error) as raised:
+                p.check_wait(wait_s, priority)
+            self.assertTrue(str(raised.exception).startswith(field))
+
+
 class FinalizeRulesTest(unittest.TestCase):
     def test_bounded_attempts(self):
         """complete gives up with Unavailable after FINALIZE_ATTEMPTS_MAX failed attempts."""
