@@ -13,10 +13,13 @@ capacity"): wait_ms and priority on POST /v1/reserve, waited_ms in the answer.
 - bad wait_ms and priority are a 400 naming the field, and change nothing.
 
 Deadlines here are generous: they say what must happen eventually, never how fast.
-The backend comes from --backend (default memory)."""
+The backend comes from --backend (default memory; tigerbeetle on a throw-away
+single-replica cluster from TIGERBEETLE_BIN, skipped without it)."""
 
 import json
+import os
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -26,6 +29,22 @@ from harness import Server, backend_from_argv, binary_from_argv, wait_until
 
 BINARY = binary_from_argv()
 BACKEND = backend_from_argv()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tigerbeetle"))
+if BACKEND == "tigerbeetle" and not os.environ.get("TIGERBEETLE_BIN"):
+    print("SKIPPED: TIGERBEETLE_BIN is not set (tigerbeetle backend)")
+    sys.exit(77)
+
+
+def start_server(args):
+    """llmlimitd on BACKEND; on tigerbeetle with a fresh cluster, returned too."""
+    cluster = None
+    if BACKEND == "tigerbeetle":
+        from tb_cluster import Cluster  # noqa: E402
+        cluster = Cluster()
+        cluster.format()
+        cluster.start()
+        args = args + ["--tb-addresses", cluster.address, "--tb-sessions", "2"]
+    return Server(BINARY, backend=BACKEND, args=args).start(), cluster
 
 SLOT = "wait:slot"
 
@@ -77,12 +96,14 @@ def waiting(server):
 class Waiting(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(BINARY, backend=BACKEND, args=["--max-waiters", "50"]).start()
+        cls.server, cls.cluster = start_server(["--max-waiters", "50"])
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
         cls.server.cleanup()
+        if cls.cluster is not None:
+            cls.cluster.stop()
 
     def slot(self, capacity=1):
         """A fresh concurrency limit of this capacity; its key."""
@@ -312,9 +333,8 @@ class Shutdown(unittest.TestCase):
     def test_sigterm_answers_every_waiter(self):
         """5,000 reserves waiting up to 60 s: SIGTERM answers each, denied with
         retry_after_ms, and the server exits 0 well before the waits would end."""
-        server = Server(BINARY, backend=BACKEND,
-                        args=["--max-waiters", str(self.WAITERS),
-                              "--max-connections", str(2 * self.WAITERS)]).start()
+        server, cluster = start_server(["--max-waiters", str(self.WAITERS),
+                                        "--max-connections", str(2 * self.WAITERS)])
         socks = []
         try:
             key = "wait:shutdown"
@@ -356,6 +376,8 @@ class Shutdown(unittest.TestCase):
             for sock in socks:
                 sock.close()
             server.cleanup()
+            if cluster is not None:
+                cluster.stop()
 
 
 if __name__ == "__main__":

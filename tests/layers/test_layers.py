@@ -1,0 +1,136 @@
+"""The architecture as docs/architecture.md draws it, checked on the built
+objects: which file calls which is read from their symbols (nm), so nothing
+is taken on trust.
+
+- Folders call down the picture only: server over wire, http, wait and the
+  gateway; those over the backends; the backends over the TigerBeetle client;
+  everything over util and core. A call from a lower folder to a higher one
+  fails the test, naming the symbol.
+- Inside src/server, src/http, src/wire and src/wait no file calls in a
+  circle (a file calling another that calls it back, directly or round a
+  longer loop).
+
+Usage: test_layers.py BUILD_DIR"""
+
+import collections
+import glob
+import os
+import subprocess
+import sys
+import unittest
+
+BUILD = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else "build")
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
+
+# Higher calls lower; equal layers may not call each other.
+LAYERS = {
+    "core": 0, "util": 1, "tbclient": 2, "backend": 3,
+    "wait": 4, "gateway": 4, "http": 4,
+    "wire": 5,
+    "server": 6,
+}
+NO_CIRCLES = ("server", "http", "wire", "wait")
+
+
+def folder_of(unit):
+    return unit.split("/", 1)[0]
+
+
+def read_symbols():
+    """Each object file of src/ as "folder[/sub]/file": what it defines, what it uses."""
+    defined, used = {}, collections.defaultdict(set)
+    objects = glob.glob(os.path.join(BUILD, "src", "**", "CMakeFiles", "*.dir", "*.c.o"),
+                        recursive=True)
+    for path in objects:
+        relative = os.path.relpath(path, os.path.join(BUILD, "src"))
+        folder = relative.split("/CMakeFiles/")[0]
+        name = os.path.basename(path)[:-len(".c.o")]
+        if not os.path.exists(os.path.join(SOURCE, folder, name + ".c")):
+            continue  # generated (the console's assets), or left from a file since moved
+        unit = folder + "/" + name
+        out = subprocess.run(["nm", path], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDBR":
+                defined[parts[2]] = unit
+            elif len(parts) == 2 and parts[0] == "U":
+                used[unit].add(parts[1])
+    return defined, used
+
+
+def calls():
+    """unit -> {unit it calls: a symbol it uses there}."""
+    defined, used = read_symbols()
+    edges = collections.defaultdict(dict)
+    for unit, symbols in used.items():
+        for symbol in sorted(symbols):
+            target = defined.get(symbol)
+            if target is not None and target != unit:
+                edges[unit].setdefault(target, symbol)
+    return edges
+
+
+def circles(edges, units):
+    """Strongly connected groups of more than one unit among units."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in units:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(units):
+        if v not in index:
+            visit(v)
+    return found
+
+
+class Layers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.edges = calls()
+        if not cls.edges:
+            raise unittest.SkipTest("no object files under %s/src (build first)" % BUILD)
+
+    def test_folders_call_down_only(self):
+        """No call from a folder to one at its layer or above (docs/architecture.md)."""
+        upward = []
+        for unit, targets in sorted(self.edges.items()):
+            a = folder_of(unit)
+            for target, symbol in sorted(targets.items()):
+                b = folder_of(target)
+                if a == b or a not in LAYERS or b not in LAYERS:
+                    continue
+                if LAYERS[a] <= LAYERS[b]:
+                    upward.append("%s -> %s (%s)" % (unit, target, symbol))
+        self.assertEqual(upward, [], "calls that go up or across the picture")
+
+    def test_no_file_calls_in_a_circle(self):
+        """Inside src/server, src/http, src/wire and src/wait, no circle between files."""
+        units = {u for u in set(self.edges) | {t for ts in self.edges.values() for t in ts}
+                 if folder_of(u) in NO_CIRCLES}
+        self.assertEqual(circles(self.edges, units), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
