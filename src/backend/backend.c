@@ -1,7 +1,8 @@
 /* What every backend does the same way, written once: the common config's
  * defaults and checks, opening through the ops, filling results (definitive
- * errors, unknown outcomes, warnings), matching a retried reserve against
- * the lease it names, and the blocking wrappers over the asynchronous data
+ * errors, unknown outcomes, warnings), the precedence of the definitive
+ * errors, answering a retried reserve from the lease it names, the shape a
+ * put may not change, and the blocking wrappers over the asynchronous data
  * path. Each backend links this; none links another backend. */
 #include "backend.h"
 
@@ -120,6 +121,84 @@ bool requirements_match(const struct reserve_request *request, const struct leas
         item_of[i] = (uint8_t)j;
     }
     return true;
+}
+
+bool reserve_definitive_check(const struct reserve_request *request, const struct limit_view *views,
+                              int64_t decrease_retry_ms, struct reserve_result *result)
+{
+    uint32_t n = request->requirement_count;
+    assert(n >= 1);
+    assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
+    assert(decrease_retry_ms >= 1);
+    /* Three passes, so that the precedence is by error and not by where a
+     * requirement stands: any unknown key comes before any decrease. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!views[i].found) {
+            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
+            return false;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (views[i].decreasing) {
+            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
+            result->retry_after_ms = decrease_retry_ms;
+            return false;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        assert(request->requirements[i].amount >= 1);
+        assert(request->requirements[i].amount <= AMOUNT_MAX);
+        assert(views[i].capacity >= 1); /* a live limit holds a valid definition */
+        if (request->requirements[i].amount > views[i].capacity) {
+            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+void reserve_replay(const struct reserve_request *request, const struct lease_view *lease,
+                    struct reserve_result *result)
+{
+    assert(lease->state >= LEASE_VIEW_ALLOWED);
+    assert(lease->state <= LEASE_VIEW_DENIED);
+    assert(lease->item_count >= 1);
+    assert(lease->item_count <= REQUIREMENTS_PER_RESERVE_MAX);
+    reserve_result_clear(result);
+    uint8_t item_of[REQUIREMENTS_PER_RESERVE_MAX];
+    if (!requirements_match(request, lease->items, lease->item_count, item_of)) {
+        reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
+        return;
+    }
+    result->replayed = true;
+    result->finished = lease->state == LEASE_VIEW_COMPLETED || lease->state == LEASE_VIEW_RELEASED;
+    result->released = lease->state == LEASE_VIEW_RELEASED;
+    if (lease->state == LEASE_VIEW_DENIED) {
+        /* A recorded denial named at least one item. */
+        assert(lease->denied_items != 0);
+        assert(lease->retry_after_ms >= 1);
+        result->retry_after_ms = lease->retry_after_ms;
+        for (uint32_t i = 0; i < request->requirement_count; i++) {
+            if ((lease->denied_items >> item_of[i] & 1) != 0)
+                result->denied_index[result->denied_count++] = (uint8_t)i;
+        }
+        assert(result->denied_count >= 1);
+        return;
+    }
+    result->allowed = true;
+    result->reserved_at_unix_ms = lease->reserved_at_unix_ms;
+    result->expires_at_unix_ms = lease->expires_at_unix_ms;
+}
+
+enum backend_admin_result limit_reshape_check(const struct limit_definition *in_force,
+                                              const struct limit_definition *wanted)
+{
+    assert(strcmp(in_force->key, wanted->key) == 0);
+    if (in_force->kind != wanted->kind)
+        return BACKEND_ADMIN_KIND_CHANGED;
+    if (in_force->period != wanted->period)
+        return BACKEND_ADMIN_PERIOD_CHANGED;
+    return BACKEND_ADMIN_OK;
 }
 
 int backend_open(const struct backend_ops *ops, const struct backend_config *config,

@@ -2,30 +2,37 @@
  * The HTTP layer talks only to this; the conformance suite in
  * tests/conformance/ holds every backend to the same expectations.
  *
- * Rules every backend follows (docs/semantics.md):
+ * Rules every backend follows (docs/semantics.md); those that read the same
+ * on every backend are written once in backend.c, over a view the backend
+ * fills (struct limit_view, struct lease_view):
  * - The backend owns the live limit states (definition + status); the server
  *   persists them to limits.json from list_limits() after each change.
- * - reserve is all-or-nothing across its requirements. A capacity denial is
- *   recorded against the lease: the same lease_id with the same requirements
- *   gets the same denial again. Errors found before any capacity is touched
- *   (unknown_limit_key, limit_decreasing, exceeds_capacity) are not recorded.
- *   "Same requirements" means the same set of (key, amount) pairs, in any
- *   order; a different set for a known lease is RESULT_CONFLICT
- *   "lease_conflict".
+ * - reserve is all-or-nothing across its requirements. A known lease is
+ *   answered as before (reserve_replay): the same lease_id with the same
+ *   requirements gets the same answer again; "same requirements" means the
+ *   same set of (key, amount) pairs, in any order; a different set is
+ *   BACKEND_LEASE_CONFLICT. A capacity denial is recorded against the lease.
+ *   Errors found before any capacity is touched are not recorded:
+ *   BACKEND_UNKNOWN_LIMIT_KEY, then BACKEND_LIMIT_DECREASING, then
+ *   BACKEND_EXCEEDS_CAPACITY, in that order of precedence
+ *   (reserve_definitive_check).
  * - complete: concurrency holds are freed; rolling holds shrink (or grow, per
  *   overage) to the actual amount until their original expiry; budget holds
  *   commit the actual amount into the period they were reserved in, any part
  *   that does not fit is debt. Keys left out of the actuals settle at their
  *   reserved amount. A budget commit after the hold expired is charged and
- *   warned "commit_after_expiry:<key>". Completing twice is a no-op success;
- *   an unknown lease is success with reconciled=false; a released lease is
- *   RESULT_CONFLICT "already_finalized"; an actual whose key is not in the
- *   lease is RESULT_INVALID "actual_key_not_in_lease:<key>" and changes
- *   nothing.
+ *   warned BACKEND_WARNING_COMMIT_AFTER_EXPIRY. Completing twice is a no-op
+ *   success; an unknown lease is success with reconciled=false; a released
+ *   lease is BACKEND_ALREADY_FINALIZED; an actual whose key is not in the
+ *   lease is BACKEND_ACTUAL_KEY_NOT_IN_LEASE and changes nothing.
  * - release frees every hold of the lease. Twice (or an unknown lease) is a
- *   no-op success; after complete it is RESULT_CONFLICT "already_finalized".
+ *   no-op success; after complete it is BACKEND_ALREADY_FINALIZED.
  * - On any doubt (I/O error, lost connection) the answer is
- *   RESULT_UNAVAILABLE "backend_error" and nothing is freed.
+ *   BACKEND_UNAVAILABLE and nothing is freed.
+ * - Admin calls answer an enum backend_admin_result; a put that would change
+ *   the kind or period of a live limit is refused (limit_reshape_check).
+ * The wire text of every error and warning is written in one place,
+ * src/server/encode.c.
  *
  * Threading: every op may be called from any thread at the same time. */
 #ifndef LLMLIMIT_BACKEND_H
@@ -97,6 +104,25 @@ static inline bool backend_error_is_denial(enum backend_error error)
     return error == BACKEND_UNKNOWN_LIMIT_KEY || error == BACKEND_LIMIT_DECREASING ||
            error == BACKEND_EXCEEDS_CAPACITY;
 }
+
+/* How an admin call went (put_limit ... holds_scan in struct backend_ops),
+ * as the data path's enum backend_error says how a reserve went. The wire
+ * text and status of each (docs/api.md) are written in one place,
+ * src/server/encode.c. */
+enum backend_admin_result {
+    BACKEND_ADMIN_OK = 0,
+    BACKEND_ADMIN_UNKNOWN_KEY, /* no live limit has the key (404 unknown_limit_key) */
+    /* put, restore: the definition (or state) breaks a rule of
+     * limit_definition_validate (core), whose text names the field (400). */
+    BACKEND_ADMIN_INVALID,
+    /* put: the live limit is of another kind, or a budget of another period
+     * (400); state_out is the limit in force. */
+    BACKEND_ADMIN_KIND_CHANGED,
+    BACKEND_ADMIN_PERIOD_CHANGED,
+    BACKEND_ADMIN_TOO_MANY_LIMITS, /* put, restore: LIMITS_COUNT_MAX live limits (400) */
+    BACKEND_ADMIN_ALREADY_LOADED,  /* restore: the key is live already (memory, tigerbeetle) */
+    BACKEND_ADMIN_UNAVAILABLE,     /* the backend's storage failed: nothing changed (503) */
+};
 
 struct requirement {
     const char *key; /* NUL-terminated; length known valid */
@@ -643,9 +669,26 @@ int complete_result_warn(struct complete_result *result, enum backend_warning ki
 
 void release_result_unavailable(struct release_result *result);
 
+/* One limit a reserve names, as the backend found it under its lock: what
+ * the definitive errors are decided on. */
+struct limit_view {
+    bool found;        /* a live limit has the key (a deleted one is not found) */
+    bool decreasing;   /* LIMIT_DECREASING: a capacity decrease waits to apply */
+    uint64_t capacity; /* in force */
+};
+
+/* The definitive errors of a new reserve (docs/semantics.md, "Leases and
+ * idempotency"), views[i] being the limit of requirement i: an unknown key,
+ * then a decreasing limit (retry_after_ms is decrease_retry_ms), then an
+ * amount over the capacity; each names the first such requirement in
+ * request order. Returns true when none applies (result untouched), false
+ * with the error in result. Never looks at what is held. */
+bool reserve_definitive_check(const struct reserve_request *request, const struct limit_view *views,
+                              int64_t decrease_retry_ms, struct reserve_result *result);
+
 /* One requirement of a known lease, as the backend stored it. */
 struct lease_item_key {
-    const char *key;
+    const char *key; /* key_length bytes, not necessarily NUL-terminated */
     uint32_t key_length;
     uint64_t amount;
 };
@@ -655,5 +698,40 @@ struct lease_item_key {
  * requirement i. Keys are unique on both sides, so this is a bijection. */
 bool requirements_match(const struct reserve_request *request, const struct lease_item_key *items,
                         uint32_t item_count, uint8_t *item_of);
+
+enum lease_view_state {
+    LEASE_VIEW_ALLOWED = 1, /* holds live or expired, not yet completed or released */
+    LEASE_VIEW_COMPLETED,
+    LEASE_VIEW_RELEASED,
+    LEASE_VIEW_DENIED, /* denied for capacity (recorded) */
+};
+
+/* A known lease as the backend stored it: all a retry of its reserve is
+ * answered from. The items stay the backend's; they must outlive the call. */
+struct lease_view {
+    enum lease_view_state state;
+    const struct lease_item_key *items; /* its requirements, in any order */
+    uint32_t item_count;                /* 1..REQUIREMENTS_PER_RESERVE_MAX */
+    uint64_t denied_items;              /* DENIED: bit j set when items[j] did not fit */
+    int64_t reserved_at_unix_ms;        /* not DENIED */
+    int64_t expires_at_unix_ms;         /* not DENIED */
+    int64_t retry_after_ms;             /* DENIED */
+};
+
+/* Answers a reserve of a known lease (docs/semantics.md): the same set of
+ * (key, amount) pairs, in any order, gets the lease's answer again, marked
+ * replayed (denied_index in this request's order); another set is
+ * BACKEND_LEASE_CONFLICT. Clears the result first. */
+void reserve_replay(const struct reserve_request *request, const struct lease_view *lease,
+                    struct reserve_result *result);
+
+/* ---- Admin calls. */
+
+/* The refusal of a put that would change what a live limit is: its kind,
+ * or a budget's period (docs/semantics.md, "Capacity changes": delete it
+ * first). BACKEND_ADMIN_OK, BACKEND_ADMIN_KIND_CHANGED or
+ * BACKEND_ADMIN_PERIOD_CHANGED. Each backend calls it under its lock. */
+enum backend_admin_result limit_reshape_check(const struct limit_definition *in_force,
+                                              const struct limit_definition *wanted);
 
 #endif

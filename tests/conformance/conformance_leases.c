@@ -136,6 +136,47 @@ FIXTURE_TEST(definitive_errors_are_not_recorded)
     CHECK(RESERVE(f, "lease-3", {"rpm", 1}).allowed);
 }
 
+/* docs/semantics.md: unknown_limit_key, then limit_decreasing, then
+ * exceeds_capacity, whatever the order of the requirements that cause them;
+ * among requirements of one error, the first in request order. */
+FIXTURE_TEST(definitive_errors_have_one_precedence)
+{
+    REQUIRE(put_rolling(f, "rpm", 10, 60));
+    REQUIRE(put_rolling(f, "shrinking", 10, 60));
+    REQUIRE(put_budget(f, "usd", 100, PERIOD_MONTH, 60));
+    REQUIRE(reserve1(f, "held", "shrinking", 8));
+    struct limit_state state;
+    REQUIRE(put(f, rolling_limit("shrinking", 5, 60), &state, NULL) == 0);
+    REQUIRE(state.status == LIMIT_DECREASING); /* 8 held, 5 wanted */
+    /* An amount over one capacity and an unknown key: the unknown key. */
+    struct reservation r = RESERVE(f, "p1", {"rpm", 20}, {"nope", 1});
+    CHECK_EQ_I64(r.status, RESULT_OK);
+    CHECK(!r.allowed);
+    CHECK_STR(r.error, "unknown_limit_key: nope");
+    CHECK_EQ_I64(r.retry_after_ms, 0);
+    r = RESERVE(f, "p2", {"shrinking", 1}, {"usd", 1}, {"nope", 1});
+    CHECK_STR(r.error, "unknown_limit_key: nope");
+    /* A decreasing limit before an amount over another capacity. */
+    r = RESERVE(f, "p3", {"usd", 101}, {"rpm", 11}, {"shrinking", 1});
+    CHECK_STR(r.error, "limit_decreasing:shrinking");
+    CHECK(r.retry_after_ms >= 1);
+    /* The first of one kind in request order. */
+    CHECK_STR(RESERVE(f, "p4", {"rpm", 1}, {"gone", 1}, {"nope", 1}).error,
+              "unknown_limit_key: gone");
+    CHECK_STR(RESERVE(f, "p5", {"usd", 101}, {"rpm", 11}).error, "exceeds_capacity:usd");
+    CHECK_STR(RESERVE(f, "p6", {"rpm", 11}, {"usd", 101}).error, "exceeds_capacity:rpm");
+    /* None of them held anything. */
+    CHECK_EQ_U64(usage(f, "rpm").reserved, 0);
+    CHECK_EQ_U64(usage(f, "usd").reserved, 0);
+    CHECK_EQ_U64(usage(f, "shrinking").reserved, 8);
+    /* A known lease comes before all of them: it is answered as it was. */
+    REQUIRE(delete_limit(f, "shrinking") == 0);
+    struct reservation again = RESERVE(f, "held", {"shrinking", 8});
+    CHECK(again.allowed);
+    CHECK(again.replayed);
+    CHECK_STR(again.error, "");
+}
+
 FIXTURE_TEST(complete_twice_is_a_noop)
 {
     REQUIRE(put_rolling(f, "tpm", 100, 60));
@@ -345,6 +386,10 @@ const struct conformance_test lease_tests[] = {
     TEST_ENTRY(
         definitive_errors_are_not_recorded,
         "unknown_limit_key, exceeds_capacity and limit_decreasing are not recorded on the lease"),
+    TEST_ENTRY(definitive_errors_have_one_precedence,
+               "unknown_limit_key comes before limit_decreasing before exceeds_capacity whatever "
+               "the order of the requirements, the first of one kind in request order; a known "
+               "lease is replayed before any of them"),
     TEST_ENTRY(complete_twice_is_a_noop, "completing twice is a no-op success"),
     TEST_ENTRY(complete_unknown_lease_is_not_reconciled,
                "completing an unknown lease succeeds with reconciled=false"),

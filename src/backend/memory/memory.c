@@ -27,73 +27,60 @@ static bool key_is(const struct mem_limit *limit, const char *key, uint32_t key_
     return limit->node.key_length == key_length && memcmp(limit->node.key, key, key_length) == 0;
 }
 
-/* Same set of (key, amount) in any order; item_of maps request index to
- * lease item. */
-static bool same_requirements(const struct mem_lease *lease, const struct reserve_request *request,
-                              uint8_t *item_of)
+/* A known lease answers as before (backend.c holds the rule). */
+static void replay(const struct mem_lease *lease, const struct reserve_request *request,
+                   struct reserve_result *result)
 {
+    static const enum lease_view_state view_state[] = {
+        [MEM_LEASE_ACTIVE] = LEASE_VIEW_ALLOWED,
+        [MEM_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
+        [MEM_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
+        [MEM_LEASE_DENIED] = LEASE_VIEW_DENIED,
+    };
+    assert(lease->state >= MEM_LEASE_ACTIVE);
+    assert(lease->state <= MEM_LEASE_DENIED);
     struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t j = 0; j < lease->item_count; j++) {
         const struct mem_limit *limit = lease->items[j].limit;
         items[j] = (struct lease_item_key){limit->node.key, limit->node.key_length,
                                            lease->items[j].amount};
     }
-    return requirements_match(request, items, lease->item_count, item_of);
+    bool denied = lease->state == MEM_LEASE_DENIED;
+    struct lease_view view = {
+        .state = view_state[lease->state],
+        .items = items,
+        .item_count = lease->item_count,
+        .denied_items = lease->denied_items,
+        .reserved_at_unix_ms = lease->reserved_at_ms,
+        .expires_at_unix_ms = denied ? 0 : lease->expires_at_ms, /* a union with retry_after */
+        .retry_after_ms = denied ? lease->retry_after_ms : 0,
+    };
+    reserve_replay(request, &view, result);
 }
 
-static void replay(const struct mem_lease *lease, const uint8_t *item_of, uint32_t count,
-                   struct reserve_result *result)
-{
-    result->replayed = true;
-    result->finished = lease->state == MEM_LEASE_COMPLETED || lease->state == MEM_LEASE_RELEASED;
-    result->released = lease->state == MEM_LEASE_RELEASED;
-    if (lease->state == MEM_LEASE_DENIED) {
-        result->retry_after_ms = lease->retry_after_ms;
-        for (uint32_t i = 0; i < count; i++) {
-            if (lease->denied_items & (UINT64_C(1) << item_of[i]))
-                result->denied_index[result->denied_count++] = (uint8_t)i;
-        }
-        return;
-    }
-    result->allowed = true;
-    result->reserved_at_unix_ms = lease->reserved_at_ms;
-    result->expires_at_unix_ms = lease->expires_at_ms;
-}
-
-/* Definitive errors, found before any capacity is looked at; not recorded
- * against the lease. Unknown keys first, then decreasing limits, then
- * amounts that can never fit. */
+/* Finds the request's limits (a deleted one is NULL to reserves) and
+ * decides the definitive errors (backend.c), before any capacity is looked
+ * at. */
 static bool resolve(struct mem_backend *b, const struct reserve_request *request,
                     struct mem_limit **limits, struct reserve_result *result)
 {
     uint32_t n = request->requirement_count;
+    struct limit_view views[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t i = 0; i < n; i++) {
         const struct requirement *r = &request->requirements[i];
-        limits[i] = mem_limit_find(b, r->key, r->key_length);
-        if (limits[i] == NULL || limits[i]->deleted) {
-            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
-            return false;
-        }
+        struct mem_limit *limit = mem_limit_find(b, r->key, r->key_length);
+        if (limit != NULL && limit->deleted)
+            limit = NULL;
+        limits[i] = limit;
+        views[i] = (struct limit_view){.found = limit != NULL};
+        if (limit == NULL)
+            continue;
+        views[i].decreasing = limit->status == LIMIT_DECREASING;
+        views[i].capacity = limit->capacity;
         for (uint32_t j = 0; j < i; j++)
-            assert(limits[j] != limits[i]); /* keys are unique (the caller checks) */
+            assert(limits[j] != limit); /* keys are unique (the caller checks) */
     }
-    for (uint32_t i = 0; i < n; i++) {
-        if (limits[i]->status == LIMIT_DECREASING) {
-            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
-            result->retry_after_ms = b->decrease_retry_ms;
-            return false;
-        }
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const struct requirement *r = &request->requirements[i];
-        assert(r->amount >= 1);
-        assert(r->amount <= AMOUNT_MAX);
-        if (r->amount > limits[i]->capacity) {
-            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
-            return false;
-        }
-    }
-    return true;
+    return reserve_definitive_check(request, views, b->decrease_retry_ms, result);
 }
 
 static uint64_t budget_taken(const struct mem_period *period)
@@ -363,13 +350,7 @@ static void reserve_one(struct mem_backend *b, const struct reserve_request *req
         mem_limit_expire(b, limits[i], now_ms);
     struct mem_lease *lease = mem_lease_find(b, &key, now_ms);
     if (lease != NULL) {
-        reserve_result_clear(result); /* a known lease answers as before */
-        uint8_t item_of[REQUIREMENTS_PER_RESERVE_MAX];
-        if (same_requirements(lease, request, item_of)) {
-            replay(lease, item_of, n, result);
-        } else {
-            reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
-        }
+        replay(lease, request, result); /* whatever resolve found */
         return;
     }
     if (!resolved)

@@ -211,29 +211,23 @@ static void fingerprint(const struct reserve_request *request, char *out, size_t
     out[used] = '\0';
 }
 
-/* Errors that are not recorded against the lease (backend.h). */
+/* Errors that are not recorded against the lease, decided in backend.c on
+ * the limits as the mirror has them. */
 static bool definitive_error(struct sq_backend *backend, const struct reserve_request *request,
                              struct reserve_plan *plan, struct reserve_result *result)
 {
+    struct limit_view views[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t i = 0; i < request->requirement_count; i++) {
-        const struct requirement *r = &request->requirements[i];
-        struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, r->key);
+        struct sq_limit *limit =
+            sq_mirror_limit_by_key(&backend->mirror, request->requirements[i].key);
         plan->limits[i] = limit;
-        if (limit == NULL) {
-            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
-            return true;
-        }
-        if (limit->state.status == LIMIT_DECREASING) {
-            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
-            result->retry_after_ms = backend->config.decrease_retry_ms;
-            return true;
-        }
-        if (r->amount > limit->state.definition.capacity) {
-            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
-            return true;
+        views[i] = (struct limit_view){.found = limit != NULL};
+        if (limit != NULL) {
+            views[i].decreasing = limit->state.status == LIMIT_DECREASING;
+            views[i].capacity = limit->state.definition.capacity;
         }
     }
-    return false;
+    return !reserve_definitive_check(request, views, backend->config.decrease_retry_ms, result);
 }
 
 static uint64_t period_total(const struct sq_period *p)
@@ -360,45 +354,77 @@ static void denied_text(const struct reserve_request *request, const struct rese
     }
 }
 
-static void denied_parse(const char *text, const struct reserve_request *request,
-                         struct reserve_result *result)
+/* The lease's requirement set read back from its fingerprint ("<amount>
+ * <key>" lines, see fingerprint()): the items point into the text. Their
+ * number, or 0 when the text is not one (a damaged row). */
+static uint32_t fingerprint_items(const char *text, struct lease_item_key *items)
 {
-    result->denied_count = 0;
-    for (uint32_t i = 0; i < request->requirement_count; i++) {
-        const char *key = request->requirements[i].key;
-        size_t length = strlen(key);
-        for (const char *line = text; *line != '\0';) {
-            const char *end = strchr(line, '\n');
-            size_t line_length = end != NULL ? (size_t)(end - line) : strlen(line);
-            if (line_length == length && memcmp(line, key, length) == 0) {
-                result->denied_index[result->denied_count++] = (uint8_t)i;
-                break;
-            }
-            line = end != NULL ? end + 1 : line + line_length;
+    uint32_t count = 0;
+    for (const char *at = text; *at != '\0'; count++) {
+        if (count == REQUIREMENTS_PER_RESERVE_MAX)
+            return 0;
+        uint64_t amount = 0;
+        const char *digits = at;
+        for (; *at >= '0' && *at <= '9'; at++) {
+            uint64_t digit = (uint64_t)(*at - '0');
+            if (amount > (AMOUNT_MAX - digit) / 10)
+                return 0;
+            amount = amount * 10 + digit;
         }
+        const char *end = *at == ' ' ? strchr(at + 1, '\n') : NULL;
+        if (at == digits || amount == 0 || end == NULL || end == at + 1 ||
+            end - (at + 1) > LIMIT_KEY_LENGTH_MAX)
+            return 0;
+        items[count] = (struct lease_item_key){at + 1, (uint32_t)(end - (at + 1)), amount};
+        at = end + 1;
     }
+    return count;
 }
 
-/* Answers a known lease again, or lease_conflict. */
-static int replay(const struct sq_lease_rec *lease, const struct reserve_request *request,
-                  const char *fingerprint_text, struct reserve_result *result)
+/* The items the denied text ("<key>" lines) names, as bits. */
+static uint64_t denied_items(const char *text, const struct lease_item_key *items, uint32_t count)
 {
-    reserve_result_clear(result);
-    if (strcmp(lease->fingerprint, fingerprint_text) != 0) {
-        reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
-        return SQLITE_DONE;
+    assert(count <= REQUIREMENTS_PER_RESERVE_MAX);
+    uint64_t bits = 0;
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
+        for (uint32_t j = 0; j < count; j++) {
+            if (items[j].key_length == length && memcmp(items[j].key, line, length) == 0)
+                bits |= UINT64_C(1) << j;
+        }
+        line += end != NULL ? length + 1 : length;
     }
-    result->replayed = true;
-    result->finished = lease->state == SQ_LEASE_COMPLETED || lease->state == SQ_LEASE_RELEASED;
-    result->released = lease->state == SQ_LEASE_RELEASED;
-    if (lease->state == SQ_LEASE_DENIED) {
-        result->retry_after_ms = lease->retry_after_ms;
-        denied_parse(lease->denied, request, result);
-        return SQLITE_DONE;
-    }
-    result->allowed = true;
-    result->reserved_at_unix_ms = lease->reserved_at_ms;
-    result->expires_at_unix_ms = lease->expires_at_ms;
+    return bits;
+}
+
+/* Answers a known lease again, or lease_conflict (backend.c holds the
+ * rule); SQLITE_CORRUPT when its row cannot say what it was. */
+static int replay(const struct sq_lease_rec *lease, const struct reserve_request *request,
+                  struct reserve_result *result)
+{
+    static const enum lease_view_state view_state[] = {
+        [SQ_LEASE_ALLOWED] = LEASE_VIEW_ALLOWED,
+        [SQ_LEASE_DENIED] = LEASE_VIEW_DENIED,
+        [SQ_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
+        [SQ_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
+    };
+    assert(lease->state <= SQ_LEASE_RELEASED);
+    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
+    uint32_t count = fingerprint_items(lease->fingerprint, items);
+    bool denied = lease->state == SQ_LEASE_DENIED;
+    struct lease_view view = {
+        .state = view_state[lease->state],
+        .items = items,
+        .item_count = count,
+        .denied_items = denied ? denied_items(lease->denied, items, count) : 0,
+        .reserved_at_unix_ms = lease->reserved_at_ms,
+        .expires_at_unix_ms = lease->expires_at_ms,
+        .retry_after_ms = lease->retry_after_ms,
+    };
+    if (count == 0 || (denied && (view.denied_items == 0 || view.retry_after_ms < 1)))
+        return SQLITE_CORRUPT;
+    reserve_replay(request, &view, result);
     return SQLITE_DONE;
 }
 
@@ -539,7 +565,7 @@ static int reserve_run(struct sq_backend *backend, const struct reserve_request 
     fingerprint(request, plan->fingerprint, sizeof plan->fingerprint);
     int rc = sq_leases_find(backend, request->lease_id, rec);
     if (rc == SQLITE_ROW && !forgotten(backend, *rec, now_ms))
-        return replay(*rec, request, plan->fingerprint, result); /* answered as it was */
+        return replay(*rec, request, result); /* answered as it was */
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return rc;
     if (definitive_error(backend, request, plan, result)) {

@@ -31,84 +31,66 @@ static void answer_conflict(struct tb_job *job)
     tb_job_finish(job);
 }
 
-/* Same set of (key, amount) as the lease, in any order. */
-static bool same_requirements(const struct tb_lease *lease, const struct reserve_request *request,
-                              uint8_t *hold_of)
-{
-    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
-    for (uint32_t j = 0; j < lease->hold_count; j++) {
-        const struct tb_limit *limit = lease->holds[j].limit;
-        items[j] = (struct lease_item_key){limit->key, limit->key_length, lease->holds[j].amount};
-    }
-    return requirements_match(request, items, lease->hold_count, hold_of);
-}
-
-/* A known lease answers as before (lease lock held). */
+/* A known lease answers as before (lease lock held; backend.c holds the
+ * rule). */
 static void replay(const struct tb_lease *lease, const struct reserve_request *request,
                    struct reserve_result *result)
 {
+    static const enum lease_view_state view_state[] = {
+        [TB_LEASE_ALLOWED] = LEASE_VIEW_ALLOWED,
+        [TB_LEASE_DENIED] = LEASE_VIEW_DENIED,
+        [TB_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
+        [TB_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
+    };
     /* A lease nobody learned anything about is never left in the cache. */
     assert(lease->state != TB_LEASE_PENDING);
+    assert(lease->state <= TB_LEASE_RELEASED);
     assert(!lease->busy);
-    reserve_result_clear(result);
-    uint8_t hold_of[REQUIREMENTS_PER_RESERVE_MAX];
-    if (!same_requirements(lease, request, hold_of)) {
-        reserve_result_fail(result, BACKEND_LEASE_CONFLICT, 0);
-        return;
+    struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
+    uint64_t denied_items = 0;
+    for (uint32_t j = 0; j < lease->hold_count; j++) {
+        const struct tb_lease_hold *hold = &lease->holds[j];
+        items[j] = (struct lease_item_key){hold->limit->key, hold->limit->key_length, hold->amount};
+        if (hold->denied)
+            denied_items |= UINT64_C(1) << j;
     }
-    result->replayed = true;
-    result->finished = lease->state == TB_LEASE_COMPLETED || lease->state == TB_LEASE_RELEASED;
-    result->released = lease->state == TB_LEASE_RELEASED;
-    if (lease->state == TB_LEASE_DENIED) {
-        result->retry_after_ms = lease->retry_after_ms;
-        for (uint32_t i = 0; i < request->requirement_count; i++) {
-            if (lease->holds[hold_of[i]].denied)
-                result->denied_index[result->denied_count++] = (uint8_t)i;
-        }
-        return;
-    }
-    result->allowed = true;
-    result->reserved_at_unix_ms = lease->reserved_at_ms;
-    result->expires_at_unix_ms = lease->expires_at_ms;
+    struct lease_view view = {
+        .state = view_state[lease->state],
+        .items = items,
+        .item_count = lease->hold_count,
+        .denied_items = denied_items,
+        .reserved_at_unix_ms = lease->reserved_at_ms,
+        .expires_at_unix_ms = lease->expires_at_ms,
+        .retry_after_ms = lease->retry_after_ms,
+    };
+    reserve_replay(request, &view, result);
 }
 
-/* Definitive errors, before any capacity is touched and not recorded:
- * unknown keys, then decreasing limits, then amounts over the capacity
- * (the memory backend's order). Fills the job's holds, sorted by key.
- * Returns false with the error in result, or *park when a limit's
- * accounts are not in the cluster yet. */
+/* Definitive errors, before any capacity is touched and not recorded
+ * (decided in backend.c). Fills the job's holds, in request order (sorted
+ * by key later). Returns false with the error in result, or *park when a
+ * limit's accounts are not in the cluster yet. */
 static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bool *park)
 {
     const struct reserve_request *request = job->request;
-    struct reserve_result *result = job->result;
     uint32_t n = request->requirement_count;
     assert(n >= 1);
     assert(n <= REQUIREMENTS_PER_RESERVE_MAX);
     struct tb_limit *limits[REQUIREMENTS_PER_RESERVE_MAX];
-    bool ok = true;
+    struct limit_view views[REQUIREMENTS_PER_RESERVE_MAX];
     *park = false;
     pthread_rwlock_rdlock(&b->registry_lock);
-    for (uint32_t i = 0; ok && i < n; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         const struct requirement *r = &request->requirements[i];
         limits[i] = tb_registry_find(b, r->key, r->key_length);
-        if (limits[i] == NULL || limits[i]->deleted) {
-            reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
-            ok = false;
+        bool found = limits[i] != NULL && !limits[i]->deleted;
+        views[i] = (struct limit_view){.found = found};
+        if (found) {
+            views[i].decreasing = limits[i]->state.status == LIMIT_DECREASING;
+            views[i].capacity = limits[i]->state.definition.capacity;
         }
     }
-    for (uint32_t i = 0; ok && i < n; i++) {
-        if (limits[i]->state.status == LIMIT_DECREASING) {
-            reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
-            result->retry_after_ms = b->decrease_retry_ms;
-            ok = false;
-        }
-    }
-    for (uint32_t i = 0; ok && i < n; i++) {
-        if (request->requirements[i].amount > limits[i]->state.definition.capacity) {
-            reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
-            ok = false;
-        }
-    }
+    bool ok = reserve_definitive_check(request, views, b->decrease_retry_ms, job->result);
     for (uint32_t i = 0; ok && i < n; i++) {
         const struct limit_definition *d = &limits[i]->state.definition;
         struct tb_lease_hold *hold = &job->holds[i];
