@@ -89,7 +89,7 @@ static int put_limits(struct bench *b)
     d[2].period = PERIOD_MONTH;
     d[2].timeout_seconds = WINDOW_SECONDS;
     for (int i = 0; i < 3; i++) {
-        char error[256];
+        char error[256] = "";
         struct limit_state state;
         if (limit_definition_validate(&d[i], error, sizeof error) != 0 ||
             backend_put_limit(b->backend, &d[i], &state, error, sizeof error) != 0) {

@@ -109,7 +109,7 @@ static void put_limits(struct backend *backend)
     };
     for (int i = 0; i < 3; i++) {
         snprintf(d[i].key, sizeof d[i].key, "%s", keys[i]);
-        char error[256];
+        char error[256] = "";
         struct limit_state state;
         if (limit_definition_validate(&d[i], error, sizeof error) != 0 ||
             backend_put_limit(backend, &d[i], &state, error, sizeof error) != 0) {

@@ -235,7 +235,7 @@ static int put_limits(struct backend *backend)
         d.window_seconds = i < 2 ? 60 : 0;
         d.period = i < 2 ? PERIOD_NONE : PERIOD_MONTH;
         d.timeout_seconds = i < 2 ? 0 : 60;
-        char error[256];
+        char error[256] = "";
         struct limit_state state;
         if (limit_definition_validate(&d, error, sizeof error) != 0 ||
             backend_put_limit(backend, &d, &state, error, sizeof error) != 0) {

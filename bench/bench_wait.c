@@ -83,7 +83,7 @@ static int put_slots(struct bench *b, const char *key, uint64_t capacity)
     struct limit_definition d = {
         .kind = LIMIT_CONCURRENCY, .capacity = capacity, .timeout_seconds = 600};
     snprintf(d.key, sizeof d.key, "%s", key);
-    char error[256];
+    char error[256] = "";
     struct limit_state state;
     if (limit_definition_validate(&d, error, sizeof error) != 0 ||
         backend_put_limit(b->backend, &d, &state, error, sizeof error) != 0) {

@@ -130,3 +130,35 @@ struct release_outcome release_outcome_of(const struct release_result *result)
     error_text(r.error, result->error, NULL, 0);
     return r;
 }
+
+void admin_error_text(char *out, enum backend_admin_result result, const char *key,
+                      const struct limit_definition *wanted, const struct limit_state *in_force)
+{
+    switch (result) {
+    case BACKEND_ADMIN_OK:
+    case BACKEND_ADMIN_INVALID:
+        out[0] = '\0';
+        return;
+    case BACKEND_ADMIN_UNKNOWN_KEY:
+        snprintf(out, RESULT_ERROR_SIZE, "unknown_limit_key: %s", key);
+        return;
+    case BACKEND_ADMIN_KIND_CHANGED:
+        snprintf(out, RESULT_ERROR_SIZE, "kind: cannot change %s to %s; delete the limit first",
+                 limit_kind_name(in_force->definition.kind), limit_kind_name(wanted->kind));
+        return;
+    case BACKEND_ADMIN_PERIOD_CHANGED:
+        snprintf(out, RESULT_ERROR_SIZE, "period: cannot change %s to %s; delete the limit first",
+                 limit_period_name(in_force->definition.period), limit_period_name(wanted->period));
+        return;
+    case BACKEND_ADMIN_TOO_MANY_LIMITS:
+        snprintf(out, RESULT_ERROR_SIZE, "key: at most %d limits", LIMITS_COUNT_MAX);
+        return;
+    case BACKEND_ADMIN_ALREADY_LOADED:
+        snprintf(out, RESULT_ERROR_SIZE, "key: %s is already loaded", key);
+        return;
+    case BACKEND_ADMIN_UNAVAILABLE:
+        snprintf(out, RESULT_ERROR_SIZE, "backend_error");
+        return;
+    }
+    snprintf(out, RESULT_ERROR_SIZE, "?");
+}

@@ -59,4 +59,12 @@ struct release_outcome {
 
 struct release_outcome release_outcome_of(const struct release_result *result);
 
+/* The wire text of an admin call's failure (docs/api.md) into out
+ * (RESULT_ERROR_SIZE bytes): key is the key the call named, wanted and
+ * in_force what a put asked and the limit in force (KIND_CHANGED,
+ * PERIOD_CHANGED). "" for BACKEND_ADMIN_OK and BACKEND_ADMIN_INVALID, whose
+ * text is the validator's. */
+void admin_error_text(char *out, enum backend_admin_result result, const char *key,
+                      const struct limit_definition *wanted, const struct limit_state *in_force);
+
 #endif

@@ -201,6 +201,43 @@ enum backend_admin_result limit_reshape_check(const struct limit_definition *in_
     return BACKEND_ADMIN_OK;
 }
 
+enum backend_admin_result backend_put_limit(struct backend *backend,
+                                            const struct limit_definition *definition,
+                                            struct limit_state *state_out, char *error,
+                                            size_t error_size)
+{
+    struct limit_definition checked = *definition;
+    if (limit_definition_validate(&checked, error, error_size) != 0)
+        return BACKEND_ADMIN_INVALID;
+    struct limit_state ignored;
+    struct limit_state *out = state_out != NULL ? state_out : &ignored;
+    enum backend_admin_result result = backend->ops->put_limit(backend, &checked, out);
+    assert(result != BACKEND_ADMIN_INVALID);
+    assert(result != BACKEND_ADMIN_UNKNOWN_KEY);
+    assert(result != BACKEND_ADMIN_ALREADY_LOADED);
+    /* What is in force is the key's, taken or kept (a refused change). */
+    assert(result == BACKEND_ADMIN_TOO_MANY_LIMITS || result == BACKEND_ADMIN_UNAVAILABLE ||
+           strcmp(out->definition.key, checked.key) == 0);
+    return result;
+}
+
+enum backend_admin_result backend_restore_limit(struct backend *backend,
+                                                const struct limit_state *state, char *error,
+                                                size_t error_size)
+{
+    struct limit_state checked = *state;
+    if (limit_state_validate(state, &checked.definition, error, error_size) != 0)
+        return BACKEND_ADMIN_INVALID;
+    if (checked.status != LIMIT_DECREASING)
+        checked.pending_decrease_to = 0;
+    enum backend_admin_result result = backend->ops->restore_limit(backend, &checked);
+    assert(result != BACKEND_ADMIN_INVALID);
+    assert(result != BACKEND_ADMIN_UNKNOWN_KEY);
+    assert(result != BACKEND_ADMIN_KIND_CHANGED);
+    assert(result != BACKEND_ADMIN_PERIOD_CHANGED);
+    return result;
+}
+
 int backend_open(const struct backend_ops *ops, const struct backend_config *config,
                  const void *options, struct backend **out, char *error, size_t error_size)
 {

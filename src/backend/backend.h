@@ -422,32 +422,45 @@ struct backend_ops {
     /* Finishes in-flight work, flushes, frees. */
     void (*close)(struct backend *backend);
 
-    /* Admin, synchronous. put_limit creates or changes a validated
-     * definition and reports the resulting state: an increase applies at
-     * once; a rolling/concurrency decrease applies at once if what is free
-     * covers it, else the limit becomes LIMIT_DECREASING with
-     * pending_decrease_to (a later put at or above the capacity in force
-     * cancels it); a budget decrease applies at once. Changing the kind or
-     * the period of a live limit is -1 with "kind: ..."/"period: ..." in
-     * error (delete it first). Returns 0, -1 (refused: error says why), or
-     * -2 when the backend's storage did not take the change (error set;
-     * nothing changed). */
-    int (*put_limit)(struct backend *backend, const struct limit_definition *definition,
-                     struct limit_state *state_out, char *error, size_t error_size);
-    /* Loads a state from the registry at startup, as it was. 0, or -1/-2 as put_limit. */
-    int (*restore_limit)(struct backend *backend, const struct limit_state *state, char *error,
-                         size_t error_size);
-    /* 0, -1 if the key is unknown, -2 when the backend's storage did not
+    /* Admin, synchronous; each answers an enum backend_admin_result, whose
+     * wire text is written in src/server/encode.c. Callers go through the
+     * backend_* wrappers below, which check a definition or state first.
+     *
+     * put_limit creates or changes a definition (valid and normalised:
+     * limit_definition_validate) and reports the resulting state in
+     * state_out (never NULL): an increase applies at once; a
+     * rolling/concurrency decrease applies at once if what is free covers
+     * it, else the limit becomes LIMIT_DECREASING with pending_decrease_to
+     * (a later put at or above the capacity in force cancels it); a budget
+     * decrease applies at once. BACKEND_ADMIN_OK; KIND_CHANGED or
+     * PERIOD_CHANGED for a live limit of another kind or period
+     * (limit_reshape_check; state_out is the limit in force; delete it
+     * first); TOO_MANY_LIMITS; UNAVAILABLE when the backend's storage did
+     * not take the change (nothing changed). */
+    enum backend_admin_result (*put_limit)(struct backend *backend,
+                                           const struct limit_definition *definition,
+                                           struct limit_state *state_out);
+    /* Loads a state (valid and normalised: limit_state_validate, and
+     * pending_decrease_to 0 unless decreasing) from the registry at
+     * startup, as it was. OK, TOO_MANY_LIMITS, ALREADY_LOADED (a backend
+     * that does not keep limits across restarts, for a key loaded twice) or
+     * UNAVAILABLE. */
+    enum backend_admin_result (*restore_limit)(struct backend *backend,
+                                               const struct limit_state *state);
+    /* OK, UNKNOWN_KEY, or UNAVAILABLE when the backend's storage did not
      * take the change (the limit stays). Existing leases still complete. */
-    int (*delete_limit)(struct backend *backend, const char *key);
-    /* 0, or -1 if unknown. */
-    int (*get_limit)(struct backend *backend, const char *key, struct limit_state *out);
-    /* A new array of every live limit sorted by key; caller frees with free(). 0 or -1. */
-    int (*list_limits)(struct backend *backend, struct limit_state **out, size_t *count);
+    enum backend_admin_result (*delete_limit)(struct backend *backend, const char *key);
+    /* OK, UNKNOWN_KEY or UNAVAILABLE. */
+    enum backend_admin_result (*get_limit)(struct backend *backend, const char *key,
+                                           struct limit_state *out);
+    /* A new array of every live limit sorted by key; caller frees with
+     * free(). OK or UNAVAILABLE. */
+    enum backend_admin_result (*list_limits)(struct backend *backend, struct limit_state **out,
+                                             size_t *count);
     /* Usage at at_unix_ms (budgets: the period containing it; others: now).
-     * 0, -1 unknown key, -2 backend error. */
-    int (*usage)(struct backend *backend, const char *key, int64_t at_unix_ms,
-                 struct limit_usage *out);
+     * OK, UNKNOWN_KEY or UNAVAILABLE. */
+    enum backend_admin_result (*usage)(struct backend *backend, const char *key, int64_t at_unix_ms,
+                                       struct limit_usage *out);
 
     /* Background work, called at least once a second: expire holds, apply
      * pending decreases. Sets *limits_changed when a limit state changed (the
@@ -471,29 +484,33 @@ struct backend_ops {
     void (*stats)(struct backend *backend, struct backend_stats *out);
 
     /* Optional (NULL when the backend keeps no audit log). A new array,
-     * oldest first; caller frees with free(). 0, or -2 backend error. */
-    int (*events)(struct backend *backend, const struct event_query *query,
-                  struct backend_event **out, size_t *count);
+     * oldest first; caller frees with free(). OK or UNAVAILABLE. */
+    enum backend_admin_result (*events)(struct backend *backend, const struct event_query *query,
+                                        struct backend_event **out, size_t *count);
     /* Optional. Per-caller usage of one limit at at_unix_ms (the period
      * containing it for budgets), sorted by used + debt descending (then
-     * reserved descending, then caller); a new array the
-     * caller frees. 0, -1 unknown key, -2 backend error. */
-    int (*usage_by_caller)(struct backend *backend, const char *key, int64_t at_unix_ms,
-                           struct caller_usage **out, size_t *count);
+     * reserved descending, then caller); a new array the caller frees. OK,
+     * UNKNOWN_KEY or UNAVAILABLE. */
+    enum backend_admin_result (*usage_by_caller)(struct backend *backend, const char *key,
+                                                 int64_t at_unix_ms, struct caller_usage **out,
+                                                 size_t *count);
 
     /* The console (docs/console.md). limits_report: usage now of the
      * limits matching the query, sorted by key, at most query->limit of
      * them, each with its live holds; a new array the caller frees with
      * free(); *more is set when further limits match. A limit deleted while
-     * the page is read may be left out. 0, or -2 backend error. */
-    int (*limits_report)(struct backend *backend, const struct limits_query *query,
-                         struct limit_report **out, size_t *count, bool *more);
+     * the page is read may be left out. OK or UNAVAILABLE. */
+    enum backend_admin_result (*limits_report)(struct backend *backend,
+                                               const struct limits_query *query,
+                                               struct limit_report **out, size_t *count,
+                                               bool *more);
     /* Optional (NULL: the backend does not know who holds what). Calls
      * visit once for each live hold of the limit, at most max_holds times
-     * (*complete is false when holds were left unvisited). 0, -1 unknown
-     * key, -2 backend error. */
-    int (*holds_scan)(struct backend *backend, const char *key, uint64_t max_holds,
-                      hold_visit_fn visit, void *context, bool *complete);
+     * (*complete is false when holds were left unvisited). OK, UNKNOWN_KEY
+     * or UNAVAILABLE. */
+    enum backend_admin_result (*holds_scan)(struct backend *backend, const char *key,
+                                            uint64_t max_holds, hold_visit_fn visit, void *context,
+                                            bool *complete);
     /* true when limits_report's holds are only those made through this
      * llmlimitd (tigerbeetle: the cluster does not list pending transfers
      * by account), false when they are every hold of the limit. */
@@ -538,38 +555,42 @@ static inline void backend_close(struct backend *backend)
     backend->ops->close(backend);
 }
 
-static inline int backend_put_limit(struct backend *backend,
-                                    const struct limit_definition *definition,
-                                    struct limit_state *state_out, char *error, size_t error_size)
-{
-    return backend->ops->put_limit(backend, definition, state_out, error, error_size);
-}
+/* put_limit of the definition once limit_definition_validate took it
+ * (normalised); state_out may be NULL. BACKEND_ADMIN_INVALID with the
+ * field and rule in error (always NUL-terminated), or put_limit's result
+ * (error untouched). */
+enum backend_admin_result backend_put_limit(struct backend *backend,
+                                            const struct limit_definition *definition,
+                                            struct limit_state *state_out, char *error,
+                                            size_t error_size);
 
-static inline int backend_restore_limit(struct backend *backend, const struct limit_state *state,
-                                        char *error, size_t error_size)
-{
-    return backend->ops->restore_limit(backend, state, error, error_size);
-}
+/* restore_limit of the state once limit_state_validate took it:
+ * BACKEND_ADMIN_INVALID with the reason in error, or restore_limit's
+ * result. */
+enum backend_admin_result backend_restore_limit(struct backend *backend,
+                                                const struct limit_state *state, char *error,
+                                                size_t error_size);
 
-static inline int backend_delete_limit(struct backend *backend, const char *key)
+static inline enum backend_admin_result backend_delete_limit(struct backend *backend,
+                                                             const char *key)
 {
     return backend->ops->delete_limit(backend, key);
 }
 
-static inline int backend_get_limit(struct backend *backend, const char *key,
-                                    struct limit_state *out)
+static inline enum backend_admin_result backend_get_limit(struct backend *backend, const char *key,
+                                                          struct limit_state *out)
 {
     return backend->ops->get_limit(backend, key, out);
 }
 
-static inline int backend_list_limits(struct backend *backend, struct limit_state **out,
-                                      size_t *count)
+static inline enum backend_admin_result backend_list_limits(struct backend *backend,
+                                                            struct limit_state **out, size_t *count)
 {
     return backend->ops->list_limits(backend, out, count);
 }
 
-static inline int backend_usage(struct backend *backend, const char *key, int64_t at_unix_ms,
-                                struct limit_usage *out)
+static inline enum backend_admin_result backend_usage(struct backend *backend, const char *key,
+                                                      int64_t at_unix_ms, struct limit_usage *out)
 {
     return backend->ops->usage(backend, key, at_unix_ms, out);
 }

@@ -446,12 +446,12 @@ int handle_console_holds(struct exchange *ex)
         return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     bool complete = false;
     int64_t now_ms = clock_now_ms(server->clock);
-    int rc = server->backend->ops->holds_scan(server->backend, key, CONSOLE_HOLDS_SCAN_MAX,
-                                              tally_hold, &tally, &complete);
-    if (rc != 0) {
+    enum backend_admin_result rc = server->backend->ops->holds_scan(
+        server->backend, key, CONSOLE_HOLDS_SCAN_MAX, tally_hold, &tally, &complete);
+    if (rc != BACKEND_ADMIN_OK) {
         free(tally.table);
-        return rc == -1 ? exchange_unknown_key(ex, key)
-                        : exchange_error(ex, 503, WIRE_BACKEND_ERROR);
+        return rc == BACKEND_ADMIN_UNKNOWN_KEY ? exchange_unknown_key(ex, key)
+                                               : exchange_error(ex, 503, WIRE_BACKEND_ERROR);
     }
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -628,8 +628,8 @@ int handle_console_spend(struct exchange *ex)
         return 0;
     int64_t now_ms = clock_now_ms(server->clock);
     struct limit_usage usage;
-    int found = backend_usage(server->backend, key, now_ms, &usage);
-    if (found == -1)
+    enum backend_admin_result found = backend_usage(server->backend, key, now_ms, &usage);
+    if (found == BACKEND_ADMIN_UNKNOWN_KEY)
         return exchange_unknown_key(ex, key);
     if (found != 0)
         return exchange_error(ex, 503, WIRE_BACKEND_ERROR);

@@ -177,8 +177,9 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
         return exchange_error(ex, 404, WIRE_NOT_SUPPORTED_BY_BACKEND);
     struct caller_usage *callers = NULL;
     size_t count = 0;
-    int found = server->backend->ops->usage_by_caller(server->backend, key, at, &callers, &count);
-    if (found == -1)
+    enum backend_admin_result found =
+        server->backend->ops->usage_by_caller(server->backend, key, at, &callers, &count);
+    if (found == BACKEND_ADMIN_UNKNOWN_KEY)
         return exchange_unknown_key(ex, key);
     if (found != 0)
         return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
@@ -227,8 +228,8 @@ int handle_usage(struct exchange *ex)
     if (grouped > 0)
         return usage_by_caller(ex, key, at);
     struct limit_usage usage;
-    int found = backend_usage(ex->server->backend, key, at, &usage);
-    if (found == -1)
+    enum backend_admin_result found = backend_usage(ex->server->backend, key, at, &usage);
+    if (found == BACKEND_ADMIN_UNKNOWN_KEY)
         return exchange_unknown_key(ex, key);
     if (found != 0)
         return exchange_error(ex, 503, WIRE_BACKEND_ERROR);

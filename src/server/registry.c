@@ -104,8 +104,12 @@ static int restore_entry(struct registry *r, const struct jdoc_value *item, size
     if (decode_entry(r, item, i, &state, error, error_size) != 0)
         return -1;
     char reason[DECODE_ERROR_SIZE];
-    if (backend_restore_limit(r->backend, &state, reason, sizeof reason) == 0)
+    enum backend_admin_result restored =
+        backend_restore_limit(r->backend, &state, reason, sizeof reason);
+    if (restored == BACKEND_ADMIN_OK)
         return 0;
+    if (restored != BACKEND_ADMIN_INVALID)
+        encode_admin_error(reason, sizeof reason, restored, state.definition.key, NULL, NULL);
     snprintf(error, error_size, "%s: line %u: [%zu]: %.400s", r->path, item->line, i, reason);
     return -1;
 }
@@ -182,7 +186,7 @@ static int reconcile(struct registry *r, const struct key_entry *sorted, size_t 
             continue;
         log_write(LOG_WARN, "limit not in the registry file: deleted from the backend", "key",
                   probe.key, "file", r->path, NULL);
-        if (backend_delete_limit(r->backend, probe.key) == -2) {
+        if (backend_delete_limit(r->backend, probe.key) == BACKEND_ADMIN_UNAVAILABLE) {
             snprintf(error, error_size,
                      "%s: cannot delete limit %.300s, which the file does not name", r->path,
                      probe.key);
@@ -486,13 +490,15 @@ enum registry_outcome registry_put(struct registry *registry,
     struct limit_state before;
     enum registry_outcome outcome = REGISTRY_OK;
     bool exists = backend_get_limit(registry->backend, definition->key, &before) == 0;
-    int rc = 0;
-    if (!exists && registry->count >= LIMITS_COUNT_MAX) {
-        snprintf(error, error_size, "key: at most %d limits", LIMITS_COUNT_MAX);
+    enum backend_admin_result put = BACKEND_ADMIN_TOO_MANY_LIMITS;
+    if (exists || registry->count < LIMITS_COUNT_MAX)
+        put = backend_put_limit(registry->backend, definition, state_out, error, error_size);
+    if (put == BACKEND_ADMIN_UNAVAILABLE) {
+        outcome = REGISTRY_BACKEND_FAILED;
+    } else if (put != BACKEND_ADMIN_OK) {
         outcome = REGISTRY_REJECTED;
-    } else if ((rc = backend_put_limit(registry->backend, definition, state_out, error,
-                                       error_size)) != 0) {
-        outcome = rc == -1 ? REGISTRY_REJECTED : REGISTRY_BACKEND_FAILED;
+        if (put != BACKEND_ADMIN_INVALID) /* else the validator's text is there */
+            encode_admin_error(error, error_size, put, definition->key, definition, state_out);
     } else if (registry_write(registry, NULL) != 0) {
         outcome = put_unsaved(registry, definition->key, exists ? &before : NULL);
     }
@@ -512,7 +518,7 @@ enum registry_outcome registry_delete(struct registry *registry, const char *key
         outcome = REGISTRY_UNKNOWN;
     } else if (registry_write(registry, key) != 0) {
         outcome = REGISTRY_WRITE_FAILED; /* the file was not touched, nor the backend */
-    } else if (backend_delete_limit(registry->backend, key) == -2) {
+    } else if (backend_delete_limit(registry->backend, key) == BACKEND_ADMIN_UNAVAILABLE) {
         /* The file no longer names a limit the backend still has: put it
          * back, or leave it to the ticker (a start before that finishes
          * the delete). */

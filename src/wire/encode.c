@@ -3,6 +3,7 @@
 #include "encode.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gateway/gw_error.h"
@@ -72,6 +73,60 @@ const char *encode_backend_error_text(enum backend_error error)
 {
     assert((size_t)error < sizeof error_texts / sizeof error_texts[0]);
     return error_texts[error];
+}
+
+unsigned encode_admin_status(enum backend_admin_result result)
+{
+    switch (result) {
+    case BACKEND_ADMIN_OK:
+        return 200;
+    case BACKEND_ADMIN_UNKNOWN_KEY:
+        return 404;
+    case BACKEND_ADMIN_INVALID:
+    case BACKEND_ADMIN_KIND_CHANGED:
+    case BACKEND_ADMIN_PERIOD_CHANGED:
+    case BACKEND_ADMIN_TOO_MANY_LIMITS:
+    case BACKEND_ADMIN_ALREADY_LOADED:
+        return 400;
+    case BACKEND_ADMIN_UNAVAILABLE:
+        return 503;
+    }
+    assert(false);
+    return 500;
+}
+
+void encode_admin_error(char *out, size_t out_size, enum backend_admin_result result,
+                        const char *key, const struct limit_definition *wanted,
+                        const struct limit_state *in_force)
+{
+    assert(out_size > 0);
+    assert(key != NULL);
+    switch (result) {
+    case BACKEND_ADMIN_UNKNOWN_KEY:
+        snprintf(out, out_size, "%s%s", error_texts[BACKEND_UNKNOWN_LIMIT_KEY], key);
+        return;
+    case BACKEND_ADMIN_KIND_CHANGED:
+        snprintf(out, out_size, "kind: cannot change %s to %s; delete the limit first",
+                 limit_kind_name(in_force->definition.kind), limit_kind_name(wanted->kind));
+        return;
+    case BACKEND_ADMIN_PERIOD_CHANGED:
+        snprintf(out, out_size, "period: cannot change %s to %s; delete the limit first",
+                 limit_period_name(in_force->definition.period), limit_period_name(wanted->period));
+        return;
+    case BACKEND_ADMIN_TOO_MANY_LIMITS:
+        snprintf(out, out_size, "key: at most %d limits", LIMITS_COUNT_MAX);
+        return;
+    case BACKEND_ADMIN_ALREADY_LOADED:
+        snprintf(out, out_size, "key: %s is already loaded", key);
+        return;
+    case BACKEND_ADMIN_UNAVAILABLE:
+        snprintf(out, out_size, "%s", error_texts[BACKEND_UNAVAILABLE]);
+        return;
+    case BACKEND_ADMIN_OK:
+    case BACKEND_ADMIN_INVALID: /* its text is the validator's (src/core/limits.c) */
+        break;
+    }
+    assert(false);
 }
 
 static void denied_keys(struct buffer *b, const struct reserve_request *request,

@@ -19,6 +19,17 @@ void encode_backend_error(struct buffer *b, enum backend_error error, const char
  * prefix the key follows). Static storage. */
 const char *encode_backend_error_text(enum backend_error error);
 
+/* 200, 400, 404 or 503 for an admin call's result. */
+unsigned encode_admin_status(enum backend_admin_result result);
+/* The wire text of an admin call's failure (docs/api.md) into out, always
+ * NUL-terminated: key is the key the call named; wanted and in_force, what
+ * a put asked and the limit in force (KIND_CHANGED, PERIOD_CHANGED; else
+ * they may be NULL). Not for BACKEND_OK, nor BACKEND_ADMIN_INVALID, whose
+ * text the validator wrote (src/core/limits.c). */
+void encode_admin_error(char *out, size_t out_size, enum backend_admin_result result,
+                        const char *key, const struct limit_definition *wanted,
+                        const struct limit_state *in_force);
+
 unsigned encode_reserve_members(struct buffer *b, const struct reserve_request *request,
                                 const struct reserve_result *result);
 unsigned encode_complete_members(struct buffer *b, const struct complete_request *request,

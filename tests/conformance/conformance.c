@@ -173,8 +173,8 @@ struct limit_definition budget_limit(const char *key, uint64_t capacity, enum li
     return validated(d);
 }
 
-int put(struct fixture *f, struct limit_definition definition, struct limit_state *state,
-        char *error)
+enum backend_admin_result put(struct fixture *f, struct limit_definition definition,
+                              struct limit_state *state, char *error)
 {
     char key[NAMED_SIZE];
     named(f, definition.key, key);
@@ -182,9 +182,14 @@ int put(struct fixture *f, struct limit_definition definition, struct limit_stat
     char buffer[RESULT_ERROR_SIZE] = "";
     struct limit_state ignored;
     struct limit_state *out = state != NULL ? state : &ignored;
-    int rc = backend_put_limit(f->backend, &definition, out, buffer, sizeof buffer);
-    if (rc == 0)
-        strip_state(f, out);
+    enum backend_admin_result rc =
+        backend_put_limit(f->backend, &definition, out, buffer, sizeof buffer);
+    if (rc == BACKEND_ADMIN_OK || rc == BACKEND_ADMIN_KIND_CHANGED ||
+        rc == BACKEND_ADMIN_PERIOD_CHANGED)
+        strip_state(f, out); /* taken, or the limit in force */
+    strip(f, definition.key);
+    if (rc != BACKEND_ADMIN_INVALID)
+        admin_error_text(buffer, rc, definition.key, &definition, out);
     strip(f, buffer);
     if (error != NULL)
         snprintf(error, RESULT_ERROR_SIZE, "%s", buffer);
@@ -193,54 +198,58 @@ int put(struct fixture *f, struct limit_definition definition, struct limit_stat
 
 bool put_rolling(struct fixture *f, const char *key, uint64_t capacity, uint32_t window_seconds)
 {
-    return put(f, rolling_limit(key, capacity, window_seconds), NULL, NULL) == 0;
+    return put(f, rolling_limit(key, capacity, window_seconds), NULL, NULL) == BACKEND_ADMIN_OK;
 }
 
 bool put_concurrency(struct fixture *f, const char *key, uint64_t capacity,
                      uint32_t timeout_seconds)
 {
-    return put(f, concurrency_limit(key, capacity, timeout_seconds), NULL, NULL) == 0;
+    return put(f, concurrency_limit(key, capacity, timeout_seconds), NULL, NULL) ==
+           BACKEND_ADMIN_OK;
 }
 
 bool put_budget(struct fixture *f, const char *key, uint64_t capacity, enum limit_period period,
                 uint32_t timeout_seconds)
 {
-    return put(f, budget_limit(key, capacity, period, timeout_seconds), NULL, NULL) == 0;
+    return put(f, budget_limit(key, capacity, period, timeout_seconds), NULL, NULL) ==
+           BACKEND_ADMIN_OK;
 }
 
-int restore(struct fixture *f, struct limit_state state, char *error)
+enum backend_admin_result restore(struct fixture *f, struct limit_state state, char *error)
 {
     char key[NAMED_SIZE];
     named(f, state.definition.key, key);
     memcpy(state.definition.key, key, strlen(key) + 1);
     char buffer[RESULT_ERROR_SIZE] = "";
-    int rc = backend_restore_limit(f->backend, &state, buffer, sizeof buffer);
+    enum backend_admin_result rc = backend_restore_limit(f->backend, &state, buffer, sizeof buffer);
+    if (rc != BACKEND_ADMIN_INVALID)
+        admin_error_text(buffer, rc, key, NULL, NULL);
     strip(f, buffer);
     if (error != NULL)
         snprintf(error, RESULT_ERROR_SIZE, "%s", buffer);
     return rc;
 }
 
-int delete_limit(struct fixture *f, const char *key)
+enum backend_admin_result delete_limit(struct fixture *f, const char *key)
 {
     char name[NAMED_SIZE];
     return backend_delete_limit(f->backend, named(f, key, name));
 }
 
-struct limit_state get_limit(struct fixture *f, const char *key, int *rc)
+struct limit_state get_limit(struct fixture *f, const char *key, enum backend_admin_result *rc)
 {
     char name[NAMED_SIZE];
     struct limit_state state = {0};
     *rc = backend_get_limit(f->backend, named(f, key, name), &state);
-    if (*rc == 0)
+    if (*rc == BACKEND_ADMIN_OK)
         strip_state(f, &state);
     return state;
 }
 
-int list_limits(struct fixture *f, struct limit_state **out, size_t *count)
+enum backend_admin_result list_limits(struct fixture *f, struct limit_state **out, size_t *count)
 {
-    int rc = backend_list_limits(f->backend, out, count);
-    for (size_t i = 0; rc == 0 && i < *count; i++)
+    enum backend_admin_result rc = backend_list_limits(f->backend, out, count);
+    for (size_t i = 0; rc == BACKEND_ADMIN_OK && i < *count; i++)
         strip_state(f, &(*out)[i]);
     return rc;
 }
@@ -456,7 +465,7 @@ struct limit_usage usage(struct fixture *f, const char *key)
     return usage_at(f, key, now_ms(f));
 }
 
-int usage_rc(struct fixture *f, const char *key)
+enum backend_admin_result usage_rc(struct fixture *f, const char *key)
 {
     char name[NAMED_SIZE];
     struct limit_usage u;

@@ -110,26 +110,27 @@ void fixture_close(struct fixture *f);
 
 /* Limits; each validates (and normalises) the definition first, as the
  * server does. Keys are given without the namespace. put returns
- * put_limit's result; state and error (of RESULT_ERROR_SIZE bytes) may be
- * NULL. */
+ * backend_put_limit's result; state and error (of RESULT_ERROR_SIZE bytes)
+ * may be NULL; error gets the validator's text, or the failure's wire text
+ * (admin_error_text). */
 struct limit_definition rolling_limit(const char *key, uint64_t capacity, uint32_t window_seconds);
 struct limit_definition concurrency_limit(const char *key, uint64_t capacity,
                                           uint32_t timeout_seconds);
 struct limit_definition budget_limit(const char *key, uint64_t capacity, enum limit_period period,
                                      uint32_t timeout_seconds);
-int put(struct fixture *f, struct limit_definition definition, struct limit_state *state,
-        char *error);
+enum backend_admin_result put(struct fixture *f, struct limit_definition definition,
+                              struct limit_state *state, char *error);
 bool put_rolling(struct fixture *f, const char *key, uint64_t capacity, uint32_t window_seconds);
 bool put_concurrency(struct fixture *f, const char *key, uint64_t capacity,
                      uint32_t timeout_seconds);
 bool put_budget(struct fixture *f, const char *key, uint64_t capacity, enum limit_period period,
                 uint32_t timeout_seconds);
 /* The admin calls of backend.h, keys without the namespace. */
-int restore(struct fixture *f, struct limit_state state, char *error);
-int delete_limit(struct fixture *f, const char *key);
-struct limit_state get_limit(struct fixture *f, const char *key, int *rc);
+enum backend_admin_result restore(struct fixture *f, struct limit_state state, char *error);
+enum backend_admin_result delete_limit(struct fixture *f, const char *key);
+struct limit_state get_limit(struct fixture *f, const char *key, enum backend_admin_result *rc);
 /* A new array of the limits, keys without the namespace; caller frees. */
-int list_limits(struct fixture *f, struct limit_state **out, size_t *count);
+enum backend_admin_result list_limits(struct fixture *f, struct limit_state **out, size_t *count);
 
 struct item {
     const char *key;
@@ -177,7 +178,7 @@ struct release_outcome release(struct fixture *f, const char *lease_id);
 /* Usage now / at a time; the whole struct is zero when the key is unknown. */
 struct limit_usage usage(struct fixture *f, const char *key);
 struct limit_usage usage_at(struct fixture *f, const char *key, int64_t at_unix_ms);
-int usage_rc(struct fixture *f, const char *key);
+enum backend_admin_result usage_rc(struct fixture *f, const char *key);
 
 /* ---- time ---------------------------------------------------------------
  * On a manual clock advance moves it; on the backend's own clock it waits.

@@ -7,7 +7,7 @@
 #include "conformance.h"
 #include "test.h"
 
-static struct limit_state get(struct fixture *f, const char *key, int *rc)
+static struct limit_state get(struct fixture *f, const char *key, enum backend_admin_result *rc)
 {
     return get_limit(f, key, rc);
 }
@@ -60,7 +60,7 @@ static void decreasing_scenario(bool free_by_release)
     CHECK_STR(r.error, "limit_decreasing:tpm");
     CHECK_EQ_I64(r.retry_after_ms, 7000);
     CHECK(!tick(f)); /* 80 held, 50 wanted: not yet */
-    int rc;
+    enum backend_admin_result rc;
     CHECK_EQ_I64(get(f, "tpm", &rc).status, LIMIT_DECREASING);
     if (free_by_release)
         CHECK_EQ_I64(release(f, "a").status, RESULT_OK);
@@ -146,13 +146,14 @@ FIXTURE_TEST(kind_or_period_change_is_refused)
 {
     REQUIRE(put_rolling(f, "k", 100, 60));
     char error[RESULT_ERROR_SIZE] = "";
-    CHECK_EQ_I64(put(f, concurrency_limit("k", 100, 60), NULL, error), -1);
+    CHECK_EQ_I64(put(f, concurrency_limit("k", 100, 60), NULL, error), BACKEND_ADMIN_KIND_CHANGED);
     CHECK(strncmp(error, "kind:", 5) == 0);
     CHECK(strstr(error, "delete") != NULL);
     REQUIRE(put_budget(f, "b", 100, PERIOD_MONTH, 60));
-    CHECK_EQ_I64(put(f, budget_limit("b", 100, PERIOD_DAY, 60), NULL, error), -1);
+    CHECK_EQ_I64(put(f, budget_limit("b", 100, PERIOD_DAY, 60), NULL, error),
+                 BACKEND_ADMIN_PERIOD_CHANGED);
     CHECK(strncmp(error, "period:", 7) == 0);
-    int rc;
+    enum backend_admin_result rc;
     CHECK_EQ_I64(get(f, "k", &rc).definition.kind, LIMIT_ROLLING);
     CHECK_EQ_I64(get(f, "b", &rc).definition.period, PERIOD_MONTH);
 }
@@ -164,10 +165,10 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     REQUIRE(reserve1(f, "call", "usd", 100));
     REQUIRE(reserve1(f, "other", "usd", 100));
     CHECK_EQ_I64(delete_limit(f, "usd"), 0);
-    int rc;
+    enum backend_admin_result rc;
     (void)get(f, "usd", &rc);
-    CHECK_EQ_I64(rc, -1);
-    CHECK_EQ_I64(usage_rc(f, "usd"), -1);
+    CHECK_EQ_I64(rc, BACKEND_ADMIN_UNKNOWN_KEY);
+    CHECK_EQ_I64(usage_rc(f, "usd"), BACKEND_ADMIN_UNKNOWN_KEY);
     struct limit_state *states = NULL;
     size_t count = 0;
     REQUIRE(list_limits(f, &states, &count) == 0);
@@ -180,8 +181,8 @@ FIXTURE_TEST(delete_hides_the_key_but_leases_still_finish)
     CHECK_EQ_I64(c.status, RESULT_OK);
     CHECK(c.reconciled);
     CHECK_EQ_I64(release(f, "other").status, RESULT_OK);
-    CHECK_EQ_I64(delete_limit(f, "usd"), -1);
-    CHECK_EQ_I64(delete_limit(f, "never"), -1);
+    CHECK_EQ_I64(delete_limit(f, "usd"), BACKEND_ADMIN_UNKNOWN_KEY);
+    CHECK_EQ_I64(delete_limit(f, "never"), BACKEND_ADMIN_UNKNOWN_KEY);
 }
 
 FIXTURE_TEST(recreate_after_delete)
@@ -217,14 +218,14 @@ FIXTURE_TEST(list_is_sorted_and_get_reports_state)
     CHECK_EQ_U64(states[0].definition.timeout_seconds, 60); /* the budget default */
     CHECK_STR(states[0].definition.unit, "usd_micros");
     free(states);
-    int rc;
+    enum backend_admin_result rc;
     struct limit_state s = get(f, "c:slots", &rc);
     CHECK_EQ_I64(rc, 0);
     CHECK_EQ_I64(s.definition.kind, LIMIT_CONCURRENCY);
     CHECK_EQ_U64(s.definition.capacity, 3);
     CHECK_EQ_U64(s.definition.timeout_seconds, 20);
     (void)get(f, "missing", &rc);
-    CHECK_EQ_I64(rc, -1);
+    CHECK_EQ_I64(rc, BACKEND_ADMIN_UNKNOWN_KEY);
 }
 
 FIXTURE_TEST(restore_loads_a_state_as_it_was)
@@ -235,7 +236,7 @@ FIXTURE_TEST(restore_loads_a_state_as_it_was)
     saved.pending_decrease_to = 40;
     char error[RESULT_ERROR_SIZE] = "";
     REQUIRE(restore(f, saved, error) == 0);
-    int rc;
+    enum backend_admin_result rc;
     struct limit_state s = get(f, "tpm", &rc);
     CHECK_EQ_I64(s.status, LIMIT_DECREASING);
     CHECK_EQ_U64(s.pending_decrease_to, 40);
@@ -250,7 +251,7 @@ FIXTURE_TEST(restore_loads_a_state_as_it_was)
 
 FIXTURE_TEST(usage_of_unknown_key_fails)
 {
-    CHECK_EQ_I64(usage_rc(f, "nothing"), -1);
+    CHECK_EQ_I64(usage_rc(f, "nothing"), BACKEND_ADMIN_UNKNOWN_KEY);
     CHECK(backend_ready(f->backend));
 }
 
@@ -280,6 +281,7 @@ const struct conformance_test admin_tests[] = {
                "list_limits is sorted by key; get reports the state"),
     TEST_ENTRY(restore_loads_a_state_as_it_was,
                "restore_limit loads a decreasing state as saved and tick finishes the decrease"),
-    TEST_ENTRY(usage_of_unknown_key_fails, "usage of an unknown key is -1; the backend is ready"),
+    TEST_ENTRY(usage_of_unknown_key_fails,
+               "usage of an unknown key is unknown_limit_key; the backend is ready"),
 };
 const uint32_t admin_test_count = sizeof admin_tests / sizeof admin_tests[0];

@@ -29,7 +29,7 @@ struct page {
     struct limit_report *reports;
     size_t count;
     bool more;
-    int rc;
+    enum backend_admin_result rc;
 };
 
 static struct page report(struct fixture *f, const char *prefix, const char *after,
@@ -233,7 +233,7 @@ FIXTURE_TEST(holds_scan_visits_live_holds_with_callers)
     CHECK(!complete);
     CHECK_EQ_U64(bounded.count, 3);
     CHECK_EQ_I64(f->backend->ops->holds_scan(f->backend, "nope", 10, remember, &seen, &complete),
-                 -1);
+                 BACKEND_ADMIN_UNKNOWN_KEY);
 }
 
 static const struct caller_usage *row_of(const struct caller_usage *rows, size_t count,
@@ -293,7 +293,8 @@ FIXTURE_TEST(usage_by_caller_splits_a_budget)
                                              &count) == 0);
     CHECK_EQ_U64(count, 2);
     free(rows);
-    CHECK_EQ_I64(f->backend->ops->usage_by_caller(f->backend, "nope", T0_MS, &rows, &count), -1);
+    CHECK_EQ_I64(f->backend->ops->usage_by_caller(f->backend, "nope", T0_MS, &rows, &count),
+                 BACKEND_ADMIN_UNKNOWN_KEY);
 }
 
 FIXTURE_TEST(usage_by_caller_of_a_window)
@@ -392,7 +393,7 @@ const struct conformance_test console_tests[] = {
     TEST_ENTRY(
         holds_scan_visits_live_holds_with_callers,
         "holds_scan visits each live hold once with its caller (none after complete or release), "
-        "stops at its bound, and -1 for an unknown key"),
+        "stops at its bound, and unknown_limit_key for an unknown key"),
     TEST_ENTRY(
         usage_by_caller_splits_a_budget,
         "usage_by_caller splits a budget's used, debt, reserved and completed calls by caller, "

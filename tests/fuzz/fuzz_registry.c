@@ -99,8 +99,8 @@ static struct limit_state *load(size_t *count, char *error)
     struct registry *registry = NULL;
     struct limit_state *states = NULL;
     if (registry_open(dir, backend, &registry, error, ERROR_SIZE) == 0) {
-        int listed = backend_list_limits(backend, &states, count);
-        assert(listed == 0);
+        enum backend_admin_result listed = backend_list_limits(backend, &states, count);
+        assert(listed == BACKEND_ADMIN_OK);
         if (*count > 0)
             assert(registry_save(registry) == REGISTRY_OK);
         registry_close(registry);

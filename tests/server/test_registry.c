@@ -2,7 +2,8 @@
  * or a change was cut short: the file and the backend never silently
  * disagree. Writes are blocked by a directory where limits.json.tmp goes (it
  * stops root too); backend failures come from a wrapper around the memory
- * backend's ops that fails chosen admin calls with -2 (a storage failure). */
+ * backend's ops that fails chosen admin calls with BACKEND_ADMIN_UNAVAILABLE
+ * (a storage failure). */
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ struct faulty {
     struct backend *inner;
 };
 
-static int puts_to_fail;    /* the next this many put_limit calls fail with -2 */
+static int puts_to_fail;    /* the next this many put_limit calls fail (unavailable) */
 static int deletes_to_fail; /* ... delete_limit */
 
 static struct backend *inner_of(struct backend *backend)
@@ -31,38 +32,42 @@ static struct backend *inner_of(struct backend *backend)
     return ((struct faulty *)backend)->inner;
 }
 
-static int faulty_put(struct backend *backend, const struct limit_definition *definition,
-                      struct limit_state *state_out, char *error, size_t error_size)
+static enum backend_admin_result faulty_put(struct backend *backend,
+                                            const struct limit_definition *definition,
+                                            struct limit_state *state_out)
 {
     if (puts_to_fail > 0) {
         puts_to_fail--;
-        snprintf(error, error_size, "backend_error: injected");
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
-    return backend_put_limit(inner_of(backend), definition, state_out, error, error_size);
+    struct backend *inner = inner_of(backend);
+    return inner->ops->put_limit(inner, definition, state_out);
 }
 
-static int faulty_delete(struct backend *backend, const char *key)
+static enum backend_admin_result faulty_delete(struct backend *backend, const char *key)
 {
     if (deletes_to_fail > 0) {
         deletes_to_fail--;
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
     return backend_delete_limit(inner_of(backend), key);
 }
 
-static int faulty_restore(struct backend *backend, const struct limit_state *state, char *error,
-                          size_t error_size)
+static enum backend_admin_result faulty_restore(struct backend *backend,
+                                                const struct limit_state *state)
 {
-    return backend_restore_limit(inner_of(backend), state, error, error_size);
+    struct backend *inner = inner_of(backend);
+    return inner->ops->restore_limit(inner, state);
 }
 
-static int faulty_get(struct backend *backend, const char *key, struct limit_state *out)
+static enum backend_admin_result faulty_get(struct backend *backend, const char *key,
+                                            struct limit_state *out)
 {
     return backend_get_limit(inner_of(backend), key, out);
 }
 
-static int faulty_list(struct backend *backend, struct limit_state **out, size_t *count)
+static enum backend_admin_result faulty_list(struct backend *backend, struct limit_state **out,
+                                             size_t *count)
 {
     return backend_list_limits(inner_of(backend), out, count);
 }

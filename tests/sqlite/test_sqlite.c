@@ -521,12 +521,13 @@ static void usage_by_caller_says_who_spent_the_budget(void)
     CHECK_STR(rows[0].caller, "alice");
     CHECK_EQ_U64(rows[0].reserved, 40);
     free(rows);
-    /* Last month had nobody; an unknown key is -1. */
+    /* Last month had nobody; an unknown key is unknown. */
     REQUIRE(db.ops->usage_by_caller(db.backend, "usd", START_MS - 40LL * 86400000, &rows, &count) ==
             0);
     CHECK_EQ_U64(count, 0);
     free(rows);
-    CHECK_EQ_I64(db.ops->usage_by_caller(db.backend, "nope", START_MS, &rows, &count), -1);
+    CHECK_EQ_I64(db.ops->usage_by_caller(db.backend, "nope", START_MS, &rows, &count),
+                 BACKEND_ADMIN_UNKNOWN_KEY);
     db_destroy(&db);
 }
 

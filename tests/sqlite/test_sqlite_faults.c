@@ -172,12 +172,14 @@ static void failed_limit_change_is_reported(void)
     fault_vfs_set(FAULT_WRITE_FULL);
     struct limit_definition d = {.kind = LIMIT_BUDGET, .capacity = 500, .period = PERIOD_MONTH};
     snprintf(d.key, sizeof d.key, "usd");
-    char error[256] = "";
+    char error[RESULT_ERROR_SIZE] = "";
     struct limit_state state;
-    CHECK_EQ_I64(backend_put_limit(db.backend, &d, &state, error, sizeof error), -2);
+    enum backend_admin_result put = backend_put_limit(db.backend, &d, &state, error, sizeof error);
+    CHECK_EQ_I64(put, BACKEND_ADMIN_UNAVAILABLE);
+    admin_error_text(error, put, d.key, &d, NULL); /* what the server answers */
     CHECK(strstr(error, "backend_error") != NULL);
     fault_vfs_set(FAULT_WRITE_FULL);
-    CHECK_EQ_I64(backend_delete_limit(db.backend, "usd"), -2);
+    CHECK_EQ_I64(backend_delete_limit(db.backend, "usd"), BACKEND_ADMIN_UNAVAILABLE);
     fault_vfs_set(FAULT_NONE);
     CHECK_EQ_U64(usage_of(&db, "usd").state.definition.capacity, 100);
     db_destroy(&db);
@@ -421,7 +423,8 @@ int main(void)
     RUN(failed_complete_frees_nothing,
         "a complete or release that fails frees nothing; a later complete does");
     RUN(failed_limit_change_is_reported,
-        "a limit change or delete the disk refused is a storage error (-2) and changes nothing");
+        "a limit change or delete the disk refused is a storage error (unavailable) and changes "
+        "nothing");
     RUN(torn_wal_commit_frame_is_rejected_at_recovery,
         "a crash mid-write of a WAL commit frame (half its page torn): recovery rejects the "
         "transaction by its checksum; every acknowledged lease holds once; the database is sound");

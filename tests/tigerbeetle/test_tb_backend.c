@@ -164,9 +164,9 @@ static struct limit_usage usage(struct backend *b, const char *k)
 {
     struct limit_usage u;
     memset(&u, 0, sizeof u);
-    int rc = backend_usage(b, k, clock_now_ms(clock_system()), &u);
-    if (rc != 0)
-        fprintf(stderr, "usage %s: %d\n", k, rc);
+    enum backend_admin_result rc = backend_usage(b, k, clock_now_ms(clock_system()), &u);
+    if (rc != BACKEND_ADMIN_OK)
+        fprintf(stderr, "usage %s: %d\n", k, (int)rc);
     return u;
 }
 

@@ -78,14 +78,15 @@ static void fake_release(struct backend *base, const struct release_request *req
     done(context);
 }
 
-static int fake_get_limit(struct backend *base, const char *key, struct limit_state *out)
+static enum backend_admin_result fake_get_limit(struct backend *base, const char *key,
+                                                struct limit_state *out)
 {
     struct fake *f = fake_of(base);
     (void)key;
     if (f->limit_gone)
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     *out = f->state;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 static void fake_watch(struct backend *base, const struct backend_watch *watch)

@@ -27,13 +27,15 @@ static int compare_limit_keys(const void *a, const void *b)
 }
 
 /* Under the lock: the keys of the page, in order, into reports[i]'s
- * usage.state (the rest is filled per limit). 0 or -2. */
-static int choose_page(struct mem_backend *b, const struct limits_query *query,
-                       struct limit_report *reports, size_t *count, bool *more)
+ * usage.state (the rest is filled per limit). OK or UNAVAILABLE. */
+static enum backend_admin_result choose_page(struct mem_backend *b,
+                                             const struct limits_query *query,
+                                             struct limit_report *reports, size_t *count,
+                                             bool *more)
 {
     struct mem_limit **chosen = malloc((b->live_limit_count + 1) * sizeof *chosen);
     if (chosen == NULL)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     size_t n = 0, prefix_length = strlen(query->prefix);
     for (uint32_t i = 0; i < b->limits.capacity; i++) {
         struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
@@ -47,7 +49,7 @@ static int choose_page(struct mem_backend *b, const struct limits_query *query,
     for (size_t i = 0; i < *count; i++)
         reports[i].usage.state = chosen[i]->state;
     free(chosen);
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 struct summary_walk {
@@ -102,7 +104,8 @@ static bool report_one(struct mem_backend *b, int64_t soon_ms, struct limit_repo
     const char *key = report->usage.state.definition.key;
     pthread_mutex_lock(&b->mutex);
     int64_t now_ms = clock_now_ms(b->clock);
-    bool live = mem_usage(b, key, now_ms, &report->usage) == 0; /* expires due holds */
+    /* expires due holds */
+    bool live = mem_usage(b, key, now_ms, &report->usage) == BACKEND_ADMIN_OK;
     if (live) {
         struct mem_limit *limit = mem_limit_find(b, key, (uint32_t)strlen(key));
         summarize(b, limit, now_ms, soon_ms, report);
@@ -111,19 +114,19 @@ static bool report_one(struct mem_backend *b, int64_t soon_ms, struct limit_repo
     return live;
 }
 
-int mem_limits_report(struct mem_backend *b, const struct limits_query *query,
-                      struct limit_report **out, size_t *count, bool *more)
+enum backend_admin_result mem_limits_report(struct mem_backend *b, const struct limits_query *query,
+                                            struct limit_report **out, size_t *count, bool *more)
 {
     assert(query->limit >= 1);
     assert(query->limit <= CONSOLE_LIMITS_PAGE_MAX);
     struct limit_report *reports = calloc(query->limit, sizeof *reports);
     if (reports == NULL)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     size_t chosen = 0;
     pthread_mutex_lock(&b->mutex);
-    int rc = choose_page(b, query, reports, &chosen, more);
+    enum backend_admin_result rc = choose_page(b, query, reports, &chosen, more);
     pthread_mutex_unlock(&b->mutex);
-    if (rc != 0) {
+    if (rc != BACKEND_ADMIN_OK) {
         free(reports);
         return rc;
     }
@@ -136,7 +139,7 @@ int mem_limits_report(struct mem_backend *b, const struct limits_query *query,
     }
     *out = reports;
     *count = kept;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 /* ---- live holds of one limit --------------------------------------------- */
@@ -183,8 +186,8 @@ static bool scan_set(struct mem_backend *b, const struct mem_hold_set *set, uint
     return true;
 }
 
-int mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds, hold_visit_fn visit,
-                   void *context, bool *complete)
+enum backend_admin_result mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds,
+                                         hold_visit_fn visit, void *context, bool *complete)
 {
     pthread_mutex_lock(&b->mutex);
     struct mem_limit *limit = live_limit(b, key);
@@ -193,7 +196,7 @@ int mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds, h
         *complete = scan_set(b, &limit->holds, max_holds, visit, context);
     }
     pthread_mutex_unlock(&b->mutex);
-    return limit == NULL ? -1 : 0;
+    return limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
 }
 
 /* ---- usage by caller ----------------------------------------------------- */
@@ -270,13 +273,14 @@ static size_t window_rows(const struct mem_backend *b, const struct mem_limit *l
     return n;
 }
 
-int mem_usage_by_caller(struct mem_backend *b, const char *key, int64_t at_unix_ms,
-                        struct caller_usage **out, size_t *count)
+enum backend_admin_result mem_usage_by_caller(struct mem_backend *b, const char *key,
+                                              int64_t at_unix_ms, struct caller_usage **out,
+                                              size_t *count)
 {
     /* One row per possible caller id: the window split is indexed by id. */
     struct caller_usage *rows = calloc(MEM_CALLER_OTHERS + 1, sizeof *rows);
     if (rows == NULL)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     size_t n = 0;
     pthread_mutex_lock(&b->mutex);
     struct mem_limit *limit = live_limit(b, key);
@@ -292,10 +296,10 @@ int mem_usage_by_caller(struct mem_backend *b, const char *key, int64_t at_unix_
     pthread_mutex_unlock(&b->mutex);
     if (limit == NULL) {
         free(rows);
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     }
     qsort(rows, n, sizeof *rows, compare_caller_usage);
     *out = rows;
     *count = n;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }

@@ -483,14 +483,19 @@ void mem_limit_check(struct mem_backend *b, struct mem_limit *limit);
  * limit, with what it has left now. */
 void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms);
 
-int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
-                  struct limit_state *state_out, char *error, size_t error_size);
-int mem_restore_limit(struct mem_backend *b, const struct limit_state *state, char *error,
-                      size_t error_size);
-int mem_delete_limit(struct mem_backend *b, const char *key);
-int mem_get_limit(struct mem_backend *b, const char *key, struct limit_state *out);
-int mem_list_limits(struct mem_backend *b, struct limit_state **out, size_t *count);
-int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out);
+/* The admin ops (backend.h), under the lock; definitions and states come
+ * checked by backend.c. */
+enum backend_admin_result mem_put_limit(struct mem_backend *b,
+                                        const struct limit_definition *definition,
+                                        struct limit_state *state_out);
+enum backend_admin_result mem_restore_limit(struct mem_backend *b, const struct limit_state *state);
+enum backend_admin_result mem_delete_limit(struct mem_backend *b, const char *key);
+enum backend_admin_result mem_get_limit(struct mem_backend *b, const char *key,
+                                        struct limit_state *out);
+enum backend_admin_result mem_list_limits(struct mem_backend *b, struct limit_state **out,
+                                          size_t *count);
+enum backend_admin_result mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms,
+                                    struct limit_usage *out);
 /* Expires holds of every limit, applies decreases, frees unused deleted limits. */
 void mem_limits_tick(struct mem_backend *b, int64_t now_ms, bool *limits_changed);
 void mem_limits_free_all(struct mem_backend *b);
@@ -523,12 +528,13 @@ void mem_period_spend_free(struct mem_period *period);
 
 /* mem_console.c: the console ops (limits_report, holds_scan) and
  * usage_by_caller, each under the lock. */
-int mem_limits_report(struct mem_backend *b, const struct limits_query *query,
-                      struct limit_report **out, size_t *count, bool *more);
-int mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds, hold_visit_fn visit,
-                   void *context, bool *complete);
-int mem_usage_by_caller(struct mem_backend *b, const char *key, int64_t at_unix_ms,
-                        struct caller_usage **out, size_t *count);
+enum backend_admin_result mem_limits_report(struct mem_backend *b, const struct limits_query *query,
+                                            struct limit_report **out, size_t *count, bool *more);
+enum backend_admin_result mem_holds_scan(struct mem_backend *b, const char *key, uint64_t max_holds,
+                                         hold_visit_fn visit, void *context, bool *complete);
+enum backend_admin_result mem_usage_by_caller(struct mem_backend *b, const char *key,
+                                              int64_t at_unix_ms, struct caller_usage **out,
+                                              size_t *count);
 
 /* mem_leases.c */
 /* Starts loading what a reserve of this id will touch in the cache: its

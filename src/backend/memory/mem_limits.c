@@ -225,19 +225,15 @@ static void apply_definition(struct mem_limit *limit, const struct limit_definit
     limit->status = limit->state.status;
 }
 
+/* A new live limit; NULL when out of memory (the caller checked the bound
+ * of live limits). */
 static struct mem_limit *limit_create(struct mem_backend *b,
-                                      const struct limit_definition *definition, char *error,
-                                      size_t error_size)
+                                      const struct limit_definition *definition)
 {
-    if (b->live_limit_count >= LIMITS_COUNT_MAX) {
-        snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
-        return NULL;
-    }
+    assert(b->live_limit_count < LIMITS_COUNT_MAX);
     struct mem_limit *limit = calloc(1, sizeof *limit);
-    if (limit == NULL) {
-        snprintf(error, error_size, "out of memory");
+    if (limit == NULL)
         return NULL;
-    }
     mem_hold_set_init(&limit->holds);
     limit->kind = definition->kind;
     limit->capacity = definition->capacity;
@@ -248,7 +244,6 @@ static struct mem_limit *limit_create(struct mem_backend *b,
     limit->node.hash = mem_hash(limit->node.key, limit->node.key_length);
     if (limits_insert(b, limit) != 0) {
         free(limit);
-        snprintf(error, error_size, "out of memory");
         return NULL;
     }
     b->live_limit_count++;
@@ -290,92 +285,78 @@ static void retire(struct mem_backend *b, struct mem_limit *limit)
     b->retired = limit;
 }
 
-static int check_same_shape(const struct mem_limit *limit, const struct limit_definition *d,
-                            char *error, size_t error_size)
+/* A deleted limit of the same kind and period comes back with its holds
+ * and periods (pessimistic); of another, a fresh limit replaces it. The
+ * limit the put applies to (NULL: create one). */
+static struct mem_limit *revive(struct mem_backend *b, struct mem_limit *limit,
+                                const struct limit_definition *d)
 {
-    const struct limit_definition *old = &limit->state.definition;
-    if (old->kind != d->kind) {
-        snprintf(error, error_size, "kind: cannot change %s to %s; delete the limit first",
-                 limit_kind_name(old->kind), limit_kind_name(d->kind));
-        return -1;
+    assert(limit->deleted);
+    if (limit->kind != d->kind || limit->state.definition.period != d->period) {
+        retire(b, limit);
+        return NULL;
     }
-    if (old->period != d->period) {
-        snprintf(error, error_size, "period: cannot change %s to %s; delete the limit first",
-                 limit_period_name(old->period), limit_period_name(d->period));
-        return -1;
-    }
-    return 0;
+    limit->deleted = false;
+    b->live_limit_count++;
+    return limit;
 }
 
-int mem_put_limit(struct mem_backend *b, const struct limit_definition *definition,
-                  struct limit_state *state_out, char *error, size_t error_size)
+enum backend_admin_result mem_put_limit(struct mem_backend *b, const struct limit_definition *d,
+                                        struct limit_state *state_out)
 {
-    struct limit_definition d = *definition;
-    if (limit_definition_validate(&d, error, error_size) != 0)
-        return -1;
     int64_t now_ms = clock_now_ms(b->clock);
-    struct mem_limit *limit = mem_limit_find(b, d.key, (uint32_t)strlen(d.key));
-    if (limit != NULL && !limit->deleted && check_same_shape(limit, &d, error, error_size) != 0)
-        return -1;
-    if (limit != NULL && limit->deleted) {
-        /* Same kind and period: it comes back with its holds and periods
-         * (pessimistic); otherwise a fresh limit replaces it. */
-        if (limit->kind == d.kind && limit->state.definition.period == d.period) {
-            if (b->live_limit_count >= LIMITS_COUNT_MAX) {
-                snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
-                return -1;
-            }
-            limit->deleted = false;
-            b->live_limit_count++;
-        } else {
-            retire(b, limit);
-            limit = NULL;
+    struct mem_limit *limit = mem_limit_find(b, d->key, (uint32_t)strlen(d->key));
+    if (limit != NULL && !limit->deleted) {
+        enum backend_admin_result shape = limit_reshape_check(&limit->state.definition, d);
+        if (shape != BACKEND_ADMIN_OK) {
+            *state_out = limit->state;
+            return shape;
         }
+    } else if (b->live_limit_count >= LIMITS_COUNT_MAX) {
+        return BACKEND_ADMIN_TOO_MANY_LIMITS;
+    } else if (limit != NULL) {
+        limit = revive(b, limit, d);
     }
     if (limit == NULL) {
-        limit = limit_create(b, &d, error, error_size);
+        limit = limit_create(b, d);
         if (limit == NULL)
-            return -1;
+            return BACKEND_ADMIN_UNAVAILABLE; /* out of memory: nothing changed */
     } else {
         mem_limit_expire(b, limit, now_ms);
-        apply_definition(limit, &d);
+        apply_definition(limit, d);
     }
     mem_limit_notify(b, limit, now_ms); /* an increase frees capacity */
-    if (state_out != NULL)
-        *state_out = limit->state;
-    return 0;
+    *state_out = limit->state;
+    return BACKEND_ADMIN_OK;
 }
 
-int mem_restore_limit(struct mem_backend *b, const struct limit_state *state, char *error,
-                      size_t error_size)
+enum backend_admin_result mem_restore_limit(struct mem_backend *b, const struct limit_state *state)
 {
-    struct limit_definition d;
-    if (limit_state_validate(state, &d, error, error_size) != 0)
-        return -1;
-    bool decreasing = state->status == LIMIT_DECREASING;
-    struct mem_limit *limit = mem_limit_find(b, d.key, (uint32_t)strlen(d.key));
-    if (limit != NULL && !limit->deleted) {
-        snprintf(error, error_size, "key: %s is already loaded", d.key);
-        return -1;
-    }
+    const struct limit_definition *d = &state->definition;
+    struct mem_limit *limit = mem_limit_find(b, d->key, (uint32_t)strlen(d->key));
+    if (limit != NULL && !limit->deleted)
+        return BACKEND_ADMIN_ALREADY_LOADED;
+    if (b->live_limit_count >= LIMITS_COUNT_MAX)
+        return BACKEND_ADMIN_TOO_MANY_LIMITS;
     if (limit != NULL)
         retire(b, limit);
-    limit = limit_create(b, &d, error, error_size);
+    limit = limit_create(b, d);
     if (limit == NULL)
-        return -1;
-    if (decreasing) {
+        return BACKEND_ADMIN_UNAVAILABLE;
+    if (state->status == LIMIT_DECREASING) {
+        assert(state->pending_decrease_to < d->capacity);
         limit->status = LIMIT_DECREASING;
         limit->state.status = LIMIT_DECREASING;
         limit->state.pending_decrease_to = state->pending_decrease_to;
     }
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
-int mem_delete_limit(struct mem_backend *b, const char *key)
+enum backend_admin_result mem_delete_limit(struct mem_backend *b, const char *key)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     limit->deleted = true;
     limit->deleted_at_ring_position = b->ring_tail;
     assert(b->live_limit_count > 0);
@@ -384,16 +365,17 @@ int mem_delete_limit(struct mem_backend *b, const char *key)
         struct backend_freed freed = {.key = limit->node.key, .key_length = limit->node.key_length};
         b->watch.freed(b->watch.context, &freed);
     }
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
-int mem_get_limit(struct mem_backend *b, const char *key, struct limit_state *out)
+enum backend_admin_result mem_get_limit(struct mem_backend *b, const char *key,
+                                        struct limit_state *out)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     *out = limit->state;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 static int compare_states(const void *a, const void *b)
@@ -402,11 +384,12 @@ static int compare_states(const void *a, const void *b)
     return strcmp(x->definition.key, y->definition.key);
 }
 
-int mem_list_limits(struct mem_backend *b, struct limit_state **out, size_t *count)
+enum backend_admin_result mem_list_limits(struct mem_backend *b, struct limit_state **out,
+                                          size_t *count)
 {
     struct limit_state *states = malloc((b->live_limit_count + 1) * sizeof *states);
     if (states == NULL)
-        return -1;
+        return BACKEND_ADMIN_UNAVAILABLE;
     size_t n = 0;
     for (uint32_t i = 0; i < b->limits.capacity; i++) {
         struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
@@ -417,14 +400,15 @@ int mem_list_limits(struct mem_backend *b, struct limit_state **out, size_t *cou
     qsort(states, n, sizeof *states, compare_states);
     *out = states;
     *count = n;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
-int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct limit_usage *out)
+enum backend_admin_result mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms,
+                                    struct limit_usage *out)
 {
     struct mem_limit *limit = find_live(b, key);
     if (limit == NULL)
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     mem_limit_expire(b, limit, clock_now_ms(b->clock));
     memset(out, 0, sizeof *out);
     out->state = limit->state;
@@ -434,7 +418,7 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
         out->debt = limit->debt;
         out->available = limit_available(limit->kind, limit->capacity, limit->reserved, limit->used,
                                          limit->debt);
-        return 0;
+        return BACKEND_ADMIN_OK;
     }
     enum limit_period kind = limit->state.definition.period;
     out->period_start_unix_ms = period_start_ms(kind, at_unix_ms);
@@ -447,7 +431,7 @@ int mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms, struct
     }
     out->available =
         limit_available(LIMIT_BUDGET, limit->capacity, out->reserved, out->used, out->debt);
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms)

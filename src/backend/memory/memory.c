@@ -633,53 +633,56 @@ static void mem_close(struct backend *base)
         pthread_mutex_unlock(&(b)->mutex);                                                         \
     } while (0)
 
-static int mem_op_put_limit(struct backend *base, const struct limit_definition *definition,
-                            struct limit_state *state_out, char *error, size_t error_size)
+static enum backend_admin_result mem_op_put_limit(struct backend *base,
+                                                  const struct limit_definition *definition,
+                                                  struct limit_state *state_out)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
-    LOCKED(b, rc = mem_put_limit(b, definition, state_out, error, error_size));
+    enum backend_admin_result rc;
+    LOCKED(b, rc = mem_put_limit(b, definition, state_out));
     return rc;
 }
 
-static int mem_op_restore_limit(struct backend *base, const struct limit_state *state, char *error,
-                                size_t error_size)
+static enum backend_admin_result mem_op_restore_limit(struct backend *base,
+                                                      const struct limit_state *state)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
-    LOCKED(b, rc = mem_restore_limit(b, state, error, error_size));
+    enum backend_admin_result rc;
+    LOCKED(b, rc = mem_restore_limit(b, state));
     return rc;
 }
 
-static int mem_op_delete_limit(struct backend *base, const char *key)
+static enum backend_admin_result mem_op_delete_limit(struct backend *base, const char *key)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
+    enum backend_admin_result rc;
     LOCKED(b, rc = mem_delete_limit(b, key));
     return rc;
 }
 
-static int mem_op_get_limit(struct backend *base, const char *key, struct limit_state *out)
+static enum backend_admin_result mem_op_get_limit(struct backend *base, const char *key,
+                                                  struct limit_state *out)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
+    enum backend_admin_result rc;
     LOCKED(b, rc = mem_get_limit(b, key, out));
     return rc;
 }
 
-static int mem_op_list_limits(struct backend *base, struct limit_state **out, size_t *count)
+static enum backend_admin_result mem_op_list_limits(struct backend *base, struct limit_state **out,
+                                                    size_t *count)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
+    enum backend_admin_result rc;
     LOCKED(b, rc = mem_list_limits(b, out, count));
     return rc;
 }
 
-static int mem_op_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                        struct limit_usage *out)
+static enum backend_admin_result mem_op_usage(struct backend *base, const char *key,
+                                              int64_t at_unix_ms, struct limit_usage *out)
 {
     struct mem_backend *b = mem_backend_of(base);
-    int rc;
+    enum backend_admin_result rc;
     LOCKED(b, rc = mem_usage(b, key, at_unix_ms, out));
     return rc;
 }
@@ -753,20 +756,24 @@ static void mem_op_release(struct backend *base, const struct release_request *r
         done(context);
 }
 
-static int mem_op_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
-                                  struct caller_usage **out, size_t *count)
+static enum backend_admin_result mem_op_usage_by_caller(struct backend *base, const char *key,
+                                                        int64_t at_unix_ms,
+                                                        struct caller_usage **out, size_t *count)
 {
     return mem_usage_by_caller(mem_backend_of(base), key, at_unix_ms, out, count);
 }
 
-static int mem_op_limits_report(struct backend *base, const struct limits_query *query,
-                                struct limit_report **out, size_t *count, bool *more)
+static enum backend_admin_result mem_op_limits_report(struct backend *base,
+                                                      const struct limits_query *query,
+                                                      struct limit_report **out, size_t *count,
+                                                      bool *more)
 {
     return mem_limits_report(mem_backend_of(base), query, out, count, more);
 }
 
-static int mem_op_holds_scan(struct backend *base, const char *key, uint64_t max_holds,
-                             hold_visit_fn visit, void *context, bool *complete)
+static enum backend_admin_result mem_op_holds_scan(struct backend *base, const char *key,
+                                                   uint64_t max_holds, hold_visit_fn visit,
+                                                   void *context, bool *complete)
 {
     return mem_holds_scan(mem_backend_of(base), key, max_holds, visit, context, complete);
 }

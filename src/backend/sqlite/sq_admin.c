@@ -143,9 +143,7 @@ struct put_args {
     const struct limit_definition *definition;
     const struct limit_state *restore; /* restore_limit: the state as it was */
     struct limit_state *state_out;
-    char *error;
-    size_t error_size;
-    int result;
+    enum backend_admin_result result;
 };
 
 static int put_run(struct sq_backend *backend, struct sq_call *call)
@@ -154,48 +152,35 @@ static int put_run(struct sq_backend *backend, struct sq_call *call)
     const struct limit_definition *d = args->definition;
     int64_t now_ms = clock_now_ms(backend->config.clock);
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, d->key);
-    args->result = 0;
+    args->result = BACKEND_ADMIN_OK;
     if (limit == NULL) {
         struct limit_state state = {.definition = *d, .status = LIMIT_ACTIVE};
         int rc = limit_create(backend, &state, now_ms, &limit);
-        if (rc == SQLITE_DONE && args->state_out != NULL)
+        if (rc == SQLITE_DONE)
             *args->state_out = limit->state;
         return rc;
     }
-    if (limit->state.definition.kind != d->kind || limit->state.definition.period != d->period) {
-        bool kind = limit->state.definition.kind != d->kind;
-        snprintf(args->error, args->error_size,
-                 "%s: cannot change the %s of limit %s (delete it "
-                 "first)",
-                 kind ? "kind" : "period", kind ? "kind" : "period", d->key);
-        args->result = -1;
+    args->result = limit_reshape_check(&limit->state.definition, d);
+    if (args->result != BACKEND_ADMIN_OK) {
+        *args->state_out = limit->state;
         return SQLITE_DONE;
     }
     int rc = limit_change(backend, limit, d, now_ms);
-    if (rc == SQLITE_DONE && args->state_out != NULL)
+    if (rc == SQLITE_DONE)
         *args->state_out = limit->state;
     return rc;
 }
 
-/* The writer could not commit the change: -2, the storage failure of
- * backend.h's put_limit. */
-static int call_failed(char *error, size_t error_size)
-{
-    snprintf(error, error_size, "backend_error: the database did not take the change");
-    return -2;
-}
-
-int sq_admin_put_limit(struct backend *base, const struct limit_definition *definition,
-                       struct limit_state *state_out, char *error, size_t error_size)
+/* UNAVAILABLE when the writer could not commit the change: nothing changed. */
+enum backend_admin_result sq_admin_put_limit(struct backend *base,
+                                             const struct limit_definition *definition,
+                                             struct limit_state *state_out)
 {
     struct sq_backend *backend = sq_backend_of(base);
-    struct limit_definition checked = *definition;
-    if (limit_definition_validate(&checked, error, error_size) != 0)
-        return -1;
-    struct put_args args = {
-        .definition = &checked, .state_out = state_out, .error = error, .error_size = error_size};
+    assert(state_out != NULL);
+    struct put_args args = {.definition = definition, .state_out = state_out};
     if (sq_writer_call(backend, put_run, &args) != 0)
-        return call_failed(error, error_size);
+        return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
 }
 
@@ -207,14 +192,14 @@ static int restore_run(struct sq_backend *backend, struct sq_call *call)
     const struct limit_state *state = args->restore;
     int64_t now_ms = clock_now_ms(backend->config.clock);
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, state->definition.key);
-    if (limit != NULL && (limit->state.definition.kind != state->definition.kind ||
-                          limit->state.definition.period != state->definition.period)) {
+    if (limit != NULL &&
+        limit_reshape_check(&limit->state.definition, &state->definition) != BACKEND_ADMIN_OK) {
         int rc = limit_retire(backend, limit, now_ms);
         if (rc != SQLITE_DONE)
             return rc;
         limit = NULL;
     }
-    args->result = 0;
+    args->result = BACKEND_ADMIN_OK;
     if (limit == NULL)
         return limit_create(backend, state, now_ms, &limit);
     if (state_equal(state, &limit->state))
@@ -223,24 +208,20 @@ static int restore_run(struct sq_backend *backend, struct sq_call *call)
     return limit_write(backend, limit, SQ_STMT_LIMIT_UPDATE, now_ms, "restored from the registry");
 }
 
-int sq_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
-                           size_t error_size)
+enum backend_admin_result sq_admin_restore_limit(struct backend *base,
+                                                 const struct limit_state *state)
 {
     struct sq_backend *backend = sq_backend_of(base);
-    struct limit_state checked = *state;
-    if (limit_definition_validate(&checked.definition, error, error_size) != 0)
-        return -1;
-    if (checked.status == LIMIT_ACTIVE)
-        checked.pending_decrease_to = 0;
-    struct put_args args = {.restore = &checked, .error = error, .error_size = error_size};
+    assert(state->status == LIMIT_DECREASING || state->pending_decrease_to == 0);
+    struct put_args args = {.restore = state};
     if (sq_writer_call(backend, restore_run, &args) != 0)
-        return call_failed(error, error_size);
+        return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
 }
 
 struct key_args {
     const char *key;
-    int result;
+    enum backend_admin_result result;
     struct limit_state *state_out;
 };
 
@@ -248,18 +229,18 @@ static int delete_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? -1 : 0;
+    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit == NULL)
         return SQLITE_DONE;
     return limit_retire(backend, limit, clock_now_ms(backend->config.clock));
 }
 
-int sq_admin_delete_limit(struct backend *base, const char *key)
+enum backend_admin_result sq_admin_delete_limit(struct backend *base, const char *key)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key};
     if (sq_writer_call(backend, delete_run, &args) != 0)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
 }
 
@@ -267,18 +248,19 @@ static int get_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? -1 : 0;
+    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit != NULL)
         *args->state_out = limit->state;
     return SQLITE_DONE;
 }
 
-int sq_admin_get_limit(struct backend *base, const char *key, struct limit_state *out)
+enum backend_admin_result sq_admin_get_limit(struct backend *base, const char *key,
+                                             struct limit_state *out)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct key_args args = {.key = key, .state_out = out};
     if (sq_writer_call(backend, get_run, &args) != 0)
-        return -1;
+        return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
 }
 
@@ -311,17 +293,18 @@ static int list_run(struct sq_backend *backend, struct sq_call *call)
     return SQLITE_DONE;
 }
 
-int sq_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count)
+enum backend_admin_result sq_admin_list_limits(struct backend *base, struct limit_state **out,
+                                               size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct list_args args = {0};
     if (sq_writer_call(backend, list_run, &args) != 0) {
         free(args.states);
-        return -1;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
     *out = args.states;
     *count = args.count;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 /* ---- Usage. */
@@ -330,14 +313,14 @@ struct usage_args {
     const char *key;
     int64_t at_unix_ms;
     struct limit_usage *out;
-    int result;
+    enum backend_admin_result result;
 };
 
 static int usage_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct usage_args *args = call->args;
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? -1 : 0;
+    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit == NULL)
         return SQLITE_DONE;
     int64_t now_ms = clock_now_ms(backend->config.clock);
@@ -364,13 +347,13 @@ static int usage_run(struct sq_backend *backend, struct sq_call *call)
     return SQLITE_DONE;
 }
 
-int sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                   struct limit_usage *out)
+enum backend_admin_result sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
+                                         struct limit_usage *out)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct usage_args args = {.key = key, .at_unix_ms = at_unix_ms, .out = out};
     if (sq_writer_call(backend, usage_run, &args) != 0)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
 }
 
@@ -535,7 +518,7 @@ struct callers_args {
     int64_t at_unix_ms;
     struct caller_usage *rows;
     size_t count;
-    int result;
+    enum backend_admin_result result;
 };
 
 static const char callers_budget_sql[] =
@@ -574,7 +557,7 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct callers_args *args = call->args;
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? -1 : 0;
+    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit == NULL)
         return SQLITE_DONE;
     int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
@@ -600,22 +583,23 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
     return rc;
 }
 
-int sq_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
-                             struct caller_usage **out, size_t *count)
+enum backend_admin_result sq_admin_usage_by_caller(struct backend *base, const char *key,
+                                                   int64_t at_unix_ms, struct caller_usage **out,
+                                                   size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct callers_args args = {.key = key, .at_unix_ms = at_unix_ms};
     if (sq_writer_call(backend, callers_run, &args) != 0) {
         free(args.rows);
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
-    if (args.result != 0) {
+    if (args.result != BACKEND_ADMIN_OK) {
         free(args.rows);
         return args.result;
     }
     *out = args.rows;
     *count = args.count;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 /* ---- Audit log reads: committed events only, on the read connection. */
@@ -844,21 +828,23 @@ static int events_query(sqlite3 *db, const struct event_query *query, struct bac
     return rc;
 }
 
-int sq_admin_events(struct backend *base, const struct event_query *query,
-                    struct backend_event **out, size_t *count)
+enum backend_admin_result sq_admin_events(struct backend *base, const struct event_query *query,
+                                          struct backend_event **out, size_t *count)
 {
     struct sq_backend *backend = sq_backend_of(base);
-    assert(query->limit >= 1 && query->limit <= EVENTS_PAGE_MAX);
+    assert(query->limit >= 1);
+    assert(query->limit <= EVENTS_PAGE_MAX);
     struct backend_event *events = malloc(query->limit * sizeof *events);
     if (events == NULL)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     pthread_mutex_lock(&backend->read_mutex);
     int rc = events_query(backend->read_db, query, events, count);
     pthread_mutex_unlock(&backend->read_mutex);
     if (rc != 0) {
         free(events);
-        return rc;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
+    assert(*count <= query->limit);
     *out = events;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }

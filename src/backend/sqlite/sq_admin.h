@@ -9,19 +9,23 @@
 
 #include "backend/backend.h"
 
-int sq_admin_put_limit(struct backend *base, const struct limit_definition *definition,
-                       struct limit_state *state_out, char *error, size_t error_size);
-int sq_admin_restore_limit(struct backend *base, const struct limit_state *state, char *error,
-                           size_t error_size);
-int sq_admin_delete_limit(struct backend *base, const char *key);
-int sq_admin_get_limit(struct backend *base, const char *key, struct limit_state *out);
-int sq_admin_list_limits(struct backend *base, struct limit_state **out, size_t *count);
-int sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                   struct limit_usage *out);
+enum backend_admin_result sq_admin_put_limit(struct backend *base,
+                                             const struct limit_definition *definition,
+                                             struct limit_state *state_out);
+enum backend_admin_result sq_admin_restore_limit(struct backend *base,
+                                                 const struct limit_state *state);
+enum backend_admin_result sq_admin_delete_limit(struct backend *base, const char *key);
+enum backend_admin_result sq_admin_get_limit(struct backend *base, const char *key,
+                                             struct limit_state *out);
+enum backend_admin_result sq_admin_list_limits(struct backend *base, struct limit_state **out,
+                                               size_t *count);
+enum backend_admin_result sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
+                                         struct limit_usage *out);
 int sq_admin_tick(struct backend *base, bool *limits_changed);
-int sq_admin_events(struct backend *base, const struct event_query *query,
-                    struct backend_event **out, size_t *count);
-int sq_admin_usage_by_caller(struct backend *base, const char *key, int64_t at_unix_ms,
-                             struct caller_usage **out, size_t *count);
+enum backend_admin_result sq_admin_events(struct backend *base, const struct event_query *query,
+                                          struct backend_event **out, size_t *count);
+enum backend_admin_result sq_admin_usage_by_caller(struct backend *base, const char *key,
+                                                   int64_t at_unix_ms, struct caller_usage **out,
+                                                   size_t *count);
 
 #endif

@@ -121,8 +121,10 @@ static int report_run(struct sq_backend *backend, struct sq_call *call)
     return rc;
 }
 
-int sq_console_limits_report(struct backend *base, const struct limits_query *query,
-                             struct limit_report **out, size_t *count, bool *more)
+enum backend_admin_result sq_console_limits_report(struct backend *base,
+                                                   const struct limits_query *query,
+                                                   struct limit_report **out, size_t *count,
+                                                   bool *more)
 {
     struct sq_backend *backend = sq_backend_of(base);
     assert(query->limit >= 1);
@@ -130,15 +132,16 @@ int sq_console_limits_report(struct backend *base, const struct limits_query *qu
     struct report_args args = {.query = query,
                                .reports = calloc(query->limit, sizeof *args.reports)};
     if (args.reports == NULL)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     if (sq_writer_call(backend, report_run, &args) != 0) {
         free(args.reports);
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
+    assert(args.count <= query->limit);
     *out = args.reports;
     *count = args.count;
     *more = args.more;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 /* ---- live holds of one limit --------------------------------------------- */
@@ -150,7 +153,7 @@ struct scan_args {
     void *context;
     uint64_t visited;
     bool complete;
-    int result;
+    enum backend_admin_result result;
 };
 
 static bool scan_visit(void *context, const struct sq_hold *hold)
@@ -172,7 +175,7 @@ static int scan_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct scan_args *args = call->args;
     struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? -1 : 0;
+    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit == NULL)
         return SQLITE_DONE;
     int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);
@@ -187,15 +190,16 @@ static int scan_run(struct sq_backend *backend, struct sq_call *call)
     return SQLITE_DONE;
 }
 
-int sq_console_holds_scan(struct backend *base, const char *key, uint64_t max_holds,
-                          hold_visit_fn visit, void *context, bool *complete)
+enum backend_admin_result sq_console_holds_scan(struct backend *base, const char *key,
+                                                uint64_t max_holds, hold_visit_fn visit,
+                                                void *context, bool *complete)
 {
     struct sq_backend *backend = sq_backend_of(base);
     struct scan_args args = {
         .key = key, .max_holds = max_holds, .visit = visit, .context = context};
     if (sq_writer_call(backend, scan_run, &args) != 0)
-        return -2;
-    if (args.result == 0)
+        return BACKEND_ADMIN_UNAVAILABLE;
+    if (args.result == BACKEND_ADMIN_OK)
         *complete = args.complete;
     return args.result;
 }

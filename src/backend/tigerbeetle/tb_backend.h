@@ -350,15 +350,20 @@ static inline tbc_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
 
 /* tb_registry.c */
 struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length);
-int tb_registry_put(struct backend *base, const struct limit_definition *definition,
-                    struct limit_state *state_out, char *error, size_t error_size);
-int tb_registry_restore(struct backend *base, const struct limit_state *state, char *error,
-                        size_t error_size);
-int tb_registry_delete(struct backend *base, const char *key);
-int tb_registry_get(struct backend *base, const char *key, struct limit_state *out);
-int tb_registry_list(struct backend *base, struct limit_state **out, size_t *count);
-int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                      struct limit_usage *out);
+/* The admin ops (backend.h); definitions and states come checked by
+ * backend.c. */
+enum backend_admin_result tb_registry_put(struct backend *base,
+                                          const struct limit_definition *definition,
+                                          struct limit_state *state_out);
+enum backend_admin_result tb_registry_restore(struct backend *base,
+                                              const struct limit_state *state);
+enum backend_admin_result tb_registry_delete(struct backend *base, const char *key);
+enum backend_admin_result tb_registry_get(struct backend *base, const char *key,
+                                          struct limit_state *out);
+enum backend_admin_result tb_registry_list(struct backend *base, struct limit_state **out,
+                                           size_t *count);
+enum backend_admin_result tb_registry_usage(struct backend *base, const char *key,
+                                            int64_t at_unix_ms, struct limit_usage *out);
 void tb_registry_free(struct tb_backend *b);
 /* Adds a hold note, returning its number (0 when out of memory) /
  * computes retry_after for a denied requirement. */

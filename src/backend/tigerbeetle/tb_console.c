@@ -137,10 +137,11 @@ static long read_usage(struct tb_backend *b, struct tb_limit **page, size_t coun
 {
     size_t kept = 0;
     for (size_t i = 0; i < count; i++) {
-        int rc = tb_registry_usage(&b->base, page[i]->key, now_ms, &reports[kept].usage);
-        if (rc == -1)
+        enum backend_admin_result rc =
+            tb_registry_usage(&b->base, page[i]->key, now_ms, &reports[kept].usage);
+        if (rc == BACKEND_ADMIN_UNKNOWN_KEY)
             continue;
-        if (rc != 0)
+        if (rc != BACKEND_ADMIN_OK)
             return -2;
         entries[kept] = (struct page_entry){.limit = page[i], .report = &reports[kept]};
         kept++;
@@ -148,8 +149,10 @@ static long read_usage(struct tb_backend *b, struct tb_limit **page, size_t coun
     return (long)kept;
 }
 
-int tb_console_limits_report(struct backend *base, const struct limits_query *query,
-                             struct limit_report **out, size_t *count, bool *more)
+enum backend_admin_result tb_console_limits_report(struct backend *base,
+                                                   const struct limits_query *query,
+                                                   struct limit_report **out, size_t *count,
+                                                   bool *more)
 {
     struct tb_backend *b = tb_backend_of(base);
     assert(query->limit >= 1);
@@ -174,9 +177,10 @@ int tb_console_limits_report(struct backend *base, const struct limits_query *qu
     free(entries);
     if (kept < 0) {
         free(reports);
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     }
+    assert((size_t)kept <= chosen);
     *out = reports;
     *count = (size_t)kept;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }

@@ -8,7 +8,9 @@
 
 #include "backend/backend.h"
 
-int tb_console_limits_report(struct backend *base, const struct limits_query *query,
-                             struct limit_report **out, size_t *count, bool *more);
+enum backend_admin_result tb_console_limits_report(struct backend *base,
+                                                   const struct limits_query *query,
+                                                   struct limit_report **out, size_t *count,
+                                                   bool *more);
 
 #endif

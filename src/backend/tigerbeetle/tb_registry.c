@@ -37,21 +37,15 @@ struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_
     return NULL;
 }
 
-/* Under the write lock. NULL when out of memory or at the bound. */
+/* Under the write lock. NULL when out of memory; the caller checked the
+ * bound of entries, deleted ones included. */
 static struct tb_limit *limit_create(struct tb_backend *b,
-                                     const struct limit_definition *definition, char *error,
-                                     size_t error_size)
+                                     const struct limit_definition *definition)
 {
-    if (b->limit_count >= 2 * LIMITS_COUNT_MAX) {
-        snprintf(error, error_size, "limits: at most %d limits (deleted ones included)",
-                 2 * LIMITS_COUNT_MAX);
-        return NULL;
-    }
+    assert(b->limit_count < 2 * LIMITS_COUNT_MAX);
     struct tb_limit *limit = calloc(1, sizeof *limit);
-    if (limit == NULL) {
-        snprintf(error, error_size, "out of memory");
+    if (limit == NULL)
         return NULL;
-    }
     limit->key_length = (uint32_t)strlen(definition->key);
     assert(limit->key_length >= 1); /* a validated definition */
     assert(limit->key_length <= LIMIT_KEY_LENGTH_MAX);
@@ -74,38 +68,21 @@ static struct tb_limit *limit_create(struct tb_backend *b,
     return limit;
 }
 
-static int check_same_shape(const struct tb_limit *limit, const struct limit_definition *d,
-                            char *error, size_t error_size)
-{
-    const struct limit_definition *old = &limit->state.definition;
-    if (old->kind != d->kind) {
-        snprintf(error, error_size, "kind: cannot change %s to %s; delete the limit first",
-                 limit_kind_name(old->kind), limit_kind_name(d->kind));
-        return -1;
-    }
-    if (old->period != d->period) {
-        snprintf(error, error_size, "period: cannot change %s to %s; delete the limit first",
-                 limit_period_name(old->period), limit_period_name(d->period));
-        return -1;
-    }
-    return 0;
-}
-
-/* Finds or creates the entry a put applies to (write lock held). */
-static struct tb_limit *entry_for_put(struct tb_backend *b, const struct limit_definition *d,
-                                      char *error, size_t error_size)
+/* Finds or creates the entry a put or restore applies to (write lock
+ * held): a live one of the same kind and period, a deleted one (back with
+ * its accounts), or a new one. BACKEND_ADMIN_OK with *out set, or why not
+ * (a live entry of another shape is *out too). */
+static enum backend_admin_result
+entry_for_put(struct tb_backend *b, const struct limit_definition *d, struct tb_limit **out)
 {
     uint32_t length = (uint32_t)strlen(d->key);
     struct tb_limit *limit = tb_registry_find(b, d->key, length);
-    if (limit != NULL && !limit->deleted) {
-        if (check_same_shape(limit, d, error, error_size) != 0)
-            return NULL;
-        return limit;
-    }
-    if (b->live_limit_count >= LIMITS_COUNT_MAX) {
-        snprintf(error, error_size, "limits: at most %d limits", LIMITS_COUNT_MAX);
-        return NULL;
-    }
+    *out = limit;
+    if (limit != NULL && !limit->deleted)
+        return limit_reshape_check(&limit->state.definition, d);
+    if (b->live_limit_count >= LIMITS_COUNT_MAX ||
+        (limit == NULL && b->limit_count >= 2 * LIMITS_COUNT_MAX))
+        return BACKEND_ADMIN_TOO_MANY_LIMITS;
     if (limit != NULL) {
         /* A deleted limit comes back; its accounts are the same ones. */
         limit->deleted = false;
@@ -116,106 +93,95 @@ static struct tb_limit *entry_for_put(struct tb_backend *b, const struct limit_d
         limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
         b->live_limit_count++;
         assert(b->live_limit_count <= LIMITS_COUNT_MAX);
-        return limit;
+        return BACKEND_ADMIN_OK;
     }
-    return limit_create(b, d, error, error_size);
+    *out = limit_create(b, d);
+    return *out != NULL ? BACKEND_ADMIN_OK : BACKEND_ADMIN_UNAVAILABLE;
 }
 
-int tb_registry_put(struct backend *base, const struct limit_definition *definition,
-                    struct limit_state *state_out, char *error, size_t error_size)
+enum backend_admin_result tb_registry_put(struct backend *base, const struct limit_definition *d,
+                                          struct limit_state *state_out)
 {
     struct tb_backend *b = tb_backend_of(base);
-    struct limit_definition d = *definition;
-    if (limit_definition_validate(&d, error, error_size) != 0)
-        return -1;
     pthread_mutex_lock(&b->admin_lock);
     pthread_rwlock_wrlock(&b->registry_lock);
-    struct tb_limit *limit = entry_for_put(b, &d, error, error_size);
+    struct tb_limit *limit = NULL;
+    enum backend_admin_result result = entry_for_put(b, d, &limit);
+    if (result == BACKEND_ADMIN_KIND_CHANGED || result == BACKEND_ADMIN_PERIOD_CHANGED)
+        *state_out = limit->state;
     struct limit_state before = limit != NULL ? limit->state : (struct limit_state){0};
     bool fresh = limit != NULL && !limit->provisioned;
     pthread_rwlock_unlock(&b->registry_lock);
-    if (limit == NULL) {
+    if (result != BACKEND_ADMIN_OK) {
         pthread_mutex_unlock(&b->admin_lock);
-        return -1;
+        return result;
     }
     /* The conversation with the cluster runs without the registry lock,
      * so reserves keep flowing. */
     struct limit_state after;
-    tb_provision_apply(b, limit, fresh ? NULL : &before, &d, clock_now_ms(b->clock), &after);
+    tb_provision_apply(b, limit, fresh ? NULL : &before, d, clock_now_ms(b->clock), &after);
     /* The definition put is the one in force (a decrease may still wait). */
-    assert(after.definition.kind == d.kind);
+    assert(after.definition.kind == d->kind);
     assert(after.status == LIMIT_ACTIVE || after.pending_decrease_to < after.definition.capacity);
     pthread_rwlock_wrlock(&b->registry_lock);
     limit->state = after;
     pthread_rwlock_unlock(&b->registry_lock);
     pthread_mutex_unlock(&b->admin_lock);
-    if (state_out != NULL)
-        *state_out = after;
-    return 0;
+    *state_out = after;
+    return BACKEND_ADMIN_OK;
 }
 
-int tb_registry_restore(struct backend *base, const struct limit_state *state, char *error,
-                        size_t error_size)
+enum backend_admin_result tb_registry_restore(struct backend *base, const struct limit_state *state)
 {
     struct tb_backend *b = tb_backend_of(base);
-    struct limit_definition d;
-    if (limit_state_validate(state, &d, error, error_size) != 0)
-        return -1;
-    bool decreasing = state->status == LIMIT_DECREASING;
+    const struct limit_definition *d = &state->definition;
     pthread_rwlock_wrlock(&b->registry_lock);
-    struct tb_limit *limit = tb_registry_find(b, d.key, (uint32_t)strlen(d.key));
-    int rc = 0;
-    if (limit != NULL && !limit->deleted) {
-        snprintf(error, error_size, "key: %s is already loaded", d.key);
-        rc = -1;
-    } else {
-        limit = entry_for_put(b, &d, error, error_size);
-        if (limit == NULL) {
-            rc = -1;
-        } else {
-            /* As it was; the maintenance thread makes the cluster agree. */
-            limit->state.definition = d;
-            limit->state.status = state->status;
-            limit->state.pending_decrease_to = decreasing ? state->pending_decrease_to : 0;
-            limit->provisioned = false;
-            __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE);
-        }
+    struct tb_limit *limit = tb_registry_find(b, d->key, (uint32_t)strlen(d->key));
+    enum backend_admin_result result = BACKEND_ADMIN_ALREADY_LOADED;
+    if (limit == NULL || limit->deleted)
+        result = entry_for_put(b, d, &limit);
+    if (result == BACKEND_ADMIN_OK) {
+        /* As it was; the maintenance thread makes the cluster agree. */
+        limit->state = *state;
+        limit->provisioned = false;
+        __atomic_store_n(&b->provision_wanted, true, __ATOMIC_RELEASE);
     }
     pthread_rwlock_unlock(&b->registry_lock);
-    if (rc == 0) {
+    if (result == BACKEND_ADMIN_OK) {
         pthread_mutex_lock(&b->maintenance_lock);
         pthread_cond_signal(&b->maintenance_wake);
         pthread_mutex_unlock(&b->maintenance_lock);
     }
-    return rc;
+    return result;
 }
 
-int tb_registry_delete(struct backend *base, const char *key)
+enum backend_admin_result tb_registry_delete(struct backend *base, const char *key)
 {
     struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_wrlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
-    int rc = -1;
+    enum backend_admin_result rc = BACKEND_ADMIN_UNKNOWN_KEY;
     if (limit != NULL && !limit->deleted) {
         /* Kept (with its accounts) so existing leases still complete. */
         limit->deleted = true;
         assert(b->live_limit_count > 0);
         b->live_limit_count--;
-        rc = 0;
+        rc = BACKEND_ADMIN_OK;
     }
     pthread_rwlock_unlock(&b->registry_lock);
     return rc;
 }
 
-int tb_registry_get(struct backend *base, const char *key, struct limit_state *out)
+enum backend_admin_result tb_registry_get(struct backend *base, const char *key,
+                                          struct limit_state *out)
 {
     struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
     struct tb_limit *limit = tb_registry_find(b, key, (uint32_t)strlen(key));
-    int rc = -1;
+    enum backend_admin_result rc = BACKEND_ADMIN_UNKNOWN_KEY;
     if (limit != NULL && !limit->deleted) {
         *out = limit->state;
-        rc = 0;
+        rc = BACKEND_ADMIN_OK;
     }
     pthread_rwlock_unlock(&b->registry_lock);
     return rc;
@@ -227,7 +193,8 @@ static int compare_states(const void *a, const void *b)
     return strcmp(x->definition.key, y->definition.key);
 }
 
-int tb_registry_list(struct backend *base, struct limit_state **out, size_t *count)
+enum backend_admin_result tb_registry_list(struct backend *base, struct limit_state **out,
+                                           size_t *count)
 {
     struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
@@ -243,15 +210,15 @@ int tb_registry_list(struct backend *base, struct limit_state **out, size_t *cou
     assert(states == NULL || n == b->live_limit_count);
     pthread_rwlock_unlock(&b->registry_lock);
     if (states == NULL)
-        return -1;
+        return BACKEND_ADMIN_UNAVAILABLE;
     qsort(states, n, sizeof *states, compare_states);
     *out = states;
     *count = n;
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
-int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
-                      struct limit_usage *out)
+enum backend_admin_result tb_registry_usage(struct backend *base, const char *key,
+                                            int64_t at_unix_ms, struct limit_usage *out)
 {
     struct tb_backend *b = tb_backend_of(base);
     pthread_rwlock_rdlock(&b->registry_lock);
@@ -260,7 +227,7 @@ int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
     bool live = limit != NULL && !limit->deleted;
     pthread_rwlock_unlock(&b->registry_lock);
     if (!live)
-        return -1;
+        return BACKEND_ADMIN_UNKNOWN_KEY;
     memset(out, 0, sizeof *out);
     out->state = state;
     struct tb_balances balances;
@@ -271,13 +238,13 @@ int tb_registry_usage(struct backend *base, const char *key, int64_t at_unix_ms,
         out->period_end_unix_ms = period_end_ms(state.definition.period, at_unix_ms);
     }
     if (tb_provision_balances(b, limit, state.definition.kind, period_ms, &balances) != 0)
-        return -2;
+        return BACKEND_ADMIN_UNAVAILABLE;
     out->reserved = balances.reserved;
     out->used = balances.used;
     out->debt = balances.debt;
     out->available = limit_available(state.definition.kind, state.definition.capacity,
                                      out->reserved, out->used, out->debt);
-    return 0;
+    return BACKEND_ADMIN_OK;
 }
 
 void tb_registry_free(struct tb_backend *b)
