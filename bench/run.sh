@@ -80,7 +80,7 @@ start_server() {
     # least) are short so that holds expire as fast as they are taken: the
     # steady state of a long run, with expiry work in every reserve. With
     # 60 s windows a run over a million reserves/s would reach the memory
-    # backend's bound on live holds (MEMORY_HOLDS_MAX, about 16.7 million)
+    # backend's bound on live holds (MEM_HOLDS_MAX, about 16.7 million)
     # within seconds, and every reserve after it would fail.
     "$CLI" --url "$URL" --compact limits put --key bench:llm:rpm --kind rolling \
         --capacity 1000000000000 --window-seconds "$WINDOW" --unit requests >/dev/null

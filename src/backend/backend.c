@@ -30,9 +30,9 @@ int backend_config_check(const struct backend_config *config, char *error, size_
     if (config->clock == NULL)
         snprintf(error, error_size, "clock: required");
     else if (config->lease_cache_entries < 1 ||
-             config->lease_cache_entries > MEMORY_LEASE_CACHE_ENTRIES_MAX)
+             config->lease_cache_entries > LEASE_CACHE_ENTRIES_MAX)
         snprintf(error, error_size, "lease_cache_entries: must be 1..%u",
-                 (unsigned)MEMORY_LEASE_CACHE_ENTRIES_MAX);
+                 (unsigned)LEASE_CACHE_ENTRIES_MAX);
     else if (config->lease_retention_ms < 1)
         snprintf(error, error_size, "lease_retention_ms: must be > 0");
     else if (config->concurrency_poll_ms < 1 || config->concurrency_poll_ms > POLL_MS_MAX)

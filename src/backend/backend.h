@@ -331,9 +331,10 @@ struct holds_summary {
     int64_t oldest_expires_at_unix_ms;
     int64_t oldest_at_unix_ms;
     uint64_t expiring_soon; /* live holds expiring within the query's soon_ms */
-    /* false: oldest and expiring_soon were read from the first
-     * CONSOLE_HOLDS_WALK_MAX holds in expiry order only (expiring_soon is
-     * then a lower bound, and the oldest may be unknown: 0). */
+    /* false: oldest and expiring_soon were read from the first holds in
+     * expiry order only (the memory backend walks MEM_CONSOLE_HOLDS_WALK_MAX,
+     * src/backend/memory/mem_bounds.h): expiring_soon is then a lower
+     * bound, and the oldest may be unknown (0). */
     bool exact;
 };
 

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/bounds.h"
+#include "server_bounds.h"
 
 struct auth {
     char admin_token[TOKEN_BYTES_MAX + 1];

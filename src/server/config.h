@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/bounds.h"
+#include "server_bounds.h"
 #include "util/log.h"
 
 #define LISTEN_DEFAULT "127.0.0.1:8470"

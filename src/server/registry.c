@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/buffer.h"
+#include "server_bounds.h"
 #include "wire/decode.h"
 #include "wire/encode.h"
 #include "util/jdoc.h"

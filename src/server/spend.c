@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server_bounds.h"
 #include "util/log.h"
 
 struct spend_series {

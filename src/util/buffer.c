@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/bounds.h"
 
 /* What an empty buffer without storage points at, so that data is never
  * NULL: memcpy(dst, NULL, 0) and NULL + 0 are undefined behaviour, and an

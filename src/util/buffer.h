@@ -11,6 +11,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The default cap of a buffer's growth: one HTTP reply (GET
+ * /v1/admin/limits) or one file written whole. */
+#define RESPONSE_BYTES_MAX (512 * 1024 * 1024)
+
 struct buffer {
     /* Never NULL: an empty buffer without storage points at a shared empty
      * byte (capacity 0, never written), so its content can be handed to

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/memory/mem_bounds.h"
 #include "backend/tigerbeetle/tigerbeetle.h"
 #include "test.h"
 #include "tigerbeetle/tb_server.h"
@@ -668,11 +669,11 @@ static void set_traits(const char *backend)
     bool tigerbeetle = strcmp(backend, "tigerbeetle") == 0;
     conformance_traits.bounded_lease_cache = strcmp(backend, "sqlite") != 0;
     conformance_traits.budget_periods_kept =
-        strcmp(backend, "memory") == 0 ? BUDGET_PERIODS_KEPT : 0;
+        strcmp(backend, "memory") == 0 ? MEM_BUDGET_PERIODS_KEPT : 0;
     conformance_traits.real_clock = tigerbeetle;
     conformance_traits.leases_outlive_cache = tigerbeetle;
     conformance_traits.counts_expired_holds = !tigerbeetle;
-    conformance_traits.callers_max = strcmp(backend, "memory") == 0 ? MEMORY_CALLERS_MAX : 0;
+    conformance_traits.callers_max = strcmp(backend, "memory") == 0 ? MEM_CALLERS_MAX : 0;
 }
 
 static struct tb_test_server tb_server;

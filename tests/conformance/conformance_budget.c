@@ -1,5 +1,6 @@
 /* Conformance: budgets (docs/semantics.md "Budgets"): commit, overrun
  * debt, UTC periods and their roll-over, old periods, late commits. */
+#include "backend/memory/mem_bounds.h"
 #include "conformance.h"
 #include "test.h"
 
@@ -269,7 +270,7 @@ FIXTURE_TEST(budget_old_periods_are_kept_up_to_the_bound)
     REQUIRE(reserve1(f, "first-day", "usd", 7));
     REQUIRE(complete_none(f, "first-day").status == RESULT_OK);
     uint32_t kept = conformance_traits.budget_periods_kept;
-    uint32_t days = kept == 0 ? BUDGET_PERIODS_KEPT : kept;
+    uint32_t days = kept == 0 ? MEM_BUDGET_PERIODS_KEPT : kept;
     /* Each day has activity, so each is a period of its own. */
     for (uint32_t day = 1; day < days; day++) {
         advance(f, 86400000);
@@ -315,7 +316,7 @@ const struct conformance_test budget_tests[] = {
     TEST_ENTRY(budget_release_frees_the_reservation, "release frees a budget reservation at once"),
     MANUAL_CLOCK_TEST_ENTRY(
         budget_old_periods_are_kept_up_to_the_bound,
-        "a budget reports its last BUDGET_PERIODS_KEPT periods; one past, the oldest is gone "
+        "a budget reports its last MEM_BUDGET_PERIODS_KEPT periods; one past, the oldest is gone "
         "(memory) or kept (backends that keep all)",
         "moves the clock 25 days on"),
     MANUAL_CLOCK_TEST_ENTRY(budget_day_and_week_periods_are_utc,

@@ -9,6 +9,10 @@
 #include "conformance.h"
 #include "test.h"
 
+/* The "expiring soon" window these tests ask for (the server's is
+ * CONSOLE_HOLDS_SOON_MS, the same 10 s). */
+#define SOON_MS 10000
+
 /* One requirement with a caller (NULL: none); true when allowed. */
 static bool reserve_as(struct fixture *f, const char *lease_id, const char *key, uint64_t amount,
                        const char *caller)
@@ -40,7 +44,7 @@ static struct page report(struct fixture *f, const char *prefix, const char *aft
                                  .after = after[0] != '\0' ? ns_key(f, after, ns_after) : "",
                                  .kind = kind,
                                  .limit = limit,
-                                 .soon_ms = CONSOLE_HOLDS_SOON_MS};
+                                 .soon_ms = SOON_MS};
     struct page page = {0};
     page.rc =
         f->backend->ops->limits_report(f->backend, &query, &page.reports, &page.count, &page.more);

@@ -360,7 +360,7 @@ static void lease_cache_entries_has_a_ceiling(void)
     struct fixture fixture, *f = &fixture;
     struct backend_config config;
     fixture_config(f, &config, T0_MS);
-    config.lease_cache_entries = MEMORY_LEASE_CACHE_ENTRIES_MAX + 1;
+    config.lease_cache_entries = LEASE_CACHE_ENTRIES_MAX + 1;
     REQUIRE(mkdir(f->data_dir, 0700) == 0);
     char error[256] = "";
     struct backend *backend = NULL;
@@ -410,10 +410,9 @@ const struct conformance_test lease_tests[] = {
         "a lease forgotten out of order (clock stepped back) leaves the others and the eviction "
         "order intact",
         "steps the clock back"),
-    TEST_ENTRY(
-        lease_cache_entries_has_a_ceiling,
-        "opening with lease_cache_entries 0 or one past MEMORY_LEASE_CACHE_ENTRIES_MAX fails, "
-        "naming the field"),
+    TEST_ENTRY(lease_cache_entries_has_a_ceiling,
+               "opening with lease_cache_entries 0 or one past LEASE_CACHE_ENTRIES_MAX fails, "
+               "naming the field"),
     TEST_ENTRY(lease_retention_forgets_old_leases,
                "a lease is kept while a hold lives, then forgotten once past lease_retention_ms "
                "(its id stays taken where the backend keeps every lease)"),

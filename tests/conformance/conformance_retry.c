@@ -3,6 +3,7 @@
  * maximum over denied requirements. */
 #include <stdio.h>
 
+#include "backend/memory/mem_bounds.h"
 #include "conformance.h"
 #include "test.h"
 
@@ -132,11 +133,11 @@ FIXTURE_TEST(retry_after_survives_a_clock_step_back)
 
 FIXTURE_TEST(retry_after_past_the_walk_bound_is_never_early)
 {
-    /* RETRY_WALK_HOLDS_MAX + 2 holds of 1, one per millisecond; the request
+    /* MEM_RETRY_WALK_HOLDS_MAX + 2 holds of 1, one per millisecond; the request
      * needs all but the last to expire, one more than the walk visits. */
-    uint32_t holds = RETRY_WALK_HOLDS_MAX + 2;
+    uint32_t holds = MEM_RETRY_WALK_HOLDS_MAX + 2;
     REQUIRE(put_rolling(f, "rpm", holds, 60));
-    static int64_t expires_ms[RETRY_WALK_HOLDS_MAX + 2];
+    static int64_t expires_ms[MEM_RETRY_WALK_HOLDS_MAX + 2];
     char id[32];
     for (uint32_t i = 0; i < holds; i++) {
         snprintf(id, sizeof id, "h%u", i);
@@ -153,7 +154,8 @@ FIXTURE_TEST(retry_after_past_the_walk_bound_is_never_early)
     CHECK_TIME_BETWEEN(f, retry, expires_ms[holds - 2] - answered_ms,
                        expires_ms[holds - 1] - asked_ms);
     /* Within the bound it is exact. */
-    CHECK_RETRY(f, "narrow", "rpm", RETRY_WALK_HOLDS_MAX, expires_ms[RETRY_WALK_HOLDS_MAX - 1]);
+    CHECK_RETRY(f, "narrow", "rpm", MEM_RETRY_WALK_HOLDS_MAX,
+                expires_ms[MEM_RETRY_WALK_HOLDS_MAX - 1]);
 }
 
 const struct conformance_test retry_tests[] = {
@@ -168,7 +170,7 @@ const struct conformance_test retry_tests[] = {
     TEST_ENTRY(retry_after_is_the_max_over_denied_requirements,
                "retry_after_ms is the maximum over the denied requirements"),
     TEST_ENTRY(retry_after_past_the_walk_bound_is_never_early,
-               "one past RETRY_WALK_HOLDS_MAX holds, retry_after_ms is still never too early"),
+               "one past MEM_RETRY_WALK_HOLDS_MAX holds, retry_after_ms is still never too early"),
     MANUAL_CLOCK_TEST_ENTRY(
         retry_after_survives_a_clock_step_back,
         "holds that expire out of order (clock stepped back) keep expiry and retry exact",

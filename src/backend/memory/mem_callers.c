@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define CALLERS_TABLE_CAPACITY_MAX (UINT32_C(1) << 16)
-_Static_assert(2 * (MEMORY_CALLERS_MAX + 1) <= CALLERS_TABLE_CAPACITY_MAX,
+_Static_assert(2 * (MEM_CALLERS_MAX + 1) <= CALLERS_TABLE_CAPACITY_MAX,
                "the table holds every caller at a load of 1/2");
 
 int mem_callers_init(struct mem_callers *callers)
@@ -51,7 +51,7 @@ uint16_t mem_caller_intern(struct mem_callers *callers, const char *name, uint32
     struct mem_node *found = mem_table_find(&callers->table, hash, name, length);
     if (found != NULL)
         return ((const struct mem_caller *)found)->id;
-    if (callers->count >= MEMORY_CALLERS_MAX || by_id_reserve(callers) != 0)
+    if (callers->count >= MEM_CALLERS_MAX || by_id_reserve(callers) != 0)
         return MEM_CALLER_OTHERS;
     struct mem_caller *caller = malloc(sizeof *caller + length + 1);
     if (caller == NULL)
@@ -113,7 +113,7 @@ static void spend_place(struct mem_caller_spend *entries, uint32_t mask,
 static int spend_grow(struct mem_period *period)
 {
     uint32_t capacity = period->caller_capacity == 0 ? 8 : period->caller_capacity * 2;
-    assert(capacity <= 4 * (MEMORY_CALLERS_MAX + 2)); /* ids are bounded */
+    assert(capacity <= 4 * (MEM_CALLERS_MAX + 2)); /* ids are bounded */
     struct mem_caller_spend *entries = calloc(capacity, sizeof *entries);
     if (entries == NULL)
         return -1;

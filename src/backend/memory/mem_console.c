@@ -92,7 +92,7 @@ static void summarize(struct mem_backend *b, const struct mem_limit *limit, int6
     if (summary->count == 0)
         return;
     struct summary_walk w = {.soon_until_ms = now_ms + soon_ms, .summary = summary};
-    summary->exact = mem_hold_set_each(&b->pool, &limit->holds, CONSOLE_HOLDS_WALK_MAX,
+    summary->exact = mem_hold_set_each(&b->pool, &limit->holds, MEM_CONSOLE_HOLDS_WALK_MAX,
                                        b->walk_scratch, summary_visit, &w);
     if (w.oldest_found)
         summary->oldest_at_unix_ms = summary->oldest_expires_at_unix_ms - limit->hold_duration_ms;
@@ -241,7 +241,7 @@ static size_t budget_rows(const struct mem_backend *b, const struct mem_period *
 
 /* Rolling and concurrency: what the limit's live holds carry, by caller
  * (rows indexed by caller id, then packed). Every hold of the limit is
- * visited once: at most MEMORY_HOLDS_MAX. */
+ * visited once: at most MEM_HOLDS_MAX. */
 static size_t window_rows(const struct mem_backend *b, const struct mem_limit *limit,
                           struct caller_usage *rows)
 {

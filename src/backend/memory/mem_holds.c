@@ -11,7 +11,7 @@
 
 /* ---- pool ---------------------------------------------------------------- */
 
-#define POOL_BYTES_MAX ((size_t)MEMORY_HOLDS_MAX * sizeof(struct mem_hold))
+#define POOL_BYTES_MAX ((size_t)MEM_HOLDS_MAX * sizeof(struct mem_hold))
 #define CHUNK_BYTES ((size_t)MEM_HOLD_CHUNK_SIZE * sizeof(struct mem_hold))
 
 void mem_hold_pool_free(struct mem_hold_pool *pool)
@@ -147,7 +147,7 @@ int mem_hold_set_ensure(struct mem_hold_set *set)
     if (set->heap_count < set->heap_capacity)
         return 0;
     uint32_t capacity = set->heap_capacity == 0 ? 16 : set->heap_capacity * 2;
-    if (capacity > MEMORY_HOLDS_MAX)
+    if (capacity > MEM_HOLDS_MAX)
         return -1;
     struct mem_heap_entry *heap = realloc(set->heap, capacity * sizeof *heap);
     if (heap == NULL)
@@ -172,8 +172,8 @@ static void walk_open_push(struct heap_walk *w, uint32_t position)
         return;
     struct mem_heap_entry entry = {w->set->heap[position].expires_at_ms, position};
     /* At most one open position per visited hold plus one: scratch holds
-     * RETRY_WALK_HOLDS_MAX + 1. */
-    assert(w->open_count <= RETRY_WALK_HOLDS_MAX);
+     * MEM_RETRY_WALK_HOLDS_MAX + 1. */
+    assert(w->open_count <= MEM_RETRY_WALK_HOLDS_MAX);
     uint32_t i = w->open_count++;
     while (i > 0 && w->open[(i - 1) / 2].expires_at_ms > entry.expires_at_ms) {
         w->open[i] = w->open[(i - 1) / 2];
@@ -218,7 +218,7 @@ enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
     walk_open_push(&w, 0);
     uint32_t list_id = set->head;
     uint64_t sum = 0;
-    for (uint32_t visited = 0; visited < RETRY_WALK_HOLDS_MAX; visited++) {
+    for (uint32_t visited = 0; visited < MEM_RETRY_WALK_HOLDS_MAX; visited++) {
         const struct mem_hold *hold;
         if (list_id == MEM_HOLD_NONE && w.open_count == 0)
             return MEM_WALK_EXHAUSTED;
@@ -248,7 +248,7 @@ bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_s
                        uint32_t visits_max, struct mem_heap_entry *scratch,
                        bool (*visit)(void *context, const struct mem_hold *hold), void *context)
 {
-    assert(visits_max <= RETRY_WALK_HOLDS_MAX);
+    assert(visits_max <= MEM_RETRY_WALK_HOLDS_MAX);
     struct heap_walk w = {.set = set, .open = scratch, .open_count = 0};
     walk_open_push(&w, 0);
     uint32_t list_id = set->head;

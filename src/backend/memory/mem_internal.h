@@ -12,12 +12,13 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "mem_bounds.h"
 #include "util/slab.h"
 
 #define MEM_HOLD_NONE UINT32_MAX
 #define MEM_HOLD_CHUNK_SHIFT 16
 #define MEM_HOLD_CHUNK_SIZE (UINT32_C(1) << MEM_HOLD_CHUNK_SHIFT)
-#define MEM_HOLD_CHUNKS_MAX (MEMORY_HOLDS_MAX / MEM_HOLD_CHUNK_SIZE)
+#define MEM_HOLD_CHUNKS_MAX (MEM_HOLDS_MAX / MEM_HOLD_CHUNK_SIZE)
 
 /* ---- hash tables (mem_table.c) ---------------------------------------- */
 
@@ -84,7 +85,7 @@ struct mem_hold {
 #define MEM_HOLD_IN_LIST UINT32_MAX
 
 /* Every hold of the backend, in one array so a hold is base + id: address
- * space for MEMORY_HOLDS_MAX holds is reserved at the first growth (no
+ * space for MEM_HOLDS_MAX holds is reserved at the first growth (no
  * memory behind it) and made usable a chunk at a time, so ids and pointers
  * stay valid as the pool grows. */
 struct mem_hold_pool {
@@ -233,15 +234,15 @@ static inline uint32_t mem_hold_set_first(const struct mem_hold_pool *pool,
  * period_start_ms equals period_start_ms, or all when it is INT64_MIN) until
  * the sum reaches need. Returns MEM_WALK_FOUND with the expiry of the hold that
  * reached it, MEM_WALK_EXHAUSTED if every hold was visited short of need, or
- * MEM_WALK_BOUNDED after RETRY_WALK_HOLDS_MAX holds. scratch has room for
- * RETRY_WALK_HOLDS_MAX + 1 entries. */
+ * MEM_WALK_BOUNDED after MEM_RETRY_WALK_HOLDS_MAX holds. scratch has room for
+ * MEM_RETRY_WALK_HOLDS_MAX + 1 entries. */
 enum mem_walk_result { MEM_WALK_FOUND, MEM_WALK_EXHAUSTED, MEM_WALK_BOUNDED };
 enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
                                        const struct mem_hold_set *set, uint64_t need,
                                        int64_t period_start_ms, struct mem_heap_entry *scratch,
                                        int64_t *expires_at_ms);
 /* Visits holds in expiry order until visit returns false or visits_max
- * holds were visited (at most RETRY_WALK_HOLDS_MAX; scratch as for
+ * holds were visited (at most MEM_RETRY_WALK_HOLDS_MAX; scratch as for
  * mem_hold_set_walk). Returns false when it stopped at visits_max with
  * holds left unvisited. */
 bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_set *set,
@@ -274,7 +275,7 @@ struct mem_period {
     uint64_t reserved; /* live holds reserved in this period */
     /* The same three split by caller (GET /v1/usage/{key}?group_by=caller):
      * an entry per caller that reserved in the period, never removed while
-     * the period is kept; at most MEMORY_CALLERS_MAX + 2 entries. */
+     * the period is kept; at most MEM_CALLERS_MAX + 2 entries. */
     struct mem_caller_spend *callers;
     uint32_t caller_count;
     uint32_t caller_capacity; /* a power of two, or 0 */
@@ -299,7 +300,7 @@ struct mem_limit {
     /* budgets: a ring of periods, newest at period_newest */
     uint32_t period_newest;
     uint32_t period_count;
-    struct mem_period periods[BUDGET_PERIODS_KEPT];
+    struct mem_period periods[MEM_BUDGET_PERIODS_KEPT];
     struct mem_limit *next_retired; /* replaced after delete, kept until unused */
     /* cold */
     struct limit_state state;
@@ -389,9 +390,9 @@ struct mem_limit_memo {
 
 /* Callers are interned once and kept until the backend closes: a hold
  * carries its caller as a 16-bit id. Id 0 is "no caller" (""); callers past
- * MEMORY_CALLERS_MAX share MEM_CALLER_OTHERS. */
+ * MEM_CALLERS_MAX share MEM_CALLER_OTHERS. */
 #define MEM_CALLER_NONE 0
-#define MEM_CALLER_OTHERS (MEMORY_CALLERS_MAX + 1)
+#define MEM_CALLER_OTHERS (MEM_CALLERS_MAX + 1)
 #define MEM_CALLER_OTHERS_NAME "(other callers)"
 _Static_assert(MEM_CALLER_OTHERS <= UINT16_MAX, "caller ids fit a hold's 16 bits");
 

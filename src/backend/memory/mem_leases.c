@@ -38,7 +38,7 @@ static uint32_t power_of_two_at_least(uint64_t n)
 int mem_leases_init(struct mem_backend *b, uint32_t cache_entries)
 {
     assert(cache_entries >= 1);
-    assert(cache_entries <= MEMORY_LEASE_CACHE_ENTRIES_MAX);
+    assert(cache_entries <= LEASE_CACHE_ENTRIES_MAX);
     uint32_t slots = power_of_two_at_least(2 * (uint64_t)cache_entries);
     if (mem_table_init(&b->leases, slots, slots) != 0)
         return -1;

@@ -60,8 +60,8 @@ static struct mem_limit *find_live(struct mem_backend *b, const char *key)
 static struct mem_period *period_at_age(struct mem_limit *limit, uint32_t age)
 {
     assert(age < limit->period_count);
-    return &limit
-                ->periods[(limit->period_newest + BUDGET_PERIODS_KEPT - age) % BUDGET_PERIODS_KEPT];
+    return &limit->periods[(limit->period_newest + MEM_BUDGET_PERIODS_KEPT - age) %
+                           MEM_BUDGET_PERIODS_KEPT];
 }
 
 static struct mem_period *period_containing(struct mem_limit *limit, int64_t unix_ms)
@@ -99,8 +99,9 @@ struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
         }
     }
     /* A new period starts from zero; the oldest kept one is dropped. */
-    uint32_t slot = limit->period_count == 0 ? 0 : (limit->period_newest + 1) % BUDGET_PERIODS_KEPT;
-    if (limit->period_count < BUDGET_PERIODS_KEPT)
+    uint32_t slot =
+        limit->period_count == 0 ? 0 : (limit->period_newest + 1) % MEM_BUDGET_PERIODS_KEPT;
+    if (limit->period_count < MEM_BUDGET_PERIODS_KEPT)
         limit->period_count++;
     enum limit_period kind = limit->state.definition.period;
     mem_period_spend_free(&limit->periods[slot]); /* the oldest kept one, or an unused slot */
@@ -159,7 +160,7 @@ void mem_limit_drop_hold(struct mem_backend *b, struct mem_limit *limit, uint32_
 
 void mem_limit_expire(struct mem_backend *b, struct mem_limit *limit, int64_t now_ms)
 {
-    /* Bounded by the holds of this limit (at most MEMORY_HOLDS_MAX). */
+    /* Bounded by the holds of this limit (at most MEM_HOLDS_MAX). */
     for (;;) {
         uint32_t id = mem_hold_set_first(&b->pool, &limit->holds);
         if (id == MEM_HOLD_NONE)
@@ -259,7 +260,7 @@ bool mem_limit_unused(const struct mem_backend *b, const struct mem_limit *limit
 /* Frees a limit's own blocks and the limit. */
 static void limit_free(struct mem_limit *limit)
 {
-    for (uint32_t i = 0; i < BUDGET_PERIODS_KEPT; i++)
+    for (uint32_t i = 0; i < MEM_BUDGET_PERIODS_KEPT; i++)
         mem_period_spend_free(&limit->periods[i]);
     mem_hold_set_free(&limit->holds);
     free(limit);

@@ -12,8 +12,6 @@
 #include "core/retry.h"
 #include "mem_internal.h"
 
-#define LIMITS_TABLE_CAPACITY_MAX (UINT32_C(1) << 20) /* live limits and deleted ones */
-
 static struct mem_backend *mem_backend_of(struct backend *base)
 {
     assert(base->ops == &mem_backend_ops);
@@ -609,8 +607,9 @@ static int mem_open(const struct backend_config *config, const void *options, st
     b->random_state = retry_jitter_seed();
     b->limits_version = 1; /* memo entries start at 0: none is good */
     b->pool.free_head = MEM_HOLD_NONE;
-    b->walk_scratch = malloc((RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
-    if (b->walk_scratch == NULL || mem_table_init(&b->limits, 64, LIMITS_TABLE_CAPACITY_MAX) != 0 ||
+    b->walk_scratch = malloc((MEM_RETRY_WALK_HOLDS_MAX + 1) * sizeof *b->walk_scratch);
+    if (b->walk_scratch == NULL ||
+        mem_table_init(&b->limits, 64, MEM_LIMITS_TABLE_CAPACITY_MAX) != 0 ||
         mem_leases_init(b, config->lease_cache_entries) != 0 ||
         mem_callers_init(&b->callers) != 0) {
         mem_free(b);

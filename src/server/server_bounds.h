@@ -1,0 +1,38 @@
+/* The bounds of the server (llmlimitd) in one place: connections and their
+ * timeouts, threads, request bodies, the registry file, tokens, shutdown,
+ * metrics labels and the console's pages. Those of the wire every layer
+ * shares are in src/core/bounds.h. Flags may lower the runtime ones. */
+#ifndef LLMLIMIT_SERVER_BOUNDS_H
+#define LLMLIMIT_SERVER_BOUNDS_H
+
+/* Connections and requests. */
+#define CONNECTIONS_DEFAULT 4096
+#define CONNECTION_TIMEOUT_SECONDS_DEFAULT 30
+#define CONNECTIONS_MAX 65536                /* ceiling of --max-connections */
+#define CONNECTION_TIMEOUT_SECONDS_MAX 86400 /* ceiling of --connection-timeout-seconds */
+#define SERVER_THREADS_MAX 64                /* ceiling of --threads */
+#define EXCHANGE_POOL_MAX 1024               /* idle request objects kept for reuse */
+#define BODY_BYTES_DEFAULT (1024 * 1024)     /* --max-body-bytes */
+#define BODY_BYTES_MAX (64 * 1024 * 1024)    /* hard ceiling of that flag */
+
+/* Background work and shutdown. */
+#define TICK_INTERVAL_MS 250          /* backend tick: decreases apply within 1 s */
+#define SHUTDOWN_DRAIN_MS 10000       /* SIGTERM waits this long for open requests */
+#define SHUTDOWN_UPLOAD_GRACE_MS 1000 /* ... and this long for bodies still arriving */
+
+/* Files. */
+#define REGISTRY_BYTES_MAX (512 * 1024 * 1024) /* limits.json */
+#define TOKEN_BYTES_MAX 4096                   /* an admin/client token file */
+
+/* Metrics (docs/api.md "GET /metrics"). */
+#define METRICS_DENIAL_KEYS_MAX 1000 /* key labels of llmlimit_reserve_denials_total */
+#define METRICS_LIMITS_MAX 1000      /* limits with per-limit gauges in /metrics */
+
+/* The console (docs/console.md): limits per page of GET /v1/console/limits
+ * unless asked, the "expiring soon" window, and live holds one scan of a
+ * limit visits. */
+#define CONSOLE_LIMITS_PAGE_DEFAULT 200
+#define CONSOLE_HOLDS_SOON_MS 10000
+#define CONSOLE_HOLDS_SCAN_MAX 100000
+
+#endif
