@@ -1,43 +1,24 @@
 /* Small helpers for the wire format of libllmlimit: identifier syntax (the
- * server's rules, so bad input fails before anything is sent), URL paths
- * with percent-encoded keys, and typed access to JSON answers. */
+ * server's own code, src/core/ids.c, so bad input fails before anything is
+ * sent), URL paths with percent-encoded keys, and typed access to JSON
+ * answers. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ids.h"
 #include "internal.h"
 
 bool client_key_valid(const char *key)
 {
-    if (key == NULL)
-        return false;
-    size_t length = strnlen(key, LLMLIMIT_KEY_LENGTH_MAX + 1);
-    if (length == 0 || length > LLMLIMIT_KEY_LENGTH_MAX)
-        return false;
-    for (size_t i = 0; i < length; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c <= 0x20 || c >= 0x7f)
-            return false;
-    }
-    return true;
+    return key != NULL && limit_key_valid(key, strnlen(key, LLMLIMIT_KEY_LENGTH_MAX + 1));
 }
 
 bool client_lease_id_valid(const char *lease_id)
 {
-    if (lease_id == NULL)
-        return false;
-    size_t length = strnlen(lease_id, LLMLIMIT_LEASE_ID_LENGTH_MAX + 1);
-    if (length == 0 || length > LLMLIMIT_LEASE_ID_LENGTH_MAX)
-        return false;
-    for (size_t i = 0; i < length; i++) {
-        char c = lease_id[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == ':' || c == '-';
-        if (!ok)
-            return false;
-    }
-    return true;
+    return lease_id != NULL &&
+           lease_id_valid(lease_id, strnlen(lease_id, LLMLIMIT_LEASE_ID_LENGTH_MAX + 1));
 }
 
 int path_with_key(char *out, size_t out_size, const char *prefix, const char *key)

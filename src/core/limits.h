@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "bounds.h"
+#include "ids.h" /* limit_key_valid, lease_id_valid */
 
 enum limit_kind {
     LIMIT_KIND_NONE = 0,
@@ -63,12 +64,6 @@ int limit_definition_validate(struct limit_definition *definition, char *error, 
  * capacity. 0, or -1 with the field named in error. */
 int limit_state_validate(const struct limit_state *state, struct limit_definition *definition_out,
                          char *error, size_t error_size);
-
-/* Key syntax: 1..LIMIT_KEY_LENGTH_MAX bytes of printable ASCII, no whitespace. */
-bool limit_key_valid(const char *key, size_t length);
-
-/* Lease ID syntax: 1..LEASE_ID_LENGTH_MAX bytes of [A-Za-z0-9._:-]. */
-bool lease_id_valid(const char *lease_id, size_t length);
 
 /* Names <-> enums. Parsers return 0 on success, -1 on an unknown name. */
 const char *limit_kind_name(enum limit_kind kind);

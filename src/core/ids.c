@@ -1,0 +1,35 @@
+/* Identifier syntax (ids.h): one definition for the server, the backends
+ * and the C client. */
+#include "ids.h"
+
+#include <assert.h>
+
+#include "bounds.h"
+
+bool limit_key_valid(const char *key, size_t length)
+{
+    assert(key != NULL || length == 0);
+    if (length == 0 || length > LIMIT_KEY_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool lease_id_valid(const char *lease_id, size_t length)
+{
+    assert(lease_id != NULL || length == 0);
+    if (length == 0 || length > LEASE_ID_LENGTH_MAX)
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        char c = lease_id[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}

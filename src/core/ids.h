@@ -1,0 +1,17 @@
+/* The syntax of the identifiers the wire carries (docs/api.md
+ * "Conventions"): limit keys and lease ids. Pure functions, no state; also
+ * compiled into the C client (src/client), hidden, so that it refuses what
+ * the server would before anything is sent. */
+#ifndef LLMLIMIT_CORE_IDS_H
+#define LLMLIMIT_CORE_IDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Key syntax: 1..LIMIT_KEY_LENGTH_MAX bytes of printable ASCII, no whitespace. */
+bool limit_key_valid(const char *key, size_t length);
+
+/* Lease ID syntax: 1..LEASE_ID_LENGTH_MAX bytes of [A-Za-z0-9._:-]. */
+bool lease_id_valid(const char *lease_id, size_t length);
+
+#endif
