@@ -1,5 +1,6 @@
 /* llmlimit bench: drives the load generator (src/loadgen/loadgen.h) against a
  * running llmlimitd and prints its figures. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +25,15 @@ static const char bench_usage[] =
 /* Splits a comma list in place into at most max items. */
 static int split_list(char *text, const char **items, uint32_t max, uint32_t *count)
 {
+    assert(text != NULL);
+    assert(max >= 1);
     *count = 0;
     for (char *item = strtok(text, ","); item != NULL; item = strtok(NULL, ",")) {
         if (*count == max)
             return -1;
         items[(*count)++] = item;
     }
+    assert(*count <= max);
     return *count > 0 ? 0 : -1;
 }
 
@@ -50,6 +54,7 @@ static int amounts_parse(char *text, struct loadgen_config *config)
 static int number_flag(const struct cli *cli, const char *name, const char *value, uint32_t min,
                        uint32_t max, uint32_t *out)
 {
+    assert(min <= max);
     if (cli_parse_u32(value, out) != 0 || *out < min || *out > max)
         return cli_usage_error(cli, "%s: want %u..%u", name, min, max);
     return EXIT_OK;
@@ -110,6 +115,8 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
         (uint64_t)config->batch_size * config->key_count > LLMLIMIT_BATCH_REQUIREMENTS_MAX)
         return cli_usage_error(cli, "--batch-size x keys: at most %d requirements per batch",
                                LLMLIMIT_BATCH_REQUIREMENTS_MAX);
+    assert(config->key_count >= 1);
+    assert(config->key_count <= LOADGEN_KEYS_MAX);
     return EXIT_OK;
 }
 

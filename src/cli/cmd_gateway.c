@@ -2,6 +2,7 @@
  * key (the secret is printed once, gateway.json keeps only its SHA-256),
  * hash-key gives the SHA-256 of an existing secret, check loads a
  * gateway.json exactly as llmlimitd would. */
+#include <assert.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ static int hash_key(const struct cli *cli)
     if (fgets(line, sizeof line, stdin) == NULL)
         return cli_usage_error(cli, "want the secret on stdin");
     size_t length = strcspn(line, "\r\n");
+    assert(length < sizeof line);
     line[length] = '\0';
     uint8_t digest[GW_SHA256_BYTES];
     char hex[GW_SHA256_HEX_SIZE];
@@ -50,6 +52,7 @@ static int hash_key(const struct cli *cli)
         return EXIT_SERVER;
     }
     gw_hex_encode(digest, sizeof digest, hex);
+    assert(strlen(hex) == 2 * GW_SHA256_BYTES);
     cli_print_json(cli, json_pack("{s:s}", "sha256", hex));
     return EXIT_OK;
 }

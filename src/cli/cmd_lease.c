@@ -1,6 +1,7 @@
 /* llmlimit reserve / complete / release: one lease by hand, with the retry
  * rules of libllmlimit (reserve retries unknown outcomes with the same
  * lease id; --wait waits out capacity denials like llmlimit_acquire). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@ static bool wants_help(int argc, char **argv, const char *text)
 static json_t *reserve_json(const struct llmlimit_reserve_request *request,
                             const struct llmlimit_reserve_result *result)
 {
+    /* denied_mask has a bit per requirement. */
+    assert(request->requirement_count <= 64);
     json_t *denied = json_array();
     for (size_t i = 0; i < request->requirement_count; i++) {
         if (result->denied_mask & (UINT64_C(1) << i))
@@ -89,6 +92,7 @@ static int reserve_parse(const struct cli *cli, int argc, char **argv, struct re
     }
     if (args->request.requirement_count == 0)
         return cli_usage_error(cli, "want at least one KEY=AMOUNT");
+    assert(args->request.requirement_count <= LLMLIMIT_REQUIREMENTS_MAX);
     return EXIT_OK;
 }
 
@@ -137,6 +141,7 @@ static int timeout_extract(const struct cli *cli, int *argc, char **argv, int64_
             argv[kept++] = argv[i];
         }
     }
+    assert(kept <= *argc);
     *argc = kept;
     return EXIT_OK;
 }
@@ -162,6 +167,7 @@ int cmd_complete(const struct cli *cli_in, int argc, char **argv)
         if (cli_parse_key_amount(argv[i], &actual->key, &actual->actual_amount) != 0)
             return cli_usage_error(&cli, "want KEY=ACTUAL, not \"%s\"", argv[i]);
     }
+    assert(request.actual_count == (size_t)(argc - 2));
     struct llmlimit_client *client;
     if ((rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client)) != EXIT_OK)
         return rc;

@@ -5,6 +5,7 @@
  * where they say (the rest is read from it first) and print what changed:
  * the server replaces a whole definition, so a flag left out must never
  * silently reset a field (docs/cli.md). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static const char limits_usage[] =
 
 static json_t *definition_json(const struct llmlimit_limit_definition *definition)
 {
+    /* What the library hands back has every string (empty when unset). */
+    assert(definition->key != NULL);
+    assert(definition->kind != NULL);
     return json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "key", definition->key, "kind",
                      definition->kind, "capacity", (json_int_t)definition->capacity,
                      "window_seconds", (json_int_t)definition->window_seconds, "timeout_seconds",
@@ -102,6 +106,7 @@ static int definition_from_json(const struct cli *cli, const json_t *object,
     }
     if (definition->key == NULL || definition->kind == NULL || definition->capacity == 0)
         return cli_usage_error(cli, "a definition needs key, kind and capacity > 0");
+    assert(definition->capacity >= 1);
     return EXIT_OK;
 }
 
@@ -215,6 +220,9 @@ static int put_flags(const struct cli *cli, int argc, char **argv,
 static void keep_unset(struct llmlimit_limit_definition *definition, const struct put_given *given,
                        const struct llmlimit_limit_definition *current)
 {
+    /* Called for the limit of the same key and kind only. */
+    assert(strcmp(definition->key, current->key) == 0);
+    assert(definition->kind == NULL || strcmp(definition->kind, current->kind) == 0);
     if (definition->kind == NULL)
         definition->kind = current->kind;
     if (!given->capacity)
@@ -231,6 +239,7 @@ static void keep_unset(struct llmlimit_limit_definition *definition, const struc
         if (*mine[i] == NULL)
             *mine[i] = theirs[i];
     }
+    assert(definition->kind != NULL);
 }
 
 static const char *text_or_empty(const char *text)
@@ -275,6 +284,7 @@ static int put_by_flags(const struct cli *cli, struct llmlimit_client *client,
     int rc = llmlimit_limit_get(client, definition->key, &current, &status);
     if (rc != 0 && rc != LLMLIMIT_ERR_NOT_FOUND)
         return cli_fail(cli, definition->key, rc, &status);
+    assert(definition->key != NULL); /* limits_put checked it */
     bool same_kind = current != NULL && (definition->kind == NULL ||
                                          strcmp(definition->kind, current->definition.kind) == 0);
     if (same_kind)
@@ -371,6 +381,7 @@ int cmd_limits(const struct cli *cli_in, int argc, char **argv)
     if (argc < 2)
         return cli_usage_error(&cli, "want put, get, list or delete");
     const char *action = argv[1];
+    assert(action != NULL);
     bool takes_key = strcmp(action, "get") == 0 || strcmp(action, "delete") == 0;
     if (takes_key && argc != 3)
         return cli_usage_error(&cli, "%s takes exactly one KEY", action);

@@ -1,5 +1,6 @@
 /* llmlimit usage / events: what a limit holds now (or in a past budget
  * period), and the audit log of the backends that keep one. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ int cmd_usage(const struct cli *cli_in, int argc, char **argv)
     }
     if (key == NULL)
         return cli_usage_error(&cli, "want a KEY");
+    assert(at_unix_ms >= 0);
     struct llmlimit_client *client;
     int rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client);
     if (rc != EXIT_OK)
@@ -69,7 +71,9 @@ static void query_add(char *path, size_t size, const char *name, const char *val
     size_t length = strlen(path);
     length += (size_t)snprintf(path + length, size - length, "%c%s=", strchr(path, '?') ? '&' : '?',
                                name);
-    for (const char *p = value; *p != '\0' && length + 4 < size; p++) {
+    assert(length < size);
+    const char *p = value;
+    for (; *p != '\0' && length + 4 < size; p++) {
         unsigned char c = (unsigned char)*p;
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
             c == '-' || c == '.' || c == '_' || c == '~') {
@@ -80,6 +84,7 @@ static void query_add(char *path, size_t size, const char *name, const char *val
             path[length++] = hex[c & 15];
         }
     }
+    assert(*p == '\0'); /* EVENTS_PATH_LENGTH_MAX has room for every value whole */
     path[length] = '\0';
 }
 
@@ -87,6 +92,7 @@ static int events_path(const struct cli *cli, int argc, char **argv, char *path,
 {
     static const char *const flags[] = {"--key", "--lease-id", "--since", "--limit"};
     static const char *const names[] = {"key", "lease_id", "since", "limit"};
+    assert(size == EVENTS_PATH_LENGTH_MAX);
     snprintf(path, size, "/v1/events");
     for (int i = 1; i < argc; i++) {
         const char *value;

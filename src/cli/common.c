@@ -1,6 +1,7 @@
 /* Helpers every llmlimit subcommand uses: opening the client with the right
  * token, argument parsing, JSON output and the mapping of errors to exit
  * codes. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 char *cli_token_from_file(const char *path)
 {
+    assert(path != NULL);
     FILE *file = fopen(path, "r");
     if (file == NULL) {
         fprintf(stderr, "llmlimit: %s: %s\n", path, strerror(errno));
@@ -30,6 +32,8 @@ char *cli_token_from_file(const char *path)
     length = strlen(token);
     while (length > 0 && (token[length - 1] == ' ' || token[length - 1] == '\t'))
         token[--length] = '\0';
+    assert(length <= CLI_TOKEN_FILE_BYTES_MAX);
+    assert(strchr(token, '\n') == NULL); /* one line: it goes into a header */
     return token;
 }
 
@@ -48,6 +52,7 @@ static const char *token_from_environment(enum token_role role)
 
 int cli_client(const struct cli *cli, enum token_role role, struct llmlimit_client **out)
 {
+    assert(cli->url != NULL); /* the flag, $LLMLIMIT_URL or the default */
     char *token_owned = NULL;
     const char *token;
     if (cli->token_file != NULL) {
@@ -64,11 +69,13 @@ int cli_client(const struct cli *cli, enum token_role role, struct llmlimit_clie
         return cli_usage_error(cli, "bad --url or token (want http://HOST:PORT): %s", cli->url);
     if (rc != 0)
         return cli_fail(cli, "client", rc, NULL);
+    assert(*out != NULL);
     return EXIT_OK;
 }
 
 void cli_print_json(const struct cli *cli, json_t *value)
 {
+    assert(value != NULL); /* json_pack of a format this program wrote */
     size_t flags = JSON_PRESERVE_ORDER | (cli->compact ? JSON_COMPACT : JSON_INDENT(2));
     json_dumpf(value, stdout, flags);
     fputc('\n', stdout);
@@ -93,6 +100,8 @@ static int exit_code_of(int error)
 int cli_fail(const struct cli *cli, const char *what, int error,
              const struct llmlimit_status *status)
 {
+    assert(error != LLMLIMIT_OK); /* only failures are reported */
+    assert(what != NULL);
     fprintf(stderr, "llmlimit %s: %s: %s", cli->command, what, llmlimit_strerror(error));
     if (status != NULL && status->http_status != 0)
         fprintf(stderr, " (HTTP %d%s%s)", status->http_status, status->error[0] ? ": " : "",
@@ -105,6 +114,7 @@ int cli_fail(const struct cli *cli, const char *what, int error,
 
 int cli_usage_error(const struct cli *cli, const char *format, ...)
 {
+    assert(cli->command != NULL);
     va_list args;
     va_start(args, format);
     fprintf(stderr, "llmlimit %s: ", cli->command);
@@ -147,16 +157,21 @@ int cli_parse_i64(const char *text, int64_t *out)
 
 int cli_parse_key_amount(char *text, const char **key, uint64_t *amount)
 {
+    assert(text != NULL);
     char *equals = strrchr(text, '=');
     if (equals == NULL || equals == text)
         return -1;
     *equals = '\0';
     *key = text;
+    assert((*key)[0] != '\0'); /* the '=' was not first */
     return cli_parse_u64(equals + 1, amount);
 }
 
 int cli_flag(int argc, char **argv, int *index, const char *name, const char **value)
 {
+    assert(*index >= 1);
+    assert(*index < argc);
+    assert(strncmp(name, "--", 2) == 0); /* flags are long options */
     const char *arg = argv[*index];
     size_t length = strlen(name);
     if (strncmp(arg, name, length) != 0)
@@ -170,6 +185,7 @@ int cli_flag(int argc, char **argv, int *index, const char *name, const char **v
     if (*index + 1 >= argc)
         return -1;
     *value = argv[++*index];
+    assert(*value != NULL); /* argv[argc] is the only NULL */
     return 1;
 }
 

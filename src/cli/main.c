@@ -2,6 +2,7 @@
  * reserve/complete/release by hand, usage, the audit log, the `bench`
  * load generator, and the gateway's virtual keys. Global options may stand
  * anywhere before "--". */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ static int globals_extract(struct cli *cli, int *argc, char **argv)
         if (matched == 0)
             argv[kept++] = argv[i];
     }
+    assert(kept >= 1); /* the program's name stays */
+    assert(kept <= *argc);
     *argc = kept;
     argv[kept] = NULL;
     return EXIT_OK;

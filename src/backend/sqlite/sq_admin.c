@@ -27,6 +27,9 @@
 static void bind_state(sqlite3_stmt *stmt, const struct sq_limit *limit, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
+    assert(d->capacity >= 1);
+    assert(d->capacity <= AMOUNT_MAX); /* fits the column's int64 */
+    assert(limit->state.pending_decrease_to < d->capacity);
     sqlite3_bind_int64(stmt, 1, limit->id);
     sqlite3_bind_text(stmt, 2, d->key, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 3, limit_kind_name(d->kind), -1, SQLITE_STATIC);
@@ -76,6 +79,7 @@ static int limit_create(struct sq_backend *backend, const struct limit_state *st
     if (state->definition.kind != LIMIT_BUDGET && sq_mirror_period(backend, limit, 0) == NULL)
         return SQLITE_NOMEM;
     char detail[DETAIL_BYTES_MAX];
+    assert(sq_mirror_limit_by_key(&backend->mirror, state->definition.key) == limit);
     snprintf(detail, sizeof detail, "created: %s, capacity %llu%s",
              limit_kind_name(state->definition.kind),
              (unsigned long long)state->definition.capacity,
@@ -85,6 +89,7 @@ static int limit_create(struct sq_backend *backend, const struct limit_state *st
 
 static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int64_t now_ms)
 {
+    assert(!limit->deleted); /* a live limit, found by its key */
     sqlite3_stmt *stmt = sq_statement(backend, SQ_STMT_LIMIT_DELETE);
     sqlite3_bind_int64(stmt, 1, now_ms);
     sqlite3_bind_int64(stmt, 2, limit->id);
@@ -105,6 +110,7 @@ static int limit_retire(struct sq_backend *backend, struct sq_limit *limit, int6
 static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
                         const struct limit_definition *definition, int64_t now_ms)
 {
+    assert(limit_reshape_check(&limit->state.definition, definition) == BACKEND_ADMIN_OK);
     struct limit_state next = limit->state;
     uint64_t in_force = limit->state.definition.capacity;
     next.definition = *definition;
@@ -124,6 +130,7 @@ static int limit_change(struct sq_backend *backend, struct sq_limit *limit,
     } else {
         next.status = LIMIT_DECREASING;
         next.pending_decrease_to = definition->capacity;
+        assert(next.pending_decrease_to < in_force); /* only a decrease waits */
     }
     if (state_equal(&next, &limit->state))
         return SQLITE_DONE;
@@ -372,6 +379,8 @@ static int decrease_if_covered(struct sq_backend *backend, struct sq_limit *limi
     uint64_t target = limit->state.pending_decrease_to;
     if (p->reserved + p->used > target)
         return SQLITE_DONE;
+    assert(target >= 1);
+    assert(target < limit->state.definition.capacity);
     char detail[DETAIL_BYTES_MAX];
     snprintf(detail, sizeof detail, "decrease applied: capacity %llu -> %llu",
              (unsigned long long)limit->state.definition.capacity, (unsigned long long)target);
@@ -436,6 +445,7 @@ static int prune(struct sq_backend *backend, int64_t now_ms)
     if (keep < backend->config.lease_retention_ms)
         keep = backend->config.lease_retention_ms;
     int64_t cutoff = now_ms - keep;
+    assert(cutoff < now_ms);
     int rc = sq_leases_flush(backend); /* nothing of this transaction stays cached */
     int64_t last_lease = 0, last_event = 0;
     if (rc == SQLITE_DONE)
@@ -482,6 +492,7 @@ static int tick_run(struct sq_backend *backend, struct sq_call *call)
             return rc;
         sq_mirror_trim_periods(limit, now_ms);
     }
+    assert(budget <= SQ_EXPIRIES_PER_TICK_MAX);
     /* Loading starts from here: no lease below it holds anything. */
     int rc = sq_leases_flush(backend);
     if (rc == SQLITE_DONE)
@@ -550,6 +561,7 @@ static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
         u->debt = (uint64_t)sqlite3_column_int64(stmt, 3);
         u->calls = (uint64_t)sqlite3_column_int64(stmt, 4);
     }
+    assert(args->count <= SQ_CALLERS_MAX); /* the room made for the rows */
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
@@ -681,6 +693,7 @@ static int events_expand(struct events_read *r)
             continue;
         if (r->count == query->limit)
             return 0;
+        assert(r->count < query->limit); /* out has room for a page */
         struct backend_event *e = &r->out[r->count++];
         memset(e, 0, sizeof *e);
         e->id = id;

@@ -5,24 +5,34 @@
  * json_array) produce. */
 #include "sq_json.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sq_bounds.h"
 #include "sq_holds.h"
 #include "sq_leases.h"
 
-static const char *const item_state_names[] = {"reserved", "committed", "released", "expired",
-                                               "committed_post_expiry"};
+static const char *const item_state_names[] = {
+    [SQ_ITEM_RESERVED] = "reserved",
+    [SQ_ITEM_COMMITTED] = "committed",
+    [SQ_ITEM_RELEASED] = "released",
+    [SQ_ITEM_EXPIRED] = "expired",
+    [SQ_ITEM_COMMITTED_POST_EXPIRY] = "committed_post_expiry",
+};
+#define ITEM_STATES (sizeof item_state_names / sizeof item_state_names[0])
 
 static const char *item_state_name(enum sq_item_state state)
 {
+    assert((size_t)state < ITEM_STATES);
     return item_state_names[state];
 }
 
 static int item_state_parse(const char *name, size_t length, enum sq_item_state *out)
 {
-    for (int i = 0; i < 5; i++) {
+    for (size_t i = 0; i < ITEM_STATES; i++) {
         if (strlen(item_state_names[i]) == length &&
             memcmp(name, item_state_names[i], length) == 0) {
             *out = (enum sq_item_state)i;
@@ -36,6 +46,8 @@ static int item_state_parse(const char *name, size_t length, enum sq_item_state 
 
 static bool text_room(struct sq_text *t, size_t extra)
 {
+    assert(t->length <= t->capacity);
+    assert(extra <= SIZE_MAX / 4); /* a few elements of bounded size */
     if (t->length + extra + 1 <= t->capacity)
         return true;
     size_t capacity = t->capacity == 0 ? 4096 : t->capacity;
@@ -46,6 +58,7 @@ static bool text_room(struct sq_text *t, size_t extra)
         return false;
     t->data = data;
     t->capacity = capacity;
+    assert(t->length + extra + 1 <= t->capacity);
     return true;
 }
 
@@ -61,6 +74,7 @@ static char *put_i64(char *at, int64_t value)
     } while (magnitude != 0);
     if (value < 0)
         *--d = '-';
+    assert(end - d <= 20); /* "-9223372036854775808" */
     memcpy(at, d, (size_t)(end - d));
     return at + (end - d);
 }
@@ -78,6 +92,7 @@ static char *put_text(char *at, const char *s, size_t length)
 static char *put_string(char *at, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
+    assert(s != NULL);
     *at++ = '"';
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
@@ -107,8 +122,13 @@ bool sq_items_json(const struct sq_lease_rec *rec, struct sq_text *t)
         return false;
     char *at = t->data;
     *at++ = '[';
+    assert(rec->item_count <= REQUIREMENTS_PER_RESERVE_MAX);
     for (uint32_t i = 0; i < rec->item_count; i++) {
         const struct sq_lease_item *item = &rec->items[i];
+        const char *element = at;
+        assert(item->amount <= AMOUNT_MAX);
+        assert(item->held <= AMOUNT_MAX);
+        assert(item->debt <= AMOUNT_MAX);
         if (i > 0)
             *at++ = ',';
         *at++ = '[';
@@ -131,6 +151,7 @@ bool sq_items_json(const struct sq_lease_rec *rec, struct sq_text *t)
         at = item->committed_at_ms != 0 ? put_i64(at, item->committed_at_ms)
                                         : PUT_LITERAL(at, "null");
         *at++ = ']';
+        assert((size_t)(at - element) <= JSON_ELEMENT_BYTES); /* within the room made */
     }
     *at++ = ']';
     *at = '\0';
@@ -145,8 +166,12 @@ bool sq_events_json(const struct sq_lease_rec *rec, struct sq_text *t)
         return false;
     char *at = t->data;
     *at++ = '[';
+    assert(rec->event_count <= SQ_EVENT_ITEMS); /* one event_log row */
     for (uint32_t i = 0; i < rec->event_count; i++) {
         const struct sq_lease_event *e = &rec->events[i];
+        const char *element = at;
+        assert(e->type != NULL);
+        assert(e->detail != NULL);
         if (i > 0)
             *at++ = ',';
         *at++ = '[';
@@ -162,6 +187,7 @@ bool sq_events_json(const struct sq_lease_rec *rec, struct sq_text *t)
         *at++ = ',';
         at = put_string(at, e->detail);
         *at++ = ']';
+        assert((size_t)(at - element) <= JSON_ELEMENT_BYTES);
     }
     *at++ = ']';
     *at = '\0';
@@ -184,6 +210,7 @@ bool sq_expiries_json(const struct sq_expiry *expiries, uint32_t count, struct s
         const struct sq_expiry *e = &expiries[i];
         if (!e->audited)
             continue;
+        const char *element = at;
         if ((*audited)++ > 0)
             *at++ = ',';
         *at++ = '[';
@@ -197,7 +224,9 @@ bool sq_expiries_json(const struct sq_expiry *expiries, uint32_t count, struct s
         *at++ = ',';
         at = put_string(at, e->lease != NULL ? sq_lease_ref_caller(e->lease) : "");
         *at++ = ']';
+        assert((size_t)(at - element) <= JSON_ELEMENT_BYTES);
     }
+    assert(*audited <= count);
     *at++ = ']';
     *at = '\0';
     t->length = (size_t)(at - t->data);
@@ -260,6 +289,8 @@ static bool scan_u64(struct scan *s, uint64_t *out)
 /* A string into out (NUL-terminated, at most size - 1 bytes). */
 static bool scan_string(struct scan *s, char *out, size_t size)
 {
+    assert(out != NULL);
+    assert(size >= 1);
     if (!expect(s, '"'))
         return false;
     size_t used = 0;
@@ -311,6 +342,7 @@ static bool scan_string(struct scan *s, char *out, size_t size)
             return false;
         out[used++] = c;
     }
+    assert(used < size);
     out[used] = '\0';
     return true;
 }
@@ -339,6 +371,7 @@ static int item_parse(struct scan *s, struct sq_lease_item *item)
         !scan_i64(s, &item->expires_at_ms, NULL) || !expect(s, ',') ||
         !scan_i64(s, &committed_at, &committed_null) || !expect(s, ']'))
         return -1;
+    assert((size_t)item->state < ITEM_STATES); /* item_state_parse took it */
     item->actual = actual_null ? -1 : actual;
     item->committed_at_ms = committed_null ? 0 : committed_at;
     item->live = live != 0;
@@ -347,6 +380,7 @@ static int item_parse(struct scan *s, struct sq_lease_item *item)
 
 int sq_lease_items_parse(struct sq_lease_rec *rec, const char *json)
 {
+    assert(json != NULL);
     struct scan s = {json};
     rec->item_count = 0;
     if (!expect(&s, '['))
@@ -364,6 +398,7 @@ int sq_lease_items_parse(struct sq_lease_rec *rec, const char *json)
             rec->items = items;
             rec->item_capacity = REQUIREMENTS_PER_RESERVE_MAX;
         }
+        assert(rec->item_count < rec->item_capacity);
         if (item_parse(&s, &rec->items[rec->item_count]) != 0)
             return -1;
         rec->item_count++;
@@ -373,7 +408,7 @@ int sq_lease_items_parse(struct sq_lease_rec *rec, const char *json)
 
 void sq_event_reader_start(struct sq_event_reader *reader, const char *json)
 {
-    reader->at = json;
+    assert(json != NULL);
     struct scan s = {json};
     reader->at = expect(&s, '[') ? s.at : NULL;
 }
@@ -408,6 +443,7 @@ int sq_event_reader_next(struct sq_event_reader *reader, struct sq_event_item_te
         reader->at = NULL;
         return -1;
     }
+    assert(s.at > reader->at); /* an item was read: the row's walk ends */
     reader->at = s.at;
     return 1;
 }

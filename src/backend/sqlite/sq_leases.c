@@ -22,6 +22,7 @@ static const char *const lease_state_names[] = {"allowed", "denied", "completed"
 
 static const char *lease_state_name(enum sq_lease_state state)
 {
+    assert((size_t)state < sizeof lease_state_names / sizeof lease_state_names[0]);
     return lease_state_names[state];
 }
 
@@ -88,6 +89,7 @@ static void rec_free(struct sq_backend *backend, struct sq_lease_rec *rec)
 {
     if (rec == NULL)
         return;
+    assert(!rec->pinned); /* no request holds it any more */
     rec_clear(rec);
     struct sq_lease_cache *c = &backend->leases;
     if (c->free_count < SQ_LEASE_CACHE_MAX) {
@@ -140,6 +142,7 @@ static int cache_add(struct sq_backend *backend, struct sq_lease_rec *rec)
     }
     if (sq_map_reserve(&c->by_id, 1) != 0 || sq_map_reserve(&c->by_seq, 1) != 0)
         return SQLITE_NOMEM;
+    assert(c->count < c->capacity);
     c->recs[c->count++] = rec;
     sq_map_insert(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
     sq_map_insert(&c->by_seq, sq_hash_i64(rec->seq), rec);
@@ -272,12 +275,15 @@ static void cache_remove(struct sq_backend *backend, struct sq_lease_rec *rec)
     sq_map_remove(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), match_id,
                   rec->lease_id);
     sq_map_remove(&c->by_seq, sq_hash_i64(rec->seq), match_seq, &rec->seq);
+    uint32_t count = c->count;
     for (uint32_t i = 0; i < c->count; i++) {
         if (c->recs[i] == rec) {
             c->recs[i] = c->recs[--c->count];
             break;
         }
     }
+    assert(c->count + 1 == count); /* it was in the cache */
+    (void)count;
 }
 
 static int write_events(struct sq_backend *backend, struct sq_lease_rec *rec);
@@ -306,10 +312,13 @@ int sq_lease_event(struct sq_backend *backend, struct sq_lease_rec *rec, int64_t
                    const char *type, int64_t limit_id, uint64_t amount, uint64_t actual,
                    const char *detail)
 {
+    assert(type != NULL);
+    assert(detail != NULL);
     if (rec->event_count == SQ_EVENT_ITEMS) {
         int rc = write_events(backend, rec);
         if (rc != SQLITE_DONE)
             return rc;
+        assert(rec->event_count == 0); /* written out, the row is new */
     }
     if (rec->event_count == rec->event_capacity) {
         uint32_t capacity = rec->event_capacity * 2;
@@ -322,6 +331,7 @@ int sq_lease_event(struct sq_backend *backend, struct sq_lease_rec *rec, int64_t
         rec->events = events;
         rec->event_capacity = capacity;
     }
+    assert(rec->event_count < rec->event_capacity);
     rec->events[rec->event_count++] = (struct sq_lease_event){.at_ms = at_ms,
                                                               .type = type,
                                                               .limit_id = limit_id,
@@ -669,34 +679,42 @@ static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec)
     return SQLITE_DONE;
 }
 
-int sq_leases_flush(struct sq_backend *backend)
+/* Writes what the transaction gathered: expiries, callers' counters, every
+ * lease record, the audit log's key ranges. On an error, notes the request
+ * at fault (backend->write_failed_origin). */
+static int write_all(struct sq_backend *backend)
 {
     struct sq_lease_cache *c = &backend->leases;
-    int written = expiries_write(backend);
-    if (written == SQLITE_DONE)
-        written = callers_write(backend);
-    if (written != SQLITE_DONE) {
-        backend->write_failed = true;
-        backend->write_failed_origin = backend->current;
-        return written;
-    }
-    for (uint32_t i = 0; i < c->count; i++) {
-        int rc = write_rec(backend, c->recs[i]);
+    int rc = expiries_write(backend);
+    if (rc == SQLITE_DONE)
+        rc = callers_write(backend);
+    for (uint32_t i = 0; rc == SQLITE_DONE && i < c->count; i++) {
+        rc = write_rec(backend, c->recs[i]);
         if (rc != SQLITE_DONE) {
             backend->write_failed = true;
             backend->write_failed_origin = c->recs[i]->origin;
             return rc;
         }
     }
-    int rc = key_ranges_write(backend);
+    if (rc == SQLITE_DONE)
+        rc = key_ranges_write(backend);
     if (rc != SQLITE_DONE) {
         backend->write_failed = true;
         backend->write_failed_origin = backend->current;
-        return rc;
     }
+    return rc;
+}
+
+int sq_leases_flush(struct sq_backend *backend)
+{
+    struct sq_lease_cache *c = &backend->leases;
+    int rc = write_all(backend);
+    if (rc != SQLITE_DONE)
+        return rc;
     /* Free what is not pinned; index the rest again. */
     uint32_t kept = 0;
     for (uint32_t i = 0; i < c->count; i++) {
+        assert(!c->recs[i]->dirty); /* written */
         if (c->recs[i]->pinned)
             c->recs[kept++] = c->recs[i];
         else
@@ -714,6 +732,7 @@ int sq_leases_flush(struct sq_backend *backend)
         sq_map_insert(&c->by_id, sq_hash_bytes(rec->lease_id, strlen(rec->lease_id)), rec);
         sq_map_insert(&c->by_seq, sq_hash_i64(rec->seq), rec);
     }
+    assert(c->by_id.count == kept);
     return SQLITE_DONE;
 }
 

@@ -99,6 +99,7 @@ void sq_mirror_free(struct sq_mirror *mirror)
 
 void sq_mirror_touch(struct sq_mirror *mirror, struct sq_period *period)
 {
+    assert(period->limit != NULL);
     if (period->dirty)
         return;
     period->dirty = true;
@@ -116,6 +117,7 @@ void sq_mirror_freed(struct sq_mirror *mirror, const struct sq_limit *limit)
         mirror->freed_any = true;
     else
         mirror->freed_ids[mirror->freed_count++] = limit->id;
+    assert(mirror->freed_count <= SQ_FREED_LIMITS_MAX);
 }
 
 static int64_t amount_i64(uint64_t amount)
@@ -141,6 +143,7 @@ int sq_mirror_flush(struct sq_backend *backend)
         p->dirty = false;
         p->dirty_next = NULL;
     }
+    assert(backend->mirror.dirty == NULL); /* every counter written */
     return SQLITE_DONE;
 }
 
@@ -197,6 +200,9 @@ struct sq_period *sq_mirror_period(struct sq_backend *backend, struct sq_limit *
         return NULL;
     }
     limit->periods[limit->period_count++] = p;
+    assert(limit->period_count <= limit->period_capacity);
+    /* Rolling and concurrency limits keep one window: period 0. */
+    assert(limit->state.definition.kind == LIMIT_BUDGET || limit->period_count == 1);
     return p;
 }
 
@@ -207,7 +213,9 @@ void sq_mirror_trim_periods(struct sq_limit *limit, int64_t now_ms)
     int64_t current = period_start_ms(limit->state.definition.period, now_ms);
     for (uint32_t i = 0; i < limit->period_count;) {
         struct sq_period *p = limit->periods[i];
+        assert(p->limit == limit);
         if (p->hold_count == 0 && p->start_ms != current && !p->dirty) {
+            assert(p->holds == NULL); /* nothing held: the tree is empty */
             free(p);
             limit->periods[i] = limit->periods[--limit->period_count];
         } else {

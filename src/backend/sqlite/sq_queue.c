@@ -4,6 +4,7 @@
  * answerer answers each item here, with its results or as unknown. */
 #include "sq_queue.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -13,6 +14,7 @@
 
 void sq_request_unavailable(struct sq_item *item, uint32_t i)
 {
+    assert(i < item->count);
     switch (item->kind) {
     case SQ_ITEM_RESERVE:
         reserve_result_unavailable(&((struct reserve_result *)item->results)[i]);
@@ -24,6 +26,7 @@ void sq_request_unavailable(struct sq_item *item, uint32_t i)
         release_result_unavailable(&((struct release_result *)item->results)[i]);
         break;
     case SQ_ITEM_CALL:
+        assert(item->count == 1); /* a call is one request */
         item->call->failed = true;
         break;
     }
@@ -38,11 +41,13 @@ void sq_item_unavailable(struct sq_item *item)
 void sq_item_finish(struct sq_item *item)
 {
     if (item->kind != SQ_ITEM_CALL) {
+        assert(item->done != NULL); /* the data path always says when it is done */
         item->done(item->context);
         return;
     }
     struct sq_call *call = item->call;
     pthread_mutex_lock(&call->mutex);
+    assert(!call->finished); /* answered once */
     call->finished = true;
     pthread_cond_signal(&call->cond);
     pthread_mutex_unlock(&call->mutex);
@@ -55,6 +60,8 @@ uint32_t sq_queue_take(struct sq_backend *backend, struct sq_item *out)
 {
     uint32_t count = 0;
     uint64_t requests = 0;
+    assert(backend->queue_count <= SQ_QUEUE_ITEMS_MAX);
+    assert(backend->queue_head < SQ_QUEUE_ITEMS_MAX);
     while (backend->queue_count > 0) {
         struct sq_item *next = &backend->queue[backend->queue_head];
         if (count > 0 && requests + next->count > atomic_load(&backend->group_commit_max))
@@ -64,12 +71,18 @@ uint32_t sq_queue_take(struct sq_backend *backend, struct sq_item *out)
         backend->queue_head = (backend->queue_head + 1) % SQ_QUEUE_ITEMS_MAX;
         backend->queue_count--;
     }
+    /* What a batch holds: at least one item when any waited, and no more
+     * requests than a group commit takes unless one item alone has more. */
+    assert(count <= SQ_QUEUE_ITEMS_MAX);
+    assert(count <= 1 || requests <= atomic_load(&backend->group_commit_max));
     return count;
 }
 
 /* Hands an item to the writer; false when the queue is full or closing. */
 bool sq_queue_put(struct sq_backend *backend, const struct sq_item *item)
 {
+    assert(item->count >= 1);
+    assert(item->kind == SQ_ITEM_CALL ? item->call != NULL : item->results != NULL);
     pthread_mutex_lock(&backend->queue_mutex);
     bool accepted = !backend->stopping && backend->queue_count < SQ_QUEUE_ITEMS_MAX;
     if (accepted) {

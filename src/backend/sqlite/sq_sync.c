@@ -7,6 +7,7 @@
  * that the syncer can start the next fsync at once. */
 #include "sq_sync.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,17 +30,23 @@ static sqlite3_file *wal_file_of(struct sq_backend *backend)
 static void ring_put(struct sq_item_ring *ring, pthread_mutex_t *mutex, pthread_cond_t *space,
                      const struct sq_item *items, uint32_t count)
 {
+    assert(ring->items != NULL);
+    assert(count <= SQ_QUEUE_ITEMS_MAX); /* one batch of the writer's queue */
     for (uint32_t k = 0; k < count; k++) {
         while (ring->count == SQ_QUEUE_ITEMS_MAX)
             pthread_cond_wait(space, mutex);
         ring->items[(ring->head + ring->count) % SQ_QUEUE_ITEMS_MAX] = items[k];
         ring->count++;
+        assert(ring->count <= SQ_QUEUE_ITEMS_MAX);
     }
 }
 
 /* Takes up to `most` calls off a ring whose mutex the caller holds. */
 static uint32_t ring_take(struct sq_item_ring *ring, struct sq_item *out, uint32_t most)
 {
+    assert(most >= 1);
+    assert(most <= SQ_QUEUE_ITEMS_MAX); /* out has room for a whole ring */
+    assert(ring->head < SQ_QUEUE_ITEMS_MAX);
     uint32_t count = 0;
     while (ring->count > 0 && count < most) {
         out[count++] = ring->items[ring->head];
@@ -104,6 +111,7 @@ static void *answerer_main(void *arg)
         if (backend->answer_ring.count == 0)
             break; /* stopping and drained */
         uint32_t count = ring_take(&backend->answer_ring, items, SQ_QUEUE_ITEMS_MAX);
+        assert(count >= 1);
         pthread_cond_broadcast(&backend->answer_cond);
         pthread_mutex_unlock(&backend->answer_mutex);
         for (uint32_t k = 0; k < count; k++)
@@ -126,6 +134,7 @@ static void *syncer_main(void *arg)
             break; /* stopping and drained */
         sqlite3_file *wal_file = NULL;
         uint32_t count = sync_take(backend, items, &wal_file);
+        assert(count >= 1);
         pthread_mutex_unlock(&backend->sync_mutex);
         int rc = SQLITE_IOERR;
         if (!atomic_load(&backend->failed) && wal_file != NULL)
@@ -146,6 +155,9 @@ static void *syncer_main(void *arg)
 
 int sq_syncer_start(struct sq_backend *backend)
 {
+    assert(backend->syncing); /* synchronous=NORMAL answers at commit, without it */
+    assert(!backend->syncer_started);
+    assert(!backend->answerer_started);
     backend->sync_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_ring.items);
     backend->sync_batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->sync_batch);
     backend->answer_ring.items = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->answer_ring.items);

@@ -40,6 +40,7 @@ void sq_options_defaults(struct sq_options *options)
 
 static int request_run(struct sq_backend *backend, struct sq_item *item, uint32_t i)
 {
+    assert(i < item->count);
     switch (item->kind) {
     case SQ_ITEM_RESERVE:
         return sq_ledger_reserve(backend, &((const struct reserve_request *)item->requests)[i],
@@ -84,6 +85,9 @@ enum batch_outcome {
 static enum batch_outcome batch_transaction(struct sq_backend *backend, struct sq_item *items,
                                             uint32_t count)
 {
+    assert(count >= 1);
+    assert(backend->skip_count <= SQ_SKIPS_MAX);
+    assert(sqlite3_get_autocommit(backend->db)); /* no transaction left open */
     int rc = sq_statement_run(sq_statement(backend, SQ_STMT_BEGIN));
     if (rc != SQLITE_DONE) {
         log_sql_error(backend, "begin", rc);
@@ -112,8 +116,10 @@ static enum batch_outcome batch_transaction(struct sq_backend *backend, struct s
         rc = sq_mirror_flush(backend);
     if (rc == SQLITE_DONE)
         rc = sq_statement_run(sq_statement(backend, SQ_STMT_COMMIT));
-    if (rc == SQLITE_DONE)
+    if (rc == SQLITE_DONE) {
+        assert(sqlite3_get_autocommit(backend->db));
         return BATCH_COMMITTED;
+    }
     log_sql_error(backend, "commit", rc);
 abandon:;
     enum batch_outcome outcome = BATCH_FAILED;
@@ -123,6 +129,8 @@ abandon:;
     if (attributable && (!sq_sql_error_is_fatal(rc) || rc == SQLITE_NOMEM) &&
         backend->skip_count < SQ_SKIPS_MAX &&
         !request_skipped(backend, fault.item, fault.request)) {
+        assert(fault.item < count);
+        assert(fault.request < items[fault.item].count);
         backend->skips[backend->skip_count++] = fault;
         outcome = BATCH_REQUEST_FAILED;
     }
@@ -182,6 +190,8 @@ static bool freed_available(const struct sq_limit *limit, int64_t now_ms, int64_
 static void freed_tell(struct sq_backend *backend)
 {
     struct sq_mirror *mirror = &backend->mirror;
+    assert(mirror->freed_count <= SQ_FREED_LIMITS_MAX);
+    assert(!mirror->freed_any || mirror->freed_count == SQ_FREED_LIMITS_MAX);
     pthread_mutex_lock(&backend->watch_mutex);
     if (backend_watch_wanted(&backend->watch)) {
         int64_t now_ms = clock_now_ms(backend->config.clock);
@@ -215,12 +225,16 @@ static void sq_watch(struct backend *base, const struct backend_watch *watch)
 
 static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_t count)
 {
+    assert(count >= 1);
+    assert(count <= SQ_QUEUE_ITEMS_MAX);
     enum batch_outcome outcome = BATCH_FAILED;
     backend->skip_count = 0;
     while (!atomic_load(&backend->failed) && mirror_fresh(backend)) {
         outcome = batch_transaction(backend, items, count);
         if (outcome != BATCH_REQUEST_FAILED)
             break;
+        /* Each redo leaves one more request out: at most SQ_SKIPS_MAX. */
+        assert(backend->skip_count >= 1);
         results_reset(items, count);
     }
     if (outcome != BATCH_COMMITTED) {
@@ -349,6 +363,8 @@ static void *writer_main(void *arg)
 static void data_call(struct sq_backend *backend, enum sq_item_kind kind, const void *requests,
                       void *results, uint32_t count, backend_done_fn done, void *context)
 {
+    assert(done != NULL);
+    assert(count == 0 || requests != NULL);
     struct sq_item item = {.kind = kind,
                            .count = count,
                            .requests = requests,
@@ -487,27 +503,21 @@ static void sq_configure_once(void)
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-static int sq_open(const struct backend_config *config, const void *options, struct backend **out,
-                   char *error, size_t error_size)
+/* A backend struct with its locks and buffers, not yet on disk; NULL
+ * with the reason in error. */
+static struct sq_backend *backend_new(const struct backend_config *config,
+                                      const struct sq_options *options, char *error,
+                                      size_t error_size)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, sq_configure_once);
+    assert(options->retention_ms >= 0);
     struct sq_backend *backend = calloc(1, sizeof *backend);
     if (backend == NULL) {
         snprintf(error, error_size, "out of memory");
-        return -1;
+        return NULL;
     }
     backend->base.ops = &sq_backend_ops;
     backend->config = *config;
-    if (options != NULL)
-        backend->options = *(const struct sq_options *)options;
-    else
-        sq_options_defaults(&backend->options);
-    if (backend->options.retention_ms < 0) {
-        snprintf(error, error_size, "retention_ms: must be >= 0");
-        free(backend);
-        return -1;
-    }
+    backend->options = *options;
     backend->lock_fd = -1;
     atomic_store(&backend->group_commit_max, SQ_GROUP_COMMIT_MAX);
     backend->random_state = retry_jitter_seed();
@@ -526,7 +536,7 @@ static int sq_open(const struct backend_config *config, const void *options, str
     if (n <= 0 || (size_t)n >= sizeof backend->data_dir) {
         snprintf(error, error_size, "data directory: path too long");
         backend_free(backend);
-        return -1;
+        return NULL;
     }
     backend->queue = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->queue);
     backend->batch = calloc(SQ_QUEUE_ITEMS_MAX, sizeof *backend->batch);
@@ -534,15 +544,17 @@ static int sq_open(const struct backend_config *config, const void *options, str
     if (backend->queue == NULL || backend->batch == NULL || backend->scratch == NULL) {
         snprintf(error, error_size, "out of memory");
         backend_free(backend);
-        return -1;
+        return NULL;
     }
-    if (open_storage(backend, error, error_size) != 0) {
-        backend_free(backend);
-        return -1;
-    }
+    return backend;
+}
+
+/* The checkpointer, the syncer and answerer (unless synchronous=NORMAL),
+ * then the writer. 0, or -1 with every thread started stopped again. */
+static int threads_start(struct sq_backend *backend, char *error, size_t error_size)
+{
     if (pthread_create(&backend->checkpointer, NULL, checkpointer_main, backend) != 0) {
         snprintf(error, error_size, "cannot start the checkpointer thread");
-        backend_free(backend);
         return -1;
     }
     backend->checkpointer_started = true;
@@ -551,9 +563,34 @@ static int sq_open(const struct backend_config *config, const void *options, str
         snprintf(error, error_size, "cannot start the writer and syncer threads");
         sq_syncer_stop(backend);
         backend_stop_checkpointer(backend);
+        return -1;
+    }
+    return 0;
+}
+
+static int sq_open(const struct backend_config *config, const void *options, struct backend **out,
+                   char *error, size_t error_size)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sq_configure_once);
+    struct sq_options chosen;
+    if (options != NULL)
+        chosen = *(const struct sq_options *)options;
+    else
+        sq_options_defaults(&chosen);
+    if (chosen.retention_ms < 0) {
+        snprintf(error, error_size, "retention_ms: must be >= 0");
+        return -1;
+    }
+    struct sq_backend *backend = backend_new(config, &chosen, error, error_size);
+    if (backend == NULL)
+        return -1;
+    if (open_storage(backend, error, error_size) != 0 ||
+        threads_start(backend, error, error_size) != 0) {
         backend_free(backend);
         return -1;
     }
+    assert(backend->lock_fd >= 0); /* the data directory is ours */
     atomic_store(&backend->ready, true);
     *out = &backend->base;
     return 0;
@@ -562,11 +599,13 @@ static int sq_open(const struct backend_config *config, const void *options, str
 static void sq_close(struct backend *base)
 {
     struct sq_backend *backend = sq_backend_of(base);
+    assert(backend->checkpointer_started); /* opened whole */
     pthread_mutex_lock(&backend->queue_mutex);
     backend->stopping = true;
     pthread_cond_signal(&backend->queue_cond);
     pthread_mutex_unlock(&backend->queue_mutex);
     pthread_join(backend->writer, NULL); /* drains the queue first */
+    assert(backend->queue_count == 0);
     sq_syncer_stop(backend);
     backend_stop_checkpointer(backend);
     backend_free(backend);
