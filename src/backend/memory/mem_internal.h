@@ -308,11 +308,13 @@ struct mem_limit {
 
 /* ---- leases (mem_leases.c) -------------------------------------------- */
 
+/* The values of enum lease_view_state (backend.h), so that a lease's state
+ * is its view's. */
 enum mem_lease_state {
-    MEM_LEASE_ACTIVE = 1,
-    MEM_LEASE_COMPLETED = 2,
-    MEM_LEASE_RELEASED = 3,
-    MEM_LEASE_DENIED = 4,
+    MEM_LEASE_ACTIVE = LEASE_VIEW_ALLOWED,
+    MEM_LEASE_COMPLETED = LEASE_VIEW_COMPLETED,
+    MEM_LEASE_RELEASED = LEASE_VIEW_RELEASED,
+    MEM_LEASE_DENIED = LEASE_VIEW_DENIED,
 };
 
 struct mem_lease_item {

@@ -29,14 +29,8 @@ static bool key_is(const struct mem_limit *limit, const char *key, uint32_t key_
 static void replay(const struct mem_lease *lease, const struct reserve_request *request,
                    struct reserve_result *result)
 {
-    static const enum lease_view_state view_state[] = {
-        [MEM_LEASE_ACTIVE] = LEASE_VIEW_ALLOWED,
-        [MEM_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
-        [MEM_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
-        [MEM_LEASE_DENIED] = LEASE_VIEW_DENIED,
-    };
-    assert(lease->state >= MEM_LEASE_ACTIVE);
-    assert(lease->state <= MEM_LEASE_DENIED);
+    assert(lease->state >= LEASE_VIEW_ALLOWED);
+    assert(lease->state <= LEASE_VIEW_DENIED);
     struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
     for (uint32_t j = 0; j < lease->item_count; j++) {
         const struct mem_limit *limit = lease->items[j].limit;
@@ -45,7 +39,7 @@ static void replay(const struct mem_lease *lease, const struct reserve_request *
     }
     bool denied = lease->state == MEM_LEASE_DENIED;
     struct lease_view view = {
-        .state = view_state[lease->state],
+        .state = (enum lease_view_state)lease->state, /* the same values */
         .items = items,
         .item_count = lease->item_count,
         .denied_items = lease->denied_items,

@@ -15,14 +15,11 @@
 #include "sq_holds.h"
 #include "sq_leases.h"
 
-static const char *const item_state_names[] = {
-    [SQ_ITEM_RESERVED] = "reserved",
-    [SQ_ITEM_COMMITTED] = "committed",
-    [SQ_ITEM_RELEASED] = "released",
-    [SQ_ITEM_EXPIRED] = "expired",
-    [SQ_ITEM_COMMITTED_POST_EXPIRY] = "committed_post_expiry",
-};
+/* In the order of enum sq_item_state. */
+static const char *const item_state_names[] = {"reserved", "committed", "released", "expired",
+                                               "committed_post_expiry"};
 #define ITEM_STATES (sizeof item_state_names / sizeof item_state_names[0])
+_Static_assert(ITEM_STATES == SQ_ITEM_COMMITTED_POST_EXPIRY + 1, "a name per item state");
 
 static const char *item_state_name(enum sq_item_state state)
 {

@@ -18,19 +18,31 @@
 #include "sq_mirror.h"
 #include "sq_schema.h"
 
-static const char *const lease_state_names[] = {"allowed", "denied", "completed", "released"};
+/* The names the leases table stores. */
+static const struct {
+    enum sq_lease_state state;
+    const char *name;
+} lease_states[] = {{SQ_LEASE_ALLOWED, "allowed"},
+                    {SQ_LEASE_DENIED, "denied"},
+                    {SQ_LEASE_COMPLETED, "completed"},
+                    {SQ_LEASE_RELEASED, "released"}};
+#define LEASE_STATES (sizeof lease_states / sizeof lease_states[0])
 
 static const char *lease_state_name(enum sq_lease_state state)
 {
-    assert((size_t)state < sizeof lease_state_names / sizeof lease_state_names[0]);
-    return lease_state_names[state];
+    for (size_t i = 0; i < LEASE_STATES; i++) {
+        if (lease_states[i].state == state)
+            return lease_states[i].name;
+    }
+    assert(!"a lease state has a name");
+    return "";
 }
 
 static int lease_state_parse(const char *name, enum sq_lease_state *out)
 {
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(name, lease_state_names[i]) == 0) {
-            *out = (enum sq_lease_state)i;
+    for (size_t i = 0; i < LEASE_STATES; i++) {
+        if (strcmp(name, lease_states[i].name) == 0) {
+            *out = lease_states[i].state;
             return 0;
         }
     }

@@ -19,7 +19,14 @@
 
 struct sq_backend;
 
-enum sq_lease_state { SQ_LEASE_ALLOWED, SQ_LEASE_DENIED, SQ_LEASE_COMPLETED, SQ_LEASE_RELEASED };
+/* The values of enum lease_view_state (backend.h), so that a lease's state
+ * is its view's; the leases table stores their names (sq_leases.c). */
+enum sq_lease_state {
+    SQ_LEASE_ALLOWED = LEASE_VIEW_ALLOWED,
+    SQ_LEASE_DENIED = LEASE_VIEW_DENIED,
+    SQ_LEASE_COMPLETED = LEASE_VIEW_COMPLETED,
+    SQ_LEASE_RELEASED = LEASE_VIEW_RELEASED,
+};
 
 enum sq_item_state {
     SQ_ITEM_RESERVED,

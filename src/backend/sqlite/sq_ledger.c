@@ -403,18 +403,13 @@ static uint64_t denied_items(const char *text, const struct lease_item_key *item
 static int replay(const struct sq_lease_rec *lease, const struct reserve_request *request,
                   struct reserve_result *result)
 {
-    static const enum lease_view_state view_state[] = {
-        [SQ_LEASE_ALLOWED] = LEASE_VIEW_ALLOWED,
-        [SQ_LEASE_DENIED] = LEASE_VIEW_DENIED,
-        [SQ_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
-        [SQ_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
-    };
-    assert(lease->state <= SQ_LEASE_RELEASED);
+    assert(lease->state >= SQ_LEASE_ALLOWED);
+    assert(lease->state <= SQ_LEASE_DENIED);
     struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
     uint32_t count = fingerprint_items(lease->fingerprint, items);
     bool denied = lease->state == SQ_LEASE_DENIED;
     struct lease_view view = {
-        .state = view_state[lease->state],
+        .state = (enum lease_view_state)lease->state, /* the same values */
         .items = items,
         .item_count = count,
         .denied_items = denied ? denied_items(lease->denied, items, count) : 0,

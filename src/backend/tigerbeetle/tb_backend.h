@@ -115,13 +115,16 @@ struct tb_lease_hold {
     bool denied;
 };
 
+/* Past PENDING, the values of enum lease_view_state (backend.h), so that a
+ * lease's state is its view's. */
 enum tb_lease_state {
     TB_LEASE_PENDING = 0, /* a first operation is finding out */
-    TB_LEASE_ALLOWED = 1,
-    TB_LEASE_DENIED = 2,
-    TB_LEASE_COMPLETED = 3,
-    TB_LEASE_RELEASED = 4,
+    TB_LEASE_ALLOWED = LEASE_VIEW_ALLOWED,
+    TB_LEASE_DENIED = LEASE_VIEW_DENIED,
+    TB_LEASE_COMPLETED = LEASE_VIEW_COMPLETED,
+    TB_LEASE_RELEASED = LEASE_VIEW_RELEASED,
 };
+_Static_assert(LEASE_VIEW_ALLOWED > 0, "PENDING is none of the view's states");
 
 struct tb_job;
 struct tb_scan;

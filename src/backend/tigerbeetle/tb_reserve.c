@@ -36,15 +36,9 @@ static void answer_conflict(struct tb_job *job)
 static void replay(const struct tb_lease *lease, const struct reserve_request *request,
                    struct reserve_result *result)
 {
-    static const enum lease_view_state view_state[] = {
-        [TB_LEASE_ALLOWED] = LEASE_VIEW_ALLOWED,
-        [TB_LEASE_DENIED] = LEASE_VIEW_DENIED,
-        [TB_LEASE_COMPLETED] = LEASE_VIEW_COMPLETED,
-        [TB_LEASE_RELEASED] = LEASE_VIEW_RELEASED,
-    };
     /* A lease nobody learned anything about is never left in the cache. */
     assert(lease->state != TB_LEASE_PENDING);
-    assert(lease->state <= TB_LEASE_RELEASED);
+    assert(lease->state <= TB_LEASE_DENIED); /* the last of the view's values */
     assert(!lease->busy);
     struct lease_item_key items[REQUIREMENTS_PER_RESERVE_MAX];
     uint64_t denied_items = 0;
@@ -55,7 +49,7 @@ static void replay(const struct tb_lease *lease, const struct reserve_request *r
             denied_items |= UINT64_C(1) << j;
     }
     struct lease_view view = {
-        .state = view_state[lease->state],
+        .state = (enum lease_view_state)lease->state, /* the same values */
         .items = items,
         .item_count = lease->hold_count,
         .denied_items = denied_items,
