@@ -56,9 +56,7 @@ int llmlimit_usage(struct llmlimit_client *client, const char *key, int64_t at_u
                    struct llmlimit_usage *out, struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || out == NULL || at_unix_ms < 0)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof(*out));
@@ -115,9 +113,7 @@ int llmlimit_limit_put(struct llmlimit_client *client,
                        struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (decreasing != NULL)
         *decreasing = false;
     if (client == NULL || !definition_valid(definition))
@@ -205,9 +201,7 @@ int llmlimit_limit_get(struct llmlimit_client *client, const char *key,
                        struct llmlimit_limit_state **out, struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || out == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     *out = NULL;
@@ -274,9 +268,7 @@ int llmlimit_limit_list(struct llmlimit_client *client, struct llmlimit_limit_li
                         struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || out == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     *out = NULL;
@@ -298,9 +290,7 @@ int llmlimit_limit_delete(struct llmlimit_client *client, const char *key,
                           struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     char path[CLIENT_PATH_LENGTH_MAX];
@@ -337,9 +327,7 @@ int llmlimit_request(struct llmlimit_client *client, const char *method, const c
                      struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (response_body != NULL)
         *response_body = NULL;
     if (client == NULL || !method_valid(method) || !path_valid(path))

@@ -203,6 +203,15 @@ void status_reset(struct llmlimit_status *status)
     status->error[0] = '\0';
 }
 
+struct llmlimit_status *status_begin(struct llmlimit_status *status, struct llmlimit_status *local)
+{
+    assert(local != NULL);
+    if (status == NULL)
+        status = local;
+    status_reset(status);
+    return status;
+}
+
 void status_set_error(struct llmlimit_status *status, const char *message)
 {
     if (status != NULL)
@@ -351,4 +360,22 @@ int client_send_retrying(struct llmlimit_client *client, const char *method, con
         if (!client_backoff(client, plan, (*backoff_round)++))
             return LLMLIMIT_ERR_DEADLINE;
     }
+}
+
+int client_post_json(struct llmlimit_client *client, const char *path, const char *body,
+                     size_t body_length, const struct retry_plan *plan, uint32_t *backoff_round,
+                     int *http_status, json_t **json_out, struct llmlimit_status *status)
+{
+    assert(path[0] == '/');
+    *json_out = NULL;
+    if (http_status != NULL)
+        *http_status = 0;
+    struct http_answer answer = {0};
+    int rc = client_send_retrying(client, "POST", path, body, body_length, plan, backoff_round,
+                                  &answer, status);
+    if (rc != 0)
+        return rc;
+    if (http_status != NULL)
+        *http_status = answer.http_status;
+    return answer_take(&answer, status, json_out);
 }

@@ -125,14 +125,10 @@ static int finalize_send(struct llmlimit_client *client, const char *path, json_
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, client->options.finalize_attempts_max);
     uint32_t backoff_round = 0;
-    struct http_answer answer = {0};
-    int rc = client_send_retrying(client, "POST", path, body, body_length, &plan, &backoff_round,
-                                  &answer, status);
+    int rc = client_post_json(client, path, body, body_length, &plan, &backoff_round, http_status,
+                              json_out, status);
     free(body);
-    if (rc != 0)
-        return rc;
-    *http_status = answer.http_status;
-    return answer_take(&answer, status, json_out);
+    return rc;
 }
 
 int llmlimit_complete(struct llmlimit_client *client,
@@ -140,9 +136,7 @@ int llmlimit_complete(struct llmlimit_client *client,
                       struct llmlimit_complete_result *result, struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (result == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     memset(result, 0, sizeof(*result));
@@ -168,9 +162,7 @@ int llmlimit_release(struct llmlimit_client *client, const char *lease_id, int64
                      struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || !client_lease_id_valid(lease_id))
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     json_t *body = json_pack("{s:s}", "lease_id", lease_id);
@@ -260,14 +252,10 @@ static int complete_batch_round(struct llmlimit_client *client,
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, client->options.finalize_attempts_max);
     uint32_t backoff_round = 0;
-    struct http_answer answer = {0};
-    int rc = client_send_retrying(client, "POST", "/v1/complete/batch", body, body_length, &plan,
-                                  &backoff_round, &answer, status);
-    free(body);
-    if (rc != 0)
-        return rc;
     json_t *json;
-    rc = answer_take(&answer, status, &json);
+    int rc = client_post_json(client, "/v1/complete/batch", body, body_length, &plan,
+                              &backoff_round, NULL, &json, status);
+    free(body);
     if (rc == 0)
         rc = complete_batch_read(json, results, pending, pending_count);
     json_decref(json);
@@ -280,9 +268,7 @@ int llmlimit_complete_batch(struct llmlimit_client *client,
                             struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || results == NULL || requests == NULL || count == 0 ||
         count > LLMLIMIT_BATCH_ITEMS_MAX)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;

@@ -76,6 +76,13 @@ int client_send_retrying(struct llmlimit_client *client, const char *method, con
                          const char *body, size_t body_length, const struct retry_plan *plan,
                          uint32_t *backoff_round, struct http_answer *answer,
                          struct llmlimit_status *status);
+/* POSTs body to path as client_send_retrying does, then answer_take: 0
+ * with the answer's JSON in *json_out (json_decref; NULL when no answer
+ * came), or the error. *http_status (may be NULL) is the answer's status,
+ * 0 when none came. */
+int client_post_json(struct llmlimit_client *client, const char *path, const char *body,
+                     size_t body_length, const struct retry_plan *plan, uint32_t *backoff_round,
+                     int *http_status, json_t **json_out, struct llmlimit_status *status);
 
 /* Waits before retry number `round` (0-based), never past the deadline.
  * Returns false when the deadline has passed (no time left to retry). */
@@ -89,6 +96,9 @@ int client_status_error(int http_status);
 void client_status_from_body(struct llmlimit_status *status, const json_t *body);
 
 void status_reset(struct llmlimit_status *status);
+/* The caller's status, or local when it passed NULL, reset: every public
+ * call starts with it. */
+struct llmlimit_status *status_begin(struct llmlimit_status *status, struct llmlimit_status *local);
 void status_set_error(struct llmlimit_status *status, const char *message);
 
 /* Monotonic milliseconds and a sleep that restarts after signals. */

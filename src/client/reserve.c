@@ -481,14 +481,10 @@ static int batch_round(struct llmlimit_client *client,
     char *body = batch_body(requests, results, pending, *pending_count, &body_length);
     if (body == NULL)
         return LLMLIMIT_ERR_NO_MEMORY;
-    struct http_answer answer = {0};
-    int rc = client_send_retrying(client, "POST", "/v1/reserve/batch", body, body_length, plan,
-                                  backoff_round, &answer, status);
-    free(body);
-    if (rc != 0)
-        return rc;
     json_t *json;
-    rc = answer_take(&answer, status, &json);
+    int rc = client_post_json(client, "/v1/reserve/batch", body, body_length, plan, backoff_round,
+                              NULL, &json, status);
+    free(body);
     if (rc == 0)
         rc = batch_read(json, requests, results, pending, pending_count);
     json_decref(json);
@@ -501,9 +497,7 @@ int llmlimit_reserve_batch(struct llmlimit_client *client,
                            struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
-    if (status == NULL)
-        status = &local_status;
-    status_reset(status);
+    status = status_begin(status, &local_status);
     if (client == NULL || results == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     int rc = batch_check(requests, count);
