@@ -157,6 +157,26 @@ bool reserve_definitive_check(const struct reserve_request *request, const struc
     return true;
 }
 
+void reserve_denial_add(struct reserve_result *result, struct denial_times times)
+{
+    assert(times.retry_ms >= 1);
+    assert(times.may_fit_at_ms <= times.fits_at_ms); /* fitting by time alone is one way */
+    if (times.retry_ms > result->retry_after_ms)
+        result->retry_after_ms = times.retry_ms;
+    if (times.fits_at_ms > result->fits_at_unix_ms)
+        result->fits_at_unix_ms = times.fits_at_ms;
+    if (times.may_fit_at_ms > result->may_fit_at_unix_ms)
+        result->may_fit_at_unix_ms = times.may_fit_at_ms;
+}
+
+bool reserve_denial_waitable(const struct reserve_request *request,
+                             const struct reserve_result *result)
+{
+    assert(result->denied_count >= 1);
+    return request->yield_mask != 0 || (request->wait_until_unix_ms != 0 &&
+                                        result->may_fit_at_unix_ms <= request->wait_until_unix_ms);
+}
+
 void reserve_replay(const struct reserve_request *request, const struct lease_view *lease,
                     struct reserve_result *result)
 {

@@ -708,6 +708,26 @@ struct limit_view {
 bool reserve_definitive_check(const struct reserve_request *request, const struct limit_view *views,
                               int64_t decrease_retry_ms, struct reserve_result *result);
 
+/* When one requirement that did not fit could: retry_after_ms
+ * (docs/semantics.md; capped for concurrency limits), and for the wait
+ * layer the uncapped time it fits by expiry alone and the earliest it may
+ * fit if live reservations are freed. */
+struct denial_times {
+    int64_t retry_ms;
+    int64_t fits_at_ms;
+    int64_t may_fit_at_ms;
+};
+
+/* Adds one denied requirement's times to a capacity denial: each the
+ * latest so far (the request fits once every requirement does). */
+void reserve_denial_add(struct reserve_result *result, struct denial_times times);
+
+/* Whether a capacity denial goes unrecorded, so the caller may ask again
+ * with the same lease id: others wait ahead on one of its limits
+ * (yield_mask), or it may fit by the time the caller waits until. */
+bool reserve_denial_waitable(const struct reserve_request *request,
+                             const struct reserve_result *result);
+
 /* One requirement of a known lease, as the backend stored it. */
 struct lease_item_key {
     const char *key; /* key_length bytes, not necessarily NUL-terminated */

@@ -89,15 +89,6 @@ static bool fits(struct mem_limit *limit, uint64_t amount, struct mem_period *pe
     return limit->reserved + limit->used + amount <= limit->capacity;
 }
 
-/* When one requirement that did not fit could: retry_after_ms
- * (docs/semantics.md), and for the wait layer the uncapped time it fits by
- * expiry alone and the earliest it may fit if live reservations are freed. */
-struct denial_times {
-    int64_t retry_ms;
-    int64_t fits_at_ms;
-    int64_t may_fit_at_ms;
-};
-
 /* The expiry at which the expiry-ordered holds (of one budget period, or
  * all: INT64_MIN) add up to need; bounded walks answer the latest expiry,
  * which is never too early. */
@@ -174,19 +165,11 @@ static void denial_fill(struct mem_backend *b, const struct reserve_request *req
     for (uint32_t k = 0; k < result->denied_count; k++) {
         uint32_t i = result->denied_index[k];
         uint64_t amount = request->requirements[i].amount;
-        struct denial_times t = fits(limits[i], amount, periods[i])
-                                    ? yield_times(b, now_ms)
-                                    : denial_times(b, limits[i], amount, periods[i], now_ms);
-        if (t.retry_ms > result->retry_after_ms)
-            result->retry_after_ms = t.retry_ms;
-        if (t.fits_at_ms > result->fits_at_unix_ms)
-            result->fits_at_unix_ms = t.fits_at_ms;
-        if (t.may_fit_at_ms > result->may_fit_at_unix_ms)
-            result->may_fit_at_unix_ms = t.may_fit_at_ms;
+        reserve_denial_add(result, fits(limits[i], amount, periods[i])
+                                       ? yield_times(b, now_ms)
+                                       : denial_times(b, limits[i], amount, periods[i], now_ms));
     }
-    result->waitable =
-        request->yield_mask != 0 || (request->wait_until_unix_ms != 0 &&
-                                     result->may_fit_at_unix_ms <= request->wait_until_unix_ms);
+    result->waitable = reserve_denial_waitable(request, result);
 }
 
 /* A capacity denial is recorded against the lease, so a retry gets it

@@ -149,14 +149,21 @@ static int live_hold(struct sq_backend *backend, const struct sq_limit *limit,
     return SQLITE_DONE;
 }
 
+/* Takes a live reservation out of its period: the capacity it held is
+ * free (the wait layer is told after the commit). The hold is the
+ * caller's to free or put back. */
 static void hold_drop(struct sq_backend *backend, struct sq_period *p, struct sq_hold *h)
 {
     struct sq_hold *removed = NULL;
     p->holds = sq_holds_remove(p->holds, h->expires_at_ms, h->row_id, &removed);
     assert(removed == h);
+    assert(!h->completed); /* a reservation, not a completed rolling hold */
+    assert(p->reserved >= h->amount);
     p->hold_count--;
     backend->mirror.hold_count--;
+    p->reserved -= h->amount;
     sq_mirror_touch(&backend->mirror, p);
+    sq_mirror_freed(&backend->mirror, p->limit);
 }
 
 /* ---- Reserve. */
@@ -235,15 +242,6 @@ static uint64_t period_total(const struct sq_period *p)
     return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
-/* When one requirement that does not fit could: retry_after_ms
- * (docs/semantics.md), and for the wait layer the uncapped time it fits by
- * expiry alone and the earliest it may fit if live reservations are freed. */
-struct denial_times {
-    int64_t retry_ms;
-    int64_t fits_at_ms;
-    int64_t may_fit_at_ms;
-};
-
 static struct denial_times denial_times(struct sq_backend *backend, const struct sq_limit *limit,
                                         const struct sq_period *p, uint64_t amount, int64_t now_ms)
 {
@@ -285,17 +283,6 @@ static bool fits(const struct sq_period *p, const struct limit_definition *d, ui
     return amount_add_saturating(blocking, amount) <= d->capacity;
 }
 
-/* Adds one denied requirement's times to the result (the latest of each). */
-static void denial_add(struct reserve_result *result, struct denial_times t)
-{
-    if (t.retry_ms > result->retry_after_ms)
-        result->retry_after_ms = t.retry_ms;
-    if (t.fits_at_ms > result->fits_at_unix_ms)
-        result->fits_at_unix_ms = t.fits_at_ms;
-    if (t.may_fit_at_ms > result->may_fit_at_unix_ms)
-        result->may_fit_at_unix_ms = t.may_fit_at_ms;
-}
-
 /* Finds which requirements do not fit; fills denied_index and the times. */
 static int decide(struct sq_backend *backend, const struct reserve_request *request,
                   struct reserve_plan *plan, struct reserve_result *result, int64_t now_ms)
@@ -327,15 +314,12 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
         if (fits(p, d, amount)) { /* others wait ahead for it: it may fit once they are in */
             int64_t poll =
                 retry_jitter_ms(backend->config.concurrency_poll_ms, &backend->random_state);
-            denial_add(result, (struct denial_times){poll, now_ms + 1, now_ms});
+            reserve_denial_add(result, (struct denial_times){poll, now_ms + 1, now_ms});
         } else {
-            denial_add(result, denial_times(backend, limit, p, amount, now_ms));
+            reserve_denial_add(result, denial_times(backend, limit, p, amount, now_ms));
         }
     }
-    result->waitable =
-        result->denied_count > 0 &&
-        (request->yield_mask != 0 || (request->wait_until_unix_ms != 0 &&
-                                      result->may_fit_at_unix_ms <= request->wait_until_unix_ms));
+    result->waitable = result->denied_count > 0 && reserve_denial_waitable(request, result);
     return SQLITE_DONE;
 }
 
@@ -644,8 +628,6 @@ static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t ind
         return event(s, "committed", limit, item, actual, "");
     }
     hold_drop(s->backend, p, h);
-    p->reserved -= h->amount;
-    sq_mirror_freed(&s->backend->mirror, limit);
     uint64_t held = actual, debt = 0;
     if (actual > h->amount) {
         uint64_t extra = actual - h->amount;
@@ -698,9 +680,7 @@ static int settle_concurrency(struct settle *s, struct sq_limit *limit, uint32_t
         return rc;
     if (h != NULL) {
         hold_drop(s->backend, p, h);
-        p->reserved -= h->amount;
         sq_hold_free(h);
-        sq_mirror_freed(&s->backend->mirror, limit);
     }
     struct sq_lease_item *item = &s->rec->items[index];
     item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
@@ -728,8 +708,6 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
     uint64_t covered = 0; /* the part of the actual its live reservation covers */
     if (h != NULL) {
         hold_drop(s->backend, p, h);
-        p->reserved -= h->amount;
-        sq_mirror_freed(&s->backend->mirror, limit);
         released = i64(h->amount);
         covered = actual < h->amount ? actual : h->amount;
         sq_hold_free(h);
@@ -904,8 +882,6 @@ static int release_item(struct sq_backend *backend, struct sq_lease_rec *rec, ui
     if (rc != SQLITE_DONE || h == NULL)
         return rc; /* an expired hold has nothing left to free */
     hold_drop(backend, p, h);
-    p->reserved -= h->amount;
-    sq_mirror_freed(&backend->mirror, limit);
     int64_t amount = i64(h->amount);
     sq_hold_free(h);
     item->state = SQ_ITEM_RELEASED;

@@ -415,6 +415,9 @@ void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_
 struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
                             void *context);
 void tb_job_finish(struct tb_job *job);
+/* Under lease_lock: queues the job behind the busy lease's operation;
+ * tb_job_unbusy starts it again. */
+void tb_job_wait_behind(struct tb_lease *lease, struct tb_job *job);
 /* Releases the job's lease (busy = false) and re-runs the jobs queued
  * behind it. */
 void tb_job_unbusy(struct tb_job *job);

@@ -924,12 +924,7 @@ static bool claim(struct tb_job *job, bool *miss)
     pthread_mutex_lock(&b->lease_lock);
     struct tb_lease *lease = tb_leases_find(b, id, length, now_ms);
     if (lease != NULL && lease->busy) {
-        job->next = NULL;
-        if (lease->waiting_tail != NULL)
-            lease->waiting_tail->next = job;
-        else
-            lease->waiting = job;
-        lease->waiting_tail = job;
+        tb_job_wait_behind(lease, job);
         pthread_mutex_unlock(&b->lease_lock);
         return false;
     }

@@ -87,6 +87,19 @@ void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_
     (void)complete_result_warn(&job->pending, kind, limit->key, limit->key_length);
 }
 
+void tb_job_wait_behind(struct tb_lease *lease, struct tb_job *job)
+{
+    assert(lease->busy);
+    assert((lease->waiting == NULL) == (lease->waiting_tail == NULL));
+    assert(job->lease != lease); /* the job that made it busy does not wait on it */
+    job->next = NULL;
+    if (lease->waiting_tail != NULL)
+        lease->waiting_tail->next = job;
+    else
+        lease->waiting = job;
+    lease->waiting_tail = job;
+}
+
 void tb_job_unbusy(struct tb_job *job)
 {
     struct tb_lease *lease = job->lease;

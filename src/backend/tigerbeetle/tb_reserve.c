@@ -356,12 +356,7 @@ static void denial_add(struct tb_backend *b, const struct tb_lease_hold *hold, u
     int64_t may_fit_at_ms = !short_now || pending >= shortfall ? now_ms : fits_at_ms;
     if (!short_now)
         fits_at_ms = now_ms + 1;
-    if (r > result->retry_after_ms)
-        result->retry_after_ms = r;
-    if (fits_at_ms > result->fits_at_unix_ms)
-        result->fits_at_unix_ms = fits_at_ms;
-    if (may_fit_at_ms > result->may_fit_at_unix_ms)
-        result->may_fit_at_unix_ms = may_fit_at_ms;
+    reserve_denial_add(result, (struct denial_times){r, fits_at_ms, may_fit_at_ms});
 }
 
 /* Not recorded when the caller waits for it; on 0.17 the chain's ids are
@@ -370,8 +365,8 @@ static void denial_add(struct tb_backend *b, const struct tb_lease_hold *hold, u
 static bool denial_waitable(const struct tb_backend *b, const struct reserve_request *request,
                             const struct reserve_result *result)
 {
-    return request->wait_until_unix_ms != 0 &&
-           result->may_fit_at_unix_ms <= request->wait_until_unix_ms &&
+    assert(request->yield_mask == 0); /* yield_deny answered those */
+    return reserve_denial_waitable(request, result) &&
            tbc_submitter_dialect(b->submitter) == TBC_DIALECT_0_15;
 }
 
@@ -480,12 +475,7 @@ void tb_reserve_start(struct tb_job *job)
     pthread_mutex_lock(&b->lease_lock);
     struct tb_lease *lease = tb_leases_find(b, request->lease_id, request->lease_id_length, now_ms);
     if (lease != NULL && lease->busy) {
-        job->next = NULL;
-        if (lease->waiting_tail != NULL)
-            lease->waiting_tail->next = job;
-        else
-            lease->waiting = job;
-        lease->waiting_tail = job;
+        tb_job_wait_behind(lease, job);
         pthread_mutex_unlock(&b->lease_lock);
         return;
     }
