@@ -30,6 +30,17 @@ static int admin_send(struct llmlimit_client *client, const char *method, const 
     return answer_take(&answer, status, json_out);
 }
 
+/* admin_send of method to /v1/admin/limits/{key}, the key percent-encoded;
+ * LLMLIMIT_ERR_INVALID_ARGUMENT for a key the server would refuse. */
+static int limit_send(struct llmlimit_client *client, const char *method, const char *key,
+                      json_t **json_out, struct llmlimit_status *status)
+{
+    *json_out = NULL;
+    char path[CLIENT_PATH_LENGTH_MAX];
+    int rc = path_with_key(path, sizeof(path), "/v1/admin/limits/", key);
+    return rc != 0 ? rc : admin_send(client, method, path, NULL, json_out, status);
+}
+
 /* ---- usage ---------------------------------------------------------------- */
 
 static int usage_from_json(const json_t *json, struct llmlimit_usage *out)
@@ -205,12 +216,8 @@ int llmlimit_limit_get(struct llmlimit_client *client, const char *key,
     if (client == NULL || out == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    char path[CLIENT_PATH_LENGTH_MAX];
-    int rc = path_with_key(path, sizeof(path), "/v1/admin/limits/", key);
-    if (rc != 0)
-        return rc;
     json_t *json;
-    rc = admin_send(client, "GET", path, NULL, &json, status);
+    int rc = limit_send(client, "GET", key, &json, status);
     const json_t *state = json != NULL ? json_object_get(json, "limit") : NULL;
     size_t bytes = state != NULL ? state_strings_size(state) : 0;
     if (rc == 0 && bytes == 0)
@@ -293,12 +300,8 @@ int llmlimit_limit_delete(struct llmlimit_client *client, const char *key,
     status = status_begin(status, &local_status);
     if (client == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
-    char path[CLIENT_PATH_LENGTH_MAX];
-    int rc = path_with_key(path, sizeof(path), "/v1/admin/limits/", key);
-    if (rc != 0)
-        return rc;
     json_t *json;
-    rc = admin_send(client, "DELETE", path, NULL, &json, status);
+    int rc = limit_send(client, "DELETE", key, &json, status);
     json_decref(json);
     return rc;
 }

@@ -249,9 +249,8 @@ static int reserve_send(struct llmlimit_client *client,
  * arguments, reset the result and pick the lease id. 0 or an error. */
 static int reserve_prepare(struct llmlimit_client *client,
                            const struct llmlimit_reserve_request *request,
-                           struct llmlimit_reserve_result *result, struct llmlimit_status *status)
+                           struct llmlimit_reserve_result *result)
 {
-    status_reset(status);
     if (result == NULL)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
     result_reset(result);
@@ -295,40 +294,6 @@ static int wait_prepare(const struct llmlimit_wait_options *options,
     return 0;
 }
 
-int llmlimit_reserve_wait(struct llmlimit_client *client,
-                          const struct llmlimit_reserve_request *request,
-                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
-                          struct llmlimit_reserve_result *result,
-                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
-{
-    struct llmlimit_status local_status;
-    struct llmlimit_wait_result local_waited;
-    if (status == NULL)
-        status = &local_status;
-    if (waited == NULL)
-        waited = &local_waited;
-    struct reserve_wait wait;
-    int rc = reserve_prepare(client, request, result, status);
-    if (rc == 0)
-        rc = wait_prepare(options, waited, &wait, status);
-    if (rc != 0)
-        return rc;
-    if (timeout_ms <= 0 && wait.wait_ms > 0)
-        timeout_ms =
-            client->options.default_timeout_ms + wait.wait_ms; /* the wait, then as usual */
-    struct retry_plan plan;
-    retry_plan_init(&plan, client, timeout_ms, 0);
-    uint32_t backoff_round = 0;
-    return reserve_send(client, request, &wait, &plan, &backoff_round, result, status);
-}
-
-int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
-                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
-                     struct llmlimit_status *status)
-{
-    return llmlimit_reserve_wait(client, request, NULL, timeout_ms, result, NULL, status);
-}
-
 /* True for denials that a wait can fix: capacity, or a decrease under way. */
 static bool denial_retryable(const struct llmlimit_reserve_result *result)
 {
@@ -360,37 +325,67 @@ static int acquire_next(struct llmlimit_client *client, const struct retry_plan 
     return 0;
 }
 
-int llmlimit_acquire_wait(struct llmlimit_client *client,
-                          const struct llmlimit_reserve_request *request,
-                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
-                          struct llmlimit_reserve_result *result,
-                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+/* llmlimit_reserve_wait, and with acquire llmlimit_acquire_wait: the same
+ * checks and first lease; acquire then waits out the denials a wait can
+ * fix, with a new lease each time. */
+static int reserve_run(struct llmlimit_client *client,
+                       const struct llmlimit_reserve_request *request,
+                       const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                       bool acquire, struct llmlimit_reserve_result *result,
+                       struct llmlimit_wait_result *waited, struct llmlimit_status *status)
 {
     struct llmlimit_status local_status;
     struct llmlimit_wait_result local_waited;
-    if (status == NULL)
-        status = &local_status;
+    status = status_begin(status, &local_status);
     if (waited == NULL)
         waited = &local_waited;
     struct reserve_wait wait;
-    int rc = reserve_prepare(client, request, result, status);
+    int rc = reserve_prepare(client, request, result);
     if (rc == 0)
         rc = wait_prepare(options, waited, &wait, status);
     if (rc != 0)
         return rc;
+    if (!acquire && timeout_ms <= 0 && wait.wait_ms > 0)
+        timeout_ms =
+            client->options.default_timeout_ms + wait.wait_ms; /* the wait, then as usual */
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, 0);
     uint32_t backoff_round = 0;
     for (;;) {
         /* Each lease may wait wait_ms on the server, never past the deadline. */
         rc = reserve_send(client, request, &wait, &plan, &backoff_round, result, status);
-        if (rc != 0 || result->allowed)
+        if (rc != 0 || result->allowed || !acquire)
             return rc;
         if (!denial_retryable(result))
             return LLMLIMIT_ERR_REJECTED;
         if ((rc = acquire_next(client, &plan, result)) != 0)
             return rc;
     }
+}
+
+int llmlimit_reserve_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    return reserve_run(client, request, options, timeout_ms, false, result, waited, status);
+}
+
+int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
+                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
+                     struct llmlimit_status *status)
+{
+    return llmlimit_reserve_wait(client, request, NULL, timeout_ms, result, NULL, status);
+}
+
+int llmlimit_acquire_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    return reserve_run(client, request, options, timeout_ms, true, result, waited, status);
 }
 
 int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,

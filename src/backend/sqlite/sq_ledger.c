@@ -615,14 +615,10 @@ static bool grows(const struct sq_period *p, uint64_t amount, uint64_t extra,
 
 /* Rolling: the hold shrinks (or grows, per overage) to the actual amount
  * until its original expiry. */
-static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t index, uint64_t actual)
+static int settle_rolling(struct settle *s, struct sq_limit *limit, struct sq_lease_item *item,
+                          struct sq_period *p, struct sq_hold *h, uint64_t actual)
 {
-    struct sq_lease_item *item = &s->rec->items[index];
-    struct sq_period *p = NULL;
-    struct sq_hold *h = NULL;
-    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
-    if (rc != SQLITE_DONE)
-        return rc;
+    int rc = SQLITE_DONE;
     if (h == NULL) {
         item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
         return event(s, "committed", limit, item, actual, "");
@@ -670,19 +666,13 @@ static int settle_rolling(struct settle *s, struct sq_limit *limit, uint32_t ind
     return rc;
 }
 
-static int settle_concurrency(struct settle *s, struct sq_limit *limit, uint32_t index,
-                              uint64_t actual)
+static int settle_concurrency(struct settle *s, struct sq_limit *limit, struct sq_lease_item *item,
+                              struct sq_period *p, struct sq_hold *h, uint64_t actual)
 {
-    struct sq_period *p = NULL;
-    struct sq_hold *h = NULL;
-    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
-    if (rc != SQLITE_DONE)
-        return rc;
     if (h != NULL) {
         hold_drop(s->backend, p, h);
         sq_hold_free(h);
     }
-    struct sq_lease_item *item = &s->rec->items[index];
     item_settle(s, item, SQ_ITEM_COMMITTED, actual, 0, 0, false);
     return event(s, "committed", limit, item, actual, "");
 }
@@ -695,14 +685,10 @@ static uint64_t budget_room(const struct sq_period *p, const struct sq_limit *li
 
 /* Budget: the actual amount is charged to the period the lease was reserved
  * in; what does not fit is debt there. Late commits are charged and warned. */
-static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t index, uint64_t actual)
+static int settle_budget(struct settle *s, struct sq_limit *limit, struct sq_lease_item *item,
+                         struct sq_period *p, struct sq_hold *h, uint64_t actual)
 {
-    struct sq_lease_item *item = &s->rec->items[index];
-    struct sq_period *p = NULL;
-    struct sq_hold *h = NULL;
-    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
-    if (rc != SQLITE_DONE)
-        return rc;
+    int rc = SQLITE_DONE;
     bool expired = h == NULL;
     int64_t released = 0;
     uint64_t covered = 0; /* the part of the actual its live reservation covers */
@@ -748,19 +734,29 @@ static int settle_budget(struct settle *s, struct sq_limit *limit, uint32_t inde
     return rc;
 }
 
+/* Settles one item of the lease at actual, with its live hold (NULL: it
+ * expired) and the period it was reserved in (NULL when the mirror no
+ * longer keeps it). */
 static int settle_item(struct settle *s, uint32_t index, uint64_t actual)
 {
-    struct sq_limit *limit =
-        sq_mirror_limit_by_id(&s->backend->mirror, s->rec->items[index].limit_id);
+    assert(index < s->rec->item_count);
+    struct sq_lease_item *item = &s->rec->items[index];
+    struct sq_limit *limit = sq_mirror_limit_by_id(&s->backend->mirror, item->limit_id);
     if (limit == NULL)
         return SQLITE_CORRUPT;
+    struct sq_period *p = NULL;
+    struct sq_hold *h = NULL;
+    int rc = live_hold(s->backend, limit, s->rec, index, s->now_ms, &p, &h);
+    if (rc != SQLITE_DONE)
+        return rc;
+    assert(h == NULL || p != NULL); /* a live hold is in its period */
     switch (limit->state.definition.kind) {
     case LIMIT_ROLLING:
-        return settle_rolling(s, limit, index, actual);
+        return settle_rolling(s, limit, item, p, h, actual);
     case LIMIT_CONCURRENCY:
-        return settle_concurrency(s, limit, index, actual);
+        return settle_concurrency(s, limit, item, p, h, actual);
     case LIMIT_BUDGET:
-        return settle_budget(s, limit, index, actual);
+        return settle_budget(s, limit, item, p, h, actual);
     default:
         return SQLITE_CORRUPT;
     }
