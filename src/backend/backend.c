@@ -123,8 +123,8 @@ bool requirements_match(const struct reserve_request *request, const struct leas
     return true;
 }
 
-bool reserve_definitive_check(const struct reserve_request *request, const struct limit_view *views,
-                              int64_t decrease_retry_ms, struct reserve_result *result)
+void reserve_definitive_fail(const struct reserve_request *request, const struct limit_view *views,
+                             int64_t decrease_retry_ms, struct reserve_result *result)
 {
     uint32_t n = request->requirement_count;
     assert(n >= 1);
@@ -135,26 +135,25 @@ bool reserve_definitive_check(const struct reserve_request *request, const struc
     for (uint32_t i = 0; i < n; i++) {
         if (!views[i].found) {
             reserve_result_fail(result, BACKEND_UNKNOWN_LIMIT_KEY, i);
-            return false;
+            return;
         }
     }
     for (uint32_t i = 0; i < n; i++) {
         if (views[i].decreasing) {
             reserve_result_fail(result, BACKEND_LIMIT_DECREASING, i);
             result->retry_after_ms = decrease_retry_ms;
-            return false;
+            return;
         }
     }
     for (uint32_t i = 0; i < n; i++) {
         assert(request->requirements[i].amount >= 1);
-        assert(request->requirements[i].amount <= AMOUNT_MAX);
         assert(views[i].capacity >= 1); /* a live limit holds a valid definition */
         if (request->requirements[i].amount > views[i].capacity) {
             reserve_result_fail(result, BACKEND_EXCEEDS_CAPACITY, i);
-            return false;
+            return;
         }
     }
-    return true;
+    assert(!"called with nothing wrong");
 }
 
 void reserve_denial_add(struct reserve_result *result, struct denial_times times)

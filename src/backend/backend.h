@@ -699,14 +699,34 @@ struct limit_view {
     uint64_t capacity; /* in force */
 };
 
+/* reserve_definitive_check's answer once it found something wrong: the
+ * error that comes first, into result. */
+void reserve_definitive_fail(const struct reserve_request *request, const struct limit_view *views,
+                             int64_t decrease_retry_ms, struct reserve_result *result);
+
 /* The definitive errors of a new reserve (docs/semantics.md, "Leases and
  * idempotency"), views[i] being the limit of requirement i: an unknown key,
  * then a decreasing limit (retry_after_ms is decrease_retry_ms), then an
  * amount over the capacity; each names the first such requirement in
  * request order. Returns true when none applies (result untouched), false
- * with the error in result. Never looks at what is held. */
-bool reserve_definitive_check(const struct reserve_request *request, const struct limit_view *views,
-                              int64_t decrease_retry_ms, struct reserve_result *result);
+ * with the error in result. Never looks at what is held. Inline, so that a
+ * reserve with nothing wrong (nearly all of them) pays one pass and no
+ * call; the precedence is written in reserve_definitive_fail (backend.c). */
+static inline bool reserve_definitive_check(const struct reserve_request *request,
+                                            const struct limit_view *views,
+                                            int64_t decrease_retry_ms,
+                                            struct reserve_result *result)
+{
+    /* Without branches: nearly every reserve has nothing wrong. */
+    unsigned wrong = 0;
+    for (uint32_t i = 0; i < request->requirement_count; i++)
+        wrong |= (unsigned)!views[i].found | (unsigned)views[i].decreasing |
+                 (unsigned)(request->requirements[i].amount > views[i].capacity);
+    if (wrong == 0)
+        return true;
+    reserve_definitive_fail(request, views, decrease_retry_ms, result);
+    return false;
+}
 
 /* When one requirement that did not fit could: retry_after_ms
  * (docs/semantics.md; capped for concurrency limits), and for the wait
