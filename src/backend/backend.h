@@ -32,7 +32,7 @@
  * - Admin calls answer an enum backend_admin_result; a put that would change
  *   the kind or period of a live limit is refused (limit_reshape_check).
  * The wire text of every error and warning is written in one place,
- * src/server/encode.c.
+ * src/wire/encode.c.
  *
  * Threading: every op may be called from any thread at the same time. */
 #ifndef LLMLIMIT_BACKEND_H
@@ -108,7 +108,7 @@ static inline bool backend_error_is_denial(enum backend_error error)
 /* How an admin call went (put_limit ... holds_scan in struct backend_ops),
  * as the data path's enum backend_error says how a reserve went. The wire
  * text and status of each (docs/api.md) are written in one place,
- * src/server/encode.c. */
+ * src/wire/encode.c. */
 enum backend_admin_result {
     BACKEND_ADMIN_OK = 0,
     BACKEND_ADMIN_UNKNOWN_KEY, /* no live limit has the key (404 unknown_limit_key) */
@@ -424,7 +424,7 @@ struct backend_ops {
     void (*close)(struct backend *backend);
 
     /* Admin, synchronous; each answers an enum backend_admin_result, whose
-     * wire text is written in src/server/encode.c. Callers go through the
+     * wire text is written in src/wire/encode.c. Callers go through the
      * backend_* wrappers below, which check a definition or state first.
      *
      * put_limit creates or changes a definition (valid and normalised:
