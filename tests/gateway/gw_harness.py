@@ -197,10 +197,12 @@ def cost(input_tokens, output_tokens, cached_tokens=0):
     return -(-total // 1000000)
 
 
-def estimate(endpoint, body):
-    """(input_tokens, output_tokens) the gateway estimates for body."""
-    done = subprocess.run([ESTIMATE_TOOL, "request", endpoint, str(MAX_OUTPUT_TOKENS),
-                           str(DEFAULT_OUTPUT_TOKENS)], input=json.dumps(body).encode(),
+def estimate(endpoint, body, max_output_tokens=MAX_OUTPUT_TOKENS,
+             default_output_tokens=DEFAULT_OUTPUT_TOKENS):
+    """(input_tokens, output_tokens) the gateway estimates for body to a
+    model with these output bounds (the test models' by default)."""
+    done = subprocess.run([ESTIMATE_TOOL, "request", endpoint, str(max_output_tokens),
+                           str(default_output_tokens)], input=json.dumps(body).encode(),
                           capture_output=True, timeout=30, check=True)
     first, second = done.stdout.split()
     return int(first), int(second)
