@@ -140,10 +140,12 @@ def agent_cost(uncached=0, cache_read=0, write_5m=0, write_1h=0, output=0, reaso
 
 def agent_model(name, upstream, upstream_model, **fields):
     """A model entry at AGENT_PRICES; fields override."""
-    return dict({"name": name, "upstream": upstream, "upstream_model": upstream_model,
-                 "max_output_tokens": AGENT_MAX_OUTPUT_TOKENS,
-                 "default_max_output_tokens": AGENT_DEFAULT_OUTPUT_TOKENS},
-                **AGENT_PRICES, **fields)
+    model = {"name": name, "upstream": upstream, "upstream_model": upstream_model,
+             "max_output_tokens": AGENT_MAX_OUTPUT_TOKENS,
+             "default_max_output_tokens": AGENT_DEFAULT_OUTPUT_TOKENS}
+    model.update(AGENT_PRICES)
+    model.update(fields)
+    return model
 
 # Every key's limits: name -> (template, amount). A caller's limits are
 # made from these (kind and capacity per name in Caller.LIMITS).
