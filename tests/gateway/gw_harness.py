@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -160,6 +161,8 @@ TEMPLATES = [
 # The agent tests' limits: these and the input without cache reads.
 AGENT_TEMPLATES = TEMPLATES + [("unc", "unc:{caller}", "uncached_input_tokens")]
 KEYS_MAX = 80  # fresh keys in one configuration
+# Prices in LiteLLM's format (a few entries of its file, as it writes them).
+LITELLM_PRICES = os.path.join(HERE, "prices_litellm.json")
 
 
 def argument(name, default=None):
@@ -372,7 +375,8 @@ class Gateway:
     """llmlimitd in gateway mode and its fake upstream."""
 
     def __init__(self, backend=None, keys=KEYS_MAX, models=None, args=(), env=None,
-                 restricted_models=("m-normal",), templates=None, extra_models=()):
+                 restricted_models=("m-normal",), templates=None, extra_models=(),
+                 prices_file=None):
         self.backend = backend or BACKEND
         self.templates = templates or TEMPLATES
         self.provider_key = "sk-provider-" + secrets.token_hex(16)
@@ -394,6 +398,9 @@ class Gateway:
         self.restricted = (secret, "restricted", "restricted")
         self.config = gateway_config(self.upstream.base_url, key_list, models,
                                      extra_models=extra_models, templates=self.templates)
+        if prices_file is not None:  # a copy beside gateway.json, named relative to it
+            shutil.copy(prices_file, os.path.join(self.directory, "prices.json"))
+            self.config["prices_file"] = "prices.json"
         self.write_config(self.config)
         server_args = ["--gateway-config", self.config_path] + list(args)
         if self.backend == "tigerbeetle":

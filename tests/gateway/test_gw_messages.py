@@ -17,9 +17,9 @@ import socket
 import time
 import unittest
 
-from gw_harness import (AGENT_TEMPLATES, CHAT, COUNT_TOKENS, MESSAGES, REMAINING_KNOWN, RESPONSES,
-                        GatewayTest, agent_cost, estimate, estimate_text, read_until,
-                        skip_unless_backend, wait_until)
+from gw_harness import (AGENT_MODELS, AGENT_TEMPLATES, CHAT, COUNT_TOKENS, LITELLM_PRICES, MESSAGES,
+                        REMAINING_KNOWN, RESPONSES, GatewayTest, agent_cost, estimate,
+                        estimate_text, read_until, skip_unless_backend, wait_until)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 # A client that leaves frees its slot by then: the hold would otherwise last
@@ -304,6 +304,47 @@ class RateLimitHeaders(MessagesTest, unittest.TestCase):
             else:
                 self.assertNotIn(name + "remaining", headers)
         self.assertEqual(headers["x-ratelimit-limit-requests"], "50")
+
+
+# Prices from a LiteLLM file: Opus 4.1's and GPT-5's entries (the harness's copy).
+OPUS_4_1 = {"input_usd_micros_per_mtok": 15000000, "cached_input_usd_micros_per_mtok": 1500000,
+            "cache_write_5m_input_usd_micros_per_mtok": 18750000,
+            "cache_write_1h_input_usd_micros_per_mtok": 30000000,
+            "output_usd_micros_per_mtok": 75000000,
+            "reasoning_output_usd_micros_per_mtok": 75000000}
+GPT_5 = {"input_usd_micros_per_mtok": 1250000, "cached_input_usd_micros_per_mtok": 125000,
+         "cache_write_5m_input_usd_micros_per_mtok": 1562500,
+         "cache_write_1h_input_usd_micros_per_mtok": 2500000,
+         "output_usd_micros_per_mtok": 10000000, "reasoning_output_usd_micros_per_mtok": 10000000}
+PRICED_MODELS = (
+    {"name": "a-litellm", "upstream": "fake-anthropic",
+     "upstream_model": AGENT_MODELS["a-cache"][1], "prices_from": "claude-opus-4-1-20250805",
+     "default_max_output_tokens": 1000},
+    {"name": "r-litellm", "upstream": "fake", "upstream_model": AGENT_MODELS["r-cache"][1],
+     "prices_from": "gpt-5", "default_max_output_tokens": 1000},
+)
+
+
+class LiteLLMPrices(MessagesTest, unittest.TestCase):
+    gateway_options = {"templates": AGENT_TEMPLATES, "prices_file": LITELLM_PRICES,
+                       "extra_models": PRICED_MODELS}
+
+    def test_models_priced_from_a_litellm_file_are_charged_at_its_prices(self):
+        """prices_file + prices_from: a Messages and a Responses call charged every usage part
+        at the file's prices (converted per Mtok), the defaults filling what it lacks."""
+        c = self.gw.caller()
+        status, _, _ = self.gw.call(c, MESSAGES, message("a-litellm", max_tokens=1000))
+        self.assertEqual(status, 200)
+        usd = agent_cost(uncached=1000, cache_read=2000, write_5m=3000, write_1h=4000,
+                         output=500, prices=OPUS_4_1)
+        self.assertEqual(usd, 15000 + 3000 + 56250 + 120000 + 37500)
+        self.assertEqual(c.used("usd"), usd)
+        c = self.gw.caller()
+        status, _, _ = self.gw.call(c, RESPONSES, {"model": "r-litellm", "input": "hi"})
+        self.assertEqual(status, 200)
+        usd = agent_cost(uncached=600, cache_read=401, output=598, reasoning=99, prices=GPT_5)
+        self.assertEqual(usd, 750 + 51 + 5980)  # 750 + 50.125 + 5980, rounded up once
+        self.assertEqual(c.used("usd"), usd)
 
 
 class ClientGone(MessagesTest, unittest.TestCase):
