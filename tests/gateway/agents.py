@@ -165,15 +165,16 @@ def codex_config(base_url, model, provider=None, top=None):
 
 
 def run_codex(base_url, prompt, api_key, model, provider=None, top=None, env=None, node=None,
-              timeout_s=TIMEOUT_SECONDS_DEFAULT):
+              timeout_s=TIMEOUT_SECONDS_DEFAULT, config_text=None, key_variable=None):
     """`codex exec --json --skip-git-repo-check PROMPT` with CODEX_HOME holding
-    codex_config(...), in an empty working directory; json is the list of
-    the JSON events Codex printed (turn.completed has the usage)."""
+    codex_config(...) (or config_text as it is, its key in key_variable), in
+    an empty working directory; json is the list of the JSON events Codex
+    printed (turn.completed has the usage)."""
     with tempfile.TemporaryDirectory(prefix="codex-home-") as home, \
             tempfile.TemporaryDirectory(prefix="codex-work-") as work:
         with open(os.path.join(home, "config.toml"), "w", encoding="utf-8") as config:
-            config.write(codex_config(base_url, model, provider, top))
-        variables = {"CODEX_HOME": home, CODEX_KEY_VARIABLE: api_key}
+            config.write(config_text or codex_config(base_url, model, provider, top))
+        variables = {"CODEX_HOME": home, (key_variable or CODEX_KEY_VARIABLE): api_key}
         variables.update(env or {})
         argv = [CODEX, "exec", "--json", "--skip-git-repo-check", prompt]
         result = run_group(argv, clean_env(home, node, variables), work, timeout_s)

@@ -14,6 +14,7 @@ when node or a package (npm ci --prefix tests/gateway/node) is missing."""
 
 import json
 import os
+import re
 import sys
 import time
 import unittest
@@ -252,6 +253,42 @@ class Codex(AgentsTest, unittest.TestCase):
         output = estimate_text(HALF)
         self.assertEqual(self.settled_snapshot(c), self.charges(
             c, input_tokens, output, agent_cost(uncached=input_tokens, output=output)))
+
+
+def docs_page():
+    with open(os.path.join(HERE, "..", "..", "docs", "agents.md"), encoding="utf-8") as page:
+        return page.read()
+
+
+class DocsSettings(AgentsTest, unittest.TestCase):
+    """docs/agents.md's settings for each agent, taken from the page as written."""
+
+    def test_the_pages_settings_end_each_agent_after_one_far_denial(self):
+        """Claude Code with the page's environment and Codex with the page's config.toml
+        (its URL pointed at this gateway): a spent budget ends each after one 429."""
+        page = docs_page()
+        exports = dict(re.findall(r"^export (\w+)=(\S+)$", page.split("## 5. Claude Code")[1]
+                                  .split("## 6.")[0], re.M))
+        self.assertEqual(set(exports), {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
+                                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"})
+        toml = re.search(r"<<'TOML'\n(.*?)\nTOML\n", page, re.S).group(1) + "\n"
+        key_variable = re.search(r'^env_key = "(\w+)"$', toml, re.M).group(1)
+        base = "http://localhost:8470"
+        self.assertIn(base, exports["ANTHROPIC_BASE_URL"] + toml)
+        c = self.gw.caller()
+        lease = self.hold_budget(c, 2000000)
+        env = {name: value.replace(base, self.gw.server.url).replace("$CLAUDE_KEY", c.secret)
+               for name, value in exports.items()}
+        result = agents.run_claude(self.gw.server.url, PROMPT, env=env, node=NODE)
+        self.assertEqual((result.code, result.json["api_error_status"]), (1, 429), result.stdout)
+        self.assertEqual(self.denials(c), 1)
+        result = agents.run_codex(self.gw.server.url, PROMPT, c.secret, None, node=NODE,
+                                  config_text=toml.replace(base, self.gw.server.url),
+                                  key_variable=key_variable)
+        self.assertEqual((result.code, result.json[-1]["type"]), (1, "turn.failed"),
+                         result.stdout)
+        self.assertEqual(self.denials(c), 2)
+        self.assertEqual(self.gw.server.release(lease)[0], 200)
 
 
 class Sdks(AgentsTest, unittest.TestCase):
