@@ -213,8 +213,18 @@ static bool requirement_in(const struct gw_plan *plan, uint32_t r, unsigned amou
     return false;
 }
 
-/* The most constrained of the reserved limits of a family: the one with
- * the least left. false when the plan reserves none of them. */
+/* Whether a is more constrained than b: a known state before an unknown
+ * one; among known ones the least left, among unknown ones (the
+ * tigerbeetle backend's) the smallest capacity. */
+static bool tighter(const struct requirement_state *a, const struct requirement_state *b)
+{
+    if (a->known != b->known)
+        return a->known;
+    return a->known ? a->available < b->available : a->capacity < b->capacity;
+}
+
+/* The most constrained of the reserved limits of a family. false when the
+ * plan reserves none of them. */
 static bool tightest(const struct gw_call *call, unsigned amounts, struct limit_figure *out)
 {
     const struct requirement_state *best = NULL;
@@ -222,7 +232,7 @@ static bool tightest(const struct gw_call *call, unsigned amounts, struct limit_
         const struct requirement_state *state = &call->states[r];
         if (!requirement_in(&call->plan, r, amounts))
             continue;
-        if (best == NULL || (state->known && (!best->known || state->available < best->available)))
+        if (best == NULL || tighter(state, best))
             best = state;
     }
     if (best == NULL)
