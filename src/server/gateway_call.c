@@ -360,7 +360,8 @@ static void measure(struct gw_call *call)
                                                      call->estimate.input_tokens, &call->used) &&
                                 gw_sse_ended(&call->sse);
     } else if (call->mode == GW_MODE_BUFFER) {
-        answer_used(call);
+        if (call->charged || call->remember_response) /* else nothing to read in it */
+            answer_used(call);
     } else { /* cut before the answer (call_was_made): the input was sent */
         call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     }
