@@ -779,8 +779,9 @@ int handle_gateway_response_item(struct exchange *ex)
     size_t item_length;
     const char *tail = NULL;
     const struct gw_upstream *upstream = NULL;
-    if (percent_decode(ex->key_encoded, item, sizeof item, &item_length) == 0 &&
-        response_item(item, ex->method, id, sizeof id, &tail))
+    if (percent_decode(ex->key_encoded, item, sizeof item, &item_length) != 0)
+        snprintf(item, sizeof item, "(too long or badly escaped)");
+    else if (response_item(item, ex->method, id, sizeof id, &tail))
         upstream = response_upstream(ex->server->gateway, config, key, id);
     if (upstream == NULL) {
         gw_config_release(config);

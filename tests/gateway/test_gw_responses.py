@@ -147,7 +147,8 @@ class StoredResponses(ResponsesTest, unittest.TestCase):
             self.assertEqual(owner.snapshot(), charged)
             self.assertEqual(other.snapshot(), {name: (0, 0, 0) for name in other.keys})
         for path in (RESPONSES + "/resp_never_made", RESPONSES + "/resp_x/other",
-                     RESPONSES + "/resp_x%2F..", RESPONSES + "/r%00"):
+                     RESPONSES + "/resp_x%2F..", RESPONSES + "/r%00", RESPONSES + "/r" * 300,
+                     RESPONSES + "/" + "r" * 129):
             self.assert_openai_error(*self.gw.call(owner, path, method="GET")[::2], 404, None)
         # a route of a stored response with the wrong method
         self.assert_openai_error(*self.gw.call(owner, RESPONSES + "/" + response_id + "/cancel",
