@@ -1,22 +1,31 @@
 #!/bin/sh
-# The gateway benchmark: calls/s and latency of one OpenAI chat completion
-# through each gateway, all with nginx serving a fixed completion as the
-# upstream (bench/gateway/nginx.conf.in), measured by wrk with the same
-# request (bench/gateway/wrk_chat.lua). Figures printed, nothing asserted,
-# nothing kept. Targets:
+# The gateway benchmark: calls/s and latency of one call through each
+# gateway, all with nginx serving fixed answers as the upstream
+# (bench/gateway/nginx.conf.in), measured by wrk (bench/gateway/wrk_surface.lua)
+# and by the project's own generator (`llmlimit bench --mode post`), the same
+# request for every target. Figures printed, nothing asserted, nothing kept.
+# Targets:
 #   nginx    wrk -> nginx: the ceiling of the machine, no gateway at all
 #   portkey  wrk -> Portkey AI gateway (npm @portkey-ai/gateway, which
 #            enforces no limits) -> nginx, as an OpenAI provider with a
-#            custom host
+#            custom host (chat completions)
 #   llmlimit-memory, llmlimit-sqlite
-#            wrk -> llmlimitd in gateway mode -> nginx, reserving and
-#            settling 4 limits per call (RPM, TPM, a concurrency cap and a
-#            monthly budget) on that backend
+#            -> llmlimitd in gateway mode -> nginx, reserving and settling 4
+#            limits per call (RPM, TPM, a concurrency cap and a monthly
+#            budget) on that backend, for each surface of BENCH_SURFACES:
+#            chat, chat-stream, messages, messages-stream, responses,
+#            responses-stream (Anthropic Messages and OpenAI Responses on
+#            upstreams of their dialect; -stream: "stream": true, nginx
+#            answering an event stream with its usage)
 # Usage: sh bench/gateway/run.sh [BUILD_DIR]
 # Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
 #   BENCH_THREADS (wrk threads, 1), BENCH_WARMUP (seconds of unmeasured load
 #   before each run, 3: a JIT-compiled gateway starts slow), BENCH_TARGETS
-#   (nginx,portkey),
+#   (nginx,portkey,llmlimit-memory,llmlimit-sqlite), BENCH_SURFACES (on
+#   memory every surface above, on sqlite chat), BENCH_TOOLS (wrk,loadgen;
+#   nginx and Portkey: wrk only), BENCH_ROUNDS (2: the surfaces run in turn,
+#   then again in the same order, so that a slow spell of a shared machine
+#   falls on all of them),
 #   BENCH_LLMLIMITD_ARGS (more flags for llmlimitd, e.g. --threads 1),
 #   BENCH_PORTKEY_VERSION (1.15.2), BENCH_PORTKEY_DIR (where it is installed
 #   with npm; BUILD_DIR/bench-gateway/portkey),
@@ -32,6 +41,9 @@ CONNECTIONS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 WARMUP=${BENCH_WARMUP:-3}
 TARGETS=${BENCH_TARGETS:-nginx,portkey,llmlimit-memory,llmlimit-sqlite}
+SURFACES=${BENCH_SURFACES:-}
+TOOLS=${BENCH_TOOLS:-wrk,loadgen}
+ROUNDS=${BENCH_ROUNDS:-2}
 PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
 PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -107,45 +119,76 @@ stop_process() {
     PIDS=$kept
 }
 
-# check_call TITLE URL HEADERS: one call before measuring; a run that measures
-# errors would be worthless, so a call that gets no completion stops here.
-check_call() {
-    answer=$(BENCH_HEADERS="$3" python3 - "$2" "$MODEL" <<'EOF'
-import json, os, sys, urllib.request
-headers = {"Content-Type": "application/json"}
-for pair in os.environ["BENCH_HEADERS"].split(";"):
-    name, _, value = pair.partition(":")
-    if name.strip():
-        headers[name.strip()] = value.strip()
-body = {"model": sys.argv[2], "messages": [{"role": "user", "content": "hello"}]}
-request = urllib.request.Request(sys.argv[1] + "/v1/chat/completions", json.dumps(body).encode(),
-                                 headers)
-with urllib.request.urlopen(request, timeout=10) as response:
-    print(response.status, json.loads(response.read())["usage"]["total_tokens"])
-EOF
-    ) || fail "$1: the check call failed"
-    [ "$answer" = "200 21" ] || fail "$1: the check call answered '$answer', not '200 21'"
+# The request of each surface: its path and body ($MODEL for chat and
+# responses, claude-bench for messages; a -stream surface asks "stream": true
+# of the model of the same name with "-stream", whose upstream answers event
+# streams).
+surface_path() {
+    case $1 in
+    chat | chat-stream) echo /v1/chat/completions ;;
+    messages | messages-stream) echo /v1/messages ;;
+    responses | responses-stream) echo /v1/responses ;;
+    *) fail "unknown surface $1" ;;
+    esac
 }
 
-# -- measuring -------------------------------------------------------------
+surface_body() {
+    stream=""
+    suffix=""
+    case $1 in *-stream)
+        stream=',"stream":true'
+        suffix="-stream"
+        ;;
+    esac
+    brief='"You are brief."'
+    ask='"Say hello in one short sentence."'
+    case $1 in
+    chat*)
+        echo "{\"model\":\"$MODEL$suffix\",\"messages\":[{\"role\":\"system\",\"content\":$brief}," \
+            "{\"role\":\"user\",\"content\":$ask}],\"max_tokens\":32$stream}" ;;
+    messages*)
+        echo "{\"model\":\"claude-bench$suffix\",\"max_tokens\":32,\"system\":$brief," \
+            "\"messages\":[{\"role\":\"user\",\"content\":$ask}]$stream}" ;;
+    responses*)
+        echo "{\"model\":\"$MODEL$suffix\",\"instructions\":$brief,\"input\":$ask," \
+            "\"max_output_tokens\":32$stream}" ;;
+    esac
+}
 
-# run_target TITLE URL HEADERS: one wrk run; its figures go into the table.
-# HEADERS is "Name: value;Name: value" (may be empty).
-run_target() {
-    check_call "$1" "$2" "$3"
+# check_call TITLE URL HEADERS SURFACE: one call before measuring; a run that
+# measures errors would be worthless, so a call that gets no whole answer (a
+# 200 with its usage, or a stream to its end) stops here.
+check_call() {
+    answer=$(BENCH_HEADERS="$3" BENCH_PATH=$(surface_path "$4") BENCH_BODY=$(surface_body "$4") \
+        python3 "$HERE/check_call.py" "$2") || fail "$1: the check call failed"
+    case $answer in
+    "200 21" | "200 stream") ;;
+    *) fail "$1: the check call answered '$answer', not '200 21' or a whole stream" ;;
+    esac
+}
+
+# add_row TITLE TOOL CALLS_PER_S P50_MS P99_MS ERRORS LOAD
+add_row() {
+    printf "%-44s %-7s %10.0f %10.2f %10.2f %8d %6s\n" "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+        >>"$WORK/table"
+}
+
+# run_wrk TITLE URL HEADERS SURFACE: one wrk run; its figures go into the
+# table. HEADERS is "Name: value;Name: value" (may be empty).
+run_wrk() {
     load=$(cut -d' ' -f1 /proc/loadavg)
-    echo
-    echo "== $1 ($2), $CONNECTIONS connections, ${DURATION}s," \
-        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
     out="$WORK/wrk.out"
+    path=$(surface_path "$4")
+    body=$(surface_body "$4")
     if [ "$WARMUP" -gt 0 ]; then
-        (cd "$HERE" && BENCH_HEADERS="$3" BENCH_MODEL="$MODEL" wrk -t"$THREADS" \
-            -c"$CONNECTIONS" -d"${WARMUP}s" -s wrk_chat.lua "$2") >/dev/null 2>&1 || true
+        (cd "$HERE" && BENCH_HEADERS="$3" BENCH_PATH="$path" BENCH_BODY="$body" wrk \
+            -t"$THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" -s wrk_surface.lua "$2") \
+            >/dev/null 2>&1 || true
     fi
-    (cd "$HERE" && BENCH_HEADERS="$3" BENCH_MODEL="$MODEL" wrk -t"$THREADS" -c"$CONNECTIONS" \
-        -d"${DURATION}s" --latency -s wrk_chat.lua "$2") >"$out" 2>&1 || true
+    (cd "$HERE" && BENCH_HEADERS="$3" BENCH_PATH="$path" BENCH_BODY="$body" wrk -t"$THREADS" \
+        -c"$CONNECTIONS" -d"${DURATION}s" --latency -s wrk_surface.lua "$2") >"$out" 2>&1 || true
     cat "$out"
-    awk -v title="$1" -v load="$load" '
+    row=$(awk '
         function ms(text) {
             if (text ~ /us$/) return text / 1000
             if (text ~ /ms$/) return text + 0
@@ -159,15 +202,58 @@ run_target() {
         /Socket errors:/ {
             for (i = 3; i <= NF; i++) { gsub(",", "", $i); if ($i ~ /^[0-9]+$/) bad += $i }
         }
-        END { printf "%-36s %10.0f %10.2f %10.2f %8d %6s\n", title, rate, p50, p99, bad, load }
-    ' "$out" >>"$WORK/table"
+        END { print rate + 0, p50 + 0, p99 + 0, bad + 0 }
+    ' "$out")
+    # shellcheck disable=SC2086
+    add_row "$1" wrk $row "$load"
+}
+
+# run_loadgen TITLE URL TOKEN SURFACE: the same with `llmlimit bench --mode
+# post`, which sends the token as a bearer (and Content-Type) only.
+run_loadgen() {
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    surface_body "$4" >"$WORK/body.json"
+    path=$(surface_path "$4")
+    bench_url=$2
+    bench_token=$3
+    bench() {
+        LLMLIMIT_TOKEN="$bench_token" "$BUILD/llmlimit" --url "$bench_url" --compact bench \
+            --mode post --path "$path" --body-file "$WORK/body.json" \
+            --connections "$CONNECTIONS" --threads "$THREADS" --quiet "$@"
+    }
+    if [ "$WARMUP" -gt 0 ]; then
+        bench --duration "$WARMUP" >/dev/null 2>&1 || true
+    fi
+    bench --duration "$DURATION" --json >"$WORK/loadgen.out" 2>&1 || true
+    cat "$WORK/loadgen.out"
+    row=$(python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print(r["requests_per_second"], r["latency_ms"]["p50"], r["latency_ms"]["p99"],
+      r["errors"] + r["connection_errors"])' "$WORK/loadgen.out") || row="0 0 0 1"
+    # shellcheck disable=SC2086
+    add_row "$1" loadgen $row "$load"
+}
+
+# run_target TITLE URL HEADERS [SURFACE [TOKEN]]: a check call, then a run
+# with wrk, and one with the project's generator when a TOKEN is given (both
+# as BENCH_TOOLS allows).
+run_target() {
+    surface=${4:-chat}
+    check_call "$1" "$2" "$3" "$surface"
+    echo
+    echo "== $1 ($2), $CONNECTIONS connections, ${DURATION}s," \
+        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    case ",$TOOLS," in *,wrk,*) run_wrk "$1" "$2" "$3" "$surface" ;; esac
+    if [ -n "${5:-}" ]; then
+        case ",$TOOLS," in *,loadgen,*) run_loadgen "$1" "$2" "$5" "$surface" ;; esac
+    fi
 }
 
 print_table() {
     echo
     echo "== gateway benchmark: $CONNECTIONS connections, ${DURATION}s each, wrk -t$THREADS," \
         "$(nproc) cores, load average now $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf "%-36s %10s %10s %10s %8s %6s\n" target calls/s p50_ms p99_ms errors load1
+    printf "%-44s %-7s %10s %10s %10s %8s %6s\n" target tool calls/s p50_ms p99_ms errors load1
     cat "$WORK/table"
 }
 
@@ -207,7 +293,8 @@ start_portkey() {
 # -- targets ---------------------------------------------------------------
 # A new target is one more block like Portkey's: start it with start_process
 # NAME PORT COMMAND... (an OpenAI upstream at $NGINX_URL/v1, which answers
-# any model), run_target TITLE URL "Header: value;...", stop_process NAME.
+# any model), run_target TITLE URL "Header: value;..." [SURFACE [TOKEN]],
+# stop_process NAME.
 # BENCH_GATEWAY_HOOK runs such blocks from a file.
 
 need wrk wrk
@@ -226,51 +313,83 @@ x-portkey-provider: openai;x-portkey-custom-host: $NGINX_URL/v1"
 fi
 
 # llmlimitd's gateway on BACKEND: 4 limits per call, windows short enough
-# (2 s, budget timeout 5 s) that holds expire as fast as they are taken.
-run_llmlimit() {
-    backend=$1
-    [ -x "$BUILD/llmlimitd" ] && [ -x "$BUILD/llmlimit" ] || fail "$BUILD/llmlimitd is not built"
-    dir="$WORK/llmlimit-$backend"
-    mkdir -p "$dir/data"
-    keys=$("$BUILD/llmlimit" gateway new-key)
-    secret=$(echo "$keys" | python3 -c 'import json, sys; print(json.load(sys.stdin)["secret"])')
-    digest=$(echo "$keys" | python3 -c 'import json, sys; print(json.load(sys.stdin)["sha256"])')
-    cat >"$dir/gateway.json" <<JSON
-{"upstreams":[{"name":"nginx","base_url":"$NGINX_URL/v1","timeout_seconds":30}],
- "models":[{"name":"$MODEL","upstream":"nginx","upstream_model":"$MODEL",
-            "input_usd_micros_per_mtok":150000,"cached_input_usd_micros_per_mtok":75000,
-            "output_usd_micros_per_mtok":600000,"max_output_tokens":16384,
-            "default_max_output_tokens":1024}],
- "keys":[{"sha256":"$digest","caller":"bench","team":"bench"}],
+# (2 s, budget timeout 5 s) that holds expire as fast as they are taken. Four
+# upstreams on the one nginx: OpenAI and Anthropic dialects, whole answers
+# (/v1) and streams (/stream/v1); a model per surface family and kind.
+BENCH_MODELS="$MODEL $MODEL-stream claude-bench claude-bench-stream"
+
+gateway_json() {
+    models=""
+    for model in $BENCH_MODELS; do
+        case $model in
+        claude*) upstream=anthropic ;;
+        *) upstream=openai ;;
+        esac
+        case $model in *-stream) upstream="$upstream-stream" ;; esac
+        models="$models${models:+,}
+   {\"name\":\"$model\",\"upstream\":\"$upstream\",\"input_usd_micros_per_mtok\":150000,
+    \"cached_input_usd_micros_per_mtok\":75000,\"output_usd_micros_per_mtok\":600000,
+    \"max_output_tokens\":16384,\"default_max_output_tokens\":1024}"
+    done
+    cat <<JSON
+{"upstreams":[
+   {"name":"openai","base_url":"$NGINX_URL/v1","timeout_seconds":30},
+   {"name":"openai-stream","base_url":"$NGINX_URL/stream/v1","timeout_seconds":30},
+   {"name":"anthropic","api":"anthropic","base_url":"$NGINX_URL/v1","timeout_seconds":30},
+   {"name":"anthropic-stream","api":"anthropic","base_url":"$NGINX_URL/stream/v1",
+    "timeout_seconds":30}],
+ "models":[$models],
+ "keys":[{"sha256":"$1","caller":"bench","team":"bench"}],
  "limits":[{"key":"bench:{model}:rpm","amount":"requests"},
            {"key":"bench:{model}:tpm","amount":"tokens"},
            {"key":"bench:{caller}:concurrent","amount":"requests"},
            {"key":"bench:{team}:usd:month","amount":"usd_micros"}]}
 JSON
+}
+
+run_llmlimit() {
+    backend=$1
+    surfaces=$2
+    [ -x "$BUILD/llmlimitd" ] && [ -x "$BUILD/llmlimit" ] || fail "$BUILD/llmlimitd is not built"
+    dir="$WORK/llmlimit-$backend"
+    mkdir -p "$dir/data"
+    keys=$("$BUILD/llmlimit" --compact gateway new-key)
+    secret=$(echo "$keys" | cut -d'"' -f4)
+    gateway_json "$(echo "$keys" | cut -d'"' -f8)" >"$dir/gateway.json"
     port=$(free_port)
     start_process "llmlimit-$backend" "$port" "$BUILD/llmlimitd" --listen "127.0.0.1:$port" \
         --backend "$backend" --data-dir "$dir/data" --gateway-config "$dir/gateway.json" \
         ${BENCH_LLMLIMITD_ARGS:-}
     url="http://127.0.0.1:$port"
     cli="$BUILD/llmlimit --url $url --compact"
-    $cli limits put --key "bench:$MODEL:rpm" --kind rolling --capacity 1000000000000 \
-        --window-seconds 2 --unit requests >/dev/null
-    $cli limits put --key "bench:$MODEL:tpm" --kind rolling --capacity 1000000000000000 \
-        --window-seconds 2 --unit tokens >/dev/null
+    for model in $BENCH_MODELS; do
+        $cli limits put --key "bench:$model:rpm" --kind rolling --capacity 1000000000000 \
+            --window-seconds 2 --unit requests >/dev/null
+        $cli limits put --key "bench:$model:tpm" --kind rolling --capacity 1000000000000000 \
+            --window-seconds 2 --unit tokens >/dev/null
+    done
     $cli limits put --key bench:bench:concurrent --kind concurrency --capacity 100000 \
         --timeout-seconds 30 --unit requests >/dev/null
     $cli limits put --key bench:bench:usd:month --kind budget --capacity 1000000000000000 \
         --period month --timeout-seconds 5 --unit usd_micros >/dev/null
-    run_target "llmlimitd gateway ($backend, 4 limits) -> nginx" "$url" \
-        "Authorization: Bearer $secret"
+    round=1
+    while [ "$round" -le "$ROUNDS" ]; do
+        for surface in $(echo "$surfaces" | tr ',' ' '); do
+            run_target "llmlimitd $backend $surface" "$url" "Authorization: Bearer $secret" \
+                "$surface" "$secret"
+        done
+        round=$((round + 1))
+    done
     stop_process "llmlimit-$backend"
 }
 
-for backend in memory sqlite; do
-    if wanted "llmlimit-$backend"; then
-        run_llmlimit "$backend"
-    fi
-done
+ALL_SURFACES=chat,chat-stream,messages,messages-stream,responses,responses-stream
+if wanted llmlimit-memory; then
+    run_llmlimit memory "${SURFACES:-$ALL_SURFACES}"
+fi
+if wanted llmlimit-sqlite; then
+    run_llmlimit sqlite "${SURFACES:-chat}"
+fi
 
 if [ -n "${BENCH_GATEWAY_HOOK:-}" ]; then
     # shellcheck disable=SC1090

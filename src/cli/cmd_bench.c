@@ -13,6 +13,7 @@ static const char bench_usage[] =
     "                      [--mode reserve|reserve-complete|batch] [--batch-size N]\n"
     "                      --keys K1,K2,... [--amounts A1,A2,...] [--ids uuidv7|random]\n"
     "                      [--json] [--quiet]\n"
+    "       llmlimit bench --mode post --path PATH --body-file FILE [same options, no keys]\n"
     "Raw HTTP/1.1 over N keep-alive connections (default 50, one thread, 10 s).\n"
     "Every reserve asks AMOUNT (default 1) of every key, with a lease id unique to\n"
     "the request: a UUIDv7 (time-ordered, as the llmlimit clients make them) or,\n"
@@ -20,7 +21,10 @@ static const char bench_usage[] =
     "at the amounts reserved. batch sends --batch-size (default 64) reserves per request.\n"
     "Prints requests/s each second on stderr (--quiet: not), then the totals\n"
     "(--json: one JSON object): requests/s, reservations/s, allowed, denied,\n"
-    "errors, latency p50/p99/p99.9/max. Plain http:// only.\n";
+    "errors, latency p50/p99/p99.9/max. Plain http:// only.\n"
+    "post sends FILE's bytes (at most 1 MiB, JSON) to PATH in every request, with the\n"
+    "token as a bearer (a gateway's virtual key): a 200 counts as allowed, whether its\n"
+    "answer has a Content-Length or is chunked (a stream read to its end).\n";
 
 /* Splits a comma list in place into at most max items. */
 static int split_list(char *text, const char **items, uint32_t max, uint32_t *count)
@@ -60,10 +64,46 @@ static int number_flag(const struct cli *cli, const char *name, const char *valu
     return EXIT_OK;
 }
 
+/* The whole file at path into a new buffer (the caller frees it). */
+static char *body_load(const struct cli *cli, const char *path, size_t *length)
+{
+    FILE *file = fopen(path, "rb");
+    char *body = malloc(LOADGEN_POST_BODY_BYTES_MAX + 1);
+    size_t n =
+        file != NULL && body != NULL ? fread(body, 1, LOADGEN_POST_BODY_BYTES_MAX + 1, file) : 0;
+    bool failed = file == NULL || body == NULL || ferror(file);
+    if (file != NULL)
+        fclose(file);
+    if (failed || n == 0 || n > LOADGEN_POST_BODY_BYTES_MAX) {
+        free(body);
+        cli_usage_error(cli, "--body-file %s: cannot read it, empty or larger than 1 MiB", path);
+        return NULL;
+    }
+    *length = n;
+    return body;
+}
+
+/* post: its path and body; no keys. */
+static int post_parse(const struct cli *cli, const char *path, const char *body_file,
+                      struct loadgen_config *config, char **body_owned)
+{
+    if (path == NULL || path[0] != '/' || strlen(path) > 1024 || strpbrk(path, " \r\n") != NULL)
+        return cli_usage_error(cli, "--path: want a path starting with '/', at most 1024 bytes");
+    if (body_file == NULL)
+        return cli_usage_error(cli, "--body-file: required with --mode post");
+    *body_owned = body_load(cli, body_file, &config->post_body_length);
+    if (*body_owned == NULL)
+        return EXIT_USAGE;
+    config->post_path = path;
+    config->post_body = *body_owned;
+    return EXIT_OK;
+}
+
 static int bench_parse(const struct cli *cli, int argc, char **argv, struct loadgen_config *config,
-                       bool *json)
+                       bool *json, char **body_owned)
 {
     char *keys = NULL, *amounts = NULL;
+    const char *path = NULL, *body_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *value = NULL;
         int rc = EXIT_OK, matched;
@@ -80,7 +120,7 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
                              &config->batch_size);
         else if (!matched && (matched = cli_flag(argc, argv, &i, "--mode", &value)) == 1) {
             if (loadgen_mode_parse(value, &config->mode) != 0)
-                rc = cli_usage_error(cli, "--mode: want reserve, reserve-complete or batch");
+                rc = cli_usage_error(cli, "--mode: want reserve, reserve-complete, batch or post");
         } else if (!matched && (matched = cli_flag(argc, argv, &i, "--ids", &value)) == 1) {
             if (strcmp(value, "uuidv7") == 0)
                 config->ids = LOADGEN_IDS_UUIDV7;
@@ -92,6 +132,10 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
             keys = (char *)value;
         else if (!matched && (matched = cli_flag(argc, argv, &i, "--amounts", &value)) == 1)
             amounts = (char *)value;
+        else if (!matched && (matched = cli_flag(argc, argv, &i, "--path", &value)) == 1)
+            path = value;
+        else if (!matched && (matched = cli_flag(argc, argv, &i, "--body-file", &value)) == 1)
+            body_file = value;
         else if (!matched && strcmp(argv[i], "--json") == 0)
             matched = 1, *json = true;
         else if (!matched && strcmp(argv[i], "--quiet") == 0)
@@ -103,6 +147,15 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
         if (rc != EXIT_OK)
             return rc;
     }
+    if (config->mode == LOADGEN_POST) {
+        if (keys != NULL || amounts != NULL)
+            return cli_usage_error(cli, "--mode post takes no --keys or --amounts");
+        if (config->threads > config->connections)
+            return cli_usage_error(cli, "--threads: at most one per connection");
+        return post_parse(cli, path, body_file, config, body_owned);
+    }
+    if (path != NULL || body_file != NULL)
+        return cli_usage_error(cli, "--path and --body-file go with --mode post");
     if (keys == NULL || split_list(keys, config->keys, LOADGEN_KEYS_MAX, &config->key_count) != 0)
         return cli_usage_error(cli, "--keys: want 1..%d comma-separated keys", LOADGEN_KEYS_MAX);
     for (uint32_t i = 0; i < config->key_count; i++)
@@ -131,6 +184,38 @@ static const char *bench_token(const struct cli *cli, char **owned)
     return token != NULL && token[0] != '\0' ? token : NULL;
 }
 
+/* Runs the load and prints its figures. */
+static int bench_execute(const struct cli *cli, struct loadgen_config *config, bool json)
+{
+    int rc;
+    if (loadgen_config_url(config, cli->url) != 0)
+        return cli_usage_error(cli, "--url: want http://HOST:PORT, not %s", cli->url);
+    char *token_owned;
+    config->token = bench_token(cli, &token_owned);
+    if (cli->token_file != NULL && config->token == NULL)
+        return EXIT_USAGE;
+    if (config->token != NULL && strlen(config->token) > LOADGEN_TOKEN_LENGTH_MAX) {
+        free(token_owned);
+        return cli_usage_error(cli, "token too long");
+    }
+    struct loadgen_report *report = malloc(sizeof(*report));
+    char error[256];
+    if (report == NULL || loadgen_run(config, report, error, sizeof(error)) != 0) {
+        fprintf(stderr, "llmlimit bench: %s\n", report == NULL ? "out of memory" : error);
+        free(report);
+        free(token_owned);
+        return EXIT_SERVER;
+    }
+    if (json)
+        loadgen_report_print_json(stdout, config, report);
+    else
+        loadgen_report_print(stdout, config, report);
+    rc = report->requests > 0 && report->errors == 0 ? EXIT_OK : EXIT_SERVER;
+    free(report);
+    free(token_owned);
+    return rc;
+}
+
 int cmd_bench(const struct cli *cli_in, int argc, char **argv)
 {
     struct cli cli = *cli_in;
@@ -144,33 +229,10 @@ int cmd_bench(const struct cli *cli_in, int argc, char **argv)
     struct loadgen_config config;
     loadgen_config_defaults(&config);
     bool json = false;
-    int rc = bench_parse(&cli, argc, argv, &config, &json);
-    if (rc != EXIT_OK)
-        return rc;
-    if (loadgen_config_url(&config, cli.url) != 0)
-        return cli_usage_error(&cli, "--url: want http://HOST:PORT, not %s", cli.url);
-    char *token_owned;
-    config.token = bench_token(&cli, &token_owned);
-    if (cli.token_file != NULL && config.token == NULL)
-        return EXIT_USAGE;
-    if (config.token != NULL && strlen(config.token) > LOADGEN_TOKEN_LENGTH_MAX) {
-        free(token_owned);
-        return cli_usage_error(&cli, "token too long");
-    }
-    struct loadgen_report *report = malloc(sizeof(*report));
-    char error[256];
-    if (report == NULL || loadgen_run(&config, report, error, sizeof(error)) != 0) {
-        fprintf(stderr, "llmlimit bench: %s\n", report == NULL ? "out of memory" : error);
-        free(report);
-        free(token_owned);
-        return EXIT_SERVER;
-    }
-    if (json)
-        loadgen_report_print_json(stdout, &config, report);
-    else
-        loadgen_report_print(stdout, &config, report);
-    rc = report->requests > 0 && report->errors == 0 ? EXIT_OK : EXIT_SERVER;
-    free(report);
-    free(token_owned);
+    char *body_owned = NULL;
+    int rc = bench_parse(&cli, argc, argv, &config, &json, &body_owned);
+    if (rc == EXIT_OK)
+        rc = bench_execute(&cli, &config, json);
+    free(body_owned);
     return rc;
 }

@@ -33,7 +33,7 @@ struct gw_transfer {
     CURL *easy;
     struct curl_slist *headers;
     char *url;
-    char *authorization;
+    char *authorization; /* the provider key's header line, or NULL */
     const struct gw_transfer_ops *ops;
     void *context;
     bool head_seen;
@@ -262,20 +262,23 @@ static size_t on_body(char *bytes, size_t size, size_t count, void *userdata)
     return 0; /* curl ends the transfer with a write error */
 }
 
-/* 0, or -1 when curl refuses an option (out of memory). */
-static int transfer_setup(struct gw_forward *engine, struct gw_transfer *t,
-                          const struct gw_transfer_spec *spec)
+/* The request's header lines, each copied into the list. 0, or -1 when
+ * out of memory. */
+static int headers_build(struct gw_transfer *t, const struct gw_transfer_spec *spec)
 {
-    t->easy = easy_take(engine);
-    if (t->easy == NULL)
-        return -1;
+    const char *lines[4 + GW_FORWARD_HEADERS_MAX];
+    size_t count = 0;
+    if (spec->method == GW_METHOD_POST)
+        lines[count++] = "Content-Type: application/json";
+    lines[count++] = "Accept: */*";
+    lines[count++] = "Expect:"; /* no 100-continue round trip */
+    if (t->authorization != NULL)
+        lines[count++] = t->authorization;
+    assert(spec->header_count <= GW_FORWARD_HEADERS_MAX);
+    for (uint32_t i = 0; i < spec->header_count; i++)
+        lines[count++] = spec->headers[i];
     struct curl_slist *h = NULL;
-    const char *lines[] = {"Content-Type: application/json", "Accept: */*",
-                           "Expect:", /* no 100-continue round trip */
-                           t->authorization};
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-        if (lines[i] == NULL)
-            continue;
+    for (size_t i = 0; i < count; i++) {
         struct curl_slist *grown = curl_slist_append(h, lines[i]);
         if (grown == NULL) {
             curl_slist_free_all(h);
@@ -284,13 +287,40 @@ static int transfer_setup(struct gw_forward *engine, struct gw_transfer *t,
         h = grown;
     }
     t->headers = h;
+    return 0;
+}
+
+/* The method and body. A reused handle keeps the options of its last
+ * transfer: each is set again. */
+static CURLcode method_setup(CURL *e, const struct gw_transfer_spec *spec)
+{
+    CURLcode rc = CURLE_OK;
+    if (spec->method == GW_METHOD_POST) {
+        rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, (char *)NULL);
+        rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body != NULL ? spec->body : "");
+        rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                               (curl_off_t)(spec->body != NULL ? spec->body_length : 0));
+        return rc;
+    }
+    rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST,
+                           spec->method == GW_METHOD_DELETE ? "DELETE" : (char *)NULL);
+    return rc;
+}
+
+/* 0, or -1 when curl refuses an option (out of memory). */
+static int transfer_setup(struct gw_forward *engine, struct gw_transfer *t,
+                          const struct gw_transfer_spec *spec)
+{
+    t->easy = easy_take(engine);
+    if (t->easy == NULL || headers_build(t, spec) != 0)
+        return -1;
     CURL *e = t->easy;
     CURLcode rc = CURLE_OK;
     rc |= curl_easy_setopt(e, CURLOPT_URL, t->url);
     rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
-    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
-    rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)spec->body_length);
+    rc |= method_setup(e, spec);
     rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->timeout_ms);
     rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)spec->connect_timeout_ms);
@@ -521,10 +551,12 @@ struct gw_transfer *gw_forward_submit(struct gw_forward *engine,
     t->context = context;
     t->url = strdup(spec->url);
     if (spec->api_key != NULL) {
-        size_t n = strlen(spec->api_key) + sizeof "Authorization: Bearer ";
+        const char *name =
+            spec->key_header == GW_KEY_X_API_KEY ? "x-api-key: " : "Authorization: Bearer ";
+        size_t n = strlen(name) + strlen(spec->api_key) + 1;
         t->authorization = malloc(n);
         if (t->authorization != NULL)
-            snprintf(t->authorization, n, "Authorization: Bearer %s", spec->api_key);
+            snprintf(t->authorization, n, "%s%s", name, spec->api_key);
     }
     if (t->url == NULL || (spec->api_key != NULL && t->authorization == NULL) ||
         transfer_setup(engine, t, spec) != 0 || !post(engine, COMMAND_START, t)) {

@@ -46,10 +46,33 @@ struct gw_transfer_ops {
     void (*on_done)(void *context, enum gw_forward_result result, const char *error);
 };
 
+/* The request's method: a POST carries the body, a GET or DELETE none. */
+enum gw_method {
+    GW_METHOD_POST = 0,
+    GW_METHOD_GET,
+    GW_METHOD_DELETE,
+};
+
+/* How the provider key goes upstream: OpenAI's bearer token, or
+ * Anthropic's x-api-key header. */
+enum gw_key_header {
+    GW_KEY_BEARER = 0, /* Authorization: Bearer <key> */
+    GW_KEY_X_API_KEY,  /* x-api-key: <key> */
+};
+
+#define GW_FORWARD_HEADERS_MAX 4          /* extra header lines of one transfer */
+#define GW_FORWARD_HEADER_LENGTH_MAX 1024 /* one such line, "Name: value" */
+
 struct gw_transfer_spec {
-    const char *url;     /* copied */
-    const char *api_key; /* sent as "Authorization: Bearer <key>"; NULL: none; copied */
-    const char *body;    /* NOT copied: valid until on_done */
+    const char *url; /* copied */
+    enum gw_method method;
+    const char *api_key; /* the provider key; NULL: none; copied */
+    enum gw_key_header key_header;
+    /* Extra lines, "Name: value" each (printable ASCII, at most
+     * GW_FORWARD_HEADER_LENGTH_MAX bytes: the caller checks), copied. */
+    const char *headers[GW_FORWARD_HEADERS_MAX];
+    uint32_t header_count;
+    const char *body; /* POST: NOT copied: valid until on_done; NULL: empty */
     size_t body_length;
     uint32_t timeout_ms;         /* of the whole transfer */
     uint32_t connect_timeout_ms; /* of the connection */

@@ -16,7 +16,7 @@
 #define EPOLL_EVENTS_MAX 256
 #define EPOLL_WAIT_MS 50
 
-static const char *const mode_names[] = {"reserve", "reserve-complete", "batch"};
+static const char *const mode_names[] = {"reserve", "reserve-complete", "batch", "post"};
 
 const char *loadgen_mode_name(enum loadgen_mode mode)
 {
@@ -26,7 +26,7 @@ const char *loadgen_mode_name(enum loadgen_mode mode)
 
 int loadgen_mode_parse(const char *name, enum loadgen_mode *out)
 {
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof mode_names / sizeof mode_names[0]; i++) {
         if (strcmp(name, mode_names[i]) == 0) {
             *out = (enum loadgen_mode)i;
             return 0;
@@ -104,7 +104,7 @@ static size_t put_escaped(char *out, const char *text)
 static char *tail_new(const struct loadgen_config *config, const char *list, const char *field,
                       size_t *length_out)
 {
-    assert(config->key_count >= 1);
+    assert(config->key_count >= 1 || config->mode == LOADGEN_POST);
     size_t capacity = 64;
     for (uint32_t i = 0; i < config->key_count; i++)
         capacity += 2 * strlen(config->keys[i]) + strlen(field) + 48;
@@ -163,6 +163,8 @@ static int shared_init(struct loadgen_shared *shared, const struct loadgen_confi
     shared->header_reserve_length = header_new(shared->header_reserve, config, "/v1/reserve");
     shared->header_batch_length = header_new(shared->header_batch, config, "/v1/reserve/batch");
     shared->header_complete_length = header_new(shared->header_complete, config, "/v1/complete");
+    if (config->mode == LOADGEN_POST)
+        shared->header_post_length = header_new(shared->header_post, config, config->post_path);
     shared->requirements_tail =
         tail_new(config, "requirements", "amount", &shared->requirements_tail_length);
     shared->actuals_tail =
@@ -183,6 +185,12 @@ static int shared_init(struct loadgen_shared *shared, const struct loadgen_confi
     for (uint32_t i = 0; i < config->key_count; i++)
         item_bytes += 2 * strlen(config->keys[i]) + 4;
     shared->receive_capacity = 4096 + items * item_bytes;
+    if (config->mode == LOADGEN_POST) {
+        assert(config->post_body_length <= LOADGEN_POST_BODY_BYTES_MAX);
+        if (config->post_body_length > body_bytes)
+            shared->send_capacity = LOADGEN_HEADER_ROOM + config->post_body_length;
+        shared->receive_capacity = LOADGEN_POST_ANSWER_BYTES_MAX;
+    }
     /* Headers go in front of the body: the room is part of every buffer. */
     assert(shared->send_capacity > LOADGEN_HEADER_ROOM + reserve_bytes);
     return 0;
@@ -414,8 +422,10 @@ int loadgen_run(const struct loadgen_config *config, struct loadgen_report *repo
     assert(config->threads >= 1);
     assert(config->threads <= LOADGEN_THREADS_MAX);
     assert(config->threads <= config->connections);
-    assert(config->key_count >= 1);
+    assert(config->key_count >= 1 || config->mode == LOADGEN_POST);
     assert(config->key_count <= LOADGEN_KEYS_MAX);
+    assert(config->mode != LOADGEN_POST ||
+           (config->post_path != NULL && config->post_body != NULL));
     assert(config->batch_size >= 1);
     assert(config->batch_size <= LOADGEN_BATCH_SIZE_MAX);
     struct loadgen_shared shared;

@@ -18,6 +18,8 @@
 #define LOADGEN_DURATION_SECONDS_MAX 86400
 #define LOADGEN_HOST_LENGTH_MAX 255
 #define LOADGEN_TOKEN_LENGTH_MAX 4096
+#define LOADGEN_POST_BODY_BYTES_MAX (1u << 20)
+#define LOADGEN_POST_ANSWER_BYTES_MAX (1u << 20)
 /* After the run, answers still in flight get this long to arrive. */
 #define LOADGEN_DRAIN_MS 2000
 
@@ -25,6 +27,7 @@ enum loadgen_mode {
     LOADGEN_RESERVE = 0,          /* POST /v1/reserve */
     LOADGEN_RESERVE_COMPLETE = 1, /* reserve, then complete each allowed lease */
     LOADGEN_BATCH = 2,            /* POST /v1/reserve/batch with batch_size reserves */
+    LOADGEN_POST = 3,             /* POST post_body to post_path (a gateway route, say) */
 };
 
 /* Lease ids: UUIDv7 (time-ordered, what the llmlimit clients generate and
@@ -48,6 +51,12 @@ struct loadgen_config {
     uint32_t key_count;
     const char *keys[LOADGEN_KEYS_MAX];
     uint64_t amounts[LOADGEN_KEYS_MAX];
+    /* LOADGEN_POST: the path and the body of every request (not copied;
+     * at most LOADGEN_POST_BODY_BYTES_MAX bytes). A 200 counts as allowed,
+     * an answer framed by Content-Length or chunked (a stream). No keys. */
+    const char *post_path;
+    const char *post_body;
+    size_t post_body_length;
     bool progress;         /* a line each second */
     FILE *progress_output; /* where progress goes (stderr) */
 };

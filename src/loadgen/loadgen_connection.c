@@ -3,6 +3,7 @@
  * sends it, and reads the answer far enough to count allowed, denied and
  * errors. Only Content-Length framed answers are understood. */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -228,6 +229,11 @@ static int send_request(struct worker *worker, struct connection *connection,
         end = put_batch(body, shared, connection);
         put_headers(connection, shared->header_batch, shared->header_batch_length,
                     (size_t)(end - body));
+    } else if (kind == REQUEST_POST) {
+        memcpy(body, shared->config->post_body, shared->config->post_body_length);
+        end = body + shared->config->post_body_length;
+        put_headers(connection, shared->header_post, shared->header_post_length,
+                    (size_t)(end - body));
     } else {
         assert(kind == REQUEST_COMPLETE);
         end = put_complete(body, shared, connection);
@@ -246,7 +252,9 @@ int loadgen_connection_send_next(struct worker *worker, struct connection *conne
 {
     enum loadgen_mode mode = worker->shared->config->mode;
     return send_request(worker, connection,
-                        mode == LOADGEN_BATCH ? REQUEST_BATCH : REQUEST_RESERVE);
+                        mode == LOADGEN_BATCH  ? REQUEST_BATCH
+                        : mode == LOADGEN_POST ? REQUEST_POST
+                                               : REQUEST_RESERVE);
 }
 
 /* ---- reading answers ----------------------------------------------------------- */
@@ -265,6 +273,38 @@ static bool header_is(const char *line, const char *end, const char *name)
     return (size_t)(end - line) >= length && strncasecmp(line, name, length) == 0;
 }
 
+/* The end of a chunked body that starts at body: 1 with *end set past its
+ * last chunk (no trailers), 0 when it has not all arrived, -1 when it is not
+ * chunked framing. */
+static int chunked_end(const char *body, const char *data_end, const char **end)
+{
+    const char *p = body;
+    for (;;) {
+        const char *line_end = memmem(p, (size_t)(data_end - p), "\r\n", 2);
+        if (line_end == NULL)
+            return 0;
+        uint64_t size = 0;
+        const char *digit = p;
+        for (; digit < line_end && isxdigit((unsigned char)*digit); digit++) {
+            if (size > (LOADGEN_POST_ANSWER_BYTES_MAX >> 4))
+                return -1;
+            size = size * 16 + (uint64_t)(isdigit((unsigned char)*digit)
+                                              ? *digit - '0'
+                                              : (tolower((unsigned char)*digit) - 'a' + 10));
+        }
+        if (digit == p)
+            return -1;
+        const char *next = line_end + 2 + size + 2;
+        if (next > data_end)
+            return 0;
+        if (size == 0) {
+            *end = next;
+            return 1;
+        }
+        p = next;
+    }
+}
+
 /* 1: a whole answer is in the buffer; 0: not yet; -1: not HTTP we understand. */
 static int answer_parse(const char *data, size_t length, struct answer *answer)
 {
@@ -276,6 +316,7 @@ static int answer_parse(const char *data, size_t length, struct answer *answer)
     answer->status = (data[9] - '0') * 100 + (data[10] - '0') * 10 + (data[11] - '0');
     answer->close = false;
     int64_t content_length = -1;
+    bool chunked = false;
     const char *line = memchr(data, '\n', (size_t)(headers_end - data)) + 1;
     while (line < headers_end) {
         const char *eol = memchr(line, '\r', (size_t)(headers_end + 2 - line));
@@ -285,15 +326,28 @@ static int answer_parse(const char *data, size_t length, struct answer *answer)
                 if (*p >= '0' && *p <= '9')
                     content_length = content_length * 10 + (*p - '0');
             }
+        } else if (header_is(line, eol, "transfer-encoding:") &&
+                   memmem(line, (size_t)(eol - line), "chunked", 7) != NULL) {
+            chunked = true;
         } else if (header_is(line, eol, "connection:") &&
                    memmem(line, (size_t)(eol - line), "close", 5) != NULL) {
             answer->close = true;
         }
         line = eol + 2;
     }
+    size_t header_length = (size_t)(headers_end + 4 - data);
+    if (chunked && content_length < 0) {
+        const char *end;
+        int whole = chunked_end(headers_end + 4, data + length, &end);
+        if (whole <= 0)
+            return whole;
+        answer->body = headers_end + 4;
+        answer->body_length = (size_t)(end - answer->body);
+        answer->total_length = (size_t)(end - data);
+        return 1;
+    }
     if (content_length < 0)
         return -1;
-    size_t header_length = (size_t)(headers_end + 4 - data);
     if (length < header_length + (size_t)content_length)
         return 0;
     answer->body = headers_end + 4;
@@ -346,6 +400,12 @@ static enum request_kind answer_count(struct worker *worker, struct connection *
     if (answer->status != 200) {
         report->errors += expected;
         return kind == REQUEST_COMPLETE ? REQUEST_RESERVE : kind;
+    }
+    if (kind == REQUEST_POST) { /* a 200 is a call made */
+        report->allowed++;
+        report->reserves++;
+        atomic_fetch_add_explicit(&worker->progress_reserves, 1, memory_order_relaxed);
+        return REQUEST_POST;
     }
     if (kind == REQUEST_COMPLETE) {
         count_bools(answer->body, answer->body_length, "\"ok\"", &allowed, &denied);

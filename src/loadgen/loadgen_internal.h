@@ -26,6 +26,8 @@ struct loadgen_shared {
     size_t header_batch_length;
     char header_complete[LOADGEN_HEADER_ROOM];
     size_t header_complete_length;
+    char header_post[LOADGEN_HEADER_ROOM]; /* LOADGEN_POST: to post_path */
+    size_t header_post_length;
     /* Body tails after the lease id: `","requirements":[...]}` and
      * `","actuals":[...]}`. */
     char *requirements_tail;
@@ -43,6 +45,7 @@ enum request_kind {
     REQUEST_RESERVE,
     REQUEST_BATCH,
     REQUEST_COMPLETE,
+    REQUEST_POST,
 };
 
 struct connection {

@@ -118,7 +118,9 @@ int exchange_error(struct exchange *ex, unsigned status, const char *error)
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
-    if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
+    if ((ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
+        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), error, NULL);
+    else if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
         encode_openai_error(&b, status, error);
     else
         encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
@@ -483,7 +485,9 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
     char text[192];
     snprintf(text, sizeof text, "%s%s%s", code, reason != NULL ? ": " : "",
              reason != NULL ? reason : "");
-    if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
+    if ((route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
+        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), text, NULL);
+    else if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
         gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)
         encode_openai_error(&b, status, code);

@@ -5,6 +5,7 @@
 #include "gateway_internal.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -43,6 +44,18 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
         return -1;
     struct gateway *g = calloc(1, sizeof *g);
     if (g == NULL || gw_stats_init(&g->stats) != 0) {
+        free(g);
+        gw_config_release(config);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    g->observed = gw_observed_new(GW_OBSERVED_PAIRS_MAX, GW_OBSERVED_WINDOW, GW_OBSERVED_PERCENTILE,
+                                  GW_OBSERVED_MIN_CALLS);
+    g->owners = gw_owners_new(GW_RESPONSE_OWNERS_MAX);
+    if (g->observed == NULL || g->owners == NULL) {
+        gw_observed_free(g->observed);
+        gw_owners_free(g->owners);
+        gw_stats_free(&g->stats);
         free(g);
         gw_config_release(config);
         snprintf(error, error_size, "out of memory");
@@ -92,6 +105,8 @@ void gateway_close(struct gateway *g)
     }
     pthread_mutex_destroy(&g->pool_mutex);
     gw_config_release(g->config);
+    gw_observed_free(g->observed);
+    gw_owners_free(g->owners);
     gw_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
     pthread_mutex_destroy(&g->calls_mutex);
@@ -208,7 +223,9 @@ static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
     buffer_init(&call->answer, NULL, 0);
     call->answer.capacity_max = GW_ANSWER_BYTES_MAX;
     buffer_init(&call->held, NULL, 0);
-    gw_sse_init(&call->sse);
+    call->plan.requirement_count = 0; /* the plan is not zeroed: a call never charged has none */
+    call->plan.template_count = 0;
+    gw_sse_init_for(&call->sse, endpoint);
     gw_sse_output_init(&call->output);
     ex->gateway_call = call;
     ex->cleanup = exchange_cleanup;
@@ -218,18 +235,38 @@ static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
 
 /* ---- before the reserve -------------------------------------------------- */
 
-/* The key of "Authorization: Bearer <secret>", or NULL. */
+/* The key of "Authorization: Bearer <secret>", else of "x-api-key:
+ * <secret>" (what Anthropic's clients send), or NULL. */
 static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config)
 {
     const char *header = exchange_header(ex, "authorization");
     static const char bearer[] = "Bearer ";
-    if (header == NULL || strncasecmp(header, bearer, sizeof bearer - 1) != 0)
+    const char *secret = NULL;
+    if (header != NULL && strncasecmp(header, bearer, sizeof bearer - 1) == 0)
+        secret = header + sizeof bearer - 1;
+    else if (header == NULL)
+        secret = exchange_header(ex, "x-api-key");
+    if (secret == NULL)
         return NULL;
-    const char *secret = header + sizeof bearer - 1;
     uint8_t digest[GW_SHA256_BYTES];
     if (sha256_digest(secret, strlen(secret), digest) != 0)
         return NULL;
     return gw_config_find_key(config, digest);
+}
+
+/* Who owns a Responses id: the key that created it on that upstream, as
+ * one digest (gw_owners remembers digests), so that the routes of a
+ * stored response know where to send it as well as whom to serve. */
+int gateway_owner_digest(const struct gw_key *key, const struct gw_upstream *upstream,
+                         uint8_t out[GW_SHA256_BYTES])
+{
+    char text[GW_SHA256_BYTES + 1 + GW_NAME_LENGTH_MAX];
+    size_t name_length = strlen(upstream->name);
+    assert(name_length <= GW_NAME_LENGTH_MAX);
+    memcpy(text, key->sha256, GW_SHA256_BYTES);
+    text[GW_SHA256_BYTES] = '\n';
+    memcpy(text + GW_SHA256_BYTES + 1, upstream->name, name_length);
+    return sha256_digest(text, GW_SHA256_BYTES + 1 + name_length, out);
 }
 
 static const char *request_id_of(struct exchange *ex)
@@ -360,13 +397,13 @@ static int reply_denied(struct exchange *ex, struct gw_call *call)
     }
     note_denial(call);
     if (budget)
-        return gw_reply_error(
-            ex, 429, "insufficient_quota", "insufficient_quota", r->retry_after_ms,
-            "Budget exhausted: %s cannot take this call now; retry after %lld ms.", names,
-            (long long)r->retry_after_ms);
-    return gw_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
-                          "Rate limit reached: %s cannot take this call now; retry after %lld ms.",
-                          names, (long long)r->retry_after_ms);
+        return gw_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                               "Budget exhausted: %s cannot take this call now; retry after %lld "
+                               "ms.",
+                               names, (long long)r->retry_after_ms);
+    return gw_reply_denied(ex, call, "requests", "rate_limit_exceeded",
+                           "Rate limit reached: %s cannot take this call now; retry after %lld ms.",
+                           names, (long long)r->retry_after_ms);
 }
 
 /* Definitive errors: the reserve named a key the registry lacks, an amount
@@ -462,58 +499,135 @@ static int reply_unauthorized(struct exchange *ex)
 {
     return gw_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
                           "Incorrect API key provided. Send a virtual key of this gateway as "
-                          "'Authorization: Bearer <key>'.");
+                          "'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
 }
 
-/* Everything before the reserve; the exchange then waits for it. */
-static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
+/* The config in force (retained: the caller releases it) and the
+ * caller's key; NULL with the answer given. */
+static const struct gw_key *route_start(struct exchange *ex, struct gw_config **config_out)
 {
     struct gateway *g = ex->server->gateway;
-    if (g == NULL)
-        return gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
-                              "Gateway mode is not enabled on this server (no gateway config).");
+    *config_out = NULL;
+    if (g == NULL) {
+        gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
+                       "Gateway mode is not enabled on this server (no gateway config).");
+        return NULL;
+    }
     struct gw_config *config = gateway_config_get(g);
     const struct gw_key *key = authenticate(ex, config);
     if (key == NULL) {
         gw_config_release(config);
-        return reply_unauthorized(ex);
+        reply_unauthorized(ex);
+        return NULL;
     }
-    char error[GW_PLAN_ERROR_SIZE];
-    const struct jdoc_value *root = parse_request(ex, error, sizeof error);
-    if (root == NULL) {
-        gw_config_release(config);
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
-                              "We could not parse the JSON body of your request: %s", error);
+    *config_out = config;
+    return key;
+}
+
+/* Adds "name: value" to what goes upstream. 0, or -1 with the 400 given
+ * (a value that is not printable ASCII, or too long). */
+static int add_upstream_header(struct exchange *ex, struct gw_call *call, const char *name,
+                               const char *value)
+{
+    assert(call->header_count < GW_FORWARD_HEADERS_MAX);
+    bool plain = true;
+    for (const char *c = value; *c != '\0' && plain; c++)
+        plain = *c >= 0x20 && *c <= 0x7e;
+    char *line = call->header_lines[call->header_count];
+    int n = snprintf(line, GW_FORWARD_HEADER_LENGTH_MAX + 1, "%s: %s", name, value);
+    if (!plain || n < 0 || n > GW_FORWARD_HEADER_LENGTH_MAX) {
+        gw_reply_error(ex, 400, "invalid_request_error", "invalid_header", 0,
+                       "%s: must be printable ASCII, at most %d bytes.", name,
+                       GW_FORWARD_HEADER_LENGTH_MAX - (int)strlen(name) - 2);
+        return -1;
     }
-    const struct gw_model *model = request_model(ex, config, key, root);
-    if (model == NULL) {
-        gw_config_release(config);
+    call->header_count++;
+    return 0;
+}
+
+/* Where the call goes upstream: path (after base_url) with the client's
+ * query as it came (Claude Code's ?beta=true, a list's ?limit=...), and
+ * for an Anthropic upstream the client's anthropic-version (default
+ * GW_ANTHROPIC_VERSION_DEFAULT) and anthropic-beta. 0, or -1 with the
+ * 400 given. */
+static int upstream_request(struct exchange *ex, struct gw_call *call, const char *path)
+{
+    size_t query_length;
+    const char *query = http_query(&ex->http, &query_length);
+    int n = snprintf(call->upstream_path, sizeof call->upstream_path, "%s%s%.*s", path,
+                     query_length > 0 ? "?" : "", (int)query_length, query);
+    if (n < 0 || (size_t)n >= sizeof call->upstream_path) {
+        gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0,
+                       "The query string is too long (at most %d bytes with the path).",
+                       GW_UPSTREAM_PATH_LENGTH_MAX);
+        return -1;
+    }
+    call->header_count = 0;
+    if (call->upstream->api != GW_API_ANTHROPIC)
         return 0;
-    }
-    struct gw_call *call = call_new(ex, config, key, endpoint); /* takes the config */
-    if (call == NULL) {
-        gw_config_release(config);
-        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
-    }
-    call->model = model;
-    if (gw_estimate_request(root, endpoint, model, &call->estimate, error, sizeof error) != 0)
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
-    struct gw_request_info info = {0};
-    if (gw_request_rewrite(ex->body, ex->body_length, root, model, &call->upstream_body, &info,
-                           error, sizeof error) != 0)
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
-    call->stream = info.stream;
-    call->client_include_usage = info.client_include_usage;
-    struct gw_tokens estimate = {.input = call->estimate.input_tokens,
-                                 .output = call->estimate.output_tokens};
-    if (gw_plan_reserve(&call->plan, config, key, model, &estimate, error, sizeof error) != 0)
+    const char *version = exchange_header(ex, "anthropic-version");
+    if (version == NULL || version[0] == '\0')
+        version = GW_ANTHROPIC_VERSION_DEFAULT;
+    if (add_upstream_header(ex, call, "anthropic-version", version) != 0)
+        return -1;
+    const char *beta = exchange_header(ex, "anthropic-beta");
+    if (beta != NULL && beta[0] != '\0' && add_upstream_header(ex, call, "anthropic-beta", beta))
+        return -1;
+    return 0;
+}
+
+/* A model called on a route of the other dialect: same-dialect
+ * pass-through only (docs/gateway.md, "Surfaces"). */
+static int reply_wrong_surface(struct exchange *ex, const struct gw_model *model,
+                               enum gw_endpoint endpoint)
+{
+    return gw_reply_error(ex, 400, "invalid_request_error", "wrong_surface", 0,
+                          "The model '%s' is served by an %s upstream: call it on %s, not on %s.",
+                          model->name, gw_api_name(model->upstream->api), gw_model_routes(model),
+                          gw_endpoint_route(endpoint));
+}
+
+/* The output a call reserves: what the request allows, or less under the
+ * model's "observed" policy (docs/gateway.md, "Output reservation"). */
+static uint64_t output_reservation(const struct gw_call *call)
+{
+    uint64_t allowed = call->estimate.output_tokens;
+    if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED)
+        return allowed;
+    return gw_observed_reserve(call->gateway->observed, call->model->name, call->key->caller,
+                               allowed);
+}
+
+/* A Responses call remembers the id it creates for its key, unless the
+ * response is not stored ("store": false, as Codex asks): nothing could
+ * read it later, and it would push other keys' ids out. */
+static int note_response_owner(struct exchange *ex, struct gw_call *call,
+                               const struct jdoc_value *root)
+{
+    const struct jdoc_value *store = jdoc_get(root, "store");
+    if (store != NULL && store->kind == JDOC_FALSE)
+        return 0;
+    if (gateway_owner_digest(call->key, call->upstream, call->owner_digest) != 0)
+        return gw_reply_error(ex, 503, "server_error", "digest_failed", 1000,
+                              "The gateway could not hash the key.");
+    call->remember_response = true;
+    return 0;
+}
+
+/* The plan and the reserve of a charged call; the exchange then waits. */
+static int reserve_call(struct exchange *ex, struct gw_call *call)
+{
+    char error[GW_PLAN_ERROR_SIZE];
+    struct gw_tokens estimate = gw_estimate_tokens(&call->estimate, output_reservation(call));
+    if (gw_plan_reserve(&call->plan, call->config, call->key, call->model, &estimate, error,
+                        sizeof error) != 0)
         return gw_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
-    if (lease_id_of(ex, key->caller, 0, call->lease_id, sizeof call->lease_id) != 0)
+    if (lease_id_of(ex, call->key->caller, 0, call->lease_id, sizeof call->lease_id) != 0)
         return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
                               "No lease id could be made.");
     call->reserve = (struct reserve_request){
-        .caller = key->caller,
-        .caller_length = (uint32_t)strlen(key->caller),
+        .caller = call->key->caller,
+        .caller_length = (uint32_t)strlen(call->key->caller),
         .requirements = call->plan.requirements,
         .requirement_count = call->plan.requirement_count,
         .states = call->states,
@@ -522,6 +636,60 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     if (call->plan.requirement_count == 0) /* nothing to reserve: every amount was 0 */
         return gw_call_forward(ex, call);
     return exchange_call_backend(ex, reserve_start, after_reserve);
+}
+
+/* A call of model on endpoint, once its body is parsed: estimated and
+ * reserved when the endpoint is charged, forwarded only when not. */
+static int start_call(struct exchange *ex, struct gw_call *call, const struct jdoc_value *root)
+{
+    char error[GW_PLAN_ERROR_SIZE];
+    if (upstream_request(ex, call, gw_endpoint_upstream_path(call->endpoint)) != 0)
+        return 0;
+    if (call->charged && gw_estimate_request(root, call->endpoint, call->model, &call->estimate,
+                                             error, sizeof error) != 0)
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+    struct gw_request_info info = {0};
+    if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model,
+                               &call->upstream_body, &info, error, sizeof error) != 0)
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+    call->stream = info.stream;
+    call->client_include_usage = info.client_include_usage;
+    if (call->endpoint == GW_ENDPOINT_RESPONSES &&
+        (note_response_owner(ex, call, root) != 0 || exchange_answered(ex)))
+        return 0;
+    if (!call->charged)
+        return gw_call_forward(ex, call);
+    return reserve_call(ex, call);
+}
+
+/* Everything before the reserve; the exchange then waits for it. */
+static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
+{
+    struct gw_config *config;
+    const struct gw_key *key = route_start(ex, &config);
+    if (key == NULL)
+        return 0;
+    char error[GW_PLAN_ERROR_SIZE];
+    const struct jdoc_value *root = parse_request(ex, error, sizeof error);
+    if (root == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
+                              "We could not parse the JSON body of your request: %s", error);
+    }
+    const struct gw_model *model = request_model(ex, config, key, root);
+    if (model == NULL || !gw_model_serves(model, endpoint)) {
+        gw_config_release(config);
+        return model == NULL ? 0 : reply_wrong_surface(ex, model, endpoint);
+    }
+    struct gw_call *call = call_new(ex, config, key, endpoint); /* takes the config */
+    if (call == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
+    }
+    call->model = model;
+    call->upstream = model->upstream;
+    call->charged = gw_endpoint_charged(endpoint);
+    return start_call(ex, call, root);
 }
 
 int handle_gateway_chat_completions(struct exchange *ex)
@@ -539,19 +707,111 @@ int handle_gateway_embeddings(struct exchange *ex)
     return handle_call(ex, GW_ENDPOINT_EMBEDDINGS);
 }
 
+int handle_gateway_messages(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_MESSAGES);
+}
+
+int handle_gateway_messages_count_tokens(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_MESSAGES_COUNT_TOKENS);
+}
+
+int handle_gateway_responses(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_RESPONSES);
+}
+
+int handle_gateway_responses_input_tokens(struct exchange *ex)
+{
+    return handle_call(ex, GW_ENDPOINT_RESPONSES_INPUT_TOKENS);
+}
+
+/* ---- a stored response: GET, DELETE /v1/responses/{id}, GET .../input_items,
+ * POST .../cancel -------------------------------------------------------- */
+
+/* Splits the item path "<id>[/input_items|/cancel]" and checks it against
+ * the method. The id is 1..GW_RESPONSE_ID_LENGTH_MAX bytes of
+ * [A-Za-z0-9_-] (what OpenAI's ids are made of, so it goes into the
+ * upstream URL as it is). false: not a route of a stored response. */
+static bool response_item(const char *item, enum http_method method, char *id, size_t id_size,
+                          const char **tail)
+{
+    size_t n = 0;
+    while (n < id_size - 1 && (isalnum((unsigned char)item[n]) || item[n] == '_' || item[n] == '-'))
+        n++;
+    if (n == 0 || (item[n] != '\0' && item[n] != '/'))
+        return false;
+    memcpy(id, item, n);
+    id[n] = '\0';
+    *tail = item + n;
+    if (strcmp(*tail, "") == 0)
+        return method == HTTP_GET || method == HTTP_DELETE;
+    if (strcmp(*tail, "/input_items") == 0)
+        return method == HTTP_GET;
+    return strcmp(*tail, "/cancel") == 0 && method == HTTP_POST;
+}
+
+/* The upstream of the response id that key created, or NULL (unknown, or
+ * another key's: the same answer, so that ids cannot be probed). */
+static const struct gw_upstream *response_upstream(struct gateway *g,
+                                                   const struct gw_config *config,
+                                                   const struct gw_key *key, const char *id)
+{
+    for (uint32_t i = 0; i < config->upstream_count; i++) {
+        const struct gw_upstream *upstream = &config->upstreams[i];
+        uint8_t digest[GW_SHA256_BYTES];
+        if (upstream->api != GW_API_OPENAI || gateway_owner_digest(key, upstream, digest) != 0)
+            continue;
+        if (gw_owners_lookup(g->owners, id, strlen(id), digest) == GW_OWNER_THIS_KEY)
+            return upstream;
+    }
+    return NULL;
+}
+
+int handle_gateway_response_item(struct exchange *ex)
+{
+    struct gw_config *config;
+    const struct gw_key *key = route_start(ex, &config);
+    if (key == NULL)
+        return 0;
+    char item[GW_RESPONSE_ID_LENGTH_MAX + 32], id[GW_RESPONSE_ID_LENGTH_MAX + 1];
+    size_t item_length;
+    const char *tail = NULL;
+    const struct gw_upstream *upstream = NULL;
+    if (percent_decode(ex->key_encoded, item, sizeof item, &item_length) != 0)
+        snprintf(item, sizeof item, "(too long or badly escaped)");
+    else if (response_item(item, ex->method, id, sizeof id, &tail))
+        upstream = response_upstream(ex->server->gateway, config, key, id);
+    if (upstream == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 404, "invalid_request_error", NULL, 0,
+                              "No response with id '%.*s' was found for this key.",
+                              GW_RESPONSE_ID_LENGTH_MAX, item);
+    }
+    struct gw_call *call = call_new(ex, config, key, GW_ENDPOINT_RESPONSES);
+    if (call == NULL) {
+        gw_config_release(config);
+        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
+    }
+    call->upstream = upstream;
+    call->method = ex->method == HTTP_GET      ? GW_METHOD_GET
+                   : ex->method == HTTP_DELETE ? GW_METHOD_DELETE
+                                               : GW_METHOD_POST;
+    char path[GW_RESPONSE_ID_LENGTH_MAX + 64];
+    snprintf(path, sizeof path, "/responses/%s%s", id, tail);
+    if (upstream_request(ex, call, path) != 0)
+        return 0;
+    return gw_call_forward(ex, call);
+}
+
 /* GET /v1/models: the models the key may call, in OpenAI's shape. */
 int handle_gateway_models(struct exchange *ex)
 {
-    struct gateway *g = ex->server->gateway;
-    if (g == NULL)
-        return gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
-                              "Gateway mode is not enabled on this server (no gateway config).");
-    struct gw_config *config = gateway_config_get(g);
-    const struct gw_key *key = authenticate(ex, config);
-    if (key == NULL) {
-        gw_config_release(config);
-        return reply_unauthorized(ex);
-    }
+    struct gw_config *config;
+    const struct gw_key *key = route_start(ex, &config);
+    if (key == NULL)
+        return 0;
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_str(&b, "{\"object\":\"list\",\"data\":[");

@@ -1,4 +1,6 @@
-/* Gateway mode (docs/gateway.md): llmlimitd as an OpenAI-compatible proxy.
+/* Gateway mode (docs/gateway.md): llmlimitd as a proxy that speaks the
+ * providers' APIs (OpenAI's chat, completions, embeddings and Responses,
+ * Anthropic's Messages).
  * Each call is authenticated by its virtual key, estimated, reserved in
  * every limit its templates name (all or nothing), forwarded upstream by the
  * forwarding engine (src/gateway/gw_forward.c) and settled from the
@@ -39,6 +41,12 @@ int handle_gateway_chat_completions(struct exchange *exchange);
 int handle_gateway_completions(struct exchange *exchange);
 int handle_gateway_embeddings(struct exchange *exchange);
 int handle_gateway_models(struct exchange *exchange);
+int handle_gateway_messages(struct exchange *exchange);
+int handle_gateway_messages_count_tokens(struct exchange *exchange);
+int handle_gateway_responses(struct exchange *exchange);
+int handle_gateway_responses_input_tokens(struct exchange *exchange);
+/* GET and DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel */
+int handle_gateway_response_item(struct exchange *exchange);
 
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "core/clock.h"
+#include "gateway/gw_answer.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_endpoint.h"
 #include "server.h"
@@ -121,16 +122,28 @@ static void on_head(void *context, const struct gw_head *head)
         exchange_backend_done(wake);
 }
 
+/* A Responses id the call created, remembered for its key (call->mutex
+ * held, or the transfer over). */
+static void remember_response(struct gw_call *call, const char *id, size_t length)
+{
+    if (!call->remember_response || call->response_remembered)
+        return;
+    call->response_remembered = true;
+    (void)gw_owners_remember(call->gateway->owners, id, length, call->owner_digest);
+}
+
 /* One event of the stream (call->mutex held). */
 static int on_event(void *context, const struct gw_sse_event *event)
 {
     struct gw_call *call = context;
     gw_sse_output_add(&call->output, event);
-    if (event->usage.present)
-        call->usage = event->usage;
+    if (event->response_id != NULL)
+        remember_response(call, event->response_id, event->response_id_length);
     if (!event->complete)
         return 0; /* an unfinished tail: a client would drop it too */
-    if (event->done) {
+    /* The end ([DONE], message_stop, response.completed, ...) and anything
+     * after it wait until the lease is completed. */
+    if (event->stream_end || call->held.length > 0) {
         buffer_append(&call->held, event->raw, event->raw_length);
         return 0;
     }
@@ -217,18 +230,22 @@ static void forward_start(struct exchange *ex)
         settle(call); /* its end wakes the exchange: 503 */
         return;
     }
-    const struct gw_upstream *upstream = call->model->upstream;
-    char url[GW_BASE_URL_LENGTH_MAX + 32];
-    snprintf(url, sizeof url, "%s%s", upstream->base_url,
-             gw_endpoint_upstream_path(call->endpoint));
+    const struct gw_upstream *upstream = call->upstream;
+    char url[GW_BASE_URL_LENGTH_MAX + GW_UPSTREAM_PATH_LENGTH_MAX + 1];
+    snprintf(url, sizeof url, "%s%s", upstream->base_url, call->upstream_path);
     struct gw_transfer_spec spec = {
         .url = url,
+        .method = call->method,
         .api_key = upstream->api_key,
+        .key_header = upstream->api == GW_API_ANTHROPIC ? GW_KEY_X_API_KEY : GW_KEY_BEARER,
+        .header_count = call->header_count,
         .body = call->upstream_body.data,
         .body_length = call->upstream_body.length,
         .timeout_ms = upstream->timeout_seconds * 1000u,
         .connect_timeout_ms = upstream->connect_timeout_seconds * 1000u,
     };
+    for (uint32_t i = 0; i < call->header_count; i++)
+        spec.headers[i] = call->header_lines[i];
     gw_call_retain(call); /* the transfer's */
     /* Held across the submit: a callback waits until `transfer` is set. */
     pthread_mutex_lock(&call->mutex);
@@ -300,34 +317,11 @@ int gw_call_forward(struct exchange *ex, struct gw_call *call)
 
 /* ---- settling the lease -------------------------------------------------- */
 
-/* Output tokens of an answer that did not stream and had no usage: its
- * text, counted as the input is estimated. */
-static uint64_t answer_output_tokens(struct gw_call *call, const struct jdoc_value *root)
+/* What a whole answer used: its usage, else its counted text (the input
+ * estimate with it). A Responses answer's id is remembered on the way. */
+static void answer_used(struct gw_call *call)
 {
-    const struct jdoc_value *choices = jdoc_get(root, "choices");
-    if (!jdoc_is(choices, JDOC_ARRAY))
-        return 0;
-    struct gw_text_counter counter;
-    gw_text_counter_init(&counter);
-    for (uint32_t i = 0; i < choices->count; i++) {
-        const struct jdoc_value *choice = &choices->as.items[i];
-        const struct jdoc_value *text = jdoc_get(choice, "text");
-        const struct jdoc_value *message = jdoc_get(choice, "message");
-        const struct jdoc_value *content = message != NULL ? jdoc_get(message, "content") : NULL;
-        const struct jdoc_value *piece = jdoc_is(text, JDOC_STRING) ? text : content;
-        if (jdoc_is(piece, JDOC_STRING)) {
-            gw_text_counter_add(&counter, piece->as.string, piece->count);
-            gw_text_counter_break(&counter);
-        }
-    }
-    (void)call;
-    return gw_text_counter_tokens(&counter);
-}
-
-/* What a whole answer used: its usage, else its counted text. */
-static void answer_used(struct gw_call *call, struct gw_tokens *used)
-{
-    *used = (struct gw_tokens){.input = call->estimate.input_tokens};
+    call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     char *copy = malloc(call->answer.length + 1);
     if (copy == NULL)
         return;
@@ -339,10 +333,20 @@ static void answer_used(struct gw_call *call, struct gw_tokens *used)
     struct gw_usage usage = {0};
     if (jdoc_parse_nested(copy, call->answer.length, GW_JSON_DEPTH_MAX, &arena, &root, error,
                           sizeof error) == 0) {
-        if (gw_usage_read(root, &usage, error, sizeof error) == 0 && usage.present)
-            *used = gw_usage_tokens(&usage);
-        else
-            used->output = answer_output_tokens(call, root);
+        const char *id;
+        size_t id_length;
+        if (call->endpoint == GW_ENDPOINT_RESPONSES &&
+            gw_answer_response_id(root, &id, &id_length) == 0)
+            remember_response(call, id, id_length);
+        if (!call->charged) {
+            /* forwarded only: nothing to measure */
+        } else if (gw_usage_read_answer(call->endpoint, root, &usage, error, sizeof error) == 0 &&
+                   usage.present) {
+            call->used = gw_usage_tokens(&usage);
+            call->used_from_usage = true;
+        } else {
+            call->used.output = gw_answer_output_tokens(call->endpoint, root);
+        }
     }
     arena_free(&arena);
     free(copy);
@@ -352,18 +356,28 @@ static void answer_used(struct gw_call *call, struct gw_tokens *used)
 static void measure(struct gw_call *call)
 {
     if (call->mode == GW_MODE_STREAM) {
-        if (call->usage.present)
-            call->used = gw_usage_tokens(&call->usage);
-        else
-            call->used = (struct gw_tokens){.input = call->estimate.input_tokens,
-                                            .output = gw_sse_output_tokens(&call->output)};
+        call->used_from_usage = gw_sse_stream_tokens(&call->sse, &call->output,
+                                                     call->estimate.input_tokens, &call->used) &&
+                                gw_sse_ended(&call->sse);
     } else if (call->mode == GW_MODE_BUFFER) {
-        answer_used(call, &call->used);
+        if (call->charged || call->remember_response) /* else nothing to read in it */
+            answer_used(call);
     } else { /* cut before the answer (call_was_made): the input was sent */
         call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     }
-    if (gw_cost_usd_micros(call->model, &call->used, &call->cost_usd_micros) != GW_COST_OK)
+    if (!call->charged ||
+        gw_cost_usd_micros(call->model, &call->used, &call->cost_usd_micros) != GW_COST_OK)
         call->cost_usd_micros = 0;
+}
+
+/* An observed model learns the output of a call that ended properly (a
+ * cut call's output says nothing of how long its answers run). */
+static void observe(struct gw_call *call)
+{
+    if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED || !call->used_from_usage)
+        return;
+    (void)gw_observed_record(call->gateway->observed, call->model->name, call->key->caller,
+                             call->used.output);
 }
 
 static void settled(void *context)
@@ -382,15 +396,18 @@ static void settled(void *context)
     }
     struct exchange *wake = NULL;
     if (call->mode == GW_MODE_STREAM) {
-        buffer_append(&call->answer, call->held.data, call->held.length); /* [DONE] */
+        buffer_append(&call->answer, call->held.data, call->held.length); /* the end */
         call->stream_ended = true;
         wake_stream(call);
     } else {
         wake = take_waiter(call);
     }
     pthread_mutex_unlock(&call->mutex);
-    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
-                 &delta);
+    if (call->charged) {
+        gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
+                     &delta);
+        observe(call);
+    }
     if (wake != NULL)
         exchange_backend_done(wake);
     if (call->linked)

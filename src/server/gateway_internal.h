@@ -16,6 +16,8 @@
 #include "gateway/gw_config.h"
 #include "gateway/gw_estimate.h"
 #include "gateway/gw_forward.h"
+#include "gateway/gw_observed.h"
+#include "gateway/gw_owners.h"
 #include "gateway/gw_plan.h"
 #include "gateway/gw_request.h"
 #include "gateway/gw_sse.h"
@@ -68,6 +70,12 @@ void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
 
 /* ---- the gateway --------------------------------------------------------- */
 
+/* What goes after an upstream's base_url: the route's path (with a
+ * response id) and the client's query; a longer one is refused (400). */
+#define GW_UPSTREAM_PATH_LENGTH_MAX 2048
+/* The anthropic-version sent upstream when the client sends none. */
+#define GW_ANTHROPIC_VERSION_DEFAULT "2023-06-01"
+
 struct gw_call;
 
 struct gateway {
@@ -84,6 +92,11 @@ struct gateway {
     uint32_t call_count;
     bool quiescing;
     struct gw_stats stats;
+    /* Kept across reloads: the outputs of recent calls per (model,
+     * caller), for models whose output_reservation is "observed", and
+     * which key created which Responses id. */
+    struct gw_observed *observed;
+    struct gw_owners *owners;
     /* Ended calls kept for the next ones: a fresh malloc of one (about
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
      * time, as request objects did (src/server/http.c). */
@@ -94,6 +107,11 @@ struct gateway {
 
 /* The config in force, retained: release it with gw_config_release. */
 struct gw_config *gateway_config_get(struct gateway *gateway);
+
+/* The identity gw_owners remembers a Responses id under: the key that
+ * created it, on the upstream that holds it. 0, or -1 (libcrypto failed). */
+int gateway_owner_digest(const struct gw_key *key, const struct gw_upstream *upstream,
+                         uint8_t out[GW_SHA256_BYTES]);
 
 /* ---- one call ------------------------------------------------------------ */
 
@@ -112,17 +130,33 @@ struct gw_call {
     struct gateway *gateway;
     struct gw_config *config; /* retained */
     const struct gw_key *key;
-    const struct gw_model *model;
+    const struct gw_model *model; /* NULL on the routes of a stored response */
+    const struct gw_upstream *upstream;
     enum gw_endpoint endpoint;
+    bool charged;              /* reserved and settled; false: forwarded only (count_tokens, ...) */
     struct exchange *exchange; /* NULL once the transport freed it */
 
     /* before the call */
     struct gw_estimate estimate;
     struct gw_plan plan;
+    /* Where and how it goes upstream, besides the body: the path after
+     * base_url (with the client's query), the method, the header lines
+     * (Anthropic's version and beta). Not zeroed for a new call: the
+     * counts say what is set. */
+    char upstream_path[GW_UPSTREAM_PATH_LENGTH_MAX + 1];
+    char header_lines[GW_FORWARD_HEADERS_MAX][GW_FORWARD_HEADER_LENGTH_MAX + 1];
+    /* From here on zeroed for a new call (call_new). */
     bool stream;               /* the client asked for a stream */
     bool client_include_usage; /* ... and for the usage chunk itself */
+    uint32_t header_count;
+    enum gw_method method;
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
     uint32_t attempt; /* of this X-Request-Id: 0, or the retries after a denial or a release */
+    /* Responses: remember the id it creates, for the key (and upstream)
+     * that made it (gateway_owner_digest); not for "store": false. */
+    bool remember_response;
+    bool response_remembered;
+    uint8_t owner_digest[GW_SHA256_BYTES];
     struct reserve_request reserve;
     struct reserve_result reserve_result;
     struct requirement_state states[GW_LIMITS_MAX];
@@ -149,13 +183,15 @@ struct gw_call {
     /* the answer */
     struct buffer answer; /* buffered: the whole body; stream: bytes for the client */
     size_t answer_sent;   /* stream: bytes of `answer` the client has been given */
-    struct buffer held;   /* stream: the [DONE] event, given once the lease is settled */
-    bool streaming;       /* stream: the head is out; what comes wakes the exchange */
-    bool stream_ended;    /* stream: nothing more will come */
+    /* stream: the event that ends it ([DONE], message_stop,
+     * response.completed, ...) and any after it, given once the lease is
+     * settled */
+    struct buffer held;
+    bool streaming;    /* stream: the head is out; what comes wakes the exchange */
+    bool stream_ended; /* stream: nothing more will come */
     bool answer_too_large;
     struct gw_sse sse;
     struct gw_sse_output output;
-    struct gw_usage usage; /* the last usage seen */
 
     /* settling */
     bool settling;
@@ -166,6 +202,7 @@ struct gw_call {
     struct release_request release;
     struct release_result release_result;
     struct gw_tokens used;
+    bool used_from_usage; /* `used` is the upstream's usage of a call that ended properly */
     uint64_t cost_usd_micros;
 
     bool linked; /* in gateway.calls: forwarded, not yet settled */
@@ -188,25 +225,35 @@ void gw_call_client_gone(struct http_exchange *exchange);
 
 /* ---- answers: gateway_reply.c -------------------------------------------- */
 
-#define GW_HEADERS_MAX 16
+#define GW_HEADERS_MAX 32
 
-/* An answer's headers, with room for their values. */
+/* An answer's headers, with room for their names and values. */
 struct gw_headers {
     struct http_header list[GW_HEADERS_MAX];
+    char names[GW_HEADERS_MAX][64];
     char values[GW_HEADERS_MAX][GW_CONTENT_TYPE_LENGTH_MAX + 64];
     size_t count;
 };
 
+/* Adds a header; name and value are copied. */
 void gw_headers_add(struct gw_headers *headers, const char *name, const char *value);
 
-/* An OpenAI-shaped error: {"error":{"message","type","param","code"}}.
- * retry_after_ms > 0 adds Retry-After and retry-after-ms. */
+/* An error in the shape of the route's surface: OpenAI's
+ * {"error":{"message","type","param","code"}}, or on the Messages routes
+ * Anthropic's {"type":"error","error":{"type","message"}} (its type from
+ * the status). retry_after_ms > 0 adds Retry-After and retry-after-ms, and
+ * x-should-retry: false when that is more than 60 s away. */
 int gw_reply_error(struct exchange *exchange, unsigned status, const char *type, const char *code,
                    int64_t retry_after_ms, const char *format, ...)
     __attribute__((format(printf, 6, 7)));
+/* The 429 of a call whose reserve was denied for capacity: the same, with
+ * the reserve's retry and the rate-limit headers of the limits that did
+ * not fit. */
+int gw_reply_denied(struct exchange *exchange, struct gw_call *call, const char *type,
+                    const char *code, const char *format, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Adds x-llmlimit-lease-id and the x-ratelimit-* headers of the call. */
-void gw_reply_headers(struct gw_headers *headers, const struct gw_call *call,
-                      int64_t now_unix_ms);
+void gw_reply_headers(struct gw_headers *headers, const struct gw_call *call, int64_t now_unix_ms);
 /* The answer of a call that did not stream: the upstream's body as it
  * came, its status and content type, and the call's headers. */
 int gw_reply_answer(struct exchange *exchange, struct gw_call *call);

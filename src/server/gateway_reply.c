@@ -1,8 +1,11 @@
 /* The gateway's answers (docs/gateway.md, "A call, step by step" and
- * "Rate-limit headers"): OpenAI-shaped errors, the upstream's answer passed
- * on as it came, a stream's head and events,
- * and the headers every answer of a reserved call carries: its lease id and
- * the x-ratelimit-* figures of the limits it reserved, in OpenAI's form. */
+ * "Rate-limit headers"): errors in the shape of the route's surface (OpenAI's
+ * or Anthropic's), the upstream's answer passed on as it came, a stream's
+ * head and events, and the headers every answer of a reserved call carries:
+ * its lease id and the figures of the limits it reserved, in OpenAI's form
+ * (x-ratelimit-*) and on the Messages surface in Anthropic's too
+ * (anthropic-ratelimit-*); a denial's 429 carries those of the limits that
+ * did not fit. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
@@ -20,12 +24,19 @@
 void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
 {
     assert(h->count < GW_HEADERS_MAX);
-    size_t length = strlen(value);
+    size_t name_length = strlen(name), length = strlen(value);
+    assert(name_length < sizeof h->names[0]);
     assert(length < sizeof h->values[0]);
+    memcpy(h->names[h->count], name, name_length + 1);
     memcpy(h->values[h->count], value, length + 1);
-    h->list[h->count] = (struct http_header){name, h->values[h->count]};
+    h->list[h->count] = (struct http_header){h->names[h->count], h->values[h->count]};
     h->count++;
 }
+
+/* Beyond this wait, an SDK would not wait for the retry (the OpenAI and
+ * Anthropic SDKs cap theirs at 60 s): say not to retry at all, which both
+ * honour, so a budget denial is not tried again in a loop. */
+#define GW_SHOULD_RETRY_MS_MAX 60000
 
 static void add_retry_headers(struct gw_headers *h, int64_t retry_after_ms)
 {
@@ -34,6 +45,39 @@ static void add_retry_headers(struct gw_headers *h, int64_t retry_after_ms)
     *buffer_put_i64(milliseconds, retry_after_ms) = '\0';
     gw_headers_add(h, "Retry-After", seconds);
     gw_headers_add(h, "retry-after-ms", milliseconds);
+    if (retry_after_ms > GW_SHOULD_RETRY_MS_MAX)
+        gw_headers_add(h, "x-should-retry", "false");
+}
+
+/* The surface whose error shape the exchange's route answers in. */
+static enum gw_endpoint error_surface(const struct exchange *ex)
+{
+    return (ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0 ? GW_ENDPOINT_MESSAGES
+                                                           : GW_ENDPOINT_CHAT_COMPLETIONS;
+}
+
+/* An error with the headers h already holds (beyond Content-Type and the
+ * retry's), in the route's surface's shape. */
+static int reply_error_with(struct exchange *ex, struct gw_headers *h, unsigned status,
+                            const char *type, const char *code, int64_t retry_after_ms,
+                            const char *message)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    gw_error_for(&b, error_surface(ex), status, type, code, message);
+    gw_headers_add(h, "Content-Type", "application/json");
+    if (retry_after_ms > 0)
+        add_retry_headers(h, retry_after_ms);
+    struct gw_call *call = ex->gateway_call;
+    if (call != NULL && call->lease_id[0] != '\0')
+        gw_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
+    if (b.failed) {
+        buffer_free(&b);
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
+    }
+    exchange_answer_raw(ex, status, h->list, h->count, b.data, b.length);
+    buffer_free(&b);
+    return 0;
 }
 
 int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
@@ -44,23 +88,8 @@ int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    struct buffer b;
-    buffer_init(&b, NULL, 0);
-    gw_error_openai(&b, message, type, NULL, code);
     struct gw_headers h = {.count = 0};
-    gw_headers_add(&h, "Content-Type", "application/json");
-    if (retry_after_ms > 0)
-        add_retry_headers(&h, retry_after_ms);
-    struct gw_call *call = ex->gateway_call;
-    if (call != NULL && call->lease_id[0] != '\0')
-        gw_headers_add(&h, "x-llmlimit-lease-id", call->lease_id);
-    if (b.failed) {
-        buffer_free(&b);
-        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
-    }
-    exchange_answer_raw(ex, status, h.list, h.count, b.data, b.length);
-    buffer_free(&b);
-    return 0;
+    return reply_error_with(ex, &h, status, type, code, retry_after_ms, message);
 }
 
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
@@ -89,47 +118,138 @@ static void duration_text(int64_t ms, char *out, size_t size)
     memcpy(at, "s", 2);
 }
 
-/* The most constrained of the reserved limits that count `what`: the one
- * with the least left, among those whose template amount is in `amounts`. */
-static const struct requirement_state *tightest(const struct gw_call *call, unsigned amounts)
-{
-    const struct gw_plan *plan = &call->plan;
-    const struct requirement_state *best = NULL;
-    for (uint32_t t = 0; t < plan->template_count; t++) {
-        if ((amounts & (1u << plan->template_amount[t])) == 0)
-            continue;
-        uint8_t requirement = plan->key_requirement[plan->template_key[t]];
-        if (requirement == GW_PLAN_NOT_RESERVED)
-            continue;
-        const struct requirement_state *state = &call->states[requirement];
-        if (best == NULL || (state->known && (!best->known || state->available < best->available)))
-            best = state;
-    }
-    return best;
-}
+/* ---- rate-limit headers ---- */
 
-struct limit_header_names {
-    const char *limit, *remaining, *reset;
+/* What the headers say of one limit. */
+struct limit_figure {
+    uint64_t capacity;
+    bool remaining_known;
+    int64_t remaining;
+    bool reset_known;
+    int64_t reset_at_unix_ms;
 };
 
-static const struct limit_header_names requests_headers = {
-    "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"};
-static const struct limit_header_names tokens_headers = {
-    "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"};
+#define AMOUNT_BIT(amount) (1u << (amount))
 
-static void add_limit_headers(struct gw_headers *h, const struct limit_header_names *names,
-                              const struct requirement_state *state, int64_t now_unix_ms)
+/* A family of headers and the template amounts whose limits it reports:
+ * OpenAI's x-ratelimit-<verb>-<openai> (NULL: none), Anthropic's
+ * anthropic-ratelimit-<anthropic>-<verb>. */
+struct limit_family {
+    unsigned amounts;
+    const char *openai;
+    const char *anthropic;
+};
+
+static const struct limit_family families[] = {
+    {AMOUNT_BIT(GW_AMOUNT_REQUESTS), "requests", "requests"},
+    {AMOUNT_BIT(GW_AMOUNT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_INPUT_TOKENS) |
+         AMOUNT_BIT(GW_AMOUNT_UNCACHED_INPUT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_OUTPUT_TOKENS),
+     "tokens", "tokens"},
+    {AMOUNT_BIT(GW_AMOUNT_INPUT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_UNCACHED_INPUT_TOKENS), NULL,
+     "input-tokens"},
+    {AMOUNT_BIT(GW_AMOUNT_OUTPUT_TOKENS), NULL, "output-tokens"},
+};
+
+#define FAMILIES (sizeof families / sizeof families[0])
+
+/* Anthropic writes a reset as an RFC 3339 time: "2026-05-01T12:00:00Z"
+ * (whole seconds, rounded up: the limit is free by then). */
+static void rfc3339_text(int64_t unix_ms, char *out, size_t size)
 {
-    char value[80]; /* every answer has these: no printf */
-    *buffer_put_u64(value, state->capacity) = '\0';
-    gw_headers_add(h, names->limit, value);
-    if (!state->known)
-        return; /* the backend cannot tell what is left (docs/gateway.md) */
-    *buffer_put_i64(value, state->available > 0 ? state->available : 0) = '\0';
-    gw_headers_add(h, names->remaining, value);
-    duration_text(state->reset_at_unix_ms > 0 ? state->reset_at_unix_ms - now_unix_ms : 0, value,
-                  sizeof value);
-    gw_headers_add(h, names->reset, value);
+    time_t seconds = (time_t)(unix_ms / 1000 + (unix_ms % 1000 > 0));
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void add_limit_headers(struct gw_headers *h, const struct limit_family *family,
+                              bool anthropic, const struct limit_figure *figure,
+                              int64_t now_unix_ms)
+{
+    char name[64], value[80]; /* every answer has these: no printf for the values */
+    int64_t reset_ms =
+        figure->reset_at_unix_ms > now_unix_ms ? figure->reset_at_unix_ms : now_unix_ms;
+    if (family->openai != NULL) {
+        *buffer_put_u64(value, figure->capacity) = '\0';
+        snprintf(name, sizeof name, "x-ratelimit-limit-%s", family->openai);
+        gw_headers_add(h, name, value);
+        if (figure->remaining_known) {
+            *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
+            snprintf(name, sizeof name, "x-ratelimit-remaining-%s", family->openai);
+            gw_headers_add(h, name, value);
+        }
+        if (figure->reset_known) {
+            duration_text(reset_ms - now_unix_ms, value, sizeof value);
+            snprintf(name, sizeof name, "x-ratelimit-reset-%s", family->openai);
+            gw_headers_add(h, name, value);
+        }
+    }
+    if (!anthropic)
+        return;
+    *buffer_put_u64(value, figure->capacity) = '\0';
+    snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", family->anthropic);
+    gw_headers_add(h, name, value);
+    if (figure->remaining_known) {
+        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
+        snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", family->anthropic);
+        gw_headers_add(h, name, value);
+    }
+    if (figure->reset_known) {
+        rfc3339_text(reset_ms, value, sizeof value);
+        snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", family->anthropic);
+        gw_headers_add(h, name, value);
+    }
+}
+
+/* Whether a template of the plan whose amount is in `amounts` gives the
+ * requirement at index r. */
+static bool requirement_in(const struct gw_plan *plan, uint32_t r, unsigned amounts)
+{
+    for (uint32_t t = 0; t < plan->template_count; t++) {
+        if ((amounts & AMOUNT_BIT(plan->template_amount[t])) != 0 &&
+            plan->key_requirement[plan->template_key[t]] == r)
+            return true;
+    }
+    return false;
+}
+
+/* Whether a is more constrained than b: a known state before an unknown
+ * one; among known ones the least left, among unknown ones (the
+ * tigerbeetle backend's) the smallest capacity. */
+static bool tighter(const struct requirement_state *a, const struct requirement_state *b)
+{
+    if (a->known != b->known)
+        return a->known;
+    return a->known ? a->available < b->available : a->capacity < b->capacity;
+}
+
+/* The most constrained of the reserved limits of a family. false when the
+ * plan reserves none of them. */
+static bool tightest(const struct gw_call *call, unsigned amounts, struct limit_figure *out)
+{
+    const struct requirement_state *best = NULL;
+    for (uint32_t r = 0; r < call->plan.requirement_count; r++) {
+        const struct requirement_state *state = &call->states[r];
+        if (!requirement_in(&call->plan, r, amounts))
+            continue;
+        if (best == NULL || tighter(state, best))
+            best = state;
+    }
+    if (best == NULL)
+        return false;
+    /* The tigerbeetle backend cannot tell what is left (docs/gateway.md). */
+    *out = (struct limit_figure){.capacity = best->capacity,
+                                 .remaining_known = best->known,
+                                 .remaining = best->available,
+                                 .reset_known = best->known,
+                                 .reset_at_unix_ms = best->reset_at_unix_ms};
+    return true;
+}
+
+/* Anthropic's headers go on the answers of the Messages surface. */
+static bool anthropic_surface(const struct gw_call *call)
+{
+    return gw_endpoint_api(call->endpoint) == GW_API_ANTHROPIC;
 }
 
 void gw_reply_headers(struct gw_headers *h, const struct gw_call *call, int64_t now_unix_ms)
@@ -138,14 +258,49 @@ void gw_reply_headers(struct gw_headers *h, const struct gw_call *call, int64_t 
         gw_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
-    const struct requirement_state *requests = tightest(call, 1u << GW_AMOUNT_REQUESTS);
-    const struct requirement_state *tokens =
-        tightest(call, (1u << GW_AMOUNT_TOKENS) | (1u << GW_AMOUNT_INPUT_TOKENS) |
-                           (1u << GW_AMOUNT_OUTPUT_TOKENS));
-    if (requests != NULL)
-        add_limit_headers(h, &requests_headers, requests, now_unix_ms);
-    if (tokens != NULL)
-        add_limit_headers(h, &tokens_headers, tokens, now_unix_ms);
+    for (size_t f = 0; f < FAMILIES; f++) {
+        struct limit_figure figure;
+        if (tightest(call, families[f].amounts, &figure))
+            add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
+    }
+}
+
+/* A 429 after a denial: the limits that did not fit, each family's first
+ * with its capacity (from the registry) and when this call would fit
+ * (retry_after_ms, as the backend reported); what is left is not reported
+ * on a denial. */
+static void denial_headers(struct gw_headers *h, struct exchange *ex, const struct gw_call *call,
+                           int64_t now_unix_ms)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    for (size_t f = 0; f < FAMILIES; f++) {
+        for (uint32_t i = 0; i < r->denied_count; i++) {
+            uint32_t index = r->denied_index[i];
+            struct limit_state state;
+            if (!requirement_in(&call->plan, index, families[f].amounts) ||
+                backend_get_limit(ex->server->backend, call->reserve.requirements[index].key,
+                                  &state) != 0)
+                continue;
+            struct limit_figure figure = {.capacity = state.definition.capacity,
+                                          .reset_known = true,
+                                          .reset_at_unix_ms = now_unix_ms + r->retry_after_ms};
+            add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
+            break;
+        }
+    }
+}
+
+int gw_reply_denied(struct exchange *ex, struct gw_call *call, const char *type, const char *code,
+                    const char *format, ...)
+{
+    char message[1024];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    struct gw_headers h = {.count = 0};
+    denial_headers(&h, ex, call, clock_now_ms(ex->server->clock));
+    return reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, message);
 }
 
 /* A header value the upstream sent that may go out again as it is. */

@@ -15,12 +15,13 @@
 #include "auth.h"
 
 enum route_flag {
-    ROUTE_ITEM = 1,            /* path is a prefix; the rest of the path is the {key} */
-    ROUTE_ERROR_HAS_OK = 2,    /* error bodies carry "ok": false (complete, release) */
-    ROUTE_TEST_CLOCK_ONLY = 4, /* exists only with --test-clock */
-    ROUTE_TEXT = 8,            /* a 200 is Prometheus text, not JSON */
-    ROUTE_NO_STORE = 16,       /* answers are never cached, never sniffed (the console's data) */
-    ROUTE_ERROR_OPENAI = 32,   /* error bodies in OpenAI's shape (the gateway's routes) */
+    ROUTE_ITEM = 1,             /* path is a prefix; the rest of the path is the {key} */
+    ROUTE_ERROR_HAS_OK = 2,     /* error bodies carry "ok": false (complete, release) */
+    ROUTE_TEST_CLOCK_ONLY = 4,  /* exists only with --test-clock */
+    ROUTE_TEXT = 8,             /* a 200 is Prometheus text, not JSON */
+    ROUTE_NO_STORE = 16,        /* answers are never cached, never sniffed (the console's data) */
+    ROUTE_ERROR_OPENAI = 32,    /* error bodies in OpenAI's shape (the gateway's routes) */
+    ROUTE_ERROR_ANTHROPIC = 64, /* error bodies in Anthropic's shape (the gateway's Messages) */
 };
 
 struct exchange;

@@ -70,7 +70,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR_DEFAULT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 # The pages whose ```sh blocks run, relative to the repository's root.
-PAGES = ("README.md", "docs/gateway.md")
+PAGES = ("README.md", "docs/gateway.md", "docs/agents.md")
 
 SKIP = 77
 RUN_INFO = "sh"

@@ -2,13 +2,15 @@
 fake upstream, or llmlimitd's gateway), headless and offline, each in a clean
 environment with a temporary HOME (Claude Code) or CODEX_HOME (Codex):
 run_claude, run_codex, run_anthropic_sdk, run_openai_responses. Each returns
-a Result (code, stdout, stderr, json) and leaves no process behind.
+a Result (code, stdout, stderr, json) and leaves no process behind;
+spawn_claude and spawn_codex start one in the background, to be killed.
 skip_unless_installed() exits 77 (ctest: skipped) when node or a package is
 missing (npm ci --prefix tests/gateway/node installs them)."""
 
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,20 +165,70 @@ def codex_config(base_url, model, provider=None, top=None):
 
 
 def run_codex(base_url, prompt, api_key, model, provider=None, top=None, env=None, node=None,
-              timeout_s=TIMEOUT_SECONDS_DEFAULT):
+              timeout_s=TIMEOUT_SECONDS_DEFAULT, config_text=None, key_variable=None):
     """`codex exec --json --skip-git-repo-check PROMPT` with CODEX_HOME holding
-    codex_config(...), in an empty working directory; json is the list of
-    the JSON events Codex printed (turn.completed has the usage)."""
+    codex_config(...) (or config_text as it is, its key in key_variable), in
+    an empty working directory; json is the list of the JSON events Codex
+    printed (turn.completed has the usage)."""
     with tempfile.TemporaryDirectory(prefix="codex-home-") as home, \
             tempfile.TemporaryDirectory(prefix="codex-work-") as work:
         with open(os.path.join(home, "config.toml"), "w", encoding="utf-8") as config:
-            config.write(codex_config(base_url, model, provider, top))
-        variables = {"CODEX_HOME": home, CODEX_KEY_VARIABLE: api_key}
+            config.write(config_text or codex_config(base_url, model, provider, top))
+        variables = {"CODEX_HOME": home, (key_variable or CODEX_KEY_VARIABLE): api_key}
         variables.update(env or {})
         argv = [CODEX, "exec", "--json", "--skip-git-repo-check", prompt]
         result = run_group(argv, clean_env(home, node, variables), work, timeout_s)
     events = [parse_json(line) for line in result.stdout.splitlines() if line.strip()]
     return result._replace(json=events if all(e is not None for e in events) else None)
+
+
+class Spawned:
+    """An agent started in the background in its own process group, for
+    tests that kill it mid-call: kill() sends SIGKILL to the whole group
+    (a wrapper and the native binary it started) and waits; close() also
+    removes its temporary directories. Use it as a context manager."""
+
+    def __init__(self, argv, env, cwd, directories):
+        self.directories = directories
+        self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+
+    def kill(self):
+        kill_group(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def close(self):
+        self.kill()
+        for directory in self.directories:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def spawn_claude(base_url, prompt, api_key, env=None, args=(), node=None):
+    """run_claude's command, started in the background: a Spawned."""
+    home = tempfile.mkdtemp(prefix="claude-home-")
+    variables = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": api_key,
+                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    variables.update(env or {})
+    argv = [CLAUDE, "-p", prompt, "--output-format", "json"] + list(args)
+    return Spawned(argv, clean_env(home, node, variables), home, [home])
+
+
+def spawn_codex(base_url, prompt, api_key, model, provider=None, node=None):
+    """run_codex's command, started in the background: a Spawned."""
+    home = tempfile.mkdtemp(prefix="codex-home-")
+    work = tempfile.mkdtemp(prefix="codex-work-")
+    with open(os.path.join(home, "config.toml"), "w", encoding="utf-8") as config:
+        config.write(codex_config(base_url, model, provider))
+    variables = {"CODEX_HOME": home, CODEX_KEY_VARIABLE: api_key}
+    argv = [CODEX, "exec", "--json", "--skip-git-repo-check", prompt]
+    return Spawned(argv, clean_env(home, node, variables), work, [home, work])
 
 
 def codex_message(events):

@@ -997,6 +997,9 @@ class Stream:
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog (5) resets connections when a gateway
+    # opens dozens at once on a busy machine
+    request_queue_size = 1024
 
     def __init__(self, address, request_log, api_key, hang_seconds_max):
         self.request_log = request_log

@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -43,6 +44,10 @@ SKIP = 77
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
+MESSAGES = "/v1/messages"
+COUNT_TOKENS = "/v1/messages/count_tokens"
+RESPONSES = "/v1/responses"
+INPUT_TOKENS = "/v1/responses/input_tokens"
 PROVIDER_KEY_ENV = "GW_TEST_PROVIDER_KEY"
 WRONG_KEY_ENV = "GW_TEST_WRONG_PROVIDER_KEY"  # a key the fake refuses (401)
 
@@ -81,6 +86,68 @@ MODELS = {
 }
 MODEL_NORMAL = "m-normal"
 
+# The agent surfaces' models (docs/gateway.md, "Surfaces"): Messages on an
+# anthropic upstream (the same fake), Responses on the openai one. Their
+# prices differ for every part, so a part priced at another's price shows.
+AGENT_PRICES = {
+    "input_usd_micros_per_mtok": 3000000,
+    "cached_input_usd_micros_per_mtok": 300000,
+    "cache_write_5m_input_usd_micros_per_mtok": 3750000,
+    "cache_write_1h_input_usd_micros_per_mtok": 6000000,
+    "output_usd_micros_per_mtok": 15000000,
+    "reasoning_output_usd_micros_per_mtok": 20000000,
+}
+AGENT_MAX_OUTPUT_TOKENS = 64000
+AGENT_DEFAULT_OUTPUT_TOKENS = 1000
+# Public name -> (upstream, model sent upstream).
+AGENT_MODELS = {
+    "a-normal": ("fake-anthropic", "fake-normal"),
+    "a-counted": ("fake-anthropic", "fake-normal:prompt_tokens=1001:completion_tokens=499"),
+    "a-cache": ("fake-anthropic", "fake-normal:prompt_tokens=1000:cached_tokens=2000"
+                ":cache_write_5m=3000:cache_write_1h=4000:completion_tokens=400"
+                ":reasoning_tokens=100"),
+    "a-deltas": ("fake-anthropic", "fake-normal:prompt_tokens=1001:completion_tokens=499"
+                 ":message_deltas=4"),
+    "a-slow": ("fake-anthropic", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
+    "a-endless": ("fake-anthropic", "fake-stream-endless:prompt_tokens=1001:chunks=6"
+                  ":completion_tokens=6"),
+    "a-no-usage": ("fake-anthropic", "fake-stream-no-usage:completion_tokens=9"),
+    "a-close": ("fake-anthropic", "fake-stream-close:prompt_tokens=1001:chunks=6"
+                ":completion_tokens=6"),
+    "a-fail-429": ("fake-anthropic", "fake-fail-429"),
+    "r-normal": ("fake", "fake-normal"),
+    "r-counted": ("fake", "fake-normal:prompt_tokens=1001:completion_tokens=499"),
+    "r-cache": ("fake", "fake-normal:prompt_tokens=1001:cached_tokens=401:completion_tokens=499"
+                ":reasoning_tokens=99"),
+    "r-slow": ("fake", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
+    "r-endless": ("fake", "fake-stream-endless:prompt_tokens=1001:chunks=6:completion_tokens=6"),
+    "r-incomplete": ("fake", "fake-incomplete:prompt_tokens=1001:completion_tokens=499"),
+    "r-failed": ("fake", "fake-failed:prompt_tokens=1001:completion_tokens=499"),
+}
+
+
+def agent_cost(uncached=0, cache_read=0, write_5m=0, write_1h=0, output=0, reasoning=0,
+               prices=None):
+    """usd_micros, rounded up once, as docs/gateway.md ("Cost") defines it."""
+    p = prices or AGENT_PRICES
+    total = (uncached * p["input_usd_micros_per_mtok"]
+             + cache_read * p["cached_input_usd_micros_per_mtok"]
+             + write_5m * p["cache_write_5m_input_usd_micros_per_mtok"]
+             + write_1h * p["cache_write_1h_input_usd_micros_per_mtok"]
+             + (output - reasoning) * p["output_usd_micros_per_mtok"]
+             + reasoning * p["reasoning_output_usd_micros_per_mtok"])
+    return -(-total // 1000000)
+
+
+def agent_model(name, upstream, upstream_model, **fields):
+    """A model entry at AGENT_PRICES; fields override."""
+    model = {"name": name, "upstream": upstream, "upstream_model": upstream_model,
+             "max_output_tokens": AGENT_MAX_OUTPUT_TOKENS,
+             "default_max_output_tokens": AGENT_DEFAULT_OUTPUT_TOKENS}
+    model.update(AGENT_PRICES)
+    model.update(fields)
+    return model
+
 # Every key's limits: name -> (template, amount). A caller's limits are
 # made from these (kind and capacity per name in Caller.LIMITS).
 TEMPLATES = [
@@ -91,7 +158,11 @@ TEMPLATES = [
     ("conc", "conc:{caller}", "requests"),
     ("usd", "usd:{team}", "usd_micros"),
 ]
+# The agent tests' limits: these and the input without cache reads.
+AGENT_TEMPLATES = TEMPLATES + [("unc", "unc:{caller}", "uncached_input_tokens")]
 KEYS_MAX = 80  # fresh keys in one configuration
+# Prices in LiteLLM's format (a few entries of its file, as it writes them).
+LITELLM_PRICES = os.path.join(HERE, "prices_litellm.json")
 
 
 def argument(name, default=None):
@@ -131,10 +202,12 @@ def cost(input_tokens, output_tokens, cached_tokens=0):
     return -(-total // 1000000)
 
 
-def estimate(endpoint, body):
-    """(input_tokens, output_tokens) the gateway estimates for body."""
-    done = subprocess.run([ESTIMATE_TOOL, "request", endpoint, str(MAX_OUTPUT_TOKENS),
-                           str(DEFAULT_OUTPUT_TOKENS)], input=json.dumps(body).encode(),
+def estimate(endpoint, body, max_output_tokens=MAX_OUTPUT_TOKENS,
+             default_output_tokens=DEFAULT_OUTPUT_TOKENS):
+    """(input_tokens, output_tokens) the gateway estimates for body to a
+    model with these output bounds (the test models' by default)."""
+    done = subprocess.run([ESTIMATE_TOOL, "request", endpoint, str(max_output_tokens),
+                           str(default_output_tokens)], input=json.dumps(body).encode(),
                           capture_output=True, timeout=30, check=True)
     first, second = done.stdout.split()
     return int(first), int(second)
@@ -170,13 +243,17 @@ def provider_env(provider_key="sk-provider", wrong_key="sk-wrong"):
     return {PROVIDER_KEY_ENV: provider_key, WRONG_KEY_ENV: wrong_key}
 
 
-def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models=()):
+def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models=(),
+                   templates=None):
     """gateway.json for the fake upstream at upstream_url; keys: a list of
-    {"sha256", "caller", "team", "models"?}."""
+    {"sha256", "caller", "team", "models"?}. Besides `models` (MODELS by
+    default), the agent surfaces' AGENT_MODELS."""
     dead_port = dead_port or closed_port()
     upstreams = [
         {"name": "fake", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
          "timeout_seconds": 60, "connect_timeout_seconds": 5},
+        {"name": "fake-anthropic", "api": "anthropic", "base_url": upstream_url,
+         "api_key_env": PROVIDER_KEY_ENV, "timeout_seconds": 60, "connect_timeout_seconds": 5},
         {"name": "fake-short", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
          "timeout_seconds": SHORT_TIMEOUT_SECONDS, "connect_timeout_seconds": 2},
         {"name": "fake-wrong-key", "base_url": upstream_url, "api_key_env": WRONG_KEY_ENV},
@@ -192,9 +269,12 @@ def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models
             "output_usd_micros_per_mtok": OUTPUT_PRICE,
             "max_output_tokens": MAX_OUTPUT_TOKENS,
             "default_max_output_tokens": DEFAULT_OUTPUT_TOKENS})
+    for name, (upstream, upstream_model) in AGENT_MODELS.items():
+        model_list.append(agent_model(name, upstream, upstream_model))
     model_list.extend(extra_models)
     return {"upstreams": upstreams, "models": model_list, "keys": keys,
-            "limits": [{"key": template, "amount": amount} for _, template, amount in TEMPLATES]}
+            "limits": [{"key": template, "amount": amount}
+                       for _, template, amount in templates or TEMPLATES]}
 
 
 # -- a test's key and its limits ------------------------------------------------
@@ -206,6 +286,7 @@ class Caller:
     # name -> default definition (without key) of each limit
     LIMITS = {
         "req": {"kind": "rolling", "capacity": 100000, "window_seconds": 3600},
+        "unc": {"kind": "rolling", "capacity": 10 ** 9 + 3, "window_seconds": 3600},
         "tok": {"kind": "rolling", "capacity": 10 ** 9, "window_seconds": 3600},
         "in": {"kind": "rolling", "capacity": 10 ** 9 + 1, "window_seconds": 3600},
         "out": {"kind": "rolling", "capacity": 10 ** 9 + 2, "window_seconds": 3600},
@@ -220,12 +301,12 @@ class Caller:
         self.name = caller
         self.team = team
         self.keys = {name: template.replace("{caller}", caller).replace("{team}", team)
-                     for name, template, _ in TEMPLATES}
+                     for name, template, _ in gateway.templates}
 
     def define(self, skip=(), **capacities):
         """Puts this caller's limits; capacities override by name."""
         for name, definition in self.LIMITS.items():
-            if name in skip:
+            if name in skip or name not in self.keys:
                 continue
             definition = dict(definition, key=self.keys[name])
             if name in capacities:
@@ -266,11 +347,15 @@ class StreamAnswer:
         self.headers = headers
         self.raw = raw
         self.events = []
+        self.names = []  # each event's `event:` name (None without one), as events
         for block in raw.replace("\r\n", "\n").split("\n\n"):
             lines = [line[len("data: "):] for line in block.split("\n")
                      if line.startswith("data: ")]
+            names = [line[len("event: "):] for line in block.split("\n")
+                     if line.startswith("event: ")]
             if lines:
                 self.events.append("\n".join(lines))
+                self.names.append(names[0] if names else None)
 
     def chunks(self):
         """The JSON events (every one but [DONE])."""
@@ -290,8 +375,10 @@ class Gateway:
     """llmlimitd in gateway mode and its fake upstream."""
 
     def __init__(self, backend=None, keys=KEYS_MAX, models=None, args=(), env=None,
-                 restricted_models=("m-normal",)):
+                 restricted_models=("m-normal",), templates=None, extra_models=(),
+                 prices_file=None):
         self.backend = backend or BACKEND
+        self.templates = templates or TEMPLATES
         self.provider_key = "sk-provider-" + secrets.token_hex(16)
         self.wrong_key = "sk-wrong-" + secrets.token_hex(16)
         self.upstream = fake_upstream.start(api_key=self.provider_key)
@@ -309,7 +396,11 @@ class Gateway:
         key_list.append({"sha256": sha256, "caller": "restricted", "team": "restricted",
                          "models": list(restricted_models)})
         self.restricted = (secret, "restricted", "restricted")
-        self.config = gateway_config(self.upstream.base_url, key_list, models)
+        self.config = gateway_config(self.upstream.base_url, key_list, models,
+                                     extra_models=extra_models, templates=self.templates)
+        if prices_file is not None:  # a copy beside gateway.json, named relative to it
+            shutil.copy(prices_file, os.path.join(self.directory, "prices.json"))
+            self.config["prices_file"] = "prices.json"
         self.write_config(self.config)
         server_args = ["--gateway-config", self.config_path] + list(args)
         if self.backend == "tigerbeetle":
@@ -378,13 +469,16 @@ class Gateway:
         return http.client.HTTPConnection(self.server.host, self.server.port, timeout=timeout_s)
 
     def call(self, caller, path, body=None, headers=None, method="POST", raw=None,
-             timeout_s=30):
+             timeout_s=30, x_api_key=False):
         """One request on a new connection; caller is a Caller, a secret
-        string or None (no Authorization). Returns (status, headers with
-        lower-case names, parsed JSON or text)."""
+        string or None (no key), sent as Authorization: Bearer, or as
+        x-api-key when x_api_key. Returns (status, headers with lower-case
+        names, parsed JSON or text)."""
         send = {"Content-Type": "application/json"}
         secret = caller.secret if isinstance(caller, Caller) else caller
-        if secret is not None:
+        if secret is not None and x_api_key:
+            send["x-api-key"] = secret
+        elif secret is not None:
             send["Authorization"] = "Bearer " + secret
         send.update(headers or {})
         payload = raw if raw is not None else (None if body is None else json.dumps(body))
@@ -403,10 +497,14 @@ class Gateway:
         except ValueError:
             return status, reply_headers, text
 
-    def stream(self, caller, path, body, headers=None, timeout_s=30):
+    def stream(self, caller, path, body, headers=None, timeout_s=30, x_api_key=False):
         """A streaming call read to its end: a StreamAnswer (or, when the
         answer is not an event stream, the same with its body as raw)."""
-        send = {"Content-Type": "application/json", "Authorization": "Bearer " + caller.secret}
+        send = {"Content-Type": "application/json"}
+        if x_api_key:
+            send["x-api-key"] = caller.secret
+        else:
+            send["Authorization"] = "Bearer " + caller.secret
         send.update(headers or {})
         conn = self.connection(timeout_s)
         try:

@@ -59,6 +59,46 @@ class Denials(GatewayTest, unittest.TestCase):
         self.assertEqual(self.forwarded(), forwarded)
         self.assertEqual(c.snapshot(), before)
 
+    def test_a_budget_denial_far_away_says_not_to_retry(self):
+        """A budget spent for the month: its 429 (chat too) carries x-should-retry: false, so
+        an SDK does not retry it in a loop; the denied limit's figures ride along."""
+        c = self.gw.caller(usd=1000)
+        self.assertEqual(self.gw.call(c, CHAT, chat("m-counted", max_tokens=600))[0], 200)
+        status, headers, body = self.gw.call(c, CHAT, chat("m-counted", max_tokens=1000))
+        self.assert_openai_error(status, body, 429, "insufficient_quota")
+        self.assertGreater(self.assert_retry_headers(headers), 60000)
+        self.assertEqual(headers["x-should-retry"], "false")
+        self.assertIn("x-llmlimit-lease-id", headers)
+        # a budget is not a requests or tokens limit: no x-ratelimit-* figures for it
+        self.assertFalse([h for h in headers if h.startswith("x-ratelimit-")], headers)
+
+    def test_a_rate_denial_carries_the_denied_limits_figures(self):
+        """A 429 of a tokens limit carries x-ratelimit-limit-tokens (its capacity) and
+        x-ratelimit-reset-tokens (when this call would fit); no x-should-retry for a wait of
+        seconds; what is left is not reported on a denial."""
+        c = self.gw.caller()
+        self.gw.server.put_limit({"key": c.keys["tok"], "kind": "rolling", "capacity": 600,
+                                  "window_seconds": 20})
+        # 300 output tokens used (and a few of input) in the window
+        self.assertEqual(self.gw.call(c, CHAT, chat("m-long", max_tokens=300))[0], 200)
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal", max_tokens=500))
+        self.assert_openai_error(status, body, 429, "rate_limit_exceeded")
+        retry_after_ms = self.assert_retry_headers(headers)
+        self.assertLessEqual(retry_after_ms, 20000)
+        self.assertNotIn("x-should-retry", headers)
+        self.assertEqual(headers["x-ratelimit-limit-tokens"], "600")
+        reset = headers["x-ratelimit-reset-tokens"]
+        self.assertTrue(reset.endswith("s"), reset)
+        self.assertNotIn("x-ratelimit-remaining-tokens", headers)
+        self.assertNotIn("x-ratelimit-limit-requests", headers)  # not denied
+
+    def test_an_unauthenticated_call_carries_no_limit_headers(self):
+        """A 401 names no limit: no key, so no limits, no x-ratelimit-* (docs/gateway.md)."""
+        status, headers, body = self.gw.call("llk-not-a-key", CHAT, chat("m-normal"))
+        self.assert_openai_error(status, body, 401, "invalid_api_key")
+        self.assertFalse([h for h in headers if "ratelimit" in h or h.startswith("x-llmlimit")],
+                         headers)
+
     def test_two_limits_denied_are_both_named(self):
         """Every limit that does not fit is named in the 429."""
         c = self.gw.caller(req=1, conc=1)

@@ -14,8 +14,8 @@ import socket
 import threading
 import unittest
 
-from gw_harness import (CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REMAINING_KNOWN, GatewayTest, chat,
-                        estimate, skip_unless_backend)
+from gw_harness import (AGENT_MODELS, CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REMAINING_KNOWN,
+                        GatewayTest, chat, estimate, skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
 UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -443,10 +443,10 @@ class Models(GatewayTest, unittest.TestCase):
         status, _, body = self.gw.call(c, "/v1/models", method="GET")
         self.assertEqual(status, 200)
         self.assertEqual(body["object"], "list")
-        self.assertEqual([m["id"] for m in body["data"]], list(MODELS))
+        self.assertEqual([m["id"] for m in body["data"]], list(MODELS) + list(AGENT_MODELS))
         for model in body["data"]:
             self.assertEqual(model["object"], "model")
-            self.assertEqual(model["owned_by"], MODELS[model["id"]][0])
+            self.assertEqual(model["owned_by"], dict(MODELS, **AGENT_MODELS)[model["id"]][0])
 
     def test_models_of_a_restricted_key(self):
         """GET /v1/models for a key limited to m-normal lists only m-normal."""

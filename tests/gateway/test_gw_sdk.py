@@ -16,8 +16,8 @@ import subprocess
 import sys
 import unittest
 
-from gw_harness import (CHAT, HERE, MODELS, REMAINING_KNOWN, SKIP, GatewayTest, chat, cost,
-                        skip_unless_backend)
+from gw_harness import (AGENT_MODELS, CHAT, HERE, MODELS, REMAINING_KNOWN, SKIP, GatewayTest,
+                        chat, cost, skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 from node_sdk import NODE_DIR, missing_prerequisite, node_from_argv
 
@@ -85,7 +85,7 @@ class Sdk(GatewayTest, unittest.TestCase):
 
     def test_models(self):
         """models.list() pages through the key's models."""
-        self.assertEqual(self.calls["models"]["ids"], list(MODELS))
+        self.assertEqual(self.calls["models"]["ids"], list(MODELS) + list(AGENT_MODELS))
 
     def test_rate_limit_error(self):
         """A full limit is a RateLimitError with the code, Retry-After and retry-after-ms."""
