@@ -43,7 +43,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     if (gw_config_load(path, &config, error, error_size) != 0)
         return -1;
     struct gateway *g = calloc(1, sizeof *g);
-    if (g == NULL || gw_stats_init(&g->stats) != 0) {
+    if (g == NULL || gateway_stats_init(&g->stats) != 0) {
         free(g);
         gw_config_release(config);
         snprintf(error, error_size, "out of memory");
@@ -55,7 +55,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     if (g->observed == NULL || g->owners == NULL) {
         gw_observed_free(g->observed);
         gw_owners_free(g->owners);
-        gw_stats_free(&g->stats);
+        gateway_stats_free(&g->stats);
         free(g);
         gw_config_release(config);
         snprintf(error, error_size, "out of memory");
@@ -80,7 +80,7 @@ void gateway_quiesce(struct gateway *g)
 {
     pthread_mutex_lock(&g->calls_mutex);
     g->quiescing = true;
-    for (struct gw_call *call = g->calls; call != NULL; call = call->next_active) {
+    for (struct gateway_call *call = g->calls; call != NULL; call = call->next_active) {
         pthread_mutex_lock(&call->mutex);
         if (call->transfer != NULL)
             gw_forward_cancel(g->engine, call->transfer);
@@ -99,7 +99,7 @@ void gateway_close(struct gateway *g)
         gw_forward_stop(g->engine);
     assert(g->calls == NULL);
     while (g->pool != NULL) {
-        struct gw_call *next = g->pool->next_free;
+        struct gateway_call *next = g->pool->next_free;
         free(g->pool);
         g->pool = next;
     }
@@ -107,7 +107,7 @@ void gateway_close(struct gateway *g)
     gw_config_release(g->config);
     gw_observed_free(g->observed);
     gw_owners_free(g->owners);
-    gw_stats_free(&g->stats);
+    gateway_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
     pthread_mutex_destroy(&g->calls_mutex);
     pthread_mutex_destroy(&g->config_mutex);
@@ -149,88 +149,6 @@ struct gw_config *gateway_config_get(struct gateway *g)
     struct gw_config *config = gw_config_retain(g->config);
     pthread_mutex_unlock(&g->config_mutex);
     return config;
-}
-
-/* ---- calls: made and freed ----------------------------------------------- */
-
-void gw_call_retain(struct gw_call *call)
-{
-    __atomic_add_fetch(&call->references, 1, __ATOMIC_RELAXED);
-}
-
-void gw_call_release(struct gw_call *call)
-{
-    uint32_t left = __atomic_sub_fetch(&call->references, 1, __ATOMIC_ACQ_REL);
-    if (left > 0)
-        return;
-    assert(call->transfer == NULL);
-    assert(call->previous_active == NULL && call->next_active == NULL);
-    free(call->complete_result.warnings);
-    buffer_free(&call->upstream_body);
-    buffer_free(&call->answer);
-    buffer_free(&call->held);
-    gw_sse_free(&call->sse);
-    gw_config_release(call->config);
-    pthread_mutex_destroy(&call->mutex);
-    struct gateway *g = call->gateway;
-    pthread_mutex_lock(&g->pool_mutex);
-    if (g->pool_count < GW_CALLS_KEPT) {
-        call->next_free = g->pool;
-        g->pool = call;
-        g->pool_count++;
-        call = NULL;
-    }
-    pthread_mutex_unlock(&g->pool_mutex);
-    free(call);
-}
-
-static void exchange_cleanup(struct exchange *ex)
-{
-    struct gw_call *call = ex->gateway_call;
-    if (call == NULL)
-        return;
-    ex->gateway_call = NULL;
-    gw_call_exchange_gone(call);
-    gw_call_release(call);
-}
-
-static struct gw_call *call_new(struct exchange *ex, struct gw_config *config,
-                                const struct gw_key *key, enum gw_endpoint endpoint)
-{
-    struct gateway *g = ex->server->gateway;
-    pthread_mutex_lock(&g->pool_mutex);
-    struct gw_call *call = g->pool;
-    if (call != NULL) {
-        g->pool = call->next_free;
-        g->pool_count--;
-    }
-    pthread_mutex_unlock(&g->pool_mutex);
-    if (call == NULL)
-        call = malloc(sizeof *call);
-    if (call == NULL)
-        return NULL;
-    memset(call, 0, offsetof(struct gw_call, plan));
-    memset(&call->stream, 0, sizeof *call - offsetof(struct gw_call, stream));
-    pthread_mutex_init(&call->mutex, NULL);
-    call->references = 1; /* the exchange's */
-    call->gateway = g;
-    call->config = config;
-    call->key = key;
-    call->endpoint = endpoint;
-    call->exchange = ex;
-    call->upstream_result = GW_FORWARD_OK;
-    buffer_init(&call->upstream_body, NULL, 0);
-    buffer_init(&call->answer, NULL, 0);
-    call->answer.capacity_max = GW_ANSWER_BYTES_MAX;
-    buffer_init(&call->held, NULL, 0);
-    call->plan.requirement_count = 0; /* the plan is not zeroed: a call never charged has none */
-    call->plan.template_count = 0;
-    gw_sse_init_for(&call->sse, endpoint);
-    gw_sse_output_init(&call->output);
-    ex->gateway_call = call;
-    ex->cleanup = exchange_cleanup;
-    ex->http.on_gone = gw_call_client_gone;
-    return call;
 }
 
 /* ---- before the reserve -------------------------------------------------- */
@@ -342,15 +260,15 @@ static const struct gw_model *request_model(struct exchange *ex, const struct gw
 {
     const struct jdoc_value *name = jdoc_get(root, "model");
     if (!jdoc_is(name, JDOC_STRING)) {
-        gw_reply_error(ex, 400, "invalid_request_error", "missing_model", 0,
-                       "model: required, a string naming one of the gateway's models");
+        gateway_reply_error(ex, 400, "invalid_request_error", "missing_model", 0,
+                            "model: required, a string naming one of the gateway's models");
         return NULL;
     }
     const struct gw_model *model = gw_config_find_model(config, name->as.string, name->count);
     if (model == NULL || !gw_key_allows_model(key, model)) {
-        gw_reply_error(ex, 404, "invalid_request_error", "model_not_found", 0,
-                       "The model '%.*s' does not exist or you do not have access to it.",
-                       (int)(name->count < 256 ? name->count : 256), name->as.string);
+        gateway_reply_error(ex, 404, "invalid_request_error", "model_not_found", 0,
+                            "The model '%.*s' does not exist or you do not have access to it.",
+                            (int)(name->count < 256 ? name->count : 256), name->as.string);
         return NULL;
     }
     return model;
@@ -360,7 +278,7 @@ static const struct gw_model *request_model(struct exchange *ex, const struct gw
 
 static void reserve_start(struct exchange *ex)
 {
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     backend_reserve(ex->server->backend, &call->reserve, &call->reserve_result, 1,
                     exchange_backend_done, ex);
 }
@@ -373,15 +291,15 @@ static bool is_budget(struct exchange *ex, const struct requirement *r)
            state.definition.kind == LIMIT_BUDGET;
 }
 
-static void note_denial(struct gw_call *call)
+static void note_denial(struct gateway_call *call)
 {
-    struct gw_stats_delta delta = {.denied = true, .latency_us = -1};
-    gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
-                 &delta);
+    struct gateway_stats_delta delta = {.denied = true, .latency_us = -1};
+    gateway_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
+                      &delta);
 }
 
 /* 429: what did not fit, and when to try again. */
-static int reply_denied(struct exchange *ex, struct gw_call *call)
+static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "";
@@ -397,44 +315,47 @@ static int reply_denied(struct exchange *ex, struct gw_call *call)
     }
     note_denial(call);
     if (budget)
-        return gw_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
-                               "Budget exhausted: %s cannot take this call now; retry after %lld "
-                               "ms.",
-                               names, (long long)r->retry_after_ms);
-    return gw_reply_denied(ex, call, "requests", "rate_limit_exceeded",
-                           "Rate limit reached: %s cannot take this call now; retry after %lld ms.",
-                           names, (long long)r->retry_after_ms);
+        return gateway_reply_denied(
+            ex, call, "insufficient_quota", "insufficient_quota",
+            "Budget exhausted: %s cannot take this call now; retry after %lld "
+            "ms.",
+            names, (long long)r->retry_after_ms);
+    return gateway_reply_denied(
+        ex, call, "requests", "rate_limit_exceeded",
+        "Rate limit reached: %s cannot take this call now; retry after %lld ms.", names,
+        (long long)r->retry_after_ms);
 }
 
 /* Definitive errors: the reserve named a key the registry lacks, an amount
  * that can never fit, or a limit being decreased. */
-static int reply_definitive(struct exchange *ex, struct gw_call *call)
+static int reply_definitive(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     const char *key = call->reserve.requirements[r->error_index].key;
     switch (r->error) {
     case BACKEND_UNKNOWN_LIMIT_KEY:
-        return gw_reply_error(ex, 500, "server_error", "unknown_limit_key", 0,
-                              "The gateway's limit '%s' is not defined: an operator must create it "
-                              "(PUT /v1/admin/limits) or change gateway.json.",
-                              key);
+        return gateway_reply_error(
+            ex, 500, "server_error", "unknown_limit_key", 0,
+            "The gateway's limit '%s' is not defined: an operator must create it "
+            "(PUT /v1/admin/limits) or change gateway.json.",
+            key);
     case BACKEND_EXCEEDS_CAPACITY:
-        return gw_reply_error(ex, 400, "invalid_request_error", "request_too_large", 0,
-                              "This call needs more than the whole capacity of '%s': lower "
-                              "max_tokens (or max_completion_tokens) or shorten the input.",
-                              key);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "request_too_large", 0,
+                                   "This call needs more than the whole capacity of '%s': lower "
+                                   "max_tokens (or max_completion_tokens) or shorten the input.",
+                                   key);
     case BACKEND_LIMIT_DECREASING:
         note_denial(call);
-        return gw_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
-                              "The limit '%s' is being lowered; retry after %lld ms.", key,
-                              (long long)r->retry_after_ms);
+        return gateway_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
+                                   "The limit '%s' is being lowered; retry after %lld ms.", key,
+                                   (long long)r->retry_after_ms);
     default:
         assert(false);
         return -1;
     }
 }
 
-static void reserve_set_lease_id(struct gw_call *call)
+static void reserve_set_lease_id(struct gateway_call *call)
 {
     call->reserve.lease_id = call->lease_id;
     call->reserve.lease_id_length = (uint32_t)strlen(call->lease_id);
@@ -444,7 +365,7 @@ static void reserve_set_lease_id(struct gw_call *call)
  * (its upstream failed). The retry is then a new call, with the next
  * attempt's lease; a retry of a call that is running or was answered is
  * not. */
-static bool replay_took_nothing(const struct gw_call *call)
+static bool replay_took_nothing(const struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     return r->error == BACKEND_OK && r->replayed && (!r->allowed || r->released);
@@ -452,54 +373,56 @@ static bool replay_took_nothing(const struct gw_call *call)
 
 static int after_reserve(struct exchange *ex)
 {
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     const struct reserve_result *r = &call->reserve_result;
     if (replay_took_nothing(call) && request_id_of(ex) != NULL) {
         if (call->attempt == GW_ATTEMPTS_MAX)
-            return gw_reply_error(ex, 409, "invalid_request_error", "request_attempts_exhausted", 0,
-                                  "This X-Request-Id was tried %d times already; send the call "
-                                  "with a new one.",
-                                  GW_ATTEMPTS_MAX + 1);
+            return gateway_reply_error(
+                ex, 409, "invalid_request_error", "request_attempts_exhausted", 0,
+                "This X-Request-Id was tried %d times already; send the call "
+                "with a new one.",
+                GW_ATTEMPTS_MAX + 1);
         call->attempt++;
         if (lease_id_of(ex, call->key->caller, call->attempt, call->lease_id,
                         sizeof call->lease_id) != 0)
-            return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
-                                  "No lease id could be made.");
+            return gateway_reply_error(ex, 503, "server_error", "no_randomness", 1000,
+                                       "No lease id could be made.");
         reserve_set_lease_id(call);
         return exchange_call_backend(ex, reserve_start, after_reserve);
     }
     activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_GATEWAY,
                      &call->reserve, r);
     if (r->error == BACKEND_UNAVAILABLE)
-        return gw_reply_error(ex, 503, "server_error", "backend_error", 1000,
-                              "The limit backend is unavailable; retry the call (with the same "
-                              "X-Request-Id, it is reserved at most once).");
+        return gateway_reply_error(
+            ex, 503, "server_error", "backend_error", 1000,
+            "The limit backend is unavailable; retry the call (with the same "
+            "X-Request-Id, it is reserved at most once).");
     if (r->error == BACKEND_LEASE_CONFLICT)
-        return gw_reply_error(ex, 409, "invalid_request_error", "request_id_conflict", 0,
-                              "X-Request-Id was used for another request.");
+        return gateway_reply_error(ex, 409, "invalid_request_error", "request_id_conflict", 0,
+                                   "X-Request-Id was used for another request.");
     if (backend_error_is_denial(r->error))
         return reply_definitive(ex, call);
     assert(r->error == BACKEND_OK);
     if (r->replayed && r->allowed)
-        return r->finished
-                   ? gw_reply_error(ex, 409, "invalid_request_error", "request_already_completed",
-                                    0,
-                                    "This X-Request-Id was answered already; not forwarded again.")
-                   : gw_reply_error(ex, 409, "invalid_request_error", "request_in_progress", 0,
-                                    "A call with this X-Request-Id is in progress; not forwarded "
-                                    "twice.");
+        return r->finished ? gateway_reply_error(
+                                 ex, 409, "invalid_request_error", "request_already_completed", 0,
+                                 "This X-Request-Id was answered already; not forwarded again.")
+                           : gateway_reply_error(
+                                 ex, 409, "invalid_request_error", "request_in_progress", 0,
+                                 "A call with this X-Request-Id is in progress; not forwarded "
+                                 "twice.");
     if (!r->allowed)
         return reply_denied(ex, call);
-    return gw_call_forward(ex, call);
+    return gateway_call_forward(ex, call);
 }
 
 /* ---- the routes ---------------------------------------------------------- */
 
 static int reply_unauthorized(struct exchange *ex)
 {
-    return gw_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
-                          "Incorrect API key provided. Send a virtual key of this gateway as "
-                          "'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
+    return gateway_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
+                               "Incorrect API key provided. Send a virtual key of this gateway as "
+                               "'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
 }
 
 /* The config in force (retained: the caller releases it) and the
@@ -509,8 +432,8 @@ static const struct gw_key *route_start(struct exchange *ex, struct gw_config **
     struct gateway *g = ex->server->gateway;
     *config_out = NULL;
     if (g == NULL) {
-        gw_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
-                       "Gateway mode is not enabled on this server (no gateway config).");
+        gateway_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
+                            "Gateway mode is not enabled on this server (no gateway config).");
         return NULL;
     }
     struct gw_config *config = gateway_config_get(g);
@@ -526,7 +449,7 @@ static const struct gw_key *route_start(struct exchange *ex, struct gw_config **
 
 /* Adds "name: value" to what goes upstream. 0, or -1 with the 400 given
  * (a value that is not printable ASCII, or too long). */
-static int add_upstream_header(struct exchange *ex, struct gw_call *call, const char *name,
+static int add_upstream_header(struct exchange *ex, struct gateway_call *call, const char *name,
                                const char *value)
 {
     assert(call->header_count < GW_FORWARD_HEADERS_MAX);
@@ -536,9 +459,9 @@ static int add_upstream_header(struct exchange *ex, struct gw_call *call, const 
     char *line = call->header_lines[call->header_count];
     int n = snprintf(line, GW_FORWARD_HEADER_LENGTH_MAX + 1, "%s: %s", name, value);
     if (!plain || n < 0 || n > GW_FORWARD_HEADER_LENGTH_MAX) {
-        gw_reply_error(ex, 400, "invalid_request_error", "invalid_header", 0,
-                       "%s: must be printable ASCII, at most %d bytes.", name,
-                       GW_FORWARD_HEADER_LENGTH_MAX - (int)strlen(name) - 2);
+        gateway_reply_error(ex, 400, "invalid_request_error", "invalid_header", 0,
+                            "%s: must be printable ASCII, at most %d bytes.", name,
+                            GW_FORWARD_HEADER_LENGTH_MAX - (int)strlen(name) - 2);
         return -1;
     }
     call->header_count++;
@@ -550,16 +473,16 @@ static int add_upstream_header(struct exchange *ex, struct gw_call *call, const 
  * for an Anthropic upstream the client's anthropic-version (default
  * GW_ANTHROPIC_VERSION_DEFAULT) and anthropic-beta. 0, or -1 with the
  * 400 given. */
-static int upstream_request(struct exchange *ex, struct gw_call *call, const char *path)
+static int upstream_request(struct exchange *ex, struct gateway_call *call, const char *path)
 {
     size_t query_length;
     const char *query = http_query(&ex->http, &query_length);
     int n = snprintf(call->upstream_path, sizeof call->upstream_path, "%s%s%.*s", path,
                      query_length > 0 ? "?" : "", (int)query_length, query);
     if (n < 0 || (size_t)n >= sizeof call->upstream_path) {
-        gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0,
-                       "The query string is too long (at most %d bytes with the path).",
-                       GW_UPSTREAM_PATH_LENGTH_MAX);
+        gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0,
+                            "The query string is too long (at most %d bytes with the path).",
+                            GW_UPSTREAM_PATH_LENGTH_MAX);
         return -1;
     }
     call->header_count = 0;
@@ -581,15 +504,15 @@ static int upstream_request(struct exchange *ex, struct gw_call *call, const cha
 static int reply_wrong_surface(struct exchange *ex, const struct gw_model *model,
                                enum gw_endpoint endpoint)
 {
-    return gw_reply_error(ex, 400, "invalid_request_error", "wrong_surface", 0,
-                          "The model '%s' is served by an %s upstream: call it on %s, not on %s.",
-                          model->name, gw_api_name(model->upstream->api), gw_model_routes(model),
-                          gw_endpoint_route(endpoint));
+    return gateway_reply_error(
+        ex, 400, "invalid_request_error", "wrong_surface", 0,
+        "The model '%s' is served by an %s upstream: call it on %s, not on %s.", model->name,
+        gw_api_name(model->upstream->api), gw_model_routes(model), gw_endpoint_route(endpoint));
 }
 
 /* The output a call reserves: what the request allows, or less under the
  * model's "observed" policy (docs/gateway.md, "Output reservation"). */
-static uint64_t output_reservation(const struct gw_call *call)
+static uint64_t output_reservation(const struct gateway_call *call)
 {
     uint64_t allowed = call->estimate.output_tokens;
     if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED)
@@ -601,30 +524,30 @@ static uint64_t output_reservation(const struct gw_call *call)
 /* A Responses call remembers the id it creates for its key, unless the
  * response is not stored ("store": false, as Codex asks): nothing could
  * read it later, and it would push other keys' ids out. */
-static int note_response_owner(struct exchange *ex, struct gw_call *call,
+static int note_response_owner(struct exchange *ex, struct gateway_call *call,
                                const struct jdoc_value *root)
 {
     const struct jdoc_value *store = jdoc_get(root, "store");
     if (store != NULL && store->kind == JDOC_FALSE)
         return 0;
     if (gateway_owner_digest(call->key, call->upstream, call->owner_digest) != 0)
-        return gw_reply_error(ex, 503, "server_error", "digest_failed", 1000,
-                              "The gateway could not hash the key.");
+        return gateway_reply_error(ex, 503, "server_error", "digest_failed", 1000,
+                                   "The gateway could not hash the key.");
     call->remember_response = true;
     return 0;
 }
 
 /* The plan and the reserve of a charged call; the exchange then waits. */
-static int reserve_call(struct exchange *ex, struct gw_call *call)
+static int reserve_call(struct exchange *ex, struct gateway_call *call)
 {
     char error[GW_PLAN_ERROR_SIZE];
     struct gw_tokens estimate = gw_estimate_tokens(&call->estimate, output_reservation(call));
     if (gw_plan_reserve(&call->plan, call->config, call->key, call->model, &estimate, error,
                         sizeof error) != 0)
-        return gw_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
+        return gateway_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
     if (lease_id_of(ex, call->key->caller, 0, call->lease_id, sizeof call->lease_id) != 0)
-        return gw_reply_error(ex, 503, "server_error", "no_randomness", 1000,
-                              "No lease id could be made.");
+        return gateway_reply_error(ex, 503, "server_error", "no_randomness", 1000,
+                                   "No lease id could be made.");
     call->reserve = (struct reserve_request){
         .caller = call->key->caller,
         .caller_length = (uint32_t)strlen(call->key->caller),
@@ -634,31 +557,33 @@ static int reserve_call(struct exchange *ex, struct gw_call *call)
     };
     reserve_set_lease_id(call);
     if (call->plan.requirement_count == 0) /* nothing to reserve: every amount was 0 */
-        return gw_call_forward(ex, call);
+        return gateway_call_forward(ex, call);
     return exchange_call_backend(ex, reserve_start, after_reserve);
 }
 
 /* A call of model on endpoint, once its body is parsed: estimated and
  * reserved when the endpoint is charged, forwarded only when not. */
-static int start_call(struct exchange *ex, struct gw_call *call, const struct jdoc_value *root)
+static int start_call(struct exchange *ex, struct gateway_call *call, const struct jdoc_value *root)
 {
     char error[GW_PLAN_ERROR_SIZE];
     if (upstream_request(ex, call, gw_endpoint_upstream_path(call->endpoint)) != 0)
         return 0;
     if (call->charged && gw_estimate_request(root, call->endpoint, call->model, &call->estimate,
                                              error, sizeof error) != 0)
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
+                                   error);
     struct gw_request_info info = {0};
     if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model,
                                &call->upstream_body, &info, error, sizeof error) != 0)
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s", error);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
+                                   error);
     call->stream = info.stream;
     call->client_include_usage = info.client_include_usage;
     if (call->endpoint == GW_ENDPOINT_RESPONSES &&
         (note_response_owner(ex, call, root) != 0 || exchange_answered(ex)))
         return 0;
     if (!call->charged)
-        return gw_call_forward(ex, call);
+        return gateway_call_forward(ex, call);
     return reserve_call(ex, call);
 }
 
@@ -673,18 +598,19 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     const struct jdoc_value *root = parse_request(ex, error, sizeof error);
     if (root == NULL) {
         gw_config_release(config);
-        return gw_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
-                              "We could not parse the JSON body of your request: %s", error);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
+                                   "We could not parse the JSON body of your request: %s", error);
     }
     const struct gw_model *model = request_model(ex, config, key, root);
     if (model == NULL || !gw_model_serves(model, endpoint)) {
         gw_config_release(config);
         return model == NULL ? 0 : reply_wrong_surface(ex, model, endpoint);
     }
-    struct gw_call *call = call_new(ex, config, key, endpoint); /* takes the config */
+    struct gateway_call *call = gateway_call_new(ex, config, key, endpoint); /* takes the config */
     if (call == NULL) {
         gw_config_release(config);
-        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
+        return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
+                                   "Out of memory.");
     }
     call->model = model;
     call->upstream = model->upstream;
@@ -785,14 +711,15 @@ int handle_gateway_response_item(struct exchange *ex)
         upstream = response_upstream(ex->server->gateway, config, key, id);
     if (upstream == NULL) {
         gw_config_release(config);
-        return gw_reply_error(ex, 404, "invalid_request_error", NULL, 0,
-                              "No response with id '%.*s' was found for this key.",
-                              GW_RESPONSE_ID_LENGTH_MAX, item);
+        return gateway_reply_error(ex, 404, "invalid_request_error", NULL, 0,
+                                   "No response with id '%.*s' was found for this key.",
+                                   GW_RESPONSE_ID_LENGTH_MAX, item);
     }
-    struct gw_call *call = call_new(ex, config, key, GW_ENDPOINT_RESPONSES);
+    struct gateway_call *call = gateway_call_new(ex, config, key, GW_ENDPOINT_RESPONSES);
     if (call == NULL) {
         gw_config_release(config);
-        return gw_reply_error(ex, 503, "server_error", "out_of_memory", 1000, "Out of memory.");
+        return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
+                                   "Out of memory.");
     }
     call->upstream = upstream;
     call->method = ex->method == HTTP_GET      ? GW_METHOD_GET
@@ -802,7 +729,7 @@ int handle_gateway_response_item(struct exchange *ex)
     snprintf(path, sizeof path, "/responses/%s%s", id, tail);
     if (upstream_request(ex, call, path) != 0)
         return 0;
-    return gw_call_forward(ex, call);
+    return gateway_call_forward(ex, call);
 }
 
 /* GET /v1/models: the models the key may call, in OpenAI's shape. */

@@ -9,7 +9,7 @@
  * the transfer's callbacks on the engine thread, a backend's done on
  * whatever thread it calls from. call->mutex guards what they share; the
  * engine wakes the exchange (http_wake) under it, which is safe because the
- * exchange is freed only after gw_call_exchange_gone has taken it. */
+ * exchange is freed only after gateway_call_exchange_gone has taken it. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -26,11 +26,93 @@
 #include "server.h"
 #include "util/log.h"
 
-static void settle(struct gw_call *call);
+/* ---- calls: made and freed ----------------------------------------------- */
+
+void gateway_call_retain(struct gateway_call *call)
+{
+    __atomic_add_fetch(&call->references, 1, __ATOMIC_RELAXED);
+}
+
+void gateway_call_release(struct gateway_call *call)
+{
+    uint32_t left = __atomic_sub_fetch(&call->references, 1, __ATOMIC_ACQ_REL);
+    if (left > 0)
+        return;
+    assert(call->transfer == NULL);
+    assert(call->previous_active == NULL && call->next_active == NULL);
+    free(call->complete_result.warnings);
+    buffer_free(&call->upstream_body);
+    buffer_free(&call->answer);
+    buffer_free(&call->held);
+    gw_sse_free(&call->sse);
+    gw_config_release(call->config);
+    pthread_mutex_destroy(&call->mutex);
+    struct gateway *g = call->gateway;
+    pthread_mutex_lock(&g->pool_mutex);
+    if (g->pool_count < GW_CALLS_KEPT) {
+        call->next_free = g->pool;
+        g->pool = call;
+        g->pool_count++;
+        call = NULL;
+    }
+    pthread_mutex_unlock(&g->pool_mutex);
+    free(call);
+}
+
+static void exchange_cleanup(struct exchange *ex)
+{
+    struct gateway_call *call = ex->gateway_call;
+    if (call == NULL)
+        return;
+    ex->gateway_call = NULL;
+    gateway_call_exchange_gone(call);
+    gateway_call_release(call);
+}
+
+struct gateway_call *gateway_call_new(struct exchange *ex, struct gw_config *config,
+                                      const struct gw_key *key, enum gw_endpoint endpoint)
+{
+    struct gateway *g = ex->server->gateway;
+    pthread_mutex_lock(&g->pool_mutex);
+    struct gateway_call *call = g->pool;
+    if (call != NULL) {
+        g->pool = call->next_free;
+        g->pool_count--;
+    }
+    pthread_mutex_unlock(&g->pool_mutex);
+    if (call == NULL)
+        call = malloc(sizeof *call);
+    if (call == NULL)
+        return NULL;
+    memset(call, 0, offsetof(struct gateway_call, plan));
+    memset(&call->stream, 0, sizeof *call - offsetof(struct gateway_call, stream));
+    pthread_mutex_init(&call->mutex, NULL);
+    call->references = 1; /* the exchange's */
+    call->gateway = g;
+    call->config = config;
+    call->key = key;
+    call->endpoint = endpoint;
+    call->exchange = ex;
+    call->upstream_result = GW_FORWARD_OK;
+    buffer_init(&call->upstream_body, NULL, 0);
+    buffer_init(&call->answer, NULL, 0);
+    call->answer.capacity_max = GW_ANSWER_BYTES_MAX;
+    buffer_init(&call->held, NULL, 0);
+    call->plan.requirement_count = 0; /* the plan is not zeroed: a call never charged has none */
+    call->plan.template_count = 0;
+    gw_sse_init_for(&call->sse, endpoint);
+    gw_sse_output_init(&call->output);
+    ex->gateway_call = call;
+    ex->cleanup = exchange_cleanup;
+    ex->http.on_gone = gateway_call_client_gone;
+    return call;
+}
+
+static void settle(struct gateway_call *call);
 
 /* ---- the list of calls in flight (for the client checks and quiesce) ---- */
 
-static bool calls_link(struct gw_call *call)
+static bool calls_link(struct gateway_call *call)
 {
     struct gateway *g = call->gateway;
     pthread_mutex_lock(&g->calls_mutex);
@@ -48,7 +130,7 @@ static bool calls_link(struct gw_call *call)
     return open;
 }
 
-static void calls_unlink(struct gw_call *call)
+static void calls_unlink(struct gateway_call *call)
 {
     struct gateway *g = call->gateway;
     pthread_mutex_lock(&g->calls_mutex);
@@ -72,7 +154,7 @@ static void calls_unlink(struct gw_call *call)
 
 /* The exchange waiting for the answer, now to be woken; NULL when it is not
  * waiting (a stream already has its head, or it was woken). */
-static struct exchange *take_waiter(struct gw_call *call)
+static struct exchange *take_waiter(struct gateway_call *call)
 {
     if (!call->waiting || call->woken)
         return NULL;
@@ -83,7 +165,7 @@ static struct exchange *take_waiter(struct gw_call *call)
 }
 
 /* The stream's pump has more to give (call->mutex held). */
-static void wake_stream(struct gw_call *call)
+static void wake_stream(struct gateway_call *call)
 {
     if (call->streaming && call->exchange != NULL)
         http_wake(&call->exchange->http);
@@ -99,7 +181,7 @@ static bool is_event_stream(const char *content_type)
 
 static void on_head(void *context, const struct gw_head *head)
 {
-    struct gw_call *call = context;
+    struct gateway_call *call = context;
     long status = head->status;
     const char *content_type = head->content_type;
     pthread_mutex_lock(&call->mutex);
@@ -112,10 +194,10 @@ static void on_head(void *context, const struct gw_head *head)
     call->first_byte_ns = clock_monotonic_ns();
     struct exchange *wake = NULL;
     if (call->stream && status == 200 && is_event_stream(content_type)) {
-        call->mode = GW_MODE_STREAM;
+        call->mode = GATEWAY_MODE_STREAM;
         wake = take_waiter(call); /* the head goes out now; events follow */
     } else {
-        call->mode = GW_MODE_BUFFER;
+        call->mode = GATEWAY_MODE_BUFFER;
     }
     pthread_mutex_unlock(&call->mutex);
     if (wake != NULL)
@@ -124,7 +206,7 @@ static void on_head(void *context, const struct gw_head *head)
 
 /* A Responses id the call created, remembered for its key (call->mutex
  * held, or the transfer over). */
-static void remember_response(struct gw_call *call, const char *id, size_t length)
+static void remember_response(struct gateway_call *call, const char *id, size_t length)
 {
     if (!call->remember_response || call->response_remembered)
         return;
@@ -135,7 +217,7 @@ static void remember_response(struct gw_call *call, const char *id, size_t lengt
 /* One event of the stream (call->mutex held). */
 static int on_event(void *context, const struct gw_sse_event *event)
 {
-    struct gw_call *call = context;
+    struct gateway_call *call = context;
     gw_sse_output_add(&call->output, event);
     if (event->response_id != NULL)
         remember_response(call, event->response_id, event->response_id_length);
@@ -153,7 +235,7 @@ static int on_event(void *context, const struct gw_sse_event *event)
     return 0;
 }
 
-static enum gw_data_verdict take_stream(struct gw_call *call, const char *bytes, size_t length)
+static enum gw_data_verdict take_stream(struct gateway_call *call, const char *bytes, size_t length)
 {
     if (call->answer.length - call->answer_sent > GW_STREAM_BUFFER_BYTES) {
         call->upstream_paused = true; /* the client reads slower than the upstream writes */
@@ -171,12 +253,12 @@ static enum gw_data_verdict take_stream(struct gw_call *call, const char *bytes,
 
 static enum gw_data_verdict on_data(void *context, const char *bytes, size_t length)
 {
-    struct gw_call *call = context;
+    struct gateway_call *call = context;
     pthread_mutex_lock(&call->mutex);
     enum gw_data_verdict verdict = GW_DATA_MORE;
     if (call->client_gone) {
         verdict = GW_DATA_ABORT;
-    } else if (call->mode == GW_MODE_STREAM) {
+    } else if (call->mode == GATEWAY_MODE_STREAM) {
         verdict = take_stream(call, bytes, length);
         if (call->answer.length > call->answer_sent)
             wake_stream(call);
@@ -192,20 +274,28 @@ static enum gw_data_verdict on_data(void *context, const char *bytes, size_t len
     return verdict;
 }
 
+void gateway_call_advance(struct gateway_call *call, enum gateway_call_state to)
+{
+    assert(to > call->state); /* forward only, each step once */
+    assert(to == call->state + 1 || (call->state == GATEWAY_CALL_PLANNED &&
+                                     to == GATEWAY_CALL_ANSWERED)); /* cut before it went */
+    call->state = to;
+}
+
 static void on_done(void *context, enum gw_forward_result result, const char *error)
 {
-    struct gw_call *call = context;
+    struct gateway_call *call = context;
     pthread_mutex_lock(&call->mutex);
     call->transfer = NULL;
-    call->upstream_done = true;
+    gateway_call_advance(call, GATEWAY_CALL_ANSWERED);
     call->upstream_result = result;
     if (result != GW_FORWARD_OK && call->upstream_error[0] == '\0')
         snprintf(call->upstream_error, sizeof call->upstream_error, "%s", error);
-    if (call->mode == GW_MODE_STREAM)
+    if (call->mode == GATEWAY_MODE_STREAM)
         gw_sse_finish(&call->sse, on_event, call);
     pthread_mutex_unlock(&call->mutex);
     settle(call);
-    gw_call_release(call); /* the transfer's reference */
+    gateway_call_release(call); /* the transfer's reference */
 }
 
 static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
@@ -214,17 +304,14 @@ static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
 
 static void forward_start(struct exchange *ex)
 {
-    struct gw_call *call = ex->gateway_call;
-    pthread_mutex_lock(&call->mutex);
-    call->forward_started = true;
-    pthread_mutex_unlock(&call->mutex);
+    struct gateway_call *call = ex->gateway_call;
     pthread_mutex_lock(&call->mutex);
     bool gone = call->client_gone;
     pthread_mutex_unlock(&call->mutex);
     if (gone || !calls_link(call)) { /* shutting down, or no one to answer: give it back */
         pthread_mutex_lock(&call->mutex);
         call->waiting = true;
-        call->upstream_done = true;
+        gateway_call_advance(call, GATEWAY_CALL_ANSWERED);
         call->upstream_result = GW_FORWARD_CANCELLED;
         pthread_mutex_unlock(&call->mutex);
         settle(call); /* its end wakes the exchange: 503 */
@@ -246,70 +333,72 @@ static void forward_start(struct exchange *ex)
     };
     for (uint32_t i = 0; i < call->header_count; i++)
         spec.headers[i] = call->header_lines[i];
-    gw_call_retain(call); /* the transfer's */
+    gateway_call_retain(call); /* the transfer's */
     /* Held across the submit: a callback waits until `transfer` is set. */
     pthread_mutex_lock(&call->mutex);
     call->waiting = true;
     call->forwarded_ns = clock_monotonic_ns();
+    gateway_call_advance(call, GATEWAY_CALL_FORWARDED);
     call->transfer = gw_forward_submit(call->gateway->engine, &spec, &transfer_ops, call);
     bool failed = call->transfer == NULL;
     if (failed) {
-        call->upstream_done = true;
+        gateway_call_advance(call, GATEWAY_CALL_ANSWERED);
         call->upstream_result = GW_FORWARD_FAILED;
         snprintf(call->upstream_error, sizeof call->upstream_error, "out of memory");
     }
     pthread_mutex_unlock(&call->mutex);
     if (failed) {
         settle(call); /* released: it never went out */
-        gw_call_release(call);
+        gateway_call_release(call);
     }
 }
 
 /* The answer is in (or a stream's head): give it, or say why not. */
 static int after_answer(struct exchange *ex)
 {
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     pthread_mutex_lock(&call->mutex);
-    enum gw_call_mode mode = call->mode;
+    enum gateway_call_mode mode = call->mode;
     bool too_large = call->answer_too_large;
     enum gw_forward_result result = call->upstream_result;
     long status = call->upstream_status;
     char reason[GW_FORWARD_ERROR_SIZE];
     snprintf(reason, sizeof reason, "%s", call->upstream_error);
     pthread_mutex_unlock(&call->mutex);
-    if (mode == GW_MODE_STREAM)
-        return gw_reply_stream(ex, call);
+    if (mode == GATEWAY_MODE_STREAM)
+        return gateway_reply_stream(ex, call);
     if (too_large)
-        return gw_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
-                              "The upstream's answer is larger than %u bytes.",
-                              (unsigned)GW_ANSWER_BYTES_MAX);
+        return gateway_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
+                                   "The upstream's answer is larger than %u bytes.",
+                                   (unsigned)GW_ANSWER_BYTES_MAX);
     /* A redirect is not followed (docs/gateway.md, "Forwarding"), and
      * passed on without its Location it tells a client nothing. */
-    if (mode == GW_MODE_BUFFER && result == GW_FORWARD_OK && status >= 300 && status < 400)
-        return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
-                              "The upstream answered %ld, a redirect, which the gateway does not "
-                              "follow: check the upstream's base_url.",
-                              status);
-    if (mode == GW_MODE_BUFFER && result == GW_FORWARD_OK)
-        return gw_reply_answer(ex, call);
+    if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK && status >= 300 && status < 400)
+        return gateway_reply_error(
+            ex, 502, "server_error", "upstream_error", 0,
+            "The upstream answered %ld, a redirect, which the gateway does not "
+            "follow: check the upstream's base_url.",
+            status);
+    if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK)
+        return gateway_reply_answer(ex, call);
     if (result == GW_FORWARD_TIMEOUT)
-        return gw_reply_error(ex, 504, "server_error", "upstream_timeout", 0,
-                              "The upstream did not answer in time.");
+        return gateway_reply_error(ex, 504, "server_error", "upstream_timeout", 0,
+                                   "The upstream did not answer in time.");
     if (result == GW_FORWARD_CANCELLED)
-        return gw_reply_error(ex, 503, "server_error", "cancelled", 1000,
-                              "The call was cancelled (shutting down, or the client left).");
+        return gateway_reply_error(ex, 503, "server_error", "cancelled", 1000,
+                                   "The call was cancelled (shutting down, or the client left).");
     /* The detail (libcurl's text names the upstream's address) is for the
      * log; the client learns only that the upstream failed. */
     log_write(LOG_WARN, "gateway: the upstream failed before answering", "lease", call->lease_id,
               "reason", reason, NULL);
     if (result == GW_FORWARD_CONNECT)
-        return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
-                              "The upstream could not be reached.");
-    return gw_reply_error(ex, 502, "server_error", "upstream_error", 0,
-                          "The upstream failed before answering.");
+        return gateway_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                                   "The upstream could not be reached.");
+    return gateway_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                               "The upstream failed before answering.");
 }
 
-int gw_call_forward(struct exchange *ex, struct gw_call *call)
+int gateway_call_forward(struct exchange *ex, struct gateway_call *call)
 {
     assert(ex->gateway_call == call);
     return exchange_call_backend(ex, forward_start, after_answer);
@@ -319,7 +408,7 @@ int gw_call_forward(struct exchange *ex, struct gw_call *call)
 
 /* What a whole answer used: its usage, else its counted text (the input
  * estimate with it). A Responses answer's id is remembered on the way. */
-static void answer_used(struct gw_call *call)
+static void answer_used(struct gateway_call *call)
 {
     call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     char *copy = malloc(call->answer.length + 1);
@@ -353,13 +442,13 @@ static void answer_used(struct gw_call *call)
 }
 
 /* What the call used, from what came back (call->mutex held). */
-static void measure(struct gw_call *call)
+static void measure(struct gateway_call *call)
 {
-    if (call->mode == GW_MODE_STREAM) {
+    if (call->mode == GATEWAY_MODE_STREAM) {
         call->used_from_usage = gw_sse_stream_tokens(&call->sse, &call->output,
                                                      call->estimate.input_tokens, &call->used) &&
                                 gw_sse_ended(&call->sse);
-    } else if (call->mode == GW_MODE_BUFFER) {
+    } else if (call->mode == GATEWAY_MODE_BUFFER) {
         if (call->charged || call->remember_response) /* else nothing to read in it */
             answer_used(call);
     } else { /* cut before the answer (call_was_made): the input was sent */
@@ -372,7 +461,7 @@ static void measure(struct gw_call *call)
 
 /* An observed model learns the output of a call that ended properly (a
  * cut call's output says nothing of how long its answers run). */
-static void observe(struct gw_call *call)
+static void observe(struct gateway_call *call)
 {
     if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED || !call->used_from_usage)
         return;
@@ -382,10 +471,10 @@ static void observe(struct gw_call *call)
 
 static void settled(void *context)
 {
-    struct gw_call *call = context;
-    struct gw_stats_delta delta = {.forwarded = true, .latency_us = -1};
+    struct gateway_call *call = context;
+    struct gateway_stats_delta delta = {.forwarded = true, .latency_us = -1};
     pthread_mutex_lock(&call->mutex);
-    call->settled = true;
+    gateway_call_advance(call, GATEWAY_CALL_SETTLED);
     delta.upstream_error = call->upstream_result != GW_FORWARD_OK || call->upstream_status >= 300;
     if (call->first_byte_ns > 0)
         delta.latency_us = (call->first_byte_ns - call->forwarded_ns) / 1000;
@@ -395,7 +484,7 @@ static void settled(void *context)
         delta.cost_usd_micros = call->cost_usd_micros;
     }
     struct exchange *wake = NULL;
-    if (call->mode == GW_MODE_STREAM) {
+    if (call->mode == GATEWAY_MODE_STREAM) {
         buffer_append(&call->answer, call->held.data, call->held.length); /* the end */
         call->stream_ended = true;
         wake_stream(call);
@@ -404,39 +493,37 @@ static void settled(void *context)
     }
     pthread_mutex_unlock(&call->mutex);
     if (call->charged) {
-        gw_stats_add(&call->gateway->stats, call->model->name, call->key->caller, call->key->team,
-                     &delta);
+        gateway_stats_add(&call->gateway->stats, call->model->name, call->key->caller,
+                          call->key->team, &delta);
         observe(call);
     }
     if (wake != NULL)
         exchange_backend_done(wake);
     if (call->linked)
         calls_unlink(call);
-    gw_call_release(call); /* the settle's reference */
+    gateway_call_release(call); /* the settle's reference */
 }
 
 /* Does the call count as made? A stream that started, a whole answer, a
  * call the gateway cut once it was sent (its client left, or the server is
  * shutting down: the upstream has the input either way); not one the
  * upstream refused or never answered, nor one never sent. */
-static bool call_was_made(const struct gw_call *call)
+static bool call_was_made(const struct gateway_call *call)
 {
-    if (call->mode == GW_MODE_STREAM)
+    if (call->mode == GATEWAY_MODE_STREAM)
         return true;
-    if (call->mode == GW_MODE_BUFFER)
+    if (call->mode == GATEWAY_MODE_BUFFER)
         return call->upstream_status >= 200 && call->upstream_status < 300 &&
                !call->answer_too_large;
     return call->upstream_result == GW_FORWARD_CANCELLED && call->forwarded_ns > 0;
 }
 
 /* Completes or releases the lease, once; `settled` follows (maybe at once). */
-static void settle(struct gw_call *call)
+static void settle(struct gateway_call *call)
 {
     pthread_mutex_lock(&call->mutex);
-    assert(call->upstream_done);
-    assert(!call->settling);
-    call->settling = true;
-    gw_call_retain(call); /* the settle's */
+    gateway_call_advance(call, GATEWAY_CALL_SETTLING);
+    gateway_call_retain(call); /* the settle's */
     bool made = call_was_made(call);
     if (made)
         measure(call);
@@ -467,10 +554,10 @@ static void settle(struct gw_call *call)
 
 /* ---- the client ---------------------------------------------------------- */
 
-void gw_call_client_gone(struct http_exchange *hx)
+void gateway_call_client_gone(struct http_exchange *hx)
 {
     struct exchange *ex = (struct exchange *)hx;
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     if (call == NULL)
         return;
     pthread_mutex_lock(&call->mutex);
@@ -482,25 +569,25 @@ void gw_call_client_gone(struct http_exchange *hx)
 
 static void unforwarded_released(void *context)
 {
-    struct gw_call *call = context;
+    struct gateway_call *call = context;
     calls_unlink(call);
-    gw_call_release(call); /* the release's reference */
+    gateway_call_release(call); /* the release's reference */
 }
 
 /* The reservation of a call that will never be forwarded goes back at
  * once. In the calls list while the release runs, so that shutdown waits
  * for it; once shutdown has begun, the holds are left to expire. */
-static void release_unforwarded(struct gw_call *call)
+static void release_unforwarded(struct gateway_call *call)
 {
     if (!calls_link(call))
         return;
-    gw_call_retain(call); /* the release's */
+    gateway_call_retain(call); /* the release's */
     call->release = (struct release_request){call->reserve.lease_id, call->reserve.lease_id_length};
     backend_release(call->gateway->server->backend, &call->release, &call->release_result, 1,
                     unforwarded_released, call);
 }
 
-void gw_call_exchange_gone(struct gw_call *call)
+void gateway_call_exchange_gone(struct gateway_call *call)
 {
     pthread_mutex_lock(&call->mutex);
     assert(!call->waiting || call->woken); /* an exchange is freed only once answered */
@@ -514,7 +601,7 @@ void gw_call_exchange_gone(struct gw_call *call)
      * forwards or releases. */
     const struct reserve_result *r = &call->reserve_result;
     bool unforwarded =
-        !call->forward_started && r->error == BACKEND_OK && r->allowed && !r->replayed;
+        call->state == GATEWAY_CALL_PLANNED && r->error == BACKEND_OK && r->allowed && !r->replayed;
     pthread_mutex_unlock(&call->mutex);
     if (unforwarded)
         release_unforwarded(call);

@@ -27,10 +27,11 @@
 
 /* ---- figures per (model, caller): gateway_stats.c */
 
-#define GW_STATS_SERIES_MAX 1000 /* model/caller pairs with their own series; the rest: "other" */
-#define GW_LATENCY_BUCKETS 14
+#define GATEWAY_STATS_SERIES_MAX                                                                   \
+    1000 /* model/caller pairs with their own series; the rest: "other" */
+#define GATEWAY_LATENCY_BUCKETS 14
 
-struct gw_stats_series {
+struct gateway_stats_series {
     char model[GW_NAME_LENGTH_MAX + 1];
     char caller[CALLER_LENGTH_MAX + 1];
     char team[GW_TEAM_LENGTH_MAX + 1]; /* the key's, "" when it has none */
@@ -40,21 +41,21 @@ struct gw_stats_series {
     uint64_t input_tokens;             /* as settled */
     uint64_t output_tokens;
     uint64_t cost_usd_micros;
-    uint64_t latency_buckets[GW_LATENCY_BUCKETS + 1]; /* upstream, to the first byte */
+    uint64_t latency_buckets[GATEWAY_LATENCY_BUCKETS + 1]; /* upstream, to the first byte */
     uint64_t latency_sum_us;
 };
 
-struct gw_stats {
+struct gateway_stats {
     pthread_mutex_t mutex;
-    struct gw_stats_series *series; /* GW_STATS_SERIES_MAX + 1 ("other" last) */
+    struct gateway_stats_series *series; /* GATEWAY_STATS_SERIES_MAX + 1 ("other" last) */
     uint32_t count;
 };
 
-int gw_stats_init(struct gw_stats *stats);
-void gw_stats_free(struct gw_stats *stats);
+int gateway_stats_init(struct gateway_stats *stats);
+void gateway_stats_free(struct gateway_stats *stats);
 
 /* What one call did, added once it is settled (or denied). */
-struct gw_stats_delta {
+struct gateway_stats_delta {
     bool forwarded;
     bool denied;
     bool upstream_error;
@@ -65,8 +66,8 @@ struct gw_stats_delta {
 };
 
 /* team: the key's team, NULL when it has none. */
-void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller, const char *team,
-                  const struct gw_stats_delta *delta);
+void gateway_stats_add(struct gateway_stats *stats, const char *model, const char *caller,
+                       const char *team, const struct gateway_stats_delta *delta);
 
 /* ---- the gateway --------------------------------------------------------- */
 
@@ -76,7 +77,7 @@ void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
 /* The anthropic-version sent upstream when the client sends none. */
 #define GW_ANTHROPIC_VERSION_DEFAULT "2023-06-01"
 
-struct gw_call;
+struct gateway_call;
 
 struct gateway {
     struct server *server;
@@ -88,10 +89,10 @@ struct gateway {
     struct gw_forward *engine;
     pthread_mutex_t calls_mutex; /* the calls list and `quiescing` */
     pthread_cond_t calls_idle;   /* signalled when `calls` becomes empty */
-    struct gw_call *calls;       /* forwarded, not yet settled */
+    struct gateway_call *calls;  /* forwarded, not yet settled */
     uint32_t call_count;
     bool quiescing;
-    struct gw_stats stats;
+    struct gateway_stats stats;
     /* Kept across reloads: the outputs of recent calls per (model,
      * caller), for models whose output_reservation is "observed", and
      * which key created which Responses id. */
@@ -101,7 +102,7 @@ struct gateway {
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
      * time, as request objects did (src/server/http.c). */
     pthread_mutex_t pool_mutex;
-    struct gw_call *pool;
+    struct gateway_call *pool;
     uint32_t pool_count;
 };
 
@@ -115,16 +116,27 @@ int gateway_owner_digest(const struct gw_key *key, const struct gw_upstream *ups
 
 /* ---- one call ------------------------------------------------------------ */
 
-enum gw_call_mode {
-    GW_MODE_UNDECIDED = 0, /* no answer head yet */
-    GW_MODE_BUFFER,        /* the whole answer is read, then given */
-    GW_MODE_STREAM,        /* events are relayed as they come */
+/* Where a call is in its life; it only moves forward (gateway_call_advance
+ * asserts it). The mode (buffer or stream) and the exchange's side (waiting
+ * for the answer, woken, streaming) are kept beside it. */
+enum gateway_call_state {
+    GATEWAY_CALL_PLANNED = 0, /* checked, estimated, its reserve planned or made */
+    GATEWAY_CALL_FORWARDED,   /* handed to the engine: settling the lease is the transfer's */
+    GATEWAY_CALL_ANSWERED,    /* the upstream is done (answered, failed or cut) */
+    GATEWAY_CALL_SETTLING,    /* its lease is being completed or released */
+    GATEWAY_CALL_SETTLED,     /* completed or released: the end is given to the client */
+};
+
+enum gateway_call_mode {
+    GATEWAY_MODE_UNDECIDED = 0, /* no answer head yet */
+    GATEWAY_MODE_BUFFER,        /* the whole answer is read, then given */
+    GATEWAY_MODE_STREAM,        /* events are relayed as they come */
 };
 
 /* One gateway call, shared by its exchange (until the transport frees it
  * after its answer) and the work in flight (reserve, transfer, settle).
  * Freed when the last reference goes. */
-struct gw_call {
+struct gateway_call {
     pthread_mutex_t mutex; /* everything below that other threads touch */
     uint32_t references;
     struct gateway *gateway;
@@ -163,18 +175,17 @@ struct gw_call {
     struct buffer upstream_body;
 
     /* forwarding */
-    bool forward_started;         /* forward_start ran: settling the lease is its */
+    enum gateway_call_state state;
     struct gw_transfer *transfer; /* NULL when none is running */
     bool waiting;                 /* the exchange waits for the answer (or its head) */
     bool woken;                   /* ... and has been woken */
-    enum gw_call_mode mode;
+    enum gateway_call_mode mode;
     long upstream_status;
     char upstream_content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
     char upstream_retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];    /* relayed on its errors */
     char upstream_retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1]; /* ... */
     enum gw_forward_result upstream_result;
     char upstream_error[GW_FORWARD_ERROR_SIZE];
-    bool upstream_done;
     bool upstream_paused;
     bool client_gone;
     int64_t forwarded_ns;
@@ -194,8 +205,6 @@ struct gw_call {
     struct gw_sse_output output;
 
     /* settling */
-    bool settling;
-    bool settled;
     struct complete_request complete;
     struct complete_result complete_result;
     struct actual actuals[GW_LIMITS_MAX];
@@ -206,58 +215,68 @@ struct gw_call {
     uint64_t cost_usd_micros;
 
     bool linked; /* in gateway.calls: forwarded, not yet settled */
-    struct gw_call *previous_active;
-    struct gw_call *next_active;
-    struct gw_call *next_free; /* in gateway.pool */
+    struct gateway_call *previous_active;
+    struct gateway_call *next_active;
+    struct gateway_call *next_free; /* in gateway.pool */
 };
 
+/* Moves the call on to `to` (call->mutex held): never back, never twice. */
+void gateway_call_advance(struct gateway_call *call, enum gateway_call_state to);
+
+/* A new call for the exchange (NULL: out of memory), holding config (the
+ * caller's reference is taken) and the exchange's reference: freed when the
+ * exchange is (its cleanup) and the work in flight let go. */
+struct gateway_call *gateway_call_new(struct exchange *exchange, struct gw_config *config,
+                                      const struct gw_key *key, enum gw_endpoint endpoint);
+
 /* References: the caller holds one more / drops one (the last frees). */
-void gw_call_retain(struct gw_call *call);
-void gw_call_release(struct gw_call *call);
+void gateway_call_retain(struct gateway_call *call);
+void gateway_call_release(struct gateway_call *call);
 
 /* gateway_call.c: after an allowed reserve, forwards the call; the
  * exchange waits until the answer (or its head, for a stream). */
-int gw_call_forward(struct exchange *exchange, struct gw_call *call);
+int gateway_call_forward(struct exchange *exchange, struct gateway_call *call);
 /* The exchange is being freed: forget it, cancel what is still forwarding. */
-void gw_call_exchange_gone(struct gw_call *call);
+void gateway_call_exchange_gone(struct gateway_call *call);
 /* on_gone of a gateway exchange: its client closed the connection. */
-void gw_call_client_gone(struct http_exchange *exchange);
+void gateway_call_client_gone(struct http_exchange *exchange);
 
 /* ---- answers: gateway_reply.c -------------------------------------------- */
 
-#define GW_HEADERS_MAX 32
+#define GATEWAY_HEADERS_MAX 32
 
 /* An answer's headers, with room for their names and values. */
-struct gw_headers {
-    struct http_header list[GW_HEADERS_MAX];
-    char names[GW_HEADERS_MAX][64];
-    char values[GW_HEADERS_MAX][GW_CONTENT_TYPE_LENGTH_MAX + 64];
+struct gateway_headers {
+    struct http_header list[GATEWAY_HEADERS_MAX];
+    char names[GATEWAY_HEADERS_MAX][64];
+    char values[GATEWAY_HEADERS_MAX][GW_CONTENT_TYPE_LENGTH_MAX + 64];
     size_t count;
 };
 
 /* Adds a header; name and value are copied. */
-void gw_headers_add(struct gw_headers *headers, const char *name, const char *value);
+void gateway_headers_add(struct gateway_headers *headers, const char *name, const char *value);
 
 /* An error in the shape of the route's surface: OpenAI's
  * {"error":{"message","type","param","code"}}, or on the Messages routes
  * Anthropic's {"type":"error","error":{"type","message"}} (its type from
  * the status). retry_after_ms > 0 adds Retry-After and retry-after-ms, and
  * x-should-retry: false when that is more than 60 s away. */
-int gw_reply_error(struct exchange *exchange, unsigned status, const char *type, const char *code,
-                   int64_t retry_after_ms, const char *format, ...)
+int gateway_reply_error(struct exchange *exchange, unsigned status, const char *type,
+                        const char *code, int64_t retry_after_ms, const char *format, ...)
     __attribute__((format(printf, 6, 7)));
 /* The 429 of a call whose reserve was denied for capacity: the same, with
  * the reserve's retry and the rate-limit headers of the limits that did
  * not fit. */
-int gw_reply_denied(struct exchange *exchange, struct gw_call *call, const char *type,
-                    const char *code, const char *format, ...)
+int gateway_reply_denied(struct exchange *exchange, struct gateway_call *call, const char *type,
+                         const char *code, const char *format, ...)
     __attribute__((format(printf, 5, 6)));
 /* Adds x-llmlimit-lease-id and the x-ratelimit-* headers of the call. */
-void gw_reply_headers(struct gw_headers *headers, const struct gw_call *call, int64_t now_unix_ms);
+void gateway_reply_headers(struct gateway_headers *headers, const struct gateway_call *call,
+                           int64_t now_unix_ms);
 /* The answer of a call that did not stream: the upstream's body as it
  * came, its status and content type, and the call's headers. */
-int gw_reply_answer(struct exchange *exchange, struct gw_call *call);
+int gateway_reply_answer(struct exchange *exchange, struct gateway_call *call);
 /* Begins the streamed answer: the head now, events as they come. */
-int gw_reply_stream(struct exchange *exchange, struct gw_call *call);
+int gateway_reply_stream(struct exchange *exchange, struct gateway_call *call);
 
 #endif

@@ -21,9 +21,9 @@
 #include "server.h"
 #include "wire/wire_text.h"
 
-void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
+void gateway_headers_add(struct gateway_headers *h, const char *name, const char *value)
 {
-    assert(h->count < GW_HEADERS_MAX);
+    assert(h->count < GATEWAY_HEADERS_MAX);
     size_t name_length = strlen(name), length = strlen(value);
     assert(name_length < sizeof h->names[0]);
     assert(length < sizeof h->values[0]);
@@ -38,15 +38,15 @@ void gw_headers_add(struct gw_headers *h, const char *name, const char *value)
  * honour, so a budget denial is not tried again in a loop. */
 #define GW_SHOULD_RETRY_MS_MAX 60000
 
-static void add_retry_headers(struct gw_headers *h, int64_t retry_after_ms)
+static void add_retry_headers(struct gateway_headers *h, int64_t retry_after_ms)
 {
     char seconds[24], milliseconds[24];
     *buffer_put_i64(seconds, (retry_after_ms + 999) / 1000) = '\0';
     *buffer_put_i64(milliseconds, retry_after_ms) = '\0';
-    gw_headers_add(h, "Retry-After", seconds);
-    gw_headers_add(h, "retry-after-ms", milliseconds);
+    gateway_headers_add(h, "Retry-After", seconds);
+    gateway_headers_add(h, "retry-after-ms", milliseconds);
     if (retry_after_ms > GW_SHOULD_RETRY_MS_MAX)
-        gw_headers_add(h, "x-should-retry", "false");
+        gateway_headers_add(h, "x-should-retry", "false");
 }
 
 /* The surface whose error shape the exchange's route answers in. */
@@ -58,19 +58,19 @@ static enum gw_endpoint error_surface(const struct exchange *ex)
 
 /* An error with the headers h already holds (beyond Content-Type and the
  * retry's), in the route's surface's shape. */
-static int reply_error_with(struct exchange *ex, struct gw_headers *h, unsigned status,
+static int reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status,
                             const char *type, const char *code, int64_t retry_after_ms,
                             const char *message)
 {
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gw_error_for(&b, error_surface(ex), status, type, code, message);
-    gw_headers_add(h, "Content-Type", "application/json");
+    gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
         add_retry_headers(h, retry_after_ms);
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     if (call != NULL && call->lease_id[0] != '\0')
-        gw_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
+        gateway_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
     if (b.failed) {
         buffer_free(&b);
         return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
@@ -80,15 +80,15 @@ static int reply_error_with(struct exchange *ex, struct gw_headers *h, unsigned 
     return 0;
 }
 
-int gw_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
-                   int64_t retry_after_ms, const char *format, ...)
+int gateway_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
+                        int64_t retry_after_ms, const char *format, ...)
 {
     char message[1024];
     va_list args;
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    struct gw_headers h = {.count = 0};
+    struct gateway_headers h = {.count = 0};
     return reply_error_with(ex, &h, status, type, code, retry_after_ms, message);
 }
 
@@ -162,7 +162,7 @@ static void rfc3339_text(int64_t unix_ms, char *out, size_t size)
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void add_limit_headers(struct gw_headers *h, const struct limit_family *family,
+static void add_limit_headers(struct gateway_headers *h, const struct limit_family *family,
                               bool anthropic, const struct limit_figure *figure,
                               int64_t now_unix_ms)
 {
@@ -172,32 +172,32 @@ static void add_limit_headers(struct gw_headers *h, const struct limit_family *f
     if (family->openai != NULL) {
         *buffer_put_u64(value, figure->capacity) = '\0';
         snprintf(name, sizeof name, "x-ratelimit-limit-%s", family->openai);
-        gw_headers_add(h, name, value);
+        gateway_headers_add(h, name, value);
         if (figure->remaining_known) {
             *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
             snprintf(name, sizeof name, "x-ratelimit-remaining-%s", family->openai);
-            gw_headers_add(h, name, value);
+            gateway_headers_add(h, name, value);
         }
         if (figure->reset_known) {
             duration_text(reset_ms - now_unix_ms, value, sizeof value);
             snprintf(name, sizeof name, "x-ratelimit-reset-%s", family->openai);
-            gw_headers_add(h, name, value);
+            gateway_headers_add(h, name, value);
         }
     }
     if (!anthropic)
         return;
     *buffer_put_u64(value, figure->capacity) = '\0';
     snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", family->anthropic);
-    gw_headers_add(h, name, value);
+    gateway_headers_add(h, name, value);
     if (figure->remaining_known) {
         *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", family->anthropic);
-        gw_headers_add(h, name, value);
+        gateway_headers_add(h, name, value);
     }
     if (figure->reset_known) {
         rfc3339_text(reset_ms, value, sizeof value);
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", family->anthropic);
-        gw_headers_add(h, name, value);
+        gateway_headers_add(h, name, value);
     }
 }
 
@@ -225,7 +225,7 @@ static bool tighter(const struct requirement_state *a, const struct requirement_
 
 /* The most constrained of the reserved limits of a family. false when the
  * plan reserves none of them. */
-static bool tightest(const struct gw_call *call, unsigned amounts, struct limit_figure *out)
+static bool tightest(const struct gateway_call *call, unsigned amounts, struct limit_figure *out)
 {
     const struct requirement_state *best = NULL;
     for (uint32_t r = 0; r < call->plan.requirement_count; r++) {
@@ -247,15 +247,16 @@ static bool tightest(const struct gw_call *call, unsigned amounts, struct limit_
 }
 
 /* Anthropic's headers go on the answers of the Messages surface. */
-static bool anthropic_surface(const struct gw_call *call)
+static bool anthropic_surface(const struct gateway_call *call)
 {
     return gw_endpoint_api(call->endpoint) == GW_API_ANTHROPIC;
 }
 
-void gw_reply_headers(struct gw_headers *h, const struct gw_call *call, int64_t now_unix_ms)
+void gateway_reply_headers(struct gateway_headers *h, const struct gateway_call *call,
+                           int64_t now_unix_ms)
 {
     if (call->lease_id[0] != '\0')
-        gw_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
+        gateway_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
     for (size_t f = 0; f < FAMILIES; f++) {
@@ -269,8 +270,8 @@ void gw_reply_headers(struct gw_headers *h, const struct gw_call *call, int64_t 
  * with its capacity (from the registry) and when this call would fit
  * (retry_after_ms, as the backend reported); what is left is not reported
  * on a denial. */
-static void denial_headers(struct gw_headers *h, struct exchange *ex, const struct gw_call *call,
-                           int64_t now_unix_ms)
+static void denial_headers(struct gateway_headers *h, struct exchange *ex,
+                           const struct gateway_call *call, int64_t now_unix_ms)
 {
     const struct reserve_result *r = &call->reserve_result;
     for (size_t f = 0; f < FAMILIES; f++) {
@@ -290,15 +291,15 @@ static void denial_headers(struct gw_headers *h, struct exchange *ex, const stru
     }
 }
 
-int gw_reply_denied(struct exchange *ex, struct gw_call *call, const char *type, const char *code,
-                    const char *format, ...)
+int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const char *type,
+                         const char *code, const char *format, ...)
 {
     char message[1024];
     va_list args;
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    struct gw_headers h = {.count = 0};
+    struct gateway_headers h = {.count = 0};
     denial_headers(&h, ex, call, clock_now_ms(ex->server->clock));
     return reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, message);
 }
@@ -315,21 +316,21 @@ static bool header_value_plain(const char *value)
     return true;
 }
 
-int gw_reply_answer(struct exchange *ex, struct gw_call *call)
+int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
 {
-    struct gw_headers h = {.count = 0};
+    struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
     if (call->upstream_content_type[0] != '\0')
-        gw_headers_add(&h, "Content-Type", call->upstream_content_type);
+        gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
     /* An upstream's refusal keeps its advice on when to try again: the
      * OpenAI SDK waits for it before it retries. */
     if (status >= 400 && header_value_plain(call->upstream_retry_after))
-        gw_headers_add(&h, "Retry-After", call->upstream_retry_after);
+        gateway_headers_add(&h, "Retry-After", call->upstream_retry_after);
     if (status >= 400 && header_value_plain(call->upstream_retry_after_ms))
-        gw_headers_add(&h, "retry-after-ms", call->upstream_retry_after_ms);
+        gateway_headers_add(&h, "retry-after-ms", call->upstream_retry_after_ms);
     pthread_mutex_unlock(&call->mutex);
-    gw_reply_headers(&h, call, clock_now_ms(ex->server->clock));
+    gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
     /* The transfer is over: nothing else touches the answer now. */
     exchange_answer_raw(ex, status, h.list, h.count, call->answer.data, call->answer.length);
     return 0;
@@ -340,7 +341,7 @@ int gw_reply_answer(struct exchange *ex, struct gw_call *call)
 static void stream_pump(struct http_exchange *hx)
 {
     struct exchange *ex = (struct exchange *)hx;
-    struct gw_call *call = ex->gateway_call;
+    struct gateway_call *call = ex->gateway_call;
     if (!hx->streaming)
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
@@ -368,15 +369,15 @@ static void stream_pump(struct http_exchange *hx)
         http_stream_end(hx);
 }
 
-int gw_reply_stream(struct exchange *ex, struct gw_call *call)
+int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
 {
-    struct gw_headers h = {.count = 0};
+    struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
-    gw_headers_add(&h, "Content-Type", call->upstream_content_type);
+    gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
     call->streaming = true; /* from now on, what comes wakes the exchange */
     pthread_mutex_unlock(&call->mutex);
-    gw_headers_add(&h, "Cache-Control", "no-cache");
-    gw_reply_headers(&h, call, clock_now_ms(ex->server->clock));
+    gateway_headers_add(&h, "Cache-Control", "no-cache");
+    gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
     http_stream_begin(&ex->http, 200, h.list, h.count);
     ex->http.on_wake = stream_pump;
     stream_pump(&ex->http);

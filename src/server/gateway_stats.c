@@ -1,6 +1,6 @@
 /* The gateway's figures per (model, caller): calls, denials, upstream
  * errors, tokens and cost as settled, and upstream latency to the first
- * byte. A bounded set of series (GW_STATS_SERIES_MAX), the rest counted
+ * byte. A bounded set of series (GATEWAY_STATS_SERIES_MAX), the rest counted
  * under model="other", caller="other"; one mutex, held for a few adds. */
 #include "gateway_internal.h"
 
@@ -10,19 +10,19 @@
 #include <string.h>
 
 /* Upper bounds of the latency buckets, in microseconds. */
-static const int64_t latency_bounds_us[GW_LATENCY_BUCKETS] = {
+static const int64_t latency_bounds_us[GATEWAY_LATENCY_BUCKETS] = {
     500,    1000,   2500,   5000,    10000,   25000,   50000,
     100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
-static const char *const latency_labels[GW_LATENCY_BUCKETS] = {
+static const char *const latency_labels[GATEWAY_LATENCY_BUCKETS] = {
     "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
     "0.1",    "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
 
-int gw_stats_init(struct gw_stats *stats)
+int gateway_stats_init(struct gateway_stats *stats)
 {
-    stats->series = calloc(GW_STATS_SERIES_MAX + 1, sizeof *stats->series);
+    stats->series = calloc(GATEWAY_STATS_SERIES_MAX + 1, sizeof *stats->series);
     if (stats->series == NULL)
         return -1;
-    struct gw_stats_series *other = &stats->series[GW_STATS_SERIES_MAX];
+    struct gateway_stats_series *other = &stats->series[GATEWAY_STATS_SERIES_MAX];
     memcpy(other->model, "other", sizeof "other");
     memcpy(other->caller, "other", sizeof "other");
     stats->count = 0;
@@ -30,7 +30,7 @@ int gw_stats_init(struct gw_stats *stats)
     return 0;
 }
 
-void gw_stats_free(struct gw_stats *stats)
+void gateway_stats_free(struct gateway_stats *stats)
 {
     if (stats->series == NULL)
         return;
@@ -41,28 +41,28 @@ void gw_stats_free(struct gw_stats *stats)
 
 /* The series of (model, caller), made if there is room (mutex held). A
  * linear search: the set is small and the add is once per call. */
-static struct gw_stats_series *series_of(struct gw_stats *stats, const char *model,
-                                         const char *caller, const char *team)
+static struct gateway_stats_series *series_of(struct gateway_stats *stats, const char *model,
+                                              const char *caller, const char *team)
 {
     for (uint32_t i = 0; i < stats->count; i++) {
-        struct gw_stats_series *s = &stats->series[i];
+        struct gateway_stats_series *s = &stats->series[i];
         if (strcmp(s->model, model) == 0 && strcmp(s->caller, caller) == 0)
             return s;
     }
-    if (stats->count == GW_STATS_SERIES_MAX)
-        return &stats->series[GW_STATS_SERIES_MAX];
-    struct gw_stats_series *s = &stats->series[stats->count++];
+    if (stats->count == GATEWAY_STATS_SERIES_MAX)
+        return &stats->series[GATEWAY_STATS_SERIES_MAX];
+    struct gateway_stats_series *s = &stats->series[stats->count++];
     snprintf(s->model, sizeof s->model, "%s", model);
     snprintf(s->caller, sizeof s->caller, "%s", caller);
     snprintf(s->team, sizeof s->team, "%s", team != NULL ? team : "");
     return s;
 }
 
-void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller, const char *team,
-                  const struct gw_stats_delta *delta)
+void gateway_stats_add(struct gateway_stats *stats, const char *model, const char *caller,
+                       const char *team, const struct gateway_stats_delta *delta)
 {
     pthread_mutex_lock(&stats->mutex);
-    struct gw_stats_series *s = series_of(stats, model, caller, team);
+    struct gateway_stats_series *s = series_of(stats, model, caller, team);
     s->calls += delta->forwarded;
     s->denials += delta->denied;
     s->upstream_errors += delta->upstream_error;
@@ -71,7 +71,7 @@ void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
     s->cost_usd_micros = amount_add_saturating(s->cost_usd_micros, delta->cost_usd_micros);
     if (delta->latency_us >= 0) {
         uint32_t b = 0;
-        while (b < GW_LATENCY_BUCKETS && delta->latency_us > latency_bounds_us[b])
+        while (b < GATEWAY_LATENCY_BUCKETS && delta->latency_us > latency_bounds_us[b])
             b++;
         s->latency_buckets[b]++;
         s->latency_sum_us += (uint64_t)delta->latency_us;
@@ -79,7 +79,7 @@ void gw_stats_add(struct gw_stats *stats, const char *model, const char *caller,
     pthread_mutex_unlock(&stats->mutex);
 }
 
-static void labels(struct buffer *out, const struct gw_stats_series *s)
+static void labels(struct buffer *out, const struct gateway_stats_series *s)
 {
     buffer_append_str(out, "{model=");
     buffer_append_json_string(out, s->model, strlen(s->model));
@@ -87,12 +87,13 @@ static void labels(struct buffer *out, const struct gw_stats_series *s)
     buffer_append_json_string(out, s->caller, strlen(s->caller));
 }
 
-static void counter_lines(struct buffer *out, const struct gw_stats *stats, uint32_t count,
+static void counter_lines(struct buffer *out, const struct gateway_stats *stats, uint32_t count,
                           const char *name, const char *help, size_t offset)
 {
     buffer_printf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
     for (uint32_t i = 0; i <= count; i++) {
-        const struct gw_stats_series *s = &stats->series[i == count ? GW_STATS_SERIES_MAX : i];
+        const struct gateway_stats_series *s =
+            &stats->series[i == count ? GATEWAY_STATS_SERIES_MAX : i];
         uint64_t value;
         memcpy(&value, (const char *)s + offset, sizeof value);
         if (value == 0)
@@ -105,7 +106,7 @@ static void counter_lines(struct buffer *out, const struct gw_stats *stats, uint
     }
 }
 
-static void latency_lines(struct buffer *out, const struct gw_stats *stats, uint32_t count)
+static void latency_lines(struct buffer *out, const struct gateway_stats *stats, uint32_t count)
 {
     const char *name = "llmlimit_gateway_upstream_latency_seconds";
     buffer_printf(out,
@@ -113,19 +114,20 @@ static void latency_lines(struct buffer *out, const struct gw_stats *stats, uint
                   "# TYPE %s histogram\n",
                   name, name);
     for (uint32_t i = 0; i <= count; i++) {
-        const struct gw_stats_series *s = &stats->series[i == count ? GW_STATS_SERIES_MAX : i];
+        const struct gateway_stats_series *s =
+            &stats->series[i == count ? GATEWAY_STATS_SERIES_MAX : i];
         uint64_t total = 0;
-        for (uint32_t b = 0; b <= GW_LATENCY_BUCKETS; b++)
+        for (uint32_t b = 0; b <= GATEWAY_LATENCY_BUCKETS; b++)
             total += s->latency_buckets[b];
         if (total == 0)
             continue;
         uint64_t cumulative = 0;
-        for (uint32_t b = 0; b <= GW_LATENCY_BUCKETS; b++) {
+        for (uint32_t b = 0; b <= GATEWAY_LATENCY_BUCKETS; b++) {
             cumulative += s->latency_buckets[b];
             buffer_printf(out, "%s_bucket", name);
             labels(out, s);
             buffer_printf(out, ",le=\"%s\"} %" PRIu64 "\n",
-                          b < GW_LATENCY_BUCKETS ? latency_labels[b] : "+Inf", cumulative);
+                          b < GATEWAY_LATENCY_BUCKETS ? latency_labels[b] : "+Inf", cumulative);
         }
         buffer_printf(out, "%s_sum", name);
         labels(out, s);
@@ -138,39 +140,40 @@ static void latency_lines(struct buffer *out, const struct gw_stats *stats, uint
 
 void gateway_metrics_render(struct gateway *g, struct buffer *out)
 {
-    struct gw_stats *stats = &g->stats;
+    struct gateway_stats *stats = &g->stats;
     pthread_mutex_lock(&stats->mutex);
     uint32_t count = stats->count;
     counter_lines(out, stats, count, "llmlimit_gateway_calls_total",
                   "Calls forwarded upstream, by model and caller.",
-                  offsetof(struct gw_stats_series, calls));
+                  offsetof(struct gateway_stats_series, calls));
     counter_lines(out, stats, count, "llmlimit_gateway_denials_total",
                   "Calls refused with 429 (a limit did not fit).",
-                  offsetof(struct gw_stats_series, denials));
+                  offsetof(struct gateway_stats_series, denials));
     counter_lines(out, stats, count, "llmlimit_gateway_upstream_errors_total",
                   "Calls the upstream refused (4xx, 5xx) or failed.",
-                  offsetof(struct gw_stats_series, upstream_errors));
+                  offsetof(struct gateway_stats_series, upstream_errors));
     counter_lines(out, stats, count, "llmlimit_gateway_input_tokens_total",
-                  "Input tokens of settled calls.", offsetof(struct gw_stats_series, input_tokens));
+                  "Input tokens of settled calls.",
+                  offsetof(struct gateway_stats_series, input_tokens));
     counter_lines(out, stats, count, "llmlimit_gateway_output_tokens_total",
                   "Output tokens of settled calls.",
-                  offsetof(struct gw_stats_series, output_tokens));
+                  offsetof(struct gateway_stats_series, output_tokens));
     counter_lines(out, stats, count, "llmlimit_gateway_cost_usd_micros_total",
                   "Cost of settled calls in usd_micros.",
-                  offsetof(struct gw_stats_series, cost_usd_micros));
+                  offsetof(struct gateway_stats_series, cost_usd_micros));
     latency_lines(out, stats, count);
     pthread_mutex_unlock(&stats->mutex);
 }
 
 void gateway_stats_json(struct gateway *g, struct buffer *out)
 {
-    struct gw_stats *stats = &g->stats;
+    struct gateway_stats *stats = &g->stats;
     pthread_mutex_lock(&stats->mutex);
     buffer_append_str(out, "{\"keys\":[");
     bool first = true;
     for (uint32_t i = 0; i <= stats->count; i++) {
-        const struct gw_stats_series *s =
-            &stats->series[i == stats->count ? GW_STATS_SERIES_MAX : i];
+        const struct gateway_stats_series *s =
+            &stats->series[i == stats->count ? GATEWAY_STATS_SERIES_MAX : i];
         if (i == stats->count && s->calls == 0 && s->denials == 0)
             continue; /* "other" only once it counts something */
         if (!first)

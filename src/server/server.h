@@ -69,7 +69,7 @@ enum exchange_phase {
 
 struct batch;
 struct exchange;
-struct gw_call;
+struct gateway_call;
 
 typedef int (*exchange_fn)(struct exchange *exchange);
 
@@ -91,7 +91,7 @@ struct exchange {
     int phase;                 /* enum exchange_phase, atomic */
     exchange_fn reply;         /* writes the answer once the backend is done */
     void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
-    struct gw_call *gateway_call;               /* a gateway call's (gateway.c) */
+    struct gateway_call *gateway_call;               /* a gateway call's (gateway.c) */
     const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
     struct batch *batch;                        /* in the arena */
     struct exchange *next_free;                 /* in the server's pool */

@@ -139,7 +139,7 @@ static struct gw_tokens whole_answer(const char *body, size_t length, const size
     }
     arena_free(&arena);
     free(copy);
-    /* gw_reply_answer hands the body over: an empty one too, never NULL. */
+    /* gateway_reply_answer hands the body over: an empty one too, never NULL. */
     char *handed = buffer_detach(&answer);
     assert(handed != NULL);
     assert(length == 0 || memcmp(handed, body, length) == 0);
