@@ -276,11 +276,72 @@ static const struct gw_model *request_model(struct exchange *ex, const struct gw
 
 /* ---- the reserve --------------------------------------------------------- */
 
+/* Every gateway reserve goes through the waiting queue (src/wait): it
+ * waits when Prefer: wait asked and the key allows, and never overtakes
+ * those who wait. */
 static void reserve_start(struct exchange *ex)
 {
     struct gateway_call *call = ex->gateway_call;
-    backend_reserve(ex->server->backend, &call->reserve, &call->reserve_result, 1,
-                    exchange_backend_done, ex);
+    call->reserving = true;
+    wait_reserve(ex->server->wait, &call->ticket, &call->reserve, &call->reserve_result,
+                 call->wait_ms, call->priority, exchange_backend_done, ex);
+}
+
+/* The delta-seconds of a "wait" preference in a Prefer value (RFC 7240:
+ * comma-separated preferences, each a token, maybe "=" and a value, maybe
+ * ";" parameters), or -1 when none is there (an unreadable one is ignored,
+ * as the RFC says). */
+static int64_t preferred_wait_seconds(const char *value)
+{
+    for (const char *at = value; at != NULL && *at != '\0';) {
+        while (*at == ' ' || *at == '\t' || *at == ',')
+            at++;
+        const char *end = strchr(at, ',');
+        size_t length = end != NULL ? (size_t)(end - at) : strlen(at);
+        if (length >= 4 && strncasecmp(at, "wait", 4) == 0) {
+            const char *v = at + 4;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            if (*v == '=') {
+                v++;
+                while (*v == ' ' || *v == '\t')
+                    v++;
+                int64_t seconds = 0;
+                const char *digits = v;
+                while (*v >= '0' && *v <= '9' && seconds <= WAIT_MS_MAX / 1000)
+                    seconds = seconds * 10 + (*v++ - '0');
+                if (v > digits)
+                    return seconds;
+            }
+        }
+        at = end != NULL ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+/* How long the call may wait for capacity and at which priority: Prefer:
+ * wait=N capped by the key's max_wait_seconds, x-llmlimit-priority (0..9)
+ * capped by its priority_floor (docs/gateway.md, "Waiting for capacity").
+ * 0, or -1 with the 400 given. */
+static int call_wait(struct exchange *ex, struct gateway_call *call)
+{
+    const char *prefer = exchange_header(ex, "prefer");
+    int64_t asked = prefer != NULL ? preferred_wait_seconds(prefer) : -1;
+    uint32_t seconds = asked > 0 ? gw_key_wait_seconds(call->key, (uint64_t)asked) : 0;
+    call->wait_ms = (int64_t)seconds * 1000 > WAIT_MS_MAX ? WAIT_MS_MAX : (int64_t)seconds * 1000;
+    const char *priority = exchange_header(ex, "x-llmlimit-priority");
+    uint32_t wanted = WAIT_PRIORITY_DEFAULT;
+    if (priority != NULL) {
+        if (priority[0] < '0' || priority[0] > '9' || priority[1] != '\0') {
+            gateway_reply_error(ex, 400, "invalid_request_error", "invalid_priority", 0,
+                                "x-llmlimit-priority: must be an integer 0..9 (0 first).");
+            return -1;
+        }
+        wanted = (uint32_t)(priority[0] - '0');
+    }
+    call->priority = (uint8_t)gw_key_priority(call->key, wanted);
+    assert(call->priority < WAIT_PRIORITIES);
+    return 0;
 }
 
 /* Does a requirement the reserve names belong to a budget? */
@@ -390,6 +451,9 @@ static int after_reserve(struct exchange *ex)
         reserve_set_lease_id(call);
         return exchange_call_backend(ex, reserve_start, after_reserve);
     }
+    if (r->wait_outcome == RESERVE_WAIT_CANCELLED) /* its client left while it waited */
+        return gateway_reply_error(ex, 503, "server_error", "cancelled", 1000,
+                                   "The call was cancelled: its client left while it waited.");
     activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_GATEWAY,
                      &call->reserve, r);
     if (r->error == BACKEND_UNAVAILABLE)
@@ -558,6 +622,8 @@ static int reserve_call(struct exchange *ex, struct gateway_call *call)
     reserve_set_lease_id(call);
     if (call->plan.requirement_count == 0) /* nothing to reserve: every amount was 0 */
         return gateway_call_forward(ex, call);
+    if (call_wait(ex, call) != 0)
+        return 0;
     return exchange_call_backend(ex, reserve_start, after_reserve);
 }
 

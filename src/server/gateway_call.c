@@ -564,7 +564,12 @@ void gateway_call_client_gone(struct http_exchange *hx)
     call->client_gone = true;
     if (call->transfer != NULL)
         gw_forward_cancel(call->gateway->engine, call->transfer);
+    bool waiting = call->reserving && call->state == GATEWAY_CALL_PLANNED;
     pthread_mutex_unlock(&call->mutex);
+    /* A reserve still waiting leaves the queue; one answered meanwhile is a
+     * no-op here, and its forward finds the client gone. */
+    if (waiting)
+        wait_cancel(call->gateway->server->wait, &call->ticket);
 }
 
 static void unforwarded_released(void *context)

@@ -24,6 +24,7 @@
 #include "gateway/gw_usage.h"
 #include "util/arena.h"
 #include "util/buffer.h"
+#include "wait/wait.h"
 
 /* ---- figures per (model, caller): gateway_stats.c */
 
@@ -172,6 +173,10 @@ struct gateway_call {
     struct reserve_request reserve;
     struct reserve_result reserve_result;
     struct requirement_state states[GW_LIMITS_MAX];
+    int64_t wait_ms;           /* how long its reserve may wait (Prefer: wait) */
+    uint8_t priority;          /* among the reserves waiting on its limits */
+    bool reserving;            /* its reserve went to the wait layer (ticket in use) */
+    struct wait_ticket ticket; /* ... while it waits */
     struct buffer upstream_body;
 
     /* forwarding */

@@ -252,11 +252,23 @@ static bool anthropic_surface(const struct gateway_call *call)
     return gw_endpoint_api(call->endpoint) == GW_API_ANTHROPIC;
 }
 
+/* x-llmlimit-waited-ms: how long a call that asked to wait (Prefer: wait)
+ * waited for its reserve. */
+static void waited_header(struct gateway_headers *h, const struct gateway_call *call)
+{
+    if (call->wait_ms == 0 || !call->reserving)
+        return;
+    char value[24];
+    *buffer_put_i64(value, call->reserve_result.waited_ms) = '\0';
+    gateway_headers_add(h, "x-llmlimit-waited-ms", value);
+}
+
 void gateway_reply_headers(struct gateway_headers *h, const struct gateway_call *call,
                            int64_t now_unix_ms)
 {
     if (call->lease_id[0] != '\0')
         gateway_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
+    waited_header(h, call);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
     for (size_t f = 0; f < FAMILIES; f++) {
@@ -289,6 +301,9 @@ static void denial_headers(struct gateway_headers *h, struct exchange *ex,
             break;
         }
     }
+    if (r->wait_outcome == RESERVE_WAIT_FULL) /* --max-waiters were waiting: it could not */
+        gateway_headers_add(h, "x-llmlimit-queue", "full");
+    waited_header(h, call);
 }
 
 int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const char *type,

@@ -68,6 +68,7 @@ MODELS = {
     "m-slow": ("fake", "fake-stream-slow:delay_ms=150:chunks=6:completion_tokens=6"),
     "m-drip": ("fake", "fake-stream-slow:delay_ms=1500:chunks=4:completion_tokens=4"),
     "m-slow-plain": ("fake", "fake-normal:delay_ms=750:chunks=4"),
+    "m-paced": ("fake", "fake-normal:delay_ms=50:chunks=4"),
     "m-long": ("fake", "fake-normal:completion_tokens=4096"),
     "m-no-usage": ("fake", "fake-stream-no-usage:completion_tokens=9"),
     "m-fail-400": ("fake", "fake-fail-400"),
@@ -376,7 +377,7 @@ class Gateway:
 
     def __init__(self, backend=None, keys=KEYS_MAX, models=None, args=(), env=None,
                  restricted_models=("m-normal",), templates=None, extra_models=(),
-                 prices_file=None):
+                 prices_file=None, key_fields=None):
         self.backend = backend or BACKEND
         self.templates = templates or TEMPLATES
         self.provider_key = "sk-provider-" + secrets.token_hex(16)
@@ -390,7 +391,8 @@ class Gateway:
         for i in range(keys):
             secret, sha256 = new_key()
             caller, team = "c%d-%s" % (i, secrets.token_hex(3)), "t%d" % i
-            key_list.append({"sha256": sha256, "caller": caller, "team": team})
+            key_list.append(dict({"sha256": sha256, "caller": caller, "team": team},
+                                 **(key_fields(i) if key_fields else {})))
             self.free_keys.append((secret, caller, team))
         secret, sha256 = new_key()
         key_list.append({"sha256": sha256, "caller": "restricted", "team": "restricted",
