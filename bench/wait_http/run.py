@@ -13,7 +13,7 @@ Asserts nothing.
 
 Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite]
            [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
-           [--warmup 2] [--duration 10] [--json FILE]"""
+           [--warmup 2] [--duration 10] [--max-load 1.5] [--json FILE]"""
 
 import argparse
 import json
@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "http"))
@@ -44,6 +45,16 @@ FIGURES = [  # (label, path in the JSON line, format)
 def load_average():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def wait_for_quiet(max_load, give_up_s=600):
+    """On a shared machine: until the 1-minute load average is at most max_load
+    (or give_up_s has passed: the run then says so by its load figures)."""
+    deadline = time.monotonic() + give_up_s
+    while max_load and float(load_average().split()[0]) > max_load:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(5)
 
 
 def one_mode(args, backend, mode):
@@ -101,6 +112,9 @@ def parse_args(argv):
     parser.add_argument("--capacity", type=int, default=10)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--max-load", type=float, default=0,
+                        help="before each run, wait (up to 10 min) for a 1-minute load "
+                             "average at most this (0: do not wait)")
     parser.add_argument("--json", default=None, help="also write every run's figures here")
     args = parser.parse_args(argv)
     args.backends = args.backends.split(",")
@@ -115,6 +129,7 @@ def main(argv):
         order = args.backends if pair % 2 == 0 else list(reversed(args.backends))
         for backend in order:
             for mode in args.modes:
+                wait_for_quiet(args.max_load)
                 before = load_average()
                 figures = one_mode(args, backend, mode)
                 figures["load_before"], figures["load_after"] = before, load_average()

@@ -670,7 +670,7 @@ class History:
             first = min(sticky, key=lambda op: op["end_ns"])
             lease.outcome, lease.answer, lease.sticky = "denied", first["body"], first
             lease.decided_end_ns = first["end_ns"]
-        elif any(op_unknown(op) for op in lease.same):
+        elif any(self.may_have_admitted(op, lease) for op in lease.same):
             lease.outcome = None  # a lost request may have admitted it
         elif denials:
             lease.outcome, lease.answer = "denied", denials[0]["body"]
@@ -685,6 +685,18 @@ class History:
                 violations.add("idempotency", "lease %s: a reserve with other requirements "
                                "answered %s, want 409 lease_conflict"
                                % (lease.lease_id, op.get("status")), op)
+
+    def may_have_admitted(self, op, lease):
+        """A request without a definitive answer that may have admitted the
+        lease, unseen: not one whose client left mid-wait and that a later
+        answer (not allowed) shows to have left nothing (it had left the queue
+        by then, and an admission would have been the answer)."""
+        if not op_unknown(op):
+            return False
+        if "closed_ns" not in op:
+            return True
+        gone = self.open_until(op)
+        return not any(op_succeeded(other) and other["start_ns"] > gone for other in lease.same)
 
     def decide_allowed(self, lease, allowed, denials, sticky):
         first = min(allowed, key=lambda op: op["end_ns"])

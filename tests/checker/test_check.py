@@ -502,6 +502,17 @@ class LeavingMidWait(unittest.TestCase):
         h.allow("w", 100, 101, reserved_at=11, c=1).complete("w", 200, 201)
         self.assertEqual(dict(h.violations()), {})
 
+    def test_a_hold_left_for_a_client_that_left_shows_in_usage(self):
+        """Its client left; its retry was denied (behind a waiter, so not recorded):
+        nothing may be held for it, so usage showing it is flagged."""
+        def history(reserved):
+            h = waiting_history(ROLL).allow("a", 0, 1, r=1)
+            h.deny("z", 5, 1006, wait=waits(1000, 1000, priority=0), r=10)
+            h.leave("w", 10, 50, 60000, r=1).deny("w", 200, 201, r=1)
+            return h.usage("r", 300, 301, reserved=reserved).violations()
+        self.assertEqual(dict(history(1)), {})
+        self.assertIn("usage", history(2))
+
     def test_a_waiter_left_behind_shows_in_the_gauge(self):
         """llmlimit_wait_waiting 1 long after the only waiting client left: flagged;
         within the tolerance after it, or 0: fine."""
