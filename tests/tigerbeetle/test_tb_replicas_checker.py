@@ -251,8 +251,11 @@ def budget_charges(ops):
     budgets = [d["key"] for d in record.LIMITS if d["kind"] == "budget"]
     charged = {key: 0 for key in budgets}
     for lease_ops in by_lease.values():
-        reserves = [op for op in lease_ops if op["op"] == "reserve" and op["status"] == 200]
-        if not reserves or not reserves[0]["body"]["allowed"]:
+        # A lease is admitted once; a denial before it may not have been
+        # recorded (it yielded to a waiter, or it was a retry that joined a wait).
+        reserves = [op for op in lease_ops if op["op"] == "reserve" and op["status"] == 200
+                    and op["body"]["allowed"]]
+        if not reserves:
             continue
         requirements = {r["key"]: r["amount"] for r in reserves[0]["requirements"]}
         completes = sorted((op for op in lease_ops if op["op"] == "complete"),
