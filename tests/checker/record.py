@@ -510,13 +510,13 @@ class Recorder:
         # limit's usage from the cluster on its HTTP worker, which then stalls
         # for as long as the cluster does not answer.
         monitored = self.waits and not self.retry_unavailable
-        helpers = [threading.Thread(target=self.monitor)] if monitored else []
-        for t in workers + helpers:
+        side = [threading.Thread(target=self.monitor)] if monitored else []
+        for t in workers + side:
             t.start()
         for t in workers:
             t.join()
         self.load_done.set()
-        for t in helpers:
+        for t in side:
             t.join()
         for definition in LIMITS:
             self.usage(-1, definition["key"])
