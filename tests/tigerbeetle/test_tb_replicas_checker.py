@@ -5,7 +5,9 @@ exits 77, skipped).
 
 Two llmlimitd front ends share the cluster; tests/checker/record.py's load
 runs through both, each lease reserved through one front end and completed
-or released through the other, every request recorded with its times.
+or released through the other, every request recorded with its times. A
+share of the reserves wait (wait_ms; some clients leave mid-wait); the
+capacities stay as put (each front end keeps its own registry).
 Two scenarios, each on a fresh cluster:
 
   primary  kill -9 of the primary: 503s only until the view change has
@@ -85,6 +87,8 @@ TMPFS = "/dev/shm"
 # long for the cluster, so that a stall of the disk is a slow answer, not a
 # 503 that no fault caused: a 503 still means a fault the test made.
 DISK_DEADLINE_MS = 15000
+TB_DEADLINE_MS = 2000  # --tb-deadline-ms by default
+WAIT_SLACK_MS = 1000  # past the last attempt's round trip: the wait layer, the client
 REPLICA_MEMORY = 2700 << 20
 DATA_FILE = 1200 << 20
 MEMORY_SPARE = 2 << 30  # for the front ends, the load and the system
@@ -247,8 +251,11 @@ def budget_charges(ops):
     budgets = [d["key"] for d in record.LIMITS if d["kind"] == "budget"]
     charged = {key: 0 for key in budgets}
     for lease_ops in by_lease.values():
-        reserves = [op for op in lease_ops if op["op"] == "reserve" and op["status"] == 200]
-        if not reserves or not reserves[0]["body"]["allowed"]:
+        # A lease is admitted once; a denial before it may not have been
+        # recorded (it yielded to a waiter, or it was a retry that joined a wait).
+        reserves = [op for op in lease_ops if op["op"] == "reserve" and op["status"] == 200
+                    and op["body"]["allowed"]]
+        if not reserves:
             continue
         requirements = {r["key"]: r["amount"] for r in reserves[0]["requirements"]}
         completes = sorted((op for op in lease_ops if op["op"] == "complete"),
@@ -389,8 +396,11 @@ def run_scenario(scenario, seed, out):
         except BaseException:
             show_logs(cluster)
             raise
+    # A waiter's last attempt is one round trip, at most the front ends' deadline.
+    deadline_ms = DISK_DEADLINE_MS if deadline_args(cluster) else TB_DEADLINE_MS
     header = {"type": "header", "limits": record.LIMITS, "wall_minus_mono_ns": offsets,
-              "tolerance_ms": TOLERANCE_MS, "seed": seed, "backend": "tigerbeetle",
+              "tolerance_ms": TOLERANCE_MS, "wait_tolerance_ms": deadline_ms + WAIT_SLACK_MS,
+              "seed": seed, "backend": "tigerbeetle",
               "unavailable_ok": True,
               # the cluster expires nothing while it changes views
               "outages": [[w[0], w[1]] for w in faults.windows if w[3] == "outage"],

@@ -1,0 +1,151 @@
+"""Waiting for capacity over HTTP, side by side (issue 25, BENCHMARKS.md "Waiting
+for capacity over HTTP"): 1,000 callers on a 10-slot concurrency limit, each
+completing at once when admitted, in three modes (bench_wait_http --mode):
+
+  wait   the reserve carries wait_ms: the server answers when a slot frees
+  loop   denied: again at once, with a new lease id (the busy loop)
+  retry  denied: sleep retry_after_ms (x 0.8..1.2), then a new lease id (today's client)
+
+Each mode runs against a fresh llmlimitd; the backends alternate run by run
+(memory, sqlite, sqlite, memory, ...) so that a change in the machine's load
+falls on both. Prints each run's figures and the median (and range) of each.
+Asserts nothing.
+
+Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite]
+           [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
+           [--warmup 2] [--duration 10] [--max-load 1.5] [--json FILE]"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "http"))
+from harness import Server  # noqa: E402
+
+KEY = "bench:slots"
+FIGURES = [  # (label, path in the JSON line, format)
+    ("admitted/s", ("admitted_per_s",), "%.0f"),
+    ("call p50 ms", ("call_ms", "p50"), "%.1f"),
+    ("call p99 ms", ("call_ms", "p99"), "%.1f"),
+    ("call max ms", ("call_ms", "max"), "%.0f"),
+    ("pending max ms", ("pending", "max_ms"), "%.0f"),
+    ("served", ("callers_served",), "%.0f"),
+    ("handover p50 ms", ("handover_ms", "p50"), "%.3f"),
+    ("handover p99 ms", ("handover_ms", "p99"), "%.3f"),
+    ("server CPU us/admitted", ("server_cpu_us_per_admitted",), "%.0f"),
+    ("requests/s", ("requests_per_s",), "%.0f"),
+]
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def wait_for_quiet(max_load, give_up_s=600):
+    """On a shared machine: until the 1-minute load average is at most max_load
+    (or give_up_s has passed: the run then says so by its load figures)."""
+    deadline = time.monotonic() + give_up_s
+    while max_load and float(load_average().split()[0]) > max_load:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(5)
+
+
+def one_mode(args, backend, mode):
+    server_args = ["--log-level", "warn", "--max-connections", str(args.callers + 100)]
+    with Server(os.path.join(args.build, "llmlimitd"), backend=backend,
+                args=server_args) as server:
+        status, _, body = server.put_limit({"key": KEY, "kind": "concurrency",
+                                            "capacity": args.capacity,
+                                            "timeout_seconds": 60})
+        assert status == 200, body
+        done = subprocess.run(
+            [os.path.join(args.build, "bench_wait_http"), "--url", server.url, "--mode", mode,
+             "--key", KEY, "--callers", str(args.callers), "--warmup", str(args.warmup),
+             "--duration", str(args.duration), "--server-pid", str(server.process.pid)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError("bench_wait_http %s on %s: %s" % (mode, backend, done.stderr))
+    figures = json.loads(done.stdout)
+    figures["backend"] = backend
+    return figures
+
+
+def value(figures, path):
+    for part in path:
+        figures = figures[part]
+    return figures
+
+
+def show(results, args):
+    print("\nmedian (min..max) over %d run(s) of %d callers, %d slots, %g s each:"
+          % (args.pairs, args.callers, args.capacity, args.duration))
+    for backend in args.backends:
+        print("\n%s" % backend)
+        print("  %-24s" % "" + "".join("%-26s" % mode for mode in args.modes))
+        for label, path, fmt in FIGURES:
+            cells = []
+            for mode in args.modes:
+                seen = [value(r, path) for r in results
+                        if r["backend"] == backend and r["mode"] == mode]
+                if not seen:
+                    cells.append("-")
+                    continue
+                cells.append((fmt + " (" + fmt + ".." + fmt + ")") % (
+                    statistics.median(seen), min(seen), max(seen)))
+            print("  %-24s" % label + "".join("%-26s" % cell for cell in cells))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--backends", default="memory,sqlite")
+    parser.add_argument("--modes", default="wait,loop,retry")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--callers", type=int, default=1000)
+    parser.add_argument("--capacity", type=int, default=10)
+    parser.add_argument("--warmup", type=float, default=2)
+    parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--max-load", type=float, default=0,
+                        help="before each run, wait (up to 10 min) for a 1-minute load "
+                             "average at most this (0: do not wait)")
+    parser.add_argument("--json", default=None, help="also write every run's figures here")
+    args = parser.parse_args(argv)
+    args.backends = args.backends.split(",")
+    args.modes = args.modes.split(",")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    results = []
+    for pair in range(args.pairs):
+        order = args.backends if pair % 2 == 0 else list(reversed(args.backends))
+        for backend in order:
+            for mode in args.modes:
+                wait_for_quiet(args.max_load)
+                before = load_average()
+                figures = one_mode(args, backend, mode)
+                figures["load_before"], figures["load_after"] = before, load_average()
+                figures["pair"] = pair
+                results.append(figures)
+                print("pair %d %-7s %-6s load %s: %s" % (
+                    pair, backend, mode, before, " ".join(
+                        "%s=%s" % (label.replace(" ", "_"), fmt % value(figures, path))
+                        for label, path, fmt in FIGURES)))
+                sys.stdout.flush()
+    show(results, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
