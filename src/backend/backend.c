@@ -192,6 +192,13 @@ void reserve_replay(const struct reserve_request *request, const struct lease_vi
     result->replayed = true;
     result->finished = lease->state == LEASE_VIEW_COMPLETED || lease->state == LEASE_VIEW_RELEASED;
     result->released = lease->state == LEASE_VIEW_RELEASED;
+    if (result->released) {
+        /* Released holds nothing (by its caller, or by the server for a
+         * client that left while it waited): "allowed" would tell a retry
+         * it holds what it does not (docs/semantics.md). */
+        result->error = BACKEND_ALREADY_FINALIZED;
+        return;
+    }
     if (lease->state == LEASE_VIEW_DENIED) {
         /* A recorded denial named at least one item. */
         assert(lease->denied_items != 0);

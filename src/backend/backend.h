@@ -9,8 +9,9 @@
  *   persists them to limits.json from list_limits() after each change.
  * - reserve is all-or-nothing across its requirements. A known lease is
  *   answered as before (reserve_replay): the same lease_id with the same
- *   requirements gets the same answer again; "same requirements" means the
- *   same set of (key, amount) pairs, in any order; a different set is
+ *   requirements gets the same answer again, except a released one:
+ *   BACKEND_ALREADY_FINALIZED, as it holds nothing; "same requirements" means
+ *   the same set of (key, amount) pairs, in any order; a different set is
  *   BACKEND_LEASE_CONFLICT. A capacity denial is recorded against the lease.
  *   Errors found before any capacity is touched are not recorded:
  *   BACKEND_UNKNOWN_LIMIT_KEY, then BACKEND_LIMIT_DECREASING, then
@@ -85,7 +86,8 @@ enum backend_error {
     BACKEND_LIMIT_DECREASING,  /* retry_after_ms is the decrease retry */
     BACKEND_EXCEEDS_CAPACITY,  /* the amount can never fit */
     BACKEND_LEASE_CONFLICT,    /* reserve: a known lease id with other requirements (409) */
-    BACKEND_ALREADY_FINALIZED, /* complete of a released lease, release of a completed one (409) */
+    BACKEND_ALREADY_FINALIZED, /* complete or reserve of a released lease, release of a completed
+                                  one (409) */
     /* complete: error_index names an actual whose key is not in the lease (400). */
     BACKEND_ACTUAL_KEY_NOT_IN_LEASE,
     BACKEND_UNAVAILABLE, /* backend_error: outcome unknown (503); nothing was freed */

@@ -429,7 +429,7 @@ static void reserve_set_lease_id(struct gateway_call *call)
 static bool replay_took_nothing(const struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
-    return r->error == BACKEND_OK && r->replayed && (!r->allowed || r->released);
+    return r->replayed && ((r->error == BACKEND_OK && !r->allowed) || r->released);
 }
 
 static int after_reserve(struct exchange *ex)

@@ -142,6 +142,22 @@ static void attempt_done(void *context)
     call_done(w, &answers);
 }
 
+/* A reserve that waited for its lease's release: answered as the backend
+ * answers it now (a released lease: already_finalized). */
+static void parked_done(void *context)
+{
+    struct wait_ticket *t = context;
+    struct wait *w = t->wait;
+    pthread_mutex_lock(&w->mutex);
+    assert(t->state == WAIT_PARKED);
+    t->work = WAIT_WORK_NONE;
+    t->state = WAIT_ANSWERED;
+    pthread_mutex_unlock(&w->mutex);
+    struct wait_list answers = {0};
+    wait_list_push(&answers, t);
+    call_done(w, &answers);
+}
+
 static void release_done(void *context)
 {
     struct wait_ticket *t = context;
@@ -150,6 +166,8 @@ static void release_done(void *context)
     pthread_mutex_lock(&w->mutex);
     assert(t->state == WAIT_RELEASING);
     t->work = WAIT_WORK_NONE;
+    wait_lease_remove(w, t);
+    wait_unpark(w, t);
     /* A failed release changes nothing: the hold expires by itself. */
     reserve_result_clear(t->result);
     t->result->wait_outcome = RESERVE_WAIT_CANCELLED;
@@ -188,6 +206,10 @@ static void work_run(struct wait *w, struct wait_ticket *list)
         next = t->work_next; /* t may be answered (and reused) inside the call */
         if (t->work == WAIT_WORK_RELEASE) {
             backend_release(w->backend, &t->release, &t->release_result, 1, release_done, t);
+            continue;
+        }
+        if (t->work == WAIT_WORK_PARKED) {
+            backend_reserve(w->backend, t->request, t->result, 1, parked_done, t);
             continue;
         }
         assert(t->work == WAIT_WORK_ATTEMPT);
@@ -456,6 +478,20 @@ static bool follow(struct wait *w, struct wait_ticket *p, struct wait_ticket *t)
     return true;
 }
 
+/* A retry of a lease whose client left while it waited, while its attempt
+ * or its release is in flight: it goes to the backend once that is done,
+ * never before, so that it is told what holds (an admission handed over to
+ * it, or a release: already_finalized), never "allowed" for what is about
+ * to be released. A retry that asks to wait joins the wait instead. */
+static void park(struct wait_ticket *p, struct wait_ticket *t)
+{
+    t->state = WAIT_PARKED;
+    struct wait_ticket **link = &p->parked;
+    while (*link != NULL)
+        link = &(*link)->next_follower;
+    *link = t;
+}
+
 /* A reserve that does not wait: to the backend, yielding where others wait
  * ahead; through pass_done when it would have waited but the queue is full. */
 static void reserve_plain(struct wait *w, struct wait_ticket *t, uint64_t yield, bool full)
@@ -500,7 +536,15 @@ void wait_reserve(struct wait *w, struct wait_ticket *t, const struct reserve_re
         return;
     }
     ticket_init(w, t, request, result, done, context);
+    t->lease_hash = wait_hash(request->lease_id, request->lease_id_length);
     pthread_mutex_lock(&w->mutex);
+    struct wait_ticket *p =
+        wait_lease_find(w, request->lease_id, request->lease_id_length, t->lease_hash);
+    if (p != NULL && (p->state == WAIT_RELEASING || (p->cancelled && wait_ms == 0))) {
+        park(p, t);
+        pthread_mutex_unlock(&w->mutex);
+        return;
+    }
     uint64_t yield = wait_yield_locked(w, request, priority, NULL);
     bool full = w->waiting >= w->options.max_waiters;
     if (wait_ms == 0 || w->closing || full) {
@@ -515,9 +559,6 @@ void wait_reserve(struct wait *w, struct wait_ticket *t, const struct reserve_re
     t->started_ms = now_ms;
     t->deadline_ms = now_ms + wait_ms;
     t->priority = priority;
-    t->lease_hash = wait_hash(request->lease_id, request->lease_id_length);
-    struct wait_ticket *p =
-        wait_lease_find(w, request->lease_id, request->lease_id_length, t->lease_hash);
     if (p != NULL) {
         bool joined = follow(w, p, t);
         pthread_mutex_unlock(&w->mutex);

@@ -57,7 +57,9 @@ struct wait_ticket {
     struct wait_ticket *lease_next;    /* the lease index's chain */
     struct wait_ticket *primary;       /* a follower's: whose wait it joined */
     struct wait_ticket *followers;     /* a primary's: retries of its lease, oldest first */
-    struct wait_ticket *next_follower; /* ... and their chain */
+    struct wait_ticket *next_follower; /* ... and their chain (of parked ones too) */
+    struct wait_ticket *parked;        /* a cancelled one's: retries of its lease held
+                                        * until its attempt or release is done */
     struct wait_ticket *work_next;     /* the thread's work list, or an answer list */
     struct wait_node *nodes;           /* its places in the limits' queues */
     uint32_t timer_index;              /* in the heap, or UINT32_MAX */

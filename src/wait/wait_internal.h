@@ -25,13 +25,15 @@ enum wait_state {
     WAIT_RELEASING, /* cancelled after an admission: the release in flight */
     WAIT_FOLLOWER,  /* joined another ticket's wait (same lease id) */
     WAIT_PASS,      /* a plain reserve (full queue) through the wait layer */
-    WAIT_ANSWERED,  /* done ran or is about to */
+    WAIT_PARKED, /* a plain retry of a cancelled lease: sent once its attempt or release is done */
+    WAIT_ANSWERED, /* done ran or is about to */
 };
 
 enum wait_work {
     WAIT_WORK_NONE = 0,
     WAIT_WORK_ATTEMPT, /* backend_reserve of ticket->attempt */
     WAIT_WORK_RELEASE, /* backend_release of ticket->release */
+    WAIT_WORK_PARKED,  /* backend_reserve of a parked ticket's own request */
 };
 
 /* One place of a ticket in one limit's queue. */

@@ -396,10 +396,24 @@ static int64_t wake_at(const struct wait *w, struct wait_ticket *t, const struct
     return now_ms + backoff < at ? now_ms + backoff : at;
 }
 
-/* A cancelled ticket's attempt returned: nothing may stay held for it. */
+void wait_unpark(struct wait *w, struct wait_ticket *t)
+{
+    while (t->parked != NULL) {
+        struct wait_ticket *p = t->parked;
+        t->parked = p->next_follower;
+        p->next_follower = NULL;
+        wait_work_push(w, p, WAIT_WORK_PARKED);
+    }
+}
+
+/* A cancelled ticket's attempt returned: nothing may stay held for it
+ * unless a retry of its lease came meanwhile. */
 static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_list *answers)
 {
     struct reserve_result *r = t->result;
+    bool release = t->followers == NULL && t->parked == NULL && r->allowed && !r->replayed;
+    if (!release) /* a retry came: the admission, if any, stands for it */
+        wait_unpark(w, t);
     bool waitable = r->error == BACKEND_OK && !r->allowed && !r->replayed && r->waitable;
     if (t->followers != NULL && waitable && !w->closing && requeue(w, t, r) == 0) {
         struct wait_ticket *f = t->followers;
@@ -413,16 +427,18 @@ static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_
     }
     leave_queues(w, t, NULL);
     wait_timer_set(w, t, INT64_MAX);
-    wait_lease_remove(w, t);
-    if (t->followers != NULL) {
-        /* The lease's answer stands for its retries, an admission included. */
-        answer_followers(w, t, outcome_of(t, t->state == WAIT_FINAL), now_of(w), answers);
-    } else if (r->allowed && !r->replayed) {
+    if (release) {
+        /* Its lease stays in the index: a retry arriving before the release
+         * is done waits for it (wait.c, release_done), so that it is never
+         * told "allowed" for what is about to be released. */
         t->release = (struct release_request){t->request->lease_id, t->request->lease_id_length};
         t->state = WAIT_RELEASING;
         wait_work_push(w, t, WAIT_WORK_RELEASE);
         return;
     }
+    wait_lease_remove(w, t);
+    if (t->followers != NULL)
+        answer_followers(w, t, outcome_of(t, t->state == WAIT_FINAL), now_of(w), answers);
     finish(w, t, RESERVE_WAIT_CANCELLED, now_of(w), answers);
 }
 

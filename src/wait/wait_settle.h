@@ -39,5 +39,7 @@ bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *
  * left covers them. */
 void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t available);
 void wait_cancel_locked(struct wait *w, struct wait_ticket *t, struct wait_list *answers);
+/* The retries parked on a cancelled ticket go to the backend (as work). */
+void wait_unpark(struct wait *w, struct wait_ticket *t);
 
 #endif

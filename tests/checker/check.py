@@ -657,7 +657,7 @@ class History:
                 others.append(op)
                 continue
             lease.same.append(op)
-            if op.get("status") == 409:
+            if op.get("status") == 409 and not self.may_be_released(op, lease):
                 violations.add("idempotency", "lease %s: a retry with the same requirements "
                                "answered 409" % lease.lease_id, op)
         answered = [op for op in lease.same if op_succeeded(op)]
@@ -685,6 +685,17 @@ class History:
                 violations.add("idempotency", "lease %s: a reserve with other requirements "
                                "answered %s, want 409 lease_conflict"
                                % (lease.lease_id, op.get("status")), op)
+
+    def may_be_released(self, op, lease):
+        """A retry answered 409 already_finalized is right when the lease may
+        have been released before it: by a release of its own, or by the
+        server for a client that left mid-wait (docs/semantics.md)."""
+        if not isinstance(op.get("body"), dict) or op["body"].get("error") != "already_finalized":
+            return False
+        if any(r["start_ns"] < op["end_ns"] and (op_succeeded(r) or op_unknown(r))
+               for r in lease.releases):
+            return True
+        return any(left["start_ns"] < op["start_ns"] for left in lease.left_mid_wait())
 
     def may_have_admitted(self, op, lease):
         """A request without a definitive answer that may have admitted the

@@ -210,6 +210,23 @@ FIXTURE_TEST(complete_after_release_conflicts)
     CHECK_EQ_U64(usage(f, "usd").used, 0);
 }
 
+FIXTURE_TEST(reserve_after_release_is_already_finalized)
+{
+    REQUIRE(put_concurrency(f, "slots", 2, 60));
+    REQUIRE(reserve1(f, "call", "slots", 1));
+    REQUIRE(release(f, "call").status == RESULT_OK);
+    /* A retry of it must not be told "allowed": it holds nothing. */
+    struct reservation again = RESERVE(f, "call", {"slots", 1});
+    CHECK_EQ_I64(again.status, RESULT_CONFLICT);
+    CHECK_STR(again.error, "already_finalized");
+    CHECK(!again.allowed);
+    CHECK_EQ_U64(usage(f, "slots").reserved, 0);
+    /* Other requirements are still a conflict, found first. */
+    CHECK_STR(RESERVE(f, "call", {"slots", 2}).error, "lease_conflict");
+    /* The slot is free for a new lease. */
+    CHECK(reserve1(f, "next", "slots", 1));
+}
+
 FIXTURE_TEST(release_after_complete_conflicts)
 {
     REQUIRE(put_concurrency(f, "slots", 1, 60));
@@ -395,6 +412,8 @@ const struct conformance_test lease_tests[] = {
                "completing an unknown lease succeeds with reconciled=false"),
     TEST_ENTRY(complete_after_release_conflicts,
                "completing a released lease is already_finalized"),
+    TEST_ENTRY(reserve_after_release_is_already_finalized,
+               "a reserve retried after its lease was released is already_finalized, not allowed"),
     TEST_ENTRY(release_after_complete_conflicts,
                "releasing a completed lease is already_finalized"),
     TEST_ENTRY(release_twice_and_unknown_are_noops,

@@ -5,8 +5,8 @@
  * a retry), shutdown with an attempt in flight, a release that lands while
  * the head's attempt is being decided, how far a wake goes down a queue,
  * a waiter whose limit starts to decrease, a backend failure while waiting,
- * a retry's own deadline. Manual clock; the wait layer is settled with
- * wait_quiesce, never by sleeping. */
+ * a retry's own deadline, a plain retry of a lease whose waiter left. Manual clock; the wait layer
+ * is settled with wait_quiesce, never by sleeping. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +37,10 @@ struct fake {
     char released[CALLS_MAX][LEASE_ID_LENGTH_MAX + 1];
     uint32_t release_count;
     struct backend_watch watch;
-    bool limit_gone; /* get_limit: -1 */
+    bool limit_gone;    /* get_limit: -1 */
+    bool hold_releases; /* a release's done waits for release_finish */
+    backend_done_fn release_done;
+    void *release_context;
     struct limit_state state;
 };
 
@@ -74,7 +77,26 @@ static void fake_release(struct backend *base, const struct release_request *req
                  (int)requests[i].lease_id_length, requests[i].lease_id);
         results[i].error = BACKEND_OK;
     }
+    if (f->hold_releases) {
+        f->release_done = done;
+        f->release_context = context;
+        pthread_mutex_unlock(&f->mutex);
+        return;
+    }
     pthread_mutex_unlock(&f->mutex);
+    done(context);
+}
+
+/* The release held back (hold_releases) returns. */
+static void release_finish(struct fake *f)
+{
+    pthread_mutex_lock(&f->mutex);
+    backend_done_fn done = f->release_done;
+    void *context = f->release_context;
+    f->release_done = NULL;
+    pthread_mutex_unlock(&f->mutex);
+    if (done == NULL)
+        abort(); /* the test expected a release in flight */
     done(context);
 }
 
@@ -311,6 +333,77 @@ static void cancel_while_asking_hands_over_to_a_retry(void)
     env_close(&e);
 }
 
+static void retry_of_a_cancelled_lease_takes_its_admission(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5);
+    wait_cancel(e.wait, &a->ticket);
+    struct waiter *b = start(&e, 1, "a", 1, 0, 5); /* a plain retry of a's lease */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* held back: only a's attempt is in flight */
+    answer_allowed(&e.fake);             /* a's attempt admits */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(e.fake.release_count, 0); /* the admission stands for the retry */
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CANCELLED);
+    CHECK_EQ_I64(done_count(b), 0);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* b is sent only now: the backend replays it */
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(b->result.allowed);
+    env_close(&e);
+}
+
+static void retry_during_a_release_is_sent_after_it(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    e.fake.hold_releases = true;
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5);
+    wait_cancel(e.wait, &a->ticket);
+    answer_allowed(&e.fake); /* admitted after its client left: released */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(e.fake.release_count, 1);
+    CHECK_EQ_I64(done_count(a), 0); /* answered once the release returns */
+    struct waiter *b = start(&e, 1, "a", 1, 0, 5);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 0); /* b waits for the release */
+    release_finish(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CANCELLED);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* now b goes: the backend knows the lease released */
+    answer_error(&e.fake, BACKEND_ALREADY_FINALIZED);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(!b->result.allowed);
+    CHECK_EQ_I64(b->result.error, BACKEND_ALREADY_FINALIZED);
+    env_close(&e);
+}
+
+static void retry_of_a_cancelled_denied_lease_is_sent_after(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5);
+    wait_cancel(e.wait, &a->ticket);
+    struct waiter *b = start(&e, 1, "a", 1, 0, 5);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    answer_denied(&e.fake, T0 + 600000); /* a's attempt is denied: nothing to release */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(e.fake.release_count, 0);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* now b goes */
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(b->result.allowed);
+    env_close(&e);
+}
+
 struct late_answer {
     struct env *e;
     struct waiter *first_answered;
@@ -512,6 +605,13 @@ int main(void)
 {
     RUN(cancel_while_admitted_releases,
         "a waiter cancelled while its attempt admits it is released and answered cancelled");
+    RUN(retry_of_a_cancelled_lease_takes_its_admission,
+        "a plain retry of a lease whose waiter left, sent while its attempt is in flight, takes "
+        "the admission");
+    RUN(retry_during_a_release_is_sent_after_it,
+        "a plain retry of a lease being released after its waiter left is sent after the release");
+    RUN(retry_of_a_cancelled_denied_lease_is_sent_after,
+        "a plain retry of a lease whose waiter left is sent once its attempt returns");
     RUN(cancel_while_asking_hands_over_to_a_retry,
         "a waiter cancelled while asking hands its place to a retry of its lease");
     RUN(close_with_an_attempt_in_flight,
