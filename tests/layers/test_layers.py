@@ -9,6 +9,8 @@ is taken on trust.
 - Inside src/server, src/http, src/wire and src/wait no file calls in a
   circle (a file calling another that calls it back, directly or round a
   longer loop).
+- Every file of src/ has its room in docs/architecture.md: each .c is named
+  there, and each .h that has no .c of its own name.
 
 Usage: test_layers.py BUILD_DIR"""
 
@@ -130,6 +132,24 @@ class Layers(unittest.TestCase):
         units = {u for u in set(self.edges) | {t for ts in self.edges.values() for t in ts}
                  if folder_of(u) in NO_CIRCLES}
         self.assertEqual(circles(self.edges, units), [])
+
+
+class Documented(unittest.TestCase):
+    def test_every_file_is_in_the_architecture(self):
+        """Each source file of src/ is named in docs/architecture.md."""
+        with open(os.path.join(SOURCE, "..", "docs", "architecture.md"), encoding="utf-8") as f:
+            doc = f.read()
+        missing = []
+        for root, _, names in os.walk(SOURCE):
+            for name in sorted(names):
+                stem, ext = os.path.splitext(name)
+                if ext not in (".c", ".h") or name.startswith("console_assets.c"):
+                    continue
+                if ext == ".h" and stem + ".c" in names:
+                    continue  # goes with its .c
+                if name not in doc:
+                    missing.append(os.path.relpath(os.path.join(root, name), SOURCE))
+        self.assertEqual(missing, [], "files docs/architecture.md does not place")
 
 
 if __name__ == "__main__":
