@@ -528,7 +528,7 @@ static void settle(struct gateway_call *call)
     if (made)
         measure(call);
     pthread_mutex_unlock(&call->mutex);
-    struct backend *backend = call->gateway->server->backend;
+    struct wait *wait = call->gateway->server->wait;
     if (call->plan.requirement_count == 0) { /* nothing was reserved */
         settled(call);
         return;
@@ -536,7 +536,7 @@ static void settle(struct gateway_call *call)
     if (!made) {
         call->release =
             (struct release_request){call->reserve.lease_id, call->reserve.lease_id_length};
-        backend_release(backend, &call->release, &call->release_result, 1, settled, call);
+        wait_release(wait, &call->release, &call->release_result, 1, settled, call);
         return;
     }
     uint32_t count = 0;
@@ -549,7 +549,7 @@ static void settle(struct gateway_call *call)
     }
     call->complete = (struct complete_request){call->reserve.lease_id,
                                                call->reserve.lease_id_length, call->actuals, count};
-    backend_complete(backend, &call->complete, &call->complete_result, 1, settled, call);
+    wait_complete(wait, &call->complete, &call->complete_result, 1, settled, call);
 }
 
 /* ---- the client ---------------------------------------------------------- */
@@ -588,8 +588,8 @@ static void release_unforwarded(struct gateway_call *call)
         return;
     gateway_call_retain(call); /* the release's */
     call->release = (struct release_request){call->reserve.lease_id, call->reserve.lease_id_length};
-    backend_release(call->gateway->server->backend, &call->release, &call->release_result, 1,
-                    unforwarded_released, call);
+    wait_release(call->gateway->server->wait, &call->release, &call->release_result, 1,
+                 unforwarded_released, call);
 }
 
 void gateway_call_exchange_gone(struct gateway_call *call)

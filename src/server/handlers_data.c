@@ -147,8 +147,8 @@ int handle_reserve(struct exchange *ex)
 static void complete_call(struct exchange *ex)
 {
     memset(&ex->op.complete.result, 0, sizeof ex->op.complete.result);
-    backend_complete(ex->server->backend, &ex->op.complete.request, &ex->op.complete.result, 1,
-                     exchange_backend_done, ex);
+    wait_complete(ex->server->wait, &ex->op.complete.request, &ex->op.complete.result, 1,
+                  exchange_backend_done, ex);
 }
 
 static int complete_reply(struct exchange *ex)
@@ -178,8 +178,8 @@ int handle_complete(struct exchange *ex)
 static void release_call(struct exchange *ex)
 {
     memset(&ex->op.release.result, 0, sizeof ex->op.release.result);
-    backend_release(ex->server->backend, &ex->op.release.request, &ex->op.release.result, 1,
-                    exchange_backend_done, ex);
+    wait_release(ex->server->wait, &ex->op.release.request, &ex->op.release.result, 1,
+                 exchange_backend_done, ex);
 }
 
 static int release_reply(struct exchange *ex)
@@ -462,8 +462,8 @@ static int complete_batch_reply(struct exchange *ex)
 static void complete_batch_call(struct exchange *ex)
 {
     struct batch *batch = ex->batch;
-    backend_complete(ex->server->backend, batch->complete_requests, batch->complete_results,
-                     batch->call_count, exchange_backend_done, ex);
+    wait_complete(ex->server->wait, batch->complete_requests, batch->complete_results,
+                  batch->call_count, exchange_backend_done, ex);
 }
 
 int handle_complete_batch(struct exchange *ex)

@@ -3,7 +3,10 @@
  * waiters: woken by the backend's freed events (handed over through a
  * small buffer under events_mutex, never the main mutex, so the backend's
  * lock is held only for a copy) and by timers, it decides under the mutex
- * (wait_settle.c), then makes the backend calls with no lock held. */
+ * (wait_settle.c), then makes the backend calls with no lock held. A
+ * complete or release that frees capacity runs that pass itself, on its own
+ * thread, when no other pass runs (pass_inline): the next waiter is then
+ * answered without waking the wait layer's thread first. */
 #include "wait.h"
 
 #include <assert.h>
@@ -31,8 +34,20 @@ static void answers_run(struct wait_list *answers)
     }
 }
 
+/* The wait layer whose pass this thread runs inline (pass_inline), and
+ * whether that pass was kicked: it looks for work itself instead of waking
+ * the thread. The wait layer whose events this thread's backend call frees,
+ * so that they are not signalled to the thread before it tries. */
+static _Thread_local struct wait *inline_pass;
+static _Thread_local bool inline_kicked;
+static _Thread_local struct wait *inline_freeing;
+
 void wait_kick(struct wait *w)
 {
+    if (inline_pass == w) {
+        inline_kicked = true;
+        return;
+    }
     pthread_mutex_lock(&w->events_mutex);
     w->kicked = true;
     pthread_cond_signal(&w->events_cond);
@@ -59,7 +74,8 @@ static void wait_freed(void *context, const struct backend_freed *freed)
         w->events[w->event_count++] = e;
     else
         w->events_lost = true;
-    pthread_cond_signal(&w->events_cond);
+    if (inline_freeing != w) /* else pass_inline takes it, or signals */
+        pthread_cond_signal(&w->events_cond);
     pthread_mutex_unlock(&w->events_mutex);
 }
 
@@ -264,39 +280,109 @@ static bool idle_now(struct wait *w)
     return idle;
 }
 
+/* The events for a pass, taken (events_mutex held): the buffers swap, so
+ * the hook fills the other one meanwhile. */
+struct pass_events {
+    struct wait_event *events;
+    uint32_t count;
+    bool lost;
+};
+
+static struct pass_events events_take(struct wait *w)
+{
+    struct pass_events taken = {w->events, w->event_count, w->events_lost};
+    w->events = w->events_spare;
+    w->events_spare = taken.events;
+    w->event_count = 0;
+    w->events_lost = false;
+    return taken;
+}
+
 static void *thread_main(void *arg)
 {
     struct wait *w = arg;
     pthread_mutex_lock(&w->events_mutex);
-    while (!w->stopping) {
-        struct wait_event *events = w->events;
-        uint32_t count = w->event_count;
-        bool lost = w->events_lost;
-        w->events = w->events_spare; /* the hook fills the other buffer meanwhile */
-        w->events_spare = events;
-        w->event_count = 0;
-        w->events_lost = false;
+    while (!w->stopping || w->passing) {
+        if (w->passing) { /* an inline pass: this one waits for its end */
+            w->thread_blocked = true;
+            pthread_cond_wait(&w->events_cond, &w->events_mutex);
+            w->thread_blocked = false;
+            continue;
+        }
+        w->passing = true; /* until it sleeps: no inline pass meanwhile */
+        struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        int64_t next_ms = pass_run(w, events, count, lost);
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost);
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
         w->idle = idle && w->event_count == 0 && !w->kicked;
         pthread_cond_broadcast(&w->idle_cond);
-        if (w->kicked || w->event_count > 0 || w->stopping)
+        w->passing = false;
+        if (w->kicked || w->event_count > 0 || w->events_lost || w->stopping)
             continue;
-        int64_t sleep_ms =
-            next_ms == INT64_MAX ? WAIT_SLEEP_MS_MAX : next_ms - clock_now_ms(w->clock);
+        int64_t now_ms = clock_now_ms(w->clock);
+        int64_t sleep_ms = next_ms == INT64_MAX ? WAIT_SLEEP_MS_MAX : next_ms - now_ms;
         if (sleep_ms <= 0)
             continue;
         if (sleep_ms > WAIT_SLEEP_MS_MAX)
             sleep_ms = WAIT_SLEEP_MS_MAX; /* the clock may jump */
         struct timespec until = clock_deadline(CLOCK_MONOTONIC, sleep_ms * 1000);
+        w->sleep_until_ms = now_ms + sleep_ms;
         pthread_cond_timedwait(&w->events_cond, &w->events_mutex, &until);
+        w->sleep_until_ms = INT64_MIN;
     }
     pthread_mutex_unlock(&w->events_mutex);
     return NULL;
+}
+
+/* Whether work was scheduled by the pass just run (no lock held). */
+static bool work_waiting(struct wait *w)
+{
+    pthread_mutex_lock(&w->mutex);
+    bool any = w->work_head != NULL;
+    pthread_mutex_unlock(&w->mutex);
+    return any;
+}
+
+/* The pass a freeing thread runs itself, right after its complete or
+ * release (events_mutex held on entry and on return): the freed events it
+ * told are handled here, the next waiter's reserve made and answered, with
+ * no wake-up of the thread between the release and that answer. It runs
+ * only when no other pass runs; what it leaves (more events, a timer
+ * earlier than the thread's wake-up) goes to the thread. */
+static void pass_inline_locked(struct wait *w)
+{
+    bool more = w->event_count > 0 || w->events_lost;
+    for (uint32_t round = 0; more && round < WAIT_INLINE_PASSES_MAX; round++) {
+        if (w->passing || w->stopping)
+            break;
+        w->passing = true;
+        struct pass_events taken = events_take(w);
+        pthread_mutex_unlock(&w->events_mutex);
+        inline_pass = w;
+        inline_kicked = false;
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost);
+        inline_pass = NULL;
+        bool work = inline_kicked && work_waiting(w);
+        pthread_mutex_lock(&w->events_mutex);
+        w->passing = false;
+        if (next_ms < w->sleep_until_ms && w->sleep_until_ms != INT64_MIN)
+            pthread_cond_signal(&w->events_cond); /* a timer sooner than it sleeps */
+        /* Work its answers scheduled: the next round's pass makes the calls. */
+        more = work || w->event_count > 0 || w->events_lost;
+    }
+    if (more || w->kicked || w->thread_blocked)
+        pthread_cond_signal(&w->events_cond);
+}
+
+static void pass_inline(struct wait *w)
+{
+    inline_freeing = NULL;
+    pthread_mutex_lock(&w->events_mutex);
+    pass_inline_locked(w);
+    pthread_mutex_unlock(&w->events_mutex);
 }
 
 /* ---- open and close ----------------------------------------------------- */
@@ -330,6 +416,7 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
     w->clock = clock;
     w->options = *options;
     w->remote = backend->ops->holds_seen_here_only || backend->ops->watch == NULL;
+    w->sleep_until_ms = INT64_MIN;
     pthread_mutex_init(&w->mutex, NULL);
     pthread_mutex_init(&w->events_mutex, NULL);
     pthread_condattr_t attr;
@@ -605,14 +692,26 @@ void wait_complete(struct wait *w, const struct complete_request *requests,
                    struct complete_result *results, uint32_t count, backend_done_fn done,
                    void *context)
 {
+    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0) {
+        backend_complete(w->backend, requests, results, count, done, context);
+        return;
+    }
+    inline_freeing = w;
     backend_complete(w->backend, requests, results, count, done, context);
+    pass_inline(w);
 }
 
 void wait_release(struct wait *w, const struct release_request *requests,
                   struct release_result *results, uint32_t count, backend_done_fn done,
                   void *context)
 {
+    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0) {
+        backend_release(w->backend, requests, results, count, done, context);
+        return;
+    }
+    inline_freeing = w;
     backend_release(w->backend, requests, results, count, done, context);
+    pass_inline(w);
 }
 
 /* ---- limits -------------------------------------------------------------- */

@@ -59,11 +59,12 @@ struct wait_key {
 };
 
 #define WAIT_NODE_CHUNK 1024
-#define WAIT_KEYS_FREE_MAX 1024 /* empty queues kept for reuse */
-#define WAIT_EVENTS_MAX 4096    /* freed events between two passes of the thread */
-#define WAIT_FREED_SLOTS 4096   /* freed events remembered by key hash (a power of two) */
-#define WAIT_WAKE_WALK_MAX 256  /* places one freed event looks at */
-#define WAIT_SLEEP_MS_MAX 1000  /* the thread looks at the clock at least this often */
+#define WAIT_KEYS_FREE_MAX 1024  /* empty queues kept for reuse */
+#define WAIT_EVENTS_MAX 4096     /* freed events between two passes of the thread */
+#define WAIT_INLINE_PASSES_MAX 4 /* passes a freeing thread runs before it leaves the rest */
+#define WAIT_FREED_SLOTS 4096    /* freed events remembered by key hash (a power of two) */
+#define WAIT_WAKE_WALK_MAX 256   /* places one freed event looks at */
+#define WAIT_SLEEP_MS_MAX 1000   /* the thread looks at the clock at least this often */
 
 /* A limit's capacity may have come back: what the backend told. */
 struct wait_event {
@@ -122,6 +123,11 @@ struct wait {
     bool stopping;
     bool idle;       /* the last pass found nothing to do and nothing in flight */
     uint64_t passes; /* the thread's passes so far */
+    /* One pass at a time: the thread's, or one a freeing thread runs inline
+     * (wait_complete, wait_release). */
+    bool passing;
+    bool thread_blocked;    /* the thread waits for an inline pass to end */
+    int64_t sleep_until_ms; /* when the sleeping thread wakes; INT64_MIN while awake */
     pthread_t thread;
 };
 

@@ -46,6 +46,11 @@ struct fake {
 
 static const struct backend_ops fake_ops;
 
+static void nothing_done(void *context)
+{
+    (void)context;
+}
+
 static struct fake *fake_of(struct backend *base)
 {
     return (struct fake *)base;
@@ -87,6 +92,23 @@ static void fake_release(struct backend *base, const struct release_request *req
     done(context);
 }
 
+/* A complete that frees one slot, told to the wait layer as a backend
+ * does, before its done. */
+static void fake_complete(struct backend *base, const struct complete_request *requests,
+                          struct complete_result *results, uint32_t count, backend_done_fn done,
+                          void *context)
+{
+    struct fake *f = fake_of(base);
+    (void)requests;
+    memset(results, 0, count * sizeof *results);
+    struct backend_freed freed = {"slots", 5, true, 1};
+    pthread_mutex_lock(&f->mutex);
+    if (backend_watch_wanted(&f->watch))
+        f->watch.freed(f->watch.context, &freed);
+    pthread_mutex_unlock(&f->mutex);
+    done(context);
+}
+
 /* The release held back (hold_releases) returns. */
 static void release_finish(struct fake *f)
 {
@@ -123,6 +145,7 @@ static const struct backend_ops fake_ops = {
     .name = "fake",
     .reserve = fake_reserve,
     .release = fake_release,
+    .complete = fake_complete,
     .get_limit = fake_get_limit,
     .watch = fake_watch,
 };
@@ -383,6 +406,25 @@ static void retry_during_a_release_is_sent_after_it(void)
     env_close(&e);
 }
 
+static void a_complete_hands_over_on_its_own_thread(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    struct complete_request complete = {"h", 1, NULL, 0};
+    struct complete_result result;
+    wait_complete(e.wait, &complete, &result, 1, nothing_done, NULL);
+    /* The waiter's reserve was made before wait_complete returned: by the
+     * completing thread, not after a wake-up of the wait layer's thread. */
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK(a->result.allowed);
+    env_close(&e);
+}
+
 static void retry_of_a_cancelled_denied_lease_is_sent_after(void)
 {
     struct env e;
@@ -610,6 +652,8 @@ int main(void)
         "the admission");
     RUN(retry_during_a_release_is_sent_after_it,
         "a plain retry of a lease being released after its waiter left is sent after the release");
+    RUN(a_complete_hands_over_on_its_own_thread,
+        "a complete that frees room makes the next waiter's reserve on its own thread");
     RUN(retry_of_a_cancelled_denied_lease_is_sent_after,
         "a plain retry of a lease whose waiter left is sent once its attempt returns");
     RUN(cancel_while_asking_hands_over_to_a_retry,
