@@ -79,6 +79,12 @@ monotonic clock) in which the backend could not answer: a backend on its own
 clock (a TigerBeetle cluster in a view change) expires nothing then, so a
 hold due inside an outage may count until its end (plus the tolerance).
 
+A header's "keep_rounding_ms" says the backend books what a rolling complete
+keeps when the complete lands, for what was left of the window when the
+complete was built, rounded up to that (tigerbeetle: whole seconds, as its
+timeouts are): the kept actual may then count past the hold's expiry by the
+complete's time in flight plus the rounding. Absent, it ends with the window.
+
 Usage: check.py HISTORY.jsonl  (exit 0 if no violation, 1 otherwise)
 """
 
@@ -494,6 +500,8 @@ class History:
         self.ops = ops
         self.unavailable_ok = bool(header.get("unavailable_ok"))
         self.outages = [(start, end) for start, end in header.get("outages", [])]
+        keep_rounding_ms = header.get("keep_rounding_ms")
+        self.keep_rounding_ns = None if keep_rounding_ms is None else keep_rounding_ms * MS
         self.leases = {}
         self.usages = []
         self.puts = []
@@ -972,11 +980,30 @@ class History:
                 exp_hi = self.expiry_latest(reserved + limit.duration_ns)
             span = Span(lease, key, amount, hold_lo, hold_hi, exp_lo, exp_hi, free_try,
                         only_completes, complete, release, unknown_completes)
+            span.keep_end = self.keep_end(span)
             timeline = self.timelines[key]
             if limit.kind == "budget":
                 timeline = PeriodClip(timeline, *self.period_bounds(limit, lease, reserved))
             {"rolling": rolling_segments, "concurrency": concurrency_segments,
              "budget": budget_segments}[limit.kind](timeline, span)
+
+    def keep_end(self, span):
+        """The latest a rolling complete's kept actual may count. Exactly the
+        hold's expiry, unless the header says the backend books the keep when
+        the complete lands, for what was left of the window when it was built,
+        rounded up to keep_rounding_ms (tigerbeetle: whole seconds): then it
+        may count until the complete landed, plus what was left of the window
+        at its first try, the rounding and the tolerance (the expiry's lag). A
+        complete first tried after the window ended keeps nothing."""
+        if self.keep_rounding_ns is None or span.complete_try is None or span.exp_lo == -INF:
+            return span.exp_hi
+        landed = (span.complete["end_ns"] if span.complete is not None
+                  else max(op["end_ns"] for op in span.unknown_completes))
+        window_end = span.exp_lo + self.tolerance_ns
+        if span.complete_try >= window_end + self.tolerance_ns:
+            return span.exp_hi  # built after the window ended: it keeps nothing
+        left = max(0, window_end - span.complete_try)  # at the earliest it was built
+        return max(span.exp_hi, landed + left + self.keep_rounding_ns + self.tolerance_ns)
 
     # -- checks over the timelines ------------------------------------------------------
 
@@ -1142,6 +1169,7 @@ class Span:
         tries = ([complete["start_ns"]] if complete is not None else []) + [
             op["start_ns"] for op in unknown_completes]
         self.complete_try = min(tries, default=None)  # settled (used) from here, at the earliest
+        self.keep_end = exp_hi  # what a rolling complete keeps may count until here
 
     def certain_end(self):
         return min(self.free_try, self.exp_lo)
@@ -1158,14 +1186,16 @@ def rolling_segments(timeline, span):
     most = max(amount, span.actual)
     if span.complete is not None:
         timeline.add("upper", lease, span.hold_hi, min(span.complete["end_ns"], span.exp_hi), most)
-        timeline.add("upper", lease, span.complete["end_ns"], span.exp_hi, span.actual)
+        timeline.add("upper", lease, span.complete["end_ns"], span.keep_end, span.actual)
     elif span.release is not None:
         timeline.add("upper", lease, span.hold_hi, min(span.release["end_ns"], span.exp_hi), amount)
     else:
         timeline.add("upper", lease, span.hold_hi, span.exp_hi,
                      most if span.unknown_completes else amount)
+        if span.unknown_completes:
+            timeline.add("upper", lease, span.exp_hi, span.keep_end, most)
     if span.complete_try is not None:  # used: only its window's end frees it
-        timeline.add("fixed", lease, span.complete_try, span.exp_hi, most)
+        timeline.add("fixed", lease, span.complete_try, span.keep_end, most)
 
 
 def concurrency_segments(timeline, span):

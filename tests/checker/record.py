@@ -18,7 +18,7 @@ llmlimit_wait_waiting from /metrics.
 
 History format (JSON lines): a header {"type":"header","limits":[...],
 "wall_minus_mono_ns":[...],"tolerance_ms":N, "wait_tolerance_ms": N,
-"max_waiters": N, "unavailable_ok": bool} then one {"type":"op", "op":
+"max_waiters": N, "unavailable_ok": bool, "keep_rounding_ms": N} then one {"type":"op", "op":
 "reserve"|"complete"|"release"|"usage"|"put_limit"|"metrics", "thread",
 "front_end", "lease_id" or "key", "requirements"/"actuals"/"capacity",
 "wait_ms", "priority", "start_ns", "end_ns" (time.monotonic_ns), "status"
@@ -127,6 +127,9 @@ METRICS_EVERY_S = (0.1, 0.3)
 # (Python threads on two shared cores): far above either, far below any bug (a
 # waiter forgotten until another event, or until its client's 30 s timeout).
 WAIT_TOLERANCE_MS = {"memory": 200, "sqlite": 300, "tigerbeetle": 2500}
+# Backends that book a rolling complete's keep when it lands, for the rest of
+# the window rounded up to this (check.py "keep_rounding_ms"; docs/tigerbeetle.md).
+KEEP_ROUNDING_MS = {"tigerbeetle": 1000}
 
 
 def amount_for(definition, rng):
@@ -630,6 +633,8 @@ def history_header(args, offsets, clock_offset_ms, waits):
               "unavailable_ok": False}
     if waits:
         header["max_waiters"] = MAX_WAITERS
+    if args.backend in KEEP_ROUNDING_MS:
+        header["keep_rounding_ms"] = KEEP_ROUNDING_MS[args.backend]
     return header
 
 

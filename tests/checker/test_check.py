@@ -232,6 +232,27 @@ class BadHistories(unittest.TestCase):
                              requirements=[{"key": "c", "amount": 1}])
         self.assertIn("status", h.violations())
 
+    def test_a_rolling_keep_booked_late_may_outlive_the_window(self):
+        """With keep_rounding_ms (tigerbeetle), what a rolling complete keeps
+        may count past the window by the complete's time in flight plus the
+        rounding; not past that, and not at all for a complete first tried
+        after the window ended. Without it, the keep ends with the window."""
+        roll = {"key": "r", "kind": "rolling", "capacity": 10, "window_seconds": 2}
+
+        def history(rounding_ms, complete, read_at):
+            h = Builder(roll)
+            if rounding_ms is not None:
+                h.header["keep_rounding_ms"] = rounding_ms
+            h.allow("a", 0, 1, r=1).complete("a", *complete, r=1)
+            return h.usage("r", read_at, read_at + 1, reserved=0, used=1).violations()
+        # built at 500 with 1.5 s of the window left, landed at 2500: kept until 5000
+        self.assertIn("usage", history(None, (500, 2500), 3000))
+        self.assertEqual(dict(history(1000, (500, 2500), 3000)), {})
+        self.assertEqual(dict(history(1000, (500, 2500), 4900)), {})
+        self.assertIn("usage", history(1000, (500, 2500), 5100))
+        # first tried after the window ended: nothing kept
+        self.assertIn("usage", history(1000, (2100, 2200), 2500))
+
     def test_hold_due_in_an_outage_may_count_until_its_end(self):
         """A hold that fell due while the backend was unavailable may still
         count just after the outage (a cluster expires nothing in a view

@@ -121,6 +121,27 @@ FIXTURE_TEST(budget_decrease_applies_at_once)
     CHECK(!reserve1(f, "more", "usd", 1));
 }
 
+FIXTURE_TEST(budget_decrease_outlives_an_expired_hold)
+{
+    REQUIRE(put_budget(f, "usd", 100, PERIOD_MONTH, 5));
+    REQUIRE(reserve1(f, "spent", "usd", 30));
+    REQUIRE(complete_none(f, "spent").status == RESULT_OK);
+    struct reservation held = RESERVE(f, "held", {"usd", 40});
+    REQUIRE(held.allowed);
+    /* 30 spent and 40 held leave 30 free: the cut of 40 owes 10 of the hold. */
+    REQUIRE(put(f, budget_limit("usd", 60, PERIOD_MONTH, 5), NULL, NULL) == 0);
+    advance_to(f, just_after(f, held.expires_at_unix_ms));
+    tick(f);
+    REQUIRE(usage(f, "usd").reserved == 0);
+    /* The expired 40 pays the 10 owed before any reserve may take it. */
+    CHECK(!reserve1(f, "over", "usd", 35));
+    struct limit_usage u = usage(f, "usd");
+    CHECK_EQ_U64(u.used, 30);
+    CHECK_EQ_U64(u.reserved, 0);
+    CHECK_EQ_I64(u.available, 30);
+    CHECK(reserve1(f, "fits", "usd", 30));
+}
+
 FIXTURE_TEST(decrease_is_cancelled_by_a_put_at_or_above)
 {
     REQUIRE(put_rolling(f, "tpm", 100, 60));
@@ -268,6 +289,8 @@ const struct conformance_test admin_tests[] = {
     TEST_ENTRY(concurrency_decrease_waits_too, "a concurrency decrease waits for slots to free"),
     TEST_ENTRY(budget_decrease_applies_at_once,
                "a budget decrease applies at once and available goes negative"),
+    TEST_ENTRY(budget_decrease_outlives_an_expired_hold,
+               "a budget decrease that owes part of a hold still binds once the hold expires"),
     TEST_ENTRY(decrease_is_cancelled_by_a_put_at_or_above,
                "a put at or above the capacity in force cancels a pending decrease"),
     TEST_ENTRY(kind_or_period_change_is_refused,

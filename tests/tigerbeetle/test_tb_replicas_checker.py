@@ -402,6 +402,7 @@ def run_scenario(scenario, seed, out):
               "tolerance_ms": TOLERANCE_MS, "wait_tolerance_ms": deadline_ms + WAIT_SLACK_MS,
               "seed": seed, "backend": "tigerbeetle",
               "unavailable_ok": True,
+              "keep_rounding_ms": record.KEEP_ROUNDING_MS["tigerbeetle"],
               # the cluster expires nothing while it changes views
               "outages": [[w[0], w[1]] for w in faults.windows if w[3] == "outage"],
               "fault_marks": faults.marks}

@@ -188,6 +188,17 @@ static uint64_t cluster_now_ns(struct tb_backend *b)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A rolling hold whose window has ended by the cluster's clock: its
+ * complete keeps nothing (a keep of at least a second would outlive the
+ * window, docs/tigerbeetle.md). The hold itself may not have expired yet:
+ * the cluster expires holds a little after their deadline. */
+static bool window_over(const struct tb_lease_hold *hold, uint64_t now_ns)
+{
+    assert(hold->timestamp_ns != 0); /* a lease that is completed was reserved */
+    uint64_t end_ns = hold->timestamp_ns + (uint64_t)hold->timeout_seconds * 1000000000ull;
+    return hold->kind == LIMIT_ROLLING && end_ns <= now_ns;
+}
+
 /* What is left of a hold's window, in whole seconds rounded up (at least
  * 1: TigerBeetle timeouts are seconds, and holding a little longer is the
  * pessimistic side). */
@@ -258,7 +269,7 @@ static void build_complete(struct tb_job *job)
         assert(job->event_count <= UINT8_MAX); /* 3 events a hold, 64 holds: fits hold_event */
         job->hold_event[i] = (uint8_t)job->event_count;
         job->hold_flags[i] = 0;
-        if (hold->kind == LIMIT_CONCURRENCY || actual == 0) {
+        if (hold->kind == LIMIT_CONCURRENCY || actual == 0 || window_over(hold, now_ns)) {
             push(job, cancel);
         } else if (hold->kind == LIMIT_ROLLING) {
             cancel.flags |= TBC_TRANSFER_LINKED;

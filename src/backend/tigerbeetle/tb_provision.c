@@ -249,6 +249,18 @@ static int period_capacity(struct tb_backend *b, const struct tb_period_accounts
     return 0;
 }
 
+/* Marks a budget period as one that may owe a cut: reserves then pay
+ * the gate's free capacity into the cut before taking any (tb_reserve.c
+ * build_chain), so a hold that expires later frees capacity for the cut,
+ * not for the next reserve. Maintenance clears the mark once nothing is
+ * owed (tb_provision_settle). */
+static void mark_may_owe(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms)
+{
+    pthread_rwlock_wrlock(&b->registry_lock);
+    limit->budget_owes_ms = period_ms;
+    pthread_rwlock_unlock(&b->registry_lock);
+}
+
 /* Sets a budget period's capacity (a decrease applies at once: what the
  * holds and spend do not leave free is owed, docs/semantics.md). 0 or -1. */
 static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int64_t period_ms,
@@ -274,6 +286,8 @@ static int set_period_capacity(struct tb_backend *b, struct tb_limit *limit, int
                 b->operator_id, capacity - target, TB_CODE_CUT, 0);
         else if (cut_owed == 0)
             return 0;
+        if (capacity > target || cut_owed > 0)
+            mark_may_owe(b, limit, period_ms); /* before the cut: no reserve may miss it */
         events[count++] = tb_ledger_settle(tbc_id_random(), period.gate, period.cut);
         assert(count <= sizeof events / sizeof events[0]);
         uint32_t codes[2];
