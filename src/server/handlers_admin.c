@@ -1,6 +1,8 @@
-/* Synchronous routes: the admin API (limits, test clock), usage, events,
- * metrics and health. None of them is on the hot path; each answers on the
- * worker thread that received it. */
+/* The admin API (limits, test clock), usage, events, metrics and health.
+ * None of them is on the hot path. Most answer at once on the worker that
+ * received them; a limit's change runs on the offload thread, and the
+ * usage of /metrics and /v1/usage is read by the backend, so that no
+ * worker waits for a disk or a cluster (docs/architecture.md "Threads"). */
 #include "server.h"
 #include "handlers.h"
 #include "gateway.h"
@@ -259,6 +261,35 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
     return exchange_answer(ex, 200, &b, 0);
 }
 
+/* One limit's usage, read by the backend (a cluster round trip, or the
+ * sqlite writer) while the worker answers others. */
+struct usage_read {
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    struct usage_request request;
+    struct usage_result result;
+};
+
+static void usage_start(struct exchange *ex)
+{
+    struct usage_read *read = ex->handler_state;
+    backend_usage_batch(ex->server->backend, &read->request, &read->result, 1,
+                        exchange_backend_done, ex);
+}
+
+static int usage_reply(struct exchange *ex)
+{
+    const struct usage_read *read = ex->handler_state;
+    if (read->result.result == BACKEND_ADMIN_UNKNOWN_KEY)
+        return exchange_unknown_key(ex, read->key);
+    if (read->result.result != BACKEND_ADMIN_OK)
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
+    char storage[1024];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    encode_usage(&b, &read->result.usage);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
 int handle_usage(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
@@ -275,17 +306,13 @@ int handle_usage(struct exchange *ex)
         return exchange_error(ex, 400, WIRE_GROUP_BY_INVALID);
     if (grouped > 0)
         return usage_by_caller(ex, key, at);
-    struct limit_usage usage;
-    enum backend_admin_result found = backend_usage(ex->server->backend, key, at, &usage);
-    if (found == BACKEND_ADMIN_UNKNOWN_KEY)
-        return exchange_unknown_key(ex, key);
-    if (found != 0)
-        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
-    char storage[1024];
-    struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
-    encode_usage(&b, &usage);
-    return exchange_answer(ex, 200, &b, 0);
+    struct usage_read *read = arena_alloc(&ex->arena, sizeof *read);
+    if (read == NULL)
+        return -1; /* out of memory */
+    snprintf(read->key, sizeof read->key, "%s", key);
+    read->request = (struct usage_request){read->key, at};
+    ex->handler_state = read;
+    return exchange_call_backend(ex, usage_start, usage_reply);
 }
 
 static void encode_event(struct buffer *b, const struct backend_event *e)
@@ -369,12 +396,13 @@ int handle_events(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
-int handle_metrics(struct exchange *ex)
+/* The usage is in: the whole text. */
+static int metrics_reply(struct exchange *ex)
 {
     struct server *server = ex->server;
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
+    metrics_render(server->metrics, ex->handler_state, server->backend, &b);
     struct wait_stats waits;
     wait_stats(server->wait, &waits);
     const struct metric_row wait_rows[] = {
@@ -402,6 +430,30 @@ int handle_metrics(struct exchange *ex)
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);
     return exchange_answer(ex, 200, &b, 0);
+}
+
+static void metrics_read(struct exchange *ex)
+{
+    metrics_scrape_read(ex->handler_state, ex->server->backend, exchange_backend_done, ex);
+}
+
+static void metrics_cleanup(struct exchange *ex)
+{
+    metrics_scrape_free(ex->handler_state);
+}
+
+/* The limits' usage is read without holding the worker (a cluster may take
+ * its deadline to answer); the rest is counted here. */
+int handle_metrics(struct exchange *ex)
+{
+    struct server *server = ex->server;
+    struct metrics_scrape *scrape =
+        metrics_scrape_new(server->backend, clock_now_ms(server->clock));
+    if (scrape == NULL)
+        return -1; /* out of memory */
+    ex->handler_state = scrape;
+    ex->cleanup = metrics_cleanup;
+    return exchange_call_backend(ex, metrics_read, metrics_reply);
 }
 
 static int answer_text(struct exchange *ex, unsigned status, const char *text)

@@ -9,6 +9,12 @@
 #include "tb_backend.h"
 #include "tb_provision.h"
 
+/* How long a read waits for the cluster: the data path's --tb-deadline-ms,
+ * but at most half of Prometheus' default scrape timeout (10 s), so that a
+ * scrape of /metrics while the cluster does not answer is answered (without
+ * the usage) rather than timed out by the scraper. */
+#define TB_USAGE_DEADLINE_MS_MAX 5000
+
 /* A limit's accounts (tb_provision_balance_ids). */
 #define USAGE_IDS_PER_LIMIT TB_BALANCE_ACCOUNTS_MAX
 
@@ -210,8 +216,10 @@ void tb_usage_batch(struct backend *base, const struct usage_request *requests,
     read_limits(read, requests);
     uint32_t events_max = tbc_submitter_events_max(b->submitter, TBC_OPERATION_LOOKUP_ACCOUNTS);
     read_pack(read, requests, events_max);
-    /* The data path's deadline: /metrics answers within --tb-deadline-ms. */
-    read_items(read, clock_monotonic_ms() + b->item_deadline_ms);
+    int64_t wait_ms = b->item_deadline_ms;
+    if (wait_ms > TB_USAGE_DEADLINE_MS_MAX)
+        wait_ms = TB_USAGE_DEADLINE_MS_MAX;
+    read_items(read, clock_monotonic_ms() + wait_ms);
     /* One count of its own, dropped last, so that a lookup answered at
      * once cannot finish the read while others are still being sent. */
     read->remaining = read->item_count + 1;
