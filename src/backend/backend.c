@@ -311,6 +311,22 @@ static void waiter_wait(struct waiter *w)
     pthread_mutex_destroy(&w->mutex);
 }
 
+void backend_usage_batch(struct backend *backend, const struct usage_request *requests,
+                         struct usage_result *results, uint32_t count, backend_done_fn done,
+                         void *context)
+{
+    assert(count <= USAGE_BATCH_MAX);
+    assert(done != NULL);
+    if (backend->ops->usage_batch != NULL) {
+        backend->ops->usage_batch(backend, requests, results, count, done, context);
+        return;
+    }
+    for (uint32_t i = 0; i < count; i++)
+        results[i].result = backend->ops->usage(backend, requests[i].key, requests[i].at_unix_ms,
+                                                &results[i].usage);
+    done(context);
+}
+
 void backend_reserve_wait(struct backend *backend, const struct reserve_request *requests,
                           struct reserve_result *results, uint32_t count)
 {

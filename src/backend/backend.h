@@ -269,6 +269,21 @@ struct limit_usage {
     int64_t period_end_unix_ms;
 };
 
+/* One limit whose usage usage_batch reads. */
+struct usage_request {
+    const char *key; /* NUL-terminated; length known valid */
+    int64_t at_unix_ms;
+};
+
+struct usage_result {
+    enum backend_admin_result result; /* OK, UNKNOWN_KEY or UNAVAILABLE */
+    struct limit_usage usage;         /* when OK */
+};
+
+/* Limits one usage_batch call reads at most (/metrics reads its
+ * METRICS_LIMITS_MAX in one). */
+#define USAGE_BATCH_MAX 1000
+
 struct backend_stats {
     uint64_t lease_cache_entries;
     uint64_t batches;        /* backend transactions/requests sent */
@@ -464,6 +479,17 @@ struct backend_ops {
      * OK, UNKNOWN_KEY or UNAVAILABLE. */
     enum backend_admin_result (*usage)(struct backend *backend, const char *key, int64_t at_unix_ms,
                                        struct limit_usage *out);
+    /* Optional (NULL: backend_usage_batch calls usage for each, on the
+     * caller's thread, which is right for a backend that answers from
+     * memory under a lock). usage of count (0..USAGE_BATCH_MAX) limits,
+     * asynchronously like the data path, for a backend whose usage waits
+     * on I/O (a writer thread, a cluster): results[i] answers requests[i];
+     * done(context) runs once every result is written, maybe before the
+     * call returns, else on a backend thread. requests and results are
+     * the caller's and stay valid until then. */
+    void (*usage_batch)(struct backend *backend, const struct usage_request *requests,
+                        struct usage_result *results, uint32_t count, backend_done_fn done,
+                        void *context);
 
     /* Background work, called at least once a second: expire holds, apply
      * pending decreases. Sets *limits_changed when a limit state changed (the
@@ -597,6 +623,12 @@ static inline enum backend_admin_result backend_usage(struct backend *backend, c
 {
     return backend->ops->usage(backend, key, at_unix_ms, out);
 }
+
+/* usage_batch, or usage of each limit in turn when the backend has no
+ * usage_batch (done then runs before this returns). */
+void backend_usage_batch(struct backend *backend, const struct usage_request *requests,
+                         struct usage_result *results, uint32_t count, backend_done_fn done,
+                         void *context);
 
 static inline int backend_tick(struct backend *backend, bool *limits_changed)
 {

@@ -295,6 +295,42 @@ int exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *), 
     return reply(ex);
 }
 
+/* ---- the offload thread --------------------------------------------------- */
+
+static void offload_job(void *context)
+{
+    struct exchange *ex = context;
+    ex->offload.work(ex);
+    exchange_backend_done(ex);
+}
+
+static void offload_begin(struct exchange *ex)
+{
+    if (offload_submit(ex->server->offload, offload_job, ex))
+        return;
+    ex->offload.refused = true;
+    exchange_backend_done(ex);
+}
+
+static int offload_reply(struct exchange *ex)
+{
+    if (ex->offload.refused)
+        return exchange_error(ex, 503, WIRE_ADMIN_QUEUE_FULL);
+    return ex->offload.reply(ex);
+}
+
+int exchange_call_offload(struct exchange *ex, void (*work)(struct exchange *), exchange_fn reply)
+{
+    assert(work != NULL);
+    assert(reply != NULL);
+    ex->offload.work = work;
+    ex->offload.reply = reply;
+    ex->offload.refused = false;
+    /* The offload thread counts as the backend's: shutdown waits for it
+     * before the backend closes. */
+    return exchange_call_backend(ex, offload_begin, offload_reply);
+}
+
 /* ---- the transport's callbacks ------------------------------------------- */
 
 /* Request objects are reused: a fresh malloc of one (several KiB) per request

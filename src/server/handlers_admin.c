@@ -1,6 +1,8 @@
-/* Synchronous routes: the admin API (limits, test clock), usage, events,
- * metrics and health. None of them is on the hot path; each answers on the
- * worker thread that received it. */
+/* The admin API (limits, test clock), usage, events, metrics and health.
+ * None of them is on the hot path. Most answer at once on the worker that
+ * received them; a limit's change runs on the offload thread, and the
+ * usage of /metrics and /v1/usage is read by the backend, so that no
+ * worker waits for a disk or a cluster (docs/architecture.md "Threads"). */
 #include "server.h"
 #include "handlers.h"
 #include "gateway.h"
@@ -58,39 +60,65 @@ static int registry_failed(struct exchange *ex, enum registry_outcome outcome)
     return -1;
 }
 
+/* A limit's change, carried to the offload thread and back: the backend's
+ * admin call and the fsync of limits.json block, the worker must not. */
+struct limit_change {
+    struct limit_definition definition; /* a put's; a delete's key only */
+    struct limit_state state;           /* what a put left in force */
+    enum registry_outcome outcome;
+    char error[DECODE_ERROR_SIZE];
+};
+
+/* The offload thread: the change lands in the backend and limits.json. */
+static void put_work(struct exchange *ex)
+{
+    struct limit_change *change = ex->handler_state;
+    change->outcome = registry_put(ex->server->registry, &change->definition, &change->state,
+                                   change->error, sizeof change->error);
+}
+
+/* Back on the worker, once limits.json holds the change (or it failed). */
+static int put_reply(struct exchange *ex)
+{
+    const struct limit_change *change = ex->handler_state;
+    const struct limit_definition *definition = &change->definition;
+    const struct limit_state *state = &change->state;
+    if (change->outcome == REGISTRY_REJECTED)
+        return exchange_error(ex, 400, change->error);
+    if (change->outcome != REGISTRY_OK)
+        return registry_failed(ex, change->outcome);
+    wait_limit_changed(ex->server->wait, definition->key); /* its waiters may fit now, or never */
+    /* A decrease that waits leaves the old capacity in force. */
+    assert(state->status == LIMIT_ACTIVE ||
+           state->pending_decrease_to < state->definition.capacity);
+    assert(state->status == LIMIT_DECREASING || state->pending_decrease_to == 0);
+    char capacity[24], pending[24];
+    snprintf(capacity, sizeof capacity, "%" PRIu64, state->definition.capacity);
+    snprintf(pending, sizeof pending, "%" PRIu64, state->pending_decrease_to);
+    log_write(LOG_INFO, "limit put", "key", definition->key, "kind",
+              limit_kind_name(definition->kind), "capacity", capacity, "status",
+              limit_status_name(state->status), "pending_decrease_to", pending, NULL);
+    char storage[64];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    buffer_append_str(&b, "{\"ok\":true,\"status\":\"");
+    buffer_append_str(&b, limit_status_name(state->status));
+    buffer_append_str(&b, "\"}");
+    return exchange_answer(ex, 200, &b, 0);
+}
+
 static int put_limit(struct exchange *ex)
 {
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return 0;
-    struct limit_definition definition;
-    struct limit_state state;
-    char error[DECODE_ERROR_SIZE];
-    if (decode_definition(body, "", &definition, error, sizeof error) != 0)
-        return exchange_error(ex, 400, error);
-    enum registry_outcome outcome =
-        registry_put(ex->server->registry, &definition, &state, error, sizeof error);
-    if (outcome == REGISTRY_REJECTED)
-        return exchange_error(ex, 400, error);
-    if (outcome != REGISTRY_OK)
-        return registry_failed(ex, outcome);
-    wait_limit_changed(ex->server->wait, definition.key); /* its waiters may fit now, or never */
-    /* A decrease that waits leaves the old capacity in force. */
-    assert(state.status == LIMIT_ACTIVE || state.pending_decrease_to < state.definition.capacity);
-    assert(state.status == LIMIT_DECREASING || state.pending_decrease_to == 0);
-    char capacity[24], pending[24];
-    snprintf(capacity, sizeof capacity, "%" PRIu64, state.definition.capacity);
-    snprintf(pending, sizeof pending, "%" PRIu64, state.pending_decrease_to);
-    log_write(LOG_INFO, "limit put", "key", definition.key, "kind",
-              limit_kind_name(definition.kind), "capacity", capacity, "status",
-              limit_status_name(state.status), "pending_decrease_to", pending, NULL);
-    char storage[64];
-    struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
-    buffer_append_str(&b, "{\"ok\":true,\"status\":\"");
-    buffer_append_str(&b, limit_status_name(state.status));
-    buffer_append_str(&b, "\"}");
-    return exchange_answer(ex, 200, &b, 0);
+    struct limit_change *change = arena_alloc(&ex->arena, sizeof *change);
+    if (change == NULL)
+        return -1; /* out of memory */
+    if (decode_definition(body, "", &change->definition, change->error, sizeof change->error) != 0)
+        return exchange_error(ex, 400, change->error);
+    ex->handler_state = change;
+    return exchange_call_offload(ex, put_work, put_reply);
 }
 
 int handle_admin_limits(struct exchange *ex)
@@ -98,25 +126,47 @@ int handle_admin_limits(struct exchange *ex)
     return ex->method == HTTP_PUT ? put_limit(ex) : list_limits(ex);
 }
 
+/* The offload thread: limits.json without the key, then the backend. */
+static void delete_work(struct exchange *ex)
+{
+    struct limit_change *change = ex->handler_state;
+    change->outcome = registry_delete(ex->server->registry, change->definition.key);
+}
+
+static int delete_reply(struct exchange *ex)
+{
+    const struct limit_change *change = ex->handler_state;
+    const char *key = change->definition.key;
+    if (change->outcome == REGISTRY_UNKNOWN)
+        return exchange_unknown_key(ex, key);
+    if (change->outcome != REGISTRY_OK)
+        return registry_failed(ex, change->outcome);
+    wait_limit_changed(ex->server->wait, key); /* its waiters: unknown_limit_key */
+    log_write(LOG_INFO, "limit deleted", "key", key, NULL);
+    char storage[16] = "{\"ok\":true}";
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    b.length = strlen(storage);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
+static int delete_limit(struct exchange *ex, const char *key)
+{
+    struct limit_change *change = arena_alloc(&ex->arena, sizeof *change);
+    if (change == NULL)
+        return -1; /* out of memory */
+    snprintf(change->definition.key, sizeof change->definition.key, "%s", key);
+    ex->handler_state = change;
+    return exchange_call_offload(ex, delete_work, delete_reply);
+}
+
 int handle_admin_limit(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     if (exchange_path_key(ex, key, sizeof key) != 0)
         return 0;
-    if (ex->method == HTTP_DELETE) {
-        enum registry_outcome outcome = registry_delete(ex->server->registry, key);
-        if (outcome == REGISTRY_UNKNOWN)
-            return exchange_unknown_key(ex, key);
-        if (outcome != REGISTRY_OK)
-            return registry_failed(ex, outcome);
-        wait_limit_changed(ex->server->wait, key); /* its waiters: unknown_limit_key */
-        log_write(LOG_INFO, "limit deleted", "key", key, NULL);
-        char storage[16] = "{\"ok\":true}";
-        struct buffer b;
-        buffer_init(&b, storage, sizeof storage);
-        b.length = strlen(storage);
-        return exchange_answer(ex, 200, &b, 0);
-    }
+    if (ex->method == HTTP_DELETE)
+        return delete_limit(ex, key);
     struct limit_state state;
     if (backend_get_limit(ex->server->backend, key, &state) != 0)
         return exchange_unknown_key(ex, key);
@@ -211,6 +261,35 @@ static int usage_by_caller(struct exchange *ex, const char *key, int64_t at)
     return exchange_answer(ex, 200, &b, 0);
 }
 
+/* One limit's usage, read by the backend (a cluster round trip, or the
+ * sqlite writer) while the worker answers others. */
+struct usage_read {
+    char key[LIMIT_KEY_LENGTH_MAX + 1];
+    struct usage_request request;
+    struct usage_result result;
+};
+
+static void usage_start(struct exchange *ex)
+{
+    struct usage_read *read = ex->handler_state;
+    backend_usage_batch(ex->server->backend, &read->request, &read->result, 1,
+                        exchange_backend_done, ex);
+}
+
+static int usage_reply(struct exchange *ex)
+{
+    const struct usage_read *read = ex->handler_state;
+    if (read->result.result == BACKEND_ADMIN_UNKNOWN_KEY)
+        return exchange_unknown_key(ex, read->key);
+    if (read->result.result != BACKEND_ADMIN_OK)
+        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
+    char storage[1024];
+    struct buffer b;
+    buffer_init(&b, storage, sizeof storage);
+    encode_usage(&b, &read->result.usage);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
 int handle_usage(struct exchange *ex)
 {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
@@ -227,17 +306,13 @@ int handle_usage(struct exchange *ex)
         return exchange_error(ex, 400, WIRE_GROUP_BY_INVALID);
     if (grouped > 0)
         return usage_by_caller(ex, key, at);
-    struct limit_usage usage;
-    enum backend_admin_result found = backend_usage(ex->server->backend, key, at, &usage);
-    if (found == BACKEND_ADMIN_UNKNOWN_KEY)
-        return exchange_unknown_key(ex, key);
-    if (found != 0)
-        return exchange_error(ex, 503, WIRE_BACKEND_ERROR);
-    char storage[1024];
-    struct buffer b;
-    buffer_init(&b, storage, sizeof storage);
-    encode_usage(&b, &usage);
-    return exchange_answer(ex, 200, &b, 0);
+    struct usage_read *read = arena_alloc(&ex->arena, sizeof *read);
+    if (read == NULL)
+        return -1; /* out of memory */
+    snprintf(read->key, sizeof read->key, "%s", key);
+    read->request = (struct usage_request){read->key, at};
+    ex->handler_state = read;
+    return exchange_call_backend(ex, usage_start, usage_reply);
 }
 
 static void encode_event(struct buffer *b, const struct backend_event *e)
@@ -321,12 +396,13 @@ int handle_events(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
-int handle_metrics(struct exchange *ex)
+/* The usage is in: the whole text. */
+static int metrics_reply(struct exchange *ex)
 {
     struct server *server = ex->server;
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    metrics_render(server->metrics, server->backend, clock_now_ms(server->clock), &b);
+    metrics_render(server->metrics, ex->handler_state, server->backend, &b);
     struct wait_stats waits;
     wait_stats(server->wait, &waits);
     const struct metric_row wait_rows[] = {
@@ -354,6 +430,30 @@ int handle_metrics(struct exchange *ex)
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);
     return exchange_answer(ex, 200, &b, 0);
+}
+
+static void metrics_read(struct exchange *ex)
+{
+    metrics_scrape_read(ex->handler_state, ex->server->backend, exchange_backend_done, ex);
+}
+
+static void metrics_cleanup(struct exchange *ex)
+{
+    metrics_scrape_free(ex->handler_state);
+}
+
+/* The limits' usage is read without holding the worker (a cluster may take
+ * its deadline to answer); the rest is counted here. */
+int handle_metrics(struct exchange *ex)
+{
+    struct server *server = ex->server;
+    struct metrics_scrape *scrape =
+        metrics_scrape_new(server->backend, clock_now_ms(server->clock));
+    if (scrape == NULL)
+        return -1; /* out of memory */
+    ex->handler_state = scrape;
+    ex->cleanup = metrics_cleanup;
+    return exchange_call_backend(ex, metrics_read, metrics_reply);
 }
 
 static int answer_text(struct exchange *ex, unsigned status, const char *text)

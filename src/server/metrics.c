@@ -315,35 +315,81 @@ static int64_t gauge_value(const struct limit_usage *u, int gauge)
     }
 }
 
-static void render_limits(struct backend *backend, int64_t now, struct buffer *out)
+struct metrics_scrape {
+    bool listed; /* false: the backend could not list its limits */
+    uint32_t count;
+    struct limit_state *states; /* the limits, by key (backend_list_limits) */
+    struct usage_request *requests;
+    struct usage_result *results;
+};
+
+_Static_assert(METRICS_LIMITS_MAX <= USAGE_BATCH_MAX, "one usage_batch reads a scrape");
+
+struct metrics_scrape *metrics_scrape_new(struct backend *backend, int64_t now_unix_ms)
 {
-    struct limit_state *states = NULL;
+    struct metrics_scrape *scrape = calloc(1, sizeof *scrape);
+    if (scrape == NULL)
+        return NULL;
     size_t count = 0;
-    if (backend_list_limits(backend, &states, &count) != 0)
+    scrape->listed = backend_list_limits(backend, &scrape->states, &count) == 0;
+    if (!scrape->listed)
+        return scrape;
+    assert(scrape->states != NULL || count == 0);
+    scrape->count = (uint32_t)(count < METRICS_LIMITS_MAX ? count : METRICS_LIMITS_MAX);
+    scrape->requests = malloc((scrape->count + 1) * sizeof *scrape->requests);
+    scrape->results = malloc((scrape->count + 1) * sizeof *scrape->results);
+    if (scrape->requests == NULL || scrape->results == NULL) {
+        metrics_scrape_free(scrape);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < scrape->count; i++)
+        scrape->requests[i] = (struct usage_request){scrape->states[i].definition.key, now_unix_ms};
+    return scrape;
+}
+
+void metrics_scrape_free(struct metrics_scrape *scrape)
+{
+    if (scrape == NULL)
         return;
-    assert(states != NULL || count == 0);
-    if (count > METRICS_LIMITS_MAX)
-        count = METRICS_LIMITS_MAX;
-    struct limit_usage *usages = calloc(count > 0 ? count : 1, sizeof *usages);
-    bool *known = calloc(count > 0 ? count : 1, sizeof *known);
-    for (size_t i = 0; usages != NULL && known != NULL && i < count; i++)
-        known[i] = backend_usage(backend, states[i].definition.key, now, &usages[i]) == 0;
-    for (int g = 0; usages != NULL && known != NULL && g < GAUGE_COUNT; g++) {
+    free(scrape->states);
+    free(scrape->requests);
+    free(scrape->results);
+    free(scrape);
+}
+
+void metrics_scrape_read(struct metrics_scrape *scrape, struct backend *backend,
+                         backend_done_fn done, void *context)
+{
+    backend_usage_batch(backend, scrape->requests, scrape->results, scrape->count, done, context);
+}
+
+/* Limits whose usage the backend did not answer (a deleted one is gone, not unread). */
+static uint64_t scrape_unread(const struct metrics_scrape *scrape)
+{
+    uint64_t unread = 0;
+    for (uint32_t i = 0; i < scrape->count; i++)
+        unread += scrape->results[i].result == BACKEND_ADMIN_UNAVAILABLE;
+    return unread;
+}
+
+static void render_limits(const struct metrics_scrape *scrape, struct buffer *out)
+{
+    if (!scrape->listed)
+        return;
+    for (int g = 0; g < GAUGE_COUNT; g++) {
         header(out, gauge_names[g], "gauge", gauge_help[g]);
-        for (size_t i = 0; i < count; i++) {
-            if (!known[i])
+        for (uint32_t i = 0; i < scrape->count; i++) {
+            const struct usage_result *result = &scrape->results[i];
+            if (result->result != BACKEND_ADMIN_OK)
                 continue;
             buffer_append_str(out, gauge_names[g]);
             buffer_append_str(out, "{key=");
-            label_value(out, states[i].definition.key);
+            label_value(out, scrape->states[i].definition.key);
             buffer_append_str(out, "} ");
-            buffer_append_i64(out, gauge_value(&usages[i], g));
+            buffer_append_i64(out, gauge_value(&result->usage, g));
             buffer_append_char(out, '\n');
         }
     }
-    free(known);
-    free(usages);
-    free(states);
 }
 
 void metrics_render_rows(struct buffer *out, const struct metric_row *rows, size_t count)
@@ -357,7 +403,8 @@ void metrics_render_rows(struct buffer *out, const struct metric_row *rows, size
     }
 }
 
-static void render_backend(struct backend *backend, struct buffer *out)
+static void render_backend(struct backend *backend, const struct metrics_scrape *scrape,
+                           struct buffer *out)
 {
     struct backend_stats stats;
     memset(&stats, 0, sizeof stats);
@@ -375,6 +422,13 @@ static void render_backend(struct backend *backend, struct buffer *out)
          "Holds that expired without complete or release.", stats.expired_holds},
     };
     metrics_render_rows(out, rows, sizeof rows / sizeof rows[0]);
+    const struct metric_row unread[] = {
+        {"llmlimit_usage_unread_limits", "gauge",
+         "Limits left out of this scrape's llmlimit_limit_* gauges: the backend did not answer "
+         "their usage in time.",
+         scrape_unread(scrape)},
+    };
+    metrics_render_rows(out, unread, 1);
     if (!stats.cluster)
         return;
     const struct metric_row cluster_rows[] = {
@@ -400,13 +454,13 @@ static void render_backend(struct backend *backend, struct buffer *out)
     metrics_render_rows(out, cluster_rows, sizeof cluster_rows / sizeof cluster_rows[0]);
 }
 
-void metrics_render(struct metrics *metrics, struct backend *backend, int64_t now_unix_ms,
-                    struct buffer *out)
+void metrics_render(struct metrics *metrics, const struct metrics_scrape *scrape,
+                    struct backend *backend, struct buffer *out)
 {
     render_requests(metrics, out);
     render_durations(metrics, out);
     render_denials(metrics, out);
     render_waits(metrics, out);
-    render_limits(backend, now_unix_ms, out);
-    render_backend(backend, out);
+    render_limits(scrape, out);
+    render_backend(backend, scrape, out);
 }

@@ -243,6 +243,8 @@ static int server_start(struct server *s)
     if (s->metrics == NULL || s->activity == NULL || s->spend == NULL)
         return startup_failed("cannot start", "out of memory");
     s->started_at_unix_ms = clock_now_ms(s->clock);
+    if (offload_start(OFFLOAD_JOBS_MAX, &s->offload) != 0)
+        return startup_failed("cannot start the offload thread", strerror(errno));
     if (ticker_start(s) != 0)
         return -1;
     if (spend_start(s->spend, s->backend, s->clock) != 0)
@@ -258,6 +260,7 @@ static void server_free(struct server *s)
     /* The HTTP server is stopped: no exchange, and so no backend call, is left. */
     assert(s->http == NULL);
     assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
+    offload_stop(s->offload); /* idle: every job of it counted as a backend call */
     ticker_stop(s);
     spend_stop(s->spend); /* before the backend it reads closes */
     if (s->ticker_cond_ready) {

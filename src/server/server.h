@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "util/jdoc.h"
 #include "metrics.h"
+#include "offload.h"
 #include "registry.h"
 #include "router.h"
 #include "spend.h"
@@ -31,6 +32,7 @@ struct server {
     struct wait *wait;                     /* the waiting queue in front of the backend */
     struct gateway *gateway;               /* NULL: gateway mode is off */
     struct registry *registry;
+    struct offload *offload; /* runs limit changes off the HTTP workers */
     int data_dir_lock_fd; /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;
     struct activity *activity; /* recent reserves and denials (the console) */
@@ -92,6 +94,14 @@ struct exchange {
     exchange_fn reply;         /* writes the answer once the backend is done */
     void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
     struct gateway_call *gateway_call;               /* a gateway call's (gateway.c) */
+    /* A handler's own while its backend call or offloaded work runs (in
+     * the arena, or freed by its cleanup). */
+    void *handler_state;
+    struct {
+        void (*work)(struct exchange *exchange); /* run on the offload thread */
+        exchange_fn reply;
+        bool refused; /* the offload thread had OFFLOAD_JOBS_MAX jobs waiting */
+    } offload;
     const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
     struct batch *batch;                        /* in the arena */
     struct exchange *next_free;                 /* in the server's pool */
@@ -170,6 +180,13 @@ const struct jdoc_value *exchange_parse_body(struct exchange *exchange);
 int exchange_call_backend(struct exchange *exchange, void (*call)(struct exchange *),
                           exchange_fn reply);
 void exchange_backend_done(void *context);
+
+/* Runs work(exchange) on the offload thread (offload.h), as
+ * exchange_call_backend runs a backend call, then reply() on the
+ * exchange's worker. 503 admin_queue_full when OFFLOAD_JOBS_MAX jobs wait
+ * already (work never runs), 503 shutting_down as exchange_call_backend. */
+int exchange_call_offload(struct exchange *exchange, void (*work)(struct exchange *),
+                          exchange_fn reply);
 
 /* A buffer on the exchange's reply storage (stable). */
 void exchange_reply_buffer(struct exchange *exchange, struct buffer *buffer);

@@ -19,6 +19,7 @@
 #define TICK_INTERVAL_MS 250          /* backend tick: decreases apply within 1 s */
 #define SHUTDOWN_DRAIN_MS 10000       /* SIGTERM waits this long for open requests */
 #define SHUTDOWN_UPLOAD_GRACE_MS 1000 /* ... and this long for bodies still arriving */
+#define OFFLOAD_JOBS_MAX 64           /* limit changes waiting for the offload thread */
 
 /* Files. */
 #define REGISTRY_BYTES_MAX (512 * 1024 * 1024) /* limits.json */

@@ -16,6 +16,7 @@
 #define WIRE_OUT_OF_MEMORY "out_of_memory"
 #define WIRE_BACKEND_ERROR "backend_error"
 #define WIRE_SHUTTING_DOWN "shutting_down"
+#define WIRE_ADMIN_QUEUE_FULL "admin_queue_full"
 #define WIRE_BODY_TOO_LARGE "body_too_large"
 #define WIRE_NOT_FOUND "not_found"
 #define WIRE_METHOD_NOT_ALLOWED "method_not_allowed"

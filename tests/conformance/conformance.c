@@ -473,6 +473,50 @@ enum backend_admin_result usage_rc(struct fixture *f, const char *key)
     return backend_usage(f->backend, named(f, key, name), now_ms(f), &u);
 }
 
+/* done of usage_batch: may run on a backend thread. */
+struct batch_wait {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    bool done;
+};
+
+static void batch_done(void *context)
+{
+    struct batch_wait *w = context;
+    pthread_mutex_lock(&w->mutex);
+    CHECK(!w->done); /* once */
+    w->done = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mutex);
+}
+
+#define USAGE_BATCH_TEST_MAX 8
+
+void usage_batch(struct fixture *f, const char *const *keys, uint32_t count,
+                 struct usage_result *results)
+{
+    REQUIRE(count <= USAGE_BATCH_TEST_MAX);
+    char names[USAGE_BATCH_TEST_MAX][NAMED_SIZE];
+    struct usage_request requests[USAGE_BATCH_TEST_MAX];
+    int64_t now = now_ms(f);
+    for (uint32_t i = 0; i < count; i++)
+        requests[i] = (struct usage_request){named(f, keys[i], names[i]), now};
+    memset(results, 0xAB, count * sizeof *results);
+    struct batch_wait w = {.done = false};
+    pthread_mutex_init(&w.mutex, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    backend_usage_batch(f->backend, requests, results, count, batch_done, &w);
+    pthread_mutex_lock(&w.mutex);
+    while (!w.done)
+        pthread_cond_wait(&w.cond, &w.mutex);
+    pthread_mutex_unlock(&w.mutex);
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.mutex);
+    for (uint32_t i = 0; i < count; i++)
+        if (results[i].result == BACKEND_ADMIN_OK)
+            strip_state(f, &results[i].usage.state);
+}
+
 /* ---- time ---------------------------------------------------------------- */
 
 int64_t now_ms(struct fixture *f)

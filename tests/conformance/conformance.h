@@ -179,6 +179,10 @@ struct release_outcome release(struct fixture *f, const char *lease_id);
 struct limit_usage usage(struct fixture *f, const char *key);
 struct limit_usage usage_at(struct fixture *f, const char *key, int64_t at_unix_ms);
 enum backend_admin_result usage_rc(struct fixture *f, const char *key);
+/* backend_usage_batch of count (0..8) keys now, waited for: results[i]
+ * answers keys[i], its state stripped as usage's. */
+void usage_batch(struct fixture *f, const char *const *keys, uint32_t count,
+                 struct usage_result *results);
 
 /* ---- time ---------------------------------------------------------------
  * On a manual clock advance moves it; on the backend's own clock it waits.

@@ -276,6 +276,47 @@ FIXTURE_TEST(usage_of_unknown_key_fails)
     CHECK(backend_ready(f->backend));
 }
 
+/* One field at a time, so that a failure names it. */
+static void check_same_usage(const struct limit_usage *batch, const struct limit_usage *single)
+{
+    CHECK_STR(batch->state.definition.key, single->state.definition.key);
+    CHECK_EQ_U64(batch->state.definition.capacity, single->state.definition.capacity);
+    CHECK_EQ_I64(batch->state.status, single->state.status);
+    CHECK_EQ_U64(batch->reserved, single->reserved);
+    CHECK_EQ_U64(batch->used, single->used);
+    CHECK_EQ_U64(batch->debt, single->debt);
+    CHECK_EQ_I64(batch->available, single->available);
+    CHECK_EQ_I64(batch->period_start_unix_ms, single->period_start_unix_ms);
+    CHECK_EQ_I64(batch->period_end_unix_ms, single->period_end_unix_ms);
+}
+
+FIXTURE_TEST(usage_batch_answers_each_key_as_usage)
+{
+    REQUIRE(put_rolling(f, "tpm", 100, 60));
+    REQUIRE(put_budget(f, "usd", 100, PERIOD_WEEK, 0));
+    REQUIRE(put_concurrency(f, "slots", 3, 60));
+    REQUIRE(reserve1(f, "held", "tpm", 30));
+    REQUIRE(reserve1(f, "slot", "slots", 2));
+    CHECK(RESERVE(f, "spent", {"tpm", 10}, {"usd", 40}).allowed);
+    CHECK(COMPLETE(f, "spent", {"tpm", 5}, {"usd", 25}).reconciled);
+    const char *const keys[] = {"tpm", "missing", "usd", "slots"};
+    struct usage_result results[4];
+    usage_batch(f, keys, 4, results);
+    CHECK_EQ_I64(results[1].result, BACKEND_ADMIN_UNKNOWN_KEY);
+    for (uint32_t i = 0; i < 4; i++) {
+        if (i == 1)
+            continue;
+        CHECK_EQ_I64(results[i].result, BACKEND_ADMIN_OK);
+        struct limit_usage single = usage(f, keys[i]);
+        check_same_usage(&results[i].usage, &single);
+    }
+    CHECK_EQ_U64(results[0].usage.reserved, 30);
+    CHECK_EQ_U64(results[0].usage.used, 5);
+    CHECK_EQ_U64(results[2].usage.used, 25);
+    CHECK_EQ_U64(results[3].usage.reserved, 2);
+    usage_batch(f, keys, 0, results); /* none: done still runs */
+}
+
 const struct conformance_test admin_tests[] = {
     TEST_ENTRY(capacity_increase_applies_at_once, "a capacity increase applies at once"),
     TEST_ENTRY(capacity_decrease_applies_at_once_when_free,
@@ -306,5 +347,7 @@ const struct conformance_test admin_tests[] = {
                "restore_limit loads a decreasing state as saved and tick finishes the decrease"),
     TEST_ENTRY(usage_of_unknown_key_fails,
                "usage of an unknown key is unknown_limit_key; the backend is ready"),
+    TEST_ENTRY(usage_batch_answers_each_key_as_usage,
+               "usage_batch answers each key as usage does, unknown keys as unknown, none at all"),
 };
 const uint32_t admin_test_count = sizeof admin_tests / sizeof admin_tests[0];

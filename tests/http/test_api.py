@@ -523,6 +523,7 @@ class Api(unittest.TestCase):
             "llmlimit_backend_batched_items_total ",
             "llmlimit_lease_cache_entries ",
             "llmlimit_overage_denied_total ",
+            "\nllmlimit_usage_unread_limits 0\n",  # every limit's usage was read
         ]:
             self.assertIn(needle, text)
         self.assertNotIn("llmlimit_tigerbeetle_", text)  # no cluster behind this backend

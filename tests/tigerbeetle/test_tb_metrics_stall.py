@@ -6,9 +6,12 @@ usage from a cluster in a view change. Here: llmlimitd with one HTTP worker
 (--threads 1) in front of a one-replica cluster with three limits; the replica
 is frozen (SIGSTOP); a GET /metrics is sent, then a GET /healthz on another
 connection: liveness must be answered before /metrics is (it needs nothing from
-the cluster). Without TIGERBEETLE_BIN: SKIPPED, exit 77."""
+the cluster). And /metrics is answered while the replica stays frozen: without the
+limits' usage gauges, llmlimit_usage_unread_limits counting them (docs/api.md
+"GET /metrics"). Without TIGERBEETLE_BIN: SKIPPED, exit 77."""
 
 import os
+import re
 import select
 import socket
 import sys
@@ -62,6 +65,39 @@ class MetricsStall(unittest.TestCase):
                     self.assertTrue(metrics.recv(65536).startswith(b"HTTP/1.1 200"))
                 finally:
                     metrics.close()
+            finally:
+                cluster.resume(0)
+                server.cleanup()
+
+    def test_metrics_answer_without_usage_while_frozen(self):
+        """Frozen cluster: /metrics is answered, the usage gauges left out and counted."""
+        with Cluster() as cluster:
+            server = Server(BINARY, backend="tigerbeetle",
+                            args=["--tb-addresses", cluster.address]).start()
+            try:
+                self.assertTrue(wait_until(lambda: server.request("GET", "/readyz")[0] == 200,
+                                           timeout_s=60))
+                for i in range(LIMITS):
+                    status, _, body = server.put_limit({"key": "frozen:%d" % i,
+                                                        "kind": "concurrency", "capacity": 1,
+                                                        "timeout_seconds": 60})
+                    self.assertEqual(status, 200, body)
+                status, _, text = server.request("GET", "/metrics")
+                self.assertEqual(status, 200)
+                self.assertIn('llmlimit_limit_capacity{key="frozen:0"} 1', text)
+                self.assertIn("\nllmlimit_usage_unread_limits 0\n", text)
+                cluster.pause(0)
+                # Nothing can read the usage now: the answer, when it comes
+                # (the request's own timeout is far longer than the
+                # backend's deadline), has none of it.
+                status, _, text = server.request("GET", "/metrics")
+                cluster.resume(0)
+                self.assertEqual(status, 200)
+                self.assertIsNone(re.search(r"^llmlimit_limit_\w+\{", text, re.MULTILINE))
+                self.assertIn("\nllmlimit_usage_unread_limits %d\n" % LIMITS, text)
+                self.assertIn("llmlimit_requests_total{", text)  # the rest is all there
+                self.assertTrue(wait_until(lambda: "\nllmlimit_usage_unread_limits 0\n" in
+                                           server.request("GET", "/metrics")[2], timeout_s=60))
             finally:
                 cluster.resume(0)
                 server.cleanup()

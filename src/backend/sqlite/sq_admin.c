@@ -316,18 +316,13 @@ enum backend_admin_result sq_admin_list_limits(struct backend *base, struct limi
 
 /* ---- Usage. */
 
-struct usage_args {
-    const char *key;
-    int64_t at_unix_ms;
-    struct limit_usage *out;
-    enum backend_admin_result result;
-};
-
-static int usage_run(struct sq_backend *backend, struct sq_call *call)
+/* One limit's usage, on the writer: result is OK or UNKNOWN_KEY; the
+ * return is SQLITE_DONE or an SQLite error. */
+static int usage_read(struct sq_backend *backend, const char *key, int64_t at_unix_ms,
+                      struct limit_usage *out, enum backend_admin_result *result)
 {
-    struct usage_args *args = call->args;
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, key);
+    *result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
     if (limit == NULL)
         return SQLITE_DONE;
     int64_t now_ms = clock_now_ms(backend->config.clock);
@@ -335,14 +330,13 @@ static int usage_run(struct sq_backend *backend, struct sq_call *call)
     if (rc != SQLITE_DONE)
         return rc;
     const struct limit_definition *d = &limit->state.definition;
-    struct limit_usage *out = args->out;
     memset(out, 0, sizeof *out);
     out->state = limit->state;
     int64_t start = 0;
     if (d->kind == LIMIT_BUDGET) {
-        start = period_start_ms(d->period, args->at_unix_ms);
+        start = period_start_ms(d->period, at_unix_ms);
         out->period_start_unix_ms = start;
-        out->period_end_unix_ms = period_end_ms(d->period, args->at_unix_ms);
+        out->period_end_unix_ms = period_end_ms(d->period, at_unix_ms);
     }
     const struct sq_period *p = sq_mirror_period(backend, limit, start);
     if (p == NULL)
@@ -354,6 +348,19 @@ static int usage_run(struct sq_backend *backend, struct sq_call *call)
     return SQLITE_DONE;
 }
 
+struct usage_args {
+    const char *key;
+    int64_t at_unix_ms;
+    struct limit_usage *out;
+    enum backend_admin_result result;
+};
+
+static int usage_run(struct sq_backend *backend, struct sq_call *call)
+{
+    struct usage_args *args = call->args;
+    return usage_read(backend, args->key, args->at_unix_ms, args->out, &args->result);
+}
+
 enum backend_admin_result sq_admin_usage(struct backend *base, const char *key, int64_t at_unix_ms,
                                          struct limit_usage *out)
 {
@@ -362,6 +369,65 @@ enum backend_admin_result sq_admin_usage(struct backend *base, const char *key, 
     if (sq_writer_call(backend, usage_run, &args) != 0)
         return BACKEND_ADMIN_UNAVAILABLE;
     return args.result;
+}
+
+/* One usage_batch call: one call of the writer for every limit, so a
+ * scrape waits for one transaction (and its sync), and nobody waits on
+ * the caller's thread. */
+struct usage_batch {
+    struct sq_call call;
+    const struct usage_request *requests;
+    struct usage_result *results;
+    uint32_t count;
+    backend_done_fn done;
+    void *context;
+};
+
+static int usage_batch_run(struct sq_backend *backend, struct sq_call *call)
+{
+    struct usage_batch *batch = call->args;
+    for (uint32_t i = 0; i < batch->count; i++) {
+        const struct usage_request *request = &batch->requests[i];
+        struct usage_result *result = &batch->results[i];
+        int rc = usage_read(backend, request->key, request->at_unix_ms, &result->usage,
+                            &result->result);
+        if (rc != SQLITE_DONE)
+            return rc;
+    }
+    return SQLITE_DONE;
+}
+
+static void usage_batch_answer(void *context)
+{
+    struct usage_batch *batch = context;
+    for (uint32_t i = 0; batch->call.failed && i < batch->count; i++)
+        batch->results[i].result = BACKEND_ADMIN_UNAVAILABLE;
+    backend_done_fn done = batch->done;
+    void *done_context = batch->context;
+    free(batch);
+    done(done_context);
+}
+
+void sq_admin_usage_batch(struct backend *base, const struct usage_request *requests,
+                          struct usage_result *results, uint32_t count, backend_done_fn done,
+                          void *context)
+{
+    assert(count <= USAGE_BATCH_MAX);
+    struct usage_batch *batch = count > 0 ? calloc(1, sizeof *batch) : NULL;
+    if (batch == NULL) { /* nothing to read, or out of memory */
+        for (uint32_t i = 0; i < count; i++)
+            results[i].result = BACKEND_ADMIN_UNAVAILABLE;
+        done(context);
+        return;
+    }
+    *batch = (struct usage_batch){.requests = requests, .results = results, .count = count,
+                                  .done = done, .context = context};
+    batch->call = (struct sq_call){.run = usage_batch_run, .args = batch,
+                                   .done = usage_batch_answer, .context = batch};
+    if (!sq_writer_submit(sq_backend_of(base), &batch->call)) {
+        batch->call.failed = true; /* the queue is full, or the backend closing */
+        usage_batch_answer(batch);
+    }
 }
 
 /* ---- Tick: the expiry sweeper and pending decreases. */

@@ -46,6 +46,10 @@ void sq_item_finish(struct sq_item *item)
         return;
     }
     struct sq_call *call = item->call;
+    if (call->done != NULL) {
+        call->done(call->context);
+        return;
+    }
     pthread_mutex_lock(&call->mutex);
     assert(!call->finished); /* answered once */
     call->finished = true;
@@ -95,6 +99,13 @@ bool sq_queue_put(struct sq_backend *backend, const struct sq_item *item)
     if (!accepted)
         atomic_fetch_add(&backend->queue_full, 1);
     return accepted;
+}
+
+bool sq_writer_submit(struct sq_backend *backend, struct sq_call *call)
+{
+    assert(call->done != NULL);
+    struct sq_item item = {.kind = SQ_ITEM_CALL, .count = 1, .call = call};
+    return sq_queue_put(backend, &item);
 }
 
 int sq_writer_call(struct sq_backend *backend, sq_call_fn run, void *args)

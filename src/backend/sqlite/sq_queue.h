@@ -25,13 +25,17 @@ struct sq_call;
  * SQLITE_DONE, or an SQLite error code (the transaction is redone without it). */
 typedef int (*sq_call_fn)(struct sq_backend *backend, struct sq_call *call);
 
-/* A synchronous operation (admin, reads, tick) run by the writer. */
+/* An operation (admin, reads, tick) run by the writer: synchronous
+ * (sq_writer_call waits for it), or asynchronous (sq_writer_submit: done
+ * runs once it is answered, on the writer's or the answerer's thread). */
 struct sq_call {
     sq_call_fn run;
     void *args;
     bool failed; /* the transaction did not commit: outcome unknown */
     bool finished;
-    pthread_mutex_t mutex;
+    backend_done_fn done; /* NULL: synchronous */
+    void *context;
+    pthread_mutex_t mutex; /* synchronous only */
     pthread_cond_t cond;
 };
 
@@ -59,6 +63,10 @@ bool sq_queue_put(struct sq_backend *backend, const struct sq_item *item);
 uint32_t sq_queue_take(struct sq_backend *backend, struct sq_item *out);
 /* Hands a call to the writer and waits. 0 when it committed. */
 int sq_writer_call(struct sq_backend *backend, sq_call_fn run, void *args);
+/* Hands an asynchronous call (done set) to the writer; false, without
+ * calling done, when the queue is full or closing. The call stays the
+ * caller's, valid until done runs. */
+bool sq_writer_submit(struct sq_backend *backend, struct sq_call *call);
 /* Results of one request whose outcome is unknown (backend_error). */
 void sq_request_unavailable(struct sq_item *item, uint32_t i);
 /* Results of every request of an item whose outcome is unknown. */

@@ -674,6 +674,7 @@ const struct backend_ops sq_backend_ops = {
     .get_limit = sq_admin_get_limit,
     .list_limits = sq_admin_list_limits,
     .usage = sq_admin_usage,
+    .usage_batch = sq_admin_usage_batch,
     .tick = sq_admin_tick,
     .reserve = sq_reserve,
     .complete = sq_complete,

@@ -380,6 +380,12 @@ void tb_registry_renote_hold(struct tb_limit *limit, uint64_t sequence, uint64_t
 int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, uint64_t shortfall,
                                 int64_t period_start_ms, int64_t now_ms, int64_t *fits_at_ms);
 
+/* tb_usage.c: the usage_batch op (backend.h), answered on the sessions'
+ * threads. */
+void tb_usage_batch(struct backend *base, const struct usage_request *requests,
+                    struct usage_result *results, uint32_t count, backend_done_fn done,
+                    void *context);
+
 /* tb_leases.c (every function takes the lease lock itself unless noted) */
 int tb_leases_init(struct tb_backend *b);
 void tb_leases_free(struct tb_backend *b);

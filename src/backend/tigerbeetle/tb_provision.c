@@ -485,28 +485,30 @@ void tb_provision_settle(struct tb_backend *b, struct tb_limit *limit, int64_t p
     pthread_rwlock_unlock(&b->registry_lock);
 }
 
-int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
-                          int64_t period_ms, struct tb_balances *out)
+uint32_t tb_provision_balance_ids(const struct tb_limit *limit, enum limit_kind kind,
+                                  int64_t period_ms, tbc_u128 *ids)
 {
-    memset(out, 0, sizeof *out);
-    tbc_u128 ids[3];
-    uint32_t count = 1;
-    ids[0] = tb_limit_gate(limit, (uint8_t)kind);
     if (kind == LIMIT_ROLLING) {
+        ids[0] = tb_limit_gate(limit, (uint8_t)kind);
         ids[1] = limit->used_id;
         ids[2] = limit->debt_id;
-        count = 3;
-    } else if (kind == LIMIT_BUDGET) {
+        return 3;
+    }
+    if (kind == LIMIT_BUDGET) {
         struct tb_period_accounts period;
         tb_ledger_period_accounts(limit, period_ms, &period);
         ids[0] = period.gate;
         ids[1] = period.spend;
-        count = 2;
+        return 2;
     }
-    struct tbc_account accounts[3];
-    uint8_t found[3] = {0, 0, 0};
-    if (call_lookup(b, ids, count, accounts, found) != 0)
-        return -1;
+    ids[0] = tb_limit_gate(limit, (uint8_t)kind);
+    return 1;
+}
+
+void tb_provision_balances_of(enum limit_kind kind, const struct tbc_account *accounts,
+                              const uint8_t *found, struct tb_balances *out)
+{
+    memset(out, 0, sizeof *out);
     uint64_t pending = found[0] ? tbc_u128_saturate(accounts[0].debits_pending) : 0;
     if (kind == LIMIT_ROLLING) {
         /* Completed leases hold their re-reserve on the limit account and
@@ -523,5 +525,18 @@ int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum lim
     } else {
         out->reserved = pending;
     }
+}
+
+int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
+                          int64_t period_ms, struct tb_balances *out)
+{
+    memset(out, 0, sizeof *out);
+    tbc_u128 ids[TB_BALANCE_ACCOUNTS_MAX];
+    uint32_t count = tb_provision_balance_ids(limit, kind, period_ms, ids);
+    struct tbc_account accounts[TB_BALANCE_ACCOUNTS_MAX];
+    uint8_t found[TB_BALANCE_ACCOUNTS_MAX] = {0, 0, 0};
+    if (call_lookup(b, ids, count, accounts, found) != 0)
+        return -1;
+    tb_provision_balances_of(kind, accounts, found, out);
     return 0;
 }

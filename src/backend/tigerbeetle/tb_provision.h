@@ -22,6 +22,16 @@ struct tb_balances {
  * 0, or -1 when the cluster did not answer. */
 int tb_provision_balances(struct tb_backend *b, struct tb_limit *limit, enum limit_kind kind,
                           int64_t period_ms, struct tb_balances *out);
+/* The same in two halves, for a caller that looks up many limits at once
+ * (tb_usage.c): the accounts a limit's balances are read from (1..
+ * TB_BALANCE_ACCOUNTS_MAX written to ids, their count returned), then the
+ * balances from those accounts as looked up (found[i]: accounts[i] exists;
+ * one not found holds nothing). */
+#define TB_BALANCE_ACCOUNTS_MAX 3
+uint32_t tb_provision_balance_ids(const struct tb_limit *limit, enum limit_kind kind,
+                                  int64_t period_ms, tbc_u128 *ids);
+void tb_provision_balances_of(enum limit_kind kind, const struct tbc_account *accounts,
+                              const uint8_t *found, struct tb_balances *out);
 
 /* A put: makes the cluster hold `definition`'s capacity where it can and
  * writes the resulting state (active, or decreasing with the capacity in

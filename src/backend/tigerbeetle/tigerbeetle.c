@@ -465,6 +465,7 @@ const struct backend_ops tb_backend_ops = {
     .get_limit = tb_registry_get,
     .list_limits = tb_registry_list,
     .usage = tb_registry_usage,
+    .usage_batch = tb_usage_batch,
     .tick = tigerbeetle_tick,
     .reserve = tigerbeetle_reserve,
     .complete = tigerbeetle_complete,
