@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "tbc_ids.h"
 #include "tbc_bounds.h"
+#include "util/queue.h"
 
 #define QUEUE_COUNT 4
 #define MONITOR_INTERVAL_MS 25
@@ -551,11 +552,7 @@ void tbc_submitter_submit(struct tbc_submitter *sub, struct tbc_item *item)
     item->queued_at_ns = clock_monotonic_ns();
     sub->queued_events += item->event_count;
     struct queue *queue = &sub->queues[q];
-    if (queue->tail != NULL)
-        queue->tail->next = item;
-    else
-        queue->head = item;
-    queue->tail = item;
+    FIFO_PUSH(queue->head, queue->tail, item, next);
     sub->queued_items++;
     /* A lingering worker waits for a number of items: wake it only then
      * (one wake-up per batch instead of one per item). */
