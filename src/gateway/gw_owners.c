@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 #define NO_ENTRY UINT32_MAX
 
 struct entry {
@@ -68,10 +70,7 @@ void gw_owners_free(struct gw_owners *o)
 /* FNV-1a: ids are chosen by the upstream, not by clients. */
 static uint64_t id_hash(const char *id, size_t length)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < length; i++)
-        h = (h ^ (unsigned char)id[i]) * 0x100000001b3ull;
-    return h;
+    return hash_fnv1a(id, length);
 }
 
 static uint32_t find(const struct gw_owners *o, uint64_t hash, const char *id, size_t length)

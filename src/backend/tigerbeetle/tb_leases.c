@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "tb_backend.h"
 #include "util/queue.h"
 
@@ -42,11 +43,7 @@ static size_t entry_bytes(uint32_t hold_count, uint32_t id_length)
 
 static uint64_t id_hash(const char *id, uint32_t length)
 {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (uint32_t i = 0; i < length; i++) {
-        hash ^= (uint8_t)id[i];
-        hash *= 0x100000001b3ull;
-    }
+    uint64_t hash = hash_fnv1a(id, length);
     return hash ^ (hash >> 29);
 }
 

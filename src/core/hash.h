@@ -1,0 +1,28 @@
+/* FNV-1a, the one hash of the in-memory tables keyed by short strings (lease
+ * ids, limit keys, callers, response ids). Not for anything an attacker
+ * could aim at a single bucket where that matters more than speed: each
+ * table says why its keys are safe. */
+#ifndef LLMLIMIT_CORE_HASH_H
+#define LLMLIMIT_CORE_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HASH_FNV1A_BASIS 0xcbf29ce484222325ull
+
+/* hash carried on over length more bytes: a key of several parts is hashed
+ * part after part, starting from HASH_FNV1A_BASIS. */
+static inline uint64_t hash_fnv1a_more(uint64_t hash, const void *bytes, size_t length)
+{
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ p[i]) * 0x100000001b3ull;
+    return hash;
+}
+
+static inline uint64_t hash_fnv1a(const void *bytes, size_t length)
+{
+    return hash_fnv1a_more(HASH_FNV1A_BASIS, bytes, length);
+}
+
+#endif
