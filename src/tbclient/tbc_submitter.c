@@ -90,17 +90,6 @@ struct tbc_submitter {
     struct worker workers[];
 };
 
-/* LLMLIMIT_TB_TRACE=1 logs every batch to stderr. */
-static bool trace_enabled(void)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *value = getenv("LLMLIMIT_TB_TRACE");
-        enabled = value != NULL && value[0] == '1';
-    }
-    return enabled != 0;
-}
-
 static int queue_index(uint8_t operation)
 {
     switch (operation) {
@@ -275,14 +264,14 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
     assert(tbc_item_chains_closed(batch));
 
     int64_t started_ns = clock_monotonic_ns();
-    if (trace_enabled())
+    if (tbc_trace_enabled())
         fprintf(stderr,
                 "tb submitter: operation %u, %u items, %u events, waited %.3f ms, "
                 "%.3f ms after the last reply\n",
                 operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6,
                 (double)w->since_reply_ns / 1e6);
     int rc = tbc_session_call(&w->session, operation, size, deadline_ms);
-    if (trace_enabled())
+    if (tbc_trace_enabled())
         fprintf(stderr, "tb submitter: answered in %.3f ms\n",
                 (double)(clock_monotonic_ns() - started_ns) / 1e6);
     enum tbc_item_status status = TBC_ITEM_UNAVAILABLE;
@@ -409,7 +398,7 @@ static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, 
     sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
     w->sent_at_ms = sub->last_request_ms;
-    if (trace_enabled()) /* the trace's "after the last reply" */
+    if (tbc_trace_enabled()) /* the trace's "after the last reply" */
         w->since_reply_ns = sub->replied_at_ns != 0 ? clock_monotonic_ns() - sub->replied_at_ns : 0;
     pthread_mutex_unlock(&sub->lock);
     return batch;
