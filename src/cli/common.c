@@ -186,3 +186,14 @@ bool cli_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
 }
+
+bool cli_wants_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(usage, stdout);
+            return true;
+        }
+    }
+    return false;
+}
