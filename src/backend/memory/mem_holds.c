@@ -210,6 +210,23 @@ static uint32_t walk_open_pop(struct heap_walk *w)
     return position;
 }
 
+/* The walk's next hold in expiry order, the earlier of the list's next and
+ * the heap's earliest open position; NULL when both are done. */
+static const struct mem_hold *walk_next(const struct mem_hold_pool *pool, struct heap_walk *w,
+                                        uint32_t *list_id)
+{
+    if (*list_id == MEM_HOLD_NONE && w->open_count == 0)
+        return NULL;
+    const struct mem_hold *list_hold =
+        *list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, *list_id);
+    if (list_hold != NULL &&
+        (w->open_count == 0 || list_hold->expires_at_ms <= w->open[0].expires_at_ms)) {
+        *list_id = list_hold->next;
+        return list_hold;
+    }
+    return mem_hold_get(pool, w->set->heap[walk_open_pop(w)].hold_id);
+}
+
 enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
                                        const struct mem_hold_set *set, uint64_t need,
                                        int64_t period_start_ms, struct mem_heap_entry *scratch,
@@ -221,18 +238,9 @@ enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
     uint32_t list_id = set->head;
     uint64_t sum = 0;
     for (uint32_t visited = 0; visited < MEM_RETRY_WALK_HOLDS_MAX; visited++) {
-        const struct mem_hold *hold;
-        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
+        const struct mem_hold *hold = walk_next(pool, &w, &list_id);
+        if (hold == NULL)
             return MEM_WALK_EXHAUSTED;
-        const struct mem_hold *list_hold =
-            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
-        if (list_hold != NULL &&
-            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
-            hold = list_hold;
-            list_id = list_hold->next;
-        } else {
-            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
-        }
         if (period_start_ms != INT64_MIN && hold->period_start_ms != period_start_ms)
             continue;
         if (hold->state != MEM_HOLD_RESERVED && hold->state != MEM_HOLD_USED)
@@ -255,19 +263,8 @@ bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_s
     walk_open_push(&w, 0);
     uint32_t list_id = set->head;
     for (uint32_t visited = 0; visited < visits_max; visited++) {
-        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
-            return true;
-        const struct mem_hold *list_hold =
-            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
-        const struct mem_hold *hold;
-        if (list_hold != NULL &&
-            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
-            hold = list_hold;
-            list_id = list_hold->next;
-        } else {
-            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
-        }
-        if (!visit(context, hold))
+        const struct mem_hold *hold = walk_next(pool, &w, &list_id);
+        if (hold == NULL || !visit(context, hold))
             return true;
     }
     return list_id == MEM_HOLD_NONE && w.open_count == 0;
