@@ -25,4 +25,15 @@ static inline uint64_t hash_fnv1a(const void *bytes, size_t length)
     return hash_fnv1a_more(HASH_FNV1A_BASIS, bytes, length);
 }
 
+/* The bucket count of a chained table of up to `entries` entries: the least
+ * power of two >= entries (at most 2^30), so that a hash picks its bucket
+ * with a mask and chains stay about one entry long. */
+static inline uint32_t hash_bucket_count(uint32_t entries)
+{
+    uint32_t buckets = 1;
+    while (buckets < entries && buckets < (1u << 30))
+        buckets *= 2;
+    return buckets;
+}
+
 #endif

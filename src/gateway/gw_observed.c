@@ -46,9 +46,7 @@ struct gw_observed *gw_observed_new(uint32_t pairs_max, uint32_t window, uint32_
     struct gw_observed *o = calloc(1, sizeof *o);
     if (o == NULL)
         return NULL;
-    uint32_t buckets = 1;
-    while (buckets < pairs_max && buckets < (1u << 30))
-        buckets *= 2;
+    uint32_t buckets = hash_bucket_count(pairs_max);
     o->slots = calloc(pairs_max, sizeof *o->slots);
     o->buckets = calloc(buckets, sizeof *o->buckets);
     if (o->slots == NULL || o->buckets == NULL || pthread_mutex_init(&o->mutex, NULL) != 0) {

@@ -40,9 +40,7 @@ struct gw_owners *gw_owners_new(uint32_t capacity)
     struct gw_owners *o = calloc(1, sizeof *o);
     if (o == NULL)
         return NULL;
-    uint32_t buckets = 1;
-    while (buckets < capacity && buckets < (1u << 30))
-        buckets *= 2;
+    uint32_t buckets = hash_bucket_count(capacity);
     o->entries = calloc(capacity, sizeof *o->entries);
     o->buckets = malloc(buckets * sizeof *o->buckets);
     if (o->entries == NULL || o->buckets == NULL || pthread_mutex_init(&o->mutex, NULL) != 0) {
