@@ -29,7 +29,7 @@ struct cli {
     const char *url;
     const char *token_file; /* NULL: environment */
     bool compact;           /* one-line JSON */
-    const char *command;    /* for messages */
+    const char *command;    /* for messages: the subcommand (main sets it) */
 };
 
 /* Opens a client for the command. Returns EXIT_OK with *out, else prints
@@ -63,6 +63,8 @@ int cli_parse_key_amount(char *text, const char **key, uint64_t *amount);
  * *index past the value. 1 matched, 0 not this flag, -1 value missing. */
 int cli_flag(int argc, char **argv, int *index, const char *name, const char **value);
 bool cli_is_help(const char *arg);
+/* Whether argv[1..argc) asks for help; if so, prints usage to stdout. */
+bool cli_wants_help(int argc, char **argv, const char *usage);
 
 /* The subcommands: each returns an exit code. argv[0] is the subcommand. */
 int cmd_limits(const struct cli *cli, int argc, char **argv);

@@ -216,23 +216,17 @@ static int bench_execute(const struct cli *cli, struct loadgen_config *config, b
     return rc;
 }
 
-int cmd_bench(const struct cli *cli_in, int argc, char **argv)
+int cmd_bench(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "bench";
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(bench_usage, stdout);
-            return EXIT_OK;
-        }
-    }
+    if (cli_wants_help(argc, argv, bench_usage))
+        return EXIT_OK;
     struct loadgen_config config;
     loadgen_config_defaults(&config);
     bool json = false;
     char *body_owned = NULL;
-    int rc = bench_parse(&cli, argc, argv, &config, &json, &body_owned);
+    int rc = bench_parse(cli, argc, argv, &config, &json, &body_owned);
     if (rc == EXIT_OK)
-        rc = bench_execute(&cli, &config, json);
+        rc = bench_execute(cli, &config, json);
     free(body_owned);
     return rc;
 }

@@ -74,20 +74,18 @@ static int check(const struct cli *cli, const char *path)
     return EXIT_OK;
 }
 
-int cmd_gateway(const struct cli *cli_in, int argc, char **argv)
+int cmd_gateway(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "gateway";
     if (argc < 2 || cli_is_help(argv[1])) {
         fputs(gateway_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
     const char *sub = argv[1];
     if (strcmp(sub, "new-key") == 0 && argc == 2)
-        return new_key(&cli);
+        return new_key(cli);
     if (strcmp(sub, "hash-key") == 0 && argc == 2)
-        return hash_key(&cli);
+        return hash_key(cli);
     if (strcmp(sub, "check") == 0 && argc == 3)
-        return check(&cli, argv[2]);
-    return cli_usage_error(&cli, "want new-key, hash-key or check FILE");
+        return check(cli, argv[2]);
+    return cli_usage_error(cli, "want new-key, hash-key or check FILE");
 }

@@ -24,17 +24,6 @@ static const char complete_usage[] =
 static const char release_usage[] = "usage: llmlimit release [--timeout-ms T] LEASE_ID\n"
                                     "Frees every hold of a lease whose call was never made.\n";
 
-static bool wants_help(int argc, char **argv, const char *text)
-{
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(text, stdout);
-            return true;
-        }
-    }
-    return false;
-}
-
 static json_t *reserve_json(const struct llmlimit_reserve_request *request,
                             const struct llmlimit_reserve_result *result)
 {
@@ -96,17 +85,15 @@ static int reserve_parse(const struct cli *cli, int argc, char **argv, struct re
     return EXIT_OK;
 }
 
-int cmd_reserve(const struct cli *cli_in, int argc, char **argv)
+int cmd_reserve(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "reserve";
-    if (wants_help(argc, argv, reserve_usage))
+    if (cli_wants_help(argc, argv, reserve_usage))
         return EXIT_OK;
     struct reserve_args args;
-    int rc = reserve_parse(&cli, argc, argv, &args);
+    int rc = reserve_parse(cli, argc, argv, &args);
     struct llmlimit_client *client = NULL;
     if (rc == EXIT_OK)
-        rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client);
+        rc = cli_client(cli, TOKEN_ROLE_CLIENT, &client);
     if (rc != EXIT_OK)
         return rc;
     struct llmlimit_reserve_result result;
@@ -120,8 +107,8 @@ int cmd_reserve(const struct cli *cli_in, int argc, char **argv)
     bool answered = error == 0 || error == LLMLIMIT_ERR_REJECTED ||
                     (error == LLMLIMIT_ERR_DEADLINE && result.http_status == 200);
     if (!answered)
-        return cli_fail(&cli, "reserve", error, &status);
-    cli_print_json(&cli, reserve_json(&args.request, &result));
+        return cli_fail(cli, "reserve", error, &status);
+    cli_print_json(cli, reserve_json(&args.request, &result));
     return result.allowed ? EXIT_OK : EXIT_DENIED;
 }
 
@@ -146,30 +133,28 @@ static int timeout_extract(const struct cli *cli, int *argc, char **argv, int64_
     return EXIT_OK;
 }
 
-int cmd_complete(const struct cli *cli_in, int argc, char **argv)
+int cmd_complete(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "complete";
-    if (wants_help(argc, argv, complete_usage))
+    if (cli_wants_help(argc, argv, complete_usage))
         return EXIT_OK;
     int64_t timeout_ms;
-    int rc = timeout_extract(&cli, &argc, argv, &timeout_ms);
+    int rc = timeout_extract(cli, &argc, argv, &timeout_ms);
     if (rc != EXIT_OK)
         return rc;
     if (argc < 2)
-        return cli_usage_error(&cli, "want LEASE_ID [KEY=ACTUAL...]");
+        return cli_usage_error(cli, "want LEASE_ID [KEY=ACTUAL...]");
     if (argc - 2 > LLMLIMIT_REQUIREMENTS_MAX)
-        return cli_usage_error(&cli, "at most %d actuals", LLMLIMIT_REQUIREMENTS_MAX);
+        return cli_usage_error(cli, "at most %d actuals", LLMLIMIT_REQUIREMENTS_MAX);
     struct llmlimit_actual actuals[LLMLIMIT_REQUIREMENTS_MAX];
     struct llmlimit_complete_request request = {.lease_id = argv[1], .actuals = actuals};
     for (int i = 2; i < argc; i++) {
         struct llmlimit_actual *actual = &actuals[request.actual_count++];
         if (cli_parse_key_amount(argv[i], &actual->key, &actual->actual_amount) != 0)
-            return cli_usage_error(&cli, "want KEY=ACTUAL, not \"%s\"", argv[i]);
+            return cli_usage_error(cli, "want KEY=ACTUAL, not \"%s\"", argv[i]);
     }
     assert(request.actual_count == (size_t)(argc - 2));
     struct llmlimit_client *client;
-    if ((rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client)) != EXIT_OK)
+    if ((rc = cli_client(cli, TOKEN_ROLE_CLIENT, &client)) != EXIT_OK)
         return rc;
     struct llmlimit_complete_result result;
     struct llmlimit_status status;
@@ -177,37 +162,35 @@ int cmd_complete(const struct cli *cli_in, int argc, char **argv)
     llmlimit_client_free(client);
     if (error != 0) {
         llmlimit_complete_result_clear(&result);
-        return cli_fail(&cli, request.lease_id, error, &status);
+        return cli_fail(cli, request.lease_id, error, &status);
     }
     json_t *warnings = json_array();
     for (size_t i = 0; i < result.warning_count; i++)
         json_array_append_new(warnings, json_string(result.warnings[i]));
-    cli_print_json(&cli, json_pack("{s:b,s:b,s:o}", "ok", 1, "reconciled", result.reconciled,
-                                   "warnings", warnings));
+    cli_print_json(cli, json_pack("{s:b,s:b,s:o}", "ok", 1, "reconciled", result.reconciled,
+                                  "warnings", warnings));
     llmlimit_complete_result_clear(&result);
     return EXIT_OK;
 }
 
-int cmd_release(const struct cli *cli_in, int argc, char **argv)
+int cmd_release(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "release";
-    if (wants_help(argc, argv, release_usage))
+    if (cli_wants_help(argc, argv, release_usage))
         return EXIT_OK;
     int64_t timeout_ms;
-    int rc = timeout_extract(&cli, &argc, argv, &timeout_ms);
+    int rc = timeout_extract(cli, &argc, argv, &timeout_ms);
     if (rc != EXIT_OK)
         return rc;
     if (argc != 2)
-        return cli_usage_error(&cli, "want exactly one LEASE_ID");
+        return cli_usage_error(cli, "want exactly one LEASE_ID");
     struct llmlimit_client *client;
-    if ((rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client)) != EXIT_OK)
+    if ((rc = cli_client(cli, TOKEN_ROLE_CLIENT, &client)) != EXIT_OK)
         return rc;
     struct llmlimit_status status;
     int error = llmlimit_release(client, argv[1], timeout_ms, &status);
     llmlimit_client_free(client);
     if (error != 0)
-        return cli_fail(&cli, argv[1], error, &status);
-    cli_print_json(&cli, json_pack("{s:b}", "ok", 1));
+        return cli_fail(cli, argv[1], error, &status);
+    cli_print_json(cli, json_pack("{s:b}", "ok", 1));
     return EXIT_OK;
 }

@@ -368,39 +368,33 @@ static int limits_delete(const struct cli *cli, struct llmlimit_client *client, 
     return EXIT_OK;
 }
 
-int cmd_limits(const struct cli *cli_in, int argc, char **argv)
+int cmd_limits(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "limits";
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(limits_usage, stdout);
-            return EXIT_OK;
-        }
-    }
+    if (cli_wants_help(argc, argv, limits_usage))
+        return EXIT_OK;
     if (argc < 2)
-        return cli_usage_error(&cli, "want put, get, list or delete");
+        return cli_usage_error(cli, "want put, get, list or delete");
     const char *action = argv[1];
     assert(action != NULL);
     bool takes_key = strcmp(action, "get") == 0 || strcmp(action, "delete") == 0;
     if (takes_key && argc != 3)
-        return cli_usage_error(&cli, "%s takes exactly one KEY", action);
+        return cli_usage_error(cli, "%s takes exactly one KEY", action);
     if (strcmp(action, "list") == 0 && argc != 2)
-        return cli_usage_error(&cli, "list takes no arguments");
+        return cli_usage_error(cli, "list takes no arguments");
     if (!takes_key && strcmp(action, "list") != 0 && strcmp(action, "put") != 0)
-        return cli_usage_error(&cli, "unknown action \"%s\"", action);
+        return cli_usage_error(cli, "unknown action \"%s\"", action);
     struct llmlimit_client *client;
-    int rc = cli_client(&cli, TOKEN_ROLE_ADMIN, &client);
+    int rc = cli_client(cli, TOKEN_ROLE_ADMIN, &client);
     if (rc != EXIT_OK)
         return rc;
     if (strcmp(action, "put") == 0)
-        rc = limits_put(&cli, client, argc, argv);
+        rc = limits_put(cli, client, argc, argv);
     else if (strcmp(action, "get") == 0)
-        rc = limits_get(&cli, client, argv[2]);
+        rc = limits_get(cli, client, argv[2]);
     else if (strcmp(action, "delete") == 0)
-        rc = limits_delete(&cli, client, argv[2]);
+        rc = limits_delete(cli, client, argv[2]);
     else
-        rc = limits_list(&cli, client);
+        rc = limits_list(cli, client);
     llmlimit_client_free(client);
     return rc;
 }

@@ -19,10 +19,8 @@ static const char events_usage[] =
     "Prints audit-log events (backends with an audit log: sqlite), oldest first,\n"
     "with id > N; pass the last id seen as --since to page on.\n";
 
-int cmd_usage(const struct cli *cli_in, int argc, char **argv)
+int cmd_usage(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "usage";
     const char *key = NULL;
     int64_t at_unix_ms = 0;
     for (int i = 1; i < argc; i++) {
@@ -34,18 +32,18 @@ int cmd_usage(const struct cli *cli_in, int argc, char **argv)
         }
         if ((matched = cli_flag(argc, argv, &i, "--at-unix-ms", &value)) != 0) {
             if (matched < 0 || cli_parse_i64(value, &at_unix_ms) != 0)
-                return cli_usage_error(&cli, "--at-unix-ms: want unix milliseconds");
+                return cli_usage_error(cli, "--at-unix-ms: want unix milliseconds");
         } else if (key == NULL) {
             key = argv[i];
         } else {
-            return cli_usage_error(&cli, "want exactly one KEY");
+            return cli_usage_error(cli, "want exactly one KEY");
         }
     }
     if (key == NULL)
-        return cli_usage_error(&cli, "want a KEY");
+        return cli_usage_error(cli, "want a KEY");
     assert(at_unix_ms >= 0);
     struct llmlimit_client *client;
-    int rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client);
+    int rc = cli_client(cli, TOKEN_ROLE_CLIENT, &client);
     if (rc != EXIT_OK)
         return rc;
     struct llmlimit_usage usage;
@@ -53,14 +51,14 @@ int cmd_usage(const struct cli *cli_in, int argc, char **argv)
     int error = llmlimit_usage(client, key, at_unix_ms, &usage, &status);
     llmlimit_client_free(client);
     if (error != 0)
-        return cli_fail(&cli, key, error, &status);
+        return cli_fail(cli, key, error, &status);
     cli_print_json(
-        &cli, json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "key", usage.key, "kind",
-                        usage.kind, "status", usage.status, "capacity", (json_int_t)usage.capacity,
-                        "reserved", (json_int_t)usage.reserved, "used", (json_int_t)usage.used,
-                        "debt", (json_int_t)usage.debt, "available", (json_int_t)usage.available,
-                        "period_start_unix_ms", (json_int_t)usage.period_start_unix_ms,
-                        "period_end_unix_ms", (json_int_t)usage.period_end_unix_ms));
+        cli, json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "key", usage.key, "kind",
+                       usage.kind, "status", usage.status, "capacity", (json_int_t)usage.capacity,
+                       "reserved", (json_int_t)usage.reserved, "used", (json_int_t)usage.used,
+                       "debt", (json_int_t)usage.debt, "available", (json_int_t)usage.available,
+                       "period_start_unix_ms", (json_int_t)usage.period_start_unix_ms,
+                       "period_end_unix_ms", (json_int_t)usage.period_end_unix_ms));
     return EXIT_OK;
 }
 
@@ -116,21 +114,15 @@ static int events_path(const struct cli *cli, int argc, char **argv, char *path,
     return EXIT_OK;
 }
 
-int cmd_events(const struct cli *cli_in, int argc, char **argv)
+int cmd_events(const struct cli *cli, int argc, char **argv)
 {
-    struct cli cli = *cli_in;
-    cli.command = "events";
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(events_usage, stdout);
-            return EXIT_OK;
-        }
-    }
+    if (cli_wants_help(argc, argv, events_usage))
+        return EXIT_OK;
     char path[EVENTS_PATH_LENGTH_MAX];
-    int rc = events_path(&cli, argc, argv, path, sizeof(path));
+    int rc = events_path(cli, argc, argv, path, sizeof(path));
     struct llmlimit_client *client = NULL;
     if (rc == EXIT_OK)
-        rc = cli_client(&cli, TOKEN_ROLE_CLIENT, &client);
+        rc = cli_client(cli, TOKEN_ROLE_CLIENT, &client);
     if (rc != EXIT_OK)
         return rc;
     char *body = NULL;
@@ -143,8 +135,8 @@ int cmd_events(const struct cli *cli_in, int argc, char **argv)
         error = LLMLIMIT_ERR_PROTOCOL;
     if (error != 0) {
         json_decref(json);
-        return cli_fail(&cli, "events", error, &status);
+        return cli_fail(cli, "events", error, &status);
     }
-    cli_print_json(&cli, json);
+    cli_print_json(cli, json);
     return EXIT_OK;
 }

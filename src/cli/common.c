@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/flag.h"
 
 char *cli_token_from_file(const char *path)
 {
@@ -126,15 +127,7 @@ int cli_usage_error(const struct cli *cli, const char *format, ...)
 
 int cli_parse_u64(const char *text, uint64_t *out)
 {
-    if (text == NULL || text[0] < '0' || text[0] > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return -1;
-    *out = (uint64_t)value;
-    return 0;
+    return text != NULL ? flag_parse_u64(text, out) : -1;
 }
 
 int cli_parse_u32(const char *text, uint32_t *out)
@@ -192,4 +185,15 @@ int cli_flag(int argc, char **argv, int *index, const char *name, const char **v
 bool cli_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+bool cli_wants_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(usage, stdout);
+            return true;
+        }
+    }
+    return false;
 }

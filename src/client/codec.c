@@ -136,6 +136,51 @@ static const struct wire_text warnings[] = {
     {"overage_denied:", LLMLIMIT_WARNING_OVERAGE_DENIED},
 };
 
+char *batch_body(const uint32_t *pending, size_t pending_count, batch_item_json_fn item_json,
+                 const void *context, size_t *length)
+{
+    json_t *items = json_array();
+    json_t *object = json_object();
+    char *body = NULL;
+    if (items == NULL || object == NULL || json_object_set(object, "requests", items) != 0)
+        goto done;
+    for (size_t i = 0; i < pending_count; i++) {
+        json_t *item = item_json(pending[i], context);
+        if (item == NULL || json_array_append_new(items, item) != 0)
+            goto done;
+    }
+    body = json_dump_compact(object, length);
+done:
+    json_decref(items);
+    json_decref(object);
+    return body;
+}
+
+int batch_read(const json_t *json, uint32_t *pending, size_t *pending_count,
+               batch_item_read_fn item_read, void *context)
+{
+    const json_t *items = json != NULL ? json_object_get(json, "results") : NULL;
+    if (!json_is_array(items) || json_array_size(items) != *pending_count)
+        return LLMLIMIT_ERR_PROTOCOL;
+    size_t still = 0;
+    for (size_t i = 0; i < *pending_count; i++) {
+        uint32_t index = pending[i];
+        const json_t *item = json_array_get(items, i);
+        int64_t item_status;
+        if (!json_is_object(item) || !json_field_i64(item, "status", &item_status) ||
+            item_status < 100 || item_status > 599)
+            return LLMLIMIT_ERR_PROTOCOL;
+        int rc = item_read(item, (int)item_status, index, context);
+        if (rc != 0)
+            return rc;
+        if (item_status >= 500)
+            pending[still++] = index; /* unknown outcome: the same item again */
+        assert(still <= i + 1);
+    }
+    *pending_count = still;
+    return 0;
+}
+
 static int wire_lookup(const struct wire_text *table, size_t count, const char *text, int other)
 {
     for (size_t i = 0; i < count; i++) {

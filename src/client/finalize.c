@@ -180,50 +180,17 @@ int llmlimit_release(struct llmlimit_client *client, const char *lease_id, int64
 
 /* ---- complete batches ------------------------------------------------------ */
 
-static char *complete_batch_body(const struct llmlimit_complete_request *requests,
-                                 const uint32_t *pending, size_t pending_count, size_t *length)
+static json_t *complete_item_json(uint32_t index, const void *context)
 {
-    json_t *items = json_array();
-    json_t *object = json_object();
-    char *body = NULL;
-    if (items == NULL || object == NULL || json_object_set(object, "requests", items) != 0)
-        goto done;
-    for (size_t i = 0; i < pending_count; i++) {
-        json_t *item = complete_json(&requests[pending[i]]);
-        if (item == NULL || json_array_append_new(items, item) != 0)
-            goto done;
-    }
-    body = json_dump_compact(object, length);
-done:
-    json_decref(items);
-    json_decref(object);
-    return body;
+    const struct llmlimit_complete_request *requests = context;
+    return complete_json(&requests[index]);
 }
 
-static int complete_batch_read(const json_t *json, struct llmlimit_complete_result *results,
-                               uint32_t *pending, size_t *pending_count)
+static int complete_item_read(const json_t *item, int status, uint32_t index, void *context)
 {
-    const json_t *items = json != NULL ? json_object_get(json, "results") : NULL;
-    if (!json_is_array(items) || json_array_size(items) != *pending_count)
-        return LLMLIMIT_ERR_PROTOCOL;
-    size_t still = 0;
-    for (size_t i = 0; i < *pending_count; i++) {
-        uint32_t index = pending[i];
-        const json_t *item = json_array_get(items, i);
-        int64_t item_status;
-        if (!json_is_object(item) || !json_field_i64(item, "status", &item_status) ||
-            item_status < 100 || item_status > 599)
-            return LLMLIMIT_ERR_PROTOCOL;
-        llmlimit_complete_result_clear(&results[index]);
-        int rc = complete_from_json(item, (int)item_status, &results[index]);
-        if (rc != 0)
-            return rc;
-        if (item_status >= 500)
-            pending[still++] = index;
-        assert(still <= i + 1);
-    }
-    *pending_count = still;
-    return 0;
+    struct llmlimit_complete_result *results = context;
+    llmlimit_complete_result_clear(&results[index]);
+    return complete_from_json(item, status, &results[index]);
 }
 
 static int complete_batch_check(const struct llmlimit_complete_request *requests, size_t count)
@@ -246,7 +213,7 @@ static int complete_batch_round(struct llmlimit_client *client,
                                 struct llmlimit_status *status)
 {
     size_t body_length;
-    char *body = complete_batch_body(requests, pending, *pending_count, &body_length);
+    char *body = batch_body(pending, *pending_count, complete_item_json, requests, &body_length);
     if (body == NULL)
         return LLMLIMIT_ERR_NO_MEMORY;
     struct retry_plan plan;
@@ -257,7 +224,7 @@ static int complete_batch_round(struct llmlimit_client *client,
                               &backoff_round, NULL, &json, status);
     free(body);
     if (rc == 0)
-        rc = complete_batch_read(json, results, pending, pending_count);
+        rc = batch_read(json, pending, pending_count, complete_item_read, results);
     json_decref(json);
     return rc;
 }

@@ -143,4 +143,18 @@ const char *json_field_string(const json_t *object, const char *name);
 /* Dumps a JSON value compactly into a new string (free()). NULL on no memory. */
 char *json_dump_compact(const json_t *value, size_t *length);
 
+/* Batches (reserve and complete): the items not yet answered for sure are
+ * pending[0, pending_count), as indexes into the caller's arrays. */
+typedef json_t *(*batch_item_json_fn)(uint32_t index, const void *context);
+typedef int (*batch_item_read_fn)(const json_t *item, int status, uint32_t index, void *context);
+/* {"requests":[...]} of the pending items, each from item_json (NULL: no
+ * memory); a new string (free()), NULL on no memory. */
+char *batch_body(const uint32_t *pending, size_t pending_count, batch_item_json_fn item_json,
+                 const void *context, size_t *length);
+/* Reads an answer's "results", one a pending item in order, each through
+ * item_read with its status; keeps pending those answered 5xx (outcome
+ * unknown). 0, item_read's error, or LLMLIMIT_ERR_PROTOCOL. */
+int batch_read(const json_t *json, uint32_t *pending, size_t *pending_count,
+               batch_item_read_fn item_read, void *context);
+
 #endif

@@ -411,59 +411,29 @@ static int batch_check(const struct llmlimit_reserve_request *requests, size_t c
     return requirements <= LLMLIMIT_BATCH_REQUIREMENTS_MAX ? 0 : LLMLIMIT_ERR_INVALID_ARGUMENT;
 }
 
-/* {"requests":[...]} of the items still pending; NULL on no memory. */
-static char *batch_body(const struct llmlimit_reserve_request *requests,
-                        const struct llmlimit_reserve_result *results, const uint32_t *pending,
-                        size_t pending_count, size_t *length)
+/* The caller's arrays, for the batch helpers' callbacks. */
+struct reserve_batch {
+    const struct llmlimit_reserve_request *requests;
+    struct llmlimit_reserve_result *results;
+};
+
+static json_t *batch_item_json(uint32_t index, const void *context)
 {
-    json_t *items = json_array();
-    json_t *object = json_object();
-    char *body = NULL;
-    if (items == NULL || object == NULL || json_object_set(object, "requests", items) != 0)
-        goto done;
-    for (size_t i = 0; i < pending_count; i++) {
-        uint32_t index = pending[i];
-        json_t *item = request_json(&requests[index], results[index].lease_id, 0,
-                                    LLMLIMIT_PRIORITY_DEFAULT); /* batches never wait */
-        if (item == NULL || json_array_append_new(items, item) != 0)
-            goto done;
-    }
-    body = json_dump_compact(object, length);
-done:
-    json_decref(items);
-    json_decref(object);
-    return body;
+    const struct reserve_batch *batch = context;
+    return request_json(&batch->requests[index], batch->results[index].lease_id, 0,
+                        LLMLIMIT_PRIORITY_DEFAULT); /* batches never wait */
 }
 
-/* Reads the results of one round; marks which items are still unknown. */
-static int batch_read(const json_t *json, const struct llmlimit_reserve_request *requests,
-                      struct llmlimit_reserve_result *results, uint32_t *pending,
-                      size_t *pending_count)
+/* One item's answer; the lease id chosen for it stays (a retry reuses it). */
+static int batch_item_read(const json_t *item, int status, uint32_t index, void *context)
 {
-    const json_t *items = json != NULL ? json_object_get(json, "results") : NULL;
-    if (!json_is_array(items) || json_array_size(items) != *pending_count)
-        return LLMLIMIT_ERR_PROTOCOL;
-    size_t still = 0;
-    for (size_t i = 0; i < *pending_count; i++) {
-        uint32_t index = pending[i];
-        const json_t *item = json_array_get(items, i);
-        int64_t item_status;
-        if (!json_is_object(item) || !json_field_i64(item, "status", &item_status) ||
-            item_status < 100 || item_status > 599)
-            return LLMLIMIT_ERR_PROTOCOL;
-        char lease_id[sizeof(results[index].lease_id)];
-        copy_string(lease_id, sizeof(lease_id), results[index].lease_id);
-        result_reset(&results[index]);
-        copy_string(results[index].lease_id, sizeof(results[index].lease_id), lease_id);
-        int rc = result_from_json(item, (int)item_status, &requests[index], &results[index]);
-        if (rc != 0)
-            return rc;
-        if (item_status >= 500)
-            pending[still++] = index; /* unknown outcome: same lease again */
-        assert(still <= i + 1);
-    }
-    *pending_count = still;
-    return 0;
+    struct reserve_batch *batch = context;
+    struct llmlimit_reserve_result *result = &batch->results[index];
+    char lease_id[sizeof(result->lease_id)];
+    copy_string(lease_id, sizeof(lease_id), result->lease_id);
+    result_reset(result);
+    copy_string(result->lease_id, sizeof(result->lease_id), lease_id);
+    return result_from_json(item, status, &batch->requests[index], result);
 }
 
 static int batch_round(struct llmlimit_client *client,
@@ -472,8 +442,9 @@ static int batch_round(struct llmlimit_client *client,
                        size_t *pending_count, const struct retry_plan *plan,
                        uint32_t *backoff_round, struct llmlimit_status *status)
 {
+    struct reserve_batch batch = {requests, results};
     size_t body_length;
-    char *body = batch_body(requests, results, pending, *pending_count, &body_length);
+    char *body = batch_body(pending, *pending_count, batch_item_json, &batch, &body_length);
     if (body == NULL)
         return LLMLIMIT_ERR_NO_MEMORY;
     json_t *json;
@@ -481,7 +452,7 @@ static int batch_round(struct llmlimit_client *client,
                               NULL, &json, status);
     free(body);
     if (rc == 0)
-        rc = batch_read(json, requests, results, pending, pending_count);
+        rc = batch_read(json, pending, pending_count, batch_item_read, &batch);
     json_decref(json);
     return rc;
 }

@@ -82,6 +82,15 @@ struct timespec clock_deadline(clockid_t which, int64_t us)
     return at;
 }
 
+void clock_cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attributes);
+    pthread_condattr_destroy(&attributes);
+}
+
 int64_t clock_monotonic_ms(void)
 {
     return clock_monotonic_ns() / 1000000;

@@ -5,6 +5,7 @@
 #ifndef LLMLIMIT_CLOCK_H
 #define LLMLIMIT_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -49,5 +50,9 @@ int64_t clock_monotonic_ns(void);
  * variable or lock waited on uses) `us` microseconds from now: the
  * deadline of a pthread timed wait. */
 struct timespec clock_deadline(clockid_t which, int64_t us);
+/* Initializes a condition variable whose timed waits read CLOCK_MONOTONIC
+ * (a deadline from clock_deadline(CLOCK_MONOTONIC, ...)), so that a step of
+ * the wall clock neither stretches nor cuts a wait. */
+void clock_cond_init_monotonic(pthread_cond_t *cond);
 
 #endif

@@ -18,8 +18,7 @@ const struct flag *flag_find(const struct flag *rows, size_t count, const char *
     return NULL;
 }
 
-/* Decimal only: no sign, no spaces, no hex; 0 or -1. */
-static int parse_u64(const char *text, uint64_t *out)
+int flag_parse_u64(const char *text, uint64_t *out)
 {
     if (text[0] < '0' || text[0] > '9')
         return -1;
@@ -47,7 +46,7 @@ int flag_apply(const struct flag *row, void *object, const char *text)
     case FLAG_U32:
     case FLAG_U64:
     case FLAG_I64_SCALED:
-        if (parse_u64(text, &number) != 0 || number < row->min || number > row->max)
+        if (flag_parse_u64(text, &number) != 0 || number < row->min || number > row->max)
             return -1;
         if (row->kind == FLAG_U32) {
             assert(row->max <= UINT32_MAX);

@@ -31,6 +31,10 @@ struct flag {
     const char *const *choices; /* FLAG_CHOICE: two words */
 };
 
+/* text as a decimal uint64_t: digits only (no sign, spaces or hex), and
+ * no overflow. 0, or -1 with *out unchanged. */
+int flag_parse_u64(const char *text, uint64_t *out);
+
 /* The row of `name` (name[0, length): no NUL needed) in rows, or NULL. */
 const struct flag *flag_find(const struct flag *rows, size_t count, const char *name,
                              size_t length);

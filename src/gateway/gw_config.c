@@ -5,17 +5,14 @@
 #include "gw_config.h"
 
 #include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "gw_config_internal.h"
+#include "util/file.h"
 
 int gw_config_fail(struct loader *l, uint32_t line, const char *path, const char *format, ...)
 {
@@ -378,51 +375,13 @@ int gw_config_parse(const char *name, const char *text, size_t length, struct gw
     return 0;
 }
 
-/* The whole file into a new block; 0 or -1 with the reason in error. */
-static int read_config_file(const char *path, char **text, size_t *length, char *error,
-                            size_t error_size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(error, error_size, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (st.st_size > GW_CONFIG_BYTES_MAX) {
-        snprintf(error, error_size, "%s: larger than %d bytes", path, GW_CONFIG_BYTES_MAX);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size, done = 0;
-    char *data = malloc(size + 1);
-    while (data != NULL && done < size) {
-        ssize_t n = read(fd, data + done, size - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        done += (size_t)n;
-    }
-    close(fd);
-    if (data == NULL || done != size) {
-        snprintf(error, error_size, "%s: %s", path, data == NULL ? "out of memory" : "short read");
-        free(data);
-        return -1;
-    }
-    *text = data;
-    *length = size;
-    return 0;
-}
-
 int gw_config_load(const char *path, struct gw_config **out, char *error, size_t error_size)
 {
     assert(path != NULL && out != NULL);
     *out = NULL;
     char *text;
     size_t length;
-    if (read_config_file(path, &text, &length, error, error_size) != 0)
+    if (file_read_all(path, GW_CONFIG_BYTES_MAX, &text, &length, error, error_size) != 0)
         return -1;
     int result = gw_config_parse(path, text, length, out, error, error_size);
     free(text);

@@ -5,25 +5,7 @@
 #include <assert.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_length(const unsigned char *s, size_t available)
-{
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n = c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
-    if (n == 0 || n > available)
-        return 0;
-    unsigned low = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;  /* no overlong forms */
-    unsigned high = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF; /* no surrogates, <= U+10FFFF */
-    if (s[1] < low || s[1] > high)
-        return 0;
-    for (size_t i = 2; i < n; i++) {
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    }
-    return n;
-}
+#include "util/utf8.h"
 
 /* The escape for the n bytes at s, or NULL when they pass as they are. */
 static const char *escape_for(const unsigned char *s, size_t n, char out[8])
@@ -60,7 +42,7 @@ void gw_json_string(struct buffer *b, const char *text, size_t length)
     buffer_append_char(b, '"');
     size_t run = 0, i = 0; /* bytes from run to i pass as they are */
     while (i < length) {
-        size_t n = utf8_length(s + i, length - i);
+        size_t n = utf8_sequence_length(s + i, length - i);
         char scratch[8];
         const char *escape = escape_for(s + i, n, scratch);
         if (escape == NULL) {

@@ -383,16 +383,10 @@ static int integer_member(struct gw_walk *w, const struct jdoc_value *body, cons
     return 0;
 }
 
-/* The output the call may produce per choice: max_completion_tokens, else
- * max_tokens, else the model's default; never more than the model allows. */
-static int output_per_choice(struct gw_walk *w, const struct jdoc_value *body,
-                             const struct gw_model *model, uint64_t *out)
+int gw_walk_output_tokens(struct gw_walk *w, const struct jdoc_value *body, const char *name,
+                          const struct gw_model *model, uint64_t *out)
 {
-    const char *name = gw_walk_member(body, "max_completion_tokens") != NULL
-                           ? "max_completion_tokens"
-                           : "max_tokens";
     const struct jdoc_value *value = gw_walk_member(body, name);
-    *out = model->default_max_output_tokens;
     if (value == NULL)
         return 0;
     if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0)
@@ -402,6 +396,18 @@ static int output_per_choice(struct gw_walk *w, const struct jdoc_value *body,
                             (unsigned long long)model->max_output_tokens, model->name);
     *out = (uint64_t)value->as.integer;
     return 0;
+}
+
+/* The output the call may produce per choice: max_completion_tokens, else
+ * max_tokens, else the model's default; never more than the model allows. */
+static int output_per_choice(struct gw_walk *w, const struct jdoc_value *body,
+                             const struct gw_model *model, uint64_t *out)
+{
+    const char *name = gw_walk_member(body, "max_completion_tokens") != NULL
+                           ? "max_completion_tokens"
+                           : "max_tokens";
+    *out = model->default_max_output_tokens;
+    return gw_walk_output_tokens(w, body, name, model, out);
 }
 
 /* n choices per prompt; a completion's best_of makes that many server-side. */

@@ -32,23 +32,6 @@ static int required_string(struct gw_walk *w, const struct jdoc_value *object, c
     return 0;
 }
 
-/* An optional output count, 0..the model's max_output_tokens; *out keeps
- * its value when the member is absent or null. */
-static int output_member(struct gw_walk *w, const struct jdoc_value *body, const char *name,
-                         const struct gw_model *model, uint64_t *out)
-{
-    const struct jdoc_value *value = gw_walk_member(body, name);
-    if (value == NULL)
-        return 0;
-    if (!jdoc_is(value, JDOC_INTEGER) || value->as.integer < 0)
-        return gw_walk_fail(w, "%s: must be an integer >= 0", name);
-    if ((uint64_t)value->as.integer > model->max_output_tokens)
-        return gw_walk_fail(w, "%s: must be at most %llu for model %s", name,
-                            (unsigned long long)model->max_output_tokens, model->name);
-    *out = (uint64_t)value->as.integer;
-    return 0;
-}
-
 /* ---- Anthropic Messages ---- */
 
 static int count_blocks(struct gw_walk *w, const struct jdoc_value *content, const char *path,
@@ -232,7 +215,7 @@ static int messages_output(struct gw_walk *w, const struct jdoc_value *body,
     const struct jdoc_value *thinking = gw_walk_member(body, "thinking");
     if (thinking != NULL && !jdoc_is(thinking, JDOC_OBJECT))
         return gw_walk_fail(w, "thinking: must be an object");
-    return output_member(w, body, "max_tokens", model, out);
+    return gw_walk_output_tokens(w, body, "max_tokens", model, out);
 }
 
 int gw_estimate_messages(struct gw_walk *w, const struct jdoc_value *body,
@@ -421,7 +404,8 @@ int gw_estimate_responses(struct gw_walk *w, const struct jdoc_value *body,
         return 0; /* counted upstream, never charged: no output */
     out->choices = 1;
     out->output_tokens_per_choice = model->default_max_output_tokens;
-    if (output_member(w, body, "max_output_tokens", model, &out->output_tokens_per_choice) != 0)
+    if (gw_walk_output_tokens(w, body, "max_output_tokens", model,
+                              &out->output_tokens_per_choice) != 0)
         return -1;
     out->output_tokens = out->output_tokens_per_choice;
     return 0;

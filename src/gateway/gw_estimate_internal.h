@@ -35,6 +35,11 @@ void gw_walk_json(struct gw_walk *w, const struct jdoc_value *value);
 int gw_walk_string_member(struct gw_walk *w, const struct jdoc_value *object, const char *name,
                           const char *path);
 
+/* An optional output count, 0..the model's max_output_tokens; *out keeps
+ * its value when the member is absent or null. 0, or -1 with the error. */
+int gw_walk_output_tokens(struct gw_walk *w, const struct jdoc_value *body, const char *name,
+                          const struct gw_model *model, uint64_t *out);
+
 /* An audio input's tokens from its base64 data and format. */
 uint64_t gw_walk_audio_tokens(const struct jdoc_value *data, const struct jdoc_value *format);
 

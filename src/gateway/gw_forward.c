@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "gw_bounds.h"
+#include "util/queue.h"
 
 enum command_kind {
     COMMAND_START,
@@ -92,11 +93,7 @@ static bool post(struct gw_forward *engine, enum command_kind kind, struct gw_tr
         return false;
     *command = (struct command){.kind = kind, .transfer = transfer};
     pthread_mutex_lock(&engine->mutex);
-    if (engine->queue_tail != NULL)
-        engine->queue_tail->next = command;
-    else
-        engine->queue_head = command;
-    engine->queue_tail = command;
+    FIFO_PUSH(engine->queue_head, engine->queue_tail, command, next);
     pthread_mutex_unlock(&engine->mutex);
     curl_multi_wakeup(engine->multi);
     return true;
@@ -168,12 +165,7 @@ static void transfer_end(struct gw_forward *engine, struct gw_transfer *t, CURLc
         t->added = false;
         assert(engine->active > 0);
         engine->active--;
-        if (t->previous_active != NULL)
-            t->previous_active->next_active = t->next_active;
-        else
-            engine->active_list = t->next_active;
-        if (t->next_active != NULL)
-            t->next_active->previous_active = t->previous_active;
+        DLIST_REMOVE_NO_TAIL(engine->active_list, t, previous_active, next_active);
     }
     long connects = 0;
     curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects);
@@ -358,11 +350,7 @@ static void command_start(struct gw_forward *engine, struct gw_transfer *t)
     }
     t->added = true;
     engine->active++;
-    t->previous_active = NULL;
-    t->next_active = engine->active_list;
-    if (engine->active_list != NULL)
-        engine->active_list->previous_active = t;
-    engine->active_list = t;
+    DLIST_PUSH_FRONT(engine->active_list, t, previous_active, next_active);
 }
 
 static void command_run(struct gw_forward *engine, struct command *command)

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 struct pair {
     struct pair *hash_next;
     struct pair *older, *newer; /* by last use */
@@ -44,9 +46,7 @@ struct gw_observed *gw_observed_new(uint32_t pairs_max, uint32_t window, uint32_
     struct gw_observed *o = calloc(1, sizeof *o);
     if (o == NULL)
         return NULL;
-    uint32_t buckets = 1;
-    while (buckets < pairs_max && buckets < (1u << 30))
-        buckets *= 2;
+    uint32_t buckets = hash_bucket_count(pairs_max);
     o->slots = calloc(pairs_max, sizeof *o->slots);
     o->buckets = calloc(buckets, sizeof *o->buckets);
     if (o->slots == NULL || o->buckets == NULL || pthread_mutex_init(&o->mutex, NULL) != 0) {
@@ -79,13 +79,9 @@ void gw_observed_free(struct gw_observed *o)
 static uint64_t pair_hash(const char *model, size_t model_length, const char *caller,
                           size_t caller_length)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < model_length; i++)
-        h = (h ^ (unsigned char)model[i]) * 0x100000001b3ull;
-    h = (h ^ 0) * 0x100000001b3ull;
-    for (size_t i = 0; i < caller_length; i++)
-        h = (h ^ (unsigned char)caller[i]) * 0x100000001b3ull;
-    return h;
+    uint64_t h = hash_fnv1a_more(HASH_FNV1A_BASIS, model, model_length);
+    h = hash_fnv1a_more(h, "", 1);
+    return hash_fnv1a_more(h, caller, caller_length);
 }
 
 static struct pair *find(struct gw_observed *o, uint64_t hash, const char *model,

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 #define NO_ENTRY UINT32_MAX
 
 struct entry {
@@ -38,9 +40,7 @@ struct gw_owners *gw_owners_new(uint32_t capacity)
     struct gw_owners *o = calloc(1, sizeof *o);
     if (o == NULL)
         return NULL;
-    uint32_t buckets = 1;
-    while (buckets < capacity && buckets < (1u << 30))
-        buckets *= 2;
+    uint32_t buckets = hash_bucket_count(capacity);
     o->entries = calloc(capacity, sizeof *o->entries);
     o->buckets = malloc(buckets * sizeof *o->buckets);
     if (o->entries == NULL || o->buckets == NULL || pthread_mutex_init(&o->mutex, NULL) != 0) {
@@ -68,10 +68,7 @@ void gw_owners_free(struct gw_owners *o)
 /* FNV-1a: ids are chosen by the upstream, not by clients. */
 static uint64_t id_hash(const char *id, size_t length)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < length; i++)
-        h = (h ^ (unsigned char)id[i]) * 0x100000001b3ull;
-    return h;
+    return hash_fnv1a(id, length);
 }
 
 static uint32_t find(const struct gw_owners *o, uint64_t hash, const char *id, size_t length)

@@ -7,17 +7,14 @@
 #include "gw_prices.h"
 
 #include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/bounds.h"
 #include "util/arena.h"
+#include "util/file.h"
 #include "util/jdoc.h"
 
 /* ---- a price literal ---- */
@@ -390,35 +387,10 @@ int gw_prices_parse(const char *name, const char *text, size_t length, struct gw
 int gw_prices_load(const char *path, struct gw_prices **out, char *error, size_t error_size)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(error, error_size, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    char *data;
+    size_t size;
+    if (file_read_all(path, GW_PRICES_FILE_BYTES_MAX, &data, &size, error, error_size) != 0)
         return -1;
-    }
-    if (st.st_size > GW_PRICES_FILE_BYTES_MAX) {
-        snprintf(error, error_size, "%s: larger than %d bytes", path, GW_PRICES_FILE_BYTES_MAX);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size, done = 0;
-    char *data = malloc(size + 1);
-    while (data != NULL && done < size) {
-        ssize_t n = read(fd, data + done, size - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        done += (size_t)n;
-    }
-    close(fd);
-    if (data == NULL || done != size) {
-        snprintf(error, error_size, "%s: %s", path, data == NULL ? "out of memory" : "short read");
-        free(data);
-        return -1;
-    }
     int result = gw_prices_parse(path, data, size, out, error, error_size);
     free(data);
     return result;

@@ -4,6 +4,8 @@
 #include <assert.h>
 #include <stdbool.h>
 
+#include "core/hex.h"
+
 enum state {
     SIZE = 0,  /* hex digits of the chunk size */
     EXTENSION, /* after ';' up to the CR */
@@ -23,17 +25,6 @@ void http_chunked_init(struct http_chunked *d)
     *d = (struct http_chunked){.state = SIZE};
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static enum http_chunked_result bad(const char **reason, const char *why)
 {
     *reason = why;
@@ -46,7 +37,7 @@ static const char *size_byte(struct http_chunked *d, char c)
     if (++d->line_bytes > HTTP_CHUNK_LINE_BYTES_MAX)
         return "a chunk size line longer than 1 KiB";
     if (d->state == SIZE) {
-        int digit = hex_value(c);
+        int digit = hex_digit_value(c);
         if (digit >= 0) {
             if (d->size_digits == 15)
                 return "a chunk size of more than 15 hex digits";

@@ -89,9 +89,10 @@ static enum http_head_result bad(struct cursor *c, unsigned status, const char *
     return HTTP_HEAD_BAD;
 }
 
-/* The end of the line starting at c->at: the index of its CR. PARTIAL when
- * the bytes end first; BAD for a bare LF or a CR not followed by LF. */
-static enum http_head_result line_end(struct cursor *c, size_t *cr)
+/* The line starting at c->at, without its CRLF: *line and *length (the line
+ * ends at c->at + *length, where its CR stands). PARTIAL when the bytes end
+ * first; BAD for a bare LF or a CR not followed by LF. */
+static enum http_head_result line_at(struct cursor *c, const char **line, size_t *length)
 {
     const char *lf = memchr(c->data + c->at, '\n', c->length - c->at);
     if (lf == NULL) {
@@ -105,7 +106,8 @@ static enum http_head_result line_end(struct cursor *c, size_t *cr)
         return bad(c, 400, "a line ending in a bare LF");
     if (memchr(c->data + c->at, '\r', end - 1 - c->at) != NULL)
         return bad(c, 400, "a CR inside a line");
-    *cr = end - 1;
+    *line = c->data + c->at;
+    *length = end - 1 - c->at;
     return HTTP_HEAD_WHOLE;
 }
 
@@ -125,12 +127,11 @@ static enum http_head_result version(struct cursor *c, const char *text, size_t 
 /* method SP request-target SP HTTP-version CRLF. */
 static enum http_head_result request_line(struct cursor *c, struct http_head *head)
 {
-    size_t cr;
-    enum http_head_result r = line_end(c, &cr);
+    const char *line;
+    size_t length;
+    enum http_head_result r = line_at(c, &line, &length);
     if (r != HTTP_HEAD_WHOLE)
         return r;
-    const char *line = c->data + c->at;
-    size_t length = cr - c->at;
     size_t method = 0;
     while (method < length && token_char((unsigned char)line[method]))
         method++;
@@ -151,7 +152,7 @@ static enum http_head_result request_line(struct cursor *c, struct http_head *he
     head->path_length =
         (uint32_t)(question != NULL ? (size_t)(question - (line + target)) : end - target);
     r = version(c, line + end + 1, length - end - 1, head);
-    c->at = cr + 2;
+    c->at += length + 2; /* past the CRLF */
     return r;
 }
 
@@ -237,12 +238,11 @@ static enum http_head_result field_meaning(struct cursor *c, struct http_head *h
 /* field-name ":" OWS field-value OWS CRLF, at c->at. */
 static enum http_head_result field_line(struct cursor *c, struct http_head *head, struct seen *seen)
 {
-    size_t cr;
-    enum http_head_result r = line_end(c, &cr);
+    const char *line;
+    size_t length;
+    enum http_head_result r = line_at(c, &line, &length);
     if (r != HTTP_HEAD_WHOLE)
         return r;
-    const char *line = c->data + c->at;
-    size_t length = cr - c->at;
     if (line[0] == ' ' || line[0] == '\t')
         return bad(c, 400, "a folded header line (obs-fold)");
     size_t colon = 0;
@@ -271,7 +271,7 @@ static enum http_head_result field_line(struct cursor *c, struct http_head *head
     if (r != HTTP_HEAD_WHOLE)
         return r;
     head->field_count++;
-    c->at = cr + 2;
+    c->at += length + 2; /* past the CRLF */
     return HTTP_HEAD_WHOLE;
 }
 

@@ -6,6 +6,7 @@
 #include <assert.h>
 
 #include "core/clock.h"
+#include "util/queue.h"
 
 int64_t http_now_ms(void)
 {
@@ -16,13 +17,7 @@ void http_list_push(struct http_list *list, struct http_link *link, int64_t now_
 {
     assert(!link->linked);
     link->at_ms = now_ms;
-    link->next = NULL;
-    link->previous = list->tail;
-    if (list->tail != NULL)
-        list->tail->next = link;
-    else
-        list->head = link;
-    list->tail = link;
+    DLIST_PUSH_BACK(list->head, list->tail, link, previous, next);
     link->linked = true;
 }
 
@@ -30,15 +25,7 @@ void http_list_remove(struct http_list *list, struct http_link *link)
 {
     if (!link->linked)
         return;
-    if (link->previous != NULL)
-        link->previous->next = link->next;
-    else
-        list->head = link->next;
-    if (link->next != NULL)
-        link->next->previous = link->previous;
-    else
-        list->tail = link->previous;
-    link->previous = link->next = NULL;
+    DLIST_REMOVE(list->head, list->tail, link, previous, next);
     link->linked = false;
 }
 

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "util/log.h"
 
 /* Out of descriptors or kernel memory: wait this long before accepting again. */
@@ -25,11 +26,7 @@ int http_listener_open(struct http_listener *listener, const struct sockaddr *ad
     listener->fd = -1;
     listener->limit = limit;
     pthread_mutex_init(&listener->mutex, NULL);
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(&listener->freed, &attributes);
-    pthread_condattr_destroy(&attributes);
+    clock_cond_init_monotonic(&listener->freed);
     int fd = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;

@@ -9,17 +9,14 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "util/queue.h"
+
 void http_worker_ready(struct http_worker *w, struct http_conn *conn)
 {
     if (conn->in_ready || conn->dead)
         return;
     conn->in_ready = true;
-    conn->ready_next = NULL;
-    if (w->ready_tail != NULL)
-        w->ready_tail->ready_next = conn;
-    else
-        w->ready_head = conn;
-    w->ready_tail = conn;
+    FIFO_PUSH(w->ready_head, w->ready_tail, conn, ready_next);
 }
 
 void http_wake(struct http_exchange *ex)
@@ -30,13 +27,8 @@ void http_wake(struct http_exchange *ex)
     if (!ex->wake_queued) {
         assert(!ex->freeing);
         ex->wake_queued = true;
-        ex->wake_next = NULL;
         signal = w->wake_head == NULL;
-        if (w->wake_tail != NULL)
-            w->wake_tail->wake_next = ex;
-        else
-            w->wake_head = ex;
-        w->wake_tail = ex;
+        FIFO_PUSH(w->wake_head, w->wake_tail, ex, wake_next);
     }
     pthread_mutex_unlock(&w->mutex);
     if (signal) {

@@ -121,20 +121,6 @@ void config_defaults(struct server_config *config)
     assert(defaults_in_bounds(config));
 }
 
-/* Decimal only: no sign, no spaces, no hex; 0 or -1. */
-static int parse_u64(const char *text, uint64_t *out)
-{
-    if (text[0] < '0' || text[0] > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return -1;
-    *out = value;
-    return 0;
-}
-
 /* HOST:PORT or [IPV6]:PORT. 0 or -1. */
 static int parse_listen(struct server_config *config, const char *text)
 {
@@ -150,7 +136,8 @@ static int parse_listen(struct server_config *config, const char *text)
         host_length -= 2;
     }
     uint64_t port;
-    if (host_length > LISTEN_HOST_LENGTH_MAX || parse_u64(colon + 1, &port) != 0 || port > 65535)
+    if (host_length > LISTEN_HOST_LENGTH_MAX || flag_parse_u64(colon + 1, &port) != 0 ||
+        port > 65535)
         return -1;
     memcpy(config->listen_host, host, host_length);
     config->listen_host[host_length] = '\0';

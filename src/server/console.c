@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "activity.h"
+#include "core/hash.h"
 #include "console_assets.h"
 #include "wire/decode.h"
 #include "wire/encode.h"
@@ -337,12 +338,7 @@ struct holds_tally {
 
 static uint64_t caller_hash(const char *caller, uint32_t length)
 {
-    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (uint32_t i = 0; i < length; i++) {
-        hash ^= (uint8_t)caller[i];
-        hash *= 0x100000001b3ull;
-    }
-    return hash;
+    return hash_fnv1a(caller, length);
 }
 
 static struct caller_holds *tally_slot(struct holds_tally *t, const struct hold_view *hold)

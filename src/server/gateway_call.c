@@ -25,6 +25,7 @@
 #include "gateway/gw_endpoint.h"
 #include "server.h"
 #include "util/log.h"
+#include "util/queue.h"
 
 /* ---- calls: made and freed ----------------------------------------------- */
 
@@ -119,11 +120,7 @@ static bool calls_link(struct gateway_call *call)
     bool open = !g->quiescing;
     if (open) {
         call->linked = true;
-        call->previous_active = NULL;
-        call->next_active = g->calls;
-        if (g->calls != NULL)
-            g->calls->previous_active = call;
-        g->calls = call;
+        DLIST_PUSH_FRONT(g->calls, call, previous_active, next_active);
         g->call_count++;
     }
     pthread_mutex_unlock(&g->calls_mutex);
@@ -136,13 +133,7 @@ static void calls_unlink(struct gateway_call *call)
     pthread_mutex_lock(&g->calls_mutex);
     assert(call->linked);
     call->linked = false;
-    if (call->previous_active != NULL)
-        call->previous_active->next_active = call->next_active;
-    else
-        g->calls = call->next_active;
-    if (call->next_active != NULL)
-        call->next_active->previous_active = call->previous_active;
-    call->previous_active = call->next_active = NULL;
+    DLIST_REMOVE_NO_TAIL(g->calls, call, previous_active, next_active);
     assert(g->call_count > 0);
     g->call_count--;
     if (g->calls == NULL)

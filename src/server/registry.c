@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/buffer.h"
+#include "util/file.h"
 #include "server_bounds.h"
 #include "wire/decode.h"
 #include "wire/encode.h"
@@ -38,52 +39,6 @@ struct registry {
 const char *registry_path(const struct registry *registry)
 {
     return registry->path;
-}
-
-/* Reads the whole file into a new NUL-terminated block. 0, 1 (no file), -1. */
-static int read_file(const char *path, char **text, size_t *length, char *error, size_t error_size)
-{
-    assert(path != NULL);
-    assert(text != NULL);
-    assert(length != NULL);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 1;
-        snprintf(error, error_size, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(error, error_size, "%s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (st.st_size > REGISTRY_BYTES_MAX) {
-        snprintf(error, error_size, "%s: larger than %d bytes", path, REGISTRY_BYTES_MAX);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    char *data = malloc(size + 1);
-    size_t done = 0;
-    while (data != NULL && done < size) {
-        ssize_t n = read(fd, data + done, size - done);
-        if (n <= 0)
-            break;
-        done += (size_t)n;
-    }
-    close(fd);
-    assert(done <= size);
-    if (data == NULL || done != size) {
-        snprintf(error, error_size, "%s: %s", path, data == NULL ? "out of memory" : "short read");
-        free(data);
-        return -1;
-    }
-    data[size] = '\0';
-    *text = data;
-    *length = size;
-    return 0;
 }
 
 /* Decodes entry i into *state; error "<file>: line L: <reason>". */
@@ -270,7 +225,7 @@ static int registry_load(struct registry *r, char *error, size_t error_size)
     remove_stale_tmp(r);
     char *text = NULL;
     size_t length = 0;
-    int found = read_file(r->path, &text, &length, error, error_size);
+    int found = file_read_all(r->path, REGISTRY_BYTES_MAX, &text, &length, error, error_size);
     if (found != 0)
         return found > 0 ? registry_create(r, error, error_size) : -1;
     struct arena arena;

@@ -65,11 +65,7 @@ struct spend *spend_create(void)
     }
     pthread_mutex_init(&spend->mutex, NULL);
     pthread_mutex_init(&spend->thread_mutex, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&spend->thread_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    clock_cond_init_monotonic(&spend->thread_cond);
     spend->last_sample_ms = INT64_MIN;
     spend->seen_at_ms = INT64_MIN;
     return spend;

@@ -60,9 +60,7 @@ static int64_t earliest(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/* LLMLIMIT_TB_TRACE=1 logs the session's protocol events to stderr, each
- * with the monotonic time in milliseconds. */
-static bool trace_enabled(void)
+bool tbc_trace_enabled(void)
 {
     static int enabled = -1;
     if (enabled < 0) {
@@ -74,7 +72,7 @@ static bool trace_enabled(void)
 
 #define TRACE(s, ...)                                                                              \
     do {                                                                                           \
-        if (trace_enabled()) {                                                                     \
+        if (tbc_trace_enabled()) {                                                                 \
             fprintf(stderr, "%lld tb session %016llx: ", (long long)now_ms(),                      \
                     (unsigned long long)(s)->client.low);                                          \
             fprintf(stderr, __VA_ARGS__);                                                          \

@@ -16,6 +16,11 @@
 #include "tbc_bounds.h"
 #include "tbc_types.h"
 
+/* LLMLIMIT_TB_TRACE=1 in the environment: sessions log their protocol
+ * events, and the submitter its batches, to stderr, each with the monotonic
+ * time in milliseconds. Read once. */
+bool tbc_trace_enabled(void);
+
 struct tbc_address {
     char host[TBC_ADDRESS_LENGTH_MAX + 1];
     char port[8];

@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "tbc_ids.h"
 #include "tbc_bounds.h"
+#include "util/queue.h"
 
 #define QUEUE_COUNT 4
 #define MONITOR_INTERVAL_MS 25
@@ -88,17 +89,6 @@ struct tbc_submitter {
     uint32_t workers_started;
     struct worker workers[];
 };
-
-/* LLMLIMIT_TB_TRACE=1 logs every batch to stderr. */
-static bool trace_enabled(void)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *value = getenv("LLMLIMIT_TB_TRACE");
-        enabled = value != NULL && value[0] == '1';
-    }
-    return enabled != 0;
-}
 
 static int queue_index(uint8_t operation)
 {
@@ -274,14 +264,14 @@ static void run_batch(struct tbc_submitter *sub, struct worker *w, uint8_t opera
     assert(tbc_item_chains_closed(batch));
 
     int64_t started_ns = clock_monotonic_ns();
-    if (trace_enabled())
+    if (tbc_trace_enabled())
         fprintf(stderr,
                 "tb submitter: operation %u, %u items, %u events, waited %.3f ms, "
                 "%.3f ms after the last reply\n",
                 operation, items, events, (double)(started_ns - batch->queued_at_ns) / 1e6,
                 (double)w->since_reply_ns / 1e6);
     int rc = tbc_session_call(&w->session, operation, size, deadline_ms);
-    if (trace_enabled())
+    if (tbc_trace_enabled())
         fprintf(stderr, "tb submitter: answered in %.3f ms\n",
                 (double)(clock_monotonic_ns() - started_ns) / 1e6);
     enum tbc_item_status status = TBC_ITEM_UNAVAILABLE;
@@ -408,7 +398,7 @@ static struct tbc_item *next_batch(struct tbc_submitter *sub, struct worker *w, 
     sub->in_flight++;
     sub->last_request_ms = clock_monotonic_ms();
     w->sent_at_ms = sub->last_request_ms;
-    if (trace_enabled()) /* the trace's "after the last reply" */
+    if (tbc_trace_enabled()) /* the trace's "after the last reply" */
         w->since_reply_ns = sub->replied_at_ns != 0 ? clock_monotonic_ns() - sub->replied_at_ns : 0;
     pthread_mutex_unlock(&sub->lock);
     return batch;
@@ -551,11 +541,7 @@ void tbc_submitter_submit(struct tbc_submitter *sub, struct tbc_item *item)
     item->queued_at_ns = clock_monotonic_ns();
     sub->queued_events += item->event_count;
     struct queue *queue = &sub->queues[q];
-    if (queue->tail != NULL)
-        queue->tail->next = item;
-    else
-        queue->head = item;
-    queue->tail = item;
+    FIFO_PUSH(queue->head, queue->tail, item, next);
     sub->queued_items++;
     /* A lingering worker waits for a number of items: wake it only then
      * (one wake-up per batch instead of one per item). */

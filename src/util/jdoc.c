@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/bounds.h"
+#include "utf8.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -148,33 +149,6 @@ static inline void skip_space(struct parser *p)
     skip_space_slow(p);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_length(const unsigned char *s, size_t available)
-{
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n = c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
-    if (n == 0 || n > available)
-        return 0;
-    unsigned low = 0x80, high = 0xBF; /* range of the second byte */
-    if (c == 0xE0)
-        low = 0xA0; /* overlong */
-    else if (c == 0xED)
-        high = 0x9F; /* surrogates */
-    else if (c == 0xF0)
-        low = 0x90; /* overlong */
-    else if (c == 0xF4)
-        high = 0x8F; /* above U+10FFFF */
-    if (s[1] < low || s[1] > high)
-        return 0;
-    for (size_t i = 2; i < n; i++) {
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    }
-    return n;
-}
-
 static int hex4(const char *s, size_t available, unsigned *out)
 {
     if (available < 4)
@@ -280,7 +254,8 @@ __attribute__((noinline)) static int parse_string_rest(struct parser *p, size_t 
         } else if (c < 0x20) {
             return fail(p, "control character in string");
         } else {
-            size_t n = utf8_length((const unsigned char *)p->text + p->pos, p->length - p->pos);
+            size_t n =
+                utf8_sequence_length((const unsigned char *)p->text + p->pos, p->length - p->pos);
             if (n == 0)
                 return fail(p, "invalid UTF-8 in string");
             memmove(p->text + w, p->text + p->pos, n);

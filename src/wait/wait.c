@@ -419,11 +419,7 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
     w->sleep_until_ms = INT64_MIN;
     pthread_mutex_init(&w->mutex, NULL);
     pthread_mutex_init(&w->events_mutex, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->events_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    clock_cond_init_monotonic(&w->events_cond);
     pthread_cond_init(&w->idle_cond, NULL);
     w->stats.max_waiters = options->max_waiters;
     w->events = malloc(WAIT_EVENTS_MAX * sizeof *w->events);

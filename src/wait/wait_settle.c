@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "util/queue.h"
 #include "wait_settle.h"
 
 static int64_t now_of(const struct wait *w)
@@ -21,12 +22,7 @@ void wait_work_push(struct wait *w, struct wait_ticket *t, enum wait_work work)
     assert(t->work == WAIT_WORK_NONE);
     assert(work != WAIT_WORK_NONE);
     t->work = (uint8_t)work;
-    t->work_next = NULL;
-    if (w->work_tail != NULL)
-        w->work_tail->work_next = t;
-    else
-        w->work_head = t;
-    w->work_tail = t;
+    FIFO_PUSH(w->work_head, w->work_tail, t, work_next);
     w->in_flight++;
 }
 

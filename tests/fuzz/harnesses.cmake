@@ -31,6 +31,7 @@ list(APPEND LLMLIMIT_FUZZ_MEMORY_SOURCES ${PROJECT_SOURCE_DIR}/src/backend/backe
 set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/util/arena.c
     ${PROJECT_SOURCE_DIR}/src/util/buffer.c
+    ${PROJECT_SOURCE_DIR}/src/util/file.c
     ${PROJECT_SOURCE_DIR}/src/wire/decode.c
     ${PROJECT_SOURCE_DIR}/src/wire/decode_limits.c
     ${PROJECT_SOURCE_DIR}/src/http/http_head.c

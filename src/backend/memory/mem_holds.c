@@ -84,18 +84,27 @@ static void heap_sift_up(const struct mem_hold_pool *pool, struct mem_hold_set *
     heap_place(pool, set, i, entry);
 }
 
+/* Sifting down an entry expiring at expires_at_ms, now at i of a min-heap
+ * of count entries: the child that moves up into i (the earlier of the two,
+ * if it expires before the entry), or UINT32_MAX when the entry stays at i.
+ * Both heaps of this file, the set's and a walk's, sift down with it. */
+static uint32_t heap_child_before(const struct mem_heap_entry *heap, uint32_t count, uint32_t i,
+                                  int64_t expires_at_ms)
+{
+    uint32_t child = 2 * i + 1;
+    if (child >= count)
+        return UINT32_MAX;
+    if (child + 1 < count && heap[child + 1].expires_at_ms < heap[child].expires_at_ms)
+        child++;
+    return heap[child].expires_at_ms < expires_at_ms ? child : UINT32_MAX;
+}
+
 static void heap_sift_down(const struct mem_hold_pool *pool, struct mem_hold_set *set, uint32_t i)
 {
     struct mem_heap_entry entry = set->heap[i];
-    for (;;) {
-        uint32_t child = 2 * i + 1;
-        if (child >= set->heap_count)
-            break;
-        if (child + 1 < set->heap_count &&
-            set->heap[child + 1].expires_at_ms < set->heap[child].expires_at_ms)
-            child++;
-        if (set->heap[child].expires_at_ms >= entry.expires_at_ms)
-            break;
+    uint32_t child;
+    while ((child = heap_child_before(set->heap, set->heap_count, i, entry.expires_at_ms)) !=
+           UINT32_MAX) {
         heap_place(pool, set, i, set->heap[child]);
         i = child;
     }
@@ -188,16 +197,9 @@ static uint32_t walk_open_pop(struct heap_walk *w)
     assert(w->open_count > 0);
     uint32_t position = w->open[0].hold_id;
     struct mem_heap_entry last = w->open[--w->open_count];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t child = 2 * i + 1;
-        if (child >= w->open_count)
-            break;
-        if (child + 1 < w->open_count &&
-            w->open[child + 1].expires_at_ms < w->open[child].expires_at_ms)
-            child++;
-        if (w->open[child].expires_at_ms >= last.expires_at_ms)
-            break;
+    uint32_t i = 0, child;
+    while ((child = heap_child_before(w->open, w->open_count, i, last.expires_at_ms)) !=
+           UINT32_MAX) {
         w->open[i] = w->open[child];
         i = child;
     }
@@ -206,6 +208,23 @@ static uint32_t walk_open_pop(struct heap_walk *w)
     walk_open_push(w, 2 * position + 1);
     walk_open_push(w, 2 * position + 2);
     return position;
+}
+
+/* The walk's next hold in expiry order, the earlier of the list's next and
+ * the heap's earliest open position; NULL when both are done. */
+static const struct mem_hold *walk_next(const struct mem_hold_pool *pool, struct heap_walk *w,
+                                        uint32_t *list_id)
+{
+    if (*list_id == MEM_HOLD_NONE && w->open_count == 0)
+        return NULL;
+    const struct mem_hold *list_hold =
+        *list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, *list_id);
+    if (list_hold != NULL &&
+        (w->open_count == 0 || list_hold->expires_at_ms <= w->open[0].expires_at_ms)) {
+        *list_id = list_hold->next;
+        return list_hold;
+    }
+    return mem_hold_get(pool, w->set->heap[walk_open_pop(w)].hold_id);
 }
 
 enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
@@ -219,18 +238,9 @@ enum mem_walk_result mem_hold_set_walk(const struct mem_hold_pool *pool,
     uint32_t list_id = set->head;
     uint64_t sum = 0;
     for (uint32_t visited = 0; visited < MEM_RETRY_WALK_HOLDS_MAX; visited++) {
-        const struct mem_hold *hold;
-        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
+        const struct mem_hold *hold = walk_next(pool, &w, &list_id);
+        if (hold == NULL)
             return MEM_WALK_EXHAUSTED;
-        const struct mem_hold *list_hold =
-            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
-        if (list_hold != NULL &&
-            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
-            hold = list_hold;
-            list_id = list_hold->next;
-        } else {
-            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
-        }
         if (period_start_ms != INT64_MIN && hold->period_start_ms != period_start_ms)
             continue;
         if (hold->state != MEM_HOLD_RESERVED && hold->state != MEM_HOLD_USED)
@@ -253,19 +263,8 @@ bool mem_hold_set_each(const struct mem_hold_pool *pool, const struct mem_hold_s
     walk_open_push(&w, 0);
     uint32_t list_id = set->head;
     for (uint32_t visited = 0; visited < visits_max; visited++) {
-        if (list_id == MEM_HOLD_NONE && w.open_count == 0)
-            return true;
-        const struct mem_hold *list_hold =
-            list_id == MEM_HOLD_NONE ? NULL : mem_hold_get(pool, list_id);
-        const struct mem_hold *hold;
-        if (list_hold != NULL &&
-            (w.open_count == 0 || list_hold->expires_at_ms <= w.open[0].expires_at_ms)) {
-            hold = list_hold;
-            list_id = list_hold->next;
-        } else {
-            hold = mem_hold_get(pool, set->heap[walk_open_pop(&w)].hold_id);
-        }
-        if (!visit(context, hold))
+        const struct mem_hold *hold = walk_next(pool, &w, &list_id);
+        if (hold == NULL || !visit(context, hold))
             return true;
     }
     return list_id == MEM_HOLD_NONE && w.open_count == 0;

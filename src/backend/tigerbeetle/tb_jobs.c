@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "tb_backend.h"
+#include "util/queue.h"
 
 struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
                             void *context)
@@ -92,12 +93,7 @@ void tb_job_wait_behind(struct tb_lease *lease, struct tb_job *job)
     assert(lease->busy);
     assert((lease->waiting == NULL) == (lease->waiting_tail == NULL));
     assert(job->lease != lease); /* the job that made it busy does not wait on it */
-    job->next = NULL;
-    if (lease->waiting_tail != NULL)
-        lease->waiting_tail->next = job;
-    else
-        lease->waiting = job;
-    lease->waiting_tail = job;
+    FIFO_PUSH(lease->waiting, lease->waiting_tail, job, next);
 }
 
 void tb_job_unbusy(struct tb_job *job)

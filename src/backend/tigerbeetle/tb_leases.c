@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "tb_backend.h"
+#include "util/queue.h"
 
 /* Entries one insert looks at to find an idle one to evict. */
 #define EVICT_SCAN_MAX 64
@@ -41,11 +43,7 @@ static size_t entry_bytes(uint32_t hold_count, uint32_t id_length)
 
 static uint64_t id_hash(const char *id, uint32_t length)
 {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (uint32_t i = 0; i < length; i++) {
-        hash ^= (uint8_t)id[i];
-        hash *= 0x100000001b3ull;
-    }
+    uint64_t hash = hash_fnv1a(id, length);
     return hash ^ (hash >> 29);
 }
 
@@ -70,26 +68,12 @@ static void unlink_order(struct tb_backend *b, struct tb_lease *lease)
     assert(lease->newer != NULL || b->newest == lease);
     assert(lease->older == NULL || lease->older->newer == lease);
     assert(lease->newer == NULL || lease->newer->older == lease);
-    if (lease->older != NULL)
-        lease->older->newer = lease->newer;
-    else
-        b->oldest = lease->newer;
-    if (lease->newer != NULL)
-        lease->newer->older = lease->older;
-    else
-        b->newest = lease->older;
-    lease->older = lease->newer = NULL;
+    DLIST_REMOVE(b->oldest, b->newest, lease, older, newer);
 }
 
 static void link_newest(struct tb_backend *b, struct tb_lease *lease)
 {
-    lease->older = b->newest;
-    lease->newer = NULL;
-    if (b->newest != NULL)
-        b->newest->newer = lease;
-    else
-        b->oldest = lease;
-    b->newest = lease;
+    DLIST_PUSH_BACK(b->oldest, b->newest, lease, older, newer);
 }
 
 static struct tb_lease **bucket_link(struct tb_backend *b, struct tb_lease *lease)

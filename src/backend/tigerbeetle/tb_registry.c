@@ -10,17 +10,13 @@
 #include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
 
+#include "core/hash.h"
 #include "core/retry.h"
 #include "tb_provision.h"
 
 static uint64_t key_hash(const char *key, uint32_t length)
 {
-    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (uint32_t i = 0; i < length; i++) {
-        hash ^= (uint8_t)key[i];
-        hash *= 0x100000001b3ull;
-    }
-    return hash;
+    return hash_fnv1a(key, length);
 }
 
 struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length)
