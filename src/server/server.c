@@ -103,11 +103,7 @@ static void *ticker_main(void *context)
 
 static int ticker_start(struct server *s)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->ticker_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    clock_cond_init_monotonic(&s->ticker_cond);
     pthread_mutex_init(&s->ticker_mutex, NULL);
     s->ticker_cond_ready = true;
     if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0)

@@ -669,6 +669,10 @@ def connection_refused(server):
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # Taken into the listen queue as the listener closed, then reset by
+        # the kernel: the closing has begun; the next attempt is refused.
+        return False
 
 
 class Lifecycle(unittest.TestCase):
