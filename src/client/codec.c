@@ -218,6 +218,15 @@ int codec_denial(const char *error)
     return wire_lookup(denials, sizeof denials / sizeof denials[0], error, LLMLIMIT_DENIAL_OTHER);
 }
 
+int codec_error_copy(const json_t *json, char *error, size_t error_size)
+{
+    const char *text = json_field_string(json, "error");
+    if (text == NULL)
+        return LLMLIMIT_ERR_PROTOCOL;
+    copy_string(error, error_size, text);
+    return 0;
+}
+
 uint32_t codec_warning_flag(const char *warning)
 {
     assert(warning != NULL);

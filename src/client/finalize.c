@@ -95,10 +95,8 @@ static int complete_from_json(const json_t *json, int http_status,
                               struct llmlimit_complete_result *result)
 {
     result->http_status = http_status;
-    const char *error = json_field_string(json, "error");
-    if (error == NULL)
+    if (codec_error_copy(json, result->error, sizeof(result->error)) != 0)
         return LLMLIMIT_ERR_PROTOCOL;
-    copy_string(result->error, sizeof(result->error), error);
     if (http_status != 200)
         return 0;
     const json_t *reconciled = json_object_get(json, "reconciled");

@@ -119,6 +119,9 @@ void copy_string(char *dst, size_t dst_size, const char *src);
  * a complete warning (0 for a text it does not know). */
 int codec_denial(const char *error);
 uint32_t codec_warning_flag(const char *warning);
+/* Copies an answer object's "error" ("" when absent) into error, of
+ * error_size bytes. 0, or LLMLIMIT_ERR_PROTOCOL when it is not a string. */
+int codec_error_copy(const json_t *json, char *error, size_t error_size);
 
 /* Writes "<prefix><percent-encoded key>" into out. Returns 0, or
  * LLMLIMIT_ERR_INVALID_ARGUMENT if the key is invalid. */

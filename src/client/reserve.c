@@ -127,11 +127,9 @@ static int result_from_json(const json_t *json, int http_status,
                             struct llmlimit_reserve_result *result)
 {
     result->http_status = http_status;
-    const char *error = json_field_string(json, "error");
-    if (error == NULL)
+    if (codec_error_copy(json, result->error, sizeof(result->error)) != 0)
         return LLMLIMIT_ERR_PROTOCOL;
-    copy_string(result->error, sizeof(result->error), error);
-    result->denial = http_status == 200 ? codec_denial(error) : LLMLIMIT_DENIAL_OTHER;
+    result->denial = http_status == 200 ? codec_denial(result->error) : LLMLIMIT_DENIAL_OTHER;
     if (http_status != 200)
         return 0; /* a batch item that failed: its error says why */
     const json_t *allowed = json_object_get(json, "allowed");
