@@ -162,43 +162,59 @@ static void rfc3339_text(int64_t unix_ms, char *out, size_t size)
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* A header's name in each dialect, from the family and what it tells
+ * (limit, remaining, reset). */
+typedef void (*header_name_fn)(char *name, size_t size, const char *family, const char *what);
+
+static void openai_name(char *name, size_t size, const char *family, const char *what)
+{
+    snprintf(name, size, "x-ratelimit-%s-%s", what, family);
+}
+
+static void anthropic_name(char *name, size_t size, const char *family, const char *what)
+{
+    snprintf(name, size, "anthropic-ratelimit-%s-%s", family, what);
+}
+
+/* One figure's headers in one dialect: its capacity, and what remains and
+ * when it resets where those are known (reset already in the dialect's
+ * form). */
+static void add_figure_headers(struct gateway_headers *h, header_name_fn name_of,
+                               const char *family, const struct limit_figure *figure,
+                               const char *reset)
+{
+    char name[64], value[24]; /* every answer has these: no printf for the values */
+    *buffer_put_u64(value, figure->capacity) = '\0';
+    name_of(name, sizeof name, family, "limit");
+    gateway_headers_add(h, name, value);
+    if (figure->remaining_known) {
+        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
+        name_of(name, sizeof name, family, "remaining");
+        gateway_headers_add(h, name, value);
+    }
+    if (figure->reset_known) {
+        name_of(name, sizeof name, family, "reset");
+        gateway_headers_add(h, name, reset);
+    }
+}
+
 static void add_limit_headers(struct gateway_headers *h, const struct limit_family *family,
                               bool anthropic, const struct limit_figure *figure,
                               int64_t now_unix_ms)
 {
-    char name[64], value[80]; /* every answer has these: no printf for the values */
+    char reset[80] = "";
     int64_t reset_ms =
         figure->reset_at_unix_ms > now_unix_ms ? figure->reset_at_unix_ms : now_unix_ms;
     if (family->openai != NULL) {
-        *buffer_put_u64(value, figure->capacity) = '\0';
-        snprintf(name, sizeof name, "x-ratelimit-limit-%s", family->openai);
-        gateway_headers_add(h, name, value);
-        if (figure->remaining_known) {
-            *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
-            snprintf(name, sizeof name, "x-ratelimit-remaining-%s", family->openai);
-            gateway_headers_add(h, name, value);
-        }
-        if (figure->reset_known) {
-            duration_text(reset_ms - now_unix_ms, value, sizeof value);
-            snprintf(name, sizeof name, "x-ratelimit-reset-%s", family->openai);
-            gateway_headers_add(h, name, value);
-        }
+        if (figure->reset_known)
+            duration_text(reset_ms - now_unix_ms, reset, sizeof reset);
+        add_figure_headers(h, openai_name, family->openai, figure, reset);
     }
     if (!anthropic)
         return;
-    *buffer_put_u64(value, figure->capacity) = '\0';
-    snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", family->anthropic);
-    gateway_headers_add(h, name, value);
-    if (figure->remaining_known) {
-        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
-        snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", family->anthropic);
-        gateway_headers_add(h, name, value);
-    }
-    if (figure->reset_known) {
-        rfc3339_text(reset_ms, value, sizeof value);
-        snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", family->anthropic);
-        gateway_headers_add(h, name, value);
-    }
+    if (figure->reset_known)
+        rfc3339_text(reset_ms, reset, sizeof reset);
+    add_figure_headers(h, anthropic_name, family->anthropic, figure, reset);
 }
 
 /* Whether a template of the plan whose amount is in `amounts` gives the
