@@ -57,11 +57,14 @@ static enum gw_endpoint error_surface(const struct exchange *ex)
 }
 
 /* An error with the headers h already holds (beyond Content-Type and the
- * retry's), in the route's surface's shape. */
-static int reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status,
-                            const char *type, const char *code, int64_t retry_after_ms,
-                            const char *message)
+ * retry's), in the route's surface's shape; its message from format and
+ * args, as vsnprintf. */
+__attribute__((format(printf, 7, 0))) static int
+reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status, const char *type,
+                 const char *code, int64_t retry_after_ms, const char *format, va_list args)
 {
+    char message[1024];
+    vsnprintf(message, sizeof message, format, args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gw_error_for(&b, error_surface(ex), status, type, code, message);
@@ -83,13 +86,12 @@ static int reply_error_with(struct exchange *ex, struct gateway_headers *h, unsi
 int gateway_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
                         int64_t retry_after_ms, const char *format, ...)
 {
-    char message[1024];
+    struct gateway_headers h = {.count = 0};
     va_list args;
     va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
+    int rc = reply_error_with(ex, &h, status, type, code, retry_after_ms, format, args);
     va_end(args);
-    struct gateway_headers h = {.count = 0};
-    return reply_error_with(ex, &h, status, type, code, retry_after_ms, message);
+    return rc;
 }
 
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
@@ -325,14 +327,14 @@ static void denial_headers(struct gateway_headers *h, struct exchange *ex,
 int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const char *type,
                          const char *code, const char *format, ...)
 {
-    char message[1024];
-    va_list args;
-    va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
-    va_end(args);
     struct gateway_headers h = {.count = 0};
     denial_headers(&h, ex, call, clock_now_ms(ex->server->clock));
-    return reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, message);
+    va_list args;
+    va_start(args, format);
+    int rc = reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, format,
+                              args);
+    va_end(args);
+    return rc;
 }
 
 /* A header value the upstream sent that may go out again as it is. */
