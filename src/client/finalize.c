@@ -95,10 +95,8 @@ static int complete_from_json(const json_t *json, int http_status,
                               struct llmlimit_complete_result *result)
 {
     result->http_status = http_status;
-    const char *error = json_field_string(json, "error");
-    if (error == NULL)
+    if (codec_error_copy(json, result->error, sizeof(result->error)) != 0)
         return LLMLIMIT_ERR_PROTOCOL;
-    copy_string(result->error, sizeof(result->error), error);
     if (http_status != 200)
         return 0;
     const json_t *reconciled = json_object_get(json, "reconciled");
@@ -180,17 +178,23 @@ int llmlimit_release(struct llmlimit_client *client, const char *lease_id, int64
 
 /* ---- complete batches ------------------------------------------------------ */
 
+/* The caller's arrays, for the batch helpers' callbacks. */
+struct complete_batch {
+    const struct llmlimit_complete_request *requests;
+    struct llmlimit_complete_result *results;
+};
+
 static json_t *complete_item_json(uint32_t index, const void *context)
 {
-    const struct llmlimit_complete_request *requests = context;
-    return complete_json(&requests[index]);
+    const struct complete_batch *batch = context;
+    return complete_json(&batch->requests[index]);
 }
 
 static int complete_item_read(const json_t *item, int status, uint32_t index, void *context)
 {
-    struct llmlimit_complete_result *results = context;
-    llmlimit_complete_result_clear(&results[index]);
-    return complete_from_json(item, status, &results[index]);
+    struct complete_batch *batch = context;
+    llmlimit_complete_result_clear(&batch->results[index]);
+    return complete_from_json(item, status, &batch->results[index]);
 }
 
 static int complete_batch_check(const struct llmlimit_complete_request *requests, size_t count)
@@ -212,21 +216,12 @@ static int complete_batch_round(struct llmlimit_client *client,
                                 size_t *pending_count, int64_t timeout_ms,
                                 struct llmlimit_status *status)
 {
-    size_t body_length;
-    char *body = batch_body(pending, *pending_count, complete_item_json, requests, &body_length);
-    if (body == NULL)
-        return LLMLIMIT_ERR_NO_MEMORY;
     struct retry_plan plan;
     retry_plan_init(&plan, client, timeout_ms, client->options.finalize_attempts_max);
     uint32_t backoff_round = 0;
-    json_t *json;
-    int rc = client_post_json(client, "/v1/complete/batch", body, body_length, &plan,
-                              &backoff_round, NULL, &json, status);
-    free(body);
-    if (rc == 0)
-        rc = batch_read(json, pending, pending_count, complete_item_read, results);
-    json_decref(json);
-    return rc;
+    struct complete_batch batch = {requests, results};
+    return batch_round(client, "/v1/complete/batch", pending, pending_count, complete_item_json,
+                       complete_item_read, &batch, &plan, &backoff_round, status);
 }
 
 int llmlimit_complete_batch(struct llmlimit_client *client,

@@ -119,6 +119,9 @@ void copy_string(char *dst, size_t dst_size, const char *src);
  * a complete warning (0 for a text it does not know). */
 int codec_denial(const char *error);
 uint32_t codec_warning_flag(const char *warning);
+/* Copies an answer object's "error" ("" when absent) into error, of
+ * error_size bytes. 0, or LLMLIMIT_ERR_PROTOCOL when it is not a string. */
+int codec_error_copy(const json_t *json, char *error, size_t error_size);
 
 /* Writes "<prefix><percent-encoded key>" into out. Returns 0, or
  * LLMLIMIT_ERR_INVALID_ARGUMENT if the key is invalid. */
@@ -156,5 +159,12 @@ char *batch_body(const uint32_t *pending, size_t pending_count, batch_item_json_
  * unknown). 0, item_read's error, or LLMLIMIT_ERR_PROTOCOL. */
 int batch_read(const json_t *json, uint32_t *pending, size_t *pending_count,
                batch_item_read_fn item_read, void *context);
+/* One round of a batch: posts the pending items' body to path and reads
+ * the answer, as batch_body and batch_read. 0, LLMLIMIT_ERR_NO_MEMORY,
+ * client_post_json's error or batch_read's. */
+int batch_round(struct llmlimit_client *client, const char *path, uint32_t *pending,
+                size_t *pending_count, batch_item_json_fn item_json, batch_item_read_fn item_read,
+                void *context, const struct retry_plan *plan, uint32_t *backoff_round,
+                struct llmlimit_status *status);
 
 #endif

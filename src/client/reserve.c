@@ -127,11 +127,9 @@ static int result_from_json(const json_t *json, int http_status,
                             struct llmlimit_reserve_result *result)
 {
     result->http_status = http_status;
-    const char *error = json_field_string(json, "error");
-    if (error == NULL)
+    if (codec_error_copy(json, result->error, sizeof(result->error)) != 0)
         return LLMLIMIT_ERR_PROTOCOL;
-    copy_string(result->error, sizeof(result->error), error);
-    result->denial = http_status == 200 ? codec_denial(error) : LLMLIMIT_DENIAL_OTHER;
+    result->denial = http_status == 200 ? codec_denial(result->error) : LLMLIMIT_DENIAL_OTHER;
     if (http_status != 200)
         return 0; /* a batch item that failed: its error says why */
     const json_t *allowed = json_object_get(json, "allowed");
@@ -436,27 +434,6 @@ static int batch_item_read(const json_t *item, int status, uint32_t index, void 
     return result_from_json(item, status, &batch->requests[index], result);
 }
 
-static int batch_round(struct llmlimit_client *client,
-                       const struct llmlimit_reserve_request *requests,
-                       struct llmlimit_reserve_result *results, uint32_t *pending,
-                       size_t *pending_count, const struct retry_plan *plan,
-                       uint32_t *backoff_round, struct llmlimit_status *status)
-{
-    struct reserve_batch batch = {requests, results};
-    size_t body_length;
-    char *body = batch_body(pending, *pending_count, batch_item_json, &batch, &body_length);
-    if (body == NULL)
-        return LLMLIMIT_ERR_NO_MEMORY;
-    json_t *json;
-    int rc = client_post_json(client, "/v1/reserve/batch", body, body_length, plan, backoff_round,
-                              NULL, &json, status);
-    free(body);
-    if (rc == 0)
-        rc = batch_read(json, pending, pending_count, batch_item_read, &batch);
-    json_decref(json);
-    return rc;
-}
-
 int llmlimit_reserve_batch(struct llmlimit_client *client,
                            const struct llmlimit_reserve_request *requests, size_t count,
                            int64_t timeout_ms, struct llmlimit_reserve_result *results,
@@ -483,8 +460,9 @@ int llmlimit_reserve_batch(struct llmlimit_client *client,
     uint32_t backoff_round = 0;
     size_t pending_count = count;
     while (pending_count > 0) {
-        rc = batch_round(client, requests, results, pending, &pending_count, &plan, &backoff_round,
-                         status);
+        struct reserve_batch batch = {requests, results};
+        rc = batch_round(client, "/v1/reserve/batch", pending, &pending_count, batch_item_json,
+                         batch_item_read, &batch, &plan, &backoff_round, status);
         if (rc != 0 || pending_count == 0)
             break;
         assert(pending_count <= count); /* a round only ever drops items */

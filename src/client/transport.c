@@ -273,10 +273,7 @@ static int perform(struct llmlimit_client *client, struct transport_handle *hand
 void http_answer_clear(struct http_answer *answer)
 {
     free(answer->body);
-    answer->body = NULL;
-    answer->body_length = 0;
-    answer->http_status = 0;
-    answer->queue_full = false;
+    *answer = (struct http_answer){0};
 }
 
 int transport_send(struct llmlimit_client *client, const char *method, const char *path,

@@ -3,6 +3,7 @@
  * checked on the way), the output they may produce, and whether a Messages
  * request may write the provider's cache. Nesting is bounded by the
  * parser's depth (GW_JSON_DEPTH_MAX), which the walks also check. */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,12 +96,16 @@ static int count_block(struct gw_walk *w, const struct jdoc_value *block, const 
     return 0;
 }
 
-/* A content: absent, a string, or an array of blocks. */
-static int count_blocks(struct gw_walk *w, const struct jdoc_value *content, const char *path,
-                        int depth)
+/* How one item of a content array counts: a block (at its nesting depth)
+ * or a Responses part. */
+typedef int (*count_item_fn)(struct gw_walk *w, const struct jdoc_value *item, const char *path,
+                             int depth);
+
+/* A content that is absent, a string, or an array of items (`what`:
+ * "blocks" or "parts") at path.name, each counted by count_item. */
+static int count_content(struct gw_walk *w, const struct jdoc_value *content, const char *path,
+                         const char *name, const char *what, count_item_fn count_item, int depth)
 {
-    if (depth > GW_JSON_DEPTH_MAX)
-        return gw_walk_fail(w, "%s: nested deeper than %d levels", path, GW_JSON_DEPTH_MAX);
     if (content == NULL)
         return 0;
     if (jdoc_is(content, JDOC_STRING)) {
@@ -108,14 +113,23 @@ static int count_blocks(struct gw_walk *w, const struct jdoc_value *content, con
         return 0;
     }
     if (!jdoc_is(content, JDOC_ARRAY))
-        return gw_walk_fail(w, "%s.content: must be a string or an array of blocks", path);
+        return gw_walk_fail(w, "%s.%s: must be a string or an array of %s", path, name, what);
     for (uint32_t i = 0; i < content->count; i++) {
-        char block_path[PATH_SIZE];
-        path_index(block_path, path, "content", i);
-        if (count_block(w, &content->as.items[i], block_path, depth) != 0)
+        char item_path[PATH_SIZE];
+        path_index(item_path, path, name, i);
+        if (count_item(w, &content->as.items[i], item_path, depth) != 0)
             return -1;
     }
     return 0;
+}
+
+/* A content: absent, a string, or an array of blocks. */
+static int count_blocks(struct gw_walk *w, const struct jdoc_value *content, const char *path,
+                        int depth)
+{
+    if (depth > GW_JSON_DEPTH_MAX)
+        return gw_walk_fail(w, "%s: nested deeper than %d levels", path, GW_JSON_DEPTH_MAX);
+    return count_content(w, content, path, "content", "blocks", count_block, depth);
 }
 
 static int count_system(struct gw_walk *w, const struct jdoc_value *system)
@@ -242,8 +256,10 @@ int gw_estimate_messages(struct gw_walk *w, const struct jdoc_value *body,
 static int count_parts(struct gw_walk *w, const struct jdoc_value *content, const char *path,
                        const char *name);
 
-static int count_response_part(struct gw_walk *w, const struct jdoc_value *part, const char *path)
+static int count_response_part(struct gw_walk *w, const struct jdoc_value *part, const char *path,
+                               int depth)
 {
+    assert(depth == 0); /* parts hold no blocks: there is no nesting to bound */
     if (!jdoc_is(part, JDOC_OBJECT))
         return gw_walk_fail(w, "%s: must be an object", path);
     const struct jdoc_value *type = gw_walk_member(part, "type");
@@ -279,21 +295,7 @@ static int count_response_part(struct gw_walk *w, const struct jdoc_value *part,
 static int count_parts(struct gw_walk *w, const struct jdoc_value *content, const char *path,
                        const char *name)
 {
-    if (content == NULL)
-        return 0;
-    if (jdoc_is(content, JDOC_STRING)) {
-        gw_walk_string(w, content);
-        return 0;
-    }
-    if (!jdoc_is(content, JDOC_ARRAY))
-        return gw_walk_fail(w, "%s.%s: must be a string or an array of parts", path, name);
-    for (uint32_t i = 0; i < content->count; i++) {
-        char part_path[PATH_SIZE];
-        path_index(part_path, path, name, i);
-        if (count_response_part(w, &content->as.items[i], part_path) != 0)
-            return -1;
-    }
-    return 0;
+    return count_content(w, content, path, name, "parts", count_response_part, 0);
 }
 
 /* name, and what the model wrote of the call (arguments or input). */

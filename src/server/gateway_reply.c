@@ -57,11 +57,14 @@ static enum gw_endpoint error_surface(const struct exchange *ex)
 }
 
 /* An error with the headers h already holds (beyond Content-Type and the
- * retry's), in the route's surface's shape. */
-static int reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status,
-                            const char *type, const char *code, int64_t retry_after_ms,
-                            const char *message)
+ * retry's), in the route's surface's shape; its message from format and
+ * args, as vsnprintf. */
+__attribute__((format(printf, 7, 0))) static int
+reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status, const char *type,
+                 const char *code, int64_t retry_after_ms, const char *format, va_list args)
 {
+    char message[1024];
+    vsnprintf(message, sizeof message, format, args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gw_error_for(&b, error_surface(ex), status, type, code, message);
@@ -83,13 +86,12 @@ static int reply_error_with(struct exchange *ex, struct gateway_headers *h, unsi
 int gateway_reply_error(struct exchange *ex, unsigned status, const char *type, const char *code,
                         int64_t retry_after_ms, const char *format, ...)
 {
-    char message[1024];
+    struct gateway_headers h = {.count = 0};
     va_list args;
     va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
+    int rc = reply_error_with(ex, &h, status, type, code, retry_after_ms, format, args);
     va_end(args);
-    struct gateway_headers h = {.count = 0};
-    return reply_error_with(ex, &h, status, type, code, retry_after_ms, message);
+    return rc;
 }
 
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
@@ -162,43 +164,59 @@ static void rfc3339_text(int64_t unix_ms, char *out, size_t size)
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* A header's name in each dialect, from the family and what it tells
+ * (limit, remaining, reset). */
+typedef void (*header_name_fn)(char *name, size_t size, const char *family, const char *what);
+
+static void openai_name(char *name, size_t size, const char *family, const char *what)
+{
+    snprintf(name, size, "x-ratelimit-%s-%s", what, family);
+}
+
+static void anthropic_name(char *name, size_t size, const char *family, const char *what)
+{
+    snprintf(name, size, "anthropic-ratelimit-%s-%s", family, what);
+}
+
+/* One figure's headers in one dialect: its capacity, and what remains and
+ * when it resets where those are known (reset already in the dialect's
+ * form). */
+static void add_figure_headers(struct gateway_headers *h, header_name_fn name_of,
+                               const char *family, const struct limit_figure *figure,
+                               const char *reset)
+{
+    char name[64], value[24]; /* every answer has these: no printf for the values */
+    *buffer_put_u64(value, figure->capacity) = '\0';
+    name_of(name, sizeof name, family, "limit");
+    gateway_headers_add(h, name, value);
+    if (figure->remaining_known) {
+        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
+        name_of(name, sizeof name, family, "remaining");
+        gateway_headers_add(h, name, value);
+    }
+    if (figure->reset_known) {
+        name_of(name, sizeof name, family, "reset");
+        gateway_headers_add(h, name, reset);
+    }
+}
+
 static void add_limit_headers(struct gateway_headers *h, const struct limit_family *family,
                               bool anthropic, const struct limit_figure *figure,
                               int64_t now_unix_ms)
 {
-    char name[64], value[80]; /* every answer has these: no printf for the values */
+    char reset[80] = "";
     int64_t reset_ms =
         figure->reset_at_unix_ms > now_unix_ms ? figure->reset_at_unix_ms : now_unix_ms;
     if (family->openai != NULL) {
-        *buffer_put_u64(value, figure->capacity) = '\0';
-        snprintf(name, sizeof name, "x-ratelimit-limit-%s", family->openai);
-        gateway_headers_add(h, name, value);
-        if (figure->remaining_known) {
-            *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
-            snprintf(name, sizeof name, "x-ratelimit-remaining-%s", family->openai);
-            gateway_headers_add(h, name, value);
-        }
-        if (figure->reset_known) {
-            duration_text(reset_ms - now_unix_ms, value, sizeof value);
-            snprintf(name, sizeof name, "x-ratelimit-reset-%s", family->openai);
-            gateway_headers_add(h, name, value);
-        }
+        if (figure->reset_known)
+            duration_text(reset_ms - now_unix_ms, reset, sizeof reset);
+        add_figure_headers(h, openai_name, family->openai, figure, reset);
     }
     if (!anthropic)
         return;
-    *buffer_put_u64(value, figure->capacity) = '\0';
-    snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", family->anthropic);
-    gateway_headers_add(h, name, value);
-    if (figure->remaining_known) {
-        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
-        snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", family->anthropic);
-        gateway_headers_add(h, name, value);
-    }
-    if (figure->reset_known) {
-        rfc3339_text(reset_ms, value, sizeof value);
-        snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", family->anthropic);
-        gateway_headers_add(h, name, value);
-    }
+    if (figure->reset_known)
+        rfc3339_text(reset_ms, reset, sizeof reset);
+    add_figure_headers(h, anthropic_name, family->anthropic, figure, reset);
 }
 
 /* Whether a template of the plan whose amount is in `amounts` gives the
@@ -309,14 +327,14 @@ static void denial_headers(struct gateway_headers *h, struct exchange *ex,
 int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const char *type,
                          const char *code, const char *format, ...)
 {
-    char message[1024];
-    va_list args;
-    va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
-    va_end(args);
     struct gateway_headers h = {.count = 0};
     denial_headers(&h, ex, call, clock_now_ms(ex->server->clock));
-    return reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, message);
+    va_list args;
+    va_start(args, format);
+    int rc = reply_error_with(ex, &h, 429, type, code, call->reserve_result.retry_after_ms, format,
+                              args);
+    va_end(args);
+    return rc;
 }
 
 /* A header value the upstream sent that may go out again as it is. */

@@ -81,47 +81,13 @@ static int open_backend(struct server *s)
     return 0;
 }
 
-static void *ticker_main(void *context)
+static void server_tick(void *context)
 {
     struct server *s = context;
-    pthread_mutex_lock(&s->ticker_mutex);
-    while (!s->ticker_stop) {
-        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, TICK_INTERVAL_MS * 1000);
-        pthread_cond_timedwait(&s->ticker_cond, &s->ticker_mutex, &deadline);
-        if (s->ticker_stop)
-            break;
-        pthread_mutex_unlock(&s->ticker_mutex);
-        bool changed = false;
-        if (backend_tick(s->backend, &changed) != 0)
-            log_write(LOG_WARN, "backend tick failed", NULL);
-        registry_tick(s->registry, changed); /* a failure is logged, and retried next tick */
-        pthread_mutex_lock(&s->ticker_mutex);
-    }
-    pthread_mutex_unlock(&s->ticker_mutex);
-    return NULL;
-}
-
-static int ticker_start(struct server *s)
-{
-    clock_cond_init_monotonic(&s->ticker_cond);
-    pthread_mutex_init(&s->ticker_mutex, NULL);
-    s->ticker_cond_ready = true;
-    if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0)
-        return startup_failed("cannot start the ticker thread", strerror(errno));
-    s->ticker_started = true;
-    return 0;
-}
-
-static void ticker_stop(struct server *s)
-{
-    if (!s->ticker_started)
-        return;
-    pthread_mutex_lock(&s->ticker_mutex);
-    s->ticker_stop = true;
-    pthread_cond_signal(&s->ticker_cond);
-    pthread_mutex_unlock(&s->ticker_mutex);
-    pthread_join(s->ticker, NULL);
-    s->ticker_started = false;
+    bool changed = false;
+    if (backend_tick(s->backend, &changed) != 0)
+        log_write(LOG_WARN, "backend tick failed", NULL);
+    registry_tick(s->registry, changed); /* a failure is logged, and retried next tick */
 }
 
 static void sleep_ms(long ms)
@@ -241,8 +207,8 @@ static int server_start(struct server *s)
     s->started_at_unix_ms = clock_now_ms(s->clock);
     if (offload_start(OFFLOAD_JOBS_MAX, &s->offload) != 0)
         return startup_failed("cannot start the offload thread", strerror(errno));
-    if (ticker_start(s) != 0)
-        return -1;
+    if (periodic_start(&s->ticker, TICK_INTERVAL_MS, server_tick, s) != 0)
+        return startup_failed("cannot start the ticker thread", strerror(errno));
     if (spend_start(s->spend, s->backend, s->clock) != 0)
         return startup_failed("cannot start the spend sampler thread", strerror(errno));
     if (server_http_start(s, error, sizeof error) != 0)
@@ -257,12 +223,8 @@ static void server_free(struct server *s)
     assert(s->http == NULL);
     assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     offload_stop(s->offload); /* idle: every job of it counted as a backend call */
-    ticker_stop(s);
-    spend_stop(s->spend); /* before the backend it reads closes */
-    if (s->ticker_cond_ready) {
-        pthread_cond_destroy(&s->ticker_cond);
-        pthread_mutex_destroy(&s->ticker_mutex);
-    }
+    periodic_stop(&s->ticker);
+    spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     if (s->wait != NULL)
         wait_close(s->wait); /* drained: no waiter is left; before the backend closes */

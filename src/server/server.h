@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http/http.h"
 #include "core/clock.h"
+#include "core/periodic.h"
 #include "util/jdoc.h"
 #include "metrics.h"
 #include "offload.h"
@@ -29,11 +30,11 @@ struct server {
     struct clock *clock; /* the system clock, or test_clock with --test-clock */
     struct clock_offset test_clock;
     struct backend *backend;
-    struct wait *wait;                     /* the waiting queue in front of the backend */
-    struct gateway *gateway;               /* NULL: gateway mode is off */
+    struct wait *wait;       /* the waiting queue in front of the backend */
+    struct gateway *gateway; /* NULL: gateway mode is off */
     struct registry *registry;
     struct offload *offload; /* runs limit changes off the HTTP workers */
-    int data_dir_lock_fd; /* holds the data directory's lock (data_dir.h); -1 before */
+    int data_dir_lock_fd;    /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;
     struct activity *activity; /* recent reserves and denials (the console) */
     struct spend *spend;       /* budget spend history (the console) */
@@ -41,16 +42,11 @@ struct server {
     struct auth auth;
     struct http_server *http;    /* the HTTP server (src/http), NULL before it starts */
     const struct router *router; /* the routes it answers (routes.c) */
-    pthread_t ticker;
-    bool ticker_started;
-    pthread_mutex_t ticker_mutex;
-    pthread_cond_t ticker_cond; /* CLOCK_MONOTONIC */
-    bool ticker_stop;
-    bool ticker_cond_ready;
-    bool ready;             /* registry loaded into the backend */
-    int closing;            /* atomic: no new backend calls (503) */
-    int64_t backend_calls;  /* atomic: data-path calls whose done has not run */
-    pthread_mutex_t pool_mutex; /* idle exchanges kept for reuse */
+    struct periodic ticker;      /* the backend's and the registry's tick */
+    bool ready;                  /* registry loaded into the backend */
+    int closing;                 /* atomic: no new backend calls (503) */
+    int64_t backend_calls;       /* atomic: data-path calls whose done has not run */
+    pthread_mutex_t pool_mutex;  /* idle exchanges kept for reuse */
     struct exchange *pool;
     uint32_t pool_count;
 };
@@ -67,7 +63,7 @@ enum exchange_phase {
 
 #define EXCHANGE_ARENA_INLINE 4096 /* a parsed single reserve fits: no heap block */
 #define EXCHANGE_REPLY_INLINE 1024 /* a single reserve/complete/release answer */
-#define EXCHANGE_HEADERS_MAX 24     /* headers of one answer besides the transport's */
+#define EXCHANGE_HEADERS_MAX 24    /* headers of one answer besides the transport's */
 
 struct batch;
 struct exchange;
@@ -93,7 +89,7 @@ struct exchange {
     int phase;                 /* enum exchange_phase, atomic */
     exchange_fn reply;         /* writes the answer once the backend is done */
     void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
-    struct gateway_call *gateway_call;               /* a gateway call's (gateway.c) */
+    struct gateway_call *gateway_call;          /* a gateway call's (gateway.c) */
     /* A handler's own while its backend call or offloaded work runs (in
      * the arena, or freed by its cleanup). */
     void *handler_state;
@@ -102,9 +98,9 @@ struct exchange {
         exchange_fn reply;
         bool refused; /* the offload thread had OFFLOAD_JOBS_MAX jobs waiting */
     } offload;
-    const struct jdoc_value *document;          /* the parsed body (in the arena and the body) */
-    struct batch *batch;                        /* in the arena */
-    struct exchange *next_free;                 /* in the server's pool */
+    const struct jdoc_value *document; /* the parsed body (in the arena and the body) */
+    struct batch *batch;               /* in the arena */
+    struct exchange *next_free;        /* in the server's pool */
     struct arena arena;
     union {
         struct {

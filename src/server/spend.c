@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/periodic.h"
 #include "server_bounds.h"
 #include "util/log.h"
 
@@ -30,13 +31,8 @@ struct spend_series {
 };
 
 struct spend {
-    /* the sampler thread */
-    pthread_t thread;
-    bool started;
-    bool stopping; /* under thread_mutex */
-    bool failing;  /* the last sample failed (logged once) */
-    pthread_mutex_t thread_mutex;
-    pthread_cond_t thread_cond; /* CLOCK_MONOTONIC */
+    struct periodic sampler;
+    bool failing; /* the last sample failed (logged once) */
     struct backend *backend;
     struct clock *clock;
     /* the series */
@@ -64,8 +60,6 @@ struct spend *spend_create(void)
         return NULL;
     }
     pthread_mutex_init(&spend->mutex, NULL);
-    pthread_mutex_init(&spend->thread_mutex, NULL);
-    clock_cond_init_monotonic(&spend->thread_cond);
     spend->last_sample_ms = INT64_MIN;
     spend->seen_at_ms = INT64_MIN;
     return spend;
@@ -78,17 +72,16 @@ void spend_destroy(struct spend *spend)
     for (uint32_t i = 0; i < spend->count; i++)
         free(spend->series[i]);
     free(spend->series);
-    assert(!spend->started);
+    assert(!spend->sampler.started);
     pthread_mutex_destroy(&spend->mutex);
-    pthread_mutex_destroy(&spend->thread_mutex);
-    pthread_cond_destroy(&spend->thread_cond);
     free(spend);
 }
 
 /* One sample when it is due; a failure is logged when it starts and ends,
  * not at every tick. */
-static void sample_and_log(struct spend *spend)
+static void sample_and_log(void *context)
 {
+    struct spend *spend = context;
     bool failed = spend_sample(spend, spend->backend, clock_now_ms(spend->clock)) != 0;
     if (failed != spend->failing)
         log_write(failed ? LOG_WARN : LOG_INFO,
@@ -98,45 +91,19 @@ static void sample_and_log(struct spend *spend)
 
 static void roster(struct spend *spend, struct backend *backend, int64_t now_ms);
 
-static void *sampler_main(void *context)
-{
-    struct spend *spend = context;
-    pthread_mutex_lock(&spend->thread_mutex);
-    while (!spend->stopping) {
-        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, SPEND_TICK_MS * 1000);
-        pthread_cond_timedwait(&spend->thread_cond, &spend->thread_mutex, &deadline);
-        if (spend->stopping)
-            break;
-        pthread_mutex_unlock(&spend->thread_mutex);
-        sample_and_log(spend);
-        pthread_mutex_lock(&spend->thread_mutex);
-    }
-    pthread_mutex_unlock(&spend->thread_mutex);
-    return NULL;
-}
-
 int spend_start(struct spend *spend, struct backend *backend, struct clock *clock)
 {
-    assert(!spend->started);
+    assert(!spend->sampler.started);
     spend->backend = backend;
     spend->clock = clock;
     roster(spend, backend, clock_now_ms(clock));
-    if (pthread_create(&spend->thread, NULL, sampler_main, spend) != 0)
-        return -1;
-    spend->started = true;
-    return 0;
+    return periodic_start(&spend->sampler, SPEND_TICK_MS, sample_and_log, spend);
 }
 
 void spend_stop(struct spend *spend)
 {
-    if (spend == NULL || !spend->started)
-        return;
-    pthread_mutex_lock(&spend->thread_mutex);
-    spend->stopping = true;
-    pthread_cond_signal(&spend->thread_cond);
-    pthread_mutex_unlock(&spend->thread_mutex);
-    pthread_join(spend->thread, NULL);
-    spend->started = false;
+    if (spend != NULL)
+        periodic_stop(&spend->sampler);
 }
 
 /* The series of key, or NULL (mutex held). */

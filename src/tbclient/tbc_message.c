@@ -46,53 +46,24 @@
 #define OFFSET_EVICTION_CLIENT 128
 #define OFFSET_EVICTION_REASON 255
 
-void tbc_put_u16(uint8_t *at, uint16_t value)
-{
-    memcpy(at, &value, sizeof value);
-}
+/* Little-endian fields at any alignment (memcpy: the host is little-endian,
+ * as TigerBeetle requires), one writer and one reader per width. */
+#define TBC_FIELD_ACCESSORS(width, type)                                                           \
+    void tbc_put_##width(uint8_t *at, type value)                                                  \
+    {                                                                                              \
+        memcpy(at, &value, sizeof value);                                                          \
+    }                                                                                              \
+    type tbc_get_##width(const uint8_t *at)                                                        \
+    {                                                                                              \
+        type value;                                                                                \
+        memcpy(&value, at, sizeof value);                                                          \
+        return value;                                                                              \
+    }
 
-void tbc_put_u32(uint8_t *at, uint32_t value)
-{
-    memcpy(at, &value, sizeof value);
-}
-
-void tbc_put_u64(uint8_t *at, uint64_t value)
-{
-    memcpy(at, &value, sizeof value);
-}
-
-void tbc_put_u128(uint8_t *at, tbc_u128 value)
-{
-    memcpy(at, &value, sizeof value);
-}
-
-uint16_t tbc_get_u16(const uint8_t *at)
-{
-    uint16_t value;
-    memcpy(&value, at, sizeof value);
-    return value;
-}
-
-uint32_t tbc_get_u32(const uint8_t *at)
-{
-    uint32_t value;
-    memcpy(&value, at, sizeof value);
-    return value;
-}
-
-uint64_t tbc_get_u64(const uint8_t *at)
-{
-    uint64_t value;
-    memcpy(&value, at, sizeof value);
-    return value;
-}
-
-tbc_u128 tbc_get_u128(const uint8_t *at)
-{
-    tbc_u128 value;
-    memcpy(&value, at, sizeof value);
-    return value;
-}
+TBC_FIELD_ACCESSORS(u16, uint16_t)
+TBC_FIELD_ACCESSORS(u32, uint32_t)
+TBC_FIELD_ACCESSORS(u64, uint64_t)
+TBC_FIELD_ACCESSORS(u128, tbc_u128)
 
 /* checksum_body, then checksum over bytes 16..255 (which covers it). */
 static void seal(uint8_t *message, uint32_t body_size)

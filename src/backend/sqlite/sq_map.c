@@ -120,7 +120,5 @@ bool sq_map_remove(struct sq_map *map, uint64_t hash, sq_map_match_fn match, con
 void sq_map_free(struct sq_map *map)
 {
     free(map->slots);
-    map->slots = NULL;
-    map->capacity = 0;
-    map->count = 0;
+    *map = (struct sq_map){0};
 }

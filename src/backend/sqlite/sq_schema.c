@@ -10,6 +10,17 @@
 #include "sq_backend.h"
 #include "sqlite.h"
 
+/* The columns a lease row has in both versions (v1 `leases`, v2 `leases2`).
+ * CHECKs as OR chains: an IN list would build a temporary table on every
+ * insert and update. */
+#define LEASE_COLUMNS                                                                              \
+    " state TEXT NOT NULL CHECK (state='allowed' OR state='denied' OR state='completed' OR"        \
+    "  state='released'),"                                                                         \
+    " fingerprint TEXT NOT NULL,"                                                                  \
+    " caller TEXT NOT NULL,"                                                                       \
+    " reserved_at INTEGER NOT NULL,"                                                               \
+    " expires_at INTEGER NOT NULL,"
+
 /* Schema version 1, the start of every database (version 2 below rebuilds
  * its lease, reservation and event tables). Every table a change touches is
  * written in the same transaction as the audit event that records it. */
@@ -55,15 +66,7 @@ static const char schema_v1[] =
     /* One row per lease: the idempotency record. Its reservations are the
      * rows first_row .. first_row + row_count - 1. */
     "CREATE TABLE leases ("
-    " lease_id TEXT PRIMARY KEY,"
-    /* CHECKs as OR chains: an IN list would build a temporary table on
-     * every insert and update. */
-    " state TEXT NOT NULL CHECK (state='allowed' OR state='denied' OR state='completed' OR"
-    "  state='released'),"
-    " fingerprint TEXT NOT NULL,"
-    " caller TEXT NOT NULL,"
-    " reserved_at INTEGER NOT NULL,"
-    " expires_at INTEGER NOT NULL,"
+    " lease_id TEXT PRIMARY KEY," LEASE_COLUMNS /* state .. expires_at */
     " first_row INTEGER NOT NULL,"
     " row_count INTEGER NOT NULL,"
     " retry_after_ms INTEGER NOT NULL,"
@@ -130,13 +133,7 @@ static const char schema_v1[] =
 static const char schema_v2[] =
     "CREATE TABLE leases2 ("
     " seq INTEGER PRIMARY KEY,"
-    " lease_id TEXT NOT NULL UNIQUE,"
-    " state TEXT NOT NULL CHECK (state='allowed' OR state='denied' OR state='completed' OR"
-    "  state='released'),"
-    " fingerprint TEXT NOT NULL,"
-    " caller TEXT NOT NULL,"
-    " reserved_at INTEGER NOT NULL,"
-    " expires_at INTEGER NOT NULL,"
+    " lease_id TEXT NOT NULL UNIQUE," LEASE_COLUMNS /* state .. expires_at */
     " retry_after_ms INTEGER NOT NULL,"
     " denied TEXT NOT NULL,"
     " created_at INTEGER NOT NULL,"
