@@ -833,11 +833,14 @@ class History:
         """Denied before its deadline: a replay of a denial already recorded,
         or a limit that only time can free, and not in time."""
         self.violations.checked["early_denial"] += 1
-        # A replay: of a denial answered before it was sent, or of whatever a
-        # request without an answer was told (not of a wait it joined: that
-        # answer must stand on its own).
+        # A replay: of a denial answered before it was sent, of a recorded
+        # one (a plain reserve's, or one answered as the queue was full) made
+        # while it was open, or of whatever a request without an answer was
+        # told (not of a wait it joined: that answer must stand on its own).
         replay = any(other is not op and (
             (is_denial(other) and other["end_ns"] < op["start_ns"])
+            or (is_denial(other) and (other.get("queue_full") or not wait_ms_of(other))
+                and other["start_ns"] < op["end_ns"])
             or (op_unknown(other) and other["start_ns"] < op["end_ns"])) for other in lease.same)
         if replay:
             return

@@ -372,7 +372,7 @@ class Recorder:
         return {"priority": rng.randint(0, 9)} if rng.random() < PLAIN_PRIORITY_SHARE else {}
 
     def finalize(self, thread, rng, lease_id, requirements, how):
-        if how == "complete":
+        if how in ("complete", "complete late"):
             actuals = [{"key": r["key"],
                         "actual_amount": actual_for(self.by_key[r["key"]], r["amount"], rng)}
                        for r in requirements if rng.random() < 0.8]  # the rest settle as reserved
@@ -445,7 +445,7 @@ class Recorder:
                             "release"))
         elif roll < 0.8:
             pending.append((now + rng.uniform(*FINALIZE_LATE_S), lease_id, requirements,
-                            "complete"))
+                            "complete late"))
         # else: abandoned, its holds expire by themselves
 
     def worker(self, thread):
@@ -463,7 +463,12 @@ class Recorder:
             else:
                 self.one_lease(thread, rng, pending)
             time.sleep(rng.uniform(0, THINK_S_MAX))
-        for _, lease_id, requirements, how in pending:  # those not yet due: finish now
+        # Those not yet due: finished now, but a late complete when it is due
+        # (at most FINALIZE_LATE_S after its lease), so that commits after
+        # expiry are in every run, however few leases a slow build admits.
+        for due, lease_id, requirements, how in sorted(pending, key=lambda p: p[0]):
+            if how == "complete late" and not self.stopping.is_set():
+                time.sleep(max(0.0, due - time.monotonic()))
             self.finalize(thread, rng, lease_id, requirements, how)
 
     # -- capacity changes and the queue's gauge ---------------------------------

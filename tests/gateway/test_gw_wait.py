@@ -22,7 +22,7 @@ import subprocess
 import time
 import unittest
 
-from gw_harness import CHAT, Gateway, GatewayTest, chat, skip_unless_backend
+from gw_harness import CHAT, MODELS, Gateway, GatewayTest, chat, skip_unless_backend
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 from harness import wait_until
 from node_sdk import NODE_DIR, missing_prerequisite, node_from_argv
@@ -99,7 +99,10 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         results = self.results(self.sdk(c, "m-paced", [5] * 50))
         self.assertEqual(sorted(r["status"] for r in results), ["ok"] * 50, results)
         self.assertTrue(any(r["waited_ms"] > 0 for r in results), "nobody waited")
-        records = self.gw.upstream.requests()[before:]
+        # Only this test's calls: another test's hanging call may be logged late.
+        sent_as = MODELS["m-paced"][1]  # the model name the upstream sees
+        records = [r for r in self.gw.upstream.requests()[before:]
+                   if r["body"] and r["body"].get("model") == sent_as]
         self.assertEqual(len(records), 50)
         self.assertLessEqual(most_at_once(records), 5)
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=30))
@@ -168,6 +171,7 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         """A waiting call whose client closes leaves the queue; it is never forwarded and
         holds nothing."""
         c = self.caller_of(2, conc=1)
+        before = len(self.gw.upstream.requests())
         holder = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 1, timeout_s=30))
         gone = self.gw.raw_request(c, CHAT, chat("m-normal"), headers={"Prefer": "wait=60"})
@@ -176,8 +180,9 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         self.assertTrue(wait_until(lambda: waiting(self.gw) == 0, timeout_s=30))
         holder.close()
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=30))
-        forwarded = [r for r in self.gw.upstream.requests()
-                     if r["body"] and r["body"].get("model") == "m-normal"]
+        sent_as = MODELS["m-normal"][1]  # the model name the upstream sees
+        forwarded = [r for r in self.gw.upstream.requests()[before:]
+                     if r["body"] and r["body"].get("model") == sent_as]
         self.assertEqual(forwarded, [])  # never forwarded (the holder's own may log late)
 
 

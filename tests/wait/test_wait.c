@@ -643,6 +643,29 @@ static void past_max_waiters_a_plain_reserve_says_full(void)
     env_close(&e);
 }
 
+static void a_retry_of_a_waiting_lease_past_max_waiters_records_nothing(void)
+{
+    struct env e;
+    env_open(&e, 1);
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5); /* its first attempt in flight */
+    struct waiter *b = start(&e, 1, "a", 1, 30000, 5); /* its retry: the queue is full */
+    CHECK_EQ_U64(in_flight(&e.fake), 2);
+    pthread_mutex_lock(&e.fake.mutex);
+    uint64_t yield = e.fake.calls[1].request->yield_mask;
+    pthread_mutex_unlock(&e.fake.mutex);
+    /* Nobody is queued yet, so nothing to yield to; still sent as yielding
+     * on every requirement: a denial is not recorded against the lease,
+     * whose wait goes on. */
+    CHECK_EQ_U64(yield, 1);
+    answer_denied(&e.fake, T0 + 600000); /* a: queued */
+    answer_denied(&e.fake, T0 + 600000); /* b: the queue was full */
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_FULL);
+    CHECK_EQ_I64(done_count(a), 0);
+    env_close(&e);
+}
+
 int main(void)
 {
     RUN(cancel_while_admitted_releases,
@@ -675,5 +698,7 @@ int main(void)
         "a plain reserve yields on limits where waiters of its priority or better wait");
     RUN(past_max_waiters_a_plain_reserve_says_full,
         "past max_waiters a reserve is a plain one whose denial says the queue was full");
+    RUN(a_retry_of_a_waiting_lease_past_max_waiters_records_nothing,
+        "past max_waiters a retry of a waiting lease yields on every limit: nothing recorded");
     return test_summary();
 }
