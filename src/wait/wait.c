@@ -691,30 +691,35 @@ uint64_t wait_yield_mask(struct wait *w, const struct reserve_request *request, 
     return mask;
 }
 
+/* A complete or release is about to free room: with someone waiting, the
+ * events it tells are not signalled to the thread, as this thread runs the
+ * pass right after it (pass_inline). */
+static bool freeing_begin(struct wait *w)
+{
+    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0)
+        return false;
+    inline_freeing = w;
+    return true;
+}
+
 void wait_complete(struct wait *w, const struct complete_request *requests,
                    struct complete_result *results, uint32_t count, backend_done_fn done,
                    void *context)
 {
-    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0) {
-        backend_complete(w->backend, requests, results, count, done, context);
-        return;
-    }
-    inline_freeing = w;
+    bool pass = freeing_begin(w);
     backend_complete(w->backend, requests, results, count, done, context);
-    pass_inline(w);
+    if (pass)
+        pass_inline(w);
 }
 
 void wait_release(struct wait *w, const struct release_request *requests,
                   struct release_result *results, uint32_t count, backend_done_fn done,
                   void *context)
 {
-    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0) {
-        backend_release(w->backend, requests, results, count, done, context);
-        return;
-    }
-    inline_freeing = w;
+    bool pass = freeing_begin(w);
     backend_release(w->backend, requests, results, count, done, context);
-    pass_inline(w);
+    if (pass)
+        pass_inline(w);
 }
 
 /* ---- limits -------------------------------------------------------------- */
