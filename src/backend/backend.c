@@ -327,29 +327,18 @@ void backend_usage_batch(struct backend *backend, const struct usage_request *re
     done(context);
 }
 
-void backend_reserve_wait(struct backend *backend, const struct reserve_request *requests,
-                          struct reserve_result *results, uint32_t count)
-{
-    struct waiter w;
-    waiter_init(&w);
-    backend_reserve(backend, requests, results, count, waiter_done, &w);
-    waiter_wait(&w);
-}
+/* The three blocking forms differ only in the kind of their batch: each starts it
+ * with a waiter as its completion and sleeps until the waiter is signalled. */
+#define BACKEND_WAIT(kind)                                                                         \
+    void backend_##kind##_wait(struct backend *backend, const struct kind##_request *requests,     \
+                               struct kind##_result *results, uint32_t count)                      \
+    {                                                                                              \
+        struct waiter w;                                                                           \
+        waiter_init(&w);                                                                           \
+        backend_##kind(backend, requests, results, count, waiter_done, &w);                        \
+        waiter_wait(&w);                                                                           \
+    }
 
-void backend_complete_wait(struct backend *backend, const struct complete_request *requests,
-                           struct complete_result *results, uint32_t count)
-{
-    struct waiter w;
-    waiter_init(&w);
-    backend_complete(backend, requests, results, count, waiter_done, &w);
-    waiter_wait(&w);
-}
-
-void backend_release_wait(struct backend *backend, const struct release_request *requests,
-                          struct release_result *results, uint32_t count)
-{
-    struct waiter w;
-    waiter_init(&w);
-    backend_release(backend, requests, results, count, waiter_done, &w);
-    waiter_wait(&w);
-}
+BACKEND_WAIT(reserve)
+BACKEND_WAIT(complete)
+BACKEND_WAIT(release)

@@ -423,6 +423,40 @@ static inline bool backend_watch_wanted(const struct backend_watch *watch)
  * backend thread; it must not block. */
 typedef void (*backend_done_fn)(void *context);
 
+/* The types of the ops that backends also declare in their own headers
+ * (`backend_usage_op sq_admin_usage;`), so that each declaration is checked
+ * against the table it fills; what each op does is said in struct backend_ops. */
+typedef enum backend_admin_result backend_put_limit_op(struct backend *backend,
+                                                       const struct limit_definition *definition,
+                                                       struct limit_state *state_out);
+typedef enum backend_admin_result backend_restore_limit_op(struct backend *backend,
+                                                           const struct limit_state *state);
+typedef enum backend_admin_result backend_delete_limit_op(struct backend *backend, const char *key);
+typedef enum backend_admin_result backend_get_limit_op(struct backend *backend, const char *key,
+                                                       struct limit_state *out);
+typedef enum backend_admin_result backend_list_limits_op(struct backend *backend,
+                                                         struct limit_state **out, size_t *count);
+typedef enum backend_admin_result backend_usage_op(struct backend *backend, const char *key,
+                                                   int64_t at_unix_ms, struct limit_usage *out);
+typedef void backend_usage_batch_op(struct backend *backend, const struct usage_request *requests,
+                                    struct usage_result *results, uint32_t count,
+                                    backend_done_fn done, void *context);
+typedef enum backend_admin_result backend_limits_report_op(struct backend *backend,
+                                                           const struct limits_query *query,
+                                                           struct limit_report **out, size_t *count,
+                                                           bool *more);
+typedef enum backend_admin_result backend_holds_scan_op(struct backend *backend, const char *key,
+                                                        uint64_t max_holds, hold_visit_fn visit,
+                                                        void *context, bool *complete);
+
+typedef enum backend_admin_result backend_events_op(struct backend *backend,
+                                                    const struct event_query *query,
+                                                    struct backend_event **out, size_t *count);
+typedef enum backend_admin_result backend_usage_by_caller_op(struct backend *backend,
+                                                             const char *key, int64_t at_unix_ms,
+                                                             struct caller_usage **out,
+                                                             size_t *count);
+
 struct backend_ops {
     const char *name;
     /* A budget's debt is one pool per period, paid down by capacity freed
@@ -455,30 +489,24 @@ struct backend_ops {
      * (limit_reshape_check; state_out is the limit in force; delete it
      * first); TOO_MANY_LIMITS; UNAVAILABLE when the backend's storage did
      * not take the change (nothing changed). */
-    enum backend_admin_result (*put_limit)(struct backend *backend,
-                                           const struct limit_definition *definition,
-                                           struct limit_state *state_out);
+    backend_put_limit_op *put_limit;
     /* Loads a state (valid and normalised: limit_state_validate, and
      * pending_decrease_to 0 unless decreasing) from the registry at
      * startup, as it was. OK, TOO_MANY_LIMITS, ALREADY_LOADED (a backend
      * that does not keep limits across restarts, for a key loaded twice) or
      * UNAVAILABLE. */
-    enum backend_admin_result (*restore_limit)(struct backend *backend,
-                                               const struct limit_state *state);
+    backend_restore_limit_op *restore_limit;
     /* OK, UNKNOWN_KEY, or UNAVAILABLE when the backend's storage did not
      * take the change (the limit stays). Existing leases still complete. */
-    enum backend_admin_result (*delete_limit)(struct backend *backend, const char *key);
+    backend_delete_limit_op *delete_limit;
     /* OK, UNKNOWN_KEY or UNAVAILABLE. */
-    enum backend_admin_result (*get_limit)(struct backend *backend, const char *key,
-                                           struct limit_state *out);
+    backend_get_limit_op *get_limit;
     /* A new array of every live limit sorted by key; caller frees with
      * free(). OK or UNAVAILABLE. */
-    enum backend_admin_result (*list_limits)(struct backend *backend, struct limit_state **out,
-                                             size_t *count);
+    backend_list_limits_op *list_limits;
     /* Usage at at_unix_ms (budgets: the period containing it; others: now).
      * OK, UNKNOWN_KEY or UNAVAILABLE. */
-    enum backend_admin_result (*usage)(struct backend *backend, const char *key, int64_t at_unix_ms,
-                                       struct limit_usage *out);
+    backend_usage_op *usage;
     /* Optional (NULL: backend_usage_batch calls usage for each, on the
      * caller's thread, which is right for a backend that answers from
      * memory under a lock). usage of count (0..USAGE_BATCH_MAX) limits,
@@ -487,9 +515,7 @@ struct backend_ops {
      * done(context) runs once every result is written, maybe before the
      * call returns, else on a backend thread. requests and results are
      * the caller's and stay valid until then. */
-    void (*usage_batch)(struct backend *backend, const struct usage_request *requests,
-                        struct usage_result *results, uint32_t count, backend_done_fn done,
-                        void *context);
+    backend_usage_batch_op *usage_batch;
 
     /* Background work, called at least once a second: expire holds, apply
      * pending decreases. Sets *limits_changed when a limit state changed (the
@@ -514,32 +540,24 @@ struct backend_ops {
 
     /* Optional (NULL when the backend keeps no audit log). A new array,
      * oldest first; caller frees with free(). OK or UNAVAILABLE. */
-    enum backend_admin_result (*events)(struct backend *backend, const struct event_query *query,
-                                        struct backend_event **out, size_t *count);
+    backend_events_op *events;
     /* Optional. Per-caller usage of one limit at at_unix_ms (the period
      * containing it for budgets), sorted by used + debt descending (then
      * reserved descending, then caller); a new array the caller frees. OK,
      * UNKNOWN_KEY or UNAVAILABLE. */
-    enum backend_admin_result (*usage_by_caller)(struct backend *backend, const char *key,
-                                                 int64_t at_unix_ms, struct caller_usage **out,
-                                                 size_t *count);
+    backend_usage_by_caller_op *usage_by_caller;
 
     /* The console (docs/console.md). limits_report: usage now of the
      * limits matching the query, sorted by key, at most query->limit of
      * them, each with its live holds; a new array the caller frees with
      * free(); *more is set when further limits match. A limit deleted while
      * the page is read may be left out. OK or UNAVAILABLE. */
-    enum backend_admin_result (*limits_report)(struct backend *backend,
-                                               const struct limits_query *query,
-                                               struct limit_report **out, size_t *count,
-                                               bool *more);
+    backend_limits_report_op *limits_report;
     /* Optional (NULL: the backend does not know who holds what). Calls
      * visit once for each live hold of the limit, at most max_holds times
      * (*complete is false when holds were left unvisited). OK, UNKNOWN_KEY
      * or UNAVAILABLE. */
-    enum backend_admin_result (*holds_scan)(struct backend *backend, const char *key,
-                                            uint64_t max_holds, hold_visit_fn visit, void *context,
-                                            bool *complete);
+    backend_holds_scan_op *holds_scan;
     /* true when limits_report's holds are only those made through this
      * llmlimitd (tigerbeetle: the cluster does not list pending transfers
      * by account), false when they are every hold of the limit. */

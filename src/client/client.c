@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/bounds.h"
+#include "core/ids.h"
 #include "internal.h"
 
 /* The public bounds must be the server's. */
@@ -86,12 +87,7 @@ static bool url_valid(const char *url)
         return false;
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
         return false;
-    for (size_t i = 0; i < length; i++) {
-        unsigned char c = (unsigned char)url[i];
-        if (c <= 0x20 || c >= 0x7f)
-            return false;
-    }
-    return true;
+    return ids_visible_ascii(url, length);
 }
 
 static bool token_valid(const char *token)

@@ -108,7 +108,8 @@ static int complete_from_json(const json_t *json, int http_status,
 }
 
 /* Sends one finalizing request (complete or release) with bounded retries;
- * returns the mapped status and the parsed body (json_decref). */
+ * returns the mapped status and the parsed body (json_decref). Takes
+ * body_json (NULL: it could not be built, out of memory). */
 static int finalize_send(struct llmlimit_client *client, const char *path, json_t *body_json,
                          int64_t timeout_ms, json_t **json_out, int *http_status,
                          struct llmlimit_status *status)
@@ -116,8 +117,12 @@ static int finalize_send(struct llmlimit_client *client, const char *path, json_
     assert(path[0] == '/');
     assert(client->options.finalize_attempts_max > 0); /* bounded, never "until the deadline" */
     *json_out = NULL;
+    *http_status = 0;
+    if (body_json == NULL)
+        return LLMLIMIT_ERR_NO_MEMORY;
     size_t body_length;
     char *body = json_dump_compact(body_json, &body_length);
+    json_decref(body_json);
     if (body == NULL)
         return LLMLIMIT_ERR_NO_MEMORY;
     struct retry_plan plan;
@@ -140,13 +145,10 @@ int llmlimit_complete(struct llmlimit_client *client,
     memset(result, 0, sizeof(*result));
     if (client == NULL || complete_check(request) != 0)
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
-    json_t *body = complete_json(request);
-    if (body == NULL)
-        return LLMLIMIT_ERR_NO_MEMORY;
     json_t *json;
-    int http_status = 0;
-    int rc = finalize_send(client, "/v1/complete", body, timeout_ms, &json, &http_status, status);
-    json_decref(body);
+    int http_status;
+    int rc = finalize_send(client, "/v1/complete", complete_json(request), timeout_ms, &json,
+                           &http_status, status);
     if (rc == 0)
         rc = complete_from_json(json, http_status, result);
     else if (http_status != 0)
@@ -163,13 +165,10 @@ int llmlimit_release(struct llmlimit_client *client, const char *lease_id, int64
     status = status_begin(status, &local_status);
     if (client == NULL || !client_lease_id_valid(lease_id))
         return LLMLIMIT_ERR_INVALID_ARGUMENT;
-    json_t *body = json_pack("{s:s}", "lease_id", lease_id);
-    if (body == NULL)
-        return LLMLIMIT_ERR_NO_MEMORY;
     json_t *json;
-    int http_status = 0;
-    int rc = finalize_send(client, "/v1/release", body, timeout_ms, &json, &http_status, status);
-    json_decref(body);
+    int http_status;
+    int rc = finalize_send(client, "/v1/release", json_pack("{s:s}", "lease_id", lease_id),
+                           timeout_ms, &json, &http_status, status);
     if (rc == 0 && !json_is_true(json_object_get(json, "ok")))
         rc = LLMLIMIT_ERR_PROTOCOL;
     json_decref(json);

@@ -6,17 +6,20 @@
 
 #include "bounds.h"
 
-bool limit_key_valid(const char *key, size_t length)
+bool ids_visible_ascii(const char *text, size_t length)
 {
-    assert(key != NULL || length == 0);
-    if (length == 0 || length > LIMIT_KEY_LENGTH_MAX)
-        return false;
     for (size_t i = 0; i < length; i++) {
-        unsigned char c = (unsigned char)key[i];
+        unsigned char c = (unsigned char)text[i];
         if (c <= 0x20 || c >= 0x7f)
             return false;
     }
     return true;
+}
+
+bool limit_key_valid(const char *key, size_t length)
+{
+    assert(key != NULL || length == 0);
+    return length > 0 && length <= LIMIT_KEY_LENGTH_MAX && ids_visible_ascii(key, length);
 }
 
 bool lease_id_valid(const char *lease_id, size_t length)

@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* true when each of the length bytes is printable ASCII but the space
+ * (0x21..0x7e): a key, a URL. */
+bool ids_visible_ascii(const char *text, size_t length);
+
 /* Key syntax: 1..LIMIT_KEY_LENGTH_MAX bytes of printable ASCII, no whitespace. */
 bool limit_key_valid(const char *key, size_t length);
 

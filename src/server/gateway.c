@@ -684,40 +684,21 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     return start_call(ex, call, root);
 }
 
-int handle_gateway_chat_completions(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_CHAT_COMPLETIONS);
-}
+/* Each POST surface is one endpoint of handle_call: the router wants one handler
+ * per route, so these are generated rather than written out seven times. */
+#define GATEWAY_ENDPOINT_HANDLER(name, endpoint)                                                   \
+    int handle_gateway_##name(struct exchange *ex)                                                 \
+    {                                                                                              \
+        return handle_call(ex, endpoint);                                                          \
+    }
 
-int handle_gateway_completions(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_COMPLETIONS);
-}
-
-int handle_gateway_embeddings(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_EMBEDDINGS);
-}
-
-int handle_gateway_messages(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_MESSAGES);
-}
-
-int handle_gateway_messages_count_tokens(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_MESSAGES_COUNT_TOKENS);
-}
-
-int handle_gateway_responses(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_RESPONSES);
-}
-
-int handle_gateway_responses_input_tokens(struct exchange *ex)
-{
-    return handle_call(ex, GW_ENDPOINT_RESPONSES_INPUT_TOKENS);
-}
+GATEWAY_ENDPOINT_HANDLER(chat_completions, GW_ENDPOINT_CHAT_COMPLETIONS)
+GATEWAY_ENDPOINT_HANDLER(completions, GW_ENDPOINT_COMPLETIONS)
+GATEWAY_ENDPOINT_HANDLER(embeddings, GW_ENDPOINT_EMBEDDINGS)
+GATEWAY_ENDPOINT_HANDLER(messages, GW_ENDPOINT_MESSAGES)
+GATEWAY_ENDPOINT_HANDLER(messages_count_tokens, GW_ENDPOINT_MESSAGES_COUNT_TOKENS)
+GATEWAY_ENDPOINT_HANDLER(responses, GW_ENDPOINT_RESPONSES)
+GATEWAY_ENDPOINT_HANDLER(responses_input_tokens, GW_ENDPOINT_RESPONSES_INPUT_TOKENS)
 
 /* ---- a stored response: GET, DELETE /v1/responses/{id}, GET .../input_items,
  * POST .../cancel -------------------------------------------------------- */

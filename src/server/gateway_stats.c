@@ -138,29 +138,33 @@ static void latency_lines(struct buffer *out, const struct gateway_stats *stats,
     }
 }
 
+/* The per-series counters, each a metric family of its own named after its
+ * field of struct gateway_stats_series. */
+#define COUNTER(field, help)                                                                       \
+    {                                                                                              \
+        "llmlimit_gateway_" #field "_total", help, offsetof(struct gateway_stats_series, field)    \
+    }
+static const struct {
+    const char *name;
+    const char *help;
+    size_t offset;
+} COUNTERS[] = {
+    COUNTER(calls, "Calls forwarded upstream, by model and caller."),
+    COUNTER(denials, "Calls refused with 429 (a limit did not fit)."),
+    COUNTER(upstream_errors, "Calls the upstream refused (4xx, 5xx) or failed."),
+    COUNTER(input_tokens, "Input tokens of settled calls."),
+    COUNTER(output_tokens, "Output tokens of settled calls."),
+    COUNTER(cost_usd_micros, "Cost of settled calls in usd_micros."),
+};
+#undef COUNTER
+
 void gateway_metrics_render(struct gateway *g, struct buffer *out)
 {
     struct gateway_stats *stats = &g->stats;
     pthread_mutex_lock(&stats->mutex);
     uint32_t count = stats->count;
-    counter_lines(out, stats, count, "llmlimit_gateway_calls_total",
-                  "Calls forwarded upstream, by model and caller.",
-                  offsetof(struct gateway_stats_series, calls));
-    counter_lines(out, stats, count, "llmlimit_gateway_denials_total",
-                  "Calls refused with 429 (a limit did not fit).",
-                  offsetof(struct gateway_stats_series, denials));
-    counter_lines(out, stats, count, "llmlimit_gateway_upstream_errors_total",
-                  "Calls the upstream refused (4xx, 5xx) or failed.",
-                  offsetof(struct gateway_stats_series, upstream_errors));
-    counter_lines(out, stats, count, "llmlimit_gateway_input_tokens_total",
-                  "Input tokens of settled calls.",
-                  offsetof(struct gateway_stats_series, input_tokens));
-    counter_lines(out, stats, count, "llmlimit_gateway_output_tokens_total",
-                  "Output tokens of settled calls.",
-                  offsetof(struct gateway_stats_series, output_tokens));
-    counter_lines(out, stats, count, "llmlimit_gateway_cost_usd_micros_total",
-                  "Cost of settled calls in usd_micros.",
-                  offsetof(struct gateway_stats_series, cost_usd_micros));
+    for (size_t i = 0; i < sizeof COUNTERS / sizeof COUNTERS[0]; i++)
+        counter_lines(out, stats, count, COUNTERS[i].name, COUNTERS[i].help, COUNTERS[i].offset);
     latency_lines(out, stats, count);
     pthread_mutex_unlock(&stats->mutex);
 }

@@ -293,6 +293,41 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
     return ex->batch;
 }
 
+/* Decodes one batch item into call slot batch->call_count, its entries from
+ * `offset` on; the number of entries it took, or -1 with the error written. */
+typedef int (*batch_decode_fn)(struct batch *batch, const struct jdoc_value *item, const char *path,
+                               size_t offset, char *error, size_t error_size);
+
+/* Decodes every item: a good one takes the next call slot, a failed one keeps
+ * its error (decoded again with its path) for the reply; then makes the one
+ * backend call, or answers at once when no item was good. */
+static int batch_decode_and_call(struct exchange *ex, const struct jdoc_value *requests,
+                                 batch_decode_fn decode, void (*call)(struct exchange *),
+                                 int (*reply)(struct exchange *))
+{
+    struct batch *batch = ex->batch;
+    size_t offset = 0;
+    for (size_t i = 0; i < batch->item_count; i++) {
+        char error[DECODE_ERROR_SIZE];
+        int taken = decode(batch, &requests->as.items[i], "", offset, error, sizeof error);
+        if (taken < 0) {
+            item_path(i, error, sizeof error);
+            decode(batch, &requests->as.items[i], error, offset, error + sizeof error / 2,
+                   sizeof error / 2);
+            batch_item_failed(batch, i, error + sizeof error / 2);
+            continue;
+        }
+        offset += (size_t)taken;
+        batch->call_of_item[i] = (int32_t)batch->call_count++;
+    }
+    /* batch_begin counted the entries the decoders may take. */
+    assert(offset <= BATCH_REQUIREMENTS_MAX);
+    assert(batch->call_count <= batch->item_count);
+    if (batch->call_count == 0)
+        return reply(ex);
+    return exchange_call_backend(ex, call, reply);
+}
+
 /* {"results":[ ... ]} with one member writer per kind of batch. */
 static int batch_reply(struct exchange *ex,
                        unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
@@ -404,6 +439,15 @@ static struct batch *batch_of_scanned(struct arena *arena, struct reserve_reques
     return batch;
 }
 
+static int reserve_item_decode(struct batch *batch, const struct jdoc_value *item, const char *path,
+                               size_t offset, char *error, size_t error_size)
+{
+    struct reserve_request *request = &batch->reserve_requests[batch->call_count];
+    if (decode_reserve(item, path, request, batch->requirements + offset, error, error_size) != 0)
+        return -1;
+    return (int)request->requirement_count;
+}
+
 int handle_reserve_batch(struct exchange *ex)
 {
     ex->cleanup = batch_cleanup;
@@ -416,30 +460,10 @@ int handle_reserve_batch(struct exchange *ex)
         return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
     }
     const struct jdoc_value *requests;
-    struct batch *batch = batch_begin(ex, "requirements", true, &requests);
-    if (batch == NULL)
+    if (batch_begin(ex, "requirements", true, &requests) == NULL)
         return 0;
-    size_t offset = 0;
-    for (size_t i = 0; i < batch->item_count; i++) {
-        char error[DECODE_ERROR_SIZE];
-        struct reserve_request *request = &batch->reserve_requests[batch->call_count];
-        if (decode_reserve(&requests->as.items[i], "", request, batch->requirements + offset, error,
-                           sizeof error) != 0) {
-            item_path(i, error, sizeof error);
-            decode_reserve(&requests->as.items[i], error, request, batch->requirements + offset,
-                           error + sizeof error / 2, sizeof error / 2);
-            batch_item_failed(batch, i, error + sizeof error / 2);
-            continue;
-        }
-        offset += request->requirement_count;
-        batch->call_of_item[i] = (int32_t)batch->call_count++;
-    }
-    /* batch_begin counted the entries the decoders may take. */
-    assert(offset <= BATCH_REQUIREMENTS_MAX);
-    assert(batch->call_count <= batch->item_count);
-    if (batch->call_count == 0)
-        return reserve_batch_reply(ex);
-    return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
+    return batch_decode_and_call(ex, requests, reserve_item_decode, reserve_batch_call,
+                                 reserve_batch_reply);
 }
 
 static unsigned complete_item(struct exchange *ex, struct buffer *b, uint32_t call)
@@ -466,31 +490,21 @@ static void complete_batch_call(struct exchange *ex)
                   batch->call_count, exchange_backend_done, ex);
 }
 
+static int complete_item_decode(struct batch *batch, const struct jdoc_value *item,
+                                const char *path, size_t offset, char *error, size_t error_size)
+{
+    struct complete_request *request = &batch->complete_requests[batch->call_count];
+    if (decode_complete(item, path, request, batch->actuals + offset, error, error_size) != 0)
+        return -1;
+    return (int)request->actual_count;
+}
+
 int handle_complete_batch(struct exchange *ex)
 {
     ex->cleanup = batch_cleanup;
     const struct jdoc_value *requests;
-    struct batch *batch = batch_begin(ex, "actuals", false, &requests);
-    if (batch == NULL)
+    if (batch_begin(ex, "actuals", false, &requests) == NULL)
         return 0;
-    size_t offset = 0;
-    for (size_t i = 0; i < batch->item_count; i++) {
-        char error[DECODE_ERROR_SIZE];
-        struct complete_request *request = &batch->complete_requests[batch->call_count];
-        if (decode_complete(&requests->as.items[i], "", request, batch->actuals + offset, error,
-                            sizeof error) != 0) {
-            item_path(i, error, sizeof error);
-            decode_complete(&requests->as.items[i], error, request, batch->actuals + offset,
-                            error + sizeof error / 2, sizeof error / 2);
-            batch_item_failed(batch, i, error + sizeof error / 2);
-            continue;
-        }
-        offset += request->actual_count;
-        batch->call_of_item[i] = (int32_t)batch->call_count++;
-    }
-    assert(offset <= BATCH_REQUIREMENTS_MAX);
-    assert(batch->call_count <= batch->item_count);
-    if (batch->call_count == 0)
-        return complete_batch_reply(ex);
-    return exchange_call_backend(ex, complete_batch_call, complete_batch_reply);
+    return batch_decode_and_call(ex, requests, complete_item_decode, complete_batch_call,
+                                 complete_batch_reply);
 }

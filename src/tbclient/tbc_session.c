@@ -576,6 +576,15 @@ static void release_reply(struct tbc_session *s)
     }
 }
 
+/* A reply or an eviction ends a pump at once (true); a pong is kept in *seen,
+ * for the pump to report once every connection was looked at. */
+static bool pump_ends(enum receive_event event, enum receive_event *seen)
+{
+    if (event == RECEIVE_PONG)
+        *seen = event;
+    return event == RECEIVE_REPLY || event == RECEIVE_EVICTED;
+}
+
 /* Messages already buffered first (a reply stops handling midway), then
  * one poll() over every connection until until_ms or the next connect,
  * connect timeout or ping. Returns at the first reply or eviction. */
@@ -587,10 +596,8 @@ static enum receive_event pump(struct tbc_session *s, int64_t until_ms)
         if (!connected(&s->connections[i]))
             continue;
         enum receive_event event = drain(s, i);
-        if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED)
+        if (pump_ends(event, &seen))
             return event;
-        if (event == RECEIVE_PONG)
-            seen = event;
     }
     int64_t now = now_ms();
     int64_t wait = earliest(until_ms, maintain(s, now)) - now;
@@ -625,10 +632,8 @@ static enum receive_event pump(struct tbc_session *s, int64_t until_ms)
         if (!connected(c) || !(polls[k].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         enum receive_event event = connection_read(s, i);
-        if (event == RECEIVE_REPLY || event == RECEIVE_EVICTED)
+        if (pump_ends(event, &seen))
             return event;
-        if (event == RECEIVE_PONG)
-            seen = event;
     }
     return seen;
 }

@@ -710,27 +710,22 @@ static void mem_op_reserve(struct backend *base, const struct reserve_request *r
         done(context);
 }
 
-static void mem_op_complete(struct backend *base, const struct complete_request *requests,
-                            struct complete_result *results, uint32_t count, backend_done_fn done,
-                            void *context)
-{
-    struct mem_backend *b = mem_backend_of(base);
-    for (uint32_t i = 0; i < count; i++)
-        LOCKED(b, complete_one(b, &requests[i], &results[i]));
-    if (done != NULL)
-        done(context);
-}
+/* complete and release walk their batch the same way: one request at a time, each
+ * under the lock so a long batch never holds it for the whole walk. */
+#define MEM_OP_EACH(name, one, kind)                                                               \
+    static void name(struct backend *base, const struct kind##_request *requests,                  \
+                     struct kind##_result *results, uint32_t count, backend_done_fn done,          \
+                     void *context)                                                                \
+    {                                                                                              \
+        struct mem_backend *b = mem_backend_of(base);                                              \
+        for (uint32_t i = 0; i < count; i++)                                                       \
+            LOCKED(b, one(b, &requests[i], &results[i]));                                          \
+        if (done != NULL)                                                                          \
+            done(context);                                                                         \
+    }
 
-static void mem_op_release(struct backend *base, const struct release_request *requests,
-                           struct release_result *results, uint32_t count, backend_done_fn done,
-                           void *context)
-{
-    struct mem_backend *b = mem_backend_of(base);
-    for (uint32_t i = 0; i < count; i++)
-        LOCKED(b, release_one(b, &requests[i], &results[i]));
-    if (done != NULL)
-        done(context);
-}
+MEM_OP_EACH(mem_op_complete, complete_one, complete)
+MEM_OP_EACH(mem_op_release, release_one, release)
 
 static enum backend_admin_result mem_op_usage_by_caller(struct backend *base, const char *key,
                                                         int64_t at_unix_ms,

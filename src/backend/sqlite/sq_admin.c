@@ -235,8 +235,7 @@ struct key_args {
 static int delete_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_for_admin(&backend->mirror, args->key, &args->result);
     if (limit == NULL)
         return SQLITE_DONE;
     return limit_retire(backend, limit, clock_now_ms(backend->config.clock));
@@ -254,8 +253,7 @@ enum backend_admin_result sq_admin_delete_limit(struct backend *base, const char
 static int get_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct key_args *args = call->args;
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_for_admin(&backend->mirror, args->key, &args->result);
     if (limit != NULL)
         *args->state_out = limit->state;
     return SQLITE_DONE;
@@ -321,8 +319,7 @@ enum backend_admin_result sq_admin_list_limits(struct backend *base, struct limi
 static int usage_read(struct sq_backend *backend, const char *key, int64_t at_unix_ms,
                       struct limit_usage *out, enum backend_admin_result *result)
 {
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, key);
-    *result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_for_admin(&backend->mirror, key, result);
     if (limit == NULL)
         return SQLITE_DONE;
     int64_t now_ms = clock_now_ms(backend->config.clock);
@@ -389,8 +386,8 @@ static int usage_batch_run(struct sq_backend *backend, struct sq_call *call)
     for (uint32_t i = 0; i < batch->count; i++) {
         const struct usage_request *request = &batch->requests[i];
         struct usage_result *result = &batch->results[i];
-        int rc = usage_read(backend, request->key, request->at_unix_ms, &result->usage,
-                            &result->result);
+        int rc =
+            usage_read(backend, request->key, request->at_unix_ms, &result->usage, &result->result);
         if (rc != SQLITE_DONE)
             return rc;
     }
@@ -420,10 +417,10 @@ void sq_admin_usage_batch(struct backend *base, const struct usage_request *requ
         done(context);
         return;
     }
-    *batch = (struct usage_batch){.requests = requests, .results = results, .count = count,
-                                  .done = done, .context = context};
-    batch->call = (struct sq_call){.run = usage_batch_run, .args = batch,
-                                   .done = usage_batch_answer, .context = batch};
+    *batch = (struct usage_batch){
+        .requests = requests, .results = results, .count = count, .done = done, .context = context};
+    batch->call = (struct sq_call){
+        .run = usage_batch_run, .args = batch, .done = usage_batch_answer, .context = batch};
     if (!sq_writer_submit(sq_backend_of(base), &batch->call)) {
         batch->call.failed = true; /* the queue is full, or the backend closing */
         usage_batch_answer(batch);
@@ -634,8 +631,7 @@ static int callers_fill(sqlite3_stmt *stmt, struct callers_args *args)
 static int callers_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct callers_args *args = call->args;
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_for_admin(&backend->mirror, args->key, &args->result);
     if (limit == NULL)
         return SQLITE_DONE;
     int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);

@@ -174,8 +174,7 @@ static bool scan_visit(void *context, const struct sq_hold *hold)
 static int scan_run(struct sq_backend *backend, struct sq_call *call)
 {
     struct scan_args *args = call->args;
-    struct sq_limit *limit = sq_mirror_limit_by_key(&backend->mirror, args->key);
-    args->result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    struct sq_limit *limit = sq_mirror_limit_for_admin(&backend->mirror, args->key, &args->result);
     if (limit == NULL)
         return SQLITE_DONE;
     int rc = sq_ledger_expire(backend, limit, clock_now_ms(backend->config.clock), NULL);

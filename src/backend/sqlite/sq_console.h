@@ -9,12 +9,7 @@
 
 #include "backend/backend.h"
 
-enum backend_admin_result sq_console_limits_report(struct backend *base,
-                                                   const struct limits_query *query,
-                                                   struct limit_report **out, size_t *count,
-                                                   bool *more);
-enum backend_admin_result sq_console_holds_scan(struct backend *base, const char *key,
-                                                uint64_t max_holds, hold_visit_fn visit,
-                                                void *context, bool *complete);
+backend_limits_report_op sq_console_limits_report;
+backend_holds_scan_op sq_console_holds_scan;
 
 #endif

@@ -37,6 +37,14 @@ struct sq_limit *sq_mirror_limit_by_key(struct sq_mirror *mirror, const char *ke
     return sq_map_find(&mirror->limits_by_key, key_hash(key), limit_match_key, key);
 }
 
+struct sq_limit *sq_mirror_limit_for_admin(struct sq_mirror *mirror, const char *key,
+                                           enum backend_admin_result *result)
+{
+    struct sq_limit *limit = sq_mirror_limit_by_key(mirror, key);
+    *result = limit == NULL ? BACKEND_ADMIN_UNKNOWN_KEY : BACKEND_ADMIN_OK;
+    return limit;
+}
+
 struct sq_limit *sq_mirror_limit_by_id(struct sq_mirror *mirror, int64_t id)
 {
     return sq_map_find(&mirror->limits_by_id, sq_hash_i64(id), limit_match_id, &id);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "core/limits.h"
 #include "sq_bounds.h"
 #include "sq_holds.h"
@@ -60,6 +61,10 @@ struct sq_mirror {
 int sq_mirror_load(struct sq_backend *backend, char *error, size_t error_size);
 void sq_mirror_free(struct sq_mirror *mirror);
 struct sq_limit *sq_mirror_limit_by_key(struct sq_mirror *mirror, const char *key);
+/* The admin ops' lookup: the limit of key with *result BACKEND_ADMIN_OK, or
+ * NULL with *result BACKEND_ADMIN_UNKNOWN_KEY. */
+struct sq_limit *sq_mirror_limit_for_admin(struct sq_mirror *mirror, const char *key,
+                                           enum backend_admin_result *result);
 struct sq_limit *sq_mirror_limit_by_id(struct sq_mirror *mirror, int64_t id);
 /* The period entry of a budget (loaded from limit_usage on first use) or the
  * single entry of a rolling/concurrency limit. NULL on an error. */

@@ -355,18 +355,12 @@ static inline tbc_u128 tb_limit_gate(const struct tb_limit *limit, uint8_t kind)
 struct tb_limit *tb_registry_find(struct tb_backend *b, const char *key, uint32_t key_length);
 /* The admin ops (backend.h); definitions and states come checked by
  * backend.c. */
-enum backend_admin_result tb_registry_put(struct backend *base,
-                                          const struct limit_definition *definition,
-                                          struct limit_state *state_out);
-enum backend_admin_result tb_registry_restore(struct backend *base,
-                                              const struct limit_state *state);
-enum backend_admin_result tb_registry_delete(struct backend *base, const char *key);
-enum backend_admin_result tb_registry_get(struct backend *base, const char *key,
-                                          struct limit_state *out);
-enum backend_admin_result tb_registry_list(struct backend *base, struct limit_state **out,
-                                           size_t *count);
-enum backend_admin_result tb_registry_usage(struct backend *base, const char *key,
-                                            int64_t at_unix_ms, struct limit_usage *out);
+backend_put_limit_op tb_registry_put;
+backend_restore_limit_op tb_registry_restore;
+backend_delete_limit_op tb_registry_delete;
+backend_get_limit_op tb_registry_get;
+backend_list_limits_op tb_registry_list;
+backend_usage_op tb_registry_usage;
 void tb_registry_free(struct tb_backend *b);
 /* Adds a hold note, returning its number (0 when out of memory) /
  * computes retry_after for a denied requirement. */
@@ -382,9 +376,7 @@ int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, ui
 
 /* tb_usage.c: the usage_batch op (backend.h), answered on the sessions'
  * threads. */
-void tb_usage_batch(struct backend *base, const struct usage_request *requests,
-                    struct usage_result *results, uint32_t count, backend_done_fn done,
-                    void *context);
+backend_usage_batch_op tb_usage_batch;
 
 /* tb_leases.c (every function takes the lease lock itself unless noted) */
 int tb_leases_init(struct tb_backend *b);

@@ -8,9 +8,6 @@
 
 #include "backend/backend.h"
 
-enum backend_admin_result tb_console_limits_report(struct backend *base,
-                                                   const struct limits_query *query,
-                                                   struct limit_report **out, size_t *count,
-                                                   bool *more);
+backend_limits_report_op tb_console_limits_report;
 
 #endif

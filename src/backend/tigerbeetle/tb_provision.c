@@ -38,37 +38,35 @@ static void log_code(const char *what, const struct tb_limit *limit, uint32_t co
     fprintf(stderr, "tigerbeetle: %s for limit %s failed with result %u\n", what, limit->key, code);
 }
 
+/* Submits an admin request (a handful of events) and waits for it; a cluster
+ * still starting is worth waiting for unless told otherwise. */
+static int admin_call(struct tb_backend *b, struct tbc_item *item)
+{
+    assert(item->event_count >= 1);
+    assert(item->event_count <= 4);
+    item->deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
+    item->patient = !impatient;
+    return tbc_submitter_call(b->submitter, item) == TBC_ITEM_OK ? 0 : -1;
+}
+
 static int call_create(struct tb_backend *b, uint8_t operation, const void *events, uint32_t count,
                        uint32_t *codes)
 {
-    assert(count >= 1);
-    assert(count <= 4); /* admin requests are a handful of events */
-    struct tbc_item item;
-    memset(&item, 0, sizeof item);
-    item.operation = operation;
-    item.event_count = count;
-    item.events = events;
-    item.codes = codes;
-    item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
-    item.patient = !impatient; /* a cluster still starting is worth waiting for */
-    return tbc_submitter_call(b->submitter, &item) == TBC_ITEM_OK ? 0 : -1;
+    struct tbc_item item = {
+        .operation = operation, .event_count = count, .events = events, .codes = codes};
+    return admin_call(b, &item);
 }
 
 static int call_lookup(struct tb_backend *b, const tbc_u128 *ids, uint32_t count,
                        struct tbc_account *accounts, uint8_t *found)
 {
-    assert(count >= 1);
     assert(count <= 3);
-    struct tbc_item item;
-    memset(&item, 0, sizeof item);
-    item.operation = TBC_OPERATION_LOOKUP_ACCOUNTS;
-    item.event_count = count;
-    item.events = ids;
-    item.objects = accounts;
-    item.found = found;
-    item.deadline_ms = clock_monotonic_ms() + TB_ADMIN_DEADLINE_MS;
-    item.patient = !impatient;
-    return tbc_submitter_call(b->submitter, &item) == TBC_ITEM_OK ? 0 : -1;
+    struct tbc_item item = {.operation = TBC_OPERATION_LOOKUP_ACCOUNTS,
+                            .event_count = count,
+                            .events = ids,
+                            .objects = accounts,
+                            .found = found};
+    return admin_call(b, &item);
 }
 
 /* Creates accounts; "exists" is success (every front end creates them). */
