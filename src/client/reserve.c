@@ -361,27 +361,37 @@ static int reserve_run(struct llmlimit_client *client,
     }
 }
 
-/* reserve and acquire differ only in whether a denial is waited out; each
- * comes with wait options (the _wait form) and without. */
-#define RESERVE_FORMS(name, acquire)                                                               \
-    int llmlimit_##name##_wait(                                                                    \
-        struct llmlimit_client *client, const struct llmlimit_reserve_request *request,            \
-        const struct llmlimit_wait_options *options, int64_t timeout_ms,                           \
-        struct llmlimit_reserve_result *result, struct llmlimit_wait_result *waited,               \
-        struct llmlimit_status *status)                                                            \
-    {                                                                                              \
-        return reserve_run(client, request, options, timeout_ms, acquire, result, waited, status); \
-    }                                                                                              \
-                                                                                                   \
-    int llmlimit_##name(struct llmlimit_client *client,                                            \
-                        const struct llmlimit_reserve_request *request, int64_t timeout_ms,        \
-                        struct llmlimit_reserve_result *result, struct llmlimit_status *status)    \
-    {                                                                                              \
-        return reserve_run(client, request, NULL, timeout_ms, acquire, result, NULL, status);      \
-    }
+int llmlimit_reserve_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    return reserve_run(client, request, options, timeout_ms, false, result, waited, status);
+}
 
-RESERVE_FORMS(reserve, false)
-RESERVE_FORMS(acquire, true)
+int llmlimit_reserve(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
+                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
+                     struct llmlimit_status *status)
+{
+    return llmlimit_reserve_wait(client, request, NULL, timeout_ms, result, NULL, status);
+}
+
+int llmlimit_acquire_wait(struct llmlimit_client *client,
+                          const struct llmlimit_reserve_request *request,
+                          const struct llmlimit_wait_options *options, int64_t timeout_ms,
+                          struct llmlimit_reserve_result *result,
+                          struct llmlimit_wait_result *waited, struct llmlimit_status *status)
+{
+    return reserve_run(client, request, options, timeout_ms, true, result, waited, status);
+}
+
+int llmlimit_acquire(struct llmlimit_client *client, const struct llmlimit_reserve_request *request,
+                     int64_t timeout_ms, struct llmlimit_reserve_result *result,
+                     struct llmlimit_status *status)
+{
+    return llmlimit_acquire_wait(client, request, NULL, timeout_ms, result, NULL, status);
+}
 
 /* ---- batches ---------------------------------------------------------------- */
 
