@@ -266,8 +266,10 @@ uint16_t http_port(const struct http_server *server)
 
 void http_quiesce(struct http_server *server)
 {
-    http_listener_close(&server->listener);
+    /* Draining before the listener closes: a client that sees its connect
+     * refused must find every answer after it closing its connection. */
     __atomic_store_n(&server->quiescing, 1, __ATOMIC_RELEASE);
+    http_listener_close(&server->listener);
     for (uint32_t i = 0; i < server->worker_count; i++) {
         uint64_t one = 1;
         if (server->workers[i].started) {
