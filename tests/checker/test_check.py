@@ -374,6 +374,18 @@ class Waiting(unittest.TestCase):
         h.deny("w", 10, 12, wait=waits(1000, 0), c=1)
         self.assertEqual(dict(h.violations()), {})
 
+    def test_a_denial_recorded_while_a_waiter_was_open_may_be_replayed_to_it(self):
+        """A reserve of the same lease denied and recorded while the waiter was in flight
+        (a plain one, or one answered as the queue was full) may be replayed to it at once."""
+        h = waiting_history(CONC).allow("a", 0, 1, c=1).deny("w", 12, 15, c=1)
+        h.deny("w", 10, 20, wait=waits(1000, 0), c=1)
+        self.assertEqual(dict(h.violations()), {})
+        h = waiting_history(CONC).allow("a", 0, 1, c=1).deny("w", 12, 15, wait=waits(500, 0),
+                                                               c=1)
+        h.ops[-1]["queue_full"] = True  # answered as a plain reserve: recorded
+        h.deny("w", 10, 20, wait=waits(1000, 0), c=1)
+        self.assertEqual(dict(h.violations()), {})
+
     def test_waited_ms_is_checked(self):
         """waited_ms: in every waiting answer, in no plain one, never longer than
         the client waited."""
