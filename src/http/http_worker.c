@@ -298,6 +298,23 @@ void http_stats(const struct http_server *server, struct http_stats *out)
  * work by now (http_stop's rule): an answer not yet out is dropped. */
 static void worker_close_all(struct http_worker *w)
 {
+    /* A connection adopted after the worker's last turn is not in `all`
+     * yet: its first event is still in the epoll set. Taken here, so that
+     * it is closed with the rest (a few rounds: sockets whose peers still
+     * write report new events). */
+    struct epoll_event events[WORKER_EVENTS];
+    for (int round = 0; round < 8; round++) {
+        int n = epoll_wait(w->epoll_fd, events, WORKER_EVENTS, 0);
+        for (int i = 0; i < n; i++) {
+            struct http_conn *conn = events[i].data.ptr;
+            if (conn != NULL && !conn->started) {
+                conn->started = true;
+                http_list_push(&w->all, &conn->all, 0);
+            }
+        }
+        if (n < WORKER_EVENTS)
+            break;
+    }
     while (w->all.head != NULL)
         http_conn_discard(CONN_OF(w->all.head, all));
 }
