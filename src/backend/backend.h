@@ -409,6 +409,17 @@ struct backend_watch {
     /* NULL, or read before each call: 0 means nobody needs to be told now,
      * so the backend skips the call and the work of preparing it. */
     const atomic_uint *listening;
+    /* NULL, or called around the freed calls of one commit by a backend
+     * that tells them on a thread of its own (sqlite's writer), with no
+     * lock of the backend's held but the one that guards its watch: after
+     * tell_end the listener may make backend calls on that thread (the wait
+     * layer asks for its next waiters there, so that a hand-over crosses no
+     * other thread before it is queued). Such calls must not wait for that
+     * thread: the sqlite backend's data path only queues them. tell_end
+     * returns whether it made any (sqlite then syncs the commit that freed
+     * room together with the one that hands it over). */
+    void (*tell_begin)(void *context);
+    bool (*tell_end)(void *context);
 };
 
 static inline bool backend_watch_wanted(const struct backend_watch *watch)

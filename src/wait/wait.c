@@ -255,7 +255,8 @@ static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answ
 
 /* One pass: events, timers, then the backend calls they made. Returns the
  * next timer. */
-static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_t count, bool lost)
+static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_t count, bool lost,
+                        bool *called)
 {
     struct wait_list answers = {0};
     pthread_mutex_lock(&w->mutex);
@@ -265,6 +266,7 @@ static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_
     w->work_head = w->work_tail = NULL;
     pthread_mutex_unlock(&w->mutex);
     answers_run(&answers);
+    *called = work != NULL;
     work_run(w, work);
     pthread_mutex_lock(&w->mutex);
     int64_t next_ms = wait_timer_next(w);
@@ -313,7 +315,9 @@ static void *thread_main(void *arg)
         struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost);
+        bool called; /* the thread's calls are answered on other threads */
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, &called);
+        (void)called;
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
@@ -352,8 +356,9 @@ static bool work_waiting(struct wait *w)
  * no wake-up of the thread between the release and that answer. It runs
  * only when no other pass runs; what it leaves (more events, a timer
  * earlier than the thread's wake-up) goes to the thread. */
-static void pass_inline_locked(struct wait *w)
+static bool pass_inline_locked(struct wait *w)
 {
+    bool called = false;
     bool more = w->event_count > 0 || w->events_lost;
     for (uint32_t round = 0; more && round < WAIT_INLINE_PASSES_MAX; round++) {
         if (w->passing || w->stopping)
@@ -363,7 +368,9 @@ static void pass_inline_locked(struct wait *w)
         pthread_mutex_unlock(&w->events_mutex);
         inline_pass = w;
         inline_kicked = false;
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost);
+        bool round_called;
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, &round_called);
+        called |= round_called;
         inline_pass = NULL;
         bool work = inline_kicked && work_waiting(w);
         pthread_mutex_lock(&w->events_mutex);
@@ -375,14 +382,33 @@ static void pass_inline_locked(struct wait *w)
     }
     if (more || w->kicked || w->thread_blocked)
         pthread_cond_signal(&w->events_cond);
+    return called;
 }
 
-static void pass_inline(struct wait *w)
+/* Whether it made backend calls. */
+static bool pass_inline(struct wait *w)
 {
     inline_freeing = NULL;
     pthread_mutex_lock(&w->events_mutex);
-    pass_inline_locked(w);
+    bool called = pass_inline_locked(w);
     pthread_mutex_unlock(&w->events_mutex);
+    return called;
+}
+
+static bool freeing_begin(struct wait *w);
+
+/* A backend telling its freed events from a thread of its own (sqlite's
+ * writer, right after the commit that freed them): that thread runs the
+ * pass, as a freeing caller's thread does. */
+static void wait_tell_begin(void *context)
+{
+    (void)freeing_begin(context);
+}
+
+static bool wait_tell_end(void *context)
+{
+    struct wait *w = context;
+    return inline_freeing == w && pass_inline(w);
 }
 
 /* ---- open and close ----------------------------------------------------- */
@@ -436,7 +462,7 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
         return -1;
     }
     if (backend->ops->watch != NULL) {
-        struct backend_watch watch = {wait_freed, w, &w->interest};
+        struct backend_watch watch = {wait_freed, w, &w->interest, wait_tell_begin, wait_tell_end};
         backend->ops->watch(backend, &watch);
     }
     *out = w;
@@ -709,7 +735,7 @@ void wait_complete(struct wait *w, const struct complete_request *requests,
     bool pass = freeing_begin(w);
     backend_complete(w->backend, requests, results, count, done, context);
     if (pass)
-        pass_inline(w);
+        (void)pass_inline(w);
 }
 
 void wait_release(struct wait *w, const struct release_request *requests,
@@ -719,7 +745,7 @@ void wait_release(struct wait *w, const struct release_request *requests,
     bool pass = freeing_begin(w);
     backend_release(w->backend, requests, results, count, done, context);
     if (pass)
-        pass_inline(w);
+        (void)pass_inline(w);
 }
 
 /* ---- limits -------------------------------------------------------------- */

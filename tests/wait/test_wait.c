@@ -425,6 +425,55 @@ static void a_complete_hands_over_on_its_own_thread(void)
     env_close(&e);
 }
 
+struct telling {
+    struct env *e;
+    bool called;       /* what tell_end said */
+    uint32_t in_flight; /* the waiter's reserves made when tell_end returned */
+};
+
+/* A backend thread of its own (sqlite's writer) telling a freed slot. */
+static void *tell_from_a_backend_thread(void *arg)
+{
+    struct telling *t = arg;
+    struct fake *f = &t->e->fake;
+    pthread_mutex_lock(&f->mutex);
+    struct backend_watch watch = f->watch;
+    pthread_mutex_unlock(&f->mutex);
+    struct backend_freed freed = {"slots", 5, true, 1};
+    watch.tell_begin(watch.context);
+    watch.freed(watch.context, &freed);
+    t->called = watch.tell_end(watch.context);
+    t->in_flight = in_flight(f);
+    return NULL;
+}
+
+static void a_backend_thread_that_tells_hands_over_on_it(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 1);
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    struct telling t = {.e = &e};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, tell_from_a_backend_thread, &t) == 0);
+    pthread_join(thread, NULL);
+    /* The waiter's reserve was made before tell_end returned, and said so
+     * (sqlite then syncs the two commits together). */
+    CHECK(t.called);
+    CHECK_EQ_U64(t.in_flight, 1);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK(a->result.allowed);
+    /* With nobody waiting, nothing is asked and tell_end says so. */
+    t = (struct telling){.e = &e};
+    REQUIRE(pthread_create(&thread, NULL, tell_from_a_backend_thread, &t) == 0);
+    pthread_join(thread, NULL);
+    CHECK(!t.called);
+    CHECK_EQ_U64(t.in_flight, 0);
+    env_close(&e);
+}
+
 static void retry_of_a_cancelled_denied_lease_is_sent_after(void)
 {
     struct env e;
@@ -677,6 +726,9 @@ int main(void)
         "a plain retry of a lease being released after its waiter left is sent after the release");
     RUN(a_complete_hands_over_on_its_own_thread,
         "a complete that frees room makes the next waiter's reserve on its own thread");
+    RUN(a_backend_thread_that_tells_hands_over_on_it,
+        "a backend thread telling freed room (tell_begin, tell_end) makes the next waiter's "
+        "reserve on that thread");
     RUN(retry_of_a_cancelled_denied_lease_is_sent_after,
         "a plain retry of a lease whose waiter left is sent once its attempt returns");
     RUN(cancel_while_asking_hands_over_to_a_retry,

@@ -89,6 +89,7 @@ struct sq_backend {
 
     /* The syncer (sq_sync.c): committed calls waiting for their fsync. */
     bool syncing; /* false with sqlite_synchronous_normal: answer at commit */
+    bool sync_deferred; /* the writer handed the syncer a batch without waking it */
     pthread_mutex_t sync_mutex;
     pthread_cond_t sync_cond;
     pthread_cond_t sync_space_cond;

@@ -56,14 +56,15 @@ static uint32_t ring_take(struct sq_item_ring *ring, struct sq_item *out, uint32
     return count;
 }
 
-void sq_syncer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t count)
+void sq_syncer_hand(struct sq_backend *backend, struct sq_item *items, uint32_t count, bool wake)
 {
     if (backend->wal_file == NULL)
         backend->wal_file = wal_file_of(backend); /* written before it is read: the mutex */
     pthread_mutex_lock(&backend->sync_mutex);
     ring_put(&backend->sync_ring, &backend->sync_mutex, &backend->sync_space_cond, items, count);
     backend->sync_wal_file = backend->wal_file;
-    pthread_cond_signal(&backend->sync_cond);
+    if (wake)
+        pthread_cond_signal(&backend->sync_cond);
     pthread_mutex_unlock(&backend->sync_mutex);
 }
 

@@ -186,14 +186,21 @@ static bool freed_available(const struct sq_limit *limit, int64_t now_ms, int64_
 
 /* Tells the wait layer which limits may have capacity back, once the
  * transaction that freed it committed (a waiter asking again is then
- * decided after it). */
-static void freed_tell(struct sq_backend *backend)
+ * decided after it); the wait layer then asks for its next waiters on this
+ * thread (tell_end), which queues those reserves for the next batch. */
+static bool freed_tell(struct sq_backend *backend)
 {
     struct sq_mirror *mirror = &backend->mirror;
     assert(mirror->freed_count <= SQ_FREED_LIMITS_MAX);
     assert(!mirror->freed_any || mirror->freed_count == SQ_FREED_LIMITS_MAX);
+    if (mirror->freed_count == 0 && !mirror->freed_any)
+        return false;
+    bool called = false;
     pthread_mutex_lock(&backend->watch_mutex);
     if (backend_watch_wanted(&backend->watch)) {
+        bool around = backend->watch.tell_begin != NULL && backend->watch.tell_end != NULL;
+        if (around)
+            backend->watch.tell_begin(backend->watch.context);
         int64_t now_ms = clock_now_ms(backend->config.clock);
         for (uint32_t i = 0; i < mirror->freed_count; i++) {
             const struct sq_limit *limit = sq_mirror_limit_by_id(mirror, mirror->freed_ids[i]);
@@ -209,10 +216,15 @@ static void freed_tell(struct sq_backend *backend)
             struct backend_freed any = {.key = NULL}; /* too many to tell apart: any limit */
             backend->watch.freed(backend->watch.context, &any);
         }
+        /* Under the watch's mutex: a listener going away (sq_watch) waits
+         * for this call's end. */
+        if (around)
+            called = backend->watch.tell_end(backend->watch.context);
     }
     pthread_mutex_unlock(&backend->watch_mutex);
     mirror->freed_count = 0;
     mirror->freed_any = false;
+    return called;
 }
 
 static void sq_watch(struct backend *base, const struct backend_watch *watch)
@@ -221,6 +233,23 @@ static void sq_watch(struct backend *base, const struct backend_watch *watch)
     pthread_mutex_lock(&backend->watch_mutex);
     backend->watch = *watch;
     pthread_mutex_unlock(&backend->watch_mutex);
+}
+
+static bool queue_waiting(struct sq_backend *backend)
+{
+    pthread_mutex_lock(&backend->queue_mutex);
+    bool waiting = backend->queue_count > 0;
+    pthread_mutex_unlock(&backend->queue_mutex);
+    return waiting;
+}
+
+/* A batch handed to the syncer without waking it is woken for now. */
+static void sync_deferred_kick(struct sq_backend *backend)
+{
+    if (backend->sync_deferred) {
+        sq_syncer_hand(backend, NULL, 0, true);
+        backend->sync_deferred = false;
+    }
 }
 
 static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_t count)
@@ -252,12 +281,19 @@ static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_
     atomic_fetch_add(&backend->batches, 1);
     atomic_fetch_add(&backend->batched_items, requests);
     atomic_store(&backend->live_holds, backend->mirror.hold_count);
-    if (outcome == BATCH_COMMITTED)
-        freed_tell(backend);
+    bool handing_over = outcome == BATCH_COMMITTED && freed_tell(backend);
     if (outcome == BATCH_COMMITTED && backend->syncing) {
-        sq_syncer_hand(backend, items, count); /* answered once durable */
+        /* The wait layer queued its next waiters' reserves on this thread:
+         * unless the syncer is already busy, it syncs this commit with the
+         * next one (theirs), one fsync for the release and its hand-over.
+         * Never twice in a row, and only when that next batch is sure to
+         * run now (the queue is the writer's alone to take from). */
+        bool defer = handing_over && !backend->sync_deferred && queue_waiting(backend);
+        sq_syncer_hand(backend, items, count, !defer); /* answered once durable */
+        backend->sync_deferred = defer;
         return;
     }
+    sync_deferred_kick(backend);
     for (uint32_t k = 0; k < count; k++)
         sq_item_finish(&items[k]);
 }
