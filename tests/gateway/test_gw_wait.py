@@ -70,6 +70,10 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         cls.gw.server.start()
         cls.keys = list(cls.gw.free_keys)  # in key_fields' order
 
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()  # its own gateway: tearDownModule stops only the shared one
+
     def caller_of(self, index, **capacities):
         """The index-th key (key_fields says how it may wait), its limits defined."""
         from gw_harness import Caller
