@@ -130,6 +130,32 @@ static void events_handle(struct wait *w, const struct wait_event *events, uint3
 
 /* ---- backend calls ------------------------------------------------------ */
 
+/* After a call returned (mutex held): the thread is woken only when it has
+ * something to do that it would otherwise not see in time: work to make, a
+ * timer sooner than it sleeps, or the end of what was in flight while a
+ * quiesce or close waits for it. A waiter that was just queued, its timer
+ * later than the thread's, wakes nobody (one futex wake and two thread
+ * switches an admission when each call completes at once). */
+static void call_kick(struct wait *w)
+{
+    if (inline_pass == w) {
+        inline_kicked = true;
+        return;
+    }
+    bool work = w->work_head != NULL;
+    bool drained = w->in_flight == 0;
+    int64_t next_ms = wait_timer_next(w);
+    pthread_mutex_lock(&w->events_mutex);
+    /* Awake (INT64_MIN): it may have read the timers before this call's,
+     * so it is kicked into one more pass rather than sleeping on. */
+    if (work || w->closing || (drained && !w->idle) || w->sleep_until_ms == INT64_MIN ||
+        next_ms < w->sleep_until_ms) {
+        w->kicked = true;
+        pthread_cond_signal(&w->events_cond);
+    }
+    pthread_mutex_unlock(&w->events_mutex);
+}
+
 /* A call made for a ticket is done once its answers ran: only then may
  * wait_quiesce and wait_close see nothing in flight. */
 static void call_done(struct wait *w, struct wait_list *answers)
@@ -141,7 +167,7 @@ static void call_done(struct wait *w, struct wait_list *answers)
     /* Kicked (a timer, work, or nothing left in flight) before the mutex
      * is let go: once it is, wait_close may see nothing in flight and free
      * the wait layer. Lock order: mutex, then events_mutex. */
-    wait_kick(w);
+    call_kick(w);
     pthread_mutex_unlock(&w->mutex);
 }
 
