@@ -110,6 +110,7 @@ struct http_worker {
     struct http_list stalled;
     struct http_list linger;
     struct http_list all;
+    bool wakes_local; /* wakes queued from this thread: taken before it sleeps */
     struct http_conn *ready_head; /* connections with input left after their turn */
     struct http_conn *ready_tail;
     struct http_conn *dead;
@@ -180,6 +181,8 @@ bool http_conn_flush(struct http_conn *conn);
  * kept. parts[0..count). */
 void http_conn_send(struct http_conn *conn, const struct iovec *parts, int count);
 void http_worker_ready(struct http_worker *worker, struct http_conn *conn);
+/* Marks this thread as the loop of w (its own wakes skip the eventfd). */
+void http_worker_enter(struct http_worker *worker);
 int64_t http_now_ms(void);
 
 /* http_status.c: the reason phrase of a status ("Unknown" for a stranger),

@@ -19,6 +19,14 @@ void http_worker_ready(struct http_worker *w, struct http_conn *conn)
     FIFO_PUSH(w->ready_head, w->ready_tail, conn, ready_next);
 }
 
+/* The worker whose loop this thread runs, if any. */
+static _Thread_local struct http_worker *this_worker;
+
+void http_worker_enter(struct http_worker *w)
+{
+    this_worker = w;
+}
+
 void http_wake(struct http_exchange *ex)
 {
     struct http_worker *w = ex->conn->worker;
@@ -31,6 +39,14 @@ void http_wake(struct http_exchange *ex)
         FIFO_PUSH(w->wake_head, w->wake_tail, ex, wake_next);
     }
     pthread_mutex_unlock(&w->mutex);
+    if (signal && this_worker == w) {
+        /* Woken by its own thread (a complete on this worker handed the
+         * slot to a waiter on it): the loop takes the queue before it
+         * sleeps again, with no eventfd round. Wakes from other threads
+         * meanwhile find the queue not empty: they rely on the same. */
+        w->wakes_local = true;
+        return;
+    }
     if (signal) {
         uint64_t one = 1;
         while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)

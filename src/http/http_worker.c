@@ -144,6 +144,7 @@ static void *worker_main(void *argument)
 {
     struct http_worker *w = argument;
     struct epoll_event events[WORKER_EVENTS];
+    http_worker_enter(w);
     while (!__atomic_load_n(&w->server->stopping, __ATOMIC_ACQUIRE)) {
         int n = epoll_wait(w->epoll_fd, events, WORKER_EVENTS, sleep_ms(w, http_now_ms()));
         for (int i = 0; i < n; i++) {
@@ -154,6 +155,12 @@ static void *worker_main(void *argument)
         }
         if (w->ready_head != NULL)
             run_ready(w);
+        while (w->wakes_local) { /* queued by this thread: never left for the eventfd */
+            w->wakes_local = false;
+            run_wakes(w);
+            if (w->ready_head != NULL)
+                run_ready(w);
+        }
         if (!w->quiesced && __atomic_load_n(&w->server->quiescing, __ATOMIC_ACQUIRE))
             quiesce_round(w);
         sweep(w, http_now_ms());
