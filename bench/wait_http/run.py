@@ -59,6 +59,8 @@ def wait_for_quiet(max_load, give_up_s=600):
 
 def one_mode(args, backend, mode):
     server_args = ["--log-level", "warn", "--max-connections", str(args.callers + 100)]
+    if args.threads:
+        server_args += ["--threads", str(args.threads)]
     with Server(os.path.join(args.build, "llmlimitd"), backend=backend,
                 args=server_args) as server:
         status, _, body = server.put_limit({"key": KEY, "kind": "concurrency",
@@ -112,6 +114,8 @@ def parse_args(argv):
     parser.add_argument("--capacity", type=int, default=10)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="llmlimitd --threads (0: its default)")
     parser.add_argument("--max-load", type=float, default=0,
                         help="before each run, wait (up to 10 min) for a 1-minute load "
                              "average at most this (0: do not wait)")
