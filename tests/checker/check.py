@@ -837,10 +837,16 @@ class History:
         # one (a plain reserve's, or one answered as the queue was full) made
         # while it was open, or of whatever a request without an answer was
         # told (not of a wait it joined: that answer must stand on its own).
+        # A wait that reached its deadline ends with a plain reserve, recorded:
+        # a retry that reached the server after that deadline (sent no earlier
+        # than the tolerance before it) is told that denial.
         replay = any(other is not op and (
             (is_denial(other) and other["end_ns"] < op["start_ns"])
             or (is_denial(other) and (other.get("queue_full") or not wait_ms_of(other))
                 and other["start_ns"] < op["end_ns"])
+            or (is_denial(other) and wait_ms_of(other) and other["start_ns"] < op["end_ns"]
+                and op["start_ns"] >= other["start_ns"] + wait_ms_of(other) * MS
+                - self.tolerance_ns)
             or (op_unknown(other) and other["start_ns"] < op["end_ns"])) for other in lease.same)
         if replay:
             return

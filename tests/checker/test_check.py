@@ -386,6 +386,19 @@ class Waiting(unittest.TestCase):
         h.deny("w", 10, 20, wait=waits(1000, 0), c=1)
         self.assertEqual(dict(h.violations()), {})
 
+    def test_a_denial_at_a_waits_deadline_may_be_replayed_to_a_later_retry(self):
+        """A wait that reached its deadline ends with a recorded denial: a retry of the
+        lease sent after that deadline, while the denial was on its way, is told it at
+        once; one sent long before (it joined the wait) must wait on its own."""
+        h = waiting_history(CONC).allow("a", 0, 1, c=1)
+        h.deny("w", 10, 47, wait=waits(35, 36), c=1)
+        h.deny("w", 45, 48, wait=waits(695, 0), c=1)
+        self.assertEqual(dict(h.violations()), {})
+        h = waiting_history(CONC).allow("a", 0, 1, c=1)
+        h.deny("w", 10, 1012, wait=waits(1000, 1001), c=1)
+        h.deny("w", 100, 1013, wait=waits(5000, 912), c=1)
+        self.assertIn("early_denial", h.violations())
+
     def test_waited_ms_is_checked(self):
         """waited_ms: in every waiting answer, in no plain one, never longer than
         the client waited."""
