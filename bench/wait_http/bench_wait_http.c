@@ -1,6 +1,8 @@
 /* Waiting for capacity over HTTP (issue 25's speed figures): N callers, one
  * keep-alive connection each, on one concurrency limit; each admitted call
- * completes at once, then the caller starts its next call. Three ways to get
+ * completes at once (or after --call-ms, the model call's time), then the
+ * caller starts its next call (or after --think-ms, an agent's own work
+ * between two calls). Three ways to get
  * through a denial: wait (the reserve carries wait_ms), loop (retry at once
  * with a new lease id: the busy-loop upper bound) and retry (sleep
  * retry_after_ms with jitter, then a new lease id: what clients do today).
@@ -35,7 +37,9 @@
 #define JITTER_HIGH 1.2
 
 enum mode { MODE_WAIT, MODE_LOOP, MODE_RETRY };
-enum state { IDLE, RESERVING, COMPLETING, SLEEPING };
+/* SLEEPING (retry's backoff), HOLDING (admitted, the call runs) and
+ * THINKING (between two calls) wait in the heap. */
+enum state { IDLE, RESERVING, COMPLETING, SLEEPING, HOLDING, THINKING };
 
 struct options {
     const char *host;
@@ -44,6 +48,8 @@ struct options {
     enum mode mode;
     uint32_t callers;
     uint32_t wait_ms;
+    uint32_t call_ms;  /* an admitted call holds its slot this long */
+    uint32_t think_ms; /* between a complete's answer and the next call */
     double warmup_s;
     double duration_s;
     long server_pid; /* 0: no server CPU figure */
@@ -73,7 +79,7 @@ struct samples {
 struct run {
     struct options o;
     struct caller *callers;
-    struct caller **heap; /* SLEEPING callers by wake_at_ns */
+    struct caller **heap; /* SLEEPING, HOLDING, THINKING callers by wake_at_ns */
     uint32_t heap_count;
     int epoll_fd;
     struct addrinfo *address;
@@ -280,6 +286,14 @@ static void handover(struct run *r, int64_t answer_real_ns)
         sample_add(&r->handover_ns, answer_real_ns - released);
 }
 
+/* Puts the caller in the heap until ms from now. */
+static void sleep_for(struct run *r, struct caller *c, enum state state, double ms)
+{
+    c->wake_at_ns = now_ns(CLOCK_MONOTONIC) + (int64_t)(ms * 1e6);
+    c->state = state;
+    heap_push(r, c);
+}
+
 static void reserve_answered(struct run *r, struct caller *c, int status, const char *body)
 {
     bool allowed = status == 200 && strstr(body, "\"allowed\":true") != NULL;
@@ -293,7 +307,10 @@ static void reserve_answered(struct run *r, struct caller *c, int status, const 
             if (waited != NULL && atol(waited + 12) > 0)
                 r->waited_admissions++;
         }
-        complete_send(r, c);
+        if (r->o.call_ms > 0)
+            sleep_for(r, c, HOLDING, r->o.call_ms);
+        else
+            complete_send(r, c);
         return;
     }
     if (r->measuring && status == 200)
@@ -309,9 +326,7 @@ static void reserve_answered(struct run *r, struct caller *c, int status, const 
     if (retry_ms < 1)
         retry_ms = 1;
     double jitter = JITTER_LOW + (JITTER_HIGH - JITTER_LOW) * random_unit(r);
-    c->wake_at_ns = now_ns(CLOCK_MONOTONIC) + (int64_t)((double)retry_ms * jitter * 1e6);
-    c->state = SLEEPING;
-    heap_push(r, c);
+    sleep_for(r, c, SLEEPING, (double)retry_ms * jitter);
 }
 
 static void answer(struct run *r, struct caller *c, int status, char *body)
@@ -323,7 +338,10 @@ static void answer(struct run *r, struct caller *c, int status, char *body)
     assert(c->state == COMPLETING);
     if (status != 200 && r->measuring)
         r->errors++;
-    call_start(r, c);
+    if (r->o.think_ms > 0)
+        sleep_for(r, c, THINKING, r->o.think_ms);
+    else
+        call_start(r, c);
 }
 
 /* Reads what arrived, with the kernel's arrival time of the first segment. */
@@ -425,8 +443,15 @@ static double self_cpu_s(void)
 static void wake_sleepers(struct run *r)
 {
     int64_t now = now_ns(CLOCK_MONOTONIC);
-    while (r->heap_count > 0 && r->heap[0]->wake_at_ns <= now)
-        reserve_send(r, heap_pop(r)); /* a new lease id after the sleep */
+    while (r->heap_count > 0 && r->heap[0]->wake_at_ns <= now) {
+        struct caller *c = heap_pop(r);
+        if (c->state == HOLDING)
+            complete_send(r, c);
+        else if (c->state == THINKING)
+            call_start(r, c);
+        else
+            reserve_send(r, c); /* a new lease id after the sleep */
+    }
 }
 
 static int next_timeout_ms(const struct run *r, int64_t until_ns)
@@ -487,7 +512,8 @@ static void report_pending(struct run *r, int64_t end_ns)
     for (uint32_t i = 0; i < r->o.callers; i++) {
         const struct caller *c = &r->callers[i];
         served += c->admitted > 0;
-        if (c->state != COMPLETING && r->call_ns.count + pending.count < SAMPLES_MAX)
+        bool calling = c->state == RESERVING || c->state == SLEEPING;
+        if (calling && r->call_ns.count + pending.count < SAMPLES_MAX)
             pending.values[pending.count++] = end_ns - c->call_started_ns;
     }
     qsort(pending.values, pending.count, sizeof(int64_t), compare_i64);
@@ -576,8 +602,10 @@ static void usage(FILE *out)
     fprintf(out, "usage: bench_wait_http --url http://HOST:PORT --mode wait|loop|retry\n"
                  "         [--callers 1000] [--key bench:slots] [--wait-ms 60000]\n"
                  "         [--warmup 2] [--duration 10] [--server-pid PID]\n"
-                 "Callers on one concurrency limit (put it first), each completing at once\n"
-                 "when admitted; prints one JSON line: admitted/s, latency per call (first\n"
+                 "         [--call-ms 0] [--think-ms 0]\n"
+                 "Callers on one concurrency limit (put it first), each completing when\n"
+                 "admitted (after --call-ms) and calling again (after --think-ms); prints\n"
+                 "one JSON line: admitted/s, latency per call (first\n"
                  "reserve to admission), release-to-next-answer (a complete sent to the\n"
                  "next admission's arrival, kernel-stamped), llmlimitd's CPU per admission.\n");
 }
@@ -639,6 +667,10 @@ static int parse_args(struct options *o, int argc, char **argv)
             o->duration_s = atof(value);
         else if (strcmp(name, "--server-pid") == 0 && value != NULL)
             o->server_pid = atol(value);
+        else if (strcmp(name, "--call-ms") == 0 && value != NULL)
+            o->call_ms = (uint32_t)strtoul(value, NULL, 10);
+        else if (strcmp(name, "--think-ms") == 0 && value != NULL)
+            o->think_ms = (uint32_t)strtoul(value, NULL, 10);
         else
             bad = 1;
         if (bad)
@@ -646,7 +678,8 @@ static int parse_args(struct options *o, int argc, char **argv)
         i++;
     }
     if (!url || o->callers < 1 || o->callers > CALLERS_MAX || o->duration_s <= 0 ||
-        o->wait_ms < 1 || o->wait_ms > 60000 || strlen(o->key) > 128)
+        o->wait_ms < 1 || o->wait_ms > 60000 || strlen(o->key) > 128 || o->call_ms > 600000 ||
+        o->think_ms > 600000)
         return -1;
     return 0;
 }

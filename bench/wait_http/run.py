@@ -70,7 +70,8 @@ def one_mode(args, backend, mode):
         done = subprocess.run(
             [os.path.join(args.build, "bench_wait_http"), "--url", server.url, "--mode", mode,
              "--key", KEY, "--callers", str(args.callers), "--warmup", str(args.warmup),
-             "--duration", str(args.duration), "--server-pid", str(server.process.pid)],
+             "--duration", str(args.duration), "--server-pid", str(server.process.pid),
+             "--call-ms", str(args.call_ms), "--think-ms", str(args.think_ms)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError("bench_wait_http %s on %s: %s" % (mode, backend, done.stderr))
@@ -114,6 +115,10 @@ def parse_args(argv):
     parser.add_argument("--capacity", type=int, default=10)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--call-ms", type=int, default=0,
+                        help="each admitted call holds its slot this long before its complete")
+    parser.add_argument("--think-ms", type=int, default=0,
+                        help="each caller waits this long after a complete before its next call")
     parser.add_argument("--threads", type=int, default=0,
                         help="llmlimitd --threads (0: its default)")
     parser.add_argument("--max-load", type=float, default=0,
