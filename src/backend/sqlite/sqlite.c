@@ -284,10 +284,11 @@ static void batch_run(struct sq_backend *backend, struct sq_item *items, uint32_
     bool handing_over = outcome == BATCH_COMMITTED && freed_tell(backend);
     if (outcome == BATCH_COMMITTED && backend->syncing) {
         /* The wait layer queued its next waiters' reserves on this thread:
-         * unless the syncer is already busy, it syncs this commit with the
-         * next one (theirs), one fsync for the release and its hand-over.
-         * Never twice in a row, and only when that next batch is sure to
-         * run now (the queue is the writer's alone to take from). */
+         * the syncer is not woken for this commit, so that an idle one syncs
+         * it with the next (theirs), one fsync for the release and its
+         * hand-over; a busy one takes it after its fsync anyway. Never twice
+         * in a row, and only when that next batch is sure to run now (the
+         * queue is the writer's alone to take from). */
         bool defer = handing_over && !backend->sync_deferred && queue_waiting(backend);
         sq_syncer_hand(backend, items, count, !defer); /* answered once durable */
         backend->sync_deferred = defer;
