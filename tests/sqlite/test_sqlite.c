@@ -782,7 +782,9 @@ static void a_release_and_its_hand_over_share_one_fsync(void)
      * soon as committed, the syncer's wake-up races the writer's next batch
      * and a round often costs two (40 rounds took 48 fsyncs). */
     fprintf(stderr, "  %u rounds, %llu fsyncs\n", ROUNDS, (unsigned long long)fsyncs);
-    CHECK(fsyncs >= ROUNDS);
+    /* The syncer counts an fsync after handing its answers over: the last
+     * one may not be counted yet. */
+    CHECK(fsyncs >= ROUNDS - 1);
     CHECK(fsyncs <= ROUNDS + 3);
     db.backend->ops->watch(db.backend, &(struct backend_watch){0});
     db_destroy(&db);
