@@ -86,11 +86,9 @@ static void run_ready(struct http_worker *w)
     }
 }
 
-static void run_wakes(struct http_worker *w)
+/* The exchanges woken so far, on_wake each. */
+static void take_wakes(struct http_worker *w)
 {
-    uint64_t count;
-    while (read(w->wake_fd, &count, sizeof count) < 0 && errno == EINTR)
-        ;
     pthread_mutex_lock(&w->mutex);
     struct http_exchange *ex = w->wake_head;
     w->wake_head = w->wake_tail = NULL;
@@ -113,6 +111,15 @@ static void run_wakes(struct http_worker *w)
         }
         ex = next;
     }
+}
+
+/* The eventfd's event: read it, then take the queue. */
+static void run_wakes(struct http_worker *w)
+{
+    uint64_t count;
+    while (read(w->wake_fd, &count, sizeof count) < 0 && errno == EINTR)
+        ;
+    take_wakes(w);
 }
 
 /* ---- the loop */
@@ -155,9 +162,9 @@ static void *worker_main(void *argument)
         }
         if (w->ready_head != NULL)
             run_ready(w);
-        while (w->wakes_local) { /* queued by this thread: never left for the eventfd */
+        while (w->wakes_local) { /* queued by this thread, with no eventfd write to read */
             w->wakes_local = false;
-            run_wakes(w);
+            take_wakes(w);
             if (w->ready_head != NULL)
                 run_ready(w);
         }
