@@ -280,7 +280,7 @@ static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answ
 }
 
 /* One pass: events, timers, then the backend calls they made. Returns the
- * next timer. */
+ * next timer; *called (unless NULL) says whether it made any call. */
 static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_t count, bool lost,
                         bool *called)
 {
@@ -292,7 +292,8 @@ static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_
     w->work_head = w->work_tail = NULL;
     pthread_mutex_unlock(&w->mutex);
     answers_run(&answers);
-    *called = work != NULL;
+    if (called != NULL)
+        *called = work != NULL;
     work_run(w, work);
     pthread_mutex_lock(&w->mutex);
     int64_t next_ms = wait_timer_next(w);
@@ -341,9 +342,7 @@ static void *thread_main(void *arg)
         struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        bool called; /* the thread's calls are answered on other threads */
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, &called);
-        (void)called;
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
@@ -421,7 +420,16 @@ static bool pass_inline(struct wait *w)
     return called;
 }
 
-static bool freeing_begin(struct wait *w);
+/* A complete or release is about to free room: with someone waiting, the
+ * events it tells are not signalled to the thread, as this thread runs the
+ * pass right after it (pass_inline). */
+static bool freeing_begin(struct wait *w)
+{
+    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0)
+        return false;
+    inline_freeing = w;
+    return true;
+}
 
 /* A backend telling its freed events from a thread of its own (sqlite's
  * writer, right after the commit that freed them): that thread runs the
@@ -741,17 +749,6 @@ uint64_t wait_yield_mask(struct wait *w, const struct reserve_request *request, 
     uint64_t mask = wait_yield_locked(w, request, priority, NULL);
     pthread_mutex_unlock(&w->mutex);
     return mask;
-}
-
-/* A complete or release is about to free room: with someone waiting, the
- * events it tells are not signalled to the thread, as this thread runs the
- * pass right after it (pass_inline). */
-static bool freeing_begin(struct wait *w)
-{
-    if (atomic_load_explicit(&w->interest, memory_order_relaxed) == 0)
-        return false;
-    inline_freeing = w;
-    return true;
 }
 
 void wait_complete(struct wait *w, const struct complete_request *requests,
