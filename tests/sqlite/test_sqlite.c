@@ -771,6 +771,15 @@ static void a_release_and_its_hand_over_share_one_fsync(void)
         CHECK(complete_one(&db, holder, NULL, 0).status == RESULT_OK);
         while (!__atomic_load_n(&h.done, __ATOMIC_SEQ_CST))
             usleep(100);
+        /* The syncer counts its fsync after handing the answers over, then
+         * waits for the next hand: the round starts once it has counted and
+         * had a moment to get back to waiting (an idle syncer, as the
+         * deferral is about; one still busy takes the complete alone). */
+        for (int spins = 0; sq_backend_fsyncs(db.backend) - before < (uint64_t)round &&
+                            spins < 100000;
+             spins++)
+            usleep(100);
+        usleep(1000);
         admitted += h.result.allowed;
         snprintf(holder, sizeof holder, "%s", h.next_lease);
     }
@@ -778,14 +787,13 @@ static void a_release_and_its_hand_over_share_one_fsync(void)
     CHECK_EQ_U64(admitted, ROUNDS); /* each hand-over found the freed slot */
     CHECK(!h.told_elsewhere);
     /* One per round: the idle syncer is woken only once the hand-over has
-     * committed too (a spurious wake-up may split a round). Handed over as
-     * soon as committed, the syncer's wake-up races the writer's next batch
-     * and a round often costs two (40 rounds took 48 fsyncs). */
+     * committed too. Handed over as soon as committed, the syncer's wake-up
+     * races the writer's next batch and a round often costs two (40 rounds
+     * took 48 fsyncs). The slack is for a syncer descheduled for over a
+     * millisecond before it got back to waiting, on a busy machine. */
     fprintf(stderr, "  %u rounds, %llu fsyncs\n", ROUNDS, (unsigned long long)fsyncs);
-    /* The syncer counts an fsync after handing its answers over: the last
-     * one may not be counted yet. */
-    CHECK(fsyncs >= ROUNDS - 1);
-    CHECK(fsyncs <= ROUNDS + 3);
+    CHECK(fsyncs >= ROUNDS);
+    CHECK(fsyncs <= ROUNDS + ROUNDS / 8);
     db.backend->ops->watch(db.backend, &(struct backend_watch){0});
     db_destroy(&db);
 }
