@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wait_settle.h"
 
@@ -339,16 +340,18 @@ static void *thread_main(void *arg)
             continue;
         }
         w->passing = true; /* until it sleeps: no inline pass meanwhile */
+        w->thread_passing = true;
         struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
+        usleep(3000); int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
         w->idle = idle && w->event_count == 0 && !w->kicked;
         pthread_cond_broadcast(&w->idle_cond);
         w->passing = false;
+        w->thread_passing = false;
         if (w->kicked || w->event_count > 0 || w->events_lost || w->stopping)
             continue;
         int64_t now_ms = clock_now_ms(w->clock);
@@ -560,15 +563,25 @@ void wait_close(struct wait *w)
     wait_free(w);
 }
 
+/* Both return once a whole pass of the thread started after the call, and
+ * with the thread out of any pass of its own: a test may then look at what
+ * the pass did without racing one more. The thread is kicked only while it
+ * is out of a pass, so that no kick makes it run one past the target. */
+static void thread_kick_locked(struct wait *w)
+{
+    if (!w->kicked && !w->thread_passing) {
+        w->kicked = true;
+        pthread_cond_signal(&w->events_cond);
+    }
+}
+
 void wait_pass(struct wait *w)
 {
     pthread_mutex_lock(&w->events_mutex);
     uint64_t target = w->passes + 2; /* a whole pass after this call */
-    while (w->passes < target) {
-        if (!w->kicked) {
-            w->kicked = true;
-            pthread_cond_signal(&w->events_cond);
-        }
+    while (w->passes < target || w->thread_passing) {
+        if (w->passes < target)
+            thread_kick_locked(w);
         pthread_cond_wait(&w->idle_cond, &w->events_mutex);
     }
     pthread_mutex_unlock(&w->events_mutex);
@@ -578,11 +591,9 @@ void wait_quiesce(struct wait *w)
 {
     pthread_mutex_lock(&w->events_mutex);
     uint64_t target = w->passes + 2; /* a whole pass after this call */
-    while (w->passes < target || !w->idle) {
-        if (!w->kicked) {
-            w->kicked = true;
-            pthread_cond_signal(&w->events_cond);
-        }
+    while (w->passes < target || !w->idle || w->thread_passing) {
+        if (w->passes < target || !w->idle)
+            thread_kick_locked(w);
         pthread_cond_wait(&w->idle_cond, &w->events_mutex);
     }
     pthread_mutex_unlock(&w->events_mutex);

@@ -127,6 +127,7 @@ struct wait {
      * (wait_complete, wait_release). */
     bool passing;
     bool thread_blocked;    /* the thread waits for an inline pass to end */
+    bool thread_passing;    /* the thread runs a pass of its own */
     int64_t sleep_until_ms; /* when the sleeping thread wakes; INT64_MIN while awake */
     pthread_t thread;
 };
