@@ -6,18 +6,21 @@ completing at once when admitted, in three modes (bench_wait_http --mode):
   loop   denied: again at once, with a new lease id (the busy loop)
   retry  denied: sleep retry_after_ms (x 0.8..1.2), then a new lease id (today's client)
 
-Each mode runs against a fresh llmlimitd; the backends alternate run by run
-(memory, sqlite, sqlite, memory, ...) so that a change in the machine's load
-falls on both. Prints each run's figures and the median (and range) of each.
+Each mode runs against a fresh llmlimitd; the backend "floor" runs
+bench/wait_http/floor_wait.c instead (the HTTP exchanges and one limit's
+bookkeeping, nothing else: what any server would reach here). The backends
+alternate run by run (memory, sqlite, sqlite, memory, ...) so that a change
+in the machine's load falls on both. Prints each run's figures and the median (and range) of each.
 Asserts nothing.
 
-Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite]
+Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite,floor]
            [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
            [--warmup 2] [--duration 10] [--max-load 1.5] [--json FILE]"""
 
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -57,7 +60,41 @@ def wait_for_quiet(max_load, give_up_s=600):
         time.sleep(5)
 
 
+class Floor:
+    """bench/wait_http/floor_wait.c on a free port: the HTTP exchanges and one
+    concurrency limit's bookkeeping, nothing else (the "floor" backend)."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def __enter__(self):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        threads = self.args.threads or os.cpu_count()
+        self.process = subprocess.Popen(
+            [os.path.join(self.args.build, "floor_wait"), "--port", str(port),
+             "--threads", str(threads), "--capacity", str(self.args.capacity)],
+            stdout=subprocess.DEVNULL)
+        self.url = "http://127.0.0.1:%d" % port
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.01)
+        self.process.kill()
+        raise RuntimeError("floor_wait did not listen on %d" % port)
+
+    def __exit__(self, *_):
+        self.process.kill()
+        self.process.wait()
+
+
 def one_mode(args, backend, mode):
+    if backend == "floor":
+        with Floor(args) as server:
+            return run_client(args, backend, mode, server)
     server_args = ["--log-level", "warn", "--max-connections", str(args.callers + 100)]
     if args.threads:
         server_args += ["--threads", str(args.threads)]
@@ -67,12 +104,16 @@ def one_mode(args, backend, mode):
                                             "capacity": args.capacity,
                                             "timeout_seconds": 60})
         assert status == 200, body
-        done = subprocess.run(
-            [os.path.join(args.build, "bench_wait_http"), "--url", server.url, "--mode", mode,
-             "--key", KEY, "--callers", str(args.callers), "--warmup", str(args.warmup),
-             "--duration", str(args.duration), "--server-pid", str(server.process.pid),
-             "--call-ms", str(args.call_ms), "--think-ms", str(args.think_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        return run_client(args, backend, mode, server)
+
+
+def run_client(args, backend, mode, server):
+    done = subprocess.run(
+        [os.path.join(args.build, "bench_wait_http"), "--url", server.url, "--mode", mode,
+         "--key", KEY, "--callers", str(args.callers), "--warmup", str(args.warmup),
+         "--duration", str(args.duration), "--server-pid", str(server.process.pid),
+         "--call-ms", str(args.call_ms), "--think-ms", str(args.think_ms)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError("bench_wait_http %s on %s: %s" % (mode, backend, done.stderr))
     figures = json.loads(done.stdout)
