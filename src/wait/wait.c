@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "wait_settle.h"
 
@@ -344,7 +343,7 @@ static void *thread_main(void *arg)
         struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        usleep(3000); int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
