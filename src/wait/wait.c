@@ -558,6 +558,7 @@ void wait_close(struct wait *w)
     wait_queue_check(w);
     assert(w->key_count == 0);
     assert(w->heap_count == 0);
+    assert(w->run_head == NULL && w->run_tail == NULL);
     pthread_mutex_unlock(&w->mutex);
     wait_free(w);
 }

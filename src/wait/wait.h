@@ -48,7 +48,7 @@ struct wait_ticket {
     int64_t started_ms; /* the wait layer's clock */
     int64_t deadline_ms;
     int64_t wake_at_ms;      /* when to ask again by itself (fits_at, backoff) */
-    int64_t timer_at_ms;     /* its place in the timer heap */
+    int64_t timer_at_ms;     /* when its timer is due (INT64_MAX: none) */
     int64_t remote_retry_ms; /* the backoff on a backend that sees only its own releases */
     int64_t last_retry_after_ms;
     uint64_t arrival;   /* order among waiters of one priority */
@@ -62,7 +62,9 @@ struct wait_ticket {
                                         * until its attempt or release is done */
     struct wait_ticket *work_next;     /* the thread's work list, or an answer list */
     struct wait_node *nodes;           /* its places in the limits' queues */
-    uint32_t timer_index;              /* in the heap, or UINT32_MAX */
+    struct wait_ticket *timer_prev;    /* in the timers' ordered run */
+    struct wait_ticket *timer_next;
+    uint32_t timer_index;              /* in the heap, WAIT_TIMER_RUN, or UINT32_MAX */
     uint8_t priority;
     uint8_t state;
     uint8_t work; /* what the thread is to do for it */

@@ -1,7 +1,10 @@
-/* The wait layer's indexes of tickets: a binary min-heap of their timers
- * (a deadline, or when to ask the backend again) and a hash table of the
- * waiting leases by id, so that a retried lease id joins its wait. Both are
- * sized for max_waiters at open: nothing is allocated per waiter. Under
+/* The wait layer's indexes of tickets: their timers (a deadline, or when to
+ * ask the backend again) and a hash table of the waiting leases by id, so
+ * that a retried lease id joins its wait. A timer due no sooner than the
+ * last one of the ordered run is appended to it, in O(1) both ways; the
+ * others go to a binary min-heap. Waiters that share a wait_ms arrive in
+ * deadline order, so their timers never touch the heap. Both are sized for
+ * max_waiters at open: nothing is allocated per waiter. Under
  * wait->mutex. */
 #include <assert.h>
 #include <stdlib.h>
@@ -81,32 +84,94 @@ static void heap_remove(struct wait *w, uint32_t i)
     heap_up(w, moved->timer_index);
 }
 
+static void run_remove(struct wait *w, struct wait_ticket *t)
+{
+    if (t->timer_prev != NULL)
+        t->timer_prev->timer_next = t->timer_next;
+    else
+        w->run_head = t->timer_next;
+    if (t->timer_next != NULL)
+        t->timer_next->timer_prev = t->timer_prev;
+    else
+        w->run_tail = t->timer_prev;
+    t->timer_prev = t->timer_next = NULL;
+    t->timer_index = UINT32_MAX;
+}
+
+static void timer_remove(struct wait *w, struct wait_ticket *t)
+{
+    if (t->timer_index == WAIT_TIMER_RUN)
+        run_remove(w, t);
+    else if (t->timer_index != UINT32_MAX)
+        heap_remove(w, t->timer_index);
+}
+
 void wait_timer_set(struct wait *w, struct wait_ticket *t, int64_t at_ms)
 {
-    if (t->timer_index != UINT32_MAX)
-        heap_remove(w, t->timer_index);
+    timer_remove(w, t);
     t->timer_at_ms = at_ms;
     if (at_ms == INT64_MAX)
         return;
+    if (w->run_tail == NULL || w->run_tail->timer_at_ms <= at_ms) {
+        t->timer_prev = w->run_tail;
+        t->timer_next = NULL;
+        if (w->run_tail != NULL)
+            w->run_tail->timer_next = t;
+        else
+            w->run_head = t;
+        w->run_tail = t;
+        t->timer_index = WAIT_TIMER_RUN;
+        return;
+    }
     /* Every ticket in the heap counts in waiting, which is <= max_waiters. */
     assert(w->heap_count < w->options.max_waiters);
     heap_place(w, w->heap_count++, t);
     heap_up(w, t->timer_index);
 }
 
+/* The ticket whose timer is due first: the run's head or the heap's top. */
+static struct wait_ticket *timer_first(const struct wait *w)
+{
+    struct wait_ticket *run = w->run_head;
+    struct wait_ticket *top = w->heap_count > 0 ? w->heap[0] : NULL;
+    if (run == NULL)
+        return top;
+    if (top == NULL || run->timer_at_ms <= top->timer_at_ms)
+        return run;
+    return top;
+}
+
 struct wait_ticket *wait_timer_pop_due(struct wait *w, int64_t now_ms)
 {
-    if (w->heap_count == 0 || w->heap[0]->timer_at_ms > now_ms)
+    struct wait_ticket *t = timer_first(w);
+    if (t == NULL || t->timer_at_ms > now_ms)
         return NULL;
-    struct wait_ticket *t = w->heap[0];
-    heap_remove(w, 0);
+    timer_remove(w, t);
     t->timer_at_ms = INT64_MAX;
     return t;
 }
 
 int64_t wait_timer_next(const struct wait *w)
 {
-    return w->heap_count == 0 ? INT64_MAX : w->heap[0]->timer_at_ms;
+    const struct wait_ticket *t = timer_first(w);
+    return t == NULL ? INT64_MAX : t->timer_at_ms;
+}
+
+void wait_timer_check(const struct wait *w)
+{
+    const struct wait_ticket *before = NULL;
+    for (const struct wait_ticket *t = w->run_head; t != NULL; t = t->timer_next) {
+        assert(t->timer_index == WAIT_TIMER_RUN);
+        assert(t->timer_prev == before);
+        assert(t->timer_at_ms != INT64_MAX);
+        assert(before == NULL || before->timer_at_ms <= t->timer_at_ms);
+        before = t;
+    }
+    assert(w->run_tail == before);
+    for (uint32_t i = 0; i < w->heap_count; i++) {
+        assert(w->heap[i]->timer_index == i);
+        assert(i == 0 || w->heap[(i - 1) / 2]->timer_at_ms <= w->heap[i]->timer_at_ms);
+    }
 }
 
 /* ---- leases -------------------------------------------------------------- */

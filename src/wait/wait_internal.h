@@ -1,5 +1,5 @@
 /* Internal types of the wait layer, shared by the wait*.c files only: the
- * per-limit queues and their places (wait_queue.c), the timer heap and the
+ * per-limit queues and their places (wait_queue.c), the timers and the
  * lease index (wait_index.c), the backend's freed events (wait.c). Unless a
  * field says otherwise, everything here is under wait->mutex.
  *
@@ -65,6 +65,7 @@ struct wait_key {
 #define WAIT_FREED_SLOTS 4096    /* freed events remembered by key hash (a power of two) */
 #define WAIT_WAKE_WALK_MAX 256   /* places one freed event looks at */
 #define WAIT_SLEEP_MS_MAX 1000   /* the thread looks at the clock at least this often */
+#define WAIT_TIMER_RUN (UINT32_MAX - 1) /* a ticket's timer_index: in the ordered run */
 
 /* A limit's capacity may have come back: what the backend told. */
 struct wait_event {
@@ -94,7 +95,11 @@ struct wait {
     uint32_t node_chunk_capacity;
 
     /* tickets */
-    struct wait_ticket **heap; /* timers, by timer_at_ms; max_waiters entries */
+    /* Timers: an ordered run (appended to while they come in order, as
+     * deadlines do when waiters share a wait_ms), the rest in a heap. */
+    struct wait_ticket *run_head;
+    struct wait_ticket *run_tail;
+    struct wait_ticket **heap; /* by timer_at_ms; max_waiters entries */
     uint32_t heap_count;
     struct wait_ticket **leases; /* primaries by lease id */
     uint32_t lease_mask;
@@ -183,10 +188,12 @@ int wait_index_init(struct wait *w);
 void wait_index_free(struct wait *w);
 /* Sets (or moves) the ticket's timer; INT64_MAX takes it out. */
 void wait_timer_set(struct wait *w, struct wait_ticket *t, int64_t at_ms);
-/* The ticket whose timer is due at now_ms, taken out of the heap, or NULL. */
+/* The ticket whose timer is due at now_ms, taken out of the timers, or NULL. */
 struct wait_ticket *wait_timer_pop_due(struct wait *w, int64_t now_ms);
 /* The earliest timer, INT64_MAX when none. */
 int64_t wait_timer_next(const struct wait *w);
+/* Asserts the timers' order (tests and close: O(waiters)). */
+void wait_timer_check(const struct wait *w);
 void wait_lease_insert(struct wait *w, struct wait_ticket *t);
 void wait_lease_remove(struct wait *w, struct wait_ticket *t);
 /* The primary waiting with this lease id, or NULL. */

@@ -308,4 +308,5 @@ void wait_queue_check(const struct wait *w)
         }
     }
     assert(keys == w->key_count);
+    wait_timer_check(w);
 }

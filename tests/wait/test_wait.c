@@ -657,6 +657,47 @@ static void the_deadline_makes_one_plain_reserve(void)
     env_close(&e);
 }
 
+/* Deadlines out of arrival order (two in the timers' ordered run, two in
+ * the heap): each waiter is answered at its own, none sooner. */
+static void deadlines_in_any_order_are_each_kept(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    static const int64_t wait_ms[] = {3000, 1000, 2000, 3000};
+    static const char *leases[] = {"a", "b", "c", "d"};
+    struct waiter *x[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        x[i] = start(&e, i, leases[i], 1, wait_ms[i], 5);
+        answer_denied(&e.fake, T0 + 600000);
+        wait_pass(e.wait);
+    }
+    wait_quiesce(e.wait); /* asserts the timers' order */
+    static const uint32_t due_at[] = {1000, 2000, 3000};
+    static const uint32_t done_by[][4] = {{0, 1, 0, 0}, {0, 1, 1, 0}, {1, 1, 1, 1}};
+    int64_t now = 0;
+    for (uint32_t step = 0; step < 3; step++) {
+        clock_manual_advance(&e.clock, due_at[step] - 1 - now);
+        wait_kick(e.wait);
+        wait_pass(e.wait);
+        CHECK_EQ_U64(in_flight(&e.fake), 0); /* a millisecond early: nothing */
+        clock_manual_advance(&e.clock, 1);
+        now = due_at[step];
+        wait_kick(e.wait);
+        wait_pass(e.wait);
+        while (in_flight(&e.fake) > 0) {
+            answer_denied(&e.fake, T0 + 600000);
+            wait_pass(e.wait);
+        }
+        for (uint32_t i = 0; i < 4; i++) {
+            CHECK_EQ_I64(done_count(x[i]), done_by[step][i]);
+            if (done_by[step][i])
+                CHECK_EQ_I64(x[i]->result.wait_outcome, RESERVE_WAIT_DEADLINE);
+        }
+        wait_quiesce(e.wait);
+    }
+    env_close(&e);
+}
+
 static void a_plain_reserve_yields_to_waiters_ahead(void)
 {
     struct env e;
@@ -746,6 +787,8 @@ int main(void)
         "a retry that joined a wait is answered at its own deadline, the wait goes on");
     RUN(the_deadline_makes_one_plain_reserve,
         "at the deadline one plain (recorded) reserve answers the waiter");
+    RUN(deadlines_in_any_order_are_each_kept,
+        "deadlines out of arrival order (timers in the ordered run and in the heap) are each kept");
     RUN(a_plain_reserve_yields_to_waiters_ahead,
         "a plain reserve yields on limits where waiters of its priority or better wait");
     RUN(past_max_waiters_a_plain_reserve_says_full,
