@@ -117,6 +117,7 @@ struct http_stats {
     uint64_t bad_requests; /* heads or bodies refused by the transport */
     uint64_t closed_idle;  /* closed for the idle or request deadline */
     uint64_t closed_stalled;
+    uint64_t wakes_taken_over; /* exchanges of a sleeping worker answered by another's thread */
 };
 void http_stats(const struct http_server *server, struct http_stats *out);
 

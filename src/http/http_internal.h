@@ -104,7 +104,14 @@ struct http_worker {
     pthread_mutex_t mutex; /* the wake queue */
     struct http_exchange *wake_head;
     struct http_exchange *wake_tail;
-    /* This thread's only. */
+    /* Held by the worker's thread while it runs, released only while it
+     * sleeps in epoll_wait: another worker's thread that has woken one of
+     * this one's exchanges takes it (trylock, never waits) and answers the
+     * exchange itself instead of waking this thread (http_worker_pay). */
+    pthread_mutex_t run_lock;
+    /* Under run_lock. */
+    int64_t sleep_until_ms; /* when epoll_wait returns by itself */
+    bool loop_done;         /* the loop has ended: nobody takes its wakes */
     struct http_list reading;
     struct http_list activity;
     struct http_list stalled;
@@ -156,6 +163,7 @@ struct http_server {
     uint64_t stats_bad_requests;
     uint64_t stats_closed_idle;
     uint64_t stats_closed_stalled;
+    uint64_t stats_wakes_taken_over;
     uint32_t next_worker; /* atomic */
     uint32_t worker_count;
     struct http_worker workers[];
@@ -183,6 +191,12 @@ void http_conn_send(struct http_conn *conn, const struct iovec *parts, int count
 void http_worker_ready(struct http_worker *worker, struct http_conn *conn);
 /* Marks this thread as the loop of w (its own wakes skip the eventfd). */
 void http_worker_enter(struct http_worker *worker);
+/* http_wake.c: the worker whose state this thread runs now (its own, or
+ * one it took over for a moment), and the workers to which this worker's
+ * thread owes a wake (a bit per index), taken. */
+void http_worker_become(struct http_worker *worker);
+uint64_t http_wakes_owed_take(void);
+void http_worker_signal(struct http_worker *worker);
 int64_t http_now_ms(void);
 
 /* http_status.c: the reason phrase of a status ("Unknown" for a stranger),

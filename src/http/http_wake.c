@@ -1,8 +1,9 @@
 /* What other parts of the server hand a worker: exchanges woken from any
  * thread (the wake queue, under the worker's mutex, with one eventfd write
- * for all queued while it was busy) and connections whose turn ended with
- * work left (the ready list, the worker's thread only). The worker's loop
- * (http_worker.c) takes both. */
+ * for all queued while it was busy; from another worker's thread, that
+ * thread answers them itself when this worker sleeps) and connections
+ * whose turn ended with work left (the ready list, the worker's thread
+ * only). The worker's loop (http_worker.c) takes both. */
 #include "http_internal.h"
 
 #include <assert.h>
@@ -19,12 +20,35 @@ void http_worker_ready(struct http_worker *w, struct http_conn *conn)
     FIFO_PUSH(w->ready_head, w->ready_tail, conn, ready_next);
 }
 
-/* The worker whose loop this thread runs, if any. */
+/* The worker whose state this thread runs now (its own loop's, or one it
+ * took over while that one slept), if any; the worker whose loop it runs;
+ * and the workers it owes a wake, one bit per index. */
 static _Thread_local struct http_worker *this_worker;
+static _Thread_local struct http_worker *home_worker;
+static _Thread_local uint64_t owed;
 
 void http_worker_enter(struct http_worker *w)
 {
+    this_worker = home_worker = w;
+}
+
+void http_worker_become(struct http_worker *w)
+{
     this_worker = w;
+}
+
+uint64_t http_wakes_owed_take(void)
+{
+    uint64_t taken = owed;
+    owed = 0;
+    return taken;
+}
+
+void http_worker_signal(struct http_worker *w)
+{
+    uint64_t one = 1;
+    while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
 }
 
 void http_wake(struct http_exchange *ex)
@@ -47,11 +71,16 @@ void http_wake(struct http_exchange *ex)
         w->wakes_local = true;
         return;
     }
-    if (signal) {
-        uint64_t one = 1;
-        while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
-            ;
+    if (signal && home_worker != NULL) {
+        /* Woken by another worker's thread (a complete there handed the
+         * slot to a waiter here): that thread's loop pays the wake at its
+         * next step, answering the exchange itself if this worker sleeps
+         * (http_worker_pay). */
+        owed |= UINT64_C(1) << (w - w->server->workers);
+        return;
     }
+    if (signal)
+        http_worker_signal(w);
 }
 
 /* Frees an exchange now, or once it leaves the wake queue. */

@@ -122,6 +122,49 @@ static void run_wakes(struct http_worker *w)
     take_wakes(w);
 }
 
+_Static_assert(HTTP_WORKERS_MAX <= 64, "a wake owed is a bit of a uint64_t");
+
+/* Pays the wakes this worker's thread owes other workers (http_wake): a
+ * worker asleep in epoll_wait has its woken exchanges answered here, on
+ * this thread, under its run_lock, as its own loop would (no eventfd
+ * write, no thread woken, the answer out sooner); it is woken only if what
+ * was done leaves it work or a timer sooner than it sleeps. A worker that
+ * is running gets the eventfd write. Wakes owed meanwhile (answering
+ * one exchange may wake others) are paid in the same call. */
+static void pay_wakes(struct http_worker *home)
+{
+    uint64_t owed;
+    while ((owed = http_wakes_owed_take()) != 0) {
+        for (; owed != 0; owed &= owed - 1) {
+            struct http_worker *w = &home->server->workers[__builtin_ctzll(owed)];
+            if (w == home) {
+                home->wakes_local = true; /* the loop takes them before it sleeps */
+                continue;
+            }
+            if (pthread_mutex_trylock(&w->run_lock) != 0) {
+                http_worker_signal(w); /* it runs: it reads the eventfd next */
+                continue;
+            }
+            bool signal = w->loop_done;
+            if (!signal) {
+                http_worker_become(w);
+                take_wakes(w);
+                while (w->wakes_local) {
+                    w->wakes_local = false;
+                    take_wakes(w);
+                }
+                http_worker_become(home);
+                int64_t now = http_now_ms();
+                signal = now + sleep_ms(w, now) < w->sleep_until_ms;
+                __atomic_add_fetch(&home->server->stats_wakes_taken_over, 1, __ATOMIC_RELAXED);
+            }
+            pthread_mutex_unlock(&w->run_lock);
+            if (signal)
+                http_worker_signal(w);
+        }
+    }
+}
+
 /* ---- the loop */
 
 static void bury_round(struct http_worker *w)
@@ -152,28 +195,42 @@ static void *worker_main(void *argument)
     struct http_worker *w = argument;
     struct epoll_event events[WORKER_EVENTS];
     http_worker_enter(w);
+    pthread_mutex_lock(&w->run_lock);
     while (!__atomic_load_n(&w->server->stopping, __ATOMIC_ACQUIRE)) {
-        int n = epoll_wait(w->epoll_fd, events, WORKER_EVENTS, sleep_ms(w, http_now_ms()));
+        int64_t now = http_now_ms();
+        int timeout_ms = sleep_ms(w, now);
+        w->sleep_until_ms = now + timeout_ms;
+        pthread_mutex_unlock(&w->run_lock); /* others may answer its wakes meanwhile */
+        int n = epoll_wait(w->epoll_fd, events, WORKER_EVENTS, timeout_ms);
+        pthread_mutex_lock(&w->run_lock);
         for (int i = 0; i < n; i++) {
             if (events[i].data.ptr == NULL)
                 run_wakes(w);
             else
                 http_conn_event(events[i].data.ptr, events[i].events);
+            pay_wakes(w);
         }
-        if (w->ready_head != NULL)
+        if (w->ready_head != NULL) {
             run_ready(w);
+            pay_wakes(w);
+        }
         while (w->wakes_local) { /* queued by this thread, with no eventfd write to read */
             w->wakes_local = false;
             take_wakes(w);
             if (w->ready_head != NULL)
                 run_ready(w);
+            pay_wakes(w);
         }
         if (!w->quiesced && __atomic_load_n(&w->server->quiescing, __ATOMIC_ACQUIRE))
             quiesce_round(w);
         sweep(w, http_now_ms());
+        pay_wakes(w);
         bury_round(w);
     }
+    w->loop_done = true;
+    pthread_mutex_unlock(&w->run_lock);
     run_wakes(w);
+    pay_wakes(w);
     bury_round(w);
     return NULL;
 }
@@ -207,6 +264,7 @@ static void worker_free(struct http_worker *w)
     if (w->wake_fd >= 0)
         close(w->wake_fd);
     pthread_mutex_destroy(&w->mutex);
+    pthread_mutex_destroy(&w->run_lock);
 }
 
 static int workers_start(struct http_server *server)
@@ -215,6 +273,7 @@ static int workers_start(struct http_server *server)
         struct http_worker *w = &server->workers[i];
         w->server = server;
         pthread_mutex_init(&w->mutex, NULL);
+        pthread_mutex_init(&w->run_lock, NULL);
         w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     }
@@ -306,6 +365,7 @@ void http_stats(const struct http_server *server, struct http_stats *out)
     out->bad_requests = __atomic_load_n(&server->stats_bad_requests, __ATOMIC_RELAXED);
     out->closed_idle = __atomic_load_n(&server->stats_closed_idle, __ATOMIC_RELAXED);
     out->closed_stalled = __atomic_load_n(&server->stats_closed_stalled, __ATOMIC_RELAXED);
+    out->wakes_taken_over = __atomic_load_n(&server->stats_wakes_taken_over, __ATOMIC_RELAXED);
 }
 
 /* Closes what a stopped worker still holds. Every exchange has finished its

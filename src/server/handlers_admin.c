@@ -425,6 +425,9 @@ static int metrics_reply(struct exchange *ex)
          "Connections closed for the idle or request deadline.", http.closed_idle},
         {"llmlimit_http_closed_stalled_total", "counter",
          "Connections closed because the client did not take its answer.", http.closed_stalled},
+        {"llmlimit_http_wakes_taken_over_total", "counter",
+         "Turns in which a worker thread answered the woken exchanges of a sleeping one.",
+         http.wakes_taken_over},
     };
     metrics_render_rows(&b, rows, sizeof rows / sizeof rows[0]);
     if (server->gateway != NULL)

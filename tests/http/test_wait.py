@@ -327,6 +327,101 @@ class Waiting(unittest.TestCase):
         self.assertEqual(waiter.answer[2]["error"], "exceeds_capacity:" + key)
 
 
+class KeepAlive:
+    """One keep-alive connection of our own: requests written, answers read whole."""
+
+    def __init__(self, server):
+        self.sock = socket.create_connection((server.host, server.port), timeout=30)
+        self.data = b""
+
+    def send(self, path, body):
+        data = json.dumps(body).encode()
+        self.sock.sendall(b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % (path.encode(), len(data)) + data)
+
+    def answer(self):
+        while b"\r\n\r\n" not in self.data:
+            piece = self.sock.recv(65536)
+            assert piece, "connection closed"
+            self.data += piece
+        head, _, rest = self.data.partition(b"\r\n\r\n")
+        length = int([line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")][0])
+        while len(rest) < length:
+            piece = self.sock.recv(65536)
+            assert piece, "connection closed"
+            rest += piece
+        self.data = rest[length:]
+        return int(head.split(b" ")[1]), json.loads(rest[:length])
+
+    def close(self):
+        self.sock.close()
+
+
+def metric(server, name):
+    status, _, text = server.request("GET", "/metrics")
+    assert status == 200
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(name + " missing")
+
+
+class TwoThreads(unittest.TestCase):
+    """--threads 2: connections alternate between the two HTTP threads, so a slot
+    freed on one is handed to a waiter on the other (docs/architecture.md "HTTP":
+    the freeing thread answers it itself while the other sleeps)."""
+
+    ROUNDS = 20
+
+    def test_a_release_on_one_thread_admits_a_waiter_on_the_other(self):
+        server, cluster = start_server(["--threads", "2"])
+        holder = waiter = None
+        try:
+            key = "wait:threads"
+            self.assertEqual(server.put_limit({"key": key, "kind": "concurrency", "capacity": 1,
+                                               "timeout_seconds": 300})[0], 200)
+            taken_before = metric(server, "llmlimit_http_wakes_taken_over_total")
+            # Accepted one after the other, with nothing between: one on each thread.
+            holder = KeepAlive(server)
+            waiter = KeepAlive(server)
+            for round_ in range(self.ROUNDS):
+                held = lease()
+                holder.send("/v1/reserve", reserve_body(held, key))
+                status, body = holder.answer()
+                self.assertEqual((status, body["allowed"]), (200, True), body)
+                waited = lease()
+                waiter.send("/v1/reserve", reserve_body(waited, key, wait_ms=30000))
+                self.assertTrue(wait_until(lambda: waiting(server) == 1, timeout_s=30))
+                holder.send("/v1/complete", {"lease_id": held})
+                status, body = holder.answer()
+                self.assertEqual(status, 200, body)
+                status, body = waiter.answer()
+                self.assertEqual((status, body["allowed"]), (200, True), (round_, body))
+                self.assertEqual(server.usage(key)[2]["reserved"], 1)
+                waiter.send("/v1/complete", {"lease_id": waited})
+                status, body = waiter.answer()
+                self.assertEqual(status, 200, body)
+            self.assertEqual(server.usage(key)[2]["reserved"], 0)
+            taken = metric(server, "llmlimit_http_wakes_taken_over_total") - taken_before
+            self.assertLessEqual(taken, self.ROUNDS)
+            if BACKEND == "memory":
+                # The complete hands the slot over on the holder's thread; the
+                # waiter's had nothing else to do: asleep at each hand-over but
+                # for its once-a-second look at its timers. (sqlite and
+                # tigerbeetle hand over on a thread of their own, which wakes
+                # the waiter's thread instead.)
+                self.assertGreater(taken, 0)
+        finally:
+            for conn in (holder, waiter):
+                if conn is not None:
+                    conn.close()
+            server.stop()
+            server.cleanup()
+            if cluster is not None:
+                cluster.stop()
+
+
 class Shutdown(unittest.TestCase):
     WAITERS = 5000
 
