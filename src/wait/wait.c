@@ -381,15 +381,20 @@ static bool work_waiting(struct wait *w)
  * release (events_mutex held on entry and on return): the freed events it
  * told are handled here, the next waiter's reserve made and answered, with
  * no wake-up of the thread between the release and that answer. It runs
- * only when no other pass runs; what it leaves (more events, a timer
- * earlier than the thread's wake-up) goes to the thread. */
+ * only when no other pass runs: the one running (another freeing thread's,
+ * or the thread's) takes these events too, as it looks at the buffer again
+ * under events_mutex before it ends, so nobody is woken for them. What it
+ * leaves (more events, a timer earlier than the thread's wake-up) goes to
+ * the thread. */
 static bool pass_inline_locked(struct wait *w)
 {
     bool called = false;
     bool more = w->event_count > 0 || w->events_lost;
     for (uint32_t round = 0; more && round < WAIT_INLINE_PASSES_MAX; round++) {
-        if (w->passing || w->stopping)
+        if (w->stopping)
             break;
+        if (w->passing) /* the pass running looks at the events again before it ends */
+            return called;
         w->passing = true;
         struct pass_events taken = events_take(w);
         pthread_mutex_unlock(&w->events_mutex);
