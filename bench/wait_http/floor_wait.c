@@ -198,9 +198,8 @@ static void *worker(void *arg)
     int listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     int one = 1;
     setsockopt(listen_fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons(port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in address = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(listen_fd, (struct sockaddr *)&address, sizeof address) != 0 ||
         listen(listen_fd, 4096) != 0)
         die("floor_wait: listen");

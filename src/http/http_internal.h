@@ -107,7 +107,7 @@ struct http_worker {
     /* Held by the worker's thread while it runs, released only while it
      * sleeps in epoll_wait: another worker's thread that has woken one of
      * this one's exchanges takes it (trylock, never waits) and answers the
-     * exchange itself instead of waking this thread (http_worker_pay). */
+     * exchange itself instead of waking this thread (pay_wakes, http_worker.c). */
     pthread_mutex_t run_lock;
     /* Under run_lock. */
     int64_t sleep_until_ms; /* when epoll_wait returns by itself */

@@ -75,7 +75,7 @@ void http_wake(struct http_exchange *ex)
         /* Woken by another worker's thread (a complete there handed the
          * slot to a waiter here): that thread's loop pays the wake at its
          * next step, answering the exchange itself if this worker sleeps
-         * (http_worker_pay). */
+         * (pay_wakes, http_worker.c). */
         owed |= UINT64_C(1) << (w - w->server->workers);
         return;
     }
