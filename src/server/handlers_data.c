@@ -126,19 +126,17 @@ static int reserve_reply(struct exchange *ex)
 
 int handle_reserve(struct exchange *ex)
 {
-    ex->op.reserve.wait_ms = 0;
-    ex->op.reserve.priority = WAIT_PRIORITY_DEFAULT;
-    if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
-                         ex->op.reserve.requirements) == 0)
-        return exchange_call_backend(ex, reserve_call, reserve_reply);
-    const struct jdoc_value *body = exchange_parse_body(ex);
-    if (body == NULL)
-        return 0;
-    char error[DECODE_ERROR_SIZE];
     struct reserve_wait wait;
-    if (decode_reserve_wait(body, "", &ex->op.reserve.request, ex->op.reserve.requirements, &wait,
-                            error, sizeof error) != 0)
-        return exchange_error(ex, 400, error);
+    if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
+                         ex->op.reserve.requirements, &wait) != 0) {
+        const struct jdoc_value *body = exchange_parse_body(ex);
+        if (body == NULL)
+            return 0;
+        char error[DECODE_ERROR_SIZE];
+        if (decode_reserve_wait(body, "", &ex->op.reserve.request, ex->op.reserve.requirements,
+                                &wait, error, sizeof error) != 0)
+            return exchange_error(ex, 400, error);
+    }
     ex->op.reserve.wait_ms = wait.wait_ms;
     ex->op.reserve.priority = wait.priority;
     return exchange_call_backend(ex, reserve_call, reserve_reply);

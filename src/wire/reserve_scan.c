@@ -102,6 +102,8 @@ enum member {
     MEMBER_REQUIREMENTS,
     MEMBER_CALLER,
     MEMBER_REQUESTS,
+    MEMBER_WAIT_MS,
+    MEMBER_PRIORITY,
 };
 
 /* `"name":` for a name of ours, compared in place with its closing quote
@@ -133,6 +135,12 @@ static enum member scan_member(struct scan *s)
         break;
     case 'c':
         NAME("caller", MEMBER_CALLER);
+        break;
+    case 'w':
+        NAME("wait_ms", MEMBER_WAIT_MS);
+        break;
+    case 'p':
+        NAME("priority", MEMBER_PRIORITY);
         break;
     default:
         break;
@@ -219,13 +227,39 @@ static bool scan_caller(struct scan *s, struct reserve_request *request)
            request->caller_length <= CALLER_LENGTH_MAX;
 }
 
+/* An integer 0..max written plainly (no sign, no leading zero, no fraction
+ * or exponent: those stop the caller at the next token). */
+static bool scan_small(struct scan *s, int64_t max, int64_t *out)
+{
+    skip_space(s);
+    const char *p = s->p;
+    if (p == s->end || *p < '0' || *p > '9')
+        return false;
+    int64_t value = *p++ - '0';
+    if (value != 0) {
+        while (p < s->end && *p >= '0' && *p <= '9') {
+            value = value * 10 + (*p++ - '0');
+            if (value > max)
+                return false;
+        }
+    }
+    if (value > max || (p < s->end && *p >= '0' && *p <= '9'))
+        return false;
+    *out = value;
+    s->p = p;
+    return true;
+}
+
+/* One reserve; `wait` NULL for a batch item (whose wait_ms or priority the
+ * general path refuses). */
 static bool scan_reserve(struct scan *s, struct reserve_request *request,
-                         struct requirement *requirements, uint32_t room)
+                         struct requirement *requirements, uint32_t room, struct reserve_wait *wait)
 {
     memset(request, 0, sizeof *request);
     if (!take(s, '{'))
         return false;
-    bool lease = false, list = false, caller = false, more = true;
+    bool lease = false, list = false, caller = false, wait_ms = false, priority = false;
+    bool more = true;
     while (more) {
         enum member m = scan_member(s);
         unsigned classes;
@@ -243,6 +277,16 @@ static bool scan_reserve(struct scan *s, struct reserve_request *request,
             if (!scan_caller(s, request))
                 return false;
             caller = true;
+        } else if (m == MEMBER_WAIT_MS && wait != NULL && !wait_ms) {
+            if (!scan_small(s, WAIT_MS_MAX, &wait->wait_ms))
+                return false;
+            wait_ms = true;
+        } else if (m == MEMBER_PRIORITY && wait != NULL && !priority) {
+            int64_t rank;
+            if (!scan_small(s, WAIT_PRIORITIES - 1, &rank))
+                return false;
+            wait->priority = (uint8_t)rank;
+            priority = true;
         } else {
             return false;
         }
@@ -277,10 +321,12 @@ static void terminate(char *text, const struct reserve_request *request)
 }
 
 int reserve_scan_one(char *text, size_t length, struct reserve_request *request,
-                     struct requirement *requirements)
+                     struct requirement *requirements, struct reserve_wait *wait)
 {
     struct scan s = {text, text + length};
-    if (!scan_reserve(&s, request, requirements, REQUIREMENTS_PER_RESERVE_MAX) || !at_end(&s))
+    wait->wait_ms = 0;
+    wait->priority = WAIT_PRIORITY_DEFAULT;
+    if (!scan_reserve(&s, request, requirements, REQUIREMENTS_PER_RESERVE_MAX, wait) || !at_end(&s))
         return -1;
     terminate(text, request);
     return 0;
@@ -309,7 +355,7 @@ int reserve_scan_batch(char *text, size_t length, struct arena *arena,
         if (n == request_room)
             return -1;
         if (!scan_reserve(&s, &requests[n], requirements + used,
-                          (uint32_t)(requirement_room - used)))
+                          (uint32_t)(requirement_room - used), NULL))
             return -1;
         used += requests[n].requirement_count;
         n++;

@@ -13,15 +13,19 @@
 
 #include "util/arena.h"
 #include "backend/backend.h"
+#include "wire/decode.h"
 
-/* {"lease_id":...,"requirements":[...],"caller":...} in text[0..length).
- * Returns 0 with *request filled (its requirements in `requirements`, room
- * for REQUIREMENTS_PER_RESERVE_MAX) and its strings NUL-terminated in place,
- * as the general parser leaves them; -1 with text unchanged otherwise. */
+/* {"lease_id":...,"requirements":[...],"caller":...,"wait_ms":...,
+ * "priority":...} in text[0..length). Returns 0 with *request filled (its
+ * requirements in `requirements`, room for REQUIREMENTS_PER_RESERVE_MAX),
+ * its strings NUL-terminated in place, as the general parser leaves them,
+ * and *wait as decode_reserve_wait gives it; -1 with text unchanged
+ * otherwise. */
 int reserve_scan_one(char *text, size_t length, struct reserve_request *request,
-                     struct requirement *requirements);
+                     struct requirement *requirements, struct reserve_wait *wait);
 
-/* {"requests":[<reserve>,...]}: every item must scan. Returns 0 with
+/* {"requests":[<reserve>,...]}: every item must scan (an item with wait_ms
+ * or priority does not: the general path refuses it). Returns 0 with
  * *requests (count of them) and their requirements in arrays from arena;
  * -1 with text unchanged otherwise (also when out of memory). */
 int reserve_scan_batch(char *text, size_t length, struct arena *arena,

@@ -1,9 +1,10 @@
 /* libFuzzer harness: the reserve fast scanner (src/wire/reserve_scan.c)
- * held to the general path it stands in for (decode_parse + decode_reserve,
- * and decode_batch for a batch), as src/server/handlers_data.c uses them:
- * whatever the scanner accepts, the general path accepts with the same
- * request (lease id, caller, requirements in order, NUL-terminated in
- * place); whatever the general path refuses, the scanner refuses; and a
+ * held to the general path it stands in for (decode_parse +
+ * decode_reserve_wait for one reserve, decode_batch + decode_reserve for a
+ * batch), as src/server/handlers_data.c uses them: whatever the scanner
+ * accepts, the general path accepts with the same request (lease id,
+ * caller, requirements in order, NUL-terminated in place; wait_ms and
+ * priority); whatever the general path refuses, the scanner refuses; and a
  * body the scanner refuses is left untouched for the general path. Every
  * input is tried both as one reserve and as a batch. */
 #include <assert.h>
@@ -68,7 +69,8 @@ static void fuzz_one(const uint8_t *data, size_t size)
     text[size] = '\0';
     struct reserve_request scanned;
     struct requirement scanned_requirements[REQUIREMENTS_PER_RESERVE_MAX];
-    int scan = reserve_scan_one(text, size, &scanned, scanned_requirements);
+    struct reserve_wait scanned_wait;
+    int scan = reserve_scan_one(text, size, &scanned, scanned_requirements, &scanned_wait);
     assert(scan == 0 || scan == -1);
     if (scan != 0)
         assert(memcmp(text, data, size) == 0); /* untouched for the general path */
@@ -80,15 +82,19 @@ static void fuzz_one(const uint8_t *data, size_t size)
     struct reserve_request decoded;
     struct requirement decoded_requirements[REQUIREMENTS_PER_RESERVE_MAX];
     char error[DECODE_ERROR_SIZE];
-    int general =
-        general_parse(data, size, &body, &arena, &root) == 0 &&
-                decode_reserve(root, "", &decoded, decoded_requirements, error, sizeof error) == 0
-            ? 0
-            : -1;
+    struct reserve_wait decoded_wait;
+    int general = general_parse(data, size, &body, &arena, &root) == 0 &&
+                          decode_reserve_wait(root, "", &decoded, decoded_requirements,
+                                              &decoded_wait, error, sizeof error) == 0
+                      ? 0
+                      : -1;
     if (general != 0)
         assert(scan != 0); /* what the decoder refuses, the scanner refuses */
-    if (scan == 0)
+    if (scan == 0) {
         check_same_request(&scanned, &decoded);
+        assert(scanned_wait.wait_ms == decoded_wait.wait_ms);
+        assert(scanned_wait.priority == decoded_wait.priority);
+    }
     arena_free(&arena);
     free(body);
     free(text);

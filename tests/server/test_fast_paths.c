@@ -35,13 +35,14 @@ static _Alignas(16) char arena_storage[1 << 16];
 
 /* The general path's verdict on a single reserve body (parsed in place). */
 static int general_one(char *text, size_t length, struct arena *arena,
-                       struct reserve_request *request, struct requirement *requirements)
+                       struct reserve_request *request, struct requirement *requirements,
+                       struct reserve_wait *wait)
 {
     const struct jdoc_value *root;
     char error[DECODE_ERROR_SIZE];
     if (decode_parse(text, length, arena, &root, error, sizeof error) != 0)
         return -1;
-    return decode_reserve(root, "", request, requirements, error, sizeof error);
+    return decode_reserve_wait(root, "", request, requirements, wait, error, sizeof error);
 }
 
 static bool same_request(const struct reserve_request *a, const struct reserve_request *b)
@@ -75,13 +76,17 @@ static int compare_one(const char *body, size_t length)
     struct requirement ra[REQUIREMENTS_PER_RESERVE_MAX], rb[REQUIREMENTS_PER_RESERVE_MAX];
     struct arena arena;
     arena_init(&arena, arena_storage, sizeof arena_storage);
-    int scan = reserve_scan_one(scanned, length, &a, ra);
+    struct reserve_wait wa, wb;
+    int scan = reserve_scan_one(scanned, length, &a, ra, &wa);
     int verdict;
     if (scan != 0) {
         verdict = memcmp(scanned, body, length) == 0 ? 0 : -1;
     } else {
-        verdict =
-            general_one(general, length, &arena, &b, rb) == 0 && same_request(&a, &b) ? 1 : -1;
+        verdict = general_one(general, length, &arena, &b, rb, &wb) == 0 &&
+                          same_request(&a, &b) && wa.wait_ms == wb.wait_ms &&
+                          wa.priority == wb.priority
+                      ? 1
+                      : -1;
     }
     arena_free(&arena);
     if (verdict < 0)
@@ -175,6 +180,26 @@ static const char *const single_bodies[] = {
     "{\"lease_id\":\"a\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"caller\":7}",
     "{\"lease_id\":\"a\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"caller\":\"\"}",
     "{\"lease_id\":\"\xc3\xa9\",\"requirements\":[{\"key\":\"k\",\"amount\":1}]}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":250}",
+    "{\"wait_ms\" : 60000 , \"priority\" : 0 ,\"lease_id\":\"w\",\"requirements\":[{\"key\":"
+    "\"k\",\"amount\":1}]}",
+    "{\"lease_id\":\"w\",\"priority\":9,\"wait_ms\":0,\"requirements\":[{\"key\":\"k\","
+    "\"amount\":1}]}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":60001}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":"
+    "999999999999999999999}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":01}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":1.0}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":5e1}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":-1}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":\"5\"}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":null}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait_ms\":5,"
+    "\"wait_ms\":6}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"priority\":10}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"priority\":7,"
+    "\"priority\":7}",
+    "{\"lease_id\":\"w\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],\"wait\":5}",
 };
 
 static void scan_agrees_with_general_path_on_hand_made_bodies(void)
@@ -185,8 +210,13 @@ static void scan_agrees_with_general_path_on_hand_made_bodies(void)
         CHECK(verdict >= 0);
         accepted += verdict > 0;
     }
-    /* The plain ones are taken by the scan (it is a fast path, not a no-op). */
-    CHECK(accepted >= 4);
+    /* The plain ones are taken by the scan (it is a fast path, not a no-op),
+     * those that wait too. */
+    CHECK(accepted >= 7);
+    for (size_t i = 0; i < sizeof single_bodies / sizeof single_bodies[0]; i++) {
+        if (strstr(single_bodies[i], "60000") != NULL)
+            CHECK_EQ_I64(compare_one(single_bodies[i], strlen(single_bodies[i])), 1);
+    }
     const char *first = single_bodies[0];
     CHECK_EQ_I64(compare_one(first, strlen(first)), 1);
 }
@@ -244,6 +274,10 @@ static const char *const batch_bodies[] = {
     "\"caller\":\"me\"} ] } ",
     "{\"requests\":[{\"lease_id\":\"a\",\"requirements\":[{\"key\":\"k\",\"amount\":1}]},7]}",
     "{\"requests\":[]}",
+    "{\"requests\":[{\"lease_id\":\"a\",\"requirements\":[{\"key\":\"k\",\"amount\":1}],"
+    "\"wait_ms\":5}]}",
+    "{\"requests\":[{\"lease_id\":\"a\",\"priority\":1,\"requirements\":[{\"key\":\"k\","
+    "\"amount\":1}]}]}",
     "{\"requests\":[{\"lease_id\":\"a\",\"requirements\":[{\"key\":\"k\",\"amount\":1}]}],\"x\":1}",
 };
 
