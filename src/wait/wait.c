@@ -41,6 +41,11 @@ static void answers_run(struct wait_list *answers)
 static _Thread_local struct wait *inline_pass;
 static _Thread_local bool inline_kicked;
 static _Thread_local struct wait *inline_freeing;
+/* The calls of an inline pass's work that returned on this thread before
+ * the pass's work_run did: their end is counted by pass_run, under the
+ * mutex it takes next anyway (call_done). */
+static _Thread_local struct wait *inline_calling;
+static _Thread_local uint32_t inline_returned;
 
 void wait_kick(struct wait *w)
 {
@@ -161,6 +166,10 @@ static void call_kick(struct wait *w)
 static void call_done(struct wait *w, struct wait_list *answers)
 {
     answers_run(answers);
+    if (inline_calling == w) { /* pass_run counts it, kicked, right after */
+        inline_returned++;
+        return;
+    }
     pthread_mutex_lock(&w->mutex);
     assert(w->in_flight > 0);
     w->in_flight--;
@@ -280,9 +289,10 @@ static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answ
 }
 
 /* One pass: events, timers, then the backend calls they made. Returns the
- * next timer; *called (unless NULL) says whether it made any call. */
+ * next timer; *called (unless NULL) says whether it made any call, and
+ * *work_left (unless NULL) whether work is scheduled now. */
 static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_t count, bool lost,
-                        bool *called)
+                        bool *called, bool *work_left)
 {
     struct wait_list answers = {0};
     pthread_mutex_lock(&w->mutex);
@@ -294,9 +304,19 @@ static int64_t pass_run(struct wait *w, const struct wait_event *events, uint32_
     answers_run(&answers);
     if (called != NULL)
         *called = work != NULL;
+    inline_calling = inline_pass == w ? w : NULL;
     work_run(w, work);
+    inline_calling = NULL;
     pthread_mutex_lock(&w->mutex);
+    if (inline_returned > 0) { /* call_done's end of each, as it would have made it */
+        assert(w->in_flight >= inline_returned);
+        w->in_flight -= inline_returned;
+        inline_returned = 0;
+        inline_kicked = true;
+    }
     int64_t next_ms = wait_timer_next(w);
+    if (work_left != NULL)
+        *work_left = w->work_head != NULL;
     pthread_mutex_unlock(&w->mutex);
     return next_ms;
 }
@@ -343,7 +363,7 @@ static void *thread_main(void *arg)
         struct pass_events taken = events_take(w);
         w->kicked = false;
         pthread_mutex_unlock(&w->events_mutex);
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL);
+        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, NULL, NULL);
         bool idle = idle_now(w);
         pthread_mutex_lock(&w->events_mutex);
         w->passes++;
@@ -366,15 +386,6 @@ static void *thread_main(void *arg)
     }
     pthread_mutex_unlock(&w->events_mutex);
     return NULL;
-}
-
-/* Whether work was scheduled by the pass just run (no lock held). */
-static bool work_waiting(struct wait *w)
-{
-    pthread_mutex_lock(&w->mutex);
-    bool any = w->work_head != NULL;
-    pthread_mutex_unlock(&w->mutex);
-    return any;
 }
 
 /* The pass a freeing thread runs itself, right after its complete or
@@ -400,11 +411,12 @@ static bool pass_inline_locked(struct wait *w)
         pthread_mutex_unlock(&w->events_mutex);
         inline_pass = w;
         inline_kicked = false;
-        bool round_called;
-        int64_t next_ms = pass_run(w, taken.events, taken.count, taken.lost, &round_called);
+        bool round_called, work_left;
+        int64_t next_ms =
+            pass_run(w, taken.events, taken.count, taken.lost, &round_called, &work_left);
         called |= round_called;
         inline_pass = NULL;
-        bool work = inline_kicked && work_waiting(w);
+        bool work = inline_kicked && work_left;
         pthread_mutex_lock(&w->events_mutex);
         w->passing = false;
         if (next_ms < w->sleep_until_ms && w->sleep_until_ms != INT64_MIN)
@@ -806,8 +818,7 @@ static void limit_answer(struct wait *w, struct wait_key *k, bool gone, uint64_t
     }
     for (struct wait_node *n = wait_queue_first(k); n != NULL; n = wait_queue_after(k, n)) {
         struct wait_ticket *t = n->ticket;
-        if (t->state == WAIT_QUEUED &&
-            (gone || t->request->requirements[n->requirement].amount > capacity)) {
+        if (t->state == WAIT_QUEUED && (gone || n->amount > capacity)) {
             which[count] = n->requirement;
             doomed[count++] = t;
         }

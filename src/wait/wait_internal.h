@@ -43,7 +43,11 @@ struct wait_node {
     struct wait_node *previous; /* in the key's list of the ticket's priority */
     struct wait_node *next;
     struct wait_node *ticket_next; /* the ticket's other places */
-    uint8_t requirement;           /* its index in the ticket's request */
+    /* Copies of the ticket's, so that a walk of the queue reads the node
+     * alone until it finds a waiter to wake. */
+    uint64_t amount;     /* what the requirement asks of this limit */
+    uint8_t priority;    /* the ticket's */
+    uint8_t requirement; /* its index in the ticket's request */
 };
 
 /* The queue of one limit: a list per priority, each in arrival order. */

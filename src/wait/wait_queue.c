@@ -186,7 +186,11 @@ int wait_queue_add(struct wait *w, struct wait_ticket *t, uint32_t requirement)
             key_drop(w, k);
         return -1;
     }
-    *node = (struct wait_node){.ticket = t, .key = k, .requirement = (uint8_t)requirement};
+    *node = (struct wait_node){.ticket = t,
+                               .key = k,
+                               .amount = r->amount,
+                               .priority = t->priority,
+                               .requirement = (uint8_t)requirement};
     /* Usually the latest arrival: from the tail back to its place. */
     uint32_t p = t->priority;
     struct wait_node *after = k->tail[p];
@@ -215,7 +219,7 @@ void wait_queue_remove(struct wait *w, struct wait_node *node)
 {
     struct wait_ticket *t = node->ticket;
     struct wait_key *k = node->key;
-    uint32_t p = t->priority;
+    uint32_t p = node->priority;
     if (node->previous != NULL)
         node->previous->next = node->next;
     else
@@ -254,7 +258,7 @@ struct wait_node *wait_queue_after(const struct wait_key *key, const struct wait
 {
     if (node->next != NULL)
         return node->next;
-    uint32_t p = node->ticket->priority + 1;
+    uint32_t p = node->priority + 1u;
     uint32_t rest = p >= WAIT_PRIORITIES ? 0 : (uint32_t)key->nonempty >> p;
     return rest == 0 ? NULL : key->head[p + (uint32_t)__builtin_ctz(rest)];
 }
@@ -286,6 +290,8 @@ static void key_check(const struct wait_key *k)
             assert(n->key == k);
             assert(n->previous == previous);
             assert(n->ticket->priority == p);
+            assert(n->priority == p);
+            assert(n->amount == n->ticket->request->requirements[n->requirement].amount);
             assert(previous == NULL || wait_before(previous->ticket, n->ticket));
             assert(wait_queue_place(n->ticket, n->requirement) == n);
             previous = n;

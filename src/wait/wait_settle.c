@@ -355,7 +355,7 @@ void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t avail
     for (uint32_t seen = 0; n != NULL && seen < WAIT_WAKE_WALK_MAX; seen++) {
         struct wait_ticket *t = n->ticket;
         struct wait_node *next = wait_queue_after(k, n);
-        int64_t amount = (int64_t)t->request->requirements[n->requirement].amount;
+        int64_t amount = (int64_t)n->amount;
         if (t->state == WAIT_ASKING) {
             /* Already asking: what it may take is not left for the next. */
             if (!known)
