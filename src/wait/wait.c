@@ -161,6 +161,17 @@ static void call_kick(struct wait *w)
     pthread_mutex_unlock(&w->events_mutex);
 }
 
+/* The end of a call made for a ticket (mutex held). Kicked (a timer, work,
+ * or nothing left in flight) before the mutex is let go: once it is,
+ * wait_close may see nothing in flight and free the wait layer. Lock
+ * order: mutex, then events_mutex. */
+static void call_end_locked(struct wait *w)
+{
+    assert(w->in_flight > 0);
+    w->in_flight--;
+    call_kick(w);
+}
+
 /* A call made for a ticket is done once its answers ran: only then may
  * wait_quiesce and wait_close see nothing in flight. */
 static void call_done(struct wait *w, struct wait_list *answers)
@@ -171,12 +182,7 @@ static void call_done(struct wait *w, struct wait_list *answers)
         return;
     }
     pthread_mutex_lock(&w->mutex);
-    assert(w->in_flight > 0);
-    w->in_flight--;
-    /* Kicked (a timer, work, or nothing left in flight) before the mutex
-     * is let go: once it is, wait_close may see nothing in flight and free
-     * the wait layer. Lock order: mutex, then events_mutex. */
-    call_kick(w);
+    call_end_locked(w);
     pthread_mutex_unlock(&w->mutex);
 }
 
@@ -189,6 +195,11 @@ static void attempt_done(void *context)
     t->work = WAIT_WORK_NONE;
     w->stats.attempts++;
     wait_settle(w, t, &answers);
+    if (answers.head == NULL && inline_calling != w) {
+        call_end_locked(w); /* queued, nobody to answer: the call ends here */
+        pthread_mutex_unlock(&w->mutex);
+        return;
+    }
     pthread_mutex_unlock(&w->mutex);
     call_done(w, &answers);
 }
