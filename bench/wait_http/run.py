@@ -10,8 +10,8 @@ Each mode runs against a fresh llmlimitd; the backend "floor" runs
 bench/wait_http/floor_wait.c instead (the HTTP exchanges and one limit's
 bookkeeping, nothing else: what any server would reach here). The backends
 alternate run by run (memory, sqlite, sqlite, memory, ...) so that a change
-in the machine's load falls on both. Prints each run's figures and the median (and range) of each.
-Asserts nothing.
+in the machine's load falls on both. Prints each run's figures, the median (and range) of
+each, and waiting's admissions over retrying's within each pair. Asserts nothing.
 
 Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite,floor]
            [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
@@ -144,6 +144,23 @@ def show(results, args):
                 cells.append((fmt + " (" + fmt + ".." + fmt + ")") % (
                     statistics.median(seen), min(seen), max(seen)))
             print("  %-24s" % label + "".join("%-26s" % cell for cell in cells))
+        ratios = pair_ratios(results, backend)
+        if ratios:
+            print("  %-24s" % "wait/retry, each pair" + " ".join("%.2f" % r for r in ratios) +
+                  "  (median %.2f)" % statistics.median(ratios))
+
+
+def pair_ratios(results, backend):
+    """Admitted/s waiting over retrying within each pair: the two runs of a
+    pair are minutes apart at most, so the machine's load, which moves the
+    figures of different pairs far more, moves both alike."""
+    ratios = []
+    for pair in sorted({r["pair"] for r in results}):
+        runs = {r["mode"]: r["admitted_per_s"] for r in results
+                if r["backend"] == backend and r["pair"] == pair}
+        if runs.get("wait") and runs.get("retry"):
+            ratios.append(runs["wait"] / runs["retry"])
+    return ratios
 
 
 def parse_args(argv):
