@@ -344,11 +344,8 @@ void http_quiesce(struct http_server *server)
     __atomic_store_n(&server->quiescing, 1, __ATOMIC_RELEASE);
     http_listener_close(&server->listener);
     for (uint32_t i = 0; i < server->worker_count; i++) {
-        uint64_t one = 1;
-        if (server->workers[i].started) {
-            while (write(server->workers[i].wake_fd, &one, sizeof one) < 0 && errno == EINTR)
-                ;
-        }
+        if (server->workers[i].started)
+            http_worker_signal(&server->workers[i]);
     }
 }
 
@@ -403,9 +400,7 @@ void http_stop(struct http_server *server)
         struct http_worker *w = &server->workers[i];
         if (!w->started)
             continue;
-        uint64_t one = 1;
-        while (write(w->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
-            ;
+        http_worker_signal(w);
         pthread_join(w->thread, NULL);
     }
     for (uint32_t i = 0; i < server->worker_count; i++) {
