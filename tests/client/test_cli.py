@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import harness  # noqa: E402
@@ -170,14 +171,28 @@ def test_reserve_complete_release(server):
 
 @test("reserve --wait waits like acquire and reports the last denial at the deadline")
 def test_reserve_wait(server):
+    # A window that frees in a minute: the server's retry_after_ms says the
+    # next try would come after the deadline, so the denial is the answer
+    # (however slowly this machine answers, within the 20 s).
+    server.put_limit({"key": "cli:minute", "kind": "rolling", "capacity": 1,
+                      "window_seconds": 60})
+    check(run(server, "reserve", "cli:minute=1")[0] == 0, "first in the window")
+    code, out, err = run(server, "reserve", "--wait", "--timeout-ms", "20000", "cli:minute=1")
+    check(code == 1 and out["allowed"] is False and out["retry_after_ms"] > 20000,
+          ("window", code, out, err))
+    # A slot released while the command waits: it gets the slot.
     server.put_limit({"key": "cli:gpu", "kind": "concurrency", "capacity": 1,
                       "timeout_seconds": 30})
     check(run(server, "reserve", "--lease-id", "gpu-1", "cli:gpu=1")[0] == 0, "first")
-    code, out, _ = run(server, "reserve", "--wait", "--timeout-ms", "600", "cli:gpu=1")
-    check(code == 1 and out["allowed"] is False, (code, out))
-    run(server, "release", "gpu-1")
-    code, out, _ = run(server, "reserve", "--wait", "--timeout-ms", "30000", "cli:gpu=1")
-    check(code == 0 and out["allowed"] is True, (code, out))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LLMLIMIT_")}
+    waiting = subprocess.Popen([CLI, "--url", server.url, "reserve", "--wait", "--timeout-ms",
+                                "30000", "cli:gpu=1"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment)
+    time.sleep(0.3)
+    check(run(server, "release", "gpu-1")[0] == 0, "release")
+    out, err = waiting.communicate(timeout=60)
+    check(waiting.returncode == 0 and json.loads(out)["allowed"] is True,
+          ("released", waiting.returncode, out, err))
 
 
 @test("usage prints every field; --at-unix-ms picks a budget period")
