@@ -727,16 +727,17 @@ void wait_reserve(struct wait *w, struct wait_ticket *t, const struct reserve_re
         pthread_mutex_unlock(&w->mutex);
         return;
     }
-    uint64_t yield = wait_yield_locked(w, request, priority, NULL);
     bool full = w->waiting >= w->options.max_waiters;
-    if (full && wait_ms > 0 && p != NULL && !w->closing) {
-        /* A retry of a waiting lease, with no room to join its wait: told
-         * the queue is full, never with a denial recorded against the
-         * lease, which would end the wait it asks to join. */
-        yield = request->requirement_count >= 64 ? UINT64_MAX
-                                                 : (UINT64_C(1) << request->requirement_count) - 1;
-    }
     if (wait_ms == 0 || w->closing || full) {
+        uint64_t yield = wait_yield_locked(w, request, priority, NULL);
+        if (full && wait_ms > 0 && p != NULL && !w->closing) {
+            /* A retry of a waiting lease, with no room to join its wait:
+             * told the queue is full, never with a denial recorded against
+             * the lease, which would end the wait it asks to join. */
+            yield = request->requirement_count >= 64
+                        ? UINT64_MAX
+                        : (UINT64_C(1) << request->requirement_count) - 1;
+        }
         bool pass = wait_ms > 0 && full && !w->closing;
         if (pass)
             w->in_flight++; /* answered through pass_done: wait_close waits for it */

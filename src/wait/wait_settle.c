@@ -330,7 +330,10 @@ bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *
         return false;
     bool blocked = false;
     for (uint32_t i = 0; i < t->request->requirement_count; i++) {
-        const struct wait_key *k = key_of(w, &t->request->requirements[i]);
+        /* Where it has a place, the place knows its queue: no lookup. */
+        const struct wait_node *place = wait_queue_place(t, i);
+        const struct wait_key *k =
+            place != NULL ? place->key : key_of(w, &t->request->requirements[i]);
         if (k == NULL || !wait_queue_ahead(k, t, k == counted))
             continue;
         /* Someone is ahead on that limit: wait there too, behind them
