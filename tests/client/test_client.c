@@ -208,7 +208,10 @@ static void test_acquire_gives_up_at_the_deadline(void)
     int64_t elapsed = now_ms() - started;
     CHECK_EQ_I64(rc, LLMLIMIT_ERR_DEADLINE);
     CHECK(!result.allowed);
-    CHECK_EQ_I64(result.http_status, 200); /* the last answer was a denial */
+    /* The last answer was a denial; or, the two documented outcomes, the
+     * last attempt started with little time left and the deadline came
+     * first (a loaded machine): no answer, never an allowance. */
+    CHECK(result.http_status == 200 || result.http_status == 0);
     /* at the deadline: it gives up when its next wait (the server's 250 ms poll
      * cap, +-20%) would pass it, and never waits long after it */
     CHECK(elapsed >= 3000 - 300 && elapsed < 15000);
