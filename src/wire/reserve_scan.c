@@ -70,29 +70,30 @@ static bool scan_string(struct scan *s, const char **out, uint32_t *length, unsi
     return true;
 }
 
-/* An amount: 1 to 18 digits without a leading zero (so 1..AMOUNT_MAX). A
- * fraction or exponent stops the caller at the next token. */
-static bool scan_amount(struct scan *s, uint64_t *out)
+/* An integer min..max written plainly: digits, no sign, no leading zero
+ * (a lone 0 aside); a fraction or exponent stops the caller at the next
+ * token. max is under 10^18, so the arithmetic cannot overflow. */
+static bool scan_integer(struct scan *s, uint64_t min, uint64_t max, uint64_t *out)
 {
+    assert(max < UINT64_C(1000000000000000000));
     skip_space(s);
     const char *p = s->p;
-    if (p == s->end || *p < '1' || *p > '9')
+    if (p == s->end || *p < '0' || *p > '9')
         return false;
-    const char *start = p;
-    uint64_t value = 0;
-    while (p < s->end && *p >= '0' && *p <= '9') {
-        if (p - start == 18)
-            return false;
-        value = value * 10 + (uint64_t)(*p - '0');
-        p++;
-    }
-    /* 1..18 digits, no leading zero: always 1..AMOUNT_MAX. */
-    assert(value >= 1);
-    assert(value <= AMOUNT_MAX);
+    uint64_t value = (uint64_t)(*p++ - '0');
+    while (value != 0 && value <= max && p < s->end && *p >= '0' && *p <= '9')
+        value = value * 10 + (uint64_t)(*p++ - '0');
+    if (value < min || value > max || (p < s->end && *p >= '0' && *p <= '9'))
+        return false;
     *out = value;
     s->p = p;
     return true;
 }
+
+/* An amount of 1 to 18 digits (so 1..AMOUNT_MAX; a longer one goes to the
+ * general path). */
+#define SCAN_AMOUNT_MAX UINT64_C(999999999999999999)
+_Static_assert(SCAN_AMOUNT_MAX <= AMOUNT_MAX, "a scanned amount is an amount");
 
 enum member {
     MEMBER_OTHER,
@@ -172,7 +173,7 @@ static bool scan_requirement(struct scan *s, struct requirement *r)
                 return false;
             key = true;
         } else if (m == MEMBER_AMOUNT && !amount) {
-            if (!scan_amount(s, &r->amount))
+            if (!scan_integer(s, 1, SCAN_AMOUNT_MAX, &r->amount))
                 return false;
             amount = true;
         } else {
@@ -227,29 +228,6 @@ static bool scan_caller(struct scan *s, struct reserve_request *request)
            request->caller_length <= CALLER_LENGTH_MAX;
 }
 
-/* An integer 0..max written plainly (no sign, no leading zero, no fraction
- * or exponent: those stop the caller at the next token). */
-static bool scan_small(struct scan *s, int64_t max, int64_t *out)
-{
-    skip_space(s);
-    const char *p = s->p;
-    if (p == s->end || *p < '0' || *p > '9')
-        return false;
-    int64_t value = *p++ - '0';
-    if (value != 0) {
-        while (p < s->end && *p >= '0' && *p <= '9') {
-            value = value * 10 + (*p++ - '0');
-            if (value > max)
-                return false;
-        }
-    }
-    if (value > max || (p < s->end && *p >= '0' && *p <= '9'))
-        return false;
-    *out = value;
-    s->p = p;
-    return true;
-}
-
 /* One reserve; `wait` NULL for a batch item (whose wait_ms or priority the
  * general path refuses). */
 static bool scan_reserve(struct scan *s, struct reserve_request *request,
@@ -278,12 +256,14 @@ static bool scan_reserve(struct scan *s, struct reserve_request *request,
                 return false;
             caller = true;
         } else if (m == MEMBER_WAIT_MS && wait != NULL && !wait_ms) {
-            if (!scan_small(s, WAIT_MS_MAX, &wait->wait_ms))
+            uint64_t ms;
+            if (!scan_integer(s, 0, WAIT_MS_MAX, &ms))
                 return false;
+            wait->wait_ms = (int64_t)ms;
             wait_ms = true;
         } else if (m == MEMBER_PRIORITY && wait != NULL && !priority) {
-            int64_t rank;
-            if (!scan_small(s, WAIT_PRIORITIES - 1, &rank))
+            uint64_t rank;
+            if (!scan_integer(s, 0, WAIT_PRIORITIES - 1, &rank))
                 return false;
             wait->priority = (uint8_t)rank;
             priority = true;
