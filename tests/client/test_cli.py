@@ -33,10 +33,16 @@ passed = 0
 failed = 0
 
 
-def run(server, *args, env=None, stdin=None, token=None):
-    """Runs the CLI; returns (exit status, parsed stdout or text, stderr)."""
+def cli_environment(env=None):
+    """This process's environment without LLMLIMIT_* settings, plus env."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("LLMLIMIT_")}
     environment.update(env or {})
+    return environment
+
+
+def run(server, *args, env=None, stdin=None, token=None):
+    """Runs the CLI; returns (exit status, parsed stdout or text, stderr)."""
+    environment = cli_environment(env)
     command = [CLI, "--url", server.url] + list(args)
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=environment,
                           timeout=60)
@@ -184,10 +190,9 @@ def test_reserve_wait(server):
     server.put_limit({"key": "cli:gpu", "kind": "concurrency", "capacity": 1,
                       "timeout_seconds": 30})
     check(run(server, "reserve", "--lease-id", "gpu-1", "cli:gpu=1")[0] == 0, "first")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("LLMLIMIT_")}
     waiting = subprocess.Popen([CLI, "--url", server.url, "reserve", "--wait", "--timeout-ms",
                                 "30000", "cli:gpu=1"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=environment)
+                               stderr=subprocess.PIPE, text=True, env=cli_environment())
     time.sleep(0.3)
     check(run(server, "release", "gpu-1")[0] == 0, "release")
     out, err = waiting.communicate(timeout=60)
@@ -217,9 +222,8 @@ def test_usage_errors(server):
     check(run(server, "bench")[0] == 2, "bench without keys")
     code, out, _ = run(server, "reserve", "--help")
     check(code == 0 and "KEY=AMOUNT" in out, "help")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("LLMLIMIT_")}
     done = subprocess.run([CLI, "--url", "http://127.0.0.1:1", "usage", "x"],
-                          capture_output=True, text=True, env=environment, timeout=60)
+                          capture_output=True, text=True, env=cli_environment(), timeout=60)
     check(done.returncode == 3, done.returncode)
 
 
