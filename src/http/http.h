@@ -33,10 +33,9 @@ struct http_exchange;
 typedef void (*http_exchange_fn)(struct http_exchange *exchange);
 
 struct http_exchange {
-    /* The request, valid until the exchange is freed. */
-    struct http_head head; /* offsets into head_bytes */
-    char *head_bytes;      /* a NUL follows the head */
-    char *body;            /* body_length bytes, then a NUL */
+    /* The request, valid until the exchange is freed (its head: below). */
+    char *head_bytes; /* a NUL follows the head */
+    char *body;       /* body_length bytes, then a NUL */
     size_t body_length;
     /* Set by the server. */
     http_exchange_fn on_wake; /* the worker calls it after http_wake() */
@@ -56,6 +55,10 @@ struct http_exchange {
     size_t body_capacity;
     uint64_t dropped_bytes;
     struct http_exchange *wake_next;
+    /* After the fields above, so that what answering reads of the head is
+     * near them; its table of fields, filled up to field_count by the
+     * parser, is never cleared (http_exchange_init). */
+    struct http_head head; /* offsets into head_bytes */
     char head_inline[HTTP_HEAD_INLINE_BYTES];
     char body_inline[HTTP_BODY_INLINE_BYTES];
 };
