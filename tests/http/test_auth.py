@@ -169,6 +169,23 @@ class Auth(unittest.TestCase):
             for token in (CLIENT, ADMIN):
                 self.assertNotEqual(self.server.request(method, path, body, token=token)[0], 401)
 
+    def test_a_token_does_not_carry_over_to_the_next_request(self):
+        """On one keep-alive connection, a request with the admin token among many header
+        fields, then requests with fewer and no token: each of these is refused (a reused
+        request object's earlier fields are never read)."""
+        # The token last, so that its field's index and bytes lie past the
+        # shorter heads that follow.
+        padded = {"X-Pad-%02d" % i: "p" * 10 for i in range(20)}  # a head under 1 KiB
+        padded["Authorization"] = "Bearer " + ADMIN
+        for _ in range(3):
+            status, _, _ = self.server.request("GET", "/v1/admin/limits", headers=padded)
+            self.assertEqual(status, 200)
+            for headers in ({}, {"X-Pad-00": "p"}, {"Authorization": "Bearer " + CLIENT}):
+                status, reply_headers, reply = self.server.request(
+                    "GET", "/v1/admin/limits", headers=headers)
+                self.assertEqual(status, 401, (headers, reply))
+                self.assertEqual(reply_headers.get("www-authenticate"), "Bearer")
+
 
 if __name__ == "__main__":
     harness.main()
