@@ -1,5 +1,5 @@
-"""What one request costs llmlimitd, counted rather than timed (BENCHMARKS.md "What
-retrying's lead is made of"): the server runs under valgrind's cachegrind (one HTTP
+"""What one request costs llmlimitd, counted rather than timed (BENCHMARKS.md "Counting
+what a waited admission costs"): the server runs under valgrind's cachegrind (one HTTP
 thread, a simulated 512 KiB last-level cache, this machine's L2 per core) while
 bench_wait_http drives the issue-25 scenario (1,000 callers, a 10-slot concurrency
 limit, calls that complete at once). Prints the instructions and the cache misses
@@ -61,7 +61,7 @@ def requests_served(url):
 def read_counts(path):
     """The events, the program's totals and the totals by function."""
     events, totals = [], []
-    by_function = collections.defaultdict(lambda: None)
+    by_function = collections.defaultdict(lambda: [0] * len(events))
     function = None
     with open(path) as f:
         for line in f:
@@ -72,11 +72,9 @@ def read_counts(path):
             elif line.startswith("summary:"):
                 totals = [int(v) for v in line.split()[1:]]
             elif line[:1].isdigit() and function is not None:
-                values = [int(v) for v in line.split()[1:]]
-                seen = by_function[function] or [0] * len(events)
-                for i, v in enumerate(values):
-                    seen[i] += v
-                by_function[function] = seen
+                seen = by_function[function]
+                for i, v in enumerate(line.split()[1:]):
+                    seen[i] += int(v)
     return events, totals, by_function
 
 
