@@ -77,10 +77,14 @@ uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked)
     return asked < key->priority_floor ? key->priority_floor : asked;
 }
 
-uint32_t gw_key_wait_seconds(const struct gw_key *key, uint64_t asked_seconds)
+uint32_t gw_key_wait_seconds(const struct gw_key *key, int64_t asked_seconds)
 {
     assert(key->max_wait_seconds <= GW_KEY_WAIT_SECONDS_MAX);
-    return asked_seconds < key->max_wait_seconds ? (uint32_t)asked_seconds : key->max_wait_seconds;
+    assert(key->default_wait_seconds <= key->max_wait_seconds);
+    if (asked_seconds < 0)
+        return key->default_wait_seconds;
+    return (uint64_t)asked_seconds < key->max_wait_seconds ? (uint32_t)asked_seconds
+                                                           : key->max_wait_seconds;
 }
 
 /* ---- lookups ---- */

@@ -72,10 +72,12 @@ struct gw_key {
     const uint32_t *models;
     uint32_t model_count;
     /* Waiting for capacity (SPEC 15): the longest a call of this key may
-     * wait (0..GW_KEY_WAIT_SECONDS_MAX, 0: never), and the best (lowest)
-     * priority it may ask for (0..GW_PRIORITY_MAX): a better one asked is
-     * capped to this. */
+     * wait (0..GW_KEY_WAIT_SECONDS_MAX, 0: never), how long one that does
+     * not say (no Prefer: wait) waits (0..max_wait_seconds), and the best
+     * (lowest) priority it may ask for (0..GW_PRIORITY_MAX): a better one
+     * asked is capped to this. */
     uint32_t max_wait_seconds;
+    uint32_t default_wait_seconds;
     uint32_t priority_floor;
 };
 
@@ -175,7 +177,8 @@ const char *gw_api_name(enum gw_api api);
 uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked);
 
 /* The longest a call of key waits for capacity when it asks for
- * asked_seconds (Prefer: wait=N): never more than max_wait_seconds. */
-uint32_t gw_key_wait_seconds(const struct gw_key *key, uint64_t asked_seconds);
+ * asked_seconds (Prefer: wait=N): never more than max_wait_seconds; -1 (it
+ * did not ask): default_wait_seconds. */
+uint32_t gw_key_wait_seconds(const struct gw_key *key, int64_t asked_seconds);
 
 #endif

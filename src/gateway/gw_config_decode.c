@@ -910,6 +910,12 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
         key->max_wait_seconds = (uint32_t)number;
         return 0;
     }
+    if (strcmp(m->key, "default_wait_seconds") == 0) {
+        if (integer_value(l, v, path, 0, GW_KEY_WAIT_SECONDS_MAX, &number) != 0)
+            return -1;
+        key->default_wait_seconds = (uint32_t)number;
+        return 0;
+    }
     if (strcmp(m->key, "priority_floor") == 0) {
         if (integer_value(l, v, path, 0, GW_PRIORITY_MAX, &number) != 0)
             return -1;
@@ -920,7 +926,8 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
 }
 
 /* What the templates need of every key: a team when one uses {team}, a
- * caller fit for a limit key when one uses {caller}. */
+ * caller fit for a limit key when one uses {caller}; and a default wait
+ * within the key's longest. */
 static int key_check(struct loader *l, const struct jdoc_value *item, const char *entry,
                      const struct gw_key *key, bool digest_seen)
 {
@@ -933,6 +940,11 @@ static int key_check(struct loader *l, const struct jdoc_value *item, const char
         field_path(path, sizeof path, entry, "team");
         return gw_config_fail(l, item->line, path, "required: limits[%d].key uses {team}",
                               l->team_limit);
+    }
+    if (key->default_wait_seconds > key->max_wait_seconds) {
+        field_path(path, sizeof path, entry, "default_wait_seconds");
+        return gw_config_fail(l, jdoc_get(item, "default_wait_seconds")->line, path,
+                              "must be at most max_wait_seconds (%u)", key->max_wait_seconds);
     }
     if (l->caller_limit >= 0 && !key_chars(key->caller, strlen(key->caller))) {
         field_path(path, sizeof path, entry, "caller");

@@ -320,14 +320,15 @@ static int64_t preferred_wait_seconds(const char *value)
 }
 
 /* How long the call may wait for capacity and at which priority: Prefer:
- * wait=N capped by the key's max_wait_seconds, x-llmlimit-priority (0..9)
+ * wait=N capped by the key's max_wait_seconds (without one, the key's
+ * default_wait_seconds), x-llmlimit-priority (0..9)
  * capped by its priority_floor (docs/gateway.md, "Waiting for capacity").
  * 0, or -1 with the 400 given. */
 static int call_wait(struct exchange *ex, struct gateway_call *call)
 {
     const char *prefer = exchange_header(ex, "prefer");
     int64_t asked = prefer != NULL ? preferred_wait_seconds(prefer) : -1;
-    uint32_t seconds = asked > 0 ? gw_key_wait_seconds(call->key, (uint64_t)asked) : 0;
+    uint32_t seconds = gw_key_wait_seconds(call->key, asked);
     call->wait_ms = (int64_t)seconds * 1000 > WAIT_MS_MAX ? WAIT_MS_MAX : (int64_t)seconds * 1000;
     const char *priority = exchange_header(ex, "x-llmlimit-priority");
     uint32_t wanted = WAIT_PRIORITY_DEFAULT;

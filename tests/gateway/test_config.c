@@ -650,6 +650,7 @@ static void a_config_written_before_loads_the_same(void)
     CHECK_EQ_U64(m->max_output_tokens, 16384);
     CHECK_EQ_U64(m->default_max_output_tokens, 1024);
     CHECK_EQ_U64(c->keys[0].max_wait_seconds, 0);
+    CHECK_EQ_U64(c->keys[0].default_wait_seconds, 0);
     CHECK_EQ_U64(c->keys[0].priority_floor, 0);
     CHECK_EQ_U64(c->limits[1].amount, GW_AMOUNT_TOKENS);
     gw_config_release(c);
@@ -952,6 +953,26 @@ static void key_wait_and_priority_at_their_bounds_and_one_past(void)
     CHECK_EQ_U64(gw_key_priority(key, 0), 9); /* a better priority is capped */
     CHECK_EQ_U64(gw_key_wait_seconds(key, 3600), 60);
     CHECK_EQ_U64(gw_key_wait_seconds(key, 5), 5);
+    CHECK_EQ_U64(gw_key_wait_seconds(key, 0), 0);
+    CHECK_EQ_U64(gw_key_wait_seconds(key, -1), 0); /* no Prefer: wait, no default: none */
+    gw_config_release(c);
+    /* A default wait: for a call that does not say; Prefer: wait=N still
+     * wins (0 included), within the key's longest. */
+    c = parse4(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":60,"
+                 "\"default_wait_seconds\":20"));
+    REQUIRE(c != NULL);
+    CHECK_EQ_U64(c->keys[0].default_wait_seconds, 20);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], -1), 20);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], 0), 0);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], 45), 45);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], 600), 60);
+    gw_config_release(c);
+    c = parse4(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":60,"
+                 "\"default_wait_seconds\":60"));
+    REQUIRE(c != NULL);
+    CHECK_EQ_U64(gw_key_wait_seconds(&c->keys[0], -1), 60);
     gw_config_release(c);
     c = parse4(UPSTREAMS, MODELS, LIMITS,
                K("\"caller\":\"c\",\"team\":\"t\",\"priority_floor\":3"));
@@ -968,6 +989,21 @@ static void key_wait_and_priority_at_their_bounds_and_one_past(void)
     fails_with(UPSTREAMS, MODELS, LIMITS,
                K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":-1"),
                "gateway.json: line 1: keys[0].max_wait_seconds: must be an integer 0..60");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"max_wait_seconds\":30,"
+                 "\"default_wait_seconds\":31"),
+               "gateway.json: line 1: keys[0].default_wait_seconds: must be at most "
+               "max_wait_seconds (30)");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"default_wait_seconds\":5"),
+               "gateway.json: line 1: keys[0].default_wait_seconds: must be at most "
+               "max_wait_seconds (0)");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"default_wait_seconds\":61"),
+               "gateway.json: line 1: keys[0].default_wait_seconds: must be an integer 0..60");
+    fails_with(UPSTREAMS, MODELS, LIMITS,
+               K("\"caller\":\"c\",\"team\":\"t\",\"default_wait_seconds\":\"5\""),
+               "gateway.json: line 1: keys[0].default_wait_seconds: must be an integer 0..60");
     fails_with(UPSTREAMS, MODELS, LIMITS,
                K("\"caller\":\"c\",\"team\":\"t\",\"priority_floor\":10"),
                "gateway.json: line 1: keys[0].priority_floor: must be an integer 0..9");

@@ -7,11 +7,13 @@ SDKs obey x-should-retry: false; Codex with its retries bounded in
 config.toml as docs/agents.md says); killing the agent mid-stream frees its
 concurrency slot within a second and charges what was streamed; Claude
 Code's non-streamed retry of a broken stream is a second call with its own
-lease, each charged for itself.
+lease, each charged for itself; an agent whose slot is taken waits for it
+(asking with a header, or by its key's default) instead of a 429.
 
 Backend from --backend (memory, sqlite, tigerbeetle). Exits 77 (skipped)
 when node or a package (npm ci --prefix tests/gateway/node) is missing."""
 
+import concurrent.futures
 import json
 import os
 import re
@@ -253,6 +255,124 @@ class Codex(AgentsTest, unittest.TestCase):
         output = estimate_text(HALF)
         self.assertEqual(self.settled_snapshot(c), self.charges(
             c, input_tokens, output, agent_cost(uncached=input_tokens, output=output)))
+
+
+def wait_key_fields(index):
+    """Keys that may wait a minute when they ask (Prefer: wait); the odd ones also wait
+    that long when they do not (default_wait_seconds)."""
+    fields = {"max_wait_seconds": 60}
+    if index % 2 == 1:
+        fields["default_wait_seconds"] = 60
+    return fields
+
+
+def waiting(gw):
+    """llmlimit_wait_waiting: reserves waiting for capacity now."""
+    for line in gw.metrics().splitlines():
+        if line.startswith("llmlimit_wait_waiting "):
+            return int(line.split()[1])
+    raise AssertionError("llmlimit_wait_waiting missing")
+
+
+class Waiting(AgentsTest, unittest.TestCase):
+    """An agent whose concurrency slot is taken waits for it instead of being told 429
+    (docs/agents.md, "Waiting instead of a 429", whose settings it takes as written):
+    Claude Code asking with ANTHROPIC_CUSTOM_HEADERS, Codex with its provider's
+    http_headers, and Claude Code
+    asking nothing on a key with default_wait_seconds. Each call queues, is not forwarded
+    while the slot is held, goes through once it is released, with no 429 and no retry,
+    and is charged exactly."""
+
+    gateway_options = dict(AgentsTest.gateway_options, key_fields=wait_key_fields)
+
+    @staticmethod
+    def page_settings():
+        """What docs/agents.md tells each agent to send, as written there."""
+        section = docs_page().split("## 7. Waiting instead of a 429")[1].split("\n## ")[0]
+        claude = re.search(r'^export ANTHROPIC_CUSTOM_HEADERS="([^"]+)"$', section, re.M)
+        codex = re.search(r'^http_headers = \{ "([^"]+)" = "([^"]+)" \}$', section, re.M)
+        return claude.group(1), {codex.group(1): codex.group(2)}
+
+    def caller_waiting(self, by_default):
+        """A fresh key (wait_key_fields: odd index, default wait) with a 1-slot
+        concurrency limit."""
+        from gw_harness import Caller
+        for i, (secret, name, team) in enumerate(self.gw.free_keys):
+            if (int(name[1:].split("-")[0]) % 2 == 1) == by_default:
+                del self.gw.free_keys[i]
+                return Caller(self.gw, secret, name, team).define(conc=1)
+        raise AssertionError("no free key left")
+
+    def through_a_held_slot(self, c, run):
+        """Holds c's only slot, runs the agent (run) in the background until its call
+        waits, checks it was not forwarded, frees the slot; the agent's result."""
+        lease = "hold-" + c.name
+        status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
+        self.assertEqual((status, body["allowed"]), (200, True), body)
+        since = len(self.gw.upstream.requests())
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            agent = pool.submit(run)
+            try:
+                wait_until(lambda: waiting(self.gw) == 1 or agent.done(), timeout_s=120)
+                self.assertEqual(waiting(self.gw), 1, "the agent's call did not wait")
+                time.sleep(0.5)  # a call that would not wait would be answered meanwhile
+                self.assertEqual(waiting(self.gw), 1)
+                self.assertEqual(self.posts(since), [])
+            finally:
+                self.assertEqual(self.gw.server.release(lease)[0], 200)
+            result = agent.result(timeout=300)
+        self.assertEqual(self.denials(c), 0)
+        self.assertEqual(len(self.posts(since)), 1)
+        return result
+
+    def claude_charges(self, c):
+        usd = agent_cost(uncached=100, cache_read=30, write_5m=20, write_1h=10, output=4)
+        return self.charges(c, 100, 4, usd, cache_read=30, cache_write=30)
+
+    def test_claude_code_asking_to_wait_waits_for_the_slot(self):
+        c = self.caller_waiting(by_default=False)
+        result = self.through_a_held_slot(c, lambda: agents.run_claude(
+            self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
+            env={"ANTHROPIC_CUSTOM_HEADERS": self.page_settings()[0],
+                 "CLAUDE_CODE_MAX_RETRIES": "0"}))
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertEqual(result.json["result"], "alpha bravo charlie delta")
+        self.assertEqual(self.settled_snapshot(c), self.claude_charges(c))
+
+    def test_claude_code_on_a_key_that_waits_by_default(self):
+        c = self.caller_waiting(by_default=True)
+        result = self.through_a_held_slot(c, lambda: agents.run_claude(
+            self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
+            env={"CLAUDE_CODE_MAX_RETRIES": "0"}))
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertEqual(result.json["result"], "alpha bravo charlie delta")
+        self.assertEqual(self.settled_snapshot(c), self.claude_charges(c))
+
+    def test_codex_asking_to_wait_waits_for_the_slot(self):
+        c = self.caller_waiting(by_default=False)
+        result = self.through_a_held_slot(c, lambda: agents.run_codex(
+            self.gw.server.url, PROMPT, c.secret, "gpt-5.1-codex", node=NODE,
+            provider=dict(CODEX_BOUNDED, http_headers=self.page_settings()[1])))
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertEqual(agents.codex_message(result.json), "alpha bravo charlie delta")
+        usd = agent_cost(uncached=98, cache_read=2, output=7, reasoning=3)
+        self.assertEqual(self.settled_snapshot(c), self.charges(c, 98, 7, usd, cache_read=2))
+
+    def test_without_a_wait_the_held_slot_is_a_429(self):
+        """The same held slot on a key that may wait but does not by default, the agent
+        asking nothing: one 429, nothing forwarded (what the tests above avoid)."""
+        c = self.caller_waiting(by_default=False)
+        lease = "hold-" + c.name
+        status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
+        self.assertEqual((status, body["allowed"]), (200, True), body)
+        since = len(self.gw.upstream.requests())
+        result = agents.run_claude(self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
+                                   env={"CLAUDE_CODE_MAX_RETRIES": "0"})
+        self.assertEqual((result.code, result.json["api_error_status"]), (1, 429),
+                         result.stdout)
+        self.assertEqual(self.denials(c), 1)
+        self.assertEqual(self.posts(since), [])
+        self.assertEqual(self.gw.server.release(lease)[0], 200)
 
 
 def docs_page():

@@ -8,8 +8,9 @@ the key's max_wait_seconds and priority_floor.
 - on a 1-slot limit, calls queued with mixed priorities reach the upstream by
   priority, then in arrival order;
 - a key without max_wait_seconds never waits (429 at once); a key's cap shortens
-  a longer Prefer: wait; a bad x-llmlimit-priority is a 400 (the floor's cap is
-  gw_key_priority's, tested in gateway_test_config);
+  a longer Prefer: wait; a key's default_wait_seconds makes a call that sends no
+  Prefer wait, and Prefer: wait=0 opts out; a bad x-llmlimit-priority is a 400
+  (the floor's cap is gw_key_priority's, tested in gateway_test_config);
 - a client that leaves while its call waits leaves the queue: nothing is held for
   it and it is never forwarded.
 
@@ -38,6 +39,8 @@ def key_fields(index):
         return {"max_wait_seconds": 1, "priority_floor": 0}   # a short cap
     if index == WAIT_KEYS + 1:
         return {"max_wait_seconds": 60, "priority_floor": 6}  # may not ask better than 6
+    if index == WAIT_KEYS + 3:
+        return {"max_wait_seconds": 60, "default_wait_seconds": 30}  # waits unless it says
     return {}                                                  # never waits
 
 
@@ -159,6 +162,28 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         self.assertEqual(status, 429, body)
         self.assertGreaterEqual(int(headers["x-llmlimit-waited-ms"]), 1000)
         self.assertLess(int(headers["x-llmlimit-waited-ms"]), 60000)
+        holder.close()
+
+    def test_a_key_default_wait_holds_a_call_that_does_not_ask(self):
+        """default_wait_seconds 30: a call with no Prefer waits for the slot a slow call
+        holds and goes through once it is free; Prefer: wait=0 is answered 429 at once."""
+        c = self.caller_of(WAIT_KEYS + 3, conc=1)
+        holder = self.gw.raw_request(c, CHAT, chat("m-slow-plain"))  # holds the slot ~3 s
+        self.assertTrue(wait_until(lambda: c.reserved("conc") == 1, timeout_s=30))
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
+        self.assertEqual(status, 200, body)
+        self.assertGreater(int(headers["x-llmlimit-waited-ms"]), 0)
+        self.assertLess(int(headers["x-llmlimit-waited-ms"]), 30000)
+        holder.close()
+        self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=30))
+        holder = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
+        self.assertTrue(wait_until(lambda: c.reserved("conc") == 1, timeout_s=30))
+        started = time.monotonic()
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"),
+                                             headers={"Prefer": "wait=0"})
+        self.assertEqual(status, 429, body)
+        self.assertLess(time.monotonic() - started, 15)  # never the 30 s
+        self.assertNotIn("x-llmlimit-waited-ms", headers)
         holder.close()
 
     def test_a_bad_priority_is_400(self):
