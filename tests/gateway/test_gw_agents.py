@@ -51,6 +51,7 @@ AGENT_MODELS = [
                 ":reasoning_tokens=3"),
     agent_model("codex-endless", "fake",
                 "fake-stream-endless:prompt_tokens=100:chunks=6:completion_tokens=6"),
+    agent_model("claude-slow", "fake-anthropic", "fake-normal:delay_ms=150:" + CLAUDE_USAGE),
     agent_model("sdk-anthropic", "fake-anthropic",
                 "fake-normal:prompt_tokens=50:cached_tokens=5:completion_tokens=3"
                 ":message_deltas=3"),
@@ -281,7 +282,8 @@ class Waiting(AgentsTest, unittest.TestCase):
     http_headers, and Claude Code
     asking nothing on a key with default_wait_seconds. Each call queues, is not forwarded
     while the slot is held, goes through once it is released, with no 429 and no retry,
-    and is charged exactly."""
+    and is charged exactly; three Claude Codes on one slot take turns; one killed while
+    it waits leaves the queue, holding nothing."""
 
     gateway_options = dict(AgentsTest.gateway_options, key_fields=wait_key_fields)
 
@@ -357,6 +359,47 @@ class Waiting(AgentsTest, unittest.TestCase):
         self.assertEqual(agents.codex_message(result.json), "alpha bravo charlie delta")
         usd = agent_cost(uncached=98, cache_read=2, output=7, reasoning=3)
         self.assertEqual(self.settled_snapshot(c), self.charges(c, 98, 7, usd, cache_read=2))
+
+    def test_claude_codes_sharing_one_slot_take_turns(self):
+        """Three Claude Codes at once on a key with one slot that waits by default: all three
+        answer, one call upstream at a time, no 429, each charged exactly."""
+        c = self.caller_waiting(by_default=True)
+        since = len(self.gw.upstream.requests())
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            runs = [pool.submit(agents.run_claude, self.gw.server.url, PROMPT,
+                                api_key=c.secret, node=NODE, args=["--model", "claude-slow"],
+                                env={"CLAUDE_CODE_MAX_RETRIES": "0"}) for _ in range(3)]
+            results = [run.result(timeout=300) for run in runs]
+        for result in results:
+            self.assertEqual((result.code, result.json["result"]),
+                             (0, "alpha bravo charlie delta"), result.stdout + result.stderr)
+        posts = self.posts(since)
+        self.assertEqual(len(posts), 3)
+        spans = sorted((p["received_unix_ms"], p["ended_unix_ms"]) for p in posts)
+        for (_, ended), (started, _) in zip(spans, spans[1:]):
+            self.assertGreaterEqual(started, ended, spans)  # the next once the last ended
+        self.assertEqual(self.denials(c), 0)
+        usd = agent_cost(uncached=100, cache_read=30, write_5m=20, write_1h=10, output=4)
+        self.assertEqual(self.settled_snapshot(c), self.charges(
+            c, 300, 12, 3 * usd, cache_read=90, cache_write=90, requests=3))
+
+    def test_claude_code_killed_while_waiting_leaves_the_queue(self):
+        """Claude Code killed while its call waits: the call leaves the queue, is never
+        forwarded and holds nothing."""
+        c = self.caller_waiting(by_default=True)
+        lease = "hold-" + c.name
+        status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
+        self.assertEqual((status, body["allowed"]), (200, True), body)
+        since = len(self.gw.upstream.requests())
+        with agents.spawn_claude(self.gw.server.url, PROMPT, c.secret, node=NODE) as claude:
+            self.assertTrue(wait_until(lambda: waiting(self.gw) == 1, timeout_s=120),
+                            "the call did not wait")
+            claude.kill()
+            self.assertTrue(wait_until(lambda: waiting(self.gw) == 0, timeout_s=FREED_S_MAX,
+                                       interval_s=0.01), "the call still waits")
+        self.assertEqual(self.gw.server.release(lease)[0], 200)
+        self.assertEqual(self.posts(since), [])
+        self.assertEqual(self.settled_snapshot(c), self.charges(c, 0, 0, 0, requests=0))
 
     def test_without_a_wait_the_held_slot_is_a_429(self):
         """The same held slot on a key that may wait but does not by default, the agent
