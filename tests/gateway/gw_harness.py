@@ -535,6 +535,13 @@ class Gateway:
         assert status == 200, (status, text)
         return text
 
+    def waiting(self):
+        """llmlimit_wait_waiting: reserves waiting for capacity now."""
+        for line in self.metrics().splitlines():
+            if line.startswith("llmlimit_wait_waiting "):
+                return int(line.split()[1])
+        raise AssertionError("llmlimit_wait_waiting missing")
+
     def events(self, **query):
         path = "/v1/events?" + urllib.parse.urlencode(query)
         return self.server.request("GET", path)

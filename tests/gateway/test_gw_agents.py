@@ -267,14 +267,6 @@ def wait_key_fields(index):
     return fields
 
 
-def waiting(gw):
-    """llmlimit_wait_waiting: reserves waiting for capacity now."""
-    for line in gw.metrics().splitlines():
-        if line.startswith("llmlimit_wait_waiting "):
-            return int(line.split()[1])
-    raise AssertionError("llmlimit_wait_waiting missing")
-
-
 class Waiting(AgentsTest, unittest.TestCase):
     """An agent whose concurrency slot is taken waits for it instead of being told 429
     (docs/agents.md, "Waiting instead of a 429", whose settings it takes as written):
@@ -315,10 +307,10 @@ class Waiting(AgentsTest, unittest.TestCase):
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             agent = pool.submit(run)
             try:
-                wait_until(lambda: waiting(self.gw) == 1 or agent.done(), timeout_s=120)
-                self.assertEqual(waiting(self.gw), 1, "the agent's call did not wait")
+                wait_until(lambda: self.gw.waiting() == 1 or agent.done(), timeout_s=120)
+                self.assertEqual(self.gw.waiting(), 1, "the agent's call did not wait")
                 time.sleep(0.5)  # a call that would not wait would be answered meanwhile
-                self.assertEqual(waiting(self.gw), 1)
+                self.assertEqual(self.gw.waiting(), 1)
                 self.assertEqual(self.posts(since), [])
             finally:
                 self.assertEqual(self.gw.server.release(lease)[0], 200)
@@ -392,10 +384,10 @@ class Waiting(AgentsTest, unittest.TestCase):
         self.assertEqual((status, body["allowed"]), (200, True), body)
         since = len(self.gw.upstream.requests())
         with agents.spawn_claude(self.gw.server.url, PROMPT, c.secret, node=NODE) as claude:
-            self.assertTrue(wait_until(lambda: waiting(self.gw) == 1, timeout_s=120),
+            self.assertTrue(wait_until(lambda: self.gw.waiting() == 1, timeout_s=120),
                             "the call did not wait")
             claude.kill()
-            self.assertTrue(wait_until(lambda: waiting(self.gw) == 0, timeout_s=FREED_S_MAX,
+            self.assertTrue(wait_until(lambda: self.gw.waiting() == 0, timeout_s=FREED_S_MAX,
                                        interval_s=0.01), "the call still waits")
         self.assertEqual(self.gw.server.release(lease)[0], 200)
         self.assertEqual(self.posts(since), [])

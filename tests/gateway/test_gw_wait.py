@@ -44,15 +44,6 @@ def key_fields(index):
     return {}                                                  # never waits
 
 
-def waiting(gw):
-    status, _, text = gw.server.request("GET", "/metrics")
-    assert status == 200
-    for line in text.splitlines():
-        if line.startswith("llmlimit_wait_waiting "):
-            return int(line.split()[1])
-    raise AssertionError("llmlimit_wait_waiting missing")
-
-
 def most_at_once(records):
     """The most of these upstream calls running at one moment."""
     events = sorted([(r["received_unix_ms"], 1) for r in records] +
@@ -125,7 +116,7 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         before = len(self.gw.upstream.requests())
         process = self.sdk(c, "m-paced", priorities)
         try:
-            self.assertTrue(wait_until(lambda: waiting(self.gw) == len(priorities),
+            self.assertTrue(wait_until(lambda: self.gw.waiting() == len(priorities),
                                        timeout_s=60), "the calls did not all queue")
         finally:
             results = self.results(process)
@@ -204,9 +195,9 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         holder = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 1, timeout_s=30))
         gone = self.gw.raw_request(c, CHAT, chat("m-normal"), headers={"Prefer": "wait=60"})
-        self.assertTrue(wait_until(lambda: waiting(self.gw) == 1, timeout_s=30))
+        self.assertTrue(wait_until(lambda: self.gw.waiting() == 1, timeout_s=30))
         gone.close()
-        self.assertTrue(wait_until(lambda: waiting(self.gw) == 0, timeout_s=30))
+        self.assertTrue(wait_until(lambda: self.gw.waiting() == 0, timeout_s=30))
         holder.close()
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=30))
         sent_as = MODELS["m-normal"][1]  # the model name the upstream sees
