@@ -34,6 +34,7 @@ PROMPT = "say hi"
 # A killed agent's slot is free by then: the hold would otherwise last its
 # 120 s timeout; the gateway frees it as it sees the socket close.
 FREED_S_MAX = 1.0
+SLACK_MS = 50  # of the fake's stamps of one call's end and the next one's start
 HALF = "alpha bravo charlie"  # what a cut stream of 6 words sends before it stops
 
 # Public names the agents ask for -> what the fake answers (its parameters
@@ -368,8 +369,12 @@ class Waiting(AgentsTest, unittest.TestCase):
         posts = self.posts(since)
         self.assertEqual(len(posts), 3)
         spans = sorted((p["received_unix_ms"], p["ended_unix_ms"]) for p in posts)
+        for started, ended in spans:
+            self.assertGreaterEqual(ended - started, 300, spans)  # each call takes a while
         for (_, ended), (started, _) in zip(spans, spans[1:]):
-            self.assertGreaterEqual(started, ended, spans)  # the next once the last ended
+            # The next once the last ended (the fake stamps a call's end on its own
+            # thread, after its last write: a few ms of slack, never a whole call).
+            self.assertGreaterEqual(started, ended - SLACK_MS, spans)
         self.assertEqual(self.denials(c), 0)
         usd = agent_cost(uncached=100, cache_read=30, write_5m=20, write_1h=10, output=4)
         self.assertEqual(self.settled_snapshot(c), self.charges(
