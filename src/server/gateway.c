@@ -455,6 +455,11 @@ static int after_reserve(struct exchange *ex)
     if (r->wait_outcome == RESERVE_WAIT_CANCELLED) /* its client left while it waited */
         return gateway_reply_error(ex, 503, "server_error", "cancelled", 1000,
                                    "The call was cancelled: its client left while it waited.");
+    if (r->waited_ms > 0) {
+        struct gateway_stats_delta delta = {.latency_us = -1, .waited_ms = r->waited_ms};
+        gateway_stats_add(&call->gateway->stats, call->model->name, call->key->caller,
+                          call->key->team, &delta);
+    }
     activity_reserve(ex->server->activity, clock_now_ms(ex->server->clock), ACTIVITY_SOURCE_GATEWAY,
                      &call->reserve, r);
     if (r->error == BACKEND_UNAVAILABLE)

@@ -42,6 +42,8 @@ struct gateway_stats_series {
     uint64_t input_tokens;             /* as settled */
     uint64_t output_tokens;
     uint64_t cost_usd_micros;
+    uint64_t waited_calls; /* whose reserve waited for capacity, admitted or not */
+    uint64_t waited_ms;    /* how long those reserves waited */
     uint64_t latency_buckets[GATEWAY_LATENCY_BUCKETS + 1]; /* upstream, to the first byte */
     uint64_t latency_sum_us;
 };
@@ -64,6 +66,7 @@ struct gateway_stats_delta {
     uint64_t input_tokens;
     uint64_t output_tokens;
     uint64_t cost_usd_micros;
+    int64_t waited_ms; /* > 0: the call's reserve waited this long */
 };
 
 /* team: the key's team, NULL when it has none. */

@@ -69,6 +69,10 @@ void gateway_stats_add(struct gateway_stats *stats, const char *model, const cha
     s->input_tokens = amount_add_saturating(s->input_tokens, delta->input_tokens);
     s->output_tokens = amount_add_saturating(s->output_tokens, delta->output_tokens);
     s->cost_usd_micros = amount_add_saturating(s->cost_usd_micros, delta->cost_usd_micros);
+    if (delta->waited_ms > 0) {
+        s->waited_calls++;
+        s->waited_ms = amount_add_saturating(s->waited_ms, (uint64_t)delta->waited_ms);
+    }
     if (delta->latency_us >= 0) {
         uint32_t b = 0;
         while (b < GATEWAY_LATENCY_BUCKETS && delta->latency_us > latency_bounds_us[b])
@@ -155,6 +159,8 @@ static const struct {
     COUNTER(input_tokens, "Input tokens of settled calls."),
     COUNTER(output_tokens, "Output tokens of settled calls."),
     COUNTER(cost_usd_micros, "Cost of settled calls in usd_micros."),
+    COUNTER(waited_calls, "Calls whose reserve waited for capacity (then admitted or not)."),
+    COUNTER(waited_ms, "Milliseconds those reserves waited."),
 };
 #undef COUNTER
 

@@ -535,6 +535,15 @@ class Gateway:
         assert status == 200, (status, text)
         return text
 
+    def caller_total(self, name, caller):
+        """llmlimit_gateway_<name>_total of a caller, summed over its models."""
+        total = 0
+        for line in self.metrics().splitlines():
+            if line.startswith("llmlimit_gateway_%s_total{" % name) and \
+                    'caller="%s"' % caller in line:
+                total += int(line.rsplit(" ", 1)[1])
+        return total
+
     def waiting(self):
         """llmlimit_wait_waiting: reserves waiting for capacity now."""
         for line in self.metrics().splitlines():

@@ -85,12 +85,7 @@ class AgentsTest(GatewayTest):
 
     def denials(self, c):
         """llmlimit_gateway_denials_total of the caller, summed over its models."""
-        total = 0
-        for line in self.gw.metrics().splitlines():
-            if line.startswith("llmlimit_gateway_denials_total{") and \
-                    'caller="%s"' % c.name in line:
-                total += int(line.rsplit(" ", 1)[1])
-        return total
+        return self.gw.caller_total("denials", c.name)
 
     def hold_budget(self, c, capacity_usd_micros):
         """Defines the caller's budget and holds all but 0.01 USD of it (a lease of its own
@@ -317,6 +312,8 @@ class Waiting(AgentsTest, unittest.TestCase):
                 self.assertEqual(self.gw.server.release(lease)[0], 200)
             result = agent.result(timeout=300)
         self.assertEqual(self.denials(c), 0)
+        self.assertEqual(self.gw.caller_total("waited_calls", c.name), 1)
+        self.assertGreater(self.gw.caller_total("waited_ms", c.name), 0)
         self.assertEqual(len(self.posts(since)), 1)
         return result
 

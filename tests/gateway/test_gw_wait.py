@@ -153,6 +153,7 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         self.assertEqual(status, 429, body)
         self.assertGreaterEqual(int(headers["x-llmlimit-waited-ms"]), 1000)
         self.assertLess(int(headers["x-llmlimit-waited-ms"]), 60000)
+        self.assertEqual(self.gw.caller_total("waited_calls", c.name), 1)  # denied, but waited
         holder.close()
 
     def test_a_key_default_wait_holds_a_call_that_does_not_ask(self):
@@ -163,8 +164,12 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 1, timeout_s=30))
         status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
         self.assertEqual(status, 200, body)
-        self.assertGreater(int(headers["x-llmlimit-waited-ms"]), 0)
-        self.assertLess(int(headers["x-llmlimit-waited-ms"]), 30000)
+        waited_ms = int(headers["x-llmlimit-waited-ms"])
+        self.assertGreater(waited_ms, 0)
+        self.assertLess(waited_ms, 30000)
+        # /metrics counts it for the caller: one call that waited, and how long.
+        self.assertEqual(self.gw.caller_total("waited_calls", c.name), 1)
+        self.assertEqual(self.gw.caller_total("waited_ms", c.name), waited_ms)
         holder.close()
         self.assertTrue(wait_until(lambda: c.reserved("conc") == 0, timeout_s=30))
         holder = self.gw.raw_request(c, CHAT, chat("m-hang-long"))
@@ -175,6 +180,7 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         self.assertEqual(status, 429, body)
         self.assertLess(time.monotonic() - started, 15)  # never the 30 s
         self.assertNotIn("x-llmlimit-waited-ms", headers)
+        self.assertEqual(self.gw.caller_total("waited_calls", c.name), 1)  # not this one
         holder.close()
 
     def test_a_bad_priority_is_400(self):
