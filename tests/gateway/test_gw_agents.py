@@ -293,12 +293,17 @@ class Waiting(AgentsTest, unittest.TestCase):
                 return Caller(self.gw, secret, name, team).define(conc=1)
         raise AssertionError("no free key left")
 
-    def through_a_held_slot(self, c, run):
-        """Holds c's only slot, runs the agent (run) in the background until its call
-        waits, checks it was not forwarded, frees the slot; the agent's result."""
+    def hold_slot(self, c):
+        """Takes c's only slot with a lease of the test's own; its id."""
         lease = "hold-" + c.name
         status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
         self.assertEqual((status, body["allowed"]), (200, True), body)
+        return lease
+
+    def through_a_held_slot(self, c, run):
+        """Holds c's only slot, runs the agent (run) in the background until its call
+        waits, checks it was not forwarded, frees the slot; the agent's result."""
+        lease = self.hold_slot(c)
         since = len(self.gw.upstream.requests())
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             agent = pool.submit(run)
@@ -317,9 +322,11 @@ class Waiting(AgentsTest, unittest.TestCase):
         self.assertEqual(len(self.posts(since)), 1)
         return result
 
-    def claude_charges(self, c):
+    def claude_charges(self, c, calls=1):
+        """What `calls` Claude Code calls on claude-opus-4-8 or claude-slow are charged."""
         usd = agent_cost(uncached=100, cache_read=30, write_5m=20, write_1h=10, output=4)
-        return self.charges(c, 100, 4, usd, cache_read=30, cache_write=30)
+        return self.charges(c, 100 * calls, 4 * calls, usd * calls, cache_read=30 * calls,
+                            cache_write=30 * calls, requests=calls)
 
     def test_claude_code_asking_to_wait_waits_for_the_slot(self):
         c = self.caller_waiting(by_default=False)
@@ -373,17 +380,13 @@ class Waiting(AgentsTest, unittest.TestCase):
             # thread, after its last write: a few ms of slack, never a whole call).
             self.assertGreaterEqual(started, ended - SLACK_MS, spans)
         self.assertEqual(self.denials(c), 0)
-        usd = agent_cost(uncached=100, cache_read=30, write_5m=20, write_1h=10, output=4)
-        self.assertEqual(self.settled_snapshot(c), self.charges(
-            c, 300, 12, 3 * usd, cache_read=90, cache_write=90, requests=3))
+        self.assertEqual(self.settled_snapshot(c), self.claude_charges(c, calls=3))
 
     def test_claude_code_killed_while_waiting_leaves_the_queue(self):
         """Claude Code killed while its call waits: the call leaves the queue, is never
         forwarded and holds nothing."""
         c = self.caller_waiting(by_default=True)
-        lease = "hold-" + c.name
-        status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
-        self.assertEqual((status, body["allowed"]), (200, True), body)
+        lease = self.hold_slot(c)
         since = len(self.gw.upstream.requests())
         with agents.spawn_claude(self.gw.server.url, PROMPT, c.secret, node=NODE) as claude:
             self.assertTrue(wait_until(lambda: self.gw.waiting() == 1, timeout_s=120),
@@ -399,9 +402,7 @@ class Waiting(AgentsTest, unittest.TestCase):
         """The same held slot on a key that may wait but does not by default, the agent
         asking nothing: one 429, nothing forwarded (what the tests above avoid)."""
         c = self.caller_waiting(by_default=False)
-        lease = "hold-" + c.name
-        status, _, body = self.gw.server.reserve(lease, {c.keys["conc"]: 1})
-        self.assertEqual((status, body["allowed"]), (200, True), body)
+        lease = self.hold_slot(c)
         since = len(self.gw.upstream.requests())
         result = agents.run_claude(self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
                                    env={"CLAUDE_CODE_MAX_RETRIES": "0"})
