@@ -9,9 +9,13 @@ completing at once when admitted, in three modes (bench_wait_http --mode):
 Each mode runs against a fresh llmlimitd; the backend "floor" runs
 bench/wait_http/floor_wait.c instead (the HTTP exchanges and one limit's
 bookkeeping, nothing else: what any server would reach here). The backends
-alternate run by run (memory, sqlite, sqlite, memory, ...) so that a change
-in the machine's load falls on both. Prints each run's figures, the median (and range) of
-each, and waiting's admissions over retrying's within each pair. Asserts nothing.
+alternate run by run (memory, sqlite, sqlite, memory, ...), and so do the modes
+within a backend's pair (wait, retry; retry, wait; ...), so that a change in the
+machine's load falls on both. Each run also says what share of the machine's
+CPU time the hypervisor gave to other guests meanwhile ("steal", /proc/stat),
+the noise a load average does not show. Prints each run's figures, the median (and
+range) of each, and waiting's admissions over retrying's within each pair.
+Asserts nothing.
 
 Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite,floor]
            [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
@@ -42,12 +46,20 @@ FIGURES = [  # (label, path in the JSON line, format)
     ("handover p99 ms", ("handover_ms", "p99"), "%.3f"),
     ("server CPU us/admitted", ("server_cpu_us_per_admitted",), "%.0f"),
     ("requests/s", ("requests_per_s",), "%.0f"),
+    ("steal %", ("steal_percent",), "%.1f"),
 ]
 
 
 def load_average():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def cpu_times():
+    """(steal, total) jiffies of all CPUs so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return fields[7], sum(fields[:8])
 
 
 def wait_for_quiet(max_load, give_up_s=600):
@@ -195,11 +207,15 @@ def main(argv):
     for pair in range(args.pairs):
         order = args.backends if pair % 2 == 0 else list(reversed(args.backends))
         for backend in order:
-            for mode in args.modes:
+            for mode in args.modes if pair % 2 == 0 else list(reversed(args.modes)):
                 wait_for_quiet(args.max_load)
                 before = load_average()
+                steal_before, total_before = cpu_times()
                 figures = one_mode(args, backend, mode)
+                steal_after, total_after = cpu_times()
                 figures["load_before"], figures["load_after"] = before, load_average()
+                figures["steal_percent"] = 100.0 * (steal_after - steal_before) / max(
+                    1, total_after - total_before)
                 figures["pair"] = pair
                 results.append(figures)
                 print("pair %d %-7s %-6s load %s: %s" % (
