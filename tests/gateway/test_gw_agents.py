@@ -24,8 +24,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import agents  # noqa: E402
-from gw_harness import (AGENT_MAX_OUTPUT_TOKENS, AGENT_TEMPLATES, GatewayTest,  # noqa: E402
-                        agent_cost, agent_model, estimate, estimate_text, skip_unless_backend,
+from gw_harness import (AGENT_MAX_OUTPUT_TOKENS, AGENT_TEMPLATES, Caller,  # noqa: E402
+                        GatewayTest, agent_cost, agent_model, estimate, estimate_text, skip_unless_backend,
                         wait_until)
 from gw_harness import tearDownModule  # noqa: E402,F401 - unittest calls it
 
@@ -286,7 +286,6 @@ class Waiting(AgentsTest, unittest.TestCase):
     def caller_waiting(self, by_default):
         """A fresh key (wait_key_fields: odd index, default wait) with a 1-slot
         concurrency limit."""
-        from gw_harness import Caller
         for i, (secret, name, team) in enumerate(self.gw.free_keys):
             if (int(name[1:].split("-")[0]) % 2 == 1) == by_default:
                 del self.gw.free_keys[i]
@@ -328,24 +327,22 @@ class Waiting(AgentsTest, unittest.TestCase):
         return self.charges(c, 100 * calls, 4 * calls, usd * calls, cache_read=30 * calls,
                             cache_write=30 * calls, requests=calls)
 
-    def test_claude_code_asking_to_wait_waits_for_the_slot(self):
-        c = self.caller_waiting(by_default=False)
+    def claude_waits_for_a_held_slot(self, by_default, env):
+        """Claude Code (with env) through a held slot: it answers, charged exactly."""
+        c = self.caller_waiting(by_default=by_default)
         result = self.through_a_held_slot(c, lambda: agents.run_claude(
             self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
-            env={"ANTHROPIC_CUSTOM_HEADERS": self.page_settings()[0],
-                 "CLAUDE_CODE_MAX_RETRIES": "0"}))
+            env=dict(env, CLAUDE_CODE_MAX_RETRIES="0")))
         self.assertEqual(result.code, 0, result.stdout + result.stderr)
         self.assertEqual(result.json["result"], "alpha bravo charlie delta")
         self.assertEqual(self.settled_snapshot(c), self.claude_charges(c))
 
+    def test_claude_code_asking_to_wait_waits_for_the_slot(self):
+        self.claude_waits_for_a_held_slot(
+            False, {"ANTHROPIC_CUSTOM_HEADERS": self.page_settings()[0]})
+
     def test_claude_code_on_a_key_that_waits_by_default(self):
-        c = self.caller_waiting(by_default=True)
-        result = self.through_a_held_slot(c, lambda: agents.run_claude(
-            self.gw.server.url, PROMPT, api_key=c.secret, node=NODE,
-            env={"CLAUDE_CODE_MAX_RETRIES": "0"}))
-        self.assertEqual(result.code, 0, result.stdout + result.stderr)
-        self.assertEqual(result.json["result"], "alpha bravo charlie delta")
-        self.assertEqual(self.settled_snapshot(c), self.claude_charges(c))
+        self.claude_waits_for_a_held_slot(True, {})
 
     def test_codex_asking_to_wait_waits_for_the_slot(self):
         c = self.caller_waiting(by_default=False)
