@@ -411,25 +411,32 @@ static void caller_readable(struct run *r, struct caller *c)
 
 /* ---- the run ------------------------------------------------------------- */
 
-/* utime + stime of a process, in seconds; -1 when it cannot be read. */
-static double process_cpu_s(long pid)
+/* CPU time of a process, in seconds: user (utime) and system (stime). */
+struct cpu_times {
+    double user_s, system_s;
+};
+
+/* false when it cannot be read. */
+static bool process_cpu(long pid, struct cpu_times *out)
 {
     char path[64], text[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return -1;
+        return false;
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
     const char *p = strrchr(text, ')'); /* the name may hold spaces */
     if (p == NULL)
-        return -1;
+        return false;
     unsigned long utime = 0, stime = 0;
     /* after ") ": state, then fields 4..13, then utime (14) and stime (15) */
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+        return false;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    *out = (struct cpu_times){(double)utime / tick, (double)stime / tick};
+    return true;
 }
 
 static double self_cpu_s(void)
@@ -522,7 +529,8 @@ static void report_pending(struct run *r, int64_t end_ns)
            served, pending.count, quantile_ms(&pending, 0.99), quantile_ms(&pending, 1.0));
 }
 
-static void report(struct run *r, double seconds, double server_cpu_s, double client_cpu_s,
+/* server: the server's CPU time over the window (both -1 when unknown). */
+static void report(struct run *r, double seconds, struct cpu_times server, double client_cpu_s,
                    int64_t end_ns)
 {
     qsort(r->call_ns.values, r->call_ns.count, sizeof(int64_t), compare_i64);
@@ -540,9 +548,14 @@ static void report(struct run *r, double seconds, double server_cpu_s, double cl
            quantile_ms(&r->handover_ns, 0.5), quantile_ms(&r->handover_ns, 0.99),
            quantile_ms(&r->handover_ns, 1.0), r->handover_ns.count);
     report_pending(r, end_ns);
-    printf("\"server_cpu_s\":%.2f,\"server_cpu_us_per_admitted\":%.1f,\"client_cpu_s\":%.2f}\n",
-           server_cpu_s, admitted > 0 && server_cpu_s >= 0 ? server_cpu_s * 1e6 / admitted : -1,
-           client_cpu_s);
+    bool known = admitted > 0 && server.user_s >= 0;
+    double server_cpu_s = known ? server.user_s + server.system_s : -1;
+    printf("\"server_cpu_s\":%.2f,\"server_cpu_us_per_admitted\":%.1f,"
+           "\"server_user_us_per_admitted\":%.1f,\"server_system_us_per_admitted\":%.1f,"
+           "\"client_cpu_s\":%.2f}\n",
+           server_cpu_s, known ? server_cpu_s * 1e6 / admitted : -1,
+           known ? server.user_s * 1e6 / admitted : -1,
+           known ? server.system_s * 1e6 / admitted : -1, client_cpu_s);
 }
 
 static int run_open(struct run *r)
@@ -579,7 +592,8 @@ static int bench(struct run *r)
     for (uint32_t i = 0; i < r->o.callers; i++)
         call_start(r, &r->callers[i]);
     loop_until(r, now_ns(CLOCK_MONOTONIC) + (int64_t)(r->o.warmup_s * 1e9));
-    double server0 = r->o.server_pid > 0 ? process_cpu_s(r->o.server_pid) : -1;
+    struct cpu_times server0, server1, server = {-1, -1};
+    bool server_known = r->o.server_pid > 0 && process_cpu(r->o.server_pid, &server0);
     double client0 = self_cpu_s();
     int64_t started = now_ns(CLOCK_MONOTONIC);
     r->measuring = true;
@@ -587,9 +601,10 @@ static int bench(struct run *r)
     r->measuring = false;
     int64_t end = now_ns(CLOCK_MONOTONIC);
     double seconds = (double)(end - started) / 1e9;
-    double server1 = r->o.server_pid > 0 ? process_cpu_s(r->o.server_pid) : -1;
-    double server_cpu = server0 >= 0 && server1 >= 0 ? server1 - server0 : -1;
-    report(r, seconds, server_cpu, self_cpu_s() - client0, end);
+    if (server_known && process_cpu(r->o.server_pid, &server1))
+        server = (struct cpu_times){server1.user_s - server0.user_s,
+                                    server1.system_s - server0.system_s};
+    report(r, seconds, server, self_cpu_s() - client0, end);
     for (uint32_t i = 0; i < r->o.callers; i++)
         close(r->callers[i].fd);
     return 0;

@@ -45,6 +45,8 @@ FIGURES = [  # (label, path in the JSON line, format)
     ("handover p50 ms", ("handover_ms", "p50"), "%.3f"),
     ("handover p99 ms", ("handover_ms", "p99"), "%.3f"),
     ("server CPU us/admitted", ("server_cpu_us_per_admitted",), "%.0f"),
+    ("server user us/admitted", ("server_user_us_per_admitted",), "%.1f"),
+    ("server system us/admitted", ("server_system_us_per_admitted",), "%.1f"),
     ("requests/s", ("requests_per_s",), "%.0f"),
     ("steal %", ("steal_percent",), "%.1f"),
 ]
@@ -144,7 +146,7 @@ def show(results, args):
           % (args.pairs, args.callers, args.capacity, args.duration))
     for backend in args.backends:
         print("\n%s" % backend)
-        print("  %-24s" % "" + "".join("%-26s" % mode for mode in args.modes))
+        print("  %-26s" % "" + "".join("%-26s" % mode for mode in args.modes))
         for label, path, fmt in FIGURES:
             cells = []
             for mode in args.modes:
@@ -155,10 +157,10 @@ def show(results, args):
                     continue
                 cells.append((fmt + " (" + fmt + ".." + fmt + ")") % (
                     statistics.median(seen), min(seen), max(seen)))
-            print("  %-24s" % label + "".join("%-26s" % cell for cell in cells))
+            print("  %-26s" % label + "".join("%-26s" % cell for cell in cells))
         ratios = pair_ratios(results, backend)
         if ratios:
-            print("  %-24s" % "wait/retry, each pair" + " ".join("%.2f" % r for r in ratios) +
+            print("  %-26s" % "wait/retry, each pair" + " ".join("%.2f" % r for r in ratios) +
                   "  (median %.2f)" % statistics.median(ratios))
 
 
