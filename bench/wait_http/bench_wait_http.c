@@ -548,8 +548,8 @@ static void report(struct run *r, double seconds, struct cpu_times server, doubl
            quantile_ms(&r->handover_ns, 0.5), quantile_ms(&r->handover_ns, 0.99),
            quantile_ms(&r->handover_ns, 1.0), r->handover_ns.count);
     report_pending(r, end_ns);
-    bool known = admitted > 0 && server.user_s >= 0;
-    double server_cpu_s = known ? server.user_s + server.system_s : -1;
+    double server_cpu_s = server.user_s >= 0 ? server.user_s + server.system_s : -1;
+    bool known = admitted > 0 && server.user_s >= 0; /* the figures per admission */
     printf("\"server_cpu_s\":%.2f,\"server_cpu_us_per_admitted\":%.1f,"
            "\"server_user_us_per_admitted\":%.1f,\"server_system_us_per_admitted\":%.1f,"
            "\"client_cpu_s\":%.2f}\n",
