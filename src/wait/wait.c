@@ -475,6 +475,45 @@ static bool wait_tell_end(void *context)
     return inline_freeing == w && pass_inline(w);
 }
 
+/* The backend's claim (memory): the room a complete or release of this
+ * thread frees goes to the first waiter of its limit in the same critical
+ * section, with no freed event, no pass and no second backend call. Only
+ * for a first waiter that waits on that limit alone, is queued (not
+ * asking already) and fits what is left; anything else is told as a freed
+ * event. Under the backend's lock (lock order: a backend's lock, then
+ * wait->mutex: no backend call is made with wait->mutex held). */
+static bool wait_claim(void *context, const struct backend_freed *freed,
+                       const struct reserve_request **request, struct reserve_result **result,
+                       void **cookie)
+{
+    struct wait *w = context;
+    if (inline_freeing != w || !freed->available_known)
+        return false; /* not this thread's complete: its pass may not run here */
+    uint64_t hash = wait_hash(freed->key, freed->key_length);
+    bool claimed = false;
+    pthread_mutex_lock(&w->mutex);
+    struct wait_key *k = w->closing ? NULL : wait_key_find(w, freed->key, freed->key_length, hash);
+    struct wait_node *n = k != NULL ? wait_queue_first(k) : NULL;
+    struct wait_ticket *t = n != NULL ? n->ticket : NULL;
+    if (t != NULL && t->state == WAIT_QUEUED && !t->cancelled &&
+        t->request->requirement_count == 1 && (int64_t)n->amount <= freed->available) {
+        /* What wait_try_ask does, with the backend's reserve made by the
+         * backend itself right after this returns. */
+        wait_timer_set(w, t, INT64_MAX);
+        wait_attempt_build(t, t->deadline_ms, 0);
+        t->state = WAIT_ASKING;
+        w->in_flight++; /* ended by attempt_done, through claimed_done */
+        w->stats.handed_over++;
+        t->event_seq = atomic_load(&w->event_seq);
+        *request = &t->attempt;
+        *result = t->result;
+        *cookie = t;
+        claimed = true;
+    }
+    pthread_mutex_unlock(&w->mutex);
+    return claimed;
+}
+
 /* ---- open and close ----------------------------------------------------- */
 
 static void wait_free(struct wait *w)
@@ -526,7 +565,13 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
         return -1;
     }
     if (backend->ops->watch != NULL) {
-        struct backend_watch watch = {wait_freed, w, &w->interest, wait_tell_begin, wait_tell_end};
+        struct backend_watch watch = {.freed = wait_freed,
+                                      .context = w,
+                                      .listening = &w->interest,
+                                      .tell_begin = wait_tell_begin,
+                                      .tell_end = wait_tell_end,
+                                      .claim = wait_claim,
+                                      .claimed_done = attempt_done};
         backend->ops->watch(backend, &watch);
     }
     *out = w;

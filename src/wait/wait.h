@@ -163,6 +163,7 @@ struct wait_stats {
     uint32_t max_waiters;
     uint64_t outcomes[RESERVE_WAIT_FAILED + 1]; /* answers by enum reserve_wait_outcome */
     uint64_t attempts;                          /* backend reserves made for waiters */
+    uint64_t handed_over;                       /* of which in the complete that freed room */
     uint64_t events;                            /* freed events the backend told */
     uint64_t nodes_allocated;                   /* queue places, in use or free */
 };

@@ -4,8 +4,9 @@
  * field says otherwise, everything here is under wait->mutex.
  *
  * Lock order: a backend's own lock, then events_mutex (the backend's watch
- * callback); wait->mutex, then events_mutex (a kick). No backend call is
- * made with either held, and done never runs with either held. */
+ * callback) or wait->mutex (its claim, wait_claim); wait->mutex, then
+ * events_mutex (a kick). No backend call is made with either held, and done
+ * never runs with either held. */
 #ifndef LLMLIMIT_WAIT_INTERNAL_H
 #define LLMLIMIT_WAIT_INTERNAL_H
 

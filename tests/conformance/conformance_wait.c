@@ -205,6 +205,56 @@ WAIT_TEST(wait_complete_admits)
     CHECK_EQ_U64(usage(f, "usd").used, 50);
 }
 
+/* A release through the wait layer (as the server makes it), with its own
+ * done: the test blocks until it ran. */
+struct release_call {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    bool done;
+};
+
+static void release_call_done(void *context)
+{
+    struct release_call *c = context;
+    pthread_mutex_lock(&c->mutex);
+    c->done = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mutex);
+}
+
+WAIT_TEST(wait_release_hands_over)
+{
+    REQUIRE(put_concurrency(f, "slots", 1, 600));
+    REQUIRE(reserve1(f, "holder", "slots", 1));
+    struct waiter *a = WAIT_START(t, 0, "waiter", 30000, 5, {"slots", 1});
+    struct waiter *b = WAIT_START(t, 1, "waiter2", 30000, 5, {"slots", 1});
+    CHECK_WAITING(t, a);
+    CHECK_WAITING(t, b);
+    char lease[NAMED_SIZE];
+    fixture_name(f, "holder", lease);
+    struct release_request request = {lease, (uint32_t)strlen(lease)};
+    struct release_result result;
+    struct release_call call = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    wait_release(t->w, &request, &result, 1, release_call_done, &call);
+    /* The memory backend hands the room over inside the release's own
+     * critical section: the first waiter is answered before the release
+     * returns, and the wait layer counts it. */
+    bool memory = strcmp(f->backend->ops->name, "memory") == 0;
+    if (memory)
+        CHECK(waiter_answered(a));
+    pthread_mutex_lock(&call.mutex);
+    while (!call.done)
+        pthread_cond_wait(&call.cond, &call.mutex);
+    pthread_mutex_unlock(&call.mutex);
+    CHECK_EQ_I64(result.error, BACKEND_OK);
+    CHECK_ADMITTED(t, a);
+    CHECK_WAITING(t, b); /* one slot: the second stays in line */
+    CHECK_EQ_U64(usage(f, "slots").reserved, 1);
+    struct wait_stats s;
+    wait_stats(t->w, &s);
+    CHECK_EQ_U64(s.handed_over, memory ? 1 : 0);
+}
+
 WAIT_TEST(wait_expiry_admits)
 {
     REQUIRE(put_concurrency(f, "slots", 1, 5));
@@ -556,6 +606,9 @@ WAIT_TEST(wait_pending_decrease_is_waited_for)
 
 const struct conformance_test wait_tests[] = {
     TEST_ENTRY(wait_release_admits, "a waiter is admitted when a release frees its limit"),
+    TEST_ENTRY(wait_release_hands_over,
+               "a release through the wait layer admits the first waiter alone (memory: in the "
+               "release's own critical section)"),
     TEST_ENTRY(wait_complete_admits,
                "a waiter on two limits is admitted when a complete frees both"),
     TEST_ENTRY(wait_expiry_admits,

@@ -704,7 +704,7 @@ struct handing {
     struct db *db;
     pthread_t test_thread;
     char next_lease[32];
-    bool armed;         /* a next lease is ready to ask */
+    bool armed;          /* a next lease is ready to ask */
     bool told_elsewhere; /* tell_end ran on the test's own thread */
     struct requirement requirement;
     struct reserve_request request;
@@ -756,7 +756,11 @@ static void a_release_and_its_hand_over_share_one_fsync(void)
     REQUIRE(put_concurrency(&db, "slot", 1, 600));
     static atomic_uint listening = 1;
     struct handing h = {.db = &db, .test_thread = pthread_self()};
-    struct backend_watch watch = {handing_freed, &h, &listening, handing_begin, handing_end};
+    struct backend_watch watch = {.freed = handing_freed,
+                                  .context = &h,
+                                  .listening = &listening,
+                                  .tell_begin = handing_begin,
+                                  .tell_end = handing_end};
     db.backend->ops->watch(db.backend, &watch);
     enum { ROUNDS = 40 };
     char holder[32] = "h0";
@@ -775,9 +779,8 @@ static void a_release_and_its_hand_over_share_one_fsync(void)
          * waits for the next hand: the round starts once it has counted and
          * had a moment to get back to waiting (an idle syncer, as the
          * deferral is about; one still busy takes the complete alone). */
-        for (int spins = 0; sq_backend_fsyncs(db.backend) - before < (uint64_t)round &&
-                            spins < 100000;
-             spins++)
+        for (int spins = 0;
+             sq_backend_fsyncs(db.backend) - before < (uint64_t)round && spins < 100000; spins++)
             usleep(100);
         usleep(1000);
         admitted += h.result.allowed;

@@ -448,6 +448,14 @@ struct mem_backend {
 
     /* Told of freed capacity (backend.h, watch), under the mutex. */
     struct backend_watch watch;
+    /* A complete or release is under way (memory.c): the watch may claim
+     * one waiter for the room it frees (mem_limit_notify), reserved before
+     * the lock is let go. */
+    bool claim_open;
+    bool claimed;
+    const struct reserve_request *claim_request;
+    struct reserve_result *claim_result;
+    void *claim_cookie;
 };
 
 /* mem_limits.c */

@@ -452,6 +452,15 @@ void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t no
         freed.available = limit_available(limit->kind, limit->capacity, limit->reserved,
                                           limit->used, limit->debt);
     }
+    if (b->claim_open && b->watch.claim != NULL &&
+        b->watch.claim(b->watch.context, &freed, &b->claim_request, &b->claim_result,
+                       &b->claim_cookie)) {
+        b->claim_open = false; /* one claim per complete or release */
+        b->claimed = true;     /* its reserve is made before the lock is let go */
+        freed.available -= (int64_t)b->claim_request->requirements[0].amount;
+        if (freed.available <= 0)
+            return; /* all it freed is handed over */
+    }
     b->watch.freed(b->watch.context, &freed);
 }
 

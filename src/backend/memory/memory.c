@@ -710,6 +710,21 @@ static void mem_op_reserve(struct backend *base, const struct reserve_request *r
         done(context);
 }
 
+/* The reserve of a waiter the watch claimed while a complete or release
+ * freed its room (lock held): the room goes to it in the same critical
+ * section. Returns its cookie for claimed_done, or NULL. */
+static void *claim_reserve(struct mem_backend *b)
+{
+    if (!b->claimed)
+        return NULL;
+    const struct reserve_request *request = b->claim_request;
+    struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
+    mem_leases_prefetch(b, key.hash);
+    reserve_one(b, request, &key, clock_now_ms(b->clock), b->claim_result);
+    b->claimed = false;
+    return b->claim_cookie;
+}
+
 /* complete and release walk their batch the same way: one request at a time, each
  * under the lock so a long batch never holds it for the whole walk. */
 #define MEM_OP_EACH(name, one, kind)                                                               \
@@ -718,8 +733,17 @@ static void mem_op_reserve(struct backend *base, const struct reserve_request *r
                      void *context)                                                                \
     {                                                                                              \
         struct mem_backend *b = mem_backend_of(base);                                              \
-        for (uint32_t i = 0; i < count; i++)                                                       \
-            LOCKED(b, one(b, &requests[i], &results[i]));                                          \
+        for (uint32_t i = 0; i < count; i++) {                                                     \
+            pthread_mutex_lock(&b->mutex);                                                         \
+            b->claim_open = true;                                                                  \
+            one(b, &requests[i], &results[i]);                                                     \
+            b->claim_open = false;                                                                 \
+            void (*claimed_done)(void *) = b->watch.claimed_done;                                  \
+            void *claimed = claim_reserve(b);                                                      \
+            pthread_mutex_unlock(&b->mutex);                                                       \
+            if (claimed != NULL)                                                                   \
+                claimed_done(claimed);                                                             \
+        }                                                                                          \
         if (done != NULL)                                                                          \
             done(context);                                                                         \
     }
