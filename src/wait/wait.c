@@ -497,11 +497,9 @@ static bool wait_claim(void *context, const struct backend_freed *freed,
     struct wait_ticket *t = n != NULL ? n->ticket : NULL;
     if (t != NULL && t->state == WAIT_QUEUED && !t->cancelled &&
         t->request->requirement_count == 1 && (int64_t)n->amount <= freed->available) {
-        /* What wait_try_ask does, with the backend's reserve made by the
-         * backend itself right after this returns. */
-        wait_timer_set(w, t, INT64_MAX);
-        wait_attempt_build(t, t->deadline_ms, 0);
-        t->state = WAIT_ASKING;
+        /* As wait_try_ask, with the reserve made by the backend itself
+         * right after this returns. */
+        wait_asking(w, t);
         w->in_flight++; /* ended by attempt_done, through claimed_done */
         w->stats.handed_over++;
         t->event_seq = atomic_load(&w->event_seq);

@@ -345,11 +345,17 @@ bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *
         wait_timer_set(w, t, t->deadline_ms);
         return false;
     }
-    wait_timer_set(w, t, INT64_MAX);
-    wait_attempt_build(t, t->deadline_ms, 0);
-    t->state = WAIT_ASKING;
+    wait_asking(w, t);
     wait_work_push(w, t, WAIT_WORK_ATTEMPT);
     return true;
+}
+
+void wait_asking(struct wait *w, struct wait_ticket *t)
+{
+    assert(t->state == WAIT_QUEUED);
+    wait_timer_set(w, t, INT64_MAX); /* nothing in flight has a timer */
+    wait_attempt_build(t, t->deadline_ms, 0);
+    t->state = WAIT_ASKING;
 }
 
 void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t available)

@@ -34,6 +34,9 @@ void wait_follower_deadline(struct wait *w, struct wait_ticket *f,
  * already do not hold it back: what they may take was counted. true when
  * it asks. */
 bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *counted);
+/* A queued ticket about to ask (its places kept): out of the timers, its
+ * attempt built. The caller makes or schedules the call. */
+void wait_asking(struct wait *w, struct wait_ticket *t);
 /* Capacity may have come back on a limit (available: what is left, when
  * known): the head of its queue asks, and those behind it while what is
  * left covers them. */

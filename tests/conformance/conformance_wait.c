@@ -205,23 +205,6 @@ WAIT_TEST(wait_complete_admits)
     CHECK_EQ_U64(usage(f, "usd").used, 50);
 }
 
-/* A release through the wait layer (as the server makes it), with its own
- * done: the test blocks until it ran. */
-struct release_call {
-    pthread_mutex_t mutex;
-    pthread_cond_t cond;
-    bool done;
-};
-
-static void release_call_done(void *context)
-{
-    struct release_call *c = context;
-    pthread_mutex_lock(&c->mutex);
-    c->done = true;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->mutex);
-}
-
 WAIT_TEST(wait_release_hands_over)
 {
     REQUIRE(put_concurrency(f, "slots", 1, 600));
@@ -230,22 +213,20 @@ WAIT_TEST(wait_release_hands_over)
     struct waiter *b = WAIT_START(t, 1, "waiter2", 30000, 5, {"slots", 1});
     CHECK_WAITING(t, a);
     CHECK_WAITING(t, b);
-    char lease[NAMED_SIZE];
-    fixture_name(f, "holder", lease);
-    struct release_request request = {lease, (uint32_t)strlen(lease)};
+    /* The release, through the wait layer as the server makes it; its done
+     * counts on a third waiter, whose lease is the holder's. */
+    struct waiter *call = &t->waiters[2];
+    waiter_prepare(f, call, "holder", (const struct item[]){{"slots", 1}}, 1);
+    struct release_request request = {call->lease, (uint32_t)strlen(call->lease)};
     struct release_result result;
-    struct release_call call = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
-    wait_release(t->w, &request, &result, 1, release_call_done, &call);
+    wait_release(t->w, &request, &result, 1, waiter_done_callback, call);
     /* The memory backend hands the room over inside the release's own
      * critical section: the first waiter is answered before the release
      * returns, and the wait layer counts it. */
     bool memory = strcmp(f->backend->ops->name, "memory") == 0;
     if (memory)
         CHECK(waiter_answered(a));
-    pthread_mutex_lock(&call.mutex);
-    while (!call.done)
-        pthread_cond_wait(&call.cond, &call.mutex);
-    pthread_mutex_unlock(&call.mutex);
+    CHECK(wait_for_answer(t, call, REAL_ANSWER_MS));
     CHECK_EQ_I64(result.error, BACKEND_OK);
     CHECK_ADMITTED(t, a);
     CHECK_WAITING(t, b); /* one slot: the second stays in line */
