@@ -2,7 +2,10 @@
  * keep-alive connection each, on one concurrency limit; each admitted call
  * completes at once (or after --call-ms, the model call's time), then the
  * caller starts its next call (or after --think-ms, an agent's own work
- * between two calls). Three ways to get
+ * between two calls). With --burst, the callers fan out together instead:
+ * one call each, all at once, and the next round only once every caller's
+ * call has completed (an orchestrator sending a thousand agents' calls and
+ * waiting for all of them). Three ways to get
  * through a denial: wait (the reserve carries wait_ms), loop (retry at once
  * with a new lease id: the busy-loop upper bound) and retry (sleep
  * retry_after_ms with jitter, then a new lease id: what clients do today).
@@ -50,6 +53,7 @@ struct options {
     uint32_t wait_ms;
     uint32_t call_ms;  /* an admitted call holds its slot this long */
     uint32_t think_ms; /* between a complete's answer and the next call */
+    bool burst;        /* rounds of one call per caller, all at once */
     double warmup_s;
     double duration_s;
     long server_pid; /* 0: no server CPU figure */
@@ -90,6 +94,12 @@ struct run {
     struct samples call_ns, handover_ns;
     int64_t releases[RELEASES_MAX]; /* CLOCK_REALTIME of each complete sent */
     uint64_t release_head, release_tail;
+    /* --burst: callers whose call of this round has not completed, when
+     * the round started, and each whole round's length in the window. */
+    uint32_t round_left;
+    int64_t round_started_ns;
+    int64_t window_started_ns;
+    struct samples round_ns;
 };
 
 static int64_t now_ns(clockid_t clock)
@@ -329,6 +339,20 @@ static void reserve_answered(struct run *r, struct caller *c, int status, const 
     sleep_for(r, c, SLEEPING, (double)retry_ms * jitter);
 }
 
+/* --burst: every caller starts a call at once; the round that ended (if
+ * any, and if it started in the window) is counted. */
+static void round_start(struct run *r)
+{
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    if (r->measuring && r->round_started_ns >= r->window_started_ns)
+        sample_add(&r->round_ns, now - r->round_started_ns);
+    r->round_started_ns = now;
+    r->round_left = r->o.callers;
+    r->release_head = r->release_tail; /* a round's first admissions follow no release */
+    for (uint32_t i = 0; i < r->o.callers; i++)
+        call_start(r, &r->callers[i]);
+}
+
 static void answer(struct run *r, struct caller *c, int status, char *body)
 {
     if (c->state == RESERVING) {
@@ -338,6 +362,12 @@ static void answer(struct run *r, struct caller *c, int status, char *body)
     assert(c->state == COMPLETING);
     if (status != 200 && r->measuring)
         r->errors++;
+    if (r->o.burst) {
+        c->state = IDLE;
+        if (--r->round_left == 0)
+            round_start(r);
+        return;
+    }
     if (r->o.think_ms > 0)
         sleep_for(r, c, THINKING, r->o.think_ms);
     else
@@ -548,6 +578,12 @@ static void report(struct run *r, double seconds, struct cpu_times server, doubl
            quantile_ms(&r->handover_ns, 0.5), quantile_ms(&r->handover_ns, 0.99),
            quantile_ms(&r->handover_ns, 1.0), r->handover_ns.count);
     report_pending(r, end_ns);
+    if (r->o.burst) {
+        qsort(r->round_ns.values, r->round_ns.count, sizeof(int64_t), compare_i64);
+        printf("\"round_ms\":{\"p50\":%.2f,\"p99\":%.2f,\"max\":%.2f,\"rounds\":%" PRIu64 "},",
+               quantile_ms(&r->round_ns, 0.5), quantile_ms(&r->round_ns, 0.99),
+               quantile_ms(&r->round_ns, 1.0), r->round_ns.count);
+    }
     double server_cpu_s = server.user_s >= 0 ? server.user_s + server.system_s : -1;
     bool known = admitted > 0 && server.user_s >= 0; /* the figures per admission */
     printf("\"server_cpu_s\":%.2f,\"server_cpu_us_per_admitted\":%.1f,"
@@ -570,8 +606,9 @@ static int run_open(struct run *r)
     r->heap = calloc(r->o.callers, sizeof *r->heap);
     r->call_ns.values = malloc(SAMPLES_MAX * sizeof(int64_t));
     r->handover_ns.values = malloc(SAMPLES_MAX * sizeof(int64_t));
-    if (r->epoll_fd < 0 || r->callers == NULL || r->heap == NULL || r->call_ns.values == NULL ||
-        r->handover_ns.values == NULL) {
+    r->round_ns.values = malloc(SAMPLES_MAX * sizeof(int64_t));
+    if (r->round_ns.values == NULL || r->epoll_fd < 0 || r->callers == NULL || r->heap == NULL ||
+        r->call_ns.values == NULL || r->handover_ns.values == NULL) {
         fprintf(stderr, "bench_wait_http: out of memory\n");
         return -1;
     }
@@ -589,13 +626,18 @@ static int bench(struct run *r)
 {
     if (run_open(r) != 0)
         return 1;
-    for (uint32_t i = 0; i < r->o.callers; i++)
-        call_start(r, &r->callers[i]);
+    if (r->o.burst) {
+        round_start(r);
+    } else {
+        for (uint32_t i = 0; i < r->o.callers; i++)
+            call_start(r, &r->callers[i]);
+    }
     loop_until(r, now_ns(CLOCK_MONOTONIC) + (int64_t)(r->o.warmup_s * 1e9));
     struct cpu_times server0, server1, server = {-1, -1};
     bool server_known = r->o.server_pid > 0 && process_cpu(r->o.server_pid, &server0);
     double client0 = self_cpu_s();
     int64_t started = now_ns(CLOCK_MONOTONIC);
+    r->window_started_ns = started;
     r->measuring = true;
     loop_until(r, started + (int64_t)(r->o.duration_s * 1e9));
     r->measuring = false;
@@ -617,12 +659,15 @@ static void usage(FILE *out)
     fprintf(out, "usage: bench_wait_http --url http://HOST:PORT --mode wait|loop|retry\n"
                  "         [--callers 1000] [--key bench:slots] [--wait-ms 60000]\n"
                  "         [--warmup 2] [--duration 10] [--server-pid PID]\n"
-                 "         [--call-ms 0] [--think-ms 0]\n"
+                 "         [--call-ms 0] [--think-ms 0] [--burst]\n"
                  "Callers on one concurrency limit (put it first), each completing when\n"
-                 "admitted (after --call-ms) and calling again (after --think-ms); prints\n"
-                 "one JSON line: admitted/s, latency per call (first\n"
+                 "admitted (after --call-ms) and calling again (after --think-ms; with\n"
+                 "--burst, once every caller's call completed: rounds of one call each);\n"
+                 "prints one JSON line: admitted/s, latency per call (first\n"
                  "reserve to admission), release-to-next-answer (a complete sent to the\n"
-                 "next admission's arrival, kernel-stamped), llmlimitd's CPU per admission.\n");
+                 "next admission's arrival, kernel-stamped), llmlimitd's CPU per admission,\n"
+                 "and with --burst each round's length (its first reserve to its last\n"
+                 "complete's answer).\n");
 }
 
 static int parse_url(struct options *o, char *url)
@@ -665,6 +710,10 @@ static int parse_args(struct options *o, int argc, char **argv)
     bool url = false;
     for (int i = 1; i < argc; i++) {
         const char *name = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(name, "--burst") == 0) {
+            o->burst = true;
+            continue;
+        }
         int bad = value == NULL;
         if (strcmp(name, "--url") == 0 && value != NULL)
             bad = parse_url(o, argv[i + 1]), url = true;
@@ -694,7 +743,7 @@ static int parse_args(struct options *o, int argc, char **argv)
     }
     if (!url || o->callers < 1 || o->callers > CALLERS_MAX || o->duration_s <= 0 ||
         o->wait_ms < 1 || o->wait_ms > 60000 || strlen(o->key) > 128 || o->call_ms > 600000 ||
-        o->think_ms > 600000)
+        o->think_ms > 600000 || (o->burst && o->think_ms > 0))
         return -1;
     return 0;
 }

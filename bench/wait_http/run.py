@@ -6,6 +6,11 @@ completing at once when admitted, in three modes (bench_wait_http --mode):
   loop   denied: again at once, with a new lease id (the busy loop)
   retry  denied: sleep retry_after_ms (x 0.8..1.2), then a new lease id (today's client)
 
+With --burst the callers fan out in rounds instead: one call each, all at once,
+and the next round once every call of this one has completed (an orchestrator
+that sends a thousand agents' calls and waits for all of them); each round's
+length is printed too.
+
 Each mode runs against a fresh llmlimitd; the backend "floor" runs
 bench/wait_http/floor_wait.c instead (the HTTP exchanges and one limit's
 bookkeeping, nothing else: what any server would reach here). The backends
@@ -19,7 +24,7 @@ Asserts nothing.
 
 Usage: python3 bench/wait_http/run.py [--build build] [--backends memory,sqlite,floor]
            [--modes wait,loop,retry] [--pairs 3] [--callers 1000] [--capacity 10]
-           [--warmup 2] [--duration 10] [--max-load 1.5] [--json FILE]"""
+           [--warmup 2] [--duration 10] [--max-load 1.5] [--burst] [--json FILE]"""
 
 import argparse
 import json
@@ -50,6 +55,15 @@ FIGURES = [  # (label, path in the JSON line, format)
     ("requests/s", ("requests_per_s",), "%.0f"),
     ("steal %", ("steal_percent",), "%.1f"),
 ]
+ROUND_FIGURES = [  # with --burst
+    ("round p50 ms", ("round_ms", "p50"), "%.1f"),
+    ("round p99 ms", ("round_ms", "p99"), "%.1f"),
+    ("rounds", ("round_ms", "rounds"), "%.0f"),
+]
+
+
+def figures_of(args):
+    return FIGURES + (ROUND_FIGURES if args.burst else [])
 
 
 def load_average():
@@ -126,7 +140,8 @@ def run_client(args, backend, mode, server):
         [os.path.join(args.build, "bench_wait_http"), "--url", server.url, "--mode", mode,
          "--key", KEY, "--callers", str(args.callers), "--warmup", str(args.warmup),
          "--duration", str(args.duration), "--server-pid", str(server.process.pid),
-         "--call-ms", str(args.call_ms), "--think-ms", str(args.think_ms)],
+         "--call-ms", str(args.call_ms), "--think-ms", str(args.think_ms)] +
+        (["--burst"] if args.burst else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError("bench_wait_http %s on %s: %s" % (mode, backend, done.stderr))
@@ -142,12 +157,13 @@ def value(figures, path):
 
 
 def show(results, args):
-    print("\nmedian (min..max) over %d run(s) of %d callers, %d slots, %g s each:"
-          % (args.pairs, args.callers, args.capacity, args.duration))
+    print("\nmedian (min..max) over %d run(s) of %d callers%s, %d slots, %g s each:"
+          % (args.pairs, args.callers, " in rounds (--burst)" if args.burst else "",
+             args.capacity, args.duration))
     for backend in args.backends:
         print("\n%s" % backend)
         print("  %-26s" % "" + "".join("%-26s" % mode for mode in args.modes))
-        for label, path, fmt in FIGURES:
+        for label, path, fmt in figures_of(args):
             cells = []
             for mode in args.modes:
                 seen = [value(r, path) for r in results
@@ -191,6 +207,8 @@ def parse_args(argv):
                         help="each admitted call holds its slot this long before its complete")
     parser.add_argument("--think-ms", type=int, default=0,
                         help="each caller waits this long after a complete before its next call")
+    parser.add_argument("--burst", action="store_true",
+                        help="rounds of one call per caller, all at once (no --think-ms)")
     parser.add_argument("--threads", type=int, default=0,
                         help="llmlimitd --threads (0: its default)")
     parser.add_argument("--max-load", type=float, default=0,
@@ -223,7 +241,7 @@ def main(argv):
                 print("pair %d %-7s %-6s load %s: %s" % (
                     pair, backend, mode, before, " ".join(
                         "%s=%s" % (label.replace(" ", "_"), fmt % value(figures, path))
-                        for label, path, fmt in FIGURES)))
+                        for label, path, fmt in figures_of(args))))
                 sys.stdout.flush()
     show(results, args)
     if args.json:
