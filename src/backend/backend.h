@@ -423,12 +423,12 @@ struct backend_watch {
     /* NULL, or asked by a backend that can hand freed room over in the
      * critical section that freed it (memory): under the backend's lock, in
      * place of freed, the reserve to make now for the first waiter of that
-     * limit (*request, *result; *cookie for claimed_done), or false (then
-     * freed is told as usual). The backend makes that reserve before it
-     * lets its lock go, and runs claimed_done(cookie) once it has; freed is
-     * still told when room is left beyond the claimed request's amount (its
-     * single requirement's). At most one claim per complete or release; it
-     * must be quick. */
+     * limit (*request, *result; *cookie, not NULL, for claimed_done), or
+     * false with nothing written (then freed is told as usual). The backend
+     * makes that reserve before it lets its lock go, and runs
+     * claimed_done(cookie) once it has; freed is still told when room is
+     * left beyond the claimed request's amount (its single requirement's).
+     * At most one claim per complete or release; it must be quick. */
     bool (*claim)(void *context, const struct backend_freed *freed,
                   const struct reserve_request **request, struct reserve_result **result,
                   void **cookie);

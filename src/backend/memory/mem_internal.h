@@ -450,9 +450,9 @@ struct mem_backend {
     struct backend_watch watch;
     /* A complete or release is under way (memory.c): the watch may claim
      * one waiter for the room it frees (mem_limit_notify), reserved before
-     * the lock is let go. */
+     * the lock is let go; claim_cookie is set from the claim to that
+     * reserve. */
     bool claim_open;
-    bool claimed;
     const struct reserve_request *claim_request;
     struct reserve_result *claim_result;
     void *claim_cookie;

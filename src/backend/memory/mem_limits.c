@@ -455,8 +455,9 @@ void mem_limit_notify(struct mem_backend *b, struct mem_limit *limit, int64_t no
     if (b->claim_open && b->watch.claim != NULL &&
         b->watch.claim(b->watch.context, &freed, &b->claim_request, &b->claim_result,
                        &b->claim_cookie)) {
-        b->claim_open = false; /* one claim per complete or release */
-        b->claimed = true;     /* its reserve is made before the lock is let go */
+        /* One claim per complete or release; its reserve is made before
+         * the lock is let go (claim_cookie set until then). */
+        b->claim_open = false;
         freed.available -= (int64_t)b->claim_request->requirements[0].amount;
         if (freed.available <= 0)
             return; /* all it freed is handed over */

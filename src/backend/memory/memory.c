@@ -715,14 +715,15 @@ static void mem_op_reserve(struct backend *base, const struct reserve_request *r
  * section. Returns its cookie for claimed_done, or NULL. */
 static void *claim_reserve(struct mem_backend *b)
 {
-    if (!b->claimed)
+    void *cookie = b->claim_cookie;
+    if (cookie == NULL)
         return NULL;
     const struct reserve_request *request = b->claim_request;
     struct mem_lease_key key = mem_lease_key(request->lease_id, request->lease_id_length);
     mem_leases_prefetch(b, key.hash);
     reserve_one(b, request, &key, clock_now_ms(b->clock), b->claim_result);
-    b->claimed = false;
-    return b->claim_cookie;
+    b->claim_cookie = NULL;
+    return cookie;
 }
 
 /* complete and release walk their batch the same way: one request at a time, each
