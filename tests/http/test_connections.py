@@ -461,6 +461,99 @@ class OneParser(unittest.TestCase):
         self.assertEqual(status, 200)
 
 
+class WhereAHeadEnds(unittest.TestCase):
+    """Where a head ends is one rule, read by the connection and the parser alike
+    (src/http/http_head.c, http_head_end): up to four empty lines before a request are
+    skipped (RFC 9112 section 2.2), then the head runs to its first empty line. Before,
+    the two disagreed and four bytes stopped the server (an assert in http_conn.c)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="llmlimit-conn-")
+        cls.server = Server(BINARY, backend=BACKEND, data_dir=cls.directory).start()
+        status, _, body = cls.server.put_limit({"key": KEY, "kind": "rolling",
+                                                "capacity": 10 ** 9, "window_seconds": 3600})
+        assert status == 200, body
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.cleanup()
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def connect(self):
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.addCleanup(sock.close)
+        return sock, Reader(sock)
+
+    def assert_alive(self):
+        self.assertIsNone(self.server.process.poll(), "llmlimitd died:\n%s"
+                          % self.server.stderr_tail())
+        sock, reader = self.connect()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+
+    def test_empty_lines_before_a_request_are_skipped(self):
+        """Two CRLFs alone (the four bytes that stopped the server), then a request on the
+        same connection; one to four CRLFs and a request in one write: each answered 200."""
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n\r\n")
+        time.sleep(0.2)  # read on their own, as a client pausing would have them
+        self.assert_alive()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        for count in range(1, 5):
+            with self.subTest(count=count):
+                sock.sendall(b"\r\n" * count + b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+                self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(reader.at_end(10), "empty lines then a close: closed without an answer")
+        self.assert_alive()
+
+    def test_a_crlf_after_a_body_is_skipped(self):
+        """A CRLF after a POST body (some old clients send one): the request is answered,
+        and so is the next on the connection; a CRLF then a close ends it quietly."""
+        sock, reader = self.connect()
+        lease = "crlf-%d" % time.monotonic_ns()
+        sock.sendall(reserve_bytes(lease) + b"\r\n")
+        status, _, body = reader.answer()
+        self.assertEqual((status, body["allowed"]), (200, True))
+        sock.sendall(post("/v1/release", {"lease_id": lease}) + b"\r\n" +
+                     b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(reader.at_end(10))
+        self.assert_alive()
+
+    def test_a_head_ending_in_a_bare_lf_is_one_400(self):
+        """A last field line followed by a bare LF, or a request line alone followed by
+        one: one 400 naming the bare LF, then the connection closed."""
+        for data in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\n",
+                     b"GET /healthz HTTP/1.1\r\n\n", b"\n", b"\r\n\n"):
+            with self.subTest(data=data):
+                sock, reader = self.connect()
+                sock.sendall(data)
+                raw = raw_answers(sock)
+                self.assertEqual(raw.count(b"HTTP/1.1 "), 1, raw)
+                self.assertTrue(raw.startswith(b"HTTP/1.1 400 "), raw)
+                self.assertIn(b"bare LF", raw)
+                self.assert_alive()
+
+    def test_past_four_empty_lines_is_one_400(self):
+        """Five empty lines before a request: 400, the connection closed."""
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n" * 5 + b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        raw = raw_answers(sock)
+        self.assertEqual(raw.count(b"HTTP/1.1 "), 1, raw)
+        self.assertTrue(raw.startswith(b"HTTP/1.1 400 "), raw)
+        self.assert_alive()
+
+
 class StalledReader(unittest.TestCase):
     TIMEOUT_S = 2
 

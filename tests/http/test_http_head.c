@@ -78,6 +78,49 @@ static void every_prefix_of_a_head_is_partial(void)
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
 }
 
+/* http_head_end over text, fed all at once and one byte at a time. */
+static size_t end_of(const char *text)
+{
+    size_t length = strlen(text), scanned = 0;
+    size_t end = http_head_end(text, length, &scanned);
+    size_t step_scanned = 0, step_end = 0;
+    for (size_t n = 0; n <= length && step_end == 0; n++)
+        step_end = http_head_end(text, n, &step_scanned);
+    CHECK_EQ_U64(step_end, end);
+    return end;
+}
+
+static void the_end_of_a_head_is_one_rule(void)
+{
+    /* Two empty lines alone: skipped, the request line still to come. */
+    CHECK_EQ_U64(end_of("\r\n\r\n"), 0);
+    CHECK_EQ_I64(parse("\r\n\r\n"), HTTP_HEAD_PARTIAL);
+    CHECK_EQ_U64(end_of("\r\n\r\n\r"), 0);
+    /* Up to four, then a request: one head, from the first byte. */
+    const char *text = "\r\n\r\n\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET";
+    CHECK_EQ_U64(end_of(text), strlen(text) - 3);
+    CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
+    CHECK_EQ_U64(head.length, strlen(text) - 3);
+    CHECK(memcmp(text + head.target_offset, "/healthz ", 9) == 0);
+    /* A fifth is an empty request line: the head ends there, refused. */
+    CHECK_EQ_U64(end_of("\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n"), 10);
+    refused("\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+    /* A bare LF ending the head, after a field or the request line, or alone. */
+    const char *bare[] = {"GET /healthz HTTP/1.1\r\nHost: x\r\n\n", "GET / HTTP/1.1\r\n\n", "\n",
+                          "\r\n\n"};
+    for (size_t i = 0; i < sizeof bare / sizeof bare[0]; i++) {
+        CHECK_EQ_U64(end_of(bare[i]), strlen(bare[i]));
+        refused(bare[i], 400);
+        CHECK(reason != NULL && strstr(reason, "bare LF") != NULL);
+    }
+    /* The end is the first empty line: what follows is not read. */
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\n\r\n\n\n"),
+                 strlen("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\r\n\r\n"),
+                 strlen("GET / HTTP/1.1\r\nHost: a\r\r\n\r\n"));
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\n\r"), 0);
+}
+
 static void blanks_around_values_are_not_part_of_them(void)
 {
     /* The two cases a reviewer found answered differently by the two old
@@ -142,8 +185,7 @@ static void request_lines_out_of_shape_are_refused(void)
     refused("GET / HTTP/1.1\r\nExpect: 101-later\r\n\r\n", 417);
     CHECK_EQ_I64(parse("BREW /pot HTTP/1.1\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK_EQ_I64(head.method, HTTP_OTHER);
-    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n"),
-                 HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK(head.expect_continue);
 }
 
@@ -228,12 +270,12 @@ static void chunked_bodies_decode_wherever_they_are_split(void)
 static void chunked_bodies_out_of_shape_are_refused(void)
 {
     const char *bad[] = {
-        "x\r\n",                     /* not hex */
-        "5 \r\nhello\r\n0\r\n\r\n",  /* blank after the size */
-        "5\nhello\r\n0\r\n\r\n",     /* bare LF */
-        "5\r\nhelloX\r\n0\r\n\r\n",  /* data longer than its size */
-        "1234567890abcdef0\r\n",     /* 17 hex digits */
-        "0\r\nX-T: 1\n\r\n",         /* a trailer's bare LF */
+        "x\r\n",                    /* not hex */
+        "5 \r\nhello\r\n0\r\n\r\n", /* blank after the size */
+        "5\nhello\r\n0\r\n\r\n",    /* bare LF */
+        "5\r\nhelloX\r\n0\r\n\r\n", /* data longer than its size */
+        "1234567890abcdef0\r\n",    /* 17 hex digits */
+        "0\r\nX-T: 1\n\r\n",        /* a trailer's bare LF */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct sink sink;
@@ -252,6 +294,9 @@ int main(void)
 {
     RUN(a_plain_request_is_read, "a request's method, target, version, fields and length");
     RUN(every_prefix_of_a_head_is_partial, "every prefix of a head is partial, the whole is whole");
+    RUN(the_end_of_a_head_is_one_rule,
+        "empty lines before a request are skipped (four at most), a head ends at its first "
+        "empty line, a bare LF there is 400, and the parser reads the same end");
     RUN(blanks_around_values_are_not_part_of_them,
         "blanks and tabs around a value are not part of it (Authorization, Content-Length)");
     RUN(http10_closes_unless_it_keeps_alive, "HTTP/1.0 closes unless keep-alive; close is read");
