@@ -119,6 +119,33 @@ static enum http_head_result version(struct cursor *c, const char *text, size_t 
     return HTTP_HEAD_WHOLE;
 }
 
+/* An absolute-form target (RFC 9112 section 3.2.2, which a server must
+ * accept): "http://" or "https://", any case, then an authority that is not
+ * empty and holds no userinfo (RFC 9110 section 4.2.4), then what an
+ * origin-form target holds. *skip is the length of the scheme and
+ * authority. */
+static enum http_head_result absolute_form(struct cursor *c, const char *text, size_t length,
+                                           size_t *skip)
+{
+    size_t at = 0;
+    if (length >= 7 && same(text, 7, "http://"))
+        at = 7;
+    else if (length >= 8 && same(text, 8, "https://"))
+        at = 8;
+    else
+        return bad(c, 400, "the request-target must be a path starting with '/' or http://");
+    size_t authority = at;
+    while (at < length && text[at] != '/' && text[at] != '?') {
+        if (text[at] == '@')
+            return bad(c, 400, "the request-target's authority holds userinfo ('@')");
+        at++;
+    }
+    if (at == authority)
+        return bad(c, 400, "the request-target's authority is empty");
+    *skip = at;
+    return HTTP_HEAD_WHOLE;
+}
+
 /* method SP request-target SP HTTP-version CRLF. */
 static enum http_head_result request_line(struct cursor *c, struct http_head *head)
 {
@@ -139,13 +166,19 @@ static enum http_head_result request_line(struct cursor *c, struct http_head *he
         end++;
     if (end == target || end >= length || line[end] != ' ')
         return bad(c, 400, "the request-target is missing or holds a control or non-ASCII byte");
-    if (line[target] != '/')
-        return bad(c, 400, "the request-target must be a path starting with '/'");
-    head->target_offset = (uint32_t)(c->at + target);
-    head->target_length = (uint32_t)(end - target);
-    const char *question = memchr(line + target, '?', end - target);
+    size_t path = target;
+    if (line[target] != '/') {
+        size_t skip = 0;
+        r = absolute_form(c, line + target, end - target, &skip);
+        if (r != HTTP_HEAD_WHOLE)
+            return r;
+        path += skip;
+    }
+    head->target_offset = (uint32_t)(c->at + path);
+    head->target_length = (uint32_t)(end - path);
+    const char *question = memchr(line + path, '?', end - path);
     head->path_length =
-        (uint32_t)(question != NULL ? (size_t)(question - (line + target)) : end - target);
+        (uint32_t)(question != NULL ? (size_t)(question - (line + path)) : end - path);
     r = version(c, line + end + 1, length - end - 1, head);
     c->at += length + 2; /* past the CRLF */
     return r;
@@ -275,6 +308,8 @@ static enum http_head_result framing(struct cursor *c, struct http_head *head,
         return bad(c, 400, "Content-Length and Transfer-Encoding together");
     if (head->chunked && head->version_minor == 0)
         return bad(c, 400, "Transfer-Encoding in an HTTP/1.0 request");
+    if (head->version_minor == 1 && !seen->host)
+        return bad(c, 400, "Host: missing (required in HTTP/1.1)");
     if (head->version_minor == 0 && !seen->keep_alive)
         head->close = true;
     return HTTP_HEAD_WHOLE;

@@ -37,9 +37,11 @@ struct http_field {
 struct http_head {
     uint32_t length; /* through the blank line */
     enum http_method method;
-    uint32_t target_offset; /* the request-target: path, then '?' and the query */
+    /* The request-target: path, then '?' and the query; of an absolute-form
+     * target (http://host/path), what follows the authority. */
+    uint32_t target_offset;
     uint32_t target_length;
-    uint32_t path_length;  /* the part before '?' */
+    uint32_t path_length;  /* the part before '?'; 0 (http://host) is "/" */
     uint8_t version_minor; /* HTTP/1.0 or HTTP/1.1 */
     bool has_content_length;
     bool chunked; /* Transfer-Encoding: chunked */

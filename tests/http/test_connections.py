@@ -202,7 +202,8 @@ class Connections(unittest.TestCase):
                 sock.sendall(post("/v1/release", {"lease_id": lease}))
                 self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
         sock, reader = self.connect()
-        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         status, headers, _ = reader.answer(head_only=True)
         self.assertEqual(status, 200)
         self.assertEqual(headers["content-length"], "11")
@@ -450,11 +451,58 @@ class OneParser(unittest.TestCase):
                                     % len(payload) + payload)
                 self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:200])
 
+    def test_http11_without_host_is_one_400(self):
+        """An HTTP/1.1 request without Host: one 400 naming Host (RFC 9112 section 3.2), in
+        the route's shape; HTTP/1.0 needs none."""
+        answer = self.refused_once(b"GET /healthz HTTP/1.1\r\n\r\n", 400, "bad_request")
+        self.assertIn("Host", answer["error"])
+        answer = self.refused_once(b"POST /v1/chat/completions HTTP/1.1\r\n"
+                                   b"Content-Length: 2\r\n\r\n{}", 400, "bad_request", True)
+        self.assertIn("Host", answer["error"]["message"])
+        raw = self.exchange(b"GET /healthz HTTP/1.0\r\n\r\n")
+        self.assertTrue(raw.startswith(b"HTTP/1.0 200 "), raw)
+
+    def test_absolute_form_targets_are_served(self):
+        """A target of the absolute form (http://host/path, which RFC 9112 section 3.2.2 says a
+        server must accept) is served as its path: any case of scheme, a port, a query, a
+        body; no path at all is "/". An authority that is empty or holds userinfo, another
+        scheme, or a single slash is one 400."""
+        body = json.dumps({"lease_id": "absolute-%d" % time.monotonic_ns(),
+                           "requirements": [{"key": KEY, "amount": 1}]}).encode()
+        served = [
+            (b"GET http://t/healthz", b"", {"ok": True}),
+            (b"GET HTTPS://T:8080/v1/usage/conn%3Arpm?x=1", b"", {"key": KEY}),
+            (b"POST http://t/v1/reserve", body, {"allowed": True}),
+            (b"GET http://t", b"", {"service": "llmlimitd"}),
+            (b"GET http://t?x=1", b"", {"service": "llmlimitd"}),
+        ]
+        for line, payload, expected in served:
+            with self.subTest(line=line):
+                raw = self.exchange(line + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                                    b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
+                self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:300])
+                answer = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+                for name, value in expected.items():
+                    self.assertEqual(answer[name], value, answer)
+        for target in (b"http:///healthz", b"ftp://t/healthz", b"http:/healthz",
+                       b"http://u@t/healthz", b"healthz"):
+            with self.subTest(target=target):
+                self.refused_once(b"GET " + target + b" HTTP/1.1\r\nHost: t\r\n\r\n", 400,
+                                  "bad_request")
+
+    def test_a_nul_before_a_request_is_one_400(self):
+        """A NUL byte before a request line: one 400 once the head ends, then the connection
+        closed (docs/hardening.md)."""
+        answer = self.refused_once(b"\x00GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 400,
+                                   "bad_request")
+        self.assertIn("method", answer["error"])
+
     def test_refused_heads_do_not_flood_the_log(self):
         """200 malformed requests write no log line each: the log does not grow with them."""
         before = len(self.server.stderr_lines)
         for _ in range(200):
-            self.exchange(b"POST /v1/reserve HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello")
+            self.exchange(b"POST /v1/reserve HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\n"
+                          b"hello")
         time.sleep(0.5)  # whatever the server would log has been read by now
         self.assertLess(len(self.server.stderr_lines) - before, 10)
         status, _, body = self.server.request("GET", "/healthz")

@@ -33,14 +33,23 @@ static const char *field(const char *text, const char *name)
     return value;
 }
 
-static void refused(const char *text, unsigned expected)
+/* Refused with `expected`, for a reason other than a missing Host (unless
+ * that is what is tested: no_host). */
+static void refused_for(const char *text, unsigned expected, bool no_host)
 {
     enum http_head_result r = parse(text);
     CHECK_EQ_I64(r, HTTP_HEAD_BAD);
     CHECK_EQ_U64(status, expected);
     CHECK(reason != NULL);
+    if (reason != NULL)
+        CHECK_EQ_I64(strstr(reason, "Host: missing") != NULL, no_host);
     if (r != HTTP_HEAD_BAD)
         fprintf(stderr, "  accepted: %s\n", text);
+}
+
+static void refused(const char *text, unsigned expected)
+{
+    refused_for(text, expected, false);
 }
 
 static void a_plain_request_is_read(void)
@@ -125,7 +134,7 @@ static void blanks_around_values_are_not_part_of_them(void)
 {
     /* The two cases a reviewer found answered differently by the two old
      * paths: a tab after the token, blanks after a length. */
-    const char *text = "POST /x HTTP/1.1\r\nAuthorization: \tBearer tok\t\r\n"
+    const char *text = "POST /x HTTP/1.1\r\nHost: a\r\nAuthorization: \tBearer tok\t\r\n"
                        "Content-Length: 5 \t\r\n\r\n";
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
     CHECK_STR(field(text, "authorization"), "Bearer tok");
@@ -139,7 +148,8 @@ static void http10_closes_unless_it_keeps_alive(void)
     CHECK(head.close);
     CHECK_EQ_I64(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK(!head.close);
-    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nConnection: upgrade, close\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade, close\r\n\r\n"),
+                 HTTP_HEAD_WHOLE);
     CHECK(head.close);
 }
 
@@ -174,7 +184,6 @@ static void request_lines_out_of_shape_are_refused(void)
 {
     refused("GET  / HTTP/1.1\r\n\r\n", 400);
     refused("GET / HTTP/1.1 \r\n\r\n", 400);
-    refused("GET http://x/ HTTP/1.1\r\n\r\n", 400);
     refused("GET /\x7f HTTP/1.1\r\n\r\n", 400);
     refused("GET / HTTP/2.0\r\n\r\n", 505);
     refused("GET / HTTP/1.2\r\n\r\n", 505);
@@ -183,33 +192,71 @@ static void request_lines_out_of_shape_are_refused(void)
     refused("AVERYVERYLONGMETHOD / HTTP/1.1\r\n\r\n", 400);
     refused("\x01\x02garbage\r\n\r\n", 400);
     refused("GET / HTTP/1.1\r\nExpect: 101-later\r\n\r\n", 417);
-    CHECK_EQ_I64(parse("BREW /pot HTTP/1.1\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("BREW /pot HTTP/1.1\r\nHost: a\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK_EQ_I64(head.method, HTTP_OTHER);
-    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n\r\n"),
+                 HTTP_HEAD_WHOLE);
     CHECK(head.expect_continue);
+}
+
+static void http11_needs_a_host(void)
+{
+    refused_for("GET / HTTP/1.1\r\n\r\n", 400, true);
+    refused_for("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400, true);
+    CHECK_EQ_I64(parse("GET / HTTP/1.0\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nhOST: a\r\n\r\n"), HTTP_HEAD_WHOLE);
+}
+
+/* The path and query an accepted head's target holds. */
+static void target_is(const char *text, const char *target, size_t path_length)
+{
+    CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
+    CHECK_EQ_U64(head.target_length, strlen(target));
+    CHECK(memcmp(text + head.target_offset, target, strlen(target)) == 0);
+    CHECK_EQ_U64(head.path_length, path_length);
+}
+
+static void absolute_form_targets_are_read_as_their_path(void)
+{
+    target_is("GET http://x/v1/usage/k?y=1 HTTP/1.1\r\nHost: x\r\n\r\n", "/v1/usage/k?y=1",
+              strlen("/v1/usage/k"));
+    target_is("GET HTTPS://X:8080/a HTTP/1.1\r\nHost: x\r\n\r\n", "/a", 2);
+    target_is("GET hTTp://[::1]:80/ HTTP/1.1\r\nHost: x\r\n\r\n", "/", 1);
+    target_is("GET http://x HTTP/1.1\r\nHost: x\r\n\r\n", "", 0);
+    target_is("GET http://x?q HTTP/1.1\r\nHost: x\r\n\r\n", "?q", 0);
+    refused("GET http:///a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http://?a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http://u:p@x/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http:/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET ftp://x/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET a/b HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400);
 }
 
 static void a_length_past_any_bound_saturates(void)
 {
-    CHECK_EQ_I64(parse("POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n"),
-                 HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(
+        parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551616\r\n\r\n"),
+        HTTP_HEAD_WHOLE);
     CHECK_EQ_U64(head.content_length, UINT64_MAX);
-    CHECK_EQ_I64(parse("POST / HTTP/1.1\r\nContent-Length: 00000000000000000000000007\r\n\r\n"),
-                 HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(
+        parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 00000000000000000000000007\r\n\r\n"),
+        HTTP_HEAD_WHOLE);
     CHECK_EQ_U64(head.content_length, 7);
 }
 
 static void a_head_over_its_bounds_is_431(void)
 {
     static char text[HTTP_HEAD_BYTES_MAX + 64];
-    strcpy(text, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i <= HTTP_FIELDS_MAX; i++)
+    strcpy(text, "GET / HTTP/1.1\r\nHost: a\r\n");
+    for (int i = 1; i <= HTTP_FIELDS_MAX; i++)
         sprintf(text + strlen(text), "X-%d: v\r\n", i);
     strcat(text, "\r\n");
     refused(text, 431);
     /* One field fewer is read. */
-    strcpy(text, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i < HTTP_FIELDS_MAX; i++)
+    strcpy(text, "GET / HTTP/1.1\r\nHost: a\r\n");
+    for (int i = 1; i < HTTP_FIELDS_MAX; i++)
         sprintf(text + strlen(text), "X-%d: v\r\n", i);
     strcat(text, "\r\n");
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
@@ -305,6 +352,10 @@ int main(void)
         "are 400 (501 for an unknown coding)");
     RUN(request_lines_out_of_shape_are_refused,
         "request lines out of shape are 400, other versions 505, other expectations 417");
+    RUN(http11_needs_a_host, "HTTP/1.1 without Host is 400; HTTP/1.0 needs none");
+    RUN(absolute_form_targets_are_read_as_their_path,
+        "http://host/path is read as /path (any case, a port, a query; none is \"/\"); an "
+        "empty authority, userinfo, another scheme are 400");
     RUN(a_length_past_any_bound_saturates, "a length past 2^64 saturates, never wraps");
     RUN(a_head_over_its_bounds_is_431, "one field past the bound, or 16 KiB, is 431");
     RUN(chunked_bodies_decode_wherever_they_are_split,
