@@ -95,7 +95,7 @@ static enum http_head_result line_at(struct cursor *c, const char **line, size_t
 {
     const char *lf = memchr(c->data + c->at, '\n', c->length - c->at);
     if (lf == NULL)
-        return HTTP_HEAD_PARTIAL; /* not in a whole head: see parse */
+        return HTTP_HEAD_PARTIAL; /* never in a whole head (parse) */
     size_t end = (size_t)(lf - c->data);
     if (end == c->at || c->data[end - 1] != '\r')
         return bad(c, 400, "a line ending in a bare LF");
