@@ -858,8 +858,8 @@ void wait_release(struct wait *w, const struct release_request *requests,
 
 /* Waiters of the queue that can never fit the limit as it is now: a
  * deleted limit, or a capacity (or pending decrease) below their amount.
- * Answering one wakes the next, which may then be asking: the backend's
- * answer tells it the same. */
+ * Answering one wakes the next, which may then be asking: it is answered
+ * when its attempt returns (wait_doom_in_flight). */
 static void limit_answer(struct wait *w, struct wait_key *k, bool gone, uint64_t capacity,
                          struct wait_list *answers)
 {
@@ -904,6 +904,8 @@ void wait_limit_changed(struct wait *w, const char *key)
     struct wait_key *k = wait_key_find(w, key, length, hash);
     if (k != NULL)
         limit_answer(w, k, gone, capacity, &answers);
+    /* Those in flight, and those that answering woke. */
+    wait_doom_in_flight(w, key, length, gone, capacity);
     k = wait_key_find(w, key, length, hash); /* gone when its last waiter was answered */
     if (k != NULL)
         wait_wake_key(w, k, false, 0);

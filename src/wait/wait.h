@@ -71,6 +71,11 @@ struct wait_ticket {
     bool cancelled;
     bool queued_once; /* has waited: its answer is an outcome of waiting */
     bool full;        /* answered at once: max_waiters were waiting */
+    /* A limit of its attempt in flight was deleted or cut below its amount
+     * meanwhile: the error (enum backend_error) it is answered with should
+     * that attempt come back to be queued again, and the requirement. */
+    uint8_t doomed;
+    uint8_t doomed_index;
     /* Buffers, written before use (everything above is cleared first). */
     struct reserve_request attempt; /* the request as the backend gets it */
     struct release_request release; /* a cancelled waiter that was admitted */
@@ -139,8 +144,9 @@ void wait_release(struct wait *wait, const struct release_request *requests,
 
 /* A limit was put, restored or deleted: a deleted limit's waiters are
  * answered unknown_limit_key, those that need more than a decreased
- * capacity exceeds_capacity (RESERVE_WAIT_FAILED); the others wait (for a
- * pending decrease too) and the queue's head is woken. Reads the limit
+ * capacity exceeds_capacity (RESERVE_WAIT_FAILED), at once, or when their
+ * attempt in flight returns unless it admitted them; the others wait (for
+ * a pending decrease too) and the queue's head is woken. Reads the limit
  * through backend_get_limit. */
 void wait_limit_changed(struct wait *wait, const char *key);
 

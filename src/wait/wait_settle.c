@@ -447,9 +447,46 @@ static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_
     finish(w, t, RESERVE_WAIT_CANCELLED, now_of(w), answers);
 }
 
+void wait_doom_in_flight(struct wait *w, const char *key, uint32_t length, bool gone,
+                         uint64_t capacity)
+{
+    for (uint32_t b = 0; b <= w->lease_mask; b++) {
+        for (struct wait_ticket *t = w->leases[b]; t != NULL; t = t->lease_next) {
+            if (t->state != WAIT_FIRST && t->state != WAIT_ASKING)
+                continue;
+            int32_t i = index_of(t->request, key, length);
+            if (i < 0)
+                continue;
+            if (!gone && t->request->requirements[i].amount <= capacity) {
+                if (t->doomed != BACKEND_OK && t->doomed_index == (uint8_t)i)
+                    t->doomed = BACKEND_OK; /* an increase since: it fits again */
+                continue;
+            }
+            t->doomed = (uint8_t)(gone ? BACKEND_UNKNOWN_LIMIT_KEY : BACKEND_EXCEEDS_CAPACITY);
+            t->doomed_index = (uint8_t)i;
+        }
+    }
+}
+
+/* An attempt that was in flight across a limit change that dooms it: were
+ * it to be queued again (a denial decided before the change, or
+ * limit_decreasing), it is answered the error instead, as a queued waiter
+ * was when the change came (wait.c, limit_answer). */
+static void doom_apply(struct wait_ticket *t)
+{
+    const struct reserve_result *r = t->result;
+    bool again = !r->allowed && !r->replayed &&
+                 ((r->error == BACKEND_OK && r->waitable) || r->error == BACKEND_LIMIT_DECREASING);
+    if (again && t->state != WAIT_FINAL)
+        reserve_result_fail(t->result, (enum backend_error)t->doomed, t->doomed_index);
+    t->doomed = BACKEND_OK;
+}
+
 void wait_settle(struct wait *w, struct wait_ticket *t, struct wait_list *answers)
 {
     assert(t->state == WAIT_FIRST || t->state == WAIT_ASKING || t->state == WAIT_FINAL);
+    if (t->doomed != BACKEND_OK)
+        doom_apply(t);
     if (t->cancelled) {
         settle_cancelled(w, t, answers);
         return;

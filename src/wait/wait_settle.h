@@ -41,6 +41,13 @@ void wait_asking(struct wait *w, struct wait_ticket *t);
  * known): the head of its queue asks, and those behind it while what is
  * left covers them. */
 void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t available);
+/* A limit was deleted (gone) or its capacity (or pending decrease) is now
+ * capacity: the waiters whose attempt is in flight and that need more of
+ * it are marked, so that they are answered when it returns instead of
+ * being queued again (the backend may have decided before the change, or
+ * answered limit_decreasing). O(waiters): limit changes are rare. */
+void wait_doom_in_flight(struct wait *w, const char *key, uint32_t length, bool gone,
+                         uint64_t capacity);
 void wait_cancel_locked(struct wait *w, struct wait_ticket *t, struct wait_list *answers);
 /* The retries parked on a cancelled ticket go to the backend (as work). */
 void wait_unpark(struct wait *w, struct wait_ticket *t);

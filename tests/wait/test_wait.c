@@ -4,9 +4,10 @@
  * attempt is in flight (an admission then released, or the wait handed to
  * a retry), shutdown with an attempt in flight, a release that lands while
  * the head's attempt is being decided, how far a wake goes down a queue,
- * a waiter whose limit starts to decrease, a backend failure while waiting,
- * a retry's own deadline, a plain retry of a lease whose waiter left. Manual clock; the wait layer
- * is settled with wait_quiesce, never by sleeping. */
+ * a waiter whose limit starts to decrease or is cut below its need while
+ * its attempt is in flight, a backend failure while waiting, a retry's own
+ * deadline, a plain retry of a lease whose waiter left. Manual clock; the
+ * wait layer is settled with wait_quiesce, never by sleeping. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -603,6 +604,102 @@ static void a_decreasing_limit_is_waited_for(void)
     env_close(&e);
 }
 
+/* The capacity is cut below what the head needs while its attempt is in
+ * flight: the backend answers that attempt limit_decreasing (or a denial it
+ * decided before the cut). The waiter is answered exceeds_capacity as soon as
+ * it returns, not queued again at the head until the decrease applies, and
+ * the waiter behind it asks. */
+static void a_cut_during_the_heads_attempt_answers_it(bool decided_before)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 8);
+    struct waiter *b = queued(&e, 1, "b", 1);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a asks */
+    e.fake.state.status = LIMIT_DECREASING;
+    e.fake.state.pending_decrease_to = 5;
+    wait_limit_changed(e.wait, "slots");
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 0); /* its attempt is still in flight */
+    if (decided_before)
+        answer_denied(&e.fake, T0 + 600000);
+    else
+        answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK(!a->result.allowed);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(a->result.error_index, 0);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_FAILED);
+    CHECK_EQ_I64(done_count(b), 0);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* b, now first, asks */
+    env_close(&e);
+}
+
+static void a_cut_during_the_heads_attempt_answers_it_decreasing(void)
+{
+    a_cut_during_the_heads_attempt_answers_it(false);
+}
+
+static void a_cut_during_the_heads_attempt_answers_it_denied(void)
+{
+    a_cut_during_the_heads_attempt_answers_it(true);
+}
+
+/* Two queued waiters that need more than a pending decrease: the first is
+ * answered at once, which wakes the second; its attempt, answered
+ * limit_decreasing, answers it too. */
+static void a_cut_answers_a_waiter_it_woke(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 8);
+    struct waiter *b = queued(&e, 1, "b", 8);
+    e.fake.state.status = LIMIT_DECREASING;
+    e.fake.state.pending_decrease_to = 5;
+    wait_limit_changed(e.wait, "slots");
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a's leaving woke b */
+    answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_FAILED);
+    env_close(&e);
+}
+
+/* The same for a first attempt, and for a limit deleted meanwhile. */
+static void a_change_during_a_first_attempt_answers_it(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = start(&e, 0, "a", 8, 30000, 5);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    e.fake.state.definition.capacity = 5; /* applied at once */
+    wait_limit_changed(e.wait, "slots");
+    answer_denied(&e.fake, T0 + 600000); /* decided before the cut */
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_NONE); /* it never waited */
+    struct waiter *b = start(&e, 1, "b", 1, 30000, 5);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    e.fake.limit_gone = true;
+    wait_limit_changed(e.wait, "slots");
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.error, BACKEND_UNKNOWN_LIMIT_KEY);
+    struct wait_stats s;
+    wait_stats(e.wait, &s);
+    CHECK_EQ_U64(s.waiting, 0);
+    env_close(&e);
+}
+
 static void a_backend_failure_while_waiting_is_answered(void)
 {
     struct env e;
@@ -782,6 +879,16 @@ int main(void)
         "a freed limit wakes the waiters what is left covers, the head alone when unknown");
     RUN(a_decreasing_limit_is_waited_for,
         "a waiter whose limit starts to decrease waits; a new request is answered at once");
+    RUN(a_cut_during_the_heads_attempt_answers_it_decreasing,
+        "a capacity cut below the head's need while its attempt is in flight (answered "
+        "limit_decreasing) answers it exceeds_capacity when it returns");
+    RUN(a_cut_during_the_heads_attempt_answers_it_denied,
+        "a capacity cut below the head's need while its attempt is in flight (a denial decided "
+        "before it) answers it exceeds_capacity when it returns");
+    RUN(a_cut_answers_a_waiter_it_woke,
+        "a cut answers the waiters behind the first too, though answering it woke them");
+    RUN(a_change_during_a_first_attempt_answers_it,
+        "a cut or a delete while a first attempt is in flight answers it when it returns");
     RUN(a_backend_failure_while_waiting_is_answered, "backend_error while waiting is answered");
     RUN(a_retry_has_its_own_deadline,
         "a retry that joined a wait is answered at its own deadline, the wait goes on");
