@@ -867,6 +867,7 @@ class Lifecycle(unittest.TestCase):
                 ("--max-connections", "4096"), ("--connection-timeout-seconds", "30"),
                 ("--lease-cache-max", "1000000"), ("--lease-retention-seconds", "3600"),
                 ("--concurrency-poll-ms", "250"), ("--decrease-retry-ms", "10000"),
+                ("--max-waiters", "10000"), ("--wait-hold-ms", "10000"),
                 ("--log-format", "text"), ("--log-level", "info"),
                 ("--sqlite-synchronous", "full"), ("--sqlite-retention-days", "0"),
                 ("--tb-cluster", "0"),
@@ -883,7 +884,7 @@ class Lifecycle(unittest.TestCase):
                      ["--log-format", "xml"], ["--backend", "nope"], ["--listen", "nohost"],
                      ["--sqlite-retention-days", "36601"], ["--sqlite-retention-days", "-1"],
                      ["--listen", "example.com:80"], ["--tb-deadline-ms", "99"],
-                     ["--tb-deadline-ms", "60001"]):
+                     ["--tb-deadline-ms", "60001"], ["--wait-hold-ms", "60001"]):
             process = subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(process.returncode, 2, args)
             self.assertIn("llmlimitd:", process.stderr)
