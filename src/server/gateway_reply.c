@@ -68,6 +68,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gw_error_for(&b, error_surface(ex), status, type, code, message);
+    buffer_append_char(&b, '\n'); /* as every JSON answer of llmlimitd's own */
     gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
         add_retry_headers(h, retry_after_ms);
