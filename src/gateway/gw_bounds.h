@@ -47,7 +47,6 @@
 #define GW_SSE_ARENA_INLINE_BYTES 2048      /* a stream event's parse, without a heap block */
 #define GW_UPLOAD_BUFFER_BYTES (16u << 10)  /* curl's upload buffer per transfer (its least) */
 #define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */
-#define GW_REQUEST_ID_LENGTH_MAX 1024       /* of X-Request-Id that goes into a lease id's hash */
 /* Leases one X-Request-Id may take: a retry after a 429 or a released
  * failure is a new attempt (docs/gateway.md). */
 #define GW_ATTEMPTS_MAX 16

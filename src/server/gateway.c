@@ -193,10 +193,22 @@ static const char *request_id_of(struct exchange *ex)
     return id != NULL && id[0] != '\0' ? id : NULL;
 }
 
+/* Whether "gw:<caller>:<id>" can name the caller's call: the caller holds
+ * no ':' (so the first ':' after the prefix ends it) and is not "h" (the
+ * hashed form's tag), so no two (caller, id) pairs give one text. */
+static bool caller_readable(const char *caller)
+{
+    return strchr(caller, ':') == NULL && strcmp(caller, "h") != 0;
+}
+
 /* Attempt 0 of an X-Request-Id: "gw:<caller>:<id>" when that is a valid
- * lease id, else the same hashed; a new UUIDv7 without the header. Attempt
- * n > 0 (a retry after a denial or a released failure): the hash of caller,
- * id and n. 0, or -1 (no randomness). */
+ * lease id and the caller is readable in it, else "gw:h:" and the hash of
+ * caller and id. Attempt n > 0 (a retry after a denial or a released
+ * failure): "gw:h:" and the hash of caller, id and n. Without the header:
+ * "gw:" and a new UUIDv7 (no ':' after the prefix: none of the others).
+ * Every one is in the gateway's namespace (LEASE_ID_GATEWAY_PREFIX), which
+ * the data routes refuse, and one (caller, id, attempt) gives one lease id
+ * and no other. 0, or -1 (no randomness, libcrypto failed). */
 static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt, char *out,
                        size_t out_size)
 {
@@ -208,26 +220,31 @@ static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt
         char uuid[UUID_TEXT_SIZE];
         if (uuid_v7(clock_now_ms(ex->server->clock), uuid) != 0)
             return -1;
-        snprintf(out, out_size, "%s", uuid);
+        snprintf(out, out_size, "%s%s", LEASE_ID_GATEWAY_PREFIX, uuid);
         return 0;
     }
-    int n = snprintf(out, out_size, "gw:%s:%s", caller, request_id);
-    if (attempt == 0 && n > 0 && (size_t)n < out_size && lease_id_valid(out, (size_t)n))
+    int n = snprintf(out, out_size, "%s%s:%s", LEASE_ID_GATEWAY_PREFIX, caller, request_id);
+    if (attempt == 0 && caller_readable(caller) && n > 0 && (size_t)n < out_size &&
+        lease_id_valid(out, (size_t)n))
         return 0;
-    /* An id (or caller) outside the lease-id alphabet, or too long, or a
-     * later attempt: the same caller, id and attempt always give the same
-     * hash (a header holds no newline, so no two of them hash one text). */
-    char text[CALLER_LENGTH_MAX + GW_REQUEST_ID_LENGTH_MAX + 16];
-    int length = attempt == 0 ? snprintf(text, sizeof text, "%s\n%.*s", caller,
-                                         GW_REQUEST_ID_LENGTH_MAX, request_id)
-                              : snprintf(text, sizeof text, "%s\n%.*s\n%" PRIu32, caller,
-                                         GW_REQUEST_ID_LENGTH_MAX, request_id, attempt);
+    /* An id (or caller) outside the lease-id alphabet, too long, a caller
+     * not readable, or a later attempt: the hash of the caller, the whole
+     * id's own hash and the attempt (neither the caller nor a hash holds a
+     * newline, so no two of them hash one text). */
     uint8_t digest[GW_SHA256_BYTES];
-    char hex[GW_SHA256_HEX_SIZE];
-    if (length < 0 || sha256_digest(text, (size_t)length, digest) != 0)
+    char id_hex[GW_SHA256_HEX_SIZE], hex[GW_SHA256_HEX_SIZE];
+    if (sha256_digest(request_id, strlen(request_id), digest) != 0)
+        return -1;
+    gw_hex_encode(digest, GW_SHA256_BYTES, id_hex);
+    char text[CALLER_LENGTH_MAX + GW_SHA256_HEX_SIZE + 16];
+    int length = attempt == 0
+                     ? snprintf(text, sizeof text, "%s\n%s", caller, id_hex)
+                     : snprintf(text, sizeof text, "%s\n%s\n%" PRIu32, caller, id_hex, attempt);
+    if (length < 0 || (size_t)length >= sizeof text ||
+        sha256_digest(text, (size_t)length, digest) != 0)
         return -1;
     gw_hex_encode(digest, GW_SHA256_BYTES, hex);
-    snprintf(out, out_size, "gw:h:%.40s", hex);
+    snprintf(out, out_size, "%sh:%.40s", LEASE_ID_GATEWAY_PREFIX, hex);
     return 0;
 }
 

@@ -18,7 +18,7 @@ from gw_harness import (AGENT_MODELS, CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REM
                         GatewayTest, chat, estimate, skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
-UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+UUID_V7 = re.compile(r"^gw:[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 HASHED = re.compile(r"^gw:h:[0-9a-f]{40}$")
 # OpenAI writes a reset as a duration: "20ms", "6s", "1m30s", "1h0m0s".
 DURATION = re.compile(r"^(?:(\d+)ms|(?:(\d+)h)?(?:(\d+)m)?(\d+)s)$")
@@ -34,7 +34,7 @@ def duration_ms(text):
 class RequestId(GatewayTest, unittest.TestCase):
 
     def test_request_id_names_the_lease(self):
-        """X-Request-Id: the lease is gw:<caller>:<id>; without it, a new UUIDv7."""
+        """X-Request-Id: the lease is gw:<caller>:<id>; without it, gw: and a new UUIDv7."""
         c = self.gw.caller()
         status, headers, _ = self.gw.call(c, CHAT, chat("m-normal"),
                                           headers={"X-Request-Id": "order-17.a:b_c"})
