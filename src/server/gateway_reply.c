@@ -18,6 +18,7 @@
 
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
+#include "gateway/gw_secret.h"
 #include "server.h"
 #include "wire/wire_text.h"
 
@@ -337,7 +338,9 @@ int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const c
     return rc;
 }
 
-/* A header value the upstream sent that may go out again as it is. */
+/* A header value the upstream sent that may go out again: printable ASCII
+ * only (a bare CR or another control byte would let a client that splits
+ * on it read fields of the upstream's making). */
 static bool header_value_plain(const char *value)
 {
     if (value[0] == '\0')
@@ -349,22 +352,37 @@ static bool header_value_plain(const char *value)
     return true;
 }
 
+/* Relays an upstream header when its value is plain, the provider key
+ * starred out of it. Whether it went out. */
+static bool relay_header(struct gateway_headers *h, const struct gateway_call *call,
+                         const char *name, const char *value)
+{
+    if (!header_value_plain(value))
+        return false;
+    char copy[sizeof h->values[0]];
+    snprintf(copy, sizeof copy, "%s", value);
+    gw_secret_redact(copy, strlen(copy), call->upstream->api_key);
+    gateway_headers_add(h, name, copy);
+    return true;
+}
+
 int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
 {
     struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
-    if (call->upstream_content_type[0] != '\0')
-        gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
+    relay_header(&h, call, "Content-Type", call->upstream_content_type);
     /* An upstream's refusal keeps its advice on when to try again: the
      * OpenAI SDK waits for it before it retries. */
-    if (status >= 400 && header_value_plain(call->upstream_retry_after))
-        gateway_headers_add(&h, "Retry-After", call->upstream_retry_after);
-    if (status >= 400 && header_value_plain(call->upstream_retry_after_ms))
-        gateway_headers_add(&h, "retry-after-ms", call->upstream_retry_after_ms);
+    if (status >= 400) {
+        relay_header(&h, call, "Retry-After", call->upstream_retry_after);
+        relay_header(&h, call, "retry-after-ms", call->upstream_retry_after_ms);
+    }
     pthread_mutex_unlock(&call->mutex);
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
-    /* The transfer is over: nothing else touches the answer now. */
+    /* The transfer is over: nothing else touches the answer now. An error
+     * body may echo the key the gateway sent. */
+    gw_secret_redact(call->answer.data, call->answer.length, call->upstream->api_key);
     exchange_answer_raw(ex, status, h.list, h.count, call->answer.data, call->answer.length);
     return 0;
 }
@@ -406,7 +424,8 @@ int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
 {
     struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
-    gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
+    if (!relay_header(&h, call, "Content-Type", call->upstream_content_type))
+        gateway_headers_add(&h, "Content-Type", "text/event-stream"); /* what it began with */
     call->streaming = true; /* from now on, what comes wakes the exchange */
     pthread_mutex_unlock(&call->mutex);
     gateway_headers_add(&h, "Cache-Control", "no-cache");
