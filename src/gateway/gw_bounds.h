@@ -101,6 +101,9 @@
  * many ids remembered (the oldest forgotten first), each at most this long. */
 #define GW_RESPONSE_OWNERS_MAX 65536
 #define GW_RESPONSE_ID_LENGTH_MAX 128
+/* ... and which created which item of a stored response (its output items,
+ * and its input items as their key lists them), for item_reference. */
+#define GW_RESPONSE_ITEM_OWNERS_MAX 65536
 
 /* The upstream's stream: one Server-Sent Event (all its lines). */
 #define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)

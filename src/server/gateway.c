@@ -16,6 +16,7 @@
 
 #include "activity.h"
 #include "core/uuid.h"
+#include "gateway/gw_references.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
 #include "util/log.h"
@@ -52,9 +53,11 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     g->observed = gw_observed_new(GW_OBSERVED_PAIRS_MAX, GW_OBSERVED_WINDOW, GW_OBSERVED_PERCENTILE,
                                   GW_OBSERVED_MIN_CALLS);
     g->owners = gw_owners_new(GW_RESPONSE_OWNERS_MAX);
-    if (g->observed == NULL || g->owners == NULL) {
+    g->items = gw_owners_new(GW_RESPONSE_ITEM_OWNERS_MAX);
+    if (g->observed == NULL || g->owners == NULL || g->items == NULL) {
         gw_observed_free(g->observed);
         gw_owners_free(g->owners);
+        gw_owners_free(g->items);
         gateway_stats_free(&g->stats);
         free(g);
         gw_config_release(config);
@@ -107,6 +110,7 @@ void gateway_close(struct gateway *g)
     gw_config_release(g->config);
     gw_observed_free(g->observed);
     gw_owners_free(g->owners);
+    gw_owners_free(g->items);
     gateway_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
     pthread_mutex_destroy(&g->calls_mutex);
@@ -624,6 +628,58 @@ static int note_response_owner(struct exchange *ex, struct gateway_call *call,
     return 0;
 }
 
+/* The first reference of a Responses request (gw_references.h) that is not
+ * its key's, if any. */
+struct reference_check {
+    struct gateway *gateway;
+    uint8_t digest[GW_SHA256_BYTES]; /* the key's, on the model's upstream */
+    enum gw_reference kind;
+    const char *id;
+    size_t length;
+};
+
+static int reference_owned(void *context, enum gw_reference kind, const char *id, size_t length)
+{
+    struct reference_check *check = context;
+    struct gw_owners *owners =
+        kind == GW_REFERENCE_RESPONSE ? check->gateway->owners : check->gateway->items;
+    if (length > 0 && gw_owners_lookup(owners, id, length, check->digest) == GW_OWNER_THIS_KEY)
+        return 0;
+    check->kind = kind;
+    check->id = id;
+    check->length = length;
+    return 1;
+}
+
+/* A Responses request may continue a stored response (previous_response_id)
+ * or reference stored items only when its key created them, as the routes
+ * of a stored response are served to that key alone: another key's, an
+ * unknown or a forgotten one is a 400, nothing reserved or forwarded (the
+ * same answer for all, so ids cannot be probed). Whether they are its own;
+ * false with the answer given. */
+static bool references_owned(struct exchange *ex, struct gateway_call *call,
+                             const struct jdoc_value *root)
+{
+    struct reference_check check = {.gateway = call->gateway};
+    if (gateway_owner_digest(call->key, call->upstream, check.digest) != 0) {
+        gateway_reply_error(ex, 503, "server_error", "digest_failed", 1000,
+                            "The gateway could not hash the key.");
+        return false;
+    }
+    if (gw_references_each(root, reference_owned, &check) == 0)
+        return true;
+    int shown =
+        check.length < GW_RESPONSE_ID_LENGTH_MAX ? (int)check.length : GW_RESPONSE_ID_LENGTH_MAX;
+    if (check.kind == GW_REFERENCE_RESPONSE)
+        gateway_reply_error(ex, 400, "invalid_request_error", "previous_response_not_found", 0,
+                            "Previous response with id '%.*s' not found for this key.", shown,
+                            check.id);
+    else
+        gateway_reply_error(ex, 400, "invalid_request_error", "item_not_found", 0,
+                            "Item with id '%.*s' not found for this key.", shown, check.id);
+    return false;
+}
+
 /* The plan and the reserve of a charged call; the exchange then waits. */
 static int reserve_call(struct exchange *ex, struct gateway_call *call)
 {
@@ -656,6 +712,10 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
 {
     char error[GW_PLAN_ERROR_SIZE];
     if (upstream_request(ex, call, gw_endpoint_upstream_path(call->endpoint)) != 0)
+        return 0;
+    bool responses = call->endpoint == GW_ENDPOINT_RESPONSES ||
+                     call->endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS;
+    if (responses && !references_owned(ex, call, root))
         return 0;
     if (call->charged && gw_estimate_request(root, call->endpoint, call->model, &call->estimate,
                                              error, sizeof error) != 0)
@@ -795,6 +855,11 @@ int handle_gateway_response_item(struct exchange *ex)
     call->method = ex->method == HTTP_GET      ? GW_METHOD_GET
                    : ex->method == HTTP_DELETE ? GW_METHOD_DELETE
                                                : GW_METHOD_POST;
+    /* A read tells the key its response's item ids (the input items'
+     * first): remembered for it, so that it may reference them. */
+    if (call->method == GW_METHOD_GET &&
+        gateway_owner_digest(key, upstream, call->owner_digest) == 0)
+        call->remember_response = true;
     char path[GW_RESPONSE_ID_LENGTH_MAX + 64];
     snprintf(path, sizeof path, "/responses/%s%s", id, tail);
     if (upstream_request(ex, call, path) != 0)

@@ -206,6 +206,15 @@ static void remember_response(struct gateway_call *call, const char *id, size_t 
     (void)gw_owners_remember(call->gateway->owners, id, length, call->owner_digest);
 }
 
+/* An item id of a Responses answer, remembered for the call's key (the
+ * same rules). */
+static void remember_item(void *context, const char *id, size_t length)
+{
+    struct gateway_call *call = context;
+    if (call->remember_response)
+        (void)gw_owners_remember(call->gateway->items, id, length, call->owner_digest);
+}
+
 /* Adds an event's bytes to what the client gets (the answer, or the held
  * end), the provider key starred out: an event is whole here, so a key
  * the upstream cut across two reads is whole in it too. */
@@ -225,6 +234,8 @@ static int on_event(void *context, const struct gw_sse_event *event)
     gw_sse_output_add(&call->output, event);
     if (event->response_id != NULL)
         remember_response(call, event->response_id, event->response_id_length);
+    if (event->item_id != NULL)
+        remember_item(call, event->item_id, event->item_id_length);
     if (!event->complete)
         return 0; /* an unfinished tail: a client would drop it too */
     /* The end ([DONE], message_stop, response.completed, ...) and anything
@@ -431,6 +442,8 @@ static void answer_used(struct gateway_call *call)
         if (call->endpoint == GW_ENDPOINT_RESPONSES &&
             gw_answer_response_id(root, &id, &id_length) == 0)
             remember_response(call, id, id_length);
+        if (call->endpoint == GW_ENDPOINT_RESPONSES)
+            gw_answer_item_ids(root, remember_item, call);
         if (!call->charged) {
             /* forwarded only: nothing to measure */
         } else if (gw_usage_read_answer(call->endpoint, root, &usage, error, sizeof error) == 0 &&
