@@ -218,13 +218,16 @@ class RateLimitHeaders(GatewayTest, unittest.TestCase):
         self.check_headers(answer.headers, 20, 19, 3000, 3000 - input_tokens - output_tokens)
 
     @unittest.skipUnless(REMAINING_KNOWN, "the backend does not say what is left")
-    def test_a_concurrency_limit_tighter_than_the_rate_is_the_one_shown(self):
-        """With 3 slots and 50 requests an hour, the requests headers show the slots."""
+    def test_a_concurrency_limit_has_headers_of_its_own(self):
+        """With 3 slots and 50 requests an hour, the requests headers show the hour's limit
+        (what OpenAI's clients read as a rate), x-llmlimit-concurrency-* the slots."""
         c = self.gw.caller(req=50, conc=3)
         status, headers, _ = self.gw.call(c, CHAT, chat("m-normal"))
         self.assertEqual(status, 200)
-        self.assertEqual(headers["x-ratelimit-limit-requests"], "3")
-        self.assertEqual(headers["x-ratelimit-remaining-requests"], "2")
+        self.assertEqual(headers["x-ratelimit-limit-requests"], "50")
+        self.assertEqual(headers["x-ratelimit-remaining-requests"], "49")
+        self.assertEqual(headers["x-llmlimit-concurrency-limit"], "3")
+        self.assertEqual(headers["x-llmlimit-concurrency-remaining"], "2")
 
     def test_upstream_rate_limit_headers_are_not_passed_on(self):
         """The upstream's own x-ratelimit-* figures never reach the client."""
