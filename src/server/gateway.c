@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "activity.h"
 #include "core/uuid.h"
@@ -366,14 +367,6 @@ static int call_wait(struct exchange *ex, struct gateway_call *call)
     return 0;
 }
 
-/* Does a requirement the reserve names belong to a budget? */
-static bool is_budget(struct exchange *ex, const struct requirement *r)
-{
-    struct limit_state state;
-    return backend_get_limit(ex->server->backend, r->key, &state) == 0 &&
-           state.definition.kind == LIMIT_BUDGET;
-}
-
 static void note_denial(struct gateway_call *call)
 {
     struct gateway_stats_delta delta = {.denied = true, .latency_us = -1};
@@ -381,32 +374,131 @@ static void note_denial(struct gateway_call *call)
                       &delta);
 }
 
-/* 429: what did not fit, and when to try again. */
+/* A wait in words, for the person who reads a denial: "250 ms", "42 s",
+ * "59 min 59 s", "5 h 3 min", "28 days 5 h" (whole seconds, rounded up). */
+static void wait_in_words(int64_t ms, char *out, size_t size)
+{
+    if (ms < 1000) {
+        snprintf(out, size, "%lld ms", (long long)(ms > 0 ? ms : 0));
+        return;
+    }
+    long long seconds = (long long)(ms / 1000 + (ms % 1000 != 0));
+    long long days = seconds / 86400, hours = seconds % 86400 / 3600;
+    long long minutes = seconds % 3600 / 60, rest = seconds % 60;
+    if (days > 0)
+        snprintf(out, size, "%lld day%s %lld h", days, days == 1 ? "" : "s", hours);
+    else if (hours > 0)
+        snprintf(out, size, "%lld h %lld min", hours, minutes);
+    else if (minutes > 0)
+        snprintf(out, size, "%lld min %lld s", minutes, rest);
+    else
+        snprintf(out, size, "%lld s", rest);
+}
+
+/* A time in UTC, as a person reads it: "2027-01-01 00:00 UTC", or with
+ * seconds ("2026-12-03 21:53:37 UTC"), rounded up to the second. */
+static void utc_in_words(int64_t unix_ms, bool with_seconds, char *out, size_t size)
+{
+    time_t seconds = (time_t)(unix_ms / 1000 + (unix_ms % 1000 > 0));
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    strftime(out, size, with_seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &tm);
+}
+
+/* The end of the current period of the first budget among the limits that
+ * did not fit; 0 when none of them is a budget. */
+static int64_t denied_budget_period_end(struct exchange *ex, const struct gateway_call *call,
+                                        int64_t now_unix_ms)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    for (uint32_t i = 0; i < r->denied_count; i++) {
+        const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
+        struct limit_state state;
+        if (backend_get_limit(ex->server->backend, req->key, &state) == 0 &&
+            state.definition.kind == LIMIT_BUDGET)
+            return period_end_ms(state.definition.period, now_unix_ms);
+    }
+    return 0;
+}
+
+/* 429: what did not fit, and when to try again, in words: a budget names
+ * the moment it resets, or (when calls in flight hold the rest of it) the
+ * latest moment their holds free it; a rate limit how long to wait. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "";
     size_t used = 0;
-    bool budget = false;
     for (uint32_t i = 0; i < r->denied_count; i++) {
         const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
-        budget = budget || is_budget(ex, req);
         int n = snprintf(names + used, sizeof names - used, "%s'%s'", i > 0 ? ", " : "", req->key);
         if (n < 0 || (size_t)n >= sizeof names - used)
             break;
         used += (size_t)n;
     }
     note_denial(call);
-    if (budget)
-        return gateway_reply_denied(
-            ex, call, "insufficient_quota", "insufficient_quota",
-            "Budget exhausted: %s cannot take this call now; retry after %lld "
-            "ms.",
-            names, (long long)r->retry_after_ms);
-    return gateway_reply_denied(
-        ex, call, "requests", "rate_limit_exceeded",
-        "Rate limit reached: %s cannot take this call now; retry after %lld ms.", names,
-        (long long)r->retry_after_ms);
+    int64_t now = clock_now_ms(ex->server->clock);
+    int64_t period_end = denied_budget_period_end(ex, call, now);
+    char wait[64], when[64];
+    wait_in_words(r->retry_after_ms, wait, sizeof wait);
+    if (period_end > 0 && now + r->retry_after_ms >= period_end) {
+        utc_in_words(period_end, false, when, sizeof when);
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s cannot take this call; it resets %s "
+                                    "(in %s).",
+                                    names, when, wait);
+    }
+    if (period_end > 0) {
+        utc_in_words(now + r->retry_after_ms, true, when, sizeof when);
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s cannot take this call now: calls in "
+                                    "flight hold the rest of it, and it has room again by %s at "
+                                    "the latest (in %s).",
+                                    names, when, wait);
+    }
+    return gateway_reply_denied(ex, call, "requests", "rate_limit_exceeded",
+                                "Rate limit reached: %s cannot take this call now; retry in %s.",
+                                names, wait);
+}
+
+/* What the person behind a call can change when its worst case can never
+ * fit a limit, in the words of the surface's clients. */
+static const char *too_large_advice(enum gw_endpoint endpoint)
+{
+    switch (endpoint) {
+    case GW_ENDPOINT_MESSAGES:
+        return "Lower max_tokens (Claude Code asks 64000 on every call: set "
+               "CLAUDE_CODE_MAX_OUTPUT_TOKENS, e.g. 8000) or shorten the input";
+    case GW_ENDPOINT_RESPONSES:
+        return "Lower max_output_tokens (a call that sends none, as Codex does, reserves the "
+               "model's default_max_output_tokens) or shorten the input";
+    default:
+        return "Lower max_tokens (or max_completion_tokens) or shorten the input";
+    }
+}
+
+/* 400: the call's worst case needs more than the whole capacity of a
+ * limit, so no wait makes it fit. */
+static int reply_too_large(struct exchange *ex, struct gateway_call *call, const char *key)
+{
+    uint64_t amount = 0, capacity = 0;
+    for (uint32_t i = 0; i < call->reserve.requirement_count; i++) {
+        if (strcmp(call->reserve.requirements[i].key, key) == 0)
+            amount = call->reserve.requirements[i].amount;
+    }
+    struct limit_state state;
+    const char *unit = "";
+    if (backend_get_limit(ex->server->backend, key, &state) == 0) {
+        capacity = state.definition.capacity;
+        unit = state.definition.unit;
+    }
+    return gateway_reply_error(
+        ex, 400, "invalid_request_error", "request_too_large", 0,
+        "This call can never fit '%s': at worst it needs %" PRIu64 "%s%s, more than the limit's "
+        "whole capacity (%" PRIu64 "). %s. Or an operator can raise the limit, or give the model "
+        "\"output_reservation\": \"observed\" in the gateway's config, which reserves what this "
+        "caller's calls usually write instead of all that max_tokens allows.",
+        key, amount, unit[0] != '\0' ? " " : "", unit, capacity, too_large_advice(call->endpoint));
 }
 
 /* Definitive errors: the reserve named a key the registry lacks, an amount
@@ -423,15 +515,14 @@ static int reply_definitive(struct exchange *ex, struct gateway_call *call)
             "(PUT /v1/admin/limits) or change gateway.json.",
             key);
     case BACKEND_EXCEEDS_CAPACITY:
-        return gateway_reply_error(ex, 400, "invalid_request_error", "request_too_large", 0,
-                                   "This call needs more than the whole capacity of '%s': lower "
-                                   "max_tokens (or max_completion_tokens) or shorten the input.",
-                                   key);
-    case BACKEND_LIMIT_DECREASING:
+        return reply_too_large(ex, call, key);
+    case BACKEND_LIMIT_DECREASING: {
         note_denial(call);
+        char wait[64];
+        wait_in_words(r->retry_after_ms, wait, sizeof wait);
         return gateway_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
-                                   "The limit '%s' is being lowered; retry after %lld ms.", key,
-                                   (long long)r->retry_after_ms);
+                                   "The limit '%s' is being lowered; retry in %s.", key, wait);
+    }
     default:
         assert(false);
         return -1;
@@ -602,14 +693,17 @@ static int reply_wrong_surface(struct exchange *ex, const struct gw_model *model
 }
 
 /* The output a call reserves: what the request allows, or less under the
- * model's "observed" policy (docs/gateway.md, "Output reservation"). */
+ * model's "observed" policy (docs/gateway.md, "Output reservation"): until
+ * enough of the caller's calls are seen, the model's default output for
+ * each choice. */
 static uint64_t output_reservation(const struct gateway_call *call)
 {
     uint64_t allowed = call->estimate.output_tokens;
     if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED)
         return allowed;
-    return gw_observed_reserve(call->gateway->observed, call->model->name, call->key->caller,
-                               allowed);
+    uint64_t unseen = (uint64_t)call->model->default_max_output_tokens * call->estimate.choices;
+    return gw_observed_reserve_or(call->gateway->observed, call->model->name, call->key->caller,
+                                  allowed, unseen);
 }
 
 /* A Responses call remembers the id it creates for its key, unless the
