@@ -72,9 +72,9 @@ class HostileTest(GatewayTest):
 
     def named_caller(self, name, **capacities):
         """The key whose caller is `name` (one of COLON_CALLERS), its limits defined."""
-        first = KEYS_MAX - len(COLON_CALLERS)
-        secret, _, team = self.gw.free_keys[first + COLON_CALLERS.index(name)
-                                            - (KEYS_MAX - len(self.gw.free_keys))]
+        # The last keys of the list (gw.caller() takes them from the front).
+        last = self.gw.free_keys[-len(COLON_CALLERS):]
+        secret, _, team = last[COLON_CALLERS.index(name)]
         return Caller(self.gw, secret, name, team).define(**capacities)
 
 
