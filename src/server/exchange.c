@@ -440,8 +440,10 @@ static void exchange_begin(void *context, struct http_exchange *hx)
 {
     struct server *server = context;
     struct exchange *ex = (struct exchange *)hx;
-    char *path = hx->head_bytes + hx->head.target_offset;
-    path[hx->head.path_length] = '\0'; /* the '?' or the blank after it */
+    char *target = hx->head_bytes + hx->head.target_offset;
+    target[hx->head.path_length] = '\0'; /* the '?' or the blank after it */
+    /* A path of 0 bytes: http://host, an absolute-form target without one. */
+    const char *path = hx->head.path_length > 0 ? target : "/";
     ex->route = router_find(server->router, path, &ex->key_encoded);
     assert(ex->route != NULL); /* unknown paths get the not-found route */
     if ((ex->route->flags & ROUTE_TEST_CLOCK_ONLY) != 0 && !server->config.test_clock)

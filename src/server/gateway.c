@@ -895,10 +895,11 @@ static bool response_item(const char *item, enum http_method method, char *id, s
     memcpy(id, item, n);
     id[n] = '\0';
     *tail = item + n;
+    bool get = method == HTTP_GET || method == HTTP_HEAD; /* HEAD: a GET, its body not sent */
     if (strcmp(*tail, "") == 0)
-        return method == HTTP_GET || method == HTTP_DELETE;
+        return get || method == HTTP_DELETE;
     if (strcmp(*tail, "/input_items") == 0)
-        return method == HTTP_GET;
+        return get;
     return strcmp(*tail, "/cancel") == 0 && method == HTTP_POST;
 }
 
@@ -946,13 +947,12 @@ int handle_gateway_response_item(struct exchange *ex)
                                    "Out of memory.");
     }
     call->upstream = upstream;
-    call->method = ex->method == HTTP_GET      ? GW_METHOD_GET
-                   : ex->method == HTTP_DELETE ? GW_METHOD_DELETE
-                                               : GW_METHOD_POST;
+    call->method = ex->method == HTTP_GET || ex->method == HTTP_HEAD ? GW_METHOD_GET
+                   : ex->method == HTTP_DELETE                       ? GW_METHOD_DELETE
+                                                                     : GW_METHOD_POST;
     /* A read tells the key its response's item ids (the input items'
      * first): remembered for it, so that it may reference them. */
-    if (call->method == GW_METHOD_GET &&
-        gateway_owner_digest(key, upstream, call->owner_digest) == 0)
+    if (ex->method == HTTP_GET && gateway_owner_digest(key, upstream, call->owner_digest) == 0)
         call->remember_response = true;
     char path[GW_RESPONSE_ID_LENGTH_MAX + 64];
     snprintf(path, sizeof path, "/responses/%s%s", id, tail);
