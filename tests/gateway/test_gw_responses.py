@@ -51,7 +51,7 @@ class Charges(ResponsesTest, unittest.TestCase):
         status, headers, body = self.gw.call(c, RESPONSES, respond("r-counted"))
         self.assertEqual(status, 200, body)
         self.assertEqual((body["object"], body["status"]), ("response", "completed"))
-        self.assertEqual(headers["x-ratelimit-limit-requests"], "1000")  # conc, the tightest
+        self.assertEqual(headers["x-ratelimit-limit-requests"], "100000")  # req, the rolling one
         self.assertNotIn("anthropic-ratelimit-requests-limit", headers)
         self.assert_charged(c, 1001, 499, agent_cost(uncached=1001, output=499))
 
