@@ -645,7 +645,11 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);
     struct gw_request_info info = {0};
-    if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model,
+    /* A call that sets no output bound goes with the one it reserved per
+     * choice: the model's default, also under "observed" (whose lower
+     * reservation is not a bound: an output past it is charged in full). */
+    uint64_t bound = call->charged ? call->estimate.output_tokens_per_choice : 0;
+    if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model, bound,
                                &call->upstream_body, &info, error, sizeof error) != 0)
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);

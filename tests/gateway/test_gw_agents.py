@@ -24,7 +24,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import agents  # noqa: E402
-from gw_harness import (AGENT_MAX_OUTPUT_TOKENS, AGENT_TEMPLATES, Caller,  # noqa: E402
+from gw_harness import (AGENT_DEFAULT_OUTPUT_TOKENS, AGENT_MAX_OUTPUT_TOKENS,  # noqa: E402
+                        AGENT_TEMPLATES, Caller,
                         GatewayTest, agent_cost, agent_model, estimate, estimate_text, skip_unless_backend,
                         wait_until)
 from gw_harness import tearDownModule  # noqa: E402,F401 - unittest calls it
@@ -215,7 +216,8 @@ class Codex(AgentsTest, unittest.TestCase):
         post, = self.posts(since)
         self.assertEqual((post["path"], post["headers"]["authorization"]),
                          ("/v1/responses", "Bearer " + self.gw.provider_key))
-        self.assertNotIn("max_output_tokens", post["body"])
+        # Codex sends none: the default reserved goes upstream (docs/gateway.md)
+        self.assertEqual(post["body"]["max_output_tokens"], AGENT_DEFAULT_OUTPUT_TOKENS)
         usd = agent_cost(uncached=98, cache_read=2, output=7, reasoning=3)
         self.assertEqual(c.snapshot(), self.charges(c, 98, 7, usd, cache_read=2))
 
