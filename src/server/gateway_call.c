@@ -398,7 +398,8 @@ int gateway_call_forward(struct exchange *ex, struct gateway_call *call)
 /* ---- settling the lease -------------------------------------------------- */
 
 /* What a whole answer used: its usage, else its counted text (the input
- * estimate with it). A Responses answer's id is remembered on the way. */
+ * estimate with it; gw_answer_tokens). A Responses answer's id is
+ * remembered on the way. */
 static void answer_used(struct gateway_call *call)
 {
     call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
@@ -410,24 +411,18 @@ static void answer_used(struct gateway_call *call)
     arena_init(&arena, NULL, 0);
     struct jdoc_value *root = NULL;
     char error[GW_USAGE_ERROR_SIZE];
-    struct gw_usage usage = {0};
     if (jdoc_parse_nested(copy, call->answer.length, GW_JSON_DEPTH_MAX, &arena, &root, error,
-                          sizeof error) == 0) {
-        const char *id;
-        size_t id_length;
-        if (call->endpoint == GW_ENDPOINT_RESPONSES &&
-            gw_answer_response_id(root, &id, &id_length) == 0)
-            remember_response(call, id, id_length);
-        if (!call->charged) {
-            /* forwarded only: nothing to measure */
-        } else if (gw_usage_read_answer(call->endpoint, root, &usage, error, sizeof error) == 0 &&
-                   usage.present) {
-            call->used = gw_usage_tokens(&usage);
-            call->used_from_usage = true;
-        } else {
-            call->used.output = gw_answer_output_tokens(call->endpoint, root);
-        }
-    }
+                          sizeof error) != 0)
+        root = NULL;
+    const char *id;
+    size_t id_length;
+    if (root != NULL && call->endpoint == GW_ENDPOINT_RESPONSES &&
+        gw_answer_response_id(root, &id, &id_length) == 0)
+        remember_response(call, id, id_length);
+    if (call->charged) /* else forwarded only: nothing to measure */
+        call->used_from_usage =
+            gw_answer_tokens(call->endpoint, root, call->answer.data, call->answer.length,
+                             call->estimate.input_tokens, &call->used);
     arena_free(&arena);
     free(copy);
 }
