@@ -45,6 +45,15 @@ int exchange_answer_raw(struct exchange *ex, unsigned status, const struct http_
     return 0;
 }
 
+int exchange_answer_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
+                          size_t count, const char *body, size_t length)
+{
+    assert(!exchange_answered(ex));
+    log_answer(ex, status, body, length);
+    http_answer_begin(&ex->http, status, headers, count, length);
+    return 0;
+}
+
 /* The headers of a route's answer besides the transport's. Values are
  * static text or point at the caller's seconds and allow. */
 static size_t route_headers(const struct exchange *ex, unsigned status, int64_t retry_after_ms,

@@ -62,6 +62,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
         return -1;
     }
     g->server = server;
+    g->answer_bytes_max = server->config.max_gateway_answer_bytes;
     snprintf(g->config_path, sizeof g->config_path, "%s", path);
     g->config = config;
     pthread_mutex_init(&g->config_mutex, NULL);
@@ -612,6 +613,7 @@ static int reserve_call(struct exchange *ex, struct gateway_call *call)
 {
     char error[GW_PLAN_ERROR_SIZE];
     struct gw_tokens estimate = gw_estimate_tokens(&call->estimate, output_reservation(call));
+    call->reserved = estimate; /* what an answer that cannot be read is charged */
     if (gw_plan_reserve(&call->plan, call->config, call->key, call->model, &estimate, error,
                         sizeof error) != 0)
         return gateway_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
