@@ -177,7 +177,8 @@ class ClaudeCode(AgentsTest, unittest.TestCase):
     def test_a_broken_stream_and_its_non_streamed_retry_are_two_calls(self):
         """The upstream cuts the stream: Claude Code asks again without streaming; each call
         has its own lease: the stream charged its input and what was streamed, the retry (its
-        answer also cut, a 502) its input estimate."""
+        answer also cut, a 502) its input estimate and what came of its answer counted as
+        text (a cut answer does not parse; it is never read as 0 output)."""
         c = self.gw.caller()
         since = len(self.gw.upstream.requests())
         result = self.claude(c, env={"CLAUDE_CODE_MAX_RETRIES": "0"},
@@ -189,9 +190,13 @@ class ClaudeCode(AgentsTest, unittest.TestCase):
         retry_body = dict(second["body"], model="claude-close")
         retry_input = estimate("messages", retry_body, AGENT_MAX_OUTPUT_TOKENS)[0]
         output = estimate_text(HALF)
-        usd = agent_cost(uncached=100, output=output) + agent_cost(uncached=retry_input)
-        self.assertEqual(self.settled_snapshot(c),
-                         self.charges(c, 100 + retry_input, output, usd, requests=2))
+        snapshot = self.settled_snapshot(c)
+        retry_output = snapshot["out"][1] - output
+        self.assertGreater(retry_output, 0)
+        usd = (agent_cost(uncached=100, output=output)
+               + agent_cost(uncached=retry_input, output=retry_output))
+        self.assertEqual(snapshot, self.charges(c, 100 + retry_input, output + retry_output, usd,
+                                                requests=2))
 
 
 class Codex(AgentsTest, unittest.TestCase):
