@@ -1,10 +1,12 @@
 /* The generated text of a whole answer, per surface, fed to one counter
- * (each piece a text of its own, as the input estimate counts them). */
+ * (each piece a text of its own, as the input estimate counts them), and
+ * what the answer used. */
 #include "gw_answer.h"
 
 #include <string.h>
 
 #include "gw_estimate_internal.h"
+#include "gw_usage.h"
 
 static void text_of(struct gw_walk *w, const struct jdoc_value *object, const char *name)
 {
@@ -91,6 +93,26 @@ uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_va
         break;
     }
     return gw_text_counter_tokens(&w.text);
+}
+
+bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, const char *body,
+                      size_t length, uint64_t input_estimate, struct gw_tokens *out)
+{
+    *out = (struct gw_tokens){.input = input_estimate};
+    if (endpoint == GW_ENDPOINT_EMBEDDINGS && !jdoc_is(root, JDOC_OBJECT))
+        return false; /* no output to count: the input estimate */
+    if (!jdoc_is(root, JDOC_OBJECT)) {
+        out->output = gw_estimate_text(body, length);
+        return false;
+    }
+    struct gw_usage usage;
+    char error[GW_USAGE_ERROR_SIZE];
+    if (gw_usage_read_answer(endpoint, root, &usage, error, sizeof error) == 0 && usage.present) {
+        *out = gw_usage_tokens(&usage);
+        return true;
+    }
+    out->output = gw_answer_output_tokens(endpoint, root);
+    return false;
 }
 
 int gw_answer_response_id(const struct jdoc_value *answer, const char **id, size_t *length)

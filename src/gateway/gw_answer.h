@@ -1,13 +1,15 @@
-/* What a whole (not streamed) upstream answer says beyond its usage: the
- * output it generated, counted from its text with the estimator of the
- * input (for an answer that gives no usage), and the ids of a Responses
- * answer and of its items (for gw_owners). */
+/* What a whole (not streamed) upstream answer says: what it used (its
+ * usage, else the output it generated, counted from its text with the
+ * estimator of the input), and the ids of a Responses answer and of its
+ * items (for gw_owners). */
 #ifndef LLMLIMIT_GATEWAY_ANSWER_H
 #define LLMLIMIT_GATEWAY_ANSWER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_cost.h"
 #include "gw_endpoint.h"
 #include "util/jdoc.h"
 
@@ -18,6 +20,19 @@
  * output[] text, refusals, reasoning summaries, function and custom tool
  * calls. 0 for anything else. */
 uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_value *answer);
+
+/* What a whole answer of a call on endpoint used, into *out: its usage
+ * when it has one the surface's reader takes (returns true); else
+ * (returns false) the input_estimate as input and, as output, the text it
+ * generated counted (gw_answer_output_tokens), or, when it is not a JSON
+ * object the gateway reads (root NULL: it did not parse; a number past
+ * 2^63 - 1, a body cut short, HTML from a proxy), every byte of the body
+ * counted as text: a missing or unreadable usage never charges 0 output.
+ * An embedding generates no text: its output is 0 either way. body and
+ * length are the answer as it came (root, when not NULL, parsed from a
+ * copy). */
+bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, const char *body,
+                      size_t length, uint64_t input_estimate, struct gw_tokens *out);
 
 /* The id of a Responses object (answer.id) into *id and *length: 0, or -1
  * when it has none (not an object, no string id). */

@@ -42,6 +42,13 @@
 #define GW_CONTENT_TYPE_LENGTH_MAX 255   /* the upstream's Content-Type we keep */
 #define GW_RETRY_AFTER_LENGTH_MAX 31     /* its Retry-After and retry-after-ms, relayed */
 #define GW_ANSWER_BYTES_MAX (64u << 20)  /* an upstream answer that does not stream */
+/* The bytes of such answers the gateway holds at once, from the upstream's
+ * first byte until the client has taken the last (--max-gateway-answer-bytes,
+ * 1 .. the ceiling): past it a call is not forwarded, and an answer that
+ * would pass it is refused. A client that does not read keeps its answer
+ * held until the connection's stall deadline. */
+#define GW_ANSWERS_HELD_BYTES_DEFAULT (UINT64_C(512) << 20)
+#define GW_ANSWERS_HELD_BYTES_MAX (UINT64_C(1) << 40)
 /* A stream's bytes waiting for the client: past this the upstream is paused. */
 #define GW_STREAM_BUFFER_BYTES (256u << 10)
 #define GW_SSE_ARENA_INLINE_BYTES 2048      /* a stream event's parse, without a heap block */

@@ -145,3 +145,23 @@ void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, 
         type = status >= 500 ? "server_error" : "invalid_request_error";
     gw_error_openai(b, message, type, NULL, code);
 }
+
+void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
+                    const char *message)
+{
+    assert(code != NULL && message != NULL);
+    if (endpoint == GW_ENDPOINT_MESSAGES) {
+        buffer_append_str(b, "event: error\ndata: ");
+        gw_error_anthropic(b, GW_ANTHROPIC_API_ERROR, message, NULL);
+    } else if (endpoint == GW_ENDPOINT_RESPONSES) {
+        buffer_append_str(b, "event: error\ndata: {\"type\":\"error\",\"code\":");
+        gw_json_string(b, code, strlen(code));
+        buffer_append_str(b, ",\"message\":");
+        gw_json_string(b, message, strlen(message));
+        buffer_append_str(b, ",\"param\":null}");
+    } else {
+        buffer_append_str(b, "data: ");
+        gw_error_openai(b, message, "server_error", NULL, code);
+    }
+    buffer_append_str(b, "\n\n");
+}

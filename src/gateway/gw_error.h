@@ -51,4 +51,13 @@ void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const c
 void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
                   const char *code, const char *message);
 
+/* An event that tells a client its stream broke, as the SDKs of
+ * endpoint's surface read one (each throws on it): chat and completions
+ * `data: {"error":{...}}` (type server_error, code as given), Messages
+ * `event: error` with Anthropic's body (api_error), Responses `event:
+ * error` with {"type":"error","code":...,"message":...,"param":null}. Ends
+ * with its blank line. */
+void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
+                    const char *message);
+
 #endif

@@ -43,6 +43,8 @@ struct gw_transfer {
     bool cancelled; /* on_done gives GW_FORWARD_CANCELLED */
     bool aborted;   /* a callback asked to stop */
     bool reusable;  /* its handle ran to a clean end: it may serve another transfer */
+    bool invalid;   /* the answer was refused: on_done gives GW_FORWARD_INVALID */
+    char refusal[GW_FORWARD_ERROR_SIZE]; /* ... and why (curl_error is curl's own) */
     char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
     char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];
     char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1];
@@ -136,15 +138,32 @@ static void transfer_free(struct gw_forward *engine, struct gw_transfer *t)
     free(t);
 }
 
-static enum gw_forward_result result_of(const struct gw_transfer *t, CURLcode code)
+/* Refuses the upstream's answer: on_done will say GW_FORWARD_INVALID with
+ * this reason. Returns 0, what a curl callback returns to stop. */
+static size_t refuse(struct gw_transfer *t, const char *reason)
+{
+    t->invalid = true;
+    snprintf(t->refusal, sizeof t->refusal, "%s", reason);
+    return 0;
+}
+
+static enum gw_forward_result result_of(struct gw_transfer *t, CURLcode code)
 {
     if (t->cancelled)
         return GW_FORWARD_CANCELLED;
+    if (t->invalid)
+        return GW_FORWARD_INVALID;
     if (t->aborted)
         return GW_FORWARD_ABORTED;
     switch (code) {
     case CURLE_OK:
-        return GW_FORWARD_OK;
+        if (t->head_seen)
+            return GW_FORWARD_OK;
+        refuse(t, "the upstream's answer ended without a final status");
+        return GW_FORWARD_INVALID;
+    case CURLE_BAD_CONTENT_ENCODING:
+        refuse(t, "the upstream's answer has a Content-Encoding the gateway cannot decode");
+        return GW_FORWARD_INVALID;
     case CURLE_OPERATION_TIMEDOUT:
         return GW_FORWARD_TIMEOUT;
     case CURLE_COULDNT_CONNECT:
@@ -174,10 +193,11 @@ static void transfer_end(struct gw_forward *engine, struct gw_transfer *t, CURLc
     engine->stats.active = engine->active;
     pthread_mutex_unlock(&engine->mutex);
     enum gw_forward_result result = result_of(t, code);
-    const char *error = result == GW_FORWARD_OK    ? ""
-                        : t->cancelled             ? "cancelled"
-                        : t->curl_error[0] != '\0' ? t->curl_error
-                                                   : curl_easy_strerror(code);
+    const char *error = result == GW_FORWARD_OK        ? ""
+                        : t->cancelled                 ? "cancelled"
+                        : result == GW_FORWARD_INVALID ? t->refusal
+                        : t->curl_error[0] != '\0'     ? t->curl_error
+                                                       : curl_easy_strerror(code);
     t->done = true;
     /* Only a handle whose transfer ended on its own is reused: one paused,
      * aborted or cancelled midway keeps that state. */
@@ -210,6 +230,38 @@ static bool header_keep(const char *line, size_t length, const char *name, char 
     return true;
 }
 
+/* The blank line that ends a head. An interim 1xx head is not the
+ * answer's: what it said is forgotten, and curl reads the next head. A
+ * final one must be 200..599: curl takes any three digits as a status, and
+ * a 101 as the final one (the body that follows is the new protocol's).
+ * false: refused (the transfer stops). */
+static bool head_end(struct gw_transfer *t)
+{
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 100 && status < 200 && status != 101) {
+        t->content_type[0] = '\0';
+        t->retry_after[0] = '\0';
+        t->retry_after_ms[0] = '\0';
+        return true;
+    }
+    if (status < 200 || status > 599) {
+        char reason[GW_FORWARD_ERROR_SIZE];
+        snprintf(reason, sizeof reason, "the upstream answered status %03ld, not one of 200..599",
+                 status < 0 || status > 999 ? 0 : status);
+        refuse(t, reason);
+        return false;
+    }
+    t->head_seen = true;
+    curl_off_t length = -1;
+    if (curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) != CURLE_OK)
+        length = -1;
+    struct gw_head head = {status, t->content_type, t->retry_after, t->retry_after_ms,
+                           length >= 0 ? (int64_t)length : -1};
+    t->ops->on_head(t->context, &head);
+    return true;
+}
+
 static size_t on_header(char *line, size_t size, size_t count, void *userdata)
 {
     struct gw_transfer *t = userdata;
@@ -218,21 +270,9 @@ static size_t on_header(char *line, size_t size, size_t count, void *userdata)
         header_keep(line, length, "retry-after:", t->retry_after, sizeof t->retry_after) ||
         header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms))
         return length;
-    if (length <= 2 && (line[0] == '\r' || line[0] == '\n')) { /* the end of one head */
-        long status = 0;
-        curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-        if (status >= 200 && !t->head_seen) { /* an interim 1xx head is not the answer's */
-            t->head_seen = true;
-            struct gw_head head = {status, t->content_type, t->retry_after, t->retry_after_ms};
-            t->ops->on_head(t->context, &head);
-        }
-        if (status < 200) {
-            t->content_type[0] = '\0';
-            t->retry_after[0] = '\0';
-            t->retry_after_ms[0] = '\0';
-        }
-    }
-    return length;
+    if (length <= 2 && (line[0] == '\r' || line[0] == '\n') && !t->head_seen)
+        return head_end(t) ? length : 0;
+    return length; /* a line of a head, or of the trailers after the body */
 }
 
 static size_t on_body(char *bytes, size_t size, size_t count, void *userdata)
@@ -241,7 +281,8 @@ static size_t on_body(char *bytes, size_t size, size_t count, void *userdata)
     size_t length = size * count;
     if (length == 0)
         return 0;
-    assert(t->head_seen);
+    if (!t->head_seen) /* after an interim head only: curl hands it over as body */
+        return refuse(t, "the upstream sent a body before the status of an answer");
     switch (t->ops->on_data(t->context, bytes, length)) {
     case GW_DATA_MORE:
         return length;
@@ -324,8 +365,12 @@ static int transfer_setup(struct gw_forward *engine, struct gw_transfer *t,
     rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_error);
     rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    /* Only what the upstream sends as is: no redirects, no decoding. */
+    /* No redirects followed. No content coding asked for: the client's
+     * Accept-Encoding stays at the gateway, which must read the answer;
+     * naming one (identity) also has curl decode what an upstream
+     * compresses anyway, so every reader sees the plain bytes. */
     rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    rc |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "identity");
     /* The smallest upload buffer curl takes (its default is 64 KiB per
      * transfer): request bodies are small, and a thousand streams held at
      * once should not cost 64 MiB for it (docs/gateway.md, "Forwarding"). */

@@ -26,16 +26,28 @@ enum gw_forward_result {
     GW_FORWARD_CONNECT = -3,   /* no connection to the upstream */
     GW_FORWARD_FAILED = -4,    /* the connection broke, or a protocol error */
     GW_FORWARD_ABORTED = -5,   /* a callback asked to stop */
+    /* The upstream answered what is not an answer: a final status outside
+     * 200..599 (curl takes any three digits, and a 101 as final), a body
+     * before any final status, a Content-Encoding that cannot be decoded.
+     * The error says which, in words that hold nothing of the upstream's
+     * address: it may go to the client. */
+    GW_FORWARD_INVALID = -6,
 };
 
 /* Called on the engine thread, in this order: on_head once the upstream's
  * status and headers are in (not for a transfer that fails before), on_data
- * for each piece of the body, then on_done exactly once. */
+ * for each piece of the body, then on_done exactly once. The status on_head
+ * gives is always 200..599. The engine asks for no content coding
+ * (Accept-Encoding: identity); an upstream that compresses anyway is
+ * decoded before on_data sees its bytes (gzip, deflate, and what libcurl
+ * was built with: br, zstd), and one it cannot decode ends the transfer
+ * with GW_FORWARD_INVALID. */
 struct gw_head {
     long status;
     const char *content_type;   /* "" when none; the strings live until on_head returns */
     const char *retry_after;    /* "" when none */
     const char *retry_after_ms; /* "" when none */
+    int64_t content_length;     /* what the head announces (before any decoding); -1: none */
 };
 
 struct gw_transfer_ops {

@@ -158,14 +158,56 @@ int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value 
                        const struct gw_model *model, struct buffer *out,
                        struct gw_request_info *info, char *error, size_t error_size)
 {
-    return gw_request_rewrite_for(GW_ENDPOINT_CHAT_COMPLETIONS, body, length, root, model, out,
+    return gw_request_rewrite_for(GW_ENDPOINT_CHAT_COMPLETIONS, body, length, root, model, 0, out,
                                   info, error, error_size);
+}
+
+/* The members that bound a call's output on endpoint, the one the gateway
+ * writes first; NULL when its calls have no such bound to write
+ * (embeddings generate nothing; Messages require max_tokens already). */
+static const char *const *bound_fields(enum gw_endpoint endpoint)
+{
+    /* max_completion_tokens: what OpenAI's chat takes from every model
+     * (its reasoning models refuse max_tokens), reasoning included. */
+    static const char *const chat[] = {"max_completion_tokens", "max_tokens", NULL};
+    static const char *const completions[] = {"max_tokens", NULL};
+    static const char *const responses[] = {"max_output_tokens", NULL};
+    switch (endpoint) {
+    case GW_ENDPOINT_CHAT_COMPLETIONS:
+        return chat;
+    case GW_ENDPOINT_COMPLETIONS:
+        return completions;
+    case GW_ENDPOINT_RESPONSES:
+        return responses;
+    default:
+        return NULL;
+    }
+}
+
+static bool is_bound_field(const char *const *fields, const char *name)
+{
+    for (; fields != NULL && *fields != NULL; fields++) {
+        if (strcmp(*fields, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the request sets none of the fields (absent, or null). */
+static bool bound_missing(const struct jdoc_value *root, const char *const *fields)
+{
+    for (; *fields != NULL; fields++) {
+        const struct jdoc_value *value = jdoc_get(root, *fields);
+        if (value != NULL && value->kind != JDOC_NULL)
+            return false;
+    }
+    return true;
 }
 
 int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
                            const struct jdoc_value *root, const struct gw_model *model,
-                           struct buffer *out, struct gw_request_info *info, char *error,
-                           size_t error_size)
+                           uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
+                           char *error, size_t error_size)
 {
     assert(body != NULL && root != NULL && model != NULL && out != NULL && info != NULL);
     *info = (struct gw_request_info){0};
@@ -184,15 +226,23 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
                    endpoint != GW_ENDPOINT_RESPONSES_INPUT_TOKENS &&
                    endpoint != GW_ENDPOINT_EMBEDDINGS;
     bool add_usage = ask_usage && info->stream;
+    /* No bound given (or only nulls): the one reserved goes upstream, the
+     * nulls do not (docs/gateway.md, "What goes upstream"). */
+    const char *const *bounds = output_bound > 0 ? bound_fields(endpoint) : NULL;
+    bool add_bound = bounds != NULL && bound_missing(root, bounds);
     struct scanner s;
     scanner_open(&s, body, (struct span){0, length});
     buffer_append_char(out, '{');
+    bool first = true;
     for (uint32_t i = 0; i < root->count; i++) {
         const char *name = root->as.members[i].key;
         struct span member, value;
         scanner_next(&s, &member, &value);
-        if (i > 0)
+        if (add_bound && is_bound_field(bounds, name))
+            continue; /* a null: the bound is written below */
+        if (!first)
             buffer_append_char(out, ',');
+        first = false;
         if (strcmp(name, "model") == 0) {
             buffer_append_str(out, "\"model\":");
             buffer_append_json_string(out, model->upstream_model, strlen(model->upstream_model));
@@ -204,6 +254,12 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
     }
     if (add_usage && jdoc_get(root, "stream_options") == NULL)
         buffer_append_str(out, ",\"stream_options\":{\"include_usage\":true}");
+    if (add_bound) { /* "model" was written: never the first member */
+        buffer_append_str(out, ",\"");
+        buffer_append_str(out, bounds[0]);
+        buffer_append_str(out, "\":");
+        buffer_append_u64(out, output_bound);
+    }
     buffer_append_char(out, '}');
     return out->failed ? fail(error, error_size, "out of memory") : 0;
 }

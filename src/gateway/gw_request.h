@@ -1,15 +1,16 @@
 /* The request body as it goes upstream: `model` becomes the model's
- * upstream name and a streaming chat or completions call asks for usage
+ * upstream name, a streaming chat or completions call asks for usage
  * (stream_options.include_usage true, keeping the client's other
- * stream_options); every other member passes byte for byte as the client
+ * stream_options), and a call that sets no output bound gets the one the
+ * gateway reserved; every other member passes byte for byte as the client
  * wrote it (numbers too: the body is never rebuilt from the parsed tree).
- * Messages and Responses streams report their usage unasked: only model
- * changes. */
+ * Messages and Responses streams report their usage unasked. */
 #ifndef LLMLIMIT_GATEWAY_REQUEST_H
 #define LLMLIMIT_GATEWAY_REQUEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gw_config.h"
 #include "gw_endpoint.h"
@@ -36,10 +37,15 @@ int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value 
 
 /* The same for a call to endpoint: include_usage only for chat and
  * completions; info->stream false for the routes that never stream
- * (embeddings, count_tokens, input_tokens). */
+ * (embeddings, count_tokens, input_tokens). output_bound > 0: the output
+ * the call reserved per choice (the model's default when the request sets
+ * none); a request that sets no bound of its own (absent or null) gets it
+ * as chat's max_completion_tokens, completions' max_tokens or Responses'
+ * max_output_tokens, its null members of those names dropped; other
+ * endpoints get none. 0: nothing written. */
 int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
                            const struct jdoc_value *root, const struct gw_model *model,
-                           struct buffer *out, struct gw_request_info *info, char *error,
-                           size_t error_size);
+                           uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
+                           char *error, size_t error_size);
 
 #endif

@@ -119,12 +119,16 @@ static int read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct 
     if (!jdoc_is(root, JDOC_OBJECT))
         return 0;
     event->error = member(root, "error") != NULL;
-    event->usage_malformed =
-        gw_usage_read(root, &event->usage, usage_error, sizeof usage_error) != 0;
+    /* The reader of the stream's surface: chat and completions need
+     * completion_tokens in a usage (a missing count is never read as 0). */
+    event->usage_malformed = gw_usage_read_answer(sse->endpoint, root, &event->usage, usage_error,
+                                                  sizeof usage_error) != 0;
     const struct jdoc_value *choices = member(root, "choices");
     if (!jdoc_is(choices, JDOC_ARRAY))
         return 0;
-    event->usage_only = choices->count == 0 && event->usage.present;
+    /* The chunk include_usage adds, even when its usage is refused: a
+     * client that did not ask for it does not get it either way. */
+    event->usage_only = choices->count == 0 && (event->usage.present || event->usage_malformed);
     return chunk_texts(sse, choices, event);
 }
 
@@ -347,15 +351,39 @@ static int take_line(struct gw_sse *sse, const char *line, size_t length)
     return sse->data.failed ? -1 : 0;
 }
 
-static int append_raw(struct gw_sse *sse, const char *bytes, size_t length, char *error,
-                      size_t error_size)
+/* An event past GW_SSE_EVENT_BYTES_MAX: what came of it, its bytes so far
+ * and the piece that passed the bound, is handed over as the texts of an
+ * incomplete, oversized event (to be counted as output, never relayed),
+ * and the stream stops. -1 with the reason in error. */
+static int oversized(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_event_fn on_event,
+                     void *context, char *error, size_t error_size)
 {
-    if (length > GW_SSE_EVENT_BYTES_MAX - sse->raw.length) {
-        snprintf(error, error_size, "an event of the stream is larger than %d bytes",
-                 GW_SSE_EVENT_BYTES_MAX);
-        event_reset(sse);
-        return -1;
+    snprintf(error, error_size, "an event of the stream is larger than %d bytes",
+             GW_SSE_EVENT_BYTES_MAX);
+    arena_free(&sse->arena);
+    struct gw_sse_text *texts = arena_alloc(&sse->arena, 2 * sizeof *texts);
+    if (texts != NULL) {
+        struct gw_sse_event event = {
+            .raw = sse->raw.data, .raw_length = sse->raw.length, .oversized = true, .texts = texts};
+        /* Each its own text, of no one choice (gw_sse_output_add counts
+         * such texts apart). */
+        if (sse->raw.length > 0)
+            texts[event.text_count++] = (struct gw_sse_text){
+                .choice = UINT32_MAX, .text = sse->raw.data, .length = sse->raw.length};
+        if (length > 0)
+            texts[event.text_count++] =
+                (struct gw_sse_text){.choice = UINT32_MAX, .text = bytes, .length = length};
+        (void)on_event(context, &event);
     }
+    event_reset(sse);
+    return -1;
+}
+
+static int append_raw(struct gw_sse *sse, const char *bytes, size_t length,
+                      gw_sse_event_fn on_event, void *context, char *error, size_t error_size)
+{
+    if (length > GW_SSE_EVENT_BYTES_MAX - sse->raw.length)
+        return oversized(sse, bytes, length, on_event, context, error, error_size);
     buffer_append(&sse->raw, bytes, length);
     if (!sse->raw.failed)
         return 0;
@@ -402,7 +430,7 @@ static int pending_cr_end(struct gw_sse *sse, const char **bytes, size_t *length
     sse->cr_pending = false;
     size_t end = 1;
     if (*length > 0 && (*bytes)[0] == '\n') {
-        if (append_raw(sse, *bytes, 1, error, error_size) != 0)
+        if (append_raw(sse, *bytes, 1, on_event, context, error, error_size) != 0)
             return -1;
         (*bytes)++, (*length)--;
         end = 2;
@@ -425,7 +453,7 @@ int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_eve
         size_t end = n == length                                                  ? 0
                      : bytes[n] == '\r' && n + 1 < length && bytes[n + 1] == '\n' ? 2
                                                                                   : 1;
-        if (append_raw(sse, bytes, n + end, error, error_size) != 0)
+        if (append_raw(sse, bytes, n + end, on_event, context, error, error_size) != 0)
             return -1;
         bytes += n + end;
         length -= n + end;

@@ -39,13 +39,20 @@ struct gw_sse_text {
 struct gw_sse_event {
     const char *raw; /* every byte of the event, its blank line included */
     size_t raw_length;
-    bool complete;   /* false only for the unfinished tail handed over by gw_sse_finish */
-    bool has_data;   /* it had data lines (else only comments or other fields) */
-    bool done;       /* the data is [DONE] */
-    bool json;       /* the data parsed as JSON */
-    bool error;      /* the upstream failed mid-stream (below) */
-    bool usage_only; /* chat: choices is empty and usage present: the chunk include_usage adds */
+    bool complete;        /* false for the unfinished tail handed over by gw_sse_finish, and for
+                           * an oversized event */
+    bool has_data;        /* it had data lines (else only comments or other fields) */
+    bool done;            /* the data is [DONE] */
+    bool json;            /* the data parsed as JSON */
+    bool error;           /* the upstream failed mid-stream (below) */
+    bool usage_only;      /* chat: choices is empty and a usage given (read or refused): the
+                           * chunk include_usage adds */
     bool usage_malformed; /* a usage the dialect's reader refused */
+    /* The event passed GW_SSE_EVENT_BYTES_MAX: nothing of it is read, and
+     * its texts are what came of it (its bytes so far, then the piece that
+     * passed the bound), each of no choice, to be counted as output; the
+     * stream stops there (gw_sse_feed returns -1). */
+    bool oversized;
     /* The event that ends a stream properly: chat's [DONE], Messages'
      * message_stop, Responses' response.completed, .incomplete or .failed. */
     bool stream_end;
@@ -107,7 +114,8 @@ void gw_sse_free(struct gw_sse *sse);
  * gw_sse_finish) to tell a CR from a CRLF, so that the events and their
  * bytes are the same however the stream is split. 0, the callback's
  * non-zero value, or -1 with the reason in error: an event longer than
- * GW_SSE_EVENT_BYTES_MAX, out of memory. */
+ * GW_SSE_EVENT_BYTES_MAX (handed over first as an oversized event), out of
+ * memory. */
 int gw_sse_feed(struct gw_sse *sse, const char *bytes, size_t length, gw_sse_event_fn on_event,
                 void *context, char *error, size_t error_size);
 

@@ -280,10 +280,17 @@ int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *ans
         return gw_usage_read_responses(answer, out, error, error_size);
     case GW_ENDPOINT_CHAT_COMPLETIONS:
     case GW_ENDPOINT_COMPLETIONS:
-    case GW_ENDPOINT_EMBEDDINGS:
         break;
+    case GW_ENDPOINT_EMBEDDINGS: /* no output, so no completion_tokens */
+        return gw_usage_read(answer, out, error, error_size);
     }
-    return gw_usage_read(answer, out, error, error_size);
+    if (gw_usage_read(answer, out, error, error_size) != 0)
+        return -1;
+    if (out->present && !out->has_completion_tokens) { /* never read as 0 output */
+        memset(out, 0, sizeof *out);
+        return fail(error, error_size, "completion_tokens", "required");
+    }
+    return 0;
 }
 
 struct gw_tokens gw_usage_tokens(const struct gw_usage *usage)

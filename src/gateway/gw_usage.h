@@ -58,7 +58,11 @@ int gw_usage_read_messages(const struct jdoc_value *message, struct gw_usage *ou
 int gw_usage_read_responses(const struct jdoc_value *response, struct gw_usage *out, char *error,
                             size_t error_size);
 
-/* The reader for a whole non-streamed answer of endpoint. */
+/* The reader for a whole non-streamed answer of endpoint (or a chunk of
+ * its stream). Chat and completions: gw_usage_read, and a usage without
+ * completion_tokens is malformed ("usage.completion_tokens: required"): a
+ * call that generated text never reads as 0 output. Embeddings:
+ * gw_usage_read as it is. */
 int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *answer,
                          struct gw_usage *out, char *error, size_t error_size);
 

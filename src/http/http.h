@@ -45,6 +45,7 @@ struct http_exchange {
     struct http_conn *conn;
     unsigned status; /* 0 until an answer is given */
     bool streaming;  /* a stream was begun and has not ended */
+    bool sized;      /* ... a whole answer given in pieces (http_answer_begin) */
     bool answered;   /* the whole answer has been given */
     bool gone;       /* the client closed or reset the connection */
     bool body_too_large;
@@ -54,6 +55,7 @@ struct http_exchange {
     bool freeing;     /* freed once out of that queue */
     size_t body_capacity;
     uint64_t dropped_bytes;
+    uint64_t sized_left; /* bytes of a sized answer still to be written */
     struct http_exchange *wake_next;
     /* After the fields above, so that what answering reads of the head is
      * near them; its table of fields, filled up to field_count by the
@@ -151,6 +153,13 @@ struct http_header {
  * before it returns. */
 void http_answer(struct http_exchange *exchange, unsigned status, const struct http_header *headers,
                  size_t count, const char *body, size_t length);
+
+/* A whole answer of `length` bytes given in pieces, so that its bytes need
+ * not be copied at once: the head now, with Content-Length, then exactly
+ * `length` bytes through http_stream_write, then http_stream_end; paced
+ * like a stream (http_stream_pending). */
+void http_answer_begin(struct http_exchange *exchange, unsigned status,
+                       const struct http_header *headers, size_t count, uint64_t length);
 
 /* A streamed answer: the head now (chunked on HTTP/1.1, ended by closing the
  * connection on HTTP/1.0), then pieces, then the end. */

@@ -109,6 +109,29 @@ void http_answer(struct http_exchange *ex, unsigned status, const struct http_he
     buffer_free(&head);
 }
 
+void http_answer_begin(struct http_exchange *ex, unsigned status, const struct http_header *headers,
+                       size_t count, uint64_t length)
+{
+    assert(ex->status == 0);
+    assert(!ex->streaming);
+    assert(status >= 200);
+    assert(status <= 599);
+    char storage[HTTP_ANSWER_HEAD_BYTES];
+    struct buffer head;
+    buffer_init(&head, storage, sizeof storage);
+    write_head(ex, &head, status, headers, count, "C", length);
+    ex->status = status;
+    ex->streaming = true;
+    ex->sized = true;
+    ex->sized_left = length;
+    struct iovec part = {head.data, head.length};
+    if (!head.failed)
+        http_conn_send(ex->conn, &part, 1);
+    else
+        ex->conn->write_failed = true;
+    buffer_free(&head);
+}
+
 void http_stream_begin(struct http_exchange *ex, unsigned status, const struct http_header *headers,
                        size_t count)
 {
@@ -134,9 +157,13 @@ void http_stream_begin(struct http_exchange *ex, unsigned status, const struct h
 void http_stream_write(struct http_exchange *ex, const char *bytes, size_t length)
 {
     assert(ex->streaming);
+    if (ex->sized) {
+        assert(length <= ex->sized_left);
+        ex->sized_left -= length;
+    }
     if (length == 0 || ex->head.method == HTTP_HEAD)
         return;
-    if (ex->head.version_minor == 0) {
+    if (ex->head.version_minor == 0 || ex->sized) {
         struct iovec part = {(void *)bytes, length};
         http_conn_send(ex->conn, &part, 1);
         return;
@@ -159,9 +186,10 @@ void http_stream_write(struct http_exchange *ex, const char *bytes, size_t lengt
 void http_stream_end(struct http_exchange *ex)
 {
     assert(ex->streaming);
+    assert(!ex->sized || ex->sized_left == 0);
     ex->streaming = false;
     ex->answered = true;
-    if (ex->head.version_minor >= 1 && ex->head.method != HTTP_HEAD) {
+    if (ex->head.version_minor >= 1 && ex->head.method != HTTP_HEAD && !ex->sized) {
         struct iovec part = {(void *)"0\r\n\r\n", 5};
         http_conn_send(ex->conn, &part, 1);
     }

@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "core/flag.h"
+#include "gateway/gw_bounds.h"
 
 #ifndef LLMLIMIT_VERSION
 #define LLMLIMIT_VERSION "0.1.0"
@@ -43,6 +44,11 @@ static const struct flag flags[] = {
      "reserves waiting for capacity at once (wait_ms); past it answered at once", 0, NULL},
     {"--wait-hold-ms", "N", FLAG_U32, FIELD(wait_hold_ms), 0, WAIT_MS_MAX,
      "how long at a time a limit's waiters hold back later requests that fit (0: never)", 0, NULL},
+    {"--max-gateway-answer-bytes", "N", FLAG_U64, FIELD(max_gateway_answer_bytes), 1,
+     GW_ANSWERS_HELD_BYTES_MAX,
+     "bytes of whole gateway answers held until their clients take them; past it a call is "
+     "answered 503",
+     0, NULL},
     {"--connection-timeout-seconds", "N", FLAG_U32, FIELD(connection_timeout_seconds), 1,
      CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this", 0, NULL},
     {"--request-timeout-seconds", "N", FLAG_U32, FIELD(request_timeout_seconds), 0,
@@ -109,6 +115,7 @@ void config_defaults(struct server_config *config)
     config->max_connections = CONNECTIONS_DEFAULT;
     config->max_waiters = WAIT_WAITERS_DEFAULT;
     config->wait_hold_ms = WAIT_HOLD_MS_DEFAULT;
+    config->max_gateway_answer_bytes = GW_ANSWERS_HELD_BYTES_DEFAULT;
     config->connection_timeout_seconds = CONNECTION_TIMEOUT_SECONDS_DEFAULT;
     config->lease_cache_max = LEASE_CACHE_ENTRIES_DEFAULT;
     config->lease_retention_seconds = LEASE_RETENTION_MS_DEFAULT / 1000;

@@ -45,6 +45,15 @@ int exchange_answer_raw(struct exchange *ex, unsigned status, const struct http_
     return 0;
 }
 
+int exchange_answer_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
+                          size_t count, const char *body, size_t length)
+{
+    assert(!exchange_answered(ex));
+    log_answer(ex, status, body, length);
+    http_answer_begin(&ex->http, status, headers, count, length);
+    return 0;
+}
+
 /* Whether a route's answer is JSON (else Prometheus text). */
 static bool answer_is_json(const struct exchange *ex, unsigned status)
 {

@@ -66,6 +66,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
         return -1;
     }
     g->server = server;
+    g->answer_bytes_max = server->config.max_gateway_answer_bytes;
     snprintf(g->config_path, sizeof g->config_path, "%s", path);
     g->config = config;
     pthread_mutex_init(&g->config_mutex, NULL);
@@ -779,6 +780,7 @@ static int reserve_call(struct exchange *ex, struct gateway_call *call)
 {
     char error[GW_PLAN_ERROR_SIZE];
     struct gw_tokens estimate = gw_estimate_tokens(&call->estimate, output_reservation(call));
+    call->reserved = estimate; /* what an answer that cannot be read is charged */
     if (gw_plan_reserve(&call->plan, call->config, call->key, call->model, &estimate, error,
                         sizeof error) != 0)
         return gateway_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
@@ -816,7 +818,11 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);
     struct gw_request_info info = {0};
-    if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model,
+    /* A call that sets no output bound goes with the one it reserved per
+     * choice: the model's default, also under "observed" (whose lower
+     * reservation is not a bound: an output past it is charged in full). */
+    uint64_t bound = call->charged ? call->estimate.output_tokens_per_choice : 0;
+    if (gw_request_rewrite_for(call->endpoint, ex->body, ex->body_length, root, call->model, bound,
                                &call->upstream_body, &info, error, sizeof error) != 0)
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);

@@ -23,10 +23,50 @@
 #include "gateway/gw_answer.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_endpoint.h"
+#include "gateway/gw_error.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
 #include "util/log.h"
 #include "util/queue.h"
+
+/* ---- the memory whole answers hold (gateway.answer_bytes_held) ---------- */
+
+/* Takes length bytes of the answers' memory for the call (call->mutex
+ * held): false when that would pass the gateway's answer_bytes_max. */
+static bool answer_bytes_take(struct gateway_call *call, uint64_t length)
+{
+    struct gateway *g = call->gateway;
+    uint64_t held = __atomic_load_n(&g->answer_bytes_held, __ATOMIC_RELAXED);
+    do {
+        if (length > g->answer_bytes_max || held > g->answer_bytes_max - length)
+            return false;
+    } while (!__atomic_compare_exchange_n(&g->answer_bytes_held, &held, held + length, true,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    call->answer_bytes_counted += length;
+    return true;
+}
+
+/* Gives `length` bytes of the call's part back (call->mutex held, or its
+ * last reference). */
+static void answer_bytes_give(struct gateway_call *call, uint64_t length)
+{
+    assert(length <= call->answer_bytes_counted);
+    __atomic_sub_fetch(&call->gateway->answer_bytes_held, length, __ATOMIC_RELAXED);
+    call->answer_bytes_counted -= length;
+}
+
+/* Gives the call's whole part back. */
+static void answer_bytes_return(struct gateway_call *call)
+{
+    answer_bytes_give(call, call->answer_bytes_counted);
+}
+
+/* No answer has room while the answers held fill the memory given them:
+ * a call is then not forwarded. */
+static bool answer_memory_full(const struct gateway *g)
+{
+    return __atomic_load_n(&g->answer_bytes_held, __ATOMIC_RELAXED) >= g->answer_bytes_max;
+}
 
 /* ---- calls: made and freed ----------------------------------------------- */
 
@@ -42,6 +82,7 @@ void gateway_call_release(struct gateway_call *call)
         return;
     assert(call->transfer == NULL);
     assert(call->previous_active == NULL && call->next_active == NULL);
+    answer_bytes_return(call);
     free(call->complete_result.warnings);
     buffer_free(&call->upstream_body);
     buffer_free(&call->answer);
@@ -171,6 +212,61 @@ static bool is_event_stream(const char *content_type)
     return strncasecmp(content_type, type, sizeof type - 1) == 0;
 }
 
+/* Grows the whole answer's block to exactly `capacity` bytes, the growth
+ * taken from the answers' memory first: what the budget counts is what is
+ * allocated. false when the memory has no room (answer_memory_full set) or
+ * out of memory (the buffer failed). (call->mutex held.) */
+static bool answer_capacity(struct gateway_call *call, size_t capacity)
+{
+    struct buffer *b = &call->answer;
+    assert(capacity > b->capacity && capacity <= GW_ANSWER_BYTES_MAX);
+    assert(call->answer_bytes_counted <= capacity);
+    uint64_t more = capacity - call->answer_bytes_counted;
+    if (!answer_bytes_take(call, more)) {
+        call->answer_memory_full = true;
+        return false;
+    }
+    b->capacity_max = capacity; /* buffer_grow stops there: exactly this */
+    bool grown = buffer_grow(b, capacity - b->length);
+    b->capacity_max = GW_ANSWER_BYTES_MAX;
+    if (!grown)
+        answer_bytes_give(call, more);
+    return grown;
+}
+
+/* Room for `more` bytes of the whole answer: false when they would pass
+ * GW_ANSWER_BYTES_MAX (answer_too_large set) or the answers' memory, or
+ * out of memory. Without an announced length the block doubles as it
+ * fills. (call->mutex held.) */
+static bool answer_room(struct gateway_call *call, size_t more)
+{
+    struct buffer *b = &call->answer;
+    if (more > GW_ANSWER_BYTES_MAX - b->length) {
+        call->answer_too_large = true;
+        return false;
+    }
+    size_t needed = b->length + more;
+    if (needed <= b->capacity)
+        return true;
+    size_t capacity = b->capacity < 4096 ? 4096 : b->capacity;
+    while (capacity < needed)
+        capacity = capacity > GW_ANSWER_BYTES_MAX / 2 ? GW_ANSWER_BYTES_MAX : capacity * 2;
+    return answer_capacity(call, capacity);
+}
+
+/* A whole answer whose length the head announces is read into one block of
+ * that size, taken from the answers' memory before any of it is read:
+ * growing by doubling would hold up to twice its bytes, and an answer that
+ * cannot fit is refused before its body is read. An announced length past
+ * GW_ANSWER_BYTES_MAX is refused the same way. (call->mutex held.) */
+static void answer_presize(struct gateway_call *call, int64_t length)
+{
+    if (length > (int64_t)GW_ANSWER_BYTES_MAX)
+        call->answer_too_large = true;
+    else if (length > 0 && !answer_capacity(call, (size_t)length))
+        call->answer.failed = false; /* out of memory changed nothing: it grows as it comes */
+}
+
 static void on_head(void *context, const struct gw_head *head)
 {
     struct gateway_call *call = context;
@@ -190,6 +286,7 @@ static void on_head(void *context, const struct gw_head *head)
         wake = take_waiter(call); /* the head goes out now; events follow */
     } else {
         call->mode = GATEWAY_MODE_BUFFER;
+        answer_presize(call, head->content_length);
     }
     pthread_mutex_unlock(&call->mutex);
     if (wake != NULL)
@@ -231,7 +328,8 @@ static void relay_event(struct gateway_call *call, struct buffer *to,
 static int on_event(void *context, const struct gw_sse_event *event)
 {
     struct gateway_call *call = context;
-    gw_sse_output_add(&call->output, event);
+    gw_sse_output_add(&call->output, event); /* an event too large too: what came of it */
+    call->event_too_large |= event->oversized;
     if (event->response_id != NULL)
         remember_response(call, event->response_id, event->response_id_length);
     if (event->item_id != NULL)
@@ -261,9 +359,26 @@ static enum gw_data_verdict take_stream(struct gateway_call *call, const char *b
         call->answer.failed || call->held.failed) {
         snprintf(call->upstream_error, sizeof call->upstream_error, "stream: %s",
                  call->answer.failed || call->held.failed ? "out of memory" : error);
+        /* The client learns that the stream broke, in its dialect, rather
+         * than reading an end that looks like a short answer; after the
+         * stream's own end nothing is added. */
+        if (call->event_too_large && call->held.length == 0)
+            gw_error_event(&call->answer, call->endpoint, "upstream_event_too_large",
+                           "The upstream sent an event larger than the gateway takes (1 MiB); "
+                           "the stream was cut there.");
         return GW_DATA_ABORT;
     }
     return GW_DATA_MORE;
+}
+
+/* A whole answer that will not be given (call->mutex held): its memory
+ * goes back at once. */
+static void answer_drop(struct gateway_call *call)
+{
+    buffer_free(&call->answer);
+    buffer_init(&call->answer, NULL, 0);
+    call->answer.capacity_max = GW_ANSWER_BYTES_MAX;
+    answer_bytes_return(call);
 }
 
 static enum gw_data_verdict on_data(void *context, const char *bytes, size_t length)
@@ -277,8 +392,8 @@ static enum gw_data_verdict on_data(void *context, const char *bytes, size_t len
         verdict = take_stream(call, bytes, length);
         if (call->answer.length > call->answer_sent)
             wake_stream(call);
-    } else if (length > GW_ANSWER_BYTES_MAX - call->answer.length) {
-        call->answer_too_large = true;
+    } else if (call->answer_too_large || call->answer_memory_full || !answer_room(call, length)) {
+        answer_drop(call); /* refused: none of it is kept */
         verdict = GW_DATA_ABORT;
     } else {
         buffer_append(&call->answer, bytes, length);
@@ -323,11 +438,15 @@ static void forward_start(struct exchange *ex)
     pthread_mutex_lock(&call->mutex);
     bool gone = call->client_gone;
     pthread_mutex_unlock(&call->mutex);
-    if (gone || !calls_link(call)) { /* shutting down, or no one to answer: give it back */
+    /* Shutting down, no one to answer, or no room for a whole answer (a
+     * stream's events are not held: it needs none): give it back. */
+    bool full = !gone && !call->stream && answer_memory_full(call->gateway);
+    if (gone || full || !calls_link(call)) {
         pthread_mutex_lock(&call->mutex);
         call->waiting = true;
         gateway_call_advance(call, GATEWAY_CALL_ANSWERED);
         call->upstream_result = GW_FORWARD_CANCELLED;
+        call->memory_full_before = full;
         pthread_mutex_unlock(&call->mutex);
         settle(call); /* its end wakes the exchange: 503 */
         return;
@@ -368,24 +487,73 @@ static void forward_start(struct exchange *ex)
     }
 }
 
+/* Whether the answer was refused for memory: past its size bound or the
+ * answers' memory while it came (the upstream answered it), or the call
+ * held back before it went because the answers' memory was full
+ * (call->mutex held). */
+static bool refused_for_memory(const struct gateway_call *call)
+{
+    return call->memory_full_before || call->answer_too_large || call->answer_memory_full;
+}
+
+/* The answer to a call refused_for_memory. charged: the upstream's 2xx
+ * was refused and the call charged its reservation, so an SDK's automatic
+ * retry would be charged again (x-should-retry: false); else (not sent, or
+ * the upstream's refusal was too large) nothing was charged. */
+static int reply_refused_for_memory(struct exchange *ex, const struct gateway_call *call,
+                                    bool charged)
+{
+    unsigned long long most = (unsigned long long)call->gateway->answer_bytes_max;
+    if (call->memory_full_before)
+        return gateway_reply_error(ex, 503, "server_error", "answer_memory_full", 1000,
+                                   "The gateway holds as many bytes of answers not yet taken by "
+                                   "their clients as it may (--max-gateway-answer-bytes %llu); "
+                                   "the call was not sent: retry shortly.",
+                                   most);
+    if (call->answer_too_large && charged)
+        return gateway_reply_error_no_retry(
+            ex, 502, "server_error", "upstream_answer_too_large",
+            "The upstream's answer is larger than %u bytes, the most the gateway takes; the "
+            "upstream answered it, so the call was charged its reservation. Ask for less "
+            "(fewer inputs or choices) rather than retrying.",
+            (unsigned)GW_ANSWER_BYTES_MAX);
+    if (call->answer_too_large)
+        return gateway_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
+                                   "The upstream's answer is larger than %u bytes, the most the "
+                                   "gateway takes; nothing was charged.",
+                                   (unsigned)GW_ANSWER_BYTES_MAX);
+    if (charged)
+        return gateway_reply_error_no_retry(
+            ex, 503, "server_error", "answer_memory_full",
+            "This answer did not fit in the memory the gateway gives answers not yet taken by "
+            "their clients (--max-gateway-answer-bytes %llu); the upstream answered it, so the "
+            "call was charged its reservation.",
+            most);
+    return gateway_reply_error(ex, 503, "server_error", "answer_memory_full", 1000,
+                               "The upstream's answer did not fit in the memory the gateway "
+                               "gives answers not yet taken by their clients "
+                               "(--max-gateway-answer-bytes %llu); nothing was charged: retry "
+                               "shortly.",
+                               most);
+}
+
 /* The answer is in (or a stream's head): give it, or say why not. */
 static int after_answer(struct exchange *ex)
 {
     struct gateway_call *call = ex->gateway_call;
     pthread_mutex_lock(&call->mutex);
     enum gateway_call_mode mode = call->mode;
-    bool too_large = call->answer_too_large;
     enum gw_forward_result result = call->upstream_result;
     long status = call->upstream_status;
+    bool at_reservation = call->at_reservation;
+    bool refused = refused_for_memory(call);
     char reason[GW_FORWARD_ERROR_SIZE];
     snprintf(reason, sizeof reason, "%s", call->upstream_error);
     pthread_mutex_unlock(&call->mutex);
     if (mode == GATEWAY_MODE_STREAM)
         return gateway_reply_stream(ex, call);
-    if (too_large)
-        return gateway_reply_error(ex, 502, "server_error", "upstream_answer_too_large", 0,
-                                   "The upstream's answer is larger than %u bytes.",
-                                   (unsigned)GW_ANSWER_BYTES_MAX);
+    if (refused)
+        return reply_refused_for_memory(ex, call, at_reservation);
     /* A redirect is not followed (docs/gateway.md, "Forwarding"), and
      * passed on without its Location it tells a client nothing. */
     if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK && status >= 300 && status < 400)
@@ -396,6 +564,18 @@ static int after_answer(struct exchange *ex)
             status);
     if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK)
         return gateway_reply_answer(ex, call);
+    if (result == GW_FORWARD_INVALID) { /* the reason names no address: it may go out */
+        log_write(LOG_WARN, "gateway: the upstream's answer was refused", "lease", call->lease_id,
+                  "reason", reason, NULL);
+        if (at_reservation)
+            return gateway_reply_error_no_retry(
+                ex, 502, "server_error", "upstream_error",
+                "The upstream's answer cannot be used: %s. The upstream answered, so the call "
+                "was charged its reservation.",
+                reason);
+        return gateway_reply_error(ex, 502, "server_error", "upstream_error", 0,
+                                   "The upstream's answer cannot be used: %s.", reason);
+    }
     if (result == GW_FORWARD_TIMEOUT)
         return gateway_reply_error(ex, 504, "server_error", "upstream_timeout", 0,
                                    "The upstream did not answer in time.");
@@ -422,40 +602,45 @@ int gateway_call_forward(struct exchange *ex, struct gateway_call *call)
 /* ---- settling the lease -------------------------------------------------- */
 
 /* What a whole answer used: its usage, else its counted text (the input
- * estimate with it). A Responses answer's id is remembered on the way. */
+ * estimate with it; gw_answer_tokens). A Responses answer's id is
+ * remembered on the way. */
 static void answer_used(struct gateway_call *call)
 {
-    call->used = (struct gw_tokens){.input = call->estimate.input_tokens};
     char *copy = malloc(call->answer.length + 1);
-    if (copy == NULL)
+    if (copy == NULL) { /* it cannot be read: the most it may have cost */
+        call->at_reservation = call->charged;
+        call->used = call->reserved;
         return;
+    }
     memcpy(copy, call->answer.data, call->answer.length);
     struct arena arena;
     arena_init(&arena, NULL, 0);
     struct jdoc_value *root = NULL;
     char error[GW_USAGE_ERROR_SIZE];
-    struct gw_usage usage = {0};
     if (jdoc_parse_nested(copy, call->answer.length, GW_JSON_DEPTH_MAX, &arena, &root, error,
-                          sizeof error) == 0) {
-        const char *id;
-        size_t id_length;
-        if (call->endpoint == GW_ENDPOINT_RESPONSES &&
-            gw_answer_response_id(root, &id, &id_length) == 0)
+                          sizeof error) != 0)
+        root = NULL;
+    const char *id;
+    size_t id_length;
+    if (root != NULL && call->endpoint == GW_ENDPOINT_RESPONSES) {
+        if (gw_answer_response_id(root, &id, &id_length) == 0)
             remember_response(call, id, id_length);
-        if (call->endpoint == GW_ENDPOINT_RESPONSES)
-            gw_answer_item_ids(root, remember_item, call);
-        if (!call->charged) {
-            /* forwarded only: nothing to measure */
-        } else if (gw_usage_read_answer(call->endpoint, root, &usage, error, sizeof error) == 0 &&
-                   usage.present) {
-            call->used = gw_usage_tokens(&usage);
-            call->used_from_usage = true;
-        } else {
-            call->used.output = gw_answer_output_tokens(call->endpoint, root);
-        }
+        gw_answer_item_ids(root, remember_item, call);
     }
+    if (call->charged) /* else forwarded only: nothing to measure */
+        call->used_from_usage =
+            gw_answer_tokens(call->endpoint, root, call->answer.data, call->answer.length,
+                             call->estimate.input_tokens, &call->used);
     arena_free(&arena);
     free(copy);
+}
+
+/* An answer the upstream gave (2xx) that cannot be read: cut at a bound,
+ * or in an encoding that was not decoded. */
+static bool answer_unreadable(const struct gateway_call *call)
+{
+    return call->answer_too_large || call->answer_memory_full ||
+           call->upstream_result == GW_FORWARD_INVALID;
 }
 
 /* What the call used, from what came back (call->mutex held). */
@@ -465,6 +650,9 @@ static void measure(struct gateway_call *call)
         call->used_from_usage = gw_sse_stream_tokens(&call->sse, &call->output,
                                                      call->estimate.input_tokens, &call->used) &&
                                 gw_sse_ended(&call->sse);
+    } else if (call->mode == GATEWAY_MODE_BUFFER && answer_unreadable(call)) {
+        call->at_reservation = call->charged; /* the most it may have cost */
+        call->used = call->reserved;
     } else if (call->mode == GATEWAY_MODE_BUFFER) {
         if (call->charged || call->remember_response) /* else nothing to read in it */
             answer_used(call);
@@ -521,17 +709,18 @@ static void settled(void *context)
     gateway_call_release(call); /* the settle's reference */
 }
 
-/* Does the call count as made? A stream that started, a whole answer, a
- * call the gateway cut once it was sent (its client left, or the server is
- * shutting down: the upstream has the input either way); not one the
- * upstream refused or never answered, nor one never sent. */
+/* Does the call count as made? A stream that started, a whole answer (also
+ * one refused for its size or the answers' memory, or in an encoding not
+ * decoded: the upstream answered it), a call the gateway cut once it was
+ * sent (its client left, or the server is shutting down: the upstream has
+ * the input either way); not one the upstream refused or never answered,
+ * nor one never sent. */
 static bool call_was_made(const struct gateway_call *call)
 {
     if (call->mode == GATEWAY_MODE_STREAM)
         return true;
     if (call->mode == GATEWAY_MODE_BUFFER)
-        return call->upstream_status >= 200 && call->upstream_status < 300 &&
-               !call->answer_too_large;
+        return call->upstream_status >= 200 && call->upstream_status < 300;
     return call->upstream_result == GW_FORWARD_CANCELLED && call->forwarded_ns > 0;
 }
 
@@ -556,10 +745,10 @@ static void settle(struct gateway_call *call)
         wait_release(wait, &call->release, &call->release_result, 1, settled, call);
         return;
     }
-    uint32_t count = 0;
+    uint32_t count = 0; /* none: every key settles at its reserved amount */
     char error[GW_PLAN_ERROR_SIZE];
-    if (gw_plan_complete(&call->plan, &call->used, call->actuals, &count, error, sizeof error) !=
-        0) {
+    if (!call->at_reservation && gw_plan_complete(&call->plan, &call->used, call->actuals, &count,
+                                                  error, sizeof error) != 0) {
         log_write(LOG_WARN, "gateway: settling at the reserved amounts", "lease", call->lease_id,
                   "reason", error, NULL);
         count = 0; /* every key settles at its reserved amount */
@@ -582,7 +771,10 @@ void gateway_call_client_gone(struct http_exchange *hx)
     if (call->transfer != NULL)
         gw_forward_cancel(call->gateway->engine, call->transfer);
     bool waiting = call->reserving && call->state == GATEWAY_CALL_PLANNED;
+    bool pumping = call->pumping_answer;
     pthread_mutex_unlock(&call->mutex);
+    if (pumping) /* the rest of a whole answer goes nowhere: let it end */
+        http_wake(hx);
     /* A reserve still waiting leaves the queue; one answered meanwhile is a
      * no-op here, and its forward finds the client gone. */
     if (waiting)
@@ -614,6 +806,7 @@ void gateway_call_exchange_gone(struct gateway_call *call)
     pthread_mutex_lock(&call->mutex);
     assert(!call->waiting || call->woken); /* an exchange is freed only once answered */
     call->exchange = NULL;
+    answer_bytes_return(call); /* the client has taken its answer, or left */
     if (call->transfer != NULL) {
         call->client_gone = true;
         gw_forward_cancel(call->gateway->engine, call->transfer);

@@ -109,6 +109,12 @@ struct gateway {
     pthread_mutex_t pool_mutex;
     struct gateway_call *pool;
     uint32_t pool_count;
+    /* The bytes allocated for whole (not streamed) answers, from their
+     * upstream's head (or first byte) until their clients have taken the
+     * last (or left): at most answer_bytes_max
+     * (--max-gateway-answer-bytes). Atomic. */
+    uint64_t answer_bytes_held;
+    uint64_t answer_bytes_max;
 };
 
 /* The config in force, retained: release it with gw_config_release. */
@@ -203,7 +209,8 @@ struct gateway_call {
 
     /* the answer */
     struct buffer answer; /* buffered: the whole body; stream: bytes for the client */
-    size_t answer_sent;   /* stream: bytes of `answer` the client has been given */
+    size_t answer_sent;   /* bytes of `answer` the client has been given */
+    bool pumping_answer;  /* buffered: being given (gateway_reply_answer) */
     /* stream: the event that ends it ([DONE], message_stop,
      * response.completed, ...) and any after it, given once the lease is
      * settled */
@@ -211,6 +218,12 @@ struct gateway_call {
     bool streaming;    /* stream: the head is out; what comes wakes the exchange */
     bool stream_ended; /* stream: nothing more will come */
     bool answer_too_large;
+    /* The answer would have passed the gateway's answer_bytes_max: while
+     * it came (refused, charged), or before it was forwarded (not sent). */
+    bool answer_memory_full;
+    bool memory_full_before;
+    bool event_too_large;          /* stream: an event over GW_SSE_EVENT_BYTES_MAX */
+    uint64_t answer_bytes_counted; /* its part of gateway.answer_bytes_held: answer's block */
     struct gw_sse sse;
     struct gw_sse_output output;
 
@@ -220,8 +233,12 @@ struct gateway_call {
     struct actual actuals[GW_LIMITS_MAX];
     struct release_request release;
     struct release_result release_result;
+    struct gw_tokens reserved; /* what the reserve was made of */
     struct gw_tokens used;
     bool used_from_usage; /* `used` is the upstream's usage of a call that ended properly */
+    /* Answered upstream but not readable (too large, past the answers'
+     * memory, an encoding not decoded): completed at its reservation. */
+    bool at_reservation;
     uint64_t cost_usd_micros;
 
     bool linked; /* in gateway.calls: forwarded, not yet settled */
@@ -274,6 +291,12 @@ void gateway_headers_add(struct gateway_headers *headers, const char *name, cons
 int gateway_reply_error(struct exchange *exchange, unsigned status, const char *type,
                         const char *code, int64_t retry_after_ms, const char *format, ...)
     __attribute__((format(printf, 6, 7)));
+/* The same with x-should-retry: false and no retry delay: for a call that
+ * was charged although its answer could not be given, where an SDK's
+ * automatic retry would be charged again. */
+int gateway_reply_error_no_retry(struct exchange *exchange, unsigned status, const char *type,
+                                 const char *code, const char *format, ...)
+    __attribute__((format(printf, 5, 6)));
 /* The 429 of a call whose reserve was denied for capacity: the same, with
  * the reserve's retry and the rate-limit headers of the limits that did
  * not fit. */
@@ -284,7 +307,8 @@ int gateway_reply_denied(struct exchange *exchange, struct gateway_call *call, c
 void gateway_reply_headers(struct gateway_headers *headers, const struct gateway_call *call,
                            int64_t now_unix_ms);
 /* The answer of a call that did not stream: the upstream's body as it
- * came, its status and content type, and the call's headers. */
+ * came, its status and content type, and the call's headers; given in
+ * pieces as the client takes them (the exchange's on_wake). */
 int gateway_reply_answer(struct exchange *exchange, struct gateway_call *call);
 /* Begins the streamed answer: the head now, events as they come. */
 int gateway_reply_stream(struct exchange *exchange, struct gateway_call *call);

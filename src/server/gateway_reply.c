@@ -97,6 +97,18 @@ int gateway_reply_error(struct exchange *ex, unsigned status, const char *type, 
     return rc;
 }
 
+int gateway_reply_error_no_retry(struct exchange *ex, unsigned status, const char *type,
+                                 const char *code, const char *format, ...)
+{
+    struct gateway_headers h = {.count = 0};
+    gateway_headers_add(&h, "x-should-retry", "false");
+    va_list args;
+    va_start(args, format);
+    int rc = reply_error_with(ex, &h, status, type, code, 0, format, args);
+    va_end(args);
+    return rc;
+}
+
 /* OpenAI writes a reset as a duration: "20ms", "6s", "1m30s". */
 static void duration_text(int64_t ms, char *out, size_t size)
 {
@@ -412,6 +424,29 @@ static bool relay_header(struct gateway_headers *h, const struct gateway_call *c
     return true;
 }
 
+/* on_wake of a whole answer being given: as much as the client's socket
+ * takes, and the end once all of it is out (a client that left takes it
+ * all at once: the transport drops it). */
+static void answer_pump(struct http_exchange *hx)
+{
+    struct exchange *ex = (struct exchange *)hx;
+    struct gateway_call *call = ex->gateway_call;
+    if (!hx->streaming)
+        return; /* ended already */
+    pthread_mutex_lock(&call->mutex);
+    size_t ready = call->answer.length - call->answer_sent;
+    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
+        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+        size_t n = ready < room ? ready : room;
+        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        call->answer_sent += n;
+        ready -= n;
+    }
+    pthread_mutex_unlock(&call->mutex);
+    if (ready == 0)
+        http_stream_end(hx);
+}
+
 int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
 {
     struct gateway_headers h = {.count = 0};
@@ -426,10 +461,19 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
     }
     pthread_mutex_unlock(&call->mutex);
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
-    /* The transfer is over: nothing else touches the answer now. An error
-     * body may echo the key the gateway sent. */
+    /* The transfer is over: nothing else writes the answer now. An error
+     * body may echo the key the gateway sent: starred out first. It is given
+     * from its own bytes as the client's socket takes them (never a second
+     * copy of a large answer in the transport), and stays counted in the
+     * gateway's answer_bytes_held until the exchange is freed. */
     gw_secret_redact(call->answer.data, call->answer.length, call->upstream->api_key);
-    exchange_answer_raw(ex, status, h.list, h.count, call->answer.data, call->answer.length);
+    pthread_mutex_lock(&call->mutex);
+    call->answer_sent = 0;
+    call->pumping_answer = true;
+    pthread_mutex_unlock(&call->mutex);
+    exchange_answer_begin(ex, status, h.list, h.count, call->answer.data, call->answer.length);
+    ex->http.on_wake = answer_pump;
+    answer_pump(&ex->http);
     return 0;
 }
 

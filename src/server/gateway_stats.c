@@ -173,6 +173,15 @@ void gateway_metrics_render(struct gateway *g, struct buffer *out)
         counter_lines(out, stats, count, COUNTERS[i].name, COUNTERS[i].help, COUNTERS[i].offset);
     latency_lines(out, stats, count);
     pthread_mutex_unlock(&stats->mutex);
+    buffer_printf(out,
+                  "# HELP llmlimit_gateway_answer_bytes_held Bytes of whole answers held until "
+                  "their clients take them.\n"
+                  "# TYPE llmlimit_gateway_answer_bytes_held gauge\n"
+                  "llmlimit_gateway_answer_bytes_held %" PRIu64 "\n"
+                  "# HELP llmlimit_gateway_answer_bytes_max --max-gateway-answer-bytes.\n"
+                  "# TYPE llmlimit_gateway_answer_bytes_max gauge\n"
+                  "llmlimit_gateway_answer_bytes_max %" PRIu64 "\n",
+                  __atomic_load_n(&g->answer_bytes_held, __ATOMIC_RELAXED), g->answer_bytes_max);
 }
 
 void gateway_stats_json(struct gateway *g, struct buffer *out)

@@ -150,6 +150,12 @@ int exchange_answer_with(struct exchange *exchange, unsigned status, struct buff
 int exchange_answer_raw(struct exchange *exchange, unsigned status,
                         const struct http_header *headers, size_t count, const char *body,
                         size_t length);
+/* exchange_answer_raw's head only (http_answer_begin): the body's length
+ * bytes follow through http_stream_write, paced by the caller, so that a
+ * large body is never copied whole; body is only logged. Returns 0. */
+int exchange_answer_begin(struct exchange *exchange, unsigned status,
+                          const struct http_header *headers, size_t count, const char *body,
+                          size_t length);
 /* {"error": error}, plus "ok": false on complete/release routes. */
 int exchange_error(struct exchange *exchange, unsigned status, const char *error);
 /* A query argument, percent-decoded into out: 1 found, 0 absent, -1 (bad

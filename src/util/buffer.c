@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* What an empty buffer without storage points at, so that data is never
  * NULL: memcpy(dst, NULL, 0) and NULL + 0 are undefined behaviour, and an
  * upstream answer with no body is such a buffer. Read, never written (its
@@ -72,6 +71,8 @@ bool buffer_grow(struct buffer *buffer, size_t more)
     }
     size_t needed = buffer->length + more;
     size_t capacity = buffer->capacity < 256 ? 256 : buffer->capacity;
+    if (capacity > buffer->capacity_max) /* a cap below the least block */
+        capacity = buffer->capacity_max;
     while (capacity < needed)
         capacity = capacity > buffer->capacity_max / 2 ? buffer->capacity_max : capacity * 2;
     assert(capacity >= needed);

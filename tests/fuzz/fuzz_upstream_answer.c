@@ -2,12 +2,14 @@
  * actuals of the lease's complete, through the functions of src/gateway
  * that src/server/gateway_call.c calls on the upstream's bytes, in the
  * same order: a whole answer gathered in a buffer, copied out and parsed
- * (jdoc_parse_nested), its usage read (gw_usage_read, gw_usage_tokens) or
- * else its text counted (gw_text_counter_*), then handed over
- * (buffer_detach); a stream through gw_sse_feed/gw_sse_finish and
- * gw_sse_output_*; then gw_cost_usd_micros and gw_plan_complete. Empty
- * answers included. Every result must hold its bounds, the cost must be
- * the exact rounded-up price, and each actual the sum of its templates.
+ * (jdoc_parse_nested), what it used read from its usage or counted from
+ * its text, or from all its bytes when it does not parse
+ * (gw_answer_tokens), then handed over (buffer_detach); a stream through
+ * gw_sse_feed/gw_sse_finish and gw_sse_output_* (an event past the bound
+ * counted as what came of it); then gw_cost_usd_micros and
+ * gw_plan_complete. Empty answers included. Every result must hold its
+ * bounds, the cost must be the exact rounded-up price, and each actual the
+ * sum of its templates.
  *
  * Input: byte 0 flags (1: streamed, 2: large estimate), byte 1 input and
  * output price (3 bits each, from `prices`), byte 2 the cached price (3
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/gw_answer.h"
 #include "gateway/gw_config.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_estimate.h"
@@ -81,30 +84,6 @@ static struct gw_config *config_once(void)
 
 /* ---- the answer, as gateway_call.c measures it ---- */
 
-/* The output of a whole answer without usage: the text of its choices. */
-static uint64_t answer_output_tokens(const struct jdoc_value *root)
-{
-    const struct jdoc_value *choices = jdoc_get(root, "choices");
-    if (!jdoc_is(choices, JDOC_ARRAY))
-        return 0;
-    struct gw_text_counter counter;
-    gw_text_counter_init(&counter);
-    for (uint32_t i = 0; i < choices->count; i++) {
-        const struct jdoc_value *choice = &choices->as.items[i];
-        const struct jdoc_value *text = jdoc_get(choice, "text");
-        const struct jdoc_value *message = jdoc_get(choice, "message");
-        const struct jdoc_value *content = message != NULL ? jdoc_get(message, "content") : NULL;
-        const struct jdoc_value *piece = jdoc_is(text, JDOC_STRING) ? text : content;
-        if (jdoc_is(piece, JDOC_STRING)) {
-            uint64_t before = gw_text_counter_tokens(&counter);
-            gw_text_counter_add(&counter, piece->as.string, piece->count);
-            gw_text_counter_break(&counter);
-            assert(gw_text_counter_tokens(&counter) >= before);
-        }
-    }
-    return gw_text_counter_tokens(&counter);
-}
-
 static struct gw_tokens whole_answer(const char *body, size_t length, const size_t *cuts,
                                      size_t count, uint64_t input_estimate)
 {
@@ -118,7 +97,7 @@ static struct gw_tokens whole_answer(const char *body, size_t length, const size
     }
     assert(!answer.failed);
     assert(answer.length == length);
-    struct gw_tokens used = {.input = input_estimate};
+    struct gw_tokens used;
     char *copy = malloc(answer.length + 1);
     assert(copy != NULL);
     memcpy(copy, answer.data, answer.length);
@@ -128,14 +107,21 @@ static struct gw_tokens whole_answer(const char *body, size_t length, const size
     char error[GW_USAGE_ERROR_SIZE];
     struct gw_usage usage = {0};
     if (jdoc_parse_nested(copy, answer.length, GW_JSON_DEPTH_MAX, &arena, &root, error,
-                          sizeof error) == 0) {
-        if (gw_usage_read(root, &usage, error, sizeof error) == 0 && usage.present) {
-            used = gw_usage_tokens(&usage);
-            assert(used.input == usage.prompt_tokens);
-            assert(used.output == usage.completion_tokens);
-        } else {
-            used.output = answer_output_tokens(root);
-        }
+                          sizeof error) != 0)
+        root = NULL;
+    bool from_usage = gw_answer_tokens(GW_ENDPOINT_CHAT_COMPLETIONS, root, answer.data,
+                                       answer.length, input_estimate, &used);
+    if (from_usage) { /* the usage as chat's reader takes it, completion_tokens included */
+        assert(gw_usage_read_answer(GW_ENDPOINT_CHAT_COMPLETIONS, root, &usage, error,
+                                    sizeof error) == 0);
+        assert(usage.present && usage.has_completion_tokens);
+        assert(used.input == usage.prompt_tokens);
+        assert(used.output == usage.completion_tokens);
+    } else {
+        assert(used.input == input_estimate);
+        assert(used.cached_input == 0 && used.reasoning == 0);
+        if (!jdoc_is(root, JDOC_OBJECT)) /* not read: every byte is text, never 0 */
+            assert(used.output == gw_estimate_text(body, length));
     }
     arena_free(&arena);
     free(copy);

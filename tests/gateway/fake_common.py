@@ -16,6 +16,8 @@ MODES = (
     "fail-401", "fail-403", "fail-404", "fail-413", "fail-503", "fail-529",
     # added for the gateway's hostile-upstream tests
     "header-cr", "echo-key",
+    # hostile answers (fake_upstream.py describes them)
+    "status", "usage-no-completion", "usage-huge", "gzip", "encoding-unknown", "big-event",
 )
 COMPLETION_TOKENS_DEFAULT = 7
 STREAM_SLOW_DELAY_MS_DEFAULT = 100
@@ -27,7 +29,8 @@ PARAM_MAX = {
     "prompt_tokens": 100_000_000, "completion_tokens": 100_000, "cached_tokens": 100_000_000,
     "chunks": 10_000, "delay_ms": 600_000, "retry_after_ms": 3_600_000, "dimensions": 4096,
     "cache_write_5m": 100_000_000, "cache_write_1h": 100_000_000, "reasoning_tokens": 100_000,
-    "tool_calls": 16, "message_deltas": 16, "should_retry": 1, "status": 599,
+    "tool_calls": 16, "message_deltas": 16, "should_retry": 1, "status": 999,
+    "event_bytes": 4 * 1024 * 1024,
 }
 WORDS = (
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",

@@ -86,7 +86,11 @@ Behaviour is chosen per request, so one server serves a whole test suite:
                              or `true` (default: no such header)
           status             mode `empty` answers this status (200 to 599)
                              with no body at all (Content-Length: 0, no
-                             Content-Type), streamed or not
+                             Content-Type), streamed or not; mode `status`
+                             answers this one (0 to 999, written as three
+                             digits) with the answer's body
+          event_bytes        mode `big-event`: the size of its big event's
+                             text (default 1.5 MiB)
           dimensions         embedding size (default 8; the request's
                              `dimensions` also sets it)
 
@@ -136,6 +140,24 @@ Modes (an answer is streamed exactly when the request says "stream": true):
                       chunks sent 200 ms apart, then the normal events; the
                       Content-Type ends in "; echo=KEY" either way
 
+Hostile answers, which a real API does not give but a broken proxy or server
+might (every dialect, never streamed unless said):
+  status              the answer's body with the status line `status`
+                      (three digits, any); below 200 the connection closes
+                      after it
+  usage-no-completion chat and completions: a usage without
+                      completion_tokens and total_tokens (the usage chunk of
+                      a stream too)
+  usage-huge          chat and completions: usage.completion_tokens is
+                      2^64, an integer above 2^63 - 1 (stream too)
+  gzip                the answer's body gzip-compressed, with
+                      `Content-Encoding: gzip`, whatever the request accepts
+  encoding-unknown    the answer's body as it is, with `Content-Encoding:
+                      x-fake-encoding`, which nothing can decode
+  big-event           chat and completions streamed: the first content chunk
+                      carries a text of event_bytes bytes (default 1.5 MiB),
+                      counted in the usage as one token a word
+
 A chat or completion stream sends `data: {chunk}` events: a role chunk (chat
 only), the content chunks, a chunk with finish_reason, then, only when the
 request had stream_options.include_usage true, a chunk with "choices": [] and
@@ -165,6 +187,7 @@ chunks. Tests that look at end fields wait for them (FakeUpstream.wait_for).
 import argparse
 import base64
 import copy
+import gzip
 import hashlib
 import http.server
 import json
@@ -183,7 +206,7 @@ from fake_common import (  # noqa: F401 - MODES, WORDS, parse_model: this module
     COMPLETION_TOKENS_DEFAULT, ENDLESS_DELAY_MS_DEFAULT, MODES, PARAM_MAX,
     RETRY_AFTER_MS_DEFAULT, STREAM_SLOW_DELAY_MS_DEFAULT, WORDS, Event, FakeError, choose,
     compact, count_words, delay_seconds, failure_status, now_ms, parse_model, retry_headers,
-    split_words, sse_bytes)
+    split_words, sse_bytes, words)
 
 EMBEDDING_DIMENSIONS_DEFAULT = 8
 HANG_SECONDS_MAX_DEFAULT = 600.0
@@ -196,6 +219,9 @@ ROUTES_POST = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 SYSTEM_FINGERPRINT = "fp_fake"
 # Modes whose stream stops after half its content, and how it stops.
 CUT_MODES = ("stream-hang", "stream-close", "stream-error", "stream-endless")
+# Modes whose whole answer send_hostile spoils (never streamed).
+HOSTILE_WHOLE_MODES = ("status", "gzip", "encoding-unknown")
+BIG_EVENT_BYTES_DEFAULT = 1536 * 1024
 
 
 # -- the log -----------------------------------------------------------------
@@ -338,11 +364,18 @@ class Plan:
         if cap is None:
             cap = positive_int(body, "max_tokens")
         self.completion_tokens = wanted if cap is None else min(wanted, cap)
+        self.big_text = ""
+        if self.mode == "big-event" and self.stream:
+            size = params.get("event_bytes", BIG_EVENT_BYTES_DEFAULT)
+            big = words(size // 6 + 1)
+            self.big_text = " ".join(big)[:size]
+            self.completion_tokens += len(self.big_text.split())
         self.finish_reason = "length" if (cap is not None and wanted > cap) or (
             self.mode == "incomplete") else "stop"
 
     def words(self, choice):
-        return [WORDS[(i + choice) % len(WORDS)] for i in range(self.completion_tokens)]
+        count = self.completion_tokens - len(self.big_text.split())
+        return [WORDS[(i + choice) % len(WORDS)] for i in range(count)]
 
     def text(self, choice):
         return " ".join(self.words(choice))
@@ -363,6 +396,10 @@ class Plan:
                 "rejected_prediction_tokens": 0}
         elif self.report_cached:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        if self.mode == "usage-no-completion":
+            del usage["completion_tokens"], usage["total_tokens"]
+        elif self.mode == "usage-huge":
+            usage["completion_tokens"] = 2 ** 64
         return usage
 
 
@@ -781,6 +818,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise failure(status)
         if mode == "empty":
             return self.send_empty(stream, int(params["status"]) if "status" in params else None)
+        if mode in HOSTILE_WHOLE_MODES:
+            return self.send_hostile(mode, params, make_body(), content)
         if stream:
             return self.stream_answer(make_stream(), mode, params)
         if mode == "stream-error":
@@ -799,7 +838,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_empty(self, stream, status=None):
         """200 with nothing in it: an empty JSON body, or a stream with no event;
         with a status: the status line and headers only, Content-Length: 0, no type."""
-        if status is not None and status < 200:
+        if status is not None and not 200 <= status <= 599:
             raise FakeError(400, "fake upstream: status must be in [200, 599], not %d" % status)
         if status is not None:
             self.log_update(status=status)
@@ -820,6 +859,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if stream:
             self.write(b"0\r\n\r\n")
+        return "answered"
+
+    def send_hostile(self, mode, params, value, content):
+        """The whole answer, not streamed, as mode `status`, `gzip` or
+        `encoding-unknown` spoils it; written by hand, since http.server
+        writes only statuses it likes."""
+        data = compact(value).encode()
+        status = params.get("status", 200) if mode == "status" else 200
+        head = ["HTTP/1.1 %03d Fake" % status, "Content-Type: application/json"]
+        if mode == "gzip":
+            data = gzip.compress(data)
+            head.append("Content-Encoding: gzip")
+        elif mode == "encoding-unknown":
+            head.append("Content-Encoding: x-fake-encoding")
+        head.append("Content-Length: %d" % len(data))
+        if status < 200:
+            head.append("Connection: close")
+        self.log_update(status=status, content_sent=content,
+                        usage_sent=isinstance(value, dict) and value.get("usage") is not None)
+        self.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+        if status < 200:
+            return self.close_without_answer()
         return "answered"
 
     def send_half_and_close(self, value):
@@ -1005,6 +1066,9 @@ class Stream:
                 yield Event(None, self.chunk(c, delta={"role": "assistant", "content": "",
                                                        "refusal": None}))
         pieces = [plan.pieces(c) for c in range(plan.choices)]
+        if plan.big_text:
+            value = self.chunk(0, delta={"content": plan.big_text}, text=plan.big_text)
+            yield Event(None, value, plan.big_text, "lead")
         for j in range(plan.chunks):
             for c in range(plan.choices):
                 piece = pieces[c][j]

@@ -5,6 +5,7 @@ that records every request and the moment a client went away.
 Python 3 standard library only; run by ctest as gateway_fake_upstream."""
 
 import base64
+import gzip
 import http.client
 import json
 import os
@@ -975,6 +976,79 @@ class CommonModes(FakeUpstreamTest):
         self.assertEqual((response.chunk(), response.chunk()),
                          (b": key sk-echo-0", b"123456789\n\n"))
         response.close()
+
+
+class HostileModes(FakeUpstreamTest):
+    def raw_answer(self, body):
+        """(status line, headers, body bytes) of a whole answer, read by hand."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
+            payload = json.dumps(body).encode()
+            sock.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                          % (CHAT, len(payload))).encode() + payload)
+            data = b""
+            while True:
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                data += piece
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:")]
+                if length and len(rest) >= length[0]:
+                    break
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = dict((name.strip().lower(), value.strip())
+                       for name, _, value in (line.partition(":") for line in lines[1:]))
+        return lines[0], headers, rest
+
+    def test_status_writes_any_three_digits(self):
+        """status: the answer's body under any status, three digits; below 200 it closes."""
+        for status, line in ((999, "HTTP/1.1 999 Fake"), (42, "HTTP/1.1 042 Fake"),
+                             (101, "HTTP/1.1 101 Fake")):
+            first, headers, data = self.raw_answer(chat_body("fake-status:status=%d" % status))
+            self.assertEqual(first, line)
+            self.assertEqual(json.loads(data)["usage"]["completion_tokens"], 7)
+            self.assertEqual(headers.get("connection") == "close", status < 200, headers)
+
+    def test_usage_without_completion_tokens_and_huge(self):
+        """usage-no-completion drops completion_tokens and total_tokens; usage-huge makes
+        completion_tokens 2^64; in a stream's usage chunk too."""
+        _, _, body = self.post(CHAT, chat_body("fake-usage-no-completion"))
+        self.assertEqual(body["usage"]["prompt_tokens"], 3)
+        self.assertNotIn("completion_tokens", body["usage"])
+        self.assertNotIn("total_tokens", body["usage"])
+        _, _, body = self.post(CHAT, chat_body("fake-usage-huge"))
+        self.assertEqual(body["usage"]["completion_tokens"], 2 ** 64)
+        response = RawResponse(self.port, CHAT, chat_body(
+            "fake-usage-no-completion", stream=True, stream_options={"include_usage": True}))
+        usage = response.events()[-2]["usage"]
+        response.close()
+        self.assertEqual(set(usage) & {"completion_tokens", "total_tokens"}, set())
+
+    def test_encodings(self):
+        """gzip: the body compressed, Content-Encoding: gzip, asked or not; encoding-unknown:
+        the body as it is under an encoding nothing decodes."""
+        _, headers, data = self.raw_answer(chat_body("fake-gzip"))
+        self.assertEqual(headers["content-encoding"], "gzip")
+        self.assertEqual(json.loads(gzip.decompress(data))["object"], "chat.completion")
+        _, headers, data = self.raw_answer(chat_body("fake-encoding-unknown"))
+        self.assertEqual(headers["content-encoding"], "x-fake-encoding")
+        self.assertEqual(json.loads(data)["object"], "chat.completion")
+
+    def test_big_event(self):
+        """big-event: the first content chunk carries event_bytes bytes of text, counted in
+        the usage and the log."""
+        response = RawResponse(self.port, CHAT, chat_body(
+            "fake-big-event:event_bytes=100000", stream=True,
+            stream_options={"include_usage": True}))
+        events = response.events()
+        response.close()
+        big = events[1]["choices"][0]["delta"]["content"]
+        self.assertEqual(len(big), 100000)
+        self.assertEqual(events[-2]["usage"]["completion_tokens"], len(big.split()) + 7)
+        record = self.ended_record()
+        self.assertTrue(record["content_sent"].startswith(big), record["content_sent"][:80])
 
 
 def line_count(path):

@@ -24,7 +24,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import agents  # noqa: E402
-from gw_harness import (AGENT_MAX_OUTPUT_TOKENS, AGENT_TEMPLATES, Caller,  # noqa: E402
+from gw_harness import (AGENT_DEFAULT_OUTPUT_TOKENS, AGENT_MAX_OUTPUT_TOKENS,  # noqa: E402
+                        AGENT_TEMPLATES, Caller,
                         GatewayTest, agent_cost, agent_model, estimate, estimate_text, skip_unless_backend,
                         wait_until)
 from gw_harness import tearDownModule  # noqa: E402,F401 - unittest calls it
@@ -176,7 +177,8 @@ class ClaudeCode(AgentsTest, unittest.TestCase):
     def test_a_broken_stream_and_its_non_streamed_retry_are_two_calls(self):
         """The upstream cuts the stream: Claude Code asks again without streaming; each call
         has its own lease: the stream charged its input and what was streamed, the retry (its
-        answer also cut, a 502) its input estimate."""
+        answer also cut, a 502) its input estimate and what came of its answer counted as
+        text (a cut answer does not parse; it is never read as 0 output)."""
         c = self.gw.caller()
         since = len(self.gw.upstream.requests())
         result = self.claude(c, env={"CLAUDE_CODE_MAX_RETRIES": "0"},
@@ -188,9 +190,13 @@ class ClaudeCode(AgentsTest, unittest.TestCase):
         retry_body = dict(second["body"], model="claude-close")
         retry_input = estimate("messages", retry_body, AGENT_MAX_OUTPUT_TOKENS)[0]
         output = estimate_text(HALF)
-        usd = agent_cost(uncached=100, output=output) + agent_cost(uncached=retry_input)
-        self.assertEqual(self.settled_snapshot(c),
-                         self.charges(c, 100 + retry_input, output, usd, requests=2))
+        snapshot = self.settled_snapshot(c)
+        retry_output = snapshot["out"][1] - output
+        self.assertGreater(retry_output, 0)
+        usd = (agent_cost(uncached=100, output=output)
+               + agent_cost(uncached=retry_input, output=retry_output))
+        self.assertEqual(snapshot, self.charges(c, 100 + retry_input, output + retry_output, usd,
+                                                requests=2))
 
 
 class Codex(AgentsTest, unittest.TestCase):
@@ -215,7 +221,8 @@ class Codex(AgentsTest, unittest.TestCase):
         post, = self.posts(since)
         self.assertEqual((post["path"], post["headers"]["authorization"]),
                          ("/v1/responses", "Bearer " + self.gw.provider_key))
-        self.assertNotIn("max_output_tokens", post["body"])
+        # Codex sends none: the default reserved goes upstream (docs/gateway.md)
+        self.assertEqual(post["body"]["max_output_tokens"], AGENT_DEFAULT_OUTPUT_TOKENS)
         usd = agent_cost(uncached=98, cache_read=2, output=7, reasoning=3)
         self.assertEqual(c.snapshot(), self.charges(c, 98, 7, usd, cache_read=2))
 

@@ -20,6 +20,7 @@ static const struct gw_model model = {
     .name = "fast", .upstream = &upstream, .upstream_model = "gpt-4o-mini-2024-07-18"};
 
 static enum gw_endpoint endpoint = GW_ENDPOINT_CHAT_COMPLETIONS;
+static uint64_t output_bound; /* 0: none written (gw_request_rewrite_for) */
 
 /* Rewrites body; the output (NUL-terminated) goes to `output`. */
 static int rewrite_with(const char *body, const struct gw_model *m)
@@ -35,10 +36,10 @@ static int rewrite_with(const char *body, const struct gw_model *m)
     struct buffer out;
     buffer_init(&out, NULL, 0);
     int result =
-        endpoint == GW_ENDPOINT_CHAT_COMPLETIONS
+        endpoint == GW_ENDPOINT_CHAT_COMPLETIONS && output_bound == 0
             ? gw_request_rewrite(body, strlen(body), root, m, &out, &info, error, sizeof error)
-            : gw_request_rewrite_for(endpoint, body, strlen(body), root, m, &out, &info, error,
-                                     sizeof error);
+            : gw_request_rewrite_for(endpoint, body, strlen(body), root, m, output_bound, &out,
+                                     &info, error, sizeof error);
     snprintf(output, sizeof output, "%.*s", (int)out.length, out.data != NULL ? out.data : "");
     buffer_free(&out);
     return result;
@@ -271,6 +272,42 @@ static void agent_surfaces_change_only_the_model(void)
     endpoint = GW_ENDPOINT_CHAT_COMPLETIONS;
 }
 
+static void a_call_without_an_output_bound_gets_the_reserved_one(void)
+{
+    output_bound = 256;
+    /* chat: max_completion_tokens after the rest; null bounds dropped */
+    REQUIRE(rewrite("{\"model\":\"fast\",\"n\":3}") == 0);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"n\":3,"
+                      "\"max_completion_tokens\":256}");
+    REQUIRE(rewrite("{\"max_tokens\":null,\"model\":\"fast\",\"max_completion_tokens\":null,"
+                    "\"stream\":true}") == 0);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"stream\":true,"
+                      "\"stream_options\":{\"include_usage\":true},"
+                      "\"max_completion_tokens\":256}");
+    /* a bound the client set, either one: passed as it is, nothing added */
+    REQUIRE(rewrite("{\"model\":\"fast\",\"max_tokens\":7,\"max_completion_tokens\":null}") == 0);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"max_tokens\":7,"
+                      "\"max_completion_tokens\":null}");
+    endpoint = GW_ENDPOINT_COMPLETIONS;
+    REQUIRE(rewrite("{\"model\":\"fast\",\"prompt\":\"x\",\"max_tokens\":null}") == 0);
+    CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"prompt\":\"x\",\"max_tokens\":256}");
+    endpoint = GW_ENDPOINT_RESPONSES;
+    REQUIRE(rewrite("{\"model\":\"fast\",\"input\":\"x\"}") == 0);
+    CHECK_STR(output,
+              "{\"model\":\"gpt-4o-mini-2024-07-18\",\"input\":\"x\",\"max_output_tokens\":256}");
+    /* no output to bound, or a bound the API requires already */
+    for (enum gw_endpoint e = GW_ENDPOINT_CHAT_COMPLETIONS; e <= GW_ENDPOINT_LAST; e++) {
+        if (e == GW_ENDPOINT_CHAT_COMPLETIONS || e == GW_ENDPOINT_COMPLETIONS ||
+            e == GW_ENDPOINT_RESPONSES)
+            continue;
+        endpoint = e;
+        REQUIRE(rewrite("{\"model\":\"fast\",\"input\":\"x\"}") == 0);
+        CHECK_STR(output, "{\"model\":\"gpt-4o-mini-2024-07-18\",\"input\":\"x\"}");
+    }
+    endpoint = GW_ENDPOINT_CHAT_COMPLETIONS;
+    output_bound = 0;
+}
+
 int main(void)
 {
     arena_init(&arena, NULL, 0);
@@ -285,6 +322,8 @@ int main(void)
     RUN(random_bodies_pass_every_member, "random tricky members all pass byte for byte");
     RUN(agent_surfaces_change_only_the_model,
         "messages and responses: only model changes, no usage asked; routes that never stream");
+    RUN(a_call_without_an_output_bound_gets_the_reserved_one,
+        "a call without an output bound gets the reserved one in its surface's field");
     arena_free(&arena);
     return test_summary();
 }

@@ -3,8 +3,8 @@
  * by byte, inside UTF-8 characters, at random), every event's bytes are
  * exactly the stream's, LF, CRLF and CR line ends, data lines joined,
  * comments, [DONE], the usage-only chunk, texts of every kind, errors
- * mid-stream, the unfinished tail, the event bound one past, and output
- * counting per choice. */
+ * mid-stream, the unfinished tail, the event bound one past (what came of
+ * the event counted), and output counting per choice. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,7 +276,14 @@ static void event_size_bound_one_past(void)
     size_t chunk = 4096;
     CHECK_EQ_I64(feed(&s, text, GW_SSE_EVENT_BYTES_MAX + 1, &chunk, 1), -1);
     CHECK_STR(error, "an event of the stream is larger than 1048576 bytes");
-    CHECK_EQ_I64(s.count, 0);
+    /* What came of it is handed over, to be counted, never relayed: its
+     * bytes so far and the piece that passed the bound, texts of no choice. */
+    CHECK_EQ_I64(s.count, 1);
+    CHECK(!s.complete[0]);
+    CHECK_EQ_U64(s.raw_length[0], GW_SSE_EVENT_BYTES_MAX);
+    CHECK(strncmp(s.text[0], "4294967295:data: xxx", 20) == 0);
+    CHECK_EQ_U64(gw_sse_output_tokens(&s.output),
+                 gw_estimate_text(text, GW_SSE_EVENT_BYTES_MAX) + gw_estimate_text("\n", 1));
     free(text);
 }
 

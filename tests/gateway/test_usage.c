@@ -337,6 +337,45 @@ static void chat_surfaces_read_as_before(void)
     CHECK(u.present && !u.has_completion_tokens);
     CHECK_EQ_I64(read_as(GW_ENDPOINT_CHAT_COMPLETIONS, "{\"usage\":{\"input_tokens\":8}}", &u), -1);
     CHECK_STR(error, "usage.prompt_tokens: required");
+    /* chat and completions generate: a usage without their count is never 0 output */
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_I64(read_as(i == 0 ? GW_ENDPOINT_CHAT_COMPLETIONS : GW_ENDPOINT_COMPLETIONS,
+                             "{\"usage\":{\"prompt_tokens\":8,\"total_tokens\":8}}", &u),
+                     -1);
+        CHECK_STR(error, "usage.completion_tokens: required");
+        CHECK(!u.present);
+    }
+}
+
+static void answers_that_cannot_be_read_are_counted_whole(void)
+{
+    static const char body[] = "{\"choices\":[{\"message\":{\"content\":\"Hi there\"}}],"
+                               "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":"
+                               "18446744073709551616}}";
+    struct gw_tokens used;
+    /* not parsed (the count is past 2^63 - 1): every byte is text */
+    CHECK(!gw_answer_tokens(GW_ENDPOINT_CHAT_COMPLETIONS, NULL, body, strlen(body), 40, &used));
+    CHECK_EQ_U64(used.input, 40);
+    CHECK_EQ_U64(used.output, gw_estimate_text(body, strlen(body)));
+    const struct jdoc_value *root = parse_answer("\"an answer that is a string\"");
+    REQUIRE(root != NULL);
+    CHECK(!gw_answer_tokens(GW_ENDPOINT_RESPONSES, root, "\"x y\"", 5, 40, &used));
+    CHECK_EQ_U64(used.output, gw_estimate_text("\"x y\"", 5));
+    /* an embedding generates nothing, read or not */
+    CHECK(!gw_answer_tokens(GW_ENDPOINT_EMBEDDINGS, NULL, body, strlen(body), 40, &used));
+    CHECK_EQ_U64(used.output, 0);
+    /* read, without completion_tokens: its text counted, not 0 */
+    root = parse_answer("{\"choices\":[{\"message\":{\"content\":\"Hi there\"}}],"
+                        "\"usage\":{\"prompt_tokens\":5}}");
+    REQUIRE(root != NULL);
+    CHECK(!gw_answer_tokens(GW_ENDPOINT_CHAT_COMPLETIONS, root, "", 0, 40, &used));
+    CHECK_EQ_U64(used.input, 40);
+    CHECK_EQ_U64(used.output, gw_estimate_text("Hi there", 8));
+    root = parse_answer("{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}");
+    REQUIRE(root != NULL);
+    CHECK(gw_answer_tokens(GW_ENDPOINT_CHAT_COMPLETIONS, root, "", 0, 40, &used));
+    CHECK_EQ_U64(used.input, 5);
+    CHECK_EQ_U64(used.output, 3);
 }
 
 /* The count of texts, each a text of its own. */
@@ -405,6 +444,8 @@ int main(void)
     RUN(responses_usage_has_cached_and_reasoning_inside,
         "Responses: cached inside input, reasoning inside output; every malformed field");
     RUN(chat_surfaces_read_as_before, "chat, completions and embeddings read their own shape");
+    RUN(answers_that_cannot_be_read_are_counted_whole,
+        "an answer not read, or read without completion_tokens, is counted from its text");
     RUN(answers_without_usage_are_counted,
         "an answer without usage: its generated text counted per surface; a response's id");
     arena_free(&arena);

@@ -132,6 +132,19 @@ static void growth_stops_at_the_bound(void)
     buffer_free(&b);
 }
 
+/* A cap below the least block (256 bytes) is a block of exactly the cap. */
+static void a_cap_below_the_least_block_is_the_block(void)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    b.capacity_max = 100;
+    CHECK(buffer_grow(&b, 100));
+    CHECK_EQ_U64(b.capacity, 100);
+    buffer_append(&b, "x", 1);
+    CHECK(!b.failed);
+    buffer_free(&b);
+}
+
 int main(void)
 {
     RUN(an_empty_buffer_has_content_to_copy,
@@ -146,5 +159,7 @@ int main(void)
     RUN(a_freed_or_detached_buffer_is_usable_again,
         "a freed or detached buffer takes content again");
     RUN(growth_stops_at_the_bound, "growth stops at capacity_max with failed set");
+    RUN(a_cap_below_the_least_block_is_the_block,
+        "a cap below the least block gives a block of exactly the cap");
     return test_summary();
 }
