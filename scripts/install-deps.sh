@@ -3,8 +3,9 @@
 # when they are all present. Called by `make`, `make test` and `make run`.
 set -e
 # chromium: the console's browser tests run the page in it (tests/console).
+# tzdata: /usr/share/zoneinfo, where a budget's time_zone is read from.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libjansson-dev libsqlite3-dev \
-libcurl4-openssl-dev libssl-dev python3 nodejs chromium"
+libcurl4-openssl-dev libssl-dev python3 nodejs chromium tzdata"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
