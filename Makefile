@@ -4,23 +4,29 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure test test-asan run bench install soak fuzz fuzz-run clean
+.PHONY: all deps test-deps configure test test-asan run bench install soak fuzz fuzz-run clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# What the build needs (Debian packages); test-deps adds what only the tests
+# and benches use (clang, node, Chromium, npm packages). `make run` needs
+# the first only.
 deps:
 	@sh scripts/install-deps.sh
+
+test-deps: deps
+	@sh scripts/install-test-deps.sh $(BUILD) $(ASAN_BUILD)
 
 configure: deps
 	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
 # Skipped tests (exit 77) are listed by ctest at the end; ctest-skips.sh adds why.
-test: all
+test: test-deps all
 	@status=0; ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) || status=$$?; \
 		sh scripts/ctest-skips.sh $(BUILD); exit $$status
 
-test-asan: deps
+test-asan: test-deps
 	@[ -f $(ASAN_BUILD)/CMakeCache.txt ] || cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMLIMIT_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@status=0; ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -28,10 +34,12 @@ test-asan: deps
 		ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) || status=$$?; \
 		sh scripts/ctest-skips.sh $(ASAN_BUILD); exit $$status
 
-run: all
+# Builds llmlimitd and the llmlimit command only, then starts the server.
+run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target llmlimitd llmlimit_cli
 	./$(BUILD)/llmlimitd $(ARGS)
 
-bench: all
+bench: test-deps all
 	sh bench/run.sh $(BUILD)
 
 # Hardening (docs/hardening.md): soak under mixed load, libFuzzer harnesses.
@@ -43,7 +51,7 @@ SECONDS ?= 60
 soak: all
 	python3 tests/soak/soak.py --binary $(BUILD)/llmlimitd --backend $(BACKEND) --seconds $(DURATION)
 
-fuzz: deps
+fuzz: test-deps
 	@[ -f $(FUZZ_BUILD)/CMakeCache.txt ] || CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMLIMIT_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) --target fuzz -j $(JOBS)
 

@@ -3,7 +3,8 @@
 # to fully drawn, payload bytes, and refresh time, in headless Chromium.
 # Usage: sh bench/console/run.sh [BUILD_DIR]
 # Environment: BENCH_LIMITS (1000), BENCH_BACKEND (memory), BENCH_RUNS (5).
-# Needs Chromium and `npm ci` in tests/console (scripts/install-deps.sh).
+# Needs Chromium and `npm ci` in tests/console (scripts/install-test-deps.sh, run by
+# `make test` and `make bench`).
 set -eu
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)

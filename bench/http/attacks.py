@@ -1,5 +1,5 @@
 """Two attacks on llmlimitd's HTTP server, measured from the side of a
-well-behaved client (BENCHMARKS.md, "HTTP"): a prober reserves on a fresh
+well-behaved client (BENCHMARKS.md, "HTTP under attack"): a prober reserves on a fresh
 connection every 20 ms and records how long each answer took.
 
   busy     CONNECTIONS connections each pipeline BYTES of small reserve batches

@@ -8,7 +8,7 @@
 // as the load starts and ends, so a benchmark can tell where the CPU went.
 // Its ids are tigerbeetle-node's own id(): time-based, ascending. With
 // --random-ids they are 128 random bits instead, to measure what scattered
-// ids cost the cluster (BENCHMARKS.md, "Time-ordered ids").
+// ids cost the cluster (docs/benchmarks-history.md, "Time-ordered ids").
 // Usage: node peer.mjs ADDRESSES [--callers 200] [--seconds 10] [--timeout 60] [--random-ids]
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";

@@ -1,5 +1,5 @@
-"""What one request costs llmlimitd, counted rather than timed (BENCHMARKS.md "Counting
-what a waited admission costs"): the server runs under valgrind's cachegrind (one HTTP
+"""What one request costs llmlimitd, counted rather than timed (docs/benchmarks-history.md
+"Counting what a waited admission costs"): the server runs under valgrind's cachegrind (one HTTP
 thread, a simulated 512 KiB last-level cache, this machine's L2 per core) while
 bench_wait_http drives the issue-25 scenario (1,000 callers, a 10-slot concurrency
 limit, calls that complete at once). Prints the instructions and the cache misses

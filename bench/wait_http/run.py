@@ -1,5 +1,5 @@
 """Waiting for capacity over HTTP, side by side (issue 25, BENCHMARKS.md "Waiting
-for capacity over HTTP"): 1,000 callers on a 10-slot concurrency limit, each
+for capacity"): 1,000 callers on a 10-slot concurrency limit, each
 completing at once when admitted, in three modes (bench_wait_http --mode):
 
   wait   the reserve carries wait_ms: the server answers when a slot frees

@@ -136,6 +136,7 @@ struct requirement {
  * rate-limit headers report (the gateway's x-ratelimit-*). */
 struct requirement_state {
     bool known;               /* false: the backend cannot tell without asking further */
+    enum limit_kind kind;     /* always filled in */
     uint64_t capacity;        /* in force */
     int64_t available;        /* after this reserve, as limit_available counts it */
     int64_t reset_at_unix_ms; /* rolling, concurrency: when the earliest hold expires;

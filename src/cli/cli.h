@@ -25,11 +25,18 @@ enum token_role {
     TOKEN_ROLE_ADMIN,  /* LLMLIMIT_ADMIN_TOKEN, else LLMLIMIT_TOKEN */
 };
 
+/* How an answer is printed: always JSON, one value per answer. */
+enum cli_json_style {
+    CLI_JSON_LINE,    /* one line, a blank after ':' and ',' (the default) */
+    CLI_JSON_COMPACT, /* one line, no blanks (--compact) */
+    CLI_JSON_PRETTY,  /* indented by 2, one member per line (--pretty) */
+};
+
 struct cli {
     const char *url;
     const char *token_file; /* NULL: environment */
-    bool compact;           /* one-line JSON */
-    const char *command;    /* for messages: the subcommand (main sets it) */
+    enum cli_json_style json_style;
+    const char *command; /* for messages: the subcommand (main sets it) */
 };
 
 /* Opens a client for the command. Returns EXIT_OK with *out, else prints
@@ -40,7 +47,8 @@ int cli_client(const struct cli *cli, enum token_role role, struct llmlimit_clie
  * string (free()), or NULL after printing why. */
 char *cli_token_from_file(const char *path);
 
-/* Prints a JSON value to stdout (pretty unless --compact) and steals it. */
+/* Prints a JSON value to stdout in the chosen style, then a newline, and
+ * steals it. */
 void cli_print_json(const struct cli *cli, json_t *value);
 
 /* Prints "llmlimit <command>: <what>: <error> [(HTTP n: message)]" to

@@ -77,7 +77,11 @@ int cli_client(const struct cli *cli, enum token_role role, struct llmlimit_clie
 void cli_print_json(const struct cli *cli, json_t *value)
 {
     assert(value != NULL); /* json_pack of a format this program wrote */
-    size_t flags = JSON_PRESERVE_ORDER | (cli->compact ? JSON_COMPACT : JSON_INDENT(2));
+    size_t flags = JSON_PRESERVE_ORDER;
+    if (cli->json_style == CLI_JSON_COMPACT)
+        flags |= JSON_COMPACT;
+    else if (cli->json_style == CLI_JSON_PRETTY)
+        flags |= JSON_INDENT(2);
     json_dumpf(value, stdout, flags);
     fputc('\n', stdout);
     fflush(stdout);

@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char usage_text[] =
-    "usage: llmlimit [--url URL] [--token-file FILE] [--compact] COMMAND [ARGS]\n"
+    "usage: llmlimit [--url URL] [--token-file FILE] [--compact|--pretty] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
     "  limits put|get|list|delete   manage limit definitions (admin token)\n"
@@ -27,7 +27,8 @@ static const char usage_text[] =
     "  --token-file FILE  bearer token from a file; without it the token comes from\n"
     "                     $LLMLIMIT_ADMIN_TOKEN (limits) or $LLMLIMIT_TOKEN (others),\n"
     "                     each falling back to the other\n"
-    "  --compact          one-line JSON instead of indented JSON\n"
+    "  --compact          JSON without blanks (answers are one line of JSON each)\n"
+    "  --pretty           indented JSON, one member per line\n"
     "  --help             this text; `llmlimit COMMAND --help` for a command\n"
     "  --version          print the version\n"
     "\n"
@@ -51,7 +52,9 @@ static int globals_extract(struct cli *cli, int *argc, char **argv)
                      (matched = cli_flag(*argc, argv, &i, "--token-file", &value)) == 1)
                 cli->token_file = value;
             else if (matched == 0 && strcmp(argv[i], "--compact") == 0)
-                matched = 1, cli->compact = true;
+                matched = 1, cli->json_style = CLI_JSON_COMPACT;
+            else if (matched == 0 && strcmp(argv[i], "--pretty") == 0)
+                matched = 1, cli->json_style = CLI_JSON_PRETTY;
             if (matched < 0)
                 return cli_usage_error(cli, "%s needs a value", argv[i]);
         }

@@ -310,8 +310,13 @@ static int acquire_next(struct llmlimit_client *client, const struct retry_plan 
     if (wait < client->options.backoff_initial_ms)
         wait = client->options.backoff_initial_ms;
     assert(wait > 0);
+    /* The server's figure may be anything up to 2^63-1: compared with what
+     * is left before any sum that could overflow. */
+    int64_t left = plan->deadline_ms - client_monotonic_ms();
+    if (wait >= left)
+        return LLMLIMIT_ERR_DEADLINE;
     wait += (int64_t)(client_random_u64() % (uint64_t)(wait / 5 + 1));
-    if (client_monotonic_ms() + wait >= plan->deadline_ms)
+    if (wait >= left)
         return LLMLIMIT_ERR_DEADLINE;
     client_sleep_ms(wait);
     char previous[sizeof(result->lease_id)];

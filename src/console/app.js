@@ -112,19 +112,30 @@
     node.replaceChildren();
   }
 
-  // A key as text that wraps only after a ':' (or not at all): each
-  // segment up to and with its ':' is a span that does not wrap inside
-  // (keys have '-', '/' and the like where a browser would otherwise break),
-  // with a <wbr> after it. Text nodes only: a key is never markup.
-  function keyNode(key) {
+  // Text that wraps only right after a separator (or not at all): each
+  // segment up to and with its separator is a span that does not wrap
+  // inside, with a <wbr> after it. Text nodes only: never markup.
+  function segmented(text, separator) {
     const fragment = document.createDocumentFragment();
-    const parts = String(key).split(/(?<=:)/);
+    const parts = String(text).split(separator);
     parts.forEach((part, i) => {
-      fragment.append(el('span', {className: 'kseg', text: part}));
+      fragment.append(el('span', {className: 'seg', text: part}));
       if (i + 1 < parts.length) fragment.append(document.createElement('wbr'));
     });
     return fragment;
   }
+
+  // A key wraps only after a ':' (keys have '-', '/' and the like where a
+  // browser would otherwise break).
+  const keyNode = (key) => segmented(key, /(?<=:)/);
+
+  // A caller or lease id wraps only after a punctuation mark ('nightly-' /
+  // 'report'), never inside a word, however narrow its column.
+  const nameNode = (name) => segmented(name, /(?<=[^A-Za-z0-9])/);
+
+  // A table cell with a caller's name ('(none)' for leases that named none).
+  const callerCell = (caller) => el('td', {className: 'caller'},
+                                    caller === '' ? '(none)' : nameNode(caller));
 
   // A link to one limit: the page opens it from the address (#limit=<key>).
   const limitFragment = (key) => '#limit=' + encodeURIComponent(key);
@@ -167,6 +178,9 @@
   const fmtUsdCents = (micros) => fmtUsd((big(micros) + 5000n) / 10000n * 10000n);
 
   const isMoney = (unit) => unit === 'usd_micros';
+
+  // An amount in its unit: money in dollars, anything else as an integer.
+  const fmtAmount = (v, unit) => (isMoney(unit) ? fmtUsd(v) : fmtInt(v));
 
   function fmtDuration(ms) {
     const seconds = Math.floor(Math.max(0, Number(ms)) / 1000);
@@ -267,12 +281,21 @@
 
   // ---- throughput --------------------------------------------------------------
 
+  // How many in the last seconds, with the rate per second under it. The
+  // server gives the rate to a tenth, rounded down: a count too small to
+  // make a tenth reads "< 0.1 /s", never 0 beside a count that is not.
+  function countFigure(id, count, perSecond) {
+    const rate = Number(perSecond) === 0 && Number(count) > 0 ? '< 0.1'
+      : Number(perSecond).toFixed(1);
+    $(id).replaceChildren(fmtInt(count), el('span', {className: 'sub', text: rate + ' /s'}));
+  }
+
   function renderThroughput(status) {
     const t = status.throughput;
-    $('reserves-10s').textContent = String(t.reserves_per_second_10s);
-    $('reserves-60s').textContent = String(t.reserves_per_second_60s);
-    $('denials-10s').textContent = String(t.denials_per_second_10s);
-    $('denials-60s').textContent = String(t.denials_per_second_60s);
+    countFigure('reserves-10s', t.reserves_10s, t.reserves_per_second_10s);
+    countFigure('reserves-60s', t.reserves_60s, t.reserves_per_second_60s);
+    countFigure('denials-10s', t.denials_10s, t.denials_per_second_10s);
+    countFigure('denials-60s', t.denials_60s, t.denials_per_second_60s);
     $('denials-total').textContent = fmtInt(status.denials_total);
     const reserves = t.seconds.reserves, denials = t.seconds.denials;
     let top = 1;
@@ -304,6 +327,15 @@
                    'available', 'resets', 'holds', 'oldest', 'soon', 'waiting'];
   const NUMERIC = new Set(['capacity', 'reserved', 'used', 'debt', 'available', 'holds', 'soon',
                            'waiting']);
+  // Each column's name, from the table's header (in COLUMNS' order): on a
+  // phone, where the header is hidden, it labels each value.
+  const LABELS = new Map([...document.querySelectorAll('#limits .lrow.head > div')]
+    .map((head, i) => [COLUMNS[i], head.textContent]));
+  // Numeric columns are as wide as their widest figure on the page, so that
+  // no figure is cut (money runs to 20 digits and more); each with the row
+  // class that makes it bold.
+  const FITTED = {capacity: null, reserved: null, used: null, debt: 'in-debt', available: 'out',
+                  holds: null, soon: 'leaking', waiting: 'queued'};
 
   // A row keeps its cells' last figures in memory, so a refresh compares
   // there and writes the DOM only where something changed; a cell's second
@@ -313,6 +345,7 @@
     const td = document.createElement('div');
     td.className = NUMERIC.has(column) ? 'cell c-' + column + ' num' : 'cell c-' + column;
     td.setAttribute('role', 'cell');
+    if (column !== 'key' && column !== 'bar') td.dataset.label = LABELS.get(column);
     tr.append(td);
     if (column === 'bar') {
       const bar = el('div', {className: 'bar'});
@@ -406,7 +439,7 @@
     setCell(c.key, limit.key, limit.key, limit.description, limit.key);
     setCell(c.kind, limit.kind, limit.kind,
             (limit.kind === 'rolling' ? limit.window_seconds + ' s window'
-              : limit.kind === 'budget' ? 'per ' + limit.period
+              : limit.kind === 'budget' ? (limit.period === 'none' ? 'prepaid' : 'per ' + limit.period)
                 : limit.timeout_seconds + ' s timeout') + (unit ? ' · ' + unit : ''));
     const decreasing = limit.status === 'decreasing';
     setCell(c.status, limit.status, limit.status,
@@ -476,6 +509,7 @@
         state.rows.delete(key);
       }
     }
+    fitColumns();
     const count = page.limits.length;
     $('limits-count').textContent = '(' + fmtInt(count) + (page.next_after !== null ? '+' : '') +
                                     ')';
@@ -487,13 +521,62 @@
       : state.after !== '' ? 'Keys after ' + state.after : '';
   }
 
+  // The width of a text in a font, measured on a canvas (no layout of the
+  // rows): every digit as a '0', the digits being tabular.
+  const measure = {context: document.createElement('canvas').getContext('2d'), fonts: '',
+                   widths: new Map()};
+
+  function textWidth(text, font) {
+    const id = font + '\n' + text;
+    let width = measure.widths.get(id);
+    if (width === undefined) {
+      if (measure.widths.size > 20000) measure.widths.clear();
+      measure.context.font = font;
+      width = measure.context.measureText(text.replace(/[0-9]/g, '0')).width;
+      measure.widths.set(id, width);
+    }
+    return width;
+  }
+
+  // Sets each numeric column's width (app.css: --capacity-px and the like)
+  // to its widest figure or line under one; written only when it changed.
+  function fitColumns() {
+    const table = $('limits');
+    const style = getComputedStyle(table);
+    const sub = table.querySelector('.cell .sub');
+    const subSize = sub !== null ? getComputedStyle(sub).fontSize : style.fontSize;
+    const fonts = {normal: '400 ' + style.fontSize + ' ' + style.fontFamily,
+                   bold: '700 ' + style.fontSize + ' ' + style.fontFamily,
+                   sub: '400 ' + subSize + ' ' + style.fontFamily,
+                   subBold: '700 ' + subSize + ' ' + style.fontFamily};
+    const fontsId = Object.values(fonts).join();
+    if (measure.fonts !== fontsId) {
+      measure.fonts = fontsId;
+      measure.widths.clear();
+    }
+    for (const [column, boldClass] of Object.entries(FITTED)) {
+      let widest = 0;
+      for (const row of state.rows.values()) {
+        const cell = row.cells[column];
+        const bold = boldClass !== null && row.tr.classList.contains(boldClass);
+        widest = Math.max(widest, textWidth(cell.text, bold ? fonts.bold : fonts.normal));
+        widest = Math.max(widest, textWidth(cell.subText, bold ? fonts.subBold : fonts.sub));
+      }
+      const px = String(Math.ceil(widest));
+      if (table.dataset[column + 'Px'] !== px) {
+        table.dataset[column + 'Px'] = px;
+        table.style.setProperty('--' + column + '-px', px);
+      }
+    }
+  }
+
   // ---- needs attention -------------------------------------------------------
 
   function attentionItems(status, page) {
     const items = [];
     const now = page.now_unix_ms;
     for (const limit of page.limits) {
-      const amount = (v) => fmtInt(v) + (isMoney(limit.unit) ? ' (' + fmtUsd(v) + ')' : '');
+      const amount = (v) => fmtAmount(v, limit.unit);
       if (big(limit.available) <= 0n) {
         items.push(['out', limit.key, 'is used up: available ' + amount(limit.available) +
                     (limit.kind === 'budget'
@@ -642,16 +725,17 @@
     return p;
   }
 
+  // An amount in a table: money in dollars, the exact figure in its title.
+  const amountTd = (value, unit) => el('td', {className: 'num', text: fmtAmount(value, unit),
+                                             title: fmtInt(value) + (unit ? ' ' + unit : ''),
+                                             data: {value: String(value)}});
+
   // What a caller spent (used + debt, from the API): an overrun's debt is
   // the overrunning caller's, so the rows add up to the budget's spend.
   function spentCell(c, unit) {
-    const money = isMoney(unit);
-    const td = el('td', {className: 'num', text: money ? fmtUsd(c.spent) : fmtInt(c.spent),
-                         title: fmtInt(c.spent) + (unit ? ' ' + unit : ''),
-                         data: {value: String(c.spent)}});
+    const td = amountTd(c.spent, unit);
     if (big(c.debt) > 0n) {
-      td.append(el('span', {className: 'sub',
-                            text: 'incl. ' + (money ? fmtUsd(c.debt) : fmtInt(c.debt)) + ' debt'}));
+      td.append(el('span', {className: 'sub', text: 'incl. ' + fmtAmount(c.debt, unit) + ' debt'}));
     }
     return td;
   }
@@ -668,16 +752,15 @@
     const tbody = el('tbody');
     for (const c of callers.slice(0, TOP_CALLERS)) {
       tbody.append(el('tr', {data: {caller: c.caller}},
-                      el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+                      callerCell(c.caller),
                       spentCell(c, unit),
                       el('td', {className: 'num', text: fmtInt(c.calls),
                                 data: {value: String(c.calls)}}),
-                      el('td', {className: 'num', text: fmtInt(c.reserved),
-                                data: {value: String(c.reserved)}})));
+                      amountTd(c.reserved, unit)));
     }
     table.append(tbody);
     const more = callers.length - TOP_CALLERS;
-    const wrap = el('div', null, table);
+    const wrap = el('div', {className: 'table-wrap'}, table);
     if (more > 0) wrap.append(el('p', {className: 'muted', text: 'and ' + more + ' more callers'}));
     return wrap;
   }
@@ -754,16 +837,18 @@
     const rows = answer.denials.map((d) => {
       const keys = el('td', {className: 'keys'});
       for (const k of d.keys) {
-        keys.append(el('div', null, el('span', {className: 'key'}, keyNode(k.key)),
-                       ' (' + fmtInt(k.amount) + ')'));
+        // The unit is the limit's now (null: gone): money in dollars.
+        keys.append(el('div', {title: fmtInt(k.amount) + (k.unit ? ' ' + k.unit : '')},
+                       el('span', {className: 'key'}, keyNode(k.key)),
+                       ' (' + fmtAmount(k.amount, k.unit) + ')'));
       }
       if (d.keys_total > d.keys.length) {
         keys.append(el('div', {className: 'muted', text: 'and ' + (d.keys_total - d.keys.length) + ' more'}));
       }
       return el('tr', {data: {id: d.id}},
                 el('td', {text: fmtDuration(now - d.at_unix_ms) + ' ago', title: fmtTime(d.at_unix_ms)}),
-                el('td', {className: 'caller', text: d.caller === '' ? '(none)' : d.caller}),
-                el('td', {className: 'lease', text: d.lease_id}),
+                callerCell(d.caller),
+                el('td', {className: 'lease'}, nameNode(d.lease_id)),
                 keys,
                 el('td', {className: 'error'}, d.error === '' ? 'capacity'
                   : el('span', {className: 'key'}, keyNode(d.error))),
@@ -784,7 +869,7 @@
       return;
     }
     const rows = (answer && Array.isArray(answer.keys) ? answer.keys : []).map((k) =>
-      el('tr', null, el('td', {className: 'caller', text: k.caller}), el('td', {text: k.model}),
+      el('tr', null, el('td', {className: 'caller'}, nameNode(k.caller)), el('td', {text: k.model}),
          el('td', {className: 'num', text: fmtInt(k.requests)}),
          el('td', {className: 'num', text: fmtInt(k.tokens)}),
          el('td', {className: 'num', text: fmtUsd(k.usd_micros)}),
@@ -899,13 +984,15 @@
       clear(holdsBody);
     } else {
       const h = detail.holds;
-      $('detail-holds-note').textContent = fmtInt(h.holds) + ' live holds, ' + fmtInt(h.amount) +
-        ' held' + (h.complete ? '' : ' (the first holds only)') +
-        (h.others.holds > 0 ? '; others: ' + fmtInt(h.others.holds) + ' holds, ' + fmtInt(h.others.amount) : '');
+      const unit = limit ? limit.unit : '';
+      $('detail-holds-note').textContent = fmtInt(h.holds) + ' live holds, ' +
+        fmtAmount(h.amount, unit) + ' held' + (h.complete ? '' : ' (the first holds only)') +
+        (h.others.holds > 0 ? '; others: ' + fmtInt(h.others.holds) + ' holds, ' +
+          fmtAmount(h.others.amount, unit) : '');
       holdsBody.replaceChildren(...h.callers.map((c) => el('tr', {data: {caller: c.caller}},
-        el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+        callerCell(c.caller),
         el('td', {className: 'num', text: fmtInt(c.holds)}),
-        el('td', {className: 'num', text: fmtInt(c.amount)}),
+        amountTd(c.amount, unit),
         el('td', {text: 'in ' + fmtDuration(c.oldest_expires_at_unix_ms - h.now_unix_ms)}))));
     }
     const callersBody = document.querySelector('#detail-callers tbody');
@@ -916,11 +1003,11 @@
       $('detail-callers-note').textContent = detail.callers.length === 0 ? 'Nobody holds or spent anything.' : '';
       const unit = limit ? limit.unit : '';
       callersBody.replaceChildren(...detail.callers.slice(0, 20).map((c) => el('tr', {data: {caller: c.caller}},
-        el('td', {className: 'caller', text: c.caller === '' ? '(none)' : c.caller}),
+        callerCell(c.caller),
         spentCell(c, unit),
-        el('td', {className: 'num', text: fmtInt(c.used)}),
-        el('td', {className: 'num', text: fmtInt(c.debt)}),
-        el('td', {className: 'num', text: fmtInt(c.reserved)}),
+        amountTd(c.used, unit),
+        amountTd(c.debt, unit),
+        amountTd(c.reserved, unit),
         el('td', {className: 'num', text: fmtInt(c.calls)}))));
     }
   }

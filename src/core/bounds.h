@@ -54,13 +54,16 @@
 
 /* Waiting for capacity (docs/semantics.md "Waiting for capacity", src/wait):
  * a reserve's wait_ms and priority, the waiters held at once
- * (--max-waiters), and the cap of the backoff with which waiters on a
- * backend that cannot see every release (tigerbeetle) ask again. */
+ * (--max-waiters), how long at a time a limit's waiters hold back later
+ * requests (--wait-hold-ms, at most WAIT_MS_MAX), and the cap of the
+ * backoff with which waiters on a backend that cannot see every release
+ * (tigerbeetle) ask again. */
 #define WAIT_MS_MAX 60000
 #define WAIT_PRIORITIES 10 /* 0..9, 0 first */
 #define WAIT_PRIORITY_DEFAULT 5
 #define WAIT_WAITERS_DEFAULT 10000
 #define WAIT_WAITERS_MAX 1000000
+#define WAIT_HOLD_MS_DEFAULT 10000
 #define WAIT_REMOTE_RETRY_MS_MIN 10
 #define WAIT_REMOTE_RETRY_MS_MAX 1000
 

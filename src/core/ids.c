@@ -3,6 +3,7 @@
 #include "ids.h"
 
 #include <assert.h>
+#include <string.h>
 
 #include "bounds.h"
 
@@ -35,4 +36,11 @@ bool lease_id_valid(const char *lease_id, size_t length)
             return false;
     }
     return true;
+}
+
+bool lease_id_is_gateway(const char *lease_id, size_t length)
+{
+    assert(lease_id != NULL || length == 0);
+    size_t prefix = sizeof LEASE_ID_GATEWAY_PREFIX - 1;
+    return length >= prefix && memcmp(lease_id, LEASE_ID_GATEWAY_PREFIX, prefix) == 0;
 }

@@ -18,4 +18,12 @@ bool limit_key_valid(const char *key, size_t length);
 /* Lease ID syntax: 1..LEASE_ID_LENGTH_MAX bytes of [A-Za-z0-9._:-]. */
 bool lease_id_valid(const char *lease_id, size_t length);
 
+/* Lease IDs that begin with this belong to the gateway's calls
+ * (docs/gateway.md, "A call, step by step"): the gateway alone reserves,
+ * completes and releases them; the data routes refuse them (403). */
+#define LEASE_ID_GATEWAY_PREFIX "gw:"
+
+/* Whether lease_id (length bytes) is in the gateway's namespace. */
+bool lease_id_is_gateway(const char *lease_id, size_t length);
+
 #endif

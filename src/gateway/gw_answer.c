@@ -102,3 +102,17 @@ int gw_answer_response_id(const struct jdoc_value *answer, const char **id, size
     *length = value->count;
     return 0;
 }
+
+void gw_answer_item_ids(const struct jdoc_value *answer,
+                        void (*fn)(void *context, const char *id, size_t length), void *context)
+{
+    static const char *const lists[] = {"output", "data"};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        const struct jdoc_value *items = jdoc_get(answer, lists[l]);
+        for (uint32_t i = 0; jdoc_is(items, JDOC_ARRAY) && i < items->count; i++) {
+            const struct jdoc_value *id = jdoc_get(&items->as.items[i], "id");
+            if (jdoc_is(id, JDOC_STRING) && id->count > 0)
+                fn(context, id->as.string, id->count);
+        }
+    }
+}

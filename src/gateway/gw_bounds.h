@@ -47,7 +47,6 @@
 #define GW_SSE_ARENA_INLINE_BYTES 2048      /* a stream event's parse, without a heap block */
 #define GW_UPLOAD_BUFFER_BYTES (16u << 10)  /* curl's upload buffer per transfer (its least) */
 #define GW_DOWNLOAD_BUFFER_BYTES (4u << 10) /* curl's receive buffer per transfer */
-#define GW_REQUEST_ID_LENGTH_MAX 1024       /* of X-Request-Id that goes into a lease id's hash */
 /* Leases one X-Request-Id may take: a retry after a 429 or a released
  * failure is a new attempt (docs/gateway.md). */
 #define GW_ATTEMPTS_MAX 16
@@ -102,6 +101,9 @@
  * many ids remembered (the oldest forgotten first), each at most this long. */
 #define GW_RESPONSE_OWNERS_MAX 65536
 #define GW_RESPONSE_ID_LENGTH_MAX 128
+/* ... and which created which item of a stored response (its output items,
+ * and its input items as their key lists them), for item_reference. */
+#define GW_RESPONSE_ITEM_OWNERS_MAX 65536
 
 /* The upstream's stream: one Server-Sent Event (all its lines). */
 #define GW_SSE_EVENT_BYTES_MAX (1024 * 1024)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gw_estimate_internal.h"
+#include "gw_references.h"
 
 #define PATH_SIZE 128
 
@@ -315,6 +316,8 @@ static int count_item(struct gw_walk *w, const struct jdoc_value *item, const ch
     const struct jdoc_value *type = gw_walk_member(item, "type");
     if (type != NULL && !jdoc_is(type, JDOC_STRING))
         return gw_walk_fail(w, "%s.type: must be a string", path);
+    if (gw_item_is_reference(item))
+        return 0; /* an item stored upstream: not visible here */
     if (type == NULL || type_is(type, "message")) {
         if (required_string(w, item, "role", path) != 0)
             return -1;
@@ -330,8 +333,6 @@ static int count_item(struct gw_walk *w, const struct jdoc_value *item, const ch
                        count_parts(w, gw_walk_member(item, "content"), path, "content") != 0
                    ? -1
                    : 0;
-    if (type_is(type, "item_reference"))
-        return 0; /* an item stored upstream: not visible here */
     gw_walk_json(w, item);
     return 0;
 }

@@ -131,9 +131,15 @@ static uint64_t percentile_of(const struct gw_observed *o, const struct pair *p)
 uint64_t gw_observed_reserve(struct gw_observed *o, const char *model, const char *caller,
                              uint64_t max_tokens)
 {
+    return gw_observed_reserve_or(o, model, caller, max_tokens, max_tokens);
+}
+
+uint64_t gw_observed_reserve_or(struct gw_observed *o, const char *model, const char *caller,
+                                uint64_t max_tokens, uint64_t unseen)
+{
     size_t model_length = strlen(model), caller_length = strlen(caller);
     uint64_t hash = pair_hash(model, model_length, caller, caller_length);
-    uint64_t reserve = max_tokens;
+    uint64_t reserve = unseen < max_tokens ? unseen : max_tokens;
     pthread_mutex_lock(&o->mutex);
     struct pair *p = find(o, hash, model, model_length, caller, caller_length);
     if (p != NULL) {

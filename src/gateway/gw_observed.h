@@ -31,6 +31,13 @@ void gw_observed_free(struct gw_observed *observed);
 uint64_t gw_observed_reserve(struct gw_observed *observed, const char *model, const char *caller,
                              uint64_t max_tokens);
 
+/* The same, reserving `unseen` (never above max_tokens) until min_calls
+ * outputs are known: the gateway's guess for a caller it has not seen
+ * enough of (the model's default_max_output_tokens), so that a budget
+ * smaller than one call's max_tokens still admits the calls to learn from. */
+uint64_t gw_observed_reserve_or(struct gw_observed *observed, const char *model, const char *caller,
+                                uint64_t max_tokens, uint64_t unseen);
+
 /* Records the output a finished call produced (its real count, whatever
  * was reserved). A new pair past pairs_max takes the place of the least
  * recently used one. Returns 0, or -1 when out of memory (nothing kept). */

@@ -1,6 +1,7 @@
 /* Hex and base64url by hand (both are a few lines, and they must never
  * allocate), SHA-256 from util/sha256.c, and randomness from
- * getrandom(2), which blocks only until the kernel's pool is first seeded. */
+ * getrandom(2), which blocks only until the kernel's pool is first seeded;
+ * and a provider key starred out of what is relayed. */
 #include "gw_secret.h"
 
 #include <assert.h>
@@ -92,4 +93,22 @@ int gw_secret_new(char secret[GW_SECRET_SIZE], char sha256_hex[GW_SHA256_HEX_SIZ
     }
     gw_hex_encode(digest, sizeof digest, sha256_hex);
     return 0;
+}
+
+size_t gw_secret_redact(char *bytes, size_t length, const char *secret)
+{
+    size_t secret_length = secret != NULL ? strlen(secret) : 0;
+    if (secret_length < GW_REDACT_SECRET_LENGTH_MIN)
+        return 0;
+    size_t found = 0;
+    char *at = bytes, *end = bytes + length;
+    while ((size_t)(end - at) >= secret_length) {
+        char *match = memmem(at, (size_t)(end - at), secret, secret_length);
+        if (match == NULL)
+            break;
+        memset(match, '*', secret_length);
+        at = match + secret_length;
+        found++;
+    }
+    return found;
 }

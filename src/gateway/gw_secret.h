@@ -31,4 +31,14 @@ size_t gw_base64url_encode(const uint8_t *bytes, size_t length, char *out);
  * -1 with errno set when the kernel gives no randomness or libcrypto fails. */
 int gw_secret_new(char secret[GW_SECRET_SIZE], char sha256_hex[GW_SHA256_HEX_SIZE]);
 
+/* A provider key shorter than this is not looked for in what is relayed:
+ * so short a text would match ordinary bytes of an answer. */
+#define GW_REDACT_SECRET_LENGTH_MIN 8
+
+/* Overwrites every occurrence of secret (NUL-terminated; NULL or shorter
+ * than GW_REDACT_SECRET_LENGTH_MIN: none is looked for) in bytes[0..length)
+ * with '*', so an upstream that echoes the provider key does not show it
+ * to a client (docs/gateway.md, "Routes"). Returns how many it found. */
+size_t gw_secret_redact(char *bytes, size_t length, const char *secret);
+
 #endif

@@ -231,6 +231,12 @@ static int read_responses_event(struct gw_sse *sse, const struct jdoc_value *roo
         event->response_id = id->as.string;
         event->response_id_length = id->count;
     }
+    const struct jdoc_value *item_id = member(member(root, "item"), "id");
+    if (jdoc_is(item_id, JDOC_STRING) && (is_type(event, "response.output_item.added") ||
+                                          is_type(event, "response.output_item.done"))) {
+        event->item_id = item_id->as.string;
+        event->item_id_length = item_id->count;
+    }
     if (is_type(event, "error"))
         event->error = true;
     else if (is_type(event, "response.completed") || is_type(event, "response.incomplete") ||

@@ -55,11 +55,15 @@ struct gw_sse_event {
      * Responses: the usage of the final event. */
     struct gw_usage usage;
     /* Valid during the callback only: the data's "type" (Messages,
-     * Responses; NULL for chat or when absent), and the id of the response
-     * a Responses event carries in response.id (NULL when none). */
+     * Responses; NULL for chat or when absent), the id of the response a
+     * Responses event carries in response.id, and the id of the output item
+     * a response.output_item.added or .done carries in item.id (NULL when
+     * none). */
     const char *type;
     const char *response_id;
     size_t response_id_length;
+    const char *item_id;
+    size_t item_id_length;
     /* Valid during the callback only. Data that is not JSON (and not
      * [DONE]) is given as one text, so that it is counted, not lost. */
     const struct gw_sse_text *texts;

@@ -14,8 +14,10 @@
 const char *http_path(const struct http_exchange *ex, char *out, size_t out_size)
 {
     size_t length = ex->head.path_length;
-    if (length + 1 > out_size)
+    if (length + 1 > out_size || out_size < 2)
         return NULL;
+    if (length == 0) /* an absolute-form target without a path */
+        return strcpy(out, "/");
     memcpy(out, ex->head_bytes + ex->head.target_offset, length);
     out[length] = '\0';
     return out;

@@ -372,30 +372,12 @@ static enum fill_result fill(struct http_conn *conn, size_t limit)
 
 /* ---- requests */
 
-/* Where the head ends in the input: its length, or 0 while it has not. An
- * empty line ends it (a bare LF too: the parser refuses those). */
+/* Where the head ends in the input (http_head_end, the parser's own rule):
+ * its length, or 0 while it has not. */
 static size_t head_end(struct http_conn *conn)
 {
-    const char *data = conn->in + conn->in_start;
-    size_t length = conn->in_length - conn->in_start;
-    size_t at = conn->head_scanned;
-    while (at < length) {
-        const char *lf = memchr(data + at, '\n', length - at);
-        if (lf == NULL)
-            break;
-        size_t i = (size_t)(lf - data);
-        if (i + 1 < length && data[i + 1] == '\n')
-            return i + 2;
-        if (i + 2 < length && data[i + 1] == '\r' && data[i + 2] == '\n')
-            return i + 3;
-        if (i + 2 >= length) { /* the line after it has not come yet */
-            conn->head_scanned = i;
-            return 0;
-        }
-        at = i + 1;
-    }
-    conn->head_scanned = length;
-    return 0;
+    return http_head_end(conn->in + conn->in_start, conn->in_length - conn->in_start,
+                         &conn->head_scanned);
 }
 
 /* The body goes to the exchange, or is dropped. 0, or -1 when a dropped
@@ -448,7 +430,7 @@ static bool open_exchange(struct http_conn *conn, size_t length)
     unsigned status = 0;
     const char *reason = NULL;
     enum http_head_result r = http_head_parse(data, length, &ex->head, &status, &reason);
-    assert(r != HTTP_HEAD_PARTIAL); /* head_end found its end */
+    assert(r != HTTP_HEAD_PARTIAL); /* the parser reads the same end (http_head_end) */
     if (r == HTTP_HEAD_BAD) {
         h->close(server->config.context, ex);
         size_t path_length = ex->head.target_length > 0 ? ex->head.path_length : 0;

@@ -5,8 +5,6 @@
 #include <assert.h>
 #include <string.h>
 
-#define LEADING_EMPTY_LINES_MAX 4
-
 /* RFC 9110 tchar. */
 static bool token_char(unsigned char c)
 {
@@ -90,17 +88,14 @@ static enum http_head_result bad(struct cursor *c, unsigned status, const char *
 }
 
 /* The line starting at c->at, without its CRLF: *line and *length (the line
- * ends at c->at + *length, where its CR stands). PARTIAL when the bytes end
- * first; BAD for a bare LF or a CR not followed by LF. */
+ * ends at c->at + *length, where its CR stands). BAD for a bare LF or a CR
+ * inside the line. The cursor holds a whole head (http_head_end): every line
+ * in it ends in LF. */
 static enum http_head_result line_at(struct cursor *c, const char **line, size_t *length)
 {
     const char *lf = memchr(c->data + c->at, '\n', c->length - c->at);
-    if (lf == NULL) {
-        const char *stray = memchr(c->data + c->at, '\r', c->length - c->at);
-        if (stray != NULL && stray + 1 < c->data + c->length)
-            return bad(c, 400, "a CR not followed by LF");
-        return HTTP_HEAD_PARTIAL;
-    }
+    if (lf == NULL)
+        return HTTP_HEAD_PARTIAL; /* never in a whole head (parse) */
     size_t end = (size_t)(lf - c->data);
     if (end == c->at || c->data[end - 1] != '\r')
         return bad(c, 400, "a line ending in a bare LF");
@@ -124,6 +119,33 @@ static enum http_head_result version(struct cursor *c, const char *text, size_t 
     return HTTP_HEAD_WHOLE;
 }
 
+/* An absolute-form target (RFC 9112 section 3.2.2, which a server must
+ * accept): "http://" or "https://", any case, then an authority that is not
+ * empty and holds no userinfo (RFC 9110 section 4.2.4), then what an
+ * origin-form target holds. *skip is the length of the scheme and
+ * authority. */
+static enum http_head_result absolute_form(struct cursor *c, const char *text, size_t length,
+                                           size_t *skip)
+{
+    size_t at = 0;
+    if (length >= 7 && same(text, 7, "http://"))
+        at = 7;
+    else if (length >= 8 && same(text, 8, "https://"))
+        at = 8;
+    else
+        return bad(c, 400, "the request-target must be a path starting with '/' or http://");
+    size_t authority = at;
+    while (at < length && text[at] != '/' && text[at] != '?') {
+        if (text[at] == '@')
+            return bad(c, 400, "the request-target's authority holds userinfo ('@')");
+        at++;
+    }
+    if (at == authority)
+        return bad(c, 400, "the request-target's authority is empty");
+    *skip = at;
+    return HTTP_HEAD_WHOLE;
+}
+
 /* method SP request-target SP HTTP-version CRLF. */
 static enum http_head_result request_line(struct cursor *c, struct http_head *head)
 {
@@ -144,13 +166,19 @@ static enum http_head_result request_line(struct cursor *c, struct http_head *he
         end++;
     if (end == target || end >= length || line[end] != ' ')
         return bad(c, 400, "the request-target is missing or holds a control or non-ASCII byte");
-    if (line[target] != '/')
-        return bad(c, 400, "the request-target must be a path starting with '/'");
-    head->target_offset = (uint32_t)(c->at + target);
-    head->target_length = (uint32_t)(end - target);
-    const char *question = memchr(line + target, '?', end - target);
+    size_t path = target;
+    if (line[target] != '/') {
+        size_t skip = 0;
+        r = absolute_form(c, line + target, end - target, &skip);
+        if (r != HTTP_HEAD_WHOLE)
+            return r;
+        path += skip;
+    }
+    head->target_offset = (uint32_t)(c->at + path);
+    head->target_length = (uint32_t)(end - path);
+    const char *question = memchr(line + path, '?', end - path);
     head->path_length =
-        (uint32_t)(question != NULL ? (size_t)(question - (line + target)) : end - target);
+        (uint32_t)(question != NULL ? (size_t)(question - (line + path)) : end - path);
     r = version(c, line + end + 1, length - end - 1, head);
     c->at += length + 2; /* past the CRLF */
     return r;
@@ -235,14 +263,11 @@ static enum http_head_result field_meaning(struct cursor *c, struct http_head *h
     return HTTP_HEAD_WHOLE;
 }
 
-/* field-name ":" OWS field-value OWS CRLF, at c->at. */
-static enum http_head_result field_line(struct cursor *c, struct http_head *head, struct seen *seen)
+/* field-name ":" OWS field-value OWS CRLF: line[0, length) at c->at, not
+ * empty. */
+static enum http_head_result field_line(struct cursor *c, struct http_head *head, struct seen *seen,
+                                        const char *line, size_t length)
 {
-    const char *line;
-    size_t length;
-    enum http_head_result r = line_at(c, &line, &length);
-    if (r != HTTP_HEAD_WHOLE)
-        return r;
     if (line[0] == ' ' || line[0] == '\t')
         return bad(c, 400, "a folded header line (obs-fold)");
     size_t colon = 0;
@@ -267,7 +292,7 @@ static enum http_head_result field_line(struct cursor *c, struct http_head *head
     f->name_length = (uint16_t)colon;
     f->value_offset = (uint32_t)(c->at + value);
     f->value_length = (uint32_t)(end - value);
-    r = field_meaning(c, head, f, seen);
+    enum http_head_result r = field_meaning(c, head, f, seen);
     if (r != HTTP_HEAD_WHOLE)
         return r;
     head->field_count++;
@@ -283,31 +308,102 @@ static enum http_head_result framing(struct cursor *c, struct http_head *head,
         return bad(c, 400, "Content-Length and Transfer-Encoding together");
     if (head->chunked && head->version_minor == 0)
         return bad(c, 400, "Transfer-Encoding in an HTTP/1.0 request");
+    if (head->version_minor == 1 && !seen->host)
+        return bad(c, 400, "Host: missing (required in HTTP/1.1)");
     if (head->version_minor == 0 && !seen->keep_alive)
         head->close = true;
     return HTTP_HEAD_WHOLE;
 }
 
+/* The CRLFs before the request line that are skipped: their length. */
+static size_t leading_empty_lines(const char *data, size_t length)
+{
+    size_t at = 0;
+    for (int i = 0; i < HTTP_LEADING_EMPTY_LINES_MAX && length - at >= 2 && data[at] == '\r' &&
+                    data[at + 1] == '\n';
+         i++)
+        at += 2;
+    return at;
+}
+
+enum line_kind { LINE_EMPTY, LINE_NOT_EMPTY, LINE_UNKNOWN };
+
+/* Is the line starting at data[at] empty (then *end is where it ends), or
+ * do the bytes end before that shows? */
+static enum line_kind line_kind(const char *data, size_t length, size_t at, size_t *end)
+{
+    if (at == length)
+        return LINE_UNKNOWN;
+    if (data[at] == '\n') {
+        *end = at + 1;
+        return LINE_EMPTY;
+    }
+    if (data[at] != '\r')
+        return LINE_NOT_EMPTY;
+    if (at + 1 == length)
+        return LINE_UNKNOWN;
+    if (data[at + 1] != '\n')
+        return LINE_NOT_EMPTY;
+    *end = at + 2;
+    return LINE_EMPTY;
+}
+
+size_t http_head_end(const char *data, size_t length, size_t *scanned)
+{
+    assert(*scanned <= length);
+    size_t start = leading_empty_lines(data, length);
+    /* Past start, *scanned is where to look for the next LF, in a line
+     * known not to be empty; so start stays where it is as bytes come. */
+    size_t at = *scanned;
+    size_t end = 0;
+    if (at <= start) {
+        enum line_kind kind = line_kind(data, length, start, &end);
+        if (kind == LINE_EMPTY)
+            return end;
+        if (kind == LINE_UNKNOWN) {
+            *scanned = 0;
+            return 0;
+        }
+        at = start + 1;
+    }
+    while (at < length) {
+        const char *lf = memchr(data + at, '\n', length - at);
+        if (lf == NULL)
+            break;
+        size_t next = (size_t)(lf - data) + 1;
+        enum line_kind kind = line_kind(data, length, next, &end);
+        if (kind == LINE_EMPTY)
+            return end;
+        if (kind == LINE_UNKNOWN) {
+            *scanned = next - 1; /* this LF is found again */
+            return 0;
+        }
+        at = next + 1;
+    }
+    *scanned = length;
+    return 0;
+}
+
+/* The head in c->data[0, c->length), whose end http_head_end found: each
+ * line in it ends in LF, and the first empty one is its last. */
 static enum http_head_result parse(struct cursor *c, struct http_head *head)
 {
-    for (int i = 0; i < LEADING_EMPTY_LINES_MAX && c->length - c->at >= 2 &&
-                    c->data[c->at] == '\r' && c->data[c->at + 1] == '\n';
-         i++)
-        c->at += 2;
+    c->at = leading_empty_lines(c->data, c->length);
     enum http_head_result r = request_line(c, head);
     if (r != HTTP_HEAD_WHOLE)
         return r;
     struct seen seen = {0};
     for (;;) {
-        if (c->length - c->at < 2)
-            return HTTP_HEAD_PARTIAL; /* a field line is judged whole, as longer ones are */
-        if (c->data[c->at] == '\r') {
-            if (c->data[c->at + 1] != '\n')
-                return bad(c, 400, "a CR not followed by LF");
+        const char *line;
+        size_t length;
+        r = line_at(c, &line, &length);
+        if (r != HTTP_HEAD_WHOLE)
+            return r;
+        if (length == 0) {
             c->at += 2;
             break;
         }
-        r = field_line(c, head, &seen);
+        r = field_line(c, head, &seen, line, length);
         if (r != HTTP_HEAD_WHOLE)
             return r;
     }
@@ -326,10 +422,14 @@ enum http_head_result http_head_parse(const char *data, size_t length, struct ht
     head->content_length = 0;
     head->authorization = -1;
     head->field_count = 0;
-    struct cursor c = {data, length < HTTP_HEAD_BYTES_MAX ? length : HTTP_HEAD_BYTES_MAX, 0, 0,
-                       NULL};
-    enum http_head_result r = parse(&c, head);
-    if (r == HTTP_HEAD_PARTIAL && length >= HTTP_HEAD_BYTES_MAX)
+    size_t scanned = 0;
+    size_t end =
+        http_head_end(data, length < HTTP_HEAD_BYTES_MAX ? length : HTTP_HEAD_BYTES_MAX, &scanned);
+    struct cursor c = {data, end, 0, 0, NULL};
+    enum http_head_result r = HTTP_HEAD_PARTIAL;
+    if (end > 0)
+        r = parse(&c, head);
+    else if (length >= HTTP_HEAD_BYTES_MAX)
         r = bad(&c, 431, "the request head is larger than 16 KiB");
     if (r == HTTP_HEAD_BAD) {
         assert(c.status >= 400);
@@ -337,7 +437,7 @@ enum http_head_result http_head_parse(const char *data, size_t length, struct ht
         *reason = c.reason;
         return r;
     }
-    assert(r == HTTP_HEAD_PARTIAL || head->length <= length);
+    assert(r == HTTP_HEAD_PARTIAL || head->length == end);
     return r;
 }
 

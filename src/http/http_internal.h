@@ -66,7 +66,7 @@ struct http_conn {
     size_t in_start;
     size_t in_length;
     size_t in_capacity;
-    size_t head_scanned; /* bytes of the head already searched for its end */
+    size_t head_scanned; /* http_head_end's search so far; 0 when the input moves */
     /* The body being read. */
     uint64_t body_left; /* Content-Length bodies */
     bool body_chunked;

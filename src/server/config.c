@@ -41,6 +41,8 @@ static const struct flag flags[] = {
      "simultaneous client connections", 0, NULL},
     {"--max-waiters", "N", FLAG_U32, FIELD(max_waiters), 1, WAIT_WAITERS_MAX,
      "reserves waiting for capacity at once (wait_ms); past it answered at once", 0, NULL},
+    {"--wait-hold-ms", "N", FLAG_U32, FIELD(wait_hold_ms), 0, WAIT_MS_MAX,
+     "how long at a time a limit's waiters hold back later requests that fit (0: never)", 0, NULL},
     {"--connection-timeout-seconds", "N", FLAG_U32, FIELD(connection_timeout_seconds), 1,
      CONNECTION_TIMEOUT_SECONDS_MAX, "idle connections are closed after this", 0, NULL},
     {"--request-timeout-seconds", "N", FLAG_U32, FIELD(request_timeout_seconds), 0,
@@ -109,6 +111,7 @@ void config_defaults(struct server_config *config)
     config->max_body_bytes = BODY_BYTES_DEFAULT;
     config->max_connections = CONNECTIONS_DEFAULT;
     config->max_waiters = WAIT_WAITERS_DEFAULT;
+    config->wait_hold_ms = WAIT_HOLD_MS_DEFAULT;
     config->connection_timeout_seconds = CONNECTION_TIMEOUT_SECONDS_DEFAULT;
     config->lease_cache_max = LEASE_CACHE_ENTRIES_DEFAULT;
     config->lease_retention_seconds = LEASE_RETENTION_MS_DEFAULT / 1000;

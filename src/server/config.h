@@ -26,7 +26,8 @@ struct server_config {
     uint32_t threads;
     uint64_t max_body_bytes;
     uint32_t max_connections;
-    uint32_t max_waiters; /* reserves waiting for capacity at once */
+    uint32_t max_waiters;  /* reserves waiting for capacity at once */
+    uint32_t wait_hold_ms; /* how long at a time a limit's waiters hold back others */
     uint32_t connection_timeout_seconds;
     uint32_t request_timeout_seconds; /* 0: the connection timeout */
     uint32_t lease_cache_max;

@@ -470,7 +470,71 @@ int handle_console_holds(struct exchange *ex)
 
 /* ---- GET /v1/console/denials --------------------------------------------- */
 
-static void encode_denial(struct buffer *b, const struct activity_denial *d)
+/* The unit a denied key has now, so that the page can say an amount in it
+ * (money in dollars): "" for none; not known when no limit has the key
+ * any more (or the backend could not say). */
+struct denied_unit {
+    const char *key;
+    bool known;
+    char unit[UNIT_LENGTH_MAX + 1];
+};
+
+static int compare_denied_units(const void *a, const void *b)
+{
+    const struct denied_unit *x = *(const struct denied_unit *const *)a;
+    const struct denied_unit *y = *(const struct denied_unit *const *)b;
+    return strcmp(x->key, y->key);
+}
+
+static uint32_t denial_keys_kept(const struct activity_denial *d)
+{
+    return d->key_count < ACTIVITY_DENIAL_KEYS_MAX ? d->key_count : ACTIVITY_DENIAL_KEYS_MAX;
+}
+
+/* The units of the keys the denials name, looked up once per distinct key
+ * (in key order, so that equal keys are neighbours): a new array the caller
+ * frees, with key k of denial i at i * ACTIVITY_DENIAL_KEYS_MAX + k; NULL
+ * when out of memory. */
+static struct denied_unit *denied_units(struct backend *backend,
+                                        const struct activity_denial *denials, size_t count)
+{
+    size_t slots = count > 0 ? count * ACTIVITY_DENIAL_KEYS_MAX : 1;
+    struct denied_unit *units = calloc(slots, sizeof *units);
+    struct denied_unit **order = calloc(slots, sizeof *order);
+    if (units == NULL || order == NULL) {
+        free(units);
+        free(order);
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        for (uint32_t k = 0; k < denial_keys_kept(&denials[i]); k++) {
+            struct denied_unit *u = &units[i * ACTIVITY_DENIAL_KEYS_MAX + k];
+            u->key = denials[i].keys[k];
+            order[n++] = u;
+        }
+    }
+    assert(n <= slots);
+    qsort(order, n, sizeof *order, compare_denied_units);
+    for (size_t j = 0; j < n; j++) {
+        struct denied_unit *u = order[j];
+        if (j > 0 && strcmp(order[j - 1]->key, u->key) == 0) {
+            u->known = order[j - 1]->known;
+            memcpy(u->unit, order[j - 1]->unit, sizeof u->unit);
+            continue;
+        }
+        struct limit_state state;
+        u->known = backend_get_limit(backend, u->key, &state) == BACKEND_ADMIN_OK;
+        if (u->known)
+            memcpy(u->unit, state.definition.unit, sizeof u->unit);
+    }
+    free(order);
+    return units;
+}
+
+/* d's keys with their units at units[0..] (denied_units). */
+static void encode_denial(struct buffer *b, const struct activity_denial *d,
+                          const struct denied_unit *units)
 {
     buffer_append_char(b, '{');
     buffer_member_u64(b, "id", d->id);
@@ -491,13 +555,18 @@ static void encode_denial(struct buffer *b, const struct activity_denial *d)
     buffer_append_char(b, ',');
     buffer_member_i64(b, "retry_after_ms", d->retry_after_ms);
     buffer_append_str(b, ",\"keys\":[");
-    uint32_t kept =
-        d->key_count < ACTIVITY_DENIAL_KEYS_MAX ? d->key_count : ACTIVITY_DENIAL_KEYS_MAX;
-    for (uint32_t i = 0; i < kept; i++) {
+    for (uint32_t i = 0; i < denial_keys_kept(d); i++) {
+        assert(units[i].key == d->keys[i]);
         buffer_append_str(b, i > 0 ? ",{" : "{");
         buffer_member_string(b, "key", d->keys[i]);
         buffer_append_char(b, ',');
         buffer_member_u64(b, "amount", d->amounts[i]);
+        buffer_append_char(b, ',');
+        buffer_member(b, "unit");
+        if (units[i].known)
+            buffer_append_json_string(b, units[i].unit, strlen(units[i].unit));
+        else
+            buffer_append_str(b, "null");
         buffer_append_char(b, '}');
     }
     buffer_append_str(b, "],");
@@ -516,6 +585,11 @@ int handle_console_denials(struct exchange *ex)
         return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
     uint64_t total = 0;
     size_t count = activity_denials(server->activity, denials, limit, &total);
+    struct denied_unit *units = denied_units(server->backend, denials, count);
+    if (units == NULL) {
+        free(denials);
+        return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
+    }
     struct buffer b;
     buffer_init(&b, NULL, 0);
     buffer_append_char(&b, '{');
@@ -526,9 +600,10 @@ int handle_console_denials(struct exchange *ex)
     for (size_t i = 0; i < count; i++) {
         if (i > 0)
             buffer_append_char(&b, ',');
-        encode_denial(&b, &denials[i]);
+        encode_denial(&b, &denials[i], &units[i * ACTIVITY_DENIAL_KEYS_MAX]);
     }
     buffer_append_str(&b, "]}");
+    free(units);
     free(denials);
     return exchange_answer(ex, 200, &b, 0);
 }

@@ -45,6 +45,12 @@ int exchange_answer_raw(struct exchange *ex, unsigned status, const struct http_
     return 0;
 }
 
+/* Whether a route's answer is JSON (else Prometheus text). */
+static bool answer_is_json(const struct exchange *ex, unsigned status)
+{
+    return (ex->route->flags & ROUTE_TEXT) == 0 || status != 200;
+}
+
 /* The headers of a route's answer besides the transport's. Values are
  * static text or point at the caller's seconds and allow. */
 static size_t route_headers(const struct exchange *ex, unsigned status, int64_t retry_after_ms,
@@ -52,10 +58,9 @@ static size_t route_headers(const struct exchange *ex, unsigned status, int64_t 
                             struct http_header out[EXCHANGE_HEADERS_MAX])
 {
     size_t n = 0;
-    out[n++] =
-        (struct http_header){"Content-Type", (ex->route->flags & ROUTE_TEXT) != 0 && status == 200
-                                                 ? "text/plain; version=0.0.4; charset=utf-8"
-                                                 : "application/json"};
+    out[n++] = (struct http_header){
+        "Content-Type", answer_is_json(ex, status) ? "application/json"
+                                                   : "text/plain; version=0.0.4; charset=utf-8"};
     if (retry_after_ms > 0) {
         *buffer_put_i64(seconds, (retry_after_ms + 999) / 1000) = '\0';
         out[n++] = (struct http_header){"Retry-After", seconds};
@@ -89,10 +94,16 @@ int exchange_answer_with(struct exchange *ex, unsigned status, struct buffer *bo
     assert(body->length <= body->capacity);
     char fallback[64];
     struct buffer spare;
+    /* A JSON answer is one line, ended as a line is (curl prints answers
+     * one after another, a shell's prompt comes after it). */
+    if (answer_is_json(ex, status))
+        buffer_append_char(body, '\n');
     if (body->failed) { /* out of memory while writing the answer */
         buffer_free(body);
         buffer_init(&spare, fallback, sizeof fallback);
         encode_error(&spare, "out_of_memory", (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
+        buffer_append_char(&spare, '\n');
+        assert(!spare.failed); /* the fallback holds it */
         body = &spare;
         status = 503;
     }
@@ -440,8 +451,10 @@ static void exchange_begin(void *context, struct http_exchange *hx)
 {
     struct server *server = context;
     struct exchange *ex = (struct exchange *)hx;
-    char *path = hx->head_bytes + hx->head.target_offset;
-    path[hx->head.path_length] = '\0'; /* the '?' or the blank after it */
+    char *target = hx->head_bytes + hx->head.target_offset;
+    target[hx->head.path_length] = '\0'; /* the '?' or the blank after it */
+    /* A path of 0 bytes: http://host, an absolute-form target without one. */
+    const char *path = hx->head.path_length > 0 ? target : "/";
     ex->route = router_find(server->router, path, &ex->key_encoded);
     assert(ex->route != NULL); /* unknown paths get the not-found route */
     if ((ex->route->flags & ROUTE_TEST_CLOCK_ONLY) != 0 && !server->config.test_clock)
@@ -529,6 +542,7 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
         encode_openai_error(&b, status, code);
     else
         encode_error(&b, text, (route->flags & ROUTE_ERROR_HAS_OK) != 0);
+    buffer_append_char(&b, '\n'); /* as every JSON answer (exchange_answer_with) */
     *content_type = "application/json";
     if (b.failed || b.heap) {
         buffer_free(&b);

@@ -13,9 +13,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "activity.h"
 #include "core/uuid.h"
+#include "gateway/gw_references.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
 #include "util/log.h"
@@ -52,9 +54,11 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     g->observed = gw_observed_new(GW_OBSERVED_PAIRS_MAX, GW_OBSERVED_WINDOW, GW_OBSERVED_PERCENTILE,
                                   GW_OBSERVED_MIN_CALLS);
     g->owners = gw_owners_new(GW_RESPONSE_OWNERS_MAX);
-    if (g->observed == NULL || g->owners == NULL) {
+    g->items = gw_owners_new(GW_RESPONSE_ITEM_OWNERS_MAX);
+    if (g->observed == NULL || g->owners == NULL || g->items == NULL) {
         gw_observed_free(g->observed);
         gw_owners_free(g->owners);
+        gw_owners_free(g->items);
         gateway_stats_free(&g->stats);
         free(g);
         gw_config_release(config);
@@ -107,6 +111,7 @@ void gateway_close(struct gateway *g)
     gw_config_release(g->config);
     gw_observed_free(g->observed);
     gw_owners_free(g->owners);
+    gw_owners_free(g->items);
     gateway_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
     pthread_mutex_destroy(&g->calls_mutex);
@@ -193,10 +198,22 @@ static const char *request_id_of(struct exchange *ex)
     return id != NULL && id[0] != '\0' ? id : NULL;
 }
 
+/* Whether "gw:<caller>:<id>" can name the caller's call: the caller holds
+ * no ':' (so the first ':' after the prefix ends it) and is not "h" (the
+ * hashed form's tag), so no two (caller, id) pairs give one text. */
+static bool caller_readable(const char *caller)
+{
+    return strchr(caller, ':') == NULL && strcmp(caller, "h") != 0;
+}
+
 /* Attempt 0 of an X-Request-Id: "gw:<caller>:<id>" when that is a valid
- * lease id, else the same hashed; a new UUIDv7 without the header. Attempt
- * n > 0 (a retry after a denial or a released failure): the hash of caller,
- * id and n. 0, or -1 (no randomness). */
+ * lease id and the caller is readable in it, else "gw:h:" and the hash of
+ * caller and id. Attempt n > 0 (a retry after a denial or a released
+ * failure): "gw:h:" and the hash of caller, id and n. Without the header:
+ * "gw:" and a new UUIDv7 (no ':' after the prefix: none of the others).
+ * Every one is in the gateway's namespace (LEASE_ID_GATEWAY_PREFIX), which
+ * the data routes refuse, and one (caller, id, attempt) gives one lease id
+ * and no other. 0, or -1 (no randomness, libcrypto failed). */
 static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt, char *out,
                        size_t out_size)
 {
@@ -208,26 +225,31 @@ static int lease_id_of(struct exchange *ex, const char *caller, uint32_t attempt
         char uuid[UUID_TEXT_SIZE];
         if (uuid_v7(clock_now_ms(ex->server->clock), uuid) != 0)
             return -1;
-        snprintf(out, out_size, "%s", uuid);
+        snprintf(out, out_size, "%s%s", LEASE_ID_GATEWAY_PREFIX, uuid);
         return 0;
     }
-    int n = snprintf(out, out_size, "gw:%s:%s", caller, request_id);
-    if (attempt == 0 && n > 0 && (size_t)n < out_size && lease_id_valid(out, (size_t)n))
+    int n = snprintf(out, out_size, "%s%s:%s", LEASE_ID_GATEWAY_PREFIX, caller, request_id);
+    if (attempt == 0 && caller_readable(caller) && n > 0 && (size_t)n < out_size &&
+        lease_id_valid(out, (size_t)n))
         return 0;
-    /* An id (or caller) outside the lease-id alphabet, or too long, or a
-     * later attempt: the same caller, id and attempt always give the same
-     * hash (a header holds no newline, so no two of them hash one text). */
-    char text[CALLER_LENGTH_MAX + GW_REQUEST_ID_LENGTH_MAX + 16];
-    int length = attempt == 0 ? snprintf(text, sizeof text, "%s\n%.*s", caller,
-                                         GW_REQUEST_ID_LENGTH_MAX, request_id)
-                              : snprintf(text, sizeof text, "%s\n%.*s\n%" PRIu32, caller,
-                                         GW_REQUEST_ID_LENGTH_MAX, request_id, attempt);
+    /* An id (or caller) outside the lease-id alphabet, too long, a caller
+     * not readable, or a later attempt: the hash of the caller, the whole
+     * id's own hash and the attempt (neither the caller nor a hash holds a
+     * newline, so no two of them hash one text). */
     uint8_t digest[GW_SHA256_BYTES];
-    char hex[GW_SHA256_HEX_SIZE];
-    if (length < 0 || sha256_digest(text, (size_t)length, digest) != 0)
+    char id_hex[GW_SHA256_HEX_SIZE], hex[GW_SHA256_HEX_SIZE];
+    if (sha256_digest(request_id, strlen(request_id), digest) != 0)
+        return -1;
+    gw_hex_encode(digest, GW_SHA256_BYTES, id_hex);
+    char text[CALLER_LENGTH_MAX + GW_SHA256_HEX_SIZE + 16];
+    int length = attempt == 0
+                     ? snprintf(text, sizeof text, "%s\n%s", caller, id_hex)
+                     : snprintf(text, sizeof text, "%s\n%s\n%" PRIu32, caller, id_hex, attempt);
+    if (length < 0 || (size_t)length >= sizeof text ||
+        sha256_digest(text, (size_t)length, digest) != 0)
         return -1;
     gw_hex_encode(digest, GW_SHA256_BYTES, hex);
-    snprintf(out, out_size, "gw:h:%.40s", hex);
+    snprintf(out, out_size, "%sh:%.40s", LEASE_ID_GATEWAY_PREFIX, hex);
     return 0;
 }
 
@@ -345,14 +367,6 @@ static int call_wait(struct exchange *ex, struct gateway_call *call)
     return 0;
 }
 
-/* Does a requirement the reserve names belong to a budget? */
-static bool is_budget(struct exchange *ex, const struct requirement *r)
-{
-    struct limit_state state;
-    return backend_get_limit(ex->server->backend, r->key, &state) == 0 &&
-           state.definition.kind == LIMIT_BUDGET;
-}
-
 static void note_denial(struct gateway_call *call)
 {
     struct gateway_stats_delta delta = {.denied = true, .latency_us = -1};
@@ -360,32 +374,131 @@ static void note_denial(struct gateway_call *call)
                       &delta);
 }
 
-/* 429: what did not fit, and when to try again. */
+/* A wait in words, for the person who reads a denial: "250 ms", "42 s",
+ * "59 min 59 s", "5 h 3 min", "28 days 5 h" (whole seconds, rounded up). */
+static void wait_in_words(int64_t ms, char *out, size_t size)
+{
+    if (ms < 1000) {
+        snprintf(out, size, "%lld ms", (long long)(ms > 0 ? ms : 0));
+        return;
+    }
+    long long seconds = (long long)(ms / 1000 + (ms % 1000 != 0));
+    long long days = seconds / 86400, hours = seconds % 86400 / 3600;
+    long long minutes = seconds % 3600 / 60, rest = seconds % 60;
+    if (days > 0)
+        snprintf(out, size, "%lld day%s %lld h", days, days == 1 ? "" : "s", hours);
+    else if (hours > 0)
+        snprintf(out, size, "%lld h %lld min", hours, minutes);
+    else if (minutes > 0)
+        snprintf(out, size, "%lld min %lld s", minutes, rest);
+    else
+        snprintf(out, size, "%lld s", rest);
+}
+
+/* A time in UTC, as a person reads it: "2027-01-01 00:00 UTC", or with
+ * seconds ("2026-12-03 21:53:37 UTC"), rounded up to the second. */
+static void utc_in_words(int64_t unix_ms, bool with_seconds, char *out, size_t size)
+{
+    time_t seconds = (time_t)(unix_ms / 1000 + (unix_ms % 1000 > 0));
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    strftime(out, size, with_seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &tm);
+}
+
+/* The end of the current period of the first budget among the limits that
+ * did not fit; 0 when none of them is a budget. */
+static int64_t denied_budget_period_end(struct exchange *ex, const struct gateway_call *call,
+                                        int64_t now_unix_ms)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    for (uint32_t i = 0; i < r->denied_count; i++) {
+        const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
+        struct limit_state state;
+        if (backend_get_limit(ex->server->backend, req->key, &state) == 0 &&
+            state.definition.kind == LIMIT_BUDGET)
+            return period_end_ms(state.definition.period, now_unix_ms);
+    }
+    return 0;
+}
+
+/* 429: what did not fit, and when to try again, in words: a budget names
+ * the moment it resets, or (when calls in flight hold the rest of it) the
+ * latest moment their holds free it; a rate limit how long to wait. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "";
     size_t used = 0;
-    bool budget = false;
     for (uint32_t i = 0; i < r->denied_count; i++) {
         const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
-        budget = budget || is_budget(ex, req);
         int n = snprintf(names + used, sizeof names - used, "%s'%s'", i > 0 ? ", " : "", req->key);
         if (n < 0 || (size_t)n >= sizeof names - used)
             break;
         used += (size_t)n;
     }
     note_denial(call);
-    if (budget)
-        return gateway_reply_denied(
-            ex, call, "insufficient_quota", "insufficient_quota",
-            "Budget exhausted: %s cannot take this call now; retry after %lld "
-            "ms.",
-            names, (long long)r->retry_after_ms);
-    return gateway_reply_denied(
-        ex, call, "requests", "rate_limit_exceeded",
-        "Rate limit reached: %s cannot take this call now; retry after %lld ms.", names,
-        (long long)r->retry_after_ms);
+    int64_t now = clock_now_ms(ex->server->clock);
+    int64_t period_end = denied_budget_period_end(ex, call, now);
+    char wait[64], when[64];
+    wait_in_words(r->retry_after_ms, wait, sizeof wait);
+    if (period_end > 0 && now + r->retry_after_ms >= period_end) {
+        utc_in_words(period_end, false, when, sizeof when);
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s cannot take this call; it resets %s "
+                                    "(in %s).",
+                                    names, when, wait);
+    }
+    if (period_end > 0) {
+        utc_in_words(now + r->retry_after_ms, true, when, sizeof when);
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s cannot take this call now: calls in "
+                                    "flight hold the rest of it, and it has room again by %s at "
+                                    "the latest (in %s).",
+                                    names, when, wait);
+    }
+    return gateway_reply_denied(ex, call, "requests", "rate_limit_exceeded",
+                                "Rate limit reached: %s cannot take this call now; retry in %s.",
+                                names, wait);
+}
+
+/* What the person behind a call can change when its worst case can never
+ * fit a limit, in the words of the surface's clients. */
+static const char *too_large_advice(enum gw_endpoint endpoint)
+{
+    switch (endpoint) {
+    case GW_ENDPOINT_MESSAGES:
+        return "Lower max_tokens (Claude Code asks 64000 on every call: set "
+               "CLAUDE_CODE_MAX_OUTPUT_TOKENS, e.g. 8000) or shorten the input";
+    case GW_ENDPOINT_RESPONSES:
+        return "Lower max_output_tokens (a call that sends none, as Codex does, reserves the "
+               "model's default_max_output_tokens) or shorten the input";
+    default:
+        return "Lower max_tokens (or max_completion_tokens) or shorten the input";
+    }
+}
+
+/* 400: the call's worst case needs more than the whole capacity of a
+ * limit, so no wait makes it fit. */
+static int reply_too_large(struct exchange *ex, struct gateway_call *call, const char *key)
+{
+    uint64_t amount = 0, capacity = 0;
+    for (uint32_t i = 0; i < call->reserve.requirement_count; i++) {
+        if (strcmp(call->reserve.requirements[i].key, key) == 0)
+            amount = call->reserve.requirements[i].amount;
+    }
+    struct limit_state state;
+    const char *unit = "";
+    if (backend_get_limit(ex->server->backend, key, &state) == 0) {
+        capacity = state.definition.capacity;
+        unit = state.definition.unit;
+    }
+    return gateway_reply_error(
+        ex, 400, "invalid_request_error", "request_too_large", 0,
+        "This call can never fit '%s': at worst it needs %" PRIu64 "%s%s, more than the limit's "
+        "whole capacity (%" PRIu64 "). %s. Or an operator can raise the limit, or give the model "
+        "\"output_reservation\": \"observed\" in the gateway's config, which reserves what this "
+        "caller's calls usually write instead of all that max_tokens allows.",
+        key, amount, unit[0] != '\0' ? " " : "", unit, capacity, too_large_advice(call->endpoint));
 }
 
 /* Definitive errors: the reserve named a key the registry lacks, an amount
@@ -402,15 +515,14 @@ static int reply_definitive(struct exchange *ex, struct gateway_call *call)
             "(PUT /v1/admin/limits) or change gateway.json.",
             key);
     case BACKEND_EXCEEDS_CAPACITY:
-        return gateway_reply_error(ex, 400, "invalid_request_error", "request_too_large", 0,
-                                   "This call needs more than the whole capacity of '%s': lower "
-                                   "max_tokens (or max_completion_tokens) or shorten the input.",
-                                   key);
-    case BACKEND_LIMIT_DECREASING:
+        return reply_too_large(ex, call, key);
+    case BACKEND_LIMIT_DECREASING: {
         note_denial(call);
+        char wait[64];
+        wait_in_words(r->retry_after_ms, wait, sizeof wait);
         return gateway_reply_error(ex, 429, "requests", "rate_limit_exceeded", r->retry_after_ms,
-                                   "The limit '%s' is being lowered; retry after %lld ms.", key,
-                                   (long long)r->retry_after_ms);
+                                   "The limit '%s' is being lowered; retry in %s.", key, wait);
+    }
     default:
         assert(false);
         return -1;
@@ -581,14 +693,17 @@ static int reply_wrong_surface(struct exchange *ex, const struct gw_model *model
 }
 
 /* The output a call reserves: what the request allows, or less under the
- * model's "observed" policy (docs/gateway.md, "Output reservation"). */
+ * model's "observed" policy (docs/gateway.md, "Output reservation"): until
+ * enough of the caller's calls are seen, the model's default output for
+ * each choice. */
 static uint64_t output_reservation(const struct gateway_call *call)
 {
     uint64_t allowed = call->estimate.output_tokens;
     if (call->model->output_reservation != GW_OUTPUT_RESERVATION_OBSERVED)
         return allowed;
-    return gw_observed_reserve(call->gateway->observed, call->model->name, call->key->caller,
-                               allowed);
+    uint64_t unseen = (uint64_t)call->model->default_max_output_tokens * call->estimate.choices;
+    return gw_observed_reserve_or(call->gateway->observed, call->model->name, call->key->caller,
+                                  allowed, unseen);
 }
 
 /* A Responses call remembers the id it creates for its key, unless the
@@ -605,6 +720,58 @@ static int note_response_owner(struct exchange *ex, struct gateway_call *call,
                                    "The gateway could not hash the key.");
     call->remember_response = true;
     return 0;
+}
+
+/* The first reference of a Responses request (gw_references.h) that is not
+ * its key's, if any. */
+struct reference_check {
+    struct gateway *gateway;
+    uint8_t digest[GW_SHA256_BYTES]; /* the key's, on the model's upstream */
+    enum gw_reference kind;
+    const char *id;
+    size_t length;
+};
+
+static int reference_owned(void *context, enum gw_reference kind, const char *id, size_t length)
+{
+    struct reference_check *check = context;
+    struct gw_owners *owners =
+        kind == GW_REFERENCE_RESPONSE ? check->gateway->owners : check->gateway->items;
+    if (length > 0 && gw_owners_lookup(owners, id, length, check->digest) == GW_OWNER_THIS_KEY)
+        return 0;
+    check->kind = kind;
+    check->id = id;
+    check->length = length;
+    return 1;
+}
+
+/* A Responses request may continue a stored response (previous_response_id)
+ * or reference stored items only when its key created them, as the routes
+ * of a stored response are served to that key alone: another key's, an
+ * unknown or a forgotten one is a 400, nothing reserved or forwarded (the
+ * same answer for all, so ids cannot be probed). Whether they are its own;
+ * false with the answer given. */
+static bool references_owned(struct exchange *ex, struct gateway_call *call,
+                             const struct jdoc_value *root)
+{
+    struct reference_check check = {.gateway = call->gateway};
+    if (gateway_owner_digest(call->key, call->upstream, check.digest) != 0) {
+        gateway_reply_error(ex, 503, "server_error", "digest_failed", 1000,
+                            "The gateway could not hash the key.");
+        return false;
+    }
+    if (gw_references_each(root, reference_owned, &check) == 0)
+        return true;
+    int shown =
+        check.length < GW_RESPONSE_ID_LENGTH_MAX ? (int)check.length : GW_RESPONSE_ID_LENGTH_MAX;
+    if (check.kind == GW_REFERENCE_RESPONSE)
+        gateway_reply_error(ex, 400, "invalid_request_error", "previous_response_not_found", 0,
+                            "Previous response with id '%.*s' not found for this key.", shown,
+                            check.id);
+    else
+        gateway_reply_error(ex, 400, "invalid_request_error", "item_not_found", 0,
+                            "Item with id '%.*s' not found for this key.", shown, check.id);
+    return false;
 }
 
 /* The plan and the reserve of a charged call; the exchange then waits. */
@@ -639,6 +806,10 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
 {
     char error[GW_PLAN_ERROR_SIZE];
     if (upstream_request(ex, call, gw_endpoint_upstream_path(call->endpoint)) != 0)
+        return 0;
+    bool responses = call->endpoint == GW_ENDPOINT_RESPONSES ||
+                     call->endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS;
+    if (responses && !references_owned(ex, call, root))
         return 0;
     if (call->charged && gw_estimate_request(root, call->endpoint, call->model, &call->estimate,
                                              error, sizeof error) != 0)
@@ -724,10 +895,11 @@ static bool response_item(const char *item, enum http_method method, char *id, s
     memcpy(id, item, n);
     id[n] = '\0';
     *tail = item + n;
+    bool get = method == HTTP_GET || method == HTTP_HEAD; /* HEAD: a GET, its body not sent */
     if (strcmp(*tail, "") == 0)
-        return method == HTTP_GET || method == HTTP_DELETE;
+        return get || method == HTTP_DELETE;
     if (strcmp(*tail, "/input_items") == 0)
-        return method == HTTP_GET;
+        return get;
     return strcmp(*tail, "/cancel") == 0 && method == HTTP_POST;
 }
 
@@ -775,9 +947,13 @@ int handle_gateway_response_item(struct exchange *ex)
                                    "Out of memory.");
     }
     call->upstream = upstream;
-    call->method = ex->method == HTTP_GET      ? GW_METHOD_GET
-                   : ex->method == HTTP_DELETE ? GW_METHOD_DELETE
-                                               : GW_METHOD_POST;
+    call->method = ex->method == HTTP_GET || ex->method == HTTP_HEAD ? GW_METHOD_GET
+                   : ex->method == HTTP_DELETE                       ? GW_METHOD_DELETE
+                                                                     : GW_METHOD_POST;
+    /* A read tells the key its response's item ids (the input items'
+     * first): remembered for it, so that it may reference them. */
+    if (ex->method == HTTP_GET && gateway_owner_digest(key, upstream, call->owner_digest) == 0)
+        call->remember_response = true;
     char path[GW_RESPONSE_ID_LENGTH_MAX + 64];
     snprintf(path, sizeof path, "/responses/%s%s", id, tail);
     if (upstream_request(ex, call, path) != 0)

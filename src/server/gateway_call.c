@@ -23,6 +23,7 @@
 #include "gateway/gw_answer.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_endpoint.h"
+#include "gateway/gw_secret.h"
 #include "server.h"
 #include "util/log.h"
 #include "util/queue.h"
@@ -205,6 +206,27 @@ static void remember_response(struct gateway_call *call, const char *id, size_t 
     (void)gw_owners_remember(call->gateway->owners, id, length, call->owner_digest);
 }
 
+/* An item id of a Responses answer, remembered for the call's key (the
+ * same rules). */
+static void remember_item(void *context, const char *id, size_t length)
+{
+    struct gateway_call *call = context;
+    if (call->remember_response)
+        (void)gw_owners_remember(call->gateway->items, id, length, call->owner_digest);
+}
+
+/* Adds an event's bytes to what the client gets (the answer, or the held
+ * end), the provider key starred out: an event is whole here, so a key
+ * the upstream cut across two reads is whole in it too. */
+static void relay_event(struct gateway_call *call, struct buffer *to,
+                        const struct gw_sse_event *event)
+{
+    size_t at = to->length;
+    buffer_append(to, event->raw, event->raw_length);
+    if (!to->failed)
+        gw_secret_redact(to->data + at, to->length - at, call->upstream->api_key);
+}
+
 /* One event of the stream (call->mutex held). */
 static int on_event(void *context, const struct gw_sse_event *event)
 {
@@ -212,17 +234,19 @@ static int on_event(void *context, const struct gw_sse_event *event)
     gw_sse_output_add(&call->output, event);
     if (event->response_id != NULL)
         remember_response(call, event->response_id, event->response_id_length);
+    if (event->item_id != NULL)
+        remember_item(call, event->item_id, event->item_id_length);
     if (!event->complete)
         return 0; /* an unfinished tail: a client would drop it too */
     /* The end ([DONE], message_stop, response.completed, ...) and anything
      * after it wait until the lease is completed. */
     if (event->stream_end || call->held.length > 0) {
-        buffer_append(&call->held, event->raw, event->raw_length);
+        relay_event(call, &call->held, event);
         return 0;
     }
     if (event->usage_only && !call->client_include_usage)
         return 0; /* asked for by the gateway, not by the client */
-    buffer_append(&call->answer, event->raw, event->raw_length);
+    relay_event(call, &call->answer, event);
     return 0;
 }
 
@@ -418,6 +442,8 @@ static void answer_used(struct gateway_call *call)
         if (call->endpoint == GW_ENDPOINT_RESPONSES &&
             gw_answer_response_id(root, &id, &id_length) == 0)
             remember_response(call, id, id_length);
+        if (call->endpoint == GW_ENDPOINT_RESPONSES)
+            gw_answer_item_ids(root, remember_item, call);
         if (!call->charged) {
             /* forwarded only: nothing to measure */
         } else if (gw_usage_read_answer(call->endpoint, root, &usage, error, sizeof error) == 0 &&

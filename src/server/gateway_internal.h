@@ -99,9 +99,10 @@ struct gateway {
     struct gateway_stats stats;
     /* Kept across reloads: the outputs of recent calls per (model,
      * caller), for models whose output_reservation is "observed", and
-     * which key created which Responses id. */
+     * which key created which Responses id, and which item id. */
     struct gw_observed *observed;
     struct gw_owners *owners;
+    struct gw_owners *items;
     /* Ended calls kept for the next ones: a fresh malloc of one (about
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
      * time, as request objects did (src/server/http.c). */
@@ -168,7 +169,8 @@ struct gateway_call {
     enum gw_method method;
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
     uint32_t attempt; /* of this X-Request-Id: 0, or the retries after a denial or a release */
-    /* Responses: remember the id it creates, for the key (and upstream)
+    /* Responses: remember the id it creates and its items' ids (or the
+     * items a stored response's read lists), for the key (and upstream)
      * that made it (gateway_owner_digest); not for "store": false. */
     bool remember_response;
     bool response_remembered;

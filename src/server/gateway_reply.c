@@ -4,8 +4,9 @@
  * head and events, and the headers every answer of a reserved call carries:
  * its lease id and the figures of the limits it reserved, in OpenAI's form
  * (x-ratelimit-*) and on the Messages surface in Anthropic's too
- * (anthropic-ratelimit-*); a denial's 429 carries those of the limits that
- * did not fit. */
+ * (anthropic-ratelimit-*), concurrency limits in headers of their own
+ * (x-llmlimit-concurrency-*); a denial's 429 carries those of the limits
+ * that did not fit. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -18,6 +19,7 @@
 
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
+#include "gateway/gw_secret.h"
 #include "server.h"
 #include "wire/wire_text.h"
 
@@ -68,6 +70,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     struct buffer b;
     buffer_init(&b, NULL, 0);
     gw_error_for(&b, error_surface(ex), status, type, code, message);
+    buffer_append_char(&b, '\n'); /* as every JSON answer of llmlimitd's own */
     gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
         add_retry_headers(h, retry_after_ms);
@@ -241,16 +244,31 @@ static bool tighter(const struct requirement_state *a, const struct requirement_
     return a->known ? a->available < b->available : a->capacity < b->capacity;
 }
 
-/* The most constrained of the reserved limits of a family. false when the
- * plan reserves none of them. */
-static bool tightest(const struct gateway_call *call, unsigned amounts, struct limit_figure *out)
+/* Whether a goes before b in a family's headers: a rolling limit before a
+ * budget (OpenAI's clients read x-ratelimit-* as per-minute figures), then
+ * the tighter. */
+static bool reported_before(const struct requirement_state *a, const struct requirement_state *b)
+{
+    bool a_rolling = a->kind == LIMIT_ROLLING, b_rolling = b->kind == LIMIT_ROLLING;
+    if (a_rolling != b_rolling)
+        return a_rolling;
+    return tighter(a, b);
+}
+
+/* The limit a family reports among the reserved limits whose template
+ * amount is in `amounts`: of the concurrency limits when `concurrency`
+ * (their own headers), else of the others. false when the plan reserves
+ * none of them. */
+static bool tightest(const struct gateway_call *call, unsigned amounts, bool concurrency,
+                     struct limit_figure *out)
 {
     const struct requirement_state *best = NULL;
     for (uint32_t r = 0; r < call->plan.requirement_count; r++) {
         const struct requirement_state *state = &call->states[r];
-        if (!requirement_in(&call->plan, r, amounts))
+        if (!requirement_in(&call->plan, r, amounts) ||
+            (state->kind == LIMIT_CONCURRENCY) != concurrency)
             continue;
-        if (best == NULL || tighter(state, best))
+        if (best == NULL || reported_before(state, best))
             best = state;
     }
     if (best == NULL)
@@ -281,6 +299,20 @@ static void waited_header(struct gateway_headers *h, const struct gateway_call *
     gateway_headers_add(h, "x-llmlimit-waited-ms", value);
 }
 
+/* x-llmlimit-concurrency-limit and -remaining: the calls a concurrency
+ * limit lets run at once, and how many more may start now (no reset: a
+ * slot frees when a call ends, not at a time). */
+static void add_concurrency_headers(struct gateway_headers *h, const struct limit_figure *figure)
+{
+    char value[24];
+    *buffer_put_u64(value, figure->capacity) = '\0';
+    gateway_headers_add(h, "x-llmlimit-concurrency-limit", value);
+    if (figure->remaining_known) {
+        *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
+        gateway_headers_add(h, "x-llmlimit-concurrency-remaining", value);
+    }
+}
+
 void gateway_reply_headers(struct gateway_headers *h, const struct gateway_call *call,
                            int64_t now_unix_ms)
 {
@@ -289,36 +321,51 @@ void gateway_reply_headers(struct gateway_headers *h, const struct gateway_call 
     waited_header(h, call);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
+    struct limit_figure figure;
     for (size_t f = 0; f < FAMILIES; f++) {
-        struct limit_figure figure;
-        if (tightest(call, families[f].amounts, &figure))
+        if (tightest(call, families[f].amounts, false, &figure))
             add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
     }
+    if (tightest(call, AMOUNT_BIT(GW_AMOUNT_REQUESTS), true, &figure))
+        add_concurrency_headers(h, &figure);
+}
+
+/* The first limit that did not fit among those whose template amount is
+ * in `amounts`, concurrency limits or the others; false when none. */
+static bool first_denied(struct exchange *ex, const struct gateway_call *call, unsigned amounts,
+                         bool concurrency, struct limit_state *out)
+{
+    const struct reserve_result *r = &call->reserve_result;
+    for (uint32_t i = 0; i < r->denied_count; i++) {
+        uint32_t index = r->denied_index[i];
+        if (requirement_in(&call->plan, index, amounts) &&
+            backend_get_limit(ex->server->backend, call->reserve.requirements[index].key, out) ==
+                0 &&
+            (out->definition.kind == LIMIT_CONCURRENCY) == concurrency)
+            return true;
+    }
+    return false;
 }
 
 /* A 429 after a denial: the limits that did not fit, each family's first
  * with its capacity (from the registry) and when this call would fit
- * (retry_after_ms, as the backend reported); what is left is not reported
- * on a denial. */
+ * (retry_after_ms, as the backend reported), and a concurrency limit's
+ * capacity in its own header; what is left is not reported on a denial. */
 static void denial_headers(struct gateway_headers *h, struct exchange *ex,
                            const struct gateway_call *call, int64_t now_unix_ms)
 {
     const struct reserve_result *r = &call->reserve_result;
+    struct limit_state state;
     for (size_t f = 0; f < FAMILIES; f++) {
-        for (uint32_t i = 0; i < r->denied_count; i++) {
-            uint32_t index = r->denied_index[i];
-            struct limit_state state;
-            if (!requirement_in(&call->plan, index, families[f].amounts) ||
-                backend_get_limit(ex->server->backend, call->reserve.requirements[index].key,
-                                  &state) != 0)
-                continue;
-            struct limit_figure figure = {.capacity = state.definition.capacity,
-                                          .reset_known = true,
-                                          .reset_at_unix_ms = now_unix_ms + r->retry_after_ms};
-            add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
-            break;
-        }
+        if (!first_denied(ex, call, families[f].amounts, false, &state))
+            continue;
+        struct limit_figure figure = {.capacity = state.definition.capacity,
+                                      .reset_known = true,
+                                      .reset_at_unix_ms = now_unix_ms + r->retry_after_ms};
+        add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
     }
+    if (first_denied(ex, call, AMOUNT_BIT(GW_AMOUNT_REQUESTS), true, &state))
+        add_concurrency_headers(h, &(struct limit_figure){.capacity = state.definition.capacity});
     if (r->wait_outcome == RESERVE_WAIT_FULL) /* --max-waiters were waiting: it could not */
         gateway_headers_add(h, "x-llmlimit-queue", "full");
     waited_header(h, call);
@@ -337,7 +384,9 @@ int gateway_reply_denied(struct exchange *ex, struct gateway_call *call, const c
     return rc;
 }
 
-/* A header value the upstream sent that may go out again as it is. */
+/* A header value the upstream sent that may go out again: printable ASCII
+ * only (a bare CR or another control byte would let a client that splits
+ * on it read fields of the upstream's making). */
 static bool header_value_plain(const char *value)
 {
     if (value[0] == '\0')
@@ -349,22 +398,37 @@ static bool header_value_plain(const char *value)
     return true;
 }
 
+/* Relays an upstream header when its value is plain, the provider key
+ * starred out of it. Whether it went out. */
+static bool relay_header(struct gateway_headers *h, const struct gateway_call *call,
+                         const char *name, const char *value)
+{
+    if (!header_value_plain(value))
+        return false;
+    char copy[sizeof h->values[0]];
+    snprintf(copy, sizeof copy, "%s", value);
+    gw_secret_redact(copy, strlen(copy), call->upstream->api_key);
+    gateway_headers_add(h, name, copy);
+    return true;
+}
+
 int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
 {
     struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
-    if (call->upstream_content_type[0] != '\0')
-        gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
+    relay_header(&h, call, "Content-Type", call->upstream_content_type);
     /* An upstream's refusal keeps its advice on when to try again: the
      * OpenAI SDK waits for it before it retries. */
-    if (status >= 400 && header_value_plain(call->upstream_retry_after))
-        gateway_headers_add(&h, "Retry-After", call->upstream_retry_after);
-    if (status >= 400 && header_value_plain(call->upstream_retry_after_ms))
-        gateway_headers_add(&h, "retry-after-ms", call->upstream_retry_after_ms);
+    if (status >= 400) {
+        relay_header(&h, call, "Retry-After", call->upstream_retry_after);
+        relay_header(&h, call, "retry-after-ms", call->upstream_retry_after_ms);
+    }
     pthread_mutex_unlock(&call->mutex);
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
-    /* The transfer is over: nothing else touches the answer now. */
+    /* The transfer is over: nothing else touches the answer now. An error
+     * body may echo the key the gateway sent. */
+    gw_secret_redact(call->answer.data, call->answer.length, call->upstream->api_key);
     exchange_answer_raw(ex, status, h.list, h.count, call->answer.data, call->answer.length);
     return 0;
 }
@@ -406,7 +470,8 @@ int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
 {
     struct gateway_headers h = {.count = 0};
     pthread_mutex_lock(&call->mutex);
-    gateway_headers_add(&h, "Content-Type", call->upstream_content_type);
+    if (!relay_header(&h, call, "Content-Type", call->upstream_content_type))
+        gateway_headers_add(&h, "Content-Type", "text/event-stream"); /* what it began with */
     call->streaming = true; /* from now on, what comes wakes the exchange */
     pthread_mutex_unlock(&call->mutex);
     gateway_headers_add(&h, "Cache-Control", "no-cache");

@@ -5,10 +5,12 @@
 #include "handlers.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ids.h"
 #include "wire/decode.h"
 #include "wire/encode.h"
 #include "wire/reserve_scan.h"
@@ -18,14 +20,28 @@
  * batch answer in the arena up front (more only costs a move to the heap). */
 #define BATCH_ITEM_REPLY_BYTES 192
 
+/* A lease id in the gateway's namespace (LEASE_ID_GATEWAY_PREFIX): a
+ * gateway call's lease is settled by the gateway alone, so a caller that
+ * reads its lease id off its own answer can neither free its slot nor be
+ * charged nothing, whatever token it holds (docs/api.md, "Lease ids"). */
+#define GATEWAY_LEASE_REASON                                                                       \
+    "belongs to a gateway call (it begins with \"" LEASE_ID_GATEWAY_PREFIX                         \
+    "\"): only the gateway reserves, completes or releases it"
+#define GATEWAY_LEASE_STATUS 403
+
+/* What a batch item's decoder answers for a gateway lease (else -1 for
+ * an invalid item, or the entries it took). */
+#define BATCH_ITEM_REFUSED (-2)
+
 /* Per-item state of a batch: either a backend call or an error answer. */
 struct batch {
     uint32_t item_count;
     uint32_t call_count;
-    int32_t *call_of_item;   /* index into the call arrays, or -1 */
-    uint32_t *error_of_item; /* offset of the item's error in errors */
-    struct buffer errors;    /* NUL-terminated error texts back to back */
-    int64_t now_unix_ms;     /* reserves: when the answer was written (activity) */
+    int32_t *call_of_item;    /* index into the call arrays, or -1 */
+    uint32_t *error_of_item;  /* offset of the item's error in errors */
+    uint16_t *status_of_item; /* of a failed item: 400, or 403 (a gateway lease) */
+    struct buffer errors;     /* NUL-terminated error texts back to back */
+    int64_t now_unix_ms;      /* reserves: when the answer was written (activity) */
     struct reserve_request *reserve_requests;
     struct reserve_result *reserve_results;
     struct requirement *requirements;
@@ -48,6 +64,23 @@ static void count_denials(struct exchange *ex, const struct reserve_request *req
             metrics_denial(ex->server->metrics, request->requirements[index].key,
                            request->requirements[index].key_length);
     }
+}
+
+/* 403 for a lease of the gateway's; 0 (nothing answered) for any other. */
+static int refuse_gateway_lease(struct exchange *ex, const char *lease_id, uint32_t length)
+{
+    if (!lease_id_is_gateway(lease_id, length))
+        return 0;
+    exchange_error(ex, GATEWAY_LEASE_STATUS, "lease_id: " GATEWAY_LEASE_REASON);
+    return -1;
+}
+
+/* A batch item's error for a lease of the gateway's. */
+static int batch_item_gateway_lease(const char *path, char *error, size_t error_size)
+{
+    snprintf(error, error_size, "%s%slease_id: %s", path, path[0] != '\0' ? "." : "",
+             GATEWAY_LEASE_REASON);
+    return BATCH_ITEM_REFUSED;
 }
 
 static void free_warnings(struct complete_result *results, uint32_t count)
@@ -137,6 +170,9 @@ int handle_reserve(struct exchange *ex)
                                 &wait, error, sizeof error) != 0)
             return exchange_error(ex, 400, error);
     }
+    if (refuse_gateway_lease(ex, ex->op.reserve.request.lease_id,
+                             ex->op.reserve.request.lease_id_length) != 0)
+        return 0;
     ex->op.reserve.wait_ms = wait.wait_ms;
     ex->op.reserve.priority = wait.priority;
     return exchange_call_backend(ex, reserve_call, reserve_reply);
@@ -170,6 +206,9 @@ int handle_complete(struct exchange *ex)
     if (decode_complete(body, "", &ex->op.complete.request, ex->op.complete.actuals, error,
                         sizeof error) != 0)
         return exchange_error(ex, 400, error);
+    if (refuse_gateway_lease(ex, ex->op.complete.request.lease_id,
+                             ex->op.complete.request.lease_id_length) != 0)
+        return 0;
     return exchange_call_backend(ex, complete_call, complete_reply);
 }
 
@@ -198,6 +237,9 @@ int handle_release(struct exchange *ex)
     char error[DECODE_ERROR_SIZE];
     if (decode_release(body, "", &ex->op.release.request, error, sizeof error) != 0)
         return exchange_error(ex, 400, error);
+    if (refuse_gateway_lease(ex, ex->op.release.request.lease_id,
+                             ex->op.release.request.lease_id_length) != 0)
+        return 0;
     return exchange_call_backend(ex, release_call, release_reply);
 }
 
@@ -231,7 +273,9 @@ static struct batch *batch_new(struct arena *arena, size_t items, size_t entries
     buffer_init(&batch->errors, NULL, 0);
     batch->call_of_item = arena_alloc_uninit(arena, items * sizeof *batch->call_of_item);
     batch->error_of_item = arena_alloc_uninit(arena, items * sizeof *batch->error_of_item);
-    bool ok = batch->call_of_item != NULL && batch->error_of_item != NULL;
+    batch->status_of_item = arena_alloc_uninit(arena, items * sizeof *batch->status_of_item);
+    bool ok = batch->call_of_item != NULL && batch->error_of_item != NULL &&
+              batch->status_of_item != NULL;
     if (reserve) {
         batch->reserve_requests =
             arena_alloc_uninit(arena, items * sizeof *batch->reserve_requests);
@@ -257,11 +301,13 @@ static void item_path(size_t item, char *error, size_t error_size)
     snprintf(error, error_size / 2, "requests[%zu]", item);
 }
 
-static void batch_item_failed(struct batch *batch, size_t item, const char *error)
+static void batch_item_failed(struct batch *batch, size_t item, uint16_t status, const char *error)
 {
     assert(item < batch->item_count);
     assert(error[0] != '\0'); /* a failed item always says why */
+    assert(status == 400 || status == GATEWAY_LEASE_STATUS);
     batch->call_of_item[item] = -1;
+    batch->status_of_item[item] = status;
     batch->error_of_item[item] = (uint32_t)batch->errors.length;
     buffer_append(&batch->errors, error, strlen(error) + 1);
 }
@@ -292,7 +338,8 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
 }
 
 /* Decodes one batch item into call slot batch->call_count, its entries from
- * `offset` on; the number of entries it took, or -1 with the error written. */
+ * `offset` on; the number of entries it took, or -1 (invalid) or
+ * BATCH_ITEM_REFUSED (a gateway lease) with the error written. */
 typedef int (*batch_decode_fn)(struct batch *batch, const struct jdoc_value *item, const char *path,
                                size_t offset, char *error, size_t error_size);
 
@@ -309,10 +356,11 @@ static int batch_decode_and_call(struct exchange *ex, const struct jdoc_value *r
         char error[DECODE_ERROR_SIZE];
         int taken = decode(batch, &requests->as.items[i], "", offset, error, sizeof error);
         if (taken < 0) {
+            uint16_t status = taken == BATCH_ITEM_REFUSED ? GATEWAY_LEASE_STATUS : 400;
             item_path(i, error, sizeof error);
             decode(batch, &requests->as.items[i], error, offset, error + sizeof error / 2,
                    sizeof error / 2);
-            batch_item_failed(batch, i, error + sizeof error / 2);
+            batch_item_failed(batch, i, status, error + sizeof error / 2);
             continue;
         }
         offset += (size_t)taken;
@@ -342,7 +390,9 @@ static int batch_reply(struct exchange *ex,
         if (i > 0)
             buffer_append_char(&b, ',');
         if (batch->call_of_item[i] < 0) {
-            buffer_append_str(&b, "{\"status\":400,\"error\":");
+            buffer_append_str(&b, "{\"status\":");
+            buffer_append_u64(&b, batch->status_of_item[i]);
+            buffer_append_str(&b, ",\"error\":");
             const char *error = batch->errors.data + batch->error_of_item[i];
             buffer_append_json_string(&b, error, strlen(error));
         } else {
@@ -414,7 +464,9 @@ static void reserve_batch_call(struct exchange *ex)
                     batch->call_count, exchange_backend_done, ex);
 }
 
-/* A batch whose every item scanned (reserve_scan_batch): one call each. */
+/* A batch whose every item scanned (reserve_scan_batch): one call each,
+ * but for an item whose lease is the gateway's, refused (403). The scan
+ * wrote into the body, so such a batch cannot be decoded again. */
 static struct batch *batch_of_scanned(struct arena *arena, struct reserve_request *requests,
                                       uint32_t count)
 {
@@ -424,16 +476,27 @@ static struct batch *batch_of_scanned(struct arena *arena, struct reserve_reques
     if (batch == NULL)
         return NULL;
     buffer_init(&batch->errors, NULL, 0);
-    batch->item_count = batch->call_count = count;
+    batch->item_count = count;
+    batch->call_count = 0;
     batch->reserve_requests = requests;
     batch->call_of_item = arena_alloc_uninit(arena, count * sizeof *batch->call_of_item);
     batch->error_of_item = arena_alloc_uninit(arena, count * sizeof *batch->error_of_item);
+    batch->status_of_item = arena_alloc_uninit(arena, count * sizeof *batch->status_of_item);
     batch->reserve_results = arena_alloc_uninit(arena, count * sizeof *batch->reserve_results);
     if (batch->call_of_item == NULL || batch->error_of_item == NULL ||
-        batch->reserve_results == NULL)
+        batch->status_of_item == NULL || batch->reserve_results == NULL)
         return NULL;
-    for (uint32_t i = 0; i < count; i++)
-        batch->call_of_item[i] = (int32_t)i;
+    for (uint32_t i = 0; i < count; i++) {
+        if (lease_id_is_gateway(requests[i].lease_id, requests[i].lease_id_length)) {
+            char path[32], error[DECODE_ERROR_SIZE];
+            snprintf(path, sizeof path, "requests[%" PRIu32 "]", i);
+            batch_item_gateway_lease(path, error, sizeof error);
+            batch_item_failed(batch, i, GATEWAY_LEASE_STATUS, error);
+            continue;
+        }
+        requests[batch->call_count] = requests[i]; /* the calls, in order, at the front */
+        batch->call_of_item[i] = (int32_t)batch->call_count++;
+    }
     return batch;
 }
 
@@ -443,6 +506,8 @@ static int reserve_item_decode(struct batch *batch, const struct jdoc_value *ite
     struct reserve_request *request = &batch->reserve_requests[batch->call_count];
     if (decode_reserve(item, path, request, batch->requirements + offset, error, error_size) != 0)
         return -1;
+    if (lease_id_is_gateway(request->lease_id, request->lease_id_length))
+        return batch_item_gateway_lease(path, error, error_size);
     return (int)request->requirement_count;
 }
 
@@ -455,6 +520,8 @@ int handle_reserve_batch(struct exchange *ex)
         ex->batch = batch_of_scanned(&ex->arena, scanned, scanned_count);
         if (ex->batch == NULL)
             return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
+        if (ex->batch->call_count == 0)
+            return reserve_batch_reply(ex);
         return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
     }
     const struct jdoc_value *requests;
@@ -494,6 +561,8 @@ static int complete_item_decode(struct batch *batch, const struct jdoc_value *it
     struct complete_request *request = &batch->complete_requests[batch->call_count];
     if (decode_complete(item, path, request, batch->actuals + offset, error, error_size) != 0)
         return -1;
+    if (lease_id_is_gateway(request->lease_id, request->lease_id_length))
+        return batch_item_gateway_lease(path, error, error_size);
     return (int)request->actual_count;
 }
 

@@ -39,7 +39,7 @@ static const struct route rows[] = {
     {"gateway_input_tokens", "/v1/responses/input_tokens", HTTP_POST, AUTH_GATEWAY,
      ROUTE_ERROR_OPENAI, handle_gateway_responses_input_tokens},
     /* after input_tokens: {id}, {id}/input_items, {id}/cancel */
-    {"gateway_response", "/v1/responses/", HTTP_GET | HTTP_POST | HTTP_DELETE, AUTH_GATEWAY,
+    {"gateway_response", "/v1/responses/", GET_HEAD | HTTP_POST | HTTP_DELETE, AUTH_GATEWAY,
      ROUTE_ITEM | ROUTE_ERROR_OPENAI, handle_gateway_response_item},
     {"metrics", "/metrics", GET_HEAD, AUTH_CLIENT, ROUTE_TEXT, handle_metrics},
     {"healthz", "/healthz", GET_HEAD, AUTH_NONE, 0, handle_healthz},

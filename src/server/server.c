@@ -196,6 +196,7 @@ static int server_start(struct server *s)
     struct wait_options wait_options;
     wait_options_defaults(&wait_options);
     wait_options.max_waiters = s->config.max_waiters;
+    wait_options.hold_ms = s->config.wait_hold_ms;
     if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
         return startup_failed("cannot start the waiting queue", error);
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)

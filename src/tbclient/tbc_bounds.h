@@ -75,7 +75,7 @@
  * from that batch's answer until as many items are queued, at most twice
  * the last round trip (callers behind HTTP take longer to come back than
  * the cluster takes to answer) and never more than TBC_LINGER_US_MAX.
- * Larger batches cost the cluster less per reserve (BENCHMARKS.md). */
+ * Larger batches cost the cluster less per reserve (docs/benchmarks-history.md). */
 #define TBC_LINGER_BATCH_MIN 8
 #define TBC_LINGER_US_MAX 10000
 

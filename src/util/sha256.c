@@ -7,7 +7,7 @@
  * EVP, but they are what EVP's provider runs underneath, and they work on
  * a context on the stack. OpenSSL 3.0's EVP_DigestInit_ex2 allocates and
  * frees a new context on every call: 5 of them per reserve on the
- * tigerbeetle backend (BENCHMARKS.md). */
+ * tigerbeetle backend (docs/benchmarks-history.md). */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
 

@@ -21,6 +21,7 @@ void wait_options_defaults(struct wait_options *options)
 {
     memset(options, 0, sizeof *options);
     options->max_waiters = WAIT_WAITERS_DEFAULT;
+    options->hold_ms = WAIT_HOLD_MS_DEFAULT;
 }
 
 /* Runs the done of each answered ticket (no lock held). A ticket may be
@@ -285,6 +286,7 @@ static void work_run(struct wait *w, struct wait_ticket *list)
 
 static void timers_handle(struct wait *w, int64_t now_ms, struct wait_list *answers)
 {
+    wait_keys_cool(w, now_ms, false);
     struct wait_ticket *t;
     while ((t = wait_timer_pop_due(w, now_ms)) != NULL) {
         if (t->state == WAIT_FOLLOWER) {
@@ -534,6 +536,10 @@ int wait_open(struct backend *backend, struct clock *clock, const struct wait_op
         snprintf(error, error_size, "max_waiters: must be 1..%d", WAIT_WAITERS_MAX);
         return -1;
     }
+    if (options->hold_ms > WAIT_MS_MAX) {
+        snprintf(error, error_size, "hold_ms: must be 0..%d", WAIT_MS_MAX);
+        return -1;
+    }
     struct wait *w = calloc(1, sizeof *w);
     if (w == NULL) {
         snprintf(error, error_size, "out of memory");
@@ -627,6 +633,7 @@ void wait_close(struct wait *w)
     pthread_join(w->thread, NULL);
     pthread_mutex_lock(&w->mutex);
     wait_queue_check(w);
+    wait_keys_cool(w, 0, true);
     assert(w->key_count == 0);
     assert(w->heap_count == 0);
     assert(w->run_head == NULL && w->run_tail == NULL);
@@ -858,8 +865,8 @@ void wait_release(struct wait *w, const struct release_request *requests,
 
 /* Waiters of the queue that can never fit the limit as it is now: a
  * deleted limit, or a capacity (or pending decrease) below their amount.
- * Answering one wakes the next, which may then be asking: the backend's
- * answer tells it the same. */
+ * Answering one wakes the next, which may then be asking: it is answered
+ * when its attempt returns (wait_doom_in_flight). */
 static void limit_answer(struct wait *w, struct wait_key *k, bool gone, uint64_t capacity,
                          struct wait_list *answers)
 {
@@ -902,9 +909,11 @@ void wait_limit_changed(struct wait *w, const char *key)
     struct wait_list answers = {0};
     pthread_mutex_lock(&w->mutex);
     struct wait_key *k = wait_key_find(w, key, length, hash);
-    if (k != NULL)
+    if (k != NULL && k->count > 0)
         limit_answer(w, k, gone, capacity, &answers);
-    k = wait_key_find(w, key, length, hash); /* gone when its last waiter was answered */
+    /* Those in flight, and those that answering woke. */
+    wait_doom_in_flight(w, key, length, gone, capacity);
+    k = wait_key_find(w, key, length, hash); /* empty once its last waiter was answered */
     if (k != NULL)
         wait_wake_key(w, k, false, 0);
     pthread_mutex_unlock(&w->mutex);
@@ -920,7 +929,7 @@ void wait_stats(struct wait *w, struct wait_stats *out)
     *out = w->stats;
     out->waiting = w->waiting;
     out->queued = w->queued;
-    out->keys = w->key_count;
+    out->keys = w->key_count - w->cooling_count;
     pthread_mutex_unlock(&w->mutex);
 }
 

@@ -27,9 +27,12 @@ struct wait_node;
 
 struct wait_options {
     uint32_t max_waiters; /* 1..WAIT_WAITERS_MAX; past it a reserve is answered at once */
+    /* 0..WAIT_MS_MAX: how long at a time a limit's waiters hold back later
+     * requests that fit (docs/semantics.md "Order"); 0: never. */
+    uint32_t hold_ms;
 };
 
-/* max_waiters = WAIT_WAITERS_DEFAULT. */
+/* max_waiters = WAIT_WAITERS_DEFAULT, hold_ms = WAIT_HOLD_MS_DEFAULT. */
 void wait_options_defaults(struct wait_options *options);
 
 /* Requirements whose state a probe asks for when the caller's request has
@@ -71,6 +74,11 @@ struct wait_ticket {
     bool cancelled;
     bool queued_once; /* has waited: its answer is an outcome of waiting */
     bool full;        /* answered at once: max_waiters were waiting */
+    /* A limit of its attempt in flight was deleted or cut below its amount
+     * meanwhile: the error (enum backend_error) it is answered with should
+     * that attempt come back to be queued again, and the requirement. */
+    uint8_t doomed;
+    uint8_t doomed_index;
     /* Buffers, written before use (everything above is cleared first). */
     struct reserve_request attempt; /* the request as the backend gets it */
     struct release_request release; /* a cancelled waiter that was admitted */
@@ -102,8 +110,11 @@ void wait_drain(struct wait *wait);
  * priority 0..WAIT_PRIORITIES-1, 0 first. result gets the answer, with
  * wait_outcome and waited_ms; done(context) runs once when it is written.
  * - wait_ms 0: a plain backend_reserve, except that when others wait ahead
- *   on one of its limits (same or better priority) it is denied on that
- *   limit without taking capacity (not recorded; retry_after_ms a poll).
+ *   on one of its limits (same or better priority) while it holds back, or
+ *   are asking (woken for room that freed) while it lets pass, it is denied
+ *   on that limit without taking capacity (not recorded; retry_after_ms a
+ *   poll). A limit holds back for hold_ms from when its queue formed, then
+ *   lets pass for as long, in turns (docs/semantics.md "Order").
  * - Definitive errors, replays of a known lease, and a denial that cannot
  *   turn into a fit before the deadline are answered at once.
  * - max_waiters waiting: answered as a plain reserve, RESERVE_WAIT_FULL on
@@ -122,7 +133,8 @@ void wait_reserve(struct wait *wait, struct wait_ticket *ticket,
 void wait_cancel(struct wait *wait, struct wait_ticket *ticket);
 
 /* The requirements (bits) on which others wait ahead of a request of this
- * priority: what wait_reserve denies a wait_ms 0 reserve on. For callers
+ * priority (as the limit's turn has it): what wait_reserve denies a
+ * wait_ms 0 reserve on. For callers
  * that reserve through the backend themselves (batches): set it as the
  * request's yield_mask. 0 when nobody waits. */
 uint64_t wait_yield_mask(struct wait *wait, const struct reserve_request *request,
@@ -139,8 +151,9 @@ void wait_release(struct wait *wait, const struct release_request *requests,
 
 /* A limit was put, restored or deleted: a deleted limit's waiters are
  * answered unknown_limit_key, those that need more than a decreased
- * capacity exceeds_capacity (RESERVE_WAIT_FAILED); the others wait (for a
- * pending decrease too) and the queue's head is woken. Reads the limit
+ * capacity exceeds_capacity (RESERVE_WAIT_FAILED), at once, or when their
+ * attempt in flight returns unless it admitted them; the others wait (for
+ * a pending decrease too) and the queue's head is woken. Reads the limit
  * through backend_get_limit. */
 void wait_limit_changed(struct wait *wait, const char *key);
 

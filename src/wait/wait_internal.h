@@ -49,14 +49,29 @@ struct wait_node {
     uint64_t amount;     /* what the requirement asks of this limit */
     uint8_t priority;    /* the ticket's */
     uint8_t requirement; /* its index in the ticket's request */
+    bool asking;         /* its ticket is asking: counted in its key's asking */
 };
 
-/* The queue of one limit: a list per priority, each in arrival order. */
+/* The queue of one limit: a list per priority, each in arrival order.
+ *
+ * Its turns (docs/semantics.md "Order"): from turns_since_ms on, for
+ * hold_ms its waiters hold back later requests that fit (no overtaking),
+ * then for as long those pass the waiters that do not fit, and so on. A
+ * queue that empties is kept (cooling, with no places) for 2 * hold_ms, so
+ * that a waiter that leaves and comes back does not start its turns again;
+ * after that it is dropped, or restarts its turns if a waiter comes. */
 struct wait_key {
     struct wait_key *bucket_next;
     uint64_t hash;
-    uint32_t count;    /* places in all lists */
-    uint16_t nonempty; /* bit p: list p has places */
+    uint32_t count;       /* places in all lists */
+    uint16_t nonempty;    /* bit p: list p has places */
+    uint16_t asking_mask; /* bit p: asking[p] > 0 */
+    bool cooling;         /* no places; in the wait layer's cooling list */
+    int64_t turns_since_ms;
+    int64_t emptied_ms;         /* when it became cooling */
+    struct wait_key *cool_prev; /* the cooling list, in emptied_ms order */
+    struct wait_key *cool_next;
+    uint32_t asking[WAIT_PRIORITIES]; /* places whose ticket is asking, by priority */
     struct wait_node *head[WAIT_PRIORITIES];
     struct wait_node *tail[WAIT_PRIORITIES];
     uint32_t key_length;
@@ -91,7 +106,10 @@ struct wait {
     /* queues */
     struct wait_key **buckets;
     uint32_t bucket_mask;
-    uint32_t key_count;
+    uint32_t key_count;         /* in the table, cooling ones too */
+    struct wait_key *cool_head; /* empty queues kept for their turns, oldest first */
+    struct wait_key *cool_tail;
+    uint32_t cooling_count;
     struct wait_key *keys_free;
     uint32_t keys_free_count;
     struct wait_node *nodes_free;
@@ -185,6 +203,20 @@ bool wait_queue_ahead(const struct wait_key *key, const struct wait_ticket *t, b
 struct wait_node *wait_queue_first(const struct wait_key *key);
 /* The place after node in the queue's order, or NULL. */
 struct wait_node *wait_queue_after(const struct wait_key *key, const struct wait_node *node);
+/* The ticket's places count as asking (its attempt is in flight) or no
+ * longer. */
+void wait_queue_asking(struct wait_ticket *t, bool asking);
+/* Is a waiter of this priority or a better one asking on the key? */
+static inline bool wait_key_asking(const struct wait_key *key, uint8_t priority)
+{
+    return (key->asking_mask & ((2u << priority) - 1u)) != 0;
+}
+/* Its turn to hold back later requests (else to let those that fit pass)? */
+bool wait_key_holding(const struct wait *w, const struct wait_key *key, int64_t now_ms);
+/* When its next turn to let pass begins (now_ms when it is one now). */
+int64_t wait_key_lets_pass_at(const struct wait *w, const struct wait_key *key, int64_t now_ms);
+/* Drops the cooling queues empty for 2 * hold_ms by now_ms (every one, all). */
+void wait_keys_cool(struct wait *w, int64_t now_ms, bool all);
 /* Every queue's order and counts, and every place's ticket. Asserts. */
 void wait_queue_check(const struct wait *w);
 

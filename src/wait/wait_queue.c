@@ -2,7 +2,10 @@
  * by key in a chained hash table, holding one list per priority in arrival
  * order. A ticket has a place (a node) in the queue of each limit that
  * denied it. Places come from chunks kept for reuse, queues from a free
- * list: no allocation per waiter once warm. Under wait->mutex. */
+ * list: no allocation per waiter once warm. Each queue keeps its turns of
+ * holding back and letting pass (wait_internal.h, struct wait_key); an
+ * empty one cools in the table for 2 * hold_ms before it is dropped.
+ * Under wait->mutex. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -89,14 +92,80 @@ static void buckets_grow(struct wait *w)
     w->bucket_mask = size - 1;
 }
 
+/* ---- turns and cooling -------------------------------------------------- */
+
+bool wait_key_holding(const struct wait *w, const struct wait_key *key, int64_t now_ms)
+{
+    int64_t hold = w->options.hold_ms;
+    if (hold == 0)
+        return false;
+    int64_t age = now_ms - key->turns_since_ms;
+    return age < 0 || age % (2 * hold) < hold; /* a clock stepped back: holding */
+}
+
+int64_t wait_key_lets_pass_at(const struct wait *w, const struct wait_key *key, int64_t now_ms)
+{
+    int64_t hold = w->options.hold_ms;
+    if (!wait_key_holding(w, key, now_ms))
+        return now_ms;
+    int64_t age = now_ms - key->turns_since_ms;
+    if (age < 0)
+        return key->turns_since_ms + hold;
+    return now_ms - age % (2 * hold) + hold;
+}
+
+static void cool_unlink(struct wait *w, struct wait_key *k)
+{
+    assert(k->cooling);
+    if (k->cool_prev != NULL)
+        k->cool_prev->cool_next = k->cool_next;
+    else
+        w->cool_head = k->cool_next;
+    if (k->cool_next != NULL)
+        k->cool_next->cool_prev = k->cool_prev;
+    else
+        w->cool_tail = k->cool_prev;
+    k->cool_prev = k->cool_next = NULL;
+    k->cooling = false;
+    assert(w->cooling_count > 0);
+    w->cooling_count--;
+}
+
+/* Has it been empty long enough to forget its turns? */
+static bool cooled(const struct wait *w, const struct wait_key *k, int64_t now_ms)
+{
+    return now_ms - k->emptied_ms >= 2 * (int64_t)w->options.hold_ms;
+}
+
+static void key_drop(struct wait *w, struct wait_key *k);
+
+void wait_keys_cool(struct wait *w, int64_t now_ms, bool all)
+{
+    while (w->cool_head != NULL && (all || cooled(w, w->cool_head, now_ms))) {
+        struct wait_key *k = w->cool_head;
+        cool_unlink(w, k);
+        key_drop(w, k);
+    }
+}
+
+/* ---- queues --------------------------------------------------------------- */
+
 static struct wait_key *key_get(struct wait *w, const char *key, uint32_t length)
 {
     assert(length >= 1);
     assert(length <= LIMIT_KEY_LENGTH_MAX);
     uint64_t hash = wait_hash(key, length);
     struct wait_key *k = wait_key_find(w, key, length, hash);
-    if (k != NULL)
+    if (k != NULL) {
+        if (k->cooling) { /* its turns go on, unless it was empty long enough */
+            int64_t now_ms = clock_now_ms(w->clock);
+            if (cooled(w, k, now_ms))
+                k->turns_since_ms = now_ms;
+            cool_unlink(w, k);
+            w->stats.keys = w->key_count - w->cooling_count;
+        }
         return k;
+    }
     k = w->keys_free;
     if (k != NULL) {
         w->keys_free = k->bucket_next;
@@ -105,6 +174,7 @@ static struct wait_key *key_get(struct wait *w, const char *key, uint32_t length
         return NULL;
     }
     memset(k, 0, offsetof(struct wait_key, key));
+    k->turns_since_ms = clock_now_ms(w->clock);
     k->hash = hash;
     k->key_length = length;
     memcpy(k->key, key, length);
@@ -114,7 +184,7 @@ static struct wait_key *key_get(struct wait *w, const char *key, uint32_t length
     k->bucket_next = w->buckets[hash & w->bucket_mask];
     w->buckets[hash & w->bucket_mask] = k;
     w->key_count++;
-    w->stats.keys = w->key_count;
+    w->stats.keys = w->key_count - w->cooling_count;
     return k;
 }
 
@@ -122,12 +192,14 @@ static void key_drop(struct wait *w, struct wait_key *k)
 {
     assert(k->count == 0);
     assert(k->nonempty == 0);
+    assert(k->asking_mask == 0);
+    assert(!k->cooling);
     struct wait_key **link = &w->buckets[k->hash & w->bucket_mask];
     while (*link != k)
         link = &(*link)->bucket_next;
     *link = k->bucket_next;
     w->key_count--;
-    w->stats.keys = w->key_count;
+    w->stats.keys = w->key_count - w->cooling_count;
     if (w->keys_free_count < WAIT_KEYS_FREE_MAX) {
         k->bucket_next = w->keys_free;
         w->keys_free = k;
@@ -215,6 +287,46 @@ int wait_queue_add(struct wait *w, struct wait_ticket *t, uint32_t requirement)
     return 0;
 }
 
+static void asking_count(struct wait_key *k, uint32_t priority, int delta)
+{
+    assert(delta > 0 || k->asking[priority] > 0);
+    k->asking[priority] = (uint32_t)((int64_t)k->asking[priority] + delta);
+    if (k->asking[priority] > 0)
+        k->asking_mask |= (uint16_t)(1u << priority);
+    else
+        k->asking_mask &= (uint16_t) ~(1u << priority);
+}
+
+void wait_queue_asking(struct wait_ticket *t, bool asking)
+{
+    for (struct wait_node *n = t->nodes; n != NULL; n = n->ticket_next) {
+        if (n->asking == asking)
+            continue;
+        n->asking = asking;
+        asking_count(n->key, n->priority, asking ? 1 : -1);
+    }
+}
+
+/* Its last place left: kept for its turns (with a hold), or dropped. */
+static void key_empty(struct wait *w, struct wait_key *k)
+{
+    if (w->options.hold_ms == 0) {
+        key_drop(w, k);
+        return;
+    }
+    k->cooling = true;
+    k->emptied_ms = clock_now_ms(w->clock);
+    k->cool_prev = w->cool_tail;
+    k->cool_next = NULL;
+    if (w->cool_tail != NULL)
+        w->cool_tail->cool_next = k;
+    else
+        w->cool_head = k;
+    w->cool_tail = k;
+    w->cooling_count++;
+    w->stats.keys = w->key_count - w->cooling_count;
+}
+
 void wait_queue_remove(struct wait *w, struct wait_node *node)
 {
     struct wait_ticket *t = node->ticket;
@@ -240,11 +352,13 @@ void wait_queue_remove(struct wait *w, struct wait_node *node)
         assert(w->queued > 0);
         w->queued--;
     }
+    if (node->asking)
+        asking_count(k, p, -1);
     node->ticket = NULL;
     node->ticket_next = w->nodes_free;
     w->nodes_free = node;
     if (k->count == 0)
-        key_drop(w, k);
+        key_empty(w, k);
 }
 
 struct wait_node *wait_queue_first(const struct wait_key *key)
@@ -283,6 +397,7 @@ static void key_check(const struct wait_key *k)
 {
     uint32_t count = 0;
     for (uint32_t p = 0; p < WAIT_PRIORITIES; p++) {
+        uint32_t asking = 0;
         assert((k->head[p] == NULL) == ((k->nonempty >> p & 1) == 0));
         assert((k->head[p] == NULL) == (k->tail[p] == NULL));
         const struct wait_node *previous = NULL;
@@ -294,18 +409,22 @@ static void key_check(const struct wait_key *k)
             assert(n->amount == n->ticket->request->requirements[n->requirement].amount);
             assert(previous == NULL || wait_before(previous->ticket, n->ticket));
             assert(wait_queue_place(n->ticket, n->requirement) == n);
+            assert(n->asking == (n->ticket->state == WAIT_ASKING));
+            asking += n->asking;
             previous = n;
             count++;
         }
         assert(k->tail[p] == previous);
+        assert(k->asking[p] == asking);
+        assert((k->asking[p] > 0) == ((k->asking_mask >> p & 1) != 0));
     }
     assert(count == k->count);
-    assert(count > 0); /* an empty queue is dropped */
+    assert((count == 0) == k->cooling); /* an empty queue is dropped, or cools */
 }
 
 void wait_queue_check(const struct wait *w)
 {
-    uint32_t keys = 0;
+    uint32_t keys = 0, cooling = 0;
     for (uint32_t i = 0; i <= w->bucket_mask; i++) {
         for (const struct wait_key *k = w->buckets[i]; k != NULL; k = k->bucket_next) {
             assert((k->hash & w->bucket_mask) == i);
@@ -314,5 +433,13 @@ void wait_queue_check(const struct wait *w)
         }
     }
     assert(keys == w->key_count);
+    const struct wait_key *previous = NULL;
+    for (const struct wait_key *k = w->cool_head; k != NULL; k = k->cool_next) {
+        assert(k->cooling && k->cool_prev == previous);
+        previous = k;
+        cooling++;
+    }
+    assert(w->cool_tail == previous);
+    assert(cooling == w->cooling_count);
     wait_timer_check(w);
 }

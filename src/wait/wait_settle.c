@@ -2,7 +2,8 @@
  * means for a waiter (answer it, queue it on the limits that denied it, ask
  * once more at its deadline), who may ask the backend when capacity frees
  * (the head of a queue, and those behind it only while what is left covers
- * them: no thundering herd, no overtaking), and leaving: answering a lease
+ * them: no thundering herd; no overtaking while a limit holds back, those
+ * that fit while it lets pass), and leaving: answering a lease
  * and the retries that joined it, handing a wait over to a retry when its
  * first caller goes away. Backend calls are only scheduled here; the thread
  * (wait.c) makes them once the mutex is released. */
@@ -47,14 +48,24 @@ uint64_t wait_yield_locked(const struct wait *w, const struct reserve_request *r
                            uint8_t priority, const struct wait_ticket *self)
 {
     uint64_t mask = 0;
+    int64_t now_ms = INT64_MIN;
     for (uint32_t i = 0; w->key_count > 0 && i < request->requirement_count; i++) {
         const struct wait_key *k = key_of(w, &request->requirements[i]);
-        if (k == NULL)
+        if (k == NULL || k->count == 0)
             continue;
-        /* A ticket with an arrival is behind earlier ones of its priority;
-         * a plain request is behind everyone of its priority or better. */
-        bool ahead = self != NULL ? wait_queue_ahead(k, self, false)
-                                  : wait_queue_first(k)->ticket->priority <= priority;
+        if (now_ms == INT64_MIN)
+            now_ms = now_of(w);
+        bool ahead;
+        if (wait_key_holding(w, k, now_ms)) {
+            /* A ticket with an arrival is behind earlier ones of its
+             * priority; a plain request is behind everyone of its priority
+             * or better. */
+            ahead = self != NULL ? wait_queue_ahead(k, self, false)
+                                 : wait_queue_first(k)->ticket->priority <= priority;
+        } else {
+            /* Letting pass: only a waiter woken for what freed is ahead. */
+            ahead = wait_key_asking(k, priority);
+        }
         if (ahead)
             mask |= UINT64_C(1) << i;
     }
@@ -329,20 +340,26 @@ bool wait_try_ask(struct wait *w, struct wait_ticket *t, const struct wait_key *
     if (w->closing)
         return false;
     bool blocked = false;
+    int64_t now_ms = now_of(w);
+    int64_t lets_pass_ms = INT64_MAX;
     for (uint32_t i = 0; i < t->request->requirement_count; i++) {
         /* Where it has a place, the place knows its queue: no lookup. */
         const struct wait_node *place = wait_queue_place(t, i);
         const struct wait_key *k =
             place != NULL ? place->key : key_of(w, &t->request->requirements[i]);
-        if (k == NULL || !wait_queue_ahead(k, t, k == counted))
+        if (k == NULL || !wait_queue_ahead(k, t, k == counted) || !wait_key_holding(w, k, now_ms))
             continue;
-        /* Someone is ahead on that limit: wait there too, behind them
-         * (out of memory, it still waits: its deadline stands). */
+        /* Someone is ahead on that limit, in its turn to hold back: wait
+         * there too, behind them (out of memory, it still waits: its
+         * deadline stands), until it lets pass at the latest. */
         blocked = true;
         (void)wait_queue_add(w, t, i);
+        int64_t at = wait_key_lets_pass_at(w, k, now_ms);
+        if (at < lets_pass_ms)
+            lets_pass_ms = at;
     }
     if (blocked) {
-        wait_timer_set(w, t, t->deadline_ms);
+        wait_timer_set(w, t, lets_pass_ms < t->deadline_ms ? lets_pass_ms : t->deadline_ms);
         return false;
     }
     wait_asking(w, t);
@@ -356,10 +373,33 @@ void wait_asking(struct wait *w, struct wait_ticket *t)
     wait_timer_set(w, t, INT64_MAX); /* nothing in flight has a timer */
     wait_attempt_build(t, t->deadline_ms, 0);
     t->state = WAIT_ASKING;
+    wait_queue_asking(t, true);
+}
+
+/* Room freed on a limit in its turn to hold back, and the waiter at node
+ * could not take it: the first waiter behind it asks when the limit lets
+ * pass (its timer), so that what sits free then is offered down the queue
+ * (pass_on takes it further). */
+static void hold_next(struct wait *w, const struct wait_key *k, const struct wait_node *node,
+                      int64_t now_ms)
+{
+    for (const struct wait_node *n = wait_queue_after(k, node); n != NULL;
+         n = wait_queue_after(k, n)) {
+        struct wait_ticket *t = n->ticket;
+        if (t->state != WAIT_QUEUED)
+            continue;
+        int64_t at = wait_key_lets_pass_at(w, k, now_ms);
+        if (at < t->timer_at_ms)
+            wait_timer_set(w, t, at);
+        return;
+    }
 }
 
 void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t available)
 {
+    int64_t now_ms = now_of(w);
+    bool holding = wait_key_holding(w, k, now_ms);
+    bool asked = false;
     struct wait_node *n = wait_queue_first(k);
     for (uint32_t seen = 0; n != NULL && seen < WAIT_WAKE_WALK_MAX; seen++) {
         struct wait_ticket *t = n->ticket;
@@ -374,12 +414,50 @@ void wait_wake_key(struct wait *w, struct wait_key *k, bool known, int64_t avail
             continue;
         }
         assert(t->state == WAIT_QUEUED);
-        if (known && available < amount)
-            return; /* only waiters that can fit are woken */
-        if (!wait_try_ask(w, t, known ? k : NULL) || !known)
-            return; /* blocked keeps its place; unknown: the head alone */
-        available -= amount;
+        /* Only waiters that can fit are woken; blocked keeps its place.
+         * Holding back, the walk ends at the first that cannot go; letting
+         * pass, those behind it may. */
+        bool go = (!known || available >= amount) && wait_try_ask(w, t, known ? k : NULL);
+        if (!go && holding) {
+            if (!asked)
+                hold_next(w, k, n, now_ms);
+            return;
+        }
+        if (go && !known)
+            return; /* unknown: one at a time (pass_on takes it further) */
+        if (go) {
+            asked = true;
+            available -= amount;
+        }
         n = next;
+    }
+}
+
+/* A waiter woken for what freed was denied. On a limit letting pass, the
+ * next waiter that has not asked since the limit last freed asks in its
+ * stead (one at a time: a smaller one may fit what the first could not);
+ * on one holding back, the first behind it asks once it lets pass. */
+static void pass_on(struct wait *w, const struct wait_ticket *denied)
+{
+    int64_t now_ms = now_of(w);
+    for (const struct wait_node *d = denied->nodes; d != NULL; d = d->ticket_next) {
+        const struct wait_key *k = d->key;
+        if (wait_key_holding(w, k, now_ms)) {
+            hold_next(w, k, d, now_ms);
+            continue;
+        }
+        uint64_t freed = w->freed_seq[k->hash & (WAIT_FREED_SLOTS - 1)];
+        if (w->any_seq > freed)
+            freed = w->any_seq;
+        const struct wait_node *n = wait_queue_first(k);
+        for (uint32_t seen = 0; n != NULL && seen < WAIT_WAKE_WALK_MAX; seen++) {
+            const struct wait_node *next = wait_queue_after(k, n);
+            struct wait_ticket *t = n->ticket;
+            if (t != denied && t->state == WAIT_QUEUED && t->event_seq < freed &&
+                wait_try_ask(w, t, NULL))
+                break;
+            n = next;
+        }
     }
 }
 
@@ -447,9 +525,48 @@ static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_
     finish(w, t, RESERVE_WAIT_CANCELLED, now_of(w), answers);
 }
 
+void wait_doom_in_flight(struct wait *w, const char *key, uint32_t length, bool gone,
+                         uint64_t capacity)
+{
+    for (uint32_t b = 0; b <= w->lease_mask; b++) {
+        for (struct wait_ticket *t = w->leases[b]; t != NULL; t = t->lease_next) {
+            if (t->state != WAIT_FIRST && t->state != WAIT_ASKING)
+                continue;
+            int32_t i = index_of(t->request, key, length);
+            if (i < 0)
+                continue;
+            if (!gone && t->request->requirements[i].amount <= capacity) {
+                if (t->doomed != BACKEND_OK && t->doomed_index == (uint8_t)i)
+                    t->doomed = BACKEND_OK; /* an increase since: it fits again */
+                continue;
+            }
+            t->doomed = (uint8_t)(gone ? BACKEND_UNKNOWN_LIMIT_KEY : BACKEND_EXCEEDS_CAPACITY);
+            t->doomed_index = (uint8_t)i;
+        }
+    }
+}
+
+/* An attempt that was in flight across a limit change that dooms it: were
+ * it to be queued again (a denial decided before the change, or
+ * limit_decreasing), it is answered the error instead, as a queued waiter
+ * was when the change came (wait.c, limit_answer). */
+static void doom_apply(struct wait_ticket *t)
+{
+    const struct reserve_result *r = t->result;
+    bool again = !r->allowed && !r->replayed &&
+                 ((r->error == BACKEND_OK && r->waitable) || r->error == BACKEND_LIMIT_DECREASING);
+    if (again && t->state != WAIT_FINAL)
+        reserve_result_fail(t->result, (enum backend_error)t->doomed, t->doomed_index);
+    t->doomed = BACKEND_OK;
+}
+
 void wait_settle(struct wait *w, struct wait_ticket *t, struct wait_list *answers)
 {
     assert(t->state == WAIT_FIRST || t->state == WAIT_ASKING || t->state == WAIT_FINAL);
+    bool was_asking = t->state == WAIT_ASKING;
+    wait_queue_asking(t, false);
+    if (t->doomed != BACKEND_OK)
+        doom_apply(t);
     if (t->cancelled) {
         settle_cancelled(w, t, answers);
         return;
@@ -482,8 +599,11 @@ void wait_settle(struct wait *w, struct wait_ticket *t, struct wait_list *answer
     }
     t->wake_at_ms = wake_at(w, t, r, now_ms);
     wait_timer_set(w, t, t->wake_at_ms < t->deadline_ms ? t->wake_at_ms : t->deadline_ms);
-    if (freed_since(w, t))
-        wait_try_ask(w, t, NULL); /* capacity came back while it was asking */
+    /* Capacity came back while it was asking: it asks again; else what
+     * woke it may serve another. */
+    bool again = freed_since(w, t) && wait_try_ask(w, t, NULL);
+    if (!again && was_asking)
+        pass_on(w, t);
 }
 
 void wait_cancel_locked(struct wait *w, struct wait_ticket *t, struct wait_list *answers)

@@ -338,11 +338,40 @@ def test_events(memory_server):
         check(run(server, "events", "--limit", "x")[0] == 2, "bad --limit")
 
 
+@test("every answer is one line of JSON as docs/cli.md prints it; --pretty indents, "
+      "--compact drops the blanks")
+def test_output_formats(server):
+    def stdout(*args, stdin=None):
+        done = subprocess.run([CLI, "--url", server.url] + list(args), input=stdin,
+                              capture_output=True, text=True, env=cli_environment(), timeout=60)
+        check(done.returncode == 0, done.stderr)
+        return done.stdout
+
+    put = ["limits", "put", "--key", "cli:format", "--kind", "concurrency", "--capacity", "4",
+           "--timeout-seconds", "120"]
+    check(stdout(*put) == '{"ok": true, "key": "cli:format", "status": "active", '
+          '"created": true}\n', "default")
+    check(stdout("--compact", *put) == '{"ok":true,"key":"cli:format","status":"active",'
+          '"created":false,"changed":{}}\n', "--compact")
+    pretty = stdout(*put, "--pretty")  # a global option may stand after the command
+    check(pretty.startswith('{\n  "ok": true,\n  "key": "cli:format",\n') and
+          pretty.endswith("}\n"), "--pretty: %r" % pretty)
+    check(json.loads(pretty)["changed"] == {}, pretty)
+    # A file of two definitions: their answers in one array, on one line.
+    two = json.dumps([{"key": "cli:format:" + name, "kind": "rolling", "capacity": 1,
+                       "window_seconds": 60} for name in ("a", "b")])
+    lines = stdout("limits", "put", "--file", "-", stdin=two).splitlines()
+    check(len(lines) == 1 and [a["key"] for a in json.loads(lines[0])] ==
+          ["cli:format:a", "cli:format:b"], lines)
+    listing = stdout("limits", "list")
+    check(listing.count("\n") == 1 and json.loads(listing)["limits"], listing[:200])
+
+
 def main():
     tests = [test_limits_commands, test_limits_put_keeps_what_it_is_not_given,
              test_limits_put_file, test_limits_period_fields, test_reserve_complete_release,
              test_reserve_wait, test_usage, test_usage_errors, test_example, test_bench,
-             test_events]
+             test_events, test_output_formats]
     with harness.Server(BINARY) as server:
         for fn in tests:
             fn(server)

@@ -575,6 +575,27 @@ static void test_queue_full_is_reported(void)
     CHECK(scenario.received_ms[1] - scenario.received_ms[0] >= 40); /* not before retry_after */
 }
 
+static void test_acquire_stops_at_a_retry_after_past_its_deadline(void)
+{
+    /* A denial whose retry_after_ms is past the deadline, up to the largest
+     * integer a server can send: acquire stops at once, without asking again
+     * (the sleep it added jitter to once overflowed). */
+    int64_t retry_after[] = {5000, INT64_MAX / 2, INT64_MAX - 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof retry_after / sizeof retry_after[0]; i++) {
+        static struct wait_scenario scenario;
+        memset(&scenario, 0, sizeof(scenario));
+        scenario.steps[0] = (struct wait_step){.status = 200, .retry_after_ms = retry_after[i]};
+        scenario.step_count = 1;
+        struct llmlimit_reserve_result result;
+        struct llmlimit_wait_result waited;
+        struct llmlimit_status status;
+        int rc = run_wait_call(&scenario, true, 500, NULL, 1000, &result, &waited, &status);
+        CHECK_EQ_I64(rc, LLMLIMIT_ERR_DEADLINE);
+        CHECK(!result.allowed);
+        CHECK_EQ_U64(scenario.seen, 1);
+    }
+}
+
 static void test_acquire_wait_asks_for_the_rest_of_its_deadline(void)
 {
     static struct wait_scenario scenario;
@@ -798,6 +819,8 @@ int main(int argc, char **argv)
         "a 503 during a wait is retried with the same lease id, asking only what is left");
     RUN(test_queue_full_is_reported,
         "x-llmlimit-queue: full is reported; acquire sleeps retry_after and asks again");
+    RUN(test_acquire_stops_at_a_retry_after_past_its_deadline,
+        "a denial whose retry_after_ms is past the deadline (up to 2^63-1) ends acquire at once");
     RUN(test_acquire_wait_asks_for_the_rest_of_its_deadline,
         "acquire_wait asks the server to wait for the rest of its deadline, never past it");
     if (server_process_start(&real, server_binary(argc, argv), "memory", NULL) != 0 ||

@@ -53,10 +53,14 @@ FIXTURE_TEST(allowed_reserve_reports_what_each_limit_has_left)
     memset(states, 0xAB, sizeof states);
     struct reserve_result result = reserve_with_states(f, "now", r, 3, states);
     REQUIRE(result.allowed);
-    /* Every backend reports the capacity; those that can tell say what is left. */
+    /* Every backend reports the kind and capacity; those that can tell say
+     * what is left. */
     CHECK_EQ_U64(states[0].capacity, 1000);
     CHECK_EQ_U64(states[1].capacity, 100);
     CHECK_EQ_U64(states[2].capacity, 5);
+    CHECK_EQ_U64(states[0].kind, LIMIT_BUDGET);
+    CHECK_EQ_U64(states[1].kind, LIMIT_ROLLING);
+    CHECK_EQ_U64(states[2].kind, LIMIT_CONCURRENCY);
     if (states[0].known) {
         CHECK_EQ_I64(states[0].available, 750);
         CHECK_EQ_I64(states[0].reset_at_unix_ms,

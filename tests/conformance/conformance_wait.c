@@ -3,7 +3,8 @@
  * admitted when a release, a complete, an expiry, a window roll, a new
  * period or a capacity increase makes room; at its deadline it is denied as
  * a plain reserve is; errors and hopeless denials never wait; queues keep
- * priority then arrival order with no overtaking; a retried lease joins its
+ * priority then arrival order with no overtaking for the hold, then let
+ * smaller requests pass; a retried lease joins its
  * wait; cancel, close, a full queue, a deleted or decreased limit all end
  * cleanly. On a manual clock the tests move time and let the wait layer
  * settle (wait_quiesce): no test sleeps for its timing. */
@@ -389,7 +390,8 @@ WAIT_TEST(wait_large_head_is_not_overtaken)
     REQUIRE(reserve1(f, "holder", "units", 8));
     struct waiter *large = WAIT_START(t, 0, "large", 30000, 5, {"units", 5});
     CHECK_WAITING(t, large);
-    /* 2 units are free, but the large request came first. */
+    /* 2 units are free, but the large request came first (and its limit
+     * holds back for WAIT_HOLD_MS_DEFAULT from now). */
     struct waiter *small = WAIT_START(t, 1, "small", 30000, 5, {"units", 2});
     CHECK_WAITING(t, small);
     struct waiter *plain = WAIT_START(t, 2, "plain", 0, 5, {"units", 2});
@@ -409,6 +411,34 @@ WAIT_TEST(wait_large_head_is_not_overtaken)
     CHECK_ADMITTED(t, small);
     CHECK(large->answer_order < small->answer_order);
     CHECK_EQ_U64(usage(f, "units").reserved, 7);
+}
+
+WAIT_TEST(wait_large_head_holds_back_for_a_bounded_time)
+{
+    REQUIRE(put_concurrency(f, "units", 10, 600));
+    REQUIRE(reserve1(f, "holder", "units", 8));
+    /* The whole capacity, at the best priority: it cannot fit while
+     * anything is held, and it holds back the others for the hold only. */
+    struct waiter *large = WAIT_START(t, 0, "large", 60000, 0, {"units", 10});
+    CHECK_WAITING(t, large);
+    struct waiter *small = WAIT_START(t, 1, "small", 60000, 9, {"units", 2});
+    wait_advance(t, WAIT_HOLD_MS_DEFAULT - 1);
+    CHECK_WAITING(t, small);
+    struct waiter *plain = WAIT_START(t, 2, "plain", 0, 9, {"units", 1});
+    CHECK(wait_for_answer(t, plain, REAL_ANSWER_MS));
+    CHECK(!plain->result.allowed);
+    wait_advance(t, 1);
+    CHECK_ADMITTED(t, small); /* it lets the smaller ones pass */
+    CHECK_EQ_I64(small->result.waited_ms, WAIT_HOLD_MS_DEFAULT);
+    CHECK_EQ_I64(release(f, "small").status, RESULT_OK);
+    struct waiter *plain2 = WAIT_START(t, 3, "plain2", 0, 9, {"units", 1});
+    CHECK(wait_for_answer(t, plain2, REAL_ANSWER_MS));
+    CHECK(plain2->result.allowed); /* a plain one too */
+    CHECK_WAITING(t, large);       /* the large one keeps its place */
+    CHECK_EQ_I64(release(f, "plain2").status, RESULT_OK);
+    CHECK_EQ_I64(release(f, "holder").status, RESULT_OK);
+    CHECK_ADMITTED(t, large);
+    CHECK_EQ_U64(usage(f, "units").reserved, 10);
 }
 
 WAIT_TEST(wait_unrelated_limit_is_not_delayed)
@@ -611,6 +641,10 @@ const struct conformance_test wait_tests[] = {
                "waiters are admitted by priority, then in arrival order"),
     TEST_ENTRY(wait_large_head_is_not_overtaken,
                "a later, smaller request does not pass a waiting head of the same priority"),
+    MANUAL_CLOCK_TEST_ENTRY(wait_large_head_holds_back_for_a_bounded_time,
+                            "a waiter asking the whole capacity holds back smaller requests "
+                            "for the hold only, then they pass and it keeps its place",
+                            "moves the clock by the hold"),
     TEST_ENTRY(wait_unrelated_limit_is_not_delayed,
                "requests on a limit nobody waits for are not delayed"),
     TEST_ENTRY(wait_retried_lease_joins_its_wait,

@@ -4,7 +4,10 @@
 // are held to the API's, a new reserve must show up without a reload, a
 // hostile key and caller must render as text, a wrong token must show an
 // error and no data, the browser console must stay free of errors, and the
-// page must fit a phone's width. Screenshots go to --out (the build tree).
+// page must fit a phone's width and read well at a phone's and a desktop's
+// (no text cut off or under a bar, every value labelled, names broken only
+// after punctuation, money in dollars, the denial figures in agreement).
+// Screenshots go to --out (the build tree).
 //
 //   node test_console.mjs --binary build/llmlimitd --out build/console [--backend sqlite]
 //
@@ -49,6 +52,10 @@ const BERLIN = 'zone:berlin:usd:day';
 const PREPAID = 'zone:prepaid:credits';
 // Long enough to wrap on a phone and in the desktop's key column.
 const LONG_KEY = 'global:openai:gpt-4o-mini-2024-07-18:tokens-per-minute:eu-west-1';
+// A budget whose amounts are wider than a money column's narrowest width.
+const ORG = 'org:usd:month';
+// A caller name long enough to wrap in a budget card's callers table.
+const LONG_CALLER = 'nightly-report-writer';
 const RATE_WINDOW_MS = 600000; // the spend rate's window (SPEND_RATE_WINDOW_MS)
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -256,6 +263,8 @@ async function workload(server) {
                     unit: 'requests'});
   await server.put({key: HOSTILE_KEY, kind: 'rolling', capacity: 10, window_seconds: 3600});
   await server.put({key: LONG_KEY, kind: 'rolling', capacity: 10, window_seconds: 3600});
+  await server.put({key: ORG, kind: 'budget', capacity: 10000000000, period: 'month',
+                    timeout_seconds: 300, unit: 'usd_micros'});
   // A spend history: four calls ten minutes apart, each sampled by the server.
   for (let i = 0; i < 4; i++) {
     await server.reserve('hist-' + i, {[SALES]: 1500000}, 'bot-a');
@@ -276,8 +285,12 @@ async function workload(server) {
   // A definitive denial naming the hostile key, and a budget overrun.
   await server.reserve('too-big', {[HOSTILE_KEY]: 11}, 'bot-b');
   await server.reserve('too-long', {[LONG_KEY]: 11}, 'bot-b');
-  await server.reserve('ops-1', {[OPS]: 3000000}, 'ops');
+  await server.reserve('ops-1', {[OPS]: 3000000}, LONG_CALLER);
   await server.complete('ops-1', {[OPS]: 6000000});
+  // $1,234.567891 spent of $10,000, $10.000012 still held.
+  await server.reserve('org-1', {[ORG]: 2000000000}, 'bot-a');
+  await server.complete('org-1', {[ORG]: 1234567891});
+  await server.reserve('org-2', {[ORG]: 10000012}, LONG_CALLER);
   // The batch route feeds the same counters.
   await server.ok('POST', '/v1/reserve/batch', {requests: [
     {lease_id: 'batch-1', requirements: [{key: RPM, amount: 1}], caller: 'bot-c'},
@@ -321,6 +334,7 @@ async function pageMatchesApi(server, page) {
 
 async function budgetsMatchApi(server, page) {
   const spend = await server.ok('GET', '/v1/console/spend/' + encodeURIComponent(SALES));
+  await nextRefresh(page); // the card drawn from an answer at least as new (the sampler goes on)
   const card = await page.evaluate((key) => {
     const node = [...document.querySelectorAll('#budgets .card')].find((c) => c.dataset.key === key);
     if (!node) return null;
@@ -497,6 +511,263 @@ async function keysWrapAtColons(page, where) {
   check(breaks.atColon > 0, 'a long key wrapped at a colon (' + where + ')');
 }
 
+// Text on the page that cannot be read as drawn: text cut off by a box
+// that hides its overflow or running out of its own cell into the next, and
+// text under an inset shadow (the bar that marks a linked limit). Keys are
+// left out: a key part too long for its column is cut on purpose, the whole
+// key being in the row (docs/console.md).
+function unreadableText(page) {
+  return page.evaluate(() => {
+    const name = (node) => node.tagName.toLowerCase() + (node.id ? '#' + node.id : '') +
+      [...node.classList].map((c) => '.' + c).join('');
+    const skipped = (node) => node.closest('.key, .c-key, svg, [hidden]') !== null;
+    // The bands an inset box-shadow paints inside a box: [left, right, top, bottom].
+    const insetBands = (shadow) => {
+      const bands = [0, 0, 0, 0];
+      for (const m of shadow.matchAll(/(-?[\d.]+)px (-?[\d.]+)px ([\d.]+)px (-?[\d.]+)px inset/g)) {
+        const [x, y, blur, spread] = m.slice(1).map(Number);
+        const extra = blur + spread;
+        bands[0] = Math.max(bands[0], Math.max(0, x) + extra);
+        bands[1] = Math.max(bands[1], Math.max(0, -x) + extra);
+        bands[2] = Math.max(bands[2], Math.max(0, y) + extra);
+        bands[3] = Math.max(bands[3], Math.max(0, -y) + extra);
+      }
+      return bands;
+    };
+    const found = [];
+    const range = document.createRange();
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text !== null; text = walker.nextNode()) {
+      if (text.data.trim() === '' || skipped(text.parentElement)) continue;
+      range.selectNodeContents(text);
+      const rects = [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
+      if (rects.length === 0) continue; // not drawn
+      for (let box = text.parentElement; box !== document.body; box = box.parentElement) {
+        const style = getComputedStyle(box);
+        if (style.display === 'inline' || style.display === 'contents') continue;
+        const outer = box.getBoundingClientRect();
+        const left = outer.left + box.clientLeft, top = outer.top + box.clientTop;
+        const right = left + box.clientWidth, bottom = top + box.clientHeight;
+        if ((style.overflowX === 'hidden' || style.overflowX === 'clip') &&
+            rects.some((r) => r.left < left - 0.5 || r.right > right + 0.5)) {
+          found.push({text: text.data, why: 'cut by ' + name(box)});
+        }
+        const [bl, br, bt, bb] = insetBands(style.boxShadow);
+        if (rects.some((r) => (bl > 0 && r.left < left + bl - 0.5) ||
+                              (br > 0 && r.right > right - br + 0.5) ||
+                              (bt > 0 && r.top < top + bt - 0.5) ||
+                              (bb > 0 && r.bottom > bottom - bb + 0.5))) {
+          found.push({text: text.data, why: 'under the inset shadow of ' + name(box)});
+        }
+      }
+    }
+    // A cell or figure whose text is wider than itself runs into its
+    // neighbour; a budget card's content wider than the card spills out of
+    // it (or would need scrolling across inside it).
+    for (const cell of document.querySelectorAll('.lrow > div, td, th, dd, dt, .card, .card *')) {
+      if (skipped(cell) || cell.getClientRects().length === 0) continue;
+      if (cell.scrollWidth > cell.clientWidth + 1) {
+        found.push({text: cell.textContent, why: 'wider than ' + name(cell) + ': ' +
+                    cell.scrollWidth + ' > ' + cell.clientWidth});
+      }
+    }
+    return found;
+  });
+}
+
+// Each value of a limit has its label: over its column on a desktop (the
+// header cell of the same column, spanning the value), beside it on a phone
+// (the cell's ::before). Returns the cells whose label is missing or is not
+// their column's name.
+function unlabelledCells(page) {
+  return page.evaluate(() => {
+    const head = [...document.querySelectorAll('#limits .lrow.head > div')];
+    const headShown = head.length > 0 && head[0].getClientRects().length > 0;
+    const wrong = [];
+    for (const row of document.querySelectorAll('#limits-body .lrow')) {
+      [...row.children].forEach((cell, i) => {
+        const column = [...cell.classList].find((c) => c.startsWith('c-')).slice(2);
+        if (column === 'key' || column === 'bar') return; // the row's title; a picture
+        const header = head[i] ? head[i].textContent.trim() : '';
+        let label = '';
+        if (headShown) {
+          const h = head[i].getBoundingClientRect(), c = cell.getBoundingClientRect();
+          if (h.left < c.right && h.right > c.left && h.bottom <= c.top + 1) label = header;
+        } else {
+          const before = getComputedStyle(cell, '::before');
+          const content = before.content;
+          const attribute = /^attr\(([\w-]+)\)$/.exec(content);
+          if (before.display !== 'none' && attribute) label = cell.getAttribute(attribute[1]) || '';
+          else if (before.display !== 'none' && /^".*"$/.test(content)) label = JSON.parse(content);
+        }
+        if (header === '' || label !== header) {
+          wrong.push({key: row.dataset.key, column, label, header});
+        }
+      });
+    }
+    return {wrong, headShown};
+  });
+}
+
+// Where caller names and lease ids break across lines: only after a
+// punctuation mark (as in 'nightly-' / 'report'), never inside a word.
+function callerBreaks(page) {
+  return page.evaluate(() => {
+    const wrong = [];
+    let shown = 0;
+    const range = document.createRange();
+    for (const node of document.querySelectorAll('.caller, .lease')) {
+      if (node.getClientRects().length === 0) continue;
+      shown++;
+      const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+      let top = null, before = '';
+      for (let text = walker.nextNode(); text !== null; text = walker.nextNode()) {
+        for (let i = 0; i < text.length; i++) {
+          range.setStart(text, i);
+          range.setEnd(text, i + 1);
+          const rects = range.getClientRects();
+          if (rects.length === 0) continue;
+          if (top !== null && rects[0].top > top + 1 && /[A-Za-z0-9]/.test(before)) {
+            wrong.push({name: node.textContent, after: before, next: text.data[i]});
+          }
+          top = rects[0].top;
+          before = text.data[i];
+        }
+      }
+    }
+    return {wrong, shown};
+  });
+}
+
+// An amount as the page writes it, in its unit's smallest part: dollars
+// ('$1,234.5' is 1,234,500,000 usd_micros) or a plain integer; null when
+// it is neither.
+function amountOf(text, money) {
+  const m = money ? /^(-?)\$([\d,]+)\.(\d{2,6})$/.exec(text) : /^(-?)([\d,]+)$/.exec(text);
+  if (m === null) return null;
+  const whole = BigInt(m[2].replace(/,/g, ''));
+  const value = money ? whole * 1000000n + BigInt(m[3].padEnd(6, '0')) : whole;
+  return String(m[1] === '-' ? -value : value);
+}
+
+// The denials list and the budgets' callers say money in dollars, each
+// amount equal to the API's.
+async function moneyInDollars(server, page, where) {
+  const limits = (await server.ok('GET', '/v1/console/limits?limit=1000')).limits;
+  const units = new Map(limits.map((l) => [l.key, l.unit]));
+  const denials = (await server.ok('GET', '/v1/console/denials?limit=50')).denials;
+  const shown = await page.evaluate(() =>
+    [...document.querySelectorAll('#denials tbody tr')].map((tr) => ({
+      id: tr.dataset.id,
+      keys: [...tr.children[3].querySelectorAll(':scope > div')].filter((d) => d.querySelector('.key'))
+        .map((d) => ({key: d.querySelector('.key').textContent,
+                      amount: d.textContent.slice(d.querySelector('.key').textContent.length)
+                        .trim().replace(/^\((.*)\)$/, '$1')}))})));
+  let money = 0;
+  for (const d of denials) {
+    const row = shown.find((r) => r.id === String(d.id));
+    if (!check(row !== undefined, 'denial ' + d.id + ' listed (' + where + ')')) continue;
+    d.keys.forEach((k, i) => {
+      const isMoney = units.get(k.key) === 'usd_micros';
+      if (isMoney) money++;
+      const seen = row.keys[i] || {key: null, amount: null};
+      equal(seen.key, k.key, 'denial ' + d.id + ' names the key (' + where + ')');
+      equal(amountOf(seen.amount, isMoney), String(k.amount), 'denial ' + d.id + ' of ' + k.key +
+            ' asked ' + JSON.stringify(seen.amount) + (isMoney ? ', in dollars' : '') +
+            ' (' + where + ')');
+    });
+  }
+  check(money > 0, 'a denial of a money budget is listed (' + where + ')');
+  const callers = await page.evaluate(() =>
+    [...document.querySelectorAll('#budgets .card')].map((card) => ({
+      key: card.dataset.key,
+      rows: [...card.querySelectorAll('tr[data-caller]')].map((tr) => ({
+        caller: tr.dataset.caller,
+        spent: tr.children[1].firstChild.textContent,
+        reserved: tr.children[3].firstChild.textContent}))})));
+  for (const card of callers) {
+    if (units.get(card.key) !== 'usd_micros') continue;
+    const api = (await server.ok('GET', '/v1/usage/' + encodeURIComponent(card.key) +
+                                 '?group_by=caller')).callers;
+    for (const row of card.rows) {
+      const c = api.find((a) => a.caller === row.caller);
+      if (!check(c !== undefined, card.key + ' ' + row.caller + ' in the API')) continue;
+      equal(amountOf(row.spent, true), String(c.spent), card.key + ' ' + row.caller + ' spent ' +
+            JSON.stringify(row.spent) + ' in dollars (' + where + ')');
+      equal(amountOf(row.reserved, true), String(c.reserved), card.key + ' ' + row.caller +
+            ' reserved ' + JSON.stringify(row.reserved) + ' in dollars (' + where + ')');
+    }
+  }
+}
+
+// The throughput figures and the "N of M reserves denied in the last
+// minute" line tell the same minute: N denials and M reserves in both, and
+// a rate shown beside a count is not zero when the count is not.
+async function denialsAgree(page, where) {
+  const seen = await page.evaluate(() => {
+    const item = document.querySelector('#attention li[data-kind="denials"]');
+    const figure = (id) => {
+      const dd = document.getElementById(id);
+      const sub = dd.querySelector('.sub');
+      return {label: dd.previousElementSibling.textContent,
+              main: dd.firstChild ? dd.firstChild.textContent : '',
+              sub: sub ? sub.textContent : ''};
+    };
+    return {attention: item ? item.textContent : null,
+            figures: ['reserves-10s', 'reserves-60s', 'denials-10s', 'denials-60s']
+              .map((id) => [id, figure(id)])};
+  });
+  const m = /^([\d,]+) of ([\d,]+) reserves denied in the last minute$/.exec(seen.attention || '');
+  if (!check(m !== null, 'the attention panel counts the last minute\'s denials (' + where +
+             '): ' + seen.attention)) return;
+  const figures = Object.fromEntries(seen.figures);
+  equal(figures['denials-60s'].main, m[1], figures['denials-60s'].label + ' beside "' +
+        seen.attention + '" (' + where + ')');
+  equal(figures['reserves-60s'].main, m[2], figures['reserves-60s'].label + ' beside "' +
+        seen.attention + '" (' + where + ')');
+  for (const [id, f] of seen.figures) {
+    const count = Number(f.main.replace(/,/g, ''));
+    check(count === 0 || !/^0(\.0+)?(\s|$)/.test(f.sub),
+          id + ': a count of ' + f.main + ' beside a rate of ' + JSON.stringify(f.sub) +
+          ' (' + where + ')');
+  }
+}
+
+// What the issue of a page that reads badly listed, held at one width: a
+// linked limit (marked by a bar) and a fresh denial of a money budget are
+// on the page while it is measured.
+async function readsWell(server, page, where) {
+  await server.reserve('dear-' + where, {[SALES]: 500000000}, 'bot-a'); // past its capacity
+  // A reserve waiting, so that the waiting column has a value and an age.
+  const queue = 'local:wait:' + where;
+  await server.put({key: queue, kind: 'concurrency', capacity: 1, timeout_seconds: 300});
+  await server.reserve('holder-' + where, {[queue]: 1}, 'bot-holder');
+  const waiting = server.ok('POST', '/v1/reserve', {
+    lease_id: 'waiter-' + where, wait_ms: 60000, requirements: [{key: queue, amount: 1}]});
+  waiting.catch(() => {}); // awaited below; a failed check must not leave it unhandled
+  await page.evaluate((hash) => { window.location.hash = hash; }, '#limit=' + encodeURIComponent(SLOTS));
+  await page.waitForFunction((linked, k) => {
+    const row = document.querySelector('#limits-body .lrow.linked');
+    const queued = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === k);
+    return row !== null && row.dataset.key === linked && queued !== undefined &&
+           queued.querySelector('.c-waiting').dataset.value === '1';
+  }, {timeout: 20000}, SLOTS, queue);
+  await nextRefresh(page);
+  const unreadable = await unreadableText(page);
+  equal(JSON.stringify(unreadable), '[]', 'text cut off or under a shadow (' + where + ')');
+  const labels = await unlabelledCells(page);
+  equal(JSON.stringify(labels.wrong), '[]', 'values without their column\'s label (' + where + ')');
+  const breaks = await callerBreaks(page);
+  equal(JSON.stringify(breaks.wrong), '[]', 'callers and lease ids break only after ' +
+        'punctuation (' + where + ')');
+  check(breaks.shown > 0, 'callers are shown (' + where + ')');
+  await moneyInDollars(server, page, where);
+  await denialsAgree(page, where);
+  await server.ok('POST', '/v1/release', {lease_id: 'holder-' + where});
+  equal((await waiting).allowed, true, 'the waiter was admitted (' + where + ')');
+  await server.ok('POST', '/v1/release', {lease_id: 'waiter-' + where});
+}
+
 async function phoneWidth(page) {
   await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
   await nextRefresh(page);
@@ -509,8 +780,27 @@ async function phoneWidth(page) {
   });
   check(visible, 'the limits fit the width');
   await keysWrapAtColons(page, 'phone');
-  await page.screenshot({path: path.join(OUT, 'console-phone-' + BACKEND + '.png'), fullPage: true});
 }
+
+// A screenshot of the whole page, taken with a viewport as tall as the page:
+// rows off screen are skipped by the browser (content-visibility), and a
+// shot beyond the viewport can show them blank.
+async function wholePageShot(page, file) {
+  const viewport = page.viewport();
+  const height = await page.evaluate(() => {
+    window.scrollTo(0, 0);
+    return document.documentElement.scrollHeight;
+  });
+  await page.setViewport({...viewport, height});
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() =>
+    requestAnimationFrame(resolve))));
+  await page.screenshot({path: path.join(OUT, file)});
+  await page.setViewport(viewport);
+}
+
+const READS_WELL = 'no text cut off or under the linked row\'s bar, every value labelled, ' +
+  'callers broken only after punctuation, money in dollars in the denials and budgets, and the ' +
+  'denial figures agree with the last minute\'s count';
 
 async function mainScenario(browser) {
   const server = await new Server(['--test-clock']).start();
@@ -528,8 +818,6 @@ async function mainScenario(browser) {
               'runs', () => hostileRendersAsText(server, page));
     await run('attention_names_problems', 'the first panel names the used-up limit, the debt and ' +
               'the denials', () => attentionNamesProblems(page));
-    await page.screenshot({path: path.join(OUT, 'console-desktop-' + BACKEND + '.png'),
-                           fullPage: true});
     await run('keys_wrap_at_colons', 'a key wraps only after a colon, never inside a word',
               () => keysWrapAtColons(page, 'desktop'));
     await run('new_reserve_shows_up', 'a reserve made after the page loaded shows up without a ' +
@@ -541,7 +829,12 @@ async function mainScenario(browser) {
     await run('periods_in_local_time', 'a zoned budget\'s period shows in its local time as ' +
               'GET /v1/usage says, in the table and the detail; a prepaid one never resets',
               () => periodsInLocalTime(server, page));
+    await run('reads_well_desktop', READS_WELL + ' (1400 px)',
+              () => readsWell(server, page, 'desktop'));
+    await wholePageShot(page, 'console-desktop-' + BACKEND + '.png');
     await run('phone_width', 'the page fits a phone\'s width (390 px)', () => phoneWidth(page));
+    await run('reads_well_phone', READS_WELL + ' (390 px)', () => readsWell(server, page, 'phone'));
+    await wholePageShot(page, 'console-phone-' + BACKEND + '.png');
     await run('console_clean', 'the browser console logged no error or warning', async () => {
       const problems = consoleProblems(page);
       equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));

@@ -14,7 +14,8 @@ block is always one or the other on purpose.
 
 Where. Each page runs in a fresh temporary directory that stands for the
 repository's root: its build/ holds the build's files (llmlimit is the real
-command), and llmlimitd starts in it, so ./data is its own. One `sh -eu`
+command, also on PATH as `llmlimit`, as after `make install`), and
+llmlimitd starts in it, so ./data is its own. One `sh -eu`
 runs the page's blocks in order, so a variable set in one block is there in
 the next, as in one terminal; stdin is /dev/null, HOME a fresh directory,
 and nothing of the caller's environment but PATH (no LLMLIMIT_* token, no
@@ -70,7 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR_DEFAULT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 # The pages whose ```sh blocks run, relative to the repository's root.
-PAGES = ("README.md", "docs/gateway.md", "docs/agents.md")
+PAGES = ("README.md", "docs/gateway.md", "docs/agents.md", "docs/cli.md")
 
 SKIP = 77
 RUN_INFO = "sh"
@@ -578,6 +579,7 @@ def make_directories(root, binary, cli):
         if name not in ("llmlimitd", "llmlimit"):
             os.symlink(os.path.join(build_dir, name), os.path.join(build, name))
     os.symlink(cli, os.path.join(build, "llmlimit"))
+    os.symlink(cli, os.path.join(bin_dir, "llmlimit"))  # the installed command
     this = os.path.abspath(__file__)
     for path, mode in ((os.path.join(build, "llmlimitd"), "--stand-in-server"),
                        (os.path.join(bin_dir, "make"), "--stand-in-make")):

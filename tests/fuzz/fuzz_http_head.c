@@ -3,9 +3,11 @@
  * through. Whatever the bytes: a head the parser accepts lies inside them,
  * ends in a blank line, and is accepted the same from exactly its own bytes;
  * its target, fields and framing lie inside it and mean one thing (never
- * Content-Length beside chunked); a partial head's every prefix is partial
- * too; a refusal names a status and a reason. What follows an accepted
- * chunked head decodes to the same data however the bytes are split. */
+ * Content-Length beside chunked); its path starts with '/' or is empty (an
+ * absolute-form target without one); on HTTP/1.1 it has a Host; a partial
+ * head's every prefix is partial too; a refusal names a status and a
+ * reason. What follows an accepted chunked head decodes to the same data
+ * however the bytes are split. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,10 +78,13 @@ static void check_whole(const char *text, size_t size, const struct http_head *h
 {
     assert(head->length >= 4 && head->length <= size);
     assert(memcmp(text + head->length - 4, "\r\n\r\n", 4) == 0);
-    assert(head->target_length >= 1);
+    /* The path (after the authority of an absolute-form target) starts with
+     * '/', or is empty (http://host: "/"). */
     assert(head->target_offset + head->target_length < head->length);
-    assert(text[head->target_offset] == '/');
     assert(head->path_length <= head->target_length);
+    assert(head->path_length == 0 || text[head->target_offset] == '/');
+    assert(head->path_length == head->target_length ||
+           text[head->target_offset + head->path_length] == '?');
     assert(head->version_minor <= 1);
     assert(!(head->chunked && head->has_content_length));
     assert(head->field_count <= HTTP_FIELDS_MAX);
@@ -95,6 +100,8 @@ static void check_whole(const char *text, size_t size, const struct http_head *h
                                          text[f->value_offset + f->value_length - 1] != ' '));
     }
     assert(head->authorization < (int32_t)head->field_count);
+    size_t host_length;
+    assert(head->version_minor == 0 || http_head_field(head, text, "host", &host_length) != NULL);
     struct http_head again;
     unsigned status = 0;
     const char *reason = NULL;

@@ -3,7 +3,8 @@
 # (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(LLMLIMIT_FUZZ_HARNESSES json request path registry period tz http_head reserve_scan)
+set(LLMLIMIT_FUZZ_HARNESSES json request path registry period tz http_head http_head_end
+    reserve_scan)
 # The TigerBeetle client's reply and header decoder.
 set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/tbclient)
 list(APPEND LLMLIMIT_FUZZ_HARNESSES tb_reply)

@@ -14,6 +14,8 @@ MODES = (
     # added for the agent surfaces; every dialect answers them
     "stream-close", "stream-endless", "stream-error", "empty", "incomplete", "failed",
     "fail-401", "fail-403", "fail-404", "fail-413", "fail-503", "fail-529",
+    # added for the gateway's hostile-upstream tests
+    "header-cr", "echo-key",
 )
 COMPLETION_TOKENS_DEFAULT = 7
 STREAM_SLOW_DELAY_MS_DEFAULT = 100

@@ -126,6 +126,15 @@ Modes (an answer is streamed exactly when the request says "stream": true):
   close-before-answer  reads the request, closes the connection, answers
                       nothing
   hang                reads the request, never answers
+  header-cr           as normal, but the Content-Type value holds a bare CR
+                      and a control byte ("application/json\rx-injected:
+                      yes\x01"; a stream's begins "text/event-stream")
+  echo-key            echoes the API key it received (bearer or x-api-key):
+                      not streamed, a 401 in the route's shape whose message
+                      holds the key; streamed, a 200 stream that first sends
+                      an SSE comment holding the key, split across two HTTP
+                      chunks sent 200 ms apart, then the normal events; the
+                      Content-Type ends in "; echo=KEY" either way
 
 A chat or completion stream sends `data: {chunk}` events: a role chunk (chat
 only), the content chunks, a chunk with finish_reason, then, only when the
@@ -532,7 +541,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.record is not None:  # logged first: a client that has the answer sees it
             self.server.request_log.update(self.record, status=status)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", self.content_type or "application/json")
         self.send_header("Content-Length", str(len(data)))
         for name, text in extra_headers:
             self.send_header(name, text)
@@ -614,6 +623,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle_request(self):
         self.record = None
         self.plan = None
+        self.content_type = None  # header-cr, echo-key: the Content-Type sent instead
         self.path_only = urllib.parse.urlsplit(self.path).path
         try:
             body = self.read_body()
@@ -681,6 +691,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except FakeError as error:
             self.send_error_body(error)
             return "answered"
+
+    def received_key(self):
+        """The API key the request carried: its bearer token, else x-api-key."""
+        authorization = self.headers.get("Authorization") or ""
+        if authorization.startswith("Bearer "):
+            return authorization[len("Bearer "):]
+        return self.headers.get("x-api-key") or ""
 
     def check_key(self):
         key = self.server.api_key
@@ -750,6 +767,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.close_without_answer()
         if mode == "hang":
             return self.hang()
+        kind = "text/event-stream" if stream else "application/json"
+        if mode == "header-cr":
+            self.content_type = kind + "\rx-injected: yes\x01"
+        if mode == "echo-key":
+            self.content_type = kind + "; echo=" + self.received_key()
+            if not stream:
+                error = failure(401)
+                error.message = "Incorrect API key provided: %s." % self.received_key()
+                raise error
         status = failure_status(mode)
         if status is not None:
             raise failure(status)
@@ -873,11 +899,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         content events, then the cut."""
         self.log_update(status=200, stream=True)
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Content-Type", self.content_type or "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache")
         self.common_headers()
         self.end_headers()
+        if mode == "echo-key":
+            self.send_split_key()
         pause = delay_seconds(mode, params)
         cut = stream.cut_after if mode in CUT_MODES else None
         contents = 0
@@ -890,6 +918,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             contents += event.kind == "content"
         self.write(b"0\r\n\r\n")
         return "stream_complete"
+
+    def send_split_key(self):
+        """echo-key: an SSE comment holding the key received, in two HTTP
+        chunks 200 ms apart (the key cut in its middle)."""
+        key = self.received_key().encode()
+        self.write(b"%x\r\n%s\r\n" % (len(b": key ") + len(key) // 2,
+                                       b": key " + key[:len(key) // 2]))
+        self.wait(0.2)
+        rest = key[len(key) // 2:] + b"\n\n"
+        self.write(b"%x\r\n%s\r\n" % (len(rest), rest))
 
     def cut_stream(self, stream, mode, params):
         if mode == "stream-hang":

@@ -958,6 +958,24 @@ class CommonModes(FakeUpstreamTest):
         with self.assertRaises(http.client.IncompleteRead):
             self.post(CHAT, chat_body("fake-stream-close"))
 
+    def test_header_cr_and_echo_key(self):
+        """header-cr: a Content-Type holding a bare CR and a control byte; echo-key: the key
+        received, in a 401's message and Content-Type, or in a stream's first event cut
+        across two HTTP chunks."""
+        response = RawResponse(self.port, CHAT, chat_body("fake-header-cr"))
+        self.assertEqual(response.headers["content-type"], "application/json\rx-injected: yes\x01")
+        response.close()
+        key = {"Authorization": "Bearer sk-echo-0123456789"}
+        status, headers, body = self.post(CHAT, chat_body("fake-echo-key"), key)
+        self.assertEqual(status, 401)
+        self.assertIn("sk-echo-0123456789", body["error"]["message"])
+        self.assertEqual(headers["content-type"], "application/json; echo=sk-echo-0123456789")
+        response = RawResponse(self.port, MESSAGES, messages_body("fake-echo-key", stream=True),
+                               dict(ANTHROPIC, **{"x-api-key": "sk-echo-0123456789"}))
+        self.assertEqual((response.chunk(), response.chunk()),
+                         (b": key sk-echo-0", b"123456789\n\n"))
+        response.close()
+
 
 def line_count(path):
     with open(path, encoding="utf-8") as file:

@@ -18,7 +18,7 @@ from gw_harness import (AGENT_MODELS, CHAT, COMPLETIONS, EMBEDDINGS, MODELS, REM
                         GatewayTest, chat, estimate, skip_unless_backend)
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 
-UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+UUID_V7 = re.compile(r"^gw:[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 HASHED = re.compile(r"^gw:h:[0-9a-f]{40}$")
 # OpenAI writes a reset as a duration: "20ms", "6s", "1m30s", "1h0m0s".
 DURATION = re.compile(r"^(?:(\d+)ms|(?:(\d+)h)?(?:(\d+)m)?(\d+)s)$")
@@ -34,7 +34,7 @@ def duration_ms(text):
 class RequestId(GatewayTest, unittest.TestCase):
 
     def test_request_id_names_the_lease(self):
-        """X-Request-Id: the lease is gw:<caller>:<id>; without it, a new UUIDv7."""
+        """X-Request-Id: the lease is gw:<caller>:<id>; without it, gw: and a new UUIDv7."""
         c = self.gw.caller()
         status, headers, _ = self.gw.call(c, CHAT, chat("m-normal"),
                                           headers={"X-Request-Id": "order-17.a:b_c"})
@@ -218,13 +218,16 @@ class RateLimitHeaders(GatewayTest, unittest.TestCase):
         self.check_headers(answer.headers, 20, 19, 3000, 3000 - input_tokens - output_tokens)
 
     @unittest.skipUnless(REMAINING_KNOWN, "the backend does not say what is left")
-    def test_a_concurrency_limit_tighter_than_the_rate_is_the_one_shown(self):
-        """With 3 slots and 50 requests an hour, the requests headers show the slots."""
+    def test_a_concurrency_limit_has_headers_of_its_own(self):
+        """With 3 slots and 50 requests an hour, the requests headers show the hour's limit
+        (what OpenAI's clients read as a rate), x-llmlimit-concurrency-* the slots."""
         c = self.gw.caller(req=50, conc=3)
         status, headers, _ = self.gw.call(c, CHAT, chat("m-normal"))
         self.assertEqual(status, 200)
-        self.assertEqual(headers["x-ratelimit-limit-requests"], "3")
-        self.assertEqual(headers["x-ratelimit-remaining-requests"], "2")
+        self.assertEqual(headers["x-ratelimit-limit-requests"], "50")
+        self.assertEqual(headers["x-ratelimit-remaining-requests"], "49")
+        self.assertEqual(headers["x-llmlimit-concurrency-limit"], "3")
+        self.assertEqual(headers["x-llmlimit-concurrency-remaining"], "2")
 
     def test_upstream_rate_limit_headers_are_not_passed_on(self):
         """The upstream's own x-ratelimit-* figures never reach the client."""

@@ -51,7 +51,7 @@ class Charges(ResponsesTest, unittest.TestCase):
         status, headers, body = self.gw.call(c, RESPONSES, respond("r-counted"))
         self.assertEqual(status, 200, body)
         self.assertEqual((body["object"], body["status"]), ("response", "completed"))
-        self.assertEqual(headers["x-ratelimit-limit-requests"], "1000")  # conc, the tightest
+        self.assertEqual(headers["x-ratelimit-limit-requests"], "100000")  # req, the rolling one
         self.assertNotIn("anthropic-ratelimit-requests-limit", headers)
         self.assert_charged(c, 1001, 499, agent_cost(uncached=1001, output=499))
 
@@ -153,6 +153,34 @@ class StoredResponses(ResponsesTest, unittest.TestCase):
         # a route of a stored response with the wrong method
         self.assert_openai_error(*self.gw.call(owner, RESPONSES + "/" + response_id + "/cancel",
                                                method="GET")[::2], 404, None)
+
+    def test_head_of_a_stored_response_is_its_get_without_a_body(self):
+        """HEAD of a response and of its input_items (docs/api.md: HEAD wherever GET): the
+        GET's status and headers with no body (the GET behind it on the connection is read
+        next), forwarded upstream as a GET, charged nothing; another key's is a 404."""
+        owner, other = self.gw.caller(), self.gw.caller()
+        response_id = self.create(owner)
+        charged = owner.snapshot()
+        for tail in ("", "/input_items"):
+            path = RESPONSES + "/" + response_id + tail
+            with self.subTest(tail=tail):
+                conn = self.gw.connection()
+                self.addCleanup(conn.close)
+                auth = {"Authorization": "Bearer " + owner.secret}
+                conn.request("HEAD", path, headers=auth)
+                head = conn.getresponse()
+                self.assertEqual((head.status, head.read()), (200, b""))
+                self.assertEqual(self.gw.upstream.requests()[-1]["method"], "GET")
+                conn.request("GET", path, headers=auth)
+                get = conn.getresponse()
+                body = get.read()
+                self.assertEqual(get.status, 200, body)
+                self.assertEqual(head.getheader("Content-Length"), str(len(body)))
+                self.assertEqual(head.getheader("Content-Type"), get.getheader("Content-Type"))
+                status, _, body = self.gw.call(other, path, method="HEAD")
+                self.assertEqual((status, body), (404, ""))
+        self.assertEqual(owner.snapshot(), charged)
+        self.assertEqual(other.snapshot(), {name: (0, 0, 0) for name in other.keys})
 
     def test_a_response_not_stored_is_not_remembered(self):
         """"store": false (as Codex sends): its id is not kept, so reading it is a 404."""

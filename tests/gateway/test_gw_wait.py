@@ -12,7 +12,10 @@ the key's max_wait_seconds and priority_floor.
   Prefer wait, and Prefer: wait=0 opts out; a bad x-llmlimit-priority is a 400
   (the floor's cap is gw_key_priority's, tested in gateway_test_config);
 - a client that leaves while its call waits leaves the queue: nothing is held for
-  it and it is never forwarded.
+  it and it is never forwarded;
+- a key that may wait at priority 0 (the default priority_floor) and asks for a
+  shared limit's whole capacity holds back another key's small calls, waiting or
+  not, for --wait-hold-ms only while capacity is free (docs/gateway.md).
 
 Backend from --backend. Exits 77 (skipped) when node or the installed SDK
 (npm ci --prefix tests/gateway/node) is missing, for the SDK tests only."""
@@ -23,7 +26,8 @@ import subprocess
 import time
 import unittest
 
-from gw_harness import CHAT, MODELS, Gateway, GatewayTest, chat, skip_unless_backend
+from gw_harness import CHAT, MODELS, TEMPLATES, Gateway, GatewayTest, chat, estimate
+from gw_harness import skip_unless_backend
 from gw_harness import tearDownModule  # noqa: F401 - unittest calls it
 from harness import wait_until
 from node_sdk import NODE_DIR, missing_prerequisite, node_from_argv
@@ -210,6 +214,96 @@ class GatewayWait(GatewayTest, unittest.TestCase):
         forwarded = [r for r in self.gw.upstream.requests()[before:]
                      if r["body"] and r["body"].get("model") == sent_as]
         self.assertEqual(forwarded, [])  # never forwarded (the holder's own may log late)
+
+
+HOLD_MS = 2000
+# Past the hold, what a busy machine may add before a small call goes through; far
+# below the attacker's 60 s wait, which bounded it before.
+SLACK_S = 10
+ATTACKER, WAITING_VICTIM, PLAIN_VICTIM = 0, 1, 2
+
+
+def shared_key_fields(index):
+    """Three keys of one team, so that they share its limits: an attacker that may
+    wait 60 s at priority 0 (the default floor), a victim that may wait, one that
+    may not."""
+    fields = {"team": "shared"}
+    if index == ATTACKER:
+        fields.update(max_wait_seconds=60)
+    if index == WAITING_VICTIM:
+        fields.update(max_wait_seconds=60)
+    return fields
+
+
+class GatewayHoldBack(unittest.TestCase):
+    """--wait-hold-ms 2000; the keys' team shares a concurrency limit on tokens,
+    pool:{team}, as large as the attacker's big call estimates. The attacker holds a
+    few tokens with a hanging call and waits for the whole pool: it can never fit,
+    yet the victims' small calls go through within the hold (plus slack), and it
+    keeps its place: once the pool is free it is forwarded."""
+
+    @classmethod
+    def setUpClass(cls):
+        skip_unless_backend()
+        cls.gw = Gateway(keys=3, key_fields=shared_key_fields,
+                         templates=TEMPLATES + [("pool", "pool:{team}", "tokens")],
+                         args=["--wait-hold-ms", str(HOLD_MS)])
+        cls.gw.server.start()
+        cls.keys = list(cls.gw.free_keys)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+
+    def caller_of(self, index):
+        from gw_harness import Caller
+        secret, name, _ = self.keys[index]
+        return Caller(self.gw, secret, name, "shared").define()
+
+    def test_an_attacker_cannot_hold_back_small_calls_beyond_the_hold(self):
+        attacker, victim, plain = (self.caller_of(i)
+                                   for i in (ATTACKER, WAITING_VICTIM, PLAIN_VICTIM))
+        big = chat("m-normal", max_tokens=4096)
+        capacity = sum(estimate("chat", big))
+        status, _, body = self.gw.server.put_limit({
+            "key": "pool:shared", "kind": "concurrency", "capacity": capacity,
+            "timeout_seconds": 300})
+        self.assertEqual(status, 200, body)
+        pool = lambda: self.gw.server.usage("pool:shared")[2]["reserved"]  # noqa: E731
+        holder = self.gw.raw_request(attacker, CHAT, chat("m-hang-long", max_tokens=1))
+        waiting_call = None
+        try:
+            self.assertTrue(wait_until(lambda: pool() > 0, timeout_s=30))
+            waiting_call = self.gw.raw_request(attacker, CHAT, big, headers={
+                "Prefer": "wait=60", "x-llmlimit-priority": "0"})
+            self.assertTrue(wait_until(lambda: self.gw.waiting() == 1, timeout_s=30))
+            small = chat("m-normal", max_tokens=1)
+            # A victim that may wait: through, having waited the hold at most.
+            status, headers, body = self.gw.call(victim, CHAT, small, timeout_s=90,
+                                                 headers={"Prefer": "wait=60",
+                                                          "x-llmlimit-priority": "9"})
+            self.assertEqual(status, 200, body)
+            self.assertLess(int(headers["x-llmlimit-waited-ms"]), HOLD_MS + SLACK_S * 1000)
+            # One that may not wait: 429 at most while the hold lasts.
+            started = time.monotonic()
+            while True:
+                status, headers, body = self.gw.call(plain, CHAT, small)
+                if status == 200:
+                    break
+                self.assertEqual(status, 429, body)
+                self.assertLess(time.monotonic() - started, HOLD_MS / 1000 + SLACK_S,
+                                "the plain calls were held back past the bound")
+                time.sleep(0.1)
+            self.assertEqual(self.gw.waiting(), 1)  # the attacker waits on
+            holder.close()  # its own hold goes: the whole pool is free, and its
+            waiting_call.settimeout(60)
+            answer = waiting_call.recv(65536)  # call is forwarded and answered
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:200])
+        finally:
+            holder.close()
+            if waiting_call is not None:
+                waiting_call.close()
+        self.assertTrue(wait_until(lambda: pool() == 0, timeout_s=30))
 
 
 if __name__ == "__main__":

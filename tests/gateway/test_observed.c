@@ -33,6 +33,20 @@ static void max_tokens_until_enough_calls(void)
     gw_observed_free(o);
 }
 
+static void the_unseen_amount_until_enough_calls(void)
+{
+    struct gw_observed *o = standard();
+    REQUIRE(o != NULL);
+    CHECK_EQ_U64(gw_observed_reserve_or(o, "opus", "bot", 64000, 4096), 4096); /* never seen */
+    CHECK_EQ_U64(gw_observed_reserve_or(o, "opus", "bot", 1000, 4096), 1000);  /* never above */
+    for (int i = 1; i < GW_OBSERVED_MIN_CALLS; i++)
+        REQUIRE(gw_observed_record(o, "opus", "bot", 9000) == 0);
+    CHECK_EQ_U64(gw_observed_reserve_or(o, "opus", "bot", 64000, 4096), 4096); /* 19: not yet */
+    REQUIRE(gw_observed_record(o, "opus", "bot", 9000) == 0);
+    CHECK_EQ_U64(gw_observed_reserve_or(o, "opus", "bot", 64000, 4096), 9000); /* learned */
+    gw_observed_free(o);
+}
+
 static void the_percentile_of_a_sliding_window(void)
 {
     struct gw_observed *o = standard();
@@ -209,6 +223,8 @@ static void claude_code_budget_arithmetic(void)
 int main(void)
 {
     RUN(max_tokens_until_enough_calls, "max_tokens is reserved until 20 calls are seen");
+    RUN(the_unseen_amount_until_enough_calls,
+        "until 20 calls are seen, the amount asked for unseen callers, never above max_tokens");
     RUN(the_percentile_of_a_sliding_window,
         "the 99th percentile of the last 200 outputs, never above max_tokens");
     RUN(pairs_are_kept_apart, "each (model, caller) pair has its own window");

@@ -1,6 +1,6 @@
 /* Unit tests of virtual key secrets (src/gateway/gw_secret.c): SHA-256 and
- * base64url against published test vectors, strict hex decoding, and the
- * shape of new secrets. */
+ * base64url against published test vectors, strict hex decoding, the
+ * shape of new secrets, and a provider key starred out of relayed bytes. */
 #include <string.h>
 
 #include "gateway/gw_secret.h"
@@ -69,11 +69,33 @@ static void new_secrets_have_their_shape(void)
     CHECK_STR(a_hex, hex);
 }
 
+static void a_secret_is_starred_out_wherever_it_is(void)
+{
+    const char *key = "sk-proj-0123456789";
+    char text[] = "sk-proj-0123456789 and sk-proj-0123456789sk-proj-0123456789, sk-proj-012345678";
+    CHECK_EQ_U64(gw_secret_redact(text, strlen(text), key), 3);
+    CHECK_STR(text,
+              "****************** and ************************************, sk-proj-012345678");
+    /* Only bytes[0..length) are looked at: a key cut by the end stays. */
+    char cut[] = "x sk-proj-0123456789";
+    CHECK_EQ_U64(gw_secret_redact(cut, strlen(cut) - 1, key), 0);
+    CHECK_STR(cut, "x sk-proj-0123456789");
+    /* No key, or one too short to tell from ordinary text: nothing. */
+    char plain[] = "a short k in it";
+    CHECK_EQ_U64(gw_secret_redact(plain, strlen(plain), NULL), 0);
+    CHECK_EQ_U64(gw_secret_redact(plain, strlen(plain), "k"), 0);
+    CHECK_EQ_U64(gw_secret_redact(plain, strlen(plain), "1234567"), 0);
+    CHECK_STR(plain, "a short k in it");
+    CHECK_EQ_U64(gw_secret_redact(plain, 0, key), 0);
+}
+
 int main(void)
 {
     RUN(sha256_matches_the_standard_vectors, "SHA-256 gives the standard digests");
     RUN(hex_decoding_is_strict, "hex decodes 2n lower-case digits only");
     RUN(base64url_matches_the_standard_vectors, "base64url gives RFC 4648 results, no padding");
     RUN(new_secrets_have_their_shape, "new secrets: llk- and 43 base64url, distinct, hashed");
+    RUN(a_secret_is_starred_out_wherever_it_is,
+        "every whole occurrence of a provider key is starred out; none shorter than 8");
     return test_summary();
 }

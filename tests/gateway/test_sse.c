@@ -324,6 +324,9 @@ static int summarize(void *context, const struct gw_sse_event *e)
     if (e->response_id != NULL)
         n += snprintf(line + n, sizeof line - (size_t)n, " id=%.*s", (int)e->response_id_length,
                       e->response_id);
+    if (e->item_id != NULL)
+        n += snprintf(line + n, sizeof line - (size_t)n, " item=%.*s", (int)e->item_id_length,
+                      e->item_id);
     for (uint32_t k = 0; k < e->text_count; k++)
         n += snprintf(line + n, sizeof line - (size_t)n, " %u:%.*s|", e->texts[k].choice,
                       (int)e->texts[k].length, e->texts[k].text);
@@ -578,9 +581,9 @@ static void responses_stream_is_read(void)
     REQUIRE(feed_dialect(GW_ENDPOINT_RESPONSES, responses_stream, NULL, 0, &r) == 0);
     CHECK_STR(r.summary.text,
               "cj---- response.created id=resp_abc\n"
-              "cj---- response.output_item.added\n"
+              "cj---- response.output_item.added item=rs_1\n"
               "cj---- response.reasoning_summary_text.delta 0:Thinking it over|\n"
-              "cj---- response.output_item.added 1:shell|\n"
+              "cj---- response.output_item.added item=fc_1 1:shell|\n"
               "cj---- response.function_call_arguments.delta 1:{\"cmd\":[\"ls\"]}|\n"
               "cj---- response.output_text.delta 2:Done \xe2\x80\x93 ok|\n"
               "cj---- response.refusal.delta 3:no|\n"

@@ -440,6 +440,34 @@ class BadBytes(HostileCase):
         self.under_attack(attack)
         self.assert_fds_settle()
 
+    def test_bytes_that_once_stopped_the_server(self):
+        """Each input that once reached an assert (docs/hardening.md, "One parser"), many times
+        over, alone or cut off by a close: the prober's reserves are answered throughout, and
+        the server serves on. Two CRLFs, four bytes, used to stop it."""
+        inputs = [
+            b"\r\n\r\n",
+            b"\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\n",
+            b"GET /healthz HTTP/1.1\r\n\n",
+            b"\r\n" * 5 + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            reserve_bytes(str(uuid.uuid4())) + b"\r\n",
+            reserve_bytes(str(uuid.uuid4())) + b"\r\n\r\n",
+        ]
+
+        def attack():
+            for _ in range(20):
+                for data in inputs:
+                    with self.connect() as sock:
+                        try:
+                            sock.sendall(data)
+                            sock.shutdown(socket.SHUT_WR)
+                            read_reply(sock, 2.0)
+                        except OSError:
+                            pass
+
+        self.under_attack(attack)
+        self.assertEqual(self.server.request("GET", "/healthz")[0], 200)
+
     def test_requests_dropped_midway_hold_nothing(self):
         """1000 reserves cut at a random byte and dropped: nothing reserved, no descriptor kept."""
         rng = random.Random(7)

@@ -113,7 +113,7 @@ class Api(unittest.TestCase):
     def test_root_points_at_the_console(self):
         """GET / is 200 with {"service":"llmlimitd","console":"/console"}; HEAD / the same head
         and no body (a HEAD then a GET on one connection: the GET's answer follows at once)."""
-        body = b'{"service":"llmlimitd","console":"/console"}'
+        body = b'{"service":"llmlimitd","console":"/console"}\n'
         got = self.raw_exchange(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         head, _, rest = got.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 200 "), got)
@@ -125,11 +125,47 @@ class Api(unittest.TestCase):
         self.assertTrue(head.startswith(b"HTTP/1.1 200 "), got)
         self.assertIn(b"\r\nContent-Length: %d" % len(body), head)
         self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), got)  # no body before it
-        self.assertTrue(rest.endswith(b'{"ok":true}'), got)
+        self.assertTrue(rest.endswith(b'{"ok":true}\n'), got)
         status, headers, answer = self.server.request("POST", "/")
         self.assertEqual((status, answer, headers["allow"]),
                          (405, {"error": "method_not_allowed"}, "GET, HEAD"))
         self.assertEqual(self.server.request("GET", "/x")[0], 404)
+
+    def test_json_answers_end_with_a_newline(self):
+        """Every JSON answer is one line ended by a newline (so curl's answers do not run
+        together): a route's answer, allowed or denied, a handler's error, a refusal before
+        any route, a refusal of the transport; /metrics' text is unchanged."""
+        key = "api:newline:rpm"
+        self.put(rolling(key, 1))
+        reserve = json.dumps({"lease_id": lease(), "requirements": [{"key": key, "amount": 1}]})
+        denied = json.dumps({"lease_id": lease(), "requirements": [{"key": key, "amount": 1}]})
+
+        def post(path, body):
+            data = body.encode()
+            return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                    b"Connection: close\r\n\r\n" % (path.encode(), len(data))) + data
+
+        cases = [("GET /healthz", b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                  200),
+                 ("reserve allowed", post("/v1/reserve", reserve), 200),
+                 ("reserve denied", post("/v1/reserve", denied), 200),
+                 ("malformed body", post("/v1/reserve", "{"), 400),
+                 ("unknown route", b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                  404),
+                 ("bad request line", b"GET /v1/usage/x HTTP/9.9\r\nHost: x\r\n\r\n", 505)]
+        for name, request, status in cases:
+            got = self.raw_exchange(request)
+            head, _, rest = got.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 %d " % status), (name, got))
+            self.assertIn(b"\r\nContent-Type: application/json", head, name)
+            length = int(re.search(rb"\r\nContent-Length: ([0-9]+)", head).group(1))
+            self.assertEqual(len(rest), length, (name, got))
+            self.assertTrue(rest.endswith(b"}\n"), (name, got))
+            self.assertEqual(rest.count(b"\n"), 1, (name, got))
+            json.loads(rest)
+        got = self.raw_exchange(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        rest = got.partition(b"\r\n\r\n")[2]
+        self.assertTrue(rest.endswith(b"\n") and not rest.endswith(b"\n\n"), rest[-200:])
 
     # -- admin ---------------------------------------------------------------
 
@@ -912,6 +948,7 @@ class Lifecycle(unittest.TestCase):
                 ("--max-connections", "4096"), ("--connection-timeout-seconds", "30"),
                 ("--lease-cache-max", "1000000"), ("--lease-retention-seconds", "3600"),
                 ("--concurrency-poll-ms", "250"), ("--decrease-retry-ms", "10000"),
+                ("--max-waiters", "10000"), ("--wait-hold-ms", "10000"),
                 ("--log-format", "text"), ("--log-level", "info"),
                 ("--sqlite-synchronous", "full"), ("--sqlite-retention-days", "0"),
                 ("--tb-cluster", "0"),
@@ -928,7 +965,7 @@ class Lifecycle(unittest.TestCase):
                      ["--log-format", "xml"], ["--backend", "nope"], ["--listen", "nohost"],
                      ["--sqlite-retention-days", "36601"], ["--sqlite-retention-days", "-1"],
                      ["--listen", "example.com:80"], ["--tb-deadline-ms", "99"],
-                     ["--tb-deadline-ms", "60001"]):
+                     ["--tb-deadline-ms", "60001"], ["--wait-hold-ms", "60001"]):
             process = subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(process.returncode, 2, args)
             self.assertIn("llmlimitd:", process.stderr)

@@ -482,7 +482,7 @@ class BadInput(unittest.TestCase):
     def test_garbage_on_the_socket(self):
         """Raw garbage and a truncated request do not disturb the server."""
         for garbage in (b"\x00\x01\x02garbage\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\n",
-                        b"POST /v1/reserve HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"):
+                        b"POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"):
             before = self.snapshot()
             sock = socket.create_connection((self.server.host, self.server.port), timeout=5)
             sock.sendall(garbage)

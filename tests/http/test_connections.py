@@ -202,10 +202,11 @@ class Connections(unittest.TestCase):
                 sock.sendall(post("/v1/release", {"lease_id": lease}))
                 self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
         sock, reader = self.connect()
-        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         status, headers, _ = reader.answer(head_only=True)
         self.assertEqual(status, 200)
-        self.assertEqual(headers["content-length"], "11")
+        self.assertEqual(headers["content-length"], str(len(b'{"ok":true}\n')))
         self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
 
     def test_http10_without_keep_alive_is_closed_after_its_answer(self):
@@ -450,15 +451,155 @@ class OneParser(unittest.TestCase):
                                     % len(payload) + payload)
                 self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:200])
 
+    def test_http11_without_host_is_one_400(self):
+        """An HTTP/1.1 request without Host: one 400 naming Host (RFC 9112 section 3.2), in
+        the route's shape; HTTP/1.0 needs none."""
+        answer = self.refused_once(b"GET /healthz HTTP/1.1\r\n\r\n", 400, "bad_request")
+        self.assertIn("Host", answer["error"])
+        answer = self.refused_once(b"POST /v1/chat/completions HTTP/1.1\r\n"
+                                   b"Content-Length: 2\r\n\r\n{}", 400, "bad_request", True)
+        self.assertIn("Host", answer["error"]["message"])
+        raw = self.exchange(b"GET /healthz HTTP/1.0\r\n\r\n")
+        self.assertTrue(raw.startswith(b"HTTP/1.0 200 "), raw)
+
+    def test_absolute_form_targets_are_served(self):
+        """A target of the absolute form (http://host/path, which RFC 9112 section 3.2.2 says a
+        server must accept) is served as its path: any case of scheme, a port, a query, a
+        body; no path at all is "/". An authority that is empty or holds userinfo, another
+        scheme, or a single slash is one 400."""
+        body = json.dumps({"lease_id": "absolute-%d" % time.monotonic_ns(),
+                           "requirements": [{"key": KEY, "amount": 1}]}).encode()
+        served = [
+            (b"GET http://t/healthz", b"", {"ok": True}),
+            (b"GET HTTPS://T:8080/v1/usage/conn%3Arpm?x=1", b"", {"key": KEY}),
+            (b"POST http://t/v1/reserve", body, {"allowed": True}),
+            (b"GET http://t", b"", {"service": "llmlimitd"}),
+            (b"GET http://t?x=1", b"", {"service": "llmlimitd"}),
+        ]
+        for line, payload, expected in served:
+            with self.subTest(line=line):
+                raw = self.exchange(line + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                                    b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
+                self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:300])
+                answer = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+                for name, value in expected.items():
+                    self.assertEqual(answer[name], value, answer)
+        for target in (b"http:///healthz", b"ftp://t/healthz", b"http:/healthz",
+                       b"http://u@t/healthz", b"healthz"):
+            with self.subTest(target=target):
+                self.refused_once(b"GET " + target + b" HTTP/1.1\r\nHost: t\r\n\r\n", 400,
+                                  "bad_request")
+
+    def test_a_nul_before_a_request_is_one_400(self):
+        """A NUL byte before a request line: one 400 once the head ends, then the connection
+        closed (docs/hardening.md)."""
+        answer = self.refused_once(b"\x00GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 400,
+                                   "bad_request")
+        self.assertIn("method", answer["error"])
+
     def test_refused_heads_do_not_flood_the_log(self):
         """200 malformed requests write no log line each: the log does not grow with them."""
         before = len(self.server.stderr_lines)
         for _ in range(200):
-            self.exchange(b"POST /v1/reserve HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello")
+            self.exchange(b"POST /v1/reserve HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\n"
+                          b"hello")
         time.sleep(0.5)  # whatever the server would log has been read by now
         self.assertLess(len(self.server.stderr_lines) - before, 10)
         status, _, body = self.server.request("GET", "/healthz")
         self.assertEqual(status, 200)
+
+
+class WhereAHeadEnds(unittest.TestCase):
+    """Where a head ends is one rule, read by the connection and the parser alike
+    (src/http/http_head.c, http_head_end): up to four empty lines before a request are
+    skipped (RFC 9112 section 2.2), then the head runs to its first empty line. Before,
+    the two disagreed and four bytes stopped the server (an assert in http_conn.c)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="llmlimit-conn-")
+        cls.server = Server(BINARY, backend=BACKEND, data_dir=cls.directory).start()
+        status, _, body = cls.server.put_limit({"key": KEY, "kind": "rolling",
+                                                "capacity": 10 ** 9, "window_seconds": 3600})
+        assert status == 200, body
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.cleanup()
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def connect(self):
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.addCleanup(sock.close)
+        return sock, Reader(sock)
+
+    def assert_alive(self):
+        self.assertIsNone(self.server.process.poll(), "llmlimitd died:\n%s"
+                          % self.server.stderr_tail())
+        sock, reader = self.connect()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+
+    def test_empty_lines_before_a_request_are_skipped(self):
+        """Two CRLFs alone (the four bytes that stopped the server), then a request on the
+        same connection; one to four CRLFs and a request in one write: each answered 200."""
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n\r\n")
+        time.sleep(0.2)  # read on their own, as a client pausing would have them
+        self.assert_alive()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        for count in range(1, 5):
+            with self.subTest(count=count):
+                sock.sendall(b"\r\n" * count + b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+                self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(reader.at_end(10), "empty lines then a close: closed without an answer")
+        self.assert_alive()
+
+    def test_a_crlf_after_a_body_is_skipped(self):
+        """A CRLF after a POST body (some old clients send one): the request is answered,
+        and so is the next on the connection; a CRLF then a close ends it quietly."""
+        sock, reader = self.connect()
+        lease = "crlf-%d" % time.monotonic_ns()
+        sock.sendall(reserve_bytes(lease) + b"\r\n")
+        status, _, body = reader.answer()
+        self.assertEqual((status, body["allowed"]), (200, True))
+        sock.sendall(post("/v1/release", {"lease_id": lease}) + b"\r\n" +
+                     b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n\r\n")
+        self.assertEqual(reader.answer()[:3:2], (200, {"ok": True}))
+        sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(reader.at_end(10))
+        self.assert_alive()
+
+    def test_a_head_ending_in_a_bare_lf_is_one_400(self):
+        """A last field line followed by a bare LF, or a request line alone followed by
+        one: one 400 naming the bare LF, then the connection closed."""
+        for data in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\n",
+                     b"GET /healthz HTTP/1.1\r\n\n", b"\n", b"\r\n\n"):
+            with self.subTest(data=data):
+                sock, reader = self.connect()
+                sock.sendall(data)
+                raw = raw_answers(sock)
+                self.assertEqual(raw.count(b"HTTP/1.1 "), 1, raw)
+                self.assertTrue(raw.startswith(b"HTTP/1.1 400 "), raw)
+                self.assertIn(b"bare LF", raw)
+                self.assert_alive()
+
+    def test_past_four_empty_lines_is_one_400(self):
+        """Five empty lines before a request: 400, the connection closed."""
+        sock, reader = self.connect()
+        sock.sendall(b"\r\n" * 5 + b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        raw = raw_answers(sock)
+        self.assertEqual(raw.count(b"HTTP/1.1 "), 1, raw)
+        self.assertTrue(raw.startswith(b"HTTP/1.1 400 "), raw)
+        self.assert_alive()
 
 
 class StalledReader(unittest.TestCase):

@@ -283,10 +283,10 @@ class Console(unittest.TestCase):
                          ["den-batch", "den-unknown", "den-capacity"])
         self.assertEqual(denials[0]["caller"], "batcher")
         self.assertEqual(denials[1]["error"], "unknown_limit_key: den:nope")
-        self.assertEqual(denials[1]["keys"], [{"key": "den:nope", "amount": 3}])
+        self.assertEqual(denials[1]["keys"], [{"key": "den:nope", "amount": 3, "unit": None}])
         self.assertEqual(denials[2]["caller"], HOSTILE)
         self.assertEqual((denials[2]["error"], denials[2]["keys"], denials[2]["keys_total"]),
-                         ("", [{"key": key, "amount": 1}], 1))
+                         ("", [{"key": key, "amount": 1, "unit": ""}], 1))
         self.assertEqual(denials[2]["source"], "api")
         self.assertGreater(denials[2]["retry_after_ms"], 0)
         self.assertEqual(denials[0]["id"], answer["denials_total"])
@@ -294,6 +294,24 @@ class Console(unittest.TestCase):
         self.get("/v1/console/denials?limit=256")
         self.rejected("/v1/console/denials?limit=257", "limit: must be an integer 1..256")
         self.rejected("/v1/console/denials?limit=0", "limit: must be an integer 1..256")
+
+    def test_denials_name_units(self):
+        """Each denied key carries its limit's unit now (money shows in dollars); a key whose
+        limit is gone has none; one key asked twice has the same unit both times."""
+        money, tokens = "den:usd:month", "den:tokens"
+        self.put(budget(money, 1000))
+        self.put(dict(rolling(tokens, 10), unit="tokens"))
+        self.reserve({money: 2000, tokens: 1}, lease_id="den-units-1")  # more than the budget
+        self.reserve({tokens: 11, money: 1}, lease_id="den-units-2")
+        self.reserve({money: 1500}, lease_id="den-units-3")
+        answer, _ = self.get("/v1/console/denials?limit=3")
+        keys = [d["keys"] for d in answer["denials"]]
+        self.assertEqual(keys, [[{"key": money, "amount": 1500, "unit": "usd_micros"}],
+                                [{"key": tokens, "amount": 11, "unit": "tokens"}],
+                                [{"key": money, "amount": 2000, "unit": "usd_micros"}]])
+        self.server.request("DELETE", "/v1/admin/limits/" + quote(tokens))
+        answer, _ = self.get("/v1/console/denials?limit=3")
+        self.assertEqual(answer["denials"][1]["keys"], [{"key": tokens, "amount": 11, "unit": None}])
 
     # -- status and throughput -----------------------------------------------------------
 

@@ -33,14 +33,23 @@ static const char *field(const char *text, const char *name)
     return value;
 }
 
-static void refused(const char *text, unsigned expected)
+/* Refused with `expected`, for a reason other than a missing Host (unless
+ * that is what is tested: no_host). */
+static void refused_for(const char *text, unsigned expected, bool no_host)
 {
     enum http_head_result r = parse(text);
     CHECK_EQ_I64(r, HTTP_HEAD_BAD);
     CHECK_EQ_U64(status, expected);
     CHECK(reason != NULL);
+    if (reason != NULL)
+        CHECK_EQ_I64(strstr(reason, "Host: missing") != NULL, no_host);
     if (r != HTTP_HEAD_BAD)
         fprintf(stderr, "  accepted: %s\n", text);
+}
+
+static void refused(const char *text, unsigned expected)
+{
+    refused_for(text, expected, false);
 }
 
 static void a_plain_request_is_read(void)
@@ -78,11 +87,54 @@ static void every_prefix_of_a_head_is_partial(void)
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
 }
 
+/* http_head_end over text, fed all at once and one byte at a time. */
+static size_t end_of(const char *text)
+{
+    size_t length = strlen(text), scanned = 0;
+    size_t end = http_head_end(text, length, &scanned);
+    size_t step_scanned = 0, step_end = 0;
+    for (size_t n = 0; n <= length && step_end == 0; n++)
+        step_end = http_head_end(text, n, &step_scanned);
+    CHECK_EQ_U64(step_end, end);
+    return end;
+}
+
+static void the_end_of_a_head_is_one_rule(void)
+{
+    /* Two empty lines alone: skipped, the request line still to come. */
+    CHECK_EQ_U64(end_of("\r\n\r\n"), 0);
+    CHECK_EQ_I64(parse("\r\n\r\n"), HTTP_HEAD_PARTIAL);
+    CHECK_EQ_U64(end_of("\r\n\r\n\r"), 0);
+    /* Up to four, then a request: one head, from the first byte. */
+    const char *text = "\r\n\r\n\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET";
+    CHECK_EQ_U64(end_of(text), strlen(text) - 3);
+    CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
+    CHECK_EQ_U64(head.length, strlen(text) - 3);
+    CHECK(memcmp(text + head.target_offset, "/healthz ", 9) == 0);
+    /* A fifth is an empty request line: the head ends there, refused. */
+    CHECK_EQ_U64(end_of("\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n"), 10);
+    refused("\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+    /* A bare LF ending the head, after a field or the request line, or alone. */
+    const char *bare[] = {"GET /healthz HTTP/1.1\r\nHost: x\r\n\n", "GET / HTTP/1.1\r\n\n", "\n",
+                          "\r\n\n"};
+    for (size_t i = 0; i < sizeof bare / sizeof bare[0]; i++) {
+        CHECK_EQ_U64(end_of(bare[i]), strlen(bare[i]));
+        refused(bare[i], 400);
+        CHECK(reason != NULL && strstr(reason, "bare LF") != NULL);
+    }
+    /* The end is the first empty line: what follows is not read. */
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\n\r\n\n\n"),
+                 strlen("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\r\n\r\n"),
+                 strlen("GET / HTTP/1.1\r\nHost: a\r\r\n\r\n"));
+    CHECK_EQ_U64(end_of("GET / HTTP/1.1\r\nHost: a\r\n\r"), 0);
+}
+
 static void blanks_around_values_are_not_part_of_them(void)
 {
     /* The two cases a reviewer found answered differently by the two old
      * paths: a tab after the token, blanks after a length. */
-    const char *text = "POST /x HTTP/1.1\r\nAuthorization: \tBearer tok\t\r\n"
+    const char *text = "POST /x HTTP/1.1\r\nHost: a\r\nAuthorization: \tBearer tok\t\r\n"
                        "Content-Length: 5 \t\r\n\r\n";
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
     CHECK_STR(field(text, "authorization"), "Bearer tok");
@@ -96,7 +148,8 @@ static void http10_closes_unless_it_keeps_alive(void)
     CHECK(head.close);
     CHECK_EQ_I64(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK(!head.close);
-    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nConnection: upgrade, close\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade, close\r\n\r\n"),
+                 HTTP_HEAD_WHOLE);
     CHECK(head.close);
 }
 
@@ -131,7 +184,6 @@ static void request_lines_out_of_shape_are_refused(void)
 {
     refused("GET  / HTTP/1.1\r\n\r\n", 400);
     refused("GET / HTTP/1.1 \r\n\r\n", 400);
-    refused("GET http://x/ HTTP/1.1\r\n\r\n", 400);
     refused("GET /\x7f HTTP/1.1\r\n\r\n", 400);
     refused("GET / HTTP/2.0\r\n\r\n", 505);
     refused("GET / HTTP/1.2\r\n\r\n", 505);
@@ -140,34 +192,71 @@ static void request_lines_out_of_shape_are_refused(void)
     refused("AVERYVERYLONGMETHOD / HTTP/1.1\r\n\r\n", 400);
     refused("\x01\x02garbage\r\n\r\n", 400);
     refused("GET / HTTP/1.1\r\nExpect: 101-later\r\n\r\n", 417);
-    CHECK_EQ_I64(parse("BREW /pot HTTP/1.1\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("BREW /pot HTTP/1.1\r\nHost: a\r\n\r\n"), HTTP_HEAD_WHOLE);
     CHECK_EQ_I64(head.method, HTTP_OTHER);
-    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n"),
+    CHECK_EQ_I64(parse("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n\r\n"),
                  HTTP_HEAD_WHOLE);
     CHECK(head.expect_continue);
 }
 
+static void http11_needs_a_host(void)
+{
+    refused_for("GET / HTTP/1.1\r\n\r\n", 400, true);
+    refused_for("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400, true);
+    CHECK_EQ_I64(parse("GET / HTTP/1.0\r\n\r\n"), HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(parse("GET / HTTP/1.1\r\nhOST: a\r\n\r\n"), HTTP_HEAD_WHOLE);
+}
+
+/* The path and query an accepted head's target holds. */
+static void target_is(const char *text, const char *target, size_t path_length)
+{
+    CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
+    CHECK_EQ_U64(head.target_length, strlen(target));
+    CHECK(memcmp(text + head.target_offset, target, strlen(target)) == 0);
+    CHECK_EQ_U64(head.path_length, path_length);
+}
+
+static void absolute_form_targets_are_read_as_their_path(void)
+{
+    target_is("GET http://x/v1/usage/k?y=1 HTTP/1.1\r\nHost: x\r\n\r\n", "/v1/usage/k?y=1",
+              strlen("/v1/usage/k"));
+    target_is("GET HTTPS://X:8080/a HTTP/1.1\r\nHost: x\r\n\r\n", "/a", 2);
+    target_is("GET hTTp://[::1]:80/ HTTP/1.1\r\nHost: x\r\n\r\n", "/", 1);
+    target_is("GET http://x HTTP/1.1\r\nHost: x\r\n\r\n", "", 0);
+    target_is("GET http://x?q HTTP/1.1\r\nHost: x\r\n\r\n", "?q", 0);
+    refused("GET http:///a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http://?a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http://u:p@x/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http:/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET ftp://x/a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET http HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("GET a/b HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    refused("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+}
+
 static void a_length_past_any_bound_saturates(void)
 {
-    CHECK_EQ_I64(parse("POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n"),
-                 HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(
+        parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551616\r\n\r\n"),
+        HTTP_HEAD_WHOLE);
     CHECK_EQ_U64(head.content_length, UINT64_MAX);
-    CHECK_EQ_I64(parse("POST / HTTP/1.1\r\nContent-Length: 00000000000000000000000007\r\n\r\n"),
-                 HTTP_HEAD_WHOLE);
+    CHECK_EQ_I64(
+        parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 00000000000000000000000007\r\n\r\n"),
+        HTTP_HEAD_WHOLE);
     CHECK_EQ_U64(head.content_length, 7);
 }
 
 static void a_head_over_its_bounds_is_431(void)
 {
     static char text[HTTP_HEAD_BYTES_MAX + 64];
-    strcpy(text, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i <= HTTP_FIELDS_MAX; i++)
+    strcpy(text, "GET / HTTP/1.1\r\nHost: a\r\n");
+    for (int i = 1; i <= HTTP_FIELDS_MAX; i++)
         sprintf(text + strlen(text), "X-%d: v\r\n", i);
     strcat(text, "\r\n");
     refused(text, 431);
     /* One field fewer is read. */
-    strcpy(text, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i < HTTP_FIELDS_MAX; i++)
+    strcpy(text, "GET / HTTP/1.1\r\nHost: a\r\n");
+    for (int i = 1; i < HTTP_FIELDS_MAX; i++)
         sprintf(text + strlen(text), "X-%d: v\r\n", i);
     strcat(text, "\r\n");
     CHECK_EQ_I64(parse(text), HTTP_HEAD_WHOLE);
@@ -228,12 +317,12 @@ static void chunked_bodies_decode_wherever_they_are_split(void)
 static void chunked_bodies_out_of_shape_are_refused(void)
 {
     const char *bad[] = {
-        "x\r\n",                     /* not hex */
-        "5 \r\nhello\r\n0\r\n\r\n",  /* blank after the size */
-        "5\nhello\r\n0\r\n\r\n",     /* bare LF */
-        "5\r\nhelloX\r\n0\r\n\r\n",  /* data longer than its size */
-        "1234567890abcdef0\r\n",     /* 17 hex digits */
-        "0\r\nX-T: 1\n\r\n",         /* a trailer's bare LF */
+        "x\r\n",                    /* not hex */
+        "5 \r\nhello\r\n0\r\n\r\n", /* blank after the size */
+        "5\nhello\r\n0\r\n\r\n",    /* bare LF */
+        "5\r\nhelloX\r\n0\r\n\r\n", /* data longer than its size */
+        "1234567890abcdef0\r\n",    /* 17 hex digits */
+        "0\r\nX-T: 1\n\r\n",        /* a trailer's bare LF */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct sink sink;
@@ -252,6 +341,9 @@ int main(void)
 {
     RUN(a_plain_request_is_read, "a request's method, target, version, fields and length");
     RUN(every_prefix_of_a_head_is_partial, "every prefix of a head is partial, the whole is whole");
+    RUN(the_end_of_a_head_is_one_rule,
+        "empty lines before a request are skipped (four at most), a head ends at its first "
+        "empty line, a bare LF there is 400, and the parser reads the same end");
     RUN(blanks_around_values_are_not_part_of_them,
         "blanks and tabs around a value are not part of it (Authorization, Content-Length)");
     RUN(http10_closes_unless_it_keeps_alive, "HTTP/1.0 closes unless keep-alive; close is read");
@@ -260,6 +352,10 @@ int main(void)
         "are 400 (501 for an unknown coding)");
     RUN(request_lines_out_of_shape_are_refused,
         "request lines out of shape are 400, other versions 505, other expectations 417");
+    RUN(http11_needs_a_host, "HTTP/1.1 without Host is 400; HTTP/1.0 needs none");
+    RUN(absolute_form_targets_are_read_as_their_path,
+        "http://host/path is read as /path (any case, a port, a query; none is \"/\"); an "
+        "empty authority, userinfo, another scheme are 400");
     RUN(a_length_past_any_bound_saturates, "a length past 2^64 saturates, never wraps");
     RUN(a_head_over_its_bounds_is_431, "one field past the bound, or 16 KiB, is 431");
     RUN(chunked_bodies_decode_wherever_they_are_split,

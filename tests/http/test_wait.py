@@ -5,7 +5,11 @@ capacity"): wait_ms and priority on POST /v1/reserve, waited_ms in the answer.
   how long it waited; at its deadline it is denied as a plain reserve;
 - definitive errors and a budget that cannot free in time never wait;
 - waiters come through by priority, then arrival; a reserve that does not wait does
-  not overtake them; a batch item may not wait;
+  not overtake them while their limit holds back (--wait-hold-ms); a batch item may
+  not wait;
+- a waiter asking a limit's whole capacity at the best priority holds back another
+  client's small reserves for --wait-hold-ms at a time only, even when it renews its
+  wait: they are admitted while capacity is free, and it keeps its place;
 - a client that closes its connection leaves the queue at once and holds nothing;
 - past --max-waiters a reserve is answered at once with x-llmlimit-queue: full;
 - a deleted limit, or a capacity cut below what a waiter needs, answers its waiters;
@@ -122,7 +126,8 @@ def waiting(server):
 class Waiting(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server, cls.cluster = start_server(["--max-waiters", "50"])
+        # The longest hold: no limit lets others pass within a test.
+        cls.server, cls.cluster = start_server(["--max-waiters", "50", "--wait-hold-ms", "60000"])
 
     @classmethod
     def tearDownClass(cls):
@@ -351,6 +356,139 @@ class Waiting(unittest.TestCase):
         self.assertEqual(status, 200, body)
         waiter.join(30)
         self.assertEqual(waiter.answer[2]["error"], "exceeds_capacity:" + key)
+
+
+class HoldingBack(unittest.TestCase):
+    """--wait-hold-ms 2000: a limit's waiters hold back later requests for 2 s at a
+    time, then let those that fit pass for as long (docs/semantics.md, "Order"). An
+    attacker holds one slot of four and waits, at priority 0, for all four: it can
+    never fit, yet it may not keep the three free slots from the others."""
+
+    HOLD_MS = 2000
+    # Past the hold, what a busy machine may add before a small reserve goes
+    # through; far below the attacker's 60 s, which was the bound before.
+    SLACK_S = 10
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, cls.cluster = start_server(["--wait-hold-ms", str(cls.HOLD_MS)])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.cleanup()
+        if cls.cluster is not None:
+            cls.cluster.stop()
+
+    def limit(self):
+        """A fresh 4-slot limit, one slot held by the attacker: its key and that
+        hold's lease id."""
+        key = "%s:%s" % (SLOT, uuid.uuid4().hex[:8])
+        status, _, body = self.server.put_limit({"key": key, "kind": "concurrency",
+                                                 "capacity": 4, "timeout_seconds": 300})
+        self.assertEqual(status, 200, body)
+        held = lease()
+        status, _, body = self.server.reserve(held, {key: 1})
+        self.assertEqual((status, body["allowed"]), (200, True), body)
+        return key, held
+
+    def attack(self, key):
+        """The attacker's wait for the whole capacity, queued: its socket."""
+        before = waiting(self.server)
+        sock = raw_request(self.server, reserve_body(lease(), key, amount=4, wait_ms=60000,
+                                                     priority=0))
+        self.assertTrue(wait_until(lambda: waiting(self.server) > before, timeout_s=30))
+        return sock
+
+    def plain_admitted_within(self, key, seconds):
+        """Plain reserves of 1 every 0.1 s until one is allowed (then released):
+        how long that took, or None after `seconds`."""
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            lease_id = lease()
+            status, _, body = self.server.reserve(lease_id, {key: 1})
+            self.assertEqual(status, 200, body)
+            if body["allowed"]:
+                self.assertEqual(self.server.release(lease_id)[0], 200)
+                return time.monotonic() - started
+            time.sleep(0.1)
+        return None
+
+    def test_a_waiter_asking_everything_holds_back_others_for_the_hold_only(self):
+        """A waiting and a plain reserve of 1 are admitted within the hold (plus slack),
+        not at the attacker's 60 s deadline; the attacker keeps its place and is admitted
+        once all four slots are free."""
+        key, held = self.limit()
+        attacker = self.attack(key)
+        try:
+            waiter = Waiter(self.server, reserve_body(lease(), key, wait_ms=30000))
+            waiter.start()
+            took = self.plain_admitted_within(key, self.HOLD_MS / 1000 + self.SLACK_S)
+            self.assertIsNotNone(took, "the plain reserves were held back past the bound")
+            waiter.join(60)
+            status, _, body = waiter.answer
+            self.assertEqual((status, body["allowed"]), (200, True), body)
+            self.assertLess(body["waited_ms"], self.HOLD_MS + self.SLACK_S * 1000)
+            self.assertEqual(waiting(self.server), 1)  # the attacker still waits
+            # Everything freed: the attacker, first in line, gets all four.
+            self.assertEqual(self.server.release(waiter.body["lease_id"])[0], 200)
+            self.assertEqual(self.server.release(held)[0], 200)
+            attacker.settimeout(60)
+            status, answer, _ = read_answer(attacker)
+            self.assertEqual((status, answer["allowed"]), (200, True), answer)
+            self.assertEqual(self.server.usage(key)[2]["reserved"], 4)
+        finally:
+            attacker.close()
+        self.assertTrue(wait_until(lambda: waiting(self.server) == 0, timeout_s=30))
+
+    def test_renewing_the_wait_does_not_hold_back_longer(self):
+        """The attacker renews its wait every half second (a new one queued, then the old
+        one closed) for 16 s: plain reserves of 1 still get through at least every hold
+        plus slack, and a waiting one is admitted within it."""
+        key, _ = self.limit()
+        stop = threading.Event()
+        errors = []
+
+        def renew():
+            socks = []
+            try:
+                socks.append(self.attack(key))
+                while not stop.wait(0.5):
+                    socks.append(self.attack(key))
+                    socks.pop(0).close()
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+            finally:
+                for sock in socks:
+                    sock.close()
+
+        attacker = threading.Thread(target=renew, daemon=True)
+        attacker.start()
+        try:
+            self.assertTrue(wait_until(lambda: waiting(self.server) >= 1, timeout_s=30))
+            waiter = Waiter(self.server, reserve_body(lease(), key, wait_ms=30000))
+            waiter.start()
+            admitted = [time.monotonic()]
+            ended = admitted[0] + 16
+            while time.monotonic() < ended:
+                took = self.plain_admitted_within(key, ended - time.monotonic())
+                if took is None:
+                    break
+                admitted.append(time.monotonic())
+            admitted.append(ended)
+            longest = max(b - a for a, b in zip(admitted, admitted[1:]))
+            self.assertLess(longest, self.HOLD_MS / 1000 + self.SLACK_S,
+                            "plain reserves held back for %.1f s" % longest)
+            waiter.join(60)
+            status, _, body = waiter.answer
+            self.assertEqual((status, body["allowed"]), (200, True), body)
+            self.assertLess(body["waited_ms"], self.HOLD_MS + self.SLACK_S * 1000)
+            self.server.release(waiter.body["lease_id"])
+        finally:
+            stop.set()
+            attacker.join(60)
+        self.assertEqual(errors, [])
+        self.assertTrue(wait_until(lambda: waiting(self.server) == 0, timeout_s=30))
 
 
 class KeepAlive:

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "backend/tigerbeetle/tigerbeetle.h"
 #include "backend_results.h"
 #include "core/clock.h"
+#include "core/ids.h"
 #include "core/uuid.h"
 #include "tbclient/tbc_ids.h"
 #include "tb_server.h"
@@ -681,18 +683,21 @@ static uint32_t raw_create_operator(struct tbc_submitter *client, uint32_t user_
     return codes[0];
 }
 
-/* A UUIDv7 lease id of now, and its hold's id under each scheme. */
+/* A UUIDv7 lease id of now (after prefix: "" or the gateway's), and its
+ * hold's id under each scheme. */
 struct uuid_lease {
-    char id[UUID_TEXT_SIZE];
+    char id[sizeof LEASE_ID_GATEWAY_PREFIX + UUID_TEXT_SIZE];
     tbc_u128 label_hold;
     tbc_u128 timed_hold;
 };
 
-static struct uuid_lease uuid_lease(const char *k)
+static struct uuid_lease uuid_lease(const char *k, const char *prefix)
 {
     struct uuid_lease l;
     int64_t now_ms = clock_now_ms(clock_system());
-    CHECK(uuid_v7(now_ms, l.id) == 0);
+    char uuid[UUID_TEXT_SIZE];
+    CHECK(uuid_v7(now_ms, uuid) == 0);
+    snprintf(l.id, sizeof l.id, "%s%s", prefix, uuid);
     l.label_hold = tbc_id2("xfer:reserve:", l.id, strlen(l.id), k, strlen(k));
     l.timed_hold = tbc_id_time_ordered(l.label_hold, (uint64_t)now_ms);
     return l;
@@ -735,8 +740,13 @@ static void test_time_ordered_ids_on_a_new_cluster(void)
                        tbc_id_from_label("acct:operator", 13), &operator));
     CHECK_EQ_U64(operator.user_data_32, TB_OPERATOR_TIME_ORDERED_IDS);
     const char *k = key("timed");
-    struct uuid_lease l = uuid_lease(k);
+    struct uuid_lease l = uuid_lease(k, "");
     CHECK(tbc_u128_equal(hold_made_and_found(front, second, client, k, l), l.timed_hold));
+    /* The gateway's lease ids, its prefix and a UUIDv7, are time-ordered too. */
+    const char *g = key("timed-gateway");
+    struct uuid_lease gateway = uuid_lease(g, LEASE_ID_GATEWAY_PREFIX);
+    CHECK(
+        tbc_u128_equal(hold_made_and_found(front, second, client, g, gateway), gateway.timed_hold));
     /* A lease id that is no UUIDv7 keeps its label's id. */
     const char *plain = lease("plain");
     CHECK(reserve1(front, plain, k, 1).allowed);
@@ -762,7 +772,7 @@ static void test_label_ids_on_a_cluster_an_older_llmlimitd_made(void)
     struct backend *a = open_front_at(older.address), *b = open_front_at(older.address);
     REQUIRE(a != NULL && b != NULL);
     const char *k = key("labels");
-    struct uuid_lease l = uuid_lease(k);
+    struct uuid_lease l = uuid_lease(k, "");
     CHECK(tbc_u128_equal(hold_made_and_found(a, b, client, k, l), l.label_hold));
     backend_close(a);
     backend_close(b);

@@ -4,9 +4,12 @@
  * attempt is in flight (an admission then released, or the wait handed to
  * a retry), shutdown with an attempt in flight, a release that lands while
  * the head's attempt is being decided, how far a wake goes down a queue,
- * a waiter whose limit starts to decrease, a backend failure while waiting,
- * a retry's own deadline, a plain retry of a lease whose waiter left. Manual clock; the wait layer
- * is settled with wait_quiesce, never by sleeping. */
+ * a waiter whose limit starts to decrease or is cut below its need while
+ * its attempt is in flight, a backend failure while waiting, a retry's own
+ * deadline, a plain retry of a lease whose waiter left, a limit's turns of
+ * holding back and letting pass (a waiter asking the whole capacity, one
+ * that leaves and comes back). Manual clock; the wait layer is settled with
+ * wait_quiesce, never by sleeping. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,7 +256,7 @@ struct env {
     struct waiter waiters[8];
 };
 
-static void env_open(struct env *e, uint32_t max_waiters)
+static void env_open_hold(struct env *e, uint32_t max_waiters, uint32_t hold_ms)
 {
     memset(e, 0, sizeof *e);
     e->fake.base.ops = &fake_ops;
@@ -263,11 +266,25 @@ static void env_open(struct env *e, uint32_t max_waiters)
     struct wait_options options;
     wait_options_defaults(&options);
     options.max_waiters = max_waiters;
+    options.hold_ms = hold_ms;
     char error[128];
     if (wait_open(&e->fake.base, &e->clock.clock, &options, &e->wait, error, sizeof error) != 0) {
         fprintf(stderr, "wait_open: %s\n", error);
         exit(1);
     }
+}
+
+static void env_open(struct env *e, uint32_t max_waiters)
+{
+    env_open_hold(e, max_waiters, WAIT_HOLD_MS_DEFAULT);
+}
+
+/* The clock to T0 + at_ms, and a whole pass of the wait layer after it. */
+static void at(struct env *e, int64_t at_ms)
+{
+    clock_manual_set(&e->clock, T0 + at_ms);
+    wait_kick(e->wait);
+    wait_pass(e->wait);
 }
 
 /* Closes: answers whatever is still in flight as denied first. */
@@ -603,6 +620,102 @@ static void a_decreasing_limit_is_waited_for(void)
     env_close(&e);
 }
 
+/* The capacity is cut below what the head needs while its attempt is in
+ * flight: the backend answers that attempt limit_decreasing (or a denial it
+ * decided before the cut). The waiter is answered exceeds_capacity as soon as
+ * it returns, not queued again at the head until the decrease applies, and
+ * the waiter behind it asks. */
+static void a_cut_during_the_heads_attempt_answers_it(bool decided_before)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 8);
+    struct waiter *b = queued(&e, 1, "b", 1);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a asks */
+    e.fake.state.status = LIMIT_DECREASING;
+    e.fake.state.pending_decrease_to = 5;
+    wait_limit_changed(e.wait, "slots");
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 0); /* its attempt is still in flight */
+    if (decided_before)
+        answer_denied(&e.fake, T0 + 600000);
+    else
+        answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK(!a->result.allowed);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(a->result.error_index, 0);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_FAILED);
+    CHECK_EQ_I64(done_count(b), 0);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* b, now first, asks */
+    env_close(&e);
+}
+
+static void a_cut_during_the_heads_attempt_answers_it_decreasing(void)
+{
+    a_cut_during_the_heads_attempt_answers_it(false);
+}
+
+static void a_cut_during_the_heads_attempt_answers_it_denied(void)
+{
+    a_cut_during_the_heads_attempt_answers_it(true);
+}
+
+/* Two queued waiters that need more than a pending decrease: the first is
+ * answered at once, which wakes the second; its attempt, answered
+ * limit_decreasing, answers it too. */
+static void a_cut_answers_a_waiter_it_woke(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = queued(&e, 0, "a", 8);
+    struct waiter *b = queued(&e, 1, "b", 8);
+    e.fake.state.status = LIMIT_DECREASING;
+    e.fake.state.pending_decrease_to = 5;
+    wait_limit_changed(e.wait, "slots");
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* a's leaving woke b */
+    answer_error(&e.fake, BACKEND_LIMIT_DECREASING);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(b->result.wait_outcome, RESERVE_WAIT_FAILED);
+    env_close(&e);
+}
+
+/* The same for a first attempt, and for a limit deleted meanwhile. */
+static void a_change_during_a_first_attempt_answers_it(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    struct waiter *a = start(&e, 0, "a", 8, 30000, 5);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    e.fake.state.definition.capacity = 5; /* applied at once */
+    wait_limit_changed(e.wait, "slots");
+    answer_denied(&e.fake, T0 + 600000); /* decided before the cut */
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.error, BACKEND_EXCEEDS_CAPACITY);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_NONE); /* it never waited */
+    struct waiter *b = start(&e, 1, "b", 1, 30000, 5);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    e.fake.limit_gone = true;
+    wait_limit_changed(e.wait, "slots");
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK_EQ_I64(b->result.error, BACKEND_UNKNOWN_LIMIT_KEY);
+    struct wait_stats s;
+    wait_stats(e.wait, &s);
+    CHECK_EQ_U64(s.waiting, 0);
+    env_close(&e);
+}
+
 static void a_backend_failure_while_waiting_is_answered(void)
 {
     struct env e;
@@ -698,6 +811,175 @@ static void deadlines_in_any_order_are_each_kept(void)
     env_close(&e);
 }
 
+/* What a plain reserve of one slot at this priority yields on: 1 when
+ * it is held back, 0 when it may take a slot. */
+static uint64_t plain_yield(struct env *e, uint8_t priority)
+{
+    struct requirement one = {"slots", 5, 1};
+    struct reserve_request plain = {
+        .lease_id = "p", .lease_id_length = 1, .requirements = &one, .requirement_count = 1};
+    return wait_yield_mask(e->wait, &plain, priority);
+}
+
+/* The yield_mask of the attempt in flight (the oldest). */
+static uint64_t attempt_yield(struct env *e)
+{
+    pthread_mutex_lock(&e->fake.mutex);
+    uint64_t yield = e->fake.calls[0].request->yield_mask;
+    pthread_mutex_unlock(&e->fake.mutex);
+    return yield;
+}
+
+/* A waiter of priority 0 asking the whole capacity, queued at T0 (it can
+ * never fit while anything is held). */
+static struct waiter *whole(struct env *e, uint32_t i, const char *lease)
+{
+    struct waiter *x = start(e, i, lease, 10, 30000, 0);
+    answer_denied(&e->fake, T0 + 600000);
+    wait_pass(e->wait);
+    CHECK_EQ_I64(done_count(x), 0);
+    return x;
+}
+
+/* docs/semantics.md "Order": a limit's waiters hold back later requests
+ * for hold_ms, then let those that fit pass for as long, in turns. */
+static void a_head_holds_back_for_hold_ms_then_smaller_ones_pass(void)
+{
+    struct env e;
+    env_open_hold(&e, 16, 1000);
+    struct waiter *a = whole(&e, 0, "a");
+    /* Its turn to hold back: a plain reserve of any priority yields, a
+     * small waiter queues behind it. */
+    CHECK_EQ_U64(plain_yield(&e, 0), 1);
+    CHECK_EQ_U64(plain_yield(&e, 9), 1);
+    struct waiter *v = start(&e, 1, "v", 1, 30000, 5);
+    CHECK_EQ_U64(attempt_yield(&e), 1);
+    answer_denied(&e.fake, T0 + 1); /* a yield: it would fit now */
+    wait_pass(e.wait);
+    at(&e, 999);
+    CHECK_EQ_U64(in_flight(&e.fake), 0); /* held back: it does not ask */
+    CHECK_EQ_U64(plain_yield(&e, 5), 1);
+    CHECK_EQ_I64(done_count(v), 0);
+    /* hold_ms after the queue formed: the small one asks, unyielding. */
+    at(&e, 1000);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    CHECK_EQ_U64(attempt_yield(&e), 0);
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(v), 1);
+    CHECK(v->result.allowed);
+    CHECK_EQ_I64(v->result.wait_outcome, RESERVE_WAIT_ADMITTED);
+    CHECK_EQ_I64(v->result.waited_ms, 1000);
+    CHECK_EQ_U64(plain_yield(&e, 5), 0); /* a plain one passes too */
+    CHECK_EQ_U64(plain_yield(&e, 0), 0);
+    CHECK_EQ_I64(done_count(a), 0); /* the large one keeps its place */
+    /* What frees goes to it first, while it waits (here: all of it). */
+    fake_free(&e.fake, "slots", true, 10);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1);
+    CHECK_EQ_U64(attempt_yield(&e), 0);
+    CHECK_EQ_U64(plain_yield(&e, 9), 1); /* woken for that room: not overtaken */
+    answer_denied(&e.fake, T0 + 600000); /* someone took it first */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(plain_yield(&e, 5), 0);
+    /* Then it holds back again, and so on. */
+    at(&e, 1999);
+    CHECK_EQ_U64(plain_yield(&e, 9), 0);
+    at(&e, 2000);
+    CHECK_EQ_U64(plain_yield(&e, 9), 1);
+    at(&e, 3000);
+    CHECK_EQ_U64(plain_yield(&e, 9), 0);
+    env_close(&e);
+}
+
+/* A waiter that leaves and comes back does not start the turns again: the
+ * limit lets pass when it would have; a queue empty for twice hold_ms
+ * starts afresh. */
+static void leaving_and_coming_back_keeps_the_turns(void)
+{
+    struct env e;
+    env_open_hold(&e, 16, 1000);
+    struct waiter *a = whole(&e, 0, "a");
+    at(&e, 900);
+    wait_cancel(e.wait, &a->ticket);
+    CHECK_EQ_U64(plain_yield(&e, 5), 0); /* nobody waits */
+    struct waiter *b = whole(&e, 1, "b");
+    CHECK_EQ_U64(plain_yield(&e, 5), 1);
+    at(&e, 1000); /* hold_ms after a queued, not after b */
+    CHECK_EQ_U64(plain_yield(&e, 5), 0);
+    struct waiter *v = start(&e, 2, "v", 1, 30000, 5);
+    CHECK_EQ_U64(attempt_yield(&e), 0);
+    answer_allowed(&e.fake);
+    CHECK(v->result.allowed);
+    at(&e, 2000);
+    CHECK_EQ_U64(plain_yield(&e, 5), 1);
+    wait_cancel(e.wait, &b->ticket);
+    at(&e, 3999); /* empty for less than twice hold_ms: the turns go on */
+    struct waiter *c = whole(&e, 3, "c");
+    CHECK_EQ_U64(plain_yield(&e, 5), 0);
+    wait_cancel(e.wait, &c->ticket);
+    at(&e, 7999); /* empty for twice hold_ms: it starts afresh */
+    struct waiter *d = whole(&e, 4, "d");
+    CHECK_EQ_U64(plain_yield(&e, 5), 1);
+    at(&e, 8998);
+    CHECK_EQ_U64(plain_yield(&e, 5), 1);
+    at(&e, 8999);
+    CHECK_EQ_U64(plain_yield(&e, 5), 0);
+    CHECK_EQ_I64(done_count(d), 0);
+    env_close(&e);
+}
+
+/* Room that freed while the limit held back is offered down the queue
+ * once it lets pass; and while it lets pass, a head that cannot take what
+ * freed (unknown how much) hands the wake on to the next waiter. */
+static void what_freed_goes_down_the_queue_when_it_lets_pass(void)
+{
+    struct env e;
+    env_open_hold(&e, 16, 1000);
+    whole(&e, 0, "a");
+    struct waiter *b = start(&e, 1, "b", 2, 30000, 5);
+    answer_denied(&e.fake, T0 + 600000); /* no room for it either */
+    wait_pass(e.wait);
+    at(&e, 100);
+    fake_free(&e.fake, "slots", true, 3); /* not enough for a: held for it */
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    at(&e, 1000);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* b asks */
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(b), 1);
+    CHECK(b->result.allowed);
+    struct waiter *c = start(&e, 2, "c", 2, 30000, 5);
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    fake_free(&e.fake, "slots", false, 0);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* the head alone asks */
+    answer_denied(&e.fake, T0 + 600000);
+    wait_pass(e.wait);
+    CHECK_EQ_U64(in_flight(&e.fake), 1); /* then c */
+    answer_allowed(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(c), 1);
+    CHECK(c->result.allowed);
+    CHECK_EQ_U64(in_flight(&e.fake), 0);
+    env_close(&e);
+}
+
+/* With a hold of 0 the waiters never hold back what they cannot take. */
+static void a_hold_of_zero_never_holds_back(void)
+{
+    struct env e;
+    env_open_hold(&e, 16, 0);
+    whole(&e, 0, "a");
+    CHECK_EQ_U64(plain_yield(&e, 9), 0);
+    struct wait_stats s;
+    wait_stats(e.wait, &s);
+    CHECK_EQ_U64(s.keys, 1);
+    env_close(&e);
+}
+
 static void a_plain_reserve_yields_to_waiters_ahead(void)
 {
     struct env e;
@@ -782,6 +1064,16 @@ int main(void)
         "a freed limit wakes the waiters what is left covers, the head alone when unknown");
     RUN(a_decreasing_limit_is_waited_for,
         "a waiter whose limit starts to decrease waits; a new request is answered at once");
+    RUN(a_cut_during_the_heads_attempt_answers_it_decreasing,
+        "a capacity cut below the head's need while its attempt is in flight (answered "
+        "limit_decreasing) answers it exceeds_capacity when it returns");
+    RUN(a_cut_during_the_heads_attempt_answers_it_denied,
+        "a capacity cut below the head's need while its attempt is in flight (a denial decided "
+        "before it) answers it exceeds_capacity when it returns");
+    RUN(a_cut_answers_a_waiter_it_woke,
+        "a cut answers the waiters behind the first too, though answering it woke them");
+    RUN(a_change_during_a_first_attempt_answers_it,
+        "a cut or a delete while a first attempt is in flight answers it when it returns");
     RUN(a_backend_failure_while_waiting_is_answered, "backend_error while waiting is answered");
     RUN(a_retry_has_its_own_deadline,
         "a retry that joined a wait is answered at its own deadline, the wait goes on");
@@ -791,6 +1083,16 @@ int main(void)
         "deadlines out of arrival order (timers in the ordered run and in the heap) are each kept");
     RUN(a_plain_reserve_yields_to_waiters_ahead,
         "a plain reserve yields on limits where waiters of its priority or better wait");
+    RUN(a_head_holds_back_for_hold_ms_then_smaller_ones_pass,
+        "a head asking the whole capacity holds back later requests for hold_ms, then lets "
+        "smaller ones pass as long, and so on; woken for what freed it is not overtaken");
+    RUN(leaving_and_coming_back_keeps_the_turns,
+        "a waiter that leaves and comes back does not restart a limit's turns; an empty queue "
+        "starts afresh after twice hold_ms");
+    RUN(what_freed_goes_down_the_queue_when_it_lets_pass,
+        "room freed while a limit holds back goes down the queue once it lets pass; letting "
+        "pass, a denied head hands the wake on");
+    RUN(a_hold_of_zero_never_holds_back, "with hold_ms 0 waiters never hold back others");
     RUN(past_max_waiters_a_plain_reserve_says_full,
         "past max_waiters a reserve is a plain one whose denial says the queue was full");
     RUN(a_retry_of_a_waiting_lease_past_max_waiters_records_nothing,

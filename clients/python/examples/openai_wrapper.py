@@ -7,6 +7,12 @@ usage and cost the provider reported. A failed call releases everything.
 
     python3 openai_wrapper.py --setup --team sales "Write a haiku about queues"
 
+--setup defines the limits the call needs, as `llmlimit limits put` does: a
+limit that does not exist is created (500 requests and 30,000 tokens a
+minute, $100 a month, unless --rpm, --tpm, --budget-usd-micros say
+otherwise); a limit that exists keeps every field, and changes only the
+capacity a flag names, when it differs. It says on stderr what it did.
+
 Environment: LLMLIMIT_URL (default http://127.0.0.1:8470),
 LLMLIMIT_CLIENT_TOKEN, OPENAI_BASE_URL (default https://api.openai.com/v1),
 OPENAI_API_KEY. Standard library only.
@@ -22,7 +28,7 @@ from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from llmlimit import Client, Denied, Unavailable  # noqa: E402
+from llmlimit import ApiError, Client, Denied, Unavailable  # noqa: E402
 
 # Prices in usd_micros per million tokens: (input, output). $2.50 per
 # million input tokens is 2_500_000 usd_micros per million tokens.
@@ -31,6 +37,11 @@ PRICES = {
     "gpt-4o-mini": (150_000, 600_000),
 }
 TOKENS_PER_MILLION = 1_000_000
+
+# What --setup gives a limit it creates.
+SETUP_RPM = 500
+SETUP_TPM = 30_000
+SETUP_MONTHLY_USD_MICROS = 100_000_000
 
 # A token is about 4 characters of English; reserving for 3 over-estimates,
 # which is the safe side: complete gives back what was not used.
@@ -89,17 +100,43 @@ class LimitedChat:
             "usd": "team:%s:usd:month" % self.team,
         }
 
-    def setup_limits(self, model: str, rpm: int = 500, tpm: int = 30_000,
-                     monthly_usd_micros: int = 100_000_000) -> None:
-        """Defines example limits for model and team (admin token needed)."""
+    def setup_limits(self, model: str, rpm: Optional[int] = None, tpm: Optional[int] = None,
+                     monthly_usd_micros: Optional[int] = None) -> Dict[str, Dict[str, Any]]:
+        """Defines the limits of model and team (admin token needed), as
+        `llmlimit limits put` does: one that does not exist is created, with
+        SETUP_* for a capacity not given; one that exists changes only a
+        capacity given, and only when it differs. Returns, per key, what
+        happened: {"created": True}, or {"created": False, "changed": {...}}
+        with {"capacity": {"from": old, "to": new}} or nothing in changed."""
         keys = self.keys(model)
-        self.limiter.put_limit({"key": keys["rpm"], "kind": "rolling", "capacity": rpm,
-                                "window_seconds": 60, "unit": "requests"})
-        self.limiter.put_limit({"key": keys["tpm"], "kind": "rolling", "capacity": tpm,
-                                "window_seconds": 60, "unit": "tokens"})
-        self.limiter.put_limit({"key": keys["usd"], "kind": "budget",
-                                "capacity": monthly_usd_micros, "period": "month",
-                                "unit": "usd_micros"})
+        wanted = [
+            ({"key": keys["rpm"], "kind": "rolling", "window_seconds": 60, "unit": "requests"},
+             rpm, SETUP_RPM),
+            ({"key": keys["tpm"], "kind": "rolling", "window_seconds": 60, "unit": "tokens"},
+             tpm, SETUP_TPM),
+            ({"key": keys["usd"], "kind": "budget", "period": "month", "unit": "usd_micros"},
+             monthly_usd_micros, SETUP_MONTHLY_USD_MICROS),
+        ]
+        return {definition["key"]: self._put_what_differs(definition, capacity, default)
+                for definition, capacity, default in wanted}
+
+    def _put_what_differs(self, definition: Dict[str, Any], capacity: Optional[int],
+                          default: int) -> Dict[str, Any]:
+        try:
+            current = self.limiter.get_limit(definition["key"])["definition"]
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            self.limiter.put_limit(dict(definition,
+                                        capacity=default if capacity is None else capacity))
+            return {"created": True}
+        if capacity is None or current["capacity"] == capacity:
+            return {"created": False, "changed": {}}
+        # The server replaces a whole definition: send the current one with
+        # the new capacity, so nothing else changes.
+        self.limiter.put_limit(dict(current, capacity=capacity))
+        return {"created": False,
+                "changed": {"capacity": {"from": current["capacity"], "to": capacity}}}
 
     def chat(self, messages: List[Dict[str, str]], model: str = "gpt-4o-mini",
              max_tokens: int = 512, deadline_s: float = 30) -> ChatReport:
@@ -138,18 +175,35 @@ class LimitedChat:
             return json.loads(reply.read())
 
 
+def setup_text(what: Dict[str, Any]) -> str:
+    if what["created"]:
+        return "created"
+    if not what["changed"]:
+        return "unchanged"
+    return ", ".join("%s %s -> %s" % (name, change["from"], change["to"])
+                     for name, change in what["changed"].items())
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="One rate-limited chat completion.")
     parser.add_argument("prompt")
     parser.add_argument("--model", default="gpt-4o-mini", choices=sorted(PRICES))
     parser.add_argument("--team", default="sales")
     parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--setup", action="store_true", help="define example limits first")
+    parser.add_argument("--setup", action="store_true",
+                        help="create the limits that are missing; change only what a flag names")
+    parser.add_argument("--rpm", type=int, help="with --setup: requests per minute")
+    parser.add_argument("--tpm", type=int, help="with --setup: tokens per minute")
+    parser.add_argument("--budget-usd-micros", type=int,
+                        help="with --setup: the team's monthly budget in usd_micros")
     args = parser.parse_args(argv)
     with Client() as limiter:
         chat = LimitedChat(limiter, args.team)
         if args.setup:
-            chat.setup_limits(args.model)
+            done = chat.setup_limits(args.model, rpm=args.rpm, tpm=args.tpm,
+                                     monthly_usd_micros=args.budget_usd_micros)
+            for key, what in done.items():
+                print("setup: %s %s" % (key, setup_text(what)), file=sys.stderr)
         try:
             report = chat.chat([{"role": "user", "content": args.prompt}], args.model,
                                args.max_tokens)

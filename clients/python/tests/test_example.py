@@ -135,6 +135,41 @@ class OpenAIWrapperTest(unittest.TestCase):
         self.assertIn("tokens: prompt 5, completion 7, total 12", run.stderr)
         self.assertIn("cost $0.000005", run.stderr)  # 5*0.15 + 7*0.6 = 4.95 -> 5 micros
 
+    def test_setup_changes_only_what_differs(self):
+        """--setup creates a missing limit with the example's defaults, leaves one that exists as
+        it is (an operator's TPM of 200,000 stays), and changes only a capacity asked for, as
+        `llmlimit limits put` does."""
+        provider = FakeProvider(prompt_tokens=5, completion_tokens=7)
+        self.addCleanup(provider.close)
+        script = os.path.join(support.REPO, "clients", "python", "examples", "openai_wrapper.py")
+        env = dict(os.environ, LLMLIMIT_URL=self.server.url, OPENAI_BASE_URL=provider.url,
+                   OPENAI_API_KEY="sk-test")
+        team = unique_key("team")
+        tpm = "global:llm:openai:gpt-4o-mini:tpm"
+        usd = "team:%s:usd:month" % team
+        self.client.put_limit({"key": tpm, "kind": "rolling", "capacity": 200000,
+                               "window_seconds": 60, "unit": "tokens", "description": "ops"})
+        before = self.client.get_limit(tpm)["definition"]
+
+        def setup(*flags):
+            run = subprocess.run([sys.executable, script, "--setup", "--team", team] +
+                                 list(flags) + ["hello"],
+                                 env=env, capture_output=True, text=True, timeout=30)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            return run.stderr
+
+        err = setup()
+        self.assertEqual(self.client.get_limit(tpm)["definition"], before)
+        self.assertIn("setup: %s unchanged" % tpm, err)
+        self.assertEqual(self.client.get_limit(usd)["definition"]["capacity"], 100_000_000)
+        self.assertIn("setup: %s created" % usd, err)
+        err = setup("--tpm", "50000")
+        self.assertEqual(self.client.get_limit(tpm)["definition"], dict(before, capacity=50000))
+        self.assertIn("setup: %s capacity 200000 -> 50000" % tpm, err)
+        self.assertIn("setup: %s unchanged" % usd, err)
+        err = setup("--tpm", "50000")
+        self.assertIn("setup: %s unchanged" % tpm, err)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -274,6 +274,7 @@ static void fill_states(struct mem_backend *b, const struct reserve_request *req
         const struct mem_limit *limit = limits[i];
         struct requirement_state *state = &request->states[i];
         state->known = true;
+        state->kind = limit->kind;
         state->capacity = limit->capacity;
         if (limit->kind == LIMIT_BUDGET) {
             const struct mem_period *period = periods[i];

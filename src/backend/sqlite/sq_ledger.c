@@ -493,6 +493,7 @@ static void fill_states(const struct reserve_request *request, const struct rese
         const struct sq_period *p = plan->periods[i];
         struct requirement_state *state = &request->states[i];
         state->known = true;
+        state->kind = d->kind;
         state->capacity = d->capacity;
         state->available = limit_available(d->kind, d->capacity, p->reserved, p->used, p->debt);
         if (d->kind == LIMIT_BUDGET) {

@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "core/ids.h"
 #include "core/uuid.h"
 #include "tbclient/tbc_ids.h"
 #include "tb_backend.h"
@@ -19,8 +20,10 @@ struct tb_lease_name tb_ledger_lease_name(const struct tb_backend *b, const char
     uint8_t scheme = __atomic_load_n(&b->id_scheme, __ATOMIC_ACQUIRE);
     assert(scheme != TB_IDS_UNKNOWN); /* every job waits for it (tb_reserve_start, start) */
     struct tb_lease_name name = {id, length, -1};
+    /* The gateway's own lease ids are its prefix and a UUIDv7. */
+    uint32_t skip = lease_id_is_gateway(id, length) ? sizeof LEASE_ID_GATEWAY_PREFIX - 1 : 0;
     int64_t unix_ms;
-    if (scheme == TB_IDS_TIME_ORDERED && uuid_v7_unix_ms(id, length, &unix_ms))
+    if (scheme == TB_IDS_TIME_ORDERED && uuid_v7_unix_ms(id + skip, length - skip, &unix_ms))
         name.unix_ms = unix_ms;
     return name;
 }

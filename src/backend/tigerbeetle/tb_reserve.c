@@ -208,8 +208,10 @@ static void fill_states(struct tb_job *job)
         for (uint32_t j = 0; j < job->hold_count; j++) {
             const struct tb_limit *limit = job->holds[j].limit;
             if (limit->key_length == r->key_length &&
-                memcmp(limit->key, r->key, r->key_length) == 0)
+                memcmp(limit->key, r->key, r->key_length) == 0) {
+                state->kind = limit->state.definition.kind;
                 state->capacity = limit->state.definition.capacity;
+            }
         }
     }
     pthread_rwlock_unlock(&b->registry_lock);
