@@ -416,7 +416,7 @@ static int64_t denied_budget_period_end(struct exchange *ex, const struct gatewa
         struct limit_state state;
         if (backend_get_limit(ex->server->backend, req->key, &state) == 0 &&
             state.definition.kind == LIMIT_BUDGET)
-            return period_end_ms(state.definition.period, now_unix_ms);
+            return period_span_at(&state.definition, now_unix_ms).end_ms;
     }
     return 0;
 }
