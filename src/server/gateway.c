@@ -422,8 +422,9 @@ static int64_t denied_budget_period_end(struct exchange *ex, const struct gatewa
 }
 
 /* 429: what did not fit, and when to try again, in words: a budget names
- * the moment it resets, or (when calls in flight hold the rest of it) the
- * latest moment their holds free it; a rate limit how long to wait. */
+ * the moment it resets (a prepaid one that it never does), or (when calls
+ * in flight hold the rest of it) the latest moment their holds free it; a
+ * rate limit how long to wait. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
@@ -441,6 +442,12 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
     int64_t period_end = denied_budget_period_end(ex, call, now);
     char wait[64], when[64];
     wait_in_words(r->retry_after_ms, wait, sizeof wait);
+    if (period_end >= PERIOD_PREPAID_END_MS && now + r->retry_after_ms >= period_end)
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s is prepaid and cannot take this call; "
+                                    "it never resets: an operator tops it up by raising its "
+                                    "capacity.",
+                                    names);
     if (period_end > 0 && now + r->retry_after_ms >= period_end) {
         utc_in_words(period_end, false, when, sizeof when);
         return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
