@@ -3,7 +3,9 @@
  * steady state of about a million live holds, alone and paired with a
  * complete, on one and two threads; with --through-wait, the same calls
  * through the wait layer (wait_reserve with wait_ms 0, wait_complete), which
- * must cost no more. Prints figures; asserts nothing. */
+ * must cost no more; with --time-zone, the budget's periods are that zone's
+ * local months, which must cost no more either. Prints figures; asserts
+ * nothing. */
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -41,8 +43,9 @@ struct options {
     const char *backend;
     uint64_t live_holds;
     uint64_t ops;
-    const char *scenario; /* "all" or one name of the table in main */
-    bool through_wait;    /* calls through the wait layer (src/wait) */
+    const char *scenario;  /* "all" or one name of the table in main */
+    bool through_wait;     /* calls through the wait layer (src/wait) */
+    const char *time_zone; /* the budget's ("": UTC) */
     uint32_t lease_cache_entries;
     int64_t warm_up; /* reserves before timing; -1: a window of leases plus the lease cache */
 };
@@ -75,7 +78,7 @@ static uint32_t lease_id(char *out, uint32_t thread, uint64_t i)
     return 19;
 }
 
-static int put_limits(struct bench *b)
+static int put_limits(struct bench *b, const char *time_zone)
 {
     struct limit_definition d[3];
     memset(d, 0, sizeof d);
@@ -88,6 +91,7 @@ static int put_limits(struct bench *b)
     d[2].kind = LIMIT_BUDGET;
     d[2].period = PERIOD_MONTH;
     d[2].timeout_seconds = WINDOW_SECONDS;
+    snprintf(d[2].time_zone, sizeof d[2].time_zone, "%s", time_zone);
     for (int i = 0; i < 3; i++) {
         char error[256] = "";
         struct limit_state state;
@@ -269,7 +273,7 @@ static int scenario(const struct options *o, const char *name, uint32_t threads,
         fprintf(stderr, "bench_backend: open %s: %s\n", o->backend, error);
         return -1;
     }
-    int rc = put_limits(&b);
+    int rc = put_limits(&b, o->time_zone);
     if (rc == 0 && o->through_wait) {
         struct wait_options options;
         wait_options_defaults(&options);
@@ -319,6 +323,8 @@ static int parse(int argc, char **argv, struct options *o)
             o->warm_up = strtoll(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--through-wait") == 0)
             o->through_wait = true;
+        else if (strcmp(argv[i], "--time-zone") == 0 && i + 1 < argc)
+            o->time_zone = argv[++i];
         else
             return -1;
     }
@@ -348,18 +354,21 @@ int main(int argc, char **argv)
                         .live_holds = 1000000,
                         .ops = 3000000,
                         .scenario = "all",
-                        .lease_cache_entries = LEASE_CACHE_ENTRIES_DEFAULT};
+                        .lease_cache_entries = LEASE_CACHE_ENTRIES_DEFAULT,
+                        .time_zone = ""};
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr,
                 "usage: bench_backend [--backend %s] [--live-holds N (1000000)] [--ops N "
                 "(3000000)] [--scenario all|reserve|pairs|reserve2|pairs2] [--lease-cache N "
-                "(%u)] [--warm-up N (live leases + lease cache)] [--through-wait]\n",
+                "(%u)] [--warm-up N (live leases + lease cache)] [--through-wait] "
+                "[--time-zone NAME (the budget's; default UTC)]\n",
                 backend_names(), (unsigned)LEASE_CACHE_ENTRIES_DEFAULT);
         return 2;
     }
     printf("bench_backend: %s backend%s; reserve = rolling rpm 1 + rolling tpm 1500 + monthly "
-           "budget 20000 usd_micros; ~%" PRIu64 " live holds; lease cache full\n",
-           o.backend, o.through_wait ? " through the wait layer" : "", o.live_holds);
+           "budget 20000 usd_micros (%s); ~%" PRIu64 " live holds; lease cache full\n",
+           o.backend, o.through_wait ? " through the wait layer" : "",
+           o.time_zone[0] != '\0' ? o.time_zone : "UTC", o.live_holds);
     for (size_t i = 0; i < SCENARIO_COUNT; i++) {
         if (strcmp(o.scenario, "all") != 0 && strcmp(o.scenario, scenarios[i].name) != 0)
             continue;

@@ -427,10 +427,12 @@ struct llmlimit_limit_definition {
     uint64_t capacity;
     uint32_t window_seconds;  /* rolling */
     uint32_t timeout_seconds; /* concurrency; budget (default 60, clamped 5..300) */
-    const char *period;       /* budget: "day" | "week" | "month" */
+    const char *period;       /* budget: "day" | "week" | "month" | "none" (prepaid) */
     const char *unit;         /* "requests", "tokens", "usd_micros", ... */
     const char *description;
-    const char *overage; /* "debt" (default) | "deny" */
+    const char *overage;        /* "debt" (default) | "deny" */
+    uint32_t period_anchor_day; /* month budget: 1..28, the day months start on; 0: the 1st */
+    const char *time_zone;      /* budget: an IANA zone ("Europe/Berlin"); NULL or "": UTC */
 };
 
 struct llmlimit_limit_state {

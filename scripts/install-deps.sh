@@ -5,8 +5,9 @@
 # (clang, node, Chromium, npm packages) is scripts/install-test-deps.sh's.
 # python3: CMake's configuration looks for it (the test suite is written in it).
 set -e
+# tzdata: /usr/share/zoneinfo, where a budget's time_zone is read from.
 PKGS="cmake make gcc pkg-config libjansson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev \
-python3"
+python3 tzdata"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

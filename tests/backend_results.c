@@ -146,10 +146,24 @@ void admin_error_text(char *out, enum backend_admin_result result, const char *k
         snprintf(out, RESULT_ERROR_SIZE, "kind: cannot change %s to %s; delete the limit first",
                  limit_kind_name(in_force->definition.kind), limit_kind_name(wanted->kind));
         return;
-    case BACKEND_ADMIN_PERIOD_CHANGED:
-        snprintf(out, RESULT_ERROR_SIZE, "period: cannot change %s to %s; delete the limit first",
-                 limit_period_name(in_force->definition.period), limit_period_name(wanted->period));
+    case BACKEND_ADMIN_PERIOD_CHANGED: {
+        const struct limit_definition *from = &in_force->definition;
+        if (from->period != wanted->period)
+            snprintf(out, RESULT_ERROR_SIZE,
+                     "period: cannot change %s to %s; delete the limit first",
+                     limit_period_name(from->period), limit_period_name(wanted->period));
+        else if (strcmp(from->time_zone, wanted->time_zone) != 0)
+            snprintf(out, RESULT_ERROR_SIZE,
+                     "time_zone: cannot change %s to %s; delete the limit first",
+                     from->time_zone[0] != '\0' ? from->time_zone : "UTC",
+                     wanted->time_zone[0] != '\0' ? wanted->time_zone : "UTC");
+        else
+            snprintf(out, RESULT_ERROR_SIZE,
+                     "period_anchor_day: cannot change %d to %d; delete the limit first",
+                     from->period_anchor_day == 0 ? 1 : from->period_anchor_day,
+                     wanted->period_anchor_day == 0 ? 1 : wanted->period_anchor_day);
         return;
+    }
     case BACKEND_ADMIN_TOO_MANY_LIMITS:
         snprintf(out, RESULT_ERROR_SIZE, "key: at most %d limits", LIMITS_COUNT_MAX);
         return;

@@ -222,7 +222,7 @@ enum backend_admin_result limit_reshape_check(const struct limit_definition *in_
     assert(strcmp(in_force->key, wanted->key) == 0);
     if (in_force->kind != wanted->kind)
         return BACKEND_ADMIN_KIND_CHANGED;
-    if (in_force->period != wanted->period)
+    if (in_force->kind == LIMIT_BUDGET && !limit_period_same(in_force, wanted))
         return BACKEND_ADMIN_PERIOD_CHANGED;
     return BACKEND_ADMIN_OK;
 }

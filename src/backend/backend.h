@@ -867,7 +867,8 @@ void reserve_replay(const struct reserve_request *request, const struct lease_vi
 /* ---- Admin calls. */
 
 /* The refusal of a put that would change what a live limit is: its kind,
- * or a budget's period (docs/semantics.md, "Capacity changes": delete it
+ * or a budget's periods (period, period_anchor_day, time_zone:
+ * limit_period_same; docs/semantics.md, "Capacity changes": delete it
  * first). BACKEND_ADMIN_OK, BACKEND_ADMIN_KIND_CHANGED or
  * BACKEND_ADMIN_PERIOD_CHANGED. Each backend calls it under its lock. */
 enum backend_admin_result limit_reshape_check(const struct limit_definition *in_force,

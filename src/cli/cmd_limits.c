@@ -15,7 +15,8 @@
 static const char limits_usage[] =
     "usage: llmlimit limits put --key K --kind rolling|concurrency|budget --capacity N\n"
     "                           [--window-seconds S] [--timeout-seconds S]\n"
-    "                           [--period day|week|month] [--unit U] [--description D]\n"
+    "                           [--period day|week|month|none] [--period-anchor-day D]\n"
+    "                           [--time-zone ZONE] [--unit U] [--description D]\n"
     "                           [--overage debt|deny]\n"
     "       (on a limit that exists, every flag but --key is optional: what is not\n"
     "        given stays as it is, and the answer says what changed)\n"
@@ -31,12 +32,19 @@ static json_t *definition_json(const struct llmlimit_limit_definition *definitio
     /* What the library hands back has every string (empty when unset). */
     assert(definition->key != NULL);
     assert(definition->kind != NULL);
-    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "key", definition->key, "kind",
-                     definition->kind, "capacity", (json_int_t)definition->capacity,
-                     "window_seconds", (json_int_t)definition->window_seconds, "timeout_seconds",
-                     (json_int_t)definition->timeout_seconds, "period", definition->period, "unit",
-                     definition->unit, "description", definition->description, "overage",
-                     definition->overage);
+    json_t *json = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "key", definition->key,
+                             "kind", definition->kind, "capacity", (json_int_t)definition->capacity,
+                             "window_seconds", (json_int_t)definition->window_seconds,
+                             "timeout_seconds", (json_int_t)definition->timeout_seconds, "period",
+                             definition->period, "unit", definition->unit, "description",
+                             definition->description, "overage", definition->overage);
+    /* As the server prints them: only when set. */
+    if (json != NULL && definition->period_anchor_day > 0)
+        json_object_set_new(json, "period_anchor_day",
+                            json_integer((json_int_t)definition->period_anchor_day));
+    if (json != NULL && definition->time_zone != NULL && definition->time_zone[0] != '\0')
+        json_object_set_new(json, "time_zone", json_string(definition->time_zone));
+    return json;
 }
 
 static json_t *state_json(const struct llmlimit_limit_state *state)
@@ -86,6 +94,8 @@ static int definition_from_json(const struct cli *cli, const json_t *object,
             text = &definition->description;
         else if (strcmp(field, "overage") == 0)
             text = &definition->overage;
+        else if (strcmp(field, "time_zone") == 0)
+            text = &definition->time_zone;
         if (text != NULL) {
             if (!json_is_string(value))
                 return cli_usage_error(cli, "%s: must be a string", field);
@@ -101,6 +111,8 @@ static int definition_from_json(const struct cli *cli, const json_t *object,
             definition->window_seconds = (uint32_t)number;
         else if (strcmp(field, "timeout_seconds") == 0 && number <= UINT32_MAX)
             definition->timeout_seconds = (uint32_t)number;
+        else if (strcmp(field, "period_anchor_day") == 0 && number <= UINT32_MAX)
+            definition->period_anchor_day = (uint32_t)number;
         else
             return cli_usage_error(cli, "%s: unknown field or out of range", field);
     }
@@ -170,22 +182,24 @@ struct put_given {
     bool capacity;
     bool window_seconds;
     bool timeout_seconds;
+    bool period_anchor_day;
 };
 
 static int put_flags(const struct cli *cli, int argc, char **argv,
                      struct llmlimit_limit_definition *definition, struct put_given *given,
                      const char **file)
 {
-    static const char *const string_flags[] = {"--key",  "--kind",        "--period",
-                                               "--unit", "--description", "--overage"};
+    static const char *const string_flags[] = {"--key",         "--kind",    "--period",   "--unit",
+                                               "--description", "--overage", "--time-zone"};
     memset(definition, 0, sizeof(*definition));
     memset(given, 0, sizeof(*given));
-    const char **strings[] = {&definition->key,  &definition->kind,        &definition->period,
-                              &definition->unit, &definition->description, &definition->overage};
+    const char **strings[] = {&definition->key,      &definition->kind,        &definition->period,
+                              &definition->unit,     &definition->description, &definition->overage,
+                              &definition->time_zone};
     for (int i = 2; i < argc; i++) {
         const char *value;
         int matched = 0;
-        for (size_t f = 0; f < 6 && matched == 0; f++) {
+        for (size_t f = 0; f < 7 && matched == 0; f++) {
             if ((matched = cli_flag(argc, argv, &i, string_flags[f], &value)) == 1)
                 *strings[f] = value;
         }
@@ -207,6 +221,12 @@ static int put_flags(const struct cli *cli, int argc, char **argv,
             given->timeout_seconds = true;
             if (cli_parse_u32(value, &definition->timeout_seconds) != 0)
                 return cli_usage_error(cli, "--timeout-seconds: want an integer");
+        }
+        if (matched == 0 &&
+            (matched = cli_flag(argc, argv, &i, "--period-anchor-day", &value)) == 1) {
+            given->period_anchor_day = true;
+            if (cli_parse_u32(value, &definition->period_anchor_day) != 0)
+                return cli_usage_error(cli, "--period-anchor-day: want an integer");
         }
         if (matched < 0)
             return cli_usage_error(cli, "%s needs a value", argv[i]);
@@ -231,11 +251,13 @@ static void keep_unset(struct llmlimit_limit_definition *definition, const struc
         definition->window_seconds = current->window_seconds;
     if (!given->timeout_seconds)
         definition->timeout_seconds = current->timeout_seconds;
+    if (!given->period_anchor_day)
+        definition->period_anchor_day = current->period_anchor_day;
     const char **mine[] = {&definition->period, &definition->unit, &definition->description,
-                           &definition->overage};
+                           &definition->overage, &definition->time_zone};
     const char *const theirs[] = {current->period, current->unit, current->description,
-                                  current->overage};
-    for (size_t i = 0; i < 4; i++) {
+                                  current->overage, current->time_zone};
+    for (size_t i = 0; i < 5; i++) {
         if (*mine[i] == NULL)
             *mine[i] = theirs[i];
     }
@@ -252,19 +274,24 @@ static json_t *changes_json(const struct llmlimit_limit_definition *from,
                             const struct llmlimit_limit_definition *to)
 {
     json_t *changes = json_object();
-    const char *const text_names[] = {"kind", "period", "unit", "description", "overage"};
-    const char *const text_from[] = {from->kind, from->period, from->unit, from->description,
-                                     from->overage};
-    const char *const text_to[] = {to->kind, to->period, to->unit, to->description, to->overage};
-    for (size_t i = 0; i < 5; i++) {
+    const char *const text_names[] = {"kind",        "period",  "unit",
+                                      "description", "overage", "time_zone"};
+    const char *const text_from[] = {from->kind,        from->period,  from->unit,
+                                     from->description, from->overage, from->time_zone};
+    const char *const text_to[] = {to->kind,        to->period,  to->unit,
+                                   to->description, to->overage, to->time_zone};
+    for (size_t i = 0; i < 6; i++) {
         const char *a = text_or_empty(text_from[i]), *b = text_or_empty(text_to[i]);
         if (strcmp(a, b) != 0)
             json_object_set_new(changes, text_names[i], json_pack("{s:s,s:s}", "from", a, "to", b));
     }
-    const char *const number_names[] = {"capacity", "window_seconds", "timeout_seconds"};
-    const uint64_t number_from[] = {from->capacity, from->window_seconds, from->timeout_seconds};
-    const uint64_t number_to[] = {to->capacity, to->window_seconds, to->timeout_seconds};
-    for (size_t i = 0; i < 3; i++) {
+    const char *const number_names[] = {"capacity", "window_seconds", "timeout_seconds",
+                                        "period_anchor_day"};
+    const uint64_t number_from[] = {from->capacity, from->window_seconds, from->timeout_seconds,
+                                    from->period_anchor_day};
+    const uint64_t number_to[] = {to->capacity, to->window_seconds, to->timeout_seconds,
+                                  to->period_anchor_day};
+    for (size_t i = 0; i < 4; i++) {
         if (number_from[i] != number_to[i])
             json_object_set_new(changes, number_names[i],
                                 json_pack("{s:I,s:I}", "from", (json_int_t)number_from[i], "to",

@@ -109,10 +109,13 @@ static int definition_json_add(json_t *object, const struct llmlimit_limit_defin
     if (definition->timeout_seconds > 0)
         rc |= json_object_set_new(object, "timeout_seconds",
                                   json_integer((json_int_t)definition->timeout_seconds));
-    const char *names[] = {"period", "unit", "description", "overage"};
+    if (definition->period_anchor_day > 0)
+        rc |= json_object_set_new(object, "period_anchor_day",
+                                  json_integer((json_int_t)definition->period_anchor_day));
+    const char *names[] = {"period", "unit", "description", "overage", "time_zone"};
     const char *values[] = {definition->period, definition->unit, definition->description,
-                            definition->overage};
-    for (size_t i = 0; i < 4; i++) {
+                            definition->overage, definition->time_zone};
+    for (size_t i = 0; i < 5; i++) {
         if (values[i] != NULL && values[i][0] != '\0')
             rc |= json_object_set_new(object, names[i], json_string(values[i]));
     }
@@ -167,6 +170,9 @@ static size_t state_strings_size(const json_t *state)
             return 0;
         bytes += strlen(text) + 1;
     }
+    /* A budget's zone is there only when set. */
+    const char *time_zone = json_field_string(definition, "time_zone");
+    bytes += (time_zone != NULL ? strlen(time_zone) : 0) + 1;
     const char *limit_status = json_field_string(state, "status");
     return limit_status != NULL ? bytes + strlen(limit_status) + 1 : 0;
 }
@@ -193,7 +199,16 @@ static int state_fill(const json_t *state, struct llmlimit_limit_state *out, cha
     out->definition.unit = strings[3];
     out->definition.description = strings[4];
     out->definition.overage = strings[5];
+    const char *time_zone = json_field_string(definition, "time_zone");
+    out->definition.time_zone = strings_put(cursor, time_zone != NULL ? time_zone : "");
     out->status = strings_put(cursor, json_field_string(state, "status"));
+    /* Absent unless set; 0 is the 1st. */
+    int64_t anchor_day = 0;
+    if (json_object_get(definition, "period_anchor_day") != NULL &&
+        (!json_field_i64(definition, "period_anchor_day", &anchor_day) || anchor_day < 0 ||
+         anchor_day > 28))
+        return LLMLIMIT_ERR_PROTOCOL;
+    out->definition.period_anchor_day = (uint32_t)anchor_day;
     int64_t window_seconds, timeout_seconds;
     bool ok = json_field_u64(definition, "capacity", &out->definition.capacity) &&
               json_field_i64(definition, "window_seconds", &window_seconds) &&

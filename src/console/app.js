@@ -410,10 +410,22 @@
     }
   }
 
+  // A prepaid budget (period "none") has one period, to the year 10000.
+  const PREPAID_END_MS = 253402300800000;
+  function prepaid(usage) {
+    return Number(usage.period_end_unix_ms) >= PREPAID_END_MS;
+  }
+
+  // A budget's period in its own zone's local time, as the server gives it.
+  function localPeriod(limit) {
+    return limit.period_start_local + ' to ' + limit.period_end_local;
+  }
+
   function resetText(limit, now) {
     const at = limit.reset_at_unix_ms;
     if (limit.kind === 'budget') {
-      return ['period ends in ' + fmtDuration(at - now), fmtUtc(at)];
+      if (prepaid(limit)) return ['never', 'prepaid: raise its capacity to top it up'];
+      return ['period ends in ' + fmtDuration(at - now), 'this period: ' + localPeriod(limit)];
     }
     if (at === null) return ['–', 'holds nothing'];
     return ['in ' + fmtDuration(at - now),
@@ -427,7 +439,7 @@
     setCell(c.key, limit.key, limit.key, limit.description, limit.key);
     setCell(c.kind, limit.kind, limit.kind,
             (limit.kind === 'rolling' ? limit.window_seconds + ' s window'
-              : limit.kind === 'budget' ? 'per ' + limit.period
+              : limit.kind === 'budget' ? (limit.period === 'none' ? 'prepaid' : 'per ' + limit.period)
                 : limit.timeout_seconds + ' s timeout') + (unit ? ' · ' + unit : ''));
     const decreasing = limit.status === 'decreasing';
     setCell(c.status, limit.status, limit.status,
@@ -567,7 +579,9 @@
       const amount = (v) => fmtAmount(v, limit.unit);
       if (big(limit.available) <= 0n) {
         items.push(['out', limit.key, 'is used up: available ' + amount(limit.available) +
-                    (limit.kind === 'budget' ? ' until ' + fmtUtc(limit.period_end_unix_ms)
+                    (limit.kind === 'budget'
+                      ? ' until ' + (prepaid(limit) ? 'its capacity is raised (prepaid)'
+                        : limit.period_end_local)
                       : limit.reset_at_unix_ms !== null
                         ? ', capacity comes back in ' + fmtDuration(limit.reset_at_unix_ms - now)
                         : '')]);
@@ -630,7 +644,12 @@
 
   function spendChart(spend) {
     const width = 320, height = 120, left = 4, right = 316, top = 8, bottom = 108;
-    const start = spend.period_start_unix_ms, end = spend.period_end_unix_ms;
+    let start = spend.period_start_unix_ms, end = spend.period_end_unix_ms;
+    if (prepaid(spend)) {
+      // One period to the year 10000: show what was watched, and as long again.
+      start = spend.points.length > 0 ? Number(spend.points[0].at_unix_ms) : spend.now_unix_ms - 3600000;
+      end = spend.now_unix_ms + Math.max(spend.now_unix_ms - start, 3600000);
+    }
     // The capacity and what was spent set the scale; a projection past
     // them leaves the chart at its top edge (the SVG clips it).
     let yMax = Number(spend.capacity);
@@ -686,8 +705,8 @@
     const rate = 'Spent ' + amount(spend.rate_window_spent) + ' in the last ' +
                  fmtDuration(spend.rate_window_ms) + ' (' + perHour + ' per hour)';
     if (spend.runs_out_at_unix_ms === null) {
-      return rate + ': at that rate it does not run out before ' +
-             fmtUtc(spend.period_end_unix_ms) + '.';
+      return rate + ': at that rate it does not run out' +
+             (prepaid(spend) ? '' : ' before ' + fmtUtc(spend.period_end_unix_ms)) + '.';
     }
     if (big(spend.available) <= 0n) return 'Used up. ' + rate + '.';
     return rate + ': at that rate it runs out in ' +
@@ -759,8 +778,9 @@
     card.append(figures, spendChart(spend));
     card.append(projectionOf(spend));
     card.append(el('p', {className: 'muted',
-                         text: 'period ' + fmtUtc(spend.period_start_unix_ms) + ' to ' +
-                               fmtUtc(spend.period_end_unix_ms)}));
+                         text: prepaid(spend) ? 'prepaid: never resets'
+                           : 'period ' + fmtUtc(spend.period_start_unix_ms) + ' to ' +
+                             fmtUtc(spend.period_end_unix_ms)}));
     card.append(el('h4', {text: 'Top callers this period'}), callersList(callers, spend.unit));
     return card;
   }
@@ -900,7 +920,12 @@
                    ['capacity', fmtInt(limit.capacity) + (limit.unit ? ' ' + limit.unit : '')]];
     if (limit.kind === 'rolling') items.push(['window', limit.window_seconds + ' s']);
     if (limit.kind !== 'rolling') items.push(['hold timeout', limit.timeout_seconds + ' s']);
-    if (limit.kind === 'budget') items.push(['period', limit.period + ' (UTC)']);
+    if (limit.kind === 'budget') {
+      items.push(['period', limit.period === 'none' ? 'none (prepaid: never resets)'
+        : limit.period + (limit.period_anchor_day ? ' from day ' + limit.period_anchor_day : '') +
+          ' (' + (limit.time_zone || 'UTC') + ')']);
+      if (limit.period_start_local) items.push(['this period', localPeriod(limit)]);
+    }
     items.push(['overage', limit.overage]);
     if (limit.description) items.push(['description', limit.description]);
     dl.replaceChildren(...items.map(([name, value]) =>

@@ -1,16 +1,19 @@
-/* Validation of limit definitions and UTC calendar arithmetic for budget
- * periods. The civil-date conversion works on days since 1970-01-01 with
- * 400-year eras, so it is exact for every int64 millisecond we accept. */
+/* Validation of limit definitions and the calendar arithmetic of budget
+ * periods: local days of a time zone (tz.c) or of UTC, on the civil-date
+ * conversion of civil.h, exact for every int64 millisecond we accept. */
 #include "limits.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MS_PER_DAY INT64_C(86400000)
+#include "civil.h"
+
+_Static_assert(TIME_ZONE_LENGTH_MAX == TZ_NAME_LENGTH_MAX, "a time_zone is a zone name");
 
 static const char *const kind_names[] = {"", "rolling", "concurrency", "budget"};
-static const char *const period_names[] = {"", "day", "week", "month"};
+static const char *const period_names[] = {"", "day", "week", "month", "none"};
 static const char *const overage_names[] = {"debt", "deny"};
 static const char *const status_names[] = {"active", "decreasing"};
 
@@ -43,13 +46,13 @@ int limit_kind_parse(const char *name, enum limit_kind *out)
 
 const char *limit_period_name(enum limit_period period)
 {
-    return (period >= PERIOD_DAY && period <= PERIOD_MONTH) ? period_names[period] : "";
+    return (period >= PERIOD_DAY && period <= PERIOD_PREPAID) ? period_names[period] : "";
 }
 
 int limit_period_parse(const char *name, enum limit_period *out)
 {
     assert(out != NULL);
-    int i = name_parse(period_names, 4, 0, name);
+    int i = name_parse(period_names, 5, 0, name);
     if (i < 0)
         return -1;
     *out = (enum limit_period)i;
@@ -94,6 +97,45 @@ static int fail(char *error, size_t error_size, const char *message)
     return -1;
 }
 
+/* The fields of a budget's periods on a limit of another kind: absent. */
+static int period_fields_absent(const struct limit_definition *d, const char *kind, char *error,
+                                size_t error_size)
+{
+    char text[96];
+    const char *field = d->period != PERIOD_NONE    ? "period"
+                        : d->period_anchor_day != 0 ? "period_anchor_day"
+                        : d->time_zone[0] != '\0'   ? "time_zone"
+                                                    : NULL;
+    if (field == NULL)
+        return 0;
+    snprintf(text, sizeof text, "%s: not allowed on a %s limit", field, kind);
+    return fail(error, error_size, text);
+}
+
+/* A budget's period, anchor day and time zone (whose zone is looked up). */
+static int validate_period(struct limit_definition *d, char *error, size_t error_size)
+{
+    if (d->period == PERIOD_NONE)
+        return fail(error, error_size, "period: required (day, week, month or none) for a budget");
+    if (d->period_anchor_day > PERIOD_ANCHOR_DAY_MAX)
+        return fail(error, error_size, "period_anchor_day: must be 1..28");
+    if (d->period_anchor_day != 0 && d->period != PERIOD_MONTH)
+        return fail(error, error_size, "period_anchor_day: only for period month");
+    d->zone = NULL;
+    if (d->time_zone[0] == '\0')
+        return 0;
+    if (d->period == PERIOD_PREPAID)
+        return fail(error, error_size, "time_zone: not allowed with period none (it never resets)");
+    char reason[128];
+    if (tz_zone_get(d->time_zone, &d->zone, reason, sizeof reason) != 0) {
+        char text[256];
+        snprintf(text, sizeof text, "time_zone: %s: %s", d->time_zone, reason);
+        return fail(error, error_size, text);
+    }
+    assert(d->zone != NULL);
+    return 0;
+}
+
 static int validate_kind_fields(struct limit_definition *d, char *error, size_t error_size)
 {
     switch (d->kind) {
@@ -102,21 +144,17 @@ static int validate_kind_fields(struct limit_definition *d, char *error, size_t 
             return fail(error, error_size, "window_seconds: required (> 0) for a rolling limit");
         if (d->timeout_seconds != 0)
             return fail(error, error_size, "timeout_seconds: not allowed on a rolling limit");
-        if (d->period != PERIOD_NONE)
-            return fail(error, error_size, "period: not allowed on a rolling limit");
-        break;
+        return period_fields_absent(d, "rolling", error, error_size);
     case LIMIT_CONCURRENCY:
         if (d->timeout_seconds == 0)
             return fail(error, error_size,
                         "timeout_seconds: required (> 0) for a concurrency limit");
         if (d->window_seconds != 0)
             return fail(error, error_size, "window_seconds: not allowed on a concurrency limit");
-        if (d->period != PERIOD_NONE)
-            return fail(error, error_size, "period: not allowed on a concurrency limit");
-        break;
+        return period_fields_absent(d, "concurrency", error, error_size);
     case LIMIT_BUDGET:
-        if (d->period == PERIOD_NONE)
-            return fail(error, error_size, "period: required (day, week or month) for a budget");
+        if (validate_period(d, error, error_size) != 0)
+            return -1;
         if (d->window_seconds != 0)
             return fail(error, error_size, "window_seconds: not allowed on a budget limit");
         if (d->timeout_seconds == 0)
@@ -127,11 +165,10 @@ static int validate_kind_fields(struct limit_definition *d, char *error, size_t 
             d->timeout_seconds = BUDGET_TIMEOUT_SECONDS_MAX;
         assert(d->timeout_seconds >= BUDGET_TIMEOUT_SECONDS_MIN);
         assert(d->timeout_seconds <= BUDGET_TIMEOUT_SECONDS_MAX);
-        break;
+        return 0;
     default:
         return fail(error, error_size, "kind: must be rolling, concurrency or budget");
     }
-    return 0;
 }
 
 int limit_definition_validate(struct limit_definition *d, char *error, size_t error_size)
@@ -177,82 +214,155 @@ int64_t limit_hold_duration_ms(const struct limit_definition *d)
     return (int64_t)seconds * 1000;
 }
 
-/* Floor division for negative instants (before 1970). */
-static int64_t floor_div(int64_t a, int64_t b)
+/* ---- budget periods ------------------------------------------------------ */
+
+static int anchor_of(const struct limit_definition *d)
 {
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
+    return d->period_anchor_day == 0 ? 1 : d->period_anchor_day;
 }
 
-/* Days since 1970-01-01 -> civil year/month (month 1..12). */
-static void civil_from_days(int64_t days, int64_t *year, int *month)
+bool limit_period_same(const struct limit_definition *a, const struct limit_definition *b)
 {
-    days += 719468;
-    int64_t era = floor_div(days, 146097);
-    int64_t doe = days - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *year = yoe + era * 400 + (m <= 2 ? 1 : 0);
-    *month = m;
+    return a->period == b->period && anchor_of(a) == anchor_of(b) &&
+           strcmp(a->time_zone, b->time_zone) == 0;
 }
 
-/* Civil year/month/day -> days since 1970-01-01. */
-static int64_t days_from_civil(int64_t year, int month, int day)
+/* The local day (days since 1970-01-01 of the local calendar) the period
+ * containing local day `day` starts on. */
+static int64_t period_first_day(const struct limit_definition *d, int64_t day)
 {
-    year -= month <= 2 ? 1 : 0;
-    int64_t era = floor_div(year, 400);
-    int64_t yoe = year - era * 400;
-    int64_t mp = month > 2 ? month - 3 : month + 9;
-    int64_t doy = (153 * mp + 2) / 5 + day - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-int64_t period_start_ms(enum limit_period period, int64_t unix_ms)
-{
-    int64_t days = floor_div(unix_ms, MS_PER_DAY);
-    switch (period) {
+    switch (d->period) {
     case PERIOD_DAY:
-        return days * MS_PER_DAY;
-    case PERIOD_WEEK: {
-        /* 1970-01-01 was a Thursday; Monday is 3 days earlier. */
-        int64_t monday = days - (((days + 3) % 7) + 7) % 7;
-        return monday * MS_PER_DAY;
-    }
+        return day;
+    case PERIOD_WEEK:
+        return day - (civil_weekday(day) + 6) % 7; /* back to Monday */
     case PERIOD_MONTH: {
         int64_t year;
-        int month;
-        civil_from_days(days, &year, &month);
-        return days_from_civil(year, month, 1) * MS_PER_DAY;
+        int month, day_of_month;
+        civil_from_days(day, &year, &month, &day_of_month);
+        if (day_of_month < anchor_of(d) && --month == 0) {
+            month = 12;
+            year--;
+        }
+        return civil_to_days(year, month, anchor_of(d));
     }
     default:
+        assert(false);
         return 0;
     }
 }
 
-int64_t period_end_ms(enum limit_period period, int64_t unix_ms)
+/* The local day the period after the one starting on `first` starts on. */
+static int64_t period_next_day(const struct limit_definition *d, int64_t first)
 {
-    int64_t start = period_start_ms(period, unix_ms);
-    switch (period) {
-    case PERIOD_DAY:
-        return start + MS_PER_DAY;
-    case PERIOD_WEEK:
-        return start + 7 * MS_PER_DAY;
-    case PERIOD_MONTH: {
-        int64_t year;
-        int month;
-        civil_from_days(floor_div(start, MS_PER_DAY), &year, &month);
-        if (month == 12)
-            return days_from_civil(year + 1, 1, 1) * MS_PER_DAY;
-        return days_from_civil(year, month + 1, 1) * MS_PER_DAY;
+    if (d->period == PERIOD_DAY)
+        return first + 1;
+    if (d->period == PERIOD_WEEK)
+        return first + 7;
+    assert(d->period == PERIOD_MONTH);
+    int64_t year;
+    int month, day;
+    civil_from_days(first, &year, &month, &day);
+    if (++month == 13) {
+        month = 1;
+        year++;
     }
-    default:
-        return INT64_MAX;
+    return civil_to_days(year, month, day); /* day <= 28: every month has it */
+}
+
+/* The first instant (unix seconds) of local day `day`. */
+static int64_t day_start_s(const struct tz_zone *zone, int64_t day)
+{
+    int64_t local_s = day * CIVIL_SECONDS_PER_DAY;
+    return zone == NULL ? local_s : tz_first_local(zone, local_s);
+}
+
+struct period_span period_span_at(const struct limit_definition *d, int64_t unix_ms)
+{
+    assert(d->kind == LIMIT_BUDGET);
+    assert(d->time_zone[0] == '\0' || d->zone != NULL); /* validated */
+    /* Within +-INT64_MAX / 2 and a margin for the next period's start. */
+    assert(unix_ms > INT64_MIN / 4 * 3);
+    assert(unix_ms < INT64_MAX / 4 * 3);
+    if (d->period == PERIOD_PREPAID)
+        return (struct period_span){0, PERIOD_PREPAID_END_MS};
+    const struct tz_zone *zone = d->time_zone[0] == '\0' ? NULL : d->zone;
+    int64_t s = civil_floor_div(unix_ms, 1000);
+    int64_t local_s = zone == NULL ? s : s + tz_offset_at(zone, s);
+    int64_t first = period_first_day(d, civil_floor_div(local_s, CIVIL_SECONDS_PER_DAY));
+    int64_t next = period_next_day(d, first);
+    int64_t start_s = day_start_s(zone, first);
+    int64_t end_s = day_start_s(zone, next);
+    /* Local time that falls back over midnight has already reached the next
+     * day once: the next period began then. Offsets differ by at most two
+     * days, so a few steps always reach it. */
+    for (int step = 0; step < 4 && s >= end_s; step++) {
+        next = period_next_day(d, next);
+        start_s = end_s;
+        end_s = day_start_s(zone, next);
     }
+    assert(start_s <= s);
+    assert(s < end_s);
+    return (struct period_span){start_s * 1000, end_s * 1000};
+}
+
+#define MEMO_LENGTH_BITS 22
+#define MEMO_START_S_MAX (INT64_C(1) << (63 - MEMO_LENGTH_BITS))
+
+struct period_span period_memo_span(const struct limit_definition *d, struct period_memo *memo,
+                                    int64_t unix_ms)
+{
+    uint64_t packed = atomic_load_explicit(&memo->packed, memory_order_relaxed);
+    /* Arithmetic shift: the start may be before 1970. */
+    int64_t start_ms = ((int64_t)packed >> MEMO_LENGTH_BITS) * 1000;
+    int64_t end_ms = start_ms + (int64_t)(packed & ((UINT64_C(1) << MEMO_LENGTH_BITS) - 1)) * 1000;
+    if (unix_ms >= start_ms && unix_ms < end_ms)
+        return (struct period_span){start_ms, end_ms};
+    struct period_span span = period_span_at(d, unix_ms);
+    int64_t start_s = span.start_ms / 1000, length_s = (span.end_ms - span.start_ms) / 1000;
+    /* A day, week or month fits; a prepaid budget's one period is known
+     * without arithmetic. */
+    if (start_s > -MEMO_START_S_MAX && start_s < MEMO_START_S_MAX &&
+        length_s < (INT64_C(1) << MEMO_LENGTH_BITS)) {
+        packed = (uint64_t)start_s << MEMO_LENGTH_BITS | (uint64_t)length_s;
+        atomic_store_explicit(&memo->packed, packed, memory_order_relaxed);
+    }
+    return span;
+}
+
+void period_memo_reset(struct period_memo *memo)
+{
+    atomic_store_explicit(&memo->packed, 0, memory_order_relaxed);
+}
+
+bool period_local_text(const struct limit_definition *d, int64_t unix_ms,
+                       char out[PERIOD_LOCAL_TEXT_SIZE])
+{
+    out[0] = '\0';
+    const struct tz_zone *zone = d->time_zone[0] == '\0' ? NULL : d->zone;
+    int64_t s = civil_floor_div(unix_ms, 1000);
+    int32_t offset_s = zone == NULL ? 0 : tz_offset_at(zone, s);
+    /* RFC 3339 offsets are whole minutes; an old local mean time is not. */
+    if (offset_s % 60 != 0)
+        offset_s = 0, zone = NULL;
+    int64_t local_s = s + offset_s;
+    int64_t days = civil_floor_div(local_s, CIVIL_SECONDS_PER_DAY);
+    int64_t second_of_day = local_s - days * CIVIL_SECONDS_PER_DAY;
+    int64_t year;
+    int month, day;
+    civil_from_days(days, &year, &month, &day);
+    if (year < 0 || year > 9999)
+        return false;
+    char offset[16] = "Z";
+    if (zone != NULL) {
+        int32_t minutes = (offset_s < 0 ? -offset_s : offset_s) / 60;
+        snprintf(offset, sizeof offset, "%c%02d:%02d", offset_s < 0 ? '-' : '+', minutes / 60,
+                 minutes % 60);
+    }
+    snprintf(out, PERIOD_LOCAL_TEXT_SIZE, "%04d-%02d-%02dT%02d:%02d:%02d%s", (int)year, month, day,
+             (int)(second_of_day / 3600), (int)(second_of_day / 60 % 60), (int)(second_of_day % 60),
+             offset);
+    return true;
 }
 
 int64_t limit_available(enum limit_kind kind, uint64_t capacity, uint64_t reserved, uint64_t used,

@@ -1,6 +1,7 @@
 /* Limit definitions and states (docs/semantics.md; fields in docs/api.md):
  * the types every layer shares, their validation, and the calendar
- * arithmetic of budget periods. Pure functions, no allocation, no I/O. */
+ * arithmetic of budget periods. Pure functions, no allocation, no I/O but
+ * the first use of a time zone (tz.h), which reads its file once. */
 #ifndef LLMLIMIT_LIMITS_H
 #define LLMLIMIT_LIMITS_H
 
@@ -10,6 +11,7 @@
 
 #include "bounds.h"
 #include "ids.h" /* limit_key_valid, lease_id_valid */
+#include "tz.h"
 
 enum limit_kind {
     LIMIT_KIND_NONE = 0,
@@ -18,11 +20,14 @@ enum limit_kind {
     LIMIT_BUDGET = 3,
 };
 
+/* A budget's period. PERIOD_NONE is "not set" (other kinds); the wire's
+ * "none" is PERIOD_PREPAID: one period forever. */
 enum limit_period {
     PERIOD_NONE = 0,
     PERIOD_DAY = 1,
-    PERIOD_WEEK = 2, /* ISO week: Monday 00:00 UTC to the next Monday */
-    PERIOD_MONTH = 3,
+    PERIOD_WEEK = 2,  /* ISO week: Monday 00:00 to the next Monday */
+    PERIOD_MONTH = 3, /* from the anchor day (default the 1st) to the same day next month */
+    PERIOD_PREPAID = 4,
 };
 
 enum limit_overage {
@@ -39,9 +44,14 @@ struct limit_definition {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     enum limit_kind kind;
     uint64_t capacity;
-    uint32_t window_seconds;  /* rolling only, else 0 */
-    uint32_t timeout_seconds; /* concurrency, and budget (5..300, default 60) */
-    enum limit_period period; /* budget only */
+    uint32_t window_seconds;   /* rolling only, else 0 */
+    uint32_t timeout_seconds;  /* concurrency, and budget (5..300, default 60) */
+    enum limit_period period;  /* budget only */
+    uint8_t period_anchor_day; /* month budgets: 1..PERIOD_ANCHOR_DAY_MAX; 0 unset (the 1st) */
+    char time_zone[TIME_ZONE_LENGTH_MAX + 1]; /* budgets: a zone name; "" is UTC */
+    /* Set by limit_definition_validate from time_zone (NULL for UTC): an
+     * interned zone, never freed, so a copy of the definition stays valid. */
+    const struct tz_zone *zone;
     char unit[UNIT_LENGTH_MAX + 1];
     char description[DESCRIPTION_LENGTH_MAX + 1];
     enum limit_overage overage;
@@ -54,9 +64,9 @@ struct limit_state {
 };
 
 /* Checks a definition as docs/api.md "PUT /v1/admin/limits" says and
- * normalises it in place (budget timeout default and clamp). Returns 0, or
- * -1 with a message naming the field written to `error` (always
- * NUL-terminated). */
+ * normalises it in place (budget timeout default and clamp; the zone of
+ * time_zone, read on its first use). Returns 0, or -1 with a message naming
+ * the field written to `error` (always NUL-terminated). */
 int limit_definition_validate(struct limit_definition *definition, char *error, size_t error_size);
 
 /* Checks a state loaded from the registry: its definition (normalised into
@@ -68,17 +78,57 @@ int limit_state_validate(const struct limit_state *state, struct limit_definitio
 /* Names <-> enums. Parsers return 0 on success, -1 on an unknown name. */
 const char *limit_kind_name(enum limit_kind kind);
 int limit_kind_parse(const char *name, enum limit_kind *out);
-const char *limit_period_name(enum limit_period period); /* "" for NONE */
+const char *limit_period_name(enum limit_period period); /* "" for NONE, "none" for PREPAID */
 int limit_period_parse(const char *name, enum limit_period *out);
 const char *limit_overage_name(enum limit_overage overage);
 int limit_overage_parse(const char *name, enum limit_overage *out);
 const char *limit_status_name(enum limit_status status);
 int limit_status_parse(const char *name, enum limit_status *out);
 
-/* Budget periods in UTC. period_start_ms returns the start of the period
- * containing unix_ms; period_end_ms the start of the next one. */
-int64_t period_start_ms(enum limit_period period, int64_t unix_ms);
-int64_t period_end_ms(enum limit_period period, int64_t unix_ms);
+/* ---- Budget periods (docs/semantics.md "Budgets"). Every backend asks
+ * these, so that a period is the same everywhere. */
+
+/* The one period of a prepaid budget (period "none") is [0, this):
+ * 10000-01-01T00:00Z, after every time the API takes. */
+#define PERIOD_PREPAID_END_MS INT64_C(253402300800000)
+
+struct period_span {
+    int64_t start_ms; /* the first instant of the period */
+    int64_t end_ms;   /* the first instant of the next one */
+};
+
+/* The period of budget d (validated) containing unix_ms (|unix_ms| <=
+ * INT64_MAX / 2): start_ms <= unix_ms < end_ms (prepaid: [0,
+ * PERIOD_PREPAID_END_MS) whatever unix_ms). Periods start at local
+ * midnight in d's zone (UTC without one): the first instant of that local
+ * day, which is the end of the gap where a daylight-saving change skips
+ * midnight. start_ms names the period: equal for every instant in it,
+ * different for every other period of d. */
+struct period_span period_span_at(const struct limit_definition *d, int64_t unix_ms);
+
+/* The last span period_memo_span gave, for a limit whose period rule does
+ * not change (zeroed: empty). One atomic word, so any thread may read and
+ * fill it without a lock: a reserve computes its period's bounds once per
+ * period, not once per call. */
+struct period_memo {
+    _Atomic uint64_t packed; /* start seconds << 22 | length seconds */
+};
+
+/* period_span_at, from the memo while unix_ms is inside its span. */
+struct period_span period_memo_span(const struct limit_definition *d, struct period_memo *memo,
+                                    int64_t unix_ms);
+void period_memo_reset(struct period_memo *memo);
+
+/* Whether two budgets have the same periods: period, anchor day (0 is 1)
+ * and time zone. A put may not change them (limit_reshape_check). */
+bool limit_period_same(const struct limit_definition *a, const struct limit_definition *b);
+
+/* unix_ms as RFC 3339 local time in d's zone, with its offset
+ * ("2026-03-29T00:00:00+01:00"; "Z" without a zone). false, with out
+ * empty, for an instant outside the years 0..9999. */
+#define PERIOD_LOCAL_TEXT_SIZE 32
+bool period_local_text(const struct limit_definition *d, int64_t unix_ms,
+                       char out[PERIOD_LOCAL_TEXT_SIZE]);
 
 /* How long a hold of this limit lives, in milliseconds: the window for
  * rolling, the timeout for concurrency and budget. */

@@ -69,6 +69,8 @@ static const struct flag flags[] = {
     {"--gateway-config", "FILE", FLAG_STRING, FIELD(gateway_config), 0, 0,
      "gateway mode's config (default DATA_DIR/gateway.json when it exists); SIGHUP reloads it", 0,
      NULL},
+    {"--zoneinfo-dir", "DIR", FLAG_STRING, FIELD(zoneinfo_dir), 0, 0,
+     "where a budget's time_zone is read from (default " TZ_DIRECTORY_DEFAULT ")", 0, NULL},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
      "tests only: enable POST /v1/admin/clock to move the clock", 0, NULL},
 };
@@ -110,6 +112,7 @@ void config_defaults(struct server_config *config)
     /* sqlite is the durable default (docs/configuration.md) when it is built in. */
     config->backend = backend_find("sqlite") != NULL ? "sqlite" : "memory";
     config->data_dir = DATA_DIR_DEFAULT;
+    config->zoneinfo_dir = TZ_DIRECTORY_DEFAULT;
     config->threads = cores_online();
     config->max_body_bytes = BODY_BYTES_DEFAULT;
     config->max_connections = CONNECTIONS_DEFAULT;

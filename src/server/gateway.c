@@ -417,14 +417,15 @@ static int64_t denied_budget_period_end(struct exchange *ex, const struct gatewa
         struct limit_state state;
         if (backend_get_limit(ex->server->backend, req->key, &state) == 0 &&
             state.definition.kind == LIMIT_BUDGET)
-            return period_end_ms(state.definition.period, now_unix_ms);
+            return period_span_at(&state.definition, now_unix_ms).end_ms;
     }
     return 0;
 }
 
 /* 429: what did not fit, and when to try again, in words: a budget names
- * the moment it resets, or (when calls in flight hold the rest of it) the
- * latest moment their holds free it; a rate limit how long to wait. */
+ * the moment it resets (a prepaid one that it never does), or (when calls
+ * in flight hold the rest of it) the latest moment their holds free it; a
+ * rate limit how long to wait. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
@@ -442,6 +443,12 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
     int64_t period_end = denied_budget_period_end(ex, call, now);
     char wait[64], when[64];
     wait_in_words(r->retry_after_ms, wait, sizeof wait);
+    if (period_end >= PERIOD_PREPAID_END_MS && now + r->retry_after_ms >= period_end)
+        return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
+                                    "Budget exhausted: %s is prepaid and cannot take this call; "
+                                    "it never resets: an operator tops it up by raising its "
+                                    "capacity.",
+                                    names);
     if (period_end > 0 && now + r->retry_after_ms >= period_end) {
         utc_in_words(period_end, false, when, sizeof when);
         return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",

@@ -185,6 +185,9 @@ static int server_start(struct server *s)
         return -1;
     clock_offset_init(&s->test_clock);
     s->clock = s->config.test_clock ? &s->test_clock.clock : clock_system();
+    /* Before any definition is read: the backend's and the registry's. */
+    if (tz_directory_set(s->config.zoneinfo_dir) != 0)
+        return startup_failed("invalid --zoneinfo-dir", s->config.zoneinfo_dir);
     if (open_backend(s) != 0)
         return -1;
     char error[1024];

@@ -44,12 +44,17 @@ static int definition_text_field(struct limit_definition *d, const char *name,
 {
     char text[16];
     bool known = strcmp(name, "period") == 0 || strcmp(name, "unit") == 0 ||
-                 strcmp(name, "description") == 0 || strcmp(name, "overage") == 0;
+                 strcmp(name, "description") == 0 || strcmp(name, "overage") == 0 ||
+                 strcmp(name, "time_zone") == 0;
     if (known && jdoc_is(value, JDOC_NULL))
         return 0; /* an optional field sent as null is absent */
     if (strcmp(name, "period") == 0) {
         if (!copy_text(value, text, sizeof text - 1) || limit_period_parse(text, &d->period) != 0)
-            return decode_fail(error, error_size, path, name, "must be day, week or month");
+            return decode_fail(error, error_size, path, name, "must be day, week, month or none");
+    } else if (strcmp(name, "time_zone") == 0) {
+        if (!copy_text(value, d->time_zone, TIME_ZONE_LENGTH_MAX))
+            return decode_fail(error, error_size, path, name,
+                               "must be a zone name of at most 64 bytes (e.g. Europe/Berlin)");
     } else if (strcmp(name, "unit") == 0) {
         if (!copy_text(value, d->unit, UNIT_LENGTH_MAX))
             return decode_fail(error, error_size, path, name,
@@ -97,6 +102,12 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
             d->window_seconds = (uint32_t)number;
         else
             d->timeout_seconds = (uint32_t)number;
+    } else if (strcmp(name, "period_anchor_day") == 0) {
+        if (jdoc_is(value, JDOC_NULL))
+            return 0;
+        if (!integer_in(value, 0, PERIOD_ANCHOR_DAY_MAX, &number))
+            return decode_fail(error, error_size, path, name, "must be an integer 1..28");
+        d->period_anchor_day = (uint8_t)number;
     } else {
         return definition_text_field(d, name, value, path, error, error_size);
     }

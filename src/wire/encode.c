@@ -95,6 +95,23 @@ unsigned encode_admin_status(enum backend_admin_result result)
     return 500;
 }
 
+/* Which of a budget's period fields a put would change, first that differs. */
+static void encode_period_change(char *out, size_t out_size, const struct limit_definition *from,
+                                 const struct limit_definition *to)
+{
+    if (from->period != to->period)
+        snprintf(out, out_size, "period: cannot change %s to %s; delete the limit first",
+                 limit_period_name(from->period), limit_period_name(to->period));
+    else if (strcmp(from->time_zone, to->time_zone) != 0)
+        snprintf(out, out_size, "time_zone: cannot change %s to %s; delete the limit first",
+                 from->time_zone[0] != '\0' ? from->time_zone : "UTC",
+                 to->time_zone[0] != '\0' ? to->time_zone : "UTC");
+    else
+        snprintf(out, out_size, "period_anchor_day: cannot change %d to %d; delete the limit first",
+                 from->period_anchor_day == 0 ? 1 : from->period_anchor_day,
+                 to->period_anchor_day == 0 ? 1 : to->period_anchor_day);
+}
+
 void encode_admin_error(char *out, size_t out_size, enum backend_admin_result result,
                         const char *key, const struct limit_definition *wanted,
                         const struct limit_state *in_force)
@@ -110,8 +127,7 @@ void encode_admin_error(char *out, size_t out_size, enum backend_admin_result re
                  limit_kind_name(in_force->definition.kind), limit_kind_name(wanted->kind));
         return;
     case BACKEND_ADMIN_PERIOD_CHANGED:
-        snprintf(out, out_size, "period: cannot change %s to %s; delete the limit first",
-                 limit_period_name(in_force->definition.period), limit_period_name(wanted->period));
+        encode_period_change(out, out_size, &in_force->definition, wanted);
         return;
     case BACKEND_ADMIN_TOO_MANY_LIMITS:
         snprintf(out, out_size, "key: at most %d limits", LIMITS_COUNT_MAX);
@@ -279,6 +295,15 @@ void encode_definition_members(struct buffer *b, const struct limit_definition *
     buffer_append_char(b, ',');
     buffer_member_string(b, "period", limit_period_name(d->period));
     buffer_append_char(b, ',');
+    /* Only when set: a definition without them reads as before them. */
+    if (d->period_anchor_day != 0) {
+        buffer_member_u64(b, "period_anchor_day", d->period_anchor_day);
+        buffer_append_char(b, ',');
+    }
+    if (d->time_zone[0] != '\0') {
+        buffer_member_string(b, "time_zone", d->time_zone);
+        buffer_append_char(b, ',');
+    }
     buffer_member_string(b, "unit", d->unit);
     buffer_append_char(b, ',');
     buffer_member_string(b, "description", d->description);
@@ -303,6 +328,16 @@ void encode_usage_amounts(struct buffer *b, const struct limit_usage *usage)
     buffer_append_char(b, ',');
     buffer_member_i64(b, "period_end_unix_ms",
                       d->kind == LIMIT_BUDGET ? usage->period_end_unix_ms : 0);
+    /* The period in its own zone's wall time (a prepaid budget has none). */
+    char start[PERIOD_LOCAL_TEXT_SIZE], end[PERIOD_LOCAL_TEXT_SIZE];
+    if (d->kind == LIMIT_BUDGET && d->period != PERIOD_PREPAID &&
+        period_local_text(d, usage->period_start_unix_ms, start) &&
+        period_local_text(d, usage->period_end_unix_ms, end)) {
+        buffer_append_char(b, ',');
+        buffer_member_string(b, "period_start_local", start);
+        buffer_append_char(b, ',');
+        buffer_member_string(b, "period_end_local", end);
+    }
 }
 
 void encode_limit_state(struct buffer *b, const struct limit_state *state)

@@ -147,6 +147,41 @@ def test_limits_put_file(server):
         check(code == 2 and "bogus" in err, (code, err))
 
 
+@test("a budget's period_anchor_day and time_zone: set by flags, kept by a put that does not "
+      "name them, and carried through `limits list` and `limits put --file`")
+def test_limits_period_fields(server):
+    key = "cli:berlin:month15"
+    code, out, err = run(server, "limits", "put", "--key", key, "--kind", "budget",
+                         "--capacity", "100", "--period", "month", "--period-anchor-day", "15",
+                         "--time-zone", "Europe/Berlin")
+    check(code == 0 and out["created"], (code, out, err))
+    _, got, _ = run(server, "limits", "get", key)
+    check((got["definition"]["period_anchor_day"], got["definition"]["time_zone"]) ==
+          (15, "Europe/Berlin"), got)
+    # A capacity change by flags keeps the periods (the server would refuse to drop them).
+    code, out, err = run(server, "limits", "put", "--key", key, "--capacity", "200")
+    check(code == 0 and out["changed"] == {"capacity": {"from": 100, "to": 200}}, (code, out, err))
+    # Another zone is a period change: refused, naming the field; nothing changes.
+    code, _, err = run(server, "limits", "put", "--key", key, "--time-zone", "America/New_York")
+    check(code == 2 and "time_zone: cannot change Europe/Berlin to America/New_York" in err,
+          (code, err))
+    # list -> put --file: the same definitions, zone and anchor included.
+    _, listed, _ = run(server, "limits", "list")
+    mine = [s for s in listed["limits"] if s["definition"]["key"] == key]
+    check(mine and mine[0]["definition"]["time_zone"] == "Europe/Berlin", mine)
+    code, out, err = run(server, "limits", "put", "--file", "-", stdin=json.dumps(listed))
+    check(code == 0 and all(o["ok"] for o in out), (code, out, err))
+    _, after, _ = run(server, "limits", "get", key)
+    check(after["definition"] == dict(got["definition"], capacity=200), after)
+    # A prepaid budget has no anchor or zone to print.
+    code, out, err = run(server, "limits", "put", "--key", "cli:prepaid", "--kind", "budget",
+                         "--capacity", "10", "--period", "none")
+    check(code == 0, err)
+    _, prepaid, _ = run(server, "limits", "get", "cli:prepaid")
+    check(prepaid["definition"]["period"] == "none" and
+          "time_zone" not in prepaid["definition"], prepaid)
+
+
 @test("reserve prints the lease and answer: exit 0 allowed, 1 denied (capacity or unknown key)")
 def test_reserve_complete_release(server):
     server.put_limit({"key": "cli:slots", "kind": "concurrency", "capacity": 1,
@@ -334,7 +369,7 @@ def test_output_formats(server):
 
 def main():
     tests = [test_limits_commands, test_limits_put_keeps_what_it_is_not_given,
-             test_limits_put_file, test_reserve_complete_release,
+             test_limits_put_file, test_limits_period_fields, test_reserve_complete_release,
              test_reserve_wait, test_usage, test_usage_errors, test_example, test_bench,
              test_events, test_output_formats]
     with harness.Server(BINARY) as server:

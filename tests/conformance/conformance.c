@@ -27,6 +27,7 @@ int test_failed_count;
 
 const char *conformance_backend;
 struct backend_traits conformance_traits;
+bool conformance_period_clock;
 static const void *backend_options; /* the backend's own options, or NULL */
 static char root_dir[256];
 static char run_tag[16]; /* tells this run's namespaces from another's on a shared cluster */
@@ -36,7 +37,7 @@ void fixture_config(struct fixture *f, struct backend_config *config, int64_t st
 {
     memset(f, 0, sizeof *f);
     f->ops = backend_find(conformance_backend);
-    f->real_clock = conformance_traits.real_clock;
+    f->real_clock = conformance_traits.real_clock && !conformance_period_clock;
     clock_manual_init(&f->clock, start_ms);
     snprintf(f->ns, sizeof f->ns, "%s-%u.", run_tag, fixture_count);
     snprintf(f->data_dir, sizeof f->data_dir, "%s/%u", root_dir, fixture_count++);
@@ -171,6 +172,16 @@ struct limit_definition budget_limit(const char *key, uint64_t capacity, enum li
     d.period = period;
     d.timeout_seconds = timeout_seconds;
     snprintf(d.unit, sizeof d.unit, "usd_micros");
+    return validated(d);
+}
+
+struct limit_definition budget_limit_in(const char *key, uint64_t capacity,
+                                        enum limit_period period, uint8_t anchor_day,
+                                        const char *time_zone)
+{
+    struct limit_definition d = budget_limit(key, capacity, period, 60);
+    d.period_anchor_day = anchor_day;
+    snprintf(d.time_zone, sizeof d.time_zone, "%s", time_zone);
     return validated(d);
 }
 
@@ -688,7 +699,9 @@ static void run_tests(const struct conformance_test *tests, uint32_t count, cons
         int64_t started_ms = clock_monotonic_ms();
         test_failures_in_current = 0;
         skipped_why = NULL;
+        conformance_period_clock = t->period_clock;
         t->run();
+        conformance_period_clock = false;
         bool ok = test_failures_in_current == 0;
         if (ok && skipped_why != NULL) {
             printf("skip %s: %s (%s)\n", t->name, t->proves, skipped_why);
@@ -788,6 +801,7 @@ int main(int argc, char **argv)
            conformance_traits.real_clock ? ", on its own clock" : "");
     run_tests(reserve_tests, reserve_test_count, only);
     run_tests(budget_tests, budget_test_count, only);
+    run_tests(period_tests, period_test_count, only);
     run_tests(lease_tests, lease_test_count, only);
     run_tests(admin_tests, admin_test_count, only);
     run_tests(retry_tests, retry_test_count, only);

@@ -82,16 +82,28 @@ struct conformance_test {
     void (*run)(void);
     const char *proves;
     const char *needs_manual_clock; /* NULL: runs on every backend */
+    /* Sets absolute times that only the backend's period arithmetic reads,
+     * and waits for no expiry: on a backend with its own clock
+     * (tigerbeetle) it runs too, on a manual clock that the backend reads
+     * its periods from (its holds still expire by the cluster's). */
+    bool period_clock;
 };
 
 #define TEST_ENTRY(fn, proves)                                                                     \
     {                                                                                              \
-#fn, fn, proves, NULL                                                                      \
+#fn, fn, proves, NULL, false                                                               \
     }
 #define MANUAL_CLOCK_TEST_ENTRY(fn, proves, why)                                                   \
     {                                                                                              \
-#fn, fn, proves, why                                                                       \
+#fn, fn, proves, why, false                                                                \
     }
+#define PERIOD_CLOCK_TEST_ENTRY(fn, proves)                                                        \
+    {                                                                                              \
+#fn, fn, proves, NULL, true                                                                \
+    }
+
+/* Set while a period_clock test runs: its fixtures are on a manual clock. */
+extern bool conformance_period_clock;
 
 /* Called by a test that cannot apply to this backend (an optional
  * operation it lacks, documented): the test is reported as skipped. */
@@ -118,6 +130,10 @@ struct limit_definition concurrency_limit(const char *key, uint64_t capacity,
                                           uint32_t timeout_seconds);
 struct limit_definition budget_limit(const char *key, uint64_t capacity, enum limit_period period,
                                      uint32_t timeout_seconds);
+/* A budget with an anchor day (0: unset) and a time zone ("": UTC). */
+struct limit_definition budget_limit_in(const char *key, uint64_t capacity,
+                                        enum limit_period period, uint8_t anchor_day,
+                                        const char *time_zone);
 enum backend_admin_result put(struct fixture *f, struct limit_definition definition,
                               struct limit_state *state, char *error);
 bool put_rolling(struct fixture *f, const char *key, uint64_t capacity, uint32_t window_seconds);
@@ -258,10 +274,11 @@ void run_threads(uint32_t count, void (*fn)(uint32_t index, void *context), void
     static void name##_body(struct fixture *f)
 
 /* Each file's tests. */
-extern const struct conformance_test reserve_tests[], budget_tests[], lease_tests[], admin_tests[],
-    retry_tests[], stress_tests[], console_tests[], wait_tests[], wait_stress_tests[];
-extern const uint32_t reserve_test_count, budget_test_count, lease_test_count, admin_test_count,
-    retry_test_count, stress_test_count, console_test_count, wait_test_count,
+extern const struct conformance_test reserve_tests[], budget_tests[], period_tests[], lease_tests[],
+    admin_tests[], retry_tests[], stress_tests[], console_tests[], wait_tests[],
+    wait_stress_tests[];
+extern const uint32_t reserve_test_count, budget_test_count, period_test_count, lease_test_count,
+    admin_test_count, retry_test_count, stress_test_count, console_test_count, wait_test_count,
     wait_stress_test_count;
 
 #endif

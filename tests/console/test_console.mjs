@@ -48,6 +48,8 @@ const OPS = 'team:ops:usd:day';
 const TPM = 'global:openai:gpt-4o:tpm';
 const RPM = 'global:openai:gpt-4o:rpm';
 const SLOTS = 'local:llama:concurrent';
+const BERLIN = 'zone:berlin:usd:day';
+const PREPAID = 'zone:prepaid:credits';
 // Long enough to wrap on a phone and in the desktop's key column.
 const LONG_KEY = 'global:openai:gpt-4o-mini-2024-07-18:tokens-per-minute:eu-west-1';
 // A budget whose amounts are wider than a money column's narrowest width.
@@ -249,6 +251,10 @@ async function workload(server) {
                     description: 'Sales team monthly spend'});
   await server.put({key: OPS, kind: 'budget', capacity: 5000000, period: 'day',
                     timeout_seconds: 300, unit: 'usd_micros'});
+  await server.put({key: BERLIN, kind: 'budget', capacity: 5000000, period: 'day',
+                    time_zone: 'Europe/Berlin', unit: 'usd_micros'});
+  await server.put({key: PREPAID, kind: 'budget', capacity: 1000, period: 'none',
+                    unit: 'credits'});
   await server.put({key: TPM, kind: 'rolling', capacity: 30000, window_seconds: 3600,
                     unit: 'tokens'});
   await server.put({key: RPM, kind: 'rolling', capacity: 500, window_seconds: 3600,
@@ -403,6 +409,33 @@ async function detailShowsHolders(server, page) {
     .map((tr) => [tr.dataset.caller, tr.children[1].textContent]));
   equal(JSON.stringify(shown), JSON.stringify(holds.callers.map((c) => [c.caller, String(c.holds)])),
         'holds by caller as the API says');
+}
+
+// A zoned budget's period shows in its zone's local time, as /v1/usage gives
+// it, in the table and in the limit's detail; a prepaid budget never resets.
+async function periodsInLocalTime(server, page) {
+  await nextRefresh(page);
+  const usage = await server.ok('GET', '/v1/usage/' + encodeURIComponent(BERLIN));
+  check(/^\d{4}-\d\d-\d\dT00:00:00[+-]0[12]:00$/.test(usage.period_start_local),
+        'Berlin\'s day starts at local midnight: ' + usage.period_start_local);
+  const period = usage.period_start_local + ' to ' + usage.period_end_local;
+  const resets = await page.evaluate((keys) => keys.map((key) => {
+    const row = [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key);
+    const td = row.querySelector('.c-resets');
+    return {title: td.title, text: td.querySelector('.main').textContent};
+  }), [BERLIN, PREPAID]);
+  equal(resets[0].title, 'this period: ' + period, 'the resets cell of a zoned budget');
+  equal(resets[1].text, 'never', 'the resets cell of a prepaid budget');
+  await page.evaluate((key) => {
+    [...document.querySelectorAll('#limits-body .lrow')].find((r) => r.dataset.key === key).click();
+  }, BERLIN);
+  await page.waitForFunction(() => document.querySelector('#detail-definition').textContent
+    .includes('this period'), {timeout: 15000});
+  const items = await page.evaluate(() => [...document.querySelectorAll('#detail-definition div')]
+    .map((d) => [d.querySelector('dt').textContent, d.querySelector('dd').textContent]));
+  const item = (name) => (items.find(([dt]) => dt === name) || [])[1];
+  equal(item('period'), 'day (Europe/Berlin)', 'the detail names the zone');
+  equal(item('this period'), period, 'the detail shows the local start and end');
 }
 
 // A reserve waiting on a held slot shows as one waiter with its age; once the
@@ -793,6 +826,9 @@ async function mainScenario(browser) {
               () => detailShowsHolders(server, page));
     await run('waiters_show_up', 'a reserve waiting on a limit shows as a waiter with its age, ' +
               'as the API says, and leaves once admitted', () => waitersShowUp(server, page));
+    await run('periods_in_local_time', 'a zoned budget\'s period shows in its local time as ' +
+              'GET /v1/usage says, in the table and the detail; a prepaid one never resets',
+              () => periodsInLocalTime(server, page));
     await run('reads_well_desktop', READS_WELL + ' (1400 px)',
               () => readsWell(server, page, 'desktop'));
     await wholePageShot(page, 'console-desktop-' + BACKEND + '.png');

@@ -83,9 +83,11 @@ static bool same_states(const struct limit_state *a, const struct limit_state *b
         const struct limit_definition *x = &a[i].definition, *y = &b[i].definition;
         if (strcmp(x->key, y->key) != 0 || x->kind != y->kind || x->capacity != y->capacity ||
             x->window_seconds != y->window_seconds || x->timeout_seconds != y->timeout_seconds ||
-            x->period != y->period || strcmp(x->unit, y->unit) != 0 ||
-            strcmp(x->description, y->description) != 0 || x->overage != y->overage ||
-            a[i].status != b[i].status || a[i].pending_decrease_to != b[i].pending_decrease_to)
+            x->period != y->period || x->period_anchor_day != y->period_anchor_day ||
+            strcmp(x->time_zone, y->time_zone) != 0 || x->zone != y->zone ||
+            strcmp(x->unit, y->unit) != 0 || strcmp(x->description, y->description) != 0 ||
+            x->overage != y->overage || a[i].status != b[i].status ||
+            a[i].pending_decrease_to != b[i].pending_decrease_to)
             return false;
     }
     return true;

@@ -117,8 +117,10 @@ static bool same_definition(const struct limit_definition *a, const struct limit
 {
     return strcmp(a->key, b->key) == 0 && a->kind == b->kind && a->capacity == b->capacity &&
            a->window_seconds == b->window_seconds && a->timeout_seconds == b->timeout_seconds &&
-           a->period == b->period && strcmp(a->unit, b->unit) == 0 &&
-           strcmp(a->description, b->description) == 0 && a->overage == b->overage;
+           a->period == b->period && a->period_anchor_day == b->period_anchor_day &&
+           strcmp(a->time_zone, b->time_zone) == 0 && a->zone == b->zone &&
+           strcmp(a->unit, b->unit) == 0 && strcmp(a->description, b->description) == 0 &&
+           a->overage == b->overage;
 }
 
 /* What the registry writes must read back as the same state. */

@@ -3,7 +3,7 @@
 # (tests/fuzz/replay). Sources are compiled per build so that the libFuzzer
 # one can instrument them.
 set(LLMLIMIT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(LLMLIMIT_FUZZ_HARNESSES json request path registry period http_head http_head_end
+set(LLMLIMIT_FUZZ_HARNESSES json request path registry period tz http_head http_head_end
     reserve_scan)
 # The TigerBeetle client's reply and header decoder.
 set(LLMLIMIT_FUZZ_TB_DIR ${PROJECT_SOURCE_DIR}/src/tbclient)

@@ -390,6 +390,26 @@ class BudgetMessages(HostileTest, unittest.TestCase):
         self.assertNotRegex(text, r"\d{4,} ?ms")
         self.assertEqual(headers["x-should-retry"], "false")
 
+    def test_a_spent_prepaid_budget_says_it_never_resets(self):
+        """A prepaid budget (period "none") spent: the 429 says it never resets and that an
+        operator tops it up, not a reset in the year 10000."""
+        c = self.gw.caller(skip=("usd",))
+        status, _, body = self.gw.server.put_limit({"key": c.keys["usd"], "kind": "budget",
+                                                    "capacity": 1000000, "period": "none",
+                                                    "unit": "usd_micros"})
+        self.assertEqual(status, 200, body)
+        lease = "prepaid-" + c.name
+        self.assertEqual(self.gw.server.reserve(lease, {c.keys["usd"]: 1000000})[0], 200)
+        self.assertEqual(self.gw.server.complete(lease, {c.keys["usd"]: 1000000})[0], 200)
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
+        self.assert_openai_error(status, body, 429, "insufficient_quota")
+        text = body["error"]["message"]
+        print("  " + text)
+        self.assertIn("never resets", text)
+        self.assertIn("raising its capacity", text)
+        self.assertNotIn("10000", text)
+        self.assertEqual(headers["x-should-retry"], "false")
+
     def test_a_budget_held_by_calls_in_flight_says_until_when(self):
         """A budget whose room is held by a call in flight: the 429 gives the latest time it
         frees, in UTC, within the hold's timeout."""

@@ -375,7 +375,8 @@ class Api(unittest.TestCase):
         self.assertTrue(self.reserve(lease_id, {key: 300000})[0]["allowed"])
         u = self.usage(key)
         self.assertEqual(set(u), {"key", "kind", "status", "capacity", "reserved", "used", "debt",
-                                  "available", "period_start_unix_ms", "period_end_unix_ms"})
+                                  "available", "period_start_unix_ms", "period_end_unix_ms",
+                                  "period_start_local", "period_end_local"})
         self.assertEqual((u["kind"], u["status"], u["reserved"], u["available"]),
                          ("budget", "active", 300000, 700000))
         self.assertLess(u["period_start_unix_ms"], u["period_end_unix_ms"])
@@ -391,6 +392,47 @@ class Api(unittest.TestCase):
         status, _, before = self.server.usage(key, query="at_unix_ms=%d" % (u["period_start_unix_ms"] - 1))
         self.assertEqual(status, 200, before)
         self.assertEqual((before["used"], before["period_end_unix_ms"]), (0, u["period_start_unix_ms"]))
+
+    def test_budget_periods_in_their_time_zone(self):
+        """A zoned budget reports its period's local start and end (RFC 3339 with the offset in
+        force), its definition echoes time_zone and period_anchor_day; a prepaid budget has one
+        period and no local bounds; an old UTC budget reads as before."""
+        berlin = dict(budget("api:period:berlin", 100), period="day", time_zone="Europe/Berlin")
+        anchored = dict(budget("api:period:ny", 100), period_anchor_day=15,
+                        time_zone="America/New_York")
+        prepaid = dict(budget("api:period:prepaid", 100), period="none")
+        for definition in (berlin, anchored, prepaid):
+            self.put(definition)
+        status, _, body = self.server.request("GET", "/v1/admin/limits/" + quote(anchored["key"]))
+        self.assertEqual(status, 200, body)
+        self.assertEqual((body["limit"]["definition"]["period_anchor_day"],
+                          body["limit"]["definition"]["time_zone"]), (15, "America/New_York"))
+        # 2025-03-30T12:00Z: Berlin's spring day runs 23 hours, from UTC+1 to UTC+2
+        at = "at_unix_ms=%d" % 1743336000000
+        status, _, u = self.server.usage(berlin["key"], query=at)
+        self.assertEqual(status, 200, u)
+        self.assertEqual((u["period_start_unix_ms"], u["period_end_unix_ms"]),
+                         (1743289200000, 1743372000000))
+        self.assertEqual((u["period_start_local"], u["period_end_local"]),
+                         ("2025-03-30T00:00:00+01:00", "2025-03-31T00:00:00+02:00"))
+        # New York, months from the 15th: March 15 (EDT) to April 15
+        status, _, u = self.server.usage(anchored["key"], query=at)
+        self.assertEqual((u["period_start_local"], u["period_end_local"]),
+                         ("2025-03-15T00:00:00-04:00", "2025-04-15T00:00:00-04:00"))
+        self.assertEqual(u["period_start_unix_ms"], 1742011200000)
+        status, _, u = self.server.usage(prepaid["key"], query=at)
+        self.assertEqual((u["period_start_unix_ms"], u["period_end_unix_ms"]),
+                         (0, 253402300800000))
+        self.assertNotIn("period_start_local", u)
+        # an old UTC month: the same fields as before, local bounds in UTC
+        old = budget("api:period:utc", 100)
+        self.put(old)
+        status, _, listed = self.server.request("GET", "/v1/admin/limits/" + quote(old["key"]))
+        self.assertNotIn("time_zone", listed["limit"]["definition"])
+        self.assertNotIn("period_anchor_day", listed["limit"]["definition"])
+        status, _, u = self.server.usage(old["key"], query=at)
+        self.assertEqual((u["period_start_local"], u["period_end_local"]),
+                         ("2025-03-01T00:00:00Z", "2025-04-01T00:00:00Z"))
 
     # -- capacity decrease ---------------------------------------------------
 
@@ -826,7 +868,10 @@ class Lifecycle(unittest.TestCase):
         """Limits written by PUT come back after a restart, in the same states."""
         with Server(BINARY, backend=BACKEND) as server:
             for definition in (rolling("reg:a", 5, unit="requests", description="x\"y"),
-                               budget("reg:b", 100), concurrency("reg:c", 2)):
+                               budget("reg:b", 100), concurrency("reg:c", 2),
+                               dict(budget("reg:d", 100), period_anchor_day=28,
+                                    time_zone="Europe/Berlin"),
+                               dict(budget("reg:e", 100), period="none")):
                 self.assertEqual(server.put_limit(definition)[0], 200)
             before = server.request("GET", "/v1/admin/limits")[2]
             server.restart()

@@ -7,7 +7,10 @@ The backend comes from --backend (default memory)."""
 
 import http.client
 import json
+import os
+import shutil
 import socket
+import tempfile
 import unittest
 import uuid
 
@@ -19,6 +22,8 @@ BACKEND = backend_from_argv()
 
 KEY = "bad:rolling"
 OTHER = "bad:conc"
+BUDGET = "bad:budget"
+SYSTEM_ZONEINFO = "/usr/share/zoneinfo"
 MAX_BODY = 4096
 AMOUNT_RANGE = "must be an integer 1..9223372036854775807"
 KEY_SYNTAX = "must be 1-256 bytes of printable ASCII without whitespace"
@@ -36,12 +41,22 @@ def req(key=KEY, amount=1):
 class BadInput(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # Zones come from a directory of our own: Berlin, and a file that is not TZif.
+        cls.zoneinfo = tempfile.mkdtemp(prefix="llmlimit-zoneinfo-")
+        os.makedirs(os.path.join(cls.zoneinfo, "Europe"))
+        shutil.copy(os.path.join(SYSTEM_ZONEINFO, "Europe", "Berlin"),
+                    os.path.join(cls.zoneinfo, "Europe", "Berlin"))
+        with open(os.path.join(cls.zoneinfo, "Text"), "w") as f:
+            f.write("# a time zone that is not a TZif file\n")
         cls.server = Server(BINARY, backend=BACKEND,
-                            args=["--max-body-bytes", str(MAX_BODY)]).start()
+                            args=["--max-body-bytes", str(MAX_BODY),
+                                  "--zoneinfo-dir", cls.zoneinfo]).start()
         for definition in ({"key": KEY, "kind": "rolling", "capacity": 1000000,
                             "window_seconds": 600},
                            {"key": OTHER, "kind": "concurrency", "capacity": 10,
-                            "timeout_seconds": 600}):
+                            "timeout_seconds": 600},
+                           {"key": BUDGET, "kind": "budget", "capacity": 10, "period": "month",
+                            "period_anchor_day": 15, "time_zone": "Europe/Berlin"}):
             status, _, body = cls.server.put_limit(definition)
             assert status == 200, body
         cls.held = lease()  # a lease to complete and release against
@@ -52,13 +67,14 @@ class BadInput(unittest.TestCase):
     def tearDownClass(cls):
         code = cls.server.stop()
         cls.server.cleanup()
+        shutil.rmtree(cls.zoneinfo)
         assert code == 0, "llmlimitd exit code %r" % code
 
     # -- helpers -----------------------------------------------------------
 
     def snapshot(self):
         state = {}
-        for key in (KEY, OTHER):
+        for key in (KEY, OTHER, BUDGET):
             status, _, body = self.server.usage(key)
             self.assertEqual(status, 200, body)
             state[key] = body
@@ -375,7 +391,7 @@ class BadInput(unittest.TestCase):
             (dict(base, key="k" * 257), "key: " + KEY_SYNTAX),
             (dict(base, extra=1), "extra: unknown field"),
             (dict(base, overage="maybe"), "overage: must be deny or debt"),
-            (dict(base, period="year"), "period: must be day, week or month"),
+            (dict(base, period="year"), "period: must be day, week, month or none"),
             (dict(base, window_seconds=0), "window_seconds: required (> 0) for a rolling limit"),
             (dict(base, window_seconds=-1), "window_seconds: must be an integer 0..31622400"),
             (dict(base, unit="u" * 65), "unit: must be a string of at most 64 bytes"),
@@ -399,6 +415,49 @@ class BadInput(unittest.TestCase):
             else:
                 self.rejected("PUT", "/v1/admin/limits", 400, error, body=body)
         self.rejected("PUT", "/v1/admin/limits", 400, "body: must be a JSON object", raw="[]")
+
+    def test_bad_budget_periods(self):
+        """An anchor day off 1..28 or off months, an unknown zone, a zone name that would climb
+        out of the zoneinfo directory, a zone file that is not TZif, and a change of a live
+        budget's periods: 400 naming the field, nothing changed."""
+        base = {"key": "bad:new-budget", "kind": "budget", "capacity": 10, "period": "month"}
+        anchor_range = "period_anchor_day: must be an integer 1..28"
+        zone_name = ("must be a zone name of 1..64 bytes of [A-Za-z0-9_+-/] "
+                     "(e.g. Europe/Berlin)")
+        cases = [
+            (dict(base, period_anchor_day=29), anchor_range),
+            (dict(base, period_anchor_day=-1), anchor_range),
+            (dict(base, period_anchor_day="1"), anchor_range),
+            (dict(base, period="day", period_anchor_day=3),
+             "period_anchor_day: only for period month"),
+            (dict(base, time_zone="Mars/Olympus_Mons"),
+             "time_zone: Mars/Olympus_Mons: unknown time zone"),
+            (dict(base, time_zone="Text"), "time_zone: Text: not a TZif file"),
+            (dict(base, time_zone="Europe"), "time_zone: Europe: not a TZif file (a directory)"),
+            (dict(base, time_zone="../../../etc/passwd"),
+             "time_zone: ../../../etc/passwd: " + zone_name),
+            (dict(base, time_zone="/etc/passwd"), "time_zone: /etc/passwd: " + zone_name),
+            (dict(base, time_zone="z" * 65),
+             "time_zone: must be a zone name of at most 64 bytes (e.g. Europe/Berlin)"),
+            (dict(base, time_zone=5),
+             "time_zone: must be a zone name of at most 64 bytes (e.g. Europe/Berlin)"),
+            (dict(base, period="none", time_zone="Europe/Berlin"),
+             "time_zone: not allowed with period none (it never resets)"),
+            ({"key": "bad:new", "kind": "rolling", "capacity": 10, "window_seconds": 60,
+              "time_zone": "Europe/Berlin"}, "time_zone: not allowed on a rolling limit"),
+            ({"key": "bad:new", "kind": "concurrency", "capacity": 10, "timeout_seconds": 60,
+              "period_anchor_day": 1}, "period_anchor_day: not allowed on a concurrency limit"),
+            ({"key": BUDGET, "kind": "budget", "capacity": 10, "period": "month",
+              "period_anchor_day": 15},
+             "time_zone: cannot change Europe/Berlin to UTC; delete the limit first"),
+            ({"key": BUDGET, "kind": "budget", "capacity": 10, "period": "month",
+              "time_zone": "Europe/Berlin"},
+             "period_anchor_day: cannot change 15 to 1; delete the limit first"),
+            ({"key": BUDGET, "kind": "budget", "capacity": 10, "period": "none"},
+             "period: cannot change month to none; delete the limit first"),
+        ]
+        for body, error in cases:
+            self.rejected("PUT", "/v1/admin/limits", 400, error, body=body)
 
     def test_wrong_token(self):
         """With tokens configured, a wrong token is 401 and changes nothing."""

@@ -15,6 +15,7 @@
 
 /* 2026-01-15T12:00:00Z. */
 #define T0_MS INT64_C(1768478400000)
+#define T0_MONTH_MS INT64_C(1767225600000) /* 2026-01-01T00:00Z: T0's UTC month */
 #define FEB_01_MS INT64_C(1769904000000)
 
 static struct reserve_request request_of(const char *lease_id, const char *caller,
@@ -190,7 +191,7 @@ static void spend_samples_and_thins(void)
     CHECK(!h->tracked);
     CHECK_EQ_U64(h->count, 0);
     free(h);
-    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    int64_t period_ms = T0_MONTH_MS;
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS - 1), 0); /* too soon */
     h = history_of(s, "usd", period_ms);
@@ -276,7 +277,7 @@ static void spend_new_budget_starts_from_zero(void)
     spend_over(&f, "usd", 5000000, 5600000); /* an overrun, before any sample saw the budget */
     clock_manual_set(&f.clock, T0_MS + SPEND_SAMPLE_MS);
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS + SPEND_SAMPLE_MS), 0);
-    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    int64_t period_ms = T0_MONTH_MS;
     struct spend_history *h = history_of(s, "usd", period_ms);
     REQUIRE(h->count == 2);
     CHECK_EQ_I64(h->points[0].at_unix_ms, T0_MS);
@@ -311,7 +312,7 @@ static void spend_start_notes_the_budgets_there(void)
     spend_amount(&f, "old", 100);
     REQUIRE(spend_start(s, f.backend, &f.clock.clock) == 0);
     spend_stop(s); /* the sampler waits a tick before its first sample: none was taken */
-    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    int64_t period_ms = T0_MONTH_MS;
     struct spend_history *h = history_of(s, "old", period_ms);
     CHECK(!h->tracked); /* noted, not sampled */
     free(h);
@@ -347,7 +348,7 @@ static void spend_tracks_at_most_the_bound(void)
         REQUIRE(put_budget(&f, key, 100));
     }
     CHECK_EQ_I64(spend_sample(s, f.backend, T0_MS), 0);
-    int64_t period_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    int64_t period_ms = T0_MONTH_MS;
     snprintf(key, sizeof key, "b%05u", SPEND_BUDGETS_MAX - 1);
     struct spend_history *h = history_of(s, key, period_ms);
     CHECK(h->tracked);
@@ -383,7 +384,7 @@ static struct limit_usage usage_of(uint64_t capacity, uint64_t used, uint64_t de
     struct limit_usage u = {.used = used, .debt = debt, .reserved = reserved};
     u.state.definition.capacity = capacity;
     u.available = (int64_t)capacity - (int64_t)(used + debt + reserved);
-    u.period_start_unix_ms = period_start_ms(PERIOD_MONTH, T0_MS);
+    u.period_start_unix_ms = T0_MONTH_MS;
     u.period_end_unix_ms = FEB_01_MS;
     return u;
 }

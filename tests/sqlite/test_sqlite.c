@@ -64,6 +64,53 @@ static void state_survives_a_restart(void)
     db_destroy(&db);
 }
 
+/* A budget's anchor day, zone and period "none" are stored with it: after
+ * a restart its periods are the same and its spend is in them. */
+static void period_fields_survive_a_restart(void)
+{
+    struct db db;
+    OPEN(&db);
+    int64_t berlin_2025_03_30 = INT64_C(1743289200000); /* local midnight, 23:00Z */
+    clock_manual_set(&db.clock, berlin_2025_03_30 + 3600000);
+    struct limit_definition day = {.kind = LIMIT_BUDGET, .capacity = 100, .period = PERIOD_DAY};
+    snprintf(day.key, sizeof day.key, "berlin:day");
+    snprintf(day.time_zone, sizeof day.time_zone, "Europe/Berlin");
+    struct limit_definition month = {
+        .kind = LIMIT_BUDGET, .capacity = 100, .period = PERIOD_MONTH, .period_anchor_day = 28};
+    snprintf(month.key, sizeof month.key, "month:28");
+    struct limit_definition prepaid = {
+        .kind = LIMIT_BUDGET, .capacity = 100, .period = PERIOD_PREPAID};
+    snprintf(prepaid.key, sizeof prepaid.key, "prepaid");
+    struct limit_state state;
+    char error[256] = "";
+    REQUIRE(backend_put_limit(db.backend, &day, &state, error, sizeof error) == 0);
+    REQUIRE(backend_put_limit(db.backend, &month, &state, error, sizeof error) == 0);
+    REQUIRE(backend_put_limit(db.backend, &prepaid, &state, error, sizeof error) == 0);
+    CHECK(reserve_one(&db, "d", "berlin:day", 40, NULL).allowed);
+    CHECK(complete_one(&db, "d", "berlin:day", 40).reconciled);
+    CHECK(reserve_one(&db, "p", "prepaid", 70, NULL).allowed);
+    CHECK(complete_one(&db, "p", "prepaid", 70).reconciled);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    struct limit_usage u = usage_of(&db, "berlin:day");
+    CHECK_STR(u.state.definition.time_zone, "Europe/Berlin");
+    CHECK_EQ_I64(u.period_start_unix_ms, berlin_2025_03_30);
+    CHECK_EQ_I64(u.period_end_unix_ms, berlin_2025_03_30 + 23 * 3600000); /* spring: 23 hours */
+    CHECK_EQ_U64(u.used, 40);
+    u = usage_of(&db, "month:28");
+    CHECK_EQ_U64(u.state.definition.period_anchor_day, 28);
+    CHECK_EQ_I64(u.period_start_unix_ms, INT64_C(1743120000000)); /* 2025-03-28T00:00Z */
+    CHECK_EQ_I64(u.period_end_unix_ms, INT64_C(1745798400000));   /* 2025-04-28T00:00Z */
+    u = usage_of(&db, "prepaid");
+    CHECK_EQ_I64(u.state.definition.period, PERIOD_PREPAID);
+    CHECK_EQ_U64(u.used, 70);
+    /* Never reset: a year on, the 70 stay spent. */
+    clock_manual_set(&db.clock, berlin_2025_03_30 + INT64_C(366) * 86400000);
+    CHECK(!reserve_one(&db, "q", "prepaid", 31, NULL).allowed);
+    CHECK_EQ_U64(usage_of(&db, "prepaid").used, 70);
+    db_destroy(&db);
+}
+
 static void live_holds_survive_a_restart_and_expire(void)
 {
     struct db db;
@@ -173,7 +220,7 @@ static void version_1_database_is_migrated(void)
     }
     char error[256];
     REQUIRE(sq_schema_create(path, 1, error, sizeof error) == 0);
-    int64_t month = period_start_ms(PERIOD_MONTH, START_MS);
+    int64_t month = INT64_C(1767225600000); /* 2026-01-01T00:00Z: START_MS's UTC month */
     int64_t expires = START_MS + 300000;
     snprintf(sql, sizeof sql,
              "INSERT INTO limits VALUES(1,'usd',0,'budget',1000,0,300,'month','usd','','deny',"
@@ -207,8 +254,12 @@ static void version_1_database_is_migrated(void)
              (long long)START_MS);
     exec_sql(path, sql);
     REQUIRE(db_reopen(&db));
-    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 3);
+    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 4);
     CHECK_EQ_I64(db_query_int(&db, "SELECT calls FROM caller_usage"), 0); /* version 3 */
+    /* version 4: every older budget is of the 1st, in UTC */
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM limits WHERE period_anchor_day = 0 AND "
+                                   "time_zone = ''"),
+                 2);
     CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM reservations"), 3);
     CHECK_EQ_I64(db_query_int(&db, "SELECT held FROM reservations WHERE lease_id='live' AND "
                                    "key='tpm'"),
@@ -829,6 +880,9 @@ int main(void)
         "packed rows, a restart, the views and the API");
     RUN(usage_by_caller_says_who_spent_the_budget,
         "per-caller spend of a budget period and per-caller holds of a window");
+    RUN(period_fields_survive_a_restart,
+        "a zoned day, a month from the 28th and a prepaid budget keep their periods and spend "
+        "across a restart");
     RUN(restore_reconciles_with_the_registry,
         "restore_limit takes the registry's definition and keeps the counters");
     RUN(one_failing_request_does_not_abort_the_batch,

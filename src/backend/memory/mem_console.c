@@ -287,7 +287,7 @@ enum backend_admin_result mem_usage_by_caller(struct mem_backend *b, const char 
     if (limit != NULL) {
         mem_limit_expire(b, limit, clock_now_ms(b->clock));
         if (limit->kind == LIMIT_BUDGET) {
-            int64_t start_ms = period_start_ms(limit->state.definition.period, at_unix_ms);
+            int64_t start_ms = period_span_at(&limit->state.definition, at_unix_ms).start_ms;
             n = budget_rows(b, mem_limit_period_find(limit, start_ms), rows);
         } else {
             n = window_rows(b, limit, rows);

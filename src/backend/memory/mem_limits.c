@@ -98,17 +98,17 @@ struct mem_period *mem_limit_period_now(struct mem_limit *limit, int64_t now_ms)
             return older != NULL ? older : newest;
         }
     }
+    /* Computed once per period: every other call found it above. */
+    struct period_span span = period_span_at(&limit->state.definition, now_ms);
+    if (limit->period_count > 0 && limit->periods[limit->period_newest].start_ms == span.start_ms)
+        return &limit->periods[limit->period_newest]; /* prepaid, on a clock past its end */
     /* A new period starts from zero; the oldest kept one is dropped. */
     uint32_t slot =
         limit->period_count == 0 ? 0 : (limit->period_newest + 1) % MEM_BUDGET_PERIODS_KEPT;
     if (limit->period_count < MEM_BUDGET_PERIODS_KEPT)
         limit->period_count++;
-    enum limit_period kind = limit->state.definition.period;
     mem_period_spend_free(&limit->periods[slot]); /* the oldest kept one, or an unused slot */
-    limit->periods[slot] = (struct mem_period){
-        .start_ms = period_start_ms(kind, now_ms),
-        .end_ms = period_end_ms(kind, now_ms),
-    };
+    limit->periods[slot] = (struct mem_period){.start_ms = span.start_ms, .end_ms = span.end_ms};
     limit->period_newest = slot;
     return &limit->periods[slot];
 }
@@ -286,14 +286,14 @@ static void retire(struct mem_backend *b, struct mem_limit *limit)
     b->retired = limit;
 }
 
-/* A deleted limit of the same kind and period comes back with its holds
+/* A deleted limit of the same kind and periods comes back with its holds
  * and periods (pessimistic); of another, a fresh limit replaces it. The
  * limit the put applies to (NULL: create one). */
 static struct mem_limit *revive(struct mem_backend *b, struct mem_limit *limit,
                                 const struct limit_definition *d)
 {
     assert(limit->deleted);
-    if (limit->kind != d->kind || limit->state.definition.period != d->period) {
+    if (limit->kind != d->kind || !limit_period_same(&limit->state.definition, d)) {
         retire(b, limit);
         return NULL;
     }
@@ -421,9 +421,9 @@ enum backend_admin_result mem_usage(struct mem_backend *b, const char *key, int6
                                          limit->debt);
         return BACKEND_ADMIN_OK;
     }
-    enum limit_period kind = limit->state.definition.period;
-    out->period_start_unix_ms = period_start_ms(kind, at_unix_ms);
-    out->period_end_unix_ms = period_end_ms(kind, at_unix_ms);
+    struct period_span span = period_span_at(&limit->state.definition, at_unix_ms);
+    out->period_start_unix_ms = span.start_ms;
+    out->period_end_unix_ms = span.end_ms;
     const struct mem_period *period = mem_limit_period_find(limit, out->period_start_unix_ms);
     if (period != NULL) {
         out->reserved = period->reserved;

@@ -43,6 +43,8 @@ static void bind_state(sqlite3_stmt *stmt, const struct sq_limit *limit, int64_t
     sqlite3_bind_text(stmt, 11, limit_status_name(limit->state.status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 12, (int64_t)limit->state.pending_decrease_to);
     sqlite3_bind_int64(stmt, 13, now_ms);
+    sqlite3_bind_int64(stmt, 14, d->period_anchor_day);
+    sqlite3_bind_text(stmt, 15, d->time_zone, -1, SQLITE_STATIC);
 }
 
 static int limit_write(struct sq_backend *backend, const struct sq_limit *limit,
@@ -62,9 +64,10 @@ static bool state_equal(const struct limit_state *a, const struct limit_state *b
     const struct limit_definition *x = &a->definition, *y = &b->definition;
     return x->kind == y->kind && x->capacity == y->capacity &&
            x->window_seconds == y->window_seconds && x->timeout_seconds == y->timeout_seconds &&
-           x->period == y->period && x->overage == y->overage && strcmp(x->unit, y->unit) == 0 &&
-           strcmp(x->description, y->description) == 0 && a->status == b->status &&
-           a->pending_decrease_to == b->pending_decrease_to;
+           x->period == y->period && x->period_anchor_day == y->period_anchor_day &&
+           strcmp(x->time_zone, y->time_zone) == 0 && x->overage == y->overage &&
+           strcmp(x->unit, y->unit) == 0 && strcmp(x->description, y->description) == 0 &&
+           a->status == b->status && a->pending_decrease_to == b->pending_decrease_to;
 }
 
 static int limit_create(struct sq_backend *backend, const struct limit_state *state, int64_t now_ms,
@@ -331,9 +334,10 @@ static int usage_read(struct sq_backend *backend, const char *key, int64_t at_un
     out->state = limit->state;
     int64_t start = 0;
     if (d->kind == LIMIT_BUDGET) {
-        start = period_start_ms(d->period, at_unix_ms);
-        out->period_start_unix_ms = start;
-        out->period_end_unix_ms = period_end_ms(d->period, at_unix_ms);
+        struct period_span span = period_span_at(d, at_unix_ms);
+        start = span.start_ms;
+        out->period_start_unix_ms = span.start_ms;
+        out->period_end_unix_ms = span.end_ms;
     }
     const struct sq_period *p = sq_mirror_period(backend, limit, start);
     if (p == NULL)
@@ -646,7 +650,7 @@ static int callers_run(struct sq_backend *backend, struct sq_call *call)
         return sqlite3_errcode(backend->db);
     sqlite3_bind_int64(stmt, 1, limit->id);
     sqlite3_bind_int64(stmt, 2,
-                       budget ? period_start_ms(d->period, args->at_unix_ms)
+                       budget ? period_span_at(d, args->at_unix_ms).start_ms
                               : sq_mirror_live_from(&backend->mirror));
     sqlite3_bind_int(stmt, 3, SQ_CALLERS_MAX);
     free(args->rows);

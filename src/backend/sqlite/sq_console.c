@@ -72,9 +72,10 @@ static int report_one(struct sq_backend *backend, struct sq_limit *limit, int64_
     usage->state = limit->state;
     int64_t start = 0;
     if (d->kind == LIMIT_BUDGET) {
-        start = period_start_ms(d->period, now_ms);
-        usage->period_start_unix_ms = start;
-        usage->period_end_unix_ms = period_end_ms(d->period, now_ms);
+        struct period_span span = sq_limit_period_now(limit, now_ms);
+        start = span.start_ms;
+        usage->period_start_unix_ms = span.start_ms;
+        usage->period_end_unix_ms = span.end_ms;
     }
     const struct sq_period *p = sq_mirror_period(backend, limit, start);
     if (p == NULL)

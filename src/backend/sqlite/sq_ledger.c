@@ -242,7 +242,7 @@ static uint64_t period_total(const struct sq_period *p)
     return amount_add_saturating(amount_add_saturating(p->reserved, p->used), p->debt);
 }
 
-static struct denial_times denial_times(struct sq_backend *backend, const struct sq_limit *limit,
+static struct denial_times denial_times(struct sq_backend *backend, struct sq_limit *limit,
                                         const struct sq_period *p, uint64_t amount, int64_t now_ms)
 {
     const struct limit_definition *d = &limit->state.definition;
@@ -251,7 +251,7 @@ static struct denial_times denial_times(struct sq_backend *backend, const struct
     const struct sq_hold *reaching = sq_holds_reaching(p->holds, need);
     struct denial_times t;
     if (d->kind == LIMIT_BUDGET) {
-        int64_t end_ms = period_end_ms(d->period, now_ms);
+        int64_t end_ms = sq_limit_period_now(limit, now_ms).end_ms;
         t.fits_at_ms =
             reaching != NULL && reaching->expires_at_ms < end_ms ? reaching->expires_at_ms : end_ms;
         t.may_fit_at_ms = p->reserved >= need ? now_ms : end_ms;
@@ -299,7 +299,7 @@ static int decide(struct sq_backend *backend, const struct reserve_request *requ
         int rc = sq_ledger_expire(backend, limit, now_ms, &few);
         if (rc != SQLITE_DONE)
             return rc;
-        int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+        int64_t start = d->kind == LIMIT_BUDGET ? sq_limit_period_now(limit, now_ms).start_ms : 0;
         struct sq_period *p = sq_mirror_period(backend, limit, start);
         if (p == NULL)
             return SQLITE_NOMEM;
@@ -497,7 +497,7 @@ static void fill_states(const struct reserve_request *request, const struct rese
         state->capacity = d->capacity;
         state->available = limit_available(d->kind, d->capacity, p->reserved, p->used, p->debt);
         if (d->kind == LIMIT_BUDGET) {
-            state->reset_at_unix_ms = period_end_ms(d->period, now_ms);
+            state->reset_at_unix_ms = sq_limit_period_now(plan->limits[i], now_ms).end_ms;
             continue;
         }
         const struct sq_hold *first = sq_holds_first(p->holds);

@@ -218,7 +218,7 @@ void sq_mirror_trim_periods(struct sq_limit *limit, int64_t now_ms)
 {
     if (limit->state.definition.kind != LIMIT_BUDGET)
         return;
-    int64_t current = period_start_ms(limit->state.definition.period, now_ms);
+    int64_t current = sq_limit_period_now(limit, now_ms).start_ms;
     for (uint32_t i = 0; i < limit->period_count;) {
         struct sq_period *p = limit->periods[i];
         assert(p->limit == limit);
@@ -275,7 +275,8 @@ static void limit_state_from_row(sqlite3_stmt *stmt, struct limit_state *state)
     d->window_seconds = (uint32_t)sqlite3_column_int64(stmt, 5);
     d->timeout_seconds = (uint32_t)sqlite3_column_int64(stmt, 6);
     column_text(stmt, 7, name, sizeof name);
-    limit_period_parse(name, &d->period);
+    if (d->kind == LIMIT_BUDGET) /* other kinds have none, whatever the row says */
+        limit_period_parse(name, &d->period);
     column_text(stmt, 8, d->unit, sizeof d->unit);
     column_text(stmt, 9, d->description, sizeof d->description);
     column_text(stmt, 10, name, sizeof name);
@@ -283,20 +284,32 @@ static void limit_state_from_row(sqlite3_stmt *stmt, struct limit_state *state)
     column_text(stmt, 11, name, sizeof name);
     limit_status_parse(name, &state->status);
     state->pending_decrease_to = (uint64_t)sqlite3_column_int64(stmt, 12);
+    int64_t anchor_day = sqlite3_column_int64(stmt, 13);
+    d->period_anchor_day = (uint8_t)(anchor_day >= 0 && anchor_day <= UINT8_MAX ? anchor_day : 255);
+    column_text(stmt, 14, d->time_zone, sizeof d->time_zone);
 }
 
 static int load_limits(struct sq_backend *backend, char *error, size_t error_size)
 {
     sqlite3_stmt *stmt = NULL;
     const char *sql = "SELECT id,key,deleted,kind,capacity,window_seconds,timeout_seconds,"
-                      "period,unit,description,overage,status,pending_decrease_to FROM limits "
-                      "ORDER BY id";
+                      "period,unit,description,overage,status,pending_decrease_to,"
+                      "period_anchor_day,time_zone FROM limits ORDER BY id";
     if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK)
         return load_fail(backend, error, error_size, "limits");
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct limit_state state;
         limit_state_from_row(stmt, &state);
+        /* Its time zone is looked up (the zone a period needs) and the
+         * fields checked as a put would. */
+        char reason[256];
+        if (state.definition.kind == LIMIT_BUDGET &&
+            limit_definition_validate(&state.definition, reason, sizeof reason) != 0) {
+            sqlite3_finalize(stmt);
+            snprintf(error, error_size, "loading limit %s: %s", state.definition.key, reason);
+            return -1;
+        }
         struct sq_limit *limit = sq_limit_new(sqlite3_column_int64(stmt, 0), &state);
         if (limit != NULL)
             limit->deleted = sqlite3_column_int64(stmt, 2) != 0;

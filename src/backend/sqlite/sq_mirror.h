@@ -39,7 +39,15 @@ struct sq_limit {
     struct sq_period **periods; /* rolling/concurrency: exactly one */
     uint32_t period_count;
     uint32_t period_capacity;
+    struct period_memo period_memo; /* budgets: the period of now (sq_limit_period_now) */
 };
+
+/* The budget period containing now_ms, its bounds computed once per period
+ * (an incarnation's periods never change: limit_reshape_check). */
+static inline struct period_span sq_limit_period_now(struct sq_limit *limit, int64_t now_ms)
+{
+    return period_memo_span(&limit->state.definition, &limit->period_memo, now_ms);
+}
 
 struct sq_mirror {
     struct sq_map limits_by_key; /* live (not deleted) limits */

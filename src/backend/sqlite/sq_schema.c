@@ -215,8 +215,14 @@ static const char schema_v2[] =
 static const char schema_v3[] =
     "ALTER TABLE caller_usage ADD COLUMN calls INTEGER NOT NULL DEFAULT 0;";
 
+/* Schema version 4: a budget's period anchor day and time zone (0 and '':
+ * the 1st, UTC, as every budget before them). */
+static const char schema_v4[] =
+    "ALTER TABLE limits ADD COLUMN period_anchor_day INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE limits ADD COLUMN time_zone TEXT NOT NULL DEFAULT '';";
+
 /* migrations[i] takes the schema from version i to i + 1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* The data path's writes say OR ROLLBACK: any error already abandons the
@@ -264,12 +270,13 @@ static const char *const statement_sql[SQ_STMT_COUNT] = {
         "used=used+excluded.used,debt=debt+excluded.debt,calls=calls+excluded.calls",
     [SQ_STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
                              "timeout_seconds,period,unit,description,overage,status,"
-                             "pending_decrease_to,created_at,updated_at) "
-                             "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13)",
+                             "pending_decrease_to,created_at,updated_at,period_anchor_day,"
+                             "time_zone) "
+                             "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14,?15)",
     [SQ_STMT_LIMIT_UPDATE] = "UPDATE limits SET kind=?3,capacity=?4,window_seconds=?5,"
                              "timeout_seconds=?6,period=?7,unit=?8,description=?9,overage=?10,"
-                             "status=?11,pending_decrease_to=?12,updated_at=?13 WHERE id=?1 AND "
-                             "key=?2",
+                             "status=?11,pending_decrease_to=?12,updated_at=?13,"
+                             "period_anchor_day=?14,time_zone=?15 WHERE id=?1 AND key=?2",
     [SQ_STMT_LIMIT_DELETE] = "UPDATE limits SET deleted=1,updated_at=? WHERE id=?",
 };
 

@@ -173,10 +173,10 @@ static bool mirror_fresh(struct sq_backend *backend)
 
 /* Capacity the limit has left now, as usage reports it (budgets: the
  * current period, when the mirror has it). */
-static bool freed_available(const struct sq_limit *limit, int64_t now_ms, int64_t *available)
+static bool freed_available(struct sq_limit *limit, int64_t now_ms, int64_t *available)
 {
     const struct limit_definition *d = &limit->state.definition;
-    int64_t start = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+    int64_t start = d->kind == LIMIT_BUDGET ? sq_limit_period_now(limit, now_ms).start_ms : 0;
     const struct sq_period *p = sq_mirror_period_find(limit, start);
     if (p == NULL)
         return false;
@@ -203,7 +203,7 @@ static bool freed_tell(struct sq_backend *backend)
             backend->watch.tell_begin(backend->watch.context);
         int64_t now_ms = clock_now_ms(backend->config.clock);
         for (uint32_t i = 0; i < mirror->freed_count; i++) {
-            const struct sq_limit *limit = sq_mirror_limit_by_id(mirror, mirror->freed_ids[i]);
+            struct sq_limit *limit = sq_mirror_limit_by_id(mirror, mirror->freed_ids[i]);
             if (limit == NULL)
                 continue;
             struct backend_freed freed = {.key = limit->state.definition.key};

@@ -83,6 +83,10 @@ struct tb_limit {
     int64_t budget_periods[2]; /* budgets: periods provisioned (INT64_MIN: none) */
     int64_t budget_owes_ms;    /* budgets: a period that may owe (debt, cut), or INT64_MIN */
     uint32_t decrease_attempt; /* 0.17: which decrease id to try next */
+    /* Budgets: the period of now (tb_limit_period_now); read and filled
+     * under the read lock, reset under the write lock when the limit comes
+     * back with other periods. */
+    struct period_memo period_memo;
     /* fixed once created */
     /* The limit account depends on the kind, so a key deleted and put
      * again as another kind is a new limit (its old holds stay with the
@@ -333,6 +337,13 @@ uint64_t tb_ledger_capacity(const struct tbc_account *account);
 uint64_t tb_ledger_owed(const struct tbc_account *account); /* debits - credits posted */
 
 /* Budget periods provisioned (registry lock held). */
+/* The budget period containing now_ms, its bounds computed once per period.
+ * Under the registry lock (read or write). */
+static inline struct period_span tb_limit_period_now(struct tb_limit *limit, int64_t now_ms)
+{
+    return period_memo_span(&limit->state.definition, &limit->period_memo, now_ms);
+}
+
 static inline bool tb_limit_period_ready(const struct tb_limit *limit, int64_t period_ms)
 {
     return limit->budget_periods[0] == period_ms || limit->budget_periods[1] == period_ms;

@@ -362,7 +362,7 @@ void tb_provision_apply(struct tb_backend *b, struct tb_limit *limit,
     if (d->kind == LIMIT_BUDGET) {
         /* A budget decrease applies at once (remaining may go negative). */
         if (rc == 0)
-            rc = provision_period(b, limit, period_start_ms(d->period, now_ms), d->capacity);
+            rc = provision_period(b, limit, period_span_at(d, now_ms).start_ms, d->capacity);
     } else {
         if (rc == 0)
             rc = create_limit_accounts(b, limit, d->kind);
@@ -384,7 +384,7 @@ bool tb_provision_limit(struct tb_backend *b, struct tb_limit *limit, int64_t no
     if (tb_provision_operator(b) != 0)
         return false;
     if (state.definition.kind == LIMIT_BUDGET) {
-        int64_t period_ms = period_start_ms(state.definition.period, now_ms);
+        int64_t period_ms = period_span_at(&state.definition, now_ms).start_ms;
         if (provision_period(b, limit, period_ms, state.definition.capacity) == 0)
             set_provisioned(b, limit, true);
         return false;
@@ -419,8 +419,8 @@ void tb_provision_budget_period(struct tb_backend *b, struct tb_limit *limit, in
     struct limit_state state = snapshot(b, limit, &provisioned);
     if (!provisioned || state.definition.kind != LIMIT_BUDGET)
         return;
-    enum limit_period kind = state.definition.period;
-    int64_t periods[2] = {period_start_ms(kind, now_ms), period_end_ms(kind, now_ms)};
+    struct period_span span = period_span_at(&state.definition, now_ms);
+    int64_t periods[2] = {span.start_ms, span.end_ms};
     int count = now_ms + BUDGET_PREPARE_MS >= periods[1] ? 2 : 1;
     for (int i = 0; i < count; i++) {
         pthread_rwlock_rdlock(&b->registry_lock);

@@ -87,6 +87,7 @@ entry_for_put(struct tb_backend *b, const struct limit_definition *d, struct tb_
         limit->state.pending_decrease_to = 0;
         limit->provisioned = false;
         limit->budget_periods[0] = limit->budget_periods[1] = INT64_MIN;
+        period_memo_reset(&limit->period_memo);
         b->live_limit_count++;
         assert(b->live_limit_count <= LIMITS_COUNT_MAX);
         return BACKEND_ADMIN_OK;
@@ -229,9 +230,10 @@ enum backend_admin_result tb_registry_usage(struct backend *base, const char *ke
     struct tb_balances balances;
     int64_t period_ms = INT64_MIN;
     if (state.definition.kind == LIMIT_BUDGET) {
-        period_ms = period_start_ms(state.definition.period, at_unix_ms);
-        out->period_start_unix_ms = period_ms;
-        out->period_end_unix_ms = period_end_ms(state.definition.period, at_unix_ms);
+        struct period_span span = period_span_at(&state.definition, at_unix_ms);
+        period_ms = span.start_ms;
+        out->period_start_unix_ms = span.start_ms;
+        out->period_end_unix_ms = span.end_ms;
     }
     if (tb_provision_balances(b, limit, state.definition.kind, period_ms, &balances) != 0)
         return BACKEND_ADMIN_UNAVAILABLE;
@@ -348,6 +350,13 @@ int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, ui
 {
     pthread_rwlock_rdlock(&b->registry_lock);
     struct limit_definition d = limit->state.definition;
+    /* The end of the hold's period: nearly always that of now (memoised). */
+    int64_t end_ms = 0;
+    if (d.kind == LIMIT_BUDGET) {
+        struct period_span now_span = tb_limit_period_now(limit, now_ms);
+        end_ms = now_span.start_ms == period_start_ms ? now_span.end_ms
+                                                      : period_span_at(&d, period_start_ms).end_ms;
+    }
     pthread_rwlock_unlock(&b->registry_lock);
     int64_t earliest_ms = INT64_MAX, covered_ms = INT64_MAX;
     pthread_mutex_lock(&limit->notes_lock);
@@ -369,7 +378,6 @@ int64_t tb_registry_retry_after(struct tb_backend *b, struct tb_limit *limit, ui
         *fits_at_ms =
             covered_ms != INT64_MAX ? covered_ms : now_ms + (int64_t)d.timeout_seconds * 1000;
     } else {
-        int64_t end_ms = period_end_ms(d.period, period_start_ms);
         retry_ms = (covered_ms < end_ms ? covered_ms : end_ms) - now_ms;
         *fits_at_ms = now_ms + retry_ms;
     }

@@ -93,7 +93,8 @@ static bool resolve(struct tb_backend *b, struct tb_job *job, int64_t now_ms, bo
         hold->kind = (uint8_t)d->kind;
         hold->timestamp_ns = 0; /* the cluster's, once the reserve is made */
         hold->timeout_seconds = d->kind == LIMIT_ROLLING ? d->window_seconds : d->timeout_seconds;
-        hold->period_start_ms = d->kind == LIMIT_BUDGET ? period_start_ms(d->period, now_ms) : 0;
+        hold->period_start_ms =
+            d->kind == LIMIT_BUDGET ? tb_limit_period_now(limits[i], now_ms).start_ms : 0;
         hold->note_sequence = 0;
         hold->denied = false;
         job->request_index[i] = (uint8_t)i;

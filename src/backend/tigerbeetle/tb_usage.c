@@ -157,10 +157,11 @@ static void read_pack(struct usage_read *read, const struct usage_request *reque
         enum limit_kind kind = usage->state.definition.kind;
         int64_t period_ms = INT64_MIN;
         if (kind == LIMIT_BUDGET) {
-            enum limit_period period = usage->state.definition.period;
-            period_ms = period_start_ms(period, requests[i].at_unix_ms);
-            usage->period_start_unix_ms = period_ms;
-            usage->period_end_unix_ms = period_end_ms(period, requests[i].at_unix_ms);
+            struct period_span span =
+                period_span_at(&usage->state.definition, requests[i].at_unix_ms);
+            period_ms = span.start_ms;
+            usage->period_start_unix_ms = span.start_ms;
+            usage->period_end_unix_ms = span.end_ms;
         }
         entry->first_id = read->id_count;
         entry->id_count =

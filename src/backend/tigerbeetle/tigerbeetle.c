@@ -68,7 +68,7 @@ static void maintain_limit(struct tb_backend *b, struct tb_limit *limit, int64_t
     pthread_rwlock_rdlock(&b->registry_lock);
     bool budget = limit->state.definition.kind == LIMIT_BUDGET;
     int64_t owes_ms = limit->budget_owes_ms;
-    int64_t period_ms = budget ? period_start_ms(limit->state.definition.period, now_ms) : 0;
+    int64_t period_ms = budget ? tb_limit_period_now(limit, now_ms).start_ms : 0;
     bool current = budget && tb_limit_period_ready(limit, period_ms);
     pthread_rwlock_unlock(&b->registry_lock);
     if (!budget)
