@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "gw_bounds.h"
 #include "util/sha256.h"
 
@@ -112,6 +113,11 @@ struct gw_limit {
     const struct gw_template_part *parts;
     uint32_t part_count;
     bool uses_team;
+    /* "default": the definition (checked and normalised as PUT
+     * /v1/admin/limits does, its key empty) of the limit a call creates
+     * when its instantiated key does not exist yet; NULL when the template
+     * has none (a missing limit is then an error). */
+    const struct limit_definition *default_definition;
 };
 
 struct gw_config_memory;

@@ -15,6 +15,7 @@
 #include "core/limits.h"
 #include "gw_config_internal.h"
 #include "gw_secret.h"
+#include "wire/decode.h"
 
 /* Printable ASCII without white space: what a limit key may hold. */
 static bool key_chars(const char *text, size_t length)
@@ -772,6 +773,44 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
                           "output_tokens or usd_micros");
 }
 
+/* The key a template's default is checked with: the real one is the
+ * instantiated template's, per call (and checked then). */
+#define DEFAULT_STAND_IN_KEY "default"
+
+/* "default": a limit definition without its key, checked exactly as PUT
+ * /v1/admin/limits checks one (decode_definition_keyed); an error names the
+ * field inside it and its line. */
+static int limit_default(struct loader *l, const struct jdoc_value *v, const char *path,
+                         struct gw_limit *limit)
+{
+    if (v->kind == JDOC_NULL)
+        return 0;
+    if (!jdoc_is(v, JDOC_OBJECT))
+        return gw_config_fail(l, v->line, path,
+                              "must be a limit definition without its key (an object: kind, "
+                              "capacity, ...)");
+    struct limit_definition *definition = arena_alloc(l->arena, sizeof *definition);
+    if (definition == NULL)
+        return gw_config_fail(l, v->line, path, "out of memory");
+    char reason[DECODE_ERROR_SIZE];
+    if (decode_definition_keyed(v, "", DEFAULT_STAND_IN_KEY, definition, reason, sizeof reason) !=
+        0) {
+        /* "<field>: <why>", the field a member of the default (or not in it). */
+        const char *colon = strstr(reason, ": ");
+        char field[64] = "", where[160];
+        if (colon != NULL && (size_t)(colon - reason) < sizeof field)
+            snprintf(field, sizeof field, "%.*s", (int)(colon - reason), reason);
+        const struct jdoc_value *member = field[0] != '\0' ? jdoc_get(v, field) : NULL;
+        snprintf(where, sizeof where, "%s%s%s", path, field[0] != '\0' ? "." : "", field);
+        return gw_config_fail(l, member != NULL ? member->line : v->line, where, "%s",
+                              field[0] != '\0' ? colon + 2 : reason);
+    }
+    assert(strcmp(definition->key, DEFAULT_STAND_IN_KEY) == 0);
+    definition->key[0] = '\0'; /* each call's own */
+    limit->default_definition = definition;
+    return 0;
+}
+
 static void note_placeholders(struct loader *l, const struct gw_limit *limit, int32_t index)
 {
     assert(index >= 0 && index < GW_LIMITS_MAX);
@@ -799,6 +838,8 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
             result = limit_key(l, &m->value, path, limit);
         else if (strcmp(m->key, "amount") == 0)
             amount_seen = true, result = limit_amount(l, &m->value, path, limit);
+        else if (strcmp(m->key, "default") == 0)
+            result = limit_default(l, &m->value, path, limit);
         else
             result = gw_config_fail(l, m->value.line, path, "unknown field");
         if (result != 0)

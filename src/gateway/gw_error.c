@@ -165,3 +165,21 @@ void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *cod
     }
     buffer_append_str(b, "\n\n");
 }
+
+bool gw_should_not_retry(unsigned status, int64_t retry_after_ms)
+{
+    assert(retry_after_ms >= 0); /* the status may be an upstream's: any number */
+    switch (status) {
+    case 408:
+    case 409:
+    case 425:
+        return false;
+    case 429:
+        return retry_after_ms > GW_SHOULD_RETRY_MS_MAX;
+    case 501:
+    case 505:
+        return true;
+    default:
+        return status >= 400 && status <= 499;
+    }
+}

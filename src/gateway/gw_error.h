@@ -6,7 +6,9 @@
 #ifndef LLMLIMIT_GATEWAY_ERROR_H
 #define LLMLIMIT_GATEWAY_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gw_endpoint.h"
 #include "util/buffer.h"
@@ -43,6 +45,23 @@ enum gw_anthropic_error gw_anthropic_error_for_status(unsigned status);
  * "request_id":... after it unless request_id is NULL. */
 void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const char *message,
                         const char *request_id);
+
+/* The header that tells the OpenAI and Anthropic SDKs (and Claude Code)
+ * whether to retry an answer; they honour it before their own rules. */
+#define GW_SHOULD_RETRY_HEADER "x-should-retry"
+/* The longest wait an SDK makes for a retry-after (the OpenAI and Anthropic
+ * SDKs cap theirs at 60 s): a 429 further away cannot be waited out. */
+#define GW_SHOULD_RETRY_MS_MAX 60000
+
+/* Whether an answer of this status is one a retry cannot change, and so
+ * carries "x-should-retry: false" (docs/gateway.md, "Answers a retry
+ * cannot change"): a 4xx but 408 (timeout), 409 (conflict), 425 (too
+ * early) and 429; a 429 whose retry lies more than GW_SHOULD_RETRY_MS_MAX
+ * away (retry_after_ms: when the answer says to retry, 0 when it does not
+ * say); 501 and 505 (a method or version the server never takes). Any
+ * other 5xx may pass (an upstream down, a backend's unknown outcome). The
+ * one rule for every answer of the gateway's routes. */
+bool gw_should_not_retry(unsigned status, int64_t retry_after_ms);
 
 /* The error body for a call on endpoint's surface: Anthropic's for the
  * Messages routes (its type from status), OpenAI's for the others (type

@@ -65,6 +65,8 @@ struct http_exchange {
     char body_inline[HTTP_BODY_INLINE_BYTES];
 };
 
+struct http_header;
+
 struct http_handlers {
     /* A new exchange for the request being read (NULL: out of memory, the
      * connection is closed). The transport initialises its fields with
@@ -81,9 +83,12 @@ struct http_handlers {
     /* The body of an error the transport answers itself (a malformed head,
      * a body over the limit): the server writes it in the shape of the
      * route (path, when known) into out (at most out_size bytes); returns
-     * the length and sets *content_type. */
+     * the length and sets *content_type, and *header when the answer
+     * carries one more header (its name and value static text; left
+     * {NULL, NULL} for none). */
     size_t (*error_body)(void *context, const char *path, size_t path_length, unsigned status,
-                         const char *error, char *out, size_t out_size, const char **content_type);
+                         const char *error, char *out, size_t out_size, const char **content_type,
+                         struct http_header *header);
 };
 
 struct http_config {

@@ -704,9 +704,10 @@ void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_leng
     __atomic_add_fetch(&server->stats_bad_requests, 1, __ATOMIC_RELAXED);
     char body[1024];
     const char *content_type = "application/json";
+    struct http_header header = {NULL, NULL};
     size_t length =
         server->config.handlers->error_body(server->config.context, path, path_length, status,
-                                            reason, body, sizeof body, &content_type);
+                                            reason, body, sizeof body, &content_type, &header);
     assert(length <= sizeof body);
     char storage[HTTP_ANSWER_HEAD_BYTES];
     struct buffer head;
@@ -721,6 +722,12 @@ void http_conn_refuse(struct http_conn *conn, const char *path, size_t path_leng
     buffer_append_u64(&head, length);
     buffer_append_str(&head, "\r\nContent-Type: ");
     buffer_append_str(&head, content_type);
+    if (header.name != NULL) {
+        buffer_append_str(&head, "\r\n");
+        buffer_append_str(&head, header.name);
+        buffer_append_str(&head, ": ");
+        buffer_append_str(&head, header.value);
+    }
     buffer_append_str(&head, "\r\nConnection: close\r\n\r\n");
     assert(!head.failed);
     struct iovec parts[2] = {{head.data, head.length}, {body, length}};

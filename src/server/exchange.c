@@ -60,6 +60,13 @@ static bool answer_is_json(const struct exchange *ex, unsigned status)
     return (ex->route->flags & ROUTE_TEXT) == 0 || status != 200;
 }
 
+/* The gateway's routes answer in an SDK's shape, and say which answers a
+ * retry cannot change (gw_should_not_retry). */
+static bool gateway_route(const struct route *route)
+{
+    return (route->flags & (ROUTE_ERROR_OPENAI | ROUTE_ERROR_ANTHROPIC)) != 0;
+}
+
 /* The headers of a route's answer besides the transport's. Values are
  * static text or point at the caller's seconds and allow. */
 static size_t route_headers(const struct exchange *ex, unsigned status, int64_t retry_after_ms,
@@ -80,6 +87,8 @@ static size_t route_headers(const struct exchange *ex, unsigned status, int64_t 
     }
     if (status == 401)
         out[n++] = (struct http_header){"WWW-Authenticate", "Bearer"};
+    if (gateway_route(ex->route) && gw_should_not_retry(status, retry_after_ms))
+        out[n++] = (struct http_header){GW_SHOULD_RETRY_HEADER, "false"};
     if ((ex->route->flags & ROUTE_NO_STORE) != 0) {
         out[n++] = (struct http_header){"Cache-Control", "no-store"};
         out[n++] = (struct http_header){"X-Content-Type-Options", "nosniff"};
@@ -521,11 +530,12 @@ static const char *transport_code(unsigned status)
 }
 
 /* The transport's own refusals, in the shape of the route the path names:
- * {"error":"<code>: <reason>"}, or OpenAI's error object on the gateway's
- * routes. */
+ * {"error":"<code>: <reason>"}, or OpenAI's (Anthropic's) error object on
+ * the gateway's routes, with x-should-retry: false there (none of these
+ * changes on a retry). */
 static size_t exchange_error_body(void *context, const char *path, size_t path_length,
                                   unsigned status, const char *reason, char *out, size_t out_size,
-                                  const char **content_type)
+                                  const char **content_type, struct http_header *header)
 {
     struct server *server = context;
     const char *code = transport_code(status);
@@ -553,6 +563,8 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
         encode_error(&b, text, (route->flags & ROUTE_ERROR_HAS_OK) != 0);
     buffer_append_char(&b, '\n'); /* as every JSON answer (exchange_answer_with) */
     *content_type = "application/json";
+    if (gateway_route(route) && gw_should_not_retry(status, 0))
+        *header = (struct http_header){GW_SHOULD_RETRY_HEADER, "false"};
     if (b.failed || b.heap) {
         buffer_free(&b);
         return 0;

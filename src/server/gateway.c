@@ -73,6 +73,7 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
     pthread_mutex_init(&g->calls_mutex, NULL);
     pthread_cond_init(&g->calls_idle, NULL);
     pthread_mutex_init(&g->pool_mutex, NULL);
+    gateway_defaults_init(g);
     if (gw_forward_start(&g->engine, NULL, NULL, 0, error, error_size) != 0) {
         gateway_close(g);
         return -1;
@@ -109,6 +110,7 @@ void gateway_close(struct gateway *g)
         g->pool = next;
     }
     pthread_mutex_destroy(&g->pool_mutex);
+    gateway_defaults_free(g);
     gw_config_release(g->config);
     gw_observed_free(g->observed);
     gw_owners_free(g->owners);
@@ -509,6 +511,19 @@ static int reply_too_large(struct exchange *ex, struct gateway_call *call, const
         key, amount, unit[0] != '\0' ? " " : "", unit, capacity, too_large_advice(call->endpoint));
 }
 
+/* 400 (not 500: Codex retries every 5xx, x-should-retry or not, and shows
+ * none of its text; docs/gateway.md, "Answers a retry cannot change"): a
+ * limit the call needs is not in the registry, and its template has no
+ * default (or the one created was deleted before the call reserved). */
+static int reply_limit_missing(struct exchange *ex, const char *key)
+{
+    return gateway_reply_error(
+        ex, 400, "invalid_request_error", "unknown_limit_key", 0,
+        "The gateway's limit '%s' is not defined: an operator must create it "
+        "(PUT /v1/admin/limits), or give its template in gateway.json a \"default\".",
+        key);
+}
+
 /* Definitive errors: the reserve named a key the registry lacks, an amount
  * that can never fit, or a limit being decreased. */
 static int reply_definitive(struct exchange *ex, struct gateway_call *call)
@@ -517,11 +532,7 @@ static int reply_definitive(struct exchange *ex, struct gateway_call *call)
     const char *key = call->reserve.requirements[r->error_index].key;
     switch (r->error) {
     case BACKEND_UNKNOWN_LIMIT_KEY:
-        return gateway_reply_error(
-            ex, 500, "server_error", "unknown_limit_key", 0,
-            "The gateway's limit '%s' is not defined: an operator must create it "
-            "(PUT /v1/admin/limits) or change gateway.json.",
-            key);
+        return reply_limit_missing(ex, key);
     case BACKEND_EXCEEDS_CAPACITY:
         return reply_too_large(ex, call, key);
     case BACKEND_LIMIT_DECREASING: {
@@ -553,6 +564,42 @@ static bool replay_took_nothing(const struct gateway_call *call)
     return r->replayed && ((r->error == BACKEND_OK && !r->allowed) || r->released);
 }
 
+static int after_reserve(struct exchange *ex);
+
+/* After the creation of the call's missing limits from their defaults. */
+static int after_defaults(struct exchange *ex)
+{
+    struct gateway_call *call = ex->gateway_call;
+    const char *key = call->plan.key_text[call->defaults_key];
+    switch (call->defaults_outcome) {
+    case GATEWAY_DEFAULTS_READY:
+        return exchange_call_backend(ex, reserve_start, after_reserve);
+    case GATEWAY_DEFAULTS_MISSING:
+        return reply_limit_missing(ex, key);
+    case GATEWAY_DEFAULTS_REJECTED:
+        return gateway_reply_error(ex, 400, "invalid_request_error", "limit_default_error", 0,
+                                   "The gateway's limit '%s' could not be created from its "
+                                   "template's default: %s",
+                                   key, call->defaults_error);
+    case GATEWAY_DEFAULTS_WRITE_FAILED:
+        return gateway_reply_error(ex, 503, "server_error", "registry_write_failed", 1000,
+                                   "The gateway's limit '%s' could not be created: the registry "
+                                   "file could not be written; retry the call.",
+                                   key);
+    case GATEWAY_DEFAULTS_BUSY:
+        return gateway_reply_error(ex, 503, "server_error", "admin_queue_full", 1000,
+                                   "The gateway's limit '%s' could not be created now (too many "
+                                   "limit changes wait); retry the call.",
+                                   key);
+    default:
+        assert(call->defaults_outcome == GATEWAY_DEFAULTS_UNAVAILABLE);
+        return gateway_reply_error(ex, 503, "server_error", "backend_error", 1000,
+                                   "The gateway's limit '%s' could not be created: the limit "
+                                   "backend is unavailable; retry the call.",
+                                   key);
+    }
+}
+
 static int after_reserve(struct exchange *ex)
 {
     struct gateway_call *call = ex->gateway_call;
@@ -575,6 +622,11 @@ static int after_reserve(struct exchange *ex)
     if (r->wait_outcome == RESERVE_WAIT_CANCELLED) /* its client left while it waited */
         return gateway_reply_error(ex, 503, "server_error", "cancelled", 1000,
                                    "The call was cancelled: its client left while it waited.");
+    /* A limit missing whose template has a default: created, then reserved
+     * again under the same lease id (the missing key was found before any
+     * capacity was touched, so the lease holds nothing and is not known). */
+    if (r->error == BACKEND_UNKNOWN_LIMIT_KEY && gateway_defaults_apply(call))
+        return exchange_call_backend(ex, gateway_defaults_create, after_defaults);
     if (r->waited_ms > 0) {
         struct gateway_stats_delta delta = {.latency_us = -1, .waited_ms = r->waited_ms};
         gateway_stats_add(&call->gateway->stats, call->model->name, call->key->caller,
@@ -790,7 +842,8 @@ static int reserve_call(struct exchange *ex, struct gateway_call *call)
     call->reserved = estimate; /* what an answer that cannot be read is charged */
     if (gw_plan_reserve(&call->plan, call->config, call->key, call->model, &estimate, error,
                         sizeof error) != 0)
-        return gateway_reply_error(ex, 500, "server_error", "limit_template_error", 0, "%s", error);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "limit_template_error", 0,
+                                   "%s", error);
     if (lease_id_of(ex, call->key->caller, 0, call->lease_id, sizeof call->lease_id) != 0)
         return gateway_reply_error(ex, 503, "server_error", "no_randomness", 1000,
                                    "No lease id could be made.");

@@ -115,6 +115,12 @@ struct gateway {
      * (--max-gateway-answer-bytes). Atomic. */
     uint64_t answer_bytes_held;
     uint64_t answer_bytes_max;
+    /* Calls waiting for the limits their templates' defaults create
+     * (gateway_defaults.c), and whether the offload thread has the job
+     * that creates them queued or running. */
+    pthread_mutex_t defaults_mutex;
+    struct gateway_call *defaults_queue;
+    bool defaults_job;
 };
 
 /* The config in force, retained: release it with gw_config_release. */
@@ -126,6 +132,18 @@ int gateway_owner_digest(const struct gw_key *key, const struct gw_upstream *ups
                          uint8_t out[GW_SHA256_BYTES]);
 
 /* ---- one call ------------------------------------------------------------ */
+
+/* How the creation of a call's missing limits from their templates'
+ * defaults went (gateway_defaults.c). */
+enum gateway_defaults_outcome {
+    GATEWAY_DEFAULTS_PENDING = 0,
+    GATEWAY_DEFAULTS_READY,        /* every limit with a default exists now: reserve again */
+    GATEWAY_DEFAULTS_MISSING,      /* defaults_key has no default and does not exist */
+    GATEWAY_DEFAULTS_REJECTED,     /* the registry refused defaults_key (defaults_error) */
+    GATEWAY_DEFAULTS_WRITE_FAILED, /* limits.json could not be written: nothing created */
+    GATEWAY_DEFAULTS_UNAVAILABLE,  /* the backend failed (or memory ran out) */
+    GATEWAY_DEFAULTS_BUSY,         /* the offload thread was full, or stopping */
+};
 
 /* Where a call is in its life; it only moves forward (gateway_call_advance
  * asserts it). The mode (buffer or stream) and the exchange's side (waiting
@@ -175,6 +193,13 @@ struct gateway_call {
     enum gw_method method;
     char lease_id[LEASE_ID_LENGTH_MAX + 1];
     uint32_t attempt; /* of this X-Request-Id: 0, or the retries after a denial or a release */
+    /* Its limits' defaults: created at most once a call, after a reserve
+     * that named a missing key whose template has one. */
+    bool defaults_tried;
+    enum gateway_defaults_outcome defaults_outcome;
+    uint8_t defaults_key; /* the plan's key the outcome names */
+    char defaults_error[160];
+    struct gateway_call *next_default; /* in gateway.defaults_queue */
     /* Responses: remember the id it creates and its items' ids (or the
      * items a stored response's read lists), for the key (and upstream)
      * that made it (gateway_owner_digest); not for "store": false. */
@@ -268,6 +293,19 @@ void gateway_call_exchange_gone(struct gateway_call *call);
 /* on_gone of a gateway exchange: its client closed the connection. */
 void gateway_call_client_gone(struct http_exchange *exchange);
 
+/* ---- limits from their templates' defaults: gateway_defaults.c ---------- */
+
+void gateway_defaults_init(struct gateway *gateway);
+void gateway_defaults_free(struct gateway *gateway);
+/* Whether the key the call's reserve found missing (unknown_limit_key) has
+ * a template with a default, and the call has not created its defaults
+ * yet. */
+bool gateway_defaults_apply(const struct gateway_call *call);
+/* As exchange_call_backend's call: creates (on the offload thread) every
+ * limit with a default the call's plan reserves that does not exist, and
+ * sets defaults_outcome before the exchange is woken. */
+void gateway_defaults_create(struct exchange *exchange);
+
 /* ---- answers: gateway_reply.c -------------------------------------------- */
 
 #define GATEWAY_HEADERS_MAX 32
@@ -286,8 +324,9 @@ void gateway_headers_add(struct gateway_headers *headers, const char *name, cons
 /* An error in the shape of the route's surface: OpenAI's
  * {"error":{"message","type","param","code"}}, or on the Messages routes
  * Anthropic's {"type":"error","error":{"type","message"}} (its type from
- * the status). retry_after_ms > 0 adds Retry-After and retry-after-ms, and
- * x-should-retry: false when that is more than 60 s away. */
+ * the status). retry_after_ms > 0 adds Retry-After and retry-after-ms;
+ * x-should-retry: false goes on an answer a retry cannot change
+ * (gw_should_not_retry: a 4xx, a 429 more than 60 s away). */
 int gateway_reply_error(struct exchange *exchange, unsigned status, const char *type,
                         const char *code, int64_t retry_after_ms, const char *format, ...)
     __attribute__((format(printf, 6, 7)));

@@ -35,11 +35,6 @@ void gateway_headers_add(struct gateway_headers *h, const char *name, const char
     h->count++;
 }
 
-/* Beyond this wait, an SDK would not wait for the retry (the OpenAI and
- * Anthropic SDKs cap theirs at 60 s): say not to retry at all, which both
- * honour, so a budget denial is not tried again in a loop. */
-#define GW_SHOULD_RETRY_MS_MAX 60000
-
 static void add_retry_headers(struct gateway_headers *h, int64_t retry_after_ms)
 {
     char seconds[24], milliseconds[24];
@@ -47,8 +42,15 @@ static void add_retry_headers(struct gateway_headers *h, int64_t retry_after_ms)
     *buffer_put_i64(milliseconds, retry_after_ms) = '\0';
     gateway_headers_add(h, "Retry-After", seconds);
     gateway_headers_add(h, "retry-after-ms", milliseconds);
-    if (retry_after_ms > GW_SHOULD_RETRY_MS_MAX)
-        gateway_headers_add(h, "x-should-retry", "false");
+}
+
+/* x-should-retry: false on an answer a retry cannot change (gw_error.h's
+ * rule), so that the SDKs and Claude Code give up at once instead of
+ * trying again for minutes. */
+static void add_should_retry(struct gateway_headers *h, unsigned status, int64_t retry_after_ms)
+{
+    if (gw_should_not_retry(status, retry_after_ms))
+        gateway_headers_add(h, GW_SHOULD_RETRY_HEADER, "false");
 }
 
 /* The surface whose error shape the exchange's route answers in. */
@@ -74,6 +76,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
         add_retry_headers(h, retry_after_ms);
+    add_should_retry(h, status, retry_after_ms);
     struct gateway_call *call = ex->gateway_call;
     if (call != NULL && call->lease_id[0] != '\0')
         gateway_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
@@ -458,6 +461,7 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
     if (status >= 400) {
         relay_header(&h, call, "Retry-After", call->upstream_retry_after);
         relay_header(&h, call, "retry-after-ms", call->upstream_retry_after_ms);
+        add_should_retry(&h, status, 0); /* an upstream's 429 says when itself */
     }
     pthread_mutex_unlock(&call->mutex);
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));

@@ -465,6 +465,60 @@ enum registry_outcome registry_put(struct registry *registry,
     return outcome;
 }
 
+/* An item of registry_create_absent into the backend, unless its key has
+ * a limit; whether it was created. Called with the mutex held; `live`
+ * counts the limits, those created by this call's earlier items too. */
+static bool create_one(struct registry *registry, struct registry_creation *item, size_t *live)
+{
+    struct limit_state state;
+    item->error[0] = '\0';
+    if (backend_get_limit(registry->backend, item->definition.key, &state) == 0) {
+        item->outcome = REGISTRY_EXISTS;
+        return false;
+    }
+    enum backend_admin_result put = BACKEND_ADMIN_TOO_MANY_LIMITS;
+    if (*live < LIMITS_COUNT_MAX)
+        put = backend_put_limit(registry->backend, &item->definition, &state, item->error,
+                                sizeof item->error);
+    if (put == BACKEND_ADMIN_OK) {
+        item->outcome = REGISTRY_OK;
+        (*live)++;
+        return true;
+    }
+    item->outcome = put == BACKEND_ADMIN_UNAVAILABLE ? REGISTRY_BACKEND_FAILED : REGISTRY_REJECTED;
+    if (put != BACKEND_ADMIN_INVALID && put != BACKEND_ADMIN_UNAVAILABLE)
+        encode_admin_error(item->error, sizeof item->error, put, item->definition.key,
+                           &item->definition, &state);
+    return false;
+}
+
+void registry_create_absent(struct registry *registry, struct registry_creation *items,
+                            size_t count)
+{
+    pthread_mutex_lock(&registry->mutex);
+    size_t live = registry->count, created = 0;
+    for (size_t i = 0; i < count; i++)
+        created += create_one(registry, &items[i], &live);
+    if (created > 0 && registry_write(registry, NULL) != 0) {
+        /* Each created one is undone, as a put's would be; one the backend
+         * cannot delete stays in force, and the ticker saves it. */
+        registry->dirty = true;
+        for (size_t i = 0; i < count; i++) {
+            if (items[i].outcome != REGISTRY_OK)
+                continue;
+            bool undone = backend_delete_limit(registry->backend, items[i].definition.key) ==
+                          BACKEND_ADMIN_OK;
+            items[i].outcome = undone ? REGISTRY_WRITE_FAILED : REGISTRY_UNSAVED;
+            log_write(LOG_ERROR,
+                      undone ? "limit creation undone: the registry file could not be written"
+                             : "limit created but not saved: the registry file could not be "
+                               "written and the backend could not undo it",
+                      "key", items[i].definition.key, NULL);
+        }
+    }
+    pthread_mutex_unlock(&registry->mutex);
+}
+
 enum registry_outcome registry_delete(struct registry *registry, const char *key)
 {
     pthread_mutex_lock(&registry->mutex);

@@ -27,6 +27,8 @@ enum registry_outcome {
      * change either: it is in force, and registry_tick rewrites the file
      * until it succeeds. A start before that goes back to the file. */
     REGISTRY_UNSAVED = -5,
+    /* registry_create_absent: the key has a limit already, left as it is. */
+    REGISTRY_EXISTS = -6,
 };
 
 /* Removes a stale limits.json.tmp (a rewrite cut short by a crash), loads
@@ -49,6 +51,23 @@ void registry_close(struct registry *registry);
 enum registry_outcome registry_put(struct registry *registry,
                                    const struct limit_definition *definition,
                                    struct limit_state *state_out, char *error, size_t error_size);
+/* One limit to create unless its key has one (registry_create_absent). */
+struct registry_creation {
+    struct limit_definition definition; /* in: valid, as backend_put_limit takes it */
+    enum registry_outcome outcome;      /* out */
+    char error[160];                    /* out: why, when REGISTRY_REJECTED */
+};
+
+/* Creates each definition whose key has no limit, and never touches one
+ * that has (REGISTRY_EXISTS): under the registry's lock, so concurrent
+ * creations of one key (and a PUT or DELETE of it) make it once. All those
+ * created are written to the file in one rewrite. Each item's outcome:
+ * REGISTRY_OK (created), REGISTRY_EXISTS, REGISTRY_REJECTED (error set:
+ * LIMITS_COUNT_MAX limits, say), REGISTRY_BACKEND_FAILED, or, when the file
+ * could not be written, REGISTRY_WRITE_FAILED (undone) or REGISTRY_UNSAVED
+ * (in force, the ticker writes it). */
+void registry_create_absent(struct registry *registry, struct registry_creation *items,
+                            size_t count);
 /* Deletes a limit: the file first (without the key), then the backend, so
  * a crash between the two finishes the delete at the next start.
  * REGISTRY_OK, REGISTRY_UNKNOWN, REGISTRY_WRITE_FAILED (nothing changed) or

@@ -7,7 +7,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +15,6 @@
 #define ACTUAL_RANGE WIRE_ACTUAL_RANGE
 #define KEY_SYNTAX WIRE_KEY_SYNTAX
 #define LEASE_ID_SYNTAX WIRE_LEASE_ID_SYNTAX
-
-int decode_fail(char *error, size_t error_size, const char *path, const char *field,
-                const char *reason)
-{
-    assert(error_size > 0);
-    assert(path != NULL);
-    snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
-    return -1;
-}
-
-int decode_failf(char *error, size_t error_size, const char *path, const char *reason,
-                 const char *field_format, ...)
-{
-    char field[96];
-    va_list ap;
-    va_start(ap, field_format);
-    vsnprintf(field, sizeof field, field_format, ap);
-    va_end(ap);
-    return decode_fail(error, error_size, path, field, reason);
-}
 
 static int fail_not_object(char *error, size_t error_size, const char *path)
 {

@@ -56,6 +56,11 @@ int decode_batch(const struct jdoc_value *body, const struct jdoc_value **reques
  * limit_definition_validate. */
 int decode_definition(const struct jdoc_value *object, const char *path,
                       struct limit_definition *out, char *error, size_t error_size);
+/* The same for a definition without its key (a gateway template's
+ * "default"): a "key" field is refused, and `key` (valid) is checked in
+ * its place, so it passes exactly the checks of a PUT with that key. */
+int decode_definition_keyed(const struct jdoc_value *object, const char *path, const char *key,
+                            struct limit_definition *out, char *error, size_t error_size);
 /* A LimitState of limits.json: definition, status, pending_decrease_to. */
 int decode_limit_state(const struct jdoc_value *object, const char *path, struct limit_state *out,
                        char *error, size_t error_size);

@@ -6,8 +6,29 @@
 #include "wire_text.h"
 
 #include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+int decode_fail(char *error, size_t error_size, const char *path, const char *field,
+                const char *reason)
+{
+    assert(error_size > 0);
+    assert(path != NULL);
+    snprintf(error, error_size, "%s%s%s: %s", path, path[0] != '\0' ? "." : "", field, reason);
+    return -1;
+}
+
+int decode_failf(char *error, size_t error_size, const char *path, const char *reason,
+                 const char *field_format, ...)
+{
+    char field[96];
+    va_list ap;
+    va_start(ap, field_format);
+    vsnprintf(field, sizeof field, field_format, ap);
+    va_end(ap);
+    return decode_fail(error, error_size, path, field, reason);
+}
 
 /* A string without NUL bytes of at most `max` bytes, copied into out[max + 1]. */
 static bool copy_text(const struct jdoc_value *value, char *out, size_t max)
@@ -73,12 +94,14 @@ static int definition_text_field(struct limit_definition *d, const char *name,
 }
 
 static int definition_field(struct limit_definition *d, unsigned *seen, const char *name,
-                            const struct jdoc_value *value, const char *path, char *error,
-                            size_t error_size)
+                            const struct jdoc_value *value, const char *path, bool key_given,
+                            char *error, size_t error_size)
 {
     char text[16];
     uint64_t number;
-    if (strcmp(name, "key") == 0) {
+    if (strcmp(name, "key") == 0 && key_given) {
+        return decode_fail(error, error_size, path, name, "not allowed: the template gives it");
+    } else if (strcmp(name, "key") == 0) {
         if (!copy_text(value, d->key, LIMIT_KEY_LENGTH_MAX) ||
             !limit_key_valid(d->key, strlen(d->key)))
             return decode_fail(error, error_size, path, name, WIRE_KEY_SYNTAX);
@@ -114,8 +137,9 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
     return 0;
 }
 
-int decode_definition(const struct jdoc_value *object, const char *path,
-                      struct limit_definition *out, char *error, size_t error_size)
+/* key: NULL when the object gives it, else the key (valid) it takes. */
+static int definition_decode(const struct jdoc_value *object, const char *path, const char *key,
+                             struct limit_definition *out, char *error, size_t error_size)
 {
     if (!jdoc_is(object, JDOC_OBJECT)) {
         snprintf(error, error_size, "%s: must be a JSON object", path[0] != '\0' ? path : "body");
@@ -124,9 +148,15 @@ int decode_definition(const struct jdoc_value *object, const char *path,
     memset(out, 0, sizeof *out);
     out->overage = OVERAGE_DEBT;
     unsigned seen = 0;
+    if (key != NULL) {
+        assert(limit_key_valid(key, strlen(key)));
+        memcpy(out->key, key, strlen(key) + 1);
+        seen |= SEEN_KEY;
+    }
     for (uint32_t i = 0; i < object->count; i++) {
         const struct jdoc_member *m = &object->as.members[i];
-        if (definition_field(out, &seen, m->key, &m->value, path, error, error_size) != 0)
+        if (definition_field(out, &seen, m->key, &m->value, path, key != NULL, error, error_size) !=
+            0)
             return -1;
     }
     if ((seen & SEEN_KEY) == 0)
@@ -144,6 +174,18 @@ int decode_definition(const struct jdoc_value *object, const char *path,
     assert(out->capacity <= AMOUNT_MAX);
     assert(out->key[0] != '\0');
     return 0;
+}
+
+int decode_definition(const struct jdoc_value *object, const char *path,
+                      struct limit_definition *out, char *error, size_t error_size)
+{
+    return definition_decode(object, path, NULL, out, error, error_size);
+}
+
+int decode_definition_keyed(const struct jdoc_value *object, const char *path, const char *key,
+                            struct limit_definition *out, char *error, size_t error_size)
+{
+    return definition_decode(object, path, key, out, error, error_size);
 }
 
 static int state_consistent(const struct limit_state *state, const char *path, char *error,

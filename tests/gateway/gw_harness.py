@@ -149,8 +149,9 @@ def agent_model(name, upstream, upstream_model, **fields):
     model.update(fields)
     return model
 
-# Every key's limits: name -> (template, amount). A caller's limits are
-# made from these (kind and capacity per name in Caller.LIMITS).
+# Every key's limits: (name, template, amount), and maybe the template's
+# default definition. A caller's limits are made from these (kind and
+# capacity per name in Caller.LIMITS).
 TEMPLATES = [
     ("req", "req:{caller}", "requests"),
     ("tok", "tok:{caller}", "tokens"),
@@ -274,8 +275,15 @@ def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models
         model_list.append(agent_model(name, upstream, upstream_model))
     model_list.extend(extra_models)
     return {"upstreams": upstreams, "models": model_list, "keys": keys,
-            "limits": [{"key": template, "amount": amount}
-                       for _, template, amount in templates or TEMPLATES]}
+            "limits": [template_entry(*template) for template in templates or TEMPLATES]}
+
+
+def template_entry(_, template, amount, default=None):
+    """A limits entry from (name, template, amount[, default definition])."""
+    entry = {"key": template, "amount": amount}
+    if default is not None:
+        entry["default"] = default
+    return entry
 
 
 # -- a test's key and its limits ------------------------------------------------
@@ -302,7 +310,7 @@ class Caller:
         self.name = caller
         self.team = team
         self.keys = {name: template.replace("{caller}", caller).replace("{team}", team)
-                     for name, template, _ in gateway.templates}
+                     for name, template, *_ in gateway.templates}
 
     def define(self, skip=(), **capacities):
         """Puts this caller's limits; capacities override by name."""
@@ -543,6 +551,14 @@ class Gateway:
                     'caller="%s"' % caller in line:
                 total += int(line.rsplit(" ", 1)[1])
         return total
+
+    def route_answers(self, route, status):
+        """llmlimit_requests_total of a route and status: the answers it gave so far."""
+        prefix = 'llmlimit_requests_total{route="%s",status="%d"} ' % (route, status)
+        for line in self.metrics().splitlines():
+            if line.startswith(prefix):
+                return int(line[len(prefix):])
+        return 0
 
     def waiting(self):
         """llmlimit_wait_waiting: reserves waiting for capacity now."""

@@ -142,6 +142,28 @@ class ClaudeCode(DirectTest):
             mode="fail-429", retry_after_ms=61000), "CLAUDE_CODE_MAX_RETRIES": "2"})
         self.assertEqual((result.code, len(self.posts())), (1, 1))
 
+    def test_x_should_retry_false_stops_it_on_a_5xx_and_a_401_too(self):
+        """x-should-retry: false on a 500 or a 401 (both retried without it): one attempt,
+        exit 1; the 500 reported with the upstream's message as "a server-side issue"."""
+        results = {}
+        for status in (500, 401):
+            self.upstream.clear()
+            results[status] = self.claude({"ANTHROPIC_CUSTOM_HEADERS": custom_headers(
+                mode="fail-%d" % status, should_retry=0), "CLAUDE_CODE_MAX_RETRIES": "2"})
+            self.assertEqual((results[status].code, len(self.posts())), (1, 1), status)
+            self.assertEqual(results[status].json["api_error_status"], status)
+        self.assertIn("Internal server error", results[500].json["result"])
+        self.assertIn("server-side issue", results[500].json["result"])
+
+    def test_a_400_is_reported_as_it_is_and_not_retried(self):
+        """A 400: one attempt, the upstream's message in the result."""
+        result = self.claude({"ANTHROPIC_CUSTOM_HEADERS": custom_headers(mode="fail-400"),
+                              "CLAUDE_CODE_MAX_RETRIES": "2"})
+        self.assertEqual((result.code, len(self.posts())), (1, 1))
+        self.assertEqual(result.json["result"],
+                         "API Error: 400 This request was refused by the fake upstream "
+                         "(fail-400).")
+
     def test_a_broken_stream_is_asked_again_without_stream(self):
         """A stream closed mid-way: Claude Code sends the same call once more, not streamed
         (max_tokens still 64000), unless CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK is set."""
@@ -215,6 +237,35 @@ class Codex(DirectTest):
         self.upstream.clear()
         result = self.codex("fake-fail-500", {"stream_max_retries": 0, "request_max_retries": 2})
         self.assertEqual((result.code, len(self.posts())), (1, 3))
+
+    def test_x_should_retry_false_on_a_5xx_is_ignored(self):
+        """A 500 with x-should-retry: false is retried request_max_retries times all the same,
+        and reported in words of Codex's own, without the upstream's message."""
+        result = self.codex("fake-fail-500:should_retry=0",
+                            {"stream_max_retries": 0, "request_max_retries": 2})
+        self.assertEqual((result.code, len(self.posts())), (1, 3))
+        message = result.json[-1]["error"]["message"]
+        self.assertEqual(result.json[-1]["type"], "turn.failed")
+        self.assertIn("high demand", message)
+        self.assertNotIn("had an error", message)
+
+    def test_a_400_is_never_retried_and_its_body_is_shown(self):
+        """A 400: one attempt whatever the retry settings; the turn fails with the body."""
+        result = self.codex("fake-fail-400", {"stream_max_retries": 2,
+                                              "request_max_retries": 2})
+        self.assertEqual((result.code, len(self.posts())), (1, 1))
+        self.assertIn("This request was refused by the fake upstream (fail-400).",
+                      result.json[-1]["error"]["message"])
+
+    def test_another_4xx_is_sent_again_as_a_failed_stream(self):
+        """A 403 (x-should-retry: false or not): sent again stream_max_retries times, not
+        request_max_retries; reported as "unexpected status 403" with the upstream's message."""
+        result = self.codex("fake-fail-403:should_retry=0", {"stream_max_retries": 1,
+                                                             "request_max_retries": 2})
+        self.assertEqual((result.code, len(self.posts())), (1, 2))
+        message = result.json[-1]["error"]["message"]
+        self.assertIn("unexpected status 403", message)
+        self.assertIn("You are not allowed to sample from this model", message)
 
     def test_a_broken_stream_is_sent_again(self):
         """A stream closed mid-way: Codex sends the whole call again (stream_max_retries)."""

@@ -1023,6 +1023,71 @@ static void uncached_input_tokens_is_an_amount(void)
     gw_config_release(c);
 }
 
+static void a_default_is_read_as_a_limit_definition(void)
+{
+    struct gw_config *c =
+        parse4(UPSTREAMS, MODELS,
+               "[{\"key\":\"caller:{caller}:concurrent\",\"amount\":\"requests\",\"default\":"
+               "{\"kind\":\"concurrency\",\"capacity\":5,\"timeout_seconds\":300}},"
+               "{\"key\":\"team:{team}:usd:month\",\"amount\":\"usd_micros\",\"default\":"
+               "{\"kind\":\"budget\",\"capacity\":200000000,\"period\":\"month\",\"unit\":"
+               "\"usd_micros\",\"overage\":\"deny\"}},"
+               "{\"key\":\"global:{model}:tpm\",\"amount\":\"tokens\",\"default\":null},"
+               "{\"key\":\"global:{model}:rpm\",\"amount\":\"requests\"}]",
+               KEYS);
+    REQUIRE(c != NULL);
+    const struct limit_definition *d = c->limits[0].default_definition;
+    REQUIRE(d != NULL);
+    CHECK(d->kind == LIMIT_CONCURRENCY);
+    CHECK_EQ_U64(d->capacity, 5);
+    CHECK_EQ_U64(d->timeout_seconds, 300);
+    CHECK_STR(d->key, ""); /* each call's own */
+    d = c->limits[1].default_definition;
+    REQUIRE(d != NULL);
+    CHECK(d->kind == LIMIT_BUDGET && d->period == PERIOD_MONTH);
+    CHECK_EQ_U64(d->capacity, 200000000);
+    CHECK_EQ_U64(d->timeout_seconds, 60); /* normalised: a budget's default hold */
+    CHECK_STR(d->unit, "usd_micros");
+    CHECK(d->overage == OVERAGE_DENY);
+    CHECK(c->limits[2].default_definition == NULL);
+    CHECK(c->limits[3].default_definition == NULL);
+    gw_config_release(c);
+}
+
+static void an_invalid_default_names_its_field_and_line(void)
+{
+#define D(definition)                                                                              \
+    "[{\"key\":\"k:{caller}\",\"amount\":\"requests\",\n\"default\":" definition "}]"
+    fails_with(UPSTREAMS, MODELS,
+               D("{\"kind\":\"concurrency\",\n\"capacity\":0,\"timeout_seconds\":1}"), KEYS,
+               "gateway.json: line 3: limits[0].default.capacity: must be an integer "
+               "1..9223372036854775807");
+    fails_with(UPSTREAMS, MODELS, D("{\"kind\":\"rolling\",\"capacity\":5}"), KEYS,
+               "gateway.json: line 2: limits[0].default.window_seconds: required (> 0) for a "
+               "rolling limit");
+    fails_with(
+        UPSTREAMS, MODELS,
+        D("{\"kind\":\"concurrency\",\"capacity\":5,\n\n\"period\":"
+          "\"month\",\"timeout_seconds\":9}"),
+        KEYS, "gateway.json: line 4: limits[0].default.period: not allowed on a concurrency limit");
+    fails_with(UPSTREAMS, MODELS, D("{\"capacity\":5}"), KEYS,
+               "gateway.json: line 2: limits[0].default.kind: required");
+    fails_with(UPSTREAMS, MODELS,
+               D("{\"key\":\"k:x\",\"kind\":\"concurrency\",\"capacity\":5,"
+                 "\"timeout_seconds\":9}"),
+               KEYS,
+               "gateway.json: line 2: limits[0].default.key: not allowed: the template gives it");
+    fails_with(UPSTREAMS, MODELS, D("{\"kind\":\"budget\",\"capacity\":5,\"period\":\"year\"}"),
+               KEYS, "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
+    fails_with(UPSTREAMS, MODELS,
+               D("{\"kind\":\"concurrency\",\"capacity\":5,\"timeout_seconds\":9,\"x\":1}"), KEYS,
+               "gateway.json: line 2: limits[0].default.x: unknown field");
+    fails_with(UPSTREAMS, MODELS, D("5"), KEYS,
+               "gateway.json: line 2: limits[0].default: must be a limit definition without its "
+               "key (an object: kind, capacity, ...)");
+#undef D
+}
+
 int main(void)
 {
     setenv(KEY_ENV, "sk-test-123", 1);
@@ -1063,5 +1128,9 @@ int main(void)
     RUN(key_wait_and_priority_at_their_bounds_and_one_past,
         "max_wait_seconds 0..60 and priority_floor 0..9, capping what a call asks");
     RUN(uncached_input_tokens_is_an_amount, "uncached_input_tokens is an amount");
+    RUN(a_default_is_read_as_a_limit_definition,
+        "a template's default is a limit definition, normalised, its key left to each call");
+    RUN(an_invalid_default_names_its_field_and_line,
+        "an invalid default is an error naming the field inside it and its line");
     return test_summary();
 }

@@ -2,7 +2,7 @@
  * exact OpenAI and Anthropic shapes, the Anthropic type of each status,
  * the shape chosen per surface, and JSON strings that a strict parser
  * reads back whatever bytes went in (quotes, controls, bytes that are not
- * UTF-8, line separators, random bytes). */
+ * UTF-8, line separators, random bytes); which answers say not to retry. */
 #include <stdio.h>
 #include <string.h>
 
@@ -178,6 +178,34 @@ static void random_bytes_always_parse(void)
     CHECK_EQ_I64(changed, 0);
 }
 
+static void should_not_retry(void)
+{
+    /* Every 4xx a retry cannot change; not those a retry may pass. */
+    static const unsigned final[] = {400, 401, 403, 404, 405, 411, 413, 414, 415, 422, 431, 499};
+    for (size_t i = 0; i < sizeof final / sizeof final[0]; i++)
+        CHECK(gw_should_not_retry(final[i], 0));
+    CHECK(!gw_should_not_retry(408, 0));
+    CHECK(!gw_should_not_retry(409, 0));
+    CHECK(!gw_should_not_retry(425, 0));
+    /* A 429 only when its retry is further than an SDK waits. */
+    CHECK(!gw_should_not_retry(429, 0));
+    CHECK(!gw_should_not_retry(429, 1000));
+    CHECK(!gw_should_not_retry(429, GW_SHOULD_RETRY_MS_MAX));
+    CHECK(gw_should_not_retry(429, GW_SHOULD_RETRY_MS_MAX + 1));
+    CHECK(gw_should_not_retry(429, INT64_MAX));
+    /* 5xx: a retry may pass, but a method or version never taken. */
+    static const unsigned passing[] = {500, 502, 503, 504, 529, 599};
+    for (size_t i = 0; i < sizeof passing / sizeof passing[0]; i++)
+        CHECK(!gw_should_not_retry(passing[i], 1000));
+    CHECK(gw_should_not_retry(501, 0));
+    CHECK(gw_should_not_retry(505, 0));
+    /* Not errors, and any number an upstream may send. */
+    CHECK(!gw_should_not_retry(200, 0));
+    CHECK(!gw_should_not_retry(307, 0));
+    CHECK(!gw_should_not_retry(0, 0));
+    CHECK(!gw_should_not_retry(999, 0));
+}
+
 int main(void)
 {
     RUN(openai_shape, "OpenAI's error object, param and code null or set");
@@ -186,5 +214,6 @@ int main(void)
     RUN(hostile_text_is_escaped,
         "quotes, controls, bytes that are not UTF-8 and line separators are escaped");
     RUN(random_bytes_always_parse, "any bytes make a JSON string a strict parser reads back");
+    RUN(should_not_retry, "x-should-retry: false on a 4xx but 408, 409, 425, a 429 over 60 s");
     return test_summary();
 }

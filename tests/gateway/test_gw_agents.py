@@ -4,11 +4,13 @@ with the fake upstream behind it (docs/agents.md): each call is charged
 exactly its usage on every limit; a budget denial reaches the agent as a
 rate-limit failure and it exits without a retry loop (Claude Code and the
 SDKs obey x-should-retry: false; Codex with its retries bounded in
-config.toml as docs/agents.md says); killing the agent mid-stream frees its
-concurrency slot within a second and charges what was streamed; Claude
-Code's non-streamed retry of a broken stream is a second call with its own
-lease, each charged for itself; an agent whose slot is taken waits for it
-(asking with a header, or by its key's default) instead of a 429.
+config.toml as docs/agents.md says); a limit missing without a default ends
+each at once (a 400 naming it, Codex at its default retries too); killing
+the agent mid-stream frees its concurrency slot within a second and charges
+what was streamed; Claude Code's non-streamed retry of a broken stream is a
+second call with its own lease, each charged for itself; an agent whose slot
+is taken waits for it (asking with a header, or by its key's default)
+instead of a 429.
 
 Backend from --backend (memory, sqlite, tigerbeetle). Exits 77 (skipped)
 when node or a package (npm ci --prefix tests/gateway/node) is missing."""
@@ -157,6 +159,23 @@ class ClaudeCode(AgentsTest, unittest.TestCase):
         self.assertEqual(self.posts(since), [])
         self.assertEqual(self.gw.server.release(lease)[0], 200)
 
+    def test_a_missing_limit_ends_claude_code_at_once_naming_it(self):
+        """A limit the templates name that does not exist, without a default: one 400
+        (x-should-retry: false), nothing forwarded, and Claude Code (its default 10 retries)
+        exits 1 within 10 s, its result naming the limit."""
+        c = self.gw.caller(skip=("usd",))
+        since = len(self.gw.upstream.requests())
+        answers = self.gw.route_answers("gateway_messages", 400)
+        started = time.monotonic()
+        result = self.claude(c)
+        elapsed = time.monotonic() - started
+        print("  claude exited %.1f s after it started" % elapsed)
+        self.assertEqual((result.code, result.json["api_error_status"]), (1, 400), result.stdout)
+        self.assertIn("'%s'" % c.keys["usd"], result.json["result"])
+        self.assertEqual(self.gw.route_answers("gateway_messages", 400) - answers, 1)
+        self.assertEqual(self.posts(since), [])
+        self.assertLess(elapsed, 10)
+
     def test_killing_claude_code_mid_stream_frees_its_slot(self):
         """Claude Code killed while its stream runs (the upstream never ends it): the slot is
         free within a second, and the call is charged message_start's input and the output
@@ -239,6 +258,26 @@ class Codex(AgentsTest, unittest.TestCase):
         self.assertEqual(self.denials(c), 1)
         self.assertEqual(self.posts(since), [])
         self.assertEqual(self.gw.server.release(lease)[0], 200)
+
+    def test_a_missing_limit_ends_codex_at_once_naming_it(self):
+        """The same with Codex left at its default retries (5 and 4): one 400, nothing
+        forwarded, the turn fails within 10 s with a message naming the limit (a 5xx it would
+        send 30 times and report as "high demand")."""
+        c = self.gw.caller(skip=("usd",))
+        since = len(self.gw.upstream.requests())
+        answers = self.gw.route_answers("gateway_responses", 400)
+        started = time.monotonic()
+        result = agents.run_codex(self.gw.server.url, PROMPT, c.secret, "gpt-5.1-codex",
+                                  node=NODE)
+        elapsed = time.monotonic() - started
+        print("  codex exited %.1f s after it started" % elapsed)
+        self.assertIsNotNone(result.json, result.stdout + result.stderr)
+        self.assertEqual((result.code, result.json[-1]["type"]), (1, "turn.failed"),
+                         result.stdout)
+        self.assertIn("'%s'" % c.keys["usd"], result.json[-1]["error"]["message"])
+        self.assertEqual(self.gw.route_answers("gateway_responses", 400) - answers, 1)
+        self.assertEqual(self.posts(since), [])
+        self.assertLess(elapsed, 10)
 
     def test_killing_codex_mid_stream_frees_its_slot(self):
         """Codex killed while its stream runs: the slot is free within a second, and the call

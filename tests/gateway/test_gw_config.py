@@ -95,6 +95,22 @@ class StartFailures(unittest.TestCase):
         self.assert_refused(text, "bad.json: line %d: limits[5].key: unknown placeholder "
                                   "'{tem}'" % line)
 
+    def test_an_invalid_default_is_refused_with_its_line_and_field(self):
+        """A template's default that PUT /v1/admin/limits would refuse (a concurrency limit
+        without its timeout): "bad.json: line L: limits[4].default.timeout_seconds: ..." at the
+        default's line; a valid one starts."""
+        config = valid_config()
+        config["limits"][4]["default"] = {"kind": "concurrency", "capacity": 5}
+        text = pretty(config)
+        line = line_of(text, '"default": {')
+        self.assert_refused(text, "bad.json: line %d: limits[4].default.timeout_seconds: "
+                                  "required (> 0) for a concurrency limit" % line)
+        config["limits"][4]["default"] = {"kind": "concurrency", "capacity": 0,
+                                          "timeout_seconds": 300}
+        text = pretty(config)
+        self.assert_refused(text, "bad.json: line %d: limits[4].default.capacity: must be an "
+                                  "integer 1..9223372036854775807" % line_of(text, '"capacity": 0'))
+
     def test_invalid_json_is_refused_with_its_position(self):
         """A file that is not JSON: "bad.json: invalid JSON: ... (line L, column C)"."""
         self.assert_refused('{"upstreams": [\n  {"name": "x",,}\n]}',

@@ -1,7 +1,7 @@
 """What the gateway does when a call cannot be made (docs/gateway.md): a
 denial is a 429 in OpenAI's shape with Retry-After and the limits named,
 and never reaches the upstream; a call that can never fit is a 400; a
-limit missing from the registry is a 500 naming it; an upstream that
+limit missing from the registry is a 400 naming it; an upstream that
 refuses the call (4xx, 5xx), cannot be reached, closes, or never answers
 gets its reservation released (usage back to what it was); a stream cut
 at the upstream's timeout is charged what was streamed; an answer with no
@@ -124,13 +124,15 @@ class Denials(GatewayTest, unittest.TestCase):
         self.assertEqual(self.forwarded(), forwarded)
         self.assertEqual(c.snapshot(), before)
 
-    def test_limit_missing_from_the_registry_is_a_500_naming_it(self):
-        """A template whose key is not defined: 500 naming the key; nothing reserved or sent."""
+    def test_limit_missing_from_the_registry_is_a_400_naming_it(self):
+        """A template whose key is not defined (and has no default): 400 naming the key, not
+        to be retried; nothing reserved or sent."""
         c = self.gw.caller(skip=("usd",))
         forwarded = self.forwarded()
-        status, _, body = self.gw.call(c, CHAT, chat("m-normal"))
-        message = self.assert_openai_error(status, body, 500, "unknown_limit_key",
-                                           "server_error")
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
+        message = self.assert_openai_error(status, body, 400, "unknown_limit_key",
+                                           "invalid_request_error")
+        self.assertEqual(headers["x-should-retry"], "false")
         self.assertIn("'%s'" % c.keys["usd"], message)
         self.assertEqual(self.forwarded(), forwarded)
         for name in ("req", "tok", "in", "out", "conc"):

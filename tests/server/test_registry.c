@@ -388,6 +388,87 @@ static void open_without_a_file_writes_one_from_the_backend(void)
     teardown(&f);
 }
 
+/* How many times the file was rewritten: its inode changes at each rename. */
+static ino_t file_inode(struct fixture *f)
+{
+    struct stat st;
+    return stat(f->path, &st) == 0 ? st.st_ino : 0;
+}
+
+static void create_absent_creates_once_and_never_changes_one_that_exists(void)
+{
+    struct fixture f;
+    REQUIRE(setup(&f));
+    CHECK_EQ_I64(put(&f, "there", 3), REGISTRY_OK);
+    struct registry_creation items[3] = {{.definition = rolling("there", 5)},
+                                         {.definition = rolling("new-a", 7)},
+                                         {.definition = rolling("new-b", 8)}};
+    ino_t before = file_inode(&f);
+    registry_create_absent(f.registry, items, 3);
+    CHECK_EQ_I64(items[0].outcome, REGISTRY_EXISTS);
+    CHECK_EQ_I64(items[1].outcome, REGISTRY_OK);
+    CHECK_EQ_I64(items[2].outcome, REGISTRY_OK);
+    CHECK_EQ_U64(capacity_of(&f, "there"), 3);
+    CHECK_EQ_U64(capacity_of(&f, "new-a"), 7);
+    CHECK_EQ_U64(capacity_of(&f, "new-b"), 8);
+    CHECK(file_names(&f, "new-a") && file_names(&f, "new-b"));
+    CHECK(file_inode(&f) != before); /* one rewrite for both */
+    /* Again: everything exists, nothing is written. */
+    before = file_inode(&f);
+    items[1].definition.capacity = 70;
+    registry_create_absent(f.registry, items, 3);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_I64(items[i].outcome, REGISTRY_EXISTS);
+    CHECK_EQ_U64(capacity_of(&f, "new-a"), 7);
+    CHECK(file_inode(&f) == before);
+    teardown(&f);
+}
+
+static void create_absent_write_failure_undoes_every_creation(void)
+{
+    struct fixture f;
+    REQUIRE(setup(&f));
+    CHECK_EQ_I64(put(&f, "there", 3), REGISTRY_OK);
+    char *before = file_text(f.path);
+    block_writes(&f);
+    deletes_to_fail = 1; /* the undo of the first creation fails: it stays, unsaved */
+    struct registry_creation items[3] = {{.definition = rolling("a", 5)},
+                                         {.definition = rolling("there", 9)},
+                                         {.definition = rolling("b", 8)}};
+    registry_create_absent(f.registry, items, 3);
+    CHECK_EQ_I64(items[0].outcome, REGISTRY_UNSAVED);
+    CHECK_EQ_I64(items[1].outcome, REGISTRY_EXISTS);
+    CHECK_EQ_I64(items[2].outcome, REGISTRY_WRITE_FAILED);
+    CHECK_EQ_U64(capacity_of(&f, "a"), 5);
+    CHECK_EQ_U64(capacity_of(&f, "b"), 0);
+    CHECK_EQ_U64(capacity_of(&f, "there"), 3);
+    char *after = file_text(f.path);
+    CHECK_STR(after, before);
+    unblock_writes(&f);
+    CHECK_EQ_I64(registry_tick(f.registry, false), REGISTRY_OK);
+    CHECK(file_names(&f, "a"));
+    CHECK(!file_names(&f, "b"));
+    free(before);
+    free(after);
+    teardown(&f);
+}
+
+static void create_absent_backend_failure_is_that_items_alone(void)
+{
+    struct fixture f;
+    REQUIRE(setup(&f));
+    puts_to_fail = 1;
+    struct registry_creation items[2] = {{.definition = rolling("a", 5)},
+                                         {.definition = rolling("b", 6)}};
+    registry_create_absent(f.registry, items, 2);
+    CHECK_EQ_I64(items[0].outcome, REGISTRY_BACKEND_FAILED);
+    CHECK_EQ_I64(items[1].outcome, REGISTRY_OK);
+    CHECK_EQ_U64(capacity_of(&f, "a"), 0);
+    CHECK(!file_names(&f, "a"));
+    CHECK(file_names(&f, "b"));
+    teardown(&f);
+}
+
 int main(void)
 {
     RUN(put_write_failure_undoes_a_new_limit,
@@ -408,5 +489,12 @@ int main(void)
         "at start a limit the backend kept but the file does not name is deleted");
     RUN(open_without_a_file_writes_one_from_the_backend,
         "without limits.json the first start writes one (empty, or the backend's limits)");
+    RUN(create_absent_creates_once_and_never_changes_one_that_exists,
+        "create-if-absent creates what is missing in one rewrite, leaves what exists as it is");
+    RUN(create_absent_write_failure_undoes_every_creation,
+        "create-if-absent whose file cannot be written undoes each creation (or leaves it "
+        "unsaved)");
+    RUN(create_absent_backend_failure_is_that_items_alone,
+        "a creation the backend refuses fails alone; the others are created");
     return test_summary();
 }
