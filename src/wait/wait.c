@@ -234,7 +234,9 @@ static void release_done(void *context)
     /* A failed release changes nothing: the hold expires by itself. */
     reserve_result_clear(t->result);
     t->result->wait_outcome = RESERVE_WAIT_CANCELLED;
-    t->result->waited_ms = clock_now_ms(w->clock) - t->started_ms;
+    /* The wall clock may have stepped back since the waiter started. */
+    int64_t now_ms = clock_now_ms(w->clock);
+    t->result->waited_ms = now_ms > t->started_ms ? now_ms - t->started_ms : 0;
     t->state = WAIT_ANSWERED;
     w->waiting--;
     atomic_fetch_sub(&w->interest, 1);

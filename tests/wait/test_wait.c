@@ -396,6 +396,24 @@ static void retry_of_a_cancelled_lease_takes_its_admission(void)
     env_close(&e);
 }
 
+static void release_with_the_clock_moved_back_waited_never_below_zero(void)
+{
+    struct env e;
+    env_open(&e, 16);
+    e.fake.hold_releases = true;
+    struct waiter *a = start(&e, 0, "a", 1, 30000, 5);
+    wait_cancel(e.wait, &a->ticket);
+    answer_allowed(&e.fake); /* admitted after its client left: released */
+    wait_pass(e.wait);
+    clock_manual_advance(&e.clock, -5000); /* the wall clock steps back mid-release */
+    release_finish(&e.fake);
+    wait_pass(e.wait);
+    CHECK_EQ_I64(done_count(a), 1);
+    CHECK_EQ_I64(a->result.wait_outcome, RESERVE_WAIT_CANCELLED);
+    CHECK_EQ_I64(a->result.waited_ms, 0);
+    env_close(&e);
+}
+
 static void retry_during_a_release_is_sent_after_it(void)
 {
     struct env e;
@@ -1042,6 +1060,9 @@ int main(void)
 {
     RUN(cancel_while_admitted_releases,
         "a waiter cancelled while its attempt admits it is released and answered cancelled");
+    RUN(release_with_the_clock_moved_back_waited_never_below_zero,
+        "a cancelled waiter whose release returns after the wall clock stepped back is answered "
+        "waited 0 ms, never a negative time that the metrics refuse");
     RUN(retry_of_a_cancelled_lease_takes_its_admission,
         "a plain retry of a lease whose waiter left, sent while its attempt is in flight, takes "
         "the admission");
