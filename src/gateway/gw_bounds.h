@@ -26,7 +26,8 @@
 #define GW_TIMEOUT_SECONDS_DEFAULT 600
 #define GW_CONNECT_TIMEOUT_SECONDS_DEFAULT 10
 #define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
-#define GW_KEY_WAIT_SECONDS_MAX 60      /* a key's max_wait_seconds (SPEC 15) */
+/* A key's max_wait_seconds (docs/gateway.md "Waiting for capacity"). */
+#define GW_KEY_WAIT_SECONDS_MAX 60
 #define GW_PRIORITY_MAX 9               /* priorities 0 (first) .. this */
 #define GW_OUTPUT_TOKENS_MAX (1u << 24) /* max_output_tokens of a model */
 /* prices_file, in LiteLLM's format: its size and its top-level entries

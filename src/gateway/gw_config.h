@@ -72,7 +72,7 @@ struct gw_key {
      * model. */
     const uint32_t *models;
     uint32_t model_count;
-    /* Waiting for capacity (SPEC 15): the longest a call of this key may
+    /* Waiting for capacity (docs/gateway.md): the longest a call of this key may
      * wait (0..GW_KEY_WAIT_SECONDS_MAX, 0: never), how long one that does
      * not say (no Prefer: wait) waits (0..max_wait_seconds), and the best
      * (lowest) priority it may ask for (0..GW_PRIORITY_MAX): a better one
@@ -179,7 +179,7 @@ const char *gw_amount_name(enum gw_amount amount);
 const char *gw_api_name(enum gw_api api);
 
 /* The priority a call of key runs at when it asks for `asked` (0..9, 0
- * first; SPEC 15): never better than the key's priority_floor. */
+ * first; docs/gateway.md "Waiting for capacity"): never better than the key's priority_floor. */
 uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked);
 
 /* The longest a call of key waits for capacity when it asks for

@@ -105,7 +105,7 @@ struct gateway {
     struct gw_owners *items;
     /* Ended calls kept for the next ones: a fresh malloc of one (about
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
-     * time, as request objects did (src/server/http.c). */
+     * time, as exchanges did before their pool (src/server/exchange.c). */
     pthread_mutex_t pool_mutex;
     struct gateway_call *pool;
     uint32_t pool_count;

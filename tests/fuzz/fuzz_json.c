@@ -1,4 +1,4 @@
-/* libFuzzer harness: llmlimitd's own JSON parser (src/server/jdoc.c), held
+/* libFuzzer harness: llmlimitd's own JSON parser (src/util/jdoc.c), held
  * to jansson as a reference. Both must accept and refuse the same inputs
  * (except where jdoc is stricter by design: nesting past JSON_DEPTH_MAX, a
  * NUL byte, which jansson takes for the end of the input, and reals, whose

@@ -174,7 +174,7 @@ static struct gw_tokens streamed_answer(const char *body, size_t length, const s
 /* The price of tokens before rounding, in usd_micros * 10^6. */
 static u128 price_sum(const struct gw_model *model, const struct gw_tokens *t)
 {
-    /* The parts of SPEC 14's formula, each at its own price. */
+    /* The parts of the cost formula (docs/gateway.md "Cost"), each at its own price. */
     uint64_t uncached = t->input - t->cached_input - t->cache_write_5m - t->cache_write_1h;
     return (u128)uncached * model->input_usd_micros_per_mtok +
            (u128)t->cached_input * model->cached_input_usd_micros_per_mtok +

@@ -618,7 +618,7 @@ static void more_bounds_one_past(void)
 
 static void a_config_written_before_loads_the_same(void)
 {
-    /* The file of the gateway interface contract (SPEC 12), untouched. */
+    /* A gateway.json as docs/gateway.md first documented it, untouched. */
     const char *text =
         "{\"upstreams\":[{\"name\":\"openai\",\"base_url\":\"https://api.openai.com/v1\","
         "\"api_key_env\":\"" KEY_ENV "\",\"timeout_seconds\":600}],"
