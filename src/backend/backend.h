@@ -285,21 +285,27 @@ struct usage_result {
  * METRICS_LIMITS_MAX in one). */
 #define USAGE_BATCH_MAX 1000
 
+/* One figure a backend adds to /metrics: name, type ("counter" or "gauge")
+ * and help are static strings of the backend's. */
+struct backend_metric {
+    const char *name;
+    const char *type;
+    const char *help;
+    uint64_t value;
+};
+
+#define BACKEND_OWN_METRICS_MAX 16
+
 struct backend_stats {
     uint64_t lease_cache_entries;
     uint64_t batches;        /* backend transactions/requests sent */
     uint64_t batched_items;  /* items in them (fill = batched_items / batches) */
     uint64_t overage_denied; /* rolling overage dropped under overage=deny */
     uint64_t expired_holds;  /* holds that expired without complete/release */
-    /* A cluster behind the backend (tigerbeetle); the rest is 0 without one. */
-    bool cluster;
-    uint64_t cluster_round_trip_us;   /* summed over the requests it answered */
-    uint64_t cluster_failed_items;    /* items answered unavailable (503) */
-    uint64_t cluster_retransmissions; /* requests sent again */
-    uint64_t cluster_connections;     /* connections to replicas made, the first included */
-    uint64_t cluster_evictions;       /* sessions the cluster evicted */
-    uint32_t cluster_sessions_ready;  /* sessions registered and usable now */
-    uint32_t cluster_view;            /* the highest view seen (it rises at each view change) */
+    /* Figures of the backend's own (a cluster's round trips, say), rendered in
+     * /metrics after the shared ones, in this order. */
+    uint32_t own_count;
+    struct backend_metric own[BACKEND_OWN_METRICS_MAX];
 };
 
 /* One audit-log entry (backends with an audit log: sqlite). */
@@ -618,6 +624,9 @@ uint32_t backend_count(void);
 const struct backend_ops *backend_at(uint32_t index);
 /* Comma-separated names, for --help. Static storage. */
 const char *backend_names(void);
+/* The backend --backend names when not given: the durable one (sqlite)
+ * when it is built in (docs/configuration.md). Static storage. */
+const char *backend_default_name(void);
 
 int backend_open(const struct backend_ops *ops, const struct backend_config *config,
                  const void *options, struct backend **out, char *error, size_t error_size);

@@ -40,6 +40,11 @@ const struct backend_ops *backend_find(const char *name)
     return NULL;
 }
 
+const char *backend_default_name(void)
+{
+    return backend_find("sqlite") != NULL ? "sqlite" : "memory";
+}
+
 const char *backend_names(void)
 {
     static char names[128];

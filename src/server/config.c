@@ -26,8 +26,8 @@
 static const struct flag flags[] = {
     {"--listen", "HOST:PORT", FLAG_OTHER, 0, 0, 0,
      "numeric IPv4, [IPv6] or localhost; port 0 picks a free port", 0, NULL},
-    {"--backend", "NAME", FLAG_STRING, FIELD(backend), 0, 0, "memory, sqlite or tigerbeetle", 0,
-     NULL},
+    {"--backend", "NAME", FLAG_STRING, FIELD(backend), 0, 0,
+     "one of the backends built in (listed at the end)", 0, NULL},
     {"--data-dir", "DIR", FLAG_STRING, FIELD(data_dir), 0, 0,
      "holds limits.json and the sqlite database", 0, NULL},
     {"--admin-token-file", "FILE", FLAG_STRING, FIELD(admin_token_file), 0, 0,
@@ -57,7 +57,7 @@ static const struct flag flags[] = {
      "timeout)",
      0, NULL},
     {"--lease-cache-max", "N", FLAG_U32, FIELD(lease_cache_max), 1, UINT32_MAX,
-     "leases remembered for idempotent retries (memory, tigerbeetle)", 0, NULL},
+     "leases remembered for idempotent retries (backends that keep them in memory)", 0, NULL},
     {"--lease-retention-seconds", "N", FLAG_U32, FIELD(lease_retention_seconds), 1,
      WINDOW_SECONDS_MAX, "how long a lease answers retries (longer while its holds live)", 0, NULL},
     {"--concurrency-poll-ms", "N", FLAG_U32, FIELD(concurrency_poll_ms), 1, POLL_MS_MAX,
@@ -109,8 +109,7 @@ void config_defaults(struct server_config *config)
     memset(config, 0, sizeof *config);
     snprintf(config->listen_host, sizeof config->listen_host, "127.0.0.1");
     config->listen_port = 8470;
-    /* sqlite is the durable default (docs/configuration.md) when it is built in. */
-    config->backend = backend_find("sqlite") != NULL ? "sqlite" : "memory";
+    config->backend = backend_default_name();
     config->data_dir = DATA_DIR_DEFAULT;
     config->zoneinfo_dir = TZ_DIRECTORY_DEFAULT;
     config->threads = cores_online();

@@ -429,29 +429,13 @@ static void render_backend(struct backend *backend, const struct metrics_scrape 
          scrape_unread(scrape)},
     };
     metrics_render_rows(out, unread, 1);
-    if (!stats.cluster)
-        return;
-    const struct metric_row cluster_rows[] = {
-        {"llmlimit_tigerbeetle_round_trip_microseconds_total", "counter",
-         "Round trips of the requests the cluster answered, summed (mean: divide by "
-         "llmlimit_backend_batches_total).",
-         stats.cluster_round_trip_us},
-        {"llmlimit_tigerbeetle_failed_items_total", "counter",
-         "Items answered unavailable: the cluster was not reached in time.",
-         stats.cluster_failed_items},
-        {"llmlimit_tigerbeetle_retransmissions_total", "counter", "Requests sent again.",
-         stats.cluster_retransmissions},
-        {"llmlimit_tigerbeetle_connections_total", "counter",
-         "Connections to replicas made, the first ones included.", stats.cluster_connections},
-        {"llmlimit_tigerbeetle_evictions_total", "counter", "Sessions the cluster evicted.",
-         stats.cluster_evictions},
-        {"llmlimit_tigerbeetle_sessions_ready", "gauge", "Sessions registered and usable.",
-         stats.cluster_sessions_ready},
-        {"llmlimit_tigerbeetle_view", "gauge",
-         "The highest view seen; it rises at each view change (primary = view % replicas).",
-         stats.cluster_view},
-    };
-    metrics_render_rows(out, cluster_rows, sizeof cluster_rows / sizeof cluster_rows[0]);
+    /* What the backend names of its own (a cluster's figures). */
+    assert(stats.own_count <= BACKEND_OWN_METRICS_MAX);
+    for (uint32_t i = 0; i < stats.own_count; i++) {
+        const struct backend_metric *m = &stats.own[i];
+        const struct metric_row row = {m->name, m->type, m->help, m->value};
+        metrics_render_rows(out, &row, 1);
+    }
 }
 
 void metrics_render(struct metrics *metrics, const struct metrics_scrape *scrape,

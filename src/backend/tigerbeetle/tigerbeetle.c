@@ -405,14 +405,28 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
     tbc_submitter_stats(b->submitter, &s);
     out->batches = s.requests;
     out->batched_items = s.items;
-    out->cluster = true;
-    out->cluster_round_trip_us = s.round_trip_us;
-    out->cluster_failed_items = s.failed_items;
-    out->cluster_retransmissions = s.retransmissions;
-    out->cluster_connections = s.connections;
-    out->cluster_evictions = s.evictions;
-    out->cluster_sessions_ready = s.sessions_ready;
-    out->cluster_view = s.view;
+    const struct backend_metric own[] = {
+        {"llmlimit_tigerbeetle_round_trip_microseconds_total", "counter",
+         "Round trips of the requests the cluster answered, summed (mean: divide by "
+         "llmlimit_backend_batches_total).",
+         s.round_trip_us},
+        {"llmlimit_tigerbeetle_failed_items_total", "counter",
+         "Items answered unavailable: the cluster was not reached in time.", s.failed_items},
+        {"llmlimit_tigerbeetle_retransmissions_total", "counter", "Requests sent again.",
+         s.retransmissions},
+        {"llmlimit_tigerbeetle_connections_total", "counter",
+         "Connections to replicas made, the first ones included.", s.connections},
+        {"llmlimit_tigerbeetle_evictions_total", "counter", "Sessions the cluster evicted.",
+         s.evictions},
+        {"llmlimit_tigerbeetle_sessions_ready", "gauge", "Sessions registered and usable.",
+         s.sessions_ready},
+        {"llmlimit_tigerbeetle_view", "gauge",
+         "The highest view seen; it rises at each view change (primary = view % replicas).",
+         s.view},
+    };
+    _Static_assert(sizeof own / sizeof own[0] <= BACKEND_OWN_METRICS_MAX, "room for them");
+    out->own_count = (uint32_t)(sizeof own / sizeof own[0]);
+    memcpy(out->own, own, sizeof own);
     out->overage_denied = __atomic_load_n(&b->overage_denied, __ATOMIC_RELAXED);
     pthread_mutex_lock(&b->lease_lock);
     out->lease_cache_entries = b->lease_count;
