@@ -408,18 +408,38 @@ static void utc_in_words(int64_t unix_ms, bool with_seconds, char *out, size_t s
     strftime(out, size, with_seconds ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M UTC", &tm);
 }
 
+/* The end of a budget's period as a person reads it: in UTC, or for a
+ * budget in a time zone its local time there first ("2027-01-01 00:00
+ * Europe/Berlin (2026-12-31 23:00 UTC)"), since its period starts at
+ * local midnight. */
+static void period_end_in_words(const struct limit_definition *d, int64_t unix_ms, char *out,
+                                size_t size)
+{
+    char utc[40], local[PERIOD_LOCAL_TEXT_SIZE];
+    utc_in_words(unix_ms, false, utc, sizeof utc);
+    /* "YYYY-MM-DDTHH:MM:SS+hh:mm": the period's end is a whole local minute. */
+    if (d->time_zone[0] == '\0' || !period_local_text(d, unix_ms, local) || strlen(local) < 16) {
+        snprintf(out, size, "%s", utc);
+        return;
+    }
+    local[10] = ' ';
+    snprintf(out, size, "%.16s %s (%s)", local, d->time_zone, utc);
+}
+
 /* The end of the current period of the first budget among the limits that
- * did not fit; 0 when none of them is a budget. */
+ * did not fit, with its definition; 0 when none of them is a budget. */
 static int64_t denied_budget_period_end(struct exchange *ex, const struct gateway_call *call,
-                                        int64_t now_unix_ms)
+                                        int64_t now_unix_ms, struct limit_definition *budget)
 {
     const struct reserve_result *r = &call->reserve_result;
     for (uint32_t i = 0; i < r->denied_count; i++) {
         const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
         struct limit_state state;
         if (backend_get_limit(ex->server->backend, req->key, &state) == 0 &&
-            state.definition.kind == LIMIT_BUDGET)
+            state.definition.kind == LIMIT_BUDGET) {
+            *budget = state.definition;
             return period_span_at(&state.definition, now_unix_ms).end_ms;
+        }
     }
     return 0;
 }
@@ -442,8 +462,9 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
     }
     note_denial(call);
     int64_t now = clock_now_ms(ex->server->clock);
-    int64_t period_end = denied_budget_period_end(ex, call, now);
-    char wait[64], when[64];
+    struct limit_definition budget;
+    int64_t period_end = denied_budget_period_end(ex, call, now, &budget);
+    char wait[64], when[128];
     wait_in_words(r->retry_after_ms, wait, sizeof wait);
     if (period_end >= PERIOD_PREPAID_END_MS && now + r->retry_after_ms >= period_end)
         return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
@@ -452,7 +473,7 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
                                     "capacity.",
                                     names);
     if (period_end > 0 && now + r->retry_after_ms >= period_end) {
-        utc_in_words(period_end, false, when, sizeof when);
+        period_end_in_words(&budget, period_end, when, sizeof when);
         return gateway_reply_denied(ex, call, "insufficient_quota", "insufficient_quota",
                                     "Budget exhausted: %s cannot take this call; it resets %s "
                                     "(in %s).",

@@ -17,12 +17,14 @@ Backend from --backend (memory, sqlite). The agents' tests are skipped when
 node or a package (npm ci --prefix tests/gateway/node) is missing."""
 
 import calendar
+import datetime
 import json
 import os
 import re
 import sys
 import time
 import unittest
+import zoneinfo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -388,6 +390,29 @@ class BudgetMessages(HostileTest, unittest.TestCase):
         end = c.usage("usd")["period_end_unix_ms"]
         self.assertIn("resets " + utc_text(end), text)
         self.assertNotRegex(text, r"\d{4,} ?ms")
+        self.assertEqual(headers["x-should-retry"], "false")
+
+    def test_a_spent_budget_in_a_time_zone_says_its_local_reset(self):
+        """A monthly budget in Europe/Berlin spent: the 429 names its reset in Berlin's wall
+        time (local midnight, when its period starts) and in UTC."""
+        c = self.gw.caller(skip=("usd",))
+        status, _, body = self.gw.server.put_limit({"key": c.keys["usd"], "kind": "budget",
+                                                    "capacity": 1000000, "period": "month",
+                                                    "time_zone": "Europe/Berlin",
+                                                    "unit": "usd_micros"})
+        self.assertEqual(status, 200, body)
+        lease = "berlin-" + c.name
+        self.assertEqual(self.gw.server.reserve(lease, {c.keys["usd"]: 1000000})[0], 200)
+        self.assertEqual(self.gw.server.complete(lease, {c.keys["usd"]: 1000000})[0], 200)
+        status, headers, body = self.gw.call(c, CHAT, chat("m-normal"))
+        self.assert_openai_error(status, body, 429, "insufficient_quota")
+        text = body["error"]["message"]
+        print("  " + text)
+        end = c.usage("usd")["period_end_unix_ms"]
+        local = datetime.datetime.fromtimestamp(end / 1000, zoneinfo.ZoneInfo("Europe/Berlin"))
+        self.assertEqual(local.strftime("%d %H:%M"), "01 00:00")  # local midnight, the 1st
+        self.assertIn("resets %s Europe/Berlin (%s)" % (local.strftime("%Y-%m-%d %H:%M"),
+                                                       utc_text(end)), text)
         self.assertEqual(headers["x-should-retry"], "false")
 
     def test_a_spent_prepaid_budget_says_it_never_resets(self):
