@@ -678,7 +678,8 @@ static void upstream_api_is_read(void)
         snprintf(upstreams, sizeof upstreams,
                  "[{\"name\":\"openai\",\"base_url\":\"http://h\",\"api\":%s}]", bad[i]);
         fails_with(upstreams, MODELS, LIMITS, KEYS,
-                   "gateway.json: line 1: upstreams[0].api: must be \"openai\" or \"anthropic\"");
+                   "gateway.json: line 1: upstreams[0].api: must be \"openai\", \"anthropic\" or "
+                   "\"gemini\"");
     }
 }
 
@@ -1078,7 +1079,8 @@ static void an_invalid_default_names_its_field_and_line(void)
                KEYS,
                "gateway.json: line 2: limits[0].default.key: not allowed: the template gives it");
     fails_with(UPSTREAMS, MODELS, D("{\"kind\":\"budget\",\"capacity\":5,\"period\":\"year\"}"),
-               KEYS, "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
+               KEYS,
+               "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
     fails_with(UPSTREAMS, MODELS,
                D("{\"kind\":\"concurrency\",\"capacity\":5,\"timeout_seconds\":9,\"x\":1}"), KEYS,
                "gateway.json: line 2: limits[0].default.x: unknown field");
