@@ -222,7 +222,28 @@ class Charges(GeminiTest, unittest.TestCase):
         up = self.last_upstream()
         self.assertEqual(up["query"], {"alt": "sse"})
         self.assertNotIn(c.secret, json.dumps(up))
+        self.assertNotIn(c.secret, self.gw.server.stderr_text())
         self.assert_charged(c, 1001, 499, agent_cost(uncached=1001, output=499))
+
+    def test_bounds_one_past_are_refused(self):
+        """candidateCount 9 (past GW_GEMINI_CANDIDATES_MAX, 8) and a ?key= of 513 bytes (past
+        GW_QUERY_KEY_LENGTH_MAX) are 400s in Google's shape, nothing forwarded; candidateCount
+        8 reserves eight times the output."""
+        c = self.gw.caller()
+        before, forwarded = c.snapshot(), self.forwarded()
+        error = self.assert_google_error(*self.call(
+            c, route("g-normal"), request(candidateCount=9))[::2], 400)
+        self.assertIn("generationConfig.candidateCount", error["message"])
+        error = self.assert_google_error(*self.gw.call(
+            None, route("g-normal", query="key=" + "k" * 513), request())[::2], 400)
+        self.assertIn("key", error["message"])
+        self.assertEqual(self.forwarded(), forwarded)
+        self.assertEqual(c.snapshot(), before)
+        c = self.gw.caller(out=8 * 100 - 1)
+        error = self.assert_google_error(*self.call(
+            c, route("g-normal"), request(candidateCount=8, maxOutputTokens=100))[::2], 400)
+        self.assertIn("'%s'" % c.keys["out"], error["message"])
+        self.assertEqual(self.forwarded(), forwarded)
 
 
 class Errors(GeminiTest, unittest.TestCase):
@@ -294,6 +315,17 @@ class Errors(GeminiTest, unittest.TestCase):
         self.assertIn("contents", error["message"])
         self.assertEqual(self.forwarded(), forwarded)
         self.assertEqual(c.snapshot(), before)
+
+    def test_an_upstream_refusal_is_passed_on_and_not_charged(self):
+        """The upstream's own 429 (Google's body) goes to the client as it came, with its
+        Retry-After; the lease is released: nothing charged."""
+        c = self.gw.caller()
+        before = c.snapshot()
+        status, headers, body = self.call(c, route("g-fail-429"), request())
+        self.assert_google_error(status, body, 429)
+        self.assertEqual(body["error"]["message"], "fake upstream: fail-429")
+        self.assertEqual(headers["retry-after"], "1")
+        self.assertTrue(wait_until(lambda: c.snapshot() == before), c.snapshot())
 
     def test_a_huge_body_is_a_413_in_googles_shape(self):
         """A body announced past the server's limit: 413 in Google's shape, never read,
