@@ -208,11 +208,13 @@ static bool bound_missing(const struct jdoc_value *root, const char *const *fiel
 
 /* A Gemini request names its model in the path, and streams by its method:
  * the body goes as it came, but for generationConfig.maxOutputTokens when
- * it sets none (output_bound > 0). */
-static int rewrite_gemini(const char *body, size_t length, const struct jdoc_value *root,
-                          uint64_t output_bound, struct buffer *out, char *error, size_t error_size)
+ * a generateContent call sets none (output_bound > 0; countTokens gets
+ * nothing). */
+static int rewrite_gemini(enum gw_endpoint endpoint, const char *body, size_t length,
+                          const struct jdoc_value *root, uint64_t output_bound, struct buffer *out,
+                          char *error, size_t error_size)
 {
-    if (output_bound == 0 || gw_gemini_bound_given(root)) {
+    if (output_bound == 0 || endpoint != GW_ENDPOINT_GEMINI || gw_gemini_bound_given(root)) {
         buffer_append(out, body, length);
         return out->failed ? fail(error, error_size, "out of memory") : 0;
     }
@@ -252,7 +254,7 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
     if (!jdoc_is(root, JDOC_OBJECT))
         return fail(error, error_size, "body: must be a JSON object");
     if (gw_endpoint_api(endpoint) == GW_API_GEMINI)
-        return rewrite_gemini(body, length, root, output_bound, out, error, error_size);
+        return rewrite_gemini(endpoint, body, length, root, output_bound, out, error, error_size);
     if (!jdoc_is(jdoc_get(root, "model"), JDOC_STRING))
         return fail(error, error_size, "model: must be a string");
     /* Messages and Responses streams carry their usage anyway: nothing to
