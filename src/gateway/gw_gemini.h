@@ -17,8 +17,6 @@
 #include "util/buffer.h"
 #include "util/jdoc.h"
 
-/* The route's prefix: POST /v1beta/models/{model}:{method}. */
-#define GW_GEMINI_ROUTE "/v1beta/models/"
 /* Room for a decoded "<model>:<method>". */
 #define GW_GEMINI_TARGET_LENGTH_MAX (GW_NAME_LENGTH_MAX + 32)
 /* A media part (inlineData, fileData) read as this many input tokens: an
