@@ -660,7 +660,8 @@ static void a_config_written_before_loads_the_same(void)
     "[{\"name\":\"anthropic\",\"api\":\"anthropic\",\"base_url\":\"https://api.anthropic.com/"     \
     "v1\"},"                                                                                       \
     "{\"name\":\"openai\",\"api\":\"openai\",\"base_url\":\"http://h\"},"                          \
-    "{\"name\":\"local\",\"api\":null,\"base_url\":\"http://l\"}]"
+    "{\"name\":\"local\",\"api\":null,\"base_url\":\"http://l\"},"                                 \
+    "{\"name\":\"google\",\"api\":\"gemini\",\"base_url\":\"http://g/v1beta\"}]"
 
 static void upstream_api_is_read(void)
 {
@@ -669,10 +670,12 @@ static void upstream_api_is_read(void)
     CHECK(c->upstreams[0].api == GW_API_ANTHROPIC);
     CHECK(c->upstreams[1].api == GW_API_OPENAI);
     CHECK(c->upstreams[2].api == GW_API_OPENAI);
+    CHECK(c->upstreams[3].api == GW_API_GEMINI);
     CHECK_STR(gw_api_name(GW_API_ANTHROPIC), "anthropic");
+    CHECK_STR(gw_api_name(GW_API_GEMINI), "gemini");
     gw_config_release(c);
-    static const char *const bad[] = {"\"Anthropic\"", "\"\"", "1", "[\"openai\"]",
-                                      "\"anthropic \""};
+    static const char *const bad[] = {"\"Anthropic\"", "\"\"",           "1",
+                                      "[\"openai\"]",  "\"anthropic \"", "\"google\""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char upstreams[256];
         snprintf(upstreams, sizeof upstreams,
