@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gw_estimate_internal.h"
+#include "gw_gemini.h"
 #include "gw_usage.h"
 
 static void text_of(struct gw_walk *w, const struct jdoc_value *object, const char *name)
@@ -87,9 +88,12 @@ uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_va
     case GW_ENDPOINT_RESPONSES:
         responses_output(&w, answer);
         break;
+    case GW_ENDPOINT_GEMINI:
+        return gw_gemini_output_tokens(answer);
     case GW_ENDPOINT_EMBEDDINGS:
     case GW_ENDPOINT_MESSAGES_COUNT_TOKENS:
     case GW_ENDPOINT_RESPONSES_INPUT_TOKENS:
+    case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
         break;
     }
     return gw_text_counter_tokens(&w.text);
@@ -98,6 +102,8 @@ uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_va
 bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, const char *body,
                       size_t length, uint64_t input_estimate, struct gw_tokens *out)
 {
+    if (gw_endpoint_api(endpoint) == GW_API_GEMINI) /* an object, or a stream's array */
+        return gw_gemini_answer_tokens(root, body, length, input_estimate, out);
     *out = (struct gw_tokens){.input = input_estimate};
     if (endpoint == GW_ENDPOINT_EMBEDDINGS && !jdoc_is(root, JDOC_OBJECT))
         return false; /* no output to count: the input estimate */

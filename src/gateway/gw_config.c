@@ -65,8 +65,10 @@ const char *gw_amount_name(enum gw_amount amount)
 
 const char *gw_api_name(enum gw_api api)
 {
-    assert(api == GW_API_OPENAI || api == GW_API_ANTHROPIC);
-    return api == GW_API_ANTHROPIC ? "anthropic" : "openai";
+    static const char *const names[] = {
+        [GW_API_OPENAI] = "openai", [GW_API_ANTHROPIC] = "anthropic", [GW_API_GEMINI] = "gemini"};
+    assert(api >= GW_API_OPENAI && api <= GW_API_GEMINI);
+    return names[api];
 }
 
 uint32_t gw_key_priority(const struct gw_key *key, uint32_t asked)

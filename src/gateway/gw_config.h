@@ -23,13 +23,15 @@
 enum gw_api {
     GW_API_OPENAI = 0, /* chat completions, completions, embeddings, responses */
     GW_API_ANTHROPIC,  /* messages */
+    GW_API_GEMINI,     /* generateContent, streamGenerateContent, countTokens */
 };
 
 struct gw_upstream {
     const char *name;
     enum gw_api api;
     const char *base_url; /* http:// or https://, no trailing '/' */
-    /* The provider key sent as "Authorization: Bearer <api_key>", or NULL
+    /* The provider key sent as "Authorization: Bearer <api_key>" (Anthropic:
+     * x-api-key, Gemini: x-goog-api-key), or NULL
      * when the upstream takes none (a local server). Read at load time;
      * never printed. */
     const char *api_key;
@@ -175,7 +177,7 @@ bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model)
 /* "requests", "tokens", ... */
 const char *gw_amount_name(enum gw_amount amount);
 
-/* "openai", "anthropic" */
+/* "openai", "anthropic", "gemini" */
 const char *gw_api_name(enum gw_api api);
 
 /* The priority a call of key runs at when it asks for `asked` (0..9, 0

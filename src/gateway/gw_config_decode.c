@@ -265,9 +265,10 @@ static int api_value(struct loader *l, const struct jdoc_value *v, const char *p
                      enum gw_api *out)
 {
     static const char *const names[] = {
-        [GW_API_OPENAI] = "openai", [GW_API_ANTHROPIC] = "anthropic"};
-    unsigned api;
-    if (choice_value(l, v, path, names, 2, "must be \"openai\" or \"anthropic\"", &api) != 0)
+        [GW_API_OPENAI] = "openai", [GW_API_ANTHROPIC] = "anthropic", [GW_API_GEMINI] = "gemini"};
+    unsigned api = 0;
+    if (choice_value(l, v, path, names, 3, "must be \"openai\", \"anthropic\" or \"gemini\"",
+                     &api) != 0)
         return -1;
     *out = (enum gw_api)api;
     return 0;
@@ -466,7 +467,7 @@ static int output_reservation_value(struct loader *l, const struct jdoc_value *v
 {
     static const char *const names[] = {[GW_OUTPUT_RESERVATION_MAX_TOKENS] = "max_tokens",
                                         [GW_OUTPUT_RESERVATION_OBSERVED] = "observed"};
-    unsigned choice;
+    unsigned choice = 0;
     if (choice_value(l, v, path, names, 2, "must be \"max_tokens\" or \"observed\"", &choice) != 0)
         return -1;
     *out = (enum gw_output_reservation)choice;

@@ -20,6 +20,10 @@ static const struct {
     [GW_ENDPOINT_RESPONSES] = {"/v1/responses", "/responses", GW_API_OPENAI, true},
     [GW_ENDPOINT_RESPONSES_INPUT_TOKENS] = {"/v1/responses/input_tokens", "/responses/input_tokens",
                                             GW_API_OPENAI, false},
+    [GW_ENDPOINT_GEMINI] = {"/v1beta/models/{model}:generateContent", ":generateContent",
+                            GW_API_GEMINI, true},
+    [GW_ENDPOINT_GEMINI_COUNT_TOKENS] = {"/v1beta/models/{model}:countTokens", ":countTokens",
+                                         GW_API_GEMINI, false},
 };
 
 static void check(enum gw_endpoint endpoint)
@@ -59,7 +63,12 @@ bool gw_model_serves(const struct gw_model *model, enum gw_endpoint endpoint)
 
 const char *gw_model_routes(const struct gw_model *model)
 {
-    return model->upstream->api == GW_API_ANTHROPIC
-               ? "/v1/messages"
-               : "/v1/chat/completions, /v1/completions, /v1/embeddings or /v1/responses";
+    switch (model->upstream->api) {
+    case GW_API_ANTHROPIC:
+        return "/v1/messages";
+    case GW_API_GEMINI:
+        return "/v1beta/models/{model}:generateContent (or :streamGenerateContent)";
+    default:
+        return "/v1/chat/completions, /v1/completions, /v1/embeddings or /v1/responses";
+    }
 }

@@ -18,15 +18,20 @@ enum gw_endpoint {
     GW_ENDPOINT_MESSAGES_COUNT_TOKENS,  /* POST /v1/messages/count_tokens: not charged */
     GW_ENDPOINT_RESPONSES,              /* POST /v1/responses */
     GW_ENDPOINT_RESPONSES_INPUT_TOKENS, /* POST /v1/responses/input_tokens: not charged */
+    /* POST /v1beta/models/{model}:generateContent and :streamGenerateContent
+     * (gemini; the path upstream is gw_gemini_upstream_path's) */
+    GW_ENDPOINT_GEMINI,
+    GW_ENDPOINT_GEMINI_COUNT_TOKENS, /* POST /v1beta/models/{model}:countTokens: not charged */
 };
 
-#define GW_ENDPOINT_LAST GW_ENDPOINT_RESPONSES_INPUT_TOKENS
+#define GW_ENDPOINT_LAST GW_ENDPOINT_GEMINI_COUNT_TOKENS
 
 /* "/v1/chat/completions", ... as clients call it. */
 const char *gw_endpoint_route(enum gw_endpoint endpoint);
 
 /* What goes after the upstream's base_url (which ends in /v1):
- * "/chat/completions", "/messages", "/responses/input_tokens", ... */
+ * "/chat/completions", "/messages", "/responses/input_tokens", ...; for
+ * Gemini only the method (":generateContent"), the model going before it. */
 const char *gw_endpoint_upstream_path(enum gw_endpoint endpoint);
 
 /* The dialect whose upstreams serve it. */

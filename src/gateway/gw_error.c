@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "gw_gemini.h"
 #include "util/utf8.h"
 
 /* The escape for the n bytes at s, or NULL when they pass as they are. */
@@ -141,6 +142,10 @@ void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, 
         gw_error_anthropic(b, gw_anthropic_error_for_status(status), message, NULL);
         return;
     }
+    if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
+        gw_gemini_error(b, status, message, 0, NULL, 0);
+        return;
+    }
     if (type == NULL)
         type = status >= 500 ? "server_error" : "invalid_request_error";
     gw_error_openai(b, message, type, NULL, code);
@@ -153,6 +158,9 @@ void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *cod
     if (endpoint == GW_ENDPOINT_MESSAGES) {
         buffer_append_str(b, "event: error\ndata: ");
         gw_error_anthropic(b, GW_ANTHROPIC_API_ERROR, message, NULL);
+    } else if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
+        buffer_append_str(b, "data: "); /* a chunk that is a google.rpc.Status */
+        gw_gemini_error(b, 500, message, 0, NULL, 0);
     } else if (endpoint == GW_ENDPOINT_RESPONSES) {
         buffer_append_str(b, "event: error\ndata: {\"type\":\"error\",\"code\":");
         gw_json_string(b, code, strlen(code));

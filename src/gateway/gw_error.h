@@ -1,6 +1,7 @@
 /* The error bodies of the gateway's surfaces, each in the shape its
  * clients' SDKs read: OpenAI's error object for chat, completions,
- * embeddings and Responses, Anthropic's for Messages. Every text is written
+ * embeddings and Responses, Anthropic's for Messages, Google's for Gemini
+ * (gw_gemini.h). Every text is written
  * as a JSON string that any strict parser reads, whatever bytes it holds
  * (an upstream's or a client's text may be hostile). */
 #ifndef LLMLIMIT_GATEWAY_ERROR_H
@@ -64,7 +65,8 @@ void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const c
 bool gw_should_not_retry(unsigned status, int64_t retry_after_ms);
 
 /* The error body for a call on endpoint's surface: Anthropic's for the
- * Messages routes (its type from status), OpenAI's for the others (type
+ * Messages routes (its type from status), Google's for Gemini's (its
+ * status name from status), OpenAI's for the others (type
  * and code as given; type NULL: invalid_request_error below 500,
  * server_error from 500 up). */
 void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
@@ -73,7 +75,8 @@ void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, 
 /* An event that tells a client its stream broke, as the SDKs of
  * endpoint's surface read one (each throws on it): chat and completions
  * `data: {"error":{...}}` (type server_error, code as given), Messages
- * `event: error` with Anthropic's body (api_error), Responses `event:
+ * `event: error` with Anthropic's body (api_error), Gemini `data:` with
+ * Google's (code 500, INTERNAL), Responses `event:
  * error` with {"type":"error","code":...,"message":...,"param":null}. Ends
  * with its blank line. */
 void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,

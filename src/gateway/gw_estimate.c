@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gw_estimate_internal.h"
+#include "gw_gemini.h"
 
 int gw_walk_fail(struct gw_walk *w, const char *format, ...)
 {
@@ -461,6 +462,10 @@ int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint
         return gw_walk_fail(&w, "body: must be a JSON object");
     if (endpoint == GW_ENDPOINT_MESSAGES || endpoint == GW_ENDPOINT_MESSAGES_COUNT_TOKENS)
         return gw_estimate_messages(&w, body, endpoint, model, out);
+    if (endpoint == GW_ENDPOINT_GEMINI)
+        return gw_gemini_estimate(&w, body, model, out);
+    if (endpoint == GW_ENDPOINT_GEMINI_COUNT_TOKENS)
+        return 0; /* counted upstream, never charged */
     if (endpoint == GW_ENDPOINT_RESPONSES || endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS)
         return gw_estimate_responses(&w, body, endpoint, model, out);
     uint32_t prompts = 1;

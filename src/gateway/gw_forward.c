@@ -584,8 +584,9 @@ struct gw_transfer *gw_forward_submit(struct gw_forward *engine,
     t->context = context;
     t->url = strdup(spec->url);
     if (spec->api_key != NULL) {
-        const char *name =
-            spec->key_header == GW_KEY_X_API_KEY ? "x-api-key: " : "Authorization: Bearer ";
+        const char *name = spec->key_header == GW_KEY_X_API_KEY        ? "x-api-key: "
+                           : spec->key_header == GW_KEY_X_GOOG_API_KEY ? "x-goog-api-key: "
+                                                                       : "Authorization: Bearer ";
         size_t n = strlen(name) + strlen(spec->api_key) + 1;
         t->authorization = malloc(n);
         if (t->authorization != NULL)

@@ -65,11 +65,12 @@ enum gw_method {
     GW_METHOD_DELETE,
 };
 
-/* How the provider key goes upstream: OpenAI's bearer token, or
- * Anthropic's x-api-key header. */
+/* How the provider key goes upstream: OpenAI's bearer token, Anthropic's
+ * x-api-key header, or Google's x-goog-api-key. */
 enum gw_key_header {
-    GW_KEY_BEARER = 0, /* Authorization: Bearer <key> */
-    GW_KEY_X_API_KEY,  /* x-api-key: <key> */
+    GW_KEY_BEARER = 0,     /* Authorization: Bearer <key> */
+    GW_KEY_X_API_KEY,      /* x-api-key: <key> */
+    GW_KEY_X_GOOG_API_KEY, /* x-goog-api-key: <key> */
 };
 
 #define GW_FORWARD_HEADERS_MAX 4          /* extra header lines of one transfer */

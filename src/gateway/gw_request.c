@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gw_gemini.h"
+
 struct span {
     size_t start, end; /* [start, end) in the text */
 };
@@ -204,6 +206,44 @@ static bool bound_missing(const struct jdoc_value *root, const char *const *fiel
     return true;
 }
 
+/* A Gemini request names its model in the path, and streams by its method:
+ * the body goes as it came, but for generationConfig.maxOutputTokens when
+ * a generateContent call sets none (output_bound > 0; countTokens gets
+ * nothing). */
+static int rewrite_gemini(enum gw_endpoint endpoint, const char *body, size_t length,
+                          const struct jdoc_value *root, uint64_t output_bound, struct buffer *out,
+                          char *error, size_t error_size)
+{
+    if (output_bound == 0 || endpoint != GW_ENDPOINT_GEMINI || gw_gemini_bound_given(root)) {
+        buffer_append(out, body, length);
+        return out->failed ? fail(error, error_size, "out of memory") : 0;
+    }
+    struct scanner s;
+    scanner_open(&s, body, (struct span){0, length});
+    buffer_append_char(out, '{');
+    bool config_seen = false;
+    for (uint32_t i = 0; i < root->count; i++) {
+        struct span member, value;
+        scanner_next(&s, &member, &value);
+        if (i > 0)
+            buffer_append_char(out, ',');
+        if (strcmp(root->as.members[i].key, "generationConfig") == 0 && !config_seen) {
+            config_seen = true; /* an object without the bound, or null */
+            gw_gemini_write_generation_config(out, body + value.start, value.end - value.start,
+                                              output_bound);
+        } else {
+            append_span(out, body, member);
+        }
+    }
+    if (!config_seen) {
+        if (root->count > 0)
+            buffer_append_char(out, ',');
+        gw_gemini_write_generation_config(out, "null", 4, output_bound);
+    }
+    buffer_append_char(out, '}');
+    return out->failed ? fail(error, error_size, "out of memory") : 0;
+}
+
 int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
                            const struct jdoc_value *root, const struct gw_model *model,
                            uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
@@ -213,6 +253,8 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
     *info = (struct gw_request_info){0};
     if (!jdoc_is(root, JDOC_OBJECT))
         return fail(error, error_size, "body: must be a JSON object");
+    if (gw_endpoint_api(endpoint) == GW_API_GEMINI)
+        return rewrite_gemini(endpoint, body, length, root, output_bound, out, error, error_size);
     if (!jdoc_is(jdoc_get(root, "model"), JDOC_STRING))
         return fail(error, error_size, "model: must be a string");
     /* Messages and Responses streams carry their usage anyway: nothing to

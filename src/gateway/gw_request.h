@@ -41,8 +41,10 @@ int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value 
  * the call reserved per choice (the model's default when the request sets
  * none); a request that sets no bound of its own (absent or null) gets it
  * as chat's max_completion_tokens, completions' max_tokens or Responses'
- * max_output_tokens, its null members of those names dropped; other
- * endpoints get none. 0: nothing written. */
+ * max_output_tokens, its null members of those names dropped; Gemini's
+ * generateContent as generationConfig.maxOutputTokens (the body otherwise
+ * as it came: its model is in the path); other endpoints get none. 0:
+ * nothing written. */
 int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
                            const struct jdoc_value *root, const struct gw_model *model,
                            uint64_t output_bound, struct buffer *out, struct gw_request_info *info,

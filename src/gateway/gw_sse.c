@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bounds.h"
+#include "gw_gemini.h"
+
 #define DONE_DATA "[DONE]"
 
 void gw_sse_init(struct gw_sse *sse)
@@ -255,10 +258,37 @@ static int read_responses_event(struct gw_sse *sse, const struct jdoc_value *roo
     return 0;
 }
 
+/* ---- Gemini chunks ---- */
+
+/* A GenerateContentResponse: its candidates' text, its usageMetadata (each
+ * chunk's is the whole call's so far: the last one wins, as any usage
+ * does), and the end of the answer once a candidate has a finishReason. */
+static int read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
+                             struct gw_sse_event *event)
+{
+    char usage_error[GW_USAGE_ERROR_SIZE];
+    if (!jdoc_is(root, JDOC_OBJECT))
+        return 0;
+    event->error = member(root, "error") != NULL;
+    event->usage_malformed =
+        gw_gemini_usage_read(root, &event->usage, usage_error, sizeof usage_error) != 0;
+    event->stream_end = gw_gemini_chunk_final(root);
+    uint32_t most = gw_gemini_chunk_texts_max(root);
+    struct gw_sse_text *items = arena_alloc(&sse->arena, (most + 1) * sizeof *items);
+    if (items == NULL)
+        return -1;
+    event->texts = items;
+    event->text_count = gw_gemini_chunk_texts(root, items);
+    assert(event->text_count <= most);
+    return 0;
+}
+
 /* The parsed data of an event, in the stream's dialect. */
 static int read_json(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
 {
     event->json = true;
+    if (sse->endpoint == GW_ENDPOINT_GEMINI)
+        return read_gemini_chunk(sse, root, event);
     if (sse->endpoint != GW_ENDPOINT_MESSAGES && sse->endpoint != GW_ENDPOINT_RESPONSES)
         return read_chunk(sse, root, event);
     const struct jdoc_value *type = member(root, "type");
@@ -540,7 +570,9 @@ bool gw_sse_stream_tokens(const struct gw_sse *sse, const struct gw_sse_output *
     uint64_t counted = gw_sse_output_tokens(output);
     if (sse->usage.present) {
         *out = gw_usage_tokens(&sse->usage);
-        if (!sse->ended && counted > out->output)
+        if (!sse->usage.has_completion_tokens) /* Gemini's, without candidatesTokenCount */
+            out->output = counted > AMOUNT_MAX - out->output ? AMOUNT_MAX : out->output + counted;
+        else if (!sse->ended && counted > out->output)
             out->output = counted; /* text may have followed the last usage */
         return true;
     }

@@ -7,6 +7,8 @@
  * them, and what they count is already in the counts read here. */
 #include "gw_usage.h"
 
+#include "gw_gemini.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
@@ -283,6 +285,9 @@ int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *ans
         break;
     case GW_ENDPOINT_EMBEDDINGS: /* no output, so no completion_tokens */
         return gw_usage_read(answer, out, error, error_size);
+    case GW_ENDPOINT_GEMINI:
+    case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
+        return gw_gemini_usage_read(answer, out, error, error_size);
     }
     if (gw_usage_read(answer, out, error, error_size) != 0)
         return -1;

@@ -17,6 +17,7 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
+#include "gateway/gw_gemini.h"
 #include "util/log.h"
 #include "wire/wire_text.h"
 
@@ -64,7 +65,7 @@ static bool answer_is_json(const struct exchange *ex, unsigned status)
  * retry cannot change (gw_should_not_retry). */
 static bool gateway_route(const struct route *route)
 {
-    return (route->flags & (ROUTE_ERROR_OPENAI | ROUTE_ERROR_ANTHROPIC)) != 0;
+    return (route->flags & (ROUTE_ERROR_OPENAI | ROUTE_ERROR_ANTHROPIC | ROUTE_ERROR_GEMINI)) != 0;
 }
 
 /* The headers of a route's answer besides the transport's. Values are
@@ -149,6 +150,8 @@ int exchange_error(struct exchange *ex, unsigned status, const char *error)
     exchange_reply_buffer(ex, &b);
     if ((ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
         gw_error_anthropic(&b, gw_anthropic_error_for_status(status), error, NULL);
+    else if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
+        gw_gemini_error(&b, status, error, 0, NULL, 0);
     else if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
         encode_openai_error(&b, status, error);
     else
@@ -555,6 +558,8 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
              reason != NULL ? reason : "");
     if ((route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
         gw_error_anthropic(&b, gw_anthropic_error_for_status(status), text, NULL);
+    else if ((route->flags & ROUTE_ERROR_GEMINI) != 0)
+        gw_gemini_error(&b, status, text, 0, NULL, 0);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
         gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)

@@ -17,6 +17,7 @@
 
 #include "activity.h"
 #include "core/uuid.h"
+#include "gateway/gw_gemini.h"
 #include "gateway/gw_references.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
@@ -162,8 +163,11 @@ struct gw_config *gateway_config_get(struct gateway *g)
 /* ---- before the reserve -------------------------------------------------- */
 
 /* The key of "Authorization: Bearer <secret>", else of "x-api-key:
- * <secret>" (what Anthropic's clients send), or NULL. */
-static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config)
+ * <secret>" (what Anthropic's clients send), else of "x-goog-api-key:
+ * <secret>" or the query's key (what Google's clients send: query_key,
+ * NULL when none), or NULL. */
+static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config,
+                                         const char *query_key)
 {
     const char *header = exchange_header(ex, "authorization");
     static const char bearer[] = "Bearer ";
@@ -172,6 +176,10 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
         secret = header + sizeof bearer - 1;
     else if (header == NULL)
         secret = exchange_header(ex, "x-api-key");
+    if (header == NULL && secret == NULL)
+        secret = exchange_header(ex, "x-goog-api-key");
+    if (header == NULL && secret == NULL)
+        secret = query_key;
     if (secret == NULL)
         return NULL;
     uint8_t digest[GW_SHA256_BYTES];
@@ -503,6 +511,9 @@ static const char *too_large_advice(enum gw_endpoint endpoint)
     case GW_ENDPOINT_RESPONSES:
         return "Lower max_output_tokens (a call that sends none, as Codex does, reserves the "
                "model's default_max_output_tokens) or shorten the input";
+    case GW_ENDPOINT_GEMINI:
+        return "Lower generationConfig.maxOutputTokens (a call that sends none reserves the "
+               "model's default_max_output_tokens) or shorten the input";
     default:
         return "Lower max_tokens (or max_completion_tokens) or shorten the input";
     }
@@ -683,6 +694,10 @@ static int after_reserve(struct exchange *ex)
 
 static int reply_unauthorized(struct exchange *ex)
 {
+    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
+        return gateway_reply_error(ex, 401, NULL, "invalid_api_key", 0,
+                                   "API key not valid. Send a virtual key of this gateway as "
+                                   "'x-goog-api-key: <key>' (GEMINI_API_KEY) or '?key=<key>'.");
     return gateway_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
                                "Incorrect API key provided. Send a virtual key of this gateway as "
                                "'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
@@ -699,8 +714,15 @@ static const struct gw_key *route_start(struct exchange *ex, struct gw_config **
                             "Gateway mode is not enabled on this server (no gateway config).");
         return NULL;
     }
+    /* Google's clients may send the key as ?key=: read here, never logged
+     * and never sent upstream (a Gemini call's upstream query is its own). */
+    char query_key[GW_QUERY_KEY_LENGTH_MAX + 1];
+    int found = 0;
+    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0 &&
+        (found = exchange_query(ex, "key", query_key, sizeof query_key)) < 0)
+        return NULL; /* answered: 400 */
     struct gw_config *config = gateway_config_get(g);
-    const struct gw_key *key = authenticate(ex, config);
+    const struct gw_key *key = authenticate(ex, config, found == 1 ? query_key : NULL);
     if (key == NULL) {
         gw_config_release(config);
         reply_unauthorized(ex);
@@ -740,6 +762,8 @@ static int upstream_request(struct exchange *ex, struct gateway_call *call, cons
 {
     size_t query_length;
     const char *query = http_query(&ex->http, &query_length);
+    if (call->upstream->api == GW_API_GEMINI)
+        query_length = 0; /* its path has its query (alt=sse); the client's may hold its key */
     int n = snprintf(call->upstream_path, sizeof call->upstream_path, "%s%s%.*s", path,
                      query_length > 0 ? "?" : "", (int)query_length, query);
     if (n < 0 || (size_t)n >= sizeof call->upstream_path) {
@@ -885,10 +909,11 @@ static int reserve_call(struct exchange *ex, struct gateway_call *call)
 
 /* A call of model on endpoint, once its body is parsed: estimated and
  * reserved when the endpoint is charged, forwarded only when not. */
-static int start_call(struct exchange *ex, struct gateway_call *call, const struct jdoc_value *root)
+static int start_call(struct exchange *ex, struct gateway_call *call, const struct jdoc_value *root,
+                      const char *upstream_path)
 {
     char error[GW_PLAN_ERROR_SIZE];
-    if (upstream_request(ex, call, gw_endpoint_upstream_path(call->endpoint)) != 0)
+    if (upstream_request(ex, call, upstream_path) != 0)
         return 0;
     bool responses = call->endpoint == GW_ENDPOINT_RESPONSES ||
                      call->endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS;
@@ -907,7 +932,7 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
                                &call->upstream_body, &info, error, sizeof error) != 0)
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);
-    call->stream = info.stream;
+    call->stream = call->stream || info.stream; /* a Gemini call streams by its method */
     call->client_include_usage = info.client_include_usage;
     if (call->endpoint == GW_ENDPOINT_RESPONSES &&
         (note_response_owner(ex, call, root) != 0 || exchange_answered(ex)))
@@ -945,7 +970,7 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     call->model = model;
     call->upstream = model->upstream;
     call->charged = gw_endpoint_charged(endpoint);
-    return start_call(ex, call, root);
+    return start_call(ex, call, root, gw_endpoint_upstream_path(endpoint));
 }
 
 /* Each POST surface is one endpoint of handle_call: the router wants one handler
@@ -963,6 +988,97 @@ GATEWAY_ENDPOINT_HANDLER(messages, GW_ENDPOINT_MESSAGES)
 GATEWAY_ENDPOINT_HANDLER(messages_count_tokens, GW_ENDPOINT_MESSAGES_COUNT_TOKENS)
 GATEWAY_ENDPOINT_HANDLER(responses, GW_ENDPOINT_RESPONSES)
 GATEWAY_ENDPOINT_HANDLER(responses_input_tokens, GW_ENDPOINT_RESPONSES_INPUT_TOKENS)
+
+/* ---- Gemini: POST /v1beta/models/{model}:{method} ------------------------ */
+
+/* The model and method the path names, checked against the config and the
+ * key; NULL with the answer given (404: a path the gateway does not serve,
+ * an unknown model or one the key may not call). */
+static const struct gw_model *gemini_model(struct exchange *ex, const struct gw_config *config,
+                                           const struct gw_key *key, enum gw_gemini_method *method)
+{
+    char target[GW_GEMINI_TARGET_LENGTH_MAX + 1], error[192];
+    size_t length, name_length;
+    const char *name;
+    if (percent_decode(ex->key_encoded, target, sizeof target, &length) != 0) {
+        gateway_reply_error(ex, 404, NULL, "not_found", 0,
+                            "The path must be /v1beta/models/{model}:{method}, the model's name "
+                            "at most %d bytes and validly escaped.",
+                            GW_NAME_LENGTH_MAX);
+        return NULL;
+    }
+    if (gw_gemini_target(target, length, &name, &name_length, method, error, sizeof error) != 0) {
+        gateway_reply_error(ex, 404, NULL, "not_found", 0, "Not found: %s.", error);
+        return NULL;
+    }
+    const struct gw_model *model = gw_config_find_model(config, name, name_length);
+    if (model == NULL || !gw_key_allows_model(key, model)) {
+        gateway_reply_error(ex, 404, NULL, "model_not_found", 0,
+                            "models/%.*s is not found: it is not one of the gateway's models, or "
+                            "this key may not call it.",
+                            (int)(name_length < 256 ? name_length : 256), name);
+        return NULL;
+    }
+    return model;
+}
+
+/* Where a Gemini call goes: /models/<upstream model>:<method>, with
+ * ?alt=sse when a stream asked for events (else Google streams a JSON
+ * array). 0, or -1 with the answer given. */
+static int gemini_path(struct exchange *ex, const struct gw_model *model,
+                       enum gw_gemini_method method, char *path, size_t size)
+{
+    char alt[16];
+    int found = exchange_query(ex, "alt", alt, sizeof alt);
+    if (found < 0)
+        return -1; /* answered: 400 */
+    bool sse = method == GW_GEMINI_STREAM && found == 1 && strcmp(alt, "sse") == 0;
+    if (gw_gemini_upstream_path(model->upstream_model, method, sse, path, size) == 0)
+        return 0;
+    gateway_reply_error(ex, 400, NULL, "invalid_upstream_model", 0,
+                        "The model '%s' cannot be called on Gemini: its upstream_model must be "
+                        "letters, digits, '.', '_' and '-' only.",
+                        model->name);
+    return -1;
+}
+
+int handle_gateway_gemini(struct exchange *ex)
+{
+    struct gw_config *config;
+    const struct gw_key *key = route_start(ex, &config);
+    if (key == NULL)
+        return 0;
+    enum gw_gemini_method method;
+    const struct gw_model *model = gemini_model(ex, config, key, &method);
+    enum gw_endpoint endpoint =
+        method == GW_GEMINI_COUNT_TOKENS ? GW_ENDPOINT_GEMINI_COUNT_TOKENS : GW_ENDPOINT_GEMINI;
+    if (model == NULL || !gw_model_serves(model, endpoint)) {
+        gw_config_release(config);
+        return model == NULL ? 0 : reply_wrong_surface(ex, model, endpoint);
+    }
+    char error[GW_PLAN_ERROR_SIZE], path[GW_UPSTREAM_PATH_LENGTH_MAX + 1];
+    const struct jdoc_value *root = parse_request(ex, error, sizeof error);
+    if (root == NULL) {
+        gw_config_release(config);
+        return gateway_reply_error(ex, 400, NULL, "invalid_json", 0,
+                                   "Invalid JSON payload received: %s", error);
+    }
+    if (gemini_path(ex, model, method, path, sizeof path) != 0) {
+        gw_config_release(config);
+        return 0;
+    }
+    struct gateway_call *call = gateway_call_new(ex, config, key, endpoint); /* takes the config */
+    if (call == NULL) {
+        gw_config_release(config);
+        return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
+                                   "Out of memory.");
+    }
+    call->model = model;
+    call->upstream = model->upstream;
+    call->charged = gw_endpoint_charged(endpoint);
+    call->stream = method == GW_GEMINI_STREAM;
+    return start_call(ex, call, root, path);
+}
 
 /* ---- a stored response: GET, DELETE /v1/responses/{id}, GET .../input_items,
  * POST .../cancel -------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /* Gateway mode (docs/gateway.md): llmlimitd as a proxy that speaks the
  * providers' APIs (OpenAI's chat, completions, embeddings and Responses,
- * Anthropic's Messages).
+ * Anthropic's Messages, Google's Gemini generateContent).
  * Each call is authenticated by its virtual key, estimated, reserved in
  * every limit its templates name (all or nothing), forwarded upstream by the
  * forwarding engine (src/gateway/gw_forward.c) and settled from the
@@ -47,6 +47,9 @@ int handle_gateway_responses(struct exchange *exchange);
 int handle_gateway_responses_input_tokens(struct exchange *exchange);
 /* GET and DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel */
 int handle_gateway_response_item(struct exchange *exchange);
+/* POST /v1beta/models/{model}:generateContent, :streamGenerateContent,
+ * :countTokens */
+int handle_gateway_gemini(struct exchange *exchange);
 
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */

@@ -458,7 +458,9 @@ static void forward_start(struct exchange *ex)
         .url = url,
         .method = call->method,
         .api_key = upstream->api_key,
-        .key_header = upstream->api == GW_API_ANTHROPIC ? GW_KEY_X_API_KEY : GW_KEY_BEARER,
+        .key_header = upstream->api == GW_API_ANTHROPIC ? GW_KEY_X_API_KEY
+                      : upstream->api == GW_API_GEMINI  ? GW_KEY_X_GOOG_API_KEY
+                                                        : GW_KEY_BEARER,
         .header_count = call->header_count,
         .body = call->upstream_body.data,
         .body_length = call->upstream_body.length,

@@ -78,6 +78,9 @@ void gateway_stats_add(struct gateway_stats *stats, const char *model, const cha
 /* What goes after an upstream's base_url: the route's path (with a
  * response id) and the client's query; a longer one is refused (400). */
 #define GW_UPSTREAM_PATH_LENGTH_MAX 2048
+/* A virtual key sent as ?key= (Google's clients): a longer one is refused
+ * (400), as no key of the gateway is that long. */
+#define GW_QUERY_KEY_LENGTH_MAX 512
 /* The anthropic-version sent upstream when the client sends none. */
 #define GW_ANTHROPIC_VERSION_DEFAULT "2023-06-01"
 

@@ -19,6 +19,7 @@
 
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
+#include "gateway/gw_gemini.h"
 #include "gateway/gw_secret.h"
 #include "server.h"
 #include "wire/wire_text.h"
@@ -56,8 +57,43 @@ static void add_should_retry(struct gateway_headers *h, unsigned status, int64_t
 /* The surface whose error shape the exchange's route answers in. */
 static enum gw_endpoint error_surface(const struct exchange *ex)
 {
+    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
+        return GW_ENDPOINT_GEMINI;
     return (ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0 ? GW_ENDPOINT_MESSAGES
                                                            : GW_ENDPOINT_CHAT_COMPLETIONS;
+}
+
+/* The keys of the limits a denied call did not fit, into keys (at most
+ * `most`): Google's error names them in a QuotaFailure. */
+static uint32_t denied_keys(const struct exchange *ex, unsigned status, const char **keys,
+                            uint32_t most)
+{
+    const struct gateway_call *call = ex->gateway_call;
+    if (status != 429 || call == NULL)
+        return 0;
+    const struct reserve_result *r = &call->reserve_result;
+    uint32_t n = 0;
+    for (uint32_t i = 0; r->error == BACKEND_OK && !r->allowed && i < r->denied_count && n < most;
+         i++)
+        keys[n++] = call->reserve.requirements[r->denied_index[i]].key;
+    return n;
+}
+
+/* An error body in the route's shape; Google's carries the wait and the
+ * limits as details (RetryInfo, QuotaFailure), which the Gemini CLI reads
+ * to decide between waiting and stopping. */
+static void error_body(struct buffer *b, const struct exchange *ex, unsigned status,
+                       const char *type, const char *code, int64_t retry_after_ms,
+                       const char *message)
+{
+    enum gw_endpoint surface = error_surface(ex);
+    if (surface != GW_ENDPOINT_GEMINI) {
+        gw_error_for(b, surface, status, type, code, message);
+        return;
+    }
+    const char *keys[GW_LIMITS_MAX];
+    uint32_t count = denied_keys(ex, status, keys, GW_LIMITS_MAX);
+    gw_gemini_error(b, status, message, retry_after_ms, keys, count);
 }
 
 /* An error with the headers h already holds (beyond Content-Type and the
@@ -71,7 +107,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     vsnprintf(message, sizeof message, format, args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    gw_error_for(&b, error_surface(ex), status, type, code, message);
+    error_body(&b, ex, status, type, code, retry_after_ms, message);
     buffer_append_char(&b, '\n'); /* as every JSON answer of llmlimitd's own */
     gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)

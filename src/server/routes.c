@@ -38,6 +38,9 @@ static const struct route rows[] = {
      handle_gateway_responses},
     {"gateway_input_tokens", "/v1/responses/input_tokens", HTTP_POST, AUTH_GATEWAY,
      ROUTE_ERROR_OPENAI, handle_gateway_responses_input_tokens},
+    /* {model}:generateContent, :streamGenerateContent, :countTokens */
+    {"gateway_gemini", "/v1beta/models/", HTTP_POST, AUTH_GATEWAY, ROUTE_ITEM | ROUTE_ERROR_GEMINI,
+     handle_gateway_gemini},
     /* after input_tokens: {id}, {id}/input_items, {id}/cancel */
     {"gateway_response", "/v1/responses/", GET_HEAD | HTTP_POST | HTTP_DELETE, AUTH_GATEWAY,
      ROUTE_ITEM | ROUTE_ERROR_OPENAI, handle_gateway_response_item},

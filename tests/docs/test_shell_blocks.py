@@ -37,7 +37,7 @@ nothing leaves the machine; without one, the ports the blocks name must be
 free, else the test is skipped. The fake upstream
 (tests/gateway/fake_upstream.py) stands for the providers: the docs show
 their real URLs, which is what a reader writes, so before a server starts
-and after each block `https://api.openai.com` and
+and after each block `https://api.openai.com`, `https://generativelanguage.googleapis.com` and
 `https://api.anthropic.com` in the files the blocks wrote are replaced with
 the fake's URL.
 
@@ -80,7 +80,8 @@ SEGMENT_TIMEOUT_S = 120.0
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_STOP_TIMEOUT_S = 30.0
 LISTENING = re.compile(r"llmlimitd listening on (\S+)")
-PROVIDER_URLS = ("https://api.openai.com", "https://api.anthropic.com")
+PROVIDER_URLS = ("https://api.openai.com", "https://api.anthropic.com",
+                 "https://generativelanguage.googleapis.com")
 REWRITE_BYTES_MAX = 1 << 20
 SERVER_ONE_SHOT_FLAGS = ("--help", "-h", "--version")
 CURL_MARK = "@@docs-test-curl "

@@ -1,6 +1,7 @@
 /* libFuzzer harness: the upstream's event stream parser (src/gateway/gw_sse.c)
  * on arbitrary bytes. The input's first byte says how many split points
- * follow (two bytes each); the rest is the stream. It is fed whole, split
+ * follow (two bytes each); the rest is the stream. It is read as an OpenAI
+ * chat stream and as a Gemini one, and in each dialect fed whole, split
  * at those points, and byte by byte (up to BYTE_BY_BYTE_MAX), and every way
  * must give the same events: the same bytes, flags, usage and texts, and
  * the same output count. Within one feed: each event's bytes are the
@@ -125,8 +126,8 @@ static int on_event(void *context, const struct gw_sse_event *event)
 
 /* Feeds the stream in pieces ending at cuts[0..count) (ascending) and then
  * at its end. */
-static void run_feed(struct feed *f, const char *stream, size_t length, const size_t *cuts,
-                     size_t count)
+static void run_feed(struct feed *f, enum gw_endpoint endpoint, const char *stream, size_t length,
+                     const size_t *cuts, size_t count)
 {
     memset(f, 0, sizeof *f);
     f->stream = stream;
@@ -135,7 +136,7 @@ static void run_feed(struct feed *f, const char *stream, size_t length, const si
     f->record.capacity_max = SIZE_MAX / 2;
     gw_sse_output_init(&f->output);
     struct gw_sse sse;
-    gw_sse_init(&sse);
+    gw_sse_init_for(&sse, endpoint);
     char error[GW_SSE_ERROR_SIZE];
     size_t at = 0;
     for (size_t i = 0; i <= count; i++) {
@@ -165,6 +166,28 @@ static void check_same(const struct feed *a, const struct feed *b)
     assert(a->tokens == b->tokens);
 }
 
+/* The stream in one dialect, fed every way. */
+static void run_dialect(enum gw_endpoint endpoint, const char *stream, size_t length,
+                        const size_t *cuts, size_t count)
+{
+    static struct feed whole, split, bytes;
+    run_feed(&whole, endpoint, stream, length, NULL, 0);
+    run_feed(&split, endpoint, stream, length, cuts, count);
+    check_same(&whole, &split);
+    if (length <= BYTE_BY_BYTE_MAX) {
+        size_t *each = malloc((length + 1) * sizeof *each);
+        assert(each != NULL);
+        for (size_t i = 0; i < length; i++)
+            each[i] = i;
+        run_feed(&bytes, endpoint, stream, length, each, length);
+        check_same(&whole, &bytes);
+        buffer_free(&bytes.record);
+        free(each);
+    }
+    buffer_free(&whole.record);
+    buffer_free(&split.record);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -181,21 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cuts[i] = ((size_t)data[1 + 2 * i] | (size_t)data[2 + 2 * i] << 8) % (length + 1);
     qsort(cuts, count, sizeof cuts[0], compare_cuts);
 
-    static struct feed whole, split, bytes;
-    run_feed(&whole, stream, length, NULL, 0);
-    run_feed(&split, stream, length, cuts, count);
-    check_same(&whole, &split);
-    if (length <= BYTE_BY_BYTE_MAX) {
-        size_t *each = malloc((length + 1) * sizeof *each);
-        assert(each != NULL);
-        for (size_t i = 0; i < length; i++)
-            each[i] = i;
-        run_feed(&bytes, stream, length, each, length);
-        check_same(&whole, &bytes);
-        buffer_free(&bytes.record);
-        free(each);
-    }
-    buffer_free(&whole.record);
-    buffer_free(&split.record);
+    static const enum gw_endpoint dialects[] = {GW_ENDPOINT_CHAT_COMPLETIONS, GW_ENDPOINT_GEMINI};
+    for (size_t d = 0; d < sizeof dialects / sizeof dialects[0]; d++)
+        run_dialect(dialects[d], stream, length, cuts, count);
     return 0;
 }

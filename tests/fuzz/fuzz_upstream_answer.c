@@ -9,7 +9,9 @@
  * counted as what came of it); then gw_cost_usd_micros and
  * gw_plan_complete. Empty answers included. Every result must hold its
  * bounds, the cost must be the exact rounded-up price, and each actual the
- * sum of its templates.
+ * sum of its templates. A whole answer is also read as Gemini's (an object
+ * or a stream's array, usageMetadata, a missing candidatesTokenCount
+ * counted from the text), its counts held to the same bounds.
  *
  * Input: byte 0 flags (1: streamed, 2: large estimate), byte 1 input and
  * output price (3 bits each, from `prices`), byte 2 the cached price (3
@@ -26,6 +28,7 @@
 #include "gateway/gw_config.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_estimate.h"
+#include "gateway/gw_gemini.h"
 #include "gateway/gw_plan.h"
 #include "gateway/gw_sse.h"
 #include "gateway/gw_usage.h"
@@ -84,6 +87,36 @@ static struct gw_config *config_once(void)
 
 /* ---- the answer, as gateway_call.c measures it ---- */
 
+/* The same whole answer read as Gemini's: its usageMetadata exactly when the
+ * reader takes it (the counted text added when candidatesTokenCount is
+ * missing), else the estimate and its counted text; every count within its
+ * bounds. */
+static void gemini_answer(const struct jdoc_value *root, const char *body, size_t length,
+                          uint64_t input_estimate)
+{
+    struct gw_tokens used;
+    bool from_usage =
+        gw_answer_tokens(GW_ENDPOINT_GEMINI, root, body, length, input_estimate, &used);
+    assert(used.input <= AMOUNT_MAX && used.output <= AMOUNT_MAX);
+    assert(used.cached_input <= used.input);
+    assert(used.reasoning <= used.output);
+    if (!from_usage) {
+        assert(used.input == input_estimate && used.cached_input == 0 && used.reasoning == 0);
+        if (!jdoc_is(root, JDOC_OBJECT) && !jdoc_is(root, JDOC_ARRAY))
+            assert(used.output == gw_estimate_text(body, length));
+        return;
+    }
+    struct gw_usage usage;
+    char error[GW_USAGE_ERROR_SIZE];
+    assert(gw_gemini_usage_read(root, &usage, error, sizeof error) == 0 && usage.present);
+    assert(used.input == usage.prompt_tokens);
+    assert(used.output >= usage.completion_tokens);
+    assert(usage.has_completion_tokens
+               ? used.output == usage.completion_tokens
+               : used.output - usage.completion_tokens == gw_gemini_output_tokens(root) ||
+                     used.output == AMOUNT_MAX);
+}
+
 static struct gw_tokens whole_answer(const char *body, size_t length, const size_t *cuts,
                                      size_t count, uint64_t input_estimate)
 {
@@ -123,6 +156,7 @@ static struct gw_tokens whole_answer(const char *body, size_t length, const size
         if (!jdoc_is(root, JDOC_OBJECT)) /* not read: every byte is text, never 0 */
             assert(used.output == gw_estimate_text(body, length));
     }
+    gemini_answer(root, answer.data, answer.length, input_estimate);
     arena_free(&arena);
     free(copy);
     /* gateway_reply_answer hands the body over: an empty one too, never NULL. */

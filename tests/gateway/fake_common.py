@@ -30,7 +30,7 @@ PARAM_MAX = {
     "chunks": 10_000, "delay_ms": 600_000, "retry_after_ms": 3_600_000, "dimensions": 4096,
     "cache_write_5m": 100_000_000, "cache_write_1h": 100_000_000, "reasoning_tokens": 100_000,
     "tool_calls": 16, "message_deltas": 16, "should_retry": 1, "status": 999,
-    "event_bytes": 4 * 1024 * 1024,
+    "event_bytes": 4 * 1024 * 1024, "tool_use_tokens": 100_000_000,
 }
 WORDS = (
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",

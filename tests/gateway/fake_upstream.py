@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A fake LLM API server that the gateway's tests, the SDK tests and the real
 agents (Claude Code, Codex) run against: OpenAI chat completions, completions
-and embeddings (this file), Anthropic Messages (fake_anthropic.py) and OpenAI
-Responses (fake_responses.py); deterministic answers, streams, failures and
+and embeddings (this file), Anthropic Messages (fake_anthropic.py), OpenAI
+Responses (fake_responses.py) and Gemini (fake_gemini.py); deterministic answers, streams, failures and
 hangs on demand, and a log of every request it saw. Python 3 standard library
 only.
 
@@ -201,6 +201,7 @@ import time
 import urllib.parse
 
 import fake_anthropic
+import fake_gemini
 import fake_responses
 from fake_common import (  # noqa: F401 - MODES, WORDS, parse_model: this module's names too
     COMPLETION_TOKENS_DEFAULT, ENDLESS_DELAY_MS_DEFAULT, MODES, PARAM_MAX,
@@ -551,6 +552,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return fake_anthropic
         if path == "/v1/responses" or path.startswith("/v1/responses/"):
             return fake_responses
+        if path.startswith(fake_gemini.ROUTE_PREFIX):
+            return fake_gemini
         return None
 
     def request_id(self):
@@ -591,6 +594,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = error.body
         if self.dialect() is fake_anthropic:
             body = fake_anthropic.error_body(error, self.request_id())
+        elif self.dialect() is fake_gemini:
+            body = fake_gemini.error_body(error)
         self.send_json(error.status, body, error.headers)
 
     def lower_headers(self):

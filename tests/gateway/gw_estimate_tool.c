@@ -42,6 +42,8 @@ static int endpoint_of(const char *name, enum gw_endpoint *out)
         *out = GW_ENDPOINT_MESSAGES;
     else if (strcmp(name, "responses") == 0)
         *out = GW_ENDPOINT_RESPONSES;
+    else if (strcmp(name, "gemini") == 0)
+        *out = GW_ENDPOINT_GEMINI;
     else
         return -1;
     return 0;

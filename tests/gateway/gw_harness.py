@@ -124,6 +124,20 @@ AGENT_MODELS = {
     "r-endless": ("fake", "fake-stream-endless:prompt_tokens=1001:chunks=6:completion_tokens=6"),
     "r-incomplete": ("fake", "fake-incomplete:prompt_tokens=1001:completion_tokens=499"),
     "r-failed": ("fake", "fake-failed:prompt_tokens=1001:completion_tokens=499"),
+    # Gemini (fake_gemini.py: its model names hold their mode as fake-MODE.NAME-VALUE)
+    "g-normal": ("fake-gemini", "fake-normal"),
+    "g-counted": ("fake-gemini", "fake-normal.prompt_tokens-1001.completion_tokens-499"),
+    "g-parts": ("fake-gemini", "fake-normal.prompt_tokens-3000.cached_tokens-2000"
+                ".completion_tokens-400.reasoning_tokens-100.tool_use_tokens-50"),
+    "g-chunks": ("fake-gemini", "fake-normal.prompt_tokens-1001.completion_tokens-499"
+                 ".chunks-4"),
+    "g-no-usage": ("fake-gemini", "fake-stream-no-usage.completion_tokens-9"),
+    "g-no-candidates": ("fake-gemini", "fake-usage-no-completion.prompt_tokens-1001"
+                        ".completion_tokens-9"),
+    "g-slow": ("fake-gemini", "fake-stream-slow.delay_ms-150.chunks-6.completion_tokens-6"),
+    "g-hang": ("fake-gemini", "fake-stream-hang.prompt_tokens-1001.chunks-6"
+               ".completion_tokens-6"),
+    "g-fail-429": ("fake-gemini", "fake-fail-429"),
 }
 
 
@@ -256,6 +270,9 @@ def gateway_config(upstream_url, keys, models=None, dead_port=None, extra_models
          "timeout_seconds": 60, "connect_timeout_seconds": 5},
         {"name": "fake-anthropic", "api": "anthropic", "base_url": upstream_url,
          "api_key_env": PROVIDER_KEY_ENV, "timeout_seconds": 60, "connect_timeout_seconds": 5},
+        {"name": "fake-gemini", "api": "gemini",
+         "base_url": upstream_url[:-len("/v1")] + "/v1beta", "api_key_env": PROVIDER_KEY_ENV,
+         "timeout_seconds": 60, "connect_timeout_seconds": 5},
         {"name": "fake-short", "base_url": upstream_url, "api_key_env": PROVIDER_KEY_ENV,
          "timeout_seconds": SHORT_TIMEOUT_SECONDS, "connect_timeout_seconds": 2},
         {"name": "fake-wrong-key", "base_url": upstream_url, "api_key_env": WRONG_KEY_ENV},

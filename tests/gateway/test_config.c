@@ -660,7 +660,8 @@ static void a_config_written_before_loads_the_same(void)
     "[{\"name\":\"anthropic\",\"api\":\"anthropic\",\"base_url\":\"https://api.anthropic.com/"     \
     "v1\"},"                                                                                       \
     "{\"name\":\"openai\",\"api\":\"openai\",\"base_url\":\"http://h\"},"                          \
-    "{\"name\":\"local\",\"api\":null,\"base_url\":\"http://l\"}]"
+    "{\"name\":\"local\",\"api\":null,\"base_url\":\"http://l\"},"                                 \
+    "{\"name\":\"google\",\"api\":\"gemini\",\"base_url\":\"http://g/v1beta\"}]"
 
 static void upstream_api_is_read(void)
 {
@@ -669,16 +670,19 @@ static void upstream_api_is_read(void)
     CHECK(c->upstreams[0].api == GW_API_ANTHROPIC);
     CHECK(c->upstreams[1].api == GW_API_OPENAI);
     CHECK(c->upstreams[2].api == GW_API_OPENAI);
+    CHECK(c->upstreams[3].api == GW_API_GEMINI);
     CHECK_STR(gw_api_name(GW_API_ANTHROPIC), "anthropic");
+    CHECK_STR(gw_api_name(GW_API_GEMINI), "gemini");
     gw_config_release(c);
-    static const char *const bad[] = {"\"Anthropic\"", "\"\"", "1", "[\"openai\"]",
-                                      "\"anthropic \""};
+    static const char *const bad[] = {"\"Anthropic\"", "\"\"",           "1",
+                                      "[\"openai\"]",  "\"anthropic \"", "\"google\""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char upstreams[256];
         snprintf(upstreams, sizeof upstreams,
                  "[{\"name\":\"openai\",\"base_url\":\"http://h\",\"api\":%s}]", bad[i]);
         fails_with(upstreams, MODELS, LIMITS, KEYS,
-                   "gateway.json: line 1: upstreams[0].api: must be \"openai\" or \"anthropic\"");
+                   "gateway.json: line 1: upstreams[0].api: must be \"openai\", \"anthropic\" or "
+                   "\"gemini\"");
     }
 }
 
@@ -1078,7 +1082,8 @@ static void an_invalid_default_names_its_field_and_line(void)
                KEYS,
                "gateway.json: line 2: limits[0].default.key: not allowed: the template gives it");
     fails_with(UPSTREAMS, MODELS, D("{\"kind\":\"budget\",\"capacity\":5,\"period\":\"year\"}"),
-               KEYS, "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
+               KEYS,
+               "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
     fails_with(UPSTREAMS, MODELS,
                D("{\"kind\":\"concurrency\",\"capacity\":5,\"timeout_seconds\":9,\"x\":1}"), KEYS,
                "gateway.json: line 2: limits[0].default.x: unknown field");
