@@ -298,6 +298,7 @@ struct backend_stats {
     uint64_t cluster_retransmissions; /* requests sent again */
     uint64_t cluster_connections;     /* connections to replicas made, the first included */
     uint64_t cluster_evictions;       /* sessions the cluster evicted */
+    uint64_t cluster_registrations;   /* sessions registered, the first ones included */
     uint32_t cluster_sessions_ready;  /* sessions registered and usable now */
     uint32_t cluster_view;            /* the highest view seen (it rises at each view change) */
 };

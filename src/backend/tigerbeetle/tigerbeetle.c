@@ -411,6 +411,7 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
     out->cluster_retransmissions = s.retransmissions;
     out->cluster_connections = s.connections;
     out->cluster_evictions = s.evictions;
+    out->cluster_registrations = s.registrations;
     out->cluster_sessions_ready = s.sessions_ready;
     out->cluster_view = s.view;
     out->overage_denied = __atomic_load_n(&b->overage_denied, __ATOMIC_RELAXED);
