@@ -462,12 +462,21 @@ static void keepalive_done(struct tbc_item *item)
     pthread_mutex_unlock(&sub->lock);
 }
 
-/* Under the lock: a keepalive is due when nothing was sent for a while. */
+/* Under the lock: a keepalive is due when nothing is out and nothing was
+ * sent or answered for a while. A request still out (in flight, or stale:
+ * its items gave up but it is resent) makes the cluster run expiry anyway
+ * when it lands; a keepalive beside it would only queue at the primary,
+ * where requests commit one after the other: with 0.15.3's ring-next
+ * backup down each takes seconds, and a reserve behind a keepalive waited
+ * for both (docs/tigerbeetle.md, "Several replicas"). */
 static bool keepalive_due(struct tbc_submitter *sub, int64_t now_ms)
 {
     if (sub->keepalive_busy || sub->sessions_ready == 0)
         return false;
-    if (now_ms - sub->last_request_ms < TBC_KEEPALIVE_MS)
+    if (sub->in_flight > 0 || sub->stale_requests > 0)
+        return false;
+    int64_t answered_ms = sub->answered_at_ns / 1000000;
+    if (now_ms - sub->last_request_ms < TBC_KEEPALIVE_MS || now_ms - answered_ms < TBC_KEEPALIVE_MS)
         return false;
     sub->keepalive_busy = true;
     return true;

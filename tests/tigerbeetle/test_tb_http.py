@@ -199,6 +199,8 @@ class ClusterMetrics(unittest.TestCase):
             self.assertGreaterEqual(metric(server, "llmlimit_tigerbeetle_connections_total"), 2)
             for name in ("failed_items", "evictions"):
                 self.assertEqual(metric(server, "llmlimit_tigerbeetle_%s_total" % name), 0, name)
+            # each session registered once, and no session was started again
+            self.assertEqual(metric(server, "llmlimit_tigerbeetle_registrations_total"), 2)
             # retransmissions: a request answered late on a busy machine is sent again
             self.assertIsNotNone(metric(server, "llmlimit_tigerbeetle_retransmissions_total"))
             self.assertIsNotNone(metric(server, "llmlimit_tigerbeetle_view"))

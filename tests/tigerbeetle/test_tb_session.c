@@ -4,7 +4,8 @@
  * primary (view % 3) runs requests and replies over its own connection to
  * the client, a backup drops a register and a request of its own view and
  * forwards one of an older view to the primary, and a stopped replica
- * ignores everything. */
+ * ignores everything. Commits can be made slow, one after the other (as
+ * with 0.15.3's ring-next backup down), for the submitter's keepalive. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,8 +17,10 @@
 
 #include "tbclient/tbc_checksum.h"
 #include "core/clock.h"
+#include "tbclient/tbc_ids.h"
 #include "tbclient/tbc_message.h"
 #include "tbclient/tbc_session.h"
+#include "tbclient/tbc_submitter.h"
 #include "test.h"
 
 #define REPLICAS 3
@@ -59,7 +62,8 @@ struct client_entry {
     tbc_u128 request_checksum;
     uint8_t reply[TBC_HEADER_SIZE + 64];
     uint32_t reply_size;
-    int fd_of[REPLICAS]; /* each replica's connection to it (from ping or register) */
+    int64_t reply_due_ms; /* a slow commit: the reply goes out then (0: sent) */
+    int fd_of[REPLICAS];  /* each replica's connection to it (from ping or register) */
 };
 
 static struct {
@@ -74,6 +78,10 @@ static struct {
     bool pongs_off;                  /* no replica answers a ping (as during a view change) */
     uint32_t requests_run[REPLICAS]; /* requests each replica ran as primary */
     uint64_t commit;
+    int64_t commit_delay_ms; /* each request (not a register) commits this long after the last */
+    int64_t committing_until_ms;
+    uint32_t keepalives;        /* requests looking up the submitter's keepalive id */
+    uint32_t keepalives_queued; /* of those, arrived while another request was committing */
 } fake;
 
 static void seal(uint8_t *message, uint32_t body_size)
@@ -128,8 +136,30 @@ static void send_eviction(struct client_entry *entry, uint32_t replica, uint32_t
     send_to(entry->fd_of[replica], header, TBC_HEADER_SIZE);
 }
 
+/* Under the lock: a new request's commit. With commit_delay_ms set, the
+ * primary commits one request after the other, each that long (its reply
+ * waits); a keepalive that arrives while another commits is counted. */
+static int64_t commit_reply_due(const uint8_t *request)
+{
+    int64_t now = clock_monotonic_ms();
+    tbc_u128 keepalive = tbc_id_from_label("keepalive", 9);
+    if (request[AT_REQUEST_OPERATION] == TBC_OPERATION_LOOKUP_ACCOUNTS &&
+        tbc_message_size(request) == TBC_HEADER_SIZE + TBC_ID_SIZE &&
+        tbc_u128_equal(tbc_get_u128(request + TBC_HEADER_SIZE), keepalive)) {
+        fake.keepalives++;
+        if (fake.committing_until_ms > now)
+            fake.keepalives_queued++;
+    }
+    if (fake.commit_delay_ms == 0 || request[AT_REQUEST_OPERATION] == TBC_OPERATION_REGISTER)
+        return 0;
+    int64_t start = fake.committing_until_ms > now ? fake.committing_until_ms : now;
+    fake.committing_until_ms = start + fake.commit_delay_ms;
+    return fake.committing_until_ms;
+}
+
 /* Under the lock: the primary runs a request and replies over its own
- * connection to the client (a repeat gets the stored reply). */
+ * connection to the client (a repeat gets the stored reply, once its
+ * commit is over). */
 static void run_request(uint32_t primary, const uint8_t *request)
 {
     tbc_u128 client = tbc_get_u128(request + AT_REQUEST_CLIENT);
@@ -165,7 +195,10 @@ static void run_request(uint32_t primary, const uint8_t *request)
         entry->request_checksum = tbc_message_checksum(request);
         if (operation == TBC_OPERATION_REGISTER)
             entry->session = fake.commit;
+        entry->reply_due_ms = commit_reply_due(request);
     }
+    if (entry->reply_due_ms != 0)
+        return; /* still committing: send_due_replies answers it */
     /* the reply says the primary's current view */
     tbc_put_u32(entry->reply + AT_VIEW, fake.view);
     seal(entry->reply, entry->reply_size - TBC_HEADER_SIZE);
@@ -250,6 +283,22 @@ static void accept_one(uint32_t replica)
         close(fd);
 }
 
+/* Under the lock: the replies whose slow commit is over, from the primary. */
+static void send_due_replies(void)
+{
+    int64_t now = clock_monotonic_ms();
+    for (int i = 0; i < CLIENTS_MAX; i++) {
+        struct client_entry *entry = &fake.clients[i];
+        if (entry->reply_due_ms == 0 || entry->reply_due_ms > now)
+            continue;
+        entry->reply_due_ms = 0;
+        uint32_t primary = fake.view % REPLICAS;
+        tbc_put_u32(entry->reply + AT_VIEW, fake.view);
+        seal(entry->reply, entry->reply_size - TBC_HEADER_SIZE);
+        send_to(entry->fd_of[primary], entry->reply, entry->reply_size);
+    }
+}
+
 static void *fake_main(void *argument)
 {
     (void)argument;
@@ -269,8 +318,9 @@ static void *fake_main(void *argument)
             }
         }
         pthread_mutex_unlock(&fake.lock);
-        int ready = poll(polls, count, 20);
+        int ready = poll(polls, count, 5);
         pthread_mutex_lock(&fake.lock);
+        send_due_replies();
         for (nfds_t k = 0; ready > 0 && k < count; k++) {
             if (polls[k].revents == 0)
                 continue;
@@ -321,6 +371,7 @@ static uint32_t requests_run(uint32_t replica)
 /* ---- the client side ---- */
 
 static struct tbc_address addresses[TBC_REPLICAS_MAX];
+static char address_list[128];
 static struct tbc_session session;
 
 static int lookup(int64_t timeout_ms)
@@ -436,22 +487,91 @@ static void test_evictions(void)
     CHECK_EQ_U64(session.reply_replica, 0);
 }
 
+static void set_commit_delay(int64_t delay_ms)
+{
+    pthread_mutex_lock(&fake.lock);
+    fake.commit_delay_ms = delay_ms;
+    pthread_mutex_unlock(&fake.lock);
+}
+
+static void keepalive_counts(uint32_t *all, uint32_t *queued)
+{
+    pthread_mutex_lock(&fake.lock);
+    *all = fake.keepalives;
+    *queued = fake.keepalives_queued;
+    pthread_mutex_unlock(&fake.lock);
+}
+
+/* A lookup through the submitter, as a caller of the backend makes one. */
+static enum tbc_item_status submitter_lookup(struct tbc_submitter *sub, int64_t timeout_ms)
+{
+    tbc_u128 id = tbc_u128_from_u64(43);
+    uint8_t object[TBC_EVENT_SIZE];
+    uint8_t found = 0;
+    struct tbc_item item = {.operation = TBC_OPERATION_LOOKUP_ACCOUNTS,
+                            .event_count = 1,
+                            .events = &id,
+                            .objects = object,
+                            .found = &found,
+                            .deadline_ms = clock_monotonic_ms() + timeout_ms};
+    return tbc_submitter_call(sub, &item);
+}
+
+/* Commits slow and one after the other, as on 0.15.3 with the backup next
+ * in the ring down (seconds each, docs/tigerbeetle.md "Several replicas"):
+ * a caller's lookups, one at a time, each outlasting the keepalive's
+ * interval and its 2 s deadline. No keepalive may reach the primary while
+ * a request commits there (a reserve queued behind it waited for both);
+ * once idle, keepalives go on. */
+#define SLOW_COMMIT_MS 2500
+static void test_no_keepalive_beside_a_slow_request(void)
+{
+    struct tbc_submitter *sub = NULL;
+    char error[128];
+    REQUIRE(tbc_submitter_open(tbc_u128_from_u64(0), address_list, 2, &sub, error, sizeof error) ==
+            0);
+    int64_t until = clock_monotonic_ms() + 30000;
+    while (!tbc_submitter_ready(sub) && clock_monotonic_ms() < until)
+        usleep(10000);
+    REQUIRE(tbc_submitter_ready(sub));
+    set_commit_delay(SLOW_COMMIT_MS);
+    /* A keepalive the idle submitter sent just now may hold up the first. */
+    CHECK_EQ_I64(submitter_lookup(sub, 15000), TBC_ITEM_OK);
+    uint32_t keepalives = 0, queued = 0;
+    keepalive_counts(&keepalives, &queued);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_I64(submitter_lookup(sub, 15000), TBC_ITEM_OK);
+    uint32_t keepalives_after = 0, queued_after = 0;
+    keepalive_counts(&keepalives_after, &queued_after);
+    printf("     %u keepalives beside 2 slow lookups, %u of them queued behind one\n",
+           keepalives_after - keepalives, queued_after - queued);
+    CHECK_EQ_U64(queued_after - queued, 0);
+    set_commit_delay(0);
+    /* Idle: the keepalive comes back (TBC_KEEPALIVE_MS after the last answer). */
+    until = clock_monotonic_ms() + 10000;
+    do {
+        usleep(10000);
+        keepalive_counts(&keepalives, &queued);
+    } while (keepalives == keepalives_after && clock_monotonic_ms() < until);
+    CHECK(keepalives > keepalives_after);
+    tbc_submitter_close(sub);
+}
+
 int main(void)
 {
     pthread_mutex_init(&fake.lock, NULL);
     for (int i = 0; i < CONNECTIONS_MAX; i++)
         fake.connections[i].fd = -1;
-    char list[128] = "";
     for (int r = 0; r < REPLICAS; r++) {
         fake.listen_fd[r] = listen_on_free_port(&fake.port[r]);
         if (fake.listen_fd[r] < 0)
             return 1;
-        size_t length = strlen(list);
-        snprintf(list + length, sizeof list - length, "%s127.0.0.1:%d", r > 0 ? "," : "",
-                 fake.port[r]);
+        size_t length = strlen(address_list);
+        snprintf(address_list + length, sizeof address_list - length, "%s127.0.0.1:%d",
+                 r > 0 ? "," : "", fake.port[r]);
     }
     char error[128];
-    if (tbc_addresses_parse(list, addresses, error, sizeof error) != REPLICAS)
+    if (tbc_addresses_parse(address_list, addresses, error, sizeof error) != REPLICAS)
         return 1;
     pthread_t thread;
     pthread_create(&thread, NULL, fake_main, NULL);
@@ -464,6 +584,8 @@ int main(void)
         "replica 2 stopped and view 3 started: pongs tell, replica 0 answers");
     RUN(test_reconnects, "every connection lost: the session reconnects to all and carries on");
     RUN(test_evictions, "an older view's eviction is ignored; a current one starts a new session");
+    RUN(test_no_keepalive_beside_a_slow_request,
+        "commits slow: no keepalive beside a caller's request, and keepalives again once idle");
     tbc_session_free(&session);
     pthread_mutex_lock(&fake.lock);
     fake.stopping = true;

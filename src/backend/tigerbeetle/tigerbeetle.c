@@ -418,6 +418,8 @@ static void tigerbeetle_stats(struct backend *base, struct backend_stats *out)
          "Connections to replicas made, the first ones included.", s.connections},
         {"llmlimit_tigerbeetle_evictions_total", "counter", "Sessions the cluster evicted.",
          s.evictions},
+        {"llmlimit_tigerbeetle_registrations_total", "counter",
+         "Sessions registered with the cluster, the first ones included.", s.registrations},
         {"llmlimit_tigerbeetle_sessions_ready", "gauge", "Sessions registered and usable.",
          s.sessions_ready},
         {"llmlimit_tigerbeetle_view", "gauge",
