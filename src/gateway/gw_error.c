@@ -139,6 +139,14 @@ void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, 
 {
     if (gw_endpoint_api(endpoint) == GW_API_ANTHROPIC) {
         gw_error_anthropic(b, gw_anthropic_error_for_status(status), message, NULL);
+        /* A refused key says which refusal (key_revoked, ...) in Anthropic's
+         * error object too: its SDKs ignore a field they do not know. */
+        if (status == 401 && code != NULL && b->length >= 2 && !b->failed) {
+            b->length -= 2; /* the closing braces of the error and the whole */
+            buffer_append_str(b, ",\"code\":");
+            gw_json_string(b, code, strlen(code));
+            buffer_append_str(b, "}}");
+        }
         return;
     }
     if (type == NULL)

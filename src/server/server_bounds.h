@@ -36,4 +36,17 @@
 #define CONSOLE_HOLDS_SOON_MS 10000
 #define CONSOLE_HOLDS_SCAN_MAX 100000
 
+/* Gateway keys made through the API (docs/api.md "Keys"): how many, what
+ * each may carry, the keys.json file, a rotation's grace, a list's page. */
+#define KEYS_COUNT_MAX 100000 /* keys.json's keys, revoked ones included */
+#define KEYS_MODELS_MAX 64    /* models a key names */
+#define KEYS_METADATA_MAX 16  /* metadata entries of a key */
+#define KEYS_METADATA_NAME_LENGTH_MAX 64
+#define KEYS_METADATA_VALUE_LENGTH_MAX 256
+#define KEYS_LIMITS_MAX 16                     /* limits created with a key */
+#define KEYS_GRACE_SECONDS_MAX (7 * 24 * 3600) /* a rotation's grace_seconds */
+#define KEYS_PAGE_DEFAULT 100                  /* keys of GET /v1/admin/keys unless asked */
+#define KEYS_PAGE_MAX 1000
+#define KEYS_FILE_BYTES_MAX (512 * 1024 * 1024) /* keys.json */
+
 #endif

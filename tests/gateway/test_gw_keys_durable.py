@@ -1,0 +1,167 @@
+"""The Keys API's keys are durable (docs/api.md, "Keys"): creates, blocks,
+revokes and rotations streamed at the real llmlimitd are cut by kill -9;
+after a restart every acknowledged one is there and in force (each secret
+answers as its key's state says, each key's limit exists), and no key is
+half-written (keys.json parses whole; every key listed has every field). A
+torn or corrupt keys.json is refused at start with an error naming it,
+never half loaded, and a stale keys.json.tmp is ignored.
+
+Backend from --backend (memory, sqlite, tigerbeetle)."""
+
+import json
+import os
+import secrets
+import threading
+import unittest
+
+from gw_harness import Gateway, skip_unless_backend, wait_until
+from harness import ServerError
+
+KEYS = "/v1/admin/keys"
+WRITERS = 4
+FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "status", "source", "blocked",
+          "created_at_unix_ms", "expires_at_unix_ms", "revoked_at_unix_ms",
+          "last_used_unix_ms", "max_wait_seconds", "priority_floor", "metadata"}
+
+
+def all_keys(server):
+    """Every key of GET /v1/admin/keys, page after page."""
+    keys, query = [], "limit=1000"
+    for _ in range(1000):
+        status, _, page = server.request("GET", KEYS + "?" + query)
+        assert status == 200, (status, page)
+        keys += page["keys"]
+        if page["next_cursor"] is None:
+            return keys
+        query = "limit=1000&cursor=" + page["next_cursor"]
+    raise AssertionError("the list never ended")
+
+
+class Durable(unittest.TestCase):
+    def setUp(self):
+        self.gw = Gateway.start(keys=1)
+        self.acked = {}  # id -> {"secret", "old", "status", "limit"}
+        self.lock = threading.Lock()
+        self.stop_writers = threading.Event()
+
+    def tearDown(self):
+        if self.gw.server.process is not None:
+            self.gw.server.kill()
+        self.gw.stop()
+
+    def writer(self, n):
+        """Creates keys (each with a limit) and changes some it made, until the server
+        goes away; records what was acknowledged."""
+        server, mine = self.gw.server, []
+        try:
+            for i in range(100000):
+                if self.stop_writers.is_set():
+                    return
+                caller = "w%d-%d-%s" % (n, i, secrets.token_hex(2))
+                limit = {"key": "durable:" + caller, "kind": "rolling", "capacity": 5,
+                         "window_seconds": 60}
+                status, _, body = server.request("POST", KEYS, {
+                    "caller": caller, "team": "durable", "limits": [limit],
+                    "metadata": {"writer": str(n)}})
+                assert status == 201, (status, body)
+                with self.lock:
+                    self.acked[body["id"]] = {"secret": body["secret"], "status": "active",
+                                              "limit": limit["key"], "old": None}
+                mine.append(body["id"])
+                if i % 4 == 3:
+                    self.change(server, mine[-2], i)
+        except (OSError, ConnectionError, Exception):  # noqa: BLE001 - the kill cuts it
+            return
+
+    def change(self, server, key_id, i):
+        """Blocks, revokes or rotates a key; records it once acknowledged."""
+        kind = (i // 4) % 3
+        if kind == 0:
+            status, _, body = server.request("PATCH", KEYS + "/" + key_id, {"blocked": True})
+        elif kind == 1:
+            status, _, body = server.request("DELETE", KEYS + "/" + key_id)
+        else:
+            status, _, body = server.request("POST", KEYS + "/" + key_id + "/rotate", {})
+        assert status == 200, (status, body)
+        with self.lock:
+            entry = self.acked[key_id]
+            if kind == 2:
+                entry["old"], entry["secret"] = entry["secret"], body["secret"]
+            else:
+                entry["status"] = body["status"]
+
+    def expected_code(self, status):
+        return {"blocked": "key_blocked", "revoked": "key_revoked"}.get(status)
+
+    def test_acknowledged_changes_survive_kill_9(self):
+        """Every acknowledged create, block, revoke and rotation is in force after kill -9
+        and a restart; keys.json holds whole keys only."""
+        threads = [threading.Thread(target=self.writer, args=(n,)) for n in range(WRITERS)]
+        for thread in threads:
+            thread.start()
+        self.assertTrue(wait_until(lambda: len(self.acked) >= 60, 60), len(self.acked))
+        self.gw.server.kill()  # mid-stream: requests are in flight
+        changed = sum(1 for e in self.acked.values() if e["status"] != "active" or e["old"])
+        print("acknowledged before the kill: %d keys, %d of them changed"
+              % (len(self.acked), changed))
+        self.stop_writers.set()
+        for thread in threads:
+            thread.join(30)
+        self.gw.server.start()
+        self.assertTrue(wait_until(
+            lambda: self.gw.server.request("GET", "/readyz")[0] == 200, 30))
+        with open(os.path.join(self.gw.server.data_dir, "keys.json")) as f:
+            on_file = json.load(f)["keys"]
+        listed = {k["id"]: k for k in all_keys(self.gw.server) if k["source"] == "api"}
+        self.assertEqual(len(on_file), len(listed))
+        for key in listed.values():
+            self.assertEqual(set(key), FIELDS, key)
+            self.assertEqual(key["team"], "durable")
+        for key_id, entry in self.acked.items():
+            self.assertIn(key_id, listed)
+            self.assertEqual(listed[key_id]["status"], entry["status"], key_id)
+            self.assert_secret(entry["secret"], self.expected_code(entry["status"]))
+            if entry["old"] is not None:
+                self.assert_secret(entry["old"], "invalid_api_key")
+            status, _, _ = self.gw.server.request("GET", "/v1/admin/limits/" + entry["limit"])
+            self.assertEqual(status, 200, entry)
+
+    def assert_secret(self, secret, code):
+        status, _, answer = self.gw.call(secret, "/v1/models", method="GET")
+        if code is None:
+            self.assertEqual(status, 200, answer)
+        else:
+            self.assertEqual((status, answer["error"]["code"]), (401, code), answer)
+
+    def test_a_torn_keys_file_is_refused_and_a_stale_tmp_ignored(self):
+        """keys.json cut short or holding a bad entry: llmlimitd does not start and says
+        which file; put back whole, it starts with every key. A keys.json.tmp left by a
+        cut rewrite is removed and never read."""
+        server = self.gw.server
+        made = [server.request("POST", KEYS, {"caller": "t%d" % i, "team": "torn"})[2]
+                for i in range(3)]
+        server.stop()
+        path = os.path.join(server.data_dir, "keys.json")
+        with open(path, "rb") as f:
+            whole = f.read()
+        for torn in (whole[:len(whole) // 2], whole.replace(b'"caller":"t1"', b'"caller":1')):
+            with open(path, "wb") as f:
+                f.write(torn)
+            with self.assertRaises(ServerError) as caught:
+                server.start()
+            self.assertIn("keys.json", str(caught.exception))
+            self.assertIn("invalid keys file", str(caught.exception))
+        with open(path, "wb") as f:
+            f.write(whole)
+        with open(path + ".tmp", "wb") as f:
+            f.write(b'{"version":1,"keys":[{"id":')
+        server.start()
+        self.assertFalse(os.path.exists(path + ".tmp"))
+        for body in made:
+            status, _, _ = self.gw.call(body["secret"], "/v1/models", method="GET")
+            self.assertEqual(status, 200)
+
+
+if __name__ == "__main__":
+    skip_unless_backend()
+    unittest.main()
