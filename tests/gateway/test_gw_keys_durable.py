@@ -8,6 +8,7 @@ never half loaded, and a stale keys.json.tmp is ignored.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
+import hashlib
 import json
 import os
 import secrets
@@ -18,6 +19,7 @@ from gw_harness import Gateway, skip_unless_backend, wait_until
 from harness import ServerError
 
 KEYS = "/v1/admin/keys"
+KEYS_COUNT_MAX = 100000  # src/server/server_bounds.h
 WRITERS = 4
 FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "status", "source", "blocked",
           "created_at_unix_ms", "expires_at_unix_ms", "revoked_at_unix_ms",
@@ -66,7 +68,8 @@ class Durable(unittest.TestCase):
                 assert status == 201, (status, body)
                 with self.lock:
                     self.acked[body["id"]] = {"secret": body["secret"], "status": "active",
-                                              "limit": limit["key"], "old": None}
+                                              "limit": limit["key"], "old": None,
+                                              "pending": None}
                 mine.append(body["id"])
                 if i % 4 == 3:
                     self.change(server, mine[-2], i)
@@ -74,8 +77,11 @@ class Durable(unittest.TestCase):
             return
 
     def change(self, server, key_id, i):
-        """Blocks, revokes or rotates a key; records it once acknowledged."""
+        """Blocks, revokes or rotates a key; records it once acknowledged (until then it
+        is pending: a change cut by the kill may or may not have been made)."""
         kind = (i // 4) % 3
+        with self.lock:
+            self.acked[key_id]["pending"] = ("blocked", "revoked", "rotated")[kind]
         if kind == 0:
             status, _, body = server.request("PATCH", KEYS + "/" + key_id, {"blocked": True})
         elif kind == 1:
@@ -89,6 +95,7 @@ class Durable(unittest.TestCase):
                 entry["old"], entry["secret"] = entry["secret"], body["secret"]
             else:
                 entry["status"] = body["status"]
+            entry["pending"] = None
 
     def expected_code(self, status):
         return {"blocked": "key_blocked", "revoked": "key_revoked"}.get(status)
@@ -117,14 +124,23 @@ class Durable(unittest.TestCase):
         for key in listed.values():
             self.assertEqual(set(key), FIELDS, key)
             self.assertEqual(key["team"], "durable")
+        pending = 0
         for key_id, entry in self.acked.items():
             self.assertIn(key_id, listed)
-            self.assertEqual(listed[key_id]["status"], entry["status"], key_id)
-            self.assert_secret(entry["secret"], self.expected_code(entry["status"]))
+            status = listed[key_id]["status"]
+            if entry["pending"] in ("blocked", "revoked") and status == entry["pending"]:
+                pending += 1  # made, though its answer was cut
+            else:
+                self.assertEqual(status, entry["status"], key_id)
+            if entry["pending"] == "rotated":
+                pending += 1
+                continue  # the old secret works, or a new one no one saw does
+            self.assert_secret(entry["secret"], self.expected_code(status))
             if entry["old"] is not None:
                 self.assert_secret(entry["old"], "invalid_api_key")
             status, _, _ = self.gw.server.request("GET", "/v1/admin/limits/" + entry["limit"])
             self.assertEqual(status, 200, entry)
+        print("changes cut by the kill and found made: %d" % pending)
 
     def assert_secret(self, secret, code):
         status, _, answer = self.gw.call(secret, "/v1/models", method="GET")
@@ -160,6 +176,40 @@ class Durable(unittest.TestCase):
         for body in made:
             status, _, _ = self.gw.call(body["secret"], "/v1/models", method="GET")
             self.assertEqual(status, 200)
+
+    def test_the_key_count_bound(self):
+        """A keys.json of KEYS_COUNT_MAX keys loads, and one more create is a 409
+        too_many_keys that changes nothing; a file of one more key is refused at start."""
+        server = self.gw.server
+        server.stop()
+        path = os.path.join(server.data_dir, "keys.json")
+        for count in (KEYS_COUNT_MAX, KEYS_COUNT_MAX + 1):
+            lines = []
+            for i in range(count):
+                digest = hashlib.sha256(b"secret-%d" % i).hexdigest()
+                lines.append('{"id":"key_%016x","sha256":"%s","first_sha256":"%s","caller":"c%d",'
+                             '"team":"t","created_at_unix_ms":1}' % (i + 1, digest, digest, i))
+            with open(path, "w") as f:
+                f.write('{"version":1,"keys":[\n' + ",\n".join(lines) + "\n]}\n")
+            if count > KEYS_COUNT_MAX:
+                with self.assertRaises(ServerError) as caught:
+                    server.start()
+                self.assertIn("at most %d keys" % KEYS_COUNT_MAX, str(caught.exception))
+                continue
+            server.start()
+            status, _, body = server.request("POST", KEYS, {"caller": "one-more", "team": "t"})
+            self.assertEqual(status, 409, body)
+            self.assertIn("too_many_keys", body["error"])
+            self.assertEqual(all_keys_count(server, "caller=one-more"), 0)
+            status, _, body = server.request("GET", KEYS + "/key_%016x" % KEYS_COUNT_MAX)
+            self.assertEqual((status, body["caller"]), (200, "c%d" % (KEYS_COUNT_MAX - 1)))
+            server.stop()
+
+
+def all_keys_count(server, query):
+    status, _, page = server.request("GET", KEYS + "?" + query)
+    assert status == 200, page
+    return len(page["keys"])
 
 
 if __name__ == "__main__":
