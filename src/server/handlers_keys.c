@@ -1,7 +1,7 @@
 /* The Keys API (docs/api.md "Keys"): POST and GET /v1/admin/keys, GET,
  * PATCH and DELETE /v1/admin/keys/{id}, POST /v1/admin/keys/{id}/rotate.
  * Bodies are checked on the worker; every change runs on the offload
- * thread, where keys.json (and limits.json, for the limits a key is made
+ * thread, where keys.log (and limits.json, for the limits a key is made
  * with) is written before the answer. gateway.json's keys are listed too,
  * read-only. */
 #include "handlers.h"

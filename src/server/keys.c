@@ -1,10 +1,16 @@
 /* The store of the Keys API's keys: every key in creation order (revoked
- * ones too), a hash table from secret digest to key, and keys.json. A
- * change is made as the registry makes one (registry.c): under one writer
- * mutex, the whole file with the change is written to keys.json.tmp,
- * fsynced, renamed over keys.json and the directory fsynced; only then is
- * the new record put in force, so that an answered change survives a
- * crash and a file is never half written. Lookups take a read lock only. */
+ * ones too), hash tables from secret digest and from id to key, and its
+ * files. A change is appended to keys.log (one line: the key as it is now,
+ * with the change's sequence number) and fdatasynced under one writer
+ * mutex; only then is the new record put in force, so that an answered
+ * change survives a crash. Once the log holds KEYS_LOG_LINES_MIN lines
+ * more than there are keys, the whole store is written to
+ * keys.json as the registry writes limits.json (keys.json.tmp, fsync,
+ * rename, fsync the directory) with the sequence it holds, and the log is
+ * emptied: a change costs one short write, and the rewrites are amortised.
+ * At start keys.json is loaded whole, then the log's lines after its
+ * sequence; a file cut short or not whole JSON is refused, never half
+ * loaded. Lookups take a read lock only. */
 #include "keys.h"
 
 #include <assert.h>
@@ -19,6 +25,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/hash.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "util/sha256.h"
@@ -30,6 +37,9 @@
 #define KEYS_SLOT_GONE UINT32_MAX     /* a removed digest: probing goes on */
 #define KEYS_SLOT_PREVIOUS (1u << 30) /* the slot is of the key's old secret */
 _Static_assert(KEYS_TABLE_SLOTS >= 4 * KEYS_COUNT_MAX, "table at most half full");
+/* Ids, never removed (a revoked key stays): at most 40% full. */
+#define KEYS_ID_SLOTS (UINT32_C(1) << 18)
+_Static_assert(KEYS_ID_SLOTS >= 2 * KEYS_COUNT_MAX, "id table at most half full");
 
 struct keys_entry {
     struct keys_record *record; /* the version in force */
@@ -41,11 +51,22 @@ struct keys {
     pthread_rwlock_t lock;  /* entries' records and the table */
     struct keys_entry *entries;
     uint32_t count;
-    uint32_t *slots; /* entry index + 1 (| KEYS_SLOT_PREVIOUS), EMPTY or GONE */
-    uint32_t gone;   /* GONE slots: the table is rebuilt past a quarter */
+    uint32_t *slots;    /* entry index + 1 (| KEYS_SLOT_PREVIOUS), EMPTY or GONE */
+    uint32_t gone;      /* GONE slots: the table is rebuilt past a quarter */
+    uint32_t *id_slots; /* entry index + 1, or 0 */
+    /* The files (writer mutex): the last change's sequence number, and
+     * the log's size and lines; log_broken when a failed append or
+     * emptying may have left it unsure (the next change rewrites
+     * keys.json and empties it). */
+    uint64_t sequence;
+    int log_fd;
+    uint64_t log_bytes;
+    uint32_t log_lines;
+    bool log_broken;
     char dir[PATH_MAX];
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
+    char log_path[PATH_MAX];
 };
 
 const char *keys_path(const struct keys *keys)
@@ -122,6 +143,35 @@ static void table_rebuild(struct keys *keys)
     }
 }
 
+static uint32_t id_slot(const char *id)
+{
+    /* Ids are made of random bytes: FNV-1a spreads them. */
+    return (uint32_t)hash_fnv1a(id, strlen(id)) & (KEYS_ID_SLOTS - 1);
+}
+
+/* The entry index of id, or UINT32_MAX. */
+static uint32_t index_of(const struct keys *keys, const char *id)
+{
+    uint32_t at = id_slot(id);
+    for (uint32_t probes = 0; probes < KEYS_ID_SLOTS; probes++) {
+        uint32_t value = keys->id_slots[at];
+        if (value == 0)
+            return UINT32_MAX;
+        if (strcmp(keys->entries[value - 1].record->id, id) == 0)
+            return value - 1;
+        at = (at + 1) & (KEYS_ID_SLOTS - 1);
+    }
+    return UINT32_MAX;
+}
+
+static void id_insert(struct keys *keys, const char *id, uint32_t i)
+{
+    uint32_t at = id_slot(id);
+    while (keys->id_slots[at] != 0)
+        at = (at + 1) & (KEYS_ID_SLOTS - 1); /* never full: at most half */
+    keys->id_slots[at] = i + 1;
+}
+
 /* Puts record in force as entry i (a new one when i == count), its
  * digests in the table; write lock held. The old version is returned to
  * be released outside the lock. */
@@ -133,6 +183,7 @@ static struct keys_record *install(struct keys *keys, uint32_t i, struct keys_re
         keys->entries[i].record = record;
         keys->entries[i].last_used_unix_ms = 0;
         keys->count++;
+        id_insert(keys, record->id, i);
     } else {
         old = keys->entries[i].record;
         if (old->has_previous)
@@ -186,17 +237,6 @@ enum keys_verdict keys_lookup(struct keys *keys, const uint8_t digest[GW_SHA256_
         break;
     }
     return KEYS_IS_REVOKED;
-}
-
-/* The entry index of id, or UINT32_MAX (lock held). Admin routes only: a
- * walk of at most KEYS_COUNT_MAX ids. */
-static uint32_t index_of(const struct keys *keys, const char *id)
-{
-    for (uint32_t i = 0; i < keys->count; i++) {
-        if (strcmp(keys->entries[i].record->id, id) == 0)
-            return i;
-    }
-    return UINT32_MAX;
 }
 
 struct keys_record *keys_get(struct keys *keys, const char *id, int64_t *last_used_unix_ms)
@@ -296,7 +336,9 @@ static void encode_entry(struct buffer *b, const struct keys_record *r, int64_t 
 static void encode_file(const struct keys *keys, uint32_t i, const struct keys_record *record,
                         struct buffer *b)
 {
-    buffer_append_str(b, "{\"version\":1,\"keys\":[\n");
+    buffer_append_str(b, "{\"version\":1,\"sequence\":");
+    buffer_append_u64(b, keys->sequence + 1);
+    buffer_append_str(b, ",\"keys\":[\n");
     uint32_t total = i == keys->count ? keys->count + 1 : keys->count;
     for (uint32_t k = 0; k < total; k++) {
         const struct keys_record *r = k == i ? record : keys->entries[k].record;
@@ -349,22 +391,87 @@ static const char *write_atomically(const struct keys *keys, const struct buffer
     return step;
 }
 
-/* keys.json with entry i as record; then record in force. Writer mutex
- * held. On success the store holds record (the caller's reference). */
-static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record)
+/* Appends the change (its sequence and the key as it is now) to
+ * keys.log and fdatasyncs it; NULL, or the step that failed (the log is
+ * cut back to where it was, or marked broken). */
+static const char *log_append(struct keys *keys, uint32_t i, const struct keys_record *record)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"sequence\":");
+    buffer_append_u64(&b, keys->sequence + 1);
+    buffer_append_str(&b, ",\"key\":");
+    encode_entry(&b, record,
+                 i < keys->count
+                     ? __atomic_load_n(&keys->entries[i].last_used_unix_ms, __ATOMIC_RELAXED)
+                     : 0);
+    buffer_append_str(&b, "}\n");
+    const char *step = NULL;
+    if (b.failed) {
+        step = "encode";
+        errno = ENOMEM;
+    } else if (write_all(keys->log_fd, b.data, b.length) != 0) {
+        step = "write";
+    } else if (fdatasync(keys->log_fd) != 0) {
+        step = "fdatasync";
+    }
+    int saved_errno = errno;
+    if (step == NULL) {
+        keys->log_bytes += b.length;
+        keys->log_lines++;
+    } else {
+        /* Whatever reached the file is cut off; the next change rewrites
+         * keys.json whole in any case (a failed fdatasync may have lost
+         * earlier pages too). */
+        if (ftruncate(keys->log_fd, (off_t)keys->log_bytes) != 0)
+            log_write(LOG_ERROR, "keys log not cut back after a failed write", "file",
+                      keys->log_path, NULL);
+        keys->log_broken = true;
+    }
+    buffer_free(&b);
+    errno = saved_errno;
+    return step;
+}
+
+/* keys.json rewritten whole with entry i as record, then keys.log emptied;
+ * NULL, or the step that failed (keys.json is the old one). A log that
+ * cannot be emptied holds lines keys.json has already: their sequences
+ * are past, and the next start skips them. */
+static const char *compact(struct keys *keys, uint32_t i, const struct keys_record *record)
 {
     struct buffer b;
     buffer_init(&b, NULL, 0);
     b.capacity_max = KEYS_FILE_BYTES_MAX;
     encode_file(keys, i, record, &b);
     const char *step = b.failed ? "encode" : write_atomically(keys, &b);
-    int saved_errno = b.failed ? ENOMEM : errno;
+    if (b.failed)
+        errno = ENOMEM;
     buffer_free(&b);
+    if (step != NULL)
+        return step;
+    keys->log_broken = ftruncate(keys->log_fd, 0) != 0 || fsync(keys->log_fd) != 0;
+    if (keys->log_broken)
+        log_write(LOG_WARN, "keys log not emptied: emptied at the next change", "file",
+                  keys->log_path, "reason", strerror(errno), NULL);
+    keys->log_bytes = 0;
+    keys->log_lines = 0;
+    return NULL;
+}
+
+/* The change (entry i as record) on disk, then in force. Writer mutex
+ * held. On success the store holds record (the caller's reference). */
+static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record)
+{
+    uint32_t total = i == keys->count ? keys->count + 1 : keys->count;
+    bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + total;
+    const char *step = rewrite ? compact(keys, i, record) : log_append(keys, i, record);
     if (step != NULL) {
-        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file", keys->path,
-                  "step", step, "reason", strerror(saved_errno), NULL);
+        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file",
+                  rewrite ? keys->path : keys->log_path, "step", step, "reason", strerror(errno),
+                  NULL);
         return KEYS_WRITE_FAILED;
     }
+    keys->sequence++;
     pthread_rwlock_wrlock(&keys->lock);
     struct keys_record *old = install(keys, i, record);
     pthread_rwlock_unlock(&keys->lock);
@@ -374,88 +481,179 @@ static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_recor
 
 /* ---- loading --------------------------------------------------------------------- */
 
-static int load_entry(struct keys *keys, const struct jdoc_value *item, uint32_t i,
-                      struct keys_draft *draft, char *error, size_t error_size)
+/* The key of a keys.json entry or a keys.log line into draft; error
+ * "<file>: line L: <where>: <reason>". */
+static int read_key(const char *file, const struct jdoc_value *item, const char *where,
+                    struct keys_draft *draft, char *error, size_t error_size)
 {
     char reason[256];
     memset(draft, 0, sizeof *draft);
-    if (keys_draft_apply(draft, item, KEYS_FIELDS_FILE, reason, sizeof reason) != 0) {
-        snprintf(error, error_size, "%s: line %u: keys[%u]: %s", keys->path, item->line, i, reason);
+    if (keys_draft_apply(draft, item, KEYS_FIELDS_FILE, reason, sizeof reason) == 0)
+        return 0;
+    snprintf(error, error_size, "%s: line %u: %s: %s", file, item->line, where, reason);
+    return -1;
+}
+
+/* Whether digest is no key's but entry i's. */
+static bool digest_free(const struct keys *keys, const uint8_t digest[GW_SHA256_BYTES], uint32_t i)
+{
+    uint32_t at = table_find(keys, digest);
+    return at == UINT32_MAX || (keys->slots[at] & ~KEYS_SLOT_PREVIOUS) - 1 == i;
+}
+
+/* Puts draft in force as the key of its id (a new one when none has it),
+ * as a start replays keys.json and the log. 0, or -1 with error. */
+static int load_key(struct keys *keys, const char *file, uint32_t line, const char *where,
+                    const struct keys_draft *draft, char *error, size_t error_size)
+{
+    uint32_t i = index_of(keys, draft->id);
+    if (i == UINT32_MAX)
+        i = keys->count;
+    if (i == KEYS_COUNT_MAX) {
+        snprintf(error, error_size, "%s: line %u: %s: more than %d keys", file, line, where,
+                 KEYS_COUNT_MAX);
         return -1;
     }
-    if (table_find(keys, draft->sha256) != UINT32_MAX ||
-        (draft->has_previous && table_find(keys, draft->previous_sha256) != UINT32_MAX)) {
-        snprintf(error, error_size, "%s: line %u: keys[%u]: duplicate id or sha256", keys->path,
-                 item->line, i);
+    if (!digest_free(keys, draft->sha256, i) ||
+        (draft->has_previous && !digest_free(keys, draft->previous_sha256, i))) {
+        snprintf(error, error_size, "%s: line %u: %s: sha256 of another key", file, line, where);
         return -1;
     }
     struct keys_record *r = keys_record_new(draft);
     if (r == NULL) {
-        snprintf(error, error_size, "%s: out of memory", keys->path);
+        snprintf(error, error_size, "%s: out of memory", file);
         return -1;
     }
-    install(keys, i, r);
+    keys_record_release(install(keys, i, r));
     keys->entries[i].last_used_unix_ms = draft->last_used_unix_ms;
     return 0;
 }
 
-static int load_document(struct keys *keys, char *text, size_t length, char *error,
+static int load_snapshot(struct keys *keys, const struct jdoc_value *root, struct keys_draft *draft,
+                         char *error, size_t error_size)
+{
+    const struct jdoc_value *list = jdoc_get(root, "keys");
+    const struct jdoc_value *version = jdoc_get(root, "version");
+    const struct jdoc_value *sequence = jdoc_get(root, "sequence");
+    if (!jdoc_is(list, JDOC_ARRAY) || list->count > KEYS_COUNT_MAX ||
+        !jdoc_is(version, JDOC_INTEGER) || version->as.integer != 1 ||
+        (sequence != NULL && (!jdoc_is(sequence, JDOC_INTEGER) || sequence->as.integer < 0))) {
+        snprintf(error, error_size,
+                 "%s: line 1: must be {\"version\":1,\"sequence\":N,\"keys\":[...]} with at "
+                 "most %d keys",
+                 keys->path, KEYS_COUNT_MAX);
+        return -1;
+    }
+    keys->sequence = sequence != NULL ? (uint64_t)sequence->as.integer : 0;
+    for (uint32_t i = 0; i < list->count; i++) {
+        const struct jdoc_value *item = &list->as.items[i];
+        char where[32];
+        snprintf(where, sizeof where, "keys[%u]", i);
+        if (read_key(keys->path, item, where, draft, error, error_size) != 0)
+            return -1;
+        if (index_of(keys, draft->id) != UINT32_MAX) {
+            snprintf(error, error_size, "%s: line %u: %s: id %s twice", keys->path, item->line,
+                     where, draft->id);
+            return -1;
+        }
+        if (load_key(keys, keys->path, item->line, where, draft, error, error_size) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One line of keys.log: a change after keys.json's sequence is put in
+ * force, one it holds already is passed over; sequences only grow. */
+static int load_log_line(struct keys *keys, char *text, size_t length, uint32_t line,
+                         struct arena *arena, struct keys_draft *draft, char *error,
                          size_t error_size)
+{
+    struct jdoc_value *root = NULL;
+    char reason[256], where[32];
+    snprintf(where, sizeof where, "line %u", line);
+    if (jdoc_parse(text, length, arena, &root, reason, sizeof reason) != 0) {
+        snprintf(error, error_size, "%s: line %u: %s (refused)", keys->log_path, line, reason);
+        return -1;
+    }
+    const struct jdoc_value *sequence = jdoc_get(root, "sequence");
+    const struct jdoc_value *key = jdoc_get(root, "key");
+    if (!jdoc_is(sequence, JDOC_INTEGER) || sequence->as.integer <= 0 ||
+        !jdoc_is(key, JDOC_OBJECT)) {
+        snprintf(error, error_size, "%s: line %u: must be {\"sequence\":N,\"key\":{...}}",
+                 keys->log_path, line);
+        return -1;
+    }
+    uint64_t n = (uint64_t)sequence->as.integer;
+    if (n <= keys->sequence)
+        return 0; /* keys.json holds it (the log was not emptied after a rewrite) */
+    if (n != keys->sequence + 1) {
+        snprintf(error, error_size, "%s: line %u: sequence %llu after %llu (refused)",
+                 keys->log_path, line, (unsigned long long)n, (unsigned long long)keys->sequence);
+        return -1;
+    }
+    if (read_key(keys->log_path, key, "key", draft, error, error_size) != 0 ||
+        load_key(keys, keys->log_path, line, "key", draft, error, error_size) != 0)
+        return -1;
+    keys->sequence = n;
+    return 0;
+}
+
+/* keys.log's lines in order; the last must end with its newline (one cut
+ * short is a write a crash interrupted: refused, as a torn keys.json is). */
+static int load_log(struct keys *keys, char *text, size_t length, struct keys_draft *draft,
+                    char *error, size_t error_size)
 {
     struct arena arena;
     arena_init(&arena, NULL, 0);
-    struct jdoc_value *root = NULL;
-    char reason[256];
-    struct keys_draft *draft = malloc(sizeof *draft);
-    int result =
-        draft == NULL ? -1 : jdoc_parse(text, length, &arena, &root, reason, sizeof reason);
-    if (draft == NULL)
-        snprintf(error, error_size, "%s: out of memory", keys->path);
-    else if (result != 0)
-        snprintf(error, error_size, "%s: %s (a torn or edited file: refused)", keys->path, reason);
-    const struct jdoc_value *list = result == 0 ? jdoc_get(root, "keys") : NULL;
-    const struct jdoc_value *version = result == 0 ? jdoc_get(root, "version") : NULL;
-    if (result == 0 && (!jdoc_is(list, JDOC_ARRAY) || list->count > KEYS_COUNT_MAX ||
-                        !jdoc_is(version, JDOC_INTEGER) || version->as.integer != 1)) {
-        snprintf(error, error_size,
-                 "%s: line 1: must be {\"version\":1,\"keys\":[...]} with at most %d keys",
-                 keys->path, KEYS_COUNT_MAX);
-        result = -1;
+    int result = 0;
+    uint32_t line = 0;
+    size_t at = 0;
+    while (result == 0 && at < length) {
+        char *end = memchr(text + at, '\n', length - at);
+        line++;
+        if (end == NULL) {
+            snprintf(error, error_size, "%s: line %u: cut short (a torn write): refused",
+                     keys->log_path, line);
+            result = -1;
+            break;
+        }
+        result = load_log_line(keys, text + at, (size_t)(end - (text + at)), line, &arena, draft,
+                               error, error_size);
+        arena_reset(&arena);
+        at = (size_t)(end - text) + 1;
     }
-    for (uint32_t i = 0; result == 0 && i < list->count; i++)
-        result = load_entry(keys, &list->as.items[i], i, draft, error, error_size);
-    free(draft);
     arena_free(&arena);
+    keys->log_lines = line;
+    keys->log_bytes = length;
     return result;
 }
 
-static int compare_ids(const void *a, const void *b)
+/* Reads path whole and hands it to load (document: parsed first). 0 when
+ * there is no such file. */
+static int load_file(struct keys *keys, const char *path, bool document, struct keys_draft *draft,
+                     char *error, size_t error_size)
 {
-    const struct keys_record *const *x = a, *const *y = b;
-    return strcmp((*x)->id, (*y)->id);
-}
-
-/* No id twice (sorted, so that a large file is checked in n log n). */
-static int unique_ids(struct keys *keys, char *error, size_t error_size)
-{
-    if (keys->count < 2)
-        return 0;
-    struct keys_record **sorted = malloc(keys->count * sizeof *sorted);
-    if (sorted == NULL) {
-        snprintf(error, error_size, "%s: out of memory", keys->path);
-        return -1;
+    char *text = NULL;
+    size_t length = 0;
+    int found = file_read_all(path, KEYS_FILE_BYTES_MAX, &text, &length, error, error_size);
+    if (found != 0)
+        return found > 0 ? 0 : -1;
+    int result;
+    if (document) {
+        struct arena arena;
+        arena_init(&arena, NULL, 0);
+        struct jdoc_value *root = NULL;
+        char reason[256];
+        result = jdoc_parse(text, length, &arena, &root, reason, sizeof reason);
+        if (result != 0)
+            snprintf(error, error_size, "%s: %s (a torn or edited file: refused)", path, reason);
+        else
+            result = load_snapshot(keys, root, draft, error, error_size);
+        arena_free(&arena);
+    } else {
+        result = load_log(keys, text, length, draft, error, error_size);
     }
-    for (uint32_t i = 0; i < keys->count; i++)
-        sorted[i] = keys->entries[i].record;
-    qsort(sorted, keys->count, sizeof *sorted, compare_ids);
-    int result = 0;
-    for (uint32_t i = 1; i < keys->count && result == 0; i++) {
-        if (strcmp(sorted[i - 1]->id, sorted[i]->id) == 0) {
-            snprintf(error, error_size, "%s: id %s twice", keys->path, sorted[i]->id);
-            result = -1;
-        }
-    }
-    free(sorted);
+    free(text);
     return result;
 }
 
@@ -464,17 +662,25 @@ static int keys_load(struct keys *keys, char *error, size_t error_size)
     if (unlink(keys->tmp_path) == 0)
         log_write(LOG_WARN, "removed a stale keys file (a rewrite was cut short)", "file",
                   keys->tmp_path, NULL);
-    char *text = NULL;
-    size_t length = 0;
-    int found = file_read_all(keys->path, KEYS_FILE_BYTES_MAX, &text, &length, error, error_size);
-    if (found > 0)
-        return 0; /* no keys yet */
-    if (found < 0)
+    struct keys_draft *draft = malloc(sizeof *draft);
+    if (draft == NULL) {
+        snprintf(error, error_size, "%s: out of memory", keys->path);
         return -1;
-    int result = load_document(keys, text, length, error, error_size);
+    }
+    int result = load_file(keys, keys->path, true, draft, error, error_size);
     if (result == 0)
-        result = unique_ids(keys, error, error_size);
-    free(text);
+        result = load_file(keys, keys->log_path, false, draft, error, error_size);
+    free(draft);
+    if (result != 0)
+        return -1;
+    keys->log_fd = open(keys->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int dir = keys->log_fd >= 0 ? open(keys->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dir < 0 || fsync(dir) != 0) { /* the log's name durable before a line is in it */
+        snprintf(error, error_size, "%s: cannot be opened: %s", keys->log_path, strerror(errno));
+        result = -1;
+    }
+    if (dir >= 0)
+        close(dir);
     return result;
 }
 
@@ -492,8 +698,10 @@ int keys_open(const char *data_dir, struct keys **out, char *error, size_t error
     if (keys != NULL) {
         keys->entries = calloc(KEYS_COUNT_MAX, sizeof *keys->entries);
         keys->slots = calloc(KEYS_TABLE_SLOTS, sizeof *keys->slots);
+        keys->id_slots = calloc(KEYS_ID_SLOTS, sizeof *keys->id_slots);
+        keys->log_fd = -1;
     }
-    if (keys == NULL || keys->entries == NULL || keys->slots == NULL) {
+    if (keys == NULL || keys->entries == NULL || keys->slots == NULL || keys->id_slots == NULL) {
         keys_close(keys);
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -503,7 +711,9 @@ int keys_open(const char *data_dir, struct keys **out, char *error, size_t error
     int n1 = snprintf(keys->dir, sizeof keys->dir, "%s", data_dir);
     int n2 = snprintf(keys->path, sizeof keys->path, "%s/keys.json", data_dir);
     int n3 = snprintf(keys->tmp_path, sizeof keys->tmp_path, "%s/keys.json.tmp", data_dir);
-    if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof keys->tmp_path) {
+    int n4 = snprintf(keys->log_path, sizeof keys->log_path, "%s/keys.log", data_dir);
+    if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof keys->tmp_path || n4 < 0 ||
+        (size_t)n4 >= sizeof keys->log_path) {
         snprintf(error, error_size, "%s: path too long", data_dir);
         keys_close(keys);
         return -1;
@@ -525,8 +735,11 @@ void keys_close(struct keys *keys)
         pthread_mutex_destroy(&keys->writer);
         pthread_rwlock_destroy(&keys->lock);
     }
+    if (keys->log_fd >= 0)
+        close(keys->log_fd);
     free(keys->entries);
     free(keys->slots);
+    free(keys->id_slots);
     free(keys);
 }
 

@@ -1,7 +1,8 @@
 /* Gateway keys made through the Keys API (docs/api.md "Keys"), beside the
- * keys of gateway.json: kept in DATA_DIR/keys.json, rewritten atomically
- * (tmp, fsync, rename, fsync the directory) before any change is answered,
- * and looked up by the SHA-256 of a presented secret in a hash table. */
+ * keys of gateway.json: kept in DATA_DIR/keys.log (each change appended and
+ * fdatasynced before it is answered) and keys.json (the log folded in,
+ * rewritten atomically), and looked up by the SHA-256 of a presented secret
+ * in a hash table. */
 #ifndef LLMLIMIT_SERVER_KEYS_H
 #define LLMLIMIT_SERVER_KEYS_H
 
@@ -81,7 +82,7 @@ struct keys_draft {
     int64_t created_at_unix_ms;
     int64_t expires_at_unix_ms;
     int64_t revoked_at_unix_ms;
-    int64_t last_used_unix_ms; /* keys.json only */
+    int64_t last_used_unix_ms; /* the files' only */
     bool blocked;
     uint32_t max_wait_seconds;
     uint32_t priority_floor;
@@ -127,11 +128,11 @@ void keys_file_key_id(const struct gw_key *key, char id[KEYS_ID_SIZE]);
 
 struct keys;
 
-/* Removes a stale keys.json.tmp, loads data_dir/keys.json whole (every
- * entry checked before any is kept) or starts empty when there is none.
- * 0 with *out, or -1 with "<file>: line L: <reason>" in error: a file cut
- * short, not JSON, or with an invalid or duplicate entry is refused, never
- * half loaded. */
+/* Removes a stale keys.json.tmp, loads data_dir/keys.json (none: no key)
+ * and then the changes of keys.log after it, and opens the log. 0 with
+ * *out, or -1 with "<file>: line L: <reason>" in error: a file cut short,
+ * not JSON, or with an invalid or duplicate entry is refused, never half
+ * loaded (nothing is kept on failure). */
 int keys_open(const char *data_dir, struct keys **out, char *error, size_t error_size);
 void keys_close(struct keys *keys);
 const char *keys_path(const struct keys *keys);
@@ -168,13 +169,13 @@ enum keys_outcome {
     KEYS_OK = 0,
     KEYS_UNKNOWN = -1,       /* no key has this id */
     KEYS_FULL = -2,          /* KEYS_COUNT_MAX keys already */
-    KEYS_WRITE_FAILED = -3,  /* keys.json could not be written: nothing changed */
+    KEYS_WRITE_FAILED = -3,  /* keys.log or keys.json could not be written: nothing changed */
     KEYS_NO_RANDOMNESS = -4, /* no secret or id could be made */
     KEYS_NO_MEMORY = -5,
     KEYS_IS_GONE = -6, /* the key is revoked: it cannot be changed or rotated */
 };
 
-/* Each writes keys.json with the change before it is in force (so an
+/* Each writes the change to keys.log (or keys.json) before it is in force (so an
  * answered change survives a crash) and returns *out, the key as it is now
  * (retained: release it). */
 

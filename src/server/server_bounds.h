@@ -37,8 +37,8 @@
 #define CONSOLE_HOLDS_SCAN_MAX 100000
 
 /* Gateway keys made through the API (docs/api.md "Keys"): how many, what
- * each may carry, the keys.json file, a rotation's grace, a list's page. */
-#define KEYS_COUNT_MAX 100000 /* keys.json's keys, revoked ones included */
+ * each may carry, their files, a rotation's grace, a list's page. */
+#define KEYS_COUNT_MAX 100000 /* keys, revoked ones included */
 #define KEYS_MODELS_MAX 64    /* models a key names */
 #define KEYS_METADATA_MAX 16  /* metadata entries of a key */
 #define KEYS_METADATA_NAME_LENGTH_MAX 64
@@ -47,6 +47,9 @@
 #define KEYS_GRACE_SECONDS_MAX (7 * 24 * 3600) /* a rotation's grace_seconds */
 #define KEYS_PAGE_DEFAULT 100                  /* keys of GET /v1/admin/keys unless asked */
 #define KEYS_PAGE_MAX 1000
-#define KEYS_FILE_BYTES_MAX (512 * 1024 * 1024) /* keys.json */
+#define KEYS_FILE_BYTES_MAX (512 * 1024 * 1024) /* keys.json, and keys.log */
+/* keys.log is folded into keys.json once it holds this many lines more
+ * than there are keys: a rewrite of n keys every n + this many changes. */
+#define KEYS_LOG_LINES_MIN 1024
 
 #endif

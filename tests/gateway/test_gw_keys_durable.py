@@ -1,10 +1,13 @@
-"""The Keys API's keys are durable (docs/api.md, "Keys"): creates, blocks,
-revokes and rotations streamed at the real llmlimitd are cut by kill -9;
-after a restart every acknowledged one is there and in force (each secret
-answers as its key's state says, each key's limit exists), and no key is
-half-written (keys.json parses whole; every key listed has every field). A
-torn or corrupt keys.json is refused at start with an error naming it,
-never half loaded, and a stale keys.json.tmp is ignored.
+"""The Keys API's keys are durable (docs/api.md, "keys.json"): creates,
+blocks, revokes and rotations streamed at the real llmlimitd are cut by
+kill -9; after a restart every acknowledged one is there and in force (each
+secret answers as its key's state says, each key's limit exists), and no key
+is half-written (every line of keys.log parses whole; every key listed has
+every field). The log is folded into keys.json after KEYS_LOG_LINES_MIN
+changes more than there are keys, and what both hold is loaded again. A torn
+or corrupt keys.log or keys.json is refused at start with an error naming
+it, never half loaded, and a stale keys.json.tmp is ignored. The key count
+bound holds and one past it is refused.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
@@ -20,6 +23,7 @@ from harness import ServerError
 
 KEYS = "/v1/admin/keys"
 KEYS_COUNT_MAX = 100000  # src/server/server_bounds.h
+KEYS_LOG_LINES_MIN = 1024
 WRITERS = 4
 FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "status", "source", "blocked",
           "created_at_unix_ms", "expires_at_unix_ms", "revoked_at_unix_ms",
@@ -117,10 +121,8 @@ class Durable(unittest.TestCase):
         self.gw.server.start()
         self.assertTrue(wait_until(
             lambda: self.gw.server.request("GET", "/readyz")[0] == 200, 30))
-        with open(os.path.join(self.gw.server.data_dir, "keys.json")) as f:
-            on_file = json.load(f)["keys"]
         listed = {k["id"]: k for k in all_keys(self.gw.server) if k["source"] == "api"}
-        self.assertEqual(len(on_file), len(listed))
+        self.assertEqual(len(ids_on_disk(self.gw.server.data_dir)), len(listed))
         for key in listed.values():
             self.assertEqual(set(key), FIELDS, key)
             self.assertEqual(key["team"], "durable")
@@ -149,26 +151,38 @@ class Durable(unittest.TestCase):
         else:
             self.assertEqual((status, answer["error"]["code"]), (401, code), answer)
 
-    def test_a_torn_keys_file_is_refused_and_a_stale_tmp_ignored(self):
-        """keys.json cut short or holding a bad entry: llmlimitd does not start and says
-        which file; put back whole, it starts with every key. A keys.json.tmp left by a
-        cut rewrite is removed and never read."""
+    def assert_refused_at_start(self, name):
+        with self.assertRaises(ServerError) as caught:
+            self.gw.server.start()
+        self.assertIn(name, str(caught.exception))
+        self.assertIn("invalid keys file", str(caught.exception))
+
+    def test_torn_files_are_refused_and_the_log_is_folded(self):
+        """keys.log cut short or holding a bad line: llmlimitd does not start and says
+        which file; put back whole, it starts with every key. After KEYS_LOG_LINES_MIN
+        changes more than there are keys the log is folded into keys.json (and emptied);
+        a restart loads both, and a torn keys.json is refused the same way. A
+        keys.json.tmp left by a cut rewrite is removed and never read."""
         server = self.gw.server
         made = [server.request("POST", KEYS, {"caller": "t%d" % i, "team": "torn"})[2]
                 for i in range(3)]
         server.stop()
+        log = os.path.join(server.data_dir, "keys.log")
+        self.assertFalse(os.path.exists(os.path.join(server.data_dir, "keys.json")))
+        self.tear(log, [b"cut", b'"caller":"t1"'], "keys.log")
+        server.start()
+        for i in range(KEYS_LOG_LINES_MIN + 3):
+            status, _, body = server.request("PATCH", KEYS + "/" + made[0]["id"],
+                                             {"metadata": {"n": str(i)}})
+            self.assertEqual(status, 200, body)
+        self.assertLess(os.path.getsize(log), 4096)  # folded and emptied
+        server.kill()
+        server.start()
+        self.assertEqual(server.request("GET", KEYS + "/" + made[0]["id"])[2]["metadata"],
+                         {"n": str(KEYS_LOG_LINES_MIN + 2)})
+        server.stop()
         path = os.path.join(server.data_dir, "keys.json")
-        with open(path, "rb") as f:
-            whole = f.read()
-        for torn in (whole[:len(whole) // 2], whole.replace(b'"caller":"t1"', b'"caller":1')):
-            with open(path, "wb") as f:
-                f.write(torn)
-            with self.assertRaises(ServerError) as caught:
-                server.start()
-            self.assertIn("keys.json", str(caught.exception))
-            self.assertIn("invalid keys file", str(caught.exception))
-        with open(path, "wb") as f:
-            f.write(whole)
+        self.tear(path, [b"cut", b'"caller":"t1"'], "keys.json")
         with open(path + ".tmp", "wb") as f:
             f.write(b'{"version":1,"keys":[{"id":')
         server.start()
@@ -176,6 +190,20 @@ class Durable(unittest.TestCase):
         for body in made:
             status, _, _ = self.gw.call(body["secret"], "/v1/models", method="GET")
             self.assertEqual(status, 200)
+
+    def tear(self, path, ways, name):
+        """Each way of tearing the file (b"cut": its second half gone; else a caller made
+        a number) stops the start; the whole file is put back."""
+        with open(path, "rb") as f:
+            whole = f.read()
+        for way in ways:
+            torn = whole[:len(whole) // 2] if way == b"cut" else whole.replace(way, b'"caller":1')
+            self.assertNotEqual(torn, whole)
+            with open(path, "wb") as f:
+                f.write(torn)
+            self.assert_refused_at_start(name)
+        with open(path, "wb") as f:
+            f.write(whole)
 
     def test_the_key_count_bound(self):
         """A keys.json of KEYS_COUNT_MAX keys loads, and one more create is a 409
@@ -204,6 +232,21 @@ class Durable(unittest.TestCase):
             status, _, body = server.request("GET", KEYS + "/key_%016x" % KEYS_COUNT_MAX)
             self.assertEqual((status, body["caller"]), (200, "c%d" % (KEYS_COUNT_MAX - 1)))
             server.stop()
+
+
+def ids_on_disk(data_dir):
+    """The ids keys.json and keys.log hold; every line of the log is whole JSON."""
+    ids = set()
+    path = os.path.join(data_dir, "keys.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            ids.update(k["id"] for k in json.load(f)["keys"])
+    with open(os.path.join(data_dir, "keys.log"), "rb") as f:
+        data = f.read()
+    assert data == b"" or data.endswith(b"\n"), data[-200:]
+    for line in data.splitlines():
+        ids.add(json.loads(line)["key"]["id"])
+    return ids
 
 
 def all_keys_count(server, query):
