@@ -5,7 +5,8 @@ of a key's fields held and refused one past it; and on every gateway route a
 revoked, blocked or expired key refused with 401 in the route's own error
 shape (key_revoked, key_blocked, key_expired; an unknown secret
 invalid_api_key), x-should-retry: false, on its next call, while a call in
-flight when its key is revoked finishes and is charged.
+flight when its key is revoked finishes and is charged; a key made without
+limits works at once with its templates' defaults.
 
 Backend from --backend (memory, sqlite, tigerbeetle)."""
 
@@ -347,6 +348,39 @@ class Refused(KeysTest, unittest.TestCase):
         self.assert_refused(rotated["secret"], "invalid_api_key", routes=ROUTES[:1])
         status, _, answer = self.gw.call(again["secret"], CHAT, chat("m-normal"))
         self.assertEqual(status, 200, answer)
+
+
+# Templates with defaults (docs/gateway.md, "Limit defaults").
+DEFAULT_TEMPLATES = (
+    ("conc", "kconc:{caller}", "requests",
+     {"kind": "concurrency", "capacity": 5, "timeout_seconds": 300}),
+    ("usd", "kusd:{team}", "usd_micros",
+     {"kind": "budget", "capacity": 10 ** 9, "period": "month", "unit": "usd_micros"}),
+)
+
+
+class WithDefaults(KeysTest, unittest.TestCase):
+    gateway_options = {"templates": DEFAULT_TEMPLATES}
+
+    def test_a_new_key_works_at_once_with_its_templates_defaults(self):
+        """An API key made without limits: its first call creates them from the templates'
+        defaults and is charged there; a team budget made with the key is its own, and is
+        never changed by the default."""
+        name = "d-" + secrets.token_hex(4)
+        body = self.create(caller=name, team="team-" + name)
+        status, _, answer = self.gw.call(body["secret"], CHAT, chat("m-counted", max_tokens=600))
+        self.assertEqual(status, 200, answer)
+        usage = self.gw.server.usage("kusd:team-" + name)[2]
+        self.assertEqual((usage["capacity"], usage["used"]), (10 ** 9, cost(1001, 499)))
+        self.assertEqual(self.gw.server.usage("kconc:" + name)[2]["capacity"], 5)
+        own = "own-" + secrets.token_hex(4)
+        body = self.create(caller=own, team="team-" + own, limits=[
+            {"key": "kusd:team-" + own, "kind": "budget", "capacity": 5000, "period": "month",
+             "unit": "usd_micros"}])
+        status, _, answer = self.gw.call(body["secret"], CHAT, chat("m-counted", max_tokens=600))
+        self.assertEqual(status, 200, answer)
+        usage = self.gw.server.usage("kusd:team-" + own)[2]
+        self.assertEqual((usage["capacity"], usage["used"]), (5000, cost(1001, 499)))
 
 
 class AdminToken(unittest.TestCase):
