@@ -481,9 +481,9 @@ LLMLIMIT_API int llmlimit_limit_delete(struct llmlimit_client *client, const cha
 /* ---- any other route ------------------------------------------------------ */
 
 /* One HTTP request, no retries, for routes without a call of their own
- * (/v1/events, /metrics, /healthz). method is "GET", "POST", "PUT" or
- * "DELETE"; path starts with "/" and carries any query string, already
- * encoded; body is sent as application/json when not NULL. On any answer,
+ * (/v1/events, /metrics, /healthz, /v1/admin/keys). method is "GET",
+ * "POST", "PUT", "PATCH" or "DELETE"; path starts with "/" and carries any
+ * query string, already encoded; body is sent as application/json when not NULL. On any answer,
  * *response_body (NULL allowed) is a new NUL-terminated string the caller
  * frees with llmlimit_free(). Returns 0 on a 2xx answer; on another status
  * the error of that status (LLMLIMIT_ERR_NOT_FOUND, ...) with the body still

@@ -83,5 +83,6 @@ int cmd_usage(const struct cli *cli, int argc, char **argv);
 int cmd_events(const struct cli *cli, int argc, char **argv);
 int cmd_bench(const struct cli *cli, int argc, char **argv);
 int cmd_gateway(const struct cli *cli, int argc, char **argv);
+int cmd_keys(const struct cli *cli, int argc, char **argv);
 
 #endif

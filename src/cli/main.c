@@ -21,11 +21,13 @@ static const char usage_text[] =
     "  events                       the audit log (sqlite backend)\n"
     "  bench                        HTTP load generator\n"
     "  gateway new-key|hash-key|check  virtual keys and gateway.json (offline)\n"
+    "  keys create|list|show|update|block|unblock|revoke|rotate  the gateway's keys\n"
+    "                               through the Keys API (admin token)\n"
     "\n"
     "options:\n"
     "  --url URL          server (default $LLMLIMIT_URL, else " CLI_URL_DEFAULT ")\n"
     "  --token-file FILE  bearer token from a file; without it the token comes from\n"
-    "                     $LLMLIMIT_ADMIN_TOKEN (limits) or $LLMLIMIT_TOKEN (others),\n"
+    "                     $LLMLIMIT_ADMIN_TOKEN (limits, keys) or $LLMLIMIT_TOKEN (others),\n"
     "                     each falling back to the other\n"
     "  --compact          JSON without blanks (answers are one line of JSON each)\n"
     "  --pretty           indented JSON, one member per line\n"
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"limits", cmd_limits},   {"reserve", cmd_reserve}, {"complete", cmd_complete},
         {"release", cmd_release}, {"usage", cmd_usage},     {"events", cmd_events},
-        {"bench", cmd_bench},     {"gateway", cmd_gateway},
+        {"bench", cmd_bench},     {"gateway", cmd_gateway}, {"keys", cmd_keys},
     };
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(command, commands[i].name) == 0)

@@ -326,7 +326,8 @@ int llmlimit_limit_delete(struct llmlimit_client *client, const char *key,
 static bool method_valid(const char *method)
 {
     return method != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0 ||
-                              strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0);
+                              strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
+                              strcmp(method, "PATCH") == 0);
 }
 
 static bool path_valid(const char *path)

@@ -203,8 +203,12 @@ static int compare_index(const void *key, const void *item)
 
 bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model)
 {
+    for (uint32_t i = 0; i < key->model_name_count; i++) {
+        if (strcmp(key->model_names[i], model->name) == 0)
+            return true;
+    }
     if (key->model_count == 0)
-        return true;
+        return key->model_name_count == 0;
     return bsearch(&model->index, key->models, key->model_count, sizeof *key->models,
                    compare_index) != NULL;
 }

@@ -74,6 +74,11 @@ struct gw_key {
      * model. */
     const uint32_t *models;
     uint32_t model_count;
+    /* A key of the Keys API names its models instead (they outlive a
+     * reload of gateway.json): model_name_count 0 with model_count 0
+     * means every model. */
+    const char *const *model_names;
+    uint32_t model_name_count;
     /* Waiting for capacity (docs/gateway.md): the longest a call of this key may
      * wait (0..GW_KEY_WAIT_SECONDS_MAX, 0: never), how long one that does
      * not say (no Prefer: wait) waits (0..max_wait_seconds), and the best

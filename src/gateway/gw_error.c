@@ -140,10 +140,18 @@ void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, 
 {
     if (gw_endpoint_api(endpoint) == GW_API_ANTHROPIC) {
         gw_error_anthropic(b, gw_anthropic_error_for_status(status), message, NULL);
+        /* A refused key says which refusal (key_revoked, ...) in Anthropic's
+         * error object too: its SDKs ignore a field they do not know. */
+        if (status == 401 && code != NULL && b->length >= 2 && !b->failed) {
+            b->length -= 2; /* the closing braces of the error and the whole */
+            buffer_append_str(b, ",\"code\":");
+            gw_json_string(b, code, strlen(code));
+            buffer_append_str(b, "}}");
+        }
         return;
     }
     if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
-        gw_gemini_error(b, status, message, 0, NULL, 0);
+        gw_gemini_error(b, status, message, 0, NULL, 0, NULL);
         return;
     }
     if (type == NULL)
@@ -160,7 +168,7 @@ void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *cod
         gw_error_anthropic(b, GW_ANTHROPIC_API_ERROR, message, NULL);
     } else if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
         buffer_append_str(b, "data: "); /* a chunk that is a google.rpc.Status */
-        gw_gemini_error(b, 500, message, 0, NULL, 0);
+        gw_gemini_error(b, 500, message, 0, NULL, 0, NULL);
     } else if (endpoint == GW_ENDPOINT_RESPONSES) {
         buffer_append_str(b, "event: error\ndata: {\"type\":\"error\",\"code\":");
         gw_json_string(b, code, strlen(code));

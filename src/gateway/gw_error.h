@@ -68,7 +68,8 @@ bool gw_should_not_retry(unsigned status, int64_t retry_after_ms);
  * Messages routes (its type from status), Google's for Gemini's (its
  * status name from status), OpenAI's for the others (type
  * and code as given; type NULL: invalid_request_error below 500,
- * server_error from 500 up). */
+ * server_error from 500 up). A 401's code goes into Anthropic's error
+ * object too (which refusal: invalid_api_key, key_revoked, ...). */
 void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
                   const char *code, const char *message);
 

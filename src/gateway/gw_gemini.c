@@ -449,9 +449,16 @@ const char *gw_gemini_status(unsigned status)
 }
 
 static void write_details(struct buffer *b, int64_t retry_after_ms, const char *const *limits,
-                          uint32_t limit_count)
+                          uint32_t limit_count, const char *reason)
 {
     buffer_append_str(b, ",\"details\":[");
+    if (reason != NULL) {
+        buffer_append_str(b, "{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":");
+        gw_json_string(b, reason, strlen(reason));
+        buffer_append_str(b, ",\"domain\":\"llmlimit\"}");
+        if (retry_after_ms > 0 || limit_count > 0)
+            buffer_append_char(b, ',');
+    }
     if (retry_after_ms > 0) {
         buffer_append_str(b, "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\","
                              "\"retryDelay\":\"");
@@ -476,7 +483,7 @@ static void write_details(struct buffer *b, int64_t retry_after_ms, const char *
 }
 
 void gw_gemini_error(struct buffer *b, unsigned status, const char *message, int64_t retry_after_ms,
-                     const char *const *limits, uint32_t limit_count)
+                     const char *const *limits, uint32_t limit_count, const char *reason)
 {
     assert(message != NULL);
     assert(retry_after_ms >= 0);
@@ -488,7 +495,7 @@ void gw_gemini_error(struct buffer *b, unsigned status, const char *message, int
     buffer_append_str(b, ",\"status\":\"");
     buffer_append_str(b, gw_gemini_status(status));
     buffer_append_char(b, '"');
-    if (retry_after_ms > 0 || limit_count > 0)
-        write_details(b, retry_after_ms, limits, limit_count);
+    if (retry_after_ms > 0 || limit_count > 0 || reason != NULL)
+        write_details(b, retry_after_ms, limits, limit_count, reason);
     buffer_append_str(b, "}}");
 }

@@ -111,8 +111,10 @@ const char *gw_gemini_status(unsigned status);
  * google.rpc.RetryInfo whose retryDelay is the wait in whole seconds
  * (rounded up), and a google.rpc.QuotaFailure with one violation per limit
  * key (subject and quotaId the key). The Gemini CLI reads these to decide
- * between waiting and stopping. */
+ * between waiting and stopping. A reason (NULL: none) adds a
+ * google.rpc.ErrorInfo naming it (domain "llmlimit"): why a key was
+ * refused, as the other surfaces' error code says it. */
 void gw_gemini_error(struct buffer *b, unsigned status, const char *message, int64_t retry_after_ms,
-                     const char *const *limits, uint32_t limit_count);
+                     const char *const *limits, uint32_t limit_count, const char *reason);
 
 #endif

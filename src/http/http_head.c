@@ -41,11 +41,8 @@ enum http_method http_method_of(const char *text, size_t length)
     static const struct {
         const char *name;
         enum http_method method;
-    } methods[] = {{"POST", HTTP_POST},
-                   {"GET", HTTP_GET},
-                   {"PUT", HTTP_PUT},
-                   {"DELETE", HTTP_DELETE},
-                   {"HEAD", HTTP_HEAD}};
+    } methods[] = {{"POST", HTTP_POST},     {"GET", HTTP_GET},     {"PUT", HTTP_PUT},
+                   {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"HEAD", HTTP_HEAD}};
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         if (strlen(methods[i].name) == length && memcmp(methods[i].name, text, length) == 0)
             return methods[i].method;
@@ -66,6 +63,8 @@ const char *http_method_name(enum http_method method)
         return "PUT";
     case HTTP_DELETE:
         return "DELETE";
+    case HTTP_PATCH:
+        return "PATCH";
     case HTTP_OTHER:
         break;
     }

@@ -23,6 +23,7 @@ enum http_method {
     HTTP_PUT = 8,
     HTTP_DELETE = 16,
     HTTP_OTHER = 32, /* any other token: routes answer 405 */
+    HTTP_PATCH = 64,
 };
 
 /* A field, as offsets into the bytes parsed; the value without the blanks

@@ -151,7 +151,7 @@ int exchange_error(struct exchange *ex, unsigned status, const char *error)
     if ((ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
         gw_error_anthropic(&b, gw_anthropic_error_for_status(status), error, NULL);
     else if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, error, 0, NULL, 0);
+        gw_gemini_error(&b, status, error, 0, NULL, 0, NULL);
     else if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
         encode_openai_error(&b, status, error);
     else
@@ -559,7 +559,7 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
     if ((route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
         gw_error_anthropic(&b, gw_anthropic_error_for_status(status), text, NULL);
     else if ((route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, text, 0, NULL, 0);
+        gw_gemini_error(&b, status, text, 0, NULL, 0, NULL);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
         gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
     else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "activity.h"
+#include "keys.h"
 #include "core/uuid.h"
 #include "gateway/gw_gemini.h"
 #include "gateway/gw_references.h"
@@ -165,10 +166,15 @@ struct gw_config *gateway_config_get(struct gateway *g)
 /* The key of "Authorization: Bearer <secret>", else of "x-api-key:
  * <secret>" (what Anthropic's clients send), else of "x-goog-api-key:
  * <secret>" or the query's key (what Google's clients send: query_key,
- * NULL when none), or NULL. */
+ * NULL when none): one of gateway.json's, else one of the Keys API's
+ * (*record: retained, the caller's to release). NULL with *verdict saying
+ * why: not found, or a key refused (revoked, blocked, expired). */
 static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config,
-                                         const char *query_key)
+                                         const char *query_key, struct keys_record **record,
+                                         enum keys_verdict *verdict)
 {
+    *record = NULL;
+    *verdict = KEYS_NOT_FOUND;
     const char *header = exchange_header(ex, "authorization");
     static const char bearer[] = "Bearer ";
     const char *secret = NULL;
@@ -185,7 +191,13 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
     uint8_t digest[GW_SHA256_BYTES];
     if (sha256_digest(secret, strlen(secret), digest) != 0)
         return NULL;
-    return gw_config_find_key(config, digest);
+    const struct gw_key *key = gw_config_find_key(config, digest);
+    if (key != NULL) {
+        *verdict = KEYS_FOUND;
+        return key;
+    }
+    *verdict = keys_lookup(ex->server->keys, digest, clock_now_ms(ex->server->clock), record);
+    return *verdict == KEYS_FOUND ? &(*record)->key : NULL;
 }
 
 /* Who owns a Responses id: the key that created it on that upstream, as
@@ -692,9 +704,23 @@ static int after_reserve(struct exchange *ex)
 
 /* ---- the routes ---------------------------------------------------------- */
 
-static int reply_unauthorized(struct exchange *ex)
+static int reply_unauthorized(struct exchange *ex, enum keys_verdict verdict)
 {
-    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
+    switch (verdict) {
+    case KEYS_IS_REVOKED:
+        return gateway_reply_error(ex, 401, "invalid_request_error", "key_revoked", 0,
+                                   "This API key has been revoked.");
+    case KEYS_IS_BLOCKED:
+        return gateway_reply_error(ex, 401, "invalid_request_error", "key_blocked", 0,
+                                   "This API key is blocked.");
+    case KEYS_IS_EXPIRED:
+        return gateway_reply_error(ex, 401, "invalid_request_error", "key_expired", 0,
+                                   "This API key has expired.");
+    case KEYS_FOUND:
+    case KEYS_NOT_FOUND:
+        break;
+    }
+    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0 && verdict == KEYS_NOT_FOUND)
         return gateway_reply_error(ex, 401, NULL, "invalid_api_key", 0,
                                    "API key not valid. Send a virtual key of this gateway as "
                                    "'x-goog-api-key: <key>' (GEMINI_API_KEY) or '?key=<key>'.");
@@ -704,11 +730,14 @@ static int reply_unauthorized(struct exchange *ex)
 }
 
 /* The config in force (retained: the caller releases it) and the
- * caller's key; NULL with the answer given. */
-static const struct gw_key *route_start(struct exchange *ex, struct gw_config **config_out)
+ * caller's key (a Keys API key's record retained in *record: the caller
+ * releases it, or hands it to its call); NULL with the answer given. */
+static const struct gw_key *route_start(struct exchange *ex, struct gw_config **config_out,
+                                        struct keys_record **record)
 {
     struct gateway *g = ex->server->gateway;
     *config_out = NULL;
+    *record = NULL;
     if (g == NULL) {
         gateway_reply_error(ex, 404, "invalid_request_error", "gateway_not_enabled", 0,
                             "Gateway mode is not enabled on this server (no gateway config).");
@@ -722,10 +751,12 @@ static const struct gw_key *route_start(struct exchange *ex, struct gw_config **
         (found = exchange_query(ex, "key", query_key, sizeof query_key)) < 0)
         return NULL; /* answered: 400 */
     struct gw_config *config = gateway_config_get(g);
-    const struct gw_key *key = authenticate(ex, config, found == 1 ? query_key : NULL);
+    enum keys_verdict verdict;
+    const struct gw_key *key =
+        authenticate(ex, config, found == 1 ? query_key : NULL, record, &verdict);
     if (key == NULL) {
         gw_config_release(config);
-        reply_unauthorized(ex);
+        reply_unauthorized(ex, verdict);
         return NULL;
     }
     *config_out = config;
@@ -946,24 +977,29 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
 static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
 {
     struct gw_config *config;
-    const struct gw_key *key = route_start(ex, &config);
+    struct keys_record *record;
+    const struct gw_key *key = route_start(ex, &config, &record);
     if (key == NULL)
         return 0;
     char error[GW_PLAN_ERROR_SIZE];
     const struct jdoc_value *root = parse_request(ex, error, sizeof error);
     if (root == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
                                    "We could not parse the JSON body of your request: %s", error);
     }
     const struct gw_model *model = request_model(ex, config, key, root);
     if (model == NULL || !gw_model_serves(model, endpoint)) {
         gw_config_release(config);
+        keys_record_release(record);
         return model == NULL ? 0 : reply_wrong_surface(ex, model, endpoint);
     }
-    struct gateway_call *call = gateway_call_new(ex, config, key, endpoint); /* takes the config */
+    /* takes the config and the record */
+    struct gateway_call *call = gateway_call_new(ex, config, key, record, endpoint);
     if (call == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
                                    "Out of memory.");
     }
@@ -1045,7 +1081,8 @@ static int gemini_path(struct exchange *ex, const struct gw_model *model,
 int handle_gateway_gemini(struct exchange *ex)
 {
     struct gw_config *config;
-    const struct gw_key *key = route_start(ex, &config);
+    struct keys_record *record;
+    const struct gw_key *key = route_start(ex, &config, &record);
     if (key == NULL)
         return 0;
     enum gw_gemini_method method;
@@ -1054,22 +1091,27 @@ int handle_gateway_gemini(struct exchange *ex)
         method == GW_GEMINI_COUNT_TOKENS ? GW_ENDPOINT_GEMINI_COUNT_TOKENS : GW_ENDPOINT_GEMINI;
     if (model == NULL || !gw_model_serves(model, endpoint)) {
         gw_config_release(config);
+        keys_record_release(record);
         return model == NULL ? 0 : reply_wrong_surface(ex, model, endpoint);
     }
     char error[GW_PLAN_ERROR_SIZE], path[GW_UPSTREAM_PATH_LENGTH_MAX + 1];
     const struct jdoc_value *root = parse_request(ex, error, sizeof error);
     if (root == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 400, NULL, "invalid_json", 0,
                                    "Invalid JSON payload received: %s", error);
     }
     if (gemini_path(ex, model, method, path, sizeof path) != 0) {
         gw_config_release(config);
+        keys_record_release(record);
         return 0;
     }
-    struct gateway_call *call = gateway_call_new(ex, config, key, endpoint); /* takes the config */
+    /* takes the config and the record */
+    struct gateway_call *call = gateway_call_new(ex, config, key, record, endpoint);
     if (call == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
                                    "Out of memory.");
     }
@@ -1126,7 +1168,8 @@ static const struct gw_upstream *response_upstream(struct gateway *g,
 int handle_gateway_response_item(struct exchange *ex)
 {
     struct gw_config *config;
-    const struct gw_key *key = route_start(ex, &config);
+    struct keys_record *record;
+    const struct gw_key *key = route_start(ex, &config, &record);
     if (key == NULL)
         return 0;
     char item[GW_RESPONSE_ID_LENGTH_MAX + 32], id[GW_RESPONSE_ID_LENGTH_MAX + 1];
@@ -1139,13 +1182,15 @@ int handle_gateway_response_item(struct exchange *ex)
         upstream = response_upstream(ex->server->gateway, config, key, id);
     if (upstream == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 404, "invalid_request_error", NULL, 0,
                                    "No response with id '%.*s' was found for this key.",
                                    GW_RESPONSE_ID_LENGTH_MAX, item);
     }
-    struct gateway_call *call = gateway_call_new(ex, config, key, GW_ENDPOINT_RESPONSES);
+    struct gateway_call *call = gateway_call_new(ex, config, key, record, GW_ENDPOINT_RESPONSES);
     if (call == NULL) {
         gw_config_release(config);
+        keys_record_release(record);
         return gateway_reply_error(ex, 503, "server_error", "out_of_memory", 1000,
                                    "Out of memory.");
     }
@@ -1168,7 +1213,8 @@ int handle_gateway_response_item(struct exchange *ex)
 int handle_gateway_models(struct exchange *ex)
 {
     struct gw_config *config;
-    const struct gw_key *key = route_start(ex, &config);
+    struct keys_record *record;
+    const struct gw_key *key = route_start(ex, &config, &record);
     if (key == NULL)
         return 0;
     struct buffer b;
@@ -1188,5 +1234,6 @@ int handle_gateway_models(struct exchange *ex)
     }
     buffer_append_str(&b, "]}");
     gw_config_release(config);
+    keys_record_release(record);
     return exchange_answer(ex, 200, &b, 0);
 }

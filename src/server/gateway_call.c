@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "core/clock.h"
+#include "keys.h"
 #include "gateway/gw_answer.h"
 #include "gateway/gw_cost.h"
 #include "gateway/gw_endpoint.h"
@@ -89,6 +90,7 @@ void gateway_call_release(struct gateway_call *call)
     buffer_free(&call->held);
     gw_sse_free(&call->sse);
     gw_config_release(call->config);
+    keys_record_release(call->key_record);
     pthread_mutex_destroy(&call->mutex);
     struct gateway *g = call->gateway;
     pthread_mutex_lock(&g->pool_mutex);
@@ -113,7 +115,8 @@ static void exchange_cleanup(struct exchange *ex)
 }
 
 struct gateway_call *gateway_call_new(struct exchange *ex, struct gw_config *config,
-                                      const struct gw_key *key, enum gw_endpoint endpoint)
+                                      const struct gw_key *key, struct keys_record *key_record,
+                                      enum gw_endpoint endpoint)
 {
     struct gateway *g = ex->server->gateway;
     pthread_mutex_lock(&g->pool_mutex);
@@ -134,6 +137,7 @@ struct gateway_call *gateway_call_new(struct exchange *ex, struct gw_config *con
     call->gateway = g;
     call->config = config;
     call->key = key;
+    call->key_record = key_record;
     call->endpoint = endpoint;
     call->exchange = ex;
     call->upstream_result = GW_FORWARD_OK;

@@ -85,6 +85,7 @@ void gateway_stats_add(struct gateway_stats *stats, const char *model, const cha
 #define GW_ANTHROPIC_VERSION_DEFAULT "2023-06-01"
 
 struct gateway_call;
+struct keys_record;
 
 struct gateway {
     struct server *server;
@@ -174,6 +175,9 @@ struct gateway_call {
     struct gateway *gateway;
     struct gw_config *config; /* retained */
     const struct gw_key *key;
+    /* The version of a Keys API key the call was admitted with (key
+     * points into it), held until the call ends; NULL for gateway.json's. */
+    struct keys_record *key_record;
     const struct gw_model *model; /* NULL on the routes of a stored response */
     const struct gw_upstream *upstream;
     enum gw_endpoint endpoint;
@@ -278,11 +282,13 @@ struct gateway_call {
 /* Moves the call on to `to` (call->mutex held): never back, never twice. */
 void gateway_call_advance(struct gateway_call *call, enum gateway_call_state to);
 
-/* A new call for the exchange (NULL: out of memory), holding config (the
- * caller's reference is taken) and the exchange's reference: freed when the
- * exchange is (its cleanup) and the work in flight let go. */
+/* A new call for the exchange (NULL: out of memory), holding config and
+ * key_record (NULL or a Keys API key's: the caller's references are taken)
+ * and the exchange's reference: freed when the exchange is (its cleanup)
+ * and the work in flight let go. */
 struct gateway_call *gateway_call_new(struct exchange *exchange, struct gw_config *config,
-                                      const struct gw_key *key, enum gw_endpoint endpoint);
+                                      const struct gw_key *key, struct keys_record *key_record,
+                                      enum gw_endpoint endpoint);
 
 /* References: the caller holds one more / drops one (the last frees). */
 void gateway_call_retain(struct gateway_call *call);

@@ -93,7 +93,10 @@ static void error_body(struct buffer *b, const struct exchange *ex, unsigned sta
     }
     const char *keys[GW_LIMITS_MAX];
     uint32_t count = denied_keys(ex, status, keys, GW_LIMITS_MAX);
-    gw_gemini_error(b, status, message, retry_after_ms, keys, count);
+    /* A refused key says why, as the other shapes' code does. */
+    const char *reason =
+        status == 401 && code != NULL && strncmp(code, "key_", 4) == 0 ? code : NULL;
+    gw_gemini_error(b, status, message, retry_after_ms, keys, count, reason);
 }
 
 /* An error with the headers h already holds (beyond Content-Type and the

@@ -4,7 +4,6 @@
 #ifndef LLMLIMIT_SERVER_HANDLERS_H
 #define LLMLIMIT_SERVER_HANDLERS_H
 
-
 struct exchange;
 
 /* handlers_data.c */
@@ -24,6 +23,10 @@ int handle_metrics(struct exchange *exchange);
 int handle_healthz(struct exchange *exchange);
 int handle_root(struct exchange *exchange);
 int handle_readyz(struct exchange *exchange);
+
+/* handlers_keys.c */
+int handle_admin_keys(struct exchange *exchange);
+int handle_admin_key(struct exchange *exchange);
 
 /* console.c */
 int handle_console_asset(struct exchange *exchange);

@@ -51,11 +51,8 @@ void route_allow(const struct route *route, char *out, size_t out_size)
     static const struct {
         enum http_method method;
         const char *name;
-    } names[] = {{HTTP_GET, "GET"},
-                 {HTTP_HEAD, "HEAD"},
-                 {HTTP_POST, "POST"},
-                 {HTTP_PUT, "PUT"},
-                 {HTTP_DELETE, "DELETE"}};
+    } names[] = {{HTTP_GET, "GET"}, {HTTP_HEAD, "HEAD"},     {HTTP_POST, "POST"},
+                 {HTTP_PUT, "PUT"}, {HTTP_DELETE, "DELETE"}, {HTTP_PATCH, "PATCH"}};
     assert(out_size >= 64);
     size_t used = 0;
     out[0] = '\0';

@@ -18,6 +18,10 @@ static const struct route rows[] = {
     {"admin_limits", "/v1/admin/limits", GET_HEAD | HTTP_PUT, AUTH_ADMIN, 0, handle_admin_limits},
     {"admin_limit", "/v1/admin/limits/", GET_HEAD | HTTP_DELETE, AUTH_ADMIN, ROUTE_ITEM,
      handle_admin_limit},
+    {"admin_keys", "/v1/admin/keys", GET_HEAD | HTTP_POST, AUTH_ADMIN, 0, handle_admin_keys},
+    /* {id}: GET, PATCH, DELETE; {id}/rotate: POST */
+    {"admin_key", "/v1/admin/keys/", GET_HEAD | HTTP_PATCH | HTTP_DELETE | HTTP_POST, AUTH_ADMIN,
+     ROUTE_ITEM, handle_admin_key},
     {"admin_clock", "/v1/admin/clock", HTTP_POST, AUTH_ADMIN, ROUTE_TEST_CLOCK_ONLY,
      handle_admin_clock},
     {"usage", "/v1/usage/", GET_HEAD, AUTH_CLIENT, ROUTE_ITEM, handle_usage},

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data_dir.h"
+#include "keys.h"
 #include "gateway.h"
 #include "routes.h"
 #include "util/log.h"
@@ -193,6 +194,8 @@ static int server_start(struct server *s)
     char error[1024];
     if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
+    if (keys_open(s->config.data_dir, &s->keys, error, sizeof error) != 0)
+        return startup_failed("invalid keys file", error);
     struct wait_options wait_options;
     wait_options_defaults(&wait_options);
     wait_options.max_waiters = s->config.max_waiters;
@@ -237,6 +240,7 @@ static void server_free(struct server *s)
     if (s->backend != NULL)
         backend_close(s->backend);
     registry_close(s->registry);
+    keys_close(s->keys);
     metrics_destroy(s->metrics);
     activity_destroy(s->activity);
     spend_destroy(s->spend);

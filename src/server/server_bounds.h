@@ -36,4 +36,20 @@
 #define CONSOLE_HOLDS_SOON_MS 10000
 #define CONSOLE_HOLDS_SCAN_MAX 100000
 
+/* Gateway keys made through the API (docs/api.md "Keys"): how many, what
+ * each may carry, their files, a rotation's grace, a list's page. */
+#define KEYS_COUNT_MAX 100000 /* keys, revoked ones included */
+#define KEYS_MODELS_MAX 64    /* models a key names */
+#define KEYS_METADATA_MAX 16  /* metadata entries of a key */
+#define KEYS_METADATA_NAME_LENGTH_MAX 64
+#define KEYS_METADATA_VALUE_LENGTH_MAX 256
+#define KEYS_LIMITS_MAX 16                     /* limits created with a key */
+#define KEYS_GRACE_SECONDS_MAX (7 * 24 * 3600) /* a rotation's grace_seconds */
+#define KEYS_PAGE_DEFAULT 100                  /* keys of GET /v1/admin/keys unless asked */
+#define KEYS_PAGE_MAX 1000
+#define KEYS_FILE_BYTES_MAX (512 * 1024 * 1024) /* keys.json, and keys.log */
+/* keys.log is folded into keys.json once it holds this many lines more
+ * than there are keys: a rewrite of n keys every n + this many changes. */
+#define KEYS_LOG_LINES_MIN 1024
+
 #endif

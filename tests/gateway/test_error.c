@@ -81,7 +81,7 @@ static void each_surface_its_shape(void)
                            "\"message\":\"spent\"}}");
     gw_error_for(&b, GW_ENDPOINT_MESSAGES_COUNT_TOKENS, 401, NULL, "invalid_api_key", "who?");
     CHECK_STR(written(&b), "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\","
-                           "\"message\":\"who?\"}}");
+                           "\"message\":\"who?\",\"code\":\"invalid_api_key\"}}");
     gw_error_for(&b, GW_ENDPOINT_RESPONSES, 429, "insufficient_quota", "insufficient_quota",
                  "spent");
     CHECK_STR(written(&b), "{\"error\":{\"message\":\"spent\",\"type\":\"insufficient_quota\","

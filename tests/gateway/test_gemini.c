@@ -255,7 +255,7 @@ static void errors_have_googles_shape(void)
     struct buffer b;
     buffer_init(&b, NULL, 0);
     const char *limits[] = {"team:x:usd:month", "a\"b"};
-    gw_gemini_error(&b, 429, "Budget exhausted", 2419199001, limits, 2);
+    gw_gemini_error(&b, 429, "Budget exhausted", 2419199001, limits, 2, NULL);
     buffer_append_char(&b, '\0');
     CHECK_STR(b.data, "{\"error\":{\"code\":429,\"message\":\"Budget exhausted\",\"status\":"
                       "\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type.googleapis.com/"

@@ -1,0 +1,914 @@
+/* The store of the Keys API's keys: every key in creation order (revoked
+ * ones too), hash tables from secret digest and from id to key, and its
+ * files. A change is appended to keys.log (one line: the key as it is now,
+ * with the change's sequence number) and fdatasynced under one writer
+ * mutex; only then is the new record put in force, so that an answered
+ * change survives a crash. Once the log holds KEYS_LOG_LINES_MIN lines
+ * more than there are keys, the whole store is written to
+ * keys.json as the registry writes limits.json (keys.json.tmp, fsync,
+ * rename, fsync the directory) with the sequence it holds, and the log is
+ * emptied: a change costs one short write, and the rewrites are amortised.
+ * At start keys.json is loaded whole, then the log's lines after its
+ * sequence; a file cut short or not whole JSON is refused, never half
+ * loaded. Lookups take a read lock only. */
+#include "keys.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/hash.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "util/sha256.h"
+
+/* Open addressing over digests: at most two per key (its secret and a
+ * rotation's old one), so at most half the slots are ever taken. */
+#define KEYS_TABLE_SLOTS (UINT32_C(1) << 19)
+#define KEYS_SLOT_EMPTY 0u
+#define KEYS_SLOT_GONE UINT32_MAX     /* a removed digest: probing goes on */
+#define KEYS_SLOT_PREVIOUS (1u << 30) /* the slot is of the key's old secret */
+_Static_assert(KEYS_TABLE_SLOTS >= 4 * KEYS_COUNT_MAX, "table at most half full");
+/* Ids, never removed (a revoked key stays): at most 40% full. */
+#define KEYS_ID_SLOTS (UINT32_C(1) << 18)
+_Static_assert(KEYS_ID_SLOTS >= 2 * KEYS_COUNT_MAX, "id table at most half full");
+
+struct keys_entry {
+    struct keys_record *record; /* the version in force */
+    int64_t last_used_unix_ms;  /* atomic; 0: never */
+};
+
+struct keys {
+    pthread_mutex_t writer; /* one change at a time, file included */
+    pthread_rwlock_t lock;  /* entries' records and the table */
+    struct keys_entry *entries;
+    uint32_t count;
+    uint32_t *slots;    /* entry index + 1 (| KEYS_SLOT_PREVIOUS), EMPTY or GONE */
+    uint32_t gone;      /* GONE slots: the table is rebuilt past a quarter */
+    uint32_t *id_slots; /* entry index + 1, or 0 */
+    /* The files (writer mutex): the last change's sequence number, and
+     * the log's size and lines; log_broken when a failed append or
+     * emptying may have left it unsure (the next change rewrites
+     * keys.json and empties it). */
+    uint64_t sequence;
+    int log_fd;
+    uint64_t log_bytes;
+    uint32_t log_lines;
+    bool log_broken;
+    char dir[PATH_MAX];
+    char path[PATH_MAX];
+    char tmp_path[PATH_MAX];
+    char log_path[PATH_MAX];
+};
+
+const char *keys_path(const struct keys *keys)
+{
+    return keys->path;
+}
+
+/* ---- the table --------------------------------------------------------------- */
+
+static uint32_t slot_of(const uint8_t digest[GW_SHA256_BYTES])
+{
+    /* A SHA-256 is uniform: its first bytes are the hash. */
+    uint32_t h;
+    memcpy(&h, digest, sizeof h);
+    return h & (KEYS_TABLE_SLOTS - 1);
+}
+
+static const uint8_t *slot_digest(const struct keys *keys, uint32_t value)
+{
+    const struct keys_record *r = keys->entries[(value & ~KEYS_SLOT_PREVIOUS) - 1].record;
+    return (value & KEYS_SLOT_PREVIOUS) != 0 ? r->previous_sha256 : r->sha256;
+}
+
+/* The slot holding digest, or UINT32_MAX. */
+static uint32_t table_find(const struct keys *keys, const uint8_t digest[GW_SHA256_BYTES])
+{
+    uint32_t at = slot_of(digest);
+    for (uint32_t probes = 0; probes < KEYS_TABLE_SLOTS; probes++) {
+        uint32_t value = keys->slots[at];
+        if (value == KEYS_SLOT_EMPTY)
+            return UINT32_MAX;
+        if (value != KEYS_SLOT_GONE &&
+            CRYPTO_memcmp(slot_digest(keys, value), digest, GW_SHA256_BYTES) == 0)
+            return at;
+        at = (at + 1) & (KEYS_TABLE_SLOTS - 1);
+    }
+    return UINT32_MAX;
+}
+
+static void table_insert(struct keys *keys, const uint8_t digest[GW_SHA256_BYTES], uint32_t value)
+{
+    uint32_t at = slot_of(digest);
+    for (uint32_t probes = 0; probes < KEYS_TABLE_SLOTS; probes++) {
+        uint32_t old = keys->slots[at];
+        if (old == KEYS_SLOT_EMPTY || old == KEYS_SLOT_GONE) {
+            keys->gone -= old == KEYS_SLOT_GONE;
+            keys->slots[at] = value;
+            return;
+        }
+        at = (at + 1) & (KEYS_TABLE_SLOTS - 1);
+    }
+    assert(!"the keys table is never full");
+}
+
+static void table_remove(struct keys *keys, const uint8_t digest[GW_SHA256_BYTES])
+{
+    uint32_t at = table_find(keys, digest);
+    if (at == UINT32_MAX)
+        return;
+    keys->slots[at] = KEYS_SLOT_GONE;
+    keys->gone++;
+}
+
+/* Every slot again from the entries (write lock held). */
+static void table_rebuild(struct keys *keys)
+{
+    memset(keys->slots, 0, KEYS_TABLE_SLOTS * sizeof *keys->slots);
+    keys->gone = 0;
+    for (uint32_t i = 0; i < keys->count; i++) {
+        const struct keys_record *r = keys->entries[i].record;
+        table_insert(keys, r->sha256, i + 1);
+        if (r->has_previous)
+            table_insert(keys, r->previous_sha256, (i + 1) | KEYS_SLOT_PREVIOUS);
+    }
+}
+
+static uint32_t id_slot(const char *id)
+{
+    /* Ids are made of random bytes: FNV-1a spreads them. */
+    return (uint32_t)hash_fnv1a(id, strlen(id)) & (KEYS_ID_SLOTS - 1);
+}
+
+/* The entry index of id, or UINT32_MAX. */
+static uint32_t index_of(const struct keys *keys, const char *id)
+{
+    uint32_t at = id_slot(id);
+    for (uint32_t probes = 0; probes < KEYS_ID_SLOTS; probes++) {
+        uint32_t value = keys->id_slots[at];
+        if (value == 0)
+            return UINT32_MAX;
+        if (strcmp(keys->entries[value - 1].record->id, id) == 0)
+            return value - 1;
+        at = (at + 1) & (KEYS_ID_SLOTS - 1);
+    }
+    return UINT32_MAX;
+}
+
+static void id_insert(struct keys *keys, const char *id, uint32_t i)
+{
+    uint32_t at = id_slot(id);
+    while (keys->id_slots[at] != 0)
+        at = (at + 1) & (KEYS_ID_SLOTS - 1); /* never full: at most half */
+    keys->id_slots[at] = i + 1;
+}
+
+/* Puts record in force as entry i (a new one when i == count), its
+ * digests in the table; write lock held. The old version is returned to
+ * be released outside the lock. */
+static struct keys_record *install(struct keys *keys, uint32_t i, struct keys_record *record)
+{
+    assert(i <= keys->count);
+    struct keys_record *old = NULL;
+    if (i == keys->count) {
+        keys->entries[i].record = record;
+        keys->entries[i].last_used_unix_ms = 0;
+        keys->count++;
+        id_insert(keys, record->id, i);
+    } else {
+        old = keys->entries[i].record;
+        if (old->has_previous)
+            table_remove(keys, old->previous_sha256);
+        table_remove(keys, old->sha256);
+        keys->entries[i].record = record;
+    }
+    table_insert(keys, record->sha256, i + 1);
+    if (record->has_previous)
+        table_insert(keys, record->previous_sha256, (i + 1) | KEYS_SLOT_PREVIOUS);
+    if (keys->gone > KEYS_TABLE_SLOTS / 4)
+        table_rebuild(keys);
+    return old;
+}
+
+/* ---- lookups ----------------------------------------------------------------- */
+
+enum keys_verdict keys_lookup(struct keys *keys, const uint8_t digest[GW_SHA256_BYTES],
+                              int64_t now_unix_ms, struct keys_record **out)
+{
+    *out = NULL;
+    pthread_rwlock_rdlock(&keys->lock);
+    uint32_t at = table_find(keys, digest);
+    if (at == UINT32_MAX) {
+        pthread_rwlock_unlock(&keys->lock);
+        return KEYS_NOT_FOUND;
+    }
+    uint32_t value = keys->slots[at];
+    struct keys_entry *entry = &keys->entries[(value & ~KEYS_SLOT_PREVIOUS) - 1];
+    struct keys_record *r = entry->record;
+    /* An old secret past its grace is no key's. */
+    if ((value & KEYS_SLOT_PREVIOUS) != 0 && now_unix_ms >= r->previous_until_unix_ms) {
+        pthread_rwlock_unlock(&keys->lock);
+        return KEYS_NOT_FOUND;
+    }
+    enum keys_status status = keys_record_status(r, now_unix_ms);
+    if (status == KEYS_ACTIVE) {
+        keys_record_retain(r);
+        *out = r;
+        __atomic_store_n(&entry->last_used_unix_ms, now_unix_ms, __ATOMIC_RELAXED);
+    }
+    pthread_rwlock_unlock(&keys->lock);
+    switch (status) {
+    case KEYS_ACTIVE:
+        return KEYS_FOUND;
+    case KEYS_BLOCKED:
+        return KEYS_IS_BLOCKED;
+    case KEYS_EXPIRED:
+        return KEYS_IS_EXPIRED;
+    case KEYS_REVOKED:
+        break;
+    }
+    return KEYS_IS_REVOKED;
+}
+
+struct keys_record *keys_get(struct keys *keys, const char *id, int64_t *last_used_unix_ms)
+{
+    pthread_rwlock_rdlock(&keys->lock);
+    uint32_t i = index_of(keys, id);
+    struct keys_record *r = NULL;
+    if (i != UINT32_MAX) {
+        r = keys->entries[i].record;
+        keys_record_retain(r);
+        *last_used_unix_ms = __atomic_load_n(&keys->entries[i].last_used_unix_ms, __ATOMIC_RELAXED);
+    }
+    pthread_rwlock_unlock(&keys->lock);
+    return r;
+}
+
+size_t keys_each(struct keys *keys, size_t from,
+                 bool (*each)(const struct keys_record *record, int64_t last_used_unix_ms,
+                              void *context),
+                 void *context)
+{
+    pthread_rwlock_rdlock(&keys->lock);
+    size_t i = from;
+    for (; i < keys->count; i++) {
+        const struct keys_entry *e = &keys->entries[i];
+        if (!each(e->record, __atomic_load_n(&e->last_used_unix_ms, __ATOMIC_RELAXED), context))
+            break;
+    }
+    if (i > keys->count)
+        i = keys->count;
+    pthread_rwlock_unlock(&keys->lock);
+    return i;
+}
+
+/* ---- keys.json ----------------------------------------------------------------- */
+
+static void encode_digest(struct buffer *b, const char *name, const uint8_t *digest)
+{
+    char hex[GW_SHA256_HEX_SIZE];
+    gw_hex_encode(digest, GW_SHA256_BYTES, hex);
+    buffer_append_str(b, name);
+    buffer_append_json_string(b, hex, GW_SHA256_HEX_SIZE - 1);
+}
+
+/* One entry of keys.json: every field the record has (the digests only,
+ * never a secret). */
+static void encode_entry(struct buffer *b, const struct keys_record *r, int64_t last_used_unix_ms)
+{
+    buffer_append_str(b, "{\"id\":");
+    buffer_append_json_string(b, r->id, strlen(r->id));
+    encode_digest(b, ",\"sha256\":", r->sha256);
+    encode_digest(b, ",\"first_sha256\":", r->key.sha256);
+    if (r->has_previous) {
+        encode_digest(b, ",\"previous_sha256\":", r->previous_sha256);
+        buffer_append_str(b, ",\"previous_until_unix_ms\":");
+        buffer_append_i64(b, r->previous_until_unix_ms);
+    }
+    buffer_append_str(b, ",\"caller\":");
+    buffer_append_json_string(b, r->caller, strlen(r->caller));
+    buffer_append_str(b, ",\"team\":");
+    buffer_append_json_string(b, r->team, strlen(r->team));
+    buffer_append_str(b, ",\"models\":");
+    for (uint32_t i = 0; i < r->model_count; i++) {
+        buffer_append_char(b, i == 0 ? '[' : ',');
+        buffer_append_json_string(b, r->models[i], strlen(r->models[i]));
+    }
+    buffer_append_str(b, r->model_count > 0 ? "]" : "null");
+    buffer_append_str(b, ",\"metadata\":{");
+    for (uint32_t i = 0; i < r->metadata_count; i++) {
+        if (i > 0)
+            buffer_append_char(b, ',');
+        buffer_append_json_string(b, r->metadata_names[i], strlen(r->metadata_names[i]));
+        buffer_append_char(b, ':');
+        buffer_append_json_string(b, r->metadata_values[i], strlen(r->metadata_values[i]));
+    }
+    buffer_append_str(b, "},\"created_at_unix_ms\":");
+    buffer_append_i64(b, r->created_at_unix_ms);
+    buffer_append_str(b, ",\"expires_at_unix_ms\":");
+    if (r->expires_at_unix_ms != 0)
+        buffer_append_i64(b, r->expires_at_unix_ms);
+    else
+        buffer_append_str(b, "null");
+    buffer_append_str(b, ",\"revoked_at_unix_ms\":");
+    buffer_append_i64(b, r->revoked_at_unix_ms);
+    buffer_append_str(b, ",\"last_used_unix_ms\":");
+    buffer_append_i64(b, last_used_unix_ms);
+    buffer_append_str(b, r->blocked ? ",\"blocked\":true" : ",\"blocked\":false");
+    buffer_append_str(b, ",\"max_wait_seconds\":");
+    buffer_append_u64(b, r->max_wait_seconds);
+    buffer_append_str(b, ",\"priority_floor\":");
+    buffer_append_u64(b, r->priority_floor);
+    buffer_append_char(b, '}');
+}
+
+/* The whole file with entry i replaced by `record` (appended when i ==
+ * count), one key per line. Writer mutex held: no entry changes. */
+static void encode_file(const struct keys *keys, uint32_t i, const struct keys_record *record,
+                        struct buffer *b)
+{
+    buffer_append_str(b, "{\"version\":1,\"sequence\":");
+    buffer_append_u64(b, keys->sequence + 1);
+    buffer_append_str(b, ",\"keys\":[\n");
+    uint32_t total = i == keys->count ? keys->count + 1 : keys->count;
+    for (uint32_t k = 0; k < total; k++) {
+        const struct keys_record *r = k == i ? record : keys->entries[k].record;
+        int64_t used = k < keys->count
+                           ? __atomic_load_n(&keys->entries[k].last_used_unix_ms, __ATOMIC_RELAXED)
+                           : 0;
+        encode_entry(b, r, used);
+        buffer_append_str(b, k + 1 < total ? ",\n" : "\n");
+    }
+    buffer_append_str(b, "]}\n");
+}
+
+static int write_all(int fd, const char *data, size_t length)
+{
+    while (length > 0) {
+        ssize_t n = write(fd, data, length);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        length -= (size_t)n;
+    }
+    return 0;
+}
+
+/* tmp, fsync, rename, fsync the directory; NULL or the step that failed. */
+static const char *write_atomically(const struct keys *keys, const struct buffer *b)
+{
+    int fd = open(keys->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return "open";
+    const char *step = NULL;
+    if (write_all(fd, b->data, b->length) != 0)
+        step = "write";
+    else if (fsync(fd) != 0)
+        step = "fsync";
+    if (close(fd) != 0 && step == NULL)
+        step = "close";
+    if (step == NULL && rename(keys->tmp_path, keys->path) != 0)
+        step = "rename";
+    if (step != NULL)
+        return step;
+    int dir = open(keys->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return "open directory";
+    if (fsync(dir) != 0)
+        step = "fsync directory";
+    close(dir);
+    return step;
+}
+
+/* Appends the change (its sequence and the key as it is now) to
+ * keys.log and fdatasyncs it; NULL, or the step that failed (the log is
+ * cut back to where it was, or marked broken). */
+static const char *log_append(struct keys *keys, uint32_t i, const struct keys_record *record)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_str(&b, "{\"sequence\":");
+    buffer_append_u64(&b, keys->sequence + 1);
+    buffer_append_str(&b, ",\"key\":");
+    encode_entry(&b, record,
+                 i < keys->count
+                     ? __atomic_load_n(&keys->entries[i].last_used_unix_ms, __ATOMIC_RELAXED)
+                     : 0);
+    buffer_append_str(&b, "}\n");
+    const char *step = NULL;
+    if (b.failed) {
+        step = "encode";
+        errno = ENOMEM;
+    } else if (write_all(keys->log_fd, b.data, b.length) != 0) {
+        step = "write";
+    } else if (fdatasync(keys->log_fd) != 0) {
+        step = "fdatasync";
+    }
+    int saved_errno = errno;
+    if (step == NULL) {
+        keys->log_bytes += b.length;
+        keys->log_lines++;
+    } else {
+        /* Whatever reached the file is cut off; the next change rewrites
+         * keys.json whole in any case (a failed fdatasync may have lost
+         * earlier pages too). */
+        if (ftruncate(keys->log_fd, (off_t)keys->log_bytes) != 0)
+            log_write(LOG_ERROR, "keys log not cut back after a failed write", "file",
+                      keys->log_path, NULL);
+        keys->log_broken = true;
+    }
+    buffer_free(&b);
+    errno = saved_errno;
+    return step;
+}
+
+/* keys.json rewritten whole with entry i as record, then keys.log emptied;
+ * NULL, or the step that failed (keys.json is the old one). A log that
+ * cannot be emptied holds lines keys.json has already: their sequences
+ * are past, and the next start skips them. */
+static const char *compact(struct keys *keys, uint32_t i, const struct keys_record *record)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    b.capacity_max = KEYS_FILE_BYTES_MAX;
+    encode_file(keys, i, record, &b);
+    const char *step = b.failed ? "encode" : write_atomically(keys, &b);
+    if (b.failed)
+        errno = ENOMEM;
+    buffer_free(&b);
+    if (step != NULL)
+        return step;
+    keys->log_broken = ftruncate(keys->log_fd, 0) != 0 || fsync(keys->log_fd) != 0;
+    if (keys->log_broken)
+        log_write(LOG_WARN, "keys log not emptied: emptied at the next change", "file",
+                  keys->log_path, "reason", strerror(errno), NULL);
+    keys->log_bytes = 0;
+    keys->log_lines = 0;
+    return NULL;
+}
+
+/* The change (entry i as record) on disk, then in force. Writer mutex
+ * held. On success the store holds record (the caller's reference). */
+static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record)
+{
+    uint32_t total = i == keys->count ? keys->count + 1 : keys->count;
+    bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + total;
+    const char *step = rewrite ? compact(keys, i, record) : log_append(keys, i, record);
+    if (step != NULL) {
+        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file",
+                  rewrite ? keys->path : keys->log_path, "step", step, "reason", strerror(errno),
+                  NULL);
+        return KEYS_WRITE_FAILED;
+    }
+    keys->sequence++;
+    pthread_rwlock_wrlock(&keys->lock);
+    struct keys_record *old = install(keys, i, record);
+    pthread_rwlock_unlock(&keys->lock);
+    keys_record_release(old);
+    return KEYS_OK;
+}
+
+/* ---- loading --------------------------------------------------------------------- */
+
+/* The key of a keys.json entry or a keys.log line into draft; error
+ * "<file>: line L: <where>: <reason>". */
+static int read_key(const char *file, const struct jdoc_value *item, const char *where,
+                    struct keys_draft *draft, char *error, size_t error_size)
+{
+    char reason[256];
+    memset(draft, 0, sizeof *draft);
+    if (keys_draft_apply(draft, item, KEYS_FIELDS_FILE, reason, sizeof reason) == 0)
+        return 0;
+    snprintf(error, error_size, "%s: line %u: %s: %s", file, item->line, where, reason);
+    return -1;
+}
+
+/* Whether digest is no key's but entry i's. */
+static bool digest_free(const struct keys *keys, const uint8_t digest[GW_SHA256_BYTES], uint32_t i)
+{
+    uint32_t at = table_find(keys, digest);
+    return at == UINT32_MAX || (keys->slots[at] & ~KEYS_SLOT_PREVIOUS) - 1 == i;
+}
+
+/* Puts draft in force as the key of its id (a new one when none has it),
+ * as a start replays keys.json and the log. 0, or -1 with error. */
+static int load_key(struct keys *keys, const char *file, uint32_t line, const char *where,
+                    const struct keys_draft *draft, char *error, size_t error_size)
+{
+    uint32_t i = index_of(keys, draft->id);
+    if (i == UINT32_MAX)
+        i = keys->count;
+    if (i == KEYS_COUNT_MAX) {
+        snprintf(error, error_size, "%s: line %u: %s: more than %d keys", file, line, where,
+                 KEYS_COUNT_MAX);
+        return -1;
+    }
+    if (!digest_free(keys, draft->sha256, i) ||
+        (draft->has_previous && !digest_free(keys, draft->previous_sha256, i))) {
+        snprintf(error, error_size, "%s: line %u: %s: sha256 of another key", file, line, where);
+        return -1;
+    }
+    struct keys_record *r = keys_record_new(draft);
+    if (r == NULL) {
+        snprintf(error, error_size, "%s: out of memory", file);
+        return -1;
+    }
+    keys_record_release(install(keys, i, r));
+    keys->entries[i].last_used_unix_ms = draft->last_used_unix_ms;
+    return 0;
+}
+
+static int load_snapshot(struct keys *keys, const struct jdoc_value *root, struct keys_draft *draft,
+                         char *error, size_t error_size)
+{
+    const struct jdoc_value *list = jdoc_get(root, "keys");
+    const struct jdoc_value *version = jdoc_get(root, "version");
+    const struct jdoc_value *sequence = jdoc_get(root, "sequence");
+    if (!jdoc_is(list, JDOC_ARRAY) || list->count > KEYS_COUNT_MAX ||
+        !jdoc_is(version, JDOC_INTEGER) || version->as.integer != 1 ||
+        (sequence != NULL && (!jdoc_is(sequence, JDOC_INTEGER) || sequence->as.integer < 0))) {
+        snprintf(error, error_size,
+                 "%s: line 1: must be {\"version\":1,\"sequence\":N,\"keys\":[...]} with at "
+                 "most %d keys",
+                 keys->path, KEYS_COUNT_MAX);
+        return -1;
+    }
+    keys->sequence = sequence != NULL ? (uint64_t)sequence->as.integer : 0;
+    for (uint32_t i = 0; i < list->count; i++) {
+        const struct jdoc_value *item = &list->as.items[i];
+        char where[32];
+        snprintf(where, sizeof where, "keys[%u]", i);
+        if (read_key(keys->path, item, where, draft, error, error_size) != 0)
+            return -1;
+        if (index_of(keys, draft->id) != UINT32_MAX) {
+            snprintf(error, error_size, "%s: line %u: %s: id %s twice", keys->path, item->line,
+                     where, draft->id);
+            return -1;
+        }
+        if (load_key(keys, keys->path, item->line, where, draft, error, error_size) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One line of keys.log: a change after keys.json's sequence is put in
+ * force, one it holds already is passed over; sequences only grow. */
+static int load_log_line(struct keys *keys, char *text, size_t length, uint32_t line,
+                         struct arena *arena, struct keys_draft *draft, char *error,
+                         size_t error_size)
+{
+    struct jdoc_value *root = NULL;
+    char reason[256], where[32];
+    snprintf(where, sizeof where, "line %u", line);
+    if (jdoc_parse(text, length, arena, &root, reason, sizeof reason) != 0) {
+        snprintf(error, error_size, "%s: line %u: %s (refused)", keys->log_path, line, reason);
+        return -1;
+    }
+    const struct jdoc_value *sequence = jdoc_get(root, "sequence");
+    const struct jdoc_value *key = jdoc_get(root, "key");
+    if (!jdoc_is(sequence, JDOC_INTEGER) || sequence->as.integer <= 0 ||
+        !jdoc_is(key, JDOC_OBJECT)) {
+        snprintf(error, error_size, "%s: line %u: must be {\"sequence\":N,\"key\":{...}}",
+                 keys->log_path, line);
+        return -1;
+    }
+    uint64_t n = (uint64_t)sequence->as.integer;
+    if (n <= keys->sequence)
+        return 0; /* keys.json holds it (the log was not emptied after a rewrite) */
+    if (n != keys->sequence + 1) {
+        snprintf(error, error_size, "%s: line %u: sequence %llu after %llu (refused)",
+                 keys->log_path, line, (unsigned long long)n, (unsigned long long)keys->sequence);
+        return -1;
+    }
+    if (read_key(keys->log_path, key, "key", draft, error, error_size) != 0 ||
+        load_key(keys, keys->log_path, line, "key", draft, error, error_size) != 0)
+        return -1;
+    keys->sequence = n;
+    return 0;
+}
+
+/* keys.log's lines in order; the last must end with its newline (one cut
+ * short is a write a crash interrupted: refused, as a torn keys.json is). */
+static int load_log(struct keys *keys, char *text, size_t length, struct keys_draft *draft,
+                    char *error, size_t error_size)
+{
+    struct arena arena;
+    arena_init(&arena, NULL, 0);
+    int result = 0;
+    uint32_t line = 0;
+    size_t at = 0;
+    while (result == 0 && at < length) {
+        char *end = memchr(text + at, '\n', length - at);
+        line++;
+        if (end == NULL) {
+            snprintf(error, error_size, "%s: line %u: cut short (a torn write): refused",
+                     keys->log_path, line);
+            result = -1;
+            break;
+        }
+        result = load_log_line(keys, text + at, (size_t)(end - (text + at)), line, &arena, draft,
+                               error, error_size);
+        arena_reset(&arena);
+        at = (size_t)(end - text) + 1;
+    }
+    arena_free(&arena);
+    keys->log_lines = line;
+    keys->log_bytes = length;
+    return result;
+}
+
+/* Reads path whole and hands it to load (document: parsed first). 0 when
+ * there is no such file. */
+static int load_file(struct keys *keys, const char *path, bool document, struct keys_draft *draft,
+                     char *error, size_t error_size)
+{
+    char *text = NULL;
+    size_t length = 0;
+    int found = file_read_all(path, KEYS_FILE_BYTES_MAX, &text, &length, error, error_size);
+    if (found != 0)
+        return found > 0 ? 0 : -1;
+    int result;
+    if (document) {
+        struct arena arena;
+        arena_init(&arena, NULL, 0);
+        struct jdoc_value *root = NULL;
+        char reason[256];
+        result = jdoc_parse(text, length, &arena, &root, reason, sizeof reason);
+        if (result != 0)
+            snprintf(error, error_size, "%s: %s (a torn or edited file: refused)", path, reason);
+        else
+            result = load_snapshot(keys, root, draft, error, error_size);
+        arena_free(&arena);
+    } else {
+        result = load_log(keys, text, length, draft, error, error_size);
+    }
+    free(text);
+    return result;
+}
+
+static int keys_load(struct keys *keys, char *error, size_t error_size)
+{
+    if (unlink(keys->tmp_path) == 0)
+        log_write(LOG_WARN, "removed a stale keys file (a rewrite was cut short)", "file",
+                  keys->tmp_path, NULL);
+    struct keys_draft *draft = malloc(sizeof *draft);
+    if (draft == NULL) {
+        snprintf(error, error_size, "%s: out of memory", keys->path);
+        return -1;
+    }
+    int result = load_file(keys, keys->path, true, draft, error, error_size);
+    if (result == 0)
+        result = load_file(keys, keys->log_path, false, draft, error, error_size);
+    free(draft);
+    if (result != 0)
+        return -1;
+    keys->log_fd = open(keys->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int dir = keys->log_fd >= 0 ? open(keys->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dir < 0 || fsync(dir) != 0) { /* the log's name durable before a line is in it */
+        snprintf(error, error_size, "%s: cannot be opened: %s", keys->log_path, strerror(errno));
+        result = -1;
+    }
+    if (dir >= 0)
+        close(dir);
+    return result;
+}
+
+static void free_entries(struct keys *keys)
+{
+    for (uint32_t i = 0; i < keys->count; i++)
+        keys_record_release(keys->entries[i].record);
+    keys->count = 0;
+}
+
+int keys_open(const char *data_dir, struct keys **out, char *error, size_t error_size)
+{
+    *out = NULL;
+    struct keys *keys = calloc(1, sizeof *keys);
+    if (keys != NULL) {
+        keys->entries = calloc(KEYS_COUNT_MAX, sizeof *keys->entries);
+        keys->slots = calloc(KEYS_TABLE_SLOTS, sizeof *keys->slots);
+        keys->id_slots = calloc(KEYS_ID_SLOTS, sizeof *keys->id_slots);
+        keys->log_fd = -1;
+    }
+    if (keys == NULL || keys->entries == NULL || keys->slots == NULL || keys->id_slots == NULL) {
+        keys_close(keys);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&keys->writer, NULL);
+    pthread_rwlock_init(&keys->lock, NULL);
+    int n1 = snprintf(keys->dir, sizeof keys->dir, "%s", data_dir);
+    int n2 = snprintf(keys->path, sizeof keys->path, "%s/keys.json", data_dir);
+    int n3 = snprintf(keys->tmp_path, sizeof keys->tmp_path, "%s/keys.json.tmp", data_dir);
+    int n4 = snprintf(keys->log_path, sizeof keys->log_path, "%s/keys.log", data_dir);
+    if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n3 >= sizeof keys->tmp_path || n4 < 0 ||
+        (size_t)n4 >= sizeof keys->log_path) {
+        snprintf(error, error_size, "%s: path too long", data_dir);
+        keys_close(keys);
+        return -1;
+    }
+    if (keys_load(keys, error, error_size) != 0) {
+        keys_close(keys);
+        return -1;
+    }
+    *out = keys;
+    return 0;
+}
+
+void keys_close(struct keys *keys)
+{
+    if (keys == NULL)
+        return;
+    if (keys->entries != NULL) {
+        free_entries(keys);
+        pthread_mutex_destroy(&keys->writer);
+        pthread_rwlock_destroy(&keys->lock);
+    }
+    if (keys->log_fd >= 0)
+        close(keys->log_fd);
+    free(keys->entries);
+    free(keys->slots);
+    free(keys->id_slots);
+    free(keys);
+}
+
+/* ---- changes --------------------------------------------------------------------- */
+
+static int random_bytes(uint8_t *out, size_t length)
+{
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = getrandom(out + done, length - done, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* A new secret into secret_out and its digest into digest; 0 or -1. */
+static int new_secret(char secret_out[GW_SECRET_SIZE], uint8_t digest[GW_SHA256_BYTES])
+{
+    char hex[GW_SHA256_HEX_SIZE];
+    if (gw_secret_new(secret_out, hex) != 0)
+        return -1;
+    return gw_hex_decode(hex, GW_SHA256_HEX_SIZE - 1, digest, GW_SHA256_BYTES);
+}
+
+enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
+                              int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
+                              struct keys_record **out)
+{
+    *out = NULL;
+    struct keys_draft *d = malloc(sizeof *d);
+    if (d == NULL)
+        return KEYS_NO_MEMORY;
+    memcpy(d, draft, sizeof *d);
+    uint8_t id_bytes[8];
+    char id_hex[17];
+    if (random_bytes(id_bytes, sizeof id_bytes) != 0 || new_secret(secret_out, d->sha256) != 0) {
+        free(d);
+        return KEYS_NO_RANDOMNESS;
+    }
+    gw_hex_encode(id_bytes, sizeof id_bytes, id_hex);
+    snprintf(d->id, sizeof d->id, "%s%s", KEYS_ID_PREFIX, id_hex);
+    memcpy(d->first_sha256, d->sha256, GW_SHA256_BYTES);
+    d->has_previous = false;
+    d->created_at_unix_ms = now_unix_ms > 0 ? now_unix_ms : 1;
+    d->revoked_at_unix_ms = 0;
+    d->blocked = false;
+    struct keys_record *r = keys_record_new(d);
+    free(d);
+    if (r == NULL)
+        return KEYS_NO_MEMORY;
+    pthread_mutex_lock(&keys->writer);
+    enum keys_outcome outcome = KEYS_FULL;
+    if (keys->count < KEYS_COUNT_MAX)
+        outcome = commit(keys, keys->count, r);
+    if (outcome == KEYS_OK) {
+        keys_record_retain(r);
+        *out = r;
+    }
+    pthread_mutex_unlock(&keys->writer);
+    if (outcome != KEYS_OK)
+        keys_record_release(r);
+    return outcome;
+}
+
+/* A change of key id: change(draft, context) edits a copy of its fields;
+ * the result is written and put in force. Writer mutex taken here. */
+static enum keys_outcome change_key(struct keys *keys, const char *id,
+                                    enum keys_outcome (*change)(struct keys_draft *, void *),
+                                    void *context, struct keys_record **out)
+{
+    *out = NULL;
+    struct keys_draft *d = malloc(sizeof *d);
+    if (d == NULL)
+        return KEYS_NO_MEMORY;
+    pthread_mutex_lock(&keys->writer);
+    uint32_t i = index_of(keys, id); /* the writer alone changes entries: no lock needed */
+    enum keys_outcome outcome = i == UINT32_MAX ? KEYS_UNKNOWN : KEYS_OK;
+    struct keys_record *r = NULL;
+    if (outcome == KEYS_OK) {
+        keys_draft_from(d, keys->entries[i].record);
+        outcome = change(d, context);
+    }
+    if (outcome == KEYS_OK) {
+        r = keys_record_new(d);
+        outcome = r == NULL ? KEYS_NO_MEMORY : commit(keys, i, r);
+    }
+    if (outcome == KEYS_OK) {
+        keys_record_retain(r);
+        *out = r;
+    } else {
+        keys_record_release(r);
+    }
+    if (outcome == KEYS_IS_GONE) { /* nothing to change: the key as it is */
+        *out = keys->entries[i].record;
+        keys_record_retain(*out);
+    }
+    pthread_mutex_unlock(&keys->writer);
+    free(d);
+    return outcome;
+}
+
+static enum keys_outcome apply_update(struct keys_draft *d, void *context)
+{
+    if (d->revoked_at_unix_ms != 0)
+        return KEYS_IS_GONE;
+    char error[256];
+    /* checked already by the handler: it cannot fail here */
+    int rc = keys_draft_apply(d, context, KEYS_FIELDS_UPDATE, error, sizeof error);
+    assert(rc == 0);
+    (void)rc;
+    return KEYS_OK;
+}
+
+enum keys_outcome keys_update(struct keys *keys, const char *id, const struct jdoc_value *body,
+                              struct keys_record **out)
+{
+    return change_key(keys, id, apply_update, (void *)body, out);
+}
+
+static enum keys_outcome apply_revoke(struct keys_draft *d, void *context)
+{
+    if (d->revoked_at_unix_ms != 0)
+        return KEYS_IS_GONE;
+    int64_t now_unix_ms = *(const int64_t *)context;
+    d->revoked_at_unix_ms = now_unix_ms > 0 ? now_unix_ms : 1;
+    return KEYS_OK;
+}
+
+enum keys_outcome keys_revoke(struct keys *keys, const char *id, int64_t now_unix_ms,
+                              struct keys_record **out)
+{
+    enum keys_outcome outcome = change_key(keys, id, apply_revoke, &now_unix_ms, out);
+    return outcome == KEYS_IS_GONE ? KEYS_OK : outcome; /* revoked already: as asked */
+}
+
+struct rotation {
+    int64_t now_unix_ms;
+    uint32_t grace_seconds;
+    char *secret_out;
+};
+
+static enum keys_outcome apply_rotate(struct keys_draft *d, void *context)
+{
+    const struct rotation *rotation = context;
+    if (d->revoked_at_unix_ms != 0)
+        return KEYS_IS_GONE;
+    uint8_t digest[GW_SHA256_BYTES];
+    if (new_secret(rotation->secret_out, digest) != 0)
+        return KEYS_NO_RANDOMNESS;
+    d->has_previous = rotation->grace_seconds > 0;
+    memcpy(d->previous_sha256, d->sha256, GW_SHA256_BYTES);
+    d->previous_until_unix_ms = rotation->now_unix_ms + (int64_t)rotation->grace_seconds * 1000;
+    if (!d->has_previous) {
+        memset(d->previous_sha256, 0, GW_SHA256_BYTES);
+        d->previous_until_unix_ms = 0;
+    }
+    memcpy(d->sha256, digest, GW_SHA256_BYTES);
+    return KEYS_OK;
+}
+
+enum keys_outcome keys_rotate(struct keys *keys, const char *id, uint32_t grace_seconds,
+                              int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
+                              struct keys_record **out)
+{
+    assert(grace_seconds <= KEYS_GRACE_SECONDS_MAX);
+    struct rotation rotation = {now_unix_ms, grace_seconds, secret_out};
+    return change_key(keys, id, apply_rotate, &rotation, out);
+}

@@ -1,0 +1,199 @@
+/* Gateway keys made through the Keys API (docs/api.md "Keys"), beside the
+ * keys of gateway.json: kept in DATA_DIR/keys.log (each change appended and
+ * fdatasynced before it is answered) and keys.json (the log folded in,
+ * rewritten atomically), and looked up by the SHA-256 of a presented secret
+ * in a hash table. */
+#ifndef LLMLIMIT_SERVER_KEYS_H
+#define LLMLIMIT_SERVER_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/bounds.h"
+#include "gateway/gw_config.h"
+#include "gateway/gw_secret.h"
+#include "server_bounds.h"
+#include "util/buffer.h"
+#include "util/jdoc.h"
+
+#define KEYS_ID_PREFIX "key_"
+#define KEYS_FILE_ID_PREFIX "file_" /* a gateway.json key's id: these and 16 hex of its sha256 */
+#define KEYS_ID_SIZE 22             /* "file_" + 16 hex + NUL, the longer of the two */
+
+enum keys_status {
+    KEYS_ACTIVE = 0,
+    KEYS_BLOCKED,
+    KEYS_EXPIRED,
+    KEYS_REVOKED,
+};
+
+/* "active", "blocked", "expired", "revoked"; -1 from keys_status_of for
+ * another text. */
+const char *keys_status_name(enum keys_status status);
+int keys_status_of(const char *text, enum keys_status *out);
+
+/* One version of a key: never changed once made (a change makes a new
+ * one), reference-counted so that a call in flight keeps the version it
+ * was admitted with. Strings live in the same block. */
+struct keys_record {
+    uint32_t references; /* atomic */
+    char id[KEYS_ID_SIZE];
+    uint8_t sha256[GW_SHA256_BYTES]; /* of the secret in force */
+    /* A rotation's old secret, accepted until previous_until_unix_ms. */
+    bool has_previous;
+    uint8_t previous_sha256[GW_SHA256_BYTES];
+    int64_t previous_until_unix_ms;
+    const char *caller;
+    const char *team;
+    const char *const *models; /* names; model_count 0: every model */
+    uint32_t model_count;
+    const char *const *metadata_names;
+    const char *const *metadata_values;
+    uint32_t metadata_count;
+    int64_t created_at_unix_ms;
+    int64_t expires_at_unix_ms; /* 0: never */
+    int64_t revoked_at_unix_ms; /* 0: not revoked */
+    bool blocked;
+    uint32_t max_wait_seconds; /* 0..GW_KEY_WAIT_SECONDS_MAX */
+    uint32_t priority_floor;   /* 0..GW_PRIORITY_MAX */
+    /* What the gateway's calls use: caller, team and models point at the
+     * fields above; its sha256 is the key's first one (who owns its
+     * Responses ids), kept across rotations. */
+    struct gw_key key;
+};
+
+/* The fields of a key before it is packed into a record: what an API body
+ * or keys.json gives, or a record copied to be changed. */
+struct keys_draft {
+    char id[KEYS_ID_SIZE];
+    uint8_t sha256[GW_SHA256_BYTES];
+    uint8_t first_sha256[GW_SHA256_BYTES];
+    bool has_previous;
+    uint8_t previous_sha256[GW_SHA256_BYTES];
+    int64_t previous_until_unix_ms;
+    char caller[CALLER_LENGTH_MAX + 1];
+    char team[GW_TEAM_LENGTH_MAX + 1];
+    char models[KEYS_MODELS_MAX][GW_NAME_LENGTH_MAX + 1];
+    uint32_t model_count;
+    char metadata_names[KEYS_METADATA_MAX][KEYS_METADATA_NAME_LENGTH_MAX + 1];
+    char metadata_values[KEYS_METADATA_MAX][KEYS_METADATA_VALUE_LENGTH_MAX + 1];
+    uint32_t metadata_count;
+    int64_t created_at_unix_ms;
+    int64_t expires_at_unix_ms;
+    int64_t revoked_at_unix_ms;
+    int64_t last_used_unix_ms; /* the files' only */
+    bool blocked;
+    uint32_t max_wait_seconds;
+    uint32_t priority_floor;
+};
+
+/* Which fields keys_draft_apply takes: a create's (caller, team, models,
+ * expires_at_unix_ms, max_wait_seconds, priority_floor, metadata; limits is
+ * the handler's), an update's (models, expires_at_unix_ms, blocked,
+ * max_wait_seconds, priority_floor, metadata), or every field of a
+ * keys.json entry. */
+enum keys_fields {
+    KEYS_FIELDS_CREATE = 0,
+    KEYS_FIELDS_UPDATE,
+    KEYS_FIELDS_FILE,
+};
+
+/* Applies the members of object to draft, each checked against its bound.
+ * 0, or -1 with "<field>: <reason>" in error (draft partly changed).
+ * A create's and a file entry's required fields are checked too. */
+int keys_draft_apply(struct keys_draft *draft, const struct jdoc_value *object,
+                     enum keys_fields which, char *error, size_t error_size);
+/* A draft holding record's fields (to be changed and packed again). */
+void keys_draft_from(struct keys_draft *draft, const struct keys_record *record);
+/* A new record (one reference, the caller's) packed from draft, or NULL
+ * when memory runs out. */
+struct keys_record *keys_record_new(const struct keys_draft *draft);
+
+void keys_record_retain(struct keys_record *record);
+void keys_record_release(struct keys_record *record);
+enum keys_status keys_record_status(const struct keys_record *record, int64_t now_unix_ms);
+
+/* The record as the API shows it: id, sha256_prefix, caller, team, models,
+ * status, source "api", blocked, created_at_unix_ms, expires_at_unix_ms,
+ * revoked_at_unix_ms, last_used_unix_ms (null: never), max_wait_seconds,
+ * priority_floor, metadata. Never a secret or a whole digest. */
+void keys_record_encode(struct buffer *b, const struct keys_record *record, int64_t now_unix_ms,
+                        int64_t last_used_unix_ms);
+/* A gateway.json key the same way (source "file", always active). */
+void keys_file_key_encode(struct buffer *b, const struct gw_config *config,
+                          const struct gw_key *key);
+/* A gateway.json key's id ("file_" and 16 hex of its sha256). */
+void keys_file_key_id(const struct gw_key *key, char id[KEYS_ID_SIZE]);
+
+struct keys;
+
+/* Removes a stale keys.json.tmp, loads data_dir/keys.json (none: no key)
+ * and then the changes of keys.log after it, and opens the log. 0 with
+ * *out, or -1 with "<file>: line L: <reason>" in error: a file cut short,
+ * not JSON, or with an invalid or duplicate entry is refused, never half
+ * loaded (nothing is kept on failure). */
+int keys_open(const char *data_dir, struct keys **out, char *error, size_t error_size);
+void keys_close(struct keys *keys);
+const char *keys_path(const struct keys *keys);
+
+/* What a presented secret's digest is. */
+enum keys_verdict {
+    KEYS_FOUND = 0, /* *out: the key, retained (release it) */
+    KEYS_NOT_FOUND,
+    KEYS_IS_REVOKED,
+    KEYS_IS_BLOCKED,
+    KEYS_IS_EXPIRED,
+};
+
+/* The key whose secret (or, within a rotation's grace, old secret) hashes
+ * to digest: O(1), under a read lock. A key found active is marked used
+ * at now_unix_ms. */
+enum keys_verdict keys_lookup(struct keys *keys, const uint8_t digest[GW_SHA256_BYTES],
+                              int64_t now_unix_ms, struct keys_record **out);
+
+/* The key with this id, retained, and when it was last used (0: never);
+ * NULL when none has it. */
+struct keys_record *keys_get(struct keys *keys, const char *id, int64_t *last_used_unix_ms);
+
+/* Calls each(record, last_used_unix_ms, context) for the keys from the
+ * position `from` on (in creation order) until each returns false;
+ * returns the position after the last one visited (== the count when the
+ * list was walked to its end). */
+size_t keys_each(struct keys *keys, size_t from,
+                 bool (*each)(const struct keys_record *record, int64_t last_used_unix_ms,
+                              void *context),
+                 void *context);
+
+enum keys_outcome {
+    KEYS_OK = 0,
+    KEYS_UNKNOWN = -1,       /* no key has this id */
+    KEYS_FULL = -2,          /* KEYS_COUNT_MAX keys already */
+    KEYS_WRITE_FAILED = -3,  /* keys.log or keys.json could not be written: nothing changed */
+    KEYS_NO_RANDOMNESS = -4, /* no secret or id could be made */
+    KEYS_NO_MEMORY = -5,
+    KEYS_IS_GONE = -6, /* the key is revoked: it cannot be changed or rotated */
+};
+
+/* Each writes the change to keys.log (or keys.json) before it is in force (so an
+ * answered change survives a crash) and returns *out, the key as it is now
+ * (retained: release it). */
+
+/* A new key from draft's fields (its id, secret, digest and creation time
+ * made here): secret_out gets the secret, shown once. */
+enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
+                              int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
+                              struct keys_record **out);
+/* The update fields of body (checked already by keys_draft_apply) applied
+ * to the key. error: why, when KEYS_IS_GONE is not the reason. */
+enum keys_outcome keys_update(struct keys *keys, const char *id, const struct jdoc_value *body,
+                              struct keys_record **out);
+/* Revokes the key (a revoked one stays as it was). */
+enum keys_outcome keys_revoke(struct keys *keys, const char *id, int64_t now_unix_ms,
+                              struct keys_record **out);
+/* A new secret for the key; its old one (or the one before, if that is
+ * the one in force) is accepted for grace_seconds more. */
+enum keys_outcome keys_rotate(struct keys *keys, const char *id, uint32_t grace_seconds,
+                              int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
+                              struct keys_record **out);
+#endif
