@@ -20,6 +20,9 @@ static const struct {
     [GW_ENDPOINT_RESPONSES] = {"/v1/responses", "/responses", GW_API_OPENAI, true},
     [GW_ENDPOINT_RESPONSES_INPUT_TOKENS] = {"/v1/responses/input_tokens", "/responses/input_tokens",
                                             GW_API_OPENAI, false},
+    /* No model's: its server's URL is the whole endpoint; each tools/call
+     * is charged, not the route. */
+    [GW_ENDPOINT_MCP] = {"/mcp/{server}", "", GW_API_OPENAI, false},
 };
 
 static void check(enum gw_endpoint endpoint)
@@ -54,6 +57,8 @@ bool gw_endpoint_charged(enum gw_endpoint endpoint)
 
 bool gw_model_serves(const struct gw_model *model, enum gw_endpoint endpoint)
 {
+    if (endpoint == GW_ENDPOINT_MCP)
+        return false;
     return model->upstream->api == gw_endpoint_api(endpoint);
 }
 

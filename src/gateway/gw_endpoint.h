@@ -18,9 +18,10 @@ enum gw_endpoint {
     GW_ENDPOINT_MESSAGES_COUNT_TOKENS,  /* POST /v1/messages/count_tokens: not charged */
     GW_ENDPOINT_RESPONSES,              /* POST /v1/responses */
     GW_ENDPOINT_RESPONSES_INPUT_TOKENS, /* POST /v1/responses/input_tokens: not charged */
+    GW_ENDPOINT_MCP, /* /mcp/{server}: passed through; its tools/call charged (docs/mcp.md) */
 };
 
-#define GW_ENDPOINT_LAST GW_ENDPOINT_RESPONSES_INPUT_TOKENS
+#define GW_ENDPOINT_LAST GW_ENDPOINT_MCP
 
 /* "/v1/chat/completions", ... as clients call it. */
 const char *gw_endpoint_route(enum gw_endpoint endpoint);

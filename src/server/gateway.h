@@ -47,6 +47,8 @@ int handle_gateway_responses(struct exchange *exchange);
 int handle_gateway_responses_input_tokens(struct exchange *exchange);
 /* GET and DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel */
 int handle_gateway_response_item(struct exchange *exchange);
+/* POST, GET and DELETE /mcp/{server} (gateway_mcp.c, docs/mcp.md) */
+int handle_gateway_mcp(struct exchange *exchange);
 
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */

@@ -22,6 +22,7 @@ enum route_flag {
     ROUTE_NO_STORE = 16,        /* answers are never cached, never sniffed (the console's data) */
     ROUTE_ERROR_OPENAI = 32,    /* error bodies in OpenAI's shape (the gateway's routes) */
     ROUTE_ERROR_ANTHROPIC = 64, /* error bodies in Anthropic's shape (the gateway's Messages) */
+    ROUTE_ERROR_MCP = 128,      /* the gateway's own errors as JSON-RPC (the MCP route) */
 };
 
 struct exchange;

@@ -18,6 +18,7 @@ list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
 set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
 set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_mcp.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_cost.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_agents.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_references.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_text.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_plan.c
@@ -41,6 +42,7 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/wire/reserve_scan.c
     ${PROJECT_SOURCE_DIR}/src/wire/encode.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_mcp.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c

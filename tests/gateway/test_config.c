@@ -399,7 +399,7 @@ static void limit_errors(void)
 #define L(key, amount) "[{\"key\":\"" key "\",\"amount\":\"" amount "\"}]"
     fails_with(UPSTREAMS, MODELS, L("a:{modle}", "tokens"), KEYS,
                "gateway.json: line 1: limits[0].key: unknown placeholder '{modle}' (known: "
-               "{model}, {upstream}, {caller}, {team})");
+               "{model}, {upstream}, {caller}, {team}, {mcp_server}, {tool})");
     fails_with(UPSTREAMS, MODELS, L("a:{model", "tokens"), KEYS,
                "gateway.json: line 1: limits[0].key: '{' without a closing '}'");
     fails_with(UPSTREAMS, MODELS, L("a:model}", "tokens"), KEYS,
@@ -409,7 +409,7 @@ static void limit_errors(void)
                "printable ASCII without white space");
     fails_with(UPSTREAMS, MODELS, L("a:{model}", "dollars"), KEYS,
                "gateway.json: line 1: limits[0].amount: must be requests, tokens, input_tokens, "
-               "uncached_input_tokens, output_tokens or usd_micros");
+               "uncached_input_tokens, output_tokens, usd_micros or tool_calls");
     fails_with(UPSTREAMS, MODELS, "[{\"amount\":\"tokens\"}]", KEYS,
                "gateway.json: line 1: limits[0].key: required");
     fails_with(UPSTREAMS, MODELS, "[{\"key\":\"k\"}]", KEYS,
@@ -1078,7 +1078,8 @@ static void an_invalid_default_names_its_field_and_line(void)
                KEYS,
                "gateway.json: line 2: limits[0].default.key: not allowed: the template gives it");
     fails_with(UPSTREAMS, MODELS, D("{\"kind\":\"budget\",\"capacity\":5,\"period\":\"year\"}"),
-               KEYS, "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
+               KEYS,
+               "gateway.json: line 2: limits[0].default.period: must be day, week, month or none");
     fails_with(UPSTREAMS, MODELS,
                D("{\"kind\":\"concurrency\",\"capacity\":5,\"timeout_seconds\":9,\"x\":1}"), KEYS,
                "gateway.json: line 2: limits[0].default.x: unknown field");
