@@ -3,7 +3,7 @@
 // answering in event streams (or JSON with --json). Every HTTP request it
 // gets is logged, one JSON line each, to --log FILE: the tests read there
 // what reached the server (and with which credential).
-// Tools: web_search (a result), broken_search (isError), slow (waits
+// Tools: web_search (a result; with --slow-ms N only after N ms), broken_search (isError), slow (waits
 // `ms`, and logs when it is cancelled); garbage, hang and rpc_error are
 // answered by the HTTP layer itself: not JSON, never, a JSON-RPC error.
 // Prints "fake-mcp listening on PORT" once it accepts requests.
@@ -22,6 +22,7 @@ const option = (name) => {
 };
 const logFile = option('--log');
 const json = args.includes('--json');
+const slowMs = Number(option('--slow-ms') ?? 0); // web_search waits this long first
 const log = (entry) => {
     if (logFile) appendFileSync(logFile, JSON.stringify(entry) + '\n');
 };
@@ -31,8 +32,18 @@ function newServer() {
     server.registerTool('web_search', {
         description: 'Searches the web (fake): answers with one line naming the query.',
         inputSchema: { query: z.string() },
-    }, async ({ query }) => {
+    }, async ({ query }, extra) => {
         log({ tool_ran: 'web_search', query });
+        if (slowMs > 0) {
+            await new Promise((resolve) => {
+                const timer = setTimeout(resolve, slowMs);
+                extra.signal.addEventListener('abort', () => {
+                    log({ tool_cancelled: 'web_search' });
+                    clearTimeout(timer);
+                    resolve();
+                });
+            });
+        }
         return { content: [{ type: 'text', text: `results for ${query}: llmlimit.example` }] };
     });
     server.registerTool('broken_search', {
