@@ -1075,3 +1075,8 @@ void gateway_reserve_start(struct exchange *ex)
 {
     reserve_start(ex);
 }
+
+void gateway_wait_in_words(int64_t ms, char *out, size_t size)
+{
+    wait_in_words(ms, out, size);
+}

@@ -314,6 +314,9 @@ int gateway_lease_id(struct exchange *exchange, const char *caller, char *out, s
 /* Prefer: wait and x-llmlimit-priority for the call; 0, or -1 with the
  * 400 given. */
 int gateway_call_wait(struct exchange *exchange, struct gateway_call *call);
+/* A wait in words for the person who reads a denial: "250 ms", "42 s",
+ * "28 days 5 h". */
+void gateway_wait_in_words(int64_t ms, char *out, size_t size);
 /* As exchange_call_backend's call: the call's reserve through the wait layer. */
 void gateway_reserve_start(struct exchange *exchange);
 

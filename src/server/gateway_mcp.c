@@ -41,11 +41,12 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
         used += (size_t)n;
         keys_used += (size_t)m;
     }
-    char message[1400], data[2200];
+    char message[1400], data[2200], wait[64];
+    gateway_wait_in_words(r->retry_after_ms, wait, sizeof wait);
     snprintf(message, sizeof message,
-             "Limit reached: %s cannot take this call of the tool '%s' now; retry in %" PRId64
-             " ms. The tool was not called.",
-             names, call->mcp.tool, r->retry_after_ms);
+             "Limit reached: %s cannot take this call of the tool '%s' now; it has room again in "
+             "%s. The tool was not called.",
+             names, call->mcp.tool, wait);
     snprintf(data, sizeof data, "{\"retry_after_ms\":%" PRId64 ",\"denied_keys\":[%s]}",
              r->retry_after_ms, keys);
     return gateway_mcp_reply(ex, 200, &call->mcp.id, GW_MCP_SERVER_ERROR, message, data);

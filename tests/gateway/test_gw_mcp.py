@@ -9,8 +9,10 @@ lease settled. Skipped (77) without node or the SDK.
 Command line: as every gateway test (gw_harness.py) and --node NODE."""
 
 import os
+import json
 import socket
 import sys
+import threading
 import time
 import unittest
 
@@ -62,7 +64,8 @@ def setUpModule():  # noqa: N802
         sys.exit(SKIP)
     FAKE = FakeMcp(NODE)
     FAKE_JSON = FakeMcp(NODE, json_answers=True)
-    GW = Gateway(templates=TEMPLATES, env={MCP_KEY_ENV: SERVER_SECRET})
+    GW = Gateway(templates=TEMPLATES, env={MCP_KEY_ENV: SERVER_SECRET},
+                 key_fields=lambda i: {"max_wait_seconds": 20})
     GW.config["mcp_servers"] = mcp_servers(FAKE, FAKE_JSON)
     GW.config["keys"][-1]["mcp_servers"] = ["search-json"]  # the restricted key
     GW.write_config(GW.config)
@@ -242,6 +245,30 @@ class Denials(unittest.TestCase):
         self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
         self.assertEqual(c.reserved("usd"), 0)
 
+    def test_prefer_wait_waits_for_a_slot(self):
+        """A tools/call whose concurrency slot is taken: without Prefer: wait it is denied at
+        once; with Prefer: wait=N it waits, and runs once the slot is freed."""
+        c = GW.caller(conc=1)
+        mcp = client(c)
+        mcp.initialize()
+        hold = "hold-" + c.name
+        self.assertEqual(GW.server.reserve(hold, {c.keys["conc"]: 1})[0], 200)
+        status, answer, _ = mcp.call_tool("web_search", {"query": "now"})
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [c.keys["conc"]])
+        results = []
+        calls_before = len(FAKE.tool_calls())
+        waiter = threading.Thread(target=lambda: results.append(mcp.call_tool(
+            "web_search", {"query": "later"}, headers={"Prefer": "wait=15"})))
+        waiter.start()
+        self.assertTrue(wait_until(lambda: GW.waiting() >= 1, 10))
+        self.assertEqual(len(FAKE.tool_calls()), calls_before)  # not sent while it waits
+        self.assertEqual(GW.server.release(hold)[0], 200)
+        waiter.join(30)
+        status, answer, _ = results[0]
+        self.assertEqual(status, 200)
+        self.assertIn("results for later", answer["result"]["content"][0]["text"])
+        self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
+
     def test_key_not_allowed_the_server(self):
         """A key whose mcp_servers does not list the server: 403 in JSON-RPC;
         an unknown server 404; no key 401; nothing forwarded."""
@@ -279,7 +306,6 @@ class BadInput(unittest.TestCase):
              None),
             ('{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', -32600, None),
         ]
-        import json
         for raw, code, answer_id in cases:
             status, _, text = mcp.post(None, raw=raw)
             self.assertEqual(status, 400, (raw, text))
