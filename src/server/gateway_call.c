@@ -697,6 +697,7 @@ static void settled(void *context)
     }
     struct exchange *wake = NULL;
     if (call->mode == GATEWAY_MODE_STREAM) {
+        gateway_mcp_stream_unanswered(call); /* a tools/call's stream that never answered it */
         buffer_append(&call->answer, call->held.data, call->held.length); /* the end */
         call->stream_ended = true;
         wake_stream(call);

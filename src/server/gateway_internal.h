@@ -337,6 +337,11 @@ bool gateway_mcp_charged(struct gateway_call *call);
 /* A whole 2xx answer that does not answer the call's tools/call: the
  * JSON-RPC error given instead (true), or false (answer it as it came). */
 bool gateway_mcp_reply_unanswered(struct exchange *exchange, struct gateway_call *call);
+/* A tools/call's event stream ended without its answer (call->mutex
+ * held, the lease settled): a JSON-RPC error event for its id is added
+ * to what the client gets, so that it does not wait for an answer that
+ * will never come. Nothing for any other call. */
+void gateway_mcp_stream_unanswered(struct gateway_call *call);
 /* The client of a forwarded tools/call left: tell the server
  * (notifications/cancelled), fire and forget. */
 void gateway_mcp_cancel_upstream(struct gateway_call *call);

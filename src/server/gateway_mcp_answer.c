@@ -97,6 +97,19 @@ bool gateway_mcp_reply_unanswered(struct exchange *ex, struct gateway_call *call
     return true;
 }
 
+void gateway_mcp_stream_unanswered(struct gateway_call *call)
+{
+    if (call->endpoint != GW_ENDPOINT_MCP || !call->mcp.tool_call ||
+        call->mcp_outcome != GW_MCP_NO_ANSWER || call->client_gone)
+        return;
+    buffer_append_str(&call->answer, "event: message\ndata: ");
+    gw_mcp_error(&call->answer, &call->mcp.id, GW_MCP_SERVER_ERROR,
+                 "The MCP server's stream ended without an answer to this tools/call; nothing "
+                 "was charged.",
+                 "{\"status\":502,\"code\":\"upstream_error\"}");
+    buffer_append_str(&call->answer, "\n\n");
+}
+
 /* ---- telling the server its call was cancelled --------------------------- */
 
 struct cancel_note {

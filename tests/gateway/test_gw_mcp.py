@@ -47,6 +47,7 @@ def mcp_servers(fake, fake_json):
               "charge_errors": True},
              {"name": "garbage", "usd_micros_per_call": 1},
              {"name": "hang", "usd_micros_per_call": 1},
+             {"name": "stream_cut", "usd_micros_per_call": 1},
              {"name": "slow", "usd_micros_per_call": 1}]
     common = {"api_key_env": MCP_KEY_ENV, "tools": tools,
               "default_usd_micros_per_call": DEFAULT_PRICE}
@@ -329,6 +330,21 @@ class BadInput(unittest.TestCase):
         self.assertEqual(c.used("usd"), 0)
         self.assertEqual(c.reserved("usd"), 0)
         self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
+
+    def test_stream_ending_without_the_answer(self):
+        """An event stream that ends without the call's answer: the client gets what came
+        and then a JSON-RPC error for its id; released."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, messages = mcp.call_tool("stream_cut")
+        self.assertEqual(status, 200)
+        self.assertEqual(messages[0]["method"], "notifications/message")
+        self.assertEqual(answer["id"], mcp.next_id - 1)
+        self.assertEqual(answer["error"]["code"], -32000)
+        self.assertIn("ended without an answer", answer["error"]["message"])
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
 
     def test_server_never_answering(self):
         """A server that never answers is cut at its timeout: 504 in

@@ -4,8 +4,9 @@
 // gets is logged, one JSON line each, to --log FILE: the tests read there
 // what reached the server (and with which credential).
 // Tools: web_search (a result; with --slow-ms N only after N ms), broken_search (isError), slow (waits
-// `ms`, and logs when it is cancelled); garbage, hang and rpc_error are
-// answered by the HTTP layer itself: not JSON, never, a JSON-RPC error.
+// `ms`, and logs when it is cancelled); garbage, hang, stream_cut and
+// rpc_error are answered by the HTTP layer itself: not JSON, never, a
+// stream without the answer, a JSON-RPC error.
 // Prints "fake-mcp listening on PORT" once it accepts requests.
 import { randomUUID } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
@@ -91,6 +92,13 @@ function answeredHere(res, message) {
         return true;
     }
     if (name === 'hang') return true; // never answered
+    if (name === 'stream_cut') { // an event stream that ends without the answer
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('event: message\ndata: ' + JSON.stringify({ jsonrpc: '2.0',
+            method: 'notifications/message', params: { level: 'info', data: 'working' } }) + '\n\n');
+        res.end();
+        return true;
+    }
     if (name === 'rpc_error') {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id,
