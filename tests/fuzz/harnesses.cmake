@@ -15,6 +15,8 @@ set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/tbc_checksum.c
 # calls these on the upstream's bytes): its event stream, usage, cost and
 # plan, and the config the plan is made from.
 list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
+# The MCP route's JSON-RPC reading (src/gateway/gw_mcp.c, in the server sources).
+list(APPEND LLMLIMIT_FUZZ_HARNESSES mcp)
 set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
 set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
