@@ -28,28 +28,37 @@
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
     const struct reserve_result *r = &call->reserve_result;
-    char names[1024] = "", keys[2048] = "";
-    size_t used = 0, keys_used = 0;
+    char names[1024] = "", number[24];
+    size_t used = 0;
+    /* data: every denied key, escaped (a key may hold '"' or '\\': the
+     * tool's name under {tool} is the client's). */
+    struct buffer data;
+    buffer_init(&data, NULL, 0);
+    snprintf(number, sizeof number, "%" PRId64, r->retry_after_ms);
+    buffer_append_str(&data, "{\"retry_after_ms\":");
+    buffer_append_str(&data, number);
+    buffer_append_str(&data, ",\"denied_keys\":[");
     for (uint32_t i = 0; i < r->denied_count; i++) {
-        const char *key = call->reserve.requirements[r->denied_index[i]].key;
-        int n = snprintf(names + used, sizeof names - used, "%s'%s'", i > 0 ? ", " : "", key);
-        int m = snprintf(keys + keys_used, sizeof keys - keys_used, "%s\"%s\"", i > 0 ? "," : "",
-                         key); /* limit keys are printable ASCII without '"' or '\\' */
-        if (n < 0 || (size_t)n >= sizeof names - used || m < 0 ||
-            (size_t)m >= sizeof keys - keys_used)
-            break;
-        used += (size_t)n;
-        keys_used += (size_t)m;
+        const struct requirement *req = &call->reserve.requirements[r->denied_index[i]];
+        if (i > 0)
+            buffer_append_char(&data, ',');
+        gw_json_string(&data, req->key, req->key_length);
+        int n = snprintf(names + used, sizeof names - used, "%s'%s'", i > 0 ? ", " : "", req->key);
+        if (n > 0 && (size_t)n < sizeof names - used)
+            used += (size_t)n;
     }
-    char message[1400], data[2200], wait[64];
+    buffer_append_str(&data, "]}");
+    buffer_append_char(&data, '\0');
+    char message[1400], wait[64];
     gateway_wait_in_words(r->retry_after_ms, wait, sizeof wait);
     snprintf(message, sizeof message,
              "Limit reached: %s cannot take this call of the tool '%s' now; it has room again in "
              "%s. The tool was not called.",
              names, call->mcp.tool, wait);
-    snprintf(data, sizeof data, "{\"retry_after_ms\":%" PRId64 ",\"denied_keys\":[%s]}",
-             r->retry_after_ms, keys);
-    return gateway_mcp_reply(ex, 200, &call->mcp.id, GW_MCP_SERVER_ERROR, message, data);
+    int result = gateway_mcp_reply(ex, 200, &call->mcp.id, GW_MCP_SERVER_ERROR, message,
+                                   data.failed ? NULL : data.data);
+    buffer_free(&data);
+    return result;
 }
 
 /* A reserve that ended without a capacity answer: say why, in JSON-RPC. */

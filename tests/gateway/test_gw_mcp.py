@@ -246,6 +246,23 @@ class Denials(unittest.TestCase):
         self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
         self.assertEqual(c.reserved("usd"), 0)
 
+    def test_denied_keys_are_json_whatever_the_tool_name(self):
+        """A tool name with '"' and '\\' under {tool}: the denial's denied_keys is valid
+        JSON naming that very key."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        tool = 'a"b\\c'
+        key = "mcp:search:%s:%s" % (tool, c.name)
+        status, _, body = GW.server.put_limit(dict(ROLLING, key=key, capacity=1))
+        self.assertEqual(status, 200, body)
+        hold = "hold-" + c.name
+        self.assertEqual(GW.server.reserve(hold, {key: 1})[0], 200)
+        status, answer, _ = mcp.call_tool(tool)
+        self.assertEqual(status, 200)
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [key])
+        self.assertEqual(GW.server.release(hold)[0], 200)
+
     def test_prefer_wait_waits_for_a_slot(self):
         """A tools/call whose concurrency slot is taken: without Prefer: wait it is denied at
         once; with Prefer: wait=N it waits, and runs once the slot is freed."""
