@@ -59,8 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char error[256];
     struct gw_mcp_request request;
     int code = 0;
-    if (jdoc_parse_nested(copy, size, GW_JSON_DEPTH_MAX, &arena, &root, error, sizeof error) ==
-        0) {
+    if (jdoc_parse_nested(copy, size, GW_JSON_DEPTH_MAX, &arena, &root, error, sizeof error) == 0) {
         if (gw_mcp_request_read(root, &request, &code, error, sizeof error) == 0) {
             if (request.tool_call) {
                 assert(request.id.present);
