@@ -45,6 +45,7 @@ node_tests() {
     case $1 in
         tests/gateway/node) echo "gateway_sdk_smoke gateway_sdk_* gateway_agents_*" ;;
         tests/gateway/gemini) echo "gateway_gemini_agent_*" ;;
+        tests/gateway/mcp) echo "gateway_mcp_* gateway_agents_*" ;;
         bench/gateway_estimate) echo "gateway_estimate_real" ;;
         tests/console) echo "console_browser_* (and bench/console)" ;;
     esac
@@ -61,7 +62,7 @@ npm_install() {
 }
 registry_answers=""
 not_installed=""
-for dir in tests/gateway/node tests/gateway/gemini bench/gateway_estimate tests/console; do
+for dir in tests/gateway/node tests/gateway/gemini tests/gateway/mcp bench/gateway_estimate tests/console; do
     [ -f "$dir/package-lock.json" ] || continue
     # Installed already, from this very lock file (npm writes its own copy)?
     [ -d "$dir/node_modules" ] && ! [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ] &&

@@ -94,6 +94,7 @@ uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_va
     case GW_ENDPOINT_MESSAGES_COUNT_TOKENS:
     case GW_ENDPOINT_RESPONSES_INPUT_TOKENS:
     case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
+    case GW_ENDPOINT_MCP: /* no model's answer */
         break;
     }
     return gw_text_counter_tokens(&w.text);

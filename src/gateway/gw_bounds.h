@@ -15,8 +15,13 @@
 /* Each template gives at most one requirement, so a reserve never carries
  * more than a reserve may. */
 #define GW_LIMITS_MAX REQUIREMENTS_PER_RESERVE_MAX
-#define GW_NAME_LENGTH_MAX 128           /* upstream and model names */
-#define GW_UPSTREAM_MODEL_LENGTH_MAX 256 /* the model name sent upstream */
+#define GW_MCP_SERVERS_MAX 256             /* mcp_servers */
+#define GW_MCP_TOOLS_MAX 1024              /* tools of one MCP server */
+#define GW_MCP_ID_LENGTH_MAX 128           /* a tools/call's JSON-RPC id, as text */
+#define GW_MCP_TIMEOUT_SECONDS_DEFAULT 300 /* an MCP server's timeout_seconds */
+#define GW_MCP_SESSION_ID_LENGTH_MAX 255   /* Mcp-Session-Id, both ways */
+#define GW_NAME_LENGTH_MAX 128             /* upstream and model names */
+#define GW_UPSTREAM_MODEL_LENGTH_MAX 256   /* the model name sent upstream */
 #define GW_BASE_URL_LENGTH_MAX 2048
 #define GW_ENV_NAME_LENGTH_MAX 256 /* api_key_env */
 #define GW_PATH_LENGTH_MAX 4095    /* api_key_file */
@@ -25,7 +30,7 @@
 #define GW_TEAM_LENGTH_MAX CALLER_LENGTH_MAX
 #define GW_TIMEOUT_SECONDS_DEFAULT 600
 #define GW_CONNECT_TIMEOUT_SECONDS_DEFAULT 10
-#define GW_TIMEOUT_SECONDS_MAX 86400    /* both timeouts: 1..this */
+#define GW_TIMEOUT_SECONDS_MAX 86400 /* both timeouts: 1..this */
 /* A key's max_wait_seconds (docs/gateway.md "Waiting for capacity"). */
 #define GW_KEY_WAIT_SECONDS_MAX 60
 #define GW_PRIORITY_MAX 9               /* priorities 0 (first) .. this */

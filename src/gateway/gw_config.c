@@ -58,6 +58,7 @@ const char *gw_amount_name(enum gw_amount amount)
         [GW_AMOUNT_OUTPUT_TOKENS] = "output_tokens",
         [GW_AMOUNT_USD_MICROS] = "usd_micros",
         [GW_AMOUNT_UNCACHED_INPUT_TOKENS] = "uncached_input_tokens",
+        [GW_AMOUNT_TOOL_CALLS] = "tool_calls",
     };
     assert(amount >= GW_AMOUNT_REQUESTS && amount <= GW_AMOUNT_LAST);
     return names[amount];
@@ -232,7 +233,7 @@ static const struct {
 
 static int check_root(struct loader *l, const struct jdoc_value *root,
                       const struct jdoc_value *found[SECTION_COUNT],
-                      const struct jdoc_value **prices_file)
+                      const struct jdoc_value **prices_file, const struct jdoc_value **mcp_servers)
 {
     if (!jdoc_is(root, JDOC_OBJECT)) {
         snprintf(l->error, l->error_size, "%s: line %u: must be a JSON object", l->file,
@@ -248,6 +249,8 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
             found[s] = &m->value;
         else if (strcmp(m->key, "prices_file") == 0)
             *prices_file = m->value.kind != JDOC_NULL ? &m->value : NULL;
+        else if (strcmp(m->key, "mcp_servers") == 0)
+            *mcp_servers = m->value.kind != JDOC_NULL ? &m->value : NULL;
         else
             return gw_config_fail(l, m->value.line, m->key, "unknown field");
     }
@@ -290,10 +293,13 @@ static int open_prices(struct loader *l, const struct jdoc_value *value)
 static int load_document(struct loader *l, const struct jdoc_value *root)
 {
     const struct jdoc_value *found[SECTION_COUNT] = {0};
-    const struct jdoc_value *prices_file = NULL;
-    if (check_root(l, root, found, &prices_file) != 0)
+    const struct jdoc_value *prices_file = NULL, *mcp_servers = NULL;
+    if (check_root(l, root, found, &prices_file, &mcp_servers) != 0)
         return -1;
     if (prices_file != NULL && open_prices(l, prices_file) != 0)
+        return -1;
+    /* Before the keys, which name them (optional: none without it). */
+    if (mcp_servers != NULL && gw_config_decode_mcp_servers(l, mcp_servers) != 0)
         return -1;
     for (size_t s = 0; s < SECTION_COUNT; s++) {
         if (sections[s].decode(l, found[s]) != 0)
@@ -308,6 +314,11 @@ static void config_free(struct gw_config *config)
 {
     for (uint32_t i = 0; i < config->upstream_count; i++) {
         const char *key = config->upstreams[i].api_key;
+        if (key != NULL)
+            OPENSSL_cleanse((void *)(uintptr_t)key, strlen(key));
+    }
+    for (uint32_t i = 0; i < config->mcp_server_count; i++) {
+        const char *key = config->mcp_servers[i].upstream.api_key;
         if (key != NULL)
             OPENSSL_cleanse((void *)(uintptr_t)key, strlen(key));
     }

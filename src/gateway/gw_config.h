@@ -87,6 +87,32 @@ struct gw_key {
     uint32_t max_wait_seconds;
     uint32_t default_wait_seconds;
     uint32_t priority_floor;
+    /* The MCP servers it may call (docs/mcp.md): indices into
+     * gw_config.mcp_servers, ascending; mcp_servers_listed false (no
+     * "mcp_servers" field) means every server, an empty list none. */
+    const uint32_t *mcp_servers;
+    uint32_t mcp_server_count;
+    bool mcp_servers_listed;
+};
+
+/* A tool of an MCP server with its own price (docs/mcp.md). */
+struct gw_mcp_tool {
+    const char *name;
+    uint64_t usd_micros_per_call; /* 0..AMOUNT_MAX */
+    bool charge_errors;           /* an error result is charged too */
+};
+
+/* An MCP server behind the route /mcp/{name}: where it is (upstream's
+ * base_url is its whole endpoint URL), its credential (upstream's
+ * api_key, sent as Authorization: Bearer) and timeouts, and the price of
+ * its tools' calls. */
+struct gw_mcp_server {
+    const char *name;
+    uint32_t index; /* in gw_config.mcp_servers */
+    struct gw_upstream upstream;
+    const struct gw_mcp_tool *tools; /* in file order */
+    uint32_t tool_count;
+    uint64_t default_usd_micros_per_call; /* a tool not listed; 0..AMOUNT_MAX */
 };
 
 enum gw_amount {
@@ -96,9 +122,10 @@ enum gw_amount {
     GW_AMOUNT_OUTPUT_TOKENS,
     GW_AMOUNT_USD_MICROS,
     GW_AMOUNT_UNCACHED_INPUT_TOKENS, /* input without cache reads */
+    GW_AMOUNT_TOOL_CALLS,            /* 1 per MCP tool call */
 };
 
-#define GW_AMOUNT_LAST GW_AMOUNT_UNCACHED_INPUT_TOKENS
+#define GW_AMOUNT_LAST GW_AMOUNT_TOOL_CALLS
 
 enum gw_placeholder {
     GW_TEXT = 0, /* a literal part */
@@ -106,6 +133,8 @@ enum gw_placeholder {
     GW_UPSTREAM,
     GW_CALLER,
     GW_TEAM,
+    GW_MCP_SERVER, /* an MCP tool call's server */
+    GW_TOOL,       /* ... and tool */
 };
 
 struct gw_template_part {
@@ -120,6 +149,11 @@ struct gw_limit {
     const struct gw_template_part *parts;
     uint32_t part_count;
     bool uses_team;
+    /* Which calls the template applies to (docs/mcp.md): one naming
+     * {model} or {upstream} only to model calls, one naming {mcp_server}
+     * or {tool} or counting tool_calls only to MCP tool calls; never both. */
+    bool model_calls_only;
+    bool tool_calls_only;
     /* "default": the definition (checked and normalised as PUT
      * /v1/admin/limits does, its key empty) of the limit a call creates
      * when its instantiated key does not exist yet; NULL when the template
@@ -141,6 +175,8 @@ struct gw_config {
     uint32_t key_count;
     const struct gw_limit *limits;
     uint32_t limit_count;
+    const struct gw_mcp_server *mcp_servers; /* in file order; none without the section */
+    uint32_t mcp_server_count;
     /* Lookup tables, built at load time. */
     const uint32_t *models_by_name; /* model indices sorted by name */
     const uint32_t *key_slots;      /* open addressing by digest: key index + 1, 0 empty */
@@ -178,6 +214,18 @@ const struct gw_model *gw_config_find_model(const struct gw_config *config, cons
 /* Whether the key may call the model (a key without a models list may call
  * every model). */
 bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model);
+
+/* The MCP server with this name (need not be NUL-terminated), or NULL. */
+const struct gw_mcp_server *gw_config_find_mcp_server(const struct gw_config *config,
+                                                      const char *name, size_t length);
+
+/* Whether the key may use the MCP server. */
+bool gw_key_allows_mcp_server(const struct gw_key *key, const struct gw_mcp_server *server);
+
+/* A tool call's price on server: the tool's usd_micros_per_call, else the
+ * server's default; *charge_errors from the tool (false when not listed). */
+uint64_t gw_mcp_tool_price(const struct gw_mcp_server *server, const char *tool, size_t length,
+                           bool *charge_errors);
 
 /* "requests", "tokens", ... */
 const char *gw_amount_name(enum gw_amount amount);

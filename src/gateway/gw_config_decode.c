@@ -657,8 +657,8 @@ static enum gw_placeholder placeholder_named(const char *name, size_t length)
     static const struct {
         const char *name;
         enum gw_placeholder placeholder;
-    } names[] = {
-        {"model", GW_MODEL}, {"upstream", GW_UPSTREAM}, {"caller", GW_CALLER}, {"team", GW_TEAM}};
+    } names[] = {{"model", GW_MODEL}, {"upstream", GW_UPSTREAM},     {"caller", GW_CALLER},
+                 {"team", GW_TEAM},   {"mcp_server", GW_MCP_SERVER}, {"tool", GW_TOOL}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strlen(names[i].name) == length && memcmp(names[i].name, name, length) == 0)
             return names[i].placeholder;
@@ -681,7 +681,7 @@ static int template_placeholder(struct loader *l, const struct jdoc_value *v, co
         gw_config_quote(text + i, name_length + 2, quoted);
         return gw_config_fail(l, v->line, path,
                               "unknown placeholder %s (known: {model}, {upstream}, {caller}, "
-                              "{team})",
+                              "{team}, {mcp_server}, {tool})",
                               quoted);
     }
     *part = (struct gw_template_part){.placeholder = p};
@@ -771,7 +771,7 @@ static int limit_amount(struct loader *l, const struct jdoc_value *v, const char
     }
     return gw_config_fail(l, v->line, path,
                           "must be requests, tokens, input_tokens, uncached_input_tokens, "
-                          "output_tokens or usd_micros");
+                          "output_tokens, usd_micros or tool_calls");
 }
 
 /* The key a template's default is checked with: the real one is the
@@ -823,6 +823,26 @@ static void note_placeholders(struct loader *l, const struct gw_limit *limit, in
     }
 }
 
+/* Which calls the template applies to (docs/mcp.md): one that needs what
+ * only a model call has and what only a tool call has applies to none. */
+static int limit_calls(struct loader *l, const struct jdoc_value *item, const char *entry,
+                       struct gw_limit *limit)
+{
+    for (uint32_t p = 0; p < limit->part_count; p++) {
+        enum gw_placeholder placeholder = limit->parts[p].placeholder;
+        limit->model_calls_only |= placeholder == GW_MODEL || placeholder == GW_UPSTREAM;
+        limit->tool_calls_only |= placeholder == GW_MCP_SERVER || placeholder == GW_TOOL;
+    }
+    limit->tool_calls_only |= limit->amount == GW_AMOUNT_TOOL_CALLS;
+    if (!limit->model_calls_only || !limit->tool_calls_only)
+        return 0;
+    char path[96];
+    field_path(path, sizeof path, entry, "key");
+    return gw_config_fail(l, jdoc_get(item, "key")->line, path,
+                          "applies to no call: {model} and {upstream} are a model call's, "
+                          "{mcp_server}, {tool} and the amount tool_calls an MCP tool call's");
+}
+
 static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_t i,
                         struct gw_limit *limit)
 {
@@ -853,7 +873,7 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
     assert(limit->part_count >= 1);
     assert(limit->amount >= GW_AMOUNT_REQUESTS && limit->amount <= GW_AMOUNT_LAST);
     note_placeholders(l, limit, (int32_t)i);
-    return 0;
+    return limit_calls(l, item, entry, limit);
 }
 
 int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
@@ -945,6 +965,8 @@ static int key_field(struct loader *l, const struct jdoc_member *m, const char *
                    : text_value(l, v, path, GW_TEAM_LENGTH_MAX, TEXT_KEY, &key->team);
     if (strcmp(m->key, "models") == 0)
         return key_models(l, v, path, key);
+    if (strcmp(m->key, "mcp_servers") == 0)
+        return gw_config_key_mcp_servers(l, v, path, key);
     uint64_t number = 0;
     if (strcmp(m->key, "max_wait_seconds") == 0) {
         if (integer_value(l, v, path, 0, GW_KEY_WAIT_SECONDS_MAX, &number) != 0)
@@ -1024,4 +1046,30 @@ int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items)
     }
     l->config->key_count = items->count;
     return 0;
+}
+
+/* ---- shared with gw_config_mcp.c ---- */
+
+int gw_config_text(struct loader *l, const struct jdoc_value *v, const char *path, size_t max,
+                   bool key_chars_only, const char **out)
+{
+    return text_value(l, v, path, max, key_chars_only ? TEXT_KEY : TEXT_ANY, out);
+}
+
+int gw_config_integer(struct loader *l, const struct jdoc_value *v, const char *path, uint64_t min,
+                      uint64_t max, uint64_t *out)
+{
+    return integer_value(l, v, path, min, max, out);
+}
+
+int gw_config_base_url(struct loader *l, const struct jdoc_value *v, const char *path,
+                       const char **out)
+{
+    return base_url_value(l, v, path, out);
+}
+
+int gw_config_api_key(struct loader *l, const struct jdoc_value *v, const char *path, bool env,
+                      struct gw_upstream *upstream)
+{
+    return env ? api_key_from_env(l, v, path, upstream) : api_key_from_file(l, v, path, upstream);
 }

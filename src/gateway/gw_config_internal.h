@@ -49,6 +49,27 @@ int gw_config_decode_models(struct loader *l, const struct jdoc_value *items);
 int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items);
 int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items);
 
+/* mcp_servers (gw_config_mcp.c): any JSON value, checked there; before
+ * the keys. A key's "mcp_servers" list: the value v at path. */
+int gw_config_decode_mcp_servers(struct loader *l, const struct jdoc_value *items);
+int gw_config_key_mcp_servers(struct loader *l, const struct jdoc_value *v, const char *path,
+                              struct gw_key *key);
+
+/* Field readers of gw_config_decode.c that gw_config_mcp.c shares: a
+ * string of 1..max bytes (key_chars: printable ASCII without white space,
+ * else any), an integer min..max, an upstream's own fields (name,
+ * base_url, api, api_key_env, api_key_file, timeout_seconds,
+ * connect_timeout_seconds; *handled false for any other). 0 or -1 with the
+ * error written. */
+int gw_config_text(struct loader *l, const struct jdoc_value *v, const char *path, size_t max,
+                   bool key_chars, const char **out);
+int gw_config_integer(struct loader *l, const struct jdoc_value *v, const char *path, uint64_t min,
+                      uint64_t max, uint64_t *out);
+int gw_config_base_url(struct loader *l, const struct jdoc_value *v, const char *path,
+                       const char **out);
+int gw_config_api_key(struct loader *l, const struct jdoc_value *v, const char *path, bool env,
+                      struct gw_upstream *upstream);
+
 /* The model index built from the sorted names (after gw_config_decode_models). */
 int gw_config_index_models(struct loader *l, const struct jdoc_value *items);
 /* The digest table (after gw_config_decode_keys). */

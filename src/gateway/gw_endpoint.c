@@ -24,6 +24,9 @@ static const struct {
                             GW_API_GEMINI, true},
     [GW_ENDPOINT_GEMINI_COUNT_TOKENS] = {"/v1beta/models/{model}:countTokens", ":countTokens",
                                          GW_API_GEMINI, false},
+    /* No model's: its server's URL is the whole endpoint; each tools/call
+     * is charged, not the route. */
+    [GW_ENDPOINT_MCP] = {"/mcp/{server}", "", GW_API_OPENAI, false},
 };
 
 static void check(enum gw_endpoint endpoint)
@@ -58,6 +61,8 @@ bool gw_endpoint_charged(enum gw_endpoint endpoint)
 
 bool gw_model_serves(const struct gw_model *model, enum gw_endpoint endpoint)
 {
+    if (endpoint == GW_ENDPOINT_MCP)
+        return false;
     return model->upstream->api == gw_endpoint_api(endpoint);
 }
 

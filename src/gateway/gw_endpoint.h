@@ -22,9 +22,10 @@ enum gw_endpoint {
      * (gemini; the path upstream is gw_gemini_upstream_path's) */
     GW_ENDPOINT_GEMINI,
     GW_ENDPOINT_GEMINI_COUNT_TOKENS, /* POST /v1beta/models/{model}:countTokens: not charged */
+    GW_ENDPOINT_MCP, /* /mcp/{server}: passed through; its tools/call charged (docs/mcp.md) */
 };
 
-#define GW_ENDPOINT_LAST GW_ENDPOINT_GEMINI_COUNT_TOKENS
+#define GW_ENDPOINT_LAST GW_ENDPOINT_MCP
 
 /* "/v1/chat/completions", ... as clients call it. */
 const char *gw_endpoint_route(enum gw_endpoint endpoint);

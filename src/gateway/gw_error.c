@@ -1,8 +1,10 @@
 /* One JSON string writer that validates UTF-8 as it goes (a run of plain
  * bytes is copied in one go), and the encoders on top of it. */
 #include "gw_error.h"
+#include "gw_mcp.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gw_gemini.h"
@@ -138,6 +140,13 @@ void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const c
 void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
                   const char *code, const char *message)
 {
+    if (endpoint == GW_ENDPOINT_MCP) { /* JSON-RPC, of no request id */
+        char data[128];
+        snprintf(data, sizeof data, "{\"status\":%u,\"code\":\"%s\"}", status,
+                 code != NULL ? code : (status >= 500 ? "server_error" : "invalid_request"));
+        gw_mcp_error(b, NULL, GW_MCP_SERVER_ERROR, message, data);
+        return;
+    }
     if (gw_endpoint_api(endpoint) == GW_API_ANTHROPIC) {
         gw_error_anthropic(b, gw_anthropic_error_for_status(status), message, NULL);
         /* A refused key says which refusal (key_revoked, ...) in Anthropic's

@@ -48,6 +48,7 @@ struct gw_transfer {
     char content_type[GW_CONTENT_TYPE_LENGTH_MAX + 1];
     char retry_after[GW_RETRY_AFTER_LENGTH_MAX + 1];
     char retry_after_ms[GW_RETRY_AFTER_LENGTH_MAX + 1];
+    char mcp_session_id[GW_MCP_SESSION_ID_LENGTH_MAX + 1];
     char curl_error[CURL_ERROR_SIZE];
     struct gw_transfer *next_zombie;
     struct gw_transfer *previous_active; /* in gw_forward.active_list while added */
@@ -243,6 +244,7 @@ static bool head_end(struct gw_transfer *t)
         t->content_type[0] = '\0';
         t->retry_after[0] = '\0';
         t->retry_after_ms[0] = '\0';
+        t->mcp_session_id[0] = '\0';
         return true;
     }
     if (status < 200 || status > 599) {
@@ -256,8 +258,12 @@ static bool head_end(struct gw_transfer *t)
     curl_off_t length = -1;
     if (curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) != CURLE_OK)
         length = -1;
-    struct gw_head head = {status, t->content_type, t->retry_after, t->retry_after_ms,
-                           length >= 0 ? (int64_t)length : -1};
+    struct gw_head head = {status,
+                           t->content_type,
+                           t->retry_after,
+                           t->retry_after_ms,
+                           length >= 0 ? (int64_t)length : -1,
+                           t->mcp_session_id};
     t->ops->on_head(t->context, &head);
     return true;
 }
@@ -268,7 +274,8 @@ static size_t on_header(char *line, size_t size, size_t count, void *userdata)
     size_t length = size * count;
     if (header_keep(line, length, "content-type:", t->content_type, sizeof t->content_type) ||
         header_keep(line, length, "retry-after:", t->retry_after, sizeof t->retry_after) ||
-        header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms))
+        header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms) ||
+        header_keep(line, length, "mcp-session-id:", t->mcp_session_id, sizeof t->mcp_session_id))
         return length;
     if (length <= 2 && (line[0] == '\r' || line[0] == '\n') && !t->head_seen)
         return head_end(t) ? length : 0;
@@ -303,7 +310,11 @@ static int headers_build(struct gw_transfer *t, const struct gw_transfer_spec *s
     size_t count = 0;
     if (spec->method == GW_METHOD_POST)
         lines[count++] = "Content-Type: application/json";
-    lines[count++] = "Accept: */*";
+    bool accept_given = false; /* an MCP client's Accept goes as it is */
+    for (uint32_t i = 0; i < spec->header_count; i++)
+        accept_given |= strncasecmp(spec->headers[i], "Accept:", 7) == 0;
+    if (!accept_given)
+        lines[count++] = "Accept: */*";
     lines[count++] = "Expect:"; /* no 100-continue round trip */
     if (t->authorization != NULL)
         lines[count++] = t->authorization;

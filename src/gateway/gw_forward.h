@@ -48,6 +48,7 @@ struct gw_head {
     const char *retry_after;    /* "" when none */
     const char *retry_after_ms; /* "" when none */
     int64_t content_length;     /* what the head announces (before any decoding); -1: none */
+    const char *mcp_session_id; /* an MCP server's Mcp-Session-Id; "" when none */
 };
 
 struct gw_transfer_ops {

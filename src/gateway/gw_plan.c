@@ -9,24 +9,59 @@
 
 #include "core/limits.h"
 
+/* What a call fills the placeholders with: a model call's model (and its
+ * upstream), a tool call's server and tool (not NUL-terminated). */
+struct names {
+    const struct gw_key *key;
+    const struct gw_model *model; /* NULL: a tool call */
+    const char *mcp_server;
+    const char *tool;
+    size_t tool_length;
+};
+
+static const char *placeholder_text(const struct names *names, enum gw_placeholder placeholder,
+                                    size_t *length)
+{
+    const char *text = NULL;
+    switch (placeholder) {
+    case GW_MODEL:
+        text = names->model->name;
+        break;
+    case GW_UPSTREAM:
+        text = names->model->upstream->name;
+        break;
+    case GW_CALLER:
+        text = names->key->caller;
+        break;
+    case GW_TEAM:
+        text = names->key->team;
+        break;
+    case GW_MCP_SERVER:
+        text = names->mcp_server;
+        break;
+    case GW_TOOL:
+        *length = names->tool_length;
+        return names->tool;
+    case GW_TEXT:
+        break;
+    }
+    assert(text != NULL); /* the config gives every key a team when a template needs one */
+    *length = strlen(text);
+    return text;
+}
+
 /* Writes the key of template `index` into out (room for
  * LIMIT_KEY_LENGTH_MAX + 1); its length, or -1 with the error written. */
-static int instantiate(const struct gw_limit *limit, uint32_t index, const struct gw_key *key,
-                       const struct gw_model *model, char *out, char *error, size_t error_size)
+static int instantiate(const struct gw_limit *limit, uint32_t index, const struct names *names,
+                       char *out, char *error, size_t error_size)
 {
     size_t length = 0;
     for (uint32_t p = 0; p < limit->part_count; p++) {
         const struct gw_template_part *part = &limit->parts[p];
         const char *text = part->text;
         size_t n = part->length;
-        if (part->placeholder != GW_TEXT) {
-            text = part->placeholder == GW_MODEL      ? model->name
-                   : part->placeholder == GW_UPSTREAM ? model->upstream->name
-                   : part->placeholder == GW_CALLER   ? key->caller
-                                                      : key->team;
-            assert(text != NULL); /* the config gives every key a team when a template needs one */
-            n = strlen(text);
-        }
+        if (part->placeholder != GW_TEXT)
+            text = placeholder_text(names, part->placeholder, &n);
         if (n > LIMIT_KEY_LENGTH_MAX - length) {
             snprintf(error, error_size, "limits[%u].key '%s': the key is longer than %d bytes",
                      index, limit->key_template, LIMIT_KEY_LENGTH_MAX);
@@ -55,6 +90,9 @@ static int template_amount(enum gw_amount amount, const struct gw_model *model,
     switch (amount) {
     case GW_AMOUNT_REQUESTS:
         *out = 1;
+        return 0;
+    case GW_AMOUNT_TOOL_CALLS: /* a model call: no template of it applies (gw_plan_reserve) */
+        *out = 0;
         return 0;
     case GW_AMOUNT_TOKENS:
         *out = tokens->input + tokens->output; /* each is at most AMOUNT_MAX: no wrap */
@@ -122,6 +160,19 @@ static uint32_t key_index(struct gw_plan *plan, const char *text, uint32_t lengt
     return k;
 }
 
+/* The reserve's requirements from each distinct key's sum. */
+static void plan_requirements(struct gw_plan *plan, const uint64_t *sums)
+{
+    for (uint32_t k = 0; k < plan->key_count; k++) {
+        plan->key_requirement[k] = GW_PLAN_NOT_RESERVED;
+        if (sums[k] == 0)
+            continue; /* nothing to hold: left out of the reserve */
+        plan->key_requirement[k] = (uint8_t)plan->requirement_count;
+        plan->requirements[plan->requirement_count++] = (struct requirement){
+            .key = plan->key_text[k], .key_length = plan->key_length[k], .amount = sums[k]};
+    }
+}
+
 int gw_plan_reserve(struct gw_plan *plan, const struct gw_config *config, const struct gw_key *key,
                     const struct gw_model *model, const struct gw_tokens *estimate, char *error,
                     size_t error_size)
@@ -133,10 +184,14 @@ int gw_plan_reserve(struct gw_plan *plan, const struct gw_config *config, const 
     if (tokens_check(estimate, error, error_size) != 0)
         return -1;
     uint64_t sums[GW_LIMITS_MAX] = {0};
+    struct names names = {.key = key, .model = model};
     for (uint32_t i = 0; i < config->limit_count; i++) {
         const struct gw_limit *limit = &config->limits[i];
+        plan->template_key[i] = GW_PLAN_NOT_RESERVED;
+        if (limit->tool_calls_only)
+            continue; /* an MCP tool call's template */
         char text[LIMIT_KEY_LENGTH_MAX + 1];
-        int length = instantiate(limit, i, key, model, text, error, error_size);
+        int length = instantiate(limit, i, &names, text, error, error_size);
         uint64_t amount;
         if (length < 0 ||
             template_amount(limit->amount, model, estimate, &amount, error, error_size) != 0)
@@ -147,14 +202,43 @@ int gw_plan_reserve(struct gw_plan *plan, const struct gw_config *config, const 
         if (amount_sum(&sums[k], amount, plan->key_text[k], error, error_size) != 0)
             return -1;
     }
-    for (uint32_t k = 0; k < plan->key_count; k++) {
-        plan->key_requirement[k] = GW_PLAN_NOT_RESERVED;
-        if (sums[k] == 0)
-            continue; /* nothing to hold: left out of the reserve */
-        plan->key_requirement[k] = (uint8_t)plan->requirement_count;
-        plan->requirements[plan->requirement_count++] = (struct requirement){
-            .key = plan->key_text[k], .key_length = plan->key_length[k], .amount = sums[k]};
+    plan_requirements(plan, sums);
+    return 0;
+}
+
+int gw_plan_tool_call(struct gw_plan *plan, const struct gw_config *config,
+                      const struct gw_key *key, const char *mcp_server, const char *tool,
+                      size_t tool_length, uint64_t usd_micros, char *error, size_t error_size)
+{
+    assert(config->limit_count <= GW_LIMITS_MAX);
+    assert(usd_micros <= AMOUNT_MAX);
+    memset(plan, 0, offsetof(struct gw_plan, key_text));
+    plan->template_count = config->limit_count;
+    uint64_t sums[GW_LIMITS_MAX] = {0};
+    struct names names = {
+        .key = key, .mcp_server = mcp_server, .tool = tool, .tool_length = tool_length};
+    for (uint32_t i = 0; i < config->limit_count; i++) {
+        const struct gw_limit *limit = &config->limits[i];
+        plan->template_key[i] = GW_PLAN_NOT_RESERVED;
+        if (limit->model_calls_only)
+            continue; /* a model call's template */
+        char text[LIMIT_KEY_LENGTH_MAX + 1];
+        int length = instantiate(limit, i, &names, text, error, error_size);
+        if (length < 0)
+            return -1;
+        /* A tool call takes no tokens: those amounts are 0 and leave the
+         * key out unless another template gives it an amount. */
+        uint64_t amount =
+            limit->amount == GW_AMOUNT_REQUESTS || limit->amount == GW_AMOUNT_TOOL_CALLS ? 1
+            : limit->amount == GW_AMOUNT_USD_MICROS ? usd_micros
+                                                    : 0;
+        uint32_t k = key_index(plan, text, (uint32_t)length);
+        plan->template_amount[i] = limit->amount;
+        plan->template_key[i] = (uint8_t)k;
+        if (amount_sum(&sums[k], amount, plan->key_text[k], error, error_size) != 0)
+            return -1;
     }
+    plan_requirements(plan, sums);
     return 0;
 }
 
@@ -168,6 +252,8 @@ int gw_plan_complete(const struct gw_plan *plan, const struct gw_tokens *used,
     for (uint32_t i = 0; i < plan->template_count; i++) {
         uint64_t amount;
         uint32_t k = plan->template_key[i];
+        if (k == GW_PLAN_NOT_RESERVED)
+            continue; /* the template does not apply to the call */
         if (template_amount(plan->template_amount[i], plan->model, used, &amount, error,
                             error_size) != 0 ||
             amount_sum(&sums[k], amount, plan->key_text[k], error, error_size) != 0)

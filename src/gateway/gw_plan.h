@@ -50,6 +50,18 @@ int gw_plan_reserve(struct gw_plan *plan, const struct gw_config *config, const 
                     const struct gw_model *model, const struct gw_tokens *estimate, char *error,
                     size_t error_size);
 
+/* Plans the reserve of an MCP tool call by `key` to `tool` (not
+ * NUL-terminated) of the server named mcp_server, at usd_micros (the
+ * tool's price, at most AMOUNT_MAX): every template that does not name
+ * {model} or {upstream}, with requests and tool_calls 1, usd_micros the
+ * price, token amounts 0. plan->model is NULL: settle it without actuals
+ * (every key at its reserved amount). 0, or -1 with the reason in error
+ * (a key too long or not valid, for instance a tool name with white
+ * space under {tool}). */
+int gw_plan_tool_call(struct gw_plan *plan, const struct gw_config *config,
+                      const struct gw_key *key, const char *mcp_server, const char *tool,
+                      size_t tool_length, uint64_t usd_micros, char *error, size_t error_size);
+
 /* The actuals of the call's complete from the tokens it really used: one
  * per reserved requirement, same keys (the pointers of the requirements),
  * same order; the reserve's keys and no others (a key left out of the

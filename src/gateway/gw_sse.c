@@ -314,6 +314,10 @@ static int raw_text(struct gw_sse *sse, struct gw_sse_event *event)
 static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
 {
     event->has_data = true;
+    event->data = sse->data.data;
+    event->data_length = sse->data.length;
+    if (sse->endpoint == GW_ENDPOINT_MCP)
+        return 0; /* JSON-RPC messages: read by the MCP route (gw_mcp) */
     size_t length = sse->data.length;
     if (length == strlen(DONE_DATA) && memcmp(sse->data.data, DONE_DATA, length) == 0) {
         event->done = true;

@@ -75,6 +75,10 @@ struct gw_sse_event {
      * [DONE]) is given as one text, so that it is counted, not lost. */
     const struct gw_sse_text *texts;
     uint32_t text_count;
+    /* Valid during the callback only: its data lines joined by '\n' (not
+     * NUL-terminated), NULL when it has none. */
+    const char *data;
+    size_t data_length;
 };
 
 /* Called for each event; a non-zero return stops gw_sse_feed, which

@@ -288,6 +288,9 @@ int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *ans
     case GW_ENDPOINT_GEMINI:
     case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
         return gw_gemini_usage_read(answer, out, error, error_size);
+    case GW_ENDPOINT_MCP: /* no usage: a tool call costs its price */
+        memset(out, 0, sizeof *out);
+        return 0;
     }
     if (gw_usage_read(answer, out, error, error_size) != 0)
         return -1;

@@ -1237,3 +1237,31 @@ int handle_gateway_models(struct exchange *ex)
     keys_record_release(record);
     return exchange_answer(ex, 200, &b, 0);
 }
+
+/* ---- shared with the other routes' files (gateway_internal.h) ----------- */
+
+const struct gw_key *gateway_route_start(struct exchange *ex, struct gw_config **config_out,
+                                         struct keys_record **record)
+{
+    return route_start(ex, config_out, record);
+}
+
+int gateway_lease_id(struct exchange *ex, const char *caller, char *out, size_t out_size)
+{
+    return lease_id_of(ex, caller, 0, out, out_size);
+}
+
+int gateway_call_wait(struct exchange *ex, struct gateway_call *call)
+{
+    return call_wait(ex, call);
+}
+
+void gateway_reserve_start(struct exchange *ex)
+{
+    reserve_start(ex);
+}
+
+void gateway_wait_in_words(int64_t ms, char *out, size_t size)
+{
+    wait_in_words(ms, out, size);
+}

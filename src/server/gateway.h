@@ -50,6 +50,8 @@ int handle_gateway_response_item(struct exchange *exchange);
 /* POST /v1beta/models/{model}:generateContent, :streamGenerateContent,
  * :countTokens */
 int handle_gateway_gemini(struct exchange *exchange);
+/* POST, GET and DELETE /mcp/{server} (gateway_mcp.c, docs/mcp.md) */
+int handle_gateway_mcp(struct exchange *exchange);
 
 /* Prometheus lines of the gateway: calls, tokens, cost, denials, upstream
  * errors and latency, per model and caller (metrics.c calls it). */

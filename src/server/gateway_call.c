@@ -284,6 +284,8 @@ static void on_head(void *context, const struct gw_head *head)
     snprintf(call->upstream_retry_after_ms, sizeof call->upstream_retry_after_ms, "%s",
              head->retry_after_ms);
     call->first_byte_ns = clock_monotonic_ns();
+    snprintf(call->upstream_session_id, sizeof call->upstream_session_id, "%s",
+             head->mcp_session_id != NULL ? head->mcp_session_id : "");
     struct exchange *wake = NULL;
     if (call->stream && status == 200 && is_event_stream(content_type)) {
         call->mode = GATEWAY_MODE_STREAM;
@@ -342,7 +344,9 @@ static int on_event(void *context, const struct gw_sse_event *event)
         return 0; /* an unfinished tail: a client would drop it too */
     /* The end ([DONE], message_stop, response.completed, ...) and anything
      * after it wait until the lease is completed. */
-    if (event->stream_end || call->held.length > 0) {
+    bool end =
+        call->endpoint == GW_ENDPOINT_MCP ? gateway_mcp_event(call, event) : event->stream_end;
+    if (end || call->held.length > 0) {
         relay_event(call, &call->held, event);
         return 0;
     }
@@ -568,6 +572,9 @@ static int after_answer(struct exchange *ex)
             "The upstream answered %ld, a redirect, which the gateway does not "
             "follow: check the upstream's base_url.",
             status);
+    if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK &&
+        gateway_mcp_reply_unanswered(ex, call))
+        return 0;
     if (mode == GATEWAY_MODE_BUFFER && result == GW_FORWARD_OK)
         return gateway_reply_answer(ex, call);
     if (result == GW_FORWARD_INVALID) { /* the reason names no address: it may go out */
@@ -696,6 +703,7 @@ static void settled(void *context)
     }
     struct exchange *wake = NULL;
     if (call->mode == GATEWAY_MODE_STREAM) {
+        gateway_mcp_stream_unanswered(call); /* a tools/call's stream that never answered it */
         buffer_append(&call->answer, call->held.data, call->held.length); /* the end */
         call->stream_ended = true;
         wake_stream(call);
@@ -703,7 +711,7 @@ static void settled(void *context)
         wake = take_waiter(call);
     }
     pthread_mutex_unlock(&call->mutex);
-    if (call->charged) {
+    if (call->charged && call->model != NULL) {
         gateway_stats_add(&call->gateway->stats, call->model->name, call->key->caller,
                           call->key->team, &delta);
         observe(call);
@@ -736,8 +744,11 @@ static void settle(struct gateway_call *call)
     pthread_mutex_lock(&call->mutex);
     gateway_call_advance(call, GATEWAY_CALL_SETTLING);
     gateway_call_retain(call); /* the settle's */
-    bool made = call_was_made(call);
-    if (made)
+    bool mcp = call->endpoint == GW_ENDPOINT_MCP;
+    bool made = mcp ? gateway_mcp_charged(call) : call_was_made(call);
+    if (made && mcp)
+        call->at_reservation = true; /* a tool call costs its price: what it reserved */
+    else if (made)
         measure(call);
     pthread_mutex_unlock(&call->mutex);
     struct wait *wait = call->gateway->server->wait;
@@ -776,11 +787,14 @@ void gateway_call_client_gone(struct http_exchange *hx)
     call->client_gone = true;
     if (call->transfer != NULL)
         gw_forward_cancel(call->gateway->engine, call->transfer);
+    bool tell_server = call->transfer != NULL && call->mcp.tool_call;
     bool waiting = call->reserving && call->state == GATEWAY_CALL_PLANNED;
     bool pumping = call->pumping_answer;
     pthread_mutex_unlock(&call->mutex);
     if (pumping) /* the rest of a whole answer goes nowhere: let it end */
         http_wake(hx);
+    if (tell_server)
+        gateway_mcp_cancel_upstream(call);
     /* A reserve still waiting leaves the queue; one answered meanwhile is a
      * no-op here, and its forward finds the client gone. */
     if (waiting)

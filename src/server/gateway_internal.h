@@ -16,6 +16,7 @@
 #include "gateway/gw_config.h"
 #include "gateway/gw_estimate.h"
 #include "gateway/gw_forward.h"
+#include "gateway/gw_mcp.h"
 #include "gateway/gw_observed.h"
 #include "gateway/gw_owners.h"
 #include "gateway/gw_plan.h"
@@ -273,6 +274,16 @@ struct gateway_call {
     bool at_reservation;
     uint64_t cost_usd_micros;
 
+    /* MCP (gateway_mcp.c): the server of a call on /mcp/{server}, the
+     * tools/call it carries (mcp.tool_call), that call's price and rule,
+     * how the server answered it, and the server's Mcp-Session-Id. */
+    const struct gw_mcp_server *mcp_server;
+    struct gw_mcp_request mcp;
+    uint64_t mcp_price_usd_micros;
+    bool mcp_charge_errors;
+    enum gw_mcp_outcome mcp_outcome;
+    char upstream_session_id[GW_MCP_SESSION_ID_LENGTH_MAX + 1];
+
     bool linked; /* in gateway.calls: forwarded, not yet settled */
     struct gateway_call *previous_active;
     struct gateway_call *next_active;
@@ -301,6 +312,52 @@ int gateway_call_forward(struct exchange *exchange, struct gateway_call *call);
 void gateway_call_exchange_gone(struct gateway_call *call);
 /* on_gone of a gateway exchange: its client closed the connection. */
 void gateway_call_client_gone(struct http_exchange *exchange);
+
+/* ---- what gateway.c shares with the other routes' files ---------------- */
+
+/* The config in force (retained: the caller releases it) and the caller's
+ * key; NULL with the answer given (no gateway, 401). */
+const struct gw_key *gateway_route_start(struct exchange *exchange, struct gw_config **config_out,
+                                         struct keys_record **record);
+/* The call's lease id (attempt 0; gateway.c's lease_id_of). 0, or -1. */
+int gateway_lease_id(struct exchange *exchange, const char *caller, char *out, size_t out_size);
+/* Prefer: wait and x-llmlimit-priority for the call; 0, or -1 with the
+ * 400 given. */
+int gateway_call_wait(struct exchange *exchange, struct gateway_call *call);
+/* A wait in words for the person who reads a denial: "250 ms", "42 s",
+ * "28 days 5 h". */
+void gateway_wait_in_words(int64_t ms, char *out, size_t size);
+/* As exchange_call_backend's call: the call's reserve through the wait layer. */
+void gateway_reserve_start(struct exchange *exchange);
+
+/* ---- MCP: gateway_mcp_answer.c (the route: gateway_mcp.c) --------------- */
+
+/* A JSON-RPC error answer (id: the request's, or NULL for null) with its
+ * code, message and data (JSON text or NULL). 0. */
+int gateway_mcp_reply(struct exchange *exchange, unsigned status, const struct gw_mcp_id *id,
+                      int code, const char *message, const char *data_json);
+
+/* An event of an MCP server's stream (call->mutex held): whether it is
+ * the answer to the call's tools/call (held, like a stream's end, until
+ * the lease is settled). */
+bool gateway_mcp_event(struct gateway_call *call, const struct gw_sse_event *event);
+/* At settling (call->mutex held): whether the tools/call is charged (its
+ * result, or an error of a tool that charges errors). */
+bool gateway_mcp_charged(struct gateway_call *call);
+/* A whole 2xx answer that does not answer the call's tools/call: the
+ * JSON-RPC error given instead (true), or false (answer it as it came). */
+bool gateway_mcp_reply_unanswered(struct exchange *exchange, struct gateway_call *call);
+/* A tools/call's event stream ended without its answer (call->mutex
+ * held, the lease settled): a JSON-RPC error event for its id is added
+ * to what the client gets, so that it does not wait for an answer that
+ * will never come. Nothing for any other call. */
+void gateway_mcp_stream_unanswered(struct gateway_call *call);
+/* The client of a forwarded tools/call left: tell the server
+ * (notifications/cancelled), fire and forget. */
+void gateway_mcp_cancel_upstream(struct gateway_call *call);
+/* The JSON-RPC error that answers the call's request (its id). */
+void gateway_mcp_error_body(struct buffer *b, const struct gateway_call *call, unsigned status,
+                            const char *code, const char *message);
 
 /* ---- limits from their templates' defaults: gateway_defaults.c ---------- */
 

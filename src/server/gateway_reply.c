@@ -59,6 +59,8 @@ static enum gw_endpoint error_surface(const struct exchange *ex)
 {
     if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
         return GW_ENDPOINT_GEMINI;
+    if ((ex->route->flags & ROUTE_ERROR_MCP) != 0)
+        return GW_ENDPOINT_MCP;
     return (ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0 ? GW_ENDPOINT_MESSAGES
                                                            : GW_ENDPOINT_CHAT_COMPLETIONS;
 }
@@ -110,7 +112,11 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     vsnprintf(message, sizeof message, format, args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    error_body(&b, ex, status, type, code, retry_after_ms, message);
+    struct gateway_call *mcp_call = ex->gateway_call;
+    if (error_surface(ex) == GW_ENDPOINT_MCP && mcp_call != NULL && mcp_call->mcp.id.present)
+        gateway_mcp_error_body(&b, mcp_call, status, code, message); /* answers its request */
+    else
+        error_body(&b, ex, status, type, code, retry_after_ms, message);
     buffer_append_char(&b, '\n'); /* as every JSON answer of llmlimitd's own */
     gateway_headers_add(h, "Content-Type", "application/json");
     if (retry_after_ms > 0)
@@ -282,6 +288,7 @@ static bool requirement_in(const struct gw_plan *plan, uint32_t r, unsigned amou
 {
     for (uint32_t t = 0; t < plan->template_count; t++) {
         if ((amounts & AMOUNT_BIT(plan->template_amount[t])) != 0 &&
+            plan->template_key[t] != GW_PLAN_NOT_RESERVED &&
             plan->key_requirement[plan->template_key[t]] == r)
             return true;
     }
@@ -495,6 +502,7 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
     pthread_mutex_lock(&call->mutex);
     unsigned status = (unsigned)call->upstream_status;
     relay_header(&h, call, "Content-Type", call->upstream_content_type);
+    relay_header(&h, call, "Mcp-Session-Id", call->upstream_session_id);
     /* An upstream's refusal keeps its advice on when to try again: the
      * OpenAI SDK waits for it before it retries. */
     if (status >= 400) {
@@ -559,6 +567,7 @@ int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
     pthread_mutex_lock(&call->mutex);
     if (!relay_header(&h, call, "Content-Type", call->upstream_content_type))
         gateway_headers_add(&h, "Content-Type", "text/event-stream"); /* what it began with */
+    relay_header(&h, call, "Mcp-Session-Id", call->upstream_session_id);
     call->streaming = true; /* from now on, what comes wakes the exchange */
     pthread_mutex_unlock(&call->mutex);
     gateway_headers_add(&h, "Cache-Control", "no-cache");

@@ -23,6 +23,7 @@ enum route_flag {
     ROUTE_ERROR_OPENAI = 32,    /* error bodies in OpenAI's shape (the gateway's routes) */
     ROUTE_ERROR_ANTHROPIC = 64, /* error bodies in Anthropic's shape (the gateway's Messages) */
     ROUTE_ERROR_GEMINI = 128,   /* error bodies in Google's shape (the gateway's Gemini) */
+    ROUTE_ERROR_MCP = 256,      /* the gateway's own errors as JSON-RPC (the MCP route) */
 };
 
 struct exchange;

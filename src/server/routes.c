@@ -48,6 +48,8 @@ static const struct route rows[] = {
     /* after input_tokens: {id}, {id}/input_items, {id}/cancel */
     {"gateway_response", "/v1/responses/", GET_HEAD | HTTP_POST | HTTP_DELETE, AUTH_GATEWAY,
      ROUTE_ITEM | ROUTE_ERROR_OPENAI, handle_gateway_response_item},
+    {"gateway_mcp", "/mcp/", HTTP_POST | HTTP_GET | HTTP_DELETE, AUTH_GATEWAY,
+     ROUTE_ITEM | ROUTE_ERROR_OPENAI | ROUTE_ERROR_MCP, handle_gateway_mcp},
     {"metrics", "/metrics", GET_HEAD, AUTH_CLIENT, ROUTE_TEXT, handle_metrics},
     {"healthz", "/healthz", GET_HEAD, AUTH_NONE, 0, handle_healthz},
     {"readyz", "/readyz", GET_HEAD, AUTH_NONE, 0, handle_readyz},

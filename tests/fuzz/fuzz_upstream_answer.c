@@ -254,6 +254,8 @@ static uint64_t template_charge(enum gw_amount amount, const struct gw_tokens *t
         return t->output;
     case GW_AMOUNT_USD_MICROS:
         return cost;
+    case GW_AMOUNT_TOOL_CALLS: /* an MCP tool call's: none of the fuzzed templates */
+        return 0;
     }
     assert(false);
     return 0;

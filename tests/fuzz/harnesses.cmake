@@ -15,9 +15,12 @@ set(LLMLIMIT_FUZZ_TB_SOURCES ${LLMLIMIT_FUZZ_TB_DIR}/tbc_checksum.c
 # calls these on the upstream's bytes): its event stream, usage, cost and
 # plan, and the config the plan is made from.
 list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
+# The MCP route's JSON-RPC reading (src/gateway/gw_mcp.c, in the server sources).
+list(APPEND LLMLIMIT_FUZZ_HARNESSES mcp)
 set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
 set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_mcp.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_cost.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_agents.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_references.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_text.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_plan.c
@@ -42,6 +45,7 @@ set(LLMLIMIT_FUZZ_SERVER_SOURCES
     ${PROJECT_SOURCE_DIR}/src/wire/reserve_scan.c
     ${PROJECT_SOURCE_DIR}/src/wire/encode.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_error.c
+    ${PROJECT_SOURCE_DIR}/src/gateway/gw_mcp.c
     ${PROJECT_SOURCE_DIR}/src/gateway/gw_endpoint.c
     ${PROJECT_SOURCE_DIR}/src/util/jdoc.c
     ${PROJECT_SOURCE_DIR}/src/util/log.c

@@ -96,6 +96,15 @@ def input_words(body):
     return total
 
 
+def holds_tool_result(body):
+    """Whether the request's last message answers a tool call."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    content = last.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+
+
 class Plan:
     """Token counts and content of one Messages answer.
 
@@ -119,6 +128,13 @@ class Plan:
         self.send_usage = mode != "stream-no-usage"
         self.reasoning = params.get("reasoning_tokens", 0)
         self.tool_calls = params.get("tool_calls", 0)
+        self.tools = [t.get("name") for t in body.get("tools") or []
+                      if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        self.mcp_tool = bool(params.get("mcp_tool")) and not holds_tool_result(body)
+        if self.mcp_tool:
+            self.tool_calls = 1
+            mcp = [name for name in self.tools if name.startswith("mcp__")]
+            self.tools = [name for name in mcp if name.endswith("__web_search")] or mcp or self.tools
         wanted = params.get("completion_tokens", fake_common.COMPLETION_TOKENS_DEFAULT)
         room = body["max_tokens"] - self.reasoning - self.tool_calls * fake_common.TOOL_CALL_TOKENS
         self.completion = max(0, min(wanted, room))
@@ -126,8 +142,6 @@ class Plan:
             "tool_use" if self.tool_calls else "end_turn")
         self.chunks = params.get("chunks", self.completion)
         self.message_deltas = max(1, params.get("message_deltas", 1))
-        self.tools = [t.get("name") for t in body.get("tools") or []
-                      if isinstance(t, dict) and isinstance(t.get("name"), str)]
         self.delay_seconds = fake_common.delay_seconds(mode, params)
 
     @property
@@ -144,6 +158,8 @@ class Plan:
         return self.tools[number % len(self.tools)] if self.tools else "fake_tool"
 
     def tool_input(self, number):
+        if self.mcp_tool:
+            return {"query": fake_common.WORDS[number % len(fake_common.WORDS)]}
         return {"word": fake_common.WORDS[number % len(fake_common.WORDS)]}
 
     def usage(self):

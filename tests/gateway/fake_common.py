@@ -31,6 +31,10 @@ PARAM_MAX = {
     "cache_write_5m": 100_000_000, "cache_write_1h": 100_000_000, "reasoning_tokens": 100_000,
     "tool_calls": 16, "message_deltas": 16, "should_retry": 1, "status": 999,
     "event_bytes": 4 * 1024 * 1024, "tool_use_tokens": 100_000_000,
+    # Messages: answer one tool_use block naming the request's mcp__*__web_search
+    # tool, else its first mcp__ tool (input {"query": ...}), unless the request already holds
+    # a tool_result: then the usual text (an agent's tool loop of one turn).
+    "mcp_tool": 1,
 }
 WORDS = (
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",

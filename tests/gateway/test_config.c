@@ -399,7 +399,7 @@ static void limit_errors(void)
 #define L(key, amount) "[{\"key\":\"" key "\",\"amount\":\"" amount "\"}]"
     fails_with(UPSTREAMS, MODELS, L("a:{modle}", "tokens"), KEYS,
                "gateway.json: line 1: limits[0].key: unknown placeholder '{modle}' (known: "
-               "{model}, {upstream}, {caller}, {team})");
+               "{model}, {upstream}, {caller}, {team}, {mcp_server}, {tool})");
     fails_with(UPSTREAMS, MODELS, L("a:{model", "tokens"), KEYS,
                "gateway.json: line 1: limits[0].key: '{' without a closing '}'");
     fails_with(UPSTREAMS, MODELS, L("a:model}", "tokens"), KEYS,
@@ -409,7 +409,7 @@ static void limit_errors(void)
                "printable ASCII without white space");
     fails_with(UPSTREAMS, MODELS, L("a:{model}", "dollars"), KEYS,
                "gateway.json: line 1: limits[0].amount: must be requests, tokens, input_tokens, "
-               "uncached_input_tokens, output_tokens or usd_micros");
+               "uncached_input_tokens, output_tokens, usd_micros or tool_calls");
     fails_with(UPSTREAMS, MODELS, "[{\"amount\":\"tokens\"}]", KEYS,
                "gateway.json: line 1: limits[0].key: required");
     fails_with(UPSTREAMS, MODELS, "[{\"key\":\"k\"}]", KEYS,

@@ -1,0 +1,406 @@
+"""Budgets on MCP tool calls (docs/mcp.md), against the real llmlimitd in
+front of a fake MCP server built with the official @modelcontextprotocol/sdk
+(tests/gateway/mcp): everything passes through with the server's credential
+and never the virtual key; each tools/call reserves its price in the team
+budget model calls share, and is completed, released or denied as its
+answer says; bad input and bad servers get clear JSON-RPC errors with the
+lease settled. Skipped (77) without node or the SDK.
+
+Command line: as every gateway test (gw_harness.py) and --node NODE."""
+
+import os
+import json
+import socket
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gw_harness import (CHAT, SKIP, Caller, Gateway, argument, chat, cost,  # noqa: E402
+                        skip_unless_backend, wait_until)
+from mcp_fake import SERVER_SECRET, FakeMcp, McpClient, missing, wait_for  # noqa: E402
+
+NODE = argument("--node", "")
+MCP_KEY_ENV = "GW_TEST_MCP_SERVER_KEY"
+WEB_SEARCH_PRICE = 5000
+BROKEN_PRICE = 3000
+RPC_ERROR_PRICE = 700
+DEFAULT_PRICE = 11
+ROLLING = {"kind": "rolling", "capacity": 100000, "window_seconds": 3600}
+TEMPLATES = [
+    ("usd", "usd:{team}", "usd_micros"),          # model calls and tool calls: one budget
+    ("req", "req:{caller}", "requests"),          # both
+    ("conc", "conc:{caller}", "requests"),        # both
+    ("tools", "tools:{caller}", "tool_calls", ROLLING),                # tool calls only
+    ("mcp", "mcp:{mcp_server}:{tool}:{caller}", "requests", ROLLING),  # tool calls only
+    ("tpm", "tpm:{caller}:{model}", "tokens", ROLLING),                # model calls only
+]
+MODEL_COUNTED = "m-counted"  # prompt 1001, completion 499 tokens
+
+
+def mcp_servers(fake, fake_json):
+    tools = [{"name": "web_search", "usd_micros_per_call": WEB_SEARCH_PRICE},
+             {"name": "broken_search", "usd_micros_per_call": BROKEN_PRICE},
+             {"name": "rpc_error", "usd_micros_per_call": RPC_ERROR_PRICE,
+              "charge_errors": True},
+             {"name": "garbage", "usd_micros_per_call": 1},
+             {"name": "hang", "usd_micros_per_call": 1},
+             {"name": "stream_cut", "usd_micros_per_call": 1},
+             {"name": "slow", "usd_micros_per_call": 1}]
+    common = {"api_key_env": MCP_KEY_ENV, "tools": tools,
+              "default_usd_micros_per_call": DEFAULT_PRICE}
+    return [dict(common, name="search", url=fake.url, timeout_seconds=60),
+            dict(common, name="search-json", url=fake_json.url, timeout_seconds=60),
+            dict(common, name="search-short", url=fake.url, timeout_seconds=2)]
+
+
+def setUpModule():  # noqa: N802
+    global GW, FAKE, FAKE_JSON
+    skip_unless_backend()
+    reason = missing(NODE)
+    if reason:
+        print("SKIPPED: " + reason)
+        sys.exit(SKIP)
+    FAKE = FakeMcp(NODE)
+    FAKE_JSON = FakeMcp(NODE, json_answers=True)
+    GW = Gateway(templates=TEMPLATES, env={MCP_KEY_ENV: SERVER_SECRET},
+                 key_fields=lambda i: {"max_wait_seconds": 20})
+    GW.config["mcp_servers"] = mcp_servers(FAKE, FAKE_JSON)
+    GW.config["keys"][-1]["mcp_servers"] = ["search-json"]  # the restricted key
+    GW.write_config(GW.config)
+    GW.server.start()
+    assert wait_until(lambda: GW.server.request("GET", "/readyz")[0] == 200, 30)
+
+
+def tearDownModule():  # noqa: N802
+    code = GW.stop()
+    FAKE.stop()
+    FAKE_JSON.stop()
+    assert code == 0, "llmlimitd exit code %r:\n%s" % (code, GW.server.stderr_text())
+
+
+def client(caller, server="search"):
+    secret = caller.secret if isinstance(caller, Caller) else caller
+    return McpClient(GW.server.host, GW.server.port, server, secret)
+
+
+def used(key):
+    status, _, body = GW.server.usage(key)
+    return (body["used"], body["reserved"]) if status == 200 else None
+
+
+class PassThrough(unittest.TestCase):
+    def test_initialize_list_and_session_pass_through(self):
+        """initialize, notifications/initialized and tools/list reach the
+        server and come back as it answered, the session id both ways; the
+        server sees its own credential, never the virtual key."""
+        c = GW.caller()
+        mcp = client(c)
+        before = len(FAKE.requests())
+        init = mcp.initialize()
+        self.assertEqual(init["result"]["serverInfo"]["name"], "fake-search", init)
+        self.assertTrue(mcp.session)
+        status, _, messages = mcp.request("tools/list")
+        self.assertEqual(status, 200)
+        names = sorted(t["name"] for t in messages[-1]["result"]["tools"])
+        self.assertEqual(names, ["broken_search", "slow", "web_search"])
+        seen = FAKE.requests()[before:]
+        self.assertEqual([e["rpc"] for e in seen],
+                         ["initialize", "notifications/initialized", "tools/list"])
+        for entry in seen:
+            self.assertEqual(entry["authorization"], "Bearer " + SERVER_SECRET)
+            self.assertNotIn(c.secret, str(entry))
+        self.assertEqual(seen[1]["session"], mcp.session)
+        self.assertEqual(seen[2]["session"], mcp.session)
+        self.assertEqual(seen[2]["protocol_version"], "2025-06-18")
+        self.assertEqual(seen[2]["accept"], "application/json, text/event-stream")
+        # nothing listed or initialized is charged
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.used("req"), 0)
+
+    def test_delete_ends_the_session(self):
+        """DELETE goes through with the session: the server forgets it."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        conn = GW.connection()
+        conn.request("DELETE", "/mcp/search", headers=mcp.headers())
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        self.assertEqual(response.status, 200)
+        self.assertEqual(FAKE.requests()[-1]["http"], "DELETE")
+        status, _, _ = mcp.request("tools/list")
+        self.assertEqual(status, 404)  # the server's answer to a session it ended
+
+    def test_get_stream_passes_through(self):
+        """The GET event stream opens with the server's head, streamed."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        sock = socket.create_connection((GW.server.host, GW.server.port), timeout=10)
+        try:
+            sock.sendall(("GET /mcp/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                          "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n"
+                          "MCP-Protocol-Version: 2025-06-18\r\n\r\n"
+                          % (c.secret, mcp.session)).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(4096)
+        finally:
+            sock.close()
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        self.assertIn(b"text/event-stream", head.lower())
+        self.assertTrue(wait_for(lambda: FAKE.requests()[-1]["http"] == "GET"))
+
+
+class ToolCallCharges(unittest.TestCase):
+    def test_model_and_tool_calls_share_the_team_budget(self):
+        """One template usd:{team} takes a chat call's cost and a tool call's
+        price; tool_calls and {tool} templates only the tool call, {model}
+        ones only the model call; nothing is left reserved."""
+        c = GW.caller()
+        status, _, body = GW.call(c, CHAT, chat(MODEL_COUNTED, max_tokens=600))
+        self.assertEqual(status, 200, body)
+        model_cost = cost(1001, 499)
+        self.assertEqual(c.used("usd"), model_cost)
+        self.assertIsNone(used("tools:" + c.name))  # never touched by a model call
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("web_search", {"query": "budgets"})
+        self.assertEqual(status, 200)
+        self.assertEqual(answer["result"]["content"][0]["text"],
+                         "results for budgets: llmlimit.example")
+        self.assertEqual(c.used("usd"), model_cost + WEB_SEARCH_PRICE)
+        self.assertEqual(c.reserved("usd"), 0)
+        self.assertEqual(c.used("req"), 2)
+        self.assertEqual(used("tools:" + c.name), (1, 0))
+        self.assertEqual(used("mcp:search:web_search:" + c.name), (1, 0))
+        self.assertEqual(used("tpm:%s:%s" % (c.name, MODEL_COUNTED)), (1500, 0))
+        self.assertEqual(c.used("conc"), 0)
+
+    def test_json_answers_and_unlisted_tools(self):
+        """A server answering JSON (not a stream) settles the same; a tool
+        not in the config costs the server's default price."""
+        c = GW.caller()
+        mcp = client(c, "search-json")
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("web_search", {"query": "x"})
+        self.assertEqual(status, 200)
+        self.assertIn("result", answer)
+        self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
+        status, answer, _ = mcp.call_tool("no_such_tool")
+        self.assertEqual(status, 200)
+        # the server's error for an unknown tool: released at the default price
+        self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
+        self.assertEqual(c.reserved("usd"), 0)
+
+    def test_is_error_releases(self):
+        """A result with isError: true releases the lease: nothing charged."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("broken_search", {"query": "x"})
+        self.assertEqual(status, 200)
+        self.assertTrue(answer["result"]["isError"])
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
+        self.assertEqual(used("tools:" + c.name), (0, 0))
+        self.assertEqual(len(FAKE.tool_calls("broken_search")) >= 1, True)
+
+    def test_charge_errors_charges(self):
+        """A JSON-RPC error of a tool with charge_errors is charged its price."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("rpc_error")
+        self.assertEqual(status, 200)
+        self.assertEqual(answer["error"]["message"], "the tool crashed")
+        self.assertEqual(c.used("usd"), RPC_ERROR_PRICE)
+        self.assertEqual(c.reserved("usd"), 0)
+
+
+class Denials(unittest.TestCase):
+    def test_spent_budget_refuses_the_tool_call(self):
+        """With the budget spent the tools/call is answered -32000 naming
+        the limit, with data.retry_after_ms and data.denied_keys; nothing
+        reaches the server and nothing is charged or held."""
+        c = GW.caller(usd=WEB_SEARCH_PRICE + 100)
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("web_search", {"query": "first"})
+        self.assertIn("result", answer)
+        calls_before = len(FAKE.tool_calls())
+        status, answer, _ = mcp.call_tool("web_search", {"query": "second"})
+        self.assertEqual(status, 200)
+        error = answer["error"]
+        self.assertEqual(answer["id"], mcp.next_id - 1)
+        self.assertEqual(error["code"], -32000)
+        self.assertIn("usd:" + c.team, error["message"])
+        self.assertEqual(error["data"]["denied_keys"], ["usd:" + c.team])
+        self.assertIsInstance(error["data"]["retry_after_ms"], int)
+        self.assertGreater(error["data"]["retry_after_ms"], 0)
+        self.assertEqual(len(FAKE.tool_calls()), calls_before)
+        self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
+        self.assertEqual(c.reserved("usd"), 0)
+
+    def test_denied_keys_are_json_whatever_the_tool_name(self):
+        """A tool name with '"' and '\\' under {tool}: the denial's denied_keys is valid
+        JSON naming that very key."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        tool = 'a"b\\c'
+        key = "mcp:search:%s:%s" % (tool, c.name)
+        status, _, body = GW.server.put_limit(dict(ROLLING, key=key, capacity=1))
+        self.assertEqual(status, 200, body)
+        hold = "hold-" + c.name
+        self.assertEqual(GW.server.reserve(hold, {key: 1})[0], 200)
+        status, answer, _ = mcp.call_tool(tool)
+        self.assertEqual(status, 200)
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [key])
+        self.assertEqual(GW.server.release(hold)[0], 200)
+
+    def test_prefer_wait_waits_for_a_slot(self):
+        """A tools/call whose concurrency slot is taken: without Prefer: wait it is denied at
+        once; with Prefer: wait=N it waits, and runs once the slot is freed."""
+        c = GW.caller(conc=1)
+        mcp = client(c)
+        mcp.initialize()
+        hold = "hold-" + c.name
+        self.assertEqual(GW.server.reserve(hold, {c.keys["conc"]: 1})[0], 200)
+        status, answer, _ = mcp.call_tool("web_search", {"query": "now"})
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [c.keys["conc"]])
+        results = []
+        calls_before = len(FAKE.tool_calls())
+        waiter = threading.Thread(target=lambda: results.append(mcp.call_tool(
+            "web_search", {"query": "later"}, headers={"Prefer": "wait=15"})))
+        waiter.start()
+        self.assertTrue(wait_until(lambda: GW.waiting() >= 1, 10))
+        self.assertEqual(len(FAKE.tool_calls()), calls_before)  # not sent while it waits
+        self.assertEqual(GW.server.release(hold)[0], 200)
+        waiter.join(30)
+        status, answer, _ = results[0]
+        self.assertEqual(status, 200)
+        self.assertIn("results for later", answer["result"]["content"][0]["text"])
+        self.assertEqual(c.used("usd"), WEB_SEARCH_PRICE)
+
+    def test_key_not_allowed_the_server(self):
+        """A key whose mcp_servers does not list the server: 403 in JSON-RPC;
+        an unknown server 404; no key 401; nothing forwarded."""
+        before = len(FAKE.requests())
+        secret = GW.restricted[0]
+        status, _, text = client(secret, "search").post(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        self.assertEqual(status, 403, text)
+        self.assertIn('"code":-32000', text)
+        self.assertIn("may not use the MCP server 'search'", text)
+        status, _, text = client(GW.caller(), "nope").post(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        self.assertEqual(status, 404, text)
+        self.assertIn("No MCP server 'nope'", text)
+        status, _, text = client(None, "search").post(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        self.assertEqual(status, 401, text)
+        self.assertIn('"jsonrpc":"2.0"', text)
+        self.assertEqual(len(FAKE.requests()), before)
+
+
+class BadInput(unittest.TestCase):
+    def test_malformed_messages(self):
+        """Not JSON, a batch, a tools/call without a name or an id: each a
+        JSON-RPC error (400) with its code; nothing forwarded or reserved."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        before = len(FAKE.requests())
+        cases = [
+            ("{not json", -32700, None),
+            ('[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', -32600, None),
+            ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}', -32602, 5),
+            ('{"jsonrpc":"2.0","method":"tools/call","params":{"name":"web_search"}}', -32600,
+             None),
+            ('{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', -32600, None),
+        ]
+        for raw, code, answer_id in cases:
+            status, _, text = mcp.post(None, raw=raw)
+            self.assertEqual(status, 400, (raw, text))
+            body = json.loads(text)
+            self.assertEqual(body["error"]["code"], code, (raw, body))
+            self.assertEqual(body["id"], answer_id, (raw, body))
+        self.assertEqual(len(FAKE.requests()), before)
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
+
+    def test_server_answering_garbage(self):
+        """A 200 that is not a JSON-RPC answer to the call: 502 with a
+        JSON-RPC error for its id; released; the gateway stays up."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("garbage")
+        self.assertEqual(status, 502)
+        self.assertEqual(answer["error"]["code"], -32000)
+        self.assertEqual(answer["id"], mcp.next_id - 1)
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
+        self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
+
+    def test_stream_ending_without_the_answer(self):
+        """An event stream that ends without the call's answer: the client gets what came
+        and then a JSON-RPC error for its id; released."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        status, answer, messages = mcp.call_tool("stream_cut")
+        self.assertEqual(status, 200)
+        self.assertEqual(messages[0]["method"], "notifications/message")
+        self.assertEqual(answer["id"], mcp.next_id - 1)
+        self.assertEqual(answer["error"]["code"], -32000)
+        self.assertIn("ended without an answer", answer["error"]["message"])
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
+
+    def test_server_never_answering(self):
+        """A server that never answers is cut at its timeout: 504 in
+        JSON-RPC, released, the gateway up."""
+        c = GW.caller()
+        mcp = client(c, "search-short")
+        mcp.initialize()
+        started = time.time()
+        status, answer, _ = mcp.call_tool("hang")
+        self.assertEqual(status, 504)
+        self.assertLess(time.time() - started, 30)
+        self.assertEqual(answer["error"]["code"], -32000)
+        self.assertEqual(c.used("usd"), 0)
+        self.assertTrue(wait_for(lambda: c.reserved("usd") == 0))
+        self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
+
+    def test_client_gone_releases_and_cancels_upstream(self):
+        """A client that leaves mid tools/call: the lease is released at
+        once, and the server gets notifications/cancelled for the call."""
+        c = GW.caller()
+        mcp = client(c)
+        mcp.initialize()
+        sock = socket.create_connection((GW.server.host, GW.server.port), timeout=10)
+        body = ('{"jsonrpc":"2.0","id":42,"method":"tools/call",'
+                '"params":{"name":"slow","arguments":{"ms":30000}}}')
+        head = "".join("%s: %s\r\n" % kv for kv in mcp.headers().items())
+        sock.sendall(("POST /mcp/search HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s"
+                      % (head, len(body), body)).encode())
+        self.assertTrue(wait_for(lambda: any(e.get("tool_ran") == "slow" for e in FAKE.log())))
+        self.assertEqual(c.reserved("usd"), 1)
+        self.assertEqual(c.reserved("conc"), 1)
+        sock.close()
+        self.assertTrue(wait_for(lambda: c.reserved("conc") == 0))
+        self.assertEqual(c.used("usd"), 0)
+        self.assertEqual(c.reserved("usd"), 0)
+        self.assertTrue(wait_for(lambda: any(
+            e.get("rpc") == "notifications/cancelled" and e["body"]["params"]["requestId"] == 42
+            for e in FAKE.requests())))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
