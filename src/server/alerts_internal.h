@@ -1,0 +1,72 @@
+/* What alerts.c and alert_send.c share: the alerts object. Nothing outside
+ * those two files includes this. */
+#ifndef LLMLIMIT_SERVER_ALERTS_INTERNAL_H
+#define LLMLIMIT_SERVER_ALERTS_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+
+#include "alerts.h"
+#include "core/periodic.h"
+#include "util/sha256.h"
+
+#define ALERT_SENDS_IN_FLIGHT_MAX 16 /* deliveries at once: a dead receiver holds one each */
+#define ALERT_SEND_TIMEOUT_MS 10000
+#define ALERT_SEND_CONNECT_TIMEOUT_MS 5000
+#define ALERT_SEND_POLL_MS 200 /* the sender looks for due alerts this often */
+
+/* A limit with alerts, as the scanner watches it. */
+struct alert_watch {
+    struct limit_definition definition;
+    /* Rolling and concurrency: since when each alert's level has held
+     * (0: it does not now). */
+    int64_t level_since_unix_ms[LIMIT_ALERTS_MAX];
+};
+
+struct alerts {
+    struct backend *backend;
+    struct registry *registry;
+    struct spend *spend;
+    struct clock *clock;
+    char webhook[WEBHOOK_URL_LENGTH_MAX + 1]; /* --alert-webhook ("": none) */
+    enum alert_format format;
+    uint8_t secret[ALERT_SECRET_BYTES_MAX];
+    size_t secret_length;
+    bool signed_; /* a secret file was given */
+    uint32_t scan_ms;
+    uint32_t retry_ms;
+    char dir[PATH_MAX];
+    char path[PATH_MAX];
+    char tmp_path[PATH_MAX];
+
+    pthread_mutex_t mutex; /* everything below */
+    struct alert *kept;    /* ALERTS_KEPT_MAX, oldest first */
+    uint32_t kept_count;
+    bool dirty; /* kept differs from the file */
+    bool write_failed;
+    struct alerts_stats stats;
+
+    /* The scanner's own (its thread only). */
+    struct alert_watch *watched;
+    uint32_t watched_count;
+    uint64_t registry_generation; /* of watched; 0: never read */
+    struct periodic scanner;
+    bool scanner_started;
+
+    /* The sender (alert_send.c). */
+    void *multi; /* CURLM */
+    pthread_t sender;
+    bool sender_started;
+    bool sender_stopping; /* under mutex */
+};
+
+/* Starts and stops the sender thread. 0 or -1. */
+int alert_send_start(struct alerts *alerts);
+void alert_send_stop(struct alerts *alerts);
+/* Wakes the sender: new alerts were saved. */
+void alert_send_wake(struct alerts *alerts);
+
+/* The kept alert with this id, or NULL (mutex held). */
+struct alert *alerts_find_locked(struct alerts *alerts, const char *id);
+
+#endif
