@@ -406,6 +406,38 @@ class AlertsTest(unittest.TestCase):
         status, _, body = server.request("GET", "/v1/alerts?limit=1001")
         self.assertEqual(status, 400)
 
+    def test_bad_flags_and_a_broken_alerts_file_stop_the_start(self):
+        """A webhook flag that is not http(s), a missing or empty secret file and an
+        alerts.json that is not one stop llmlimitd at start (exit 1), naming what;
+        a stale alerts.json.tmp is removed and never read."""
+        from harness import ServerError
+        empty = os.path.join(self.dir, "empty")
+        open(empty, "w").close()
+        cases = [(["--alert-webhook", "ftp://hooks.example/x"], "--alert-webhook"),
+                 (["--alert-secret-file", os.path.join(self.dir, "missing")], "missing"),
+                 (["--alert-secret-file", empty], "empty")]
+        for args, named in cases:
+            server = Server(BINARY, backend="memory", args=args)
+            self.servers.append(server)
+            with self.assertRaises(ServerError) as failed:
+                server.start()
+            self.assertIn(named, str(failed.exception))
+        data_dir = tempfile.mkdtemp(prefix="llmlimit-alerts-file-")
+        with open(os.path.join(data_dir, "alerts.json"), "w") as f:
+            f.write('[{"id": "not an alert"}]\n')
+        server = Server(BINARY, backend="memory", data_dir=data_dir)
+        self.servers.append(server)
+        with self.assertRaises(ServerError) as failed:
+            server.start()
+        self.assertIn("alerts.json: line 1: not an alert", str(failed.exception))
+        with open(os.path.join(data_dir, "alerts.json"), "w") as f:
+            f.write("[]\n")
+        with open(os.path.join(data_dir, "alerts.json.tmp"), "w") as f:
+            f.write("garbage")
+        server.start()
+        self.assertFalse(os.path.exists(os.path.join(data_dir, "alerts.json.tmp")))
+        self.assertEqual(self.alerts(server), [])
+
     def test_two_front_ends_on_one_cluster_give_one_alert_id(self):
         """Two front ends on one TigerBeetle cluster, the same definition in
         each: the alert each fires has the same id, so a receiver keeps one."""
