@@ -367,9 +367,13 @@ static void watch_refresh(struct alerts *alerts)
             old++;
         if (old < alerts->watched_count &&
             strcmp(alerts->watched[old].definition.key, d->key) == 0 &&
-            limit_alerts_same(&alerts->watched[old].definition, d))
+            limit_alerts_same(&alerts->watched[old].definition, d)) {
             memcpy(fresh[n].level_since_unix_ms, alerts->watched[old].level_since_unix_ms,
                    sizeof fresh[n].level_since_unix_ms);
+            memcpy(fresh[n].level_below_since_unix_ms,
+                   alerts->watched[old].level_below_since_unix_ms,
+                   sizeof fresh[n].level_below_since_unix_ms);
+        }
         n++;
     }
     free(states);
@@ -468,9 +472,13 @@ static bool alert_due(struct alerts *alerts, struct alert_watch *w, uint32_t i,
     f->period_end_ms = f->period_start_ms + ALERT_DAY_MS;
     uint64_t level = amount_add_saturating(u->reserved, u->used);
     if (level < threshold_amount(capacity, t->at_percent)) {
-        w->level_since_unix_ms[i] = 0;
+        if (w->level_below_since_unix_ms[i] == 0)
+            w->level_below_since_unix_ms[i] = f->now_ms;
+        if (f->now_ms - w->level_below_since_unix_ms[i] >= ALERT_LEVEL_DIP_MS)
+            w->level_since_unix_ms[i] = 0;
         return false;
     }
+    w->level_below_since_unix_ms[i] = 0;
     if (w->level_since_unix_ms[i] == 0)
         w->level_since_unix_ms[i] = f->now_ms;
     return f->now_ms - w->level_since_unix_ms[i] >= limit_hold_duration_ms(&u->state.definition);

@@ -13,14 +13,20 @@
 #define ALERT_SENDS_IN_FLIGHT_MAX 16 /* deliveries at once: a dead receiver holds one each */
 #define ALERT_SEND_TIMEOUT_MS 10000
 #define ALERT_SEND_CONNECT_TIMEOUT_MS 5000
-#define ALERT_SEND_POLL_MS 200 /* the sender looks for due alerts this often */
+#define ALERT_SEND_POLL_MS 200
+/* A rolling or concurrency limit "full for a whole window" may dip below the
+ * level for this long: the holds of a window free together and are taken
+ * again (on tigerbeetle they expire by the second). */
+#define ALERT_LEVEL_DIP_MS 1000 /* the sender looks for due alerts this often */
 
 /* A limit with alerts, as the scanner watches it. */
 struct alert_watch {
     struct limit_definition definition;
     /* Rolling and concurrency: since when each alert's level has held
-     * (0: it does not now). */
+     * (0: it does not now), and since when it has been below it (0: it is
+     * not): a dip shorter than ALERT_LEVEL_DIP_MS does not end the stretch. */
     int64_t level_since_unix_ms[LIMIT_ALERTS_MAX];
+    int64_t level_below_since_unix_ms[LIMIT_ALERTS_MAX];
 };
 
 struct alerts {
