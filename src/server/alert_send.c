@@ -114,7 +114,7 @@ static void take_due(struct alerts *alerts, struct flight *flight)
     pthread_mutex_lock(&alerts->mutex);
     for (uint32_t i = 0; i < alerts->kept_count && flight->count < ALERT_SENDS_IN_FLIGHT_MAX; i++) {
         struct alert *a = &alerts->kept[i];
-        if (a->delivery != ALERT_PENDING || !a->saved || a->in_flight ||
+        if (a->delivery != ALERT_PENDING || !a->saved || !a->claimed || a->in_flight ||
             a->next_attempt_unix_ms > now_ms)
             continue;
         if (now_ms - a->at_unix_ms >= ALERT_GIVE_UP_MS) {

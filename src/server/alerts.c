@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hex.h"
 #include "registry.h"
 #include "spend.h"
 #include "util/arena.h"
@@ -18,7 +19,8 @@
 #include "util/log.h"
 
 static const char *const type_names[] = {"limit.threshold", "budget.runout"};
-static const char *const delivery_names[] = {"pending", "sent", "failed", "none"};
+static const char *const delivery_names[] = {"pending", "sent", "failed", "none", "elsewhere"};
+#define DELIVERY_COUNT 5
 
 const char *alert_type_name(enum alert_type type)
 {
@@ -27,7 +29,7 @@ const char *alert_type_name(enum alert_type type)
 
 const char *alert_delivery_name(enum alert_delivery delivery)
 {
-    assert((unsigned)delivery < 4);
+    assert((unsigned)delivery < DELIVERY_COUNT);
     return delivery_names[delivery];
 }
 
@@ -139,7 +141,7 @@ static void encode_kept(struct buffer *b, const struct alert *a)
     buffer_member_i64(b, "delivered_at_unix_ms", a->delivered_at_unix_ms);
     buffer_append_char(b, ',');
     buffer_member_string(b, "last_error", a->last_error);
-    buffer_append_char(b, '}');
+    buffer_append_str(b, a->claimed ? ",\"claimed\":true}" : ",\"claimed\":false}");
 }
 
 /* ---- The file. */
@@ -183,7 +185,7 @@ static bool decode_names(const struct jdoc_value *o, struct alert *a)
         limit_kind_parse(text, &a->kind) != 0)
         return false;
     if (!copy_string(jdoc_get(o, "delivery"), text, sizeof text) ||
-        (i = name_index(delivery_names, 4, text)) < 0)
+        (i = name_index(delivery_names, DELIVERY_COUNT, text)) < 0)
         return false;
     a->delivery = (enum alert_delivery)i;
     return copy_string(jdoc_get(o, "format"), text, sizeof text) &&
@@ -213,6 +215,10 @@ static bool decode_kept(const struct jdoc_value *o, struct alert *a)
         return false;
     if (a->webhook[0] != '\0' && !webhook_url_valid(a->webhook))
         return false;
+    const struct jdoc_value *claimed = jdoc_get(o, "claimed");
+    if (claimed == NULL || (!jdoc_is(claimed, JDOC_TRUE) && !jdoc_is(claimed, JDOC_FALSE)))
+        return false;
+    a->claimed = jdoc_is(claimed, JDOC_TRUE);
     a->at_percent = (uint16_t)percent;
     a->attempts = (uint32_t)attempts;
     a->saved = true;
@@ -428,6 +434,8 @@ static bool fire_locked(struct alerts *alerts, const struct firing *f)
     snprintf(a->webhook, sizeof a->webhook, "%s", own ? d->webhook : alerts->webhook);
     a->format = own ? d->webhook_format : alerts->format;
     a->delivery = a->webhook[0] != '\0' ? ALERT_PENDING : ALERT_UNSENT;
+    /* A backend other front ends share decides which of them delivers it. */
+    a->claimed = alerts->backend->ops->claim == NULL || a->delivery == ALERT_UNSENT;
     a->next_attempt_unix_ms = f->now_ms;
     alerts->stats.fired++;
     alerts->dirty = true;
@@ -532,6 +540,44 @@ static bool scan_batch(struct alerts *alerts, uint32_t first, uint32_t count, in
     return fired;
 }
 
+/* Claims the saved alerts not yet claimed (backend_ops.claim): each is
+ * then this front end's to deliver, or another's ("elsewhere"). One that
+ * the backend did not answer stays unclaimed until the next scan. true when
+ * one was claimed here. */
+static bool claim_saved(struct alerts *alerts)
+{
+    enum { CLAIMS_PER_SCAN = 16 };
+    char ids[CLAIMS_PER_SCAN][ALERT_ID_HEX_LENGTH + 1];
+    uint32_t n = 0;
+    pthread_mutex_lock(&alerts->mutex);
+    for (uint32_t i = 0; i < alerts->kept_count && n < CLAIMS_PER_SCAN; i++) {
+        if (!alerts->kept[i].claimed && alerts->kept[i].saved)
+            memcpy(ids[n++], alerts->kept[i].id, sizeof ids[0]);
+    }
+    pthread_mutex_unlock(&alerts->mutex);
+    bool mine_any = false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t name[SHA256_DIGEST_BYTES];
+        for (int j = 0; j < SHA256_DIGEST_BYTES; j++)
+            name[j] =
+                (uint8_t)(hex_digit_value(ids[i][2 * j]) << 4 | hex_digit_value(ids[i][2 * j + 1]));
+        bool mine = false;
+        if (alerts->backend->ops->claim(alerts->backend, name, alerts->owner, &mine) != 0)
+            continue;
+        pthread_mutex_lock(&alerts->mutex);
+        struct alert *a = alerts_find_locked(alerts, ids[i]);
+        if (a != NULL && !a->claimed) {
+            a->claimed = true;
+            if (!mine)
+                a->delivery = ALERT_ELSEWHERE;
+            alerts->dirty = true;
+            mine_any |= mine;
+        }
+        pthread_mutex_unlock(&alerts->mutex);
+    }
+    return mine_any;
+}
+
 void alerts_scan(struct alerts *alerts)
 {
     watch_refresh(alerts);
@@ -544,6 +590,12 @@ void alerts_scan(struct alerts *alerts)
     pthread_mutex_lock(&alerts->mutex);
     save_locked(alerts); /* new alerts first, so a crash after a send never fires them again */
     pthread_mutex_unlock(&alerts->mutex);
+    if (alerts->backend->ops->claim != NULL && claim_saved(alerts)) {
+        pthread_mutex_lock(&alerts->mutex);
+        save_locked(alerts);
+        pthread_mutex_unlock(&alerts->mutex);
+        fired = true;
+    }
     if (fired)
         alert_send_wake(alerts);
 }
@@ -601,6 +653,24 @@ static int read_secret(struct alerts *alerts, const char *file, char *error, siz
     return 0;
 }
 
+/* This front end's name for claims: its host and data directory, the same
+ * across its restarts and different for every other llmlimitd (one owns a
+ * data directory). */
+static void set_owner(struct alerts *alerts, const char *data_dir)
+{
+    char text[2 * PATH_MAX + 300] = "";
+    char host[256] = "";
+    char path[PATH_MAX];
+    gethostname(host, sizeof host - 1);
+    if (realpath(data_dir, path) == NULL)
+        snprintf(path, sizeof path, "%s", data_dir);
+    int n = snprintf(text, sizeof text, "llmlimitd alerts\n%s\n%s", host, path);
+    uint8_t digest[SHA256_DIGEST_BYTES] = {0};
+    if (n > 0 && sha256_digest(text, strnlen(text, sizeof text), digest) != 0)
+        memset(digest, 0, sizeof digest);
+    memcpy(alerts->owner, digest, sizeof alerts->owner);
+}
+
 static int set_paths(struct alerts *alerts, const char *data_dir, char *error, size_t error_size)
 {
     int a = snprintf(alerts->dir, sizeof alerts->dir, "%s", data_dir);
@@ -642,6 +712,7 @@ int alerts_open(const struct alerts_options *options, struct backend *backend,
     alerts->retry_ms = options->retry_ms;
     alerts->registry_generation = UINT64_MAX; /* read at the first scan */
     pthread_mutex_init(&alerts->mutex, NULL);
+    set_owner(alerts, options->data_dir);
     if (set_paths(alerts, options->data_dir, error, error_size) != 0 ||
         (options->secret_file != NULL &&
          read_secret(alerts, options->secret_file, error, error_size) != 0) ||

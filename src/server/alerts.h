@@ -43,6 +43,9 @@ enum alert_delivery {
     ALERT_SENT = 1,
     ALERT_FAILED = 2, /* not delivered within ALERT_GIVE_UP_MS */
     ALERT_UNSENT = 3, /* no webhook to send it to ("none") */
+    /* Another front end on the same backend claimed it and delivers it
+     * ("elsewhere"; backend_ops.claim). */
+    ALERT_ELSEWHERE = 4,
 };
 
 /* One alert as fired, with its delivery state. */
@@ -61,6 +64,9 @@ struct alert {
     int64_t next_attempt_unix_ms;
     int64_t delivered_at_unix_ms; /* sent: when; else 0 */
     char last_error[ALERT_ERROR_LENGTH_MAX + 1];
+    /* This front end's to deliver: claimed in a backend front ends share
+     * (tigerbeetle), or a backend no other one shares. */
+    bool claimed;
     /* Not saved: */
     bool saved;     /* in alerts.json: the sender may take it */
     bool in_flight; /* the sender is sending it now */

@@ -41,6 +41,7 @@ struct alerts {
     bool signed_; /* a secret file was given */
     uint32_t scan_ms;
     uint32_t retry_ms;
+    uint8_t owner[16]; /* this front end, for backend_ops.claim */
     char dir[PATH_MAX];
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
