@@ -563,7 +563,7 @@ static bool claim_saved(struct alerts *alerts)
                 (uint8_t)(hex_digit_value(ids[i][2 * j]) << 4 | hex_digit_value(ids[i][2 * j + 1]));
         bool mine = false;
         if (alerts->backend->ops->claim(alerts->backend, name, alerts->owner, &mine) != 0)
-            continue;
+            break; /* the store does not answer: the next scan tries again, one wait per scan */
         pthread_mutex_lock(&alerts->mutex);
         struct alert *a = alerts_find_locked(alerts, ids[i]);
         if (a != NULL && !a->claimed) {
