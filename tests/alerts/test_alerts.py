@@ -109,20 +109,27 @@ def spend(server, key, amount):
 
 
 class AlertsTest(unittest.TestCase):
+    # One cluster for the class (tigerbeetle): each test's keys are its own, and a
+    # cluster takes long to start on a busy machine.
+    cluster = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if AlertsTest.cluster is not None:
+            AlertsTest.cluster.stop()
+            AlertsTest.cluster = None
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="llmlimit-alerts-")
         self.secret_file = os.path.join(self.dir, "secret")
         with open(self.secret_file, "wb") as f:
             f.write(SECRET + b"\n")  # the trailing newline is not the secret's
         self.receiver = Receiver()
-        self.cluster = None
         self.servers = []
 
     def tearDown(self):
         for server in self.servers:
             server.cleanup()
-        if self.cluster is not None:
-            self.cluster.stop()
         self.receiver.close()
 
     def start(self, args=(), data_dir=None, webhook=True):
@@ -131,12 +138,12 @@ class AlertsTest(unittest.TestCase):
         if webhook:
             args += ["--alert-webhook", self.receiver.url]
         if BACKEND == "tigerbeetle":
-            if self.cluster is None:
+            if AlertsTest.cluster is None:
                 from tb_cluster import Cluster
-                self.cluster = Cluster()
-                self.cluster.format()
-                self.cluster.start()
-            args += ["--tb-addresses", self.cluster.address, "--tb-sessions", "2"]
+                AlertsTest.cluster = Cluster()
+                AlertsTest.cluster.format()
+                AlertsTest.cluster.start()
+            args += ["--tb-addresses", AlertsTest.cluster.address, "--tb-sessions", "2"]
         server = Server(BINARY, backend=BACKEND, data_dir=data_dir, args=args).start()
         self.servers.append(server)
         return server
