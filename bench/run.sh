@@ -12,7 +12,9 @@
 #   BENCH_WRK=1 to also measure the reserve run with wrk (bench/wrk_reserve.lua),
 #   BENCH_BACKEND (memory; sqlite for the durable default),
 #   BENCH_IDS (uuidv7; random for UUIDv4-like lease ids),
-#   BENCH_ONLY=reserve to run the HTTP reserve run alone (no backend-alone runs).
+#   BENCH_ONLY=reserve to run the HTTP reserve run alone (no backend-alone runs),
+#   BENCH_ALERTS=1 to give the three limits alerts (docs/alerts.md; needs curl),
+#   scanned every BENCH_ALERT_SCAN_MS (1000): the scanner's cost to the reserves.
 set -eu
 
 BUILD=${1:-build}
@@ -24,6 +26,8 @@ WINDOW=${BENCH_WINDOW_SECONDS:-2}
 BACKEND=${BENCH_BACKEND:-memory}
 ONLY=${BENCH_ONLY:-}
 IDS=${BENCH_IDS:-uuidv7}
+ALERTS=${BENCH_ALERTS:-0}
+ALERT_SCAN_MS=${BENCH_ALERT_SCAN_MS:-1000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SERVER="$BUILD/llmlimitd"
 CLI="$BUILD/llmlimit"
@@ -61,7 +65,7 @@ start_server() {
     mkdir -p "$WORK/data"
     : >"$WORK/server.log"
     "$SERVER" --listen 127.0.0.1:0 --backend "$BACKEND" --data-dir "$WORK/data" \
-        2>"$WORK/server.log" &
+        --alert-scan-ms "$ALERT_SCAN_MS" 2>"$WORK/server.log" &
     SERVER_PID=$!
     tries=0
     while ! grep -aq 'llmlimitd listening on' "$WORK/server.log"; do
@@ -89,6 +93,16 @@ start_server() {
     "$CLI" --url "$URL" --compact limits put --key bench:team:usd:month --kind budget \
         --capacity 1000000000000000 --period month --timeout-seconds 5 \
         --unit usd_micros >/dev/null
+    if [ "$ALERTS" = 1 ]; then
+        # The same limits with alerts: the rolling ones fire once (full to
+        # 1% for a window), the budget's runout is computed at every scan.
+        for definition in \
+            '"key":"bench:llm:rpm","kind":"rolling","capacity":1000000000000,"window_seconds":'"$WINDOW"',"unit":"requests","alerts":[{"at_percent":1},{"at_percent":80}]' \
+            '"key":"bench:llm:tpm","kind":"rolling","capacity":1000000000000000,"window_seconds":'"$WINDOW"',"unit":"tokens","alerts":[{"at_percent":1},{"at_percent":80}]' \
+            '"key":"bench:team:usd:month","kind":"budget","capacity":1000000000000000,"period":"month","timeout_seconds":5,"unit":"usd_micros","alerts":[{"at_percent":80},{"runout_before_period_end":true}]'; do
+            curl -sf -X PUT "$URL/v1/admin/limits" -d "{$definition}" >/dev/null
+        done
+    fi
 }
 
 # run_bench TITLE MODE [EXTRA FLAGS...]

@@ -433,6 +433,10 @@ struct llmlimit_limit_definition {
     const char *overage;        /* "debt" (default) | "deny" */
     uint32_t period_anchor_day; /* month budget: 1..28, the day months start on; 0: the 1st */
     const char *time_zone;      /* budget: an IANA zone ("Europe/Berlin"); NULL or "": UTC */
+    /* docs/alerts.md, as JSON text: the "alerts" array ("[{\"at_percent\":80}]") and the
+     * "webhook" value (a JSON string or object). NULL or "": none. */
+    const char *alerts_json;
+    const char *webhook_json;
 };
 
 struct llmlimit_limit_state {

@@ -598,6 +598,16 @@ struct backend_ops {
      * (copied; freed NULL: nobody). When it returns, no call of the
      * previous one is running or will start. */
     void (*watch)(struct backend *backend, const struct backend_watch *watch);
+    /* Optional (NULL: a backend no other llmlimitd shares, nothing to agree
+     * on). Claims `name` (32 bytes, a SHA-256) for `owner` (16 bytes naming
+     * this front end, the same across its restarts) in the store every front
+     * end on it shares, once: *mine is true when the claim is owner's (made
+     * now or before), false when another owner made it. 0, or -1 when the
+     * store did not answer (try again later). Blocking; never called on the
+     * data path (the alerts' scanner: each alert is delivered by one front
+     * end). */
+    int (*claim)(struct backend *backend, const uint8_t name[32], const uint8_t owner[16],
+                 bool *mine);
 
     /* The backend's own settings (docs/configuration.md, "Backends"): its
      * options struct (what open() takes), options_size bytes, at most

@@ -17,7 +17,7 @@ static const char limits_usage[] =
     "                           [--window-seconds S] [--timeout-seconds S]\n"
     "                           [--period day|week|month|none] [--period-anchor-day D]\n"
     "                           [--time-zone ZONE] [--unit U] [--description D]\n"
-    "                           [--overage debt|deny]\n"
+    "                           [--overage debt|deny] [--alerts JSON] [--webhook URL|JSON]\n"
     "       (on a limit that exists, every flag but --key is optional: what is not\n"
     "        given stays as it is, and the answer says what changed)\n"
     "       llmlimit limits put --file FILE   (one definition, an array, or the output\n"
@@ -44,6 +44,15 @@ static json_t *definition_json(const struct llmlimit_limit_definition *definitio
                             json_integer((json_int_t)definition->period_anchor_day));
     if (json != NULL && definition->time_zone != NULL && definition->time_zone[0] != '\0')
         json_object_set_new(json, "time_zone", json_string(definition->time_zone));
+    const char *json_names[] = {"alerts", "webhook"};
+    const char *json_texts[] = {definition->alerts_json, definition->webhook_json};
+    for (size_t i = 0; json != NULL && i < 2; i++) {
+        json_t *value = json_texts[i] != NULL && json_texts[i][0] != '\0'
+                            ? json_loads(json_texts[i], JSON_DECODE_ANY, NULL)
+                            : NULL;
+        if (value != NULL)
+            json_object_set_new(json, json_names[i], value);
+    }
     return json;
 }
 
@@ -67,6 +76,25 @@ static int put_one(const struct cli *cli, struct llmlimit_client *client,
     json_array_append_new(answers, json_pack("{s:b,s:s,s:s}", "ok", 1, "key", definition->key,
                                              "status", decreasing ? "decreasing" : "active"));
     return EXIT_OK;
+}
+
+/* The alerts and webhook of a definition object as JSON text, kept in the
+ * object itself (members "\x01alerts", "\x01webhook": no key has a control
+ * character) so that they live as long as the definition's other strings. */
+static void json_members_take(json_t *object, struct llmlimit_limit_definition *definition)
+{
+    static const char *const names[] = {"alerts", "webhook"};
+    static const char *const kept[] = {"\x01alerts", "\x01webhook"};
+    const char **texts[] = {&definition->alerts_json, &definition->webhook_json};
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *value = json_object_get(object, names[i]);
+        char *text = value != NULL && !json_is_null(value)
+                         ? json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY)
+                         : NULL;
+        if (text != NULL && json_object_set_new(object, kept[i], json_string(text)) == 0)
+            *texts[i] = json_string_value(json_object_get(object, kept[i]));
+        free(text);
+    }
 }
 
 /* Fills a definition from a JSON object; strings point into the object. */
@@ -96,6 +124,8 @@ static int definition_from_json(const struct cli *cli, const json_t *object,
             text = &definition->overage;
         else if (strcmp(field, "time_zone") == 0)
             text = &definition->time_zone;
+        else if (strcmp(field, "alerts") == 0 || strcmp(field, "webhook") == 0)
+            continue; /* JSON values, taken below */
         if (text != NULL) {
             if (!json_is_string(value))
                 return cli_usage_error(cli, "%s: must be a string", field);
@@ -118,6 +148,7 @@ static int definition_from_json(const struct cli *cli, const json_t *object,
     }
     if (definition->key == NULL || definition->kind == NULL || definition->capacity == 0)
         return cli_usage_error(cli, "a definition needs key, kind and capacity > 0");
+    json_members_take((json_t *)object, definition);
     assert(definition->capacity >= 1);
     return EXIT_OK;
 }
@@ -189,22 +220,39 @@ static int put_flags(const struct cli *cli, int argc, char **argv,
                      struct llmlimit_limit_definition *definition, struct put_given *given,
                      const char **file)
 {
-    static const char *const string_flags[] = {"--key",         "--kind",    "--period",   "--unit",
-                                               "--description", "--overage", "--time-zone"};
+    static const char *const string_flags[] = {"--key",       "--kind",        "--period",
+                                               "--unit",      "--description", "--overage",
+                                               "--time-zone", "--alerts"};
     memset(definition, 0, sizeof(*definition));
     memset(given, 0, sizeof(*given));
-    const char **strings[] = {&definition->key,      &definition->kind,        &definition->period,
-                              &definition->unit,     &definition->description, &definition->overage,
-                              &definition->time_zone};
+    const char **strings[] = {&definition->key,         &definition->kind,
+                              &definition->period,      &definition->unit,
+                              &definition->description, &definition->overage,
+                              &definition->time_zone,   &definition->alerts_json};
     for (int i = 2; i < argc; i++) {
         const char *value;
         int matched = 0;
-        for (size_t f = 0; f < 7 && matched == 0; f++) {
+        for (size_t f = 0; f < 8 && matched == 0; f++) {
             if ((matched = cli_flag(argc, argv, &i, string_flags[f], &value)) == 1)
                 *strings[f] = value;
         }
         if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--file", &value)) == 1)
             *file = value;
+        if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--webhook", &value)) == 1) {
+            /* A URL, or the {"url","format"} object as JSON. One put per run. */
+            static char url_json[2 * 512 + 8];
+            json_t *url = value[0] == '{' ? NULL : json_string(value);
+            char *text = url != NULL ? json_dumps(url, JSON_ENCODE_ANY) : NULL;
+            json_decref(url);
+            if (url != NULL && (text == NULL || strlen(text) >= sizeof url_json)) {
+                free(text);
+                return cli_usage_error(cli, "--webhook: want a URL of at most 512 bytes");
+            }
+            if (text != NULL)
+                snprintf(url_json, sizeof url_json, "%s", text);
+            free(text);
+            definition->webhook_json = url != NULL ? url_json : value;
+        }
         if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--capacity", &value)) == 1) {
             given->capacity = true;
             if (cli_parse_u64(value, &definition->capacity) != 0)
@@ -253,11 +301,14 @@ static void keep_unset(struct llmlimit_limit_definition *definition, const struc
         definition->timeout_seconds = current->timeout_seconds;
     if (!given->period_anchor_day)
         definition->period_anchor_day = current->period_anchor_day;
-    const char **mine[] = {&definition->period, &definition->unit, &definition->description,
-                           &definition->overage, &definition->time_zone};
-    const char *const theirs[] = {current->period, current->unit, current->description,
-                                  current->overage, current->time_zone};
-    for (size_t i = 0; i < 5; i++) {
+    const char **mine[] = {&definition->period,      &definition->unit,
+                           &definition->description, &definition->overage,
+                           &definition->time_zone,   &definition->alerts_json,
+                           &definition->webhook_json};
+    const char *const theirs[] = {current->period,      current->unit,      current->description,
+                                  current->overage,     current->time_zone, current->alerts_json,
+                                  current->webhook_json};
+    for (size_t i = 0; i < 7; i++) {
         if (*mine[i] == NULL)
             *mine[i] = theirs[i];
     }
@@ -274,13 +325,14 @@ static json_t *changes_json(const struct llmlimit_limit_definition *from,
                             const struct llmlimit_limit_definition *to)
 {
     json_t *changes = json_object();
-    const char *const text_names[] = {"kind",        "period",  "unit",
-                                      "description", "overage", "time_zone"};
-    const char *const text_from[] = {from->kind,        from->period,  from->unit,
-                                     from->description, from->overage, from->time_zone};
-    const char *const text_to[] = {to->kind,        to->period,  to->unit,
-                                   to->description, to->overage, to->time_zone};
-    for (size_t i = 0; i < 6; i++) {
+    const char *const text_names[] = {"kind",    "period",    "unit",   "description",
+                                      "overage", "time_zone", "alerts", "webhook"};
+    const char *const text_from[] = {from->kind,        from->period,      from->unit,
+                                     from->description, from->overage,     from->time_zone,
+                                     from->alerts_json, from->webhook_json};
+    const char *const text_to[] = {to->kind,    to->period,    to->unit,        to->description,
+                                   to->overage, to->time_zone, to->alerts_json, to->webhook_json};
+    for (size_t i = 0; i < 8; i++) {
         const char *a = text_or_empty(text_from[i]), *b = text_or_empty(text_to[i]);
         if (strcmp(a, b) != 0)
             json_object_set_new(changes, text_names[i], json_pack("{s:s,s:s}", "from", a, "to", b));

@@ -119,7 +119,15 @@ static int definition_json_add(json_t *object, const struct llmlimit_limit_defin
         if (values[i] != NULL && values[i][0] != '\0')
             rc |= json_object_set_new(object, names[i], json_string(values[i]));
     }
-    return rc == 0 ? 0 : LLMLIMIT_ERR_INVALID_ARGUMENT; /* no memory or not UTF-8 */
+    const char *json_names[] = {"alerts", "webhook"};
+    const char *json_texts[] = {definition->alerts_json, definition->webhook_json};
+    for (size_t i = 0; i < 2; i++) {
+        if (json_texts[i] == NULL || json_texts[i][0] == '\0')
+            continue;
+        json_t *value = json_loads(json_texts[i], JSON_DECODE_ANY, NULL);
+        rc |= value != NULL ? json_object_set_new(object, json_names[i], value) : -1;
+    }
+    return rc == 0 ? 0 : LLMLIMIT_ERR_INVALID_ARGUMENT; /* no memory, not UTF-8 or not JSON */
 }
 
 int llmlimit_limit_put(struct llmlimit_client *client,
@@ -157,6 +165,22 @@ static const char *const state_string_names[] = {"key",  "kind",        "period"
 _Static_assert(sizeof state_string_names / sizeof state_string_names[0] == STATE_STRING_COUNT,
                "one name per string");
 
+/* A member as compact JSON text (a new string the caller frees), or NULL
+ * when absent. */
+static char *member_text(const json_t *definition, const char *name)
+{
+    const json_t *value = json_object_get(definition, name);
+    return value != NULL ? json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+static size_t member_text_size(const json_t *definition, const char *name)
+{
+    char *text = member_text(definition, name);
+    size_t bytes = (text != NULL ? strlen(text) : 0) + 1;
+    free(text);
+    return bytes;
+}
+
 /* Bytes the strings of one LimitState need, or 0 if it is malformed. */
 static size_t state_strings_size(const json_t *state)
 {
@@ -173,6 +197,7 @@ static size_t state_strings_size(const json_t *state)
     /* A budget's zone is there only when set. */
     const char *time_zone = json_field_string(definition, "time_zone");
     bytes += (time_zone != NULL ? strlen(time_zone) : 0) + 1;
+    bytes += member_text_size(definition, "alerts") + member_text_size(definition, "webhook");
     const char *limit_status = json_field_string(state, "status");
     return limit_status != NULL ? bytes + strlen(limit_status) + 1 : 0;
 }
@@ -201,6 +226,13 @@ static int state_fill(const json_t *state, struct llmlimit_limit_state *out, cha
     out->definition.overage = strings[5];
     const char *time_zone = json_field_string(definition, "time_zone");
     out->definition.time_zone = strings_put(cursor, time_zone != NULL ? time_zone : "");
+    const char **json_texts[] = {&out->definition.alerts_json, &out->definition.webhook_json};
+    const char *json_names[] = {"alerts", "webhook"};
+    for (size_t i = 0; i < 2; i++) {
+        char *text = member_text(definition, json_names[i]);
+        *json_texts[i] = strings_put(cursor, text != NULL ? text : "");
+        free(text);
+    }
     out->status = strings_put(cursor, json_field_string(state, "status"));
     /* Absent unless set; 0 is the 1st. */
     int64_t anchor_day = 0;

@@ -11,6 +11,7 @@
   const BUDGET_CARDS = 8; // budgets with a chart: the first of the page
   const TOP_CALLERS = 5; // callers per budget card
   const ATTENTION_MAX = 12;
+  const ALERTS_SHOWN = 20; // the newest alerts read for the attention panel
 
   const state = {
     token: null, // the bearer token, kept here and nowhere else
@@ -572,9 +573,33 @@
 
   // ---- needs attention -------------------------------------------------------
 
-  function attentionItems(status, page) {
+  // A fired alert (docs/alerts.md) and how its delivery went.
+  function alertText(alert) {
+    const what = alert.type === 'budget.runout'
+      ? 'alert: runs out before its period ends at its spend rate'
+      : 'alert: reached ' + alert.at_percent + '% of its capacity';
+    const delivery = {
+      sent: 'sent',
+      none: 'no webhook',
+      failed: 'not delivered: ' + alert.last_error,
+      pending: alert.attempts === 0 ? 'sending'
+        : 'not delivered yet after ' + fmtInt(alert.attempts) +
+          (alert.attempts === 1 ? ' attempt' : ' attempts') +
+          (alert.last_error ? ': ' + alert.last_error : ''),
+    }[alert.delivery] || alert.delivery;
+    return what + ' (' + delivery + ')';
+  }
+
+  function attentionItems(status, page, alerts) {
     const items = [];
     const now = page.now_unix_ms;
+    // Alerts of the periods running now, and any not delivered, newest first.
+    for (const alert of alerts) {
+      if (alert.period_end_unix_ms > now || alert.delivery === 'pending' ||
+          alert.delivery === 'failed') {
+        items.push(['alert', alert.key, alertText(alert)]);
+      }
+    }
     for (const limit of page.limits) {
       const amount = (v) => fmtAmount(v, limit.unit);
       if (big(limit.available) <= 0n) {
@@ -615,8 +640,8 @@
     return items;
   }
 
-  function renderAttention(status, page) {
-    const items = attentionItems(status, page);
+  function renderAttention(status, page, alerts) {
+    const items = attentionItems(status, page, alerts);
     const list = $('attention');
     clear(list);
     if (items.length === 0) {
@@ -1033,11 +1058,12 @@
 
   async function refreshOnce() {
     const [status, page] = await Promise.all([api('/v1/console/status'), api(limitsPath())]);
-    const [cards, denials, detail, gateway] = await Promise.all([
+    const [cards, denials, detail, gateway, alerts] = await Promise.all([
       loadBudgets(status, page),
       status.admin ? api('/v1/console/denials?limit=50') : Promise.resolve(null),
       loadDetail(status, page),
       status.gateway_enabled ? api('/v1/console/gateway') : Promise.resolve(null),
+      api('/v1/alerts?limit=' + ALERTS_SHOWN).then((a) => a.alerts),
     ]);
     state.status = status;
     state.limits = page.limits;
@@ -1046,7 +1072,7 @@
     renderThroughput(status);
     renderLimits(page);
     renderBudgets(cards, page);
-    renderAttention(status, page);
+    renderAttention(status, page, alerts);
     renderDenials(status, denials, status.now_unix_ms);
     renderDetail(status, detail, page);
     renderGateway(status, gateway);

@@ -89,6 +89,103 @@ int limit_status_parse(const char *name, enum limit_status *out)
     return 0;
 }
 
+static const char *const format_names[] = {"json", "slack"};
+
+const char *alert_format_name(enum alert_format format)
+{
+    return format == ALERT_FORMAT_SLACK ? "slack" : "json";
+}
+
+int alert_format_parse(const char *name, enum alert_format *out)
+{
+    assert(out != NULL);
+    int i = name_parse(format_names, 2, 0, name);
+    if (i < 0)
+        return -1;
+    *out = (enum alert_format)i;
+    return 0;
+}
+
+bool webhook_url_valid(const char *url)
+{
+    size_t length = strnlen(url, WEBHOOK_URL_LENGTH_MAX + 1);
+    if (length > WEBHOOK_URL_LENGTH_MAX)
+        return false;
+    size_t scheme = strncmp(url, "https://", 8) == 0 ? 8 : strncmp(url, "http://", 7) == 0 ? 7 : 0;
+    if (scheme == 0 || length == scheme || url[scheme] == '/' || url[scheme] == ':')
+        return false;
+    for (size_t i = 0; i < length; i++) {
+        if (url[i] <= ' ' || url[i] > '~')
+            return false;
+    }
+    return true;
+}
+
+bool limit_alerts_same(const struct limit_definition *a, const struct limit_definition *b)
+{
+    if (a->alert_count != b->alert_count || a->webhook_format != b->webhook_format ||
+        strcmp(a->webhook, b->webhook) != 0)
+        return false;
+    for (uint32_t i = 0; i < a->alert_count && i < LIMIT_ALERTS_MAX; i++) {
+        if (a->alerts[i].at_percent != b->alerts[i].at_percent ||
+            a->alerts[i].runout != b->alerts[i].runout)
+            return false;
+    }
+    return true;
+}
+
+void limit_alerts_text(const struct limit_definition *d, char out[LIMIT_ALERTS_TEXT_SIZE])
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < d->alert_count && i < LIMIT_ALERTS_MAX; i++) {
+        int n = d->alerts[i].runout
+                    ? snprintf(out + at, LIMIT_ALERTS_TEXT_SIZE - at, "%srunout", i ? "," : "")
+                    : snprintf(out + at, LIMIT_ALERTS_TEXT_SIZE - at, "%s%u", i ? "," : "",
+                               (unsigned)d->alerts[i].at_percent);
+        assert(n > 0);
+        at += (size_t)n;
+        assert(at < LIMIT_ALERTS_TEXT_SIZE);
+    }
+}
+
+static int alerts_parse_items(const char *text, struct limit_definition *d)
+{
+    d->alert_count = 0;
+    const char *p = text;
+    while (*p != '\0') {
+        if (d->alert_count == LIMIT_ALERTS_MAX)
+            return -1;
+        struct limit_alert *a = &d->alerts[d->alert_count];
+        if (strncmp(p, "runout", 6) == 0) {
+            *a = (struct limit_alert){.runout = true};
+            p += 6;
+        } else {
+            unsigned value = 0;
+            const char *start = p;
+            while (*p >= '0' && *p <= '9' && p - start < 4)
+                value = value * 10 + (unsigned)(*p++ - '0');
+            if (p == start || value > ALERT_PERCENT_MAX)
+                return -1;
+            *a = (struct limit_alert){.at_percent = (uint16_t)value};
+        }
+        d->alert_count++;
+        if (*p == ',' && p[1] != '\0')
+            p++;
+        else if (*p != '\0')
+            return -1;
+    }
+    return 0;
+}
+
+int limit_alerts_parse_text(const char *text, struct limit_definition *d)
+{
+    if (alerts_parse_items(text, d) == 0)
+        return 0;
+    d->alert_count = 0;
+    return -1;
+}
+
 static int fail(char *error, size_t error_size, const char *message)
 {
     assert(error != NULL);
@@ -171,6 +268,39 @@ static int validate_kind_fields(struct limit_definition *d, char *error, size_t 
     }
 }
 
+/* Each threshold once; runout on budgets only (it is about a period's end). */
+static int validate_alerts(const struct limit_definition *d, char *error, size_t error_size)
+{
+    if (d->alert_count > LIMIT_ALERTS_MAX)
+        return fail(error, error_size, "alerts: at most 8");
+    char text[96];
+    for (uint32_t i = 0; i < d->alert_count; i++) {
+        const struct limit_alert *a = &d->alerts[i];
+        if (a->runout && d->kind != LIMIT_BUDGET) {
+            snprintf(text, sizeof text, "alerts[%u].runout_before_period_end: only for a budget",
+                     i);
+            return fail(error, error_size, text);
+        }
+        if (!a->runout &&
+            (a->at_percent < ALERT_PERCENT_MIN || a->at_percent > ALERT_PERCENT_MAX)) {
+            snprintf(text, sizeof text, "alerts[%u].at_percent: must be an integer 1..1000", i);
+            return fail(error, error_size, text);
+        }
+        for (uint32_t j = 0; j < i; j++) {
+            if (d->alerts[j].runout == a->runout && d->alerts[j].at_percent == a->at_percent) {
+                snprintf(text, sizeof text, "alerts[%u]: the same alert as alerts[%u]", i, j);
+                return fail(error, error_size, text);
+            }
+        }
+    }
+    if (d->webhook[0] != '\0' && !webhook_url_valid(d->webhook))
+        return fail(error, error_size,
+                    "webhook: must be an http:// or https:// URL of at most 512 bytes");
+    if (d->webhook_format != ALERT_FORMAT_JSON && d->webhook_format != ALERT_FORMAT_SLACK)
+        return fail(error, error_size, "webhook.format: must be json or slack");
+    return 0;
+}
+
 int limit_definition_validate(struct limit_definition *d, char *error, size_t error_size)
 {
     if (!limit_key_valid(d->key, strnlen(d->key, sizeof d->key)))
@@ -185,6 +315,8 @@ int limit_definition_validate(struct limit_definition *d, char *error, size_t er
     if (d->overage != OVERAGE_DEBT && d->overage != OVERAGE_DENY)
         return fail(error, error_size, "overage: must be deny or debt");
     if (validate_kind_fields(d, error, error_size) != 0)
+        return -1;
+    if (validate_alerts(d, error, error_size) != 0)
         return -1;
     /* Every valid definition holds for a positive time: expiry depends on it. */
     assert(limit_hold_duration_ms(d) > 0);

@@ -40,6 +40,23 @@ enum limit_status {
     LIMIT_DECREASING = 1,
 };
 
+/* A limit's alerts (docs/alerts.md): each fires once per limit, threshold
+ * and period. */
+#define LIMIT_ALERTS_MAX 8         /* alerts on one limit */
+#define ALERT_PERCENT_MIN 1        /* at_percent */
+#define ALERT_PERCENT_MAX 1000     /* at_percent: a budget in debt may pass 100 */
+#define WEBHOOK_URL_LENGTH_MAX 512 /* a limit's own webhook */
+
+struct limit_alert {
+    uint16_t at_percent; /* ALERT_PERCENT_MIN..ALERT_PERCENT_MAX; 0 for runout */
+    bool runout;         /* runout_before_period_end (budgets) */
+};
+
+enum alert_format {
+    ALERT_FORMAT_JSON = 0, /* the signed JSON body (the default) */
+    ALERT_FORMAT_SLACK = 1,
+};
+
 struct limit_definition {
     char key[LIMIT_KEY_LENGTH_MAX + 1];
     enum limit_kind kind;
@@ -55,6 +72,11 @@ struct limit_definition {
     char unit[UNIT_LENGTH_MAX + 1];
     char description[DESCRIPTION_LENGTH_MAX + 1];
     enum limit_overage overage;
+    /* Last, so the fields the data path reads stay where they were. */
+    uint8_t alert_count; /* 0..LIMIT_ALERTS_MAX */
+    struct limit_alert alerts[LIMIT_ALERTS_MAX];
+    char webhook[WEBHOOK_URL_LENGTH_MAX + 1]; /* "" : the server's --alert-webhook */
+    enum alert_format webhook_format;
 };
 
 struct limit_state {
@@ -75,6 +97,22 @@ int limit_definition_validate(struct limit_definition *definition, char *error, 
 int limit_state_validate(const struct limit_state *state, struct limit_definition *definition_out,
                          char *error, size_t error_size);
 
+/* Whether two definitions have the same alerts, webhook and format. */
+bool limit_alerts_same(const struct limit_definition *a, const struct limit_definition *b);
+
+/* Whether url is an http:// or https:// URL with a host, of printable ASCII
+ * without spaces, at most WEBHOOK_URL_LENGTH_MAX bytes. */
+bool webhook_url_valid(const char *url);
+
+/* A definition's alerts as text ("80,100,runout"; "" without any), the
+ * form a database column keeps, and back. The text form is at most
+ * LIMIT_ALERTS_TEXT_SIZE - 1 bytes. parse returns 0, or -1 for a text
+ * that is not one (alerts then unset); limit_definition_validate checks the
+ * values. */
+#define LIMIT_ALERTS_TEXT_SIZE (LIMIT_ALERTS_MAX * 7 + 1)
+void limit_alerts_text(const struct limit_definition *d, char out[LIMIT_ALERTS_TEXT_SIZE]);
+int limit_alerts_parse_text(const char *text, struct limit_definition *d);
+
 /* Names <-> enums. Parsers return 0 on success, -1 on an unknown name. */
 const char *limit_kind_name(enum limit_kind kind);
 int limit_kind_parse(const char *name, enum limit_kind *out);
@@ -84,6 +122,8 @@ const char *limit_overage_name(enum limit_overage overage);
 int limit_overage_parse(const char *name, enum limit_overage *out);
 const char *limit_status_name(enum limit_status status);
 int limit_status_parse(const char *name, enum limit_status *out);
+const char *alert_format_name(enum alert_format format);
+int alert_format_parse(const char *name, enum alert_format *out);
 
 /* ---- Budget periods (docs/semantics.md "Budgets"). Every backend asks
  * these, so that a period is the same everywhere. */

@@ -71,6 +71,16 @@ static const struct flag flags[] = {
      NULL},
     {"--zoneinfo-dir", "DIR", FLAG_STRING, FIELD(zoneinfo_dir), 0, 0,
      "where a budget's time_zone is read from (default " TZ_DIRECTORY_DEFAULT ")", 0, NULL},
+    {"--alert-webhook", "URL", FLAG_STRING, FIELD(alert_webhook), 0, 0,
+     "http(s) URL alerts are POSTed to (a limit's own webhook goes first)", 0, NULL},
+    {"--alert-secret-file", "FILE", FLAG_STRING, FIELD(alert_secret_file), 0, 0,
+     "secret of the alerts' x-llmlimit-signature (HMAC-SHA256 of the body)", 0, NULL},
+    {"--alert-format", "json|slack", FLAG_OTHER, 0, 0, 0,
+     "body of --alert-webhook's alerts: signed JSON or a Slack message", 0, NULL},
+    {"--alert-scan-ms", "N", FLAG_U32, FIELD(alert_scan_ms), 10, ALERT_SCAN_MS_MAX,
+     "how often the usage of limits with alerts is read", 0, NULL},
+    {"--alert-retry-ms", "N", FLAG_U32, FIELD(alert_retry_ms), 1, ALERT_RETRY_MS_MAX,
+     "delay before an alert's first retry (it doubles, for 24 h)", 0, NULL},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
      "tests only: enable POST /v1/admin/clock to move the clock", 0, NULL},
 };
@@ -123,6 +133,8 @@ void config_defaults(struct server_config *config)
     config->lease_retention_seconds = LEASE_RETENTION_MS_DEFAULT / 1000;
     config->concurrency_poll_ms = CONCURRENCY_POLL_MS_DEFAULT;
     config->decrease_retry_ms = DECREASE_RETRY_MS_DEFAULT;
+    config->alert_scan_ms = ALERT_SCAN_MS_DEFAULT;
+    config->alert_retry_ms = ALERT_RETRY_MS_DEFAULT;
     config->log_format = LOG_FORMAT_TEXT;
     config->log_level = LOG_INFO;
     for (uint32_t i = 0; i < backend_count(); i++) {
@@ -172,6 +184,8 @@ static int other_apply(struct server_config *config, const struct flag *flag, co
         return log_format_parse(value, &config->log_format);
     if (strcmp(flag->name, "--log-level") == 0)
         return log_level_parse(value, &config->log_level);
+    if (strcmp(flag->name, "--alert-format") == 0)
+        return alert_format_parse(value, &config->alert_format);
     assert(!"a FLAG_OTHER row without its parser");
     return -1;
 }
@@ -183,6 +197,8 @@ static void other_default_text(const struct server_config *d, const struct flag 
         snprintf(text, size, "%s", LISTEN_DEFAULT);
     else if (strcmp(flag->name, "--log-format") == 0)
         snprintf(text, size, "%s", log_format_name(d->log_format));
+    else if (strcmp(flag->name, "--alert-format") == 0)
+        snprintf(text, size, "%s", alert_format_name(d->alert_format));
     else
         snprintf(text, size, "%s", log_level_name(d->log_level));
 }

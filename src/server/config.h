@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/bounds.h"
+#include "alerts.h"
 #include "server_bounds.h"
 #include "util/log.h"
 
@@ -38,9 +39,14 @@ struct server_config {
     uint32_t decrease_retry_ms;
     enum log_format log_format;
     enum log_level log_level;
-    const char *gateway_config; /* NULL: DATA_DIR/gateway.json when it exists */
-    bool test_clock;            /* clock movable through POST /v1/admin/clock (tests only) */
-    const char *zoneinfo_dir;   /* budgets' time_zone files (TZ_DIRECTORY_DEFAULT) */
+    const char *gateway_config;    /* NULL: DATA_DIR/gateway.json when it exists */
+    const char *alert_webhook;     /* NULL: none (a limit's own webhook only) */
+    const char *alert_secret_file; /* NULL: alerts unsigned */
+    enum alert_format alert_format;
+    uint32_t alert_scan_ms;
+    uint32_t alert_retry_ms;
+    bool test_clock;          /* clock movable through POST /v1/admin/clock (tests only) */
+    const char *zoneinfo_dir; /* budgets' time_zone files (TZ_DIRECTORY_DEFAULT) */
     /* Each backend's options struct (backend_ops.options_size bytes), by its
      * position in backend_at(), with its defaults and its flags applied. */
     _Alignas(16) unsigned char backend_options[BACKENDS_MAX][BACKEND_OPTIONS_BYTES_MAX];

@@ -19,6 +19,7 @@ int handle_admin_limit(struct exchange *exchange);
 int handle_admin_clock(struct exchange *exchange);
 int handle_usage(struct exchange *exchange);
 int handle_events(struct exchange *exchange);
+int handle_alerts(struct exchange *exchange);
 int handle_metrics(struct exchange *exchange);
 int handle_healthz(struct exchange *exchange);
 int handle_root(struct exchange *exchange);

@@ -396,6 +396,18 @@ int handle_events(struct exchange *ex)
     return exchange_answer(ex, 200, &b, 0);
 }
 
+/* GET /v1/alerts?limit=N: the newest alerts with their delivery state. */
+int handle_alerts(struct exchange *ex)
+{
+    int64_t limit = ALERTS_LIST_DEFAULT;
+    if (exchange_query_i64(ex, "limit", 1, ALERTS_KEPT_MAX, &limit) < 0)
+        return 0;
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    alerts_encode_list(ex->server->alerts, &b, (uint32_t)limit);
+    return exchange_answer(ex, 200, &b, 0);
+}
+
 /* The usage is in: the whole text. */
 static int metrics_reply(struct exchange *ex)
 {
@@ -411,6 +423,18 @@ static int metrics_reply(struct exchange *ex)
         {"llmlimit_wait_max_waiters", "gauge", "--max-waiters.", waits.max_waiters},
     };
     metrics_render_rows(&b, wait_rows, sizeof wait_rows / sizeof wait_rows[0]);
+    struct alerts_stats alerts;
+    alerts_stats(server->alerts, &alerts);
+    const struct metric_row alert_rows[] = {
+        {"llmlimit_alerts_fired_total", "counter", "Alerts fired since the start.", alerts.fired},
+        {"llmlimit_alerts_sent_total", "counter", "Alerts delivered since the start.", alerts.sent},
+        {"llmlimit_alerts_failed_total", "counter",
+         "Alerts given up on since the start (not delivered within 24 h).", alerts.failed},
+        {"llmlimit_alerts_pending", "gauge", "Alerts waiting for delivery now.", alerts.pending},
+        {"llmlimit_alerts_dropped_total", "counter",
+         "Alerts not kept: every kept alert was pending.", alerts.dropped},
+    };
+    metrics_render_rows(&b, alert_rows, sizeof alert_rows / sizeof alert_rows[0]);
     struct http_stats http;
     http_stats(server->http, &http);
     const struct metric_row rows[] = {

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,16 @@ struct registry {
     pthread_mutex_t mutex; /* one writer of the file at a time */
     size_t count;          /* limits at the last write or load */
     bool dirty;            /* the file may differ from the backend: rewrite at the next tick */
+    _Atomic uint64_t generation; /* files written (and loaded): registry_generation */
     char dir[PATH_MAX];
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
 };
+
+uint64_t registry_generation(struct registry *registry)
+{
+    return atomic_load(&registry->generation);
+}
 
 const char *registry_path(const struct registry *registry)
 {
@@ -279,24 +286,6 @@ void registry_close(struct registry *registry)
     free(registry);
 }
 
-/* Writes all of data to fd; 0 or -1 (errno set). */
-static int write_all(int fd, const char *data, size_t length)
-{
-    assert(fd >= 0);
-    assert(data != NULL || length == 0);
-    while (length > 0) {
-        ssize_t n = write(fd, data, length);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        assert((size_t)n <= length);
-        data += n;
-        length -= (size_t)n;
-    }
-    return 0;
-}
-
 /* One state per line: a diff of two registries is a diff of lines.
  * skip_key (or NULL) is left out: the file of a delete, written first.
  * *count_out: the states written. */
@@ -325,44 +314,6 @@ static int registry_encode(struct registry *r, const char *skip_key, struct buff
     return b->failed ? -1 : 0;
 }
 
-/* Writes and fsyncs a file; NULL, or the step that failed with *saved_errno. */
-static const char *write_synced(const char *path, const char *data, size_t length, int *saved_errno)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        *saved_errno = errno;
-        return "open";
-    }
-    const char *step = NULL;
-    if (write_all(fd, data, length) != 0)
-        step = "write";
-    else if (fsync(fd) != 0)
-        step = "fsync";
-    if (step != NULL)
-        *saved_errno = errno;
-    if (close(fd) != 0 && step == NULL) {
-        *saved_errno = errno;
-        step = "close";
-    }
-    return step;
-}
-
-static const char *fsync_directory(const char *dir, int *saved_errno)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        *saved_errno = errno;
-        return "open directory";
-    }
-    const char *step = NULL;
-    if (fsync(fd) != 0) {
-        *saved_errno = errno;
-        step = "fsync directory";
-    }
-    close(fd);
-    return step;
-}
-
 /* tmp file, fsync, rename over limits.json, fsync the directory so the
  * rename itself is durable. Called with the mutex held. A failure is logged
  * unless the file is already known to be behind (dirty), so a full disk
@@ -380,13 +331,7 @@ static int registry_write(struct registry *r, const char *skip_key)
         saved_errno = ENOMEM;
     }
     if (step == NULL)
-        step = write_synced(r->tmp_path, b.data, b.length, &saved_errno);
-    if (step == NULL && rename(r->tmp_path, r->path) != 0) {
-        saved_errno = errno;
-        step = "rename";
-    }
-    if (step == NULL)
-        step = fsync_directory(r->dir, &saved_errno);
+        step = file_replace(r->path, r->tmp_path, r->dir, b.data, b.length, &saved_errno);
     buffer_free(&b);
     if (step == NULL) {
         if (r->dirty)
@@ -394,6 +339,7 @@ static int registry_write(struct registry *r, const char *skip_key)
                       NULL);
         r->dirty = false;
         r->count = count;
+        atomic_fetch_add(&r->generation, 1);
         return 0;
     }
     if (!r->dirty)

@@ -84,4 +84,9 @@ enum registry_outcome registry_save(struct registry *registry);
 
 const char *registry_path(const struct registry *registry);
 
+/* A number that grows with every rewrite of the file (so every change of
+ * the limits): whoever keeps a copy of some definitions (the alerts'
+ * scanner) reads them again when it moved. Any thread. */
+uint64_t registry_generation(struct registry *registry);
+
 #endif

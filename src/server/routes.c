@@ -26,6 +26,7 @@ static const struct route rows[] = {
      handle_admin_clock},
     {"usage", "/v1/usage/", GET_HEAD, AUTH_CLIENT, ROUTE_ITEM, handle_usage},
     {"events", "/v1/events", GET_HEAD, AUTH_CLIENT, 0, handle_events},
+    {"alerts", "/v1/alerts", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE, handle_alerts},
     {"gateway_chat", "/v1/chat/completions", HTTP_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,
      handle_gateway_chat_completions},
     {"gateway_completions", "/v1/completions", HTTP_POST, AUTH_GATEWAY, ROUTE_ERROR_OPENAI,

@@ -218,6 +218,19 @@ static int server_start(struct server *s)
         return startup_failed("cannot start the ticker thread", strerror(errno));
     if (spend_start(s->spend, s->backend, s->clock) != 0)
         return startup_failed("cannot start the spend sampler thread", strerror(errno));
+    struct alerts_options alert_options = {
+        .data_dir = s->config.data_dir,
+        .webhook = s->config.alert_webhook,
+        .format = s->config.alert_format,
+        .secret_file = s->config.alert_secret_file,
+        .scan_ms = s->config.alert_scan_ms,
+        .retry_ms = s->config.alert_retry_ms,
+    };
+    if (alerts_open(&alert_options, s->backend, s->registry, s->spend, s->clock, &s->alerts, error,
+                    sizeof error) != 0)
+        return startup_failed("invalid alerts", error);
+    if (alerts_start(s->alerts) != 0)
+        return startup_failed("cannot start the alerts' threads", strerror(errno));
     if (server_http_start(s, error, sizeof error) != 0)
         return startup_failed("cannot listen", error);
     assert(s->http != NULL);
@@ -231,6 +244,7 @@ static void server_free(struct server *s)
     assert(__atomic_load_n(&s->backend_calls, __ATOMIC_SEQ_CST) == 0);
     offload_stop(s->offload); /* idle: every job of it counted as a backend call */
     periodic_stop(&s->ticker);
+    alerts_stop(s->alerts);    /* before the backend and the spend it reads */
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     if (s->wait != NULL)
@@ -243,6 +257,7 @@ static void server_free(struct server *s)
     keys_close(s->keys);
     metrics_destroy(s->metrics);
     activity_destroy(s->activity);
+    alerts_close(s->alerts);
     spend_destroy(s->spend);
     exchange_pool_free(s);
     pthread_mutex_destroy(&s->pool_mutex);

@@ -10,6 +10,7 @@
 
 #include "util/arena.h"
 #include "activity.h"
+#include "alerts.h"
 #include "auth.h"
 #include "backend/backend.h"
 #include "util/buffer.h"
@@ -39,6 +40,7 @@ struct server {
     struct metrics *metrics;
     struct activity *activity; /* recent reserves and denials (the console) */
     struct spend *spend;       /* budget spend history (the console) */
+    struct alerts *alerts;     /* limits' alerts and their delivery */
     int64_t started_at_unix_ms;
     struct auth auth;
     struct http_server *http;    /* the HTTP server (src/http), NULL before it starts */

@@ -60,3 +60,72 @@ int file_read_all(const char *path, size_t bytes_max, char **text, size_t *lengt
     *length = size;
     return 0;
 }
+
+/* Writes all of data to fd; 0 or -1 (errno set). */
+static int write_all(int fd, const char *data, size_t length)
+{
+    assert(fd >= 0);
+    assert(data != NULL || length == 0);
+    while (length > 0) {
+        ssize_t n = write(fd, data, length);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        assert((size_t)n <= length);
+        data += n;
+        length -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Writes and fsyncs a file; NULL, or the step that failed with *saved_errno. */
+static const char *write_synced(const char *path, const char *data, size_t length, int *saved_errno)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        *saved_errno = errno;
+        return "open";
+    }
+    const char *step = NULL;
+    if (write_all(fd, data, length) != 0)
+        step = "write";
+    else if (fsync(fd) != 0)
+        step = "fsync";
+    if (step != NULL)
+        *saved_errno = errno;
+    if (close(fd) != 0 && step == NULL) {
+        *saved_errno = errno;
+        step = "close";
+    }
+    return step;
+}
+
+static const char *fsync_directory(const char *dir, int *saved_errno)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        *saved_errno = errno;
+        return "open directory";
+    }
+    const char *step = NULL;
+    if (fsync(fd) != 0) {
+        *saved_errno = errno;
+        step = "fsync directory";
+    }
+    close(fd);
+    return step;
+}
+
+const char *file_replace(const char *path, const char *tmp_path, const char *dir, const char *data,
+                         size_t length, int *saved_errno)
+{
+    const char *step = write_synced(tmp_path, data, length, saved_errno);
+    if (step == NULL && rename(tmp_path, path) != 0) {
+        *saved_errno = errno;
+        step = "rename";
+    }
+    if (step == NULL)
+        step = fsync_directory(dir, saved_errno);
+    return step;
+}

@@ -14,4 +14,12 @@
 int file_read_all(const char *path, size_t bytes_max, char **text, size_t *length, char *error,
                   size_t error_size);
 
+/* Replaces the file at path atomically (limits.json, alerts.json): writes
+ * tmp_path, fsyncs it, renames it over path and fsyncs dir (path's
+ * directory), so the file is always whole, old or new. NULL on success,
+ * else the step that failed ("open", "write", "fsync", "close", "rename",
+ * "open directory", "fsync directory") with *saved_errno. */
+const char *file_replace(const char *path, const char *tmp_path, const char *dir, const char *data,
+                         size_t length, int *saved_errno);
+
 #endif

@@ -15,4 +15,10 @@
  * (the digest is missing, or a thread's first context cannot be made). */
 int sha256_digest(const void *data, size_t length, uint8_t digest[SHA256_DIGEST_BYTES]);
 
+/* HMAC-SHA256 (RFC 2104) of data[0..length) under key[0..key_length)
+ * into mac: the signature of an alert's body (docs/alerts.md). 0, or -1 if
+ * libcrypto fails. */
+int hmac_sha256(const void *key, size_t key_length, const void *data, size_t length,
+                uint8_t mac[SHA256_DIGEST_BYTES]);
+
 #endif

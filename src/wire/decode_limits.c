@@ -53,6 +53,89 @@ static bool integer_in(const struct jdoc_value *value, uint64_t min, uint64_t ma
     return true;
 }
 
+/* One item of "alerts": exactly one of at_percent, runout_before_period_end. */
+static int alert_decode(const struct jdoc_value *item, uint32_t index, const char *path,
+                        struct limit_alert *out, char *error, size_t error_size)
+{
+    if (!jdoc_is(item, JDOC_OBJECT) || item->count != 1)
+        return decode_failf(error, error_size, path,
+                            "must be {\"at_percent\":N} or {\"runout_before_period_end\":true}",
+                            "alerts[%u]", index);
+    const struct jdoc_member *m = &item->as.members[0];
+    uint64_t percent;
+    if (strcmp(m->key, "at_percent") == 0) {
+        if (!integer_in(&m->value, ALERT_PERCENT_MIN, ALERT_PERCENT_MAX, &percent))
+            return decode_failf(error, error_size, path, "must be an integer 1..1000",
+                                "alerts[%u].at_percent", index);
+        *out = (struct limit_alert){.at_percent = (uint16_t)percent};
+    } else if (strcmp(m->key, "runout_before_period_end") == 0) {
+        if (!jdoc_is(&m->value, JDOC_TRUE))
+            return decode_failf(error, error_size, path, "must be true",
+                                "alerts[%u].runout_before_period_end", index);
+        *out = (struct limit_alert){.runout = true};
+    } else {
+        return decode_failf(error, error_size, path, "unknown field", "alerts[%u].%s", index,
+                            m->key);
+    }
+    return 0;
+}
+
+static int alerts_decode(struct limit_definition *d, const struct jdoc_value *value,
+                         const char *path, char *error, size_t error_size)
+{
+    if (jdoc_is(value, JDOC_NULL))
+        return 0;
+    if (!jdoc_is(value, JDOC_ARRAY))
+        return decode_fail(error, error_size, path, "alerts", "must be an array");
+    if (value->count > LIMIT_ALERTS_MAX)
+        return decode_fail(error, error_size, path, "alerts", "at most 8 alerts");
+    for (uint32_t i = 0; i < value->count; i++) {
+        if (alert_decode(&value->as.items[i], i, path, &d->alerts[i], error, error_size) != 0)
+            return -1;
+        for (uint32_t j = 0; j < i; j++) {
+            if (d->alerts[j].runout == d->alerts[i].runout &&
+                d->alerts[j].at_percent == d->alerts[i].at_percent)
+                return decode_failf(error, error_size, path, "duplicate threshold", "alerts[%u]",
+                                    i);
+        }
+    }
+    d->alert_count = (uint8_t)value->count;
+    return 0;
+}
+
+/* "webhook": a URL, or {"url": URL, "format": "json"|"slack"}. */
+static int webhook_decode(struct limit_definition *d, const struct jdoc_value *value,
+                          const char *path, char *error, size_t error_size)
+{
+    static const char url_rule[] = "must be an http:// or https:// URL of at most 512 bytes";
+    const struct jdoc_value *url = value;
+    if (jdoc_is(value, JDOC_NULL))
+        return 0;
+    if (jdoc_is(value, JDOC_OBJECT)) {
+        url = NULL;
+        for (uint32_t i = 0; i < value->count; i++) {
+            const struct jdoc_member *m = &value->as.members[i];
+            char text[16];
+            if (strcmp(m->key, "url") == 0) {
+                url = &m->value;
+            } else if (strcmp(m->key, "format") == 0) {
+                if (!copy_text(&m->value, text, sizeof text - 1) ||
+                    alert_format_parse(text, &d->webhook_format) != 0)
+                    return decode_fail(error, error_size, path, "webhook.format",
+                                       "must be json or slack");
+            } else {
+                return decode_failf(error, error_size, path, "unknown field", "webhook.%s", m->key);
+            }
+        }
+        if (url == NULL)
+            return decode_fail(error, error_size, path, "webhook.url", "required");
+    }
+    if (!copy_text(url, d->webhook, WEBHOOK_URL_LENGTH_MAX) || !webhook_url_valid(d->webhook))
+        return decode_fail(error, error_size, path, url == value ? "webhook" : "webhook.url",
+                           url_rule);
+    return 0;
+}
+
 enum definition_seen {
     SEEN_KEY = 1,
     SEEN_KIND = 2,
@@ -131,6 +214,10 @@ static int definition_field(struct limit_definition *d, unsigned *seen, const ch
         if (!integer_in(value, 0, PERIOD_ANCHOR_DAY_MAX, &number))
             return decode_fail(error, error_size, path, name, "must be an integer 1..28");
         d->period_anchor_day = (uint8_t)number;
+    } else if (strcmp(name, "alerts") == 0) {
+        return alerts_decode(d, value, path, error, error_size);
+    } else if (strcmp(name, "webhook") == 0) {
+        return webhook_decode(d, value, path, error, error_size);
     } else {
         return definition_text_field(d, name, value, path, error, error_size);
     }

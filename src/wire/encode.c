@@ -281,6 +281,36 @@ unsigned encode_release_members(struct buffer *b, const struct release_result *r
     return 200;
 }
 
+/* ,"alerts":[...],"webhook":... when set: a definition without them reads
+ * as before them. */
+static void encode_alerts_members(struct buffer *b, const struct limit_definition *d)
+{
+    if (d->alert_count > 0) {
+        buffer_append_str(b, ",\"alerts\":[");
+        for (uint32_t i = 0; i < d->alert_count; i++) {
+            buffer_append_str(b, i > 0 ? ",{" : "{");
+            if (d->alerts[i].runout)
+                buffer_append_str(b, "\"runout_before_period_end\":true");
+            else
+                buffer_member_u64(b, "at_percent", d->alerts[i].at_percent);
+            buffer_append_char(b, '}');
+        }
+        buffer_append_char(b, ']');
+    }
+    if (d->webhook[0] == '\0')
+        return;
+    buffer_append_char(b, ',');
+    if (d->webhook_format == ALERT_FORMAT_JSON) {
+        buffer_member_string(b, "webhook", d->webhook);
+        return;
+    }
+    buffer_append_str(b, "\"webhook\":{");
+    buffer_member_string(b, "url", d->webhook);
+    buffer_append_char(b, ',');
+    buffer_member_string(b, "format", alert_format_name(d->webhook_format));
+    buffer_append_char(b, '}');
+}
+
 void encode_definition_members(struct buffer *b, const struct limit_definition *d)
 {
     buffer_member_string(b, "key", d->key);
@@ -309,6 +339,7 @@ void encode_definition_members(struct buffer *b, const struct limit_definition *
     buffer_member_string(b, "description", d->description);
     buffer_append_char(b, ',');
     buffer_member_string(b, "overage", limit_overage_name(d->overage));
+    encode_alerts_members(b, d);
 }
 
 void encode_usage_amounts(struct buffer *b, const struct limit_usage *usage)

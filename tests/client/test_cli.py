@@ -173,6 +173,37 @@ def test_limits_period_fields(server):
     check(code == 0 and all(o["ok"] for o in out), (code, out, err))
     _, after, _ = run(server, "limits", "get", key)
     check(after["definition"] == dict(got["definition"], capacity=200), after)
+
+
+@test("a limit's alerts and webhook: set by --alerts and --webhook, kept by a put that does not "
+      "name them, refused when bad, and carried through `limits list` and `limits put --file`")
+def test_limits_alert_fields(server):
+    key = "cli:alerted"
+    code, out, err = run(server, "limits", "put", "--key", key, "--kind", "budget",
+                         "--capacity", "100", "--period", "month",
+                         "--alerts", '[{"at_percent":80},{"runout_before_period_end":true}]',
+                         "--webhook", "https://hooks.example/a")
+    check(code == 0 and out["created"], (code, out, err))
+    _, got, _ = run(server, "limits", "get", key)
+    check(got["definition"]["alerts"] == [{"at_percent": 80}, {"runout_before_period_end": True}]
+          and got["definition"]["webhook"] == "https://hooks.example/a", got)
+    code, out, err = run(server, "limits", "put", "--key", key, "--capacity", "200")
+    check(code == 0 and out["changed"] == {"capacity": {"from": 100, "to": 200}}, (code, out, err))
+    code, _, err = run(server, "limits", "put", "--key", key, "--alerts", '[{"at_percent":0}]')
+    check(code == 2 and "alerts[0].at_percent" in err, (code, err))
+    code, out, err = run(server, "limits", "put", "--key", key, "--webhook",
+                         '{"url":"https://hooks.example/s","format":"slack"}')
+    check(code == 0 and "webhook" in out["changed"], (code, out, err))
+    _, listed, _ = run(server, "limits", "list")
+    mine = [s for s in listed["limits"] if s["definition"]["key"] == key]
+    code, _, err = run(server, "limits", "delete", key)
+    check(code == 0, err)
+    code, out, err = run(server, "limits", "put", "--file", "-", stdin=json.dumps(mine))
+    check(code == 0 and all(o["ok"] for o in out), (code, out, err))
+    _, after, _ = run(server, "limits", "get", key)
+    check(after["definition"] == dict(got["definition"], capacity=200,
+                                      webhook={"url": "https://hooks.example/s",
+                                               "format": "slack"}), after)
     # A prepaid budget has no anchor or zone to print.
     code, out, err = run(server, "limits", "put", "--key", "cli:prepaid", "--kind", "budget",
                          "--capacity", "10", "--period", "none")

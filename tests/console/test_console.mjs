@@ -250,7 +250,7 @@ async function workload(server) {
                     timeout_seconds: 300, unit: 'usd_micros',
                     description: 'Sales team monthly spend'});
   await server.put({key: OPS, kind: 'budget', capacity: 5000000, period: 'day',
-                    timeout_seconds: 300, unit: 'usd_micros'});
+                    timeout_seconds: 300, unit: 'usd_micros', alerts: [{at_percent: 100}]});
   await server.put({key: BERLIN, kind: 'budget', capacity: 5000000, period: 'day',
                     time_zone: 'Europe/Berlin', unit: 'usd_micros'});
   await server.put({key: PREPAID, kind: 'budget', capacity: 1000, period: 'none',
@@ -469,6 +469,15 @@ async function attentionNamesProblems(page) {
   check(items.some(([kind, key]) => kind === 'out' && key === SLOTS), 'used-up slots named');
   check(items.some(([kind, key]) => kind === 'debt' && key === OPS), 'budget debt named');
   check(items.some(([kind]) => kind === 'denials'), 'denials in the last minute named');
+  // The debt passed the budget's 100 % alert: fired within a scan, shown within a refresh,
+  // with its delivery state (no webhook here).
+  const alert = await page.waitForFunction((key) => {
+    const li = [...document.querySelectorAll('#attention li[data-kind="alert"]')]
+      .find((item) => item.querySelector('.key') && item.querySelector('.key').textContent === key);
+    return li ? li.textContent : null;
+  }, {timeout: 20000}, OPS).then((handle) => handle.jsonValue()).catch(() => null);
+  check(alert !== null && alert.includes('reached 100% of its capacity') &&
+        alert.includes('no webhook'), 'the budget\'s fired alert named: ' + alert);
 }
 
 // Where each key shown on the page breaks across lines: a key may wrap only
@@ -803,7 +812,7 @@ const READS_WELL = 'no text cut off or under the linked row\'s bar, every value 
   'denial figures agree with the last minute\'s count';
 
 async function mainScenario(browser) {
-  const server = await new Server(['--test-clock']).start();
+  const server = await new Server(['--test-clock', '--alert-scan-ms', '100']).start();
   try {
     await workload(server);
     const page = await newPage(browser, 1400, 1000);
@@ -816,8 +825,8 @@ async function mainScenario(browser) {
               'the projection and the top callers', () => budgetsMatchApi(server, page));
     await run('hostile_key_is_text', 'a key and a caller made of markup render as text; nothing ' +
               'runs', () => hostileRendersAsText(server, page));
-    await run('attention_names_problems', 'the first panel names the used-up limit, the debt and ' +
-              'the denials', () => attentionNamesProblems(page));
+    await run('attention_names_problems', 'the first panel names the used-up limit, the debt, ' +
+              'the denials and a fired alert', () => attentionNamesProblems(page));
     await run('keys_wrap_at_colons', 'a key wraps only after a colon, never inside a word',
               () => keysWrapAtColons(page, 'desktop'));
     await run('new_reserve_shows_up', 'a reserve made after the page loaded shows up without a ' +

@@ -56,6 +56,70 @@ static void each_bad_field_is_named(void)
     CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
 }
 
+/* Alerts: each bound and rule named, one past each bound refused. */
+static void alerts_are_checked(void)
+{
+    char error[256];
+    struct limit_definition d = rolling();
+    d.alert_count = LIMIT_ALERTS_MAX;
+    for (uint32_t i = 0; i < LIMIT_ALERTS_MAX; i++)
+        d.alerts[i].at_percent = (uint16_t)(ALERT_PERCENT_MAX - i);
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), 0);
+    d.alert_count = LIMIT_ALERTS_MAX + 1;
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
+    CHECK(strncmp(error, "alerts:", 7) == 0);
+
+    d = rolling();
+    d.alert_count = 2;
+    d.alerts[0].at_percent = ALERT_PERCENT_MIN;
+    d.alerts[1].at_percent = ALERT_PERCENT_MAX + 1;
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
+    CHECK_STR(error, "alerts[1].at_percent: must be an integer 1..1000");
+    d.alerts[1].at_percent = ALERT_PERCENT_MIN;
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
+    CHECK(strncmp(error, "alerts[1]:", 10) == 0); /* the same threshold twice */
+    d.alerts[1] = (struct limit_alert){.runout = true};
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
+    CHECK(strncmp(error, "alerts[1].runout_before_period_end:", 35) == 0); /* budgets only */
+
+    d = rolling();
+    snprintf(d.webhook, sizeof d.webhook, "https://hooks.example/x");
+    CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), 0);
+    const char *bad[] = {"ftp://h/x", "https://", "http:///x", "https://h/a b", "hooks.example"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(d.webhook, sizeof d.webhook, "%s", bad[i]);
+        CHECK_EQ_I64(limit_definition_validate(&d, error, sizeof error), -1);
+        CHECK(strncmp(error, "webhook:", 8) == 0);
+    }
+    memset(d.webhook, 'a', WEBHOOK_URL_LENGTH_MAX);
+    memcpy(d.webhook, "https://", 8);
+    d.webhook[WEBHOOK_URL_LENGTH_MAX] = '\0';
+    CHECK(webhook_url_valid(d.webhook)); /* at the bound */
+}
+
+/* The text form the sqlite database keeps reads back as the same alerts;
+ * a text that is not one is refused with no alert set. */
+static void alerts_text_round_trips(void)
+{
+    struct limit_definition d = {.alert_count = LIMIT_ALERTS_MAX}, back = {0};
+    for (uint32_t i = 0; i < LIMIT_ALERTS_MAX - 1; i++)
+        d.alerts[i].at_percent = (uint16_t)(ALERT_PERCENT_MAX - i);
+    d.alerts[LIMIT_ALERTS_MAX - 1].runout = true;
+    char text[LIMIT_ALERTS_TEXT_SIZE];
+    limit_alerts_text(&d, text);
+    CHECK_STR(text, "1000,999,998,997,996,995,994,runout");
+    CHECK_EQ_I64(limit_alerts_parse_text(text, &back), 0);
+    CHECK(limit_alerts_same(&d, &back));
+    CHECK_EQ_I64(limit_alerts_parse_text("", &back), 0);
+    CHECK_EQ_U64(back.alert_count, 0);
+    const char *bad[] = {"80,",   ",80",     "80,,90", "1001",
+                         "10000", "runoutx", "x",      "1,2,3,4,5,6,7,8,9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_I64(limit_alerts_parse_text(bad[i], &back), -1);
+        CHECK_EQ_U64(back.alert_count, 0);
+    }
+}
+
 static void budget_timeout_defaults_and_clamps(void)
 {
     char error[256];
@@ -318,6 +382,8 @@ int main(void)
 {
     RUN(valid_rolling_passes, "a complete rolling definition validates");
     RUN(each_bad_field_is_named, "each invalid field is rejected with its name");
+    RUN(alerts_are_checked, "alerts and webhooks: bounds, duplicates, runout on budgets only");
+    RUN(alerts_text_round_trips, "the alerts' text form reads back the same; bad text sets none");
     RUN(budget_timeout_defaults_and_clamps, "budget timeout defaults to 60 and clamps to 5..300");
     RUN(periods_are_utc_calendar, "day/week/month periods follow the UTC calendar");
     RUN(zoned_days_follow_daylight_saving,

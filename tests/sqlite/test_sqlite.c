@@ -111,6 +111,45 @@ static void period_fields_survive_a_restart(void)
     db_destroy(&db);
 }
 
+/* A limit's alerts, webhook and its format are stored with it, and a
+ * put that changes only them is stored too. */
+static void alerts_survive_a_restart(void)
+{
+    struct db db;
+    OPEN(&db);
+    struct limit_definition d = {
+        .kind = LIMIT_BUDGET,
+        .capacity = 100,
+        .period = PERIOD_DAY,
+        .alert_count = 3,
+        .alerts = {{.at_percent = 80}, {.at_percent = 1000}, {.runout = true}},
+        .webhook_format = ALERT_FORMAT_SLACK};
+    snprintf(d.key, sizeof d.key, "alerted");
+    snprintf(d.webhook, sizeof d.webhook, "https://hooks.example/T1");
+    struct limit_definition rolling = {.kind = LIMIT_ROLLING,
+                                       .capacity = 5,
+                                       .window_seconds = 60,
+                                       .alert_count = 1,
+                                       .alerts = {{.at_percent = 100}}};
+    snprintf(rolling.key, sizeof rolling.key, "alerted:rolling");
+    struct limit_state state;
+    char error[256] = "";
+    REQUIRE(backend_put_limit(db.backend, &d, &state, error, sizeof error) == 0);
+    REQUIRE(backend_put_limit(db.backend, &rolling, &state, error, sizeof error) == 0);
+    rolling.alerts[0].at_percent = 90; /* only the alert changes */
+    REQUIRE(backend_put_limit(db.backend, &rolling, &state, error, sizeof error) == 0);
+    db_close(&db);
+    REQUIRE(db_reopen(&db));
+    struct limit_usage u = usage_of(&db, "alerted");
+    CHECK(limit_alerts_same(&u.state.definition, &d));
+    CHECK_EQ_U64(u.state.definition.alert_count, 3);
+    CHECK_STR(u.state.definition.webhook, "https://hooks.example/T1");
+    u = usage_of(&db, "alerted:rolling");
+    CHECK_EQ_U64(u.state.definition.alerts[0].at_percent, 90);
+    CHECK(limit_alerts_same(&u.state.definition, &rolling));
+    db_destroy(&db);
+}
+
 static void live_holds_survive_a_restart_and_expire(void)
 {
     struct db db;
@@ -254,7 +293,11 @@ static void version_1_database_is_migrated(void)
              (long long)START_MS);
     exec_sql(path, sql);
     REQUIRE(db_reopen(&db));
-    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 4);
+    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 5);
+    /* version 5: no older limit has alerts or a webhook */
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM limits WHERE alerts = '' AND "
+                                   "webhook = '' AND webhook_format = 'json'"),
+                 2);
     CHECK_EQ_I64(db_query_int(&db, "SELECT calls FROM caller_usage"), 0); /* version 3 */
     /* version 4: every older budget is of the 1st, in UTC */
     CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM limits WHERE period_anchor_day = 0 AND "
@@ -883,6 +926,8 @@ int main(void)
     RUN(period_fields_survive_a_restart,
         "a zoned day, a month from the 28th and a prepaid budget keep their periods and spend "
         "across a restart");
+    RUN(alerts_survive_a_restart,
+        "a limit's alerts, webhook and format are stored, and a put changing only them too");
     RUN(restore_reconciles_with_the_registry,
         "restore_limit takes the registry's definition and keeps the counters");
     RUN(one_failing_request_does_not_abort_the_batch,

@@ -26,6 +26,7 @@
 
 static void bind_state(sqlite3_stmt *stmt, const struct sq_limit *limit, int64_t now_ms)
 {
+    char alerts[LIMIT_ALERTS_TEXT_SIZE];
     const struct limit_definition *d = &limit->state.definition;
     assert(d->capacity >= 1);
     assert(d->capacity <= AMOUNT_MAX); /* fits the column's int64 */
@@ -45,6 +46,10 @@ static void bind_state(sqlite3_stmt *stmt, const struct sq_limit *limit, int64_t
     sqlite3_bind_int64(stmt, 13, now_ms);
     sqlite3_bind_int64(stmt, 14, d->period_anchor_day);
     sqlite3_bind_text(stmt, 15, d->time_zone, -1, SQLITE_STATIC);
+    limit_alerts_text(d, alerts);
+    sqlite3_bind_text(stmt, 16, alerts, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 17, d->webhook, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 18, alert_format_name(d->webhook_format), -1, SQLITE_STATIC);
 }
 
 static int limit_write(struct sq_backend *backend, const struct sq_limit *limit,
@@ -67,7 +72,8 @@ static bool state_equal(const struct limit_state *a, const struct limit_state *b
            x->period == y->period && x->period_anchor_day == y->period_anchor_day &&
            strcmp(x->time_zone, y->time_zone) == 0 && x->overage == y->overage &&
            strcmp(x->unit, y->unit) == 0 && strcmp(x->description, y->description) == 0 &&
-           a->status == b->status && a->pending_decrease_to == b->pending_decrease_to;
+           limit_alerts_same(x, y) && a->status == b->status &&
+           a->pending_decrease_to == b->pending_decrease_to;
 }
 
 static int limit_create(struct sq_backend *backend, const struct limit_state *state, int64_t now_ms,

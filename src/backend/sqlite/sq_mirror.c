@@ -287,6 +287,14 @@ static void limit_state_from_row(sqlite3_stmt *stmt, struct limit_state *state)
     int64_t anchor_day = sqlite3_column_int64(stmt, 13);
     d->period_anchor_day = (uint8_t)(anchor_day >= 0 && anchor_day <= UINT8_MAX ? anchor_day : 255);
     column_text(stmt, 14, d->time_zone, sizeof d->time_zone);
+    char alerts[LIMIT_ALERTS_TEXT_SIZE];
+    column_text(stmt, 15, alerts, sizeof alerts);
+    if (limit_alerts_parse_text(alerts, d) != 0)
+        d->alert_count = LIMIT_ALERTS_MAX + 1; /* refused by limit_definition_validate */
+    column_text(stmt, 16, d->webhook, sizeof d->webhook);
+    column_text(stmt, 17, name, sizeof name);
+    if (alert_format_parse(name, &d->webhook_format) != 0)
+        d->alert_count = LIMIT_ALERTS_MAX + 1;
 }
 
 static int load_limits(struct sq_backend *backend, char *error, size_t error_size)
@@ -294,7 +302,8 @@ static int load_limits(struct sq_backend *backend, char *error, size_t error_siz
     sqlite3_stmt *stmt = NULL;
     const char *sql = "SELECT id,key,deleted,kind,capacity,window_seconds,timeout_seconds,"
                       "period,unit,description,overage,status,pending_decrease_to,"
-                      "period_anchor_day,time_zone FROM limits ORDER BY id";
+                      "period_anchor_day,time_zone,alerts,webhook,webhook_format FROM limits "
+                      "ORDER BY id";
     if (sqlite3_prepare_v2(backend->db, sql, -1, &stmt, NULL) != SQLITE_OK)
         return load_fail(backend, error, error_size, "limits");
     int rc;
@@ -304,7 +313,8 @@ static int load_limits(struct sq_backend *backend, char *error, size_t error_siz
         /* Its time zone is looked up (the zone a period needs) and the
          * fields checked as a put would. */
         char reason[256];
-        if (state.definition.kind == LIMIT_BUDGET &&
+        bool alerting = state.definition.alert_count > 0 || state.definition.webhook[0] != '\0';
+        if ((state.definition.kind == LIMIT_BUDGET || alerting) &&
             limit_definition_validate(&state.definition, reason, sizeof reason) != 0) {
             sqlite3_finalize(stmt);
             snprintf(error, error_size, "loading limit %s: %s", state.definition.key, reason);

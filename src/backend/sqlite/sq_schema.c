@@ -221,8 +221,15 @@ static const char schema_v4[] =
     "ALTER TABLE limits ADD COLUMN period_anchor_day INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE limits ADD COLUMN time_zone TEXT NOT NULL DEFAULT '';";
 
+/* Schema version 5: a limit's alerts ("80,100,runout": limit_alerts_text),
+ * its own webhook and that webhook's format. */
+static const char schema_v5[] =
+    "ALTER TABLE limits ADD COLUMN alerts TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE limits ADD COLUMN webhook TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE limits ADD COLUMN webhook_format TEXT NOT NULL DEFAULT 'json';";
+
 /* migrations[i] takes the schema from version i to i + 1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* The data path's writes say OR ROLLBACK: any error already abandons the
@@ -271,12 +278,14 @@ static const char *const statement_sql[SQ_STMT_COUNT] = {
     [SQ_STMT_LIMIT_INSERT] = "INSERT INTO limits(id,key,deleted,kind,capacity,window_seconds,"
                              "timeout_seconds,period,unit,description,overage,status,"
                              "pending_decrease_to,created_at,updated_at,period_anchor_day,"
-                             "time_zone) "
-                             "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14,?15)",
+                             "time_zone,alerts,webhook,webhook_format) "
+                             "VALUES(?1,?2,0,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?13,?14,?15,"
+                             "?16,?17,?18)",
     [SQ_STMT_LIMIT_UPDATE] = "UPDATE limits SET kind=?3,capacity=?4,window_seconds=?5,"
                              "timeout_seconds=?6,period=?7,unit=?8,description=?9,overage=?10,"
                              "status=?11,pending_decrease_to=?12,updated_at=?13,"
-                             "period_anchor_day=?14,time_zone=?15 WHERE id=?1 AND key=?2",
+                             "period_anchor_day=?14,time_zone=?15,alerts=?16,webhook=?17,"
+                             "webhook_format=?18 WHERE id=?1 AND key=?2",
     [SQ_STMT_LIMIT_DELETE] = "UPDATE limits SET deleted=1,updated_at=? WHERE id=?",
 };
 

@@ -40,6 +40,7 @@ enum tb_account_code {
     TB_ACCOUNT_CODE_SPEND = 6,
     TB_ACCOUNT_CODE_CUT = 7,
     TB_ACCOUNT_CODE_FINALIZED = 8,
+    TB_ACCOUNT_CODE_ALERT_CLAIM = 9, /* an alert one front end delivers (tb_provision_claim) */
 };
 /* user_data_32 of a void says who voided: a complete or a release. A void
  * of the other kind then fails with exists_with_different_user_data_32,

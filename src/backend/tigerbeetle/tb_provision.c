@@ -121,6 +121,32 @@ int tb_provision_operator(struct tb_backend *b)
     return 0;
 }
 
+int tb_provision_claim(struct backend *base, const uint8_t name[32], const uint8_t owner[16],
+                       bool *mine)
+{
+    struct tb_backend *b = tb_backend_of(base);
+    if (tb_provision_operator(b) != 0)
+        return -1;
+    tbc_u128 id;
+    memcpy(&id, name, sizeof id);
+    struct tbc_account account =
+        tb_ledger_account(tbc_id_normalize(id), TB_ACCOUNT_CODE_ALERT_CLAIM, 0, NULL);
+    memcpy(&account.user_data_128, owner, sizeof account.user_data_128);
+    uint32_t code = 0;
+    if (call_create(b, TBC_OPERATION_CREATE_ACCOUNTS, &account, 1, &code) != 0)
+        return -1;
+    if (code == TBC_ACCOUNT_OK || code == TBC_ACCOUNT_EXISTS) {
+        *mine = true;
+        return 0;
+    }
+    if (code == TBC_ACCOUNT_EXISTS_WITH_DIFFERENT_USER_DATA_128) {
+        *mine = false;
+        return 0;
+    }
+    fprintf(stderr, "tigerbeetle: claiming an alert failed with result %u\n", code);
+    return -1;
+}
+
 static int create_limit_accounts(struct tb_backend *b, const struct tb_limit *limit,
                                  enum limit_kind kind)
 {

@@ -60,4 +60,10 @@ void tb_provision_patience(bool patient);
 /* The operator account, once per process. 0 or -1. */
 int tb_provision_operator(struct tb_backend *b);
 
+/* backend_ops.claim: an account whose id is the name's first 16 bytes and
+ * whose user_data_128 is the owner; "exists" with the same owner is the
+ * owner's claim again, with another owner someone else's. */
+int tb_provision_claim(struct backend *base, const uint8_t name[32], const uint8_t owner[16],
+                       bool *mine);
+
 #endif

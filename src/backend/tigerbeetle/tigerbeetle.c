@@ -494,4 +494,5 @@ const struct backend_ops tb_backend_ops = {
     .holds_scan = NULL, /* the lease cache does not keep callers */
     .holds_seen_here_only = true,
     .watch = tb_watch,
+    .claim = tb_provision_claim,
 };
