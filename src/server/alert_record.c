@@ -130,7 +130,6 @@ void alert_encode_body(const struct alert *alert, struct buffer *b)
     buffer_append_char(b, '}');
 }
 
-
 struct alert *alerts_find_locked(struct alerts *alerts, const char *id)
 {
     for (uint32_t i = 0; i < alerts->kept_count; i++) {
