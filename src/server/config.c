@@ -71,6 +71,10 @@ static const struct flag flags[] = {
      NULL},
     {"--zoneinfo-dir", "DIR", FLAG_STRING, FIELD(zoneinfo_dir), 0, 0,
      "where a budget's time_zone is read from (default " TZ_DIRECTORY_DEFAULT ")", 0, NULL},
+    {"--control", "etcd://HOST:PORT[,HOST:PORT...]", FLAG_STRING, FIELD(control), 0, 0,
+     "keep limit definitions in this etcd cluster, shared by every front end (default: "
+     "limits.json alone)",
+     0, NULL},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
      "tests only: enable POST /v1/admin/clock to move the clock", 0, NULL},
 };

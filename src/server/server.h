@@ -33,6 +33,7 @@ struct server {
     struct wait *wait;       /* the waiting queue in front of the backend */
     struct gateway *gateway; /* NULL: gateway mode is off */
     struct registry *registry;
+    struct control *control; /* --control: definitions in etcd; NULL without it */
     struct offload *offload; /* runs limit changes off the HTTP workers */
     int data_dir_lock_fd;    /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;
