@@ -33,12 +33,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "tigerbeetle"))
 import harness  # noqa: E402
 from harness import Server, backend_from_argv, binary_from_argv, wait_until  # noqa: E402
 import etcd_cluster  # noqa: E402
+import tb_cluster  # noqa: E402
 
 BINARY = binary_from_argv()
 BACKEND = backend_from_argv()
+tb_cluster.ping_tool_from_argv()
 etcd_cluster.skip_unless_etcd("front ends sharing definitions through etcd")
 if BACKEND == "tigerbeetle":
-    import tb_cluster  # noqa: E402
     tb_cluster.skip_unless_binary("front ends on one TigerBeetle cluster")
 # How long a change may take to reach the other front end before the test
 # fails: far above the 2 s the design aims at, for a busy machine.
@@ -95,24 +96,21 @@ def admitted(server, key, tries, amount=1):
 class ControlPlane(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # Each part is ended by its own class cleanup, also when a later
+        # part fails to start.
         cls.etcd = etcd_cluster.EtcdCluster(3).__enter__()
-        cls.tb = None
+        cls.addClassCleanup(cls.etcd.__exit__, None, None, None)
         args = ["--control", cls.etcd.url()]
         if BACKEND == "tigerbeetle":
-            cls.tb = tb_cluster.Cluster(replicas=3).__enter__()
-            args += ["--tb-addresses", cls.tb.address, "--tb-sessions", "2"]
-        cls.args = args
-        cls.a = FrontEnd(BINARY, backend=BACKEND, args=args).start()
-        cls.b = FrontEnd(BINARY, backend=BACKEND, args=args).start()
-
-    @classmethod
-    def tearDownClass(cls):
+            tb = tb_cluster.Cluster(replicas=3).__enter__()
+            cls.addClassCleanup(tb.__exit__, None, None, None)
+            args += ["--tb-addresses", tb.address, "--tb-sessions", "2"]
+        cls.a = FrontEnd(BINARY, backend=BACKEND, args=args)
+        cls.b = FrontEnd(BINARY, backend=BACKEND, args=args)
         for server in (cls.a, cls.b):
-            server.stop(check=False)
-            server.cleanup()
-        if cls.tb is not None:
-            cls.tb.__exit__(None, None, None)
-        cls.etcd.__exit__(None, None, None)
+            cls.addClassCleanup(server.cleanup)
+            cls.addClassCleanup(server.stop, check=False)
+            server.start()
 
     def setUp(self):
         # Every test starts with every member up and both front ends following.
