@@ -39,6 +39,7 @@ struct ctl_plane {
     pthread_cond_t wake;
     pthread_t thread;
     bool started;
+    bool synced; /* a whole read was applied once (under the lock) */
 };
 
 static int compare_name(const void *a, const void *b)
@@ -161,7 +162,10 @@ static int compare_kv_name(const void *a, const void *b)
 
 /* After a whole read at range->revision: a name the local side holds that
  * the store does not is deleted, unless a change newer than the read is
- * applied already. Called with the lock held. */
+ * applied already. The first read deletes every such name (the local side
+ * starts as the store's copy); later ones only names that came from the
+ * store, so what the local side made of its own since (the gateway's
+ * limits from templates' defaults) stays. Called with the lock held. */
 static void remove_absent(struct ctl_plane *p, const struct ctl_range *range)
 {
     char **names = NULL;
@@ -176,7 +180,10 @@ static void remove_absent(struct ctl_plane *p, const struct ctl_range *range)
         bool in_store =
             n > 0 && (size_t)n < sizeof key &&
             bsearch(key, range->kvs, range->count, sizeof *range->kvs, compare_kv_name) != NULL;
-        if (!in_store && table_claim(p, names[i], range->revision))
+        bool known = false;
+        if (p->synced)
+            table_find(p, names[i], &known);
+        if (!in_store && (!p->synced || known) && table_claim(p, names[i], range->revision))
             p->ops.remove(p->context, names[i]);
         free(names[i]);
     }
@@ -193,6 +200,7 @@ static int sync_all(struct ctl_plane *p, int64_t *revision, char *error, size_t 
     for (size_t i = 0; i < range.count; i++)
         apply_seen(p, CTL_EVENT_PUT, &range.kvs[i]);
     remove_absent(p, &range);
+    p->synced = true;
     pthread_mutex_unlock(&p->lock);
     note_revision(p, range.revision);
     *revision = range.revision;
