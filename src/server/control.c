@@ -59,6 +59,29 @@ static void changed(struct control *c, const char *key)
         wait_limit_changed(c->wait, key); /* its waiters may fit now, or never */
 }
 
+/* Whether the definition is what this front end has in force already (or
+ * is moving to, for a decrease that waits): then applying it again would
+ * change nothing but cost a rewrite of limits.json, and on a start or a
+ * read again after the store was lost every limit comes by. */
+static bool in_force_already(struct control *c, const struct limit_definition *definition)
+{
+    struct limit_state state;
+    if (backend_get_limit(c->backend, definition->key, &state) != 0)
+        return false;
+    if (state.status == LIMIT_DECREASING)
+        state.definition.capacity = state.pending_decrease_to;
+    struct buffer in_force, wanted;
+    buffer_init(&in_force, NULL, 0);
+    buffer_init(&wanted, NULL, 0);
+    encode_definition_members(&in_force, &state.definition);
+    encode_definition_members(&wanted, definition);
+    bool same = !in_force.failed && !wanted.failed && in_force.length == wanted.length &&
+                memcmp(in_force.data, wanted.data, wanted.length) == 0;
+    buffer_free(&in_force);
+    buffer_free(&wanted);
+    return same;
+}
+
 /* The follower's put: a definition some front end wrote. */
 static void follow_put(void *context, const char *name, const char *value, size_t length)
 {
@@ -70,6 +93,8 @@ static void follow_put(void *context, const char *name, const char *value, size_
                   "reason", error, NULL);
         return;
     }
+    if (in_force_already(c, &definition))
+        return;
     struct limit_state state;
     enum registry_outcome outcome =
         registry_put(c->registry, &definition, &state, error, sizeof error);

@@ -197,7 +197,8 @@ class ControlPlane(unittest.TestCase):
         self.assertIsNone(self.etcd.get("/llmlimit/limits/" + other))
         self.assertEqual(self.b.put_limit(rolling(key, 50))[0], 200)
         self.assertTrue(seen(self.a, key, 50, "a put on B after the store came back, on A"))
-        self.assertGreater(metric(self.a, "llmlimit_control_revision"), revision)
+        self.assertTrue(wait_until(
+            lambda: metric(self.a, "llmlimit_control_revision") > revision, SEEN_WITHIN_S))
 
     def test_5_a_front_end_started_later_starts_with_the_store(self):
         key = "later-" + uuid.uuid4().hex[:8]
