@@ -267,6 +267,12 @@ int control_delete(struct control *c, const char *key, char *error, size_t error
     return write_change(c, &change, NULL, 0);
 }
 
+void control_status(const struct control *c, bool *connected, int64_t *revision)
+{
+    *connected = ctl_plane_connected(c->plane);
+    *revision = ctl_plane_revision(c->plane);
+}
+
 void control_metrics_render(const struct control *c, struct buffer *out)
 {
     int64_t revision = ctl_plane_revision(c->plane);

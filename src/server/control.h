@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "registry.h"
 #include "util/buffer.h"
@@ -39,6 +40,8 @@ int control_put(struct control *control, const struct limit_definition *definiti
 /* REGISTRY_UNKNOWN when this front end has no such limit (nothing written). */
 int control_delete(struct control *control, const char *key, char *error, size_t error_size);
 
+/* Whether the follower's watch runs, and the store's revision the view is at. */
+void control_status(const struct control *control, bool *connected, int64_t *revision);
 /* llmlimit_control_connected and llmlimit_control_revision, for /metrics. */
 void control_metrics_render(const struct control *control, struct buffer *out);
 

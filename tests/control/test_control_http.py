@@ -176,6 +176,8 @@ class ControlPlane(unittest.TestCase):
             self.assertTrue(wait_until(
                 lambda: metric(server, "llmlimit_control_connected") == 0, SEEN_WITHIN_S))
             self.assertTrue(any("store unreachable" in line for line in server.stderr_lines))
+            status, _, body = server.request("GET", "/v1/console/status")
+            self.assertEqual((status, body["control"]["connected"]), (200, False))
         # Reserves are served from the last view.
         self.assertEqual(admitted(self.a, key, 3), 3)
         self.assertEqual(admitted(self.b, key, 3), 3)
@@ -195,6 +197,9 @@ class ControlPlane(unittest.TestCase):
             self.assertTrue(wait_until(
                 lambda: metric(server, "llmlimit_control_connected") == 1, SEEN_WITHIN_S))
         self.assertIsNone(self.etcd.get("/llmlimit/limits/" + other))
+        status, _, body = self.a.request("GET", "/v1/console/status")
+        self.assertTrue(body["control"]["connected"])
+        self.assertGreaterEqual(body["control"]["revision"], revision)
         self.assertEqual(self.b.put_limit(rolling(key, 50))[0], 200)
         self.assertTrue(seen(self.a, key, 50, "a put on B after the store came back, on A"))
         self.assertTrue(wait_until(
