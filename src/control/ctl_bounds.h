@@ -27,6 +27,11 @@
 #define CTL_CONNECT_TIMEOUT_MS 1000
 /* A unary call (put, range page, delete, txn) is given up after this. */
 #define CTL_REQUEST_TIMEOUT_MS 3000
+/* Every this often the member a watch runs on is asked a read; one that
+ * does not answer within CTL_PROBE_TIMEOUT_MS ends the watch, which is set
+ * up again on the next member. */
+#define CTL_PROBE_INTERVAL_MS 2000
+#define CTL_PROBE_TIMEOUT_MS 2000
 /* The watcher's wait between attempts while the store is unreachable:
  * doubles from the first to the last. */
 #define CTL_RETRY_MS_FIRST 100

@@ -17,7 +17,8 @@
 struct ctl_etcd {
     char endpoints[CTL_ENDPOINTS_MAX][CTL_ENDPOINT_LENGTH_MAX + 1];
     uint32_t count;
-    uint32_t current; /* atomic: the member that answered last */
+    uint32_t current;  /* atomic: the member that answered last */
+    uint32_t watching; /* atomic: the member a watch runs on, + 1; 0: none */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -125,6 +126,47 @@ static CURL *easy_for(const struct ctl_etcd *etcd, uint32_t member, const char *
     return easy;
 }
 
+/* One POST to one member. 1 when it answered below 500 (the answer in
+ * *answer, NUL-terminated), 0 when it could not be reached or answered 5xx
+ * (the next may do), -1 when no other member can do better (an answer past
+ * its bound, out of memory); error set unless 1. */
+static int post_member(struct ctl_etcd *etcd, uint32_t member, const char *path,
+                       const struct buffer *body, long timeout_ms, struct buffer *answer,
+                       char *error, size_t error_size)
+{
+    CURL *easy = easy_for(etcd, member, path, body);
+    if (easy == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    answer->length = 0;
+    answer->failed = false;
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, answer);
+    CURLcode code = curl_easy_perform(easy);
+    long status = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(easy);
+    if (answer->failed) {
+        snprintf(error, error_size, "etcd %s: answer past %u bytes", etcd->endpoints[member],
+                 CTL_RESPONSE_BYTES_MAX);
+        return -1;
+    }
+    if (code != CURLE_OK || status >= 500) {
+        snprintf(error, error_size, "etcd %s: %s", etcd->endpoints[member],
+                 code != CURLE_OK ? curl_easy_strerror(code) : "answered 5xx");
+        return 0;
+    }
+    buffer_append_char(answer, '\0');
+    if (answer->failed) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    answer->length--;
+    return 1;
+}
+
 /* POSTs body to path, member after member from the current one, until
  * one answers below 500. 0 with the answer in *answer (NUL-terminated),
  * or -1 with error. */
@@ -138,38 +180,14 @@ static int post(struct ctl_etcd *etcd, const char *path, const struct buffer *bo
     uint32_t first = __atomic_load_n(&etcd->current, __ATOMIC_RELAXED);
     for (uint32_t i = 0; i < etcd->count; i++) {
         uint32_t member = (first + i) % etcd->count;
-        CURL *easy = easy_for(etcd, member, path, body);
-        if (easy == NULL) {
-            snprintf(error, error_size, "out of memory");
+        int posted = post_member(etcd, member, path, body, CTL_REQUEST_TIMEOUT_MS, answer, error,
+                                 error_size);
+        if (posted < 0)
             return -1;
+        if (posted == 1) {
+            __atomic_store_n(&etcd->current, member, __ATOMIC_RELAXED);
+            return 0;
         }
-        answer->length = 0;
-        answer->failed = false;
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)CTL_REQUEST_TIMEOUT_MS);
-        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
-        curl_easy_setopt(easy, CURLOPT_WRITEDATA, answer);
-        CURLcode code = curl_easy_perform(easy);
-        long status = 0;
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(easy);
-        if (answer->failed) {
-            snprintf(error, error_size, "etcd %s: answer past %u bytes", etcd->endpoints[member],
-                     CTL_RESPONSE_BYTES_MAX);
-            return -1;
-        }
-        if (code != CURLE_OK || status >= 500) {
-            snprintf(error, error_size, "etcd %s: %s", etcd->endpoints[member],
-                     code != CURLE_OK ? curl_easy_strerror(code) : "answered 5xx");
-            continue;
-        }
-        __atomic_store_n(&etcd->current, member, __ATOMIC_RELAXED);
-        buffer_append_char(answer, '\0');
-        if (answer->failed) {
-            snprintf(error, error_size, "out of memory");
-            return -1;
-        }
-        answer->length--;
-        return 0;
     }
     return -1;
 }
@@ -454,7 +472,9 @@ int ctl_etcd_watch(struct ctl_etcd *etcd, const char *prefix, int64_t start_revi
     CURLcode code = CURLE_COULDNT_CONNECT;
     for (uint32_t i = 0; i < etcd->count && code == CURLE_COULDNT_CONNECT && !body.failed; i++) {
         uint32_t member = (first + i) % etcd->count;
+        __atomic_store_n(&etcd->watching, member + 1, __ATOMIC_RELAXED);
         code = watch_member(etcd, member, &body, &w);
+        __atomic_store_n(&etcd->watching, 0, __ATOMIC_RELAXED);
         if (code != CURLE_COULDNT_CONNECT)
             __atomic_store_n(&etcd->current, member, __ATOMIC_RELAXED);
         else
@@ -470,4 +490,38 @@ int ctl_etcd_watch(struct ctl_etcd *etcd, const char *prefix, int64_t start_revi
         snprintf(error, error_size, "etcd: watch stream ended: %s",
                  code == CURLE_OK ? "closed by the member" : curl_easy_strerror(code));
     return -1;
+}
+
+int ctl_etcd_probe(struct ctl_etcd *etcd, const char *prefix, char *error, size_t error_size)
+{
+    uint32_t watching = __atomic_load_n(&etcd->watching, __ATOMIC_RELAXED);
+    if (watching == 0)
+        return 0;
+    char end[CTL_KEY_BYTES_MAX];
+    size_t end_length = 0, prefix_length = strlen(prefix);
+    if (prefix_length > CTL_KEY_BYTES_MAX ||
+        ctl_prefix_end(prefix, prefix_length, end, sizeof end, &end_length) != 0) {
+        snprintf(error, error_size, "etcd: bad prefix");
+        return -1;
+    }
+    struct buffer body, answer;
+    buffer_init(&body, NULL, 0);
+    ctl_encode_range(&body, prefix, prefix_length, end, end_length, 1, 0);
+    buffer_init(&answer, NULL, 0);
+    answer.capacity_max = CTL_RESPONSE_BYTES_MAX;
+    int result = -1;
+    if (body.failed)
+        snprintf(error, error_size, "out of memory");
+    else if (post_member(etcd, watching - 1, "/v3/kv/range", &body, CTL_PROBE_TIMEOUT_MS, &answer,
+                         error, error_size) == 1) {
+        struct ctl_range_page page;
+        result = ctl_decode_range(answer.data, answer.length, &page, error, error_size);
+        if (result == 0)
+            ctl_range_page_free(&page);
+    }
+    buffer_free(&body);
+    buffer_free(&answer);
+    if (result != 0) /* the next call starts with the next member */
+        __atomic_store_n(&etcd->current, watching % etcd->count, __ATOMIC_RELAXED);
+    return result;
 }

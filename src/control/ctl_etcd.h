@@ -63,4 +63,11 @@ int ctl_etcd_watch(struct ctl_etcd *etcd, const char *prefix, int64_t start_revi
                    ctl_watch_fn on_response, void *context, const int *stop, bool *compacted,
                    char *error, size_t error_size);
 
+/* Whether the member a watch runs on answers a read of prefix (one key,
+ * linearizable: a member cut off from its cluster's majority fails it)
+ * within CTL_PROBE_TIMEOUT_MS: 0 (also when no watch runs), or -1 with
+ * the reason (the next call then starts with the next member). A watch on a member that hangs
+ * without closing its connection would otherwise wait for ever. */
+int ctl_etcd_probe(struct ctl_etcd *etcd, const char *prefix, char *error, size_t error_size);
+
 #endif

@@ -35,9 +35,11 @@ struct ctl_plane {
     int64_t revision; /* atomic */
     int connected;    /* atomic */
     int stop;         /* atomic */
+    int watch_stop;   /* atomic: ends the running watch (stop, or its member hangs) */
     pthread_mutex_t sleep_mutex;
     pthread_cond_t wake;
     pthread_t thread;
+    pthread_t prober; /* asks the watched member now and then (ctl_etcd_probe) */
     bool started;
     bool synced; /* a whole read was applied once (under the lock) */
 };
@@ -272,11 +274,36 @@ static void *watcher(void *context)
         logged = false;
         retry_ms = CTL_RETRY_MS_FIRST;
         bool compacted = false;
-        if (ctl_etcd_watch(p->etcd, p->prefix, revision + 1, on_watch, p, &p->stop, &compacted,
-                           error, sizeof error) != 0) {
+        /* A close between the two stores still ends the watch: it sets
+         * stop before watch_stop. */
+        __atomic_store_n(&p->watch_stop, 0, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST))
+            __atomic_store_n(&p->watch_stop, 1, __ATOMIC_SEQ_CST);
+        if (ctl_etcd_watch(p->etcd, p->prefix, revision + 1, on_watch, p, &p->watch_stop,
+                           &compacted, error, sizeof error) != 0) {
             lost(p, "watch", error);
             pause_ms(p, CTL_RETRY_MS_FIRST);
+        } else if (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
+            lost(p, "probe", "the watched member did not answer"); /* the prober ended it */
         }
+    }
+    return NULL;
+}
+
+/* A watch only learns of a member that closes its connection; one that
+ * hangs (stopped, cut off from its majority) is found by asking it. */
+static void *prober(void *context)
+{
+    struct ctl_plane *p = context;
+    while (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
+        pause_ms(p, CTL_PROBE_INTERVAL_MS);
+        char error[256];
+        if (__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) || !ctl_plane_connected(p) ||
+            ctl_etcd_probe(p->etcd, p->prefix, error, sizeof error) == 0)
+            continue;
+        log_write(LOG_WARN, "control plane: the watched member does not answer, watching another",
+                  "reason", error, NULL);
+        __atomic_store_n(&p->watch_stop, 1, __ATOMIC_SEQ_CST);
     }
     return NULL;
 }
@@ -290,6 +317,12 @@ int ctl_plane_start(struct ctl_plane *p)
                   "reason", error, NULL);
     if (pthread_create(&p->thread, NULL, watcher, p) != 0)
         return -1;
+    if (pthread_create(&p->prober, NULL, prober, p) != 0) {
+        __atomic_store_n(&p->stop, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&p->watch_stop, 1, __ATOMIC_SEQ_CST);
+        pthread_join(p->thread, NULL);
+        return -1;
+    }
     p->started = true;
     return 0;
 }
@@ -298,12 +331,15 @@ void ctl_plane_close(struct ctl_plane *p)
 {
     if (p == NULL)
         return;
-    __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->stop, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&p->watch_stop, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&p->sleep_mutex);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->sleep_mutex);
-    if (p->started)
+    if (p->started) {
         pthread_join(p->thread, NULL);
+        pthread_join(p->prober, NULL);
+    }
     for (size_t i = 0; i < p->count; i++)
         free(p->table[i].name);
     free(p->table);

@@ -205,6 +205,24 @@ class ControlPlane(unittest.TestCase):
         self.assertTrue(wait_until(
             lambda: metric(self.a, "llmlimit_control_revision") > revision, SEEN_WITHIN_S))
 
+    def test_4b_a_member_that_hangs_is_left_for_another(self):
+        # Each member in turn hangs (SIGSTOP: its connections stay open, so
+        # a watch on it would wait for ever): changes still reach both.
+        key = "hang-" + uuid.uuid4().hex[:8]
+        self.assertEqual(self.a.put_limit(rolling(key, 1))[0], 200)
+        capacity = 1
+        for member in self.etcd.members:
+            member.pause()
+            try:
+                for writer, reader in ((self.a, self.b), (self.b, self.a)):
+                    capacity += 1
+                    status, _, body = writer.put_limit(rolling(key, capacity))
+                    self.assertEqual(status, 200, body)
+                    self.assertTrue(seen(reader, key, capacity,
+                                         "a put with %s hung, on the other" % member.name))
+            finally:
+                member.resume()
+
     def test_5_a_front_end_started_later_starts_with_the_store(self):
         key = "later-" + uuid.uuid4().hex[:8]
         self.b.stop()
