@@ -42,6 +42,7 @@ struct ctl_plane {
     pthread_t prober; /* asks the watched member now and then (ctl_etcd_probe) */
     bool started;
     bool synced; /* a whole read was applied once (under the lock) */
+    int resync;  /* atomic: a change failed to apply: read the store again */
 };
 
 static int compare_name(const void *a, const void *b)
@@ -70,14 +71,17 @@ static size_t table_find(const struct ctl_plane *p, const char *name, bool *foun
 }
 
 /* Records revision for name; false when it is not newer than the one
- * recorded (nothing to apply) or out of memory (logged). */
-static bool table_claim(struct ctl_plane *p, const char *name, int64_t revision)
+ * recorded (nothing to apply) or out of memory (logged). *previous gets
+ * the revision recorded before (0: none). */
+static bool table_claim(struct ctl_plane *p, const char *name, int64_t revision, int64_t *previous)
 {
     bool found;
     size_t at = table_find(p, name, &found);
+    *previous = 0;
     if (found) {
         if (p->table[at].revision >= revision)
             return false;
+        *previous = p->table[at].revision;
         p->table[at].revision = revision;
         return true;
     }
@@ -102,6 +106,17 @@ static bool table_claim(struct ctl_plane *p, const char *name, int64_t revision)
     return true;
 }
 
+/* A claimed change did not apply: its name goes back to the revision
+ * before, and the store is read again, so the change comes again. */
+static void table_unclaim(struct ctl_plane *p, const char *name, int64_t previous)
+{
+    bool found;
+    size_t at = table_find(p, name, &found);
+    if (found)
+        p->table[at].revision = previous;
+    __atomic_store_n(&p->resync, 1, __ATOMIC_SEQ_CST);
+}
+
 static void note_revision(struct ctl_plane *p, int64_t revision)
 {
     if (revision > __atomic_load_n(&p->revision, __ATOMIC_RELAXED))
@@ -123,12 +138,13 @@ static const char *name_of(const struct ctl_plane *p, const struct ctl_kv *kv)
 static void apply_seen(struct ctl_plane *p, enum ctl_event_type type, const struct ctl_kv *kv)
 {
     const char *name = name_of(p, kv);
-    if (name == NULL || !table_claim(p, name, kv->mod_revision))
+    int64_t previous;
+    if (name == NULL || !table_claim(p, name, kv->mod_revision, &previous))
         return;
-    if (type == CTL_EVENT_PUT)
-        p->ops.put(p->context, name, kv->value, kv->value_length);
-    else
-        p->ops.remove(p->context, name);
+    int done = type == CTL_EVENT_PUT ? p->ops.put(p->context, name, kv->value, kv->value_length)
+                                     : p->ops.remove(p->context, name);
+    if (done != 0)
+        table_unclaim(p, name, previous);
 }
 
 int ctl_plane_open(const char *url, const char *prefix, const struct ctl_plane_ops *ops,
@@ -185,8 +201,11 @@ static void remove_absent(struct ctl_plane *p, const struct ctl_range *range)
         bool known = false;
         if (p->synced)
             table_find(p, names[i], &known);
-        if (!in_store && (!p->synced || known) && table_claim(p, names[i], range->revision))
-            p->ops.remove(p->context, names[i]);
+        int64_t previous;
+        if (!in_store && (!p->synced || known) &&
+            table_claim(p, names[i], range->revision, &previous) &&
+            p->ops.remove(p->context, names[i]) != 0)
+            table_unclaim(p, names[i], previous);
         free(names[i]);
     }
     free(names);
@@ -222,7 +241,8 @@ static int on_watch(void *context, const struct ctl_watch_response *response)
         apply_seen(p, response->events[i].type, &response->events[i].kv);
     pthread_mutex_unlock(&p->lock);
     note_revision(p, response->revision);
-    return __atomic_load_n(&p->stop, __ATOMIC_RELAXED);
+    return __atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) ||
+           __atomic_load_n(&p->resync, __ATOMIC_SEQ_CST);
 }
 
 /* Sleeps up to ms, or until the plane stops. */
@@ -251,6 +271,19 @@ static void lost(struct ctl_plane *p, const char *what, const char *error)
                   "reason", error, NULL);
 }
 
+/* A change failed to apply here (ops said -1): true after a pause (that
+ * grows while it keeps failing), so that the caller reads the store again. */
+static bool again_after_failure(struct ctl_plane *p, long *retry_ms)
+{
+    if (!__atomic_exchange_n(&p->resync, 0, __ATOMIC_SEQ_CST))
+        return false;
+    log_write(LOG_WARN, "control plane: a change did not apply here, reading the store again",
+              NULL);
+    pause_ms(p, *retry_ms);
+    *retry_ms = *retry_ms * 2 > CTL_RETRY_MS_LAST ? CTL_RETRY_MS_LAST : *retry_ms * 2;
+    return true;
+}
+
 static void *watcher(void *context)
 {
     struct ctl_plane *p = context;
@@ -272,6 +305,8 @@ static void *watcher(void *context)
         if (logged)
             log_write(LOG_INFO, "control plane: store reached again, caught up", NULL);
         logged = false;
+        if (again_after_failure(p, &retry_ms))
+            continue;
         retry_ms = CTL_RETRY_MS_FIRST;
         bool compacted = false;
         /* A close between the two stores still ends the watch: it sets
@@ -283,7 +318,8 @@ static void *watcher(void *context)
                            &compacted, error, sizeof error) != 0) {
             lost(p, "watch", error);
             pause_ms(p, CTL_RETRY_MS_FIRST);
-        } else if (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
+        } else if (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) &&
+                   !again_after_failure(p, &retry_ms)) {
             lost(p, "probe", "the watched member did not answer"); /* the prober ended it */
         }
     }
@@ -351,7 +387,7 @@ void ctl_plane_close(struct ctl_plane *p)
 }
 
 int ctl_plane_write(struct ctl_plane *p, const char *name, const char *value, size_t value_length,
-                    void (*apply)(void *context), void *context, bool *applied, char *error,
+                    int (*apply)(void *context), void *context, bool *applied, char *error,
                     size_t error_size)
 {
     *applied = false;
@@ -369,8 +405,10 @@ int ctl_plane_write(struct ctl_plane *p, const char *name, const char *value, si
                                                &revision, error, error_size)
                                 : ctl_etcd_delete(p->etcd, key, (size_t)n, &revision, &deleted,
                                                   error, error_size);
-    if (written == 0 && table_claim(p, name, revision)) {
-        apply(context);
+    int64_t previous;
+    if (written == 0 && table_claim(p, name, revision, &previous)) {
+        if (apply(context) != 0)
+            table_unclaim(p, name, previous);
         *applied = true;
     }
     pthread_mutex_unlock(&p->lock);

@@ -14,11 +14,13 @@
 
 /* The local side. name is a key without the prefix (NUL-terminated, no NUL
  * inside). Each is called with the plane's lock held, from the watcher
- * thread or a writer's thread, one at a time; a failure is the callee's to
- * log: the plane goes on (the value stays applied as far as it went). */
+ * thread or a writer's thread, one at a time, and logs its own failures.
+ * put and remove return 0 when done or never to be done (a value the local
+ * side refuses), -1 when it failed for now (its disk, its backend): the
+ * plane then reads the store again, with a pause, until it applies. */
 struct ctl_plane_ops {
-    void (*put)(void *context, const char *name, const char *value, size_t value_length);
-    void (*remove)(void *context, const char *name);
+    int (*put)(void *context, const char *name, const char *value, size_t value_length);
+    int (*remove)(void *context, const char *name);
     /* The names the local side holds now: a malloc'd array of malloc'd
      * strings (the plane frees both); -1 when they cannot be listed. */
     int (*names)(void *context, char ***names, size_t *count);
@@ -40,10 +42,11 @@ void ctl_plane_close(struct ctl_plane *plane);
 /* Writes name = value (value NULL: deletes name) to the store; once it is
  * there, applies it locally through apply(context), unless a later change
  * of name is applied already (*applied false). The plane's lock is held
- * throughout, so the watch applies nothing meanwhile. 0, or
+ * throughout, so the watch applies nothing meanwhile. apply returns as
+ * ops.put does (-1: the plane applies the change again from the store). 0, or
  * -1 with error when the store did not take it (nothing was applied). */
 int ctl_plane_write(struct ctl_plane *plane, const char *name, const char *value,
-                    size_t value_length, void (*apply)(void *context), void *context, bool *applied,
+                    size_t value_length, int (*apply)(void *context), void *context, bool *applied,
                     char *error, size_t error_size);
 
 /* Whether the watcher's last attempt reached the store (its watch runs). */

@@ -82,8 +82,15 @@ static bool in_force_already(struct control *c, const struct limit_definition *d
     return same;
 }
 
+/* A registry outcome as the follower takes it: a failure of this front
+ * end's disk or backend is tried again; anything else is done. */
+static int follow_outcome(enum registry_outcome outcome)
+{
+    return outcome == REGISTRY_WRITE_FAILED || outcome == REGISTRY_BACKEND_FAILED ? -1 : 0;
+}
+
 /* The follower's put: a definition some front end wrote. */
-static void follow_put(void *context, const char *name, const char *value, size_t length)
+static int follow_put(void *context, const char *name, const char *value, size_t length)
 {
     struct control *c = context;
     struct limit_definition definition;
@@ -91,38 +98,40 @@ static void follow_put(void *context, const char *name, const char *value, size_
     if (decode_stored(name, value, length, &definition, error, sizeof error) != 0) {
         log_write(LOG_ERROR, "control plane: a stored definition is invalid, skipped", "key", name,
                   "reason", error, NULL);
-        return;
+        return 0;
     }
     if (in_force_already(c, &definition))
-        return;
+        return 0;
     struct limit_state state;
     enum registry_outcome outcome =
         registry_put(c->registry, &definition, &state, error, sizeof error);
-    if (outcome != REGISTRY_OK) {
+    if (outcome != REGISTRY_OK && outcome != REGISTRY_UNSAVED) {
         log_write(LOG_ERROR, "control plane: a stored definition was not applied", "key", name,
                   "reason", outcome == REGISTRY_REJECTED ? error : "registry or backend failed",
                   NULL);
-        return;
+        return follow_outcome(outcome);
     }
     changed(c, name);
     char capacity[24];
     snprintf(capacity, sizeof capacity, "%" PRIu64, definition.capacity);
     log_write(LOG_INFO, "control plane: limit put", "key", name, "capacity", capacity, "status",
               limit_status_name(state.status), NULL);
+    return 0;
 }
 
-static void follow_remove(void *context, const char *name)
+static int follow_remove(void *context, const char *name)
 {
     struct control *c = context;
     enum registry_outcome outcome = registry_delete(c->registry, name);
     if (outcome == REGISTRY_UNKNOWN)
-        return;
+        return 0;
     if (outcome != REGISTRY_OK) {
         log_write(LOG_ERROR, "control plane: a deletion was not applied", "key", name, NULL);
-        return;
+        return follow_outcome(outcome);
     }
     changed(c, name);
     log_write(LOG_INFO, "control plane: limit deleted", "key", name, NULL);
+    return 0;
 }
 
 static int follow_names(void *context, char ***names, size_t *count)
@@ -195,7 +204,7 @@ struct admin_change {
     size_t error_size;
 };
 
-static void apply_admin(void *context)
+static int apply_admin(void *context)
 {
     struct admin_change *change = context;
     struct control *c = change->control;
@@ -204,6 +213,7 @@ static void apply_admin(void *context)
                                        change->error, change->error_size);
     else
         change->outcome = registry_delete(c->registry, change->key);
+    return follow_outcome((enum registry_outcome)change->outcome);
 }
 
 /* A put that could never apply (another kind or period than the limit in
@@ -231,7 +241,13 @@ static int write_change(struct control *c, struct admin_change *change, const ch
                   change->key, "reason", reason, NULL);
         return CONTROL_UNAVAILABLE;
     }
-    return applied ? change->outcome : REGISTRY_OK; /* a later change won: it is in force */
+    if (!applied)
+        return REGISTRY_OK; /* a later change won: it is in force */
+    /* In the store, so in force for the other front ends: this one failed
+     * to apply it for now, and the follower applies it again. */
+    if (follow_outcome((enum registry_outcome)change->outcome) != 0)
+        return REGISTRY_UNSAVED;
+    return change->outcome;
 }
 
 int control_put(struct control *c, const struct limit_definition *definition,

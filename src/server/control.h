@@ -32,8 +32,11 @@ void control_close(struct control *control);
 
 /* The admin API's changes. Each is in the store before it is in force
  * here. CONTROL_UNAVAILABLE: the store did not take it, nothing changed;
- * otherwise the registry's outcome (REGISTRY_REJECTED with error set when
- * the change could never apply, checked before the store is written). */
+ * REGISTRY_UNSAVED: the store took it but this front end's disk or backend
+ * failed to apply it (in force elsewhere; the follower applies it here
+ * once it can); otherwise the registry's outcome (REGISTRY_REJECTED with
+ * error set when the change could never apply, checked before the store
+ * is written). */
 #define CONTROL_UNAVAILABLE (-100)
 int control_put(struct control *control, const struct limit_definition *definition,
                 struct limit_state *state_out, char *error, size_t error_size);

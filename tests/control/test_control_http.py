@@ -246,6 +246,26 @@ class ControlPlane(unittest.TestCase):
         self.assertTrue(any("stored definition is invalid" in line
                             for line in self.a.stderr_lines))
 
+    def test_7_a_change_this_front_end_cannot_apply_is_applied_later(self):
+        # B's registry file cannot be written (a directory where its temporary
+        # file goes): a change from A is not applied on B, and is once B can.
+        blocker = os.path.join(self.b.data_dir, "limits.json.tmp")
+        key = "disk-" + uuid.uuid4().hex[:8]
+        os.mkdir(blocker)
+        try:
+            self.assertEqual(self.a.put_limit(rolling(key, 4))[0], 200)
+            self.assertTrue(wait_until(lambda: any(
+                "did not apply here" in line for line in self.b.stderr_lines), SEEN_WITHIN_S))
+            self.assertIsNone(capacity_of(self.b, key))
+            # B's own change: in the store (so on A), not yet on B.
+            status, _, body = self.b.put_limit(rolling(key, 5))
+            self.assertEqual((status, body), (503, {"error": "registry_write_failed:in_force"}))
+            self.assertTrue(seen(self.a, key, 5, "a put B could not apply, on A"))
+            self.assertIsNone(capacity_of(self.b, key))
+        finally:
+            os.rmdir(blocker)
+        self.assertTrue(seen(self.b, key, 5, "the same on B once its disk works"))
+
 
 if __name__ == "__main__":
     harness.main()

@@ -221,7 +221,7 @@ static int local_find(const char *name)
     return -1;
 }
 
-static void local_put(void *context, const char *name, const char *value, size_t length)
+static int local_put(void *context, const char *name, const char *value, size_t length)
 {
     (void)context;
     pthread_mutex_lock(&local_mutex);
@@ -234,9 +234,10 @@ static void local_put(void *context, const char *name, const char *value, size_t
     }
     local.puts++;
     pthread_mutex_unlock(&local_mutex);
+    return 0;
 }
 
-static void local_remove(void *context, const char *name)
+static int local_remove(void *context, const char *name)
 {
     (void)context;
     pthread_mutex_lock(&local_mutex);
@@ -248,6 +249,7 @@ static void local_remove(void *context, const char *name)
     }
     local.removes++;
     pthread_mutex_unlock(&local_mutex);
+    return 0;
 }
 
 static int local_names(void *context, char ***names, size_t *count)
@@ -283,10 +285,11 @@ static bool becomes(const char *name, const char *value)
     return false;
 }
 
-static void applied_write(void *context)
+static int applied_write(void *context)
 {
     int *count = context;
     (*count)++;
+    return 0;
 }
 
 static void follower(void)
