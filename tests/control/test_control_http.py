@@ -19,7 +19,9 @@ for benchmarks). Usage: test_control_http.py --binary LLMLIMITD
 
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import uuid
@@ -120,6 +122,15 @@ class ControlPlane(unittest.TestCase):
         for server in (self.a, self.b):
             self.assertTrue(wait_until(lambda: metric(server, "llmlimit_control_connected") == 1,
                                        SEEN_WITHIN_S), server.stderr_text())
+
+    def test_0_a_bad_control_url_stops_the_start(self):
+        for url in ("http://127.0.0.1:2379", "etcd://127.0.0.1", "etcd://a:1,,b:2"):
+            with tempfile.TemporaryDirectory() as data_dir:
+                done = subprocess.run([BINARY, "--listen", "127.0.0.1:0", "--backend", "memory",
+                                       "--data-dir", data_dir, "--control", url],
+                                      capture_output=True, text=True, timeout=30)
+            self.assertEqual(done.returncode, 1, done.stderr)
+            self.assertIn("invalid --control", done.stderr)
 
     def test_1_a_limit_made_on_a_is_enforced_on_b(self):
         key = "shared-" + uuid.uuid4().hex[:8]
@@ -251,7 +262,13 @@ class ControlPlane(unittest.TestCase):
         # file goes): a change from A is not applied on B, and is once B can.
         blocker = os.path.join(self.b.data_dir, "limits.json.tmp")
         key = "disk-" + uuid.uuid4().hex[:8]
-        os.mkdir(blocker)
+        def blocked():
+            try:
+                os.mkdir(blocker)  # fails while a rewrite of B's has its file there
+                return True
+            except FileExistsError:
+                return False
+        self.assertTrue(wait_until(blocked, SEEN_WITHIN_S, 0.005))
         try:
             self.assertEqual(self.a.put_limit(rolling(key, 4))[0], 200)
             self.assertTrue(wait_until(lambda: any(
