@@ -117,6 +117,17 @@ static void table_unclaim(struct ctl_plane *p, const char *name, int64_t previou
     __atomic_store_n(&p->resync, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The end of a batch; called with the lock held. A flush that failed
+ * forgets every revision applied, so the next whole read applies all. */
+static void flush_batch(struct ctl_plane *p)
+{
+    if (p->ops.flush == NULL || p->ops.flush(p->context) == 0)
+        return;
+    for (size_t i = 0; i < p->count; i++)
+        p->table[i].revision = 0;
+    __atomic_store_n(&p->resync, 1, __ATOMIC_SEQ_CST);
+}
+
 static void note_revision(struct ctl_plane *p, int64_t revision)
 {
     if (revision > __atomic_load_n(&p->revision, __ATOMIC_RELAXED))
@@ -220,7 +231,9 @@ static int sync_all(struct ctl_plane *p, int64_t *revision, char *error, size_t 
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < range.count; i++)
         apply_seen(p, CTL_EVENT_PUT, &range.kvs[i]);
+    flush_batch(p);
     remove_absent(p, &range);
+    flush_batch(p);
     p->synced = true;
     pthread_mutex_unlock(&p->lock);
     note_revision(p, range.revision);
@@ -239,6 +252,7 @@ static int on_watch(void *context, const struct ctl_watch_response *response)
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < response->count; i++)
         apply_seen(p, response->events[i].type, &response->events[i].kv);
+    flush_batch(p);
     pthread_mutex_unlock(&p->lock);
     note_revision(p, response->revision);
     return __atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) ||

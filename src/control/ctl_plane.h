@@ -24,6 +24,12 @@ struct ctl_plane_ops {
     /* The names the local side holds now: a malloc'd array of malloc'd
      * strings (the plane frees both); -1 when they cannot be listed. */
     int (*names)(void *context, char ***names, size_t *count);
+    /* Called after each batch of changes (a whole read, a watch response),
+     * so that the local side may apply puts of a batch together. -1 when
+     * some failed for now: every name is then applied again from the next
+     * read of the store (those in force already are the local side's to
+     * skip). NULL: nothing to flush. */
+    int (*flush)(void *context);
 };
 
 struct ctl_plane;

@@ -20,11 +20,19 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 
+/* Limits new here are created CONTROL_CREATE_BATCH at a time, in one
+ * rewrite of limits.json (registry_create_absent): a front end that joins
+ * finds every limit new, and one rewrite each would cost the square of
+ * their number. */
+#define CONTROL_CREATE_BATCH 1024
+
 struct control {
     struct ctl_plane *plane;
     struct registry *registry;
     struct backend *backend;
     struct wait *wait;
+    struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
+    size_t pending_count;
 };
 
 /* A stored value into a definition for name; 0, or -1 with error. */
@@ -89,6 +97,64 @@ static int follow_outcome(enum registry_outcome outcome)
     return outcome == REGISTRY_WRITE_FAILED || outcome == REGISTRY_BACKEND_FAILED ? -1 : 0;
 }
 
+/* A pending creation that found the key made meanwhile (a gateway
+ * template's default): the store's definition is put over it. */
+static int put_over(struct control *c, const struct registry_creation *item)
+{
+    struct limit_state state;
+    char error[DECODE_ERROR_SIZE];
+    enum registry_outcome outcome =
+        registry_put(c->registry, &item->definition, &state, error, sizeof error);
+    if (outcome == REGISTRY_OK || outcome == REGISTRY_UNSAVED)
+        changed(c, item->definition.key);
+    else
+        log_write(LOG_ERROR, "control plane: a stored definition was not applied", "key",
+                  item->definition.key, "reason",
+                  outcome == REGISTRY_REJECTED ? error : "registry or backend failed", NULL);
+    return follow_outcome(outcome);
+}
+
+/* Creates the pending limits in one rewrite; -1 when some failed for now. */
+static int follow_flush(void *context)
+{
+    struct control *c = context;
+    if (c->pending_count == 0)
+        return 0;
+    registry_create_absent(c->registry, c->pending, c->pending_count);
+    int result = 0;
+    size_t created = 0;
+    for (size_t i = 0; i < c->pending_count; i++) {
+        const struct registry_creation *item = &c->pending[i];
+        if (item->outcome == REGISTRY_OK || item->outcome == REGISTRY_UNSAVED) {
+            changed(c, item->definition.key);
+            created++;
+        } else if (item->outcome == REGISTRY_EXISTS) {
+            result |= put_over(c, item);
+        } else {
+            log_write(LOG_ERROR, "control plane: a stored definition was not applied", "key",
+                      item->definition.key, "reason",
+                      item->outcome == REGISTRY_REJECTED ? item->error
+                                                         : "registry or backend failed",
+                      NULL);
+            result |= follow_outcome(item->outcome);
+        }
+    }
+    char count[24];
+    snprintf(count, sizeof count, "%zu", created);
+    log_write(LOG_INFO, "control plane: limits created", "count", count, NULL);
+    c->pending_count = 0;
+    return result;
+}
+
+/* Whether key waits in the pending creations. */
+static bool pending_has(const struct control *c, const char *key)
+{
+    for (size_t i = 0; i < c->pending_count; i++)
+        if (strcmp(c->pending[i].definition.key, key) == 0)
+            return true;
+    return false;
+}
+
 /* The follower's put: a definition some front end wrote. */
 static int follow_put(void *context, const char *name, const char *value, size_t length)
 {
@@ -100,9 +166,17 @@ static int follow_put(void *context, const char *name, const char *value, size_t
                   "reason", error, NULL);
         return 0;
     }
+    if (pending_has(c, name) && follow_flush(c) != 0)
+        return -1; /* its earlier change comes first */
     if (in_force_already(c, &definition))
         return 0;
     struct limit_state state;
+    if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
+        if (c->pending_count == CONTROL_CREATE_BATCH && follow_flush(c) != 0)
+            return -1;
+        c->pending[c->pending_count++] = (struct registry_creation){.definition = definition};
+        return 0;
+    }
     enum registry_outcome outcome =
         registry_put(c->registry, &definition, &state, error, sizeof error);
     if (outcome != REGISTRY_OK && outcome != REGISTRY_UNSAVED) {
@@ -122,6 +196,8 @@ static int follow_put(void *context, const char *name, const char *value, size_t
 static int follow_remove(void *context, const char *name)
 {
     struct control *c = context;
+    if (follow_flush(c) != 0) /* a creation pending comes first */
+        return -1;
     enum registry_outcome outcome = registry_delete(c->registry, name);
     if (outcome == REGISTRY_UNKNOWN)
         return 0;
@@ -171,8 +247,15 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
         return -1;
     }
     *c = (struct control){.registry = registry, .backend = backend, .wait = wait};
-    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names};
+    c->pending = calloc(CONTROL_CREATE_BATCH, sizeof *c->pending);
+    if (c->pending == NULL) {
+        free(c);
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
     if (ctl_plane_open(url, CONTROL_LIMITS_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        free(c->pending);
         free(c);
         return -1;
     }
@@ -190,6 +273,7 @@ void control_close(struct control *control)
     if (control == NULL)
         return;
     ctl_plane_close(control->plane);
+    free(control->pending);
     free(control);
 }
 
@@ -208,6 +292,7 @@ static int apply_admin(void *context)
 {
     struct admin_change *change = context;
     struct control *c = change->control;
+    assert(c->pending_count == 0); /* each batch is flushed under the lock */
     if (change->definition != NULL)
         change->outcome = registry_put(c->registry, change->definition, change->state_out,
                                        change->error, change->error_size);

@@ -238,8 +238,17 @@ class ControlPlane(unittest.TestCase):
         key = "later-" + uuid.uuid4().hex[:8]
         self.b.stop()
         self.assertEqual(self.a.put_limit(rolling(key, 9))[0], 200)
+        # More new limits than one batch of creations (CONTROL_CREATE_BATCH, 1024).
+        many = ["many-%s-%04d" % (key, i) for i in range(1100)]
+        for name in many:
+            self.etcd.put("/llmlimit/limits/" + name,
+                          '{"key":"%s","kind":"concurrency","capacity":2,"timeout_seconds":30}' % name)
         self.b.start()
         self.assertEqual(capacity_of(self.b, key), 9)  # read at start, before listening
+        status, _, body = self.b.request("GET", "/v1/admin/limits")
+        listed = {item["definition"]["key"] for item in body["limits"]}
+        self.assertEqual(set(many) - listed, set())
+        self.assertEqual(capacity_of(self.b, many[-1]), 2)
 
     def test_6_a_change_written_to_the_store_by_hand_is_applied(self):
         key = "by-hand-" + uuid.uuid4().hex[:8]
