@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs what the tests and benches use beyond the build's packages
-# (scripts/install-deps.sh): Debian's clang (libFuzzer), node and Chromium,
+# (scripts/install-deps.sh): Debian's clang (libFuzzer), node, Chromium and etcd,
 # and the pinned npm packages; does nothing when they are all present.
 # Called by `make test`, `make test-asan`, `make bench` and `make fuzz`,
 # never by `make run`.
@@ -11,7 +11,8 @@ set -e
 # clang, libclang-rt-14-dev: the libFuzzer harnesses (make fuzz, tests/fuzz).
 # nodejs: the Node client's tests, the SDKs and agents of the gateway's tests.
 # chromium: the console's browser tests run the page in it (tests/console).
-PKGS="clang libclang-rt-14-dev nodejs chromium"
+# etcd-server: the control plane's tests start etcd clusters (tests/control).
+PKGS="clang libclang-rt-14-dev nodejs chromium etcd-server"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

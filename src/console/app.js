@@ -1052,6 +1052,9 @@
     $('server-info').textContent = status.backend + ' backend · v' + status.version +
       ' · up ' + fmtDuration(status.now_unix_ms - status.started_at_unix_ms) +
       (status.holds_seen_here_only ? ' · holds: those made through this llmlimitd only' : '') +
+      (status.control === undefined ? '' : status.control.connected
+        ? ' · definitions: etcd, revision ' + status.control.revision
+        : ' · definitions store unreachable: serving the last view') +
       (status.admin ? ' · admin' : '');
     $('updated').textContent = 'updated ' + fmtTime(status.now_unix_ms);
   }

@@ -81,6 +81,10 @@ static const struct flag flags[] = {
      "how often the usage of limits with alerts is read", 0, NULL},
     {"--alert-retry-ms", "N", FLAG_U32, FIELD(alert_retry_ms), 1, ALERT_RETRY_MS_MAX,
      "delay before an alert's first retry (it doubles, for 24 h)", 0, NULL},
+    {"--control", "etcd://HOST:PORT[,HOST:PORT...]", FLAG_STRING, FIELD(control), 0, 0,
+     "keep limit definitions in this etcd cluster, shared by every front end (default: "
+     "limits.json alone)",
+     0, NULL},
     {"--test-clock", NULL, FLAG_SWITCH, FIELD(test_clock), 0, 0,
      "tests only: enable POST /v1/admin/clock to move the clock", 0, NULL},
 };

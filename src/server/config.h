@@ -47,6 +47,7 @@ struct server_config {
     uint32_t alert_retry_ms;
     bool test_clock;          /* clock movable through POST /v1/admin/clock (tests only) */
     const char *zoneinfo_dir; /* budgets' time_zone files (TZ_DIRECTORY_DEFAULT) */
+    const char *control;      /* --control etcd://...: definitions in etcd; NULL: none */
     /* Each backend's options struct (backend_ops.options_size bytes), by its
      * position in backend_at(), with its defaults and its flags applied. */
     _Alignas(16) unsigned char backend_options[BACKENDS_MAX][BACKEND_OPTIONS_BYTES_MAX];

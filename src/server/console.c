@@ -4,6 +4,7 @@
  * page shows comes from here or from the other routes; none is guessed in
  * the page. */
 #include "server.h"
+#include "control.h"
 #include "gateway.h"
 #include "handlers.h"
 
@@ -199,6 +200,16 @@ int handle_console_status(struct exchange *ex)
     buffer_append_char(&b, ',');
     buffer_member_u64(&b, "denials_total", denials_total);
     buffer_append_char(&b, ',');
+    if (server->control != NULL) { /* --control: is the shared view current? */
+        bool connected;
+        int64_t revision;
+        control_status(server->control, &connected, &revision);
+        buffer_append_str(&b, "\"control\":{");
+        member_bool(&b, "connected", connected);
+        buffer_append_char(&b, ',');
+        buffer_member_i64(&b, "revision", revision);
+        buffer_append_str(&b, "},");
+    }
     encode_throughput(&b, server->activity, now_ms);
     buffer_append_char(&b, '}');
     return exchange_answer(ex, 200, &b, 0);

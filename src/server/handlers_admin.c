@@ -6,6 +6,7 @@
 #include "server.h"
 #include "handlers.h"
 #include "gateway.h"
+#include "control.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -44,9 +45,11 @@ static int list_limits(struct exchange *ex)
 
 /* A change that did not land in both the backend and limits.json
  * (docs/api.md, "Errors"): 503, and the error says which way it went. */
-static int registry_failed(struct exchange *ex, enum registry_outcome outcome)
+static int registry_failed(struct exchange *ex, int outcome)
 {
-    switch (outcome) {
+    if (outcome == CONTROL_UNAVAILABLE) /* not in the store: nothing changed anywhere */
+        return exchange_error(ex, 503, WIRE_CONTROL_UNAVAILABLE);
+    switch ((enum registry_outcome)outcome) {
     case REGISTRY_WRITE_FAILED: /* undone: nothing changed */
         return exchange_error(ex, 503, WIRE_REGISTRY_WRITE_FAILED);
     case REGISTRY_UNSAVED: /* in force, the file catches up */
@@ -65,7 +68,7 @@ static int registry_failed(struct exchange *ex, enum registry_outcome outcome)
 struct limit_change {
     struct limit_definition definition; /* a put's; a delete's key only */
     struct limit_state state;           /* what a put left in force */
-    enum registry_outcome outcome;
+    int outcome;                        /* enum registry_outcome, or CONTROL_UNAVAILABLE */
     char error[DECODE_ERROR_SIZE];
 };
 
@@ -73,8 +76,12 @@ struct limit_change {
 static void put_work(struct exchange *ex)
 {
     struct limit_change *change = ex->handler_state;
-    change->outcome = registry_put(ex->server->registry, &change->definition, &change->state,
-                                   change->error, sizeof change->error);
+    if (ex->server->control != NULL) /* the store first, then here */
+        change->outcome = control_put(ex->server->control, &change->definition, &change->state,
+                                      change->error, sizeof change->error);
+    else
+        change->outcome = registry_put(ex->server->registry, &change->definition, &change->state,
+                                       change->error, sizeof change->error);
 }
 
 /* Back on the worker, once limits.json holds the change (or it failed). */
@@ -130,7 +137,11 @@ int handle_admin_limits(struct exchange *ex)
 static void delete_work(struct exchange *ex)
 {
     struct limit_change *change = ex->handler_state;
-    change->outcome = registry_delete(ex->server->registry, change->definition.key);
+    if (ex->server->control != NULL)
+        change->outcome = control_delete(ex->server->control, change->definition.key, change->error,
+                                         sizeof change->error);
+    else
+        change->outcome = registry_delete(ex->server->registry, change->definition.key);
 }
 
 static int delete_reply(struct exchange *ex)
@@ -456,6 +467,8 @@ static int metrics_reply(struct exchange *ex)
     metrics_render_rows(&b, rows, sizeof rows / sizeof rows[0]);
     if (server->gateway != NULL)
         gateway_metrics_render(server->gateway, &b);
+    if (server->control != NULL)
+        control_metrics_render(server->control, &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 

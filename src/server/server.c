@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "data_dir.h"
 #include "keys.h"
 #include "gateway.h"
@@ -202,6 +203,9 @@ static int server_start(struct server *s)
     wait_options.hold_ms = s->config.wait_hold_ms;
     if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
         return startup_failed("cannot start the waiting queue", error);
+    if (s->config.control != NULL && control_open(s->config.control, s->registry, s->backend,
+                                                  s->wait, &s->control, error, sizeof error) != 0)
+        return startup_failed("invalid --control", error);
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
@@ -247,6 +251,7 @@ static void server_free(struct server *s)
     alerts_stop(s->alerts);    /* before the backend and the spend it reads */
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
+    control_close(s->control); /* applies nothing from here on */
     if (s->wait != NULL)
         wait_close(s->wait); /* drained: no waiter is left; before the backend closes */
     if (s->registry != NULL)

@@ -26,6 +26,7 @@
 #define WIRE_GATEWAY_NOT_ENABLED "gateway_not_enabled"
 #define WIRE_REGISTRY_WRITE_FAILED "registry_write_failed"
 #define WIRE_REGISTRY_WRITE_FAILED_IN_FORCE "registry_write_failed:in_force"
+#define WIRE_CONTROL_UNAVAILABLE "control_store_unavailable"
 #define WIRE_KEY_BAD_ESCAPE "key: invalid percent-encoding"
 #define WIRE_KEY_INVALID "key: " WIRE_KEY_SYNTAX
 #define WIRE_KEY_NOT_A_BUDGET "key: not a budget"

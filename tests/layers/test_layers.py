@@ -27,7 +27,7 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 # Higher calls lower; equal layers may not call each other.
 LAYERS = {
     "core": 0, "util": 1, "tbclient": 2, "backend": 3,
-    "wait": 4, "gateway": 4, "http": 4,
+    "wait": 4, "gateway": 4, "http": 4, "control": 4,
     "wire": 5,
     "server": 6,
 }

@@ -1,0 +1,90 @@
+"""Reserves per second with and without --control (limit definitions in
+etcd): the control plane is off the data path, so the two should match.
+Starts a 3-member etcd cluster (tests/control/etcd_cluster.py) and, in
+turn, llmlimitd on the memory backend without and with --control; each
+runs `llmlimit bench --mode reserve-complete` ROUNDS times and prints the
+figures, then the medians. Also prints how long a limit put on one front end
+takes to be seen on another (the control plane's delay), over REPEATS puts.
+Usage: python3 bench/control/bench_control.py [BUILD_DIR] (default build)"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "control"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "http"))
+import etcd_cluster  # noqa: E402
+from harness import Server  # noqa: E402
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+ROUNDS = 3
+CONNECTIONS = 16
+DURATION_S = 5
+REPEATS = 50
+
+
+def bench(args):
+    server = Server(os.path.join(BUILD, "llmlimitd"), backend="memory",
+                    args=args + ["--threads", "1"]).start()
+    try:
+        server.put_limit({"key": "bench", "kind": "rolling", "capacity": 10**15,
+                          "window_seconds": 60})
+        rates = []
+        for _ in range(ROUNDS):
+            out = subprocess.run(
+                [os.path.join(BUILD, "llmlimit"), "--url", server.url, "bench", "--connections",
+                 str(CONNECTIONS), "--duration", str(DURATION_S), "--mode", "reserve-complete",
+                 "--keys", "bench", "--json", "--quiet"],
+                capture_output=True, text=True, check=True).stdout
+            figures = json.loads(out)
+            assert figures["errors"] == 0, figures
+            rates.append(figures["requests_per_second"])
+        return rates
+    finally:
+        server.stop(check=False)
+        server.cleanup()
+
+
+def propagation_ms(url):
+    """Delay from a put's answer on A to the limit on B, REPEATS times."""
+    args = ["--control", url]
+    a = Server(os.path.join(BUILD, "llmlimitd"), backend="memory", args=args).start()
+    b = Server(os.path.join(BUILD, "llmlimitd"), backend="memory", args=args).start()
+    delays = []
+    try:
+        for i in range(REPEATS):
+            key = "p-" + uuid.uuid4().hex[:8]
+            a.put_limit({"key": key, "kind": "rolling", "capacity": i + 1, "window_seconds": 60})
+            started = time.monotonic()
+            while b.request("GET", "/v1/admin/limits/" + key)[0] != 200:
+                time.sleep(0.0005)
+            delays.append((time.monotonic() - started) * 1000)
+    finally:
+        for s in (a, b):
+            s.stop(check=False)
+            s.cleanup()
+    return delays
+
+
+def main():
+    etcd_cluster.skip_unless_etcd("bench_control", exit_code=0)
+    with etcd_cluster.EtcdCluster(3) as cluster:
+        results = {"without --control": [], "with --control": []}
+        for _ in range(2):  # interleaved, so drifting load falls on both
+            results["without --control"] += bench([])
+            results["with --control"] += bench(["--control", cluster.url()])
+        for label, rates in results.items():
+            print("%-18s requests/s: %s  median %d" % (label, rates, statistics.median(rates)))
+        delays = propagation_ms(cluster.url())
+        print("put on A seen on B: median %.1f ms, max %.1f ms over %d puts"
+              % (statistics.median(delays), max(delays), len(delays)))
+    print("load average: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+/* The control plane's follower: keeps a local side (the server's limit
+ * registry) in step with every key under a prefix of etcd. It reads the
+ * prefix whole (range), then watches from that revision, handing each
+ * change to the local side in revision order per key; when the store
+ * cannot be reached it says so, keeps the last view, and reads the prefix
+ * again once it can. It also writes a local change to the store first and
+ * applies it only once written. Knows nothing of limits: values are bytes. */
+#ifndef LLMLIMIT_CONTROL_CTL_PLANE_H
+#define LLMLIMIT_CONTROL_CTL_PLANE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The local side. name is a key without the prefix (NUL-terminated, no NUL
+ * inside). Each is called with the plane's lock held, from the watcher
+ * thread or a writer's thread, one at a time, and logs its own failures.
+ * put and remove return 0 when done or never to be done (a value the local
+ * side refuses), -1 when it failed for now (its disk, its backend): the
+ * plane then reads the store again, with a pause, until it applies. */
+struct ctl_plane_ops {
+    int (*put)(void *context, const char *name, const char *value, size_t value_length);
+    int (*remove)(void *context, const char *name);
+    /* The names the local side holds now: a malloc'd array of malloc'd
+     * strings (the plane frees both); -1 when they cannot be listed. */
+    int (*names)(void *context, char ***names, size_t *count);
+    /* Called after each batch of changes (a whole read, a watch response),
+     * so that the local side may apply puts of a batch together. -1 when
+     * some failed for now: every name is then applied again from the next
+     * read of the store (those in force already are the local side's to
+     * skip). NULL: nothing to flush. */
+    int (*flush)(void *context);
+};
+
+struct ctl_plane;
+
+/* url as ctl_etcd_open takes it; prefix (ends with '/'). 0 with a new
+ * plane, not yet started, or -1 with error (a bad url). */
+int ctl_plane_open(const char *url, const char *prefix, const struct ctl_plane_ops *ops,
+                   void *context, struct ctl_plane **out, char *error, size_t error_size);
+/* One read of the prefix now (so a front end starts with the store's view
+ * when it can reach it; it starts with its own otherwise, logged), then the
+ * watcher thread. 0, or -1 when the thread cannot start. */
+int ctl_plane_start(struct ctl_plane *plane);
+/* Stops the watcher (within about a second) and frees the plane. */
+void ctl_plane_close(struct ctl_plane *plane);
+
+/* Writes name = value (value NULL: deletes name) to the store; once it is
+ * there, applies it locally through apply(context), unless a later change
+ * of name is applied already (*applied false). The plane's lock is held
+ * throughout, so the watch applies nothing meanwhile. apply returns as
+ * ops.put does (-1: the plane applies the change again from the store). 0, or
+ * -1 with error when the store did not take it (nothing was applied). */
+int ctl_plane_write(struct ctl_plane *plane, const char *name, const char *value,
+                    size_t value_length, int (*apply)(void *context), void *context, bool *applied,
+                    char *error, size_t error_size);
+
+/* Whether the watcher's last attempt reached the store (its watch runs). */
+bool ctl_plane_connected(const struct ctl_plane *plane);
+/* The store's revision this front end's view is at (0 before the first read). */
+int64_t ctl_plane_revision(const struct ctl_plane *plane);
+
+#endif
