@@ -218,15 +218,17 @@ bool gw_key_allows_model(const struct gw_key *key, const struct gw_model *model)
 
 static const struct {
     const char *name;
+    uint32_t min; /* 0: optional, absent or null the same as [] */
     uint32_t max;
     int (*decode)(struct loader *, const struct jdoc_value *);
     int (*index)(struct loader *, const struct jdoc_value *);
 } sections[] = {
-    /* In the order their references need. */
-    {"upstreams", GW_UPSTREAMS_MAX, gw_config_decode_upstreams, NULL},
-    {"models", GW_MODELS_MAX, gw_config_decode_models, gw_config_index_models},
-    {"limits", GW_LIMITS_MAX, gw_config_decode_limits, NULL},
-    {"keys", GW_KEYS_MAX, gw_config_decode_keys, gw_config_index_keys},
+    /* In the order their references need. Keys may all come from the Keys
+     * API (src/server/keys.c), so the file may name none. */
+    {"upstreams", 1, GW_UPSTREAMS_MAX, gw_config_decode_upstreams, NULL},
+    {"models", 1, GW_MODELS_MAX, gw_config_decode_models, gw_config_index_models},
+    {"limits", 1, GW_LIMITS_MAX, gw_config_decode_limits, NULL},
+    {"keys", 0, GW_KEYS_MAX, gw_config_decode_keys, gw_config_index_keys},
 };
 
 #define SECTION_COUNT (sizeof sections / sizeof sections[0])
@@ -256,10 +258,15 @@ static int check_root(struct loader *l, const struct jdoc_value *root,
     }
     for (size_t s = 0; s < SECTION_COUNT; s++) {
         const struct jdoc_value *v = found[s];
+        if (sections[s].min == 0 && (v == NULL || v->kind == JDOC_NULL)) {
+            found[s] = NULL; /* load_document gives it an empty array */
+            continue;
+        }
         if (v == NULL)
             return gw_config_fail(l, root->line, sections[s].name, "required");
-        if (!jdoc_is(v, JDOC_ARRAY) || v->count < 1 || v->count > sections[s].max)
-            return gw_config_fail(l, v->line, sections[s].name, "must be an array of 1..%u entries",
+        if (!jdoc_is(v, JDOC_ARRAY) || v->count < sections[s].min || v->count > sections[s].max)
+            return gw_config_fail(l, v->line, sections[s].name,
+                                  "must be an array of %u..%u entries", sections[s].min,
                                   sections[s].max);
     }
     return 0;
@@ -301,10 +308,12 @@ static int load_document(struct loader *l, const struct jdoc_value *root)
     /* Before the keys, which name them (optional: none without it). */
     if (mcp_servers != NULL && gw_config_decode_mcp_servers(l, mcp_servers) != 0)
         return -1;
+    const struct jdoc_value none = {.kind = JDOC_ARRAY, .count = 0, .line = root->line};
     for (size_t s = 0; s < SECTION_COUNT; s++) {
-        if (sections[s].decode(l, found[s]) != 0)
+        const struct jdoc_value *items = found[s] != NULL ? found[s] : &none;
+        if (sections[s].decode(l, items) != 0)
             return -1;
-        if (sections[s].index != NULL && sections[s].index(l, found[s]) != 0)
+        if (sections[s].index != NULL && sections[s].index(l, items) != 0)
             return -1;
     }
     return 0;

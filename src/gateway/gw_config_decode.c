@@ -340,16 +340,16 @@ static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint
 
 /* Each section's items were checked by check_root (gw_config.c): an array
  * of 1..the section's bound. */
-static void assert_section(const struct jdoc_value *items, uint32_t max)
+static void assert_section(const struct jdoc_value *items, uint32_t min, uint32_t max)
 {
     assert(jdoc_is(items, JDOC_ARRAY));
-    assert(items->count >= 1);
+    assert(items->count >= min);
     assert(items->count <= max);
 }
 
 int gw_config_decode_upstreams(struct loader *l, const struct jdoc_value *items)
 {
-    assert_section(items, GW_UPSTREAMS_MAX);
+    assert_section(items, 1, GW_UPSTREAMS_MAX);
     assert(l->config->upstream_count == 0); /* the first section */
     struct gw_upstream *upstreams = arena_alloc(l->arena, items->count * sizeof *upstreams);
     if (upstreams == NULL)
@@ -624,7 +624,7 @@ static int model_check(struct loader *l, const struct jdoc_value *item, const ch
 
 int gw_config_decode_models(struct loader *l, const struct jdoc_value *items)
 {
-    assert_section(items, GW_MODELS_MAX);
+    assert_section(items, 1, GW_MODELS_MAX);
     assert(l->config->upstream_count >= 1); /* models name upstreams: decoded before */
     struct gw_model *models = arena_alloc(l->arena, items->count * sizeof *models);
     if (models == NULL)
@@ -878,7 +878,7 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
 
 int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items)
 {
-    assert_section(items, GW_LIMITS_MAX);
+    assert_section(items, 1, GW_LIMITS_MAX);
     assert(l->caller_limit == -1 && l->team_limit == -1); /* set by this section only */
     struct gw_limit *limits = arena_alloc(l->arena, items->count * sizeof *limits);
     if (limits == NULL)
@@ -1024,7 +1024,7 @@ static int key_check(struct loader *l, const struct jdoc_value *item, const char
 
 int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items)
 {
-    assert_section(items, GW_KEYS_MAX);
+    assert_section(items, 0, GW_KEYS_MAX);
     assert(l->config->limit_count >= 1); /* the checks of keys need the templates */
     struct gw_key *keys = arena_alloc(l->arena, items->count * sizeof *keys);
     if (keys == NULL)

@@ -1,6 +1,6 @@
 """Every ```sh block of the pages in PAGES runs as written, in order, against
 the real llmlimitd and the fake upstream, and prints what the page says it
-prints.
+prints; so does every ```js block, the applications' side (the OpenAI SDK).
 
 Run by ctest (docs_shell_blocks) as:
   test_shell_blocks.py --binary LLMLIMITD --cli LLMLIMIT --source-dir REPO
@@ -11,6 +11,16 @@ is highlighted like `sh`, so a command a reader may run but this test
 cannot (one that needs root, a TigerBeetle cluster, a path of the reader's
 machine) is written as ```shell. `bash` or `zsh` is refused, so that a new
 block is always one or the other on purpose.
+
+A ```js block is a program of the reader's in a file of its own (an .mjs
+module, as after `npm install openai`): it runs with node, in the page's
+shell, so the variables an earlier block exported are its environment, and
+it must exit 0 (the SDK throws on an error answer). Its packages are the
+pinned ones of tests/gateway/node (`make test-deps`); without node or them
+the js blocks are not run, and a page that passes otherwise is skipped (77)
+with the reason. As `shell` is to `sh`, a fragment that cannot run alone (it
+calls the reader's own functions) is written as ```javascript, highlighted
+the same and shown only; `mjs` is refused.
 
 Where. Each page runs in a fresh temporary directory that stands for the
 repository's root: its build/ holds the build's files (llmlimit is the real
@@ -75,7 +85,10 @@ PAGES = ("README.md", "docs/gateway.md", "docs/agents.md", "docs/cli.md")
 
 SKIP = 77
 RUN_INFO = "sh"
-REFUSED_INFO = ("bash", "zsh")
+JS_INFO = "js"
+REFUSED_INFO = ("bash", "zsh", "mjs")
+JS_PACKAGES = os.path.join("tests", "gateway", "node", "node_modules")
+JS_PACKAGE_NEEDED = "openai"  # what the pages' js blocks import
 SEGMENT_TIMEOUT_S = 120.0
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_STOP_TIMEOUT_S = 30.0
@@ -216,10 +229,10 @@ def runnable(blocks):
     chosen = []
     for block in blocks:
         if block.info in REFUSED_INFO:
-            raise DocError("%s: a ```%s block: write ```sh for one this test runs, or ```shell "
-                           "for one that is shown only (tests/docs/test_shell_blocks.py)"
-                           % (block.where(-1), block.info))
-        if block.info == RUN_INFO:
+            raise DocError("%s: a ```%s block: write ```sh (```js) for one this test runs, "
+                           "or ```shell (```javascript) for one that is shown only "
+                           "(tests/docs/test_shell_blocks.py)" % (block.where(-1), block.info))
+        if block.info in (RUN_INFO, JS_INFO):
             chosen.append(block)
     return chosen
 
@@ -565,6 +578,29 @@ def judge(segment, finished, status, out, err):
     return None
 
 
+def js_unavailable(source_dir):
+    """Why the js blocks cannot run here; None when they can."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    packages = os.path.join(source_dir, JS_PACKAGES)
+    if not os.path.isdir(os.path.join(packages, JS_PACKAGE_NEEDED)):
+        return "%s has no %s (make test-deps)" % (JS_PACKAGES, JS_PACKAGE_NEEDED)
+    return None
+
+
+def js_segment(block, state, source_dir):
+    """A js block as a segment of the page's shell: node runs it as a module
+    beside the pinned packages."""
+    folder = os.path.join(state, "js")
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+        os.symlink(os.path.join(source_dir, JS_PACKAGES), os.path.join(folder, "node_modules"))
+    path = os.path.join(folder, "block-%d.mjs" % block.line)
+    with open(path, "w") as f:
+        f.write("\n".join(block.lines) + "\n")
+    return Segment(block, 0, "node %s" % shlex.quote(path), None, None)
+
+
 def make_directories(root, binary, cli):
     """The page's directory (build/ of the build's files, the stand-ins)
     and the test's own (shims, logs)."""
@@ -596,12 +632,15 @@ def make_directories(root, binary, cli):
     return work, state, bin_dir, home
 
 
-def page_note(page, blocks, servers, not_run_path):
+def page_note(page, blocks, servers, not_run_path, js_skipped):
     """What ran of a page, what did not, and what was rewritten."""
     shown = ["```%s at line %d" % (b.info, b.line) for b in blocks
-             if b.info in ("shell", "console")]
+             if b.info in ("shell", "console", "javascript")]
     note = "%s: %d blocks run, %d server starts; shown only: %s" % (
-        page, len(runnable(blocks)), servers.started, ", ".join(shown) or "none")
+        page, len(runnable(blocks)) - len(js_skipped), servers.started,
+        ", ".join(shown) or "none")
+    if js_skipped:
+        note += "; not run: " + ", ".join("```js at line %d" % b.line for b in js_skipped)
     if os.path.exists(not_run_path):
         with open(not_run_path) as f:
             note += "; not run: " + ", ".join(f.read().splitlines())
@@ -611,13 +650,14 @@ def page_note(page, blocks, servers, not_run_path):
     return note
 
 
-def run_page(page, source_dir, binary, cli, upstream_url):
-    """Runs a page's blocks; returns (failures, notes)."""
+def run_page(page, source_dir, binary, cli, upstream_url, js_reason):
+    """Runs a page's blocks (its js blocks only when js_reason is None);
+    returns (failures, notes, the js blocks not run)."""
     with open(os.path.join(source_dir, page), encoding="utf-8") as f:
         blocks = read_blocks(page, f.read())
     run_blocks = runnable(blocks)
     root = tempfile.mkdtemp(prefix="llmlimit-docs-")
-    failures, notes = [], []
+    failures, notes, js_skipped = [], [], []
     servers = shell = None
     try:
         work, state, bin_dir, home = make_directories(root, binary, cli)
@@ -629,18 +669,23 @@ def run_page(page, source_dir, binary, cli, upstream_url):
                "DOCS_TEST_NOT_RUN": not_run}
         shell = Shell(work, env, state)
         for block in run_blocks:
-            for segment in segments(block):
+            if block.info == JS_INFO and js_reason is not None:
+                js_skipped.append(block)
+                continue
+            parts = [js_segment(block, state, source_dir)] if block.info == JS_INFO else \
+                segments(block)
+            for segment in parts:
                 finished, out, err = shell.run(segment.code)
                 servers.rewrite_provider_urls(work)
                 wrong = judge(segment, finished, shell.status(), out, err)
                 if wrong:
                     failures.append("%s: %s\n--- llmlimitd's log:\n%s" % (
                         segment.block.where(segment.first), wrong, servers.log()[-3000:]))
-                    return failures, notes
+                    return failures, notes, js_skipped
         servers.stop()
         failures.extend(servers.problems)
-        notes.append(page_note(page, blocks, servers, not_run))
-        return failures, notes
+        notes.append(page_note(page, blocks, servers, not_run, js_skipped))
+        return failures, notes, js_skipped
     finally:
         if shell is not None:
             shell.close()
@@ -736,9 +781,13 @@ def main(argv):
 
     upstream = fake_upstream.start()
     failed = False
+    js_reason = js_unavailable(source_dir)
+    js_skipped = 0
     try:
         for page in PAGES:
-            failures, notes = run_page(page, source_dir, binary, cli, upstream.url)
+            failures, notes, skipped = run_page(page, source_dir, binary, cli, upstream.url,
+                                                js_reason)
+            js_skipped += len(skipped)
             for note in notes:
                 print(note)
             for failure in failures:
@@ -748,8 +797,14 @@ def main(argv):
         print("the fake upstream answered %d calls" % len(calls))
     finally:
         upstream.stop()
-    print("FAILED" if failed else "ok: every ```sh block of %s runs as written" % ", ".join(PAGES))
-    return 1 if failed else 0
+    if failed:
+        print("FAILED")
+        return 1
+    if js_skipped:
+        return skip("every ```sh block ran as written, but %d ```js blocks could not run: %s"
+                    % (js_skipped, js_reason))
+    print("ok: every ```sh and ```js block of %s runs as written" % ", ".join(PAGES))
+    return 0
 
 
 if __name__ == "__main__":

@@ -218,17 +218,37 @@ static void document_errors(void)
     CHECK_STR(error, "gateway.json: line 1: must be a JSON object");
     CHECK(parse("{\"upstreams\":[],\"extra\":1}") == NULL);
     CHECK_STR(error, "gateway.json: line 1: extra: unknown field");
-    CHECK(parse("{\"upstreams\":" UPSTREAMS ",\"models\":" MODELS ",\"limits\":" LIMITS "}") ==
-          NULL);
-    CHECK_STR(error, "gateway.json: line 1: keys: required");
     fails_with("[]", MODELS, LIMITS, KEYS,
                "gateway.json: line 1: upstreams: must be an array of 1..64 entries");
     fails_with(UPSTREAMS, "{}", LIMITS, KEYS,
                "gateway.json: line 1: models: must be an array of 1..1024 entries");
     fails_with(UPSTREAMS, MODELS, "[]", KEYS,
                "gateway.json: line 1: limits: must be an array of 1..64 entries");
-    fails_with(UPSTREAMS, MODELS, LIMITS, "[]",
-               "gateway.json: line 1: keys: must be an array of 1..100000 entries");
+    fails_with(UPSTREAMS, MODELS, LIMITS, "{}",
+               "gateway.json: line 1: keys: must be an array of 0..100000 entries");
+    CHECK(parse("{\"upstreams\":" UPSTREAMS ",\"models\":" MODELS ",\"keys\":" KEYS "}") == NULL);
+    CHECK_STR(error, "gateway.json: line 1: limits: required");
+}
+
+/* Keys may all come from the Keys API: absent, null or [] is a config with
+ * no file key, which finds none. */
+static void keys_may_be_left_out(void)
+{
+    static const char *const texts[] = {
+        "{\"upstreams\":" UPSTREAMS ",\"models\":" MODELS ",\"limits\":" LIMITS "}",
+        "{\"upstreams\":" UPSTREAMS ",\"models\":" MODELS ",\"limits\":" LIMITS ",\"keys\":null}",
+        "{\"upstreams\":" UPSTREAMS ",\"models\":" MODELS ",\"limits\":" LIMITS ",\"keys\":[]}",
+    };
+    uint8_t digest[GW_SHA256_BYTES];
+    memset(digest, 0, sizeof digest);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        struct gw_config *c = parse(texts[i]);
+        REQUIRE(c != NULL);
+        CHECK_EQ_U64(c->key_count, 0);
+        CHECK_EQ_U64(c->limit_count, 4);
+        CHECK(gw_config_find_key(c, digest) == NULL);
+        gw_config_release(c);
+    }
 }
 
 static void file_errors(void)
@@ -505,7 +525,7 @@ static void bounds_one_past(void)
     free(list);
     list = repeat("{\"sha256\":\"%064x\",\"caller\":\"c\",\"team\":\"t\"}", GW_KEYS_MAX + 1);
     fails_with(UPSTREAMS, MODELS, LIMITS, list,
-               "gateway.json: line 1: keys: must be an array of 1..100000 entries");
+               "gateway.json: line 1: keys: must be an array of 0..100000 entries");
     free(list);
     /* Lengths: at the bound loads, one past fails. */
     char name[GW_NAME_LENGTH_MAX + 2], models[512];
@@ -1105,6 +1125,7 @@ int main(void)
     RUN(retain_and_release_count_holders, "retain and release count the holders");
     RUN(error_names_file_line_and_field, "an error names the file, the line and the field");
     RUN(document_errors, "bad JSON, a bad root and bad sections are errors");
+    RUN(keys_may_be_left_out, "keys absent, null or [] load with no file key");
     RUN(file_errors, "a missing or too large file is an error");
     RUN(upstream_errors, "each upstream rule has its error");
     RUN(api_key_from_environment, "provider keys from the environment are checked, never shown");

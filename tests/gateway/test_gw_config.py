@@ -2,7 +2,8 @@
 file stops the start with "file: line L: path: reason"; DATA_DIR/gateway.json
 is used without --gateway-config; SIGHUP with a valid file changes what
 the gateway serves, with a broken one keeps the old configuration (and the
-log says why); a provider key variable that is not set is a start-up error;
+log says why); a file with no keys serves the Keys API's; a provider key
+variable that is not set is a start-up error;
 a call in flight during a reload finishes with the configuration it
 started with.
 
@@ -177,6 +178,37 @@ class DataDir(unittest.TestCase):
                           server.stderr_text())
             self.assertEqual([m["id"] for m in body["data"]],
                              [m["name"] for m in config["models"]])
+
+
+class NoFileKeys(unittest.TestCase):
+    """gateway.json with no keys (docs/gateway.md, "Turning it on"): every key
+    comes from the Keys API."""
+
+    def test_a_config_without_keys_serves_the_keys_of_the_api(self):
+        """Absent or [] keys: gateway mode is on with keys="0", a secret no key has is 401
+        invalid_api_key, and a key made through the API is served at once."""
+        for keys in (None, []):
+            config = gateway_config("http://127.0.0.1:9/v1", [])
+            if keys is None:
+                del config["keys"]
+            with Server(BINARY, env=provider_env()) as server:
+                path = os.path.join(server.data_dir, "gateway.json")
+                server.stop()
+                with open(path, "w") as f:
+                    json.dump(config, f)
+                server.start()
+                self.assertIn('msg="gateway mode on" config="%s" models="%d" keys="0"'
+                              % (path, len(config["models"])), server.stderr_text())
+                stranger, _ = new_key()
+                status, _, body = server.request("GET", "/v1/models", token=stranger)
+                self.assertEqual((status, body["error"]["code"]), (401, "invalid_api_key"))
+                status, _, made = server.request("POST", "/v1/admin/keys",
+                                                 body={"caller": "a", "team": "a"})
+                self.assertEqual(status, 201, made)
+                status, _, body = server.request("GET", "/v1/models", token=made["secret"])
+                self.assertEqual(status, 200, body)
+                self.assertEqual([m["id"] for m in body["data"]],
+                                 [m["name"] for m in config["models"]])
 
 
 class Reload(GatewayTest, unittest.TestCase):
