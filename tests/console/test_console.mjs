@@ -13,6 +13,7 @@
 //
 // Exits 77 (skipped) when Chromium or node_modules is missing.
 import {spawn} from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,6 +28,7 @@ function argument(name, fallback) {
 const BINARY = path.resolve(argument('binary', 'build/llmlimitd'));
 const OUT = path.resolve(argument('out', 'build/console-screenshots'));
 const BACKEND = argument('backend', 'memory');
+const ONLY = argument('only', ''); // one scenario by name (main, spend, link, token, keys)
 const CHROMIUM = argument('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
 
 if (!fs.existsSync(CHROMIUM)) {
@@ -1208,16 +1210,257 @@ async function tokenScenario(browser) {
   }
 }
 
+// ---- scenario: the keys panel ------------------------------------------------------
+
+// A caller and metadata made of markup: valid (printable ASCII, no white
+// space in a caller), so the page must show them as text.
+const HOSTILE_KEY_CALLER = '<img/src=x/onerror=window.__pwned=1>';
+const HOSTILE_METADATA = '<script>window.__pwned=2</script> <b>bold</b>';
+const GATEWAY_MODEL = 'm-one';
+
+// gateway.json with one model and one key of its own (listed, read-only);
+// the others come from the API. Nothing reaches the upstream (GET /v1/models
+// answers from the config).
+function gatewayConfig(dir) {
+  const file = path.join(dir, 'gateway-console.json');
+  fs.writeFileSync(file, JSON.stringify({
+    upstreams: [{name: 'none', base_url: 'http://127.0.0.1:9/v1', api_key_env: 'CONSOLE_TEST_PROVIDER_KEY'}],
+    models: [{name: GATEWAY_MODEL, upstream: 'none', input_usd_micros_per_mtok: 1000000,
+              output_usd_micros_per_mtok: 2000000, max_output_tokens: 1000,
+              default_max_output_tokens: 100}],
+    keys: [{sha256: crypto.createHash('sha256').update('llk-file-' + Math.random()).digest('hex'),
+            caller: 'file-bot', team: 'ops'}],
+    limits: [{key: 'team:{team}:usd:month', amount: 'usd_micros'}]}));
+  return file;
+}
+
+// What the gateway says to a call with a secret: its status and error code.
+async function gatewayAnswer(server, secret) {
+  const response = await fetch(server.url + '/v1/models',
+                               {headers: {Authorization: 'Bearer ' + secret}});
+  const body = await response.json().catch(() => null);
+  return {status: response.status,
+          code: body && body.error && typeof body.error === 'object' ? body.error.code : null};
+}
+
+// Each key row of the panel: its id and each cell's text.
+const keyRowsOf = (page) => page.evaluate(() => [...document.querySelectorAll('#keys tbody tr')]
+  .map((tr) => {
+    const cells = {};
+    for (const td of tr.querySelectorAll('td')) cells[td.className.slice(2)] = td.textContent;
+    return {id: tr.dataset.id, cells, buttons: [...tr.querySelectorAll('button')].map((b) => b.textContent)};
+  }));
+
+async function keyRowOf(page, id) {
+  return (await keyRowsOf(page)).find((r) => r.id === id);
+}
+
+// Waits until the row of key id satisfies test (run in the page on its status text).
+async function waitForKeyStatus(page, id, pattern) {
+  await page.waitForFunction((k, source) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === k);
+    return tr !== undefined && new RegExp(source).test(tr.querySelector('.k-status').textContent);
+  }, {timeout: 20000}, id, pattern.source);
+}
+
+const clickKeyButton = (page, id, action) =>
+  page.click('#keys tbody tr[data-id="' + id + '"] button[data-action="' + action + '"]');
+
+async function waitForSecret(page, other) {
+  await page.waitForFunction((old) => !document.getElementById('key-secret').hidden &&
+    /^llk-/.test(document.getElementById('key-secret-value').value) &&
+    document.getElementById('key-secret-value').value !== old, {timeout: 20000}, other || '');
+  return page.$eval('#key-secret-value', (input) => input.value);
+}
+
+async function keysListed(server, page) {
+  const listed = await server.ok('GET', '/v1/admin/keys?limit=1000');
+  await page.waitForFunction((n) => document.querySelectorAll('#keys tbody tr').length === n,
+                             {timeout: 20000}, listed.keys.length);
+  const rows = await keyRowsOf(page);
+  equal(rows.length, 3, 'the keys made through the API and gateway.json\'s');
+  for (const k of listed.keys) {
+    const row = rows.find((r) => r.id === k.id);
+    if (!check(row !== undefined, 'a row for ' + k.id)) continue;
+    equal(row.cells.caller, k.caller, 'the caller of ' + k.id);
+    equal(row.cells.team, k.team, 'the team of ' + k.id);
+    equal(row.cells.status, 'active', 'the status of ' + k.id);
+    equal(row.cells.models, k.models === null ? 'every model' : k.models.join(', '), 'models');
+    equal(row.cells['last'], 'never', 'last use of ' + k.id);
+    // Nothing was spent through the gateway: the caller's spend since start is $0.00.
+    equal(row.cells['num spent'], '$0.00', 'the spend of ' + k.id);
+    equal(JSON.stringify(row.buttons), k.source === 'file' ? '[]' : '["Block","Rotate","Revoke"]',
+          'the actions of ' + k.id);
+  }
+}
+
+async function keysHostileAsText(page) {
+  const shown = await page.evaluate(() => ({
+    pwned: window.__pwned === undefined ? null : window.__pwned,
+    images: document.querySelectorAll('#keys-panel img, #keys-panel script, #keys-panel b').length,
+    callers: [...document.querySelectorAll('#keys .k-caller')].map((td) => td.textContent),
+    metadata: [...document.querySelectorAll('#keys .k-metadata')].map((td) => td.textContent),
+  }));
+  equal(shown.pwned, null, 'no script ran');
+  equal(shown.images, 0, 'no element made from a caller or metadata');
+  check(shown.callers.includes(HOSTILE_KEY_CALLER), 'the hostile caller as text: ' + shown.callers);
+  check(shown.metadata.includes('note: ' + HOSTILE_METADATA), 'the metadata as text: ' + shown.metadata);
+}
+
+async function createShowsSecretOnce(server, page, browser) {
+  await page.click('#key-new');
+  await page.type('#key-caller', 'form-bot');
+  await page.type('#key-team', 'ops');
+  await page.type('#key-models', GATEWAY_MODEL);
+  await page.click('#key-create');
+  const secret = await waitForSecret(page);
+  const made = (await server.ok('GET', '/v1/admin/keys?caller=form-bot')).keys;
+  equal(made.length, 1, 'the form made one key');
+  equal(JSON.stringify(made[0].models), JSON.stringify([GATEWAY_MODEL]), 'with its models');
+  equal(made[0].team, 'ops', 'and its team');
+  equal((await gatewayAnswer(server, secret)).status, 200, 'the secret shown works on the gateway');
+  const what = await page.$eval('#key-secret-what', (p) => p.textContent);
+  check(what.includes(made[0].id), 'the secret names its key: ' + what);
+  await browser.defaultBrowserContext().overridePermissions(server.url,
+    ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
+  await page.click('#key-secret-copy');
+  await page.waitForFunction(() => document.getElementById('key-secret-copy').textContent !== 'Copy',
+                             {timeout: 5000});
+  equal(await page.evaluate(() => navigator.clipboard.readText()), secret, 'Copy put the secret on the clipboard');
+  await page.waitForFunction((id) => [...document.querySelectorAll('#keys tbody tr')]
+    .some((r) => r.dataset.id === id), {timeout: 20000}, made[0].id);
+  await page.reload();
+  await page.waitForFunction((id) => [...document.querySelectorAll('#keys tbody tr')]
+    .some((r) => r.dataset.id === id), {timeout: 20000}, made[0].id);
+  const after = await page.evaluate(() => ({
+    hidden: document.getElementById('key-secret').hidden,
+    value: document.getElementById('key-secret-value').value,
+    html: document.documentElement.outerHTML}));
+  equal(after.hidden, true, 'no secret shown after a reload');
+  equal(after.value, '', 'no secret in the page after a reload');
+  check(!after.html.includes(secret), 'the secret is nowhere in the page after a reload');
+  return {id: made[0].id, secret};
+}
+
+async function blockRefusesKey(server, page, key) {
+  await clickKeyButton(page, key.id, 'block');
+  await waitForKeyStatus(page, key.id, /^blocked$/);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'blocked', 'the API says blocked');
+  const refused = await gatewayAnswer(server, key.secret);
+  equal(refused.status, 401, 'the gateway refuses the blocked key');
+  equal(refused.code, 'key_blocked', 'saying why');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelector('button[data-action="unblock"]') !== null;
+  }, {timeout: 20000}, key.id);
+  await clickKeyButton(page, key.id, 'unblock');
+  await waitForKeyStatus(page, key.id, /^active$/);
+  equal((await gatewayAnswer(server, key.secret)).status, 200, 'unblocked, the key works again');
+  const row = await keyRowOf(page, key.id);
+  check(/ago$/.test(row.cells['last']), 'its last use is shown: ' + row.cells['last']);
+}
+
+async function rotateGivesNewSecret(server, page, key) {
+  await clickKeyButton(page, key.id, 'rotate');
+  const secret = await waitForSecret(page, key.secret);
+  check(secret !== key.secret, 'a new secret');
+  equal((await gatewayAnswer(server, secret)).status, 200, 'the new secret works');
+  const old = await gatewayAnswer(server, key.secret);
+  equal(old.status, 401, 'the old secret (no grace) is refused');
+  equal(old.code, 'invalid_api_key', 'as an unknown key');
+  await page.click('#key-secret-done');
+  equal(await page.$eval('#key-secret-value', (input) => input.value), '', 'Done forgets the secret');
+  return {id: key.id, secret};
+}
+
+async function revokeRefusesKey(server, page, key) {
+  await clickKeyButton(page, key.id, 'revoke');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && /Confirm revoke/.test(tr.textContent);
+  }, {timeout: 5000}, key.id);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'active', 'one click revokes nothing');
+  await clickKeyButton(page, key.id, 'revoke');
+  await waitForKeyStatus(page, key.id, /^revoked /);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'revoked', 'the API says revoked');
+  const refused = await gatewayAnswer(server, key.secret);
+  equal(refused.status, 401, 'the gateway refuses the revoked key');
+  equal(refused.code, 'key_revoked', 'saying why');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelectorAll('button').length === 0;
+  }, {timeout: 20000}, key.id);
+}
+
+async function keysReadWell(page, where) {
+  await nextRefresh(page);
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(widths[0] <= widths[1], 'nothing wider than the screen (' + where + '): ' + widths.join(' > '));
+  const unreadable = (await unreadableText(page)).filter((u) => u.text !== undefined);
+  equal(JSON.stringify(unreadable), '[]', 'text cut off (' + where + ')');
+  const outside = await page.evaluate(() => [...document.querySelectorAll('#keys tbody tr')]
+    .filter((tr) => tr.getBoundingClientRect().right > document.getElementById('keys-panel')
+      .getBoundingClientRect().right + 1).length);
+  if (where === 'phone') equal(outside, 0, 'every key within the panel on a phone');
+}
+
+async function keysScenario(browser) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-gw-'));
+  const server = await new Server(['--gateway-config', gatewayConfig(dir)],
+                                  {CONSOLE_TEST_PROVIDER_KEY: 'unused'}).start();
+  try {
+    await server.request('POST', '/v1/admin/keys', {caller: 'bot-a', team: 'sales',
+                                                    models: [GATEWAY_MODEL]});
+    const hostile = await server.request('POST', '/v1/admin/keys', {
+      caller: HOSTILE_KEY_CALLER, team: 'red', metadata: {note: HOSTILE_METADATA}});
+    equal(hostile.status, 201, 'the hostile key is made');
+    const page = await newPage(browser, 1400, 1000);
+    await page.goto(server.url + '/console');
+    await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+    await run('keys_listed', 'the keys panel lists every key made through the API with its ' +
+              'caller, team, status, models, spend and last use', () => keysListed(server, page));
+    await run('keys_hostile_as_text', 'a caller and metadata made of markup show as text; ' +
+              'nothing runs', () => keysHostileAsText(page));
+    let key = null;
+    await run('key_create_secret_once', 'New key makes a key with its models; its secret is ' +
+              'shown once, copied by Copy, and not after a reload', async () => {
+      key = await createShowsSecretOnce(server, page, browser);
+    });
+    await run('key_block_refused', 'Block shows blocked and the gateway refuses the key ' +
+              '(401 key_blocked); Unblock lets it in again', () => blockRefusesKey(server, page, key));
+    await run('key_rotate', 'Rotate shows a new secret once; the new one works, the old one ' +
+              'not', async () => { key = await rotateGivesNewSecret(server, page, key); });
+    await run('keys_read_well_desktop', 'the keys panel fits and cuts no text (1400 px)',
+              () => keysReadWell(page, 'desktop'));
+    await wholePageShot(page, 'console-keys-desktop-' + BACKEND + '.png');
+    await run('key_revoke', 'Revoke asks once more, then shows revoked, the gateway refuses ' +
+              'the key (401 key_revoked) and its actions are gone', () => revokeRefusesKey(server, page, key));
+    await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
+    await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
+              () => keysReadWell(page, 'phone'));
+    await wholePageShot(page, 'console-keys-phone-' + BACKEND + '.png');
+    await run('keys_console_clean', 'the browser console logged no error or warning', async () => {
+      const problems = consoleProblems(page);
+      equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+    });
+    await page.close();
+  } finally {
+    await server.stop();
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
+}
+
 // ---- main ------------------------------------------------------------------------
 
 fs.mkdirSync(OUT, {recursive: true});
 console.log('console in ' + CHROMIUM + ' against llmlimitd --backend ' + BACKEND);
 const browser = await openBrowser();
 try {
-  await mainScenario(browser);
-  await spendScenario(browser);
-  await linkScenario(browser);
-  await tokenScenario(browser);
+  const scenarios = {main: mainScenario, spend: spendScenario, link: linkScenario,
+                     token: tokenScenario, keys: keysScenario};
+  for (const [name, scenario] of Object.entries(scenarios)) {
+    if (ONLY === '' || ONLY === name) await scenario(browser);
+  }
 } finally {
   await closeBrowser(browser);
 }
