@@ -948,7 +948,7 @@
       ['team', k.team, ''],
       ['status', keyStatusText(k, now), k.source === 'file' ? 'a key of gateway.json' : ''],
       ['models', k.models === null ? 'every model' : k.models.join(', '), ''],
-      ['num spent', spent === null ? '–' : fmtUsd(spent),
+      ['spent num', spent === null ? '–' : fmtUsd(spent),
        spent === null ? 'gateway mode is off' : fmtInt(spent) + ' usd_micros'],
       ['last', k.last_used_unix_ms === null ? 'never'
         : fmtDuration(now - k.last_used_unix_ms) + ' ago',

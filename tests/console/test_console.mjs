@@ -1218,14 +1218,35 @@ const HOSTILE_KEY_CALLER = '<img/src=x/onerror=window.__pwned=1>';
 const HOSTILE_METADATA = '<script>window.__pwned=2</script> <b>bold</b>';
 const GATEWAY_MODEL = 'm-one';
 
-// gateway.json with one model and one key of its own (listed, read-only);
-// the others come from the API. Nothing reaches the upstream (GET /v1/models
-// answers from the config).
-function gatewayConfig(dir) {
+// The gateway's fake upstream (tests/gateway/fake_upstream.py, Python's
+// standard library only): real HTTP, deterministic answers and usage.
+function startFakeUpstream(dir) {
+  const script = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'gateway',
+                           'fake_upstream.py');
+  return new Promise((resolve, reject) => {
+    const child = spawn('python3', [script, '--port', '0', '--log', path.join(dir, 'upstream.log')],
+                        {stdio: ['ignore', 'pipe', 'inherit']});
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('fake_upstream did not start')), 10000);
+    child.on('error', reject);
+    child.stdout.on('data', (chunk) => {
+      out += chunk.toString();
+      const match = /fake_upstream listening on ([0-9.]+):([0-9]+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve({child, url: 'http://' + match[1] + ':' + match[2] + '/v1'});
+      }
+    });
+  });
+}
+
+// gateway.json with one model on the fake upstream and one key of its own
+// (listed, read-only); the others come from the API.
+function gatewayConfig(dir, upstreamUrl) {
   const file = path.join(dir, 'gateway-console.json');
   fs.writeFileSync(file, JSON.stringify({
-    upstreams: [{name: 'none', base_url: 'http://127.0.0.1:9/v1', api_key_env: 'CONSOLE_TEST_PROVIDER_KEY'}],
-    models: [{name: GATEWAY_MODEL, upstream: 'none', input_usd_micros_per_mtok: 1000000,
+    upstreams: [{name: 'fake', base_url: upstreamUrl, api_key_env: 'CONSOLE_TEST_PROVIDER_KEY'}],
+    models: [{name: GATEWAY_MODEL, upstream: 'fake', input_usd_micros_per_mtok: 1000000,
               output_usd_micros_per_mtok: 2000000, max_output_tokens: 1000,
               default_max_output_tokens: 100}],
     keys: [{sha256: crypto.createHash('sha256').update('llk-file-' + Math.random()).digest('hex'),
@@ -1247,7 +1268,7 @@ async function gatewayAnswer(server, secret) {
 const keyRowsOf = (page) => page.evaluate(() => [...document.querySelectorAll('#keys tbody tr')]
   .map((tr) => {
     const cells = {};
-    for (const td of tr.querySelectorAll('td')) cells[td.className.slice(2)] = td.textContent;
+    for (const td of tr.querySelectorAll('td')) cells[td.classList[0].slice(2)] = td.textContent;
     return {id: tr.dataset.id, cells, buttons: [...tr.querySelectorAll('button')].map((b) => b.textContent)};
   }));
 
@@ -1286,9 +1307,9 @@ async function keysListed(server, page) {
     equal(row.cells.team, k.team, 'the team of ' + k.id);
     equal(row.cells.status, 'active', 'the status of ' + k.id);
     equal(row.cells.models, k.models === null ? 'every model' : k.models.join(', '), 'models');
-    equal(row.cells['last'], 'never', 'last use of ' + k.id);
+    equal(row.cells.last, 'never', 'last use of ' + k.id);
     // Nothing was spent through the gateway: the caller's spend since start is $0.00.
-    equal(row.cells['num spent'], '$0.00', 'the spend of ' + k.id);
+    equal(row.cells.spent, '$0.00', 'the spend of ' + k.id);
     equal(JSON.stringify(row.buttons), k.source === 'file' ? '[]' : '["Block","Rotate","Revoke"]',
           'the actions of ' + k.id);
   }
@@ -1356,8 +1377,24 @@ async function blockRefusesKey(server, page, key) {
   await clickKeyButton(page, key.id, 'unblock');
   await waitForKeyStatus(page, key.id, /^active$/);
   equal((await gatewayAnswer(server, key.secret)).status, 200, 'unblocked, the key works again');
+  // A call charged through the gateway: the key's spend is its caller's.
+  const call = await fetch(server.url + '/v1/chat/completions', {method: 'POST',
+    headers: {'Authorization': 'Bearer ' + key.secret, 'Content-Type': 'application/json'},
+    body: JSON.stringify({model: GATEWAY_MODEL, messages: [{role: 'user', content: 'one two three'}]})});
+  equal(call.status, 200, 'a chat call with the key');
+  await call.text();
+  const gateway = await server.ok('GET', '/v1/console/gateway');
+  const spent = gateway.keys.filter((k) => k.caller === 'form-bot')
+    .reduce((sum, k) => sum + k.usd_micros, 0);
+  check(spent > 0, 'the call was charged: ' + spent);
+  const dollars = '$0.' + String(spent).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
+  await page.waitForFunction((id, text) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelector('.k-spent').textContent === text;
+  }, {timeout: 20000}, key.id, dollars).catch(() => {});
   const row = await keyRowOf(page, key.id);
-  check(/ago$/.test(row.cells['last']), 'its last use is shown: ' + row.cells['last']);
+  equal(row.cells.spent, dollars, 'the key\'s spend is what the gateway charged its caller');
+  check(/ago$/.test(row.cells.last), 'its last use is shown: ' + row.cells.last);
 }
 
 async function rotateGivesNewSecret(server, page, key) {
@@ -1406,9 +1443,13 @@ async function keysReadWell(page, where) {
 
 async function keysScenario(browser) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-gw-'));
-  const server = await new Server(['--gateway-config', gatewayConfig(dir)],
-                                  {CONSOLE_TEST_PROVIDER_KEY: 'unused'}).start();
+  const upstream = await startFakeUpstream(dir);
+  let server = null;
   try {
+    server = await new Server(['--gateway-config', gatewayConfig(dir, upstream.url)],
+                              {CONSOLE_TEST_PROVIDER_KEY: 'unused'}).start();
+    await server.put({key: 'team:ops:usd:month', kind: 'budget', capacity: 100000000,
+                      period: 'month', unit: 'usd_micros'});
     await server.request('POST', '/v1/admin/keys', {caller: 'bot-a', team: 'sales',
                                                     models: [GATEWAY_MODEL]});
     const hostile = await server.request('POST', '/v1/admin/keys', {
@@ -1445,7 +1486,8 @@ async function keysScenario(browser) {
     });
     await page.close();
   } finally {
-    await server.stop();
+    if (server !== null) await server.stop();
+    upstream.child.kill('SIGTERM');
     fs.rmSync(dir, {recursive: true, force: true});
   }
 }
