@@ -7,9 +7,13 @@
 // page must fit a phone's width and read well at a phone's and a desktop's
 // (no text cut off or under a bar, every value labelled, names broken only
 // after punctuation, money in dollars, the denial figures in agreement).
+// The Keys panel runs against gateway mode on the gateway tests' fake
+// upstream: keys listed as the API lists them, a new secret shown once,
+// blocked, rotated and revoked keys refused by the gateway.
 // Screenshots go to --out (the build tree).
 //
 //   node test_console.mjs --binary build/llmlimitd --out build/console [--backend sqlite]
+//        [--only main|spend|link|token|keys]
 //
 // Exits 77 (skipped) when Chromium or node_modules is missing.
 import {spawn} from 'node:child_process';
