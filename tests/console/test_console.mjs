@@ -1150,6 +1150,8 @@ async function figuresShown(page) {
     banner: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
     denials: document.querySelectorAll('#denials tbody tr').length,
     denialsNote: document.getElementById('denials-note').textContent,
+    keysNote: document.getElementById('keys-note').textContent,
+    newKey: document.getElementById('key-new').disabled,
   }));
 }
 
@@ -1189,11 +1191,25 @@ async function tokenScenario(browser) {
       equal(shown.banner, '', 'no error');
       equal(shown.denials, 0, 'no denial rows');
       check(/admin token/.test(shown.denialsNote), 'the denials say why: ' + shown.denialsNote);
+      check(/admin token/.test(shown.keysNote), 'the keys say why: ' + shown.keysNote);
+      equal(shown.newKey, true, 'New key is off');
     });
-    await run('admin_token_shows_denials', 'the admin token shows who was denied', async () => {
+    await run('admin_token_shows_denials', 'the admin token shows who was denied and the keys; ' +
+              'a key made in the page with it is listed', async () => {
       await submitToken(page, ADMIN_TOKEN);
       await page.waitForFunction(() => document.querySelectorAll('#denials tbody tr').length > 0,
                                  {timeout: 15000});
+      const shown = await figuresShown(page);
+      check(/^No key yet/.test(shown.keysNote), 'the keys are listed: ' + shown.keysNote);
+      equal(shown.newKey, false, 'New key is on');
+      await page.click('#key-new');
+      await page.type('#key-caller', 'token-bot');
+      await page.type('#key-team', 'ops');
+      await page.click('#key-create');
+      await page.waitForFunction(() => document.querySelectorAll('#keys tbody tr').length === 1 &&
+                                 !document.getElementById('key-secret').hidden, {timeout: 15000});
+      const listed = await server.ok('GET', '/v1/admin/keys', undefined, ADMIN_TOKEN);
+      equal(listed.keys.length === 1 ? listed.keys[0].caller : null, 'token-bot', 'made with the token');
     });
     await run('token_never_in_urls_or_logs', 'the token is in no request URL and no log line',
               async () => {
@@ -1336,6 +1352,15 @@ async function createShowsSecretOnce(server, page, browser) {
   await page.click('#key-new');
   await page.type('#key-caller', 'form-bot');
   await page.type('#key-team', 'ops');
+  await page.type('#key-models', 'no-such-model');
+  await page.click('#key-create');
+  await page.waitForFunction(() => !document.getElementById('key-message').hidden, {timeout: 20000});
+  const refused = await page.$eval('#key-message', (m) => m.textContent);
+  check(/^llmlimitd answered 400: models: /.test(refused), 'an unknown model is refused: ' + refused);
+  equal((await server.ok('GET', '/v1/admin/keys?caller=form-bot')).keys.length, 0,
+        'a refused create makes nothing');
+  equal(await page.$eval('#key-secret', (box) => box.hidden), true, 'and shows no secret');
+  await page.click('#key-models', {clickCount: 3});
   await page.type('#key-models', GATEWAY_MODEL);
   await page.click('#key-create');
   const secret = await waitForSecret(page);
@@ -1346,6 +1371,7 @@ async function createShowsSecretOnce(server, page, browser) {
   equal((await gatewayAnswer(server, secret)).status, 200, 'the secret shown works on the gateway');
   const what = await page.$eval('#key-secret-what', (p) => p.textContent);
   check(what.includes(made[0].id), 'the secret names its key: ' + what);
+  equal(await page.$eval('#key-message', (m) => m.hidden), true, 'the refusal is gone');
   await browser.defaultBrowserContext().overridePermissions(server.url,
     ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
   await page.click('#key-secret-copy');
@@ -1484,8 +1510,9 @@ async function keysScenario(browser) {
     await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
               () => keysReadWell(page, 'phone'));
     await wholePageShot(page, 'console-keys-phone-' + BACKEND + '.png');
-    await run('keys_console_clean', 'the browser console logged no error or warning', async () => {
-      const problems = consoleProblems(page);
+    await run('keys_console_clean', 'the browser console logged no error or warning but the ' +
+              'refused create (400)', async () => {
+      const problems = consoleProblems(page, /status of 400/);
       equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
     });
     await page.close();
