@@ -1044,8 +1044,10 @@
     $('key-message').hidden = text === '';
   }
 
+  // The server's refusal as it said it, or what the page would not send.
   const keyError = (e) => keyMessage(e instanceof ApiError
-    ? 'llmlimitd answered ' + e.status + ': ' + e.code : 'The page failed: ' + String(e));
+    ? 'llmlimitd answered ' + e.status + ': ' + e.code
+    : 'Not sent: ' + String(e && e.message ? e.message : e));
 
   // A new secret: in this box (the page's memory) until Done, a reload or
   // the token's Forget; never kept anywhere else.
