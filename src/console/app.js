@@ -1031,8 +1031,9 @@
       tbody.replaceChildren(...rows);
     }
     $('keys').hidden = rows.length === 0;
-    $('keys-count').textContent = rows.length === 0 ? '' : '(' + fmtInt(rows.length) +
-      (keys.next_cursor !== null ? ', the first ' + fmtInt(KEYS_PAGE) : '') + ')';
+    $('keys-count').textContent = rows.length === 0 ? ''
+      : keys.next_cursor !== null ? '(the first ' + fmtInt(rows.length) + ')'
+        : '(' + fmtInt(rows.length) + ')';
     $('keys-note').textContent = (rows.length === 0 ? 'No key yet: New key makes one. ' : '') +
       (status.gateway_enabled ? 'Spent: what the key\'s caller was charged through the gateway ' +
        'since llmlimitd started (every key of that caller together).'

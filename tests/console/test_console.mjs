@@ -1428,6 +1428,14 @@ async function blockRefusesKey(server, page, key) {
 }
 
 async function rotateGivesNewSecret(server, page, key) {
+  // One past the grace's bound (7 days: KEYS_GRACE_SECONDS_MAX): not sent, nothing rotated.
+  await page.$eval('#key-grace', (input) => { input.value = String(7 * 24 * 3600 + 1); });
+  await clickKeyButton(page, key.id, 'rotate');
+  await page.waitForFunction(() => !document.getElementById('key-message').hidden, {timeout: 5000});
+  const refused = await page.$eval('#key-message', (m) => m.textContent);
+  equal(refused, 'Not sent: the rotation grace is 0..604800 s', 'a grace past its bound');
+  equal((await gatewayAnswer(server, key.secret)).status, 200, 'the key was not rotated');
+  await page.$eval('#key-grace', (input) => { input.value = '0'; });
   await clickKeyButton(page, key.id, 'rotate');
   const secret = await waitForSecret(page, key.secret);
   check(secret !== key.secret, 'a new secret');
@@ -1471,6 +1479,21 @@ async function keysReadWell(page, where) {
   if (where === 'phone') equal(outside, 0, 'every key within the panel on a phone');
 }
 
+async function keysFirstPage(server, page) {
+  const KEYS_PAGE = 1000;
+  const have = (await server.ok('GET', '/v1/admin/keys?limit=1000')).keys.length;
+  for (let i = have; i < KEYS_PAGE + 1; i += 50) {
+    const batch = [];
+    for (let j = i; j < Math.min(i + 50, KEYS_PAGE + 1); j++) {
+      batch.push(server.request('POST', '/v1/admin/keys', {caller: 'many-' + j, team: 'many'}));
+    }
+    for (const answer of await Promise.all(batch)) equal(answer.status, 201, 'a key made');
+  }
+  await page.waitForFunction((n) => document.querySelectorAll('#keys tbody tr').length === n,
+                             {timeout: 30000}, KEYS_PAGE);
+  equal(await page.$eval('#keys-count', (c) => c.textContent), '(the first 1,000)', 'the count');
+}
+
 async function keysScenario(browser) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-gw-'));
   const upstream = await startFakeUpstream(dir);
@@ -1500,7 +1523,7 @@ async function keysScenario(browser) {
     await run('key_block_refused', 'Block shows blocked and the gateway refuses the key ' +
               '(401 key_blocked); Unblock lets it in again', () => blockRefusesKey(server, page, key));
     await run('key_rotate', 'Rotate shows a new secret once; the new one works, the old one ' +
-              'not', async () => { key = await rotateGivesNewSecret(server, page, key); });
+              'not; a grace one past its bound is not sent', async () => { key = await rotateGivesNewSecret(server, page, key); });
     await run('keys_read_well_desktop', 'the keys panel fits and cuts no text (1400 px)',
               () => keysReadWell(page, 'desktop'));
     await wholePageShot(page, 'console-keys-desktop-' + BACKEND + '.png');
@@ -1510,6 +1533,8 @@ async function keysScenario(browser) {
     await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
               () => keysReadWell(page, 'phone'));
     await wholePageShot(page, 'console-keys-phone-' + BACKEND + '.png');
+    await run('keys_first_page', 'one key past a page (1,000, KEYS_PAGE) shows the first ' +
+              '1,000 and says so', () => keysFirstPage(server, page));
     await run('keys_console_clean', 'the browser console logged no error or warning but the ' +
               'refused create (400)', async () => {
       const problems = consoleProblems(page, /status of 400/);
