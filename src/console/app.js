@@ -1,5 +1,6 @@
 // The llmlimit console (docs/console.md): reads llmlimitd's JSON API every
-// few seconds and shows limits, budgets, holds, denials and throughput.
+// few seconds and shows limits, budgets, holds, denials and throughput, and
+// lists and changes the gateway's keys (admin token).
 // Every figure shown is one the server reported; the page only formats them.
 // Every key, caller and error goes into the page as text (textContent,
 // attributes), never as markup. The token lives in this closure only.
@@ -12,6 +13,8 @@
   const TOP_CALLERS = 5; // callers per budget card
   const ATTENTION_MAX = 12;
   const ALERTS_SHOWN = 20; // the newest alerts read for the attention panel
+  const KEYS_PAGE = 1000; // keys listed: one page of GET /v1/admin/keys (its bound)
+  const GRACE_MAX_S = 604800; // a rotation's grace at most (KEYS_GRACE_SECONDS_MAX)
 
   const state = {
     token: null, // the bearer token, kept here and nowhere else
@@ -30,6 +33,9 @@
     scrollToLinked: false, // scroll its row into view after the next drawing
     rows: new Map(), // key -> row of the limits table
     spend: new Map(), // key -> spend answer of a budget card
+    keyRows: new Map(), // key id -> {tr, info, actions} of the keys table
+    keysShown: null, // the last answers the keys table was drawn from
+    confirmRevoke: null, // the key id whose Revoke asks to be confirmed
     refreshes: 0,
   };
 
@@ -59,13 +65,19 @@
     });
   }
 
-  async function api(path) {
+  // A read (GET), or a change with its JSON body (the Keys panel's actions).
+  async function api(path, method, payload) {
     const headers = {};
     if (state.token !== null) headers.Authorization = 'Bearer ' + state.token;
+    const init = {headers, cache: 'no-store', credentials: 'omit', redirect: 'error'};
+    if (method !== undefined) init.method = method;
+    if (payload !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(payload);
+    }
     let response;
     try {
-      response = await fetch(path, {headers, cache: 'no-store', credentials: 'omit',
-                                    redirect: 'error'});
+      response = await fetch(path, init);
     } catch (e) {
       throw new ApiError(0, 'llmlimitd did not answer');
     }
@@ -256,6 +268,7 @@
     $('page-next').hidden = true;
     $('page-first').hidden = true;
     $('page-note').textContent = '';
+    clearKeys();
   }
 
   function handleError(error) {
@@ -904,6 +917,245 @@
     $('gateway-note').textContent = rows.length === 0 ? 'No gateway call yet.' : '';
   }
 
+  // ---- keys (admin token) --------------------------------------------------------
+
+  // What each caller was charged through the gateway since llmlimitd started
+  // (GET /v1/console/gateway, summed over models), in usd_micros.
+  function spendByCaller(gateway) {
+    const spent = new Map();
+    for (const k of gateway && Array.isArray(gateway.keys) ? gateway.keys : []) {
+      spent.set(k.caller, (spent.get(k.caller) || 0n) + big(k.usd_micros));
+    }
+    return spent;
+  }
+
+  function keyStatusText(k, now) {
+    if (k.status === 'revoked' && k.revoked_at_unix_ms !== null) {
+      return 'revoked ' + fmtDuration(now - k.revoked_at_unix_ms) + ' ago';
+    }
+    if (k.expires_at_unix_ms !== null && k.status !== 'revoked') {
+      return k.status + (k.expires_at_unix_ms > now ? ', expires ' : ', expired ') +
+             fmtTime(k.expires_at_unix_ms);
+    }
+    return k.status;
+  }
+
+  // A key's cells but its actions: [className, text, title] each, as text.
+  function keyInfo(k, spent, now) {
+    const metadata = Object.entries(k.metadata || {}).map(([n, v]) => n + ': ' + v);
+    return [
+      ['caller', k.caller, ''],
+      ['team', k.team, ''],
+      ['status', keyStatusText(k, now), k.source === 'file' ? 'a key of gateway.json' : ''],
+      ['models', k.models === null ? 'every model' : k.models.join(', '), ''],
+      ['spent num', spent === null ? '–' : fmtUsd(spent),
+       spent === null ? 'gateway mode is off' : fmtInt(spent) + ' usd_micros'],
+      ['last', k.last_used_unix_ms === null ? 'never'
+        : fmtDuration(now - k.last_used_unix_ms) + ' ago',
+       k.last_used_unix_ms === null ? '' : fmtTime(k.last_used_unix_ms)],
+      ['metadata', metadata.join('\n'), ''],
+      ['id', k.id, 'SHA-256 of the secret begins ' + k.sha256_prefix],
+    ];
+  }
+
+  // The buttons a key has: none once revoked, none for gateway.json's.
+  function keyActions(k) {
+    if (k.source === 'file') return [['', 'in gateway.json']];
+    if (k.status === 'revoked') return [];
+    if (state.confirmRevoke === k.id) return [['revoke', 'Confirm revoke'], ['keep', 'Keep']];
+    return [[k.blocked ? 'unblock' : 'block', k.blocked ? 'Unblock' : 'Block'],
+            ['rotate', 'Rotate'], ['revoke', 'Revoke']];
+  }
+
+  const KEY_LABELS = ['caller', 'team', 'status', 'models', 'spent since start', 'last use',
+                      'metadata', 'id'];
+
+  // Draws one key's row, writing the cells only when they changed (a
+  // refresh every few seconds must not replace a button being clicked).
+  function keyRow(k, spent, now) {
+    let row = state.keyRows.get(k.id);
+    if (row === undefined) {
+      row = {tr: el('tr', {data: {id: k.id}}), info: '', actions: ''};
+      state.keyRows.set(k.id, row);
+    }
+    const info = keyInfo(k, spent, now);
+    const actions = keyActions(k);
+    const infoText = JSON.stringify(info), actionsText = JSON.stringify(actions);
+    if (infoText === row.info && actionsText === row.actions) return row.tr;
+    const cells = info.map(([className, text, title], i) => {
+      const td = el('td', {className: 'k-' + className, text, data: {label: KEY_LABELS[i]}});
+      if (title !== '') td.title = title;
+      return td;
+    });
+    const buttons = el('td', {className: 'k-actions'});
+    for (const [action, label] of actions) {
+      buttons.append(action === '' ? el('span', {className: 'muted', text: label})
+        : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
+                        data: {action, id: k.id}}));
+    }
+    row.tr.dataset.status = k.status;
+    row.tr.replaceChildren(...cells, buttons);
+    row.info = infoText;
+    row.actions = actionsText;
+    return row.tr;
+  }
+
+  function clearKeys() {
+    state.keyRows.clear();
+    state.keysShown = null;
+    state.confirmRevoke = null;
+    clear(document.querySelector('#keys tbody'));
+    $('keys').hidden = true;
+    $('keys-count').textContent = '';
+    hideSecret();
+  }
+
+  // Draws the keys from the last answers ({status, keys, gateway}).
+  function renderKeys(shown) {
+    const {status, keys, gateway} = shown;
+    if (!status.admin || keys === null) {
+      clearKeys();
+      $('key-new').disabled = true;
+      $('keys-note').textContent = 'The gateway\'s keys (GET /v1/admin/keys) need the admin token.';
+      return;
+    }
+    state.keysShown = shown;
+    $('key-new').disabled = false;
+    const spent = status.gateway_enabled ? spendByCaller(gateway) : null;
+    const now = status.now_unix_ms;
+    const rows = keys.keys.map((k) => keyRow(k, spent === null ? null : spent.get(k.caller) || 0n, now));
+    const ids = new Set(keys.keys.map((k) => k.id));
+    for (const id of [...state.keyRows.keys()]) if (!ids.has(id)) state.keyRows.delete(id);
+    const tbody = document.querySelector('#keys tbody');
+    if (rows.length !== tbody.children.length || rows.some((tr, i) => tbody.children[i] !== tr)) {
+      tbody.replaceChildren(...rows);
+    }
+    $('keys').hidden = rows.length === 0;
+    $('keys-count').textContent = rows.length === 0 ? ''
+      : keys.next_cursor !== null ? '(the first ' + fmtInt(rows.length) + ')'
+        : '(' + fmtInt(rows.length) + ')';
+    $('keys-note').textContent = (rows.length === 0 ? 'No key yet: New key makes one. ' : '') +
+      (status.gateway_enabled ? 'Spent: what the key\'s caller was charged through the gateway ' +
+       'since llmlimitd started (every key of that caller together).'
+        : 'Gateway mode is off: nothing is spent through these keys.');
+  }
+
+  function keyMessage(text) {
+    $('key-message').textContent = text;
+    $('key-message').hidden = text === '';
+  }
+
+  // The server's refusal as it said it, or what the page would not send.
+  const keyError = (e) => keyMessage(e instanceof ApiError
+    ? 'llmlimitd answered ' + e.status + ': ' + e.code
+    : 'Not sent: ' + String(e && e.message ? e.message : e));
+
+  // A new secret: in this box (the page's memory) until Done, a reload or
+  // the token's Forget; never kept anywhere else.
+  function showSecret(what, secret) {
+    $('key-secret-what').textContent = what;
+    $('key-secret-value').value = secret;
+    $('key-secret-copy').textContent = 'Copy';
+    $('key-secret').hidden = false;
+  }
+
+  function hideSecret() {
+    $('key-secret-value').value = '';
+    $('key-secret-what').textContent = '';
+    $('key-secret').hidden = true;
+  }
+
+  async function copySecret() {
+    const field = $('key-secret-value');
+    try {
+      await navigator.clipboard.writeText(field.value);
+      $('key-secret-copy').textContent = 'Copied';
+    } catch (e) {
+      field.focus();
+      field.select(); // the browser would not write the clipboard: selected to copy by hand
+      $('key-secret-copy').textContent = 'Selected: copy it';
+    }
+  }
+
+  function createBody() {
+    const body = {caller: $('key-caller').value.trim(), team: $('key-team').value.trim()};
+    const models = $('key-models').value.split(',').map((m) => m.trim()).filter((m) => m !== '');
+    if (models.length > 0) body.models = models;
+    if ($('key-expires').value !== '') {
+      const ms = new Date($('key-expires').value).getTime();
+      if (!Number.isFinite(ms)) throw new Error('expires: not a date');
+      body.expires_at_unix_ms = ms;
+    }
+    return body;
+  }
+
+  async function createKey() {
+    try {
+      const answer = await api('/v1/admin/keys', 'POST', createBody());
+      $('key-form').reset();
+      $('key-form').hidden = true;
+      keyMessage('');
+      showSecret('The secret of the new key ' + answer.id + ' (caller ' + answer.caller + ').',
+                 answer.secret);
+    } catch (e) {
+      keyError(e);
+    }
+    refreshSoon();
+  }
+
+  function graceSeconds() {
+    const grace = Number($('key-grace').value);
+    return Number.isInteger(grace) && grace >= 0 && grace <= GRACE_MAX_S ? grace : null;
+  }
+
+  async function keyAction(action, id) {
+    const path = '/v1/admin/keys/' + encodeURIComponent(id);
+    try {
+      if (action === 'block' || action === 'unblock') {
+        await api(path, 'PATCH', {blocked: action === 'block'});
+      } else if (action === 'keep') {
+        state.confirmRevoke = null;
+      } else if (action === 'revoke' && state.confirmRevoke !== id) {
+        state.confirmRevoke = id; // asks once more before a change that cannot be undone
+      } else if (action === 'revoke') {
+        state.confirmRevoke = null;
+        await api(path, 'DELETE');
+      } else if (action === 'rotate') {
+        const grace = graceSeconds();
+        if (grace === null) throw new Error('the rotation grace is 0..' + GRACE_MAX_S + ' s');
+        const answer = await api(path + '/rotate', 'POST', {grace_seconds: grace});
+        showSecret('The new secret of ' + answer.id + ' (caller ' + answer.caller + '); the ' +
+                   'old one works ' + grace + ' s more.', answer.secret);
+      }
+      keyMessage('');
+    } catch (e) {
+      keyError(e);
+    }
+    if (state.keysShown !== null) renderKeys(state.keysShown); // the buttons at once
+    refreshSoon();
+  }
+
+  function wireKeys() {
+    $('key-new').addEventListener('click', () => {
+      $('key-form').hidden = !$('key-form').hidden;
+      if (!$('key-form').hidden) $('key-caller').focus();
+    });
+    $('key-cancel').addEventListener('click', () => {
+      $('key-form').reset();
+      $('key-form').hidden = true;
+    });
+    $('key-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      createKey();
+    });
+    $('key-secret-copy').addEventListener('click', copySecret);
+    $('key-secret-done').addEventListener('click', hideSecret);
+    document.querySelector('#keys tbody').addEventListener('click', (event) => {
+      const button = event.target.closest('button[data-action]');
+      if (button) keyAction(button.dataset.action, button.dataset.id);
+    });
+  }
+
   // ---- one limit in detail -------------------------------------------------------
 
   // Opens a limit's detail. Chosen on the page, it goes into the address
@@ -1061,12 +1313,13 @@
 
   async function refreshOnce() {
     const [status, page] = await Promise.all([api('/v1/console/status'), api(limitsPath())]);
-    const [cards, denials, detail, gateway, alerts] = await Promise.all([
+    const [cards, denials, detail, gateway, alerts, keys] = await Promise.all([
       loadBudgets(status, page),
       status.admin ? api('/v1/console/denials?limit=50') : Promise.resolve(null),
       loadDetail(status, page),
       status.gateway_enabled ? api('/v1/console/gateway') : Promise.resolve(null),
       api('/v1/alerts?limit=' + ALERTS_SHOWN).then((a) => a.alerts),
+      status.admin ? api('/v1/admin/keys?limit=' + KEYS_PAGE) : Promise.resolve(null),
     ]);
     state.status = status;
     state.limits = page.limits;
@@ -1079,6 +1332,7 @@
     renderDenials(status, denials, status.now_unix_ms);
     renderDetail(status, detail, page);
     renderGateway(status, gateway);
+    renderKeys({status, keys, gateway});
     scrollToLinked(); // last: the panels above it are drawn
   }
 
@@ -1188,6 +1442,7 @@
       window.history.replaceState(null, '', window.location.pathname + window.location.search);
     });
     window.addEventListener('hashchange', selectFromAddress);
+    wireKeys();
   }
 
   wire();

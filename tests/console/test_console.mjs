@@ -7,12 +7,17 @@
 // page must fit a phone's width and read well at a phone's and a desktop's
 // (no text cut off or under a bar, every value labelled, names broken only
 // after punctuation, money in dollars, the denial figures in agreement).
+// The Keys panel runs against gateway mode on the gateway tests' fake
+// upstream: keys listed as the API lists them, a new secret shown once,
+// blocked, rotated and revoked keys refused by the gateway.
 // Screenshots go to --out (the build tree).
 //
 //   node test_console.mjs --binary build/llmlimitd --out build/console [--backend sqlite]
+//        [--only main|spend|link|token|keys]
 //
 // Exits 77 (skipped) when Chromium or node_modules is missing.
 import {spawn} from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,6 +32,7 @@ function argument(name, fallback) {
 const BINARY = path.resolve(argument('binary', 'build/llmlimitd'));
 const OUT = path.resolve(argument('out', 'build/console-screenshots'));
 const BACKEND = argument('backend', 'memory');
+const ONLY = argument('only', ''); // one scenario by name (main, spend, link, token, keys)
 const CHROMIUM = argument('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
 
 if (!fs.existsSync(CHROMIUM)) {
@@ -1144,6 +1150,8 @@ async function figuresShown(page) {
     banner: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
     denials: document.querySelectorAll('#denials tbody tr').length,
     denialsNote: document.getElementById('denials-note').textContent,
+    keysNote: document.getElementById('keys-note').textContent,
+    newKey: document.getElementById('key-new').disabled,
   }));
 }
 
@@ -1183,11 +1191,25 @@ async function tokenScenario(browser) {
       equal(shown.banner, '', 'no error');
       equal(shown.denials, 0, 'no denial rows');
       check(/admin token/.test(shown.denialsNote), 'the denials say why: ' + shown.denialsNote);
+      check(/admin token/.test(shown.keysNote), 'the keys say why: ' + shown.keysNote);
+      equal(shown.newKey, true, 'New key is off');
     });
-    await run('admin_token_shows_denials', 'the admin token shows who was denied', async () => {
+    await run('admin_token_shows_denials', 'the admin token shows who was denied and the keys; ' +
+              'a key made in the page with it is listed', async () => {
       await submitToken(page, ADMIN_TOKEN);
       await page.waitForFunction(() => document.querySelectorAll('#denials tbody tr').length > 0,
                                  {timeout: 15000});
+      const shown = await figuresShown(page);
+      check(/^No key yet/.test(shown.keysNote), 'the keys are listed: ' + shown.keysNote);
+      equal(shown.newKey, false, 'New key is on');
+      await page.click('#key-new');
+      await page.type('#key-caller', 'token-bot');
+      await page.type('#key-team', 'ops');
+      await page.click('#key-create');
+      await page.waitForFunction(() => document.querySelectorAll('#keys tbody tr').length === 1 &&
+                                 !document.getElementById('key-secret').hidden, {timeout: 15000});
+      const listed = await server.ok('GET', '/v1/admin/keys', undefined, ADMIN_TOKEN);
+      equal(listed.keys.length === 1 ? listed.keys[0].caller : null, 'token-bot', 'made with the token');
     });
     await run('token_never_in_urls_or_logs', 'the token is in no request URL and no log line',
               async () => {
@@ -1208,16 +1230,335 @@ async function tokenScenario(browser) {
   }
 }
 
+// ---- scenario: the keys panel ------------------------------------------------------
+
+// A caller and metadata made of markup: valid (printable ASCII, no white
+// space in a caller), so the page must show them as text.
+const HOSTILE_KEY_CALLER = '<img/src=x/onerror=window.__pwned=1>';
+const HOSTILE_METADATA = '<script>window.__pwned=2</script> <b>bold</b>';
+const GATEWAY_MODEL = 'm-one';
+
+// The gateway's fake upstream (tests/gateway/fake_upstream.py, Python's
+// standard library only): real HTTP, deterministic answers and usage.
+function startFakeUpstream(dir) {
+  const script = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'gateway',
+                           'fake_upstream.py');
+  return new Promise((resolve, reject) => {
+    const child = spawn('python3', [script, '--port', '0', '--log', path.join(dir, 'upstream.log')],
+                        {stdio: ['ignore', 'pipe', 'inherit']});
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('fake_upstream did not start')), 10000);
+    child.on('error', reject);
+    child.stdout.on('data', (chunk) => {
+      out += chunk.toString();
+      const match = /fake_upstream listening on ([0-9.]+):([0-9]+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve({child, url: 'http://' + match[1] + ':' + match[2] + '/v1'});
+      }
+    });
+  });
+}
+
+// gateway.json with one model on the fake upstream and one key of its own
+// (listed, read-only); the others come from the API.
+function gatewayConfig(dir, upstreamUrl) {
+  const file = path.join(dir, 'gateway-console.json');
+  fs.writeFileSync(file, JSON.stringify({
+    upstreams: [{name: 'fake', base_url: upstreamUrl, api_key_env: 'CONSOLE_TEST_PROVIDER_KEY'}],
+    models: [{name: GATEWAY_MODEL, upstream: 'fake', input_usd_micros_per_mtok: 1000000,
+              output_usd_micros_per_mtok: 2000000, max_output_tokens: 1000,
+              default_max_output_tokens: 100}],
+    keys: [{sha256: crypto.createHash('sha256').update('llk-file-' + Math.random()).digest('hex'),
+            caller: 'file-bot', team: 'ops'}],
+    limits: [{key: 'team:{team}:usd:month', amount: 'usd_micros'}]}));
+  return file;
+}
+
+// What the gateway says to a call with a secret: its status and error code.
+async function gatewayAnswer(server, secret) {
+  const response = await fetch(server.url + '/v1/models',
+                               {headers: {Authorization: 'Bearer ' + secret}});
+  const body = await response.json().catch(() => null);
+  return {status: response.status,
+          code: body && body.error && typeof body.error === 'object' ? body.error.code : null};
+}
+
+// Each key row of the panel: its id and each cell's text.
+const keyRowsOf = (page) => page.evaluate(() => [...document.querySelectorAll('#keys tbody tr')]
+  .map((tr) => {
+    const cells = {};
+    for (const td of tr.querySelectorAll('td')) cells[td.classList[0].slice(2)] = td.textContent;
+    return {id: tr.dataset.id, cells, buttons: [...tr.querySelectorAll('button')].map((b) => b.textContent)};
+  }));
+
+async function keyRowOf(page, id) {
+  return (await keyRowsOf(page)).find((r) => r.id === id);
+}
+
+// Waits until the row of key id satisfies test (run in the page on its status text).
+async function waitForKeyStatus(page, id, pattern) {
+  await page.waitForFunction((k, source) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === k);
+    return tr !== undefined && new RegExp(source).test(tr.querySelector('.k-status').textContent);
+  }, {timeout: 20000}, id, pattern.source);
+}
+
+const clickKeyButton = (page, id, action) =>
+  page.click('#keys tbody tr[data-id="' + id + '"] button[data-action="' + action + '"]');
+
+async function waitForSecret(page, other) {
+  await page.waitForFunction((old) => !document.getElementById('key-secret').hidden &&
+    /^llk-/.test(document.getElementById('key-secret-value').value) &&
+    document.getElementById('key-secret-value').value !== old, {timeout: 20000}, other || '');
+  return page.$eval('#key-secret-value', (input) => input.value);
+}
+
+async function keysListed(server, page) {
+  const listed = await server.ok('GET', '/v1/admin/keys?limit=1000');
+  await page.waitForFunction((n) => document.querySelectorAll('#keys tbody tr').length === n,
+                             {timeout: 20000}, listed.keys.length);
+  const rows = await keyRowsOf(page);
+  equal(rows.length, 3, 'the keys made through the API and gateway.json\'s');
+  for (const k of listed.keys) {
+    const row = rows.find((r) => r.id === k.id);
+    if (!check(row !== undefined, 'a row for ' + k.id)) continue;
+    equal(row.cells.caller, k.caller, 'the caller of ' + k.id);
+    equal(row.cells.team, k.team, 'the team of ' + k.id);
+    equal(row.cells.status, 'active', 'the status of ' + k.id);
+    equal(row.cells.models, k.models === null ? 'every model' : k.models.join(', '), 'models');
+    equal(row.cells.last, 'never', 'last use of ' + k.id);
+    // Nothing was spent through the gateway: the caller's spend since start is $0.00.
+    equal(row.cells.spent, '$0.00', 'the spend of ' + k.id);
+    equal(JSON.stringify(row.buttons), k.source === 'file' ? '[]' : '["Block","Rotate","Revoke"]',
+          'the actions of ' + k.id);
+  }
+}
+
+async function keysHostileAsText(page) {
+  const shown = await page.evaluate(() => ({
+    pwned: window.__pwned === undefined ? null : window.__pwned,
+    images: document.querySelectorAll('#keys-panel img, #keys-panel script, #keys-panel b').length,
+    callers: [...document.querySelectorAll('#keys .k-caller')].map((td) => td.textContent),
+    metadata: [...document.querySelectorAll('#keys .k-metadata')].map((td) => td.textContent),
+  }));
+  equal(shown.pwned, null, 'no script ran');
+  equal(shown.images, 0, 'no element made from a caller or metadata');
+  check(shown.callers.includes(HOSTILE_KEY_CALLER), 'the hostile caller as text: ' + shown.callers);
+  check(shown.metadata.includes('note: ' + HOSTILE_METADATA), 'the metadata as text: ' + shown.metadata);
+}
+
+async function createShowsSecretOnce(server, page, browser) {
+  await page.click('#key-new');
+  await page.type('#key-caller', 'form-bot');
+  await page.type('#key-team', 'ops');
+  await page.type('#key-models', 'no-such-model');
+  await page.click('#key-create');
+  await page.waitForFunction(() => !document.getElementById('key-message').hidden, {timeout: 20000});
+  const refused = await page.$eval('#key-message', (m) => m.textContent);
+  check(/^llmlimitd answered 400: models: /.test(refused), 'an unknown model is refused: ' + refused);
+  equal((await server.ok('GET', '/v1/admin/keys?caller=form-bot')).keys.length, 0,
+        'a refused create makes nothing');
+  equal(await page.$eval('#key-secret', (box) => box.hidden), true, 'and shows no secret');
+  await page.click('#key-models', {clickCount: 3});
+  await page.type('#key-models', GATEWAY_MODEL);
+  await page.click('#key-create');
+  const secret = await waitForSecret(page);
+  const made = (await server.ok('GET', '/v1/admin/keys?caller=form-bot')).keys;
+  equal(made.length, 1, 'the form made one key');
+  equal(JSON.stringify(made[0].models), JSON.stringify([GATEWAY_MODEL]), 'with its models');
+  equal(made[0].team, 'ops', 'and its team');
+  equal((await gatewayAnswer(server, secret)).status, 200, 'the secret shown works on the gateway');
+  const what = await page.$eval('#key-secret-what', (p) => p.textContent);
+  check(what.includes(made[0].id), 'the secret names its key: ' + what);
+  equal(await page.$eval('#key-message', (m) => m.hidden), true, 'the refusal is gone');
+  await browser.defaultBrowserContext().overridePermissions(server.url,
+    ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
+  await page.click('#key-secret-copy');
+  await page.waitForFunction(() => document.getElementById('key-secret-copy').textContent !== 'Copy',
+                             {timeout: 5000});
+  equal(await page.evaluate(() => navigator.clipboard.readText()), secret, 'Copy put the secret on the clipboard');
+  await page.waitForFunction((id) => [...document.querySelectorAll('#keys tbody tr')]
+    .some((r) => r.dataset.id === id), {timeout: 20000}, made[0].id);
+  await page.reload();
+  await page.waitForFunction((id) => [...document.querySelectorAll('#keys tbody tr')]
+    .some((r) => r.dataset.id === id), {timeout: 20000}, made[0].id);
+  const after = await page.evaluate(() => ({
+    hidden: document.getElementById('key-secret').hidden,
+    value: document.getElementById('key-secret-value').value,
+    html: document.documentElement.outerHTML}));
+  equal(after.hidden, true, 'no secret shown after a reload');
+  equal(after.value, '', 'no secret in the page after a reload');
+  check(!after.html.includes(secret), 'the secret is nowhere in the page after a reload');
+  return {id: made[0].id, secret};
+}
+
+async function blockRefusesKey(server, page, key) {
+  await clickKeyButton(page, key.id, 'block');
+  await waitForKeyStatus(page, key.id, /^blocked$/);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'blocked', 'the API says blocked');
+  const refused = await gatewayAnswer(server, key.secret);
+  equal(refused.status, 401, 'the gateway refuses the blocked key');
+  equal(refused.code, 'key_blocked', 'saying why');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelector('button[data-action="unblock"]') !== null;
+  }, {timeout: 20000}, key.id);
+  await clickKeyButton(page, key.id, 'unblock');
+  await waitForKeyStatus(page, key.id, /^active$/);
+  equal((await gatewayAnswer(server, key.secret)).status, 200, 'unblocked, the key works again');
+  // A call charged through the gateway: the key's spend is its caller's.
+  const call = await fetch(server.url + '/v1/chat/completions', {method: 'POST',
+    headers: {'Authorization': 'Bearer ' + key.secret, 'Content-Type': 'application/json'},
+    body: JSON.stringify({model: GATEWAY_MODEL, messages: [{role: 'user', content: 'one two three'}]})});
+  equal(call.status, 200, 'a chat call with the key');
+  await call.text();
+  const gateway = await server.ok('GET', '/v1/console/gateway');
+  const spent = gateway.keys.filter((k) => k.caller === 'form-bot')
+    .reduce((sum, k) => sum + k.usd_micros, 0);
+  check(spent > 0, 'the call was charged: ' + spent);
+  const dollars = '$0.' + String(spent).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
+  await page.waitForFunction((id, text) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelector('.k-spent').textContent === text;
+  }, {timeout: 20000}, key.id, dollars).catch(() => {});
+  const row = await keyRowOf(page, key.id);
+  equal(row.cells.spent, dollars, 'the key\'s spend is what the gateway charged its caller');
+  check(/ago$/.test(row.cells.last), 'its last use is shown: ' + row.cells.last);
+}
+
+async function rotateGivesNewSecret(server, page, key) {
+  // One past the grace's bound (7 days: KEYS_GRACE_SECONDS_MAX): not sent, nothing rotated.
+  await page.$eval('#key-grace', (input) => { input.value = String(7 * 24 * 3600 + 1); });
+  await clickKeyButton(page, key.id, 'rotate');
+  await page.waitForFunction(() => !document.getElementById('key-message').hidden, {timeout: 5000});
+  const refused = await page.$eval('#key-message', (m) => m.textContent);
+  equal(refused, 'Not sent: the rotation grace is 0..604800 s', 'a grace past its bound');
+  equal((await gatewayAnswer(server, key.secret)).status, 200, 'the key was not rotated');
+  await page.$eval('#key-grace', (input) => { input.value = '0'; });
+  await clickKeyButton(page, key.id, 'rotate');
+  const secret = await waitForSecret(page, key.secret);
+  check(secret !== key.secret, 'a new secret');
+  equal((await gatewayAnswer(server, secret)).status, 200, 'the new secret works');
+  const old = await gatewayAnswer(server, key.secret);
+  equal(old.status, 401, 'the old secret (no grace) is refused');
+  equal(old.code, 'invalid_api_key', 'as an unknown key');
+  await page.click('#key-secret-done');
+  equal(await page.$eval('#key-secret-value', (input) => input.value), '', 'Done forgets the secret');
+  return {id: key.id, secret};
+}
+
+async function revokeRefusesKey(server, page, key) {
+  await clickKeyButton(page, key.id, 'revoke');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && /Confirm revoke/.test(tr.textContent);
+  }, {timeout: 5000}, key.id);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'active', 'one click revokes nothing');
+  await clickKeyButton(page, key.id, 'revoke');
+  await waitForKeyStatus(page, key.id, /^revoked /);
+  equal((await server.ok('GET', '/v1/admin/keys/' + key.id)).status, 'revoked', 'the API says revoked');
+  const refused = await gatewayAnswer(server, key.secret);
+  equal(refused.status, 401, 'the gateway refuses the revoked key');
+  equal(refused.code, 'key_revoked', 'saying why');
+  await page.waitForFunction((id) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
+    return tr && tr.querySelectorAll('button').length === 0;
+  }, {timeout: 20000}, key.id);
+}
+
+async function keysReadWell(page, where) {
+  await nextRefresh(page);
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(widths[0] <= widths[1], 'nothing wider than the screen (' + where + '): ' + widths.join(' > '));
+  const unreadable = (await unreadableText(page)).filter((u) => u.text !== undefined);
+  equal(JSON.stringify(unreadable), '[]', 'text cut off (' + where + ')');
+  const outside = await page.evaluate(() => [...document.querySelectorAll('#keys tbody tr')]
+    .filter((tr) => tr.getBoundingClientRect().right > document.getElementById('keys-panel')
+      .getBoundingClientRect().right + 1).length);
+  if (where === 'phone') equal(outside, 0, 'every key within the panel on a phone');
+}
+
+async function keysFirstPage(server, page) {
+  const KEYS_PAGE = 1000;
+  const have = (await server.ok('GET', '/v1/admin/keys?limit=1000')).keys.length;
+  for (let i = have; i < KEYS_PAGE + 1; i += 50) {
+    const batch = [];
+    for (let j = i; j < Math.min(i + 50, KEYS_PAGE + 1); j++) {
+      batch.push(server.request('POST', '/v1/admin/keys', {caller: 'many-' + j, team: 'many'}));
+    }
+    for (const answer of await Promise.all(batch)) equal(answer.status, 201, 'a key made');
+  }
+  await page.waitForFunction((n) => document.querySelectorAll('#keys tbody tr').length === n,
+                             {timeout: 30000}, KEYS_PAGE);
+  equal(await page.$eval('#keys-count', (c) => c.textContent), '(the first 1,000)', 'the count');
+}
+
+async function keysScenario(browser) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-gw-'));
+  const upstream = await startFakeUpstream(dir);
+  let server = null;
+  try {
+    server = await new Server(['--gateway-config', gatewayConfig(dir, upstream.url)],
+                              {CONSOLE_TEST_PROVIDER_KEY: 'unused'}).start();
+    await server.put({key: 'team:ops:usd:month', kind: 'budget', capacity: 100000000,
+                      period: 'month', unit: 'usd_micros'});
+    await server.request('POST', '/v1/admin/keys', {caller: 'bot-a', team: 'sales',
+                                                    models: [GATEWAY_MODEL]});
+    const hostile = await server.request('POST', '/v1/admin/keys', {
+      caller: HOSTILE_KEY_CALLER, team: 'red', metadata: {note: HOSTILE_METADATA}});
+    equal(hostile.status, 201, 'the hostile key is made');
+    const page = await newPage(browser, 1400, 1000);
+    await page.goto(server.url + '/console');
+    await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+    await run('keys_listed', 'the keys panel lists every key made through the API with its ' +
+              'caller, team, status, models, spend and last use', () => keysListed(server, page));
+    await run('keys_hostile_as_text', 'a caller and metadata made of markup show as text; ' +
+              'nothing runs', () => keysHostileAsText(page));
+    let key = null;
+    await run('key_create_secret_once', 'New key makes a key with its models; its secret is ' +
+              'shown once, copied by Copy, and not after a reload', async () => {
+      key = await createShowsSecretOnce(server, page, browser);
+    });
+    await run('key_block_refused', 'Block shows blocked and the gateway refuses the key ' +
+              '(401 key_blocked); Unblock lets it in again', () => blockRefusesKey(server, page, key));
+    await run('key_rotate', 'Rotate shows a new secret once; the new one works, the old one ' +
+              'not; a grace one past its bound is not sent', async () => { key = await rotateGivesNewSecret(server, page, key); });
+    await run('keys_read_well_desktop', 'the keys panel fits and cuts no text (1400 px)',
+              () => keysReadWell(page, 'desktop'));
+    await wholePageShot(page, 'console-keys-desktop-' + BACKEND + '.png');
+    await run('key_revoke', 'Revoke asks once more, then shows revoked, the gateway refuses ' +
+              'the key (401 key_revoked) and its actions are gone', () => revokeRefusesKey(server, page, key));
+    await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
+    await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
+              () => keysReadWell(page, 'phone'));
+    await wholePageShot(page, 'console-keys-phone-' + BACKEND + '.png');
+    await run('keys_first_page', 'one key past a page (1,000, KEYS_PAGE) shows the first ' +
+              '1,000 and says so', () => keysFirstPage(server, page));
+    await run('keys_console_clean', 'the browser console logged no error or warning but the ' +
+              'refused create (400)', async () => {
+      const problems = consoleProblems(page, /status of 400/);
+      equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+    });
+    await page.close();
+  } finally {
+    if (server !== null) await server.stop();
+    upstream.child.kill('SIGTERM');
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
+}
+
 // ---- main ------------------------------------------------------------------------
 
 fs.mkdirSync(OUT, {recursive: true});
 console.log('console in ' + CHROMIUM + ' against llmlimitd --backend ' + BACKEND);
 const browser = await openBrowser();
 try {
-  await mainScenario(browser);
-  await spendScenario(browser);
-  await linkScenario(browser);
-  await tokenScenario(browser);
+  const scenarios = {main: mainScenario, spend: spendScenario, link: linkScenario,
+                     token: tokenScenario, keys: keysScenario};
+  for (const [name, scenario] of Object.entries(scenarios)) {
+    if (ONLY === '' || ONLY === name) await scenario(browser);
+  }
 } finally {
   await closeBrowser(browser);
 }
