@@ -288,7 +288,9 @@ static int take_page(struct ctl_range *range, struct ctl_range_page *page, char 
         return -1;
     }
     range->kvs = grown;
-    memcpy(range->kvs + range->count, page->kvs, page->count * sizeof *page->kvs);
+    if (page->count > 0) {
+        memcpy(range->kvs + range->count, page->kvs, page->count * sizeof *page->kvs);
+    }
     range->count += page->count;
     free(page->kvs); /* the strings moved to range */
     page->kvs = NULL;
