@@ -4,11 +4,13 @@ real HTTP receiver in this process:
 - a budget's thresholds fire once each, signed (HMAC-SHA256 of the body, checked
   here with the hmac module), and never again: not on later scans, not after a
   restart, not after kill -9, not after a capacity cut and raised back;
-- a receiver that answers 500 gets the alert again until it takes it; one that never
-  answers holds back neither reserves nor another limit's alert;
+- a receiver that answers 500 gets the alert again until it takes it; one that answers
+  slowly gets it once; one that never answers holds back neither reserves nor another
+  limit's alert;
 - "format": "slack" sends {"text": ...}; GET /v1/alerts lists alerts with their
   delivery state; /metrics counts them; a pending alert is given up after 24 h;
-- a rolling limit alerts once it has been full for a whole window; a budget spending
+- a rolling limit alerts once it has been full for a whole window, a concurrency limit
+  once its slots have been held for a whole timeout; a budget spending
   fast enough to run out before its period ends alerts "budget.runout";
 - bad alerts and webhooks are a 400 naming the field, and change nothing;
 - on tigerbeetle, two front ends on one cluster deliver a threshold once: the one that
@@ -49,12 +51,14 @@ QUIET_S = 1.5  # scans enough (30) for an alert that would fire again to have fi
 class Receiver:
     """An HTTP server on a free port that records each POST. `answers` is the
     list of statuses for the first requests (then 200); hang=True never
-    answers (the connection stays open until the receiver stops)."""
+    answers (the connection stays open until the receiver stops); delay_s
+    answers that late."""
 
-    def __init__(self, answers=(), hang=False):
+    def __init__(self, answers=(), hang=False, delay_s=0.0):
         self.requests = []
         self.answers = list(answers)
         self.hang = hang
+        self.delay_s = delay_s
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         receiver = self
@@ -72,6 +76,8 @@ class Receiver:
                 if receiver.hang:
                     receiver.stopping.wait(30)
                     return
+                if receiver.delay_s:
+                    receiver.stopping.wait(receiver.delay_s)
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -357,6 +363,63 @@ class AlertsTest(unittest.TestCase):
         self.assertEqual((body["kind"], body["at_percent"], body["capacity"]), ("rolling", 100, 3))
         self.assertEqual(len(self.receiver.requests), 1)
         self.assertEqual(body["period_end_unix_ms"] - body["period_start_unix_ms"], 86400000)
+
+    def test_receiver_that_answers_slowly_gets_the_alert_once(self):
+        """A receiver that takes 3 s to answer (under the send timeout) gets the
+        alert once, marked sent after one attempt; reserves are answered while
+        it is being delivered."""
+        self.receiver.close()
+        self.receiver = Receiver(delay_s=3.0)
+        server = self.start()
+        self.put(server, {"key": "slow", "kind": "budget", "capacity": 10, "period": "day",
+                          "alerts": [{"at_percent": 50}]})
+        self.put(server, {"key": "rps", "kind": "rolling", "capacity": 1000000,
+                          "window_seconds": 60})
+        spend(server, "slow", 5)
+        self.assertTrue(wait_until(lambda: len(self.receiver.requests) == 1))
+        for _ in range(20):  # answered while the receiver holds the alert
+            spend(server, "rps", 1)
+        self.assertTrue(wait_until(lambda: self.alerts(server)[0]["delivery"] == "sent"))
+        alert = self.alerts(server)[0]
+        self.assertEqual((alert["attempts"], alert["last_error"]), (1, ""))
+        self.assert_quiet(1)
+
+    def test_concurrency_limit_full_for_a_whole_timeout_alerts(self):
+        """A concurrency limit alerts once its slots have all been held for a
+        whole timeout_seconds, not when they were full for a moment."""
+        server = self.start()
+        self.put(server, {"key": "slots", "kind": "concurrency", "capacity": 2,
+                          "timeout_seconds": 3, "alerts": [{"at_percent": 100}]})
+        held = []
+        for _ in range(2):
+            lease_id = str(uuid.uuid4())
+            status, _, body = server.reserve(lease_id, {"slots": 1})
+            self.assertTrue(status == 200 and body["allowed"], body)
+            held.append(lease_id)
+        time.sleep(1.5)  # full for half its timeout
+        for lease_id in held:
+            status, _, body = server.release(lease_id)
+            self.assertEqual(status, 200, body)
+        self.assert_quiet(0)
+        stop = threading.Event()
+
+        def keep_full():
+            # Takes every free slot at once and never gives one back: a held slot
+            # frees itself after timeout_seconds and is taken again.
+            while not stop.is_set():
+                server.reserve(str(uuid.uuid4()), {"slots": 1})
+                time.sleep(0.02)
+        thread = threading.Thread(target=keep_full, daemon=True)
+        thread.start()
+        try:
+            body = self.received(1)[0]
+        finally:
+            stop.set()
+            thread.join()
+        self.assertEqual((body["type"], body["key"], body["kind"], body["at_percent"]),
+                         ("limit.threshold", "slots", "concurrency", 100))
+        self.assertEqual(body["capacity"], 2)
+        self.assert_quiet(1)
 
     def test_budget_spending_fast_runs_out_before_its_period_ends(self):
         """A budget whose spend rate empties it before its period ends sends
