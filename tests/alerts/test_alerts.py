@@ -258,6 +258,28 @@ class AlertsTest(unittest.TestCase):
         self.assertIn("llmlimit_alerts_sent_total 1", text)
         self.assertIn("llmlimit_alerts_pending 0", text)
 
+    def test_a_pending_alert_survives_kill_and_is_delivered_after(self):
+        """An alert its receiver refuses is still pending after kill -9, and
+        the restarted server delivers it, once, with the same id."""
+        self.receiver.close()
+        self.receiver = Receiver(answers=[503] * 100000)
+        server = self.start()
+        self.put(server, {"key": "kept", "kind": "budget", "capacity": 10, "period": "month",
+                          "alerts": [{"at_percent": 50}]})
+        spend(server, "kept", 6)
+        self.assertTrue(wait_until(lambda: len(self.receiver.requests) >= 2))
+        pending = self.alerts(server)[0]
+        self.assertEqual(pending["delivery"], "pending")
+        server.kill()
+        with self.receiver.lock:
+            self.receiver.answers = []  # takes what comes from now on
+            refused = len(self.receiver.requests)
+        server.start()
+        self.assertTrue(wait_until(lambda: self.alerts(server)[0]["delivery"] == "sent"))
+        bodies = self.receiver.bodies()
+        self.assertEqual({b["id"] for b in bodies}, {pending["id"]})
+        self.assert_quiet(refused + 1)
+
     def test_receiver_that_never_answers_blocks_neither_reserves_nor_other_alerts(self):
         """One limit's webhook never answers: reserves keep being answered and
         another limit's alert is delivered meanwhile."""
