@@ -970,33 +970,38 @@
   const KEY_LABELS = ['caller', 'team', 'status', 'models', 'spent since start', 'last use',
                       'metadata', 'id'];
 
-  // Draws one key's row, writing the cells only when they changed (a
-  // refresh every few seconds must not replace a button being clicked).
+  // Draws one key's row, writing the cells only when they changed: a refresh
+  // every few seconds rewrites the figures in place and replaces the buttons
+  // only when the actions changed, so a button being clicked stays in the page.
   function keyRow(k, spent, now) {
     let row = state.keyRows.get(k.id);
     if (row === undefined) {
-      row = {tr: el('tr', {data: {id: k.id}}), info: '', actions: ''};
+      const cells = KEY_LABELS.map((label) => el('td', {data: {label}}));
+      const buttons = el('td', {className: 'k-actions'});
+      row = {tr: el('tr', {data: {id: k.id}}), cells, buttons, info: [], actions: ''};
+      row.tr.append(...cells, buttons);
       state.keyRows.set(k.id, row);
     }
-    const info = keyInfo(k, spent, now);
-    const actions = keyActions(k);
-    const infoText = JSON.stringify(info), actionsText = JSON.stringify(actions);
-    if (infoText === row.info && actionsText === row.actions) return row.tr;
-    const cells = info.map(([className, text, title], i) => {
-      const td = el('td', {className: 'k-' + className, text, data: {label: KEY_LABELS[i]}});
+    keyInfo(k, spent, now).forEach(([className, text, title], i) => {
+      const was = row.info[i];
+      if (was !== undefined && was[0] === className && was[1] === text && was[2] === title) return;
+      const td = row.cells[i];
+      td.className = 'k-' + className;
+      td.textContent = text;
       if (title !== '') td.title = title;
-      return td;
+      else td.removeAttribute('title');
+      row.info[i] = [className, text, title];
     });
-    const buttons = el('td', {className: 'k-actions'});
-    for (const [action, label] of actions) {
-      buttons.append(action === '' ? el('span', {className: 'muted', text: label})
+    const actions = keyActions(k);
+    const actionsText = JSON.stringify(actions);
+    if (actionsText !== row.actions) {
+      row.buttons.replaceChildren(...actions.map(([action, label]) => action === ''
+        ? el('span', {className: 'muted', text: label})
         : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
-                        data: {action, id: k.id}}));
+                        data: {action, id: k.id}})));
+      row.actions = actionsText;
     }
     row.tr.dataset.status = k.status;
-    row.tr.replaceChildren(...cells, buttons);
-    row.info = infoText;
-    row.actions = actionsText;
     return row.tr;
   }
 

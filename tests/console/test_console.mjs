@@ -1449,6 +1449,15 @@ async function rotateGivesNewSecret(server, page, key) {
 }
 
 async function revokeRefusesKey(server, page, key) {
+  // The key was used (its "last use" changes with every refresh): a refresh
+  // rewrites the row's figures, never the button about to be clicked.
+  const button = await page.$('#keys tbody tr[data-id="' + key.id + '"] button[data-action="revoke"]');
+  const lastUse = await page.$eval('#keys tbody tr[data-id="' + key.id + '"] .k-last', (td) => td.textContent);
+  check(lastUse !== 'never', 'the key was used: ' + lastUse);
+  await nextRefresh(page);
+  await nextRefresh(page);
+  check(await button.evaluate((b) => b.isConnected), 'a refresh keeps the row\'s buttons in the page');
+  await button.dispose();
   await clickKeyButton(page, key.id, 'revoke');
   await page.waitForFunction((id) => {
     const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
@@ -1527,8 +1536,8 @@ async function keysScenario(browser) {
     await run('keys_read_well_desktop', 'the keys panel fits and cuts no text (1400 px)',
               () => keysReadWell(page, 'desktop'));
     await wholePageShot(page, 'console-keys-desktop-' + BACKEND + '.png');
-    await run('key_revoke', 'Revoke asks once more, then shows revoked, the gateway refuses ' +
-              'the key (401 key_revoked) and its actions are gone', () => revokeRefusesKey(server, page, key));
+    await run('key_revoke', 'a refresh keeps the buttons; Revoke asks once more, then shows revoked, the ' +
+              'gateway refuses the key (401 key_revoked) and its actions are gone', () => revokeRefusesKey(server, page, key));
     await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
     await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
               () => keysReadWell(page, 'phone'));
