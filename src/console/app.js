@@ -1077,32 +1077,36 @@
   const KEY_LABELS = ['caller', 'team', 'status', 'models', 'spent this period', 'last use',
                       'metadata', 'id'];
 
-  // Draws one key's row, writing the cells only when they changed (a
-  // refresh every few seconds must not replace a button being clicked).
+  // Draws one key's row, writing a cell only when it changed and the
+  // buttons only when the actions did (a refresh every few seconds, whose
+  // "last use" moves, must not replace a button being clicked).
   function keyRow(k, spend, now) {
     let row = state.keyRows.get(k.id);
     if (row === undefined) {
-      row = {tr: el('tr', {data: {id: k.id}}), info: '', actions: ''};
+      const cells = KEY_LABELS.map((label) => el('td', {data: {label}}));
+      const buttons = el('td', {className: 'k-actions'});
+      row = {tr: el('tr', {data: {id: k.id}}, ...cells, buttons), cells, buttons,
+             info: [], actions: ''};
       state.keyRows.set(k.id, row);
     }
-    const info = keyInfo(k, spend, now);
-    const actions = keyActions(k);
-    const infoText = JSON.stringify(info), actionsText = JSON.stringify(actions);
-    if (infoText === row.info && actionsText === row.actions) return row.tr;
-    const cells = info.map(([className, text, title], i) => {
-      const td = el('td', {className: 'k-' + className, text, data: {label: KEY_LABELS[i]}});
+    keyInfo(k, spend, now).forEach(([className, text, title], i) => {
+      const shown = JSON.stringify([className, text, title]);
+      if (row.info[i] === shown) return;
+      const td = row.cells[i];
+      td.className = 'k-' + className;
+      td.textContent = text;
       if (title !== '') td.title = title;
-      return td;
+      else td.removeAttribute('title');
+      row.info[i] = shown;
     });
-    const buttons = el('td', {className: 'k-actions'});
-    for (const [action, label] of actions) {
-      buttons.append(action === '' ? el('span', {className: 'muted', text: label})
-        : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
-                        data: {action, id: k.id}}));
-    }
     row.tr.dataset.status = k.status;
-    row.tr.replaceChildren(...cells, buttons);
-    row.info = infoText;
+    const actions = keyActions(k);
+    const actionsText = JSON.stringify(actions);
+    if (actionsText === row.actions) return row.tr;
+    row.buttons.replaceChildren(...actions.map(([action, label]) => (action === ''
+      ? el('span', {className: 'muted', text: label})
+      : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
+                      data: {action, id: k.id}}))));
     row.actions = actionsText;
     return row.tr;
   }
