@@ -15,6 +15,7 @@
   const ALERTS_SHOWN = 20; // the newest alerts read for the attention panel
   const KEYS_PAGE = 1000; // keys listed: one page of GET /v1/admin/keys (its bound)
   const GRACE_MAX_S = 604800; // a rotation's grace at most (KEYS_GRACE_SECONDS_MAX)
+  const KEY_BUDGETS = 50; // budgets the Keys panel reads (two requests each), in the keys' order
 
   const state = {
     token: null, // the bearer token, kept here and nowhere else
@@ -919,14 +920,121 @@
 
   // ---- keys (admin token) --------------------------------------------------------
 
-  // What each caller was charged through the gateway since llmlimitd started
-  // (GET /v1/console/gateway, summed over models), in usd_micros.
-  function spendByCaller(gateway) {
-    const spent = new Map();
-    for (const k of gateway && Array.isArray(gateway.keys) ? gateway.keys : []) {
-      spent.set(k.caller, (spent.get(k.caller) || 0n) + big(k.usd_micros));
+  // The budgets a key's calls are reserved in that the key alone decides:
+  // the gateway's templates naming no placeholder of one call ({model},
+  // {upstream}, {mcp_server}, {tool}), with the key's {caller} and {team};
+  // those whose default makes another kind of limit are left out.
+  // The memory backend's callers past its first 16,384, counted together (no
+  // key's caller can be it: a caller holds no white space).
+  const OTHER_CALLERS = '(other callers)';
+  const PER_CALL = /\{(model|upstream|mcp_server|tool)\}/;
+  function keyLimitNames(templates, k) {
+    const names = [];
+    for (const t of templates) {
+      if (PER_CALL.test(t.key) || (t.default_kind !== null && t.default_kind !== 'budget')) continue;
+      if (t.key.includes('{team}') && typeof k.team !== 'string') continue;
+      // A function as replacement: a caller's `$&` stays text.
+      const name = t.key.replaceAll('{caller}', () => k.caller).replaceAll('{team}', () => k.team);
+      if (!names.some((n) => n.name === name)) {
+        names.push({name, defaultKind: t.default_kind, amount: t.amount});
+      }
     }
-    return spent;
+    return names;
+  }
+
+  // One limit as the page lists it, and what each caller spent in it this
+  // period (the period of the same reading); {missing} when no limit has
+  // the key, {error} when it could not be read.
+  async function readKeyLimit(status, name) {
+    try {
+      const page = await api('/v1/console/limits?limit=1&prefix=' + encodeURIComponent(name));
+      const limit = page.limits.find((l) => l.key === name);
+      if (limit === undefined) return {missing: true};
+      if (limit.kind !== 'budget' || !status.usage_by_caller) return {limit};
+      const callers = (await api('/v1/usage/' + keyPath(name) + '?group_by=caller&at_unix_ms=' +
+                                 page.now_unix_ms)).callers;
+      return {limit, callers};
+    } catch (e) {
+      if (e.status === 401) throw e;
+      return {error: e instanceof ApiError ? e.status + ' ' + e.code : String(e)};
+    }
+  }
+
+  // Each key's limits and the first KEY_BUDGETS of them read: per limit,
+  // never per key (a thousand keys of one team read one budget).
+  async function loadKeySpend(status, keys) {
+    let templates;
+    try {
+      templates = (await api('/v1/console/gateway/limits')).limits;
+    } catch (e) {
+      if (e.status === 401) throw e;
+      return {error: e instanceof ApiError ? e.status + ' ' + e.code : String(e)};
+    }
+    const byKey = new Map(), read = new Map();
+    for (const k of keys) {
+      const names = keyLimitNames(templates, k);
+      byKey.set(k.id, names);
+      for (const n of names) if (!read.has(n.name) && read.size < KEY_BUDGETS) read.set(n.name, null);
+    }
+    await Promise.all([...read.keys()].map(async (name) => {
+      read.set(name, await readKeyLimit(status, name));
+    }));
+    return {byKey, read};
+  }
+
+  async function loadKeys(status) {
+    const keys = await api('/v1/admin/keys?limit=' + KEYS_PAGE);
+    keys.spend = status.gateway_enabled ? await loadKeySpend(status, keys.keys) : null;
+    return keys;
+  }
+
+  // An amount with its unit: money in dollars, else the unit after it.
+  const amountText = (v, unit) => fmtAmount(v, unit) + (isMoney(unit) || !unit ? '' : ' ' + unit);
+
+  function periodWord(limit) {
+    if (prepaid(limit)) return 'in all (prepaid)';
+    return {day: 'today', week: 'this week', month: 'this month'}[limit.period] || 'this period';
+  }
+
+  // A key's spend this period, one line per budget its calls spend from:
+  // its caller's spend (used + debt) there, as the budget's usage by caller
+  // says. [text, title].
+  function keySpend(k, spend) {
+    if (spend === null) return ['–', 'gateway mode is off'];
+    if (spend.error !== undefined) return ['not read (' + spend.error + ')', ''];
+    const lines = [], titles = [];
+    let unread = 0;
+    for (const {name, defaultKind, amount} of spend.byKey.get(k.id) || []) {
+      const r = spend.read.get(name);
+      if (r === undefined) {
+        unread++;
+      } else if (r.error !== undefined) {
+        lines.push(name + ': not read (' + r.error + ')');
+      } else if (r.missing) {
+        if (defaultKind === 'budget') {
+          lines.push(amountText(0, amount) + ' of ' + name + ' (its first call makes it)');
+        }
+      } else if (r.limit.kind === 'budget') {
+        const unit = r.limit.unit;
+        if (r.callers === undefined) {
+          lines.push(name + ': callers not kept by this backend');
+          continue;
+        }
+        const mine = r.callers.find((c) => c.caller === k.caller);
+        if (mine === undefined && r.callers.some((c) => c.caller === OTHER_CALLERS)) {
+          lines.push(name + ': its caller is not told apart (the backend\'s first callers only)');
+          continue;
+        }
+        const spent = mine === undefined ? 0n : big(mine.spent);
+        lines.push(amountText(spent, unit) + ' ' + periodWord(r.limit) + ' of ' + name);
+        titles.push(name + (prepaid(r.limit) ? ' (prepaid)' : ', this period ' + localPeriod(r.limit)) +
+                    ': ' + fmtInt(spent) + (unit ? ' ' + unit : '') +
+                    (mine !== undefined && big(mine.debt) > 0n ? ', ' + fmtInt(mine.debt) + ' of it debt' : ''));
+      }
+    }
+    if (unread > 0) lines.push('not read: past the first ' + KEY_BUDGETS + ' budgets');
+    if (lines.length === 0) return ['no budget', 'no template of gateway.json gives this key a budget'];
+    return [lines.join('\n'), titles.join('\n')];
   }
 
   function keyStatusText(k, now) {
@@ -941,15 +1049,14 @@
   }
 
   // A key's cells but its actions: [className, text, title] each, as text.
-  function keyInfo(k, spent, now) {
+  function keyInfo(k, spend, now) {
     const metadata = Object.entries(k.metadata || {}).map(([n, v]) => n + ': ' + v);
     return [
       ['caller', k.caller, ''],
       ['team', k.team, ''],
       ['status', keyStatusText(k, now), k.source === 'file' ? 'a key of gateway.json' : ''],
       ['models', k.models === null ? 'every model' : k.models.join(', '), ''],
-      ['spent num', spent === null ? '–' : fmtUsd(spent),
-       spent === null ? 'gateway mode is off' : fmtInt(spent) + ' usd_micros'],
+      ['spent', ...keySpend(k, spend)],
       ['last', k.last_used_unix_ms === null ? 'never'
         : fmtDuration(now - k.last_used_unix_ms) + ' ago',
        k.last_used_unix_ms === null ? '' : fmtTime(k.last_used_unix_ms)],
@@ -967,41 +1074,40 @@
             ['rotate', 'Rotate'], ['revoke', 'Revoke']];
   }
 
-  const KEY_LABELS = ['caller', 'team', 'status', 'models', 'spent since start', 'last use',
+  const KEY_LABELS = ['caller', 'team', 'status', 'models', 'spent this period', 'last use',
                       'metadata', 'id'];
 
-  // Draws one key's row, writing the cells only when they changed: a refresh
-  // every few seconds rewrites the figures in place and replaces the buttons
-  // only when the actions changed, so a button being clicked stays in the page.
-  function keyRow(k, spent, now) {
+  // Draws one key's row, writing a cell only when it changed and the
+  // buttons only when the actions did (a refresh every few seconds, whose
+  // "last use" moves, must not replace a button being clicked).
+  function keyRow(k, spend, now) {
     let row = state.keyRows.get(k.id);
     if (row === undefined) {
       const cells = KEY_LABELS.map((label) => el('td', {data: {label}}));
       const buttons = el('td', {className: 'k-actions'});
-      row = {tr: el('tr', {data: {id: k.id}}), cells, buttons, info: [], actions: ''};
-      row.tr.append(...cells, buttons);
+      row = {tr: el('tr', {data: {id: k.id}}, ...cells, buttons), cells, buttons,
+             info: [], actions: ''};
       state.keyRows.set(k.id, row);
     }
-    keyInfo(k, spent, now).forEach(([className, text, title], i) => {
-      const was = row.info[i];
-      if (was !== undefined && was[0] === className && was[1] === text && was[2] === title) return;
+    keyInfo(k, spend, now).forEach(([className, text, title], i) => {
+      const shown = JSON.stringify([className, text, title]);
+      if (row.info[i] === shown) return;
       const td = row.cells[i];
       td.className = 'k-' + className;
       td.textContent = text;
       if (title !== '') td.title = title;
       else td.removeAttribute('title');
-      row.info[i] = [className, text, title];
+      row.info[i] = shown;
     });
+    row.tr.dataset.status = k.status;
     const actions = keyActions(k);
     const actionsText = JSON.stringify(actions);
-    if (actionsText !== row.actions) {
-      row.buttons.replaceChildren(...actions.map(([action, label]) => action === ''
-        ? el('span', {className: 'muted', text: label})
-        : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
-                        data: {action, id: k.id}})));
-      row.actions = actionsText;
-    }
-    row.tr.dataset.status = k.status;
+    if (actionsText === row.actions) return row.tr;
+    row.buttons.replaceChildren(...actions.map(([action, label]) => (action === ''
+      ? el('span', {className: 'muted', text: label})
+      : el('button', {className: action === 'revoke' ? 'danger' : '', text: label,
+                      data: {action, id: k.id}}))));
+    row.actions = actionsText;
     return row.tr;
   }
 
@@ -1015,9 +1121,10 @@
     hideSecret();
   }
 
-  // Draws the keys from the last answers ({status, keys, gateway}).
+  // Draws the keys from the last answers ({status, keys}; keys.spend: what
+  // loadKeySpend read).
   function renderKeys(shown) {
-    const {status, keys, gateway} = shown;
+    const {status, keys} = shown;
     if (!status.admin || keys === null) {
       clearKeys();
       $('key-new').disabled = true;
@@ -1026,9 +1133,8 @@
     }
     state.keysShown = shown;
     $('key-new').disabled = false;
-    const spent = status.gateway_enabled ? spendByCaller(gateway) : null;
     const now = status.now_unix_ms;
-    const rows = keys.keys.map((k) => keyRow(k, spent === null ? null : spent.get(k.caller) || 0n, now));
+    const rows = keys.keys.map((k) => keyRow(k, keys.spend, now));
     const ids = new Set(keys.keys.map((k) => k.id));
     for (const id of [...state.keyRows.keys()]) if (!ids.has(id)) state.keyRows.delete(id);
     const tbody = document.querySelector('#keys tbody');
@@ -1040,8 +1146,10 @@
       : keys.next_cursor !== null ? '(the first ' + fmtInt(rows.length) + ')'
         : '(' + fmtInt(rows.length) + ')';
     $('keys-note').textContent = (rows.length === 0 ? 'No key yet: New key makes one. ' : '') +
-      (status.gateway_enabled ? 'Spent: what the key\'s caller was charged through the gateway ' +
-       'since llmlimitd started (every key of that caller together).'
+      (status.gateway_enabled ? 'Spent: what the key\'s caller spent (used + debt) this period ' +
+       'in each budget its calls spend from (gateway.json\'s templates naming only {caller} and ' +
+       '{team}), as the budget\'s usage by caller says: every key of that caller together. ' +
+       'The first ' + KEY_BUDGETS + ' budgets are read.'
         : 'Gateway mode is off: nothing is spent through these keys.');
   }
 
@@ -1324,7 +1432,7 @@
       loadDetail(status, page),
       status.gateway_enabled ? api('/v1/console/gateway') : Promise.resolve(null),
       api('/v1/alerts?limit=' + ALERTS_SHOWN).then((a) => a.alerts),
-      status.admin ? api('/v1/admin/keys?limit=' + KEYS_PAGE) : Promise.resolve(null),
+      status.admin ? loadKeys(status) : Promise.resolve(null),
     ]);
     state.status = status;
     state.limits = page.limits;

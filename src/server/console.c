@@ -742,3 +742,17 @@ int handle_console_gateway(struct exchange *ex)
     gateway_stats_json(gateway, &b);
     return exchange_answer(ex, 200, &b, 0);
 }
+
+/* The gateway's limit templates, as written (the console's Keys panel
+ * instantiates them for each key: the budgets its calls spend from); 404
+ * when gateway mode is off. */
+int handle_console_gateway_limits(struct exchange *ex)
+{
+    struct gateway *gateway = ex->server->gateway;
+    if (gateway == NULL)
+        return exchange_error(ex, 404, WIRE_GATEWAY_NOT_ENABLED);
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    gateway_templates_json(gateway, &b);
+    return exchange_answer(ex, 200, &b, 0);
+}

@@ -153,6 +153,31 @@ void gateway_config_counts(struct gateway *g, uint32_t *models, uint32_t *keys, 
     gw_config_release(config);
 }
 
+void gateway_templates_json(struct gateway *g, struct buffer *out)
+{
+    struct gw_config *config = gateway_config_get(g);
+    buffer_append_str(out, "{\"limits\":[");
+    for (uint32_t i = 0; i < config->limit_count; i++) {
+        const struct gw_limit *limit = &config->limits[i];
+        buffer_append_str(out, i > 0 ? ",{\"key\":" : "{\"key\":");
+        buffer_append_json_string(out, limit->key_template, strlen(limit->key_template));
+        buffer_append_str(out, ",\"amount\":");
+        buffer_append_json_string(out, gw_amount_name(limit->amount),
+                                  strlen(gw_amount_name(limit->amount)));
+        buffer_append_str(out, limit->model_calls_only  ? ",\"calls\":\"model\""
+                               : limit->tool_calls_only ? ",\"calls\":\"tool\""
+                                                        : ",\"calls\":\"all\"");
+        const struct limit_definition *made = limit->default_definition;
+        buffer_append_str(out, ",\"default_kind\":");
+        if (made == NULL)
+            buffer_append_str(out, "null}");
+        else
+            buffer_printf(out, "\"%s\"}", limit_kind_name(made->kind));
+    }
+    buffer_append_str(out, "]}");
+    gw_config_release(config);
+}
+
 struct gw_config *gateway_config_get(struct gateway *g)
 {
     pthread_mutex_lock(&g->config_mutex);

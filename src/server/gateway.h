@@ -36,6 +36,10 @@ const char *gateway_config_path(const struct gateway *gateway);
 void gateway_config_counts(struct gateway *gateway, uint32_t *models, uint32_t *keys,
                            uint32_t *upstreams, uint32_t *limits);
 
+/* The limit templates in force, as GET /v1/console/gateway/limits answers
+ * them: {"limits":[{"key","amount","calls"}]} (docs/api.md). */
+void gateway_templates_json(struct gateway *gateway, struct buffer *out);
+
 /* The routes (src/server/routes.c). */
 int handle_gateway_chat_completions(struct exchange *exchange);
 int handle_gateway_completions(struct exchange *exchange);

@@ -37,5 +37,6 @@ int handle_console_holds(struct exchange *exchange);
 int handle_console_denials(struct exchange *exchange);
 int handle_console_spend(struct exchange *exchange);
 int handle_console_gateway(struct exchange *exchange);
+int handle_console_gateway_limits(struct exchange *exchange);
 
 #endif

@@ -72,6 +72,8 @@ static const struct route rows[] = {
      handle_console_spend},
     {"console_gateway", "/v1/console/gateway", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE,
      handle_console_gateway},
+    {"console_gateway_limits", "/v1/console/gateway/limits", GET_HEAD, AUTH_CLIENT, ROUTE_NO_STORE,
+     handle_console_gateway_limits},
     {"not_found", "", ~0u, AUTH_NONE, 0, NULL}, /* last: every other path */
 };
 

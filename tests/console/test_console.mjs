@@ -1328,8 +1328,10 @@ async function keysListed(server, page) {
     equal(row.cells.status, 'active', 'the status of ' + k.id);
     equal(row.cells.models, k.models === null ? 'every model' : k.models.join(', '), 'models');
     equal(row.cells.last, 'never', 'last use of ' + k.id);
-    // Nothing was spent through the gateway: the caller's spend since start is $0.00.
-    equal(row.cells.spent, '$0.00', 'the spend of ' + k.id);
+    // Nothing was spent yet: $0.00 this month in the team's budget (the
+    // template team:{team}:usd:month); sales and red have no such budget.
+    equal(row.cells.spent, k.team === 'ops' ? '$0.00 this month of ' + KEYS_BUDGET : 'no budget',
+          'the spend of ' + k.id);
     equal(JSON.stringify(row.buttons), k.source === 'file' ? '[]' : '["Block","Rotate","Revoke"]',
           'the actions of ' + k.id);
   }
@@ -1413,18 +1415,98 @@ async function blockRefusesKey(server, page, key) {
     body: JSON.stringify({model: GATEWAY_MODEL, messages: [{role: 'user', content: 'one two three'}]})});
   equal(call.status, 200, 'a chat call with the key');
   await call.text();
-  const gateway = await server.ok('GET', '/v1/console/gateway');
-  const spent = gateway.keys.filter((k) => k.caller === 'form-bot')
-    .reduce((sum, k) => sum + k.usd_micros, 0);
-  check(spent > 0, 'the call was charged: ' + spent);
-  const dollars = '$0.' + String(spent).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
-  await page.waitForFunction((id, text) => {
-    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === id);
-    return tr && tr.querySelector('.k-spent').textContent === text;
-  }, {timeout: 20000}, key.id, dollars).catch(() => {});
+  const spent = await callerSpent(server, KEYS_BUDGET, 'form-bot');
+  check(spent > 0, 'the call was charged to the team\'s budget: ' + spent);
+  const text = dollars(spent) + ' this month of ' + KEYS_BUDGET;
+  await waitForKeySpent(page, key.id, text);
   const row = await keyRowOf(page, key.id);
-  equal(row.cells.spent, dollars, 'the key\'s spend is what the gateway charged its caller');
+  equal(row.cells.spent, text, 'the key\'s spend is its caller\'s in the budget this period');
   check(/ago$/.test(row.cells.last), 'its last use is shown: ' + row.cells.last);
+}
+
+const KEYS_BUDGET = 'team:ops:usd:month'; // the ops team's, from team:{team}:usd:month
+
+// usd_micros as the page writes dollars: $1 is 1,000,000, at least 2 decimals.
+function dollars(micros) {
+  let fraction = String(micros % 1000000).padStart(6, '0').replace(/0+$/, '');
+  if (fraction.length < 2) fraction = fraction.padEnd(2, '0');
+  return '$' + Math.floor(micros / 1000000).toLocaleString('en-US') + '.' + fraction;
+}
+
+// What caller spent (used + debt) in budget this period, as the API says.
+async function callerSpent(server, budget, caller) {
+  const usage = await server.ok('GET', '/v1/usage/' + encodeURIComponent(budget) + '?group_by=caller');
+  const row = usage.callers.find((c) => c.caller === caller);
+  return row === undefined ? 0 : row.spent;
+}
+
+async function waitForKeySpent(page, id, text) {
+  await page.waitForFunction((k, t) => {
+    const tr = [...document.querySelectorAll('#keys tbody tr')].find((r) => r.dataset.id === k);
+    return tr && tr.querySelector('.k-spent').textContent === t;
+  }, {timeout: 20000}, id, text).catch(() => {});
+}
+
+async function gatewayCall(server, secret, content) {
+  const call = await fetch(server.url + '/v1/chat/completions', {method: 'POST',
+    headers: {'Authorization': 'Bearer ' + secret, 'Content-Type': 'application/json'},
+    body: JSON.stringify({model: GATEWAY_MODEL, messages: [{role: 'user', content}]})});
+  await call.text();
+  return call.status;
+}
+
+// A second key of another caller of the same team spends more: each key
+// shows its own caller's spend this period, as the budget's usage by
+// caller says, the budget's period in the title; the rows of the team add
+// up to the budget's spend.
+async function keySpendThisPeriod(server, page, keys) {
+  if (keys.other === undefined) {
+    const made = await server.request('POST', '/v1/admin/keys', {caller: 'ops-two', team: 'ops'});
+    equal(made.status, 201, 'a second key of the ops team');
+    keys.other = made.body;
+    for (const content of ['a longer question, with more words in it than the first', 'and one more']) {
+      equal(await gatewayCall(server, keys.other.secret, content), 200, 'a call of the second key');
+    }
+  }
+  const usage = await server.ok('GET', '/v1/usage/' + encodeURIComponent(KEYS_BUDGET));
+  let sum = 0;
+  for (const [id, caller] of [[keys.form.id, 'form-bot'], [keys.other.id, 'ops-two'],
+                              [keys.file.id, 'file-bot']]) {
+    const spent = await callerSpent(server, KEYS_BUDGET, caller);
+    sum += spent;
+    const text = dollars(spent) + ' this month of ' + KEYS_BUDGET;
+    await waitForKeySpent(page, id, text);
+    equal((await keyRowOf(page, id)).cells.spent, text, 'the spend this period of ' + caller);
+    const title = await page.$eval('#keys tbody tr[data-id="' + id + '"] .k-spent', (td) => td.title);
+    check(title.includes(usage.period_start_local + ' to ' + usage.period_end_local),
+          'the title gives the period: ' + title);
+  }
+  check(await callerSpent(server, KEYS_BUDGET, 'ops-two') !== await callerSpent(server, KEYS_BUDGET, 'form-bot'),
+        'the two callers spent different amounts');
+  equal(sum, usage.used + usage.debt, 'the ops keys add up to the budget\'s spend');
+  equal((await keyRowOf(page, keys.salesId)).cells.spent, 'no budget', 'a key with no budget says so');
+}
+
+// Moved past the month's end, every key shows $0.00 for the new month,
+// while the gateway's counters since start still hold what was charged.
+async function keySpendNewPeriod(server, page, keys) {
+  const before = await server.ok('GET', '/v1/usage/' + encodeURIComponent(KEYS_BUDGET));
+  const status = await server.ok('GET', '/v1/console/status');
+  await server.advance(before.period_end_unix_ms - status.now_unix_ms + 1000);
+  const after = await server.ok('GET', '/v1/usage/' + encodeURIComponent(KEYS_BUDGET));
+  equal(after.period_start_unix_ms, before.period_end_unix_ms, 'the clock is in the next month');
+  const gateway = await server.ok('GET', '/v1/console/gateway');
+  for (const [id, caller] of [[keys.form.id, 'form-bot'], [keys.other.id, 'ops-two']]) {
+    const since = gateway.keys.filter((k) => k.caller === caller).reduce((a, k) => a + k.usd_micros, 0);
+    check(since > 0, 'since start, ' + caller + ' was charged ' + since);
+    equal(await callerSpent(server, KEYS_BUDGET, caller), 0, caller + ' spent nothing this month');
+    const text = '$0.00 this month of ' + KEYS_BUDGET;
+    await waitForKeySpent(page, id, text);
+    equal((await keyRowOf(page, id)).cells.spent, text, 'the new month\'s spend of ' + caller);
+    const title = await page.$eval('#keys tbody tr[data-id="' + id + '"] .k-spent', (td) => td.title);
+    check(title.includes(after.period_start_local + ' to ' + after.period_end_local),
+          'the title gives the new period: ' + title);
+  }
 }
 
 async function rotateGivesNewSecret(server, page, key) {
@@ -1508,12 +1590,14 @@ async function keysScenario(browser) {
   const upstream = await startFakeUpstream(dir);
   let server = null;
   try {
-    server = await new Server(['--gateway-config', gatewayConfig(dir, upstream.url)],
+    server = await new Server(['--test-clock', '--gateway-config', gatewayConfig(dir, upstream.url)],
                               {CONSOLE_TEST_PROVIDER_KEY: 'unused'}).start();
     await server.put({key: 'team:ops:usd:month', kind: 'budget', capacity: 100000000,
                       period: 'month', unit: 'usd_micros'});
-    await server.request('POST', '/v1/admin/keys', {caller: 'bot-a', team: 'sales',
-                                                    models: [GATEWAY_MODEL]});
+    const sales = await server.request('POST', '/v1/admin/keys', {caller: 'bot-a', team: 'sales',
+                                                                  models: [GATEWAY_MODEL]});
+    const keys = {salesId: sales.body.id,
+                  file: (await server.ok('GET', '/v1/admin/keys?caller=file-bot')).keys[0]};
     const hostile = await server.request('POST', '/v1/admin/keys', {
       caller: HOSTILE_KEY_CALLER, team: 'red', metadata: {note: HOSTILE_METADATA}});
     equal(hostile.status, 201, 'the hostile key is made');
@@ -1531,6 +1615,10 @@ async function keysScenario(browser) {
     });
     await run('key_block_refused', 'Block shows blocked and the gateway refuses the key ' +
               '(401 key_blocked); Unblock lets it in again', () => blockRefusesKey(server, page, key));
+    keys.form = key;
+    await run('key_spend_this_period_desktop', 'each key shows its caller\'s spend this month in ' +
+              'the team\'s budget, as its usage by caller says, a key of another caller its own ' +
+              '(1400 px)', () => keySpendThisPeriod(server, page, keys));
     await run('key_rotate', 'Rotate shows a new secret once; the new one works, the old one ' +
               'not; a grace one past its bound is not sent', async () => { key = await rotateGivesNewSecret(server, page, key); });
     await run('keys_read_well_desktop', 'the keys panel fits and cuts no text (1400 px)',
@@ -1541,6 +1629,11 @@ async function keysScenario(browser) {
     await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
     await run('keys_read_well_phone', 'the keys panel fits a phone and cuts no text (390 px)',
               () => keysReadWell(page, 'phone'));
+    await run('key_spend_this_period_phone', 'the same spends this month at 390 px',
+              () => keySpendThisPeriod(server, page, keys));
+    await run('key_spend_new_period', 'past the month\'s end each key shows $0.00 for the new ' +
+              'month, its period in the title, while the since-start counters do not',
+              () => keySpendNewPeriod(server, page, keys));
     await wholePageShot(page, 'console-keys-phone-' + BACKEND + '.png');
     await run('keys_first_page', 'one key past a page (1,000, KEYS_PAGE) shows the first ' +
               '1,000 and says so', () => keysFirstPage(server, page));

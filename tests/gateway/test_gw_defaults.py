@@ -85,6 +85,20 @@ def all_events(gw, key):
 class Defaults(GatewayTest, unittest.TestCase):
     gateway_options = {"templates": tuple(DEFAULT_TEMPLATES)}
 
+    def test_the_console_lists_the_templates_with_their_defaults(self):
+        """GET /v1/console/gateway/limits: each template as written, its amount, which calls
+        it takes (one naming {model} only model calls) and the kind of its default."""
+        status, headers, body = self.gw.server.request("GET", "/v1/console/gateway/limits")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers.get("cache-control"), "no-store")
+        self.assertEqual(body, {"limits": [
+            {"key": "dconc:{caller}", "amount": "requests", "calls": "all",
+             "default_kind": "concurrency"},
+            {"key": "dusd:{team}", "amount": "usd_micros", "calls": "all",
+             "default_kind": "budget"},
+            {"key": "dtok:{caller}:{model}", "amount": "tokens", "calls": "model",
+             "default_kind": "rolling"}]})
+
     def test_a_new_key_is_served_at_once_with_its_defaults(self):
         """A key whose limits do not exist: its first call (chat) is served, and creates each
         limit with its template's default (normalised as a PUT would), in the registry and
@@ -173,6 +187,12 @@ class WithoutDefault(GatewayTest, unittest.TestCase):
 
     gateway_options = {"templates": tuple(DEFAULT_TEMPLATES[:1] + [
         ("man", "manual:{caller}", "requests")])}
+
+    def test_the_console_lists_a_template_without_default(self):
+        status, _, body = self.gw.server.request("GET", "/v1/console/gateway/limits")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["limits"][1], {"key": "manual:{caller}", "amount": "requests",
+                                             "calls": "all", "default_kind": None})
 
     def test_a_missing_limit_without_default_is_a_400_and_creates_nothing(self):
         c = free_caller(self.gw)

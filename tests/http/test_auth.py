@@ -130,7 +130,7 @@ class Auth(unittest.TestCase):
                 ("GET", "/metrics", None), ("HEAD", "/metrics", None),
                 ("GET", "/v1/console/status", None), ("HEAD", "/v1/console/status", None),
                 ("GET", "/v1/console/limits", None), ("GET", "/v1/console/spend/" + USD, None),
-                ("GET", "/v1/console/gateway", None)]
+                ("GET", "/v1/console/gateway", None), ("GET", "/v1/console/gateway/limits", None)]
 
     def assert_refused(self, calls, credentials):
         for method, path, body in calls:

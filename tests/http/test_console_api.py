@@ -447,6 +447,7 @@ class Console(unittest.TestCase):
     def test_gateway_not_enabled(self):
         """The gateway panel's route says the gateway is off."""
         self.rejected("/v1/console/gateway", "gateway_not_enabled", 404)
+        self.rejected("/v1/console/gateway/limits", "gateway_not_enabled", 404)
 
     def test_metrics_name_console_routes(self):
         """Console routes are counted under their own route labels."""
