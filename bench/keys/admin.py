@@ -14,6 +14,7 @@ import argparse
 import hashlib
 import http.client
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -66,13 +67,18 @@ def creates(binary, backend, count, connections):
         started = time.monotonic()
         share = [count // connections + (1 if c < count % connections else 0)
                  for c in range(connections)]
-        threads = [threading.Thread(target=create_some,
-                                    args=(port, sum(share[:c]), share[c], steps, started))
-                   for c in range(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        if connections == 1:
+            create_some(port, 0, count, steps, started)
+        else:  # a process each (no interpreter lock between them), as separate scripts
+            workers = [multiprocessing.Process(target=create_some,
+                                               args=(port, sum(share[:c]), share[c], None,
+                                                     started))
+                       for c in range(connections)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+                assert worker.exitcode == 0, worker.exitcode
         total = time.monotonic() - started
         size = sum(os.path.getsize(os.path.join(data_dir, name))
                    for name in ("keys.json", "keys.log")
