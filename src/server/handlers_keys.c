@@ -3,8 +3,8 @@
  * Bodies are checked on the worker; every change runs on the offload
  * thread, where keys.log (and limits.json, for the limits a key is made
  * with) is written; the answer waits for the fdatasync of keys.log that
- * covers it, one for all the changes written meanwhile (keys.h). gateway.json's keys are listed
- * too, read-only. */
+ * covers it, one for all the changes written meanwhile (keys.h).
+ * gateway.json's keys are listed too, read-only. */
 #include "handlers.h"
 #include "keys.h"
 #include "server.h"
