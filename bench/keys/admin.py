@@ -1,17 +1,20 @@
 """The Keys API's own figures, printed (nothing asserted, nothing kept):
-how long N creates take one after another on a backend (each appends to
-keys.log and fdatasyncs it: docs/api.md, "keys.json"), and how long a revoked key
+how long N creates take on a backend, one after another and from C
+connections at once as a provisioning script would send them (each create
+appends to keys.log, and one fdatasync covers the creates written while the
+one before ran: docs/api.md, "keys.json"), and how long a revoked key
 takes to be refused: a caller sends calls in a loop with the key, the key is
 revoked, and the time from sending the DELETE to the first 401 key_revoked
 is measured, over several keys.
 
 Usage: python3 bench/keys/admin.py [--binary build/llmlimitd] [--backend sqlite]
-       [--creates 10000] [--revokes 20]"""
+       [--creates 10000] [--connections 1,8,32] [--revokes 20]"""
 
 import argparse
 import hashlib
 import http.client
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -44,32 +47,55 @@ def request(conn, method, path, body=None, headers=None):
     return response.status, json.loads(response.read() or b"null")
 
 
-def creates(binary, backend, count):
+def create_some(port, first, count, steps, started):
+    """count creates one after another on one connection (callers first..)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for i in range(first, first + count):
+        status, body = request(conn, "POST", "/v1/admin/keys",
+                               {"caller": "c%d" % i, "team": "t%d" % (i % 100)})
+        assert status == 201, body
+        if steps is not None and (i + 1) % max(1, count // 10) == 0:
+            steps.append((i + 1, time.monotonic() - started))
+    conn.close()
+
+
+def creates(binary, backend, count, connections):
     data_dir = tempfile.mkdtemp(prefix="llmlimit-bench-keys-")
     process, port = start(binary, backend, data_dir)
+    steps = [] if connections == 1 else None
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         started = time.monotonic()
-        steps = []
-        for i in range(count):
-            status, body = request(conn, "POST", "/v1/admin/keys",
-                                   {"caller": "c%d" % i, "team": "t%d" % (i % 100)})
-            assert status == 201, body
-            if (i + 1) % max(1, count // 10) == 0:
-                steps.append((i + 1, time.monotonic() - started))
+        share = [count // connections + (1 if c < count % connections else 0)
+                 for c in range(connections)]
+        if connections == 1:
+            create_some(port, 0, count, steps, started)
+        else:  # a process each (no interpreter lock between them), as separate scripts
+            workers = [multiprocessing.Process(target=create_some,
+                                               args=(port, sum(share[:c]), share[c], None,
+                                                     started))
+                       for c in range(connections)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+                assert worker.exitcode == 0, worker.exitcode
         total = time.monotonic() - started
         size = sum(os.path.getsize(os.path.join(data_dir, name))
                    for name in ("keys.json", "keys.log")
                    if os.path.exists(os.path.join(data_dir, name)))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        status, listed = request(conn, "GET", "/v1/admin/keys?limit=1")
+        assert status == 200, listed
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
         shutil.rmtree(data_dir, ignore_errors=True)
-    print("%d creates one after another on %s: %.2f s (%.0f per second), keys.json + keys.log "
-          "%d bytes"
-          % (count, backend, total, count / total, size))
+    print("%d creates on %s from %d connection%s: %.2f s (%.0f per second), keys.json + "
+          "keys.log %d bytes"
+          % (count, backend, connections, "" if connections == 1 else "s", total,
+             count / total, size))
     previous = (0, 0.0)
-    for done, at in steps:
+    for done, at in steps or []:
         print("  creates %6d..%6d: %.2f ms each" % (previous[0] + 1, done,
                                                     1000 * (at - previous[1]) /
                                                     (done - previous[0])))
@@ -150,12 +176,16 @@ def main():
     parser.add_argument("--binary", default="build/llmlimitd")
     parser.add_argument("--backend", default="sqlite")
     parser.add_argument("--creates", type=int, default=10000)
+    parser.add_argument("--connections", default="1,8,32",
+                        help="comma-separated: one run of the creates per count")
     parser.add_argument("--revokes", type=int, default=20)
     args = parser.parse_args()
     print("machine: %d cores, load average %s" % (os.cpu_count(),
                                                  open("/proc/loadavg").read().split()[0]))
-    creates(args.binary, args.backend, args.creates)
-    revokes(args.binary, args.backend, args.revokes)
+    for connections in [int(c) for c in args.connections.split(",")]:
+        creates(args.binary, args.backend, args.creates, connections)
+    if args.revokes > 0:
+        revokes(args.binary, args.backend, args.revokes)
 
 
 if __name__ == "__main__":

@@ -329,11 +329,29 @@ int exchange_call_backend(struct exchange *ex, void (*call)(struct exchange *), 
 
 /* ---- the offload thread --------------------------------------------------- */
 
+/* The work's end and a deferred finish: the last of the two wakes the
+ * exchange (after that, ex may be answered and reused). */
+void exchange_offload_resume(struct exchange *ex)
+{
+    int left = __atomic_sub_fetch(&ex->offload.holds, 1, __ATOMIC_ACQ_REL);
+    assert(left >= 0);
+    if (left == 0)
+        exchange_backend_done(ex);
+}
+
+void exchange_offload_defer(struct exchange *ex)
+{
+    int holds = __atomic_add_fetch(&ex->offload.holds, 1, __ATOMIC_ACQ_REL);
+    assert(holds == 2); /* during the work, once */
+    (void)holds;
+}
+
 static void offload_job(void *context)
 {
     struct exchange *ex = context;
+    __atomic_store_n(&ex->offload.holds, 1, __ATOMIC_RELEASE);
     ex->offload.work(ex);
-    exchange_backend_done(ex);
+    exchange_offload_resume(ex);
 }
 
 static void offload_begin(struct exchange *ex)

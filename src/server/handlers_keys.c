@@ -2,14 +2,16 @@
  * PATCH and DELETE /v1/admin/keys/{id}, POST /v1/admin/keys/{id}/rotate.
  * Bodies are checked on the worker; every change runs on the offload
  * thread, where keys.log (and limits.json, for the limits a key is made
- * with) is written before the answer. gateway.json's keys are listed too,
- * read-only. */
+ * with) is written; the answer waits for the fdatasync of keys.log that
+ * covers it, one for all the changes written meanwhile (keys.h).
+ * gateway.json's keys are listed too, read-only. */
 #include "handlers.h"
 #include "keys.h"
 #include "server.h"
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@
 
 /* What a change carries to the offload thread and back. */
 struct key_change {
+    struct exchange *ex;
+    struct keys_ticket ticket; /* while the change waits for its batch's sync */
     char id[KEYS_ID_SIZE];
     struct keys_draft *draft;         /* a create's */
     struct registry_creation *limits; /* a create's, in the arena */
@@ -49,11 +53,16 @@ static void change_cleanup(struct exchange *ex)
     }
 }
 
+static void change_done(struct keys_ticket *ticket);
+
 static struct key_change *change_new(struct exchange *ex)
 {
     struct key_change *change = arena_alloc(&ex->arena, sizeof *change);
     if (change == NULL)
         return NULL;
+    memset(change, 0, sizeof *change);
+    change->ex = ex;
+    change->ticket.done = change_done;
     ex->handler_state = change;
     ex->cleanup = change_cleanup;
     return change;
@@ -103,6 +112,7 @@ static int keys_failed(struct exchange *ex, enum keys_outcome outcome, const cha
     case KEYS_NO_RANDOMNESS:
         return exchange_error(ex, 503, "no_randomness");
     case KEYS_NO_MEMORY:
+    case KEYS_PENDING: /* never answered: the ticket's outcome replaces it */
     case KEYS_OK:
         break;
     }
@@ -167,6 +177,39 @@ static void undo_limits(struct exchange *ex, struct key_change *change)
     }
 }
 
+/* The sync the store asked for (keys_sync_claim), on the offload thread. */
+static void sync_job(void *context)
+{
+    keys_sync(context);
+}
+
+/* A change's batch synced (keys.h): its outcome, its limits undone if it
+ * failed, and its answer let go. */
+static void change_done(struct keys_ticket *ticket)
+{
+    struct key_change *change =
+        (struct key_change *)(void *)((char *)ticket - offsetof(struct key_change, ticket));
+    change->outcome = ticket->outcome;
+    change->record = ticket->record;
+    if (change->outcome != KEYS_OK)
+        undo_limits(change->ex, change);
+    exchange_offload_resume(change->ex);
+}
+
+/* After a change on the offload thread: one written but not yet durable
+ * holds its answer until its batch's sync; the first of a batch queues
+ * that sync behind the jobs waiting (so the changes they carry join the
+ * batch), or syncs at once when the queue is full. */
+static void change_wait(struct exchange *ex, struct key_change *change)
+{
+    if (change->outcome != KEYS_PENDING)
+        return;
+    exchange_offload_defer(ex);
+    struct keys *keys = ex->server->keys;
+    if (keys_sync_claim(keys) && !offload_submit(ex->server->offload, sync_job, keys))
+        keys_sync(keys);
+}
+
 /* The limits first (all or none), then the key; a key that cannot be
  * written takes its limits back. */
 static void create_work(struct exchange *ex)
@@ -194,9 +237,11 @@ static void create_work(struct exchange *ex)
     }
     if (change->error_status == 0)
         change->outcome = keys_create(ex->server->keys, change->draft, now_ms(ex), change->secret,
-                                      &change->record);
-    if (change->error_status != 0 || change->outcome != KEYS_OK)
+                                      &change->record, &change->ticket);
+    if (change->error_status != 0 ||
+        (change->outcome != KEYS_OK && change->outcome != KEYS_PENDING))
         undo_limits(ex, change);
+    change_wait(ex, change);
 }
 
 static int create_reply(struct exchange *ex)
@@ -463,20 +508,25 @@ static int show_key(struct exchange *ex, const char *id)
 static void update_work(struct exchange *ex)
 {
     struct key_change *change = ex->handler_state;
-    change->outcome = keys_update(ex->server->keys, change->id, change->body, &change->record);
+    change->outcome =
+        keys_update(ex->server->keys, change->id, change->body, &change->record, &change->ticket);
+    change_wait(ex, change);
 }
 
 static void revoke_work(struct exchange *ex)
 {
     struct key_change *change = ex->handler_state;
-    change->outcome = keys_revoke(ex->server->keys, change->id, now_ms(ex), &change->record);
+    change->outcome =
+        keys_revoke(ex->server->keys, change->id, now_ms(ex), &change->record, &change->ticket);
+    change_wait(ex, change);
 }
 
 static void rotate_work(struct exchange *ex)
 {
     struct key_change *change = ex->handler_state;
     change->outcome = keys_rotate(ex->server->keys, change->id, change->grace_seconds, now_ms(ex),
-                                  change->secret, &change->record);
+                                  change->secret, &change->record, &change->ticket);
+    change_wait(ex, change);
 }
 
 static int change_reply(struct exchange *ex)

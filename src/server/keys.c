@@ -1,16 +1,15 @@
 /* The store of the Keys API's keys: every key in creation order (revoked
  * ones too), hash tables from secret digest and from id to key, and its
  * files. A change is appended to keys.log (one line: the key as it is now,
- * with the change's sequence number) and fdatasynced under one writer
- * mutex; only then is the new record put in force, so that an answered
- * change survives a crash. Once the log holds KEYS_LOG_LINES_MIN lines
- * more than there are keys, the whole store is written to
- * keys.json as the registry writes limits.json (keys.json.tmp, fsync,
- * rename, fsync the directory) with the sequence it holds, and the log is
- * emptied: a change costs one short write, and the rewrites are amortised.
- * At start keys.json is loaded whole, then the log's lines after its
- * sequence; a file cut short or not whole JSON is refused, never half
- * loaded. Lookups take a read lock only. */
+ * with the change's sequence number) under one writer mutex, and waits in
+ * the open batch; one fdatasync makes the whole batch durable (group
+ * commit), and only then are its records put in force and its changes
+ * answered, so that an answered change survives a crash. Once the log holds KEYS_LOG_LINES_MIN
+ * lines more than there are keys, the whole store is written to keys.json as the registry writes
+ * limits.json (keys.json.tmp, fsync, rename, fsync the directory) with the sequence it holds, and
+ * the log is emptied: a change costs one short write, and the rewrites are amortised. At start
+ * keys.json is loaded whole, then the log's lines after its sequence; a file cut short or not whole
+ * JSON is refused, never half loaded. Lookups take a read lock only. */
 #include "keys.h"
 
 #include <assert.h>
@@ -39,11 +38,21 @@
 _Static_assert(KEYS_TABLE_SLOTS >= 4 * KEYS_COUNT_MAX, "table at most half full");
 /* Ids, never removed (a revoked key stays): at most 40% full. */
 #define KEYS_ID_SLOTS (UINT32_C(1) << 18)
+#define KEYS_NEW_ENTRY UINT32_MAX /* commit's entry index of a key being created */
 _Static_assert(KEYS_ID_SLOTS >= 2 * KEYS_COUNT_MAX, "id table at most half full");
 
 struct keys_entry {
     struct keys_record *record; /* the version in force */
     int64_t last_used_unix_ms;  /* atomic; 0: never */
+};
+
+/* A change written to keys.log, not yet synced: entry `index` becomes
+ * `record` (the store's reference) once the batch's fdatasync is done. */
+struct keys_pending {
+    uint32_t index;
+    struct keys_record *record;
+    struct keys_record *old;    /* the version it replaced, released after */
+    struct keys_ticket *ticket; /* NULL: the change's caller waits in commit */
 };
 
 struct keys {
@@ -63,6 +72,16 @@ struct keys {
     uint64_t log_bytes;
     uint32_t log_lines;
     bool log_broken;
+    /* The open batch (writer mutex): changes written, not yet synced, in
+     * order; the new keys among them; whether a keys_sync is promised
+     * (keys_sync_claim); and the files as they were before its first line. */
+    struct keys_pending pending[KEYS_BATCH_MAX];
+    uint32_t pending_count;
+    uint32_t pending_creates;
+    bool sync_claimed;
+    uint64_t batch_sequence;
+    uint64_t batch_bytes;
+    uint32_t batch_lines;
     char dir[PATH_MAX];
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
@@ -392,9 +411,9 @@ static const char *write_atomically(const struct keys *keys, const struct buffer
 }
 
 /* Appends the change (its sequence and the key as it is now) to
- * keys.log and fdatasyncs it; NULL, or the step that failed (the log is
- * cut back to where it was, or marked broken). */
-static const char *log_append(struct keys *keys, uint32_t i, const struct keys_record *record)
+ * keys.log, unsynced (batch_sync syncs it); NULL, or the step that failed
+ * (the log is cut back to where it was, or marked broken). */
+static const char *log_write_line(struct keys *keys, uint32_t i, const struct keys_record *record)
 {
     struct buffer b;
     buffer_init(&b, NULL, 0);
@@ -412,17 +431,14 @@ static const char *log_append(struct keys *keys, uint32_t i, const struct keys_r
         errno = ENOMEM;
     } else if (write_all(keys->log_fd, b.data, b.length) != 0) {
         step = "write";
-    } else if (fdatasync(keys->log_fd) != 0) {
-        step = "fdatasync";
     }
     int saved_errno = errno;
     if (step == NULL) {
         keys->log_bytes += b.length;
         keys->log_lines++;
     } else {
-        /* Whatever reached the file is cut off; the next change rewrites
-         * keys.json whole in any case (a failed fdatasync may have lost
-         * earlier pages too). */
+        /* Whatever reached the file is cut off (the batch's lines before
+         * it stay); the next change rewrites keys.json whole. */
         if (ftruncate(keys->log_fd, (off_t)keys->log_bytes) != 0)
             log_write(LOG_ERROR, "keys log not cut back after a failed write", "file",
                       keys->log_path, NULL);
@@ -431,6 +447,60 @@ static const char *log_append(struct keys *keys, uint32_t i, const struct keys_r
     buffer_free(&b);
     errno = saved_errno;
     return step;
+}
+
+/* The open batch made durable by one fdatasync, then its records put in
+ * force in order and each change's ticket told (writer mutex held: a
+ * ticket's done must not change keys). A failed fdatasync fails the whole
+ * batch: the log is cut back to where it was before it (and marked broken:
+ * a failed fdatasync may have lost earlier pages too), nothing changes.
+ * Returns the batch's outcome. */
+static enum keys_outcome batch_sync(struct keys *keys)
+{
+    if (keys->pending_count == 0)
+        return KEYS_OK;
+    enum keys_outcome outcome = KEYS_OK;
+    if (fdatasync(keys->log_fd) != 0) {
+        log_write(LOG_ERROR, "keys file write failed: the changes are not made", "file",
+                  keys->log_path, "step", "fdatasync", "reason", strerror(errno), NULL);
+        if (ftruncate(keys->log_fd, (off_t)keys->batch_bytes) != 0)
+            log_write(LOG_ERROR, "keys log not cut back after a failed write", "file",
+                      keys->log_path, NULL);
+        keys->log_broken = true;
+        keys->sequence = keys->batch_sequence;
+        keys->log_bytes = keys->batch_bytes;
+        keys->log_lines = keys->batch_lines;
+        outcome = KEYS_WRITE_FAILED;
+    } else {
+        pthread_rwlock_wrlock(&keys->lock);
+        for (uint32_t k = 0; k < keys->pending_count; k++) {
+            struct keys_pending *p = &keys->pending[k];
+            p->old = install(keys, p->index, p->record);
+        }
+        pthread_rwlock_unlock(&keys->lock);
+    }
+    uint32_t count = keys->pending_count;
+    keys->pending_count = 0;
+    keys->pending_creates = 0;
+    for (uint32_t k = 0; k < count; k++) {
+        struct keys_pending *p = &keys->pending[k];
+        keys_record_release(p->old);
+        p->old = NULL;
+        struct keys_ticket *ticket = p->ticket;
+        if (ticket == NULL) {
+            if (outcome != KEYS_OK)
+                keys_record_release(p->record);
+            continue;
+        }
+        ticket->outcome = outcome;
+        ticket->record = outcome == KEYS_OK ? p->record : NULL;
+        if (outcome == KEYS_OK)
+            keys_record_retain(p->record);
+        else
+            keys_record_release(p->record);
+        ticket->done(ticket);
+    }
+    return outcome;
 }
 
 /* keys.json rewritten whole with entry i as record, then keys.log emptied;
@@ -458,17 +528,17 @@ static const char *compact(struct keys *keys, uint32_t i, const struct keys_reco
     return NULL;
 }
 
-/* The change (entry i as record) on disk, then in force. Writer mutex
- * held. On success the store holds record (the caller's reference). */
-static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record)
+/* keys.json rewritten with entry i as record, then record in force (no
+ * batch open). Writer mutex held; record is the caller's reference. */
+static enum keys_outcome commit_rewrite(struct keys *keys, uint32_t i, struct keys_record *record,
+                                        struct keys_record **out)
 {
-    uint32_t total = i == keys->count ? keys->count + 1 : keys->count;
-    bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + total;
-    const char *step = rewrite ? compact(keys, i, record) : log_append(keys, i, record);
+    assert(keys->pending_count == 0);
+    const char *step = compact(keys, i, record);
     if (step != NULL) {
-        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file",
-                  rewrite ? keys->path : keys->log_path, "step", step, "reason", strerror(errno),
-                  NULL);
+        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file", keys->path,
+                  "step", step, "reason", strerror(errno), NULL);
+        keys_record_release(record);
         return KEYS_WRITE_FAILED;
     }
     keys->sequence++;
@@ -476,7 +546,84 @@ static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_recor
     struct keys_record *old = install(keys, i, record);
     pthread_rwlock_unlock(&keys->lock);
     keys_record_release(old);
+    keys_record_retain(record);
+    *out = record;
     return KEYS_OK;
+}
+
+/* The change (entry i as record; i == KEYS_NEW_ENTRY: a new key) written
+ * to keys.log in the open batch. With a ticket: KEYS_PENDING, and the
+ * ticket is told once the batch is synced (keys_sync); without one, the
+ * batch is synced here. Writer mutex held; record is the caller's
+ * reference, taken (released on failure); *out: the record, retained. */
+static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record,
+                                struct keys_ticket *ticket, struct keys_record **out)
+{
+    uint32_t total = keys->count + keys->pending_creates + (i == KEYS_NEW_ENTRY);
+    bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + total;
+    if ((rewrite || keys->pending_count == KEYS_BATCH_MAX) && batch_sync(keys) != KEYS_OK) {
+        keys_record_release(record); /* it may build on a change that failed */
+        return KEYS_WRITE_FAILED;
+    }
+    uint32_t index = i == KEYS_NEW_ENTRY ? keys->count + keys->pending_creates : i;
+    if (rewrite)
+        return commit_rewrite(keys, index, record, out);
+    if (keys->pending_count == 0) {
+        keys->batch_sequence = keys->sequence;
+        keys->batch_bytes = keys->log_bytes;
+        keys->batch_lines = keys->log_lines;
+    }
+    const char *step = log_write_line(keys, index, record);
+    if (step != NULL) {
+        log_write(LOG_ERROR, "keys file write failed: the change is not made", "file",
+                  keys->log_path, "step", step, "reason", strerror(errno), NULL);
+        keys_record_release(record);
+        return KEYS_WRITE_FAILED;
+    }
+    keys->sequence++;
+    assert(keys->pending_count < KEYS_BATCH_MAX);
+    keys->pending[keys->pending_count++] = (struct keys_pending){index, record, NULL, ticket};
+    keys->pending_creates += i == KEYS_NEW_ENTRY;
+    if (ticket != NULL)
+        return KEYS_PENDING;
+    enum keys_outcome outcome = batch_sync(keys);
+    if (outcome == KEYS_OK) {
+        keys_record_retain(record);
+        *out = record;
+    }
+    return outcome;
+}
+
+/* Entry i as the next change must see it: its newest pending version, or
+ * the one in force. Writer mutex held. */
+static struct keys_record *newest(const struct keys *keys, uint32_t i, bool *pending)
+{
+    for (uint32_t k = keys->pending_count; k > 0; k--) {
+        if (keys->pending[k - 1].index == i) {
+            *pending = true;
+            return keys->pending[k - 1].record;
+        }
+    }
+    *pending = false;
+    return keys->entries[i].record;
+}
+
+bool keys_sync_claim(struct keys *keys)
+{
+    pthread_mutex_lock(&keys->writer);
+    bool first = keys->pending_count > 0 && !keys->sync_claimed;
+    if (first)
+        keys->sync_claimed = true;
+    pthread_mutex_unlock(&keys->writer);
+    return first;
+}
+
+void keys_sync(struct keys *keys)
+{
+    pthread_mutex_lock(&keys->writer);
+    keys->sync_claimed = false;
+    batch_sync(keys);
+    pthread_mutex_unlock(&keys->writer);
 }
 
 /* ---- loading --------------------------------------------------------------------- */
@@ -731,6 +878,8 @@ void keys_close(struct keys *keys)
     if (keys == NULL)
         return;
     if (keys->entries != NULL) {
+        for (uint32_t k = 0; k < keys->pending_count; k++) /* never synced: never answered */
+            keys_record_release(keys->pending[k].record);
         free_entries(keys);
         pthread_mutex_destroy(&keys->writer);
         pthread_rwlock_destroy(&keys->lock);
@@ -770,7 +919,7 @@ static int new_secret(char secret_out[GW_SECRET_SIZE], uint8_t digest[GW_SHA256_
 
 enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
                               int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
-                              struct keys_record **out)
+                              struct keys_record **out, struct keys_ticket *ticket)
 {
     *out = NULL;
     struct keys_draft *d = malloc(sizeof *d);
@@ -796,23 +945,23 @@ enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
         return KEYS_NO_MEMORY;
     pthread_mutex_lock(&keys->writer);
     enum keys_outcome outcome = KEYS_FULL;
-    if (keys->count < KEYS_COUNT_MAX)
-        outcome = commit(keys, keys->count, r);
-    if (outcome == KEYS_OK) {
-        keys_record_retain(r);
-        *out = r;
-    }
-    pthread_mutex_unlock(&keys->writer);
-    if (outcome != KEYS_OK)
+    if (keys->count + keys->pending_creates < KEYS_COUNT_MAX)
+        outcome = commit(keys, KEYS_NEW_ENTRY, r, ticket, out);
+    else
         keys_record_release(r);
+    pthread_mutex_unlock(&keys->writer);
     return outcome;
 }
 
-/* A change of key id: change(draft, context) edits a copy of its fields;
- * the result is written and put in force. Writer mutex taken here. */
+/* A change of key id: change(draft, context) edits a copy of its fields
+ * (its newest version, pending or in force); the result is written and
+ * put in force. Writer mutex taken here. An answer read from a version
+ * still pending (the key revoked by a change not yet synced) waits for
+ * that version's sync. */
 static enum keys_outcome change_key(struct keys *keys, const char *id,
                                     enum keys_outcome (*change)(struct keys_draft *, void *),
-                                    void *context, struct keys_record **out)
+                                    void *context, struct keys_record **out,
+                                    struct keys_ticket *ticket)
 {
     *out = NULL;
     struct keys_draft *d = malloc(sizeof *d);
@@ -821,20 +970,16 @@ static enum keys_outcome change_key(struct keys *keys, const char *id,
     pthread_mutex_lock(&keys->writer);
     uint32_t i = index_of(keys, id); /* the writer alone changes entries: no lock needed */
     enum keys_outcome outcome = i == UINT32_MAX ? KEYS_UNKNOWN : KEYS_OK;
-    struct keys_record *r = NULL;
+    bool pending = false;
     if (outcome == KEYS_OK) {
-        keys_draft_from(d, keys->entries[i].record);
+        keys_draft_from(d, newest(keys, i, &pending));
         outcome = change(d, context);
     }
     if (outcome == KEYS_OK) {
-        r = keys_record_new(d);
-        outcome = r == NULL ? KEYS_NO_MEMORY : commit(keys, i, r);
-    }
-    if (outcome == KEYS_OK) {
-        keys_record_retain(r);
-        *out = r;
-    } else {
-        keys_record_release(r);
+        struct keys_record *r = keys_record_new(d);
+        outcome = r == NULL ? KEYS_NO_MEMORY : commit(keys, i, r, ticket, out);
+    } else if (pending && batch_sync(keys) != KEYS_OK) {
+        outcome = KEYS_WRITE_FAILED;
     }
     if (outcome == KEYS_IS_GONE) { /* nothing to change: the key as it is */
         *out = keys->entries[i].record;
@@ -858,9 +1003,9 @@ static enum keys_outcome apply_update(struct keys_draft *d, void *context)
 }
 
 enum keys_outcome keys_update(struct keys *keys, const char *id, const struct jdoc_value *body,
-                              struct keys_record **out)
+                              struct keys_record **out, struct keys_ticket *ticket)
 {
-    return change_key(keys, id, apply_update, (void *)body, out);
+    return change_key(keys, id, apply_update, (void *)body, out, ticket);
 }
 
 static enum keys_outcome apply_revoke(struct keys_draft *d, void *context)
@@ -873,9 +1018,9 @@ static enum keys_outcome apply_revoke(struct keys_draft *d, void *context)
 }
 
 enum keys_outcome keys_revoke(struct keys *keys, const char *id, int64_t now_unix_ms,
-                              struct keys_record **out)
+                              struct keys_record **out, struct keys_ticket *ticket)
 {
-    enum keys_outcome outcome = change_key(keys, id, apply_revoke, &now_unix_ms, out);
+    enum keys_outcome outcome = change_key(keys, id, apply_revoke, &now_unix_ms, out, ticket);
     return outcome == KEYS_IS_GONE ? KEYS_OK : outcome; /* revoked already: as asked */
 }
 
@@ -906,9 +1051,9 @@ static enum keys_outcome apply_rotate(struct keys_draft *d, void *context)
 
 enum keys_outcome keys_rotate(struct keys *keys, const char *id, uint32_t grace_seconds,
                               int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
-                              struct keys_record **out)
+                              struct keys_record **out, struct keys_ticket *ticket)
 {
     assert(grace_seconds <= KEYS_GRACE_SECONDS_MAX);
     struct rotation rotation = {now_unix_ms, grace_seconds, secret_out};
-    return change_key(keys, id, apply_rotate, &rotation, out);
+    return change_key(keys, id, apply_rotate, &rotation, out, ticket);
 }

@@ -173,27 +173,50 @@ enum keys_outcome {
     KEYS_NO_RANDOMNESS = -4, /* no secret or id could be made */
     KEYS_NO_MEMORY = -5,
     KEYS_IS_GONE = -6, /* the key is revoked: it cannot be changed or rotated */
+    KEYS_PENDING = 1,  /* written, not yet durable: the ticket is told (keys_sync) */
+};
+
+/* A change waiting for the fdatasync of its batch (group commit): done is
+ * called once, by keys_sync (or by a later change that has to sync the
+ * batch first), with outcome and, for KEYS_OK, record (retained: release
+ * it). done runs under the store's writer mutex: it must not change keys. */
+struct keys_ticket {
+    void (*done)(struct keys_ticket *ticket);
+    enum keys_outcome outcome;
+    struct keys_record *record;
 };
 
 /* Each writes the change to keys.log (or keys.json) before it is in force (so an
  * answered change survives a crash) and returns *out, the key as it is now
- * (retained: release it). */
+ * (retained: release it). With ticket NULL the change is synced before the
+ * call returns. With a ticket, a change appended to keys.log answers
+ * KEYS_PENDING: it joins the open batch and the ticket is told once one
+ * fdatasync has made the batch durable; whoever gets true from
+ * keys_sync_claim then owes one keys_sync call (soon: the batch's changes
+ * wait for it). Any other outcome is final, and the ticket is not told. */
 
 /* A new key from draft's fields (its id, secret, digest and creation time
  * made here): secret_out gets the secret, shown once. */
 enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
                               int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
-                              struct keys_record **out);
+                              struct keys_record **out, struct keys_ticket *ticket);
 /* The update fields of body (checked already by keys_draft_apply) applied
  * to the key. error: why, when KEYS_IS_GONE is not the reason. */
 enum keys_outcome keys_update(struct keys *keys, const char *id, const struct jdoc_value *body,
-                              struct keys_record **out);
+                              struct keys_record **out, struct keys_ticket *ticket);
 /* Revokes the key (a revoked one stays as it was). */
 enum keys_outcome keys_revoke(struct keys *keys, const char *id, int64_t now_unix_ms,
-                              struct keys_record **out);
+                              struct keys_record **out, struct keys_ticket *ticket);
 /* A new secret for the key; its old one (or the one before, if that is
  * the one in force) is accepted for grace_seconds more. */
 enum keys_outcome keys_rotate(struct keys *keys, const char *id, uint32_t grace_seconds,
                               int64_t now_unix_ms, char secret_out[GW_SECRET_SIZE],
-                              struct keys_record **out);
+                              struct keys_record **out, struct keys_ticket *ticket);
+
+/* True once per open batch, to the first who asks: that caller owes the
+ * batch one keys_sync. */
+bool keys_sync_claim(struct keys *keys);
+/* The open batch synced with one fdatasync, put in force, its tickets
+ * told (nothing when no batch is open). */
+void keys_sync(struct keys *keys);
 #endif

@@ -101,6 +101,7 @@ struct exchange {
         void (*work)(struct exchange *exchange); /* run on the offload thread */
         exchange_fn reply;
         bool refused; /* the offload thread had OFFLOAD_JOBS_MAX jobs waiting */
+        int holds;    /* atomic: work running, and a deferred finish (exchange_offload_defer) */
     } offload;
     const struct jdoc_value *document; /* the parsed body (in the arena and the body) */
     struct batch *batch;               /* in the arena */
@@ -193,6 +194,12 @@ void exchange_backend_done(void *context);
  * already (work never runs), 503 shutting_down as exchange_call_backend. */
 int exchange_call_offload(struct exchange *exchange, void (*work)(struct exchange *),
                           exchange_fn reply);
+
+/* Called by an offloaded work that finishes later, from any thread: the
+ * reply waits until exchange_offload_resume(exchange) is called too (once;
+ * it may be called before the work returns). */
+void exchange_offload_defer(struct exchange *exchange);
+void exchange_offload_resume(struct exchange *exchange);
 
 /* A buffer on the exchange's reply storage (stable). */
 void exchange_reply_buffer(struct exchange *exchange, struct buffer *buffer);

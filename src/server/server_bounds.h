@@ -51,5 +51,10 @@
 /* keys.log is folded into keys.json once it holds this many lines more
  * than there are keys: a rewrite of n keys every n + this many changes. */
 #define KEYS_LOG_LINES_MIN 1024
+/* Changes written to keys.log and made durable by one fdatasync (group
+ * commit): those that arrive while a sync runs. The offload queue holds
+ * fewer (OFFLOAD_JOBS_MAX); a batch this full is synced before another
+ * change joins it. */
+#define KEYS_BATCH_MAX 64
 
 #endif
