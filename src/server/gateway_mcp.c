@@ -206,6 +206,28 @@ static int pass_header(struct exchange *ex, struct gateway_call *call, const cha
     return 0;
 }
 
+/* The client's Mcp-Session-Id: 1..GW_MCP_SESSION_ID_LENGTH_MAX visible
+ * ASCII bytes (MCP's rule) or none; another is refused (400), never cut.
+ * 0, or -1 with the answer given. */
+static int session_id_bounded(struct exchange *ex)
+{
+    const char *value = exchange_header(ex, "mcp-session-id");
+    if (value == NULL || value[0] == '\0')
+        return 0;
+    size_t n = strlen(value);
+    bool visible = true;
+    for (size_t i = 0; i < n && visible; i++)
+        visible = value[i] >= 0x21 && value[i] <= 0x7e;
+    if (n <= GW_MCP_SESSION_ID_LENGTH_MAX && visible)
+        return 0;
+    char message[160];
+    snprintf(message, sizeof message,
+             "Mcp-Session-Id: must be 1-%d bytes of visible ASCII (this one has %zu bytes%s).",
+             GW_MCP_SESSION_ID_LENGTH_MAX, n, visible ? "" : ", some not visible ASCII");
+    gateway_mcp_reply(ex, 400, NULL, GW_MCP_INVALID_REQUEST, message, NULL);
+    return -1;
+}
+
 /* Where and how the request goes: the server's URL with the client's
  * query, and the transport's headers (the client's Accept, session,
  * protocol version, and the event id a GET stream resumes from). */
@@ -225,7 +247,7 @@ static int upstream_request(struct exchange *ex, struct gateway_call *call)
                                                : GW_METHOD_POST;
     const char *accept =
         call->method == GW_METHOD_GET ? "text/event-stream" : "application/json, text/event-stream";
-    if (pass_header(ex, call, "accept", accept) != 0 ||
+    if (session_id_bounded(ex) != 0 || pass_header(ex, call, "accept", accept) != 0 ||
         pass_header(ex, call, "mcp-session-id", NULL) != 0 ||
         pass_header(ex, call, "mcp-protocol-version", NULL) != 0 ||
         pass_header(ex, call, "last-event-id", NULL) != 0)

@@ -24,6 +24,10 @@ const option = (name) => {
 const logFile = option('--log');
 const json = args.includes('--json');
 const slowMs = Number(option('--slow-ms') ?? 0); // web_search waits this long first
+const sessionIdLength = Number(option('--session-id-length') ?? 0); // 0: a UUID
+const newSessionId = () => sessionIdLength > 0
+    ? randomUUID().replaceAll('-', '').repeat(Math.ceil(sessionIdLength / 32)).slice(0, sessionIdLength)
+    : randomUUID();
 const log = (entry) => {
     if (logFile) appendFileSync(logFile, JSON.stringify(entry) + '\n');
 };
@@ -132,7 +136,7 @@ const http = createServer(async (req, res) => {
     let transport = sessionId ? sessions.get(sessionId) : undefined;
     if (!transport && req.method === 'POST' && !sessionId && isInitializeRequest(body)) {
         transport = new StreamableHTTPServerTransport({
-            sessionIdGenerator: () => randomUUID(),
+            sessionIdGenerator: newSessionId,
             enableJsonResponse: json,
             onsessioninitialized: (id) => sessions.set(id, transport),
         });
