@@ -716,6 +716,8 @@ static void settled(void *context)
                           call->key->team, &delta);
         observe(call);
     }
+    if (call->mcp.tool_call)
+        gateway_mcp_note_settled(call);
     if (wake != NULL)
         exchange_backend_done(wake);
     if (call->linked)

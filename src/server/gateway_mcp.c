@@ -28,6 +28,8 @@
  * request the transport carried. Nothing reached the server. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
+    gateway_stats_add_tool_call(&call->gateway->stats, call->mcp_server->name, call->mcp.tool,
+                                call->mcp.tool_length, GATEWAY_MCP_STATS_DENIED, 0);
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "", number[24];
     size_t used = 0;

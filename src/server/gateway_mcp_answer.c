@@ -79,6 +79,31 @@ bool gateway_mcp_charged(struct gateway_call *call)
     return false;
 }
 
+void gateway_mcp_note_settled(const struct gateway_call *call)
+{
+    enum gateway_mcp_stats_outcome outcome = GATEWAY_MCP_STATS_NO_ANSWER;
+    bool made = false;
+    switch (call->mcp_outcome) {
+    case GW_MCP_RESULT:
+        outcome = GATEWAY_MCP_STATS_RESULT;
+        made = true;
+        break;
+    case GW_MCP_TOOL_ERROR:
+        outcome = GATEWAY_MCP_STATS_TOOL_ERROR;
+        made = call->mcp_charge_errors;
+        break;
+    case GW_MCP_RPC_ERROR:
+        outcome = GATEWAY_MCP_STATS_RPC_ERROR;
+        made = call->mcp_charge_errors;
+        break;
+    case GW_MCP_NO_ANSWER:
+        break;
+    }
+    gateway_stats_add_tool_call(&call->gateway->stats, call->mcp_server->name, call->mcp.tool,
+                                call->mcp.tool_length, outcome,
+                                made ? call->mcp_price_usd_micros : 0);
+}
+
 bool gateway_mcp_reply_unanswered(struct exchange *ex, struct gateway_call *call)
 {
     if (call->endpoint != GW_ENDPOINT_MCP || !call->mcp.tool_call)

@@ -10,6 +10,7 @@ Command line: as every gateway test (gw_harness.py) and --node NODE."""
 
 import os
 import json
+import re
 import socket
 import sys
 import threading
@@ -568,6 +569,83 @@ class BadInput(unittest.TestCase):
         self.assertTrue(wait_for(lambda: any(
             e.get("rpc") == "notifications/cancelled" and e["body"]["params"]["requestId"] == 42
             for e in FAKE.requests())))
+
+
+MCP_STATS_SERIES_MAX = 256  # GATEWAY_MCP_STATS_SERIES_MAX, src/server/gateway_internal.h
+TOOL_CALLS = "llmlimit_mcp_tool_calls_total"
+TOOL_COST = "llmlimit_mcp_tool_cost_usd_micros_total"
+
+
+def tool_metrics():
+    """{(metric, server, tool, outcome or None): value} of the MCP series in /metrics."""
+    pattern = re.compile(r'^(%s|%s)\{server="((?:[^"\\]|\\.)*)",tool="((?:[^"\\]|\\.)*)"'
+                         r'(?:,outcome="([a-z_]+)")?\} (\d+)$' % (TOOL_CALLS, TOOL_COST))
+    result = {}
+    for line in GW.metrics().splitlines():
+        match = pattern.match(line)
+        if match:
+            metric, server, tool, outcome, value = match.groups()
+            result[(metric, server, tool, outcome)] = int(value)
+    return result
+
+
+class ToolMetrics(unittest.TestCase):
+    def test_tool_calls_and_spend_by_server_and_tool(self):
+        """/metrics counts each tools/call by server, tool and outcome (result, tool_error,
+        rpc_error, denied) and its settled cost by server and tool; /v1/console/gateway
+        lists the same beside the model calls. Then the bound: distinct (server, tool)
+        pairs up to GATEWAY_MCP_STATS_SERIES_MAX have their own series, the one past it
+        is counted under server="other", tool="other"."""
+        before = tool_metrics()
+        c = GW.caller()
+        mcp = client(c, "search-json")
+        mcp.initialize()
+        for tool in ("web_search", "web_search", "broken_search", "rpc_error"):
+            status, answer, _ = mcp.call_tool(tool, {"query": "m"})
+            self.assertEqual(status, 200, answer)
+        denied = GW.caller(usd=WEB_SEARCH_PRICE)
+        hold = "hold-" + denied.name
+        self.assertEqual(GW.server.reserve(hold, {denied.keys["usd"]: 1})[0], 200)
+        status, answer, _ = client(denied, "search-json").call_tool("web_search")
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [denied.keys["usd"]], answer)
+        self.assertEqual(GW.server.release(hold)[0], 200)
+        after = tool_metrics()
+
+        def delta(metric, tool, outcome=None):
+            key = (metric, "search-json", tool, outcome)
+            return after.get(key, 0) - before.get(key, 0)
+        self.assertEqual(delta(TOOL_CALLS, "web_search", "result"), 2)
+        self.assertEqual(delta(TOOL_CALLS, "web_search", "denied"), 1)
+        self.assertEqual(delta(TOOL_CALLS, "broken_search", "tool_error"), 1)
+        self.assertEqual(delta(TOOL_CALLS, "rpc_error", "rpc_error"), 1)
+        self.assertEqual(delta(TOOL_COST, "web_search"), 2 * WEB_SEARCH_PRICE)
+        self.assertEqual(delta(TOOL_COST, "broken_search"), 0)  # released
+        self.assertEqual(delta(TOOL_COST, "rpc_error"), RPC_ERROR_PRICE)  # charge_errors
+        self.assertEqual(c.used("usd"), 2 * WEB_SEARCH_PRICE + RPC_ERROR_PRICE)
+        status, _, body = GW.server.request("GET", "/v1/console/gateway")
+        self.assertEqual(status, 200, body)
+        row = [t for t in body["tools"]
+               if (t["server"], t["tool"]) == ("search-json", "web_search")][0]
+        self.assertGreaterEqual(row["calls"], 2)
+        self.assertGreaterEqual(row["denials"], 1)
+        self.assertEqual(row["usd_micros"], after[(TOOL_COST, "search-json", "web_search", None)])
+        self.assertIn("keys", body)  # the model calls' rows beside
+
+        # the bound: fill the table with tools the server does not have, then one more
+        pairs = {(s, t) for (_, s, t, _) in tool_metrics()} - {("other", "other")}
+        self.assertLess(len(pairs), MCP_STATS_SERIES_MAX)
+        names = ["fill-%d" % i for i in range(MCP_STATS_SERIES_MAX - len(pairs))]
+        for name in names + ["one-past", 'bad"name\\x']:
+            mcp.call_tool(name)
+        final = tool_metrics()
+        pairs = {(s, t) for (_, s, t, _) in final} - {("other", "other")}
+        self.assertEqual(len(pairs), MCP_STATS_SERIES_MAX)
+        self.assertIn(("search-json", names[-1]), pairs)
+        self.assertNotIn(("search-json", "one-past"), pairs)
+        others = sum(v for (m, s, t, _), v in final.items()
+                     if m == TOOL_CALLS and (s, t) == ("other", "other"))
+        self.assertGreaterEqual(others, 2)
+        self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
 
 
 if __name__ == "__main__":
