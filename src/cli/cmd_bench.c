@@ -85,9 +85,13 @@ static char *body_load(const struct cli *cli, const char *path, size_t *length)
 }
 
 /* post: its path and body; no keys. */
-static int post_parse(const struct cli *cli, const char *path, const char *body_file,
+static int post_parse(const struct cli *cli, const char *path, const char *body_file, bool has_keys,
                       struct loadgen_config *config, char **body_owned)
 {
+    if (has_keys)
+        return cli_usage_error(cli, "--mode post takes no --keys or --amounts");
+    if (config->threads > config->connections)
+        return cli_usage_error(cli, "--threads: at most one per connection");
     if (path == NULL || path[0] != '/' || strlen(path) > 1024 || strpbrk(path, " \r\n") != NULL)
         return cli_usage_error(cli, "--path: want a path starting with '/', at most 1024 bytes");
     if (body_file == NULL)
@@ -169,13 +173,9 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
         if (rc != EXIT_OK)
             return rc;
     }
-    if (config->mode == LOADGEN_POST) {
-        if (keys != NULL || amounts != NULL)
-            return cli_usage_error(cli, "--mode post takes no --keys or --amounts");
-        if (config->threads > config->connections)
-            return cli_usage_error(cli, "--threads: at most one per connection");
-        return post_parse(cli, path, body_file, config, body_owned);
-    }
+    if (config->mode == LOADGEN_POST)
+        return post_parse(cli, path, body_file, keys != NULL || amounts != NULL, config,
+                          body_owned);
     if (path != NULL || body_file != NULL)
         return cli_usage_error(cli, "--path and --body-file go with --mode post");
     if (keys == NULL || split_list(keys, config->keys, LOADGEN_KEYS_MAX, &config->key_count) != 0)
