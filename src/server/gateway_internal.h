@@ -20,6 +20,7 @@
 #include "gateway/gw_observed.h"
 #include "gateway/gw_owners.h"
 #include "gateway/gw_plan.h"
+#include "gateway/gw_secret.h"
 #include "gateway/gw_request.h"
 #include "gateway/gw_sse.h"
 #include "gateway/gw_usage.h"
@@ -136,6 +137,9 @@ struct gateway {
     struct gw_observed *observed;
     struct gw_owners *owners;
     struct gw_owners *items;
+    /* Which key opened which MCP session (its server and id, hashed), so
+     * that no other key uses it (docs/mcp.md); at most GW_MCP_SESSIONS_MAX. */
+    struct gw_owners *mcp_sessions;
     /* Ended calls kept for the next ones: a fresh malloc of one (about
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
      * time, as exchanges did before their pool (src/server/exchange.c). */
@@ -363,6 +367,13 @@ void gateway_reserve_start(struct exchange *exchange);
 /* A settled tools/call into the gateway's figures: its outcome, and its
  * price when it was charged. */
 void gateway_mcp_note_settled(const struct gateway_call *call);
+/* The server of call answered with session id (2xx): remembered as the
+ * call's key's. */
+void gateway_mcp_session_made(struct gateway_call *call, const char *session_id);
+/* The id under which (server, session) is remembered: 64 hex digits. -1
+ * when no digest could be made. */
+int gateway_mcp_session_key(const char *server, const char *session_id,
+                            char out[GW_SHA256_HEX_SIZE]);
 
 /* A JSON-RPC error answer (id: the request's, or NULL for null) with its
  * code, message and data (JSON text or NULL). 0. */

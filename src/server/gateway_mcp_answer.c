@@ -79,6 +79,26 @@ bool gateway_mcp_charged(struct gateway_call *call)
     return false;
 }
 
+int gateway_mcp_session_key(const char *server, const char *session_id,
+                            char out[GW_SHA256_HEX_SIZE])
+{
+    char text[GW_NAME_LENGTH_MAX + GW_MCP_SESSION_ID_LENGTH_MAX + 2];
+    int n = snprintf(text, sizeof text, "%s\n%s", server, session_id);
+    uint8_t digest[GW_SHA256_BYTES];
+    if (n < 0 || (size_t)n >= sizeof text || sha256_digest(text, (size_t)n, digest) != 0)
+        return -1;
+    gw_hex_encode(digest, GW_SHA256_BYTES, out);
+    return 0;
+}
+
+void gateway_mcp_session_made(struct gateway_call *call, const char *session_id)
+{
+    char id[GW_SHA256_HEX_SIZE];
+    if (gateway_mcp_session_key(call->mcp_server->name, session_id, id) == 0)
+        (void)gw_owners_remember(call->gateway->mcp_sessions, id, GW_SHA256_HEX_SIZE - 1,
+                                 call->key->sha256);
+}
+
 void gateway_mcp_note_settled(const struct gateway_call *call)
 {
     enum gateway_mcp_stats_outcome outcome = GATEWAY_MCP_STATS_NO_ANSWER;

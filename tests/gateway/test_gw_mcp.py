@@ -465,10 +465,10 @@ class BadInput(unittest.TestCase):
         self.assertEqual(c.reserved("usd"), 0)
 
     def test_session_id_bound_both_ways(self):
-        """A client's Mcp-Session-Id of 255 visible bytes goes on whole (the server
-        answers it); 256, or one with a space, is refused 400 -32600 naming the
-        header and nothing is forwarded. A server's session id of 255 bytes comes
-        back whole; one of 256 is refused (502 naming it), never cut."""
+        """A client's Mcp-Session-Id of 256 bytes, or one with a space, is refused 400
+        -32600 naming the header; one of 255 the server never gave is MCP's 404; nothing
+        is forwarded. A server's session id of 255 bytes comes back whole and goes on
+        whole; one of 256 is refused (502 naming it), never cut."""
         c = GW.caller()
         mcp = client(c)
         before = len(FAKE.requests())
@@ -477,10 +477,8 @@ class BadInput(unittest.TestCase):
             mcp.session = value
             status, _, text = mcp.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
             if len(value) == SESSION_ID_LENGTH_MAX:
-                self.assertEqual(status, 404, text)  # the server's: no such session
-                self.assertIn("session not found", text)
-                self.assertEqual(FAKE.requests()[-1]["session"], value)
-                before += 1
+                self.assertEqual(status, 404, text)  # the gateway's: not a session it saw
+                self.assertIn("No MCP session with this Mcp-Session-Id", text)
                 continue
             self.assertEqual(status, 400, (value, text))
             body = json.loads(text)
@@ -492,6 +490,9 @@ class BadInput(unittest.TestCase):
         at_bound.initialize()
         self.assertEqual(len(at_bound.session), SESSION_ID_LENGTH_MAX)
         self.assertEqual(LONG_SESSIONS[0].requests()[-1]["session"], at_bound.session)
+        status, _, messages = at_bound.request("tools/list")
+        self.assertEqual(status, 200, messages)
+        self.assertEqual(LONG_SESSIONS[0].requests()[-1]["session"], at_bound.session)
         over = client(c, "long-1")
         status, headers, text = over.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                            "params": {"protocolVersion": "2025-06-18",
@@ -502,6 +503,29 @@ class BadInput(unittest.TestCase):
         self.assertNotIn("mcp-session-id", headers)
         self.assertIn("Mcp-Session-Id", text)
         self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
+
+    def test_a_session_of_another_key_is_404(self):
+        """A session opened by one key, presented by another (the same server) or on
+        another server by the same key: MCP's 404 in JSON-RPC, nothing forwarded; the
+        key that opened it goes on using it."""
+        owner, other = GW.caller(), GW.caller()
+        mine = client(owner)
+        mine.initialize()
+        before = len(FAKE.requests())
+        for secret, server in ((other.secret, "search"), (owner.secret, "search-short")):
+            thief = client(secret, server)
+            thief.session = mine.session
+            for method in ("tools/list", "tools/call"):
+                params = {"name": "web_search", "arguments": {}} if method == "tools/call" else {}
+                status, _, text = thief.post({"jsonrpc": "2.0", "id": 9, "method": method,
+                                              "params": params})
+                self.assertEqual(status, 404, (server, method, text))
+                self.assertEqual(json.loads(text)["error"]["code"], -32000, text)
+                self.assertIn("No MCP session", text)
+        self.assertEqual(len(FAKE.requests()), before)
+        self.assertEqual((other.used("usd"), other.reserved("usd")), (0, 0))
+        status, answer, _ = mine.call_tool("web_search", {"query": "still mine"})
+        self.assertIn("result", answer)
 
     def test_server_answering_garbage(self):
         """A 200 that is not a JSON-RPC answer to the call: 502 with a
