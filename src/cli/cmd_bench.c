@@ -13,7 +13,8 @@ static const char bench_usage[] =
     "                      [--mode reserve|reserve-complete|batch] [--batch-size N]\n"
     "                      --keys K1,K2,... [--amounts A1,A2,...] [--ids uuidv7|random]\n"
     "                      [--json] [--quiet]\n"
-    "       llmlimit bench --mode post --path PATH --body-file FILE [same options, no keys]\n"
+    "       llmlimit bench --mode post --path PATH --body-file FILE [--header \"Name: value\"]...\n"
+    "                      [same options, no keys]\n"
     "Raw HTTP/1.1 over N keep-alive connections (default 50, one thread, 10 s).\n"
     "Every reserve asks AMOUNT (default 1) of every key, with a lease id unique to\n"
     "the request: a UUIDv7 (time-ordered, as the llmlimit clients make them) or,\n"
@@ -84,9 +85,13 @@ static char *body_load(const struct cli *cli, const char *path, size_t *length)
 }
 
 /* post: its path and body; no keys. */
-static int post_parse(const struct cli *cli, const char *path, const char *body_file,
+static int post_parse(const struct cli *cli, const char *path, const char *body_file, bool has_keys,
                       struct loadgen_config *config, char **body_owned)
 {
+    if (has_keys)
+        return cli_usage_error(cli, "--mode post takes no --keys or --amounts");
+    if (config->threads > config->connections)
+        return cli_usage_error(cli, "--threads: at most one per connection");
     if (path == NULL || path[0] != '/' || strlen(path) > 1024 || strpbrk(path, " \r\n") != NULL)
         return cli_usage_error(cli, "--path: want a path starting with '/', at most 1024 bytes");
     if (body_file == NULL)
@@ -96,6 +101,25 @@ static int post_parse(const struct cli *cli, const char *path, const char *body_
         return EXIT_USAGE;
     config->post_path = path;
     config->post_body = *body_owned;
+    return EXIT_OK;
+}
+
+/* --header "Name: value": a name of letters, digits and '-', printable
+ * ASCII, appended to config->headers within LOADGEN_HEADERS_BYTES_MAX. */
+static int header_add(const struct cli *cli, const char *text, struct loadgen_config *config)
+{
+    size_t name = strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-");
+    bool printable = true;
+    for (const char *c = text; *c != '\0' && printable; c++)
+        printable = *c >= 0x20 && *c <= 0x7e;
+    size_t used = strlen(config->headers), length = strlen(text);
+    if (name == 0 || text[name] != ':' || !printable)
+        return cli_usage_error(cli, "--header: want \"Name: value\" in printable ASCII");
+    if (used + length + 2 > LOADGEN_HEADERS_BYTES_MAX)
+        return cli_usage_error(cli, "--header: at most %d bytes of headers",
+                               LOADGEN_HEADERS_BYTES_MAX);
+    memcpy(config->headers + used, text, length);
+    memcpy(config->headers + used + length, "\r\n", 3);
     return EXIT_OK;
 }
 
@@ -136,6 +160,8 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
             path = value;
         else if (!matched && (matched = cli_flag(argc, argv, &i, "--body-file", &value)) == 1)
             body_file = value;
+        else if (!matched && (matched = cli_flag(argc, argv, &i, "--header", &value)) == 1)
+            rc = header_add(cli, value, config);
         else if (!matched && strcmp(argv[i], "--json") == 0)
             matched = 1, *json = true;
         else if (!matched && strcmp(argv[i], "--quiet") == 0)
@@ -147,13 +173,9 @@ static int bench_parse(const struct cli *cli, int argc, char **argv, struct load
         if (rc != EXIT_OK)
             return rc;
     }
-    if (config->mode == LOADGEN_POST) {
-        if (keys != NULL || amounts != NULL)
-            return cli_usage_error(cli, "--mode post takes no --keys or --amounts");
-        if (config->threads > config->connections)
-            return cli_usage_error(cli, "--threads: at most one per connection");
-        return post_parse(cli, path, body_file, config, body_owned);
-    }
+    if (config->mode == LOADGEN_POST)
+        return post_parse(cli, path, body_file, keys != NULL || amounts != NULL, config,
+                          body_owned);
     if (path != NULL || body_file != NULL)
         return cli_usage_error(cli, "--path and --body-file go with --mode post");
     if (keys == NULL || split_list(keys, config->keys, LOADGEN_KEYS_MAX, &config->key_count) != 0)

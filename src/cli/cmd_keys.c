@@ -14,6 +14,7 @@
 
 static const char keys_usage[] =
     "usage: llmlimit keys create --caller C --team T [--model M]... [--expires-at-unix-ms N]\n"
+    "                            [--mcp-server S]... [--no-mcp-servers]\n"
     "                            [--max-wait-seconds N] [--priority-floor N]\n"
     "                            [--metadata NAME=VALUE]... [--limits-file FILE]\n"
     "       (FILE: a JSON array of limit definitions made with the key, all or none;\n"
@@ -21,6 +22,7 @@ static const char keys_usage[] =
     "       llmlimit keys list [--team T] [--caller C] [--status S] [--limit N] [--cursor C]\n"
     "       llmlimit keys show ID\n"
     "       llmlimit keys update ID [--model M]... [--all-models] [--expires-at-unix-ms N]\n"
+    "                            [--mcp-server S]... [--no-mcp-servers] [--all-mcp-servers]\n"
     "                            [--no-expiry] [--max-wait-seconds N] [--priority-floor N]\n"
     "                            [--metadata NAME=VALUE]...\n"
     "       llmlimit keys block ID | unblock ID | revoke ID\n"
@@ -155,7 +157,17 @@ static int fields(const struct cli *cli, int argc, char **argv, int from, bool c
             if (!json_is_array(models))
                 json_object_set_new(object, "models", models = json_array());
             json_array_append_new(models, json_string(value));
-        } else if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--metadata", &value)) == 1)
+        } else if (matched == 0 &&
+                   (matched = cli_flag(argc, argv, &i, "--mcp-server", &value)) == 1) {
+            json_t *servers = json_object_get(object, "mcp_servers");
+            if (!json_is_array(servers))
+                json_object_set_new(object, "mcp_servers", servers = json_array());
+            json_array_append_new(servers, json_string(value));
+        } else if (matched == 0 && strcmp(argv[i], "--no-mcp-servers") == 0)
+            matched = 1, json_object_set_new(object, "mcp_servers", json_array());
+        else if (!create && matched == 0 && strcmp(argv[i], "--all-mcp-servers") == 0)
+            matched = 1, json_object_set_new(object, "mcp_servers", json_null());
+        else if (matched == 0 && (matched = cli_flag(argc, argv, &i, "--metadata", &value)) == 1)
             rc = metadata_add(cli, object, value);
         else if (create && matched == 0 &&
                  (matched = cli_flag(argc, argv, &i, "--limits-file", &value)) == 1)

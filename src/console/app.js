@@ -903,6 +903,7 @@
     const table = $('gateway');
     if (!status.gateway_enabled) {
       table.hidden = true;
+      $('gateway-tools').hidden = true;
       $('gateway-note').textContent =
         'Gateway mode is not enabled on this llmlimitd (llmlimitd --gateway-config FILE).';
       return;
@@ -915,7 +916,19 @@
          el('td', {className: 'num', text: fmtInt(k.denials)})));
     table.querySelector('tbody').replaceChildren(...rows);
     table.hidden = false;
-    $('gateway-note').textContent = rows.length === 0 ? 'No gateway call yet.' : '';
+    // MCP tool calls by server and tool (docs/mcp.md), beside the model calls
+    const tools = (answer && Array.isArray(answer.tools) ? answer.tools : []).map((t) =>
+      el('tr', null, el('td', {className: 'caller'}, nameNode(t.server)),
+         el('td', {className: 'caller'}, nameNode(t.tool)),
+         el('td', {className: 'num', text: fmtInt(t.calls)}),
+         el('td', {className: 'num', text: fmtInt(t.errors)}),
+         el('td', {className: 'num', text: fmtUsd(t.usd_micros)}),
+         el('td', {className: 'num', text: fmtInt(t.denials)})));
+    const toolTable = $('gateway-tools');
+    toolTable.querySelector('tbody').replaceChildren(...tools);
+    toolTable.hidden = tools.length === 0;
+    $('gateway-note').textContent = rows.length === 0 && tools.length === 0
+      ? 'No gateway call yet.' : '';
   }
 
   // ---- keys (admin token) --------------------------------------------------------

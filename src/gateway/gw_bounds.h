@@ -20,6 +20,7 @@
 #define GW_MCP_ID_LENGTH_MAX 128           /* a tools/call's JSON-RPC id, as text */
 #define GW_MCP_TIMEOUT_SECONDS_DEFAULT 300 /* an MCP server's timeout_seconds */
 #define GW_MCP_SESSION_ID_LENGTH_MAX 255   /* Mcp-Session-Id, both ways */
+#define GW_MCP_SESSIONS_MAX 65536          /* MCP sessions whose key is remembered */
 #define GW_NAME_LENGTH_MAX 128             /* upstream and model names */
 #define GW_UPSTREAM_MODEL_LENGTH_MAX 256   /* the model name sent upstream */
 #define GW_BASE_URL_LENGTH_MAX 2048

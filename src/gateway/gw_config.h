@@ -93,6 +93,11 @@ struct gw_key {
     const uint32_t *mcp_servers;
     uint32_t mcp_server_count;
     bool mcp_servers_listed;
+    /* A key of the Keys API names its servers instead (they outlive a
+     * reload of gateway.json): with mcp_servers_listed, the names when
+     * mcp_server_names is not NULL. */
+    const char *const *mcp_server_names;
+    uint32_t mcp_server_name_count;
 };
 
 /* A tool of an MCP server with its own price (docs/mcp.md). */

@@ -222,6 +222,13 @@ bool gw_key_allows_mcp_server(const struct gw_key *key, const struct gw_mcp_serv
 {
     if (!key->mcp_servers_listed)
         return true;
+    if (key->mcp_server_names != NULL) {
+        for (uint32_t i = 0; i < key->mcp_server_name_count; i++) {
+            if (strcmp(key->mcp_server_names[i], server->name) == 0)
+                return true;
+        }
+        return false;
+    }
     return bsearch(&server->index, key->mcp_servers, key->mcp_server_count,
                    sizeof *key->mcp_servers, compare_u32) != NULL;
 }

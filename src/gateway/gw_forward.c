@@ -268,14 +268,36 @@ static bool head_end(struct gw_transfer *t)
     return true;
 }
 
+/* An MCP server's Mcp-Session-Id: 1..GW_MCP_SESSION_ID_LENGTH_MAX visible
+ * ASCII bytes (MCP's rule), kept whole or the answer refused, never cut. */
+static size_t keep_session_id(struct gw_transfer *t, const char *line, size_t length)
+{
+    char value[GW_MCP_SESSION_ID_LENGTH_MAX + 2];
+    header_keep(line, length, "mcp-session-id:", value, sizeof value);
+    size_t n = strlen(value);
+    bool visible = n > 0;
+    for (size_t i = 0; i < n && visible; i++)
+        visible = value[i] >= 0x21 && value[i] <= 0x7e;
+    if (n > GW_MCP_SESSION_ID_LENGTH_MAX || !visible) {
+        char reason[GW_FORWARD_ERROR_SIZE];
+        snprintf(reason, sizeof reason,
+                 "the MCP server's Mcp-Session-Id is not 1-%d bytes of visible ASCII",
+                 GW_MCP_SESSION_ID_LENGTH_MAX);
+        return refuse(t, reason);
+    }
+    memcpy(t->mcp_session_id, value, n + 1);
+    return length;
+}
+
 static size_t on_header(char *line, size_t size, size_t count, void *userdata)
 {
     struct gw_transfer *t = userdata;
     size_t length = size * count;
+    if (length >= 15 && strncasecmp(line, "mcp-session-id:", 15) == 0)
+        return keep_session_id(t, line, length);
     if (header_keep(line, length, "content-type:", t->content_type, sizeof t->content_type) ||
         header_keep(line, length, "retry-after:", t->retry_after, sizeof t->retry_after) ||
-        header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms) ||
-        header_keep(line, length, "mcp-session-id:", t->mcp_session_id, sizeof t->mcp_session_id))
+        header_keep(line, length, "retry-after-ms:", t->retry_after_ms, sizeof t->retry_after_ms))
         return length;
     if (length <= 2 && (line[0] == '\r' || line[0] == '\n') && !t->head_seen)
         return head_end(t) ? length : 0;

@@ -130,9 +130,9 @@ static size_t header_new(char *out, const struct loadgen_config *config, const c
     int length =
         snprintf(out, LOADGEN_HEADER_ROOM,
                  "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                 "%s%s%sContent-Length: ",
+                 "%s%s%s%sContent-Length: ",
                  path, config->host, config->port, config->token ? "Authorization: Bearer " : "",
-                 config->token ? config->token : "", config->token ? "\r\n" : "");
+                 config->token ? config->token : "", config->token ? "\r\n" : "", config->headers);
     assert(length > 0);
     assert(length < LOADGEN_HEADER_ROOM - 32); /* room for the length and the blank line */
     return (size_t)length;

@@ -20,6 +20,7 @@
 #define LOADGEN_TOKEN_LENGTH_MAX 4096
 #define LOADGEN_POST_BODY_BYTES_MAX (1u << 20)
 #define LOADGEN_POST_ANSWER_BYTES_MAX (1u << 20)
+#define LOADGEN_HEADERS_BYTES_MAX 1024 /* --header lines together, CRLFs included */
 /* After the run, answers still in flight get this long to arrive. */
 #define LOADGEN_DRAIN_MS 2000
 
@@ -42,6 +43,9 @@ struct loadgen_config {
     char host[LOADGEN_HOST_LENGTH_MAX + 1];
     char port[8];
     const char *token; /* NULL: no Authorization header */
+    /* More header lines for every request ("Name: value\r\n" each, "":
+     * none): an MCP session id, say (bench/mcp). */
+    char headers[LOADGEN_HEADERS_BYTES_MAX + 1];
     uint32_t connections;
     uint32_t threads;
     uint32_t duration_seconds;

@@ -11,7 +11,7 @@
 #include "loadgen.h"
 
 /* Room in front of every body for the request line and headers. */
-#define LOADGEN_HEADER_ROOM (1024 + LOADGEN_TOKEN_LENGTH_MAX)
+#define LOADGEN_HEADER_ROOM (2048 + LOADGEN_TOKEN_LENGTH_MAX + LOADGEN_HEADERS_BYTES_MAX)
 #define LOADGEN_LEASE_ID_SIZE 64
 
 /* Read-only once the run starts. */

@@ -57,10 +57,12 @@ int gateway_open(struct server *server, struct gateway **out, char *error, size_
                                   GW_OBSERVED_MIN_CALLS);
     g->owners = gw_owners_new(GW_RESPONSE_OWNERS_MAX);
     g->items = gw_owners_new(GW_RESPONSE_ITEM_OWNERS_MAX);
-    if (g->observed == NULL || g->owners == NULL || g->items == NULL) {
+    g->mcp_sessions = gw_owners_new(GW_MCP_SESSIONS_MAX);
+    if (g->observed == NULL || g->owners == NULL || g->items == NULL || g->mcp_sessions == NULL) {
         gw_observed_free(g->observed);
         gw_owners_free(g->owners);
         gw_owners_free(g->items);
+        gw_owners_free(g->mcp_sessions);
         gateway_stats_free(&g->stats);
         free(g);
         gw_config_release(config);
@@ -117,6 +119,7 @@ void gateway_close(struct gateway *g)
     gw_observed_free(g->observed);
     gw_owners_free(g->owners);
     gw_owners_free(g->items);
+    gw_owners_free(g->mcp_sessions);
     gateway_stats_free(&g->stats);
     pthread_cond_destroy(&g->calls_idle);
     pthread_mutex_destroy(&g->calls_mutex);

@@ -286,6 +286,9 @@ static void on_head(void *context, const struct gw_head *head)
     call->first_byte_ns = clock_monotonic_ns();
     snprintf(call->upstream_session_id, sizeof call->upstream_session_id, "%s",
              head->mcp_session_id != NULL ? head->mcp_session_id : "");
+    if (call->endpoint == GW_ENDPOINT_MCP && status >= 200 && status < 300 &&
+        call->upstream_session_id[0] != '\0')
+        gateway_mcp_session_made(call, call->upstream_session_id);
     struct exchange *wake = NULL;
     if (call->stream && status == 200 && is_event_stream(content_type)) {
         call->mode = GATEWAY_MODE_STREAM;
@@ -716,6 +719,8 @@ static void settled(void *context)
                           call->key->team, &delta);
         observe(call);
     }
+    if (call->mcp.tool_call)
+        gateway_mcp_note_settled(call);
     if (wake != NULL)
         exchange_backend_done(wake);
     if (call->linked)

@@ -20,6 +20,7 @@
 #include "gateway/gw_observed.h"
 #include "gateway/gw_owners.h"
 #include "gateway/gw_plan.h"
+#include "gateway/gw_secret.h"
 #include "gateway/gw_request.h"
 #include "gateway/gw_sse.h"
 #include "gateway/gw_usage.h"
@@ -49,10 +50,32 @@ struct gateway_stats_series {
     uint64_t latency_sum_us;
 };
 
+/* MCP tool calls per (server, tool) (docs/mcp.md): a bounded set, the rest
+ * under server="other", tool="other". */
+#define GATEWAY_MCP_STATS_SERIES_MAX 256
+
+enum gateway_mcp_stats_outcome {
+    GATEWAY_MCP_STATS_RESULT = 0, /* a result: charged its price */
+    GATEWAY_MCP_STATS_TOOL_ERROR, /* a result with isError */
+    GATEWAY_MCP_STATS_RPC_ERROR,  /* a JSON-RPC error from the server */
+    GATEWAY_MCP_STATS_NO_ANSWER,  /* none (a failure, a timeout, a client gone) */
+    GATEWAY_MCP_STATS_DENIED,     /* a limit did not fit: never forwarded */
+    GATEWAY_MCP_STATS_OUTCOMES,
+};
+
+struct gateway_mcp_series {
+    char server[GW_NAME_LENGTH_MAX + 1];
+    char tool[GW_NAME_LENGTH_MAX + 1];
+    uint64_t calls[GATEWAY_MCP_STATS_OUTCOMES];
+    uint64_t cost_usd_micros; /* as settled */
+};
+
 struct gateway_stats {
     pthread_mutex_t mutex;
     struct gateway_stats_series *series; /* GATEWAY_STATS_SERIES_MAX + 1 ("other" last) */
     uint32_t count;
+    struct gateway_mcp_series *mcp; /* GATEWAY_MCP_STATS_SERIES_MAX + 1 ("other" last) */
+    uint32_t mcp_count;
 };
 
 int gateway_stats_init(struct gateway_stats *stats);
@@ -73,6 +96,12 @@ struct gateway_stats_delta {
 /* team: the key's team, NULL when it has none. */
 void gateway_stats_add(struct gateway_stats *stats, const char *model, const char *caller,
                        const char *team, const struct gateway_stats_delta *delta);
+
+/* One tool call of server's tool (tool_length bytes, any bytes: the
+ * client's) ended with outcome, cost_usd_micros charged. */
+void gateway_stats_add_tool_call(struct gateway_stats *stats, const char *server, const char *tool,
+                                 size_t tool_length, enum gateway_mcp_stats_outcome outcome,
+                                 uint64_t cost_usd_micros);
 
 /* ---- the gateway --------------------------------------------------------- */
 
@@ -108,6 +137,9 @@ struct gateway {
     struct gw_observed *observed;
     struct gw_owners *owners;
     struct gw_owners *items;
+    /* Which key opened which MCP session (its server and id, hashed), so
+     * that no other key uses it (docs/mcp.md); at most GW_MCP_SESSIONS_MAX. */
+    struct gw_owners *mcp_sessions;
     /* Ended calls kept for the next ones: a fresh malloc of one (about
      * 30 KiB) per call made glibc consolidate its small-chunk bins every
      * time, as exchanges did before their pool (src/server/exchange.c). */
@@ -331,6 +363,17 @@ void gateway_wait_in_words(int64_t ms, char *out, size_t size);
 void gateway_reserve_start(struct exchange *exchange);
 
 /* ---- MCP: gateway_mcp_answer.c (the route: gateway_mcp.c) --------------- */
+
+/* A settled tools/call into the gateway's figures: its outcome, and its
+ * price when it was charged. */
+void gateway_mcp_note_settled(const struct gateway_call *call);
+/* The server of call answered with session id (2xx): remembered as the
+ * call's key's. */
+void gateway_mcp_session_made(struct gateway_call *call, const char *session_id);
+/* The id under which (server, session) is remembered: 64 hex digits. -1
+ * when no digest could be made. */
+int gateway_mcp_session_key(const char *server, const char *session_id,
+                            char out[GW_SHA256_HEX_SIZE]);
 
 /* A JSON-RPC error answer (id: the request's, or NULL for null) with its
  * code, message and data (JSON text or NULL). 0. */

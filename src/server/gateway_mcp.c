@@ -28,6 +28,8 @@
  * request the transport carried. Nothing reached the server. */
 static int reply_denied(struct exchange *ex, struct gateway_call *call)
 {
+    gateway_stats_add_tool_call(&call->gateway->stats, call->mcp_server->name, call->mcp.tool,
+                                call->mcp.tool_length, GATEWAY_MCP_STATS_DENIED, 0);
     const struct reserve_result *r = &call->reserve_result;
     char names[1024] = "", number[24];
     size_t used = 0;
@@ -206,6 +208,49 @@ static int pass_header(struct exchange *ex, struct gateway_call *call, const cha
     return 0;
 }
 
+/* A session id the gateway saw the server give this key (on this server):
+ * 0; one it gave another key, or one it never saw (or forgot), is MCP's
+ * 404 for a session that is over (the client initializes a new one), and
+ * nothing is forwarded: -1 with the answer given. */
+static int session_of_key(struct exchange *ex, struct gateway_call *call, const char *session)
+{
+    char id[GW_SHA256_HEX_SIZE];
+    if (gateway_mcp_session_key(call->mcp_server->name, session, id) == 0 &&
+        gw_owners_lookup(call->gateway->mcp_sessions, id, GW_SHA256_HEX_SIZE - 1,
+                         call->key->sha256) == GW_OWNER_THIS_KEY)
+        return 0;
+    char message[256];
+    snprintf(message, sizeof message,
+             "No MCP session with this Mcp-Session-Id for this key on the server '%s': "
+             "initialize a new one.",
+             call->mcp_server->name);
+    gateway_mcp_reply(ex, 404, NULL, GW_MCP_SERVER_ERROR, message, NULL);
+    return -1;
+}
+
+/* The client's Mcp-Session-Id: 1..GW_MCP_SESSION_ID_LENGTH_MAX visible
+ * ASCII bytes (MCP's rule) or none; another is refused (400), never cut;
+ * and one of this key's sessions (session_of_key). 0, or -1 with the
+ * answer given. */
+static int session_id_bounded(struct exchange *ex, struct gateway_call *call)
+{
+    const char *value = exchange_header(ex, "mcp-session-id");
+    if (value == NULL || value[0] == '\0')
+        return 0;
+    size_t n = strlen(value);
+    bool visible = true;
+    for (size_t i = 0; i < n && visible; i++)
+        visible = value[i] >= 0x21 && value[i] <= 0x7e;
+    if (n <= GW_MCP_SESSION_ID_LENGTH_MAX && visible)
+        return session_of_key(ex, call, value);
+    char message[160];
+    snprintf(message, sizeof message,
+             "Mcp-Session-Id: must be 1-%d bytes of visible ASCII (this one has %zu bytes%s).",
+             GW_MCP_SESSION_ID_LENGTH_MAX, n, visible ? "" : ", some not visible ASCII");
+    gateway_mcp_reply(ex, 400, NULL, GW_MCP_INVALID_REQUEST, message, NULL);
+    return -1;
+}
+
 /* Where and how the request goes: the server's URL with the client's
  * query, and the transport's headers (the client's Accept, session,
  * protocol version, and the event id a GET stream resumes from). */
@@ -225,7 +270,7 @@ static int upstream_request(struct exchange *ex, struct gateway_call *call)
                                                : GW_METHOD_POST;
     const char *accept =
         call->method == GW_METHOD_GET ? "text/event-stream" : "application/json, text/event-stream";
-    if (pass_header(ex, call, "accept", accept) != 0 ||
+    if (session_id_bounded(ex, call) != 0 || pass_header(ex, call, "accept", accept) != 0 ||
         pass_header(ex, call, "mcp-session-id", NULL) != 0 ||
         pass_header(ex, call, "mcp-protocol-version", NULL) != 0 ||
         pass_header(ex, call, "last-event-id", NULL) != 0)

@@ -79,6 +79,51 @@ bool gateway_mcp_charged(struct gateway_call *call)
     return false;
 }
 
+int gateway_mcp_session_key(const char *server, const char *session_id,
+                            char out[GW_SHA256_HEX_SIZE])
+{
+    char text[GW_NAME_LENGTH_MAX + GW_MCP_SESSION_ID_LENGTH_MAX + 2];
+    int n = snprintf(text, sizeof text, "%s\n%s", server, session_id);
+    uint8_t digest[GW_SHA256_BYTES];
+    if (n < 0 || (size_t)n >= sizeof text || sha256_digest(text, (size_t)n, digest) != 0)
+        return -1;
+    gw_hex_encode(digest, GW_SHA256_BYTES, out);
+    return 0;
+}
+
+void gateway_mcp_session_made(struct gateway_call *call, const char *session_id)
+{
+    char id[GW_SHA256_HEX_SIZE];
+    if (gateway_mcp_session_key(call->mcp_server->name, session_id, id) == 0)
+        (void)gw_owners_remember(call->gateway->mcp_sessions, id, GW_SHA256_HEX_SIZE - 1,
+                                 call->key->sha256);
+}
+
+void gateway_mcp_note_settled(const struct gateway_call *call)
+{
+    enum gateway_mcp_stats_outcome outcome = GATEWAY_MCP_STATS_NO_ANSWER;
+    bool made = false;
+    switch (call->mcp_outcome) {
+    case GW_MCP_RESULT:
+        outcome = GATEWAY_MCP_STATS_RESULT;
+        made = true;
+        break;
+    case GW_MCP_TOOL_ERROR:
+        outcome = GATEWAY_MCP_STATS_TOOL_ERROR;
+        made = call->mcp_charge_errors;
+        break;
+    case GW_MCP_RPC_ERROR:
+        outcome = GATEWAY_MCP_STATS_RPC_ERROR;
+        made = call->mcp_charge_errors;
+        break;
+    case GW_MCP_NO_ANSWER:
+        break;
+    }
+    gateway_stats_add_tool_call(&call->gateway->stats, call->mcp_server->name, call->mcp.tool,
+                                call->mcp.tool_length, outcome,
+                                made ? call->mcp_price_usd_micros : 0);
+}
+
 bool gateway_mcp_reply_unanswered(struct exchange *ex, struct gateway_call *call)
 {
     if (call->endpoint != GW_ENDPOINT_MCP || !call->mcp.tool_call)

@@ -1,7 +1,9 @@
 /* The gateway's figures per (model, caller): calls, denials, upstream
  * errors, tokens and cost as settled, and upstream latency to the first
  * byte. A bounded set of series (GATEWAY_STATS_SERIES_MAX), the rest counted
- * under model="other", caller="other"; one mutex, held for a few adds. */
+ * under model="other", caller="other"; and MCP tool calls per (server,
+ * tool) the same way (GATEWAY_MCP_STATS_SERIES_MAX). One mutex, held for a
+ * few adds. */
 #include "gateway_internal.h"
 
 #include <assert.h>
@@ -26,6 +28,16 @@ int gateway_stats_init(struct gateway_stats *stats)
     memcpy(other->model, "other", sizeof "other");
     memcpy(other->caller, "other", sizeof "other");
     stats->count = 0;
+    stats->mcp = calloc(GATEWAY_MCP_STATS_SERIES_MAX + 1, sizeof *stats->mcp);
+    if (stats->mcp == NULL) {
+        free(stats->series);
+        stats->series = NULL;
+        return -1;
+    }
+    struct gateway_mcp_series *tools_other = &stats->mcp[GATEWAY_MCP_STATS_SERIES_MAX];
+    memcpy(tools_other->server, "other", sizeof "other");
+    memcpy(tools_other->tool, "other", sizeof "other");
+    stats->mcp_count = 0;
     pthread_mutex_init(&stats->mutex, NULL);
     return 0;
 }
@@ -37,6 +49,8 @@ void gateway_stats_free(struct gateway_stats *stats)
     pthread_mutex_destroy(&stats->mutex);
     free(stats->series);
     stats->series = NULL;
+    free(stats->mcp);
+    stats->mcp = NULL;
 }
 
 /* The series of (model, caller), made if there is room (mutex held). A
@@ -81,6 +95,118 @@ void gateway_stats_add(struct gateway_stats *stats, const char *model, const cha
         s->latency_sum_us += (uint64_t)delta->latency_us;
     }
     pthread_mutex_unlock(&stats->mutex);
+}
+
+/* The series of (server, tool), made if there is room (mutex held). */
+static struct gateway_mcp_series *mcp_series_of(struct gateway_stats *stats, const char *server,
+                                                const char *tool, size_t tool_length)
+{
+    for (uint32_t i = 0; i < stats->mcp_count; i++) {
+        struct gateway_mcp_series *s = &stats->mcp[i];
+        if (strcmp(s->server, server) == 0 && strlen(s->tool) == tool_length &&
+            memcmp(s->tool, tool, tool_length) == 0)
+            return s;
+    }
+    bool printable = tool_length > 0 && tool_length <= GW_NAME_LENGTH_MAX;
+    for (size_t i = 0; i < tool_length && printable; i++)
+        printable = tool[i] >= 0x20 && tool[i] <= 0x7e; /* a label value as it is */
+    if (stats->mcp_count == GATEWAY_MCP_STATS_SERIES_MAX || !printable)
+        return &stats->mcp[GATEWAY_MCP_STATS_SERIES_MAX];
+    struct gateway_mcp_series *s = &stats->mcp[stats->mcp_count++];
+    snprintf(s->server, sizeof s->server, "%s", server);
+    memcpy(s->tool, tool, tool_length);
+    s->tool[tool_length] = '\0';
+    return s;
+}
+
+void gateway_stats_add_tool_call(struct gateway_stats *stats, const char *server, const char *tool,
+                                 size_t tool_length, enum gateway_mcp_stats_outcome outcome,
+                                 uint64_t cost_usd_micros)
+{
+    assert((unsigned)outcome < GATEWAY_MCP_STATS_OUTCOMES);
+    pthread_mutex_lock(&stats->mutex);
+    struct gateway_mcp_series *s = mcp_series_of(stats, server, tool, tool_length);
+    s->calls[outcome]++;
+    s->cost_usd_micros = amount_add_saturating(s->cost_usd_micros, cost_usd_micros);
+    pthread_mutex_unlock(&stats->mutex);
+}
+
+static const char *const mcp_outcome_names[GATEWAY_MCP_STATS_OUTCOMES] = {
+    "result", "tool_error", "rpc_error", "no_answer", "denied"};
+
+static void mcp_labels(struct buffer *out, const char *name, const struct gateway_mcp_series *s)
+{
+    buffer_append_str(out, name);
+    buffer_append_str(out, "{server=");
+    buffer_append_json_string(out, s->server, strlen(s->server));
+    buffer_append_str(out, ",tool=");
+    buffer_append_json_string(out, s->tool, strlen(s->tool));
+}
+
+/* llmlimit_mcp_tool_calls_total{server,tool,outcome} and
+ * llmlimit_mcp_tool_cost_usd_micros_total{server,tool} (mutex held). */
+static void mcp_metrics_render(struct buffer *out, const struct gateway_stats *stats)
+{
+    const char *calls = "llmlimit_mcp_tool_calls_total";
+    const char *cost = "llmlimit_mcp_tool_cost_usd_micros_total";
+    buffer_printf(out,
+                  "# HELP %s MCP tools/call requests by server, tool and outcome.\n"
+                  "# TYPE %s counter\n",
+                  calls, calls);
+    for (uint32_t i = 0; i <= stats->mcp_count; i++) {
+        const struct gateway_mcp_series *s =
+            &stats->mcp[i == stats->mcp_count ? GATEWAY_MCP_STATS_SERIES_MAX : i];
+        for (uint32_t o = 0; o < GATEWAY_MCP_STATS_OUTCOMES; o++) {
+            if (s->calls[o] == 0)
+                continue;
+            mcp_labels(out, calls, s);
+            buffer_printf(out, ",outcome=\"%s\"} %" PRIu64 "\n", mcp_outcome_names[o], s->calls[o]);
+        }
+    }
+    buffer_printf(out,
+                  "# HELP %s What settled MCP tool calls cost, by server and tool.\n"
+                  "# TYPE %s counter\n",
+                  cost, cost);
+    for (uint32_t i = 0; i <= stats->mcp_count; i++) {
+        const struct gateway_mcp_series *s =
+            &stats->mcp[i == stats->mcp_count ? GATEWAY_MCP_STATS_SERIES_MAX : i];
+        uint64_t any = 0;
+        for (uint32_t o = 0; o < GATEWAY_MCP_STATS_OUTCOMES; o++)
+            any += s->calls[o];
+        if (any == 0)
+            continue;
+        mcp_labels(out, cost, s);
+        buffer_printf(out, "} %" PRIu64 "\n", s->cost_usd_micros);
+    }
+}
+
+/* "tools":[{server, tool, calls, denials, errors, usd_micros}] (mutex held). */
+static void mcp_json(struct buffer *out, const struct gateway_stats *stats)
+{
+    buffer_append_str(out, ",\"tools\":[");
+    bool first = true;
+    for (uint32_t i = 0; i <= stats->mcp_count; i++) {
+        const struct gateway_mcp_series *s =
+            &stats->mcp[i == stats->mcp_count ? GATEWAY_MCP_STATS_SERIES_MAX : i];
+        const uint64_t *c = s->calls;
+        uint64_t forwarded = c[GATEWAY_MCP_STATS_RESULT] + c[GATEWAY_MCP_STATS_TOOL_ERROR] +
+                             c[GATEWAY_MCP_STATS_RPC_ERROR] + c[GATEWAY_MCP_STATS_NO_ANSWER];
+        if (forwarded == 0 && c[GATEWAY_MCP_STATS_DENIED] == 0)
+            continue;
+        if (!first)
+            buffer_append_char(out, ',');
+        first = false;
+        buffer_append_str(out, "{\"server\":");
+        buffer_append_json_string(out, s->server, strlen(s->server));
+        buffer_append_str(out, ",\"tool\":");
+        buffer_append_json_string(out, s->tool, strlen(s->tool));
+        buffer_printf(out,
+                      ",\"calls\":%" PRIu64 ",\"denials\":%" PRIu64 ",\"errors\":%" PRIu64
+                      ",\"usd_micros\":%" PRIu64 "}",
+                      forwarded, c[GATEWAY_MCP_STATS_DENIED],
+                      forwarded - c[GATEWAY_MCP_STATS_RESULT], s->cost_usd_micros);
+    }
+    buffer_append_char(out, ']');
 }
 
 static void labels(struct buffer *out, const struct gateway_stats_series *s)
@@ -172,6 +298,7 @@ void gateway_metrics_render(struct gateway *g, struct buffer *out)
     for (size_t i = 0; i < sizeof COUNTERS / sizeof COUNTERS[0]; i++)
         counter_lines(out, stats, count, COUNTERS[i].name, COUNTERS[i].help, COUNTERS[i].offset);
     latency_lines(out, stats, count);
+    mcp_metrics_render(out, stats);
     pthread_mutex_unlock(&stats->mutex);
     buffer_printf(out,
                   "# HELP llmlimit_gateway_answer_bytes_held Bytes of whole answers held until "
@@ -212,6 +339,8 @@ void gateway_stats_json(struct gateway *g, struct buffer *out)
                       s->calls, tokens, s->cost_usd_micros, s->denials, s->upstream_errors,
                       s->input_tokens, s->output_tokens);
     }
-    buffer_append_str(out, "]}");
+    buffer_append_char(out, ']');
+    mcp_json(out, stats);
+    buffer_append_char(out, '}');
     pthread_mutex_unlock(&stats->mutex);
 }

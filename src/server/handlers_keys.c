@@ -73,8 +73,8 @@ static int64_t now_ms(struct exchange *ex)
     return clock_now_ms(ex->server->clock);
 }
 
-/* Each model a key names must be one of gateway.json's (when the gateway
- * runs): 0, or -1 answered 400. */
+/* Each model and MCP server a key names must be one of gateway.json's
+ * (when the gateway runs): 0, or -1 answered 400. */
 static int check_models(struct exchange *ex, const struct keys_draft *draft)
 {
     struct gateway *g = ex->server->gateway;
@@ -87,6 +87,15 @@ static int check_models(struct exchange *ex, const struct keys_draft *draft)
             continue;
         char error[KEYS_ERROR_SIZE];
         snprintf(error, sizeof error, "models: unknown model '%.128s'", draft->models[i]);
+        exchange_error(ex, 400, error);
+        result = -1;
+    }
+    for (uint32_t i = 0; i < draft->mcp_server_count && result == 0; i++) {
+        const char *name = draft->mcp_servers[i];
+        if (gw_config_find_mcp_server(config, name, strlen(name)) != NULL)
+            continue;
+        char error[KEYS_ERROR_SIZE];
+        snprintf(error, sizeof error, "mcp_servers: unknown MCP server '%.128s'", name);
         exchange_error(ex, 400, error);
         result = -1;
     }

@@ -323,6 +323,8 @@ static void encode_entry(struct buffer *b, const struct keys_record *r, int64_t 
         buffer_append_json_string(b, r->models[i], strlen(r->models[i]));
     }
     buffer_append_str(b, r->model_count > 0 ? "]" : "null");
+    buffer_append_str(b, ",\"mcp_servers\":");
+    keys_append_mcp_servers(b, r);
     buffer_append_str(b, ",\"metadata\":{");
     for (uint32_t i = 0; i < r->metadata_count; i++) {
         if (i > 0)

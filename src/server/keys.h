@@ -51,6 +51,11 @@ struct keys_record {
     const char *const *metadata_names;
     const char *const *metadata_values;
     uint32_t metadata_count;
+    /* The MCP servers it may use (docs/mcp.md): mcp_servers_listed false
+     * means every server, an empty list none. */
+    const char *const *mcp_servers;
+    uint32_t mcp_server_count;
+    bool mcp_servers_listed;
     int64_t created_at_unix_ms;
     int64_t expires_at_unix_ms; /* 0: never */
     int64_t revoked_at_unix_ms; /* 0: not revoked */
@@ -79,6 +84,9 @@ struct keys_draft {
     char metadata_names[KEYS_METADATA_MAX][KEYS_METADATA_NAME_LENGTH_MAX + 1];
     char metadata_values[KEYS_METADATA_MAX][KEYS_METADATA_VALUE_LENGTH_MAX + 1];
     uint32_t metadata_count;
+    char mcp_servers[KEYS_MCP_SERVERS_MAX][GW_NAME_LENGTH_MAX + 1];
+    uint32_t mcp_server_count;
+    bool mcp_servers_listed;
     int64_t created_at_unix_ms;
     int64_t expires_at_unix_ms;
     int64_t revoked_at_unix_ms;
@@ -89,9 +97,10 @@ struct keys_draft {
 };
 
 /* Which fields keys_draft_apply takes: a create's (caller, team, models,
- * expires_at_unix_ms, max_wait_seconds, priority_floor, metadata; limits is
- * the handler's), an update's (models, expires_at_unix_ms, blocked,
- * max_wait_seconds, priority_floor, metadata), or every field of a
+ * mcp_servers, expires_at_unix_ms, max_wait_seconds, priority_floor,
+ * metadata; limits is the handler's), an update's (models, mcp_servers,
+ * expires_at_unix_ms, blocked, max_wait_seconds, priority_floor,
+ * metadata), or every field of a
  * keys.json entry. */
 enum keys_fields {
     KEYS_FIELDS_CREATE = 0,
@@ -115,11 +124,13 @@ void keys_record_release(struct keys_record *record);
 enum keys_status keys_record_status(const struct keys_record *record, int64_t now_unix_ms);
 
 /* The record as the API shows it: id, sha256_prefix, caller, team, models,
- * status, source "api", blocked, created_at_unix_ms, expires_at_unix_ms,
+ * mcp_servers, status, source "api", blocked, created_at_unix_ms, expires_at_unix_ms,
  * revoked_at_unix_ms, last_used_unix_ms (null: never), max_wait_seconds,
  * priority_floor, metadata. Never a secret or a whole digest. */
 void keys_record_encode(struct buffer *b, const struct keys_record *record, int64_t now_unix_ms,
                         int64_t last_used_unix_ms);
+/* The key's mcp_servers as JSON: null (every server) or an array of names. */
+void keys_append_mcp_servers(struct buffer *b, const struct keys_record *record);
 /* A gateway.json key the same way (source "file", always active). */
 void keys_file_key_encode(struct buffer *b, const struct gw_config *config,
                           const struct gw_key *key);

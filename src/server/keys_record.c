@@ -79,6 +79,34 @@ static int read_models(struct keys_draft *d, const struct jdoc_value *v, char *e
     return 0;
 }
 
+/* null: every server; an array of names: only those (none when empty). */
+static int read_mcp_servers(struct keys_draft *d, const struct jdoc_value *v, char *error,
+                            size_t error_size)
+{
+    d->mcp_server_count = 0;
+    d->mcp_servers_listed = v->kind != JDOC_NULL;
+    if (!d->mcp_servers_listed)
+        return 0;
+    char reason[160];
+    snprintf(reason, sizeof reason, "must be null or an array of at most %d MCP server names",
+             KEYS_MCP_SERVERS_MAX);
+    if (!jdoc_is(v, JDOC_ARRAY) || v->count > KEYS_MCP_SERVERS_MAX)
+        return fail(error, error_size, "mcp_servers", reason);
+    for (uint32_t i = 0; i < v->count; i++) {
+        const struct jdoc_value *name = &v->as.items[i];
+        if (!key_text(name, GW_NAME_LENGTH_MAX))
+            return fail(error, error_size, "mcp_servers",
+                        "each must be an MCP server name (1-128 bytes, no white space)");
+        for (uint32_t k = 0; k < i; k++) {
+            if (strcmp(d->mcp_servers[k], name->as.string) == 0)
+                return fail(error, error_size, "mcp_servers", "duplicate MCP server");
+        }
+        memcpy(d->mcp_servers[i], name->as.string, name->count + 1);
+    }
+    d->mcp_server_count = v->count;
+    return 0;
+}
+
 static int read_metadata(struct keys_draft *d, const struct jdoc_value *v, char *error,
                          size_t error_size)
 {
@@ -140,6 +168,8 @@ static int common_field(struct keys_draft *d, const struct jdoc_member *m, char 
         return read_models(d, v, error, error_size);
     if (strcmp(m->key, "metadata") == 0)
         return read_metadata(d, v, error, error_size);
+    if (strcmp(m->key, "mcp_servers") == 0)
+        return read_mcp_servers(d, v, error, error_size);
     if (strcmp(m->key, "expires_at_unix_ms") == 0) {
         if (v->kind == JDOC_NULL) {
             d->expires_at_unix_ms = 0;
@@ -285,6 +315,11 @@ void keys_draft_from(struct keys_draft *d, const struct keys_record *r)
         snprintf(d->metadata_values[i], sizeof d->metadata_values[i], "%s", r->metadata_values[i]);
     }
     d->metadata_count = r->metadata_count;
+    assert(r->mcp_server_count <= KEYS_MCP_SERVERS_MAX);
+    for (uint32_t i = 0; i < r->mcp_server_count; i++)
+        snprintf(d->mcp_servers[i], sizeof d->mcp_servers[i], "%s", r->mcp_servers[i]);
+    d->mcp_server_count = r->mcp_server_count;
+    d->mcp_servers_listed = r->mcp_servers_listed;
     d->created_at_unix_ms = r->created_at_unix_ms;
     d->expires_at_unix_ms = r->expires_at_unix_ms;
     d->revoked_at_unix_ms = r->revoked_at_unix_ms;
@@ -307,10 +342,13 @@ struct keys_record *keys_record_new(const struct keys_draft *d)
 {
     assert(d->model_count <= KEYS_MODELS_MAX);
     assert(d->metadata_count <= KEYS_METADATA_MAX);
-    size_t pointers = d->model_count + 2 * (size_t)d->metadata_count;
+    assert(d->mcp_server_count <= KEYS_MCP_SERVERS_MAX);
+    size_t pointers = d->model_count + 2 * (size_t)d->metadata_count + d->mcp_server_count;
     size_t text = strlen(d->caller) + strlen(d->team) + 2;
     for (uint32_t i = 0; i < d->model_count; i++)
         text += strlen(d->models[i]) + 1;
+    for (uint32_t i = 0; i < d->mcp_server_count; i++)
+        text += strlen(d->mcp_servers[i]) + 1;
     for (uint32_t i = 0; i < d->metadata_count; i++)
         text += strlen(d->metadata_names[i]) + strlen(d->metadata_values[i]) + 2;
     struct keys_record *r = calloc(1, sizeof *r + pointers * sizeof(char *) + text);
@@ -338,6 +376,12 @@ struct keys_record *keys_record_new(const struct keys_draft *d)
     r->metadata_names = names;
     r->metadata_values = values;
     r->metadata_count = d->metadata_count;
+    const char **servers = values + d->metadata_count;
+    for (uint32_t i = 0; i < d->mcp_server_count; i++)
+        servers[i] = pack(&at, d->mcp_servers[i]);
+    r->mcp_servers = servers;
+    r->mcp_server_count = d->mcp_server_count;
+    r->mcp_servers_listed = d->mcp_servers_listed;
     r->created_at_unix_ms = d->created_at_unix_ms;
     r->expires_at_unix_ms = d->expires_at_unix_ms;
     r->revoked_at_unix_ms = d->revoked_at_unix_ms;
@@ -352,6 +396,9 @@ struct keys_record *keys_record_new(const struct keys_draft *d)
     r->key.model_name_count = r->model_count;
     r->key.max_wait_seconds = r->max_wait_seconds;
     r->key.priority_floor = r->priority_floor;
+    r->key.mcp_servers_listed = r->mcp_servers_listed;
+    r->key.mcp_server_names = r->mcp_servers;
+    r->key.mcp_server_name_count = r->mcp_server_count;
     return r;
 }
 
@@ -405,6 +452,21 @@ static void append_models(struct buffer *b, const char *const *models, uint32_t 
     buffer_append_char(b, ']');
 }
 
+void keys_append_mcp_servers(struct buffer *b, const struct keys_record *r)
+{
+    if (!r->mcp_servers_listed) {
+        buffer_append_str(b, "null");
+        return;
+    }
+    buffer_append_char(b, '[');
+    for (uint32_t i = 0; i < r->mcp_server_count; i++) {
+        if (i > 0)
+            buffer_append_char(b, ',');
+        buffer_append_json_string(b, r->mcp_servers[i], strlen(r->mcp_servers[i]));
+    }
+    buffer_append_char(b, ']');
+}
+
 void keys_record_encode(struct buffer *b, const struct keys_record *r, int64_t now_unix_ms,
                         int64_t last_used_unix_ms)
 {
@@ -420,6 +482,8 @@ void keys_record_encode(struct buffer *b, const struct keys_record *r, int64_t n
     buffer_append_json_string(b, r->team, strlen(r->team));
     buffer_append_str(b, ",\"models\":");
     append_models(b, r->models, r->model_count);
+    buffer_append_str(b, ",\"mcp_servers\":");
+    keys_append_mcp_servers(b, r);
     buffer_append_str(b, ",\"status\":\"");
     buffer_append_str(b, keys_status_name(keys_record_status(r, now_unix_ms)));
     buffer_append_str(b, "\",\"source\":\"api\",\"blocked\":");
@@ -480,6 +544,19 @@ void keys_file_key_encode(struct buffer *b, const struct gw_config *config,
         buffer_append_json_string(b, name, strlen(name));
     }
     if (key->model_count > 0)
+        buffer_append_char(b, ']');
+    buffer_append_str(b, ",\"mcp_servers\":");
+    if (!key->mcp_servers_listed)
+        buffer_append_str(b, "null");
+    else
+        buffer_append_char(b, '[');
+    for (uint32_t i = 0; key->mcp_servers_listed && i < key->mcp_server_count; i++) {
+        const char *name = config->mcp_servers[key->mcp_servers[i]].name;
+        if (i > 0)
+            buffer_append_char(b, ',');
+        buffer_append_json_string(b, name, strlen(name));
+    }
+    if (key->mcp_servers_listed)
         buffer_append_char(b, ']');
     buffer_append_str(b, ",\"status\":\"active\",\"source\":\"file\",\"blocked\":false,"
                          "\"created_at_unix_ms\":null,\"expires_at_unix_ms\":null,"

@@ -38,9 +38,10 @@
 
 /* Gateway keys made through the API (docs/api.md "Keys"): how many, what
  * each may carry, their files, a rotation's grace, a list's page. */
-#define KEYS_COUNT_MAX 100000 /* keys, revoked ones included */
-#define KEYS_MODELS_MAX 64    /* models a key names */
-#define KEYS_METADATA_MAX 16  /* metadata entries of a key */
+#define KEYS_COUNT_MAX 100000   /* keys, revoked ones included */
+#define KEYS_MODELS_MAX 64      /* models a key names */
+#define KEYS_MCP_SERVERS_MAX 64 /* MCP servers a key names (docs/mcp.md) */
+#define KEYS_METADATA_MAX 16    /* metadata entries of a key */
 #define KEYS_METADATA_NAME_LENGTH_MAX 64
 #define KEYS_METADATA_VALUE_LENGTH_MAX 256
 #define KEYS_LIMITS_MAX 16                     /* limits created with a key */

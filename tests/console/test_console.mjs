@@ -32,7 +32,7 @@ function argument(name, fallback) {
 const BINARY = path.resolve(argument('binary', 'build/llmlimitd'));
 const OUT = path.resolve(argument('out', 'build/console-screenshots'));
 const BACKEND = argument('backend', 'memory');
-const ONLY = argument('only', ''); // one scenario by name (main, spend, link, token, keys)
+const ONLY = argument('only', ''); // one scenario by name (main, spend, link, token, keys, tools)
 const CHROMIUM = argument('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
 
 if (!fs.existsSync(CHROMIUM)) {
@@ -1650,6 +1650,133 @@ async function keysScenario(browser) {
   }
 }
 
+// ---- MCP tool calls (docs/mcp.md) --------------------------------------------------
+
+// A fake MCP server of the official SDK (tests/gateway/mcp), answering JSON.
+function startFakeMcp() {
+  const script = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'gateway', 'mcp',
+                           'fake_mcp_server.mjs');
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script, '--json'], {stdio: ['ignore', 'ignore', 'pipe'],
+                                                               cwd: path.dirname(script)});
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('the fake MCP server did not start')), 60000);
+    child.on('error', reject);
+    child.stderr.on('data', (chunk) => {
+      out += chunk.toString();
+      const match = /listening on ([0-9]+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve({child, url: 'http://127.0.0.1:' + match[1] + '/mcp'});
+      }
+    });
+  });
+}
+
+const HOSTILE_SERVER = '<img/src=x/onerror=window.__pwned=3>';
+const HOSTILE_TOOL = '<script>window.__pwned=4</script> <b>bold</b>';
+
+// One MCP message to the gateway's /mcp/{server}: its status, session and JSON answer.
+async function mcpPost(server, secret, session, message) {
+  const headers = {Authorization: 'Bearer ' + secret, 'Content-Type': 'application/json',
+                   Accept: 'application/json, text/event-stream',
+                   'MCP-Protocol-Version': '2025-06-18'};
+  if (session) headers['Mcp-Session-Id'] = session;
+  const response = await fetch(server.url + '/mcp/' + encodeURIComponent(HOSTILE_SERVER),
+                               {method: 'POST', headers, body: JSON.stringify(message)});
+  const text = await response.text();
+  return {status: response.status, session: response.headers.get('mcp-session-id'),
+          body: text ? JSON.parse(text) : null};
+}
+
+// The tool rows of the Gateway panel, each cell's text.
+const toolRowsOf = (page) => page.evaluate(() => [...document.querySelectorAll(
+  '#gateway-tools tbody tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+
+async function toolsShown(server, page) {
+  const made = await server.request('POST', '/v1/admin/keys', {caller: 'tool-bot', team: 'ops'});
+  equal(made.status, 201, 'the key is made');
+  const key = made.body;
+  const init = await mcpPost(server, key.secret, null, {jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: {protocolVersion: '2025-06-18', capabilities: {},
+             clientInfo: {name: 'console-test', version: '1'}}});
+  equal(init.status, 200, 'initialize through the gateway');
+  await mcpPost(server, key.secret, init.session, {jsonrpc: '2.0', method: 'notifications/initialized'});
+  for (const [id, name] of [[2, 'web_search'], [3, 'web_search'], [4, HOSTILE_TOOL]]) {
+    const call = await mcpPost(server, key.secret, init.session, {jsonrpc: '2.0', id,
+      method: 'tools/call', params: {name, arguments: {query: 'q'}}});
+    equal(call.status, 200, 'tools/call ' + name);
+  }
+  const answer = await server.ok('GET', '/v1/console/gateway');
+  equal(answer.tools.length, 2, 'two server and tool pairs: ' + JSON.stringify(answer.tools));
+  await page.waitForFunction(() => document.querySelectorAll('#gateway-tools tbody tr').length === 2,
+                             {timeout: 20000});
+  const rows = await toolRowsOf(page);
+  const search = rows.find((r) => r[1] === 'web_search');
+  equal(JSON.stringify(search), JSON.stringify([HOSTILE_SERVER, 'web_search', '2', '0', '$0.01',
+                                                '0']), 'web_search: 2 calls charged 5,000 each');
+  const hostile = rows.find((r) => r[1] === HOSTILE_TOOL);
+  check(hostile !== undefined, 'the hostile tool name shows as text: ' + JSON.stringify(rows));
+  equal(hostile[3], '1', 'the unknown tool\'s call is an error (the server refused it)');
+  const injected = await page.evaluate(() => [window.__pwned !== undefined,
+    document.querySelectorAll('#gateway-panel img, #gateway-panel script, #gateway-panel b').length]);
+  equal(JSON.stringify(injected), '[false,0]', 'nothing of the names ran or became markup');
+}
+
+async function toolsReadWell(page, where) {
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(widths[0] <= widths[1], 'nothing wider than the page (' + where + '): ' + widths.join(' > '));
+  const cut = await page.evaluate(() => [...document.querySelectorAll('#gateway-tools td')]
+    .filter((td) => td.scrollWidth > td.clientWidth + 1).map((td) => td.textContent));
+  equal(JSON.stringify(cut), '[]', 'tool cells cut off (' + where + ')');
+  const shown = await page.evaluate(() => {
+    const box = document.querySelector('#gateway-tools').getBoundingClientRect();
+    return box.width > 0 && box.height > 0;
+  });
+  check(shown, 'the tool table is shown (' + where + ')');
+}
+
+async function toolsScenario(browser) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmlimit-console-mcp-'));
+  const upstream = await startFakeUpstream(dir);
+  let mcp = null, server = null;
+  try {
+    mcp = await startFakeMcp();
+    const file = gatewayConfig(dir, upstream.url);
+    const config = JSON.parse(fs.readFileSync(file, 'utf8'));
+    config.mcp_servers = [{name: HOSTILE_SERVER, url: mcp.url, api_key_env: 'CONSOLE_TEST_MCP_KEY',
+                           tools: [{name: 'web_search', usd_micros_per_call: 5000}]}];
+    fs.writeFileSync(file, JSON.stringify(config));
+    server = await new Server(['--gateway-config', file],
+                              {CONSOLE_TEST_PROVIDER_KEY: 'unused',
+                               CONSOLE_TEST_MCP_KEY: 'mcp-server-secret'}).start();
+    await server.put({key: 'team:ops:usd:month', kind: 'budget', capacity: 100000000,
+                      period: 'month', unit: 'usd_micros'});
+    const page = await newPage(browser, 1400, 1000);
+    await page.goto(server.url + '/console');
+    await page.waitForFunction(() => document.body.dataset.state === 'ok', {timeout: 20000});
+    await run('tools_shown', 'the Gateway panel shows MCP tool calls by server and tool with ' +
+              'their calls, errors and spend; hostile names as text', () => toolsShown(server, page));
+    await run('tools_read_well_desktop', 'the tool table fits and cuts no text (1400 px)',
+              () => toolsReadWell(page, 'desktop'));
+    await page.setViewport({width: 390, height: 844, isMobile: true, hasTouch: true});
+    await nextRefresh(page);
+    await run('tools_read_well_phone', 'the tool table fits a phone and cuts no text (390 px)',
+              () => toolsReadWell(page, 'phone'));
+    await wholePageShot(page, 'console-tools-phone-' + BACKEND + '.png');
+    await run('tools_console_clean', 'the browser console logged no error or warning', async () => {
+      const problems = consoleProblems(page);
+      equal(problems.length, 0, 'console problems ' + JSON.stringify(problems));
+    });
+    await page.close();
+  } finally {
+    if (server !== null) await server.stop();
+    if (mcp !== null) mcp.child.kill('SIGTERM');
+    upstream.child.kill('SIGTERM');
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
+}
+
 // ---- main ------------------------------------------------------------------------
 
 fs.mkdirSync(OUT, {recursive: true});
@@ -1657,7 +1784,7 @@ console.log('console in ' + CHROMIUM + ' against llmlimitd --backend ' + BACKEND
 const browser = await openBrowser();
 try {
   const scenarios = {main: mainScenario, spend: spendScenario, link: linkScenario,
-                     token: tokenScenario, keys: keysScenario};
+                     token: tokenScenario, keys: keysScenario, tools: toolsScenario};
   for (const [name, scenario] of Object.entries(scenarios)) {
     if (ONLY === '' || ONLY === name) await scenario(browser);
   }

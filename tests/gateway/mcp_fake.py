@@ -30,12 +30,14 @@ def missing(node):
 class FakeMcp:
     """One fake MCP server process; `log()` is every request it got."""
 
-    def __init__(self, node, json_answers=False, slow_ms=0):
+    def __init__(self, node, json_answers=False, slow_ms=0, session_id_length=0):
         handle, self.log_path = tempfile.mkstemp(prefix="llmlimit-fake-mcp-", suffix=".log")
         os.close(handle)
         args = [node, SERVER_SCRIPT, "--log", self.log_path] + (["--json"] if json_answers else [])
         if slow_ms:
             args += ["--slow-ms", str(slow_ms)]
+        if session_id_length:
+            args += ["--session-id-length", str(session_id_length)]
         self.process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         line = self.process.stderr.readline()
         if "listening on" not in line:

@@ -30,7 +30,8 @@ KEYS_METADATA_VALUE_LENGTH_MAX = 256
 KEYS_LIMITS_MAX = 16
 KEYS_GRACE_SECONDS_MAX = 7 * 24 * 3600
 KEYS_PAGE_MAX = 1000
-FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "status", "source", "blocked",
+FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "mcp_servers", "status", "source",
+          "blocked",
           "created_at_unix_ms", "expires_at_unix_ms", "revoked_at_unix_ms",
           "last_used_unix_ms", "max_wait_seconds", "priority_floor", "metadata"}
 

@@ -62,6 +62,13 @@ class KeysCli(GatewayTest, unittest.TestCase):
                                "--metadata", "owner=sre")
         self.assertEqual((updated["models"], updated["priority_floor"], updated["metadata"]),
                          (None, 4, {"owner": "sre"}))
+        # MCP servers (docs/mcp.md): none, then every one again; a name the gateway has
+        # not is the server's 400, exit 2
+        self.assertIsNone(updated["mcp_servers"])
+        self.assertEqual(self.run_cli("update", key["id"], "--no-mcp-servers")["mcp_servers"], [])
+        self.assertIsNone(self.run_cli("update", key["id"], "--all-mcp-servers")["mcp_servers"])
+        error = self.run_cli("update", key["id"], "--mcp-server", "nope", expect=2)
+        self.assertIn("unknown MCP server 'nope'", error)
         self.assertEqual(self.run_cli("block", key["id"])["status"], "blocked")
         self.assertEqual(self.call(secret), (401, "key_blocked"))
         self.assertEqual(self.run_cli("unblock", key["id"])["status"], "active")

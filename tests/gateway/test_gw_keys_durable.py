@@ -29,7 +29,8 @@ KEYS_COUNT_MAX = 100000  # src/server/server_bounds.h
 KEYS_LOG_LINES_MIN = 1024
 WRITERS = 4
 CONCURRENT_WRITERS = 16
-FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "status", "source", "blocked",
+FIELDS = {"id", "sha256_prefix", "caller", "team", "models", "mcp_servers", "status", "source",
+          "blocked",
           "created_at_unix_ms", "expires_at_unix_ms", "revoked_at_unix_ms",
           "last_used_unix_ms", "max_wait_seconds", "priority_floor", "metadata"}
 

@@ -22,15 +22,16 @@ class Loadgen(GatewayTest, unittest.TestCase):
                               env=dict(os.environ, LLMLIMIT_TOKEN=caller.secret),
                               capture_output=True, text=True, timeout=60)
 
-    def post(self, caller, path, body):
+    def post(self, caller, path, body, *more, code=0):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(body, f)
         try:
             done = self.bench(caller, "--mode", "post", "--path", path, "--body-file", f.name,
-                              "--connections", "4", "--duration", "1", "--quiet", "--json")
+                              "--connections", "4", "--duration", "1", "--quiet", "--json",
+                              *more)
         finally:
             os.unlink(f.name)
-        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual(done.returncode, code, done.stdout + done.stderr)
         return json.loads(done.stdout)
 
     def test_every_call_counted_is_a_call_the_gateway_charged(self):
@@ -46,6 +47,33 @@ class Loadgen(GatewayTest, unittest.TestCase):
             self.assertEqual((report["allowed"], report["errors"],
                               report["connection_errors"]), (report["requests"], 0, 0), report)
             self.assertEqual(c.used("req"), report["requests"], path)
+
+    def test_headers_go_with_every_request(self):
+        """--header lines reach the server: one X-Request-Id on every call is one call
+        charged, every other answered as a replay (not a 200)."""
+        c = self.gw.caller()
+        report = self.post(c, CHAT, chat("m-normal"), "--header", "X-Request-Id: lg-" + c.name,
+                           "--header", "X-Other: 1", code=3)  # 3: answers not 200
+        self.assertGreater(report["requests"], 1, report)
+        self.assertEqual(report["allowed"], 1, report)
+        self.assertEqual(report["errors"], report["requests"] - 1, report)
+        self.assertEqual(c.used("req"), 1)
+
+    def test_header_errors(self):
+        """A header without a name, with a byte not printable, or past the 1,024 bytes of
+        headers: exit 2 before anything is sent."""
+        c = self.gw.caller()
+        base = ["--mode", "post", "--path", "/x", "--body-file", "/dev/null"]
+        one_past = ["--header", "X-A: " + "a" * (1024 - 2 - 5 + 1)]
+        at_bound = ["--header", "X-A: " + "a" * (1024 - 2 - 5)]
+        for args in (["--header", ": v"], ["--header", "X-A v"], ["--header", "X-A: \x01"],
+                     one_past):
+            done = self.bench(c, *(base + args))
+            self.assertEqual(done.returncode, 2, (args, done.stderr))
+            self.assertIn("--header", done.stderr)
+        done = self.bench(c, *(base + at_bound))  # the header fits; the empty body does not
+        self.assertNotIn("--header", done.stderr)
+        self.assertIn("cannot read", done.stderr)
 
     def test_usage_errors(self):
         """post needs a path and a body file and takes no keys; the other modes take no path."""

@@ -10,6 +10,7 @@ Command line: as every gateway test (gw_harness.py) and --node NODE."""
 
 import os
 import json
+import re
 import socket
 import sys
 import threading
@@ -38,6 +39,7 @@ TEMPLATES = [
     ("tpm", "tpm:{caller}:{model}", "tokens", ROLLING),                # model calls only
 ]
 MODEL_COUNTED = "m-counted"  # prompt 1001, completion 499 tokens
+SESSION_ID_LENGTH_MAX = 255  # GW_MCP_SESSION_ID_LENGTH_MAX, src/gateway/gw_bounds.h
 
 
 def mcp_servers(fake, fake_json):
@@ -57,7 +59,7 @@ def mcp_servers(fake, fake_json):
 
 
 def setUpModule():  # noqa: N802
-    global GW, FAKE, FAKE_JSON
+    global GW, FAKE, FAKE_JSON, LONG_SESSIONS
     skip_unless_backend()
     reason = missing(NODE)
     if reason:
@@ -65,9 +67,14 @@ def setUpModule():  # noqa: N802
         sys.exit(SKIP)
     FAKE = FakeMcp(NODE)
     FAKE_JSON = FakeMcp(NODE, json_answers=True)
+    # servers whose session ids are at their bound and one past it
+    LONG_SESSIONS = [FakeMcp(NODE, session_id_length=n)
+                     for n in (SESSION_ID_LENGTH_MAX, SESSION_ID_LENGTH_MAX + 1)]
     GW = Gateway(templates=TEMPLATES, env={MCP_KEY_ENV: SERVER_SECRET},
                  key_fields=lambda i: {"max_wait_seconds": 20})
-    GW.config["mcp_servers"] = mcp_servers(FAKE, FAKE_JSON)
+    GW.config["mcp_servers"] = mcp_servers(FAKE, FAKE_JSON) + [
+        {"name": "long-%d" % i, "url": fake.url, "api_key_env": MCP_KEY_ENV}
+        for i, fake in enumerate(LONG_SESSIONS)]
     GW.config["keys"][-1]["mcp_servers"] = ["search-json"]  # the restricted key
     GW.write_config(GW.config)
     GW.server.start()
@@ -78,6 +85,8 @@ def tearDownModule():  # noqa: N802
     code = GW.stop()
     FAKE.stop()
     FAKE_JSON.stop()
+    for fake in LONG_SESSIONS:
+        fake.stop()
     assert code == 0, "llmlimitd exit code %r:\n%s" % (code, GW.server.stderr_text())
 
 
@@ -308,6 +317,127 @@ class Denials(unittest.TestCase):
         self.assertEqual(len(FAKE.requests()), before)
 
 
+KEYS = "/v1/admin/keys"
+KEYS_MCP_SERVERS_MAX = 64  # src/server/server_bounds.h
+
+
+def api_key(**fields):
+    """A key of the Keys API with its limits defined: (Caller, the create's answer)."""
+    name = "k-" + os.urandom(4).hex()
+    status, _, body = GW.server.request("POST", KEYS, dict(caller=name, team="t-" + name,
+                                                            **fields))
+    assert status == 201, (status, body)
+    return Caller(GW, body["secret"], name, "t-" + name).define(), body
+
+
+class KeysApiServers(unittest.TestCase):
+    def assert_refused(self, secret, server, method="initialize"):
+        """403 in JSON-RPC's shape naming the server; nothing reaches it."""
+        before = len(FAKE.requests()) + len(FAKE_JSON.requests())
+        mcp = client(secret, server)
+        params = {"name": "web_search", "arguments": {}} if method == "tools/call" else {}
+        status, _, text = mcp.post({"jsonrpc": "2.0", "id": 7, "method": method,
+                                    "params": params})
+        self.assertEqual(status, 403, text)
+        body = json.loads(text)
+        # refused before the body is read: no id (JSON-RPC's null)
+        self.assertEqual((body["jsonrpc"], body["id"], body["error"]["code"]),
+                         ("2.0", None, -32000))
+        self.assertIn("may not use the MCP server '%s'" % server, body["error"]["message"])
+        self.assertEqual(len(FAKE.requests()) + len(FAKE_JSON.requests()), before)
+
+    def test_a_key_limited_to_some_servers(self):
+        """Keys API mcp_servers: the limited key initializes, lists and calls only its
+        server (the other 403, nothing forwarded or reserved); the unlimited one uses
+        both; an update widens, narrows to none, and a restart keeps the list."""
+        wide, wide_body = api_key()
+        narrow, body = api_key(mcp_servers=["search-json"])
+        self.assertIsNone(wide_body["mcp_servers"])
+        self.assertEqual(body["mcp_servers"], ["search-json"])
+        for server in ("search", "search-short"):
+            self.assert_refused(narrow.secret, server)
+            self.assert_refused(narrow.secret, server, "tools/call")
+        self.assertEqual((narrow.used("usd"), narrow.reserved("usd")), (0, 0))
+        mcp = client(narrow, "search-json")
+        mcp.initialize()
+        status, _, messages = mcp.request("tools/list")
+        self.assertEqual(status, 200)
+        self.assertIn("web_search", [t["name"] for t in messages[-1]["result"]["tools"]])
+        status, answer, _ = mcp.call_tool("web_search", {"query": "x"})
+        self.assertIn("result", answer)
+        self.assertEqual(narrow.used("usd"), WEB_SEARCH_PRICE)
+        for server in ("search", "search-json"):
+            mcp = client(wide, server)
+            mcp.initialize()
+            status, answer, _ = mcp.call_tool("web_search", {"query": "y"})
+            self.assertIn("result", answer, server)
+        self.assertEqual(wide.used("usd"), 2 * WEB_SEARCH_PRICE)
+
+        status, _, shown = GW.server.request("PATCH", KEYS + "/" + body["id"],
+                                             {"mcp_servers": None})
+        self.assertEqual((status, shown["mcp_servers"]), (200, None), shown)
+        mcp = client(narrow, "search")
+        mcp.initialize()
+        status, answer, _ = mcp.call_tool("web_search", {"query": "z"})
+        self.assertIn("result", answer)
+        status, _, shown = GW.server.request("PATCH", KEYS + "/" + body["id"],
+                                             {"mcp_servers": []})
+        self.assertEqual((status, shown["mcp_servers"]), (200, []), shown)
+        self.assert_refused(narrow.secret, "search-json")
+        status, _, shown = GW.server.request("PATCH", KEYS + "/" + body["id"],
+                                             {"mcp_servers": ["search"]})
+        self.assertEqual((status, shown["mcp_servers"]), (200, ["search"]), shown)
+
+        GW.server.restart()
+        status, _, shown = GW.server.request("GET", KEYS + "/" + body["id"])
+        self.assertEqual((status, shown["mcp_servers"]), (200, ["search"]), shown)
+        status, _, listed = GW.server.request("GET", KEYS + "?caller=" + wide.name)
+        self.assertIsNone(listed["keys"][0]["mcp_servers"], listed)
+        self.assert_refused(narrow.secret, "search-json")
+
+    def test_gateway_json_keys_show_their_list(self):
+        """A gateway.json key's mcp_servers is shown by the Keys API."""
+        status, _, listed = GW.server.request("GET", KEYS + "?caller=restricted")
+        self.assertEqual(status, 200, listed)
+        self.assertEqual([k["mcp_servers"] for k in listed["keys"]], [["search-json"]])
+        status, _, listed = GW.server.request("GET", KEYS + "?caller=" + GW.caller().name)
+        self.assertEqual([k["mcp_servers"] for k in listed["keys"]], [None])
+
+    def test_bad_lists_are_refused(self):
+        """An unknown server, a duplicate, a name that is not one, one past the bound:
+        400 naming mcp_servers, no key made or changed."""
+        _, body = api_key(mcp_servers=["search"])
+        status, _, before = GW.server.request("GET", KEYS + "?limit=1000")
+        cases = [
+            (["nope"], "unknown MCP server 'nope'"),
+            (["search", "search"], "duplicate"),
+            ([7], "MCP server name"),
+            (["has space"], "MCP server name"),
+            (["x" * 129], "MCP server name"),
+            ("search", "at most %d" % KEYS_MCP_SERVERS_MAX),
+            (["s%d" % i for i in range(KEYS_MCP_SERVERS_MAX + 1)],
+             "at most %d" % KEYS_MCP_SERVERS_MAX),
+        ]
+        for value, reason in cases:
+            status, _, answer = GW.server.request("POST", KEYS, {
+                "caller": "bad-list", "team": "bad-list", "mcp_servers": value})
+            self.assertEqual(status, 400, (value, answer))
+            self.assertIn("mcp_servers", answer["error"])
+            self.assertIn(reason, answer["error"])
+            status, _, answer = GW.server.request("PATCH", KEYS + "/" + body["id"],
+                                                  {"mcp_servers": value})
+            self.assertEqual(status, 400, (value, answer))
+            self.assertIn(reason, answer["error"])
+        status, _, after = GW.server.request("GET", KEYS + "?limit=1000")
+        self.assertEqual(len(after["keys"]), len(before["keys"]))
+        status, _, shown = GW.server.request("GET", KEYS + "/" + body["id"])
+        self.assertEqual(shown["mcp_servers"], ["search"])
+        # at the bound: accepted when every name is a server (the bound is on the list)
+        names = ["search", "search-json", "search-short"]
+        _, body = api_key(mcp_servers=names)
+        self.assertEqual(body["mcp_servers"], names)
+
+
 class BadInput(unittest.TestCase):
     def test_malformed_messages(self):
         """Not JSON, a batch, a tools/call without a name or an id: each a
@@ -333,6 +463,69 @@ class BadInput(unittest.TestCase):
         self.assertEqual(len(FAKE.requests()), before)
         self.assertEqual(c.used("usd"), 0)
         self.assertEqual(c.reserved("usd"), 0)
+
+    def test_session_id_bound_both_ways(self):
+        """A client's Mcp-Session-Id of 256 bytes, or one with a space, is refused 400
+        -32600 naming the header; one of 255 the server never gave is MCP's 404; nothing
+        is forwarded. A server's session id of 255 bytes comes back whole and goes on
+        whole; one of 256 is refused (502 naming it), never cut."""
+        c = GW.caller()
+        mcp = client(c)
+        before = len(FAKE.requests())
+        for value in ("s" * SESSION_ID_LENGTH_MAX, "s" * (SESSION_ID_LENGTH_MAX + 1),
+                      "has space"):
+            mcp.session = value
+            status, _, text = mcp.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+            if len(value) == SESSION_ID_LENGTH_MAX:
+                self.assertEqual(status, 404, text)  # the gateway's: not a session it saw
+                self.assertIn("No MCP session with this Mcp-Session-Id", text)
+                continue
+            self.assertEqual(status, 400, (value, text))
+            body = json.loads(text)
+            self.assertEqual(body["error"]["code"], -32600, body)
+            self.assertIn("Mcp-Session-Id: must be 1-%d bytes" % SESSION_ID_LENGTH_MAX,
+                          body["error"]["message"])
+        self.assertEqual(len(FAKE.requests()), before)
+        at_bound = client(c, "long-0")
+        at_bound.initialize()
+        self.assertEqual(len(at_bound.session), SESSION_ID_LENGTH_MAX)
+        self.assertEqual(LONG_SESSIONS[0].requests()[-1]["session"], at_bound.session)
+        status, _, messages = at_bound.request("tools/list")
+        self.assertEqual(status, 200, messages)
+        self.assertEqual(LONG_SESSIONS[0].requests()[-1]["session"], at_bound.session)
+        over = client(c, "long-1")
+        status, headers, text = over.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                           "params": {"protocolVersion": "2025-06-18",
+                                                      "capabilities": {},
+                                                      "clientInfo": {"name": "t",
+                                                                     "version": "1"}}})
+        self.assertEqual(status, 502, text)
+        self.assertNotIn("mcp-session-id", headers)
+        self.assertIn("Mcp-Session-Id", text)
+        self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
+
+    def test_a_session_of_another_key_is_404(self):
+        """A session opened by one key, presented by another (the same server) or on
+        another server by the same key: MCP's 404 in JSON-RPC, nothing forwarded; the
+        key that opened it goes on using it."""
+        owner, other = GW.caller(), GW.caller()
+        mine = client(owner)
+        mine.initialize()
+        before = len(FAKE.requests())
+        for secret, server in ((other.secret, "search"), (owner.secret, "search-short")):
+            thief = client(secret, server)
+            thief.session = mine.session
+            for method in ("tools/list", "tools/call"):
+                params = {"name": "web_search", "arguments": {}} if method == "tools/call" else {}
+                status, _, text = thief.post({"jsonrpc": "2.0", "id": 9, "method": method,
+                                              "params": params})
+                self.assertEqual(status, 404, (server, method, text))
+                self.assertEqual(json.loads(text)["error"]["code"], -32000, text)
+                self.assertIn("No MCP session", text)
+        self.assertEqual(len(FAKE.requests()), before)
+        self.assertEqual((other.used("usd"), other.reserved("usd")), (0, 0))
+        status, answer, _ = mine.call_tool("web_search", {"query": "still mine"})
+        self.assertIn("result", answer)
 
     def test_server_answering_garbage(self):
         """A 200 that is not a JSON-RPC answer to the call: 502 with a
@@ -400,6 +593,83 @@ class BadInput(unittest.TestCase):
         self.assertTrue(wait_for(lambda: any(
             e.get("rpc") == "notifications/cancelled" and e["body"]["params"]["requestId"] == 42
             for e in FAKE.requests())))
+
+
+MCP_STATS_SERIES_MAX = 256  # GATEWAY_MCP_STATS_SERIES_MAX, src/server/gateway_internal.h
+TOOL_CALLS = "llmlimit_mcp_tool_calls_total"
+TOOL_COST = "llmlimit_mcp_tool_cost_usd_micros_total"
+
+
+def tool_metrics():
+    """{(metric, server, tool, outcome or None): value} of the MCP series in /metrics."""
+    pattern = re.compile(r'^(%s|%s)\{server="((?:[^"\\]|\\.)*)",tool="((?:[^"\\]|\\.)*)"'
+                         r'(?:,outcome="([a-z_]+)")?\} (\d+)$' % (TOOL_CALLS, TOOL_COST))
+    result = {}
+    for line in GW.metrics().splitlines():
+        match = pattern.match(line)
+        if match:
+            metric, server, tool, outcome, value = match.groups()
+            result[(metric, server, tool, outcome)] = int(value)
+    return result
+
+
+class ToolMetrics(unittest.TestCase):
+    def test_tool_calls_and_spend_by_server_and_tool(self):
+        """/metrics counts each tools/call by server, tool and outcome (result, tool_error,
+        rpc_error, denied) and its settled cost by server and tool; /v1/console/gateway
+        lists the same beside the model calls. Then the bound: distinct (server, tool)
+        pairs up to GATEWAY_MCP_STATS_SERIES_MAX have their own series, the one past it
+        is counted under server="other", tool="other"."""
+        before = tool_metrics()
+        c = GW.caller()
+        mcp = client(c, "search-json")
+        mcp.initialize()
+        for tool in ("web_search", "web_search", "broken_search", "rpc_error"):
+            status, answer, _ = mcp.call_tool(tool, {"query": "m"})
+            self.assertEqual(status, 200, answer)
+        denied = GW.caller(usd=WEB_SEARCH_PRICE)
+        hold = "hold-" + denied.name
+        self.assertEqual(GW.server.reserve(hold, {denied.keys["usd"]: 1})[0], 200)
+        status, answer, _ = client(denied, "search-json").call_tool("web_search")
+        self.assertEqual(answer["error"]["data"]["denied_keys"], [denied.keys["usd"]], answer)
+        self.assertEqual(GW.server.release(hold)[0], 200)
+        after = tool_metrics()
+
+        def delta(metric, tool, outcome=None):
+            key = (metric, "search-json", tool, outcome)
+            return after.get(key, 0) - before.get(key, 0)
+        self.assertEqual(delta(TOOL_CALLS, "web_search", "result"), 2)
+        self.assertEqual(delta(TOOL_CALLS, "web_search", "denied"), 1)
+        self.assertEqual(delta(TOOL_CALLS, "broken_search", "tool_error"), 1)
+        self.assertEqual(delta(TOOL_CALLS, "rpc_error", "rpc_error"), 1)
+        self.assertEqual(delta(TOOL_COST, "web_search"), 2 * WEB_SEARCH_PRICE)
+        self.assertEqual(delta(TOOL_COST, "broken_search"), 0)  # released
+        self.assertEqual(delta(TOOL_COST, "rpc_error"), RPC_ERROR_PRICE)  # charge_errors
+        self.assertEqual(c.used("usd"), 2 * WEB_SEARCH_PRICE + RPC_ERROR_PRICE)
+        status, _, body = GW.server.request("GET", "/v1/console/gateway")
+        self.assertEqual(status, 200, body)
+        row = [t for t in body["tools"]
+               if (t["server"], t["tool"]) == ("search-json", "web_search")][0]
+        self.assertGreaterEqual(row["calls"], 2)
+        self.assertGreaterEqual(row["denials"], 1)
+        self.assertEqual(row["usd_micros"], after[(TOOL_COST, "search-json", "web_search", None)])
+        self.assertIn("keys", body)  # the model calls' rows beside
+
+        # the bound: fill the table with tools the server does not have, then one more
+        pairs = {(s, t) for (_, s, t, _) in tool_metrics()} - {("other", "other")}
+        self.assertLess(len(pairs), MCP_STATS_SERIES_MAX)
+        names = ["fill-%d" % i for i in range(MCP_STATS_SERIES_MAX - len(pairs))]
+        for name in names + ["one-past", 'bad"name\\x']:
+            mcp.call_tool(name)
+        final = tool_metrics()
+        pairs = {(s, t) for (_, s, t, _) in final} - {("other", "other")}
+        self.assertEqual(len(pairs), MCP_STATS_SERIES_MAX)
+        self.assertIn(("search-json", names[-1]), pairs)
+        self.assertNotIn(("search-json", "one-past"), pairs)
+        others = sum(v for (m, s, t, _), v in final.items()
+                     if m == TOOL_CALLS and (s, t) == ("other", "other"))
+        self.assertGreaterEqual(others, 2)
+        self.assertEqual(GW.server.request("GET", "/readyz")[0], 200)
 
 
 if __name__ == "__main__":

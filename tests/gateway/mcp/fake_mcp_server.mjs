@@ -24,6 +24,13 @@ const option = (name) => {
 const logFile = option('--log');
 const json = args.includes('--json');
 const slowMs = Number(option('--slow-ms') ?? 0); // web_search waits this long first
+// --stateless: no sessions, a new server for each POST (MCP's stateless mode;
+// bench/mcp/run.sh measures tools/call with it)
+const stateless = args.includes('--stateless');
+const sessionIdLength = Number(option('--session-id-length') ?? 0); // 0: a UUID
+const newSessionId = () => sessionIdLength > 0
+    ? randomUUID().replaceAll('-', '').repeat(Math.ceil(sessionIdLength / 32)).slice(0, sessionIdLength)
+    : randomUUID();
 const log = (entry) => {
     if (logFile) appendFileSync(logFile, JSON.stringify(entry) + '\n');
 };
@@ -128,11 +135,20 @@ const http = createServer(async (req, res) => {
         return;
     }
     if (answeredHere(res, body)) return;
+    if (stateless && req.method === 'POST') {
+        const once = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined,
+                                                         enableJsonResponse: json });
+        const server = newServer();
+        res.on('close', () => { once.close(); server.close(); });
+        await server.connect(once);
+        await once.handleRequest(req, res, body);
+        return;
+    }
     const sessionId = req.headers['mcp-session-id'];
     let transport = sessionId ? sessions.get(sessionId) : undefined;
     if (!transport && req.method === 'POST' && !sessionId && isInitializeRequest(body)) {
         transport = new StreamableHTTPServerTransport({
-            sessionIdGenerator: () => randomUUID(),
+            sessionIdGenerator: newSessionId,
             enableJsonResponse: json,
             onsessioninitialized: (id) => sessions.set(id, transport),
         });
