@@ -156,8 +156,10 @@ static bool pending_has(const struct control *c, const char *key)
 }
 
 /* The follower's put: a definition some front end wrote. */
-static int follow_put(void *context, const char *name, const char *value, size_t length)
+static int follow_put(void *context, const char *name, const char *value, size_t length,
+                      int64_t revision)
 {
+    (void)revision; /* the plane applies only newer ones */
     struct control *c = context;
     struct limit_definition definition;
     char error[DECODE_ERROR_SIZE];
@@ -366,6 +368,38 @@ int control_delete(struct control *c, const char *key, char *error, size_t error
         return REGISTRY_UNKNOWN;
     struct admin_change change = {c, NULL, key, NULL, REGISTRY_OK, error, error_size};
     return write_change(c, &change, NULL, 0);
+}
+
+void control_publish(struct control *c, const struct registry_creation *items, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct limit_definition *definition = &items[i].definition;
+        if (items[i].outcome != REGISTRY_OK && items[i].outcome != REGISTRY_UNSAVED)
+            continue;
+        if (!ctl_plane_connected(c->plane)) {
+            log_write(LOG_WARN,
+                      "control plane: a limit made here is not in the store (unreachable)", "key",
+                      definition->key, NULL);
+            continue;
+        }
+        struct buffer b;
+        buffer_init(&b, NULL, 0);
+        buffer_append_char(&b, '{');
+        encode_definition_members(&b, definition);
+        buffer_append_char(&b, '}');
+        bool created = false;
+        char reason[256] = "out of memory";
+        if (b.failed || ctl_plane_create(c->plane, definition->key, b.data, b.length, &created,
+                                         reason, sizeof reason) != 0)
+            log_write(LOG_WARN, "control plane: a limit made here is not in the store", "key",
+                      definition->key, "reason", reason, NULL);
+        else
+            log_write(LOG_INFO,
+                      created ? "control plane: a limit made here written to the store"
+                              : "control plane: a limit made here was in the store already",
+                      "key", definition->key, NULL);
+        buffer_free(&b);
+    }
 }
 
 void control_status(const struct control *c, bool *connected, int64_t *revision)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "gateway.h"
 #include "gateway_internal.h"
 #include "registry.h"
@@ -102,6 +103,14 @@ static int keys_failed(struct exchange *ex, enum keys_outcome outcome, const cha
         return exchange_error(ex, 503, "keys_write_failed");
     case KEYS_NO_RANDOMNESS:
         return exchange_error(ex, 503, "no_randomness");
+    case KEYS_STORE_UNAVAILABLE:
+        return exchange_error(ex, 503, "control_store_unavailable");
+    case KEYS_CHANGED_ELSEWHERE:
+        snprintf(error, sizeof error,
+                 "key_changed_elsewhere: %s was changed through another front end at the same "
+                 "time; try again",
+                 id);
+        return exchange_error(ex, 409, error);
     case KEYS_NO_MEMORY:
     case KEYS_OK:
         break;
@@ -197,6 +206,8 @@ static void create_work(struct exchange *ex)
                                       &change->record);
     if (change->error_status != 0 || change->outcome != KEYS_OK)
         undo_limits(ex, change);
+    else if (ex->server->control != NULL && change->limit_count > 0)
+        control_publish(ex->server->control, change->limits, change->limit_count);
 }
 
 static int create_reply(struct exchange *ex)
