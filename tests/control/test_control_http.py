@@ -18,7 +18,10 @@ real 3-member etcd cluster (--control), on the memory backend or on one
   existing keys are still served;
 - a limit made from a template's default by concurrent first calls on A and
   B is written to the store once, with its definition, and is one limit for
-  both (on tigerbeetle they admit its capacity in all).
+  both (on tigerbeetle they admit its capacity in all);
+- on tigerbeetle, an alert of a limit put on A and spent past its threshold
+  on B is delivered to the webhook once (its delivery claimed in the
+  cluster), listed by both with one "sent" and one "elsewhere".
 
 Skipped (exit 77) without etcd, or without TIGERBEETLE_BIN for tigerbeetle.
 Delays until a change is seen are printed (they are not asserted: speed is
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import json
 import threading
+import http.server
 import time
 import unittest
 import uuid
@@ -59,6 +63,9 @@ if BACKEND == "tigerbeetle":
 # How long a change may take to reach the other front end before the test
 # fails: far above the 2 s the design aims at, for a busy machine.
 SEEN_WITHIN_S = 20.0
+# A front end joining with a thousand limits new to it creates them all in
+# the cluster before it listens: far longer than a bare start on a busy machine.
+harness.START_TIMEOUT_S = 60.0
 
 
 def metric(server, name):
@@ -127,6 +134,32 @@ def gateway_call(server, secret, path="/v1/models"):
     return status, body
 
 
+class Receiver:
+    """A webhook on loopback that keeps every body POSTed to it."""
+
+    def __init__(self):
+        self.bodies = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("content-length", "0"))
+                owner.bodies.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/hook" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 def refusal(body):
     """The code of a gateway refusal in OpenAI's shape."""
     return body.get("error", {}).get("code") if isinstance(body, dict) else None
@@ -155,6 +188,11 @@ class ControlPlane(unittest.TestCase):
         with open(config_path, "w") as f:
             json.dump(gw_harness.gateway_config(cls.upstream.base_url, [], templates=TEMPLATES), f)
         args += ["--gateway-config", config_path]
+        # Alerts of limits with thresholds go to one webhook.
+        cls.receiver = Receiver()
+        cls.addClassCleanup(cls.receiver.close)
+        args += ["--alert-webhook", cls.receiver.url, "--alert-scan-ms", "50",
+                 "--alert-retry-ms", "100"]
         env = gw_harness.provider_env(provider_key)
         cls.a = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
         cls.b = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
@@ -329,9 +367,11 @@ class ControlPlane(unittest.TestCase):
                 return False
         self.assertTrue(wait_until(blocked, SEEN_WITHIN_S, 0.005))
         try:
+            logged = len(self.b.stderr_lines)  # B's lines from here on
             self.assertEqual(self.a.put_limit(rolling(key, 4))[0], 200)
             self.assertTrue(wait_until(lambda: any(
-                "did not apply here" in line for line in self.b.stderr_lines), SEEN_WITHIN_S))
+                "did not apply here" in line for line in self.b.stderr_lines[logged:]),
+                SEEN_WITHIN_S))
             self.assertIsNone(capacity_of(self.b, key))
             # B's own change: in the store (so on A), not yet on B.
             status, _, body = self.b.put_limit(rolling(key, 5))
@@ -456,6 +496,34 @@ class ControlPlane(unittest.TestCase):
             statuses = [gateway_call(server, key["secret"], gw_harness.CHAT)[0]
                         for server in (self.a, self.b) * 3]
             self.assertEqual(statuses.count(200), 4, statuses)
+
+    def test_9c_an_alert_is_delivered_once_by_the_two(self):
+        if BACKEND != "tigerbeetle":
+            self.skipTest("front ends share a limit's usage on tigerbeetle only")
+        key = "alerted-" + uuid.uuid4().hex[:8]
+        status, _, body = self.a.put_limit({"key": key, "kind": "budget", "capacity": 100,
+                                            "period": "month", "alerts": [{"at_percent": 50}]})
+        self.assertEqual(status, 200, body)
+        self.assertTrue(seen(self.b, key, 100, "a limit with an alert put on A, on B"))
+        lease = str(uuid.uuid4())
+        status, _, body = self.b.reserve(lease, {key: 60})
+        self.assertTrue(status == 200 and body["allowed"], body)
+        self.assertEqual(self.b.complete(lease, {key: 60})[0], 200)
+
+        def mine():
+            return [b for b in self.receiver.bodies if b.get("key") == key]
+        self.assertTrue(wait_until(lambda: len(mine()) >= 1, SEEN_WITHIN_S))
+
+        def listed(server):
+            status, _, body = server.request("GET", "/v1/alerts")
+            return [a for a in body["alerts"] if a["key"] == key] if status == 200 else []
+        self.assertTrue(wait_until(lambda: all(len(listed(s)) == 1 and listed(s)[0]["claimed"]
+                                               for s in (self.a, self.b)), SEEN_WITHIN_S))
+        time.sleep(1.5)  # 30 scans: an alert that would be sent again would be by now
+        self.assertEqual(len(mine()), 1, mine())
+        deliveries = sorted(listed(s)[0]["delivery"] for s in (self.a, self.b))
+        self.assertEqual(deliveries, ["elsewhere", "sent"])
+        self.assertEqual({listed(s)[0]["id"] for s in (self.a, self.b)}, {mine()[0]["id"]})
 
 
 if __name__ == "__main__":
