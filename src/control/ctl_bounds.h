@@ -15,12 +15,13 @@
  * KEYS_METADATA_MAX entries each escaped in full) is about 40 KiB. */
 #define CTL_VALUE_BYTES_MAX 65536
 /* Keys asked for per page of a range. */
-#define CTL_RANGE_PAGE_KEYS 256
+#define CTL_RANGE_PAGE_KEYS 1024
 /* Keys one prefix may hold: a range past it is an error (LIMITS_COUNT_MAX). */
 #define CTL_RANGE_KEYS_MAX 100000
-/* One unary answer's body, in bytes: a full page of the largest keys and
- * values in base64 (256 x 88 KiB, 22 MiB) fits with room to spare. */
-#define CTL_RESPONSE_BYTES_MAX (32u * 1024u * 1024u)
+/* One unary answer's body, in bytes: a full page of the largest values
+ * anything writes (1024 keys' records of about 40 KiB, 54 MiB in base64)
+ * fits. */
+#define CTL_RESPONSE_BYTES_MAX (64u * 1024u * 1024u)
 /* One line of the watch stream (one watch response), in bytes: one past
  * it ends the watch, and the front end reads the prefix again instead. */
 #define CTL_WATCH_LINE_BYTES_MAX (32u * 1024u * 1024u)

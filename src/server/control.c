@@ -24,7 +24,7 @@
  * rewrite of limits.json (registry_create_absent): a front end that joins
  * finds every limit new, and one rewrite each would cost the square of
  * their number. */
-#define CONTROL_CREATE_BATCH 1024
+#define CONTROL_CREATE_BATCH 8192
 
 struct control {
     struct ctl_plane *plane;
