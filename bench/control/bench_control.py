@@ -34,6 +34,7 @@ if "--backend" in sys.argv:
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 TB_ARGS = []  # --tb-addresses of the cluster, on tigerbeetle
 PAIRS = 3
+TB_REPLICAS = int(os.environ.get("BENCH_TB_REPLICAS", "3"))
 ROUNDS = 3
 CONNECTIONS = 16
 DURATION_S = 5
@@ -86,7 +87,8 @@ def propagation_ms(url):
 def main_tigerbeetle():
     """PAIRS alternating pairs on one 3-replica cluster: without, then with."""
     import tb_cluster
-    with etcd_cluster.EtcdCluster(3) as cluster, tb_cluster.Cluster(replicas=3) as tb:
+    tb_cluster._ping_tool = os.path.abspath(os.path.join(BUILD, "tb_ping"))
+    with etcd_cluster.EtcdCluster(3) as cluster, tb_cluster.Cluster(replicas=TB_REPLICAS) as tb:
         TB_ARGS.extend(["--tb-addresses", tb.address])
         results = {"without --control": [], "with --control": []}
         for _ in range(PAIRS):
@@ -97,8 +99,8 @@ def main_tigerbeetle():
         ratio = (statistics.median(results["with --control"]) /
                  statistics.median(results["without --control"]))
         print("with/without: %.3f" % ratio)
-    print("backend tigerbeetle (3 replicas); load average: %s"
-          % " ".join("%.2f" % x for x in os.getloadavg()))
+    print("backend tigerbeetle (%d replicas); load average: %s" % (TB_REPLICAS,
+          " ".join("%.2f" % x for x in os.getloadavg())))
 
 
 def main():

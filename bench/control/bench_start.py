@@ -118,6 +118,7 @@ def main():
         tb = None
         if options.backend == "tigerbeetle":
             import tb_cluster
+            tb_cluster._ping_tool = os.path.abspath(os.path.join(options.build, "tb_ping"))
             tb = tb_cluster.Cluster(replicas=1).__enter__()
             args += ["--tb-addresses", tb.address]
         data_dir = None
