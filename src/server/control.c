@@ -33,6 +33,7 @@ struct control {
     struct wait *wait;
     struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
     size_t pending_count;
+    bool pending_sorted; /* by key (a whole read's order): found by binary search */
 };
 
 /* A stored value into a definition for name; 0, or -1 with error. */
@@ -146,9 +147,24 @@ static int follow_flush(void *context)
     return result;
 }
 
-/* Whether key waits in the pending creations. */
+/* Whether key waits in the pending creations: a binary search while they
+ * came in key order (a whole read), else a scan (a watch's few). */
 static bool pending_has(const struct control *c, const char *key)
 {
+    if (c->pending_sorted) {
+        size_t low = 0, high = c->pending_count;
+        while (low < high) {
+            size_t middle = low + (high - low) / 2;
+            int order = strcmp(key, c->pending[middle].definition.key);
+            if (order == 0)
+                return true;
+            if (order < 0)
+                high = middle;
+            else
+                low = middle + 1;
+        }
+        return false;
+    }
     for (size_t i = 0; i < c->pending_count; i++)
         if (strcmp(c->pending[i].definition.key, key) == 0)
             return true;
@@ -176,6 +192,10 @@ static int follow_put(void *context, const char *name, const char *value, size_t
     if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
         if (c->pending_count == CONTROL_CREATE_BATCH && follow_flush(c) != 0)
             return -1;
+        if (c->pending_count == 0)
+            c->pending_sorted = true;
+        else if (strcmp(name, c->pending[c->pending_count - 1].definition.key) <= 0)
+            c->pending_sorted = false;
         c->pending[c->pending_count++] = (struct registry_creation){.definition = definition};
         return 0;
     }
