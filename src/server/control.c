@@ -34,10 +34,13 @@ struct control {
     struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
     size_t pending_count;
     bool pending_sorted; /* by key (a whole read's order): found by binary search */
+    struct arena arena;  /* each stored value's parse, reset after it (the plane's lock) */
 };
 
-/* A stored value into a definition for name; 0, or -1 with error. */
-static int decode_stored(const char *name, const char *value, size_t length,
+/* A stored value into a definition for name; 0, or -1 with error. One
+ * arena for every parse: a block malloc'd and freed each time made a start
+ * with 100,000 definitions grow and trim the heap 100,000 times. */
+static int decode_stored(struct arena *arena, const char *name, const char *value, size_t length,
                          struct limit_definition *definition, char *error, size_t error_size)
 {
     char *text = malloc(length + 1);
@@ -47,17 +50,15 @@ static int decode_stored(const char *name, const char *value, size_t length,
     }
     memcpy(text, value, length);
     text[length] = '\0';
-    struct arena arena;
-    arena_init(&arena, NULL, 0);
     struct jdoc_value *root;
-    int result = jdoc_parse(text, length, &arena, &root, error, error_size);
+    int result = jdoc_parse(text, length, arena, &root, error, error_size);
     if (result == 0)
         result = decode_definition(root, "", definition, error, error_size);
     if (result == 0 && strcmp(definition->key, name) != 0) {
         snprintf(error, error_size, "key: the value names another key");
         result = -1;
     }
-    arena_free(&arena);
+    arena_reset(arena);
     free(text);
     return result;
 }
@@ -179,7 +180,7 @@ static int follow_put(void *context, const char *name, const char *value, size_t
     struct control *c = context;
     struct limit_definition definition;
     char error[DECODE_ERROR_SIZE];
-    if (decode_stored(name, value, length, &definition, error, sizeof error) != 0) {
+    if (decode_stored(&c->arena, name, value, length, &definition, error, sizeof error) != 0) {
         log_write(LOG_ERROR, "control plane: a stored definition is invalid, skipped", "key", name,
                   "reason", error, NULL);
         return 0;
@@ -269,6 +270,7 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
         return -1;
     }
     *c = (struct control){.registry = registry, .backend = backend, .wait = wait};
+    arena_init(&c->arena, NULL, 0);
     c->pending = calloc(CONTROL_CREATE_BATCH, sizeof *c->pending);
     if (c->pending == NULL) {
         free(c);
@@ -295,6 +297,7 @@ void control_close(struct control *control)
     if (control == NULL)
         return;
     ctl_plane_close(control->plane);
+    arena_free(&control->arena);
     free(control->pending);
     free(control);
 }

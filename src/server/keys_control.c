@@ -24,6 +24,7 @@ struct keys_control {
     struct ctl_etcd *etcd;   /* the writes (each call its own connection) */
     struct keys *keys;
     struct keys_draft *draft; /* the follower's, under the plane's lock */
+    struct arena arena;       /* each stored value's parse, reset after it (the same) */
 };
 
 /* A stored value into the follower's draft for id name; 0, or -1 with error. */
@@ -37,18 +38,16 @@ static int decode_stored(struct keys_control *c, const char *name, const char *v
     }
     memcpy(text, value, length);
     text[length] = '\0';
-    struct arena arena;
-    arena_init(&arena, NULL, 0);
     struct jdoc_value *root;
     memset(c->draft, 0, sizeof *c->draft);
-    int result = jdoc_parse(text, length, &arena, &root, error, error_size);
+    int result = jdoc_parse(text, length, &c->arena, &root, error, error_size);
     if (result == 0)
         result = keys_draft_apply(c->draft, root, KEYS_FIELDS_FILE, error, error_size);
     if (result == 0 && strcmp(c->draft->id, name) != 0) {
         snprintf(error, error_size, "id: the value names another key");
         result = -1;
     }
-    arena_free(&arena);
+    arena_reset(&c->arena);
     free(text);
     return result;
 }
@@ -143,6 +142,7 @@ int keys_control_open(const char *url, struct keys *keys, struct keys_control **
     }
     c->keys = keys;
     c->draft = draft;
+    arena_init(&c->arena, NULL, 0);
     static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
     if (ctl_etcd_open(url, &c->etcd, error, error_size) != 0 ||
         ctl_plane_open(url, KEYS_CONTROL_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
@@ -167,6 +167,7 @@ void keys_control_close(struct keys_control *c)
         keys_set_store(c->keys, NULL, NULL);
     ctl_plane_close(c->plane);
     ctl_etcd_close(c->etcd);
+    arena_free(&c->arena);
     free(c->draft);
     free(c);
 }
