@@ -5,7 +5,11 @@ turn, llmlimitd on the memory backend without and with --control; each
 runs `llmlimit bench --mode reserve-complete` ROUNDS times and prints the
 figures, then the medians. Also prints how long a limit put on one front end
 takes to be seen on another (the control plane's delay), over REPEATS puts.
-Usage: python3 bench/control/bench_control.py [BUILD_DIR] (default build)"""
+With --backend tigerbeetle (TIGERBEETLE_BIN; a 3-replica cluster from
+tests/tigerbeetle/tb_cluster.py) the front ends run on it instead, PAIRS
+alternating pairs of one run without and one with --control.
+Usage: python3 bench/control/bench_control.py [BUILD_DIR] [--backend memory|tigerbeetle]
+(default build, memory)"""
 
 import json
 import os
@@ -21,7 +25,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "http"))
 import etcd_cluster  # noqa: E402
 from harness import Server  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tigerbeetle"))
+BACKEND = "memory"
+if "--backend" in sys.argv:
+    at = sys.argv.index("--backend")
+    BACKEND = sys.argv[at + 1]
+    del sys.argv[at:at + 2]
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+TB_ARGS = []  # --tb-addresses of the cluster, on tigerbeetle
+PAIRS = 3
+TB_REPLICAS = int(os.environ.get("BENCH_TB_REPLICAS", "3"))
 ROUNDS = 3
 CONNECTIONS = 16
 DURATION_S = 5
@@ -29,8 +42,8 @@ REPEATS = 50
 
 
 def bench(args):
-    server = Server(os.path.join(BUILD, "llmlimitd"), backend="memory",
-                    args=args + ["--threads", "1"]).start()
+    server = Server(os.path.join(BUILD, "llmlimitd"), backend=BACKEND,
+                    args=args + TB_ARGS + ["--threads", "1"]).start()
     try:
         server.put_limit({"key": "bench", "kind": "rolling", "capacity": 10**15,
                           "window_seconds": 60})
@@ -71,8 +84,29 @@ def propagation_ms(url):
     return delays
 
 
+def main_tigerbeetle():
+    """PAIRS alternating pairs on one 3-replica cluster: without, then with."""
+    import tb_cluster
+    tb_cluster._ping_tool = os.path.abspath(os.path.join(BUILD, "tb_ping"))
+    with etcd_cluster.EtcdCluster(3) as cluster, tb_cluster.Cluster(replicas=TB_REPLICAS) as tb:
+        TB_ARGS.extend(["--tb-addresses", tb.address])
+        results = {"without --control": [], "with --control": []}
+        for _ in range(PAIRS):
+            results["without --control"] += bench([])
+            results["with --control"] += bench(["--control", cluster.url()])
+        for label, rates in results.items():
+            print("%-18s requests/s: %s  median %d" % (label, rates, statistics.median(rates)))
+        ratio = (statistics.median(results["with --control"]) /
+                 statistics.median(results["without --control"]))
+        print("with/without: %.3f" % ratio)
+    print("backend tigerbeetle (%d replicas); load average: %s" % (TB_REPLICAS,
+          " ".join("%.2f" % x for x in os.getloadavg())))
+
+
 def main():
     etcd_cluster.skip_unless_etcd("bench_control", exit_code=0)
+    if BACKEND == "tigerbeetle":
+        return main_tigerbeetle()
     with etcd_cluster.EtcdCluster(3) as cluster:
         results = {"without --control": [], "with --control": []}
         for _ in range(2):  # interleaved, so drifting load falls on both

@@ -10,17 +10,21 @@
 #define CTL_ENDPOINT_LENGTH_MAX 255
 /* A key in the store, in bytes (a prefix and a limit key of at most 256). */
 #define CTL_KEY_BYTES_MAX 512
-/* A value in the store, in bytes: a limit definition's JSON is far below. */
-#define CTL_VALUE_BYTES_MAX 8192
+/* A value in the store, in bytes: a limit definition's JSON is far below;
+ * a key's record with every field at its bound (KEYS_MODELS_MAX names,
+ * KEYS_METADATA_MAX entries each escaped in full) is about 40 KiB. */
+#define CTL_VALUE_BYTES_MAX 65536
 /* Keys asked for per page of a range. */
-#define CTL_RANGE_PAGE_KEYS 256
+#define CTL_RANGE_PAGE_KEYS 1024
 /* Keys one prefix may hold: a range past it is an error (LIMITS_COUNT_MAX). */
 #define CTL_RANGE_KEYS_MAX 100000
-/* One unary answer's body, in bytes: a full page of the largest keys and
- * values in base64 fits with room to spare. */
-#define CTL_RESPONSE_BYTES_MAX (4u * 1024u * 1024u)
-/* One line of the watch stream (one watch response), in bytes. */
-#define CTL_WATCH_LINE_BYTES_MAX (4u * 1024u * 1024u)
+/* One unary answer's body, in bytes: a full page of the largest values
+ * anything writes (1024 keys' records of about 40 KiB, 54 MiB in base64)
+ * fits. */
+#define CTL_RESPONSE_BYTES_MAX (64u * 1024u * 1024u)
+/* One line of the watch stream (one watch response), in bytes: one past
+ * it ends the watch, and the front end reads the prefix again instead. */
+#define CTL_WATCH_LINE_BYTES_MAX (32u * 1024u * 1024u)
 /* Events taken from one watch response. */
 #define CTL_WATCH_EVENTS_MAX 4096
 /* A connection to a member is given up after this (then the next is tried). */

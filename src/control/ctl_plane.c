@@ -152,8 +152,9 @@ static void apply_seen(struct ctl_plane *p, enum ctl_event_type type, const stru
     int64_t previous;
     if (name == NULL || !table_claim(p, name, kv->mod_revision, &previous))
         return;
-    int done = type == CTL_EVENT_PUT ? p->ops.put(p->context, name, kv->value, kv->value_length)
-                                     : p->ops.remove(p->context, name);
+    int done = type == CTL_EVENT_PUT
+                   ? p->ops.put(p->context, name, kv->value, kv->value_length, kv->mod_revision)
+                   : p->ops.remove(p->context, name);
     if (done != 0)
         table_unclaim(p, name, previous);
 }
@@ -341,14 +342,16 @@ static void *watcher(void *context)
 }
 
 /* A watch only learns of a member that closes its connection; one that
- * hangs (stopped, cut off from its majority) is found by asking it. */
+ * hangs (stopped, cut off from its majority) is found by asking it. Asked
+ * also before the watch says it is set up: a watch begun on a member that
+ * hangs would otherwise never say so, nor end. */
 static void *prober(void *context)
 {
     struct ctl_plane *p = context;
     while (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
         pause_ms(p, CTL_PROBE_INTERVAL_MS);
         char error[256];
-        if (__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) || !ctl_plane_connected(p) ||
+        if (__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST) ||
             ctl_etcd_probe(p->etcd, p->prefix, error, sizeof error) == 0)
             continue;
         log_write(LOG_WARN, "control plane: the watched member does not answer, watching another",
@@ -430,6 +433,28 @@ int ctl_plane_write(struct ctl_plane *p, const char *name, const char *value, si
         return -1; /* the caller answers 503 and logs it */
     note_revision(p, revision);
     return 0;
+}
+
+int ctl_plane_create(struct ctl_plane *p, const char *name, const char *value, size_t value_length,
+                     bool *created, char *error, size_t error_size)
+{
+    *created = false;
+    char key[CTL_KEY_BYTES_MAX + 1];
+    int n = snprintf(key, sizeof key, "%s%s", p->prefix, name);
+    if (n < 0 || (size_t)n >= sizeof key) {
+        snprintf(error, error_size, "name too long for the store");
+        return -1;
+    }
+    int64_t revision = 0, previous;
+    pthread_mutex_lock(&p->lock);
+    int written = ctl_etcd_put_if(p->etcd, key, (size_t)n, value, value_length, 0, created,
+                                  &revision, error, error_size);
+    if (written == 0 && *created)
+        table_claim(p, name, revision, &previous); /* in force here already */
+    pthread_mutex_unlock(&p->lock);
+    if (written == 0)
+        note_revision(p, revision);
+    return written;
 }
 
 bool ctl_plane_connected(const struct ctl_plane *p)

@@ -19,7 +19,9 @@
  * side refuses), -1 when it failed for now (its disk, its backend): the
  * plane then reads the store again, with a pause, until it applies. */
 struct ctl_plane_ops {
-    int (*put)(void *context, const char *name, const char *value, size_t value_length);
+    /* revision: the store's mod_revision of this value (only grows per name). */
+    int (*put)(void *context, const char *name, const char *value, size_t value_length,
+               int64_t revision);
     int (*remove)(void *context, const char *name);
     /* The names the local side holds now: a malloc'd array of malloc'd
      * strings (the plane frees both); -1 when they cannot be listed. */
@@ -54,6 +56,14 @@ void ctl_plane_close(struct ctl_plane *plane);
 int ctl_plane_write(struct ctl_plane *plane, const char *name, const char *value,
                     size_t value_length, int (*apply)(void *context), void *context, bool *applied,
                     char *error, size_t error_size);
+
+/* Writes name = value to the store only if name is not there (a create
+ * once), for a change the local side made already (nothing is applied
+ * here): *created says whether this write made it; when another's was
+ * there first, the watch brings that one. 0, or -1 with error when the
+ * store could not be asked. */
+int ctl_plane_create(struct ctl_plane *plane, const char *name, const char *value,
+                     size_t value_length, bool *created, char *error, size_t error_size);
 
 /* Whether the watcher's last attempt reached the store (its watch runs). */
 bool ctl_plane_connected(const struct ctl_plane *plane);

@@ -5,6 +5,7 @@
  * the page. */
 #include "server.h"
 #include "control.h"
+#include "keys_control.h"
 #include "gateway.h"
 #include "handlers.h"
 
@@ -204,10 +205,18 @@ int handle_console_status(struct exchange *ex)
         bool connected;
         int64_t revision;
         control_status(server->control, &connected, &revision);
+        bool keys_connected = true;
+        int64_t keys_revision = 0;
+        if (server->keys_control != NULL)
+            keys_control_status(server->keys_control, &keys_connected, &keys_revision);
         buffer_append_str(&b, "\"control\":{");
-        member_bool(&b, "connected", connected);
+        member_bool(&b, "connected", connected && keys_connected);
         buffer_append_char(&b, ',');
         buffer_member_i64(&b, "revision", revision);
+        buffer_append_char(&b, ',');
+        member_bool(&b, "keys_connected", keys_connected);
+        buffer_append_char(&b, ',');
+        buffer_member_i64(&b, "keys_revision", keys_revision);
         buffer_append_str(&b, "},");
     }
     encode_throughput(&b, server->activity, now_ms);

@@ -24,7 +24,7 @@
  * rewrite of limits.json (registry_create_absent): a front end that joins
  * finds every limit new, and one rewrite each would cost the square of
  * their number. */
-#define CONTROL_CREATE_BATCH 1024
+#define CONTROL_CREATE_BATCH 8192
 
 struct control {
     struct ctl_plane *plane;
@@ -33,10 +33,14 @@ struct control {
     struct wait *wait;
     struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
     size_t pending_count;
+    bool pending_sorted; /* by key (a whole read's order): found by binary search */
+    struct arena arena;  /* each stored value's parse, reset after it (the plane's lock) */
 };
 
-/* A stored value into a definition for name; 0, or -1 with error. */
-static int decode_stored(const char *name, const char *value, size_t length,
+/* A stored value into a definition for name; 0, or -1 with error. One
+ * arena for every parse: a block malloc'd and freed each time made a start
+ * with 100,000 definitions grow and trim the heap 100,000 times. */
+static int decode_stored(struct arena *arena, const char *name, const char *value, size_t length,
                          struct limit_definition *definition, char *error, size_t error_size)
 {
     char *text = malloc(length + 1);
@@ -46,17 +50,15 @@ static int decode_stored(const char *name, const char *value, size_t length,
     }
     memcpy(text, value, length);
     text[length] = '\0';
-    struct arena arena;
-    arena_init(&arena, NULL, 0);
     struct jdoc_value *root;
-    int result = jdoc_parse(text, length, &arena, &root, error, error_size);
+    int result = jdoc_parse(text, length, arena, &root, error, error_size);
     if (result == 0)
         result = decode_definition(root, "", definition, error, error_size);
     if (result == 0 && strcmp(definition->key, name) != 0) {
         snprintf(error, error_size, "key: the value names another key");
         result = -1;
     }
-    arena_free(&arena);
+    arena_reset(arena);
     free(text);
     return result;
 }
@@ -146,9 +148,24 @@ static int follow_flush(void *context)
     return result;
 }
 
-/* Whether key waits in the pending creations. */
+/* Whether key waits in the pending creations: a binary search while they
+ * came in key order (a whole read), else a scan (a watch's few). */
 static bool pending_has(const struct control *c, const char *key)
 {
+    if (c->pending_sorted) {
+        size_t low = 0, high = c->pending_count;
+        while (low < high) {
+            size_t middle = low + (high - low) / 2;
+            int order = strcmp(key, c->pending[middle].definition.key);
+            if (order == 0)
+                return true;
+            if (order < 0)
+                high = middle;
+            else
+                low = middle + 1;
+        }
+        return false;
+    }
     for (size_t i = 0; i < c->pending_count; i++)
         if (strcmp(c->pending[i].definition.key, key) == 0)
             return true;
@@ -156,12 +173,14 @@ static bool pending_has(const struct control *c, const char *key)
 }
 
 /* The follower's put: a definition some front end wrote. */
-static int follow_put(void *context, const char *name, const char *value, size_t length)
+static int follow_put(void *context, const char *name, const char *value, size_t length,
+                      int64_t revision)
 {
+    (void)revision; /* the plane applies only newer ones */
     struct control *c = context;
     struct limit_definition definition;
     char error[DECODE_ERROR_SIZE];
-    if (decode_stored(name, value, length, &definition, error, sizeof error) != 0) {
+    if (decode_stored(&c->arena, name, value, length, &definition, error, sizeof error) != 0) {
         log_write(LOG_ERROR, "control plane: a stored definition is invalid, skipped", "key", name,
                   "reason", error, NULL);
         return 0;
@@ -174,6 +193,10 @@ static int follow_put(void *context, const char *name, const char *value, size_t
     if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
         if (c->pending_count == CONTROL_CREATE_BATCH && follow_flush(c) != 0)
             return -1;
+        if (c->pending_count == 0)
+            c->pending_sorted = true;
+        else if (strcmp(name, c->pending[c->pending_count - 1].definition.key) <= 0)
+            c->pending_sorted = false;
         c->pending[c->pending_count++] = (struct registry_creation){.definition = definition};
         return 0;
     }
@@ -247,6 +270,7 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
         return -1;
     }
     *c = (struct control){.registry = registry, .backend = backend, .wait = wait};
+    arena_init(&c->arena, NULL, 0);
     c->pending = calloc(CONTROL_CREATE_BATCH, sizeof *c->pending);
     if (c->pending == NULL) {
         free(c);
@@ -273,6 +297,7 @@ void control_close(struct control *control)
     if (control == NULL)
         return;
     ctl_plane_close(control->plane);
+    arena_free(&control->arena);
     free(control->pending);
     free(control);
 }
@@ -366,6 +391,38 @@ int control_delete(struct control *c, const char *key, char *error, size_t error
         return REGISTRY_UNKNOWN;
     struct admin_change change = {c, NULL, key, NULL, REGISTRY_OK, error, error_size};
     return write_change(c, &change, NULL, 0);
+}
+
+void control_publish(struct control *c, const struct registry_creation *items, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct limit_definition *definition = &items[i].definition;
+        if (items[i].outcome != REGISTRY_OK && items[i].outcome != REGISTRY_UNSAVED)
+            continue;
+        if (!ctl_plane_connected(c->plane)) {
+            log_write(LOG_WARN,
+                      "control plane: a limit made here is not in the store (unreachable)", "key",
+                      definition->key, NULL);
+            continue;
+        }
+        struct buffer b;
+        buffer_init(&b, NULL, 0);
+        buffer_append_char(&b, '{');
+        encode_definition_members(&b, definition);
+        buffer_append_char(&b, '}');
+        bool created = false;
+        char reason[256] = "out of memory";
+        if (b.failed || ctl_plane_create(c->plane, definition->key, b.data, b.length, &created,
+                                         reason, sizeof reason) != 0)
+            log_write(LOG_WARN, "control plane: a limit made here is not in the store", "key",
+                      definition->key, "reason", reason, NULL);
+        else
+            log_write(LOG_INFO,
+                      created ? "control plane: a limit made here written to the store"
+                              : "control plane: a limit made here was in the store already",
+                      "key", definition->key, NULL);
+        buffer_free(&b);
+    }
 }
 
 void control_status(const struct control *c, bool *connected, int64_t *revision)

@@ -43,6 +43,14 @@ int control_put(struct control *control, const struct limit_definition *definiti
 /* REGISTRY_UNKNOWN when this front end has no such limit (nothing written). */
 int control_delete(struct control *control, const char *key, char *error, size_t error_size);
 
+/* Limits this front end made by itself (a gateway template's default, from
+ * the registry's creations whose outcome is REGISTRY_OK) written to the
+ * store once, so every front end has them with this definition; one the
+ * store holds already is left as it is (the watch brings it). Skipped
+ * while the store cannot be reached (logged): the limit is then this
+ * front end's alone. */
+void control_publish(struct control *control, const struct registry_creation *items, size_t count);
+
 /* Whether the follower's watch runs, and the store's revision the view is at. */
 void control_status(const struct control *control, bool *connected, int64_t *revision);
 /* llmlimit_control_connected and llmlimit_control_revision, for /metrics. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "server.h"
 #include "util/log.h"
 
@@ -213,8 +214,10 @@ static void log_created(const struct registry_creation *items, size_t count, siz
               numbers[1], NULL);
 }
 
-/* One round: the limits every call of the list misses, created. */
-static void create_for(struct gateway *g, struct gateway_call *calls)
+/* One round: the limits every call of the list misses, created; *items
+ * (malloc'd, *count of them) are the creations, for the caller to free. */
+static void create_for(struct gateway *g, struct gateway_call *calls,
+                       struct registry_creation **items_out, size_t *count_out)
 {
     struct server *server = g->server;
     size_t taken = 0;
@@ -237,7 +240,8 @@ static void create_for(struct gateway *g, struct gateway_call *calls)
             call_outcome(call, items, count);
     }
     log_created(items, count, taken);
-    free(items);
+    *items_out = items;
+    *count_out = count;
 }
 
 /* Wakes each call of the list (its exchange answers or reserves again). */
@@ -278,8 +282,14 @@ static void defaults_job(void *context)
         pthread_mutex_unlock(&g->defaults_mutex);
         if (calls == NULL)
             return;
-        create_for(g, calls);
+        struct registry_creation *items = NULL;
+        size_t count = 0;
+        create_for(g, calls, &items, &count);
         wake(calls);
+        /* --control: after the calls go on, so none waits for the store. */
+        if (g->server->control != NULL && items != NULL)
+            control_publish(g->server->control, items, count);
+        free(items);
     }
 }
 

@@ -7,6 +7,7 @@
 #include "handlers.h"
 #include "gateway.h"
 #include "control.h"
+#include "keys_control.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -469,6 +470,8 @@ static int metrics_reply(struct exchange *ex)
         gateway_metrics_render(server->gateway, &b);
     if (server->control != NULL)
         control_metrics_render(server->control, &b);
+    if (server->keys_control != NULL)
+        keys_control_metrics_render(server->keys_control, &b);
     return exchange_answer(ex, 200, &b, 0);
 }
 

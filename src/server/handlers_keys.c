@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "gateway.h"
 #include "gateway_internal.h"
 #include "registry.h"
@@ -120,6 +121,14 @@ static int keys_failed(struct exchange *ex, enum keys_outcome outcome, const cha
         return exchange_error(ex, 503, "keys_write_failed");
     case KEYS_NO_RANDOMNESS:
         return exchange_error(ex, 503, "no_randomness");
+    case KEYS_STORE_UNAVAILABLE:
+        return exchange_error(ex, 503, "control_store_unavailable");
+    case KEYS_CHANGED_ELSEWHERE:
+        snprintf(error, sizeof error,
+                 "key_changed_elsewhere: %s was changed through another front end at the same "
+                 "time; try again",
+                 id);
+        return exchange_error(ex, 409, error);
     case KEYS_NO_MEMORY:
     case KEYS_PENDING: /* never answered: the ticket's outcome replaces it */
     case KEYS_OK:
@@ -250,6 +259,8 @@ static void create_work(struct exchange *ex)
     if (change->error_status != 0 ||
         (change->outcome != KEYS_OK && change->outcome != KEYS_PENDING))
         undo_limits(ex, change);
+    else if (ex->server->control != NULL && change->limit_count > 0)
+        control_publish(ex->server->control, change->limits, change->limit_count);
     change_wait(ex, change);
 }
 

@@ -44,6 +44,7 @@ _Static_assert(KEYS_ID_SLOTS >= 2 * KEYS_COUNT_MAX, "id table at most half full"
 struct keys_entry {
     struct keys_record *record; /* the version in force */
     int64_t last_used_unix_ms;  /* atomic; 0: never */
+    int64_t store_revision;     /* --control: the store's revision of record (writer mutex) */
 };
 
 /* A change written to keys.log, not yet synced: entry `index` becomes
@@ -86,6 +87,13 @@ struct keys {
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
     char log_path[PATH_MAX];
+    /* --control: the shared store a change is written to first, and the
+     * keys.log lines of keys followed from it, not yet written (writer
+     * mutex). */
+    keys_store_fn store;
+    void *store_context;
+    struct buffer followed;
+    uint32_t followed_lines;
 };
 
 const char *keys_path(const struct keys *keys)
@@ -553,6 +561,52 @@ static enum keys_outcome commit_rewrite(struct keys *keys, uint32_t i, struct ke
     return KEYS_OK;
 }
 
+static void followed_write(struct keys *keys);
+
+/* With a shared store (--control): the change (entry i as record; i ==
+ * KEYS_NEW_ENTRY: a new key) written to the store first, then to keys.log
+ * with its own fdatasync (no batch: the store's write is the one an answer
+ * waits for, and the next change's base revision must be this one's), then
+ * in force. A change the store took is in force here even if keys.log then
+ * fails (logged; keys.json is rewritten at the next change). Writer mutex
+ * held; record is the caller's reference, taken (released on failure). */
+static enum keys_outcome commit_stored(struct keys *keys, uint32_t i, struct keys_record *record,
+                                       struct keys_record **out)
+{
+    assert(keys->pending_count == 0);
+    uint32_t index = i == KEYS_NEW_ENTRY ? keys->count : i;
+    int64_t revision = 0;
+    enum keys_outcome stored =
+        keys->store(keys->store_context, record,
+                    index < keys->count ? keys->entries[index].store_revision : 0, &revision);
+    if (stored != KEYS_OK) {
+        keys_record_release(record);
+        return stored;
+    }
+    followed_write(keys); /* lines before this one keep their order */
+    bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + keys->count + 1;
+    const char *step = rewrite ? compact(keys, index, record) : log_write_line(keys, index, record);
+    if (step == NULL && !rewrite && fdatasync(keys->log_fd) != 0)
+        step = "fdatasync";
+    if (step != NULL) {
+        log_write(LOG_ERROR,
+                  "keys file write failed: the change is in force (in the shared store), "
+                  "keys.json is rewritten at the next one",
+                  "file", rewrite ? keys->path : keys->log_path, "step", step, "reason",
+                  strerror(errno), NULL);
+        keys->log_broken = true;
+    }
+    keys->sequence++;
+    pthread_rwlock_wrlock(&keys->lock);
+    struct keys_record *old = install(keys, index, record);
+    keys->entries[index].store_revision = revision;
+    pthread_rwlock_unlock(&keys->lock);
+    keys_record_release(old);
+    keys_record_retain(record);
+    *out = record;
+    return KEYS_OK;
+}
+
 /* The change (entry i as record; i == KEYS_NEW_ENTRY: a new key) written
  * to keys.log in the open batch. With a ticket: KEYS_PENDING, and the
  * ticket is told once the batch is synced (keys_sync); without one, the
@@ -561,6 +615,8 @@ static enum keys_outcome commit_rewrite(struct keys *keys, uint32_t i, struct ke
 static enum keys_outcome commit(struct keys *keys, uint32_t i, struct keys_record *record,
                                 struct keys_ticket *ticket, struct keys_record **out)
 {
+    if (keys->store != NULL)
+        return commit_stored(keys, i, record, out);
     uint32_t total = keys->count + keys->pending_creates + (i == KEYS_NEW_ENTRY);
     bool rewrite = keys->log_broken || keys->log_lines >= KEYS_LOG_LINES_MIN + total;
     if ((rewrite || keys->pending_count == KEYS_BATCH_MAX) && batch_sync(keys) != KEYS_OK) {
@@ -849,6 +905,8 @@ int keys_open(const char *data_dir, struct keys **out, char *error, size_t error
         keys->slots = calloc(KEYS_TABLE_SLOTS, sizeof *keys->slots);
         keys->id_slots = calloc(KEYS_ID_SLOTS, sizeof *keys->id_slots);
         keys->log_fd = -1;
+        buffer_init(&keys->followed, NULL, 0);
+        keys->followed.capacity_max = KEYS_FILE_BYTES_MAX;
     }
     if (keys == NULL || keys->entries == NULL || keys->slots == NULL || keys->id_slots == NULL) {
         keys_close(keys);
@@ -888,6 +946,7 @@ void keys_close(struct keys *keys)
     }
     if (keys->log_fd >= 0)
         close(keys->log_fd);
+    buffer_free(&keys->followed);
     free(keys->entries);
     free(keys->slots);
     free(keys->id_slots);
@@ -1058,4 +1117,132 @@ enum keys_outcome keys_rotate(struct keys *keys, const char *id, uint32_t grace_
     assert(grace_seconds <= KEYS_GRACE_SECONDS_MAX);
     struct rotation rotation = {now_unix_ms, grace_seconds, secret_out};
     return change_key(keys, id, apply_rotate, &rotation, out, ticket);
+}
+
+/* ---- a shared store (--control) ---------------------------------------------------- */
+
+void keys_set_store(struct keys *keys, keys_store_fn store, void *context)
+{
+    pthread_mutex_lock(&keys->writer);
+    keys->store = store;
+    keys->store_context = context;
+    pthread_mutex_unlock(&keys->writer);
+}
+
+void keys_store_encode(struct buffer *b, const struct keys_record *record)
+{
+    encode_entry(b, record, 0);
+}
+
+/* Whether two records hold the same key (last use aside). */
+static bool same_record(const struct keys_record *a, const struct keys_record *b)
+{
+    struct buffer x, y;
+    buffer_init(&x, NULL, 0);
+    buffer_init(&y, NULL, 0);
+    encode_entry(&x, a, 0);
+    encode_entry(&y, b, 0);
+    bool same =
+        !x.failed && !y.failed && x.length == y.length && memcmp(x.data, y.data, x.length) == 0;
+    buffer_free(&x);
+    buffer_free(&y);
+    return same;
+}
+
+/* The followed keys' lines to keys.log, one fdatasync (or keys.json
+ * whole, when the log is long or broken). Writer mutex held. */
+static void followed_write(struct keys *keys)
+{
+    if (keys->followed_lines == 0 && !keys->followed.failed)
+        return;
+    const char *step = NULL;
+    bool rewrite = keys->followed.failed || keys->log_broken ||
+                   keys->log_lines + keys->followed_lines >= KEYS_LOG_LINES_MIN + keys->count;
+    if (rewrite) {
+        step = keys->count > 0 ? compact(keys, 0, keys->entries[0].record) : NULL;
+    } else if (write_all(keys->log_fd, keys->followed.data, keys->followed.length) != 0) {
+        step = "write";
+    } else if (fdatasync(keys->log_fd) != 0) {
+        step = "fdatasync";
+    }
+    if (step == NULL && !rewrite) {
+        keys->log_bytes += keys->followed.length;
+        keys->log_lines += keys->followed_lines;
+    } else if (step == NULL) {
+        keys->sequence++; /* the sequence keys.json now holds */
+    } else if (step != NULL) {
+        log_write(LOG_ERROR,
+                  "keys file write failed: keys followed from the store are in force, "
+                  "keys.json is rewritten at the next change",
+                  "step", step, "reason", strerror(errno), NULL);
+        if (!rewrite && ftruncate(keys->log_fd, (off_t)keys->log_bytes) != 0)
+            log_write(LOG_ERROR, "keys log not cut back after a failed write", "file",
+                      keys->log_path, NULL);
+        keys->log_broken = true;
+    }
+    keys->followed.length = 0;
+    keys->followed.failed = false;
+    keys->followed_lines = 0;
+}
+
+void keys_follow_flush(struct keys *keys)
+{
+    pthread_mutex_lock(&keys->writer);
+    followed_write(keys);
+    pthread_mutex_unlock(&keys->writer);
+}
+
+/* Puts r in force as entry i (writer mutex held) and queues its line. */
+static void follow_install(struct keys *keys, uint32_t i, struct keys_record *r, int64_t revision)
+{
+    buffer_append_str(&keys->followed, "{\"sequence\":");
+    buffer_append_u64(&keys->followed, keys->sequence + 1);
+    buffer_append_str(&keys->followed, ",\"key\":");
+    encode_entry(&keys->followed, r,
+                 i < keys->count
+                     ? __atomic_load_n(&keys->entries[i].last_used_unix_ms, __ATOMIC_RELAXED)
+                     : 0);
+    buffer_append_str(&keys->followed, "}\n");
+    keys->followed_lines++;
+    keys->sequence++;
+    pthread_rwlock_wrlock(&keys->lock);
+    struct keys_record *old = install(keys, i, r);
+    keys->entries[i].store_revision = revision;
+    pthread_rwlock_unlock(&keys->lock);
+    keys_record_release(old);
+}
+
+int keys_follow(struct keys *keys, const struct keys_draft *draft, int64_t revision, char *error,
+                size_t error_size)
+{
+    pthread_mutex_lock(&keys->writer);
+    uint32_t i = index_of(keys, draft->id);
+    int result = 0;
+    if (i != UINT32_MAX && keys->entries[i].store_revision >= revision)
+        goto done; /* this change or a later one is in force */
+    if (i == UINT32_MAX && keys->count == KEYS_COUNT_MAX) {
+        snprintf(error, error_size, "more than %d keys", KEYS_COUNT_MAX);
+        result = 1;
+        goto done;
+    }
+    if (i == UINT32_MAX)
+        i = keys->count;
+    if (!digest_free(keys, draft->sha256, i) ||
+        (draft->has_previous && !digest_free(keys, draft->previous_sha256, i))) {
+        snprintf(error, error_size, "sha256 of another key");
+        result = 1;
+        goto done;
+    }
+    struct keys_record *r = keys_record_new(draft);
+    if (r == NULL) {
+        result = -1;
+    } else if (i < keys->count && same_record(keys->entries[i].record, r)) {
+        keys->entries[i].store_revision = revision; /* as it is already: no write */
+        keys_record_release(r);
+    } else {
+        follow_install(keys, i, r, revision);
+    }
+done:
+    pthread_mutex_unlock(&keys->writer);
+    return result;
 }

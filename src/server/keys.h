@@ -185,6 +185,9 @@ enum keys_outcome {
     KEYS_NO_MEMORY = -5,
     KEYS_IS_GONE = -6, /* the key is revoked: it cannot be changed or rotated */
     KEYS_PENDING = 1,  /* written, not yet durable: the ticket is told (keys_sync) */
+    /* --control (keys_control.h) only: */
+    KEYS_STORE_UNAVAILABLE = -7, /* the shared store did not take the change: nothing changed */
+    KEYS_CHANGED_ELSEWHERE = -8, /* another front end changed the key first: nothing changed */
 };
 
 /* A change waiting for the fdatasync of its batch (group commit): done is
@@ -230,4 +233,35 @@ bool keys_sync_claim(struct keys *keys);
 /* The open batch synced with one fdatasync, put in force, its tickets
  * told (nothing when no batch is open). */
 void keys_sync(struct keys *keys);
+
+/* ---- a shared store (--control, keys_control.h) ----------------------------------- */
+
+/* Writes record (the key as a change makes it) to the shared store, only
+ * if the store's copy of the key is still at base_revision (0: the key is
+ * not there yet); KEYS_OK with the store's *revision of it, or
+ * KEYS_STORE_UNAVAILABLE / KEYS_CHANGED_ELSEWHERE. Called with the writer
+ * mutex held, before the change is written to keys.log or in force here. */
+typedef enum keys_outcome (*keys_store_fn)(void *context, const struct keys_record *record,
+                                           int64_t base_revision, int64_t *revision);
+
+/* From here on every change is written to the store first (set once, before
+ * any change is made; NULL: none, keys.log alone as without --control). A
+ * change the store took is in force here even if keys.log then fails (logged;
+ * the store is what the front ends follow). */
+void keys_set_store(struct keys *keys, keys_store_fn store, void *context);
+
+/* The record as the store holds it: keys.json's entry without last use. */
+void keys_store_encode(struct buffer *b, const struct keys_record *record);
+
+/* A key some front end wrote, at the store's revision: put in force here
+ * unless this front end has it at that revision or later (or as it is
+ * already), and queued for keys.log (written by keys_follow_flush). 0 done,
+ * 1 refused (error says why: another key's secret, KEYS_COUNT_MAX keys),
+ * -1 out of memory. */
+int keys_follow(struct keys *keys, const struct keys_draft *draft, int64_t revision, char *error,
+                size_t error_size);
+/* Writes the keys followed since the last flush to keys.log with one
+ * fdatasync (or keys.json whole); a failure is logged and the next change
+ * rewrites keys.json. */
+void keys_follow_flush(struct keys *keys);
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "keys_control.h"
 #include "data_dir.h"
 #include "keys.h"
 #include "gateway.h"
@@ -206,6 +207,9 @@ static int server_start(struct server *s)
     if (s->config.control != NULL && control_open(s->config.control, s->registry, s->backend,
                                                   s->wait, &s->control, error, sizeof error) != 0)
         return startup_failed("invalid --control", error);
+    if (s->config.control != NULL &&
+        keys_control_open(s->config.control, s->keys, &s->keys_control, error, sizeof error) != 0)
+        return startup_failed("invalid --control", error);
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
@@ -252,6 +256,7 @@ static void server_free(struct server *s)
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     control_close(s->control); /* applies nothing from here on */
+    keys_control_close(s->keys_control);
     if (s->wait != NULL)
         wait_close(s->wait); /* drained: no waiter is left; before the backend closes */
     if (s->registry != NULL)

@@ -179,6 +179,19 @@ class EtcdCluster:
         kvs = answer.get("kvs", [])
         return base64.b64decode(kvs[0].get("value", "")).decode() if kvs else None
 
+    def version(self, key):
+        """How many times key was written since it was made (0: no such key)."""
+        answer = self._call("/v3/kv/range", {"key": _b64(key)})
+        kvs = answer.get("kvs", [])
+        return int(kvs[0].get("version", 0)) if kvs else 0
+
+    def put_many(self, items):
+        """Puts each (key, value) of items, 128 (etcd's --max-txn-ops) a txn."""
+        for start in range(0, len(items), 128):
+            self._call("/v3/kv/txn", {"success": [
+                {"requestPut": {"key": _b64(k), "value": _b64(v)}}
+                for k, v in items[start:start + 128]]})
+
     def put(self, key, value):
         return int(self._call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
                    ["header"]["revision"])

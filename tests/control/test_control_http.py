@@ -10,7 +10,18 @@ real 3-member etcd cluster (--control), on the memory backend or on one
 - every member killed: both keep serving reserves and say so in /metrics;
   an admin PUT answers 503 and changes nothing anywhere; once the members
   are back, both follow again and a change made then reaches the other;
-- a front end started while a change was made elsewhere starts with it.
+- a front end started while a change was made elsewhere starts with it;
+- a key made through the Keys API on A (in the store with its secret's
+  SHA-256 only) is served by B's gateway; revoked on A, B refuses it with
+  key_revoked; blocked on B, A refuses it; with every member down a key
+  change answers 503 on both and changes nothing, while calls with the
+  existing keys are still served;
+- a limit made from a template's default by concurrent first calls on A and
+  B is written to the store once, with its definition, and is one limit for
+  both (on tigerbeetle they admit its capacity in all);
+- on tigerbeetle, an alert of a limit put on A and spent past its threshold
+  on B is delivered to the webhook once (its delivery claimed in the
+  cluster), listed by both with one "sent" and one "elsewhere".
 
 Skipped (exit 77) without etcd, or without TIGERBEETLE_BIN for tigerbeetle.
 Delays until a change is seen are printed (they are not asserted: speed is
@@ -22,6 +33,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import json
+import threading
+import http.server
 import time
 import unittest
 import uuid
@@ -39,6 +53,9 @@ import tb_cluster  # noqa: E402
 
 BINARY = binary_from_argv()
 BACKEND = backend_from_argv()
+sys.path.insert(0, os.path.join(HERE, "..", "gateway"))
+import fake_upstream  # noqa: E402
+import gw_harness  # noqa: E402 (after harness took --binary and --backend)
 tb_cluster.ping_tool_from_argv()
 etcd_cluster.skip_unless_etcd("front ends sharing definitions through etcd")
 if BACKEND == "tigerbeetle":
@@ -46,6 +63,10 @@ if BACKEND == "tigerbeetle":
 # How long a change may take to reach the other front end before the test
 # fails: far above the 2 s the design aims at, for a busy machine.
 SEEN_WITHIN_S = 20.0
+CONTROL_CREATE_BATCH = 8192  # src/server/control.c
+# A front end joining with a thousand limits new to it creates them all in
+# the cluster before it listens: far longer than a bare start on a busy machine.
+harness.START_TIMEOUT_S = 60.0
 
 
 def metric(server, name):
@@ -95,6 +116,56 @@ def admitted(server, key, tries, amount=1):
     return count
 
 
+KEYS = "/v1/admin/keys"
+# The gateway's templates: each call takes one request of req:{caller} (made
+# with the key) and one of dflt:{caller}, made by the first call that needs
+# it from the template's default.
+DEFAULT_CAPACITY = 6
+TEMPLATES = [("req", "req:{caller}", "requests"),
+             ("dflt", "dflt:{caller}", "requests",
+              {"kind": "rolling", "capacity": DEFAULT_CAPACITY, "window_seconds": 3600})]
+
+
+def gateway_call(server, secret, path="/v1/models"):
+    """(status, body) of a gateway call with secret: GET /v1/models, or a chat."""
+    if path == "/v1/models":
+        status, _, body = server.request("GET", path, token=secret)
+    else:
+        status, _, body = server.request("POST", path, gw_harness.chat("m-normal"), token=secret)
+    return status, body
+
+
+class Receiver:
+    """A webhook on loopback that keeps every body POSTed to it."""
+
+    def __init__(self):
+        self.bodies = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("content-length", "0"))
+                owner.bodies.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/hook" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def refusal(body):
+    """The code of a gateway refusal in OpenAI's shape."""
+    return body.get("error", {}).get("code") if isinstance(body, dict) else None
+
+
 class ControlPlane(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -107,8 +178,25 @@ class ControlPlane(unittest.TestCase):
             tb = tb_cluster.Cluster(replicas=3).__enter__()
             cls.addClassCleanup(tb.__exit__, None, None, None)
             args += ["--tb-addresses", tb.address, "--tb-sessions", "2"]
-        cls.a = FrontEnd(BINARY, backend=BACKEND, args=args)
-        cls.b = FrontEnd(BINARY, backend=BACKEND, args=args)
+        # A gateway on both, in front of one fake upstream, with no key of
+        # its own: every key comes from the Keys API.
+        provider_key = "sk-provider-" + uuid.uuid4().hex
+        cls.upstream = fake_upstream.start(api_key=provider_key)
+        cls.addClassCleanup(cls.upstream.stop)
+        cls.config_dir = tempfile.TemporaryDirectory()
+        cls.addClassCleanup(cls.config_dir.cleanup)
+        config_path = os.path.join(cls.config_dir.name, "gateway.json")
+        with open(config_path, "w") as f:
+            json.dump(gw_harness.gateway_config(cls.upstream.base_url, [], templates=TEMPLATES), f)
+        args += ["--gateway-config", config_path]
+        # Alerts of limits with thresholds go to one webhook.
+        cls.receiver = Receiver()
+        cls.addClassCleanup(cls.receiver.close)
+        args += ["--alert-webhook", cls.receiver.url, "--alert-scan-ms", "50",
+                 "--alert-retry-ms", "100"]
+        env = gw_harness.provider_env(provider_key)
+        cls.a = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
+        cls.b = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
         for server in (cls.a, cls.b):
             cls.addClassCleanup(server.cleanup)
             cls.addClassCleanup(server.stop, check=False)
@@ -120,7 +208,8 @@ class ControlPlane(unittest.TestCase):
             if not m.alive():
                 self.etcd.start(i)
         for server in (self.a, self.b):
-            self.assertTrue(wait_until(lambda: metric(server, "llmlimit_control_connected") == 1,
+            self.assertTrue(wait_until(lambda: metric(server, "llmlimit_control_connected") == 1
+                                       and metric(server, "llmlimit_control_keys_connected") == 1,
                                        SEEN_WITHIN_S), server.stderr_text())
 
     def test_0_a_bad_control_url_stops_the_start(self):
@@ -238,11 +327,14 @@ class ControlPlane(unittest.TestCase):
         key = "later-" + uuid.uuid4().hex[:8]
         self.b.stop()
         self.assertEqual(self.a.put_limit(rolling(key, 9))[0], 200)
-        # More new limits than one batch of creations (CONTROL_CREATE_BATCH, 1024).
-        many = ["many-%s-%04d" % (key, i) for i in range(1100)]
-        for name in many:
-            self.etcd.put("/llmlimit/limits/" + name,
-                          '{"key":"%s","kind":"concurrency","capacity":2,"timeout_seconds":30}' % name)
+        # More new limits than one batch of creations (CONTROL_CREATE_BATCH) on
+        # memory; on tigerbeetle fewer, each an account made in the cluster.
+        count = CONTROL_CREATE_BATCH + 1 if BACKEND == "memory" else 1100
+        many = ["many-%s-%05d" % (key, i) for i in range(count)]
+        self.etcd.put_many([(
+            "/llmlimit/limits/" + name,
+            '{"key":"%s","kind":"concurrency","capacity":2,"timeout_seconds":30}' % name)
+            for name in many])
         self.b.start()
         self.assertEqual(capacity_of(self.b, key), 9)  # read at start, before listening
         status, _, body = self.b.request("GET", "/v1/admin/limits")
@@ -279,9 +371,11 @@ class ControlPlane(unittest.TestCase):
                 return False
         self.assertTrue(wait_until(blocked, SEEN_WITHIN_S, 0.005))
         try:
+            logged = len(self.b.stderr_lines)  # B's lines from here on
             self.assertEqual(self.a.put_limit(rolling(key, 4))[0], 200)
             self.assertTrue(wait_until(lambda: any(
-                "did not apply here" in line for line in self.b.stderr_lines), SEEN_WITHIN_S))
+                "did not apply here" in line for line in self.b.stderr_lines[logged:]),
+                SEEN_WITHIN_S))
             self.assertIsNone(capacity_of(self.b, key))
             # B's own change: in the store (so on A), not yet on B.
             status, _, body = self.b.put_limit(rolling(key, 5))
@@ -291,6 +385,149 @@ class ControlPlane(unittest.TestCase):
         finally:
             os.rmdir(blocker)
         self.assertTrue(seen(self.b, key, 5, "the same on B once its disk works"))
+
+    def new_key(self, server):
+        """A key made on server through the Keys API, with its req limit made there too."""
+        caller = "k-" + uuid.uuid4().hex[:8]
+        status, _, body = server.request("POST", KEYS, {"caller": caller, "team": "t-" + caller})
+        self.assertEqual(status, 201, body)
+        self.assertEqual(server.put_limit(rolling("req:" + caller, 1000))[0], 200)
+        return body
+
+    def served(self, server, secret, status, code=None, label=""):
+        """Waits until server answers a call with secret with status (and code)."""
+        started = time.monotonic()
+        ok = wait_until(lambda: (lambda s, b: s == status and (code is None or refusal(b) == code))
+                        (*gateway_call(server, secret)), SEEN_WITHIN_S, 0.01)
+        print("  %s: seen after %.0f ms" % (label, (time.monotonic() - started) * 1000))
+        return ok
+
+    def test_8_a_key_made_on_a_is_served_and_revoked_on_b(self):
+        key = self.new_key(self.a)
+        stored = json.loads(self.etcd.get("/llmlimit/keys/" + key["id"]))
+        self.assertEqual(stored["sha256"], key["sha256"])
+        self.assertNotIn(key["secret"], self.etcd.get("/llmlimit/keys/" + key["id"]))
+        self.assertTrue(self.served(self.b, key["secret"], 200, label="a key made on A, on B"))
+        self.assertTrue(wait_until(lambda: capacity_of(self.b, "req:" + key["caller"]) == 1000,
+                                   SEEN_WITHIN_S))
+        status, body = gateway_call(self.b, key["secret"], gw_harness.CHAT)
+        self.assertEqual(status, 200, body)
+        status, _, listed = self.b.request("GET", KEYS + "/" + key["id"])
+        self.assertEqual((status, listed["status"]), (200, "active"), listed)
+        # Revoked on A: refused on B.
+        status, _, body = self.a.request("DELETE", KEYS + "/" + key["id"])
+        self.assertEqual((status, body["status"]), (200, "revoked"), body)
+        self.assertTrue(self.served(self.b, key["secret"], 401, "key_revoked",
+                                    "a key revoked on A, refused on B"))
+        # Blocked on B: refused on A; unblocked on A: served on B.
+        other = self.new_key(self.a)
+        self.assertTrue(self.served(self.b, other["secret"], 200, label="another key, on B"))
+        status, _, body = self.b.request("PATCH", KEYS + "/" + other["id"], {"blocked": True})
+        self.assertEqual(status, 200, body)
+        self.assertTrue(self.served(self.a, other["secret"], 401, "key_blocked",
+                                    "a key blocked on B, refused on A"))
+        status, _, body = self.a.request("PATCH", KEYS + "/" + other["id"], {"blocked": False})
+        self.assertEqual(status, 200, body)
+        self.assertTrue(self.served(self.b, other["secret"], 200, label="unblocked on A, on B"))
+        # Rotated on B: the new secret works on A.
+        status, _, body = self.b.request("POST", KEYS + "/" + other["id"] + "/rotate",
+                                         {"grace_seconds": 0})
+        self.assertEqual(status, 200, body)
+        self.assertTrue(self.served(self.a, body["secret"], 200, label="rotated on B, on A"))
+        self.assertTrue(self.served(self.a, other["secret"], 401, "invalid_api_key",
+                                    "the old secret, refused on A"))
+
+    def test_9_a_key_change_with_the_store_down_is_refused_everywhere(self):
+        key = self.new_key(self.a)
+        self.assertTrue(self.served(self.b, key["secret"], 200, label="a key made on A, on B"))
+        self.etcd.kill()
+        for server in (self.a, self.b):
+            self.assertTrue(wait_until(
+                lambda: metric(server, "llmlimit_control_keys_connected") == 0, SEEN_WITHIN_S))
+        for server in (self.a, self.b):
+            status, _, body = server.request("POST", KEYS, {"caller": "never", "team": "never"})
+            self.assertEqual((status, body), (503, {"error": "control_store_unavailable"}))
+            status, _, body = server.request("DELETE", KEYS + "/" + key["id"])
+            self.assertEqual((status, body), (503, {"error": "control_store_unavailable"}))
+            status, _, body = server.request("GET", KEYS + "/" + key["id"])
+            self.assertEqual((status, body["status"]), (200, "active"), body)
+            status, _, body = server.request("GET", KEYS + "?caller=never")
+            self.assertEqual((status, body["keys"]), (200, []), body)
+            # The existing key is still served.
+            self.assertEqual(gateway_call(server, key["secret"], gw_harness.CHAT)[0], 200)
+        self.etcd.start()
+        for server in (self.a, self.b):
+            self.assertTrue(wait_until(
+                lambda: metric(server, "llmlimit_control_keys_connected") == 1, SEEN_WITHIN_S))
+        status, _, body = self.b.request("DELETE", KEYS + "/" + key["id"])
+        self.assertEqual(status, 200, body)
+        self.assertTrue(self.served(self.a, key["secret"], 401, "key_revoked",
+                                    "revoked on B after the store came back, on A"))
+
+    def test_9b_a_limit_from_a_default_is_made_once_for_both(self):
+        key = self.new_key(self.a)
+        self.assertTrue(self.served(self.b, key["secret"], 200, label="a key made on A, on B"))
+        self.assertTrue(wait_until(lambda: capacity_of(self.b, "req:" + key["caller"]) == 1000,
+                                   SEEN_WITHIN_S))
+        limit = "dflt:" + key["caller"]
+        self.assertIsNone(capacity_of(self.a, limit))
+        # The first calls of the new caller, on both at once.
+        answers = {}
+        barrier = threading.Barrier(4)
+
+        def call(server, n):
+            barrier.wait()
+            answers[n] = gateway_call(server, key["secret"], gw_harness.CHAT)[0]
+        threads = [threading.Thread(target=call, args=(server, n))
+                   for n, server in enumerate((self.a, self.b, self.a, self.b))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(sorted(answers.values()), [200] * 4, answers)
+        self.assertTrue(wait_until(lambda: self.etcd.get("/llmlimit/limits/" + limit) is not None,
+                                   SEEN_WITHIN_S))
+        stored = json.loads(self.etcd.get("/llmlimit/limits/" + limit))
+        self.assertEqual((stored["key"], stored["capacity"]), (limit, DEFAULT_CAPACITY))
+        self.assertEqual(self.etcd.version("/llmlimit/limits/" + limit), 1)  # written once
+        for server in (self.a, self.b):
+            self.assertEqual(capacity_of(server, limit), DEFAULT_CAPACITY)
+        # One limit for both: a change on B reaches A.
+        self.assertEqual(self.b.put_limit(rolling(limit, DEFAULT_CAPACITY + 2))[0], 200)
+        self.assertTrue(seen(self.a, limit, DEFAULT_CAPACITY + 2, "a default's limit put on B"))
+        if BACKEND == "tigerbeetle":
+            # 4 taken; the rest of 8, whichever front end calls.
+            statuses = [gateway_call(server, key["secret"], gw_harness.CHAT)[0]
+                        for server in (self.a, self.b) * 3]
+            self.assertEqual(statuses.count(200), 4, statuses)
+
+    def test_9c_an_alert_is_delivered_once_by_the_two(self):
+        if BACKEND != "tigerbeetle":
+            self.skipTest("front ends share a limit's usage on tigerbeetle only")
+        key = "alerted-" + uuid.uuid4().hex[:8]
+        status, _, body = self.a.put_limit({"key": key, "kind": "budget", "capacity": 100,
+                                            "period": "month", "alerts": [{"at_percent": 50}]})
+        self.assertEqual(status, 200, body)
+        self.assertTrue(seen(self.b, key, 100, "a limit with an alert put on A, on B"))
+        lease = str(uuid.uuid4())
+        status, _, body = self.b.reserve(lease, {key: 60})
+        self.assertTrue(status == 200 and body["allowed"], body)
+        self.assertEqual(self.b.complete(lease, {key: 60})[0], 200)
+
+        def mine():
+            return [b for b in self.receiver.bodies if b.get("key") == key]
+        self.assertTrue(wait_until(lambda: len(mine()) >= 1, SEEN_WITHIN_S))
+
+        def listed(server):
+            status, _, body = server.request("GET", "/v1/alerts")
+            return [a for a in body["alerts"] if a["key"] == key] if status == 200 else []
+        self.assertTrue(wait_until(lambda: all(len(listed(s)) == 1 and listed(s)[0]["claimed"]
+                                               for s in (self.a, self.b)), SEEN_WITHIN_S))
+        time.sleep(1.5)  # 30 scans: an alert that would be sent again would be by now
+        self.assertEqual(len(mine()), 1, mine())
+        deliveries = sorted(listed(s)[0]["delivery"] for s in (self.a, self.b))
+        self.assertEqual(deliveries, ["elsewhere", "sent"])
+        self.assertEqual({listed(s)[0]["id"] for s in (self.a, self.b)}, {mine()[0]["id"]})
 
 
 if __name__ == "__main__":

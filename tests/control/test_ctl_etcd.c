@@ -221,9 +221,11 @@ static int local_find(const char *name)
     return -1;
 }
 
-static int local_put(void *context, const char *name, const char *value, size_t length)
+static int local_put(void *context, const char *name, const char *value, size_t length,
+                     int64_t revision)
 {
     (void)context;
+    (void)revision;
     pthread_mutex_lock(&local_mutex);
     int at = local_find(name);
     if (at < 0 && local.count < LOCAL_MAX)
@@ -303,7 +305,7 @@ static void follower(void)
     snprintf(key, sizeof key, "%sbefore", plane_prefix);
     int64_t revision;
     REQUIRE(put_text(key, "b0", &revision) == 0);
-    local_put(NULL, "stale", "s", 1); /* held locally, not in the store: removed at start */
+    local_put(NULL, "stale", "s", 1, 0); /* held locally, not in the store: removed at start */
     int before_puts = local.puts;
     struct ctl_plane_ops ops = {local_put, local_remove, local_names, NULL};
     struct ctl_plane *plane;
