@@ -17,7 +17,7 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
-#include "gateway/gw_gemini.h"
+#include "gateway/gw_dialect.h"
 #include "util/log.h"
 #include "wire/wire_text.h"
 
@@ -65,7 +65,7 @@ static bool answer_is_json(const struct exchange *ex, unsigned status)
  * retry cannot change (gw_should_not_retry). */
 static bool gateway_route(const struct route *route)
 {
-    return (route->flags & (ROUTE_ERROR_OPENAI | ROUTE_ERROR_ANTHROPIC | ROUTE_ERROR_GEMINI)) != 0;
+    return route->gateway != NULL;
 }
 
 /* The headers of a route's answer besides the transport's. Values are
@@ -148,12 +148,8 @@ int exchange_error(struct exchange *ex, unsigned status, const char *error)
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
-    if ((ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
-        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), error, NULL);
-    else if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, error, 0, NULL, 0, NULL);
-    else if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
-        encode_openai_error(&b, status, error);
+    if (ex->route->gateway != NULL) /* in the shape of the route's dialect */
+        ex->route->gateway->dialect->plain_error(&b, status, error, NULL);
     else
         encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
     return exchange_answer(ex, status, &b, 0);
@@ -556,14 +552,8 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
     char text[192];
     snprintf(text, sizeof text, "%s%s%s", code, reason != NULL ? ": " : "",
              reason != NULL ? reason : "");
-    if ((route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
-        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), text, NULL);
-    else if ((route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, text, 0, NULL, 0, NULL);
-    else if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
-        gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
-    else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)
-        encode_openai_error(&b, status, code);
+    if (route->gateway != NULL)
+        route->gateway->dialect->plain_error(&b, status, code, reason);
     else
         encode_error(&b, text, (route->flags & ROUTE_ERROR_HAS_OK) != 0);
     buffer_append_char(&b, '\n'); /* as every JSON answer (exchange_answer_with) */

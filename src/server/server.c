@@ -209,7 +209,7 @@ static int server_start(struct server *s)
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
-    s->router = &server_routes;
+    s->router = routes_server();
     s->metrics = metrics_create(s->router);
     s->activity = activity_create();
     s->spend = spend_create();
