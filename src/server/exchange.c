@@ -2,7 +2,8 @@
  * the checks a request's head allows (route, method, token), the answers
  * in the route's shape, and the hand-off to the asynchronous backend (the
  * exchange waits, and done wakes it on its worker). */
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -46,13 +47,56 @@ int exchange_answer_raw(struct exchange *ex, unsigned status, const struct http_
     return 0;
 }
 
+/* on_wake of a paced answer: its pump. */
+static void pump_wake(struct http_exchange *hx)
+{
+    struct exchange *ex = (struct exchange *)hx;
+    ex->pump(ex);
+}
+
 int exchange_answer_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
-                          size_t count, const char *body, size_t length)
+                          size_t count, const char *body, size_t length,
+                          void (*pump)(struct exchange *exchange))
 {
     assert(!exchange_answered(ex));
     log_answer(ex, status, body, length);
     http_answer_begin(&ex->http, status, headers, count, length);
+    ex->pump = pump;
+    ex->http.on_wake = pump_wake;
+    pump(ex);
     return 0;
+}
+
+int exchange_stream_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
+                          size_t count, void (*pump)(struct exchange *exchange))
+{
+    assert(!exchange_answered(ex));
+    http_stream_begin(&ex->http, status, headers, count);
+    ex->pump = pump;
+    ex->http.on_wake = pump_wake;
+    pump(ex);
+    return 0;
+}
+
+bool exchange_streaming(const struct exchange *ex)
+{
+    return ex->http.streaming;
+}
+
+size_t exchange_stream_room(const struct exchange *ex)
+{
+    size_t pending = http_stream_pending(&ex->http);
+    return pending < HTTP_STREAM_HIGH_WATER ? HTTP_STREAM_HIGH_WATER - pending : 0;
+}
+
+void exchange_stream_write(struct exchange *ex, const char *bytes, size_t length)
+{
+    http_stream_write(&ex->http, bytes, length);
+}
+
+void exchange_stream_end(struct exchange *ex)
+{
+    http_stream_end(&ex->http);
 }
 
 /* Whether a route's answer is JSON (else Prometheus text). */

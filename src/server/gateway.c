@@ -20,7 +20,8 @@
 #include "core/uuid.h"
 #include "gateway/gw_references.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 
 /* ---- the config ---------------------------------------------------------- */

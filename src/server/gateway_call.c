@@ -26,7 +26,8 @@
 #include "gateway/gw_endpoint.h"
 #include "gateway/gw_error.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 #include "util/queue.h"
 

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 
 /* Calls one round of the job takes: the rest wait for the next round

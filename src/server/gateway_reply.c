@@ -20,7 +20,8 @@
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "wire/wire_text.h"
 
 void gateway_headers_add(struct gateway_headers *h, const char *name, const char *value)
@@ -422,27 +423,26 @@ static bool relay_header(struct gateway_headers *h, const struct gateway_call *c
     return true;
 }
 
-/* on_wake of a whole answer being given: as much as the client's socket
+/* The pump of a whole answer being given: as much as the client's socket
  * takes, and the end once all of it is out (a client that left takes it
  * all at once: the transport drops it). */
-static void answer_pump(struct http_exchange *hx)
+static void answer_pump(struct exchange *ex)
 {
-    struct exchange *ex = (struct exchange *)hx;
     struct gateway_call *call = ex->gateway_call;
-    if (!hx->streaming)
+    if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
     size_t ready = call->answer.length - call->answer_sent;
-    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
-        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+    size_t room;
+    while (ready > 0 && (room = exchange_stream_room(ex)) > 0) {
         size_t n = ready < room ? ready : room;
-        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        exchange_stream_write(ex, call->answer.data + call->answer_sent, n);
         call->answer_sent += n;
         ready -= n;
     }
     pthread_mutex_unlock(&call->mutex);
     if (ready == 0)
-        http_stream_end(hx);
+        exchange_stream_end(ex);
 }
 
 int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
@@ -471,26 +471,23 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
     call->answer_sent = 0;
     call->pumping_answer = true;
     pthread_mutex_unlock(&call->mutex);
-    exchange_answer_begin(ex, status, h.list, h.count, call->answer.data, call->answer.length);
-    ex->http.on_wake = answer_pump;
-    answer_pump(&ex->http);
-    return 0;
+    return exchange_answer_begin(ex, status, h.list, h.count, call->answer.data,
+                                 call->answer.length, answer_pump);
 }
 
-/* on_wake of a streaming exchange: gives the client what has come, as far
+/* The pump of a streaming exchange: gives the client what has come, as far
  * as its socket keeps up, and the end once the lease is settled. */
-static void stream_pump(struct http_exchange *hx)
+static void stream_pump(struct exchange *ex)
 {
-    struct exchange *ex = (struct exchange *)hx;
     struct gateway_call *call = ex->gateway_call;
-    if (!hx->streaming)
+    if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
     size_t ready = call->answer.length - call->answer_sent;
-    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
-        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+    size_t room;
+    while (ready > 0 && (room = exchange_stream_room(ex)) > 0) {
         size_t n = ready < room ? ready : room;
-        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        exchange_stream_write(ex, call->answer.data + call->answer_sent, n);
         call->answer_sent += n;
         ready -= n;
     }
@@ -507,7 +504,7 @@ static void stream_pump(struct http_exchange *hx)
     bool end = call->stream_ended && ready == 0;
     pthread_mutex_unlock(&call->mutex);
     if (end)
-        http_stream_end(hx);
+        exchange_stream_end(ex);
 }
 
 int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
@@ -521,8 +518,5 @@ int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
     pthread_mutex_unlock(&call->mutex);
     gateway_headers_add(&h, "Cache-Control", "no-cache");
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
-    http_stream_begin(&ex->http, 200, h.list, h.count);
-    ex->http.on_wake = stream_pump;
-    stream_pump(&ex->http);
-    return 0;
+    return exchange_stream_begin(ex, 200, h.list, h.count, stream_pump);
 }

@@ -6,7 +6,8 @@
  * read-only. */
 #include "handlers.h"
 #include "keys.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 
 #include <assert.h>
 #include <inttypes.h>

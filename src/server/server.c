@@ -4,6 +4,9 @@
  * flush the backend). */
 #include "server.h"
 
+#include "exchange.h"
+#include "services.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>

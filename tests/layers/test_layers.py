@@ -8,7 +8,10 @@ is taken on trust.
   fails the test, naming the symbol.
 - Inside src/server, src/http, src/wire and src/wait no file calls in a
   circle (a file calling another that calls it back, directly or round a
-  longer loop).
+  longer loop); inside src/server, src/http and src/wire no module includes
+  in a circle either (read from the #include lines: a module is foo.c with
+  foo.h and foo_internal.h).
+- Every folder of src/ with C files has its layer.
 - Every file of src/ has its room in docs/architecture.md: each .c is named
   there, and each .h that has no .c of its own name.
 - src/server names no dialect of the gateway: its code (comments aside)
@@ -31,15 +34,16 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 
 # Higher calls lower; equal layers may not call each other.
 LAYERS = {
-    "core": 0, "util": 1, "tbclient": 2, "backend": 3,
+    "core": 0, "util": 1, "tbclient": 2, "client": 2, "loadgen": 2, "backend": 3,
     "wait": 4, "gateway": 4, "http": 4, "control": 4,
     "wire": 5,
-    "server": 6,
+    "server": 6, "cli": 6,
 }
 # Files that are a library of their own below their folder: the limit definitions' decoder
 # (llwire_limits), which the gateway links for its templates' defaults.
 UNIT_LAYERS = {"wire/decode_limits": 3.5}
 NO_CIRCLES = ("server", "http", "wire", "wait")
+NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
 
 def folder_of(unit):
@@ -118,6 +122,43 @@ def circles(edges, units):
         if v not in index:
             visit(v)
     return found
+
+
+def module_of(relative):
+    """"server/gateway" of server/gateway.c, gateway.h and gateway_internal.h."""
+    stem = os.path.splitext(relative)[0]
+    return stem[:-len("_internal")] if stem.endswith("_internal") else stem
+
+
+def includes():
+    """module -> {module it includes: the header as written}, from the sources of src/."""
+    edges = collections.defaultdict(dict)
+    for path in glob.glob(os.path.join(SOURCE, "**", "*.[ch]"), recursive=True):
+        relative = os.path.relpath(path, SOURCE)
+        module = module_of(relative)
+        with open(path, encoding="utf-8") as f:
+            headers = re.findall(r'^#include "([^"]+)"', f.read(), re.MULTILINE)
+        for header in headers:
+            local = os.path.normpath(os.path.join(os.path.dirname(relative), header))
+            target = module_of(local if os.path.exists(os.path.join(SOURCE, local)) else header)
+            if target != module:
+                edges[module].setdefault(target, header)
+    return edges
+
+
+class Includes(unittest.TestCase):
+    def test_no_module_includes_in_a_circle(self):
+        """Inside src/server, src/http and src/wire, no circle of #include between modules."""
+        edges = includes()
+        units = {u for u in set(edges) | {t for ts in edges.values() for t in ts}
+                 if folder_of(u) in NO_INCLUDE_CIRCLES}
+        self.assertEqual(circles(edges, units), [])
+
+    def test_every_folder_has_its_layer(self):
+        """Each folder of src/ that holds C is in LAYERS (docs/architecture.md's picture)."""
+        folders = {os.path.relpath(p, SOURCE).split(os.sep)[0]
+                   for p in glob.glob(os.path.join(SOURCE, "**", "*.c"), recursive=True)}
+        self.assertEqual(sorted(f for f in folders if f not in LAYERS), [])
 
 
 class Layers(unittest.TestCase):
