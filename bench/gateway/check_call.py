@@ -27,7 +27,11 @@ def main():
         if response.headers.get("Content-Type", "").startswith("text/event-stream"):
             print(response.status, "stream" if any(e in text for e in STREAM_ENDS) else "cut")
             return
-        usage = json.loads(text)["usage"]
+        answer = json.loads(text)
+        if "usageMetadata" in answer:  # Gemini's
+            print(response.status, answer["usageMetadata"]["totalTokenCount"])
+            return
+        usage = answer["usage"]
         total = usage.get("total_tokens") or usage["input_tokens"] + usage["output_tokens"]
         print(response.status, total)
 

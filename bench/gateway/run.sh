@@ -14,9 +14,10 @@
 #            limits per call (RPM, TPM, a concurrency cap and a monthly
 #            budget) on that backend, for each surface of BENCH_SURFACES:
 #            chat, chat-stream, messages, messages-stream, responses,
-#            responses-stream (Anthropic Messages and OpenAI Responses on
-#            upstreams of their dialect; -stream: "stream": true, nginx
-#            answering an event stream with its usage)
+#            responses-stream, gemini (Anthropic Messages, OpenAI Responses
+#            and Gemini generateContent on upstreams of their dialect;
+#            -stream: "stream": true, nginx answering an event stream with
+#            its usage)
 # Usage: sh bench/gateway/run.sh [BUILD_DIR]
 # Environment: BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
 #   BENCH_THREADS (wrk threads, 1), BENCH_WARMUP (seconds of unmeasured load
@@ -128,6 +129,7 @@ surface_path() {
     chat | chat-stream) echo /v1/chat/completions ;;
     messages | messages-stream) echo /v1/messages ;;
     responses | responses-stream) echo /v1/responses ;;
+    gemini) echo /v1beta/models/gemini-bench:generateContent ;;
     *) fail "unknown surface $1" ;;
     esac
 }
@@ -152,6 +154,9 @@ surface_body() {
     responses*)
         echo "{\"model\":\"$MODEL$suffix\",\"instructions\":$brief,\"input\":$ask," \
             "\"max_output_tokens\":32$stream}" ;;
+    gemini)
+        echo "{\"systemInstruction\":{\"parts\":[{\"text\":$brief}]},\"contents\":[{\"role\":" \
+            "\"user\",\"parts\":[{\"text\":$ask}]}],\"generationConfig\":{\"maxOutputTokens\":32}}" ;;
     esac
 }
 
@@ -316,13 +321,14 @@ fi
 # (2 s, budget timeout 5 s) that holds expire as fast as they are taken. Four
 # upstreams on the one nginx: OpenAI and Anthropic dialects, whole answers
 # (/v1) and streams (/stream/v1); a model per surface family and kind.
-BENCH_MODELS="$MODEL $MODEL-stream claude-bench claude-bench-stream"
+BENCH_MODELS="$MODEL $MODEL-stream claude-bench claude-bench-stream gemini-bench"
 
 gateway_json() {
     models=""
     for model in $BENCH_MODELS; do
         case $model in
         claude*) upstream=anthropic ;;
+        gemini*) upstream=gemini ;;
         *) upstream=openai ;;
         esac
         case $model in *-stream) upstream="$upstream-stream" ;; esac
@@ -337,7 +343,8 @@ gateway_json() {
    {"name":"openai-stream","base_url":"$NGINX_URL/stream/v1","timeout_seconds":30},
    {"name":"anthropic","api":"anthropic","base_url":"$NGINX_URL/v1","timeout_seconds":30},
    {"name":"anthropic-stream","api":"anthropic","base_url":"$NGINX_URL/stream/v1",
-    "timeout_seconds":30}],
+    "timeout_seconds":30},
+   {"name":"gemini","api":"gemini","base_url":"$NGINX_URL/v1beta","timeout_seconds":30}],
  "models":[$models],
  "keys":[{"sha256":"$1","caller":"bench","team":"bench"}],
  "limits":[{"key":"bench:{model}:rpm","amount":"requests"},
@@ -383,7 +390,7 @@ run_llmlimit() {
     stop_process "llmlimit-$backend"
 }
 
-ALL_SURFACES=chat,chat-stream,messages,messages-stream,responses,responses-stream
+ALL_SURFACES=chat,chat-stream,messages,messages-stream,responses,responses-stream,gemini
 if wanted llmlimit-memory; then
     run_llmlimit memory "${SURFACES:-$ALL_SURFACES}"
 fi

@@ -1,13 +1,12 @@
 /* One JSON string writer that validates UTF-8 as it goes (a run of plain
  * bytes is copied in one go), and the encoders on top of it. */
 #include "gw_error.h"
-#include "gw_mcp.h"
+#include "gw_dialect.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "gw_gemini.h"
 #include "util/utf8.h"
 
 /* The escape for the n bytes at s, or NULL when they pass as they are. */
@@ -140,54 +139,16 @@ void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const c
 void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
                   const char *code, const char *message)
 {
-    if (endpoint == GW_ENDPOINT_MCP) { /* JSON-RPC, of no request id */
-        char data[128];
-        snprintf(data, sizeof data, "{\"status\":%u,\"code\":\"%s\"}", status,
-                 code != NULL ? code : (status >= 500 ? "server_error" : "invalid_request"));
-        gw_mcp_error(b, NULL, GW_MCP_SERVER_ERROR, message, data);
-        return;
-    }
-    if (gw_endpoint_api(endpoint) == GW_API_ANTHROPIC) {
-        gw_error_anthropic(b, gw_anthropic_error_for_status(status), message, NULL);
-        /* A refused key says which refusal (key_revoked, ...) in Anthropic's
-         * error object too: its SDKs ignore a field they do not know. */
-        if (status == 401 && code != NULL && b->length >= 2 && !b->failed) {
-            b->length -= 2; /* the closing braces of the error and the whole */
-            buffer_append_str(b, ",\"code\":");
-            gw_json_string(b, code, strlen(code));
-            buffer_append_str(b, "}}");
-        }
-        return;
-    }
-    if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
-        gw_gemini_error(b, status, message, 0, NULL, 0, NULL);
-        return;
-    }
-    if (type == NULL)
-        type = status >= 500 ? "server_error" : "invalid_request_error";
-    gw_error_openai(b, message, type, NULL, code);
+    const struct gw_error_args args = {
+        .status = status, .type = type, .code = code, .message = message};
+    gw_dialect_of(endpoint)->error(b, &args);
 }
 
 void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
                     const char *message)
 {
     assert(code != NULL && message != NULL);
-    if (endpoint == GW_ENDPOINT_MESSAGES) {
-        buffer_append_str(b, "event: error\ndata: ");
-        gw_error_anthropic(b, GW_ANTHROPIC_API_ERROR, message, NULL);
-    } else if (gw_endpoint_api(endpoint) == GW_API_GEMINI) {
-        buffer_append_str(b, "data: "); /* a chunk that is a google.rpc.Status */
-        gw_gemini_error(b, 500, message, 0, NULL, 0, NULL);
-    } else if (endpoint == GW_ENDPOINT_RESPONSES) {
-        buffer_append_str(b, "event: error\ndata: {\"type\":\"error\",\"code\":");
-        gw_json_string(b, code, strlen(code));
-        buffer_append_str(b, ",\"message\":");
-        gw_json_string(b, message, strlen(message));
-        buffer_append_str(b, ",\"param\":null}");
-    } else {
-        buffer_append_str(b, "data: ");
-        gw_error_openai(b, message, "server_error", NULL, code);
-    }
+    gw_dialect_of(endpoint)->error_event(b, endpoint, code, message);
     buffer_append_str(b, "\n\n");
 }
 

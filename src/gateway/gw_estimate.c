@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "gw_estimate_internal.h"
-#include "gw_gemini.h"
+#include "gw_dialect.h"
 
 int gw_walk_fail(struct gw_walk *w, const char *format, ...)
 {
@@ -449,6 +449,25 @@ static int estimate_input(struct gw_walk *w, const struct jdoc_value *body,
     return endpoint == GW_ENDPOINT_COMPLETIONS ? gw_walk_string_member(w, body, "suffix", "") : 0;
 }
 
+int gw_estimate_openai(struct gw_walk *w, const struct jdoc_value *body, enum gw_endpoint endpoint,
+                       const struct gw_model *model, struct gw_estimate *out)
+{
+    uint32_t prompts = 1;
+    if (estimate_input(w, body, endpoint, &prompts) != 0)
+        return -1;
+    out->input_tokens = gw_text_counter_tokens(&w->text) + w->fixed_tokens;
+    if (endpoint == GW_ENDPOINT_EMBEDDINGS)
+        return 0; /* no output */
+    uint32_t choices = 1;
+    if (choices_per_prompt(w, body, endpoint, &choices) != 0 ||
+        output_per_choice(w, body, model, &out->output_tokens_per_choice) != 0)
+        return -1;
+    /* At most GW_PROMPTS_MAX * GW_N_MAX * GW_OUTPUT_TOKENS_MAX: no overflow. */
+    out->choices = prompts * choices;
+    out->output_tokens = out->output_tokens_per_choice * out->choices;
+    return 0;
+}
+
 int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint,
                         const struct gw_model *model, struct gw_estimate *out, char *error,
                         size_t error_size)
@@ -460,28 +479,8 @@ int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint
     error[0] = '\0';
     if (!jdoc_is(body, JDOC_OBJECT))
         return gw_walk_fail(&w, "body: must be a JSON object");
-    if (endpoint == GW_ENDPOINT_MESSAGES || endpoint == GW_ENDPOINT_MESSAGES_COUNT_TOKENS)
-        return gw_estimate_messages(&w, body, endpoint, model, out);
-    if (endpoint == GW_ENDPOINT_GEMINI)
-        return gw_gemini_estimate(&w, body, model, out);
-    if (endpoint == GW_ENDPOINT_GEMINI_COUNT_TOKENS)
-        return 0; /* counted upstream, never charged */
-    if (endpoint == GW_ENDPOINT_RESPONSES || endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS)
-        return gw_estimate_responses(&w, body, endpoint, model, out);
-    uint32_t prompts = 1;
-    if (estimate_input(&w, body, endpoint, &prompts) != 0)
-        return -1;
-    out->input_tokens = gw_text_counter_tokens(&w.text) + w.fixed_tokens;
-    if (endpoint == GW_ENDPOINT_EMBEDDINGS)
-        return 0; /* no output */
-    uint32_t choices = 1;
-    if (choices_per_prompt(&w, body, endpoint, &choices) != 0 ||
-        output_per_choice(&w, body, model, &out->output_tokens_per_choice) != 0)
-        return -1;
-    /* At most GW_PROMPTS_MAX * GW_N_MAX * GW_OUTPUT_TOKENS_MAX: no overflow. */
-    out->choices = prompts * choices;
-    out->output_tokens = out->output_tokens_per_choice * out->choices;
-    return 0;
+    const struct gw_dialect *dialect = gw_dialect_of(endpoint);
+    return dialect->estimate != NULL ? dialect->estimate(&w, body, endpoint, model, out) : 0;
 }
 
 struct gw_tokens gw_estimate_tokens(const struct gw_estimate *estimate, uint64_t output_tokens)

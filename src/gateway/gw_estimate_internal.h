@@ -48,6 +48,9 @@ uint64_t gw_walk_audio_tokens(const struct jdoc_value *data, const struct jdoc_v
 int gw_estimate_messages(struct gw_walk *w, const struct jdoc_value *body,
                          enum gw_endpoint endpoint, const struct gw_model *model,
                          struct gw_estimate *out);
+/* OpenAI's chat, completions and embeddings (gw_estimate.c). */
+int gw_estimate_openai(struct gw_walk *w, const struct jdoc_value *body, enum gw_endpoint endpoint,
+                       const struct gw_model *model, struct gw_estimate *out);
 int gw_estimate_responses(struct gw_walk *w, const struct jdoc_value *body,
                           enum gw_endpoint endpoint, const struct gw_model *model,
                           struct gw_estimate *out);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/bounds.h"
+#include "gw_dialect.h"
 #include "gw_gemini.h"
 
 #define DONE_DATA "[DONE]"
@@ -26,6 +27,7 @@ void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint)
 {
     memset(sse, 0, sizeof *sse);
     sse->endpoint = endpoint;
+    sse->read = gw_dialect_of(endpoint)->stream_event;
     buffer_init(&sse->raw, NULL, 0);
     buffer_init(&sse->data, NULL, 0);
     arena_init(&sse->arena, sse->arena_storage, sizeof sse->arena_storage);
@@ -116,8 +118,9 @@ static int chunk_texts(struct gw_sse *sse, const struct jdoc_value *choices,
     return 0;
 }
 
-static int read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
+int gw_sse_read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
 {
+    event->json = true;
     char usage_error[GW_USAGE_ERROR_SIZE];
     if (!jdoc_is(root, JDOC_OBJECT))
         return 0;
@@ -186,9 +189,23 @@ static void messages_usage(struct gw_sse *sse, const struct jdoc_value *usage, b
         event->usage_malformed = true;
 }
 
-static int read_messages_event(struct gw_sse *sse, const struct jdoc_value *root,
+/* The event's "type" into event->type; false for an event of none
+ * (relayed, nothing read). */
+static bool typed(const struct jdoc_value *root, struct gw_sse_event *event)
+{
+    event->json = true;
+    const struct jdoc_value *type = member(root, "type");
+    if (!jdoc_is(type, JDOC_STRING))
+        return false;
+    event->type = type->as.string;
+    return true;
+}
+
+int gw_sse_read_messages_event(struct gw_sse *sse, const struct jdoc_value *root,
                                struct gw_sse_event *event)
 {
+    if (!typed(root, event))
+        return 0;
     static const char *const block_texts[] = {"text", "thinking", "name"};
     static const char *const delta_texts[] = {"text", "partial_json", "thinking"};
     if (is_type(event, "error")) {
@@ -228,9 +245,11 @@ static void responses_final(const struct jdoc_value *root, struct gw_sse_event *
         event->usage_malformed = true;
 }
 
-static int read_responses_event(struct gw_sse *sse, const struct jdoc_value *root,
+int gw_sse_read_responses_event(struct gw_sse *sse, const struct jdoc_value *root,
                                 struct gw_sse_event *event)
 {
+    if (!typed(root, event))
+        return 0;
     static const char *const delta_text[] = {"delta"};
     static const char *const item_text[] = {"name"};
     const struct jdoc_value *id = member(member(root, "response"), "id");
@@ -263,9 +282,10 @@ static int read_responses_event(struct gw_sse *sse, const struct jdoc_value *roo
 /* A GenerateContentResponse: its candidates' text, its usageMetadata (each
  * chunk's is the whole call's so far: the last one wins, as any usage
  * does), and the end of the answer once a candidate has a finishReason. */
-static int read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
+int gw_sse_read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
                              struct gw_sse_event *event)
 {
+    event->json = true;
     char usage_error[GW_USAGE_ERROR_SIZE];
     if (!jdoc_is(root, JDOC_OBJECT))
         return 0;
@@ -281,22 +301,6 @@ static int read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
     event->text_count = gw_gemini_chunk_texts(root, items);
     assert(event->text_count <= most);
     return 0;
-}
-
-/* The parsed data of an event, in the stream's dialect. */
-static int read_json(struct gw_sse *sse, const struct jdoc_value *root, struct gw_sse_event *event)
-{
-    event->json = true;
-    if (sse->endpoint == GW_ENDPOINT_GEMINI)
-        return read_gemini_chunk(sse, root, event);
-    if (sse->endpoint != GW_ENDPOINT_MESSAGES && sse->endpoint != GW_ENDPOINT_RESPONSES)
-        return read_chunk(sse, root, event);
-    const struct jdoc_value *type = member(root, "type");
-    if (!jdoc_is(type, JDOC_STRING))
-        return 0; /* an event of no type: relayed, nothing read */
-    event->type = type->as.string;
-    return sse->endpoint == GW_ENDPOINT_MESSAGES ? read_messages_event(sse, root, event)
-                                                 : read_responses_event(sse, root, event);
 }
 
 /* Data that is neither JSON nor [DONE] is counted as it stands. */
@@ -316,8 +320,8 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
     event->has_data = true;
     event->data = sse->data.data;
     event->data_length = sse->data.length;
-    if (sse->endpoint == GW_ENDPOINT_MCP)
-        return 0; /* JSON-RPC messages: read by the MCP route (gw_mcp) */
+    if (sse->read == NULL)
+        return 0; /* not a model's events (JSON-RPC: read by the MCP route, gw_mcp) */
     size_t length = sse->data.length;
     if (length == strlen(DONE_DATA) && memcmp(sse->data.data, DONE_DATA, length) == 0) {
         event->done = true;
@@ -336,7 +340,7 @@ static int read_data(struct gw_sse *sse, struct gw_sse_event *event)
     char reason[128];
     if (jdoc_parse_nested(text, length, GW_JSON_DEPTH_MAX, &sse->arena, &root, reason,
                           sizeof reason) == 0)
-        return read_json(sse, root, event);
+        return sse->read(sse, root, event); /* in the stream's dialect */
     return raw_text(sse, event);
 }
 

@@ -85,8 +85,17 @@ struct gw_sse_event {
  * returns that value. */
 typedef int (*gw_sse_event_fn)(void *context, const struct gw_sse_event *event);
 
+struct gw_sse;
+struct jdoc_value;
+/* A dialect's reader of one event's parsed data (its stream_event,
+ * gw_dialect.h): sets event->json, reads its texts, usage and end. 0, or
+ * -1 out of memory. */
+typedef int (*gw_sse_read_fn)(struct gw_sse *sse, const struct jdoc_value *root,
+                              struct gw_sse_event *event);
+
 struct gw_sse {
     enum gw_endpoint endpoint; /* whose dialect the events are read in */
+    gw_sse_read_fn read;       /* that dialect's reader; NULL: events not read */
     /* What the stream said so far, across events. */
     bool ended;                              /* its proper end was seen (stream_end) */
     bool messages_delta_seen;                /* Messages: a message_delta with usage */
@@ -104,6 +113,17 @@ struct gw_sse {
      * thousand open streams hold no heap block each. */
     _Alignas(16) char arena_storage[GW_SSE_ARENA_INLINE_BYTES];
 };
+
+/* The dialects' readers: OpenAI's chat and completions chunks,
+ * Anthropic's Messages events, Responses' events, Gemini's chunks. */
+int gw_sse_read_chunk(struct gw_sse *sse, const struct jdoc_value *root,
+                      struct gw_sse_event *event);
+int gw_sse_read_messages_event(struct gw_sse *sse, const struct jdoc_value *root,
+                               struct gw_sse_event *event);
+int gw_sse_read_responses_event(struct gw_sse *sse, const struct jdoc_value *root,
+                                struct gw_sse_event *event);
+int gw_sse_read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
+                             struct gw_sse_event *event);
 
 /* A parser for a chat or completions stream (OpenAI chunks). */
 void gw_sse_init(struct gw_sse *sse);

@@ -7,7 +7,7 @@
  * them, and what they count is already in the counts read here. */
 #include "gw_usage.h"
 
-#include "gw_gemini.h"
+#include "gw_dialect.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -273,25 +273,19 @@ int gw_usage_read_messages(const struct jdoc_value *message, struct gw_usage *ou
 int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *answer,
                          struct gw_usage *out, char *error, size_t error_size)
 {
-    switch (endpoint) {
-    case GW_ENDPOINT_MESSAGES:
-    case GW_ENDPOINT_MESSAGES_COUNT_TOKENS:
-        return gw_usage_read_messages(answer, out, error, error_size);
-    case GW_ENDPOINT_RESPONSES:
-    case GW_ENDPOINT_RESPONSES_INPUT_TOKENS:
-        return gw_usage_read_responses(answer, out, error, error_size);
-    case GW_ENDPOINT_CHAT_COMPLETIONS:
-    case GW_ENDPOINT_COMPLETIONS:
-        break;
-    case GW_ENDPOINT_EMBEDDINGS: /* no output, so no completion_tokens */
-        return gw_usage_read(answer, out, error, error_size);
-    case GW_ENDPOINT_GEMINI:
-    case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
-        return gw_gemini_usage_read(answer, out, error, error_size);
-    case GW_ENDPOINT_MCP: /* no usage: a tool call costs its price */
+    const struct gw_dialect *dialect = gw_dialect_of(endpoint);
+    if (dialect->usage == NULL) { /* no usage: a tool call costs its price */
         memset(out, 0, sizeof *out);
         return 0;
     }
+    return dialect->usage(endpoint, answer, out, error, error_size);
+}
+
+int gw_usage_read_openai(enum gw_endpoint endpoint, const struct jdoc_value *answer,
+                         struct gw_usage *out, char *error, size_t error_size)
+{
+    if (endpoint == GW_ENDPOINT_EMBEDDINGS) /* no output, so no completion_tokens */
+        return gw_usage_read(answer, out, error, error_size);
     if (gw_usage_read(answer, out, error, error_size) != 0)
         return -1;
     if (out->present && !out->has_completion_tokens) { /* never read as 0 output */

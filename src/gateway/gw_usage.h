@@ -65,6 +65,10 @@ int gw_usage_read_responses(const struct jdoc_value *response, struct gw_usage *
  * gw_usage_read as it is. */
 int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *answer,
                          struct gw_usage *out, char *error, size_t error_size);
+/* The reader of OpenAI's chat, completions and embeddings (their
+ * dialect's, gw_dialect_openai.c), as above. */
+int gw_usage_read_openai(enum gw_endpoint endpoint, const struct jdoc_value *answer,
+                         struct gw_usage *out, char *error, size_t error_size);
 
 /* Anthropic's usage as a stream reveals it: message_start.message.usage,
  * then message_delta.usage, whose values are cumulative. Each field keeps

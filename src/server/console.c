@@ -3,7 +3,8 @@
  * routes the page reads under /v1/console/ (docs/api.md). Every figure the
  * page shows comes from here or from the other routes; none is guessed in
  * the page. */
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "control.h"
 #include "keys_control.h"
 #include "gateway.h"

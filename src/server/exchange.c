@@ -2,7 +2,8 @@
  * the checks a request's head allows (route, method, token), the answers
  * in the route's shape, and the hand-off to the asynchronous backend (the
  * exchange waits, and done wakes it on its worker). */
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -17,7 +18,7 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
-#include "gateway/gw_gemini.h"
+#include "gateway/gw_dialect.h"
 #include "util/log.h"
 #include "wire/wire_text.h"
 
@@ -46,13 +47,56 @@ int exchange_answer_raw(struct exchange *ex, unsigned status, const struct http_
     return 0;
 }
 
+/* on_wake of a paced answer: its pump. */
+static void pump_wake(struct http_exchange *hx)
+{
+    struct exchange *ex = (struct exchange *)hx;
+    ex->pump(ex);
+}
+
 int exchange_answer_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
-                          size_t count, const char *body, size_t length)
+                          size_t count, const char *body, size_t length,
+                          void (*pump)(struct exchange *exchange))
 {
     assert(!exchange_answered(ex));
     log_answer(ex, status, body, length);
     http_answer_begin(&ex->http, status, headers, count, length);
+    ex->pump = pump;
+    ex->http.on_wake = pump_wake;
+    pump(ex);
     return 0;
+}
+
+int exchange_stream_begin(struct exchange *ex, unsigned status, const struct http_header *headers,
+                          size_t count, void (*pump)(struct exchange *exchange))
+{
+    assert(!exchange_answered(ex));
+    http_stream_begin(&ex->http, status, headers, count);
+    ex->pump = pump;
+    ex->http.on_wake = pump_wake;
+    pump(ex);
+    return 0;
+}
+
+bool exchange_streaming(const struct exchange *ex)
+{
+    return ex->http.streaming;
+}
+
+size_t exchange_stream_room(const struct exchange *ex)
+{
+    size_t pending = http_stream_pending(&ex->http);
+    return pending < HTTP_STREAM_HIGH_WATER ? HTTP_STREAM_HIGH_WATER - pending : 0;
+}
+
+void exchange_stream_write(struct exchange *ex, const char *bytes, size_t length)
+{
+    http_stream_write(&ex->http, bytes, length);
+}
+
+void exchange_stream_end(struct exchange *ex)
+{
+    http_stream_end(&ex->http);
 }
 
 /* Whether a route's answer is JSON (else Prometheus text). */
@@ -65,7 +109,7 @@ static bool answer_is_json(const struct exchange *ex, unsigned status)
  * retry cannot change (gw_should_not_retry). */
 static bool gateway_route(const struct route *route)
 {
-    return (route->flags & (ROUTE_ERROR_OPENAI | ROUTE_ERROR_ANTHROPIC | ROUTE_ERROR_GEMINI)) != 0;
+    return route->gateway != NULL;
 }
 
 /* The headers of a route's answer besides the transport's. Values are
@@ -148,12 +192,8 @@ int exchange_error(struct exchange *ex, unsigned status, const char *error)
 {
     struct buffer b;
     exchange_reply_buffer(ex, &b);
-    if ((ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
-        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), error, NULL);
-    else if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, error, 0, NULL, 0, NULL);
-    else if ((ex->route->flags & ROUTE_ERROR_OPENAI) != 0)
-        encode_openai_error(&b, status, error);
+    if (ex->route->gateway != NULL) /* in the shape of the route's dialect */
+        ex->route->gateway->dialect->plain_error(&b, status, error, NULL);
     else
         encode_error(&b, error, (ex->route->flags & ROUTE_ERROR_HAS_OK) != 0);
     return exchange_answer(ex, status, &b, 0);
@@ -574,14 +614,8 @@ static size_t exchange_error_body(void *context, const char *path, size_t path_l
     char text[192];
     snprintf(text, sizeof text, "%s%s%s", code, reason != NULL ? ": " : "",
              reason != NULL ? reason : "");
-    if ((route->flags & ROUTE_ERROR_ANTHROPIC) != 0)
-        gw_error_anthropic(&b, gw_anthropic_error_for_status(status), text, NULL);
-    else if ((route->flags & ROUTE_ERROR_GEMINI) != 0)
-        gw_gemini_error(&b, status, text, 0, NULL, 0, NULL);
-    else if ((route->flags & ROUTE_ERROR_OPENAI) != 0 && reason != NULL)
-        gw_error_openai(&b, reason, "invalid_request_error", NULL, code);
-    else if ((route->flags & ROUTE_ERROR_OPENAI) != 0)
-        encode_openai_error(&b, status, code);
+    if (route->gateway != NULL)
+        route->gateway->dialect->plain_error(&b, status, code, reason);
     else
         encode_error(&b, text, (route->flags & ROUTE_ERROR_HAS_OK) != 0);
     buffer_append_char(&b, '\n'); /* as every JSON answer (exchange_answer_with) */

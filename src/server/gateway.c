@@ -18,10 +18,10 @@
 #include "activity.h"
 #include "keys.h"
 #include "core/uuid.h"
-#include "gateway/gw_gemini.h"
 #include "gateway/gw_references.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 
 /* ---- the config ---------------------------------------------------------- */
@@ -191,12 +191,12 @@ struct gw_config *gateway_config_get(struct gateway *g)
 
 /* ---- before the reserve -------------------------------------------------- */
 
-/* The key of "Authorization: Bearer <secret>", else of "x-api-key:
- * <secret>" (what Anthropic's clients send), else of "x-goog-api-key:
- * <secret>" or the query's key (what Google's clients send: query_key,
- * NULL when none): one of gateway.json's, else one of the Keys API's
- * (*record: retained, the caller's to release). NULL with *verdict saying
- * why: not found, or a key refused (revoked, blocked, expired). */
+/* The key of "Authorization: Bearer <secret>", else of a dialect's key
+ * header (each route takes every dialect's: x-api-key, ...), else of the
+ * route's query argument (query_key, NULL when none): one of
+ * gateway.json's, else one of the Keys API's (*record: retained, the
+ * caller's to release). NULL with *verdict saying why: not found, or a key
+ * refused (revoked, blocked, expired). */
 static const struct gw_key *authenticate(struct exchange *ex, const struct gw_config *config,
                                          const char *query_key, struct keys_record **record,
                                          enum keys_verdict *verdict)
@@ -208,10 +208,11 @@ static const struct gw_key *authenticate(struct exchange *ex, const struct gw_co
     const char *secret = NULL;
     if (header != NULL && strncasecmp(header, bearer, sizeof bearer - 1) == 0)
         secret = header + sizeof bearer - 1;
-    else if (header == NULL)
-        secret = exchange_header(ex, "x-api-key");
-    if (header == NULL && secret == NULL)
-        secret = exchange_header(ex, "x-goog-api-key");
+    for (uint32_t d = 0; header == NULL && secret == NULL && d < gw_dialect_count(); d++) {
+        const char *name = gw_dialect_at(d)->key_header;
+        if (name != NULL)
+            secret = exchange_header(ex, name);
+    }
     if (header == NULL && secret == NULL)
         secret = query_key;
     if (secret == NULL)
@@ -540,25 +541,6 @@ static int reply_denied(struct exchange *ex, struct gateway_call *call)
                                 names, wait);
 }
 
-/* What the person behind a call can change when its worst case can never
- * fit a limit, in the words of the surface's clients. */
-static const char *too_large_advice(enum gw_endpoint endpoint)
-{
-    switch (endpoint) {
-    case GW_ENDPOINT_MESSAGES:
-        return "Lower max_tokens (Claude Code asks 64000 on every call: set "
-               "CLAUDE_CODE_MAX_OUTPUT_TOKENS, e.g. 8000) or shorten the input";
-    case GW_ENDPOINT_RESPONSES:
-        return "Lower max_output_tokens (a call that sends none, as Codex does, reserves the "
-               "model's default_max_output_tokens) or shorten the input";
-    case GW_ENDPOINT_GEMINI:
-        return "Lower generationConfig.maxOutputTokens (a call that sends none reserves the "
-               "model's default_max_output_tokens) or shorten the input";
-    default:
-        return "Lower max_tokens (or max_completion_tokens) or shorten the input";
-    }
-}
-
 /* 400: the call's worst case needs more than the whole capacity of a
  * limit, so no wait makes it fit. */
 static int reply_too_large(struct exchange *ex, struct gateway_call *call, const char *key)
@@ -580,7 +562,8 @@ static int reply_too_large(struct exchange *ex, struct gateway_call *call, const
         "whole capacity (%" PRIu64 "). %s. Or an operator can raise the limit, or give the model "
         "\"output_reservation\": \"observed\" in the gateway's config, which reserves what this "
         "caller's calls usually write instead of all that max_tokens allows.",
-        key, amount, unit[0] != '\0' ? " " : "", unit, capacity, too_large_advice(call->endpoint));
+        key, amount, unit[0] != '\0' ? " " : "", unit, capacity,
+        gw_dialect_of(call->endpoint)->too_large_advice);
 }
 
 /* 400 (not 500: Codex retries every 5xx, x-should-retry or not, and shows
@@ -748,13 +731,8 @@ static int reply_unauthorized(struct exchange *ex, enum keys_verdict verdict)
     case KEYS_NOT_FOUND:
         break;
     }
-    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0 && verdict == KEYS_NOT_FOUND)
-        return gateway_reply_error(ex, 401, NULL, "invalid_api_key", 0,
-                                   "API key not valid. Send a virtual key of this gateway as "
-                                   "'x-goog-api-key: <key>' (GEMINI_API_KEY) or '?key=<key>'.");
-    return gateway_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0,
-                               "Incorrect API key provided. Send a virtual key of this gateway as "
-                               "'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
+    return gateway_reply_error(ex, 401, "invalid_request_error", "invalid_api_key", 0, "%s",
+                               ex->route->gateway->dialect->unknown_key_message);
 }
 
 /* The config in force (retained: the caller releases it) and the
@@ -771,12 +749,14 @@ static const struct gw_key *route_start(struct exchange *ex, struct gw_config **
                             "Gateway mode is not enabled on this server (no gateway config).");
         return NULL;
     }
-    /* Google's clients may send the key as ?key=: read here, never logged
-     * and never sent upstream (a Gemini call's upstream query is its own). */
+    /* A dialect's clients may send the key in the query: read here, never
+     * logged and never sent upstream (that dialect's upstream query is its
+     * own, passes_query false). */
     char query_key[GW_QUERY_KEY_LENGTH_MAX + 1];
     int found = 0;
-    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0 &&
-        (found = exchange_query(ex, "key", query_key, sizeof query_key)) < 0)
+    const char *query_name = ex->route->gateway->dialect->key_query;
+    if (query_name != NULL &&
+        (found = exchange_query(ex, query_name, query_key, sizeof query_key)) < 0)
         return NULL; /* answered: 400 */
     struct gw_config *config = gateway_config_get(g);
     enum keys_verdict verdict;
@@ -813,16 +793,16 @@ static int add_upstream_header(struct exchange *ex, struct gateway_call *call, c
 }
 
 /* Where the call goes upstream: path (after base_url) with the client's
- * query as it came (Claude Code's ?beta=true, a list's ?limit=...), and
- * for an Anthropic upstream the client's anthropic-version (default
- * GW_ANTHROPIC_VERSION_DEFAULT) and anthropic-beta. 0, or -1 with the
- * 400 given. */
+ * query as it came (Claude Code's ?beta=true, a list's ?limit=...) unless
+ * the upstream's dialect carries its own, and the client headers that
+ * dialect passes on (or their defaults). 0, or -1 with the 400 given. */
 static int upstream_request(struct exchange *ex, struct gateway_call *call, const char *path)
 {
+    const struct gw_dialect *dialect = gw_dialect_for_api(call->upstream->api);
     size_t query_length;
     const char *query = http_query(&ex->http, &query_length);
-    if (call->upstream->api == GW_API_GEMINI)
-        query_length = 0; /* its path has its query (alt=sse); the client's may hold its key */
+    if (!dialect->passes_query)
+        query_length = 0; /* its path has its query; the client's may hold its key */
     int n = snprintf(call->upstream_path, sizeof call->upstream_path, "%s%s%.*s", path,
                      query_length > 0 ? "?" : "", (int)query_length, query);
     if (n < 0 || (size_t)n >= sizeof call->upstream_path) {
@@ -832,16 +812,14 @@ static int upstream_request(struct exchange *ex, struct gateway_call *call, cons
         return -1;
     }
     call->header_count = 0;
-    if (call->upstream->api != GW_API_ANTHROPIC)
-        return 0;
-    const char *version = exchange_header(ex, "anthropic-version");
-    if (version == NULL || version[0] == '\0')
-        version = GW_ANTHROPIC_VERSION_DEFAULT;
-    if (add_upstream_header(ex, call, "anthropic-version", version) != 0)
-        return -1;
-    const char *beta = exchange_header(ex, "anthropic-beta");
-    if (beta != NULL && beta[0] != '\0' && add_upstream_header(ex, call, "anthropic-beta", beta))
-        return -1;
+    for (size_t i = 0; i < GW_PASSED_HEADERS_MAX && dialect->passed_headers[i].name != NULL; i++) {
+        const struct gw_passed_header *passed = &dialect->passed_headers[i];
+        const char *value = exchange_header(ex, passed->name);
+        if (value == NULL || value[0] == '\0')
+            value = passed->value_default;
+        if (value != NULL && add_upstream_header(ex, call, passed->name, value) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -974,9 +952,8 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
     char error[GW_PLAN_ERROR_SIZE];
     if (upstream_request(ex, call, upstream_path) != 0)
         return 0;
-    bool responses = call->endpoint == GW_ENDPOINT_RESPONSES ||
-                     call->endpoint == GW_ENDPOINT_RESPONSES_INPUT_TOKENS;
-    if (responses && !references_owned(ex, call, root))
+    const struct gw_surface *surface = gw_surface_of(call->endpoint);
+    if (surface->checks_references && !references_owned(ex, call, root))
         return 0;
     if (call->charged && gw_estimate_request(root, call->endpoint, call->model, &call->estimate,
                                              error, sizeof error) != 0)
@@ -991,9 +968,10 @@ static int start_call(struct exchange *ex, struct gateway_call *call, const stru
                                &call->upstream_body, &info, error, sizeof error) != 0)
         return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_request", 0, "%s",
                                    error);
-    call->stream = call->stream || info.stream; /* a Gemini call streams by its method */
+    call->stream =
+        call->stream || info.stream; /* a call may stream by its method (a model in the path) */
     call->client_include_usage = info.client_include_usage;
-    if (call->endpoint == GW_ENDPOINT_RESPONSES &&
+    if (surface->stores_answer &&
         (note_response_owner(ex, call, root) != 0 || exchange_answered(ex)))
         return 0;
     if (!call->charged)
@@ -1014,8 +992,8 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     if (root == NULL) {
         gw_config_release(config);
         keys_record_release(record);
-        return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0,
-                                   "We could not parse the JSON body of your request: %s", error);
+        return gateway_reply_error(ex, 400, "invalid_request_error", "invalid_json", 0, "%s%s",
+                                   ex->route->gateway->dialect->invalid_json_prefix, error);
     }
     const struct gw_model *model = request_model(ex, config, key, root);
     if (model == NULL || !gw_model_serves(model, endpoint)) {
@@ -1037,41 +1015,28 @@ static int handle_call(struct exchange *ex, enum gw_endpoint endpoint)
     return start_call(ex, call, root, gw_endpoint_upstream_path(endpoint));
 }
 
-/* Each POST surface is one endpoint of handle_call: the router wants one handler
- * per route, so these are generated rather than written out seven times. */
-#define GATEWAY_ENDPOINT_HANDLER(name, endpoint)                                                   \
-    int handle_gateway_##name(struct exchange *ex)                                                 \
-    {                                                                                              \
-        return handle_call(ex, endpoint);                                                          \
-    }
+/* ---- a model named in the path ({item} = "<model>:<method>") ------------ */
 
-GATEWAY_ENDPOINT_HANDLER(chat_completions, GW_ENDPOINT_CHAT_COMPLETIONS)
-GATEWAY_ENDPOINT_HANDLER(completions, GW_ENDPOINT_COMPLETIONS)
-GATEWAY_ENDPOINT_HANDLER(embeddings, GW_ENDPOINT_EMBEDDINGS)
-GATEWAY_ENDPOINT_HANDLER(messages, GW_ENDPOINT_MESSAGES)
-GATEWAY_ENDPOINT_HANDLER(messages_count_tokens, GW_ENDPOINT_MESSAGES_COUNT_TOKENS)
-GATEWAY_ENDPOINT_HANDLER(responses, GW_ENDPOINT_RESPONSES)
-GATEWAY_ENDPOINT_HANDLER(responses_input_tokens, GW_ENDPOINT_RESPONSES_INPUT_TOKENS)
-
-/* ---- Gemini: POST /v1beta/models/{model}:{method} ------------------------ */
-
-/* The model and method the path names, checked against the config and the
+/* The model and surface the path names, checked against the config and the
  * key; NULL with the answer given (404: a path the gateway does not serve,
  * an unknown model or one the key may not call). */
-static const struct gw_model *gemini_model(struct exchange *ex, const struct gw_config *config,
-                                           const struct gw_key *key, enum gw_gemini_method *method)
+static const struct gw_model *path_model(struct exchange *ex, const struct gw_config *config,
+                                         const struct gw_key *key, enum gw_endpoint *endpoint,
+                                         bool *stream)
 {
-    char target[GW_GEMINI_TARGET_LENGTH_MAX + 1], error[192];
+    const struct gw_dialect *dialect = ex->route->gateway->dialect;
+    char target[GW_PATH_TARGET_LENGTH_MAX + 1], error[192];
     size_t length, name_length;
     const char *name;
     if (percent_decode(ex->key_encoded, target, sizeof target, &length) != 0) {
         gateway_reply_error(ex, 404, NULL, "not_found", 0,
-                            "The path must be /v1beta/models/{model}:{method}, the model's name "
-                            "at most %d bytes and validly escaped.",
-                            GW_NAME_LENGTH_MAX);
+                            "The path must be %s, the model's name at most %d bytes and validly "
+                            "escaped.",
+                            dialect->item_pattern, GW_NAME_LENGTH_MAX);
         return NULL;
     }
-    if (gw_gemini_target(target, length, &name, &name_length, method, error, sizeof error) != 0) {
+    if (dialect->target(target, length, &name, &name_length, endpoint, stream, error,
+                        sizeof error) != 0) {
         gateway_reply_error(ex, 404, NULL, "not_found", 0, "Not found: %s.", error);
         return NULL;
     }
@@ -1086,37 +1051,36 @@ static const struct gw_model *gemini_model(struct exchange *ex, const struct gw_
     return model;
 }
 
-/* Where a Gemini call goes: /models/<upstream model>:<method>, with
- * ?alt=sse when a stream asked for events (else Google streams a JSON
- * array). 0, or -1 with the answer given. */
-static int gemini_path(struct exchange *ex, const struct gw_model *model,
-                       enum gw_gemini_method method, char *path, size_t size)
+/* Where such a call goes (the dialect's path), with events when a stream
+ * asked for them in the query (its stream_query). 0, or -1 with the
+ * answer given. */
+static int path_upstream(struct exchange *ex, const struct gw_model *model,
+                         enum gw_endpoint endpoint, bool stream, char *path, size_t size)
 {
-    char alt[16];
-    int found = exchange_query(ex, "alt", alt, sizeof alt);
-    if (found < 0)
+    const struct gw_dialect *dialect = ex->route->gateway->dialect;
+    char value[16], error[256];
+    int found = 0;
+    if (dialect->stream_query_name != NULL &&
+        (found = exchange_query(ex, dialect->stream_query_name, value, sizeof value)) < 0)
         return -1; /* answered: 400 */
-    bool sse = method == GW_GEMINI_STREAM && found == 1 && strcmp(alt, "sse") == 0;
-    if (gw_gemini_upstream_path(model->upstream_model, method, sse, path, size) == 0)
+    bool events = found == 1 && strcmp(value, dialect->stream_query_value) == 0;
+    if (dialect->upstream_path(model, endpoint, stream, events, path, size, error, sizeof error) ==
+        0)
         return 0;
-    gateway_reply_error(ex, 400, NULL, "invalid_upstream_model", 0,
-                        "The model '%s' cannot be called on Gemini: its upstream_model must be "
-                        "letters, digits, '.', '_' and '-' only.",
-                        model->name);
+    gateway_reply_error(ex, 400, NULL, "invalid_upstream_model", 0, "%s", error);
     return -1;
 }
 
-int handle_gateway_gemini(struct exchange *ex)
+static int handle_model_in_path(struct exchange *ex)
 {
     struct gw_config *config;
     struct keys_record *record;
     const struct gw_key *key = route_start(ex, &config, &record);
     if (key == NULL)
         return 0;
-    enum gw_gemini_method method;
-    const struct gw_model *model = gemini_model(ex, config, key, &method);
-    enum gw_endpoint endpoint =
-        method == GW_GEMINI_COUNT_TOKENS ? GW_ENDPOINT_GEMINI_COUNT_TOKENS : GW_ENDPOINT_GEMINI;
+    enum gw_endpoint endpoint = ex->route->gateway->endpoint;
+    bool stream = false;
+    const struct gw_model *model = path_model(ex, config, key, &endpoint, &stream);
     if (model == NULL || !gw_model_serves(model, endpoint)) {
         gw_config_release(config);
         keys_record_release(record);
@@ -1127,10 +1091,10 @@ int handle_gateway_gemini(struct exchange *ex)
     if (root == NULL) {
         gw_config_release(config);
         keys_record_release(record);
-        return gateway_reply_error(ex, 400, NULL, "invalid_json", 0,
-                                   "Invalid JSON payload received: %s", error);
+        return gateway_reply_error(ex, 400, NULL, "invalid_json", 0, "%s%s",
+                                   ex->route->gateway->dialect->invalid_json_prefix, error);
     }
-    if (gemini_path(ex, model, method, path, sizeof path) != 0) {
+    if (path_upstream(ex, model, endpoint, stream, path, sizeof path) != 0) {
         gw_config_release(config);
         keys_record_release(record);
         return 0;
@@ -1146,12 +1110,12 @@ int handle_gateway_gemini(struct exchange *ex)
     call->model = model;
     call->upstream = model->upstream;
     call->charged = gw_endpoint_charged(endpoint);
-    call->stream = method == GW_GEMINI_STREAM;
+    call->stream = stream;
     return start_call(ex, call, root, path);
 }
 
-/* ---- a stored response: GET, DELETE /v1/responses/{id}, GET .../input_items,
- * POST .../cancel -------------------------------------------------------- */
+/* ---- a stored object: GET, DELETE <route>{id}, GET .../input_items, POST
+ * .../cancel -------------------------------------------------------------- */
 
 /* Splits the item path "<id>[/input_items|/cancel]" and checks it against
  * the method. The id is 1..GW_RESPONSE_ID_LENGTH_MAX bytes of
@@ -1176,16 +1140,19 @@ static bool response_item(const char *item, enum http_method method, char *id, s
     return strcmp(*tail, "/cancel") == 0 && method == HTTP_POST;
 }
 
-/* The upstream of the response id that key created, or NULL (unknown, or
- * another key's: the same answer, so that ids cannot be probed). */
-static const struct gw_upstream *response_upstream(struct gateway *g,
+/* The upstream (of the route's dialect) of the object id that key created,
+ * or NULL (unknown, or another key's: the same answer, so that ids cannot
+ * be probed). */
+static const struct gw_upstream *response_upstream(struct exchange *ex,
                                                    const struct gw_config *config,
                                                    const struct gw_key *key, const char *id)
 {
+    struct gateway *g = ex->server->gateway;
     for (uint32_t i = 0; i < config->upstream_count; i++) {
         const struct gw_upstream *upstream = &config->upstreams[i];
         uint8_t digest[GW_SHA256_BYTES];
-        if (upstream->api != GW_API_OPENAI || gateway_owner_digest(key, upstream, digest) != 0)
+        if (upstream->api != ex->route->gateway->dialect->api ||
+            gateway_owner_digest(key, upstream, digest) != 0)
             continue;
         if (gw_owners_lookup(g->owners, id, strlen(id), digest) == GW_OWNER_THIS_KEY)
             return upstream;
@@ -1193,7 +1160,7 @@ static const struct gw_upstream *response_upstream(struct gateway *g,
     return NULL;
 }
 
-int handle_gateway_response_item(struct exchange *ex)
+static int handle_stored(struct exchange *ex)
 {
     struct gw_config *config;
     struct keys_record *record;
@@ -1207,7 +1174,7 @@ int handle_gateway_response_item(struct exchange *ex)
     if (percent_decode(ex->key_encoded, item, sizeof item, &item_length) != 0)
         snprintf(item, sizeof item, "(too long or badly escaped)");
     else if (response_item(item, ex->method, id, sizeof id, &tail))
-        upstream = response_upstream(ex->server->gateway, config, key, id);
+        upstream = response_upstream(ex, config, key, id);
     if (upstream == NULL) {
         gw_config_release(config);
         keys_record_release(record);
@@ -1215,7 +1182,8 @@ int handle_gateway_response_item(struct exchange *ex)
                                    "No response with id '%.*s' was found for this key.",
                                    GW_RESPONSE_ID_LENGTH_MAX, item);
     }
-    struct gateway_call *call = gateway_call_new(ex, config, key, record, GW_ENDPOINT_RESPONSES);
+    enum gw_endpoint endpoint = ex->route->gateway->endpoint;
+    struct gateway_call *call = gateway_call_new(ex, config, key, record, endpoint);
     if (call == NULL) {
         gw_config_release(config);
         keys_record_release(record);
@@ -1231,14 +1199,14 @@ int handle_gateway_response_item(struct exchange *ex)
     if (ex->method == HTTP_GET && gateway_owner_digest(key, upstream, call->owner_digest) == 0)
         call->remember_response = true;
     char path[GW_RESPONSE_ID_LENGTH_MAX + 64];
-    snprintf(path, sizeof path, "/responses/%s%s", id, tail);
+    snprintf(path, sizeof path, "%s/%s%s", gw_endpoint_upstream_path(endpoint), id, tail);
     if (upstream_request(ex, call, path) != 0)
         return 0;
     return gateway_call_forward(ex, call);
 }
 
-/* GET /v1/models: the models the key may call, in OpenAI's shape. */
-int handle_gateway_models(struct exchange *ex)
+/* The models the key may call, as the list route's dialect writes them. */
+static int handle_models(struct exchange *ex)
 {
     struct gw_config *config;
     struct keys_record *record;
@@ -1247,23 +1215,28 @@ int handle_gateway_models(struct exchange *ex)
         return 0;
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    buffer_append_str(&b, "{\"object\":\"list\",\"data\":[");
-    bool first = true;
-    for (uint32_t i = 0; i < config->model_count; i++) {
-        const struct gw_model *model = &config->models[i];
-        if (!gw_key_allows_model(key, model))
-            continue;
-        buffer_append_str(&b, first ? "{\"id\":" : ",{\"id\":");
-        first = false;
-        buffer_append_json_string(&b, model->name, strlen(model->name));
-        buffer_append_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":");
-        buffer_append_json_string(&b, model->upstream->name, strlen(model->upstream->name));
-        buffer_append_char(&b, '}');
-    }
-    buffer_append_str(&b, "]}");
+    ex->route->gateway->dialect->model_list(&b, config, key);
     gw_config_release(config);
     keys_record_release(record);
     return exchange_answer(ex, 200, &b, 0);
+}
+
+int handle_gateway(struct exchange *ex)
+{
+    const struct gw_route *route = ex->route->gateway;
+    switch (route->kind) {
+    case GW_ROUTE_CALL:
+        return handle_call(ex, route->endpoint);
+    case GW_ROUTE_MODEL_IN_PATH:
+        return handle_model_in_path(ex);
+    case GW_ROUTE_STORED:
+        return handle_stored(ex);
+    case GW_ROUTE_MODELS:
+        return handle_models(ex);
+    case GW_ROUTE_TOOLS: /* routes.c gives it handle_gateway_mcp */
+        break;
+    }
+    return gateway_reply_error(ex, 404, NULL, "not_found", 0, "Not found.");
 }
 
 /* ---- shared with the other routes' files (gateway_internal.h) ----------- */

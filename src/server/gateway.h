@@ -1,6 +1,5 @@
 /* Gateway mode (docs/gateway.md): llmlimitd as a proxy that speaks the
- * providers' APIs (OpenAI's chat, completions, embeddings and Responses,
- * Anthropic's Messages, Google's Gemini generateContent).
+ * providers' APIs, each a dialect of gateway/gw_dialect.h's table.
  * Each call is authenticated by its virtual key, estimated, reserved in
  * every limit its templates name (all or nothing), forwarded upstream by the
  * forwarding engine (src/gateway/gw_forward.c) and settled from the
@@ -40,20 +39,10 @@ void gateway_config_counts(struct gateway *gateway, uint32_t *models, uint32_t *
  * them: {"limits":[{"key","amount","calls"}]} (docs/api.md). */
 void gateway_templates_json(struct gateway *gateway, struct buffer *out);
 
-/* The routes (src/server/routes.c). */
-int handle_gateway_chat_completions(struct exchange *exchange);
-int handle_gateway_completions(struct exchange *exchange);
-int handle_gateway_embeddings(struct exchange *exchange);
-int handle_gateway_models(struct exchange *exchange);
-int handle_gateway_messages(struct exchange *exchange);
-int handle_gateway_messages_count_tokens(struct exchange *exchange);
-int handle_gateway_responses(struct exchange *exchange);
-int handle_gateway_responses_input_tokens(struct exchange *exchange);
-/* GET and DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel */
-int handle_gateway_response_item(struct exchange *exchange);
-/* POST /v1beta/models/{model}:generateContent, :streamGenerateContent,
- * :countTokens */
-int handle_gateway_gemini(struct exchange *exchange);
+/* The routes of the gateway's dialects (src/server/routes.c builds them
+ * from gateway/gw_dialect.h's table): a call, a model named in the path,
+ * a stored object, the list of models, each by its row's kind. */
+int handle_gateway(struct exchange *exchange);
 /* POST, GET and DELETE /mcp/{server} (gateway_mcp.c, docs/mcp.md) */
 int handle_gateway_mcp(struct exchange *exchange);
 

@@ -26,7 +26,8 @@
 #include "gateway/gw_endpoint.h"
 #include "gateway/gw_error.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 #include "util/queue.h"
 
@@ -469,9 +470,7 @@ static void forward_start(struct exchange *ex)
         .url = url,
         .method = call->method,
         .api_key = upstream->api_key,
-        .key_header = upstream->api == GW_API_ANTHROPIC ? GW_KEY_X_API_KEY
-                      : upstream->api == GW_API_GEMINI  ? GW_KEY_X_GOOG_API_KEY
-                                                        : GW_KEY_BEARER,
+        .key_header = gw_dialect_for_api(upstream->api)->upstream_key,
         .header_count = call->header_count,
         .body = call->upstream_body.data,
         .body_length = call->upstream_body.length,
@@ -638,7 +637,7 @@ static void answer_used(struct gateway_call *call)
         root = NULL;
     const char *id;
     size_t id_length;
-    if (root != NULL && call->endpoint == GW_ENDPOINT_RESPONSES) {
+    if (root != NULL && gw_surface_of(call->endpoint)->stores_answer) {
         if (gw_answer_response_id(root, &id, &id_length) == 0)
             remember_response(call, id, id_length);
         gw_answer_item_ids(root, remember_item, call);

@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "control.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 
 /* Calls one round of the job takes: the rest wait for the next round

@@ -1,6 +1,7 @@
 /* What the files of the gateway's HTTP side share (gateway.c: the routes
  * and the reserve; gateway_call.c: forwarding, streaming, settling;
- * gateway_reply.c: OpenAI-shaped answers and rate-limit headers;
+ * gateway_reply.c: answers in the shape of the route's dialect and
+ * rate-limit headers;
  * gateway_stats.c: figures per model and caller). */
 #ifndef LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
 #define LLMLIMIT_SERVER_GATEWAY_INTERNAL_H
@@ -14,6 +15,7 @@
 #include "gateway.h"
 #include "http/http.h"
 #include "gateway/gw_config.h"
+#include "gateway/gw_dialect.h"
 #include "gateway/gw_estimate.h"
 #include "gateway/gw_forward.h"
 #include "gateway/gw_mcp.h"
@@ -108,11 +110,9 @@ void gateway_stats_add_tool_call(struct gateway_stats *stats, const char *server
 /* What goes after an upstream's base_url: the route's path (with a
  * response id) and the client's query; a longer one is refused (400). */
 #define GW_UPSTREAM_PATH_LENGTH_MAX 2048
-/* A virtual key sent as ?key= (Google's clients): a longer one is refused
- * (400), as no key of the gateway is that long. */
+/* A virtual key sent in the query (a dialect's key_query): a longer one
+ * is refused (400), as no key of the gateway is that long. */
 #define GW_QUERY_KEY_LENGTH_MAX 512
-/* The anthropic-version sent upstream when the client sends none. */
-#define GW_ANTHROPIC_VERSION_DEFAULT "2023-06-01"
 
 struct gateway_call;
 struct keys_record;

@@ -21,7 +21,8 @@
 #include "gateway/gw_error.h"
 #include "keys.h"
 #include "router.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 
 /* The denial of a tools/call: JSON-RPC error -32000 naming the limits, with
  * data.retry_after_ms and data.denied_keys; HTTP 200, as any answer to a

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "util/log.h"
 
 /* ---- answers in JSON-RPC ------------------------------------------------- */

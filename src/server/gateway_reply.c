@@ -19,9 +19,9 @@
 
 #include "wire/encode.h"
 #include "gateway/gw_error.h"
-#include "gateway/gw_gemini.h"
 #include "gateway/gw_secret.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "wire/wire_text.h"
 
 void gateway_headers_add(struct gateway_headers *h, const char *name, const char *value)
@@ -54,17 +54,6 @@ static void add_should_retry(struct gateway_headers *h, unsigned status, int64_t
         gateway_headers_add(h, GW_SHOULD_RETRY_HEADER, "false");
 }
 
-/* The surface whose error shape the exchange's route answers in. */
-static enum gw_endpoint error_surface(const struct exchange *ex)
-{
-    if ((ex->route->flags & ROUTE_ERROR_GEMINI) != 0)
-        return GW_ENDPOINT_GEMINI;
-    if ((ex->route->flags & ROUTE_ERROR_MCP) != 0)
-        return GW_ENDPOINT_MCP;
-    return (ex->route->flags & ROUTE_ERROR_ANTHROPIC) != 0 ? GW_ENDPOINT_MESSAGES
-                                                           : GW_ENDPOINT_CHAT_COMPLETIONS;
-}
-
 /* The keys of the limits a denied call did not fit, into keys (at most
  * `most`): Google's error names them in a QuotaFailure. */
 static uint32_t denied_keys(const struct exchange *ex, unsigned status, const char **keys,
@@ -81,24 +70,23 @@ static uint32_t denied_keys(const struct exchange *ex, unsigned status, const ch
     return n;
 }
 
-/* An error body in the route's shape; Google's carries the wait and the
- * limits as details (RetryInfo, QuotaFailure), which the Gemini CLI reads
- * to decide between waiting and stopping. */
+/* An error body in the shape of the route's dialect, with the wait and
+ * the limits that did not fit (a shape may carry them as details). */
 static void error_body(struct buffer *b, const struct exchange *ex, unsigned status,
                        const char *type, const char *code, int64_t retry_after_ms,
                        const char *message)
 {
-    enum gw_endpoint surface = error_surface(ex);
-    if (surface != GW_ENDPOINT_GEMINI) {
-        gw_error_for(b, surface, status, type, code, message);
-        return;
-    }
     const char *keys[GW_LIMITS_MAX];
-    uint32_t count = denied_keys(ex, status, keys, GW_LIMITS_MAX);
-    /* A refused key says why, as the other shapes' code does. */
-    const char *reason =
-        status == 401 && code != NULL && strncmp(code, "key_", 4) == 0 ? code : NULL;
-    gw_gemini_error(b, status, message, retry_after_ms, keys, count, reason);
+    const struct gw_error_args args = {
+        .status = status,
+        .type = type,
+        .code = code,
+        .message = message,
+        .retry_after_ms = retry_after_ms,
+        .denied_keys = keys,
+        .denied_count = denied_keys(ex, status, keys, GW_LIMITS_MAX),
+    };
+    ex->route->gateway->dialect->error(b, &args);
 }
 
 /* An error with the headers h already holds (beyond Content-Type and the
@@ -113,7 +101,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     struct buffer b;
     buffer_init(&b, NULL, 0);
     struct gateway_call *mcp_call = ex->gateway_call;
-    if (error_surface(ex) == GW_ENDPOINT_MCP && mcp_call != NULL && mcp_call->mcp.id.present)
+    if (ex->route->gateway->kind == GW_ROUTE_TOOLS && mcp_call != NULL && mcp_call->mcp.id.present)
         gateway_mcp_error_body(&b, mcp_call, status, code, message); /* answers its request */
     else
         error_body(&b, ex, status, type, code, retry_after_ms, message);
@@ -183,103 +171,70 @@ static void duration_text(int64_t ms, char *out, size_t size)
     memcpy(at, "s", 2);
 }
 
-/* ---- rate-limit headers ---- */
-
-/* What the headers say of one limit. */
-struct limit_figure {
-    uint64_t capacity;
-    bool remaining_known;
-    int64_t remaining;
-    bool reset_known;
-    int64_t reset_at_unix_ms;
-};
+/* ---- rate-limit headers (what they say of one limit: struct
+ * gw_limit_figure) ---- */
 
 #define AMOUNT_BIT(amount) (1u << (amount))
 
 /* A family of headers and the template amounts whose limits it reports:
- * OpenAI's x-ratelimit-<verb>-<openai> (NULL: none), Anthropic's
- * anthropic-ratelimit-<anthropic>-<verb>. */
+ * x-ratelimit-<verb>-<name> on every surface (name NULL: none), and the
+ * family in a dialect's own headers (its limit_headers). */
 struct limit_family {
     unsigned amounts;
-    const char *openai;
-    const char *anthropic;
+    const char *name;
+    enum gw_limit_family family;
 };
 
 static const struct limit_family families[] = {
-    {AMOUNT_BIT(GW_AMOUNT_REQUESTS), "requests", "requests"},
+    {AMOUNT_BIT(GW_AMOUNT_REQUESTS), "requests", GW_FAMILY_REQUESTS},
     {AMOUNT_BIT(GW_AMOUNT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_INPUT_TOKENS) |
          AMOUNT_BIT(GW_AMOUNT_UNCACHED_INPUT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_OUTPUT_TOKENS),
-     "tokens", "tokens"},
+     "tokens", GW_FAMILY_TOKENS},
     {AMOUNT_BIT(GW_AMOUNT_INPUT_TOKENS) | AMOUNT_BIT(GW_AMOUNT_UNCACHED_INPUT_TOKENS), NULL,
-     "input-tokens"},
-    {AMOUNT_BIT(GW_AMOUNT_OUTPUT_TOKENS), NULL, "output-tokens"},
+     GW_FAMILY_INPUT_TOKENS},
+    {AMOUNT_BIT(GW_AMOUNT_OUTPUT_TOKENS), NULL, GW_FAMILY_OUTPUT_TOKENS},
 };
 
 #define FAMILIES (sizeof families / sizeof families[0])
 
-/* Anthropic writes a reset as an RFC 3339 time: "2026-05-01T12:00:00Z"
- * (whole seconds, rounded up: the limit is free by then). */
-static void rfc3339_text(int64_t unix_ms, char *out, size_t size)
-{
-    time_t seconds = (time_t)(unix_ms / 1000 + (unix_ms % 1000 > 0));
-    struct tm tm;
-    gmtime_r(&seconds, &tm);
-    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* A header's name in each dialect, from the family and what it tells
- * (limit, remaining, reset). */
-typedef void (*header_name_fn)(char *name, size_t size, const char *family, const char *what);
-
-static void openai_name(char *name, size_t size, const char *family, const char *what)
-{
-    snprintf(name, size, "x-ratelimit-%s-%s", what, family);
-}
-
-static void anthropic_name(char *name, size_t size, const char *family, const char *what)
-{
-    snprintf(name, size, "anthropic-ratelimit-%s-%s", family, what);
-}
-
-/* One figure's headers in one dialect: its capacity, and what remains and
- * when it resets where those are known (reset already in the dialect's
- * form). */
-static void add_figure_headers(struct gateway_headers *h, header_name_fn name_of,
-                               const char *family, const struct limit_figure *figure,
-                               const char *reset)
+/* x-ratelimit-limit-<name>, -remaining-<name> and -reset-<name> (reset as
+ * a duration: "1m30s"). */
+static void add_common_headers(struct gateway_headers *h, const char *family,
+                               const struct gw_limit_figure *figure, int64_t now_unix_ms)
 {
     char name[64], value[24]; /* every answer has these: no printf for the values */
     *buffer_put_u64(value, figure->capacity) = '\0';
-    name_of(name, sizeof name, family, "limit");
+    snprintf(name, sizeof name, "x-ratelimit-limit-%s", family);
     gateway_headers_add(h, name, value);
     if (figure->remaining_known) {
         *buffer_put_i64(value, figure->remaining > 0 ? figure->remaining : 0) = '\0';
-        name_of(name, sizeof name, family, "remaining");
+        snprintf(name, sizeof name, "x-ratelimit-remaining-%s", family);
         gateway_headers_add(h, name, value);
     }
     if (figure->reset_known) {
-        name_of(name, sizeof name, family, "reset");
+        char reset[80] = "";
+        int64_t reset_ms =
+            figure->reset_at_unix_ms > now_unix_ms ? figure->reset_at_unix_ms : now_unix_ms;
+        duration_text(reset_ms - now_unix_ms, reset, sizeof reset);
+        snprintf(name, sizeof name, "x-ratelimit-reset-%s", family);
         gateway_headers_add(h, name, reset);
     }
 }
 
-static void add_limit_headers(struct gateway_headers *h, const struct limit_family *family,
-                              bool anthropic, const struct limit_figure *figure,
-                              int64_t now_unix_ms)
+static void add_header(void *context, const char *name, const char *value)
 {
-    char reset[80] = "";
-    int64_t reset_ms =
-        figure->reset_at_unix_ms > now_unix_ms ? figure->reset_at_unix_ms : now_unix_ms;
-    if (family->openai != NULL) {
-        if (figure->reset_known)
-            duration_text(reset_ms - now_unix_ms, reset, sizeof reset);
-        add_figure_headers(h, openai_name, family->openai, figure, reset);
-    }
-    if (!anthropic)
+    gateway_headers_add(context, name, value);
+}
+
+static void add_limit_headers(struct gateway_headers *h, const struct limit_family *family,
+                              const struct gw_dialect *dialect,
+                              const struct gw_limit_figure *figure, int64_t now_unix_ms)
+{
+    if (family->name != NULL)
+        add_common_headers(h, family->name, figure, now_unix_ms);
+    if (dialect->limit_headers == NULL)
         return;
-    if (figure->reset_known)
-        rfc3339_text(reset_ms, reset, sizeof reset);
-    add_figure_headers(h, anthropic_name, family->anthropic, figure, reset);
+    dialect->limit_headers(family->family, figure, now_unix_ms, add_header, h);
 }
 
 /* Whether a template of the plan whose amount is in `amounts` gives the
@@ -321,7 +276,7 @@ static bool reported_before(const struct requirement_state *a, const struct requ
  * (their own headers), else of the others. false when the plan reserves
  * none of them. */
 static bool tightest(const struct gateway_call *call, unsigned amounts, bool concurrency,
-                     struct limit_figure *out)
+                     struct gw_limit_figure *out)
 {
     const struct requirement_state *best = NULL;
     for (uint32_t r = 0; r < call->plan.requirement_count; r++) {
@@ -335,18 +290,12 @@ static bool tightest(const struct gateway_call *call, unsigned amounts, bool con
     if (best == NULL)
         return false;
     /* The tigerbeetle backend cannot tell what is left (docs/gateway.md). */
-    *out = (struct limit_figure){.capacity = best->capacity,
-                                 .remaining_known = best->known,
-                                 .remaining = best->available,
-                                 .reset_known = best->known,
-                                 .reset_at_unix_ms = best->reset_at_unix_ms};
+    *out = (struct gw_limit_figure){.capacity = best->capacity,
+                                    .remaining_known = best->known,
+                                    .remaining = best->available,
+                                    .reset_known = best->known,
+                                    .reset_at_unix_ms = best->reset_at_unix_ms};
     return true;
-}
-
-/* Anthropic's headers go on the answers of the Messages surface. */
-static bool anthropic_surface(const struct gateway_call *call)
-{
-    return gw_endpoint_api(call->endpoint) == GW_API_ANTHROPIC;
 }
 
 /* x-llmlimit-waited-ms: how long a call that asked to wait (Prefer: wait)
@@ -363,7 +312,7 @@ static void waited_header(struct gateway_headers *h, const struct gateway_call *
 /* x-llmlimit-concurrency-limit and -remaining: the calls a concurrency
  * limit lets run at once, and how many more may start now (no reset: a
  * slot frees when a call ends, not at a time). */
-static void add_concurrency_headers(struct gateway_headers *h, const struct limit_figure *figure)
+static void add_concurrency_headers(struct gateway_headers *h, const struct gw_limit_figure *figure)
 {
     char value[24];
     *buffer_put_u64(value, figure->capacity) = '\0';
@@ -382,10 +331,10 @@ void gateway_reply_headers(struct gateway_headers *h, const struct gateway_call 
     waited_header(h, call);
     if (call->plan.requirement_count == 0 || call->reserve_result.replayed)
         return; /* nothing reserved, or the states are not this call's */
-    struct limit_figure figure;
+    struct gw_limit_figure figure;
     for (size_t f = 0; f < FAMILIES; f++) {
         if (tightest(call, families[f].amounts, false, &figure))
-            add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
+            add_limit_headers(h, &families[f], gw_dialect_of(call->endpoint), &figure, now_unix_ms);
     }
     if (tightest(call, AMOUNT_BIT(GW_AMOUNT_REQUESTS), true, &figure))
         add_concurrency_headers(h, &figure);
@@ -420,13 +369,14 @@ static void denial_headers(struct gateway_headers *h, struct exchange *ex,
     for (size_t f = 0; f < FAMILIES; f++) {
         if (!first_denied(ex, call, families[f].amounts, false, &state))
             continue;
-        struct limit_figure figure = {.capacity = state.definition.capacity,
-                                      .reset_known = true,
-                                      .reset_at_unix_ms = now_unix_ms + r->retry_after_ms};
-        add_limit_headers(h, &families[f], anthropic_surface(call), &figure, now_unix_ms);
+        struct gw_limit_figure figure = {.capacity = state.definition.capacity,
+                                         .reset_known = true,
+                                         .reset_at_unix_ms = now_unix_ms + r->retry_after_ms};
+        add_limit_headers(h, &families[f], gw_dialect_of(call->endpoint), &figure, now_unix_ms);
     }
     if (first_denied(ex, call, AMOUNT_BIT(GW_AMOUNT_REQUESTS), true, &state))
-        add_concurrency_headers(h, &(struct limit_figure){.capacity = state.definition.capacity});
+        add_concurrency_headers(h,
+                                &(struct gw_limit_figure){.capacity = state.definition.capacity});
     if (r->wait_outcome == RESERVE_WAIT_FULL) /* --max-waiters were waiting: it could not */
         gateway_headers_add(h, "x-llmlimit-queue", "full");
     waited_header(h, call);
@@ -473,27 +423,26 @@ static bool relay_header(struct gateway_headers *h, const struct gateway_call *c
     return true;
 }
 
-/* on_wake of a whole answer being given: as much as the client's socket
+/* The pump of a whole answer being given: as much as the client's socket
  * takes, and the end once all of it is out (a client that left takes it
  * all at once: the transport drops it). */
-static void answer_pump(struct http_exchange *hx)
+static void answer_pump(struct exchange *ex)
 {
-    struct exchange *ex = (struct exchange *)hx;
     struct gateway_call *call = ex->gateway_call;
-    if (!hx->streaming)
+    if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
     size_t ready = call->answer.length - call->answer_sent;
-    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
-        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+    size_t room;
+    while (ready > 0 && (room = exchange_stream_room(ex)) > 0) {
         size_t n = ready < room ? ready : room;
-        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        exchange_stream_write(ex, call->answer.data + call->answer_sent, n);
         call->answer_sent += n;
         ready -= n;
     }
     pthread_mutex_unlock(&call->mutex);
     if (ready == 0)
-        http_stream_end(hx);
+        exchange_stream_end(ex);
 }
 
 int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
@@ -522,26 +471,23 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
     call->answer_sent = 0;
     call->pumping_answer = true;
     pthread_mutex_unlock(&call->mutex);
-    exchange_answer_begin(ex, status, h.list, h.count, call->answer.data, call->answer.length);
-    ex->http.on_wake = answer_pump;
-    answer_pump(&ex->http);
-    return 0;
+    return exchange_answer_begin(ex, status, h.list, h.count, call->answer.data,
+                                 call->answer.length, answer_pump);
 }
 
-/* on_wake of a streaming exchange: gives the client what has come, as far
+/* The pump of a streaming exchange: gives the client what has come, as far
  * as its socket keeps up, and the end once the lease is settled. */
-static void stream_pump(struct http_exchange *hx)
+static void stream_pump(struct exchange *ex)
 {
-    struct exchange *ex = (struct exchange *)hx;
     struct gateway_call *call = ex->gateway_call;
-    if (!hx->streaming)
+    if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
     size_t ready = call->answer.length - call->answer_sent;
-    while (ready > 0 && http_stream_pending(hx) < HTTP_STREAM_HIGH_WATER) {
-        size_t room = HTTP_STREAM_HIGH_WATER - http_stream_pending(hx);
+    size_t room;
+    while (ready > 0 && (room = exchange_stream_room(ex)) > 0) {
         size_t n = ready < room ? ready : room;
-        http_stream_write(hx, call->answer.data + call->answer_sent, n);
+        exchange_stream_write(ex, call->answer.data + call->answer_sent, n);
         call->answer_sent += n;
         ready -= n;
     }
@@ -558,7 +504,7 @@ static void stream_pump(struct http_exchange *hx)
     bool end = call->stream_ended && ready == 0;
     pthread_mutex_unlock(&call->mutex);
     if (end)
-        http_stream_end(hx);
+        exchange_stream_end(ex);
 }
 
 int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
@@ -572,8 +518,5 @@ int gateway_reply_stream(struct exchange *ex, struct gateway_call *call)
     pthread_mutex_unlock(&call->mutex);
     gateway_headers_add(&h, "Cache-Control", "no-cache");
     gateway_reply_headers(&h, call, clock_now_ms(ex->server->clock));
-    http_stream_begin(&ex->http, 200, h.list, h.count);
-    ex->http.on_wake = stream_pump;
-    stream_pump(&ex->http);
-    return 0;
+    return exchange_stream_begin(ex, 200, h.list, h.count, stream_pump);
 }

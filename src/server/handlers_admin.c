@@ -3,7 +3,8 @@
  * received them; a limit's change runs on the offload thread, and the
  * usage of /metrics and /v1/usage is read by the backend, so that no
  * worker waits for a disk or a cluster (docs/architecture.md "Threads"). */
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "handlers.h"
 #include "gateway.h"
 #include "control.h"

@@ -1,7 +1,8 @@
 /* The data path: reserve, complete, release and their batches. Each handler
  * parses and checks the body, makes one backend call, and writes the answer
  * straight into a buffer when the backend is done. */
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 #include "handlers.h"
 
 #include <assert.h>

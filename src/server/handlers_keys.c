@@ -7,7 +7,8 @@
  * gateway.json's keys are listed too, read-only. */
 #include "handlers.h"
 #include "keys.h"
-#include "server.h"
+#include "exchange.h"
+#include "services.h"
 
 #include <assert.h>
 #include <inttypes.h>

@@ -15,18 +15,15 @@
 #include "auth.h"
 
 enum route_flag {
-    ROUTE_ITEM = 1,             /* path is a prefix; the rest of the path is the {key} */
-    ROUTE_ERROR_HAS_OK = 2,     /* error bodies carry "ok": false (complete, release) */
-    ROUTE_TEST_CLOCK_ONLY = 4,  /* exists only with --test-clock */
-    ROUTE_TEXT = 8,             /* a 200 is Prometheus text, not JSON */
-    ROUTE_NO_STORE = 16,        /* answers are never cached, never sniffed (the console's data) */
-    ROUTE_ERROR_OPENAI = 32,    /* error bodies in OpenAI's shape (the gateway's routes) */
-    ROUTE_ERROR_ANTHROPIC = 64, /* error bodies in Anthropic's shape (the gateway's Messages) */
-    ROUTE_ERROR_GEMINI = 128,   /* error bodies in Google's shape (the gateway's Gemini) */
-    ROUTE_ERROR_MCP = 256,      /* the gateway's own errors as JSON-RPC (the MCP route) */
+    ROUTE_ITEM = 1,            /* path is a prefix; the rest of the path is the {key} */
+    ROUTE_ERROR_HAS_OK = 2,    /* error bodies carry "ok": false (complete, release) */
+    ROUTE_TEST_CLOCK_ONLY = 4, /* exists only with --test-clock */
+    ROUTE_TEXT = 8,            /* a 200 is Prometheus text, not JSON */
+    ROUTE_NO_STORE = 16,       /* answers are never cached, never sniffed (the console's data) */
 };
 
 struct exchange;
+struct gw_route;
 typedef int (*route_handler)(struct exchange *exchange);
 
 struct route {
@@ -36,6 +33,9 @@ struct route {
     enum auth_need auth;
     unsigned flags; /* enum route_flag bits */
     route_handler handler;
+    /* A gateway route: its dialect's row (error bodies in its shape,
+     * gateway/gw_dialect.h); NULL for the others. */
+    const struct gw_route *gateway;
 };
 
 /* A table of routes; the last one is the answer for every path no other

@@ -4,6 +4,8 @@
 
 #include "router.h"
 
-extern const struct router server_routes;
+/* Built once, on the first call, from the rows of routes.c and the
+ * gateway's dialects. */
+const struct router *routes_server(void);
 
 #endif

@@ -4,6 +4,9 @@
  * flush the backend). */
 #include "server.h"
 
+#include "exchange.h"
+#include "services.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
@@ -213,7 +216,7 @@ static int server_start(struct server *s)
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
-    s->router = &server_routes;
+    s->router = routes_server();
     s->metrics = metrics_create(s->router);
     s->activity = activity_create();
     s->spend = spend_create();

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/gw_error.h"
-
 unsigned encode_http_status(enum backend_error error)
 {
     switch (error) {
@@ -411,26 +409,4 @@ void encode_error(struct buffer *b, const char *error, bool with_ok)
     buffer_append_str(b, with_ok ? "{\"ok\":false," : "{");
     buffer_member_string(b, "error", error);
     buffer_append_char(b, '}');
-}
-
-/* A sentence for the errors the HTTP layer gives before a route runs. */
-static const char *openai_error_message(const char *error)
-{
-    static const char *const messages[][2] = {
-        {"body_too_large", "The request body is larger than this server accepts."},
-        {"method_not_allowed", "This route does not take that method."},
-        {"shutting_down", "The server is shutting down; retry the call."},
-        {"out_of_memory", "The server is out of memory; retry the call."},
-    };
-    for (size_t i = 0; i < sizeof messages / sizeof messages[0]; i++) {
-        if (strcmp(error, messages[i][0]) == 0)
-            return messages[i][1];
-    }
-    return error;
-}
-
-void encode_openai_error(struct buffer *b, unsigned status, const char *error)
-{
-    gw_error_openai(b, openai_error_message(error),
-                    status >= 500 ? "server_error" : "invalid_request_error", NULL, error);
 }

@@ -47,10 +47,5 @@ void encode_limit_state(struct buffer *b, const struct limit_state *state);
 void encode_usage(struct buffer *b, const struct limit_usage *usage);
 /* {"error":"<error>"}, with "ok":false first when with_ok. */
 void encode_error(struct buffer *b, const char *error, bool with_ok);
-/* The same error in OpenAI's shape, for the gateway's routes, whose
- * clients (OpenAI SDKs) read only that: {"error":{"message","type",
- * "param":null,"code":error}}; type from the status (4xx or 5xx). Written
- * by gw_error_openai (src/gateway/gw_error.h), as every gateway error is. */
-void encode_openai_error(struct buffer *b, unsigned status, const char *error);
 
 #endif

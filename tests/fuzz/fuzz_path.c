@@ -72,12 +72,12 @@ static int no_handler(struct exchange *exchange)
 /* The shapes of the server's table (src/server/routes.c): exact paths, item
  * routes whose rest is a {key}, the not-found row last. */
 static const struct route rows[] = {
-    {"reserve", "/v1/reserve", HTTP_POST, AUTH_CLIENT, 0, no_handler},
-    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0, no_handler},
-    {"admin_limits", "/v1/admin/limits", HTTP_GET, AUTH_ADMIN, 0, no_handler},
-    {"admin_limit", "/v1/admin/limits/", HTTP_GET, AUTH_ADMIN, ROUTE_ITEM, no_handler},
-    {"usage", "/v1/usage/", HTTP_GET, AUTH_CLIENT, ROUTE_ITEM, no_handler},
-    {"not_found", "", ~0u, AUTH_NONE, 0, NULL},
+    {"reserve", "/v1/reserve", HTTP_POST, AUTH_CLIENT, 0, no_handler, NULL},
+    {"reserve_batch", "/v1/reserve/batch", HTTP_POST, AUTH_CLIENT, 0, no_handler, NULL},
+    {"admin_limits", "/v1/admin/limits", HTTP_GET, AUTH_ADMIN, 0, no_handler, NULL},
+    {"admin_limit", "/v1/admin/limits/", HTTP_GET, AUTH_ADMIN, ROUTE_ITEM, no_handler, NULL},
+    {"usage", "/v1/usage/", HTTP_GET, AUTH_CLIENT, ROUTE_ITEM, no_handler, NULL},
+    {"not_found", "", ~0u, AUTH_NONE, 0, NULL, NULL},
 };
 static const struct router router = {rows, sizeof rows / sizeof rows[0]};
 

@@ -8,15 +8,23 @@ is taken on trust.
   fails the test, naming the symbol.
 - Inside src/server, src/http, src/wire and src/wait no file calls in a
   circle (a file calling another that calls it back, directly or round a
-  longer loop).
+  longer loop); inside src/server, src/http and src/wire no module includes
+  in a circle either (read from the #include lines: a module is foo.c with
+  foo.h and foo_internal.h).
+- Every folder of src/ with C files has its layer.
 - Every file of src/ has its room in docs/architecture.md: each .c is named
   there, and each .h that has no .c of its own name.
+- src/server names no dialect of the gateway: its code (comments aside)
+  holds no provider's name, no dialect's endpoint or api constant and no
+  gateway path; those live in the dialects' table (src/gateway/gw_dialect*.c),
+  whose route paths docs/api.md names.
 
 Usage: test_layers.py BUILD_DIR"""
 
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -26,15 +34,16 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 
 # Higher calls lower; equal layers may not call each other.
 LAYERS = {
-    "core": 0, "util": 1, "tbclient": 2, "backend": 3,
+    "core": 0, "util": 1, "tbclient": 2, "client": 2, "loadgen": 2, "backend": 3,
     "wait": 4, "gateway": 4, "http": 4, "control": 4,
     "wire": 5,
-    "server": 6,
+    "server": 6, "cli": 6,
 }
 # Files that are a library of their own below their folder: the limit definitions' decoder
 # (llwire_limits), which the gateway links for its templates' defaults.
 UNIT_LAYERS = {"wire/decode_limits": 3.5}
 NO_CIRCLES = ("server", "http", "wire", "wait")
+NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
 
 def folder_of(unit):
@@ -115,6 +124,43 @@ def circles(edges, units):
     return found
 
 
+def module_of(relative):
+    """"server/gateway" of server/gateway.c, gateway.h and gateway_internal.h."""
+    stem = os.path.splitext(relative)[0]
+    return stem[:-len("_internal")] if stem.endswith("_internal") else stem
+
+
+def includes():
+    """module -> {module it includes: the header as written}, from the sources of src/."""
+    edges = collections.defaultdict(dict)
+    for path in glob.glob(os.path.join(SOURCE, "**", "*.[ch]"), recursive=True):
+        relative = os.path.relpath(path, SOURCE)
+        module = module_of(relative)
+        with open(path, encoding="utf-8") as f:
+            headers = re.findall(r'^#include "([^"]+)"', f.read(), re.MULTILINE)
+        for header in headers:
+            local = os.path.normpath(os.path.join(os.path.dirname(relative), header))
+            target = module_of(local if os.path.exists(os.path.join(SOURCE, local)) else header)
+            if target != module:
+                edges[module].setdefault(target, header)
+    return edges
+
+
+class Includes(unittest.TestCase):
+    def test_no_module_includes_in_a_circle(self):
+        """Inside src/server, src/http and src/wire, no circle of #include between modules."""
+        edges = includes()
+        units = {u for u in set(edges) | {t for ts in edges.values() for t in ts}
+                 if folder_of(u) in NO_INCLUDE_CIRCLES}
+        self.assertEqual(circles(edges, units), [])
+
+    def test_every_folder_has_its_layer(self):
+        """Each folder of src/ that holds C is in LAYERS (docs/architecture.md's picture)."""
+        folders = {os.path.relpath(p, SOURCE).split(os.sep)[0]
+                   for p in glob.glob(os.path.join(SOURCE, "**", "*.c"), recursive=True)}
+        self.assertEqual(sorted(f for f in folders if f not in LAYERS), [])
+
+
 class Layers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -158,6 +204,79 @@ class Documented(unittest.TestCase):
                 if name not in doc:
                     missing.append(os.path.relpath(os.path.join(root, name), SOURCE))
         self.assertEqual(missing, [], "files docs/architecture.md does not place")
+
+
+# What names a dialect in code: a provider's or dialect's name (any case, inside identifiers
+# and strings too), a dialect's api or endpoint constant, a gateway route's path. The MCP
+# route's endpoint is its own module's (src/server/gateway_mcp*.c, docs/mcp.md).
+DIALECT_WORDS = re.compile(r"openai|anthropic|gemini|google|responses", re.IGNORECASE)
+DIALECT_CONSTANTS = re.compile(
+    r"\bGW_API_[A-Z]|\bGW_ENDPOINT_(?!MCP\b|LAST\b)[A-Z]|\bROUTE_ERROR_(OPENAI|ANTHROPIC|GEMINI|MCP)")
+DIALECT_PATHS = re.compile(r'"/v1beta|"/v1/(chat|completions|embeddings|messages|responses|models)')
+
+
+def code_of(text):
+    """text without its comments (strings kept: a path or header name is code)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append(" " + "\n" * text.count("\n", i, end))  # line numbers kept
+            i = end
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text[i] in "\"'":
+            quote, j = text[i], i + 1
+            while j < n and text[j] != quote:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def dialect_names(folder):
+    """Each line of code under folder that names a dialect: "file:line: text"."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.[ch]"))):
+        with open(path, encoding="utf-8") as f:
+            code = code_of(f.read())
+        for number, line in enumerate(code.splitlines(), 1):
+            if DIALECT_WORDS.search(line) or DIALECT_CONSTANTS.search(line) or \
+                    DIALECT_PATHS.search(line):
+                found.append("%s:%d: %s" % (os.path.basename(path), number, line.strip()))
+    return found
+
+
+class Dialects(unittest.TestCase):
+    def test_server_names_no_dialect(self):
+        """No file of src/server names a dialect: the gateway's dialects' table does."""
+        self.assertEqual(dialect_names(os.path.join(SOURCE, "server")), [],
+                         "src/server names a dialect (move it into src/gateway/gw_dialect_*.c)")
+
+    def test_the_check_sees_a_dialect(self):
+        """The check above finds what it looks for (and skips comments)."""
+        self.assertTrue(DIALECT_WORDS.search(code_of('x = "anthropic-version"; /* c */')))
+        self.assertFalse(DIALECT_WORDS.search(code_of("x = 1; /* Anthropic's */")))
+        self.assertTrue(DIALECT_CONSTANTS.search(code_of("if (api == GW_API_GEMINI)")))
+        self.assertFalse(DIALECT_CONSTANTS.search(code_of("if (e == GW_ENDPOINT_MCP)")))
+        self.assertTrue(DIALECT_PATHS.search(code_of('{"x", "/v1/messages", 1}')))
+
+    def test_docs_name_every_gateway_route(self):
+        """Each route of the dialects' table is named in docs/api.md."""
+        with open(os.path.join(SOURCE, "..", "docs", "api.md"), encoding="utf-8") as f:
+            doc = f.read()
+        rows = []
+        for path in glob.glob(os.path.join(SOURCE, "gateway", "gw_dialect_*.c")):
+            with open(path, encoding="utf-8") as f:
+                rows += re.findall(r'\{"(gateway_\w+)", "(/[^"]*)"', f.read())
+        self.assertGreaterEqual(len(rows), 10, "the route rows of the dialects' files")
+        missing = [name for name, route in rows if route.rstrip("/") not in doc]
+        self.assertEqual(missing, [], "gateway routes docs/api.md does not name")
 
 
 if __name__ == "__main__":
