@@ -190,5 +190,9 @@ const struct gw_dialect *gw_dialect_for_api(enum gw_api api);
  * codes (shared by the dialects that answer in OpenAI's shape). */
 void gw_dialect_openai_plain_error(struct buffer *b, unsigned status, const char *code,
                                    const char *reason);
+/* `data: {"error":{...}}`, as chat and completions streams break (MCP's
+ * event streams too). */
+void gw_dialect_openai_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
+                                   const char *message);
 
 #endif

@@ -33,14 +33,6 @@ static void mcp_error(struct buffer *b, const struct gw_error_args *args)
     gw_mcp_error(b, NULL, GW_MCP_SERVER_ERROR, args->message, data);
 }
 
-static void mcp_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
-                            const char *message)
-{
-    (void)endpoint;
-    buffer_append_str(b, "data: ");
-    gw_error_openai(b, message, "server_error", NULL, code);
-}
-
 const struct gw_dialect gw_dialect_mcp = {
     .name = "mcp",
     .api = GW_API_OPENAI, /* a tool server's key goes as Authorization: Bearer */
@@ -56,5 +48,5 @@ const struct gw_dialect gw_dialect_mcp = {
     .invalid_json_prefix = GW_DIALECT_INVALID_JSON_PREFIX,
     .error = mcp_error,
     .plain_error = gw_dialect_openai_plain_error,
-    .error_event = mcp_error_event,
+    .error_event = gw_dialect_openai_error_event,
 };

@@ -81,9 +81,8 @@ void gw_dialect_openai_plain_error(struct buffer *b, unsigned status, const char
                         status >= 500 ? "server_error" : "invalid_request_error", NULL, code);
 }
 
-/* `data: {"error":{...}}`, as chat and completions streams break. */
-static void openai_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
-                               const char *message)
+void gw_dialect_openai_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
+                                   const char *message)
 {
     (void)endpoint;
     buffer_append_str(b, "data: ");
@@ -109,5 +108,5 @@ const struct gw_dialect gw_dialect_openai = {
     .stream_event = gw_sse_read_chunk,
     .error = openai_error,
     .plain_error = gw_dialect_openai_plain_error,
-    .error_event = openai_error_event,
+    .error_event = gw_dialect_openai_error_event,
 };
