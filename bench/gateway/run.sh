@@ -28,6 +28,11 @@
 #   then again in the same order, so that a slow spell of a shared machine
 #   falls on all of them),
 #   BENCH_LLMLIMITD_ARGS (more flags for llmlimitd, e.g. --threads 1),
+#   BENCH_INSTRUCTIONS=1: llmlimitd runs under valgrind's callgrind and the
+#   table's last column is the instructions it executed per call (our
+#   generator only), which the machine's load does not move: the way to
+#   compare two builds on a shared machine (slow: use BENCH_CONNECTIONS=1
+#   and a few seconds; calls/s are then callgrind's, not llmlimitd's),
 #   BENCH_PORTKEY_VERSION (1.15.2), BENCH_PORTKEY_DIR (where it is installed
 #   with npm; BUILD_DIR/bench-gateway/portkey),
 #   BENCH_GATEWAY_HOOK=FILE: a shell file sourced after the targets above,
@@ -44,6 +49,7 @@ WARMUP=${BENCH_WARMUP:-3}
 TARGETS=${BENCH_TARGETS:-nginx,portkey,llmlimit-memory,llmlimit-sqlite}
 SURFACES=${BENCH_SURFACES:-}
 TOOLS=${BENCH_TOOLS:-wrk,loadgen}
+[ "${BENCH_INSTRUCTIONS:-0}" = 1 ] && TOOLS=${BENCH_TOOLS:-loadgen}
 ROUNDS=${BENCH_ROUNDS:-2}
 PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
 PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
@@ -172,10 +178,37 @@ check_call() {
     esac
 }
 
-# add_row TITLE TOOL CALLS_PER_S P50_MS P99_MS ERRORS LOAD
+# The CPU time (user + system, in clock ticks) CPU_PID has used so far: the
+# gateway's own, read around each measured run so that the table gives its
+# CPU microseconds per call, which a shared machine's other work moves far
+# less than calls/s. CPU_PID is set while an llmlimitd target runs.
+CPU_PID=""
+TICKS_PER_S=$(getconf CLK_TCK)
+cpu_ticks() {
+    if [ -n "$CPU_PID" ] && [ -r "/proc/$CPU_PID/stat" ]; then
+        # fields 14 and 15 after the command's parenthesis
+        sed 's/.*) //' "/proc/$CPU_PID/stat" | awk '{ print $12 + $13 }'
+    else
+        echo ""
+    fi
+}
+
+INSTRUCTIONS=${BENCH_INSTRUCTIONS:-0}
+IR_PER_CALL="" # set by run_loadgen in BENCH_INSTRUCTIONS mode
+
+# add_row TITLE TOOL CALLS_PER_S P50_MS P99_MS ERRORS LOAD: with the
+# gateway's CPU per call when TICKS_BEFORE and TICKS_AFTER were read, or its
+# instructions per call (BENCH_INSTRUCTIONS).
 add_row() {
-    printf "%-44s %-7s %10.0f %10.2f %10.2f %8d %6s\n" "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
-        >>"$WORK/table"
+    cpu="-"
+    if [ "$INSTRUCTIONS" = 1 ]; then
+        cpu=${IR_PER_CALL:--}
+    elif [ -n "${TICKS_BEFORE:-}" ] && [ -n "${TICKS_AFTER:-}" ]; then
+        cpu=$(awk -v b="$TICKS_BEFORE" -v a="$TICKS_AFTER" -v r="$3" -v d="$DURATION" \
+            -v t="$TICKS_PER_S" 'BEGIN { n = r * d; if (n > 0) printf "%.1f", (a - b) / t * 1e6 / n; else print "-" }')
+    fi
+    printf "%-44s %-7s %10.0f %10.2f %10.2f %8d %6s %9s\n" "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+        "$cpu" >>"$WORK/table"
 }
 
 # run_wrk TITLE URL HEADERS SURFACE: one wrk run; its figures go into the
@@ -190,8 +223,10 @@ run_wrk() {
             -t"$THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" -s wrk_surface.lua "$2") \
             >/dev/null 2>&1 || true
     fi
+    TICKS_BEFORE=$(cpu_ticks)
     (cd "$HERE" && BENCH_HEADERS="$3" BENCH_PATH="$path" BENCH_BODY="$body" wrk -t"$THREADS" \
         -c"$CONNECTIONS" -d"${DURATION}s" --latency -s wrk_surface.lua "$2") >"$out" 2>&1 || true
+    TICKS_AFTER=$(cpu_ticks)
     cat "$out"
     row=$(awk '
         function ms(text) {
@@ -229,7 +264,21 @@ run_loadgen() {
     if [ "$WARMUP" -gt 0 ]; then
         bench --duration "$WARMUP" >/dev/null 2>&1 || true
     fi
+    [ "$INSTRUCTIONS" = 1 ] && callgrind_control -z "$CPU_PID" >/dev/null
+    TICKS_BEFORE=$(cpu_ticks)
     bench --duration "$DURATION" --json >"$WORK/loadgen.out" 2>&1 || true
+    TICKS_AFTER=$(cpu_ticks)
+    IR_PER_CALL=""
+    if [ "$INSTRUCTIONS" = 1 ]; then
+        callgrind_control -d "$CPU_PID" >/dev/null
+        # the newest dump holds what ran since the -z above
+        dump=$(ls -t "$WORK"/callgrind.out.* | head -n 1)
+        IR_PER_CALL=$(python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+calls = r["allowed"] + r["denied"] + r["errors"]
+ir = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith(("totals:", "summary:"))][0]
+print("%.0f" % (ir / calls) if calls else "-")' "$WORK/loadgen.out" "$dump") || IR_PER_CALL=""
+    fi
     cat "$WORK/loadgen.out"
     row=$(python3 -c 'import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -258,7 +307,10 @@ print_table() {
     echo
     echo "== gateway benchmark: $CONNECTIONS connections, ${DURATION}s each, wrk -t$THREADS," \
         "$(nproc) cores, load average now $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf "%-44s %-7s %10s %10s %10s %8s %6s\n" target tool calls/s p50_ms p99_ms errors load1
+    last=cpu_us
+    [ "$INSTRUCTIONS" = 1 ] && last=instr/call
+    printf "%-44s %-7s %10s %10s %10s %8s %6s %9s\n" target tool calls/s p50_ms p99_ms errors \
+        load1 "$last"
     cat "$WORK/table"
 }
 
@@ -364,10 +416,19 @@ run_llmlimit() {
     secret=$(echo "$keys" | cut -d'"' -f4)
     gateway_json "$(echo "$keys" | cut -d'"' -f8)" >"$dir/gateway.json"
     port=$(free_port)
-    start_process "llmlimit-$backend" "$port" "$BUILD/llmlimitd" --listen "127.0.0.1:$port" \
+    wrap=""
+    if [ "$INSTRUCTIONS" = 1 ]; then
+        need callgrind_control valgrind
+        wrap="valgrind --tool=callgrind --callgrind-out-file=$WORK/callgrind.out.%p"
+    fi
+    # shellcheck disable=SC2086
+    start_process "llmlimit-$backend" "$port" $wrap "$BUILD/llmlimitd" --listen "127.0.0.1:$port" \
         --backend "$backend" --data-dir "$dir/data" --gateway-config "$dir/gateway.json" \
         ${BENCH_LLMLIMITD_ARGS:-}
     url="http://127.0.0.1:$port"
+    for entry in $PIDS; do
+        [ "${entry%%:*}" = "llmlimit-$backend" ] && CPU_PID=${entry#*:}
+    done
     cli="$BUILD/llmlimit --url $url --compact"
     for model in $BENCH_MODELS; do
         $cli limits put --key "bench:$model:rpm" --kind rolling --capacity 1000000000000 \
@@ -388,6 +449,7 @@ run_llmlimit() {
         round=$((round + 1))
     done
     stop_process "llmlimit-$backend"
+    CPU_PID=""
 }
 
 ALL_SURFACES=chat,chat-stream,messages,messages-stream,responses,responses-stream,gemini
