@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2034 # PID_<target> are read through eval (cpu_ns)
 # The MCP benchmark: a tools/call through llmlimitd's /mcp/{server} route
 # (docs/mcp.md) against the same MCP server called directly, and through
 # nginx as a plain reverse proxy (bench/mcp/nginx_proxy.conf.in: upstream
@@ -121,11 +122,13 @@ if [ "${BENCH_MCP_SERVER:-sdk}" = nginx ]; then
         2>"$WORK/mcp.log" &
     PIDS="$PIDS $!"
     until curl -s -o /dev/null "http://127.0.0.1:$MCP_PORT/"; do sleep 0.1; done
+    PID_direct=$(pgrep -P "$!" | head -1) # its one worker
     SERVER_NAME="nginx, a fixed JSON result"
 else
     (cd "$ROOT/tests/gateway/mcp" && exec node "$SERVER_SCRIPT" --stateless $json_flag) \
         2>"$WORK/mcp.log" &
     PIDS="$PIDS $!"
+    PID_direct=$!
     wait_line "$WORK/mcp.log" "listening on"
     MCP_PORT=$(awk '/listening on/ {print $NF; exit}' "$WORK/mcp.log")
     SERVER_NAME="the SDK's, stateless, $answers answers"
@@ -141,6 +144,7 @@ if [ "$PROXY" = 1 ]; then
         2>"$WORK/proxy.log" &
     PIDS="$PIDS $!"
     until curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/"; do sleep 0.1; done
+    PID_proxy=$(pgrep -P "$!" | head -1)
     PROXY_URL="http://127.0.0.1:$PROXY_PORT"
 fi
 
@@ -161,13 +165,14 @@ cat >"$WORK/gateway.json" <<JSON
 JSON
 
 # start_gateway NAME BUILD_DIR: llmlimitd from BUILD_DIR with the config
-# above and its limits, at $GATEWAY_URL.
+# above and its limits, at $GATEWAY_URL, its process $GATEWAY_PID.
 start_gateway() {
     mkdir -p "$WORK/$1"
     port=$(free_port)
     BENCH_MCP_KEY=$SERVER_SECRET "$2/llmlimitd" --listen "127.0.0.1:$port" --backend memory \
         --data-dir "$WORK/$1" --gateway-config "$WORK/gateway.json" 2>"$WORK/$1.log" &
     PIDS="$PIDS $!"
+    GATEWAY_PID=$!
     wait_line "$WORK/$1.log" "listening on"
     GATEWAY_URL="http://127.0.0.1:$port"
     gcli="$BUILD/llmlimit --url $GATEWAY_URL --compact"
@@ -180,10 +185,12 @@ start_gateway() {
 }
 start_gateway gateway "$BUILD"
 GATEWAY=$GATEWAY_URL
+PID_gateway=$GATEWAY_PID
 BASELINE_URL=""
 if [ -n "$BASELINE" ]; then
     start_gateway baseline "$BASELINE"
     BASELINE_URL=$GATEWAY_URL
+    PID_baseline=$GATEWAY_PID
 fi
 cli="$BUILD/llmlimit --url $GATEWAY --compact"
 
@@ -211,8 +218,25 @@ before=$($cli usage bench:bench:usd:month | python3 -c 'import json,sys; print(j
 # -- runs --------------------------------------------------------------------
 
 : >"$WORK/table"
-add_row() { # TARGET TOOL CONNECTIONS CALLS_PER_S P50_MS P99_MS ERRORS LOAD
-    printf "%-8s %-8s %5s %10.0f %9.3f %9.3f %7d %6s\n" "$@" >>"$WORK/table"
+add_row() { # TARGET TOOL CONNECTIONS CALLS_PER_S P50_MS P99_MS ERRORS CPU_US LOAD
+    printf "%-8s %-8s %5s %10.0f %9.3f %9.3f %7d %7.1f %6s\n" "$@" >>"$WORK/table"
+}
+
+# The CPU time the target's process has used (ns, all its threads: the
+# scheduler's own count). Per call, it is what a target costs the machine
+# whatever else runs on it: a figure that holds on a shared machine, where
+# calls/s swing with the others' load.
+cpu_ns() { # TARGET
+    eval "pid=\${PID_$1:-}"
+    [ -n "$pid" ] || { echo 0; return; }
+    cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ns += $1} END {printf "%.0f\n", ns}'
+}
+
+# cpu_per_call TARGET NS_BEFORE CALLS_PER_S: µs of the target's CPU per call.
+cpu_per_call() {
+    python3 -c 'import sys; ns, rate, seconds = map(float, sys.argv[1:])
+print("%.1f" % ((ns / 1000) / (rate * seconds)) if rate > 0 and ns > 0 else 0)' \
+        "$(($(cpu_ns "$1") - $2))" "$3" "$DURATION"
 }
 
 run_loadgen() { # TARGET URL PATH TOKEN CONNECTIONS
@@ -226,13 +250,14 @@ run_loadgen() { # TARGET URL PATH TOKEN CONNECTIONS
     }
     url=$2 path=$3 token=$4 conns=$5
     [ "$WARMUP" -le 0 ] || lg "$WARMUP" >/dev/null 2>&1 || true
+    cpu=$(cpu_ns "$1")
     lg "$DURATION" --json >"$WORK/lg.out" 2>&1 || true
     row=$(python3 -c 'import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print(r["requests_per_second"], r["latency_ms"]["p50"], r["latency_ms"]["p99"],
       r["errors"] + r["connection_errors"])' "$WORK/lg.out") || { cat "$WORK/lg.out"; row="0 0 0 1"; }
     # shellcheck disable=SC2086
-    add_row "$1" loadgen "$5" $row "$load"
+    add_row "$1" loadgen "$5" $row "$(cpu_per_call "$1" "$cpu" "${row%% *}")" "$load"
 }
 
 run_wrk() { # TARGET URL PATH TOKEN CONNECTIONS
@@ -243,6 +268,7 @@ run_wrk() { # TARGET URL PATH TOKEN CONNECTIONS
             wrk -t1 -c"$5" -d"$6" --latency -s wrk_surface.lua "$2")
     }
     [ "$WARMUP" -le 0 ] || w "$@" "${WARMUP}s" >/dev/null 2>&1 || true
+    cpu=$(cpu_ns "$1")
     w "$@" "${DURATION}s" >"$WORK/wrk.out" 2>&1 || true
     row=$(awk '
         function ms(text) {
@@ -261,7 +287,7 @@ run_wrk() { # TARGET URL PATH TOKEN CONNECTIONS
         END { print rate + 0, p50 + 0, p99 + 0, bad + 0 }
     ' "$WORK/wrk.out")
     # shellcheck disable=SC2086
-    add_row "$1" wrk "$5" $row "$load"
+    add_row "$1" wrk "$5" $row "$(cpu_per_call "$1" "$cpu" "${row%% *}")" "$load"
 }
 
 round=1
@@ -290,8 +316,15 @@ echo "== MCP benchmark: tools/call, $(nproc) cores, ${DURATION}s per run, $ROUND
 echo "   server: $SERVER_NAME;" \
     "gateway: llmlimitd memory, 3 limits per call; $((used / PRICE)) tool calls charged"
 [ -z "$PROXY_URL" ] || echo "   proxy: nginx, 1 worker, upstream keep-alive (the floor for a proxy)"
-[ -z "$BASELINE_URL" ] || echo "   baseline: $BASELINE/llmlimitd beside $BUILD/llmlimitd, same config"
-printf "%-8s %-8s %5s %10s %9s %9s %7s %6s\n" target tool conns calls/s p50_ms p99_ms errors load1
+if [ -n "$BASELINE_URL" ]; then
+    used=$($BUILD/llmlimit --url "$BASELINE_URL" --compact usage bench:bench:usd:month |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["used"])')
+    echo "   baseline: $BASELINE/llmlimitd beside $BUILD/llmlimitd, same config;" \
+        "$((used / PRICE)) tool calls charged"
+fi
+echo "   cpu_us: the target's own CPU per call (direct: the server's; proxy: the proxy's)"
+printf "%-8s %-8s %5s %10s %9s %9s %7s %7s %6s\n" target tool conns calls/s p50_ms p99_ms errors \
+    cpu_us load1
 cat "$WORK/table"
 python3 - "$WORK/table" "$CONNECTIONS" <<'PY'
 import sys
@@ -313,5 +346,6 @@ for tool in sorted({r[1] for r in rows}):
         line += " calls/s at %s, share of direct: %s" % (many, shares(target, "direct"))
         if target != "proxy" and pick("proxy", many, 3):
             line += ", of the proxy: %s" % shares(target, "proxy")
+        line += "; CPU per call: %s us" % " / ".join("%.1f" % c for c in pick(target, many, 7))
         print(line)
 PY
