@@ -70,8 +70,8 @@ struct gw_transfer {
 
 struct gw_forward {
     CURLM *multi;
-    int epoll_fd;        /* the transfers' sockets and wake_fd */
-    int wake_fd;         /* eventfd: a command was queued, or stopping */
+    int epoll_fd; /* the transfers' sockets and wake_fd */
+    int wake_fd;  /* eventfd: a command was queued, or stopping */
     pthread_t thread;
     pthread_mutex_t mutex; /* the queue, stopping, stats */
     struct command *queue_head;
