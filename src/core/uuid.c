@@ -3,23 +3,63 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "hex.h"
+
+/* Random bytes for this thread's ids, taken from getrandom(2) a block at a
+ * time: one system call per 25 ids rather than one per id (the gateway
+ * makes an id for every call). A child process forgets what its parent's
+ * thread had left, so that the two never give the same bytes. */
+#define RANDOM_BLOCK_BYTES 256
+
+static _Thread_local uint8_t random_block[RANDOM_BLOCK_BYTES];
+static _Thread_local size_t random_left;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void forget_in_child(void)
+{
+    random_left = 0; /* the forking thread's, the child's only thread */
+}
+
+static void fork_handler_register(void)
+{
+    (void)pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+/* Copies length (at most RANDOM_BLOCK_BYTES) random bytes; 0, or -1 when
+ * getrandom fails. */
+static int random_take(uint8_t *out, size_t length)
+{
+    assert(length <= RANDOM_BLOCK_BYTES);
+    pthread_once(&fork_handler_once, fork_handler_register);
+    if (random_left < length) {
+        size_t done = 0;
+        while (done < RANDOM_BLOCK_BYTES) {
+            ssize_t got = getrandom(random_block + done, RANDOM_BLOCK_BYTES - done, 0);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0)
+                return -1;
+            done += (size_t)got;
+        }
+        random_left = RANDOM_BLOCK_BYTES;
+    }
+    uint8_t *from = random_block + RANDOM_BLOCK_BYTES - random_left;
+    memcpy(out, from, length);
+    memset(from, 0, length); /* each byte given once */
+    random_left -= length;
+    return 0;
+}
 
 int uuid_v7(int64_t unix_ms, char out[UUID_TEXT_SIZE])
 {
     assert(unix_ms >= 0);
     uint8_t bytes[16];
-    size_t done = 0;
-    while (done < 10) {
-        ssize_t got = getrandom(bytes + 6 + done, 10 - done, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        done += (size_t)got;
-    }
+    if (random_take(bytes + 6, 10) != 0)
+        return -1;
     for (int i = 0; i < 6; i++)
         bytes[i] = (uint8_t)((uint64_t)unix_ms >> (8 * (5 - i)));
     bytes[6] = (uint8_t)(0x70 | (bytes[6] & 0x0f)); /* version 7 */

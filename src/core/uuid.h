@@ -1,6 +1,7 @@
 /* UUIDv7 (RFC 9562) lease ids: a 48-bit millisecond timestamp, so the ids
- * of one process sort roughly by time, and 74 random bits from getrandom,
- * so ids made by different processes do not collide. */
+ * of one process sort roughly by time, and 74 random bits from getrandom
+ * (a block at a time per thread), so ids made by different processes do
+ * not collide. */
 #ifndef LLMLIMIT_CORE_UUID_H
 #define LLMLIMIT_CORE_UUID_H
 

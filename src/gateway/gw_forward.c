@@ -1,18 +1,28 @@
 /* The forwarding engine (gw_forward.h): one thread, one libcurl multi
- * handle. Other threads talk to it through a command queue under one mutex
- * and curl_multi_wakeup; transfers are handed back to the caller only
- * through their callbacks. A transfer that has ended is freed only after
- * the next drain of the queue, so a command posted just before its on_done
- * returned finds it still there, marked done, and is ignored. */
+ * handle driven by its socket interface (curl_multi_socket_action) over an
+ * epoll set of the engine's own, so that each turn touches only the
+ * transfers whose sockets are ready or whose timers are due: the polling
+ * interface (curl_multi_poll, curl_multi_perform) visits every transfer on
+ * every turn, which at 50 calls at once cost the engine more than the
+ * calls' own work. Other threads talk to it through a command queue under
+ * one mutex and an eventfd, written only when the queue was empty;
+ * transfers are handed back to the caller only through their callbacks. A
+ * transfer that has ended is freed only after the next drain of the queue,
+ * so a command posted just before its on_done returned finds it still
+ * there, marked done, and is ignored. */
 #include "gw_forward.h"
 
 #include <assert.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "gw_bounds.h"
@@ -55,8 +65,13 @@ struct gw_transfer {
     struct gw_transfer *next_active;
 };
 
+/* Socket events taken from epoll in one turn. */
+#define ENGINE_EVENTS_MAX 64
+
 struct gw_forward {
     CURLM *multi;
+    int epoll_fd; /* the transfers' sockets and wake_fd */
+    int wake_fd;  /* eventfd: a command was queued, or stopping */
     pthread_t thread;
     pthread_mutex_t mutex; /* the queue, stopping, stats */
     struct command *queue_head;
@@ -88,6 +103,13 @@ static void curl_init_once(void)
 
 /* ---- the queue (any thread) ---------------------------------------------- */
 
+static void wake_engine(struct gw_forward *engine)
+{
+    uint64_t one = 1;
+    while (write(engine->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
+}
+
 /* false when out of memory. */
 static bool post(struct gw_forward *engine, enum command_kind kind, struct gw_transfer *transfer)
 {
@@ -96,9 +118,13 @@ static bool post(struct gw_forward *engine, enum command_kind kind, struct gw_tr
         return false;
     *command = (struct command){.kind = kind, .transfer = transfer};
     pthread_mutex_lock(&engine->mutex);
+    /* The engine reads the eventfd before each drain, which takes the whole
+     * queue: a queue found not empty has its write owed already. */
+    bool signal = engine->queue_head == NULL;
     FIFO_PUSH(engine->queue_head, engine->queue_tail, command, next);
     pthread_mutex_unlock(&engine->mutex);
-    curl_multi_wakeup(engine->multi);
+    if (signal)
+        wake_engine(engine);
     return true;
 }
 
@@ -490,12 +516,9 @@ static void reap(struct gw_forward *engine)
     }
 }
 
-static void tick_if_due(struct gw_forward *engine)
+static void tick_if_due(struct gw_forward *engine, int64_t now_ms)
 {
-    if (engine->tick == NULL)
-        return;
-    int64_t now_ms = clock_monotonic_ms();
-    if (now_ms < engine->next_tick_ms)
+    if (engine->tick == NULL || now_ms < engine->next_tick_ms)
         return;
     engine->next_tick_ms = now_ms + engine->tick_interval_ms;
     engine->tick(engine->tick_context);
@@ -530,27 +553,117 @@ static void shut_down(struct gw_forward *engine)
     drain(engine); /* frees the last zombies */
 }
 
+/* CURLMOPT_SOCKETFUNCTION: what curl wants to hear of a socket, set in the
+ * epoll set. socketp is non-NULL once the socket is in it. */
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    struct gw_forward *engine = userp;
+    if (what == CURL_POLL_REMOVE) {
+        /* curl says so before it closes the socket; one closed first has
+         * left the set already */
+        if (socketp != NULL)
+            (void)epoll_ctl(engine->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+        return 0;
+    }
+    struct epoll_event event = {
+        .events = ((what & CURL_POLL_IN) != 0 ? (uint32_t)EPOLLIN : 0) |
+                  ((what & CURL_POLL_OUT) != 0 ? (uint32_t)EPOLLOUT : 0),
+        .data.fd = fd,
+    };
+    int op = socketp != NULL ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    int rc = epoll_ctl(engine->epoll_fd, op, fd, &event);
+    if (rc != 0 && op == EPOLL_CTL_ADD && errno == EEXIST)
+        rc = epoll_ctl(engine->epoll_fd, EPOLL_CTL_MOD, fd, &event);
+    else if (rc != 0 && op == EPOLL_CTL_MOD && errno == ENOENT)
+        rc = epoll_ctl(engine->epoll_fd, EPOLL_CTL_ADD, fd, &event);
+    /* Failed (out of kernel memory): the transfers on this socket wait for
+     * their timeouts. Answering -1 would stop the whole multi handle. */
+    if (rc == 0 && socketp == NULL)
+        curl_multi_assign(engine->multi, fd, engine);
+    return 0;
+}
+
+/* Runs curl's timeout while it is due (transfers just added, timeouts,
+ * retries), then says in how many ms it is due next (-1: no timer). Asked
+ * of curl each turn rather than told through CURLMOPT_TIMERFUNCTION, which
+ * curl calls only when its earliest timer changes: one run a little early
+ * would leave a timer never run. */
+static long run_timer(struct gw_forward *engine)
+{
+    long timeout_ms = -1;
+    for (int turns = 0; turns < 4; turns++) {
+        if (curl_multi_timeout(engine->multi, &timeout_ms) != CURLM_OK)
+            return 1000;
+        if (timeout_ms != 0)
+            break;
+        int running = 0;
+        curl_multi_socket_action(engine->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        reap(engine);
+    }
+    return timeout_ms; /* still 0 after 4 runs: the next turn runs it again */
+}
+
+/* How long the next wait may last: until curl's timer or the next tick,
+ * at most a second. */
+static int wait_ms(const struct gw_forward *engine, long timer_ms, int64_t now_ms)
+{
+    int64_t wait = 1000;
+    if (engine->tick != NULL && engine->next_tick_ms - now_ms < wait)
+        wait = engine->next_tick_ms - now_ms;
+    if (timer_ms >= 0 && timer_ms < wait)
+        wait = timer_ms;
+    return wait > 0 ? (int)wait : 0;
+}
+
 static void *engine_main(void *argument)
 {
     struct gw_forward *engine = argument;
+    struct epoll_event events[ENGINE_EVENTS_MAX];
     while (!stopping(engine)) {
         drain(engine);
-        int running = 0;
-        curl_multi_perform(engine->multi, &running);
+        long timer_ms = run_timer(engine);
+        int64_t now_ms = clock_monotonic_ms();
+        tick_if_due(engine, now_ms);
+        int count = epoll_wait(engine->epoll_fd, events, ENGINE_EVENTS_MAX,
+                               wait_ms(engine, timer_ms, now_ms));
+        for (int i = 0; i < count; i++) {
+            int fd = events[i].data.fd;
+            if (fd == engine->wake_fd) {
+                uint64_t value;
+                while (read(engine->wake_fd, &value, sizeof value) < 0 && errno == EINTR)
+                    ;
+                continue;
+            }
+            uint32_t e = events[i].events;
+            int flags = ((e & EPOLLIN) != 0 ? CURL_CSELECT_IN : 0) |
+                        ((e & EPOLLOUT) != 0 ? CURL_CSELECT_OUT : 0) |
+                        ((e & (EPOLLERR | EPOLLHUP)) != 0 ? CURL_CSELECT_ERR : 0);
+            int running = 0;
+            curl_multi_socket_action(engine->multi, fd, flags, &running);
+        }
         reap(engine);
-        tick_if_due(engine);
-        int timeout_ms = engine->tick != NULL ? (int)engine->tick_interval_ms : 1000;
-        long curl_timeout_ms = -1;
-        curl_multi_timeout(engine->multi, &curl_timeout_ms);
-        if (curl_timeout_ms >= 0 && curl_timeout_ms < timeout_ms)
-            timeout_ms = (int)curl_timeout_ms;
-        curl_multi_poll(engine->multi, NULL, 0, timeout_ms, NULL);
     }
     shut_down(engine);
     return NULL;
 }
 
 /* ---- the interface ------------------------------------------------------- */
+
+/* What gw_forward_start made, freed (the thread stopped, or never started). */
+static void engine_free(struct gw_forward *engine)
+{
+    for (uint32_t i = 0; i < engine->easy_kept_count; i++)
+        curl_easy_cleanup(engine->easy_kept[i]);
+    if (engine->multi != NULL)
+        curl_multi_cleanup(engine->multi);
+    if (engine->wake_fd >= 0)
+        close(engine->wake_fd);
+    if (engine->epoll_fd >= 0)
+        close(engine->epoll_fd);
+    pthread_mutex_destroy(&engine->mutex);
+    free(engine);
+}
 
 int gw_forward_start(struct gw_forward **out, void (*tick)(void *context), void *tick_context,
                      uint32_t tick_interval_ms, char *error, size_t error_size)
@@ -566,22 +679,32 @@ int gw_forward_start(struct gw_forward **out, void (*tick)(void *context), void 
         snprintf(error, error_size, "out of memory");
         return -1;
     }
+    engine->epoll_fd = engine->wake_fd = -1;
+    pthread_mutex_init(&engine->mutex, NULL);
     engine->multi = curl_multi_init();
     if (engine->multi == NULL) {
-        free(engine);
+        engine_free(engine);
         snprintf(error, error_size, "libcurl: cannot make a multi handle");
         return -1;
     }
     engine->tick = tick;
     engine->tick_context = tick_context;
     engine->tick_interval_ms = tick_interval_ms;
+    engine->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    engine->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event wake = {.events = EPOLLIN, .data.fd = engine->wake_fd};
+    if (engine->epoll_fd < 0 || engine->wake_fd < 0 ||
+        epoll_ctl(engine->epoll_fd, EPOLL_CTL_ADD, engine->wake_fd, &wake) != 0) {
+        snprintf(error, error_size, "the gateway's forwarding thread: %s", strerror(errno));
+        engine_free(engine);
+        return -1;
+    }
     /* Keep-alive: a connection per concurrent call stays open for the next. */
     curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, (long)GW_UPSTREAM_CONNECTIONS_MAX);
-    pthread_mutex_init(&engine->mutex, NULL);
+    curl_multi_setopt(engine->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(engine->multi, CURLMOPT_SOCKETDATA, engine);
     if (pthread_create(&engine->thread, NULL, engine_main, engine) != 0) {
-        curl_multi_cleanup(engine->multi);
-        pthread_mutex_destroy(&engine->mutex);
-        free(engine);
+        engine_free(engine);
         snprintf(error, error_size, "cannot start the gateway's forwarding thread");
         return -1;
     }
@@ -594,14 +717,10 @@ void gw_forward_stop(struct gw_forward *engine)
     pthread_mutex_lock(&engine->mutex);
     engine->stopping = true;
     pthread_mutex_unlock(&engine->mutex);
-    curl_multi_wakeup(engine->multi);
+    wake_engine(engine);
     pthread_join(engine->thread, NULL);
     assert(engine->active == 0);
-    for (uint32_t i = 0; i < engine->easy_kept_count; i++)
-        curl_easy_cleanup(engine->easy_kept[i]);
-    curl_multi_cleanup(engine->multi);
-    pthread_mutex_destroy(&engine->mutex);
-    free(engine);
+    engine_free(engine);
 }
 
 struct gw_transfer *gw_forward_submit(struct gw_forward *engine,

@@ -110,6 +110,10 @@ void gateway_stats_add_tool_call(struct gateway_stats *stats, const char *server
 /* What goes after an upstream's base_url: the route's path (with a
  * response id) and the client's query; a longer one is refused (400). */
 #define GW_UPSTREAM_PATH_LENGTH_MAX 2048
+/* A whole answer up to this size goes to the client with its head in one
+ * write (one system call, one TCP segment when it fits); a larger one is
+ * given from its block as the client's socket takes it (gateway_reply.c). */
+#define GW_ANSWER_ONE_WRITE_BYTES (16u << 10)
 /* A virtual key sent in the query (a dialect's key_query): a longer one
  * is refused (400), as no key of the gateway is that long. */
 #define GW_QUERY_KEY_LENGTH_MAX 512

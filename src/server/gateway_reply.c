@@ -467,6 +467,9 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
      * copy of a large answer in the transport), and stays counted in the
      * gateway's answer_bytes_held until the exchange is freed. */
     gw_secret_redact(call->answer.data, call->answer.length, call->upstream->api_key);
+    if (call->answer.length <= GW_ANSWER_ONE_WRITE_BYTES) /* small: with its head, at once */
+        return exchange_answer_raw(ex, status, h.list, h.count, call->answer.data,
+                                   call->answer.length);
     pthread_mutex_lock(&call->mutex);
     call->answer_sent = 0;
     call->pumping_answer = true;
