@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_answer.h"
 #include "gw_config.h"
 #include "gw_endpoint.h"
 #include "gw_estimate.h"
 #include "gw_forward.h"
+#include "gw_request.h"
 #include "gw_sse.h"
 #include "gw_usage.h"
 #include "util/buffer.h"
@@ -58,6 +60,24 @@ struct gw_surface {
     bool charged;              /* reserved and charged; else forwarded only */
     bool checks_references;    /* ids the request names must be the key's (gw_references.h) */
     bool stores_answer;        /* the answer's ids become the key's */
+
+    /* The request as it goes upstream (gw_request.h): the members that
+     * bound its output, the first written when the call sets none (NULL:
+     * none written; a dialect's own rewrite reads only whether there are
+     * any); whether a stream asks for its usage (stream_options); whether
+     * the route never streams ("stream": true passes, but no stream is
+     * read). */
+    const char *const *bound_fields;
+    bool asks_stream_usage;
+    bool never_streams;
+    /* A whole answer (gw_answer.h): the output counted from its text
+     * (NULL: 0); no_output: it generates none, so an answer that cannot be
+     * read is charged no output either (embeddings). */
+    gw_answer_output_fn output_tokens;
+    bool no_output;
+    /* A stream that ended without its final usage (gw_sse.h): the usage it
+     * told so far; NULL: only the counted output. */
+    gw_sse_cut_fn stream_cut;
 };
 
 /* A limit family of the rate-limit headers, and the figures of its
@@ -155,10 +175,14 @@ struct gw_dialect {
      * (gw_estimate.h, gw_usage.h, gw_sse.h). */
     int (*estimate)(struct gw_walk *w, const struct jdoc_value *body, enum gw_endpoint endpoint,
                     const struct gw_model *model, struct gw_estimate *out);
-    int (*usage)(enum gw_endpoint endpoint, const struct jdoc_value *answer, struct gw_usage *out,
-                 char *error, size_t error_size);
+    gw_usage_read_fn usage;
     /* The reader of a stream's events (gw_sse.h); NULL: not read. */
     gw_sse_read_fn stream_event;
+    /* The body upstream when it is not a JSON object naming its model
+     * (gw_request.h); NULL: that one. A whole answer's tokens when not
+     * its usage or its counted text (gw_answer.h); NULL: those. */
+    gw_request_rewrite_fn rewrite;
+    gw_answer_tokens_fn answer_tokens;
 
     /* Error shapes: the gateway's own; one of the HTTP layer's or the
      * server's (code as given, reason NULL or a sentence); a stream's

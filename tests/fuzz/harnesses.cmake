@@ -27,8 +27,10 @@ set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_secret.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_sse.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_usage.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_prices.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_gemini.c
-    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_answer.c ${PROJECT_SOURCE_DIR}/src/util/sha256.c)
-# The dialects' table and files (the error shapes, estimate and usage go through it).
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_answer.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_request.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_dispatch.c ${PROJECT_SOURCE_DIR}/src/util/sha256.c)
+# The dialects' table and files (the error shapes, estimate and usage go through it, from
+# gw_dispatch.c).
 file(GLOB LLMLIMIT_FUZZ_DIALECT_SOURCES CONFIGURE_DEPENDS ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_dialect*.c)
 list(APPEND LLMLIMIT_FUZZ_GATEWAY_SOURCES ${LLMLIMIT_FUZZ_DIALECT_SOURCES})
 
