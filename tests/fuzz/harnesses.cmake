@@ -19,7 +19,8 @@ list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
 list(APPEND LLMLIMIT_FUZZ_HARNESSES mcp)
 set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
 set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
-    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_load.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_mcp.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_cost.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_agents.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_references.c

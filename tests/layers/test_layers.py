@@ -55,8 +55,6 @@ KNOWN_CIRCLES = [
      "backend/tigerbeetle/tb_usage", "backend/tigerbeetle/tigerbeetle"],
     # the client, its codec and its transport
     ["client/client", "client/codec", "client/transport"],
-    # the config loader and its sections' decoders
-    ["gateway/gw_config", "gateway/gw_config_decode", "gateway/gw_config_mcp"],
 ]
 NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
