@@ -53,8 +53,6 @@ KNOWN_CIRCLES = [
      "backend/tigerbeetle/tb_jobs", "backend/tigerbeetle/tb_provision",
      "backend/tigerbeetle/tb_registry", "backend/tigerbeetle/tb_reserve",
      "backend/tigerbeetle/tb_usage", "backend/tigerbeetle/tigerbeetle"],
-    # the client, its codec and its transport
-    ["client/client", "client/codec", "client/transport"],
 ]
 NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
