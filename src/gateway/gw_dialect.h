@@ -1,10 +1,12 @@
 /* The one interface every dialect of the gateway implements, as struct
  * backend_ops is for backends: its routes and surfaces, where a call's
- * virtual key comes from, what goes upstream with it, its estimate and
- * usage readers, its error shape and its rate-limit headers. One file per
+ * virtual key comes from, what goes upstream with it and how its body is
+ * rewritten, its estimate and usage readers, how a whole answer's output
+ * is counted, its error shape and its rate-limit headers. One file per
  * dialect (gw_dialect_<name>.c), one table of them (gw_dialects.c): the
- * server builds its gateway routes from that table and names no dialect
- * (docs/architecture.md, "Dialects"). */
+ * server builds its gateway routes from that table and names no dialect,
+ * and the calls that take an endpoint look it up there (gw_dispatch.c;
+ * docs/architecture.md, "Dialects"). */
 #ifndef LLMLIMIT_GATEWAY_DIALECT_H
 #define LLMLIMIT_GATEWAY_DIALECT_H
 
