@@ -189,42 +189,7 @@ void llmlimit_free(void *pointer)
     free(pointer);
 }
 
-/* ---- status and time ---------------------------------------------------- */
-
-void status_reset(struct llmlimit_status *status)
-{
-    assert(status != NULL);
-    status->http_status = 0;
-    status->attempts = 0;
-    status->error[0] = '\0';
-}
-
-struct llmlimit_status *status_begin(struct llmlimit_status *status, struct llmlimit_status *local)
-{
-    assert(local != NULL);
-    if (status == NULL)
-        status = local;
-    status_reset(status);
-    return status;
-}
-
-void status_set_error(struct llmlimit_status *status, const char *message)
-{
-    if (status != NULL)
-        copy_string(status->error, sizeof(status->error), message);
-}
-
-void copy_string(char *dst, size_t dst_size, const char *src)
-{
-    assert(dst != NULL);
-    assert(dst_size > 0);
-    assert(src != NULL);
-    size_t length = strlen(src);
-    if (length >= dst_size)
-        length = dst_size - 1;
-    memcpy(dst, src, length);
-    dst[length] = '\0';
-}
+/* ---- time (a call's status is status.c's) ---------------------------------- */
 
 int64_t client_monotonic_ms(void)
 {
@@ -291,26 +256,6 @@ bool client_backoff(const struct llmlimit_client *client, const struct retry_pla
     return plan->deadline_ms - client_monotonic_ms() > 0;
 }
 
-int client_status_error(int http_status)
-{
-    if (http_status >= 200 && http_status < 300)
-        return 0;
-    switch (http_status) {
-    case 400:
-        return LLMLIMIT_ERR_BAD_REQUEST;
-    case 401:
-        return LLMLIMIT_ERR_UNAUTHORIZED;
-    case 404:
-        return LLMLIMIT_ERR_NOT_FOUND;
-    case 409:
-        return LLMLIMIT_ERR_CONFLICT;
-    case 413:
-        return LLMLIMIT_ERR_TOO_LARGE;
-    default:
-        return http_status >= 500 ? LLMLIMIT_ERR_UNAVAILABLE : LLMLIMIT_ERR_PROTOCOL;
-    }
-}
-
 static int attempt_timeout(const struct llmlimit_client *client, const struct retry_plan *plan,
                            int64_t *timeout_ms)
 {
@@ -374,4 +319,24 @@ int client_post_json(struct llmlimit_client *client, const char *path, const cha
     if (http_status != NULL)
         *http_status = answer.http_status;
     return answer_take(&answer, status, json_out);
+}
+
+/* One round of a batch: the pending items posted, their answers read. */
+int batch_round(struct llmlimit_client *client, const char *path, uint32_t *pending,
+                size_t *pending_count, batch_item_json_fn item_json, batch_item_read_fn item_read,
+                void *context, const struct retry_plan *plan, uint32_t *backoff_round,
+                struct llmlimit_status *status)
+{
+    size_t body_length;
+    char *body = batch_body(pending, *pending_count, item_json, context, &body_length);
+    if (body == NULL)
+        return LLMLIMIT_ERR_NO_MEMORY;
+    json_t *json;
+    int rc =
+        client_post_json(client, path, body, body_length, plan, backoff_round, NULL, &json, status);
+    free(body);
+    if (rc == 0)
+        rc = batch_read(json, pending, pending_count, item_read, context);
+    json_decref(json);
+    return rc;
 }

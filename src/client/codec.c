@@ -181,25 +181,6 @@ int batch_read(const json_t *json, uint32_t *pending, size_t *pending_count,
     return 0;
 }
 
-int batch_round(struct llmlimit_client *client, const char *path, uint32_t *pending,
-                size_t *pending_count, batch_item_json_fn item_json, batch_item_read_fn item_read,
-                void *context, const struct retry_plan *plan, uint32_t *backoff_round,
-                struct llmlimit_status *status)
-{
-    size_t body_length;
-    char *body = batch_body(pending, *pending_count, item_json, context, &body_length);
-    if (body == NULL)
-        return LLMLIMIT_ERR_NO_MEMORY;
-    json_t *json;
-    int rc =
-        client_post_json(client, path, body, body_length, plan, backoff_round, NULL, &json, status);
-    free(body);
-    if (rc == 0)
-        rc = batch_read(json, pending, pending_count, item_read, context);
-    json_decref(json);
-    return rc;
-}
-
 static int wire_lookup(const struct wire_text *table, size_t count, const char *text, int other)
 {
     for (size_t i = 0; i < count; i++) {

@@ -89,7 +89,8 @@ int client_post_json(struct llmlimit_client *client, const char *path, const cha
 bool client_backoff(const struct llmlimit_client *client, const struct retry_plan *plan,
                     uint32_t round);
 
-/* The error for an HTTP status: 0 for 2xx, LLMLIMIT_ERR_* otherwise. */
+/* The error for an HTTP status: 0 for 2xx, LLMLIMIT_ERR_* otherwise
+ * (status.c, with the status functions below and copy_string). */
 int client_status_error(int http_status);
 
 /* Copies the "error" string of a JSON body (if any) into status->error. */

@@ -5,8 +5,8 @@
 
 #include <string.h>
 
+#include "gw_dialect.h"
 #include "gw_estimate_internal.h"
-#include "gw_gemini.h"
 #include "gw_usage.h"
 
 static void text_of(struct gw_walk *w, const struct jdoc_value *object, const char *name)
@@ -70,43 +70,47 @@ static void responses_output(struct gw_walk *w, const struct jdoc_value *answer)
     }
 }
 
-uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_value *answer)
+/* The tokens of what one of the walks above counts. */
+static uint64_t counted(void (*walk)(struct gw_walk *w, const struct jdoc_value *answer),
+                        const struct jdoc_value *answer)
 {
     char error[8];
     struct gw_walk w = {.error = error, .error_size = sizeof error};
     gw_text_counter_init(&w.text);
-    if (!jdoc_is(answer, JDOC_OBJECT))
-        return 0;
-    switch (endpoint) {
-    case GW_ENDPOINT_CHAT_COMPLETIONS:
-    case GW_ENDPOINT_COMPLETIONS:
-        chat_output(&w, answer);
-        break;
-    case GW_ENDPOINT_MESSAGES:
-        messages_output(&w, answer);
-        break;
-    case GW_ENDPOINT_RESPONSES:
-        responses_output(&w, answer);
-        break;
-    case GW_ENDPOINT_GEMINI:
-        return gw_gemini_output_tokens(answer);
-    case GW_ENDPOINT_EMBEDDINGS:
-    case GW_ENDPOINT_MESSAGES_COUNT_TOKENS:
-    case GW_ENDPOINT_RESPONSES_INPUT_TOKENS:
-    case GW_ENDPOINT_GEMINI_COUNT_TOKENS:
-    case GW_ENDPOINT_MCP: /* no model's answer */
-        break;
-    }
+    walk(&w, answer);
     return gw_text_counter_tokens(&w.text);
 }
 
-bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, const char *body,
-                      size_t length, uint64_t input_estimate, struct gw_tokens *out)
+uint64_t gw_answer_chat_output(const struct jdoc_value *answer)
 {
-    if (gw_endpoint_api(endpoint) == GW_API_GEMINI) /* an object, or a stream's array */
-        return gw_gemini_answer_tokens(root, body, length, input_estimate, out);
+    return counted(chat_output, answer);
+}
+
+uint64_t gw_answer_messages_output(const struct jdoc_value *answer)
+{
+    return counted(messages_output, answer);
+}
+
+uint64_t gw_answer_responses_output(const struct jdoc_value *answer)
+{
+    return counted(responses_output, answer);
+}
+
+uint64_t gw_answer_output_with(const struct gw_surface *surface, const struct jdoc_value *answer)
+{
+    if (!jdoc_is(answer, JDOC_OBJECT) || surface->output_tokens == NULL)
+        return 0; /* no model's answer, or not one to read */
+    return surface->output_tokens(answer);
+}
+
+bool gw_answer_tokens_with(const struct gw_dialect *dialect, const struct gw_surface *surface,
+                           const struct jdoc_value *root, const char *body, size_t length,
+                           uint64_t input_estimate, struct gw_tokens *out)
+{
+    if (dialect->answer_tokens != NULL) /* Gemini: an object, or a stream's array */
+        return dialect->answer_tokens(root, body, length, input_estimate, out);
     *out = (struct gw_tokens){.input = input_estimate};
-    if (endpoint == GW_ENDPOINT_EMBEDDINGS && !jdoc_is(root, JDOC_OBJECT))
+    if (surface->no_output && !jdoc_is(root, JDOC_OBJECT))
         return false; /* no output to count: the input estimate */
     if (!jdoc_is(root, JDOC_OBJECT)) {
         out->output = gw_estimate_text(body, length);
@@ -114,11 +118,13 @@ bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, 
     }
     struct gw_usage usage;
     char error[GW_USAGE_ERROR_SIZE];
-    if (gw_usage_read_answer(endpoint, root, &usage, error, sizeof error) == 0 && usage.present) {
+    if (gw_usage_read_with(dialect->usage, surface->endpoint, root, &usage, error, sizeof error) ==
+            0 &&
+        usage.present) {
         *out = gw_usage_tokens(&usage);
         return true;
     }
-    out->output = gw_answer_output_tokens(endpoint, root);
+    out->output = gw_answer_output_with(surface, root);
     return false;
 }
 

@@ -34,6 +34,31 @@ uint64_t gw_answer_output_tokens(enum gw_endpoint endpoint, const struct jdoc_va
 bool gw_answer_tokens(enum gw_endpoint endpoint, const struct jdoc_value *root, const char *body,
                       size_t length, uint64_t input_estimate, struct gw_tokens *out);
 
+/* The surfaces' counters of the output of a whole answer (a surface's
+ * output_tokens, gw_dialect.h): chat's and completions', Messages',
+ * Responses' as gw_answer_output_tokens says; answer an object. */
+typedef uint64_t (*gw_answer_output_fn)(const struct jdoc_value *answer);
+uint64_t gw_answer_chat_output(const struct jdoc_value *answer);
+uint64_t gw_answer_messages_output(const struct jdoc_value *answer);
+uint64_t gw_answer_responses_output(const struct jdoc_value *answer);
+
+/* A dialect's own reading of a whole answer (its answer_tokens,
+ * gw_dialect.h: Gemini's, whose stream may come as one JSON array), as
+ * gw_answer_tokens says. */
+typedef bool (*gw_answer_tokens_fn)(const struct jdoc_value *root, const char *body, size_t length,
+                                    uint64_t input_estimate, struct gw_tokens *out);
+
+/* gw_answer_output_tokens and gw_answer_tokens with the surface and its
+ * dialect given (those two look them up in the dialects' table,
+ * gw_dispatch.c): the surface's counter, the dialect's usage reader or
+ * its own reading of an answer. */
+struct gw_dialect;
+struct gw_surface;
+uint64_t gw_answer_output_with(const struct gw_surface *surface, const struct jdoc_value *answer);
+bool gw_answer_tokens_with(const struct gw_dialect *dialect, const struct gw_surface *surface,
+                           const struct jdoc_value *root, const char *body, size_t length,
+                           uint64_t input_estimate, struct gw_tokens *out);
+
 /* The id of a Responses object (answer.id) into *id and *length: 0, or -1
  * when it has none (not an object, no string id). */
 int gw_answer_response_id(const struct jdoc_value *answer, const char **id, size_t *length);

@@ -338,7 +338,7 @@ static int decode_upstream(struct loader *l, const struct jdoc_value *item, uint
     return 0;
 }
 
-/* Each section's items were checked by check_root (gw_config.c): an array
+/* Each section's items were checked by check_root (gw_config_load.c): an array
  * of 1..the section's bound. */
 static void assert_section(const struct jdoc_value *items, uint32_t min, uint32_t max)
 {
@@ -899,6 +899,45 @@ static int compare_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* A key's "mcp_servers" list: the servers' indexes, sorted. */
+int gw_config_key_mcp_servers(struct loader *l, const struct jdoc_value *v, const char *path,
+                              struct gw_key *key)
+{
+    if (v->kind == JDOC_NULL)
+        return 0;
+    if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MCP_SERVERS_MAX)
+        return gw_config_fail(l, v->line, path, "must be an array of at most %d MCP server names",
+                              GW_MCP_SERVERS_MAX);
+    uint32_t *servers = arena_alloc(l->arena, (v->count + 1) * sizeof *servers);
+    if (servers == NULL)
+        return gw_config_fail(l, v->line, path, "out of memory");
+    for (uint32_t i = 0; i < v->count; i++) {
+        const struct jdoc_value *name = &v->as.items[i];
+        const struct gw_mcp_server *server =
+            jdoc_is(name, JDOC_STRING)
+                ? gw_config_find_mcp_server(l->config, name->as.string, name->count)
+                : NULL;
+        char item_path[112], quoted[72];
+        snprintf(item_path, sizeof item_path, "%s[%u]", path, i);
+        if (server == NULL) {
+            gw_config_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "",
+                            jdoc_is(name, JDOC_STRING) ? name->count : 0, quoted);
+            return gw_config_fail(l, name->line, item_path,
+                                  "unknown MCP server %s (mcp_servers names them)", quoted);
+        }
+        for (uint32_t k = 0; k < i; k++) {
+            if (servers[k] == server->index)
+                return gw_config_fail(l, name->line, item_path, "duplicate MCP server");
+        }
+        servers[i] = server->index;
+    }
+    qsort(servers, v->count, sizeof *servers, compare_u32);
+    key->mcp_servers = servers;
+    key->mcp_server_count = v->count;
+    key->mcp_servers_listed = true;
+    return 0;
 }
 
 static int key_models(struct loader *l, const struct jdoc_value *v, const char *path,

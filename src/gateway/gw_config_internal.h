@@ -1,6 +1,7 @@
-/* Shared by the two halves of the config loader: gw_config.c (the file,
- * the document as a whole, lookups, reference counting) and
- * gw_config_decode.c (each section's entries). Not for other modules. */
+/* Shared by the files of the config loader: gw_config_load.c (the file,
+ * the document as a whole, reference counting), gw_config_decode.c and
+ * gw_config_mcp.c (each section's entries) and gw_config.c (lookups and
+ * what they all share). Not for other modules. */
 #ifndef LLMLIMIT_GATEWAY_CONFIG_INTERNAL_H
 #define LLMLIMIT_GATEWAY_CONFIG_INTERNAL_H
 
@@ -50,7 +51,8 @@ int gw_config_decode_limits(struct loader *l, const struct jdoc_value *items);
 int gw_config_decode_keys(struct loader *l, const struct jdoc_value *items);
 
 /* mcp_servers (gw_config_mcp.c): any JSON value, checked there; before
- * the keys. A key's "mcp_servers" list: the value v at path. */
+ * the keys. A key's "mcp_servers" list (gw_config_decode.c): the value v
+ * at path. */
 int gw_config_decode_mcp_servers(struct loader *l, const struct jdoc_value *items);
 int gw_config_key_mcp_servers(struct loader *l, const struct jdoc_value *v, const char *path,
                               struct gw_key *key);

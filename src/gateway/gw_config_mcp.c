@@ -1,6 +1,7 @@
-/* gateway.json's "mcp_servers" and a key's "mcp_servers" list (docs/mcp.md):
- * the MCP servers behind /mcp/{server}, their credentials and the price of
- * their tools' calls, checked as strictly as the other sections. */
+/* gateway.json's "mcp_servers" (docs/mcp.md): the MCP servers behind
+ * /mcp/{server}, their credentials and the price of their tools' calls,
+ * checked as strictly as the other sections (a key's "mcp_servers" list is
+ * gw_config_decode.c's, the lookups gw_config.c's). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,90 +160,4 @@ int gw_config_decode_mcp_servers(struct loader *l, const struct jdoc_value *item
     }
     l->config->mcp_server_count = items->count;
     return 0;
-}
-
-static int compare_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-int gw_config_key_mcp_servers(struct loader *l, const struct jdoc_value *v, const char *path,
-                              struct gw_key *key)
-{
-    if (v->kind == JDOC_NULL)
-        return 0;
-    if (!jdoc_is(v, JDOC_ARRAY) || v->count > GW_MCP_SERVERS_MAX)
-        return gw_config_fail(l, v->line, path, "must be an array of at most %d MCP server names",
-                              GW_MCP_SERVERS_MAX);
-    uint32_t *servers = arena_alloc(l->arena, (v->count + 1) * sizeof *servers);
-    if (servers == NULL)
-        return gw_config_fail(l, v->line, path, "out of memory");
-    for (uint32_t i = 0; i < v->count; i++) {
-        const struct jdoc_value *name = &v->as.items[i];
-        const struct gw_mcp_server *server =
-            jdoc_is(name, JDOC_STRING)
-                ? gw_config_find_mcp_server(l->config, name->as.string, name->count)
-                : NULL;
-        char item_path[112], quoted[72];
-        snprintf(item_path, sizeof item_path, "%s[%u]", path, i);
-        if (server == NULL) {
-            gw_config_quote(jdoc_is(name, JDOC_STRING) ? name->as.string : "",
-                            jdoc_is(name, JDOC_STRING) ? name->count : 0, quoted);
-            return gw_config_fail(l, name->line, item_path,
-                                  "unknown MCP server %s (mcp_servers names them)", quoted);
-        }
-        for (uint32_t k = 0; k < i; k++) {
-            if (servers[k] == server->index)
-                return gw_config_fail(l, name->line, item_path, "duplicate MCP server");
-        }
-        servers[i] = server->index;
-    }
-    qsort(servers, v->count, sizeof *servers, compare_u32);
-    key->mcp_servers = servers;
-    key->mcp_server_count = v->count;
-    key->mcp_servers_listed = true;
-    return 0;
-}
-
-/* ---- lookups ---- */
-
-const struct gw_mcp_server *gw_config_find_mcp_server(const struct gw_config *config,
-                                                      const char *name, size_t length)
-{
-    for (uint32_t i = 0; i < config->mcp_server_count; i++) {
-        const struct gw_mcp_server *server = &config->mcp_servers[i];
-        if (strlen(server->name) == length && memcmp(server->name, name, length) == 0)
-            return server;
-    }
-    return NULL;
-}
-
-bool gw_key_allows_mcp_server(const struct gw_key *key, const struct gw_mcp_server *server)
-{
-    if (!key->mcp_servers_listed)
-        return true;
-    if (key->mcp_server_names != NULL) {
-        for (uint32_t i = 0; i < key->mcp_server_name_count; i++) {
-            if (strcmp(key->mcp_server_names[i], server->name) == 0)
-                return true;
-        }
-        return false;
-    }
-    return bsearch(&server->index, key->mcp_servers, key->mcp_server_count,
-                   sizeof *key->mcp_servers, compare_u32) != NULL;
-}
-
-uint64_t gw_mcp_tool_price(const struct gw_mcp_server *server, const char *tool, size_t length,
-                           bool *charge_errors)
-{
-    *charge_errors = false;
-    for (uint32_t i = 0; i < server->tool_count; i++) {
-        const struct gw_mcp_tool *t = &server->tools[i];
-        if (strlen(t->name) == length && memcmp(t->name, tool, length) == 0) {
-            *charge_errors = t->charge_errors;
-            return t->usd_micros_per_call;
-        }
-    }
-    return server->default_usd_micros_per_call;
 }

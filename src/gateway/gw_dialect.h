@@ -1,10 +1,12 @@
 /* The one interface every dialect of the gateway implements, as struct
  * backend_ops is for backends: its routes and surfaces, where a call's
- * virtual key comes from, what goes upstream with it, its estimate and
- * usage readers, its error shape and its rate-limit headers. One file per
+ * virtual key comes from, what goes upstream with it and how its body is
+ * rewritten, its estimate and usage readers, how a whole answer's output
+ * is counted, its error shape and its rate-limit headers. One file per
  * dialect (gw_dialect_<name>.c), one table of them (gw_dialects.c): the
- * server builds its gateway routes from that table and names no dialect
- * (docs/architecture.md, "Dialects"). */
+ * server builds its gateway routes from that table and names no dialect,
+ * and the calls that take an endpoint look it up there (gw_dispatch.c;
+ * docs/architecture.md, "Dialects"). */
 #ifndef LLMLIMIT_GATEWAY_DIALECT_H
 #define LLMLIMIT_GATEWAY_DIALECT_H
 
@@ -12,10 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_answer.h"
 #include "gw_config.h"
 #include "gw_endpoint.h"
 #include "gw_estimate.h"
 #include "gw_forward.h"
+#include "gw_request.h"
 #include "gw_sse.h"
 #include "gw_usage.h"
 #include "util/buffer.h"
@@ -58,6 +62,24 @@ struct gw_surface {
     bool charged;              /* reserved and charged; else forwarded only */
     bool checks_references;    /* ids the request names must be the key's (gw_references.h) */
     bool stores_answer;        /* the answer's ids become the key's */
+
+    /* The request as it goes upstream (gw_request.h): the members that
+     * bound its output, the first written when the call sets none (NULL:
+     * none written; a dialect's own rewrite reads only whether there are
+     * any); whether a stream asks for its usage (stream_options); whether
+     * the route never streams ("stream": true passes, but no stream is
+     * read). */
+    const char *const *bound_fields;
+    bool asks_stream_usage;
+    bool never_streams;
+    /* A whole answer (gw_answer.h): the output counted from its text
+     * (NULL: 0); no_output: it generates none, so an answer that cannot be
+     * read is charged no output either (embeddings). */
+    gw_answer_output_fn output_tokens;
+    bool no_output;
+    /* A stream that ended without its final usage (gw_sse.h): the usage it
+     * told so far; NULL: only the counted output. */
+    gw_sse_cut_fn stream_cut;
 };
 
 /* A limit family of the rate-limit headers, and the figures of its
@@ -155,10 +177,14 @@ struct gw_dialect {
      * (gw_estimate.h, gw_usage.h, gw_sse.h). */
     int (*estimate)(struct gw_walk *w, const struct jdoc_value *body, enum gw_endpoint endpoint,
                     const struct gw_model *model, struct gw_estimate *out);
-    int (*usage)(enum gw_endpoint endpoint, const struct jdoc_value *answer, struct gw_usage *out,
-                 char *error, size_t error_size);
+    gw_usage_read_fn usage;
     /* The reader of a stream's events (gw_sse.h); NULL: not read. */
     gw_sse_read_fn stream_event;
+    /* The body upstream when it is not a JSON object naming its model
+     * (gw_request.h); NULL: that one. A whole answer's tokens when not
+     * its usage or its counted text (gw_answer.h); NULL: those. */
+    gw_request_rewrite_fn rewrite;
+    gw_answer_tokens_fn answer_tokens;
 
     /* Error shapes: the gateway's own; one of the HTTP layer's or the
      * server's (code as given, reason NULL or a sentence); a stream's

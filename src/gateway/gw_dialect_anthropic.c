@@ -23,10 +23,20 @@ static const struct gw_route routes[] = {
      GW_ENDPOINT_MESSAGES_COUNT_TOKENS, &gw_dialect_anthropic},
 };
 
+/* Messages require max_tokens already (no bound to write); its streams
+ * carry their usage unasked, and one cut before its end told its input at
+ * its start. */
 static const struct gw_surface surfaces[] = {
-    {GW_ENDPOINT_MESSAGES, "/v1/messages", "/messages", true, false, false},
-    {GW_ENDPOINT_MESSAGES_COUNT_TOKENS, "/v1/messages/count_tokens", "/messages/count_tokens",
-     false, false, false},
+    {.endpoint = GW_ENDPOINT_MESSAGES,
+     .route = "/v1/messages",
+     .upstream_path = "/messages",
+     .charged = true,
+     .output_tokens = gw_answer_messages_output,
+     .stream_cut = gw_sse_messages_cut},
+    {.endpoint = GW_ENDPOINT_MESSAGES_COUNT_TOKENS,
+     .route = "/v1/messages/count_tokens",
+     .upstream_path = "/messages/count_tokens",
+     .never_streams = true},
 };
 
 static int messages_usage(enum gw_endpoint endpoint, const struct jdoc_value *answer,

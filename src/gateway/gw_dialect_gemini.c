@@ -17,11 +17,20 @@ static const struct gw_route routes[] = {
      GW_ENDPOINT_GEMINI, &gw_dialect_gemini},
 };
 
+/* Its bound, inside generationConfig: written by its own rewrite
+ * (gw_request_rewrite_gemini). */
+static const char *const generate_bounds[] = {"maxOutputTokens", NULL};
+
 static const struct gw_surface surfaces[] = {
-    {GW_ENDPOINT_GEMINI, "/v1beta/models/{model}:generateContent", ":generateContent", true, false,
-     false},
-    {GW_ENDPOINT_GEMINI_COUNT_TOKENS, "/v1beta/models/{model}:countTokens", ":countTokens", false,
-     false, false},
+    {.endpoint = GW_ENDPOINT_GEMINI,
+     .route = "/v1beta/models/{model}:generateContent",
+     .upstream_path = ":generateContent",
+     .charged = true,
+     .bound_fields = generate_bounds,
+     .output_tokens = gw_gemini_output_tokens},
+    {.endpoint = GW_ENDPOINT_GEMINI_COUNT_TOKENS,
+     .route = "/v1beta/models/{model}:countTokens",
+     .upstream_path = ":countTokens"},
 };
 
 static int gemini_target(const char *item, size_t length, const char **name, size_t *name_length,
@@ -128,6 +137,8 @@ const struct gw_dialect gw_dialect_gemini = {
     .estimate = gemini_estimate,
     .usage = gemini_usage,
     .stream_event = gw_sse_read_gemini_chunk,
+    .rewrite = gw_request_rewrite_gemini,
+    .answer_tokens = gw_gemini_answer_tokens,
     .error = gemini_error,
     .plain_error = gemini_plain_error,
     .error_event = gemini_error_event,

@@ -19,7 +19,7 @@ static const struct gw_route routes[] = {
 /* No model's: its server's URL is the whole endpoint; each tools/call is
  * charged, not the route. */
 static const struct gw_surface surfaces[] = {
-    {GW_ENDPOINT_MCP, "/mcp/{server}", "", false, false, false},
+    {.endpoint = GW_ENDPOINT_MCP, .route = "/mcp/{server}", .upstream_path = ""},
 };
 
 /* JSON-RPC, of no request id (one that has an id is answered by the MCP

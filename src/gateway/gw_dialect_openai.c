@@ -21,10 +21,33 @@ static const struct gw_route routes[] = {
      GW_ENDPOINT_CHAT_COMPLETIONS, &gw_dialect_openai},
 };
 
+/* max_completion_tokens: what OpenAI's chat takes from every model (its
+ * reasoning models refuse max_tokens), reasoning included. */
+static const char *const chat_bounds[] = {"max_completion_tokens", "max_tokens", NULL};
+static const char *const completions_bounds[] = {"max_tokens", NULL};
+
 static const struct gw_surface surfaces[] = {
-    {GW_ENDPOINT_CHAT_COMPLETIONS, "/v1/chat/completions", "/chat/completions", true, false, false},
-    {GW_ENDPOINT_COMPLETIONS, "/v1/completions", "/completions", true, false, false},
-    {GW_ENDPOINT_EMBEDDINGS, "/v1/embeddings", "/embeddings", true, false, false},
+    {.endpoint = GW_ENDPOINT_CHAT_COMPLETIONS,
+     .route = "/v1/chat/completions",
+     .upstream_path = "/chat/completions",
+     .charged = true,
+     .bound_fields = chat_bounds,
+     .asks_stream_usage = true,
+     .output_tokens = gw_answer_chat_output},
+    {.endpoint = GW_ENDPOINT_COMPLETIONS,
+     .route = "/v1/completions",
+     .upstream_path = "/completions",
+     .charged = true,
+     .bound_fields = completions_bounds,
+     .asks_stream_usage = true,
+     .output_tokens = gw_answer_chat_output},
+    /* generates nothing: no bound to write */
+    {.endpoint = GW_ENDPOINT_EMBEDDINGS,
+     .route = "/v1/embeddings",
+     .upstream_path = "/embeddings",
+     .charged = true,
+     .never_streams = true,
+     .no_output = true},
 };
 
 /* {"object":"list","data":[{"id","object":"model","created":0,"owned_by"}]} */

@@ -21,10 +21,23 @@ static const struct gw_route routes[] = {
      GW_ROUTE_STORED, GW_ENDPOINT_RESPONSES, &gw_dialect_responses},
 };
 
+static const char *const responses_bounds[] = {"max_output_tokens", NULL};
+
+/* Its streams carry their usage unasked. */
 static const struct gw_surface surfaces[] = {
-    {GW_ENDPOINT_RESPONSES, "/v1/responses", "/responses", true, true, true},
-    {GW_ENDPOINT_RESPONSES_INPUT_TOKENS, "/v1/responses/input_tokens", "/responses/input_tokens",
-     false, true, false},
+    {.endpoint = GW_ENDPOINT_RESPONSES,
+     .route = "/v1/responses",
+     .upstream_path = "/responses",
+     .charged = true,
+     .checks_references = true,
+     .stores_answer = true,
+     .bound_fields = responses_bounds,
+     .output_tokens = gw_answer_responses_output},
+    {.endpoint = GW_ENDPOINT_RESPONSES_INPUT_TOKENS,
+     .route = "/v1/responses/input_tokens",
+     .upstream_path = "/responses/input_tokens",
+     .checks_references = true,
+     .never_streams = true},
 };
 
 static int responses_usage(enum gw_endpoint endpoint, const struct jdoc_value *answer,

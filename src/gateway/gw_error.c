@@ -1,7 +1,6 @@
 /* One JSON string writer that validates UTF-8 as it goes (a run of plain
  * bytes is copied in one go), and the encoders on top of it. */
 #include "gw_error.h"
-#include "gw_dialect.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -134,22 +133,6 @@ void gw_error_anthropic(struct buffer *b, enum gw_anthropic_error error, const c
         gw_json_string(b, request_id, strlen(request_id));
     }
     buffer_append_char(b, '}');
-}
-
-void gw_error_for(struct buffer *b, enum gw_endpoint endpoint, unsigned status, const char *type,
-                  const char *code, const char *message)
-{
-    const struct gw_error_args args = {
-        .status = status, .type = type, .code = code, .message = message};
-    gw_dialect_of(endpoint)->error(b, &args);
-}
-
-void gw_error_event(struct buffer *b, enum gw_endpoint endpoint, const char *code,
-                    const char *message)
-{
-    assert(code != NULL && message != NULL);
-    gw_dialect_of(endpoint)->error_event(b, endpoint, code, message);
-    buffer_append_str(b, "\n\n");
 }
 
 bool gw_should_not_retry(unsigned status, int64_t retry_after_ms)

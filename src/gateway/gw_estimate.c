@@ -468,9 +468,9 @@ int gw_estimate_openai(struct gw_walk *w, const struct jdoc_value *body, enum gw
     return 0;
 }
 
-int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint,
-                        const struct gw_model *model, struct gw_estimate *out, char *error,
-                        size_t error_size)
+int gw_estimate_request_with(const struct gw_dialect *dialect, const struct jdoc_value *body,
+                             enum gw_endpoint endpoint, const struct gw_model *model,
+                             struct gw_estimate *out, char *error, size_t error_size)
 {
     assert(model != NULL && out != NULL && error != NULL && error_size > 0);
     memset(out, 0, sizeof *out);
@@ -479,7 +479,6 @@ int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint
     error[0] = '\0';
     if (!jdoc_is(body, JDOC_OBJECT))
         return gw_walk_fail(&w, "body: must be a JSON object");
-    const struct gw_dialect *dialect = gw_dialect_of(endpoint);
     return dialect->estimate != NULL ? dialect->estimate(&w, body, endpoint, model, out) : 0;
 }
 

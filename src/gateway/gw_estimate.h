@@ -49,6 +49,12 @@ struct gw_tokens gw_estimate_tokens(const struct gw_estimate *estimate, uint64_t
 int gw_estimate_request(const struct jdoc_value *body, enum gw_endpoint endpoint,
                         const struct gw_model *model, struct gw_estimate *out, char *error,
                         size_t error_size);
+/* The same in dialect, endpoint's (gw_estimate_request looks it up in the
+ * dialects' table; the code the table points at takes it from there). */
+struct gw_dialect;
+int gw_estimate_request_with(const struct gw_dialect *dialect, const struct jdoc_value *body,
+                             enum gw_endpoint endpoint, const struct gw_model *model,
+                             struct gw_estimate *out, char *error, size_t error_size);
 
 /* The estimated token count of one UTF-8 text (any bytes are accepted). */
 uint64_t gw_estimate_text(const char *text, size_t length);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gw_dialect.h"
 #include "gw_gemini.h"
 
 struct span {
@@ -156,36 +157,6 @@ static int read_info(const struct jdoc_value *root, bool ask_usage, struct gw_re
     return 0;
 }
 
-int gw_request_rewrite(const char *body, size_t length, const struct jdoc_value *root,
-                       const struct gw_model *model, struct buffer *out,
-                       struct gw_request_info *info, char *error, size_t error_size)
-{
-    return gw_request_rewrite_for(GW_ENDPOINT_CHAT_COMPLETIONS, body, length, root, model, 0, out,
-                                  info, error, error_size);
-}
-
-/* The members that bound a call's output on endpoint, the one the gateway
- * writes first; NULL when its calls have no such bound to write
- * (embeddings generate nothing; Messages require max_tokens already). */
-static const char *const *bound_fields(enum gw_endpoint endpoint)
-{
-    /* max_completion_tokens: what OpenAI's chat takes from every model
-     * (its reasoning models refuse max_tokens), reasoning included. */
-    static const char *const chat[] = {"max_completion_tokens", "max_tokens", NULL};
-    static const char *const completions[] = {"max_tokens", NULL};
-    static const char *const responses[] = {"max_output_tokens", NULL};
-    switch (endpoint) {
-    case GW_ENDPOINT_CHAT_COMPLETIONS:
-        return chat;
-    case GW_ENDPOINT_COMPLETIONS:
-        return completions;
-    case GW_ENDPOINT_RESPONSES:
-        return responses;
-    default:
-        return NULL;
-    }
-}
-
 static bool is_bound_field(const char *const *fields, const char *name)
 {
     for (; fields != NULL && *fields != NULL; fields++) {
@@ -210,11 +181,14 @@ static bool bound_missing(const struct jdoc_value *root, const char *const *fiel
  * the body goes as it came, but for generationConfig.maxOutputTokens when
  * a generateContent call sets none (output_bound > 0; countTokens gets
  * nothing). */
-static int rewrite_gemini(enum gw_endpoint endpoint, const char *body, size_t length,
-                          const struct jdoc_value *root, uint64_t output_bound, struct buffer *out,
-                          char *error, size_t error_size)
+int gw_request_rewrite_gemini(const struct gw_surface *surface, const char *body, size_t length,
+                              const struct jdoc_value *root, const struct gw_model *model,
+                              uint64_t output_bound, struct buffer *out,
+                              struct gw_request_info *info, char *error, size_t error_size)
 {
-    if (output_bound == 0 || endpoint != GW_ENDPOINT_GEMINI || gw_gemini_bound_given(root)) {
+    (void)model;
+    (void)info;
+    if (output_bound == 0 || surface->bound_fields == NULL || gw_gemini_bound_given(root)) {
         buffer_append(out, body, length);
         return out->failed ? fail(error, error_size, "out of memory") : 0;
     }
@@ -244,33 +218,26 @@ static int rewrite_gemini(enum gw_endpoint endpoint, const char *body, size_t le
     return out->failed ? fail(error, error_size, "out of memory") : 0;
 }
 
-int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t length,
-                           const struct jdoc_value *root, const struct gw_model *model,
-                           uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
-                           char *error, size_t error_size)
+/* A body that names its model: renamed, usage asked for, the bound
+ * written (gw_request_rewrite_for). */
+static int rewrite_json(const struct gw_surface *surface, const char *body, size_t length,
+                        const struct jdoc_value *root, const struct gw_model *model,
+                        uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
+                        char *error, size_t error_size)
 {
-    assert(body != NULL && root != NULL && model != NULL && out != NULL && info != NULL);
-    *info = (struct gw_request_info){0};
-    if (!jdoc_is(root, JDOC_OBJECT))
-        return fail(error, error_size, "body: must be a JSON object");
-    if (gw_endpoint_api(endpoint) == GW_API_GEMINI)
-        return rewrite_gemini(endpoint, body, length, root, output_bound, out, error, error_size);
     if (!jdoc_is(jdoc_get(root, "model"), JDOC_STRING))
         return fail(error, error_size, "model: must be a string");
     /* Messages and Responses streams carry their usage anyway: nothing to
      * ask for, nothing to strip. */
-    bool ask_usage =
-        endpoint == GW_ENDPOINT_CHAT_COMPLETIONS || endpoint == GW_ENDPOINT_COMPLETIONS;
+    bool ask_usage = surface->asks_stream_usage;
     const struct jdoc_value *options;
     if (read_info(root, ask_usage, info, &options, error, error_size) != 0)
         return -1;
-    info->stream = info->stream && endpoint != GW_ENDPOINT_MESSAGES_COUNT_TOKENS &&
-                   endpoint != GW_ENDPOINT_RESPONSES_INPUT_TOKENS &&
-                   endpoint != GW_ENDPOINT_EMBEDDINGS;
+    info->stream = info->stream && !surface->never_streams;
     bool add_usage = ask_usage && info->stream;
     /* No bound given (or only nulls): the one reserved goes upstream, the
      * nulls do not (docs/gateway.md, "What goes upstream"). */
-    const char *const *bounds = output_bound > 0 ? bound_fields(endpoint) : NULL;
+    const char *const *bounds = output_bound > 0 ? surface->bound_fields : NULL;
     bool add_bound = bounds != NULL && bound_missing(root, bounds);
     struct scanner s;
     scanner_open(&s, body, (struct span){0, length});
@@ -304,4 +271,17 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
     }
     buffer_append_char(out, '}');
     return out->failed ? fail(error, error_size, "out of memory") : 0;
+}
+
+int gw_request_rewrite_with(const struct gw_dialect *dialect, const struct gw_surface *surface,
+                            const char *body, size_t length, const struct jdoc_value *root,
+                            const struct gw_model *model, uint64_t output_bound, struct buffer *out,
+                            struct gw_request_info *info, char *error, size_t error_size)
+{
+    assert(body != NULL && root != NULL && model != NULL && out != NULL && info != NULL);
+    *info = (struct gw_request_info){0};
+    if (!jdoc_is(root, JDOC_OBJECT))
+        return fail(error, error_size, "body: must be a JSON object");
+    gw_request_rewrite_fn rewrite = dialect->rewrite != NULL ? dialect->rewrite : rewrite_json;
+    return rewrite(surface, body, length, root, model, output_bound, out, info, error, error_size);
 }

@@ -50,4 +50,32 @@ int gw_request_rewrite_for(enum gw_endpoint endpoint, const char *body, size_t l
                            uint64_t output_bound, struct buffer *out, struct gw_request_info *info,
                            char *error, size_t error_size);
 
+/* The rewrite of a dialect whose body is not the one above (its rewrite,
+ * gw_dialect.h), called with info zeroed and root an object; same
+ * returns. NULL in the table: the one above. */
+struct gw_dialect;
+struct gw_surface;
+typedef int (*gw_request_rewrite_fn)(const struct gw_surface *surface, const char *body,
+                                     size_t length, const struct jdoc_value *root,
+                                     const struct gw_model *model, uint64_t output_bound,
+                                     struct buffer *out, struct gw_request_info *info, char *error,
+                                     size_t error_size);
+
+/* Gemini's: the body as it came, with generationConfig.maxOutputTokens
+ * added on a surface that has bound fields (generateContent) when the
+ * call sets none. */
+int gw_request_rewrite_gemini(const struct gw_surface *surface, const char *body, size_t length,
+                              const struct jdoc_value *root, const struct gw_model *model,
+                              uint64_t output_bound, struct buffer *out,
+                              struct gw_request_info *info, char *error, size_t error_size);
+
+/* gw_request_rewrite_for with the surface and its dialect given (that
+ * one looks them up in the dialects' table, gw_dispatch.c): the surface
+ * row says which members bound the output, whether a stream asks for its
+ * usage and whether the route streams at all. */
+int gw_request_rewrite_with(const struct gw_dialect *dialect, const struct gw_surface *surface,
+                            const char *body, size_t length, const struct jdoc_value *root,
+                            const struct gw_model *model, uint64_t output_bound, struct buffer *out,
+                            struct gw_request_info *info, char *error, size_t error_size);
+
 #endif

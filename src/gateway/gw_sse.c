@@ -18,16 +18,14 @@
 
 #define DONE_DATA "[DONE]"
 
-void gw_sse_init(struct gw_sse *sse)
-{
-    gw_sse_init_for(sse, GW_ENDPOINT_CHAT_COMPLETIONS);
-}
-
-void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint)
+void gw_sse_init_with(struct gw_sse *sse, const struct gw_dialect *dialect,
+                      const struct gw_surface *surface)
 {
     memset(sse, 0, sizeof *sse);
-    sse->endpoint = endpoint;
-    sse->read = gw_dialect_of(endpoint)->stream_event;
+    sse->endpoint = surface->endpoint;
+    sse->read = dialect->stream_event;
+    sse->usage_read = dialect->usage;
+    sse->cut = surface->stream_cut;
     buffer_init(&sse->raw, NULL, 0);
     buffer_init(&sse->data, NULL, 0);
     arena_init(&sse->arena, sse->arena_storage, sizeof sse->arena_storage);
@@ -127,8 +125,8 @@ int gw_sse_read_chunk(struct gw_sse *sse, const struct jdoc_value *root, struct 
     event->error = member(root, "error") != NULL;
     /* The reader of the stream's surface: chat and completions need
      * completion_tokens in a usage (a missing count is never read as 0). */
-    event->usage_malformed = gw_usage_read_answer(sse->endpoint, root, &event->usage, usage_error,
-                                                  sizeof usage_error) != 0;
+    event->usage_malformed = gw_usage_read_with(sse->usage_read, sse->endpoint, root, &event->usage,
+                                                usage_error, sizeof usage_error) != 0;
     const struct jdoc_value *choices = member(root, "choices");
     if (!jdoc_is(choices, JDOC_ARRAY))
         return 0;
@@ -559,14 +557,19 @@ bool gw_sse_ended(const struct gw_sse *sse)
     return sse->ended;
 }
 
-/* A Messages stream without a final usage: the input it told at its
- * start, with the counted output. */
-static bool messages_counted(const struct gw_sse *sse, uint64_t output, struct gw_tokens *out)
+int gw_sse_messages_cut(const struct gw_sse *sse, uint64_t output, struct gw_usage *out,
+                        char *error, size_t error_size)
+{
+    return gw_messages_usage_cut(&sse->messages_usage, output, out, error, error_size);
+}
+
+/* A stream without a final usage whose surface reads what it told so far
+ * (Messages: the input it told at its start), with the counted output. */
+static bool cut_counted(const struct gw_sse *sse, uint64_t output, struct gw_tokens *out)
 {
     struct gw_usage usage;
     char error[GW_USAGE_ERROR_SIZE];
-    if (sse->endpoint != GW_ENDPOINT_MESSAGES ||
-        gw_messages_usage_cut(&sse->messages_usage, output, &usage, error, sizeof error) != 0)
+    if (sse->cut == NULL || sse->cut(sse, output, &usage, error, sizeof error) != 0)
         return false;
     *out = gw_usage_tokens(&usage);
     return true;
@@ -584,7 +587,7 @@ bool gw_sse_stream_tokens(const struct gw_sse *sse, const struct gw_sse_output *
             out->output = counted; /* text may have followed the last usage */
         return true;
     }
-    if (!messages_counted(sse, counted, out))
+    if (!cut_counted(sse, counted, out))
         *out = (struct gw_tokens){.input = input_estimate, .output = counted};
     return false;
 }

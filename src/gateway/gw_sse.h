@@ -93,9 +93,17 @@ struct jdoc_value;
 typedef int (*gw_sse_read_fn)(struct gw_sse *sse, const struct jdoc_value *root,
                               struct gw_sse_event *event);
 
+/* A surface's reading of a stream that ended without its final usage
+ * (its stream_cut, gw_dialect.h): the usage the stream told so far with
+ * output as the output; 0, or -1 when it told none to go on. */
+typedef int (*gw_sse_cut_fn)(const struct gw_sse *sse, uint64_t output, struct gw_usage *out,
+                             char *error, size_t error_size);
+
 struct gw_sse {
-    enum gw_endpoint endpoint; /* whose dialect the events are read in */
-    gw_sse_read_fn read;       /* that dialect's reader; NULL: events not read */
+    enum gw_endpoint endpoint;   /* whose dialect the events are read in */
+    gw_sse_read_fn read;         /* that dialect's reader; NULL: events not read */
+    gw_usage_read_fn usage_read; /* its usage reader (chunks' usage); NULL: none */
+    gw_sse_cut_fn cut;           /* the surface's reading of a cut stream; NULL: none */
     /* What the stream said so far, across events. */
     bool ended;                              /* its proper end was seen (stream_end) */
     bool messages_delta_seen;                /* Messages: a message_delta with usage */
@@ -124,12 +132,22 @@ int gw_sse_read_responses_event(struct gw_sse *sse, const struct jdoc_value *roo
                                 struct gw_sse_event *event);
 int gw_sse_read_gemini_chunk(struct gw_sse *sse, const struct jdoc_value *root,
                              struct gw_sse_event *event);
+/* Messages' reading of a stream cut before its final usage: the input
+ * its message_start told, with the counted output. */
+int gw_sse_messages_cut(const struct gw_sse *sse, uint64_t output, struct gw_usage *out,
+                        char *error, size_t error_size);
 
 /* A parser for a chat or completions stream (OpenAI chunks). */
 void gw_sse_init(struct gw_sse *sse);
 /* A parser for a stream answering endpoint (chat, completions, messages,
  * responses). */
 void gw_sse_init_for(struct gw_sse *sse, enum gw_endpoint endpoint);
+/* The same with the surface and its dialect given (gw_sse_init_for looks
+ * them up in the dialects' table). */
+struct gw_dialect;
+struct gw_surface;
+void gw_sse_init_with(struct gw_sse *sse, const struct gw_dialect *dialect,
+                      const struct gw_surface *surface);
 /* Frees what the parser holds; it may be initialised again. */
 void gw_sse_free(struct gw_sse *sse);
 

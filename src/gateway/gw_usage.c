@@ -7,8 +7,6 @@
  * them, and what they count is already in the counts read here. */
 #include "gw_usage.h"
 
-#include "gw_dialect.h"
-
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
@@ -270,15 +268,15 @@ int gw_usage_read_messages(const struct jdoc_value *message, struct gw_usage *ou
     return gw_messages_usage_result(&state, out, error, error_size);
 }
 
-int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *answer,
-                         struct gw_usage *out, char *error, size_t error_size)
+int gw_usage_read_with(gw_usage_read_fn read, enum gw_endpoint endpoint,
+                       const struct jdoc_value *answer, struct gw_usage *out, char *error,
+                       size_t error_size)
 {
-    const struct gw_dialect *dialect = gw_dialect_of(endpoint);
-    if (dialect->usage == NULL) { /* no usage: a tool call costs its price */
+    if (read == NULL) { /* no usage: a tool call costs its price */
         memset(out, 0, sizeof *out);
         return 0;
     }
-    return dialect->usage(endpoint, answer, out, error, error_size);
+    return read(endpoint, answer, out, error, error_size);
 }
 
 int gw_usage_read_openai(enum gw_endpoint endpoint, const struct jdoc_value *answer,

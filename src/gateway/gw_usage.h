@@ -65,6 +65,15 @@ int gw_usage_read_responses(const struct jdoc_value *response, struct gw_usage *
  * gw_usage_read as it is. */
 int gw_usage_read_answer(enum gw_endpoint endpoint, const struct jdoc_value *answer,
                          struct gw_usage *out, char *error, size_t error_size);
+/* A dialect's reader of the usage of an answer of endpoint (its usage,
+ * gw_dialect.h), as above. */
+typedef int (*gw_usage_read_fn)(enum gw_endpoint endpoint, const struct jdoc_value *answer,
+                                struct gw_usage *out, char *error, size_t error_size);
+/* The same with the dialect's reader given: read NULL (a surface without
+ * usage, whose call costs its price): no usage, 0. */
+int gw_usage_read_with(gw_usage_read_fn read, enum gw_endpoint endpoint,
+                       const struct jdoc_value *answer, struct gw_usage *out, char *error,
+                       size_t error_size);
 /* The reader of OpenAI's chat, completions and embeddings (their
  * dialect's, gw_dialect_openai.c), as above. */
 int gw_usage_read_openai(enum gw_endpoint endpoint, const struct jdoc_value *answer,

@@ -19,7 +19,8 @@ list(APPEND LLMLIMIT_FUZZ_HARNESSES sse upstream_answer)
 list(APPEND LLMLIMIT_FUZZ_HARNESSES mcp)
 set(LLMLIMIT_FUZZ_GATEWAY_DIR ${PROJECT_SOURCE_DIR}/src/gateway)
 set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
-    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_load.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_decode.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_config_mcp.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_cost.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_estimate_agents.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_references.c
@@ -27,8 +28,10 @@ set(LLMLIMIT_FUZZ_GATEWAY_SOURCES
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_secret.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_sse.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_usage.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_prices.c
     ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_gemini.c
-    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_answer.c ${PROJECT_SOURCE_DIR}/src/util/sha256.c)
-# The dialects' table and files (the error shapes, estimate and usage go through it).
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_answer.c ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_request.c
+    ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_dispatch.c ${PROJECT_SOURCE_DIR}/src/util/sha256.c)
+# The dialects' table and files (the error shapes, estimate and usage go through it, from
+# gw_dispatch.c).
 file(GLOB LLMLIMIT_FUZZ_DIALECT_SOURCES CONFIGURE_DEPENDS ${LLMLIMIT_FUZZ_GATEWAY_DIR}/gw_dialect*.c)
 list(APPEND LLMLIMIT_FUZZ_GATEWAY_SOURCES ${LLMLIMIT_FUZZ_DIALECT_SOURCES})
 

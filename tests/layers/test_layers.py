@@ -6,11 +6,12 @@ is taken on trust.
   gateway; those over the backends; the backends over the TigerBeetle client;
   everything over util and core. A call from a lower folder to a higher one
   fails the test, naming the symbol.
-- Inside src/server, src/http, src/wire and src/wait no file calls in a
-  circle (a file calling another that calls it back, directly or round a
-  longer loop); inside src/server, src/http and src/wire no module includes
-  in a circle either (read from the #include lines: a module is foo.c with
-  foo.h and foo_internal.h).
+- Inside each folder of src/ no file calls in a circle (a file calling
+  another that calls it back, directly or round a longer loop), but for the
+  circles KNOWN_CIRCLES lists, each waiting for its fix: a new circle, or a
+  known one that grew, shrank or went, fails the test. Inside src/server,
+  src/http and src/wire no module includes in a circle either (read from
+  the #include lines: a module is foo.c with foo.h and foo_internal.h).
 - Every folder of src/ with C files has its layer.
 - Every file of src/ has its room in docs/architecture.md: each .c is named
   there, and each .h that has no .c of its own name.
@@ -42,7 +43,17 @@ LAYERS = {
 # Files that are a library of their own below their folder: the limit definitions' decoder
 # (llwire_limits), which the gateway links for its templates' defaults.
 UNIT_LAYERS = {"wire/decode_limits": 3.5}
-NO_CIRCLES = ("server", "http", "wire", "wait")
+# The call circles inside a folder that wait for their fix, each as its files. Strike one here
+# when it is broken (the test says so).
+KNOWN_CIRCLES = [
+    # the backend's ops and its console and admin halves
+    ["backend/sqlite/sq_admin", "backend/sqlite/sq_console", "backend/sqlite/sqlite"],
+    # the backend's ops, its jobs and their steps
+    ["backend/tigerbeetle/tb_complete", "backend/tigerbeetle/tb_console",
+     "backend/tigerbeetle/tb_jobs", "backend/tigerbeetle/tb_provision",
+     "backend/tigerbeetle/tb_registry", "backend/tigerbeetle/tb_reserve",
+     "backend/tigerbeetle/tb_usage", "backend/tigerbeetle/tigerbeetle"],
+]
 NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
 
@@ -182,10 +193,20 @@ class Layers(unittest.TestCase):
         self.assertEqual(upward, [], "calls that go up or across the picture")
 
     def test_no_file_calls_in_a_circle(self):
-        """Inside src/server, src/http, src/wire and src/wait, no circle between files."""
-        units = {u for u in set(self.edges) | {t for ts in self.edges.values() for t in ts}
-                 if folder_of(u) in NO_CIRCLES}
-        self.assertEqual(circles(self.edges, units), [])
+        """Inside each folder of src/, no circle between files but the known ones."""
+        every = set(self.edges) | {t for ts in self.edges.values() for t in ts}
+        found = []
+        for folder in sorted({folder_of(u) for u in every}):
+            found += circles(self.edges, {u for u in every if folder_of(u) == folder})
+        self.assertEqual(sorted(found), sorted(KNOWN_CIRCLES),
+                         "call circles inside a folder (a new one, or a known one changed)")
+
+    def test_the_check_sees_a_circle(self):
+        """The circle finder sees a loop of three and a pair, and no circle in a chain."""
+        edges = {"g/a": {"g/b": "f"}, "g/b": {"g/c": "f"}, "g/c": {"g/a": "f"},
+                 "g/d": {"g/e": "f"}, "g/e": {"g/d": "f", "g/a": "f"}, "g/x": {"g/a": "f"}}
+        self.assertEqual(sorted(circles(edges, set(edges) | {"g/a"})),
+                         [["g/a", "g/b", "g/c"], ["g/d", "g/e"]])
 
 
 class Documented(unittest.TestCase):
