@@ -20,10 +20,11 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 
-/* Limits new here are created CONTROL_CREATE_BATCH at a time, in one
- * rewrite of limits.json (registry_create_absent): a front end that joins
- * finds every limit new, and one rewrite each would cost the square of
- * their number. */
+/* Limits new here are created CONTROL_CREATE_BATCH at a time, and
+ * limits.json is rewritten once at the end of the follower's batch (a whole
+ * read: registry_create_absent_unsaved, registry_save_created): a front end that
+ * joins finds every limit new, and a rewrite per limit, or per
+ * CONTROL_CREATE_BATCH, would cost the square of their number. */
 #define CONTROL_CREATE_BATCH 8192
 
 struct control {
@@ -34,6 +35,9 @@ struct control {
     struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
     size_t pending_count;
     bool pending_sorted; /* by key (a whole read's order): found by binary search */
+    char **created; /* keys of the limits created in this batch, not yet in limits.json */
+    size_t created_count, created_capacity;
+    bool unsaved; /* some were created in this batch (created_count may miss one: memory) */
     struct arena arena;  /* each stored value's parse, reset after it (the plane's lock) */
 };
 
@@ -116,18 +120,41 @@ static int put_over(struct control *c, const struct registry_creation *item)
     return follow_outcome(outcome);
 }
 
-/* Creates the pending limits in one rewrite; -1 when some failed for now. */
-static int follow_flush(void *context)
+/* Keeps key among the batch's creations, so that they can be undone. Out
+ * of memory (logged), one is not: when limits.json cannot be written it
+ * stays in force unsaved, and the ticker writes the file. */
+static void note_created(struct control *c, const char *key)
 {
-    struct control *c = context;
+    if (c->created_count == c->created_capacity) {
+        size_t capacity = c->created_capacity > 0 ? c->created_capacity * 2 : 1024;
+        char **grown = realloc(c->created, capacity * sizeof *grown);
+        if (grown == NULL)
+            goto out_of_memory;
+        c->created = grown;
+        c->created_capacity = capacity;
+    }
+    char *copy = strdup(key);
+    if (copy == NULL)
+        goto out_of_memory;
+    c->created[c->created_count++] = copy;
+    return;
+out_of_memory:
+    log_write(LOG_ERROR, "control plane: out of memory", "key", key, NULL);
+}
+
+/* Creates the pending limits (limits.json is written at the batch's end,
+ * follow_flush); -1 when some failed for now. */
+static int create_pending(struct control *c)
+{
     if (c->pending_count == 0)
         return 0;
-    registry_create_absent(c->registry, c->pending, c->pending_count);
+    registry_create_absent_unsaved(c->registry, c->pending, c->pending_count);
     int result = 0;
     size_t created = 0;
     for (size_t i = 0; i < c->pending_count; i++) {
         const struct registry_creation *item = &c->pending[i];
-        if (item->outcome == REGISTRY_OK || item->outcome == REGISTRY_UNSAVED) {
+        if (item->outcome == REGISTRY_OK) {
+            note_created(c, item->definition.key);
             changed(c, item->definition.key);
             created++;
         } else if (item->outcome == REGISTRY_EXISTS) {
@@ -145,7 +172,29 @@ static int follow_flush(void *context)
     snprintf(count, sizeof count, "%zu", created);
     log_write(LOG_INFO, "control plane: limits created", "count", count, NULL);
     c->pending_count = 0;
+    c->unsaved |= created > 0;
     return result;
+}
+
+/* The end of the follower's batch: the pending limits created, and
+ * limits.json written once for all created in it. When it cannot be
+ * written they are undone (registry_save_created) and -1 has the follower
+ * apply them again from the store. */
+static int follow_flush(void *context)
+{
+    struct control *c = context;
+    int result = create_pending(c);
+    if (!c->unsaved)
+        return result;
+    c->unsaved = false;
+    enum registry_outcome saved = registry_save_created(c->registry, c->created, c->created_count);
+    for (size_t i = 0; i < c->created_count; i++) {
+        if (saved != REGISTRY_OK)
+            changed(c, c->created[i]); /* gone again */
+        free(c->created[i]);
+    }
+    c->created_count = 0;
+    return saved == REGISTRY_OK ? result : -1;
 }
 
 /* Whether key waits in the pending creations: a binary search while they
@@ -185,13 +234,13 @@ static int follow_put(void *context, const char *name, const char *value, size_t
                   "reason", error, NULL);
         return 0;
     }
-    if (pending_has(c, name) && follow_flush(c) != 0)
+    if (pending_has(c, name) && create_pending(c) != 0)
         return -1; /* its earlier change comes first */
     if (in_force_already(c, &definition))
         return 0;
     struct limit_state state;
     if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
-        if (c->pending_count == CONTROL_CREATE_BATCH && follow_flush(c) != 0)
+        if (c->pending_count == CONTROL_CREATE_BATCH && create_pending(c) != 0)
             return -1;
         if (c->pending_count == 0)
             c->pending_sorted = true;
@@ -219,7 +268,7 @@ static int follow_put(void *context, const char *name, const char *value, size_t
 static int follow_remove(void *context, const char *name)
 {
     struct control *c = context;
-    if (follow_flush(c) != 0) /* a creation pending comes first */
+    if (create_pending(c) != 0) /* a creation pending comes first */
         return -1;
     enum registry_outcome outcome = registry_delete(c->registry, name);
     if (outcome == REGISTRY_UNKNOWN)
@@ -298,6 +347,9 @@ void control_close(struct control *control)
         return;
     ctl_plane_close(control->plane);
     arena_free(&control->arena);
+    for (size_t i = 0; i < control->created_count; i++)
+        free(control->created[i]);
+    free(control->created);
     free(control->pending);
     free(control);
 }
