@@ -250,6 +250,8 @@ static int on_watch(void *context, const struct ctl_watch_response *response)
     if (response->created) {
         __atomic_store_n(&p->connected, 1, __ATOMIC_RELAXED);
         log_write(LOG_INFO, "control plane: watching the store", NULL);
+        if (p->ops.watching != NULL)
+            p->ops.watching(p->context);
     }
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < response->count; i++)

@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ struct control {
     char **created; /* keys of the limits created in this batch, not yet in limits.json */
     size_t created_count, created_capacity;
     bool unsaved; /* some were created in this batch (created_count may miss one: memory) */
+    /* Keys of limits made here that the store could not take yet (control_publish). */
+    pthread_mutex_t unpublished_lock;
+    char **unpublished;
+    size_t unpublished_count, unpublished_capacity;
     struct arena arena;  /* each stored value's parse, reset after it (the plane's lock) */
 };
 
@@ -309,6 +314,8 @@ static int follow_names(void *context, char ***names, size_t *count)
     return 0;
 }
 
+static void follow_watching(void *context);
+
 int control_open(const char *url, struct registry *registry, struct backend *backend,
                  struct wait *wait, struct control **out, char *error, size_t error_size)
 {
@@ -326,8 +333,11 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
         snprintf(error, error_size, "out of memory");
         return -1;
     }
-    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
+    pthread_mutex_init(&c->unpublished_lock, NULL);
+    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
+                                             follow_watching};
     if (ctl_plane_open(url, CONTROL_LIMITS_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        pthread_mutex_destroy(&c->unpublished_lock);
         free(c->pending);
         free(c);
         return -1;
@@ -350,6 +360,10 @@ void control_close(struct control *control)
     for (size_t i = 0; i < control->created_count; i++)
         free(control->created[i]);
     free(control->created);
+    for (size_t i = 0; i < control->unpublished_count; i++)
+        free(control->unpublished[i]);
+    free(control->unpublished);
+    pthread_mutex_destroy(&control->unpublished_lock);
     free(control->pending);
     free(control);
 }
@@ -445,6 +459,55 @@ int control_delete(struct control *c, const char *key, char *error, size_t error
     return write_change(c, &change, NULL, 0);
 }
 
+/* Writes definition to the store unless its key is there; false when the
+ * store could not be asked (logged). */
+static bool publish_one(struct control *c, const struct limit_definition *definition)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_char(&b, '{');
+    encode_definition_members(&b, definition);
+    buffer_append_char(&b, '}');
+    bool created = false;
+    char reason[256] = "out of memory";
+    bool asked = !b.failed && ctl_plane_create(c->plane, definition->key, b.data, b.length,
+                                               &created, reason, sizeof reason) == 0;
+    if (!asked)
+        log_write(LOG_WARN, "control plane: a limit made here is not in the store yet", "key",
+                  definition->key, "reason", reason, NULL);
+    else
+        log_write(LOG_INFO,
+                  created ? "control plane: a limit made here written to the store"
+                          : "control plane: a limit made here was in the store already",
+                  "key", definition->key, NULL);
+    buffer_free(&b);
+    return asked;
+}
+
+/* key is written to the store once the watch is set up again
+ * (follow_watching). Out of memory it stays this front end's (logged). */
+static void keep_unpublished(struct control *c, const char *key)
+{
+    pthread_mutex_lock(&c->unpublished_lock);
+    char *copy = NULL;
+    if (c->unpublished_count == c->unpublished_capacity) {
+        size_t capacity = c->unpublished_capacity > 0 ? c->unpublished_capacity * 2 : 16;
+        char **grown = realloc(c->unpublished, capacity * sizeof *grown);
+        if (grown != NULL) {
+            c->unpublished = grown;
+            c->unpublished_capacity = capacity;
+        }
+    }
+    if (c->unpublished_count < c->unpublished_capacity)
+        copy = strdup(key);
+    if (copy != NULL)
+        c->unpublished[c->unpublished_count++] = copy;
+    else
+        log_write(LOG_ERROR, "control plane: out of memory, a limit made here stays its own",
+                  "key", key, NULL);
+    pthread_mutex_unlock(&c->unpublished_lock);
+}
+
 void control_publish(struct control *c, const struct registry_creation *items, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
@@ -453,28 +516,38 @@ void control_publish(struct control *c, const struct registry_creation *items, s
             continue;
         if (!ctl_plane_connected(c->plane)) {
             log_write(LOG_WARN,
-                      "control plane: a limit made here is not in the store (unreachable)", "key",
-                      definition->key, NULL);
-            continue;
-        }
-        struct buffer b;
-        buffer_init(&b, NULL, 0);
-        buffer_append_char(&b, '{');
-        encode_definition_members(&b, definition);
-        buffer_append_char(&b, '}');
-        bool created = false;
-        char reason[256] = "out of memory";
-        if (b.failed || ctl_plane_create(c->plane, definition->key, b.data, b.length, &created,
-                                         reason, sizeof reason) != 0)
-            log_write(LOG_WARN, "control plane: a limit made here is not in the store", "key",
-                      definition->key, "reason", reason, NULL);
-        else
-            log_write(LOG_INFO,
-                      created ? "control plane: a limit made here written to the store"
-                              : "control plane: a limit made here was in the store already",
+                      "control plane: a limit made here is not in the store yet (unreachable)",
                       "key", definition->key, NULL);
-        buffer_free(&b);
+            keep_unpublished(c, definition->key);
+        } else if (!publish_one(c, definition)) {
+            keep_unpublished(c, definition->key);
+        }
     }
+}
+
+/* The watch is set up (the store is read whole): the limits made here
+ * while it could not be reached are written to it, as they are in force
+ * now. One deleted here since is not; one the store holds is left. */
+static void follow_watching(void *context)
+{
+    struct control *c = context;
+    pthread_mutex_lock(&c->unpublished_lock);
+    char **keys = c->unpublished;
+    size_t count = c->unpublished_count;
+    c->unpublished = NULL;
+    c->unpublished_count = c->unpublished_capacity = 0;
+    pthread_mutex_unlock(&c->unpublished_lock);
+    for (size_t i = 0; i < count; i++) {
+        struct limit_state state;
+        if (backend_get_limit(c->backend, keys[i], &state) == 0) {
+            if (state.status == LIMIT_DECREASING)
+                state.definition.capacity = state.pending_decrease_to;
+            if (!publish_one(c, &state.definition))
+                keep_unpublished(c, keys[i]);
+        }
+        free(keys[i]);
+    }
+    free(keys);
 }
 
 void control_status(const struct control *c, bool *connected, int64_t *revision)

@@ -143,7 +143,8 @@ int keys_control_open(const char *url, struct keys *keys, struct keys_control **
     c->keys = keys;
     c->draft = draft;
     arena_init(&c->arena, NULL, 0);
-    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
+    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
+                                             NULL};
     if (ctl_etcd_open(url, &c->etcd, error, error_size) != 0 ||
         ctl_plane_open(url, KEYS_CONTROL_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
         keys_control_close(c);

@@ -19,6 +19,8 @@ real 3-member etcd cluster (--control), on the memory backend or on one
 - keys made on a front end C before it ran with --control are written to
   the store at its start with it, served by A, and never written again: one
   revoked on A while C is down is refused by C once it is back;
+- a limit made from a template's default on A while every etcd member is
+  down is written to the store once they are back, and is on B then;
 - a limit made from a template's default by concurrent first calls on A and
   B is written to the store once, with its definition, and is one limit for
   both (on tigerbeetle they admit its capacity in all);
@@ -546,6 +548,29 @@ class ControlPlane(unittest.TestCase):
             self.etcd.get("/llmlimit/keys/" + made[1]["id"]))["revoked_at_unix_ms"], 0)
         self.assertTrue(self.served(self.a, made[1]["secret"], 401, "key_revoked",
                                     "still revoked, on A"))
+
+    def test_9bc_a_default_made_with_the_store_down_is_written_when_it_is_back(self):
+        key = self.new_key(self.a)
+        self.assertTrue(self.served(self.b, key["secret"], 200, label="a key made on A, on B"))
+        self.assertTrue(wait_until(lambda: capacity_of(self.b, "req:" + key["caller"]) == 1000,
+                                   SEEN_WITHIN_S))
+        limit = "dflt:" + key["caller"]
+        self.etcd.kill()
+        self.assertTrue(wait_until(lambda: metric(self.a, "llmlimit_control_connected") == 0,
+                                   SEEN_WITHIN_S))
+        # The first call of the caller, on A: its default is made there alone.
+        self.assertEqual(gateway_call(self.a, key["secret"], gw_harness.CHAT)[0], 200)
+        self.assertEqual(capacity_of(self.a, limit), DEFAULT_CAPACITY)
+        self.assertIsNone(capacity_of(self.b, limit))
+        self.etcd.start()
+        self.assertTrue(seen(self.b, limit, DEFAULT_CAPACITY,
+                             "a default made with the store down, on B once it is back"))
+        stored = json.loads(self.etcd.get("/llmlimit/limits/" + limit))
+        self.assertEqual((stored["key"], stored["capacity"]), (limit, DEFAULT_CAPACITY))
+        self.assertEqual(self.etcd.version("/llmlimit/limits/" + limit), 1)
+        # One limit for both: a change on B reaches A.
+        self.assertEqual(self.b.put_limit(rolling(limit, DEFAULT_CAPACITY + 1))[0], 200)
+        self.assertTrue(seen(self.a, limit, DEFAULT_CAPACITY + 1, "then put on B, on A"))
 
     def test_9c_an_alert_is_delivered_once_by_the_two(self):
         if BACKEND != "tigerbeetle":
