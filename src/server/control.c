@@ -147,19 +147,26 @@ out_of_memory:
     log_write(LOG_ERROR, "control plane: out of memory", "key", key, NULL);
 }
 
-/* Creates the pending limits (limits.json is written at the batch's end,
- * follow_flush); -1 when some failed for now. */
-static int create_pending(struct control *c)
+/* Creates the pending limits; -1 when some failed for now. The last of a
+ * batch that created none before (a watch's few) writes limits.json as it
+ * creates (registry_create_absent: one that cannot be saved is never seen
+ * in force); others leave the write to the batch's end (follow_flush). */
+static int create_pending(struct control *c, bool last)
 {
     if (c->pending_count == 0)
         return 0;
-    registry_create_absent_unsaved(c->registry, c->pending, c->pending_count);
+    bool now = last && !c->unsaved;
+    if (now)
+        registry_create_absent(c->registry, c->pending, c->pending_count);
+    else
+        registry_create_absent_unsaved(c->registry, c->pending, c->pending_count);
     int result = 0;
     size_t created = 0;
     for (size_t i = 0; i < c->pending_count; i++) {
         const struct registry_creation *item = &c->pending[i];
-        if (item->outcome == REGISTRY_OK) {
-            note_created(c, item->definition.key);
+        if (item->outcome == REGISTRY_OK || item->outcome == REGISTRY_UNSAVED) {
+            if (!now)
+                note_created(c, item->definition.key);
             changed(c, item->definition.key);
             created++;
         } else if (item->outcome == REGISTRY_EXISTS) {
@@ -177,7 +184,7 @@ static int create_pending(struct control *c)
     snprintf(count, sizeof count, "%zu", created);
     log_write(LOG_INFO, "control plane: limits created", "count", count, NULL);
     c->pending_count = 0;
-    c->unsaved |= created > 0;
+    c->unsaved |= !now && created > 0;
     return result;
 }
 
@@ -188,7 +195,7 @@ static int create_pending(struct control *c)
 static int follow_flush(void *context)
 {
     struct control *c = context;
-    int result = create_pending(c);
+    int result = create_pending(c, true);
     if (!c->unsaved)
         return result;
     c->unsaved = false;
@@ -239,13 +246,13 @@ static int follow_put(void *context, const char *name, const char *value, size_t
                   "reason", error, NULL);
         return 0;
     }
-    if (pending_has(c, name) && create_pending(c) != 0)
+    if (pending_has(c, name) && create_pending(c, false) != 0)
         return -1; /* its earlier change comes first */
     if (in_force_already(c, &definition))
         return 0;
     struct limit_state state;
     if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
-        if (c->pending_count == CONTROL_CREATE_BATCH && create_pending(c) != 0)
+        if (c->pending_count == CONTROL_CREATE_BATCH && create_pending(c, false) != 0)
             return -1;
         if (c->pending_count == 0)
             c->pending_sorted = true;
@@ -273,7 +280,7 @@ static int follow_put(void *context, const char *name, const char *value, size_t
 static int follow_remove(void *context, const char *name)
 {
     struct control *c = context;
-    if (create_pending(c) != 0) /* a creation pending comes first */
+    if (create_pending(c, false) != 0) /* a creation pending comes first */
         return -1;
     enum registry_outcome outcome = registry_delete(c->registry, name);
     if (outcome == REGISTRY_UNKNOWN)
