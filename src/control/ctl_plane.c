@@ -42,6 +42,7 @@ struct ctl_plane {
     pthread_t prober; /* asks the watched member now and then (ctl_etcd_probe) */
     bool started;
     bool synced; /* a whole read was applied once (under the lock) */
+    int64_t started_at; /* the start's read's revision (0: it failed): the watch goes on from it */
     int resync;  /* atomic: a change failed to apply: read the store again */
 };
 
@@ -249,6 +250,8 @@ static int on_watch(void *context, const struct ctl_watch_response *response)
     if (response->created) {
         __atomic_store_n(&p->connected, 1, __ATOMIC_RELAXED);
         log_write(LOG_INFO, "control plane: watching the store", NULL);
+        if (p->ops.watching != NULL)
+            p->ops.watching(p->context);
     }
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < response->count; i++)
@@ -304,10 +307,14 @@ static void *watcher(void *context)
     struct ctl_plane *p = context;
     long retry_ms = CTL_RETRY_MS_FIRST;
     bool logged = false;
+    /* The start read the store whole already: its watch begins there, not
+     * with a second read (a start with 100,000 names read them twice). */
+    int64_t first = p->started_at;
     while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) {
         char error[256] = "";
-        int64_t revision = 0;
-        if (sync_all(p, &revision, error, sizeof error) != 0) {
+        int64_t revision = first;
+        first = 0;
+        if (revision == 0 && sync_all(p, &revision, error, sizeof error) != 0) {
             if (!logged)
                 log_write(LOG_WARN, "control plane: cannot read the store, serving the last view",
                           "reason", error, NULL);
@@ -368,6 +375,8 @@ int ctl_plane_start(struct ctl_plane *p)
     if (sync_all(p, &revision, error, sizeof error) != 0)
         log_write(LOG_WARN, "control plane: cannot read the store at start, serving the local view",
                   "reason", error, NULL);
+    else
+        p->started_at = revision;
     if (pthread_create(&p->thread, NULL, watcher, p) != 0)
         return -1;
     if (pthread_create(&p->prober, NULL, prober, p) != 0) {

@@ -32,6 +32,11 @@ struct ctl_plane_ops {
      * read of the store (those in force already are the local side's to
      * skip). NULL: nothing to flush. */
     int (*flush)(void *context);
+    /* Called on the watcher's thread each time its watch is set up (after
+     * the start's read, and after each read once the store was lost),
+     * without the lock: the local side may write to the store what it made
+     * while it could not (ctl_plane_create). NULL: nothing to write. */
+    void (*watching)(void *context);
 };
 
 struct ctl_plane;

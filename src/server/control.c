@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,11 @@
 #include "wire/decode.h"
 #include "wire/encode.h"
 
-/* Limits new here are created CONTROL_CREATE_BATCH at a time, in one
- * rewrite of limits.json (registry_create_absent): a front end that joins
- * finds every limit new, and one rewrite each would cost the square of
- * their number. */
+/* Limits new here are created CONTROL_CREATE_BATCH at a time, and
+ * limits.json is rewritten once at the end of the follower's batch (a whole
+ * read: registry_create_absent_unsaved, registry_save_created): a front end that
+ * joins finds every limit new, and a rewrite per limit, or per
+ * CONTROL_CREATE_BATCH, would cost the square of their number. */
 #define CONTROL_CREATE_BATCH 8192
 
 struct control {
@@ -34,6 +36,13 @@ struct control {
     struct registry_creation *pending; /* CONTROL_CREATE_BATCH; under the plane's lock */
     size_t pending_count;
     bool pending_sorted; /* by key (a whole read's order): found by binary search */
+    char **created; /* keys of the limits created in this batch, not yet in limits.json */
+    size_t created_count, created_capacity;
+    bool unsaved; /* some were created in this batch (created_count may miss one: memory) */
+    /* Keys of limits made here that the store could not take yet (control_publish). */
+    pthread_mutex_t unpublished_lock;
+    char **unpublished;
+    size_t unpublished_count, unpublished_capacity;
     struct arena arena;  /* each stored value's parse, reset after it (the plane's lock) */
 };
 
@@ -116,18 +125,48 @@ static int put_over(struct control *c, const struct registry_creation *item)
     return follow_outcome(outcome);
 }
 
-/* Creates the pending limits in one rewrite; -1 when some failed for now. */
-static int follow_flush(void *context)
+/* Keeps key among the batch's creations, so that they can be undone. Out
+ * of memory (logged), one is not: when limits.json cannot be written it
+ * stays in force unsaved, and the ticker writes the file. */
+static void note_created(struct control *c, const char *key)
 {
-    struct control *c = context;
+    if (c->created_count == c->created_capacity) {
+        size_t capacity = c->created_capacity > 0 ? c->created_capacity * 2 : 1024;
+        char **grown = realloc(c->created, capacity * sizeof *grown);
+        if (grown == NULL)
+            goto out_of_memory;
+        c->created = grown;
+        c->created_capacity = capacity;
+    }
+    char *copy = strdup(key);
+    if (copy == NULL)
+        goto out_of_memory;
+    c->created[c->created_count++] = copy;
+    return;
+out_of_memory:
+    log_write(LOG_ERROR, "control plane: out of memory", "key", key, NULL);
+}
+
+/* Creates the pending limits; -1 when some failed for now. The last of a
+ * batch that created none before (a watch's few) writes limits.json as it
+ * creates (registry_create_absent: one that cannot be saved is never seen
+ * in force); others leave the write to the batch's end (follow_flush). */
+static int create_pending(struct control *c, bool last)
+{
     if (c->pending_count == 0)
         return 0;
-    registry_create_absent(c->registry, c->pending, c->pending_count);
+    bool now = last && !c->unsaved;
+    if (now)
+        registry_create_absent(c->registry, c->pending, c->pending_count);
+    else
+        registry_create_absent_unsaved(c->registry, c->pending, c->pending_count);
     int result = 0;
     size_t created = 0;
     for (size_t i = 0; i < c->pending_count; i++) {
         const struct registry_creation *item = &c->pending[i];
         if (item->outcome == REGISTRY_OK || item->outcome == REGISTRY_UNSAVED) {
+            if (!now)
+                note_created(c, item->definition.key);
             changed(c, item->definition.key);
             created++;
         } else if (item->outcome == REGISTRY_EXISTS) {
@@ -145,7 +184,29 @@ static int follow_flush(void *context)
     snprintf(count, sizeof count, "%zu", created);
     log_write(LOG_INFO, "control plane: limits created", "count", count, NULL);
     c->pending_count = 0;
+    c->unsaved |= !now && created > 0;
     return result;
+}
+
+/* The end of the follower's batch: the pending limits created, and
+ * limits.json written once for all created in it. When it cannot be
+ * written they are undone (registry_save_created) and -1 has the follower
+ * apply them again from the store. */
+static int follow_flush(void *context)
+{
+    struct control *c = context;
+    int result = create_pending(c, true);
+    if (!c->unsaved)
+        return result;
+    c->unsaved = false;
+    enum registry_outcome saved = registry_save_created(c->registry, c->created, c->created_count);
+    for (size_t i = 0; i < c->created_count; i++) {
+        if (saved != REGISTRY_OK)
+            changed(c, c->created[i]); /* gone again */
+        free(c->created[i]);
+    }
+    c->created_count = 0;
+    return saved == REGISTRY_OK ? result : -1;
 }
 
 /* Whether key waits in the pending creations: a binary search while they
@@ -185,13 +246,13 @@ static int follow_put(void *context, const char *name, const char *value, size_t
                   "reason", error, NULL);
         return 0;
     }
-    if (pending_has(c, name) && follow_flush(c) != 0)
+    if (pending_has(c, name) && create_pending(c, false) != 0)
         return -1; /* its earlier change comes first */
     if (in_force_already(c, &definition))
         return 0;
     struct limit_state state;
     if (backend_get_limit(c->backend, name, &state) != 0) { /* new here: batched */
-        if (c->pending_count == CONTROL_CREATE_BATCH && follow_flush(c) != 0)
+        if (c->pending_count == CONTROL_CREATE_BATCH && create_pending(c, false) != 0)
             return -1;
         if (c->pending_count == 0)
             c->pending_sorted = true;
@@ -219,7 +280,7 @@ static int follow_put(void *context, const char *name, const char *value, size_t
 static int follow_remove(void *context, const char *name)
 {
     struct control *c = context;
-    if (follow_flush(c) != 0) /* a creation pending comes first */
+    if (create_pending(c, false) != 0) /* a creation pending comes first */
         return -1;
     enum registry_outcome outcome = registry_delete(c->registry, name);
     if (outcome == REGISTRY_UNKNOWN)
@@ -260,6 +321,8 @@ static int follow_names(void *context, char ***names, size_t *count)
     return 0;
 }
 
+static void follow_watching(void *context);
+
 int control_open(const char *url, struct registry *registry, struct backend *backend,
                  struct wait *wait, struct control **out, char *error, size_t error_size)
 {
@@ -277,8 +340,11 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
         snprintf(error, error_size, "out of memory");
         return -1;
     }
-    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
+    pthread_mutex_init(&c->unpublished_lock, NULL);
+    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
+                                             follow_watching};
     if (ctl_plane_open(url, CONTROL_LIMITS_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        pthread_mutex_destroy(&c->unpublished_lock);
         free(c->pending);
         free(c);
         return -1;
@@ -298,6 +364,13 @@ void control_close(struct control *control)
         return;
     ctl_plane_close(control->plane);
     arena_free(&control->arena);
+    for (size_t i = 0; i < control->created_count; i++)
+        free(control->created[i]);
+    free(control->created);
+    for (size_t i = 0; i < control->unpublished_count; i++)
+        free(control->unpublished[i]);
+    free(control->unpublished);
+    pthread_mutex_destroy(&control->unpublished_lock);
     free(control->pending);
     free(control);
 }
@@ -393,6 +466,55 @@ int control_delete(struct control *c, const char *key, char *error, size_t error
     return write_change(c, &change, NULL, 0);
 }
 
+/* Writes definition to the store unless its key is there; false when the
+ * store could not be asked (logged). */
+static bool publish_one(struct control *c, const struct limit_definition *definition)
+{
+    struct buffer b;
+    buffer_init(&b, NULL, 0);
+    buffer_append_char(&b, '{');
+    encode_definition_members(&b, definition);
+    buffer_append_char(&b, '}');
+    bool created = false;
+    char reason[256] = "out of memory";
+    bool asked = !b.failed && ctl_plane_create(c->plane, definition->key, b.data, b.length,
+                                               &created, reason, sizeof reason) == 0;
+    if (!asked)
+        log_write(LOG_WARN, "control plane: a limit made here is not in the store yet", "key",
+                  definition->key, "reason", reason, NULL);
+    else
+        log_write(LOG_INFO,
+                  created ? "control plane: a limit made here written to the store"
+                          : "control plane: a limit made here was in the store already",
+                  "key", definition->key, NULL);
+    buffer_free(&b);
+    return asked;
+}
+
+/* key is written to the store once the watch is set up again
+ * (follow_watching). Out of memory it stays this front end's (logged). */
+static void keep_unpublished(struct control *c, const char *key)
+{
+    pthread_mutex_lock(&c->unpublished_lock);
+    char *copy = NULL;
+    if (c->unpublished_count == c->unpublished_capacity) {
+        size_t capacity = c->unpublished_capacity > 0 ? c->unpublished_capacity * 2 : 16;
+        char **grown = realloc(c->unpublished, capacity * sizeof *grown);
+        if (grown != NULL) {
+            c->unpublished = grown;
+            c->unpublished_capacity = capacity;
+        }
+    }
+    if (c->unpublished_count < c->unpublished_capacity)
+        copy = strdup(key);
+    if (copy != NULL)
+        c->unpublished[c->unpublished_count++] = copy;
+    else
+        log_write(LOG_ERROR, "control plane: out of memory, a limit made here stays its own",
+                  "key", key, NULL);
+    pthread_mutex_unlock(&c->unpublished_lock);
+}
+
 void control_publish(struct control *c, const struct registry_creation *items, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
@@ -401,28 +523,38 @@ void control_publish(struct control *c, const struct registry_creation *items, s
             continue;
         if (!ctl_plane_connected(c->plane)) {
             log_write(LOG_WARN,
-                      "control plane: a limit made here is not in the store (unreachable)", "key",
-                      definition->key, NULL);
-            continue;
-        }
-        struct buffer b;
-        buffer_init(&b, NULL, 0);
-        buffer_append_char(&b, '{');
-        encode_definition_members(&b, definition);
-        buffer_append_char(&b, '}');
-        bool created = false;
-        char reason[256] = "out of memory";
-        if (b.failed || ctl_plane_create(c->plane, definition->key, b.data, b.length, &created,
-                                         reason, sizeof reason) != 0)
-            log_write(LOG_WARN, "control plane: a limit made here is not in the store", "key",
-                      definition->key, "reason", reason, NULL);
-        else
-            log_write(LOG_INFO,
-                      created ? "control plane: a limit made here written to the store"
-                              : "control plane: a limit made here was in the store already",
+                      "control plane: a limit made here is not in the store yet (unreachable)",
                       "key", definition->key, NULL);
-        buffer_free(&b);
+            keep_unpublished(c, definition->key);
+        } else if (!publish_one(c, definition)) {
+            keep_unpublished(c, definition->key);
+        }
     }
+}
+
+/* The watch is set up (the store is read whole): the limits made here
+ * while it could not be reached are written to it, as they are in force
+ * now. One deleted here since is not; one the store holds is left. */
+static void follow_watching(void *context)
+{
+    struct control *c = context;
+    pthread_mutex_lock(&c->unpublished_lock);
+    char **keys = c->unpublished;
+    size_t count = c->unpublished_count;
+    c->unpublished = NULL;
+    c->unpublished_count = c->unpublished_capacity = 0;
+    pthread_mutex_unlock(&c->unpublished_lock);
+    for (size_t i = 0; i < count; i++) {
+        struct limit_state state;
+        if (backend_get_limit(c->backend, keys[i], &state) == 0) {
+            if (state.status == LIMIT_DECREASING)
+                state.definition.capacity = state.pending_decrease_to;
+            if (!publish_one(c, &state.definition))
+                keep_unpublished(c, keys[i]);
+        }
+        free(keys[i]);
+    }
+    free(keys);
 }
 
 void control_status(const struct control *c, bool *connected, int64_t *revision)

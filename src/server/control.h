@@ -46,9 +46,10 @@ int control_delete(struct control *control, const char *key, char *error, size_t
 /* Limits this front end made by itself (a gateway template's default, from
  * the registry's creations whose outcome is REGISTRY_OK) written to the
  * store once, so every front end has them with this definition; one the
- * store holds already is left as it is (the watch brings it). Skipped
- * while the store cannot be reached (logged): the limit is then this
- * front end's alone. */
+ * store holds already is left as it is (the watch brings it). While the
+ * store cannot be reached (logged) such a limit is this front end's alone,
+ * and it is written, as it is in force then, once the watch is set up
+ * again (unless the store has that key by then, or it was deleted here). */
 void control_publish(struct control *control, const struct registry_creation *items, size_t count);
 
 /* Whether the follower's watch runs, and the store's revision the view is at. */

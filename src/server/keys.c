@@ -1129,6 +1129,53 @@ void keys_set_store(struct keys *keys, keys_store_fn store, void *context)
     pthread_mutex_unlock(&keys->writer);
 }
 
+int keys_publish(struct keys *keys, const char *id)
+{
+    pthread_mutex_lock(&keys->writer);
+    uint32_t i = index_of(keys, id);
+    int result = 0;
+    if (i == UINT32_MAX || keys->store == NULL) {
+        result = 0;
+    } else if (keys->entries[i].store_revision != 0) {
+        log_write(LOG_WARN, "control plane: a key deleted from the store is kept here as it was",
+                  "id", id, NULL);
+    } else {
+        int64_t revision = 0;
+        enum keys_outcome stored =
+            keys->store(keys->store_context, keys->entries[i].record, 0, &revision);
+        if (stored == KEYS_OK) {
+            pthread_rwlock_wrlock(&keys->lock);
+            keys->entries[i].store_revision = revision;
+            pthread_rwlock_unlock(&keys->lock);
+            log_write(LOG_INFO, "control plane: a key made here written to the store", "id", id,
+                      NULL);
+        }
+        /* Another front end's creation came first: the watch brings it. */
+        result = stored == KEYS_OK || stored == KEYS_CHANGED_ELSEWHERE ? 0 : -1;
+    }
+    pthread_mutex_unlock(&keys->writer);
+    return result;
+}
+
+size_t keys_ids(struct keys *keys, char ***ids)
+{
+    pthread_rwlock_rdlock(&keys->lock);
+    size_t count = keys->count;
+    char **out = calloc(count + 1, sizeof *out);
+    for (size_t i = 0; out != NULL && i < count; i++) {
+        out[i] = strdup(keys->entries[i].record->id);
+        if (out[i] == NULL) {
+            for (size_t k = 0; k < i; k++)
+                free(out[k]);
+            free(out);
+            out = NULL;
+        }
+    }
+    pthread_rwlock_unlock(&keys->lock);
+    *ids = out;
+    return out != NULL ? count : 0;
+}
+
 void keys_store_encode(struct buffer *b, const struct keys_record *record)
 {
     encode_entry(b, record, 0);

@@ -250,6 +250,19 @@ typedef enum keys_outcome (*keys_store_fn)(void *context, const struct keys_reco
  * the store is what the front ends follow). */
 void keys_set_store(struct keys *keys, keys_store_fn store, void *context);
 
+/* --control, after the store was read whole and did not hold key id: when
+ * no revision of it was ever seen here (a key made before --control was
+ * turned on, or while it was off), it is written to the store as a
+ * creation (only if the store still has no such key: one made there
+ * meanwhile, a revoked one included, wins and the watch brings it). One
+ * seen before was deleted from the store by hand: kept here as it was
+ * (logged). 0 done, -1 the store did not take it (to be tried again).
+ * Writer mutex taken. */
+int keys_publish(struct keys *keys, const char *id);
+/* Every key's id, a malloc'd array of malloc'd strings (*ids NULL: out of
+ * memory, or none); their count. */
+size_t keys_ids(struct keys *keys, char ***ids);
+
 /* The record as the store holds it: keys.json's entry without last use. */
 void keys_store_encode(struct buffer *b, const struct keys_record *record);
 

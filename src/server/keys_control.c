@@ -69,23 +69,23 @@ static int follow_put(void *context, const char *name, const char *value, size_t
     return done < 0 ? -1 : 0;
 }
 
-/* Keys are revoked, never deleted: one deleted from the store by hand stays
- * here as it was (a revoked key must stay refused). */
+/* A key here that the store's whole read does not hold. Keys are revoked,
+ * never deleted: one the store held once and was deleted from it by hand
+ * stays here as it was (a revoked key must stay refused); one it never
+ * held (made before --control was turned on) is written to it, so that
+ * every front end serves it (keys_publish). The plane asks this for every
+ * key here at its first whole read, and later only for keys it saw. */
 static int follow_remove(void *context, const char *name)
 {
-    (void)context;
-    log_write(LOG_WARN, "control plane: a key deleted from the store is kept here as it was", "id",
-              name, NULL);
-    return 0;
+    struct keys_control *c = context;
+    return keys_publish(c->keys, name);
 }
 
-/* No local name is ever removed for being absent from the store. */
 static int follow_names(void *context, char ***names, size_t *count)
 {
-    (void)context;
-    *names = NULL;
-    *count = 0;
-    return 0;
+    struct keys_control *c = context;
+    *count = keys_ids(c->keys, names);
+    return *names != NULL ? 0 : -1;
 }
 
 static int follow_flush(void *context)
@@ -143,18 +143,19 @@ int keys_control_open(const char *url, struct keys *keys, struct keys_control **
     c->keys = keys;
     c->draft = draft;
     arena_init(&c->arena, NULL, 0);
-    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush};
+    static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
+                                             NULL};
     if (ctl_etcd_open(url, &c->etcd, error, error_size) != 0 ||
         ctl_plane_open(url, KEYS_CONTROL_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
         keys_control_close(c);
         return -1;
     }
+    keys_set_store(keys, store_write, c); /* before the first read: it publishes keys.json's */
     if (ctl_plane_start(c->plane) != 0) {
         snprintf(error, error_size, "cannot start the control plane's thread");
         keys_control_close(c);
         return -1;
     }
-    keys_set_store(keys, store_write, c);
     *out = c;
     return 0;
 }

@@ -18,7 +18,8 @@
 struct keys_control;
 
 /* url is --control's. Reads the store's keys once (put in force over
- * keys.json's when it answers; keys.json's stay when it does not, logged),
+ * keys.json's when it answers, and keys.json's it never held written to it
+ * once, keys_publish; keys.json's stay when it does not answer, logged),
  * then follows it on a thread of its own; from here on each change of keys
  * is written to the store first (keys_set_store). 0, or -1 with error. */
 int keys_control_open(const char *url, struct keys *keys, struct keys_control **out, char *error,

@@ -30,7 +30,7 @@
 struct registry {
     struct backend *backend;
     pthread_mutex_t mutex; /* one writer of the file at a time */
-    size_t count;          /* limits at the last write or load */
+    size_t count;          /* limits at the last write or load, or unsaved creation */
     bool dirty;            /* the file may differ from the backend: rewrite at the next tick */
     _Atomic uint64_t generation; /* files written (and loaded): registry_generation */
     char dir[PATH_MAX];
@@ -436,6 +436,45 @@ static bool create_one(struct registry *registry, struct registry_creation *item
         encode_admin_error(item->error, sizeof item->error, put, item->definition.key,
                            &item->definition, &state);
     return false;
+}
+
+void registry_create_absent_unsaved(struct registry *registry, struct registry_creation *items,
+                                    size_t count)
+{
+    pthread_mutex_lock(&registry->mutex);
+    size_t live = registry->count;
+    for (size_t i = 0; i < count; i++)
+        create_one(registry, &items[i], &live);
+    registry->count = live; /* the file's, once saved */
+    pthread_mutex_unlock(&registry->mutex);
+}
+
+enum registry_outcome registry_save_created(struct registry *registry, char *const *keys,
+                                            size_t count)
+{
+    pthread_mutex_lock(&registry->mutex);
+    enum registry_outcome outcome = REGISTRY_OK;
+    if (registry_write(registry, NULL) != 0) {
+        registry->dirty = true; /* whatever the undo gives, the ticker brings the file in line */
+        outcome = REGISTRY_WRITE_FAILED;
+        size_t undone = 0;
+        for (size_t i = 0; i < count; i++) {
+            enum backend_admin_result deleted = backend_delete_limit(registry->backend, keys[i]);
+            if (deleted == BACKEND_ADMIN_OK)
+                undone++;
+            else if (deleted != BACKEND_ADMIN_UNKNOWN_KEY) /* deleted since: nothing to undo */
+                outcome = REGISTRY_UNSAVED;
+        }
+        registry->count -= undone < registry->count ? undone : registry->count;
+        log_write(LOG_ERROR,
+                  outcome == REGISTRY_WRITE_FAILED
+                      ? "limit creations undone: the registry file could not be written"
+                      : "limits created but not saved: the registry file could not be written "
+                        "and the backend could not undo them all",
+                  NULL);
+    }
+    pthread_mutex_unlock(&registry->mutex);
+    return outcome;
 }
 
 void registry_create_absent(struct registry *registry, struct registry_creation *items,

@@ -68,6 +68,21 @@ struct registry_creation {
  * (in force, the ticker writes it). */
 void registry_create_absent(struct registry *registry, struct registry_creation *items,
                             size_t count);
+/* As registry_create_absent, but the file is not written: the caller
+ * calls registry_save_created once after its last batch (a follower of the
+ * control plane applying a whole read, so 100,000 limits new to a front end
+ * cost one rewrite, not one per batch). Until then a start goes back to the
+ * file. Outcomes as above, but never REGISTRY_WRITE_FAILED or
+ * REGISTRY_UNSAVED. */
+void registry_create_absent_unsaved(struct registry *registry, struct registry_creation *items,
+                                    size_t count);
+/* Writes the file after registry_create_absent_unsaved; when it cannot,
+ * the limits those calls created (keys) are deleted again, as
+ * registry_create_absent undoes its own. REGISTRY_OK,
+ * REGISTRY_WRITE_FAILED (undone) or REGISTRY_UNSAVED (some could not be
+ * undone: in force, and the ticker writes the file). */
+enum registry_outcome registry_save_created(struct registry *registry, char *const *keys,
+                                            size_t count);
 /* Deletes a limit: the file first (without the key), then the backend, so
  * a crash between the two finishes the delete at the next start.
  * REGISTRY_OK, REGISTRY_UNKNOWN, REGISTRY_WRITE_FAILED (nothing changed) or

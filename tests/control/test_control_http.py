@@ -16,6 +16,11 @@ real 3-member etcd cluster (--control), on the memory backend or on one
   key_revoked; blocked on B, A refuses it; with every member down a key
   change answers 503 on both and changes nothing, while calls with the
   existing keys are still served;
+- keys made on a front end C before it ran with --control are written to
+  the store at its start with it, served by A, and never written again: one
+  revoked on A while C is down is refused by C once it is back;
+- a limit made from a template's default on A while every etcd member is
+  down is written to the store once they are back, and is on B then;
 - a limit made from a template's default by concurrent first calls on A and
   B is written to the store once, with its definition, and is one limit for
   both (on tigerbeetle they admit its capacity in all);
@@ -195,6 +200,7 @@ class ControlPlane(unittest.TestCase):
         args += ["--alert-webhook", cls.receiver.url, "--alert-scan-ms", "50",
                  "--alert-retry-ms", "100"]
         env = gw_harness.provider_env(provider_key)
+        cls.args, cls.env = args, env
         cls.a = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
         cls.b = FrontEnd(BINARY, backend=BACKEND, args=args, env=env)
         for server in (cls.a, cls.b):
@@ -500,6 +506,71 @@ class ControlPlane(unittest.TestCase):
             statuses = [gateway_call(server, key["secret"], gw_harness.CHAT)[0]
                         for server in (self.a, self.b) * 3]
             self.assertEqual(statuses.count(200), 4, statuses)
+
+    def test_9bb_keys_made_before_control_are_written_to_the_store_once(self):
+        # C runs without --control first: its keys are in its keys.json alone.
+        local = [a for a in self.args if a != "--control" and a != self.etcd.url()]
+        c = FrontEnd(BINARY, backend=BACKEND, args=local, env=self.env)
+        self.addCleanup(c.cleanup)
+        self.addCleanup(c.stop, check=False)
+        c.start()
+        made = []
+        for _ in range(2):
+            caller = "pre-" + uuid.uuid4().hex[:8]
+            status, _, body = c.request("POST", KEYS, {"caller": caller, "team": "t-" + caller})
+            self.assertEqual(status, 201, body)
+            made.append(body)
+        c.stop()
+        for key in made:
+            self.assertIsNone(self.etcd.get("/llmlimit/keys/" + key["id"]))
+            self.assertEqual(self.a.put_limit(rolling("req:" + key["caller"], 1000))[0], 200)
+        # Started with --control: both written to the store, served by A.
+        c.args = list(self.args)
+        c.start()
+        for key in made:
+            stored = json.loads(self.etcd.get("/llmlimit/keys/" + key["id"]))
+            self.assertEqual((stored["sha256"], stored["revoked_at_unix_ms"]),
+                             (key["sha256"], 0))
+            self.assertTrue(self.served(self.a, key["secret"], 200,
+                                        label="a key made before --control, on A"))
+        # One revoked on A while C is down; C starts again: the store's
+        # revocation wins over C's copy, and neither key is written again.
+        c.stop()
+        status, _, body = self.a.request("DELETE", KEYS + "/" + made[1]["id"])
+        self.assertEqual((status, body["status"]), (200, "revoked"), body)
+        c.start()
+        self.assertTrue(self.served(c, made[1]["secret"], 401, "key_revoked",
+                                    "revoked on A while C was down, on C"))
+        self.assertTrue(self.served(c, made[0]["secret"], 200, label="the other, on C"))
+        self.assertEqual(self.etcd.version("/llmlimit/keys/" + made[0]["id"]), 1)
+        self.assertEqual(self.etcd.version("/llmlimit/keys/" + made[1]["id"]), 2)
+        self.assertNotEqual(json.loads(
+            self.etcd.get("/llmlimit/keys/" + made[1]["id"]))["revoked_at_unix_ms"], 0)
+        self.assertTrue(self.served(self.a, made[1]["secret"], 401, "key_revoked",
+                                    "still revoked, on A"))
+
+    def test_9bc_a_default_made_with_the_store_down_is_written_when_it_is_back(self):
+        key = self.new_key(self.a)
+        self.assertTrue(self.served(self.b, key["secret"], 200, label="a key made on A, on B"))
+        self.assertTrue(wait_until(lambda: capacity_of(self.b, "req:" + key["caller"]) == 1000,
+                                   SEEN_WITHIN_S))
+        limit = "dflt:" + key["caller"]
+        self.etcd.kill()
+        self.assertTrue(wait_until(lambda: metric(self.a, "llmlimit_control_connected") == 0,
+                                   SEEN_WITHIN_S))
+        # The first call of the caller, on A: its default is made there alone.
+        self.assertEqual(gateway_call(self.a, key["secret"], gw_harness.CHAT)[0], 200)
+        self.assertEqual(capacity_of(self.a, limit), DEFAULT_CAPACITY)
+        self.assertIsNone(capacity_of(self.b, limit))
+        self.etcd.start()
+        self.assertTrue(seen(self.b, limit, DEFAULT_CAPACITY,
+                             "a default made with the store down, on B once it is back"))
+        stored = json.loads(self.etcd.get("/llmlimit/limits/" + limit))
+        self.assertEqual((stored["key"], stored["capacity"]), (limit, DEFAULT_CAPACITY))
+        self.assertEqual(self.etcd.version("/llmlimit/limits/" + limit), 1)
+        # One limit for both: a change on B reaches A.
+        self.assertEqual(self.b.put_limit(rolling(limit, DEFAULT_CAPACITY + 1))[0], 200)
+        self.assertTrue(seen(self.a, limit, DEFAULT_CAPACITY + 1, "then put on B, on A"))
 
     def test_9c_an_alert_is_delivered_once_by_the_two(self):
         if BACKEND != "tigerbeetle":

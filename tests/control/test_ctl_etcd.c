@@ -307,7 +307,7 @@ static void follower(void)
     REQUIRE(put_text(key, "b0", &revision) == 0);
     local_put(NULL, "stale", "s", 1, 0); /* held locally, not in the store: removed at start */
     int before_puts = local.puts;
-    struct ctl_plane_ops ops = {local_put, local_remove, local_names, NULL};
+    struct ctl_plane_ops ops = {local_put, local_remove, local_names, NULL, NULL};
     struct ctl_plane *plane;
     REQUIRE(ctl_plane_open(url, plane_prefix, &ops, NULL, &plane, error, sizeof error) == 0);
     REQUIRE(ctl_plane_start(plane) == 0);
