@@ -231,6 +231,62 @@ class ToolCallCharges(unittest.TestCase):
         self.assertEqual(c.reserved("usd"), 0)
 
 
+def lease_events(lease_id):
+    status, _, body = GW.events(lease_id=lease_id, limit=1000)
+    assert status == 200, body
+    return body["events"]
+
+
+class AuditLog(unittest.TestCase):
+    def test_events_of_a_tool_call_name_its_server_and_tool(self):
+        """On sqlite every event of a tools/call's lease (reserved, then
+        committed or released) names the MCP server and the tool, with the
+        key's caller; a model call's events name neither."""
+        if GW.backend != "sqlite":
+            status, _, _ = GW.events(limit=1)
+            self.assertEqual(status, 404)  # no audit log: not_supported_by_backend
+            self.skipTest("the audit log is sqlite's")
+        c = GW.caller()
+        status, headers, body = GW.call(c, CHAT, chat(MODEL_COUNTED, max_tokens=600))
+        self.assertEqual(status, 200, body)
+        model_lease = headers["x-llmlimit-lease-id"]
+        mcp = client(c)
+        mcp.initialize()
+        settled = {}
+        for tool, outcome in (("web_search", "committed"), ("broken_search", "released")):
+            status, reply, _ = mcp.request("tools/call", {"name": tool,
+                                                          "arguments": {"query": "x"}})
+            self.assertEqual(status, 200)
+            settled[reply["x-llmlimit-lease-id"]] = (tool, outcome)
+        # a tool the config does not list: the client's name, as it came
+        odd = 'odd"tool\\x'
+        status, reply, _ = mcp.request("tools/call", {"name": odd, "arguments": {}})
+        self.assertEqual(status, 200)
+        settled[reply["x-llmlimit-lease-id"]] = (odd, "released")  # the server's error
+        for lease_id, (tool, outcome) in settled.items():
+            events = lease_events(lease_id)
+            types = [e["type"] for e in events]
+            self.assertEqual(types.count("reserved"), 5, events)  # usd req conc tools mcp
+            self.assertEqual(types.count(outcome), 5, events)
+            self.assertEqual(len(events), 10, events)
+            for e in events:
+                self.assertEqual((e["mcp_server"], e["tool"], e["caller"]),
+                                 ("search", tool, c.name), e)
+        spent = [e for e in lease_events(next(iter(settled))) if e["type"] == "committed"
+                 and e["key"] == "usd:" + c.team]
+        self.assertEqual(spent[0]["actual_amount"], WEB_SEARCH_PRICE)
+        events = lease_events(model_lease)
+        self.assertTrue(events)
+        for e in events:
+            self.assertNotIn("mcp_server", e)
+            self.assertNotIn("tool", e)
+        # by key: the team budget's log holds both kinds, told apart
+        status, _, body = GW.events(key="usd:" + c.team, limit=1000)
+        self.assertEqual(status, 200)
+        tools = sorted(e.get("tool", "") for e in body["events"] if e["type"] == "reserved")
+        self.assertEqual(tools, sorted(["", "web_search", "broken_search", odd]))
+
+
 class Denials(unittest.TestCase):
     def test_spent_budget_refuses_the_tool_call(self):
         """With the budget spent the tools/call is answered -32000 naming
