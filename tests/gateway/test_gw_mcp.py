@@ -287,6 +287,68 @@ class AuditLog(unittest.TestCase):
         self.assertEqual(tools, sorted(["", "web_search", "broken_search", odd]))
 
 
+BUDGET = {"kind": "budget", "capacity": 10 ** 12, "period": "month", "timeout_seconds": 120,
+          "unit": "usd_micros"}
+
+
+class SpendApart(unittest.TestCase):
+    def test_team_tool_and_model_spend_apart_by_caller(self):
+        """Templates with "calls": "tool" and "calls": "model" beside the
+        budget both share: a team's tool spend and model spend each in its
+        own limit, exactly, and by caller with group_by=caller."""
+        gw = Gateway(keys=2, env={MCP_KEY_ENV: SERVER_SECRET},
+                     key_fields=lambda i: {"team": "apart"},
+                     templates=[("usd", "spend:{team}", "usd_micros", BUDGET),
+                                ("tools", "spend:{team}:tools", "usd_micros", BUDGET),
+                                ("models", "spend:{team}:models", "usd_micros", BUDGET)])
+        try:
+            gw.config["limits"][1]["calls"] = "tool"
+            gw.config["limits"][2]["calls"] = "model"
+            gw.config["mcp_servers"] = mcp_servers(FAKE, FAKE_JSON)
+            gw.write_config(gw.config)
+            gw.server.start()
+            self.assertTrue(wait_until(
+                lambda: gw.server.request("GET", "/readyz")[0] == 200, 30))
+            (secret_a, a, _), (secret_b, b, _) = gw.free_keys[:2]
+            status, _, body = gw.call(secret_a, CHAT, chat(MODEL_COUNTED, max_tokens=600))
+            self.assertEqual(status, 200, body)
+            model_cost = cost(1001, 499)
+            for secret, times in ((secret_a, 1), (secret_b, 2)):
+                mcp = McpClient(gw.server.host, gw.server.port, "search", secret)
+                mcp.initialize()
+                for _ in range(times):
+                    _, answer, _ = mcp.call_tool("web_search", {"query": "q"})
+                    self.assertIn("result", answer)
+
+            def used(key):
+                status, _, body = gw.server.usage(key)
+                self.assertEqual(status, 200, body)
+                return body["used"], body["reserved"]
+
+            self.assertEqual(used("spend:apart"), (model_cost + 3 * WEB_SEARCH_PRICE, 0))
+            self.assertEqual(used("spend:apart:tools"), (3 * WEB_SEARCH_PRICE, 0))
+            self.assertEqual(used("spend:apart:models"), (model_cost, 0))
+            status, _, body = gw.server.request("GET", "/v1/console/gateway/limits")
+            self.assertEqual(status, 200, body)
+            calls = {t["key"]: t["calls"] for t in body["limits"]}
+            self.assertEqual(calls, {"spend:{team}": "all", "spend:{team}:tools": "tool",
+                                     "spend:{team}:models": "model"})
+            if gw.backend == "tigerbeetle":
+                return  # no spend by caller there (404 not_supported_by_backend)
+
+            def by_caller(key):
+                status, _, body = gw.server.usage(key, query="group_by=caller")
+                self.assertEqual(status, 200, body)
+                return {c["caller"]: (c["spent"], c["calls"]) for c in body["callers"]}
+
+            self.assertEqual(by_caller("spend:apart:tools"),
+                             {a: (WEB_SEARCH_PRICE, 1), b: (2 * WEB_SEARCH_PRICE, 2)})
+            self.assertEqual(by_caller("spend:apart:models"), {a: (model_cost, 1)})
+        finally:
+            code = gw.stop()
+            self.assertEqual(code, 0)
+
+
 class Denials(unittest.TestCase):
     def test_spent_budget_refuses_the_tool_call(self):
         """With the budget spent the tools/call is answered -32000 naming
