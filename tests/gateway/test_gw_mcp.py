@@ -296,6 +296,10 @@ class SpendApart(unittest.TestCase):
         """Templates with "calls": "tool" and "calls": "model" beside the
         budget both share: a team's tool spend and model spend each in its
         own limit, exactly, and by caller with group_by=caller."""
+        if GW.backend == "tigerbeetle":
+            # the split is the gateway's plan, the same on every backend, and
+            # tigerbeetle has no group_by=caller: a second cluster would test nothing more
+            self.skipTest("tested on memory and sqlite")
         gw = Gateway(keys=2, env={MCP_KEY_ENV: SERVER_SECRET},
                      key_fields=lambda i: {"team": "apart"},
                      templates=[("usd", "spend:{team}", "usd_micros", BUDGET),
@@ -333,8 +337,6 @@ class SpendApart(unittest.TestCase):
             calls = {t["key"]: t["calls"] for t in body["limits"]}
             self.assertEqual(calls, {"spend:{team}": "all", "spend:{team}:tools": "tool",
                                      "spend:{team}:models": "model"})
-            if gw.backend == "tigerbeetle":
-                return  # no spend by caller there (404 not_supported_by_backend)
 
             def by_caller(key):
                 status, _, body = gw.server.usage(key, query="group_by=caller")
