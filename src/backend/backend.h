@@ -165,6 +165,12 @@ struct reserve_request {
      * which come first. */
     int64_t wait_until_unix_ms;
     uint64_t yield_mask;
+    /* A gateway's MCP tool call (docs/mcp.md): its server's name and the
+     * tool's, each NUL-terminated and at most AUDIT_NAME_LENGTH_MAX bytes,
+     * kept with the lease for the audit log (GET /v1/events); both NULL for
+     * any other lease. Backends without an audit log ignore them. */
+    const char *mcp_server;
+    const char *tool;
 };
 
 _Static_assert(REQUIREMENTS_PER_RESERVE_MAX <= 64, "yield_mask has a bit per requirement");
@@ -320,6 +326,8 @@ struct backend_event {
     uint64_t amount;        /* reserved amount */
     uint64_t actual_amount; /* committed/overrun/debt amount, else 0 */
     char detail[128];
+    char mcp_server[AUDIT_NAME_LENGTH_MAX + 1]; /* a tool call's lease: its MCP server, else "" */
+    char tool[AUDIT_NAME_LENGTH_MAX + 1];       /* and its tool */
 };
 
 struct event_query {

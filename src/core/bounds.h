@@ -18,8 +18,9 @@
 #define CALLER_LENGTH_MAX 256
 #define UNIT_LENGTH_MAX 64
 #define DESCRIPTION_LENGTH_MAX 1024
-#define TIME_ZONE_LENGTH_MAX 64  /* a budget's time_zone (TZ_NAME_LENGTH_MAX, core/tz.h) */
-#define PERIOD_ANCHOR_DAY_MAX 28 /* a month budget's period_anchor_day: every month has it */
+#define TIME_ZONE_LENGTH_MAX 64   /* a budget's time_zone (TZ_NAME_LENGTH_MAX, core/tz.h) */
+#define PERIOD_ANCHOR_DAY_MAX 28  /* a month budget's period_anchor_day: every month has it */
+#define AUDIT_NAME_LENGTH_MAX 128 /* an MCP server's or tool's name in the audit log */
 
 /* Amounts: requirement amounts and capacities are 1..AMOUNT_MAX, actual
  * amounts 0..AMOUNT_MAX. */

@@ -823,8 +823,23 @@ static void note_placeholders(struct loader *l, const struct gw_limit *limit, in
     }
 }
 
+/* "calls": "model", "tool" or "all" (the default: as the key and amount
+ * say), the calls the template applies to (docs/mcp.md "Who spent what"). */
+static int limit_calls_field(struct loader *l, const struct jdoc_value *v, const char *path,
+                             struct gw_limit *limit)
+{
+    if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, "model") == 0)
+        limit->model_calls_only = true;
+    else if (jdoc_is(v, JDOC_STRING) && strcmp(v->as.string, "tool") == 0)
+        limit->tool_calls_only = true;
+    else if (!jdoc_is(v, JDOC_STRING) || strcmp(v->as.string, "all") != 0)
+        return gw_config_fail(l, v->line, path, "must be model, tool or all");
+    return 0;
+}
+
 /* Which calls the template applies to (docs/mcp.md): one that needs what
- * only a model call has and what only a tool call has applies to none. */
+ * only a model call has and what only a tool call has applies to none, as
+ * does one of "calls" whose key or amount is the other kind's. */
 static int limit_calls(struct loader *l, const struct jdoc_value *item, const char *entry,
                        struct gw_limit *limit)
 {
@@ -837,8 +852,9 @@ static int limit_calls(struct loader *l, const struct jdoc_value *item, const ch
     if (!limit->model_calls_only || !limit->tool_calls_only)
         return 0;
     char path[96];
-    field_path(path, sizeof path, entry, "key");
-    return gw_config_fail(l, jdoc_get(item, "key")->line, path,
+    const char *field = jdoc_get(item, "calls") != NULL ? "calls" : "key";
+    field_path(path, sizeof path, entry, field);
+    return gw_config_fail(l, jdoc_get(item, field)->line, path,
                           "applies to no call: {model} and {upstream} are a model call's, "
                           "{mcp_server}, {tool} and the amount tool_calls an MCP tool call's");
 }
@@ -861,6 +877,8 @@ static int decode_limit(struct loader *l, const struct jdoc_value *item, uint32_
             amount_seen = true, result = limit_amount(l, &m->value, path, limit);
         else if (strcmp(m->key, "default") == 0)
             result = limit_default(l, &m->value, path, limit);
+        else if (strcmp(m->key, "calls") == 0)
+            result = limit_calls_field(l, &m->value, path, limit);
         else
             result = gw_config_fail(l, m->value.line, path, "unknown field");
         if (result != 0)

@@ -108,6 +108,9 @@ static int reply_reserve_error(struct exchange *ex, struct gateway_call *call)
 
 /* ---- the reserve of a tools/call ---------------------------------------- */
 
+_Static_assert(GW_NAME_LENGTH_MAX <= AUDIT_NAME_LENGTH_MAX,
+               "a server's and a tool's names fit the audit log's");
+
 static int after_reserve(struct exchange *ex);
 
 static int after_defaults(struct exchange *ex)
@@ -172,6 +175,8 @@ static int reserve_tool_call(struct exchange *ex, struct gateway_call *call)
         .requirements = call->plan.requirements,
         .requirement_count = call->plan.requirement_count,
         .states = call->states,
+        .mcp_server = server->name, /* named in the audit log */
+        .tool = call->mcp.tool,
     };
     if (call->plan.requirement_count == 0) /* nothing to hold: every amount was 0 */
         return gateway_call_forward(ex, call);

@@ -347,6 +347,12 @@ static void encode_event(struct buffer *b, const struct backend_event *e)
     buffer_append_u64(b, e->actual_amount);
     buffer_append_str(b, ",\"detail\":");
     buffer_append_json_string(b, e->detail, strnlen(e->detail, sizeof e->detail));
+    if (e->mcp_server[0] != '\0') { /* a gateway tool call's lease (docs/mcp.md) */
+        buffer_append_str(b, ",\"mcp_server\":");
+        buffer_append_json_string(b, e->mcp_server, strnlen(e->mcp_server, sizeof e->mcp_server));
+        buffer_append_str(b, ",\"tool\":");
+        buffer_append_json_string(b, e->tool, strnlen(e->tool, sizeof e->tool));
+    }
     buffer_append_char(b, '}');
 }
 

@@ -109,6 +109,13 @@ def input_items(body, response_id):
     return items
 
 
+def holds_call_output(body):
+    """Whether the request's input holds a function call's output."""
+    value = body.get("input")
+    return isinstance(value, list) and any(
+        isinstance(item, dict) and item.get("type") == "function_call_output" for item in value)
+
+
 def check_request(body):
     if not isinstance(body.get("model"), str):
         raise FakeError(400, "Missing required parameter: 'model'.", param="model",
@@ -160,6 +167,21 @@ class Plan:
         self.tools = [t.get("name") for t in body.get("tools") or []
                       if isinstance(t, dict) and t.get("type") == "function"
                       and isinstance(t.get("name"), str)]
+        # mcp_tool: one function call of the request's MCP web_search tool
+        # (Codex lists an MCP server's tools in a namespace "mcp__<server>",
+        # the call then names the namespace) unless the input already holds
+        # a call's output (then the usual text: a tool loop of one turn).
+        self.namespace = None
+        self.mcp_tool = bool(params.get("mcp_tool")) and not holds_call_output(body)
+        if self.mcp_tool:
+            self.tool_calls = 1
+            for t in body.get("tools") or []:
+                if isinstance(t, dict) and t.get("type") == "namespace" and str(
+                        t.get("name")).startswith("mcp__") and any(
+                        isinstance(f, dict) and f.get("name") == "web_search"
+                        for f in t.get("tools") or []):
+                    self.namespace, self.tools = t["name"], ["web_search"]
+                    break
         self.created_at = int(time.time())
 
     def text(self):
@@ -231,12 +253,16 @@ class Plan:
 
     def call_item(self, number, status, arguments):
         name = self.tools[number % len(self.tools)] if self.tools else "fake_tool"
-        return {"id": "fc_%s_%d" % (self.response_id, number), "type": "function_call",
+        item = {"id": "fc_%s_%d" % (self.response_id, number), "type": "function_call",
                 "status": status, "arguments": arguments,
                 "call_id": "call_%s_%d" % (self.response_id, number), "name": name}
+        if self.namespace is not None:
+            item["namespace"] = self.namespace
+        return item
 
     def arguments(self, number):
-        return fake_common.compact({"word": fake_common.WORDS[number % len(fake_common.WORDS)]})
+        word = fake_common.WORDS[number % len(fake_common.WORDS)]
+        return fake_common.compact({"query": word} if self.mcp_tool else {"word": word})
 
     def output(self):
         """The finished output items."""

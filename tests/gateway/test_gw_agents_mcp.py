@@ -1,13 +1,14 @@
-"""Claude Code itself (tests/gateway/node) calling an MCP tool through the
-gateway (docs/mcp.md): its model calls on /v1/messages (the fake Anthropic
-upstream answers a tool_use block naming mcp__search__web_search, then text)
-and its MCP session on /mcp/search (a fake server of the official
-@modelcontextprotocol/sdk): the tool runs, the agent finishes, and the
-team's one budget holds exactly both model calls and the tool's price; with
-the budget spent the tool call is refused, nothing reaches the MCP server,
-and the agent reports it; a killed agent frees its slot at once.
+"""Claude Code and Codex themselves (tests/gateway/node) calling an MCP tool
+through the gateway (docs/mcp.md): their model calls on /v1/messages or
+/v1/responses (the fake upstream answers a call of the MCP web_search tool,
+then text) and their MCP session on /mcp/{server} (a fake server of the
+official @modelcontextprotocol/sdk): the tool runs, the agent finishes, and
+the team's one budget holds exactly both model calls and the tool's price;
+with the budget spent the tool call is refused, nothing reaches the MCP
+server, and the agent reports it; a killed Claude Code frees its slot at
+once.
 
-Backend from --backend. Exits 77 (skipped) when node, Claude Code or the
+Backend from --backend. Exits 77 (skipped) when node, the agents or the
 MCP SDK is missing."""
 
 import json
@@ -28,6 +29,11 @@ NODE = agents.node_from_argv()
 MCP_KEY_ENV = "GW_TEST_MCP_SERVER_KEY"
 PROMPT = "search the web for llmlimit"
 MODEL = "claude-mcp"
+CODEX_MODEL = "codex-mcp"
+# What docs/agents.md tells an operator to set for Codex: every failure tried once.
+CODEX_BOUNDED = {"stream_max_retries": 0, "request_max_retries": 0}
+# The variable docs/mcp.md's Codex config reads the MCP server's bearer token from.
+MCP_TOKEN_VARIABLE = "LLMLIMIT_KEY"
 WEB_SEARCH_PRICE = 5000
 PRICEY = 2000000  # web_search on "pricey": 2 USD a call
 TOOL = "mcp__%s__web_search"
@@ -50,7 +56,9 @@ def setUpModule():  # noqa: N802
     FAKE_SLOW = FakeMcp(NODE, slow_ms=120000)
     model = agent_model(MODEL, "fake-anthropic",
                         "fake-normal:prompt_tokens=100:completion_tokens=4:mcp_tool=1")
-    GW = Gateway(templates=AGENT_TEMPLATES, extra_models=(model,),
+    codex_model = agent_model(CODEX_MODEL, "fake",
+                              "fake-normal:prompt_tokens=100:completion_tokens=4:mcp_tool=1")
+    GW = Gateway(templates=AGENT_TEMPLATES, extra_models=(model, codex_model),
                  env={MCP_KEY_ENV: SERVER_SECRET})
     tools = lambda price: [{"name": "web_search", "usd_micros_per_call": price}]  # noqa: E731
     GW.config["mcp_servers"] = [
@@ -178,6 +186,83 @@ class ClaudeCodeTools(unittest.TestCase):
         self.assertEqual(c.used("usd"), FIRST_CALL)
         self.assertTrue(wait_for(lambda: any(e.get("rpc") == "notifications/cancelled"
                                              for e in FAKE_SLOW.requests())))
+
+
+def codex_config(server):
+    """docs/mcp.md's Codex config: the gateway's route for the server, the
+    virtual key from MCP_TOKEN_VARIABLE; and the model on the same gateway."""
+    return agents.codex_config(GW.server.url, CODEX_MODEL, CODEX_BOUNDED) + (
+        "\n[mcp_servers.%s]\nurl = \"%s/mcp/%s\"\nbearer_token_env_var = \"%s\"\n"
+        "default_tools_approval_mode = \"approve\"\n"
+        % (server, GW.server.url, server, MCP_TOKEN_VARIABLE))
+
+
+def function_outputs(body):
+    """The function_call_output items of a Responses request's input."""
+    items = body.get("input")
+    return [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"] \
+        if isinstance(items, list) else []
+
+
+class CodexTools(unittest.TestCase):
+
+    def codex(self, c, server):
+        result = agents.run_codex(GW.server.url, PROMPT, c.secret, CODEX_MODEL, node=NODE,
+                                  config_text=codex_config(server),
+                                  env={MCP_TOKEN_VARIABLE: c.secret})
+        self.assertIsNotNone(result.code, "codex timed out:\n" + result.stderr[-2000:])
+        self.assertIsNotNone(result.json, result.stdout + result.stderr)
+        return result
+
+    def test_the_tool_runs_and_the_team_budget_holds_models_and_tool(self):
+        """Codex's MCP session goes through with the server's credential, the tool's
+        result reaches the model, the turn ends, and the one budget holds the two model
+        calls and the tool's price, exactly."""
+        c = GW.caller()
+        since, seen = len(GW.upstream.requests()), len(FAKE.requests())
+        result = self.codex(c, "search")
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertEqual(agents.codex_message(result.json), "alpha bravo charlie delta")
+        requests = FAKE.requests()[seen:]
+        print("  the MCP server saw: %s" % ", ".join(
+            "%s %s" % (e["http"], e["rpc"] or "") for e in requests))
+        rpcs = [e["rpc"] for e in requests if e["rpc"]]
+        self.assertEqual(rpcs[:2], ["initialize", "notifications/initialized"])
+        self.assertIn("tools/list", rpcs)
+        self.assertEqual([e["tool"] for e in requests if e["rpc"] == "tools/call"],
+                         ["web_search"])
+        for entry in requests:
+            self.assertEqual(entry["authorization"], "Bearer " + SERVER_SECRET)
+        first, second = posts(since)
+        self.assertEqual(function_outputs(first["body"]), [])
+        output, = function_outputs(second["body"])
+        self.assertIn("results for alpha: llmlimit.example", json.dumps(output["output"]))
+        self.assertTrue(wait_until(lambda: c.reserved("usd") == 0 and c.reserved("conc") == 0))
+        self.assertEqual(c.used("usd"), FIRST_CALL + SECOND_CALL + WEB_SEARCH_PRICE)
+        self.assertEqual(c.used("req"), 3)  # two model calls, one tool call
+
+    def test_a_spent_budget_refuses_the_tool_and_codex_reports_it(self):
+        """The budget takes the model calls but not the tool's 2 USD: the tools/call is
+        refused with the limit named, nothing reaches the MCP server, the model gets the
+        refusal as the call's output and the turn ends; the budget holds the model calls."""
+        c = GW.caller(usd=10 ** 7)
+        spent = 8500000
+        lease = "spent-" + c.name
+        self.assertEqual(GW.server.reserve(lease, {c.keys["usd"]: spent})[0], 200)
+        self.assertEqual(GW.server.complete(lease)[0], 200)
+        since, seen = len(GW.upstream.requests()), len(FAKE.requests())
+        result = self.codex(c, "pricey")
+        self.assertEqual(result.code, 0, result.stdout + result.stderr)
+        self.assertEqual(agents.codex_message(result.json), "alpha bravo charlie delta")
+        self.assertEqual([e for e in FAKE.requests()[seen:] if e["rpc"] == "tools/call"], [])
+        first, second = posts(since)
+        refusal, = function_outputs(second["body"])
+        text = json.dumps(refusal["output"])
+        print("  the model was told: %s" % text[:300])
+        self.assertIn("usd:" + c.team, text)
+        self.assertIn("Limit reached", text)
+        self.assertTrue(wait_until(lambda: c.reserved("usd") == 0))
+        self.assertEqual(c.used("usd"), spent + FIRST_CALL + SECOND_CALL)
 
 
 if __name__ == "__main__":

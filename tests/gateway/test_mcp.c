@@ -295,6 +295,52 @@ static void model_call_plan_leaves_tool_templates_out(void)
     gw_config_release(c);
 }
 
+/* "calls": a team's tool spend and model spend apart, beside the budget
+ * both share: each plan takes its own kind's template and the shared one. */
+static void calls_split_tool_and_model_spend(void)
+{
+    const char *limits =
+        "[{\"key\":\"team:{team}:usd:month\",\"amount\":\"usd_micros\",\"calls\":\"all\"},"
+        "{\"key\":\"team:{team}:tools:usd:month\",\"amount\":\"usd_micros\",\"calls\":\"tool\"},"
+        "{\"key\":\"team:{team}:models:usd:month\",\"amount\":\"usd_micros\","
+        "\"calls\":\"model\"}]";
+    struct gw_config *c = parse_with(SERVERS, limits, KEYS);
+    REQUIRE(c != NULL);
+    CHECK(!c->limits[0].model_calls_only && !c->limits[0].tool_calls_only);
+    CHECK(c->limits[1].tool_calls_only && !c->limits[1].model_calls_only);
+    CHECK(c->limits[2].model_calls_only && !c->limits[2].tool_calls_only);
+    static struct gw_plan plan;
+    char plan_error[GW_PLAN_ERROR_SIZE];
+    REQUIRE(gw_plan_tool_call(&plan, c, &c->keys[0], "search", "web_search", 10, 5000, plan_error,
+                              sizeof plan_error) == 0);
+    REQUIRE(plan.requirement_count == 2);
+    CHECK_STR(plan_key(&plan, 0), "team:sales:usd:month");
+    CHECK_STR(plan_key(&plan, 1), "team:sales:tools:usd:month");
+    CHECK_EQ_U64(plan.requirements[1].amount, 5000);
+    struct gw_tokens estimate = {.input = 1000, .output = 1000};
+    REQUIRE(gw_plan_reserve(&plan, c, &c->keys[0], &c->models[0], &estimate, plan_error,
+                            sizeof plan_error) == 0);
+    REQUIRE(plan.requirement_count == 2);
+    CHECK_STR(plan_key(&plan, 0), "team:sales:usd:month");
+    CHECK_STR(plan_key(&plan, 1), "team:sales:models:usd:month");
+    CHECK_EQ_U64(plan.requirements[1].amount, 750);
+    gw_config_release(c);
+    /* a "calls" its key or amount contradicts, or no kind at all */
+    fails_with(SERVERS, "[{\"key\":\"x:{model}\",\"amount\":\"tokens\",\"calls\":\"tool\"}]", KEYS,
+               "gateway.json: line 1: limits[0].calls: applies to no call: {model} and {upstream} "
+               "are a model call's, {mcp_server}, {tool} and the amount tool_calls an MCP tool "
+               "call's");
+    fails_with(SERVERS, "[{\"key\":\"x:{caller}\",\"amount\":\"tool_calls\",\"calls\":\"model\"}]",
+               KEYS,
+               "gateway.json: line 1: limits[0].calls: applies to no call: {model} and {upstream} "
+               "are a model call's, {mcp_server}, {tool} and the amount tool_calls an MCP tool "
+               "call's");
+    fails_with(SERVERS, "[{\"key\":\"x:{caller}\",\"amount\":\"requests\",\"calls\":\"tools\"}]",
+               KEYS, "gateway.json: line 1: limits[0].calls: must be model, tool or all");
+    fails_with(SERVERS, "[{\"key\":\"x:{caller}\",\"amount\":\"requests\",\"calls\":null}]", KEYS,
+               "gateway.json: line 1: limits[0].calls: must be model, tool or all");
+}
+
 static int read_request(const char *text, struct gw_mcp_request *out, int *code, char *why)
 {
     char *copy = strdup(text);
@@ -430,6 +476,8 @@ int main(void)
         "a tool call takes every template but {model}'s: price, requests and tool_calls");
     RUN(model_call_plan_leaves_tool_templates_out,
         "a model call leaves {mcp_server}, {tool} and tool_calls templates out");
+    RUN(calls_split_tool_and_model_spend,
+        "\"calls\": tool and model spend apart; a contradicting or unknown one is an error");
     RUN(requests_are_read, "a tools/call is read with its id and tool; bad messages are errors");
     RUN(bounds_of_requests_one_past, "a tool name and an id at their bounds read, one past fail");
     RUN(answers_are_read, "a server's answer: result, isError, error, or none of them");

@@ -1,13 +1,16 @@
 /* Unit tests of the Responses id owners (src/gateway/gw_owners.c): the
  * creating key is the owner, another key is told apart from an unknown id,
  * the first owner stays, ids past the length bound are not remembered, and
- * one past the capacity forgets the oldest first; threads at once. */
+ * one past the capacity forgets the oldest first; threads at once. Also the
+ * MCP sessions' memory at its real bound, GW_MCP_SESSIONS_MAX. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gateway/gw_owners.h"
+#include "gateway/gw_secret.h"
 #include "test.h"
+#include "util/sha256.h"
 
 static void digest_of(uint8_t digest[GW_SHA256_BYTES], unsigned key)
 {
@@ -104,6 +107,65 @@ static void one_past_the_capacity_forgets_the_oldest(void)
     gw_owners_free(o);
 }
 
+/* The id the MCP route remembers a session under: the hex SHA-256 of
+ * "<server>\n<Mcp-Session-Id>" (gateway_mcp_session_key,
+ * src/server/gateway_mcp_answer.c). */
+static void session_key(unsigned session, char out[GW_SHA256_HEX_SIZE])
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "search\n%08x-session", session);
+    uint8_t digest[GW_SHA256_BYTES];
+    REQUIRE(n > 0 && sha256_digest(text, (size_t)n, digest) == 0);
+    gw_hex_encode(digest, GW_SHA256_BYTES, out);
+}
+
+static enum gw_owner session_owner(struct gw_owners *o, unsigned session, unsigned key)
+{
+    char id[GW_SHA256_HEX_SIZE];
+    session_key(session, id);
+    return lookup(o, id, key);
+}
+
+/* docs/mcp.md "The route": the gateway remembers the key of the last
+ * GW_MCP_SESSIONS_MAX sessions; one more forgets the oldest opened (even
+ * one still in use: a session's later answers do not renew it), whose id
+ * then answers as unknown (the route's 404: the client initializes anew);
+ * every other session keeps its key. */
+static void mcp_sessions_one_past_their_bound(void)
+{
+    struct gw_owners *o = gw_owners_new(GW_MCP_SESSIONS_MAX);
+    REQUIRE(o != NULL);
+    char id[GW_SHA256_HEX_SIZE];
+    uint8_t digest[GW_SHA256_BYTES];
+    for (unsigned s = 0; s < GW_MCP_SESSIONS_MAX; s++) {
+        session_key(s, id);
+        digest_of(digest, s % 1000); /* 1000 keys */
+        REQUIRE(gw_owners_remember(o, id, GW_SHA256_HEX_SIZE - 1, digest) == 0);
+    }
+    CHECK_EQ_U64(gw_owners_count(o), GW_MCP_SESSIONS_MAX);
+    CHECK_EQ_I64(session_owner(o, 0, 0), GW_OWNER_THIS_KEY);
+    /* The oldest's server answers again with its id: remembered already,
+     * its place in the order unchanged. */
+    session_key(0, id);
+    digest_of(digest, 0);
+    REQUIRE(gw_owners_remember(o, id, GW_SHA256_HEX_SIZE - 1, digest) == 0);
+    CHECK_EQ_U64(gw_owners_count(o), GW_MCP_SESSIONS_MAX);
+    /* One past the bound. */
+    session_key(GW_MCP_SESSIONS_MAX, id);
+    digest_of(digest, 7);
+    REQUIRE(gw_owners_remember(o, id, GW_SHA256_HEX_SIZE - 1, digest) == 0);
+    CHECK_EQ_U64(gw_owners_count(o), GW_MCP_SESSIONS_MAX);
+    CHECK_EQ_I64(session_owner(o, 0, 0), GW_OWNER_UNKNOWN); /* forgotten: 404 */
+    CHECK_EQ_I64(session_owner(o, GW_MCP_SESSIONS_MAX, 7), GW_OWNER_THIS_KEY);
+    CHECK_EQ_I64(session_owner(o, GW_MCP_SESSIONS_MAX, 8), GW_OWNER_OTHER_KEY);
+    int wrong = 0;
+    for (unsigned s = 1; s < GW_MCP_SESSIONS_MAX; s++)
+        wrong += session_owner(o, s, s % 1000) != GW_OWNER_THIS_KEY ||
+                 session_owner(o, s, s % 1000 + 1) != GW_OWNER_OTHER_KEY;
+    CHECK_EQ_I64(wrong, 0);
+    gw_owners_free(o);
+}
+
 struct worker {
     struct gw_owners *owners;
     unsigned id;
@@ -176,5 +238,7 @@ int main(void)
     RUN(one_past_the_capacity_forgets_the_oldest,
         "one id past the capacity forgets the oldest; the last ones stay");
     RUN(threads_at_once, "threads remembering and looking up at once");
+    RUN(mcp_sessions_one_past_their_bound,
+        "MCP sessions: 65,536 keep their keys; one more forgets the oldest opened, not the rest");
     return test_summary();
 }

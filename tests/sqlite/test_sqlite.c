@@ -293,7 +293,11 @@ static void version_1_database_is_migrated(void)
              (long long)START_MS);
     exec_sql(path, sql);
     REQUIRE(db_reopen(&db));
-    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 5);
+    CHECK_EQ_I64(db_query_int(&db, "PRAGMA user_version"), 6);
+    /* version 6: no older lease is an MCP tool call's */
+    CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM leases WHERE mcp_server IS NULL AND "
+                                   "tool IS NULL"),
+                 3);
     /* version 5: no older limit has alerts or a webhook */
     CHECK_EQ_I64(db_query_int(&db, "SELECT count(*) FROM limits WHERE alerts = '' AND "
                                    "webhook = '' AND webhook_format = 'json'"),

@@ -690,11 +690,13 @@ enum backend_admin_result sq_admin_usage_by_caller(struct backend *base, const c
 
 /* The audit log: event_log rows (id, lease_id, caller, items) in id order,
  * each packing up to SQ_EVENT_ITEMS events (event id = row id *
- * SQ_EVENT_ITEMS + index). A key's rows are found through its
- * event_keys ranges, a lease's through its event_rows list and the
- * expirations of its holds. */
+ * SQ_EVENT_ITEMS + index), with the MCP server and tool of a tool call's
+ * lease (rows of one lease; the `expired` rows of several name none). A
+ * key's rows are found through its event_keys ranges, a lease's through its
+ * event_rows list and the expirations of its holds. */
 static const char events_rows_sql[] =
-    "SELECT id, lease_id, caller, items FROM event_log WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
+    "SELECT e.id, e.lease_id, e.caller, e.items, l.mcp_server, l.tool FROM event_log e"
+    " LEFT JOIN leases l ON l.seq = e.lease_seq WHERE e.id BETWEEN ?1 AND ?2 ORDER BY e.id";
 static const char events_ranges_sql[] =
     "SELECT first_event, last_event FROM event_keys WHERE key = ?1 AND last_event >= ?2"
     " ORDER BY first_event";
@@ -780,6 +782,10 @@ static int events_expand(struct events_read *r)
         e->amount = item.amount;
         e->actual_amount = item.actual;
         snprintf(e->detail, sizeof e->detail, "%s", item.detail);
+        if (!item.has_lease) {
+            text_copy(stmt, 4, e->mcp_server, sizeof e->mcp_server);
+            text_copy(stmt, 5, e->tool, sizeof e->tool);
+        }
     }
     return got == 0 ? 0 : -2;
 }

@@ -73,6 +73,8 @@ static void rec_clear(struct sq_lease_rec *rec)
         free(rec->items);
     if (rec->events != rec->inline_events)
         free(rec->events);
+    free(rec->mcp_server);
+    free(rec->tool);
 }
 
 /* A blank record, reused when one is free. */
@@ -673,6 +675,13 @@ static int write_rec(struct sq_backend *backend, struct sq_lease_rec *rec)
         sqlite3_bind_int64(stmt, 8, rec->retry_after_ms);
         sqlite3_bind_text(stmt, 9, rec->denied != NULL ? rec->denied : "", -1, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 10, rec->created_at_ms);
+        if (rec->mcp_server != NULL) {
+            sqlite3_bind_text(stmt, 15, rec->mcp_server, -1, SQLITE_STATIC);
+            sqlite3_bind_text(stmt, 16, rec->tool, -1, SQLITE_STATIC);
+        } else {
+            sqlite3_bind_null(stmt, 15);
+            sqlite3_bind_null(stmt, 16);
+        }
     }
     if (rec->finished_at_ms != 0)
         sqlite3_bind_int64(stmt, 11, rec->finished_at_ms);

@@ -80,6 +80,8 @@ struct sq_lease_rec {
     char *fingerprint; /* the requirement set, canonical text */
     char *denied;      /* the keys that did not fit, one per line */
     char *event_rows;  /* its event_log rows, "id,id,..." */
+    char *mcp_server;  /* a new tool call's lease: its MCP server and tool (heap); else NULL */
+    char *tool;
     char inline_fingerprint[SQ_LEASE_INLINE_TEXT];
     char inline_denied[SQ_LEASE_INLINE_TEXT];
     char inline_event_rows[SQ_LEASE_INLINE_TEXT];

@@ -430,6 +430,14 @@ static int lease_record(struct sq_backend *backend, const struct reserve_request
     rec->created_at_ms = now_ms;
     if (result->allowed && (rec->ref = sq_lease_ref_new(rec->lease_id, rec->caller)) == NULL)
         return SQLITE_NOMEM;
+    if (request->mcp_server != NULL) { /* a tool call: named in the audit log */
+        assert(request->tool != NULL);
+        assert(strlen(request->mcp_server) <= AUDIT_NAME_LENGTH_MAX);
+        assert(strlen(request->tool) <= AUDIT_NAME_LENGTH_MAX);
+        if ((rec->mcp_server = strdup(request->mcp_server)) == NULL ||
+            (rec->tool = strdup(request->tool)) == NULL)
+            return SQLITE_NOMEM;
+    }
     rc = sq_lease_set_text(rec, &rec->fingerprint, plan->fingerprint);
     return rc == SQLITE_DONE ? sq_lease_set_text(rec, &rec->denied, plan->denied) : rc;
 }

@@ -228,8 +228,14 @@ static const char schema_v5[] =
     "ALTER TABLE limits ADD COLUMN webhook TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE limits ADD COLUMN webhook_format TEXT NOT NULL DEFAULT 'json';";
 
+/* Schema version 6: a gateway tool call's lease names its MCP server and
+ * tool (NULL for every other lease), shown on its events in the audit log. */
+static const char schema_v6[] = "ALTER TABLE leases ADD COLUMN mcp_server TEXT;"
+                                "ALTER TABLE leases ADD COLUMN tool TEXT;";
+
 /* migrations[i] takes the schema from version i to i + 1. */
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4, schema_v5};
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3,
+                                         schema_v4, schema_v5, schema_v6};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* The data path's writes say OR ROLLBACK: any error already abandons the
@@ -241,8 +247,8 @@ static const char *const statement_sql[SQ_STMT_COUNT] = {
     [SQ_STMT_ROLLBACK] = "ROLLBACK",
     [SQ_STMT_LEASE_INSERT] =
         "INSERT OR ROLLBACK INTO leases(seq,lease_id,state,fingerprint,caller,reserved_at,"
-        "expires_at,retry_after_ms,denied,created_at,finished_at,live,items,event_rows) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+        "expires_at,retry_after_ms,denied,created_at,finished_at,live,items,event_rows,"
+        "mcp_server,tool) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
     [SQ_STMT_LEASE_UPDATE] = "UPDATE OR ROLLBACK leases SET state=?3,finished_at=?11,live=?12,"
                              "items=?13,event_rows=?14 WHERE seq=?1",
     [SQ_STMT_LEASE_BY_ID] =
