@@ -2,12 +2,11 @@
 #include "uuid.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "hex.h"
+#include "random.h"
 
 /* Random bytes for this thread's ids, taken from getrandom(2) a block at a
  * time: one system call per 25 ids rather than one per id (the gateway
@@ -36,15 +35,8 @@ static int random_take(uint8_t *out, size_t length)
     assert(length <= RANDOM_BLOCK_BYTES);
     pthread_once(&fork_handler_once, fork_handler_register);
     if (random_left < length) {
-        size_t done = 0;
-        while (done < RANDOM_BLOCK_BYTES) {
-            ssize_t got = getrandom(random_block + done, RANDOM_BLOCK_BYTES - done, 0);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0)
-                return -1;
-            done += (size_t)got;
-        }
+        if (random_fill(random_block, RANDOM_BLOCK_BYTES) != 0)
+            return -1;
         random_left = RANDOM_BLOCK_BYTES;
     }
     uint8_t *from = random_block + RANDOM_BLOCK_BYTES - random_left;

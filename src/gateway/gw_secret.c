@@ -1,15 +1,14 @@
 /* Hex and base64url by hand (both are a few lines, and they must never
  * allocate), SHA-256 from util/sha256.c, and randomness from
- * getrandom(2), which blocks only until the kernel's pool is first seeded;
- * and a provider key starred out of what is relayed. */
+ * core/random.c; and a provider key starred out of what is relayed. */
 #include "gw_secret.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "core/random.h"
 #include "util/sha256.h"
 
 void gw_hex_encode(const uint8_t *bytes, size_t length, char *out)
@@ -61,21 +60,6 @@ size_t gw_base64url_encode(const uint8_t *bytes, size_t length, char *out)
     }
     out[n] = '\0';
     return n;
-}
-
-/* Fills bytes from getrandom(2); 0 or -1 (errno set). */
-static int random_fill(uint8_t *bytes, size_t length)
-{
-    size_t done = 0;
-    while (done < length) {
-        ssize_t n = getrandom(bytes + done, length - done, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
 }
 
 int gw_secret_new(char secret[GW_SECRET_SIZE], char sha256_hex[GW_SHA256_HEX_SIZE])

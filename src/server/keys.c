@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/hash.h"
+#include "core/random.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "util/sha256.h"
@@ -955,20 +955,6 @@ void keys_close(struct keys *keys)
 
 /* ---- changes --------------------------------------------------------------------- */
 
-static int random_bytes(uint8_t *out, size_t length)
-{
-    size_t done = 0;
-    while (done < length) {
-        ssize_t n = getrandom(out + done, length - done, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 /* A new secret into secret_out and its digest into digest; 0 or -1. */
 static int new_secret(char secret_out[GW_SECRET_SIZE], uint8_t digest[GW_SHA256_BYTES])
 {
@@ -989,7 +975,7 @@ enum keys_outcome keys_create(struct keys *keys, const struct keys_draft *draft,
     memcpy(d, draft, sizeof *d);
     uint8_t id_bytes[8];
     char id_hex[17];
-    if (random_bytes(id_bytes, sizeof id_bytes) != 0 || new_secret(secret_out, d->sha256) != 0) {
+    if (random_fill(id_bytes, sizeof id_bytes) != 0 || new_secret(secret_out, d->sha256) != 0) {
         free(d);
         return KEYS_NO_RANDOMNESS;
     }
