@@ -87,6 +87,18 @@ def mcp_args(server, secret):
             "--allowedTools", TOOL % server]
 
 
+SPENT = 8500000  # of a 10 USD budget: room for the model calls, not for the tool's 2 USD
+
+
+def caller_with_budget_spent(test):
+    """A caller whose 10 USD budget has SPENT of it spent."""
+    c = GW.caller(usd=10 ** 7)
+    lease = "spent-" + c.name
+    test.assertEqual(GW.server.reserve(lease, {c.keys["usd"]: SPENT})[0], 200)
+    test.assertEqual(GW.server.complete(lease)[0], 200)
+    return c
+
+
 def posts(since):
     return [r for r in GW.upstream.requests()[since:] if r["method"] == "POST"]
 
@@ -147,11 +159,7 @@ class ClaudeCodeTools(unittest.TestCase):
         tool's 2 USD: the tools/call is refused with the limit named, nothing reaches the
         MCP server, the model gets the refusal as the tool's error and the agent finishes;
         the budget holds the model calls only."""
-        c = GW.caller(usd=10 ** 7)
-        spent = 8500000
-        lease = "spent-" + c.name
-        self.assertEqual(GW.server.reserve(lease, {c.keys["usd"]: spent})[0], 200)
-        self.assertEqual(GW.server.complete(lease)[0], 200)
+        c = caller_with_budget_spent(self)
         since, seen = len(GW.upstream.requests()), len(FAKE.requests())
         result = self.claude(c, "pricey")
         self.assertEqual(result.code, 0, result.stdout + result.stderr)
@@ -164,7 +172,7 @@ class ClaudeCodeTools(unittest.TestCase):
         self.assertIn("usd:" + c.team, result_text(refusal))
         self.assertIn("Limit reached", result_text(refusal))
         self.assertTrue(wait_until(lambda: c.reserved("usd") == 0))
-        self.assertEqual(c.used("usd"), spent + FIRST_CALL + SECOND_CALL)
+        self.assertEqual(c.used("usd"), SPENT + FIRST_CALL + SECOND_CALL)
 
     def test_a_killed_agent_frees_its_slot(self):
         """Claude Code killed while its tool call runs (the server takes minutes): the call's
@@ -245,11 +253,7 @@ class CodexTools(unittest.TestCase):
         """The budget takes the model calls but not the tool's 2 USD: the tools/call is
         refused with the limit named, nothing reaches the MCP server, the model gets the
         refusal as the call's output and the turn ends; the budget holds the model calls."""
-        c = GW.caller(usd=10 ** 7)
-        spent = 8500000
-        lease = "spent-" + c.name
-        self.assertEqual(GW.server.reserve(lease, {c.keys["usd"]: spent})[0], 200)
-        self.assertEqual(GW.server.complete(lease)[0], 200)
+        c = caller_with_budget_spent(self)
         since, seen = len(GW.upstream.requests()), len(FAKE.requests())
         result = self.codex(c, "pricey")
         self.assertEqual(result.code, 0, result.stdout + result.stderr)
@@ -262,7 +266,7 @@ class CodexTools(unittest.TestCase):
         self.assertIn("usd:" + c.team, text)
         self.assertIn("Limit reached", text)
         self.assertTrue(wait_until(lambda: c.reserved("usd") == 0))
-        self.assertEqual(c.used("usd"), spent + FIRST_CALL + SECOND_CALL)
+        self.assertEqual(c.used("usd"), SPENT + FIRST_CALL + SECOND_CALL)
 
 
 if __name__ == "__main__":
