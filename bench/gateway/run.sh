@@ -55,6 +55,7 @@ PORTKEY_VERSION=${BENCH_PORTKEY_VERSION:-1.15.2}
 PORTKEY_DIR=${BENCH_PORTKEY_DIR:-$BUILD/bench-gateway/portkey}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../nginx_conf.sh"
+. "$HERE/../need.sh"
 NGINX=/usr/sbin/nginx
 MODEL=gpt-4o-mini
 
@@ -76,16 +77,6 @@ trap 'exit 130' INT TERM
 fail() {
     echo "bench/gateway/run.sh: $*" >&2
     exit 1
-}
-
-# need COMMAND PACKAGE: installs the Debian package when the command is absent.
-need() {
-    command -v "$1" >/dev/null 2>&1 && return 0
-    [ "$(id -u)" -eq 0 ] || fail "$1 is missing: apt-get install $2"
-    echo "installing $2 (apt-get)" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null ||
-        fail "apt-get install $2 failed"
 }
 
 free_port() {

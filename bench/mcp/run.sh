@@ -49,6 +49,7 @@ PROXY=${BENCH_MCP_PROXY:-1}
 NGINX=/usr/sbin/nginx
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+. "$HERE/../need.sh"
 SERVER_SCRIPT="$ROOT/tests/gateway/mcp/fake_mcp_server.mjs"
 SERVER_SECRET=mcp-server-secret # the fake server's credential
 PRICE=5000
@@ -69,16 +70,6 @@ trap 'exit 130' INT TERM
 fail() {
     echo "bench/mcp/run.sh: $*" >&2
     exit 1
-}
-
-# need COMMAND PACKAGE: installs the Debian package when the command is absent.
-need() {
-    command -v "$1" >/dev/null 2>&1 && return 0
-    [ "$(id -u)" -eq 0 ] || fail "$1 is missing: apt-get install $2"
-    echo "installing $2 (apt-get)" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null ||
-        fail "apt-get install $2 failed"
 }
 
 command -v node >/dev/null 2>&1 || fail "node is missing"
