@@ -15,7 +15,7 @@ alternating pairs of one run without and one with --control (every other
 pair the one with first).
 With --instructions llmlimitd runs under valgrind's callgrind and each
 round gives the instructions it executed per request (every thread's: the
-control plane's watch thread counts too; counters zeroed after a warm-up,
+control plane's watcher and prober count too; counters zeroed after a warm-up,
 dumped after the round, the dump's total divided by the requests the
 generator completed), which the machine's load does not move, unlike
 requests/s and CPU time: PAIRS alternating pairs of INSTR_ROUNDS rounds on
@@ -81,9 +81,9 @@ INSTR_WARMUP_S = 3
 # plane's watch), which a slower round spreads over fewer requests. The
 # round's count net of that rate is the cost of the requests themselves.
 INSTR_IDLE_S = 5
-# A TigerBeetle operation's deadline under callgrind: llmlimitd runs some
-# 50 times slower there, and a reserve queued behind the others must not
-# turn into a 503 (the default is 2 s).
+# A TigerBeetle operation's deadline under callgrind, where llmlimitd runs
+# many times slower: a reserve queued behind the others must not turn into a
+# 503 (the default is 2 s; a round with errors stops the bench).
 INSTR_TB_DEADLINE_MS = 60000
 
 
