@@ -45,15 +45,7 @@ LAYERS = {
 UNIT_LAYERS = {"wire/decode_limits": 3.5}
 # The call circles inside a folder that wait for their fix, each as its files. Strike one here
 # when it is broken (the test says so).
-KNOWN_CIRCLES = [
-    # the backend's ops and its console and admin halves
-    ["backend/sqlite/sq_admin", "backend/sqlite/sq_console", "backend/sqlite/sqlite"],
-    # the backend's ops, its jobs and their steps
-    ["backend/tigerbeetle/tb_complete", "backend/tigerbeetle/tb_console",
-     "backend/tigerbeetle/tb_jobs", "backend/tigerbeetle/tb_provision",
-     "backend/tigerbeetle/tb_registry", "backend/tigerbeetle/tb_reserve",
-     "backend/tigerbeetle/tb_usage", "backend/tigerbeetle/tigerbeetle"],
-]
+KNOWN_CIRCLES = []
 NO_INCLUDE_CIRCLES = ("server", "http", "wire")
 
 
