@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wait_settle.h"
+#include "wait_internal.h"
 
 void wait_options_defaults(struct wait_options *options)
 {

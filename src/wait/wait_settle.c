@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "util/queue.h"
-#include "wait_settle.h"
+#include "wait_internal.h"
 
 static int64_t now_of(const struct wait *w)
 {

@@ -20,11 +20,15 @@
  *   sq_schema  connections, schema and migrations, prepared statements
  *   sq_holds   the AVL tree of a period's holds; lease references
  *   sq_map     the hash map
+ *   sq_backend the backend's identity: the name its ops table carries
  *
  * The backend's state is struct sq_backend below, which every module works
- * on (a field's comment says which thread may touch it). The one reference upwards is not a call:
- * sq_backend_of() asserts that a backend's ops are sqlite.c's table. This
- * header includes the module headers whose types the struct embeds. */
+ * on (a field's comment says which thread may touch it). sq_backend_of()
+ * knows a backend's ops for sqlite.c's table by the name the table carries,
+ * sq_backend_name (sq_backend.c), not by the table's address, so that no
+ * file reaches up to the ops table. This header includes the module headers
+ * whose types the struct embeds, whose files include it back: an include
+ * circle tests/layers/test_layers.py lists as waiting for its fix. */
 #ifndef LLMLIMIT_BACKEND_SQLITE_BACKEND_H
 #define LLMLIMIT_BACKEND_SQLITE_BACKEND_H
 
@@ -126,9 +130,12 @@ struct sq_backend {
     struct backend_watch watch;
 };
 
+/* "sqlite": the name of sq_backend_ops, whose address tells its table. */
+extern const char sq_backend_name[];
+
 static inline struct sq_backend *sq_backend_of(struct backend *base)
 {
-    assert(base->ops == &sq_backend_ops);
+    assert(base->ops->name == sq_backend_name);
     return (struct sq_backend *)base;
 }
 

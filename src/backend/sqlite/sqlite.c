@@ -698,7 +698,7 @@ _Static_assert(sizeof(struct sq_options) <= BACKEND_OPTIONS_BYTES_MAX,
                "options fit the server's room");
 
 const struct backend_ops sq_backend_ops = {
-    .name = "sqlite",
+    .name = sq_backend_name,
     .options_size = sizeof(struct sq_options),
     .options_defaults = options_defaults,
     .flags = flags,

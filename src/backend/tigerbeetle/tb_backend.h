@@ -1,7 +1,29 @@
 /* Internal types of the tigerbeetle backend, shared by its files only: the
  * limit registry (each limit's accounts in the cluster), the lease cache,
  * the asynchronous jobs that carry a reserve, complete or release through
- * one or more TigerBeetle requests, and the maintenance thread. */
+ * one or more TigerBeetle requests, and the maintenance thread.
+ *
+ * A file calls only the files listed below it, so the calls go one way:
+ *
+ *   tigerbeetle.c  the ops table, open and close, the maintenance thread;
+ *                  makes each request's job with its first step
+ *   tb_console     the console's reads
+ *   tb_usage       usage_batch: balances in packed lookups
+ *   tb_reserve     the reserve's steps
+ *   tb_complete    the complete's and release's steps
+ *   tb_registry    limit states and their account ids
+ *   tb_provision   the blocking admin conversations with the cluster
+ *   tb_ledger      the account model: labels, ids, shapes
+ *   tb_jobs        calls and jobs: the pool, a lease's waiting jobs,
+ *                  parking, submitting, finishing; it starts a job again
+ *                  through the job's first step (struct tb_job's start),
+ *                  never by naming a step
+ *   tb_leases      the lease cache and the reserves in doubt
+ *   tb_backend     the backend's identity: the name its ops table carries
+ *
+ * tb_backend_of() knows a backend's ops for tigerbeetle.c's table by the
+ * name the table carries, tb_backend_name (tb_backend.c), not by the
+ * table's address, so that no file reaches up to the ops table. */
 #ifndef LLMLIMIT_TB_BACKEND_H
 #define LLMLIMIT_TB_BACKEND_H
 
@@ -170,11 +192,16 @@ enum tb_job_kind {
     TB_JOB_RELEASE = 3,
 };
 
+struct tb_job;
+/* A job's first step: tb_reserve_start, tb_complete_start or tb_release_start. */
+typedef void (*tb_job_step_fn)(struct tb_job *job);
+
 /* One request's journey. Steps submit TigerBeetle items and continue in
  * the item's done callback (a session thread). */
 struct tb_job {
     struct tb_job *next; /* waiting behind a busy lease, or parked */
     enum tb_job_kind kind;
+    tb_job_step_fn start; /* its kind's first step, run by tb_job_start */
     struct tb_call *call;
     const void *request; /* reserve_request / complete_request / release_request */
     void *result;
@@ -299,9 +326,12 @@ struct tb_backend {
     struct backend_watch watch;
 };
 
+/* "tigerbeetle": the name of tb_backend_ops, whose address tells its table. */
+extern const char tb_backend_name[];
+
 static inline struct tb_backend *tb_backend_of(struct backend *base)
 {
-    assert(base->ops == &tb_backend_ops);
+    assert(base->ops->name == tb_backend_name);
     return (struct tb_backend *)base;
 }
 
@@ -417,9 +447,10 @@ bool tb_leases_in_doubt(struct tb_backend *b, const char *id, uint32_t id_length
 /* tb_jobs.c: lease busy/waiting, calls, parking. */
 /* Frees the jobs kept for reuse (at close, none in flight). */
 void tb_job_pool_free(struct tb_backend *b);
-/* A new job for request `index` of the call; NULL when out of memory. */
-struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, const void *request,
-                          void *result);
+/* A new job of the call, whose first step (the kind's) is start; NULL
+ * when out of memory. */
+struct tb_job *tb_job_new(struct tb_call *call, enum tb_job_kind kind, tb_job_step_fn start,
+                          const void *request, void *result);
 /* Adds a warning about the limit to the job's pending ones. */
 void tb_job_warn(struct tb_job *job, enum backend_warning kind, const struct tb_limit *limit);
 struct tb_call *tb_call_new(struct tb_backend *b, uint32_t count, backend_done_fn done,
@@ -431,13 +462,14 @@ void tb_job_wait_behind(struct tb_lease *lease, struct tb_job *job);
 /* Releases the job's lease (busy = false) and re-runs the jobs queued
  * behind it. */
 void tb_job_unbusy(struct tb_job *job);
+/* Runs the job's first step (job->start), afresh or again. */
 void tb_job_start(struct tb_job *job);
 void tb_job_park(struct tb_job *job);
 void tb_jobs_unpark_all(struct tb_backend *b, bool fail);
 void tb_job_submit(struct tb_job *job, uint8_t operation, uint32_t event_count,
                    tb_item_done_fn done);
 
-/* tb_reserve.c, tb_complete.c */
+/* tb_reserve.c, tb_complete.c: the first steps, given to tb_job_new. */
 void tb_reserve_start(struct tb_job *job);
 void tb_complete_start(struct tb_job *job);
 void tb_release_start(struct tb_job *job);

@@ -319,9 +319,10 @@ static int tigerbeetle_tick(struct backend *base, bool *limits_changed)
 }
 
 /* Runs one job per request; done() once the last has answered. */
-static void run_call(struct tb_backend *b, enum tb_job_kind kind, const void *requests,
-                     size_t request_size, void *results, size_t result_size, uint32_t count,
-                     backend_done_fn done, void *context, void (*unavailable)(void *result))
+static void run_call(struct tb_backend *b, enum tb_job_kind kind, tb_job_step_fn start,
+                     const void *requests, size_t request_size, void *results, size_t result_size,
+                     uint32_t count, backend_done_fn done, void *context,
+                     void (*unavailable)(void *result))
 {
     /* One extra count, dropped below, so a job that answers at once
      * cannot finish the call while jobs are still being made. */
@@ -336,7 +337,7 @@ static void run_call(struct tb_backend *b, enum tb_job_kind kind, const void *re
     for (uint32_t i = 0; i < count; i++) {
         const void *request = (const char *)requests + i * request_size;
         void *result = (char *)results + i * result_size;
-        struct tb_job *job = tb_job_new(call, kind, request, result);
+        struct tb_job *job = tb_job_new(call, kind, start, request, result);
         if (job == NULL) {
             unavailable(result);
             __atomic_sub_fetch(&call->remaining, 1, __ATOMIC_ACQ_REL);
@@ -372,24 +373,24 @@ static void tigerbeetle_reserve(struct backend *base, const struct reserve_reque
                                 struct reserve_result *results, uint32_t count,
                                 backend_done_fn done, void *context)
 {
-    run_call(tb_backend_of(base), TB_JOB_RESERVE, requests, sizeof *requests, results,
-             sizeof *results, count, done, context, reserve_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_RESERVE, tb_reserve_start, requests, sizeof *requests,
+             results, sizeof *results, count, done, context, reserve_unavailable);
 }
 
 static void tigerbeetle_complete(struct backend *base, const struct complete_request *requests,
                                  struct complete_result *results, uint32_t count,
                                  backend_done_fn done, void *context)
 {
-    run_call(tb_backend_of(base), TB_JOB_COMPLETE, requests, sizeof *requests, results,
-             sizeof *results, count, done, context, complete_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_COMPLETE, tb_complete_start, requests, sizeof *requests,
+             results, sizeof *results, count, done, context, complete_unavailable);
 }
 
 static void tigerbeetle_release(struct backend *base, const struct release_request *requests,
                                 struct release_result *results, uint32_t count,
                                 backend_done_fn done, void *context)
 {
-    run_call(tb_backend_of(base), TB_JOB_RELEASE, requests, sizeof *requests, results,
-             sizeof *results, count, done, context, release_unavailable);
+    run_call(tb_backend_of(base), TB_JOB_RELEASE, tb_release_start, requests, sizeof *requests,
+             results, sizeof *results, count, done, context, release_unavailable);
 }
 
 static bool tigerbeetle_ready(struct backend *base)
@@ -467,7 +468,7 @@ _Static_assert(sizeof(struct tb_options) <= BACKEND_OPTIONS_BYTES_MAX,
                "options fit the server's room");
 
 const struct backend_ops tb_backend_ops = {
-    .name = "tigerbeetle",
+    .name = tb_backend_name,
     .options_size = sizeof(struct tb_options),
     .options_defaults = options_defaults,
     .flags = flags,
