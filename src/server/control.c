@@ -323,8 +323,9 @@ static int follow_names(void *context, char ***names, size_t *count)
 
 static void follow_watching(void *context);
 
-int control_open(const char *url, struct registry *registry, struct backend *backend,
-                 struct wait *wait, struct control **out, char *error, size_t error_size)
+int control_open(const char *url, struct ctl_prefetch *read, struct registry *registry,
+                 struct backend *backend, struct wait *wait, struct control **out, char *error,
+                 size_t error_size)
 {
     *out = NULL;
     struct control *c = calloc(1, sizeof *c);
@@ -336,6 +337,7 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
     arena_init(&c->arena, NULL, 0);
     c->pending = calloc(CONTROL_CREATE_BATCH, sizeof *c->pending);
     if (c->pending == NULL) {
+        ctl_prefetch_free(read);
         free(c);
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -344,12 +346,13 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
     static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
                                              follow_watching};
     if (ctl_plane_open(url, CONTROL_LIMITS_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        ctl_prefetch_free(read);
         pthread_mutex_destroy(&c->unpublished_lock);
         free(c->pending);
         free(c);
         return -1;
     }
-    if (ctl_plane_start(c->plane) != 0) {
+    if (ctl_plane_start(c->plane, read) != 0) {
         snprintf(error, error_size, "cannot start the control plane's thread");
         control_close(c);
         return -1;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "control/ctl_plane.h"
 #include "keys_control.h"
 #include "data_dir.h"
 #include "keys.h"
@@ -189,6 +190,15 @@ static int server_start(struct server *s)
 {
     if (load_tokens(s) != 0 || own_data_dir(s) != 0)
         return -1;
+    char error[1024];
+    /* The store's two prefixes are read on threads of their own while the
+     * local files load: a start with 100,000 of each waits for the longer. */
+    if (s->config.control != NULL &&
+        (ctl_prefetch_begin(s->config.control, CONTROL_LIMITS_PREFIX, &s->limits_read, error,
+                            sizeof error) != 0 ||
+         ctl_prefetch_begin(s->config.control, KEYS_CONTROL_PREFIX, &s->keys_read, error,
+                            sizeof error) != 0))
+        return startup_failed("invalid --control", error);
     clock_offset_init(&s->test_clock);
     s->clock = s->config.test_clock ? &s->test_clock.clock : clock_system();
     /* Before any definition is read: the backend's and the registry's. */
@@ -196,7 +206,6 @@ static int server_start(struct server *s)
         return startup_failed("invalid --zoneinfo-dir", s->config.zoneinfo_dir);
     if (open_backend(s) != 0)
         return -1;
-    char error[1024];
     if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
         return startup_failed("invalid registry", error);
     if (keys_open(s->config.data_dir, &s->keys, error, sizeof error) != 0)
@@ -207,11 +216,16 @@ static int server_start(struct server *s)
     wait_options.hold_ms = s->config.wait_hold_ms;
     if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
         return startup_failed("cannot start the waiting queue", error);
-    if (s->config.control != NULL && control_open(s->config.control, s->registry, s->backend,
-                                                  s->wait, &s->control, error, sizeof error) != 0)
-        return startup_failed("invalid --control", error);
+    struct ctl_prefetch *limits_read = s->limits_read, *keys_read = s->keys_read;
+    s->limits_read = s->keys_read = NULL; /* taken (and freed) by the opens */
     if (s->config.control != NULL &&
-        keys_control_open(s->config.control, s->keys, &s->keys_control, error, sizeof error) != 0)
+        control_open(s->config.control, limits_read, s->registry, s->backend, s->wait,
+                     &s->control, error, sizeof error) != 0) {
+        ctl_prefetch_free(keys_read);
+        return startup_failed("invalid --control", error);
+    }
+    if (s->config.control != NULL && keys_control_open(s->config.control, keys_read, s->keys,
+                                                       &s->keys_control, error, sizeof error) != 0)
         return startup_failed("invalid --control", error);
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
@@ -259,6 +273,8 @@ static void server_free(struct server *s)
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     control_close(s->control); /* applies nothing from here on */
+    ctl_prefetch_free(s->limits_read); /* a start that failed before taking them */
+    ctl_prefetch_free(s->keys_read);
     keys_control_close(s->keys_control);
     if (s->wait != NULL)
         wait_close(s->wait); /* drained: no waiter is left; before the backend closes */
