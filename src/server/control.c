@@ -297,25 +297,18 @@ static int follow_remove(void *context, const char *name)
 static int follow_names(void *context, char ***names, size_t *count)
 {
     struct control *c = context;
-    struct limit_state *states = NULL;
+    struct limit_name *listed = NULL;
     size_t live = 0;
-    if (backend_list_limits(c->backend, &states, &live) != 0)
+    if (backend_list_names(c->backend, &listed, &live) != 0)
         return -1;
     char **out = calloc(live + 1, sizeof *out);
-    int result = out != NULL ? 0 : -1;
-    for (size_t i = 0; i < live && result == 0; i++) {
-        out[i] = strdup(states[i].definition.key);
-        if (out[i] == NULL) {
-            for (size_t k = 0; k < i; k++)
-                free(out[k]);
-            result = -1;
-        }
-    }
-    free(states);
-    if (result != 0) {
-        free(out);
+    if (out == NULL) {
+        limit_names_free(listed, live);
         return -1;
     }
+    for (size_t i = 0; i < live; i++)
+        out[i] = listed[i].key; /* moved */
+    free(listed);
     *names = out;
     *count = live;
     return 0;
