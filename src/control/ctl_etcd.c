@@ -300,9 +300,10 @@ static int take_page(struct ctl_range *range, struct ctl_range_page *page, char 
 }
 
 /* One page from start (inclusive) to end, as of revision (0: newest), of
- * at most *page_keys keys. An answer past CTL_RESPONSE_BYTES_MAX (large
- * values) is asked again with half as many keys, down to one, and the
- * range goes on with that many. */
+ * at most *page_keys keys. The next page is sized from this one's bytes
+ * per key to about CTL_RANGE_PAGE_BYTES (at most CTL_RANGE_PAGE_KEYS
+ * keys). An answer past CTL_RESPONSE_BYTES_MAX all the same is asked again
+ * with half as many keys, down to one. */
 static int range_page(struct ctl_etcd *etcd, const char *start, size_t start_length,
                       const char *end, size_t end_length, int64_t revision, uint32_t *page_keys,
                       struct ctl_range_page *page, char *error, size_t error_size)
@@ -312,9 +313,16 @@ static int range_page(struct ctl_etcd *etcd, const char *start, size_t start_len
         buffer_init(&body, NULL, 0);
         ctl_encode_range(&body, start, start_length, end, end_length, *page_keys, revision);
         int result = call(etcd, "/v3/kv/range", &body, &answer, error, error_size);
+        size_t bytes = answer.length;
         if (result == 0)
             result = ctl_decode_range(answer.data, answer.length, page, error, error_size);
         buffer_free(&answer);
+        if (result == 0 && page->count > 0) {
+            size_t per_key = bytes / page->count + 1;
+            size_t next = CTL_RANGE_PAGE_BYTES / per_key;
+            *page_keys = next < 1 ? 1 : next > CTL_RANGE_PAGE_KEYS ? CTL_RANGE_PAGE_KEYS
+                                                                   : (uint32_t)next;
+        }
         if (result != ANSWER_TOO_LONG || *page_keys == 1)
             return result < 0 ? -1 : result;
         *page_keys /= 2;
@@ -335,7 +343,7 @@ int ctl_etcd_range_prefix(struct ctl_etcd *etcd, const char *prefix, struct ctl_
         return -1;
     }
     memcpy(start, prefix, start_length);
-    uint32_t page_keys = CTL_RANGE_PAGE_KEYS;
+    uint32_t page_keys = CTL_RANGE_FIRST_PAGE_KEYS;
     for (;;) {
         struct ctl_range_page page;
         if (range_page(etcd, start, start_length, end, end_length, range->revision, &page_keys,

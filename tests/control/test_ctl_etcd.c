@@ -133,7 +133,10 @@ static void check_range(const char *under, size_t count, size_t value_length)
 {
     char key[256], error[256];
     struct ctl_range range;
-    REQUIRE(ctl_etcd_range_prefix(etcd, under, &range, error, sizeof error) == 0);
+    int read = ctl_etcd_range_prefix(etcd, under, &range, error, sizeof error);
+    if (read != 0)
+        fprintf(stderr, "  range %s: %s\n", under, error);
+    REQUIRE(read == 0);
     CHECK_EQ_U64(range.count, count);
     for (size_t i = 0; i < range.count; i++) {
         snprintf(key, sizeof key, "%s%05zu", under, i);
@@ -153,7 +156,8 @@ static void range_pages(void)
 }
 
 /* Values so large that a page of CTL_RANGE_PAGE_KEYS would pass
- * CTL_RESPONSE_BYTES_MAX: the range still comes whole (in smaller pages). */
+ * CTL_RESPONSE_BYTES_MAX: the range still comes whole, in pages sized by
+ * their bytes (the halving of a page past the bound: test_ctl_hostile.c). */
 static void range_large_values(void)
 {
     char under[128];
