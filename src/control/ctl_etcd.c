@@ -320,8 +320,9 @@ static int range_page(struct ctl_etcd *etcd, const char *start, size_t start_len
         if (result == 0 && page->count > 0) {
             size_t per_key = bytes / page->count + 1;
             size_t next = CTL_RANGE_PAGE_BYTES / per_key;
-            *page_keys = next < 1 ? 1 : next > CTL_RANGE_PAGE_KEYS ? CTL_RANGE_PAGE_KEYS
-                                                                   : (uint32_t)next;
+            *page_keys = next < 1                     ? 1
+                         : next > CTL_RANGE_PAGE_KEYS ? CTL_RANGE_PAGE_KEYS
+                                                      : (uint32_t)next;
         }
         if (result != ANSWER_TOO_LONG || *page_keys == 1)
             return result < 0 ? -1 : result;

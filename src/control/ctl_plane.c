@@ -391,8 +391,8 @@ static void *prefetch_read(void *context)
     return NULL;
 }
 
-int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out,
-                       char *error, size_t error_size)
+int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out, char *error,
+                       size_t error_size)
 {
     *out = NULL;
     assert(strlen(prefix) > 0 && strlen(prefix) < CTL_KEY_BYTES_MAX / 2);

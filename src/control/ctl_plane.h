@@ -52,8 +52,8 @@ struct ctl_prefetch;
 
 /* url as ctl_etcd_open takes it, prefix as the plane's. 0 with the read
  * under way, or -1 with error (a bad url, no thread). */
-int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out,
-                       char *error, size_t error_size);
+int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out, char *error,
+                       size_t error_size);
 /* Waits for the read and frees it; NULL is fine. */
 void ctl_prefetch_free(struct ctl_prefetch *prefetch);
 

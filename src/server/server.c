@@ -318,7 +318,8 @@ static void server_free(struct server *s)
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     control_close(s->control); /* applies nothing from here on */
-    ctl_prefetch_free(s->limits_read); /* a start that failed before taking them */
+    /* The store's reads of a start that failed before they were taken. */
+    ctl_prefetch_free(s->limits_read);
     ctl_prefetch_free(s->keys_read);
     keys_control_close(s->keys_control);
     if (s->wait != NULL)

@@ -94,8 +94,8 @@ static int put_many(const char *under, size_t count, size_t value_length)
         for (size_t i = first; i < count && i < first + 128; i++) {
             char key[256];
             int key_length = snprintf(key, sizeof key, "%s%05zu", under, i);
-            buffer_append_str(&body, i > first ? ",{\"request_put\":{\"key\":\"" :
-                                                  "{\"request_put\":{\"key\":\"");
+            buffer_append_str(&body, i > first ? ",{\"request_put\":{\"key\":\""
+                                               : "{\"request_put\":{\"key\":\"");
             ctl_base64_append(&body, key, (size_t)key_length);
             buffer_append_str(&body, "\",\"value\":\"");
             ctl_base64_append(&body, value, value_length);
@@ -115,8 +115,7 @@ static int put_many(const char *under, size_t count, size_t value_length)
         curl_easy_setopt(easy, CURLOPT_PROXY, "");
         long status = 0;
         if (curl_easy_perform(easy) != CURLE_OK ||
-            curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK ||
-            status != 200) {
+            curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200) {
             fprintf(stderr, "  txn of puts under %s: failed (status %ld)\n", under, status);
             result = -1;
         }
