@@ -7,14 +7,23 @@ and keys.json) and started again on that directory (every one in force
 already: nothing to write). Each time is from the process's start to its
 listening line, which it prints after its whole read of the store was
 applied; the script then checks the last limit and key are there.
+The floors, measured on the same store and data directory: the cheapest
+read of both prefixes a client can do (curl, one request per prefix for the
+whole of it, both at once: etcd 3.4's gateway answers a range of any size),
+and llmlimitd started on the data directory without --control (its load of
+limits.json and keys.log alone).
+With --before BUILD, the two starts of that build and of BUILD_DIR's
+alternate, --pairs times, on the one filled store.
 Usage: python3 bench/control/bench_start.py [BUILD_DIR] [--backend memory|tigerbeetle]
-[--limits N] [--keys N]"""
+[--limits N] [--keys N] [--before BUILD] [--pairs N]"""
 
 import argparse
 import base64
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -98,12 +107,51 @@ def start_timed(binary, backend, data_dir, args):
     return server, time.monotonic() - started, cpu_seconds(server.process.pid)
 
 
+def read_floor(cluster):
+    """Seconds for curl to read both prefixes whole, one request each, at once."""
+    if shutil.which("curl") is None:
+        return None
+    endpoints = cluster.url()[len("etcd://"):].split(",")
+    commands = []
+    for n, prefix in enumerate(("/llmlimit/limits/", "/llmlimit/keys/")):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = json.dumps({"key": b64(prefix), "range_end": b64(end)})
+        commands.append(["curl", "-sS", "--fail", "-o", "/dev/null", "-X", "POST", "--data", body,
+                         "http://%s/v3/kv/range" % endpoints[n % len(endpoints)]])
+    began = time.monotonic()
+    processes = [subprocess.Popen(c) for c in commands]
+    if any(p.wait() != 0 for p in processes):
+        raise RuntimeError("curl could not read the store")
+    return time.monotonic() - began
+
+
+def two_starts(binary, options, args, label):
+    """The first start on an empty data directory, then again on it; the
+    data directory (the caller removes it)."""
+    data_dir = None
+    for what in ("first start (all new)", "start again (all in force)"):
+        server, seconds, cpu = start_timed(binary, options.backend, data_dir, args)
+        data_dir = server.data_dir
+        try:
+            last_limit = limit_value(options.limits - 1)[0]
+            last_key = key_value(options.keys - 1)[0]
+            assert server.request("GET", "/v1/admin/limits/" + last_limit)[0] == 200
+            assert server.request("GET", "/v1/admin/keys/" + last_key)[0] == 200
+            print("%-8s %-28s listening and synced after %.2f s (%.2f s of CPU), load %.2f"
+                  % (label, what, seconds, cpu, os.getloadavg()[0]))
+        finally:
+            server.stop(check=False)
+    return data_dir
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("build", nargs="?", default="build")
     parser.add_argument("--backend", default="memory")
     parser.add_argument("--limits", type=int, default=100000)
     parser.add_argument("--keys", type=int, default=100000)
+    parser.add_argument("--before", help="a build to alternate with BUILD_DIR's")
+    parser.add_argument("--pairs", type=int, default=1)
     options = parser.parse_args()
     etcd_cluster.skip_unless_etcd("bench_start", exit_code=0)
     harness.START_TIMEOUT_S = 600.0
@@ -121,23 +169,26 @@ def main():
             tb_cluster._ping_tool = os.path.abspath(os.path.join(options.build, "tb_ping"))
             tb = tb_cluster.Cluster(replicas=1).__enter__()
             args += ["--tb-addresses", tb.address]
+        builds = [("after", binary)]
+        if options.before:
+            builds.append(("before", os.path.join(options.before, "llmlimitd")))
         data_dir = None
-        first = None
         try:
-            for label in ("first start (all new)", "start again (all in force)"):
-                server, seconds, cpu = start_timed(binary, options.backend, data_dir, args)
-                data_dir = server.data_dir
-                first = first or server
-                try:
-                    last_limit = limit_value(options.limits - 1)[0]
-                    last_key = key_value(options.keys - 1)[0]
-                    assert server.request("GET", "/v1/admin/limits/" + last_limit)[0] == 200
-                    assert server.request("GET", "/v1/admin/keys/" + last_key)[0] == 200
-                    print("%-28s listening and synced after %.2f s (%.2f s of CPU)"
-                          % (label, seconds, cpu))
-                finally:
-                    server.stop(check=False)
-            first.cleanup()
+            for pair in range(options.pairs if options.before else 1):
+                for label, build in (builds if pair % 2 == 0 else builds[::-1]):
+                    if data_dir is not None:
+                        shutil.rmtree(data_dir, ignore_errors=True)
+                    data_dir = two_starts(build, options, args, label)
+            floor = read_floor(cluster)
+            if floor is not None:
+                print("floor: curl reading both prefixes whole, at once: %.2f s, load %.2f"
+                      % (floor, os.getloadavg()[0]))
+            server, seconds, cpu = start_timed(binary, options.backend, data_dir,
+                                               args[2:] if tb is not None else [])
+            server.stop(check=False)
+            print("floor: llmlimitd without --control on that data directory: %.2f s "
+                  "(%.2f s of CPU), load %.2f" % (seconds, cpu, os.getloadavg()[0]))
+            shutil.rmtree(data_dir, ignore_errors=True)
         finally:
             if tb is not None:
                 tb.__exit__(None, None, None)

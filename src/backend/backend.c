@@ -311,6 +311,43 @@ static void waiter_wait(struct waiter *w)
     pthread_mutex_destroy(&w->mutex);
 }
 
+void limit_names_free(struct limit_name *names, size_t count)
+{
+    for (size_t i = 0; names != NULL && i < count; i++)
+        free(names[i].key);
+    free(names);
+}
+
+enum backend_admin_result backend_list_names(struct backend *backend, struct limit_name **out,
+                                             size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    if (backend->ops->list_names != NULL)
+        return backend->ops->list_names(backend, out, count);
+    struct limit_state *states = NULL;
+    size_t live = 0;
+    enum backend_admin_result listed = backend_list_limits(backend, &states, &live);
+    if (listed != BACKEND_ADMIN_OK)
+        return listed;
+    struct limit_name *names = calloc(live + 1, sizeof *names);
+    size_t n = 0;
+    for (; names != NULL && n < live; n++) {
+        names[n].key = strdup(states[n].definition.key);
+        names[n].kind = states[n].definition.kind;
+        if (names[n].key == NULL)
+            break;
+    }
+    free(states);
+    if (names == NULL || n < live) {
+        limit_names_free(names, n);
+        return BACKEND_ADMIN_UNAVAILABLE;
+    }
+    *out = names;
+    *count = live;
+    return BACKEND_ADMIN_OK;
+}
+
 void backend_usage_batch(struct backend *backend, const struct usage_request *requests,
                          struct usage_result *results, uint32_t count, backend_done_fn done,
                          void *context)

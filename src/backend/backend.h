@@ -475,6 +475,14 @@ typedef enum backend_admin_result backend_get_limit_op(struct backend *backend, 
                                                        struct limit_state *out);
 typedef enum backend_admin_result backend_list_limits_op(struct backend *backend,
                                                          struct limit_state **out, size_t *count);
+/* A live limit's key (malloc'd) and kind: what a start needs of every
+ * limit, without a copy of each whole state. */
+struct limit_name {
+    char *key;
+    enum limit_kind kind;
+};
+typedef enum backend_admin_result backend_list_names_op(struct backend *backend,
+                                                        struct limit_name **out, size_t *count);
 typedef enum backend_admin_result backend_usage_op(struct backend *backend, const char *key,
                                                    int64_t at_unix_ms, struct limit_usage *out);
 typedef void backend_usage_batch_op(struct backend *backend, const struct usage_request *requests,
@@ -543,6 +551,10 @@ struct backend_ops {
     /* A new array of every live limit sorted by key; caller frees with
      * free(). OK or UNAVAILABLE. */
     backend_list_limits_op *list_limits;
+    /* Optional (NULL: backend_list_names takes list_limits'). A new array
+     * of every live limit's name sorted by key; caller frees with
+     * limit_names_free. OK or UNAVAILABLE. */
+    backend_list_names_op *list_names;
     /* Usage at at_unix_ms (budgets: the period containing it; others: now).
      * OK, UNKNOWN_KEY or UNAVAILABLE. */
     backend_usage_op *usage;
@@ -687,6 +699,11 @@ static inline enum backend_admin_result backend_list_limits(struct backend *back
 {
     return backend->ops->list_limits(backend, out, count);
 }
+
+/* list_names, or list_limits' keys and kinds. */
+enum backend_admin_result backend_list_names(struct backend *backend, struct limit_name **out,
+                                             size_t *count);
+void limit_names_free(struct limit_name *names, size_t count);
 
 static inline enum backend_admin_result backend_usage(struct backend *backend, const char *key,
                                                       int64_t at_unix_ms, struct limit_usage *out)

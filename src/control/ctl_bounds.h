@@ -14,13 +14,21 @@
  * a key's record with every field at its bound (KEYS_MODELS_MAX names,
  * KEYS_METADATA_MAX entries each escaped in full) is about 40 KiB. */
 #define CTL_VALUE_BYTES_MAX 65536
-/* Keys asked for per page of a range. */
-#define CTL_RANGE_PAGE_KEYS 1024
+/* Keys asked for per page of a range: the first page CTL_RANGE_FIRST_PAGE_KEYS,
+ * each next one as many as make about CTL_RANGE_PAGE_BYTES of answer at the
+ * bytes per key seen so far, at most CTL_RANGE_PAGE_KEYS. 100,000 keys'
+ * records (700 bytes each in the answer) read 1,024 a page took about twice
+ * as long as 8,192 a page, which is about the time of one answer holding
+ * them all; pages of tens of MiB risk the call's timeout on a busy machine. */
+#define CTL_RANGE_FIRST_PAGE_KEYS 1024
+#define CTL_RANGE_PAGE_KEYS 8192
+#define CTL_RANGE_PAGE_BYTES (8u * 1024u * 1024u)
 /* Keys one prefix may hold: a range past it is an error (LIMITS_COUNT_MAX). */
 #define CTL_RANGE_KEYS_MAX 100000
-/* One unary answer's body, in bytes: a full page of the largest values
- * anything writes (1024 keys' records of about 40 KiB, 54 MiB in base64)
- * fits. */
+/* One unary answer's body, in bytes. A range page past it (its values far
+ * larger than the pages before) is asked again with half the keys, down to
+ * one: 1,024 of the largest values anything writes (keys' records of about
+ * 40 KiB, 54 KiB in base64) fit. */
 #define CTL_RESPONSE_BYTES_MAX (64u * 1024u * 1024u)
 /* One line of the watch stream (one watch response), in bytes: one past
  * it ends the watch, and the front end reads the prefix again instead. */

@@ -128,8 +128,9 @@ static CURL *easy_for(const struct ctl_etcd *etcd, uint32_t member, const char *
 
 /* One POST to one member. 1 when it answered below 500 (the answer in
  * *answer, NUL-terminated), 0 when it could not be reached or answered 5xx
- * (the next may do), -1 when no other member can do better (an answer past
- * its bound, out of memory); error set unless 1. */
+ * (the next may do), -1 when no other member can do better (out of
+ * memory), ANSWER_TOO_LONG for an answer past its bound; error set unless 1. */
+#define ANSWER_TOO_LONG (-2)
 static int post_member(struct ctl_etcd *etcd, uint32_t member, const char *path,
                        const struct buffer *body, long timeout_ms, struct buffer *answer,
                        char *error, size_t error_size)
@@ -151,7 +152,7 @@ static int post_member(struct ctl_etcd *etcd, uint32_t member, const char *path,
     if (answer->failed) {
         snprintf(error, error_size, "etcd %s: answer past %u bytes", etcd->endpoints[member],
                  CTL_RESPONSE_BYTES_MAX);
-        return -1;
+        return ANSWER_TOO_LONG;
     }
     if (code != CURLE_OK || status >= 500) {
         snprintf(error, error_size, "etcd %s: %s", etcd->endpoints[member],
@@ -169,7 +170,7 @@ static int post_member(struct ctl_etcd *etcd, uint32_t member, const char *path,
 
 /* POSTs body to path, member after member from the current one, until
  * one answers below 500. 0 with the answer in *answer (NUL-terminated),
- * or -1 with error. */
+ * or -1 (ANSWER_TOO_LONG for an answer past its bound) with error. */
 static int post(struct ctl_etcd *etcd, const char *path, const struct buffer *body,
                 struct buffer *answer, char *error, size_t error_size)
 {
@@ -183,7 +184,7 @@ static int post(struct ctl_etcd *etcd, const char *path, const struct buffer *bo
         int posted = post_member(etcd, member, path, body, CTL_REQUEST_TIMEOUT_MS, answer, error,
                                  error_size);
         if (posted < 0)
-            return -1;
+            return posted;
         if (posted == 1) {
             __atomic_store_n(&etcd->current, member, __ATOMIC_RELAXED);
             return 0;
@@ -193,7 +194,7 @@ static int post(struct ctl_etcd *etcd, const char *path, const struct buffer *bo
 }
 
 /* Sends a body built by the caller to path; its answer in *answer (free
- * with buffer_free). */
+ * with buffer_free). As post returns. */
 static int call(struct ctl_etcd *etcd, const char *path, struct buffer *body, struct buffer *answer,
                 char *error, size_t error_size)
 {
@@ -225,7 +226,7 @@ int ctl_etcd_put(struct ctl_etcd *etcd, const char *key, size_t key_length, cons
     struct buffer body, answer;
     buffer_init(&body, NULL, 0);
     ctl_encode_put(&body, key, key_length, value, value_length);
-    int result = call(etcd, "/v3/kv/put", &body, &answer, error, error_size);
+    int result = call(etcd, "/v3/kv/put", &body, &answer, error, error_size) == 0 ? 0 : -1;
     if (result == 0)
         result = ctl_decode_put(answer.data, answer.length, revision, error, error_size);
     buffer_free(&answer);
@@ -240,7 +241,7 @@ int ctl_etcd_delete(struct ctl_etcd *etcd, const char *key, size_t key_length, i
     struct buffer body, answer;
     buffer_init(&body, NULL, 0);
     ctl_encode_delete(&body, key, key_length);
-    int result = call(etcd, "/v3/kv/deleterange", &body, &answer, error, error_size);
+    int result = call(etcd, "/v3/kv/deleterange", &body, &answer, error, error_size) == 0 ? 0 : -1;
     if (result == 0)
         result =
             ctl_decode_delete(answer.data, answer.length, revision, deleted, error, error_size);
@@ -257,7 +258,7 @@ int ctl_etcd_put_if(struct ctl_etcd *etcd, const char *key, size_t key_length, c
     struct buffer body, answer;
     buffer_init(&body, NULL, 0);
     ctl_encode_put_if(&body, key, key_length, value, value_length, mod_revision);
-    int result = call(etcd, "/v3/kv/txn", &body, &answer, error, error_size);
+    int result = call(etcd, "/v3/kv/txn", &body, &answer, error, error_size) == 0 ? 0 : -1;
     if (result == 0)
         result = ctl_decode_txn(answer.data, answer.length, revision, succeeded, error, error_size);
     buffer_free(&answer);
@@ -298,19 +299,35 @@ static int take_page(struct ctl_range *range, struct ctl_range_page *page, char 
     return 0;
 }
 
-/* One page from start (inclusive) to end, as of revision (0: newest). */
+/* One page from start (inclusive) to end, as of revision (0: newest), of
+ * at most *page_keys keys. The next page is sized from this one's bytes
+ * per key to about CTL_RANGE_PAGE_BYTES (at most CTL_RANGE_PAGE_KEYS
+ * keys). An answer past CTL_RESPONSE_BYTES_MAX all the same is asked again
+ * with half as many keys, down to one. */
 static int range_page(struct ctl_etcd *etcd, const char *start, size_t start_length,
-                      const char *end, size_t end_length, int64_t revision,
+                      const char *end, size_t end_length, int64_t revision, uint32_t *page_keys,
                       struct ctl_range_page *page, char *error, size_t error_size)
 {
-    struct buffer body, answer;
-    buffer_init(&body, NULL, 0);
-    ctl_encode_range(&body, start, start_length, end, end_length, CTL_RANGE_PAGE_KEYS, revision);
-    int result = call(etcd, "/v3/kv/range", &body, &answer, error, error_size);
-    if (result == 0)
-        result = ctl_decode_range(answer.data, answer.length, page, error, error_size);
-    buffer_free(&answer);
-    return result;
+    for (;;) {
+        struct buffer body, answer;
+        buffer_init(&body, NULL, 0);
+        ctl_encode_range(&body, start, start_length, end, end_length, *page_keys, revision);
+        int result = call(etcd, "/v3/kv/range", &body, &answer, error, error_size);
+        size_t bytes = answer.length;
+        if (result == 0)
+            result = ctl_decode_range(answer.data, answer.length, page, error, error_size);
+        buffer_free(&answer);
+        if (result == 0 && page->count > 0) {
+            size_t per_key = bytes / page->count + 1;
+            size_t next = CTL_RANGE_PAGE_BYTES / per_key;
+            *page_keys = next < 1                     ? 1
+                         : next > CTL_RANGE_PAGE_KEYS ? CTL_RANGE_PAGE_KEYS
+                                                      : (uint32_t)next;
+        }
+        if (result != ANSWER_TOO_LONG || *page_keys == 1)
+            return result < 0 ? -1 : result;
+        *page_keys /= 2;
+    }
 }
 
 /* Each page after the first starts just past the last key seen (key +
@@ -327,10 +344,11 @@ int ctl_etcd_range_prefix(struct ctl_etcd *etcd, const char *prefix, struct ctl_
         return -1;
     }
     memcpy(start, prefix, start_length);
+    uint32_t page_keys = CTL_RANGE_FIRST_PAGE_KEYS;
     for (;;) {
         struct ctl_range_page page;
-        if (range_page(etcd, start, start_length, end, end_length, range->revision, &page, error,
-                       error_size) != 0) {
+        if (range_page(etcd, start, start_length, end, end_length, range->revision, &page_keys,
+                       &page, error, error_size) != 0) {
             ctl_range_free(range);
             return -1;
         }

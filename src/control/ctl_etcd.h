@@ -35,7 +35,8 @@ int ctl_etcd_put_if(struct ctl_etcd *etcd, const char *key, size_t key_length, c
                     char *error, size_t error_size);
 
 /* Every key under prefix, read page by page (CTL_RANGE_PAGE_KEYS keys a
- * page) as of one revision, in key order. kvs is malloc'd; free with
+ * page, fewer when a page's answer would pass CTL_RESPONSE_BYTES_MAX) as of
+ * one revision, in key order. kvs is malloc'd; free with
  * ctl_range_free. More than CTL_RANGE_KEYS_MAX keys is -1. */
 struct ctl_range {
     int64_t revision;

@@ -224,23 +224,29 @@ static void remove_absent(struct ctl_plane *p, const struct ctl_range *range)
     free(names);
 }
 
+/* Applies a whole read of the prefix (and frees it). */
+static void apply_range(struct ctl_plane *p, struct ctl_range *range, int64_t *revision)
+{
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < range->count; i++)
+        apply_seen(p, CTL_EVENT_PUT, &range->kvs[i]);
+    flush_batch(p);
+    remove_absent(p, range);
+    flush_batch(p);
+    p->synced = true;
+    pthread_mutex_unlock(&p->lock);
+    note_revision(p, range->revision);
+    *revision = range->revision;
+    ctl_range_free(range);
+}
+
 /* Reads the prefix whole and applies it. 0, or -1 (logged by the caller). */
 static int sync_all(struct ctl_plane *p, int64_t *revision, char *error, size_t error_size)
 {
     struct ctl_range range;
     if (ctl_etcd_range_prefix(p->etcd, p->prefix, &range, error, error_size) != 0)
         return -1;
-    pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < range.count; i++)
-        apply_seen(p, CTL_EVENT_PUT, &range.kvs[i]);
-    flush_batch(p);
-    remove_absent(p, &range);
-    flush_batch(p);
-    p->synced = true;
-    pthread_mutex_unlock(&p->lock);
-    note_revision(p, range.revision);
-    *revision = range.revision;
-    ctl_range_free(&range);
+    apply_range(p, &range, revision);
     return 0;
 }
 
@@ -368,11 +374,86 @@ static void *prober(void *context)
     return NULL;
 }
 
-int ctl_plane_start(struct ctl_plane *p)
+struct ctl_prefetch {
+    struct ctl_etcd *etcd;
+    char prefix[CTL_KEY_BYTES_MAX / 2];
+    pthread_t thread;
+    bool joined;
+    int result; /* ctl_etcd_range_prefix's */
+    struct ctl_range range;
+    char error[256];
+};
+
+static void *prefetch_read(void *context)
+{
+    struct ctl_prefetch *f = context;
+    f->result = ctl_etcd_range_prefix(f->etcd, f->prefix, &f->range, f->error, sizeof f->error);
+    return NULL;
+}
+
+int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out, char *error,
+                       size_t error_size)
+{
+    *out = NULL;
+    assert(strlen(prefix) > 0 && strlen(prefix) < CTL_KEY_BYTES_MAX / 2);
+    struct ctl_prefetch *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    snprintf(f->prefix, sizeof f->prefix, "%s", prefix);
+    if (ctl_etcd_open(url, &f->etcd, error, error_size) != 0) {
+        free(f);
+        return -1;
+    }
+    if (pthread_create(&f->thread, NULL, prefetch_read, f) != 0) {
+        ctl_etcd_close(f->etcd);
+        free(f);
+        snprintf(error, error_size, "cannot start the control plane's reading thread");
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+static void prefetch_join(struct ctl_prefetch *f)
+{
+    if (!f->joined)
+        pthread_join(f->thread, NULL);
+    f->joined = true;
+}
+
+void ctl_prefetch_free(struct ctl_prefetch *f)
+{
+    if (f == NULL)
+        return;
+    prefetch_join(f);
+    if (f->result == 0)
+        ctl_range_free(&f->range);
+    ctl_etcd_close(f->etcd);
+    free(f);
+}
+
+int ctl_plane_start(struct ctl_plane *p, struct ctl_prefetch *prefetch)
 {
     char error[256];
     int64_t revision = 0;
-    if (sync_all(p, &revision, error, sizeof error) != 0)
+    int read = 0;
+    if (prefetch != NULL) {
+        assert(strcmp(prefetch->prefix, p->prefix) == 0);
+        prefetch_join(prefetch);
+        read = prefetch->result;
+        if (read == 0) {
+            apply_range(p, &prefetch->range, &revision);
+            prefetch->result = -1; /* its range is freed */
+        } else {
+            snprintf(error, sizeof error, "%s", prefetch->error);
+        }
+        ctl_prefetch_free(prefetch);
+    } else {
+        read = sync_all(p, &revision, error, sizeof error);
+    }
+    if (read != 0)
         log_write(LOG_WARN, "control plane: cannot read the store at start, serving the local view",
                   "reason", error, NULL);
     else

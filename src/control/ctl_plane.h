@@ -45,10 +45,24 @@ struct ctl_plane;
  * plane, not yet started, or -1 with error (a bad url). */
 int ctl_plane_open(const char *url, const char *prefix, const struct ctl_plane_ops *ops,
                    void *context, struct ctl_plane **out, char *error, size_t error_size);
-/* One read of the prefix now (so a front end starts with the store's view
+/* A whole read of a prefix begun on a thread of its own, so that a front
+ * end reads its local files, and its other prefix, while the store answers;
+ * ctl_plane_start takes it. */
+struct ctl_prefetch;
+
+/* url as ctl_etcd_open takes it, prefix as the plane's. 0 with the read
+ * under way, or -1 with error (a bad url, no thread). */
+int ctl_prefetch_begin(const char *url, const char *prefix, struct ctl_prefetch **out, char *error,
+                       size_t error_size);
+/* Waits for the read and frees it; NULL is fine. */
+void ctl_prefetch_free(struct ctl_prefetch *prefetch);
+
+/* One read of the prefix (so a front end starts with the store's view
  * when it can reach it; it starts with its own otherwise, logged), then the
- * watcher thread. 0, or -1 when the thread cannot start. */
-int ctl_plane_start(struct ctl_plane *plane);
+ * watcher thread. prefetch (of the plane's prefix; freed here) is that read
+ * begun earlier; NULL: the prefix is read now. 0, or -1 when the thread
+ * cannot start. */
+int ctl_plane_start(struct ctl_plane *plane, struct ctl_prefetch *prefetch);
 /* Stops the watcher (within about a second) and frees the plane. */
 void ctl_plane_close(struct ctl_plane *plane);
 

@@ -297,25 +297,18 @@ static int follow_remove(void *context, const char *name)
 static int follow_names(void *context, char ***names, size_t *count)
 {
     struct control *c = context;
-    struct limit_state *states = NULL;
+    struct limit_name *listed = NULL;
     size_t live = 0;
-    if (backend_list_limits(c->backend, &states, &live) != 0)
+    if (backend_list_names(c->backend, &listed, &live) != 0)
         return -1;
     char **out = calloc(live + 1, sizeof *out);
-    int result = out != NULL ? 0 : -1;
-    for (size_t i = 0; i < live && result == 0; i++) {
-        out[i] = strdup(states[i].definition.key);
-        if (out[i] == NULL) {
-            for (size_t k = 0; k < i; k++)
-                free(out[k]);
-            result = -1;
-        }
-    }
-    free(states);
-    if (result != 0) {
-        free(out);
+    if (out == NULL) {
+        limit_names_free(listed, live);
         return -1;
     }
+    for (size_t i = 0; i < live; i++)
+        out[i] = listed[i].key; /* moved */
+    free(listed);
     *names = out;
     *count = live;
     return 0;
@@ -323,8 +316,9 @@ static int follow_names(void *context, char ***names, size_t *count)
 
 static void follow_watching(void *context);
 
-int control_open(const char *url, struct registry *registry, struct backend *backend,
-                 struct wait *wait, struct control **out, char *error, size_t error_size)
+int control_open(const char *url, struct ctl_prefetch *read, struct registry *registry,
+                 struct backend *backend, struct wait *wait, struct control **out, char *error,
+                 size_t error_size)
 {
     *out = NULL;
     struct control *c = calloc(1, sizeof *c);
@@ -336,6 +330,7 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
     arena_init(&c->arena, NULL, 0);
     c->pending = calloc(CONTROL_CREATE_BATCH, sizeof *c->pending);
     if (c->pending == NULL) {
+        ctl_prefetch_free(read);
         free(c);
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -344,12 +339,13 @@ int control_open(const char *url, struct registry *registry, struct backend *bac
     static const struct ctl_plane_ops ops = {follow_put, follow_remove, follow_names, follow_flush,
                                              follow_watching};
     if (ctl_plane_open(url, CONTROL_LIMITS_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        ctl_prefetch_free(read);
         pthread_mutex_destroy(&c->unpublished_lock);
         free(c->pending);
         free(c);
         return -1;
     }
-    if (ctl_plane_start(c->plane) != 0) {
+    if (ctl_plane_start(c->plane, read) != 0) {
         snprintf(error, error_size, "cannot start the control plane's thread");
         control_close(c);
         return -1;

@@ -15,6 +15,7 @@
 #include "util/buffer.h"
 
 struct control;
+struct ctl_prefetch;
 struct wait;
 
 /* Where the definitions live in the store: one key per limit. */
@@ -22,11 +23,13 @@ struct wait;
 
 /* url is --control's. Reads the store's definitions once (applied over
  * limits.json's when it answers; limits.json's stay in force when it does
- * not, logged), then follows it on a thread of its own. wait may be NULL
- * (then no waiter is told of a change). 0, or -1 with error (a bad url,
- * no thread). */
-int control_open(const char *url, struct registry *registry, struct backend *backend,
-                 struct wait *wait, struct control **out, char *error, size_t error_size);
+ * not, logged), then follows it on a thread of its own. read: that read of
+ * CONTROL_LIMITS_PREFIX begun earlier (ctl_prefetch_begin; taken, freed
+ * here), or NULL to read now. wait may be NULL (then no waiter is told of a
+ * change). 0, or -1 with error (a bad url, no thread). */
+int control_open(const char *url, struct ctl_prefetch *read, struct registry *registry,
+                 struct backend *backend, struct wait *wait, struct control **out, char *error,
+                 size_t error_size);
 /* Stops following; NULL is fine. */
 void control_close(struct control *control);
 

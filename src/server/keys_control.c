@@ -128,13 +128,14 @@ static enum keys_outcome store_write(void *context, const struct keys_record *re
     return KEYS_OK;
 }
 
-int keys_control_open(const char *url, struct keys *keys, struct keys_control **out, char *error,
-                      size_t error_size)
+int keys_control_open(const char *url, struct ctl_prefetch *read, struct keys *keys,
+                      struct keys_control **out, char *error, size_t error_size)
 {
     *out = NULL;
     struct keys_control *c = calloc(1, sizeof *c);
     struct keys_draft *draft = malloc(sizeof *draft);
     if (c == NULL || draft == NULL) {
+        ctl_prefetch_free(read);
         free(c);
         free(draft);
         snprintf(error, error_size, "out of memory");
@@ -147,11 +148,12 @@ int keys_control_open(const char *url, struct keys *keys, struct keys_control **
                                              NULL};
     if (ctl_etcd_open(url, &c->etcd, error, error_size) != 0 ||
         ctl_plane_open(url, KEYS_CONTROL_PREFIX, &ops, c, &c->plane, error, error_size) != 0) {
+        ctl_prefetch_free(read);
         keys_control_close(c);
         return -1;
     }
     keys_set_store(keys, store_write, c); /* before the first read: it publishes keys.json's */
-    if (ctl_plane_start(c->plane) != 0) {
+    if (ctl_plane_start(c->plane, read) != 0) {
         snprintf(error, error_size, "cannot start the control plane's thread");
         keys_control_close(c);
         return -1;

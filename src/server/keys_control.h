@@ -16,14 +16,17 @@
 #define KEYS_CONTROL_PREFIX "/llmlimit/keys/"
 
 struct keys_control;
+struct ctl_prefetch;
 
 /* url is --control's. Reads the store's keys once (put in force over
  * keys.json's when it answers, and keys.json's it never held written to it
  * once, keys_publish; keys.json's stay when it does not answer, logged),
  * then follows it on a thread of its own; from here on each change of keys
- * is written to the store first (keys_set_store). 0, or -1 with error. */
-int keys_control_open(const char *url, struct keys *keys, struct keys_control **out, char *error,
-                      size_t error_size);
+ * is written to the store first (keys_set_store). read: that read of
+ * KEYS_CONTROL_PREFIX begun earlier (ctl_prefetch_begin; taken, freed
+ * here), or NULL to read now. 0, or -1 with error. */
+int keys_control_open(const char *url, struct ctl_prefetch *read, struct keys *keys,
+                      struct keys_control **out, char *error, size_t error_size);
 /* Stops following and writing to the store; NULL is fine. */
 void keys_control_close(struct keys_control *control);
 

@@ -136,15 +136,15 @@ static int key_only_compare(const void *a, const void *b)
 static int reconcile(struct registry *r, const struct key_entry *sorted, size_t count, char *error,
                      size_t error_size)
 {
-    struct limit_state *states = NULL;
+    struct limit_name *names = NULL;
     size_t live = 0;
-    if (backend_list_limits(r->backend, &states, &live) != 0) {
+    if (backend_list_names(r->backend, &names, &live) != 0) {
         snprintf(error, error_size, "%s: cannot list the backend's limits", r->path);
         return -1;
     }
     int result = 0;
     for (size_t i = 0; i < live && result == 0; i++) {
-        struct key_entry probe = {.key = states[i].definition.key};
+        struct key_entry probe = {.key = names[i].key};
         if (bsearch(&probe, sorted, count, sizeof *sorted, key_only_compare) != NULL)
             continue;
         log_write(LOG_WARN, "limit not in the registry file: deleted from the backend", "key",
@@ -156,7 +156,7 @@ static int reconcile(struct registry *r, const struct key_entry *sorted, size_t 
             result = -1;
         }
     }
-    free(states);
+    limit_names_free(names, live);
     return result;
 }
 

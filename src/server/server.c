@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "control/ctl_plane.h"
 #include "keys_control.h"
 #include "data_dir.h"
 #include "keys.h"
@@ -184,11 +185,84 @@ static void print_listening(const struct server *s)
     }
 }
 
+/* The Keys API's side of a start, on a thread of its own while the limits'
+ * side runs (neither reads the other's): keys.log, then the store's keys. */
+struct keys_start {
+    struct server *server;
+    struct ctl_prefetch *read; /* taken */
+    const char *failed;        /* NULL, or what failed (error says why) */
+    char error[1024];
+};
+
+static void *keys_start(void *context)
+{
+    struct keys_start *k = context;
+    struct server *s = k->server;
+    if (keys_open(s->config.data_dir, &s->keys, k->error, sizeof k->error) != 0) {
+        ctl_prefetch_free(k->read);
+        k->failed = "invalid keys file";
+    } else if (s->config.control != NULL &&
+               keys_control_open(s->config.control, k->read, s->keys, &s->keys_control, k->error,
+                                 sizeof k->error) != 0) {
+        k->failed = "invalid --control";
+    }
+    k->read = NULL;
+    return NULL;
+}
+
+/* The registry, the keys and, with --control, the store's view of both;
+ * the limits' side here, the keys' on a thread (keys_start). -1 on a fatal
+ * error (logged). */
+static int open_state(struct server *s)
+{
+    char error[1024];
+    struct ctl_prefetch *limits_read = s->limits_read;
+    struct keys_start k = {.server = s, .read = s->keys_read};
+    s->limits_read = s->keys_read = NULL; /* taken (and freed) from here on */
+    pthread_t thread;
+    bool threaded = pthread_create(&thread, NULL, keys_start, &k) == 0;
+    if (!threaded)
+        keys_start(&k);
+    const char *failed = NULL;
+    struct wait_options wait_options;
+    wait_options_defaults(&wait_options);
+    wait_options.max_waiters = s->config.max_waiters;
+    wait_options.hold_ms = s->config.wait_hold_ms;
+    if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
+        failed = "invalid registry";
+    else if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
+        failed = "cannot start the waiting queue";
+    else if (s->config.control != NULL) {
+        struct ctl_prefetch *read = limits_read;
+        limits_read = NULL; /* control_open takes it, whatever it returns */
+        if (control_open(s->config.control, read, s->registry, s->backend, s->wait, &s->control,
+                         error, sizeof error) != 0)
+            failed = "invalid --control";
+    }
+    ctl_prefetch_free(limits_read); /* a start that failed before control_open */
+    if (threaded)
+        pthread_join(thread, NULL);
+    if (failed != NULL)
+        return startup_failed(failed, error);
+    if (k.failed != NULL)
+        return startup_failed(k.failed, k.error);
+    return 0;
+}
+
 /* Everything before the listening line; -1 on a fatal error (logged). */
 static int server_start(struct server *s)
 {
     if (load_tokens(s) != 0 || own_data_dir(s) != 0)
         return -1;
+    char error[1024];
+    /* The store's two prefixes are read on threads of their own while the
+     * local files load: a start with 100,000 of each waits for the longer. */
+    if (s->config.control != NULL &&
+        (ctl_prefetch_begin(s->config.control, CONTROL_LIMITS_PREFIX, &s->limits_read, error,
+                            sizeof error) != 0 ||
+         ctl_prefetch_begin(s->config.control, KEYS_CONTROL_PREFIX, &s->keys_read, error,
+                            sizeof error) != 0))
+        return startup_failed("invalid --control", error);
     clock_offset_init(&s->test_clock);
     s->clock = s->config.test_clock ? &s->test_clock.clock : clock_system();
     /* Before any definition is read: the backend's and the registry's. */
@@ -196,23 +270,8 @@ static int server_start(struct server *s)
         return startup_failed("invalid --zoneinfo-dir", s->config.zoneinfo_dir);
     if (open_backend(s) != 0)
         return -1;
-    char error[1024];
-    if (registry_open(s->config.data_dir, s->backend, &s->registry, error, sizeof error) != 0)
-        return startup_failed("invalid registry", error);
-    if (keys_open(s->config.data_dir, &s->keys, error, sizeof error) != 0)
-        return startup_failed("invalid keys file", error);
-    struct wait_options wait_options;
-    wait_options_defaults(&wait_options);
-    wait_options.max_waiters = s->config.max_waiters;
-    wait_options.hold_ms = s->config.wait_hold_ms;
-    if (wait_open(s->backend, s->clock, &wait_options, &s->wait, error, sizeof error) != 0)
-        return startup_failed("cannot start the waiting queue", error);
-    if (s->config.control != NULL && control_open(s->config.control, s->registry, s->backend,
-                                                  s->wait, &s->control, error, sizeof error) != 0)
-        return startup_failed("invalid --control", error);
-    if (s->config.control != NULL &&
-        keys_control_open(s->config.control, s->keys, &s->keys_control, error, sizeof error) != 0)
-        return startup_failed("invalid --control", error);
+    if (open_state(s) != 0)
+        return -1;
     if (gateway_open(s, &s->gateway, error, sizeof error) != 0)
         return startup_failed("invalid gateway config", error);
     s->ready = true;
@@ -259,6 +318,9 @@ static void server_free(struct server *s)
     spend_stop(s->spend);      /* before the backend it reads closes */
     gateway_close(s->gateway); /* quiesced: no call of it is left */
     control_close(s->control); /* applies nothing from here on */
+    /* The store's reads of a start that failed before they were taken. */
+    ctl_prefetch_free(s->limits_read);
+    ctl_prefetch_free(s->keys_read);
     keys_control_close(s->keys_control);
     if (s->wait != NULL)
         wait_close(s->wait); /* drained: no waiter is left; before the backend closes */

@@ -37,6 +37,8 @@ struct server {
     struct keys *keys;                 /* the Keys API's keys (keys.json, keys.log) */
     struct control *control;           /* --control: definitions in etcd; NULL without it */
     struct keys_control *keys_control; /* --control: the Keys API's keys in etcd; NULL without */
+    struct ctl_prefetch *limits_read;  /* --control: the start's reads of the store, until */
+    struct ctl_prefetch *keys_read;    /* control_open and keys_control_open take them */
     struct offload *offload;           /* runs limit changes off the HTTP workers */
     int data_dir_lock_fd;              /* holds the data directory's lock (data_dir.h); -1 before */
     struct metrics *metrics;

@@ -231,29 +231,21 @@ static struct spend_series *series_new(const struct spend *spend, const struct l
     return series;
 }
 
-static int compare_states(const void *a, const void *b)
-{
-    const struct limit_state *x = a, *y = b;
-    return strcmp(x->definition.key, y->definition.key);
-}
-
 /* The budgets there at start, from the backend's registry (no usage is
  * read: nothing waits on a cluster), each with an empty series: a budget
  * first seen by a later sample was made since. On failure nothing is known
  * (no budget starts from a zero until the first sample). */
 static void roster(struct spend *spend, struct backend *backend, int64_t now_ms)
 {
-    struct limit_state *states = NULL;
+    struct limit_name *names = NULL; /* sorted by key */
     size_t count = 0;
-    if (backend_list_limits(backend, &states, &count) != 0)
+    if (backend_list_names(backend, &names, &count) != 0)
         return;
-    qsort(states, count, sizeof *states, compare_states);
     pthread_mutex_lock(&spend->mutex);
     assert(spend->count == 0);
     bool incomplete = false, more = false;
     for (size_t i = 0; i < count; i++) {
-        const struct limit_definition *d = &states[i].definition;
-        if (d->kind != LIMIT_BUDGET)
+        if (names[i].kind != LIMIT_BUDGET)
             continue;
         struct spend_series *series =
             spend->count < SPEND_BUDGETS_MAX ? malloc(sizeof *series) : NULL;
@@ -263,7 +255,7 @@ static void roster(struct spend *spend, struct backend *backend, int64_t now_ms)
             continue;
         }
         memset(series, 0, offsetof(struct spend_series, points));
-        memcpy(series->key, d->key, sizeof series->key);
+        snprintf(series->key, sizeof series->key, "%s", names[i].key);
         series->period_start_ms = INT64_MIN; /* not sampled yet */
         spend->series[spend->count++] = series;
     }
@@ -273,7 +265,7 @@ static void roster(struct spend *spend, struct backend *backend, int64_t now_ms)
     const char *last = spend->count > 0 ? spend->series[spend->count - 1]->key : "";
     snprintf(spend->last_key, sizeof spend->last_key, "%s", last);
     pthread_mutex_unlock(&spend->mutex);
-    free(states);
+    limit_names_free(names, count);
 }
 
 /* Rebuilds the sorted list from the page (key order): kept series move

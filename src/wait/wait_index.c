@@ -182,6 +182,7 @@ void wait_lease_insert(struct wait *w, struct wait_ticket *t)
     struct wait_ticket **bucket = &w->leases[t->lease_hash & w->lease_mask];
     t->lease_next = *bucket;
     *bucket = t;
+    w->lease_count++;
 }
 
 void wait_lease_remove(struct wait *w, struct wait_ticket *t)
@@ -193,6 +194,8 @@ void wait_lease_remove(struct wait *w, struct wait_ticket *t)
     }
     *link = t->lease_next;
     t->lease_next = NULL;
+    assert(w->lease_count > 0);
+    w->lease_count--;
 }
 
 struct wait_ticket *wait_lease_find(const struct wait *w, const char *id, uint32_t length,

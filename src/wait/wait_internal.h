@@ -127,6 +127,8 @@ struct wait {
     uint32_t heap_count;
     struct wait_ticket **leases; /* primaries by lease id */
     uint32_t lease_mask;
+    /* In leases: none, and a limit change has none to look at. */
+    uint32_t lease_count;
     struct wait_ticket *work_head; /* for the thread to send to the backend */
     struct wait_ticket *work_tail;
     uint64_t arrivals;

@@ -528,7 +528,8 @@ static void settle_cancelled(struct wait *w, struct wait_ticket *t, struct wait_
 void wait_doom_in_flight(struct wait *w, const char *key, uint32_t length, bool gone,
                          uint64_t capacity)
 {
-    for (uint32_t b = 0; b <= w->lease_mask; b++) {
+    /* A start creating 100,000 limits calls this for each: no bucket to look at. */
+    for (uint32_t b = 0; w->lease_count > 0 && b <= w->lease_mask; b++) {
         for (struct wait_ticket *t = w->leases[b]; t != NULL; t = t->lease_next) {
             if (t->state != WAIT_FIRST && t->state != WAIT_ASKING)
                 continue;

@@ -4,6 +4,7 @@
  * change, the follower applying another writer's change and its own once,
  * and all of it still working with the first member killed.
  * Usage: test_ctl_etcd etcd://a,b,c PID_OF_FIRST_MEMBER */
+#include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "control/ctl_bounds.h"
+#include "control/ctl_codec.h"
 #include "control/ctl_etcd.h"
 #include "control/ctl_plane.h"
 #include "test.h"
@@ -60,25 +62,108 @@ static void put_and_range(void)
     ctl_range_free(&range);
 }
 
-/* More keys than a page holds: every one comes back once, in order. */
-static void range_pages(void)
+static size_t discard(char *data, size_t size, size_t count, void *context)
 {
-    char key[256], error[256], under[128];
-    snprintf(under, sizeof under, "%spages/", prefix);
-    size_t count = CTL_RANGE_PAGE_KEYS * 2 + 3;
-    for (size_t i = 0; i < count; i++) {
-        snprintf(key, sizeof key, "%s%05zu", under, i);
-        int64_t revision;
-        REQUIRE(put_text(key, "x", &revision) == 0);
+    (void)data, (void)context;
+    return size * count;
+}
+
+/* Puts under/00000 .. under/<count - 1>, each value value_length bytes of
+ * 'v', through txns of 128 puts (etcd's --max-txn-ops) on the first member:
+ * many keys without a round trip each. 0, or -1. */
+static int put_many(const char *under, size_t count, size_t value_length)
+{
+    char member[256];
+    const char *start = url + strlen("etcd://");
+    size_t n = strcspn(start, ",");
+    if (n >= sizeof member)
+        return -1;
+    memcpy(member, start, n);
+    member[n] = '\0';
+    char address[300];
+    snprintf(address, sizeof address, "http://%s/v3/kv/txn", member);
+    char *value = malloc(value_length + 1);
+    if (value == NULL)
+        return -1;
+    memset(value, 'v', value_length);
+    int result = 0;
+    for (size_t first = 0; first < count && result == 0; first += 128) {
+        struct buffer body;
+        buffer_init(&body, NULL, 0);
+        buffer_append_str(&body, "{\"success\":[");
+        for (size_t i = first; i < count && i < first + 128; i++) {
+            char key[256];
+            int key_length = snprintf(key, sizeof key, "%s%05zu", under, i);
+            buffer_append_str(&body, i > first ? ",{\"request_put\":{\"key\":\""
+                                               : "{\"request_put\":{\"key\":\"");
+            ctl_base64_append(&body, key, (size_t)key_length);
+            buffer_append_str(&body, "\",\"value\":\"");
+            ctl_base64_append(&body, value, value_length);
+            buffer_append_str(&body, "\"}}");
+        }
+        buffer_append_str(&body, "]}");
+        CURL *easy = body.failed ? NULL : curl_easy_init();
+        if (easy == NULL) {
+            buffer_free(&body);
+            result = -1;
+            break;
+        }
+        curl_easy_setopt(easy, CURLOPT_URL, address);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.length);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(easy, CURLOPT_PROXY, "");
+        long status = 0;
+        if (curl_easy_perform(easy) != CURLE_OK ||
+            curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200) {
+            fprintf(stderr, "  txn of puts under %s: failed (status %ld)\n", under, status);
+            result = -1;
+        }
+        curl_easy_cleanup(easy);
+        buffer_free(&body);
     }
+    free(value);
+    return result;
+}
+
+/* Reads under whole: count keys, each once, in order, each value
+ * value_length bytes. */
+static void check_range(const char *under, size_t count, size_t value_length)
+{
+    char key[256], error[256];
     struct ctl_range range;
-    REQUIRE(ctl_etcd_range_prefix(etcd, under, &range, error, sizeof error) == 0);
+    int read = ctl_etcd_range_prefix(etcd, under, &range, error, sizeof error);
+    if (read != 0)
+        fprintf(stderr, "  range %s: %s\n", under, error);
+    REQUIRE(read == 0);
     CHECK_EQ_U64(range.count, count);
     for (size_t i = 0; i < range.count; i++) {
         snprintf(key, sizeof key, "%s%05zu", under, i);
         CHECK_STR(range.kvs[i].key, key);
+        CHECK_EQ_U64(range.kvs[i].value_length, value_length);
     }
     ctl_range_free(&range);
+}
+
+/* More keys than a page holds: every one comes back once, in order. */
+static void range_pages(void)
+{
+    char under[128];
+    snprintf(under, sizeof under, "%spages/", prefix);
+    REQUIRE(put_many(under, CTL_RANGE_PAGE_KEYS * 2 + 3, 1) == 0);
+    check_range(under, CTL_RANGE_PAGE_KEYS * 2 + 3, 1);
+}
+
+/* Values so large that a page of CTL_RANGE_PAGE_KEYS would pass
+ * CTL_RESPONSE_BYTES_MAX: the range still comes whole, in pages sized by
+ * their bytes (the halving of a page past the bound: test_ctl_hostile.c). */
+static void range_large_values(void)
+{
+    char under[128];
+    snprintf(under, sizeof under, "%slarge/", prefix);
+    size_t value_length = CTL_RESPONSE_BYTES_MAX / CTL_RANGE_PAGE_KEYS; /* base64: 4/3 of it */
+    REQUIRE(put_many(under, CTL_RANGE_PAGE_KEYS + 5, value_length) == 0);
+    check_range(under, CTL_RANGE_PAGE_KEYS + 5, value_length);
 }
 
 static void create_once_and_cas(void)
@@ -309,8 +394,18 @@ static void follower(void)
     int before_puts = local.puts;
     struct ctl_plane_ops ops = {local_put, local_remove, local_names, NULL, NULL};
     struct ctl_plane *plane;
+    /* Every other run, the start's read is begun ahead (as a front end
+     * does while it loads its files), and a put lands while it is under
+     * way: in the read or after it, it arrives either way. */
+    bool ahead = run % 2 == 0;
+    struct ctl_prefetch *read = NULL;
+    if (ahead)
+        REQUIRE(ctl_prefetch_begin(url, plane_prefix, &read, error, sizeof error) == 0);
+    snprintf(key, sizeof key, "%sduring", plane_prefix);
+    REQUIRE(put_text(key, "d0", &revision) == 0);
     REQUIRE(ctl_plane_open(url, plane_prefix, &ops, NULL, &plane, error, sizeof error) == 0);
-    REQUIRE(ctl_plane_start(plane) == 0);
+    REQUIRE(ctl_plane_start(plane, read) == 0);
+    CHECK(becomes("during", "d0"));
     CHECK_STR(local_value("before"), "b0");
     CHECK_STR(local_value("stale"), "(none)");
     CHECK(ctl_plane_revision(plane) >= revision);
@@ -371,6 +466,7 @@ int main(int argc, char **argv)
     }
     RUN(put_and_range, "puts are read back by a prefix range, with their revisions");
     RUN(range_pages, "a range of more keys than a page returns each once, in key order");
+    RUN(range_large_values, "a range whose full page would pass the answer's bound comes whole");
     RUN(create_once_and_cas, "a txn creates once, and sets only at the key's mod_revision");
     RUN(delete_key, "deleterange removes a key once, and a range no longer sees it");
     RUN(bounds_refused, "a value of CTL_VALUE_BYTES_MAX is stored; one byte more is refused");

@@ -23,6 +23,7 @@ struct fake {
     uint16_t port;
     const char *body; /* NUL-terminated; or body_length bytes of filler */
     size_t filler_length;
+    int answers; /* connections to answer, each the same (0: one) */
     pthread_t thread;
 };
 
@@ -38,12 +39,11 @@ static void write_all(int fd, const char *data, size_t length)
 }
 
 /* Reads the request head and enough of the body, then answers and closes. */
-static void *serve(void *context)
+static void serve_one(struct fake *f)
 {
-    struct fake *f = context;
     int fd = accept(f->listener, NULL, NULL);
     if (fd < 0)
-        return NULL;
+        return;
     char request[8192];
     ssize_t got = read(fd, request, sizeof request); /* the small request arrives at once */
     (void)got;
@@ -62,14 +62,23 @@ static void *serve(void *context)
         }
     }
     close(fd);
+}
+
+static void *serve(void *context)
+{
+    struct fake *f = context;
+    for (int i = 0; i < (f->answers > 0 ? f->answers : 1); i++)
+        serve_one(f);
     return NULL;
 }
 
-static struct ctl_etcd *fake_start(struct fake *f, const char *body, size_t filler_length)
+static struct ctl_etcd *fake_answering(struct fake *f, const char *body, size_t filler_length,
+                                       int answers)
 {
     memset(f, 0, sizeof *f);
     f->body = body;
     f->filler_length = filler_length;
+    f->answers = answers;
     f->listener = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t length = sizeof address;
@@ -85,6 +94,11 @@ static struct ctl_etcd *fake_start(struct fake *f, const char *body, size_t fill
     if (ctl_etcd_open(url, &etcd, error, sizeof error) != 0)
         abort();
     return etcd;
+}
+
+static struct ctl_etcd *fake_start(struct fake *f, const char *body, size_t filler_length)
+{
+    return fake_answering(f, body, filler_length, 1);
 }
 
 static void fake_stop(struct fake *f, struct ctl_etcd *etcd)
@@ -177,6 +191,15 @@ static void unary_bounds(void)
     CHECK(ctl_etcd_put(etcd, "k", 1, "v", 1, &revision, error, sizeof error) == 0);
     CHECK_EQ_I64(revision, 5);
     fake_stop(&f, etcd);
+    /* A range page past the bound is asked again with half the keys, down
+     * to one (1024, 512, ..., 1: 11 asks), then fails with the reason. */
+    int asks = 1;
+    for (uint32_t keys = CTL_RANGE_FIRST_PAGE_KEYS; keys > 1; keys /= 2)
+        asks++;
+    etcd = fake_answering(&f, NULL, CTL_RESPONSE_BYTES_MAX + 1, asks);
+    CHECK(ctl_etcd_range_prefix(etcd, "/p/", &range, error, sizeof error) == -1);
+    CHECK(strstr(error, "answer past") != NULL);
+    fake_stop(&f, etcd); /* joins: the fake answered every ask */
 }
 
 /* No member listening: every call fails at once with the reason. */

@@ -505,6 +505,8 @@ enum backend_admin_result mem_get_limit(struct mem_backend *b, const char *key,
                                         struct limit_state *out);
 enum backend_admin_result mem_list_limits(struct mem_backend *b, struct limit_state **out,
                                           size_t *count);
+enum backend_admin_result mem_list_names(struct mem_backend *b, struct limit_name **out,
+                                         size_t *count);
 enum backend_admin_result mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms,
                                     struct limit_usage *out);
 /* Expires holds of every limit, applies decreases, frees unused deleted limits. */

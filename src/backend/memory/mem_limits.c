@@ -404,6 +404,38 @@ enum backend_admin_result mem_list_limits(struct mem_backend *b, struct limit_st
     return BACKEND_ADMIN_OK;
 }
 
+static int compare_names(const void *a, const void *b)
+{
+    const struct limit_name *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+enum backend_admin_result mem_list_names(struct mem_backend *b, struct limit_name **out,
+                                         size_t *count)
+{
+    struct limit_name *names = malloc((b->live_limit_count + 1) * sizeof *names);
+    if (names == NULL)
+        return BACKEND_ADMIN_UNAVAILABLE;
+    size_t n = 0;
+    for (uint32_t i = 0; i < b->limits.capacity; i++) {
+        struct mem_limit *limit = (struct mem_limit *)b->limits.entries[i].node;
+        if (limit == NULL || limit->deleted)
+            continue;
+        names[n].key = malloc(limit->node.key_length + 1);
+        if (names[n].key == NULL) {
+            limit_names_free(names, n);
+            return BACKEND_ADMIN_UNAVAILABLE;
+        }
+        memcpy(names[n].key, limit->node.key, limit->node.key_length + 1);
+        names[n++].kind = limit->state.definition.kind;
+    }
+    assert(n == b->live_limit_count);
+    qsort(names, n, sizeof *names, compare_names);
+    *out = names;
+    *count = n;
+    return BACKEND_ADMIN_OK;
+}
+
 enum backend_admin_result mem_usage(struct mem_backend *b, const char *key, int64_t at_unix_ms,
                                     struct limit_usage *out)
 {

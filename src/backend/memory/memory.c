@@ -655,6 +655,15 @@ static enum backend_admin_result mem_op_list_limits(struct backend *base, struct
     return rc;
 }
 
+static enum backend_admin_result mem_op_list_names(struct backend *base, struct limit_name **out,
+                                                   size_t *count)
+{
+    struct mem_backend *b = mem_backend_of(base);
+    enum backend_admin_result rc;
+    LOCKED(b, rc = mem_list_names(b, out, count));
+    return rc;
+}
+
 static enum backend_admin_result mem_op_usage(struct backend *base, const char *key,
                                               int64_t at_unix_ms, struct limit_usage *out)
 {
@@ -810,6 +819,7 @@ const struct backend_ops mem_backend_ops = {
     .delete_limit = mem_op_delete_limit,
     .get_limit = mem_op_get_limit,
     .list_limits = mem_op_list_limits,
+    .list_names = mem_op_list_names,
     .usage = mem_op_usage,
     .tick = mem_op_tick,
     .reserve = mem_op_reserve,
