@@ -442,13 +442,14 @@ static struct http_exchange *exchange_open(void *context)
         if (ex == NULL)
             return NULL;
     }
-    /* The op union and the arena storage are written before they are read;
-     * zero only the bookkeeping. A reused exchange keeps its arena (and the
-     * heap block it may hold). */
+    /* The reply and arena storage are written before they are read; zero
+     * only the bookkeeping. A reused exchange keeps its arena (and the heap
+     * block it may hold). */
     struct arena arena;
     if (reused)
         arena = ex->arena;
-    memset((char *)ex + sizeof ex->http, 0, offsetof(struct exchange, op) - sizeof ex->http);
+    memset((char *)ex + sizeof ex->http, 0,
+           offsetof(struct exchange, reply_inline) - sizeof ex->http);
     ex->server = server;
     ex->started_ns = clock_monotonic_ns();
     if (reused)

@@ -7,13 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
 #include "http/http.h"
 #include "router.h"
 #include "util/arena.h"
 #include "util/buffer.h"
 #include "util/jdoc.h"
-#include "wait/wait.h"
 
 struct server;
 
@@ -24,13 +22,14 @@ enum exchange_phase {
     PHASE_SUSPENDED = 3, /* waiting, and the handler has returned: done wakes the exchange */
 };
 
-#define EXCHANGE_ARENA_INLINE 4096 /* a parsed single reserve fits: no heap block */
+/* A handler's state and a parsed body without a heap block: a single
+ * reserve's state (its request, result, entries and wait ticket, about
+ * 2.2 KiB: handlers_data.c checks it leaves 4 KiB) and its document. */
+#define EXCHANGE_ARENA_INLINE 6400
 #define EXCHANGE_REPLY_INLINE 1024 /* a single reserve/complete/release answer */
 #define EXCHANGE_HEADERS_MAX 24    /* headers of one answer besides the transport's */
 
-struct batch;
 struct exchange;
-struct gateway_call;
 
 typedef int (*exchange_fn)(struct exchange *exchange);
 
@@ -53,9 +52,11 @@ struct exchange {
     exchange_fn reply;         /* writes the answer once the backend is done */
     void (*pump)(struct exchange *exchange);    /* a paced answer's writer (exchange_stream_*) */
     void (*cleanup)(struct exchange *exchange); /* set by a handler: frees what it attached */
-    struct gateway_call *gateway_call;          /* a gateway call's (gateway.c) */
-    /* A handler's own while its backend call or offloaded work runs (in
-     * the arena, or freed by its cleanup). */
+    /* A handler's own while its backend call or offloaded work runs, typed
+     * by the handler alone (in the arena, or freed by its cleanup): a data
+     * request's or a batch's (handlers_data.c), a gateway call
+     * (gateway_internal.h), an admin change (handlers_admin.c,
+     * handlers_keys.c). NULL until the handler sets it. */
     void *handler_state;
     struct {
         void (*work)(struct exchange *exchange); /* run on the offload thread */
@@ -64,28 +65,8 @@ struct exchange {
         int holds;    /* atomic: work running, and a deferred finish (exchange_offload_defer) */
     } offload;
     const struct jdoc_value *document; /* the parsed body (in the arena and the body) */
-    struct batch *batch;               /* in the arena */
     struct exchange *next_free;        /* in the server's pool */
     struct arena arena;
-    union {
-        struct {
-            struct reserve_request request;
-            struct reserve_result result;
-            struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
-            int64_t wait_ms; /* 0: answered at once */
-            uint8_t priority;
-            struct wait_ticket ticket; /* the wait layer's, while it waits */
-        } reserve;
-        struct {
-            struct complete_request request;
-            struct complete_result result;
-            struct actual actuals[REQUIREMENTS_PER_RESERVE_MAX];
-        } complete;
-        struct {
-            struct release_request request;
-            struct release_result result;
-        } release;
-    } op;
     char reply_inline[EXCHANGE_REPLY_INLINE];
     _Alignas(16) char arena_storage[EXCHANGE_ARENA_INLINE];
 };

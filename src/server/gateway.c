@@ -355,7 +355,7 @@ static const struct gw_model *request_model(struct exchange *ex, const struct gw
  * those who wait. */
 static void reserve_start(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     call->reserving = true;
     wait_reserve(ex->server->wait, &call->ticket, &call->reserve, &call->reserve_result,
                  call->wait_ms, call->priority, exchange_backend_done, ex);
@@ -624,7 +624,7 @@ static int after_reserve(struct exchange *ex);
 /* After the creation of the call's missing limits from their defaults. */
 static int after_defaults(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     const char *key = call->plan.key_text[call->defaults_key];
     switch (call->defaults_outcome) {
     case GATEWAY_DEFAULTS_READY:
@@ -657,7 +657,7 @@ static int after_defaults(struct exchange *ex)
 
 static int after_reserve(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     const struct reserve_result *r = &call->reserve_result;
     if (replay_took_nothing(call) && request_id_of(ex) != NULL) {
         if (call->attempt == GW_ATTEMPTS_MAX)

@@ -107,10 +107,10 @@ void gateway_call_release(struct gateway_call *call)
 
 static void exchange_cleanup(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (call == NULL)
         return;
-    ex->gateway_call = NULL;
+    ex->handler_state = NULL;
     gateway_call_exchange_gone(call);
     gateway_call_release(call);
 }
@@ -119,6 +119,7 @@ struct gateway_call *gateway_call_new(struct exchange *ex, struct gw_config *con
                                       const struct gw_key *key, struct keys_record *key_record,
                                       enum gw_endpoint endpoint)
 {
+    assert(gateway_call_of(ex) == NULL); /* one call per exchange */
     struct gateway *g = ex->server->gateway;
     pthread_mutex_lock(&g->pool_mutex);
     struct gateway_call *call = g->pool;
@@ -150,7 +151,7 @@ struct gateway_call *gateway_call_new(struct exchange *ex, struct gw_config *con
     call->plan.template_count = 0;
     gw_sse_init_for(&call->sse, endpoint);
     gw_sse_output_init(&call->output);
-    ex->gateway_call = call;
+    ex->handler_state = call;
     ex->cleanup = exchange_cleanup;
     ex->http.on_gone = gateway_call_client_gone;
     return call;
@@ -446,7 +447,7 @@ static const struct gw_transfer_ops transfer_ops = {on_head, on_data, on_done};
 
 static void forward_start(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     pthread_mutex_lock(&call->mutex);
     bool gone = call->client_gone;
     pthread_mutex_unlock(&call->mutex);
@@ -552,7 +553,7 @@ static int reply_refused_for_memory(struct exchange *ex, const struct gateway_ca
 /* The answer is in (or a stream's head): give it, or say why not. */
 static int after_answer(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     pthread_mutex_lock(&call->mutex);
     enum gateway_call_mode mode = call->mode;
     enum gw_forward_result result = call->upstream_result;
@@ -610,7 +611,7 @@ static int after_answer(struct exchange *ex)
 
 int gateway_call_forward(struct exchange *ex, struct gateway_call *call)
 {
-    assert(ex->gateway_call == call);
+    assert(gateway_call_of(ex) == call);
     return exchange_call_backend(ex, forward_start, after_answer);
 }
 
@@ -784,7 +785,7 @@ static void settle(struct gateway_call *call)
 void gateway_call_client_gone(struct http_exchange *hx)
 {
     struct exchange *ex = (struct exchange *)hx;
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (call == NULL)
         return;
     pthread_mutex_lock(&call->mutex);

@@ -296,7 +296,7 @@ static void defaults_job(void *context)
 
 void gateway_defaults_create(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     struct gateway *g = call->gateway;
     assert(call->exchange == ex);
     assert(!call->defaults_tried);

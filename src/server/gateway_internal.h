@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/bounds.h"
+#include "exchange.h"
 #include "gateway.h"
 #include "http/http.h"
 #include "gateway/gw_config.h"
@@ -336,6 +337,13 @@ void gateway_call_advance(struct gateway_call *call, enum gateway_call_state to)
 struct gateway_call *gateway_call_new(struct exchange *exchange, struct gw_config *config,
                                       const struct gw_key *key, struct keys_record *key_record,
                                       enum gw_endpoint endpoint);
+
+/* The call of an exchange of a gateway route: its handler_state, set by
+ * gateway_call_new (NULL before, and once its cleanup let it go). */
+static inline struct gateway_call *gateway_call_of(const struct exchange *exchange)
+{
+    return exchange->handler_state;
+}
 
 /* References: the caller holds one more / drops one (the last frees). */
 void gateway_call_retain(struct gateway_call *call);

@@ -115,7 +115,7 @@ static int after_reserve(struct exchange *ex);
 
 static int after_defaults(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (call->defaults_outcome == GATEWAY_DEFAULTS_READY)
         return exchange_call_backend(ex, gateway_reserve_start, after_reserve);
     char message[512];
@@ -133,7 +133,7 @@ static int after_defaults(struct exchange *ex)
 
 static int after_reserve(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     const struct reserve_result *r = &call->reserve_result;
     if (r->wait_outcome == RESERVE_WAIT_CANCELLED) /* its client left while it waited */
         return gateway_mcp_reply(ex, 503, &call->mcp.id, GW_MCP_SERVER_ERROR,

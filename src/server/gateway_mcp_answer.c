@@ -36,7 +36,7 @@ int gateway_mcp_reply(struct exchange *ex, unsigned status, const struct gw_mcp_
     buffer_append_char(&b, '\n');
     struct http_header headers[2] = {{"Content-Type", "application/json"}};
     size_t count = 1;
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (call != NULL && call->lease_id[0] != '\0')
         headers[count++] = (struct http_header){"x-llmlimit-lease-id", call->lease_id};
     if (b.failed) {

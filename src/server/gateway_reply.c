@@ -59,7 +59,7 @@ static void add_should_retry(struct gateway_headers *h, unsigned status, int64_t
 static uint32_t denied_keys(const struct exchange *ex, unsigned status, const char **keys,
                             uint32_t most)
 {
-    const struct gateway_call *call = ex->gateway_call;
+    const struct gateway_call *call = gateway_call_of(ex);
     if (status != 429 || call == NULL)
         return 0;
     const struct reserve_result *r = &call->reserve_result;
@@ -100,7 +100,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     vsnprintf(message, sizeof message, format, args);
     struct buffer b;
     buffer_init(&b, NULL, 0);
-    struct gateway_call *mcp_call = ex->gateway_call;
+    struct gateway_call *mcp_call = gateway_call_of(ex);
     if (ex->route->gateway->kind == GW_ROUTE_TOOLS && mcp_call != NULL && mcp_call->mcp.id.present)
         gateway_mcp_error_body(&b, mcp_call, status, code, message); /* answers its request */
     else
@@ -110,7 +110,7 @@ reply_error_with(struct exchange *ex, struct gateway_headers *h, unsigned status
     if (retry_after_ms > 0)
         add_retry_headers(h, retry_after_ms);
     add_should_retry(h, status, retry_after_ms);
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (call != NULL && call->lease_id[0] != '\0')
         gateway_headers_add(h, "x-llmlimit-lease-id", call->lease_id);
     if (b.failed) {
@@ -428,7 +428,7 @@ static bool relay_header(struct gateway_headers *h, const struct gateway_call *c
  * all at once: the transport drops it). */
 static void answer_pump(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);
@@ -482,7 +482,7 @@ int gateway_reply_answer(struct exchange *ex, struct gateway_call *call)
  * as its socket keeps up, and the end once the lease is settled. */
 static void stream_pump(struct exchange *ex)
 {
-    struct gateway_call *call = ex->gateway_call;
+    struct gateway_call *call = gateway_call_of(ex);
     if (!exchange_streaming(ex))
         return; /* ended already */
     pthread_mutex_lock(&call->mutex);

@@ -34,7 +34,8 @@
  * an invalid item, or the entries it took). */
 #define BATCH_ITEM_REFUSED (-2)
 
-/* Per-item state of a batch: either a backend call or an error answer. */
+/* Per-item state of a batch: either a backend call or an error answer. The
+ * exchange's handler_state, in its arena with its arrays. */
 struct batch {
     uint32_t item_count;
     uint32_t call_count;
@@ -50,6 +51,68 @@ struct batch {
     struct complete_result *complete_results;
     struct actual *actuals;
 };
+
+/* A single request's own while its backend call runs: the exchange's
+ * handler_state, the first thing in its arena (written before it is read),
+ * so it lies in the arena's inline storage. */
+struct reserve_op {
+    struct reserve_request request;
+    struct reserve_result result;
+    struct requirement requirements[REQUIREMENTS_PER_RESERVE_MAX];
+    int64_t wait_ms; /* 0: answered at once */
+    uint8_t priority;
+    struct wait_ticket ticket; /* the wait layer's, while it waits */
+};
+
+struct complete_op {
+    struct complete_request request;
+    struct complete_result result;
+    struct actual actuals[REQUIREMENTS_PER_RESERVE_MAX];
+};
+
+struct release_op {
+    struct release_request request;
+    struct release_result result;
+};
+
+/* A parsed single reserve needs no heap block: its state leaves room for
+ * its document in the arena's inline storage. */
+_Static_assert(sizeof(struct reserve_op) + 4096 <= EXCHANGE_ARENA_INLINE,
+               "a single reserve's state and its document fit the exchange's arena");
+_Static_assert(sizeof(struct complete_op) <= sizeof(struct reserve_op),
+               "a single complete's state is no larger than a reserve's");
+
+/* The handler's state of size bytes, in the arena; NULL (503 answered)
+ * when out of memory, which a fresh arena's inline storage never is. */
+static void *op_new(struct exchange *ex, size_t size)
+{
+    assert(ex->handler_state == NULL);
+    ex->handler_state = arena_alloc_uninit(&ex->arena, size);
+    if (ex->handler_state == NULL)
+        exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
+    return ex->handler_state;
+}
+
+static struct reserve_op *reserve_op(struct exchange *ex)
+{
+    return ex->handler_state;
+}
+
+static struct complete_op *complete_op(struct exchange *ex)
+{
+    return ex->handler_state;
+}
+
+static struct release_op *release_op(struct exchange *ex)
+{
+    return ex->handler_state;
+}
+
+/* A batch's handler_state (NULL until batch_begin or batch_of_scanned). */
+static struct batch *batch_of(struct exchange *ex)
+{
+    return ex->handler_state;
+}
 
 static void count_denials(struct exchange *ex, const struct reserve_request *request,
                           const struct reserve_result *result)
@@ -95,12 +158,12 @@ static void free_warnings(struct complete_result *results, uint32_t count)
 static void complete_cleanup(struct exchange *ex)
 {
     if (ex->called)
-        free_warnings(&ex->op.complete.result, 1);
+        free_warnings(&complete_op(ex)->result, 1);
 }
 
 static void batch_cleanup(struct exchange *ex)
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     if (batch == NULL)
         return;
     /* The batch and its arrays are in the arena; only what the backend and
@@ -108,7 +171,7 @@ static void batch_cleanup(struct exchange *ex)
     if (batch->complete_results != NULL && ex->called)
         free_warnings(batch->complete_results, batch->call_count);
     buffer_free(&batch->errors);
-    ex->batch = NULL;
+    ex->handler_state = NULL;
 }
 
 /* ---- single requests ---------------------------------------------------- */
@@ -118,7 +181,7 @@ static void batch_cleanup(struct exchange *ex)
 static void reserve_gone(struct http_exchange *hx)
 {
     struct exchange *ex = (struct exchange *)hx;
-    wait_cancel(ex->server->wait, &ex->op.reserve.ticket);
+    wait_cancel(ex->server->wait, &reserve_op(ex)->ticket);
 }
 
 /* Every single reserve goes through the waiting queue (src/wait): one that
@@ -126,23 +189,24 @@ static void reserve_gone(struct http_exchange *hx)
  * limits, and then it does not overtake them (docs/semantics.md). */
 static void reserve_call(struct exchange *ex)
 {
-    reserve_result_clear(&ex->op.reserve.result);
-    if (ex->op.reserve.wait_ms > 0)
+    struct reserve_op *op = reserve_op(ex);
+    reserve_result_clear(&op->result);
+    if (op->wait_ms > 0)
         ex->http.on_gone = reserve_gone;
-    wait_reserve(ex->server->wait, &ex->op.reserve.ticket, &ex->op.reserve.request,
-                 &ex->op.reserve.result, ex->op.reserve.wait_ms, ex->op.reserve.priority,
-                 exchange_backend_done, ex);
+    wait_reserve(ex->server->wait, &op->ticket, &op->request, &op->result, op->wait_ms,
+                 op->priority, exchange_backend_done, ex);
 }
 
 static int reserve_reply(struct exchange *ex)
 {
-    const struct reserve_request *request = &ex->op.reserve.request;
-    const struct reserve_result *result = &ex->op.reserve.result;
+    const struct reserve_op *op = reserve_op(ex);
+    const struct reserve_request *request = &op->request;
+    const struct reserve_result *result = &op->result;
     struct buffer b;
     exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
     unsigned status = encode_reserve_members(&b, request, result);
-    bool waits = ex->op.reserve.wait_ms > 0;
+    bool waits = op->wait_ms > 0;
     if (waits) { /* a reserve that asked to wait says how long it did */
         buffer_append_char(&b, ',');
         buffer_member_i64(&b, "waited_ms", result->waited_ms);
@@ -160,64 +224,66 @@ static int reserve_reply(struct exchange *ex)
 
 int handle_reserve(struct exchange *ex)
 {
+    struct reserve_op *op = op_new(ex, sizeof *op);
+    if (op == NULL)
+        return 0;
     struct reserve_wait wait;
-    if (reserve_scan_one(ex->body, ex->body_length, &ex->op.reserve.request,
-                         ex->op.reserve.requirements, &wait) != 0) {
+    if (reserve_scan_one(ex->body, ex->body_length, &op->request, op->requirements, &wait) != 0) {
         const struct jdoc_value *body = exchange_parse_body(ex);
         if (body == NULL)
             return 0;
         char error[DECODE_ERROR_SIZE];
-        if (decode_reserve_wait(body, "", &ex->op.reserve.request, ex->op.reserve.requirements,
-                                &wait, error, sizeof error) != 0)
+        if (decode_reserve_wait(body, "", &op->request, op->requirements, &wait, error,
+                                sizeof error) != 0)
             return exchange_error(ex, 400, error);
     }
-    if (refuse_gateway_lease(ex, ex->op.reserve.request.lease_id,
-                             ex->op.reserve.request.lease_id_length) != 0)
+    if (refuse_gateway_lease(ex, op->request.lease_id, op->request.lease_id_length) != 0)
         return 0;
-    ex->op.reserve.wait_ms = wait.wait_ms;
-    ex->op.reserve.priority = wait.priority;
+    op->wait_ms = wait.wait_ms;
+    op->priority = wait.priority;
     return exchange_call_backend(ex, reserve_call, reserve_reply);
 }
 
 static void complete_call(struct exchange *ex)
 {
-    memset(&ex->op.complete.result, 0, sizeof ex->op.complete.result);
-    wait_complete(ex->server->wait, &ex->op.complete.request, &ex->op.complete.result, 1,
-                  exchange_backend_done, ex);
+    struct complete_op *op = complete_op(ex);
+    memset(&op->result, 0, sizeof op->result);
+    wait_complete(ex->server->wait, &op->request, &op->result, 1, exchange_backend_done, ex);
 }
 
 static int complete_reply(struct exchange *ex)
 {
+    const struct complete_op *op = complete_op(ex);
     struct buffer b;
     exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
-    unsigned status =
-        encode_complete_members(&b, &ex->op.complete.request, &ex->op.complete.result);
+    unsigned status = encode_complete_members(&b, &op->request, &op->result);
     buffer_append_char(&b, '}');
     return exchange_answer(ex, status, &b, 0);
 }
 
 int handle_complete(struct exchange *ex)
 {
+    struct complete_op *op = op_new(ex, sizeof *op);
+    if (op == NULL)
+        return 0;
     ex->cleanup = complete_cleanup;
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return 0;
     char error[DECODE_ERROR_SIZE];
-    if (decode_complete(body, "", &ex->op.complete.request, ex->op.complete.actuals, error,
-                        sizeof error) != 0)
+    if (decode_complete(body, "", &op->request, op->actuals, error, sizeof error) != 0)
         return exchange_error(ex, 400, error);
-    if (refuse_gateway_lease(ex, ex->op.complete.request.lease_id,
-                             ex->op.complete.request.lease_id_length) != 0)
+    if (refuse_gateway_lease(ex, op->request.lease_id, op->request.lease_id_length) != 0)
         return 0;
     return exchange_call_backend(ex, complete_call, complete_reply);
 }
 
 static void release_call(struct exchange *ex)
 {
-    memset(&ex->op.release.result, 0, sizeof ex->op.release.result);
-    wait_release(ex->server->wait, &ex->op.release.request, &ex->op.release.result, 1,
-                 exchange_backend_done, ex);
+    struct release_op *op = release_op(ex);
+    memset(&op->result, 0, sizeof op->result);
+    wait_release(ex->server->wait, &op->request, &op->result, 1, exchange_backend_done, ex);
 }
 
 static int release_reply(struct exchange *ex)
@@ -225,21 +291,23 @@ static int release_reply(struct exchange *ex)
     struct buffer b;
     exchange_reply_buffer(ex, &b);
     buffer_append_char(&b, '{');
-    unsigned status = encode_release_members(&b, &ex->op.release.result);
+    unsigned status = encode_release_members(&b, &release_op(ex)->result);
     buffer_append_char(&b, '}');
     return exchange_answer(ex, status, &b, 0);
 }
 
 int handle_release(struct exchange *ex)
 {
+    struct release_op *op = op_new(ex, sizeof *op);
+    if (op == NULL)
+        return 0;
     const struct jdoc_value *body = exchange_parse_body(ex);
     if (body == NULL)
         return 0;
     char error[DECODE_ERROR_SIZE];
-    if (decode_release(body, "", &ex->op.release.request, error, sizeof error) != 0)
+    if (decode_release(body, "", &op->request, error, sizeof error) != 0)
         return exchange_error(ex, 400, error);
-    if (refuse_gateway_lease(ex, ex->op.release.request.lease_id,
-                             ex->op.release.request.lease_id_length) != 0)
+    if (refuse_gateway_lease(ex, op->request.lease_id, op->request.lease_id_length) != 0)
         return 0;
     return exchange_call_backend(ex, release_call, release_reply);
 }
@@ -332,10 +400,11 @@ static struct batch *batch_begin(struct exchange *ex, const char *list_field, bo
         exchange_error(ex, 400, error);
         return NULL;
     }
-    ex->batch = batch_new(&ex->arena, (*requests)->count, entries, reserve);
-    if (ex->batch == NULL)
+    struct batch *batch = batch_new(&ex->arena, (*requests)->count, entries, reserve);
+    ex->handler_state = batch;
+    if (batch == NULL)
         exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
-    return ex->batch;
+    return batch;
 }
 
 /* Decodes one batch item into call slot batch->call_count, its entries from
@@ -351,7 +420,7 @@ static int batch_decode_and_call(struct exchange *ex, const struct jdoc_value *r
                                  batch_decode_fn decode, void (*call)(struct exchange *),
                                  int (*reply)(struct exchange *))
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     size_t offset = 0;
     for (size_t i = 0; i < batch->item_count; i++) {
         char error[DECODE_ERROR_SIZE];
@@ -379,7 +448,7 @@ static int batch_decode_and_call(struct exchange *ex, const struct jdoc_value *r
 static int batch_reply(struct exchange *ex,
                        unsigned (*item)(struct exchange *, struct buffer *, uint32_t))
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     assert(batch->call_count <= batch->item_count);
     size_t estimate = 64 + (size_t)batch->item_count * BATCH_ITEM_REPLY_BYTES;
     char *storage = arena_alloc_uninit(&ex->arena, estimate);
@@ -410,11 +479,12 @@ static int batch_reply(struct exchange *ex,
 
 static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t call)
 {
-    const struct reserve_request *request = &ex->batch->reserve_requests[call];
-    const struct reserve_result *result = &ex->batch->reserve_results[call];
+    const struct batch *batch = batch_of(ex);
+    const struct reserve_request *request = &batch->reserve_requests[call];
+    const struct reserve_result *result = &batch->reserve_results[call];
     unsigned status = encode_http_status(result->error);
     if (status == 200 && !result->allowed)
-        activity_denial(ex->server->activity, ex->batch->now_unix_ms, ACTIVITY_SOURCE_API, request,
+        activity_denial(ex->server->activity, batch->now_unix_ms, ACTIVITY_SOURCE_API, request,
                         result);
     if (status == 200) {
         static const char head[] = "{\"status\":200,";
@@ -432,7 +502,7 @@ static unsigned reserve_item(struct exchange *ex, struct buffer *b, uint32_t cal
 /* The batch's reserves are counted at once: one atomic add, not one each. */
 static void count_batch_activity(struct exchange *ex)
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     uint64_t answered = 0, denied = 0;
     for (uint32_t i = 0; i < batch->call_count; i++) {
         const struct reserve_result *result = &batch->reserve_results[i];
@@ -447,14 +517,14 @@ static void count_batch_activity(struct exchange *ex)
 
 static int reserve_batch_reply(struct exchange *ex)
 {
-    ex->batch->now_unix_ms = clock_now_ms(ex->server->clock);
+    batch_of(ex)->now_unix_ms = clock_now_ms(ex->server->clock);
     count_batch_activity(ex);
     return batch_reply(ex, reserve_item);
 }
 
 static void reserve_batch_call(struct exchange *ex)
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     for (uint32_t i = 0; i < batch->call_count; i++) {
         reserve_result_clear(&batch->reserve_results[i]);
         /* Batch items do not wait, nor overtake those who do. */
@@ -518,10 +588,11 @@ int handle_reserve_batch(struct exchange *ex)
     struct reserve_request *scanned;
     uint32_t scanned_count;
     if (reserve_scan_batch(ex->body, ex->body_length, &ex->arena, &scanned, &scanned_count) == 0) {
-        ex->batch = batch_of_scanned(&ex->arena, scanned, scanned_count);
-        if (ex->batch == NULL)
+        struct batch *batch = batch_of_scanned(&ex->arena, scanned, scanned_count);
+        ex->handler_state = batch;
+        if (batch == NULL)
             return exchange_error(ex, 503, WIRE_OUT_OF_MEMORY);
-        if (ex->batch->call_count == 0)
+        if (batch->call_count == 0)
             return reserve_batch_reply(ex);
         return exchange_call_backend(ex, reserve_batch_call, reserve_batch_reply);
     }
@@ -534,8 +605,9 @@ int handle_reserve_batch(struct exchange *ex)
 
 static unsigned complete_item(struct exchange *ex, struct buffer *b, uint32_t call)
 {
-    const struct complete_request *request = &ex->batch->complete_requests[call];
-    const struct complete_result *result = &ex->batch->complete_results[call];
+    const struct batch *batch = batch_of(ex);
+    const struct complete_request *request = &batch->complete_requests[call];
+    const struct complete_result *result = &batch->complete_results[call];
     unsigned status = encode_http_status(result->error);
     buffer_append_str(b, "{\"status\":");
     buffer_append_u64(b, status);
@@ -551,7 +623,7 @@ static int complete_batch_reply(struct exchange *ex)
 
 static void complete_batch_call(struct exchange *ex)
 {
-    struct batch *batch = ex->batch;
+    struct batch *batch = batch_of(ex);
     wait_complete(ex->server->wait, batch->complete_requests, batch->complete_results,
                   batch->call_count, exchange_backend_done, ex);
 }

@@ -20,6 +20,9 @@ is taken on trust.
   holds no provider's name, no dialect's endpoint or api constant and no
   gateway path; those live in the dialects' table (src/gateway/gw_dialect*.c),
   whose route paths docs/api.md names.
+- src/server/exchange.h, the exchange every handler answers through, names
+  no type of the gateway's nor of the data path's: a handler keeps its own
+  state behind the exchange's handler_state.
 
 Usage: test_layers.py BUILD_DIR"""
 
@@ -309,6 +312,38 @@ class Dialects(unittest.TestCase):
         self.assertGreaterEqual(len(rows), 10, "the route rows of the dialects' files")
         missing = [name for name, route in rows if route.rstrip("/") not in doc]
         self.assertEqual(missing, [], "gateway routes docs/api.md does not name")
+
+
+# What names a handler's own type in code: the gateway's (a gateway call, gw_* types, their
+# headers) and the data path's (its requests, results, entries, batches, the wait layer's
+# ticket, and the headers that define them).
+HANDLER_TYPES = re.compile(
+    r"\bgateway\w*|\bgw_\w+|\bstruct\s+(reserve|complete|release|usage|requirement|actual|batch"
+    r"|wait)\w*|#include\s+\"(backend|wait|gateway|wire)/")
+
+
+def handler_types(path):
+    """Each line of code in path that names a handler's own type: "file:line: text"."""
+    with open(path, encoding="utf-8") as f:
+        code = code_of(f.read())
+    return ["%s:%d: %s" % (os.path.basename(path), number, line.strip())
+            for number, line in enumerate(code.splitlines(), 1) if HANDLER_TYPES.search(line)]
+
+
+class Exchange(unittest.TestCase):
+    def test_exchange_names_no_handler_type(self):
+        """exchange.h names no type of the gateway's or the data path's (handler_state)."""
+        self.assertEqual(handler_types(os.path.join(SOURCE, "server", "exchange.h")), [],
+                         "src/server/exchange.h names a handler's own type")
+
+    def test_the_check_sees_a_handler_type(self):
+        """The check above finds what it looks for (and skips comments)."""
+        self.assertTrue(HANDLER_TYPES.search(code_of("struct gateway_call *call;")))
+        self.assertTrue(HANDLER_TYPES.search(code_of("    struct reserve_request request;")))
+        self.assertTrue(HANDLER_TYPES.search(code_of("struct wait_ticket ticket;")))
+        self.assertTrue(HANDLER_TYPES.search(code_of('#include "backend/backend.h"')))
+        self.assertFalse(HANDLER_TYPES.search(code_of("void *handler_state; /* gateway_call */")))
+        self.assertFalse(HANDLER_TYPES.search(code_of("int exchange_call_backend(void);")))
 
 
 if __name__ == "__main__":
